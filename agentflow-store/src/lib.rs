@@ -1,0 +1,1 @@
+//! Embedded persistence for agentflow (see the crate README).

@@ -1,0 +1,79 @@
+//! Errors: the four classes a node failure falls into, and the typed errors of
+//! each operation.
+
+use std::fmt;
+use std::time::Duration;
+
+/// What the executor should do with a failure (the four classes of the design brief).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub enum ErrorClass {
+    /// A passing fault (timeout, rate limit, connection reset): retried per the
+    /// node's retry policy with capped exponential backoff and jitter.
+    Transient,
+    /// The caller can fix it (bad tool arguments, malformed model output): fed
+    /// back as an observation, a bounded number of times. Never retried blindly.
+    Correctable,
+    /// Only a human can unblock it: the run pauses.
+    NeedsInput,
+    /// Nothing will fix it by retrying (permission denied, invariant broken):
+    /// the run stops and reports it.
+    Fatal,
+}
+
+impl fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ErrorClass::Transient => "transient",
+            ErrorClass::Correctable => "correctable",
+            ErrorClass::NeedsInput => "needs-input",
+            ErrorClass::Fatal => "fatal",
+        })
+    }
+}
+
+/// The error a node returns. It carries its [`ErrorClass`] so the executor
+/// knows whether to retry, report or stop.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[error("{class} error: {message}")]
+pub struct NodeError {
+    /// How the executor treats this error.
+    pub class: ErrorClass,
+    /// What went wrong, for people.
+    pub message: String,
+    /// For transient errors: how long the source asked us to wait (e.g. `Retry-After`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<Duration>,
+}
+
+impl NodeError {
+    /// A new error of the given class.
+    pub fn new(class: ErrorClass, message: impl Into<String>) -> Self {
+        NodeError {
+            class,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+    /// A passing fault worth retrying.
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self::new(ErrorClass::Transient, message)
+    }
+    /// A fault the caller (often a model) can correct.
+    pub fn correctable(message: impl Into<String>) -> Self {
+        Self::new(ErrorClass::Correctable, message)
+    }
+    /// A fault only a human can resolve.
+    pub fn needs_input(message: impl Into<String>) -> Self {
+        Self::new(ErrorClass::NeedsInput, message)
+    }
+    /// A fault that stops the run.
+    pub fn fatal(message: impl Into<String>) -> Self {
+        Self::new(ErrorClass::Fatal, message)
+    }
+    /// Ask the retry loop to wait at least `delay` before the next attempt.
+    pub fn with_retry_after(mut self, delay: Duration) -> Self {
+        self.retry_after = Some(delay);
+        self
+    }
+}
