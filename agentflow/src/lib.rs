@@ -1,6 +1,28 @@
 //! agentflow: LLM agents as state graphs whose wiring the compiler checks.
 #![warn(missing_docs)]
 
+pub mod context;
 pub mod error;
+pub mod event;
+pub mod executor;
+pub mod graph;
+pub mod reducer;
+pub mod state;
+pub mod step;
 
+#[doc(hidden)]
+pub mod __private;
+
+pub use context::Ctx;
 pub use error::{ErrorClass, NodeError};
+pub use event::Event;
+pub use executor::{Budget, Outcome, RetryPolicy, Run, RunError, Runner};
+pub use graph::{CompiledGraph, NodeId};
+pub use state::{Field, FieldMask, ReducerKind, State, Update};
+pub use step::Step;
+pub use tokio_util::sync::CancellationToken;
+
+/// Everything a graph definition needs: `use agentflow::prelude::*;`.
+pub mod prelude {
+    pub use crate::{CompiledGraph, Ctx, NodeError, Outcome, State, Step, goto};
+}

@@ -1,0 +1,148 @@
+//! Items the macro-generated code names. Not public API: no stability promise.
+
+pub use serde;
+
+pub use crate::graph::{GraphSpec, NodeFuture, NodeSpec};
+pub use crate::reducer::{Add, Append, Merge, Messages};
+
+use crate::context::Ctx;
+use crate::error::NodeError;
+use crate::state::{Field, State};
+use crate::step::Step;
+
+/// What a node fn may return: `Step<S>` or `Result<Step<S>, E>` with `E: Into<NodeError>`.
+#[diagnostic::on_unimplemented(
+    message = "a node must return `Step<{S}>` or `Result<Step<{S}>, E>` where `E: Into<NodeError>`, not `{Self}`",
+    label = "this return type does not fit the graph's state `{S}`",
+    note = "expected form: `async fn name(state: &{S}, cx: &Ctx<Deps>) -> Step<{S}>`"
+)]
+pub trait IntoStep<S: State> {
+    /// Converts the node's return value.
+    fn into_step(self) -> Result<Step<S>, NodeError>;
+}
+
+impl<S: State> IntoStep<S> for Step<S> {
+    fn into_step(self) -> Result<Step<S>, NodeError> {
+        Ok(self)
+    }
+}
+
+impl<S: State, E: Into<NodeError>> IntoStep<S> for Result<Step<S>, E> {
+    fn into_step(self) -> Result<Step<S>, NodeError> {
+        self.map_err(Into::into)
+    }
+}
+
+/// The type of a node's first parameter: `&S`.
+#[diagnostic::on_unimplemented(
+    message = "a node's first parameter must be `&{S}` (the graph's state), not `{Self}`",
+    label = "expected `&{S}`",
+    note = "expected form: `async fn name(state: &{S}, cx: &Ctx<Deps>) -> Step<{S}>`"
+)]
+pub trait StateParam<'a, S> {
+    /// Passes the state snapshot.
+    fn from_state(state: &'a S) -> Self;
+}
+
+impl<'a, S> StateParam<'a, S> for &'a S {
+    fn from_state(state: &'a S) -> Self {
+        state
+    }
+}
+
+/// The type of a node's second parameter when it is the context: `&Ctx<D>`.
+#[diagnostic::on_unimplemented(
+    message = "a node's context parameter must be `&Ctx<{D}>` (the graph's deps), not `{Self}`",
+    label = "expected `&Ctx<{D}>`"
+)]
+pub trait CtxParam<'a, D> {
+    /// Passes the context.
+    fn from_ctx(cx: &'a Ctx<'a, D>) -> Self;
+}
+
+impl<'a, D> CtxParam<'a, D> for &'a Ctx<'a, D> {
+    fn from_ctx(cx: &'a Ctx<'a, D>) -> Self {
+        cx
+    }
+}
+
+/// The type of a node's second parameter when it is the dependencies: `&D`.
+#[diagnostic::on_unimplemented(
+    message = "a node's second parameter must be `&{D}` (the graph's `deps`) or `&Ctx<{D}>`, not `{Self}`",
+    label = "expected `&{D}` or `&Ctx<{D}>`"
+)]
+pub trait DepsParam<'a, D> {
+    /// Passes the dependencies.
+    fn from_deps(deps: &'a D) -> Self;
+}
+
+impl<'a, D> DepsParam<'a, D> for &'a D {
+    fn from_deps(deps: &'a D) -> Self {
+        deps
+    }
+}
+
+/// Passes the dependencies of `cx`.
+pub fn deps_of<'a, D>(cx: &'a Ctx<'a, D>) -> &'a D {
+    cx.deps
+}
+
+/// Stands in for a `goto!` whose targets were rejected, so one bad route
+/// does not cascade into type errors; the `compile_error!` next to it stops the build.
+pub fn invalid_route<S: State>() -> Step<S> {
+    Step::__route(&[], S::Update::default())
+}
+
+const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The index of field `name` in `fields`, if any (evaluated at compile time).
+pub const fn field_index(fields: &[Field], name: &str) -> Option<usize> {
+    let mut i = 0;
+    while i < fields.len() {
+        if str_eq(fields[i].name, name) {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Whether `name` is a field of `fields` (evaluated at compile time).
+pub const fn has_field(fields: &[Field], name: &str) -> bool {
+    field_index(fields, name).is_some()
+}
+
+/// Whether field `name` exists and is overwrite-reduced (evaluated at compile time).
+pub const fn is_overwrite(fields: &[Field], name: &str) -> bool {
+    match field_index(fields, name) {
+        Some(i) => fields[i].reducer.is_overwrite(),
+        None => false,
+    }
+}
+
+/// The bit mask of the named fields (evaluated at compile time; unknown names are
+/// reported separately).
+pub const fn mask_of(fields: &[Field], names: &[&str]) -> u64 {
+    let mut mask = 0;
+    let mut i = 0;
+    while i < names.len() {
+        if let Some(bit) = field_index(fields, names[i]) {
+            mask |= 1 << bit;
+        }
+        i += 1;
+    }
+    mask
+}

@@ -1,0 +1,86 @@
+//! How a run ends.
+
+use std::fmt;
+
+use crate::error::NodeError;
+
+/// Which budget ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub enum Budget {
+    /// The super-step bound (`max_steps`).
+    Steps,
+    /// The wall-clock deadline of the run.
+    Deadline,
+}
+
+impl fmt::Display for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Budget::Steps => "max_steps",
+            Budget::Deadline => "deadline",
+        })
+    }
+}
+
+/// How a run ended. A run that hit a budget is never reported as completed.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// Every branch reached `END`.
+    Completed,
+    /// A budget ran out; the state is the one after the last finished step.
+    BudgetExhausted {
+        /// The budget.
+        which: Budget,
+    },
+    /// A node failed for good; the state is the one before the failed step.
+    Failed {
+        /// The node that failed.
+        node: String,
+        /// Why.
+        error: NodeError,
+    },
+    /// The run was cancelled from outside; it stopped at a step boundary.
+    Cancelled,
+}
+
+impl Outcome {
+    /// Whether every branch reached `END`.
+    pub fn is_completed(&self) -> bool {
+        matches!(self, Outcome::Completed)
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Completed => f.write_str("Completed"),
+            Outcome::BudgetExhausted { which } => write!(f, "BudgetExhausted {{ which: {which} }}"),
+            Outcome::Failed { node, error } => {
+                write!(f, "Failed {{ node: {node}, error: {error} }}")
+            }
+            Outcome::Cancelled => f.write_str("Cancelled"),
+        }
+    }
+}
+
+/// The result of a run: how it ended and the state it ended with.
+#[derive(Debug, Clone)]
+pub struct Run<S> {
+    /// How the run ended.
+    pub outcome: Outcome,
+    /// The state after the last completed super-step.
+    pub state: S,
+    /// How many super-steps completed.
+    pub steps: u32,
+}
+
+/// A run could not be carried out at all (as opposed to an [`Outcome`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The run's limits make no sense.
+    #[error("invalid run configuration: {0}")]
+    InvalidConfig(String),
+}

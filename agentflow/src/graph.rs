@@ -1,0 +1,207 @@
+//! The compiled graph: a flat plan indexed by [`NodeId`], produced by `#[graph]`.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::context::Ctx;
+use crate::error::NodeError;
+use crate::executor::RetryPolicy;
+use crate::state::{FieldMask, State};
+use crate::step::Step;
+
+/// The index of a node in its graph, in declaration order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(u32);
+
+impl NodeId {
+    /// The node with this declaration index.
+    pub const fn new(index: u32) -> Self {
+        NodeId(index)
+    }
+    /// The declaration index.
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// A boxed node future borrowing the state snapshot and the context.
+pub type NodeFuture<'a, S> = Pin<Box<dyn Future<Output = Result<Step<S>, NodeError>> + Send + 'a>>;
+
+/// The function `#[graph]` generates around each `#[node]` fn.
+pub type NodeFn<S, D> = for<'a> fn(&'a S, &'a Ctx<'a, D>) -> NodeFuture<'a, S>;
+
+/// One node of a compiled graph.
+pub struct NodeSpec<S: State, D> {
+    /// The node's name (the fn name).
+    pub name: &'static str,
+    /// The declared `goto = [..]` targets (`END` excluded).
+    pub targets: &'static [NodeId],
+    /// Whether `END` is among the declared targets.
+    pub may_end: bool,
+    /// Retry policy for transient errors (`retry = ..`).
+    pub retry: RetryPolicy,
+    /// Per-attempt timeout (`timeout = ..`).
+    pub timeout: Option<Duration>,
+    /// The fields the node may write (`writes = [..]`), if it declared them.
+    pub writes: Option<FieldMask>,
+    /// Whether the node may pause for a human (`interrupt`).
+    pub interrupt: bool,
+    /// The generated wrapper around the user's fn.
+    pub run: NodeFn<S, D>,
+}
+
+impl<S: State, D> fmt::Debug for NodeSpec<S, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeSpec")
+            .field("name", &self.name)
+            .field("targets", &self.targets)
+            .field("may_end", &self.may_end)
+            .field("retry", &self.retry)
+            .field("timeout", &self.timeout)
+            .field("writes", &self.writes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Everything `#[graph]` knows about a graph, handed to [`CompiledGraph::from_spec`].
+pub struct GraphSpec<S: State, D> {
+    /// The graph's name (the module name).
+    pub name: &'static str,
+    /// The start node.
+    pub start: NodeId,
+    /// The super-step bound (`max_steps`); `None` for an acyclic graph.
+    pub max_steps: Option<u32>,
+    /// A hash of the graph's structure, computed at compile time.
+    pub fingerprint: &'static str,
+    /// The nodes, in declaration order.
+    pub nodes: Vec<NodeSpec<S, D>>,
+}
+
+/// A statically validated graph over state `S` and dependencies `D`.
+///
+/// Produced by the `graph()` function `#[graph]` generates; cheap to clone.
+pub struct CompiledGraph<S: State, D = ()> {
+    pub(crate) inner: Arc<Plan<S, D>>,
+}
+
+pub(crate) struct Plan<S: State, D> {
+    pub(crate) spec: GraphSpec<S, D>,
+    /// Fields two same-step writes may not both set.
+    pub(crate) overwrite_mask: FieldMask,
+    /// The step bound in force when the caller sets none.
+    pub(crate) default_max_steps: u32,
+}
+
+impl<S: State, D> Clone for CompiledGraph<S, D> {
+    fn clone(&self) -> Self {
+        CompiledGraph {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<S: State, D> fmt::Debug for CompiledGraph<S, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompiledGraph")
+            .field("name", &self.name())
+            .field("nodes", &self.node_names())
+            .field("fingerprint", &self.fingerprint())
+            .finish()
+    }
+}
+
+impl<S: State, D> CompiledGraph<S, D> {
+    /// Builds the plan. `#[graph]` calls this after its compile-time checks;
+    /// calling it by hand skips them (the executor still refuses illegal routes).
+    #[doc(hidden)]
+    pub fn from_spec(spec: GraphSpec<S, D>) -> Self {
+        // An acyclic graph runs at most one step per node.
+        let default_max_steps = spec.max_steps.unwrap_or(spec.nodes.len() as u32);
+        CompiledGraph {
+            inner: Arc::new(Plan {
+                overwrite_mask: S::overwrite_mask(),
+                default_max_steps,
+                spec,
+            }),
+        }
+    }
+
+    /// The graph's name.
+    pub fn name(&self) -> &'static str {
+        self.inner.spec.name
+    }
+
+    /// The structural fingerprint: changes whenever nodes, routes, `writes`
+    /// or the state type's name change.
+    pub fn fingerprint(&self) -> &'static str {
+        self.inner.spec.fingerprint
+    }
+
+    /// The super-step bound (`max_steps`, or the node count for an acyclic graph).
+    pub fn max_steps(&self) -> u32 {
+        self.inner.default_max_steps
+    }
+
+    /// The start node.
+    pub fn start(&self) -> NodeId {
+        self.inner.spec.start
+    }
+
+    /// The nodes, in declaration order.
+    pub fn nodes(&self) -> &[NodeSpec<S, D>] {
+        &self.inner.spec.nodes
+    }
+
+    /// The node names, in declaration order.
+    pub fn node_names(&self) -> Vec<&'static str> {
+        self.nodes().iter().map(|n| n.name).collect()
+    }
+
+    /// The node with this name.
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.nodes()
+            .iter()
+            .position(|n| n.name == name)
+            .map(|i| NodeId::new(i as u32))
+    }
+
+    /// The name of a node.
+    pub fn node_name(&self, id: NodeId) -> &'static str {
+        self.nodes().get(id.index()).map_or("<unknown>", |n| n.name)
+    }
+
+    /// A Mermaid flowchart of the graph. A node with one target gets a solid
+    /// edge; a node that chooses among several gets dotted edges.
+    pub fn mermaid(&self) -> String {
+        let mut out = String::from("flowchart TD\n");
+        out.push_str("    __start__([START])\n    __end__([END])\n");
+        out.push_str(&format!(
+            "    __start__ --> {}\n",
+            self.node_name(self.start())
+        ));
+        for node in self.nodes() {
+            let choices = node.targets.len() + usize::from(node.may_end);
+            let arrow = if choices > 1 { "-.->" } else { "-->" };
+            for t in node.targets {
+                out.push_str(&format!(
+                    "    {} {arrow} {}\n",
+                    node.name,
+                    self.node_name(*t)
+                ));
+            }
+            if node.may_end {
+                out.push_str(&format!("    {} {arrow} __end__\n", node.name));
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,104 @@
+//! The state a graph works on, and the typed partial updates nodes return.
+//!
+//! Implement [`State`] with `#[derive(State)]`; the derive generates the
+//! update type, one setter per field, and the reducer calls.
+
+use std::fmt::Debug;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A set of state fields, one bit per field in declaration order.
+///
+/// `#[derive(State)]` supports at most 64 fields per state struct.
+pub type FieldMask = u64;
+
+/// How the value a node writes into a field is merged with the value there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReducerKind {
+    /// The new value replaces the old one (the default).
+    Overwrite,
+    /// `Vec<T>`: the new items are appended.
+    Append,
+    /// Numbers: the new value is added.
+    Add,
+    /// Maps: keys are inserted or replaced.
+    Merge,
+    /// Message lists: appended, but a message with an id already present replaces it.
+    Messages,
+    /// A user function `fn(&mut T, T)`.
+    Custom,
+}
+
+impl ReducerKind {
+    /// Whether two writes to the field in one super-step conflict.
+    pub const fn is_overwrite(self) -> bool {
+        matches!(self, ReducerKind::Overwrite)
+    }
+}
+
+/// One field of a [`State`], as the derive describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    /// The field's name.
+    pub name: &'static str,
+    /// How writes to it are merged.
+    pub reducer: ReducerKind,
+}
+
+/// The state of a graph: a struct whose fields each have a reducer.
+///
+/// Derive it with `#[derive(State)]`; a hand-written impl must keep
+/// [`State::FIELDS`] in the same order as the bits of [`Update::touched`].
+pub trait State: Clone + Debug + Send + Sync + Serialize + DeserializeOwned + 'static {
+    /// The typed partial update nodes return: only the fields they set.
+    type Update: Update;
+    /// The schema version (`#[state(version = N)]`, default 1). Stored
+    /// checkpoints of another version are refused unless migrated.
+    const VERSION: u32;
+    /// The fields, in declaration order.
+    const FIELDS: &'static [Field];
+    /// The Rust name of the state type, for messages.
+    const NAME: &'static str;
+
+    /// Merges `update` into `self` through each field's reducer.
+    fn apply(&mut self, update: Self::Update);
+
+    /// An empty update; chain setters on it: `Ticket::update().intent(i)`.
+    fn update() -> Self::Update {
+        Self::Update::default()
+    }
+
+    /// The mask of fields whose reducer is [`ReducerKind::Overwrite`].
+    fn overwrite_mask() -> FieldMask {
+        Self::FIELDS
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.reducer.is_overwrite())
+            .fold(0, |m, (i, _)| m | (1 << i))
+    }
+
+    /// The names of the fields in `mask`, in declaration order.
+    fn field_names(mask: FieldMask) -> Vec<&'static str> {
+        Self::FIELDS
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .map(|(_, f)| f.name)
+            .collect()
+    }
+}
+
+/// A partial update of a [`State`]: the fields a node set, nothing else.
+pub trait Update:
+    Default + Clone + Debug + PartialEq + Send + Sync + Serialize + DeserializeOwned + 'static
+{
+    /// The fields this update sets, one bit per field in declaration order.
+    fn touched(&self) -> FieldMask;
+
+    /// Whether the update sets no field.
+    fn is_empty(&self) -> bool {
+        self.touched() == 0
+    }
+}
