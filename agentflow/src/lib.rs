@@ -6,6 +6,8 @@ pub mod error;
 pub mod event;
 pub mod executor;
 pub mod graph;
+pub mod message;
+pub mod model;
 pub mod reducer;
 pub mod state;
 pub mod step;

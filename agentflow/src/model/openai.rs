@@ -1,0 +1,482 @@
+//! [`OpenAiCompatible`]: the chat-completions HTTP API (`POST
+//! {base_url}/chat/completions`), as served by OpenAI, Ollama
+//! (`http://localhost:11434/v1`), vLLM, llama.cpp and others.
+//!
+//! Wire mapping: roles system/human/ai/tool become system/user/assistant/tool;
+//! tool calls travel as `{"type": "function", "function": {"name", "arguments"}}`
+//! with the arguments as a JSON *string*; tools as `{"type": "function",
+//! "function": {"name", "description", "parameters"}}`; the reply bound as
+//! `max_tokens`; a response schema as `response_format: {"type":
+//! "json_schema", ...}`. Usage comes from `prompt_tokens` and
+//! `completion_tokens`; a reply without them has unknown usage (`None`).
+//!
+//! Tool-call arguments that are not valid JSON do not fail the reply: the call
+//! is kept with its raw text as `Value::String`, so the tool layer answers it
+//! with an invalid-argument observation tied to its call id and the model can
+//! correct itself. Empty arguments (`""`) read as `{}`.
+//!
+//! Errors: 429 is [`ModelError::RateLimited`] with `Retry-After` (seconds),
+//! 401/403 [`ModelError::Auth`], other statuses [`ModelError::Http`], an
+//! expired client timeout [`ModelError::Timeout`], a body that is not a chat
+//! completion [`ModelError::MalformedReply`]; see [`ModelError::class`].
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{ChatModel, ChatReply, ChatRequest, ModelError, Usage};
+use crate::message::{Message, Role, ToolCall};
+
+/// Where and how to reach an OpenAI-compatible server.
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    /// API root, up to and including the version (`https://api.openai.com/v1`,
+    /// `http://localhost:11434/v1`); `/chat/completions` is appended.
+    pub base_url: String,
+    /// The model to ask (`gpt-4o-mini`, `qwen2.5`).
+    pub model: String,
+    /// Sent as `Authorization: Bearer ..`; `None` for servers without keys (Ollama).
+    pub api_key: Option<String>,
+    /// Bound on a whole call, from connecting to the end of the body.
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl OpenAiConfig {
+    /// OpenAI's public API root.
+    pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+    /// Ollama's OpenAI-compatible endpoint on this machine.
+    pub const OLLAMA_BASE_URL: &str = "http://localhost:11434/v1";
+    /// The default call timeout (local models can be slow).
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+    /// A config for `model` at `base_url`, without key, with the default timeout.
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        OpenAiConfig {
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key: None,
+            timeout: Self::DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// A local Ollama server serving `model`.
+    pub fn ollama(model: impl Into<String>) -> Self {
+        Self::new(Self::OLLAMA_BASE_URL, model)
+    }
+
+    /// Send this API key.
+    pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// Bound each call by `timeout`.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Read `OPENAI_BASE_URL` (default [`Self::OPENAI_BASE_URL`]),
+    /// `OPENAI_API_KEY` (optional) and `AGENTFLOW_MODEL` (required) from the
+    /// environment. Empty values count as unset.
+    pub fn from_env() -> Result<Self, ModelError> {
+        Self::from_lookup(|key| std::env::var(key).ok())
+    }
+
+    /// Like [`from_env`](Self::from_env), reading variables through `var`.
+    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Result<Self, ModelError> {
+        let var = |key| var(key).filter(|v: &String| !v.trim().is_empty());
+        let model = var("AGENTFLOW_MODEL").ok_or_else(|| {
+            ModelError::Config(
+                "`AGENTFLOW_MODEL` is not set; set it to the model name (e.g. `qwen2.5` on Ollama)"
+                    .into(),
+            )
+        })?;
+        let base_url = var("OPENAI_BASE_URL").unwrap_or_else(|| Self::OPENAI_BASE_URL.into());
+        Ok(OpenAiConfig {
+            api_key: var("OPENAI_API_KEY"),
+            ..Self::new(base_url, model)
+        })
+    }
+}
+
+/// A [`ChatModel`] speaking the OpenAI chat-completions wire format over HTTP.
+///
+/// ```no_run
+/// use agentflow::model::{OpenAiCompatible, OpenAiConfig};
+///
+/// let local = OpenAiCompatible::new(OpenAiConfig::ollama("qwen2.5"))?;
+/// let from_env = OpenAiCompatible::from_env()?;
+/// # Ok::<(), agentflow::model::ModelError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct OpenAiCompatible {
+    config: OpenAiConfig,
+    endpoint: String,
+    name: String,
+    client: reqwest::Client,
+}
+
+impl OpenAiCompatible {
+    /// An adapter for `config`. Fails on an empty model name, a URL that is
+    /// not http(s), or an `https` URL when the `tls` feature is off.
+    pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
+        if config.model.trim().is_empty() {
+            return Err(ModelError::Config("the model name is empty".into()));
+        }
+        let base = config.base_url.trim_end_matches('/');
+        let https = base.starts_with("https://");
+        if !https && !base.starts_with("http://") {
+            return Err(ModelError::Config(format!(
+                "base url `{base}` must start with `http://` or `https://`"
+            )));
+        }
+        if https && !cfg!(feature = "tls") {
+            return Err(ModelError::Config(format!(
+                "base url `{base}` needs https; enable agentflow's `tls` feature"
+            )));
+        }
+        let client = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .build()
+            .map_err(|e| ModelError::Config(error_chain(&e)))?;
+        Ok(OpenAiCompatible {
+            endpoint: format!("{base}/chat/completions"),
+            name: format!("openai-compatible:{}", config.model),
+            config,
+            client,
+        })
+    }
+
+    /// An adapter configured from the environment ([`OpenAiConfig::from_env`]).
+    pub fn from_env() -> Result<Self, ModelError> {
+        Self::new(OpenAiConfig::from_env()?)
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+}
+
+#[async_trait]
+impl ChatModel for OpenAiCompatible {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
+        let mut http = self
+            .client
+            .post(&self.endpoint)
+            .json(&wire_request(&self.config.model, req));
+        if let Some(key) = &self.config.api_key {
+            http = http.bearer_auth(key);
+        }
+        let response = http.send().await.map_err(transport_error)?;
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        let body = response.text().await.map_err(transport_error)?;
+        if !(200..300).contains(&status) {
+            return Err(status_error(status, retry_after, &body));
+        }
+        parse_reply(&body)
+    }
+}
+
+fn transport_error(err: reqwest::Error) -> ModelError {
+    if err.is_timeout() {
+        ModelError::Timeout
+    } else {
+        ModelError::Transport(error_chain(&err))
+    }
+}
+
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text = format!("{text}: {cause}");
+        source = cause.source();
+    }
+    text
+}
+
+/// `Retry-After` in seconds; the HTTP-date form is not used by model APIs.
+fn parse_retry_after(value: &str) -> Option<Duration> {
+    let secs: f64 = value.trim().parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+fn status_error(status: u16, retry_after: Option<Duration>, body: &str) -> ModelError {
+    let message = error_message(body);
+    match status {
+        429 => ModelError::RateLimited {
+            retry_after,
+            message,
+        },
+        401 | 403 => ModelError::Auth { status, message },
+        _ => ModelError::Http { status, message },
+    }
+}
+
+/// The server's `error.message` (or `error` string), else the body, shortened.
+fn error_message(body: &str) -> String {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let error = parsed.as_ref().and_then(|v| v.get("error"));
+    let text = match error {
+        Some(Value::String(s)) => s.as_str(),
+        Some(e) => e.get("message").and_then(Value::as_str).unwrap_or(body),
+        None => body,
+    };
+    shorten(text.trim())
+}
+
+fn shorten(text: &str) -> String {
+    const MAX: usize = 500;
+    match text.char_indices().nth(MAX) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+#[derive(Serialize)]
+struct WireRequest<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<Value>,
+    stream: bool,
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+}
+
+fn wire_request<'a>(model: &'a str, req: &'a ChatRequest) -> WireRequest<'a> {
+    WireRequest {
+        model,
+        messages: req.messages.iter().map(wire_message).collect(),
+        tools: req
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.parameters,
+                }})
+            })
+            .collect(),
+        max_tokens: req.max_output_tokens,
+        temperature: req.temperature,
+        response_format: req.response_schema.as_ref().map(
+            |s| json!({"type": "json_schema", "json_schema": {"name": s.name, "schema": s.schema}}),
+        ),
+        stream: false,
+    }
+}
+
+fn wire_message(m: &Message) -> WireMessage<'_> {
+    let role = match m.role {
+        Role::System => "system",
+        Role::Human => "user",
+        Role::Ai => "assistant",
+        Role::Tool => "tool",
+    };
+    let tool_calls: Vec<Value> = m
+        .tool_calls
+        .iter()
+        .map(|c| {
+            // Arguments kept verbatim because they were not JSON go back verbatim.
+            let arguments = match &c.arguments {
+                Value::String(raw) => raw.clone(),
+                other => other.to_string(),
+            };
+            json!({"id": c.id, "type": "function",
+                   "function": {"name": c.name, "arguments": arguments}})
+        })
+        .collect();
+    let content = (!m.content.is_empty() || tool_calls.is_empty()).then_some(m.content.as_str());
+    WireMessage {
+        role,
+        content,
+        tool_calls,
+        tool_call_id: m.tool_call_id.as_deref(),
+    }
+}
+
+#[derive(Deserialize)]
+struct WireReply {
+    #[serde(default)]
+    model: String,
+    choices: Vec<WireChoice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice {
+    message: WireReplyMessage,
+}
+
+#[derive(Deserialize)]
+struct WireReplyMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    function: WireFunction,
+}
+
+#[derive(Deserialize)]
+struct WireFunction {
+    name: String,
+    #[serde(default)]
+    arguments: Value,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+}
+
+fn parse_reply(body: &str) -> Result<ChatReply, ModelError> {
+    let reply: WireReply = serde_json::from_str(body).map_err(|e| {
+        ModelError::MalformedReply(format!("not a chat completion ({e}): {}", shorten(body)))
+    })?;
+    let choice = reply
+        .choices
+        .into_iter()
+        .next()
+        .ok_or_else(|| ModelError::MalformedReply("the reply has no choices".into()))?;
+    let message = choice.message;
+    let tool_calls = message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, call)| {
+            let id = call.id.unwrap_or_else(|| format!("call_{}", i + 1));
+            ToolCall::new(
+                id,
+                call.function.name,
+                parse_arguments(call.function.arguments),
+            )
+        })
+        .collect();
+    let usage = reply
+        .usage
+        .and_then(|u| Some(Usage::new(u.prompt_tokens?, u.completion_tokens?)));
+    Ok(ChatReply {
+        text: message.content.or(message.refusal).unwrap_or_default(),
+        tool_calls,
+        usage,
+        model: reply.model,
+    })
+}
+
+/// The arguments string parsed as JSON; `""`/absent reads as `{}`; invalid JSON
+/// stays a string (see the module docs).
+fn parse_arguments(arguments: Value) -> Value {
+    match arguments {
+        Value::Null => json!({}),
+        Value::String(raw) if raw.trim().is_empty() => json!({}),
+        Value::String(raw) => serde_json::from_str(&raw).unwrap_or(Value::String(raw)),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_seconds() {
+        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after(" 0.5 "), Some(Duration::from_millis(500)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(parse_retry_after("-1"), None);
+    }
+
+    #[test]
+    fn arguments() {
+        assert_eq!(parse_arguments(json!("{\"a\":1}")), json!({"a": 1}));
+        assert_eq!(parse_arguments(json!("")), json!({}));
+        assert_eq!(parse_arguments(json!("{oops")), json!("{oops"));
+        assert_eq!(parse_arguments(json!({"a": 1})), json!({"a": 1}));
+    }
+
+    #[test]
+    fn error_messages() {
+        assert_eq!(
+            error_message(r#"{"error":{"message":"slow down"}}"#),
+            "slow down"
+        );
+        assert_eq!(
+            error_message(r#"{"error":"model not found"}"#),
+            "model not found"
+        );
+        assert_eq!(error_message("upstream down\n"), "upstream down");
+    }
+
+    #[test]
+    fn config_from_lookup() {
+        let cfg = OpenAiConfig::from_lookup(|k| match k {
+            "AGENTFLOW_MODEL" => Some("qwen2.5".into()),
+            "OPENAI_BASE_URL" => Some(OpenAiConfig::OLLAMA_BASE_URL.into()),
+            "OPENAI_API_KEY" => Some(String::new()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(cfg.base_url, OpenAiConfig::OLLAMA_BASE_URL);
+        assert_eq!(cfg.api_key, None);
+        assert!(!format!("{:?}", cfg.clone().with_api_key("sk-secret")).contains("sk-secret"));
+        let err = OpenAiConfig::from_lookup(|_| None).unwrap_err();
+        assert!(err.to_string().contains("AGENTFLOW_MODEL"), "{err}");
+    }
+
+    #[test]
+    fn rejects_bad_urls() {
+        assert!(OpenAiCompatible::new(OpenAiConfig::new("localhost:11434", "m")).is_err());
+        assert!(OpenAiCompatible::new(OpenAiConfig::ollama("")).is_err());
+        let https = OpenAiCompatible::new(OpenAiConfig::new(OpenAiConfig::OPENAI_BASE_URL, "m"));
+        assert_eq!(https.is_ok(), cfg!(feature = "tls"));
+    }
+}

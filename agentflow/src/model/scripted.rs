@@ -1,0 +1,273 @@
+//! [`ScriptedModel`]: a deterministic test double, not a language model.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::{ChatModel, ChatReply, ChatRequest, ModelError, Usage};
+use crate::message::ToolCall;
+
+/// The name every [`ScriptedModel`] reports, in events and in
+/// [`ChatReply::model`].
+pub const SCRIPTED_MODEL_NAME: &str = "scripted-test-double";
+
+type Responder = dyn Fn(&ChatRequest) -> Result<ChatReply, ModelError> + Send + Sync;
+type Predicate = dyn Fn(&ChatRequest) -> bool + Send + Sync;
+
+/// A **test double** that replays scripted replies in order. It understands
+/// nothing: it is for tests and offline examples, and calls itself
+/// `"scripted-test-double"`.
+///
+/// Each call records the request (see [`requests`](Self::requests)), checks
+/// the expectations attached to the next scripted step, and serves that step.
+/// When the script runs out it asks the [`respond_with`](Self::respond_with)
+/// closure, if any, and otherwise fails with [`ModelError::ScriptExhausted`].
+/// Calls are served in the order they arrive; concurrent callers get a
+/// deterministic script only if they call in a deterministic order.
+///
+/// Replies built with [`reply_text`](Self::reply_text) and the
+/// `reply_tool_call*` methods report an *estimated* [`Usage`]: one token per
+/// whitespace-separated word of the request's messages (input) and of the
+/// reply (output), with tool calls counted as their name plus their JSON
+/// arguments. Real tokenizers count differently. Replies given whole with
+/// [`reply`](Self::reply) or returned by the closure are served unchanged, so
+/// a test can script unknown usage (`usage: None`).
+///
+/// ```
+/// use agentflow::model::{ChatModel, ChatRequest, ScriptedModel};
+/// use agentflow::message::Message;
+/// use serde_json::json;
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let model = ScriptedModel::new()
+///     .reply_tool_call("add", json!({"a": 3, "b": 4}))
+///     .reply_text("3 + 4 = 7");
+/// let req = ChatRequest::new(vec![Message::human("what is 3 + 4?")]);
+/// let first = model.chat(&req).await.unwrap();
+/// assert_eq!(first.tool_calls[0].id, "call_1");
+/// assert_eq!(model.chat(&req).await.unwrap().text, "3 + 4 = 7");
+/// assert!(model.chat(&req).await.is_err()); // script exhausted
+/// assert_eq!(model.requests().len(), 3);
+/// # });
+/// ```
+pub struct ScriptedModel {
+    script: Mutex<Script>,
+    responder: Option<Box<Responder>>,
+}
+
+#[derive(Default)]
+struct Script {
+    steps: VecDeque<Step>,
+    requests: Vec<ChatRequest>,
+    served: usize,
+    next_call_id: usize,
+}
+
+struct Step {
+    outcome: Result<ChatReply, ModelError>,
+    estimate: bool,
+    expectations: Vec<(String, Box<Predicate>)>,
+}
+
+impl Default for ScriptedModel {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for ScriptedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let script = self.lock();
+        f.debug_struct("ScriptedModel")
+            .field("remaining", &script.steps.len())
+            .field("served", &script.served)
+            .field("respond_with", &self.responder.is_some())
+            .finish()
+    }
+}
+
+impl ScriptedModel {
+    /// An empty script.
+    pub fn new() -> Self {
+        ScriptedModel {
+            script: Mutex::default(),
+            responder: None,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Script> {
+        self.script.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn push(mut self, outcome: Result<ChatReply, ModelError>, estimate: bool) -> Self {
+        let script = self
+            .script
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        script.steps.push_back(Step {
+            outcome,
+            estimate,
+            expectations: Vec::new(),
+        });
+        self
+    }
+
+    /// Then serve `reply` exactly as given (usage included, even `None`).
+    pub fn reply(self, reply: ChatReply) -> Self {
+        self.push(Ok(reply), false)
+    }
+
+    /// Then answer with text and no tool calls.
+    pub fn reply_text(self, text: impl Into<String>) -> Self {
+        self.push(Ok(ChatReply::text(text)), true)
+    }
+
+    /// Then ask for one tool call. Call ids are `call_1`, `call_2`, … in
+    /// script order.
+    pub fn reply_tool_call(self, name: impl Into<String>, arguments: Value) -> Self {
+        self.reply_tool_calls([(name, arguments)])
+    }
+
+    /// Then ask for several tool calls in one reply (independent calls).
+    pub fn reply_tool_calls<N: Into<String>>(
+        mut self,
+        calls: impl IntoIterator<Item = (N, Value)>,
+    ) -> Self {
+        let script = self
+            .script
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        let tool_calls = calls
+            .into_iter()
+            .map(|(name, arguments)| {
+                script.next_call_id += 1;
+                ToolCall::new(format!("call_{}", script.next_call_id), name, arguments)
+            })
+            .collect();
+        let reply = ChatReply {
+            tool_calls,
+            ..ChatReply::default()
+        };
+        self.push(Ok(reply), true)
+    }
+
+    /// Then fail with `error` (e.g. a rate limit, to exercise retries).
+    pub fn fail(self, error: ModelError) -> Self {
+        self.push(Err(error), false)
+    }
+
+    /// Attach an expectation to the step scripted last: when the request it
+    /// answers does not satisfy `check`, the call fails with
+    /// [`ModelError::UnexpectedRequest`] naming `description`.
+    ///
+    /// # Panics
+    ///
+    /// If nothing has been scripted yet.
+    pub fn expect(
+        mut self,
+        description: impl Into<String>,
+        check: impl Fn(&ChatRequest) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        let script = self
+            .script
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        let step = script
+            .steps
+            .back_mut()
+            .expect("`expect` applies to the step scripted last; script a reply first");
+        step.expectations
+            .push((description.into(), Box::new(check)));
+        self
+    }
+
+    /// Once the scripted steps are used up, answer every further call with
+    /// `respond` instead of failing.
+    pub fn respond_with(
+        mut self,
+        respond: impl Fn(&ChatRequest) -> Result<ChatReply, ModelError> + Send + Sync + 'static,
+    ) -> Self {
+        self.responder = Some(Box::new(respond));
+        self
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<ChatRequest> {
+        self.lock().requests.clone()
+    }
+
+    /// The most recent request.
+    pub fn last_request(&self) -> Option<ChatRequest> {
+        self.lock().requests.last().cloned()
+    }
+
+    /// How many calls were made.
+    pub fn calls(&self) -> usize {
+        self.lock().requests.len()
+    }
+
+    /// How many scripted steps have not been served yet.
+    pub fn remaining(&self) -> usize {
+        self.lock().steps.len()
+    }
+}
+
+/// The test double's token estimate: the number of whitespace-separated words.
+pub fn estimate_tokens(text: &str) -> u64 {
+    text.split_whitespace().count() as u64
+}
+
+fn estimate_calls(calls: &[ToolCall]) -> u64 {
+    calls
+        .iter()
+        .map(|call| estimate_tokens(&call.name) + estimate_tokens(&call.arguments.to_string()))
+        .sum()
+}
+
+fn estimate_usage(req: &ChatRequest, reply: &ChatReply) -> Usage {
+    let input = req
+        .messages
+        .iter()
+        .map(|m| estimate_tokens(&m.content) + estimate_calls(&m.tool_calls))
+        .sum();
+    let output = estimate_tokens(&reply.text) + estimate_calls(&reply.tool_calls);
+    Usage::new(input, output)
+}
+
+#[async_trait]
+impl ChatModel for ScriptedModel {
+    fn name(&self) -> &str {
+        SCRIPTED_MODEL_NAME
+    }
+
+    async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
+        let mut script = self.lock();
+        let call = script.requests.len();
+        script.requests.push(req.clone());
+        let Some(step) = script.steps.pop_front() else {
+            return match &self.responder {
+                Some(respond) => respond(req),
+                None => Err(ModelError::ScriptExhausted {
+                    served: script.served,
+                }),
+            };
+        };
+        script.served += 1;
+        if let Some((expectation, _)) = step.expectations.iter().find(|(_, check)| !check(req)) {
+            return Err(ModelError::UnexpectedRequest {
+                call,
+                expectation: expectation.clone(),
+            });
+        }
+        let mut reply = step.outcome?;
+        if step.estimate {
+            reply.usage = Some(estimate_usage(req, &reply));
+        }
+        if reply.model.is_empty() {
+            reply.model = SCRIPTED_MODEL_NAME.to_owned();
+        }
+        Ok(reply)
+    }
+}

@@ -1,0 +1,178 @@
+//! The scripted test double: replay, recording, expectations, exhaustion.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentflow::message::{HasId, Message, Role, ToolCall};
+use agentflow::model::{
+    ChatModel, ChatReply, ChatRequest, ModelError, ScriptedModel, Usage, UsageTally,
+};
+use agentflow::{ErrorClass, NodeError};
+use serde_json::json;
+
+fn ask(text: &str) -> ChatRequest {
+    ChatRequest::new(vec![Message::human(text)])
+}
+
+#[tokio::test]
+async fn arithmetic_tool_loop_script() {
+    let model = ScriptedModel::new()
+        .reply_tool_call("add", json!({"a": 3, "b": 4}))
+        .reply_tool_call("multiply", json!({"a": 7, "b": 5}))
+        .reply_text("(3 + 4) * 5 = 35");
+    assert_eq!(model.name(), "scripted-test-double");
+    let mut messages = vec![Message::human("what is (3 + 4) * 5?")];
+
+    let first = model
+        .chat(&ChatRequest::new(messages.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        first.tool_calls,
+        vec![ToolCall::new("call_1", "add", json!({"a": 3, "b": 4}))]
+    );
+    assert_eq!(first.model, "scripted-test-double");
+    messages.push(first.into_message("ai-1"));
+    messages.push(Message::tool("call_1", r#"{"ok":true,"value":7.0}"#));
+
+    let second = model
+        .chat(&ChatRequest::new(messages.clone()))
+        .await
+        .unwrap();
+    assert_eq!(second.tool_calls[0].id, "call_2");
+    messages.push(second.into_message("ai-2"));
+    messages.push(Message::tool("call_2", r#"{"ok":true,"value":35.0}"#));
+
+    let last = model.chat(&ChatRequest::new(messages)).await.unwrap();
+    assert_eq!(last.text, "(3 + 4) * 5 = 35");
+    assert!(last.tool_calls.is_empty());
+
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[2].messages.len(), 5);
+    assert_eq!(
+        requests[2].messages[4].tool_call_id.as_deref(),
+        Some("call_2")
+    );
+    assert_eq!(model.remaining(), 0);
+
+    let err = model.chat(&ask("more")).await.unwrap_err();
+    assert_eq!(err, ModelError::ScriptExhausted { served: 3 });
+    assert_eq!(err.class(), ErrorClass::Fatal);
+    assert_eq!(model.calls(), 4);
+}
+
+#[tokio::test]
+async fn usage_is_a_word_count_estimate() {
+    let model = ScriptedModel::new()
+        .reply_text("seven it is")
+        .reply(ChatReply::text("usage unknown"));
+    let reply = model.chat(&ask("three plus four")).await.unwrap();
+    assert_eq!(reply.usage, Some(Usage::new(3, 3)));
+    // A reply given whole is served as is, unknown usage included.
+    let reply = model.chat(&ask("again")).await.unwrap();
+    assert_eq!(reply.usage, None);
+
+    let mut tally = UsageTally::default();
+    tally.record(Some(Usage::new(3, 3)));
+    tally.record(None);
+    assert_eq!(
+        (tally.known.total(), tally.calls, tally.is_complete()),
+        (6, 2, false)
+    );
+}
+
+#[tokio::test]
+async fn parallel_tool_calls_and_failures() {
+    let model = ScriptedModel::new()
+        .fail(ModelError::RateLimited {
+            retry_after: Some(Duration::from_millis(10)),
+            message: "slow down".into(),
+        })
+        .reply_tool_calls([
+            ("add", json!({"a": 1, "b": 2})),
+            ("add", json!({"a": 3, "b": 4})),
+        ]);
+    let err = model.chat(&ask("x")).await.unwrap_err();
+    let node = NodeError::from(err);
+    assert_eq!(node.class, ErrorClass::Transient);
+    assert_eq!(node.retry_after, Some(Duration::from_millis(10)));
+    let reply = model.chat(&ask("x")).await.unwrap();
+    let ids: Vec<_> = reply.tool_calls.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["call_1", "call_2"]);
+}
+
+#[tokio::test]
+async fn expectations_check_what_was_sent() {
+    let model = ScriptedModel::new()
+        .reply_text("ok")
+        .expect("the question comes last", |req| {
+            req.messages.last().is_some_and(|m| m.role == Role::Human)
+        })
+        .reply_text("never")
+        .expect("tools are offered", |req| !req.tools.is_empty());
+    assert_eq!(model.chat(&ask("q")).await.unwrap().text, "ok");
+    let err = model.chat(&ask("q")).await.unwrap_err();
+    assert_eq!(
+        err,
+        ModelError::UnexpectedRequest {
+            call: 1,
+            expectation: "tools are offered".into()
+        }
+    );
+    assert_eq!(err.class(), ErrorClass::Fatal);
+}
+
+#[tokio::test]
+async fn respond_with_takes_over_after_the_script() {
+    let model = ScriptedModel::new()
+        .reply_text("scripted")
+        .respond_with(|req| Ok(ChatReply::text(format!("echo {}", req.messages.len()))));
+    assert_eq!(model.chat(&ask("a")).await.unwrap().text, "scripted");
+    assert_eq!(model.chat(&ask("b")).await.unwrap().text, "echo 1");
+    assert_eq!(model.chat(&ask("c")).await.unwrap().text, "echo 1");
+    assert_eq!(model.last_request().unwrap().messages[0].content, "c");
+}
+
+#[tokio::test]
+async fn shared_and_boxed_models() {
+    let shared: Arc<dyn ChatModel> = Arc::new(ScriptedModel::new().reply_text("a"));
+    assert_eq!(shared.name(), "scripted-test-double");
+    assert_eq!(shared.chat(&ask("q")).await.unwrap().text, "a");
+    let boxed: Box<dyn ChatModel> = Box::new(ScriptedModel::new().reply_text("b"));
+    assert_eq!(boxed.chat(&ask("q")).await.unwrap().text, "b");
+}
+
+#[test]
+fn messages_reducer_replaces_by_id() {
+    use agentflow::reducer::Messages;
+    let mut history = vec![
+        Message::human("3 + 4?"),
+        Message::ai("thinking").with_id("ai-1"),
+    ];
+    history.merge_messages(vec![
+        Message::ai("7").with_id("ai-1"),
+        Message::human("thanks"),
+    ]);
+    let texts: Vec<_> = history.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(texts, ["3 + 4?", "7", "thanks"]);
+}
+
+#[test]
+fn messages_round_trip_through_serde() {
+    let messages = vec![
+        Message::system("s"),
+        Message::human("h"),
+        Message::ai_with_tool_calls("", vec![ToolCall::new("c1", "add", json!({"a": 1}))]),
+        Message::tool("c1", "2"),
+    ];
+    let text = serde_json::to_string(&messages).unwrap();
+    let back: Vec<Message> = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, messages);
+    assert_eq!(back[3].id(), Message::tool("c1", "2").id());
+    let wire = serde_json::to_value(&messages[1]).unwrap();
+    assert_eq!(
+        wire,
+        json!({"id": messages[1].id, "role": "human", "content": "h"})
+    );
+}
