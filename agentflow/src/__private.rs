@@ -4,6 +4,7 @@ pub use serde;
 
 pub use crate::graph::{GraphSpec, NodeFuture, NodeSpec};
 pub use crate::reducer::{Add, Append, Merge, Messages};
+pub use agentflow_macros::{State, graph, node};
 
 use crate::context::Ctx;
 use crate::error::NodeError;
@@ -145,4 +146,24 @@ pub const fn mask_of(fields: &[Field], names: &[&str]) -> u64 {
         i += 1;
     }
     mask
+}
+
+/// `append` through one generic fn, so a misfit reports once, at the attribute.
+pub fn reduce_append<T: Append>(dst: &mut T, value: T) {
+    dst.append(value);
+}
+
+/// `add` through one generic fn, so a misfit reports once, at the attribute.
+pub fn reduce_add<T: Add>(dst: &mut T, value: T) {
+    dst.add(value);
+}
+
+/// `merge` through one generic fn, so a misfit reports once, at the attribute.
+pub fn reduce_merge<T: Merge>(dst: &mut T, value: T) {
+    dst.merge(value);
+}
+
+/// `messages` through one generic fn, so a misfit reports once, at the attribute.
+pub fn reduce_messages<T: Messages>(dst: &mut T, value: T) {
+    dst.merge_messages(value);
 }

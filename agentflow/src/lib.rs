@@ -26,5 +26,7 @@ pub use tokio_util::sync::CancellationToken;
 
 /// Everything a graph definition needs: `use agentflow::prelude::*;`.
 pub mod prelude {
-    pub use crate::{CompiledGraph, Ctx, NodeError, Outcome, State, Step, goto};
+    pub use crate::{CompiledGraph, Ctx, NodeError, Outcome, State, Step, goto, graph, node};
 }
+
+pub use agentflow_macros::{State, graph, node};

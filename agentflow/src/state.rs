@@ -92,7 +92,7 @@ pub trait State: Clone + Debug + Send + Sync + Serialize + DeserializeOwned + 's
 
 /// A partial update of a [`State`]: the fields a node set, nothing else.
 pub trait Update:
-    Default + Clone + Debug + PartialEq + Send + Sync + Serialize + DeserializeOwned + 'static
+    Default + Clone + Debug + Send + Sync + Serialize + DeserializeOwned + 'static
 {
     /// The fields this update sets, one bit per field in declaration order.
     fn touched(&self) -> FieldMask;

@@ -1,0 +1,650 @@
+//! The graph rules, each a function over the IR that reports into a
+//! [`Diagnostics`]. `check_all` runs them in a fixed order and never stops at
+//! the first error: a user fixes a graph in one round.
+//!
+//! Two facts need types the macro cannot see (which fields exist, which have
+//! a reducer); for those the checks produce [`Conflict`]s and field lists that
+//! the expansion turns into compile-time assertions.
+
+use std::collections::HashMap;
+
+use super::algo::{Digraph, co_active};
+use super::ir::{END, GraphIr, Named, Param};
+use crate::diag::{Diagnostics, Kind, Loc, did_you_mean, list};
+
+/// What the expansion needs from the checks.
+#[derive(Debug, Default)]
+pub struct Analysis {
+    /// Node name -> index (the first node of a duplicated name wins).
+    pub index: HashMap<String, usize>,
+    /// Resolved `goto` targets of each node, `END` and unknown names left out.
+    pub targets: Vec<Vec<usize>>,
+    /// Whether each node may route to `END`.
+    pub may_end: Vec<bool>,
+    /// Fields each node may write: its `writes` list, else the fields its
+    /// update chains set.
+    pub writes: Vec<Vec<Named>>,
+    /// Same-step writes to one field, to assert the field has a reducer.
+    pub conflicts: Vec<Conflict>,
+}
+
+/// Two nodes that may run in the same super-step both write `field`; a
+/// compile error unless the field has a reducer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    pub first: String,
+    pub second: String,
+    pub field: String,
+    /// The second node's write of the field.
+    pub loc: Loc,
+}
+
+pub fn check_all(ir: &GraphIr, diags: &mut Diagnostics) -> Analysis {
+    let mut a = Analysis::default();
+    check_duplicate_nodes(ir, &mut a, diags);
+    check_signatures(ir, diags);
+    check_start(ir, &a, diags);
+    check_targets(ir, &mut a, diags);
+    check_routes(ir, &a, diags);
+    check_writes(ir, &mut a, diags);
+    let graph = Digraph {
+        succ: a.targets.clone(),
+        ends: a.may_end.clone(),
+    };
+    check_reachable(ir, &a, &graph, diags);
+    check_exits(ir, &graph, diags);
+    check_conflicts(ir, &mut a);
+    a
+}
+
+// Node names are route targets, so two nodes of one name would make a route
+// ambiguous.  `async fn draft(..)` twice in one graph.
+fn check_duplicate_nodes(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
+    for (i, node) in ir.nodes.iter().enumerate() {
+        if node.name.name == END {
+            diags.push(
+                Kind::DuplicateNode,
+                node.name.loc,
+                "a node cannot be named `END`: `END` is the exit of every graph",
+            );
+        }
+        if a.index.contains_key(&node.name.name) {
+            diags.push(
+                Kind::DuplicateNode,
+                node.name.loc,
+                format!(
+                    "duplicate node `{}` in graph `{}`; rename one of them",
+                    node.name.name, ir.name
+                ),
+            );
+        } else {
+            a.index.insert(node.name.name.clone(), i);
+        }
+    }
+}
+
+// Nodes are called by the executor with the state snapshot and the context,
+// so the shape of the fn is fixed; the types themselves are left to rustc.
+// `fn classify(s: Ticket)` is neither async nor borrowing.
+fn check_signatures(ir: &GraphIr, diags: &mut Diagnostics) {
+    for node in &ir.nodes {
+        let n = &node.name.name;
+        let sig = &node.sig;
+        let expected = "expected `async fn name(state: &State, cx: &Ctx<Deps>) -> Step<State>` \
+                        (the second parameter may also be `deps: &Deps`, or be left out)";
+        if !sig.is_async {
+            diags.push(
+                Kind::Signature,
+                sig.loc,
+                format!("node `{n}` must be an `async fn`; {expected}"),
+            );
+        }
+        if sig.generic {
+            diags.push(
+                Kind::Signature,
+                sig.loc,
+                format!("node `{n}` cannot have generic parameters; {expected}"),
+            );
+        }
+        let problem = match sig.state {
+            Param::Ref => None,
+            Param::RefMut => {
+                Some("takes the state as `&mut`; nodes read a shared snapshot and return an update")
+            }
+            Param::Value => {
+                Some("takes the state by value; nodes read a shared snapshot by reference")
+            }
+            Param::Receiver => Some("takes `self`; a node is a free fn"),
+            Param::Missing => Some("takes no state parameter"),
+        };
+        if let Some(problem) = problem {
+            diags.push(
+                Kind::Signature,
+                sig.loc,
+                format!("node `{n}` {problem}; {expected}"),
+            );
+        } else if sig.params > 2 {
+            diags.push(
+                Kind::Signature,
+                sig.loc,
+                format!("node `{n}` takes {} parameters; {expected}", sig.params),
+            );
+        }
+    }
+}
+
+// Every run begins at `start`.  `#[graph(state = S, start = clasify)]`
+fn check_start(ir: &GraphIr, a: &Analysis, diags: &mut Diagnostics) {
+    match &ir.start {
+        None => diags.push(
+            Kind::MissingStart,
+            ir.loc,
+            format!(
+                "graph `{}` has no start node; add `start = <node>` to `#[graph(..)]`",
+                ir.name
+            ),
+        ),
+        Some(start) if !a.index.contains_key(&start.name) => diags.push(
+            Kind::UnknownStart,
+            start.loc,
+            format!(
+                "unknown start node `{}`{}",
+                start.name,
+                suggest(&start.name, ir)
+            ),
+        ),
+        Some(_) => {}
+    }
+}
+
+// A route must name a node of this graph or `END`.
+// `#[node(goto = [retreive, END])]` where the node is `retrieve`.
+fn check_targets(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
+    for node in &ir.nodes {
+        let mut targets = Vec::new();
+        let mut may_end = false;
+        if node.goto.is_empty() {
+            diags.push(
+                Kind::CannotReachEnd,
+                node.name.loc,
+                format!(
+                    "node `{}` has no `goto = [..]` list; name where it may go, e.g. `#[node(goto = [END])]`",
+                    node.name.name
+                ),
+            );
+        }
+        for t in &node.goto {
+            if t.name == END {
+                may_end = true;
+            } else if let Some(&i) = a.index.get(&t.name) {
+                if !targets.contains(&i) {
+                    targets.push(i);
+                }
+            } else {
+                diags.push(
+                    Kind::UnknownTarget,
+                    t.loc,
+                    format!(
+                        "unknown node `{}` in the `goto` list of `{}`{}",
+                        t.name,
+                        node.name.name,
+                        suggest(&t.name, ir)
+                    ),
+                );
+            }
+        }
+        a.targets.push(targets);
+        a.may_end.push(may_end);
+    }
+}
+
+// A node may only take the routes it declares, so the declared graph is the
+// real one.  `goto!(send)` in a node with `goto = [answer, escalate]`.
+fn check_routes(ir: &GraphIr, _a: &Analysis, diags: &mut Diagnostics) {
+    for node in &ir.nodes {
+        let allowed: Vec<&str> = node.goto.iter().map(|t| t.name.as_str()).collect();
+        for route in &node.routes {
+            for t in &route.targets {
+                if !allowed.contains(&t.name.as_str()) {
+                    let mut msg = format!(
+                        "illegal transition `{} -> {}`: `{}` may go to {}",
+                        node.name.name,
+                        t.name,
+                        node.name.name,
+                        if allowed.is_empty() {
+                            "nowhere (its `goto` list is empty)".to_string()
+                        } else {
+                            list(&allowed)
+                        }
+                    );
+                    if t.name != END && !ir.nodes.iter().any(|n| n.name.name == t.name) {
+                        msg.push_str(&format!(
+                            "\n`{}` is not a node of graph `{}`{}",
+                            t.name,
+                            ir.name,
+                            suggest(&t.name, ir)
+                        ));
+                    } else {
+                        msg.push_str(&format!(
+                            "\nto allow it, add `{}` to the `goto` list of `{}`",
+                            t.name, node.name.name
+                        ));
+                    }
+                    diags.push(Kind::IllegalTransition, t.loc, msg);
+                }
+            }
+        }
+    }
+}
+
+// A node that declares `writes = [..]` may only set those fields, so a reader
+// of the graph knows what each node can change.
+// `#[node(writes = [draft])]` whose body calls `Email::update().summary(..)`.
+fn check_writes(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
+    for node in &ir.nodes {
+        match &node.writes {
+            Some(writes) => {
+                for set in &node.sets {
+                    if !writes.iter().any(|w| w.name == set.name) {
+                        diags.push(
+                            Kind::WriteOutsideList,
+                            set.loc,
+                            format!(
+                                "node `{}` sets `{}`, which is not in its `writes` list [{}]; add it to the list or remove the write",
+                                node.name.name,
+                                set.name,
+                                writes.iter().map(|w| w.name.as_str()).collect::<Vec<_>>().join(", ")
+                            ),
+                        );
+                    }
+                }
+                a.writes.push(writes.clone());
+            }
+            None => {
+                let mut seen: Vec<Named> = Vec::new();
+                for set in &node.sets {
+                    if !seen.iter().any(|s| s.name == set.name) {
+                        seen.push(set.clone());
+                    }
+                }
+                a.writes.push(seen);
+            }
+        }
+    }
+}
+
+// A node no route leads to is dead code that looks alive.
+// `async fn orphan(..)` that no `goto` list names.
+fn check_reachable(ir: &GraphIr, a: &Analysis, g: &Digraph, diags: &mut Diagnostics) {
+    let Some(start) = ir.start.as_ref().and_then(|s| a.index.get(&s.name)) else {
+        return;
+    };
+    let seen = g.reachable(*start);
+    for (i, node) in ir.nodes.iter().enumerate() {
+        if !seen[i] && a.index.get(&node.name.name) == Some(&i) {
+            diags.push(
+                Kind::Unreachable,
+                node.name.loc,
+                format!(
+                    "node `{}` is unreachable from the start node `{}`; route to it from another node's `goto` list, or remove it",
+                    node.name.name,
+                    ir.nodes[*start].name.name
+                ),
+            );
+        }
+    }
+}
+
+// Every node must be able to finish, and a cycle must have a way out and a
+// step bound; otherwise a run can only end by exhausting a budget.
+// `review -> draft -> review` with no `END` in either list.
+fn check_exits(ir: &GraphIr, g: &Digraph, diags: &mut Diagnostics) {
+    let ok = g.reaches_end();
+    let cycles = g.cycles();
+    let mut in_trap = vec![false; g.len()];
+    for scc in &cycles {
+        let path = g.cycle_path(scc);
+        let names: Vec<&str> = path
+            .iter()
+            .map(|&i| ir.nodes[i].name.name.as_str())
+            .collect();
+        let shown = names.join(" -> ");
+        let (from, to) = (path[path.len() - 2], path[path.len() - 1]);
+        let edge = closing_edge(ir, from, to);
+        if !scc.iter().any(|&n| ok[n]) {
+            for &n in scc {
+                in_trap[n] = true;
+            }
+            diags.push(
+                Kind::CycleWithoutExit,
+                edge,
+                format!(
+                    "cycle `{shown}` never reaches `END`; add `END` (or a node that reaches it) to the `goto` list of one of {}",
+                    list(&names[..names.len() - 1])
+                ),
+            );
+        }
+        if ir.max_steps.is_none() {
+            diags.push(
+                Kind::CycleWithoutBound,
+                edge,
+                format!(
+                    "graph `{}` has the cycle `{shown}` but no step bound; add `max_steps = N` to `#[graph(..)]`",
+                    ir.name
+                ),
+            );
+        }
+    }
+    for (i, node) in ir.nodes.iter().enumerate() {
+        if !ok[i] && !in_trap[i] && !node.goto.is_empty() {
+            diags.push(
+                Kind::CannotReachEnd,
+                node.name.loc,
+                format!(
+                    "node `{}` cannot reach `END`: no route from it leads there; add `END` or a node that reaches it to its `goto` list",
+                    node.name.name
+                ),
+            );
+        }
+    }
+}
+
+fn closing_edge(ir: &GraphIr, from: usize, to: usize) -> Loc {
+    let target = &ir.nodes[to].name.name;
+    ir.nodes[from]
+        .goto
+        .iter()
+        .find(|t| &t.name == target)
+        .map_or(ir.nodes[from].name.loc, |t| t.loc)
+}
+
+// Two nodes of one super-step that both overwrite a field would lose one of
+// the writes. Which pairs can share a step follows from the fan-out
+// `goto!([a, b], ..)` sites; whether the field has a reducer is asserted at
+// compile time by the expansion.
+fn check_conflicts(ir: &GraphIr, a: &mut Analysis) {
+    let routes: Vec<Vec<Vec<usize>>> = ir
+        .nodes
+        .iter()
+        .map(|n| {
+            n.routes
+                .iter()
+                .map(|r| {
+                    r.targets
+                        .iter()
+                        .filter_map(|t| a.index.get(&t.name).copied())
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    for (u, v) in co_active(&routes) {
+        for field in &a.writes[u] {
+            if let Some(w) = a.writes[v].iter().find(|w| w.name == field.name) {
+                a.conflicts.push(Conflict {
+                    first: ir.nodes[u].name.name.clone(),
+                    second: ir.nodes[v].name.name.clone(),
+                    field: field.name.clone(),
+                    loc: w.loc,
+                });
+            }
+        }
+    }
+}
+
+fn suggest(name: &str, ir: &GraphIr) -> String {
+    let names = ir.nodes.iter().map(|n| n.name.name.as_str());
+    match did_you_mean(name, names) {
+        Some(s) => format!("; did you mean `{s}`?"),
+        None => {
+            let all: Vec<&str> = ir.nodes.iter().map(|n| n.name.name.as_str()).collect();
+            format!("; the nodes of graph `{}` are {}", ir.name, list(&all))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ir::{NodeIr, Route, Signature};
+    use super::*;
+
+    /// `("a", &["b", "END"], &[&["b"]])`: name, goto list, goto! call sites.
+    type Spec<'a> = (&'a str, &'a [&'a str], &'a [&'a [&'a str]]);
+
+    fn graph(start: &str, max_steps: Option<u32>, nodes: &[Spec]) -> GraphIr {
+        GraphIr {
+            name: "g".into(),
+            loc: Loc::DUMMY,
+            start: Some(Named::new(start)),
+            max_steps,
+            nodes: nodes
+                .iter()
+                .map(|(name, goto, routes)| NodeIr {
+                    name: Named::new(name),
+                    goto: goto.iter().map(|t| Named::new(t)).collect(),
+                    writes: None,
+                    routes: routes
+                        .iter()
+                        .map(|r| Route {
+                            targets: r.iter().map(|t| Named::new(t)).collect(),
+                        })
+                        .collect(),
+                    sets: vec![],
+                    sig: Signature::valid(),
+                })
+                .collect(),
+        }
+    }
+
+    fn kinds(ir: &GraphIr) -> Vec<Kind> {
+        let mut d = Diagnostics::default();
+        check_all(ir, &mut d);
+        d.into_vec().into_iter().map(|d| d.kind).collect()
+    }
+
+    fn messages(ir: &GraphIr) -> Vec<String> {
+        let mut d = Diagnostics::default();
+        check_all(ir, &mut d);
+        d.into_vec().into_iter().map(|d| d.message).collect()
+    }
+
+    #[test]
+    fn a_valid_graph_has_no_errors() {
+        let ir = graph(
+            "classify",
+            Some(10),
+            &[
+                (
+                    "classify",
+                    &["answer", "review"],
+                    &[&["answer"], &["review"]],
+                ),
+                ("answer", &["review", "END"], &[&["review"], &["END"]]),
+                ("review", &["answer", "END"], &[&["answer"], &["END"]]),
+            ],
+        );
+        assert_eq!(kinds(&ir), vec![]);
+    }
+
+    #[test]
+    fn unknown_target_suggests_a_close_name() {
+        let ir = graph(
+            "a",
+            None,
+            &[("a", &["retreive"], &[]), ("retrieve", &["END"], &[])],
+        );
+        let msgs = messages(&ir);
+        assert!(
+            msgs[0].contains(
+                "unknown node `retreive` in the `goto` list of `a`; did you mean `retrieve`?"
+            ),
+            "{msgs:?}"
+        );
+    }
+
+    #[test]
+    fn goto_outside_the_list_is_an_illegal_transition() {
+        let ir = graph(
+            "classify",
+            None,
+            &[
+                ("classify", &["answer", "escalate"], &[&["send"]]),
+                ("answer", &["END"], &[]),
+                ("escalate", &["END"], &[]),
+                ("send", &["END"], &[]),
+            ],
+        );
+        let msgs = messages(&ir);
+        assert!(
+            msgs.iter().any(|m| m.starts_with(
+                "illegal transition `classify -> send`: `classify` may go to `answer`, `escalate`"
+            )),
+            "{msgs:?}"
+        );
+    }
+
+    #[test]
+    fn duplicate_missing_and_unknown_start() {
+        let ir = graph("a", None, &[("a", &["END"], &[]), ("a", &["END"], &[])]);
+        assert!(kinds(&ir).contains(&Kind::DuplicateNode));
+        let mut ir = graph("zz", None, &[("a", &["END"], &[])]);
+        assert!(kinds(&ir).contains(&Kind::UnknownStart));
+        ir.start = None;
+        assert!(kinds(&ir).contains(&Kind::MissingStart));
+    }
+
+    #[test]
+    fn unreachable_node_is_named() {
+        let ir = graph(
+            "a",
+            None,
+            &[("a", &["END"], &[]), ("orphan", &["END"], &[])],
+        );
+        let msgs = messages(&ir);
+        assert_eq!(
+            msgs,
+            vec![
+                "node `orphan` is unreachable from the start node `a`; route to it from another node's `goto` list, or remove it"
+            ]
+        );
+    }
+
+    #[test]
+    fn cycle_without_exit_names_the_loop() {
+        let ir = graph(
+            "draft",
+            Some(5),
+            &[("draft", &["review"], &[]), ("review", &["draft"], &[])],
+        );
+        let msgs = messages(&ir);
+        assert_eq!(kinds(&ir), vec![Kind::CycleWithoutExit]);
+        assert!(
+            msgs[0].starts_with("cycle `draft -> review -> draft` never reaches `END`"),
+            "{msgs:?}"
+        );
+    }
+
+    #[test]
+    fn dead_end_node_cannot_reach_end() {
+        let ir = graph(
+            "a",
+            None,
+            &[
+                ("a", &["b", "END"], &[]),
+                ("b", &["c"], &[]),
+                ("c", &[], &[]),
+            ],
+        );
+        let k = kinds(&ir);
+        assert_eq!(
+            k.iter().filter(|k| **k == Kind::CannotReachEnd).count(),
+            2,
+            "{k:?}"
+        );
+    }
+
+    #[test]
+    fn cycle_needs_max_steps() {
+        let ir = graph("a", None, &[("a", &["b"], &[]), ("b", &["a", "END"], &[])]);
+        assert_eq!(kinds(&ir), vec![Kind::CycleWithoutBound]);
+        let ir = graph(
+            "a",
+            Some(3),
+            &[("a", &["b"], &[]), ("b", &["a", "END"], &[])],
+        );
+        assert_eq!(kinds(&ir), vec![]);
+    }
+
+    #[test]
+    fn every_error_is_reported_together() {
+        let ir = graph(
+            "a",
+            None,
+            &[
+                ("a", &["b", "nope"], &[&["c"]]),
+                ("b", &["b"], &[]),
+                ("c", &["END"], &[]),
+            ],
+        );
+        let k = kinds(&ir);
+        for want in [
+            Kind::UnknownTarget,
+            Kind::IllegalTransition,
+            Kind::CycleWithoutExit,
+            Kind::CycleWithoutBound,
+            Kind::Unreachable,
+        ] {
+            assert!(k.contains(&want), "missing {want:?} in {k:?}");
+        }
+    }
+
+    #[test]
+    fn writes_outside_the_list_and_same_step_conflicts() {
+        let mut ir = graph(
+            "split",
+            None,
+            &[
+                ("split", &["left", "right"], &[&["left", "right"]]),
+                ("left", &["END"], &[&["END"]]),
+                ("right", &["END"], &[&["END"]]),
+            ],
+        );
+        ir.nodes[1].sets = vec![Named::new("summary")];
+        ir.nodes[2].writes = Some(vec![Named::new("summary")]);
+        ir.nodes[2].sets = vec![Named::new("summary"), Named::new("draft")];
+        let mut d = Diagnostics::default();
+        let a = check_all(&ir, &mut d);
+        let diags = d.into_vec();
+        assert_eq!(diags.len(), 1);
+        assert!(
+            diags[0].message.starts_with(
+                "node `right` sets `draft`, which is not in its `writes` list [summary]"
+            )
+        );
+        assert_eq!(
+            a.conflicts,
+            vec![Conflict {
+                first: "left".into(),
+                second: "right".into(),
+                field: "summary".into(),
+                loc: Loc::DUMMY
+            }]
+        );
+    }
+
+    #[test]
+    fn signature_shapes_are_checked() {
+        let mut ir = graph("a", None, &[("a", &["END"], &[])]);
+        ir.nodes[0].sig.is_async = false;
+        ir.nodes[0].sig.state = Param::Value;
+        let msgs = messages(&ir);
+        assert!(
+            msgs[0].starts_with("node `a` must be an `async fn`"),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs[1].starts_with("node `a` takes the state by value"),
+            "{msgs:?}"
+        );
+    }
+}

@@ -1,0 +1,295 @@
+//! Graph IR -> tokens: `goto!` rewritten to checked routes, one wrapper per
+//! node, compile-time assertions for the facts only rustc can judge, and the
+//! `graph()` constructor.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::visit_mut::VisitMut;
+
+use super::check::{Analysis, check_all};
+use super::ir::{END, GraphIr, NodeIr};
+use super::parse::{Parsed, is_goto, parse, parse_goto};
+use crate::diag::{Diagnostics, Kind};
+
+pub fn graph(args: TokenStream, input: TokenStream) -> TokenStream {
+    let mut parsed = match parse(args, input) {
+        Ok(parsed) => parsed,
+        Err(e) => return e.to_compile_error(),
+    };
+    let mut diags = Diagnostics::default();
+    let analysis = check_all(&parsed.ir, &mut diags);
+    let diags = diags.into_vec();
+    let bad_sigs: Vec<String> = diags
+        .iter()
+        .filter(|d| d.kind == Kind::Signature)
+        .map(|d| d.message.clone())
+        .collect();
+    let errors = parsed.spans.render(diags, parsed.errors.take());
+    let module = expand(parsed, &analysis, errors.is_some(), &bad_sigs);
+    let mut out = errors.map(|e| e.to_compile_error()).unwrap_or_default();
+    out.extend(module);
+    out
+}
+
+/// `#[node]` outside a `#[graph]` module: say where it belongs, keep the fn.
+pub fn stray_node(_args: TokenStream, input: TokenStream) -> TokenStream {
+    let span = syn::parse2::<syn::ItemFn>(input.clone())
+        .map(|f| f.sig.ident.span())
+        .unwrap_or_else(|_| proc_macro2::Span::call_site());
+    let err = syn::Error::new(
+        span,
+        "`#[node]` must be inside a `#[graph(..)]` module: move this fn into the `mod` that carries `#[graph(state = .., start = ..)]`",
+    )
+    .to_compile_error();
+    quote!(#err #input)
+}
+
+fn expand(mut p: Parsed, a: &Analysis, has_errors: bool, bad_sigs: &[String]) -> TokenStream {
+    let state = p.state.clone();
+    let deps = p.deps.clone();
+    let mut extra: Vec<TokenStream> = Vec::new();
+    let mut specs = Vec::new();
+    let fields = quote!(<#state as ::agentflow::State>::FIELDS);
+    let state_name = quote!(#state).to_string();
+    let sig_ok: Vec<bool> =
+        p.ir.nodes
+            .iter()
+            .map(|n| {
+                !bad_sigs
+                    .iter()
+                    .any(|m| m.starts_with(&format!("node `{}` ", n.name.name)))
+            })
+            .collect();
+
+    let items = &mut p
+        .module
+        .content
+        .as_mut()
+        .expect("parse checked the module is inline")
+        .1;
+    for (i, (node, ir)) in p.nodes.iter().zip(&p.ir.nodes).enumerate() {
+        // Rewrite the body's `goto!`s into checked routes.
+        if let syn::Item::Fn(f) = &mut items[node.item] {
+            let mut rewrite = RewriteGoto {
+                node: ir,
+                a,
+                state: &state,
+            };
+            rewrite.visit_block_mut(&mut f.block);
+        }
+        // Fields named in `writes` must exist.
+        for w in ir.writes.iter().flatten() {
+            let span = p.spans.span(w.loc);
+            let name = &w.name;
+            let msg = format!(
+                "node `{}` writes `{name}`, which is not a field of `{state_name}`",
+                ir.name.name
+            );
+            extra.push(quote_spanned! {span=>
+                const _: () = if !::agentflow::__private::has_field(#fields, #name) { ::core::panic!(#msg) };
+            });
+        }
+        if !sig_ok[i] {
+            continue;
+        }
+        let wrapper = format_ident!("__agentflow_node_{}", node.ident, span = node.ident.span());
+        let ident = &node.ident;
+        let p0 = &node.params[0];
+        let mut args = vec![
+            quote!(<#p0 as ::agentflow::__private::StateParam<'a, #state>>::from_state(state)),
+        ];
+        if let Some(p1) = node.params.get(1) {
+            args.push(if node.ctx_param {
+                quote!(<#p1 as ::agentflow::__private::CtxParam<'a, #deps>>::from_ctx(cx))
+            } else {
+                quote!(<#p1 as ::agentflow::__private::DepsParam<'a, #deps>>::from_deps(::agentflow::__private::deps_of(cx)))
+            });
+        }
+        let into = quote_spanned!(node.ret_span=> <_ as ::agentflow::__private::IntoStep<#state>>::into_step(out));
+        extra.push(quote! {
+            #[doc(hidden)]
+            fn #wrapper<'a>(
+                state: &'a #state,
+                cx: &'a ::agentflow::Ctx<'a, #deps>,
+            ) -> ::agentflow::__private::NodeFuture<'a, #state> {
+                ::std::boxed::Box::pin(async move {
+                    let out = #ident(#(#args),*).await;
+                    #into
+                })
+            }
+        });
+        let name = &ir.name.name;
+        let targets = a.targets[i].iter().map(|&t| t as u32);
+        let may_end = a.may_end[i];
+        let retry = &node.retry;
+        let timeout = match node.timeout_ms {
+            Some(ms) => {
+                quote!(::core::option::Option::Some(::core::time::Duration::from_millis(#ms)))
+            }
+            None => quote!(::core::option::Option::None),
+        };
+        let writes = match &ir.writes {
+            Some(ws) => {
+                let names = ws.iter().map(|w| &w.name);
+                quote!(::core::option::Option::Some(::agentflow::__private::mask_of(#fields, &[#(#names),*])))
+            }
+            None => quote!(::core::option::Option::None),
+        };
+        let interrupt = node.interrupt;
+        specs.push(quote! {
+            ::agentflow::__private::NodeSpec {
+                name: #name,
+                targets: const { &[#(::agentflow::NodeId::new(#targets)),*] },
+                may_end: #may_end,
+                retry: #retry,
+                timeout: #timeout,
+                writes: #writes,
+                interrupt: #interrupt,
+                run: #wrapper,
+            }
+        });
+    }
+    // Same-step writes must go to fields with a reducer.
+    for c in &a.conflicts {
+        let span = p.spans.span(c.loc);
+        let field = &c.field;
+        let msg = format!(
+            "nodes `{}` and `{}` can run in the same super-step and both write `{field}`, which has no reducer; \
+             give `{field}` a reducer (e.g. `#[reduce(append)]`) or route the nodes to different steps",
+            c.first, c.second
+        );
+        extra.push(quote_spanned! {span=>
+            const _: () = if ::agentflow::__private::is_overwrite(#fields, #field) { ::core::panic!(#msg) };
+        });
+    }
+    let graph_name = p.ir.name.clone();
+    let doc = format!("The compiled `{graph_name}` graph, checked at compile time.");
+    let body = if has_errors {
+        quote!(::core::unreachable!("the graph did not compile"))
+    } else {
+        let start =
+            p.ir.start
+                .as_ref()
+                .and_then(|s| a.index.get(&s.name))
+                .copied()
+                .unwrap_or(0) as u32;
+        let max_steps = match p.ir.max_steps {
+            Some(n) => quote!(::core::option::Option::Some(#n)),
+            None => quote!(::core::option::Option::None),
+        };
+        let fingerprint = fingerprint(&p.ir, &state_name);
+        quote! {
+            ::agentflow::CompiledGraph::from_spec(::agentflow::__private::GraphSpec {
+                name: #graph_name,
+                start: ::agentflow::NodeId::new(#start),
+                max_steps: #max_steps,
+                fingerprint: #fingerprint,
+                nodes: ::std::vec![#(#specs),*],
+            })
+        }
+    };
+    extra.push(quote! {
+        #[doc = #doc]
+        pub fn graph() -> ::agentflow::CompiledGraph<#state, #deps> {
+            #body
+        }
+    });
+    for tokens in extra {
+        items.push(syn::Item::Verbatim(tokens));
+    }
+    let module = &p.module;
+    quote!(#module)
+}
+
+/// A stable hash of everything that decides how a stored run continues:
+/// the state type, the nodes and their routes and writes.
+fn fingerprint(ir: &GraphIr, state: &str) -> String {
+    let mut canon = format!(
+        "state={state};start={:?};max={:?};",
+        ir.start.as_ref().map(|s| &s.name),
+        ir.max_steps
+    );
+    for n in &ir.nodes {
+        let goto: Vec<&str> = n.goto.iter().map(|t| t.name.as_str()).collect();
+        let writes: Option<Vec<&str>> = n
+            .writes
+            .as_ref()
+            .map(|w| w.iter().map(|x| x.name.as_str()).collect());
+        canon.push_str(&format!(
+            "{}[{}|{:?}];",
+            n.name.name,
+            goto.join(","),
+            writes
+        ));
+    }
+    // FNV-1a, 64 bit.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in canon.bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+struct RewriteGoto<'a> {
+    node: &'a NodeIr,
+    a: &'a Analysis,
+    state: &'a syn::Type,
+}
+
+impl RewriteGoto<'_> {
+    fn route(&self, mac: &syn::Macro) -> TokenStream {
+        let state = self.state;
+        let Ok(args) = parse_goto(mac.tokens.clone()) else {
+            return quote!(::agentflow::__private::invalid_route::<#state>());
+        };
+        let mut ids = Vec::new();
+        for t in &args.targets {
+            let name = t.to_string();
+            let allowed = self.node.goto.iter().any(|g| g.name == name);
+            if !allowed {
+                return quote!(::agentflow::__private::invalid_route::<#state>());
+            }
+            if name != END {
+                match self.a.index.get(&name) {
+                    Some(&i) => ids.push(i as u32),
+                    None => return quote!(::agentflow::__private::invalid_route::<#state>()),
+                }
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        let update = match &args.update {
+            Some(u) => quote!(#u),
+            None => quote!(::core::default::Default::default()),
+        };
+        quote! {
+            {
+                const __AGENTFLOW_NEXT: &[::agentflow::NodeId] = &[#(::agentflow::NodeId::new(#ids)),*];
+                ::agentflow::Step::<#state>::__route(__AGENTFLOW_NEXT, #update)
+            }
+        }
+    }
+}
+
+impl VisitMut for RewriteGoto<'_> {
+    fn visit_expr_mut(&mut self, expr: &mut syn::Expr) {
+        if let syn::Expr::Macro(m) = expr
+            && is_goto(&m.mac)
+        {
+            *expr = syn::Expr::Verbatim(self.route(&m.mac));
+            return;
+        }
+        syn::visit_mut::visit_expr_mut(self, expr);
+    }
+
+    fn visit_stmt_mut(&mut self, stmt: &mut syn::Stmt) {
+        if let syn::Stmt::Macro(m) = stmt
+            && is_goto(&m.mac)
+        {
+            *stmt = syn::Stmt::Expr(syn::Expr::Verbatim(self.route(&m.mac)), m.semi_token);
+            return;
+        }
+        syn::visit_mut::visit_stmt_mut(self, stmt);
+    }
+}

@@ -1,0 +1,109 @@
+//! The graph IR: plain data, no syn. Names are strings, places are [`Loc`]s.
+
+use crate::diag::Loc;
+
+/// The route target that ends a branch.
+pub const END: &str = "END";
+
+/// A name and where it was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    /// The identifier.
+    pub name: String,
+    /// Where it stands in the source.
+    pub loc: Loc,
+}
+
+impl Named {
+    /// A name with no place, for IR built in tests.
+    #[cfg(test)]
+    pub fn new(name: &str) -> Self {
+        Named {
+            name: name.to_string(),
+            loc: Loc::DUMMY,
+        }
+    }
+}
+
+/// A whole `#[graph]` module.
+#[derive(Debug, Clone)]
+pub struct GraphIr {
+    /// The module name.
+    pub name: String,
+    /// The `#[graph(..)]` attribute, for errors about the whole graph.
+    pub loc: Loc,
+    /// `start = node`.
+    pub start: Option<Named>,
+    /// `max_steps = N`.
+    pub max_steps: Option<u32>,
+    /// The `#[node]` fns, in declaration order.
+    pub nodes: Vec<NodeIr>,
+}
+
+/// One `#[node]` fn.
+#[derive(Debug, Clone)]
+pub struct NodeIr {
+    /// The fn name.
+    pub name: Named,
+    /// `goto = [..]`: where the node may go, `END` included.
+    pub goto: Vec<Named>,
+    /// `writes = [..]`, if declared.
+    pub writes: Option<Vec<Named>>,
+    /// Every `goto!(..)` in the body, in source order.
+    pub routes: Vec<Route>,
+    /// Fields set through `State::update().field(..)` chains in the body.
+    pub sets: Vec<Named>,
+    /// The fn's signature, as far as the macro can judge it.
+    pub sig: Signature,
+}
+
+/// One `goto!(..)` call site.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// Its targets: one, several for a fan-out, or `END`.
+    pub targets: Vec<Named>,
+}
+
+/// The signature facts the checks need; types are left to rustc.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signature {
+    /// `async fn`.
+    pub is_async: bool,
+    /// The shape of the first parameter.
+    pub state: Param,
+    /// How many parameters there are.
+    pub params: usize,
+    /// The fn has generic parameters.
+    pub generic: bool,
+    /// Where to point for signature errors.
+    pub loc: Loc,
+}
+
+impl Signature {
+    /// `async fn n(state: &S, cx: &Ctx<D>)`.
+    #[cfg(test)]
+    pub fn valid() -> Self {
+        Signature {
+            is_async: true,
+            state: Param::Ref,
+            params: 2,
+            generic: false,
+            loc: Loc::DUMMY,
+        }
+    }
+}
+
+/// How the state parameter is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Param {
+    /// `&S`: right.
+    Ref,
+    /// `&mut S`.
+    RefMut,
+    /// `S` by value.
+    Value,
+    /// `self`.
+    Receiver,
+    /// No parameter.
+    Missing,
+}

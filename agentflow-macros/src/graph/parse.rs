@@ -1,0 +1,495 @@
+//! syn -> graph IR. The tokens the IR does not hold (types, the module's
+//! items) stay here for the expansion.
+
+use proc_macro2::{Span, TokenStream};
+use quote::quote;
+use syn::parse::{ParseStream, Parser};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::visit::Visit;
+use syn::{Token, bracketed};
+
+use super::ir::{GraphIr, Named, NodeIr, Param, Route, Signature};
+use crate::diag::{Spans, combine, did_you_mean};
+
+/// The parsed `#[graph]`: IR plus the tokens needed to expand it.
+pub struct Parsed {
+    pub ir: GraphIr,
+    pub spans: Spans,
+    pub module: syn::ItemMod,
+    pub state: syn::Type,
+    pub deps: syn::Type,
+    pub nodes: Vec<NodeSyn>,
+    pub errors: Option<syn::Error>,
+}
+
+/// The syn side of one node.
+pub struct NodeSyn {
+    /// Index of the fn among the module's items.
+    pub item: usize,
+    pub ident: syn::Ident,
+    /// Parameter types, in order.
+    pub params: Vec<syn::Type>,
+    /// Whether the second parameter is the context (`&Ctx<D>`) rather than `&D`.
+    pub ctx_param: bool,
+    /// Where the return type is written (or the fn name when there is none).
+    pub ret_span: Span,
+    /// `RetryPolicy` expression.
+    pub retry: TokenStream,
+    /// Per-attempt timeout in milliseconds.
+    pub timeout_ms: Option<u64>,
+    pub interrupt: bool,
+}
+
+const GRAPH_ARGS: &[&str] = &["state", "deps", "start", "max_steps"];
+const NODE_ARGS: &[&str] = &["goto", "writes", "retry", "timeout", "interrupt"];
+
+pub fn parse(args: TokenStream, input: TokenStream) -> syn::Result<Parsed> {
+    let mut module: syn::ItemMod = syn::parse2(input).map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            "`#[graph]` goes on an inline module: `#[graph(state = S, start = n)] mod name { .. }`",
+        )
+    })?;
+    let mut spans = Spans::default();
+    let mut errors = None;
+    let attr_span = if args.is_empty() {
+        module.ident.span()
+    } else {
+        args.span()
+    };
+    let mut state = None;
+    let mut deps = None;
+    let mut start = None;
+    let mut max_steps = None;
+    let parser = syn::meta::parser(|meta| {
+        let key = meta
+            .path
+            .get_ident()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        match key.as_str() {
+            "state" => state = Some(meta.value()?.parse::<syn::Type>()?),
+            "deps" => deps = Some(meta.value()?.parse::<syn::Type>()?),
+            "start" => {
+                let ident: syn::Ident = meta.value()?.parse()?;
+                start = Some(Named {
+                    name: ident.to_string(),
+                    loc: spans.loc(ident.span()),
+                });
+            }
+            "max_steps" => {
+                let lit: syn::LitInt = meta.value()?.parse()?;
+                let n: u32 = lit.base10_parse()?;
+                if n == 0 {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        "`max_steps` must be at least 1",
+                    ));
+                }
+                max_steps = Some(n);
+            }
+            _ => return Err(meta.error(unknown_arg("#[graph]", &key, GRAPH_ARGS))),
+        }
+        Ok(())
+    });
+    if let Err(e) = parser.parse2(args) {
+        combine(&mut errors, e);
+    }
+    let state = state.unwrap_or_else(|| {
+        combine(
+            &mut errors,
+            syn::Error::new(
+                attr_span,
+                "`#[graph]` needs the state type: `#[graph(state = MyState, ..)]`",
+            ),
+        );
+        syn::parse_quote!(())
+    });
+    let deps = deps.unwrap_or_else(|| syn::parse_quote!(()));
+    let Some((_, items)) = &mut module.content else {
+        return Err(syn::Error::new(
+            module.ident.span(),
+            "`#[graph]` needs an inline module with the nodes inside: `mod name { .. }`, not `mod name;`",
+        ));
+    };
+    let mut nodes = Vec::new();
+    let mut node_irs = Vec::new();
+    for (i, item) in items.iter_mut().enumerate() {
+        let syn::Item::Fn(f) = item else {
+            if let Some(attr) = node_attr_of(item) {
+                combine(
+                    &mut errors,
+                    syn::Error::new(attr.span(), "`#[node]` goes on an `async fn`"),
+                );
+            }
+            continue;
+        };
+        let Some(pos) = f.attrs.iter().position(is_node_attr) else {
+            continue;
+        };
+        let attr = f.attrs.remove(pos);
+        let (syn_side, ir) = parse_node(i, f, &attr, &mut spans, &mut errors);
+        nodes.push(syn_side);
+        node_irs.push(ir);
+    }
+    let ir = GraphIr {
+        name: module.ident.to_string(),
+        loc: spans.loc(attr_span),
+        start,
+        max_steps,
+        nodes: node_irs,
+    };
+    Ok(Parsed {
+        ir,
+        spans,
+        module,
+        state,
+        deps,
+        nodes,
+        errors,
+    })
+}
+
+fn is_node_attr(attr: &syn::Attribute) -> bool {
+    attr.path()
+        .segments
+        .last()
+        .is_some_and(|s| s.ident == "node")
+}
+
+fn node_attr_of(item: &syn::Item) -> Option<&syn::Attribute> {
+    let attrs = match item {
+        syn::Item::Struct(s) => &s.attrs,
+        syn::Item::Enum(e) => &e.attrs,
+        syn::Item::Const(c) => &c.attrs,
+        syn::Item::Static(s) => &s.attrs,
+        syn::Item::Mod(m) => &m.attrs,
+        syn::Item::Impl(i) => &i.attrs,
+        _ => return None,
+    };
+    attrs.iter().find(|a| is_node_attr(a))
+}
+
+fn unknown_arg(attr: &str, key: &str, allowed: &[&str]) -> String {
+    let hint = did_you_mean(key, allowed.iter().copied())
+        .map(|s| format!("did you mean `{s}`? "))
+        .unwrap_or_default();
+    format!(
+        "unknown `{attr}` argument `{key}`; {hint}expected one of {}",
+        crate::diag::list(allowed)
+    )
+}
+
+fn parse_node(
+    item: usize,
+    f: &mut syn::ItemFn,
+    attr: &syn::Attribute,
+    spans: &mut Spans,
+    errors: &mut Option<syn::Error>,
+) -> (NodeSyn, NodeIr) {
+    let mut goto = Vec::new();
+    let mut writes = None;
+    let mut retry = quote!(::agentflow::RetryPolicy::none());
+    let mut timeout_ms = None;
+    let mut interrupt = false;
+    if !matches!(attr.meta, syn::Meta::Path(_)) {
+        let result = attr.parse_nested_meta(|meta| {
+            let key = meta
+                .path
+                .get_ident()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            match key.as_str() {
+                "goto" => goto = names(meta.value()?, spans)?,
+                "writes" => writes = Some(names(meta.value()?, spans)?),
+                "timeout" => timeout_ms = Some(duration_ms(&meta.value()?.parse()?)?),
+                "interrupt" => interrupt = true,
+                "retry" => retry = parse_retry(&meta)?,
+                _ => return Err(meta.error(unknown_arg("#[node]", &key, NODE_ARGS))),
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            combine(errors, e);
+        }
+    }
+    let ident = f.sig.ident.clone();
+    let mut params = Vec::new();
+    let mut state = Param::Missing;
+    for (i, input) in f.sig.inputs.iter().enumerate() {
+        match input {
+            syn::FnArg::Receiver(_) => state = Param::Receiver,
+            syn::FnArg::Typed(t) => {
+                if i == 0 {
+                    state = match &*t.ty {
+                        syn::Type::Reference(r) if r.mutability.is_some() => Param::RefMut,
+                        syn::Type::Reference(_) => Param::Ref,
+                        _ => Param::Value,
+                    };
+                }
+                params.push((*t.ty).clone());
+            }
+        }
+    }
+    let ctx_param = params.get(1).is_some_and(is_ctx_type);
+    let sig_span = if f.sig.asyncness.is_none() {
+        f.sig.fn_token.span
+    } else {
+        f.sig.inputs.span()
+    };
+    let sig = Signature {
+        is_async: f.sig.asyncness.is_some(),
+        state,
+        params: f.sig.inputs.len(),
+        generic: !f.sig.generics.params.is_empty(),
+        loc: spans.loc(if f.sig.inputs.is_empty() {
+            ident.span()
+        } else {
+            sig_span
+        }),
+    };
+    let ret_span = match &f.sig.output {
+        syn::ReturnType::Type(_, ty) => ty.span(),
+        syn::ReturnType::Default => ident.span(),
+    };
+    let mut scan = BodyScan {
+        spans,
+        routes: Vec::new(),
+        sets: Vec::new(),
+        errors: None,
+    };
+    scan.visit_block(&f.block);
+    if let Some(e) = scan.errors.take() {
+        combine(errors, e);
+    }
+    let ir = NodeIr {
+        name: Named {
+            name: ident.to_string(),
+            loc: scan.spans.loc(ident.span()),
+        },
+        goto,
+        writes,
+        routes: scan.routes,
+        sets: scan.sets,
+        sig,
+    };
+    (
+        NodeSyn {
+            item,
+            ident,
+            params,
+            ctx_param,
+            ret_span,
+            retry,
+            timeout_ms,
+            interrupt,
+        },
+        ir,
+    )
+}
+
+/// `&Ctx<..>` (any path ending in `Ctx`).
+fn is_ctx_type(ty: &syn::Type) -> bool {
+    let syn::Type::Reference(r) = ty else {
+        return false;
+    };
+    let syn::Type::Path(p) = &*r.elem else {
+        return false;
+    };
+    p.path.segments.last().is_some_and(|s| s.ident == "Ctx")
+}
+
+fn names(input: ParseStream, spans: &mut Spans) -> syn::Result<Vec<Named>> {
+    let content;
+    bracketed!(content in input);
+    let list = Punctuated::<syn::Ident, Token![,]>::parse_terminated(&content)?;
+    Ok(list
+        .into_iter()
+        .map(|i| Named {
+            name: i.to_string(),
+            loc: spans.loc(i.span()),
+        })
+        .collect())
+}
+
+/// `500ms`, `2s`, `1m`.
+fn duration_ms(lit: &syn::LitInt) -> syn::Result<u64> {
+    let n: u64 = lit.base10_parse()?;
+    let factor = match lit.suffix() {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "" => {
+            return Err(syn::Error::new(
+                lit.span(),
+                format!("add a unit to the duration: `{n}ms`, `{n}s` or `{n}m`"),
+            ));
+        }
+        other => {
+            return Err(syn::Error::new(
+                lit.span(),
+                format!("unknown duration unit `{other}`; use `ms`, `s` or `m`"),
+            ));
+        }
+    };
+    n.checked_mul(factor)
+        .ok_or_else(|| syn::Error::new(lit.span(), "duration too long"))
+}
+
+/// `retry = 3` or `retry(attempts = 3, base = 10ms, max_delay = 1s, jitter = false)`.
+fn parse_retry(meta: &syn::meta::ParseNestedMeta) -> syn::Result<TokenStream> {
+    if meta.input.peek(Token![=]) {
+        let lit: syn::LitInt = meta.value()?.parse()?;
+        let n: u32 = lit.base10_parse()?;
+        if n == 0 {
+            return Err(syn::Error::new(
+                lit.span(),
+                "`retry` counts attempts in all and must be at least 1",
+            ));
+        }
+        return Ok(quote!(::agentflow::RetryPolicy::attempts(#n)));
+    }
+    let mut policy = quote!(::agentflow::RetryPolicy::attempts(1));
+    meta.parse_nested_meta(|inner| {
+        let key = inner
+            .path
+            .get_ident()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        match key.as_str() {
+            "attempts" => {
+                let n: u32 = inner.value()?.parse::<syn::LitInt>()?.base10_parse()?;
+                policy = quote!(::agentflow::RetryPolicy { max_attempts: #n, ..#policy });
+            }
+            "base" | "max_delay" => {
+                let ms = duration_ms(&inner.value()?.parse()?)?;
+                let method = syn::Ident::new(&key, inner.path.span());
+                policy = quote!(#policy.#method(::core::time::Duration::from_millis(#ms)));
+            }
+            "jitter" => {
+                let on: syn::LitBool = inner.value()?.parse()?;
+                policy = quote!(#policy.jitter(#on));
+            }
+            _ => {
+                return Err(inner.error(unknown_arg(
+                    "retry",
+                    &key,
+                    &["attempts", "base", "max_delay", "jitter"],
+                )));
+            }
+        }
+        Ok(())
+    })?;
+    Ok(policy)
+}
+
+/// The arguments of one `goto!`: targets and the optional update.
+pub struct GotoArgs {
+    pub targets: Vec<syn::Ident>,
+    pub update: Option<syn::Expr>,
+}
+
+pub fn parse_goto(tokens: TokenStream) -> syn::Result<GotoArgs> {
+    let parser = |input: ParseStream| {
+        let targets = if input.peek(syn::token::Bracket) {
+            let content;
+            bracketed!(content in input);
+            Punctuated::<syn::Ident, Token![,]>::parse_terminated(&content)?
+                .into_iter()
+                .collect()
+        } else {
+            vec![input.parse::<syn::Ident>().map_err(|e| {
+                syn::Error::new(
+                    e.span(),
+                    "expected `goto!(node)`, `goto!(node, update)`, `goto!([a, b], update)` or `goto!(END, update)`",
+                )
+            })?]
+        };
+        let mut update = None;
+        if input.parse::<Option<Token![,]>>()?.is_some() && !input.is_empty() {
+            update = Some(input.parse::<syn::Expr>()?);
+            input.parse::<Option<Token![,]>>()?;
+        }
+        if !input.is_empty() {
+            return Err(input.error(
+                "unexpected tokens in `goto!`; for a fan-out put the targets in brackets: `goto!([a, b], update)`",
+            ));
+        }
+        Ok(GotoArgs { targets, update })
+    };
+    parser.parse2(tokens)
+}
+
+pub fn is_goto(mac: &syn::Macro) -> bool {
+    mac.path.segments.last().is_some_and(|s| s.ident == "goto")
+}
+
+/// Finds the `goto!` call sites and the update chains of a node body.
+struct BodyScan<'s> {
+    spans: &'s mut Spans,
+    routes: Vec<Route>,
+    sets: Vec<Named>,
+    errors: Option<syn::Error>,
+}
+
+impl BodyScan<'_> {
+    fn goto(&mut self, mac: &syn::Macro) {
+        match parse_goto(mac.tokens.clone()) {
+            Ok(args) => {
+                let targets = args
+                    .targets
+                    .iter()
+                    .map(|t| Named {
+                        name: t.to_string(),
+                        loc: self.spans.loc(t.span()),
+                    })
+                    .collect();
+                self.routes.push(Route { targets });
+                if let Some(update) = &args.update {
+                    self.visit_expr(update);
+                }
+            }
+            Err(e) => combine(&mut self.errors, e),
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for BodyScan<'_> {
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        if is_goto(mac) {
+            self.goto(mac);
+        }
+    }
+
+    fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+        // Walk down `X::update().a(..).b(..)`: every method of such a chain
+        // is a field setter.
+        let mut chain = vec![call];
+        let mut receiver = &*call.receiver;
+        while let syn::Expr::MethodCall(inner) = receiver {
+            chain.push(inner);
+            receiver = &inner.receiver;
+        }
+        let is_update = matches!(receiver, syn::Expr::Call(c)
+            if c.args.is_empty()
+            && matches!(&*c.func, syn::Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "update")));
+        for link in chain.iter().rev() {
+            if is_update
+                && !matches!(
+                    link.method.to_string().as_str(),
+                    "clone" | "touched" | "is_empty"
+                )
+            {
+                self.sets.push(Named {
+                    name: link.method.to_string(),
+                    loc: self.spans.loc(link.method.span()),
+                });
+            }
+            for arg in &link.args {
+                self.visit_expr(arg);
+            }
+        }
+        self.visit_expr(receiver);
+    }
+}

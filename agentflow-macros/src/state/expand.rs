@@ -1,0 +1,189 @@
+//! State IR -> tokens: the `State` impl, the update type and its setters.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+
+use super::ir::Reducer;
+use super::parse::{Parsed, parse};
+use crate::diag::Diagnostics;
+
+pub fn derive(input: TokenStream) -> TokenStream {
+    let input = match syn::parse2::<syn::DeriveInput>(input) {
+        Ok(input) => input,
+        Err(e) => return e.to_compile_error(),
+    };
+    let parsed = match parse(input) {
+        Ok(parsed) => parsed,
+        Err(e) => return e.to_compile_error(),
+    };
+    let mut diags = Diagnostics::default();
+    super::check::check_all(&parsed.ir, &mut diags);
+    let errors = parsed.spans.render(diags.into_vec(), parsed.errors.clone());
+    match errors {
+        // The impl is still emitted when only field attributes were wrong, so
+        // graphs using this state do not cascade into "trait not implemented".
+        Some(e) => {
+            let mut out = e.to_compile_error();
+            out.extend(expand(&parsed));
+            out
+        }
+        None => expand(&parsed),
+    }
+}
+
+fn expand(p: &Parsed) -> TokenStream {
+    let ident = &p.input.ident;
+    let vis = &p.input.vis;
+    let update = format_ident!("{}Update", ident);
+    let version = p.ir.version;
+    let name = ident.to_string();
+    let mut field_defs = Vec::new();
+    let mut setters = Vec::new();
+    let mut applies = Vec::new();
+    let mut touched = Vec::new();
+    let mut infos = Vec::new();
+    let mut debugs = Vec::new();
+    for (i, f) in p.ir.fields.iter().enumerate() {
+        let fname = format_ident!("{}", f.name);
+        let ty = &p.types[i];
+        let span = p.spans.span(f.loc);
+        let reducer_tokens = match f.reducer {
+            Reducer::Overwrite => quote!(Overwrite),
+            Reducer::Append => quote!(Append),
+            Reducer::Add => quote!(Add),
+            Reducer::Merge => quote!(Merge),
+            Reducer::Messages => quote!(Messages),
+            Reducer::Custom => quote!(Custom),
+        };
+        let reduce = |dst: TokenStream, value: TokenStream| -> TokenStream {
+            match f.reducer {
+                Reducer::Overwrite => quote!(*#dst = #value),
+                Reducer::Append => {
+                    quote_spanned!(span=> ::agentflow::__private::reduce_append::<#ty>(#dst, #value))
+                }
+                Reducer::Add => {
+                    quote_spanned!(span=> ::agentflow::__private::reduce_add::<#ty>(#dst, #value))
+                }
+                Reducer::Merge => {
+                    quote_spanned!(span=> ::agentflow::__private::reduce_merge::<#ty>(#dst, #value))
+                }
+                Reducer::Messages => {
+                    quote_spanned!(span=> ::agentflow::__private::reduce_messages::<#ty>(#dst, #value))
+                }
+                Reducer::Custom => {
+                    let path = p.custom[i].as_ref().expect("custom reducer has a path");
+                    quote_spanned!(span=> (#path as fn(&mut #ty, #ty))(#dst, #value))
+                }
+            }
+        };
+        let kind = match f.reducer {
+            Reducer::Overwrite => "replaces the current value".to_string(),
+            Reducer::Append => "is appended (`append` reducer)".to_string(),
+            Reducer::Add => "is added (`add` reducer)".to_string(),
+            Reducer::Merge => "is merged key by key (`merge` reducer)".to_string(),
+            Reducer::Messages => {
+                "is appended, replacing same-id messages (`messages` reducer)".to_string()
+            }
+            Reducer::Custom => "is merged by the custom reducer".to_string(),
+        };
+        let doc = format!(
+            "Sets `{}`: the value {kind}. Calling it twice combines both values the same way.",
+            f.name
+        );
+        let set = reduce(quote!(old), quote!(value));
+        let apply = reduce(quote!(&mut self.#fname), quote!(value));
+        field_defs.push(quote! {
+            #[doc = concat!("The value written to `", stringify!(#fname), "`, if any.")]
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub #fname: ::core::option::Option<#ty>,
+        });
+        setters.push(quote! {
+            #[doc = #doc]
+            #[must_use]
+            pub fn #fname(mut self, value: #ty) -> Self {
+                self.#fname = ::core::option::Option::Some(match self.#fname.take() {
+                    ::core::option::Option::Some(mut current) => {
+                        {
+                            let old = &mut current;
+                            #set;
+                        }
+                        current
+                    }
+                    ::core::option::Option::None => value,
+                });
+                self
+            }
+        });
+        applies.push(quote! {
+            if let ::core::option::Option::Some(value) = update.#fname { #apply; }
+        });
+        let bit = i as u32;
+        touched.push(quote! {
+            if self.#fname.is_some() { mask |= 1u64 << #bit; }
+        });
+        let fname_str = &f.name;
+        debugs.push(quote! {
+            if let ::core::option::Option::Some(value) = &self.#fname { out.field(#fname_str, value); }
+        });
+        infos.push(quote! {
+            ::agentflow::Field { name: #fname_str, reducer: ::agentflow::ReducerKind::#reducer_tokens }
+        });
+    }
+    let update_doc = format!(
+        "A partial update of [`{name}`]: only the fields a node sets. Start from `{name}::update()` and chain one setter per field."
+    );
+    quote! {
+        #[doc = #update_doc]
+        #[derive(::core::clone::Clone, ::core::default::Default,
+                 ::agentflow::__private::serde::Serialize, ::agentflow::__private::serde::Deserialize)]
+        #[serde(crate = "::agentflow::__private::serde")]
+        #vis struct #update {
+            #(#field_defs)*
+        }
+
+        #[automatically_derived]
+        impl #update {
+            #(#setters)*
+        }
+
+        // Shows only the fields the update sets.
+        #[automatically_derived]
+        impl ::core::fmt::Debug for #update {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                let mut out = f.debug_struct(::core::stringify!(#update));
+                #(#debugs)*
+                out.finish()
+            }
+        }
+
+        #[automatically_derived]
+        impl ::agentflow::Update for #update {
+            fn touched(&self) -> u64 {
+                let mut mask = 0u64;
+                #(#touched)*
+                mask
+            }
+        }
+
+        #[automatically_derived]
+        impl #ident {
+            /// An empty partial update; chain setters on it.
+            #[must_use]
+            #vis fn update() -> #update {
+                ::core::default::Default::default()
+            }
+        }
+
+        #[automatically_derived]
+        impl ::agentflow::State for #ident {
+            type Update = #update;
+            const VERSION: u32 = #version;
+            const NAME: &'static str = #name;
+            const FIELDS: &'static [::agentflow::Field] = &[#(#infos),*];
+
+            fn apply(&mut self, update: #update) {
+                #(#applies)*
+            }
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! `#[derive(State)]`: parse -> IR -> check -> expand.
+
+pub mod check;
+pub mod expand;
+pub mod ir;
+pub mod parse;

@@ -1,0 +1,134 @@
+//! syn -> state IR. Keeps the field types and custom reducer paths on the side.
+
+use syn::spanned::Spanned;
+
+use super::ir::{FieldIr, REDUCERS, Reducer, StateIr};
+use crate::diag::{Spans, combine, did_you_mean};
+
+/// What the expander needs besides the IR: tokens the IR does not hold.
+pub struct Parsed {
+    pub ir: StateIr,
+    pub spans: Spans,
+    pub input: syn::DeriveInput,
+    /// Field types, by field index.
+    pub types: Vec<syn::Type>,
+    /// `custom = path` paths, by field index.
+    pub custom: Vec<Option<syn::Path>>,
+    /// Syntax errors found while parsing, all of them.
+    pub errors: Option<syn::Error>,
+}
+
+pub fn parse(input: syn::DeriveInput) -> syn::Result<Parsed> {
+    let mut spans = Spans::default();
+    let mut errors = None;
+    let syn::Data::Struct(data) = &input.data else {
+        return Err(syn::Error::new(
+            input.ident.span(),
+            "`#[derive(State)]` needs a struct with named fields",
+        ));
+    };
+    let syn::Fields::Named(named) = &data.fields else {
+        return Err(syn::Error::new(
+            input.ident.span(),
+            "`#[derive(State)]` needs a struct with named fields, like `struct Ticket { intent: String }`",
+        ));
+    };
+    if !input.generics.params.is_empty() {
+        combine(
+            &mut errors,
+            syn::Error::new(
+                input.generics.span(),
+                "`#[derive(State)]` does not support generic structs",
+            ),
+        );
+    }
+    let version = parse_version(&input.attrs, &mut errors);
+    let mut fields = Vec::new();
+    let mut types = Vec::new();
+    let mut custom = Vec::new();
+    for field in &named.named {
+        let Some(ident) = &field.ident else { continue };
+        let (reducer, path, span) = parse_reducer(field, &mut errors);
+        fields.push(FieldIr {
+            name: ident.to_string(),
+            reducer,
+            loc: spans.loc(span.unwrap_or_else(|| ident.span())),
+        });
+        types.push(field.ty.clone());
+        custom.push(path);
+    }
+    let ir = StateIr {
+        name: input.ident.to_string(),
+        version,
+        fields,
+        loc: spans.loc(input.ident.span()),
+    };
+    Ok(Parsed {
+        ir,
+        spans,
+        input,
+        types,
+        custom,
+        errors,
+    })
+}
+
+fn parse_version(attrs: &[syn::Attribute], errors: &mut Option<syn::Error>) -> u32 {
+    let mut version = 1;
+    for attr in attrs.iter().filter(|a| a.path().is_ident("state")) {
+        let result = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("version") {
+                let lit: syn::LitInt = meta.value()?.parse()?;
+                version = lit.base10_parse()?;
+                Ok(())
+            } else {
+                Err(meta.error("unknown `#[state]` argument; expected `version = N`"))
+            }
+        });
+        if let Err(e) = result {
+            combine(errors, e);
+        }
+    }
+    version
+}
+
+fn parse_reducer(
+    field: &syn::Field,
+    errors: &mut Option<syn::Error>,
+) -> (Reducer, Option<syn::Path>, Option<proc_macro2::Span>) {
+    let mut found: Option<(Reducer, Option<syn::Path>, proc_macro2::Span)> = None;
+    for attr in field.attrs.iter().filter(|a| a.path().is_ident("reduce")) {
+        let result = attr.parse_nested_meta(|meta| {
+            let ident = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
+            let span = meta.path.span();
+            let (reducer, path) = match ident.as_str() {
+                "append" => (Reducer::Append, None),
+                "add" => (Reducer::Add, None),
+                "merge" => (Reducer::Merge, None),
+                "messages" => (Reducer::Messages, None),
+                "custom" => (Reducer::Custom, Some(meta.value()?.parse::<syn::Path>()?)),
+                other => {
+                    let hint = did_you_mean(other, REDUCERS.iter().copied())
+                        .map(|s| format!("; did you mean `{s}`?"))
+                        .unwrap_or_default();
+                    return Err(meta.error(format!(
+                        "unknown reducer `{other}`{hint}\nexpected one of `append`, `add`, `merge`, `messages`, `custom = path::to::fn`, \
+                         or no `#[reduce]` to overwrite"
+                    )));
+                }
+            };
+            if found.is_some() {
+                return Err(meta.error("a field takes one reducer; remove one of them"));
+            }
+            found = Some((reducer, path, span));
+            Ok(())
+        });
+        if let Err(e) = result {
+            combine(errors, e);
+        }
+    }
+    match found {
+        Some((r, p, s)) => (r, p, Some(s)),
+        None => (Reducer::Overwrite, None, None),
+    }
+}
