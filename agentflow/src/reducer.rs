@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn merge_replaces_keys() {
         let mut m = BTreeMap::from([(1, "a"), (2, "b")]);
-        m.merge(BTreeMap::from([(2, "c"), (3, "d")]));
+        Merge::merge(&mut m, BTreeMap::from([(2, "c"), (3, "d")]));
         assert_eq!(m, BTreeMap::from([(1, "a"), (2, "c"), (3, "d")]));
     }
 }
