@@ -1,12 +1,16 @@
 //! The compiled graph: a flat plan indexed by [`NodeId`], produced by `#[graph]`.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentflow_store::Store;
+
 use crate::context::Ctx;
+use crate::persist::ResumeError;
 use crate::error::NodeError;
 use crate::executor::RetryPolicy;
 use crate::state::{FieldMask, State};
@@ -91,7 +95,12 @@ pub struct GraphSpec<S: State, D> {
 /// Produced by the `graph()` function `#[graph]` generates; cheap to clone.
 pub struct CompiledGraph<S: State, D = ()> {
     pub(crate) inner: Arc<Plan<S, D>>,
+    pub(crate) store: Option<Arc<dyn Store>>,
+    pub(crate) migrations: Arc<BTreeMap<u32, Migration>>,
 }
+
+/// Upgrades a stored state (as JSON) from one schema version to the next.
+pub type Migration = Arc<dyn Fn(serde_json::Value) -> Result<serde_json::Value, String> + Send + Sync>;
 
 pub(crate) struct Plan<S: State, D> {
     pub(crate) spec: GraphSpec<S, D>,
@@ -105,6 +114,8 @@ impl<S: State, D> Clone for CompiledGraph<S, D> {
     fn clone(&self) -> Self {
         CompiledGraph {
             inner: Arc::clone(&self.inner),
+            store: self.store.clone(),
+            migrations: Arc::clone(&self.migrations),
         }
     }
 }
@@ -127,12 +138,55 @@ impl<S: State, D> CompiledGraph<S, D> {
         // An acyclic graph runs at most one step per node.
         let default_max_steps = spec.max_steps.unwrap_or(spec.nodes.len() as u32);
         CompiledGraph {
-            inner: Arc::new(Plan {
-                overwrite_mask: S::overwrite_mask(),
-                default_max_steps,
-                spec,
-            }),
+            inner: Arc::new(Plan { overwrite_mask: S::overwrite_mask(), default_max_steps, spec }),
+            store: None,
+            migrations: Arc::default(),
         }
+    }
+
+    /// Persists every run of this graph that names a thread into `store`.
+    #[must_use]
+    pub fn with_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The attached store, if any.
+    pub fn store(&self) -> Option<&Arc<dyn Store>> {
+        self.store.as_ref()
+    }
+
+    /// Registers how to upgrade a stored state (as JSON) from schema version
+    /// `from` to `from + 1`. Resuming a thread stored at an older
+    /// `#[state(version = N)]` runs the registered steps in order; without
+    /// them it is refused.
+    #[must_use]
+    pub fn with_migration(
+        mut self,
+        from: u32,
+        migrate: impl Fn(serde_json::Value) -> Result<serde_json::Value, String> + Send + Sync + 'static,
+    ) -> Self {
+        Arc::make_mut(&mut self.migrations).insert(from, Arc::new(migrate));
+        self
+    }
+
+    /// Runs the registered migrations from `stored` up to `S::VERSION`.
+    pub(crate) fn migrate(
+        &self,
+        thread: &str,
+        stored: u32,
+        mut state: serde_json::Value,
+    ) -> Result<serde_json::Value, ResumeError> {
+        let refused =
+            || ResumeError::SchemaVersion { thread: thread.into(), state: S::NAME, stored, current: S::VERSION };
+        if stored > S::VERSION {
+            return Err(refused());
+        }
+        for from in stored..S::VERSION {
+            let step = self.migrations.get(&from).ok_or_else(refused)?;
+            state = step(state).map_err(|message| ResumeError::Migration { thread: thread.into(), from, message })?;
+        }
+        Ok(state)
     }
 
     /// The graph's name.

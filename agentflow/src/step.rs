@@ -1,5 +1,7 @@
 //! What a node returns: where to go next, and its partial update.
 
+use std::borrow::Cow;
+
 use crate::graph::NodeId;
 use crate::state::State;
 
@@ -16,14 +18,14 @@ use crate::state::State;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Step<S: State> {
-    pub(crate) next: &'static [NodeId],
+    pub(crate) next: Cow<'static, [NodeId]>,
     pub(crate) update: S::Update,
 }
 
 impl<S: State> Step<S> {
     /// The node(s) this step routes to (empty for `END`).
-    pub fn next(&self) -> &'static [NodeId] {
-        self.next
+    pub fn next(&self) -> &[NodeId] {
+        &self.next
     }
 
     /// The partial update.
@@ -35,7 +37,12 @@ impl<S: State> Step<S> {
     /// checked against the node's `goto` list at compile time.
     #[doc(hidden)]
     pub fn __route(next: &'static [NodeId], update: S::Update) -> Self {
-        Step { next, update }
+        Step { next: Cow::Borrowed(next), update }
+    }
+
+    /// A step restored from a stored pending write.
+    pub(crate) fn restored(next: Vec<NodeId>, update: S::Update) -> Self {
+        Step { next: Cow::Owned(next), update }
     }
 }
 

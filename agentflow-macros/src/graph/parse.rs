@@ -217,6 +217,13 @@ fn parse_node(
     let ident = f.sig.ident.clone();
     let mut params = Vec::new();
     let mut state = Param::Missing;
+    // `cx: &Ctx<Deps>` is the documented form, but an `async fn` may not
+    // elide the lifetime inside a path; write the `'_` for the user.
+    for input in f.sig.inputs.iter_mut() {
+        if let syn::FnArg::Typed(t) = input {
+            elide_ctx_lifetime(&mut t.ty);
+        }
+    }
     for (i, input) in f.sig.inputs.iter().enumerate() {
         match input {
             syn::FnArg::Receiver(_) => state = Param::Receiver,
@@ -290,6 +297,20 @@ fn parse_node(
 }
 
 /// `&Ctx<..>` (any path ending in `Ctx`).
+fn elide_ctx_lifetime(ty: &mut syn::Type) {
+    let syn::Type::Reference(r) = ty else { return };
+    let syn::Type::Path(p) = &mut *r.elem else { return };
+    let Some(last) = p.path.segments.last_mut() else { return };
+    if last.ident != "Ctx" {
+        return;
+    }
+    if let syn::PathArguments::AngleBracketed(args) = &mut last.arguments
+        && !args.args.iter().any(|a| matches!(a, syn::GenericArgument::Lifetime(_)))
+    {
+        args.args.insert(0, syn::parse_quote!('_));
+    }
+}
+
 fn is_ctx_type(ty: &syn::Type) -> bool {
     let syn::Type::Reference(r) = ty else {
         return false;

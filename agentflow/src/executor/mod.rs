@@ -12,7 +12,7 @@ mod retry;
 mod step;
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
@@ -27,6 +27,7 @@ use crate::context::Ctx;
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Event;
 use crate::graph::{CompiledGraph, NodeId, Plan};
+use crate::persist::{Checkpointer, Durability, Journal, PersistError, Resumed, ThreadStatus};
 use crate::state::State;
 use crate::step::Step;
 
@@ -50,6 +51,9 @@ impl<S: State, D: Sync> CompiledGraph<S, D> {
             deadline: None,
             cancel: CancellationToken::new(),
             sink: None,
+            thread: None,
+            owner: String::new(),
+            durability: Durability::default(),
         }
     }
 }
@@ -63,9 +67,31 @@ pub struct Runner<'g, S: State, D> {
     deadline: Option<Instant>,
     cancel: CancellationToken,
     sink: Option<Sink<'g, S>>,
+    thread: Option<String>,
+    owner: String,
+    durability: Durability,
 }
 
 impl<'g, S: State, D: Sync> Runner<'g, S, D> {
+    /// Persists the run as thread `id` in the graph's store: one checkpoint
+    /// per super-step, so it can be resumed, inspected and forked.
+    pub fn thread(mut self, id: impl Into<String>) -> Self {
+        self.thread = Some(id.into());
+        self
+    }
+
+    /// Who the thread belongs to (stored with it).
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = owner.into();
+        self
+    }
+
+    /// When checkpoints reach the disk (default [`Durability::Sync`]).
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
     /// Lowers the super-step bound below the graph's `max_steps`.
     pub fn max_steps(mut self, steps: u32) -> Self {
         self.max_steps = Some(steps);
@@ -97,33 +123,72 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     }
 
     /// Runs the graph from `input` until it completes, fails, runs out of a
-    /// budget or is cancelled.
+    /// budget or is cancelled. With [`Runner::thread`], starts that thread.
     pub async fn run(self, input: S) -> Result<Run<S>, RunError> {
+        let graph = self.graph;
+        let checkpointer = match (&self.thread, &graph.store) {
+            (None, _) => None,
+            (Some(_), None) => return Err(RunError::NoStore),
+            (Some(thread), Some(store)) => Some(
+                Checkpointer::start(graph, Arc::clone(store), thread.clone(), self.owner.clone(), self.durability, &input)
+                    .await?,
+            ),
+        };
+        let start = Resumed { state: input, active: vec![graph.start()], step: 0, pending: Vec::new() };
+        self.drive(start, checkpointer).await
+    }
+
+    /// Continues thread [`Runner::thread`] from its last checkpoint, in this
+    /// or another process. Nodes that finished in a step that then failed are
+    /// not run again; their stored writes are used.
+    pub async fn resume(self) -> Result<Run<S>, RunError> {
+        let graph = self.graph;
+        let (Some(thread), Some(store)) = (&self.thread, &graph.store) else {
+            return Err(if self.thread.is_none() {
+                RunError::InvalidConfig("resume needs `.thread(id)`".into())
+            } else {
+                RunError::NoStore
+            });
+        };
+        let (checkpointer, start) =
+            Checkpointer::resume(graph, Arc::clone(store), thread.clone(), self.durability).await?;
+        self.drive(start, Some(checkpointer)).await
+    }
+
+    async fn drive(self, start: Resumed<S>, mut checkpointer: Option<Checkpointer>) -> Result<Run<S>, RunError> {
         let plan: &Plan<S, D> = &self.graph.inner;
         let max_steps = self.max_steps.unwrap_or(plan.default_max_steps);
         if max_steps == 0 {
-            return Err(RunError::InvalidConfig(
-                "max_steps must be at least 1".into(),
-            ));
+            return Err(RunError::InvalidConfig("max_steps must be at least 1".into()));
         }
         let exec = Exec {
             plan,
             deps: self.deps,
             cancel: self.cancel,
-            events: Events {
-                enabled: self.sink.is_some(),
-                sink: Mutex::new(self.sink),
-            },
+            events: Events { enabled: self.sink.is_some(), sink: Mutex::new(self.sink) },
         };
-        let span = tracing::info_span!("agentflow.run", graph = plan.spec.name);
-        let run = exec
-            .run_loop(input, max_steps, self.deadline)
-            .instrument(span)
-            .await;
-        exec.events.emit(|| Event::Finished {
-            outcome: run.outcome.clone(),
-            steps: run.steps,
-        });
+        let span = tracing::info_span!("agentflow.run", graph = plan.spec.name, thread = self.thread.as_deref());
+        let result = exec.run_loop(start, max_steps, self.deadline, &mut checkpointer).instrument(span).await;
+        let run = match result {
+            Ok(run) => run,
+            Err(e) => {
+                if let Some(cp) = checkpointer.as_mut() {
+                    // Best effort: the store already failed once.
+                    let _ = cp.finish(ThreadStatus::Failed, e.to_string()).await;
+                }
+                return Err(e);
+            }
+        };
+        if let Some(cp) = checkpointer.as_mut() {
+            let status = match &run.outcome {
+                Outcome::Completed => ThreadStatus::Completed,
+                Outcome::BudgetExhausted { .. } => ThreadStatus::BudgetExhausted,
+                Outcome::Failed { .. } => ThreadStatus::Failed,
+                Outcome::Cancelled => ThreadStatus::Cancelled,
+            };
+            cp.finish(status, run.outcome.to_string()).await?;
+        }
+        exec.events.emit(|| Event::Finished { outcome: run.outcome.clone(), steps: run.steps });
         Ok(run)
     }
 }
@@ -137,10 +202,15 @@ struct Exec<'g, S: State, D> {
 }
 
 impl<S: State, D: Sync> Exec<'_, S, D> {
-    async fn run_loop(&self, mut state: S, max_steps: u32, deadline: Option<Instant>) -> Run<S> {
-        let mut active = vec![self.plan.spec.start];
+    async fn run_loop(
+        &self,
+        start: Resumed<S>,
+        max_steps: u32,
+        deadline: Option<Instant>,
+        checkpointer: &mut Option<Checkpointer>,
+    ) -> Result<Run<S>, RunError> {
+        let Resumed { mut state, mut active, mut step, mut pending } = start;
         let mut next = Vec::new();
-        let mut step = 0u32;
         let outcome = loop {
             if self.cancel.is_cancelled() {
                 break Outcome::Cancelled;
@@ -149,28 +219,22 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 break Outcome::Completed;
             }
             if step >= max_steps {
-                break Outcome::BudgetExhausted {
-                    which: Budget::Steps,
-                };
+                break Outcome::BudgetExhausted { which: Budget::Steps };
             }
             if deadline.is_some_and(|at| Instant::now() >= at) {
-                break Outcome::BudgetExhausted {
-                    which: Budget::Deadline,
-                };
+                break Outcome::BudgetExhausted { which: Budget::Deadline };
             }
-            self.events.emit(|| Event::StepStarted {
-                step,
-                nodes: self.names(&active),
+            self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
+            let journal = checkpointer.as_ref().map(|cp| Journal {
+                store: Arc::clone(cp.store()),
+                thread: cp.thread.clone(),
+                seq: cp.seq,
             });
-            let work = self.run_step(&state, &active, step);
+            let work = self.run_step(&state, &active, step, std::mem::take(&mut pending), journal.as_ref());
             let results = match deadline {
                 Some(at) => match tokio::time::timeout_at(at.into(), work).await {
                     Ok(results) => results,
-                    Err(_) => {
-                        break Outcome::BudgetExhausted {
-                            which: Budget::Deadline,
-                        };
-                    }
+                    Err(_) => break Outcome::BudgetExhausted { which: Budget::Deadline },
                 },
                 None => work.await,
             };
@@ -185,6 +249,9 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 }
             }
             if let Some((id, error)) = failed {
+                if let Some(cp) = checkpointer.as_mut() {
+                    cp.keep_pending(&done, |n| self.name(n)).await?;
+                }
                 if self.cancel.is_cancelled() {
                     break Outcome::Cancelled;
                 }
@@ -196,26 +263,28 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                         step,
                         node: self.name(*id),
                         update: s.update.clone(),
-                        next: self.names(s.next),
+                        next: self.names(&s.next),
                     });
                 }
             }
+            let delta = match checkpointer {
+                Some(_) => Some(encode_updates(&done)?),
+                None => None,
+            };
+            let ran: Vec<NodeId> = done.iter().map(|(id, _)| *id).collect();
             if let Err((id, error)) = step::apply(self.plan, &mut state, done, &mut next) {
-                self.events.emit(|| Event::NodeFailed {
-                    step,
-                    node: self.name(id),
-                    error: error.clone(),
-                });
+                self.events.emit(|| Event::NodeFailed { step, node: self.name(id), error: error.clone() });
                 break self.failed(id, error);
             }
             std::mem::swap(&mut active, &mut next);
             step += 1;
+            if let (Some(cp), Some(delta)) = (checkpointer.as_mut(), delta) {
+                let cursor = self.names(&active).into_iter().map(String::from).collect();
+                let nodes = self.names(&ran).into_iter().map(String::from).collect();
+                cp.commit_step(step, &state, delta, cursor, nodes).await?;
+            }
         };
-        Run {
-            outcome,
-            state,
-            steps: step,
-        }
+        Ok(Run { outcome, state, steps: step })
     }
 
     async fn run_step(
@@ -223,19 +292,36 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         state: &S,
         active: &[NodeId],
         step: u32,
+        mut pending: Vec<(NodeId, Step<S>)>,
+        journal: Option<&Journal>,
     ) -> Vec<(NodeId, Result<Step<S>, NodeError>)> {
-        if let [id] = active {
-            return vec![(*id, self.run_node(*id, state, step).await)];
+        if pending.is_empty() {
+            if let [id] = active {
+                return vec![(*id, self.run_node(*id, state, step, journal).await)];
+            }
+            return join_all(active.iter().map(|&id| async move { (id, self.run_node(id, state, step, journal).await) }))
+                .await;
         }
-        join_all(
-            active
-                .iter()
-                .map(|&id| async move { (id, self.run_node(id, state, step).await) }),
-        )
+        // Resuming a step that failed half-way: reuse what already finished.
+        join_all(active.iter().map(|&id| {
+            let kept = pending.iter().position(|(p, _)| *p == id).map(|i| pending.swap_remove(i).1);
+            async move {
+                match kept {
+                    Some(step) => (id, Ok(step)),
+                    None => (id, self.run_node(id, state, step, journal).await),
+                }
+            }
+        }))
         .await
     }
 
-    async fn run_node(&self, id: NodeId, state: &S, step: u32) -> Result<Step<S>, NodeError> {
+    async fn run_node(
+        &self,
+        id: NodeId,
+        state: &S,
+        step: u32,
+        journal: Option<&Journal>,
+    ) -> Result<Step<S>, NodeError> {
         let node = &self.plan.spec.nodes[id.index()];
         let span = tracing::debug_span!("agentflow.node", node = node.name, step);
         let mut attempt = 1;
@@ -251,6 +337,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 step,
                 attempt,
                 cancel: &self.cancel,
+                journal,
             };
             let work = AssertUnwindSafe((node.run)(state, &cx)).catch_unwind();
             let result = match node.timeout {
@@ -349,4 +436,11 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("(non-string panic payload)")
+}
+
+/// Serialises one step's updates, in declaration order, as the checkpoint's delta.
+fn encode_updates<S: State>(done: &[(NodeId, Step<S>)]) -> Result<Vec<Vec<u8>>, PersistError> {
+    done.iter()
+        .map(|(_, s)| serde_json::to_vec(&s.update).map_err(|source| PersistError::Encode { what: "an update", source }))
+        .collect()
 }

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::error::NodeError;
+use crate::persist::{PersistError, ResumeError};
 
 /// Which budget ran out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -83,4 +84,32 @@ pub enum RunError {
     /// The run's limits make no sense.
     #[error("invalid run configuration: {0}")]
     InvalidConfig(String),
+    /// Another executor holds the thread.
+    #[error(
+        "thread `{thread}` is being run by `{holder}` (lease until unix ms {expires_at}); \
+         wait for it to finish, or for its lease to expire if it crashed"
+    )]
+    ThreadBusy {
+        /// The thread id.
+        thread: String,
+        /// Who holds it.
+        holder: String,
+        /// When the holder's lease expires (unix millis).
+        expires_at: u64,
+    },
+    /// `run` was asked to start a thread that already exists.
+    #[error("thread `{thread}` already exists; continue it with `.resume()` or pick a new thread id")]
+    ThreadExists {
+        /// The thread id.
+        thread: String,
+    },
+    /// `thread(..)` was set but the graph has no store.
+    #[error("a thread id needs a store; attach one with `graph.with_store(store)`")]
+    NoStore,
+    /// The thread cannot be resumed with this graph.
+    #[error(transparent)]
+    Resume(#[from] ResumeError),
+    /// The store failed; the run stopped rather than continue unrecorded.
+    #[error(transparent)]
+    Persist(#[from] PersistError),
 }

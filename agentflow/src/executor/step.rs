@@ -21,7 +21,7 @@ pub(crate) fn apply<S: State, D>(
     check_writes(plan, &results)?;
     next.clear();
     for (_, step) in results {
-        next.extend_from_slice(step.next);
+        next.extend_from_slice(&step.next);
         state.apply(step.update);
     }
     next.sort_unstable();

@@ -1,0 +1,156 @@
+//! Errors of persistence and resume.
+
+use agentflow_store::{CommitError, EffectError, LeaseError, ReadError};
+
+/// Reading or writing the store failed; the run stopped rather than go on
+/// without its checkpoints.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PersistError {
+    /// Writing a checkpoint failed.
+    #[error("could not commit the checkpoint: {0}")]
+    Commit(#[from] CommitError),
+    /// Reading the store failed.
+    #[error("could not read the store: {0}")]
+    Read(#[from] ReadError),
+    /// Taking or renewing the thread's lease failed.
+    #[error("lease: {0}")]
+    Lease(#[from] LeaseError),
+    /// Journaling an effect failed.
+    #[error("could not journal the effect: {0}")]
+    Effect(#[from] EffectError),
+    /// A stored state, update or effect result no longer deserialises.
+    #[error(
+        "thread `{thread}` checkpoint {seq}: stored {what} does not decode as the current type ({source}); \
+         the state type changed without a `#[state(version = N)]` bump, or the data is damaged"
+    )]
+    Decode {
+        /// The thread.
+        thread: String,
+        /// The checkpoint.
+        seq: u64,
+        /// What was being read.
+        what: &'static str,
+        /// The decoder's message.
+        source: serde_json::Error,
+    },
+    /// A value could not be serialised.
+    #[error("could not serialise {what}: {source}")]
+    Encode {
+        /// What was being written.
+        what: &'static str,
+        /// The encoder's message.
+        source: serde_json::Error,
+    },
+    /// The blocking store task died.
+    #[error("the store task failed: {0}")]
+    Task(String),
+}
+
+/// A thread cannot be resumed with this graph.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResumeError {
+    /// No thread has this id.
+    #[error("no thread `{thread}` in the store; start it with `.run(input)` first")]
+    UnknownThread {
+        /// The thread id.
+        thread: String,
+    },
+    /// The thread has no checkpoint to continue from.
+    #[error("thread `{thread}` has no checkpoint to resume from")]
+    NoCheckpoint {
+        /// The thread id.
+        thread: String,
+    },
+    /// The graph's structure changed since the thread was stored.
+    #[error(
+        "graph fingerprint changed since thread `{thread}` was stored ({stored} -> {current}): {changes}; \
+         resume it with the graph version that started it, or fork a new thread"
+    )]
+    GraphChanged {
+        /// The thread id.
+        thread: String,
+        /// The stored fingerprint.
+        stored: String,
+        /// This graph's fingerprint.
+        current: String,
+        /// What changed, node by node, as far as the stored description tells.
+        changes: String,
+    },
+    /// The state's schema version changed and no migration covers it.
+    #[error(
+        "thread `{thread}` stores state version {stored} but `{state}` is version {current}; \
+         register a migration with `.with_migration({stored}, |old| ..)`"
+    )]
+    SchemaVersion {
+        /// The thread id.
+        thread: String,
+        /// The state type.
+        state: &'static str,
+        /// The stored version.
+        stored: u32,
+        /// The current version.
+        current: u32,
+    },
+    /// A migration function refused the stored state.
+    #[error("migration of thread `{thread}` from state version {from} failed: {message}")]
+    Migration {
+        /// The thread id.
+        thread: String,
+        /// The version migrated from.
+        from: u32,
+        /// The migration's message.
+        message: String,
+    },
+    /// The version changed and the checkpoint to resume has no full snapshot to migrate.
+    #[error(
+        "thread `{thread}` must be migrated from state version {stored}, but checkpoint {seq} holds only \
+         a delta; finish or interrupt the thread with the old version first"
+    )]
+    NeedsSnapshot {
+        /// The thread id.
+        thread: String,
+        /// The checkpoint.
+        seq: u64,
+        /// The stored version.
+        stored: u32,
+    },
+    /// The thread already finished; there is nothing to resume.
+    #[error("thread `{thread}` already ended ({status}); fork it from a checkpoint to run it again")]
+    Finished {
+        /// The thread id.
+        thread: String,
+        /// How it ended.
+        status: String,
+    },
+}
+
+/// Reading or branching a thread's history failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HistoryError {
+    /// The graph has no store; attach one with `.with_store(..)`.
+    #[error("this graph has no store; attach one with `graph.with_store(store)`")]
+    NoStore,
+    /// No thread has this id.
+    #[error("no thread `{thread}` in the store")]
+    UnknownThread {
+        /// The thread id.
+        thread: String,
+    },
+    /// The thread has no checkpoint with this number.
+    #[error("thread `{thread}` has no checkpoint {seq}; list them with `graph.history(thread)`")]
+    UnknownCheckpoint {
+        /// The thread id.
+        thread: String,
+        /// The checkpoint asked for.
+        seq: u64,
+    },
+    /// The store failed or held data that does not decode.
+    #[error(transparent)]
+    Persist(#[from] PersistError),
+    /// Compaction failed.
+    #[error("compaction failed: {0}")]
+    Compact(#[from] agentflow_store::CompactError),
+}

@@ -1,0 +1,55 @@
+//! Durable execution: every super-step of a thread is a checkpoint in a
+//! [`Store`], so a run survives a crash, can be resumed in another process,
+//! inspected, forked and updated.
+//!
+//! A checkpoint holds the step's updates (a delta), not the whole state; a
+//! full snapshot is written only when the deltas since the last one add up
+//! to the snapshot's own size. Storage therefore grows with the size of the
+//! updates, and rebuilding any checkpoint reads at most about twice the
+//! state's size.
+
+mod checkpointer;
+mod error;
+mod history;
+mod journal;
+
+pub(crate) use checkpointer::{Checkpointer, Resumed};
+pub use error::{HistoryError, PersistError, ResumeError};
+pub use history::Snapshot;
+pub use journal::Journal;
+
+pub use agentflow_store::{
+    AuditEntry, CheckpointMetadata, CheckpointSource, CheckpointSummary, RedbStore, Store,
+    ThreadRecord, ThreadStatus,
+};
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// When a run's checkpoints reach stable storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Each step is on disk before the next one starts (one durable commit per
+    /// super-step; concurrent threads share commits).
+    #[default]
+    Sync,
+    /// Each step is committed before the next starts but reaches the disk in
+    /// the background; a crash loses at most the store's flush interval.
+    Async,
+    /// Steps are committed without syncing; only the end (completion, failure,
+    /// interrupt) is made durable. A crash loses the run back to its last end.
+    Exit,
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Runs a blocking store call off the async worker threads.
+pub(crate) async fn blocking<T: Send + 'static>(
+    store: &std::sync::Arc<dyn Store>,
+    f: impl FnOnce(&dyn Store) -> T + Send + 'static,
+) -> Result<T, PersistError> {
+    let store = std::sync::Arc::clone(store);
+    tokio::task::spawn_blocking(move || f(&*store)).await.map_err(|e| PersistError::Task(e.to_string()))
+}
