@@ -1,1 +1,83 @@
-//! Embedded persistence for agentflow (see the crate README).
+//! Embedded persistence for agentflow: threads, checkpoints, pending writes, an effect journal,
+//! an audit log, approvals and leases, behind the [`Store`] trait, with [`RedbStore`] on a redb
+//! file.
+//!
+//! The store knows nothing about graphs. It keeps typed records (threads, checkpoint metadata,
+//! approvals, audit entries) and opaque bytes (states, updates, effect results) that the
+//! executor serialises itself. Every stored record carries a format version; a record that does
+//! not decode, a damaged file or a file of another program is a typed error naming the path,
+//! never a panic.
+//!
+//! ```
+//! use agentflow_store::{
+//!     Checkpoint, CheckpointMetadata, CheckpointSource, RedbStore, StepCommit, Store,
+//!     ThreadRecord,
+//! };
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = RedbStore::in_memory()?;
+//! let now = 1_700_000_000_000;
+//! store.acquire_lease("t1", "worker-a", 30_000, now)?;
+//!
+//! let root = Checkpoint {
+//!     thread: "t1".into(),
+//!     seq: 0,
+//!     parent: None,
+//!     cursor: vec!["classify".into()],
+//!     snapshot: Some(br#"{"messages":[]}"#.to_vec()),
+//!     delta: vec![],
+//!     metadata: CheckpointMetadata::new(0, CheckpointSource::Input, vec![]),
+//!     created_at: now,
+//! };
+//! let thread = ThreadRecord::new("t1", "alice", "fp-1", 1, now);
+//! let receipt = store.commit_step(
+//!     StepCommit::new(thread).with_checkpoint(root).fenced_by("worker-a", now),
+//! )?;
+//! assert_eq!(receipt.checkpoint, Some(0));
+//!
+//! let chain = store.state_chain("t1", 0)?.expect("checkpoint 0 exists");
+//! assert_eq!(chain.snapshot, br#"{"messages":[]}"#);
+//! assert!(chain.steps.is_empty());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Durability and group commit
+//!
+//! [`RedbStore`] sends every write to one writer thread, which commits all queued requests in a
+//! single redb transaction. [`Durability::Immediate`] maps to redb `Durability::Immediate` (the
+//! caller returns once the data is on disk), [`Durability::Eventual`] to `Durability::None`
+//! (visible at once, durable at the next immediate commit or background flush). The executor's
+//! modes map as: `sync` -> `Immediate` on every step; `async` -> `Eventual` with the background
+//! flush (crash window: the flush interval); `exit` -> `Eventual` on each step and `Immediate` on
+//! the final commit (or [`Store::flush`]).
+//!
+//! # Conformance
+//!
+//! With the `testing` feature, `conformance` holds the suite every [`Store`] implementation must
+//! pass: `agentflow_store::conformance::run_all(&|| Box::new(MyStore::new()))`.
+
+#![warn(missing_docs)]
+
+mod codec;
+#[cfg(feature = "testing")]
+pub mod conformance;
+mod error;
+mod ops;
+mod record;
+mod redb_store;
+mod store;
+pub mod tables;
+mod writer;
+
+pub use error::{
+    ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, LeaseError, OpenError, ReadError,
+    StorageError,
+};
+pub use record::{
+    ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, AuditEntry, ChainStep, Checkpoint,
+    CheckpointMetadata, CheckpointSource, CheckpointSummary, CommitReceipt, CompactReport, Durability, EffectKey,
+    EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit, ThreadRecord, ThreadStatus,
+};
+pub use redb_store::{RedbStore, RedbStoreBuilder};
+pub use store::{FoldFn, Store};

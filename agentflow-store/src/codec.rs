@@ -1,0 +1,285 @@
+//! The byte encoding of stored records.
+//!
+//! Every record starts with a one-byte format version, followed by its fields in declaration
+//! order: integers as LEB128 varints, strings and byte strings as a varint length and the bytes,
+//! options as a 0/1 tag, lists as a varint count and the items, JSON values as their text.
+//! Decoding never trusts a length: a length past the end of the buffer is "truncated", and
+//! trailing bytes after the last field are refused, so a damaged record is an error, not a panic.
+
+/// Builds one encoded record.
+pub(crate) struct Enc(Vec<u8>);
+
+impl Enc {
+    /// Starts a record of the given format version.
+    pub(crate) fn new(version: u8) -> Self {
+        let mut buf = Vec::with_capacity(64);
+        buf.push(version);
+        Enc(buf)
+    }
+
+    pub(crate) fn finish(self) -> Vec<u8> {
+        self.0
+    }
+
+    pub(crate) fn u8(&mut self, v: u8) -> &mut Self {
+        self.0.push(v);
+        self
+    }
+
+    pub(crate) fn u64(&mut self, mut v: u64) -> &mut Self {
+        loop {
+            let byte = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                self.0.push(byte);
+                return self;
+            }
+            self.0.push(byte | 0x80);
+        }
+    }
+
+    pub(crate) fn u32(&mut self, v: u32) -> &mut Self {
+        self.u64(u64::from(v))
+    }
+
+    pub(crate) fn bool(&mut self, v: bool) -> &mut Self {
+        self.u8(u8::from(v))
+    }
+
+    pub(crate) fn bytes(&mut self, v: &[u8]) -> &mut Self {
+        self.u64(v.len() as u64);
+        self.0.extend_from_slice(v);
+        self
+    }
+
+    pub(crate) fn str(&mut self, v: &str) -> &mut Self {
+        self.bytes(v.as_bytes())
+    }
+
+    pub(crate) fn opt_u64(&mut self, v: Option<u64>) -> &mut Self {
+        match v {
+            None => self.u8(0),
+            Some(v) => self.u8(1).u64(v),
+        }
+    }
+
+    pub(crate) fn opt_str(&mut self, v: Option<&str>) -> &mut Self {
+        match v {
+            None => self.u8(0),
+            Some(v) => self.u8(1).str(v),
+        }
+    }
+
+    pub(crate) fn opt_bytes(&mut self, v: Option<&[u8]>) -> &mut Self {
+        match v {
+            None => self.u8(0),
+            Some(v) => self.u8(1).bytes(v),
+        }
+    }
+
+    pub(crate) fn strs(&mut self, v: &[String]) -> &mut Self {
+        self.u64(v.len() as u64);
+        for s in v {
+            self.str(s);
+        }
+        self
+    }
+
+    pub(crate) fn byte_list(&mut self, v: &[Vec<u8>]) -> &mut Self {
+        self.u64(v.len() as u64);
+        for b in v {
+            self.bytes(b);
+        }
+        self
+    }
+
+    pub(crate) fn json(&mut self, v: &serde_json::Value) -> &mut Self {
+        self.str(&v.to_string())
+    }
+
+    pub(crate) fn opt_json(&mut self, v: Option<&serde_json::Value>) -> &mut Self {
+        match v {
+            None => self.u8(0),
+            Some(v) => self.u8(1).json(v),
+        }
+    }
+}
+
+/// Why a record could not be decoded; rendered into [`crate::StorageError::Decode`].
+pub(crate) type DecodeResult<T> = Result<T, String>;
+
+/// Reads one encoded record.
+pub(crate) struct Dec<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Dec<'a> {
+    /// Checks the leading format version byte against the versions this build reads.
+    pub(crate) fn new(buf: &'a [u8], supported: u8) -> DecodeResult<Self> {
+        let Some(&version) = buf.first() else {
+            return Err("empty record".to_string());
+        };
+        if version == 0 || version > supported {
+            return Err(format!(
+                "record format version {version}, this build reads versions 1..={supported} \
+                 (written by a newer agentflow-store or not a record at all)"
+            ));
+        }
+        Ok(Dec { buf, pos: 1 })
+    }
+
+    /// Refuses trailing bytes after the last field.
+    pub(crate) fn end(&self) -> DecodeResult<()> {
+        if self.pos == self.buf.len() {
+            Ok(())
+        } else {
+            Err(format!("{} unexpected trailing bytes after the last field", self.buf.len() - self.pos))
+        }
+    }
+
+    fn take(&mut self, n: usize, what: &str) -> DecodeResult<&'a [u8]> {
+        let remaining = self.buf.len() - self.pos;
+        if n > remaining {
+            return Err(format!("truncated at byte {} reading {what}: needs {n} bytes, {remaining} left", self.pos));
+        }
+        let out = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(out)
+    }
+
+    pub(crate) fn u8(&mut self, what: &str) -> DecodeResult<u8> {
+        Ok(self.take(1, what)?[0])
+    }
+
+    pub(crate) fn u64(&mut self, what: &str) -> DecodeResult<u64> {
+        let mut out = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = self.u8(what)?;
+            let bits = u64::from(byte & 0x7f);
+            if shift == 63 && bits > 1 {
+                return Err(format!("{what}: integer overflows 64 bits"));
+            }
+            out |= bits << shift;
+            if byte & 0x80 == 0 {
+                return Ok(out);
+            }
+        }
+        Err(format!("{what}: integer longer than 10 bytes"))
+    }
+
+    pub(crate) fn u32(&mut self, what: &str) -> DecodeResult<u32> {
+        let v = self.u64(what)?;
+        u32::try_from(v).map_err(|_| format!("{what}: {v} does not fit in 32 bits"))
+    }
+
+    pub(crate) fn bool(&mut self, what: &str) -> DecodeResult<bool> {
+        match self.u8(what)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            other => Err(format!("{what}: invalid flag {other}")),
+        }
+    }
+
+    fn len(&mut self, what: &str) -> DecodeResult<usize> {
+        let n = self.u64(what)?;
+        let remaining = self.buf.len() - self.pos;
+        match usize::try_from(n) {
+            Ok(n) if n <= remaining => Ok(n),
+            _ => Err(format!("truncated at byte {} reading {what}: length {n}, {remaining} bytes left", self.pos)),
+        }
+    }
+
+    pub(crate) fn bytes(&mut self, what: &str) -> DecodeResult<Vec<u8>> {
+        let n = self.len(what)?;
+        Ok(self.take(n, what)?.to_vec())
+    }
+
+    pub(crate) fn str(&mut self, what: &str) -> DecodeResult<String> {
+        let n = self.len(what)?;
+        let raw = self.take(n, what)?;
+        String::from_utf8(raw.to_vec()).map_err(|_| format!("{what}: not valid UTF-8"))
+    }
+
+    fn tag(&mut self, what: &str) -> DecodeResult<bool> {
+        self.bool(what)
+    }
+
+    pub(crate) fn opt_u64(&mut self, what: &str) -> DecodeResult<Option<u64>> {
+        Ok(if self.tag(what)? { Some(self.u64(what)?) } else { None })
+    }
+
+    pub(crate) fn opt_str(&mut self, what: &str) -> DecodeResult<Option<String>> {
+        Ok(if self.tag(what)? { Some(self.str(what)?) } else { None })
+    }
+
+    pub(crate) fn opt_bytes(&mut self, what: &str) -> DecodeResult<Option<Vec<u8>>> {
+        Ok(if self.tag(what)? { Some(self.bytes(what)?) } else { None })
+    }
+
+    /// A count of items, each at least one byte long, so a garbage count cannot reserve memory
+    /// the record does not hold.
+    fn count(&mut self, what: &str) -> DecodeResult<usize> {
+        self.len(what)
+    }
+
+    pub(crate) fn strs(&mut self, what: &str) -> DecodeResult<Vec<String>> {
+        let n = self.count(what)?;
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            out.push(self.str(what)?);
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn byte_list(&mut self, what: &str) -> DecodeResult<Vec<Vec<u8>>> {
+        let n = self.count(what)?;
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            out.push(self.bytes(what)?);
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn json(&mut self, what: &str) -> DecodeResult<serde_json::Value> {
+        let text = self.str(what)?;
+        serde_json::from_str(&text).map_err(|e| format!("{what}: invalid JSON ({e})"))
+    }
+
+    pub(crate) fn opt_json(&mut self, what: &str) -> DecodeResult<Option<serde_json::Value>> {
+        Ok(if self.tag(what)? { Some(self.json(what)?) } else { None })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_round_trip() {
+        for v in [0, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
+            let mut e = Enc::new(1);
+            e.u64(v);
+            let buf = e.finish();
+            let mut d = Dec::new(&buf, 1).unwrap();
+            assert_eq!(d.u64("v").unwrap(), v);
+            d.end().unwrap();
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        let mut e = Enc::new(1);
+        e.bytes(&[1, 2, 3]);
+        let buf = e.finish();
+        for cut in 0..buf.len() {
+            let r = Dec::new(&buf[..cut], 1).and_then(|mut d| d.bytes("b"));
+            assert!(r.is_err(), "cut at {cut}");
+        }
+        assert!(Dec::new(&[9], 1).is_err());
+        let huge = [1u8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        assert!(Dec::new(&huge, 1).unwrap().strs("s").is_err());
+        let overflow = [1u8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        assert!(Dec::new(&overflow, 1).unwrap().u64("v").is_err());
+    }
+}

@@ -1,0 +1,583 @@
+//! The suite every [`Store`] implementation must pass (feature `testing`).
+//!
+//! Each case takes a fresh, empty store and panics on a failed expectation. States in the suite
+//! are byte strings and applying a delta appends its blobs, so a chain is checked by
+//! concatenation:
+//!
+//! ```
+//! # #[cfg(feature = "testing")] {
+//! use agentflow_store::{conformance, RedbStore, Store};
+//! conformance::run_all(&|| Box::new(RedbStore::in_memory().unwrap()) as Box<dyn Store>);
+//! # }
+//! ```
+
+use std::collections::BTreeSet;
+use std::sync::Barrier;
+
+use serde_json::json;
+
+use crate::{
+    ApprovalArgs, ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, BoxError,
+    Checkpoint, CheckpointMetadata, CheckpointSource, CommitError, CompactError, Durability, EffectKey, EffectOutcome,
+    LeaseError, NewAuditEntry, PendingWrite, StateChain, StepCommit, Store, ThreadRecord, ThreadStatus,
+};
+
+/// A fixed clock for the suite (unix millis).
+pub const NOW: u64 = 1_700_000_000_000;
+
+/// One case of the suite: it gets a fresh, empty store.
+pub type Case = fn(&dyn Store);
+
+/// Every case, by name.
+pub const CASES: &[(&str, Case)] = &[
+    ("threads_roundtrip", threads_roundtrip),
+    ("checkpoints_roundtrip", checkpoints_roundtrip),
+    ("commit_rules", commit_rules),
+    ("state_chain_and_forks", state_chain_and_forks),
+    ("pending_writes_lifecycle", pending_writes_lifecycle),
+    ("effects_never_overwrite", effects_never_overwrite),
+    ("audit_is_append_only", audit_is_append_only),
+    ("approvals_state_machine", approvals_state_machine),
+    ("approvals_in_step_commit", approvals_in_step_commit),
+    ("approval_cas_race", approval_cas_race),
+    ("lease_rules", lease_rules),
+    ("lease_race", lease_race),
+    ("group_commit_concurrent", group_commit_concurrent),
+    ("eventual_then_flush", eventual_then_flush),
+    ("compaction_keeps_retained_readable", compaction_keeps_retained_readable),
+];
+
+/// Runs every case on a fresh store from `make`, printing each case's name first.
+pub fn run_all(make: &dyn Fn() -> Box<dyn Store>) {
+    for (name, case) in CASES {
+        eprintln!("conformance: {name}");
+        let store = make();
+        case(store.as_ref());
+    }
+}
+
+/// A running thread record.
+pub fn thread(id: &str) -> ThreadRecord {
+    ThreadRecord::new(id, "owner", "fingerprint", 1, NOW)
+}
+
+/// A root checkpoint with a snapshot.
+pub fn root(thread: &str, seq: u64, snapshot: &[u8]) -> Checkpoint {
+    Checkpoint {
+        thread: thread.to_string(),
+        seq,
+        parent: None,
+        cursor: vec!["start".to_string()],
+        snapshot: Some(snapshot.to_vec()),
+        delta: Vec::new(),
+        metadata: CheckpointMetadata::new(0, CheckpointSource::Input, Vec::new()),
+        created_at: NOW,
+    }
+}
+
+/// A loop checkpoint with a delta and no snapshot.
+pub fn step(thread: &str, seq: u64, parent: u64, delta: &[&[u8]]) -> Checkpoint {
+    Checkpoint {
+        thread: thread.to_string(),
+        seq,
+        parent: Some(parent),
+        cursor: vec![format!("node{seq}")],
+        snapshot: None,
+        delta: delta.iter().map(|d| d.to_vec()).collect(),
+        metadata: CheckpointMetadata {
+            step: seq,
+            source: CheckpointSource::Loop,
+            nodes: vec![format!("node{parent}")],
+            extra: json!({ "seq": seq }),
+        },
+        created_at: NOW + seq,
+    }
+}
+
+/// Commits `checkpoint` with the thread record of its thread.
+pub fn commit(store: &dyn Store, checkpoint: Checkpoint) {
+    let t = thread(&checkpoint.thread);
+    store.commit_step(StepCommit::new(t).with_checkpoint(checkpoint)).expect("commit");
+}
+
+/// The suite's fold: the state is the snapshot followed by every delta blob.
+pub fn concat(chain: &StateChain) -> Vec<u8> {
+    let mut state = chain.snapshot.clone();
+    for step in &chain.steps {
+        for blob in &step.delta {
+            state.extend_from_slice(blob);
+        }
+    }
+    state
+}
+
+fn state_at(store: &dyn Store, thread: &str, seq: u64) -> Vec<u8> {
+    concat(&store.state_chain(thread, seq).unwrap().expect("chain"))
+}
+
+/// A pending approval of `thread`.
+pub fn approval(id: &str, thread: &str) -> ApprovalRecord {
+    ApprovalRecord {
+        id: id.to_string(),
+        thread: thread.to_string(),
+        node: "refund".to_string(),
+        tool: "process_refund".to_string(),
+        args: r#"{"amount":299}"#.to_string(),
+        args_hash: "h299".to_string(),
+        risk: "irreversible".to_string(),
+        requester: "agent".to_string(),
+        reason: "refund over limit".to_string(),
+        created_at: NOW,
+        expires_at: NOW + 60_000,
+        status: ApprovalStatus::Pending,
+        decided_by: None,
+        decision_note: None,
+        conditions: None,
+        updated_at: NOW,
+    }
+}
+
+/// Thread records round-trip, without and with a lease.
+pub fn threads_roundtrip(store: &dyn Store) {
+    assert_eq!(store.thread("t").unwrap(), None);
+    let mut t = thread("t");
+    t.status = ThreadStatus::Interrupted;
+    t.detail = "waiting for review".to_string();
+    store.commit_step(StepCommit::new(t.clone())).unwrap();
+    assert_eq!(store.thread("t").unwrap(), Some(t.clone()));
+
+    let lease = store.acquire_lease("t", "w1", 1000, NOW).unwrap();
+    assert_eq!(lease.expires_at, NOW + 1000);
+    let read = store.thread("t").unwrap().unwrap();
+    assert_eq!(read.lease, Some(lease.clone()));
+
+    // A lease on the record given to a commit is ignored; the stored one stays.
+    let mut other = t.clone();
+    other.lease = None;
+    other.status = ThreadStatus::Running;
+    store.commit_step(StepCommit::new(other)).unwrap();
+    let read = store.thread("t").unwrap().unwrap();
+    assert_eq!(read.status, ThreadStatus::Running);
+    assert_eq!(read.lease, Some(lease));
+
+    store.commit_step(StepCommit::new(thread("a"))).unwrap();
+    let ids: Vec<String> = store.list_threads().unwrap().into_iter().map(|t| t.id).collect();
+    assert_eq!(ids, ["a", "t"]);
+}
+
+/// Checkpoints round-trip; latest and history follow seq order.
+pub fn checkpoints_roundtrip(store: &dyn Store) {
+    assert_eq!(store.latest_checkpoint("t").unwrap(), None);
+    assert!(store.list_checkpoints("t").unwrap().is_empty());
+    let c0 = root("t", 0, b"S");
+    let c1 = step("t", 1, 0, &[b"a", b"b"]);
+    let c5 = step("t", 5, 1, &[]);
+    commit(store, c0.clone());
+    commit(store, c1.clone());
+    commit(store, c5.clone());
+    commit(store, root("other", 7, b"X"));
+    assert_eq!(store.checkpoint("t", 1).unwrap(), Some(c1.clone()));
+    assert_eq!(store.checkpoint("t", 2).unwrap(), None);
+    assert_eq!(store.latest_checkpoint("t").unwrap(), Some(c5.clone()));
+    let history = store.list_checkpoints("t").unwrap();
+    assert_eq!(
+        history,
+        vec![c0.summary(), c1.summary(), c5.summary()],
+        "history is ordered by seq and holds no other thread"
+    );
+    assert_eq!(history[1].delta_len, 2);
+    assert_eq!(history[1].payload_bytes, 2);
+    assert!(history[0].has_snapshot);
+}
+
+/// Refused commits write nothing.
+pub fn commit_rules(store: &dyn Store) {
+    commit(store, root("t", 3, b"S"));
+    let before = store.thread("t").unwrap();
+    let mut changed = thread("t");
+    changed.status = ThreadStatus::Failed;
+
+    let with_extras = |cp: Checkpoint| {
+        let mut c = StepCommit::new(changed.clone()).with_checkpoint(cp);
+        c.audit.push(NewAuditEntry::new(NOW, "x", "k", json!(null)));
+        c.pending_writes.push(PendingWrite { seq: 3, node: "n".to_string(), idx: 0, value: b"w".to_vec() });
+        c
+    };
+    let err = store.commit_step(with_extras(root("t", 3, b"S"))).unwrap_err();
+    assert!(matches!(err, CommitError::SeqNotIncreasing { seq: 3, latest: 3, .. }), "{err}");
+    let err = store.commit_step(with_extras(step("t", 4, 2, &[]))).unwrap_err();
+    assert!(matches!(err, CommitError::ParentMissing { parent: 2, .. }), "{err}");
+    let mut orphan = step("t", 4, 3, &[]);
+    orphan.parent = None;
+    let err = store.commit_step(with_extras(orphan)).unwrap_err();
+    assert!(matches!(err, CommitError::Invalid { .. }), "{err}");
+    let err = store.commit_step(with_extras(root("u", 4, b"S"))).unwrap_err();
+    assert!(matches!(err, CommitError::Invalid { .. }), "{err}");
+
+    assert_eq!(store.thread("t").unwrap(), before);
+    assert!(store.list_audit("t").unwrap().is_empty());
+    assert!(store.pending_writes("t", 3).unwrap().is_empty());
+    assert_eq!(store.list_checkpoints("t").unwrap().len(), 1);
+}
+
+/// `state_chain` walks parents to the nearest snapshot, through forks.
+pub fn state_chain_and_forks(store: &dyn Store) {
+    commit(store, root("t", 0, b"S"));
+    commit(store, step("t", 1, 0, &[b"1"]));
+    commit(store, step("t", 2, 1, &[b"2a", b"2b"]));
+    let mut c3 = step("t", 3, 2, &[b"3"]);
+    c3.snapshot = Some(b"S12a2b3".to_vec());
+    commit(store, c3);
+    commit(store, step("t", 4, 3, &[b"4"]));
+    let mut fork = step("t", 5, 1, &[b"f"]);
+    fork.metadata.source = CheckpointSource::Fork;
+    commit(store, fork);
+
+    let chain = store.state_chain("t", 2).unwrap().unwrap();
+    assert_eq!(chain.snapshot_seq, 0);
+    assert_eq!(chain.steps.iter().map(|s| s.seq).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(concat(&chain), b"S12a2b");
+    let chain = store.state_chain("t", 4).unwrap().unwrap();
+    assert_eq!(chain.snapshot_seq, 3);
+    assert_eq!(concat(&chain), b"S12a2b34");
+    let chain = store.state_chain("t", 3).unwrap().unwrap();
+    assert!(chain.steps.is_empty());
+    assert_eq!(state_at(store, "t", 5), b"S1f");
+    assert_eq!(store.state_chain("t", 99).unwrap(), None);
+    assert_eq!(store.latest_checkpoint("t").unwrap().unwrap().seq, 5);
+}
+
+/// Pending writes are listed per checkpoint and cleared when the next checkpoint commits.
+pub fn pending_writes_lifecycle(store: &dyn Store) {
+    commit(store, root("t", 0, b"S"));
+    let write =
+        |seq, node: &str, idx, value: &[u8]| PendingWrite { seq, node: node.to_string(), idx, value: value.to_vec() };
+    let mut failed = StepCommit::new(thread("t"));
+    failed.thread.status = ThreadStatus::Failed;
+    failed.pending_writes = vec![write(0, "b", 0, b"b0"), write(0, "a", 1, b"a1"), write(0, "a", 0, b"a0")];
+    store.commit_step(failed).unwrap();
+    let mut other = StepCommit::new(thread("u"));
+    other.pending_writes = vec![write(0, "a", 0, b"u")];
+    store.commit_step(other).unwrap();
+
+    let listed = store.pending_writes("t", 0).unwrap();
+    assert_eq!(listed, vec![write(0, "a", 0, b"a0"), write(0, "a", 1, b"a1"), write(0, "b", 0, b"b0")]);
+    assert!(store.pending_writes("t", 1).unwrap().is_empty());
+
+    commit(store, step("t", 1, 0, &[b"a0", b"a1", b"b0", b"c"]));
+    assert!(store.pending_writes("t", 0).unwrap().is_empty());
+    assert_eq!(store.pending_writes("u", 0).unwrap().len(), 1);
+}
+
+/// The effect journal never replaces a recorded result.
+pub fn effects_never_overwrite(store: &dyn Store) {
+    let key = EffectKey::new("t", 3, "fix", "call-1");
+    assert_eq!(store.effect(&key).unwrap(), None);
+    assert_eq!(store.record_effect(&key, b"first").unwrap(), EffectOutcome::Recorded);
+    assert_eq!(store.record_effect(&key, b"second").unwrap(), EffectOutcome::AlreadyRecorded(b"first".to_vec()));
+    assert_eq!(store.effect(&key).unwrap(), Some(b"first".to_vec()));
+    let other = EffectKey::new("t", 4, "fix", "call-1");
+    assert_eq!(store.effect(&other).unwrap(), None);
+
+    let mut c = StepCommit::new(thread("t"));
+    c.effects = vec![(key.clone(), b"third".to_vec()), (other.clone(), b"other".to_vec())];
+    store.commit_step(c).unwrap();
+    assert_eq!(store.effect(&key).unwrap(), Some(b"first".to_vec()));
+    assert_eq!(store.effect(&other).unwrap(), Some(b"other".to_vec()));
+}
+
+/// Audit entries get consecutive seqs per thread.
+pub fn audit_is_append_only(store: &dyn Store) {
+    for i in 0..3u64 {
+        let seq = store.append_audit("t", NewAuditEntry::new(NOW + i, "alice", "note", json!({ "i": i }))).unwrap();
+        assert_eq!(seq, i + 1);
+    }
+    assert_eq!(store.append_audit("u", NewAuditEntry::new(NOW, "bob", "note", json!(null))).unwrap(), 1);
+    let mut c = StepCommit::new(thread("t"));
+    c.audit = vec![
+        NewAuditEntry::new(NOW, "exec", "update_state", json!({ "field": "x" })),
+        NewAuditEntry::new(NOW, "exec", "fork", json!({})),
+    ];
+    let receipt = store.commit_step(c).unwrap();
+    assert_eq!(receipt.audit_seqs, [4, 5]);
+    let log = store.list_audit("t").unwrap();
+    assert_eq!(log.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
+    assert_eq!(log[1].detail, json!({ "i": 1 }));
+    assert_eq!(log[3].kind, "update_state");
+    assert_eq!(store.list_audit("u").unwrap().len(), 1);
+}
+
+/// The approval state machine: legal moves only, compare-and-set, audit per transition.
+pub fn approvals_state_machine(store: &dyn Store) {
+    use ApprovalStatus::{Approved, Cancelled, Executing, Expired, Failed, Pending, Rejected, Succeeded};
+    store.put_approval(approval("a1", "t"), "agent").unwrap();
+    store.put_approval(approval("a2", "t"), "agent").unwrap();
+    store.put_approval(approval("b1", "u"), "agent").unwrap();
+    assert!(matches!(store.put_approval(approval("a1", "t"), "agent"), Err(ApprovalError::AlreadyExists { .. })));
+    let mut approved = approval("a3", "t");
+    approved.status = Approved;
+    assert!(matches!(store.put_approval(approved, "agent"), Err(ApprovalError::NotPending { .. })));
+    assert_eq!(store.approval("a1").unwrap(), Some(approval("a1", "t")));
+    assert_eq!(store.approval("zz").unwrap(), None);
+    let ids = |v: Vec<ApprovalRecord>| v.into_iter().map(|a| a.id).collect::<Vec<_>>();
+    assert_eq!(ids(store.list_approvals("t").unwrap()), ["a1", "a2"]);
+    assert_eq!(ids(store.list_pending_approvals().unwrap()), ["a1", "a2", "b1"]);
+
+    // Every pair outside the state machine is refused.
+    for from in [Pending, Approved, Rejected, Expired, Cancelled, Executing, Succeeded, Failed] {
+        for to in [Pending, Approved, Rejected, Expired, Cancelled, Executing, Succeeded, Failed] {
+            if !from.can_move_to(to) {
+                let err = store.transition_approval("a1", from, to, ApprovalPatch::by("x", NOW)).unwrap_err();
+                assert!(matches!(err, ApprovalError::IllegalTransition { .. }), "{err}");
+            }
+        }
+    }
+    let err = store.transition_approval("a1", Approved, Executing, ApprovalPatch::by("x", NOW)).unwrap_err();
+    assert!(matches!(err, ApprovalError::AlreadyDecided { current: Pending, .. }), "{err}");
+    let err = store.transition_approval("nope", Pending, Approved, ApprovalPatch::by("x", NOW)).unwrap_err();
+    assert!(matches!(err, ApprovalError::NotFound { .. }), "{err}");
+
+    let mut patch = ApprovalPatch::by("reviewer", NOW + 5);
+    patch.decided_by = Some("carol".to_string());
+    patch.note = Some("lower the amount".to_string());
+    patch.conditions = Some(json!({ "max": 199 }));
+    patch.args = Some(ApprovalArgs { canonical: r#"{"amount":199}"#.to_string(), hash: "h199".to_string() });
+    let rec = store.transition_approval("a1", Pending, Approved, patch).unwrap();
+    assert_eq!(rec.status, Approved);
+    assert_eq!(rec.args_hash, "h199");
+    assert_eq!(rec.decided_by.as_deref(), Some("carol"));
+    assert_eq!(store.approval("a1").unwrap(), Some(rec));
+    assert_eq!(ids(store.list_pending_approvals().unwrap()), ["a2", "b1"]);
+    let err = store.transition_approval("a1", Pending, Rejected, ApprovalPatch::by("x", NOW)).unwrap_err();
+    assert!(matches!(err, ApprovalError::AlreadyDecided { current: Approved, .. }), "{err}");
+    store.transition_approval("a1", Approved, Executing, ApprovalPatch::by("exec", NOW + 6)).unwrap();
+    let done = store.transition_approval("a1", Executing, Succeeded, ApprovalPatch::by("exec", NOW + 7)).unwrap();
+    assert!(done.status.is_final());
+    assert_eq!(done.decision_note.as_deref(), Some("lower the amount"));
+    store.transition_approval("a2", Pending, Rejected, ApprovalPatch::by("carol", NOW)).unwrap();
+
+    let kinds: Vec<String> = store.list_audit("t").unwrap().into_iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            "approval.requested",
+            "approval.requested",
+            "approval.approved",
+            "approval.executing",
+            "approval.succeeded",
+            "approval.rejected"
+        ]
+    );
+    let approved_entry = &store.list_audit("t").unwrap()[2];
+    assert_eq!(approved_entry.actor, "reviewer");
+    assert_eq!(approved_entry.detail["from"], "PENDING");
+    assert_eq!(approved_entry.detail["args_hash"], "h199");
+}
+
+/// Approvals created and moved inside a step commit, all or nothing.
+pub fn approvals_in_step_commit(store: &dyn Store) {
+    let mut c = StepCommit::new(thread("t")).with_checkpoint(root("t", 0, b"S"));
+    c.thread.status = ThreadStatus::Interrupted;
+    c.new_approvals.push(approval("a1", "t"));
+    let receipt = store.commit_step(c).unwrap();
+    assert_eq!(receipt.audit_seqs, [1]);
+    assert_eq!(store.approval("a1").unwrap().unwrap().status, ApprovalStatus::Pending);
+
+    let transition =
+        |from, to| ApprovalTransition { id: "a1".to_string(), from, to, patch: ApprovalPatch::by("exec", NOW) };
+    // A lost compare-and-set refuses the whole commit.
+    let mut c = StepCommit::new(thread("t")).with_checkpoint(step("t", 1, 0, &[b"x"]));
+    c.approval_transitions.push(transition(ApprovalStatus::Approved, ApprovalStatus::Executing));
+    let err = store.commit_step(c).unwrap_err();
+    assert!(matches!(err, CommitError::Approval(ApprovalError::AlreadyDecided { .. })), "{err}");
+    assert_eq!(store.latest_checkpoint("t").unwrap().unwrap().seq, 0);
+
+    // Two moves of one approval in one commit apply in order.
+    let mut c = StepCommit::new(thread("t")).with_checkpoint(step("t", 1, 0, &[b"x"]));
+    c.approval_transitions = vec![
+        transition(ApprovalStatus::Pending, ApprovalStatus::Approved),
+        transition(ApprovalStatus::Approved, ApprovalStatus::Executing),
+    ];
+    let receipt = store.commit_step(c).unwrap();
+    assert_eq!(receipt.audit_seqs, [2, 3]);
+    assert_eq!(store.approval("a1").unwrap().unwrap().status, ApprovalStatus::Executing);
+}
+
+/// 32 threads race PENDING -> APPROVED on one approval: exactly one wins.
+pub fn approval_cas_race(store: &dyn Store) {
+    store.put_approval(approval("a", "t"), "agent").unwrap();
+    let barrier = Barrier::new(32);
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..32)
+            .map(|i| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    let mut patch = ApprovalPatch::by(format!("reviewer{i}"), NOW);
+                    patch.decided_by = Some(format!("reviewer{i}"));
+                    store.transition_approval("a", ApprovalStatus::Pending, ApprovalStatus::Approved, patch)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let winners: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(winners.len(), 1, "exactly one transition wins");
+    let lost = results
+        .iter()
+        .filter(|r| matches!(r, Err(ApprovalError::AlreadyDecided { current: ApprovalStatus::Approved, .. })))
+        .count();
+    assert_eq!(lost, 31, "every other caller sees AlreadyDecided");
+    let stored = store.approval("a").unwrap().unwrap();
+    assert_eq!(stored.decided_by, winners[0].decided_by);
+    let approvals_logged = store.list_audit("t").unwrap().iter().filter(|e| e.kind == "approval.approved").count();
+    assert_eq!(approvals_logged, 1);
+}
+
+/// Leases: busy, renew, release, expiry takeover and commit fencing.
+pub fn lease_rules(store: &dyn Store) {
+    store.commit_step(StepCommit::new(thread("t"))).unwrap();
+    store.acquire_lease("t", "w1", 1000, NOW).unwrap();
+    let err = store.acquire_lease("t", "w2", 1000, NOW + 10).unwrap_err();
+    assert!(
+        matches!(&err, LeaseError::ThreadBusy { holder, expires_at, .. } if holder == "w1" && *expires_at == NOW + 1000),
+        "{err}"
+    );
+    // Re-acquiring by the holder extends.
+    assert_eq!(store.acquire_lease("t", "w1", 1000, NOW + 500).unwrap().expires_at, NOW + 1500);
+    assert_eq!(store.renew_lease("t", "w1", 2000, NOW + 600).unwrap().expires_at, NOW + 2600);
+    assert!(matches!(store.renew_lease("t", "w2", 1000, NOW), Err(LeaseError::NotHeld { .. })));
+    assert!(matches!(store.release_lease("t", "w2"), Err(LeaseError::NotHeld { .. })));
+    store.commit_step(StepCommit::new(thread("t")).fenced_by("w1", NOW + 700)).unwrap();
+
+    // w1 crashes; once its lease expired w2 takes over and w1 can no longer commit.
+    assert!(store.acquire_lease("t", "w2", 1000, NOW + 2599).is_err());
+    let lease = store.acquire_lease("t", "w2", 1000, NOW + 2600).unwrap();
+    assert_eq!(lease.holder, "w2");
+    let err = store
+        .commit_step(StepCommit::new(thread("t")).with_checkpoint(root("t", 0, b"S")).fenced_by("w1", NOW + 2601))
+        .unwrap_err();
+    assert!(matches!(err, CommitError::LeaseLost { .. }), "{err}");
+    assert_eq!(store.latest_checkpoint("t").unwrap(), None);
+    let err = store.commit_step(StepCommit::new(thread("t")).fenced_by("w2", NOW + 3600)).unwrap_err();
+    assert!(matches!(err, CommitError::LeaseLost { .. }), "an expired lease does not fence: {err}");
+
+    store.release_lease("t", "w2").unwrap();
+    store.release_lease("t", "w2").unwrap();
+    assert_eq!(store.thread("t").unwrap().unwrap().lease, None);
+    assert!(matches!(store.renew_lease("t", "w2", 1000, NOW), Err(LeaseError::NotHeld { current: None, .. })));
+    // A lease can be taken before the thread record exists.
+    store.acquire_lease("new", "w3", 1000, NOW).unwrap();
+}
+
+/// 16 holders race for one thread: exactly one gets it.
+pub fn lease_race(store: &dyn Store) {
+    let barrier = Barrier::new(16);
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..16)
+            .map(|i| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    store.acquire_lease("t", &format!("w{i}"), 1000, NOW)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let winners: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(winners.len(), 1);
+    let busy = results
+        .iter()
+        .filter(|r| matches!(r, Err(LeaseError::ThreadBusy { holder, .. }) if *holder == winners[0].holder))
+        .count();
+    assert_eq!(busy, 15);
+}
+
+/// 16 threads commit concurrently; every commit lands.
+pub fn group_commit_concurrent(store: &dyn Store) {
+    const THREADS: usize = 16;
+    const STEPS: u64 = 10;
+    let barrier = Barrier::new(THREADS);
+    std::thread::scope(|s| {
+        for i in 0..THREADS {
+            let barrier = &barrier;
+            s.spawn(move || {
+                let id = format!("t{i:02}");
+                barrier.wait();
+                commit(store, root(&id, 0, id.as_bytes()));
+                for seq in 1..STEPS {
+                    let mut c = StepCommit::new(thread(&id)).with_checkpoint(step(&id, seq, seq - 1, &[&[seq as u8]]));
+                    c.audit.push(NewAuditEntry::new(NOW, "exec", "step", json!({ "seq": seq })));
+                    let receipt = store.commit_step(c).unwrap();
+                    assert_eq!(receipt.checkpoint, Some(seq));
+                    assert!(receipt.durable);
+                }
+            });
+        }
+    });
+    assert_eq!(store.list_threads().unwrap().len(), THREADS);
+    for i in 0..THREADS {
+        let id = format!("t{i:02}");
+        let seqs: BTreeSet<u64> = store.list_checkpoints(&id).unwrap().iter().map(|c| c.seq).collect();
+        assert_eq!(seqs, (0..STEPS).collect());
+        assert_eq!(store.list_audit(&id).unwrap().len(), (STEPS - 1) as usize);
+        let mut expected = id.as_bytes().to_vec();
+        expected.extend((1..STEPS).map(|s| s as u8));
+        assert_eq!(state_at(store, &id, STEPS - 1), expected);
+    }
+}
+
+/// Eventual commits are visible at once and survive a flush.
+pub fn eventual_then_flush(store: &dyn Store) {
+    let c = StepCommit::new(thread("t")).with_checkpoint(root("t", 0, b"S")).with_durability(Durability::Eventual);
+    let receipt = store.commit_step(c).unwrap();
+    assert_eq!(receipt.checkpoint, Some(0));
+    assert_eq!(store.latest_checkpoint("t").unwrap().unwrap().seq, 0);
+    store.flush().unwrap();
+    assert_eq!(store.latest_checkpoint("t").unwrap().unwrap().seq, 0);
+}
+
+/// Compaction keeps the newest checkpoints rebuildable and refuses unfinished threads.
+pub fn compaction_keeps_retained_readable(store: &dyn Store) {
+    commit(store, root("t", 0, b"S"));
+    for seq in 1..10u64 {
+        commit(store, step("t", seq, seq - 1, &[format!("{seq}").as_bytes()]));
+    }
+    // A fork from an old checkpoint is among the newest.
+    commit(store, step("t", 10, 2, &[b"f"]));
+    let mut pending = StepCommit::new(thread("t"));
+    pending.pending_writes.push(PendingWrite { seq: 1, node: "n".to_string(), idx: 0, value: b"w".to_vec() });
+    pending.audit.push(NewAuditEntry::new(NOW, "exec", "k", json!(null)));
+    store.commit_step(pending).unwrap();
+    store.record_effect(&EffectKey::new("t", 1, "n", "k"), b"r").unwrap();
+    let before: Vec<Vec<u8>> = (0..=10).map(|s| state_at(store, "t", s)).collect();
+
+    let fold = |chain: &StateChain| Ok::<_, BoxError>(concat(chain));
+    let err = store.compact("t", 3, &fold).unwrap_err();
+    assert!(matches!(err, CompactError::NotFinished { .. }), "{err}");
+    assert!(matches!(store.compact("none", 3, &fold), Err(CompactError::UnknownThread { .. })));
+
+    let mut done = thread("t");
+    done.status = ThreadStatus::Completed;
+    store.commit_step(StepCommit::new(done)).unwrap();
+    let failing = |_: &StateChain| Err::<Vec<u8>, BoxError>("no".into());
+    let err = store.compact("t", 3, &failing).unwrap_err();
+    assert!(matches!(err, CompactError::Fold { .. }), "{err}");
+    assert_eq!(store.list_checkpoints("t").unwrap().len(), 11);
+
+    let report = store.compact("t", 3, &fold).unwrap();
+    assert_eq!(report.dropped, 8);
+    assert_eq!(report.folded, 2, "seq 8 and the fork 10 need a snapshot; 9 follows 8");
+    let kept: Vec<u64> = store.list_checkpoints("t").unwrap().iter().map(|c| c.seq).collect();
+    assert_eq!(kept, [8, 9, 10]);
+    for seq in [8, 9, 10] {
+        assert_eq!(state_at(store, "t", seq), before[seq as usize], "seq {seq}");
+    }
+    assert_eq!(store.checkpoint("t", 3).unwrap(), None);
+    assert!(store.pending_writes("t", 1).unwrap().is_empty());
+    assert_eq!(store.effect(&EffectKey::new("t", 1, "n", "k")).unwrap(), None);
+    assert_eq!(store.list_audit("t").unwrap().len(), 1, "the audit log is kept");
+    let again = store.compact("t", 3, &fold).unwrap();
+    assert_eq!((again.dropped, again.folded), (0, 0));
+}

@@ -1,0 +1,377 @@
+//! One error type per family of operations. Each is `#[non_exhaustive]`; failures of the file or
+//! of a stored record are a [`StorageError`], which every family wraps and which names the path.
+
+use std::path::PathBuf;
+
+use crate::record::{ApprovalStatus, Lease, ThreadStatus};
+
+/// A boxed error returned by a caller-supplied callback.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// The file, or a record in it, could not be used.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// redb found the file damaged.
+    #[error(
+        "{}: the store file is corrupted ({detail}); restore it from a backup or move it aside and start a new store",
+        path.display()
+    )]
+    Corrupted {
+        /// The store file.
+        path: PathBuf,
+        /// What redb reported.
+        detail: String,
+    },
+    /// A record's bytes do not decode.
+    #[error(
+        "{}: record {key} in table `{table}` cannot be decoded ({reason}); the file was damaged or written by an incompatible program: restore it from a backup",
+        path.display()
+    )]
+    Decode {
+        /// The store file.
+        path: PathBuf,
+        /// Table holding the record.
+        table: String,
+        /// The record's key, rendered for humans.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Reading or writing the file failed.
+    #[error(
+        "{}: i/o error ({detail}); check the disk, free space and permissions, then reopen the store",
+        path.display()
+    )]
+    Io {
+        /// The store file.
+        path: PathBuf,
+        /// The I/O error kind.
+        kind: std::io::ErrorKind,
+        /// The I/O error message.
+        detail: String,
+    },
+    /// The store was closed, or its writer thread stopped after a failure.
+    #[error("{}: the store is closed ({detail}); open it again", path.display())]
+    Closed {
+        /// The store file.
+        path: PathBuf,
+        /// Why.
+        detail: String,
+    },
+    /// Any other redb failure.
+    #[error("{}: storage failure ({detail}); reopen the store", path.display())]
+    Backend {
+        /// The store file.
+        path: PathBuf,
+        /// What redb reported.
+        detail: String,
+    },
+}
+
+/// [`RedbStore::open`](crate::RedbStore::open) failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The file is locked by another open store.
+    #[error(
+        "{}: another process has this store open; stop it or use another file",
+        path.display()
+    )]
+    AlreadyOpen {
+        /// The store file.
+        path: PathBuf,
+    },
+    /// The file is not a redb database at all (a text file, random bytes, a truncated header).
+    #[error(
+        "{}: not an agentflow store ({detail}); point the store at another file, or delete this one if it is expendable",
+        path.display()
+    )]
+    NotAStore {
+        /// The file.
+        path: PathBuf,
+        /// What redb reported.
+        detail: String,
+    },
+    /// A redb database written by another program.
+    #[error(
+        "{}: a redb database written by another program (tables: {}); agentflow-store will not modify it: use another file",
+        path.display(), tables.join(", ")
+    )]
+    Foreign {
+        /// The file.
+        path: PathBuf,
+        /// The tables found in it.
+        tables: Vec<String>,
+    },
+    /// The file is damaged.
+    #[error(
+        "{}: the store file is corrupted ({detail}); restore it from a backup or move it aside and start a new store",
+        path.display()
+    )]
+    Corrupted {
+        /// The file.
+        path: PathBuf,
+        /// What was found.
+        detail: String,
+    },
+    /// The file was written by a newer agentflow-store (or an older redb file format).
+    #[error(
+        "{}: store format {found} is not supported by this build (it reads format {supported}); upgrade agentflow-store",
+        path.display()
+    )]
+    UnsupportedFormat {
+        /// The file.
+        path: PathBuf,
+        /// Format found in the file.
+        found: String,
+        /// Format this build reads.
+        supported: String,
+    },
+    /// The file could not be opened or created.
+    #[error("{}: cannot open the store file ({source}); check the path and permissions", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Any other failure while opening.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// A read failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// A parent link leads to a checkpoint that is not stored, before a snapshot was found.
+    #[error(
+        "{}: checkpoint {seq} of thread `{thread}` cannot be rebuilt: its ancestor {missing} is missing and no snapshot was found before it; the history was damaged: fork from a checkpoint that has a snapshot",
+        path.display()
+    )]
+    BrokenChain {
+        /// The store file.
+        path: PathBuf,
+        /// Thread.
+        thread: String,
+        /// Checkpoint asked for.
+        seq: u64,
+        /// The missing ancestor.
+        missing: u64,
+    },
+    /// The file or a record failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// [`Store::commit_step`](crate::Store::commit_step) or [`Store::flush`](crate::Store::flush)
+/// failed; nothing of the commit was written.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommitError {
+    /// The committing holder no longer holds the thread's lease.
+    #[error(
+        "thread `{thread}`: `{holder}` no longer holds the lease (current: {}); stop this run, another executor has taken the thread over",
+        current.as_ref().map_or_else(|| "none".to_string(), |l| format!("`{}` until {}", l.holder, l.expires_at))
+    )]
+    LeaseLost {
+        /// Thread.
+        thread: String,
+        /// Holder named in the commit.
+        holder: String,
+        /// The lease as stored.
+        current: Option<Lease>,
+    },
+    /// The checkpoint's seq is not greater than the thread's latest.
+    #[error(
+        "thread `{thread}`: checkpoint seq {seq} is not after the latest checkpoint {latest}; history is never rewritten: use seq {}",
+        latest.saturating_add(1)
+    )]
+    SeqNotIncreasing {
+        /// Thread.
+        thread: String,
+        /// Seq of the refused checkpoint.
+        seq: u64,
+        /// Latest stored seq.
+        latest: u64,
+    },
+    /// The checkpoint's parent does not exist (or is not older than it).
+    #[error(
+        "thread `{thread}`: checkpoint {seq} names parent {parent}, which is not an older stored checkpoint of the thread"
+    )]
+    ParentMissing {
+        /// Thread.
+        thread: String,
+        /// Seq of the refused checkpoint.
+        seq: u64,
+        /// The named parent.
+        parent: u64,
+    },
+    /// The commit is inconsistent.
+    #[error("thread `{thread}`: invalid commit: {reason}")]
+    Invalid {
+        /// Thread.
+        thread: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An approval carried in the commit was refused.
+    #[error(transparent)]
+    Approval(ApprovalError),
+    /// The file or a record failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+impl From<ApprovalError> for CommitError {
+    fn from(err: ApprovalError) -> Self {
+        match err {
+            ApprovalError::Storage(e) => CommitError::Storage(e),
+            other => CommitError::Approval(other),
+        }
+    }
+}
+
+/// A lease operation failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum LeaseError {
+    /// Another holder has an unexpired lease.
+    #[error(
+        "thread `{thread}` is busy: `{holder}` holds it until {expires_at}; wait for that run to finish or for the lease to expire"
+    )]
+    ThreadBusy {
+        /// Thread.
+        thread: String,
+        /// Current holder.
+        holder: String,
+        /// Unix millis when its lease expires.
+        expires_at: u64,
+    },
+    /// Renew or release by someone who does not hold the lease.
+    #[error(
+        "thread `{thread}`: `{holder}` does not hold the lease (current: {}); acquire it first",
+        current.as_ref().map_or_else(|| "none".to_string(), |l| format!("`{}` until {}", l.holder, l.expires_at))
+    )]
+    NotHeld {
+        /// Thread.
+        thread: String,
+        /// Who asked.
+        holder: String,
+        /// The lease as stored.
+        current: Option<Lease>,
+    },
+    /// The file or a record failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// Writing to the effect journal failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum EffectError {
+    /// The file failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// Appending to the audit log failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuditError {
+    /// The file failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// An approval operation was refused.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApprovalError {
+    /// No approval has this id.
+    #[error("approval `{id}` does not exist")]
+    NotFound {
+        /// Approval id.
+        id: String,
+    },
+    /// `put_approval` with an id that is taken.
+    #[error("approval `{id}` already exists; approvals are created once, use a new id")]
+    AlreadyExists {
+        /// Approval id.
+        id: String,
+    },
+    /// `put_approval` with a status other than `PENDING`.
+    #[error("approval `{id}` must be created PENDING, not {status}")]
+    NotPending {
+        /// Approval id.
+        id: String,
+        /// Status given.
+        status: ApprovalStatus,
+    },
+    /// The approval is not in the expected status: someone else moved it first.
+    #[error("approval `{id}` is already {current} (expected {expected}); it was decided elsewhere: reload it")]
+    AlreadyDecided {
+        /// Approval id.
+        id: String,
+        /// Status expected by the caller.
+        expected: ApprovalStatus,
+        /// Status found.
+        current: ApprovalStatus,
+    },
+    /// The requested move is not in the state machine.
+    #[error(
+        "approval `{id}`: {from} -> {to} is not a legal transition (PENDING -> APPROVED | REJECTED | EXPIRED | CANCELLED, APPROVED -> EXECUTING | EXPIRED | CANCELLED, EXECUTING -> SUCCEEDED | FAILED)"
+    )]
+    IllegalTransition {
+        /// Approval id.
+        id: String,
+        /// From status.
+        from: ApprovalStatus,
+        /// To status.
+        to: ApprovalStatus,
+    },
+    /// The file or a record failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// [`Store::compact`](crate::Store::compact) failed; the data part is all-or-nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompactError {
+    /// The thread does not exist.
+    #[error("thread `{thread}` does not exist")]
+    UnknownThread {
+        /// Thread.
+        thread: String,
+    },
+    /// The thread may still continue.
+    #[error(
+        "thread `{thread}` is {status}; only finished threads (completed, failed, cancelled, budget_exhausted) are compacted"
+    )]
+    NotFinished {
+        /// Thread.
+        thread: String,
+        /// Its status.
+        status: ThreadStatus,
+    },
+    /// The caller's fold callback failed; nothing was changed.
+    #[error("thread `{thread}`: folding the state of checkpoint {seq} failed: {source}")]
+    Fold {
+        /// Thread.
+        thread: String,
+        /// Checkpoint being folded.
+        seq: u64,
+        /// The callback's error.
+        #[source]
+        source: BoxError,
+    },
+    /// Reading the history failed.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The file failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}

@@ -1,0 +1,904 @@
+//! The records a [`Store`](crate::Store) keeps. They hold typed metadata and opaque bytes: the
+//! store never looks inside a state, an update or an effect result.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::codec::{Dec, DecodeResult, Enc};
+
+/// The format version written by this build for every record kind.
+pub(crate) const RECORD_VERSION: u8 = 1;
+
+/// Where a thread's run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadStatus {
+    /// An executor is running (or was running when it crashed).
+    Running,
+    /// Paused for a human or a breakpoint; can be resumed.
+    Interrupted,
+    /// Reached `END`.
+    Completed,
+    /// Stopped by a fatal error.
+    Failed,
+    /// Cancelled from outside.
+    Cancelled,
+    /// Stopped by a budget (steps, calls, tokens, deadline).
+    BudgetExhausted,
+}
+
+impl ThreadStatus {
+    /// Every status, in tag order.
+    pub const ALL: [ThreadStatus; 6] = [
+        ThreadStatus::Running,
+        ThreadStatus::Interrupted,
+        ThreadStatus::Completed,
+        ThreadStatus::Failed,
+        ThreadStatus::Cancelled,
+        ThreadStatus::BudgetExhausted,
+    ];
+
+    /// Whether the run has ended for good, which makes the thread eligible for compaction.
+    /// `Running` and `Interrupted` threads may still continue.
+    pub fn is_finished(self) -> bool {
+        !matches!(self, ThreadStatus::Running | ThreadStatus::Interrupted)
+    }
+
+    /// The snake_case name used in messages and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThreadStatus::Running => "running",
+            ThreadStatus::Interrupted => "interrupted",
+            ThreadStatus::Completed => "completed",
+            ThreadStatus::Failed => "failed",
+            ThreadStatus::Cancelled => "cancelled",
+            ThreadStatus::BudgetExhausted => "budget_exhausted",
+        }
+    }
+
+    fn tag(self) -> u8 {
+        self as u8
+    }
+
+    fn from_tag(tag: u8) -> DecodeResult<Self> {
+        Self::ALL.get(usize::from(tag)).copied().ok_or_else(|| format!("unknown thread status tag {tag}"))
+    }
+}
+
+impl std::fmt::Display for ThreadStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Exclusive hold of a thread by one executor until `expires_at`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// Who holds the thread (an executor instance id).
+    pub holder: String,
+    /// Unix millis after which another holder may take the thread over.
+    pub expires_at: u64,
+}
+
+impl Lease {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::new(RECORD_VERSION);
+        e.str(&self.holder).u64(self.expires_at);
+        e.finish()
+    }
+
+    pub(crate) fn decode(buf: &[u8]) -> DecodeResult<Self> {
+        let mut d = Dec::new(buf, RECORD_VERSION)?;
+        let lease = Lease { holder: d.str("holder")?, expires_at: d.u64("expires_at")? };
+        d.end()?;
+        Ok(lease)
+    }
+}
+
+/// One run of a graph, resumable across processes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadRecord {
+    /// Thread id, unique in the store.
+    pub id: String,
+    /// Who started the thread; knowing a thread id grants nothing by itself.
+    pub owner: String,
+    /// Structural fingerprint of the graph that runs the thread; resume compares it.
+    pub graph_fingerprint: String,
+    /// Version of the state schema the checkpoints were written with.
+    pub schema_version: u32,
+    /// Where the run stands.
+    pub status: ThreadStatus,
+    /// Free text about the status (error message, interrupt reason, exhausted budget).
+    pub detail: String,
+    /// Unix millis when the thread was created.
+    pub created_at: u64,
+    /// Unix millis of the last update.
+    pub updated_at: u64,
+    /// The current lease. Filled in on read; ignored on write (leases change only through the
+    /// lease methods).
+    pub lease: Option<Lease>,
+}
+
+impl ThreadRecord {
+    /// A new `Running` thread with no lease, created and updated at `now`.
+    pub fn new(
+        id: impl Into<String>,
+        owner: impl Into<String>,
+        graph_fingerprint: impl Into<String>,
+        schema_version: u32,
+        now: u64,
+    ) -> Self {
+        ThreadRecord {
+            id: id.into(),
+            owner: owner.into(),
+            graph_fingerprint: graph_fingerprint.into(),
+            schema_version,
+            status: ThreadStatus::Running,
+            detail: String::new(),
+            created_at: now,
+            updated_at: now,
+            lease: None,
+        }
+    }
+
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::new(RECORD_VERSION);
+        e.str(&self.id)
+            .str(&self.owner)
+            .str(&self.graph_fingerprint)
+            .u32(self.schema_version)
+            .u8(self.status.tag())
+            .str(&self.detail)
+            .u64(self.created_at)
+            .u64(self.updated_at);
+        e.finish()
+    }
+
+    pub(crate) fn decode(buf: &[u8]) -> DecodeResult<Self> {
+        let mut d = Dec::new(buf, RECORD_VERSION)?;
+        let record = ThreadRecord {
+            id: d.str("id")?,
+            owner: d.str("owner")?,
+            graph_fingerprint: d.str("graph_fingerprint")?,
+            schema_version: d.u32("schema_version")?,
+            status: ThreadStatus::from_tag(d.u8("status")?)?,
+            detail: d.str("detail")?,
+            created_at: d.u64("created_at")?,
+            updated_at: d.u64("updated_at")?,
+            lease: None,
+        };
+        d.end()?;
+        Ok(record)
+    }
+}
+
+/// What produced a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointSource {
+    /// The input that started (or resumed) the thread.
+    Input,
+    /// A super-step of the run loop.
+    Loop,
+    /// A manual `update_state` (history is never rewritten: it is a new checkpoint).
+    UpdateState,
+    /// A fork from an older checkpoint.
+    Fork,
+}
+
+impl CheckpointSource {
+    const ALL: [CheckpointSource; 4] =
+        [CheckpointSource::Input, CheckpointSource::Loop, CheckpointSource::UpdateState, CheckpointSource::Fork];
+
+    fn from_tag(tag: u8) -> DecodeResult<Self> {
+        Self::ALL.get(usize::from(tag)).copied().ok_or_else(|| format!("unknown checkpoint source tag {tag}"))
+    }
+}
+
+/// Searchable facts about a checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointMetadata {
+    /// Super-step number.
+    pub step: u64,
+    /// What produced the checkpoint.
+    pub source: CheckpointSource,
+    /// Nodes that ran in the step.
+    pub nodes: Vec<String>,
+    /// Anything else the executor wants to keep (`Value::Null` when nothing).
+    pub extra: Value,
+}
+
+impl CheckpointMetadata {
+    /// Metadata with no `extra`.
+    pub fn new(step: u64, source: CheckpointSource, nodes: Vec<String>) -> Self {
+        CheckpointMetadata { step, source, nodes, extra: Value::Null }
+    }
+}
+
+/// One saved point of a thread's history. Checkpoints form a tree through `parent`.
+///
+/// The state at a checkpoint is `snapshot` when it has one (the full state *after* `delta` was
+/// applied; `delta` is then kept for inspection only), and otherwise the parent's state with
+/// `delta` applied in order. [`Store::state_chain`](crate::Store::state_chain) collects what a
+/// caller needs to rebuild it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Thread the checkpoint belongs to.
+    pub thread: String,
+    /// Sequence number, unique per thread and increasing in commit order.
+    pub seq: u64,
+    /// The checkpoint this one continues from; `None` for a root. After compaction it may
+    /// name a checkpoint that is gone (the retained one then has a snapshot).
+    pub parent: Option<u64>,
+    /// Nodes to run next.
+    pub cursor: Vec<String>,
+    /// Full serialised state, if this checkpoint carries one.
+    pub snapshot: Option<Vec<u8>>,
+    /// The step's serialised updates, in merge order.
+    pub delta: Vec<Vec<u8>>,
+    /// Searchable facts.
+    pub metadata: CheckpointMetadata,
+    /// Unix millis when it was written.
+    pub created_at: u64,
+}
+
+impl Checkpoint {
+    /// The checkpoint without its payload.
+    pub fn summary(&self) -> CheckpointSummary {
+        CheckpointSummary {
+            thread: self.thread.clone(),
+            seq: self.seq,
+            parent: self.parent,
+            cursor: self.cursor.clone(),
+            metadata: self.metadata.clone(),
+            created_at: self.created_at,
+            has_snapshot: self.snapshot.is_some(),
+            delta_len: self.delta.len(),
+            payload_bytes: payload_bytes(self.snapshot.as_deref(), &self.delta),
+        }
+    }
+
+    pub(crate) fn from_parts(summary: CheckpointSummary, payload: Payload) -> Self {
+        Checkpoint {
+            thread: summary.thread,
+            seq: summary.seq,
+            parent: summary.parent,
+            cursor: summary.cursor,
+            snapshot: payload.snapshot,
+            delta: payload.delta,
+            metadata: summary.metadata,
+            created_at: summary.created_at,
+        }
+    }
+}
+
+fn payload_bytes(snapshot: Option<&[u8]>, delta: &[Vec<u8>]) -> u64 {
+    let total = snapshot.map_or(0, <[u8]>::len) + delta.iter().map(Vec::len).sum::<usize>();
+    total as u64
+}
+
+/// A checkpoint without its snapshot and delta bytes: what history listings return.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointSummary {
+    /// Thread the checkpoint belongs to.
+    pub thread: String,
+    /// Sequence number.
+    pub seq: u64,
+    /// Parent checkpoint, if any.
+    pub parent: Option<u64>,
+    /// Nodes to run next.
+    pub cursor: Vec<String>,
+    /// Searchable facts.
+    pub metadata: CheckpointMetadata,
+    /// Unix millis when it was written.
+    pub created_at: u64,
+    /// Whether the checkpoint carries a full snapshot.
+    pub has_snapshot: bool,
+    /// Number of update blobs in its delta.
+    pub delta_len: usize,
+    /// Bytes of snapshot plus delta.
+    pub payload_bytes: u64,
+}
+
+impl CheckpointSummary {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::new(RECORD_VERSION);
+        e.str(&self.thread)
+            .u64(self.seq)
+            .opt_u64(self.parent)
+            .strs(&self.cursor)
+            .u64(self.metadata.step)
+            .u8(self.metadata.source as u8)
+            .strs(&self.metadata.nodes)
+            .json(&self.metadata.extra)
+            .u64(self.created_at)
+            .bool(self.has_snapshot)
+            .u64(self.delta_len as u64)
+            .u64(self.payload_bytes);
+        e.finish()
+    }
+
+    pub(crate) fn decode(buf: &[u8]) -> DecodeResult<Self> {
+        let mut d = Dec::new(buf, RECORD_VERSION)?;
+        let summary = CheckpointSummary {
+            thread: d.str("thread")?,
+            seq: d.u64("seq")?,
+            parent: d.opt_u64("parent")?,
+            cursor: d.strs("cursor")?,
+            metadata: CheckpointMetadata {
+                step: d.u64("step")?,
+                source: CheckpointSource::from_tag(d.u8("source")?)?,
+                nodes: d.strs("nodes")?,
+                extra: d.json("extra")?,
+            },
+            created_at: d.u64("created_at")?,
+            has_snapshot: d.bool("has_snapshot")?,
+            delta_len: usize::try_from(d.u64("delta_len")?)
+                .map_err(|_| "delta_len does not fit in memory".to_string())?,
+            payload_bytes: d.u64("payload_bytes")?,
+        };
+        d.end()?;
+        Ok(summary)
+    }
+}
+
+/// The bytes of a checkpoint, stored apart from its summary so listings stay cheap.
+pub(crate) struct Payload {
+    pub(crate) snapshot: Option<Vec<u8>>,
+    pub(crate) delta: Vec<Vec<u8>>,
+}
+
+impl Payload {
+    pub(crate) fn encode(snapshot: Option<&[u8]>, delta: &[Vec<u8>]) -> Vec<u8> {
+        let mut e = Enc::new(RECORD_VERSION);
+        e.opt_bytes(snapshot).byte_list(delta);
+        e.finish()
+    }
+
+    pub(crate) fn decode(buf: &[u8]) -> DecodeResult<Self> {
+        let mut d = Dec::new(buf, RECORD_VERSION)?;
+        let payload = Payload { snapshot: d.opt_bytes("snapshot")?, delta: d.byte_list("delta")? };
+        d.end()?;
+        Ok(payload)
+    }
+}
+
+/// One checkpoint's delta in a [`StateChain`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainStep {
+    /// The checkpoint the delta belongs to.
+    pub seq: u64,
+    /// Its update blobs, in merge order.
+    pub delta: Vec<Vec<u8>>,
+}
+
+/// What it takes to rebuild the state at a checkpoint: start from `snapshot` and apply each
+/// step's delta in order (oldest first).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateChain {
+    /// The checkpoint whose snapshot starts the chain (the target itself if it has one).
+    pub snapshot_seq: u64,
+    /// Full state at `snapshot_seq`.
+    pub snapshot: Vec<u8>,
+    /// Deltas of the checkpoints after `snapshot_seq` up to and including the target.
+    pub steps: Vec<ChainStep>,
+}
+
+/// A successful node write inside a super-step that failed half-way, kept so only the failed
+/// nodes re-run. Keyed (thread, `seq`, `node`, `idx`); `seq` is the checkpoint the step ran from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingWrite {
+    /// Checkpoint the step started from.
+    pub seq: u64,
+    /// Node that produced the write.
+    pub node: String,
+    /// Position of the write among the node's writes (also distinguishes map-reduce sends).
+    pub idx: u32,
+    /// Serialised update.
+    pub value: Vec<u8>,
+}
+
+/// Key of a side effect in the effect journal.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct EffectKey {
+    /// Thread the effect ran in.
+    pub thread: String,
+    /// Checkpoint the step ran from.
+    pub seq: u64,
+    /// Node that ran it.
+    pub node: String,
+    /// Call id / idempotency key, unique within the node's run.
+    pub key: String,
+}
+
+impl EffectKey {
+    /// Builds a key.
+    pub fn new(thread: impl Into<String>, seq: u64, node: impl Into<String>, key: impl Into<String>) -> Self {
+        EffectKey { thread: thread.into(), seq, node: node.into(), key: key.into() }
+    }
+}
+
+/// What [`Store::record_effect`](crate::Store::record_effect) did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EffectOutcome {
+    /// The result was stored.
+    Recorded,
+    /// A result was already stored under the key; it is returned and was not replaced.
+    AlreadyRecorded(Vec<u8>),
+}
+
+/// An audit entry to append; the store assigns its sequence number.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewAuditEntry {
+    /// Unix millis of the event.
+    pub at: u64,
+    /// Who did it (user, executor id, `system`).
+    pub actor: String,
+    /// What happened, e.g. `update_state`, `approval.approved`.
+    pub kind: String,
+    /// Structured detail.
+    pub detail: Value,
+}
+
+impl NewAuditEntry {
+    /// Builds an entry.
+    pub fn new(at: u64, actor: impl Into<String>, kind: impl Into<String>, detail: Value) -> Self {
+        NewAuditEntry { at, actor: actor.into(), kind: kind.into(), detail }
+    }
+}
+
+/// One entry of a thread's append-only audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// Thread the entry belongs to.
+    pub thread: String,
+    /// Position in the thread's log, from 1, without gaps.
+    pub seq: u64,
+    /// Unix millis of the event.
+    pub at: u64,
+    /// Who did it.
+    pub actor: String,
+    /// What happened.
+    pub kind: String,
+    /// Structured detail.
+    pub detail: Value,
+}
+
+impl AuditEntry {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::new(RECORD_VERSION);
+        e.str(&self.thread).u64(self.seq).u64(self.at).str(&self.actor).str(&self.kind).json(&self.detail);
+        e.finish()
+    }
+
+    pub(crate) fn decode(buf: &[u8]) -> DecodeResult<Self> {
+        let mut d = Dec::new(buf, RECORD_VERSION)?;
+        let entry = AuditEntry {
+            thread: d.str("thread")?,
+            seq: d.u64("seq")?,
+            at: d.u64("at")?,
+            actor: d.str("actor")?,
+            kind: d.str("kind")?,
+            detail: d.json("detail")?,
+        };
+        d.end()?;
+        Ok(entry)
+    }
+}
+
+/// Status of an approval. Legal moves: `PENDING -> APPROVED | REJECTED | EXPIRED | CANCELLED`,
+/// `APPROVED -> EXECUTING | EXPIRED | CANCELLED`, `EXECUTING -> SUCCEEDED | FAILED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ApprovalStatus {
+    /// Waiting for a decision.
+    Pending,
+    /// Approved; not executed yet (single use).
+    Approved,
+    /// Rejected by a reviewer.
+    Rejected,
+    /// Its time to live ran out.
+    Expired,
+    /// Withdrawn (run cancelled, superseded).
+    Cancelled,
+    /// The approved call is running.
+    Executing,
+    /// The approved call finished.
+    Succeeded,
+    /// The approved call failed.
+    Failed,
+}
+
+impl ApprovalStatus {
+    const ALL: [ApprovalStatus; 8] = [
+        ApprovalStatus::Pending,
+        ApprovalStatus::Approved,
+        ApprovalStatus::Rejected,
+        ApprovalStatus::Expired,
+        ApprovalStatus::Cancelled,
+        ApprovalStatus::Executing,
+        ApprovalStatus::Succeeded,
+        ApprovalStatus::Failed,
+    ];
+
+    /// Whether `self -> to` is a legal transition.
+    pub fn can_move_to(self, to: ApprovalStatus) -> bool {
+        use ApprovalStatus::{Approved, Cancelled, Executing, Expired, Failed, Pending, Rejected, Succeeded};
+        matches!(
+            (self, to),
+            (Pending, Approved | Rejected | Expired | Cancelled)
+                | (Approved, Executing | Expired | Cancelled)
+                | (Executing, Succeeded | Failed)
+        )
+    }
+
+    /// Whether no transition leaves this status.
+    pub fn is_final(self) -> bool {
+        Self::ALL.iter().all(|&to| !self.can_move_to(to))
+    }
+
+    /// The SCREAMING_SNAKE_CASE name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalStatus::Pending => "PENDING",
+            ApprovalStatus::Approved => "APPROVED",
+            ApprovalStatus::Rejected => "REJECTED",
+            ApprovalStatus::Expired => "EXPIRED",
+            ApprovalStatus::Cancelled => "CANCELLED",
+            ApprovalStatus::Executing => "EXECUTING",
+            ApprovalStatus::Succeeded => "SUCCEEDED",
+            ApprovalStatus::Failed => "FAILED",
+        }
+    }
+
+    fn from_tag(tag: u8) -> DecodeResult<Self> {
+        Self::ALL.get(usize::from(tag)).copied().ok_or_else(|| format!("unknown approval status tag {tag}"))
+    }
+}
+
+impl std::fmt::Display for ApprovalStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A tool call waiting for (or past) a human decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRecord {
+    /// Approval id, unique in the store.
+    pub id: String,
+    /// Thread that asked.
+    pub thread: String,
+    /// Node that made the call.
+    pub node: String,
+    /// Tool to run.
+    pub tool: String,
+    /// Canonical JSON text of the arguments.
+    pub args: String,
+    /// Hash of `args`; the executed arguments must hash to it.
+    pub args_hash: String,
+    /// Risk class of the tool (`read`, `reversible`, `external`, `irreversible`).
+    pub risk: String,
+    /// Who asked (agent or user id).
+    pub requester: String,
+    /// Why approval is needed.
+    pub reason: String,
+    /// Unix millis of the request.
+    pub created_at: u64,
+    /// Unix millis after which the approval must not be used.
+    pub expires_at: u64,
+    /// Current status.
+    pub status: ApprovalStatus,
+    /// Who decided, once decided.
+    pub decided_by: Option<String>,
+    /// Reviewer's note (a rejection reason is fed back to the model).
+    pub decision_note: Option<String>,
+    /// Conditions attached to an approval, as JSON.
+    pub conditions: Option<Value>,
+    /// Unix millis of the last transition.
+    pub updated_at: u64,
+}
+
+impl ApprovalRecord {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::new(RECORD_VERSION);
+        e.str(&self.id)
+            .str(&self.thread)
+            .str(&self.node)
+            .str(&self.tool)
+            .str(&self.args)
+            .str(&self.args_hash)
+            .str(&self.risk)
+            .str(&self.requester)
+            .str(&self.reason)
+            .u64(self.created_at)
+            .u64(self.expires_at)
+            .u8(self.status as u8)
+            .opt_str(self.decided_by.as_deref())
+            .opt_str(self.decision_note.as_deref())
+            .opt_json(self.conditions.as_ref())
+            .u64(self.updated_at);
+        e.finish()
+    }
+
+    pub(crate) fn decode(buf: &[u8]) -> DecodeResult<Self> {
+        let mut d = Dec::new(buf, RECORD_VERSION)?;
+        let record = ApprovalRecord {
+            id: d.str("id")?,
+            thread: d.str("thread")?,
+            node: d.str("node")?,
+            tool: d.str("tool")?,
+            args: d.str("args")?,
+            args_hash: d.str("args_hash")?,
+            risk: d.str("risk")?,
+            requester: d.str("requester")?,
+            reason: d.str("reason")?,
+            created_at: d.u64("created_at")?,
+            expires_at: d.u64("expires_at")?,
+            status: ApprovalStatus::from_tag(d.u8("status")?)?,
+            decided_by: d.opt_str("decided_by")?,
+            decision_note: d.opt_str("decision_note")?,
+            conditions: d.opt_json("conditions")?,
+            updated_at: d.u64("updated_at")?,
+        };
+        d.end()?;
+        Ok(record)
+    }
+}
+
+/// Edited arguments recorded with a decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalArgs {
+    /// New canonical JSON text of the arguments.
+    pub canonical: String,
+    /// Hash of `canonical`.
+    pub hash: String,
+}
+
+/// What a transition changes besides the status. `None` fields keep their value.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ApprovalPatch {
+    /// Who makes the transition (written to the audit entry).
+    pub actor: String,
+    /// Unix millis of the transition.
+    pub at: u64,
+    /// Sets `decided_by`.
+    pub decided_by: Option<String>,
+    /// Sets `decision_note`.
+    pub note: Option<String>,
+    /// Sets `conditions`.
+    pub conditions: Option<Value>,
+    /// Replaces `args` and `args_hash` (an edit).
+    pub args: Option<ApprovalArgs>,
+}
+
+impl ApprovalPatch {
+    /// A patch that only records who moved the approval and when.
+    pub fn by(actor: impl Into<String>, at: u64) -> Self {
+        ApprovalPatch { actor: actor.into(), at, ..ApprovalPatch::default() }
+    }
+}
+
+/// A compare-and-set on an approval's status, carried in a [`StepCommit`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalTransition {
+    /// Approval id.
+    pub id: String,
+    /// Status the caller believes the approval has.
+    pub from: ApprovalStatus,
+    /// Status to move to.
+    pub to: ApprovalStatus,
+    /// Other changes.
+    pub patch: ApprovalPatch,
+}
+
+/// How durable a commit must be before the caller gets its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum Durability {
+    /// On stable storage when the call returns (redb `Durability::Immediate`).
+    #[default]
+    Immediate,
+    /// Visible to readers when the call returns, on disk at the next immediate commit, the next
+    /// background flush or [`Store::flush`](crate::Store::flush); a crash before that loses it
+    /// (redb `Durability::None`).
+    Eventual,
+}
+
+/// Everything one super-step persists, written in one write transaction.
+///
+/// Order of application: lease check, thread record, checkpoint (its parent's pending writes are
+/// cleared), pending writes, effects, audit entries, new approvals, approval transitions. If any
+/// part is refused nothing is written.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct StepCommit {
+    /// The thread's new record (inserted or replaced; the stored lease is kept).
+    pub thread: ThreadRecord,
+    /// The new checkpoint, if the step completed. Its `thread` must be `thread.id`, its `seq`
+    /// greater than every existing one, its parent (if any) an existing older checkpoint, and a
+    /// root must carry a snapshot.
+    pub checkpoint: Option<Checkpoint>,
+    /// Node writes to keep (usually of a step that failed half-way).
+    pub pending_writes: Vec<PendingWrite>,
+    /// Effect results to journal; an existing result is kept, never replaced.
+    pub effects: Vec<(EffectKey, Vec<u8>)>,
+    /// Audit entries for `thread.id`.
+    pub audit: Vec<NewAuditEntry>,
+    /// Approvals to create (status `PENDING`, thread `thread.id`); each appends an
+    /// `approval.requested` entry by its requester.
+    pub new_approvals: Vec<ApprovalRecord>,
+    /// Approval compare-and-sets; each appends an `approval.<status>` entry.
+    pub approval_transitions: Vec<ApprovalTransition>,
+    /// When set, the commit is refused unless this holder has an unexpired lease at `now`.
+    pub lease_holder: Option<String>,
+    /// Unix millis used for the lease check.
+    pub now: u64,
+    /// Durability of this commit.
+    pub durability: Durability,
+}
+
+impl StepCommit {
+    /// A commit of only the thread record, immediate, with no lease check.
+    pub fn new(thread: ThreadRecord) -> Self {
+        let now = thread.updated_at;
+        StepCommit {
+            thread,
+            checkpoint: None,
+            pending_writes: Vec::new(),
+            effects: Vec::new(),
+            audit: Vec::new(),
+            new_approvals: Vec::new(),
+            approval_transitions: Vec::new(),
+            lease_holder: None,
+            now,
+            durability: Durability::Immediate,
+        }
+    }
+
+    /// Adds the checkpoint.
+    #[must_use]
+    pub fn with_checkpoint(mut self, checkpoint: Checkpoint) -> Self {
+        self.checkpoint = Some(checkpoint);
+        self
+    }
+
+    /// Requires `holder` to hold an unexpired lease at `now`.
+    #[must_use]
+    pub fn fenced_by(mut self, holder: impl Into<String>, now: u64) -> Self {
+        self.lease_holder = Some(holder.into());
+        self.now = now;
+        self
+    }
+
+    /// Sets the durability.
+    #[must_use]
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+}
+
+/// What a successful [`Store::commit_step`](crate::Store::commit_step) wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CommitReceipt {
+    /// Sequence number of the new checkpoint, if any.
+    pub checkpoint: Option<u64>,
+    /// Sequence numbers given to the audit entries (the commit's own, then the approvals').
+    pub audit_seqs: Vec<u64>,
+    /// Whether the data was on stable storage when the call returned.
+    pub durable: bool,
+    /// How many requests shared the underlying transaction (1 when alone).
+    pub group_size: usize,
+}
+
+/// What [`Store::compact`](crate::Store::compact) did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CompactReport {
+    /// Checkpoints removed.
+    pub dropped: usize,
+    /// Retained checkpoints that received a folded snapshot.
+    pub folded: usize,
+    /// Whether the backing file was compacted as well.
+    pub file_compacted: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn approval() -> ApprovalRecord {
+        ApprovalRecord {
+            id: "a".into(),
+            thread: "t".into(),
+            node: "n".into(),
+            tool: "refund".into(),
+            args: "{}".into(),
+            args_hash: "h".into(),
+            risk: "irreversible".into(),
+            requester: "r".into(),
+            reason: "why".into(),
+            created_at: 1,
+            expires_at: 2,
+            status: ApprovalStatus::Executing,
+            decided_by: Some("d".into()),
+            decision_note: None,
+            conditions: Some(serde_json::json!({"max": 1})),
+            updated_at: 3,
+        }
+    }
+
+    /// Every prefix of an encoded record, and every extension, is refused.
+    fn strict<T: std::fmt::Debug + PartialEq>(bytes: &[u8], decode: fn(&[u8]) -> DecodeResult<T>, value: &T) {
+        assert_eq!(&decode(bytes).unwrap(), value);
+        for cut in 0..bytes.len() {
+            assert!(decode(&bytes[..cut]).is_err(), "prefix of {cut} bytes decoded");
+        }
+        let mut longer = bytes.to_vec();
+        longer.push(0);
+        assert!(decode(&longer).is_err());
+    }
+
+    #[test]
+    fn records_round_trip_and_refuse_damage() {
+        let mut thread = ThreadRecord::new("t", "o", "fp", 3, 9);
+        thread.status = ThreadStatus::BudgetExhausted;
+        strict(&thread.encode(), ThreadRecord::decode, &thread);
+        let lease = Lease { holder: "w".into(), expires_at: u64::MAX };
+        strict(&lease.encode(), Lease::decode, &lease);
+        let cp = Checkpoint {
+            thread: "t".into(),
+            seq: 4,
+            parent: Some(2),
+            cursor: vec!["a".into(), "b".into()],
+            snapshot: None,
+            delta: vec![vec![1, 2], vec![]],
+            metadata: CheckpointMetadata {
+                step: 4,
+                source: CheckpointSource::Fork,
+                nodes: vec!["x".into()],
+                extra: serde_json::json!({"k": [1, 2]}),
+            },
+            created_at: 5,
+        };
+        let summary = cp.summary();
+        strict(&summary.encode(), CheckpointSummary::decode, &summary);
+        let payload = Payload::encode(Some(b"state"), &cp.delta);
+        let decoded = Payload::decode(&payload).unwrap();
+        assert_eq!(decoded.snapshot.as_deref(), Some(&b"state"[..]));
+        assert_eq!(decoded.delta, cp.delta);
+        let entry = AuditEntry {
+            thread: "t".into(),
+            seq: 1,
+            at: 2,
+            actor: "a".into(),
+            kind: "k".into(),
+            detail: serde_json::json!(null),
+        };
+        strict(&entry.encode(), AuditEntry::decode, &entry);
+        strict(&approval().encode(), ApprovalRecord::decode, &approval());
+    }
+
+    #[test]
+    fn unknown_tags_are_errors() {
+        let mut bytes = approval().encode();
+        // The status tag sits right before the optional fields; find it by re-encoding.
+        let mut other = approval();
+        other.status = ApprovalStatus::Pending;
+        let pos = bytes.iter().zip(other.encode()).position(|(a, b)| *a != b).unwrap();
+        bytes[pos] = 200;
+        assert!(ApprovalRecord::decode(&bytes).unwrap_err().contains("unknown approval status"));
+    }
+
+    #[test]
+    fn approval_state_machine() {
+        use ApprovalStatus::*;
+        assert!(Pending.can_move_to(Approved));
+        assert!(Approved.can_move_to(Executing));
+        assert!(!Pending.can_move_to(Executing));
+        assert!(!Rejected.can_move_to(Approved));
+        assert!(Succeeded.is_final() && Failed.is_final() && Rejected.is_final());
+        assert!(!Approved.is_final());
+    }
+}

@@ -1,0 +1,710 @@
+//! [`RedbStore`]: the [`Store`] on an embedded redb file.
+
+use std::any::Any;
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use redb::backends::InMemoryBackend;
+use redb::{Database, DatabaseError, ReadTransaction, ReadableDatabase, TableHandle};
+
+use crate::error::{
+    ApprovalError, AuditError, CommitError, CompactError, EffectError, LeaseError, OpenError, ReadError, StorageError,
+};
+use crate::ops;
+use crate::record::{
+    ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
+    CompactReport, Durability, EffectKey, EffectOutcome, Lease, NewAuditEntry, Payload, PendingWrite, StateChain,
+    StepCommit, ThreadRecord,
+};
+use crate::store::{FoldFn, Store};
+use crate::tables;
+use crate::writer::{self, Committed, Job, OpJob, Tx, WriterConfig};
+
+/// Store format written in the `META` table; bump on an incompatible layout change.
+const STORE_FORMAT: u32 = 1;
+const APP: &[u8] = b"agentflow-store";
+const IN_MEMORY: &str = "<in-memory>";
+
+/// Maps any redb error to a [`StorageError`] naming the store's path.
+pub(crate) trait Ctx<T> {
+    fn ctx(self, path: &Path) -> Result<T, StorageError>;
+}
+
+impl<T, E: Into<redb::Error>> Ctx<T> for Result<T, E> {
+    fn ctx(self, path: &Path) -> Result<T, StorageError> {
+        self.map_err(|e| storage_error(path, e.into()))
+    }
+}
+
+fn storage_error(path: &Path, err: redb::Error) -> StorageError {
+    let path = path.to_path_buf();
+    match err {
+        redb::Error::Corrupted(detail) => StorageError::Corrupted { path, detail },
+        redb::Error::Io(e) => StorageError::Io { path, kind: e.kind(), detail: e.to_string() },
+        e @ (redb::Error::DatabaseClosed | redb::Error::PreviousIo) => {
+            StorageError::Closed { path, detail: e.to_string() }
+        }
+        e @ (redb::Error::TableTypeMismatch { .. }
+        | redb::Error::TableIsMultimap(_)
+        | redb::Error::TableIsNotMultimap(_)
+        | redb::Error::TypeDefinitionChanged { .. }
+        | redb::Error::TableDoesNotExist(_)) => {
+            StorageError::Corrupted { path, detail: format!("unexpected table layout: {e}") }
+        }
+        e => StorageError::Backend { path, detail: e.to_string() },
+    }
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(ToString::to_string)
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string())
+}
+
+/// State shared by the store handle and its writer thread.
+pub(crate) struct Shared {
+    db: RwLock<Database>,
+    pub(crate) path: PathBuf,
+}
+
+impl Shared {
+    pub(crate) fn new(db: Database, path: PathBuf) -> Self {
+        Shared { db: RwLock::new(db), path }
+    }
+
+    /// The database, for transactions. Compaction of the file takes it exclusively.
+    pub(crate) fn db(&self) -> RwLockReadGuard<'_, Database> {
+        // A panic while the lock was held cannot leave the `Database` half-updated.
+        self.db.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Options for opening a [`RedbStore`].
+#[derive(Debug, Clone)]
+pub struct RedbStoreBuilder {
+    verify_on_open: bool,
+    flush_interval: Option<Duration>,
+    max_group: usize,
+    cache_size: Option<usize>,
+}
+
+impl Default for RedbStoreBuilder {
+    fn default() -> Self {
+        RedbStoreBuilder {
+            verify_on_open: true,
+            flush_interval: Some(Duration::from_millis(200)),
+            max_group: 256,
+            cache_size: None,
+        }
+    }
+}
+
+impl RedbStoreBuilder {
+    /// Verify every page checksum when an existing file is opened (default `true`). It reads the
+    /// whole file, but a damaged file is then reported as [`OpenError::Corrupted`]; without it
+    /// redb trusts a cleanly closed file and damage may surface later as a read error.
+    #[must_use]
+    pub fn verify_on_open(mut self, verify: bool) -> Self {
+        self.verify_on_open = verify;
+        self
+    }
+
+    /// How long [`Durability::Eventual`] commits may stay non-durable before the writer makes
+    /// them durable in the background (default 200 ms). `None`: only an immediate commit,
+    /// [`Store::flush`] or closing the store makes them durable.
+    #[must_use]
+    pub fn flush_interval(mut self, interval: Option<Duration>) -> Self {
+        self.flush_interval = interval;
+        self
+    }
+
+    /// Most requests committed in one transaction (default 256).
+    #[must_use]
+    pub fn max_group(mut self, max: usize) -> Self {
+        self.max_group = max.max(1);
+        self
+    }
+
+    /// redb page cache size in bytes (redb's default when unset).
+    #[must_use]
+    pub fn cache_size(mut self, bytes: usize) -> Self {
+        self.cache_size = Some(bytes);
+        self
+    }
+
+    fn redb(&self) -> redb::Builder {
+        let mut builder = Database::builder();
+        builder.set_check_integrity_on_open(self.verify_on_open);
+        if let Some(bytes) = self.cache_size {
+            builder.set_cache_size(bytes);
+        }
+        builder
+    }
+
+    /// Opens the store file at `path`, creating it if it does not exist or is empty.
+    pub fn open(&self, path: impl AsRef<Path>) -> Result<RedbStore, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        let builder = self.redb();
+        // redb may panic on a damaged file it trusts; that is still an error here.
+        let db = catch_unwind(AssertUnwindSafe(|| builder.create(&path)))
+            .map_err(|panic| OpenError::Corrupted {
+                path: path.clone(),
+                detail: format!("redb failed reading it: {}", panic_message(&*panic)),
+            })?
+            .map_err(|e| open_error(&path, e))?;
+        RedbStore::start(db, path, self)
+    }
+
+    /// A store in memory (redb's `InMemoryBackend`), gone when dropped. For tests.
+    pub fn in_memory(&self) -> Result<RedbStore, OpenError> {
+        let path = PathBuf::from(IN_MEMORY);
+        let db = self.redb().create_with_backend(InMemoryBackend::new()).map_err(|e| open_error(&path, e))?;
+        RedbStore::start(db, path, self)
+    }
+}
+
+fn open_error(path: &Path, err: DatabaseError) -> OpenError {
+    let path = path.to_path_buf();
+    match err {
+        DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => OpenError::AlreadyOpen { path },
+        DatabaseError::UpgradeRequired(found) => OpenError::UnsupportedFormat {
+            path,
+            found: format!("redb file format {found}"),
+            supported: "redb file format 3".to_string(),
+        },
+        DatabaseError::RepairAborted => OpenError::Corrupted { path, detail: "redb could not repair it".to_string() },
+        DatabaseError::Storage(redb::StorageError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+            OpenError::NotAStore { path, detail: e.to_string() }
+        }
+        DatabaseError::Storage(redb::StorageError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            OpenError::NotAStore { path, detail: format!("the file is shorter than a store header: {e}") }
+        }
+        DatabaseError::Storage(redb::StorageError::Io(source)) => OpenError::Io { path, source },
+        DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => OpenError::Corrupted { path, detail },
+        other => OpenError::Storage(storage_error(&path, other.into())),
+    }
+}
+
+/// The [`Store`] on an embedded redb file.
+///
+/// Reads run on the calling thread in their own read transaction. Writes go to one writer
+/// thread that commits concurrent requests together (group commit, see [`Store::commit_step`]).
+/// Dropping the store flushes pending eventual commits and closes the file; [`RedbStore::close`]
+/// does the same and reports errors.
+pub struct RedbStore {
+    shared: Arc<Shared>,
+    sender: Option<Sender<Box<dyn Job>>>,
+    writer: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for RedbStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedbStore").field("path", &self.shared.path).finish_non_exhaustive()
+    }
+}
+
+impl RedbStore {
+    /// Opens the store file at `path` with default options, creating it if needed.
+    ///
+    /// Fails with [`OpenError::AlreadyOpen`] if another process (or another `RedbStore` in this
+    /// one) has the file open, and with a typed error naming the path for a file that is not a
+    /// store, damaged, or from a newer version.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
+        RedbStoreBuilder::default().open(path)
+    }
+
+    /// A store in memory, for tests.
+    pub fn in_memory() -> Result<Self, OpenError> {
+        RedbStoreBuilder::default().in_memory()
+    }
+
+    /// Options for opening a store.
+    pub fn builder() -> RedbStoreBuilder {
+        RedbStoreBuilder::default()
+    }
+
+    /// The file path (`<in-memory>` for an in-memory store).
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// Makes pending commits durable, stops the writer and closes the file.
+    pub fn close(self) -> Result<(), StorageError> {
+        let path = self.path_buf();
+        let flushed = self.flush().map_err(|e| match e {
+            CommitError::Storage(s) => s,
+            other => StorageError::Backend { path: path.clone(), detail: other.to_string() },
+        });
+        let shared = Arc::clone(&self.shared);
+        // Stops the writer thread, which holds the other reference.
+        drop(self);
+        flushed?;
+        match Arc::try_unwrap(shared) {
+            Ok(shared) => shared.db.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).close().ctx(&path),
+            Err(_) => Ok(()),
+        }
+    }
+
+    fn start(db: Database, path: PathBuf, options: &RedbStoreBuilder) -> Result<Self, OpenError> {
+        init(&db, &path)?;
+        let shared = Arc::new(Shared::new(db, path));
+        let (sender, receiver) = mpsc::channel::<Box<dyn Job>>();
+        let config = WriterConfig { max_group: options.max_group, flush_interval: options.flush_interval };
+        let for_writer = Arc::clone(&shared);
+        let writer = std::thread::Builder::new()
+            .name("agentflow-store-writer".to_string())
+            .spawn(move || writer::run(&for_writer, &receiver, config))
+            .map_err(|source| OpenError::Io { path: shared.path.clone(), source })?;
+        Ok(RedbStore { shared, sender: Some(sender), writer: Some(writer) })
+    }
+
+    fn stop_writer(&mut self) {
+        self.sender = None;
+        if let Some(handle) = self.writer.take() {
+            let _ = handle.join();
+        }
+    }
+
+    fn path_buf(&self) -> PathBuf {
+        self.shared.path.clone()
+    }
+
+    fn closed(&self, detail: &str) -> StorageError {
+        StorageError::Closed { path: self.path_buf(), detail: detail.to_string() }
+    }
+
+    /// Sends a write to the writer thread and waits for its answer.
+    fn submit<O, E, F>(&self, durability: Durability, op: F) -> Result<(O, Committed), E>
+    where
+        O: Send + 'static,
+        E: From<StorageError> + Send + 'static,
+        F: FnMut(&Tx<'_>) -> Result<O, E> + Send + 'static,
+    {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job: Box<dyn Job> = Box::new(OpJob::new(durability, op, reply));
+        let sender = self.sender.as_ref().ok_or_else(|| self.closed("the store was closed"))?;
+        sender.send(job).map_err(|_| self.closed("the writer thread stopped"))?;
+        answer.recv().map_err(|_| E::from(self.closed("the writer thread failed on this request")))?
+    }
+
+    /// Runs a read in its own read transaction; a panic inside redb becomes an error.
+    fn read<T, E: From<StorageError>>(&self, f: impl FnOnce(&ReadTransaction, &Path) -> Result<T, E>) -> Result<T, E> {
+        let path = self.shared.path.as_path();
+        let db = self.shared.db();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            let txn = db.begin_read().ctx(path)?;
+            f(&txn, path)
+        }));
+        outcome.unwrap_or_else(|panic| {
+            Err(E::from(StorageError::Corrupted {
+                path: path.to_path_buf(),
+                detail: format!("redb failed reading it: {}", panic_message(&*panic)),
+            }))
+        })
+    }
+
+    /// Compacts the file (redb `Database::compact`), waiting for in-flight transactions.
+    fn compact_file(&self) -> Result<bool, StorageError> {
+        let path = self.shared.path.as_path();
+        let mut db = self.shared.db.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut compacted = false;
+        // Each pass moves pages down; a handful of passes reaches the fixed point.
+        for _ in 0..8 {
+            if !db.compact().ctx(path)? {
+                break;
+            }
+            compacted = true;
+        }
+        Ok(compacted)
+    }
+}
+
+impl Drop for RedbStore {
+    fn drop(&mut self) {
+        self.stop_writer();
+    }
+}
+
+/// Checks that `db` is an agentflow store (or empty) and creates the tables.
+fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
+    let names: Vec<String> = {
+        let txn = db.begin_read().ctx(path)?;
+        txn.list_tables().ctx(path)?.map(|t| t.name().to_string()).collect()
+    };
+    let fresh = names.is_empty();
+    if !fresh && !names.iter().any(|n| n == tables::META.name()) {
+        return Err(OpenError::Foreign { path: path.to_path_buf(), tables: names });
+    }
+    if !fresh {
+        let txn = db.begin_read().ctx(path)?;
+        let meta = txn.open_table(tables::META).ctx(path)?;
+        let app = redb::ReadableTable::get(&meta, "app").ctx(path)?;
+        if app.as_ref().map(redb::AccessGuard::value) != Some(APP) {
+            return Err(OpenError::Foreign { path: path.to_path_buf(), tables: names });
+        }
+        let format = redb::ReadableTable::get(&meta, "format").ctx(path)?;
+        let format =
+            format.as_ref().and_then(|v| <[u8; 4]>::try_from(v.value()).ok()).map(u32::from_le_bytes).ok_or_else(
+                || OpenError::Corrupted {
+                    path: path.to_path_buf(),
+                    detail: "the store format version is missing or malformed".to_string(),
+                },
+            )?;
+        if format != STORE_FORMAT {
+            return Err(OpenError::UnsupportedFormat {
+                path: path.to_path_buf(),
+                found: format.to_string(),
+                supported: STORE_FORMAT.to_string(),
+            });
+        }
+    }
+    let txn = db.begin_write().ctx(path)?;
+    {
+        let mut meta = txn.open_table(tables::META).ctx(path)?;
+        if fresh {
+            meta.insert("app", APP).ctx(path)?;
+            meta.insert("format", STORE_FORMAT.to_le_bytes().as_slice()).ctx(path)?;
+        }
+        txn.open_table(tables::THREADS).ctx(path)?;
+        txn.open_table(tables::LEASES).ctx(path)?;
+        txn.open_table(tables::CHECKPOINTS).ctx(path)?;
+        txn.open_table(tables::PAYLOADS).ctx(path)?;
+        txn.open_table(tables::PENDING_WRITES).ctx(path)?;
+        txn.open_table(tables::EFFECTS).ctx(path)?;
+        txn.open_table(tables::AUDIT).ctx(path)?;
+        txn.open_table(tables::APPROVALS).ctx(path)?;
+        txn.open_table(tables::APPROVALS_BY_THREAD).ctx(path)?;
+        txn.open_table(tables::APPROVALS_PENDING).ctx(path)?;
+    }
+    txn.commit().ctx(path)?;
+    Ok(())
+}
+
+impl Store for RedbStore {
+    fn thread(&self, id: &str) -> Result<Option<ThreadRecord>, ReadError> {
+        self.read(|txn, path| {
+            let threads = txn.open_table(tables::THREADS).ctx(path)?;
+            let leases = txn.open_table(tables::LEASES).ctx(path)?;
+            Ok(ops::thread_record(path, &threads, &leases, id)?)
+        })
+    }
+
+    fn list_threads(&self) -> Result<Vec<ThreadRecord>, ReadError> {
+        self.read(|txn, path| {
+            let threads = txn.open_table(tables::THREADS).ctx(path)?;
+            let leases = txn.open_table(tables::LEASES).ctx(path)?;
+            let mut out = Vec::new();
+            for entry in redb::ReadableTable::iter(&threads).ctx(path)? {
+                let (k, v) = entry.ctx(path)?;
+                let id = k.value();
+                let mut record =
+                    ops::decode(path, tables::THREADS, || format!("{id:?}"), v.value(), ThreadRecord::decode)?;
+                record.lease = ops::get_str(path, &leases, tables::LEASES, id, Lease::decode)?;
+                out.push(record);
+            }
+            Ok(out)
+        })
+    }
+
+    fn commit_step(&self, commit: StepCommit) -> Result<CommitReceipt, CommitError> {
+        let (out, committed) = self.submit(commit.durability, move |tx: &Tx<'_>| ops::stage_commit(tx, &commit))?;
+        Ok(CommitReceipt {
+            checkpoint: out.checkpoint,
+            audit_seqs: out.audit_seqs,
+            durable: committed.durable,
+            group_size: committed.group_size,
+        })
+    }
+
+    fn flush(&self) -> Result<(), CommitError> {
+        self.submit(Durability::Immediate, |_: &Tx<'_>| Ok::<_, CommitError>(()))?;
+        Ok(())
+    }
+
+    fn checkpoint(&self, thread: &str, seq: u64) -> Result<Option<Checkpoint>, ReadError> {
+        self.read(|txn, path| {
+            let checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
+            let payloads = txn.open_table(tables::PAYLOADS).ctx(path)?;
+            load_checkpoint(path, &checkpoints, &payloads, thread, seq)
+        })
+    }
+
+    fn latest_checkpoint(&self, thread: &str) -> Result<Option<Checkpoint>, ReadError> {
+        self.read(|txn, path| {
+            let checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
+            let payloads = txn.open_table(tables::PAYLOADS).ctx(path)?;
+            match ops::latest_seq(path, &checkpoints, thread)? {
+                None => Ok(None),
+                Some(seq) => load_checkpoint(path, &checkpoints, &payloads, thread, seq),
+            }
+        })
+    }
+
+    fn list_checkpoints(&self, thread: &str) -> Result<Vec<CheckpointSummary>, ReadError> {
+        self.read(|txn, path| {
+            let checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
+            Ok(ops::summaries(path, &checkpoints, thread)?)
+        })
+    }
+
+    fn state_chain(&self, thread: &str, seq: u64) -> Result<Option<StateChain>, ReadError> {
+        self.read(|txn, path| {
+            let checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
+            let payloads = txn.open_table(tables::PAYLOADS).ctx(path)?;
+            ops::state_chain(path, &checkpoints, &payloads, thread, seq)
+        })
+    }
+
+    fn pending_writes(&self, thread: &str, seq: u64) -> Result<Vec<PendingWrite>, ReadError> {
+        self.read(|txn, path| {
+            let pending = txn.open_table(tables::PENDING_WRITES).ctx(path)?;
+            let mut out = Vec::new();
+            for entry in redb::ReadableTable::range(&pending, (thread, seq, "", 0u32)..).ctx(path)? {
+                let (k, v) = entry.ctx(path)?;
+                let (t, s, node, idx) = k.value();
+                if t != thread || s != seq {
+                    break;
+                }
+                out.push(PendingWrite { seq, node: node.to_string(), idx, value: v.value().to_vec() });
+            }
+            Ok(out)
+        })
+    }
+
+    fn acquire_lease(&self, thread: &str, holder: &str, ttl_ms: u64, now: u64) -> Result<Lease, LeaseError> {
+        let (thread, holder) = (thread.to_string(), holder.to_string());
+        let (lease, _) = self
+            .submit(Durability::Immediate, move |tx: &Tx<'_>| ops::stage_acquire(tx, &thread, &holder, ttl_ms, now))?;
+        Ok(lease)
+    }
+
+    fn renew_lease(&self, thread: &str, holder: &str, ttl_ms: u64, now: u64) -> Result<Lease, LeaseError> {
+        let (thread, holder) = (thread.to_string(), holder.to_string());
+        let (lease, _) =
+            self.submit(Durability::Immediate, move |tx: &Tx<'_>| ops::stage_renew(tx, &thread, &holder, ttl_ms, now))?;
+        Ok(lease)
+    }
+
+    fn release_lease(&self, thread: &str, holder: &str) -> Result<(), LeaseError> {
+        let (thread, holder) = (thread.to_string(), holder.to_string());
+        self.submit(Durability::Immediate, move |tx: &Tx<'_>| ops::stage_release(tx, &thread, &holder))?;
+        Ok(())
+    }
+
+    fn effect(&self, key: &EffectKey) -> Result<Option<Vec<u8>>, ReadError> {
+        self.read(|txn, path| {
+            let effects = txn.open_table(tables::EFFECTS).ctx(path)?;
+            let k = (key.thread.as_str(), key.seq, key.node.as_str(), key.key.as_str());
+            Ok(redb::ReadableTable::get(&effects, k).ctx(path)?.map(|v| v.value().to_vec()))
+        })
+    }
+
+    fn record_effect(&self, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, EffectError> {
+        let (key, result) = (key.clone(), result.to_vec());
+        let (outcome, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
+            ops::stage_record_effect(tx, &key, &result).map_err(EffectError::from)
+        })?;
+        Ok(outcome)
+    }
+
+    fn append_audit(&self, thread: &str, entry: NewAuditEntry) -> Result<u64, AuditError> {
+        let thread = thread.to_string();
+        let (seq, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
+            ops::stage_append_audit(tx, &thread, &entry).map_err(AuditError::from)
+        })?;
+        Ok(seq)
+    }
+
+    fn list_audit(&self, thread: &str) -> Result<Vec<AuditEntry>, ReadError> {
+        self.read(|txn, path| {
+            let audit = txn.open_table(tables::AUDIT).ctx(path)?;
+            let mut out = Vec::new();
+            ops::thread_range(path, &audit, thread, |seq, bytes| {
+                out.push(ops::decode(
+                    path,
+                    tables::AUDIT,
+                    || format!("({thread:?}, {seq})"),
+                    bytes,
+                    AuditEntry::decode,
+                )?);
+                Ok(())
+            })?;
+            Ok(out)
+        })
+    }
+
+    fn put_approval(&self, approval: ApprovalRecord, actor: &str) -> Result<(), ApprovalError> {
+        let actor = actor.to_string();
+        self.submit(Durability::Immediate, move |tx: &Tx<'_>| ops::stage_put_approval(tx, &approval, &actor))?;
+        Ok(())
+    }
+
+    fn approval(&self, id: &str) -> Result<Option<ApprovalRecord>, ReadError> {
+        self.read(|txn, path| {
+            let approvals = txn.open_table(tables::APPROVALS).ctx(path)?;
+            Ok(ops::get_str(path, &approvals, tables::APPROVALS, id, ApprovalRecord::decode)?)
+        })
+    }
+
+    fn list_approvals(&self, thread: &str) -> Result<Vec<ApprovalRecord>, ReadError> {
+        self.read(|txn, path| {
+            let index = txn.open_table(tables::APPROVALS_BY_THREAD).ctx(path)?;
+            let approvals = txn.open_table(tables::APPROVALS).ctx(path)?;
+            let mut out = Vec::new();
+            for entry in redb::ReadableTable::range(&index, (thread, "")..).ctx(path)? {
+                let (k, _) = entry.ctx(path)?;
+                let (t, id) = k.value();
+                if t != thread {
+                    break;
+                }
+                if let Some(record) = ops::get_str(path, &approvals, tables::APPROVALS, id, ApprovalRecord::decode)? {
+                    out.push(record);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn list_pending_approvals(&self) -> Result<Vec<ApprovalRecord>, ReadError> {
+        self.read(|txn, path| {
+            let index = txn.open_table(tables::APPROVALS_PENDING).ctx(path)?;
+            let approvals = txn.open_table(tables::APPROVALS).ctx(path)?;
+            let mut out = Vec::new();
+            for entry in redb::ReadableTable::iter(&index).ctx(path)? {
+                let (k, _) = entry.ctx(path)?;
+                if let Some(record) =
+                    ops::get_str(path, &approvals, tables::APPROVALS, k.value(), ApprovalRecord::decode)?
+                {
+                    out.push(record);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn transition_approval(
+        &self,
+        id: &str,
+        expected: ApprovalStatus,
+        to: ApprovalStatus,
+        patch: ApprovalPatch,
+    ) -> Result<ApprovalRecord, ApprovalError> {
+        let id = id.to_string();
+        let (record, _) = self
+            .submit(Durability::Immediate, move |tx: &Tx<'_>| ops::stage_transition(tx, &id, expected, to, &patch))?;
+        Ok(record)
+    }
+
+    fn compact(&self, thread: &str, keep_last: usize, fold: &FoldFn<'_>) -> Result<CompactReport, CompactError> {
+        let (dropped, folded) = self.compact_thread(thread, keep_last.max(1), fold)?;
+        let file_compacted = if dropped > 0 { self.compact_file()? } else { false };
+        Ok(CompactReport { dropped, folded, file_compacted })
+    }
+}
+
+impl RedbStore {
+    /// The data part of [`Store::compact`], in one immediate write transaction taken on the
+    /// calling thread (the fold callback cannot travel to the writer thread).
+    fn compact_thread(&self, thread: &str, keep: usize, fold: &FoldFn<'_>) -> Result<(usize, usize), CompactError> {
+        let path = self.shared.path.as_path();
+        let db = self.shared.db();
+        let txn = db.begin_write().ctx(path)?;
+        let mut folded = 0;
+        let mut dropped_seqs = Vec::new();
+        {
+            let threads = txn.open_table(tables::THREADS).ctx(path)?;
+            let leases = txn.open_table(tables::LEASES).ctx(path)?;
+            let record = ops::thread_record(path, &threads, &leases, thread)?
+                .ok_or_else(|| CompactError::UnknownThread { thread: thread.to_string() })?;
+            if !record.status.is_finished() {
+                return Err(CompactError::NotFinished { thread: thread.to_string(), status: record.status });
+            }
+            let mut checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
+            let mut payloads = txn.open_table(tables::PAYLOADS).ctx(path)?;
+            let all = ops::summaries(path, &checkpoints, thread)?;
+            if all.len() <= keep {
+                return Ok((0, 0));
+            }
+            let split = all.len() - keep;
+            let dropped: BTreeSet<u64> = all[..split].iter().map(|s| s.seq).collect();
+            let mut by_seq: BTreeMap<u64, CheckpointSummary> = all.into_iter().map(|s| (s.seq, s)).collect();
+            let retained: Vec<u64> = by_seq.keys().copied().skip(split).collect();
+            // Ascending order: a retained parent is made self-sufficient before its children.
+            for seq in retained {
+                if !needs_fold(&by_seq, &dropped, seq) {
+                    continue;
+                }
+                let chain = ops::state_chain(path, &checkpoints, &payloads, thread, seq)?.ok_or_else(|| {
+                    ReadError::BrokenChain { path: path.to_path_buf(), thread: thread.to_string(), seq, missing: seq }
+                })?;
+                let snapshot =
+                    fold(&chain).map_err(|source| CompactError::Fold { thread: thread.to_string(), seq, source })?;
+                let body = ops::payload(path, &payloads, thread, seq)?
+                    .unwrap_or(Payload { snapshot: None, delta: Vec::new() });
+                let mut summary = by_seq[&seq].clone();
+                summary.has_snapshot = true;
+                summary.payload_bytes = (snapshot.len() + body.delta.iter().map(Vec::len).sum::<usize>()) as u64;
+                payloads.insert((thread, seq), Payload::encode(Some(&snapshot), &body.delta).as_slice()).ctx(path)?;
+                checkpoints.insert((thread, seq), summary.encode().as_slice()).ctx(path)?;
+                by_seq.insert(seq, summary);
+                folded += 1;
+            }
+            let mut pending = txn.open_table(tables::PENDING_WRITES).ctx(path)?;
+            let mut effects = txn.open_table(tables::EFFECTS).ctx(path)?;
+            for &seq in &dropped {
+                checkpoints.remove((thread, seq)).ctx(path)?;
+                payloads.remove((thread, seq)).ctx(path)?;
+                ops::remove_pending(path, &mut pending, thread, seq)?;
+                ops::remove_effects(path, &mut effects, thread, seq)?;
+                dropped_seqs.push(seq);
+            }
+        }
+        txn.commit().ctx(path)?;
+        Ok((dropped_seqs.len(), folded))
+    }
+}
+
+/// Whether the chain of retained checkpoint `seq` reaches a dropped checkpoint before a
+/// snapshot.
+fn needs_fold(by_seq: &BTreeMap<u64, CheckpointSummary>, dropped: &BTreeSet<u64>, seq: u64) -> bool {
+    let mut cur = seq;
+    loop {
+        let Some(summary) = by_seq.get(&cur) else {
+            return false;
+        };
+        if summary.has_snapshot {
+            return false;
+        }
+        match summary.parent {
+            Some(parent) if dropped.contains(&parent) => return true,
+            Some(parent) if parent < cur => cur = parent,
+            _ => return false,
+        }
+    }
+}
+
+fn load_checkpoint(
+    path: &Path,
+    checkpoints: &impl ops::BySeq,
+    payloads: &impl ops::BySeq,
+    thread: &str,
+    seq: u64,
+) -> Result<Option<Checkpoint>, ReadError> {
+    let Some(summary) = ops::summary(path, checkpoints, thread, seq)? else {
+        return Ok(None);
+    };
+    let payload = ops::payload(path, payloads, thread, seq)?.ok_or_else(|| StorageError::Decode {
+        path: path.to_path_buf(),
+        table: tables::PAYLOADS.name().to_string(),
+        key: format!("({thread:?}, {seq})"),
+        reason: "the payload of a stored checkpoint is missing".to_string(),
+    })?;
+    Ok(Some(Checkpoint::from_parts(summary, payload)))
+}

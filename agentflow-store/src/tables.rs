@@ -1,0 +1,43 @@
+//! Every redb table of a [`RedbStore`](crate::RedbStore) file, with its key/value layout.
+//!
+//! Values are `&[u8]` holding a record in the crate's versioned encoding (a format version byte,
+//! then the fields), or opaque caller bytes where noted. The layout is public for tools and tests
+//! that inspect a file; it is not a stable API.
+
+use redb::TableDefinition;
+
+/// `"format"` -> store format version (u32, little endian); `"app"` -> `b"agentflow-store"`.
+/// Its presence tells an agentflow store apart from another program's redb file.
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.meta");
+
+/// thread id -> `ThreadRecord` (without the lease).
+pub const THREADS: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.threads");
+
+/// thread id -> `Lease` (holder, expires_at).
+pub const LEASES: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.leases");
+
+/// (thread id, seq) -> `CheckpointSummary` (everything but the snapshot and delta bytes).
+pub const CHECKPOINTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("agentflow.checkpoints");
+
+/// (thread id, seq) -> checkpoint payload (optional snapshot bytes, list of delta blobs).
+pub const PAYLOADS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("agentflow.checkpoint_payloads");
+
+/// (thread id, checkpoint seq, node, idx) -> the write's opaque bytes.
+pub const PENDING_WRITES: TableDefinition<(&str, u64, &str, u32), &[u8]> =
+    TableDefinition::new("agentflow.pending_writes");
+
+/// (thread id, checkpoint seq, node, effect key) -> the effect's opaque result bytes.
+pub const EFFECTS: TableDefinition<(&str, u64, &str, &str), &[u8]> = TableDefinition::new("agentflow.effects");
+
+/// (thread id, audit seq) -> `AuditEntry`.
+pub const AUDIT: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("agentflow.audit");
+
+/// approval id -> `ApprovalRecord`.
+pub const APPROVALS: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.approvals");
+
+/// (thread id, approval id) -> (): index of a thread's approvals.
+pub const APPROVALS_BY_THREAD: TableDefinition<(&str, &str), ()> =
+    TableDefinition::new("agentflow.approvals_by_thread");
+
+/// approval id -> (): index of the approvals whose status is `PENDING`.
+pub const APPROVALS_PENDING: TableDefinition<&str, ()> = TableDefinition::new("agentflow.approvals_pending");

@@ -1,0 +1,325 @@
+//! Group commit: one thread owns every write transaction of a [`RedbStore`](crate::RedbStore).
+//!
+//! Callers send a job and wait on a reply channel. The writer takes the first queued job, drains
+//! whatever else is queued (up to `max_group`), stages every job in one redb write transaction,
+//! commits once and answers each caller. The transaction is immediate if any job in the group
+//! asks for it, so an `Immediate` caller returns only after its data is durable, and concurrent
+//! callers share one fsync.
+//!
+//! A job that is refused before it wrote anything (a lost compare-and-set, a busy lease, a bad
+//! commit) is answered with its error and the rest of the group goes on. A job that fails after
+//! it wrote (a storage error mid-way) leaves the transaction unusable: the writer aborts it and
+//! runs every job of the group again, each alone in its own transaction, so one bad batch never
+//! drops or corrupts the others. If the group's commit itself fails, every job of the group gets
+//! that error and none of them is applied.
+
+use std::cell::Cell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::time::{Duration, Instant};
+
+use redb::WriteTransaction;
+
+use crate::error::StorageError;
+use crate::record::Durability;
+use crate::redb_store::{Ctx, Shared};
+
+/// A write transaction as seen by a job, counting the job's writes.
+pub(crate) struct Tx<'a> {
+    pub(crate) txn: &'a WriteTransaction,
+    pub(crate) path: &'a Path,
+    writes: Cell<u64>,
+}
+
+impl Tx<'_> {
+    /// Must be called before a job's first insert or remove: a job refused after writing breaks
+    /// the group transaction.
+    pub(crate) fn wrote(&self) {
+        self.writes.set(self.writes.get() + 1);
+    }
+}
+
+/// How the transaction that carried a job ended.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Committed {
+    pub(crate) durable: bool,
+    pub(crate) group_size: usize,
+}
+
+/// A unit of work for the writer thread.
+pub(crate) trait Job: Send {
+    fn durability(&self) -> Durability;
+    /// Runs the job inside `tx`; `false` if it was refused.
+    fn stage(&mut self, tx: &Tx<'_>) -> bool;
+    /// Answers the caller: the staged result, or the commit's failure.
+    fn finish(self: Box<Self>, commit: Result<Committed, StorageError>);
+}
+
+/// A closure job whose result goes back over a channel.
+pub(crate) struct OpJob<O, E, F> {
+    op: F,
+    durability: Durability,
+    result: Option<Result<O, E>>,
+    reply: SyncSender<Result<(O, Committed), E>>,
+}
+
+impl<O, E, F> OpJob<O, E, F> {
+    pub(crate) fn new(durability: Durability, op: F, reply: SyncSender<Result<(O, Committed), E>>) -> Self {
+        OpJob { op, durability, result: None, reply }
+    }
+}
+
+impl<O, E, F> Job for OpJob<O, E, F>
+where
+    O: Send,
+    E: From<StorageError> + Send,
+    F: FnMut(&Tx<'_>) -> Result<O, E> + Send,
+{
+    fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    fn stage(&mut self, tx: &Tx<'_>) -> bool {
+        let result = (self.op)(tx);
+        let ok = result.is_ok();
+        self.result = Some(result);
+        ok
+    }
+
+    fn finish(self: Box<Self>, commit: Result<Committed, StorageError>) {
+        let answer = match (self.result, commit) {
+            (Some(Err(e)), _) => Err(e),
+            (Some(Ok(out)), Ok(committed)) => Ok((out, committed)),
+            (_, Err(e)) => Err(E::from(e)),
+            (None, Ok(_)) => return,
+        };
+        // The caller may have gone away; nothing to do then.
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// Settings of the writer thread.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WriterConfig {
+    pub(crate) max_group: usize,
+    pub(crate) flush_interval: Option<Duration>,
+}
+
+/// The writer thread's loop; returns when every sender is gone, after a final flush.
+pub(crate) fn run(shared: &Arc<Shared>, rx: &Receiver<Box<dyn Job>>, config: WriterConfig) {
+    // Time of the oldest commit that is not durable yet.
+    let mut unflushed_since: Option<Instant> = None;
+    loop {
+        let first = match (unflushed_since, config.flush_interval) {
+            (Some(since), Some(interval)) => {
+                let wait = interval.saturating_sub(since.elapsed());
+                match rx.recv_timeout(wait) {
+                    Ok(job) => job,
+                    Err(RecvTimeoutError::Timeout) => {
+                        // On failure, try again one interval later rather than spinning.
+                        unflushed_since = (!flush(shared)).then(Instant::now);
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+            _ => match rx.recv() {
+                Ok(job) => job,
+                Err(_) => break,
+            },
+        };
+        let mut group = vec![first];
+        while group.len() < config.max_group.max(1) {
+            match rx.try_recv() {
+                Ok(job) => group.push(job),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            }
+        }
+        let force = matches!(
+            (unflushed_since, config.flush_interval),
+            (Some(since), Some(interval)) if since.elapsed() >= interval
+        );
+        // A panic inside redb drops the group's jobs, whose callers then see a closed store;
+        // the writer itself keeps serving.
+        let outcome = catch_unwind(AssertUnwindSafe(|| run_group(shared, group, force)));
+        match outcome {
+            Ok(Some(true)) => unflushed_since = None,
+            Ok(Some(false)) => {
+                unflushed_since.get_or_insert_with(Instant::now);
+            }
+            Ok(None) | Err(_) => {}
+        }
+    }
+    if unflushed_since.is_some() {
+        flush(shared);
+    }
+}
+
+/// An empty immediate commit, which makes every earlier commit durable.
+fn flush(shared: &Shared) -> bool {
+    let db = shared.db();
+    match db.begin_write() {
+        Ok(txn) => txn.commit().is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// Stages and commits one group. Returns whether a commit was durable (`None`: nothing
+/// committed).
+fn run_group(shared: &Shared, group: Vec<Box<dyn Job>>, force_durable: bool) -> Option<bool> {
+    let immediate = force_durable || group.iter().any(|j| j.durability() == Durability::Immediate);
+    let db = shared.db();
+    let path = shared.path.as_path();
+    let txn = match begin(&db, path, immediate) {
+        Ok(txn) => txn,
+        Err(e) => {
+            for job in group {
+                job.finish(Err(e.clone()));
+            }
+            return None;
+        }
+    };
+    let tx = Tx { txn: &txn, path, writes: Cell::new(0) };
+    let mut staged: Vec<Box<dyn Job>> = Vec::with_capacity(group.len());
+    let mut jobs = group.into_iter();
+    while let Some(mut job) = jobs.next() {
+        let before = tx.writes.get();
+        if job.stage(&tx) {
+            staged.push(job);
+        } else if tx.writes.get() == before {
+            job.finish(Err(closed(path)));
+        } else {
+            // The refused job left writes behind: redo the group one job at a time.
+            drop(txn);
+            staged.push(job);
+            staged.extend(jobs);
+            drop(db);
+            return run_alone(shared, staged);
+        }
+    }
+    if staged.is_empty() {
+        let _ = txn.abort();
+        return None;
+    }
+    let committed = Committed { durable: immediate, group_size: staged.len() };
+    let result = txn.commit().ctx(path).map(|()| committed);
+    let ok = result.is_ok();
+    for job in staged {
+        job.finish(result.clone());
+    }
+    ok.then_some(immediate)
+}
+
+/// Runs each job in its own transaction.
+fn run_alone(shared: &Shared, jobs: Vec<Box<dyn Job>>) -> Option<bool> {
+    let db = shared.db();
+    let path = shared.path.as_path();
+    let mut all_durable = None;
+    for mut job in jobs {
+        let immediate = job.durability() == Durability::Immediate;
+        let txn = match begin(&db, path, immediate) {
+            Ok(txn) => txn,
+            Err(e) => {
+                job.finish(Err(e));
+                continue;
+            }
+        };
+        let tx = Tx { txn: &txn, path, writes: Cell::new(0) };
+        if job.stage(&tx) {
+            let result = txn.commit().ctx(path).map(|()| Committed { durable: immediate, group_size: 1 });
+            if result.is_ok() {
+                all_durable = Some(all_durable.unwrap_or(true) && immediate);
+            }
+            job.finish(result);
+        } else {
+            drop(txn);
+            job.finish(Err(closed(path)));
+        }
+    }
+    all_durable
+}
+
+fn begin(db: &redb::Database, path: &Path, immediate: bool) -> Result<WriteTransaction, StorageError> {
+    let mut txn = db.begin_write().ctx(path)?;
+    let durability = if immediate { redb::Durability::Immediate } else { redb::Durability::None };
+    txn.set_durability(durability).ctx(path)?;
+    Ok(txn)
+}
+
+/// Only reaches a caller if a refused job forgot its own error, which `OpJob` never does.
+fn closed(path: &Path) -> StorageError {
+    StorageError::Closed { path: path.to_path_buf(), detail: "the request was dropped by the writer".to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::{Receiver, sync_channel};
+
+    use redb::backends::InMemoryBackend;
+    use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+    use super::*;
+
+    const T: TableDefinition<&str, u64> = TableDefinition::new("t");
+
+    type Reply = Receiver<Result<((), Committed), StorageError>>;
+
+    fn shared() -> Shared {
+        let db = Database::builder().create_with_backend(InMemoryBackend::new()).unwrap();
+        Shared::new(db, "<test>".into())
+    }
+
+    /// A job that writes `key`, then fails if `fail` says so (before or after writing).
+    fn job(key: &'static str, fail: Option<bool>) -> (Box<dyn Job>, Reply) {
+        let (reply, answer) = sync_channel(1);
+        let op = move |tx: &Tx<'_>| {
+            let refuse = || StorageError::Backend { path: tx.path.to_path_buf(), detail: format!("{key} refused") };
+            if fail == Some(false) {
+                return Err(refuse());
+            }
+            let mut table = tx.txn.open_table(T).ctx(tx.path)?;
+            tx.wrote();
+            table.insert(key, 1).ctx(tx.path)?;
+            if fail == Some(true) {
+                return Err(refuse());
+            }
+            Ok(())
+        };
+        (Box::new(OpJob::new(Durability::Eventual, op, reply)), answer)
+    }
+
+    fn keys(shared: &Shared) -> Vec<String> {
+        let db = shared.db();
+        let txn = db.begin_read().unwrap();
+        let table = txn.open_table(T).unwrap();
+        table.iter().unwrap().map(|e| e.unwrap().0.value().to_string()).collect()
+    }
+
+    #[test]
+    fn a_refusal_before_writing_leaves_the_group_intact() {
+        let shared = shared();
+        let (a, ra) = job("a", None);
+        let (b, rb) = job("b", Some(false));
+        let (c, rc) = job("c", None);
+        assert_eq!(run_group(&shared, vec![a, b, c], false), Some(false));
+        assert_eq!(ra.recv().unwrap().unwrap().1.group_size, 2);
+        assert!(rb.recv().unwrap().is_err());
+        assert_eq!(rc.recv().unwrap().unwrap().1.group_size, 2);
+        assert_eq!(keys(&shared), ["a", "c"]);
+    }
+
+    #[test]
+    fn a_failure_after_writing_reruns_the_group_one_by_one() {
+        let shared = shared();
+        let (a, ra) = job("a", None);
+        let (b, rb) = job("b", Some(true));
+        let (c, rc) = job("c", None);
+        assert_eq!(run_group(&shared, vec![a, b, c], true), Some(false));
+        assert_eq!(ra.recv().unwrap().unwrap().1.group_size, 1);
+        assert!(rb.recv().unwrap().is_err());
+        assert_eq!(rc.recv().unwrap().unwrap().1.group_size, 1);
+        assert_eq!(keys(&shared), ["a", "c"], "b's partial write is rolled back");
+    }
+}
