@@ -7,7 +7,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use std::sync::Mutex;
+
 use crate::error::NodeError;
+use crate::interrupt::InterruptSlot;
 use crate::persist::Journal;
 
 /// The context handed to a node: `async fn n(s: &S, cx: &Ctx<D>) -> Step<S>`.
@@ -21,6 +24,9 @@ pub struct Ctx<'a, D> {
     pub(crate) attempt: u32,
     pub(crate) cancel: &'a CancellationToken,
     pub(crate) journal: Option<&'a Journal>,
+    pub(crate) may_interrupt: bool,
+    pub(crate) interrupt: &'a Mutex<InterruptSlot>,
+    pub(crate) resume: Option<&'a serde_json::Value>,
 }
 
 impl<'a, D> Ctx<'a, D> {
@@ -80,5 +86,43 @@ impl<'a, D> Ctx<'a, D> {
             Some(journal) => journal.run(self.node, key, effect).await,
             None => effect(format!("{}/{key}", self.node)).await,
         }
+    }
+
+    /// Pauses the run for a human, handing them `payload`; returns the value
+    /// they resume with.
+    ///
+    /// The first time, this returns an error that ends the run as
+    /// `Outcome::Interrupted` (propagate it with `?`). The state is persisted
+    /// and the thread waits. `runner.resume_with(value)` runs this node again
+    /// from its start, and this call then returns `value`, decoded as `R`.
+    ///
+    /// Only a `#[node(interrupt)]` may call it, once per run of the node.
+    pub fn interrupt<P: Serialize, R: DeserializeOwned>(&self, payload: P) -> Result<R, NodeError> {
+        if !self.may_interrupt {
+            return Err(NodeError::fatal(format!(
+                "node `{}` called `interrupt` but is not marked `#[node(interrupt)]`",
+                self.node
+            )));
+        }
+        let mut slot = self.interrupt.lock().unwrap_or_else(|p| p.into_inner());
+        if std::mem::replace(&mut slot.called, true) {
+            return Err(NodeError::fatal(format!(
+                "node `{}` called `interrupt` twice in one run; ask in two nodes instead",
+                self.node
+            )));
+        }
+        if let Some(value) = self.resume {
+            return serde_json::from_value(value.clone()).map_err(|e| {
+                NodeError::fatal(format!(
+                    "the resume value for node `{}` does not have the shape it expects ({e}); \
+                     resume again with a value of the right shape",
+                    self.node
+                ))
+            });
+        }
+        slot.payload = Some(serde_json::to_value(payload).map_err(|e| {
+            NodeError::fatal(format!("the interrupt payload of node `{}` does not serialise: {e}", self.node))
+        })?);
+        Err(NodeError::needs_input(format!("node `{}` is waiting for a human", self.node)))
     }
 }

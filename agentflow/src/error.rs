@@ -49,11 +49,7 @@ pub struct NodeError {
 impl NodeError {
     /// A new error of the given class.
     pub fn new(class: ErrorClass, message: impl Into<String>) -> Self {
-        NodeError {
-            class,
-            message: message.into(),
-            retry_after: None,
-        }
+        NodeError { class, message: message.into(), retry_after: None }
     }
     /// A passing fault worth retrying.
     pub fn transient(message: impl Into<String>) -> Self {

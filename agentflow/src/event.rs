@@ -73,34 +73,14 @@ impl<S: State> fmt::Display for Event<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Event::StepStarted { step, nodes } => write!(f, "step {step}: [{}]", nodes.join(", ")),
-            Event::NodeStarted {
-                step,
-                node,
-                attempt,
-            } => {
+            Event::NodeStarted { step, node, attempt } => {
                 write!(f, "step {step}: {node} started (attempt {attempt})")
             }
-            Event::NodeRetrying {
-                step,
-                node,
-                attempt,
-                error,
-                delay,
-            } => write!(
-                f,
-                "step {step}: {node} attempt {attempt} failed ({error}); retrying in {delay:?}"
-            ),
-            Event::NodeFinished {
-                step,
-                node,
-                update,
-                next,
-            } => {
-                let next = if next.is_empty() {
-                    "END".to_string()
-                } else {
-                    next.join(", ")
-                };
+            Event::NodeRetrying { step, node, attempt, error, delay } => {
+                write!(f, "step {step}: {node} attempt {attempt} failed ({error}); retrying in {delay:?}")
+            }
+            Event::NodeFinished { step, node, update, next } => {
+                let next = if next.is_empty() { "END".to_string() } else { next.join(", ") };
                 write!(f, "step {step}: {node} -> {next} with {update:?}")
             }
             Event::NodeFailed { step, node, error } => {

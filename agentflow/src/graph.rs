@@ -10,9 +10,9 @@ use std::time::Duration;
 use agentflow_store::Store;
 
 use crate::context::Ctx;
-use crate::persist::ResumeError;
 use crate::error::NodeError;
 use crate::executor::RetryPolicy;
+use crate::persist::ResumeError;
 use crate::state::{FieldMask, State};
 use crate::step::Step;
 
@@ -222,10 +222,7 @@ impl<S: State, D> CompiledGraph<S, D> {
 
     /// The node with this name.
     pub fn node_id(&self, name: &str) -> Option<NodeId> {
-        self.nodes()
-            .iter()
-            .position(|n| n.name == name)
-            .map(|i| NodeId::new(i as u32))
+        self.nodes().iter().position(|n| n.name == name).map(|i| NodeId::new(i as u32))
     }
 
     /// The name of a node.
@@ -238,19 +235,12 @@ impl<S: State, D> CompiledGraph<S, D> {
     pub fn mermaid(&self) -> String {
         let mut out = String::from("flowchart TD\n");
         out.push_str("    __start__([START])\n    __end__([END])\n");
-        out.push_str(&format!(
-            "    __start__ --> {}\n",
-            self.node_name(self.start())
-        ));
+        out.push_str(&format!("    __start__ --> {}\n", self.node_name(self.start())));
         for node in self.nodes() {
             let choices = node.targets.len() + usize::from(node.may_end);
             let arrow = if choices > 1 { "-.->" } else { "-->" };
             for t in node.targets {
-                out.push_str(&format!(
-                    "    {} {arrow} {}\n",
-                    node.name,
-                    self.node_name(*t)
-                ));
+                out.push_str(&format!("    {} {arrow} {}\n", node.name, self.node_name(*t)));
             }
             if node.may_end {
                 out.push_str(&format!("    {} {arrow} __end__\n", node.name));

@@ -66,11 +66,7 @@ pub struct ToolCall {
 impl ToolCall {
     /// A tool call.
     pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: Value) -> Self {
-        ToolCall {
-            id: id.into(),
-            name: name.into(),
-            arguments,
-        }
+        ToolCall { id: id.into(), name: name.into(), arguments }
     }
 }
 
@@ -88,11 +84,7 @@ pub struct ToolSpec {
 impl ToolSpec {
     /// A tool spec.
     pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
-        ToolSpec {
-            name: name.into(),
-            description: description.into(),
-            parameters,
-        }
+        ToolSpec { name: name.into(), description: description.into(), parameters }
     }
 }
 
@@ -115,19 +107,8 @@ pub struct Message {
 }
 
 impl Message {
-    fn build(
-        role: Role,
-        content: String,
-        tool_calls: Vec<ToolCall>,
-        tool_call_id: Option<String>,
-    ) -> Self {
-        let mut message = Message {
-            id: String::new(),
-            role,
-            content,
-            tool_calls,
-            tool_call_id,
-        };
+    fn build(role: Role, content: String, tool_calls: Vec<ToolCall>, tool_call_id: Option<String>) -> Self {
+        let mut message = Message { id: String::new(), role, content, tool_calls, tool_call_id };
         message.id = message.content_id();
         message
     }
@@ -213,10 +194,7 @@ mod tests {
     fn ids_are_deterministic_and_distinguish_roles() {
         assert_eq!(Message::human("3 + 4").id, Message::human("3 + 4").id);
         assert_ne!(Message::human("3 + 4").id, Message::ai("3 + 4").id);
-        assert_ne!(
-            Message::tool("call_1", "7").id,
-            Message::tool("call_2", "7").id
-        );
+        assert_ne!(Message::tool("call_1", "7").id, Message::tool("call_2", "7").id);
         assert!(Message::system("x").id.starts_with("system-"));
         assert_eq!(Message::human("a").with_id("m1").id(), "m1");
     }
@@ -224,10 +202,7 @@ mod tests {
     #[test]
     fn id_is_pinned() {
         // The hash is part of the persisted format: changing it breaks replays.
-        assert_eq!(
-            Message::human("hello").id,
-            Message::human("hello").content_id()
-        );
+        assert_eq!(Message::human("hello").id, Message::human("hello").content_id());
         assert_eq!(Message::human("hello").id, "human-76ef2d96be01fb0c");
     }
 }

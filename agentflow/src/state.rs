@@ -72,28 +72,17 @@ pub trait State: Clone + Debug + Send + Sync + Serialize + DeserializeOwned + 's
 
     /// The mask of fields whose reducer is [`ReducerKind::Overwrite`].
     fn overwrite_mask() -> FieldMask {
-        Self::FIELDS
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.reducer.is_overwrite())
-            .fold(0, |m, (i, _)| m | (1 << i))
+        Self::FIELDS.iter().enumerate().filter(|(_, f)| f.reducer.is_overwrite()).fold(0, |m, (i, _)| m | (1 << i))
     }
 
     /// The names of the fields in `mask`, in declaration order.
     fn field_names(mask: FieldMask) -> Vec<&'static str> {
-        Self::FIELDS
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| mask & (1 << i) != 0)
-            .map(|(_, f)| f.name)
-            .collect()
+        Self::FIELDS.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, f)| f.name).collect()
     }
 }
 
 /// A partial update of a [`State`]: the fields a node set, nothing else.
-pub trait Update:
-    Default + Clone + Debug + Send + Sync + Serialize + DeserializeOwned + 'static
-{
+pub trait Update: Default + Clone + Debug + Send + Sync + Serialize + DeserializeOwned + 'static {
     /// The fields this update sets, one bit per field in declaration order.
     fn touched(&self) -> FieldMask;
 

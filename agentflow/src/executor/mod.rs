@@ -1,48 +1,41 @@
-//! The executor: runs a compiled graph in super-steps.
-//!
-//! The model is bulk-synchronous, as in Pregel: the nodes active in step N
-//! all read the state as it was after step N-1 and run concurrently; their
-//! updates are merged through the reducers, in declaration order, only after
-//! all of them finished, and become visible in step N+1. The next active set
-//! is the union of their routes, so a node several branches route to (a join)
-//! runs once.
+//! The executor: runs a compiled graph in super-steps (see [`exec`] for the
+//! loop) and reports how each run ended.
 
+mod events;
+mod exec;
 mod outcome;
 mod retry;
 mod step;
 
-use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::FutureExt;
-use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 pub use outcome::{Budget, Outcome, Run, RunError};
 pub use retry::RetryPolicy;
 
-use crate::context::Ctx;
-use crate::error::{ErrorClass, NodeError};
+use events::{Events, Sink};
+use exec::Exec;
+
 use crate::event::Event;
 use crate::graph::{CompiledGraph, NodeId, Plan};
-use crate::persist::{Checkpointer, Durability, Journal, PersistError, Resumed, ThreadStatus};
+use crate::interrupt::PendingKind;
+use crate::persist::{Checkpointer, Durability, Resumed, ThreadStatus};
 use crate::state::State;
-use crate::step::Step;
-
-type Sink<'g, S> = Box<dyn FnMut(Event<S>) + Send + 'g>;
 
 impl<S: State, D: Sync> CompiledGraph<S, D> {
     /// Runs the graph from `input` to an [`Outcome`] with default limits.
     ///
-    /// Use [`CompiledGraph::runner`] to set a deadline, a cancellation token
-    /// or an event sink.
+    /// Use [`CompiledGraph::runner`] to set a thread, a deadline, a
+    /// cancellation token, breakpoints or an event sink.
     pub async fn run(&self, input: S, deps: &D) -> Result<Run<S>, RunError> {
         self.runner(deps).run(input).await
     }
 
-    /// A run with options: limits, cancellation, events.
+    /// A run with options.
     pub fn runner<'g>(&'g self, deps: &'g D) -> Runner<'g, S, D> {
         Runner {
             graph: self,
@@ -54,11 +47,14 @@ impl<S: State, D: Sync> CompiledGraph<S, D> {
             thread: None,
             owner: String::new(),
             durability: Durability::default(),
+            before: Vec::new(),
+            after: Vec::new(),
         }
     }
 }
 
-/// One run of a graph, configured step by step, started with [`Runner::run`].
+/// One run of a graph, configured step by step, started with [`Runner::run`]
+/// or continued with [`Runner::resume`] / [`Runner::resume_with`].
 #[must_use = "a runner does nothing until `.run(input).await`"]
 pub struct Runner<'g, S: State, D> {
     graph: &'g CompiledGraph<S, D>,
@@ -70,6 +66,8 @@ pub struct Runner<'g, S: State, D> {
     thread: Option<String>,
     owner: String,
     durability: Durability,
+    before: Vec<String>,
+    after: Vec<String>,
 }
 
 impl<'g, S: State, D: Sync> Runner<'g, S, D> {
@@ -122,50 +120,137 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         self
     }
 
-    /// Runs the graph from `input` until it completes, fails, runs out of a
-    /// budget or is cancelled. With [`Runner::thread`], starts that thread.
+    /// Pauses before a step in which any of `nodes` would run
+    /// ([`Outcome::Interrupted`] with [`PendingKind::Before`]).
+    pub fn interrupt_before<N: AsRef<str>>(mut self, nodes: impl IntoIterator<Item = N>) -> Self {
+        self.before.extend(nodes.into_iter().map(|n| n.as_ref().to_string()));
+        self
+    }
+
+    /// Pauses after a step in which any of `nodes` ran
+    /// ([`Outcome::Interrupted`] with [`PendingKind::After`]).
+    pub fn interrupt_after<N: AsRef<str>>(mut self, nodes: impl IntoIterator<Item = N>) -> Self {
+        self.after.extend(nodes.into_iter().map(|n| n.as_ref().to_string()));
+        self
+    }
+
+    /// Runs the graph from `input` until it completes, fails, pauses, runs
+    /// out of a budget or is cancelled. With [`Runner::thread`], starts that thread.
     pub async fn run(self, input: S) -> Result<Run<S>, RunError> {
         let graph = self.graph;
         let checkpointer = match (&self.thread, &graph.store) {
             (None, _) => None,
             (Some(_), None) => return Err(RunError::NoStore),
             (Some(thread), Some(store)) => Some(
-                Checkpointer::start(graph, Arc::clone(store), thread.clone(), self.owner.clone(), self.durability, &input)
-                    .await?,
+                Checkpointer::start(
+                    graph,
+                    Arc::clone(store),
+                    thread.clone(),
+                    self.owner.clone(),
+                    self.durability,
+                    &input,
+                )
+                .await?,
             ),
         };
-        let start = Resumed { state: input, active: vec![graph.start()], step: 0, pending: Vec::new() };
-        self.drive(start, checkpointer).await
+        let start = Resumed::fresh(input, graph.start());
+        self.drive(start, checkpointer, None).await
     }
 
     /// Continues thread [`Runner::thread`] from its last checkpoint, in this
-    /// or another process. Nodes that finished in a step that then failed are
-    /// not run again; their stored writes are used.
+    /// or another process: after a crash, a failure, a breakpoint or a fork.
+    /// Nodes that finished in a step that then stopped are not run again;
+    /// their stored writes are used. A thread waiting in `cx.interrupt` needs
+    /// [`Runner::resume_with`].
     pub async fn resume(self) -> Result<Run<S>, RunError> {
-        let graph = self.graph;
-        let (Some(thread), Some(store)) = (&self.thread, &graph.store) else {
-            return Err(if self.thread.is_none() {
-                RunError::InvalidConfig("resume needs `.thread(id)`".into())
-            } else {
-                RunError::NoStore
-            });
-        };
-        let (checkpointer, start) =
-            Checkpointer::resume(graph, Arc::clone(store), thread.clone(), self.durability).await?;
-        self.drive(start, Some(checkpointer)).await
+        let (checkpointer, start) = self.open().await?;
+        if let Some(p) = start.interrupts.iter().find(|p| p.kind == PendingKind::Interrupt) {
+            let thread = checkpointer.thread.clone();
+            let node = p.node.clone();
+            checkpointer.release().await;
+            return Err(RunError::ValueRequired { thread, node });
+        }
+        self.drive(start, Some(checkpointer), None).await
     }
 
-    async fn drive(self, start: Resumed<S>, mut checkpointer: Option<Checkpointer>) -> Result<Run<S>, RunError> {
+    /// Continues a thread that paused in `cx.interrupt(..)`: the paused
+    /// node(s) run again from their start and `interrupt` returns `value`.
+    pub async fn resume_with<V: serde::Serialize>(self, value: V) -> Result<Run<S>, RunError> {
+        let value = serde_json::to_value(value)
+            .map_err(|e| RunError::InvalidConfig(format!("the resume value does not serialise: {e}")))?;
+        let (checkpointer, start) = self.open().await?;
+        if !start.interrupts.iter().any(|p| p.kind == PendingKind::Interrupt) {
+            let thread = checkpointer.thread.clone();
+            checkpointer.release().await;
+            return Err(RunError::NotWaiting { thread, status: "no node is waiting in `interrupt`".into() });
+        }
+        self.drive(start, Some(checkpointer), Some(value)).await
+    }
+
+    async fn open(&self) -> Result<(Checkpointer, Resumed<S>), RunError> {
+        let (Some(thread), Some(store)) = (&self.thread, &self.graph.store) else {
+            return Err(match self.thread {
+                None => RunError::InvalidConfig("resuming needs `.thread(id)`".into()),
+                Some(_) => RunError::NoStore,
+            });
+        };
+        Checkpointer::resume(self.graph, Arc::clone(store), thread.clone(), self.durability).await
+    }
+
+    fn node_set(&self, names: &[String]) -> Result<HashSet<NodeId>, RunError> {
+        names
+            .iter()
+            .map(|n| {
+                self.graph.node_id(n).ok_or_else(|| {
+                    RunError::InvalidConfig(format!(
+                        "breakpoint on unknown node `{n}`; the nodes are {}",
+                        self.graph.node_names().join(", ")
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    async fn drive(
+        self,
+        start: Resumed<S>,
+        mut checkpointer: Option<Checkpointer>,
+        resume_value: Option<serde_json::Value>,
+    ) -> Result<Run<S>, RunError> {
         let plan: &Plan<S, D> = &self.graph.inner;
         let max_steps = self.max_steps.unwrap_or(plan.default_max_steps);
-        if max_steps == 0 {
-            return Err(RunError::InvalidConfig("max_steps must be at least 1".into()));
-        }
+        let config = (|| {
+            if max_steps == 0 {
+                return Err(RunError::InvalidConfig("max_steps must be at least 1".into()));
+            }
+            Ok((self.node_set(&self.before)?, self.node_set(&self.after)?))
+        })();
+        let (before, after) = match config {
+            Ok(sets) => sets,
+            Err(e) => {
+                if let Some(cp) = checkpointer {
+                    cp.release().await;
+                }
+                return Err(e);
+            }
+        };
+        let resume_nodes = start
+            .interrupts
+            .iter()
+            .filter(|p| p.kind == PendingKind::Interrupt)
+            .filter_map(|p| self.graph.node_id(&p.node))
+            .collect();
+        let skip_before = start.interrupts.iter().any(|p| p.kind == PendingKind::Before);
         let exec = Exec {
             plan,
             deps: self.deps,
             cancel: self.cancel,
-            events: Events { enabled: self.sink.is_some(), sink: Mutex::new(self.sink) },
+            events: Events::new(self.sink),
+            before,
+            after,
+            resume_value,
+            resume_nodes,
+            skip_before,
         };
         let span = tracing::info_span!("agentflow.run", graph = plan.spec.name, thread = self.thread.as_deref());
         let result = exec.run_loop(start, max_steps, self.deadline, &mut checkpointer).instrument(span).await;
@@ -185,262 +270,11 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 Outcome::BudgetExhausted { .. } => ThreadStatus::BudgetExhausted,
                 Outcome::Failed { .. } => ThreadStatus::Failed,
                 Outcome::Cancelled => ThreadStatus::Cancelled,
+                Outcome::Interrupted { .. } => ThreadStatus::Interrupted,
             };
             cp.finish(status, run.outcome.to_string()).await?;
         }
         exec.events.emit(|| Event::Finished { outcome: run.outcome.clone(), steps: run.steps });
         Ok(run)
     }
-}
-
-/// What the loop and its node tasks share for the length of one run.
-struct Exec<'g, S: State, D> {
-    plan: &'g Plan<S, D>,
-    deps: &'g D,
-    cancel: CancellationToken,
-    events: Events<'g, S>,
-}
-
-impl<S: State, D: Sync> Exec<'_, S, D> {
-    async fn run_loop(
-        &self,
-        start: Resumed<S>,
-        max_steps: u32,
-        deadline: Option<Instant>,
-        checkpointer: &mut Option<Checkpointer>,
-    ) -> Result<Run<S>, RunError> {
-        let Resumed { mut state, mut active, mut step, mut pending } = start;
-        let mut next = Vec::new();
-        let outcome = loop {
-            if self.cancel.is_cancelled() {
-                break Outcome::Cancelled;
-            }
-            if active.is_empty() {
-                break Outcome::Completed;
-            }
-            if step >= max_steps {
-                break Outcome::BudgetExhausted { which: Budget::Steps };
-            }
-            if deadline.is_some_and(|at| Instant::now() >= at) {
-                break Outcome::BudgetExhausted { which: Budget::Deadline };
-            }
-            self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
-            let journal = checkpointer.as_ref().map(|cp| Journal {
-                store: Arc::clone(cp.store()),
-                thread: cp.thread.clone(),
-                seq: cp.seq,
-            });
-            let work = self.run_step(&state, &active, step, std::mem::take(&mut pending), journal.as_ref());
-            let results = match deadline {
-                Some(at) => match tokio::time::timeout_at(at.into(), work).await {
-                    Ok(results) => results,
-                    Err(_) => break Outcome::BudgetExhausted { which: Budget::Deadline },
-                },
-                None => work.await,
-            };
-            let mut done = Vec::with_capacity(results.len());
-            let mut failed = None;
-            for (id, result) in results {
-                match result {
-                    Ok(s) => done.push((id, s)),
-                    Err(e) => {
-                        failed.get_or_insert((id, e));
-                    }
-                }
-            }
-            if let Some((id, error)) = failed {
-                if let Some(cp) = checkpointer.as_mut() {
-                    cp.keep_pending(&done, |n| self.name(n)).await?;
-                }
-                if self.cancel.is_cancelled() {
-                    break Outcome::Cancelled;
-                }
-                break self.failed(id, error);
-            }
-            if self.events.enabled {
-                for (id, s) in &done {
-                    self.events.emit(|| Event::NodeFinished {
-                        step,
-                        node: self.name(*id),
-                        update: s.update.clone(),
-                        next: self.names(&s.next),
-                    });
-                }
-            }
-            let delta = match checkpointer {
-                Some(_) => Some(encode_updates(&done)?),
-                None => None,
-            };
-            let ran: Vec<NodeId> = done.iter().map(|(id, _)| *id).collect();
-            if let Err((id, error)) = step::apply(self.plan, &mut state, done, &mut next) {
-                self.events.emit(|| Event::NodeFailed { step, node: self.name(id), error: error.clone() });
-                break self.failed(id, error);
-            }
-            std::mem::swap(&mut active, &mut next);
-            step += 1;
-            if let (Some(cp), Some(delta)) = (checkpointer.as_mut(), delta) {
-                let cursor = self.names(&active).into_iter().map(String::from).collect();
-                let nodes = self.names(&ran).into_iter().map(String::from).collect();
-                cp.commit_step(step, &state, delta, cursor, nodes).await?;
-            }
-        };
-        Ok(Run { outcome, state, steps: step })
-    }
-
-    async fn run_step(
-        &self,
-        state: &S,
-        active: &[NodeId],
-        step: u32,
-        mut pending: Vec<(NodeId, Step<S>)>,
-        journal: Option<&Journal>,
-    ) -> Vec<(NodeId, Result<Step<S>, NodeError>)> {
-        if pending.is_empty() {
-            if let [id] = active {
-                return vec![(*id, self.run_node(*id, state, step, journal).await)];
-            }
-            return join_all(active.iter().map(|&id| async move { (id, self.run_node(id, state, step, journal).await) }))
-                .await;
-        }
-        // Resuming a step that failed half-way: reuse what already finished.
-        join_all(active.iter().map(|&id| {
-            let kept = pending.iter().position(|(p, _)| *p == id).map(|i| pending.swap_remove(i).1);
-            async move {
-                match kept {
-                    Some(step) => (id, Ok(step)),
-                    None => (id, self.run_node(id, state, step, journal).await),
-                }
-            }
-        }))
-        .await
-    }
-
-    async fn run_node(
-        &self,
-        id: NodeId,
-        state: &S,
-        step: u32,
-        journal: Option<&Journal>,
-    ) -> Result<Step<S>, NodeError> {
-        let node = &self.plan.spec.nodes[id.index()];
-        let span = tracing::debug_span!("agentflow.node", node = node.name, step);
-        let mut attempt = 1;
-        loop {
-            self.events.emit(|| Event::NodeStarted {
-                step,
-                node: node.name,
-                attempt,
-            });
-            let cx = Ctx {
-                deps: self.deps,
-                node: node.name,
-                step,
-                attempt,
-                cancel: &self.cancel,
-                journal,
-            };
-            let work = AssertUnwindSafe((node.run)(state, &cx)).catch_unwind();
-            let result = match node.timeout {
-                Some(limit) => match tokio::time::timeout(limit, work)
-                    .instrument(span.clone())
-                    .await
-                {
-                    Ok(result) => result,
-                    Err(_) => Ok(Err(NodeError::transient(format!(
-                        "node `{}` timed out after {limit:?}",
-                        node.name
-                    )))),
-                },
-                None => work.instrument(span.clone()).await,
-            };
-            let error = match result {
-                Ok(Ok(step)) => return Ok(step),
-                Ok(Err(error)) => error,
-                Err(panic) => NodeError::fatal(format!(
-                    "node `{}` panicked: {}",
-                    node.name,
-                    panic_message(panic.as_ref())
-                )),
-            };
-            let retry = error.class == ErrorClass::Transient
-                && attempt < node.retry.max_attempts
-                && !self.cancel.is_cancelled();
-            if !retry {
-                tracing::warn!(parent: &span, %error, attempt, "node failed");
-                self.events.emit(|| Event::NodeFailed {
-                    step,
-                    node: node.name,
-                    error: error.clone(),
-                });
-                return Err(error);
-            }
-            let delay = node.retry.delay(attempt, error.retry_after);
-            tracing::info!(parent: &span, %error, attempt, ?delay, "retrying node");
-            self.events.emit(|| Event::NodeRetrying {
-                step,
-                node: node.name,
-                attempt,
-                error: error.clone(),
-                delay,
-            });
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
-                () = self.cancel.cancelled() => return Err(error),
-            }
-            attempt += 1;
-        }
-    }
-
-    fn failed(&self, id: NodeId, error: NodeError) -> Outcome {
-        Outcome::Failed {
-            node: self.name(id).to_string(),
-            error,
-        }
-    }
-
-    fn name(&self, id: NodeId) -> &'static str {
-        self.plan
-            .spec
-            .nodes
-            .get(id.index())
-            .map_or("<unknown>", |n| n.name)
-    }
-
-    fn names(&self, ids: &[NodeId]) -> Vec<&'static str> {
-        ids.iter().map(|id| self.name(*id)).collect()
-    }
-}
-
-/// The run's event sink; emitting costs nothing when there is none.
-struct Events<'g, S: State> {
-    enabled: bool,
-    sink: Mutex<Option<Sink<'g, S>>>,
-}
-
-impl<S: State> Events<'_, S> {
-    fn emit(&self, event: impl FnOnce() -> Event<S>) {
-        if !self.enabled {
-            return;
-        }
-        // A sink that panicked poisons the lock; later events still go through.
-        let mut sink = self.sink.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(sink) = sink.as_mut() {
-            sink(event());
-        }
-    }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(non-string panic payload)")
-}
-
-/// Serialises one step's updates, in declaration order, as the checkpoint's delta.
-fn encode_updates<S: State>(done: &[(NodeId, Step<S>)]) -> Result<Vec<Vec<u8>>, PersistError> {
-    done.iter()
-        .map(|(_, s)| serde_json::to_vec(&s.update).map_err(|source| PersistError::Encode { what: "an update", source }))
-        .collect()
 }

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::error::NodeError;
+use crate::interrupt::Pending;
 use crate::persist::{PersistError, ResumeError};
 
 /// Which budget ran out.
@@ -44,6 +45,15 @@ pub enum Outcome {
     },
     /// The run was cancelled from outside; it stopped at a step boundary.
     Cancelled,
+    /// The run paused for a human; the state is the one before the paused
+    /// step. Resume the thread to continue.
+    Interrupted {
+        /// The thread to resume (`None` for a run without a store, which
+        /// cannot be resumed).
+        thread: Option<String>,
+        /// What the run waits for.
+        pending: Vec<Pending>,
+    },
 }
 
 impl Outcome {
@@ -62,6 +72,10 @@ impl fmt::Display for Outcome {
                 write!(f, "Failed {{ node: {node}, error: {error} }}")
             }
             Outcome::Cancelled => f.write_str("Cancelled"),
+            Outcome::Interrupted { pending, .. } => {
+                let at: Vec<String> = pending.iter().map(|p| format!("{:?} at {}", p.kind, p.node)).collect();
+                write!(f, "Interrupted {{ {} }}", at.join(", "))
+            }
         }
     }
 }
@@ -109,6 +123,22 @@ pub enum RunError {
     /// The thread cannot be resumed with this graph.
     #[error(transparent)]
     Resume(#[from] ResumeError),
+    /// `resume_with(value)` on a thread that waits for no value.
+    #[error("thread `{thread}` is not waiting for a value ({status}); use `.resume()` to continue it")]
+    NotWaiting {
+        /// The thread id.
+        thread: String,
+        /// Where it stands.
+        status: String,
+    },
+    /// `resume()` on a thread that waits for a human's value.
+    #[error("thread `{thread}` is waiting at node `{node}` for a value; continue it with `.resume_with(value)`")]
+    ValueRequired {
+        /// The thread id.
+        thread: String,
+        /// The node that asked.
+        node: String,
+    },
     /// The store failed; the run stopped rather than continue unrecorded.
     #[error(transparent)]
     Persist(#[from] PersistError),

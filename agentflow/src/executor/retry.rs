@@ -38,10 +38,7 @@ impl RetryPolicy {
 
     /// `attempts` attempts in all with the default backoff (100 ms doubling, capped at 10 s).
     pub const fn attempts(attempts: u32) -> Self {
-        RetryPolicy {
-            max_attempts: attempts,
-            ..RetryPolicy::none()
-        }
+        RetryPolicy { max_attempts: attempts, ..RetryPolicy::none() }
     }
 
     /// Sets the first delay.
@@ -64,9 +61,7 @@ impl RetryPolicy {
 
     /// The delay after failed attempt `attempt` (from 1), before jitter.
     pub fn backoff(&self, attempt: u32) -> Duration {
-        let factor = 1u32
-            .checked_shl(attempt.saturating_sub(1))
-            .unwrap_or(u32::MAX);
+        let factor = 1u32.checked_shl(attempt.saturating_sub(1)).unwrap_or(u32::MAX);
         self.base_delay.saturating_mul(factor).min(self.max_delay)
     }
 
@@ -86,9 +81,7 @@ fn unit_random() -> f64 {
     static STATE: AtomicU64 = AtomicU64::new(0);
     let mut seed = STATE.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
     if seed == 0 {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
         STATE.store(now, Ordering::Relaxed);
         seed = now;
     }
@@ -105,9 +98,7 @@ mod tests {
 
     #[test]
     fn backoff_doubles_and_caps() {
-        let p = RetryPolicy::attempts(10)
-            .base(Duration::from_millis(10))
-            .max_delay(Duration::from_millis(50));
+        let p = RetryPolicy::attempts(10).base(Duration::from_millis(10)).max_delay(Duration::from_millis(50));
         assert_eq!(p.backoff(1), Duration::from_millis(10));
         assert_eq!(p.backoff(2), Duration::from_millis(20));
         assert_eq!(p.backoff(3), Duration::from_millis(40));
@@ -120,25 +111,14 @@ mod tests {
         let p = RetryPolicy::attempts(3).base(Duration::from_millis(100));
         for _ in 0..1000 {
             let d = p.delay(1, None);
-            assert!(
-                d >= Duration::from_millis(50) && d <= Duration::from_millis(100),
-                "{d:?}"
-            );
+            assert!(d >= Duration::from_millis(50) && d <= Duration::from_millis(100), "{d:?}");
         }
     }
 
     #[test]
     fn retry_after_is_a_floor() {
-        let p = RetryPolicy::attempts(3)
-            .base(Duration::from_millis(10))
-            .jitter(false);
-        assert_eq!(
-            p.delay(1, Some(Duration::from_secs(2))),
-            Duration::from_secs(2)
-        );
-        assert_eq!(
-            p.delay(1, Some(Duration::from_millis(1))),
-            Duration::from_millis(10)
-        );
+        let p = RetryPolicy::attempts(3).base(Duration::from_millis(10)).jitter(false);
+        assert_eq!(p.delay(1, Some(Duration::from_secs(2))), Duration::from_secs(2));
+        assert_eq!(p.delay(1, Some(Duration::from_millis(1))), Duration::from_millis(10));
     }
 }

@@ -33,10 +33,7 @@ pub(crate) fn apply<S: State, D>(
 // nodes of one step may not both overwrite a field. `#[graph]` proves both
 // for the updates it can see; this guards the rest (an update built far from
 // its `goto!`) so a violation fails loudly instead of losing a write.
-fn check_writes<S: State, D>(
-    plan: &Plan<S, D>,
-    results: &[(NodeId, Step<S>)],
-) -> Result<(), (NodeId, NodeError)> {
+fn check_writes<S: State, D>(plan: &Plan<S, D>, results: &[(NodeId, Step<S>)]) -> Result<(), (NodeId, NodeError)> {
     let mut overwritten: FieldMask = 0;
     for (id, step) in results {
         let touched = step.update.touched();
@@ -75,9 +72,6 @@ fn check_writes<S: State, D>(
 }
 
 fn names<S: State>(mask: FieldMask) -> String {
-    let names: Vec<String> = S::field_names(mask)
-        .iter()
-        .map(|n| format!("`{n}`"))
-        .collect();
+    let names: Vec<String> = S::field_names(mask).iter().map(|n| format!("`{n}`")).collect();
     names.join(", ")
 }

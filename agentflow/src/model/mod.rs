@@ -51,10 +51,7 @@ pub struct ChatRequest {
 impl ChatRequest {
     /// A request with these messages and nothing else set.
     pub fn new(messages: Vec<Message>) -> Self {
-        ChatRequest {
-            messages,
-            ..Self::default()
-        }
+        ChatRequest { messages, ..Self::default() }
     }
     /// Offer these tools.
     pub fn with_tools(mut self, tools: Vec<ToolSpec>) -> Self {
@@ -104,10 +101,7 @@ pub struct ChatReply {
 impl ChatReply {
     /// A text reply with unknown usage.
     pub fn text(text: impl Into<String>) -> Self {
-        ChatReply {
-            text: text.into(),
-            ..Self::default()
-        }
+        ChatReply { text: text.into(), ..Self::default() }
     }
     /// The reply as an AI message with the given id.
     pub fn into_message(self, id: impl Into<String>) -> Message {
@@ -235,9 +229,7 @@ impl ModelError {
             | ModelError::Timeout
             | ModelError::Transport(_)
             | ModelError::MalformedReply(_) => ErrorClass::Transient,
-            ModelError::Http { status, .. } if *status >= 500 || matches!(status, 408 | 409) => {
-                ErrorClass::Transient
-            }
+            ModelError::Http { status, .. } if *status >= 500 || matches!(status, 408 | 409) => ErrorClass::Transient,
             ModelError::InvalidOutput { .. } => ErrorClass::Correctable,
             ModelError::Http { .. }
             | ModelError::Auth { .. }

@@ -64,12 +64,7 @@ impl OpenAiConfig {
 
     /// A config for `model` at `base_url`, without key, with the default timeout.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
-        OpenAiConfig {
-            base_url: base_url.into(),
-            model: model.into(),
-            api_key: None,
-            timeout: Self::DEFAULT_TIMEOUT,
-        }
+        OpenAiConfig { base_url: base_url.into(), model: model.into(), api_key: None, timeout: Self::DEFAULT_TIMEOUT }
     }
 
     /// A local Ollama server serving `model`.
@@ -101,15 +96,11 @@ impl OpenAiConfig {
         let var = |key| var(key).filter(|v: &String| !v.trim().is_empty());
         let model = var("AGENTFLOW_MODEL").ok_or_else(|| {
             ModelError::Config(
-                "`AGENTFLOW_MODEL` is not set; set it to the model name (e.g. `qwen2.5` on Ollama)"
-                    .into(),
+                "`AGENTFLOW_MODEL` is not set; set it to the model name (e.g. `qwen2.5` on Ollama)".into(),
             )
         })?;
         let base_url = var("OPENAI_BASE_URL").unwrap_or_else(|| Self::OPENAI_BASE_URL.into());
-        Ok(OpenAiConfig {
-            api_key: var("OPENAI_API_KEY"),
-            ..Self::new(base_url, model)
-        })
+        Ok(OpenAiConfig { api_key: var("OPENAI_API_KEY"), ..Self::new(base_url, model) })
     }
 }
 
@@ -140,14 +131,10 @@ impl OpenAiCompatible {
         let base = config.base_url.trim_end_matches('/');
         let https = base.starts_with("https://");
         if !https && !base.starts_with("http://") {
-            return Err(ModelError::Config(format!(
-                "base url `{base}` must start with `http://` or `https://`"
-            )));
+            return Err(ModelError::Config(format!("base url `{base}` must start with `http://` or `https://`")));
         }
         if https && !cfg!(feature = "tls") {
-            return Err(ModelError::Config(format!(
-                "base url `{base}` needs https; enable agentflow's `tls` feature"
-            )));
+            return Err(ModelError::Config(format!("base url `{base}` needs https; enable agentflow's `tls` feature")));
         }
         let client = reqwest::Client::builder()
             .timeout(config.timeout)
@@ -179,20 +166,14 @@ impl ChatModel for OpenAiCompatible {
     }
 
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
-        let mut http = self
-            .client
-            .post(&self.endpoint)
-            .json(&wire_request(&self.config.model, req));
+        let mut http = self.client.post(&self.endpoint).json(&wire_request(&self.config.model, req));
         if let Some(key) = &self.config.api_key {
             http = http.bearer_auth(key);
         }
         let response = http.send().await.map_err(transport_error)?;
         let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_retry_after);
+        let retry_after =
+            response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
         let body = response.text().await.map_err(transport_error)?;
         if !(200..300).contains(&status) {
             return Err(status_error(status, retry_after, &body));
@@ -202,11 +183,7 @@ impl ChatModel for OpenAiCompatible {
 }
 
 fn transport_error(err: reqwest::Error) -> ModelError {
-    if err.is_timeout() {
-        ModelError::Timeout
-    } else {
-        ModelError::Transport(error_chain(&err))
-    }
+    if err.is_timeout() { ModelError::Timeout } else { ModelError::Transport(error_chain(&err)) }
 }
 
 fn error_chain(err: &dyn std::error::Error) -> String {
@@ -228,10 +205,7 @@ fn parse_retry_after(value: &str) -> Option<Duration> {
 fn status_error(status: u16, retry_after: Option<Duration>, body: &str) -> ModelError {
     let message = error_message(body);
     match status {
-        429 => ModelError::RateLimited {
-            retry_after,
-            message,
-        },
+        429 => ModelError::RateLimited { retry_after, message },
         401 | 403 => ModelError::Auth { status, message },
         _ => ModelError::Http { status, message },
     }
@@ -297,9 +271,10 @@ fn wire_request<'a>(model: &'a str, req: &'a ChatRequest) -> WireRequest<'a> {
             .collect(),
         max_tokens: req.max_output_tokens,
         temperature: req.temperature,
-        response_format: req.response_schema.as_ref().map(
-            |s| json!({"type": "json_schema", "json_schema": {"name": s.name, "schema": s.schema}}),
-        ),
+        response_format: req
+            .response_schema
+            .as_ref()
+            .map(|s| json!({"type": "json_schema", "json_schema": {"name": s.name, "schema": s.schema}})),
         stream: false,
     }
 }
@@ -325,12 +300,7 @@ fn wire_message(m: &Message) -> WireMessage<'_> {
         })
         .collect();
     let content = (!m.content.is_empty() || tool_calls.is_empty()).then_some(m.content.as_str());
-    WireMessage {
-        role,
-        content,
-        tool_calls,
-        tool_call_id: m.tool_call_id.as_deref(),
-    }
+    WireMessage { role, content, tool_calls, tool_call_id: m.tool_call_id.as_deref() }
 }
 
 #[derive(Deserialize)]
@@ -378,9 +348,8 @@ struct WireUsage {
 }
 
 fn parse_reply(body: &str) -> Result<ChatReply, ModelError> {
-    let reply: WireReply = serde_json::from_str(body).map_err(|e| {
-        ModelError::MalformedReply(format!("not a chat completion ({e}): {}", shorten(body)))
-    })?;
+    let reply: WireReply = serde_json::from_str(body)
+        .map_err(|e| ModelError::MalformedReply(format!("not a chat completion ({e}): {}", shorten(body))))?;
     let choice = reply
         .choices
         .into_iter()
@@ -394,16 +363,10 @@ fn parse_reply(body: &str) -> Result<ChatReply, ModelError> {
         .enumerate()
         .map(|(i, call)| {
             let id = call.id.unwrap_or_else(|| format!("call_{}", i + 1));
-            ToolCall::new(
-                id,
-                call.function.name,
-                parse_arguments(call.function.arguments),
-            )
+            ToolCall::new(id, call.function.name, parse_arguments(call.function.arguments))
         })
         .collect();
-    let usage = reply
-        .usage
-        .and_then(|u| Some(Usage::new(u.prompt_tokens?, u.completion_tokens?)));
+    let usage = reply.usage.and_then(|u| Some(Usage::new(u.prompt_tokens?, u.completion_tokens?)));
     Ok(ChatReply {
         text: message.content.or(message.refusal).unwrap_or_default(),
         tool_calls,
@@ -445,14 +408,8 @@ mod tests {
 
     #[test]
     fn error_messages() {
-        assert_eq!(
-            error_message(r#"{"error":{"message":"slow down"}}"#),
-            "slow down"
-        );
-        assert_eq!(
-            error_message(r#"{"error":"model not found"}"#),
-            "model not found"
-        );
+        assert_eq!(error_message(r#"{"error":{"message":"slow down"}}"#), "slow down");
+        assert_eq!(error_message(r#"{"error":"model not found"}"#), "model not found");
         assert_eq!(error_message("upstream down\n"), "upstream down");
     }
 

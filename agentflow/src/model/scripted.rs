@@ -91,10 +91,7 @@ impl std::fmt::Debug for ScriptedModel {
 impl ScriptedModel {
     /// An empty script.
     pub fn new() -> Self {
-        ScriptedModel {
-            script: Mutex::default(),
-            responder: None,
-        }
+        ScriptedModel { script: Mutex::default(), responder: None }
     }
 
     fn lock(&self) -> MutexGuard<'_, Script> {
@@ -102,15 +99,8 @@ impl ScriptedModel {
     }
 
     fn push(mut self, outcome: Result<ChatReply, ModelError>, estimate: bool) -> Self {
-        let script = self
-            .script
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner);
-        script.steps.push_back(Step {
-            outcome,
-            estimate,
-            expectations: Vec::new(),
-        });
+        let script = self.script.get_mut().unwrap_or_else(PoisonError::into_inner);
+        script.steps.push_back(Step { outcome, estimate, expectations: Vec::new() });
         self
     }
 
@@ -131,14 +121,8 @@ impl ScriptedModel {
     }
 
     /// Then ask for several tool calls in one reply (independent calls).
-    pub fn reply_tool_calls<N: Into<String>>(
-        mut self,
-        calls: impl IntoIterator<Item = (N, Value)>,
-    ) -> Self {
-        let script = self
-            .script
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner);
+    pub fn reply_tool_calls<N: Into<String>>(mut self, calls: impl IntoIterator<Item = (N, Value)>) -> Self {
+        let script = self.script.get_mut().unwrap_or_else(PoisonError::into_inner);
         let tool_calls = calls
             .into_iter()
             .map(|(name, arguments)| {
@@ -146,10 +130,7 @@ impl ScriptedModel {
                 ToolCall::new(format!("call_{}", script.next_call_id), name, arguments)
             })
             .collect();
-        let reply = ChatReply {
-            tool_calls,
-            ..ChatReply::default()
-        };
+        let reply = ChatReply { tool_calls, ..ChatReply::default() };
         self.push(Ok(reply), true)
     }
 
@@ -170,16 +151,9 @@ impl ScriptedModel {
         description: impl Into<String>,
         check: impl Fn(&ChatRequest) -> bool + Send + Sync + 'static,
     ) -> Self {
-        let script = self
-            .script
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner);
-        let step = script
-            .steps
-            .back_mut()
-            .expect("`expect` applies to the step scripted last; script a reply first");
-        step.expectations
-            .push((description.into(), Box::new(check)));
+        let script = self.script.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let step = script.steps.back_mut().expect("`expect` applies to the step scripted last; script a reply first");
+        step.expectations.push((description.into(), Box::new(check)));
         self
     }
 
@@ -220,18 +194,11 @@ pub fn estimate_tokens(text: &str) -> u64 {
 }
 
 fn estimate_calls(calls: &[ToolCall]) -> u64 {
-    calls
-        .iter()
-        .map(|call| estimate_tokens(&call.name) + estimate_tokens(&call.arguments.to_string()))
-        .sum()
+    calls.iter().map(|call| estimate_tokens(&call.name) + estimate_tokens(&call.arguments.to_string())).sum()
 }
 
 fn estimate_usage(req: &ChatRequest, reply: &ChatReply) -> Usage {
-    let input = req
-        .messages
-        .iter()
-        .map(|m| estimate_tokens(&m.content) + estimate_calls(&m.tool_calls))
-        .sum();
+    let input = req.messages.iter().map(|m| estimate_tokens(&m.content) + estimate_calls(&m.tool_calls)).sum();
     let output = estimate_tokens(&reply.text) + estimate_calls(&reply.tool_calls);
     Usage::new(input, output)
 }
@@ -249,17 +216,12 @@ impl ChatModel for ScriptedModel {
         let Some(step) = script.steps.pop_front() else {
             return match &self.responder {
                 Some(respond) => respond(req),
-                None => Err(ModelError::ScriptExhausted {
-                    served: script.served,
-                }),
+                None => Err(ModelError::ScriptExhausted { served: script.served }),
             };
         };
         script.served += 1;
         if let Some((expectation, _)) = step.expectations.iter().find(|(_, check)| !check(req)) {
-            return Err(ModelError::UnexpectedRequest {
-                call,
-                expectation: expectation.clone(),
-            });
+            return Err(ModelError::UnexpectedRequest { call, expectation: expectation.clone() });
         }
         let mut reply = step.outcome?;
         if step.estimate {

@@ -92,20 +92,12 @@ where
     let mut usage = UsageTally::default();
     let mut reasks = 0;
     loop {
-        let fail = |error, usage| StructuredError {
-            error,
-            usage,
-            reasks,
-        };
+        let fail = |error, usage| StructuredError { error, usage, reasks };
         let reply = model.chat(&req).await.map_err(|e| fail(e, usage))?;
         usage.record(reply.usage);
         let detail = match parse_reply::<T>(&reply.text) {
             Ok(value) => {
-                return Ok(Structured {
-                    value,
-                    usage,
-                    reasks,
-                });
+                return Ok(Structured { value, usage, reasks });
             }
             Err(_) if reply.text.trim().is_empty() && !reply.tool_calls.is_empty() => {
                 "expected a JSON reply, not tool calls".to_owned()
@@ -127,17 +119,10 @@ where
 
 /// `T`'s JSON schema (schemars), named after the type for the wire format.
 pub fn response_schema<T: JsonSchema>() -> ResponseSchema {
-    let name: String = T::schema_name()
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
-        .take(64)
-        .collect();
+    let name: String =
+        T::schema_name().chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')).take(64).collect();
     ResponseSchema {
-        name: if name.is_empty() {
-            "response".into()
-        } else {
-            name
-        },
+        name: if name.is_empty() { "response".into() } else { name },
         schema: schemars::schema_for!(T).to_value(),
     }
 }

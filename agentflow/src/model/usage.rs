@@ -16,10 +16,7 @@ pub struct Usage {
 impl Usage {
     /// A usage record.
     pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
-        Usage {
-            input_tokens,
-            output_tokens,
-        }
+        Usage { input_tokens, output_tokens }
     }
     /// Input plus output tokens.
     pub fn total(&self) -> u64 {
@@ -30,10 +27,7 @@ impl Usage {
 impl Add for Usage {
     type Output = Usage;
     fn add(self, rhs: Usage) -> Usage {
-        Usage::new(
-            self.input_tokens + rhs.input_tokens,
-            self.output_tokens + rhs.output_tokens,
-        )
+        Usage::new(self.input_tokens + rhs.input_tokens, self.output_tokens + rhs.output_tokens)
     }
 }
 

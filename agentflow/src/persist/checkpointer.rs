@@ -5,14 +5,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agentflow_store::{
-    Checkpoint, CheckpointMetadata, CheckpointSource, Durability as StoreDurability, LeaseError,
-    PendingWrite, StepCommit, Store, ThreadRecord, ThreadStatus,
+    Checkpoint, CheckpointMetadata, CheckpointSource, Durability as StoreDurability, LeaseError, PendingWrite,
+    StepCommit, Store, ThreadRecord, ThreadStatus,
 };
 use serde_json::{Value, json};
 
-use super::{Durability, PersistError, ResumeError, blocking, now_ms};
+use super::{Durability, Journal, PersistError, ResumeError, blocking, now_ms};
 use crate::executor::RunError;
 use crate::graph::{CompiledGraph, NodeId};
+use crate::interrupt::Pending;
 use crate::state::State;
 use crate::step::Step;
 
@@ -25,9 +26,21 @@ pub(crate) struct Resumed<S: State> {
     pub state: S,
     pub active: Vec<NodeId>,
     pub step: u32,
-    /// Results of nodes that finished in the step that then failed.
+    /// Results of nodes that finished in the step that then stopped.
     pub pending: Vec<(NodeId, Step<S>)>,
+    /// What the thread was waiting for when it paused.
+    pub interrupts: Vec<Pending>,
 }
+
+impl<S: State> Resumed<S> {
+    /// A new run at `input`.
+    pub(crate) fn fresh(state: S, start: NodeId) -> Self {
+        Resumed { state, active: vec![start], step: 0, pending: Vec::new(), interrupts: Vec::new() }
+    }
+}
+
+/// The pending-write key under which a paused step keeps its interrupts.
+pub(crate) const INTERRUPTS: &str = "__interrupts__";
 
 /// Writes a thread's checkpoints for one run.
 pub(crate) struct Checkpointer {
@@ -88,11 +101,7 @@ fn explain_change(stored: Option<&Value>, current: &Value) -> String {
     for name in current.keys().filter(|n| !stored.contains_key(*n)) {
         changes.push(format!("node `{name}` was added"));
     }
-    if changes.is_empty() {
-        "the state type, `writes` lists or step bound changed".into()
-    } else {
-        changes.join("; ")
-    }
+    if changes.is_empty() { "the state type, `writes` lists or step bound changed".into() } else { changes.join("; ") }
 }
 
 fn lease_error(e: LeaseError) -> RunError {
@@ -184,7 +193,8 @@ impl Checkpointer {
         if matches!(record.status, ThreadStatus::Completed) {
             return Err(ResumeError::Finished { thread, status: "completed".into() }.into());
         }
-        let mut cp = Checkpointer::new(store, thread, record.owner.clone(), graph.fingerprint(), S::VERSION, durability);
+        let mut cp =
+            Checkpointer::new(store, thread, record.owner.clone(), graph.fingerprint(), S::VERSION, durability);
         cp.created_at = record.created_at;
         cp.acquire().await?;
         let id = cp.thread.clone();
@@ -226,7 +236,17 @@ impl Checkpointer {
         let (id, seq) = (cp.thread.clone(), latest.seq);
         let writes = blocking(&cp.store, move |s| s.pending_writes(&id, seq)).await?.map_err(PersistError::from)?;
         let mut pending = Vec::new();
+        let mut interrupts = Vec::new();
         for w in writes {
+            if w.node == INTERRUPTS {
+                interrupts = serde_json::from_slice(&w.value).map_err(|source| PersistError::Decode {
+                    thread: cp.thread.clone(),
+                    seq,
+                    what: "interrupts",
+                    source,
+                })?;
+                continue;
+            }
             let Some(node) = graph.node_id(&w.node) else { continue };
             let stored: StoredWrite<S::Update> = serde_json::from_slice(&w.value).map_err(|source| {
                 PersistError::Decode { thread: cp.thread.clone(), seq, what: "pending write", source }
@@ -237,12 +257,17 @@ impl Checkpointer {
         cp.seq = latest.seq;
         cp.snapshot_len = to_json(&state, "the state")?.len();
         let step = u32::try_from(latest.metadata.step).unwrap_or(u32::MAX);
-        Ok((cp, Resumed { state, active, step, pending }))
+        Ok((cp, Resumed { state, active, step, pending, interrupts }))
     }
 
     /// Rebuilds the state at `seq`: the nearest snapshot, migrated if needed,
     /// then every delta after it in order.
-    async fn rebuild<S: State, D>(&self, graph: &CompiledGraph<S, D>, seq: u64, stored_version: u32) -> Result<S, RunError> {
+    async fn rebuild<S: State, D>(
+        &self,
+        graph: &CompiledGraph<S, D>,
+        seq: u64,
+        stored_version: u32,
+    ) -> Result<S, RunError> {
         let id = self.thread.clone();
         let chain = blocking(&self.store, move |s| s.state_chain(&id, seq))
             .await?
@@ -251,7 +276,9 @@ impl Checkpointer {
         let decode = |what, seq, source| PersistError::Decode { thread: self.thread.clone(), seq, what, source };
         if stored_version != S::VERSION {
             if !chain.steps.iter().all(|s| s.delta.is_empty()) {
-                return Err(ResumeError::NeedsSnapshot { thread: self.thread.clone(), seq, stored: stored_version }.into());
+                return Err(
+                    ResumeError::NeedsSnapshot { thread: self.thread.clone(), seq, stored: stored_version }.into()
+                );
             }
             let old: Value =
                 serde_json::from_slice(&chain.snapshot).map_err(|e| decode("state snapshot", chain.snapshot_seq, e))?;
@@ -302,9 +329,14 @@ impl Checkpointer {
     pub(crate) async fn keep_pending<S: State>(
         &mut self,
         done: &[(NodeId, Step<S>)],
+        interrupts: &[Pending],
         names: impl Fn(NodeId) -> &'static str,
     ) -> Result<(), PersistError> {
         let mut writes = Vec::new();
+        if !interrupts.is_empty() {
+            let value = to_json(&interrupts, "the interrupts")?;
+            writes.push(PendingWrite { seq: self.seq, node: INTERRUPTS.to_string(), idx: 0, value });
+        }
         for (id, step) in done {
             let next: Vec<&str> = step.next.iter().map(|n| names(*n)).collect();
             let value = to_json(&StoredWriteRef { update: &step.update, next }, "a pending write")?;
@@ -323,7 +355,7 @@ impl Checkpointer {
         result
     }
 
-    async fn release(&self) {
+    pub(crate) async fn release(&self) {
         let (thread, holder) = (self.thread.clone(), self.holder.clone());
         // A lease we cannot release expires by itself; nothing is lost.
         if let Ok(Err(e)) = blocking(&self.store, move |s| s.release_lease(&thread, &holder)).await {
@@ -342,9 +374,8 @@ impl Checkpointer {
         let now = now_ms();
         if now + LEASE_TTL_MS / 2 >= self.lease_until {
             let (thread, holder) = (self.thread.clone(), self.holder.clone());
-            self.lease_until = blocking(&self.store, move |s| s.renew_lease(&thread, &holder, LEASE_TTL_MS, now))
-                .await??
-                .expires_at;
+            self.lease_until =
+                blocking(&self.store, move |s| s.renew_lease(&thread, &holder, LEASE_TTL_MS, now)).await??.expires_at;
         }
         let durability = match (self.durability, last) {
             (Durability::Sync, _) | (_, true) => StoreDurability::Immediate,
@@ -361,9 +392,9 @@ impl Checkpointer {
         Ok(())
     }
 
-    /// The store, for the effect journal.
-    pub(crate) fn store(&self) -> &Arc<dyn Store> {
-        &self.store
+    /// Where the effects of the next step are journaled.
+    pub(crate) fn journal(&self) -> Journal {
+        Journal { store: Arc::clone(&self.store), thread: self.thread.clone(), seq: self.seq }
     }
 }
 

@@ -5,13 +5,14 @@
 use std::sync::Arc;
 
 use agentflow_store::{
-    AuditEntry, Checkpoint, CheckpointMetadata, CheckpointSource, CheckpointSummary, CompactReport,
-    NewAuditEntry, StateChain, StepCommit, Store, ThreadRecord, ThreadStatus,
+    AuditEntry, Checkpoint, CheckpointMetadata, CheckpointSource, CheckpointSummary, CompactReport, NewAuditEntry,
+    StateChain, StepCommit, Store, ThreadRecord, ThreadStatus,
 };
 
 use super::error::HistoryError;
 use super::{PersistError, now_ms};
 use crate::graph::CompiledGraph;
+use crate::interrupt::Pending;
 use crate::state::State;
 
 /// The state of a thread at one checkpoint.
@@ -92,6 +93,31 @@ impl<S: State, D> CompiledGraph<S, D> {
         })
     }
 
+    /// What a paused thread waits for (empty when it is not paused).
+    pub fn pending(&self, thread: &str) -> Result<Vec<Pending>, HistoryError> {
+        let store = self.store_or_err()?;
+        let Some(record) = store.thread(thread).map_err(PersistError::from)? else {
+            return Err(HistoryError::UnknownThread { thread: thread.to_string() });
+        };
+        if record.status != ThreadStatus::Interrupted {
+            return Ok(Vec::new());
+        }
+        let Some(latest) = store.latest_checkpoint(thread).map_err(PersistError::from)? else { return Ok(Vec::new()) };
+        for w in store.pending_writes(thread, latest.seq).map_err(PersistError::from)? {
+            if w.node == super::checkpointer::INTERRUPTS {
+                return serde_json::from_slice(&w.value).map_err(|source| {
+                    HistoryError::Persist(PersistError::Decode {
+                        thread: thread.to_string(),
+                        seq: latest.seq,
+                        what: "interrupts",
+                        source,
+                    })
+                });
+            }
+        }
+        Ok(Vec::new())
+    }
+
     /// Every checkpoint of the thread, oldest first, without payloads.
     pub fn history(&self, thread: &str) -> Result<Vec<CheckpointSummary>, HistoryError> {
         Ok(self.store_or_err()?.list_checkpoints(thread).map_err(PersistError::from)?)
@@ -112,7 +138,17 @@ impl<S: State, D> CompiledGraph<S, D> {
             .map_err(PersistError::from)?
             .ok_or(HistoryError::UnknownCheckpoint { thread: thread.to_string(), seq })?;
         let metadata = CheckpointMetadata::new(from.metadata.step, CheckpointSource::Fork, vec![]);
-        self.append_checkpoint(store, thread, seq, from.cursor, vec![], metadata, actor, "state.forked", serde_json::json!({ "from": seq }))
+        self.append_checkpoint(
+            store,
+            thread,
+            seq,
+            from.cursor,
+            vec![],
+            metadata,
+            actor,
+            "state.forked",
+            serde_json::json!({ "from": seq }),
+        )
     }
 
     /// Writes `update` through the reducers as a new checkpoint after the
@@ -127,7 +163,17 @@ impl<S: State, D> CompiledGraph<S, D> {
         let blob = serde_json::to_vec(&update).map_err(|source| PersistError::Encode { what: "the update", source })?;
         let detail = serde_json::to_value(&update).unwrap_or_default();
         let metadata = CheckpointMetadata::new(latest.metadata.step, CheckpointSource::UpdateState, vec![]);
-        self.append_checkpoint(store, thread, latest.seq, latest.cursor, vec![blob], metadata, actor, "state.updated", detail)
+        self.append_checkpoint(
+            store,
+            thread,
+            latest.seq,
+            latest.cursor,
+            vec![blob],
+            metadata,
+            actor,
+            "state.updated",
+            detail,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -164,7 +210,9 @@ impl<S: State, D> CompiledGraph<S, D> {
         };
         // A new head with work left makes the thread resumable again.
         let status = if checkpoint.cursor.is_empty() { record.status } else { ThreadStatus::Interrupted };
-        let mut commit = StepCommit::new(ThreadRecord { updated_at: now, lease: None, status, ..record }).with_checkpoint(checkpoint).fenced_by(&holder, now);
+        let mut commit = StepCommit::new(ThreadRecord { updated_at: now, lease: None, status, ..record })
+            .with_checkpoint(checkpoint)
+            .fenced_by(&holder, now);
         commit.audit.push(NewAuditEntry { at: now, actor: actor.to_string(), kind: kind.to_string(), detail });
         let result = store.commit_step(commit).map_err(PersistError::from);
         let _ = store.release_lease(thread, &holder);

@@ -39,7 +39,8 @@ impl Journal {
         F: FnOnce(String) -> Fut,
         Fut: Future<Output = Result<T, NodeError>>,
     {
-        let ekey = EffectKey { thread: self.thread.clone(), seq: self.seq, node: node.to_string(), key: key.to_string() };
+        let ekey =
+            EffectKey { thread: self.thread.clone(), seq: self.seq, node: node.to_string(), key: key.to_string() };
         let k = ekey.clone();
         let recorded = blocking(&self.store, move |s| s.effect(&k)).await.and_then(|r| Ok(r?)).map_err(unavailable)?;
         if let Some(bytes) = recorded {

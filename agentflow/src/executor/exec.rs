@@ -1,0 +1,311 @@
+//! The super-step loop of one run.
+//!
+//! Bulk-synchronous, as in Pregel: the nodes active in step N all read the
+//! state as it was after step N-1 and run concurrently; their updates are
+//! merged through the reducers, in declaration order, only after all of them
+//! finished, and become visible in step N+1.
+
+use std::collections::HashSet;
+use std::panic::AssertUnwindSafe;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use futures_util::FutureExt;
+use futures_util::future::join_all;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::events::Events;
+use super::{Budget, Outcome, Run, RunError, step};
+use crate::context::Ctx;
+use crate::error::{ErrorClass, NodeError};
+use crate::event::Event;
+use crate::graph::{NodeId, Plan};
+use crate::interrupt::{InterruptSlot, Pending, PendingKind};
+use crate::persist::{Checkpointer, Journal, PersistError, Resumed};
+use crate::state::State;
+use crate::step::Step;
+
+/// Why a node did not produce a step.
+pub(crate) enum Halt {
+    Error(NodeError),
+    Interrupt(serde_json::Value),
+}
+
+/// What the loop and its node tasks share for the length of one run.
+pub(crate) struct Exec<'g, S: State, D> {
+    pub(crate) plan: &'g Plan<S, D>,
+    pub(crate) deps: &'g D,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) events: Events<'g, S>,
+    /// Static breakpoints.
+    pub(crate) before: HashSet<NodeId>,
+    pub(crate) after: HashSet<NodeId>,
+    /// The value a human resumed with, for the nodes that interrupted.
+    pub(crate) resume_value: Option<serde_json::Value>,
+    pub(crate) resume_nodes: HashSet<NodeId>,
+    /// Resuming from a breakpoint before these nodes: do not stop there again.
+    pub(crate) skip_before: bool,
+}
+
+impl<S: State, D: Sync> Exec<'_, S, D> {
+    pub(crate) async fn run_loop(
+        &self,
+        start: Resumed<S>,
+        max_steps: u32,
+        deadline: Option<Instant>,
+        checkpointer: &mut Option<Checkpointer>,
+    ) -> Result<Run<S>, RunError> {
+        let Resumed { mut state, mut active, mut step, mut pending, .. } = start;
+        let mut next = Vec::new();
+        let mut skip_before = self.skip_before;
+        let outcome = loop {
+            if self.cancel.is_cancelled() {
+                break Outcome::Cancelled;
+            }
+            if active.is_empty() {
+                break Outcome::Completed;
+            }
+            if step >= max_steps {
+                break Outcome::BudgetExhausted { which: Budget::Steps };
+            }
+            if deadline.is_some_and(|at| Instant::now() >= at) {
+                break Outcome::BudgetExhausted { which: Budget::Deadline };
+            }
+            if !std::mem::take(&mut skip_before) {
+                let stops = self.breakpoints(&active, &self.before, PendingKind::Before);
+                if !stops.is_empty() {
+                    break self.pause(checkpointer, &[], stops).await?;
+                }
+            }
+            self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
+            let journal = checkpointer.as_ref().map(Checkpointer::journal);
+            let work = self.run_step(&state, &active, step, std::mem::take(&mut pending), journal.as_ref());
+            let results = match deadline {
+                Some(at) => match tokio::time::timeout_at(at.into(), work).await {
+                    Ok(results) => results,
+                    Err(_) => break Outcome::BudgetExhausted { which: Budget::Deadline },
+                },
+                None => work.await,
+            };
+            let (done, failed, interrupts) = self.sort_results(results);
+            if let Some((id, error)) = failed {
+                if let Some(cp) = checkpointer.as_mut() {
+                    cp.keep_pending(&done, &[], |n| self.name(n)).await?;
+                }
+                if self.cancel.is_cancelled() {
+                    break Outcome::Cancelled;
+                }
+                break self.failed(id, error);
+            }
+            if !interrupts.is_empty() {
+                break self.pause(checkpointer, &done, interrupts).await?;
+            }
+            self.emit_finished(step, &done);
+            let delta = match checkpointer {
+                Some(_) => Some(encode_updates(&done)?),
+                None => None,
+            };
+            let ran: Vec<NodeId> = done.iter().map(|(id, _)| *id).collect();
+            if let Err((id, error)) = step::apply(self.plan, &mut state, done, &mut next) {
+                self.events.emit(|| Event::NodeFailed { step, node: self.name(id), error: error.clone() });
+                break self.failed(id, error);
+            }
+            std::mem::swap(&mut active, &mut next);
+            step += 1;
+            if let (Some(cp), Some(delta)) = (checkpointer.as_mut(), delta) {
+                let cursor = self.names(&active).into_iter().map(String::from).collect();
+                let nodes = self.names(&ran).into_iter().map(String::from).collect();
+                cp.commit_step(step, &state, delta, cursor, nodes).await?;
+            }
+            let stops = self.breakpoints(&ran, &self.after, PendingKind::After);
+            if !stops.is_empty() && !active.is_empty() {
+                break self.pause(checkpointer, &[], stops).await?;
+            }
+        };
+        Ok(Run { outcome, state, steps: step })
+    }
+
+    /// Splits a step's results into finished nodes, the first failure (in
+    /// declaration order) and interrupts.
+    #[allow(clippy::type_complexity)]
+    fn sort_results(
+        &self,
+        results: Vec<(NodeId, Result<Step<S>, Halt>)>,
+    ) -> (Vec<(NodeId, Step<S>)>, Option<(NodeId, NodeError)>, Vec<Pending>) {
+        let mut done = Vec::with_capacity(results.len());
+        let mut failed = None;
+        let mut interrupts = Vec::new();
+        for (id, result) in results {
+            match result {
+                Ok(s) => done.push((id, s)),
+                Err(Halt::Error(e)) => {
+                    failed.get_or_insert((id, e));
+                }
+                Err(Halt::Interrupt(payload)) => {
+                    interrupts.push(Pending { node: self.name(id).to_string(), kind: PendingKind::Interrupt, payload });
+                }
+            }
+        }
+        (done, failed, interrupts)
+    }
+
+    fn breakpoints(&self, nodes: &[NodeId], set: &HashSet<NodeId>, kind: PendingKind) -> Vec<Pending> {
+        nodes
+            .iter()
+            .filter(|n| set.contains(n))
+            .map(|n| Pending { node: self.name(*n).to_string(), kind, payload: serde_json::Value::Null })
+            .collect()
+    }
+
+    /// Ends the run as interrupted; the nodes that finished in the step keep
+    /// their writes, so only the paused ones run again on resume.
+    async fn pause(
+        &self,
+        checkpointer: &mut Option<Checkpointer>,
+        done: &[(NodeId, Step<S>)],
+        pending: Vec<Pending>,
+    ) -> Result<Outcome, PersistError> {
+        let thread = match checkpointer.as_mut() {
+            Some(cp) => {
+                cp.keep_pending(done, &pending, |n| self.name(n)).await?;
+                Some(cp.thread.clone())
+            }
+            None => None,
+        };
+        Ok(Outcome::Interrupted { thread, pending })
+    }
+
+    fn emit_finished(&self, step: u32, done: &[(NodeId, Step<S>)]) {
+        if !self.events.enabled {
+            return;
+        }
+        for (id, s) in done {
+            self.events.emit(|| Event::NodeFinished {
+                step,
+                node: self.name(*id),
+                update: s.update.clone(),
+                next: self.names(&s.next),
+            });
+        }
+    }
+
+    async fn run_step(
+        &self,
+        state: &S,
+        active: &[NodeId],
+        step: u32,
+        mut pending: Vec<(NodeId, Step<S>)>,
+        journal: Option<&Journal>,
+    ) -> Vec<(NodeId, Result<Step<S>, Halt>)> {
+        if pending.is_empty() {
+            if let [id] = active {
+                return vec![(*id, self.run_node(*id, state, step, journal).await)];
+            }
+            return join_all(
+                active.iter().map(|&id| async move { (id, self.run_node(id, state, step, journal).await) }),
+            )
+            .await;
+        }
+        // Resuming a step that stopped half-way: reuse what already finished.
+        join_all(active.iter().map(|&id| {
+            let kept = pending.iter().position(|(p, _)| *p == id).map(|i| pending.swap_remove(i).1);
+            async move {
+                match kept {
+                    Some(step) => (id, Ok(step)),
+                    None => (id, self.run_node(id, state, step, journal).await),
+                }
+            }
+        }))
+        .await
+    }
+
+    async fn run_node(&self, id: NodeId, state: &S, step: u32, journal: Option<&Journal>) -> Result<Step<S>, Halt> {
+        let node = &self.plan.spec.nodes[id.index()];
+        let span = tracing::debug_span!("agentflow.node", node = node.name, step);
+        let resume = self.resume_value.as_ref().filter(|_| self.resume_nodes.contains(&id));
+        let mut attempt = 1;
+        loop {
+            self.events.emit(|| Event::NodeStarted { step, node: node.name, attempt });
+            let slot = Mutex::new(InterruptSlot::default());
+            let cx = Ctx {
+                deps: self.deps,
+                node: node.name,
+                step,
+                attempt,
+                cancel: &self.cancel,
+                journal,
+                may_interrupt: node.interrupt,
+                interrupt: &slot,
+                resume,
+            };
+            let work = AssertUnwindSafe((node.run)(state, &cx)).catch_unwind();
+            let result = match node.timeout {
+                Some(limit) => match tokio::time::timeout(limit, work).instrument(span.clone()).await {
+                    Ok(result) => result,
+                    Err(_) => Ok(Err(NodeError::transient(format!("node `{}` timed out after {limit:?}", node.name)))),
+                },
+                None => work.instrument(span.clone()).await,
+            };
+            let error = match result {
+                Ok(Ok(step)) => return Ok(step),
+                Ok(Err(error)) => error,
+                Err(panic) => {
+                    NodeError::fatal(format!("node `{}` panicked: {}", node.name, panic_message(panic.as_ref())))
+                }
+            };
+            if error.class == ErrorClass::NeedsInput {
+                let payload = slot.into_inner().unwrap_or_else(|p| p.into_inner()).payload;
+                if let Some(payload) = payload {
+                    tracing::info!(parent: &span, "node interrupted for a human");
+                    return Err(Halt::Interrupt(payload));
+                }
+            }
+            let retry = error.class == ErrorClass::Transient
+                && attempt < node.retry.max_attempts
+                && !self.cancel.is_cancelled();
+            if !retry {
+                tracing::warn!(parent: &span, %error, attempt, "node failed");
+                self.events.emit(|| Event::NodeFailed { step, node: node.name, error: error.clone() });
+                return Err(Halt::Error(error));
+            }
+            let delay = node.retry.delay(attempt, error.retry_after);
+            tracing::info!(parent: &span, %error, attempt, ?delay, "retrying node");
+            self.events.emit(|| Event::NodeRetrying { step, node: node.name, attempt, error: error.clone(), delay });
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = self.cancel.cancelled() => return Err(Halt::Error(error)),
+            }
+            attempt += 1;
+        }
+    }
+
+    fn failed(&self, id: NodeId, error: NodeError) -> Outcome {
+        Outcome::Failed { node: self.name(id).to_string(), error }
+    }
+
+    pub(crate) fn name(&self, id: NodeId) -> &'static str {
+        self.plan.spec.nodes.get(id.index()).map_or("<unknown>", |n| n.name)
+    }
+
+    fn names(&self, ids: &[NodeId]) -> Vec<&'static str> {
+        ids.iter().map(|id| self.name(*id)).collect()
+    }
+}
+
+/// Serialises one step's updates, in declaration order, as the checkpoint's delta.
+fn encode_updates<S: State>(done: &[(NodeId, Step<S>)]) -> Result<Vec<Vec<u8>>, PersistError> {
+    done.iter()
+        .map(|(_, s)| {
+            serde_json::to_vec(&s.update).map_err(|source| PersistError::Encode { what: "an update", source })
+        })
+        .collect()
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(non-string panic payload)")
+}

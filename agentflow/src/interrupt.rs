@@ -1,0 +1,41 @@
+//! Pauses for a human: `cx.interrupt(payload)` in a `#[node(interrupt)]`, and
+//! static breakpoints before or after named nodes.
+//!
+//! A paused run ends as [`Outcome::Interrupted`](crate::Outcome) with the
+//! state persisted; nothing is held in memory while it waits. Resuming runs
+//! the interrupted node again from its start, and this time `interrupt`
+//! returns the value the human gave. Effects before the `interrupt` call must
+//! go through [`Ctx::effect`](crate::Ctx::effect) so they do not run twice.
+
+use serde::{Deserialize, Serialize};
+
+/// What a paused thread is waiting for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pending {
+    /// The node that paused (or the breakpoint's node).
+    pub node: String,
+    /// Why it paused.
+    pub kind: PendingKind,
+    /// What the node handed to the human (`null` for breakpoints).
+    pub payload: serde_json::Value,
+}
+
+/// Why a thread paused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PendingKind {
+    /// The node called `cx.interrupt(..)`: resume with a value.
+    Interrupt,
+    /// A breakpoint before the node: resume without a value.
+    Before,
+    /// A breakpoint after the node: resume without a value.
+    After,
+}
+
+/// The per-attempt record of an `interrupt` call.
+#[derive(Debug, Default)]
+pub(crate) struct InterruptSlot {
+    pub(crate) called: bool,
+    pub(crate) payload: Option<serde_json::Value>,
+}

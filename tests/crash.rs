@@ -1,0 +1,187 @@
+//! Crash tests with real processes: a child process runs a long graph with
+//! `Durability::Sync` on a redb file and is killed with SIGKILL at a random
+//! moment; a fresh process resumes the thread. Every trial must end with the
+//! same state as an uninterrupted run, and the journaled effect must have
+//! charged exactly once.
+//!
+//! Trials default to 50 (`AGENTFLOW_CRASH_TRIALS`); the seed is printed and can
+//! be replayed with `AGENTFLOW_CRASH_SEED`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentflow::prelude::*;
+use agentflow::{Durability, RedbStore, RunError};
+use serde::{Deserialize, Serialize};
+
+const STEPS: u64 = 45;
+const CHARGE_AT: u64 = 20;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Work {
+    #[reduce(add)]
+    count: u64,
+    #[reduce(append)]
+    trail: Vec<u64>,
+    receipt: Option<String>,
+}
+
+/// The "payment provider": idempotent by key, like real ones. It records
+/// every call it receives and every charge it makes, on disk.
+pub struct Provider {
+    pub dir: PathBuf,
+}
+
+impl Provider {
+    fn charge(&self, key: &str) -> String {
+        use std::io::Write;
+        let calls = self.dir.join("calls.log");
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(calls).unwrap();
+        writeln!(f, "{key}").unwrap();
+        f.sync_all().unwrap();
+        let slug: String = key.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+        let charge = self.dir.join(format!("charge-{slug}"));
+        // create_new: a second request with the same key charges nothing.
+        if let Ok(mut f) = std::fs::OpenOptions::new().write(true).create_new(true).open(&charge) {
+            writeln!(f, "charged").unwrap();
+            f.sync_all().unwrap();
+        }
+        format!("receipt:{key}")
+    }
+}
+
+#[graph(state = Work, deps = Provider, start = tick, max_steps = 200)]
+mod work {
+    use super::*;
+
+    #[node(goto = [tock, charge, END])]
+    async fn tick(s: &Work) -> Step<Work> {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let u = Work::update().count(1).trail(vec![s.count]);
+        if s.count + 1 >= STEPS {
+            goto!(END, u)
+        } else if s.count + 1 == CHARGE_AT {
+            goto!(charge, u)
+        } else {
+            goto!(tock, u)
+        }
+    }
+
+    #[node(goto = [tick])]
+    async fn tock(s: &Work) -> Step<Work> {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        goto!(tick, Work::update().count(1).trail(vec![s.count]))
+    }
+
+    #[node(goto = [tick])]
+    async fn charge(_s: &Work, cx: &Ctx<Provider>) -> Result<Step<Work>, NodeError> {
+        let receipt = cx
+            .effect("charge", |key| async move {
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                Ok::<_, NodeError>(cx.deps().charge(&key))
+            })
+            .await?;
+        Ok(goto!(tick, Work::update().receipt(Some(receipt))))
+    }
+}
+
+async fn run_child(db: &Path, dir: &Path, resume: bool) -> Result<Work, RunError> {
+    let store = Arc::new(RedbStore::open(db).expect("open store"));
+    let graph = work::graph().with_store(store);
+    let provider = Provider { dir: dir.to_path_buf() };
+    let runner = graph.runner(&provider).thread("crash").durability(Durability::Sync);
+    let run = if resume { runner.resume().await? } else { runner.run(Work::default()).await? };
+    assert_eq!(run.outcome, Outcome::Completed);
+    Ok(run.state)
+}
+
+/// The child process body. Not a test on its own: it only runs when the
+/// crash test starts this binary with `AGENTFLOW_CRASH_CHILD` set.
+#[tokio::test]
+#[ignore = "child process of `sigkill_at_random_points_then_resume`"]
+async fn crash_child() {
+    let Ok(dir) = std::env::var("AGENTFLOW_CRASH_CHILD") else { return };
+    let dir = PathBuf::from(dir);
+    let resume = std::env::var("AGENTFLOW_CRASH_RESUME").is_ok();
+    let state = run_child(&dir.join("store.redb"), &dir, resume).await.expect("child run");
+    std::fs::write(dir.join("final.json"), serde_json::to_vec(&state).unwrap()).unwrap();
+}
+
+fn child(dir: &Path, resume: bool) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "crash_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("AGENTFLOW_CRASH_CHILD", dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if resume {
+        cmd.env("AGENTFLOW_CRASH_RESUME", "1");
+    }
+    cmd
+}
+
+/// splitmix64: reproducible kill times from one printed seed.
+fn next(seed: &mut u64) -> u64 {
+    *seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *seed;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[tokio::test]
+async fn sigkill_at_random_points_then_resume() {
+    let trials: u32 = std::env::var("AGENTFLOW_CRASH_TRIALS").ok().and_then(|t| t.parse().ok()).unwrap_or(50);
+    let mut seed: u64 = std::env::var("AGENTFLOW_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    });
+    println!("crash test: {trials} trials, AGENTFLOW_CRASH_SEED={seed}");
+    let root = std::env::temp_dir().join(format!("agentflow-crash-{}-{seed}", std::process::id()));
+
+    // The reference: one uninterrupted run, in a process of its own.
+    let reference_dir = root.join("reference");
+    std::fs::create_dir_all(&reference_dir).unwrap();
+    let out = child(&reference_dir, false).output().unwrap();
+    assert!(out.status.success(), "reference run failed: {}", String::from_utf8_lossy(&out.stderr));
+    let reference: Work = serde_json::from_slice(&std::fs::read(reference_dir.join("final.json")).unwrap()).unwrap();
+    assert_eq!(reference.count, STEPS);
+
+    let mut killed_mid_run = 0;
+    for trial in 0..trials {
+        let dir = root.join(format!("trial-{trial}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let delay = 5 + next(&mut seed) % 160;
+        let mut first = child(&dir, false).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(delay));
+        let finished_before_kill = first.try_wait().unwrap().is_some();
+        let _ = first.kill(); // SIGKILL on Unix
+        let _ = first.wait();
+        if !finished_before_kill && !dir.join("final.json").exists() {
+            killed_mid_run += 1;
+        }
+        if !dir.join("final.json").exists() {
+            let out = child(&dir, true).output().unwrap();
+            assert!(
+                out.status.success(),
+                "trial {trial} (kill after {delay} ms): resume failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let state: Work = serde_json::from_slice(&std::fs::read(dir.join("final.json")).unwrap()).unwrap();
+        assert_eq!(state.count, reference.count, "trial {trial} (kill after {delay} ms)");
+        assert_eq!(state.trail, reference.trail, "trial {trial} (kill after {delay} ms)");
+        let charges = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("charge-"))
+            .count();
+        assert_eq!(charges, 1, "trial {trial} (kill after {delay} ms): charged {charges} times");
+        let receipt = state.receipt.expect("the charge step ran");
+        let calls = std::fs::read_to_string(dir.join("calls.log")).unwrap();
+        // Every call the provider saw carried the one idempotency key of the receipt.
+        assert!(calls.lines().all(|k| receipt == format!("receipt:{k}")), "trial {trial}: {calls}");
+    }
+    println!("crash test: {killed_mid_run} of {trials} trials were killed mid-run");
+    assert!(killed_mid_run >= trials / 2, "too few kills landed mid-run: {killed_mid_run}");
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -1,0 +1,142 @@
+//! Human in the loop: `cx.interrupt`, resume with a value, static breakpoints.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use agentflow::prelude::*;
+use agentflow::{PendingKind, RedbStore, RunError, Store};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Draft {
+    text: String,
+    verdict: Option<String>,
+    #[reduce(append)]
+    trail: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+pub struct Review {
+    approve: bool,
+    note: String,
+}
+
+#[derive(Default)]
+pub struct Deps {
+    reviews: AtomicU32,
+    sends: AtomicU32,
+}
+
+#[graph(state = Draft, deps = Deps, start = write, max_steps = 10)]
+mod review_flow {
+    use super::*;
+
+    #[node(goto = [review])]
+    async fn write(_s: &Draft) -> Step<Draft> {
+        goto!(review, Draft::update().text("hello".into()).trail(vec!["write".into()]))
+    }
+
+    #[node(goto = [send, END], interrupt)]
+    async fn review(s: &Draft, cx: &Ctx<Deps>) -> Result<Step<Draft>, NodeError> {
+        cx.deps().reviews.fetch_add(1, Ordering::SeqCst);
+        let r: Review = cx.interrupt(serde_json::json!({ "draft": s.text }))?;
+        let u = Draft::update().verdict(Some(r.note)).trail(vec!["review".into()]);
+        Ok(if r.approve { goto!(send, u) } else { goto!(END, u) })
+    }
+
+    #[node(goto = [END])]
+    async fn send(_s: &Draft, deps: &Deps) -> Step<Draft> {
+        deps.sends.fetch_add(1, Ordering::SeqCst);
+        goto!(END, Draft::update().trail(vec!["send".into()]))
+    }
+}
+
+fn graph() -> CompiledGraph<Draft, Deps> {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    review_flow::graph().with_store(store)
+}
+
+#[tokio::test]
+async fn interrupt_pauses_and_resume_with_continues_the_same_thread() {
+    let g = graph();
+    let deps = Deps::default();
+    let run = g.runner(&deps).thread("r1").run(Draft::default()).await.unwrap();
+    let Outcome::Interrupted { thread, pending } = &run.outcome else { panic!("{:?}", run.outcome) };
+    assert_eq!(thread.as_deref(), Some("r1"));
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].node, "review");
+    assert_eq!(pending[0].kind, PendingKind::Interrupt);
+    assert_eq!(pending[0].payload, serde_json::json!({ "draft": "hello" }));
+    assert_eq!(g.thread("r1").unwrap().unwrap().status, agentflow::persist::ThreadStatus::Interrupted);
+    assert_eq!(g.pending("r1").unwrap(), pending.clone());
+
+    let done = g.runner(&deps).thread("r1").resume_with(Review { approve: true, note: "ship it".into() }).await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.verdict.as_deref(), Some("ship it"));
+    assert_eq!(done.state.trail, vec!["write", "review", "send"]);
+    // The review node ran again from its start on resume.
+    assert_eq!(deps.reviews.load(Ordering::SeqCst), 2);
+    assert_eq!(deps.sends.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_waiting_thread_needs_a_value_and_a_running_one_takes_none() {
+    let g = graph();
+    let deps = Deps::default();
+    g.runner(&deps).thread("r2").run(Draft::default()).await.unwrap();
+    let err = g.runner(&deps).thread("r2").resume().await.unwrap_err();
+    assert!(matches!(&err, RunError::ValueRequired { node, .. } if node == "review"), "{err}");
+    // Refusals release the thread: the right call still works.
+    let run = g.runner(&deps).thread("r2").resume_with(Review { approve: false, note: "no".into() }).await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert_eq!(deps.sends.load(Ordering::SeqCst), 0);
+    let err = g.runner(&deps).thread("r2").resume_with("again").await.unwrap_err();
+    assert!(matches!(err, RunError::Resume(_)), "{err}");
+}
+
+#[tokio::test]
+async fn a_value_of_the_wrong_shape_is_a_clear_error_and_the_thread_can_be_resumed_again() {
+    let g = graph();
+    let deps = Deps::default();
+    g.runner(&deps).thread("r3").run(Draft::default()).await.unwrap();
+    let run = g.runner(&deps).thread("r3").resume_with(serde_json::json!({ "approve": "yes" })).await.unwrap();
+    let Outcome::Failed { node, error } = &run.outcome else { panic!("{:?}", run.outcome) };
+    assert_eq!(node, "review");
+    assert!(error.message.contains("does not have the shape it expects"), "{error}");
+    let run = g.runner(&deps).thread("r3").resume_with(Review { approve: true, note: "ok".into() }).await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed);
+}
+
+#[tokio::test]
+async fn breakpoints_pause_before_and_after_named_nodes() {
+    let g = graph();
+    let deps = Deps::default();
+    let run = g.runner(&deps).thread("r4").interrupt_before(["review"]).run(Draft::default()).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{:?}", run.outcome) };
+    assert_eq!((pending[0].node.as_str(), pending[0].kind), ("review", PendingKind::Before));
+    assert_eq!(deps.reviews.load(Ordering::SeqCst), 0);
+    // Continue with no value: the breakpoint is passed, the node's own interrupt comes next.
+    let run = g.runner(&deps).thread("r4").interrupt_before(["review"]).resume().await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{:?}", run.outcome) };
+    assert_eq!(pending[0].kind, PendingKind::Interrupt);
+    let run = g
+        .runner(&deps)
+        .thread("r4")
+        .interrupt_after(["send"])
+        .resume_with(Review { approve: true, note: "ok".into() })
+        .await
+        .unwrap();
+    // `send` is the last node: nothing is left to pause before, so the run completes.
+    assert_eq!(run.outcome, Outcome::Completed);
+
+    let err = g.runner(&deps).thread("r5").interrupt_before(["reveiw"]).run(Draft::default()).await.unwrap_err();
+    assert!(err.to_string().contains("breakpoint on unknown node `reveiw`"), "{err}");
+}
+
+#[tokio::test]
+async fn without_a_store_an_interrupt_still_ends_the_run() {
+    let g = review_flow::graph();
+    let deps = Deps::default();
+    let run = g.run(Draft::default(), &deps).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { thread: None, .. }), "{:?}", run.outcome);
+}
