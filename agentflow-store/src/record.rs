@@ -792,6 +792,13 @@ pub struct CommitReceipt {
     pub group_size: usize,
 }
 
+impl CommitReceipt {
+    /// Builds a receipt (for `Store` implementations outside this crate).
+    pub fn new(checkpoint: Option<u64>, audit_seqs: Vec<u64>, durable: bool, group_size: usize) -> Self {
+        CommitReceipt { checkpoint, audit_seqs, durable, group_size }
+    }
+}
+
 /// What [`Store::compact`](crate::Store::compact) did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -802,6 +809,13 @@ pub struct CompactReport {
     pub folded: usize,
     /// Whether the backing file was compacted as well.
     pub file_compacted: bool,
+}
+
+impl CompactReport {
+    /// Builds a report (for `Store` implementations outside this crate).
+    pub fn new(dropped: usize, folded: usize, file_compacted: bool) -> Self {
+        CompactReport { dropped, folded, file_compacted }
+    }
 }
 
 #[cfg(test)]
