@@ -12,12 +12,13 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentflow::persist::ResumeError;
 use agentflow::prelude::*;
 use agentflow::{Durability, RedbStore, RunError};
 use serde::{Deserialize, Serialize};
 
 const STEPS: u64 = 45;
-const CHARGE_AT: u64 = 20;
+const CHARGE_AT: u64 = 21;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
 pub struct Work {
@@ -91,8 +92,16 @@ async fn run_child(db: &Path, dir: &Path, resume: bool) -> Result<Work, RunError
     let store = Arc::new(RedbStore::open(db).expect("open store"));
     let graph = work::graph().with_store(store);
     let provider = Provider { dir: dir.to_path_buf() };
-    let runner = graph.runner(&provider).thread("crash").durability(Durability::Sync);
-    let run = if resume { runner.resume().await? } else { runner.run(Work::default()).await? };
+    let runner = || graph.runner(&provider).thread("crash").durability(Durability::Sync);
+    let run = if resume {
+        match runner().resume().await {
+            // Killed before its first checkpoint: the thread never started.
+            Err(RunError::Resume(ResumeError::UnknownThread { .. })) => runner().run(Work::default()).await?,
+            other => other?,
+        }
+    } else {
+        runner().run(Work::default()).await?
+    };
     assert_eq!(run.outcome, Outcome::Completed);
     Ok(run.state)
 }
@@ -145,7 +154,7 @@ async fn sigkill_at_random_points_then_resume() {
     let out = child(&reference_dir, false).output().unwrap();
     assert!(out.status.success(), "reference run failed: {}", String::from_utf8_lossy(&out.stderr));
     let reference: Work = serde_json::from_slice(&std::fs::read(reference_dir.join("final.json")).unwrap()).unwrap();
-    assert_eq!(reference.count, STEPS);
+    assert!(reference.count >= STEPS && reference.receipt.is_some(), "{reference:?}");
 
     let mut killed_mid_run = 0;
     for trial in 0..trials {
@@ -184,4 +193,5 @@ async fn sigkill_at_random_points_then_resume() {
     println!("crash test: {killed_mid_run} of {trials} trials were killed mid-run");
     assert!(killed_mid_run >= trials / 2, "too few kills landed mid-run: {killed_mid_run}");
     let _ = std::fs::remove_dir_all(&root);
+    // (kept on failure for inspection: the asserts above panic first)
 }

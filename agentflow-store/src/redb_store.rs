@@ -373,7 +373,10 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
             meta.insert("format", STORE_FORMAT.to_le_bytes().as_slice()).ctx(path)?;
         }
         txn.open_table(tables::THREADS).ctx(path)?;
-        txn.open_table(tables::LEASES).ctx(path)?;
+        // redb lets one process at a time open a file, so every lease found
+        // on open belongs to a process that is gone (it crashed or was
+        // killed without releasing it): its threads are free to resume.
+        txn.open_table(tables::LEASES).ctx(path)?.retain(|_, _| false).ctx(path)?;
         txn.open_table(tables::CHECKPOINTS).ctx(path)?;
         txn.open_table(tables::PAYLOADS).ctx(path)?;
         txn.open_table(tables::PENDING_WRITES).ctx(path)?;
