@@ -60,6 +60,8 @@ pub enum Event<S: State> {
         /// The error.
         error: NodeError,
     },
+    /// A model or tool call, or an approval step, inside a node.
+    Activity(Activity),
     /// The run ended.
     Finished {
         /// How it ended.
@@ -86,8 +88,61 @@ impl<S: State> fmt::Display for Event<S> {
             Event::NodeFailed { step, node, error } => {
                 write!(f, "step {step}: {node} failed: {error}")
             }
+            Event::Activity(a) => write!(f, "  {a}"),
             Event::Finished { outcome, steps } => {
                 write!(f, "finished after {steps} steps: {outcome}")
+            }
+        }
+    }
+}
+
+/// What happens inside a node that is worth a trace line.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Activity {
+    /// A model answered.
+    ModelCall {
+        /// The node.
+        node: &'static str,
+        /// The model's name.
+        model: String,
+        /// How many tool calls it asked for.
+        tool_calls: usize,
+        /// What it reported using (`None`: unknown).
+        usage: Option<crate::model::Usage>,
+    },
+    /// A tool call went through the gateway.
+    ToolCall {
+        /// The node.
+        node: &'static str,
+        /// The model's call id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// `ok`, or the refusal code.
+        result: String,
+    },
+    /// A call waits for a human: an approval record was written.
+    ApprovalRequested {
+        /// The node.
+        node: &'static str,
+        /// The approval record.
+        approval: String,
+        /// The tool.
+        tool: String,
+    },
+}
+
+impl fmt::Display for Activity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Activity::ModelCall { node, model, tool_calls, usage } => {
+                let usage = usage.map_or("usage unknown".to_string(), |u| format!("{} tokens", u.total()));
+                write!(f, "{node}: model `{model}` answered with {tool_calls} tool call(s), {usage}")
+            }
+            Activity::ToolCall { node, call_id, tool, result } => write!(f, "{node}: tool `{tool}` [{call_id}] -> {result}"),
+            Activity::ApprovalRequested { node, approval, tool } => {
+                write!(f, "{node}: tool `{tool}` waits for approval `{approval}`")
             }
         }
     }

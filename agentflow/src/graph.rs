@@ -13,6 +13,7 @@ use crate::context::Ctx;
 use crate::error::NodeError;
 use crate::executor::RetryPolicy;
 use crate::persist::ResumeError;
+use crate::tool::{OnReject, Policy, RiskPolicy, Tool, ToolSet};
 use crate::state::{FieldMask, State};
 use crate::step::Step;
 
@@ -59,6 +60,8 @@ pub struct NodeSpec<S: State, D> {
     pub writes: Option<FieldMask>,
     /// Whether the node may pause for a human (`interrupt`).
     pub interrupt: bool,
+    /// The tools the node may call (`tools = [..]`).
+    pub tools: ToolSet,
     /// The generated wrapper around the user's fn.
     pub run: NodeFn<S, D>,
 }
@@ -97,6 +100,25 @@ pub struct CompiledGraph<S: State, D = ()> {
     pub(crate) inner: Arc<Plan<S, D>>,
     pub(crate) store: Option<Arc<dyn Store>>,
     pub(crate) migrations: Arc<BTreeMap<u32, Migration>>,
+    pub(crate) gateway: Gateway,
+}
+
+/// How the graph's tool calls are governed.
+#[derive(Clone)]
+pub(crate) struct Gateway {
+    pub(crate) policy: Arc<dyn Policy>,
+    pub(crate) approval_ttl: Duration,
+    pub(crate) on_reject: OnReject,
+}
+
+impl Default for Gateway {
+    fn default() -> Self {
+        Gateway {
+            policy: Arc::new(RiskPolicy::default()),
+            approval_ttl: Duration::from_secs(24 * 3600),
+            on_reject: OnReject::default(),
+        }
+    }
 }
 
 /// Upgrades a stored state (as JSON) from one schema version to the next.
@@ -116,6 +138,7 @@ impl<S: State, D> Clone for CompiledGraph<S, D> {
             inner: Arc::clone(&self.inner),
             store: self.store.clone(),
             migrations: Arc::clone(&self.migrations),
+            gateway: self.gateway.clone(),
         }
     }
 }
@@ -141,7 +164,35 @@ impl<S: State, D> CompiledGraph<S, D> {
             inner: Arc::new(Plan { overwrite_mask: S::overwrite_mask(), default_max_steps, spec }),
             store: None,
             migrations: Arc::default(),
+            gateway: Gateway::default(),
         }
+    }
+
+    /// Sets the policy that decides which tool calls run, wait for a human,
+    /// or are denied (default: [`RiskPolicy::default`]).
+    #[must_use]
+    pub fn with_policy(mut self, policy: impl Policy) -> Self {
+        self.gateway.policy = Arc::new(policy);
+        self
+    }
+
+    /// How long an approval request stays valid (default 24 hours).
+    #[must_use]
+    pub fn with_approval_ttl(mut self, ttl: Duration) -> Self {
+        self.gateway.approval_ttl = ttl;
+        self
+    }
+
+    /// What a human's rejection does (default: the model re-plans).
+    #[must_use]
+    pub fn on_reject(mut self, on_reject: OnReject) -> Self {
+        self.gateway.on_reject = on_reject;
+        self
+    }
+
+    /// The tool called `name` in any node's `tools = [..]` list.
+    pub fn tool(&self, name: &str) -> Option<&'static dyn Tool> {
+        self.nodes().iter().flat_map(|n| n.tools.iter().copied()).find(|t| t.name() == name)
     }
 
     /// Persists every run of this graph that names a thread into `store`.

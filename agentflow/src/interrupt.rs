@@ -31,11 +31,18 @@ pub enum PendingKind {
     Before,
     /// A breakpoint after the node: resume without a value.
     After,
+    /// A tool call waits for a human's decision on its approval record;
+    /// decide it, then resume without a value.
+    Approval,
 }
 
-/// The per-attempt record of an `interrupt` call.
+/// What a node attempt signals to the executor besides its result.
 #[derive(Debug, Default)]
-pub(crate) struct InterruptSlot {
-    pub(crate) called: bool,
-    pub(crate) payload: Option<serde_json::Value>,
+pub(crate) struct Signal {
+    /// `interrupt` was called in this attempt.
+    pub(crate) interrupt_called: bool,
+    /// The attempt paused for a human.
+    pub(crate) pause: Option<Pending>,
+    /// The attempt ran out of a run budget.
+    pub(crate) exhausted: Option<crate::executor::Budget>,
 }

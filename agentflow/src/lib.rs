@@ -1,6 +1,7 @@
 //! agentflow: LLM agents as state graphs whose wiring the compiler checks.
 #![warn(missing_docs)]
 
+pub mod budget;
 pub mod context;
 pub mod error;
 pub mod event;
@@ -13,13 +14,15 @@ pub mod persist;
 pub mod reducer;
 pub mod state;
 pub mod step;
+pub mod tool;
 
 #[doc(hidden)]
 pub mod __private;
 
 pub use context::Ctx;
 pub use error::{ErrorClass, NodeError};
-pub use event::Event;
+pub use budget::{Limits, RunUsage};
+pub use event::{Activity, Event};
 pub use executor::{Budget, Outcome, RetryPolicy, Run, RunError, Runner};
 pub use graph::{CompiledGraph, NodeId};
 pub use interrupt::{Pending, PendingKind};

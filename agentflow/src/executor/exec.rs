@@ -7,21 +7,20 @@
 
 use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use futures_util::FutureExt;
 use futures_util::future::join_all;
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::events::Events;
 use super::{Budget, Outcome, Run, RunError, step};
-use crate::context::Ctx;
+use crate::context::{Ctx, RunScope};
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Event;
 use crate::graph::{NodeId, Plan};
-use crate::interrupt::{InterruptSlot, Pending, PendingKind};
+use crate::interrupt::{Pending, PendingKind, Signal};
 use crate::persist::{Checkpointer, Journal, PersistError, Resumed};
 use crate::state::State;
 use crate::step::Step;
@@ -29,15 +28,16 @@ use crate::step::Step;
 /// Why a node did not produce a step.
 pub(crate) enum Halt {
     Error(NodeError),
-    Interrupt(serde_json::Value),
+    Pause(Pending),
+    Budget(Budget),
 }
 
 /// What the loop and its node tasks share for the length of one run.
 pub(crate) struct Exec<'g, S: State, D> {
     pub(crate) plan: &'g Plan<S, D>,
     pub(crate) deps: &'g D,
-    pub(crate) cancel: CancellationToken,
-    pub(crate) events: Events<'g, S>,
+    pub(crate) scope: RunScope<'g>,
+    pub(crate) events: Arc<Events<'g, S>>,
     /// Static breakpoints.
     pub(crate) before: HashSet<NodeId>,
     pub(crate) after: HashSet<NodeId>,
@@ -60,7 +60,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         let mut next = Vec::new();
         let mut skip_before = self.skip_before;
         let outcome = loop {
-            if self.cancel.is_cancelled() {
+            if self.scope.cancel.is_cancelled() {
                 break Outcome::Cancelled;
             }
             if active.is_empty() {
@@ -88,12 +88,18 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 },
                 None => work.await,
             };
-            let (done, failed, interrupts) = self.sort_results(results);
+            let (done, failed, interrupts, exhausted) = self.sort_results(results);
+            if let Some(which) = exhausted {
+                if let Some(cp) = checkpointer.as_mut() {
+                    cp.keep_pending(&done, &[], |n| self.name(n)).await?;
+                }
+                break Outcome::BudgetExhausted { which };
+            }
             if let Some((id, error)) = failed {
                 if let Some(cp) = checkpointer.as_mut() {
                     cp.keep_pending(&done, &[], |n| self.name(n)).await?;
                 }
-                if self.cancel.is_cancelled() {
+                if self.scope.cancel.is_cancelled() {
                     break Outcome::Cancelled;
                 }
                 break self.failed(id, error);
@@ -123,7 +129,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 break self.pause(checkpointer, &[], stops).await?;
             }
         };
-        Ok(Run { outcome, state, steps: step })
+        Ok(Run { outcome, state, steps: step, usage: self.scope.meter.usage() })
     }
 
     /// Splits a step's results into finished nodes, the first failure (in
@@ -132,22 +138,24 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
     fn sort_results(
         &self,
         results: Vec<(NodeId, Result<Step<S>, Halt>)>,
-    ) -> (Vec<(NodeId, Step<S>)>, Option<(NodeId, NodeError)>, Vec<Pending>) {
+    ) -> (Vec<(NodeId, Step<S>)>, Option<(NodeId, NodeError)>, Vec<Pending>, Option<Budget>) {
         let mut done = Vec::with_capacity(results.len());
         let mut failed = None;
         let mut interrupts = Vec::new();
+        let mut exhausted = None;
         for (id, result) in results {
             match result {
                 Ok(s) => done.push((id, s)),
                 Err(Halt::Error(e)) => {
                     failed.get_or_insert((id, e));
                 }
-                Err(Halt::Interrupt(payload)) => {
-                    interrupts.push(Pending { node: self.name(id).to_string(), kind: PendingKind::Interrupt, payload });
+                Err(Halt::Pause(pending)) => interrupts.push(pending),
+                Err(Halt::Budget(which)) => {
+                    exhausted.get_or_insert(which);
                 }
             }
         }
-        (done, failed, interrupts)
+        (done, failed, interrupts, exhausted)
     }
 
     fn breakpoints(&self, nodes: &[NodeId], set: &HashSet<NodeId>, kind: PendingKind) -> Vec<Pending> {
@@ -227,16 +235,17 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         let mut attempt = 1;
         loop {
             self.events.emit(|| Event::NodeStarted { step, node: node.name, attempt });
-            let slot = Mutex::new(InterruptSlot::default());
+            let signal = Mutex::new(Signal::default());
             let cx = Ctx {
                 deps: self.deps,
                 node: node.name,
                 step,
                 attempt,
-                cancel: &self.cancel,
+                scope: &self.scope,
                 journal,
+                tools: node.tools,
                 may_interrupt: node.interrupt,
-                interrupt: &slot,
+                signal: &signal,
                 resume,
             };
             let work = AssertUnwindSafe((node.run)(state, &cx)).catch_unwind();
@@ -254,16 +263,20 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     NodeError::fatal(format!("node `{}` panicked: {}", node.name, panic_message(panic.as_ref())))
                 }
             };
-            if error.class == ErrorClass::NeedsInput {
-                let payload = slot.into_inner().unwrap_or_else(|p| p.into_inner()).payload;
-                if let Some(payload) = payload {
-                    tracing::info!(parent: &span, "node interrupted for a human");
-                    return Err(Halt::Interrupt(payload));
-                }
+            let signal = signal.into_inner().unwrap_or_else(|p| p.into_inner());
+            if let Some(which) = signal.exhausted {
+                tracing::info!(parent: &span, budget = %which, "budget exhausted");
+                return Err(Halt::Budget(which));
+            }
+            if error.class == ErrorClass::NeedsInput
+                && let Some(pending) = signal.pause
+            {
+                tracing::info!(parent: &span, kind = ?pending.kind, "node paused for a human");
+                return Err(Halt::Pause(pending));
             }
             let retry = error.class == ErrorClass::Transient
                 && attempt < node.retry.max_attempts
-                && !self.cancel.is_cancelled();
+                && !self.scope.cancel.is_cancelled();
             if !retry {
                 tracing::warn!(parent: &span, %error, attempt, "node failed");
                 self.events.emit(|| Event::NodeFailed { step, node: node.name, error: error.clone() });
@@ -274,7 +287,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             self.events.emit(|| Event::NodeRetrying { step, node: node.name, attempt, error: error.clone(), delay });
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
-                () = self.cancel.cancelled() => return Err(Halt::Error(error)),
+                () = self.scope.cancel.cancelled() => return Err(Halt::Error(error)),
             }
             attempt += 1;
         }

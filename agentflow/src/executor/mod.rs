@@ -20,6 +20,8 @@ pub use retry::RetryPolicy;
 use events::{Events, Sink};
 use exec::Exec;
 
+use crate::budget::{Limits, Meter};
+use crate::context::RunScope;
 use crate::event::Event;
 use crate::graph::{CompiledGraph, NodeId, Plan};
 use crate::interrupt::PendingKind;
@@ -49,6 +51,7 @@ impl<S: State, D: Sync> CompiledGraph<S, D> {
             durability: Durability::default(),
             before: Vec::new(),
             after: Vec::new(),
+            limits: Limits::none(),
         }
     }
 }
@@ -68,6 +71,7 @@ pub struct Runner<'g, S: State, D> {
     durability: Durability,
     before: Vec<String>,
     after: Vec<String>,
+    limits: Limits,
 }
 
 impl<'g, S: State, D: Sync> Runner<'g, S, D> {
@@ -87,6 +91,13 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// When checkpoints reach the disk (default [`Durability::Sync`]).
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// Bounds the run's model calls, tool calls and tokens; running out ends
+    /// the run as [`Outcome::BudgetExhausted`], never as completed.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -241,17 +252,19 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             .filter_map(|p| self.graph.node_id(&p.node))
             .collect();
         let skip_before = start.interrupts.iter().any(|p| p.kind == PendingKind::Before);
-        let exec = Exec {
-            plan,
-            deps: self.deps,
+        let events = Arc::new(Events::new(self.sink));
+        let activity_events = Arc::clone(&events);
+        let gateway = &self.graph.gateway;
+        let scope = RunScope {
             cancel: self.cancel,
-            events: Events::new(self.sink),
-            before,
-            after,
-            resume_value,
-            resume_nodes,
-            skip_before,
+            meter: Meter::new(self.limits),
+            policy: Arc::clone(&gateway.policy),
+            approval_ttl: gateway.approval_ttl,
+            on_reject: gateway.on_reject,
+            owner: self.owner.clone(),
+            activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
         };
+        let exec = Exec { plan, deps: self.deps, scope, events, before, after, resume_value, resume_nodes, skip_before };
         let span = tracing::info_span!("agentflow.run", graph = plan.spec.name, thread = self.thread.as_deref());
         let result = exec.run_loop(start, max_steps, self.deadline, &mut checkpointer).instrument(span).await;
         let run = match result {

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::budget::RunUsage;
 use crate::error::NodeError;
 use crate::interrupt::Pending;
 use crate::persist::{PersistError, ResumeError};
@@ -14,6 +15,12 @@ pub enum Budget {
     Steps,
     /// The wall-clock deadline of the run.
     Deadline,
+    /// Model calls.
+    ModelCalls,
+    /// Tool calls.
+    ToolCalls,
+    /// Tokens, input and output.
+    Tokens,
 }
 
 impl fmt::Display for Budget {
@@ -21,6 +28,9 @@ impl fmt::Display for Budget {
         f.write_str(match self {
             Budget::Steps => "max_steps",
             Budget::Deadline => "deadline",
+            Budget::ModelCalls => "model_calls",
+            Budget::ToolCalls => "tool_calls",
+            Budget::Tokens => "tokens",
         })
     }
 }
@@ -89,6 +99,8 @@ pub struct Run<S> {
     pub state: S,
     /// How many super-steps completed.
     pub steps: u32,
+    /// Model calls, tool calls and tokens the run consumed.
+    pub usage: RunUsage,
 }
 
 /// A run could not be carried out at all (as opposed to an [`Outcome`]).

@@ -1,0 +1,187 @@
+//! Budgets for agent loops: model calls, tool calls and tokens, counted
+//! across every node of a run, on top of the step bound and the deadline.
+//!
+//! Tokens are reserved before a model call (its `max_output_tokens`, or
+//! [`Limits::reserve_per_call`]) and settled with the usage the model
+//! reports. A model that reports no usage keeps its reservation charged and
+//! is counted in [`RunUsage::unknown_usage_calls`], so the totals are never
+//! silently low.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::executor::Budget;
+use crate::model::Usage;
+
+/// Limits of one run. `None` means unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Model calls in all.
+    pub model_calls: Option<u32>,
+    /// Tool calls in all (refused calls included: the model asked for them).
+    pub tool_calls: Option<u32>,
+    /// Tokens in all, input and output.
+    pub tokens: Option<u64>,
+    /// Tokens reserved for a call that sets no `max_output_tokens` (default 1024).
+    pub reserve_per_call: Option<u32>,
+}
+
+impl Limits {
+    /// No limits.
+    pub fn none() -> Self {
+        Limits::default()
+    }
+
+    /// At most `n` model calls.
+    #[must_use]
+    pub fn model_calls(mut self, n: u32) -> Self {
+        self.model_calls = Some(n);
+        self
+    }
+
+    /// At most `n` tool calls.
+    #[must_use]
+    pub fn tool_calls(mut self, n: u32) -> Self {
+        self.tool_calls = Some(n);
+        self
+    }
+
+    /// At most `n` tokens.
+    #[must_use]
+    pub fn tokens(mut self, n: u64) -> Self {
+        self.tokens = Some(n);
+        self
+    }
+}
+
+/// What a run consumed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RunUsage {
+    /// Model calls made.
+    pub model_calls: u32,
+    /// Tool calls asked for.
+    pub tool_calls: u32,
+    /// Tokens charged (reported usage, or the reservation when unknown).
+    pub tokens: u64,
+    /// Model calls that reported no usage; their tokens are the reservation.
+    pub unknown_usage_calls: u32,
+}
+
+impl RunUsage {
+    /// Whether every model call reported its usage.
+    pub fn usage_known(&self) -> bool {
+        self.unknown_usage_calls == 0
+    }
+}
+
+/// The run's counters, shared by its nodes.
+#[derive(Debug, Default)]
+pub(crate) struct Meter {
+    pub(crate) limits: Limits,
+    model_calls: AtomicU32,
+    tool_calls: AtomicU32,
+    tokens: AtomicU64,
+    reserved: AtomicU64,
+    unknown: AtomicU32,
+}
+
+impl Meter {
+    pub(crate) fn new(limits: Limits) -> Self {
+        Meter { limits, ..Meter::default() }
+    }
+
+    /// Counts a model call and reserves its tokens; refuses if either would
+    /// pass its limit.
+    pub(crate) fn begin_model_call(&self, max_output: Option<u32>) -> Result<u64, Budget> {
+        let n = self.model_calls.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.limits.model_calls.is_some_and(|max| n > max) {
+            self.model_calls.fetch_sub(1, Ordering::SeqCst);
+            return Err(Budget::ModelCalls);
+        }
+        let reserve = u64::from(max_output.or(self.limits.reserve_per_call).unwrap_or(1024));
+        let held = self.reserved.fetch_add(reserve, Ordering::SeqCst) + reserve;
+        if self.limits.tokens.is_some_and(|max| self.tokens.load(Ordering::SeqCst) + held > max) {
+            self.reserved.fetch_sub(reserve, Ordering::SeqCst);
+            self.model_calls.fetch_sub(1, Ordering::SeqCst);
+            return Err(Budget::Tokens);
+        }
+        Ok(reserve)
+    }
+
+    /// Settles a call's reservation with the usage it reported.
+    pub(crate) fn end_model_call(&self, reserve: u64, usage: Option<Usage>) {
+        self.reserved.fetch_sub(reserve, Ordering::SeqCst);
+        match usage {
+            Some(u) => self.tokens.fetch_add(u.total(), Ordering::SeqCst),
+            None => {
+                self.unknown.fetch_add(1, Ordering::SeqCst);
+                self.tokens.fetch_add(reserve, Ordering::SeqCst)
+            }
+        };
+    }
+
+    /// Releases a reservation of a call that failed before it was answered.
+    pub(crate) fn abort_model_call(&self, reserve: u64) {
+        self.reserved.fetch_sub(reserve, Ordering::SeqCst);
+    }
+
+    /// Counts a tool call; refuses past the limit.
+    pub(crate) fn tool_call(&self) -> Result<(), Budget> {
+        let n = self.tool_calls.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.limits.tool_calls.is_some_and(|max| n > max) {
+            self.tool_calls.fetch_sub(1, Ordering::SeqCst);
+            return Err(Budget::ToolCalls);
+        }
+        Ok(())
+    }
+
+    /// Whether the tokens spent already reach the limit.
+    pub(crate) fn tokens_exhausted(&self) -> bool {
+        self.limits.tokens.is_some_and(|max| self.tokens.load(Ordering::SeqCst) >= max)
+    }
+
+    pub(crate) fn usage(&self) -> RunUsage {
+        RunUsage {
+            model_calls: self.model_calls.load(Ordering::SeqCst),
+            tool_calls: self.tool_calls.load(Ordering::SeqCst),
+            tokens: self.tokens.load(Ordering::SeqCst),
+            unknown_usage_calls: self.unknown.load(Ordering::SeqCst),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_calls_and_tokens_are_bounded() {
+        let m = Meter::new(Limits::none().model_calls(2).tokens(300));
+        let r = m.begin_model_call(Some(100)).unwrap();
+        m.end_model_call(r, Some(Usage { input_tokens: 50, output_tokens: 30 }));
+        assert_eq!(m.usage().tokens, 80);
+        let r = m.begin_model_call(Some(100)).unwrap();
+        m.end_model_call(r, None);
+        assert_eq!(m.usage().tokens, 180);
+        assert_eq!(m.usage().unknown_usage_calls, 1);
+        assert_eq!(m.begin_model_call(Some(1)), Err(Budget::ModelCalls));
+    }
+
+    #[test]
+    fn a_reservation_past_the_token_limit_is_refused_before_the_call() {
+        let m = Meter::new(Limits::none().tokens(100));
+        assert_eq!(m.begin_model_call(Some(150)), Err(Budget::Tokens));
+        assert_eq!(m.usage().model_calls, 0);
+        let r = m.begin_model_call(Some(60)).unwrap();
+        // A concurrent call cannot reserve past what is left.
+        assert_eq!(m.begin_model_call(Some(60)), Err(Budget::Tokens));
+        m.abort_model_call(r);
+        assert!(m.begin_model_call(Some(60)).is_ok());
+    }
+
+    #[test]
+    fn tool_calls_are_bounded() {
+        let m = Meter::new(Limits::none().tool_calls(1));
+        assert!(m.tool_call().is_ok());
+        assert_eq!(m.tool_call(), Err(Budget::ToolCalls));
+    }
+}

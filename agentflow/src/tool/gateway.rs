@@ -1,0 +1,318 @@
+//! The one path from a model's tool call to a tool's body.
+//!
+//! Every call is checked in this order: the node's allowed set (a tool not
+//! in `tools = [..]` is never run), the tool-call budget, the arguments, the
+//! [`Policy`](super::Policy), and, where the policy asks for it, a human's
+//! approval recorded in the store. There is no other way to reach
+//! [`Tool::invoke`] from a run.
+
+use serde_json::{Value, json};
+
+use super::{Code, Decision, Observation, Tool, ToolCx, ToolError, canonical_json};
+use crate::context::Ctx;
+use crate::error::NodeError;
+use crate::event::Activity;
+use crate::message::{ToolCall, ToolSpec};
+use crate::persist::{Journal, now_ms};
+use agentflow_store::{ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, Store};
+
+/// What happens when a human rejects a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnReject {
+    /// The model gets a `REJECTED` observation with the reason and may re-plan.
+    #[default]
+    Replan,
+    /// The run ends as failed, naming the rejection.
+    EndRun,
+}
+
+/// The SHA-256 of the canonical JSON of `args`, in hex.
+pub fn args_hash(args: &Value) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(canonical_json(args).as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl<D> Ctx<'_, D> {
+    /// The tools this node may use (its `tools = [..]` list).
+    pub fn tools(&self) -> super::ToolSet {
+        self.tools
+    }
+
+    /// The specs of this node's tools, for a model request: exactly the node's set.
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.tools.iter().map(|t| t.spec()).collect()
+    }
+
+    /// Runs the model's tool calls through the gateway, in order.
+    pub async fn call_tools(&self, calls: &[ToolCall]) -> Result<Vec<Observation>, NodeError> {
+        let mut out = Vec::with_capacity(calls.len());
+        for call in calls {
+            out.push(self.call_tool(call).await?);
+        }
+        Ok(out)
+    }
+
+    /// Runs one tool call through the gateway. Refusals the model can act on
+    /// (invalid arguments, a tool error, a denial, a rejection) come back as
+    /// an [`Observation`]; a pause for approval, an exhausted budget or a
+    /// fatal tool error come back as the node's error (propagate with `?`).
+    pub async fn call_tool(&self, call: &ToolCall) -> Result<Observation, NodeError> {
+        let observation = self.gate(call).await?;
+        (self.scope.activity)(Activity::ToolCall {
+            node: self.node,
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            result: match observation.code() {
+                None => "ok".to_string(),
+                Some(code) => serde_json::to_value(code).map_or_else(|_| "error".into(), |c| c.to_string()),
+            },
+        });
+        Ok(observation)
+    }
+
+    async fn gate(&self, call: &ToolCall) -> Result<Observation, NodeError> {
+        let deny = |code, detail: String| Ok(Observation::error(&call.id, &call.name, code, detail));
+        let Some(tool) = self.tools.iter().copied().find(|t| t.name() == call.name) else {
+            let allowed: Vec<&str> = self.tools.iter().map(|t| t.name()).collect();
+            return deny(
+                Code::PermissionDenied,
+                format!(
+                    "tool `{}` is not allowed in node `{}`; allowed: {}",
+                    call.name,
+                    self.node,
+                    if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") }
+                ),
+            );
+        };
+        if let Err(which) = self.scope.meter.tool_call() {
+            return Err(self.exhausted(which));
+        }
+        if let Err(e) = tool.validate(&call.arguments) {
+            return deny(Code::InvalidArgument, e.0);
+        }
+        match self.scope.policy.decide(tool.name(), tool.risk()) {
+            Decision::Deny => deny(Code::PermissionDenied, format!("the policy denies `{}` ({} risk)", tool.name(), tool.risk())),
+            Decision::Run => self.execute(tool, call, call.arguments.clone(), None).await,
+            Decision::NeedsApproval => self.with_approval(tool, call).await,
+        }
+    }
+
+    /// Runs the tool. A call that changes anything goes through the effect
+    /// journal, keyed by its call id, so a re-run node does not repeat it.
+    async fn execute(
+        &self,
+        tool: &'static dyn Tool,
+        call: &ToolCall,
+        args: Value,
+        conditions: Option<&Value>,
+    ) -> Result<Observation, NodeError> {
+        let idempotency_key = match self.journal {
+            Some(j) => j.idempotency_key(self.node, &format!("tool:{}", call.id)),
+            None => format!("{}/tool:{}", self.node, call.id),
+        };
+        let tcx = ToolCx { call_id: call.id.clone(), idempotency_key, node: self.node };
+        let run = |_key: String| async move {
+            match tool.invoke(args, &tcx).await {
+                Ok(value) => Ok(Ok(value)),
+                Err(ToolError::Correctable(msg)) => Ok(Err(msg)),
+                Err(ToolError::Transient(msg)) => Err(NodeError::transient(format!("tool `{}`: {msg}", tool.name()))),
+                Err(ToolError::Fatal(msg)) => Err(NodeError::fatal(format!("tool `{}`: {msg}", tool.name()))),
+            }
+        };
+        let result: Result<Value, String> = if tool.risk() == super::Risk::Read {
+            run(String::new()).await?
+        } else {
+            self.effect(&format!("tool:{}", call.id), run).await?
+        };
+        let mut obs = match result {
+            Ok(value) => Observation::ok(&call.id, tool.name(), value),
+            Err(msg) => Observation::error(&call.id, tool.name(), Code::ToolError, msg),
+        };
+        if let (Some(conditions), Value::Object(body)) = (conditions, &mut obs.body) {
+            body.insert("conditions".into(), conditions.clone());
+        }
+        Ok(obs)
+    }
+
+    async fn with_approval(&self, tool: &'static dyn Tool, call: &ToolCall) -> Result<Observation, NodeError> {
+        let deny = |code, detail: String| Ok(Observation::error(&call.id, &call.name, code, detail));
+        let Some(journal) = self.journal else {
+            return deny(
+                Code::PermissionDenied,
+                format!("`{}` needs a human's approval, and this run has no store to record it in", tool.name()),
+            );
+        };
+        let hash = args_hash(&call.arguments);
+        let id = approval_id(journal, self.node, &call.id, &hash);
+        let record = blocking(journal, {
+            let id = id.clone();
+            move |s| s.approval(&id).map_err(|e| e.to_string())
+        })
+        .await?;
+        let Some(record) = record else {
+            return self.request_approval(journal, tool, call, id, hash).await;
+        };
+        let now = now_ms();
+        match record.status {
+            ApprovalStatus::Pending if now >= record.expires_at => {
+                let _ = self.transition(journal, &id, ApprovalStatus::Pending, ApprovalStatus::Expired, "expired").await?;
+                deny(Code::ApprovalExpired, format!("the approval `{id}` expired before a decision; the call did not run"))
+            }
+            ApprovalStatus::Pending => Err(self.pause_for_approval(approval_payload(&record))),
+            ApprovalStatus::Rejected => {
+                let reason = record.decision_note.clone().unwrap_or_else(|| "no reason given".into());
+                let who = record.decided_by.clone().unwrap_or_default();
+                match self.scope.on_reject {
+                    OnReject::Replan => deny(Code::Rejected, format!("rejected by {who}: {reason}")),
+                    OnReject::EndRun => Err(NodeError::fatal(format!(
+                        "the call to `{}` was rejected by {who}: {reason}",
+                        tool.name()
+                    ))),
+                }
+            }
+            ApprovalStatus::Expired => deny(Code::ApprovalExpired, format!("the approval `{id}` expired; the call did not run")),
+            ApprovalStatus::Cancelled => deny(Code::ApprovalInvalid, format!("the approval `{id}` was cancelled")),
+            ApprovalStatus::Approved if now >= record.expires_at => {
+                let _ = self.transition(journal, &id, ApprovalStatus::Approved, ApprovalStatus::Expired, "expired").await?;
+                deny(Code::ApprovalExpired, format!("the approval `{id}` expired before it was used; the call did not run"))
+            }
+            ApprovalStatus::Approved | ApprovalStatus::Executing | ApprovalStatus::Succeeded | ApprovalStatus::Failed => {
+                self.run_approved(journal, tool, call, record).await
+            }
+        }
+    }
+
+    async fn request_approval(
+        &self,
+        journal: &Journal,
+        tool: &'static dyn Tool,
+        call: &ToolCall,
+        id: String,
+        hash: String,
+    ) -> Result<Observation, NodeError> {
+        let now = now_ms();
+        let record = ApprovalRecord {
+            id: id.clone(),
+            thread: journal.thread.clone(),
+            node: self.node.to_string(),
+            tool: tool.name().to_string(),
+            args: canonical_json(&call.arguments),
+            args_hash: hash,
+            risk: tool.risk().to_string(),
+            requester: if self.scope.owner.is_empty() { journal.thread.clone() } else { self.scope.owner.clone() },
+            reason: format!("`{}` is a {} tool; the policy asks a human first", tool.name(), tool.risk()),
+            created_at: now,
+            expires_at: now.saturating_add(self.scope.approval_ttl.as_millis() as u64),
+            status: ApprovalStatus::Pending,
+            decided_by: None,
+            decision_note: None,
+            conditions: None,
+            updated_at: now,
+        };
+        let payload = approval_payload(&record);
+        let actor = record.requester.clone();
+        let result = blocking(journal, move |s| Ok(s.put_approval(record, &actor))).await?;
+        match result {
+            Ok(()) | Err(ApprovalError::AlreadyExists { .. }) => {}
+            Err(e) => return Err(NodeError::transient(format!("could not record the approval request: {e}"))),
+        }
+        (self.scope.activity)(Activity::ApprovalRequested { node: self.node, approval: id, tool: tool.name().into() });
+        Err(self.pause_for_approval(payload))
+    }
+
+    /// Executes an approved call once: the arguments must hash to the
+    /// approved (or edited) ones, and APPROVED -> EXECUTING is a
+    /// compare-and-set, so the approval is used at most once.
+    async fn run_approved(
+        &self,
+        journal: &Journal,
+        tool: &'static dyn Tool,
+        call: &ToolCall,
+        record: ApprovalRecord,
+    ) -> Result<Observation, NodeError> {
+        let deny = |code, detail: String| Ok(Observation::error(&call.id, &call.name, code, detail));
+        let approved: Value = match serde_json::from_str(&record.args) {
+            Ok(v) => v,
+            Err(e) => return deny(Code::ApprovalInvalid, format!("the approved arguments do not parse: {e}")),
+        };
+        if args_hash(&approved) != record.args_hash {
+            return deny(
+                Code::ApprovalInvalid,
+                format!("the arguments stored with approval `{}` do not match its hash; refusing to run", record.id),
+            );
+        }
+        if let Err(e) = tool.validate(&approved) {
+            return deny(Code::InvalidArgument, format!("the approved arguments do not validate: {}", e.0));
+        }
+        if record.status == ApprovalStatus::Approved {
+            match self.transition(journal, &record.id, ApprovalStatus::Approved, ApprovalStatus::Executing, "executing").await? {
+                Ok(_) => {}
+                // Someone else moved it first: another executor is using it.
+                Err(current) => {
+                    return deny(Code::ApprovalInvalid, format!("the approval `{}` was already used ({current})", record.id));
+                }
+            }
+        }
+        // EXECUTING after a crash, or SUCCEEDED on replay: the journal returns
+        // the recorded result instead of running the tool again.
+        let result = self.execute(tool, call, approved, record.conditions.as_ref()).await;
+        let to = match &result {
+            Ok(obs) if obs.is_ok() => ApprovalStatus::Succeeded,
+            _ => ApprovalStatus::Failed,
+        };
+        if matches!(record.status, ApprovalStatus::Approved | ApprovalStatus::Executing) {
+            let _ = self.transition(journal, &record.id, ApprovalStatus::Executing, to, "executed").await?;
+        }
+        result
+    }
+
+    async fn transition(
+        &self,
+        journal: &Journal,
+        id: &str,
+        from: ApprovalStatus,
+        to: ApprovalStatus,
+        note: &str,
+    ) -> Result<Result<ApprovalRecord, String>, NodeError> {
+        let (id, actor, note) = (id.to_string(), format!("executor:{}", self.node), note.to_string());
+        blocking(journal, move |s| {
+            let patch = ApprovalPatch { note: Some(note), ..ApprovalPatch::by(actor, now_ms()) };
+            Ok(match s.transition_approval(&id, from, to, patch) {
+                Ok(r) => Ok(r),
+                Err(ApprovalError::AlreadyDecided { current, .. }) => Err(format!("{current:?}")),
+                Err(e) => return Err(e.to_string()),
+            })
+        })
+        .await
+    }
+}
+
+/// Deterministic per (thread, checkpoint, node, call, arguments): the same
+/// call re-run after a resume finds its record; a call whose arguments were
+/// changed does not.
+fn approval_id(journal: &Journal, node: &str, call_id: &str, hash: &str) -> String {
+    let key = json!([journal.thread, journal.seq, node, call_id, hash]);
+    format!("apr-{}", &args_hash(&key)[..24])
+}
+
+fn approval_payload(record: &ApprovalRecord) -> Value {
+    json!({
+        "approval": record.id,
+        "tool": record.tool,
+        "args": serde_json::from_str::<Value>(&record.args).unwrap_or(Value::Null),
+        "risk": record.risk,
+        "reason": record.reason,
+        "expires_at": record.expires_at,
+    })
+}
+
+async fn blocking<T: Send + 'static>(
+    journal: &Journal,
+    f: impl FnOnce(&dyn Store) -> Result<T, String> + Send + 'static,
+) -> Result<T, NodeError> {
+    crate::persist::blocking(&journal.store, f)
+        .await
+        .map_err(|e| NodeError::transient(e.to_string()))?
+        .map_err(|e| NodeError::transient(format!("approval store: {e}")))
+}

@@ -1,0 +1,112 @@
+//! Tools: typed async functions a model may call, each with a risk class.
+//!
+//! Write them with `#[tool(risk = read)]` on an `async fn` taking a typed
+//! argument struct; its doc comment becomes the description and schemars
+//! gives the JSON schema. A node lists the tools it may use
+//! (`#[node(tools = [add, multiply])]`); every call goes through one gateway
+//! ([`Ctx::call_tool`](crate::Ctx::call_tool)) that validates the arguments,
+//! applies the [`Policy`] and, where the policy says so, asks a human first.
+
+mod gateway;
+mod observation;
+mod policy;
+mod validate;
+
+pub use gateway::{OnReject, args_hash};
+pub use observation::{Code, Observation};
+pub use policy::{Decision, Policy, RiskPolicy};
+pub use validate::{ArgumentError, canonical_json, validate_args};
+
+use std::fmt;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::message::ToolSpec;
+
+/// How much harm a tool call can do (seed 004 §6). The [`Policy`] maps it
+/// to run, ask a human, or deny.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Risk {
+    /// Reads only: search, lookups, arithmetic.
+    Read,
+    /// Changes something that can be undone: drafts, labels.
+    Reversible,
+    /// Reaches outside: sends an email, posts a message.
+    External,
+    /// Cannot be undone: refunds, deletions, deployments.
+    Irreversible,
+}
+
+impl fmt::Display for Risk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Risk::Read => "read",
+            Risk::Reversible => "reversible",
+            Risk::External => "external",
+            Risk::Irreversible => "irreversible",
+        })
+    }
+}
+
+/// What a tool's body may fail with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// The caller can fix it (division by zero, an order that does not
+    /// exist): reported to the model as an observation.
+    #[error("{0}")]
+    Correctable(String),
+    /// A passing fault: the node is retried per its retry policy.
+    #[error("{0}")]
+    Transient(String),
+    /// Nothing will fix it: the run stops.
+    #[error("{0}")]
+    Fatal(String),
+}
+
+/// What a tool sees besides its arguments.
+#[derive(Debug, Clone)]
+pub struct ToolCx {
+    /// The model's id for this call.
+    pub call_id: String,
+    /// Stable across re-runs of the same call: pass it to systems that
+    /// deduplicate requests (payment providers, ticketing).
+    pub idempotency_key: String,
+    /// The node making the call.
+    pub node: &'static str,
+}
+
+/// A tool, as `#[tool]` implements it. Implement it by hand only for tools
+/// built at run time (e.g. from an API description).
+#[async_trait]
+pub trait Tool: Send + Sync + 'static {
+    /// The name the model calls it by.
+    fn name(&self) -> &'static str;
+    /// What it does; the model reads this.
+    fn description(&self) -> &'static str;
+    /// How much harm a call can do.
+    fn risk(&self) -> Risk;
+    /// JSON schema of the argument object.
+    fn parameters(&self) -> Value;
+    /// Checks arguments as a model sent them, before anything runs:
+    /// an object, no unknown fields, the right types.
+    fn validate(&self, args: &Value) -> Result<(), ArgumentError>;
+    /// Runs the tool on arguments that passed [`Tool::validate`].
+    async fn invoke(&self, args: Value, cx: &ToolCx) -> Result<Value, ToolError>;
+
+    /// The spec handed to a model.
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(self.name(), self.description(), self.parameters())
+    }
+}
+
+impl fmt::Debug for dyn Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tool({}, {})", self.name(), self.risk())
+    }
+}
+
+/// The tools a node may use, in the order of its `tools = [..]` list.
+pub type ToolSet = &'static [&'static dyn Tool];

@@ -1,0 +1,96 @@
+//! Checking a model's arguments before a tool runs.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Why a model's arguments were refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ArgumentError(pub String);
+
+/// Checks `args` against the tool's argument type `A` and its schema:
+/// a JSON object, no field the schema does not know, and every field of the
+/// right type (a number must be finite; JSON cannot carry NaN or infinity,
+/// and a number too large for its type is refused).
+pub fn validate_args<A: DeserializeOwned>(args: &Value, schema: &Value) -> Result<A, ArgumentError> {
+    let Value::Object(fields) = args else {
+        let got = match args {
+            Value::String(s) => format!("a string ({s:?}); arguments must be a JSON object"),
+            other => format!("{other}; arguments must be a JSON object"),
+        };
+        return Err(ArgumentError(format!("expected an object of arguments, got {got}")));
+    };
+    if let Some(known) = schema.get("properties").and_then(Value::as_object) {
+        let unknown: Vec<&str> = fields.keys().filter(|k| !known.contains_key(*k)).map(String::as_str).collect();
+        if !unknown.is_empty() {
+            let allowed: Vec<&str> = known.keys().map(String::as_str).collect();
+            return Err(ArgumentError(format!(
+                "unknown field(s) {}; the arguments are {}",
+                unknown.join(", "),
+                allowed.join(", ")
+            )));
+        }
+    }
+    A::deserialize(args).map_err(|e| ArgumentError(e.to_string()))
+}
+
+/// JSON with object keys sorted, so equal arguments hash equally.
+pub fn canonical_json(value: &Value) -> String {
+    fn sort(v: &Value) -> Value {
+        match v {
+            Value::Object(map) => {
+                let sorted: std::collections::BTreeMap<&String, Value> = map.iter().map(|(k, v)| (k, sort(v))).collect();
+                Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v)).collect())
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sort).collect()),
+            other => other.clone(),
+        }
+    }
+    sort(value).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Args {
+        a: f64,
+        b: f64,
+    }
+
+    fn schema() -> Value {
+        json!({ "type": "object", "properties": { "a": { "type": "number" }, "b": { "type": "number" } } })
+    }
+
+    #[test]
+    fn accepts_good_arguments() {
+        assert_eq!(validate_args::<Args>(&json!({"a": 3, "b": 4.5}), &schema()), Ok(Args { a: 3.0, b: 4.5 }));
+    }
+
+    #[test]
+    fn refuses_unknown_fields_wrong_types_and_non_objects() {
+        let e = validate_args::<Args>(&json!({"a": 1, "b": 2, "c": 3}), &schema()).unwrap_err();
+        assert!(e.0.contains("unknown field(s) c"), "{e}");
+        let e = validate_args::<Args>(&json!({"a": "three", "b": 2}), &schema()).unwrap_err();
+        assert!(e.0.contains("invalid type"), "{e}");
+        let e = validate_args::<Args>(&json!("{not json"), &schema()).unwrap_err();
+        assert!(e.0.contains("must be a JSON object"), "{e}");
+        let e = validate_args::<Args>(&json!({"a": 1}), &schema()).unwrap_err();
+        assert!(e.0.contains("missing field `b`"), "{e}");
+    }
+
+    #[test]
+    fn non_finite_numbers_cannot_arrive() {
+        // JSON has no NaN or infinity; what a model might send instead is refused.
+        let e = validate_args::<Args>(&json!({"a": "NaN", "b": 1}), &schema()).unwrap_err();
+        assert!(e.0.contains("invalid type"), "{e}");
+        assert!(serde_json::from_str::<Value>(r#"{"a": 1e999}"#).is_err());
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys_deeply() {
+        assert_eq!(canonical_json(&json!({"b": 1, "a": {"d": 2, "c": [ {"z": 1, "y": 2} ]}})), r#"{"a":{"c":[{"y":2,"z":1}],"d":2},"b":1}"#);
+    }
+}
