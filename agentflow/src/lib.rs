@@ -1,6 +1,7 @@
 //! agentflow: LLM agents as state graphs whose wiring the compiler checks.
 #![warn(missing_docs)]
 
+pub mod approval;
 pub mod budget;
 pub mod context;
 pub mod error;
@@ -33,7 +34,8 @@ pub use tokio_util::sync::CancellationToken;
 
 /// Everything a graph definition needs: `use agentflow::prelude::*;`.
 pub mod prelude {
-    pub use crate::{CompiledGraph, Ctx, NodeError, Outcome, State, Step, goto, graph, node};
+    pub use crate::tool::{Risk, ToolCx, ToolError};
+    pub use crate::{CompiledGraph, Ctx, NodeError, Outcome, State, Step, goto, graph, node, tool};
 }
 
-pub use agentflow_macros::{State, graph, node};
+pub use agentflow_macros::{State, graph, node, tool};

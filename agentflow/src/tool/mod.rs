@@ -66,16 +66,42 @@ pub enum ToolError {
     Fatal(String),
 }
 
-/// What a tool sees besides its arguments.
+/// What a tool sees besides its arguments. Only the gateway makes one, so
+/// [`Tool::invoke`] cannot be reached around it.
 #[derive(Debug, Clone)]
 pub struct ToolCx {
+    pub(crate) call_id: String,
+    pub(crate) idempotency_key: String,
+    pub(crate) node: &'static str,
+}
+
+impl ToolCx {
     /// The model's id for this call.
-    pub call_id: String,
+    pub fn call_id(&self) -> &str {
+        &self.call_id
+    }
+
     /// Stable across re-runs of the same call: pass it to systems that
     /// deduplicate requests (payment providers, ticketing).
-    pub idempotency_key: String,
+    pub fn idempotency_key(&self) -> &str {
+        &self.idempotency_key
+    }
+
     /// The node making the call.
-    pub node: &'static str,
+    pub fn node(&self) -> &'static str {
+        self.node
+    }
+}
+
+/// The JSON schema of a tool's argument type, as handed to models.
+pub fn schema_of<T: schemars::JsonSchema>() -> Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut schema {
+        // Metadata models do not need; some reject `$schema`.
+        map.remove("$schema");
+        map.remove("title");
+    }
+    schema
 }
 
 /// A tool, as `#[tool]` implements it. Implement it by hand only for tools

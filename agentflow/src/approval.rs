@@ -1,0 +1,329 @@
+//! Deciding approvals: who may approve which call, and the decisions
+//! themselves (approve, approve with conditions, edit, reject, cancel).
+//!
+//! The gateway writes an approval record when the policy says a call needs a
+//! human, and the run pauses. A person decides through an [`ApprovalDesk`],
+//! from any process that opens the same store; then the thread is resumed
+//! and the gateway runs the call, once, with the approved arguments.
+//!
+//! Every decision is a compare-and-set in one store transaction, so of two
+//! concurrent decisions exactly one wins. Knowing an approval id grants
+//! nothing: each decision names an [`Approver`] that the [`Authorizer`] checks.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use agentflow_store::{
+    ApprovalArgs, ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, NewAuditEntry, ReadError, Store,
+};
+use serde_json::{Value, json};
+
+use crate::graph::CompiledGraph;
+use crate::persist::{HistoryError, now_ms};
+use crate::state::State;
+use crate::tool::{Risk, Tool, args_hash, canonical_json};
+
+/// A person (or service) deciding approvals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approver {
+    /// A stable identity, recorded with the decision.
+    pub id: String,
+    /// What the identity is allowed to do (checked by the [`Authorizer`]).
+    pub roles: Vec<String>,
+}
+
+impl Approver {
+    /// An approver with these roles.
+    pub fn new(id: impl Into<String>, roles: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Approver { id: id.into(), roles: roles.into_iter().map(Into::into).collect() }
+    }
+}
+
+/// Decides who may decide which approval.
+pub trait Authorizer: Send + Sync + 'static {
+    /// `Ok` if `approver` may decide `approval`, else why not.
+    fn authorize(&self, approver: &Approver, approval: &ApprovalRecord) -> Result<(), String>;
+
+    /// How many distinct approvers must approve (default 1).
+    fn sign_offs(&self, _approval: &ApprovalRecord) -> usize {
+        1
+    }
+}
+
+/// Roles by risk class, and an optional two-person rule for irreversible calls.
+///
+/// Nobody may approve their own request.
+#[derive(Debug, Clone, Default)]
+pub struct RoleAuthorizer {
+    roles: BTreeMap<String, String>,
+    two_person_irreversible: bool,
+}
+
+impl RoleAuthorizer {
+    /// No role can approve anything yet.
+    pub fn new() -> Self {
+        RoleAuthorizer::default()
+    }
+
+    /// Calls of this risk may be decided by holders of `role`.
+    #[must_use]
+    pub fn role_for(mut self, risk: Risk, role: impl Into<String>) -> Self {
+        self.roles.insert(risk.to_string(), role.into());
+        self
+    }
+
+    /// Irreversible calls need two distinct approvers.
+    #[must_use]
+    pub fn two_person_for_irreversible(mut self) -> Self {
+        self.two_person_irreversible = true;
+        self
+    }
+}
+
+impl Authorizer for RoleAuthorizer {
+    fn authorize(&self, approver: &Approver, approval: &ApprovalRecord) -> Result<(), String> {
+        if approver.id == approval.requester {
+            return Err(format!("`{}` requested this call and cannot approve it", approver.id));
+        }
+        let Some(role) = self.roles.get(&approval.risk) else {
+            return Err(format!("no role may decide {} calls", approval.risk));
+        };
+        if approver.roles.iter().any(|r| r == role) {
+            Ok(())
+        } else {
+            Err(format!("deciding a {} call needs the `{role}` role", approval.risk))
+        }
+    }
+
+    fn sign_offs(&self, approval: &ApprovalRecord) -> usize {
+        if self.two_person_irreversible && approval.risk == Risk::Irreversible.to_string() { 2 } else { 1 }
+    }
+}
+
+/// A decision was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecisionError {
+    /// No approval has this id.
+    #[error("no approval `{id}`")]
+    NotFound {
+        /// The id asked for.
+        id: String,
+    },
+    /// The approver may not decide it.
+    #[error("`{approver}` may not decide approval `{id}`: {reason}")]
+    NotAuthorized {
+        /// The approval.
+        id: String,
+        /// Who tried.
+        approver: String,
+        /// Why not.
+        reason: String,
+    },
+    /// It was already decided (or used, or expired) by someone else.
+    #[error("approval `{id}` was already decided: it is {current:?}")]
+    AlreadyDecided {
+        /// The approval.
+        id: String,
+        /// Its status now.
+        current: ApprovalStatus,
+    },
+    /// It expired before the decision; the call will never run.
+    #[error("approval `{id}` expired before the decision; the call will not run")]
+    Expired {
+        /// The approval.
+        id: String,
+    },
+    /// Edited arguments do not validate against the tool's schema.
+    #[error("the edited arguments for `{tool}` do not validate: {detail}")]
+    InvalidEdit {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The same approver signed off twice where two people are needed.
+    #[error("approval `{id}` needs a second approver other than `{approver}`")]
+    SameApprover {
+        /// The approval.
+        id: String,
+        /// Who signed off already.
+        approver: String,
+    },
+    /// The store failed.
+    #[error("approval store: {0}")]
+    Store(String),
+}
+
+impl From<ReadError> for DecisionError {
+    fn from(e: ReadError) -> Self {
+        DecisionError::Store(e.to_string())
+    }
+}
+
+/// Where people decide a graph's approvals.
+#[derive(Clone)]
+pub struct ApprovalDesk {
+    store: Arc<dyn Store>,
+    tools: Vec<&'static dyn Tool>,
+    authorizer: Arc<dyn Authorizer>,
+}
+
+impl std::fmt::Debug for ApprovalDesk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApprovalDesk").field("tools", &self.tools).finish_non_exhaustive()
+    }
+}
+
+impl<S: State, D> CompiledGraph<S, D> {
+    /// The desk for deciding this graph's approvals, in its store.
+    pub fn approvals(&self, authorizer: impl Authorizer) -> Result<ApprovalDesk, HistoryError> {
+        let store = self.store.clone().ok_or(HistoryError::NoStore)?;
+        let mut tools: Vec<&'static dyn Tool> = Vec::new();
+        for t in self.nodes().iter().flat_map(|n| n.tools.iter().copied()) {
+            if !tools.iter().any(|k| k.name() == t.name()) {
+                tools.push(t);
+            }
+        }
+        Ok(ApprovalDesk { store, tools, authorizer: Arc::new(authorizer) })
+    }
+}
+
+/// What a decision changes besides the status.
+struct Change {
+    note: Option<String>,
+    conditions: Option<Value>,
+    args: Option<ApprovalArgs>,
+}
+
+impl ApprovalDesk {
+    /// One approval.
+    pub fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, DecisionError> {
+        Ok(self.store.approval(id)?)
+    }
+
+    /// Every pending approval in the store.
+    pub fn pending(&self) -> Result<Vec<ApprovalRecord>, DecisionError> {
+        Ok(self.store.list_pending_approvals()?)
+    }
+
+    /// The approvals of one thread.
+    pub fn for_thread(&self, thread: &str) -> Result<Vec<ApprovalRecord>, DecisionError> {
+        Ok(self.store.list_approvals(thread)?)
+    }
+
+    /// Approves the call as requested.
+    pub fn approve(&self, id: &str, approver: &Approver) -> Result<ApprovalRecord, DecisionError> {
+        self.decide(id, approver, ApprovalStatus::Approved, Change { note: None, conditions: None, args: None })
+    }
+
+    /// Approves the call under conditions, recorded and handed to the model
+    /// with the tool's result.
+    pub fn approve_with_conditions(
+        &self,
+        id: &str,
+        approver: &Approver,
+        conditions: Value,
+    ) -> Result<ApprovalRecord, DecisionError> {
+        self.decide(id, approver, ApprovalStatus::Approved, Change { note: None, conditions: Some(conditions), args: None })
+    }
+
+    /// Approves the call with other arguments. They are validated against
+    /// the tool's schema and their hash is recorded; the tool runs with them.
+    pub fn edit(&self, id: &str, approver: &Approver, args: Value) -> Result<ApprovalRecord, DecisionError> {
+        let record = self.load(id)?;
+        let tool = self.tools.iter().find(|t| t.name() == record.tool).ok_or_else(|| DecisionError::InvalidEdit {
+            tool: record.tool.clone(),
+            detail: "the tool is not part of this graph".into(),
+        })?;
+        tool.validate(&args).map_err(|e| DecisionError::InvalidEdit { tool: record.tool.clone(), detail: e.0 })?;
+        let edited = ApprovalArgs { canonical: canonical_json(&args), hash: args_hash(&args) };
+        let note = format!("arguments edited from {} to {}", record.args, edited.canonical);
+        self.decide(id, approver, ApprovalStatus::Approved, Change { note: Some(note), conditions: None, args: Some(edited) })
+    }
+
+    /// Rejects the call; the reason reaches the model (or ends the run, per
+    /// the graph's `on_reject`).
+    pub fn reject(&self, id: &str, approver: &Approver, reason: &str) -> Result<ApprovalRecord, DecisionError> {
+        self.decide(id, approver, ApprovalStatus::Rejected, Change { note: Some(reason.into()), conditions: None, args: None })
+    }
+
+    /// Withdraws the request; the call will not run.
+    pub fn cancel(&self, id: &str, approver: &Approver) -> Result<ApprovalRecord, DecisionError> {
+        self.decide(id, approver, ApprovalStatus::Cancelled, Change { note: None, conditions: None, args: None })
+    }
+
+    fn load(&self, id: &str) -> Result<ApprovalRecord, DecisionError> {
+        self.store.approval(id)?.ok_or_else(|| DecisionError::NotFound { id: id.into() })
+    }
+
+    fn decide(
+        &self,
+        id: &str,
+        approver: &Approver,
+        to: ApprovalStatus,
+        change: Change,
+    ) -> Result<ApprovalRecord, DecisionError> {
+        let record = self.load(id)?;
+        self.authorizer.authorize(approver, &record).map_err(|reason| DecisionError::NotAuthorized {
+            id: id.into(),
+            approver: approver.id.clone(),
+            reason,
+        })?;
+        if record.status != ApprovalStatus::Pending {
+            return Err(DecisionError::AlreadyDecided { id: id.into(), current: record.status });
+        }
+        let now = now_ms();
+        if now >= record.expires_at {
+            let _ = self.store.transition_approval(
+                id,
+                ApprovalStatus::Pending,
+                ApprovalStatus::Expired,
+                ApprovalPatch { note: Some("expired before a decision".into()), ..ApprovalPatch::by(&approver.id, now) },
+            );
+            return Err(DecisionError::Expired { id: id.into() });
+        }
+        if to == ApprovalStatus::Approved && !self.enough_sign_offs(&record, approver, now)? {
+            return Ok(record);
+        }
+        let patch = ApprovalPatch {
+            decided_by: Some(approver.id.clone()),
+            note: change.note,
+            conditions: change.conditions,
+            args: change.args,
+            ..ApprovalPatch::by(&approver.id, now)
+        };
+        self.store.transition_approval(id, ApprovalStatus::Pending, to, patch).map_err(|e| match e {
+            ApprovalError::AlreadyDecided { current, .. } => DecisionError::AlreadyDecided { id: id.into(), current },
+            ApprovalError::NotFound { .. } => DecisionError::NotFound { id: id.into() },
+            other => DecisionError::Store(other.to_string()),
+        })
+    }
+
+    /// Records a sign-off; whether enough distinct approvers have signed.
+    fn enough_sign_offs(&self, record: &ApprovalRecord, approver: &Approver, now: u64) -> Result<bool, DecisionError> {
+        let needed = self.authorizer.sign_offs(record);
+        if needed <= 1 {
+            return Ok(true);
+        }
+        let mut signed: Vec<String> = self
+            .store
+            .list_audit(&record.thread)?
+            .into_iter()
+            .filter(|e| e.kind == "approval.sign_off" && e.detail.get("approval") == Some(&json!(record.id)))
+            .map(|e| e.actor)
+            .collect();
+        if signed.contains(&approver.id) {
+            return Err(DecisionError::SameApprover { id: record.id.clone(), approver: approver.id.clone() });
+        }
+        let entry = NewAuditEntry {
+            at: now,
+            actor: approver.id.clone(),
+            kind: "approval.sign_off".into(),
+            detail: json!({ "approval": record.id, "needed": needed }),
+        };
+        self.store.append_audit(&record.thread, entry).map_err(|e| DecisionError::Store(e.to_string()))?;
+        signed.push(approver.id.clone());
+        Ok(signed.len() >= needed)
+    }
+}
