@@ -1,1 +1,466 @@
-fn main() {}
+//! Executor overhead benchmarks. One JSON line per figure on stdout.
+//!
+//! ```text
+//! cargo bench --bench engine              # full: 21 samples, median (and min)
+//! cargo bench --bench engine -- --quick   # CI smoke check, a few seconds
+//! AGENTFLOW_BENCH_QUICK=1 cargo bench --bench engine
+//! ```
+//!
+//! Workloads:
+//! - `cycle_flat`: `a -> b -> c -> a`, each node adds 1 to a `#[reduce(add)]`
+//!   counter, `c` routes to `END` after N node executions (N = 300, 3000, 30000
+//!   to show the per-node cost does not grow with the number of steps);
+//! - `cycle`: the same plus a `#[reduce(append)] log: Vec<String>` every node
+//!   appends one short string to;
+//! - `fanout`: `start -> split -> 8 parallel branches -> join -> END`, each
+//!   node appending to a reducer list; 300 separate runs per sample.
+//!
+//! Each workload is also done by a hand-written loop making the same
+//! `State::apply` calls on the same state without the executor; `ratio` is
+//! executor time / hand-written time. Runs use a tokio `current_thread`
+//! runtime and a `multi_thread` one (the run spawned onto a worker). No
+//! timing is asserted; only the results of the work are.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentflow::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+// ---------------------------------------------------------------------------
+// Workloads.
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+pub struct Flat {
+    #[reduce(add)]
+    counter: u64,
+}
+
+/// How many node executions a cycle run does.
+pub struct Limit {
+    n: u64,
+}
+
+#[graph(state = Flat, deps = Limit, start = a, max_steps = 1000000)]
+mod cycle_flat {
+    use super::*;
+
+    #[node(goto = [b])]
+    async fn a(_s: &Flat) -> Step<Flat> {
+        goto!(b, Flat::update().counter(1))
+    }
+
+    #[node(goto = [c])]
+    async fn b(_s: &Flat) -> Step<Flat> {
+        goto!(c, Flat::update().counter(1))
+    }
+
+    #[node(goto = [a, END])]
+    async fn c(s: &Flat, limit: &Limit) -> Step<Flat> {
+        if s.counter + 1 >= limit.n {
+            goto!(END, Flat::update().counter(1))
+        } else {
+            goto!(a, Flat::update().counter(1))
+        }
+    }
+}
+
+fn hand_flat(n: u64) -> Flat {
+    let mut s = Flat::default();
+    loop {
+        s.apply(black_box(Flat::update().counter(1)));
+        s.apply(black_box(Flat::update().counter(1)));
+        let end = s.counter + 1 >= n;
+        s.apply(black_box(Flat::update().counter(1)));
+        if black_box(end) {
+            return s;
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+pub struct Cyc {
+    #[reduce(add)]
+    counter: u64,
+    #[reduce(append)]
+    log: Vec<String>,
+}
+
+#[graph(state = Cyc, deps = Limit, start = a, max_steps = 1000000)]
+mod cycle {
+    use super::*;
+
+    #[node(goto = [b])]
+    async fn a(_s: &Cyc) -> Step<Cyc> {
+        goto!(b, Cyc::update().counter(1).log(vec!["a".to_string()]))
+    }
+
+    #[node(goto = [c])]
+    async fn b(_s: &Cyc) -> Step<Cyc> {
+        goto!(c, Cyc::update().counter(1).log(vec!["b".to_string()]))
+    }
+
+    #[node(goto = [a, END])]
+    async fn c(s: &Cyc, limit: &Limit) -> Step<Cyc> {
+        if s.counter + 1 >= limit.n {
+            goto!(END, Cyc::update().counter(1).log(vec!["c".to_string()]))
+        } else {
+            goto!(a, Cyc::update().counter(1).log(vec!["c".to_string()]))
+        }
+    }
+}
+
+fn hand_cycle(n: u64) -> Cyc {
+    let mut s = Cyc::default();
+    loop {
+        s.apply(black_box(Cyc::update().counter(1).log(vec!["a".to_string()])));
+        s.apply(black_box(Cyc::update().counter(1).log(vec!["b".to_string()])));
+        let end = s.counter + 1 >= n;
+        s.apply(black_box(Cyc::update().counter(1).log(vec!["c".to_string()])));
+        if black_box(end) {
+            return s;
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+pub struct Fan {
+    #[reduce(append)]
+    log: Vec<String>,
+}
+
+#[graph(state = Fan, start = start)]
+mod fanout {
+    use super::*;
+
+    #[node(goto = [split])]
+    async fn start(_s: &Fan) -> Step<Fan> {
+        goto!(split, Fan::update().log(vec!["start".to_string()]))
+    }
+
+    #[node(goto = [b0, b1, b2, b3, b4, b5, b6, b7])]
+    async fn split(_s: &Fan) -> Step<Fan> {
+        goto!([b0, b1, b2, b3, b4, b5, b6, b7], Fan::update().log(vec!["split".to_string()]))
+    }
+
+    #[node(goto = [join])]
+    async fn b0(_s: &Fan) -> Step<Fan> {
+        goto!(join, Fan::update().log(vec!["b0".to_string()]))
+    }
+    #[node(goto = [join])]
+    async fn b1(_s: &Fan) -> Step<Fan> {
+        goto!(join, Fan::update().log(vec!["b1".to_string()]))
+    }
+    #[node(goto = [join])]
+    async fn b2(_s: &Fan) -> Step<Fan> {
+        goto!(join, Fan::update().log(vec!["b2".to_string()]))
+    }
+    #[node(goto = [join])]
+    async fn b3(_s: &Fan) -> Step<Fan> {
+        goto!(join, Fan::update().log(vec!["b3".to_string()]))
+    }
+    #[node(goto = [join])]
+    async fn b4(_s: &Fan) -> Step<Fan> {
+        goto!(join, Fan::update().log(vec!["b4".to_string()]))
+    }
+    #[node(goto = [join])]
+    async fn b5(_s: &Fan) -> Step<Fan> {
+        goto!(join, Fan::update().log(vec!["b5".to_string()]))
+    }
+    #[node(goto = [join])]
+    async fn b6(_s: &Fan) -> Step<Fan> {
+        goto!(join, Fan::update().log(vec!["b6".to_string()]))
+    }
+    #[node(goto = [join])]
+    async fn b7(_s: &Fan) -> Step<Fan> {
+        goto!(join, Fan::update().log(vec!["b7".to_string()]))
+    }
+
+    #[node(goto = [END])]
+    async fn join(_s: &Fan) -> Step<Fan> {
+        goto!(END, Fan::update().log(vec!["join".to_string()]))
+    }
+}
+
+const FAN_NODES: usize = 11;
+
+fn hand_fanout() -> Fan {
+    let mut s = Fan::default();
+    s.apply(black_box(Fan::update().log(vec!["start".to_string()])));
+    s.apply(black_box(Fan::update().log(vec!["split".to_string()])));
+    for b in ["b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7"] {
+        s.apply(black_box(Fan::update().log(vec![b.to_string()])));
+    }
+    s.apply(black_box(Fan::update().log(vec!["join".to_string()])));
+    s
+}
+
+// ---------------------------------------------------------------------------
+// Measurement.
+
+#[derive(Clone, Copy, PartialEq)]
+enum Flavor {
+    CurrentThread,
+    MultiThread,
+}
+
+impl Flavor {
+    fn name(self) -> &'static str {
+        match self {
+            Flavor::CurrentThread => "current_thread",
+            Flavor::MultiThread => "multi_thread",
+        }
+    }
+
+    fn runtime(self) -> tokio::runtime::Runtime {
+        match self {
+            Flavor::CurrentThread => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+            Flavor::MultiThread => tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build(),
+        }
+        .expect("tokio runtime")
+    }
+}
+
+struct Config {
+    quick: bool,
+    samples: usize,
+    cycle_sizes: Vec<u64>,
+    fan_runs: usize,
+}
+
+impl Config {
+    fn from_env() -> Self {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let quick = args.iter().any(|a| a == "--quick")
+            || std::env::var("AGENTFLOW_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0")
+            // Run as a test (`cargo test --benches`): cargo passes no `--bench`.
+            || !args.iter().any(|a| a == "--bench");
+        if quick {
+            Config { quick, samples: 3, cycle_sizes: vec![300, 3000], fan_runs: 30 }
+        } else {
+            Config { quick, samples: 21, cycle_sizes: vec![300, 3000, 30000], fan_runs: 300 }
+        }
+    }
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let mid = xs.len() / 2;
+    if xs.len() % 2 == 1 { xs[mid] } else { (xs[mid - 1] + xs[mid]) / 2.0 }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// Microsecond figures keep a tenth of a nanosecond.
+fn round_us(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+/// The median and the minimum of the samples, in seconds. On a loaded
+/// machine the minimum is the steadier figure for long runs.
+struct Stat {
+    median: f64,
+    min: f64,
+}
+
+/// `samples` timings of `f()`, after one warm-up call.
+fn sample(samples: usize, mut f: impl FnMut() -> Duration) -> Stat {
+    f();
+    let xs: Vec<f64> = (0..samples).map(|_| f().as_secs_f64()).collect();
+    let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    Stat { median: median(xs), min }
+}
+
+/// Runs `work` `reps` times inside one task of `rt` (spawned onto a worker
+/// for multi_thread) and returns the wall time.
+fn time_on<F, Fut>(rt: &tokio::runtime::Runtime, flavor: Flavor, reps: usize, work: F) -> Duration
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let job = async move {
+        let began = Instant::now();
+        for _ in 0..reps {
+            work().await;
+        }
+        began.elapsed()
+    };
+    match flavor {
+        Flavor::CurrentThread => rt.block_on(job),
+        Flavor::MultiThread => rt.block_on(async { tokio::spawn(job).await }).expect("bench task"),
+    }
+}
+
+fn time_hand(reps: usize, mut work: impl FnMut()) -> Duration {
+    let began = Instant::now();
+    for _ in 0..reps {
+        work();
+    }
+    began.elapsed()
+}
+
+fn emit(value: serde_json::Value) {
+    println!("{value}");
+}
+
+fn bench_cycle_flat(cfg: &Config, flavor: Flavor) {
+    let rt = flavor.runtime();
+    let graph = cycle_flat::graph();
+    let mut per_size = Vec::new();
+    for &n in &cfg.cycle_sizes {
+        let deps = Arc::new(Limit { n });
+        let exec = sample(cfg.samples, || {
+            let (graph, deps) = (graph.clone(), Arc::clone(&deps));
+            time_on(&rt, flavor, 1, move || {
+                let (graph, deps) = (graph.clone(), Arc::clone(&deps));
+                async move {
+                    let run = graph.run(Flat::default(), &deps).await.expect("config");
+                    assert!(run.outcome.is_completed(), "{}", run.outcome);
+                    assert_eq!(run.state.counter, deps.n);
+                    assert_eq!(u64::from(run.steps), deps.n);
+                    black_box(run);
+                }
+            })
+        });
+        let hand = sample(cfg.samples, || {
+            time_hand(1, || {
+                let s = hand_flat(black_box(n));
+                assert_eq!(s.counter, n);
+                black_box(s);
+            })
+        });
+        let us = exec.median * 1e6 / n as f64;
+        let us_min = exec.min * 1e6 / n as f64;
+        let hand_us = hand.median * 1e6 / n as f64;
+        per_size.push((n, us, us_min));
+        emit(json!({
+            "bench": "cycle_flat",
+            "runtime": flavor.name(),
+            "nodes": n,
+            "steps": n,
+            "samples": cfg.samples,
+            "us_per_node": round_us(us),
+            "us_per_node_min": round_us(us_min),
+            "hand_us_per_node": round_us(hand_us),
+            "ratio": round3(us / hand_us),
+            "quick": cfg.quick,
+        }));
+    }
+    if let (Some(first), Some(last)) = (per_size.first(), per_size.last()) {
+        let mut fig = serde_json::Map::new();
+        fig.insert("bench".into(), json!("cycle_flat_scaling"));
+        fig.insert("runtime".into(), json!(flavor.name()));
+        for (n, us, us_min) in &per_size {
+            fig.insert(format!("us_per_node_{n}"), json!(round_us(*us)));
+            fig.insert(format!("us_per_node_min_{n}"), json!(round_us(*us_min)));
+        }
+        fig.insert(format!("growth_{}_vs_{}", last.0, first.0), json!(round3(last.1 / first.1)));
+        fig.insert(format!("growth_min_{}_vs_{}", last.0, first.0), json!(round3(last.2 / first.2)));
+        fig.insert("quick".into(), json!(cfg.quick));
+        emit(serde_json::Value::Object(fig));
+    }
+}
+
+fn bench_cycle(cfg: &Config, flavor: Flavor) {
+    let rt = flavor.runtime();
+    let graph = cycle::graph();
+    let n = 3000;
+    let deps = Arc::new(Limit { n });
+    let exec = sample(cfg.samples, || {
+        let (graph, deps) = (graph.clone(), Arc::clone(&deps));
+        time_on(&rt, flavor, 1, move || {
+            let (graph, deps) = (graph.clone(), Arc::clone(&deps));
+            async move {
+                let run = graph.run(Cyc::default(), &deps).await.expect("config");
+                assert!(run.outcome.is_completed(), "{}", run.outcome);
+                assert_eq!(run.state.log.len() as u64, deps.n);
+                assert_eq!(run.state.log[..3], ["a", "b", "c"]);
+                black_box(run);
+            }
+        })
+    });
+    let hand = sample(cfg.samples, || {
+        time_hand(1, || {
+            let s = hand_cycle(black_box(n));
+            assert_eq!(s.log.len() as u64, n);
+            black_box(s);
+        })
+    });
+    let us = exec.median * 1e6 / n as f64;
+    let hand_us = hand.median * 1e6 / n as f64;
+    emit(json!({
+        "bench": "cycle",
+        "runtime": flavor.name(),
+        "nodes": n,
+        "steps": n,
+        "samples": cfg.samples,
+        "us_per_node": round_us(us),
+        "us_per_node_min": round_us(exec.min * 1e6 / n as f64),
+        "hand_us_per_node": round_us(hand_us),
+        "ratio": round3(us / hand_us),
+        "quick": cfg.quick,
+    }));
+}
+
+fn bench_fanout(cfg: &Config, flavor: Flavor) {
+    let rt = flavor.runtime();
+    let graph = fanout::graph();
+    let runs = cfg.fan_runs;
+    let exec = sample(cfg.samples, || {
+        let graph = graph.clone();
+        time_on(&rt, flavor, runs, move || {
+            let graph = graph.clone();
+            async move {
+                let run = graph.run(Fan::default(), &()).await.expect("config");
+                assert!(run.outcome.is_completed(), "{}", run.outcome);
+                assert_eq!(run.steps, 4);
+                assert_eq!(run.state.log.len(), FAN_NODES);
+                assert_eq!(run.state.log[2], "b0");
+                black_box(run);
+            }
+        })
+    });
+    let hand = sample(cfg.samples, || {
+        time_hand(runs, || {
+            let s = hand_fanout();
+            assert_eq!(s.log.len(), FAN_NODES);
+            black_box(s);
+        })
+    });
+    let ms = exec.median * 1e3 / runs as f64;
+    let hand_ms = hand.median * 1e3 / runs as f64;
+    emit(json!({
+        "bench": "fanout",
+        "runtime": flavor.name(),
+        "branches": 8,
+        "nodes_per_run": FAN_NODES,
+        "runs": runs,
+        "samples": cfg.samples,
+        "ms_per_run": (ms * 1e5).round() / 1e5,
+        "us_per_run": round3(ms * 1e3),
+        "us_per_run_min": round3(exec.min * 1e6 / runs as f64),
+        "us_per_node": round_us(ms * 1e3 / FAN_NODES as f64),
+        "hand_ms_per_run": (hand_ms * 1e7).round() / 1e7,
+        "ratio": round3(ms / hand_ms),
+        "quick": cfg.quick,
+    }));
+}
+
+fn main() {
+    let cfg = Config::from_env();
+    let began = Instant::now();
+    for flavor in [Flavor::CurrentThread, Flavor::MultiThread] {
+        bench_cycle_flat(&cfg, flavor);
+        bench_cycle(&cfg, flavor);
+        bench_fanout(&cfg, flavor);
+    }
+    eprintln!(
+        "engine bench ({}) done in {:.1} s",
+        if cfg.quick { "quick" } else { "full" },
+        began.elapsed().as_secs_f64()
+    );
+}
