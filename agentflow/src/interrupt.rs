@@ -45,4 +45,6 @@ pub(crate) struct Signal {
     pub(crate) pause: Option<Pending>,
     /// The attempt ran out of a run budget.
     pub(crate) exhausted: Option<crate::executor::Budget>,
+    /// Tools called from the node's own code so far (for their call ids).
+    pub(crate) direct_calls: u32,
 }

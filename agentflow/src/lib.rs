@@ -1,6 +1,9 @@
 //! agentflow: LLM agents as state graphs whose wiring the compiler checks.
 #![warn(missing_docs)]
 
+// The derive and graph macros name `::agentflow`; this lets the crate use them itself.
+extern crate self as agentflow;
+
 pub mod approval;
 pub mod budget;
 pub mod context;
@@ -12,6 +15,7 @@ pub mod interrupt;
 pub mod message;
 pub mod model;
 pub mod persist;
+pub mod prebuilt;
 pub mod reducer;
 pub mod state;
 pub mod step;

@@ -44,6 +44,22 @@ impl<D> Ctx<'_, D> {
         self.tools.iter().map(|t| t.spec()).collect()
     }
 
+    /// Calls one of this node's tools from the node's own code, through the
+    /// same gateway as a model's calls (validation, policy, approval).
+    /// `#[graph]` checks at compile time that `tool` is in the node's
+    /// `tools = [..]` list. The call id is the tool's name and its position
+    /// among this attempt's direct calls, stable when the node re-runs.
+    pub async fn run_tool<T: Tool, A: serde::Serialize>(&self, tool: T, args: A) -> Result<Observation, NodeError> {
+        let args = serde_json::to_value(args)
+            .map_err(|e| NodeError::fatal(format!("arguments for `{}` do not serialise: {e}", tool.name())))?;
+        let n = {
+            let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
+            signal.direct_calls += 1;
+            signal.direct_calls
+        };
+        self.call_tool(&ToolCall::new(format!("{}-{}-{n}", self.node, tool.name()), tool.name(), args)).await
+    }
+
     /// Runs the model's tool calls through the gateway, in order.
     pub async fn call_tools(&self, calls: &[ToolCall]) -> Result<Vec<Observation>, NodeError> {
         let mut out = Vec::with_capacity(calls.len());

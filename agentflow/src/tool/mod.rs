@@ -106,6 +106,11 @@ pub fn schema_of<T: schemars::JsonSchema>() -> Value {
 
 /// A tool, as `#[tool]` implements it. Implement it by hand only for tools
 /// built at run time (e.g. from an API description).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a tool",
+    label = "not a tool",
+    note = "declare tools with `#[tool(risk = read)]` on an `async fn` taking a typed argument struct"
+)]
 #[async_trait]
 pub trait Tool: Send + Sync + 'static {
     /// The name the model calls it by.
