@@ -477,10 +477,6 @@ mod hand_built {
     }
 
     #[tokio::test]
-    #[ignore = "BUG: routes are not checked at run time (executor/step.rs `apply` extends `next` \
-                with any route): `n0` (goto = [n1]) routing to `n2` or to END runs on and \
-                completes, although `CompiledGraph::from_spec` documents that the executor \
-                still refuses illegal routes"]
     async fn an_undeclared_route_is_refused() {
         const N2: &[NodeId] = &[NodeId::new(2)];
         for to in [N2, &[]] {
@@ -492,10 +488,6 @@ mod hand_built {
     }
 
     #[tokio::test]
-    #[ignore = "BUG: a route to a node id the graph does not have panics the caller with \
-                `index out of bounds` (executor/exec.rs `run_node`: \
-                `&self.plan.spec.nodes[id.index()]`, outside the node's catch_unwind) \
-                instead of ending the run as Failed"]
     async fn a_route_to_a_missing_node_fails_the_run() {
         const MISSING: &[NodeId] = &[NodeId::new(99)];
         let handle = tokio::spawn(outcome(MISSING));

@@ -89,9 +89,6 @@ async fn runner_max_steps_lowers_the_bound() {
 }
 
 #[tokio::test]
-#[ignore = "BUG: Runner::max_steps documents `lowers the bound below the graph's max_steps` but \
-            replaces it (executor/mod.rs: `self.max_steps.unwrap_or(plan.default_max_steps)`), \
-            so a runner can raise the compile-time bound"]
 async fn runner_max_steps_cannot_raise_the_graph_bound() {
     let graph = forever::graph();
     let deps = LoopDeps::default();

@@ -229,7 +229,12 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
     }
 
     async fn run_node(&self, id: NodeId, state: &S, step: u32, journal: Option<&Journal>) -> Result<Step<S>, Halt> {
-        let node = &self.plan.spec.nodes[id.index()];
+        let Some(node) = self.plan.spec.nodes.get(id.index()) else {
+            return Err(Halt::Error(NodeError::fatal(format!(
+                "node {id} is not part of graph `{}`",
+                self.plan.spec.name
+            ))));
+        };
         let span = tracing::debug_span!("agentflow.node", node = node.name, step);
         let resume = self.resume_value.as_ref().filter(|_| self.resume_nodes.contains(&id));
         let mut attempt = 1;

@@ -229,7 +229,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         resume_value: Option<serde_json::Value>,
     ) -> Result<Run<S>, RunError> {
         let plan: &Plan<S, D> = &self.graph.inner;
-        let max_steps = self.max_steps.unwrap_or(plan.default_max_steps);
+        // A runner may lower the graph's bound, never raise it.
+        let max_steps = self.max_steps.map_or(plan.default_max_steps, |n| n.min(plan.default_max_steps));
         let config = (|| {
             if max_steps == 0 {
                 return Err(RunError::InvalidConfig("max_steps must be at least 1".into()));

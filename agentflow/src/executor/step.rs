@@ -18,6 +18,7 @@ pub(crate) fn apply<S: State, D>(
     results: Vec<(NodeId, Step<S>)>,
     next: &mut Vec<NodeId>,
 ) -> Result<(), (NodeId, NodeError)> {
+    check_routes(plan, &results)?;
     check_writes(plan, &results)?;
     next.clear();
     for (_, step) in results {
@@ -26,6 +27,25 @@ pub(crate) fn apply<S: State, D>(
     }
     next.sort_unstable();
     next.dedup();
+    Ok(())
+}
+
+// Every route must be one the node declared. `#[graph]` proves this for the
+// `goto!`s it rewrites; a plan built by hand, or a restored pending write,
+// is checked here so an undeclared route fails instead of running.
+fn check_routes<S: State, D>(plan: &Plan<S, D>, results: &[(NodeId, Step<S>)]) -> Result<(), (NodeId, NodeError)> {
+    for (id, step) in results {
+        let Some(node) = plan.spec.nodes.get(id.index()) else {
+            return Err((*id, NodeError::fatal(format!("node {id} is not part of graph `{}`", plan.spec.name))));
+        };
+        if step.next.is_empty() && !node.may_end {
+            return Err((*id, NodeError::fatal(format!("node `{}` routed to END, which its `goto` list does not allow", node.name))));
+        }
+        if let Some(bad) = step.next.iter().find(|t| !node.targets.contains(t)) {
+            let to = plan.spec.nodes.get(bad.index()).map_or_else(|| bad.to_string(), |n| n.name.to_string());
+            return Err((*id, NodeError::fatal(format!("illegal transition `{} -> {to}`: not in its `goto` list", node.name))));
+        }
+    }
     Ok(())
 }
 
