@@ -29,6 +29,7 @@ pub struct Diagnostic {
 pub enum Kind {
     Syntax,
     UnknownTarget,
+    MissingGotoList,
     IllegalTransition,
     DuplicateNode,
     MissingStart,
@@ -49,11 +50,11 @@ pub struct Diagnostics {
 
 impl Diagnostics {
     pub fn push(&mut self, kind: Kind, loc: Loc, message: impl Into<String>) {
-        self.list.push(Diagnostic {
-            kind,
-            loc,
-            message: message.into(),
-        });
+        self.list.push(Diagnostic { kind, loc, message: message.into() });
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
     }
 
     pub fn into_vec(self) -> Vec<Diagnostic> {
@@ -74,10 +75,7 @@ impl Spans {
     }
 
     pub fn span(&self, loc: Loc) -> Span {
-        self.spans
-            .get(loc.0 as usize)
-            .copied()
-            .unwrap_or_else(Span::call_site)
+        self.spans.get(loc.0 as usize).copied().unwrap_or_else(Span::call_site)
     }
 
     /// Renders diagnostics as one combined `syn::Error` (None when empty).
@@ -103,10 +101,7 @@ pub fn combine(all: &mut Option<syn::Error>, e: syn::Error) {
 }
 
 /// The closest candidate to `name`, if it is close enough to be a likely typo.
-pub fn did_you_mean<'a>(
-    name: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
+pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     candidates
         .into_iter()
         .map(|c| (strsim::jaro_winkler(name, c), c))
@@ -117,11 +112,7 @@ pub fn did_you_mean<'a>(
 
 /// `a`, `b`, `c` with backticks, for messages.
 pub fn list<S: AsRef<str>>(names: &[S]) -> String {
-    names
-        .iter()
-        .map(|n| format!("`{}`", n.as_ref()))
-        .collect::<Vec<_>>()
-        .join(", ")
+    names.iter().map(|n| format!("`{}`", n.as_ref())).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]
@@ -130,10 +121,7 @@ mod tests {
 
     #[test]
     fn suggests_close_names_only() {
-        assert_eq!(
-            did_you_mean("clasify", ["classify", "draft"]),
-            Some("classify")
-        );
+        assert_eq!(did_you_mean("clasify", ["classify", "draft"]), Some("classify"));
         assert_eq!(did_you_mean("zzz", ["classify", "draft"]), None);
     }
 

@@ -11,10 +11,13 @@ use crate::error::NodeError;
 use crate::state::{Field, State};
 use crate::step::Step;
 
+// The impls of the traits below are `do_not_recommend`: the trait's message
+// already names the accepted forms, better than a list of impls in this file.
+
 /// What a node fn may return: `Step<S>` or `Result<Step<S>, E>` with `E: Into<NodeError>`.
 #[diagnostic::on_unimplemented(
     message = "a node must return `Step<{S}>` or `Result<Step<{S}>, E>` where `E: Into<NodeError>`, not `{Self}`",
-    label = "this return type does not fit the graph's state `{S}`",
+    label = "expected `Step<{S}>` or `Result<Step<{S}>, NodeError>`",
     note = "expected form: `async fn name(state: &{S}, cx: &Ctx<Deps>) -> Step<{S}>`"
 )]
 pub trait IntoStep<S: State> {
@@ -22,12 +25,14 @@ pub trait IntoStep<S: State> {
     fn into_step(self) -> Result<Step<S>, NodeError>;
 }
 
+#[diagnostic::do_not_recommend]
 impl<S: State> IntoStep<S> for Step<S> {
     fn into_step(self) -> Result<Step<S>, NodeError> {
         Ok(self)
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<S: State, E: Into<NodeError>> IntoStep<S> for Result<Step<S>, E> {
     fn into_step(self) -> Result<Step<S>, NodeError> {
         self.map_err(Into::into)
@@ -45,6 +50,7 @@ pub trait StateParam<'a, S> {
     fn from_state(state: &'a S) -> Self;
 }
 
+#[diagnostic::do_not_recommend]
 impl<'a, S> StateParam<'a, S> for &'a S {
     fn from_state(state: &'a S) -> Self {
         state
@@ -54,13 +60,15 @@ impl<'a, S> StateParam<'a, S> for &'a S {
 /// The type of a node's second parameter when it is the context: `&Ctx<D>`.
 #[diagnostic::on_unimplemented(
     message = "a node's context parameter must be `&Ctx<{D}>` (the graph's deps), not `{Self}`",
-    label = "expected `&Ctx<{D}>`"
+    label = "expected `&Ctx<{D}>`",
+    note = "the graph's deps type is `{D}`, set with `#[graph(deps = ..)]`"
 )]
 pub trait CtxParam<'a, D> {
     /// Passes the context.
     fn from_ctx(cx: &'a Ctx<'a, D>) -> Self;
 }
 
+#[diagnostic::do_not_recommend]
 impl<'a, D> CtxParam<'a, D> for &'a Ctx<'a, D> {
     fn from_ctx(cx: &'a Ctx<'a, D>) -> Self {
         cx
@@ -70,13 +78,15 @@ impl<'a, D> CtxParam<'a, D> for &'a Ctx<'a, D> {
 /// The type of a node's second parameter when it is the dependencies: `&D`.
 #[diagnostic::on_unimplemented(
     message = "a node's second parameter must be `&{D}` (the graph's `deps`) or `&Ctx<{D}>`, not `{Self}`",
-    label = "expected `&{D}` or `&Ctx<{D}>`"
+    label = "expected `&{D}` or `&Ctx<{D}>`",
+    note = "the graph's deps type is `{D}`, set with `#[graph(deps = ..)]`"
 )]
 pub trait DepsParam<'a, D> {
     /// Passes the dependencies.
     fn from_deps(deps: &'a D) -> Self;
 }
 
+#[diagnostic::do_not_recommend]
 impl<'a, D> DepsParam<'a, D> for &'a D {
     fn from_deps(deps: &'a D) -> Self {
         deps
@@ -148,22 +158,14 @@ pub const fn mask_of(fields: &[Field], names: &[&str]) -> u64 {
     mask
 }
 
-/// `append` through one generic fn, so a misfit reports once, at the attribute.
-pub fn reduce_append<T: Append>(dst: &mut T, value: T) {
-    dst.append(value);
-}
+pub use async_trait::async_trait;
+pub use serde_json;
 
-/// `add` through one generic fn, so a misfit reports once, at the attribute.
-pub fn reduce_add<T: Add>(dst: &mut T, value: T) {
-    dst.add(value);
-}
-
-/// `merge` through one generic fn, so a misfit reports once, at the attribute.
-pub fn reduce_merge<T: Merge>(dst: &mut T, value: T) {
-    dst.merge(value);
-}
-
-/// `messages` through one generic fn, so a misfit reports once, at the attribute.
-pub fn reduce_messages<T: Messages>(dst: &mut T, value: T) {
-    dst.merge_messages(value);
+/// Converts a `#[tool]` body's result into the JSON the gateway hands back.
+pub fn tool_result<T: serde::Serialize>(
+    result: Result<T, crate::tool::ToolError>,
+) -> Result<serde_json::Value, crate::tool::ToolError> {
+    let value = result?;
+    serde_json::to_value(value)
+        .map_err(|e| crate::tool::ToolError::Fatal(format!("the tool's result does not serialise: {e}")))
 }

@@ -80,6 +80,11 @@ impl<K: Ord, V> Merge for BTreeMap<K, V> {
 }
 
 /// Something with a stable identity, so a newer version can replace it.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no id: it does not implement `HasId`",
+    label = "needed by `#[reduce(messages)]`, which replaces items by id",
+    note = "implement `HasId` for `{Self}`, or use `#[reduce(append)]` to append items without ids"
+)]
 pub trait HasId {
     /// The identity.
     fn id(&self) -> &str;
@@ -97,6 +102,9 @@ pub trait Messages {
     fn merge_messages(&mut self, other: Self);
 }
 
+// Reported as "`messages` does not fit `Vec<String>`" rather than as the
+// nested "`String: HasId` is not satisfied".
+#[diagnostic::do_not_recommend]
 impl<T: HasId> Messages for Vec<T> {
     fn merge_messages(&mut self, other: Self) {
         for item in other {

@@ -157,10 +157,7 @@ fn tarjan(succ: &[Vec<usize>]) -> Vec<Vec<usize>> {
 pub fn co_active(routes: &[Vec<Vec<usize>>]) -> BTreeSet<(usize, usize)> {
     let mut pairs = BTreeSet::new();
     let mut todo = Vec::new();
-    let add = |a: usize,
-               b: usize,
-               pairs: &mut BTreeSet<(usize, usize)>,
-               todo: &mut Vec<(usize, usize)>| {
+    let add = |a: usize, b: usize, pairs: &mut BTreeSet<(usize, usize)>, todo: &mut Vec<(usize, usize)>| {
         if a != b && pairs.insert((a.min(b), a.max(b))) {
             todo.push((a.min(b), a.max(b)));
         }
@@ -226,14 +223,7 @@ mod tests {
     #[test]
     fn fan_out_branches_are_co_active_and_so_are_their_successors() {
         // 0 -> [1, 2]; 1 -> 3; 2 -> 4; 3 -> 5; 4 -> 5
-        let routes = vec![
-            vec![vec![1, 2]],
-            vec![vec![3]],
-            vec![vec![4]],
-            vec![vec![5]],
-            vec![vec![5]],
-            vec![],
-        ];
+        let routes = vec![vec![vec![1, 2]], vec![vec![3]], vec![vec![4]], vec![vec![5]], vec![vec![5]], vec![]];
         let pairs = co_active(&routes);
         assert!(pairs.contains(&(1, 2)));
         assert!(pairs.contains(&(3, 4)));

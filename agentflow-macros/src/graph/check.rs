@@ -3,13 +3,13 @@
 //! the first error: a user fixes a graph in one round.
 //!
 //! Two facts need types the macro cannot see (which fields exist, which have
-//! a reducer); for those the checks produce [`Conflict`]s and field lists that
-//! the expansion turns into compile-time assertions.
+//! a reducer); for those the checks produce [`Conflict`]s, [`GuardedWrite`]s
+//! and field lists that the expansion turns into compile-time assertions.
 
 use std::collections::HashMap;
 
 use super::algo::{Digraph, co_active};
-use super::ir::{END, GraphIr, Named, Param};
+use super::ir::{END, GraphIr, Named, NodeIr, Param};
 use crate::diag::{Diagnostics, Kind, Loc, did_you_mean, list};
 
 /// What the expansion needs from the checks.
@@ -17,6 +17,9 @@ use crate::diag::{Diagnostics, Kind, Loc, did_you_mean, list};
 pub struct Analysis {
     /// Node name -> index (the first node of a duplicated name wins).
     pub index: HashMap<String, usize>,
+    /// Whether each node's signature has the right shape (else no wrapper is
+    /// generated for it, and rustc is not asked about its types).
+    pub sig_ok: Vec<bool>,
     /// Resolved `goto` targets of each node, `END` and unknown names left out.
     pub targets: Vec<Vec<usize>>,
     /// Whether each node may route to `END`.
@@ -26,6 +29,13 @@ pub struct Analysis {
     pub writes: Vec<Vec<Named>>,
     /// Same-step writes to one field, to assert the field has a reducer.
     pub conflicts: Vec<Conflict>,
+    /// Writes outside a `writes` list that holds a close name, to report only
+    /// if that name is a real field (else the list has a typo, reported alone).
+    pub guarded: Vec<GuardedWrite>,
+    /// The graph the structural checks judge: the resolved edges plus what a
+    /// mistake most likely meant (a misspelt target's close match, the target
+    /// of an illegal `goto!`), so that one mistake is reported once.
+    intended: Digraph,
 }
 
 /// Two nodes that may run in the same super-step both write `field`; a
@@ -39,20 +49,26 @@ pub struct Conflict {
     pub loc: Loc,
 }
 
+/// A write outside the node's `writes` list, an error only if `close` (the
+/// list entry it resembles) is a field of the state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuardedWrite {
+    pub close: String,
+    pub message: String,
+    /// The setter call.
+    pub loc: Loc,
+}
+
 pub fn check_all(ir: &GraphIr, diags: &mut Diagnostics) -> Analysis {
     let mut a = Analysis::default();
     check_duplicate_nodes(ir, &mut a, diags);
-    check_signatures(ir, diags);
+    check_signatures(ir, &mut a, diags);
     check_start(ir, &a, diags);
     check_targets(ir, &mut a, diags);
-    check_routes(ir, &a, diags);
+    check_routes(ir, &mut a, diags);
     check_writes(ir, &mut a, diags);
-    let graph = Digraph {
-        succ: a.targets.clone(),
-        ends: a.may_end.clone(),
-    };
-    check_reachable(ir, &a, &graph, diags);
-    check_exits(ir, &graph, diags);
+    check_reachable(ir, &a, diags);
+    check_exits(ir, &a, diags);
     check_conflicts(ir, &mut a);
     a
 }
@@ -72,10 +88,7 @@ fn check_duplicate_nodes(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics
             diags.push(
                 Kind::DuplicateNode,
                 node.name.loc,
-                format!(
-                    "duplicate node `{}` in graph `{}`; rename one of them",
-                    node.name.name, ir.name
-                ),
+                format!("duplicate node `{}` in graph `{}`; rename one of them", node.name.name, ir.name),
             );
         } else {
             a.index.insert(node.name.name.clone(), i);
@@ -86,50 +99,57 @@ fn check_duplicate_nodes(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics
 // Nodes are called by the executor with the state snapshot and the context,
 // so the shape of the fn is fixed; the types themselves are left to rustc.
 // `fn classify(s: Ticket)` is neither async nor borrowing.
-fn check_signatures(ir: &GraphIr, diags: &mut Diagnostics) {
+fn check_signatures(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
     for node in &ir.nodes {
+        let before = diags.len();
         let n = &node.name.name;
         let sig = &node.sig;
-        let expected = "expected `async fn name(state: &State, cx: &Ctx<Deps>) -> Step<State>` \
-                        (the second parameter may also be `deps: &Deps`, or be left out)";
+        let expected = expected_signature(ir, n);
+        let mut report = |loc: Loc, problem: String| {
+            diags.push(Kind::Signature, loc, format!("node `{n}` {problem}\n{expected}"));
+        };
         if !sig.is_async {
-            diags.push(
-                Kind::Signature,
-                sig.loc,
-                format!("node `{n}` must be an `async fn`; {expected}"),
-            );
+            report(sig.loc, "must be an `async fn`".into());
         }
-        if sig.generic {
-            diags.push(
-                Kind::Signature,
-                sig.loc,
-                format!("node `{n}` cannot have generic parameters; {expected}"),
-            );
+        if let Some(loc) = sig.generics {
+            report(loc, "cannot have generic parameters".into());
         }
+        let state_loc = sig.params.first().copied().unwrap_or(node.name.loc);
         let problem = match sig.state {
             Param::Ref => None,
             Param::RefMut => {
-                Some("takes the state as `&mut`; nodes read a shared snapshot and return an update")
+                Some("takes the state as `&mut`; a node reads a shared snapshot and returns its changes as an update")
             }
-            Param::Value => {
-                Some("takes the state by value; nodes read a shared snapshot by reference")
-            }
+            Param::Value => Some("takes the state by value; a node borrows a shared snapshot"),
             Param::Receiver => Some("takes `self`; a node is a free fn"),
             Param::Missing => Some("takes no state parameter"),
         };
         if let Some(problem) = problem {
-            diags.push(
-                Kind::Signature,
-                sig.loc,
-                format!("node `{n}` {problem}; {expected}"),
-            );
-        } else if sig.params > 2 {
-            diags.push(
-                Kind::Signature,
-                sig.loc,
-                format!("node `{n}` takes {} parameters; {expected}", sig.params),
+            report(state_loc, problem.into());
+        } else if let Some(&extra) = sig.params.get(2) {
+            report(
+                extra,
+                format!(
+                    "takes {} parameters; a node takes at most 2: the state, then the context or the deps",
+                    sig.params.len()
+                ),
             );
         }
+        a.sig_ok.push(diags.len() == before);
+    }
+}
+
+fn expected_signature(ir: &GraphIr, node: &str) -> String {
+    let s = &ir.state;
+    match &ir.deps {
+        Some(d) => format!(
+            "expected `async fn {node}(state: &{s}, cx: &Ctx<{d}>) -> Step<{s}>`; \
+             the second parameter may also be `deps: &{d}`, or be left out"
+        ),
+        None => format!(
+            "expected `async fn {node}(state: &{s}) -> Step<{s}>`, \
+             optionally with a second parameter `cx: &Ctx<()>`"
+        ),
     }
 }
 
@@ -140,38 +160,37 @@ fn check_start(ir: &GraphIr, a: &Analysis, diags: &mut Diagnostics) {
             Kind::MissingStart,
             ir.loc,
             format!(
-                "graph `{}` has no start node; add `start = <node>` to `#[graph(..)]`",
-                ir.name
+                "graph `{}` has no start node; add `start = {}` to `#[graph(..)]`",
+                ir.name,
+                ir.nodes.first().map_or("<node>", |n| n.name.name.as_str())
             ),
         ),
         Some(start) if !a.index.contains_key(&start.name) => diags.push(
             Kind::UnknownStart,
             start.loc,
-            format!(
-                "unknown start node `{}`{}",
-                start.name,
-                suggest(&start.name, ir)
-            ),
+            format!("unknown start node `{}`{}", start.name, suggest(&start.name, ir)),
         ),
         Some(_) => {}
     }
 }
 
-// A route must name a node of this graph or `END`.
-// `#[node(goto = [retreive, END])]` where the node is `retrieve`.
+// A route must name a node of this graph or `END`, and every node must say
+// where it may go. `#[node(goto = [retreive, END])]` where the node is `retrieve`.
 fn check_targets(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
     for node in &ir.nodes {
         let mut targets = Vec::new();
         let mut may_end = false;
-        if node.goto.is_empty() {
-            diags.push(
-                Kind::CannotReachEnd,
-                node.name.loc,
-                format!(
-                    "node `{}` has no `goto = [..]` list; name where it may go, e.g. `#[node(goto = [END])]`",
-                    node.name.name
-                ),
-            );
+        let mut intended = Vec::new();
+        let mut intended_end = false;
+        if node.goto_loc.is_none() {
+            diags.push(Kind::MissingGotoList, node.name.loc, missing_goto_list(node));
+            // What the body's `goto!`s name is what the list will hold.
+            for t in node.routes.iter().flat_map(|r| &r.targets) {
+                match a.index.get(&t.name) {
+                    Some(&i) => intended.push(i),
+                    None => intended_end = true,
+                }
+            }
         }
         for t in &node.goto {
             if t.name == END {
@@ -181,6 +200,12 @@ fn check_targets(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
                     targets.push(i);
                 }
             } else {
+                let close = did_you_mean(&t.name, ir.nodes.iter().map(|n| n.name.name.as_str()));
+                match close.and_then(|c| a.index.get(c)) {
+                    Some(&i) => intended.push(i),
+                    // It could be meant for any node, so claim nothing about where it leads.
+                    None => intended_end = true,
+                }
                 diags.push(
                     Kind::UnknownTarget,
                     t.loc,
@@ -193,45 +218,76 @@ fn check_targets(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
                 );
             }
         }
+        intended.extend(targets.iter().copied());
+        intended.sort_unstable();
+        intended.dedup();
+        a.intended.succ.push(intended);
+        a.intended.ends.push(may_end || intended_end);
         a.targets.push(targets);
         a.may_end.push(may_end);
     }
 }
 
+fn missing_goto_list(node: &NodeIr) -> String {
+    let mut body: Vec<&str> = Vec::new();
+    for t in node.routes.iter().flat_map(|r| &r.targets) {
+        if !body.contains(&t.name.as_str()) {
+            body.push(&t.name);
+        }
+    }
+    let n = &node.name.name;
+    if body.is_empty() {
+        format!("node `{n}` has no `goto` list; name where it may go, e.g. `#[node(goto = [END])]`")
+    } else {
+        format!(
+            "node `{n}` has no `goto` list, but its body routes to {}; add `#[node(goto = [{}])]`",
+            list(&body),
+            body.join(", ")
+        )
+    }
+}
+
 // A node may only take the routes it declares, so the declared graph is the
 // real one.  `goto!(send)` in a node with `goto = [answer, escalate]`.
-fn check_routes(ir: &GraphIr, _a: &Analysis, diags: &mut Diagnostics) {
-    for node in &ir.nodes {
+fn check_routes(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
+    for (i, node) in ir.nodes.iter().enumerate() {
+        // A node without a list was reported with the list its body implies.
+        if node.goto_loc.is_none() {
+            continue;
+        }
         let allowed: Vec<&str> = node.goto.iter().map(|t| t.name.as_str()).collect();
         for route in &node.routes {
             for t in &route.targets {
-                if !allowed.contains(&t.name.as_str()) {
-                    let mut msg = format!(
-                        "illegal transition `{} -> {}`: `{}` may go to {}",
-                        node.name.name,
-                        t.name,
-                        node.name.name,
-                        if allowed.is_empty() {
-                            "nowhere (its `goto` list is empty)".to_string()
-                        } else {
-                            list(&allowed)
-                        }
-                    );
-                    if t.name != END && !ir.nodes.iter().any(|n| n.name.name == t.name) {
-                        msg.push_str(&format!(
-                            "\n`{}` is not a node of graph `{}`{}",
-                            t.name,
-                            ir.name,
-                            suggest(&t.name, ir)
-                        ));
-                    } else {
-                        msg.push_str(&format!(
-                            "\nto allow it, add `{}` to the `goto` list of `{}`",
-                            t.name, node.name.name
-                        ));
-                    }
-                    diags.push(Kind::IllegalTransition, t.loc, msg);
+                if allowed.contains(&t.name.as_str()) {
+                    continue;
                 }
+                let mut msg = format!(
+                    "illegal transition `{} -> {}`: `{}` may go to {}",
+                    node.name.name,
+                    t.name,
+                    node.name.name,
+                    if allowed.is_empty() { "nowhere (its `goto` list is empty)".to_string() } else { list(&allowed) }
+                );
+                if t.name == END {
+                    a.intended.ends[i] = true;
+                    msg.push_str(&format!("\nto let it finish, add `END` to the `goto` list of `{}`", node.name.name));
+                } else if let Some(&to) = a.index.get(&t.name) {
+                    if !a.intended.succ[i].contains(&to) {
+                        a.intended.succ[i].push(to);
+                    }
+                    msg.push_str(&format!(
+                        "\nto allow it, add `{}` to the `goto` list of `{}`",
+                        t.name, node.name.name
+                    ));
+                } else {
+                    msg.push_str(&format!(
+                        "\n`{}` is not a node of graph `{}`{}",
+                        t.name,
+                        ir.name,
+                        suggest(&t.name, ir)
+                    ));
+                }
+                diags.push(Kind::IllegalTransition, t.loc, msg);
             }
         }
     }
@@ -244,18 +300,23 @@ fn check_writes(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
     for node in &ir.nodes {
         match &node.writes {
             Some(writes) => {
+                let names: Vec<&str> = writes.iter().map(|w| w.name.as_str()).collect();
                 for set in &node.sets {
-                    if !writes.iter().any(|w| w.name == set.name) {
-                        diags.push(
-                            Kind::WriteOutsideList,
-                            set.loc,
-                            format!(
-                                "node `{}` sets `{}`, which is not in its `writes` list [{}]; add it to the list or remove the write",
-                                node.name.name,
-                                set.name,
-                                writes.iter().map(|w| w.name.as_str()).collect::<Vec<_>>().join(", ")
-                            ),
-                        );
+                    if names.contains(&set.name.as_str()) {
+                        continue;
+                    }
+                    let message = format!(
+                        "node `{}` sets `{}`, which is not in its `writes = [{}]`; add `{}` to the list or remove the write",
+                        node.name.name,
+                        set.name,
+                        names.join(", "),
+                        set.name,
+                    );
+                    match did_you_mean(&set.name, names.iter().copied()) {
+                        // `writes = [sumary]` and `.summary(..)`: most likely a typo in
+                        // the list, which the field assertion reports on its own.
+                        Some(close) => a.guarded.push(GuardedWrite { close: close.to_string(), message, loc: set.loc }),
+                        None => diags.push(Kind::WriteOutsideList, set.loc, message),
                     }
                 }
                 a.writes.push(writes.clone());
@@ -275,11 +336,11 @@ fn check_writes(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
 
 // A node no route leads to is dead code that looks alive.
 // `async fn orphan(..)` that no `goto` list names.
-fn check_reachable(ir: &GraphIr, a: &Analysis, g: &Digraph, diags: &mut Diagnostics) {
+fn check_reachable(ir: &GraphIr, a: &Analysis, diags: &mut Diagnostics) {
     let Some(start) = ir.start.as_ref().and_then(|s| a.index.get(&s.name)) else {
         return;
     };
-    let seen = g.reachable(*start);
+    let seen = a.intended.reachable(*start);
     for (i, node) in ir.nodes.iter().enumerate() {
         if !seen[i] && a.index.get(&node.name.name) == Some(&i) {
             diags.push(
@@ -298,29 +359,50 @@ fn check_reachable(ir: &GraphIr, a: &Analysis, g: &Digraph, diags: &mut Diagnost
 // Every node must be able to finish, and a cycle must have a way out and a
 // step bound; otherwise a run can only end by exhausting a budget.
 // `review -> draft -> review` with no `END` in either list.
-fn check_exits(ir: &GraphIr, g: &Digraph, diags: &mut Diagnostics) {
+//
+// A node that cannot reach `END` leads into a dead end or a closed cycle, so
+// the error goes there, and names the nodes stuck behind it.
+fn check_exits(ir: &GraphIr, a: &Analysis, diags: &mut Diagnostics) {
+    let g = &a.intended;
     let ok = g.reaches_end();
     let cycles = g.cycles();
     let mut in_trap = vec![false; g.len()];
     for scc in &cycles {
-        let path = g.cycle_path(scc);
-        let names: Vec<&str> = path
-            .iter()
-            .map(|&i| ir.nodes[i].name.name.as_str())
-            .collect();
-        let shown = names.join(" -> ");
-        let (from, to) = (path[path.len() - 2], path[path.len() - 1]);
-        let edge = closing_edge(ir, from, to);
         if !scc.iter().any(|&n| ok[n]) {
             for &n in scc {
                 in_trap[n] = true;
             }
+        }
+    }
+    let dead_end = |n: usize| g.succ[n].is_empty() && !g.ends[n];
+    let stuck_behind = |target: &[usize]| -> Vec<&str> {
+        (0..g.len())
+            .filter(|&u| !ok[u] && !in_trap[u] && !dead_end(u) && !target.contains(&u))
+            .filter(|&u| g.reachable(u).iter().enumerate().any(|(v, r)| *r && target.contains(&v)))
+            .map(|u| ir.nodes[u].name.name.as_str())
+            .collect()
+    };
+    let either = |stuck: Vec<&str>| {
+        if stuck.is_empty() {
+            String::new()
+        } else {
+            format!("\nbecause of it, {} cannot reach `END` either", list(&stuck))
+        }
+    };
+    for scc in &cycles {
+        let path = g.cycle_path(scc);
+        let names: Vec<&str> = path.iter().map(|&i| ir.nodes[i].name.name.as_str()).collect();
+        let shown = names.join(" -> ");
+        let (from, to) = (path[path.len() - 2], path[path.len() - 1]);
+        let edge = closing_edge(ir, from, to);
+        if in_trap[scc[0]] {
             diags.push(
                 Kind::CycleWithoutExit,
                 edge,
                 format!(
-                    "cycle `{shown}` never reaches `END`; add `END` (or a node that reaches it) to the `goto` list of one of {}",
-                    list(&names[..names.len() - 1])
+                    "cycle `{shown}` never reaches `END`; add `END` (or a node that reaches it) to the `goto` list of one of {}{}",
+                    list(&names[..names.len() - 1]),
+                    either(stuck_behind(scc))
                 ),
             );
         }
@@ -336,13 +418,15 @@ fn check_exits(ir: &GraphIr, g: &Digraph, diags: &mut Diagnostics) {
         }
     }
     for (i, node) in ir.nodes.iter().enumerate() {
-        if !ok[i] && !in_trap[i] && !node.goto.is_empty() {
+        // A node without a list was reported already.
+        if let (true, Some(loc)) = (dead_end(i), node.goto_loc) {
             diags.push(
                 Kind::CannotReachEnd,
-                node.name.loc,
+                loc,
                 format!(
-                    "node `{}` cannot reach `END`: no route from it leads there; add `END` or a node that reaches it to its `goto` list",
-                    node.name.name
+                    "node `{}` has an empty `goto` list, so it cannot reach `END`; add `END` or a node that reaches it{}",
+                    node.name.name,
+                    either(stuck_behind(&[i]))
                 ),
             );
         }
@@ -351,11 +435,7 @@ fn check_exits(ir: &GraphIr, g: &Digraph, diags: &mut Diagnostics) {
 
 fn closing_edge(ir: &GraphIr, from: usize, to: usize) -> Loc {
     let target = &ir.nodes[to].name.name;
-    ir.nodes[from]
-        .goto
-        .iter()
-        .find(|t| &t.name == target)
-        .map_or(ir.nodes[from].name.loc, |t| t.loc)
+    ir.nodes[from].goto.iter().find(|t| &t.name == target).map_or(ir.nodes[from].name.loc, |t| t.loc)
 }
 
 // Two nodes of one super-step that both overwrite a field would lose one of
@@ -367,15 +447,7 @@ fn check_conflicts(ir: &GraphIr, a: &mut Analysis) {
         .nodes
         .iter()
         .map(|n| {
-            n.routes
-                .iter()
-                .map(|r| {
-                    r.targets
-                        .iter()
-                        .filter_map(|t| a.index.get(&t.name).copied())
-                        .collect()
-                })
-                .collect()
+            n.routes.iter().map(|r| r.targets.iter().filter_map(|t| a.index.get(&t.name).copied()).collect()).collect()
         })
         .collect();
     for (u, v) in co_active(&routes) {
@@ -415,6 +487,8 @@ mod tests {
         GraphIr {
             name: "g".into(),
             loc: Loc::DUMMY,
+            state: "S".into(),
+            deps: None,
             start: Some(Named::new(start)),
             max_steps,
             nodes: nodes
@@ -422,12 +496,11 @@ mod tests {
                 .map(|(name, goto, routes)| NodeIr {
                     name: Named::new(name),
                     goto: goto.iter().map(|t| Named::new(t)).collect(),
+                    goto_loc: Some(Loc::DUMMY),
                     writes: None,
                     routes: routes
                         .iter()
-                        .map(|r| Route {
-                            targets: r.iter().map(|t| Named::new(t)).collect(),
-                        })
+                        .map(|r| Route { targets: r.iter().map(|t| Named::new(t)).collect() })
                         .collect(),
                     sets: vec![],
                     sig: Signature::valid(),
@@ -454,11 +527,7 @@ mod tests {
             "classify",
             Some(10),
             &[
-                (
-                    "classify",
-                    &["answer", "review"],
-                    &[&["answer"], &["review"]],
-                ),
+                ("classify", &["answer", "review"], &[&["answer"], &["review"]]),
                 ("answer", &["review", "END"], &[&["review"], &["END"]]),
                 ("review", &["answer", "END"], &[&["answer"], &["END"]]),
             ],
@@ -468,16 +537,10 @@ mod tests {
 
     #[test]
     fn unknown_target_suggests_a_close_name() {
-        let ir = graph(
-            "a",
-            None,
-            &[("a", &["retreive"], &[]), ("retrieve", &["END"], &[])],
-        );
+        let ir = graph("a", None, &[("a", &["retreive"], &[]), ("retrieve", &["END"], &[])]);
         let msgs = messages(&ir);
         assert!(
-            msgs[0].contains(
-                "unknown node `retreive` in the `goto` list of `a`; did you mean `retrieve`?"
-            ),
+            msgs[0].contains("unknown node `retreive` in the `goto` list of `a`; did you mean `retrieve`?"),
             "{msgs:?}"
         );
     }
@@ -496,9 +559,9 @@ mod tests {
         );
         let msgs = messages(&ir);
         assert!(
-            msgs.iter().any(|m| m.starts_with(
-                "illegal transition `classify -> send`: `classify` may go to `answer`, `escalate`"
-            )),
+            msgs.iter()
+                .any(|m| m
+                    .starts_with("illegal transition `classify -> send`: `classify` may go to `answer`, `escalate`")),
             "{msgs:?}"
         );
     }
@@ -515,11 +578,7 @@ mod tests {
 
     #[test]
     fn unreachable_node_is_named() {
-        let ir = graph(
-            "a",
-            None,
-            &[("a", &["END"], &[]), ("orphan", &["END"], &[])],
-        );
+        let ir = graph("a", None, &[("a", &["END"], &[]), ("orphan", &["END"], &[])]);
         let msgs = messages(&ir);
         assert_eq!(
             msgs,
@@ -531,35 +590,22 @@ mod tests {
 
     #[test]
     fn cycle_without_exit_names_the_loop() {
-        let ir = graph(
-            "draft",
-            Some(5),
-            &[("draft", &["review"], &[]), ("review", &["draft"], &[])],
-        );
+        let ir = graph("draft", Some(5), &[("draft", &["review"], &[]), ("review", &["draft"], &[])]);
         let msgs = messages(&ir);
         assert_eq!(kinds(&ir), vec![Kind::CycleWithoutExit]);
-        assert!(
-            msgs[0].starts_with("cycle `draft -> review -> draft` never reaches `END`"),
-            "{msgs:?}"
-        );
+        assert!(msgs[0].starts_with("cycle `draft -> review -> draft` never reaches `END`"), "{msgs:?}");
     }
 
     #[test]
     fn dead_end_node_cannot_reach_end() {
-        let ir = graph(
-            "a",
-            None,
-            &[
-                ("a", &["b", "END"], &[]),
-                ("b", &["c"], &[]),
-                ("c", &[], &[]),
-            ],
-        );
-        let k = kinds(&ir);
+        let ir = graph("a", None, &[("a", &["b", "END"], &[]), ("b", &["c"], &[]), ("c", &[], &[])]);
+        let msgs = messages(&ir);
         assert_eq!(
-            k.iter().filter(|k| **k == Kind::CannotReachEnd).count(),
-            2,
-            "{k:?}"
+            msgs,
+            vec![
+                "node `c` has an empty `goto` list, so it cannot reach `END`; add `END` or a node that reaches it\n\
+                 because of it, `b` cannot reach `END` either"
+            ]
         );
     }
 
@@ -567,11 +613,7 @@ mod tests {
     fn cycle_needs_max_steps() {
         let ir = graph("a", None, &[("a", &["b"], &[]), ("b", &["a", "END"], &[])]);
         assert_eq!(kinds(&ir), vec![Kind::CycleWithoutBound]);
-        let ir = graph(
-            "a",
-            Some(3),
-            &[("a", &["b"], &[]), ("b", &["a", "END"], &[])],
-        );
+        let ir = graph("a", Some(3), &[("a", &["b"], &[]), ("b", &["a", "END"], &[])]);
         assert_eq!(kinds(&ir), vec![]);
     }
 
@@ -580,11 +622,7 @@ mod tests {
         let ir = graph(
             "a",
             None,
-            &[
-                ("a", &["b", "nope"], &[&["c"]]),
-                ("b", &["b"], &[]),
-                ("c", &["END"], &[]),
-            ],
+            &[("a", &["b", "nope"], &[&["c"]]), ("b", &["b"], &[]), ("c", &["END"], &[]), ("d", &["END"], &[])],
         );
         let k = kinds(&ir);
         for want in [
@@ -616,20 +654,55 @@ mod tests {
         let a = check_all(&ir, &mut d);
         let diags = d.into_vec();
         assert_eq!(diags.len(), 1);
-        assert!(
-            diags[0].message.starts_with(
-                "node `right` sets `draft`, which is not in its `writes` list [summary]"
-            )
-        );
+        assert!(diags[0].message.starts_with("node `right` sets `draft`, which is not in its `writes = [summary]`"));
         assert_eq!(
             a.conflicts,
-            vec![Conflict {
-                first: "left".into(),
-                second: "right".into(),
-                field: "summary".into(),
-                loc: Loc::DUMMY
-            }]
+            vec![Conflict { first: "left".into(), second: "right".into(), field: "summary".into(), loc: Loc::DUMMY }]
         );
+    }
+
+    #[test]
+    fn a_mistake_is_not_reported_again_as_its_consequences() {
+        // `retreive` most likely means `retrieve`, and the illegal `goto!(c)`
+        // means `c` is meant to be reachable: neither is "unreachable", and
+        // `a` is not "unable to reach END".
+        let ir =
+            graph("a", None, &[("a", &["retreive"], &[&["c"]]), ("retrieve", &["END"], &[]), ("c", &["END"], &[])]);
+        assert_eq!(kinds(&ir), vec![Kind::UnknownTarget, Kind::IllegalTransition]);
+    }
+
+    #[test]
+    fn a_missing_goto_list_is_suggested_from_the_body() {
+        let mut ir = graph("a", None, &[("a", &[], &[&["b"], &["END"]]), ("b", &["END"], &[])]);
+        ir.nodes[0].goto_loc = None;
+        assert_eq!(
+            messages(&ir),
+            vec!["node `a` has no `goto` list, but its body routes to `b`, `END`; add `#[node(goto = [b, END])]`"]
+        );
+    }
+
+    #[test]
+    fn a_write_resembling_a_listed_name_is_left_to_the_field_assertion() {
+        let mut ir = graph("a", None, &[("a", &["END"], &[])]);
+        ir.nodes[0].writes = Some(vec![Named::new("sumary")]);
+        ir.nodes[0].sets = vec![Named::new("summary")];
+        let mut d = Diagnostics::default();
+        let a = check_all(&ir, &mut d);
+        assert!(d.into_vec().is_empty());
+        assert_eq!(a.guarded.len(), 1);
+        assert_eq!(a.guarded[0].close, "sumary");
+    }
+
+    #[test]
+    fn signature_errors_point_at_the_part_to_change() {
+        let mut ir = graph("a", None, &[("a", &["END"], &[])]);
+        ir.nodes[0].sig.params = vec![Loc(0), Loc(1), Loc(2)];
+        let mut d = Diagnostics::default();
+        check_all(&ir, &mut d);
+        let d = d.into_vec();
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].loc, Loc(2));
+        assert!(d[0].message.starts_with("node `a` takes 3 parameters"), "{}", d[0].message);
     }
 
     #[test]
@@ -638,13 +711,7 @@ mod tests {
         ir.nodes[0].sig.is_async = false;
         ir.nodes[0].sig.state = Param::Value;
         let msgs = messages(&ir);
-        assert!(
-            msgs[0].starts_with("node `a` must be an `async fn`"),
-            "{msgs:?}"
-        );
-        assert!(
-            msgs[1].starts_with("node `a` takes the state by value"),
-            "{msgs:?}"
-        );
+        assert!(msgs[0].starts_with("node `a` must be an `async fn`"), "{msgs:?}");
+        assert!(msgs[1].starts_with("node `a` takes the state by value"), "{msgs:?}");
     }
 }

@@ -9,7 +9,7 @@ use syn::visit_mut::VisitMut;
 use super::check::{Analysis, check_all};
 use super::ir::{END, GraphIr, NodeIr};
 use super::parse::{Parsed, is_goto, parse, parse_goto};
-use crate::diag::{Diagnostics, Kind};
+use crate::diag::Diagnostics;
 
 pub fn graph(args: TokenStream, input: TokenStream) -> TokenStream {
     let mut parsed = match parse(args, input) {
@@ -18,14 +18,8 @@ pub fn graph(args: TokenStream, input: TokenStream) -> TokenStream {
     };
     let mut diags = Diagnostics::default();
     let analysis = check_all(&parsed.ir, &mut diags);
-    let diags = diags.into_vec();
-    let bad_sigs: Vec<String> = diags
-        .iter()
-        .filter(|d| d.kind == Kind::Signature)
-        .map(|d| d.message.clone())
-        .collect();
-    let errors = parsed.spans.render(diags, parsed.errors.take());
-    let module = expand(parsed, &analysis, errors.is_some(), &bad_sigs);
+    let errors = parsed.spans.render(diags.into_vec(), parsed.errors.take());
+    let module = expand(parsed, &analysis, errors.is_some());
     let mut out = errors.map(|e| e.to_compile_error()).unwrap_or_default();
     out.extend(module);
     out
@@ -33,71 +27,59 @@ pub fn graph(args: TokenStream, input: TokenStream) -> TokenStream {
 
 /// `#[node]` outside a `#[graph]` module: say where it belongs, keep the fn.
 pub fn stray_node(_args: TokenStream, input: TokenStream) -> TokenStream {
-    let span = syn::parse2::<syn::ItemFn>(input.clone())
-        .map(|f| f.sig.ident.span())
-        .unwrap_or_else(|_| proc_macro2::Span::call_site());
-    let err = syn::Error::new(
-        span,
-        "`#[node]` must be inside a `#[graph(..)]` module: move this fn into the `mod` that carries `#[graph(state = .., start = ..)]`",
-    )
-    .to_compile_error();
-    quote!(#err #input)
+    let message = "`#[node]` must be inside a `#[graph(..)]` module: move this fn into the `mod` that carries `#[graph(state = .., start = ..)]`";
+    match syn::parse2::<syn::ItemFn>(input.clone()) {
+        Ok(mut f) => {
+            let err = syn::Error::new(f.sig.ident.span(), message).to_compile_error();
+            // Its `goto!`s would each add an error of their own.
+            ReplaceGoto(|_: &syn::Macro| quote!(::agentflow::__private::invalid_route())).visit_block_mut(&mut f.block);
+            quote!(#err #f)
+        }
+        Err(_) => {
+            let err = syn::Error::new(proc_macro2::Span::call_site(), message).to_compile_error();
+            quote!(#err #input)
+        }
+    }
 }
 
-fn expand(mut p: Parsed, a: &Analysis, has_errors: bool, bad_sigs: &[String]) -> TokenStream {
+fn expand(mut p: Parsed, a: &Analysis, has_errors: bool) -> TokenStream {
     let state = p.state.clone();
     let deps = p.deps.clone();
     let mut extra: Vec<TokenStream> = Vec::new();
     let mut specs = Vec::new();
     let fields = quote!(<#state as ::agentflow::State>::FIELDS);
-    let state_name = quote!(#state).to_string();
-    let sig_ok: Vec<bool> =
-        p.ir.nodes
-            .iter()
-            .map(|n| {
-                !bad_sigs
-                    .iter()
-                    .any(|m| m.starts_with(&format!("node `{}` ", n.name.name)))
-            })
-            .collect();
+    let state_name = p.ir.state.clone();
 
-    let items = &mut p
-        .module
-        .content
-        .as_mut()
-        .expect("parse checked the module is inline")
-        .1;
+    let items = &mut p.module.content.as_mut().expect("parse checked the module is inline").1;
     for (i, (node, ir)) in p.nodes.iter().zip(&p.ir.nodes).enumerate() {
         // Rewrite the body's `goto!`s into checked routes.
         if let syn::Item::Fn(f) = &mut items[node.item] {
-            let mut rewrite = RewriteGoto {
-                node: ir,
-                a,
-                state: &state,
-            };
-            rewrite.visit_block_mut(&mut f.block);
+            ReplaceGoto(|mac: &syn::Macro| route(ir, a, &state, mac)).visit_block_mut(&mut f.block);
         }
         // Fields named in `writes` must exist.
         for w in ir.writes.iter().flatten() {
             let span = p.spans.span(w.loc);
             let name = &w.name;
-            let msg = format!(
-                "node `{}` writes `{name}`, which is not a field of `{state_name}`",
-                ir.name.name
-            );
+            let msg = format!("node `{}` writes `{name}`, which is not a field of `{state_name}`", ir.name.name);
             extra.push(quote_spanned! {span=>
                 const _: () = if !::agentflow::__private::has_field(#fields, #name) { ::core::panic!(#msg) };
             });
         }
-        if !sig_ok[i] {
+        if a.index.get(&ir.name.name) != Some(&i) {
+            // A duplicate: renamed, so rustc does not report it a second time.
+            if let syn::Item::Fn(f) = &mut items[node.item] {
+                f.sig.ident = format_ident!("__agentflow_duplicate_{}_{}", node.ident, i, span = node.ident.span());
+                f.attrs.push(syn::parse_quote!(#[allow(dead_code)]));
+            }
+            continue;
+        }
+        if !a.sig_ok[i] {
             continue;
         }
         let wrapper = format_ident!("__agentflow_node_{}", node.ident, span = node.ident.span());
         let ident = &node.ident;
         let p0 = &node.params[0];
-        let mut args = vec![
-            quote!(<#p0 as ::agentflow::__private::StateParam<'a, #state>>::from_state(state)),
-        ];
+        let mut args = vec![quote!(<#p0 as ::agentflow::__private::StateParam<'a, #state>>::from_state(state))];
         if let Some(p1) = node.params.get(1) {
             args.push(if node.ctx_param {
                 quote!(<#p1 as ::agentflow::__private::CtxParam<'a, #deps>>::from_ctx(cx))
@@ -145,6 +127,7 @@ fn expand(mut p: Parsed, a: &Analysis, has_errors: bool, bad_sigs: &[String]) ->
                 timeout: #timeout,
                 writes: #writes,
                 interrupt: #interrupt,
+                tools: &[],
                 run: #wrapper,
             }
         });
@@ -162,17 +145,21 @@ fn expand(mut p: Parsed, a: &Analysis, has_errors: bool, bad_sigs: &[String]) ->
             const _: () = if ::agentflow::__private::is_overwrite(#fields, #field) { ::core::panic!(#msg) };
         });
     }
+    // A write outside the list that resembles a listed name is an error only
+    // if that name is a field; otherwise the field assertion above reports the typo.
+    for g in &a.guarded {
+        let span = p.spans.span(g.loc);
+        let (close, msg) = (&g.close, &g.message);
+        extra.push(quote_spanned! {span=>
+            const _: () = if ::agentflow::__private::has_field(#fields, #close) { ::core::panic!(#msg) };
+        });
+    }
     let graph_name = p.ir.name.clone();
     let doc = format!("The compiled `{graph_name}` graph, checked at compile time.");
     let body = if has_errors {
         quote!(::core::unreachable!("the graph did not compile"))
     } else {
-        let start =
-            p.ir.start
-                .as_ref()
-                .and_then(|s| a.index.get(&s.name))
-                .copied()
-                .unwrap_or(0) as u32;
+        let start = p.ir.start.as_ref().and_then(|s| a.index.get(&s.name)).copied().unwrap_or(0) as u32;
         let max_steps = match p.ir.max_steps {
             Some(n) => quote!(::core::option::Option::Some(#n)),
             None => quote!(::core::option::Option::None),
@@ -204,23 +191,11 @@ fn expand(mut p: Parsed, a: &Analysis, has_errors: bool, bad_sigs: &[String]) ->
 /// A stable hash of everything that decides how a stored run continues:
 /// the state type, the nodes and their routes and writes.
 fn fingerprint(ir: &GraphIr, state: &str) -> String {
-    let mut canon = format!(
-        "state={state};start={:?};max={:?};",
-        ir.start.as_ref().map(|s| &s.name),
-        ir.max_steps
-    );
+    let mut canon = format!("state={state};start={:?};max={:?};", ir.start.as_ref().map(|s| &s.name), ir.max_steps);
     for n in &ir.nodes {
         let goto: Vec<&str> = n.goto.iter().map(|t| t.name.as_str()).collect();
-        let writes: Option<Vec<&str>> = n
-            .writes
-            .as_ref()
-            .map(|w| w.iter().map(|x| x.name.as_str()).collect());
-        canon.push_str(&format!(
-            "{}[{}|{:?}];",
-            n.name.name,
-            goto.join(","),
-            writes
-        ));
+        let writes: Option<Vec<&str>> = n.writes.as_ref().map(|w| w.iter().map(|x| x.name.as_str()).collect());
+        canon.push_str(&format!("{}[{}|{:?}];", n.name.name, goto.join(","), writes));
     }
     // FNV-1a, 64 bit.
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -231,53 +206,48 @@ fn fingerprint(ir: &GraphIr, state: &str) -> String {
     format!("{hash:016x}")
 }
 
-struct RewriteGoto<'a> {
-    node: &'a NodeIr,
-    a: &'a Analysis,
-    state: &'a syn::Type,
-}
-
-impl RewriteGoto<'_> {
-    fn route(&self, mac: &syn::Macro) -> TokenStream {
-        let state = self.state;
-        let Ok(args) = parse_goto(mac.tokens.clone()) else {
+/// The checked route a `goto!` of `node` becomes; one that failed the checks
+/// becomes a stub that type-checks, so it adds no error of its own.
+fn route(node: &NodeIr, a: &Analysis, state: &syn::Type, mac: &syn::Macro) -> TokenStream {
+    let Ok(args) = parse_goto(mac.tokens.clone()) else {
+        return quote!(::agentflow::__private::invalid_route::<#state>());
+    };
+    let mut ids = Vec::new();
+    for t in &args.targets {
+        let name = t.to_string();
+        if !node.goto.iter().any(|g| g.name == name) {
             return quote!(::agentflow::__private::invalid_route::<#state>());
-        };
-        let mut ids = Vec::new();
-        for t in &args.targets {
-            let name = t.to_string();
-            let allowed = self.node.goto.iter().any(|g| g.name == name);
-            if !allowed {
-                return quote!(::agentflow::__private::invalid_route::<#state>());
-            }
-            if name != END {
-                match self.a.index.get(&name) {
-                    Some(&i) => ids.push(i as u32),
-                    None => return quote!(::agentflow::__private::invalid_route::<#state>()),
-                }
+        }
+        if name != END {
+            match a.index.get(&name) {
+                Some(&i) => ids.push(i as u32),
+                None => return quote!(::agentflow::__private::invalid_route::<#state>()),
             }
         }
-        ids.sort_unstable();
-        ids.dedup();
-        let update = match &args.update {
-            Some(u) => quote!(#u),
-            None => quote!(::core::default::Default::default()),
-        };
-        quote! {
-            {
-                const __AGENTFLOW_NEXT: &[::agentflow::NodeId] = &[#(::agentflow::NodeId::new(#ids)),*];
-                ::agentflow::Step::<#state>::__route(__AGENTFLOW_NEXT, #update)
-            }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    let update = match &args.update {
+        Some(u) => quote!(#u),
+        None => quote!(::core::default::Default::default()),
+    };
+    quote! {
+        {
+            const __AGENTFLOW_NEXT: &[::agentflow::NodeId] = &[#(::agentflow::NodeId::new(#ids)),*];
+            ::agentflow::Step::<#state>::__route(__AGENTFLOW_NEXT, #update)
         }
     }
 }
 
-impl VisitMut for RewriteGoto<'_> {
+/// Replaces every `goto!` in a body (as expression or statement) with `.0`'s output.
+struct ReplaceGoto<F>(F);
+
+impl<F: FnMut(&syn::Macro) -> TokenStream> VisitMut for ReplaceGoto<F> {
     fn visit_expr_mut(&mut self, expr: &mut syn::Expr) {
         if let syn::Expr::Macro(m) = expr
             && is_goto(&m.mac)
         {
-            *expr = syn::Expr::Verbatim(self.route(&m.mac));
+            *expr = syn::Expr::Verbatim((self.0)(&m.mac));
             return;
         }
         syn::visit_mut::visit_expr_mut(self, expr);
@@ -287,7 +257,7 @@ impl VisitMut for RewriteGoto<'_> {
         if let syn::Stmt::Macro(m) = stmt
             && is_goto(&m.mac)
         {
-            *stmt = syn::Stmt::Expr(syn::Expr::Verbatim(self.route(&m.mac)), m.semi_token);
+            *stmt = syn::Stmt::Expr(syn::Expr::Verbatim((self.0)(&m.mac)), m.semi_token);
             return;
         }
         syn::visit_mut::visit_stmt_mut(self, stmt);

@@ -18,10 +18,7 @@ impl Named {
     /// A name with no place, for IR built in tests.
     #[cfg(test)]
     pub fn new(name: &str) -> Self {
-        Named {
-            name: name.to_string(),
-            loc: Loc::DUMMY,
-        }
+        Named { name: name.to_string(), loc: Loc::DUMMY }
     }
 }
 
@@ -32,6 +29,10 @@ pub struct GraphIr {
     pub name: String,
     /// The `#[graph(..)]` attribute, for errors about the whole graph.
     pub loc: Loc,
+    /// `state = S`, as written, for messages.
+    pub state: String,
+    /// `deps = D`, as written, for messages.
+    pub deps: Option<String>,
     /// `start = node`.
     pub start: Option<Named>,
     /// `max_steps = N`.
@@ -47,6 +48,8 @@ pub struct NodeIr {
     pub name: Named,
     /// `goto = [..]`: where the node may go, `END` included.
     pub goto: Vec<Named>,
+    /// Where `goto` is written; `None` when the node has no `goto` list.
+    pub goto_loc: Option<Loc>,
     /// `writes = [..]`, if declared.
     pub writes: Option<Vec<Named>>,
     /// Every `goto!(..)` in the body, in source order.
@@ -71,11 +74,11 @@ pub struct Signature {
     pub is_async: bool,
     /// The shape of the first parameter.
     pub state: Param,
-    /// How many parameters there are.
-    pub params: usize,
-    /// The fn has generic parameters.
-    pub generic: bool,
-    /// Where to point for signature errors.
+    /// Each parameter's type (for `&mut S`, its `mut`), in order.
+    pub params: Vec<Loc>,
+    /// The generic parameters, if the fn has any.
+    pub generics: Option<Loc>,
+    /// The `fn` token.
     pub loc: Loc,
 }
 
@@ -83,13 +86,7 @@ impl Signature {
     /// `async fn n(state: &S, cx: &Ctx<D>)`.
     #[cfg(test)]
     pub fn valid() -> Self {
-        Signature {
-            is_async: true,
-            state: Param::Ref,
-            params: 2,
-            generic: false,
-            loc: Loc::DUMMY,
-        }
+        Signature { is_async: true, state: Param::Ref, params: vec![Loc::DUMMY; 2], generics: None, loc: Loc::DUMMY }
     }
 }
 

@@ -53,59 +53,50 @@ pub fn parse(args: TokenStream, input: TokenStream) -> syn::Result<Parsed> {
     })?;
     let mut spans = Spans::default();
     let mut errors = None;
-    let attr_span = if args.is_empty() {
-        module.ident.span()
-    } else {
-        args.span()
-    };
+    let attr_span = if args.is_empty() { module.ident.span() } else { args.span() };
     let mut state = None;
     let mut deps = None;
     let mut start = None;
     let mut max_steps = None;
+    let mut arg_errors = None;
     let parser = syn::meta::parser(|meta| {
-        let key = meta
-            .path
-            .get_ident()
-            .map(ToString::to_string)
-            .unwrap_or_default();
-        match key.as_str() {
-            "state" => state = Some(meta.value()?.parse::<syn::Type>()?),
-            "deps" => deps = Some(meta.value()?.parse::<syn::Type>()?),
-            "start" => {
-                let ident: syn::Ident = meta.value()?.parse()?;
-                start = Some(Named {
-                    name: ident.to_string(),
-                    loc: spans.loc(ident.span()),
-                });
-            }
-            "max_steps" => {
-                let lit: syn::LitInt = meta.value()?.parse()?;
-                let n: u32 = lit.base10_parse()?;
-                if n == 0 {
-                    return Err(syn::Error::new(
-                        lit.span(),
-                        "`max_steps` must be at least 1",
-                    ));
+        let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
+        let result = (|| {
+            match key.as_str() {
+                "state" => state = Some(meta.value()?.parse::<syn::Type>()?),
+                "deps" => deps = Some(meta.value()?.parse::<syn::Type>()?),
+                "start" => {
+                    let ident: syn::Ident = meta.value()?.parse()?;
+                    start = Some(Named { name: ident.to_string(), loc: spans.loc(ident.span()) });
                 }
-                max_steps = Some(n);
+                "max_steps" => {
+                    let lit: syn::LitInt = meta.value()?.parse()?;
+                    let n: u32 = lit.base10_parse()?;
+                    if n == 0 {
+                        return Err(syn::Error::new(lit.span(), "`max_steps` must be at least 1"));
+                    }
+                    max_steps = Some(n);
+                }
+                _ => return Err(meta.error(unknown_arg("#[graph]", &key, GRAPH_ARGS))),
             }
-            _ => return Err(meta.error(unknown_arg("#[graph]", &key, GRAPH_ARGS))),
-        }
-        Ok(())
+            Ok(())
+        })();
+        recover(&meta, result, &mut arg_errors)
     });
     if let Err(e) = parser.parse2(args) {
+        combine(&mut errors, e);
+    }
+    if let Some(e) = arg_errors {
         combine(&mut errors, e);
     }
     let state = state.unwrap_or_else(|| {
         combine(
             &mut errors,
-            syn::Error::new(
-                attr_span,
-                "`#[graph]` needs the state type: `#[graph(state = MyState, ..)]`",
-            ),
+            syn::Error::new(attr_span, "`#[graph]` needs the state type: `#[graph(state = MyState, ..)]`"),
         );
         syn::parse_quote!(())
     });
+    let has_deps = deps.is_some();
     let deps = deps.unwrap_or_else(|| syn::parse_quote!(()));
     let Some((_, items)) = &mut module.content else {
         return Err(syn::Error::new(
@@ -118,10 +109,7 @@ pub fn parse(args: TokenStream, input: TokenStream) -> syn::Result<Parsed> {
     for (i, item) in items.iter_mut().enumerate() {
         let syn::Item::Fn(f) = item else {
             if let Some(attr) = node_attr_of(item) {
-                combine(
-                    &mut errors,
-                    syn::Error::new(attr.span(), "`#[node]` goes on an `async fn`"),
-                );
+                combine(&mut errors, syn::Error::new(attr.span(), "`#[node]` goes on an `async fn`"));
             }
             continue;
         };
@@ -136,26 +124,26 @@ pub fn parse(args: TokenStream, input: TokenStream) -> syn::Result<Parsed> {
     let ir = GraphIr {
         name: module.ident.to_string(),
         loc: spans.loc(attr_span),
+        state: type_name(&state),
+        deps: has_deps.then(|| type_name(&deps)),
         start,
         max_steps,
         nodes: node_irs,
     };
-    Ok(Parsed {
-        ir,
-        spans,
-        module,
-        state,
-        deps,
-        nodes,
-        errors,
-    })
+    Ok(Parsed { ir, spans, module, state, deps, nodes, errors })
+}
+
+/// A type as a user would write it: `crate::Ticket`, not `crate :: Ticket`.
+pub fn type_name(ty: &syn::Type) -> String {
+    let mut s = quote!(#ty).to_string();
+    for (from, to) in [(" :: ", "::"), (":: ", "::"), (" <", "<"), ("< ", "<"), (" >", ">"), (" ,", ","), ("& ", "&")] {
+        s = s.replace(from, to);
+    }
+    s
 }
 
 fn is_node_attr(attr: &syn::Attribute) -> bool {
-    attr.path()
-        .segments
-        .last()
-        .is_some_and(|s| s.ident == "node")
+    attr.path().segments.last().is_some_and(|s| s.ident == "node")
 }
 
 fn node_attr_of(item: &syn::Item) -> Option<&syn::Attribute> {
@@ -172,13 +160,24 @@ fn node_attr_of(item: &syn::Item) -> Option<&syn::Attribute> {
 }
 
 fn unknown_arg(attr: &str, key: &str, allowed: &[&str]) -> String {
-    let hint = did_you_mean(key, allowed.iter().copied())
-        .map(|s| format!("did you mean `{s}`? "))
-        .unwrap_or_default();
-    format!(
-        "unknown `{attr}` argument `{key}`; {hint}expected one of {}",
-        crate::diag::list(allowed)
-    )
+    let hint = did_you_mean(key, allowed.iter().copied()).map(|s| format!("did you mean `{s}`? ")).unwrap_or_default();
+    format!("unknown `{attr}` argument `{key}`; {hint}expected one of {}", crate::diag::list(allowed))
+}
+
+/// Records a bad argument and skips the rest of its value, so the arguments
+/// after it are still read and a typo does not cascade into "no start node".
+fn recover(
+    meta: &syn::meta::ParseNestedMeta,
+    result: syn::Result<()>,
+    errors: &mut Option<syn::Error>,
+) -> syn::Result<()> {
+    if let Err(e) = result {
+        combine(errors, e);
+        while !meta.input.is_empty() && !meta.input.peek(Token![,]) {
+            meta.input.parse::<proc_macro2::TokenTree>()?;
+        }
+    }
+    Ok(())
 }
 
 fn parse_node(
@@ -189,34 +188,36 @@ fn parse_node(
     errors: &mut Option<syn::Error>,
 ) -> (NodeSyn, NodeIr) {
     let mut goto = Vec::new();
+    let mut goto_loc = None;
     let mut writes = None;
     let mut retry = quote!(::agentflow::RetryPolicy::none());
     let mut timeout_ms = None;
     let mut interrupt = false;
     if !matches!(attr.meta, syn::Meta::Path(_)) {
+        let mut arg_errors = None;
         let result = attr.parse_nested_meta(|meta| {
-            let key = meta
-                .path
-                .get_ident()
-                .map(ToString::to_string)
-                .unwrap_or_default();
-            match key.as_str() {
-                "goto" => goto = names(meta.value()?, spans)?,
-                "writes" => writes = Some(names(meta.value()?, spans)?),
-                "timeout" => timeout_ms = Some(duration_ms(&meta.value()?.parse()?)?),
-                "interrupt" => interrupt = true,
-                "retry" => retry = parse_retry(&meta)?,
-                _ => return Err(meta.error(unknown_arg("#[node]", &key, NODE_ARGS))),
-            }
-            Ok(())
+            let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
+            let result = (|| {
+                match key.as_str() {
+                    "goto" => {
+                        goto_loc = Some(spans.loc(meta.path.span()));
+                        goto = names(meta.value()?, spans)?;
+                    }
+                    "writes" => writes = Some(names(meta.value()?, spans)?),
+                    "timeout" => timeout_ms = Some(duration_ms(&meta.value()?.parse()?)?),
+                    "interrupt" => interrupt = true,
+                    "retry" => retry = parse_retry(&meta)?,
+                    _ => return Err(meta.error(unknown_arg("#[node]", &key, NODE_ARGS))),
+                }
+                Ok(())
+            })();
+            recover(&meta, result, &mut arg_errors)
         });
-        if let Err(e) = result {
+        for e in [result.err(), arg_errors].into_iter().flatten() {
             combine(errors, e);
         }
     }
     let ident = f.sig.ident.clone();
-    let mut params = Vec::new();
-    let mut state = Param::Missing;
     // `cx: &Ctx<Deps>` is the documented form, but an `async fn` may not
     // elide the lifetime inside a path; write the `'_` for the user.
     for input in f.sig.inputs.iter_mut() {
@@ -224,79 +225,62 @@ fn parse_node(
             elide_ctx_lifetime(&mut t.ty);
         }
     }
+    let mut params = Vec::new();
+    let mut param_locs = Vec::new();
+    let mut state = Param::Missing;
     for (i, input) in f.sig.inputs.iter().enumerate() {
         match input {
-            syn::FnArg::Receiver(_) => state = Param::Receiver,
+            syn::FnArg::Receiver(r) => {
+                state = Param::Receiver;
+                param_locs.push(spans.loc(r.self_token.span));
+            }
             syn::FnArg::Typed(t) => {
+                let mut span = t.ty.span();
                 if i == 0 {
                     state = match &*t.ty {
-                        syn::Type::Reference(r) if r.mutability.is_some() => Param::RefMut,
+                        syn::Type::Reference(r) if r.mutability.is_some() => {
+                            span = r.mutability.map_or(span, |m| m.span);
+                            Param::RefMut
+                        }
                         syn::Type::Reference(_) => Param::Ref,
                         _ => Param::Value,
                     };
                 }
+                param_locs.push(spans.loc(span));
                 params.push((*t.ty).clone());
             }
         }
     }
     let ctx_param = params.get(1).is_some_and(is_ctx_type);
-    let sig_span = if f.sig.asyncness.is_none() {
-        f.sig.fn_token.span
-    } else {
-        f.sig.inputs.span()
-    };
     let sig = Signature {
         is_async: f.sig.asyncness.is_some(),
         state,
-        params: f.sig.inputs.len(),
-        generic: !f.sig.generics.params.is_empty(),
-        loc: spans.loc(if f.sig.inputs.is_empty() {
-            ident.span()
-        } else {
-            sig_span
-        }),
+        params: param_locs,
+        generics: (!f.sig.generics.params.is_empty()).then(|| spans.loc(f.sig.generics.params.span())),
+        loc: spans.loc(f.sig.fn_token.span),
     };
     let ret_span = match &f.sig.output {
         syn::ReturnType::Type(_, ty) => ty.span(),
         syn::ReturnType::Default => ident.span(),
     };
-    let mut scan = BodyScan {
-        spans,
-        routes: Vec::new(),
-        sets: Vec::new(),
-        errors: None,
-    };
+    let mut scan = BodyScan { spans, routes: Vec::new(), sets: Vec::new(), errors: None };
     scan.visit_block(&f.block);
     if let Some(e) = scan.errors.take() {
         combine(errors, e);
     }
     let ir = NodeIr {
-        name: Named {
-            name: ident.to_string(),
-            loc: scan.spans.loc(ident.span()),
-        },
+        name: Named { name: ident.to_string(), loc: scan.spans.loc(ident.span()) },
         goto,
+        goto_loc,
         writes,
         routes: scan.routes,
         sets: scan.sets,
         sig,
     };
-    (
-        NodeSyn {
-            item,
-            ident,
-            params,
-            ctx_param,
-            ret_span,
-            retry,
-            timeout_ms,
-            interrupt,
-        },
-        ir,
-    )
+    (NodeSyn { item, ident, params, ctx_param, ret_span, retry, timeout_ms, interrupt }, ir)
 }
 
-/// `&Ctx<..>` (any path ending in `Ctx`).
+/// Adds `'_` to a `&Ctx<D>` parameter type.
 fn elide_ctx_lifetime(ty: &mut syn::Type) {
     let syn::Type::Reference(r) = ty else { return };
     let syn::Type::Path(p) = &mut *r.elem else { return };
@@ -311,6 +295,7 @@ fn elide_ctx_lifetime(ty: &mut syn::Type) {
     }
 }
 
+/// `&Ctx<..>` (any path ending in `Ctx`).
 fn is_ctx_type(ty: &syn::Type) -> bool {
     let syn::Type::Reference(r) = ty else {
         return false;
@@ -325,13 +310,7 @@ fn names(input: ParseStream, spans: &mut Spans) -> syn::Result<Vec<Named>> {
     let content;
     bracketed!(content in input);
     let list = Punctuated::<syn::Ident, Token![,]>::parse_terminated(&content)?;
-    Ok(list
-        .into_iter()
-        .map(|i| Named {
-            name: i.to_string(),
-            loc: spans.loc(i.span()),
-        })
-        .collect())
+    Ok(list.into_iter().map(|i| Named { name: i.to_string(), loc: spans.loc(i.span()) }).collect())
 }
 
 /// `500ms`, `2s`, `1m`.
@@ -344,18 +323,17 @@ fn duration_ms(lit: &syn::LitInt) -> syn::Result<u64> {
         "" => {
             return Err(syn::Error::new(
                 lit.span(),
-                format!("add a unit to the duration: `{n}ms`, `{n}s` or `{n}m`"),
+                format!("missing unit on duration `{n}`; write `{n}ms`, `{n}s` or `{n}m`"),
             ));
         }
         other => {
             return Err(syn::Error::new(
                 lit.span(),
-                format!("unknown duration unit `{other}`; use `ms`, `s` or `m`"),
+                format!("unknown duration unit `{other}`; expected `ms`, `s` or `m`"),
             ));
         }
     };
-    n.checked_mul(factor)
-        .ok_or_else(|| syn::Error::new(lit.span(), "duration too long"))
+    n.checked_mul(factor).ok_or_else(|| syn::Error::new(lit.span(), "duration too long"))
 }
 
 /// `retry = 3` or `retry(attempts = 3, base = 10ms, max_delay = 1s, jitter = false)`.
@@ -364,20 +342,13 @@ fn parse_retry(meta: &syn::meta::ParseNestedMeta) -> syn::Result<TokenStream> {
         let lit: syn::LitInt = meta.value()?.parse()?;
         let n: u32 = lit.base10_parse()?;
         if n == 0 {
-            return Err(syn::Error::new(
-                lit.span(),
-                "`retry` counts attempts in all and must be at least 1",
-            ));
+            return Err(syn::Error::new(lit.span(), "`retry` counts attempts in all and must be at least 1"));
         }
         return Ok(quote!(::agentflow::RetryPolicy::attempts(#n)));
     }
     let mut policy = quote!(::agentflow::RetryPolicy::attempts(1));
     meta.parse_nested_meta(|inner| {
-        let key = inner
-            .path
-            .get_ident()
-            .map(ToString::to_string)
-            .unwrap_or_default();
+        let key = inner.path.get_ident().map(ToString::to_string).unwrap_or_default();
         match key.as_str() {
             "attempts" => {
                 let n: u32 = inner.value()?.parse::<syn::LitInt>()?.base10_parse()?;
@@ -393,11 +364,7 @@ fn parse_retry(meta: &syn::meta::ParseNestedMeta) -> syn::Result<TokenStream> {
                 policy = quote!(#policy.jitter(#on));
             }
             _ => {
-                return Err(inner.error(unknown_arg(
-                    "retry",
-                    &key,
-                    &["attempts", "base", "max_delay", "jitter"],
-                )));
+                return Err(inner.error(unknown_arg("retry", &key, &["attempts", "base", "max_delay", "jitter"])));
             }
         }
         Ok(())
@@ -416,9 +383,7 @@ pub fn parse_goto(tokens: TokenStream) -> syn::Result<GotoArgs> {
         let targets = if input.peek(syn::token::Bracket) {
             let content;
             bracketed!(content in input);
-            Punctuated::<syn::Ident, Token![,]>::parse_terminated(&content)?
-                .into_iter()
-                .collect()
+            Punctuated::<syn::Ident, Token![,]>::parse_terminated(&content)?.into_iter().collect()
         } else {
             vec![input.parse::<syn::Ident>().map_err(|e| {
                 syn::Error::new(
@@ -458,14 +423,8 @@ impl BodyScan<'_> {
     fn goto(&mut self, mac: &syn::Macro) {
         match parse_goto(mac.tokens.clone()) {
             Ok(args) => {
-                let targets = args
-                    .targets
-                    .iter()
-                    .map(|t| Named {
-                        name: t.to_string(),
-                        loc: self.spans.loc(t.span()),
-                    })
-                    .collect();
+                let targets =
+                    args.targets.iter().map(|t| Named { name: t.to_string(), loc: self.spans.loc(t.span()) }).collect();
                 self.routes.push(Route { targets });
                 if let Some(update) = &args.update {
                     self.visit_expr(update);
@@ -496,16 +455,8 @@ impl<'ast> Visit<'ast> for BodyScan<'_> {
             if c.args.is_empty()
             && matches!(&*c.func, syn::Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "update")));
         for link in chain.iter().rev() {
-            if is_update
-                && !matches!(
-                    link.method.to_string().as_str(),
-                    "clone" | "touched" | "is_empty"
-                )
-            {
-                self.sets.push(Named {
-                    name: link.method.to_string(),
-                    loc: self.spans.loc(link.method.span()),
-                });
+            if is_update && !matches!(link.method.to_string().as_str(), "clone" | "touched" | "is_empty") {
+                self.sets.push(Named { name: link.method.to_string(), loc: self.spans.loc(link.method.span()) });
             }
             for arg in &link.args {
                 self.visit_expr(arg);

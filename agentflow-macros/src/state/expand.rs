@@ -31,6 +31,23 @@ pub fn derive(input: TokenStream) -> TokenStream {
     }
 }
 
+/// `tokens` with every span set to `span`, so an error inside them points there.
+fn respan(tokens: TokenStream, span: proc_macro2::Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tt| {
+            if let proc_macro2::TokenTree::Group(g) = &tt {
+                let mut inner = proc_macro2::Group::new(g.delimiter(), respan(g.stream(), span));
+                inner.set_span(span);
+                tt = proc_macro2::TokenTree::Group(inner);
+            } else {
+                tt.set_span(span);
+            }
+            tt
+        })
+        .collect()
+}
+
 fn expand(p: &Parsed) -> TokenStream {
     let ident = &p.input.ident;
     let vis = &p.input.vis;
@@ -43,6 +60,7 @@ fn expand(p: &Parsed) -> TokenStream {
     let mut touched = Vec::new();
     let mut infos = Vec::new();
     let mut debugs = Vec::new();
+    let mut helpers = Vec::new();
     for (i, f) in p.ir.fields.iter().enumerate() {
         let fname = format_ident!("{}", f.name);
         let ty = &p.types[i];
@@ -56,40 +74,43 @@ fn expand(p: &Parsed) -> TokenStream {
             Reducer::Custom => quote!(Custom),
         };
         let reduce = |dst: TokenStream, value: TokenStream| -> TokenStream {
+            let call = |t: TokenStream, m: TokenStream| quote_spanned!(span=> <#ty as ::agentflow::__private::#t>::#m(#dst, #value));
             match f.reducer {
                 Reducer::Overwrite => quote!(*#dst = #value),
-                Reducer::Append => {
-                    quote_spanned!(span=> ::agentflow::__private::reduce_append::<#ty>(#dst, #value))
-                }
-                Reducer::Add => {
-                    quote_spanned!(span=> ::agentflow::__private::reduce_add::<#ty>(#dst, #value))
-                }
-                Reducer::Merge => {
-                    quote_spanned!(span=> ::agentflow::__private::reduce_merge::<#ty>(#dst, #value))
-                }
-                Reducer::Messages => {
-                    quote_spanned!(span=> ::agentflow::__private::reduce_messages::<#ty>(#dst, #value))
-                }
+                Reducer::Append => call(quote!(Append), quote!(append)),
+                Reducer::Add => call(quote!(Add), quote!(add)),
+                Reducer::Merge => call(quote!(Merge), quote!(merge)),
+                Reducer::Messages => call(quote!(Messages), quote!(merge_messages)),
                 Reducer::Custom => {
-                    let path = p.custom[i].as_ref().expect("custom reducer has a path");
-                    quote_spanned!(span=> (#path as fn(&mut #ty, #ty))(#dst, #value))
+                    let helper = format_ident!("__agentflow_reduce_{}", f.name);
+                    quote!(#update::#helper(#dst, #value))
                 }
             }
         };
+        // The custom reducer is named once, in a helper both call sites share,
+        // so a wrong signature is reported once, at the path.
+        if let (Reducer::Custom, Some(path)) = (&f.reducer, &p.custom[i]) {
+            let helper = format_ident!("__agentflow_reduce_{}", f.name);
+            let path_span = path.segments.last().map_or(span, |s| s.ident.span());
+            let ty_at_path = respan(quote!(#ty), path_span);
+            let check = quote_spanned!(path_span=> let reducer: fn(&mut #ty_at_path, #ty_at_path) = #path;);
+            helpers.push(quote! {
+                #[doc(hidden)]
+                fn #helper(dst: &mut #ty, value: #ty) {
+                    #check
+                    reducer(dst, value)
+                }
+            });
+        }
         let kind = match f.reducer {
             Reducer::Overwrite => "replaces the current value".to_string(),
             Reducer::Append => "is appended (`append` reducer)".to_string(),
             Reducer::Add => "is added (`add` reducer)".to_string(),
             Reducer::Merge => "is merged key by key (`merge` reducer)".to_string(),
-            Reducer::Messages => {
-                "is appended, replacing same-id messages (`messages` reducer)".to_string()
-            }
+            Reducer::Messages => "is appended, replacing same-id messages (`messages` reducer)".to_string(),
             Reducer::Custom => "is merged by the custom reducer".to_string(),
         };
-        let doc = format!(
-            "Sets `{}`: the value {kind}. Calling it twice combines both values the same way.",
-            f.name
-        );
+        let doc = format!("Sets `{}`: the value {kind}. Calling it twice combines both values the same way.", f.name);
         let set = reduce(quote!(old), quote!(value));
         let apply = reduce(quote!(&mut self.#fname), quote!(value));
         field_defs.push(quote! {
@@ -144,6 +165,7 @@ fn expand(p: &Parsed) -> TokenStream {
         #[automatically_derived]
         impl #update {
             #(#setters)*
+            #(#helpers)*
         }
 
         // Shows only the fields the update sets.

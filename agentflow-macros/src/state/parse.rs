@@ -21,25 +21,37 @@ pub struct Parsed {
 pub fn parse(input: syn::DeriveInput) -> syn::Result<Parsed> {
     let mut spans = Spans::default();
     let mut errors = None;
-    let syn::Data::Struct(data) = &input.data else {
-        return Err(syn::Error::new(
-            input.ident.span(),
-            "`#[derive(State)]` needs a struct with named fields",
-        ));
+    let data = match &input.data {
+        syn::Data::Struct(data) => data,
+        syn::Data::Enum(e) => {
+            return Err(syn::Error::new(
+                e.enum_token.span,
+                "`#[derive(State)]` needs a struct with named fields, not an enum; \
+                 keep the enum as the type of a field: `struct S { phase: Phase }`",
+            ));
+        }
+        syn::Data::Union(u) => {
+            return Err(syn::Error::new(
+                u.union_token.span,
+                "`#[derive(State)]` needs a struct with named fields, not a union",
+            ));
+        }
     };
     let syn::Fields::Named(named) = &data.fields else {
+        let span = match &data.fields {
+            syn::Fields::Unnamed(f) => f.paren_token.span.join(),
+            _ => input.ident.span(),
+        };
         return Err(syn::Error::new(
-            input.ident.span(),
-            "`#[derive(State)]` needs a struct with named fields, like `struct Ticket { intent: String }`",
+            span,
+            "`#[derive(State)]` needs a struct with named fields, like `struct Ticket { text: String }`; \
+             each field gets a setter and a reducer by name",
         ));
     };
     if !input.generics.params.is_empty() {
         combine(
             &mut errors,
-            syn::Error::new(
-                input.generics.span(),
-                "`#[derive(State)]` does not support generic structs",
-            ),
+            syn::Error::new(input.generics.span(), "`#[derive(State)]` does not support generic structs"),
         );
     }
     let version = parse_version(&input.attrs, &mut errors);
@@ -49,28 +61,12 @@ pub fn parse(input: syn::DeriveInput) -> syn::Result<Parsed> {
     for field in &named.named {
         let Some(ident) = &field.ident else { continue };
         let (reducer, path, span) = parse_reducer(field, &mut errors);
-        fields.push(FieldIr {
-            name: ident.to_string(),
-            reducer,
-            loc: spans.loc(span.unwrap_or_else(|| ident.span())),
-        });
+        fields.push(FieldIr { name: ident.to_string(), reducer, loc: spans.loc(span.unwrap_or_else(|| ident.span())) });
         types.push(field.ty.clone());
         custom.push(path);
     }
-    let ir = StateIr {
-        name: input.ident.to_string(),
-        version,
-        fields,
-        loc: spans.loc(input.ident.span()),
-    };
-    Ok(Parsed {
-        ir,
-        spans,
-        input,
-        types,
-        custom,
-        errors,
-    })
+    let ir = StateIr { name: input.ident.to_string(), version, fields, loc: spans.loc(input.ident.span()) };
+    Ok(Parsed { ir, spans, input, types, custom, errors })
 }
 
 fn parse_version(attrs: &[syn::Attribute], errors: &mut Option<syn::Error>) -> u32 {
@@ -82,7 +78,9 @@ fn parse_version(attrs: &[syn::Attribute], errors: &mut Option<syn::Error>) -> u
                 version = lit.base10_parse()?;
                 Ok(())
             } else {
-                Err(meta.error("unknown `#[state]` argument; expected `version = N`"))
+                let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
+                let hint = did_you_mean(&key, ["version"]).map(|s| format!("did you mean `{s}`? ")).unwrap_or_default();
+                Err(meta.error(format!("unknown `#[state]` argument `{key}`; {hint}expected `version = N`")))
             }
         });
         if let Err(e) = result {

@@ -1,0 +1,27 @@
+use agentflow::prelude::*;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+struct Ticket {
+    text: String,
+}
+
+struct Services {
+    greeting: String,
+}
+
+#[graph(state = Ticket, deps = Services, start = classify)]
+mod support {
+    use super::*;
+
+    #[node(goto = [END])]
+    async fn classify(t: &mut Ticket) -> Step<Ticket> {
+        t.text.clear();
+        goto!(END)
+    }
+}
+
+fn main() {
+    let _ = support::graph();
+    let _ = Services { greeting: String::new() }.greeting;
+}

@@ -1,0 +1,23 @@
+use agentflow::prelude::*;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+struct Email {
+    body: String,
+    summary: Option<String>,
+    draft: Option<String>,
+}
+
+#[graph(state = Email, start = summarize)]
+mod mail {
+    use super::*;
+
+    #[node(goto = [END], writes = [draft])]
+    async fn summarize(e: &Email) -> Step<Email> {
+        goto!(END, Email::update().draft(Some("Hi".into())).summary(Some(e.body.clone())))
+    }
+}
+
+fn main() {
+    let _ = mail::graph();
+}
