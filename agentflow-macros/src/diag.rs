@@ -40,6 +40,8 @@ pub enum Kind {
     CycleWithoutBound,
     WriteOutsideList,
     Signature,
+    ToolNotAllowed,
+    InterruptNotAllowed,
 }
 
 /// Collects every error of one macro invocation so they are emitted together.

@@ -7,6 +7,7 @@
 mod diag;
 mod graph;
 mod state;
+mod tool;
 
 use proc_macro::TokenStream;
 
@@ -26,4 +27,10 @@ pub fn graph(args: TokenStream, input: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn node(args: TokenStream, input: TokenStream) -> TokenStream {
     graph::expand::stray_node(args.into(), input.into()).into()
+}
+
+/// Turns an async fn with a typed argument struct into a tool a model can call.
+#[proc_macro_attribute]
+pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
+    tool::expand::tool(args.into(), input.into()).into()
 }

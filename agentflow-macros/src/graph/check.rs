@@ -67,10 +67,59 @@ pub fn check_all(ir: &GraphIr, diags: &mut Diagnostics) -> Analysis {
     check_targets(ir, &mut a, diags);
     check_routes(ir, &mut a, diags);
     check_writes(ir, &mut a, diags);
+    check_tools(ir, diags);
+    check_interrupts(ir, diags);
     check_reachable(ir, &a, diags);
     check_exits(ir, &a, diags);
     check_conflicts(ir, &mut a);
     a
+}
+
+// A node may only call the tools it lists, so the tool set handed to its
+// model is the whole of what it can do.  `cx.run_tool(divide, ..)` in a node
+// with `tools = [add, multiply]`.
+fn check_tools(ir: &GraphIr, diags: &mut Diagnostics) {
+    for node in &ir.nodes {
+        let allowed: Vec<&str> = node.tools.iter().map(|t| t.name.as_str()).collect();
+        for (i, t) in node.tools.iter().enumerate() {
+            if allowed[..i].contains(&t.name.as_str()) {
+                diags.push(
+                    Kind::ToolNotAllowed,
+                    t.loc,
+                    format!("tool `{}` is listed twice in the `tools` of `{}`", t.name, node.name.name),
+                );
+            }
+        }
+        for used in &node.tool_uses {
+            if !allowed.contains(&used.name.as_str()) {
+                let allowed =
+                    if allowed.is_empty() { "none (add a `tools = [..]` list)".to_string() } else { list(&allowed) };
+                diags.push(
+                    Kind::ToolNotAllowed,
+                    used.loc,
+                    format!("tool `{}` is not allowed in node `{}`; allowed: {allowed}", used.name, node.name.name),
+                );
+            }
+        }
+    }
+}
+
+// Pausing for a human is part of a node's contract (the run stops there and
+// the node re-runs on resume), so it must be declared.
+// `cx.interrupt(..)` in a node without `#[node(interrupt)]`.
+fn check_interrupts(ir: &GraphIr, diags: &mut Diagnostics) {
+    for node in ir.nodes.iter().filter(|n| !n.interrupt) {
+        for loc in &node.interrupt_calls {
+            diags.push(
+                Kind::InterruptNotAllowed,
+                *loc,
+                format!(
+                    "node `{}` calls `interrupt` but is not marked as one that may pause; add `interrupt` to its attribute: `#[node(.., interrupt)]`",
+                    node.name.name
+                ),
+            );
+        }
+    }
 }
 
 // Node names are route targets, so two nodes of one name would make a route
@@ -503,6 +552,10 @@ mod tests {
                         .map(|r| Route { targets: r.iter().map(|t| Named::new(t)).collect() })
                         .collect(),
                     sets: vec![],
+                    tools: vec![],
+                    tool_uses: vec![],
+                    interrupt: false,
+                    interrupt_calls: vec![],
                     sig: Signature::valid(),
                 })
                 .collect(),
@@ -713,5 +766,23 @@ mod tests {
         let msgs = messages(&ir);
         assert!(msgs[0].starts_with("node `a` must be an `async fn`"), "{msgs:?}");
         assert!(msgs[1].starts_with("node `a` takes the state by value"), "{msgs:?}");
+    }
+
+    #[test]
+    fn tools_outside_the_list_and_undeclared_interrupts_are_named() {
+        let mut ir = graph("llm_call", None, &[("llm_call", &["END"], &[&["END"]])]);
+        ir.nodes[0].tools = vec![Named::new("add"), Named::new("multiply")];
+        ir.nodes[0].tool_uses = vec![Named::new("add"), Named::new("divide")];
+        ir.nodes[0].interrupt_calls = vec![Loc::DUMMY];
+        let msgs = messages(&ir);
+        assert_eq!(
+            msgs,
+            vec![
+                "tool `divide` is not allowed in node `llm_call`; allowed: `add`, `multiply`".to_string(),
+                "node `llm_call` calls `interrupt` but is not marked as one that may pause; add `interrupt` to its attribute: `#[node(.., interrupt)]`".to_string(),
+            ]
+        );
+        ir.nodes[0].interrupt = true;
+        assert_eq!(messages(&ir).len(), 1);
     }
 }

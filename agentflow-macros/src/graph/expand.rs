@@ -118,6 +118,13 @@ fn expand(mut p: Parsed, a: &Analysis, has_errors: bool) -> TokenStream {
             None => quote!(::core::option::Option::None),
         };
         let interrupt = node.interrupt;
+        // Each entry spanned at its name: an unknown tool is rustc's
+        // "cannot find value" there, and a non-tool is "`x` is not a tool".
+        let entries = node.tools.iter().map(|t| quote_spanned!(t.span()=> &#t));
+        let tools = quote! {{
+            const __AGENTFLOW_TOOLS: ::agentflow::tool::ToolSet = &[#(#entries),*];
+            __AGENTFLOW_TOOLS
+        }};
         specs.push(quote! {
             ::agentflow::__private::NodeSpec {
                 name: #name,
@@ -127,7 +134,7 @@ fn expand(mut p: Parsed, a: &Analysis, has_errors: bool) -> TokenStream {
                 timeout: #timeout,
                 writes: #writes,
                 interrupt: #interrupt,
-                tools: &[],
+                tools: #tools,
                 run: #wrapper,
             }
         });

@@ -56,6 +56,14 @@ pub struct NodeIr {
     pub routes: Vec<Route>,
     /// Fields set through `State::update().field(..)` chains in the body.
     pub sets: Vec<Named>,
+    /// `tools = [..]`: the tools the node may call.
+    pub tools: Vec<Named>,
+    /// Tools the body calls directly with `cx.run_tool(tool, ..)`.
+    pub tool_uses: Vec<Named>,
+    /// `interrupt`: the node may pause for a human.
+    pub interrupt: bool,
+    /// Where the body calls `.interrupt(..)`, if it does.
+    pub interrupt_calls: Vec<Loc>,
     /// The fn's signature, as far as the macro can judge it.
     pub sig: Signature,
 }

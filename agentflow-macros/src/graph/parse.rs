@@ -39,10 +39,12 @@ pub struct NodeSyn {
     /// Per-attempt timeout in milliseconds.
     pub timeout_ms: Option<u64>,
     pub interrupt: bool,
+    /// `tools = [..]`, as written.
+    pub tools: Vec<syn::Ident>,
 }
 
 const GRAPH_ARGS: &[&str] = &["state", "deps", "start", "max_steps"];
-const NODE_ARGS: &[&str] = &["goto", "writes", "retry", "timeout", "interrupt"];
+const NODE_ARGS: &[&str] = &["goto", "writes", "tools", "retry", "timeout", "interrupt"];
 
 pub fn parse(args: TokenStream, input: TokenStream) -> syn::Result<Parsed> {
     let mut module: syn::ItemMod = syn::parse2(input).map_err(|e| {
@@ -190,6 +192,7 @@ fn parse_node(
     let mut goto = Vec::new();
     let mut goto_loc = None;
     let mut writes = None;
+    let mut tools: Vec<syn::Ident> = Vec::new();
     let mut retry = quote!(::agentflow::RetryPolicy::none());
     let mut timeout_ms = None;
     let mut interrupt = false;
@@ -204,6 +207,12 @@ fn parse_node(
                         goto = names(meta.value()?, spans)?;
                     }
                     "writes" => writes = Some(names(meta.value()?, spans)?),
+                    "tools" => {
+                        let input = meta.value()?;
+                        let content;
+                        bracketed!(content in input);
+                        tools = Punctuated::<syn::Ident, Token![,]>::parse_terminated(&content)?.into_iter().collect();
+                    }
                     "timeout" => timeout_ms = Some(duration_ms(&meta.value()?.parse()?)?),
                     "interrupt" => interrupt = true,
                     "retry" => retry = parse_retry(&meta)?,
@@ -263,7 +272,14 @@ fn parse_node(
         syn::ReturnType::Type(_, ty) => ty.span(),
         syn::ReturnType::Default => ident.span(),
     };
-    let mut scan = BodyScan { spans, routes: Vec::new(), sets: Vec::new(), errors: None };
+    let mut scan = BodyScan {
+        spans,
+        routes: Vec::new(),
+        sets: Vec::new(),
+        tool_uses: Vec::new(),
+        interrupt_calls: Vec::new(),
+        errors: None,
+    };
     scan.visit_block(&f.block);
     if let Some(e) = scan.errors.take() {
         combine(errors, e);
@@ -275,9 +291,13 @@ fn parse_node(
         writes,
         routes: scan.routes,
         sets: scan.sets,
+        tools: tools.iter().map(|t| Named { name: t.to_string(), loc: scan.spans.loc(t.span()) }).collect(),
+        tool_uses: scan.tool_uses,
+        interrupt,
+        interrupt_calls: scan.interrupt_calls,
         sig,
     };
-    (NodeSyn { item, ident, params, ctx_param, ret_span, retry, timeout_ms, interrupt }, ir)
+    (NodeSyn { item, ident, params, ctx_param, ret_span, retry, timeout_ms, interrupt, tools }, ir)
 }
 
 /// Adds `'_` to a `&Ctx<D>` parameter type.
@@ -416,6 +436,8 @@ struct BodyScan<'s> {
     spans: &'s mut Spans,
     routes: Vec<Route>,
     sets: Vec<Named>,
+    tool_uses: Vec<Named>,
+    interrupt_calls: Vec<crate::diag::Loc>,
     errors: Option<syn::Error>,
 }
 
@@ -455,6 +477,16 @@ impl<'ast> Visit<'ast> for BodyScan<'_> {
             if c.args.is_empty()
             && matches!(&*c.func, syn::Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "update")));
         for link in chain.iter().rev() {
+            // `cx.run_tool(tool, args)`: a direct call of one of the node's tools.
+            if link.method == "run_tool"
+                && let Some(syn::Expr::Path(p)) = link.args.first()
+                && let Some(tool) = p.path.get_ident()
+            {
+                self.tool_uses.push(Named { name: tool.to_string(), loc: self.spans.loc(tool.span()) });
+            }
+            if link.method == "interrupt" {
+                self.interrupt_calls.push(self.spans.loc(link.method.span()));
+            }
             if is_update && !matches!(link.method.to_string().as_str(), "clone" | "touched" | "is_empty") {
                 self.sets.push(Named { name: link.method.to_string(), loc: self.spans.loc(link.method.span()) });
             }

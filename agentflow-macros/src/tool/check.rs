@@ -1,0 +1,112 @@
+//! Rules over one `#[tool]`.
+
+use super::ir::{RISKS, ToolIr};
+use crate::diag::{Diagnostics, Kind, did_you_mean, list};
+
+const EXPECTED: &str = "expected `async fn name(args: Args) -> Result<T, ToolError>` \
+                        (or `(args: Args, cx: &ToolCx)`), where `Args: Deserialize + JsonSchema` and `T: Serialize`";
+
+pub fn check_all(ir: &ToolIr, diags: &mut Diagnostics) {
+    check_risk(ir, diags);
+    check_description(ir, diags);
+    check_signature(ir, diags);
+}
+
+// The gateway's policy keys on the risk class, so every tool must state it.
+// `#[tool]` alone, or `#[tool(risk = dangerous)]`.
+fn check_risk(ir: &ToolIr, diags: &mut Diagnostics) {
+    match &ir.risk {
+        None => diags.push(
+            Kind::Syntax,
+            ir.name_loc,
+            format!("tool `{}` must declare its risk: `#[tool(risk = read)]`; one of {}", ir.name, list(RISKS)),
+        ),
+        Some((risk, loc)) if !RISKS.contains(&risk.as_str()) => {
+            let hint =
+                did_you_mean(risk, RISKS.iter().copied()).map(|s| format!("did you mean `{s}`? ")).unwrap_or_default();
+            diags.push(Kind::Syntax, *loc, format!("unknown risk `{risk}`; {hint}expected one of {}", list(RISKS)));
+        }
+        Some(_) => {}
+    }
+}
+
+// The doc comment is what the model reads to decide when to call the tool.
+fn check_description(ir: &ToolIr, diags: &mut Diagnostics) {
+    if ir.description.trim().is_empty() {
+        diags.push(
+            Kind::Syntax,
+            ir.name_loc,
+            format!(
+                "tool `{}` needs a doc comment: it is the description the model reads (`/// Adds two numbers.`)",
+                ir.name
+            ),
+        );
+    }
+}
+
+fn check_signature(ir: &ToolIr, diags: &mut Diagnostics) {
+    let n = &ir.name;
+    if !ir.is_async {
+        diags.push(Kind::Signature, ir.sig_loc, format!("tool `{n}` must be an `async fn`; {EXPECTED}"));
+    }
+    if ir.params == 0 || ir.params > 2 || !ir.args_by_value {
+        diags.push(
+            Kind::Signature,
+            ir.sig_loc,
+            format!("tool `{n}` takes its arguments as one typed struct; {EXPECTED}"),
+        );
+    }
+    if !ir.has_return {
+        diags.push(Kind::Signature, ir.sig_loc, format!("tool `{n}` must return `Result<T, ToolError>`; {EXPECTED}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::Loc;
+
+    fn tool() -> ToolIr {
+        ToolIr {
+            name: "add".into(),
+            name_loc: Loc::DUMMY,
+            risk: Some(("read".into(), Loc::DUMMY)),
+            description: "Adds.".into(),
+            is_async: true,
+            params: 1,
+            args_by_value: true,
+            has_return: true,
+            sig_loc: Loc::DUMMY,
+        }
+    }
+
+    fn messages(ir: &ToolIr) -> Vec<String> {
+        let mut d = Diagnostics::default();
+        check_all(ir, &mut d);
+        d.into_vec().into_iter().map(|d| d.message).collect()
+    }
+
+    #[test]
+    fn a_valid_tool_passes() {
+        assert!(messages(&tool()).is_empty());
+    }
+
+    #[test]
+    fn risk_is_required_and_checked() {
+        let mut t = tool();
+        t.risk = None;
+        assert!(messages(&t)[0].starts_with("tool `add` must declare its risk"));
+        t.risk = Some(("irreversable".into(), Loc::DUMMY));
+        assert!(messages(&t)[0].contains("did you mean `irreversible`?"), "{:?}", messages(&t));
+    }
+
+    #[test]
+    fn description_and_signature_are_checked_together() {
+        let mut t = tool();
+        t.description = String::new();
+        t.is_async = false;
+        t.params = 3;
+        let m = messages(&t);
+        assert_eq!(m.len(), 3, "{m:?}");
+    }
+}

@@ -1,0 +1,100 @@
+//! Tool IR -> tokens: a unit struct named after the fn that implements
+//! `agentflow::tool::Tool`. The fn body moves inside, so the only way to run
+//! it is `Tool::invoke`, which needs a `ToolCx` only the gateway can make.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use super::parse::{Parsed, parse};
+use crate::diag::Diagnostics;
+
+pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
+    let mut parsed = match parse(args, input) {
+        Ok(p) => p,
+        Err(e) => return e.to_compile_error(),
+    };
+    let mut diags = Diagnostics::default();
+    super::check::check_all(&parsed.ir, &mut diags);
+    let errors = parsed.spans.render(diags.into_vec(), parsed.errors.take());
+    let out = expand(&parsed, errors.is_some());
+    let mut tokens = errors.map(|e| e.to_compile_error()).unwrap_or_default();
+    tokens.extend(out);
+    tokens
+}
+
+fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
+    let f = &p.func;
+    let vis = &f.vis;
+    let ident = &f.sig.ident;
+    let name = ident.to_string();
+    let docs: Vec<_> = f.attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
+    let description = &p.ir.description;
+    let struct_def = quote! {
+        #(#docs)*
+        #[allow(non_camel_case_types)]
+        #[derive(::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug)]
+        #vis struct #ident;
+    };
+    if has_errors {
+        return struct_def;
+    }
+    let risk = match p.ir.risk.as_ref().map(|r| r.0.as_str()) {
+        Some("reversible") => quote!(Reversible),
+        Some("external") => quote!(External),
+        Some("irreversible") => quote!(Irreversible),
+        _ => quote!(Read),
+    };
+    let Some(args_ty) = &p.args_ty else { return struct_def };
+    let body_fn = format_ident!("__agentflow_tool_{}", ident, span = ident.span());
+    let mut inner = f.clone();
+    inner.sig.ident = body_fn.clone();
+    inner.vis = syn::Visibility::Inherited;
+    inner.attrs.retain(|a| !a.path().is_ident("doc"));
+    let call = if p.with_cx { quote!(#body_fn(args, cx)) } else { quote!(#body_fn(args)) };
+    let ret_span = match &f.sig.output {
+        syn::ReturnType::Type(_, ty) => ty.span(),
+        syn::ReturnType::Default => ident.span(),
+    };
+    let result = quote_spanned!(ret_span=> ::agentflow::__private::tool_result(#call.await));
+    quote! {
+        #struct_def
+
+        const _: () = {
+            #inner
+
+            #[automatically_derived]
+            #[::agentflow::__private::async_trait]
+            impl ::agentflow::tool::Tool for #ident {
+                fn name(&self) -> &'static str {
+                    #name
+                }
+                fn description(&self) -> &'static str {
+                    #description
+                }
+                fn risk(&self) -> ::agentflow::tool::Risk {
+                    ::agentflow::tool::Risk::#risk
+                }
+                fn parameters(&self) -> ::agentflow::__private::serde_json::Value {
+                    ::agentflow::tool::schema_of::<#args_ty>()
+                }
+                fn validate(
+                    &self,
+                    args: &::agentflow::__private::serde_json::Value,
+                ) -> ::core::result::Result<(), ::agentflow::tool::ArgumentError> {
+                    ::agentflow::tool::validate_args::<#args_ty>(args, &self.parameters()).map(|_| ())
+                }
+                async fn invoke(
+                    &self,
+                    args: ::agentflow::__private::serde_json::Value,
+                    cx: &::agentflow::tool::ToolCx,
+                ) -> ::core::result::Result<::agentflow::__private::serde_json::Value, ::agentflow::tool::ToolError> {
+                    let _ = cx;
+                    let args: #args_ty = ::agentflow::tool::validate_args(&args, &self.parameters())
+                        .map_err(|e| ::agentflow::tool::ToolError::Correctable(e.0))?;
+                    #result
+                }
+            }
+        };
+    }
+}

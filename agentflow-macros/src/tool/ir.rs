@@ -1,0 +1,25 @@
+//! The tool IR: plain data, no syn.
+
+use crate::diag::Loc;
+
+/// The risk classes a tool may declare.
+pub const RISKS: &[&str] = &["read", "reversible", "external", "irreversible"];
+
+/// One `#[tool]` fn as the checks see it.
+#[derive(Debug, Clone)]
+pub struct ToolIr {
+    /// The fn name, which is the tool's name.
+    pub name: String,
+    pub name_loc: Loc,
+    /// `risk = ..`, with where it was written.
+    pub risk: Option<(String, Loc)>,
+    /// The doc comment, the model's description of the tool.
+    pub description: String,
+    pub is_async: bool,
+    /// Parameters: the argument struct, then optionally `&ToolCx`.
+    pub params: usize,
+    /// The first parameter is a pattern binding by value (not `self`, not a reference).
+    pub args_by_value: bool,
+    pub has_return: bool,
+    pub sig_loc: Loc,
+}

@@ -1,0 +1,79 @@
+//! syn -> tool IR; the tokens the IR does not hold stay here.
+
+use syn::spanned::Spanned;
+
+use super::ir::ToolIr;
+use crate::diag::{Spans, combine};
+
+pub struct Parsed {
+    pub ir: ToolIr,
+    pub spans: Spans,
+    pub func: syn::ItemFn,
+    /// The argument struct's type.
+    pub args_ty: Option<syn::Type>,
+    /// Whether the fn takes `&ToolCx` too.
+    pub with_cx: bool,
+    /// `T` of `Result<T, ToolError>`, when it can be read off the signature.
+    pub errors: Option<syn::Error>,
+}
+
+pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) -> syn::Result<Parsed> {
+    let func: syn::ItemFn = syn::parse2(input)
+        .map_err(|e| syn::Error::new(e.span(), "`#[tool]` goes on an `async fn` with a typed argument struct"))?;
+    let mut spans = Spans::default();
+    let mut errors = None;
+    let mut risk = None;
+    let parser = syn::meta::parser(|meta| {
+        if meta.path.is_ident("risk") {
+            let ident: syn::Ident = meta.value()?.parse()?;
+            risk = Some((ident.to_string(), spans.loc(ident.span())));
+            Ok(())
+        } else {
+            Err(meta.error("unknown `#[tool]` argument; expected `risk = read | reversible | external | irreversible`"))
+        }
+    });
+    if let Err(e) = syn::parse::Parser::parse2(parser, args) {
+        combine(&mut errors, e);
+    }
+    let description = func
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .filter_map(|a| match &a.meta {
+            syn::Meta::NameValue(nv) => match &nv.value {
+                syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(s.value().trim().to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim()
+        .to_string();
+    let mut args_ty = None;
+    let mut args_by_value = false;
+    let mut with_cx = false;
+    for (i, input) in func.sig.inputs.iter().enumerate() {
+        if let syn::FnArg::Typed(t) = input {
+            if i == 0 {
+                args_by_value = !matches!(&*t.ty, syn::Type::Reference(_));
+                args_ty = Some((*t.ty).clone());
+            } else {
+                with_cx = true;
+            }
+        }
+    }
+    let sig_span = if func.sig.asyncness.is_none() { func.sig.fn_token.span } else { func.sig.inputs.span() };
+    let ir = ToolIr {
+        name: func.sig.ident.to_string(),
+        name_loc: spans.loc(func.sig.ident.span()),
+        risk,
+        description,
+        is_async: func.sig.asyncness.is_some(),
+        params: func.sig.inputs.len(),
+        args_by_value,
+        has_return: !matches!(func.sig.output, syn::ReturnType::Default),
+        sig_loc: spans.loc(if func.sig.inputs.is_empty() { func.sig.ident.span() } else { sig_span }),
+    };
+    Ok(Parsed { ir, spans, func, args_ty, with_cx, errors })
+}
