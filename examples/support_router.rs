@@ -33,19 +33,13 @@ mod support {
         if billing {
             goto!(escalate, Ticket::update().intent(Some("billing".into())))
         } else {
-            goto!(
-                lookup_docs,
-                Ticket::update().intent(Some("question".into()))
-            )
+            goto!(lookup_docs, Ticket::update().intent(Some("question".into())))
         }
     }
 
     #[node(goto = [END])]
     async fn escalate(_t: &Ticket) -> Step<Ticket> {
-        goto!(
-            END,
-            Ticket::update().draft(Some("Forwarded to a human agent.".into()))
-        )
+        goto!(END, Ticket::update().draft(Some("Forwarded to a human agent.".into())))
     }
 
     #[node(goto = [search_faq, search_forum])]
@@ -55,37 +49,23 @@ mod support {
 
     #[node(goto = [draft], writes = [evidence])]
     async fn search_faq(t: &Ticket) -> Step<Ticket> {
-        goto!(
-            draft,
-            Ticket::update().evidence(vec![format!("faq: reset steps for '{}'", t.text)])
-        )
+        goto!(draft, Ticket::update().evidence(vec![format!("faq: reset steps for '{}'", t.text)]))
     }
 
     #[node(goto = [draft], writes = [evidence])]
     async fn search_forum(_t: &Ticket) -> Step<Ticket> {
-        goto!(
-            draft,
-            Ticket::update().evidence(vec!["forum: 12 similar threads".to_string()])
-        )
+        goto!(draft, Ticket::update().evidence(vec!["forum: 12 similar threads".to_string()]))
     }
 
     #[node(goto = [review], retry = 2)]
     async fn draft(t: &Ticket) -> Step<Ticket> {
-        let text = format!(
-            "Draft v{} based on {} sources",
-            t.revisions + 1,
-            t.evidence.len()
-        );
+        let text = format!("Draft v{} based on {} sources", t.revisions + 1, t.evidence.len());
         goto!(review, Ticket::update().draft(Some(text)).revisions(1))
     }
 
     #[node(goto = [draft, END])]
     async fn review(t: &Ticket) -> Step<Ticket> {
-        if t.revisions < 2 {
-            goto!(draft)
-        } else {
-            goto!(END, Ticket::update().approved(true))
-        }
+        if t.revisions < 2 { goto!(draft) } else { goto!(END, Ticket::update().approved(true)) }
     }
 }
 
@@ -93,13 +73,8 @@ mod support {
 async fn main() {
     let graph = support::graph();
     println!("{}", graph.mermaid());
-    let services = Services {
-        billing_words: vec!["refund", "invoice"],
-    };
-    let input = Ticket {
-        text: "cannot log in".into(),
-        ..Ticket::default()
-    };
+    let services = Services { billing_words: vec!["refund", "invoice"] };
+    let input = Ticket { text: "cannot log in".into(), ..Ticket::default() };
     let run = graph
         .runner(&services)
         .on_event(|e: Event<Ticket>| println!("  {e}"))

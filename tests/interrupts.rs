@@ -70,7 +70,8 @@ async fn interrupt_pauses_and_resume_with_continues_the_same_thread() {
     assert_eq!(g.thread("r1").unwrap().unwrap().status, agentflow::persist::ThreadStatus::Interrupted);
     assert_eq!(g.pending("r1").unwrap(), pending.clone());
 
-    let done = g.runner(&deps).thread("r1").resume_with(Review { approve: true, note: "ship it".into() }).await.unwrap();
+    let done =
+        g.runner(&deps).thread("r1").resume_with(Review { approve: true, note: "ship it".into() }).await.unwrap();
     assert_eq!(done.outcome, Outcome::Completed);
     assert_eq!(done.state.verdict.as_deref(), Some("ship it"));
     assert_eq!(done.state.trail, vec!["write", "review", "send"]);

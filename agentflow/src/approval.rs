@@ -225,7 +225,12 @@ impl ApprovalDesk {
         approver: &Approver,
         conditions: Value,
     ) -> Result<ApprovalRecord, DecisionError> {
-        self.decide(id, approver, ApprovalStatus::Approved, Change { note: None, conditions: Some(conditions), args: None })
+        self.decide(
+            id,
+            approver,
+            ApprovalStatus::Approved,
+            Change { note: None, conditions: Some(conditions), args: None },
+        )
     }
 
     /// Approves the call with other arguments. They are validated against
@@ -239,13 +244,23 @@ impl ApprovalDesk {
         tool.validate(&args).map_err(|e| DecisionError::InvalidEdit { tool: record.tool.clone(), detail: e.0 })?;
         let edited = ApprovalArgs { canonical: canonical_json(&args), hash: args_hash(&args) };
         let note = format!("arguments edited from {} to {}", record.args, edited.canonical);
-        self.decide(id, approver, ApprovalStatus::Approved, Change { note: Some(note), conditions: None, args: Some(edited) })
+        self.decide(
+            id,
+            approver,
+            ApprovalStatus::Approved,
+            Change { note: Some(note), conditions: None, args: Some(edited) },
+        )
     }
 
     /// Rejects the call; the reason reaches the model (or ends the run, per
     /// the graph's `on_reject`).
     pub fn reject(&self, id: &str, approver: &Approver, reason: &str) -> Result<ApprovalRecord, DecisionError> {
-        self.decide(id, approver, ApprovalStatus::Rejected, Change { note: Some(reason.into()), conditions: None, args: None })
+        self.decide(
+            id,
+            approver,
+            ApprovalStatus::Rejected,
+            Change { note: Some(reason.into()), conditions: None, args: None },
+        )
     }
 
     /// Withdraws the request; the call will not run.
@@ -279,7 +294,10 @@ impl ApprovalDesk {
                 id,
                 ApprovalStatus::Pending,
                 ApprovalStatus::Expired,
-                ApprovalPatch { note: Some("expired before a decision".into()), ..ApprovalPatch::by(&approver.id, now) },
+                ApprovalPatch {
+                    note: Some("expired before a decision".into()),
+                    ..ApprovalPatch::by(&approver.id, now)
+                },
             );
             return Err(DecisionError::Expired { id: id.into() });
         }

@@ -140,7 +140,9 @@ impl fmt::Display for Activity {
                 let usage = usage.map_or("usage unknown".to_string(), |u| format!("{} tokens", u.total()));
                 write!(f, "{node}: model `{model}` answered with {tool_calls} tool call(s), {usage}")
             }
-            Activity::ToolCall { node, call_id, tool, result } => write!(f, "{node}: tool `{tool}` [{call_id}] -> {result}"),
+            Activity::ToolCall { node, call_id, tool, result } => {
+                write!(f, "{node}: tool `{tool}` [{call_id}] -> {result}")
+            }
             Activity::ApprovalRequested { node, approval, tool } => {
                 write!(f, "{node}: tool `{tool}` waits for approval `{approval}`")
             }

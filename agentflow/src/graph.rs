@@ -13,9 +13,9 @@ use crate::context::Ctx;
 use crate::error::NodeError;
 use crate::executor::RetryPolicy;
 use crate::persist::ResumeError;
-use crate::tool::{OnReject, Policy, RiskPolicy, Tool, ToolSet};
 use crate::state::{FieldMask, State};
 use crate::step::Step;
+use crate::tool::{OnReject, Policy, RiskPolicy, Tool, ToolSet};
 
 /// The index of a node in its graph, in declaration order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -24,9 +24,9 @@ pub mod tool;
 #[doc(hidden)]
 pub mod __private;
 
+pub use budget::{Limits, RunUsage};
 pub use context::Ctx;
 pub use error::{ErrorClass, NodeError};
-pub use budget::{Limits, RunUsage};
 pub use event::{Activity, Event};
 pub use executor::{Budget, Outcome, RetryPolicy, Run, RunError, Runner};
 pub use graph::{CompiledGraph, NodeId};

@@ -6,9 +6,7 @@
 use std::time::{Duration, Instant};
 
 use agentflow::message::{Message, ToolCall, ToolSpec};
-use agentflow::model::{
-    ChatModel, ChatRequest, ModelError, OpenAiCompatible, OpenAiConfig, ResponseSchema, Usage,
-};
+use agentflow::model::{ChatModel, ChatRequest, ModelError, OpenAiCompatible, OpenAiConfig, ResponseSchema, Usage};
 use agentflow::{ErrorClass, NodeError};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -24,10 +22,7 @@ struct Captured {
 
 impl Captured {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }
 
@@ -45,25 +40,17 @@ async fn read_request(stream: &mut TcpStream) -> Captured {
     let head = String::from_utf8(buf[..head_end].to_vec()).unwrap();
     let mut lines = head.split("\r\n");
     let request_line = lines.next().unwrap().to_owned();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect();
-    let len: usize = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        .map_or(0, |(_, v)| v.parse().unwrap());
+    let headers: Vec<(String, String)> =
+        lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned())).collect();
+    let len: usize =
+        headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("content-length")).map_or(0, |(_, v)| v.parse().unwrap());
     while buf.len() < head_end + len {
         let mut chunk = [0; 4096];
         let n = stream.read(&mut chunk).await.unwrap();
         assert!(n > 0, "client closed mid-body");
         buf.extend_from_slice(&chunk[..n]);
     }
-    Captured {
-        request_line,
-        headers,
-        body: serde_json::from_slice(&buf[head_end..head_end + len]).unwrap(),
-    }
+    Captured { request_line, headers, body: serde_json::from_slice(&buf[head_end..head_end + len]).unwrap() }
 }
 
 fn http(status: &str, headers: &[(&str, &str)], body: &str) -> String {
@@ -96,8 +83,7 @@ async fn serve_once(response: Option<String>) -> (String, JoinHandle<Captured>) 
 }
 
 fn model(base: &str) -> OpenAiCompatible {
-    OpenAiCompatible::new(OpenAiConfig::new(base, "qwen2.5").with_timeout(Duration::from_secs(5)))
-        .unwrap()
+    OpenAiCompatible::new(OpenAiConfig::new(base, "qwen2.5").with_timeout(Duration::from_secs(5))).unwrap()
 }
 
 fn ask(text: &str) -> ChatRequest {
@@ -118,8 +104,7 @@ const TOOL_REPLY: &str = r#"{
 #[tokio::test]
 async fn request_wire_format() {
     let (base, server) = serve_once(Some(http("200 OK", &[], TOOL_REPLY))).await;
-    let model =
-        OpenAiCompatible::new(OpenAiConfig::new(&base, "qwen2.5").with_api_key("sk-test")).unwrap();
+    let model = OpenAiCompatible::new(OpenAiConfig::new(&base, "qwen2.5").with_api_key("sk-test")).unwrap();
     let add = ToolSpec::new(
         "add",
         "Add two numbers.",
@@ -129,10 +114,7 @@ async fn request_wire_format() {
     let req = ChatRequest::new(vec![
         Message::system("Use the tools."),
         Message::human("3 + 4?"),
-        Message::ai_with_tool_calls(
-            "",
-            vec![ToolCall::new("call_1", "add", json!({"a": 3, "b": 4}))],
-        ),
+        Message::ai_with_tool_calls("", vec![ToolCall::new("call_1", "add", json!({"a": 3, "b": 4}))]),
         Message::tool("call_1", r#"{"ok":true,"value":7.0}"#),
     ])
     .with_tools(vec![add])
@@ -172,14 +154,8 @@ async fn request_wire_format() {
 async fn response_schema_goes_out_as_response_format() {
     let reply = r#"{"model":"m","choices":[{"message":{"role":"assistant","content":"{}"}}]}"#;
     let (base, server) = serve_once(Some(http("200 OK", &[], reply))).await;
-    let schema = ResponseSchema {
-        name: "Verdict".into(),
-        schema: json!({"type": "object"}),
-    };
-    model(&base)
-        .chat(&ask("judge").with_response_schema(schema))
-        .await
-        .unwrap();
+    let schema = ResponseSchema { name: "Verdict".into(), schema: json!({"type": "object"}) };
+    model(&base).chat(&ask("judge").with_response_schema(schema)).await.unwrap();
     let seen = server.await.unwrap();
     assert_eq!(
         seen.body["response_format"],
@@ -223,19 +199,11 @@ async fn missing_usage_is_unknown_and_no_key_sends_no_auth() {
 #[tokio::test]
 async fn rate_limit_with_retry_after_is_transient() {
     let body = r#"{"error":{"message":"Rate limit reached","type":"requests"}}"#;
-    let (base, _server) = serve_once(Some(http(
-        "429 Too Many Requests",
-        &[("Retry-After", "2")],
-        body,
-    )))
-    .await;
+    let (base, _server) = serve_once(Some(http("429 Too Many Requests", &[("Retry-After", "2")], body))).await;
     let err = model(&base).chat(&ask("hi")).await.unwrap_err();
     assert_eq!(
         err,
-        ModelError::RateLimited {
-            retry_after: Some(Duration::from_secs(2)),
-            message: "Rate limit reached".into()
-        }
+        ModelError::RateLimited { retry_after: Some(Duration::from_secs(2)), message: "Rate limit reached".into() }
     );
     assert_eq!(err.class(), ErrorClass::Transient);
     let node = NodeError::from(err);
@@ -245,20 +213,9 @@ async fn rate_limit_with_retry_after_is_transient() {
 
 #[tokio::test]
 async fn server_error_is_transient() {
-    let (base, _server) = serve_once(Some(http(
-        "500 Internal Server Error",
-        &[],
-        "upstream exploded",
-    )))
-    .await;
+    let (base, _server) = serve_once(Some(http("500 Internal Server Error", &[], "upstream exploded"))).await;
     let err = model(&base).chat(&ask("hi")).await.unwrap_err();
-    assert_eq!(
-        err,
-        ModelError::Http {
-            status: 500,
-            message: "upstream exploded".into()
-        }
-    );
+    assert_eq!(err, ModelError::Http { status: 500, message: "upstream exploded".into() });
     assert_eq!(err.class(), ErrorClass::Transient);
 }
 
@@ -267,9 +224,7 @@ async fn bad_request_is_fatal() {
     let body = r#"{"error":"model \"nope\" not found, try pulling it first"}"#;
     let (base, _server) = serve_once(Some(http("404 Not Found", &[], body))).await;
     let err = model(&base).chat(&ask("hi")).await.unwrap_err();
-    assert!(
-        matches!(&err, ModelError::Http { status: 404, message } if message.contains("pulling"))
-    );
+    assert!(matches!(&err, ModelError::Http { status: 404, message } if message.contains("pulling")));
     assert_eq!(err.class(), ErrorClass::Fatal);
 }
 
@@ -278,13 +233,7 @@ async fn unauthorized_is_fatal() {
     let body = r#"{"error":{"message":"Incorrect API key provided","code":"invalid_api_key"}}"#;
     let (base, _server) = serve_once(Some(http("401 Unauthorized", &[], body))).await;
     let err = model(&base).chat(&ask("hi")).await.unwrap_err();
-    assert_eq!(
-        err,
-        ModelError::Auth {
-            status: 401,
-            message: "Incorrect API key provided".into()
-        }
-    );
+    assert_eq!(err, ModelError::Auth { status: 401, message: "Incorrect API key provided".into() });
     assert_eq!(err.class(), ErrorClass::Fatal);
     assert_eq!(NodeError::from(err).class, ErrorClass::Fatal);
 }
@@ -292,29 +241,19 @@ async fn unauthorized_is_fatal() {
 #[tokio::test]
 async fn silent_server_times_out() {
     let (base, _server) = serve_once(None).await;
-    let model = OpenAiCompatible::new(
-        OpenAiConfig::new(&base, "m").with_timeout(Duration::from_millis(200)),
-    )
-    .unwrap();
+    let model = OpenAiCompatible::new(OpenAiConfig::new(&base, "m").with_timeout(Duration::from_millis(200))).unwrap();
     let started = Instant::now();
     let err = model.chat(&ask("hi")).await.unwrap_err();
     assert_eq!(err, ModelError::Timeout);
     assert_eq!(err.class(), ErrorClass::Transient);
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
 }
 
 #[tokio::test]
 async fn malformed_json_is_reported() {
     let (base, _server) = serve_once(Some(http("200 OK", &[], "{\"choices\": [ oops"))).await;
     let err = model(&base).chat(&ask("hi")).await.unwrap_err();
-    assert!(
-        matches!(&err, ModelError::MalformedReply(m) if m.contains("oops")),
-        "{err}"
-    );
+    assert!(matches!(&err, ModelError::MalformedReply(m) if m.contains("oops")), "{err}");
     assert_eq!(err.class(), ErrorClass::Transient);
 
     let (base, _server) = serve_once(Some(http("200 OK", &[], r#"{"choices":[]}"#))).await;

@@ -4,9 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentflow::message::{HasId, Message, Role, ToolCall};
-use agentflow::model::{
-    ChatModel, ChatReply, ChatRequest, ModelError, ScriptedModel, Usage, UsageTally,
-};
+use agentflow::model::{ChatModel, ChatReply, ChatRequest, ModelError, ScriptedModel, Usage, UsageTally};
 use agentflow::{ErrorClass, NodeError};
 use serde_json::json;
 
@@ -23,22 +21,13 @@ async fn arithmetic_tool_loop_script() {
     assert_eq!(model.name(), "scripted-test-double");
     let mut messages = vec![Message::human("what is (3 + 4) * 5?")];
 
-    let first = model
-        .chat(&ChatRequest::new(messages.clone()))
-        .await
-        .unwrap();
-    assert_eq!(
-        first.tool_calls,
-        vec![ToolCall::new("call_1", "add", json!({"a": 3, "b": 4}))]
-    );
+    let first = model.chat(&ChatRequest::new(messages.clone())).await.unwrap();
+    assert_eq!(first.tool_calls, vec![ToolCall::new("call_1", "add", json!({"a": 3, "b": 4}))]);
     assert_eq!(first.model, "scripted-test-double");
     messages.push(first.into_message("ai-1"));
     messages.push(Message::tool("call_1", r#"{"ok":true,"value":7.0}"#));
 
-    let second = model
-        .chat(&ChatRequest::new(messages.clone()))
-        .await
-        .unwrap();
+    let second = model.chat(&ChatRequest::new(messages.clone())).await.unwrap();
     assert_eq!(second.tool_calls[0].id, "call_2");
     messages.push(second.into_message("ai-2"));
     messages.push(Message::tool("call_2", r#"{"ok":true,"value":35.0}"#));
@@ -50,10 +39,7 @@ async fn arithmetic_tool_loop_script() {
     let requests = model.requests();
     assert_eq!(requests.len(), 3);
     assert_eq!(requests[2].messages.len(), 5);
-    assert_eq!(
-        requests[2].messages[4].tool_call_id.as_deref(),
-        Some("call_2")
-    );
+    assert_eq!(requests[2].messages[4].tool_call_id.as_deref(), Some("call_2"));
     assert_eq!(model.remaining(), 0);
 
     let err = model.chat(&ask("more")).await.unwrap_err();
@@ -64,9 +50,7 @@ async fn arithmetic_tool_loop_script() {
 
 #[tokio::test]
 async fn usage_is_a_word_count_estimate() {
-    let model = ScriptedModel::new()
-        .reply_text("seven it is")
-        .reply(ChatReply::text("usage unknown"));
+    let model = ScriptedModel::new().reply_text("seven it is").reply(ChatReply::text("usage unknown"));
     let reply = model.chat(&ask("three plus four")).await.unwrap();
     assert_eq!(reply.usage, Some(Usage::new(3, 3)));
     // A reply given whole is served as is, unknown usage included.
@@ -76,23 +60,14 @@ async fn usage_is_a_word_count_estimate() {
     let mut tally = UsageTally::default();
     tally.record(Some(Usage::new(3, 3)));
     tally.record(None);
-    assert_eq!(
-        (tally.known.total(), tally.calls, tally.is_complete()),
-        (6, 2, false)
-    );
+    assert_eq!((tally.known.total(), tally.calls, tally.is_complete()), (6, 2, false));
 }
 
 #[tokio::test]
 async fn parallel_tool_calls_and_failures() {
     let model = ScriptedModel::new()
-        .fail(ModelError::RateLimited {
-            retry_after: Some(Duration::from_millis(10)),
-            message: "slow down".into(),
-        })
-        .reply_tool_calls([
-            ("add", json!({"a": 1, "b": 2})),
-            ("add", json!({"a": 3, "b": 4})),
-        ]);
+        .fail(ModelError::RateLimited { retry_after: Some(Duration::from_millis(10)), message: "slow down".into() })
+        .reply_tool_calls([("add", json!({"a": 1, "b": 2})), ("add", json!({"a": 3, "b": 4}))]);
     let err = model.chat(&ask("x")).await.unwrap_err();
     let node = NodeError::from(err);
     assert_eq!(node.class, ErrorClass::Transient);
@@ -106,20 +81,12 @@ async fn parallel_tool_calls_and_failures() {
 async fn expectations_check_what_was_sent() {
     let model = ScriptedModel::new()
         .reply_text("ok")
-        .expect("the question comes last", |req| {
-            req.messages.last().is_some_and(|m| m.role == Role::Human)
-        })
+        .expect("the question comes last", |req| req.messages.last().is_some_and(|m| m.role == Role::Human))
         .reply_text("never")
         .expect("tools are offered", |req| !req.tools.is_empty());
     assert_eq!(model.chat(&ask("q")).await.unwrap().text, "ok");
     let err = model.chat(&ask("q")).await.unwrap_err();
-    assert_eq!(
-        err,
-        ModelError::UnexpectedRequest {
-            call: 1,
-            expectation: "tools are offered".into()
-        }
-    );
+    assert_eq!(err, ModelError::UnexpectedRequest { call: 1, expectation: "tools are offered".into() });
     assert_eq!(err.class(), ErrorClass::Fatal);
 }
 
@@ -146,14 +113,8 @@ async fn shared_and_boxed_models() {
 #[test]
 fn messages_reducer_replaces_by_id() {
     use agentflow::reducer::Messages;
-    let mut history = vec![
-        Message::human("3 + 4?"),
-        Message::ai("thinking").with_id("ai-1"),
-    ];
-    history.merge_messages(vec![
-        Message::ai("7").with_id("ai-1"),
-        Message::human("thanks"),
-    ]);
+    let mut history = vec![Message::human("3 + 4?"), Message::ai("thinking").with_id("ai-1")];
+    history.merge_messages(vec![Message::ai("7").with_id("ai-1"), Message::human("thanks")]);
     let texts: Vec<_> = history.iter().map(|m| m.content.as_str()).collect();
     assert_eq!(texts, ["3 + 4?", "7", "thanks"]);
 }
@@ -171,8 +132,5 @@ fn messages_round_trip_through_serde() {
     assert_eq!(back, messages);
     assert_eq!(back[3].id(), Message::tool("c1", "2").id());
     let wire = serde_json::to_value(&messages[1]).unwrap();
-    assert_eq!(
-        wire,
-        json!({"id": messages[1].id, "role": "human", "content": "h"})
-    );
+    assert_eq!(wire, json!({"id": messages[1].id, "role": "human", "content": "h"}));
 }

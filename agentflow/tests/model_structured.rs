@@ -35,16 +35,8 @@ async fn malformed_then_valid_succeeds_after_one_reask() {
     let model = ScriptedModel::new()
         .reply_text(r#"{"intent": "refund", "summary": "charged twice"}"#)
         .reply_text(format!("```json\n{VALID}\n```"));
-    let out = structured::<Classification, _>(&model, email(), 2)
-        .await
-        .unwrap();
-    assert_eq!(
-        out.value,
-        Classification {
-            intent: Intent::Billing,
-            summary: "charged twice".into()
-        }
-    );
+    let out = structured::<Classification, _>(&model, email(), 2).await.unwrap();
+    assert_eq!(out.value, Classification { intent: Intent::Billing, summary: "charged twice".into() });
     assert_eq!(out.reasks, 1);
     assert_eq!((out.usage.calls, out.usage.is_complete()), (2, true));
 
@@ -59,11 +51,7 @@ async fn malformed_then_valid_succeeds_after_one_reask() {
     let second = &requests[1].messages;
     assert_eq!(second.len(), 4);
     assert_eq!(second[2].role, Role::Ai);
-    assert!(
-        second[3].content.contains("unknown variant `refund`"),
-        "{}",
-        second[3].content
-    );
+    assert!(second[3].content.contains("unknown variant `refund`"), "{}", second[3].content);
 }
 
 #[tokio::test]
@@ -72,9 +60,7 @@ async fn always_malformed_fails_after_max_reasks() {
         .reply_text("sure, it's billing")
         .reply_text(r#"{"intent": "billing"}"#)
         .reply_text(r#"{"intent": "billing", "summary": "x", "urgency": "high"}"#);
-    let err = structured::<Classification, _>(&model, email(), 2)
-        .await
-        .unwrap_err();
+    let err = structured::<Classification, _>(&model, email(), 2).await.unwrap_err();
     assert_eq!(err.reasks, 2);
     assert_eq!(err.usage.calls, 3);
     assert_eq!(model.calls(), 3);
@@ -94,35 +80,24 @@ async fn always_malformed_fails_after_max_reasks() {
 #[tokio::test]
 async fn zero_reasks_means_one_attempt() {
     let model = ScriptedModel::new().reply_text("{}").reply_text(VALID);
-    let err = structured::<Classification, _>(&model, email(), 0)
-        .await
-        .unwrap_err();
+    let err = structured::<Classification, _>(&model, email(), 0).await.unwrap_err();
     assert_eq!((err.reasks, model.calls()), (0, 1));
 }
 
 #[tokio::test]
 async fn model_errors_pass_through_with_usage_so_far() {
-    let model = ScriptedModel::new()
-        .reply(ChatReply::text("not json"))
-        .fail(ModelError::Timeout);
-    let err = structured::<Classification, _>(&model, email(), 3)
-        .await
-        .unwrap_err();
+    let model = ScriptedModel::new().reply(ChatReply::text("not json")).fail(ModelError::Timeout);
+    let err = structured::<Classification, _>(&model, email(), 3).await.unwrap_err();
     assert_eq!(err.error, ModelError::Timeout);
     assert_eq!(err.class(), ErrorClass::Transient);
-    assert_eq!(
-        (err.usage.calls, err.usage.unknown_calls, err.reasks),
-        (1, 1, 1)
-    );
+    assert_eq!((err.usage.calls, err.usage.unknown_calls, err.reasks), (1, 1, 1));
 }
 
 #[tokio::test]
 async fn caller_system_message_is_kept_and_extended() {
     let model = ScriptedModel::new().reply_text(VALID);
     let messages = vec![Message::system("You triage email."), email().remove(0)];
-    structured::<Classification, _>(&model, messages, 0)
-        .await
-        .unwrap();
+    structured::<Classification, _>(&model, messages, 0).await.unwrap();
     let sent = &model.requests()[0].messages;
     assert_eq!(sent.len(), 2);
     assert!(sent[0].content.starts_with("You triage email.\n\n"));
@@ -130,14 +105,7 @@ async fn caller_system_message_is_kept_and_extended() {
 
 #[test]
 fn helpers() {
-    assert_eq!(
-        response_schema::<Classification>().schema["required"],
-        serde_json::json!(["intent", "summary"])
-    );
+    assert_eq!(response_schema::<Classification>().schema["required"], serde_json::json!(["intent", "summary"]));
     assert!(parse_reply::<Classification>(VALID).is_ok());
-    assert!(
-        parse_reply::<Classification>("")
-            .unwrap_err()
-            .contains("empty")
-    );
+    assert!(parse_reply::<Classification>("").unwrap_err().contains("empty"));
 }

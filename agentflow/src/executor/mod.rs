@@ -265,7 +265,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             owner: self.owner.clone(),
             activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
         };
-        let exec = Exec { plan, deps: self.deps, scope, events, before, after, resume_value, resume_nodes, skip_before };
+        let exec =
+            Exec { plan, deps: self.deps, scope, events, before, after, resume_value, resume_nodes, skip_before };
         let span = tracing::info_span!("agentflow.run", graph = plan.spec.name, thread = self.thread.as_deref());
         let result = exec.run_loop(start, max_steps, self.deadline, &mut checkpointer).instrument(span).await;
         let run = match result {

@@ -39,11 +39,17 @@ fn check_routes<S: State, D>(plan: &Plan<S, D>, results: &[(NodeId, Step<S>)]) -
             return Err((*id, NodeError::fatal(format!("node {id} is not part of graph `{}`", plan.spec.name))));
         };
         if step.next.is_empty() && !node.may_end {
-            return Err((*id, NodeError::fatal(format!("node `{}` routed to END, which its `goto` list does not allow", node.name))));
+            return Err((
+                *id,
+                NodeError::fatal(format!("node `{}` routed to END, which its `goto` list does not allow", node.name)),
+            ));
         }
         if let Some(bad) = step.next.iter().find(|t| !node.targets.contains(t)) {
             let to = plan.spec.nodes.get(bad.index()).map_or_else(|| bad.to_string(), |n| n.name.to_string());
-            return Err((*id, NodeError::fatal(format!("illegal transition `{} -> {to}`: not in its `goto` list", node.name))));
+            return Err((
+                *id,
+                NodeError::fatal(format!("illegal transition `{} -> {to}`: not in its `goto` list", node.name)),
+            ));
         }
     }
     Ok(())

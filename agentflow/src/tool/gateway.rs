@@ -108,7 +108,9 @@ impl<D> Ctx<'_, D> {
             return deny(Code::InvalidArgument, e.0);
         }
         match self.scope.policy.decide(tool.name(), tool.risk()) {
-            Decision::Deny => deny(Code::PermissionDenied, format!("the policy denies `{}` ({} risk)", tool.name(), tool.risk())),
+            Decision::Deny => {
+                deny(Code::PermissionDenied, format!("the policy denies `{}` ({} risk)", tool.name(), tool.risk()))
+            }
             Decision::Run => self.execute(tool, call, call.arguments.clone(), None).await,
             Decision::NeedsApproval => self.with_approval(tool, call).await,
         }
@@ -172,8 +174,12 @@ impl<D> Ctx<'_, D> {
         let now = now_ms();
         match record.status {
             ApprovalStatus::Pending if now >= record.expires_at => {
-                let _ = self.transition(journal, &id, ApprovalStatus::Pending, ApprovalStatus::Expired, "expired").await?;
-                deny(Code::ApprovalExpired, format!("the approval `{id}` expired before a decision; the call did not run"))
+                let _ =
+                    self.transition(journal, &id, ApprovalStatus::Pending, ApprovalStatus::Expired, "expired").await?;
+                deny(
+                    Code::ApprovalExpired,
+                    format!("the approval `{id}` expired before a decision; the call did not run"),
+                )
             }
             ApprovalStatus::Pending => Err(self.pause_for_approval(approval_payload(&record))),
             ApprovalStatus::Rejected => {
@@ -181,21 +187,27 @@ impl<D> Ctx<'_, D> {
                 let who = record.decided_by.clone().unwrap_or_default();
                 match self.scope.on_reject {
                     OnReject::Replan => deny(Code::Rejected, format!("rejected by {who}: {reason}")),
-                    OnReject::EndRun => Err(NodeError::fatal(format!(
-                        "the call to `{}` was rejected by {who}: {reason}",
-                        tool.name()
-                    ))),
+                    OnReject::EndRun => {
+                        Err(NodeError::fatal(format!("the call to `{}` was rejected by {who}: {reason}", tool.name())))
+                    }
                 }
             }
-            ApprovalStatus::Expired => deny(Code::ApprovalExpired, format!("the approval `{id}` expired; the call did not run")),
+            ApprovalStatus::Expired => {
+                deny(Code::ApprovalExpired, format!("the approval `{id}` expired; the call did not run"))
+            }
             ApprovalStatus::Cancelled => deny(Code::ApprovalInvalid, format!("the approval `{id}` was cancelled")),
             ApprovalStatus::Approved if now >= record.expires_at => {
-                let _ = self.transition(journal, &id, ApprovalStatus::Approved, ApprovalStatus::Expired, "expired").await?;
-                deny(Code::ApprovalExpired, format!("the approval `{id}` expired before it was used; the call did not run"))
+                let _ =
+                    self.transition(journal, &id, ApprovalStatus::Approved, ApprovalStatus::Expired, "expired").await?;
+                deny(
+                    Code::ApprovalExpired,
+                    format!("the approval `{id}` expired before it was used; the call did not run"),
+                )
             }
-            ApprovalStatus::Approved | ApprovalStatus::Executing | ApprovalStatus::Succeeded | ApprovalStatus::Failed => {
-                self.run_approved(journal, tool, call, record).await
-            }
+            ApprovalStatus::Approved
+            | ApprovalStatus::Executing
+            | ApprovalStatus::Succeeded
+            | ApprovalStatus::Failed => self.run_approved(journal, tool, call, record).await,
         }
     }
 
@@ -262,11 +274,17 @@ impl<D> Ctx<'_, D> {
             return deny(Code::InvalidArgument, format!("the approved arguments do not validate: {}", e.0));
         }
         if record.status == ApprovalStatus::Approved {
-            match self.transition(journal, &record.id, ApprovalStatus::Approved, ApprovalStatus::Executing, "executing").await? {
+            match self
+                .transition(journal, &record.id, ApprovalStatus::Approved, ApprovalStatus::Executing, "executing")
+                .await?
+            {
                 Ok(_) => {}
                 // Someone else moved it first: another executor is using it.
                 Err(current) => {
-                    return deny(Code::ApprovalInvalid, format!("the approval `{}` was already used ({current})", record.id));
+                    return deny(
+                        Code::ApprovalInvalid,
+                        format!("the approval `{}` was already used ({current})", record.id),
+                    );
                 }
             }
         }

@@ -39,7 +39,8 @@ pub fn canonical_json(value: &Value) -> String {
     fn sort(v: &Value) -> Value {
         match v {
             Value::Object(map) => {
-                let sorted: std::collections::BTreeMap<&String, Value> = map.iter().map(|(k, v)| (k, sort(v))).collect();
+                let sorted: std::collections::BTreeMap<&String, Value> =
+                    map.iter().map(|(k, v)| (k, sort(v))).collect();
                 Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v)).collect())
             }
             Value::Array(items) => Value::Array(items.iter().map(sort).collect()),
@@ -91,6 +92,9 @@ mod tests {
 
     #[test]
     fn canonical_json_sorts_keys_deeply() {
-        assert_eq!(canonical_json(&json!({"b": 1, "a": {"d": 2, "c": [ {"z": 1, "y": 2} ]}})), r#"{"a":{"c":[{"y":2,"z":1}],"d":2},"b":1}"#);
+        assert_eq!(
+            canonical_json(&json!({"b": 1, "a": {"d": 2, "c": [ {"z": 1, "y": 2} ]}})),
+            r#"{"a":{"c":[{"y":2,"z":1}],"d":2},"b":1}"#
+        );
     }
 }
