@@ -80,4 +80,4 @@ pub use record::{
     EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit, ThreadRecord, ThreadStatus,
 };
 pub use redb_store::{RedbStore, RedbStoreBuilder};
-pub use store::{FoldFn, Store};
+pub use store::{CommitCallback, FoldFn, Store};

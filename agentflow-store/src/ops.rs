@@ -336,9 +336,13 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
     let mut checkpoints = tx.txn.open_table(tables::CHECKPOINTS).ctx(path)?;
     let mut payloads = tx.txn.open_table(tables::PAYLOADS).ctx(path)?;
     let mut pending = tx.txn.open_table(tables::PENDING_WRITES).ctx(path)?;
-    let mut effects = tx.txn.open_table(tables::EFFECTS).ctx(path)?;
-    let mut audit = tx.txn.open_table(tables::AUDIT).ctx(path)?;
-    let mut approvals = ApprovalTables::open(tx)?;
+    // A plain super-step writes only the tables above; open the others only
+    // when the commit carries something for them (opening costs per commit).
+    let touches_approvals = !c.new_approvals.is_empty() || !c.approval_transitions.is_empty();
+    let mut effects = if c.effects.is_empty() { None } else { Some(tx.txn.open_table(tables::EFFECTS).ctx(path)?) };
+    let mut audit =
+        if c.audit.is_empty() && !touches_approvals { None } else { Some(tx.txn.open_table(tables::AUDIT).ctx(path)?) };
+    let mut approvals = if touches_approvals { Some(ApprovalTables::open(tx)?) } else { None };
 
     // Validate everything before the first write.
     if tid.is_empty() {
@@ -378,6 +382,7 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
         if approval.thread != tid {
             return Err(invalid(format!("approval `{}` belongs to thread `{}`", approval.id, approval.thread)));
         }
+        let Some(approvals) = approvals.as_ref() else { break };
         check_new_approval(path, &approvals.approvals, approval)?;
         if !new_ids.insert(approval.id.as_str()) {
             return Err(ApprovalError::AlreadyExists { id: approval.id.clone() }.into());
@@ -385,9 +390,10 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
         statuses.insert(approval.id.as_str(), approval.clone());
     }
     for t in &c.approval_transitions {
-        let current = match statuses.get(t.id.as_str()) {
-            Some(record) => record.clone(),
-            None => approvals.get(path, &t.id)?,
+        let current = match (statuses.get(t.id.as_str()), approvals.as_ref()) {
+            (Some(record), _) => record.clone(),
+            (None, Some(approvals)) => approvals.get(path, &t.id)?,
+            (None, None) => break,
         };
         check_transition(&t.id, current.status, t.from, t.to)?;
         let mut next = current;
@@ -407,23 +413,29 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
     for w in &c.pending_writes {
         pending.insert((tid, w.seq, w.node.as_str(), w.idx), w.value.as_slice()).ctx(path)?;
     }
-    for (key, result) in &c.effects {
-        let k = (tid, key.seq, key.node.as_str(), key.key.as_str());
-        if effects.get(k).ctx(path)?.is_none() {
-            effects.insert(k, result.as_slice()).ctx(path)?;
+    if let Some(effects) = effects.as_mut() {
+        for (key, result) in &c.effects {
+            let k = (tid, key.seq, key.node.as_str(), key.key.as_str());
+            if effects.get(k).ctx(path)?.is_none() {
+                effects.insert(k, result.as_slice()).ctx(path)?;
+            }
         }
     }
     let mut audit_seqs = Vec::new();
-    for entry in &c.audit {
-        audit_seqs.push(append_audit(path, &mut audit, tid, entry.clone())?);
-    }
-    for approval in &c.new_approvals {
-        audit_seqs.push(approvals.insert(path, &mut audit, approval, &approval.requester)?);
-    }
-    for t in &c.approval_transitions {
-        let record = approvals.get(path, &t.id)?;
-        let (_, seq) = approvals.apply(path, &mut audit, record, t.to, &t.patch)?;
-        audit_seqs.push(seq);
+    if let Some(audit) = audit.as_mut() {
+        for entry in &c.audit {
+            audit_seqs.push(append_audit(path, audit, tid, entry.clone())?);
+        }
+        if let Some(approvals) = approvals.as_mut() {
+            for approval in &c.new_approvals {
+                audit_seqs.push(approvals.insert(path, audit, approval, &approval.requester)?);
+            }
+            for t in &c.approval_transitions {
+                let record = approvals.get(path, &t.id)?;
+                let (_, seq) = approvals.apply(path, audit, record, t.to, &t.patch)?;
+                audit_seqs.push(seq);
+            }
+        }
     }
     Ok(CommitOut { checkpoint: c.checkpoint.as_ref().map(|cp| cp.seq), audit_seqs })
 }

@@ -21,7 +21,7 @@ use crate::record::{
     CompactReport, Durability, EffectKey, EffectOutcome, Lease, NewAuditEntry, Payload, PendingWrite, StateChain,
     StepCommit, ThreadRecord,
 };
-use crate::store::{FoldFn, Store};
+use crate::store::{CommitCallback, FoldFn, Store};
 use crate::tables;
 use crate::writer::{self, Committed, Job, OpJob, Tx, WriterConfig};
 
@@ -294,6 +294,22 @@ impl RedbStore {
         answer.recv().map_err(|_| E::from(self.closed("the writer thread failed on this request")))?
     }
 
+    /// Sends a write to the writer thread; `reply` is called with the answer.
+    fn submit_then<O, E, F>(&self, durability: Durability, op: F, reply: crate::writer::Reply<O, E>)
+    where
+        O: Send + 'static,
+        E: From<StorageError> + Send + 'static,
+        F: FnMut(&Tx<'_>) -> Result<O, E> + Send + 'static,
+    {
+        let job: Box<dyn Job> = Box::new(OpJob::with_reply(durability, op, reply));
+        let Some(sender) = self.sender.as_ref() else {
+            return job.finish(Err(self.closed("the store was closed")));
+        };
+        if let Err(mpsc::SendError(job)) = sender.send(job) {
+            job.finish(Err(self.closed("the writer thread stopped")));
+        }
+    }
+
     /// Runs a read in its own read transaction; a panic inside redb becomes an error.
     fn read<T, E: From<StorageError>>(&self, f: impl FnOnce(&ReadTransaction, &Path) -> Result<T, E>) -> Result<T, E> {
         let path = self.shared.path.as_path();
@@ -390,6 +406,12 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
     Ok(())
 }
 
+/// Leases of a redb file are cleared when it is opened (one process at a
+/// time holds the file), so a lease need not survive a crash: it is
+/// committed without its own disk sync and reaches the disk with the next
+/// durable commit.
+const LEASE_DURABILITY: Durability = Durability::Eventual;
+
 impl Store for RedbStore {
     fn thread(&self, id: &str) -> Result<Option<ThreadRecord>, ReadError> {
         self.read(|txn, path| {
@@ -424,6 +446,18 @@ impl Store for RedbStore {
             durable: committed.durable,
             group_size: committed.group_size,
         })
+    }
+
+    fn commit_step_then(&self, commit: StepCommit, done: CommitCallback) {
+        let reply: crate::writer::Reply<ops::CommitOut, CommitError> = Box::new(move |answer| {
+            done(answer.map(|(out, committed)| CommitReceipt {
+                checkpoint: out.checkpoint,
+                audit_seqs: out.audit_seqs,
+                durable: committed.durable,
+                group_size: committed.group_size,
+            }))
+        });
+        self.submit_then(commit.durability, move |tx: &Tx<'_>| ops::stage_commit(tx, &commit), reply);
     }
 
     fn flush(&self) -> Result<(), CommitError> {
@@ -483,21 +517,21 @@ impl Store for RedbStore {
 
     fn acquire_lease(&self, thread: &str, holder: &str, ttl_ms: u64, now: u64) -> Result<Lease, LeaseError> {
         let (thread, holder) = (thread.to_string(), holder.to_string());
-        let (lease, _) = self
-            .submit(Durability::Immediate, move |tx: &Tx<'_>| ops::stage_acquire(tx, &thread, &holder, ttl_ms, now))?;
+        let (lease, _) =
+            self.submit(LEASE_DURABILITY, move |tx: &Tx<'_>| ops::stage_acquire(tx, &thread, &holder, ttl_ms, now))?;
         Ok(lease)
     }
 
     fn renew_lease(&self, thread: &str, holder: &str, ttl_ms: u64, now: u64) -> Result<Lease, LeaseError> {
         let (thread, holder) = (thread.to_string(), holder.to_string());
         let (lease, _) =
-            self.submit(Durability::Immediate, move |tx: &Tx<'_>| ops::stage_renew(tx, &thread, &holder, ttl_ms, now))?;
+            self.submit(LEASE_DURABILITY, move |tx: &Tx<'_>| ops::stage_renew(tx, &thread, &holder, ttl_ms, now))?;
         Ok(lease)
     }
 
     fn release_lease(&self, thread: &str, holder: &str) -> Result<(), LeaseError> {
         let (thread, holder) = (thread.to_string(), holder.to_string());
-        self.submit(Durability::Immediate, move |tx: &Tx<'_>| ops::stage_release(tx, &thread, &holder))?;
+        self.submit(LEASE_DURABILITY, move |tx: &Tx<'_>| ops::stage_release(tx, &thread, &holder))?;
         Ok(())
     }
 

@@ -12,6 +12,9 @@ use crate::record::{
 /// executor to [`Store::compact`] because only it knows how to apply deltas.
 pub type FoldFn<'a> = dyn Fn(&StateChain) -> Result<Vec<u8>, BoxError> + 'a;
 
+/// Receives the answer of [`Store::commit_step_then`].
+pub type CommitCallback = Box<dyn FnOnce(Result<CommitReceipt, CommitError>) + Send>;
+
 /// Persistence for agentflow threads.
 ///
 /// Synchronous and blocking: call it from `spawn_blocking` in async code. Implementations are
@@ -29,6 +32,14 @@ pub trait Store: Send + Sync {
 
     /// Persists one super-step atomically (see [`StepCommit`] for what and in which order).
     fn commit_step(&self, commit: StepCommit) -> Result<CommitReceipt, CommitError>;
+
+    /// Like [`Store::commit_step`], but answers by calling `done` instead of
+    /// blocking, so an async caller need not hold a thread while the commit
+    /// waits for the disk. The default calls `commit_step` and then `done`,
+    /// blocking the caller; backends with their own I/O threads override it.
+    fn commit_step_then(&self, commit: StepCommit, done: CommitCallback) {
+        done(self.commit_step(commit));
+    }
 
     /// Makes every earlier commit durable (an empty immediate commit).
     fn flush(&self) -> Result<(), CommitError>;

@@ -58,15 +58,25 @@ pub(crate) trait Job: Send {
 }
 
 /// A closure job whose result goes back over a channel.
+/// Where a job's answer goes: a waiting caller's channel, or a callback.
+pub(crate) type Reply<O, E> = Box<dyn FnOnce(Result<(O, Committed), E>) + Send>;
+
 pub(crate) struct OpJob<O, E, F> {
     op: F,
     durability: Durability,
     result: Option<Result<O, E>>,
-    reply: SyncSender<Result<(O, Committed), E>>,
+    reply: Reply<O, E>,
 }
 
-impl<O, E, F> OpJob<O, E, F> {
+impl<O: Send + 'static, E: Send + 'static, F> OpJob<O, E, F> {
+    /// A job answered on `reply` (the caller blocks on the receiving end).
     pub(crate) fn new(durability: Durability, op: F, reply: SyncSender<Result<(O, Committed), E>>) -> Self {
+        // The caller may have gone away; nothing to do then.
+        Self::with_reply(durability, op, Box::new(move |answer| drop(reply.send(answer))))
+    }
+
+    /// A job answered by calling `reply` on the writer thread.
+    pub(crate) fn with_reply(durability: Durability, op: F, reply: Reply<O, E>) -> Self {
         OpJob { op, durability, result: None, reply }
     }
 }
@@ -95,8 +105,7 @@ where
             (_, Err(e)) => Err(E::from(e)),
             (None, Ok(_)) => return,
         };
-        // The caller may have gone away; nothing to do then.
-        let _ = self.reply.send(answer);
+        (self.reply)(answer);
     }
 }
 

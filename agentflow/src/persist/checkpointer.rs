@@ -57,6 +57,19 @@ pub(crate) struct Checkpointer {
     lease_until: u64,
     snapshot_len: usize,
     delta_since: usize,
+    /// The last step's commit already recorded the thread as completed.
+    completed: bool,
+}
+
+/// When a commit must be on disk.
+#[derive(Clone, Copy)]
+enum Flush {
+    /// Before returning, whatever the run's durability.
+    Now,
+    /// As the run's durability says for a step.
+    Step,
+    /// With the next durable commit.
+    Deferred,
 }
 
 fn holder_id() -> String {
@@ -133,6 +146,7 @@ impl Checkpointer {
             lease_until: 0,
             snapshot_len: 0,
             delta_since: 0,
+            completed: false,
         }
     }
 
@@ -174,7 +188,9 @@ impl Checkpointer {
             metadata,
             created_at: now_ms(),
         };
-        cp.commit_raw(Some(checkpoint), vec![], ThreadStatus::Running, String::new(), false).await?;
+        // Not synced on its own: it reaches the disk with the first step's
+        // durable commit (redb commits in order), or the run never started.
+        cp.commit_raw(Some(checkpoint), vec![], ThreadStatus::Running, String::new(), Flush::Deferred).await?;
         Ok(cp)
     }
 
@@ -301,7 +317,12 @@ impl Checkpointer {
         self.delta_since += delta.iter().map(Vec::len).sum::<usize>();
         // Snapshot when the deltas since the last one outweigh it (so storage
         // stays linear in the updates), and at the end of a run.
-        let snapshot = if cursor.is_empty() || self.delta_since >= self.snapshot_len.max(MIN_SNAPSHOT_BYTES) {
+        // Snapshot when the deltas since the last one outweigh it (so storage
+        // stays linear in the updates), and at the end of a run unless one
+        // is recent (a resumable end should not need a long delta chain).
+        let last = cursor.is_empty();
+        let threshold = if last { self.snapshot_len / 4 } else { self.snapshot_len.max(MIN_SNAPSHOT_BYTES) };
+        let snapshot = if self.delta_since >= threshold {
             let bytes = to_json(state, "the state")?;
             self.snapshot_len = bytes.len();
             self.delta_since = 0;
@@ -319,7 +340,15 @@ impl Checkpointer {
             metadata: CheckpointMetadata::new(u64::from(step), CheckpointSource::Loop, nodes),
             created_at: now_ms(),
         };
-        self.commit_raw(Some(checkpoint), vec![], ThreadStatus::Running, String::new(), false).await?;
+        // The step that completes the run records the thread as completed in
+        // the same commit, so finishing needs no second disk sync.
+        let (status, detail) = if last {
+            (ThreadStatus::Completed, "Completed".to_string())
+        } else {
+            (ThreadStatus::Running, String::new())
+        };
+        self.commit_raw(Some(checkpoint), vec![], status, detail, if last { Flush::Now } else { Flush::Step }).await?;
+        self.completed = last;
         self.seq += 1;
         Ok(())
     }
@@ -343,14 +372,18 @@ impl Checkpointer {
             writes.push(PendingWrite { seq: self.seq, node: names(*id).to_string(), idx: 0, value });
         }
         if !writes.is_empty() {
-            self.commit_raw(None, writes, ThreadStatus::Running, String::new(), false).await?;
+            self.commit_raw(None, writes, ThreadStatus::Running, String::new(), Flush::Step).await?;
         }
         Ok(())
     }
 
     /// Records how the run ended, durably, and lets the thread go.
     pub(crate) async fn finish(&mut self, status: ThreadStatus, detail: String) -> Result<(), PersistError> {
-        let result = self.commit_raw(None, vec![], status, detail, true).await;
+        let result = if self.completed && status == ThreadStatus::Completed {
+            Ok(())
+        } else {
+            self.commit_raw(None, vec![], status, detail, Flush::Now).await
+        };
         self.release().await;
         result
     }
@@ -369,7 +402,7 @@ impl Checkpointer {
         pending: Vec<PendingWrite>,
         status: ThreadStatus,
         detail: String,
-        last: bool,
+        sync: Flush,
     ) -> Result<(), PersistError> {
         let now = now_ms();
         if now + LEASE_TTL_MS / 2 >= self.lease_until {
@@ -377,9 +410,9 @@ impl Checkpointer {
             self.lease_until =
                 blocking(&self.store, move |s| s.renew_lease(&thread, &holder, LEASE_TTL_MS, now)).await??.expires_at;
         }
-        let durability = match (self.durability, last) {
-            (Durability::Sync, _) | (_, true) => StoreDurability::Immediate,
-            (Durability::Async | Durability::Exit, false) => StoreDurability::Eventual,
+        let durability = match (self.durability, sync) {
+            (_, Flush::Now) | (Durability::Sync, Flush::Step) => StoreDurability::Immediate,
+            (_, Flush::Deferred) | (Durability::Async | Durability::Exit, Flush::Step) => StoreDurability::Eventual,
         };
         let mut record = ThreadRecord::new(&self.thread, &self.owner, self.fingerprint, self.version, self.created_at);
         record.status = status;
@@ -388,7 +421,10 @@ impl Checkpointer {
         let mut commit = StepCommit::new(record).fenced_by(&self.holder, now).with_durability(durability);
         commit.checkpoint = checkpoint;
         commit.pending_writes = pending;
-        blocking(&self.store, move |s| s.commit_step(commit)).await??;
+        // Answered from the store's writer thread: no thread waits for the disk.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.store.commit_step_then(commit, Box::new(move |answer| drop(tx.send(answer))));
+        rx.await.map_err(|_| PersistError::Task("the store dropped a commit without answering".into()))??;
         Ok(())
     }
 

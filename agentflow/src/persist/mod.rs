@@ -33,10 +33,13 @@ pub enum Durability {
     #[default]
     Sync,
     /// Each step is committed before the next starts but reaches the disk in
-    /// the background; a crash loses at most the store's flush interval.
+    /// the background; a crash loses at most the store's flush interval
+    /// (200 ms for [`RedbStore`] by default).
     Async,
-    /// Steps are committed without syncing; only the end (completion, failure,
-    /// interrupt) is made durable. A crash loses the run back to its last end.
+    /// Steps are committed without waiting for the disk; only the end of the
+    /// run (completion, failure, pause) is made durable before the run
+    /// returns. A crash may lose every step since the last end, though the
+    /// store's background flush usually saves most of them.
     Exit,
 }
 
