@@ -240,3 +240,142 @@ async fn durability_modes_all_persist_the_same_history() {
 fn agentflow_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
 }
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Slow {
+    #[reduce(add)]
+    n: u32,
+}
+
+#[graph(state = Slow, start = wait, max_steps = 5)]
+mod slow {
+    use super::*;
+    #[node(goto = [END])]
+    async fn wait(_s: &Slow) -> Step<Slow> {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        goto!(END, Slow::update().n(1))
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Renamed {
+    // Was `log: Vec<String>` (the `Job` state) when the thread was stored.
+    log: Vec<u64>,
+}
+
+#[graph(state = Renamed, start = only)]
+mod renamed {
+    use super::*;
+    #[node(goto = [END])]
+    async fn only(_s: &Renamed) -> Step<Renamed> {
+        goto!(END)
+    }
+}
+
+/// The same graph before and after its state changed shape.
+mod schema_v1 {
+    use super::*;
+
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+    #[state(version = 1)]
+    pub struct Person {
+        pub name: String,
+    }
+
+    #[graph(state = Person, start = greet, max_steps = 3)]
+    pub mod flow {
+        use super::*;
+        #[node(goto = [END], interrupt)]
+        async fn greet(_s: &Person, cx: &Ctx<()>) -> Result<Step<Person>, NodeError> {
+            let _: String = cx.interrupt("who?")?;
+            Ok(goto!(END))
+        }
+    }
+}
+
+mod schema_v2 {
+    use super::*;
+
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+    #[state(version = 2)]
+    pub struct Person {
+        pub first: String,
+        pub last: String,
+    }
+
+    #[graph(state = Person, start = greet, max_steps = 3)]
+    pub mod flow {
+        use super::*;
+        #[node(goto = [END], interrupt)]
+        async fn greet(s: &Person, cx: &Ctx<()>) -> Result<Step<Person>, NodeError> {
+            let _: String = cx.interrupt("who?")?;
+            Ok(goto!(END, Person::update().last(format!("{} (checked)", s.last))))
+        }
+    }
+}
+
+#[tokio::test]
+async fn two_executors_racing_for_one_thread_one_runs_the_other_is_busy() {
+    let graph = slow::graph().with_store(store());
+    // Pause the thread before its only node, then race two resumes.
+    let first = graph.runner(&()).thread("race").interrupt_before(["wait"]).run(Slow::default()).await.unwrap();
+    assert!(matches!(first.outcome, Outcome::Interrupted { .. }));
+    let (a, b) = tokio::join!(graph.runner(&()).thread("race").resume(), graph.runner(&()).thread("race").resume());
+    let (ok, busy): (Vec<_>, Vec<_>) = [a, b].into_iter().partition(Result::is_ok);
+    assert_eq!(ok.len(), 1, "exactly one executor runs the thread");
+    let err = busy.into_iter().next().unwrap().unwrap_err();
+    assert!(matches!(err, RunError::ThreadBusy { .. }), "{err}");
+    assert!(err.to_string().contains("is being run by"), "{err}");
+    assert_eq!(graph.state("race").unwrap().unwrap().state.n, 1);
+}
+
+#[tokio::test]
+async fn a_state_that_no_longer_deserialises_is_a_typed_error() {
+    let store = store();
+    let deps = Deps::default();
+    job::graph().with_store(Arc::clone(&store)).runner(&deps).thread("old").run(Job::default()).await.unwrap();
+    let err = renamed::graph().with_store(store).state("old").unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("thread `old`") && msg.contains("does not decode"), "{msg}");
+    assert!(msg.contains("#[state(version = N)]"), "{msg}");
+}
+
+#[tokio::test]
+async fn a_new_schema_version_needs_a_migration() {
+    let store = store();
+    let old = schema_v1::flow::graph().with_store(Arc::clone(&store));
+    old.runner(&()).thread("m").run(schema_v1::Person { name: "Ada Lovelace".into() }).await.unwrap();
+    // Same nodes, new state version: refused without a migration...
+    let new = schema_v2::flow::graph().with_store(Arc::clone(&store));
+    let err = new.runner(&()).thread("m").resume_with("Ada").await.unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, RunError::Resume(ResumeError::SchemaVersion { stored: 1, current: 2, .. })), "{msg}");
+    assert!(msg.contains("register a migration with `.with_migration(1, |old| ..)`"), "{msg}");
+    // ...and resumed with one, which upgrades the stored state.
+    let migrated = schema_v2::flow::graph().with_store(store).with_migration(1, |mut old| {
+        let name = old["name"].as_str().ok_or("no name")?.to_string();
+        let (first, last) = name.split_once(' ').ok_or("expected a first and a last name")?;
+        old = serde_json::json!({ "first": first, "last": last });
+        Ok(old)
+    });
+    let run = migrated.runner(&()).thread("m").resume_with("Ada").await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert_eq!(run.state, schema_v2::Person { first: "Ada".into(), last: "Lovelace (checked)".into() });
+}
+
+#[tokio::test]
+async fn compaction_keeps_the_last_checkpoints_readable() {
+    let graph = job::graph().with_store(store());
+    let deps = Deps::default();
+    let run = graph.runner(&deps).thread("c1").run(Job::default()).await.unwrap();
+    let before = graph.history("c1").unwrap();
+    assert!(before.len() >= 4);
+    let report = graph.compact("c1", 2).unwrap();
+    assert_eq!(report.dropped, before.len() - 2);
+    let after = graph.history("c1").unwrap();
+    assert_eq!(after.len(), 2);
+    assert_eq!(graph.state("c1").unwrap().unwrap().state, run.state);
+    for c in &after {
+        assert!(graph.state_at("c1", c.seq).unwrap().is_some(), "checkpoint {} readable", c.seq);
+    }
+}
