@@ -13,9 +13,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use agentflow_store::{
-    ApprovalArgs, ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, NewAuditEntry, ReadError, Store,
-};
+use agentflow_store::{ApprovalError, NewAuditEntry, ReadError, Store};
+// The desk's results and errors name these; re-exported so users of
+// `agentflow` need not depend on `agentflow-store` to match on them.
+pub use agentflow_store::{ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus};
 use serde_json::{Value, json};
 
 use crate::graph::CompiledGraph;
@@ -91,7 +92,7 @@ impl Authorizer for RoleAuthorizer {
         if approver.roles.iter().any(|r| r == role) {
             Ok(())
         } else {
-            Err(format!("deciding a {} call needs the `{role}` role", approval.risk))
+            Err(format!("deciding {} calls needs the `{role}` role", approval.risk))
         }
     }
 
@@ -121,7 +122,7 @@ pub enum DecisionError {
         reason: String,
     },
     /// It was already decided (or used, or expired) by someone else.
-    #[error("approval `{id}` was already decided: it is {current:?}")]
+    #[error("approval `{id}` was already decided: it is {current}")]
     AlreadyDecided {
         /// The approval.
         id: String,
@@ -213,6 +214,11 @@ impl ApprovalDesk {
     }
 
     /// Approves the call as requested.
+    ///
+    /// Where the [`Authorizer`] asks for more than one sign-off, each
+    /// approver's sign-off is recorded in the audit log and the record comes
+    /// back still `PENDING` until enough distinct approvers signed off on the
+    /// same arguments.
     pub fn approve(&self, id: &str, approver: &Approver) -> Result<ApprovalRecord, DecisionError> {
         self.decide(id, approver, ApprovalStatus::Approved, Change { note: None, conditions: None, args: None })
     }
@@ -301,7 +307,10 @@ impl ApprovalDesk {
             );
             return Err(DecisionError::Expired { id: id.into() });
         }
-        if to == ApprovalStatus::Approved && !self.enough_sign_offs(&record, approver, now)? {
+        // The arguments this decision approves: the edited ones, or those requested.
+        let hash = change.args.as_ref().map_or(record.args_hash.as_str(), |a| a.hash.as_str()).to_string();
+        let co_signed = to == ApprovalStatus::Approved && self.authorizer.sign_offs(&record) > 1;
+        if to == ApprovalStatus::Approved && !self.enough_sign_offs(&record, approver, &hash, now)? {
             return Ok(record);
         }
         let patch = ApprovalPatch {
@@ -311,37 +320,66 @@ impl ApprovalDesk {
             args: change.args,
             ..ApprovalPatch::by(&approver.id, now)
         };
-        self.store.transition_approval(id, ApprovalStatus::Pending, to, patch).map_err(|e| match e {
-            ApprovalError::AlreadyDecided { current, .. } => DecisionError::AlreadyDecided { id: id.into(), current },
-            ApprovalError::NotFound { .. } => DecisionError::NotFound { id: id.into() },
-            other => DecisionError::Store(other.to_string()),
-        })
+        match self.store.transition_approval(id, ApprovalStatus::Pending, to, patch) {
+            Ok(record) => Ok(record),
+            // Two co-signers finished at once: the other one's transition
+            // approved the same arguments, so this sign-off is part of it.
+            Err(ApprovalError::AlreadyDecided { current: ApprovalStatus::Approved, .. })
+                if co_signed && self.load(id)?.args_hash == hash =>
+            {
+                self.load(id)
+            }
+            Err(ApprovalError::AlreadyDecided { current, .. }) => {
+                Err(DecisionError::AlreadyDecided { id: id.into(), current })
+            }
+            Err(ApprovalError::NotFound { .. }) => Err(DecisionError::NotFound { id: id.into() }),
+            Err(other) => Err(DecisionError::Store(other.to_string())),
+        }
     }
 
-    /// Records a sign-off; whether enough distinct approvers have signed.
-    fn enough_sign_offs(&self, record: &ApprovalRecord, approver: &Approver, now: u64) -> Result<bool, DecisionError> {
+    /// Records a sign-off on the arguments hashing to `hash`; whether enough
+    /// distinct approvers have now signed off on those same arguments. A
+    /// sign-off on other arguments (before an edit) does not count, so one
+    /// person cannot change what another approved.
+    fn enough_sign_offs(
+        &self,
+        record: &ApprovalRecord,
+        approver: &Approver,
+        hash: &str,
+        now: u64,
+    ) -> Result<bool, DecisionError> {
         let needed = self.authorizer.sign_offs(record);
         if needed <= 1 {
             return Ok(true);
         }
-        let mut signed: Vec<String> = self
-            .store
-            .list_audit(&record.thread)?
-            .into_iter()
-            .filter(|e| e.kind == "approval.sign_off" && e.detail.get("approval") == Some(&json!(record.id)))
-            .map(|e| e.actor)
-            .collect();
-        if signed.contains(&approver.id) {
+        let signed = || -> Result<Vec<String>, DecisionError> {
+            let mut who: Vec<String> = self
+                .store
+                .list_audit(&record.thread)?
+                .into_iter()
+                .filter(|e| {
+                    e.kind == "approval.sign_off"
+                        && e.detail.get("approval") == Some(&json!(record.id))
+                        && e.detail.get("args_hash") == Some(&json!(hash))
+                })
+                .map(|e| e.actor)
+                .collect();
+            who.sort();
+            who.dedup();
+            Ok(who)
+        };
+        if signed()?.contains(&approver.id) {
             return Err(DecisionError::SameApprover { id: record.id.clone(), approver: approver.id.clone() });
         }
         let entry = NewAuditEntry {
             at: now,
             actor: approver.id.clone(),
             kind: "approval.sign_off".into(),
-            detail: json!({ "approval": record.id, "needed": needed }),
+            detail: json!({ "approval": record.id, "needed": needed, "args_hash": hash }),
         };
         self.store.append_audit(&record.thread, entry).map_err(|e| DecisionError::Store(e.to_string()))?;
-        signed.push(approver.id.clone());
-        Ok(signed.len() >= needed)
+        // Count again with this entry in: of two concurrent sign-offs, the
+        // later append sees both, so the approval cannot be left waiting.
+        Ok(signed()?.len() >= needed)
     }
 }

@@ -10,11 +10,11 @@ use serde_json::{Value, json};
 
 use super::{Code, Decision, Observation, Tool, ToolCx, ToolError, canonical_json};
 use crate::context::Ctx;
-use crate::error::NodeError;
+use crate::error::{ErrorClass, NodeError};
 use crate::event::Activity;
 use crate::message::{ToolCall, ToolSpec};
 use crate::persist::{Journal, now_ms};
-use agentflow_store::{ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, Store};
+use agentflow_store::{ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, EffectKey, Store};
 
 /// What happens when a human rejects a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -219,6 +219,18 @@ impl<D> Ctx<'_, D> {
         id: String,
         hash: String,
     ) -> Result<Observation, NodeError> {
+        // The requester is the thread's owner as stored with the thread: a run
+        // resumed without `.owner(..)` must not turn it into someone else
+        // (who could then approve a request the owner made).
+        let thread = journal.thread.clone();
+        let stored_owner = blocking(journal, move |s| {
+            s.thread(&thread).map(|t| t.map(|t| t.owner).unwrap_or_default()).map_err(|e| e.to_string())
+        })
+        .await?;
+        let requester = [stored_owner, self.scope.owner.clone()]
+            .into_iter()
+            .find(|o| !o.is_empty())
+            .unwrap_or_else(|| journal.thread.clone());
         let now = now_ms();
         let record = ApprovalRecord {
             id: id.clone(),
@@ -228,7 +240,7 @@ impl<D> Ctx<'_, D> {
             args: canonical_json(&call.arguments),
             args_hash: hash,
             risk: tool.risk().to_string(),
-            requester: if self.scope.owner.is_empty() { journal.thread.clone() } else { self.scope.owner.clone() },
+            requester,
             reason: format!("`{}` is a {} tool; the policy asks a human first", tool.name(), tool.risk()),
             created_at: now,
             expires_at: now.saturating_add(self.scope.approval_ttl.as_millis() as u64),
@@ -273,6 +285,14 @@ impl<D> Ctx<'_, D> {
         if let Err(e) = tool.validate(&approved) {
             return deny(Code::InvalidArgument, format!("the approved arguments do not validate: {}", e.0));
         }
+        if record.status == ApprovalStatus::Failed && !journaled(journal, self.node, call).await? {
+            // Single use: the approved call ran and failed; a re-run of the
+            // node may replay a recorded result but never runs it again.
+            return deny(
+                Code::ApprovalInvalid,
+                format!("the approval `{}` was used and the call failed; ask for a new approval", record.id),
+            );
+        }
         if record.status == ApprovalStatus::Approved {
             match self
                 .transition(journal, &record.id, ApprovalStatus::Approved, ApprovalStatus::Executing, "executing")
@@ -293,6 +313,9 @@ impl<D> Ctx<'_, D> {
         let result = self.execute(tool, call, approved, record.conditions.as_ref()).await;
         let to = match &result {
             Ok(obs) if obs.is_ok() => ApprovalStatus::Succeeded,
+            // A passing fault: the node's retry runs the call again under this
+            // approval, still EXECUTING, and records how that attempt ends.
+            Err(e) if e.class == ErrorClass::Transient => return result,
             _ => ApprovalStatus::Failed,
         };
         if matches!(record.status, ApprovalStatus::Approved | ApprovalStatus::Executing) {
@@ -328,6 +351,17 @@ impl<D> Ctx<'_, D> {
 fn approval_id(journal: &Journal, node: &str, call_id: &str, hash: &str) -> String {
     let key = json!([journal.thread, journal.seq, node, call_id, hash]);
     format!("apr-{}", &args_hash(&key)[..24])
+}
+
+/// Whether the result of `call` is in the effect journal (where `execute` puts it).
+async fn journaled(journal: &Journal, node: &str, call: &ToolCall) -> Result<bool, NodeError> {
+    let key = EffectKey {
+        thread: journal.thread.clone(),
+        seq: journal.seq,
+        node: node.to_string(),
+        key: format!("tool:{}", call.id),
+    };
+    blocking(journal, move |s| s.effect(&key).map(|r| r.is_some()).map_err(|e| e.to_string())).await
 }
 
 fn approval_payload(record: &ApprovalRecord) -> Value {
