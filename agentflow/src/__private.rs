@@ -161,11 +161,53 @@ pub const fn mask_of(fields: &[Field], names: &[&str]) -> u64 {
 pub use async_trait::async_trait;
 pub use serde_json;
 
+/// What a `#[tool]`'s argument type must be: deserializable (to check a
+/// model's arguments) and described by a JSON schema (to show the model).
+/// One trait, so a type missing either gets one error that says what to derive.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the arguments of a tool: it needs `serde::Deserialize` and `schemars::JsonSchema`",
+    label = "the arguments of a tool",
+    note = "the model is shown the arguments' JSON schema and its calls are checked against it: \
+            `#[derive(serde::Deserialize, schemars::JsonSchema)]` on `{Self}`"
+)]
+pub trait ToolArgs: Sized {
+    /// The JSON schema handed to models.
+    fn schema() -> serde_json::Value;
+    /// Checks and decodes a model's arguments against `schema`.
+    fn parse(args: &serde_json::Value, schema: &serde_json::Value) -> Result<Self, crate::tool::ArgumentError>;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: serde::de::DeserializeOwned + schemars::JsonSchema> ToolArgs for T {
+    fn schema() -> serde_json::Value {
+        crate::tool::schema_of::<T>()
+    }
+    fn parse(args: &serde_json::Value, schema: &serde_json::Value) -> Result<Self, crate::tool::ArgumentError> {
+        crate::tool::validate_args(args, schema)
+    }
+}
+
+/// What a `#[tool]` fn may return: `Result<T, ToolError>` with `T: Serialize`.
+#[diagnostic::on_unimplemented(
+    message = "a tool must return `Result<T, ToolError>` where `T: Serialize`, not `{Self}`",
+    label = "expected `Result<T, ToolError>`",
+    note = "return `Err(ToolError::Correctable(..))` for what the model can fix (it gets a `TOOL_ERROR` observation)"
+)]
+pub trait ToolReturn {
+    /// The result as the JSON the gateway hands back.
+    fn into_json(self) -> Result<serde_json::Value, crate::tool::ToolError>;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: serde::Serialize> ToolReturn for Result<T, crate::tool::ToolError> {
+    fn into_json(self) -> Result<serde_json::Value, crate::tool::ToolError> {
+        let value = self?;
+        serde_json::to_value(value)
+            .map_err(|e| crate::tool::ToolError::Fatal(format!("the tool's result does not serialise: {e}")))
+    }
+}
+
 /// Converts a `#[tool]` body's result into the JSON the gateway hands back.
-pub fn tool_result<T: serde::Serialize>(
-    result: Result<T, crate::tool::ToolError>,
-) -> Result<serde_json::Value, crate::tool::ToolError> {
-    let value = result?;
-    serde_json::to_value(value)
-        .map_err(|e| crate::tool::ToolError::Fatal(format!("the tool's result does not serialise: {e}")))
+pub fn tool_result<R: ToolReturn>(result: R) -> Result<serde_json::Value, crate::tool::ToolError> {
+    result.into_json()
 }

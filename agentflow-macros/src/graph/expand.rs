@@ -119,8 +119,27 @@ fn expand(mut p: Parsed, a: &Analysis, has_errors: bool) -> TokenStream {
         };
         let interrupt = node.interrupt;
         // Each entry spanned at its name: an unknown tool is rustc's
-        // "cannot find value" there, and a non-tool is "`x` is not a tool".
-        let entries = node.tools.iter().map(|t| quote_spanned!(t.span()=> &#t));
+        // "cannot find value" there (with its did-you-mean), and a non-tool
+        // is "`x` is not a tool": a trait local to the entry carries the name
+        // in its message, which `Tool`'s own message cannot (it would print
+        // a plain fn's whole type).
+        let entries = node.tools.iter().map(|t| {
+            let msg = format!("`{t}` is not a tool");
+            quote_spanned! {t.span()=> {
+                #[diagnostic::on_unimplemented(
+                    message = #msg,
+                    label = "not a tool",
+                    note = "declare tools with `#[tool(risk = read)]` on an `async fn` taking a typed argument struct"
+                )]
+                trait ListedTool: ::agentflow::tool::Tool {}
+                #[diagnostic::do_not_recommend]
+                impl<T: ::agentflow::tool::Tool> ListedTool for T {}
+                const fn __agentflow_listed<T: ListedTool>(tool: &'static T) -> &'static dyn ::agentflow::tool::Tool {
+                    tool
+                }
+                __agentflow_listed(&#t)
+            }}
+        });
         let tools = quote! {{
             const __AGENTFLOW_TOOLS: ::agentflow::tool::ToolSet = &[#(#entries),*];
             __AGENTFLOW_TOOLS

@@ -16,6 +16,7 @@ pub fn check_all(ir: &ToolIr, diags: &mut Diagnostics) {
 // `#[tool]` alone, or `#[tool(risk = dangerous)]`.
 fn check_risk(ir: &ToolIr, diags: &mut Diagnostics) {
     match &ir.risk {
+        None if !ir.args_parsed => {}
         None => diags.push(
             Kind::Syntax,
             ir.name_loc,
@@ -71,6 +72,7 @@ mod tests {
             name: "add".into(),
             name_loc: Loc::DUMMY,
             risk: Some(("read".into(), Loc::DUMMY)),
+            args_parsed: true,
             description: "Adds.".into(),
             is_async: true,
             params: 1,
@@ -96,6 +98,10 @@ mod tests {
         let mut t = tool();
         t.risk = None;
         assert!(messages(&t)[0].starts_with("tool `add` must declare its risk"));
+        // An attribute that did not parse is reported by the parser alone.
+        t.args_parsed = false;
+        assert!(messages(&t).is_empty());
+        t.args_parsed = true;
         t.risk = Some(("irreversable".into(), Loc::DUMMY));
         assert!(messages(&t)[0].contains("did you mean `irreversible`?"), "{:?}", messages(&t));
     }

@@ -30,7 +30,9 @@ fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
     let name = ident.to_string();
     let docs: Vec<_> = f.attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
     let description = &p.ir.description;
-    let struct_def = quote! {
+    // Spanned at the fn's name, so rustc's "similarly named ... defined here"
+    // (for a typo in a node's `tools = [..]`) points at the tool, not the attribute.
+    let struct_def = quote_spanned! {ident.span()=>
         #(#docs)*
         #[allow(non_camel_case_types)]
         #[derive(::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug)]
@@ -56,7 +58,9 @@ fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
         syn::ReturnType::Type(_, ty) => ty.span(),
         syn::ReturnType::Default => ident.span(),
     };
-    let result = quote_spanned!(ret_span=> ::agentflow::__private::tool_result(#call.await));
+    // The conversion is spanned at the return type, so a wrong one is reported there.
+    let value = quote_spanned!(ret_span=> __agentflow_value);
+    let result = quote_spanned!(ret_span=> ::agentflow::__private::tool_result(#value));
     quote! {
         #struct_def
 
@@ -76,13 +80,13 @@ fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
                     ::agentflow::tool::Risk::#risk
                 }
                 fn parameters(&self) -> ::agentflow::__private::serde_json::Value {
-                    ::agentflow::tool::schema_of::<#args_ty>()
+                    <#args_ty as ::agentflow::__private::ToolArgs>::schema()
                 }
                 fn validate(
                     &self,
                     args: &::agentflow::__private::serde_json::Value,
                 ) -> ::core::result::Result<(), ::agentflow::tool::ArgumentError> {
-                    ::agentflow::tool::validate_args::<#args_ty>(args, &self.parameters()).map(|_| ())
+                    <#args_ty as ::agentflow::__private::ToolArgs>::parse(args, &self.parameters()).map(|_| ())
                 }
                 async fn invoke(
                     &self,
@@ -90,8 +94,9 @@ fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
                     cx: &::agentflow::tool::ToolCx,
                 ) -> ::core::result::Result<::agentflow::__private::serde_json::Value, ::agentflow::tool::ToolError> {
                     let _ = cx;
-                    let args: #args_ty = ::agentflow::tool::validate_args(&args, &self.parameters())
+                    let args = <#args_ty as ::agentflow::__private::ToolArgs>::parse(&args, &self.parameters())
                         .map_err(|e| ::agentflow::tool::ToolError::Correctable(e.0))?;
+                    let #value = #call.await;
                     #result
                 }
             }

@@ -13,6 +13,9 @@ pub struct ToolIr {
     pub name_loc: Loc,
     /// `risk = ..`, with where it was written.
     pub risk: Option<(String, Loc)>,
+    /// Whether the attribute's arguments parsed; if not, a missing `risk`
+    /// is a consequence of that error and not reported again.
+    pub args_parsed: bool,
     /// The doc comment, the model's description of the tool.
     pub description: String,
     pub is_async: bool,

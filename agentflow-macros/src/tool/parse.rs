@@ -3,7 +3,7 @@
 use syn::spanned::Spanned;
 
 use super::ir::ToolIr;
-use crate::diag::{Spans, combine};
+use crate::diag::{Spans, combine, did_you_mean};
 
 pub struct Parsed {
     pub ir: ToolIr,
@@ -29,7 +29,11 @@ pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) ->
             risk = Some((ident.to_string(), spans.loc(ident.span())));
             Ok(())
         } else {
-            Err(meta.error("unknown `#[tool]` argument; expected `risk = read | reversible | external | irreversible`"))
+            let name = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
+            let hint = did_you_mean(&name, ["risk"]).map(|s| format!("did you mean `{s}`? ")).unwrap_or_default();
+            Err(meta.error(format!(
+                "unknown `#[tool]` argument `{name}`; {hint}expected `risk = read | reversible | external | irreversible`"
+            )))
         }
     });
     if let Err(e) = syn::parse::Parser::parse2(parser, args) {
@@ -68,6 +72,7 @@ pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) ->
         name: func.sig.ident.to_string(),
         name_loc: spans.loc(func.sig.ident.span()),
         risk,
+        args_parsed: errors.is_none(),
         description,
         is_async: func.sig.asyncness.is_some(),
         params: func.sig.inputs.len(),

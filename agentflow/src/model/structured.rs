@@ -11,7 +11,8 @@
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
-use super::{ChatModel, ChatRequest, ModelError, ResponseSchema, UsageTally};
+use super::{ChatModel, ChatReply, ChatRequest, ModelError, ResponseSchema, UsageTally};
+use crate::context::Ctx;
 use crate::error::{ErrorClass, NodeError};
 use crate::message::{Message, Role};
 
@@ -79,41 +80,107 @@ where
 /// return at once, for the executor's retry policy.
 pub async fn structured_request<T, M>(
     model: &M,
-    mut req: ChatRequest,
+    req: ChatRequest,
     max_reasks: u32,
 ) -> Result<Structured<T>, StructuredError>
 where
     T: JsonSchema + DeserializeOwned,
     M: ChatModel + ?Sized,
 {
-    let schema = response_schema::<T>();
-    add_instruction(&mut req.messages, &schema_instruction(&schema));
-    req.response_schema = Some(schema);
-    let mut usage = UsageTally::default();
-    let mut reasks = 0;
+    let mut ask = Ask::<T>::new(req, max_reasks);
     loop {
-        let fail = |error, usage| StructuredError { error, usage, reasks };
-        let reply = model.chat(&req).await.map_err(|e| fail(e, usage))?;
-        usage.record(reply.usage);
-        let detail = match parse_reply::<T>(&reply.text) {
-            Ok(value) => {
-                return Ok(Structured { value, usage, reasks });
+        let reply = match model.chat(&ask.req).await {
+            Ok(reply) => reply,
+            Err(error) => return Err(StructuredError { error, usage: ask.usage, reasks: ask.reasks }),
+        };
+        match ask.feed(reply) {
+            Fed::Done(done) => return Ok(done),
+            Fed::Again => {}
+            Fed::Invalid(error) => return Err(StructuredError { error, usage: ask.usage, reasks: ask.reasks }),
+        }
+    }
+}
+
+impl<D> Ctx<'_, D> {
+    /// Asks `model` for a `T` like [`structured_request`], but every call,
+    /// re-asks included, goes through [`Ctx::chat`]: it counts against the
+    /// run's model-call and token budgets and is reported as an activity.
+    ///
+    /// A reply that still does not parse after `max_reasks` re-asks is a
+    /// correctable [`NodeError`] naming the problem; an exhausted budget ends
+    /// the run as `BudgetExhausted`.
+    pub async fn structured<T, M>(
+        &self,
+        model: &M,
+        req: ChatRequest,
+        max_reasks: u32,
+    ) -> Result<Structured<T>, NodeError>
+    where
+        T: JsonSchema + DeserializeOwned,
+        M: ChatModel + ?Sized,
+    {
+        let mut ask = Ask::<T>::new(req, max_reasks);
+        loop {
+            let reply = self.chat(model, &ask.req).await?;
+            match ask.feed(reply) {
+                Fed::Done(done) => return Ok(done),
+                Fed::Again => {}
+                Fed::Invalid(error) => {
+                    return Err(NodeError::correctable(format!("{error} (after {} re-asks)", ask.reasks)));
+                }
             }
+        }
+    }
+}
+
+/// The re-ask loop's state, shared by [`structured_request`] and
+/// [`Ctx::structured`], which differ only in how they call the model.
+struct Ask<T> {
+    req: ChatRequest,
+    usage: UsageTally,
+    reasks: u32,
+    max_reasks: u32,
+    _value: std::marker::PhantomData<fn() -> T>,
+}
+
+/// What to do after a reply.
+enum Fed<T> {
+    /// It parsed.
+    Done(Structured<T>),
+    /// It did not; the correction is appended to the request: ask again.
+    Again,
+    /// It did not, and the re-asks are used up.
+    Invalid(ModelError),
+}
+
+impl<T: JsonSchema + DeserializeOwned> Ask<T> {
+    /// `req` plus `T`'s schema (as [`ResponseSchema`] and in the system instruction).
+    fn new(mut req: ChatRequest, max_reasks: u32) -> Self {
+        let schema = response_schema::<T>();
+        add_instruction(&mut req.messages, &schema_instruction(&schema));
+        req.response_schema = Some(schema);
+        Ask { req, usage: UsageTally::default(), reasks: 0, max_reasks, _value: std::marker::PhantomData }
+    }
+
+    fn feed(&mut self, reply: ChatReply) -> Fed<T> {
+        self.usage.record(reply.usage);
+        let detail = match parse_reply::<T>(&reply.text) {
+            Ok(value) => return Fed::Done(Structured { value, usage: self.usage, reasks: self.reasks }),
             Err(_) if reply.text.trim().is_empty() && !reply.tool_calls.is_empty() => {
                 "expected a JSON reply, not tool calls".to_owned()
             }
             Err(detail) => detail,
         };
-        if reasks == max_reasks {
-            let raw = reply.text;
-            return Err(fail(ModelError::InvalidOutput { detail, raw }, usage));
+        if self.reasks == self.max_reasks {
+            return Fed::Invalid(ModelError::InvalidOutput { detail, raw: reply.text });
         }
-        reasks += 1;
-        req.messages.push(Message::ai(reply.text));
-        req.messages.push(Message::human(format!(
+        self.reasks += 1;
+        self.req.messages.push(Message::ai(reply.text));
+        self.req.messages.push(Message::human(format!(
             "Your reply is not valid: {detail}. Reply again with only a JSON value that \
              matches the schema."
         )));
+        Fed::Again
     }
 }
 

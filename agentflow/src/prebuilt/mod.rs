@@ -1,6 +1,10 @@
 //! Prebuilt graphs, written with the same DSL as user graphs and so checked
-//! the same way: [`react_agent!`](crate::react_agent) (model <-> tools).
+//! the same way: [`react_agent!`](crate::react_agent) (model <-> tools) and
+//! [`plan_execute_agent!`](crate::plan_execute_agent) (planner, executor,
+//! replanner, finalizer).
 
+pub mod plan_execute;
 pub mod react;
 
+pub use plan_execute::{Plan, PlanExecuteDeps, PlanExecuteState, Revision, StepResult};
 pub use react::{ReactDeps, ReactState};

@@ -1,0 +1,18 @@
+use agentflow::prelude::*;
+use serde::Deserialize;
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct Pair {
+    a: f64,
+    b: f64,
+}
+
+/// Adds two numbers.
+#[tool(rsik = read)]
+async fn add(args: Pair) -> Result<f64, ToolError> {
+    Ok(args.a + args.b)
+}
+
+fn main() {
+    let _ = add;
+}
