@@ -89,6 +89,11 @@ impl<D> Ctx<'_, D> {
 
     async fn gate(&self, call: &ToolCall) -> Result<Observation, NodeError> {
         let deny = |code, detail: String| Ok(Observation::error(&call.id, &call.name, code, detail));
+        // Every call the model asks for counts, refused ones included: a
+        // model that keeps asking for a tool it may not use is stopped too.
+        if let Err(which) = self.scope.meter.tool_call() {
+            return Err(self.exhausted(which));
+        }
         let Some(tool) = self.tools.iter().copied().find(|t| t.name() == call.name) else {
             let allowed: Vec<&str> = self.tools.iter().map(|t| t.name()).collect();
             return deny(
@@ -101,9 +106,6 @@ impl<D> Ctx<'_, D> {
                 ),
             );
         };
-        if let Err(which) = self.scope.meter.tool_call() {
-            return Err(self.exhausted(which));
-        }
         if let Err(e) = tool.validate(&call.arguments) {
             return deny(Code::InvalidArgument, e.0);
         }
