@@ -16,9 +16,33 @@
 //! naming its tools; the macro expands to a `#[graph]` module, so the tool
 //! list is checked at compile time like any node's:
 //!
-//! ```ignore
-//! agentflow::plan_execute_agent!(pub mod analyst, tools = [add, multiply, divide], max_steps = 24);
-//! let run = analyst::graph().run(PlanExecuteState::task("..."), &PlanExecuteDeps::new(model)).await?;
+//! ```no_run
+//! use std::sync::Arc;
+//!
+//! use agentflow::model::ChatModel;
+//! use agentflow::prebuilt::{PlanExecuteDeps, PlanExecuteState};
+//! use agentflow::prelude::*;
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! pub struct Pair {
+//!     a: f64,
+//!     b: f64,
+//! }
+//!
+//! /// Multiplies two numbers.
+//! #[tool(risk = read)]
+//! async fn multiply(args: Pair) -> Result<f64, ToolError> {
+//!     Ok(args.a * args.b)
+//! }
+//!
+//! agentflow::plan_execute_agent!(pub mod analyst, tools = [multiply], max_steps = 24);
+//!
+//! async fn ask(model: Arc<dyn ChatModel>) -> Result<Option<String>, agentflow::RunError> {
+//!     let deps = PlanExecuteDeps::new(model);
+//!     let run = analyst::graph().run(PlanExecuteState::task("price 3 boxes of 12 at 2.5 each"), &deps).await?;
+//!     Ok(run.state.answer)
+//! }
+//! # fn main() {}
 //! ```
 //!
 //! # What is checked, and by whom
@@ -488,9 +512,7 @@ pub async fn finalize_turn(
 /// `max_steps` bounds the super-steps: one for the planner, one per step
 /// execution, one per revision, one for the finalizer.
 ///
-/// ```ignore
-/// agentflow::plan_execute_agent!(pub mod analyst, tools = [add, multiply], max_steps = 24);
-/// ```
+/// See the [module docs](crate::prebuilt::plan_execute) for how to declare and run one.
 #[macro_export]
 macro_rules! plan_execute_agent {
     ($vis:vis mod $name:ident, tools = [$($tool:ident),* $(,)?], max_steps = $max:literal $(,)?) => {

@@ -6,9 +6,40 @@
 //! the macro expands to a `#[graph]` module, so the tool list is checked at
 //! compile time like any node's:
 //!
-//! ```ignore
-//! agentflow::react_agent!(pub mod calculator, tools = [add, multiply, divide], max_steps = 24);
-//! let graph = calculator::graph();
+//! ```
+//! use std::sync::Arc;
+//!
+//! use agentflow::model::ScriptedModel;
+//! use agentflow::prebuilt::{ReactDeps, ReactState};
+//! use agentflow::prelude::*;
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! pub struct Pair {
+//!     a: f64,
+//!     b: f64,
+//! }
+//!
+//! /// Adds two numbers.
+//! #[tool(risk = read)]
+//! async fn add(args: Pair) -> Result<f64, ToolError> {
+//!     Ok(args.a + args.b)
+//! }
+//!
+//! agentflow::react_agent!(pub mod calculator, tools = [add], max_steps = 8);
+//!
+//! # fn main() {
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! // A scripted test double stands in for the model here.
+//! let model = ScriptedModel::new()
+//!     .reply_tool_call("add", serde_json::json!({ "a": 3, "b": 4 }))
+//!     .reply_text("3 + 4 = 7");
+//! let deps = ReactDeps::new(Arc::new(model));
+//! let run = calculator::graph().run(ReactState::ask("what is 3 + 4?"), &deps).await?;
+//! assert_eq!(run.outcome, Outcome::Completed);
+//! assert_eq!(run.state.answer.as_deref(), Some("3 + 4 = 7"));
+//! # Ok::<(), agentflow::RunError>(())
+//! # }).unwrap();
+//! # }
 //! ```
 
 use std::sync::Arc;
@@ -129,9 +160,7 @@ pub async fn tool_turn(s: &ReactState, cx: &Ctx<'_, ReactDeps>) -> Result<ReactS
 /// and a `tools` node allowed exactly the listed tools (checked at compile
 /// time). `graph()` in it returns `CompiledGraph<ReactState, ReactDeps>`.
 ///
-/// ```ignore
-/// agentflow::react_agent!(pub mod calculator, tools = [add, multiply], max_steps = 20);
-/// ```
+/// See the [module docs](crate::prebuilt::react) for a complete example.
 #[macro_export]
 macro_rules! react_agent {
     ($vis:vis mod $name:ident, tools = [$($tool:ident),* $(,)?], max_steps = $max:literal $(,)?) => {
