@@ -185,8 +185,8 @@ async fn with_no_replans_left_a_failed_step_is_refused_at_the_finalizer() {
     assert!(error.message.contains("PERMISSION_DENIED"), "{error}");
     assert!(error.message.contains("step 2 `add 1 and 1` (never ran)"), "{error}");
     assert_eq!(run.state.results[0].observations[0]["code"], "PERMISSION_DENIED");
-    // Refused at the node's allowed set, before the tool-call budget is counted.
-    assert_eq!(run.usage.tool_calls, 0);
+    // The refused call was asked for, so it counts against the tool-call budget.
+    assert_eq!(run.usage.tool_calls, 1);
 }
 
 #[tokio::test]
