@@ -7,35 +7,10 @@ use agentflow::model::ScriptedModel;
 use agentflow::prebuilt::{ReactDeps, ReactState};
 use agentflow::prelude::*;
 use agentflow::{Budget, Limits};
-use serde::Deserialize;
 use serde_json::json;
 
-#[derive(Deserialize, schemars::JsonSchema)]
-pub struct Pair {
-    a: f64,
-    b: f64,
-}
-
-/// Adds two numbers.
-#[tool(risk = read)]
-async fn add(args: Pair) -> Result<f64, ToolError> {
-    Ok(args.a + args.b)
-}
-
-/// Multiplies two numbers.
-#[tool(risk = read)]
-async fn multiply(args: Pair) -> Result<f64, ToolError> {
-    Ok(args.a * args.b)
-}
-
-/// Divides `a` by `b`; `b` must not be zero.
-#[tool(risk = read)]
-async fn divide(args: Pair) -> Result<f64, ToolError> {
-    if args.b == 0.0 {
-        return Err(ToolError::Correctable("division by zero: `b` must not be 0".into()));
-    }
-    Ok(args.a / args.b)
-}
+mod common;
+use common::{add, divide, multiply};
 
 agentflow::react_agent!(mod calculator, tools = [add, multiply, divide], max_steps = 12);
 
