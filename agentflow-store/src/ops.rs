@@ -402,7 +402,12 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
     }
 
     tx.wrote();
-    threads.insert(tid, c.thread.encode().as_slice()).ctx(path)?;
+    // Most steps leave the thread record as it was: skip the write (and the
+    // page it would dirty) when the bytes are the same.
+    let record = c.thread.encode();
+    if threads.get(tid).ctx(path)?.is_none_or(|old| old.value() != record.as_slice()) {
+        threads.insert(tid, record.as_slice()).ctx(path)?;
+    }
     if let Some(cp) = &c.checkpoint {
         if let Some(parent) = cp.parent {
             remove_pending(path, &mut pending, tid, parent)?;

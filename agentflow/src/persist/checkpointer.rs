@@ -59,6 +59,9 @@ pub(crate) struct Checkpointer {
     delta_since: usize,
     /// The last step's commit already recorded the thread as completed.
     completed: bool,
+    /// The status and detail last written, and when they changed.
+    last_status: Option<(ThreadStatus, String)>,
+    updated_at: u64,
 }
 
 /// When a commit must be on disk.
@@ -147,6 +150,8 @@ impl Checkpointer {
             snapshot_len: 0,
             delta_since: 0,
             completed: false,
+            last_status: None,
+            updated_at: 0,
         }
     }
 
@@ -415,9 +420,15 @@ impl Checkpointer {
             (_, Flush::Deferred) | (Durability::Async | Durability::Exit, Flush::Step) => StoreDurability::Eventual,
         };
         let mut record = ThreadRecord::new(&self.thread, &self.owner, self.fingerprint, self.version, self.created_at);
+        // `updated_at` moves when the status or detail does, so a plain step
+        // leaves the stored record unchanged and the store can skip it.
+        if self.last_status.as_ref() != Some(&(status, detail.clone())) {
+            self.updated_at = now;
+            self.last_status = Some((status, detail.clone()));
+        }
         record.status = status;
         record.detail = detail;
-        record.updated_at = now;
+        record.updated_at = self.updated_at;
         let mut commit = StepCommit::new(record).fenced_by(&self.holder, now).with_durability(durability);
         commit.checkpoint = checkpoint;
         commit.pending_writes = pending;
