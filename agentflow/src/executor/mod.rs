@@ -262,7 +262,9 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             policy: Arc::clone(&gateway.policy),
             approval_ttl: gateway.approval_ttl,
             on_reject: gateway.on_reject,
-            owner: self.owner.clone(),
+            // A resumed run acts for the owner stored with the thread, not
+            // for whoever resumed it (who could then approve its requests).
+            owner: checkpointer.as_ref().map_or_else(|| self.owner.clone(), |cp| cp.owner().to_string()),
             activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
         };
         let exec =

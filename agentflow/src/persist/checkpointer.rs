@@ -439,6 +439,11 @@ impl Checkpointer {
         Ok(())
     }
 
+    /// Who the thread belongs to, as stored with it.
+    pub(crate) fn owner(&self) -> &str {
+        &self.owner
+    }
+
     /// Where the effects of the next step are journaled.
     pub(crate) fn journal(&self) -> Journal {
         Journal { store: Arc::clone(&self.store), thread: self.thread.clone(), seq: self.seq }

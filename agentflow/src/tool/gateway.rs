@@ -221,18 +221,9 @@ impl<D> Ctx<'_, D> {
         id: String,
         hash: String,
     ) -> Result<Observation, NodeError> {
-        // The requester is the thread's owner as stored with the thread: a run
-        // resumed without `.owner(..)` must not turn it into someone else
-        // (who could then approve a request the owner made).
-        let thread = journal.thread.clone();
-        let stored_owner = blocking(journal, move |s| {
-            s.thread(&thread).map(|t| t.map(|t| t.owner).unwrap_or_default()).map_err(|e| e.to_string())
-        })
-        .await?;
-        let requester = [stored_owner, self.scope.owner.clone()]
-            .into_iter()
-            .find(|o| !o.is_empty())
-            .unwrap_or_else(|| journal.thread.clone());
+        // The requester is the thread's owner (the executor carries the
+        // stored owner into a resumed run), else the thread itself.
+        let requester = if self.scope.owner.is_empty() { journal.thread.clone() } else { self.scope.owner.clone() };
         let now = now_ms();
         let record = ApprovalRecord {
             id: id.clone(),
