@@ -70,13 +70,6 @@ impl Enc {
         }
     }
 
-    pub(crate) fn opt_bytes(&mut self, v: Option<&[u8]>) -> &mut Self {
-        match v {
-            None => self.u8(0),
-            Some(v) => self.u8(1).bytes(v),
-        }
-    }
-
     pub(crate) fn strs(&mut self, v: &[String]) -> &mut Self {
         self.u64(v.len() as u64);
         for s in v {
@@ -213,10 +206,6 @@ impl<'a> Dec<'a> {
         Ok(if self.tag(what)? { Some(self.str(what)?) } else { None })
     }
 
-    pub(crate) fn opt_bytes(&mut self, what: &str) -> DecodeResult<Option<Vec<u8>>> {
-        Ok(if self.tag(what)? { Some(self.bytes(what)?) } else { None })
-    }
-
     /// A count of items, each at least one byte long, so a garbage count cannot reserve memory
     /// the record does not hold.
     fn count(&mut self, what: &str) -> DecodeResult<usize> {
@@ -239,6 +228,16 @@ impl<'a> Dec<'a> {
             out.push(self.bytes(what)?);
         }
         Ok(out)
+    }
+
+    /// Checks a byte list is well formed without copying it out.
+    pub(crate) fn skip_byte_list(&mut self, what: &str) -> DecodeResult<usize> {
+        let n = self.count(what)?;
+        for _ in 0..n {
+            let len = self.len(what)?;
+            self.take(len, what)?;
+        }
+        Ok(n)
     }
 
     pub(crate) fn json(&mut self, what: &str) -> DecodeResult<serde_json::Value> {

@@ -115,10 +115,11 @@ pub enum OpenError {
         /// What was found.
         detail: String,
     },
-    /// The file was written by a newer agentflow-store (or an older redb file format).
+    /// The file was written by another version of agentflow-store (or an older redb file format).
     #[error(
-        "{}: store format {found} is not supported by this build (it reads format {supported}); upgrade agentflow-store",
-        path.display()
+        "{}: store format {found} is not supported by this build (it reads format {supported}); {}",
+        path.display(),
+        format_advice(found, supported)
     )]
     UnsupportedFormat {
         /// The file.
@@ -374,4 +375,15 @@ pub enum CompactError {
     /// The file failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+}
+
+/// What to do about a store file of another format.
+fn format_advice(found: &str, supported: &str) -> &'static str {
+    match (found.parse::<u64>(), supported.parse::<u64>()) {
+        (Ok(found), Ok(supported)) if found < supported => {
+            "it was written by an older agentflow-store: finish or read its threads with that version, \
+             then start a new file (there is no in-place upgrade)"
+        }
+        _ => "it was written by a newer agentflow-store: upgrade agentflow-store",
+    }
 }

@@ -63,6 +63,7 @@ mod codec;
 #[cfg(feature = "testing")]
 pub mod conformance;
 mod error;
+mod leases;
 mod ops;
 mod record;
 mod redb_store;

@@ -10,10 +10,11 @@ use redb::{ReadableTable, Table, TableHandle};
 use serde_json::json;
 
 use crate::codec::DecodeResult;
-use crate::error::{ApprovalError, CommitError, LeaseError, ReadError, StorageError};
+use crate::error::{ApprovalError, CommitError, ReadError, StorageError};
+use crate::leases::Leases;
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, ChainStep, CheckpointSummary, EffectKey, EffectOutcome,
-    Lease, NewAuditEntry, Payload, StateChain, StepCommit, ThreadRecord,
+    NewAuditEntry, Row, Snapshot, StateChain, StepCommit, ThreadRecord,
 };
 use crate::redb_store::Ctx;
 use crate::tables;
@@ -23,7 +24,7 @@ use crate::writer::Tx;
 pub(crate) trait ByStr: ReadableTable<&'static str, &'static [u8]> {}
 impl<T: ReadableTable<&'static str, &'static [u8]>> ByStr for T {}
 
-/// A table keyed by (thread, seq) (checkpoints, payloads, audit).
+/// A table keyed by (thread, seq) (checkpoints, snapshots, audit).
 pub(crate) trait BySeq: ReadableTable<(&'static str, u64), &'static [u8]> {}
 impl<T: ReadableTable<(&'static str, u64), &'static [u8]>> BySeq for T {}
 
@@ -59,42 +60,42 @@ pub(crate) fn get_str<T>(
 pub(crate) fn thread_record(
     path: &Path,
     threads: &impl ByStr,
-    leases: &impl ByStr,
+    leases: &Leases,
     id: &str,
 ) -> Result<Option<ThreadRecord>, StorageError> {
     let Some(mut record) = get_str(path, threads, tables::THREADS, id, ThreadRecord::decode)? else {
         return Ok(None);
     };
-    record.lease = get_str(path, leases, tables::LEASES, id, Lease::decode)?;
+    record.lease = leases.get(id);
     Ok(Some(record))
 }
 
-pub(crate) fn summary(
-    path: &Path,
-    checkpoints: &impl BySeq,
-    thread: &str,
-    seq: u64,
-) -> Result<Option<CheckpointSummary>, StorageError> {
+/// A checkpoint's row: its summary and delta blobs.
+pub(crate) fn row(path: &Path, checkpoints: &impl BySeq, thread: &str, seq: u64) -> Result<Option<Row>, StorageError> {
     match checkpoints.get((thread, seq)).ctx(path)? {
         None => Ok(None),
-        Some(v) => {
-            decode(path, tables::CHECKPOINTS, || format!("({thread:?}, {seq})"), v.value(), CheckpointSummary::decode)
-                .map(Some)
-        }
+        Some(v) => decode(
+            path,
+            tables::CHECKPOINTS,
+            || format!("({thread:?}, {seq})"),
+            v.value(),
+            CheckpointSummary::decode_row,
+        )
+        .map(Some),
     }
 }
 
-pub(crate) fn payload(
-    path: &Path,
-    payloads: &impl BySeq,
-    thread: &str,
-    seq: u64,
-) -> Result<Option<Payload>, StorageError> {
-    match payloads.get((thread, seq)).ctx(path)? {
-        None => Ok(None),
-        Some(v) => {
-            decode(path, tables::PAYLOADS, || format!("({thread:?}, {seq})"), v.value(), Payload::decode).map(Some)
-        }
+/// The snapshot of a checkpoint whose summary says it has one; its absence is corruption.
+pub(crate) fn snapshot(path: &Path, snapshots: &impl BySeq, thread: &str, seq: u64) -> Result<Vec<u8>, StorageError> {
+    let key = || format!("({thread:?}, {seq})");
+    match snapshots.get((thread, seq)).ctx(path)? {
+        Some(v) => decode(path, tables::SNAPSHOTS, key, v.value(), Snapshot::decode),
+        None => Err(StorageError::Decode {
+            path: path.to_path_buf(),
+            table: tables::SNAPSHOTS.name().to_string(),
+            key: key(),
+            reason: "the checkpoint says it carries a snapshot, but the snapshot is missing".to_string(),
+        }),
     }
 }
 
@@ -143,7 +144,7 @@ pub(crate) fn latest_seq(path: &Path, table: &impl BySeq, thread: &str) -> Resul
 pub(crate) fn state_chain(
     path: &Path,
     checkpoints: &impl BySeq,
-    payloads: &impl BySeq,
+    snapshots: &impl BySeq,
     thread: &str,
     seq: u64,
 ) -> Result<Option<StateChain>, ReadError> {
@@ -152,17 +153,15 @@ pub(crate) fn state_chain(
     loop {
         let broken =
             || ReadError::BrokenChain { path: path.to_path_buf(), thread: thread.to_string(), seq, missing: cur };
-        let Some(header) = summary(path, checkpoints, thread, cur)? else {
+        let Some((header, delta)) = row(path, checkpoints, thread, cur)? else {
             return if cur == seq { Ok(None) } else { Err(broken()) };
         };
-        let Some(body) = payload(path, payloads, thread, cur)? else {
-            return Err(broken());
-        };
-        if let Some(snapshot) = body.snapshot {
+        if header.has_snapshot {
+            let snapshot = snapshot(path, snapshots, thread, cur)?;
             steps.reverse();
             return Ok(Some(StateChain { snapshot_seq: cur, snapshot, steps }));
         }
-        steps.push(ChainStep { seq: cur, delta: body.delta });
+        steps.push(ChainStep { seq: cur, delta });
         let corrupt = |reason: &str| StorageError::Decode {
             path: path.to_path_buf(),
             table: tables::CHECKPOINTS.name().to_string(),
@@ -332,13 +331,13 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
     let tid = c.thread.id.as_str();
     let invalid = |reason: String| CommitError::Invalid { thread: tid.to_string(), reason };
     let mut threads = tx.txn.open_table(tables::THREADS).ctx(path)?;
-    let leases = tx.txn.open_table(tables::LEASES).ctx(path)?;
     let mut checkpoints = tx.txn.open_table(tables::CHECKPOINTS).ctx(path)?;
-    let mut payloads = tx.txn.open_table(tables::PAYLOADS).ctx(path)?;
     let mut pending = tx.txn.open_table(tables::PENDING_WRITES).ctx(path)?;
     // A plain super-step writes only the tables above; open the others only
     // when the commit carries something for them (opening costs per commit).
     let touches_approvals = !c.new_approvals.is_empty() || !c.approval_transitions.is_empty();
+    let with_snapshot = c.checkpoint.as_ref().is_some_and(|cp| cp.snapshot.is_some());
+    let mut snapshots = if with_snapshot { Some(tx.txn.open_table(tables::SNAPSHOTS).ctx(path)?) } else { None };
     let mut effects = if c.effects.is_empty() { None } else { Some(tx.txn.open_table(tables::EFFECTS).ctx(path)?) };
     let mut audit =
         if c.audit.is_empty() && !touches_approvals { None } else { Some(tx.txn.open_table(tables::AUDIT).ctx(path)?) };
@@ -348,12 +347,11 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
     if tid.is_empty() {
         return Err(invalid("the thread id is empty".to_string()));
     }
-    if let Some(holder) = &c.lease_holder {
-        let current = get_str(path, &leases, tables::LEASES, tid, Lease::decode)?;
-        let held = current.as_ref().is_some_and(|l| &l.holder == holder && l.expires_at > c.now);
-        if !held {
-            return Err(CommitError::LeaseLost { thread: tid.to_string(), holder: holder.clone(), current });
-        }
+    if let Some(holder) = &c.lease_holder
+        && !tx.leases.is_held_by(tid, holder, c.now)
+    {
+        let current = tx.leases.get(tid);
+        return Err(CommitError::LeaseLost { thread: tid.to_string(), holder: holder.clone(), current });
     }
     if let Some(cp) = &c.checkpoint {
         if cp.thread != tid {
@@ -412,8 +410,10 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
         if let Some(parent) = cp.parent {
             remove_pending(path, &mut pending, tid, parent)?;
         }
-        checkpoints.insert((tid, cp.seq), cp.summary().encode().as_slice()).ctx(path)?;
-        payloads.insert((tid, cp.seq), Payload::encode(cp.snapshot.as_deref(), &cp.delta).as_slice()).ctx(path)?;
+        checkpoints.insert((tid, cp.seq), cp.summary().encode_row(&cp.delta).as_slice()).ctx(path)?;
+        if let (Some(state), Some(snapshots)) = (&cp.snapshot, snapshots.as_mut()) {
+            snapshots.insert((tid, cp.seq), Snapshot::encode(state).as_slice()).ctx(path)?;
+        }
     }
     for w in &c.pending_writes {
         pending.insert((tid, w.seq, w.node.as_str(), w.idx), w.value.as_slice()).ctx(path)?;
@@ -487,57 +487,6 @@ pub(crate) fn remove_effects(
         effects.remove((thread, seq, node.as_str(), key.as_str())).ctx(path)?;
     }
     Ok(())
-}
-
-pub(crate) fn stage_acquire(
-    tx: &Tx<'_>,
-    thread: &str,
-    holder: &str,
-    ttl_ms: u64,
-    now: u64,
-) -> Result<Lease, LeaseError> {
-    let mut leases = tx.txn.open_table(tables::LEASES).ctx(tx.path)?;
-    if let Some(current) = get_str(tx.path, &leases, tables::LEASES, thread, Lease::decode)?
-        && current.holder != holder
-        && current.expires_at > now
-    {
-        return Err(LeaseError::ThreadBusy {
-            thread: thread.to_string(),
-            holder: current.holder,
-            expires_at: current.expires_at,
-        });
-    }
-    let lease = Lease { holder: holder.to_string(), expires_at: now.saturating_add(ttl_ms) };
-    tx.wrote();
-    leases.insert(thread, lease.encode().as_slice()).ctx(tx.path)?;
-    Ok(lease)
-}
-
-pub(crate) fn stage_renew(tx: &Tx<'_>, thread: &str, holder: &str, ttl_ms: u64, now: u64) -> Result<Lease, LeaseError> {
-    let mut leases = tx.txn.open_table(tables::LEASES).ctx(tx.path)?;
-    let current = get_str(tx.path, &leases, tables::LEASES, thread, Lease::decode)?;
-    if current.as_ref().is_none_or(|l| l.holder != holder) {
-        return Err(LeaseError::NotHeld { thread: thread.to_string(), holder: holder.to_string(), current });
-    }
-    let lease = Lease { holder: holder.to_string(), expires_at: now.saturating_add(ttl_ms) };
-    tx.wrote();
-    leases.insert(thread, lease.encode().as_slice()).ctx(tx.path)?;
-    Ok(lease)
-}
-
-pub(crate) fn stage_release(tx: &Tx<'_>, thread: &str, holder: &str) -> Result<(), LeaseError> {
-    let mut leases = tx.txn.open_table(tables::LEASES).ctx(tx.path)?;
-    match get_str(tx.path, &leases, tables::LEASES, thread, Lease::decode)? {
-        None => Ok(()),
-        Some(current) if current.holder == holder => {
-            tx.wrote();
-            leases.remove(thread).ctx(tx.path)?;
-            Ok(())
-        }
-        Some(current) => {
-            Err(LeaseError::NotHeld { thread: thread.to_string(), holder: holder.to_string(), current: Some(current) })
-        }
-    }
 }
 
 pub(crate) fn stage_record_effect(tx: &Tx<'_>, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, StorageError> {

@@ -80,21 +80,6 @@ pub struct Lease {
     pub expires_at: u64,
 }
 
-impl Lease {
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut e = Enc::new(RECORD_VERSION);
-        e.str(&self.holder).u64(self.expires_at);
-        e.finish()
-    }
-
-    pub(crate) fn decode(buf: &[u8]) -> DecodeResult<Self> {
-        let mut d = Dec::new(buf, RECORD_VERSION)?;
-        let lease = Lease { holder: d.str("holder")?, expires_at: d.u64("expires_at")? };
-        d.end()?;
-        Ok(lease)
-    }
-}
-
 /// One run of a graph, resumable across processes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadRecord {
@@ -258,14 +243,14 @@ impl Checkpoint {
         }
     }
 
-    pub(crate) fn from_parts(summary: CheckpointSummary, payload: Payload) -> Self {
+    pub(crate) fn from_parts(summary: CheckpointSummary, snapshot: Option<Vec<u8>>, delta: Vec<Vec<u8>>) -> Self {
         Checkpoint {
             thread: summary.thread,
             seq: summary.seq,
             parent: summary.parent,
             cursor: summary.cursor,
-            snapshot: payload.snapshot,
-            delta: payload.delta,
+            snapshot,
+            delta,
             metadata: summary.metadata,
             created_at: summary.created_at,
         }
@@ -301,7 +286,8 @@ pub struct CheckpointSummary {
 }
 
 impl CheckpointSummary {
-    pub(crate) fn encode(&self) -> Vec<u8> {
+    /// The stored row of a checkpoint: this summary, then the step's delta blobs.
+    pub(crate) fn encode_row(&self, delta: &[Vec<u8>]) -> Vec<u8> {
         let mut e = Enc::new(RECORD_VERSION);
         e.str(&self.thread)
             .u64(self.seq)
@@ -313,14 +299,13 @@ impl CheckpointSummary {
             .json(&self.metadata.extra)
             .u64(self.created_at)
             .bool(self.has_snapshot)
-            .u64(self.delta_len as u64)
-            .u64(self.payload_bytes);
+            .u64(self.payload_bytes)
+            .byte_list(delta);
         e.finish()
     }
 
-    pub(crate) fn decode(buf: &[u8]) -> DecodeResult<Self> {
-        let mut d = Dec::new(buf, RECORD_VERSION)?;
-        let summary = CheckpointSummary {
+    fn decode_fields(d: &mut Dec<'_>) -> DecodeResult<Self> {
+        Ok(CheckpointSummary {
             thread: d.str("thread")?,
             seq: d.u64("seq")?,
             parent: d.opt_u64("parent")?,
@@ -333,33 +318,50 @@ impl CheckpointSummary {
             },
             created_at: d.u64("created_at")?,
             has_snapshot: d.bool("has_snapshot")?,
-            delta_len: usize::try_from(d.u64("delta_len")?)
-                .map_err(|_| "delta_len does not fit in memory".to_string())?,
+            delta_len: 0,
             payload_bytes: d.u64("payload_bytes")?,
-        };
+        })
+    }
+
+    /// The summary of a stored row; the delta blobs are checked but not copied.
+    pub(crate) fn decode(buf: &[u8]) -> DecodeResult<Self> {
+        let mut d = Dec::new(buf, RECORD_VERSION)?;
+        let mut summary = Self::decode_fields(&mut d)?;
+        summary.delta_len = d.skip_byte_list("delta")?;
         d.end()?;
         Ok(summary)
     }
+
+    /// A stored row: the summary and the step's delta blobs.
+    pub(crate) fn decode_row(buf: &[u8]) -> DecodeResult<Row> {
+        let mut d = Dec::new(buf, RECORD_VERSION)?;
+        let mut summary = Self::decode_fields(&mut d)?;
+        let delta = d.byte_list("delta")?;
+        summary.delta_len = delta.len();
+        d.end()?;
+        Ok((summary, delta))
+    }
 }
 
-/// The bytes of a checkpoint, stored apart from its summary so listings stay cheap.
-pub(crate) struct Payload {
-    pub(crate) snapshot: Option<Vec<u8>>,
-    pub(crate) delta: Vec<Vec<u8>>,
-}
+/// A stored checkpoint row, decoded: the summary and the step's delta blobs.
+pub(crate) type Row = (CheckpointSummary, Vec<Vec<u8>>);
 
-impl Payload {
-    pub(crate) fn encode(snapshot: Option<&[u8]>, delta: &[Vec<u8>]) -> Vec<u8> {
+/// The full state bytes of a checkpoint that carries a snapshot, stored apart from its row so
+/// listings and step commits stay small.
+pub(crate) struct Snapshot;
+
+impl Snapshot {
+    pub(crate) fn encode(state: &[u8]) -> Vec<u8> {
         let mut e = Enc::new(RECORD_VERSION);
-        e.opt_bytes(snapshot).byte_list(delta);
+        e.bytes(state);
         e.finish()
     }
 
-    pub(crate) fn decode(buf: &[u8]) -> DecodeResult<Self> {
+    pub(crate) fn decode(buf: &[u8]) -> DecodeResult<Vec<u8>> {
         let mut d = Dec::new(buf, RECORD_VERSION)?;
-        let payload = Payload { snapshot: d.opt_bytes("snapshot")?, delta: d.byte_list("delta")? };
+        let state = d.bytes("snapshot")?;
         d.end()?;
-        Ok(payload)
+        Ok(state)
     }
 }
 
@@ -859,8 +861,6 @@ mod tests {
         let mut thread = ThreadRecord::new("t", "o", "fp", 3, 9);
         thread.status = ThreadStatus::BudgetExhausted;
         strict(&thread.encode(), ThreadRecord::decode, &thread);
-        let lease = Lease { holder: "w".into(), expires_at: u64::MAX };
-        strict(&lease.encode(), Lease::decode, &lease);
         let cp = Checkpoint {
             thread: "t".into(),
             seq: 4,
@@ -877,11 +877,10 @@ mod tests {
             created_at: 5,
         };
         let summary = cp.summary();
-        strict(&summary.encode(), CheckpointSummary::decode, &summary);
-        let payload = Payload::encode(Some(b"state"), &cp.delta);
-        let decoded = Payload::decode(&payload).unwrap();
-        assert_eq!(decoded.snapshot.as_deref(), Some(&b"state"[..]));
-        assert_eq!(decoded.delta, cp.delta);
+        let row = summary.encode_row(&cp.delta);
+        strict(&row, CheckpointSummary::decode, &summary);
+        strict(&row, CheckpointSummary::decode_row, &(summary.clone(), cp.delta.clone()));
+        strict(&Snapshot::encode(b"state"), Snapshot::decode, &b"state".to_vec());
         let entry = AuditEntry {
             thread: "t".into(),
             seq: 1,

@@ -21,8 +21,10 @@ pub type CommitCallback = Box<dyn FnOnce(Result<CommitReceipt, CommitError>) + S
 /// shared between threads (`Send + Sync`) and must pass [`conformance`](crate#conformance).
 /// Times are unix millis supplied by the caller, so tests control the clock.
 ///
-/// Writes that must not be lost on their own (leases, effects, audit entries, approvals) are
-/// made with immediate durability; [`Store::commit_step`] takes the durability from the commit.
+/// Writes that must not be lost on their own (effects, audit entries, approvals) are made with
+/// immediate durability; [`Store::commit_step`] takes the durability from the commit. Leases
+/// need only live as long as the processes that can see the store: a backend that one process
+/// opens at a time (redb) may keep them in memory.
 pub trait Store: Send + Sync {
     /// Reads a thread, with its current lease.
     fn thread(&self, id: &str) -> Result<Option<ThreadRecord>, ReadError>;
@@ -50,7 +52,7 @@ pub trait Store: Send + Sync {
     /// The checkpoint with the highest seq (the most recently committed).
     fn latest_checkpoint(&self, thread: &str) -> Result<Option<Checkpoint>, ReadError>;
 
-    /// The thread's history, ordered by seq, without payloads.
+    /// The thread's history, ordered by seq, without snapshots or deltas.
     fn list_checkpoints(&self, thread: &str) -> Result<Vec<CheckpointSummary>, ReadError>;
 
     /// Walks parent links from `seq` back to the nearest checkpoint with a snapshot. `None` if

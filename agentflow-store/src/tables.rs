@@ -10,17 +10,17 @@ use redb::TableDefinition;
 /// Its presence tells an agentflow store apart from another program's redb file.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.meta");
 
-/// thread id -> `ThreadRecord` (without the lease).
+/// thread id -> `ThreadRecord` (without the lease: leases live in memory beside the open file).
 pub const THREADS: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.threads");
 
-/// thread id -> `Lease` (holder, expires_at).
-pub const LEASES: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.leases");
-
-/// (thread id, seq) -> `CheckpointSummary` (everything but the snapshot and delta bytes).
+/// (thread id, seq) -> `CheckpointSummary` followed by the step's delta blobs.
+///
+/// A plain super-step writes one row here and nothing else, so its commit dirties one B-tree.
 pub const CHECKPOINTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("agentflow.checkpoints");
 
-/// (thread id, seq) -> checkpoint payload (optional snapshot bytes, list of delta blobs).
-pub const PAYLOADS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("agentflow.checkpoint_payloads");
+/// (thread id, seq) -> `Snapshot` (the full state bytes), for the checkpoints whose summary says
+/// `has_snapshot`. Kept apart so listings and step commits never touch the large values.
+pub const SNAPSHOTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("agentflow.snapshots");
 
 /// (thread id, checkpoint seq, node, idx) -> the write's opaque bytes.
 pub const PENDING_WRITES: TableDefinition<(&str, u64, &str, u32), &[u8]> =

@@ -162,20 +162,72 @@ fn foreign_redb_file_is_refused() {
     assert_names_path(&err.to_string(), &path);
 }
 
+/// Rewrites the store format version recorded in the file.
+fn set_format(path: &Path, format: u32) {
+    let db = Database::create(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    txn.open_table(tables::META).unwrap().insert("format", format.to_le_bytes().as_slice()).unwrap();
+    txn.commit().unwrap();
+}
+
 #[test]
 fn newer_store_format_is_refused() {
     let dir = TempDir::new("format");
     let path = dir.file("store.redb");
     populated(&path);
-    {
-        let db = Database::create(&path).unwrap();
-        let txn = db.begin_write().unwrap();
-        txn.open_table(tables::META).unwrap().insert("format", 99u32.to_le_bytes().as_slice()).unwrap();
-        txn.commit().unwrap();
-    }
+    set_format(&path, 99);
     let err = RedbStore::open(&path).unwrap_err();
     assert!(matches!(err, OpenError::UnsupportedFormat { .. }), "{err:?}");
     assert!(err.to_string().contains("upgrade agentflow-store"), "{err}");
+    assert_names_path(&err.to_string(), &path);
+}
+
+#[test]
+fn older_store_format_is_refused() {
+    let dir = TempDir::new("format-old");
+    let path = dir.file("store.redb");
+    populated(&path);
+    set_format(&path, 1);
+    let err = RedbStore::open(&path).unwrap_err();
+    assert!(matches!(err, OpenError::UnsupportedFormat { ref found, .. } if found == "1"), "{err:?}");
+    assert!(err.to_string().contains("older agentflow-store"), "{err}");
+    assert!(!err.to_string().contains("upgrade agentflow-store"), "{err}");
+}
+
+#[test]
+fn a_missing_snapshot_is_a_decode_error() {
+    let dir = TempDir::new("no-snapshot");
+    let path = dir.file("store.redb");
+    populated(&path);
+    {
+        let db = Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        assert!(txn.open_table(tables::SNAPSHOTS).unwrap().remove(("t", 0)).unwrap().is_some());
+        txn.commit().unwrap();
+    }
+    let store = RedbStore::open(&path).unwrap();
+    for err in [store.checkpoint("t", 0).unwrap_err(), store.state_chain("t", 2).unwrap_err()] {
+        read_decode_error(err, &path);
+    }
+    let message = store.state_chain("t", 1).unwrap_err().to_string();
+    assert!(message.contains("agentflow.snapshots") && message.contains("snapshot is missing"), "{message}");
+    // The checkpoints themselves are intact: listing them works.
+    assert_eq!(store.list_checkpoints("t").unwrap().len(), 3);
+}
+
+#[test]
+fn leases_do_not_outlive_the_open_file() {
+    let dir = TempDir::new("leases");
+    let path = dir.file("store.redb");
+    populated(&path);
+    let store = RedbStore::open(&path).unwrap();
+    store.acquire_lease("t", "first", 60_000, 1).unwrap();
+    assert_eq!(store.thread("t").unwrap().unwrap().lease.map(|l| l.holder).as_deref(), Some("first"));
+    drop(store);
+    // The process that held the file is gone (here: the handle): the thread is free.
+    let store = RedbStore::open(&path).unwrap();
+    assert_eq!(store.thread("t").unwrap().unwrap().lease, None);
+    assert_eq!(store.acquire_lease("t", "second", 60_000, 2).unwrap().holder, "second");
 }
 
 #[test]
@@ -235,10 +287,9 @@ fn garbage_records_are_decode_errors() {
     let path = dir.file("store.redb");
     populated(&path);
     inject(&path, tables::CHECKPOINTS, ("t", 1), b"\x01\xff\xff");
-    inject(&path, tables::PAYLOADS, ("t", 0), b"\x07garbage");
+    inject(&path, tables::SNAPSHOTS, ("t", 0), b"\x07garbage");
     inject(&path, tables::THREADS, "t", b"");
     inject(&path, tables::APPROVALS, "a1", &noise(40, 3));
-    inject(&path, tables::LEASES, "t", b"\x01\x05ab");
     inject(&path, tables::AUDIT, ("t", 1), b"\x01\x01t\x01");
 
     let store = RedbStore::open(&path).unwrap();
@@ -262,8 +313,8 @@ fn garbage_records_are_decode_errors() {
         ApprovalError::Storage(e) => decode_error(&e, &path),
         other => panic!("{other:?}"),
     }
-    // Leases found on open belong to a process that is gone: they are
-    // cleared, garbage included, so the thread can be taken again.
+    // Leases live in memory beside the open file: a reopened file has none,
+    // so the thread can be taken again.
     let err = store.commit_step(StepCommit::new(thread("t")).fenced_by("w", 1)).unwrap_err();
     assert!(matches!(err, CommitError::LeaseLost { current: None, .. }), "{err:?}");
     assert_eq!(store.acquire_lease("t", "w", 10, 1).unwrap().holder, "w");

@@ -118,7 +118,7 @@ impl<S: State, D> CompiledGraph<S, D> {
         Ok(Vec::new())
     }
 
-    /// Every checkpoint of the thread, oldest first, without payloads.
+    /// Every checkpoint of the thread, oldest first, without snapshots or deltas.
     pub fn history(&self, thread: &str) -> Result<Vec<CheckpointSummary>, HistoryError> {
         Ok(self.store_or_err()?.list_checkpoints(thread).map_err(PersistError::from)?)
     }
