@@ -8,8 +8,8 @@
 //!
 //! Workloads:
 //! - `cycle_flat`: `a -> b -> c -> a`, each node adds 1 to a `#[reduce(add)]`
-//!   counter, `c` routes to `END` after N node executions (N = 300, 3000, 30000
-//!   to show the per-node cost does not grow with the number of steps);
+//!   counter, the run routes to `END` after N node executions (N = 300, 3000,
+//!   30000 to show the per-node cost does not grow with the number of steps);
 //! - `cycle`: the same plus a `#[reduce(append)] log: Vec<String>` every node
 //!   appends one short string to;
 //! - `fanout`: `start -> split -> 8 parallel branches -> join -> END`, each
@@ -26,103 +26,36 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentflow::prelude::*;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 // ---------------------------------------------------------------------------
 // Workloads.
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
-pub struct Flat {
-    #[reduce(add)]
-    counter: u64,
-}
-
-/// How many node executions a cycle run does.
-pub struct Limit {
-    n: u64,
-}
-
-#[graph(state = Flat, deps = Limit, start = a, max_steps = 1000000)]
-mod cycle_flat {
-    use super::*;
-
-    #[node(goto = [b])]
-    async fn a(_s: &Flat) -> Step<Flat> {
-        goto!(b, Flat::update().counter(1))
-    }
-
-    #[node(goto = [c])]
-    async fn b(_s: &Flat) -> Step<Flat> {
-        goto!(c, Flat::update().counter(1))
-    }
-
-    #[node(goto = [a, END])]
-    async fn c(s: &Flat, limit: &Limit) -> Step<Flat> {
-        if s.counter + 1 >= limit.n {
-            goto!(END, Flat::update().counter(1))
-        } else {
-            goto!(a, Flat::update().counter(1))
-        }
-    }
-}
+#[path = "workloads/cycles.rs"]
+mod workload_cycles;
+use workload_cycles::{Cyc, Flat, Limit, cycle, cycle_flat, step_of};
 
 fn hand_flat(n: u64) -> Flat {
     let mut s = Flat::default();
     loop {
-        s.apply(black_box(Flat::update().counter(1)));
-        s.apply(black_box(Flat::update().counter(1)));
         let end = s.counter + 1 >= n;
         s.apply(black_box(Flat::update().counter(1)));
         if black_box(end) {
             return s;
-        }
-    }
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
-pub struct Cyc {
-    #[reduce(add)]
-    counter: u64,
-    #[reduce(append)]
-    log: Vec<String>,
-}
-
-#[graph(state = Cyc, deps = Limit, start = a, max_steps = 1000000)]
-mod cycle {
-    use super::*;
-
-    #[node(goto = [b])]
-    async fn a(_s: &Cyc) -> Step<Cyc> {
-        goto!(b, Cyc::update().counter(1).log(vec!["a".to_string()]))
-    }
-
-    #[node(goto = [c])]
-    async fn b(_s: &Cyc) -> Step<Cyc> {
-        goto!(c, Cyc::update().counter(1).log(vec!["b".to_string()]))
-    }
-
-    #[node(goto = [a, END])]
-    async fn c(s: &Cyc, limit: &Limit) -> Step<Cyc> {
-        if s.counter + 1 >= limit.n {
-            goto!(END, Cyc::update().counter(1).log(vec!["c".to_string()]))
-        } else {
-            goto!(a, Cyc::update().counter(1).log(vec!["c".to_string()]))
         }
     }
 }
 
 fn hand_cycle(n: u64) -> Cyc {
     let mut s = Cyc::default();
-    loop {
-        s.apply(black_box(Cyc::update().counter(1).log(vec!["a".to_string()])));
-        s.apply(black_box(Cyc::update().counter(1).log(vec!["b".to_string()])));
+    for node in ["a", "b", "c"].into_iter().cycle() {
         let end = s.counter + 1 >= n;
-        s.apply(black_box(Cyc::update().counter(1).log(vec!["c".to_string()])));
+        s.apply(black_box(step_of(node)));
         if black_box(end) {
-            return s;
+            break;
         }
     }
+    s
 }
 
 #[path = "workloads/fanout.rs"]

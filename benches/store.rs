@@ -45,86 +45,14 @@ use std::time::{Duration, Instant};
 
 use agentflow::prelude::*;
 use agentflow::{Durability, RedbStore, Store};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 // ---------------------------------------------------------------------------
 // Workloads (as in benches/engine.rs).
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
-pub struct Flat {
-    #[reduce(add)]
-    counter: u64,
-}
-
-/// How many node executions a cycle run does.
-pub struct Limit {
-    n: u64,
-}
-
-#[graph(state = Flat, deps = Limit, start = a, max_steps = 1000000)]
-mod cycle_flat {
-    use super::*;
-
-    #[node(goto = [b, END])]
-    async fn a(s: &Flat, limit: &Limit) -> Step<Flat> {
-        if s.counter + 1 >= limit.n {
-            goto!(END, Flat::update().counter(1))
-        } else {
-            goto!(b, Flat::update().counter(1))
-        }
-    }
-
-    #[node(goto = [c, END])]
-    async fn b(s: &Flat, limit: &Limit) -> Step<Flat> {
-        if s.counter + 1 >= limit.n {
-            goto!(END, Flat::update().counter(1))
-        } else {
-            goto!(c, Flat::update().counter(1))
-        }
-    }
-
-    #[node(goto = [a, END])]
-    async fn c(s: &Flat, limit: &Limit) -> Step<Flat> {
-        if s.counter + 1 >= limit.n {
-            goto!(END, Flat::update().counter(1))
-        } else {
-            goto!(a, Flat::update().counter(1))
-        }
-    }
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
-pub struct Cyc {
-    #[reduce(add)]
-    counter: u64,
-    #[reduce(append)]
-    log: Vec<String>,
-}
-
-fn step_of(node: &str) -> CycUpdate {
-    Cyc::update().counter(1).log(vec![node.to_string()])
-}
-
-#[graph(state = Cyc, deps = Limit, start = a, max_steps = 1000000)]
-mod cycle {
-    use super::*;
-
-    #[node(goto = [b, END])]
-    async fn a(s: &Cyc, limit: &Limit) -> Step<Cyc> {
-        if s.counter + 1 >= limit.n { goto!(END, step_of("a")) } else { goto!(b, step_of("a")) }
-    }
-
-    #[node(goto = [c, END])]
-    async fn b(s: &Cyc, limit: &Limit) -> Step<Cyc> {
-        if s.counter + 1 >= limit.n { goto!(END, step_of("b")) } else { goto!(c, step_of("b")) }
-    }
-
-    #[node(goto = [a, END])]
-    async fn c(s: &Cyc, limit: &Limit) -> Step<Cyc> {
-        if s.counter + 1 >= limit.n { goto!(END, step_of("c")) } else { goto!(a, step_of("c")) }
-    }
-}
+#[path = "workloads/cycles.rs"]
+mod workload_cycles;
+use workload_cycles::{Cyc, Flat, Limit, cycle, cycle_flat};
 
 #[path = "workloads/fanout.rs"]
 mod workload_fanout;

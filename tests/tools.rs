@@ -3,7 +3,6 @@
 //! structured output in a node, and the ReAct loop over the
 //! OpenAI-compatible adapter against a local HTTP server.
 
-use std::cell::Cell;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -18,50 +17,8 @@ use agentflow::{Budget, ErrorClass, Limits};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-thread_local! {
-    // Tests run on their own thread with a current-thread runtime, so the
-    // tools they run count on that thread only.
-    static ADD_RUNS: Cell<u32> = const { Cell::new(0) };
-    static DIVIDE_RUNS: Cell<u32> = const { Cell::new(0) };
-}
-
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Pair {
-    a: f64,
-    b: f64,
-}
-
-fn finite(value: f64) -> Result<f64, ToolError> {
-    if value.is_finite() {
-        Ok(value)
-    } else {
-        Err(ToolError::Correctable(format!("the result ({value}) is not a finite number")))
-    }
-}
-
-/// Adds two numbers.
-#[tool(risk = read)]
-async fn add(args: Pair) -> Result<f64, ToolError> {
-    ADD_RUNS.with(|n| n.set(n.get() + 1));
-    finite(args.a + args.b)
-}
-
-/// Multiplies two numbers.
-#[tool(risk = read)]
-async fn multiply(args: Pair) -> Result<f64, ToolError> {
-    finite(args.a * args.b)
-}
-
-/// Divides `a` by `b`; `b` must not be zero.
-#[tool(risk = read)]
-async fn divide(args: Pair) -> Result<f64, ToolError> {
-    DIVIDE_RUNS.with(|n| n.set(n.get() + 1));
-    if args.b == 0.0 {
-        return Err(ToolError::Correctable("division by zero".into()));
-    }
-    finite(args.a / args.b)
-}
+mod common;
+use common::{Pair, add, add_runs, divide, divide_runs, multiply};
 
 #[derive(Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Email {
@@ -131,7 +88,7 @@ async fn arguments_are_validated_before_the_tool_runs() {
     assert!(detail(&obs[5]).contains("invalid type: null"), "{}", detail(&obs[5]));
     assert_eq!(obs[6].result(), Some(&json!(3.0)));
     // Only the valid call ran; refused calls count against the budget.
-    assert_eq!(ADD_RUNS.with(Cell::get), 1);
+    assert_eq!(add_runs(), 1);
     assert_eq!(run.usage.tool_calls, 7);
     // The observation goes back to the model tied to its call id.
     let message = obs[1].clone().into_message();
@@ -150,7 +107,7 @@ async fn a_tool_outside_the_node_set_is_denied_and_never_run() {
     assert_eq!(detail(&obs[0]), "tool `divide` is not allowed in node `gate`; allowed: add, multiply, send_email");
     assert_eq!(obs[1].code(), Some(Code::PermissionDenied));
     assert!(detail(&obs[1]).starts_with("tool `rm_rf` is not allowed"), "{}", detail(&obs[1]));
-    assert_eq!(DIVIDE_RUNS.with(Cell::get), 0, "a tool outside the node's set never runs");
+    assert_eq!(divide_runs(), 0, "a tool outside the node's set never runs");
 }
 
 #[tokio::test]
@@ -166,7 +123,7 @@ async fn the_policy_can_deny_a_tool_and_approval_needs_a_store() {
     let obs = &run.state.observations;
     assert_eq!(obs[0].code(), Some(Code::PermissionDenied));
     assert_eq!(detail(&obs[0]), "the policy denies `add` (read risk)");
-    assert_eq!(ADD_RUNS.with(Cell::get), 0);
+    assert_eq!(add_runs(), 0);
     assert_eq!(obs[1].result(), Some(&json!(6.0)));
     // External tools need a human's approval by default; without a store
     // there is nowhere to record it, so the call is refused, not run.
@@ -210,7 +167,7 @@ async fn run_tool_calls_an_allowed_tool_through_the_gateway() {
     // before the tool runs.
     assert_eq!(obs[2].call_id, "direct-add-3");
     assert_eq!(obs[2].code(), Some(Code::InvalidArgument));
-    assert_eq!(ADD_RUNS.with(Cell::get), 1);
+    assert_eq!(add_runs(), 1);
     assert_eq!(run.usage.tool_calls, 3);
 }
 
@@ -399,7 +356,7 @@ async fn the_react_loop_runs_over_the_openai_compatible_adapter() {
     let run = calculator::graph().run(ReactState::ask("What is 3 + 4?"), &deps).await.unwrap();
     assert_eq!(run.outcome, Outcome::Completed);
     assert_eq!(run.state.answer.as_deref(), Some("3 + 4 = 7"));
-    assert_eq!(ADD_RUNS.with(Cell::get), 1);
+    assert_eq!(add_runs(), 1);
     // The second reply reported no usage: flagged, and charged at the reservation.
     assert_eq!((run.usage.model_calls, run.usage.tool_calls, run.usage.unknown_usage_calls), (2, 1, 1));
     assert_eq!(run.usage.tokens, 140 + 1024);
