@@ -1,6 +1,16 @@
 //! Budgets for agent loops: model calls, tool calls and tokens, counted
 //! across every node of a run, on top of the step bound and the deadline.
 //!
+//! A persisted thread counts across runs: the usage is stored with each
+//! checkpoint (and with every pause, failure or budget stop), a resume — in
+//! this process or another — starts from the thread's stored totals, and the
+//! limits are compared with those totals. The limits given when the thread
+//! started are stored with it; a resume may tighten them for itself, but
+//! raising them takes an explicit, audited call
+//! ([`CompiledGraph::raise_limits`](crate::CompiledGraph::raise_limits)).
+//! The usage of a step that was in flight when the process died is lost
+//! with that step: at most one step's calls go uncounted per crash.
+//!
 //! Tokens are reserved before a model call (its `max_output_tokens`, or
 //! [`Limits::reserve_per_call`]) and settled with the usage the model
 //! reports. A model that reports no usage keeps its reservation charged and
@@ -12,8 +22,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::executor::Budget;
 use crate::model::Usage;
 
-/// Limits of one run. `None` means unlimited.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Limits of a run, or of a persisted thread across its runs. `None` means unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Limits {
     /// Model calls in all.
     pub model_calls: Option<u32>,
@@ -53,8 +64,9 @@ impl Limits {
     }
 }
 
-/// What a run consumed.
+/// What a run (or a thread, over all its runs) consumed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct RunUsage {
     /// Model calls made.
     pub model_calls: u32,
@@ -71,12 +83,64 @@ impl RunUsage {
     pub fn usage_known(&self) -> bool {
         self.unknown_usage_calls == 0
     }
+
+    /// What was consumed since `earlier` (field by field, never below zero).
+    pub fn since(&self, earlier: &RunUsage) -> RunUsage {
+        RunUsage {
+            model_calls: self.model_calls.saturating_sub(earlier.model_calls),
+            tool_calls: self.tool_calls.saturating_sub(earlier.tool_calls),
+            tokens: self.tokens.saturating_sub(earlier.tokens),
+            unknown_usage_calls: self.unknown_usage_calls.saturating_sub(earlier.unknown_usage_calls),
+        }
+    }
 }
 
-/// The run's counters, shared by its nodes.
+impl Limits {
+    /// The first limit of `self` set higher than the same limit of `stored`,
+    /// as `(budget, stored, asked)`. A limit `self` leaves unset raises nothing.
+    pub(crate) fn raises(&self, stored: &Limits) -> Option<(Budget, u64, u64)> {
+        let pairs = [
+            (Budget::ModelCalls, self.model_calls.map(u64::from), stored.model_calls.map(u64::from)),
+            (Budget::ToolCalls, self.tool_calls.map(u64::from), stored.tool_calls.map(u64::from)),
+            (Budget::Tokens, self.tokens, stored.tokens),
+        ];
+        pairs.into_iter().find_map(|(which, asked, stored)| match (asked, stored) {
+            (Some(a), Some(s)) if a > s => Some((which, s, a)),
+            _ => None,
+        })
+    }
+
+    /// The tighter of two limits, field by field; `reserve_per_call` from `self` when set.
+    pub(crate) fn tightest(&self, other: &Limits) -> Limits {
+        fn min<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        }
+        Limits {
+            model_calls: min(self.model_calls, other.model_calls),
+            tool_calls: min(self.tool_calls, other.tool_calls),
+            tokens: min(self.tokens, other.tokens),
+            reserve_per_call: self.reserve_per_call.or(other.reserve_per_call),
+        }
+    }
+}
+
+/// A thread's limits and what it consumed so far, as stored with its checkpoints.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub(crate) struct ThreadBudget {
+    pub(crate) limits: Limits,
+    pub(crate) usage: RunUsage,
+}
+
+/// The run's counters, shared by its nodes. They start at the thread's
+/// stored totals (`base`), so the limits bound the thread, not one run.
 #[derive(Debug, Default)]
 pub(crate) struct Meter {
     pub(crate) limits: Limits,
+    base: RunUsage,
     model_calls: AtomicU32,
     tool_calls: AtomicU32,
     tokens: AtomicU64,
@@ -85,8 +149,27 @@ pub(crate) struct Meter {
 }
 
 impl Meter {
+    #[cfg(test)]
     pub(crate) fn new(limits: Limits) -> Self {
-        Meter { limits, ..Meter::default() }
+        Meter::resumed(limits, RunUsage::default())
+    }
+
+    /// Counters that start from what the thread already consumed.
+    pub(crate) fn resumed(limits: Limits, base: RunUsage) -> Self {
+        Meter {
+            limits,
+            base,
+            model_calls: AtomicU32::new(base.model_calls),
+            tool_calls: AtomicU32::new(base.tool_calls),
+            tokens: AtomicU64::new(base.tokens),
+            reserved: AtomicU64::new(0),
+            unknown: AtomicU32::new(base.unknown_usage_calls),
+        }
+    }
+
+    /// What this run consumed (the totals less what the thread had before).
+    pub(crate) fn usage_this_run(&self) -> RunUsage {
+        self.usage().since(&self.base)
     }
 
     /// Counts a model call and reserves its tokens; refuses if either would
@@ -176,6 +259,28 @@ mod tests {
         assert_eq!(m.begin_model_call(Some(60)), Err(Budget::Tokens));
         m.abort_model_call(r);
         assert!(m.begin_model_call(Some(60)).is_ok());
+    }
+
+    #[test]
+    fn a_resumed_meter_counts_from_the_thread_totals() {
+        let base = RunUsage { model_calls: 3, tool_calls: 1, tokens: 50, unknown_usage_calls: 0 };
+        let m = Meter::resumed(Limits::none().model_calls(3).tool_calls(2), base);
+        assert_eq!(m.begin_model_call(Some(1)), Err(Budget::ModelCalls));
+        assert!(m.tool_call().is_ok());
+        assert_eq!(m.tool_call(), Err(Budget::ToolCalls));
+        assert_eq!(m.usage().tool_calls, 2);
+        assert_eq!(m.usage_this_run(), RunUsage { tool_calls: 1, ..RunUsage::default() });
+    }
+
+    #[test]
+    fn limits_know_when_they_raise_and_what_is_tightest() {
+        let stored = Limits::none().model_calls(3);
+        assert_eq!(Limits::none().model_calls(5).raises(&stored), Some((Budget::ModelCalls, 3, 5)));
+        assert_eq!(Limits::none().raises(&stored), None);
+        assert_eq!(Limits::none().model_calls(2).tokens(9).raises(&stored), None);
+        let t = Limits::none().model_calls(2).tokens(9).tightest(&stored);
+        assert_eq!((t.model_calls, t.tokens), (Some(2), Some(9)));
+        assert_eq!(Limits::none().tightest(&stored).model_calls, Some(3));
     }
 
     #[test]

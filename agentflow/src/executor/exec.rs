@@ -81,23 +81,36 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
             let journal = checkpointer.as_ref().map(Checkpointer::journal);
             let work = self.run_step(&state, &active, step, std::mem::take(&mut pending), journal.as_ref());
+            // The lease is renewed while the step runs; losing it drops the
+            // nodes' futures and ends the run before anything is committed.
+            let lease = checkpointer.as_ref().map(Checkpointer::lease);
+            let work = async {
+                match lease {
+                    Some(lease) => tokio::select! {
+                        biased;
+                        results = work => Ok(results),
+                        lost = lease.keep_alive() => Err(lost),
+                    },
+                    None => Ok(work.await),
+                }
+            };
             let results = match deadline {
                 Some(at) => match tokio::time::timeout_at(at.into(), work).await {
-                    Ok(results) => results,
+                    Ok(results) => results?,
                     Err(_) => break Outcome::BudgetExhausted { which: Budget::Deadline },
                 },
-                None => work.await,
+                None => work.await?,
             };
             let (done, failed, interrupts, exhausted) = self.sort_results(results);
             if let Some(which) = exhausted {
                 if let Some(cp) = checkpointer.as_mut() {
-                    cp.keep_pending(&done, &[], |n| self.name(n)).await?;
+                    cp.keep_pending(&done, &[], |n| self.name(n), self.scope.meter.usage()).await?;
                 }
                 break Outcome::BudgetExhausted { which };
             }
             if let Some((id, error)) = failed {
                 if let Some(cp) = checkpointer.as_mut() {
-                    cp.keep_pending(&done, &[], |n| self.name(n)).await?;
+                    cp.keep_pending(&done, &[], |n| self.name(n), self.scope.meter.usage()).await?;
                 }
                 if self.scope.cancel.is_cancelled() {
                     break Outcome::Cancelled;
@@ -122,14 +135,15 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             if let (Some(cp), Some(delta)) = (checkpointer.as_mut(), delta) {
                 let cursor = self.names(&active).into_iter().map(String::from).collect();
                 let nodes = self.names(&ran).into_iter().map(String::from).collect();
-                cp.commit_step(step, &state, delta, cursor, nodes).await?;
+                cp.commit_step(step, &state, delta, cursor, nodes, self.scope.meter.usage()).await?;
             }
             let stops = self.breakpoints(&ran, &self.after, PendingKind::After);
             if !stops.is_empty() && !active.is_empty() {
                 break self.pause(checkpointer, &[], stops).await?;
             }
         };
-        Ok(Run { outcome, state, steps: step, usage: self.scope.meter.usage() })
+        let (usage, usage_this_run) = (self.scope.meter.usage(), self.scope.meter.usage_this_run());
+        Ok(Run { outcome, state, steps: step, usage, usage_this_run })
     }
 
     /// Splits a step's results into finished nodes, the first failure (in
@@ -176,7 +190,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
     ) -> Result<Outcome, PersistError> {
         let thread = match checkpointer.as_mut() {
             Some(cp) => {
-                cp.keep_pending(done, &pending, |n| self.name(n)).await?;
+                cp.keep_pending(done, &pending, |n| self.name(n), self.scope.meter.usage()).await?;
                 Some(cp.thread.clone())
             }
             None => None,

@@ -20,12 +20,12 @@ pub use retry::RetryPolicy;
 use events::{Events, Sink};
 use exec::Exec;
 
-use crate::budget::{Limits, Meter};
+use crate::budget::{Limits, Meter, ThreadBudget};
 use crate::context::RunScope;
 use crate::event::Event;
 use crate::graph::{CompiledGraph, NodeId, Plan};
 use crate::interrupt::PendingKind;
-use crate::persist::{Checkpointer, Durability, Resumed, ThreadStatus};
+use crate::persist::{Checkpointer, DEFAULT_LEASE_TTL, Durability, PersistError, Resumed, ThreadStatus};
 use crate::state::State;
 
 impl<S: State, D: Sync> CompiledGraph<S, D> {
@@ -52,6 +52,7 @@ impl<S: State, D: Sync> CompiledGraph<S, D> {
             before: Vec::new(),
             after: Vec::new(),
             limits: Limits::none(),
+            lease_ttl: DEFAULT_LEASE_TTL,
         }
     }
 }
@@ -72,6 +73,7 @@ pub struct Runner<'g, S: State, D> {
     before: Vec<String>,
     after: Vec<String>,
     limits: Limits,
+    lease_ttl: Duration,
 }
 
 impl<'g, S: State, D: Sync> Runner<'g, S, D> {
@@ -94,10 +96,30 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         self
     }
 
-    /// Bounds the run's model calls, tool calls and tokens; running out ends
-    /// the run as [`Outcome::BudgetExhausted`], never as completed.
+    /// Bounds model calls, tool calls and tokens; running out ends the run as
+    /// [`Outcome::BudgetExhausted`], never as completed.
+    ///
+    /// With [`Runner::thread`] the limits bound the *thread*, counted over
+    /// all its runs and processes: [`Runner::run`] stores them with the new
+    /// thread, and a resume starts from the thread's stored usage. A resume
+    /// may set lower limits (they apply to that run); a limit above the
+    /// stored one is refused with [`RunError::LimitRaised`] — raise it with
+    /// [`CompiledGraph::raise_limits`], which writes an audit entry.
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// How long the thread's lease lasts between renewals (default 30 s).
+    ///
+    /// While a step runs the lease is renewed every third of this; if a
+    /// renewal finds that another executor took the thread (or the lease
+    /// could not be renewed before it expired), the running nodes are
+    /// cancelled (their futures dropped), nothing more is committed and the
+    /// run ends with [`RunError::LeaseLost`]. Another executor can take a
+    /// thread over only once its holder missed renewals for this long.
+    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = ttl;
         self
     }
 
@@ -149,20 +171,15 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// out of a budget or is cancelled. With [`Runner::thread`], starts that thread.
     pub async fn run(self, input: S) -> Result<Run<S>, RunError> {
         let graph = self.graph;
-        let checkpointer = match (&self.thread, &graph.store) {
+        check_ttl(self.lease_ttl)?;
+        let checkpointer = match (self.thread.clone(), graph.store.clone()) {
             (None, _) => None,
             (Some(_), None) => return Err(RunError::NoStore),
-            (Some(thread), Some(store)) => Some(
-                Checkpointer::start(
-                    graph,
-                    Arc::clone(store),
-                    thread.clone(),
-                    self.owner.clone(),
-                    self.durability,
-                    &input,
-                )
-                .await?,
-            ),
+            (Some(thread), Some(store)) => {
+                let budget = ThreadBudget { limits: self.limits, ..ThreadBudget::default() };
+                let (owner, durability, ttl) = (self.owner.clone(), self.durability, self.lease_ttl);
+                Some(Checkpointer::start(graph, store, thread, owner, durability, ttl, budget, &input).await?)
+            }
         };
         let start = Resumed::fresh(input, graph.start());
         self.drive(start, checkpointer, None).await
@@ -174,12 +191,9 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// their stored writes are used. A thread waiting in `cx.interrupt` needs
     /// [`Runner::resume_with`].
     pub async fn resume(self) -> Result<Run<S>, RunError> {
-        let (checkpointer, start) = self.open().await?;
+        let (checkpointer, start) = open(self.graph, self.thread.clone(), self.durability, self.lease_ttl).await?;
         if let Some(p) = start.interrupts.iter().find(|p| p.kind == PendingKind::Interrupt) {
-            let thread = checkpointer.thread.clone();
-            let node = p.node.clone();
-            checkpointer.release().await;
-            return Err(RunError::ValueRequired { thread, node });
+            return Err(RunError::ValueRequired { thread: checkpointer.thread.clone(), node: p.node.clone() });
         }
         self.drive(start, Some(checkpointer), None).await
     }
@@ -189,23 +203,12 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     pub async fn resume_with<V: serde::Serialize>(self, value: V) -> Result<Run<S>, RunError> {
         let value = serde_json::to_value(value)
             .map_err(|e| RunError::InvalidConfig(format!("the resume value does not serialise: {e}")))?;
-        let (checkpointer, start) = self.open().await?;
+        let (checkpointer, start) = open(self.graph, self.thread.clone(), self.durability, self.lease_ttl).await?;
         if !start.interrupts.iter().any(|p| p.kind == PendingKind::Interrupt) {
             let thread = checkpointer.thread.clone();
-            checkpointer.release().await;
             return Err(RunError::NotWaiting { thread, status: "no node is waiting in `interrupt`".into() });
         }
         self.drive(start, Some(checkpointer), Some(value)).await
-    }
-
-    async fn open(&self) -> Result<(Checkpointer, Resumed<S>), RunError> {
-        let (Some(thread), Some(store)) = (&self.thread, &self.graph.store) else {
-            return Err(match self.thread {
-                None => RunError::InvalidConfig("resuming needs `.thread(id)`".into()),
-                Some(_) => RunError::NoStore,
-            });
-        };
-        Checkpointer::resume(self.graph, Arc::clone(store), thread.clone(), self.durability).await
     }
 
     fn node_set(&self, names: &[String]) -> Result<HashSet<NodeId>, RunError> {
@@ -228,6 +231,16 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         mut checkpointer: Option<Checkpointer>,
         resume_value: Option<serde_json::Value>,
     ) -> Result<Run<S>, RunError> {
+        // A thread's stored limits bound it; this run may only tighten them.
+        let (limits, base) = match checkpointer.as_ref() {
+            None => (self.limits, Default::default()),
+            Some(cp) => {
+                if let Some((which, stored, asked)) = self.limits.raises(&cp.budget.limits) {
+                    return Err(RunError::LimitRaised { thread: cp.thread.clone(), which, stored, asked });
+                }
+                (self.limits.tightest(&cp.budget.limits), cp.budget.usage)
+            }
+        };
         let plan: &Plan<S, D> = &self.graph.inner;
         // A runner may lower the graph's bound, never raise it.
         let max_steps = self.max_steps.map_or(plan.default_max_steps, |n| n.min(plan.default_max_steps));
@@ -237,15 +250,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             }
             Ok((self.node_set(&self.before)?, self.node_set(&self.after)?))
         })();
-        let (before, after) = match config {
-            Ok(sets) => sets,
-            Err(e) => {
-                if let Some(cp) = checkpointer {
-                    cp.release().await;
-                }
-                return Err(e);
-            }
-        };
+        let (before, after) = config?;
         let resume_nodes = start
             .interrupts
             .iter()
@@ -258,7 +263,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         let gateway = &self.graph.gateway;
         let scope = RunScope {
             cancel: self.cancel,
-            meter: Meter::new(self.limits),
+            meter: Meter::resumed(limits, base),
             policy: Arc::clone(&gateway.policy),
             approval_ttl: gateway.approval_ttl,
             on_reject: gateway.on_reject,
@@ -271,12 +276,15 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             Exec { plan, deps: self.deps, scope, events, before, after, resume_value, resume_nodes, skip_before };
         let span = tracing::info_span!("agentflow.run", graph = plan.spec.name, thread = self.thread.as_deref());
         let result = exec.run_loop(start, max_steps, self.deadline, &mut checkpointer).instrument(span).await;
-        let run = match result {
+        let usage = exec.scope.meter.usage();
+        let run = match result.map_err(|e| lease_lost(e, checkpointer.as_ref())) {
             Ok(run) => run,
+            // Another executor has the thread: write nothing more.
+            Err(e @ RunError::LeaseLost { .. }) => return Err(e),
             Err(e) => {
                 if let Some(cp) = checkpointer.as_mut() {
                     // Best effort: the store already failed once.
-                    let _ = cp.finish(ThreadStatus::Failed, e.to_string()).await;
+                    let _ = cp.finish(ThreadStatus::Failed, e.to_string(), usage).await;
                 }
                 return Err(e);
             }
@@ -289,9 +297,48 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 Outcome::Cancelled => ThreadStatus::Cancelled,
                 Outcome::Interrupted { .. } => ThreadStatus::Interrupted,
             };
-            cp.finish(status, run.outcome.to_string()).await?;
+            cp.finish(status, run.outcome.to_string(), usage).await.map_err(|e| lease_lost(e.into(), Some(cp)))?;
         }
         exec.events.emit(|| Event::Finished { outcome: run.outcome.clone(), steps: run.steps });
         Ok(run)
+    }
+}
+
+/// Opens the thread to resume. A free function, so the future of a resume
+/// holds no reference to the (non-`Sync`) runner across an await.
+async fn open<S: State, D>(
+    graph: &CompiledGraph<S, D>,
+    thread: Option<String>,
+    durability: Durability,
+    lease_ttl: Duration,
+) -> Result<(Checkpointer, Resumed<S>), RunError> {
+    check_ttl(lease_ttl)?;
+    let (Some(thread), Some(store)) = (thread.clone(), graph.store.clone()) else {
+        return Err(match thread {
+            None => RunError::InvalidConfig("resuming needs `.thread(id)`".into()),
+            Some(_) => RunError::NoStore,
+        });
+    };
+    Checkpointer::resume(graph, store, thread, durability, lease_ttl).await
+}
+
+/// The shortest lease a run accepts: renewals every third of it must be possible.
+const MIN_LEASE_TTL: Duration = Duration::from_millis(30);
+
+fn check_ttl(ttl: Duration) -> Result<(), RunError> {
+    if ttl < MIN_LEASE_TTL {
+        return Err(RunError::InvalidConfig(format!("lease_ttl must be at least {MIN_LEASE_TTL:?}, not {ttl:?}")));
+    }
+    Ok(())
+}
+
+/// A commit or renewal refused because another holder has the thread is a lost lease.
+fn lease_lost(e: RunError, cp: Option<&Checkpointer>) -> RunError {
+    use agentflow_store::{CommitError, LeaseError};
+    let (Some(cp), RunError::Persist(p)) = (cp, &e) else { return e };
+    match p {
+        PersistError::Commit(CommitError::LeaseLost { current, .. })
+        | PersistError::Lease(LeaseError::NotHeld { current, .. }) => cp.lease().lost(current.clone()),
+        _ => e,
     }
 }

@@ -99,8 +99,12 @@ pub struct Run<S> {
     pub state: S,
     /// How many super-steps completed.
     pub steps: u32,
-    /// Model calls, tool calls and tokens the run consumed.
+    /// Model calls, tool calls and tokens consumed: for a thread, its total
+    /// over every run so far (what its limits are compared with); for a run
+    /// without a thread, this run's.
     pub usage: RunUsage,
+    /// This invocation's share of [`Run::usage`].
+    pub usage_this_run: RunUsage,
 }
 
 /// A run could not be carried out at all (as opposed to an [`Outcome`]).
@@ -150,6 +154,36 @@ pub enum RunError {
         thread: String,
         /// The node that asked.
         node: String,
+    },
+    /// The run lost the thread's lease (its holder missed renewals and
+    /// another executor took the thread over). The running step was
+    /// cancelled and nothing of it was committed; the other executor owns
+    /// the thread now. Look at the thread before resuming it.
+    #[error(
+        "the lease on thread `{thread}` was lost{}: the running step was cancelled and nothing of it was committed; \
+         another executor may be running the thread now",
+        holder.as_ref().map_or_else(String::new, |h| format!(" to `{h}`"))
+    )]
+    LeaseLost {
+        /// The thread id.
+        thread: String,
+        /// Who holds the thread now, when known.
+        holder: Option<String>,
+    },
+    /// The runner's limit is above the one stored with the thread.
+    #[error(
+        "thread `{thread}` is limited to {stored} {which}; a run may not raise it to {asked}: \
+         call `graph.raise_limits(thread, limits, actor)` (audited) first"
+    )]
+    LimitRaised {
+        /// The thread id.
+        thread: String,
+        /// The limit.
+        which: Budget,
+        /// The thread's stored limit.
+        stored: u64,
+        /// What the runner asked for.
+        asked: u64,
     },
     /// The store failed; the run stopped rather than continue unrecorded.
     #[error(transparent)]

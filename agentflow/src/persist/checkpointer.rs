@@ -3,21 +3,25 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use agentflow_store::{
-    Checkpoint, CheckpointMetadata, CheckpointSource, Durability as StoreDurability, LeaseError, PendingWrite,
+    Checkpoint, CheckpointMetadata, CheckpointSource, Durability as StoreDurability, Lease, LeaseError, PendingWrite,
     StepCommit, Store, ThreadRecord, ThreadStatus,
 };
 use serde_json::{Value, json};
 
 use super::{Durability, Journal, PersistError, ResumeError, blocking, now_ms};
+use crate::budget::{RunUsage, ThreadBudget};
 use crate::executor::RunError;
 use crate::graph::{CompiledGraph, NodeId};
 use crate::interrupt::Pending;
 use crate::state::State;
 use crate::step::Step;
 
-const LEASE_TTL_MS: u64 = 30_000;
+/// How long a run's lease lasts unless [`Runner::lease_ttl`](crate::Runner::lease_ttl) says otherwise.
+pub(crate) const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 /// Below this size a snapshot is never worth skipping.
 const MIN_SNAPSHOT_BYTES: usize = 512;
 
@@ -41,20 +45,117 @@ impl<S: State> Resumed<S> {
 
 /// The pending-write key under which a paused step keeps its interrupts.
 pub(crate) const INTERRUPTS: &str = "__interrupts__";
+/// The pending-write key (and checkpoint `extra` key) of the thread's budget.
+pub(crate) const BUDGET: &str = "__budget__";
+/// The checkpoint `extra` key naming the checkpoint whose step a manual
+/// update continues: its effects and approvals stay keyed by that seq.
+pub(crate) const JOURNAL_SEQ: &str = "journal_seq";
 
-/// Writes a thread's checkpoints for one run.
+/// A thread's lease, held by one holder until dropped.
+///
+/// Dropping it releases the lease at once, by a direct (blocking) call to
+/// [`Store::release_lease`]: the call must work while a runtime is shutting
+/// down or from a cancelled task, where nothing can be spawned any more; for
+/// [`RedbStore`](agentflow_store::RedbStore) it is an in-memory map update.
+/// A lease that another holder took meanwhile is left alone.
+pub(crate) struct LeaseGuard {
+    store: Arc<dyn Store>,
+    thread: String,
+    holder: String,
+    ttl_ms: u64,
+    until: AtomicU64,
+}
+
+impl LeaseGuard {
+    /// Takes `thread` for a new holder (blocking).
+    pub(crate) fn acquire_now(
+        store: Arc<dyn Store>,
+        thread: String,
+        holder: String,
+        ttl_ms: u64,
+    ) -> Result<Self, LeaseError> {
+        let lease = store.acquire_lease(&thread, &holder, ttl_ms, now_ms())?;
+        Ok(LeaseGuard { store, thread, holder, ttl_ms, until: AtomicU64::new(lease.expires_at) })
+    }
+
+    async fn acquire(store: Arc<dyn Store>, thread: String, ttl: Duration) -> Result<Self, RunError> {
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        let s = Arc::clone(&store);
+        blocking(&store, move |_| LeaseGuard::acquire_now(s, thread, holder_id(), ttl_ms)).await?.map_err(lease_error)
+    }
+
+    /// Who holds the lease (the value commits are fenced by).
+    pub(crate) fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// Extends the lease by its TTL from now.
+    async fn renew(&self) -> Result<(), PersistError> {
+        let (thread, holder, ttl, now) = (self.thread.clone(), self.holder.clone(), self.ttl_ms, now_ms());
+        let lease = blocking(&self.store, move |s| s.renew_lease(&thread, &holder, ttl, now)).await??;
+        self.until.store(lease.expires_at, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Renews the lease when less than half its TTL is left.
+    async fn renew_if_due(&self) -> Result<(), PersistError> {
+        if now_ms().saturating_add(self.ttl_ms / 2) >= self.until.load(Ordering::SeqCst) { self.renew().await } else { Ok(()) }
+    }
+
+    /// Renews the lease every third of its TTL; completes only when the lease
+    /// is lost (another holder has it, or it could not be renewed before it
+    /// expired), with the error that ends the run.
+    pub(crate) async fn keep_alive(&self) -> RunError {
+        let every = Duration::from_millis((self.ttl_ms / 3).max(1));
+        loop {
+            tokio::time::sleep(every).await;
+            match self.renew().await {
+                Ok(()) => {}
+                Err(PersistError::Lease(LeaseError::NotHeld { current, .. })) => return self.lost(current),
+                Err(e) => {
+                    tracing::warn!(thread = %self.thread, error = %e, "could not renew the thread's lease");
+                    if now_ms() >= self.until.load(Ordering::SeqCst) {
+                        return self.lost(None);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(crate) fn lost(&self, current: Option<Lease>) -> RunError {
+        RunError::LeaseLost { thread: self.thread.clone(), holder: current.map(|l| l.holder) }
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        match self.store.release_lease(&self.thread, &self.holder) {
+            Ok(()) => {}
+            // Taken over after it expired: it is not ours to release.
+            Err(LeaseError::NotHeld { .. }) => {}
+            // A lease we cannot release expires by itself; nothing is lost.
+            Err(e) => tracing::warn!(thread = %self.thread, error = %e, "could not release the thread's lease"),
+        }
+    }
+}
+
+/// Writes a thread's checkpoints for one run. Holds the thread's lease
+/// while it lives.
 pub(crate) struct Checkpointer {
     store: Arc<dyn Store>,
     pub(crate) thread: String,
     owner: String,
-    holder: String,
-    fingerprint: &'static str,
+    lease: LeaseGuard,
+    fingerprint: String,
     version: u32,
     durability: Durability,
     /// The newest checkpoint of this run.
     pub(crate) seq: u64,
+    /// The checkpoint the next step's effects and approvals are keyed by:
+    /// `seq`, or for a step continued after a manual update, the checkpoint
+    /// that step started from.
+    journal_seq: u64,
     created_at: u64,
-    lease_until: u64,
     snapshot_len: usize,
     delta_since: usize,
     /// The last step's commit already recorded the thread as completed.
@@ -62,6 +163,8 @@ pub(crate) struct Checkpointer {
     /// The status and detail last written, and when they changed.
     last_status: Option<(ThreadStatus, String)>,
     updated_at: u64,
+    /// The thread's stored limits and its usage before this run.
+    pub(crate) budget: ThreadBudget,
 }
 
 /// When a commit must be on disk.
@@ -76,7 +179,7 @@ enum Flush {
 }
 
 fn holder_id() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::AtomicU64;
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!("pid{}-{}-{}", std::process::id(), now_ms(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
@@ -98,7 +201,45 @@ fn describe<S: State, D>(graph: &CompiledGraph<S, D>) -> Value {
             (n.name, targets)
         })
         .collect();
-    json!({ "name": graph.name(), "nodes": nodes })
+    let tools: BTreeMap<&str, Vec<String>> = graph
+        .nodes()
+        .iter()
+        .filter(|n| !n.tools.is_empty())
+        .map(|n| (n.name, n.tools.iter().map(|t| format!("{}:{}", t.name(), t.risk())).collect()))
+        .collect();
+    json!({ "name": graph.name(), "nodes": nodes, "tools": tools })
+}
+
+/// The thread's budget as of checkpoint `latest`: a pending `__budget__`
+/// write on it (a pause, a failure, a raised limit) wins over the one stored
+/// in its metadata. A thread written before budgets were stored has none.
+pub(crate) fn stored_budget(
+    latest: &Checkpoint,
+    writes: &[PendingWrite],
+) -> Result<ThreadBudget, PersistError> {
+    let decode = |source| PersistError::Decode {
+        thread: latest.thread.clone(),
+        seq: latest.seq,
+        what: "the thread's budget",
+        source,
+    };
+    if let Some(w) = writes.iter().find(|w| w.node == BUDGET) {
+        return serde_json::from_slice(&w.value).map_err(decode);
+    }
+    match latest.metadata.extra.get(BUDGET) {
+        Some(v) => serde_json::from_value(v.clone()).map_err(decode),
+        None => Ok(ThreadBudget::default()),
+    }
+}
+
+/// The checkpoint a step continuing from `latest` keys its effects and approvals by.
+pub(crate) fn journal_seq_of(latest: &Checkpoint) -> u64 {
+    latest.metadata.extra.get(JOURNAL_SEQ).and_then(Value::as_u64).unwrap_or(latest.seq)
+}
+
+/// A pending write holding the thread's budget on checkpoint `seq`.
+pub(crate) fn budget_write(seq: u64, budget: &ThreadBudget) -> Result<PendingWrite, PersistError> {
+    Ok(PendingWrite { seq, node: BUDGET.to_string(), idx: 0, value: to_json(budget, "the thread's budget")? })
 }
 
 fn explain_change(stored: Option<&Value>, current: &Value) -> String {
@@ -130,59 +271,57 @@ fn lease_error(e: LeaseError) -> RunError {
 impl Checkpointer {
     fn new(
         store: Arc<dyn Store>,
-        thread: String,
+        lease: LeaseGuard,
         owner: String,
-        fingerprint: &'static str,
+        fingerprint: String,
         version: u32,
         durability: Durability,
     ) -> Self {
         Checkpointer {
             store,
-            thread,
+            thread: lease.thread.clone(),
             owner,
-            holder: holder_id(),
+            lease,
             fingerprint,
             version,
             durability,
             seq: 0,
+            journal_seq: 0,
             created_at: now_ms(),
-            lease_until: 0,
             snapshot_len: 0,
             delta_since: 0,
             completed: false,
             last_status: None,
             updated_at: 0,
+            budget: ThreadBudget::default(),
         }
     }
 
-    async fn acquire(&mut self) -> Result<(), RunError> {
-        let (thread, holder, now) = (self.thread.clone(), self.holder.clone(), now_ms());
-        let lease = blocking(&self.store, move |s| s.acquire_lease(&thread, &holder, LEASE_TTL_MS, now))
-            .await?
-            .map_err(lease_error)?;
-        self.lease_until = lease.expires_at;
-        Ok(())
-    }
-
-    /// Starts a new thread at `input`: checkpoint 0 holds its snapshot.
+    /// Starts a new thread at `input`: checkpoint 0 holds its snapshot and
+    /// the thread's `budget`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn start<S: State, D>(
         graph: &CompiledGraph<S, D>,
         store: Arc<dyn Store>,
         thread: String,
         owner: String,
         durability: Durability,
+        lease_ttl: Duration,
+        budget: ThreadBudget,
         input: &S,
     ) -> Result<Self, RunError> {
-        let mut cp = Checkpointer::new(store, thread, owner, graph.fingerprint(), S::VERSION, durability);
-        let id = cp.thread.clone();
-        if blocking(&cp.store, move |s| s.thread(&id)).await?.map_err(PersistError::from)?.is_some() {
-            return Err(RunError::ThreadExists { thread: cp.thread });
+        let id = thread.clone();
+        if blocking(&store, move |s| s.thread(&id)).await?.map_err(PersistError::from)?.is_some() {
+            return Err(RunError::ThreadExists { thread });
         }
-        cp.acquire().await?;
+        let lease = LeaseGuard::acquire(Arc::clone(&store), thread, lease_ttl).await?;
+        let mut cp =
+            Checkpointer::new(store, lease, owner, graph.fingerprint().to_string(), S::VERSION, durability);
+        cp.budget = budget;
         let snapshot = to_json(input, "the input state")?;
         cp.snapshot_len = snapshot.len();
         let mut metadata = CheckpointMetadata::new(0, CheckpointSource::Input, vec![]);
-        metadata.extra = json!({ "graph": describe(graph) });
+        metadata.extra = json!({ "graph": describe(graph), BUDGET: budget });
         let checkpoint = Checkpoint {
             thread: cp.thread.clone(),
             seq: 0,
@@ -205,6 +344,7 @@ impl Checkpointer {
         store: Arc<dyn Store>,
         thread: String,
         durability: Durability,
+        lease_ttl: Duration,
     ) -> Result<(Self, Resumed<S>), RunError> {
         let id = thread.clone();
         let record = blocking(&store, move |s| s.thread(&id))
@@ -214,10 +354,16 @@ impl Checkpointer {
         if matches!(record.status, ThreadStatus::Completed) {
             return Err(ResumeError::Finished { thread, status: "completed".into() }.into());
         }
-        let mut cp =
-            Checkpointer::new(store, thread, record.owner.clone(), graph.fingerprint(), S::VERSION, durability);
+        let lease = LeaseGuard::acquire(Arc::clone(&store), thread, lease_ttl).await?;
+        let mut cp = Checkpointer::new(
+            store,
+            lease,
+            record.owner.clone(),
+            graph.fingerprint().to_string(),
+            S::VERSION,
+            durability,
+        );
         cp.created_at = record.created_at;
-        cp.acquire().await?;
         let id = cp.thread.clone();
         let latest = blocking(&cp.store, move |s| s.latest_checkpoint(&id))
             .await?
@@ -228,7 +374,6 @@ impl Checkpointer {
             let root = blocking(&cp.store, move |s| s.checkpoint(&id, 0)).await?.map_err(PersistError::from)?;
             let stored = root.as_ref().and_then(|c| c.metadata.extra.get("graph"));
             let changes = explain_change(stored, &describe(graph));
-            cp.release().await;
             return Err(ResumeError::GraphChanged {
                 thread: cp.thread.clone(),
                 stored: record.graph_fingerprint,
@@ -237,13 +382,7 @@ impl Checkpointer {
             }
             .into());
         }
-        let state = match cp.rebuild(graph, latest.seq, record.schema_version).await {
-            Ok(state) => state,
-            Err(e) => {
-                cp.release().await;
-                return Err(e);
-            }
-        };
+        let state = cp.rebuild(graph, latest.seq, record.schema_version).await?;
         let mut active = Vec::new();
         for name in &latest.cursor {
             active.push(graph.node_id(name).ok_or_else(|| ResumeError::GraphChanged {
@@ -258,7 +397,11 @@ impl Checkpointer {
         let writes = blocking(&cp.store, move |s| s.pending_writes(&id, seq)).await?.map_err(PersistError::from)?;
         let mut pending = Vec::new();
         let mut interrupts = Vec::new();
+        cp.budget = stored_budget(&latest, &writes)?;
         for w in writes {
+            if w.node == BUDGET {
+                continue;
+            }
             if w.node == INTERRUPTS {
                 interrupts = serde_json::from_slice(&w.value).map_err(|source| PersistError::Decode {
                     thread: cp.thread.clone(),
@@ -276,6 +419,7 @@ impl Checkpointer {
             pending.push((node, Step::restored(next, stored.update)));
         }
         cp.seq = latest.seq;
+        cp.journal_seq = journal_seq_of(&latest);
         cp.snapshot_len = to_json(&state, "the state")?.len();
         let step = u32::try_from(latest.metadata.step).unwrap_or(u32::MAX);
         Ok((cp, Resumed { state, active, step, pending, interrupts }))
@@ -318,10 +462,9 @@ impl Checkpointer {
         delta: Vec<Vec<u8>>,
         cursor: Vec<String>,
         nodes: Vec<String>,
+        usage: RunUsage,
     ) -> Result<(), PersistError> {
         self.delta_since += delta.iter().map(Vec::len).sum::<usize>();
-        // Snapshot when the deltas since the last one outweigh it (so storage
-        // stays linear in the updates), and at the end of a run.
         // Snapshot when the deltas since the last one outweigh it (so storage
         // stays linear in the updates), and at the end of a run unless one
         // is recent (a resumable end should not need a long delta chain).
@@ -342,7 +485,10 @@ impl Checkpointer {
             cursor,
             snapshot,
             delta,
-            metadata: CheckpointMetadata::new(u64::from(step), CheckpointSource::Loop, nodes),
+            metadata: CheckpointMetadata {
+                extra: json!({ BUDGET: ThreadBudget { usage, ..self.budget } }),
+                ..CheckpointMetadata::new(u64::from(step), CheckpointSource::Loop, nodes)
+            },
             created_at: now_ms(),
         };
         // The step that completes the run records the thread as completed in
@@ -355,18 +501,20 @@ impl Checkpointer {
         self.commit_raw(Some(checkpoint), vec![], status, detail, if last { Flush::Now } else { Flush::Step }).await?;
         self.completed = last;
         self.seq += 1;
+        self.journal_seq = self.seq;
         Ok(())
     }
 
     /// Keeps the writes of the nodes that finished in a step that failed, so
-    /// a resume re-runs only the failed nodes.
+    /// a resume re-runs only the failed nodes, and the thread's usage.
     pub(crate) async fn keep_pending<S: State>(
         &mut self,
         done: &[(NodeId, Step<S>)],
         interrupts: &[Pending],
         names: impl Fn(NodeId) -> &'static str,
+        usage: RunUsage,
     ) -> Result<(), PersistError> {
-        let mut writes = Vec::new();
+        let mut writes = vec![budget_write(self.seq, &ThreadBudget { usage, ..self.budget })?];
         if !interrupts.is_empty() {
             let value = to_json(&interrupts, "the interrupts")?;
             writes.push(PendingWrite { seq: self.seq, node: INTERRUPTS.to_string(), idx: 0, value });
@@ -376,29 +524,27 @@ impl Checkpointer {
             let value = to_json(&StoredWriteRef { update: &step.update, next }, "a pending write")?;
             writes.push(PendingWrite { seq: self.seq, node: names(*id).to_string(), idx: 0, value });
         }
-        if !writes.is_empty() {
-            self.commit_raw(None, writes, ThreadStatus::Running, String::new(), Flush::Step).await?;
-        }
-        Ok(())
+        self.commit_raw(None, writes, ThreadStatus::Running, String::new(), Flush::Step).await
     }
 
-    /// Records how the run ended, durably, and lets the thread go.
-    pub(crate) async fn finish(&mut self, status: ThreadStatus, detail: String) -> Result<(), PersistError> {
-        let result = if self.completed && status == ThreadStatus::Completed {
-            Ok(())
-        } else {
-            self.commit_raw(None, vec![], status, detail, Flush::Now).await
-        };
-        self.release().await;
-        result
+    /// Records how the run ended and the thread's usage, durably. The lease
+    /// is released when the checkpointer is dropped.
+    pub(crate) async fn finish(
+        &mut self,
+        status: ThreadStatus,
+        detail: String,
+        usage: RunUsage,
+    ) -> Result<(), PersistError> {
+        if self.completed && status == ThreadStatus::Completed {
+            return Ok(());
+        }
+        let writes = vec![budget_write(self.seq, &ThreadBudget { usage, ..self.budget })?];
+        self.commit_raw(None, writes, status, detail, Flush::Now).await
     }
 
-    pub(crate) async fn release(&self) {
-        let (thread, holder) = (self.thread.clone(), self.holder.clone());
-        // A lease we cannot release expires by itself; nothing is lost.
-        if let Ok(Err(e)) = blocking(&self.store, move |s| s.release_lease(&thread, &holder)).await {
-            tracing::warn!(thread = %self.thread, error = %e, "could not release the thread's lease");
-        }
+    /// The lease this run holds, to keep alive while a step runs.
+    pub(crate) fn lease(&self) -> &LeaseGuard {
+        &self.lease
     }
 
     async fn commit_raw(
@@ -409,17 +555,13 @@ impl Checkpointer {
         detail: String,
         sync: Flush,
     ) -> Result<(), PersistError> {
+        self.lease.renew_if_due().await?;
         let now = now_ms();
-        if now + LEASE_TTL_MS / 2 >= self.lease_until {
-            let (thread, holder) = (self.thread.clone(), self.holder.clone());
-            self.lease_until =
-                blocking(&self.store, move |s| s.renew_lease(&thread, &holder, LEASE_TTL_MS, now)).await??.expires_at;
-        }
         let durability = match (self.durability, sync) {
             (_, Flush::Now) | (Durability::Sync, Flush::Step) => StoreDurability::Immediate,
             (_, Flush::Deferred) | (Durability::Async | Durability::Exit, Flush::Step) => StoreDurability::Eventual,
         };
-        let mut record = ThreadRecord::new(&self.thread, &self.owner, self.fingerprint, self.version, self.created_at);
+        let mut record = ThreadRecord::new(&self.thread, &self.owner, &self.fingerprint, self.version, self.created_at);
         // `updated_at` moves when the status or detail does, so a plain step
         // leaves the stored record unchanged and the store can skip it.
         if self.last_status.as_ref() != Some(&(status, detail.clone())) {
@@ -429,7 +571,7 @@ impl Checkpointer {
         record.status = status;
         record.detail = detail;
         record.updated_at = self.updated_at;
-        let mut commit = StepCommit::new(record).fenced_by(&self.holder, now).with_durability(durability);
+        let mut commit = StepCommit::new(record).fenced_by(self.lease.holder(), now).with_durability(durability);
         commit.checkpoint = checkpoint;
         commit.pending_writes = pending;
         // Answered from the store's writer thread: no thread waits for the disk.
@@ -446,7 +588,7 @@ impl Checkpointer {
 
     /// Where the effects of the next step are journaled.
     pub(crate) fn journal(&self) -> Journal {
-        Journal { store: Arc::clone(&self.store), thread: self.thread.clone(), seq: self.seq }
+        Journal { store: Arc::clone(&self.store), thread: self.thread.clone(), seq: self.journal_seq }
     }
 }
 

@@ -13,7 +13,7 @@ mod error;
 mod history;
 mod journal;
 
-pub(crate) use checkpointer::{Checkpointer, Resumed};
+pub(crate) use checkpointer::{Checkpointer, DEFAULT_LEASE_TTL, Resumed};
 pub use error::{HistoryError, PersistError, ResumeError};
 pub use history::Snapshot;
 pub use journal::Journal;
