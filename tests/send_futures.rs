@@ -45,7 +45,9 @@ fn run_resume_and_resume_with_futures_are_send() {
     let deps = Deps::default();
     let mut seen = Vec::new();
     assert_send(graph.run(Note::default(), &deps));
-    assert_send(graph.runner(&deps).thread("t").on_event(|e: Event<Note>| seen.push(e.to_string())).run(Note::default()));
+    assert_send(
+        graph.runner(&deps).thread("t").on_event(|e: Event<Note>| seen.push(e.to_string())).run(Note::default()),
+    );
     assert_send(graph.runner(&deps).thread("t").on_event(|_| {}).resume());
     assert_send(graph.runner(&deps).thread("t").on_event(|_| {}).resume_with("x"));
 }
@@ -57,12 +59,8 @@ async fn a_durable_run_and_its_resume_run_in_spawned_tasks() {
     let (g, d) = (Arc::clone(&graph), Arc::clone(&deps));
     let first = tokio::spawn(async move {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let run = g
-            .runner(&d)
-            .thread("spawned")
-            .on_event(move |e| drop(tx.send(e.to_string())))
-            .run(Note::default())
-            .await;
+        let run =
+            g.runner(&d).thread("spawned").on_event(move |e| drop(tx.send(e.to_string()))).run(Note::default()).await;
         let mut events = Vec::new();
         while let Ok(e) = rx.try_recv() {
             events.push(e);

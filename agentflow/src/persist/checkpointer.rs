@@ -99,7 +99,11 @@ impl LeaseGuard {
 
     /// Renews the lease when less than half its TTL is left.
     async fn renew_if_due(&self) -> Result<(), PersistError> {
-        if now_ms().saturating_add(self.ttl_ms / 2) >= self.until.load(Ordering::SeqCst) { self.renew().await } else { Ok(()) }
+        if now_ms().saturating_add(self.ttl_ms / 2) >= self.until.load(Ordering::SeqCst) {
+            self.renew().await
+        } else {
+            Ok(())
+        }
     }
 
     /// Renews the lease every third of its TTL; completes only when the lease
@@ -213,10 +217,7 @@ fn describe<S: State, D>(graph: &CompiledGraph<S, D>) -> Value {
 /// The thread's budget as of checkpoint `latest`: a pending `__budget__`
 /// write on it (a pause, a failure, a raised limit) wins over the one stored
 /// in its metadata. A thread written before budgets were stored has none.
-pub(crate) fn stored_budget(
-    latest: &Checkpoint,
-    writes: &[PendingWrite],
-) -> Result<ThreadBudget, PersistError> {
+pub(crate) fn stored_budget(latest: &Checkpoint, writes: &[PendingWrite]) -> Result<ThreadBudget, PersistError> {
     let decode = |source| PersistError::Decode {
         thread: latest.thread.clone(),
         seq: latest.seq,
@@ -315,8 +316,7 @@ impl Checkpointer {
             return Err(RunError::ThreadExists { thread });
         }
         let lease = LeaseGuard::acquire(Arc::clone(&store), thread, lease_ttl).await?;
-        let mut cp =
-            Checkpointer::new(store, lease, owner, graph.fingerprint().to_string(), S::VERSION, durability);
+        let mut cp = Checkpointer::new(store, lease, owner, graph.fingerprint().to_string(), S::VERSION, durability);
         cp.budget = budget;
         let snapshot = to_json(input, "the input state")?;
         cp.snapshot_len = snapshot.len();

@@ -1,0 +1,223 @@
+//! Leases: a running step keeps its thread, a lost lease cancels the step and
+//! commits nothing, and a dropped or aborted run frees its thread at once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use agentflow::prelude::*;
+use agentflow::{RedbStore, RunError, Store};
+use agentflow_store::{Checkpoint, CheckpointMetadata, CheckpointSource, CommitError, StepCommit, ThreadRecord};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+const GUARD: Duration = Duration::from_secs(20);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Work {
+    #[reduce(append)]
+    log: Vec<String>,
+}
+
+/// `slow` announces that it started, then waits for `release` (forever if
+/// never released) while `hold` is set.
+#[derive(Default)]
+pub struct Deps {
+    hold: AtomicBool,
+    started: Notify,
+    release: Notify,
+    runs: AtomicU32,
+    finished: AtomicU32,
+    dropped: AtomicU32,
+    effects: AtomicU32,
+}
+
+/// Counts a node future dropped before it finished.
+struct DropProbe<'a>(&'a AtomicU32, bool);
+
+impl Drop for DropProbe<'_> {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[graph(state = Work, deps = Deps, start = slow, max_steps = 5)]
+mod flow {
+    use super::*;
+
+    #[node(goto = [END])]
+    async fn slow(_s: &Work, cx: &Ctx<Deps>) -> Result<Step<Work>, NodeError> {
+        let deps = cx.deps();
+        deps.runs.fetch_add(1, Ordering::SeqCst);
+        let mut probe = DropProbe(&deps.dropped, false);
+        if deps.hold.load(Ordering::SeqCst) {
+            deps.started.notify_one();
+            deps.release.notified().await;
+        }
+        let receipt = cx
+            .effect("charge", |_| async move {
+                deps.effects.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, NodeError>("charged".to_string())
+            })
+            .await?;
+        probe.1 = true;
+        deps.finished.fetch_add(1, Ordering::SeqCst);
+        Ok(goto!(END, Work::update().log(vec![receipt])))
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+fn setup() -> (Arc<dyn Store>, CompiledGraph<Work, Deps>) {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    (Arc::clone(&store), flow::graph().with_store(store))
+}
+
+fn held_deps() -> Deps {
+    let deps = Deps::default();
+    deps.hold.store(true, Ordering::SeqCst);
+    deps
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_longer_than_the_lease_ttl_keeps_its_lease() {
+    let (_, graph) = setup();
+    let deps = held_deps();
+    let ttl = Duration::from_millis(300);
+    let run = graph.runner(&deps).thread("long").lease_ttl(ttl).run(Work::default());
+    let probe = async {
+        deps.started.notified().await;
+        // Several TTLs pass while the step runs; the thread stays taken.
+        for _ in 0..8 {
+            tokio::time::sleep(ttl / 2).await;
+            let err = graph.runner(&deps).thread("long").resume().await.expect_err("the thread is busy");
+            assert!(matches!(err, RunError::ThreadBusy { .. }), "{err}");
+        }
+        deps.release.notify_one();
+    };
+    let (run, ()) = tokio::time::timeout(GUARD, async { tokio::join!(run, probe) }).await.expect("no hang");
+    let run = run.expect("the run kept its lease");
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert_eq!(deps.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(deps.effects.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_taken_over_mid_step_cancels_the_step_and_commits_nothing() {
+    let (store, graph) = setup();
+    let deps = held_deps();
+    let ttl = Duration::from_millis(150);
+    let run = graph.runner(&deps).thread("stolen").lease_ttl(ttl).run(Work::default());
+    let thief = async {
+        deps.started.notified().await;
+        let before = graph.history("stolen").unwrap().len();
+        // Another executor that sees the lease as expired (its clock is
+        // ahead) takes the thread.
+        store.acquire_lease("stolen", "thief", 60_000, now_ms() + 10_000).expect("the thief takes the expired lease");
+        before
+    };
+    let (run, before) = tokio::time::timeout(GUARD, async { tokio::join!(run, thief) }).await.expect("no hang");
+    let err = run.expect_err("the run lost its lease");
+    assert!(
+        matches!(&err, RunError::LeaseLost { thread, holder } if thread == "stolen" && holder.as_deref() == Some("thief")),
+        "{err}"
+    );
+    // The node's future was dropped mid-step: it never finished, its effect never ran.
+    assert_eq!(deps.dropped.load(Ordering::SeqCst), 1);
+    assert_eq!(deps.finished.load(Ordering::SeqCst), 0);
+    assert_eq!(deps.effects.load(Ordering::SeqCst), 0);
+    // Nothing was committed after the loss, and the thief's lease is intact.
+    assert_eq!(graph.history("stolen").unwrap().len(), before);
+    let record = graph.thread("stolen").unwrap().unwrap();
+    assert_eq!(record.status, agentflow::persist::ThreadStatus::Running);
+    assert_eq!(record.lease.map(|l| l.holder).as_deref(), Some("thief"));
+}
+
+#[test]
+fn the_store_refuses_a_commit_fenced_by_a_holder_that_lost_the_lease() {
+    let store = RedbStore::in_memory().unwrap();
+    let now = now_ms();
+    store.acquire_lease("t", "first", 1_000, now).unwrap();
+    let checkpoint = |seq| Checkpoint {
+        thread: "t".into(),
+        seq,
+        parent: seq.checked_sub(1),
+        cursor: vec!["slow".into()],
+        snapshot: Some(b"{}".to_vec()),
+        delta: vec![],
+        metadata: CheckpointMetadata::new(seq, CheckpointSource::Loop, vec![]),
+        created_at: now,
+    };
+    let commit = |seq, holder: &str, at| {
+        StepCommit::new(ThreadRecord::new("t", "o", "fp", 1, now))
+            .with_checkpoint(checkpoint(seq))
+            .fenced_by(holder, at)
+    };
+    store.commit_step(commit(0, "first", now)).expect("the holder commits");
+    // The lease expires and a second holder takes it.
+    store.acquire_lease("t", "second", 60_000, now + 2_000).unwrap();
+    let refused = store.commit_step(commit(1, "first", now + 2_000)).expect_err("the old holder is fenced off");
+    assert!(matches!(refused, CommitError::LeaseLost { ref holder, .. } if holder == "first"), "{refused}");
+    assert_eq!(store.list_checkpoints("t").unwrap().len(), 1);
+    store.commit_step(commit(1, "second", now + 2_000)).expect("the new holder commits");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_run_mid_step_frees_the_thread_at_once() {
+    let (_, graph) = setup();
+    let deps = held_deps();
+    {
+        let run = graph.runner(&deps).thread("dropped").run(Work::default());
+        tokio::pin!(run);
+        tokio::time::timeout(GUARD, async {
+            tokio::select! {
+                r = &mut run => panic!("the held step cannot finish: {r:?}"),
+                () = deps.started.notified() => {}
+            }
+        })
+        .await
+        .expect("the step started");
+    }
+    assert_eq!(deps.dropped.load(Ordering::SeqCst), 1);
+    // With the default 30 s TTL, only a released lease lets this through.
+    deps.hold.store(false, Ordering::SeqCst);
+    let resumed = tokio::time::timeout(GUARD, graph.runner(&deps).thread("dropped").resume())
+        .await
+        .expect("no hang")
+        .expect("the thread is free");
+    assert_eq!(resumed.outcome, Outcome::Completed);
+    assert_eq!(deps.effects.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborting_a_spawned_run_frees_the_thread_at_once() {
+    let (_, graph) = setup();
+    let graph = Arc::new(graph);
+    let deps = Arc::new(held_deps());
+    let (g, d) = (Arc::clone(&graph), Arc::clone(&deps));
+    let task =
+        tokio::spawn(async move { g.runner(&d).thread("aborted").run(Work::default()).await.map(|r| r.outcome) });
+    tokio::time::timeout(GUARD, deps.started.notified()).await.expect("the step started");
+    task.abort();
+    let joined = task.await.expect_err("the task was aborted");
+    assert!(joined.is_cancelled());
+    assert_eq!(deps.dropped.load(Ordering::SeqCst), 1);
+    deps.hold.store(false, Ordering::SeqCst);
+    let resumed = tokio::time::timeout(GUARD, graph.runner(&deps).thread("aborted").resume())
+        .await
+        .expect("no hang")
+        .expect("the thread is free");
+    assert_eq!(resumed.outcome, Outcome::Completed);
+}
+
+#[tokio::test]
+async fn a_lease_ttl_too_short_to_renew_is_refused() {
+    let (_, graph) = setup();
+    let deps = Deps::default();
+    let err = graph.runner(&deps).thread("t").lease_ttl(Duration::from_millis(1)).run(Work::default()).await;
+    assert!(matches!(err, Err(RunError::InvalidConfig(_))), "{err:?}");
+}
