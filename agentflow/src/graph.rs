@@ -126,6 +126,8 @@ pub type Migration = Arc<dyn Fn(serde_json::Value) -> Result<serde_json::Value, 
 
 pub(crate) struct Plan<S: State, D> {
     pub(crate) spec: GraphSpec<S, D>,
+    /// The compile-time fingerprint, extended by the tool sets and their risk classes.
+    pub(crate) fingerprint: String,
     /// Fields two same-step writes may not both set.
     pub(crate) overwrite_mask: FieldMask,
     /// The step bound in force when the caller sets none.
@@ -160,8 +162,9 @@ impl<S: State, D> CompiledGraph<S, D> {
     pub fn from_spec(spec: GraphSpec<S, D>) -> Self {
         // An acyclic graph runs at most one step per node.
         let default_max_steps = spec.max_steps.unwrap_or(spec.nodes.len() as u32);
+        let fingerprint = with_tools(&spec);
         CompiledGraph {
-            inner: Arc::new(Plan { overwrite_mask: S::overwrite_mask(), default_max_steps, spec }),
+            inner: Arc::new(Plan { overwrite_mask: S::overwrite_mask(), default_max_steps, fingerprint, spec }),
             store: None,
             migrations: Arc::default(),
             gateway: Gateway::default(),
@@ -245,10 +248,13 @@ impl<S: State, D> CompiledGraph<S, D> {
         self.inner.spec.name
     }
 
-    /// The structural fingerprint: changes whenever nodes, routes, `writes`
-    /// or the state type's name change.
-    pub fn fingerprint(&self) -> &'static str {
-        self.inner.spec.fingerprint
+    /// The structural fingerprint: changes whenever nodes, routes, `writes`,
+    /// the state type's name, or a node's tools (their names and risk
+    /// classes) change. A stored thread resumes only under the same
+    /// fingerprint, so a call stopped for approval cannot be resumed by a
+    /// graph where that call would be judged differently.
+    pub fn fingerprint(&self) -> &str {
+        &self.inner.fingerprint
     }
 
     /// The super-step bound (`max_steps`, or the node count for an acyclic graph).
@@ -299,4 +305,29 @@ impl<S: State, D> CompiledGraph<S, D> {
         }
         out
     }
+}
+
+/// The compile-time fingerprint, extended by each node's tools and their risk
+/// classes (which `#[graph]` cannot see). A graph without tools keeps its
+/// compile-time fingerprint, so threads stored before tools counted resume.
+fn with_tools<S: State, D>(spec: &GraphSpec<S, D>) -> String {
+    if spec.nodes.iter().all(|n| n.tools.is_empty()) {
+        return spec.fingerprint.to_string();
+    }
+    let mut canon = format!("{};", spec.fingerprint);
+    for node in &spec.nodes {
+        canon.push_str(node.name);
+        canon.push('[');
+        for tool in node.tools {
+            canon.push_str(&format!("{}:{},", tool.name(), tool.risk()));
+        }
+        canon.push_str("];");
+    }
+    // FNV-1a, 64 bit, as the compile-time part.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in canon.bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
 }

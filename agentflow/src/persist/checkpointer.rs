@@ -182,7 +182,7 @@ enum Flush {
     Deferred,
 }
 
-fn holder_id() -> String {
+pub(crate) fn holder_id() -> String {
     use std::sync::atomic::AtomicU64;
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!("pid{}-{}-{}", std::process::id(), now_ms(), NEXT.fetch_add(1, Ordering::Relaxed))
@@ -244,6 +244,7 @@ pub(crate) fn budget_write(seq: u64, budget: &ThreadBudget) -> Result<PendingWri
 }
 
 fn explain_change(stored: Option<&Value>, current: &Value) -> String {
+    let (stored_all, current_all) = (stored.unwrap_or(&Value::Null), current);
     let Some(stored) = stored.and_then(|s| s.get("nodes")).and_then(Value::as_object) else {
         return "the stored thread carries no description of its graph".into();
     };
@@ -259,7 +260,21 @@ fn explain_change(stored: Option<&Value>, current: &Value) -> String {
     for name in current.keys().filter(|n| !stored.contains_key(*n)) {
         changes.push(format!("node `{name}` was added"));
     }
-    if changes.is_empty() { "the state type, `writes` lists or step bound changed".into() } else { changes.join("; ") }
+    let tools = |v: &Value| v.get("tools").and_then(Value::as_object).cloned();
+    if let (Some(before), Some(now)) = (tools(stored_all), tools(current_all)) {
+        for name in before.keys().chain(now.keys().filter(|n| !before.contains_key(*n))) {
+            let (b, n) = (before.get(name).unwrap_or(&Value::Null), now.get(name).unwrap_or(&Value::Null));
+            if b != n {
+                changes.push(format!("tools of `{name}` changed from {b} to {n}"));
+            }
+        }
+    }
+
+    if changes.is_empty() {
+        "the state type, `writes` lists, step bound or tools changed".into()
+    } else {
+        changes.join("; ")
+    }
 }
 
 fn lease_error(e: LeaseError) -> RunError {

@@ -5,12 +5,16 @@
 use std::sync::Arc;
 
 use agentflow_store::{
-    AuditEntry, Checkpoint, CheckpointMetadata, CheckpointSource, CheckpointSummary, CompactReport, NewAuditEntry,
-    StateChain, StepCommit, Store, ThreadRecord, ThreadStatus,
+    ApprovalPatch, ApprovalStatus, ApprovalTransition, AuditEntry, Checkpoint, CheckpointMetadata, CheckpointSource,
+    CheckpointSummary, CompactReport, NewAuditEntry, PendingWrite, StateChain, StepCommit, Store, ThreadRecord,
+    ThreadStatus,
 };
+use serde_json::json;
 
+use super::checkpointer::{BUDGET, JOURNAL_SEQ, LeaseGuard, budget_write, journal_seq_of, stored_budget};
 use super::error::HistoryError;
 use super::{PersistError, now_ms};
+use crate::budget::{Limits, ThreadBudget};
 use crate::graph::CompiledGraph;
 use crate::interrupt::Pending;
 use crate::state::State;
@@ -131,13 +135,26 @@ impl<S: State, D> CompiledGraph<S, D> {
     /// Branches the thread at checkpoint `seq`: a new checkpoint whose parent
     /// is `seq` becomes the latest, so the next `resume` continues from the
     /// state at `seq`. The older branch stays in the history.
+    ///
+    /// The branch runs its steps afresh: effects journaled on the old branch
+    /// run again, and no approval of the old branch can be used on the new
+    /// one. So every approval of the thread still `PENDING` or `APPROVED` is
+    /// cancelled in the same commit, each with an `approval.cancelled` audit
+    /// entry by `actor` saying why. The thread's budget usage carries over
+    /// (a fork does not refund model or tool calls).
     pub fn fork(&self, thread: &str, seq: u64, actor: &str) -> Result<u64, HistoryError> {
         let store = self.store_or_err()?;
         let from = store
             .checkpoint(thread, seq)
             .map_err(PersistError::from)?
             .ok_or(HistoryError::UnknownCheckpoint { thread: thread.to_string(), seq })?;
-        let metadata = CheckpointMetadata::new(from.metadata.step, CheckpointSource::Fork, vec![]);
+        let latest = latest_of(store, thread)?;
+        let budget = stored_budget(&latest, &store.pending_writes(thread, latest.seq).map_err(PersistError::from)?)?;
+        let metadata = CheckpointMetadata {
+            extra: json!({ BUDGET: budget }),
+            ..CheckpointMetadata::new(from.metadata.step, CheckpointSource::Fork, vec![])
+        };
+        let note = format!("the thread was forked at checkpoint {seq}: this request belongs to the abandoned branch");
         self.append_checkpoint(
             store,
             thread,
@@ -145,24 +162,38 @@ impl<S: State, D> CompiledGraph<S, D> {
             from.cursor,
             vec![],
             metadata,
+            Carry { writes: vec![], cancel_open_approvals: Some(note) },
             actor,
             "state.forked",
-            serde_json::json!({ "from": seq }),
+            json!({ "from": seq }),
         )
     }
 
     /// Writes `update` through the reducers as a new checkpoint after the
     /// latest one, with an audit entry naming `actor`. The run continues from
     /// it on the next `resume`.
+    ///
+    /// A thread paused or stopped mid-step keeps that step: the writes of
+    /// the nodes that finished in it, what it waits for (so `resume_with`
+    /// still answers an `interrupt`, and an approval pause still waits for
+    /// its approval) and its journal. Effects journaled by the step are not
+    /// run again, and its approvals stay valid, because the continued step
+    /// keys both by the checkpoint it started from. The update applies to
+    /// the state the paused nodes see when they run again; the writes of
+    /// nodes that already finished were computed before it and are kept as
+    /// they were.
     pub fn update_state(&self, thread: &str, update: S::Update, actor: &str) -> Result<u64, HistoryError> {
         let store = self.store_or_err()?;
-        let latest = store
-            .latest_checkpoint(thread)
-            .map_err(PersistError::from)?
-            .ok_or(HistoryError::UnknownThread { thread: thread.to_string() })?;
+        let latest = latest_of(store, thread)?;
         let blob = serde_json::to_vec(&update).map_err(|source| PersistError::Encode { what: "the update", source })?;
         let detail = serde_json::to_value(&update).unwrap_or_default();
-        let metadata = CheckpointMetadata::new(latest.metadata.step, CheckpointSource::UpdateState, vec![]);
+        let writes = store.pending_writes(thread, latest.seq).map_err(PersistError::from)?;
+        let budget = stored_budget(&latest, &writes)?;
+        let metadata = CheckpointMetadata {
+            extra: json!({ BUDGET: budget, JOURNAL_SEQ: journal_seq_of(&latest) }),
+            ..CheckpointMetadata::new(latest.metadata.step, CheckpointSource::UpdateState, vec![])
+        };
+        let writes = writes.into_iter().filter(|w| w.node != BUDGET).collect();
         self.append_checkpoint(
             store,
             thread,
@@ -170,10 +201,42 @@ impl<S: State, D> CompiledGraph<S, D> {
             latest.cursor,
             vec![blob],
             metadata,
+            Carry { writes, cancel_open_approvals: None },
             actor,
             "state.updated",
             detail,
         )
+    }
+
+    /// Sets the model-call, tool-call and token limits of a persisted thread
+    /// (counted over all its runs), with a `limits.raised` audit entry by
+    /// `actor` recording the old and new limits and the usage so far.
+    ///
+    /// A run may only tighten a thread's limits ([`Runner::limits`](crate::Runner::limits));
+    /// this is how they are raised. Returns the limits it replaced. Fails
+    /// with a busy lease while a run holds the thread.
+    pub fn raise_limits(&self, thread: &str, limits: Limits, actor: &str) -> Result<Limits, HistoryError> {
+        let store = self.store_or_err()?;
+        let record = store
+            .thread(thread)
+            .map_err(PersistError::from)?
+            .ok_or(HistoryError::UnknownThread { thread: thread.to_string() })?;
+        let now = now_ms();
+        let lease = hold(store, thread)?;
+        let latest = latest_of(store, thread)?;
+        let before = stored_budget(&latest, &store.pending_writes(thread, latest.seq).map_err(PersistError::from)?)?;
+        let after = ThreadBudget { limits, ..before };
+        let mut commit =
+            StepCommit::new(ThreadRecord { updated_at: now, lease: None, ..record }).fenced_by(lease.holder(), now);
+        commit.pending_writes.push(budget_write(latest.seq, &after)?);
+        commit.audit.push(NewAuditEntry {
+            at: now,
+            actor: actor.to_string(),
+            kind: "limits.raised".to_string(),
+            detail: json!({ "from": before.limits, "to": limits, "usage": before.usage }),
+        });
+        store.commit_step(commit).map_err(PersistError::from)?;
+        Ok(before.limits)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -185,6 +248,7 @@ impl<S: State, D> CompiledGraph<S, D> {
         cursor: Vec<String>,
         delta: Vec<Vec<u8>>,
         metadata: CheckpointMetadata,
+        carry: Carry,
         actor: &str,
         kind: &str,
         detail: serde_json::Value,
@@ -195,12 +259,12 @@ impl<S: State, D> CompiledGraph<S, D> {
             .ok_or(HistoryError::UnknownThread { thread: thread.to_string() })?;
         let now = now_ms();
         // Hold the lease for the write so a running executor is not overtaken.
-        let holder = format!("history-{}-{now}", std::process::id());
-        store.acquire_lease(thread, &holder, 10_000, now).map_err(PersistError::from)?;
+        let lease = hold(store, thread)?;
         let last = store.list_checkpoints(thread).map_err(PersistError::from)?.last().map_or(0, |c| c.seq);
+        let seq = last + 1;
         let checkpoint = Checkpoint {
             thread: thread.to_string(),
-            seq: last + 1,
+            seq,
             parent: Some(parent),
             cursor,
             snapshot: None,
@@ -212,11 +276,24 @@ impl<S: State, D> CompiledGraph<S, D> {
         let status = if checkpoint.cursor.is_empty() { record.status } else { ThreadStatus::Interrupted };
         let mut commit = StepCommit::new(ThreadRecord { updated_at: now, lease: None, status, ..record })
             .with_checkpoint(checkpoint)
-            .fenced_by(&holder, now);
+            .fenced_by(lease.holder(), now);
         commit.audit.push(NewAuditEntry { at: now, actor: actor.to_string(), kind: kind.to_string(), detail });
-        let result = store.commit_step(commit).map_err(PersistError::from);
-        let _ = store.release_lease(thread, &holder);
-        Ok(result?.checkpoint.unwrap_or(last + 1))
+        // The carried writes move to the new head (the commit drops the parent's).
+        commit.pending_writes = carry.writes.into_iter().map(|w| PendingWrite { seq, ..w }).collect();
+        if let Some(note) = carry.cancel_open_approvals {
+            for approval in store.list_approvals(thread).map_err(PersistError::from)? {
+                if matches!(approval.status, ApprovalStatus::Pending | ApprovalStatus::Approved) {
+                    commit.approval_transitions.push(ApprovalTransition {
+                        id: approval.id,
+                        from: approval.status,
+                        to: ApprovalStatus::Cancelled,
+                        patch: ApprovalPatch { note: Some(note.clone()), ..ApprovalPatch::by(actor, now) },
+                    });
+                }
+            }
+        }
+        let receipt = store.commit_step(commit).map_err(PersistError::from)?;
+        Ok(receipt.checkpoint.unwrap_or(seq))
     }
 
     /// Retention for a finished thread: keeps the `keep_last` newest
@@ -229,4 +306,25 @@ impl<S: State, D> CompiledGraph<S, D> {
         };
         Ok(store.compact(thread, keep_last, &fold)?)
     }
+}
+
+/// What a new checkpoint takes over from the thread's head.
+struct Carry {
+    /// Pending writes of the head's step, moved to the new checkpoint.
+    writes: Vec<PendingWrite>,
+    /// Cancel every open approval of the thread, with this note.
+    cancel_open_approvals: Option<String>,
+}
+
+fn latest_of(store: &Arc<dyn Store>, thread: &str) -> Result<Checkpoint, HistoryError> {
+    store
+        .latest_checkpoint(thread)
+        .map_err(PersistError::from)?
+        .ok_or(HistoryError::UnknownThread { thread: thread.to_string() })
+}
+
+/// Takes the thread's lease for one write; dropping the guard releases it.
+fn hold(store: &Arc<dyn Store>, thread: &str) -> Result<LeaseGuard, HistoryError> {
+    let holder = format!("history-{}", super::checkpointer::holder_id());
+    Ok(LeaseGuard::acquire_now(Arc::clone(store), thread.to_string(), holder, 10_000).map_err(PersistError::from)?)
 }
