@@ -72,7 +72,8 @@ pub trait Store: Send + Sync {
     fn renew_lease(&self, thread: &str, holder: &str, ttl_ms: u64, now: u64) -> Result<Lease, LeaseError>;
 
     /// Drops `holder`'s lease. Releasing when there is no lease succeeds;
-    /// [`LeaseError::NotHeld`] if another holder has it.
+    /// [`LeaseError::NotHeld`] if another holder has it. The executor calls it from a `Drop`
+    /// (also on an async worker thread and while a runtime shuts down): keep it quick.
     fn release_lease(&self, thread: &str, holder: &str) -> Result<(), LeaseError>;
 
     /// The journaled result of an effect, if it completed before.
