@@ -104,13 +104,13 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             let (done, failed, interrupts, exhausted) = self.sort_results(results);
             if let Some(which) = exhausted {
                 if let Some(cp) = checkpointer.as_mut() {
-                    cp.keep_pending(&done, &[], |n| self.name(n), self.scope.meter.usage()).await?;
+                    cp.keep_pending(&done, &[], |n| self.name(n)).await?;
                 }
                 break Outcome::BudgetExhausted { which };
             }
             if let Some((id, error)) = failed {
                 if let Some(cp) = checkpointer.as_mut() {
-                    cp.keep_pending(&done, &[], |n| self.name(n), self.scope.meter.usage()).await?;
+                    cp.keep_pending(&done, &[], |n| self.name(n)).await?;
                 }
                 if self.scope.cancel.is_cancelled() {
                     break Outcome::Cancelled;
@@ -190,7 +190,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
     ) -> Result<Outcome, PersistError> {
         let thread = match checkpointer.as_mut() {
             Some(cp) => {
-                cp.keep_pending(done, &pending, |n| self.name(n), self.scope.meter.usage()).await?;
+                cp.keep_pending(done, &pending, |n| self.name(n)).await?;
                 Some(cp.thread.clone())
             }
             None => None,

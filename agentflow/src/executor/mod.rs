@@ -1,4 +1,4 @@
-//! The executor: runs a compiled graph in super-steps (see [`exec`] for the
+//! The executor: runs a compiled graph in super-steps (see `exec` for the
 //! loop) and reports how each run ended.
 
 mod events;
@@ -110,7 +110,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         self
     }
 
-    /// How long the thread's lease lasts between renewals (default 30 s).
+    /// How long the thread's lease lasts between renewals (default 30 s, at
+    /// least 30 ms; a shorter one is [`RunError::InvalidConfig`]).
     ///
     /// While a step runs the lease is renewed every third of this; if a
     /// renewal finds that another executor took the thread (or the lease

@@ -521,15 +521,15 @@ impl Checkpointer {
     }
 
     /// Keeps the writes of the nodes that finished in a step that failed, so
-    /// a resume re-runs only the failed nodes, and the thread's usage.
+    /// a resume re-runs only the failed nodes. (The thread's usage is
+    /// written by [`Checkpointer::finish`], which follows.)
     pub(crate) async fn keep_pending<S: State>(
         &mut self,
         done: &[(NodeId, Step<S>)],
         interrupts: &[Pending],
         names: impl Fn(NodeId) -> &'static str,
-        usage: RunUsage,
     ) -> Result<(), PersistError> {
-        let mut writes = vec![budget_write(self.seq, &ThreadBudget { usage, ..self.budget })?];
+        let mut writes = Vec::new();
         if !interrupts.is_empty() {
             let value = to_json(&interrupts, "the interrupts")?;
             writes.push(PendingWrite { seq: self.seq, node: INTERRUPTS.to_string(), idx: 0, value });
@@ -539,7 +539,10 @@ impl Checkpointer {
             let value = to_json(&StoredWriteRef { update: &step.update, next }, "a pending write")?;
             writes.push(PendingWrite { seq: self.seq, node: names(*id).to_string(), idx: 0, value });
         }
-        self.commit_raw(None, writes, ThreadStatus::Running, String::new(), Flush::Step).await
+        if !writes.is_empty() {
+            self.commit_raw(None, writes, ThreadStatus::Running, String::new(), Flush::Step).await?;
+        }
+        Ok(())
     }
 
     /// Records how the run ended and the thread's usage, durably. The lease
