@@ -254,3 +254,29 @@ async fn a_changed_risk_class_changes_the_fingerprint_and_is_refused_on_resume()
     assert!(changes.contains("tools of `pay`"), "{changes}");
     assert!(refunds_for("P-3").is_empty());
 }
+
+#[tokio::test]
+async fn an_approval_the_step_no_longer_asks_for_is_cancelled_when_the_step_moves_on() {
+    let graph = pay_flow::graph().with_store(store());
+    let desk = graph.approvals(authorizer()).unwrap();
+    let paused = graph.runner(&()).thread("P-4").owner(OWNER).run(pay("P-4", 40)).await.unwrap();
+    let stale = waiting_for(&paused);
+    // The operator corrects the amount: the call the step makes now differs.
+    graph.update_state("P-4", Pay::update().amount(45), "operator").unwrap();
+    let again = graph.runner(&()).thread("P-4").resume().await.unwrap();
+    let fresh = waiting_for(&again);
+    assert_ne!(fresh, stale);
+    desk.approve(&fresh, &approver()).unwrap();
+    let done = graph.runner(&()).thread("P-4").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(refunds_for("P-4"), vec![45]);
+
+    let record = desk.get(&stale).unwrap().unwrap();
+    assert_eq!(record.status, ApprovalStatus::Cancelled, "the abandoned request stays open");
+    assert!(desk.approve(&stale, &approver()).is_err());
+    let audit = graph.audit_log("P-4").unwrap();
+    let entry = audit.iter().find(|e| e.kind == "approval.cancelled").expect("an audit entry");
+    assert_eq!(entry.detail["approval"], stale.as_str());
+    assert!(entry.detail["note"].as_str().unwrap_or_default().contains("finished without this call"), "{entry:?}");
+    assert_eq!(desk.get(&fresh).unwrap().unwrap().status, ApprovalStatus::Succeeded);
+}

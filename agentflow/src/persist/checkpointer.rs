@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentflow_store::{
-    Checkpoint, CheckpointMetadata, CheckpointSource, Durability as StoreDurability, Lease, LeaseError, PendingWrite,
-    StepCommit, Store, ThreadRecord, ThreadStatus,
+    ApprovalPatch, ApprovalStatus, Checkpoint, CheckpointMetadata, CheckpointSource, Durability as StoreDurability,
+    Lease, LeaseError, PendingWrite, StepCommit, Store, ThreadRecord, ThreadStatus,
 };
 use serde_json::{Value, json};
 
@@ -169,6 +169,9 @@ pub(crate) struct Checkpointer {
     updated_at: u64,
     /// The thread's stored limits and its usage before this run.
     pub(crate) budget: ThreadBudget,
+    /// The next step commit cancels the approvals left open: set on resume,
+    /// since a paused step may have asked for calls it no longer makes.
+    sweep_approvals: bool,
 }
 
 /// When a commit must be on disk.
@@ -310,6 +313,7 @@ impl Checkpointer {
             last_status: None,
             updated_at: 0,
             budget: ThreadBudget::default(),
+            sweep_approvals: false,
         }
     }
 
@@ -435,6 +439,7 @@ impl Checkpointer {
         }
         cp.seq = latest.seq;
         cp.journal_seq = journal_seq_of(&latest);
+        cp.sweep_approvals = true;
         cp.snapshot_len = to_json(&state, "the state")?.len();
         let step = u32::try_from(latest.metadata.step).unwrap_or(u32::MAX);
         Ok((cp, Resumed { state, active, step, pending, interrupts }))
@@ -516,8 +521,48 @@ impl Checkpointer {
         self.commit_raw(Some(checkpoint), vec![], status, detail, if last { Flush::Now } else { Flush::Step }).await?;
         self.completed = last;
         self.seq += 1;
-        self.journal_seq = self.seq;
+        let finished = std::mem::replace(&mut self.journal_seq, self.seq);
+        if std::mem::take(&mut self.sweep_approvals) {
+            self.cancel_orphaned_approvals(finished).await;
+        }
         Ok(())
+    }
+
+    /// Cancels the thread's approvals still `PENDING` or `APPROVED` once the
+    /// step they were asked in has committed: their ids are keyed by that
+    /// step's checkpoint, so no later call can use them (the model asked for
+    /// other calls, or other arguments, when the step ran again). Each gets
+    /// an `approval.cancelled` audit entry. Best effort, one compare-and-set
+    /// each: an approval a human decides at the same moment keeps that decision.
+    async fn cancel_orphaned_approvals(&self, step_seq: u64) {
+        let thread = self.thread.clone();
+        let swept = blocking(&self.store, move |s| -> Result<usize, PersistError> {
+            let now = now_ms();
+            let note = format!(
+                "the step at checkpoint {step_seq} finished without this call (the model asked for other calls \
+                 or arguments); the request can no longer be used"
+            );
+            let mut cancelled = 0;
+            for approval in s.list_approvals(&thread)? {
+                if !matches!(approval.status, ApprovalStatus::Pending | ApprovalStatus::Approved) {
+                    continue;
+                }
+                let patch = ApprovalPatch { note: Some(note.clone()), ..ApprovalPatch::by("agentflow", now) };
+                match s.transition_approval(&approval.id, approval.status, ApprovalStatus::Cancelled, patch) {
+                    Ok(_) => cancelled += 1,
+                    Err(e) => tracing::info!(thread = %thread, approval = %approval.id, error = %e, "left as decided"),
+                }
+            }
+            Ok(cancelled)
+        })
+        .await;
+        match swept {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => tracing::info!(thread = %self.thread, cancelled = n, "cancelled approvals of a finished step"),
+            Ok(Err(e)) | Err(e) => {
+                tracing::warn!(thread = %self.thread, error = %e, "could not cancel the approvals of a finished step");
+            }
+        }
     }
 
     /// Keeps the writes of the nodes that finished in a step that failed, so
