@@ -59,6 +59,12 @@ impl<S: State, D: Sync> CompiledGraph<S, D> {
 
 /// One run of a graph, configured step by step, started with [`Runner::run`]
 /// or continued with [`Runner::resume`] / [`Runner::resume_with`].
+///
+/// Those futures are `Send` (the deps are shared by reference, so `D: Sync`;
+/// a [`Runner::on_event`] sink need only be `Send`): a run can be
+/// `tokio::spawn`ed (with the graph and deps in an `Arc`) or awaited in a
+/// web handler. Dropping the future, or aborting its task, cancels the run
+/// where it stands and releases the thread at once.
 #[must_use = "a runner does nothing until `.run(input).await`"]
 pub struct Runner<'g, S: State, D> {
     graph: &'g CompiledGraph<S, D>,
@@ -118,7 +124,9 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// could not be renewed before it expired), the running nodes are
     /// cancelled (their futures dropped), nothing more is committed and the
     /// run ends with [`RunError::LeaseLost`]. Another executor can take a
-    /// thread over only once its holder missed renewals for this long.
+    /// thread over only once its holder missed renewals for this long —
+    /// which includes a node that blocks its runtime thread (no `.await`)
+    /// for longer than the TTL.
     pub fn lease_ttl(mut self, ttl: Duration) -> Self {
         self.lease_ttl = ttl;
         self
