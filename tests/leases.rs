@@ -87,12 +87,12 @@ fn held_deps() -> Deps {
 async fn a_step_longer_than_the_lease_ttl_keeps_its_lease() {
     let (_, graph) = setup();
     let deps = held_deps();
-    let ttl = Duration::from_millis(300);
+    let ttl = Duration::from_millis(600);
     let run = graph.runner(&deps).thread("long").lease_ttl(ttl).run(Work::default());
     let probe = async {
         deps.started.notified().await;
         // Several TTLs pass while the step runs; the thread stays taken.
-        for _ in 0..8 {
+        for _ in 0..6 {
             tokio::time::sleep(ttl / 2).await;
             let err = graph.runner(&deps).thread("long").resume().await.expect_err("the thread is busy");
             assert!(matches!(err, RunError::ThreadBusy { .. }), "{err}");
