@@ -269,9 +269,14 @@ fn error_chain(err: &dyn std::error::Error) -> String {
 }
 
 /// `Retry-After` in seconds; the HTTP-date form is not used by model APIs.
+/// A wait too long for a `Duration` (`1e20`, `inf`) reads as the longest
+/// one: the node's retry policy caps it at its `max_delay` anyway.
 fn parse_retry_after(value: &str) -> Option<Duration> {
     let secs: f64 = value.trim().parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+    if secs.is_nan() || secs < 0.0 {
+        return None;
+    }
+    Some(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
 }
 
 fn status_error(status: u16, retry_after: Option<Duration>, body: &str) -> ModelError {
@@ -468,6 +473,14 @@ mod tests {
         assert_eq!(parse_retry_after(" 0.5 "), Some(Duration::from_millis(500)));
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
         assert_eq!(parse_retry_after("-1"), None);
+        assert_eq!(parse_retry_after("NaN"), None);
+    }
+
+    #[test]
+    fn an_absurd_retry_after_reads_as_the_longest_wait() {
+        assert_eq!(parse_retry_after("86400"), Some(Duration::from_secs(86_400)));
+        assert_eq!(parse_retry_after("1e20"), Some(Duration::MAX));
+        assert_eq!(parse_retry_after("inf"), Some(Duration::MAX));
     }
 
     #[test]
