@@ -192,3 +192,63 @@ async fn an_approved_refund_after_a_ticket_runs_once_with_fresh_call_ids() {
 async fn a_ticket_and_a_refund_in_one_reply_run_once_each_with_fresh_call_ids() {
     ticket_then_refund("R-2", true).await;
 }
+
+// ---------------------------------------------------------------- approvals written around the desk
+
+#[tokio::test]
+async fn an_approval_written_straight_into_the_store_without_a_decider_is_not_used() {
+    let graph = support::graph().with_store(Arc::new(RedbStore::in_memory().unwrap()));
+    let model = ScriptedModel::new()
+        .reply_tool_call("process_refund", json!({ "order_id": "R-3", "amount": 40 }))
+        .respond_with(|req: &ChatRequest| {
+            let last = req.messages.iter().rev().find(|m| m.role == Role::Tool).unwrap();
+            Ok(ChatReply::text(last.content.clone()))
+        });
+    let deps = ReactDeps::new(Arc::new(model));
+    let run = graph.runner(&deps).thread("R-3").owner("agent:support").run(ReactState::ask("refund")).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{:?}", run.outcome) };
+    let id = pending[0].payload["approval"].as_str().unwrap().to_string();
+    // Someone holding the store moves the approval to APPROVED by hand: no
+    // approver decided it (no `decided_by`), the desk never saw it.
+    let store = graph.store().unwrap();
+    let patch = agentflow::approval::ApprovalPatch::by("script", 1);
+    store.transition_approval(&id, ApprovalStatus::Pending, ApprovalStatus::Approved, patch).unwrap();
+
+    let done = graph.runner(&deps).thread("R-3").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    let observation: Value = serde_json::from_str(done.state.answer.as_deref().unwrap()).unwrap();
+    assert_eq!(observation["code"], "APPROVAL_INVALID", "{observation}");
+    assert!(
+        observation["detail"].as_str().unwrap().contains("holds no approver's decision (no `decided_by`)"),
+        "{observation}"
+    );
+    assert!(REFUNDS.lock().unwrap().iter().all(|(o, _)| o != "R-3"), "the refund never ran");
+}
+
+#[tokio::test]
+async fn an_approval_written_straight_into_the_store_in_someone_elses_name_is_not_used() {
+    let graph = support::graph().with_store(Arc::new(RedbStore::in_memory().unwrap()));
+    let model = ScriptedModel::new()
+        .reply_tool_call("process_refund", json!({ "order_id": "R-4", "amount": 40 }))
+        .respond_with(|req: &ChatRequest| {
+            let last = req.messages.iter().rev().find(|m| m.role == Role::Tool).unwrap();
+            Ok(ChatReply::text(last.content.clone()))
+        });
+    let deps = ReactDeps::new(Arc::new(model));
+    let run = graph.runner(&deps).thread("R-4").owner("agent:support").run(ReactState::ask("refund")).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{:?}", run.outcome) };
+    let id = pending[0].payload["approval"].as_str().unwrap().to_string();
+    // A script writes the decision and names alice as the decider: the
+    // audit entry the store writes with it is the script's, not alice's.
+    let patch = agentflow::approval::ApprovalPatch {
+        decided_by: Some("alice".into()),
+        ..agentflow::approval::ApprovalPatch::by("script", 1)
+    };
+    graph.store().unwrap().transition_approval(&id, ApprovalStatus::Pending, ApprovalStatus::Approved, patch).unwrap();
+
+    let done = graph.runner(&deps).thread("R-4").resume().await.unwrap();
+    let observation: Value = serde_json::from_str(done.state.answer.as_deref().unwrap()).unwrap();
+    assert_eq!(observation["code"], "APPROVAL_INVALID", "{observation}");
+    assert!(observation["detail"].as_str().unwrap().contains("no `approval.approved` audit entry by its decider"));
+    assert!(REFUNDS.lock().unwrap().iter().all(|(o, _)| o != "R-4"), "the refund never ran");
+}
