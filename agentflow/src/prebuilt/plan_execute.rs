@@ -449,7 +449,7 @@ pub async fn execute_turn(
     let calls = !reply.tool_calls.is_empty();
     let text = reply.text.trim().to_string();
     let message = reply.into_message(format!("exec-{run}-ai-{}", running.turns));
-    running.turns += 1;
+    running.turns = running.turns.saturating_add(1);
     trace.push(message.clone());
     if calls {
         running.conversation.push(message);
