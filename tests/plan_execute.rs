@@ -1,18 +1,22 @@
 //! The prebuilt Plan-and-Execute graph with real tools and the scripted test double.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use agentflow::message::Role;
-use agentflow::model::ScriptedModel;
+use agentflow::approval::{ApprovalRecord, ApprovalStatus, Approver, RoleAuthorizer};
+use agentflow::message::{Message, Role, ToolCall};
+use agentflow::model::{ChatReply, ChatRequest, ModelError, ScriptedModel};
 use agentflow::prebuilt::{PlanExecuteDeps, PlanExecuteState};
 use agentflow::prelude::*;
-use agentflow::{Budget, ErrorClass, Limits};
-use serde_json::json;
+use agentflow::tool::Risk;
+use agentflow::{Budget, ErrorClass, Limits, PendingKind, RedbStore, Run, Store};
+use serde::Deserialize;
+use serde_json::{Value, json};
 
 mod common;
 use common::{add, divide, multiply};
 
 agentflow::plan_execute_agent!(mod analyst, tools = [add, multiply, divide], max_steps = 24);
+agentflow::plan_execute_agent!(mod support, tools = [create_ticket, process_refund], max_steps = 24);
 
 fn plan(steps: &[&str]) -> String {
     json!({ "steps": steps }).to_string()
@@ -44,7 +48,10 @@ async fn happy_path_runs_every_step_and_answers() {
     assert_eq!(run.usage.model_calls, 6);
     assert_eq!(run.usage.tool_calls, 2);
     assert!(run.usage.usage_known());
-    assert_eq!(run.steps, 4, "planner, two executor steps, finalizer");
+    // Planner; per plan step a model turn that calls a tool, its tool turn,
+    // and a model turn that ends the step; finalizer.
+    assert_eq!(run.steps, 8);
+    assert_eq!(run.state.running, None, "no step is left in progress");
 
     let requests = model.requests();
     // The planner asks for structured output, offers no tools, and describes them.
@@ -231,4 +238,154 @@ async fn a_step_still_calling_tools_after_its_turns_fails() {
     let Outcome::Failed { node, error } = &run.outcome else { panic!("{:?}", run.outcome) };
     assert_eq!(node, "finalizer");
     assert!(error.message.contains("still calling tools after 2 model turns"), "{error}");
+}
+
+// ---------------------------------------------------------------- side effects around an approval
+
+/// Every ticket and refund that actually ran, by order.
+static TICKETS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static REFUNDS: Mutex<Vec<(String, u32)>> = Mutex::new(Vec::new());
+
+fn tickets_for(order: &str) -> usize {
+    TICKETS.lock().unwrap().iter().filter(|o| *o == order).count()
+}
+
+fn refunds_for(order: &str) -> Vec<u32> {
+    REFUNDS.lock().unwrap().iter().filter(|(o, _)| o == order).map(|(_, a)| *a).collect()
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct TicketArgs {
+    order_id: String,
+}
+
+/// Opens a support ticket for an order. Reversible (it can be closed).
+#[tool(risk = reversible)]
+async fn create_ticket(args: TicketArgs) -> Result<Value, ToolError> {
+    TICKETS.lock().unwrap().push(args.order_id.clone());
+    Ok(json!({ "ticket": format!("T-{}", args.order_id) }))
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct RefundArgs {
+    order_id: String,
+    amount: u32,
+}
+
+/// Refunds `amount` on an order. Irreversible: the policy asks a human first.
+#[tool(risk = irreversible)]
+async fn process_refund(args: RefundArgs) -> Result<Value, ToolError> {
+    REFUNDS.lock().unwrap().push((args.order_id.clone(), args.amount));
+    Ok(json!({ "refunded": args.amount, "order_id": args.order_id }))
+}
+
+const APPROVER_ROLE: &str = "refund-approver";
+
+fn desk_authorizer() -> RoleAuthorizer {
+    RoleAuthorizer::new().role_for(Risk::Irreversible, APPROVER_ROLE)
+}
+
+fn tool_results(req: &ChatRequest) -> Vec<Value> {
+    req.messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| serde_json::from_str(&m.content).unwrap_or(Value::Null))
+        .collect()
+}
+
+/// A model that acts on what it is shown, like a real one, and whose every
+/// reply carries fresh call ids. The plan's first step opens a ticket and
+/// refunds the order (in two model turns, or in one reply with both calls
+/// when `together`); the second step just confirms.
+fn support_model(order: &'static str, together: bool) -> ScriptedModel {
+    let ticket = move || ToolCall::new("ticket", "create_ticket", json!({ "order_id": order }));
+    let refund = move || ToolCall::new("refund", "process_refund", json!({ "order_id": order, "amount": 40 }));
+    let calls = |calls: Vec<ToolCall>| Ok(ChatReply { tool_calls: calls, ..ChatReply::default() });
+    ScriptedModel::new()
+        .respond_with(move |req: &ChatRequest| -> Result<ChatReply, ModelError> {
+            if req.response_schema.is_some() {
+                let plan = json!({ "steps": [format!("open a ticket and refund {order}"), "confirm to the customer"] });
+                return Ok(ChatReply::text(plan.to_string()));
+            }
+            if req.tools.is_empty() {
+                return Ok(ChatReply::text("ticket opened and refund issued"));
+            }
+            let ask = req.messages.iter().find(|m| m.role == Role::Human).map_or("", |m: &Message| &m.content);
+            if ask.contains("Current step (2 of 2)") {
+                return Ok(ChatReply::text("confirmed"));
+            }
+            let results = tool_results(req);
+            let refunded = results.iter().any(|r| r["result"].get("refunded").is_some());
+            let ticketed = results.iter().any(|r| r["result"].get("ticket").is_some());
+            match (ticketed, refunded) {
+                (_, true) => Ok(ChatReply::text("ticket opened, 40 refunded")),
+                (false, false) if together => calls(vec![ticket(), refund()]),
+                (false, false) => calls(vec![ticket()]),
+                (true, false) => calls(vec![refund()]),
+            }
+        })
+        .fresh_call_ids()
+}
+
+/// Runs the support agent on `order`, approving every approval it waits
+/// for and resuming, at most `rounds` times; returns the last run.
+async fn approve_and_resume(
+    order: &'static str,
+    together: bool,
+    rounds: usize,
+) -> (Run<PlanExecuteState>, Vec<ApprovalRecord>, usize) {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let graph = support::graph().with_store(store);
+    let desk = graph.approvals(desk_authorizer()).unwrap();
+    let model = Arc::new(support_model(order, together));
+    let deps = PlanExecuteDeps::new(model.clone());
+    let alice = Approver::new("alice", [APPROVER_ROLE]);
+    let mut run = graph
+        .runner(&deps)
+        .thread(order)
+        .owner("agent:support")
+        .run(PlanExecuteState::task(format!("order {order} arrived broken")))
+        .await
+        .unwrap();
+    for _ in 0..rounds {
+        let Outcome::Interrupted { pending, .. } = &run.outcome else { break };
+        assert!(pending.iter().all(|p| p.kind == PendingKind::Approval), "{pending:?}");
+        for record in desk.for_thread(order).unwrap() {
+            if record.status == ApprovalStatus::Pending {
+                desk.approve(&record.id, &alice).unwrap();
+            }
+        }
+        run = graph.runner(&deps).thread(order).resume().await.unwrap();
+    }
+    (run, desk.for_thread(order).unwrap(), model.calls())
+}
+
+#[tokio::test]
+async fn an_approved_refund_after_a_ticket_runs_once_and_the_ticket_is_not_repeated() {
+    let (run, approvals, model_calls) = approve_and_resume("PE-1", false, 3).await;
+    assert_eq!(tickets_for("PE-1"), 1, "the ticket is opened once");
+    assert_eq!(refunds_for("PE-1"), [40], "the approved refund runs, once");
+    assert_eq!(run.outcome, Outcome::Completed, "{:?}", run.state.results);
+    assert_eq!(approvals.len(), 1, "one approval is asked for: {approvals:?}");
+    assert_eq!(approvals[0].status, ApprovalStatus::Succeeded, "and used");
+    assert!(run.state.results.iter().all(|r| r.ok), "{:?}", run.state.results);
+    assert_eq!(run.state.answer.as_deref(), Some("ticket opened and refund issued"));
+    // Planner, three model turns on step 1 (ticket, refund, done), one on
+    // step 2, finalizer: the resume did not ask the model again.
+    assert_eq!(model_calls, 6);
+}
+
+#[tokio::test]
+async fn a_ticket_and_a_refund_in_one_reply_run_once_each_around_the_approval() {
+    let (run, approvals, model_calls) = approve_and_resume("PE-2", true, 3).await;
+    assert_eq!(tickets_for("PE-2"), 1, "the ticket is replayed from the journal, not opened again");
+    assert_eq!(refunds_for("PE-2"), [40]);
+    assert_eq!(run.outcome, Outcome::Completed, "{:?}", run.state.results);
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert_eq!(approvals[0].status, ApprovalStatus::Succeeded);
+    // The step's observations hold both results, in call order.
+    let step = &run.state.results[0];
+    assert_eq!(step.observations[0]["result"]["ticket"], "T-PE-2");
+    assert_eq!(step.observations[1]["result"]["refunded"], 40);
+    assert_eq!(model_calls, 5);
 }

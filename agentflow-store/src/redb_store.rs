@@ -214,6 +214,11 @@ fn open_error(path: &Path, err: DatabaseError) -> OpenError {
 /// reopened file starts with every thread free to resume.
 /// Dropping the store flushes pending eventual commits and closes the file; [`RedbStore::close`]
 /// does the same and reports errors.
+///
+/// The file is neither encrypted nor signed, and this handle checks no caller: whoever holds
+/// the handle, or can open the file, can do everything [`Store`] permits, deciding approvals
+/// and rewriting journaled effect results and the audit log included (see
+/// [the trust boundary](Store#trust-boundary)). Its filesystem permissions are its protection.
 pub struct RedbStore {
     shared: Arc<Shared>,
     sender: Option<Sender<Box<dyn Job>>>,

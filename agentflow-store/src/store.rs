@@ -25,6 +25,18 @@ pub type CommitCallback = Box<dyn FnOnce(Result<CommitReceipt, CommitError>) + S
 /// immediate durability; [`Store::commit_step`] takes the durability from the commit. Leases
 /// need only live as long as the processes that can see the store: a backend that one process
 /// opens at a time (redb) may keep them in memory.
+///
+/// # Trust boundary
+///
+/// No method checks who calls it. A store handle (and, for a file-backed store, whoever can
+/// open the file) permits everything: reading every thread's state, approvals and audit log;
+/// writing checkpoints, pending writes and journaled effect results (a recorded result is what
+/// a re-run node gets back instead of running its effect); appending audit entries in any
+/// actor's name; and deciding approvals, for any call with any arguments, in anyone's name
+/// ([`Store::transition_approval`], or the `approval_transitions` of a [`StepCommit`]).
+/// Who may decide what is checked above the store, by `agentflow`'s approval desk and its
+/// `Authorizer`. Treat a store handle and its file like a database credential: hand them only
+/// to code trusted to decide approvals, and protect the file with filesystem permissions.
 pub trait Store: Send + Sync {
     /// Reads a thread, with its current lease.
     fn thread(&self, id: &str) -> Result<Option<ThreadRecord>, ReadError>;
@@ -105,6 +117,16 @@ pub trait Store: Send + Sync {
     /// `approval.<to>` audit entry (lowercase status) in the same transaction. Refuses an
     /// illegal move ([`ApprovalError::IllegalTransition`]) and a status other than `expected`
     /// ([`ApprovalError::AlreadyDecided`]): of concurrent callers, exactly one wins.
+    ///
+    /// This is the raw transition, below any authorization: it checks only the compare-and-set
+    /// and that the move is legal. It consults no authorizer, and records `patch.actor`,
+    /// `patch.decided_by` and `patch.args` as given, so a caller can approve any pending call,
+    /// with any arguments, in anyone's name. People decide approvals through `agentflow`'s
+    /// `ApprovalDesk`, which checks its `Authorizer` first; the executor additionally refuses
+    /// to run an `APPROVED` record that names no decider (`decided_by`) or has no
+    /// `approval.approved` audit entry by that decider for its arguments, which catches
+    /// careless writes around the desk but not a caller who fills in both. Holding the store
+    /// is a trust boundary (see [the trait docs](Store#trust-boundary)).
     fn transition_approval(
         &self,
         id: &str,

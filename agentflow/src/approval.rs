@@ -9,6 +9,32 @@
 //! Every decision is a compare-and-set in one store transaction, so of two
 //! concurrent decisions exactly one wins. Knowing an approval id grants
 //! nothing: each decision names an [`Approver`] that the [`Authorizer`] checks.
+//!
+//! # What the desk guards, and what holding the store permits
+//!
+//! In `agentflow`, the desk is the only way to decide an approval, and it
+//! asks the [`Authorizer`] before every decision. The executor itself only
+//! moves an approval it is about to run (`APPROVED` to `EXECUTING` to
+//! `SUCCEEDED`/`FAILED`) or one whose time ran out (to `EXPIRED`).
+//!
+//! The store below the desk checks no one. [`Store::transition_approval`]
+//! (public, since the `Store` trait lives in `agentflow-store`) approves any
+//! pending call with any arguments in anyone's name, and
+//! [`CompiledGraph::store`] hands the graph's store to whoever holds the
+//! graph. Holding the store, or being able to open its file, permits
+//! everything: deciding approvals, rewriting threads' state and journaled
+//! effect results, and appending to the audit log. It is a trust boundary
+//! like a database credential: give the store (and the graph) only to code
+//! trusted to decide approvals, and give people the desk.
+//!
+//! Before it runs an `APPROVED` call, the executor checks that the stored
+//! arguments match their hash and validate, and that the record names its
+//! decider (`decided_by`) with an `approval.approved` audit entry by that
+//! decider for those arguments; the store writes that entry in the same
+//! transaction as the decision. A transition written around the desk with no
+//! decider, or in another person's name, is refused (`APPROVAL_INVALID`) and
+//! the call does not run. Someone holding the store can still forge both;
+//! nothing below the desk can stop that.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

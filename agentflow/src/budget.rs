@@ -181,8 +181,8 @@ impl Meter {
             return Err(Budget::ModelCalls);
         }
         let reserve = u64::from(max_output.or(self.limits.reserve_per_call).unwrap_or(1024));
-        let held = self.reserved.fetch_add(reserve, Ordering::SeqCst) + reserve;
-        if self.limits.tokens.is_some_and(|max| self.tokens.load(Ordering::SeqCst) + held > max) {
+        let held = self.reserved.fetch_add(reserve, Ordering::SeqCst).saturating_add(reserve);
+        if self.limits.tokens.is_some_and(|max| self.tokens.load(Ordering::SeqCst).saturating_add(held) > max) {
             self.reserved.fetch_sub(reserve, Ordering::SeqCst);
             self.model_calls.fetch_sub(1, Ordering::SeqCst);
             return Err(Budget::Tokens);
@@ -194,12 +194,12 @@ impl Meter {
     pub(crate) fn end_model_call(&self, reserve: u64, usage: Option<Usage>) {
         self.reserved.fetch_sub(reserve, Ordering::SeqCst);
         match usage {
-            Some(u) => self.tokens.fetch_add(u.total(), Ordering::SeqCst),
+            Some(u) => saturating_add(&self.tokens, u.total()),
             None => {
                 self.unknown.fetch_add(1, Ordering::SeqCst);
-                self.tokens.fetch_add(reserve, Ordering::SeqCst)
+                saturating_add(&self.tokens, reserve);
             }
-        };
+        }
     }
 
     /// Releases a reservation of a call that failed before it was answered.
@@ -230,6 +230,12 @@ impl Meter {
             unknown_usage_calls: self.unknown.load(Ordering::SeqCst),
         }
     }
+}
+
+/// Adds `n` to `counter`, stopping at `u64::MAX` (a model reporting absurd
+/// usage must neither wrap the count nor panic).
+fn saturating_add(counter: &AtomicU64, n: u64) {
+    let _ = counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(v.saturating_add(n)));
 }
 
 #[cfg(test)]

@@ -67,7 +67,8 @@ impl NodeError {
     pub fn fatal(message: impl Into<String>) -> Self {
         Self::new(ErrorClass::Fatal, message)
     }
-    /// Ask the retry loop to wait at least `delay` before the next attempt.
+    /// Ask the retry loop to wait at least `delay` before the next attempt,
+    /// up to the node's retry `max_delay` (a longer `delay` waits `max_delay`).
     pub fn with_retry_after(mut self, delay: Duration) -> Self {
         self.retry_after = Some(delay);
         self

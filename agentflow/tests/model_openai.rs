@@ -270,3 +270,117 @@ async fn refused_connection_is_transport() {
     assert!(matches!(err, ModelError::Transport(_)), "{err}");
     assert_eq!(err.class(), ErrorClass::Transient);
 }
+
+// ---------------------------------------------------------------- bounded replies
+
+/// Accepts one request and answers with `head` (status line and headers),
+/// then `body_chunks` as a chunked body: `None` for an endless one. Returns
+/// the base URL and a handle to the bytes of body written before the client
+/// hung up.
+async fn serve_chunked(head: &'static str, body_chunks: Option<Vec<String>>) -> (String, JoinHandle<u64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let handle = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        read_request(&mut stream).await;
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut written = 0u64;
+        match body_chunks {
+            Some(chunks) => {
+                for chunk in chunks {
+                    stream.write_all(format!("{:x}\r\n{chunk}\r\n", chunk.len()).as_bytes()).await.unwrap();
+                    written += chunk.len() as u64;
+                }
+                stream.write_all(b"0\r\n\r\n").await.unwrap();
+            }
+            None => {
+                let chunk = format!("{:x}\r\n{}\r\n", 64 * 1024, "x".repeat(64 * 1024));
+                // Until the client stops reading and closes the connection.
+                while stream.write_all(chunk.as_bytes()).await.is_ok() {
+                    written += 64 * 1024;
+                }
+            }
+        }
+        written
+    });
+    (base, handle)
+}
+
+const CHUNKED_HEAD: &str = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+
+#[tokio::test]
+async fn a_huge_content_length_is_refused_before_the_body_is_read() {
+    // 768 MiB announced; only the start of it ever comes, and the server
+    // then holds the connection open. Reading the body would end in the
+    // client's timeout; the announced length alone ends the call.
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 805306368\r\n\r\n{\"choices\":";
+    let (base, _server) = serve_once_raw(head).await;
+    let model = OpenAiCompatible::new(OpenAiConfig::new(&base, "m").with_timeout(Duration::from_secs(20))).unwrap();
+    let err = model.chat(&ask("hi")).await.unwrap_err();
+    assert_eq!(
+        err,
+        ModelError::ResponseTooLarge { limit: OpenAiConfig::DEFAULT_MAX_RESPONSE_BYTES, declared: Some(805_306_368) }
+    );
+    assert_eq!(err.class(), ErrorClass::Fatal);
+    let text = err.to_string();
+    assert!(text.contains("8388608 bytes") && text.contains("with_max_response_bytes"), "{text}");
+}
+
+/// Sends `response` and keeps the connection open.
+async fn serve_once_raw(response: &'static str) -> (String, JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let handle = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        read_request(&mut stream).await;
+        stream.write_all(response.as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    });
+    (base, handle)
+}
+
+#[tokio::test]
+async fn an_endless_chunked_body_is_dropped_once_it_passes_the_limit() {
+    let (base, server) = serve_chunked(CHUNKED_HEAD, None).await;
+    let config = OpenAiConfig::new(&base, "m").with_timeout(Duration::from_secs(20)).with_max_response_bytes(1 << 20);
+    let model = OpenAiCompatible::new(config).unwrap();
+    let err = model.chat(&ask("hi")).await.unwrap_err();
+    assert_eq!(err, ModelError::ResponseTooLarge { limit: 1 << 20, declared: None });
+    // The client hung up: the server's writes fail and it stops, having got
+    // out no more than the limit plus what the sockets buffer.
+    let written = tokio::time::timeout(Duration::from_secs(60), server).await.expect("the client hung up").unwrap();
+    assert!(written < 64 << 20, "{written} bytes written");
+}
+
+#[tokio::test]
+async fn the_reply_bound_is_configurable() {
+    let reply = r#"{"model":"m","choices":[{"message":{"role":"assistant","content":"seven"}}]}"#;
+    let limit = reply.len() as u64 - 1;
+    // A Content-Length one byte over the bound is refused...
+    let (base, _server) = serve_once(Some(http("200 OK", &[], reply))).await;
+    let config = OpenAiConfig::new(&base, "m").with_max_response_bytes(limit);
+    let err = OpenAiCompatible::new(config).unwrap().chat(&ask("hi")).await.unwrap_err();
+    assert_eq!(err, ModelError::ResponseTooLarge { limit, declared: Some(limit + 1) });
+    // ...and so is the same body sent chunked, without a length.
+    let (base, _server) = serve_chunked(CHUNKED_HEAD, Some(vec![reply[..10].into(), reply[10..].into()])).await;
+    let config = OpenAiConfig::new(&base, "m").with_max_response_bytes(limit);
+    let err = OpenAiCompatible::new(config).unwrap().chat(&ask("hi")).await.unwrap_err();
+    assert_eq!(err, ModelError::ResponseTooLarge { limit, declared: None });
+    // At the bound exactly, chunked, it is read whole.
+    let (base, _server) = serve_chunked(CHUNKED_HEAD, Some(vec![reply[..10].into(), reply[10..].into()])).await;
+    let config = OpenAiConfig::new(&base, "m").with_max_response_bytes(limit + 1);
+    let answer = OpenAiCompatible::new(config).unwrap().chat(&ask("hi")).await.unwrap();
+    assert_eq!(answer.text, "seven");
+}
+
+#[tokio::test]
+async fn an_error_status_with_a_huge_body_keeps_only_a_prefix_for_its_message() {
+    let head = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let (base, _server) = serve_chunked(head, None).await;
+    let model = OpenAiCompatible::new(OpenAiConfig::new(&base, "m").with_timeout(Duration::from_secs(20))).unwrap();
+    let err = model.chat(&ask("hi")).await.unwrap_err();
+    let ModelError::Http { status: 503, message } = &err else { panic!("{err:?}") };
+    // The message is the start of the body, shortened.
+    assert!(message.starts_with("xxxx") && message.chars().count() <= 501, "{message}");
+    assert_eq!(err.class(), ErrorClass::Transient);
+}

@@ -134,3 +134,23 @@ fn messages_round_trip_through_serde() {
     let wire = serde_json::to_value(&messages[1]).unwrap();
     assert_eq!(wire, json!({"id": messages[1].id, "role": "human", "content": "h"}));
 }
+
+#[tokio::test]
+async fn fresh_call_ids_give_every_model_call_new_ids() {
+    let same_call = |_: &ChatRequest| {
+        Ok(ChatReply { tool_calls: vec![ToolCall::new("c", "add", json!({}))], ..ChatReply::default() })
+    };
+    let model = ScriptedModel::new()
+        .reply_tool_calls([("add", json!({"a": 1})), ("multiply", json!({"a": 2}))])
+        .respond_with(same_call)
+        .fresh_call_ids();
+    let first = model.chat(&ask("go")).await.unwrap();
+    let ids: Vec<&str> = first.tool_calls.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["call_1-1", "call_2-1"]);
+    // The same answer asked for twice comes back with two different ids.
+    let second = model.chat(&ask("go")).await.unwrap();
+    let third = model.chat(&ask("go")).await.unwrap();
+    assert_eq!(second.tool_calls[0].id, "c-2");
+    assert_eq!(third.tool_calls[0].id, "c-3");
+    assert_eq!(third.tool_calls[0].arguments, json!({}));
+}

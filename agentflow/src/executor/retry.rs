@@ -66,13 +66,15 @@ impl RetryPolicy {
     }
 
     /// The delay after failed attempt `attempt`, jitter applied, never below
-    /// what the source asked for (`retry_after`).
+    /// what the source asked for (`retry_after`) and never above
+    /// [`max_delay`](Self::max_delay): a source that asks for a longer wait
+    /// (a `Retry-After` of a day) gets `max_delay`.
     pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
         let mut d = self.backoff(attempt);
         if self.jitter {
             d = d.mul_f64(0.5 + 0.5 * unit_random());
         }
-        retry_after.map_or(d, |r| d.max(r))
+        retry_after.map_or(d, |r| d.max(r.min(self.max_delay)))
     }
 }
 
@@ -120,5 +122,13 @@ mod tests {
         let p = RetryPolicy::attempts(3).base(Duration::from_millis(10)).jitter(false);
         assert_eq!(p.delay(1, Some(Duration::from_secs(2))), Duration::from_secs(2));
         assert_eq!(p.delay(1, Some(Duration::from_millis(1))), Duration::from_millis(10));
+    }
+
+    #[test]
+    fn retry_after_is_capped_by_max_delay() {
+        let p = RetryPolicy::attempts(3).base(Duration::from_millis(10)).max_delay(Duration::from_secs(2));
+        assert_eq!(p.delay(1, Some(Duration::from_secs(86_400))), Duration::from_secs(2));
+        assert_eq!(p.delay(1, Some(Duration::MAX)), Duration::from_secs(2));
+        assert_eq!(p.jitter(false).delay(1, Some(Duration::from_secs(1))), Duration::from_secs(1));
     }
 }

@@ -194,6 +194,21 @@ pub enum ModelError {
         /// The offending output.
         raw: String,
     },
+    /// The server's reply is larger than the adapter accepts (see
+    /// `OpenAiConfig::max_response_bytes`); the body was not read past the
+    /// limit.
+    #[error(
+        "the model server's reply is larger than the limit of {limit} bytes{}; \
+         bound the reply with `max_output_tokens`, or raise the limit \
+         (`OpenAiConfig::with_max_response_bytes`) if replies this large are expected",
+        declared.map_or_else(String::new, |n| format!(" (it announced {n} bytes)"))
+    )]
+    ResponseTooLarge {
+        /// The limit, in bytes.
+        limit: u64,
+        /// The length the server announced (`Content-Length`), if it did.
+        declared: Option<u64>,
+    },
     /// The adapter is misconfigured (missing model name, bad URL).
     #[error("model configuration: {0}")]
     Config(String),
@@ -222,7 +237,8 @@ impl ModelError {
     ///
     /// Transient: rate limits, timeouts, transport faults, malformed replies,
     /// HTTP 408/409/5xx. Correctable: [`ModelError::InvalidOutput`]. Fatal:
-    /// authentication, other HTTP 4xx, configuration, script errors.
+    /// authentication, other HTTP 4xx, an oversized reply, configuration,
+    /// script errors.
     pub fn class(&self) -> ErrorClass {
         match self {
             ModelError::RateLimited { .. }
@@ -233,6 +249,7 @@ impl ModelError {
             ModelError::InvalidOutput { .. } => ErrorClass::Correctable,
             ModelError::Http { .. }
             | ModelError::Auth { .. }
+            | ModelError::ResponseTooLarge { .. }
             | ModelError::Config(_)
             | ModelError::ScriptExhausted { .. }
             | ModelError::UnexpectedRequest { .. } => ErrorClass::Fatal,

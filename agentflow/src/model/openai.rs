@@ -18,7 +18,16 @@
 //! Errors: 429 is [`ModelError::RateLimited`] with `Retry-After` (seconds),
 //! 401/403 [`ModelError::Auth`], other statuses [`ModelError::Http`], an
 //! expired client timeout [`ModelError::Timeout`], a body that is not a chat
-//! completion [`ModelError::MalformedReply`]; see [`ModelError::class`].
+//! completion [`ModelError::MalformedReply`], a body larger than
+//! [`OpenAiConfig::max_response_bytes`] [`ModelError::ResponseTooLarge`];
+//! see [`ModelError::class`].
+//!
+//! The reply's body is read with a bound: a `Content-Length` above
+//! [`OpenAiConfig::max_response_bytes`] is refused before any of the body is
+//! read, and a body without a length (chunked) is read until it passes the
+//! bound and then dropped, with the connection. At most that many bytes of
+//! a body are held in memory. The body of an error status is read up to
+//! 64 KiB (at most the bound) and only that prefix is kept for the message.
 
 use std::time::Duration;
 
@@ -41,6 +50,10 @@ pub struct OpenAiConfig {
     pub api_key: Option<String>,
     /// Bound on a whole call, from connecting to the end of the body.
     pub timeout: Duration,
+    /// The largest reply body accepted, in bytes (default
+    /// [`Self::DEFAULT_MAX_RESPONSE_BYTES`]); a larger one fails the call
+    /// with [`ModelError::ResponseTooLarge`].
+    pub max_response_bytes: u64,
 }
 
 impl std::fmt::Debug for OpenAiConfig {
@@ -50,6 +63,7 @@ impl std::fmt::Debug for OpenAiConfig {
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("timeout", &self.timeout)
+            .field("max_response_bytes", &self.max_response_bytes)
             .finish()
     }
 }
@@ -61,10 +75,20 @@ impl OpenAiConfig {
     pub const OLLAMA_BASE_URL: &str = "http://localhost:11434/v1";
     /// The default call timeout (local models can be slow).
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+    /// The default bound on a reply's body: 8 MiB, far above any chat
+    /// completion a model's output bound allows.
+    pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
 
-    /// A config for `model` at `base_url`, without key, with the default timeout.
+    /// A config for `model` at `base_url`, without key, with the default
+    /// timeout and reply bound.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
-        OpenAiConfig { base_url: base_url.into(), model: model.into(), api_key: None, timeout: Self::DEFAULT_TIMEOUT }
+        OpenAiConfig {
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key: None,
+            timeout: Self::DEFAULT_TIMEOUT,
+            max_response_bytes: Self::DEFAULT_MAX_RESPONSE_BYTES,
+        }
     }
 
     /// A local Ollama server serving `model`.
@@ -81,6 +105,13 @@ impl OpenAiConfig {
     /// Bound each call by `timeout`.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Accept reply bodies of at most `bytes` bytes (see the [module
+    /// docs](self) for how the bound is enforced).
+    pub fn with_max_response_bytes(mut self, bytes: u64) -> Self {
+        self.max_response_bytes = bytes;
         self
     }
 
@@ -174,12 +205,53 @@ impl ChatModel for OpenAiCompatible {
         let status = response.status().as_u16();
         let retry_after =
             response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
-        let body = response.text().await.map_err(transport_error)?;
         if !(200..300).contains(&status) {
-            return Err(status_error(status, retry_after, &body));
+            let prefix = read_prefix(response, ERROR_BODY_BYTES.min(self.config.max_response_bytes)).await;
+            return Err(status_error(status, retry_after, &String::from_utf8_lossy(&prefix)));
         }
-        parse_reply(&body)
+        let body = read_bounded(response, self.config.max_response_bytes).await?;
+        parse_reply(&String::from_utf8_lossy(&body))
     }
+}
+
+/// How much of an error status's body is read, for its message.
+const ERROR_BODY_BYTES: u64 = 64 * 1024;
+
+/// The whole body, refused once it is (or says it will be) over `limit` bytes.
+async fn read_bounded(mut response: reqwest::Response, limit: u64) -> Result<Vec<u8>, ModelError> {
+    let declared = declared_length(&response);
+    if let Some(length) = declared.filter(|&length| length > limit) {
+        return Err(ModelError::ResponseTooLarge { limit, declared: Some(length) });
+    }
+    // Within the limit here, so the capacity is bounded by it.
+    let mut body = Vec::with_capacity(usize::try_from(declared.unwrap_or(0)).unwrap_or(0));
+    while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
+        if (body.len() as u64).saturating_add(chunk.len() as u64) > limit {
+            return Err(ModelError::ResponseTooLarge { limit, declared });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// At most the first `limit` bytes of the body; what arrived before a read
+/// error (the status is the news, not the body).
+async fn read_prefix(mut response: reqwest::Response, limit: u64) -> Vec<u8> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let mut body = Vec::new();
+    while body.len() < limit {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk[..chunk.len().min(limit - body.len())]),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    body
+}
+
+/// The body's length as the server announced it (`Content-Length`).
+fn declared_length(response: &reqwest::Response) -> Option<u64> {
+    let header = response.headers().get(reqwest::header::CONTENT_LENGTH);
+    header.and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok()).or_else(|| response.content_length())
 }
 
 fn transport_error(err: reqwest::Error) -> ModelError {
@@ -197,9 +269,14 @@ fn error_chain(err: &dyn std::error::Error) -> String {
 }
 
 /// `Retry-After` in seconds; the HTTP-date form is not used by model APIs.
+/// A wait too long for a `Duration` (`1e20`, `inf`) reads as the longest
+/// one: the node's retry policy caps it at its `max_delay` anyway.
 fn parse_retry_after(value: &str) -> Option<Duration> {
     let secs: f64 = value.trim().parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+    if secs.is_nan() || secs < 0.0 {
+        return None;
+    }
+    Some(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
 }
 
 fn status_error(status: u16, retry_after: Option<Duration>, body: &str) -> ModelError {
@@ -396,6 +473,14 @@ mod tests {
         assert_eq!(parse_retry_after(" 0.5 "), Some(Duration::from_millis(500)));
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
         assert_eq!(parse_retry_after("-1"), None);
+        assert_eq!(parse_retry_after("NaN"), None);
+    }
+
+    #[test]
+    fn an_absurd_retry_after_reads_as_the_longest_wait() {
+        assert_eq!(parse_retry_after("86400"), Some(Duration::from_secs(86_400)));
+        assert_eq!(parse_retry_after("1e20"), Some(Duration::MAX));
+        assert_eq!(parse_retry_after("inf"), Some(Duration::MAX));
     }
 
     #[test]

@@ -55,6 +55,7 @@ type Predicate = dyn Fn(&ChatRequest) -> bool + Send + Sync;
 pub struct ScriptedModel {
     script: Mutex<Script>,
     responder: Option<Box<Responder>>,
+    fresh_call_ids: bool,
 }
 
 #[derive(Default)]
@@ -84,6 +85,7 @@ impl std::fmt::Debug for ScriptedModel {
             .field("remaining", &script.steps.len())
             .field("served", &script.served)
             .field("respond_with", &self.responder.is_some())
+            .field("fresh_call_ids", &self.fresh_call_ids)
             .finish()
     }
 }
@@ -91,7 +93,7 @@ impl std::fmt::Debug for ScriptedModel {
 impl ScriptedModel {
     /// An empty script.
     pub fn new() -> Self {
-        ScriptedModel { script: Mutex::default(), responder: None }
+        ScriptedModel { script: Mutex::default(), responder: None, fresh_call_ids: false }
     }
 
     fn lock(&self) -> MutexGuard<'_, Script> {
@@ -167,6 +169,19 @@ impl ScriptedModel {
         self
     }
 
+    /// Hand out a fresh id for every tool call on every model call, as real
+    /// APIs do: each served reply's call ids (scripted or from
+    /// [`respond_with`](Self::respond_with)) get the suffix `-{n}`, `n` the
+    /// 1-based number of the model call (`call_1` served by the third call
+    /// becomes `call_1-3`). Asking again with the same request therefore
+    /// never yields the same call id twice; a graph that re-asks the model
+    /// after a pause sees new ids, as it would in production.
+    #[must_use]
+    pub fn fresh_call_ids(mut self) -> Self {
+        self.fresh_call_ids = true;
+        self
+    }
+
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<ChatRequest> {
         self.lock().requests.clone()
@@ -213,9 +228,17 @@ impl ChatModel for ScriptedModel {
         let mut script = self.lock();
         let call = script.requests.len();
         script.requests.push(req.clone());
+        let fresh = |mut reply: ChatReply| {
+            if self.fresh_call_ids {
+                for tool_call in &mut reply.tool_calls {
+                    tool_call.id = format!("{}-{}", tool_call.id, call + 1);
+                }
+            }
+            reply
+        };
         let Some(step) = script.steps.pop_front() else {
             return match &self.responder {
-                Some(respond) => respond(req),
+                Some(respond) => respond(req).map(fresh),
                 None => Err(ModelError::ScriptExhausted { served: script.served }),
             };
         };
@@ -230,6 +253,6 @@ impl ChatModel for ScriptedModel {
         if reply.model.is_empty() {
             reply.model = SCRIPTED_MODEL_NAME.to_owned();
         }
-        Ok(reply)
+        Ok(fresh(reply))
     }
 }

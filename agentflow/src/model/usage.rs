@@ -5,6 +5,10 @@ use std::ops::{Add, AddAssign};
 use serde::{Deserialize, Serialize};
 
 /// Tokens used by one model call.
+///
+/// Sums saturate at `u64::MAX` instead of overflowing: the counts come from
+/// the server, and a server reporting absurd usage must not crash or wrap a
+/// run's accounting.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Usage {
     /// Tokens of the prompt.
@@ -18,16 +22,19 @@ impl Usage {
     pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
         Usage { input_tokens, output_tokens }
     }
-    /// Input plus output tokens.
+    /// Input plus output tokens, saturating at `u64::MAX`.
     pub fn total(&self) -> u64 {
-        self.input_tokens + self.output_tokens
+        self.input_tokens.saturating_add(self.output_tokens)
     }
 }
 
 impl Add for Usage {
     type Output = Usage;
     fn add(self, rhs: Usage) -> Usage {
-        Usage::new(self.input_tokens + rhs.input_tokens, self.output_tokens + rhs.output_tokens)
+        Usage::new(
+            self.input_tokens.saturating_add(rhs.input_tokens),
+            self.output_tokens.saturating_add(rhs.output_tokens),
+        )
     }
 }
 
@@ -52,10 +59,10 @@ pub struct UsageTally {
 impl UsageTally {
     /// Record one call's usage (`None` = unknown).
     pub fn record(&mut self, usage: Option<Usage>) {
-        self.calls += 1;
+        self.calls = self.calls.saturating_add(1);
         match usage {
             Some(usage) => self.known += usage,
-            None => self.unknown_calls += 1,
+            None => self.unknown_calls = self.unknown_calls.saturating_add(1),
         }
     }
     /// Whether every call reported its usage.

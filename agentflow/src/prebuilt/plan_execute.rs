@@ -3,12 +3,17 @@
 //! of the plan after a step fails, and a finalizer answers, but only once it
 //! has checked that every step of the plan has a recorded successful result.
 //!
+//! The executor takes turns like the [ReAct](super::react) loop: a model turn
+//! (`executor`) and a tool turn (`tools`), each its own super-step.
+//!
 //! ```text
-//! START -> planner -> executor -+-> executor   (the step worked, more to do)
-//!                      ^        +-> finalizer  (the step worked, it was the last)
-//!                      |        +-> replanner  (the step failed, replans left)
-//!                      |        +-> finalizer  (the step failed, no replans left: refused)
-//!                      +------ replanner -+-> finalizer (the model says stop: checked)
+//! START -> planner -> executor -+-> tools -------+-> executor  (more turns on this step)
+//!                      ^  ^     |                +-> replanner / finalizer (out of turns)
+//!                      |  |     +-> executor   (the step worked, more to do)
+//!                      |  |     +-> finalizer  (the step worked, it was the last)
+//!                      |  |     +-> replanner  (the step failed, replans left)
+//!                      |  |     +-> finalizer  (the step failed, no replans left: refused)
+//!                      +--+-- replanner -+-> finalizer (the model says stop: checked)
 //!                                          finalizer -> END
 //! ```
 //!
@@ -65,6 +70,23 @@
 //! - Every model call goes through [`Ctx::chat`], so the run's budgets
 //!   (model calls, tokens) and `max_steps` bound the whole loop, re-asks
 //!   included; exhausting one ends the run as `BudgetExhausted`.
+//!
+//! # Pauses, approvals and side effects
+//!
+//! A model turn that calls tools is committed (the reply, its call ids and
+//! arguments, in [`PlanExecuteState::running`]) before any of those tools
+//! runs; the tool turn then runs exactly the committed calls. So when a call
+//! pauses for a human's approval (or the process dies in the tool turn),
+//! only the tool turn runs again, against the same checkpoint and with the
+//! same calls:
+//! - the model is not asked again for a turn it already answered, so a
+//!   model that hands out new call ids on every reply (as real APIs do)
+//!   cannot turn one approval into a new request;
+//! - the paused call finds its approval and, once approved, runs;
+//! - the calls of that round that already ran (tools that are not `read`)
+//!   come back from the effect journal instead of running again, and tool
+//!   rounds of earlier turns are in the committed state and never re-run.
+//!   `read` tools are not journaled and may run again.
 
 use std::sync::Arc;
 
@@ -74,7 +96,7 @@ use serde_json::Value;
 
 use crate::context::Ctx;
 use crate::error::NodeError;
-use crate::message::Message;
+use crate::message::{Message, Role};
 use crate::model::{ChatModel, ChatRequest};
 
 /// The fewest steps a plan may have.
@@ -108,6 +130,9 @@ pub struct PlanExecuteState {
     pub messages: Vec<Message>,
     /// The final answer, set only once every step checked out.
     pub answer: Option<String>,
+    /// The step being carried out, between the executor's turns; `None`
+    /// between steps.
+    pub running: Option<StepRun>,
 }
 
 impl PlanExecuteState {
@@ -142,6 +167,25 @@ pub struct StepResult {
     pub output: String,
     /// The bodies of the tool observations of this step, in order.
     pub observations: Vec<Value>,
+}
+
+/// A step in progress: what the executor's model turn and tool turn hand
+/// each other through the state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRun {
+    /// The step's index in the plan.
+    pub index: usize,
+    /// The step, as it is being run.
+    pub step: String,
+    /// Model turns taken on it so far.
+    pub turns: u32,
+    /// The step's conversation so far: the ask, each model turn (with its
+    /// tool calls, as committed) and each tool result.
+    pub conversation: Vec<Message>,
+    /// The bodies of the tool observations so far, in order.
+    pub observations: Vec<Value>,
+    /// Why the last round of tool calls was refused, if any of them was.
+    pub refused: Option<String>,
 }
 
 /// What a Plan-and-Execute graph needs to run.
@@ -294,10 +338,10 @@ fn checked_steps<'de, D: Deserializer<'de>>(d: D, min: usize, what: &str) -> Res
     Ok(steps)
 }
 
-/// Where the executor goes after a step.
+/// Where the executor goes after a step, or after a round of tool calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
-    /// Run the next step.
+    /// Ask the executor's model: the next step, or the next turn of this one.
     Executor,
     /// The step failed and replans are left: revise the plan.
     Replanner,
@@ -356,13 +400,15 @@ pub async fn plan_turn(
     Ok(PlanExecuteState::update().plan(plan.steps).current(0).messages(vec![trace]))
 }
 
-/// The executor's turn: runs step `current` (model turns with the node's
-/// tools, tool calls through the gateway), records its result, and says
-/// where to go next.
+/// The executor's model turn: asks the model for the next move on step
+/// `current`, offering the node's tools. A reply with tool calls is
+/// committed as it is (with its call ids) and the route is `None`: go to
+/// the tool turn ([`execute_tools_turn`]). A reply without tool calls ends
+/// the step, records its result, and says where to go next.
 pub async fn execute_turn(
     s: &PlanExecuteState,
     cx: &Ctx<'_, PlanExecuteDeps>,
-) -> Result<(PlanExecuteStateUpdate, Route), NodeError> {
+) -> Result<(PlanExecuteStateUpdate, Option<Route>), NodeError> {
     let deps = cx.deps();
     let Some(step) = s.plan.get(s.current) else {
         return Err(NodeError::fatal(format!(
@@ -371,64 +417,128 @@ pub async fn execute_turn(
             s.plan.len()
         )));
     };
-    // One run of this node records one result: its number names the trace.
+    // One execution of a step records one result: its number names the trace.
     let run = s.results.len();
-    let ask =
-        Message::human(format!("{}\n\nCurrent step ({} of {}): {step}", progress(s), s.current + 1, s.plan.len()))
+    let mut trace = Vec::new();
+    let mut running = match &s.running {
+        Some(r) if r.index == s.current && r.step == *step => r.clone(),
+        _ => {
+            let ask = Message::human(format!(
+                "{}\n\nCurrent step ({} of {}): {step}",
+                progress(s),
+                s.current + 1,
+                s.plan.len()
+            ))
             .with_id(format!("exec-{run}-ask"));
-    let mut conversation = vec![deps.system(EXECUTOR), ask.clone()];
-    let mut trace = vec![ask];
-    let mut observations = Vec::new();
-    let mut last_round_failed: Option<String> = None;
-    let mut outcome: Option<Result<String, String>> = None;
-    for turn in 0..deps.max_turns_per_step {
-        let request = deps.request(conversation.clone()).with_tools(cx.tool_specs());
-        let reply = cx.chat(&*deps.model, &request).await?;
-        let calls = reply.tool_calls.clone();
-        let text = reply.text.trim().to_string();
-        let message = reply.into_message(format!("exec-{run}-ai-{turn}"));
-        conversation.push(message.clone());
-        trace.push(message);
-        if calls.is_empty() {
-            outcome = Some(match (&last_round_failed, text.is_empty()) {
-                (Some(refusal), _) => Err(if text.is_empty() { refusal.clone() } else { format!("{refusal}; {text}") }),
-                (None, true) => Err("the model ended the step with an empty reply".into()),
-                (None, false) => Ok(text),
-            });
-            break;
-        }
-        last_round_failed = None;
-        for (call, observation) in calls.iter().zip(cx.call_tools(&calls).await?) {
-            if let Some(code) = observation.code() {
-                let detail = observation.body.get("detail").and_then(Value::as_str).unwrap_or_default();
-                let code = serde_json::to_value(code).ok().and_then(|c| c.as_str().map(str::to_string));
-                let refusal = format!("`{}` refused ({}): {detail}", call.name, code.unwrap_or_default());
-                last_round_failed = Some(match last_round_failed.take() {
-                    Some(earlier) => format!("{earlier}; {refusal}"),
-                    None => refusal,
-                });
+            trace.push(ask.clone());
+            StepRun {
+                index: s.current,
+                step: step.clone(),
+                turns: 0,
+                conversation: vec![ask],
+                observations: Vec::new(),
+                refused: None,
             }
-            observations.push(observation.body.clone());
-            let message = observation.into_message().with_id(format!("exec-{run}-tool-{}", call.id));
-            conversation.push(message.clone());
-            trace.push(message);
         }
-    }
-    let outcome = outcome.unwrap_or_else(|| {
-        Err(format!("still calling tools after {} model turns; the step was not finished", deps.max_turns_per_step))
-    });
-    let ok = outcome.is_ok();
-    let result =
-        StepResult { index: s.current, step: step.clone(), ok, output: outcome.unwrap_or_else(|e| e), observations };
-    let last = s.current + 1 == s.plan.len();
-    let (current, route) = match (ok, last) {
-        (true, false) => (s.current + 1, Route::Executor),
-        (true, true) => (s.current + 1, Route::Finalizer),
-        (false, _) if s.replans < deps.max_replans => (s.current, Route::Replanner),
-        (false, _) => (s.current, Route::Finalizer),
     };
-    let update = PlanExecuteState::update().results(vec![result]).current(current).messages(trace);
-    Ok((update, route))
+    let mut messages = Vec::with_capacity(running.conversation.len() + 1);
+    messages.push(deps.system(EXECUTOR));
+    messages.extend(running.conversation.iter().cloned());
+    let request = deps.request(messages).with_tools(cx.tool_specs());
+    let reply = cx.chat(&*deps.model, &request).await?;
+    let calls = !reply.tool_calls.is_empty();
+    let text = reply.text.trim().to_string();
+    let message = reply.into_message(format!("exec-{run}-ai-{}", running.turns));
+    running.turns = running.turns.saturating_add(1);
+    trace.push(message.clone());
+    if calls {
+        running.conversation.push(message);
+        let update = PlanExecuteState::update().running(Some(running)).messages(trace);
+        return Ok((update, None));
+    }
+    let outcome = match (running.refused.take(), text.is_empty()) {
+        (Some(refusal), true) => Err(refusal),
+        (Some(refusal), false) => Err(format!("{refusal}; {text}")),
+        (None, true) => Err("the model ended the step with an empty reply".into()),
+        (None, false) => Ok(text),
+    };
+    let (update, route) = finish_step(s, deps, running, outcome, trace);
+    Ok((update, Some(route)))
+}
+
+/// The executor's tool turn: runs the tool calls of the step's last model
+/// turn through the gateway, exactly as they were committed (same call ids,
+/// same arguments), and goes back to the model turn. A step whose model is
+/// still calling tools after [`PlanExecuteDeps::max_turns_per_step`] model
+/// turns fails here.
+///
+/// When a call pauses for an approval, this turn is what runs again on
+/// resume, against the same checkpoint: the calls that ran before the pause
+/// come back from the effect journal (tools that are not `read`), and the
+/// paused call finds its approval. The model is not asked again.
+pub async fn execute_tools_turn(
+    s: &PlanExecuteState,
+    cx: &Ctx<'_, PlanExecuteDeps>,
+) -> Result<(PlanExecuteStateUpdate, Route), NodeError> {
+    let deps = cx.deps();
+    let Some(mut running) = s.running.clone() else {
+        return Err(NodeError::fatal("the executor's tool turn ran with no step in progress"));
+    };
+    let Some(calls) = running.conversation.last().filter(|m| m.role == Role::Ai).map(|m| m.tool_calls.clone()) else {
+        return Err(NodeError::fatal("the executor's tool turn ran before the model asked for a tool"));
+    };
+    let run = s.results.len();
+    let mut trace = Vec::with_capacity(calls.len());
+    let mut refused: Option<String> = None;
+    for (call, observation) in calls.iter().zip(cx.call_tools(&calls).await?) {
+        if let Some(code) = observation.code() {
+            let detail = observation.body.get("detail").and_then(Value::as_str).unwrap_or_default();
+            let code = serde_json::to_value(code).ok().and_then(|c| c.as_str().map(str::to_string));
+            let refusal = format!("`{}` refused ({}): {detail}", call.name, code.unwrap_or_default());
+            refused = Some(match refused.take() {
+                Some(earlier) => format!("{earlier}; {refusal}"),
+                None => refusal,
+            });
+        }
+        running.observations.push(observation.body.clone());
+        let message = observation.into_message().with_id(format!("exec-{run}-tool-{}", call.id));
+        running.conversation.push(message.clone());
+        trace.push(message);
+    }
+    running.refused = refused;
+    if running.turns >= deps.max_turns_per_step {
+        let outcome =
+            Err(format!("still calling tools after {} model turns; the step was not finished", running.turns));
+        return Ok(finish_step(s, deps, running, outcome, trace));
+    }
+    Ok((PlanExecuteState::update().running(Some(running)).messages(trace), Route::Executor))
+}
+
+/// Records the result of the step in progress, clears it, and picks the next node.
+fn finish_step(
+    s: &PlanExecuteState,
+    deps: &PlanExecuteDeps,
+    running: StepRun,
+    outcome: Result<String, String>,
+    trace: Vec<Message>,
+) -> (PlanExecuteStateUpdate, Route) {
+    let ok = outcome.is_ok();
+    let result = StepResult {
+        index: running.index,
+        step: running.step,
+        ok,
+        output: outcome.unwrap_or_else(|e| e),
+        observations: running.observations,
+    };
+    let last = running.index + 1 == s.plan.len();
+    let (current, route) = match (ok, last) {
+        (true, false) => (running.index + 1, Route::Executor),
+        (true, true) => (running.index + 1, Route::Finalizer),
+        (false, _) if s.replans < deps.max_replans => (running.index, Route::Replanner),
+        (false, _) => (running.index, Route::Finalizer),
+    };
+    let update = PlanExecuteState::update().results(vec![result]).current(current).running(None).messages(trace);
+    (update, route)
 }
 
 /// The replanner's turn: asks for a [`Revision`] of the failed step and
@@ -504,13 +614,16 @@ pub async fn finalize_turn(
 }
 
 /// Declares a Plan-and-Execute agent: a `#[graph]` module `name` with the
-/// nodes `planner`, `executor`, `replanner` and `finalizer`. The executor
-/// is allowed exactly the listed tools (checked at compile time); the
-/// planner and replanner list them too, only to describe them to the model.
+/// nodes `planner`, `executor` (the executor's model turns), `tools` (its
+/// tool turns), `replanner` and `finalizer`. The executor's nodes are
+/// allowed exactly the listed tools (checked at compile time); the planner
+/// and replanner list them too, only to describe them to the model.
 /// `graph()` in it returns `CompiledGraph<PlanExecuteState, PlanExecuteDeps>`.
 ///
-/// `max_steps` bounds the super-steps: one for the planner, one per step
-/// execution, one per revision, one for the finalizer.
+/// `max_steps` bounds the super-steps: one for the planner, one per model
+/// turn of the executor and one per round of tool calls, one per revision,
+/// one for the finalizer. A plan step done with one round of tool calls
+/// takes three.
 ///
 /// See the [module docs](crate::prebuilt::plan_execute) for how to declare and run one.
 #[macro_export]
@@ -535,13 +648,28 @@ macro_rules! plan_execute_agent {
                 ::core::result::Result::Ok(goto!(executor, update))
             }
 
-            #[$crate::node(goto = [executor, replanner, finalizer], tools = [$($tool),*])]
+            #[$crate::node(goto = [tools, executor, replanner, finalizer], tools = [$($tool),*])]
             async fn executor(
                 s: &$crate::prebuilt::PlanExecuteState,
                 cx: &$crate::Ctx<$crate::prebuilt::PlanExecuteDeps>,
             ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::PlanExecuteState>, $crate::NodeError> {
                 use $crate::prebuilt::plan_execute::Route;
                 let (update, route) = $crate::prebuilt::plan_execute::execute_turn(s, cx).await?;
+                ::core::result::Result::Ok(match route {
+                    ::core::option::Option::None => goto!(tools, update),
+                    ::core::option::Option::Some(Route::Executor) => goto!(executor, update),
+                    ::core::option::Option::Some(Route::Replanner) => goto!(replanner, update),
+                    ::core::option::Option::Some(Route::Finalizer) => goto!(finalizer, update),
+                })
+            }
+
+            #[$crate::node(goto = [executor, replanner, finalizer], tools = [$($tool),*])]
+            async fn tools(
+                s: &$crate::prebuilt::PlanExecuteState,
+                cx: &$crate::Ctx<$crate::prebuilt::PlanExecuteDeps>,
+            ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::PlanExecuteState>, $crate::NodeError> {
+                use $crate::prebuilt::plan_execute::Route;
+                let (update, route) = $crate::prebuilt::plan_execute::execute_tools_turn(s, cx).await?;
                 ::core::result::Result::Ok(match route {
                     Route::Executor => goto!(executor, update),
                     Route::Replanner => goto!(replanner, update),
