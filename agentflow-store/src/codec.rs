@@ -6,6 +6,84 @@
 //! Decoding never trusts a length: a length past the end of the buffer is "truncated", and
 //! trailing bytes after the last field are refused, so a damaged record is an error, not a panic.
 
+/// The deepest nesting of arrays and objects in a JSON document that is written to a store.
+///
+/// serde_json, which reads every stored document back, refuses input nested 128 levels deep,
+/// so a document within this limit always reads back. The store refuses to write deeper JSON
+/// (audit details, checkpoint metadata), and agentflow refuses to commit a deeper state,
+/// update, pending write or effect result. Depth counts arrays and objects: a number or a
+/// string is depth 0, `[]` and `{}` are 1, `[[1]]` is 2.
+pub const MAX_DOCUMENT_DEPTH: usize = 127;
+
+/// The deepest nesting of arrays and objects accepted in a JSON value that comes from outside
+/// and becomes part of a larger stored document: tool arguments from a model, approval
+/// conditions, interrupt payloads, resume values.
+///
+/// The 63 levels between it and [`MAX_DOCUMENT_DEPTH`] are room for the document around the
+/// value (a tool call inside a message inside a state), so an accepted value never makes the
+/// document that holds it unreadable.
+pub const MAX_JSON_DEPTH: usize = 64;
+
+/// Where `value` first nests deeper than `limit`, as a path below `root` (`root.a[2].b`); `None`
+/// when it fits. Iterative, so a deep value cannot overflow the stack.
+pub(crate) fn too_deep(value: &serde_json::Value, limit: usize, root: &str) -> Option<String> {
+    use serde_json::Value;
+    enum Seg<'a> {
+        Key(&'a str),
+        Index(usize),
+    }
+    // (value, its depth, the path segment that leads to it, the index of its parent frame)
+    let mut stack: Vec<(&Value, usize, Option<Seg<'_>>, usize)> = vec![(value, 0, None, usize::MAX)];
+    let mut frames: Vec<(Option<Seg<'_>>, usize)> = Vec::new();
+    while let Some((v, depth, seg, parent)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = (Seg<'_>, &Value)>> = match v {
+            Value::Array(items) => Box::new(items.iter().enumerate().map(|(i, v)| (Seg::Index(i), v))),
+            Value::Object(map) => Box::new(map.iter().map(|(k, v)| (Seg::Key(k.as_str()), v))),
+            _ => continue,
+        };
+        frames.push((seg, parent));
+        let me = frames.len() - 1;
+        if depth + 1 > limit {
+            let mut segs = Vec::new();
+            let mut cur = me;
+            while cur != usize::MAX {
+                let (seg, parent) = &frames[cur];
+                if let Some(seg) = seg {
+                    segs.push(seg);
+                }
+                cur = *parent;
+            }
+            let mut path = root.to_string();
+            for seg in segs.into_iter().rev() {
+                match seg {
+                    Seg::Key(k) => path_key(&mut path, k),
+                    Seg::Index(i) => path.push_str(&format!("[{i}]")),
+                }
+            }
+            return Some(path);
+        }
+        for (seg, child) in children {
+            if matches!(child, Value::Array(_) | Value::Object(_)) {
+                stack.push((child, depth + 1, Some(seg), me));
+            }
+        }
+    }
+    None
+}
+
+/// Appends an object key to a path: `.key` for an identifier, `["key"]` otherwise.
+pub(crate) fn path_key(path: &mut String, key: &str) {
+    let plain = !key.is_empty()
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !key.starts_with(|c: char| c.is_ascii_digit());
+    if plain {
+        path.push('.');
+        path.push_str(key);
+    } else {
+        path.push_str(&format!("[{key:?}]"));
+    }
+}
+
 /// Builds one encoded record.
 pub(crate) struct Enc(Vec<u8>);
 
@@ -264,6 +342,20 @@ mod tests {
             assert_eq!(d.u64("v").unwrap(), v);
             d.end().unwrap();
         }
+    }
+
+    #[test]
+    fn documents_within_the_depth_limit_read_back_and_deeper_ones_do_not() {
+        let nested = |n: usize| "[".repeat(n) + &"]".repeat(n);
+        let fits: serde_json::Value = serde_json::from_str(&nested(MAX_DOCUMENT_DEPTH)).unwrap();
+        assert_eq!(too_deep(&fits, MAX_DOCUMENT_DEPTH, "v"), None);
+        assert!(serde_json::from_str::<serde_json::Value>(&nested(MAX_DOCUMENT_DEPTH + 1)).is_err());
+        assert_eq!(too_deep(&fits, MAX_DOCUMENT_DEPTH - 1, "v").unwrap(), format!("v{}", "[0]".repeat(126)));
+        let v = serde_json::json!({"a": [1, {"b c": {"d": []}}], "e": 1});
+        assert_eq!(too_deep(&v, 5, "v"), None);
+        assert_eq!(too_deep(&v, 4, "v").as_deref(), Some(r#"v.a[1]["b c"].d"#));
+        assert_eq!(too_deep(&serde_json::json!(1), 0, "v"), None);
+        assert_eq!(too_deep(&serde_json::json!({}), 0, "v").as_deref(), Some("v"));
     }
 
     #[test]

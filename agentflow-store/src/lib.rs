@@ -71,9 +71,10 @@ mod store;
 pub mod tables;
 mod writer;
 
+pub use codec::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH};
 pub use error::{
-    ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, LeaseError, OpenError, ReadError,
-    StorageError,
+    ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, JsonTooDeep, LeaseError, OpenError,
+    ReadError, StorageError,
 };
 pub use record::{
     ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, AuditEntry, ChainStep, Checkpoint,

@@ -564,9 +564,8 @@ impl Store for RedbStore {
 
     fn append_audit(&self, thread: &str, entry: NewAuditEntry) -> Result<u64, AuditError> {
         let thread = thread.to_string();
-        let (seq, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
-            ops::stage_append_audit(tx, &thread, &entry).map_err(AuditError::from)
-        })?;
+        let (seq, _) =
+            self.submit(Durability::Immediate, move |tx: &Tx<'_>| ops::stage_append_audit(tx, &thread, &entry))?;
         Ok(seq)
     }
 

@@ -160,8 +160,14 @@ impl<S: State, D> CompiledGraph<S, D> {
             .latest_checkpoint(thread)
             .map_err(PersistError::from)?
             .ok_or(HistoryError::UnknownThread { thread: thread.to_string() })?;
-        let blob = serde_json::to_vec(&update).map_err(|source| PersistError::Encode { what: "the update", source })?;
-        let detail = serde_json::to_value(&update).unwrap_or_default();
+        let blob = super::encode::document(&update, "the update")?;
+        // The same check passed for the blob, so the detail is the same JSON.
+        let detail: serde_json::Value = serde_json::from_slice(&blob).map_err(|source| PersistError::Decode {
+            thread: thread.to_string(),
+            seq: latest.seq,
+            what: "update",
+            source,
+        })?;
         let metadata = CheckpointMetadata::new(latest.metadata.step, CheckpointSource::UpdateState, vec![]);
         self.append_checkpoint(
             store,
@@ -225,7 +231,7 @@ impl<S: State, D> CompiledGraph<S, D> {
         let store = self.store_or_err()?;
         let fold = |chain: &StateChain| -> Result<Vec<u8>, agentflow_store::BoxError> {
             let state: S = fold_chain(thread, chain)?;
-            Ok(serde_json::to_vec(&state)?)
+            Ok(super::encode::document(&state, "the state")?)
         };
         Ok(store.compact(thread, keep_last, &fold)?)
     }

@@ -9,11 +9,13 @@
 //! state's size.
 
 mod checkpointer;
+pub(crate) mod encode;
 mod error;
 mod history;
 mod journal;
 
 pub(crate) use checkpointer::{Checkpointer, Resumed};
+pub use encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, ValueError, check_json};
 pub use error::{HistoryError, PersistError, ResumeError};
 pub use history::Snapshot;
 pub use journal::Journal;

@@ -50,8 +50,8 @@ impl<D> Ctx<'_, D> {
     /// `tools = [..]` list. The call id is the tool's name and its position
     /// among this attempt's direct calls, stable when the node re-runs.
     pub async fn run_tool<T: Tool, A: serde::Serialize>(&self, tool: T, args: A) -> Result<Observation, NodeError> {
-        let args = serde_json::to_value(args)
-            .map_err(|e| NodeError::fatal(format!("arguments for `{}` do not serialise: {e}", tool.name())))?;
+        let args = crate::persist::encode::to_value(&args, "args", crate::persist::MAX_JSON_DEPTH)
+            .map_err(|e| NodeError::fatal(format!("arguments for `{}` cannot be sent: {e}", tool.name())))?;
         let n = {
             let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
             signal.direct_calls += 1;
