@@ -110,6 +110,16 @@ pub enum OpenError {
         /// What redb reported.
         detail: String,
     },
+    /// The file is empty. A store file never is (it is created whole), so this is not a store,
+    /// or a store that lost its contents; it is not turned into a new store.
+    #[error(
+        "{}: the file is empty, so it is not an agentflow store (a store file is never empty); if a store was expected here, restore it from a backup, else delete the empty file and open again to create a new store",
+        path.display()
+    )]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
     /// A redb database written by another program.
     #[error(
         "{}: a redb database written by another program (tables: {}); agentflow-store will not modify it: use another file",

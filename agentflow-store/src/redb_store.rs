@@ -162,12 +162,26 @@ impl RedbStoreBuilder {
         builder
     }
 
-    /// Opens the store file at `path`, creating it if it does not exist or is empty.
+    /// Opens the store file at `path`, creating it if it does not exist.
+    ///
+    /// A new file is created whole or not at all: it is built and synced
+    /// under a temporary name in the same directory, then linked into place
+    /// and the directory synced, so a process killed while creating leaves
+    /// no file at `path` (at most a hidden `.<name>.creating-*` file beside
+    /// it, which may be deleted) and the next open starts over. An empty file
+    /// at `path` is refused ([`OpenError::Empty`]): a store file is never
+    /// empty, so it is something else, or a store that lost its contents.
     pub fn open(&self, path: impl AsRef<Path>) -> Result<RedbStore, OpenError> {
         let path = path.as_ref().to_path_buf();
+        match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_file() && meta.len() == 0 => return Err(OpenError::Empty { path }),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.create_whole(&path)?,
+            Err(source) => return Err(OpenError::Io { path, source }),
+        }
         let builder = self.redb();
         // redb may panic on a damaged file it trusts; that is still an error here.
-        let db = catch_unwind(AssertUnwindSafe(|| builder.create(&path)))
+        let db = catch_unwind(AssertUnwindSafe(|| builder.open(&path)))
             .map_err(|panic| OpenError::Corrupted {
                 path: path.clone(),
                 detail: format!("redb failed reading it: {}", panic_message(&*panic)),
@@ -176,11 +190,58 @@ impl RedbStoreBuilder {
         RedbStore::start(db, path, self)
     }
 
+    /// Creates an initialised store file at `path`, atomically (see [`RedbStoreBuilder::open`]).
+    /// If another process creates `path` first, its file is kept and this one discarded.
+    fn create_whole(&self, path: &Path) -> Result<(), OpenError> {
+        let io = |source| OpenError::Io { path: path.to_path_buf(), source };
+        let name = path
+            .file_name()
+            .ok_or_else(|| io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file")))?;
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let temp = dir.join(format!(".{}.creating-{}-{nanos}", name.to_string_lossy(), std::process::id()));
+        let created = (|| {
+            let db = self.redb().create(&temp).map_err(|e| open_error(path, e))?;
+            // Commits durably: the tables and the format version are on disk.
+            init(&db, path)?;
+            drop(db);
+            std::fs::File::open(&temp).and_then(|f| f.sync_all()).map_err(io)?;
+            match std::fs::hard_link(&temp, path) {
+                // Another process created the store first: use theirs.
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                // No hard links on this filesystem: rename, unless the file appeared meanwhile.
+                Err(_) if !path.exists() => std::fs::rename(&temp, path).map_err(io)?,
+                Err(_) => {}
+            }
+            sync_dir(&dir).map_err(io)
+        })();
+        let _ = std::fs::remove_file(&temp);
+        created
+    }
+
     /// A store in memory (redb's `InMemoryBackend`), gone when dropped. For tests.
     pub fn in_memory(&self) -> Result<RedbStore, OpenError> {
         let path = PathBuf::from(IN_MEMORY);
         let db = self.redb().create_with_backend(InMemoryBackend::new()).map_err(|e| open_error(&path, e))?;
         RedbStore::start(db, path, self)
+    }
+}
+
+/// Makes a new directory entry durable.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::fs::File::open(dir)?.sync_all()
+    }
+    // Windows cannot open a directory as a file; its rename and link are durable with the file.
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
     }
 }
 
