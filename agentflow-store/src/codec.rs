@@ -2,7 +2,9 @@
 //!
 //! Every record starts with a one-byte format version, followed by its fields in declaration
 //! order: integers as LEB128 varints, strings and byte strings as a varint length and the bytes,
-//! options as a 0/1 tag, lists as a varint count and the items, JSON values as their text.
+//! options as a 0/1 tag, lists as a varint count and the items, JSON values as their text. It
+//! ends with a CRC-32 (IEEE, little endian) of everything before it, so a bit flipped in a stored
+//! value is a decode error even when redb does not verify its pages (`verify_on_open(false)`).
 //! Decoding never trusts a length: a length past the end of the buffer is "truncated", and
 //! trailing bytes after the last field are refused, so a damaged record is an error, not a panic.
 
@@ -84,6 +86,35 @@ pub(crate) fn path_key(path: &mut String, key: &str) {
     }
 }
 
+/// Bytes of the checksum that ends every record.
+const CHECKSUM_LEN: usize = 4;
+
+/// CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320) lookup table.
+const CRC_TABLE: [u32; 256] = {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+            k += 1;
+        }
+        table[i] = c;
+        i += 1;
+    }
+    table
+};
+
+/// CRC-32 (IEEE) of `bytes`: detects every flip of up to three bits, and any burst of up to 32.
+pub(crate) fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in bytes {
+        c = CRC_TABLE[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8);
+    }
+    !c
+}
+
 /// Builds one encoded record.
 pub(crate) struct Enc(Vec<u8>);
 
@@ -95,7 +126,10 @@ impl Enc {
         Enc(buf)
     }
 
-    pub(crate) fn finish(self) -> Vec<u8> {
+    /// The record with its checksum appended.
+    pub(crate) fn finish(mut self) -> Vec<u8> {
+        let sum = crc32(&self.0);
+        self.0.extend_from_slice(&sum.to_le_bytes());
         self.0
     }
 
@@ -186,18 +220,33 @@ pub(crate) struct Dec<'a> {
 }
 
 impl<'a> Dec<'a> {
-    /// Checks the leading format version byte against the versions this build reads.
+    /// Checks the record's checksum, then its leading format version byte against the version
+    /// this build reads.
     pub(crate) fn new(buf: &'a [u8], supported: u8) -> DecodeResult<Self> {
-        let Some(&version) = buf.first() else {
+        if buf.is_empty() {
             return Err("empty record".to_string());
+        }
+        let Some(split) = buf.len().checked_sub(CHECKSUM_LEN).filter(|&n| n > 0) else {
+            return Err(format!("truncated: {} bytes, shorter than a version byte and a checksum", buf.len()));
         };
-        if version == 0 || version > supported {
+        let (body, trailer) = buf.split_at(split);
+        let stored = u32::from_le_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
+        let computed = crc32(body);
+        if stored != computed {
             return Err(format!(
-                "record format version {version}, this build reads versions 1..={supported} \
-                 (written by a newer agentflow-store or not a record at all)"
+                "checksum mismatch (stored {stored:08x}, computed {computed:08x}): its bytes changed after they \
+                 were written"
             ));
         }
-        Ok(Dec { buf, pos: 1 })
+        let version = body[0];
+        if version != supported {
+            let who = if version < supported { "an older" } else { "a newer" };
+            return Err(format!(
+                "record format version {version}, this build reads version {supported} (written by {who} \
+                 agentflow-store, or not a record at all)"
+            ));
+        }
+        Ok(Dec { buf: body, pos: 1 })
     }
 
     /// Refuses trailing bytes after the last field.
@@ -368,9 +417,31 @@ mod tests {
             assert!(r.is_err(), "cut at {cut}");
         }
         assert!(Dec::new(&[9], 1).is_err());
-        let huge = [1u8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        let sealed = |raw: &[u8]| {
+            let mut v = raw.to_vec();
+            v.extend_from_slice(&crc32(raw).to_le_bytes());
+            v
+        };
+        let huge = sealed(&[1u8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
         assert!(Dec::new(&huge, 1).unwrap().strs("s").is_err());
-        let overflow = [1u8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        let overflow = sealed(&[1u8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]);
         assert!(Dec::new(&overflow, 1).unwrap().u64("v").is_err());
+        // Another version, even with a valid checksum, is refused by name.
+        let older = Enc::new(1).finish();
+        assert!(Dec::new(&older, 2).map(|_| ()).unwrap_err().contains("older agentflow-store"));
+    }
+
+    #[test]
+    fn crc32_matches_the_standard_and_every_bit_flip_is_caught() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        let mut e = Enc::new(1);
+        e.str("some record").u64(12_345).bytes(&[0, 1, 2, 255]);
+        let buf = e.finish();
+        for bit in 0..buf.len() * 8 {
+            let mut damaged = buf.clone();
+            damaged[bit / 8] ^= 1 << (bit % 8);
+            let err = Dec::new(&damaged, 1).map(|_| ()).unwrap_err();
+            assert!(err.contains("checksum mismatch"), "bit {bit}: {err}");
+        }
     }
 }

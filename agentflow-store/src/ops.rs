@@ -14,7 +14,7 @@ use crate::error::{ApprovalError, AuditError, CommitError, JsonTooDeep, ReadErro
 use crate::leases::Leases;
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, ChainStep, CheckpointSummary, EffectKey, EffectOutcome,
-    NewAuditEntry, Row, Snapshot, StateChain, StepCommit, ThreadRecord,
+    NewAuditEntry, Payload, Row, Snapshot, StateChain, StepCommit, ThreadRecord,
 };
 use crate::redb_store::Ctx;
 use crate::tables;
@@ -443,13 +443,13 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
         }
     }
     for w in &c.pending_writes {
-        pending.insert((tid, w.seq, w.node.as_str(), w.idx), w.value.as_slice()).ctx(path)?;
+        pending.insert((tid, w.seq, w.node.as_str(), w.idx), Payload::encode(&w.value).as_slice()).ctx(path)?;
     }
     if let Some(effects) = effects.as_mut() {
         for (key, result) in &c.effects {
             let k = (tid, key.seq, key.node.as_str(), key.key.as_str());
             if effects.get(k).ctx(path)?.is_none() {
-                effects.insert(k, result.as_slice()).ctx(path)?;
+                effects.insert(k, Payload::encode(result).as_slice()).ctx(path)?;
             }
         }
     }
@@ -520,11 +520,17 @@ pub(crate) fn stage_record_effect(tx: &Tx<'_>, key: &EffectKey, result: &[u8]) -
     let mut effects = tx.txn.open_table(tables::EFFECTS).ctx(tx.path)?;
     let k = (key.thread.as_str(), key.seq, key.node.as_str(), key.key.as_str());
     if let Some(existing) = effects.get(k).ctx(tx.path)? {
-        return Ok(EffectOutcome::AlreadyRecorded(existing.value().to_vec()));
+        let existing = decode(tx.path, tables::EFFECTS, || effect_key(key), existing.value(), Payload::decode)?;
+        return Ok(EffectOutcome::AlreadyRecorded(existing));
     }
     tx.wrote();
-    effects.insert(k, result).ctx(tx.path)?;
+    effects.insert(k, Payload::encode(result).as_slice()).ctx(tx.path)?;
     Ok(EffectOutcome::Recorded)
+}
+
+/// An effect's key, rendered for humans.
+pub(crate) fn effect_key(key: &EffectKey) -> String {
+    format!("({:?}, {}, {:?}, {:?})", key.thread, key.seq, key.node, key.key)
 }
 
 pub(crate) fn stage_append_audit(tx: &Tx<'_>, thread: &str, entry: &NewAuditEntry) -> Result<u64, AuditError> {

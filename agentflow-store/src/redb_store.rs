@@ -19,15 +19,16 @@ use crate::leases::Leases;
 use crate::ops;
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
-    CompactReport, Durability, EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, Snapshot, StateChain,
-    StepCommit, ThreadRecord,
+    CompactReport, Durability, EffectKey, EffectOutcome, Lease, NewAuditEntry, Payload, PendingWrite, Snapshot,
+    StateChain, StepCommit, ThreadRecord,
 };
 use crate::store::{CommitCallback, FoldFn, Store};
 use crate::tables;
 use crate::writer::{self, Committed, Job, OpJob, Tx, WriterConfig};
 
 /// Store format written in the `META` table; bump on an incompatible layout change.
-const STORE_FORMAT: u32 = 2;
+/// 3: every value (records, pending writes, effect results) ends with a checksum.
+const STORE_FORMAT: u32 = 3;
 const APP: &[u8] = b"agentflow-store";
 const IN_MEMORY: &str = "<in-memory>";
 
@@ -113,7 +114,12 @@ impl Default for RedbStoreBuilder {
 impl RedbStoreBuilder {
     /// Verify every page checksum when an existing file is opened (default `true`). It reads the
     /// whole file, but a damaged file is then reported as [`OpenError::Corrupted`]; without it
-    /// redb trusts a cleanly closed file and damage may surface later as a read error.
+    /// redb trusts a cleanly closed file and damage surfaces later, when it is read: damage to a
+    /// stored value (a record, a snapshot, a pending write, an effect result) is then a
+    /// [`StorageError::Decode`] naming it (every value carries a CRC-32), and damage to redb's
+    /// own page structure a [`StorageError::Corrupted`] or another typed error. Not covered
+    /// without the verify: a flipped bit in a key that turns it into another valid key (the
+    /// value then appears under that key).
     #[must_use]
     pub fn verify_on_open(mut self, verify: bool) -> Self {
         self.verify_on_open = verify;
@@ -586,7 +592,9 @@ impl Store for RedbStore {
                 if t != thread || s != seq {
                     break;
                 }
-                out.push(PendingWrite { seq, node: node.to_string(), idx, value: v.value().to_vec() });
+                let key = || format!("({thread:?}, {seq}, {node:?}, {idx})");
+                let value = ops::decode(path, tables::PENDING_WRITES, key, v.value(), Payload::decode)?;
+                out.push(PendingWrite { seq, node: node.to_string(), idx, value });
             }
             Ok(out)
         })
@@ -611,7 +619,12 @@ impl Store for RedbStore {
         self.read(|txn, path| {
             let effects = txn.open_table(tables::EFFECTS).ctx(path)?;
             let k = (key.thread.as_str(), key.seq, key.node.as_str(), key.key.as_str());
-            Ok(redb::ReadableTable::get(&effects, k).ctx(path)?.map(|v| v.value().to_vec()))
+            match redb::ReadableTable::get(&effects, k).ctx(path)? {
+                None => Ok(None),
+                Some(v) => {
+                    Ok(Some(ops::decode(path, tables::EFFECTS, || ops::effect_key(key), v.value(), Payload::decode)?))
+                }
+            }
         })
     }
 
