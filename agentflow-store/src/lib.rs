@@ -82,4 +82,4 @@ pub use record::{
     EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit, ThreadRecord, ThreadStatus,
 };
 pub use redb_store::{RedbStore, RedbStoreBuilder};
-pub use store::{CommitCallback, FoldFn, Store};
+pub use store::{CommitCallback, FoldFn, Listing, Store};

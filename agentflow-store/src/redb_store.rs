@@ -22,7 +22,7 @@ use crate::record::{
     CompactReport, Durability, EffectKey, EffectOutcome, Lease, NewAuditEntry, Payload, PendingWrite, Snapshot,
     StateChain, StepCommit, ThreadRecord,
 };
-use crate::store::{CommitCallback, FoldFn, Store};
+use crate::store::{CommitCallback, FoldFn, Listing, Store};
 use crate::tables;
 use crate::writer::{self, Committed, Job, OpJob, Tx, WriterConfig};
 
@@ -506,19 +506,11 @@ impl Store for RedbStore {
     }
 
     fn list_threads(&self) -> Result<Vec<ThreadRecord>, ReadError> {
-        self.read(|txn, path| {
-            let threads = txn.open_table(tables::THREADS).ctx(path)?;
-            let mut out = Vec::new();
-            for entry in redb::ReadableTable::iter(&threads).ctx(path)? {
-                let (k, v) = entry.ctx(path)?;
-                let id = k.value();
-                let mut record =
-                    ops::decode(path, tables::THREADS, || format!("{id:?}"), v.value(), ThreadRecord::decode)?;
-                record.lease = self.shared.leases.get(id);
-                out.push(record);
-            }
-            Ok(out)
-        })
+        self.threads(Scan::Strict).map(|l| l.items)
+    }
+
+    fn scan_threads(&self) -> Result<Listing<ThreadRecord>, ReadError> {
+        self.threads(Scan::Skip)
     }
 
     fn commit_step(&self, commit: StepCommit) -> Result<CommitReceipt, CommitError> {
@@ -644,21 +636,11 @@ impl Store for RedbStore {
     }
 
     fn list_audit(&self, thread: &str) -> Result<Vec<AuditEntry>, ReadError> {
-        self.read(|txn, path| {
-            let audit = txn.open_table(tables::AUDIT).ctx(path)?;
-            let mut out = Vec::new();
-            ops::thread_range(path, &audit, thread, |seq, bytes| {
-                out.push(ops::decode(
-                    path,
-                    tables::AUDIT,
-                    || format!("({thread:?}, {seq})"),
-                    bytes,
-                    AuditEntry::decode,
-                )?);
-                Ok(())
-            })?;
-            Ok(out)
-        })
+        self.audit(thread, Scan::Strict).map(|l| l.items)
+    }
+
+    fn scan_audit(&self, thread: &str) -> Result<Listing<AuditEntry>, ReadError> {
+        self.audit(thread, Scan::Skip)
     }
 
     fn put_approval(&self, approval: ApprovalRecord, actor: &str) -> Result<(), ApprovalError> {
@@ -675,39 +657,19 @@ impl Store for RedbStore {
     }
 
     fn list_approvals(&self, thread: &str) -> Result<Vec<ApprovalRecord>, ReadError> {
-        self.read(|txn, path| {
-            let index = txn.open_table(tables::APPROVALS_BY_THREAD).ctx(path)?;
-            let approvals = txn.open_table(tables::APPROVALS).ctx(path)?;
-            let mut out = Vec::new();
-            for entry in redb::ReadableTable::range(&index, (thread, "")..).ctx(path)? {
-                let (k, _) = entry.ctx(path)?;
-                let (t, id) = k.value();
-                if t != thread {
-                    break;
-                }
-                if let Some(record) = ops::get_str(path, &approvals, tables::APPROVALS, id, ApprovalRecord::decode)? {
-                    out.push(record);
-                }
-            }
-            Ok(out)
-        })
+        self.approvals_of(thread, Scan::Strict).map(|l| l.items)
+    }
+
+    fn scan_approvals(&self, thread: &str) -> Result<Listing<ApprovalRecord>, ReadError> {
+        self.approvals_of(thread, Scan::Skip)
     }
 
     fn list_pending_approvals(&self) -> Result<Vec<ApprovalRecord>, ReadError> {
-        self.read(|txn, path| {
-            let index = txn.open_table(tables::APPROVALS_PENDING).ctx(path)?;
-            let approvals = txn.open_table(tables::APPROVALS).ctx(path)?;
-            let mut out = Vec::new();
-            for entry in redb::ReadableTable::iter(&index).ctx(path)? {
-                let (k, _) = entry.ctx(path)?;
-                if let Some(record) =
-                    ops::get_str(path, &approvals, tables::APPROVALS, k.value(), ApprovalRecord::decode)?
-                {
-                    out.push(record);
-                }
-            }
-            Ok(out)
-        })
+        self.pending_approvals(Scan::Strict).map(|l| l.items)
+    }
+
+    fn scan_pending_approvals(&self) -> Result<Listing<ApprovalRecord>, ReadError> {
+        self.pending_approvals(Scan::Skip)
     }
 
     fn transition_approval(
@@ -730,7 +692,106 @@ impl Store for RedbStore {
     }
 }
 
+/// What a listing does with a record that does not decode.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scan {
+    /// Fail the listing.
+    Strict,
+    /// Skip it and report it in [`Listing::skipped`].
+    Skip,
+}
+
+/// Collects a listing's records.
+struct Collect<T> {
+    scan: Scan,
+    listing: Listing<T>,
+}
+
+impl<T> Collect<T> {
+    fn new(scan: Scan) -> Self {
+        Collect { scan, listing: Listing::complete(Vec::new()) }
+    }
+
+    /// Adds a decoded record, or handles a decode failure as the scan says; any other failure
+    /// of the file fails the listing.
+    fn push(&mut self, record: Result<T, StorageError>) -> Result<(), StorageError> {
+        match record {
+            Ok(item) => self.listing.items.push(item),
+            Err(e @ StorageError::Decode { .. }) if self.scan == Scan::Skip => self.listing.skipped.push(e),
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+}
+
 impl RedbStore {
+    fn threads(&self, scan: Scan) -> Result<Listing<ThreadRecord>, ReadError> {
+        self.read(|txn, path| {
+            let threads = txn.open_table(tables::THREADS).ctx(path)?;
+            let mut out = Collect::new(scan);
+            for entry in redb::ReadableTable::iter(&threads).ctx(path)? {
+                let (k, v) = entry.ctx(path)?;
+                let id = k.value();
+                let record = ops::decode(path, tables::THREADS, || format!("{id:?}"), v.value(), ThreadRecord::decode)
+                    .map(|mut record| {
+                        record.lease = self.shared.leases.get(id);
+                        record
+                    });
+                out.push(record)?;
+            }
+            Ok(out.listing)
+        })
+    }
+
+    fn audit(&self, thread: &str, scan: Scan) -> Result<Listing<AuditEntry>, ReadError> {
+        self.read(|txn, path| {
+            let audit = txn.open_table(tables::AUDIT).ctx(path)?;
+            let mut out = Collect::new(scan);
+            ops::thread_range(path, &audit, thread, |seq, bytes| {
+                out.push(ops::decode(path, tables::AUDIT, || format!("({thread:?}, {seq})"), bytes, AuditEntry::decode))
+            })?;
+            Ok(out.listing)
+        })
+    }
+
+    fn approvals_of(&self, thread: &str, scan: Scan) -> Result<Listing<ApprovalRecord>, ReadError> {
+        self.read(|txn, path| {
+            let index = txn.open_table(tables::APPROVALS_BY_THREAD).ctx(path)?;
+            let approvals = txn.open_table(tables::APPROVALS).ctx(path)?;
+            let mut out = Collect::new(scan);
+            for entry in redb::ReadableTable::range(&index, (thread, "")..).ctx(path)? {
+                let (k, _) = entry.ctx(path)?;
+                let (t, id) = k.value();
+                if t != thread {
+                    break;
+                }
+                if let Some(record) =
+                    ops::get_str(path, &approvals, tables::APPROVALS, id, ApprovalRecord::decode).transpose()
+                {
+                    out.push(record)?;
+                }
+            }
+            Ok(out.listing)
+        })
+    }
+
+    fn pending_approvals(&self, scan: Scan) -> Result<Listing<ApprovalRecord>, ReadError> {
+        self.read(|txn, path| {
+            let index = txn.open_table(tables::APPROVALS_PENDING).ctx(path)?;
+            let approvals = txn.open_table(tables::APPROVALS).ctx(path)?;
+            let mut out = Collect::new(scan);
+            for entry in redb::ReadableTable::iter(&index).ctx(path)? {
+                let (k, _) = entry.ctx(path)?;
+                if let Some(record) =
+                    ops::get_str(path, &approvals, tables::APPROVALS, k.value(), ApprovalRecord::decode).transpose()
+                {
+                    out.push(record)?;
+                }
+            }
+            Ok(out.listing)
+        })
+    }
+
     /// The data part of [`Store::compact`], in one immediate write transaction taken on the
     /// calling thread (the fold callback cannot travel to the writer thread).
     fn compact_thread(&self, thread: &str, keep: usize, fold: &FoldFn<'_>) -> Result<(usize, usize), CompactError> {

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use agentflow_store::{
-    AuditEntry, Checkpoint, CheckpointMetadata, CheckpointSource, CheckpointSummary, CompactReport, NewAuditEntry,
-    StateChain, StepCommit, Store, ThreadRecord, ThreadStatus,
+    AuditEntry, Checkpoint, CheckpointMetadata, CheckpointSource, CheckpointSummary, CompactReport, Listing,
+    NewAuditEntry, StateChain, StepCommit, Store, ThreadRecord, ThreadStatus,
 };
 
 use super::error::HistoryError;
@@ -123,9 +123,16 @@ impl<S: State, D> CompiledGraph<S, D> {
         Ok(self.store_or_err()?.list_checkpoints(thread).map_err(PersistError::from)?)
     }
 
-    /// The thread's audit log, oldest first.
+    /// The thread's audit log, oldest first. Fails if an entry does not
+    /// decode; [`CompiledGraph::scan_audit_log`] goes on past it.
     pub fn audit_log(&self, thread: &str) -> Result<Vec<AuditEntry>, HistoryError> {
         Ok(self.store_or_err()?.list_audit(thread).map_err(PersistError::from)?)
+    }
+
+    /// The thread's audit log, oldest first, with every entry that decodes;
+    /// each entry that does not is reported in [`Listing::skipped`].
+    pub fn scan_audit_log(&self, thread: &str) -> Result<Listing<AuditEntry>, HistoryError> {
+        Ok(self.store_or_err()?.scan_audit(thread).map_err(PersistError::from)?)
     }
 
     /// Branches the thread at checkpoint `seq`: a new checkpoint whose parent

@@ -21,7 +21,8 @@ pub use history::Snapshot;
 pub use journal::Journal;
 
 pub use agentflow_store::{
-    AuditEntry, CheckpointMetadata, CheckpointSource, CheckpointSummary, RedbStore, Store, ThreadRecord, ThreadStatus,
+    AuditEntry, CheckpointMetadata, CheckpointSource, CheckpointSummary, Listing, RedbStore, Store, ThreadRecord,
+    ThreadStatus,
 };
 
 use std::time::{SystemTime, UNIX_EPOCH};
