@@ -7,6 +7,15 @@
 //! to the snapshot's own size. Storage therefore grows with the size of the
 //! updates, and rebuilding any checkpoint reads at most about twice the
 //! state's size.
+//!
+//! Whatever is stored reads back as it was written, or is not stored: a
+//! NaN or an infinity anywhere in a state, an update, a pending write, an
+//! effect result, an interrupt payload or a resume value is refused with a
+//! [`ValueError`] naming the place (`state.prices[3]`), as is JSON nested
+//! deeper than [`MAX_DOCUMENT_DEPTH`] (what serde_json reads back); values
+//! that become part of a larger document (tool arguments, approval
+//! conditions, interrupt payloads, resume values) are held to
+//! [`MAX_JSON_DEPTH`]. Floats round-trip bit for bit.
 
 mod checkpointer;
 pub(crate) mod encode;
