@@ -165,6 +165,22 @@ mod asking {
     }
 }
 
+#[graph(state = Quotes, deps = Feed, start = fetch_tree, max_steps = 10)]
+mod fetching_trees {
+    use super::*;
+
+    #[node(goto = [END])]
+    async fn fetch_tree(_s: &Quotes, cx: &Ctx<Feed>) -> Result<Step<Quotes>, NodeError> {
+        let tree: Value = cx
+            .effect("fetch", |_key| async move {
+                cx.deps().effects.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, NodeError>(cx.deps().tree.clone())
+            })
+            .await?;
+        Ok(goto!(END, Quotes::update().tree(tree)))
+    }
+}
+
 #[graph(state = Quotes, deps = Feed, start = fetch, max_steps = 10)]
 mod fetching {
     use super::*;
@@ -290,6 +306,27 @@ async fn an_effect_with_a_nan_result_fails_and_never_runs_again() {
         assert!(message.contains("`result` is NaN") && message.contains("will not run again"), "{message}");
     }
     assert_eq!(deps.effects.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_effect_with_a_result_too_deep_to_read_back_fails_and_never_runs_again() {
+    let graph = fetching_trees::graph().with_store(memory());
+    let deps = Feed { tree: nested_value(MAX_DOCUMENT_DEPTH + 1), ..Feed::default() };
+    for attempt in 0..2 {
+        let run = if attempt == 0 {
+            graph.runner(&deps).thread("fx-deep").run(Quotes::default()).await.unwrap()
+        } else {
+            graph.runner(&deps).thread("fx-deep").resume().await.unwrap()
+        };
+        let Outcome::Failed { error, .. } = &run.outcome else { panic!("{:?}", run.outcome) };
+        let message = error.to_string();
+        assert!(message.contains("nests deeper") && message.contains("will not run again"), "{message}");
+    }
+    assert_eq!(deps.effects.load(Ordering::SeqCst), 1);
+}
+
+fn nested_value(depth: usize) -> Value {
+    (0..depth).fold(json!(0), |inner, _| json!([inner]))
 }
 
 // ---------------------------------------------------------------- nesting depth

@@ -78,14 +78,15 @@ impl Journal {
 const UNJOURNALED: &str = "__agentflow_unjournaled_result__";
 
 fn decode<T: DeserializeOwned>(bytes: &[u8], key: &str) -> Result<T, NodeError> {
-    serde_json::from_slice(bytes).map_err(|e| {
+    // Checked first: a marker would decode as a `serde_json::Value` result.
+    if bytes.starts_with(format!("{{\"{UNJOURNALED}\":").as_bytes()) {
         let marker: Option<serde_json::Value> = serde_json::from_slice(bytes).ok();
-        match marker.as_ref().and_then(|m| m.get(UNJOURNALED)).and_then(serde_json::Value::as_str) {
-            Some(message) => NodeError::fatal(message.to_string()),
-            None => NodeError::fatal(format!(
-                "the journaled result of effect `{key}` does not decode as the expected type: {e}"
-            )),
+        if let Some(message) = marker.as_ref().and_then(|m| m.get(UNJOURNALED)).and_then(serde_json::Value::as_str) {
+            return Err(NodeError::fatal(message.to_string()));
         }
+    }
+    serde_json::from_slice(bytes).map_err(|e| {
+        NodeError::fatal(format!("the journaled result of effect `{key}` does not decode as the expected type: {e}"))
     })
 }
 
