@@ -2,9 +2,118 @@
 //!
 //! Every record starts with a one-byte format version, followed by its fields in declaration
 //! order: integers as LEB128 varints, strings and byte strings as a varint length and the bytes,
-//! options as a 0/1 tag, lists as a varint count and the items, JSON values as their text.
+//! options as a 0/1 tag, lists as a varint count and the items, JSON values as their text. It
+//! ends with a CRC-32 (IEEE, little endian) of everything before it, so a bit flipped in a stored
+//! value is a decode error even when redb does not verify its pages (`verify_on_open(false)`).
 //! Decoding never trusts a length: a length past the end of the buffer is "truncated", and
 //! trailing bytes after the last field are refused, so a damaged record is an error, not a panic.
+
+/// The deepest nesting of arrays and objects in a JSON document that is written to a store.
+///
+/// serde_json, which reads every stored document back, refuses input nested 128 levels deep,
+/// so a document within this limit always reads back. The store refuses to write deeper JSON
+/// (audit details, checkpoint metadata), and agentflow refuses to commit a deeper state,
+/// update, pending write or effect result. Depth counts arrays and objects: a number or a
+/// string is depth 0, `[]` and `{}` are 1, `[[1]]` is 2.
+pub const MAX_DOCUMENT_DEPTH: usize = 127;
+
+/// The deepest nesting of arrays and objects accepted in a JSON value that comes from outside
+/// and becomes part of a larger stored document: tool arguments from a model, approval
+/// conditions, interrupt payloads, resume values.
+///
+/// The 63 levels between it and [`MAX_DOCUMENT_DEPTH`] are room for the document around the
+/// value (a tool call inside a message inside a state), so an accepted value never makes the
+/// document that holds it unreadable.
+pub const MAX_JSON_DEPTH: usize = 64;
+
+/// Where `value` first nests deeper than `limit`, as a path below `root` (`root.a[2].b`); `None`
+/// when it fits. Iterative, so a deep value cannot overflow the stack.
+pub(crate) fn too_deep(value: &serde_json::Value, limit: usize, root: &str) -> Option<String> {
+    use serde_json::Value;
+    enum Seg<'a> {
+        Key(&'a str),
+        Index(usize),
+    }
+    // (value, its depth, the path segment that leads to it, the index of its parent frame)
+    let mut stack: Vec<(&Value, usize, Option<Seg<'_>>, usize)> = vec![(value, 0, None, usize::MAX)];
+    let mut frames: Vec<(Option<Seg<'_>>, usize)> = Vec::new();
+    while let Some((v, depth, seg, parent)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = (Seg<'_>, &Value)>> = match v {
+            Value::Array(items) => Box::new(items.iter().enumerate().map(|(i, v)| (Seg::Index(i), v))),
+            Value::Object(map) => Box::new(map.iter().map(|(k, v)| (Seg::Key(k.as_str()), v))),
+            _ => continue,
+        };
+        frames.push((seg, parent));
+        let me = frames.len() - 1;
+        if depth + 1 > limit {
+            let mut segs = Vec::new();
+            let mut cur = me;
+            while cur != usize::MAX {
+                let (seg, parent) = &frames[cur];
+                if let Some(seg) = seg {
+                    segs.push(seg);
+                }
+                cur = *parent;
+            }
+            let mut path = root.to_string();
+            for seg in segs.into_iter().rev() {
+                match seg {
+                    Seg::Key(k) => path_key(&mut path, k),
+                    Seg::Index(i) => path.push_str(&format!("[{i}]")),
+                }
+            }
+            return Some(path);
+        }
+        for (seg, child) in children {
+            if matches!(child, Value::Array(_) | Value::Object(_)) {
+                stack.push((child, depth + 1, Some(seg), me));
+            }
+        }
+    }
+    None
+}
+
+/// Appends an object key to a path: `.key` for an identifier, `["key"]` otherwise.
+pub(crate) fn path_key(path: &mut String, key: &str) {
+    let plain = !key.is_empty()
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !key.starts_with(|c: char| c.is_ascii_digit());
+    if plain {
+        path.push('.');
+        path.push_str(key);
+    } else {
+        path.push_str(&format!("[{key:?}]"));
+    }
+}
+
+/// Bytes of the checksum that ends every record.
+const CHECKSUM_LEN: usize = 4;
+
+/// CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320) lookup table.
+const CRC_TABLE: [u32; 256] = {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+            k += 1;
+        }
+        table[i] = c;
+        i += 1;
+    }
+    table
+};
+
+/// CRC-32 (IEEE) of `bytes`: detects every flip of up to three bits, and any burst of up to 32.
+pub(crate) fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in bytes {
+        c = CRC_TABLE[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8);
+    }
+    !c
+}
 
 /// Builds one encoded record.
 pub(crate) struct Enc(Vec<u8>);
@@ -17,7 +126,10 @@ impl Enc {
         Enc(buf)
     }
 
-    pub(crate) fn finish(self) -> Vec<u8> {
+    /// The record with its checksum appended.
+    pub(crate) fn finish(mut self) -> Vec<u8> {
+        let sum = crc32(&self.0);
+        self.0.extend_from_slice(&sum.to_le_bytes());
         self.0
     }
 
@@ -108,18 +220,33 @@ pub(crate) struct Dec<'a> {
 }
 
 impl<'a> Dec<'a> {
-    /// Checks the leading format version byte against the versions this build reads.
+    /// Checks the record's checksum, then its leading format version byte against the version
+    /// this build reads.
     pub(crate) fn new(buf: &'a [u8], supported: u8) -> DecodeResult<Self> {
-        let Some(&version) = buf.first() else {
+        if buf.is_empty() {
             return Err("empty record".to_string());
+        }
+        let Some(split) = buf.len().checked_sub(CHECKSUM_LEN).filter(|&n| n > 0) else {
+            return Err(format!("truncated: {} bytes, shorter than a version byte and a checksum", buf.len()));
         };
-        if version == 0 || version > supported {
+        let (body, trailer) = buf.split_at(split);
+        let stored = u32::from_le_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
+        let computed = crc32(body);
+        if stored != computed {
             return Err(format!(
-                "record format version {version}, this build reads versions 1..={supported} \
-                 (written by a newer agentflow-store or not a record at all)"
+                "checksum mismatch (stored {stored:08x}, computed {computed:08x}): its bytes changed after they \
+                 were written"
             ));
         }
-        Ok(Dec { buf, pos: 1 })
+        let version = body[0];
+        if version != supported {
+            let who = if version < supported { "an older" } else { "a newer" };
+            return Err(format!(
+                "record format version {version}, this build reads version {supported} (written by {who} \
+                 agentflow-store, or not a record at all)"
+            ));
+        }
+        Ok(Dec { buf: body, pos: 1 })
     }
 
     /// Refuses trailing bytes after the last field.
@@ -267,6 +394,20 @@ mod tests {
     }
 
     #[test]
+    fn documents_within_the_depth_limit_read_back_and_deeper_ones_do_not() {
+        let nested = |n: usize| "[".repeat(n) + &"]".repeat(n);
+        let fits: serde_json::Value = serde_json::from_str(&nested(MAX_DOCUMENT_DEPTH)).unwrap();
+        assert_eq!(too_deep(&fits, MAX_DOCUMENT_DEPTH, "v"), None);
+        assert!(serde_json::from_str::<serde_json::Value>(&nested(MAX_DOCUMENT_DEPTH + 1)).is_err());
+        assert_eq!(too_deep(&fits, MAX_DOCUMENT_DEPTH - 1, "v").unwrap(), format!("v{}", "[0]".repeat(126)));
+        let v = serde_json::json!({"a": [1, {"b c": {"d": []}}], "e": 1});
+        assert_eq!(too_deep(&v, 5, "v"), None);
+        assert_eq!(too_deep(&v, 4, "v").as_deref(), Some(r#"v.a[1]["b c"].d"#));
+        assert_eq!(too_deep(&serde_json::json!(1), 0, "v"), None);
+        assert_eq!(too_deep(&serde_json::json!({}), 0, "v").as_deref(), Some("v"));
+    }
+
+    #[test]
     fn garbage_is_an_error() {
         let mut e = Enc::new(1);
         e.bytes(&[1, 2, 3]);
@@ -276,9 +417,31 @@ mod tests {
             assert!(r.is_err(), "cut at {cut}");
         }
         assert!(Dec::new(&[9], 1).is_err());
-        let huge = [1u8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        let sealed = |raw: &[u8]| {
+            let mut v = raw.to_vec();
+            v.extend_from_slice(&crc32(raw).to_le_bytes());
+            v
+        };
+        let huge = sealed(&[1u8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
         assert!(Dec::new(&huge, 1).unwrap().strs("s").is_err());
-        let overflow = [1u8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        let overflow = sealed(&[1u8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]);
         assert!(Dec::new(&overflow, 1).unwrap().u64("v").is_err());
+        // Another version, even with a valid checksum, is refused by name.
+        let older = Enc::new(1).finish();
+        assert!(Dec::new(&older, 2).map(|_| ()).unwrap_err().contains("older agentflow-store"));
+    }
+
+    #[test]
+    fn crc32_matches_the_standard_and_every_bit_flip_is_caught() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        let mut e = Enc::new(1);
+        e.str("some record").u64(12_345).bytes(&[0, 1, 2, 255]);
+        let buf = e.finish();
+        for bit in 0..buf.len() * 8 {
+            let mut damaged = buf.clone();
+            damaged[bit / 8] ^= 1 << (bit % 8);
+            let err = Dec::new(&damaged, 1).map(|_| ()).unwrap_err();
+            assert!(err.contains("checksum mismatch"), "bit {bit}: {err}");
+        }
     }
 }

@@ -69,6 +69,23 @@ pub enum StorageError {
     },
 }
 
+/// A JSON value handed to the store nests deeper than its limit ([`MAX_JSON_DEPTH`] for
+/// approval conditions, [`MAX_DOCUMENT_DEPTH`] for audit details and checkpoint metadata), so
+/// it could not be read back; nothing was written.
+///
+/// [`MAX_JSON_DEPTH`]: crate::MAX_JSON_DEPTH
+/// [`MAX_DOCUMENT_DEPTH`]: crate::MAX_DOCUMENT_DEPTH
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{path}` nests deeper than {limit} levels of arrays and objects; the store writes only JSON it can read back: flatten the value or store it as a string"
+)]
+pub struct JsonTooDeep {
+    /// Where the limit is first exceeded, starting with the value's name (`conditions.a[0]`).
+    pub path: String,
+    /// The limit that applies to this value.
+    pub limit: usize,
+}
+
 /// [`RedbStore::open`](crate::RedbStore::open) failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -92,6 +109,16 @@ pub enum OpenError {
         path: PathBuf,
         /// What redb reported.
         detail: String,
+    },
+    /// The file is empty. A store file never is (it is created whole), so this is not a store,
+    /// or a store that lost its contents; it is not turned into a new store.
+    #[error(
+        "{}: the file is empty, so it is not an agentflow store (a store file is never empty); if a store was expected here, restore it from a backup, else delete the empty file and open again to create a new store",
+        path.display()
+    )]
+    Empty {
+        /// The file.
+        path: PathBuf,
     },
     /// A redb database written by another program.
     #[error(
@@ -221,6 +248,15 @@ pub enum CommitError {
     /// An approval carried in the commit was refused.
     #[error(transparent)]
     Approval(ApprovalError),
+    /// An audit detail or the checkpoint metadata nests too deep to be read back.
+    #[error("thread `{thread}`: {source}")]
+    TooDeep {
+        /// Thread.
+        thread: String,
+        /// Which value and where.
+        #[source]
+        source: JsonTooDeep,
+    },
     /// The file or a record failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
@@ -282,6 +318,17 @@ pub enum EffectError {
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum AuditError {
+    /// The entry's detail nests too deep to be read back; nothing was written.
+    #[error("thread `{thread}`: audit entry `{kind}`: {source}")]
+    TooDeep {
+        /// Thread.
+        thread: String,
+        /// The entry's kind.
+        kind: String,
+        /// Where.
+        #[source]
+        source: JsonTooDeep,
+    },
     /// The file failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
@@ -320,6 +367,15 @@ pub enum ApprovalError {
         expected: ApprovalStatus,
         /// Status found.
         current: ApprovalStatus,
+    },
+    /// The approval's conditions nest too deep to be read back; nothing was written.
+    #[error("approval `{id}`: {source}")]
+    TooDeep {
+        /// Approval id.
+        id: String,
+        /// Where.
+        #[source]
+        source: JsonTooDeep,
     },
     /// The requested move is not in the state machine.
     #[error(

@@ -4,9 +4,9 @@
 //!
 //! The store knows nothing about graphs. It keeps typed records (threads, checkpoint metadata,
 //! approvals, audit entries) and opaque bytes (states, updates, effect results) that the
-//! executor serialises itself. Every stored record carries a format version; a record that does
-//! not decode, a damaged file or a file of another program is a typed error naming the path,
-//! never a panic.
+//! executor serialises itself. Every stored value carries a format version and a CRC-32; a
+//! value that does not decode or fails its checksum, a damaged file or a file of another program
+//! is a typed error naming the path, never a panic.
 //!
 //! ```
 //! use agentflow_store::{
@@ -71,9 +71,10 @@ mod store;
 pub mod tables;
 mod writer;
 
+pub use codec::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH};
 pub use error::{
-    ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, LeaseError, OpenError, ReadError,
-    StorageError,
+    ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, JsonTooDeep, LeaseError, OpenError,
+    ReadError, StorageError,
 };
 pub use record::{
     ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, AuditEntry, ChainStep, Checkpoint,
@@ -81,4 +82,4 @@ pub use record::{
     EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit, ThreadRecord, ThreadStatus,
 };
 pub use redb_store::{RedbStore, RedbStoreBuilder};
-pub use store::{CommitCallback, FoldFn, Store};
+pub use store::{CommitCallback, FoldFn, Listing, Store};

@@ -9,12 +9,12 @@ use std::path::Path;
 use redb::{ReadableTable, Table, TableHandle};
 use serde_json::json;
 
-use crate::codec::DecodeResult;
-use crate::error::{ApprovalError, CommitError, ReadError, StorageError};
+use crate::codec::{DecodeResult, MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, too_deep};
+use crate::error::{ApprovalError, AuditError, CommitError, JsonTooDeep, ReadError, StorageError};
 use crate::leases::Leases;
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, ChainStep, CheckpointSummary, EffectKey, EffectOutcome,
-    NewAuditEntry, Row, Snapshot, StateChain, StepCommit, ThreadRecord,
+    NewAuditEntry, Payload, Row, Snapshot, StateChain, StepCommit, ThreadRecord,
 };
 use crate::redb_store::Ctx;
 use crate::tables;
@@ -198,10 +198,27 @@ pub(crate) fn append_audit(
     Ok(seq)
 }
 
+/// Refuses JSON nested deeper than `limit`: the store writes only what it reads back.
+fn check_depth(value: &serde_json::Value, limit: usize, root: &str) -> Result<(), JsonTooDeep> {
+    match too_deep(value, limit, root) {
+        None => Ok(()),
+        Some(path) => Err(JsonTooDeep { path, limit }),
+    }
+}
+
+fn check_conditions(id: &str, conditions: Option<&serde_json::Value>) -> Result<(), ApprovalError> {
+    match conditions {
+        Some(c) => check_depth(c, MAX_JSON_DEPTH, "conditions")
+            .map_err(|source| ApprovalError::TooDeep { id: id.to_string(), source }),
+        None => Ok(()),
+    }
+}
+
 fn check_new_approval(path: &Path, approvals: &impl ByStr, approval: &ApprovalRecord) -> Result<(), ApprovalError> {
     if approval.status != ApprovalStatus::Pending {
         return Err(ApprovalError::NotPending { id: approval.id.clone(), status: approval.status });
     }
+    check_conditions(&approval.id, approval.conditions.as_ref())?;
     if approvals.get(approval.id.as_str()).ctx(path)?.is_some() {
         return Err(ApprovalError::AlreadyExists { id: approval.id.clone() });
     }
@@ -371,6 +388,16 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
             return Err(invalid(format!("checkpoint {} has no parent, so it must carry a snapshot", cp.seq)));
         }
     }
+    let too_deep = |source| CommitError::TooDeep { thread: tid.to_string(), source };
+    if let Some(cp) = &c.checkpoint {
+        check_depth(&cp.metadata.extra, MAX_DOCUMENT_DEPTH, "metadata.extra").map_err(too_deep)?;
+    }
+    for entry in &c.audit {
+        check_depth(&entry.detail, MAX_DOCUMENT_DEPTH, "detail").map_err(too_deep)?;
+    }
+    for t in &c.approval_transitions {
+        check_conditions(&t.id, t.patch.conditions.as_ref())?;
+    }
     if let Some((key, _)) = c.effects.iter().find(|(k, _)| k.thread != tid) {
         return Err(invalid(format!("effect `{}` belongs to thread `{}`", key.key, key.thread)));
     }
@@ -416,13 +443,13 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
         }
     }
     for w in &c.pending_writes {
-        pending.insert((tid, w.seq, w.node.as_str(), w.idx), w.value.as_slice()).ctx(path)?;
+        pending.insert((tid, w.seq, w.node.as_str(), w.idx), Payload::encode(&w.value).as_slice()).ctx(path)?;
     }
     if let Some(effects) = effects.as_mut() {
         for (key, result) in &c.effects {
             let k = (tid, key.seq, key.node.as_str(), key.key.as_str());
             if effects.get(k).ctx(path)?.is_none() {
-                effects.insert(k, result.as_slice()).ctx(path)?;
+                effects.insert(k, Payload::encode(result).as_slice()).ctx(path)?;
             }
         }
     }
@@ -493,17 +520,28 @@ pub(crate) fn stage_record_effect(tx: &Tx<'_>, key: &EffectKey, result: &[u8]) -
     let mut effects = tx.txn.open_table(tables::EFFECTS).ctx(tx.path)?;
     let k = (key.thread.as_str(), key.seq, key.node.as_str(), key.key.as_str());
     if let Some(existing) = effects.get(k).ctx(tx.path)? {
-        return Ok(EffectOutcome::AlreadyRecorded(existing.value().to_vec()));
+        let existing = decode(tx.path, tables::EFFECTS, || effect_key(key), existing.value(), Payload::decode)?;
+        return Ok(EffectOutcome::AlreadyRecorded(existing));
     }
     tx.wrote();
-    effects.insert(k, result).ctx(tx.path)?;
+    effects.insert(k, Payload::encode(result).as_slice()).ctx(tx.path)?;
     Ok(EffectOutcome::Recorded)
 }
 
-pub(crate) fn stage_append_audit(tx: &Tx<'_>, thread: &str, entry: &NewAuditEntry) -> Result<u64, StorageError> {
+/// An effect's key, rendered for humans.
+pub(crate) fn effect_key(key: &EffectKey) -> String {
+    format!("({:?}, {}, {:?}, {:?})", key.thread, key.seq, key.node, key.key)
+}
+
+pub(crate) fn stage_append_audit(tx: &Tx<'_>, thread: &str, entry: &NewAuditEntry) -> Result<u64, AuditError> {
+    check_depth(&entry.detail, MAX_DOCUMENT_DEPTH, "detail").map_err(|source| AuditError::TooDeep {
+        thread: thread.to_string(),
+        kind: entry.kind.clone(),
+        source,
+    })?;
     let mut audit = tx.txn.open_table(tables::AUDIT).ctx(tx.path)?;
     tx.wrote();
-    append_audit(tx.path, &mut audit, thread, entry.clone())
+    Ok(append_audit(tx.path, &mut audit, thread, entry.clone())?)
 }
 
 pub(crate) fn stage_put_approval(tx: &Tx<'_>, approval: &ApprovalRecord, actor: &str) -> Result<(), ApprovalError> {
@@ -526,6 +564,7 @@ pub(crate) fn stage_transition(
     let mut audit = tx.txn.open_table(tables::AUDIT).ctx(tx.path)?;
     let record = tables.get(tx.path, id)?;
     check_transition(id, record.status, expected, to)?;
+    check_conditions(id, patch.conditions.as_ref())?;
     tx.wrote();
     let (record, _) = tables.apply(tx.path, &mut audit, record, to, patch)?;
     Ok(record)

@@ -19,15 +19,16 @@ use crate::leases::Leases;
 use crate::ops;
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
-    CompactReport, Durability, EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, Snapshot, StateChain,
-    StepCommit, ThreadRecord,
+    CompactReport, Durability, EffectKey, EffectOutcome, Lease, NewAuditEntry, Payload, PendingWrite, Snapshot,
+    StateChain, StepCommit, ThreadRecord,
 };
-use crate::store::{CommitCallback, FoldFn, Store};
+use crate::store::{CommitCallback, FoldFn, Listing, Store};
 use crate::tables;
 use crate::writer::{self, Committed, Job, OpJob, Tx, WriterConfig};
 
 /// Store format written in the `META` table; bump on an incompatible layout change.
-const STORE_FORMAT: u32 = 2;
+/// 3: every value (records, pending writes, effect results) ends with a checksum.
+const STORE_FORMAT: u32 = 3;
 const APP: &[u8] = b"agentflow-store";
 const IN_MEMORY: &str = "<in-memory>";
 
@@ -113,7 +114,12 @@ impl Default for RedbStoreBuilder {
 impl RedbStoreBuilder {
     /// Verify every page checksum when an existing file is opened (default `true`). It reads the
     /// whole file, but a damaged file is then reported as [`OpenError::Corrupted`]; without it
-    /// redb trusts a cleanly closed file and damage may surface later as a read error.
+    /// redb trusts a cleanly closed file and damage surfaces later, when it is read: damage to a
+    /// stored value (a record, a snapshot, a pending write, an effect result) is then a
+    /// [`StorageError::Decode`] naming it (every value carries a CRC-32), and damage to redb's
+    /// own page structure a [`StorageError::Corrupted`] or another typed error. Not covered
+    /// without the verify: a flipped bit in a key that turns it into another valid key (the
+    /// value then appears under that key).
     #[must_use]
     pub fn verify_on_open(mut self, verify: bool) -> Self {
         self.verify_on_open = verify;
@@ -162,12 +168,26 @@ impl RedbStoreBuilder {
         builder
     }
 
-    /// Opens the store file at `path`, creating it if it does not exist or is empty.
+    /// Opens the store file at `path`, creating it if it does not exist.
+    ///
+    /// A new file is created whole or not at all: it is built and synced
+    /// under a temporary name in the same directory, then linked into place
+    /// and the directory synced, so a process killed while creating leaves
+    /// no file at `path` (at most a hidden `.<name>.creating-*` file beside
+    /// it, which may be deleted) and the next open starts over. An empty file
+    /// at `path` is refused ([`OpenError::Empty`]): a store file is never
+    /// empty, so it is something else, or a store that lost its contents.
     pub fn open(&self, path: impl AsRef<Path>) -> Result<RedbStore, OpenError> {
         let path = path.as_ref().to_path_buf();
+        match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_file() && meta.len() == 0 => return Err(OpenError::Empty { path }),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.create_whole(&path)?,
+            Err(source) => return Err(OpenError::Io { path, source }),
+        }
         let builder = self.redb();
         // redb may panic on a damaged file it trusts; that is still an error here.
-        let db = catch_unwind(AssertUnwindSafe(|| builder.create(&path)))
+        let db = catch_unwind(AssertUnwindSafe(|| builder.open(&path)))
             .map_err(|panic| OpenError::Corrupted {
                 path: path.clone(),
                 detail: format!("redb failed reading it: {}", panic_message(&*panic)),
@@ -176,11 +196,58 @@ impl RedbStoreBuilder {
         RedbStore::start(db, path, self)
     }
 
+    /// Creates an initialised store file at `path`, atomically (see [`RedbStoreBuilder::open`]).
+    /// If another process creates `path` first, its file is kept and this one discarded.
+    fn create_whole(&self, path: &Path) -> Result<(), OpenError> {
+        let io = |source| OpenError::Io { path: path.to_path_buf(), source };
+        let name = path
+            .file_name()
+            .ok_or_else(|| io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file")))?;
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let temp = dir.join(format!(".{}.creating-{}-{nanos}", name.to_string_lossy(), std::process::id()));
+        let created = (|| {
+            let db = self.redb().create(&temp).map_err(|e| open_error(path, e))?;
+            // Commits durably: the tables and the format version are on disk.
+            init(&db, path)?;
+            drop(db);
+            std::fs::File::open(&temp).and_then(|f| f.sync_all()).map_err(io)?;
+            match std::fs::hard_link(&temp, path) {
+                // Another process created the store first: use theirs.
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                // No hard links on this filesystem: rename, unless the file appeared meanwhile.
+                Err(_) if !path.exists() => std::fs::rename(&temp, path).map_err(io)?,
+                Err(_) => {}
+            }
+            sync_dir(&dir).map_err(io)
+        })();
+        let _ = std::fs::remove_file(&temp);
+        created
+    }
+
     /// A store in memory (redb's `InMemoryBackend`), gone when dropped. For tests.
     pub fn in_memory(&self) -> Result<RedbStore, OpenError> {
         let path = PathBuf::from(IN_MEMORY);
         let db = self.redb().create_with_backend(InMemoryBackend::new()).map_err(|e| open_error(&path, e))?;
         RedbStore::start(db, path, self)
+    }
+}
+
+/// Makes a new directory entry durable.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::fs::File::open(dir)?.sync_all()
+    }
+    // Windows cannot open a directory as a file; its rename and link are durable with the file.
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
     }
 }
 
@@ -444,19 +511,11 @@ impl Store for RedbStore {
     }
 
     fn list_threads(&self) -> Result<Vec<ThreadRecord>, ReadError> {
-        self.read(|txn, path| {
-            let threads = txn.open_table(tables::THREADS).ctx(path)?;
-            let mut out = Vec::new();
-            for entry in redb::ReadableTable::iter(&threads).ctx(path)? {
-                let (k, v) = entry.ctx(path)?;
-                let id = k.value();
-                let mut record =
-                    ops::decode(path, tables::THREADS, || format!("{id:?}"), v.value(), ThreadRecord::decode)?;
-                record.lease = self.shared.leases.get(id);
-                out.push(record);
-            }
-            Ok(out)
-        })
+        self.threads(Scan::Strict).map(|l| l.items)
+    }
+
+    fn scan_threads(&self) -> Result<Listing<ThreadRecord>, ReadError> {
+        self.threads(Scan::Skip)
     }
 
     fn commit_step(&self, commit: StepCommit) -> Result<CommitReceipt, CommitError> {
@@ -530,7 +589,9 @@ impl Store for RedbStore {
                 if t != thread || s != seq {
                     break;
                 }
-                out.push(PendingWrite { seq, node: node.to_string(), idx, value: v.value().to_vec() });
+                let key = || format!("({thread:?}, {seq}, {node:?}, {idx})");
+                let value = ops::decode(path, tables::PENDING_WRITES, key, v.value(), Payload::decode)?;
+                out.push(PendingWrite { seq, node: node.to_string(), idx, value });
             }
             Ok(out)
         })
@@ -555,7 +616,12 @@ impl Store for RedbStore {
         self.read(|txn, path| {
             let effects = txn.open_table(tables::EFFECTS).ctx(path)?;
             let k = (key.thread.as_str(), key.seq, key.node.as_str(), key.key.as_str());
-            Ok(redb::ReadableTable::get(&effects, k).ctx(path)?.map(|v| v.value().to_vec()))
+            match redb::ReadableTable::get(&effects, k).ctx(path)? {
+                None => Ok(None),
+                Some(v) => {
+                    Ok(Some(ops::decode(path, tables::EFFECTS, || ops::effect_key(key), v.value(), Payload::decode)?))
+                }
+            }
         })
     }
 
@@ -569,28 +635,17 @@ impl Store for RedbStore {
 
     fn append_audit(&self, thread: &str, entry: NewAuditEntry) -> Result<u64, AuditError> {
         let thread = thread.to_string();
-        let (seq, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
-            ops::stage_append_audit(tx, &thread, &entry).map_err(AuditError::from)
-        })?;
+        let (seq, _) =
+            self.submit(Durability::Immediate, move |tx: &Tx<'_>| ops::stage_append_audit(tx, &thread, &entry))?;
         Ok(seq)
     }
 
     fn list_audit(&self, thread: &str) -> Result<Vec<AuditEntry>, ReadError> {
-        self.read(|txn, path| {
-            let audit = txn.open_table(tables::AUDIT).ctx(path)?;
-            let mut out = Vec::new();
-            ops::thread_range(path, &audit, thread, |seq, bytes| {
-                out.push(ops::decode(
-                    path,
-                    tables::AUDIT,
-                    || format!("({thread:?}, {seq})"),
-                    bytes,
-                    AuditEntry::decode,
-                )?);
-                Ok(())
-            })?;
-            Ok(out)
-        })
+        self.audit(thread, Scan::Strict).map(|l| l.items)
+    }
+
+    fn scan_audit(&self, thread: &str) -> Result<Listing<AuditEntry>, ReadError> {
+        self.audit(thread, Scan::Skip)
     }
 
     fn put_approval(&self, approval: ApprovalRecord, actor: &str) -> Result<(), ApprovalError> {
@@ -607,39 +662,19 @@ impl Store for RedbStore {
     }
 
     fn list_approvals(&self, thread: &str) -> Result<Vec<ApprovalRecord>, ReadError> {
-        self.read(|txn, path| {
-            let index = txn.open_table(tables::APPROVALS_BY_THREAD).ctx(path)?;
-            let approvals = txn.open_table(tables::APPROVALS).ctx(path)?;
-            let mut out = Vec::new();
-            for entry in redb::ReadableTable::range(&index, (thread, "")..).ctx(path)? {
-                let (k, _) = entry.ctx(path)?;
-                let (t, id) = k.value();
-                if t != thread {
-                    break;
-                }
-                if let Some(record) = ops::get_str(path, &approvals, tables::APPROVALS, id, ApprovalRecord::decode)? {
-                    out.push(record);
-                }
-            }
-            Ok(out)
-        })
+        self.approvals_of(thread, Scan::Strict).map(|l| l.items)
+    }
+
+    fn scan_approvals(&self, thread: &str) -> Result<Listing<ApprovalRecord>, ReadError> {
+        self.approvals_of(thread, Scan::Skip)
     }
 
     fn list_pending_approvals(&self) -> Result<Vec<ApprovalRecord>, ReadError> {
-        self.read(|txn, path| {
-            let index = txn.open_table(tables::APPROVALS_PENDING).ctx(path)?;
-            let approvals = txn.open_table(tables::APPROVALS).ctx(path)?;
-            let mut out = Vec::new();
-            for entry in redb::ReadableTable::iter(&index).ctx(path)? {
-                let (k, _) = entry.ctx(path)?;
-                if let Some(record) =
-                    ops::get_str(path, &approvals, tables::APPROVALS, k.value(), ApprovalRecord::decode)?
-                {
-                    out.push(record);
-                }
-            }
-            Ok(out)
-        })
+        self.pending_approvals(Scan::Strict).map(|l| l.items)
+    }
+
+    fn scan_pending_approvals(&self) -> Result<Listing<ApprovalRecord>, ReadError> {
+        self.pending_approvals(Scan::Skip)
     }
 
     fn transition_approval(
@@ -662,7 +697,106 @@ impl Store for RedbStore {
     }
 }
 
+/// What a listing does with a record that does not decode.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scan {
+    /// Fail the listing.
+    Strict,
+    /// Skip it and report it in [`Listing::skipped`].
+    Skip,
+}
+
+/// Collects a listing's records.
+struct Collect<T> {
+    scan: Scan,
+    listing: Listing<T>,
+}
+
+impl<T> Collect<T> {
+    fn new(scan: Scan) -> Self {
+        Collect { scan, listing: Listing::complete(Vec::new()) }
+    }
+
+    /// Adds a decoded record, or handles a decode failure as the scan says; any other failure
+    /// of the file fails the listing.
+    fn push(&mut self, record: Result<T, StorageError>) -> Result<(), StorageError> {
+        match record {
+            Ok(item) => self.listing.items.push(item),
+            Err(e @ StorageError::Decode { .. }) if self.scan == Scan::Skip => self.listing.skipped.push(e),
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+}
+
 impl RedbStore {
+    fn threads(&self, scan: Scan) -> Result<Listing<ThreadRecord>, ReadError> {
+        self.read(|txn, path| {
+            let threads = txn.open_table(tables::THREADS).ctx(path)?;
+            let mut out = Collect::new(scan);
+            for entry in redb::ReadableTable::iter(&threads).ctx(path)? {
+                let (k, v) = entry.ctx(path)?;
+                let id = k.value();
+                let record = ops::decode(path, tables::THREADS, || format!("{id:?}"), v.value(), ThreadRecord::decode)
+                    .map(|mut record| {
+                        record.lease = self.shared.leases.get(id);
+                        record
+                    });
+                out.push(record)?;
+            }
+            Ok(out.listing)
+        })
+    }
+
+    fn audit(&self, thread: &str, scan: Scan) -> Result<Listing<AuditEntry>, ReadError> {
+        self.read(|txn, path| {
+            let audit = txn.open_table(tables::AUDIT).ctx(path)?;
+            let mut out = Collect::new(scan);
+            ops::thread_range(path, &audit, thread, |seq, bytes| {
+                out.push(ops::decode(path, tables::AUDIT, || format!("({thread:?}, {seq})"), bytes, AuditEntry::decode))
+            })?;
+            Ok(out.listing)
+        })
+    }
+
+    fn approvals_of(&self, thread: &str, scan: Scan) -> Result<Listing<ApprovalRecord>, ReadError> {
+        self.read(|txn, path| {
+            let index = txn.open_table(tables::APPROVALS_BY_THREAD).ctx(path)?;
+            let approvals = txn.open_table(tables::APPROVALS).ctx(path)?;
+            let mut out = Collect::new(scan);
+            for entry in redb::ReadableTable::range(&index, (thread, "")..).ctx(path)? {
+                let (k, _) = entry.ctx(path)?;
+                let (t, id) = k.value();
+                if t != thread {
+                    break;
+                }
+                if let Some(record) =
+                    ops::get_str(path, &approvals, tables::APPROVALS, id, ApprovalRecord::decode).transpose()
+                {
+                    out.push(record)?;
+                }
+            }
+            Ok(out.listing)
+        })
+    }
+
+    fn pending_approvals(&self, scan: Scan) -> Result<Listing<ApprovalRecord>, ReadError> {
+        self.read(|txn, path| {
+            let index = txn.open_table(tables::APPROVALS_PENDING).ctx(path)?;
+            let approvals = txn.open_table(tables::APPROVALS).ctx(path)?;
+            let mut out = Collect::new(scan);
+            for entry in redb::ReadableTable::iter(&index).ctx(path)? {
+                let (k, _) = entry.ctx(path)?;
+                if let Some(record) =
+                    ops::get_str(path, &approvals, tables::APPROVALS, k.value(), ApprovalRecord::decode).transpose()
+                {
+                    out.push(record)?;
+                }
+            }
+            Ok(out.listing)
+        })
+    }
+
     /// The data part of [`Store::compact`], in one immediate write transaction taken on the
     /// calling thread (the fold callback cannot travel to the writer thread).
     fn compact_thread(&self, thread: &str, keep: usize, fold: &FoldFn<'_>) -> Result<(usize, usize), CompactError> {

@@ -1,7 +1,7 @@
 //! The [`Store`] trait: what the executor needs from persistence, independent of the backend.
 
 use crate::error::{
-    ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, LeaseError, ReadError,
+    ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, LeaseError, ReadError, StorageError,
 };
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
@@ -11,6 +11,34 @@ use crate::record::{
 /// Rebuilds the full state from a [`StateChain`] and returns it serialised; supplied by the
 /// executor to [`Store::compact`] because only it knows how to apply deltas.
 pub type FoldFn<'a> = dyn Fn(&StateChain) -> Result<Vec<u8>, BoxError> + 'a;
+
+/// What a `scan_*` listing returns: the records that decoded, and one error for each record that
+/// did not, so a damaged record neither hides the others nor goes unnoticed.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Listing<T> {
+    /// The records that decoded, in the listing's order.
+    pub items: Vec<T>,
+    /// The records that did not, each as the [`StorageError::Decode`] naming its table and key.
+    pub skipped: Vec<StorageError>,
+}
+
+impl<T> Listing<T> {
+    /// A listing in which every record decoded.
+    pub fn complete(items: Vec<T>) -> Self {
+        Listing { items, skipped: Vec::new() }
+    }
+
+    /// A listing with skipped records (for `Store` implementations outside this crate).
+    pub fn new(items: Vec<T>, skipped: Vec<StorageError>) -> Self {
+        Listing { items, skipped }
+    }
+
+    /// Whether every record decoded.
+    pub fn is_complete(&self) -> bool {
+        self.skipped.is_empty()
+    }
+}
 
 /// Receives the answer of [`Store::commit_step_then`].
 pub type CommitCallback = Box<dyn FnOnce(Result<CommitReceipt, CommitError>) + Send>;
@@ -41,8 +69,15 @@ pub trait Store: Send + Sync {
     /// Reads a thread, with its current lease.
     fn thread(&self, id: &str) -> Result<Option<ThreadRecord>, ReadError>;
 
-    /// Every thread, ordered by id.
+    /// Every thread, ordered by id. Fails on the first record that does not decode; see
+    /// [`Store::scan_threads`].
     fn list_threads(&self) -> Result<Vec<ThreadRecord>, ReadError>;
+
+    /// Like [`Store::list_threads`], but a record that does not decode is skipped and reported
+    /// in [`Listing::skipped`]. The default lists strictly (nothing skipped).
+    fn scan_threads(&self) -> Result<Listing<ThreadRecord>, ReadError> {
+        self.list_threads().map(Listing::complete)
+    }
 
     /// Persists one super-step atomically (see [`StepCommit`] for what and in which order).
     fn commit_step(&self, commit: StepCommit) -> Result<CommitReceipt, CommitError>;
@@ -98,8 +133,15 @@ pub trait Store: Send + Sync {
     /// Appends to the thread's audit log; returns the entry's seq.
     fn append_audit(&self, thread: &str, entry: NewAuditEntry) -> Result<u64, AuditError>;
 
-    /// The thread's audit log, oldest first.
+    /// The thread's audit log, oldest first. Fails on the first entry that does not decode; see
+    /// [`Store::scan_audit`].
     fn list_audit(&self, thread: &str) -> Result<Vec<AuditEntry>, ReadError>;
+
+    /// Like [`Store::list_audit`], but an entry that does not decode is skipped and reported in
+    /// [`Listing::skipped`] (its seq is missing from `items`). The default lists strictly.
+    fn scan_audit(&self, thread: &str) -> Result<Listing<AuditEntry>, ReadError> {
+        self.list_audit(thread).map(Listing::complete)
+    }
 
     /// Creates a `PENDING` approval and appends an `approval.requested` audit entry by `actor`.
     fn put_approval(&self, approval: ApprovalRecord, actor: &str) -> Result<(), ApprovalError>;
@@ -107,11 +149,25 @@ pub trait Store: Send + Sync {
     /// Reads an approval.
     fn approval(&self, id: &str) -> Result<Option<ApprovalRecord>, ReadError>;
 
-    /// The thread's approvals, ordered by id.
+    /// The thread's approvals, ordered by id. Fails on the first record that does not decode;
+    /// see [`Store::scan_approvals`].
     fn list_approvals(&self, thread: &str) -> Result<Vec<ApprovalRecord>, ReadError>;
 
-    /// Every `PENDING` approval in the store, ordered by id.
+    /// Like [`Store::list_approvals`], but a record that does not decode is skipped and reported
+    /// in [`Listing::skipped`]. The default lists strictly.
+    fn scan_approvals(&self, thread: &str) -> Result<Listing<ApprovalRecord>, ReadError> {
+        self.list_approvals(thread).map(Listing::complete)
+    }
+
+    /// Every `PENDING` approval in the store, ordered by id. Fails on the first record that does
+    /// not decode; see [`Store::scan_pending_approvals`].
     fn list_pending_approvals(&self) -> Result<Vec<ApprovalRecord>, ReadError>;
+
+    /// Like [`Store::list_pending_approvals`], but a record that does not decode is skipped and
+    /// reported in [`Listing::skipped`]. The default lists strictly.
+    fn scan_pending_approvals(&self) -> Result<Listing<ApprovalRecord>, ReadError> {
+        self.list_pending_approvals().map(Listing::complete)
+    }
 
     /// Compare-and-set of an approval's status in one write transaction, with an
     /// `approval.<to>` audit entry (lowercase status) in the same transaction. Refuses an

@@ -1,7 +1,8 @@
 //! Every redb table of a [`RedbStore`](crate::RedbStore) file, with its key/value layout.
 //!
 //! Values are `&[u8]` holding a record in the crate's versioned encoding (a format version byte,
-//! then the fields), or opaque caller bytes where noted. The layout is public for tools and tests
+//! the fields, then a CRC-32 of both); the caller's opaque bytes (pending writes, effect results,
+//! snapshots) are wrapped in such a record too. The layout is public for tools and tests
 //! that inspect a file; it is not a stable API.
 
 use redb::TableDefinition;
@@ -22,11 +23,11 @@ pub const CHECKPOINTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::ne
 /// `has_snapshot`. Kept apart so listings and step commits never touch the large values.
 pub const SNAPSHOTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("agentflow.snapshots");
 
-/// (thread id, checkpoint seq, node, idx) -> the write's opaque bytes.
+/// (thread id, checkpoint seq, node, idx) -> the write's opaque bytes, as a record.
 pub const PENDING_WRITES: TableDefinition<(&str, u64, &str, u32), &[u8]> =
     TableDefinition::new("agentflow.pending_writes");
 
-/// (thread id, checkpoint seq, node, effect key) -> the effect's opaque result bytes.
+/// (thread id, checkpoint seq, node, effect key) -> the effect's opaque result bytes, as a record.
 pub const EFFECTS: TableDefinition<(&str, u64, &str, &str), &[u8]> = TableDefinition::new("agentflow.effects");
 
 /// (thread id, audit seq) -> `AuditEntry`.

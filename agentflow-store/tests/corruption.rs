@@ -184,14 +184,20 @@ fn newer_store_format_is_refused() {
 
 #[test]
 fn older_store_format_is_refused() {
-    let dir = TempDir::new("format-old");
-    let path = dir.file("store.redb");
-    populated(&path);
-    set_format(&path, 1);
-    let err = RedbStore::open(&path).unwrap_err();
-    assert!(matches!(err, OpenError::UnsupportedFormat { ref found, .. } if found == "1"), "{err:?}");
-    assert!(err.to_string().contains("older agentflow-store"), "{err}");
-    assert!(!err.to_string().contains("upgrade agentflow-store"), "{err}");
+    // 1 and 2: before every stored value carried a checksum.
+    for format in [1u32, 2] {
+        let dir = TempDir::new("format-old");
+        let path = dir.file("store.redb");
+        populated(&path);
+        set_format(&path, format);
+        let err = RedbStore::open(&path).unwrap_err();
+        assert!(
+            matches!(err, OpenError::UnsupportedFormat { ref found, .. } if *found == format.to_string()),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("older agentflow-store"), "{err}");
+        assert!(!err.to_string().contains("upgrade agentflow-store"), "{err}");
+    }
 }
 
 #[test]

@@ -202,8 +202,8 @@ pub trait ToolReturn {
 impl<T: serde::Serialize> ToolReturn for Result<T, crate::tool::ToolError> {
     fn into_json(self) -> Result<serde_json::Value, crate::tool::ToolError> {
         let value = self?;
-        serde_json::to_value(value)
-            .map_err(|e| crate::tool::ToolError::Fatal(format!("the tool's result does not serialise: {e}")))
+        crate::persist::encode::to_value(&value, "result", crate::persist::MAX_JSON_DEPTH)
+            .map_err(|e| crate::tool::ToolError::Fatal(format!("the tool's result cannot be stored: {e}")))
     }
 }
 

@@ -148,9 +148,10 @@ impl<'a, D> Ctx<'a, D> {
                 ))
             });
         }
-        let payload = serde_json::to_value(payload).map_err(|e| {
-            NodeError::fatal(format!("the interrupt payload of node `{}` does not serialise: {e}", self.node))
-        })?;
+        let payload =
+            crate::persist::encode::to_value(&payload, "payload", crate::persist::MAX_JSON_DEPTH).map_err(|e| {
+                NodeError::fatal(format!("the interrupt payload of node `{}` cannot be stored: {e}", self.node))
+            })?;
         signal.pause = Some(Pending { node: self.node.to_string(), kind: PendingKind::Interrupt, payload });
         Err(NodeError::needs_input(format!("node `{}` is waiting for a human", self.node)))
     }

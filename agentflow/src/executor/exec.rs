@@ -327,11 +327,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
 
 /// Serialises one step's updates, in declaration order, as the checkpoint's delta.
 fn encode_updates<S: State>(done: &[(NodeId, Step<S>)]) -> Result<Vec<Vec<u8>>, PersistError> {
-    done.iter()
-        .map(|(_, s)| {
-            serde_json::to_vec(&s.update).map_err(|source| PersistError::Encode { what: "an update", source })
-        })
-        .collect()
+    done.iter().map(|(_, s)| crate::persist::encode::document(&s.update, "an update")).collect()
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {

@@ -210,8 +210,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// Continues a thread that paused in `cx.interrupt(..)`: the paused
     /// node(s) run again from their start and `interrupt` returns `value`.
     pub async fn resume_with<V: serde::Serialize>(self, value: V) -> Result<Run<S>, RunError> {
-        let value = serde_json::to_value(value)
-            .map_err(|e| RunError::InvalidConfig(format!("the resume value does not serialise: {e}")))?;
+        let value = crate::persist::encode::to_value(&value, "resume", crate::persist::MAX_JSON_DEPTH)
+            .map_err(|source| crate::persist::PersistError::Value { what: "the resume value", source })?;
         let (checkpointer, start) = open(self.graph, self.thread.clone(), self.durability, self.lease_ttl).await?;
         if !start.interrupts.iter().any(|p| p.kind == PendingKind::Interrupt) {
             let thread = checkpointer.thread.clone();

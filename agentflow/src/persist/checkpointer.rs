@@ -192,7 +192,7 @@ pub(crate) fn holder_id() -> String {
 }
 
 fn to_json<T: serde::Serialize>(value: &T, what: &'static str) -> Result<Vec<u8>, PersistError> {
-    serde_json::to_vec(value).map_err(|source| PersistError::Encode { what, source })
+    super::encode::document(value, what)
 }
 
 /// The stored description of a graph, to explain a fingerprint change.

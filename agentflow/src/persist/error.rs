@@ -34,6 +34,16 @@ pub enum PersistError {
         /// The decoder's message.
         source: serde_json::Error,
     },
+    /// A value would not read back as written (a NaN, an infinity, nesting
+    /// too deep); nothing of it was stored.
+    #[error("refused to store {what}: {source}")]
+    Value {
+        /// What was being written.
+        what: &'static str,
+        /// Which part and why.
+        #[source]
+        source: super::ValueError,
+    },
     /// A value could not be serialised.
     #[error("could not serialise {what}: {source}")]
     Encode {

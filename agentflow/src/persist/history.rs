@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use agentflow_store::{
     ApprovalPatch, ApprovalStatus, ApprovalTransition, AuditEntry, Checkpoint, CheckpointMetadata, CheckpointSource,
-    CheckpointSummary, CompactReport, NewAuditEntry, PendingWrite, StateChain, StepCommit, Store, ThreadRecord,
+    CheckpointSummary, CompactReport, Listing, NewAuditEntry, PendingWrite, StateChain, StepCommit, Store, ThreadRecord,
     ThreadStatus,
 };
 use serde_json::json;
@@ -127,9 +127,16 @@ impl<S: State, D> CompiledGraph<S, D> {
         Ok(self.store_or_err()?.list_checkpoints(thread).map_err(PersistError::from)?)
     }
 
-    /// The thread's audit log, oldest first.
+    /// The thread's audit log, oldest first. Fails if an entry does not
+    /// decode; [`CompiledGraph::scan_audit_log`] goes on past it.
     pub fn audit_log(&self, thread: &str) -> Result<Vec<AuditEntry>, HistoryError> {
         Ok(self.store_or_err()?.list_audit(thread).map_err(PersistError::from)?)
+    }
+
+    /// The thread's audit log, oldest first, with every entry that decodes;
+    /// each entry that does not is reported in [`Listing::skipped`].
+    pub fn scan_audit_log(&self, thread: &str) -> Result<Listing<AuditEntry>, HistoryError> {
+        Ok(self.store_or_err()?.scan_audit(thread).map_err(PersistError::from)?)
     }
 
     /// Branches the thread at checkpoint `seq`: a new checkpoint whose parent
@@ -185,8 +192,14 @@ impl<S: State, D> CompiledGraph<S, D> {
     pub fn update_state(&self, thread: &str, update: S::Update, actor: &str) -> Result<u64, HistoryError> {
         let store = self.store_or_err()?;
         let latest = latest_of(store, thread)?;
-        let blob = serde_json::to_vec(&update).map_err(|source| PersistError::Encode { what: "the update", source })?;
-        let detail = serde_json::to_value(&update).unwrap_or_default();
+        let blob = super::encode::document(&update, "the update")?;
+        // The same check passed for the blob, so the detail is the same JSON.
+        let detail: serde_json::Value = serde_json::from_slice(&blob).map_err(|source| PersistError::Decode {
+            thread: thread.to_string(),
+            seq: latest.seq,
+            what: "update",
+            source,
+        })?;
         let writes = store.pending_writes(thread, latest.seq).map_err(PersistError::from)?;
         let budget = stored_budget(&latest, &writes)?;
         let metadata = CheckpointMetadata {
@@ -302,7 +315,7 @@ impl<S: State, D> CompiledGraph<S, D> {
         let store = self.store_or_err()?;
         let fold = |chain: &StateChain| -> Result<Vec<u8>, agentflow_store::BoxError> {
             let state: S = fold_chain(thread, chain)?;
-            Ok(serde_json::to_vec(&state)?)
+            Ok(super::encode::document(&state, "the state")?)
         };
         Ok(store.compact(thread, keep_last, &fold)?)
     }

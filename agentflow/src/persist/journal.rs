@@ -47,14 +47,26 @@ impl Journal {
             return decode(&bytes, key);
         }
         let value = effect(self.idempotency_key(node, key)).await?;
-        let bytes = serde_json::to_vec(&value)
-            .map_err(|e| NodeError::fatal(format!("effect `{key}` returned a value that does not serialise: {e}")))?;
+        // A result that would not read back (a NaN, nesting too deep) is not
+        // stored changed; the effect did run, so a marker is journaled in its
+        // place and the effect is never run again.
+        let (bytes, refused) = match super::encode::to_bytes(&value, "result") {
+            Ok(bytes) => (bytes, None),
+            Err(e) => {
+                let message = format!(
+                    "effect `{key}` ran, but its result cannot be journaled ({e}); it will not run again: \
+                     return a value that JSON holds exactly"
+                );
+                (serde_json::to_vec(&serde_json::json!({ UNJOURNALED: message })).unwrap_or_default(), Some(message))
+            }
+        };
         let k = ekey;
         let outcome = blocking(&self.store, move |s| s.record_effect(&k, &bytes))
             .await
             .and_then(|r| Ok(r?))
             .map_err(unavailable)?;
         match outcome {
+            EffectOutcome::Recorded if refused.is_some() => Err(NodeError::fatal(refused.unwrap_or_default())),
             EffectOutcome::Recorded => Ok(value),
             // Another attempt journaled first: its result is the one that counts.
             EffectOutcome::AlreadyRecorded(existing) => decode(&existing, key),
@@ -62,7 +74,17 @@ impl Journal {
     }
 }
 
+/// The key of the marker journaled for an effect whose result could not be.
+const UNJOURNALED: &str = "__agentflow_unjournaled_result__";
+
 fn decode<T: DeserializeOwned>(bytes: &[u8], key: &str) -> Result<T, NodeError> {
+    // Checked first: a marker would decode as a `serde_json::Value` result.
+    if bytes.starts_with(format!("{{\"{UNJOURNALED}\":").as_bytes()) {
+        let marker: Option<serde_json::Value> = serde_json::from_slice(bytes).ok();
+        if let Some(message) = marker.as_ref().and_then(|m| m.get(UNJOURNALED)).and_then(serde_json::Value::as_str) {
+            return Err(NodeError::fatal(message.to_string()));
+        }
+    }
     serde_json::from_slice(bytes).map_err(|e| {
         NodeError::fatal(format!("the journaled result of effect `{key}` does not decode as the expected type: {e}"))
     })

@@ -7,19 +7,31 @@
 //! to the snapshot's own size. Storage therefore grows with the size of the
 //! updates, and rebuilding any checkpoint reads at most about twice the
 //! state's size.
+//!
+//! Whatever is stored reads back as it was written, or is not stored: a
+//! NaN or an infinity anywhere in a state, an update, a pending write, an
+//! effect result, an interrupt payload or a resume value is refused with a
+//! [`ValueError`] naming the place (`state.prices[3]`), as is JSON nested
+//! deeper than [`MAX_DOCUMENT_DEPTH`] (what serde_json reads back); values
+//! that become part of a larger document (tool arguments, approval
+//! conditions, interrupt payloads, resume values) are held to
+//! [`MAX_JSON_DEPTH`]. Floats round-trip bit for bit.
 
 mod checkpointer;
+pub(crate) mod encode;
 mod error;
 mod history;
 mod journal;
 
 pub(crate) use checkpointer::{Checkpointer, DEFAULT_LEASE_TTL, Resumed};
+pub use encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, ValueError, check_json};
 pub use error::{HistoryError, PersistError, ResumeError};
 pub use history::Snapshot;
 pub use journal::Journal;
 
 pub use agentflow_store::{
-    AuditEntry, CheckpointMetadata, CheckpointSource, CheckpointSummary, RedbStore, Store, ThreadRecord, ThreadStatus,
+    AuditEntry, CheckpointMetadata, CheckpointSource, CheckpointSummary, Listing, RedbStore, Store, ThreadRecord,
+    ThreadStatus,
 };
 
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -50,14 +50,29 @@ impl<D> Ctx<'_, D> {
     /// `tools = [..]` list. The call id is the tool's name and its position
     /// among this attempt's direct calls, stable when the node re-runs.
     pub async fn run_tool<T: Tool, A: serde::Serialize>(&self, tool: T, args: A) -> Result<Observation, NodeError> {
-        let args = serde_json::to_value(args)
-            .map_err(|e| NodeError::fatal(format!("arguments for `{}` do not serialise: {e}", tool.name())))?;
+        let args = match crate::persist::encode::to_value(&args, "args", crate::persist::MAX_JSON_DEPTH) {
+            Err(e @ crate::persist::ValueError::Unserializable { .. }) => {
+                return Err(NodeError::fatal(format!("arguments for `{}` do not serialise: {e}", tool.name())));
+            }
+            other => other,
+        };
         let n = {
             let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
             signal.direct_calls += 1;
             signal.direct_calls
         };
-        self.call_tool(&ToolCall::new(format!("{}-{}-{n}", self.node, tool.name()), tool.name(), args)).await
+        let id = format!("{}-{}-{n}", self.node, tool.name());
+        match args {
+            Ok(args) => self.call_tool(&ToolCall::new(id, tool.name(), args)).await,
+            // A NaN or nesting too deep is refused like a model's bad
+            // arguments, before the tool runs (and counted as a call).
+            Err(e) => {
+                if let Err(which) = self.scope.meter.tool_call() {
+                    return Err(self.exhausted(which));
+                }
+                Ok(Observation::error(&id, tool.name(), Code::InvalidArgument, e.to_string()))
+            }
+        }
     }
 
     /// Runs the model's tool calls through the gateway, in order.

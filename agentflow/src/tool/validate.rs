@@ -12,7 +12,13 @@ pub struct ArgumentError(pub String);
 /// a JSON object, no field the schema does not know, and every field of the
 /// right type (a number must be finite; JSON cannot carry NaN or infinity,
 /// and a number too large for its type is refused).
+///
+/// Arguments nested deeper than [`MAX_JSON_DEPTH`] levels are refused too:
+/// they become part of the thread's stored state, which must read back.
+///
+/// [`MAX_JSON_DEPTH`]: crate::persist::MAX_JSON_DEPTH
 pub fn validate_args<A: DeserializeOwned>(args: &Value, schema: &Value) -> Result<A, ArgumentError> {
+    crate::persist::check_json(args, "args").map_err(|e| ArgumentError(e.to_string()))?;
     let Value::Object(fields) = args else {
         let got = match args {
             Value::String(s) => format!("a string ({s:?}); arguments must be a JSON object"),
@@ -35,6 +41,10 @@ pub fn validate_args<A: DeserializeOwned>(args: &Value, schema: &Value) -> Resul
 }
 
 /// JSON with object keys sorted, so equal arguments hash equally.
+///
+/// Exact: the text reads back (`serde_json::from_str`) as the very value it
+/// was made from, floats bit for bit (serde_json's `float_roundtrip`), so
+/// hashing the stored text or the value gives the same hash.
 pub fn canonical_json(value: &Value) -> String {
     fn sort(v: &Value) -> Value {
         match v {
@@ -88,6 +98,37 @@ mod tests {
         let e = validate_args::<Args>(&json!({"a": "NaN", "b": 1}), &schema()).unwrap_err();
         assert!(e.0.contains("invalid type"), "{e}");
         assert!(serde_json::from_str::<Value>(r#"{"a": 1e999}"#).is_err());
+    }
+
+    #[test]
+    fn arguments_nested_deeper_than_the_limit_are_refused() {
+        let deep = (0..crate::persist::MAX_JSON_DEPTH).fold(json!(1), |inner, _| json!([inner]));
+        let e = validate_args::<Args>(&json!({"a": deep, "b": 1}), &schema()).unwrap_err();
+        assert!(e.0.contains("`args.a[0]"), "{e}");
+        assert!(e.0.contains(&format!("nests deeper than {} levels", crate::persist::MAX_JSON_DEPTH)), "{e}");
+    }
+
+    #[test]
+    fn canonical_json_reads_back_exactly() {
+        // Computed amounts whose shortest decimal form is long, and extremes.
+        let mut x = 0.1f64;
+        for i in 0..2_000u32 {
+            x = x * 1.37 + f64::from(i) * 0.15;
+            if x > 1e12 {
+                x /= 1e9;
+            }
+            for v in [x, -x, x * 0.15, 1.0 / (x + 1.0)] {
+                let value = json!({"amount": v, "nested": [v, {"z": v}]});
+                let text = canonical_json(&value);
+                let back: Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(back["amount"].as_f64().unwrap().to_bits(), v.to_bits(), "{text}");
+                assert_eq!(canonical_json(&back), text);
+            }
+        }
+        for v in [f64::MIN_POSITIVE, f64::MAX, f64::MIN, 5e-324, 0.224_999_999_999_999_98] {
+            let back: Value = serde_json::from_str(&canonical_json(&json!(v))).unwrap();
+            assert_eq!(back.as_f64().unwrap().to_bits(), v.to_bits());
+        }
     }
 
     #[test]

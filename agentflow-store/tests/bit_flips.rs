@@ -1,0 +1,107 @@
+//! A bit flipped in a stored value is a typed decode error even when the file
+//! is opened without `verify_on_open`: every record and every payload carries
+//! a checksum. Each case flips one bit of the file inside a value (located by
+//! a marker only that value holds) and reads it back: the read must give the
+//! value as written (the flip hit a stale copy) or `StorageError::Decode`,
+//! never other data.
+
+mod common;
+
+use std::path::Path;
+
+use agentflow_store::conformance::{self, approval, root, step, thread};
+use agentflow_store::{EffectKey, NewAuditEntry, PendingWrite, ReadError, RedbStore, StepCommit, StorageError, Store};
+use common::TempDir;
+use serde_json::json;
+
+const SNAPSHOT: &[u8] = b"SNAPSHOT-marker-0123456789";
+const DELTA: &[u8] = b"DELTA-marker-0123456789";
+const WRITE: &[u8] = b"WRITE-marker-0123456789";
+const EFFECT: &[u8] = b"EFFECT-marker-0123456789";
+const AUDIT: &str = "AUDIT-marker-0123456789";
+const REASON: &str = "REASON-marker-0123456789";
+const CURSOR: &str = "CURSOR-marker-0123456789";
+
+fn populated(path: &Path) {
+    let store = RedbStore::open(path).unwrap();
+    conformance::commit(&store, root("t", 0, SNAPSHOT));
+    let mut cp = step("t", 1, 0, &[DELTA]);
+    cp.cursor = vec![CURSOR.to_string()];
+    let mut commit = StepCommit::new(thread("t")).with_checkpoint(cp);
+    commit.pending_writes.push(PendingWrite { seq: 1, node: "n".into(), idx: 0, value: WRITE.to_vec() });
+    commit.effects.push((EffectKey::new("t", 1, "n", "k"), EFFECT.to_vec()));
+    commit.audit.push(NewAuditEntry::new(5, "ops", "note", json!({ "text": AUDIT })));
+    let mut a = approval("a1", "t");
+    a.reason = REASON.to_string();
+    commit.new_approvals.push(a);
+    store.commit_step(commit).unwrap();
+    store.close().unwrap();
+}
+
+/// What each marker's value reads back as: `Ok(true)` unchanged, `Ok(false)`
+/// changed, `Err` a decode error.
+fn read_back(store: &RedbStore, marker: &[u8]) -> Result<bool, StorageError> {
+    let storage = |e: ReadError| match e {
+        ReadError::Storage(s) => s,
+        other => panic!("unexpected error {other:?}"),
+    };
+    Ok(match marker {
+        m if m == SNAPSHOT => store.checkpoint("t", 0).map_err(storage)?.unwrap().snapshot.as_deref() == Some(SNAPSHOT),
+        m if m == DELTA => store.checkpoint("t", 1).map_err(storage)?.unwrap().delta == [DELTA.to_vec()],
+        m if m == CURSOR.as_bytes() => {
+            store.list_checkpoints("t").map_err(storage)?.last().unwrap().cursor == [CURSOR.to_string()]
+        }
+        m if m == WRITE => {
+            store.pending_writes("t", 1).map_err(storage)?.first().map(|w| w.value.as_slice()) == Some(WRITE)
+        }
+        m if m == EFFECT => {
+            store.effect(&EffectKey::new("t", 1, "n", "k")).map_err(storage)?.as_deref() == Some(EFFECT)
+        }
+        m if m == AUDIT.as_bytes() => {
+            store.list_audit("t").map_err(storage)?.iter().any(|e| e.detail == json!({ "text": AUDIT }))
+        }
+        m if m == REASON.as_bytes() => store.approval("a1").map_err(storage)?.unwrap().reason == REASON,
+        _ => unreachable!(),
+    })
+}
+
+fn positions(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
+    haystack.windows(needle.len()).enumerate().filter(|(_, w)| *w == needle).map(|(i, _)| i).collect()
+}
+
+#[test]
+fn a_flipped_bit_in_any_stored_value_is_a_decode_error_without_verify_on_open() {
+    let dir = TempDir::new("bitflip");
+    let original = dir.file("original.redb");
+    populated(&original);
+    let bytes = std::fs::read(&original).unwrap();
+    let markers: [&[u8]; 7] = [SNAPSHOT, DELTA, CURSOR.as_bytes(), WRITE, EFFECT, AUDIT.as_bytes(), REASON.as_bytes()];
+    let mut case = 0;
+    for marker in markers {
+        let found = positions(&bytes, marker);
+        assert!(!found.is_empty(), "marker {} not in the file", String::from_utf8_lossy(marker));
+        let mut detected = 0;
+        for &at in &found {
+            for (offset, bit) in [(0usize, 0u8), (7, 3), (marker.len() - 1, 6)] {
+                case += 1;
+                let mut damaged = bytes.clone();
+                damaged[at + offset] ^= 1 << bit;
+                let path = dir.file(&format!("flip-{case}.redb"));
+                std::fs::write(&path, &damaged).unwrap();
+                let store = RedbStore::builder().verify_on_open(false).open(&path).unwrap();
+                match read_back(&store, marker) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        panic!("case {case}: a flip in {} read back as other data", String::from_utf8_lossy(marker))
+                    }
+                    Err(e) => {
+                        assert!(matches!(e, StorageError::Decode { .. }), "case {case}: {e:?}");
+                        assert!(e.to_string().contains("checksum"), "case {case}: {e}");
+                        detected += 1;
+                    }
+                }
+            }
+        }
+        assert!(detected > 0, "no flip of {} was detected", String::from_utf8_lossy(marker));
+    }
+}
