@@ -45,22 +45,42 @@ pub enum Kind {
 }
 
 /// Collects every error of one macro invocation so they are emitted together.
-#[derive(Debug, Default)]
+///
+/// A drop bomb, like serde's `Ctxt`: the collected errors must be handed to
+/// [`Spans::render`] (or taken with [`Diagnostics::into_vec`]). Dropping the
+/// sink unread would lose them silently and let a broken graph expand, so in
+/// debug builds that panics, naming the bug in the macro rather than in the
+/// user's code.
+#[derive(Debug)]
 pub struct Diagnostics {
-    list: Vec<Diagnostic>,
+    /// `None` once read.
+    list: Option<Vec<Diagnostic>>,
+}
+
+impl Default for Diagnostics {
+    fn default() -> Self {
+        Diagnostics { list: Some(Vec::new()) }
+    }
 }
 
 impl Diagnostics {
     pub fn push(&mut self, kind: Kind, loc: Loc, message: impl Into<String>) {
-        self.list.push(Diagnostic { kind, loc, message: message.into() });
+        if let Some(list) = &mut self.list {
+            list.push(Diagnostic { kind, loc, message: message.into() });
+        }
     }
 
-    pub fn len(&self) -> usize {
-        self.list.len()
+    /// Takes the errors out, defusing the bomb.
+    pub fn into_vec(mut self) -> Vec<Diagnostic> {
+        self.list.take().unwrap_or_default()
     }
+}
 
-    pub fn into_vec(self) -> Vec<Diagnostic> {
-        self.list
+impl Drop for Diagnostics {
+    fn drop(&mut self) {
+        if cfg!(debug_assertions) && self.list.is_some() && !std::thread::panicking() {
+            panic!("agentflow-macros bug: diagnostics dropped without being rendered");
+        }
     }
 }
 
@@ -81,9 +101,9 @@ impl Spans {
     }
 
     /// Renders diagnostics as one combined `syn::Error` (None when empty).
-    pub fn render(&self, diags: Vec<Diagnostic>, syntax: Option<syn::Error>) -> Option<syn::Error> {
+    pub fn render(&self, diags: Diagnostics, syntax: Option<syn::Error>) -> Option<syn::Error> {
         let mut all = syntax;
-        for d in diags {
+        for d in diags.into_vec() {
             let e = syn::Error::new(self.span(d.loc), d.message);
             match &mut all {
                 Some(all) => all.combine(e),
@@ -102,7 +122,9 @@ pub fn combine(all: &mut Option<syn::Error>, e: syn::Error) {
     }
 }
 
-/// The closest candidate to `name`, if it is close enough to be a likely typo.
+/// The closest candidate to `name`, if it is close enough to be a likely
+/// typo. The one place that decides what counts as "close"; messages build
+/// on it through [`hint`] and [`unknown`].
 pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     candidates
         .into_iter()
@@ -110,6 +132,19 @@ pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str
         .filter(|(score, _)| *score > 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, c)| c)
+}
+
+/// `"; did you mean `x`?"` for a close candidate, else `""`.
+pub fn hint<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    did_you_mean(name, candidates).map(|s| format!("; did you mean `{s}`?")).unwrap_or_default()
+}
+
+/// `unknown {what} `name`; did you mean `x`? expected {expected}`, the one
+/// shape of every "unknown argument / reducer / risk" message.
+pub fn unknown(what: &str, name: &str, candidates: &[&str], expected: &str) -> String {
+    let close =
+        did_you_mean(name, candidates.iter().copied()).map(|s| format!("did you mean `{s}`? ")).unwrap_or_default();
+    format!("unknown {what} `{name}`; {close}expected {expected}")
 }
 
 /// `a`, `b`, `c` with backticks, for messages.
@@ -125,6 +160,35 @@ mod tests {
     fn suggests_close_names_only() {
         assert_eq!(did_you_mean("clasify", ["classify", "draft"]), Some("classify"));
         assert_eq!(did_you_mean("zzz", ["classify", "draft"]), None);
+    }
+
+    #[test]
+    fn unknown_names_get_one_shape_of_message() {
+        assert_eq!(
+            unknown("`#[graph]` argument", "strat", &["state", "start"], "one of `state`, `start`"),
+            "unknown `#[graph]` argument `strat`; did you mean `start`? expected one of `state`, `start`"
+        );
+        assert_eq!(unknown("risk", "zzz", &["read"], "`read`"), "unknown risk `zzz`; expected `read`");
+        assert_eq!(hint("clasify", ["classify"]), "; did you mean `classify`?");
+        assert_eq!(hint("zzz", ["classify"]), "");
+    }
+
+    #[test]
+    fn read_diagnostics_do_not_go_off() {
+        let mut d = Diagnostics::default();
+        d.push(Kind::Syntax, Loc::DUMMY, "x");
+        assert_eq!(d.into_vec().len(), 1);
+        let spans = Spans::default();
+        assert!(spans.render(Diagnostics::default(), None).is_none());
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "diagnostics dropped without being rendered")]
+    fn unread_diagnostics_go_off() {
+        let mut d = Diagnostics::default();
+        d.push(Kind::Syntax, Loc::DUMMY, "lost");
+        drop(d);
     }
 
     #[test]

@@ -34,6 +34,11 @@ impl fmt::Display for ErrorClass {
 
 /// The error a node returns. It carries its [`ErrorClass`] so the executor
 /// knows whether to retry, report or stop.
+///
+/// `?` converts the library's own errors into it. For any other error (an
+/// `std::io::Error`, an HTTP client's error) say how the executor should
+/// treat it: `.transient()?`, `.fatal()?` and the like, from
+/// [`NodeResultExt`] in the prelude.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[error("{class} error: {message}")]
 pub struct NodeError {
@@ -72,5 +77,72 @@ impl NodeError {
     pub fn with_retry_after(mut self, delay: Duration) -> Self {
         self.retry_after = Some(delay);
         self
+    }
+}
+
+/// Classifies any other error for `?` in a node: `?` converts only errors
+/// that implement `Into<NodeError>`, and whether a foreign error (an
+/// `std::io::Error`, an HTTP client's error) is worth a retry is the node's
+/// call, not the library's. In the prelude.
+///
+/// Each method keeps the error's `Display` text as the message.
+///
+/// ```
+/// use agentflow::ErrorClass;
+/// use agentflow::prelude::*;
+///
+/// fn load(path: &str) -> Result<u32, NodeError> {
+///     // A read that fails may work next time: retried per the node's `retry`.
+///     let text = std::fs::read_to_string(path).transient()?;
+///     // Bad content will not get better: the run stops.
+///     let n: u32 = text.trim().parse().fatal()?;
+///     Ok(n)
+/// }
+///
+/// let err = load("/no/such/file").unwrap_err();
+/// assert_eq!(err.class, ErrorClass::Transient);
+/// ```
+pub trait NodeResultExt<T> {
+    /// Maps the error to [`ErrorClass::Transient`]: retried per the node's retry policy.
+    fn transient(self) -> Result<T, NodeError>;
+    /// Maps the error to [`ErrorClass::Correctable`].
+    fn correctable(self) -> Result<T, NodeError>;
+    /// Maps the error to [`ErrorClass::NeedsInput`].
+    fn needs_input(self) -> Result<T, NodeError>;
+    /// Maps the error to [`ErrorClass::Fatal`]: the run stops.
+    fn fatal(self) -> Result<T, NodeError>;
+}
+
+impl<T, E: fmt::Display> NodeResultExt<T> for Result<T, E> {
+    fn transient(self) -> Result<T, NodeError> {
+        self.map_err(|e| NodeError::transient(e.to_string()))
+    }
+    fn correctable(self) -> Result<T, NodeError> {
+        self.map_err(|e| NodeError::correctable(e.to_string()))
+    }
+    fn needs_input(self) -> Result<T, NodeError> {
+        self.map_err(|e| NodeError::needs_input(e.to_string()))
+    }
+    fn fatal(self) -> Result<T, NodeError> {
+        self.map_err(|e| NodeError::fatal(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_ext_classifies_a_foreign_error_and_keeps_its_text() {
+        let io = || -> Result<(), std::io::Error> { Err(std::io::Error::other("disk on fire")) };
+        for (got, class) in [
+            (io().transient(), ErrorClass::Transient),
+            (io().correctable(), ErrorClass::Correctable),
+            (io().needs_input(), ErrorClass::NeedsInput),
+            (io().fatal(), ErrorClass::Fatal),
+        ] {
+            assert_eq!(got, Err(NodeError::new(class, "disk on fire")));
+        }
+        assert_eq!(Ok::<u8, std::io::Error>(7).fatal(), Ok(7));
     }
 }

@@ -62,7 +62,7 @@
 //! ```
 //!
 //! Where to go next: [`executor::Runner`] (threads, budgets, breakpoints,
-//! events), [`persist`] (durable runs and history), [`tool`] (tools and the
+//! events), [`persist`] (durable runs and history), [`tool`](mod@tool) (tools and the
 //! approval gateway), [`approval`] (deciding approvals), [`model`] (chat
 //! models, including the scripted test double), [`prebuilt`] (ReAct).
 #![warn(missing_docs)]
@@ -104,8 +104,335 @@ pub use tokio_util::sync::CancellationToken;
 
 /// Everything a graph definition needs: `use agentflow::prelude::*;`.
 pub mod prelude {
+    pub use crate::error::NodeResultExt;
     pub use crate::tool::{Risk, ToolCx, ToolError};
     pub use crate::{CompiledGraph, Ctx, NodeError, Outcome, State, Step, goto, graph, node, tool};
 }
 
-pub use agentflow_macros::{State, graph, node, tool};
+/// Derives [`State`] for a struct with named fields: a reducer per field and
+/// a typed partial update.
+///
+/// # What it generates
+///
+/// For `struct Research { .. }`:
+///
+/// - `impl State for Research`, with [`State::VERSION`], [`State::NAME`]
+///   (`"Research"`), [`State::FIELDS`] (each field's name and reducer) and
+///   [`State::apply`];
+/// - `ResearchUpdate`, with the visibility of the struct: one `Option<T>`
+///   field per state field, `Clone`, `Default`, `Serialize`, `Deserialize`,
+///   and a `Debug` that shows only the fields it sets. This is
+///   `<Research as State>::Update`, what a node returns inside its [`Step`];
+/// - `Research::update()`, an empty `ResearchUpdate`, and on it one setter
+///   per field, `fn field(self, value: T) -> Self`. A setter called twice
+///   combines both values with the field's reducer, as two nodes' writes
+///   would be.
+///
+/// # `#[state(version = N)]`
+///
+/// The version of the state's shape, `1` when left out. It is stored with
+/// every checkpoint; raise it when a change of the fields means a stored run
+/// cannot be read as is, and register a migration from the old version.
+///
+/// # `#[reduce(..)]` on a field
+///
+/// How two writes to the field in one super-step, or a write and the current
+/// value, combine. Each is checked against the field's type at compile time.
+///
+/// | Attribute | Field type | A write |
+/// |---|---|---|
+/// | none | any | replaces the value; two writes in one super-step are a compile error |
+/// | `#[reduce(append)]` | `Vec<T>` | is appended |
+/// | `#[reduce(add)]` | integers (saturating), `f32`, `f64` | is added |
+/// | `#[reduce(merge)]` | `HashMap<K, V>`, `BTreeMap<K, V>` | is inserted key by key, replacing equal keys |
+/// | `#[reduce(messages)]` | `Vec<M>` with `M: HasId`, e.g. [`message::Message`] | is appended, replacing the messages of equal id |
+/// | `#[reduce(custom = path::to::f)]` | any `T` | is combined by `fn f(current: &mut T, write: T)` |
+///
+/// The struct may not be generic and has at most 64 fields.
+///
+/// # Example
+///
+/// ```
+/// use std::collections::HashMap;
+///
+/// use agentflow::message::Message;
+/// use agentflow::prelude::*;
+/// use serde::{Deserialize, Serialize};
+///
+/// /// Keeps the longer of two answers.
+/// fn longest(current: &mut String, write: String) {
+///     if write.len() > current.len() {
+///         *current = write;
+///     }
+/// }
+///
+/// #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+/// #[state(version = 2)]
+/// struct Research {
+///     question: String,
+///     #[reduce(append)]
+///     notes: Vec<String>,
+///     #[reduce(add)]
+///     searches: u32,
+///     #[reduce(merge)]
+///     sources: HashMap<String, String>,
+///     #[reduce(messages)]
+///     messages: Vec<Message>,
+///     #[reduce(custom = longest)]
+///     answer: String,
+/// }
+///
+/// let update: ResearchUpdate = Research::update()
+///     .notes(vec!["from the web".into()])
+///     .notes(vec!["from papers".into()])
+///     .searches(2)
+///     .answer("a long answer".into())
+///     .answer("short".into());
+///
+/// let mut state = Research { question: "why?".into(), searches: 1, ..Research::default() };
+/// state.apply(update);
+/// assert_eq!(state.notes, ["from the web", "from papers"]);
+/// assert_eq!(state.searches, 3);
+/// assert_eq!(state.answer, "a long answer");
+/// assert_eq!(state.question, "why?");
+/// assert_eq!(Research::VERSION, 2);
+/// ```
+pub use agentflow_macros::State;
+
+/// Turns an inline module of [`#[node]`](macro@node) async fns into a graph
+/// whose wiring is checked at compile time.
+///
+/// ```text
+/// #[graph(state = S, deps = D, start = node, max_steps = N)]
+/// mod name { .. }
+/// ```
+///
+/// # Arguments
+///
+/// - `state = S` (required): the graph's state, a type with
+///   [`#[derive(State)]`](derive@State).
+/// - `deps = D` (optional, `()` when left out): what the nodes use from
+///   outside, such as model clients and HTTP clients; a node reaches it as
+///   `cx.deps()` or takes it as its second parameter, and the caller passes
+///   a `&D` when it runs the graph.
+/// - `start = node` (required): the node every run begins at.
+/// - `max_steps = N` (required when the graph has a cycle, `N >= 1`): the
+///   most super-steps a run may take; a run that reaches it ends with
+///   [`Outcome::BudgetExhausted`] for [`Budget::Steps`].
+///
+/// # Nodes
+///
+/// Every `async fn` of the module marked `#[node(..)]` is a node, named after
+/// the fn. Its forms:
+///
+/// ```text
+/// async fn name(state: &S) -> Step<S>
+/// async fn name(state: &S, cx: &Ctx<D>) -> Step<S>
+/// async fn name(state: &S, deps: &D) -> Step<S>
+/// ```
+///
+/// and each may return `Result<Step<S>, E>` with `E: Into<NodeError>`
+/// instead ([`NodeResultExt`](crate::error::NodeResultExt) classifies other
+/// errors). A node routes with [`goto!`]: `goto!(next)`,
+/// `goto!(next, update)`, `goto!([a, b], update)` (a fan-out: `a` and `b`
+/// run in the same super-step) or `goto!(END, update)`.
+///
+/// # What is checked at compile time
+///
+/// Every route names a node of the graph or `END` and is in its node's
+/// `goto` list; every node is reachable from `start` and can reach `END`;
+/// every cycle has a way out and the graph a `max_steps`; a node sets only
+/// the fields of its `writes` list, and those fields exist; two nodes that
+/// can run in one super-step never both write a field without a reducer; a
+/// node calls only the tools it lists, and each is a [`#[tool]`](macro@tool);
+/// only an `interrupt` node calls `cx.interrupt(..)`; node signatures have
+/// the forms above. All errors of a graph are reported together.
+///
+/// # What it generates
+///
+/// Inside the module, next to the nodes: `pub fn graph() ->
+/// CompiledGraph<S, D>`, the graph as the executor runs it.
+///
+/// # Example
+///
+/// ```
+/// use agentflow::prelude::*;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+/// struct Draft {
+///     text: String,
+///     #[reduce(add)]
+///     rounds: u32,
+/// }
+///
+/// struct Style {
+///     max_len: usize,
+/// }
+///
+/// #[graph(state = Draft, deps = Style, start = write, max_steps = 10)]
+/// mod drafting {
+///     use super::*;
+///
+///     #[node(goto = [review])]
+///     async fn write(d: &Draft, style: &Style) -> Step<Draft> {
+///         let text = format!("{} more", d.text);
+///         goto!(review, Draft::update().text(text.chars().take(style.max_len).collect()).rounds(1))
+///     }
+///
+///     // A cycle: `review` sends the draft back until it is long enough.
+///     #[node(goto = [write, END])]
+///     async fn review(d: &Draft, cx: &Ctx<Style>) -> Step<Draft> {
+///         if d.text.len() < cx.deps().max_len { goto!(write) } else { goto!(END) }
+///     }
+/// }
+///
+/// # fn main() {
+/// let _plan: CompiledGraph<Draft, Style> = drafting::graph();
+/// # }
+/// ```
+pub use agentflow_macros::graph;
+
+/// Marks an async fn of a [`#[graph]`](macro@graph) module as a node, and
+/// says where it may go and what it may do.
+///
+/// ```text
+/// #[node(goto = [a, END], writes = [field], tools = [t], retry = 3, timeout = 30s, interrupt)]
+/// ```
+///
+/// # Arguments
+///
+/// - `goto = [a, b, END]` (required): every node the node may route to,
+///   `END` to finish. Each `goto!` in the body must name one of them; the
+///   list is the graph's edges, drawn by `mermaid()`.
+/// - `writes = [field, ..]` (optional): the only fields the node may set.
+///   Each must be a field of the state, and every update chain in the body
+///   (`S::update().field(..)`) may set only these. Without it, the node may
+///   set any field.
+/// - `tools = [t, ..]` (optional): the [`#[tool]`](macro@tool)s the node
+///   may call, with `cx.run_tool(t, args)` or by handing them to a model.
+///   A call of a tool not in the list is a compile error.
+/// - `retry = N` (optional, `N >= 1`): attempts in all, the first included,
+///   for an error of class [`ErrorClass::Transient`](crate::ErrorClass):
+///   `retry = 2` runs the node at most twice. Other error classes are never
+///   retried. Left out, a node runs once. The long form sets the backoff:
+///   `retry(attempts = 5, base = 50ms, max_delay = 2s, jitter = false)`
+///   (defaults: base 100 ms, doubling, capped at 10 s, with jitter); see
+///   [`RetryPolicy`].
+/// - `timeout = 30s` (optional): the limit on one attempt, in `ms`, `s` or
+///   `m`. An attempt that runs over is cancelled and counts as a transient
+///   error, so `retry` applies to it.
+/// - `interrupt` (optional): the node may pause the run for a human with
+///   `cx.interrupt(payload)?`, once per run of the node: the run ends as
+///   [`Outcome::Interrupted`] and, resumed with a value, runs the node again
+///   from its start, where the call returns that value (see
+///   [`Ctx::interrupt`]). Without it, calling `interrupt` is a compile error.
+///
+/// `#[node]` outside a `#[graph]` module is a compile error.
+///
+/// # Example
+///
+/// ```
+/// use agentflow::prelude::*;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+/// struct Order {
+///     item: String,
+///     price: Option<f64>,
+///     approved: bool,
+/// }
+///
+/// #[derive(Deserialize, Serialize, schemars::JsonSchema)]
+/// struct Item {
+///     name: String,
+/// }
+///
+/// /// Looks up the price of an item.
+/// #[tool(risk = read)]
+/// async fn price_of(args: Item) -> Result<f64, ToolError> {
+///     Ok(if args.name == "book" { 12.5 } else { 99.0 })
+/// }
+///
+/// #[graph(state = Order, start = quote)]
+/// mod orders {
+///     use super::*;
+///
+///     #[node(goto = [confirm], writes = [price], tools = [price_of], retry = 2, timeout = 30s)]
+///     async fn quote(o: &Order, cx: &Ctx<()>) -> Result<Step<Order>, NodeError> {
+///         let obs = cx.run_tool(price_of, Item { name: o.item.clone() }).await?;
+///         let price = obs.result().and_then(|v| v.as_f64());
+///         Ok(goto!(confirm, Order::update().price(price)))
+///     }
+///
+///     #[node(goto = [END], writes = [approved], interrupt)]
+///     async fn confirm(o: &Order, cx: &Ctx<()>) -> Result<Step<Order>, NodeError> {
+///         let approved: bool = cx.interrupt(format!("buy {} for {:?}?", o.item, o.price))?;
+///         Ok(goto!(END, Order::update().approved(approved)))
+///     }
+/// }
+///
+/// # fn main() {
+/// let _plan = orders::graph();
+/// # }
+/// ```
+pub use agentflow_macros::node;
+
+/// Turns an async fn with a typed argument struct into a tool a model can
+/// call, only ever run through the approval gateway.
+///
+/// ```text
+/// /// What the tool does, for the model.
+/// #[tool(risk = read)]
+/// async fn name(args: Args) -> Result<T, ToolError>
+/// async fn name(args: Args, cx: &ToolCx) -> Result<T, ToolError>
+/// ```
+///
+/// # Arguments
+///
+/// - `risk = read | reversible | external | irreversible` (required): the
+///   tool's [`Risk`](tool::Risk) class, which the gateway's policy keys on
+///   (for example: run `read` tools freely, ask a human before an
+///   `irreversible` one).
+///
+/// # The fn
+///
+/// - Its doc comment (required) is the description the model reads.
+/// - `Args` is one struct with `serde::Deserialize` and
+///   `schemars::JsonSchema`: its schema is the tool's parameters, and a call
+///   whose arguments do not fit is sent back to the model to correct.
+/// - `T` is `serde::Serialize`; it is what the model sees.
+/// - The optional [`&ToolCx`](tool::ToolCx) gives the call id and an
+///   idempotency key.
+///
+/// # What it generates
+///
+/// A unit struct named after the fn, implementing [`tool::Tool`]. List it in
+/// a node's `#[node(tools = [name])]` to call it.
+///
+/// # Example
+///
+/// ```
+/// use agentflow::prelude::*;
+/// use agentflow::tool::{Risk, Tool};
+/// use serde::Deserialize;
+///
+/// #[derive(Deserialize, schemars::JsonSchema)]
+/// struct Pair {
+///     /// The first number.
+///     a: f64,
+///     /// The second number.
+///     b: f64,
+/// }
+///
+/// /// Adds two numbers.
+/// #[tool(risk = read)]
+/// async fn add(args: Pair) -> Result<f64, ToolError> {
+///     Ok(args.a + args.b)
+/// }
+///
+/// assert_eq!(add.name(), "add");
+/// assert_eq!(add.description(), "Adds two numbers.");
+/// assert_eq!(add.risk(), Risk::Read);
+/// ```
+pub use agentflow_macros::tool;

@@ -237,3 +237,145 @@ mod tests {
         assert!(co_active(&routes).is_empty());
     }
 }
+
+/// The algorithms against brute-force models on small random graphs: a
+/// transitive closure for reachability and cycles, and an explicit search
+/// over the sets of nodes a super-step can hold for `co_active`.
+#[cfg(test)]
+mod props {
+    use std::collections::{BTreeSet, HashSet};
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Up to 6 nodes, each with up to 3 successors and maybe an exit.
+    fn digraph() -> impl Strategy<Value = Digraph> {
+        (1usize..=6).prop_flat_map(|n| {
+            (prop::collection::vec(prop::collection::vec(0..n, 0..=3), n), prop::collection::vec(any::<bool>(), n))
+                .prop_map(|(succ, ends)| Digraph { succ, ends })
+        })
+    }
+
+    /// `closure[a][b]`: a path of at least one edge leads from `a` to `b`.
+    fn closure(g: &Digraph) -> Vec<Vec<bool>> {
+        let n = g.len();
+        let mut c = vec![vec![false; n]; n];
+        for (a, succ) in g.succ.iter().enumerate() {
+            for &b in succ {
+                c[a][b] = true;
+            }
+        }
+        for k in 0..n {
+            for a in 0..n {
+                for b in 0..n {
+                    if c[a][k] && c[k][b] {
+                        c[a][b] = true;
+                    }
+                }
+            }
+        }
+        c
+    }
+
+    /// Per node, the target sets of its `goto!` call sites.
+    fn routes() -> impl Strategy<Value = Vec<Vec<Vec<usize>>>> {
+        (1usize..=5).prop_flat_map(|n| {
+            prop::collection::vec(prop::collection::vec(prop::collection::vec(0..n, 1..=3), 0..=2), n)
+        })
+    }
+
+    /// Every set of nodes one super-step can run, starting from any call
+    /// site's targets: each active node takes one of its call sites, and the
+    /// next step runs the union of the chosen targets.
+    fn co_active_by_search(routes: &[Vec<Vec<usize>>]) -> BTreeSet<(usize, usize)> {
+        let mut seen: HashSet<BTreeSet<usize>> = HashSet::new();
+        let mut todo: Vec<BTreeSet<usize>> =
+            routes.iter().flatten().map(|site| site.iter().copied().collect()).collect();
+        while let Some(active) = todo.pop() {
+            if !seen.insert(active.clone()) {
+                continue;
+            }
+            let mut nexts = vec![BTreeSet::new()];
+            for &node in &active {
+                if routes[node].is_empty() {
+                    continue;
+                }
+                nexts = nexts
+                    .iter()
+                    .flat_map(|next| {
+                        routes[node].iter().map(move |site| {
+                            let mut next = next.clone();
+                            next.extend(site.iter().copied());
+                            next
+                        })
+                    })
+                    .collect();
+            }
+            todo.extend(nexts);
+        }
+        let mut pairs = BTreeSet::new();
+        for set in &seen {
+            for &a in set {
+                for &b in set {
+                    if a < b {
+                        pairs.insert((a, b));
+                    }
+                }
+            }
+        }
+        pairs
+    }
+
+    proptest! {
+        #[test]
+        fn reachable_matches_the_closure(g in digraph()) {
+            let c = closure(&g);
+            for (start, from_start) in c.iter().enumerate() {
+                let want: Vec<bool> = (0..g.len()).map(|b| b == start || from_start[b]).collect();
+                prop_assert_eq!(g.reachable(start), want);
+            }
+        }
+
+        #[test]
+        fn reaches_end_matches_the_closure(g in digraph()) {
+            let c = closure(&g);
+            let want: Vec<bool> =
+                (0..g.len()).map(|a| g.ends[a] || (0..g.len()).any(|b| c[a][b] && g.ends[b])).collect();
+            prop_assert_eq!(g.reaches_end(), want);
+        }
+
+        #[test]
+        fn cycles_are_the_cyclic_classes_of_mutual_reachability(g in digraph()) {
+            let c = closure(&g);
+            let mut want: Vec<Vec<usize>> = (0..g.len())
+                .filter(|&a| c[a][a])
+                .map(|a| (0..g.len()).filter(|&b| a == b || (c[a][b] && c[b][a])).collect())
+                .collect();
+            want.sort();
+            want.dedup();
+            prop_assert_eq!(g.cycles(), want);
+        }
+
+        #[test]
+        fn cycle_path_is_a_simple_cycle_inside_its_component(g in digraph()) {
+            for scc in g.cycles() {
+                let path = g.cycle_path(&scc);
+                prop_assert!(path.len() >= 2);
+                prop_assert_eq!(path[0], scc[0]);
+                prop_assert_eq!(path[path.len() - 1], scc[0]);
+                for w in path.windows(2) {
+                    prop_assert!(g.succ[w[0]].contains(&w[1]), "{:?} is not an edge of {:?}", w, g);
+                }
+                let inner: BTreeSet<usize> = path[..path.len() - 1].iter().copied().collect();
+                prop_assert_eq!(inner.len(), path.len() - 1, "{:?} repeats a node", path);
+                prop_assert!(inner.iter().all(|n| scc.contains(n)));
+            }
+        }
+
+        #[test]
+        fn co_active_matches_a_search_over_super_steps(routes in routes()) {
+            prop_assert_eq!(co_active(&routes), co_active_by_search(&routes));
+        }
+    }
+}

@@ -1,41 +1,28 @@
-//! The graph rules, each a function over the IR that reports into a
-//! [`Diagnostics`]. `check_all` runs them in a fixed order and never stops at
-//! the first error: a user fixes a graph in one round.
+//! The graph rules, each a pure function over the IR and its [`Resolved`]
+//! names that reports into a [`Diagnostics`]. No rule reads another's
+//! result, so their order only decides the order errors are printed in, and
+//! none stops at the first error: a user fixes a graph in one round.
 //!
 //! Two facts need types the macro cannot see (which fields exist, which have
-//! a reducer); for those the checks produce [`Conflict`]s, [`GuardedWrite`]s
-//! and field lists that the expansion turns into compile-time assertions.
+//! a reducer); for those the checks produce [`Conflict`]s and
+//! [`GuardedWrite`]s that the expansion turns into compile-time assertions.
 
-use std::collections::HashMap;
+use super::algo::co_active;
+use super::ir::{END, GraphIr, NodeIr, Param};
+use super::resolve::{Resolved, Target};
+use crate::diag::{Diagnostics, Kind, Loc, did_you_mean, hint, list};
 
-use super::algo::{Digraph, co_active};
-use super::ir::{END, GraphIr, Named, NodeIr, Param};
-use crate::diag::{Diagnostics, Kind, Loc, did_you_mean, list};
-
-/// What the expansion needs from the checks.
+/// What the expansion needs from the checks besides the resolved names.
 #[derive(Debug, Default)]
-pub struct Analysis {
-    /// Node name -> index (the first node of a duplicated name wins).
-    pub index: HashMap<String, usize>,
+pub struct Checked {
     /// Whether each node's signature has the right shape (else no wrapper is
     /// generated for it, and rustc is not asked about its types).
     pub sig_ok: Vec<bool>,
-    /// Resolved `goto` targets of each node, `END` and unknown names left out.
-    pub targets: Vec<Vec<usize>>,
-    /// Whether each node may route to `END`.
-    pub may_end: Vec<bool>,
-    /// Fields each node may write: its `writes` list, else the fields its
-    /// update chains set.
-    pub writes: Vec<Vec<Named>>,
     /// Same-step writes to one field, to assert the field has a reducer.
     pub conflicts: Vec<Conflict>,
     /// Writes outside a `writes` list that holds a close name, to report only
     /// if that name is a real field (else the list has a typo, reported alone).
     pub guarded: Vec<GuardedWrite>,
-    /// The graph the structural checks judge: the resolved edges plus what a
-    /// mistake most likely meant (a misspelt target's close match, the target
-    /// of an illegal `goto!`), so that one mistake is reported once.
-    intended: Digraph,
 }
 
 /// Two nodes that may run in the same super-step both write `field`; a
@@ -59,20 +46,19 @@ pub struct GuardedWrite {
     pub loc: Loc,
 }
 
-pub fn check_all(ir: &GraphIr, diags: &mut Diagnostics) -> Analysis {
-    let mut a = Analysis::default();
-    check_duplicate_nodes(ir, &mut a, diags);
-    check_signatures(ir, &mut a, diags);
-    check_start(ir, &a, diags);
-    check_targets(ir, &mut a, diags);
-    check_routes(ir, &mut a, diags);
-    check_writes(ir, &mut a, diags);
+/// Runs every rule over a resolved graph.
+pub fn check_all(ir: &GraphIr, r: &Resolved, diags: &mut Diagnostics) -> Checked {
+    check_duplicate_nodes(ir, diags);
+    let sig_ok = check_signatures(ir, diags);
+    check_start(ir, r, diags);
+    check_targets(ir, r, diags);
+    check_routes(ir, r, diags);
+    let guarded = check_writes(ir, diags);
     check_tools(ir, diags);
     check_interrupts(ir, diags);
-    check_reachable(ir, &a, diags);
-    check_exits(ir, &a, diags);
-    check_conflicts(ir, &mut a);
-    a
+    check_reachable(ir, r, diags);
+    check_exits(ir, r, diags);
+    Checked { sig_ok, conflicts: conflicts(ir, r), guarded }
 }
 
 // A node may only call the tools it lists, so the tool set handed to its
@@ -124,7 +110,7 @@ fn check_interrupts(ir: &GraphIr, diags: &mut Diagnostics) {
 
 // Node names are route targets, so two nodes of one name would make a route
 // ambiguous.  `async fn draft(..)` twice in one graph.
-fn check_duplicate_nodes(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
+fn check_duplicate_nodes(ir: &GraphIr, diags: &mut Diagnostics) {
     for (i, node) in ir.nodes.iter().enumerate() {
         if node.name.name == END {
             diags.push(
@@ -133,14 +119,12 @@ fn check_duplicate_nodes(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics
                 "a node cannot be named `END`: `END` is the exit of every graph",
             );
         }
-        if a.index.contains_key(&node.name.name) {
+        if ir.nodes[..i].iter().any(|n| n.name.name == node.name.name) {
             diags.push(
                 Kind::DuplicateNode,
                 node.name.loc,
                 format!("duplicate node `{}` in graph `{}`; rename one of them", node.name.name, ir.name),
             );
-        } else {
-            a.index.insert(node.name.name.clone(), i);
         }
     }
 }
@@ -148,13 +132,15 @@ fn check_duplicate_nodes(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics
 // Nodes are called by the executor with the state snapshot and the context,
 // so the shape of the fn is fixed; the types themselves are left to rustc.
 // `fn classify(s: Ticket)` is neither async nor borrowing.
-fn check_signatures(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
+fn check_signatures(ir: &GraphIr, diags: &mut Diagnostics) -> Vec<bool> {
+    let mut sig_ok = Vec::new();
     for node in &ir.nodes {
-        let before = diags.len();
+        let mut ok = true;
         let n = &node.name.name;
         let sig = &node.sig;
         let expected = expected_signature(ir, n);
         let mut report = |loc: Loc, problem: String| {
+            ok = false;
             diags.push(Kind::Signature, loc, format!("node `{n}` {problem}\n{expected}"));
         };
         if !sig.is_async {
@@ -184,8 +170,9 @@ fn check_signatures(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
                 ),
             );
         }
-        a.sig_ok.push(diags.len() == before);
+        sig_ok.push(ok);
     }
+    sig_ok
 }
 
 fn expected_signature(ir: &GraphIr, node: &str) -> String {
@@ -203,7 +190,7 @@ fn expected_signature(ir: &GraphIr, node: &str) -> String {
 }
 
 // Every run begins at `start`.  `#[graph(state = S, start = clasify)]`
-fn check_start(ir: &GraphIr, a: &Analysis, diags: &mut Diagnostics) {
+fn check_start(ir: &GraphIr, r: &Resolved, diags: &mut Diagnostics) {
     match &ir.start {
         None => diags.push(
             Kind::MissingStart,
@@ -214,7 +201,7 @@ fn check_start(ir: &GraphIr, a: &Analysis, diags: &mut Diagnostics) {
                 ir.nodes.first().map_or("<node>", |n| n.name.name.as_str())
             ),
         ),
-        Some(start) if !a.index.contains_key(&start.name) => diags.push(
+        Some(start) if r.start.is_none() => diags.push(
             Kind::UnknownStart,
             start.loc,
             format!("unknown start node `{}`{}", start.name, suggest(&start.name, ir)),
@@ -225,36 +212,13 @@ fn check_start(ir: &GraphIr, a: &Analysis, diags: &mut Diagnostics) {
 
 // A route must name a node of this graph or `END`, and every node must say
 // where it may go. `#[node(goto = [retreive, END])]` where the node is `retrieve`.
-fn check_targets(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
-    for node in &ir.nodes {
-        let mut targets = Vec::new();
-        let mut may_end = false;
-        let mut intended = Vec::new();
-        let mut intended_end = false;
+fn check_targets(ir: &GraphIr, r: &Resolved, diags: &mut Diagnostics) {
+    for (i, node) in ir.nodes.iter().enumerate() {
         if node.goto_loc.is_none() {
             diags.push(Kind::MissingGotoList, node.name.loc, missing_goto_list(node));
-            // What the body's `goto!`s name is what the list will hold.
-            for t in node.routes.iter().flat_map(|r| &r.targets) {
-                match a.index.get(&t.name) {
-                    Some(&i) => intended.push(i),
-                    None => intended_end = true,
-                }
-            }
         }
-        for t in &node.goto {
-            if t.name == END {
-                may_end = true;
-            } else if let Some(&i) = a.index.get(&t.name) {
-                if !targets.contains(&i) {
-                    targets.push(i);
-                }
-            } else {
-                let close = did_you_mean(&t.name, ir.nodes.iter().map(|n| n.name.name.as_str()));
-                match close.and_then(|c| a.index.get(c)) {
-                    Some(&i) => intended.push(i),
-                    // It could be meant for any node, so claim nothing about where it leads.
-                    None => intended_end = true,
-                }
+        for (t, resolved) in node.goto.iter().zip(&r.goto[i]) {
+            if let Target::Unknown { .. } = resolved {
                 diags.push(
                     Kind::UnknownTarget,
                     t.loc,
@@ -267,13 +231,6 @@ fn check_targets(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
                 );
             }
         }
-        intended.extend(targets.iter().copied());
-        intended.sort_unstable();
-        intended.dedup();
-        a.intended.succ.push(intended);
-        a.intended.ends.push(may_end || intended_end);
-        a.targets.push(targets);
-        a.may_end.push(may_end);
     }
 }
 
@@ -298,16 +255,23 @@ fn missing_goto_list(node: &NodeIr) -> String {
 
 // A node may only take the routes it declares, so the declared graph is the
 // real one.  `goto!(send)` in a node with `goto = [answer, escalate]`.
-fn check_routes(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
+fn check_routes(ir: &GraphIr, r: &Resolved, diags: &mut Diagnostics) {
     for (i, node) in ir.nodes.iter().enumerate() {
         // A node without a list was reported with the list its body implies.
         if node.goto_loc.is_none() {
             continue;
         }
         let allowed: Vec<&str> = node.goto.iter().map(|t| t.name.as_str()).collect();
-        for route in &node.routes {
-            for t in &route.targets {
+        for (route, resolved) in node.routes.iter().zip(&r.routes[i]) {
+            for (t, &target) in route.targets.iter().zip(resolved) {
                 if allowed.contains(&t.name.as_str()) {
+                    continue;
+                }
+                // `goto = [retreive]` with `goto!(retrieve)`: the typo in the
+                // list is the mistake, and it is reported there.
+                if let Target::Node(to) = target
+                    && r.goto[i].contains(&Target::Unknown { close: Some(to) })
+                {
                     continue;
                 }
                 let mut msg = format!(
@@ -317,24 +281,19 @@ fn check_routes(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
                     node.name.name,
                     if allowed.is_empty() { "nowhere (its `goto` list is empty)".to_string() } else { list(&allowed) }
                 );
-                if t.name == END {
-                    a.intended.ends[i] = true;
-                    msg.push_str(&format!("\nto let it finish, add `END` to the `goto` list of `{}`", node.name.name));
-                } else if let Some(&to) = a.index.get(&t.name) {
-                    if !a.intended.succ[i].contains(&to) {
-                        a.intended.succ[i].push(to);
-                    }
-                    msg.push_str(&format!(
+                match target {
+                    Target::End => msg
+                        .push_str(&format!("\nto let it finish, add `END` to the `goto` list of `{}`", node.name.name)),
+                    Target::Node(_) => msg.push_str(&format!(
                         "\nto allow it, add `{}` to the `goto` list of `{}`",
                         t.name, node.name.name
-                    ));
-                } else {
-                    msg.push_str(&format!(
+                    )),
+                    Target::Unknown { .. } => msg.push_str(&format!(
                         "\n`{}` is not a node of graph `{}`{}",
                         t.name,
                         ir.name,
                         suggest(&t.name, ir)
-                    ));
+                    )),
                 }
                 diags.push(Kind::IllegalTransition, t.loc, msg);
             }
@@ -345,60 +304,49 @@ fn check_routes(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
 // A node that declares `writes = [..]` may only set those fields, so a reader
 // of the graph knows what each node can change.
 // `#[node(writes = [draft])]` whose body calls `Email::update().summary(..)`.
-fn check_writes(ir: &GraphIr, a: &mut Analysis, diags: &mut Diagnostics) {
+fn check_writes(ir: &GraphIr, diags: &mut Diagnostics) -> Vec<GuardedWrite> {
+    let mut guarded = Vec::new();
     for node in &ir.nodes {
-        match &node.writes {
-            Some(writes) => {
-                let names: Vec<&str> = writes.iter().map(|w| w.name.as_str()).collect();
-                for set in &node.sets {
-                    if names.contains(&set.name.as_str()) {
-                        continue;
-                    }
-                    let message = format!(
-                        "node `{}` sets `{}`, which is not in its `writes = [{}]`; add `{}` to the list or remove the write",
-                        node.name.name,
-                        set.name,
-                        names.join(", "),
-                        set.name,
-                    );
-                    match did_you_mean(&set.name, names.iter().copied()) {
-                        // `writes = [sumary]` and `.summary(..)`: most likely a typo in
-                        // the list, which the field assertion reports on its own.
-                        Some(close) => a.guarded.push(GuardedWrite { close: close.to_string(), message, loc: set.loc }),
-                        None => diags.push(Kind::WriteOutsideList, set.loc, message),
-                    }
-                }
-                a.writes.push(writes.clone());
+        let Some(writes) = &node.writes else { continue };
+        let names: Vec<&str> = writes.iter().map(|w| w.name.as_str()).collect();
+        for set in &node.sets {
+            if names.contains(&set.name.as_str()) {
+                continue;
             }
-            None => {
-                let mut seen: Vec<Named> = Vec::new();
-                for set in &node.sets {
-                    if !seen.iter().any(|s| s.name == set.name) {
-                        seen.push(set.clone());
-                    }
-                }
-                a.writes.push(seen);
+            let message = format!(
+                "node `{}` sets `{}`, which is not in its `writes = [{}]`; add `{}` to the list or remove the write",
+                node.name.name,
+                set.name,
+                names.join(", "),
+                set.name,
+            );
+            match did_you_mean(&set.name, names.iter().copied()) {
+                // `writes = [sumary]` and `.summary(..)`: most likely a typo in
+                // the list, which the field assertion reports on its own.
+                Some(close) => guarded.push(GuardedWrite { close: close.to_string(), message, loc: set.loc }),
+                None => diags.push(Kind::WriteOutsideList, set.loc, message),
             }
         }
     }
+    guarded
 }
 
 // A node no route leads to is dead code that looks alive.
 // `async fn orphan(..)` that no `goto` list names.
-fn check_reachable(ir: &GraphIr, a: &Analysis, diags: &mut Diagnostics) {
-    let Some(start) = ir.start.as_ref().and_then(|s| a.index.get(&s.name)) else {
+fn check_reachable(ir: &GraphIr, r: &Resolved, diags: &mut Diagnostics) {
+    let Some(start) = r.start else {
         return;
     };
-    let seen = a.intended.reachable(*start);
+    let seen = r.intended.reachable(start);
     for (i, node) in ir.nodes.iter().enumerate() {
-        if !seen[i] && a.index.get(&node.name.name) == Some(&i) {
+        if !seen[i] && r.is_canonical(i, &node.name.name) {
             diags.push(
                 Kind::Unreachable,
                 node.name.loc,
                 format!(
                     "node `{}` is unreachable from the start node `{}`; route to it from another node's `goto` list, or remove it",
                     node.name.name,
-                    ir.nodes[*start].name.name
+                    ir.nodes[start].name.name
                 ),
             );
         }
@@ -411,8 +359,8 @@ fn check_reachable(ir: &GraphIr, a: &Analysis, diags: &mut Diagnostics) {
 //
 // A node that cannot reach `END` leads into a dead end or a closed cycle, so
 // the error goes there, and names the nodes stuck behind it.
-fn check_exits(ir: &GraphIr, a: &Analysis, diags: &mut Diagnostics) {
-    let g = &a.intended;
+fn check_exits(ir: &GraphIr, r: &Resolved, diags: &mut Diagnostics) {
+    let g = &r.intended;
     let ok = g.reaches_end();
     let cycles = g.cycles();
     let mut in_trap = vec![false; g.len()];
@@ -491,18 +439,22 @@ fn closing_edge(ir: &GraphIr, from: usize, to: usize) -> Loc {
 // the writes. Which pairs can share a step follows from the fan-out
 // `goto!([a, b], ..)` sites; whether the field has a reducer is asserted at
 // compile time by the expansion.
-fn check_conflicts(ir: &GraphIr, a: &mut Analysis) {
-    let routes: Vec<Vec<Vec<usize>>> = ir
-        .nodes
+fn conflicts(ir: &GraphIr, r: &Resolved) -> Vec<Conflict> {
+    let routes: Vec<Vec<Vec<usize>>> = r
+        .routes
         .iter()
-        .map(|n| {
-            n.routes.iter().map(|r| r.targets.iter().filter_map(|t| a.index.get(&t.name).copied()).collect()).collect()
+        .map(|sites| {
+            sites
+                .iter()
+                .map(|site| site.iter().filter_map(|t| if let Target::Node(i) = *t { Some(i) } else { None }).collect())
+                .collect()
         })
         .collect();
+    let mut out = Vec::new();
     for (u, v) in co_active(&routes) {
-        for field in &a.writes[u] {
-            if let Some(w) = a.writes[v].iter().find(|w| w.name == field.name) {
-                a.conflicts.push(Conflict {
+        for field in &r.writes[u] {
+            if let Some(w) = r.writes[v].iter().find(|w| w.name == field.name) {
+                out.push(Conflict {
                     first: ir.nodes[u].name.name.clone(),
                     second: ir.nodes[v].name.name.clone(),
                     field: field.name.clone(),
@@ -511,23 +463,24 @@ fn check_conflicts(ir: &GraphIr, a: &mut Analysis) {
             }
         }
     }
+    out
 }
 
+/// A close node name, else the list of all of them.
 fn suggest(name: &str, ir: &GraphIr) -> String {
-    let names = ir.nodes.iter().map(|n| n.name.name.as_str());
-    match did_you_mean(name, names) {
-        Some(s) => format!("; did you mean `{s}`?"),
-        None => {
-            let all: Vec<&str> = ir.nodes.iter().map(|n| n.name.name.as_str()).collect();
-            format!("; the nodes of graph `{}` are {}", ir.name, list(&all))
-        }
+    let names: Vec<&str> = ir.nodes.iter().map(|n| n.name.name.as_str()).collect();
+    match hint(name, names.iter().copied()) {
+        close if close.is_empty() => format!("; the nodes of graph `{}` are {}", ir.name, list(&names)),
+        close => close,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::ir::{NodeIr, Route, Signature};
+    use super::super::ir::{Named, NodeIr, Route, Signature};
+    use super::super::resolve::resolve;
     use super::*;
+    use crate::diag::Diagnostic;
 
     /// `("a", &["b", "END"], &[&["b"]])`: name, goto list, goto! call sites.
     type Spec<'a> = (&'a str, &'a [&'a str], &'a [&'a [&'a str]]);
@@ -562,16 +515,19 @@ mod tests {
         }
     }
 
-    fn kinds(ir: &GraphIr) -> Vec<Kind> {
+    /// Resolves and checks `ir`, as the expansion does.
+    fn run(ir: &GraphIr) -> (Checked, Vec<Diagnostic>) {
         let mut d = Diagnostics::default();
-        check_all(ir, &mut d);
-        d.into_vec().into_iter().map(|d| d.kind).collect()
+        let checked = check_all(ir, &resolve(ir), &mut d);
+        (checked, d.into_vec())
+    }
+
+    fn kinds(ir: &GraphIr) -> Vec<Kind> {
+        run(ir).1.into_iter().map(|d| d.kind).collect()
     }
 
     fn messages(ir: &GraphIr) -> Vec<String> {
-        let mut d = Diagnostics::default();
-        check_all(ir, &mut d);
-        d.into_vec().into_iter().map(|d| d.message).collect()
+        run(ir).1.into_iter().map(|d| d.message).collect()
     }
 
     #[test]
@@ -703,9 +659,7 @@ mod tests {
         ir.nodes[1].sets = vec![Named::new("summary")];
         ir.nodes[2].writes = Some(vec![Named::new("summary")]);
         ir.nodes[2].sets = vec![Named::new("summary"), Named::new("draft")];
-        let mut d = Diagnostics::default();
-        let a = check_all(&ir, &mut d);
-        let diags = d.into_vec();
+        let (a, diags) = run(&ir);
         assert_eq!(diags.len(), 1);
         assert!(diags[0].message.starts_with("node `right` sets `draft`, which is not in its `writes = [summary]`"));
         assert_eq!(
@@ -739,9 +693,8 @@ mod tests {
         let mut ir = graph("a", None, &[("a", &["END"], &[])]);
         ir.nodes[0].writes = Some(vec![Named::new("sumary")]);
         ir.nodes[0].sets = vec![Named::new("summary")];
-        let mut d = Diagnostics::default();
-        let a = check_all(&ir, &mut d);
-        assert!(d.into_vec().is_empty());
+        let (a, diags) = run(&ir);
+        assert!(diags.is_empty());
         assert_eq!(a.guarded.len(), 1);
         assert_eq!(a.guarded[0].close, "sumary");
     }
@@ -750,9 +703,7 @@ mod tests {
     fn signature_errors_point_at_the_part_to_change() {
         let mut ir = graph("a", None, &[("a", &["END"], &[])]);
         ir.nodes[0].sig.params = vec![Loc(0), Loc(1), Loc(2)];
-        let mut d = Diagnostics::default();
-        check_all(&ir, &mut d);
-        let d = d.into_vec();
+        let (_, d) = run(&ir);
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].loc, Loc(2));
         assert!(d[0].message.starts_with("node `a` takes 3 parameters"), "{}", d[0].message);
@@ -784,5 +735,53 @@ mod tests {
         );
         ir.nodes[0].interrupt = true;
         assert_eq!(messages(&ir).len(), 1);
+    }
+
+    #[test]
+    fn a_typo_in_the_goto_list_is_reported_once() {
+        // `goto = [retreive, END]` with `goto!(retrieve)` in the body: the
+        // list is wrong, the `goto!` is what the user meant.
+        let ir = graph(
+            "a",
+            None,
+            &[("a", &["retreive", "END"], &[&["retrieve"], &["END"]]), ("retrieve", &["END"], &[&["END"]])],
+        );
+        assert_eq!(messages(&ir), vec!["unknown node `retreive` in the `goto` list of `a`; did you mean `retrieve`?"]);
+    }
+
+    #[test]
+    fn each_check_reads_only_the_resolved_graph() {
+        // Every rule run alone reports the same errors as in `check_all`:
+        // none depends on another having run first.
+        let ir = graph(
+            "a",
+            None,
+            &[("a", &["b", "nope"], &[&["c"]]), ("b", &["b"], &[]), ("c", &["END"], &[]), ("d", &["END"], &[])],
+        );
+        let r = resolve(&ir);
+        let mut alone = Vec::new();
+        let rules: [&dyn Fn(&mut Diagnostics); 10] = [
+            &|d| check_duplicate_nodes(&ir, d),
+            &|d| drop(check_signatures(&ir, d)),
+            &|d| check_start(&ir, &r, d),
+            &|d| check_targets(&ir, &r, d),
+            &|d| check_routes(&ir, &r, d),
+            &|d| drop(check_writes(&ir, d)),
+            &|d| check_tools(&ir, d),
+            &|d| check_interrupts(&ir, d),
+            &|d| check_reachable(&ir, &r, d),
+            &|d| check_exits(&ir, &r, d),
+        ];
+        for rule in rules.iter().rev() {
+            let mut d = Diagnostics::default();
+            rule(&mut d);
+            alone.extend(d.into_vec());
+        }
+        let mut all = run(&ir).1;
+        let key = |d: &Diagnostic| (format!("{:?}", d.kind), d.message.clone());
+        alone.sort_by_key(key);
+        all.sort_by_key(key);
+        assert_eq!(alone, all);
+        assert!(all.len() >= 5, "{all:?}");
     }
 }

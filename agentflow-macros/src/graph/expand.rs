@@ -6,20 +6,30 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::visit_mut::VisitMut;
 
-use super::check::{Analysis, check_all};
+use super::check::{Checked, check_all};
 use super::ir::{END, GraphIr, NodeIr};
 use super::parse::{Parsed, is_goto, parse, parse_goto};
+use super::resolve::{Resolved, resolve};
 use crate::diag::Diagnostics;
+
+/// What a same-step write conflict suggests, by the field's type; the
+/// derive records one per field (see `state::expand::reducer_hint`).
+pub const HINT_NONE: u8 = 0;
+pub const HINT_APPEND: u8 = 1;
+pub const HINT_ADD: u8 = 2;
+pub const HINT_MERGE: u8 = 3;
+pub const HINT_MESSAGES: u8 = 4;
 
 pub fn graph(args: TokenStream, input: TokenStream) -> TokenStream {
     let mut parsed = match parse(args, input) {
         Ok(parsed) => parsed,
         Err(e) => return e.to_compile_error(),
     };
+    let resolved = resolve(&parsed.ir);
     let mut diags = Diagnostics::default();
-    let analysis = check_all(&parsed.ir, &mut diags);
-    let errors = parsed.spans.render(diags.into_vec(), parsed.errors.take());
-    let module = expand(parsed, &analysis, errors.is_some());
+    let checked = check_all(&parsed.ir, &resolved, &mut diags);
+    let errors = parsed.spans.render(diags, parsed.errors.take());
+    let module = expand(parsed, &resolved, &checked, errors.is_some());
     let mut out = errors.map(|e| e.to_compile_error()).unwrap_or_default();
     out.extend(module);
     out
@@ -42,7 +52,7 @@ pub fn stray_node(_args: TokenStream, input: TokenStream) -> TokenStream {
     }
 }
 
-fn expand(mut p: Parsed, a: &Analysis, has_errors: bool) -> TokenStream {
+fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenStream {
     let state = p.state.clone();
     let deps = p.deps.clone();
     let mut extra: Vec<TokenStream> = Vec::new();
@@ -54,7 +64,11 @@ fn expand(mut p: Parsed, a: &Analysis, has_errors: bool) -> TokenStream {
     for (i, (node, ir)) in p.nodes.iter().zip(&p.ir.nodes).enumerate() {
         // Rewrite the body's `goto!`s into checked routes.
         if let syn::Item::Fn(f) = &mut items[node.item] {
-            ReplaceGoto(|mac: &syn::Macro| route(ir, a, &state, mac)).visit_block_mut(&mut f.block);
+            // Routes are typed by the node's own return type when it names
+            // one, so a node returning another state's `Step` is reported
+            // once, at that return type, and not at every `goto!`.
+            let step_state = node.ret_state.as_ref().unwrap_or(&state);
+            ReplaceGoto(|mac: &syn::Macro| route(ir, r, step_state, mac)).visit_block_mut(&mut f.block);
         }
         // Fields named in `writes` must exist.
         for w in ir.writes.iter().flatten() {
@@ -65,7 +79,7 @@ fn expand(mut p: Parsed, a: &Analysis, has_errors: bool) -> TokenStream {
                 const _: () = if !::agentflow::__private::has_field(#fields, #name) { ::core::panic!(#msg) };
             });
         }
-        if a.index.get(&ir.name.name) != Some(&i) {
+        if !r.is_canonical(i, &ir.name.name) {
             // A duplicate: renamed, so rustc does not report it a second time.
             if let syn::Item::Fn(f) = &mut items[node.item] {
                 f.sig.ident = format_ident!("__agentflow_duplicate_{}_{}", node.ident, i, span = node.ident.span());
@@ -73,7 +87,7 @@ fn expand(mut p: Parsed, a: &Analysis, has_errors: bool) -> TokenStream {
             }
             continue;
         }
-        if !a.sig_ok[i] {
+        if !c.sig_ok[i] {
             continue;
         }
         let wrapper = format_ident!("__agentflow_node_{}", node.ident, span = node.ident.span());
@@ -101,8 +115,8 @@ fn expand(mut p: Parsed, a: &Analysis, has_errors: bool) -> TokenStream {
             }
         });
         let name = &ir.name.name;
-        let targets = a.targets[i].iter().map(|&t| t as u32);
-        let may_end = a.may_end[i];
+        let targets = r.targets[i].iter().map(|&t| t as u32);
+        let may_end = r.may_end[i];
         let retry = &node.retry;
         let timeout = match node.timeout_ms {
             Some(ms) => {
@@ -158,22 +172,61 @@ fn expand(mut p: Parsed, a: &Analysis, has_errors: bool) -> TokenStream {
             }
         });
     }
-    // Same-step writes must go to fields with a reducer.
-    for c in &a.conflicts {
-        let span = p.spans.span(c.loc);
-        let field = &c.field;
-        let msg = format!(
-            "nodes `{}` and `{}` can run in the same super-step and both write `{field}`, which has no reducer; \
-             give `{field}` a reducer (e.g. `#[reduce(append)]`) or route the nodes to different steps",
-            c.first, c.second
-        );
+    // Same-step writes must go to fields with a reducer. The fix offered
+    // depends on the field's type, which only the derive saw: it records a
+    // hint per field, and the assertion picks the message for it.
+    for conflict in &c.conflicts {
+        let span = p.spans.span(conflict.loc);
+        let field = &conflict.field;
+        let msg = |fix: &str| {
+            format!(
+                "nodes `{}` and `{}` can run in the same super-step and both write `{field}`, which has no reducer; {fix}",
+                conflict.first, conflict.second
+            )
+        };
+        let reduce = |r: &str| {
+            msg(&format!(
+                "give `{field}` a reducer that combines both writes, `#[reduce({r})]`, or route the nodes to different steps"
+            ))
+        };
+        let (append, add, merge, messages) = (reduce("append"), reduce("add"), reduce("merge"), reduce("messages"));
+        let none = msg(&format!(
+            "no built-in reducer fits the type of `{field}`: combine the writes with `#[reduce(custom = path::to::fn)]`, \
+             let each node write a field of its own, or route the nodes to different steps"
+        ));
+        let (h_append, h_add, h_merge, h_messages) = (HINT_APPEND, HINT_ADD, HINT_MERGE, HINT_MESSAGES);
         extra.push(quote_spanned! {span=>
-            const _: () = if ::agentflow::__private::is_overwrite(#fields, #field) { ::core::panic!(#msg) };
+            const _: () = if ::agentflow::__private::is_overwrite(#fields, #field) {
+                const fn hint(hints: &[(&str, u8)], field: &str) -> u8 {
+                    let mut i = 0;
+                    while i < hints.len() {
+                        let (name, want) = (hints[i].0.as_bytes(), field.as_bytes());
+                        if name.len() == want.len() {
+                            let mut j = 0;
+                            while j < name.len() && name[j] == want[j] {
+                                j += 1;
+                            }
+                            if j == name.len() {
+                                return hints[i].1;
+                            }
+                        }
+                        i += 1;
+                    }
+                    0
+                }
+                match hint(<#state>::__AGENTFLOW_REDUCER_HINTS, #field) {
+                    #h_append => ::core::panic!(#append),
+                    #h_add => ::core::panic!(#add),
+                    #h_merge => ::core::panic!(#merge),
+                    #h_messages => ::core::panic!(#messages),
+                    _ => ::core::panic!(#none),
+                }
+            };
         });
     }
     // A write outside the list that resembles a listed name is an error only
     // if that name is a field; otherwise the field assertion above reports the typo.
-    for g in &a.guarded {
+    for g in &c.guarded {
         let span = p.spans.span(g.loc);
         let (close, msg) = (&g.close, &g.message);
         extra.push(quote_spanned! {span=>
@@ -185,7 +238,7 @@ fn expand(mut p: Parsed, a: &Analysis, has_errors: bool) -> TokenStream {
     let body = if has_errors {
         quote!(::core::unreachable!("the graph did not compile"))
     } else {
-        let start = p.ir.start.as_ref().and_then(|s| a.index.get(&s.name)).copied().unwrap_or(0) as u32;
+        let start = r.start.unwrap_or(0) as u32;
         let max_steps = match p.ir.max_steps {
             Some(n) => quote!(::core::option::Option::Some(#n)),
             None => quote!(::core::option::Option::None),
@@ -233,30 +286,35 @@ fn fingerprint(ir: &GraphIr, state: &str) -> String {
 }
 
 /// The checked route a `goto!` of `node` becomes; one that failed the checks
-/// becomes a stub that type-checks, so it adds no error of its own.
-fn route(node: &NodeIr, a: &Analysis, state: &syn::Type, mac: &syn::Macro) -> TokenStream {
+/// becomes a stub that type-checks, so it adds no error of its own. The
+/// stub still evaluates the update, so the variables it uses stay used.
+fn route(node: &NodeIr, r: &Resolved, state: &syn::Type, mac: &syn::Macro) -> TokenStream {
     let Ok(args) = parse_goto(mac.tokens.clone()) else {
         return quote!(::agentflow::__private::invalid_route::<#state>());
+    };
+    let update = match &args.update {
+        Some(u) => quote!(#u),
+        None => quote!(::core::default::Default::default()),
+    };
+    let invalid = || {
+        let used = args.update.as_ref().map(|u| quote!(let _ = #u;));
+        quote!({ #used ::agentflow::__private::invalid_route::<#state>() })
     };
     let mut ids = Vec::new();
     for t in &args.targets {
         let name = t.to_string();
         if !node.goto.iter().any(|g| g.name == name) {
-            return quote!(::agentflow::__private::invalid_route::<#state>());
+            return invalid();
         }
         if name != END {
-            match a.index.get(&name) {
+            match r.index.get(&name) {
                 Some(&i) => ids.push(i as u32),
-                None => return quote!(::agentflow::__private::invalid_route::<#state>()),
+                None => return invalid(),
             }
         }
     }
     ids.sort_unstable();
     ids.dedup();
-    let update = match &args.update {
-        Some(u) => quote!(#u),
-        None => quote!(::core::default::Default::default()),
-    };
     quote! {
         {
             const __AGENTFLOW_NEXT: &[::agentflow::NodeId] = &[#(::agentflow::NodeId::new(#ids)),*];

@@ -2,8 +2,7 @@
 
 use crate::diag::Loc;
 
-/// The route target that ends a branch.
-pub const END: &str = "END";
+pub use crate::keywords::END;
 
 /// A name and where it was written.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,10 @@
-//! `#[graph]` over an inline module of `#[node]` fns: parse -> IR -> check -> expand.
+//! `#[graph]` over an inline module of `#[node]` fns:
+//! parse (syn -> [`ir`]) -> [`resolve`] (names -> indexes) -> [`check`]
+//! (pure rules, every error collected) -> [`expand`] (tokens).
 
 pub mod algo;
 pub mod check;
 pub mod expand;
 pub mod ir;
 pub mod parse;
+pub mod resolve;

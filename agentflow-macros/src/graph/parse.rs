@@ -10,7 +10,8 @@ use syn::visit::Visit;
 use syn::{Token, bracketed};
 
 use super::ir::{GraphIr, Named, NodeIr, Param, Route, Signature};
-use crate::diag::{Spans, combine, did_you_mean};
+use crate::diag::{Spans, combine, list, unknown};
+use crate::keywords::{self as kw, body, graph as graph_kw, node as node_kw, retry as retry_kw};
 
 /// The parsed `#[graph]`: IR plus the tokens needed to expand it.
 pub struct Parsed {
@@ -34,6 +35,8 @@ pub struct NodeSyn {
     pub ctx_param: bool,
     /// Where the return type is written (or the fn name when there is none).
     pub ret_span: Span,
+    /// `S` of a return type `Step<S>` or `Result<Step<S>, E>`, as written.
+    pub ret_state: Option<syn::Type>,
     /// `RetryPolicy` expression.
     pub retry: TokenStream,
     /// Per-attempt timeout in milliseconds.
@@ -42,9 +45,6 @@ pub struct NodeSyn {
     /// `tools = [..]`, as written.
     pub tools: Vec<syn::Ident>,
 }
-
-const GRAPH_ARGS: &[&str] = &["state", "deps", "start", "max_steps"];
-const NODE_ARGS: &[&str] = &["goto", "writes", "tools", "retry", "timeout", "interrupt"];
 
 pub fn parse(args: TokenStream, input: TokenStream) -> syn::Result<Parsed> {
     let mut module: syn::ItemMod = syn::parse2(input).map_err(|e| {
@@ -65,13 +65,13 @@ pub fn parse(args: TokenStream, input: TokenStream) -> syn::Result<Parsed> {
         let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
         let result = (|| {
             match key.as_str() {
-                "state" => state = Some(meta.value()?.parse::<syn::Type>()?),
-                "deps" => deps = Some(meta.value()?.parse::<syn::Type>()?),
-                "start" => {
+                graph_kw::STATE => state = Some(meta.value()?.parse::<syn::Type>()?),
+                graph_kw::DEPS => deps = Some(meta.value()?.parse::<syn::Type>()?),
+                graph_kw::START => {
                     let ident: syn::Ident = meta.value()?.parse()?;
                     start = Some(Named { name: ident.to_string(), loc: spans.loc(ident.span()) });
                 }
-                "max_steps" => {
+                graph_kw::MAX_STEPS => {
                     let lit: syn::LitInt = meta.value()?.parse()?;
                     let n: u32 = lit.base10_parse()?;
                     if n == 0 {
@@ -79,7 +79,7 @@ pub fn parse(args: TokenStream, input: TokenStream) -> syn::Result<Parsed> {
                     }
                     max_steps = Some(n);
                 }
-                _ => return Err(meta.error(unknown_arg("#[graph]", &key, GRAPH_ARGS))),
+                _ => return Err(meta.error(unknown_arg("#[graph]", &key, graph_kw::ARGS))),
             }
             Ok(())
         })();
@@ -145,7 +145,7 @@ pub fn type_name(ty: &syn::Type) -> String {
 }
 
 fn is_node_attr(attr: &syn::Attribute) -> bool {
-    attr.path().segments.last().is_some_and(|s| s.ident == "node")
+    attr.path().segments.last().is_some_and(|s| s.ident == node_kw::ATTR)
 }
 
 fn node_attr_of(item: &syn::Item) -> Option<&syn::Attribute> {
@@ -162,8 +162,7 @@ fn node_attr_of(item: &syn::Item) -> Option<&syn::Attribute> {
 }
 
 fn unknown_arg(attr: &str, key: &str, allowed: &[&str]) -> String {
-    let hint = did_you_mean(key, allowed.iter().copied()).map(|s| format!("did you mean `{s}`? ")).unwrap_or_default();
-    format!("unknown `{attr}` argument `{key}`; {hint}expected one of {}", crate::diag::list(allowed))
+    unknown(&format!("`{attr}` argument"), key, allowed, &format!("one of {}", list(allowed)))
 }
 
 /// Records a bad argument and skips the rest of its value, so the arguments
@@ -202,21 +201,21 @@ fn parse_node(
             let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
             let result = (|| {
                 match key.as_str() {
-                    "goto" => {
+                    node_kw::GOTO => {
                         goto_loc = Some(spans.loc(meta.path.span()));
                         goto = names(meta.value()?, spans)?;
                     }
-                    "writes" => writes = Some(names(meta.value()?, spans)?),
-                    "tools" => {
+                    node_kw::WRITES => writes = Some(names(meta.value()?, spans)?),
+                    node_kw::TOOLS => {
                         let input = meta.value()?;
                         let content;
                         bracketed!(content in input);
                         tools = Punctuated::<syn::Ident, Token![,]>::parse_terminated(&content)?.into_iter().collect();
                     }
-                    "timeout" => timeout_ms = Some(duration_ms(&meta.value()?.parse()?)?),
-                    "interrupt" => interrupt = true,
-                    "retry" => retry = parse_retry(&meta)?,
-                    _ => return Err(meta.error(unknown_arg("#[node]", &key, NODE_ARGS))),
+                    node_kw::TIMEOUT => timeout_ms = Some(duration_ms(&meta.value()?.parse()?)?),
+                    node_kw::INTERRUPT => interrupt = true,
+                    node_kw::RETRY => retry = parse_retry(&meta)?,
+                    _ => return Err(meta.error(unknown_arg("#[node]", &key, node_kw::ARGS))),
                 }
                 Ok(())
             })();
@@ -272,6 +271,10 @@ fn parse_node(
         syn::ReturnType::Type(_, ty) => ty.span(),
         syn::ReturnType::Default => ident.span(),
     };
+    let ret_state = match &f.sig.output {
+        syn::ReturnType::Type(_, ty) => step_state(ty),
+        syn::ReturnType::Default => None,
+    };
     let mut scan = BodyScan {
         spans,
         routes: Vec::new(),
@@ -297,7 +300,24 @@ fn parse_node(
         interrupt_calls: scan.interrupt_calls,
         sig,
     };
-    (NodeSyn { item, ident, params, ctx_param, ret_span, retry, timeout_ms, interrupt, tools }, ir)
+    (NodeSyn { item, ident, params, ctx_param, ret_span, ret_state, retry, timeout_ms, interrupt, tools }, ir)
+}
+
+/// `S` of `Step<S>` or `Result<Step<S>, E>` (any paths ending so).
+fn step_state(ty: &syn::Type) -> Option<syn::Type> {
+    let first_arg = |ty: &syn::Type, name: &str| -> Option<syn::Type> {
+        let syn::Type::Path(p) = ty else { return None };
+        let last = p.path.segments.last()?;
+        if last.ident != name {
+            return None;
+        }
+        let syn::PathArguments::AngleBracketed(args) = &last.arguments else { return None };
+        match args.args.first()? {
+            syn::GenericArgument::Type(t) => Some(t.clone()),
+            _ => None,
+        }
+    };
+    first_arg(ty, "Step").or_else(|| first_arg(&first_arg(ty, "Result")?, "Step"))
 }
 
 /// Adds `'_` to a `&Ctx<D>` parameter type.
@@ -305,7 +325,7 @@ fn elide_ctx_lifetime(ty: &mut syn::Type) {
     let syn::Type::Reference(r) = ty else { return };
     let syn::Type::Path(p) = &mut *r.elem else { return };
     let Some(last) = p.path.segments.last_mut() else { return };
-    if last.ident != "Ctx" {
+    if last.ident != body::CTX {
         return;
     }
     if let syn::PathArguments::AngleBracketed(args) = &mut last.arguments
@@ -323,7 +343,7 @@ fn is_ctx_type(ty: &syn::Type) -> bool {
     let syn::Type::Path(p) = &*r.elem else {
         return false;
     };
-    p.path.segments.last().is_some_and(|s| s.ident == "Ctx")
+    p.path.segments.last().is_some_and(|s| s.ident == body::CTX)
 }
 
 fn names(input: ParseStream, spans: &mut Spans) -> syn::Result<Vec<Named>> {
@@ -336,20 +356,19 @@ fn names(input: ParseStream, spans: &mut Spans) -> syn::Result<Vec<Named>> {
 /// `500ms`, `2s`, `1m`.
 fn duration_ms(lit: &syn::LitInt) -> syn::Result<u64> {
     let n: u64 = lit.base10_parse()?;
-    let factor = match lit.suffix() {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "" => {
+    let factor = match kw::DURATION_UNITS.iter().find(|(unit, _)| *unit == lit.suffix()) {
+        Some(&(_, factor)) => factor,
+        None if lit.suffix().is_empty() => {
             return Err(syn::Error::new(
                 lit.span(),
                 format!("missing unit on duration `{n}`; write `{n}ms`, `{n}s` or `{n}m`"),
             ));
         }
-        other => {
+        None => {
+            let units: Vec<&str> = kw::DURATION_UNITS.iter().map(|(unit, _)| *unit).collect();
             return Err(syn::Error::new(
                 lit.span(),
-                format!("unknown duration unit `{other}`; expected `ms`, `s` or `m`"),
+                unknown("duration unit", lit.suffix(), &units, &format!("one of {}", list(&units))),
             ));
         }
     };
@@ -370,21 +389,21 @@ fn parse_retry(meta: &syn::meta::ParseNestedMeta) -> syn::Result<TokenStream> {
     meta.parse_nested_meta(|inner| {
         let key = inner.path.get_ident().map(ToString::to_string).unwrap_or_default();
         match key.as_str() {
-            "attempts" => {
+            retry_kw::ATTEMPTS => {
                 let n: u32 = inner.value()?.parse::<syn::LitInt>()?.base10_parse()?;
                 policy = quote!(::agentflow::RetryPolicy { max_attempts: #n, ..#policy });
             }
-            "base" | "max_delay" => {
+            retry_kw::BASE | retry_kw::MAX_DELAY => {
                 let ms = duration_ms(&inner.value()?.parse()?)?;
                 let method = syn::Ident::new(&key, inner.path.span());
                 policy = quote!(#policy.#method(::core::time::Duration::from_millis(#ms)));
             }
-            "jitter" => {
+            retry_kw::JITTER => {
                 let on: syn::LitBool = inner.value()?.parse()?;
                 policy = quote!(#policy.jitter(#on));
             }
             _ => {
-                return Err(inner.error(unknown_arg("retry", &key, &["attempts", "base", "max_delay", "jitter"])));
+                return Err(inner.error(unknown_arg("retry", &key, retry_kw::ARGS)));
             }
         }
         Ok(())
@@ -428,7 +447,7 @@ pub fn parse_goto(tokens: TokenStream) -> syn::Result<GotoArgs> {
 }
 
 pub fn is_goto(mac: &syn::Macro) -> bool {
-    mac.path.segments.last().is_some_and(|s| s.ident == "goto")
+    mac.path.segments.last().is_some_and(|s| s.ident == body::GOTO)
 }
 
 /// Finds the `goto!` call sites and the update chains of a node body.
@@ -475,19 +494,19 @@ impl<'ast> Visit<'ast> for BodyScan<'_> {
         }
         let is_update = matches!(receiver, syn::Expr::Call(c)
             if c.args.is_empty()
-            && matches!(&*c.func, syn::Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "update")));
+            && matches!(&*c.func, syn::Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == body::UPDATE)));
         for link in chain.iter().rev() {
             // `cx.run_tool(tool, args)`: a direct call of one of the node's tools.
-            if link.method == "run_tool"
+            if link.method == body::RUN_TOOL
                 && let Some(syn::Expr::Path(p)) = link.args.first()
                 && let Some(tool) = p.path.get_ident()
             {
                 self.tool_uses.push(Named { name: tool.to_string(), loc: self.spans.loc(tool.span()) });
             }
-            if link.method == "interrupt" {
+            if link.method == body::INTERRUPT {
                 self.interrupt_calls.push(self.spans.loc(link.method.span()));
             }
-            if is_update && !matches!(link.method.to_string().as_str(), "clone" | "touched" | "is_empty") {
+            if is_update && !body::NOT_SETTERS.contains(&link.method.to_string().as_str()) {
                 self.sets.push(Named { name: link.method.to_string(), loc: self.spans.loc(link.method.span()) });
             }
             for arg in &link.args {

@@ -18,7 +18,7 @@ pub fn derive(input: TokenStream) -> TokenStream {
     };
     let mut diags = Diagnostics::default();
     super::check::check_all(&parsed.ir, &mut diags);
-    let errors = parsed.spans.render(diags.into_vec(), parsed.errors.clone());
+    let errors = parsed.spans.render(diags, parsed.errors.clone());
     match errors {
         // The impl is still emitted when only field attributes were wrong, so
         // graphs using this state do not cascade into "trait not implemented".
@@ -61,9 +61,12 @@ fn expand(p: &Parsed) -> TokenStream {
     let mut infos = Vec::new();
     let mut debugs = Vec::new();
     let mut helpers = Vec::new();
+    let mut hints = Vec::new();
     for (i, f) in p.ir.fields.iter().enumerate() {
         let fname = format_ident!("{}", f.name);
         let ty = &p.types[i];
+        let (fname_str, hint) = (&f.name, reducer_hint(ty));
+        hints.push(quote!((#fname_str, #hint)));
         let span = p.spans.span(f.loc);
         let reducer_tokens = match f.reducer {
             Reducer::Overwrite => quote!(Overwrite),
@@ -194,6 +197,11 @@ fn expand(p: &Parsed) -> TokenStream {
             #vis fn update() -> #update {
                 ::core::default::Default::default()
             }
+
+            /// Per field, which built-in reducer fits its type, for the
+            /// `#[graph]` same-step write check's message.
+            #[doc(hidden)]
+            pub const __AGENTFLOW_REDUCER_HINTS: &'static [(&'static str, u8)] = &[#(#hints),*];
         }
 
         #[automatically_derived]
@@ -207,5 +215,46 @@ fn expand(p: &Parsed) -> TokenStream {
                 #(#applies)*
             }
         }
+    }
+}
+
+/// Which built-in reducer fits a field of type `ty`, judged from how the type
+/// is written (an alias gets no suggestion): `Vec<Message>` messages, `Vec`
+/// append, numbers add, maps merge.
+fn reducer_hint(ty: &syn::Type) -> u8 {
+    use crate::graph::expand::{HINT_ADD, HINT_APPEND, HINT_MERGE, HINT_MESSAGES, HINT_NONE};
+    let syn::Type::Path(p) = ty else { return HINT_NONE };
+    let Some(last) = p.path.segments.last() else { return HINT_NONE };
+    let name = last.ident.to_string();
+    match name.as_str() {
+        "Vec" => {
+            let of_messages = matches!(&last.arguments, syn::PathArguments::AngleBracketed(args)
+                if matches!(args.args.first(), Some(syn::GenericArgument::Type(syn::Type::Path(t)))
+                    if t.path.segments.last().is_some_and(|s| s.ident == "Message")));
+            if of_messages { HINT_MESSAGES } else { HINT_APPEND }
+        }
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" | "i8" | "i16" | "i32" | "i64" | "i128" | "isize" | "f32"
+        | "f64" => HINT_ADD,
+        "HashMap" | "BTreeMap" => HINT_MERGE,
+        _ => HINT_NONE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::expand::{HINT_ADD, HINT_APPEND, HINT_MERGE, HINT_MESSAGES, HINT_NONE};
+
+    #[test]
+    fn suggests_only_reducers_that_fit_the_type() {
+        let hint = |ty: &str| reducer_hint(&syn::parse_str(ty).unwrap());
+        assert_eq!(hint("String"), HINT_NONE);
+        assert_eq!(hint("Option<String>"), HINT_NONE);
+        assert_eq!(hint("Vec<String>"), HINT_APPEND);
+        assert_eq!(hint("std::vec::Vec<agentflow::message::Message>"), HINT_MESSAGES);
+        assert_eq!(hint("u32"), HINT_ADD);
+        assert_eq!(hint("f64"), HINT_ADD);
+        assert_eq!(hint("std::collections::HashMap<String, u32>"), HINT_MERGE);
+        assert_eq!(hint("BTreeMap<String, u32>"), HINT_MERGE);
     }
 }

@@ -38,5 +38,4 @@ pub enum Reducer {
     Custom,
 }
 
-/// The reducer names `#[reduce(..)]` accepts.
-pub const REDUCERS: &[&str] = &["append", "add", "merge", "messages", "custom"];
+pub use crate::keywords::state::REDUCERS;

@@ -3,7 +3,8 @@
 use syn::spanned::Spanned;
 
 use super::ir::{FieldIr, REDUCERS, Reducer, StateIr};
-use crate::diag::{Spans, combine, did_you_mean};
+use crate::diag::{Spans, combine, hint, unknown};
+use crate::keywords::state as kw;
 
 /// What the expander needs besides the IR: tokens the IR does not hold.
 pub struct Parsed {
@@ -71,16 +72,15 @@ pub fn parse(input: syn::DeriveInput) -> syn::Result<Parsed> {
 
 fn parse_version(attrs: &[syn::Attribute], errors: &mut Option<syn::Error>) -> u32 {
     let mut version = 1;
-    for attr in attrs.iter().filter(|a| a.path().is_ident("state")) {
+    for attr in attrs.iter().filter(|a| a.path().is_ident(kw::ATTR)) {
         let result = attr.parse_nested_meta(|meta| {
-            if meta.path.is_ident("version") {
+            if meta.path.is_ident(kw::VERSION) {
                 let lit: syn::LitInt = meta.value()?.parse()?;
                 version = lit.base10_parse()?;
                 Ok(())
             } else {
                 let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
-                let hint = did_you_mean(&key, ["version"]).map(|s| format!("did you mean `{s}`? ")).unwrap_or_default();
-                Err(meta.error(format!("unknown `#[state]` argument `{key}`; {hint}expected `version = N`")))
+                Err(meta.error(unknown("`#[state]` argument", &key, &[kw::VERSION], "`version = N`")))
             }
         });
         if let Err(e) = result {
@@ -95,23 +95,21 @@ fn parse_reducer(
     errors: &mut Option<syn::Error>,
 ) -> (Reducer, Option<syn::Path>, Option<proc_macro2::Span>) {
     let mut found: Option<(Reducer, Option<syn::Path>, proc_macro2::Span)> = None;
-    for attr in field.attrs.iter().filter(|a| a.path().is_ident("reduce")) {
+    for attr in field.attrs.iter().filter(|a| a.path().is_ident(kw::REDUCE)) {
         let result = attr.parse_nested_meta(|meta| {
             let ident = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
             let span = meta.path.span();
             let (reducer, path) = match ident.as_str() {
-                "append" => (Reducer::Append, None),
-                "add" => (Reducer::Add, None),
-                "merge" => (Reducer::Merge, None),
-                "messages" => (Reducer::Messages, None),
-                "custom" => (Reducer::Custom, Some(meta.value()?.parse::<syn::Path>()?)),
+                kw::APPEND => (Reducer::Append, None),
+                kw::ADD => (Reducer::Add, None),
+                kw::MERGE => (Reducer::Merge, None),
+                kw::MESSAGES => (Reducer::Messages, None),
+                kw::CUSTOM => (Reducer::Custom, Some(meta.value()?.parse::<syn::Path>()?)),
                 other => {
-                    let hint = did_you_mean(other, REDUCERS.iter().copied())
-                        .map(|s| format!("; did you mean `{s}`?"))
-                        .unwrap_or_default();
                     return Err(meta.error(format!(
-                        "unknown reducer `{other}`{hint}\nexpected one of `append`, `add`, `merge`, `messages`, `custom = path::to::fn`, \
-                         or no `#[reduce]` to overwrite"
+                        "unknown reducer `{other}`{}\nexpected one of `append`, `add`, `merge`, `messages`, \
+                         `custom = path::to::fn`, or no `#[reduce]` to overwrite",
+                        hint(other, REDUCERS.iter().copied())
                     )));
                 }
             };

@@ -1,7 +1,7 @@
 //! Rules over one `#[tool]`.
 
 use super::ir::{RISKS, ToolIr};
-use crate::diag::{Diagnostics, Kind, did_you_mean, list};
+use crate::diag::{Diagnostics, Kind, list, unknown};
 
 const EXPECTED: &str = "expected `async fn name(args: Args) -> Result<T, ToolError>` \
                         (or `(args: Args, cx: &ToolCx)`), where `Args: Deserialize + JsonSchema` and `T: Serialize`";
@@ -23,9 +23,7 @@ fn check_risk(ir: &ToolIr, diags: &mut Diagnostics) {
             format!("tool `{}` must declare its risk: `#[tool(risk = read)]`; one of {}", ir.name, list(RISKS)),
         ),
         Some((risk, loc)) if !RISKS.contains(&risk.as_str()) => {
-            let hint =
-                did_you_mean(risk, RISKS.iter().copied()).map(|s| format!("did you mean `{s}`? ")).unwrap_or_default();
-            diags.push(Kind::Syntax, *loc, format!("unknown risk `{risk}`; {hint}expected one of {}", list(RISKS)));
+            diags.push(Kind::Syntax, *loc, unknown("risk", risk, RISKS, &format!("one of {}", list(RISKS))));
         }
         Some(_) => {}
     }

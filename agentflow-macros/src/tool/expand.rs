@@ -16,7 +16,7 @@ pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
     };
     let mut diags = Diagnostics::default();
     super::check::check_all(&parsed.ir, &mut diags);
-    let errors = parsed.spans.render(diags.into_vec(), parsed.errors.take());
+    let errors = parsed.spans.render(diags, parsed.errors.take());
     let out = expand(&parsed, errors.is_some());
     let mut tokens = errors.map(|e| e.to_compile_error()).unwrap_or_default();
     tokens.extend(out);
@@ -39,7 +39,41 @@ fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
         #vis struct #ident;
     };
     if has_errors {
-        return struct_def;
+        // Still a `Tool` (one that never runs: the crate does not compile),
+        // so each node listing it adds no "is not a tool" error of its own.
+        return quote! {
+            #struct_def
+
+            #[automatically_derived]
+            #[::agentflow::__private::async_trait]
+            impl ::agentflow::tool::Tool for #ident {
+                fn name(&self) -> &'static str {
+                    #name
+                }
+                fn description(&self) -> &'static str {
+                    #description
+                }
+                fn risk(&self) -> ::agentflow::tool::Risk {
+                    ::agentflow::tool::Risk::Irreversible
+                }
+                fn parameters(&self) -> ::agentflow::__private::serde_json::Value {
+                    ::agentflow::__private::serde_json::Value::Null
+                }
+                fn validate(
+                    &self,
+                    _: &::agentflow::__private::serde_json::Value,
+                ) -> ::core::result::Result<(), ::agentflow::tool::ArgumentError> {
+                    ::core::result::Result::Ok(())
+                }
+                async fn invoke(
+                    &self,
+                    _: ::agentflow::__private::serde_json::Value,
+                    _: &::agentflow::tool::ToolCx,
+                ) -> ::core::result::Result<::agentflow::__private::serde_json::Value, ::agentflow::tool::ToolError> {
+                    ::core::unreachable!("the tool did not compile")
+                }
+            }
+        };
     }
     let risk = match p.ir.risk.as_ref().map(|r| r.0.as_str()) {
         Some("reversible") => quote!(Reversible),

@@ -2,8 +2,7 @@
 
 use crate::diag::Loc;
 
-/// The risk classes a tool may declare.
-pub const RISKS: &[&str] = &["read", "reversible", "external", "irreversible"];
+pub use crate::keywords::tool::RISKS;
 
 /// One `#[tool]` fn as the checks see it.
 #[derive(Debug, Clone)]

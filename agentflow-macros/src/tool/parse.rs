@@ -3,7 +3,8 @@
 use syn::spanned::Spanned;
 
 use super::ir::ToolIr;
-use crate::diag::{Spans, combine, did_you_mean};
+use crate::diag::{Spans, combine, unknown};
+use crate::keywords::tool as kw;
 
 pub struct Parsed {
     pub ir: ToolIr,
@@ -24,15 +25,17 @@ pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) ->
     let mut errors = None;
     let mut risk = None;
     let parser = syn::meta::parser(|meta| {
-        if meta.path.is_ident("risk") {
+        if meta.path.is_ident(kw::RISK) {
             let ident: syn::Ident = meta.value()?.parse()?;
             risk = Some((ident.to_string(), spans.loc(ident.span())));
             Ok(())
         } else {
             let name = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
-            let hint = did_you_mean(&name, ["risk"]).map(|s| format!("did you mean `{s}`? ")).unwrap_or_default();
-            Err(meta.error(format!(
-                "unknown `#[tool]` argument `{name}`; {hint}expected `risk = read | reversible | external | irreversible`"
+            Err(meta.error(unknown(
+                "`#[tool]` argument",
+                &name,
+                kw::ARGS,
+                &format!("`risk = {}`", kw::RISKS.join(" | ")),
             )))
         }
     });

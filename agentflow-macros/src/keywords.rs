@@ -1,0 +1,86 @@
+//! Every word the macros give a meaning to, in one place: attribute names,
+//! their arguments, reducer and risk names, and the names the body scan
+//! looks for. Parsers match on these constants and messages list them, so a
+//! keyword cannot be accepted under one spelling and suggested under another.
+
+/// The route target that ends a branch.
+pub const END: &str = "END";
+
+/// `#[graph(state = S, deps = D, start = node, max_steps = N)]`.
+pub mod graph {
+    pub const STATE: &str = "state";
+    pub const DEPS: &str = "deps";
+    pub const START: &str = "start";
+    pub const MAX_STEPS: &str = "max_steps";
+    /// Every argument, in the order the docs list them.
+    pub const ARGS: &[&str] = &[STATE, DEPS, START, MAX_STEPS];
+}
+
+/// `#[node(goto = [..], writes = [..], tools = [..], retry = N, timeout = 2s, interrupt)]`.
+pub mod node {
+    /// The attribute itself.
+    pub const ATTR: &str = "node";
+    pub const GOTO: &str = "goto";
+    pub const WRITES: &str = "writes";
+    pub const TOOLS: &str = "tools";
+    pub const RETRY: &str = "retry";
+    pub const TIMEOUT: &str = "timeout";
+    pub const INTERRUPT: &str = "interrupt";
+    /// Every argument, in the order the docs list them.
+    pub const ARGS: &[&str] = &[GOTO, WRITES, TOOLS, RETRY, TIMEOUT, INTERRUPT];
+}
+
+/// `retry(attempts = N, base = 10ms, max_delay = 1s, jitter = false)`.
+pub mod retry {
+    pub const ATTEMPTS: &str = "attempts";
+    pub const BASE: &str = "base";
+    pub const MAX_DELAY: &str = "max_delay";
+    pub const JITTER: &str = "jitter";
+    /// Every argument.
+    pub const ARGS: &[&str] = &[ATTEMPTS, BASE, MAX_DELAY, JITTER];
+}
+
+/// Duration suffixes of `timeout = ..` and the `retry(..)` delays, with
+/// their length in milliseconds.
+pub const DURATION_UNITS: &[(&str, u64)] = &[("ms", 1), ("s", 1_000), ("m", 60_000)];
+
+/// `#[tool(risk = read)]`.
+pub mod tool {
+    pub const RISK: &str = "risk";
+    /// Every argument.
+    pub const ARGS: &[&str] = &[RISK];
+    /// The risk classes a tool may declare, least to most dangerous.
+    pub const RISKS: &[&str] = &["read", "reversible", "external", "irreversible"];
+}
+
+/// `#[derive(State)]` with `#[state(version = N)]` and `#[reduce(..)]`.
+pub mod state {
+    /// The container attribute.
+    pub const ATTR: &str = "state";
+    pub const VERSION: &str = "version";
+    /// The field attribute.
+    pub const REDUCE: &str = "reduce";
+    pub const APPEND: &str = "append";
+    pub const ADD: &str = "add";
+    pub const MERGE: &str = "merge";
+    pub const MESSAGES: &str = "messages";
+    pub const CUSTOM: &str = "custom";
+    /// The reducer names `#[reduce(..)]` accepts.
+    pub const REDUCERS: &[&str] = &[APPEND, ADD, MERGE, MESSAGES, CUSTOM];
+}
+
+/// Names the scan of a node body recognises.
+pub mod body {
+    /// The routing macro.
+    pub const GOTO: &str = "goto";
+    /// `State::update()`, the start of a chain of field setters.
+    pub const UPDATE: &str = "update";
+    /// Methods of the update type that are not field setters.
+    pub const NOT_SETTERS: &[&str] = &["clone", "touched", "is_empty"];
+    /// `cx.run_tool(tool, args)`.
+    pub const RUN_TOOL: &str = "run_tool";
+    /// `cx.interrupt(..)`.
+    pub const INTERRUPT: &str = "interrupt";
+    /// The context type of a node's second parameter.
+    pub const CTX: &str = "Ctx";
+}
