@@ -47,4 +47,7 @@ pub(crate) struct Signal {
     pub(crate) exhausted: Option<crate::executor::Budget>,
     /// Tools called from the node's own code so far (for their call ids).
     pub(crate) direct_calls: u32,
+    /// The call ids the gateway saw in this attempt; a second call under one
+    /// of them is refused.
+    pub(crate) call_ids: std::collections::HashSet<String>,
 }

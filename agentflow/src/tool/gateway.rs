@@ -94,6 +94,20 @@ impl<D> Ctx<'_, D> {
         if let Err(which) = self.scope.meter.tool_call() {
             return Err(self.exhausted(which));
         }
+        // A call id names one call of this node run. A second call under an
+        // id already used would find the first call's journaled result (or
+        // its approval), so it is refused, never answered with that result.
+        let fresh = self.signal.lock().unwrap_or_else(|p| p.into_inner()).call_ids.insert(call.id.clone());
+        if !fresh {
+            return deny(
+                Code::InvalidArgument,
+                format!(
+                    "the call id `{}` was already used by another call in this node run; `{}` did not run. \
+                     Give every tool call its own id",
+                    call.id, call.name
+                ),
+            );
+        }
         let Some(tool) = self.tools.iter().copied().find(|t| t.name() == call.name) else {
             let allowed: Vec<&str> = self.tools.iter().map(|t| t.name()).collect();
             return deny(
@@ -127,9 +141,10 @@ impl<D> Ctx<'_, D> {
         args: Value,
         conditions: Option<&Value>,
     ) -> Result<Observation, NodeError> {
+        let key = effect_key(tool, call);
         let idempotency_key = match self.journal {
-            Some(j) => j.idempotency_key(self.node, &format!("tool:{}", call.id)),
-            None => format!("{}/tool:{}", self.node, call.id),
+            Some(j) => j.idempotency_key(self.node, &key),
+            None => format!("{}/{key}", self.node),
         };
         let tcx = ToolCx { call_id: call.id.clone(), idempotency_key, node: self.node };
         let run = |_key: String| async move {
@@ -140,11 +155,8 @@ impl<D> Ctx<'_, D> {
                 Err(ToolError::Fatal(msg)) => Err(NodeError::fatal(format!("tool `{}`: {msg}", tool.name()))),
             }
         };
-        let result: Result<Value, String> = if tool.risk() == super::Risk::Read {
-            run(String::new()).await?
-        } else {
-            self.effect(&format!("tool:{}", call.id), run).await?
-        };
+        let result: Result<Value, String> =
+            if tool.risk() == super::Risk::Read { run(String::new()).await? } else { self.effect(&key, run).await? };
         let mut obs = match result {
             Ok(value) => Observation::ok(&call.id, tool.name(), value),
             Err(msg) => Observation::error(&call.id, tool.name(), Code::ToolError, msg),
@@ -164,7 +176,7 @@ impl<D> Ctx<'_, D> {
             );
         };
         let hash = args_hash(&call.arguments);
-        let id = approval_id(journal, self.node, &call.id, &hash);
+        let id = approval_id(journal, self.node, tool.name(), &call.id, &hash);
         let record = blocking(journal, {
             let id = id.clone();
             move |s| s.approval(&id).map_err(|e| e.to_string())
@@ -173,6 +185,12 @@ impl<D> Ctx<'_, D> {
         let Some(record) = record else {
             return self.request_approval(journal, tool, call, id, hash).await;
         };
+        if let Err(why) = self.check_binding(journal, tool, &record, &id, &hash).await? {
+            return deny(
+                Code::ApprovalInvalid,
+                format!("the approval `{id}` was not granted for this call ({why}); `{}` did not run", tool.name()),
+            );
+        }
         let now = now_ms();
         match record.status {
             ApprovalStatus::Pending if now >= record.expires_at => {
@@ -213,6 +231,42 @@ impl<D> Ctx<'_, D> {
         }
     }
 
+    /// Whether `record` was granted for exactly this call: this thread, this
+    /// node, this tool, and the arguments the call carries (or the edit of
+    /// them an approver recorded). The id already hashes all of these; the
+    /// fields are checked too, so a record that does not match its id (a
+    /// collision, a record written by hand into the store) never runs.
+    async fn check_binding(
+        &self,
+        journal: &Journal,
+        tool: &'static dyn Tool,
+        record: &ApprovalRecord,
+        id: &str,
+        call_hash: &str,
+    ) -> Result<Result<(), String>, NodeError> {
+        if let Err(why) = binding_mismatch(record, id, &journal.thread, self.node, tool.name()) {
+            return Ok(Err(why));
+        }
+        if record.args_hash == call_hash {
+            return Ok(Ok(()));
+        }
+        // An edited approval stores the edited arguments; the arguments it was
+        // requested for are in the `approval.requested` audit entry.
+        let (thread, id) = (record.thread.clone(), record.id.clone());
+        let requested = blocking(journal, move |s| {
+            let log = s.list_audit(&thread).map_err(|e| e.to_string())?;
+            Ok(log
+                .into_iter()
+                .find(|e| e.kind == "approval.requested" && e.detail.get("approval") == Some(&json!(id)))
+                .and_then(|e| e.detail.get("args_hash").and_then(Value::as_str).map(str::to_string)))
+        })
+        .await?;
+        Ok(match requested {
+            Some(requested) if requested == call_hash => Ok(()),
+            _ => Err("it was requested for other arguments".to_string()),
+        })
+    }
+
     async fn request_approval(
         &self,
         journal: &Journal,
@@ -222,8 +276,17 @@ impl<D> Ctx<'_, D> {
         hash: String,
     ) -> Result<Observation, NodeError> {
         // The requester is the thread's owner (the executor carries the
-        // stored owner into a resumed run), else the thread itself.
-        let requester = if self.scope.owner.is_empty() { journal.thread.clone() } else { self.scope.owner.clone() };
+        // stored owner into a resumed run). Without one, the person who
+        // started the run could approve their own call.
+        if self.scope.owner.is_empty() {
+            return Err(NodeError::fatal(format!(
+                "`{}` needs a human's approval, but the run has no owner to request it for; \
+                 start the thread with `.owner(\"..\")` naming the agent or user it acts for \
+                 (nobody may approve a call they requested)",
+                tool.name()
+            )));
+        }
+        let requester = self.scope.owner.clone();
         let now = now_ms();
         let record = ApprovalRecord {
             id: id.clone(),
@@ -278,7 +341,7 @@ impl<D> Ctx<'_, D> {
         if let Err(e) = tool.validate(&approved) {
             return deny(Code::InvalidArgument, format!("the approved arguments do not validate: {}", e.0));
         }
-        if record.status == ApprovalStatus::Failed && !journaled(journal, self.node, call).await? {
+        if record.status == ApprovalStatus::Failed && !journaled(journal, self.node, tool, call).await? {
             // Single use: the approved call ran and failed; a re-run of the
             // node may replay a recorded result but never runs it again.
             return deny(
@@ -338,21 +401,41 @@ impl<D> Ctx<'_, D> {
     }
 }
 
-/// Deterministic per (thread, checkpoint, node, call, arguments): the same
-/// call re-run after a resume finds its record; a call whose arguments were
-/// changed does not.
-fn approval_id(journal: &Journal, node: &str, call_id: &str, hash: &str) -> String {
-    let key = json!([journal.thread, journal.seq, node, call_id, hash]);
+/// Deterministic per (thread, checkpoint, node, tool, call, arguments): the
+/// same call re-run after a resume finds its record; a call to another tool
+/// or with other arguments, under the same call id, does not.
+fn approval_id(journal: &Journal, node: &str, tool: &str, call_id: &str, hash: &str) -> String {
+    let key = json!([journal.thread, journal.seq, node, tool, call_id, hash]);
     format!("apr-{}", &args_hash(&key)[..24])
 }
 
+/// Which field of `record` does not belong to the call that looked it up.
+fn binding_mismatch(record: &ApprovalRecord, id: &str, thread: &str, node: &str, tool: &str) -> Result<(), String> {
+    let fields = [
+        ("id", record.id.as_str(), id),
+        ("thread", &record.thread, thread),
+        ("node", &record.node, node),
+        ("tool", &record.tool, tool),
+    ];
+    match fields.iter().find(|(_, stored, wanted)| stored != wanted) {
+        Some((field, stored, wanted)) => Err(format!("its {field} is `{stored}`, the call's is `{wanted}`")),
+        None => Ok(()),
+    }
+}
+
+/// The effect-journal key of a non-read call: the tool, the call id and the
+/// arguments, so a journaled result is only ever replayed for the same call.
+fn effect_key(tool: &dyn Tool, call: &ToolCall) -> String {
+    format!("tool:{}:{}:{}", tool.name(), call.id, &args_hash(&call.arguments)[..16])
+}
+
 /// Whether the result of `call` is in the effect journal (where `execute` puts it).
-async fn journaled(journal: &Journal, node: &str, call: &ToolCall) -> Result<bool, NodeError> {
+async fn journaled(journal: &Journal, node: &str, tool: &dyn Tool, call: &ToolCall) -> Result<bool, NodeError> {
     let key = EffectKey {
         thread: journal.thread.clone(),
         seq: journal.seq,
         node: node.to_string(),
-        key: format!("tool:{}", call.id),
+        key: effect_key(tool, call),
     };
     blocking(journal, move |s| s.effect(&key).map(|r| r.is_some()).map_err(|e| e.to_string())).await
 }
@@ -376,4 +459,45 @@ async fn blocking<T: Send + 'static>(
         .await
         .map_err(|e| NodeError::transient(e.to_string()))?
         .map_err(|e| NodeError::transient(format!("approval store: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> ApprovalRecord {
+        ApprovalRecord {
+            id: "apr-1".into(),
+            thread: "t".into(),
+            node: "n".into(),
+            tool: "refund_order".into(),
+            args: "{}".into(),
+            args_hash: args_hash(&json!({})),
+            risk: "irreversible".into(),
+            requester: "owner".into(),
+            reason: String::new(),
+            created_at: 0,
+            expires_at: 1,
+            status: ApprovalStatus::Approved,
+            decided_by: None,
+            decision_note: None,
+            conditions: None,
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn a_record_is_refused_for_any_other_thread_node_tool_or_id() {
+        let r = record();
+        assert_eq!(binding_mismatch(&r, "apr-1", "t", "n", "refund_order"), Ok(()));
+        for (id, thread, node, tool, field) in [
+            ("apr-2", "t", "n", "refund_order", "id"),
+            ("apr-1", "u", "n", "refund_order", "thread"),
+            ("apr-1", "t", "m", "refund_order", "node"),
+            ("apr-1", "t", "n", "delete_account", "tool"),
+        ] {
+            let why = binding_mismatch(&r, id, thread, node, tool).unwrap_err();
+            assert!(why.starts_with(&format!("its {field} is")), "{why}");
+        }
+    }
 }

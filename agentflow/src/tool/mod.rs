@@ -66,9 +66,16 @@ pub enum ToolError {
     Fatal(String),
 }
 
-/// What a tool sees besides its arguments. Only the gateway makes one, so
-/// [`Tool::invoke`] cannot be reached around it.
-#[derive(Debug, Clone)]
+/// What a tool sees besides its arguments. Only the gateway makes one, and a
+/// tool only borrows it for the length of one call (it is not `Clone`), so
+/// graph code cannot reach [`Tool::invoke`] around the gateway:
+///
+/// ```compile_fail
+/// fn keep(cx: &agentflow::ToolCx) -> agentflow::ToolCx {
+///     cx.clone()
+/// }
+/// ```
+#[derive(Debug)]
 pub struct ToolCx {
     pub(crate) call_id: String,
     pub(crate) idempotency_key: String,
