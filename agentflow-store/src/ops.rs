@@ -199,7 +199,7 @@ pub(crate) fn append_audit(
 }
 
 fn check_new_approval(path: &Path, approvals: &impl ByStr, approval: &ApprovalRecord) -> Result<(), ApprovalError> {
-    if approval.status != ApprovalStatus::Pending {
+    if !approval.status.is_waiting() {
         return Err(ApprovalError::NotPending { id: approval.id.clone(), status: approval.status });
     }
     if approvals.get(approval.id.as_str()).ctx(path)?.is_some() {
@@ -298,7 +298,7 @@ impl<'t> ApprovalTables<'t> {
         }
         let id = record.id.as_str();
         self.approvals.insert(id, record.encode().as_slice()).ctx(path)?;
-        if to == ApprovalStatus::Pending {
+        if to.is_waiting() {
             self.pending.insert(id, ()).ctx(path)?;
         } else {
             self.pending.remove(id).ctx(path)?;

@@ -88,7 +88,8 @@ pub trait Store: Send + Sync {
     /// The thread's audit log, oldest first.
     fn list_audit(&self, thread: &str) -> Result<Vec<AuditEntry>, ReadError>;
 
-    /// Creates a `PENDING` approval and appends an `approval.requested` audit entry by `actor`.
+    /// Creates a `PENDING` approval (or an `OUTCOME_UNKNOWN` record, see
+    /// [`ApprovalStatus::is_waiting`]) and appends an `approval.requested` audit entry by `actor`.
     fn put_approval(&self, approval: ApprovalRecord, actor: &str) -> Result<(), ApprovalError>;
 
     /// Reads an approval.
@@ -97,7 +98,7 @@ pub trait Store: Send + Sync {
     /// The thread's approvals, ordered by id.
     fn list_approvals(&self, thread: &str) -> Result<Vec<ApprovalRecord>, ReadError>;
 
-    /// Every `PENDING` approval in the store, ordered by id.
+    /// Every approval waiting for a human (`PENDING` or `OUTCOME_UNKNOWN`), ordered by id.
     fn list_pending_approvals(&self) -> Result<Vec<ApprovalRecord>, ReadError>;
 
     /// Compare-and-set of an approval's status in one write transaction, with an
