@@ -79,7 +79,7 @@ mod work {
     #[node(goto = [tick])]
     async fn charge(_s: &Work, cx: &Ctx<Provider>) -> Result<Step<Work>, NodeError> {
         let receipt = cx
-            .effect("charge", |key| async move {
+            .idempotent_effect("charge", |key| async move {
                 tokio::time::sleep(Duration::from_millis(3)).await;
                 Ok::<_, NodeError>(cx.deps().charge(&key))
             })

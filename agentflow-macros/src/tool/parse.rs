@@ -23,16 +23,23 @@ pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) ->
     let mut spans = Spans::default();
     let mut errors = None;
     let mut risk = None;
+    let mut idempotent = false;
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident("risk") {
             let ident: syn::Ident = meta.value()?.parse()?;
             risk = Some((ident.to_string(), spans.loc(ident.span())));
             Ok(())
+        } else if meta.path.is_ident("idempotent") {
+            idempotent = true;
+            Ok(())
         } else {
             let name = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
-            let hint = did_you_mean(&name, ["risk"]).map(|s| format!("did you mean `{s}`? ")).unwrap_or_default();
+            let hint = did_you_mean(&name, ["risk", "idempotent"])
+                .map(|s| format!("did you mean `{s}`? "))
+                .unwrap_or_default();
             Err(meta.error(format!(
-                "unknown `#[tool]` argument `{name}`; {hint}expected `risk = read | reversible | external | irreversible`"
+                "unknown `#[tool]` argument `{name}`; {hint}expected `risk = read | reversible | external | irreversible`, \
+                 optionally followed by `idempotent`"
             )))
         }
     });
@@ -72,6 +79,7 @@ pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) ->
         name: func.sig.ident.to_string(),
         name_loc: spans.loc(func.sig.ident.span()),
         risk,
+        idempotent,
         args_parsed: errors.is_none(),
         description,
         is_async: func.sig.asyncness.is_some(),

@@ -17,6 +17,7 @@ pub(crate) use checkpointer::{Checkpointer, Resumed};
 pub use error::{HistoryError, PersistError, ResumeError};
 pub use history::Snapshot;
 pub use journal::Journal;
+pub(crate) use journal::{Entry, decode as decode_effect};
 
 pub use agentflow_store::{
     AuditEntry, CheckpointMetadata, CheckpointSource, CheckpointSummary, RedbStore, Store, ThreadRecord, ThreadStatus,

@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 
 use super::{Code, Decision, Observation, Tool, ToolCx, ToolError, canonical_json};
-use crate::context::Ctx;
+use crate::context::{Ctx, Journaled, Subject, Uncertain};
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Activity;
 use crate::message::{ToolCall, ToolSpec};
@@ -133,21 +133,22 @@ impl<D> Ctx<'_, D> {
     }
 
     /// Runs the tool. A call that changes anything goes through the effect
-    /// journal, keyed by its call id, so a re-run node does not repeat it.
+    /// journal, keyed by tool, call id and arguments, so a re-run node does
+    /// not repeat it; a call cut off mid-way is re-run only if the tool is
+    /// idempotent, else a human settles it. `approval`: the record the call
+    /// runs under, and whether it was just taken from APPROVED (a human said
+    /// to run it, so an earlier cut-off run of it is closed, not asked about).
     async fn execute(
         &self,
         tool: &'static dyn Tool,
         call: &ToolCall,
         args: Value,
-        conditions: Option<&Value>,
+        approval: Option<(&ApprovalRecord, bool)>,
     ) -> Result<Observation, NodeError> {
         let key = effect_key(tool, call);
-        let idempotency_key = match self.journal {
-            Some(j) => j.idempotency_key(self.node, &key),
-            None => format!("{}/{key}", self.node),
-        };
-        let tcx = ToolCx { call_id: call.id.clone(), idempotency_key, node: self.node };
-        let run = |_key: String| async move {
+        let node = self.node;
+        let invoke = |idempotency_key: String| async move {
+            let tcx = ToolCx { call_id: call.id.clone(), idempotency_key, node };
             match tool.invoke(args, &tcx).await {
                 Ok(value) => Ok(Ok(value)),
                 Err(ToolError::Correctable(msg)) => Ok(Err(msg)),
@@ -155,13 +156,34 @@ impl<D> Ctx<'_, D> {
                 Err(ToolError::Fatal(msg)) => Err(NodeError::fatal(format!("tool `{}`: {msg}", tool.name()))),
             }
         };
-        let result: Result<Value, String> =
-            if tool.risk() == super::Risk::Read { run(String::new()).await? } else { self.effect(&key, run).await? };
+        let result: Result<Value, String> = match self.journal {
+            Some(journal) if tool.risk() != super::Risk::Read => {
+                let uncertain = match approval {
+                    _ if tool.idempotent() => Uncertain::Rerun,
+                    Some((record, _)) => Uncertain::Ask(Subject::Approval(record.clone())),
+                    None => Uncertain::Ask(Subject::New {
+                        tool: tool.name().to_string(),
+                        args: call.arguments.clone(),
+                        risk: tool.risk().to_string(),
+                    }),
+                };
+                let release = approval.is_some_and(|(_, release)| release);
+                match self.journaled(journal, &key, release, uncertain, invoke).await? {
+                    Journaled::Done(result) => result,
+                    Journaled::Succeeded(value, _) => journal.record(self.node, &key, Ok::<_, String>(value)).await?,
+                    Journaled::Failed(why) => Err(format!("`{}` did not complete: {why}", tool.name())),
+                }
+            }
+            Some(journal) => invoke(journal.idempotency_key(self.node, &key)).await?,
+            None => invoke(format!("{}/{key}", self.node)).await?,
+        };
         let mut obs = match result {
             Ok(value) => Observation::ok(&call.id, tool.name(), value),
             Err(msg) => Observation::error(&call.id, tool.name(), Code::ToolError, msg),
         };
-        if let (Some(conditions), Value::Object(body)) = (conditions, &mut obs.body) {
+        if let (Some(conditions), Value::Object(body)) =
+            (approval.and_then(|(r, _)| r.conditions.as_ref()), &mut obs.body)
+        {
             body.insert("conditions".into(), conditions.clone());
         }
         Ok(obs)
@@ -226,6 +248,7 @@ impl<D> Ctx<'_, D> {
             }
             ApprovalStatus::Approved
             | ApprovalStatus::Executing
+            | ApprovalStatus::OutcomeUnknown
             | ApprovalStatus::Succeeded
             | ApprovalStatus::Failed => self.run_approved(journal, tool, call, record).await,
         }
@@ -342,14 +365,20 @@ impl<D> Ctx<'_, D> {
             return deny(Code::InvalidArgument, format!("the approved arguments do not validate: {}", e.0));
         }
         if record.status == ApprovalStatus::Failed && !journaled(journal, self.node, tool, call).await? {
-            // Single use: the approved call ran and failed; a re-run of the
-            // node may replay a recorded result but never runs it again.
+            // Single use: the approved call ran and failed (or a human settled
+            // its unknown outcome as failed); a re-run of the node may replay
+            // a recorded result but never runs it again.
+            let note = record.decision_note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
             return deny(
                 Code::ApprovalInvalid,
-                format!("the approval `{}` was used and the call failed; ask for a new approval", record.id),
+                format!("the approval `{}` was used and the call failed{note}; ask for a new approval", record.id),
             );
         }
-        if record.status == ApprovalStatus::Approved {
+        // From here until the outcome is recorded, a node timeout or the
+        // run's deadline waits instead of cutting the call off.
+        let _shield = self.shield();
+        let release = record.status == ApprovalStatus::Approved;
+        if release {
             match self
                 .transition(journal, &record.id, ApprovalStatus::Approved, ApprovalStatus::Executing, "executing")
                 .await?
@@ -364,14 +393,17 @@ impl<D> Ctx<'_, D> {
                 }
             }
         }
-        // EXECUTING after a crash, or SUCCEEDED on replay: the journal returns
-        // the recorded result instead of running the tool again.
-        let result = self.execute(tool, call, approved, record.conditions.as_ref()).await;
+        // SUCCEEDED on replay: the journal returns the recorded result.
+        // EXECUTING with no result: the call was cut off mid-way; an
+        // idempotent tool runs again with the same key, any other waits for
+        // a human (OUTCOME_UNKNOWN).
+        let result = self.execute(tool, call, approved, Some((&record, release))).await;
         let to = match &result {
             Ok(obs) if obs.is_ok() => ApprovalStatus::Succeeded,
             // A passing fault: the node's retry runs the call again under this
-            // approval, still EXECUTING, and records how that attempt ends.
-            Err(e) if e.class == ErrorClass::Transient => return result,
+            // approval, still EXECUTING (the journal knows this run ended).
+            // A pause: the outcome is unknown and a human settles it.
+            Err(e) if matches!(e.class, ErrorClass::Transient | ErrorClass::NeedsInput) => return result,
             _ => ApprovalStatus::Failed,
         };
         if matches!(record.status, ApprovalStatus::Approved | ApprovalStatus::Executing) {

@@ -126,6 +126,16 @@ pub trait Tool: Send + Sync + 'static {
     fn description(&self) -> &'static str;
     /// How much harm a call can do.
     fn risk(&self) -> Risk;
+    /// Whether the tool honours [`ToolCx::idempotency_key`]: a second request
+    /// with the same key does nothing more than the first (`#[tool(risk =
+    /// external, idempotent)]`). A call that started and left no result (a
+    /// crash mid-call) is run again with the same key only for such a tool,
+    /// and the audit log records the re-run; any other non-read call waits
+    /// for a human's decision instead ([`PendingKind::OutcomeUnknown`](crate::PendingKind::OutcomeUnknown)).
+    /// Defaults to `false`.
+    fn idempotent(&self) -> bool {
+        false
+    }
     /// JSON schema of the argument object.
     fn parameters(&self) -> Value;
     /// Checks arguments as a model sent them, before anything runs:
