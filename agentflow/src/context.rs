@@ -17,8 +17,8 @@ use crate::executor::Budget;
 use crate::interrupt::{Pending, PendingKind, Signal};
 use crate::model::{ChatModel, ChatReply, ChatRequest};
 use crate::persist::{Entry, Journal, decode_effect};
-use agentflow_store::{ApprovalPatch, ApprovalRecord, ApprovalStatus};
 use crate::tool::{OnReject, Policy, ToolSet};
+use agentflow_store::{ApprovalPatch, ApprovalRecord, ApprovalStatus};
 
 /// The context handed to a node: `async fn n(s: &S, cx: &Ctx<D>) -> Step<S>`.
 ///
@@ -131,7 +131,11 @@ impl<'a, D> Ctx<'a, D> {
         F: FnOnce(String) -> Fut,
         Fut: Future<Output = Result<T, NodeError>>,
     {
-        let subject = Subject::New { tool: "effect".into(), args: serde_json::json!({ "key": key }), risk: "irreversible".into() };
+        let subject = Subject::New {
+            tool: "effect".into(),
+            args: serde_json::json!({ "key": key }),
+            risk: "irreversible".into(),
+        };
         self.journaled_effect(key, Uncertain::Ask(subject), effect).await
     }
 
@@ -325,12 +329,16 @@ impl<'a, D> Ctx<'a, D> {
                 }
             }
             ApprovalStatus::Approved => {
-                journal.mark(self.node, key, "ended", run, serde_json::json!({ "ended": "run again", "by": by })).await?;
+                journal
+                    .mark(self.node, key, "ended", run, serde_json::json!({ "ended": "run again", "by": by }))
+                    .await?;
                 Ok(Verdict::RunAgain)
             }
             status => {
                 let note = record.decision_note.clone().unwrap_or_else(|| "no reason given".into());
-                journal.mark(self.node, key, "ended", run, serde_json::json!({ "ended": status.as_str(), "by": by })).await?;
+                journal
+                    .mark(self.node, key, "ended", run, serde_json::json!({ "ended": status.as_str(), "by": by }))
+                    .await?;
                 Ok(Verdict::Failed(format!("its outcome was unknown and `{by}` settled it as {status}: {note}")))
             }
         }

@@ -97,7 +97,14 @@ impl Journal {
 
     /// Journals, durably, that run `run` of the effect started (`what =
     /// "started"`) or ended without a result (`"ended"`), with `detail`.
-    pub(crate) async fn mark(&self, node: &str, key: &str, what: &str, run: u32, detail: Value) -> Result<(), NodeError> {
+    pub(crate) async fn mark(
+        &self,
+        node: &str,
+        key: &str,
+        what: &str,
+        run: u32,
+        detail: Value,
+    ) -> Result<(), NodeError> {
         let k = self.marker(node, key, what, run);
         let bytes = serde_json::to_vec(&detail).unwrap_or_default();
         blocking(&self.store, move |s| s.record_effect(&k, &bytes))
