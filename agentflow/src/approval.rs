@@ -4,7 +4,12 @@
 //! The gateway writes an approval record when the policy says a call needs a
 //! human, and the run pauses. A person decides through an [`ApprovalDesk`],
 //! from any process that opens the same store; then the thread is resumed
-//! and the gateway runs the call, once, with the approved arguments.
+//! and the gateway runs the call with the approved arguments, after checking
+//! that the record was granted for this very call (thread, node, tool,
+//! arguments). The call's result is journaled; a call cut off before its
+//! result was recorded is run again only if its tool is idempotent, else the
+//! record becomes `OUTCOME_UNKNOWN` and a person settles it
+//! ([`ApprovalDesk::settle`]).
 //!
 //! Every decision is a compare-and-set in one store transaction, so of two
 //! concurrent decisions exactly one wins. Knowing an approval id grants

@@ -244,7 +244,7 @@ impl<'a, D> Ctx<'a, D> {
     /// is unknown; pauses the run (as an error) while nobody has.
     async fn settle(&self, journal: &Journal, key: &str, run: u32, subject: Subject) -> Result<Verdict, NodeError> {
         let record = match subject {
-            Subject::Approval(record) => record,
+            Subject::Approval(record) => *record,
             Subject::New { tool, args, risk } => {
                 let id = format!(
                     "unk-{}",
@@ -449,7 +449,7 @@ pub(crate) enum Uncertain {
 /// The record a human settles an unknown outcome on.
 pub(crate) enum Subject {
     /// The approval the call ran under.
-    Approval(ApprovalRecord),
+    Approval(Box<ApprovalRecord>),
     /// A new `OUTCOME_UNKNOWN` record describing the call.
     New { tool: String, args: serde_json::Value, risk: String },
 }

@@ -160,7 +160,7 @@ impl<D> Ctx<'_, D> {
             Some(journal) if tool.risk() != super::Risk::Read => {
                 let uncertain = match approval {
                     _ if tool.idempotent() => Uncertain::Rerun,
-                    Some((record, _)) => Uncertain::Ask(Subject::Approval(record.clone())),
+                    Some((record, _)) => Uncertain::Ask(Subject::Approval(Box::new(record.clone()))),
                     None => Uncertain::Ask(Subject::New {
                         tool: tool.name().to_string(),
                         args: call.arguments.clone(),
@@ -342,7 +342,10 @@ impl<D> Ctx<'_, D> {
 
     /// Executes an approved call once: the arguments must hash to the
     /// approved (or edited) ones, and APPROVED -> EXECUTING is a
-    /// compare-and-set, so the approval is used at most once.
+    /// compare-and-set, so one executor takes the approval. The call then
+    /// runs under the effect journal: a re-run replays its result, and a run
+    /// cut off mid-call is not repeated without a human's decision (unless
+    /// the tool is idempotent).
     async fn run_approved(
         &self,
         journal: &Journal,
