@@ -70,9 +70,11 @@ pub enum ToolError {
 /// tool only borrows it for the length of one call (it is not `Clone`), so
 /// graph code cannot reach [`Tool::invoke`] around the gateway:
 ///
-/// ```compile_fail
-/// fn keep(cx: &agentflow::ToolCx) -> agentflow::ToolCx {
-///     cx.clone()
+/// ```compile_fail,E0599
+/// use agentflow::tool::ToolCx;
+///
+/// fn keep(cx: &ToolCx) -> ToolCx {
+///     ToolCx::clone(cx)
 /// }
 /// ```
 #[derive(Debug)]
