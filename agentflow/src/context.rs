@@ -120,7 +120,9 @@ impl<'a, D> Ctx<'a, D> {
     ///   effect runs again on the node's next attempt.
     ///
     /// So `effect` runs at most once per key unless a human says to run it
-    /// again, or it returned an error. `effect` receives an idempotency key,
+    /// again, or it returned an error, as long as one executor runs the
+    /// thread at a time (the thread's lease; two executors running one step
+    /// at once can each start it). `effect` receives an idempotency key,
     /// stable across re-runs, to pass on to systems that deduplicate requests.
     /// `key` may not contain a NUL character.
     ///
