@@ -47,8 +47,10 @@ pub const DURATION_UNITS: &[(&str, u64)] = &[("ms", 1), ("s", 1_000), ("m", 60_0
 /// `#[tool(risk = read)]`.
 pub mod tool {
     pub const RISK: &str = "risk";
+    /// The tool honours its idempotency key, so a call cut off mid-way may run again.
+    pub const IDEMPOTENT: &str = "idempotent";
     /// Every argument.
-    pub const ARGS: &[&str] = &[RISK];
+    pub const ARGS: &[&str] = &[RISK, IDEMPOTENT];
     /// The risk classes a tool may declare, least to most dangerous.
     pub const RISKS: &[&str] = &["read", "reversible", "external", "irreversible"];
 }

@@ -40,6 +40,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("approvals_state_machine", approvals_state_machine),
     ("approvals_in_step_commit", approvals_in_step_commit),
     ("approval_cas_race", approval_cas_race),
+    ("approvals_outcome_unknown", approvals_outcome_unknown),
     ("lease_rules", lease_rules),
     ("lease_race", lease_race),
     ("group_commit_concurrent", group_commit_concurrent),
@@ -401,6 +402,32 @@ pub fn approvals_in_step_commit(store: &dyn Store) {
     let receipt = store.commit_step(c).unwrap();
     assert_eq!(receipt.audit_seqs, [2, 3]);
     assert_eq!(store.approval("a1").unwrap().unwrap().status, ApprovalStatus::Executing);
+}
+
+/// Uncertain outcomes: EXECUTING -> OUTCOME_UNKNOWN, a record created OUTCOME_UNKNOWN, both
+/// listed as waiting for a human until decided (succeeded, failed, or approved to run again).
+pub fn approvals_outcome_unknown(store: &dyn Store) {
+    use ApprovalStatus::{Approved, Executing, Failed, OutcomeUnknown, Pending, Succeeded};
+    let ids = |v: Vec<ApprovalRecord>| v.into_iter().map(|a| a.id).collect::<Vec<_>>();
+    store.put_approval(approval("a1", "t"), "agent").unwrap();
+    store.transition_approval("a1", Pending, Approved, ApprovalPatch::by("alice", NOW)).unwrap();
+    store.transition_approval("a1", Approved, Executing, ApprovalPatch::by("exec", NOW)).unwrap();
+    store.transition_approval("a1", Executing, OutcomeUnknown, ApprovalPatch::by("exec", NOW)).unwrap();
+    let mut effect = approval("e1", "t");
+    effect.status = OutcomeUnknown;
+    store.put_approval(effect, "exec").unwrap();
+    assert_eq!(ids(store.list_pending_approvals().unwrap()), ["a1", "e1"]);
+    let err = store.transition_approval("a1", OutcomeUnknown, Executing, ApprovalPatch::by("x", NOW)).unwrap_err();
+    assert!(matches!(err, ApprovalError::IllegalTransition { .. }), "{err}");
+    store.transition_approval("a1", OutcomeUnknown, Approved, ApprovalPatch::by("bob", NOW)).unwrap();
+    let patch = ApprovalPatch { note: Some("{}".into()), ..ApprovalPatch::by("bob", NOW) };
+    store.transition_approval("e1", OutcomeUnknown, Succeeded, patch).unwrap();
+    assert!(store.list_pending_approvals().unwrap().is_empty());
+    assert_eq!(store.approval("e1").unwrap().unwrap().decision_note.as_deref(), Some("{}"));
+    let err = store.transition_approval("e1", OutcomeUnknown, Failed, ApprovalPatch::by("x", NOW)).unwrap_err();
+    assert!(matches!(err, ApprovalError::AlreadyDecided { current: Succeeded, .. }), "{err}");
+    let kinds: Vec<String> = store.list_audit("t").unwrap().into_iter().map(|e| e.kind).collect();
+    assert!(kinds.contains(&"approval.outcome_unknown".to_string()), "{kinds:?}");
 }
 
 /// 32 threads race PENDING -> APPROVED on one approval: exactly one wins.

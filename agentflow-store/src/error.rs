@@ -350,8 +350,8 @@ pub enum ApprovalError {
         /// Approval id.
         id: String,
     },
-    /// `put_approval` with a status other than `PENDING`.
-    #[error("approval `{id}` must be created PENDING, not {status}")]
+    /// `put_approval` with a status other than `PENDING` or `OUTCOME_UNKNOWN`.
+    #[error("approval `{id}` must be created PENDING (or OUTCOME_UNKNOWN), not {status}")]
     NotPending {
         /// Approval id.
         id: String,

@@ -215,7 +215,7 @@ fn check_conditions(id: &str, conditions: Option<&serde_json::Value>) -> Result<
 }
 
 fn check_new_approval(path: &Path, approvals: &impl ByStr, approval: &ApprovalRecord) -> Result<(), ApprovalError> {
-    if approval.status != ApprovalStatus::Pending {
+    if !approval.status.is_waiting() {
         return Err(ApprovalError::NotPending { id: approval.id.clone(), status: approval.status });
     }
     check_conditions(&approval.id, approval.conditions.as_ref())?;
@@ -315,7 +315,7 @@ impl<'t> ApprovalTables<'t> {
         }
         let id = record.id.as_str();
         self.approvals.insert(id, record.encode().as_slice()).ctx(path)?;
-        if to == ApprovalStatus::Pending {
+        if to.is_waiting() {
             self.pending.insert(id, ()).ctx(path)?;
         } else {
             self.pending.remove(id).ctx(path)?;

@@ -509,7 +509,9 @@ impl AuditEntry {
 }
 
 /// Status of an approval. Legal moves: `PENDING -> APPROVED | REJECTED | EXPIRED | CANCELLED`,
-/// `APPROVED -> EXECUTING | EXPIRED | CANCELLED`, `EXECUTING -> SUCCEEDED | FAILED`.
+/// `APPROVED -> EXECUTING | EXPIRED | CANCELLED`, `EXECUTING -> SUCCEEDED | FAILED | OUTCOME_UNKNOWN`,
+/// and `OUTCOME_UNKNOWN -> SUCCEEDED | FAILED | APPROVED` (a human's decision on an uncertain
+/// outcome: it happened, it did not, or run it again).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ApprovalStatus {
@@ -529,10 +531,14 @@ pub enum ApprovalStatus {
     Succeeded,
     /// The approved call failed.
     Failed,
+    /// The call started and left no result (a crash, a dropped run): whether it acted is
+    /// unknown, and a human decides. Also the status a record is created with for an
+    /// uncertain outcome that had no approval (an effect, a call the policy let run).
+    OutcomeUnknown,
 }
 
 impl ApprovalStatus {
-    const ALL: [ApprovalStatus; 8] = [
+    const ALL: [ApprovalStatus; 9] = [
         ApprovalStatus::Pending,
         ApprovalStatus::Approved,
         ApprovalStatus::Rejected,
@@ -541,17 +547,28 @@ impl ApprovalStatus {
         ApprovalStatus::Executing,
         ApprovalStatus::Succeeded,
         ApprovalStatus::Failed,
+        ApprovalStatus::OutcomeUnknown,
     ];
 
     /// Whether `self -> to` is a legal transition.
     pub fn can_move_to(self, to: ApprovalStatus) -> bool {
-        use ApprovalStatus::{Approved, Cancelled, Executing, Expired, Failed, Pending, Rejected, Succeeded};
+        use ApprovalStatus::{
+            Approved, Cancelled, Executing, Expired, Failed, OutcomeUnknown, Pending, Rejected, Succeeded,
+        };
         matches!(
             (self, to),
             (Pending, Approved | Rejected | Expired | Cancelled)
                 | (Approved, Executing | Expired | Cancelled)
-                | (Executing, Succeeded | Failed)
+                | (Executing, Succeeded | Failed | OutcomeUnknown)
+                | (OutcomeUnknown, Succeeded | Failed | Approved)
         )
+    }
+
+    /// Whether the record waits for a human: `PENDING` (a decision to run) or
+    /// `OUTCOME_UNKNOWN` (a decision on what happened). The only statuses a record may be
+    /// created with, and the ones [`Store::list_pending_approvals`](crate::Store::list_pending_approvals) lists.
+    pub fn is_waiting(self) -> bool {
+        matches!(self, ApprovalStatus::Pending | ApprovalStatus::OutcomeUnknown)
     }
 
     /// Whether no transition leaves this status.
@@ -570,6 +587,7 @@ impl ApprovalStatus {
             ApprovalStatus::Executing => "EXECUTING",
             ApprovalStatus::Succeeded => "SUCCEEDED",
             ApprovalStatus::Failed => "FAILED",
+            ApprovalStatus::OutcomeUnknown => "OUTCOME_UNKNOWN",
         }
     }
 
@@ -939,5 +957,15 @@ mod tests {
         assert!(!Rejected.can_move_to(Approved));
         assert!(Succeeded.is_final() && Failed.is_final() && Rejected.is_final());
         assert!(!Approved.is_final());
+        assert!(Executing.can_move_to(OutcomeUnknown));
+        assert!(OutcomeUnknown.can_move_to(Succeeded) && OutcomeUnknown.can_move_to(Approved));
+        assert!(!OutcomeUnknown.can_move_to(Executing) && !OutcomeUnknown.is_final());
+    }
+
+    #[test]
+    fn outcome_unknown_roundtrips() {
+        let mut r = approval();
+        r.status = ApprovalStatus::OutcomeUnknown;
+        strict(&r.encode(), ApprovalRecord::decode, &r);
     }
 }

@@ -143,7 +143,8 @@ pub trait Store: Send + Sync {
         self.list_audit(thread).map(Listing::complete)
     }
 
-    /// Creates a `PENDING` approval and appends an `approval.requested` audit entry by `actor`.
+    /// Creates a `PENDING` approval (or an `OUTCOME_UNKNOWN` record, see
+    /// [`ApprovalStatus::is_waiting`]) and appends an `approval.requested` audit entry by `actor`.
     fn put_approval(&self, approval: ApprovalRecord, actor: &str) -> Result<(), ApprovalError>;
 
     /// Reads an approval.
@@ -159,8 +160,8 @@ pub trait Store: Send + Sync {
         self.list_approvals(thread).map(Listing::complete)
     }
 
-    /// Every `PENDING` approval in the store, ordered by id. Fails on the first record that does
-    /// not decode; see [`Store::scan_pending_approvals`].
+    /// Every approval waiting for a human (`PENDING` or `OUTCOME_UNKNOWN`), ordered by id. Fails on
+    /// the first record that does not decode; see [`Store::scan_pending_approvals`].
     fn list_pending_approvals(&self) -> Result<Vec<ApprovalRecord>, ReadError>;
 
     /// Like [`Store::list_pending_approvals`], but a record that does not decode is skipped and

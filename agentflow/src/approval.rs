@@ -4,7 +4,12 @@
 //! The gateway writes an approval record when the policy says a call needs a
 //! human, and the run pauses. A person decides through an [`ApprovalDesk`],
 //! from any process that opens the same store; then the thread is resumed
-//! and the gateway runs the call, once, with the approved arguments.
+//! and the gateway runs the call with the approved arguments, after checking
+//! that the record was granted for this very call (thread, node, tool,
+//! arguments). The call's result is journaled; a call cut off before its
+//! result was recorded is run again only if its tool is idempotent, else the
+//! record becomes `OUTCOME_UNKNOWN` and a person settles it
+//! ([`ApprovalDesk::settle`]).
 //!
 //! Every decision is a compare-and-set in one store transaction, so of two
 //! concurrent decisions exactly one wins. Knowing an approval id grants
@@ -127,6 +132,18 @@ impl Authorizer for RoleAuthorizer {
     }
 }
 
+/// What a human found out about a call whose outcome was unknown
+/// (see [`ApprovalDesk::settle`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Settlement {
+    /// It acted, with this result.
+    Succeeded(Value),
+    /// It did not act, for this reason.
+    Failed(String),
+    /// Run it again.
+    RunAgain,
+}
+
 /// A decision was refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -229,7 +246,8 @@ impl ApprovalDesk {
         Ok(self.store.approval(id)?)
     }
 
-    /// Every pending approval in the store.
+    /// Every record waiting for a human in the store: approvals to decide
+    /// (`PENDING`) and unknown outcomes to settle (`OUTCOME_UNKNOWN`).
     pub fn pending(&self) -> Result<Vec<ApprovalRecord>, DecisionError> {
         Ok(self.store.list_pending_approvals()?)
     }
@@ -293,6 +311,58 @@ impl ApprovalDesk {
             ApprovalStatus::Rejected,
             Change { note: Some(reason.into()), conditions: None, args: None },
         )
+    }
+
+    /// Settles a call (or effect) whose outcome is unknown: it started, and
+    /// the run stopped before its result was recorded (a crash, a dropped
+    /// run), and it is not idempotent, so it is not run again on its own.
+    /// The record is `OUTCOME_UNKNOWN` and the thread waits with
+    /// [`PendingKind::OutcomeUnknown`](crate::PendingKind::OutcomeUnknown);
+    /// find out what happened (the payment provider's dashboard, the
+    /// ticket tracker), settle it, then resume the thread:
+    ///
+    /// - [`Settlement::Succeeded`]: it acted; the value is recorded as its
+    ///   result (in the record's `decision_note`, as JSON) and the run goes
+    ///   on with it, without running the call.
+    /// - [`Settlement::Failed`]: it did not act; the call is reported failed
+    ///   with the reason (an approval is used up; an effect's node fails).
+    /// - [`Settlement::RunAgain`]: run it again (the record goes back to
+    ///   `APPROVED`, within its time to live).
+    ///
+    /// The [`Authorizer`] decides who may settle, as for approvals.
+    pub fn settle(
+        &self,
+        id: &str,
+        approver: &Approver,
+        settlement: Settlement,
+    ) -> Result<ApprovalRecord, DecisionError> {
+        let record = self.load(id)?;
+        self.authorizer.authorize(approver, &record).map_err(|reason| DecisionError::NotAuthorized {
+            id: id.into(),
+            approver: approver.id.clone(),
+            reason,
+        })?;
+        if record.status != ApprovalStatus::OutcomeUnknown {
+            return Err(DecisionError::AlreadyDecided { id: id.into(), current: record.status });
+        }
+        let (to, note) = match settlement {
+            Settlement::Succeeded(result) => (ApprovalStatus::Succeeded, canonical_json(&result)),
+            Settlement::Failed(reason) => (ApprovalStatus::Failed, reason),
+            Settlement::RunAgain => (ApprovalStatus::Approved, "run again".to_string()),
+        };
+        let patch = ApprovalPatch {
+            decided_by: Some(approver.id.clone()),
+            note: Some(note),
+            ..ApprovalPatch::by(&approver.id, now_ms())
+        };
+        match self.store.transition_approval(id, ApprovalStatus::OutcomeUnknown, to, patch) {
+            Ok(record) => Ok(record),
+            Err(ApprovalError::AlreadyDecided { current, .. }) => {
+                Err(DecisionError::AlreadyDecided { id: id.into(), current })
+            }
+            Err(ApprovalError::NotFound { .. }) => Err(DecisionError::NotFound { id: id.into() }),
+            Err(other) => Err(DecisionError::Store(other.to_string())),
+        }
     }
 
     /// Withdraws the request; the call will not run.

@@ -16,8 +16,9 @@ use crate::event::Activity;
 use crate::executor::Budget;
 use crate::interrupt::{Pending, PendingKind, Signal};
 use crate::model::{ChatModel, ChatReply, ChatRequest};
-use crate::persist::Journal;
+use crate::persist::{Entry, Journal, decode_effect};
 use crate::tool::{OnReject, Policy, ToolSet};
+use agentflow_store::{ApprovalPatch, ApprovalRecord, ApprovalStatus};
 
 /// The context handed to a node: `async fn n(s: &S, cx: &Ctx<D>) -> Step<S>`.
 ///
@@ -43,6 +44,8 @@ pub(crate) struct RunScope<'g> {
     pub(crate) approval_ttl: Duration,
     pub(crate) on_reject: OnReject,
     pub(crate) owner: String,
+    /// Journaled effects of the run in flight (see [`Shield`]).
+    pub(crate) shield: Shield,
     pub(crate) activity: Box<dyn Fn(Activity) + Send + Sync + 'g>,
 }
 
@@ -94,14 +97,34 @@ impl<'a, D> Ctx<'a, D> {
         self.scope.cancel.cancelled().await;
     }
 
-    /// Runs a side effect at most once per (thread, checkpoint, node, `key`).
+    /// Runs a side effect whose result is journaled per (thread, checkpoint,
+    /// node, `key`), for an effect that is **not** safe to repeat.
     ///
-    /// With a store, the result is journaled durably before this returns; when
-    /// the node runs again (a retry, a resume after a crash or an interrupt)
-    /// the journaled result comes back and `effect` is not called. `effect`
-    /// receives an idempotency key, stable across those re-runs, to pass on
-    /// to systems that deduplicate requests. Errors are not journaled, so a
-    /// failed effect runs again on retry.
+    /// What is guaranteed, with a store:
+    /// - Once `effect` returned `Ok`, its result is journaled durably before
+    ///   this returns; every later run of the node (a retry, a resume after a
+    ///   crash or an interrupt) gets that result back and `effect` is not
+    ///   called again.
+    /// - `effect` is never called a second time on its own after a run of it
+    ///   that may have acted: a *started* marker is journaled durably before
+    ///   each call, so a re-run that finds a call started with no result (the
+    ///   process died or the run was dropped mid-call) does not call it. The
+    ///   run pauses with [`PendingKind::OutcomeUnknown`] instead, and a human
+    ///   settles it through the [`ApprovalDesk`](crate::approval::ApprovalDesk):
+    ///   it succeeded (with the result, which this call then returns, decoded
+    ///   as `T`), it failed (this call returns a fatal error), or run it again.
+    /// - A node timeout or the run's deadline does not cut `effect` off: they
+    ///   wait for it to return and journal its result, then stop. An effect
+    ///   that never returns therefore holds its node past its timeout.
+    /// - An error from `effect` is not journaled (an *ended* marker is): the
+    ///   effect runs again on the node's next attempt.
+    ///
+    /// So `effect` runs at most once per key unless a human says to run it
+    /// again, or it returned an error, as long as one executor runs the
+    /// thread at a time (the thread's lease; two executors running one step
+    /// at once can each start it). `effect` receives an idempotency key,
+    /// stable across re-runs, to pass on to systems that deduplicate requests.
+    /// `key` may not contain a NUL character.
     ///
     /// Without a store there is no journal: `effect` simply runs.
     pub async fn effect<T, F, Fut>(&self, key: &str, effect: F) -> Result<T, NodeError>
@@ -110,10 +133,223 @@ impl<'a, D> Ctx<'a, D> {
         F: FnOnce(String) -> Fut,
         Fut: Future<Output = Result<T, NodeError>>,
     {
-        match self.journal {
-            Some(journal) => journal.run(self.node, key, effect).await,
-            None => effect(format!("{}/{key}", self.node)).await,
+        let subject = Subject::New {
+            tool: "effect".into(),
+            args: serde_json::json!({ "key": key }),
+            risk: "irreversible".into(),
+        };
+        self.journaled_effect(key, Uncertain::Ask(subject), effect).await
+    }
+
+    /// Like [`Ctx::effect`], for an effect that honours its idempotency key
+    /// (a second request with the same key does nothing more than the first).
+    ///
+    /// The same journal, with one difference: a call that started and left no
+    /// result is run again, with the same idempotency key, and the audit log
+    /// records the re-run (`effect.rerun`). The effect may therefore be
+    /// *invoked* more than once per key, but always with the same key.
+    pub async fn idempotent_effect<T, F, Fut>(&self, key: &str, effect: F) -> Result<T, NodeError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce(String) -> Fut,
+        Fut: Future<Output = Result<T, NodeError>>,
+    {
+        self.journaled_effect(key, Uncertain::Rerun, effect).await
+    }
+
+    async fn journaled_effect<T, F, Fut>(&self, key: &str, uncertain: Uncertain, effect: F) -> Result<T, NodeError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce(String) -> Fut,
+        Fut: Future<Output = Result<T, NodeError>>,
+    {
+        let Some(journal) = self.journal else {
+            return effect(format!("{}/{key}", self.node)).await;
+        };
+        Journal::check_key(key)?;
+        match self.journaled(journal, key, false, uncertain, effect).await? {
+            Journaled::Done(value) => Ok(value),
+            Journaled::Succeeded(value, by) => {
+                let value: T = serde_json::from_value(value).map_err(|e| {
+                    NodeError::fatal(format!(
+                        "`{by}` settled effect `{key}` as succeeded with a result that does not decode as the \
+                         expected type: {e}"
+                    ))
+                })?;
+                journal.record(self.node, key, value).await
+            }
+            Journaled::Failed(why) => Err(NodeError::fatal(format!("effect `{key}` did not complete: {why}"))),
         }
+    }
+
+    /// The journal's protocol around one effect: replay a recorded result;
+    /// settle an uncertain earlier run (`uncertain`); else journal *started*,
+    /// run `effect` under the shield, and journal its result (or *ended*).
+    /// `release`: a human said to run the effect (again), so an uncertain
+    /// earlier run is closed and a new one starts.
+    pub(crate) async fn journaled<T, F, Fut>(
+        &self,
+        journal: &Journal,
+        key: &str,
+        release: bool,
+        uncertain: Uncertain,
+        effect: F,
+    ) -> Result<Journaled<T>, NodeError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce(String) -> Fut,
+        Fut: Future<Output = Result<T, NodeError>>,
+    {
+        let idempotency_key = journal.idempotency_key(self.node, key);
+        let started = match journal.entry(self.node, key).await? {
+            Entry::Recorded(bytes) => return Ok(Journaled::Done(decode_effect(&bytes, key)?)),
+            Entry::Clear { started } => started,
+            Entry::Open { started } if release => {
+                journal.mark(self.node, key, "ended", started, serde_json::json!({ "ended": "run again" })).await?;
+                started
+            }
+            Entry::Open { started } => match uncertain {
+                Uncertain::Rerun => {
+                    let detail = serde_json::json!({
+                        "node": self.node,
+                        "key": key,
+                        "seq": journal.seq,
+                        "run": started + 1,
+                        "idempotency_key": idempotency_key,
+                        "why": "an earlier run started and left no result; the effect is idempotent",
+                    });
+                    journal.audit(format!("executor:{}", self.node), "effect.rerun", detail).await?;
+                    journal.mark(self.node, key, "ended", started, serde_json::json!({ "ended": "rerun" })).await?;
+                    started
+                }
+                Uncertain::Ask(subject) => match self.settle(journal, key, started, subject).await? {
+                    Verdict::RunAgain => started,
+                    Verdict::Succeeded(value, by) => return Ok(Journaled::Succeeded(value, by)),
+                    Verdict::Failed(why) => return Ok(Journaled::Failed(why)),
+                },
+            },
+        };
+        let run = started + 1;
+        let _shield = self.shield();
+        journal.mark(self.node, key, "started", run, serde_json::json!({ "at": crate::persist::now_ms() })).await?;
+        match effect(idempotency_key).await {
+            Ok(value) => Ok(Journaled::Done(journal.record(self.node, key, value).await?)),
+            Err(error) => {
+                let detail = serde_json::json!({ "ended": "error", "error": error.message });
+                journal.mark(self.node, key, "ended", run, detail).await?;
+                Err(error)
+            }
+        }
+    }
+
+    /// What a human decided about run `run` of effect `key`, whose outcome
+    /// is unknown; pauses the run (as an error) while nobody has.
+    async fn settle(&self, journal: &Journal, key: &str, run: u32, subject: Subject) -> Result<Verdict, NodeError> {
+        let record = match subject {
+            Subject::Approval(record) => *record,
+            Subject::New { tool, args, risk } => {
+                let id = format!(
+                    "unk-{}",
+                    &crate::tool::args_hash(&serde_json::json!([journal.thread, journal.seq, self.node, key, run]))
+                        [..24]
+                );
+                let found = store_call(journal, {
+                    let id = id.clone();
+                    move |s| s.approval(&id).map_err(|e| e.to_string())
+                })
+                .await?;
+                match found {
+                    Some(record) => record,
+                    None => {
+                        let now = crate::persist::now_ms();
+                        let requester = if self.scope.owner.is_empty() {
+                            format!("executor:{}", self.node)
+                        } else {
+                            self.scope.owner.clone()
+                        };
+                        let record = ApprovalRecord {
+                            id,
+                            thread: journal.thread.clone(),
+                            node: self.node.to_string(),
+                            tool,
+                            args: crate::tool::canonical_json(&args),
+                            args_hash: crate::tool::args_hash(&args),
+                            risk,
+                            requester,
+                            reason: format!(
+                                "`{key}` started and left no result (the run stopped mid-call); whether it acted \
+                                 is unknown and it is not idempotent, so it is not run again without a decision"
+                            ),
+                            created_at: now,
+                            expires_at: now.saturating_add(self.scope.approval_ttl.as_millis() as u64),
+                            status: ApprovalStatus::OutcomeUnknown,
+                            decided_by: None,
+                            decision_note: None,
+                            conditions: None,
+                            updated_at: now,
+                        };
+                        let actor = format!("executor:{}", self.node);
+                        let stored = record.clone();
+                        let result = store_call(journal, move |s| Ok(s.put_approval(stored, &actor))).await?;
+                        match result {
+                            Ok(()) | Err(agentflow_store::ApprovalError::AlreadyExists { .. }) => {}
+                            Err(e) => {
+                                return Err(NodeError::transient(format!("could not record the unknown outcome: {e}")));
+                            }
+                        }
+                        record
+                    }
+                }
+            }
+        };
+        let by = record.decided_by.clone().unwrap_or_default();
+        match record.status {
+            ApprovalStatus::Executing => {
+                let (id, actor) = (record.id.clone(), format!("executor:{}", self.node));
+                let moved = store_call(journal, move |s| {
+                    let patch = ApprovalPatch {
+                        note: Some("the call started and left no result; its outcome is unknown".into()),
+                        ..ApprovalPatch::by(actor, crate::persist::now_ms())
+                    };
+                    Ok(s.transition_approval(&id, ApprovalStatus::Executing, ApprovalStatus::OutcomeUnknown, patch))
+                })
+                .await?;
+                match moved {
+                    Ok(record) => Err(self.pause(PendingKind::OutcomeUnknown, unknown_payload(&record))),
+                    Err(e) => Err(NodeError::transient(format!("could not record the unknown outcome: {e}"))),
+                }
+            }
+            ApprovalStatus::OutcomeUnknown => Err(self.pause(PendingKind::OutcomeUnknown, unknown_payload(&record))),
+            ApprovalStatus::Succeeded => {
+                let note = record.decision_note.clone().unwrap_or_default();
+                match serde_json::from_str(&note) {
+                    Ok(value) => Ok(Verdict::Succeeded(value, by)),
+                    Err(e) => Err(NodeError::fatal(format!(
+                        "the result `{by}` recorded for `{}` is not JSON ({e}); the call is not run again",
+                        record.id
+                    ))),
+                }
+            }
+            ApprovalStatus::Approved => {
+                journal
+                    .mark(self.node, key, "ended", run, serde_json::json!({ "ended": "run again", "by": by }))
+                    .await?;
+                Ok(Verdict::RunAgain)
+            }
+            status => {
+                let note = record.decision_note.clone().unwrap_or_else(|| "no reason given".into());
+                journal
+                    .mark(self.node, key, "ended", run, serde_json::json!({ "ended": status.as_str(), "by": by }))
+                    .await?;
+                Ok(Verdict::Failed(format!("its outcome was unknown and `{by}` settled it as {status}: {note}")))
+            }
+        }
+    }
+
+    /// Holds off the node's timeout and the run's deadline until dropped.
+    pub(crate) fn shield(&self) -> ShieldGuard {
+        let attempt = self.signal.lock().unwrap_or_else(|p| p.into_inner()).shield.clone();
+        ShieldGuard(vec![attempt.enter(), self.scope.shield.enter()])
     }
 
     /// Pauses the run for a human, handing them `payload`; returns the value
@@ -194,8 +430,126 @@ impl<'a, D> Ctx<'a, D> {
 
     /// Records a pause for a human's decision on an approval.
     pub(crate) fn pause_for_approval(&self, payload: serde_json::Value) -> NodeError {
+        self.pause(PendingKind::Approval, payload)
+    }
+
+    fn pause(&self, kind: PendingKind, payload: serde_json::Value) -> NodeError {
         let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
-        signal.pause = Some(Pending { node: self.node.to_string(), kind: PendingKind::Approval, payload });
-        NodeError::needs_input(format!("node `{}` is waiting for an approval", self.node))
+        signal.pause = Some(Pending { node: self.node.to_string(), kind, payload });
+        let what = if kind == PendingKind::OutcomeUnknown { "a decision on an unknown outcome" } else { "an approval" };
+        NodeError::needs_input(format!("node `{}` is waiting for {what}", self.node))
+    }
+}
+
+/// What to do when an effect's earlier run started and left no result.
+pub(crate) enum Uncertain {
+    /// Run it again with the same idempotency key; the audit log records it.
+    Rerun,
+    /// A human decides, on this approval record or on a new record.
+    Ask(Subject),
+}
+
+/// The record a human settles an unknown outcome on.
+pub(crate) enum Subject {
+    /// The approval the call ran under.
+    Approval(Box<ApprovalRecord>),
+    /// A new `OUTCOME_UNKNOWN` record describing the call.
+    New { tool: String, args: serde_json::Value, risk: String },
+}
+
+/// How [`Ctx::journaled`] ended.
+pub(crate) enum Journaled<T> {
+    /// The effect ran now, or earlier and its result was journaled.
+    Done(T),
+    /// A human settled an unknown outcome as succeeded with this result (by whom).
+    Succeeded(serde_json::Value, String),
+    /// A human settled an unknown outcome as failed (why).
+    Failed(String),
+}
+
+enum Verdict {
+    RunAgain,
+    Succeeded(serde_json::Value, String),
+    Failed(String),
+}
+
+fn unknown_payload(record: &ApprovalRecord) -> serde_json::Value {
+    serde_json::json!({
+        "approval": record.id,
+        "outcome": "unknown",
+        "tool": record.tool,
+        "args": serde_json::from_str::<serde_json::Value>(&record.args).unwrap_or(serde_json::Value::Null),
+        "risk": record.risk,
+        "reason": record.reason,
+    })
+}
+
+async fn store_call<T: Send + 'static>(
+    journal: &Journal,
+    f: impl FnOnce(&dyn agentflow_store::Store) -> Result<T, String> + Send + 'static,
+) -> Result<T, NodeError> {
+    crate::persist::blocking(&journal.store, f)
+        .await
+        .map_err(|e| NodeError::transient(e.to_string()))?
+        .map_err(|e| NodeError::transient(format!("store: {e}")))
+}
+
+/// Counts journaled effects in flight. A node timeout or the run's deadline
+/// that falls while one runs waits for it to end (and be journaled) before
+/// it stops the node: an effect that started is never cut off mid-call.
+#[derive(Debug, Clone)]
+pub(crate) struct Shield(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl Default for Shield {
+    fn default() -> Self {
+        Shield(Arc::new(tokio::sync::watch::Sender::new(0)))
+    }
+}
+
+impl Shield {
+    fn enter(&self) -> Entered {
+        self.0.send_modify(|n| *n += 1);
+        Entered(Arc::clone(&self.0))
+    }
+
+    /// Completes when no effect is in flight.
+    async fn idle(&self) {
+        let mut rx = self.0.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+}
+
+struct Entered(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// Held while a journaled effect runs; see [`Shield`].
+pub(crate) struct ShieldGuard(#[allow(dead_code)] Vec<Entered>);
+
+/// The time limit passed and no shielded effect was in flight.
+#[derive(Debug)]
+pub(crate) struct Elapsed;
+
+/// Runs `work` until `deadline`. Past it, an effect in flight under `shield`
+/// is let finish first (and `work` kept polling so it can); then `work` is
+/// dropped, unless it finished meanwhile.
+pub(crate) async fn shielded_timeout<F: Future>(
+    deadline: tokio::time::Instant,
+    shield: &Shield,
+    work: F,
+) -> Result<F::Output, Elapsed> {
+    let mut work = std::pin::pin!(work);
+    tokio::select! {
+        out = &mut work => return Ok(out),
+        () = tokio::time::sleep_until(deadline) => {}
+    }
+    tokio::select! {
+        biased;
+        () = shield.idle() => Err(Elapsed),
+        out = &mut work => Ok(out),
     }
 }

@@ -6,6 +6,11 @@
 //! the interrupted node again from its start, and this time `interrupt`
 //! returns the value the human gave. Effects before the `interrupt` call must
 //! go through [`Ctx::effect`](crate::Ctx::effect) so they do not run twice.
+//!
+//! Besides interrupts and breakpoints, a thread pauses for a human when a
+//! tool call needs an approval ([`PendingKind::Approval`]) and when a call or
+//! effect that is not idempotent was cut off mid-call, so whether it acted is
+//! unknown ([`PendingKind::OutcomeUnknown`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -34,11 +39,22 @@ pub enum PendingKind {
     /// A tool call waits for a human's decision on its approval record;
     /// decide it, then resume without a value.
     Approval,
+    /// A call or effect started earlier and left no result (the process
+    /// died, or the run was dropped, mid-call): whether it acted is unknown
+    /// and it is not idempotent, so it is not run again on its own. The
+    /// payload's `approval` names the record to settle with
+    /// [`ApprovalDesk::settle`](crate::approval::ApprovalDesk::settle)
+    /// (it succeeded, with a result; it failed; run it again), then resume
+    /// without a value.
+    OutcomeUnknown,
 }
 
 /// What a node attempt signals to the executor besides its result.
 #[derive(Debug, Default)]
 pub(crate) struct Signal {
+    /// Journaled effects of this attempt in flight: the node's timeout waits
+    /// for them to finish.
+    pub(crate) shield: crate::context::Shield,
     /// `interrupt` was called in this attempt.
     pub(crate) interrupt_called: bool,
     /// The attempt paused for a human.
@@ -47,4 +63,7 @@ pub(crate) struct Signal {
     pub(crate) exhausted: Option<crate::executor::Budget>,
     /// Tools called from the node's own code so far (for their call ids).
     pub(crate) direct_calls: u32,
+    /// The call ids the gateway saw in this attempt; a second call under one
+    /// of them is refused.
+    pub(crate) call_ids: std::collections::HashSet<String>,
 }

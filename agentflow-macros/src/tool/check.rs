@@ -70,6 +70,7 @@ mod tests {
             name: "add".into(),
             name_loc: Loc::DUMMY,
             risk: Some(("read".into(), Loc::DUMMY)),
+            idempotent: false,
             args_parsed: true,
             description: "Adds.".into(),
             is_async: true,

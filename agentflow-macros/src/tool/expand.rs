@@ -81,6 +81,7 @@ fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
         Some("irreversible") => quote!(Irreversible),
         _ => quote!(Read),
     };
+    let idempotent = p.ir.idempotent;
     let Some(args_ty) = &p.args_ty else { return struct_def };
     let body_fn = format_ident!("__agentflow_tool_{}", ident, span = ident.span());
     let mut inner = f.clone();
@@ -112,6 +113,9 @@ fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
                 }
                 fn risk(&self) -> ::agentflow::tool::Risk {
                     ::agentflow::tool::Risk::#risk
+                }
+                fn idempotent(&self) -> bool {
+                    #idempotent
                 }
                 fn parameters(&self) -> ::agentflow::__private::serde_json::Value {
                     <#args_ty as ::agentflow::__private::ToolArgs>::schema()

@@ -12,6 +12,9 @@ pub struct ToolIr {
     pub name_loc: Loc,
     /// `risk = ..`, with where it was written.
     pub risk: Option<(String, Loc)>,
+    /// `idempotent`: the tool honours its idempotency key, so a call whose
+    /// outcome is uncertain may be run again with the same key.
+    pub idempotent: bool,
     /// Whether the attribute's arguments parsed; if not, a missing `risk`
     /// is a consequence of that error and not reported again.
     pub args_parsed: bool,

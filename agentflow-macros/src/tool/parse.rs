@@ -24,10 +24,14 @@ pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) ->
     let mut spans = Spans::default();
     let mut errors = None;
     let mut risk = None;
+    let mut idempotent = false;
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident(kw::RISK) {
             let ident: syn::Ident = meta.value()?.parse()?;
             risk = Some((ident.to_string(), spans.loc(ident.span())));
+            Ok(())
+        } else if meta.path.is_ident(kw::IDEMPOTENT) {
+            idempotent = true;
             Ok(())
         } else {
             let name = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
@@ -35,7 +39,7 @@ pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) ->
                 "`#[tool]` argument",
                 &name,
                 kw::ARGS,
-                &format!("`risk = {}`", kw::RISKS.join(" | ")),
+                &format!("`risk = {}`, optionally followed by `{}`", kw::RISKS.join(" | "), kw::IDEMPOTENT),
             )))
         }
     });
@@ -75,6 +79,7 @@ pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) ->
         name: func.sig.ident.to_string(),
         name_loc: spans.loc(func.sig.ident.span()),
         risk,
+        idempotent,
         args_parsed: errors.is_none(),
         description,
         is_async: func.sig.asyncness.is_some(),

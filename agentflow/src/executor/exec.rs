@@ -16,7 +16,7 @@ use tracing::Instrument;
 
 use super::events::Events;
 use super::{Budget, Outcome, Run, RunError, step};
-use crate::context::{Ctx, RunScope};
+use crate::context::{Ctx, RunScope, shielded_timeout};
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Event;
 use crate::graph::{NodeId, Plan};
@@ -95,7 +95,8 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 }
             };
             let results = match deadline {
-                Some(at) => match tokio::time::timeout_at(at.into(), work).await {
+                // An effect in flight when the deadline falls finishes and is journaled first.
+                Some(at) => match shielded_timeout(at.into(), &self.scope.shield, work).await {
                     Ok(results) => results?,
                     Err(_) => break Outcome::BudgetExhausted { which: Budget::Deadline },
                 },
@@ -255,6 +256,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         loop {
             self.events.emit(|| Event::NodeStarted { step, node: node.name, attempt });
             let signal = Mutex::new(Signal::default());
+            let shield = signal.lock().unwrap_or_else(|p| p.into_inner()).shield.clone();
             let cx = Ctx {
                 deps: self.deps,
                 node: node.name,
@@ -269,7 +271,11 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             };
             let work = AssertUnwindSafe((node.run)(state, &cx)).catch_unwind();
             let result = match node.timeout {
-                Some(limit) => match tokio::time::timeout(limit, work).instrument(span.clone()).await {
+                // An effect in flight when the timeout falls finishes and is journaled first.
+                Some(limit) => match shielded_timeout(tokio::time::Instant::now() + limit, &shield, work)
+                    .instrument(span.clone())
+                    .await
+                {
                     Ok(result) => result,
                     Err(_) => Ok(Err(NodeError::transient(format!("node `{}` timed out after {limit:?}", node.name)))),
                 },

@@ -1,14 +1,22 @@
-//! The effect journal: a side effect runs once per (thread, checkpoint, node,
-//! key), however often its node is re-run by a retry, a crash or a resume.
+//! The effect journal: an effect's result is recorded once per (thread,
+//! checkpoint, node, key), and a re-run of its node (a retry, a resume after a
+//! crash or an interrupt) gets the recorded result back instead of running it.
+//!
+//! Before an effect runs, a *started* marker is journaled durably; when it
+//! fails, an *ended* marker. A re-run that finds a started run with neither a
+//! result nor an end knows the earlier run was cut off (a crash, a dropped run
+//! future) and that whether it acted is *uncertain*. What happens then is the
+//! caller's choice (see [`Ctx::effect`](crate::Ctx::effect)): an idempotent
+//! effect runs again with the same idempotency key; any other waits for a
+//! human's decision.
 
-use std::future::Future;
-use std::sync::Arc;
-
-use agentflow_store::{EffectKey, EffectOutcome, Store};
+use agentflow_store::{EffectKey, EffectOutcome, NewAuditEntry, Store};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::sync::Arc;
 
-use super::{PersistError, blocking};
+use super::{PersistError, blocking, now_ms};
 use crate::error::NodeError;
 
 /// Where a node's effects are journaled: the thread and the checkpoint its
@@ -26,6 +34,22 @@ impl std::fmt::Debug for Journal {
     }
 }
 
+/// Where an effect stands in the journal before it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Entry {
+    /// A result was journaled: replay it.
+    Recorded(Vec<u8>),
+    /// `started` runs began and every one of them ended (none, at first).
+    Clear { started: u32 },
+    /// Run `started` began and left neither a result nor an end: whether it
+    /// acted is unknown.
+    Open { started: u32 },
+}
+
+/// The separator of marker keys; user keys may not contain it, so a marker
+/// never collides with an effect's own key.
+const MARK: char = '\u{0}';
+
 impl Journal {
     /// The idempotency key of an effect, stable across re-runs: pass it to
     /// external systems that deduplicate requests.
@@ -33,20 +57,71 @@ impl Journal {
         format!("{}/{}/{}/{}", self.thread, self.seq, node, key)
     }
 
-    pub(crate) async fn run<T, F, Fut>(&self, node: &str, key: &str, effect: F) -> Result<T, NodeError>
-    where
-        T: Serialize + DeserializeOwned,
-        F: FnOnce(String) -> Fut,
-        Fut: Future<Output = Result<T, NodeError>>,
-    {
-        let ekey =
-            EffectKey { thread: self.thread.clone(), seq: self.seq, node: node.to_string(), key: key.to_string() };
-        let k = ekey.clone();
-        let recorded = blocking(&self.store, move |s| s.effect(&k)).await.and_then(|r| Ok(r?)).map_err(unavailable)?;
-        if let Some(bytes) = recorded {
-            return decode(&bytes, key);
+    fn key(&self, node: &str, key: &str) -> EffectKey {
+        EffectKey { thread: self.thread.clone(), seq: self.seq, node: node.to_string(), key: key.to_string() }
+    }
+
+    fn marker(&self, node: &str, key: &str, what: &str, run: u32) -> EffectKey {
+        self.key(node, &format!("{key}{MARK}{what}{MARK}{run}"))
+    }
+
+    /// Refuses a user key that could collide with a marker.
+    pub(crate) fn check_key(key: &str) -> Result<(), NodeError> {
+        if key.contains(MARK) {
+            return Err(NodeError::fatal(format!("effect key {key:?} contains a NUL character; choose another key")));
         }
-        let value = effect(self.idempotency_key(node, key)).await?;
+        Ok(())
+    }
+
+    /// Reads the effect's result and markers.
+    pub(crate) async fn entry(&self, node: &str, key: &str) -> Result<Entry, NodeError> {
+        let this = self.clone();
+        let (node, key) = (node.to_string(), key.to_string());
+        blocking(&self.store, move |s| -> Result<Entry, agentflow_store::ReadError> {
+            if let Some(bytes) = s.effect(&this.key(&node, &key))? {
+                return Ok(Entry::Recorded(bytes));
+            }
+            let mut started = 0;
+            while s.effect(&this.marker(&node, &key, "started", started + 1))?.is_some() {
+                started += 1;
+            }
+            if started > 0 && s.effect(&this.marker(&node, &key, "ended", started))?.is_none() {
+                return Ok(Entry::Open { started });
+            }
+            Ok(Entry::Clear { started })
+        })
+        .await
+        .and_then(|r| Ok(r?))
+        .map_err(unavailable)
+    }
+
+    /// Journals, durably, that run `run` of the effect started (`what =
+    /// "started"`) or ended without a result (`"ended"`), with `detail`.
+    pub(crate) async fn mark(
+        &self,
+        node: &str,
+        key: &str,
+        what: &str,
+        run: u32,
+        detail: Value,
+    ) -> Result<(), NodeError> {
+        let k = self.marker(node, key, what, run);
+        let bytes = serde_json::to_vec(&detail).unwrap_or_default();
+        blocking(&self.store, move |s| s.record_effect(&k, &bytes))
+            .await
+            .and_then(|r| Ok(r?))
+            .map_err(unavailable)
+            .map(|_| ())
+    }
+
+    /// Journals the effect's result; if one was journaled first, that one
+    /// counts and is returned.
+    pub(crate) async fn record<T: Serialize + DeserializeOwned>(
+        &self,
+        node: &str,
+        key: &str,
+        value: T,
+    ) -> Result<T, NodeError> {
         // A result that would not read back (a NaN, nesting too deep) is not
         // stored changed; the effect did run, so a marker is journaled in its
         // place and the effect is never run again.
@@ -60,7 +135,7 @@ impl Journal {
                 (serde_json::to_vec(&serde_json::json!({ UNJOURNALED: message })).unwrap_or_default(), Some(message))
             }
         };
-        let k = ekey;
+        let k = self.key(node, key);
         let outcome = blocking(&self.store, move |s| s.record_effect(&k, &bytes))
             .await
             .and_then(|r| Ok(r?))
@@ -72,12 +147,22 @@ impl Journal {
             EffectOutcome::AlreadyRecorded(existing) => decode(&existing, key),
         }
     }
+
+    /// Appends to the thread's audit log.
+    pub(crate) async fn audit(&self, actor: String, kind: &str, detail: Value) -> Result<(), NodeError> {
+        let (thread, entry) = (self.thread.clone(), NewAuditEntry::new(now_ms(), actor, kind, detail));
+        blocking(&self.store, move |s| s.append_audit(&thread, entry))
+            .await
+            .map_err(unavailable)?
+            .map_err(|e| NodeError::transient(format!("audit log unavailable: {e}")))
+            .map(|_| ())
+    }
 }
 
 /// The key of the marker journaled for an effect whose result could not be.
 const UNJOURNALED: &str = "__agentflow_unjournaled_result__";
 
-fn decode<T: DeserializeOwned>(bytes: &[u8], key: &str) -> Result<T, NodeError> {
+pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8], key: &str) -> Result<T, NodeError> {
     // Checked first: a marker would decode as a `serde_json::Value` result.
     if bytes.starts_with(format!("{{\"{UNJOURNALED}\":").as_bytes()) {
         let marker: Option<serde_json::Value> = serde_json::from_slice(bytes).ok();

@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 
 use super::{Code, Decision, Observation, Tool, ToolCx, ToolError, canonical_json};
-use crate::context::Ctx;
+use crate::context::{Ctx, Journaled, Subject, Uncertain};
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Activity;
 use crate::message::{ToolCall, ToolSpec};
@@ -109,6 +109,20 @@ impl<D> Ctx<'_, D> {
         if let Err(which) = self.scope.meter.tool_call() {
             return Err(self.exhausted(which));
         }
+        // A call id names one call of this node run. A second call under an
+        // id already used would find the first call's journaled result (or
+        // its approval), so it is refused, never answered with that result.
+        let fresh = self.signal.lock().unwrap_or_else(|p| p.into_inner()).call_ids.insert(call.id.clone());
+        if !fresh {
+            return deny(
+                Code::InvalidArgument,
+                format!(
+                    "the call id `{}` was already used by another call in this node run; `{}` did not run. \
+                     Give every tool call its own id",
+                    call.id, call.name
+                ),
+            );
+        }
         let Some(tool) = self.tools.iter().copied().find(|t| t.name() == call.name) else {
             let allowed: Vec<&str> = self.tools.iter().map(|t| t.name()).collect();
             return deny(
@@ -134,20 +148,22 @@ impl<D> Ctx<'_, D> {
     }
 
     /// Runs the tool. A call that changes anything goes through the effect
-    /// journal, keyed by its call id, so a re-run node does not repeat it.
+    /// journal, keyed by tool, call id and arguments, so a re-run node does
+    /// not repeat it; a call cut off mid-way is re-run only if the tool is
+    /// idempotent, else a human settles it. `approval`: the record the call
+    /// runs under, and whether it was just taken from APPROVED (a human said
+    /// to run it, so an earlier cut-off run of it is closed, not asked about).
     async fn execute(
         &self,
         tool: &'static dyn Tool,
         call: &ToolCall,
         args: Value,
-        conditions: Option<&Value>,
+        approval: Option<(&ApprovalRecord, bool)>,
     ) -> Result<Observation, NodeError> {
-        let idempotency_key = match self.journal {
-            Some(j) => j.idempotency_key(self.node, &format!("tool:{}", call.id)),
-            None => format!("{}/tool:{}", self.node, call.id),
-        };
-        let tcx = ToolCx { call_id: call.id.clone(), idempotency_key, node: self.node };
-        let run = |_key: String| async move {
+        let key = effect_key(tool, call);
+        let node = self.node;
+        let invoke = |idempotency_key: String| async move {
+            let tcx = ToolCx { call_id: call.id.clone(), idempotency_key, node };
             match tool.invoke(args, &tcx).await {
                 Ok(value) => Ok(Ok(value)),
                 Err(ToolError::Correctable(msg)) => Ok(Err(msg)),
@@ -155,16 +171,34 @@ impl<D> Ctx<'_, D> {
                 Err(ToolError::Fatal(msg)) => Err(NodeError::fatal(format!("tool `{}`: {msg}", tool.name()))),
             }
         };
-        let result: Result<Value, String> = if tool.risk() == super::Risk::Read {
-            run(String::new()).await?
-        } else {
-            self.effect(&format!("tool:{}", call.id), run).await?
+        let result: Result<Value, String> = match self.journal {
+            Some(journal) if tool.risk() != super::Risk::Read => {
+                let uncertain = match approval {
+                    _ if tool.idempotent() => Uncertain::Rerun,
+                    Some((record, _)) => Uncertain::Ask(Subject::Approval(Box::new(record.clone()))),
+                    None => Uncertain::Ask(Subject::New {
+                        tool: tool.name().to_string(),
+                        args: call.arguments.clone(),
+                        risk: tool.risk().to_string(),
+                    }),
+                };
+                let release = approval.is_some_and(|(_, release)| release);
+                match self.journaled(journal, &key, release, uncertain, invoke).await? {
+                    Journaled::Done(result) => result,
+                    Journaled::Succeeded(value, _) => journal.record(self.node, &key, Ok::<_, String>(value)).await?,
+                    Journaled::Failed(why) => Err(format!("`{}` did not complete: {why}", tool.name())),
+                }
+            }
+            Some(journal) => invoke(journal.idempotency_key(self.node, &key)).await?,
+            None => invoke(format!("{}/{key}", self.node)).await?,
         };
         let mut obs = match result {
             Ok(value) => Observation::ok(&call.id, tool.name(), value),
             Err(msg) => Observation::error(&call.id, tool.name(), Code::ToolError, msg),
         };
-        if let (Some(conditions), Value::Object(body)) = (conditions, &mut obs.body) {
+        if let (Some(conditions), Value::Object(body)) =
+            (approval.and_then(|(r, _)| r.conditions.as_ref()), &mut obs.body)
+        {
             body.insert("conditions".into(), conditions.clone());
         }
         Ok(obs)
@@ -179,7 +213,7 @@ impl<D> Ctx<'_, D> {
             );
         };
         let hash = args_hash(&call.arguments);
-        let id = approval_id(journal, self.node, &call.id, &hash);
+        let id = approval_id(journal, self.node, tool.name(), &call.id, &hash);
         let record = blocking(journal, {
             let id = id.clone();
             move |s| s.approval(&id).map_err(|e| e.to_string())
@@ -188,6 +222,12 @@ impl<D> Ctx<'_, D> {
         let Some(record) = record else {
             return self.request_approval(journal, tool, call, id, hash).await;
         };
+        if let Err(why) = self.check_binding(journal, tool, &record, &id, &hash).await? {
+            return deny(
+                Code::ApprovalInvalid,
+                format!("the approval `{id}` was not granted for this call ({why}); `{}` did not run", tool.name()),
+            );
+        }
         let now = now_ms();
         match record.status {
             ApprovalStatus::Pending if now >= record.expires_at => {
@@ -223,9 +263,46 @@ impl<D> Ctx<'_, D> {
             }
             ApprovalStatus::Approved
             | ApprovalStatus::Executing
+            | ApprovalStatus::OutcomeUnknown
             | ApprovalStatus::Succeeded
             | ApprovalStatus::Failed => self.run_approved(journal, tool, call, record).await,
         }
+    }
+
+    /// Whether `record` was granted for exactly this call: this thread, this
+    /// node, this tool, and the arguments the call carries (or the edit of
+    /// them an approver recorded). The id already hashes all of these; the
+    /// fields are checked too, so a record that does not match its id (a
+    /// collision, a record written by hand into the store) never runs.
+    async fn check_binding(
+        &self,
+        journal: &Journal,
+        tool: &'static dyn Tool,
+        record: &ApprovalRecord,
+        id: &str,
+        call_hash: &str,
+    ) -> Result<Result<(), String>, NodeError> {
+        if let Err(why) = binding_mismatch(record, id, &journal.thread, self.node, tool.name()) {
+            return Ok(Err(why));
+        }
+        if record.args_hash == call_hash {
+            return Ok(Ok(()));
+        }
+        // An edited approval stores the edited arguments; the arguments it was
+        // requested for are in the `approval.requested` audit entry.
+        let (thread, id) = (record.thread.clone(), record.id.clone());
+        let requested = blocking(journal, move |s| {
+            let log = s.list_audit(&thread).map_err(|e| e.to_string())?;
+            Ok(log
+                .into_iter()
+                .find(|e| e.kind == "approval.requested" && e.detail.get("approval") == Some(&json!(id)))
+                .and_then(|e| e.detail.get("args_hash").and_then(Value::as_str).map(str::to_string)))
+        })
+        .await?;
+        Ok(match requested {
+            Some(requested) if requested == call_hash => Ok(()),
+            _ => Err("it was requested for other arguments".to_string()),
+        })
     }
 
     async fn request_approval(
@@ -237,8 +314,17 @@ impl<D> Ctx<'_, D> {
         hash: String,
     ) -> Result<Observation, NodeError> {
         // The requester is the thread's owner (the executor carries the
-        // stored owner into a resumed run), else the thread itself.
-        let requester = if self.scope.owner.is_empty() { journal.thread.clone() } else { self.scope.owner.clone() };
+        // stored owner into a resumed run). Without one, the person who
+        // started the run could approve their own call.
+        if self.scope.owner.is_empty() {
+            return Err(NodeError::fatal(format!(
+                "`{}` needs a human's approval, but the run has no owner to request it for; \
+                 start the thread with `.owner(\"..\")` naming the agent or user it acts for \
+                 (nobody may approve a call they requested)",
+                tool.name()
+            )));
+        }
+        let requester = self.scope.owner.clone();
         let now = now_ms();
         let record = ApprovalRecord {
             id: id.clone(),
@@ -271,7 +357,10 @@ impl<D> Ctx<'_, D> {
 
     /// Executes an approved call once: the arguments must hash to the
     /// approved (or edited) ones, and APPROVED -> EXECUTING is a
-    /// compare-and-set, so the approval is used at most once.
+    /// compare-and-set, so one executor takes the approval. The call then
+    /// runs under the effect journal: a re-run replays its result, and a run
+    /// cut off mid-call is not repeated without a human's decision (unless
+    /// the tool is idempotent).
     async fn run_approved(
         &self,
         journal: &Journal,
@@ -293,12 +382,14 @@ impl<D> Ctx<'_, D> {
         if let Err(e) = tool.validate(&approved) {
             return deny(Code::InvalidArgument, format!("the approved arguments do not validate: {}", e.0));
         }
-        if record.status == ApprovalStatus::Failed && !journaled(journal, self.node, call).await? {
-            // Single use: the approved call ran and failed; a re-run of the
-            // node may replay a recorded result but never runs it again.
+        if record.status == ApprovalStatus::Failed && !journaled(journal, self.node, tool, call).await? {
+            // Single use: the approved call ran and failed (or a human settled
+            // its unknown outcome as failed); a re-run of the node may replay
+            // a recorded result but never runs it again.
+            let note = record.decision_note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
             return deny(
                 Code::ApprovalInvalid,
-                format!("the approval `{}` was used and the call failed; ask for a new approval", record.id),
+                format!("the approval `{}` was used and the call failed{note}; ask for a new approval", record.id),
             );
         }
         if record.status == ApprovalStatus::Approved
@@ -306,7 +397,11 @@ impl<D> Ctx<'_, D> {
         {
             return deny(Code::ApprovalInvalid, why);
         }
-        if record.status == ApprovalStatus::Approved {
+        // From here until the outcome is recorded, a node timeout or the
+        // run's deadline waits instead of cutting the call off.
+        let _shield = self.shield();
+        let release = record.status == ApprovalStatus::Approved;
+        if release {
             match self
                 .transition(journal, &record.id, ApprovalStatus::Approved, ApprovalStatus::Executing, "executing")
                 .await?
@@ -321,14 +416,17 @@ impl<D> Ctx<'_, D> {
                 }
             }
         }
-        // EXECUTING after a crash, or SUCCEEDED on replay: the journal returns
-        // the recorded result instead of running the tool again.
-        let result = self.execute(tool, call, approved, record.conditions.as_ref()).await;
+        // SUCCEEDED on replay: the journal returns the recorded result.
+        // EXECUTING with no result: the call was cut off mid-way; an
+        // idempotent tool runs again with the same key, any other waits for
+        // a human (OUTCOME_UNKNOWN).
+        let result = self.execute(tool, call, approved, Some((&record, release))).await;
         let to = match &result {
             Ok(obs) if obs.is_ok() => ApprovalStatus::Succeeded,
             // A passing fault: the node's retry runs the call again under this
-            // approval, still EXECUTING, and records how that attempt ends.
-            Err(e) if e.class == ErrorClass::Transient => return result,
+            // approval, still EXECUTING (the journal knows this run ended).
+            // A pause: the outcome is unknown and a human settles it.
+            Err(e) if matches!(e.class, ErrorClass::Transient | ErrorClass::NeedsInput) => return result,
             _ => ApprovalStatus::Failed,
         };
         if matches!(record.status, ApprovalStatus::Approved | ApprovalStatus::Executing) {
@@ -358,21 +456,41 @@ impl<D> Ctx<'_, D> {
     }
 }
 
-/// Deterministic per (thread, checkpoint, node, call, arguments): the same
-/// call re-run after a resume finds its record; a call whose arguments were
-/// changed does not.
-fn approval_id(journal: &Journal, node: &str, call_id: &str, hash: &str) -> String {
-    let key = json!([journal.thread, journal.seq, node, call_id, hash]);
+/// Deterministic per (thread, checkpoint, node, tool, call, arguments): the
+/// same call re-run after a resume finds its record; a call to another tool
+/// or with other arguments, under the same call id, does not.
+fn approval_id(journal: &Journal, node: &str, tool: &str, call_id: &str, hash: &str) -> String {
+    let key = json!([journal.thread, journal.seq, node, tool, call_id, hash]);
     format!("apr-{}", &args_hash(&key)[..24])
 }
 
+/// Which field of `record` does not belong to the call that looked it up.
+fn binding_mismatch(record: &ApprovalRecord, id: &str, thread: &str, node: &str, tool: &str) -> Result<(), String> {
+    let fields = [
+        ("id", record.id.as_str(), id),
+        ("thread", &record.thread, thread),
+        ("node", &record.node, node),
+        ("tool", &record.tool, tool),
+    ];
+    match fields.iter().find(|(_, stored, wanted)| stored != wanted) {
+        Some((field, stored, wanted)) => Err(format!("its {field} is `{stored}`, the call's is `{wanted}`")),
+        None => Ok(()),
+    }
+}
+
+/// The effect-journal key of a non-read call: the tool, the call id and the
+/// arguments, so a journaled result is only ever replayed for the same call.
+fn effect_key(tool: &dyn Tool, call: &ToolCall) -> String {
+    format!("tool:{}:{}:{}", tool.name(), call.id, &args_hash(&call.arguments)[..16])
+}
+
 /// Whether the result of `call` is in the effect journal (where `execute` puts it).
-async fn journaled(journal: &Journal, node: &str, call: &ToolCall) -> Result<bool, NodeError> {
+async fn journaled(journal: &Journal, node: &str, tool: &dyn Tool, call: &ToolCall) -> Result<bool, NodeError> {
     let key = EffectKey {
         thread: journal.thread.clone(),
         seq: journal.seq,
         node: node.to_string(),
-        key: format!("tool:{}", call.id),
+        key: effect_key(tool, call),
     };
     blocking(journal, move |s| s.effect(&key).map(|r| r.is_some()).map_err(|e| e.to_string())).await
 }
@@ -429,4 +547,45 @@ async fn blocking<T: Send + 'static>(
         .await
         .map_err(|e| NodeError::transient(e.to_string()))?
         .map_err(|e| NodeError::transient(format!("approval store: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> ApprovalRecord {
+        ApprovalRecord {
+            id: "apr-1".into(),
+            thread: "t".into(),
+            node: "n".into(),
+            tool: "refund_order".into(),
+            args: "{}".into(),
+            args_hash: args_hash(&json!({})),
+            risk: "irreversible".into(),
+            requester: "owner".into(),
+            reason: String::new(),
+            created_at: 0,
+            expires_at: 1,
+            status: ApprovalStatus::Approved,
+            decided_by: None,
+            decision_note: None,
+            conditions: None,
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn a_record_is_refused_for_any_other_thread_node_tool_or_id() {
+        let r = record();
+        assert_eq!(binding_mismatch(&r, "apr-1", "t", "n", "refund_order"), Ok(()));
+        for (id, thread, node, tool, field) in [
+            ("apr-2", "t", "n", "refund_order", "id"),
+            ("apr-1", "u", "n", "refund_order", "thread"),
+            ("apr-1", "t", "m", "refund_order", "node"),
+            ("apr-1", "t", "n", "delete_account", "tool"),
+        ] {
+            let why = binding_mismatch(&r, id, thread, node, tool).unwrap_err();
+            assert!(why.starts_with(&format!("its {field} is")), "{why}");
+        }
+    }
 }

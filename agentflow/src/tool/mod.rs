@@ -66,9 +66,18 @@ pub enum ToolError {
     Fatal(String),
 }
 
-/// What a tool sees besides its arguments. Only the gateway makes one, so
-/// [`Tool::invoke`] cannot be reached around it.
-#[derive(Debug, Clone)]
+/// What a tool sees besides its arguments. Only the gateway makes one, and a
+/// tool only borrows it for the length of one call (it is not `Clone`), so
+/// graph code cannot reach [`Tool::invoke`] around the gateway:
+///
+/// ```compile_fail,E0599
+/// use agentflow::tool::ToolCx;
+///
+/// fn keep(cx: &ToolCx) -> ToolCx {
+///     ToolCx::clone(cx)
+/// }
+/// ```
+#[derive(Debug)]
 pub struct ToolCx {
     pub(crate) call_id: String,
     pub(crate) idempotency_key: String,
@@ -119,6 +128,16 @@ pub trait Tool: Send + Sync + 'static {
     fn description(&self) -> &'static str;
     /// How much harm a call can do.
     fn risk(&self) -> Risk;
+    /// Whether the tool honours [`ToolCx::idempotency_key`]: a second request
+    /// with the same key does nothing more than the first (`#[tool(risk =
+    /// external, idempotent)]`). A call that started and left no result (a
+    /// crash mid-call) is run again with the same key only for such a tool,
+    /// and the audit log records the re-run; any other non-read call waits
+    /// for a human's decision instead ([`PendingKind::OutcomeUnknown`](crate::PendingKind::OutcomeUnknown)).
+    /// Defaults to `false`.
+    fn idempotent(&self) -> bool {
+        false
+    }
     /// JSON schema of the argument object.
     fn parameters(&self) -> Value;
     /// Checks arguments as a model sent them, before anything runs:

@@ -1,0 +1,410 @@
+//! An approved (or otherwise journaled) call runs as often as promised: a
+//! run deadline or a node timeout lets a call in flight finish and records
+//! it; a call cut off mid-way (the run dropped, standing in for a crash) is
+//! an uncertain outcome: re-run with the same key only if the tool or effect
+//! is idempotent, else the run pauses until a human settles it.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentflow::approval::{ApprovalDesk, ApprovalStatus, Approver, RoleAuthorizer, Settlement};
+use agentflow::prelude::*;
+use agentflow::tool::{Decision, Risk, RiskPolicy};
+use agentflow::{PendingKind, RedbStore, Run};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+// ---------------------------------------------------------------- the outside world
+
+/// Every call that reached a tool or effect body: (order, idempotency key).
+static LEDGER: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+fn calls(order: &str) -> Vec<String> {
+    LEDGER.lock().unwrap().iter().filter(|(o, _)| o == order).map(|(_, k)| k.clone()).collect()
+}
+
+/// One notifier per order: the body says "I acted" before it blocks.
+fn acted(order: &str) -> Arc<Notify> {
+    static MAP: Mutex<Option<HashMap<String, Arc<Notify>>>> = Mutex::new(None);
+    MAP.lock().unwrap().get_or_insert_with(HashMap::new).entry(order.to_string()).or_default().clone()
+}
+
+/// Acts (records the call), then holds the call for `hold_ms`; with
+/// `hold_ms` 0 the first call for an order never answers (the run is dropped
+/// while it waits) and later ones answer at once.
+async fn act(order: &str, key: &str, hold_ms: u64) {
+    let first = {
+        let mut ledger = LEDGER.lock().unwrap();
+        let first = !ledger.iter().any(|(o, _)| o == order);
+        ledger.push((order.to_string(), key.to_string()));
+        first
+    };
+    acted(order).notify_one();
+    if hold_ms == 0 && first {
+        std::future::pending::<()>().await;
+    }
+    tokio::time::sleep(Duration::from_millis(hold_ms)).await;
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct Refund {
+    order_id: String,
+    /// How long the provider takes to answer; 0: never.
+    hold_ms: u64,
+}
+
+/// Refunds an order. Irreversible, and the provider does not deduplicate.
+#[tool(risk = irreversible)]
+async fn refund(args: Refund, cx: &ToolCx) -> Result<Value, ToolError> {
+    act(&args.order_id, cx.idempotency_key(), args.hold_ms).await;
+    Ok(json!({ "refunded": args.order_id }))
+}
+
+/// Opens a ticket; the tracker drops a second request with the same key.
+#[tool(risk = external, idempotent)]
+async fn open_ticket(args: Refund, cx: &ToolCx) -> Result<Value, ToolError> {
+    act(&args.order_id, cx.idempotency_key(), args.hold_ms).await;
+    Ok(json!({ "ticket": args.order_id }))
+}
+
+/// Posts a note to the customer; a second request posts a second note.
+#[tool(risk = external)]
+async fn post_note(args: Refund, cx: &ToolCx) -> Result<Value, ToolError> {
+    act(&args.order_id, cx.idempotency_key(), args.hold_ms).await;
+    Ok(json!({ "posted": args.order_id }))
+}
+
+// ---------------------------------------------------------------- graphs
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Job {
+    order: String,
+    hold_ms: u64,
+    receipt: Option<Value>,
+}
+
+fn job(order: &str, hold_ms: u64) -> Job {
+    Job { order: order.into(), hold_ms, receipt: None }
+}
+
+fn args(s: &Job) -> Value {
+    json!({ "order_id": s.order, "hold_ms": s.hold_ms })
+}
+
+#[graph(state = Job, deps = (), start = pay)]
+mod refund_flow {
+    use super::*;
+
+    #[node(goto = [END], tools = [refund])]
+    async fn pay(s: &Job, cx: &Ctx<()>) -> Result<Step<Job>, NodeError> {
+        let obs = cx.run_tool(refund, args(s)).await?;
+        Ok(goto!(END, Job::update().receipt(Some(obs.body))))
+    }
+}
+
+#[graph(state = Job, deps = (), start = pay)]
+mod timed_refund_flow {
+    use super::*;
+
+    #[node(goto = [END], tools = [refund], timeout = 40ms, retry(attempts = 3, base = 1ms, jitter = false))]
+    async fn pay(s: &Job, cx: &Ctx<()>) -> Result<Step<Job>, NodeError> {
+        let obs = cx.run_tool(refund, args(s)).await?;
+        Ok(goto!(END, Job::update().receipt(Some(obs.body))))
+    }
+}
+
+#[graph(state = Job, deps = (), start = act)]
+mod external_flow {
+    use super::*;
+
+    /// Both tools run without an approval (the policy lets external calls run).
+    #[node(goto = [END], tools = [open_ticket, post_note])]
+    async fn act(s: &Job, cx: &Ctx<()>) -> Result<Step<Job>, NodeError> {
+        let ticket = cx.run_tool(open_ticket, args(s)).await?;
+        let note =
+            cx.run_tool(post_note, json!({ "order_id": format!("{}-note", s.order), "hold_ms": s.hold_ms })).await?;
+        Ok(goto!(END, Job::update().receipt(Some(json!([ticket.body, note.body])))))
+    }
+}
+
+#[graph(state = Job, deps = (), start = charge)]
+mod effect_flow {
+    use super::*;
+
+    #[node(goto = [END])]
+    async fn charge(s: &Job, cx: &Ctx<()>) -> Result<Step<Job>, NodeError> {
+        let receipt: Value = cx
+            .effect("charge", |key| async move {
+                act(&s.order, &key, s.hold_ms).await;
+                Ok::<_, NodeError>(json!({ "charged": s.order }))
+            })
+            .await?;
+        Ok(goto!(END, Job::update().receipt(Some(receipt))))
+    }
+}
+
+#[graph(state = Job, deps = (), start = charge)]
+mod idempotent_effect_flow {
+    use super::*;
+
+    #[node(goto = [END])]
+    async fn charge(s: &Job, cx: &Ctx<()>) -> Result<Step<Job>, NodeError> {
+        let receipt: Value = cx
+            .idempotent_effect("charge", |key| async move {
+                act(&s.order, &key, s.hold_ms).await;
+                Ok::<_, NodeError>(json!({ "charged": s.order }))
+            })
+            .await?;
+        Ok(goto!(END, Job::update().receipt(Some(receipt))))
+    }
+}
+
+// ---------------------------------------------------------------- helpers
+
+const ROLE: &str = "ops";
+const OWNER: &str = "agent:billing";
+
+fn authorizer() -> RoleAuthorizer {
+    RoleAuthorizer::new().role_for(Risk::Irreversible, ROLE).role_for(Risk::External, ROLE)
+}
+
+fn alice() -> Approver {
+    Approver::new("alice", [ROLE])
+}
+
+/// A store file of its own; opening it again stands in for a new process.
+fn db(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("agentflow-uncertain-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("store.redb")
+}
+
+fn open<S: State, D>(graph: CompiledGraph<S, D>, path: &PathBuf) -> CompiledGraph<S, D> {
+    graph.with_store(Arc::new(RedbStore::open(path).expect("open store")))
+}
+
+fn pending_of<S>(run: &Run<S>) -> (PendingKind, String) {
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("not paused: {:?}", run.outcome) };
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    (pending[0].kind, pending[0].payload["approval"].as_str().expect("a record id").to_string())
+}
+
+/// Runs `start` until the body acted, then drops the run mid-call: what a
+/// crash right after the provider answered, before the journal heard, leaves.
+async fn cut_off<F: std::future::Future>(order: &str, start: F) {
+    let notify = acted(order);
+    tokio::select! {
+        _ = start => panic!("the run ended before its call acted"),
+        () = notify.notified() => {}
+    }
+}
+
+/// Starts the refund, approves it, and returns the desk.
+async fn approved_refund<D: Sync>(graph: &CompiledGraph<Job, D>, deps: &D, thread: &str, hold_ms: u64) -> ApprovalDesk {
+    let desk = graph.approvals(authorizer()).unwrap();
+    let run = graph.runner(deps).thread(thread).owner(OWNER).run(job(thread, hold_ms)).await.unwrap();
+    let (kind, id) = pending_of(&run);
+    assert_eq!(kind, PendingKind::Approval);
+    desk.approve(&id, &alice()).unwrap();
+    desk
+}
+
+// ---------------------------------------------------------------- deadlines and timeouts
+
+#[tokio::test]
+async fn a_run_deadline_lets_an_approved_call_finish_and_resume_does_not_run_it_again() {
+    let graph = refund_flow::graph().with_store(Arc::new(RedbStore::in_memory().unwrap()));
+    let desk = approved_refund(&graph, &(), "U-deadline", 300).await;
+    // The deadline falls while the refund is with the provider.
+    let stopped = graph.runner(&()).thread("U-deadline").timeout(Duration::from_millis(60)).resume().await.unwrap();
+    assert!(matches!(stopped.outcome, Outcome::BudgetExhausted { .. } | Outcome::Completed), "{:?}", stopped.outcome);
+    let done = match stopped.outcome {
+        Outcome::Completed => stopped,
+        _ => graph.runner(&()).thread("U-deadline").resume().await.unwrap(),
+    };
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(calls("U-deadline").len(), 1, "refunded once");
+    let id = &desk.for_thread("U-deadline").unwrap()[0].id;
+    assert_eq!(desk.get(id).unwrap().unwrap().status, ApprovalStatus::Succeeded);
+}
+
+#[tokio::test]
+async fn a_node_timeout_with_retries_runs_an_approved_call_once() {
+    let graph = timed_refund_flow::graph().with_store(Arc::new(RedbStore::in_memory().unwrap()));
+    let desk = approved_refund(&graph, &(), "U-timeout", 200).await;
+    // Each attempt's 40 ms timeout falls while the refund is with the provider.
+    let done = graph.runner(&()).thread("U-timeout").resume().await.unwrap();
+    assert_eq!(calls("U-timeout").len(), 1, "one refund for one approval");
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(done.state.receipt.unwrap()["result"]["refunded"], "U-timeout");
+    let id = &desk.for_thread("U-timeout").unwrap()[0].id;
+    assert_eq!(desk.get(id).unwrap().unwrap().status, ApprovalStatus::Succeeded);
+}
+
+// ---------------------------------------------------------------- cut off mid-call
+
+/// Approves a refund that never answers, drops the run once the provider
+/// acted, and reopens the store ("the next process"): the resume pauses as
+/// an unknown outcome instead of refunding again.
+async fn cut_off_refund(thread: &str) -> (PathBuf, String) {
+    let path = db(thread);
+    {
+        let graph = open(refund_flow::graph(), &path);
+        approved_refund(&graph, &(), thread, 0).await;
+        cut_off(thread, graph.runner(&()).thread(thread).resume()).await;
+    }
+    let graph = open(refund_flow::graph(), &path);
+    let run = graph.runner(&()).thread(thread).resume().await.unwrap();
+    let (kind, id) = pending_of(&run);
+    assert_eq!(kind, PendingKind::OutcomeUnknown);
+    assert_eq!(calls(thread).len(), 1, "not refunded again");
+    let desk = graph.approvals(authorizer()).unwrap();
+    let record = desk.get(&id).unwrap().unwrap();
+    assert_eq!((record.status, record.tool.as_str()), (ApprovalStatus::OutcomeUnknown, "refund"));
+    assert!(desk.pending().unwrap().iter().any(|r| r.id == id), "listed for a human");
+    assert_eq!(graph.pending(thread).unwrap()[0].kind, PendingKind::OutcomeUnknown);
+    // Resuming again before anyone decided pauses again; still one refund.
+    let again = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(pending_of(&again), (PendingKind::OutcomeUnknown, id.clone()));
+    assert_eq!(calls(thread).len(), 1);
+    (path, id)
+}
+
+#[tokio::test]
+async fn an_approved_call_cut_off_mid_way_is_not_run_again_and_a_human_settles_it_as_succeeded() {
+    let (path, id) = cut_off_refund("U-cut-ok").await;
+    let graph = open(refund_flow::graph(), &path);
+    let desk = graph.approvals(authorizer()).unwrap();
+    // Nobody may call it a success without the role.
+    assert!(desk.settle(&id, &Approver::new("mallory", ["intern"]), Settlement::RunAgain).is_err());
+    // The provider's dashboard shows the refund went through.
+    let settled = desk.settle(&id, &alice(), Settlement::Succeeded(json!({ "refunded": "U-cut-ok", "ref": "pp-1" })));
+    assert_eq!(settled.unwrap().status, ApprovalStatus::Succeeded);
+    let done = graph.runner(&()).thread("U-cut-ok").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(calls("U-cut-ok").len(), 1, "refunded once");
+    assert_eq!(done.state.receipt.unwrap()["result"]["ref"], "pp-1", "the settled result reaches the node");
+    let kinds: Vec<String> = graph.audit_log("U-cut-ok").unwrap().into_iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            "approval.requested",
+            "approval.approved",
+            "approval.executing",
+            "approval.outcome_unknown",
+            "approval.succeeded"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_cut_off_call_settled_as_failed_is_reported_failed_and_never_run() {
+    let (path, id) = cut_off_refund("U-cut-failed").await;
+    let graph = open(refund_flow::graph(), &path);
+    let desk = graph.approvals(authorizer()).unwrap();
+    desk.settle(&id, &alice(), Settlement::Failed("the provider has no such refund".into())).unwrap();
+    let done = graph.runner(&()).thread("U-cut-failed").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(calls("U-cut-failed").len(), 1);
+    let receipt = done.state.receipt.unwrap();
+    assert_eq!(receipt["ok"], false, "{receipt}");
+    assert!(receipt["detail"].as_str().unwrap().contains("the provider has no such refund"), "{receipt}");
+}
+
+#[tokio::test]
+async fn a_cut_off_call_settled_as_run_again_runs_once_more_with_the_same_key() {
+    let (path, id) = cut_off_refund("U-cut-again").await;
+    let graph = open(refund_flow::graph(), &path);
+    let desk = graph.approvals(authorizer()).unwrap();
+    let record = desk.settle(&id, &alice(), Settlement::RunAgain).unwrap();
+    assert_eq!(record.status, ApprovalStatus::Approved);
+    let done = graph.runner(&()).thread("U-cut-again").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::Succeeded);
+    let keys = calls("U-cut-again");
+    assert_eq!(keys.len(), 2, "run again, by a human's decision: {keys:?}");
+    assert_eq!(keys[0], keys[1], "with the same idempotency key");
+}
+
+#[tokio::test]
+async fn without_an_approval_an_idempotent_tool_reruns_with_the_same_key_and_any_other_waits() {
+    let thread = "U-external";
+    let path = db(thread);
+    let policy = || RiskPolicy::default().risk(Risk::External, Decision::Run);
+    {
+        let graph = open(external_flow::graph(), &path).with_policy(policy());
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    // The ticket tool is idempotent: run again with the same key, in the audit log.
+    let graph = open(external_flow::graph(), &path).with_policy(policy());
+    let second = format!("{thread}-note");
+    cut_off(&second, graph.runner(&()).thread(thread).resume()).await;
+    let keys = calls(thread);
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_eq!(keys[0], keys[1]);
+    let log = graph.audit_log(thread).unwrap();
+    let rerun = log.iter().find(|e| e.kind == "effect.rerun").expect("the re-run is audited");
+    assert_eq!(rerun.detail["idempotency_key"], keys[0].as_str());
+    drop(graph);
+
+    // The note tool is not: its cut-off call waits for a human, on a record of its own.
+    let graph = open(external_flow::graph(), &path).with_policy(policy());
+    let run = graph.runner(&()).thread(thread).resume().await.unwrap();
+    let (kind, id) = pending_of(&run);
+    assert_eq!(kind, PendingKind::OutcomeUnknown);
+    assert_eq!(calls(&second).len(), 1, "the note was not posted again");
+    let desk = graph.approvals(authorizer()).unwrap();
+    let record = desk.get(&id).unwrap().unwrap();
+    assert_eq!((record.tool.as_str(), record.risk.as_str()), ("post_note", "external"));
+    desk.settle(&id, &alice(), Settlement::Succeeded(json!({ "posted": second }))).unwrap();
+    let done = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(calls(&second).len(), 1);
+    assert_eq!(done.state.receipt.unwrap()[1]["result"]["posted"], second.as_str());
+}
+
+// ---------------------------------------------------------------- effects
+
+#[tokio::test]
+async fn an_effect_cut_off_mid_way_waits_for_a_human_and_takes_the_settled_result() {
+    let thread = "U-effect";
+    let path = db(thread);
+    {
+        let graph = open(effect_flow::graph(), &path);
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    let graph = open(effect_flow::graph(), &path);
+    let run = graph.runner(&()).thread(thread).resume().await.unwrap();
+    let (kind, id) = pending_of(&run);
+    assert_eq!(kind, PendingKind::OutcomeUnknown);
+    assert_eq!(calls(thread).len(), 1, "the effect was not run again");
+    let desk = graph.approvals(authorizer()).unwrap();
+    let record = desk.get(&id).unwrap().unwrap();
+    assert_eq!((record.tool.as_str(), record.args.as_str()), ("effect", r#"{"key":"charge"}"#));
+    desk.settle(&id, &alice(), Settlement::Succeeded(json!({ "charged": "by hand" }))).unwrap();
+    let done = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(done.state.receipt, Some(json!({ "charged": "by hand" })));
+    assert_eq!(calls(thread).len(), 1);
+}
+
+#[tokio::test]
+async fn an_idempotent_effect_cut_off_mid_way_runs_again_with_the_same_key() {
+    let thread = "U-idem-effect";
+    let path = db(thread);
+    {
+        let graph = open(idempotent_effect_flow::graph(), &path);
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    let graph = open(idempotent_effect_flow::graph(), &path);
+    let done = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    let keys = calls(thread);
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_eq!(keys[0], keys[1]);
+    assert!(graph.audit_log(thread).unwrap().iter().any(|e| e.kind == "effect.rerun"));
+}
