@@ -153,30 +153,30 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
                     message = #deps_msg,
                     label = #deps_label,
                     note = "a tool reaches the graph's deps (`#[graph(deps = ..)]`) through `cx: &ToolCx<Deps>` or `deps: &Deps`; \
-                            take the graph's deps type there, or take `&ToolCx` alone for a tool that needs no deps"
+                            take the graph's deps type there, or `&ToolCx` alone (or nothing) for a tool that needs no deps"
                 )]
                 trait ToolDepsFit<D> {}
                 #[diagnostic::do_not_recommend]
                 impl<D> ToolDepsFit<D> for D {}
                 #[diagnostic::do_not_recommend]
                 impl<D> ToolDepsFit<D> for dyn ::agentflow::__private::NoDeps {}
-                const fn __agentflow_deps_fit<AgentflowTool>(_: &AgentflowTool)
-                where
-                    AgentflowTool: ::agentflow::__private::ToolDeps,
-                    <AgentflowTool as ::agentflow::__private::ToolDeps>::Deps: ToolDepsFit<#deps>,
-                {
-                }
-                __agentflow_deps_fit(&#t);
 
                 #[diagnostic::on_unimplemented(
                     message = #msg,
                     label = "not a tool",
                     note = "declare tools with `#[tool(risk = read)]` on an `async fn` taking a typed argument struct"
                 )]
-                trait ListedTool: ::agentflow::tool::Tool {}
+                trait ListedTool: ::agentflow::tool::Tool {
+                    type Deps: ?Sized;
+                }
                 #[diagnostic::do_not_recommend]
-                impl<T: ::agentflow::tool::Tool> ListedTool for T {}
-                const fn __agentflow_listed<T: ListedTool>(tool: &'static T) -> &'static dyn ::agentflow::tool::Tool {
+                impl<T: ::agentflow::tool::Tool + ::agentflow::__private::ToolDeps> ListedTool for T {
+                    type Deps = <T as ::agentflow::__private::ToolDeps>::Deps;
+                }
+                const fn __agentflow_listed<T: ListedTool>(tool: &'static T) -> &'static dyn ::agentflow::tool::Tool
+                where
+                    <T as ListedTool>::Deps: ToolDepsFit<#deps>,
+                {
                     tool
                 }
                 __agentflow_listed(&#t)
