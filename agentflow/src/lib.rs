@@ -502,13 +502,6 @@ pub use agentflow_macros::node;
 ///     }
 /// }
 ///
-/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// let deps = Deps { base_url: "https://metrics.internal".into() };
-/// let run = oncall::graph().run(Incident::default(), &deps).await?;
-/// assert_eq!(run.state.metrics.as_deref(), Some("https://metrics.internal/checkout/errors"));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// # }).unwrap();
-///
 /// // In the crate's unit tests, the body runs on its own with test deps:
 /// #[cfg(test)]
 /// #[tokio::test]
@@ -517,5 +510,14 @@ pub use agentflow_macros::node;
 ///     let out = get_metrics.test_call(Service { name: "search".into() }, &deps).await;
 ///     assert_eq!(out, Ok("http://fake/search/errors".to_string()));
 /// }
+///
+/// # fn main() {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let deps = Deps { base_url: "https://metrics.internal".into() };
+/// let run = oncall::graph().run(Incident::default(), &deps).await?;
+/// assert_eq!(run.state.metrics.as_deref(), Some("https://metrics.internal/checkout/errors"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// # }
 /// ```
 pub use agentflow_macros::tool;
