@@ -214,3 +214,22 @@ fn add_cx_lifetime(ty: &mut syn::Type) {
         syn::PathArguments::Parenthesized(_) => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_lifetime(ty: syn::Type) -> String {
+        let mut ty = ty;
+        add_cx_lifetime(&mut ty);
+        quote!(#ty).to_string()
+    }
+
+    #[test]
+    fn a_tool_cx_parameter_gets_the_lifetime_an_async_fn_needs() {
+        assert_eq!(with_lifetime(syn::parse_quote!(&ToolCx)), "& ToolCx < '_ >");
+        assert_eq!(with_lifetime(syn::parse_quote!(&ToolCx<Deps>)), "& ToolCx < '_ , Deps >");
+        assert_eq!(with_lifetime(syn::parse_quote!(&ToolCx<'a, Deps>)), "& ToolCx < 'a , Deps >");
+        assert_eq!(with_lifetime(syn::parse_quote!(&Deps)), "& Deps");
+    }
+}

@@ -132,3 +132,33 @@ pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) ->
     };
     Ok(Parsed { ir, spans, func, args_ty, second, errors })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn second(sig: proc_macro2::TokenStream) -> Second {
+        let f: syn::ItemFn = syn::parse2(quote::quote!(#sig {})).unwrap();
+        let Some(syn::FnArg::Typed(t)) = f.sig.inputs.iter().nth(1) else { return Second::Nothing };
+        second_param(&t.ty)
+    }
+
+    fn ty(d: Option<&syn::Type>) -> String {
+        d.map(|t| quote::quote!(#t).to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn the_second_parameter_says_which_deps_a_tool_reads() {
+        assert!(matches!(second(quote::quote!(async fn t(a: A))), Second::Nothing));
+        assert!(matches!(second(quote::quote!(async fn t(a: A, cx: &ToolCx))), Second::Cx));
+        assert!(matches!(second(quote::quote!(async fn t(a: A, cx: &agentflow::tool::ToolCx))), Second::Cx));
+        let s = second(quote::quote!(async fn t(a: A, cx: &ToolCx<Deps>)));
+        assert!(matches!(s, Second::CxWithDeps(_)));
+        assert_eq!(ty(s.deps()), "Deps");
+        let s = second(quote::quote!(async fn t(a: A, cx: &ToolCx<'_, my::Deps>)));
+        assert_eq!(ty(s.deps()), "my :: Deps");
+        let s = second(quote::quote!(async fn t(a: A, deps: &Deps)));
+        assert!(matches!(s, Second::Deps(_)));
+        assert_eq!(ty(s.deps()), "Deps");
+    }
+}

@@ -80,6 +80,43 @@ pub enum ToolError {
 /// }
 /// ```
 ///
+/// A tool's `test_call` (its body on its own, for unit tests) exists only
+/// under `cfg(test)` of the crate declaring the tool, so graph code cannot
+/// call a body around the gateway:
+///
+/// ```compile_fail,E0599
+/// use agentflow::prelude::*;
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Pair {
+///     a: f64,
+///     b: f64,
+/// }
+///
+/// /// Adds two numbers.
+/// #[tool(risk = read)]
+/// async fn add(args: Pair) -> Result<f64, ToolError> {
+///     Ok(args.a + args.b)
+/// }
+///
+/// async fn around_the_gateway() {
+///     let _ = add.test_call(Pair { a: 1.0, b: 2.0 }).await;
+/// }
+/// # fn main() {}
+/// ```
+///
+/// and a context made for a test holds typed deps, which
+/// [`Tool::invoke`] does not take:
+///
+/// ```compile_fail,E0308
+/// use agentflow::tool::{Tool, ToolCx};
+///
+/// async fn around_the_gateway(tool: &dyn Tool) {
+///     let cx: ToolCx<'_, ()> = agentflow::__private::test_cx("add", &());
+///     let _ = tool.invoke(serde_json::json!({}), &cx).await;
+/// }
+/// ```
+///
 /// A tool names the deps it needs as `cx: &ToolCx<Deps>` (or takes `deps:
 /// &Deps` directly); `&ToolCx` alone is `ToolCx<()>`, a tool that needs no
 /// deps and fits a graph with any. The gateway hands [`Tool::invoke`] the
