@@ -643,6 +643,8 @@ impl World {
         for ((thread, node, tool, args), runs) in &by_binding {
             let run_again = self.run_again.get(&(thread.clone(), node.clone(), tool.clone(), args.clone()));
             let run_again = run_again.copied().unwrap_or(0);
+            // `tag_order` (reversible) and `open_ticket` (external) run by the
+            // policy's `Run`; the irreversible tools only with an approval.
             if needs_approval(tool) {
                 // 1. Each run matches an approval granted for exactly this call.
                 let granted: Vec<_> = approvals
