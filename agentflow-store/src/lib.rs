@@ -65,6 +65,8 @@ pub mod conformance;
 mod error;
 mod leases;
 mod ops;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod record;
 mod redb_store;
 mod store;
@@ -75,6 +77,8 @@ pub use error::{
     ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, LeaseError, OpenError, ReadError,
     StorageError,
 };
+#[cfg(feature = "postgres")]
+pub use postgres::{DEFAULT_SCHEMA, PostgresStore, PostgresStoreBuilder, SCHEMA_VERSION};
 pub use record::{
     ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, AuditEntry, ChainStep, Checkpoint,
     CheckpointMetadata, CheckpointSource, CheckpointSummary, CommitReceipt, CompactReport, Durability, EffectKey,
