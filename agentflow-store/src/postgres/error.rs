@@ -9,7 +9,7 @@ use crate::error::StorageError;
 
 /// How many times a transaction is tried when it keeps failing with a serialization failure or
 /// a deadlock before [`StorageError::Conflict`] is returned.
-pub(crate) const MAX_ATTEMPTS: u32 = 8;
+pub(crate) const MAX_ATTEMPTS: u32 = 10;
 
 /// Why a transaction body stopped.
 pub(crate) enum Fail<E> {
@@ -47,7 +47,7 @@ pub(crate) fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
 /// The typed error for a PostgreSQL failure; `attempts` is how often a conflict was tried.
 pub(crate) fn classify(path: &Path, e: &tokio_postgres::Error, attempts: u32) -> StorageError {
     let path = path.to_path_buf();
-    let detail = e.to_string();
+    let detail = describe(e);
     if let Some(code) = e.code() {
         let class = &code.code()[..2.min(code.code().len())];
         if *code == SqlState::INVALID_PASSWORD || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION {
@@ -77,6 +77,33 @@ pub(crate) fn classify(path: &Path, e: &tokio_postgres::Error, attempts: u32) ->
         return StorageError::Unreachable { path, detail };
     }
     StorageError::Backend { path, detail }
+}
+
+/// What the server or the client said, with the SQLSTATE code and the server's hint if any.
+fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+            if let Some(detail) = db.detail() {
+                text.push_str(&format!(" ({detail})"));
+            }
+            if let Some(hint) = db.hint() {
+                text.push_str(&format!("; hint: {hint}"));
+            }
+            text
+        }
+        None => e.to_string(),
+    }
+}
+
+/// How long to wait before attempt `attempt + 1` of a transaction that conflicted: a jittered
+/// backoff that doubles from 2 ms up to 256 ms, so colliding callers spread out.
+pub(crate) fn backoff(attempt: u32) -> std::time::Duration {
+    use std::hash::{BuildHasher, RandomState};
+    let cap = 2u64 << attempt.min(7);
+    // A fresh `RandomState` is seeded per call: enough randomness for jitter, no extra crate.
+    let jitter = RandomState::new().hash_one(std::time::Instant::now()) % cap;
+    std::time::Duration::from_millis(cap / 2 + jitter / 2)
 }
 
 /// The typed error for a failure to get a pooled connection.

@@ -64,8 +64,8 @@ impl Ctx {
         StorageError::Conflict { path: self.path.clone(), attempts: MAX_ATTEMPTS, detail: detail.to_string() }
     }
 
-    /// The answer of attempt `attempt` of a transaction, or `None` to run it again (after a short
-    /// pause that grows with the attempts).
+    /// The answer of attempt `attempt` of a transaction, or `None` to run it again (after a
+    /// jittered pause that grows with the attempts).
     pub(crate) async fn settle<T, E: From<StorageError>>(
         &self,
         outcome: Result<T, Fail<E>>,
@@ -76,7 +76,7 @@ impl Ctx {
             Err(Fail::Refused(e)) => Some(Err(e)),
             Err(Fail::Storage(e)) => Some(Err(e.into())),
             Err(Fail::Db(e)) if is_conflict(&e) && attempt < MAX_ATTEMPTS => {
-                tokio::time::sleep(Duration::from_millis(u64::from(attempt) * u64::from(attempt))).await;
+                tokio::time::sleep(error::backoff(attempt)).await;
                 None
             }
             Err(Fail::Db(e)) => Some(Err(classify(&self.path, &e, attempt).into())),
@@ -199,7 +199,7 @@ impl PostgresStoreBuilder {
 ///   returned.
 /// - Each lease carries a fencing token ([`PostgresStore::lease_token`]) that grows on every
 ///   takeover and never goes back.
-/// - A transaction that fails on a serialization failure or deadlock is run again, up to 8
+/// - A transaction that fails on a serialization failure or deadlock is run again, up to 10
 ///   times, then [`StorageError::Conflict`] is returned.
 /// - [`Durability::Eventual`] commits with `synchronous_commit = off` (visible at once, durable
 ///   within the server's `wal_writer_delay`, or at the next [`Store::flush`]).
