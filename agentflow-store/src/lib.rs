@@ -78,7 +78,7 @@ pub use error::{
     StorageError,
 };
 #[cfg(feature = "postgres")]
-pub use postgres::{DEFAULT_SCHEMA, PostgresStore, PostgresStoreBuilder, SCHEMA_VERSION};
+pub use postgres::{POSTGRES_DEFAULT_SCHEMA, POSTGRES_SCHEMA_VERSION, PostgresStore, PostgresStoreBuilder};
 pub use record::{
     ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, AuditEntry, ChainStep, Checkpoint,
     CheckpointMetadata, CheckpointSource, CheckpointSummary, CommitReceipt, CompactReport, Durability, EffectKey,

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use agentflow_store::conformance::{NOW, root, thread};
 use agentflow_store::{
-    CommitError, LeaseError, NewAuditEntry, OpenError, PostgresStore, SCHEMA_VERSION, StepCommit, StorageError, Store,
+    CommitError, LeaseError, NewAuditEntry, OpenError, POSTGRES_SCHEMA_VERSION, PostgresStore, StepCommit,
+    StorageError, Store,
 };
 use pg_common::Schema;
 
@@ -112,7 +113,7 @@ fn processes_that_open_a_new_schema_at_once_migrate_it_once() {
     });
     let versions =
         pg_common::sql(&url, &format!("SELECT version FROM \"{}\".schema_version ORDER BY version", schema.name));
-    let expected: Vec<Option<String>> = (1..=SCHEMA_VERSION).map(|v| Some(v.to_string())).collect();
+    let expected: Vec<Option<String>> = (1..=POSTGRES_SCHEMA_VERSION).map(|v| Some(v.to_string())).collect();
     assert_eq!(versions, expected);
     // Reopening applies nothing and keeps the data.
     assert_eq!(schema.open().list_threads().unwrap().len(), 1);
@@ -123,12 +124,12 @@ fn a_schema_written_by_a_newer_version_is_refused() {
     let Some(url) = pg_common::url() else { return };
     let schema = Schema::new(&url, "newer");
     drop(schema.open());
-    let newer = SCHEMA_VERSION + 1;
+    let newer = POSTGRES_SCHEMA_VERSION + 1;
     pg_common::sql(&url, &format!("INSERT INTO \"{}\".schema_version (version) VALUES ({newer})", schema.name));
     let err = PostgresStore::builder().schema(&schema.name).open(&url).unwrap_err();
     assert!(
         matches!(&err, OpenError::UnsupportedFormat { found, supported, .. }
-            if *found == newer.to_string() && *supported == SCHEMA_VERSION.to_string()),
+            if *found == newer.to_string() && *supported == POSTGRES_SCHEMA_VERSION.to_string()),
         "{err}"
     );
     assert!(err.to_string().contains("upgrade agentflow-store"), "{err}");

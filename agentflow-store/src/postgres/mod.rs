@@ -31,10 +31,10 @@ use crate::record::{
 };
 use crate::store::{CommitCallback, FoldFn, Store};
 
-pub use schema::SCHEMA_VERSION;
+pub use schema::POSTGRES_SCHEMA_VERSION;
 
-/// The schema that holds the tables unless [`PostgresStoreBuilder::schema`] names another.
-pub const DEFAULT_SCHEMA: &str = "agentflow";
+/// The PostgreSQL schema that holds the tables unless [`PostgresStoreBuilder::schema`] names another.
+pub const POSTGRES_DEFAULT_SCHEMA: &str = "agentflow";
 
 /// How long a call waits for a free pooled connection before it fails.
 const POOL_WAIT: Duration = Duration::from_secs(60);
@@ -95,7 +95,7 @@ pub struct PostgresStoreBuilder {
 impl Default for PostgresStoreBuilder {
     fn default() -> Self {
         PostgresStoreBuilder {
-            schema: DEFAULT_SCHEMA.to_string(),
+            schema: POSTGRES_DEFAULT_SCHEMA.to_string(),
             max_connections: 8,
             connect_timeout: Duration::from_secs(10),
         }

@@ -92,8 +92,9 @@ const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
-/// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+/// The version of the PostgreSQL tables this build creates and reads (the number of its
+/// migrations). A schema at a higher version is refused on open.
+pub const POSTGRES_SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Whether `name` is a plain lowercase SQL identifier (what a schema name may be here).
 pub(crate) fn valid_schema_name(name: &str) -> bool {
@@ -124,14 +125,14 @@ pub(crate) async fn migrate(client: &mut tokio_postgres::Client, schema: &str, p
     let row = tx.query_one(&format!("SELECT max(version) FROM {s}.schema_version"), &[]).await.map_err(db)?;
     let found = row.get::<_, Option<i32>>(0).unwrap_or(0);
     let found = u32::try_from(found).unwrap_or(0);
-    if found > SCHEMA_VERSION {
+    if found > POSTGRES_SCHEMA_VERSION {
         return Err(OpenError::UnsupportedFormat {
             path: path.to_path_buf(),
             found: found.to_string(),
-            supported: SCHEMA_VERSION.to_string(),
+            supported: POSTGRES_SCHEMA_VERSION.to_string(),
         });
     }
-    for version in found + 1..=SCHEMA_VERSION {
+    for version in found + 1..=POSTGRES_SCHEMA_VERSION {
         let sql = MIGRATIONS[(version - 1) as usize].replace("{s}", &s);
         tx.batch_execute(&sql).await.map_err(db)?;
         tx.execute(&format!("INSERT INTO {s}.schema_version (version) VALUES ($1)"), &[&(version as i32)])
@@ -139,7 +140,7 @@ pub(crate) async fn migrate(client: &mut tokio_postgres::Client, schema: &str, p
             .map_err(db)?;
     }
     tx.commit().await.map_err(db)?;
-    Ok(SCHEMA_VERSION)
+    Ok(POSTGRES_SCHEMA_VERSION)
 }
 
 #[cfg(test)]
