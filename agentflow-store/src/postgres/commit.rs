@@ -6,12 +6,21 @@
 //! takeover can slip in between the check and the writes. A holder whose lease expired, or was
 //! taken over by another process, is refused and nothing is written. Any refusal rolls the whole
 //! transaction back.
+//!
+//! Statements that do not depend on each other's results are pipelined (sent together on the
+//! connection, answered in order): the lease lock with the history check, then the writes of
+//! the thread, checkpoint, pending writes and effects. A plain step costs four round trips
+//! (`BEGIN`, checks, writes, `COMMIT`) whatever it carries.
+
+use std::future::Future;
+use std::pin::Pin;
 
 use deadpool_postgres::GenericClient;
+use futures_util::future::{try_join, try_join_all};
 
-use crate::error::CommitError;
+use crate::error::{CommitError, StorageError};
 use crate::postgres::error::{Fail, is_unique_violation};
-use crate::postgres::sql::{self, time, uint};
+use crate::postgres::sql::{self, Params, time, uint};
 use crate::postgres::{Ctx, approvals};
 use crate::record::{Lease, StepCommit};
 
@@ -35,6 +44,9 @@ fn invalid(tid: &str, reason: String) -> Fail<CommitError> {
     Fail::Refused(CommitError::Invalid { thread: tid.to_string(), reason })
 }
 
+/// A statement of the write phase, sent with the others of the step.
+type Write<'a> = Pin<Box<dyn Future<Output = Result<(), Fail<CommitError>>> + Send + 'a>>;
+
 /// Checks and writes `c` inside `tx`.
 pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, c: &StepCommit) -> Result<CommitOut, Fail<CommitError>> {
     let tid = c.thread.id.as_str();
@@ -52,11 +64,39 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, c: &StepCommit) -
     if let Some(a) = c.new_approvals.iter().find(|a| a.thread != tid) {
         return Err(invalid(tid, format!("approval `{}` belongs to thread `{}`", a.id, a.thread)));
     }
+    let checkpoint_seq = match &c.checkpoint {
+        None => None,
+        Some(cp) => {
+            let seq =
+                i64::try_from(cp.seq).map_err(|_| invalid(tid, format!("checkpoint seq {} is too large", cp.seq)))?;
+            let parent = match cp.parent {
+                Some(p) => Some(i64::try_from(p).map_err(|_| invalid(tid, format!("parent {p} is too large")))?),
+                None => None,
+            };
+            Some((seq, parent))
+        }
+    };
+
+    // Checks: the lease row (locked until the commit ends) and the thread's history, together.
+    let lease_check = async {
+        if c.lease_holder.is_none() {
+            return Ok(None);
+        }
+        sql::query_opt(tx, "SELECT holder, expires_at FROM leases WHERE thread = $1 FOR UPDATE", &[&tid]).await
+    };
+    let history_check = async {
+        let Some((_, parent)) = checkpoint_seq else { return Ok(None) };
+        sql::query_opt(
+            tx,
+            "SELECT max(seq), count(*) FILTER (WHERE seq = $2) FROM checkpoints WHERE thread = $1",
+            &[&tid, &parent.unwrap_or(-1)],
+        )
+        .await
+    };
+    let (lease_row, history_row) = try_join(lease_check, history_check).await?;
 
     if let Some(holder) = &c.lease_holder {
-        let row =
-            sql::query_opt(tx, "SELECT holder, expires_at FROM leases WHERE thread = $1 FOR UPDATE", &[&tid]).await?;
-        let current = match row {
+        let current = match lease_row {
             Some(row) => match row.get::<_, Option<String>>(0) {
                 Some(h) => {
                     Some(Lease { holder: h, expires_at: uint(&ctx.path, "leases", || format!("{tid:?}"), row.get(1))? })
@@ -74,21 +114,9 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, c: &StepCommit) -
             }));
         }
     }
-
-    let mut checkpoint_seq = None;
-    if let Some(cp) = &c.checkpoint {
-        let seq = i64::try_from(cp.seq).map_err(|_| invalid(tid, format!("checkpoint seq {} is too large", cp.seq)))?;
-        let parent = match cp.parent {
-            Some(p) => Some(i64::try_from(p).map_err(|_| invalid(tid, format!("parent {p} is too large")))?),
-            None => None,
-        };
-        let row = sql::query_opt(
-            tx,
-            "SELECT max(seq), count(*) FILTER (WHERE seq = $2) FROM checkpoints WHERE thread = $1",
-            &[&tid, &parent.unwrap_or(-1)],
-        )
-        .await?;
-        let (latest, parent_found) = row.map_or((None, 0), |r| (r.get::<_, Option<i64>>(0), r.get::<_, i64>(1)));
+    if let (Some(cp), Some((seq, _))) = (&c.checkpoint, checkpoint_seq) {
+        let (latest, parent_found) =
+            history_row.map_or((None, 0), |r| (r.get::<_, Option<i64>>(0), r.get::<_, i64>(1)));
         if let Some(latest) = latest
             && latest >= seq
         {
@@ -103,71 +131,81 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, c: &StepCommit) -
         if cp.parent.is_none() && cp.snapshot.is_none() {
             return Err(invalid(tid, format!("checkpoint {} has no parent, so it must carry a snapshot", cp.seq)));
         }
-        checkpoint_seq = Some((seq, parent));
     }
 
+    // Writes, sent together; the first failure (in statement order) is the answer. Everything
+    // the statements borrow is made before the list of writes.
     let t = &c.thread;
-    sql::execute(
-        tx,
-        UPSERT_THREAD,
-        &[
-            &tid,
-            &t.owner,
-            &t.graph_fingerprint,
-            &i64::from(t.schema_version),
-            &t.status.as_str(),
-            &t.detail,
-            &time(t.created_at),
-            &time(t.updated_at),
-        ],
-    )
-    .await?;
-
-    if let (Some(cp), Some((seq, parent))) = (&c.checkpoint, checkpoint_seq) {
+    let (schema_version, status, created_at, updated_at) =
+        (i64::from(t.schema_version), t.status.as_str(), time(t.created_at), time(t.updated_at));
+    let row = c.checkpoint.as_ref().map(|cp| cp.summary().encode_row(&cp.delta));
+    let pending_keys = c
+        .pending_writes
+        .iter()
+        .map(|w| Ok((sql::int(&ctx.path, "pending write seq", w.seq)?, i64::from(w.idx))))
+        .collect::<Result<Vec<_>, StorageError>>()?;
+    let effect_seqs =
+        c.effects.iter().map(|(k, _)| sql::int(&ctx.path, "effect seq", k.seq)).collect::<Result<Vec<_>, _>>()?;
+    let mut writes: Vec<Write<'_>> = Vec::new();
+    writes.push(Box::pin(async move {
+        let params: &Params<'_> =
+            &[&tid, &t.owner, &t.graph_fingerprint, &schema_version, &status, &t.detail, &created_at, &updated_at];
+        sql::execute(tx, UPSERT_THREAD, params).await?;
+        Ok(())
+    }));
+    if let (Some(cp), Some((seq, parent)), Some(row)) = (&c.checkpoint, checkpoint_seq, &row) {
         if let Some(parent) = parent {
-            sql::execute(tx, "DELETE FROM pending_writes WHERE thread = $1 AND seq = $2", &[&tid, &parent]).await?;
+            writes.push(Box::pin(async move {
+                sql::execute(tx, "DELETE FROM pending_writes WHERE thread = $1 AND seq = $2", &[&tid, &parent]).await?;
+                Ok(())
+            }));
         }
-        let inserted = sql::execute(
-            tx,
-            "INSERT INTO checkpoints (thread, seq, parent, has_snapshot, row, snapshot) VALUES ($1, $2, $3, $4, $5, $6)",
-            &[&tid, &seq, &parent, &cp.snapshot.is_some(), &cp.summary().encode_row(&cp.delta), &cp.snapshot],
-        )
-        .await;
-        match inserted {
-            // A concurrent unfenced commit of the same seq won.
-            Err(e) if is_unique_violation(&e) => {
-                return Err(Fail::Refused(CommitError::SeqNotIncreasing {
+        writes.push(Box::pin(async move {
+            let has_snapshot = cp.snapshot.is_some();
+            let inserted = sql::execute(
+                tx,
+                "INSERT INTO checkpoints (thread, seq, parent, has_snapshot, row, snapshot) VALUES ($1, $2, $3, $4, $5, $6)",
+                &[&tid, &seq, &parent, &has_snapshot, row, &cp.snapshot],
+            )
+            .await;
+            match inserted {
+                // A concurrent unfenced commit of the same seq won.
+                Err(e) if is_unique_violation(&e) => Err(Fail::Refused(CommitError::SeqNotIncreasing {
                     thread: tid.to_string(),
                     seq: cp.seq,
                     latest: cp.seq,
-                }));
+                })),
+                other => other.map(drop).map_err(Fail::Db),
             }
-            other => {
-                other?;
-            }
-        }
+        }));
     }
+    for (w, (seq, idx)) in c.pending_writes.iter().zip(&pending_keys) {
+        writes.push(Box::pin(async move {
+            sql::execute(
+                tx,
+                "INSERT INTO pending_writes (thread, seq, node, idx, value) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (thread, seq, node, idx) DO UPDATE SET value = EXCLUDED.value",
+                &[&tid, seq, &w.node, idx, &w.value],
+            )
+            .await?;
+            Ok(())
+        }));
+    }
+    for ((key, result), seq) in c.effects.iter().zip(&effect_seqs) {
+        writes.push(Box::pin(async move {
+            sql::execute(
+                tx,
+                "INSERT INTO effects (thread, seq, node, key, result) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (thread, seq, node, key) DO NOTHING",
+                &[&tid, seq, &key.node, &key.key, result],
+            )
+            .await?;
+            Ok(())
+        }));
+    }
+    try_join_all(writes).await?;
 
-    for w in &c.pending_writes {
-        let seq = sql::int(&ctx.path, "pending write seq", w.seq)?;
-        sql::execute(
-            tx,
-            "INSERT INTO pending_writes (thread, seq, node, idx, value) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (thread, seq, node, idx) DO UPDATE SET value = EXCLUDED.value",
-            &[&tid, &seq, &w.node, &i64::from(w.idx), &w.value],
-        )
-        .await?;
-    }
-    for (key, result) in &c.effects {
-        let seq = sql::int(&ctx.path, "effect seq", key.seq)?;
-        sql::execute(
-            tx,
-            "INSERT INTO effects (thread, seq, node, key, result) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (thread, seq, node, key) DO NOTHING",
-            &[&tid, &seq, &key.node, &key.key, result],
-        )
-        .await?;
-    }
+    // Audit seqs depend on each other: these go one by one (most steps have none).
     let mut audit_seqs = Vec::new();
     for entry in &c.audit {
         audit_seqs.push(approvals::append_audit(ctx, tx, tid, entry).await?);
