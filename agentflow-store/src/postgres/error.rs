@@ -181,3 +181,20 @@ macro_rules! in_transaction {
     }};
 }
 pub(crate) use in_transaction;
+
+/// Runs `$body` (an expression of type `Result<T, Fail<E>>`, outside a transaction) and runs it
+/// again on a serialization failure or deadlock, like [`in_transaction`]; answers `Result<T, E>`.
+macro_rules! retrying {
+    ($ctx:expr, $body:expr) => {{
+        let ctx: &$crate::postgres::Ctx = $ctx;
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let outcome = async { $body }.await;
+            if let Some(answer) = ctx.settle(outcome, attempt).await {
+                break answer;
+            }
+        }
+    }};
+}
+pub(crate) use retrying;

@@ -22,7 +22,7 @@ use tokio_postgres::NoTls;
 use crate::error::{
     ApprovalError, AuditError, CommitError, CompactError, EffectError, LeaseError, OpenError, ReadError, StorageError,
 };
-use crate::postgres::error::{Fail, MAX_ATTEMPTS, classify, in_transaction, is_conflict, pool_error};
+use crate::postgres::error::{Fail, MAX_ATTEMPTS, classify, in_transaction, is_conflict, pool_error, retrying};
 use crate::postgres::io::IoThread;
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
@@ -199,8 +199,12 @@ impl PostgresStoreBuilder {
 ///   returned.
 /// - Each lease carries a fencing token ([`PostgresStore::lease_token`]) that grows on every
 ///   takeover and never goes back.
-/// - A transaction that fails on a serialization failure or deadlock is run again, up to 10
-///   times, then [`StorageError::Conflict`] is returned.
+/// - An operation that fails on a serialization failure or a deadlock is run again (the whole
+///   transaction), up to 10 times with a growing, jittered pause, then
+///   [`StorageError::Conflict`] is returned. Under READ COMMITTED (PostgreSQL's default) the row
+///   locks above leave little to retry; with `default_transaction_isolation = serializable` on
+///   the server or role, races end in serialization failures and the retries keep every
+///   guarantee above (the conformance suite runs that way too).
 /// - [`Durability::Eventual`] commits with `synchronous_commit = off` (visible at once, durable
 ///   within the server's `wal_writer_delay`, or at the next [`Store::flush`]).
 ///
@@ -381,18 +385,27 @@ impl Store for PostgresStore {
 
     fn acquire_lease(&self, thread: &str, holder: &str, ttl_ms: u64, now: u64) -> Result<Lease, LeaseError> {
         let (thread, holder) = (thread.to_string(), holder.to_string());
-        self.call(move |ctx| async move { leases::acquire(&ctx, &thread, &holder, ttl_ms, now).await })
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            retrying!(ctx, leases::acquire(ctx, &thread, &holder, ttl_ms, now).await)
+        })
     }
 
     fn renew_lease(&self, thread: &str, holder: &str, ttl_ms: u64, now: u64) -> Result<Lease, LeaseError> {
         let (thread, holder) = (thread.to_string(), holder.to_string());
-        self.call(move |ctx| async move { leases::renew(&ctx, &thread, &holder, ttl_ms, now).await })
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            retrying!(ctx, leases::renew(ctx, &thread, &holder, ttl_ms, now).await)
+        })
     }
 
     /// One statement on a pooled connection; safe from a `Drop` on an async worker thread.
     fn release_lease(&self, thread: &str, holder: &str) -> Result<(), LeaseError> {
         let (thread, holder) = (thread.to_string(), holder.to_string());
-        self.call(move |ctx| async move { leases::release(&ctx, &thread, &holder).await })
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            retrying!(ctx, leases::release(ctx, &thread, &holder).await)
+        })
     }
 
     fn effect(&self, key: &EffectKey) -> Result<Option<Vec<u8>>, ReadError> {
@@ -403,29 +416,31 @@ impl Store for PostgresStore {
     fn record_effect(&self, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, EffectError> {
         let (key, result) = (key.clone(), result.to_vec());
         self.call(move |ctx| async move {
+            let ctx = &*ctx;
             let seq = sql::int(&ctx.path, "effect seq", key.seq)?;
-            let client = ctx.client().await?;
-            // Insert or keep; a concurrent insert of the same key waits for the first to commit,
-            // which the read then returns.
-            let inserted = sql::execute(
-                &client,
-                "INSERT INTO effects (thread, seq, node, key, result) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (thread, seq, node, key) DO NOTHING",
-                &[&key.thread, &seq, &key.node, &key.key, &result],
-            )
-            .await
-            .map_err(|e| ctx.db(&e))?;
-            if inserted == 1 {
-                return Ok(EffectOutcome::Recorded);
-            }
-            let row = sql::query_opt(
-                &client,
-                "SELECT result FROM effects WHERE thread = $1 AND seq = $2 AND node = $3 AND key = $4",
-                &[&key.thread, &seq, &key.node, &key.key],
-            )
-            .await
-            .map_err(|e| ctx.db(&e))?;
-            Ok(EffectOutcome::AlreadyRecorded(row.map(|r| r.get(0)).unwrap_or_default()))
+            retrying!(ctx, {
+                let client = ctx.client().await?;
+                // Insert or keep; a concurrent insert of the same key waits for the first to
+                // commit, which the read then returns.
+                let inserted = sql::execute(
+                    &client,
+                    "INSERT INTO effects (thread, seq, node, key, result) VALUES ($1, $2, $3, $4, $5) \
+                     ON CONFLICT (thread, seq, node, key) DO NOTHING",
+                    &[&key.thread, &seq, &key.node, &key.key, &result],
+                )
+                .await?;
+                if inserted == 1 {
+                    Ok::<_, Fail<EffectError>>(EffectOutcome::Recorded)
+                } else {
+                    let row = sql::query_opt(
+                        &client,
+                        "SELECT result FROM effects WHERE thread = $1 AND seq = $2 AND node = $3 AND key = $4",
+                        &[&key.thread, &seq, &key.node, &key.key],
+                    )
+                    .await?;
+                    Ok(EffectOutcome::AlreadyRecorded(row.map(|r| r.get(0)).unwrap_or_default()))
+                }
+            })
         })
     }
 
