@@ -65,6 +65,8 @@ pub mod conformance;
 mod error;
 mod leases;
 mod ops;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod record;
 mod redb_store;
 mod store;
@@ -76,6 +78,8 @@ pub use error::{
     ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, JsonTooDeep, LeaseError, OpenError,
     ReadError, StorageError,
 };
+#[cfg(feature = "postgres")]
+pub use postgres::{POSTGRES_DEFAULT_SCHEMA, POSTGRES_SCHEMA_VERSION, PostgresStore, PostgresStoreBuilder};
 pub use record::{
     ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, AuditEntry, ChainStep, Checkpoint,
     CheckpointMetadata, CheckpointSource, CheckpointSummary, CommitReceipt, CompactReport, Durability, EffectKey,
