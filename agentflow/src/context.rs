@@ -124,7 +124,7 @@ impl<'a, D> Ctx<'a, D> {
     /// thread at a time (the thread's lease; two executors running one step
     /// at once can each start it). `effect` receives an idempotency key,
     /// stable across re-runs, to pass on to systems that deduplicate requests.
-    /// `key` may not contain a NUL character.
+    /// `key` may not contain the unit separator character (U+001F), which the journal reserves.
     ///
     /// Without a store there is no journal: `effect` simply runs.
     pub async fn effect<T, F, Fut>(&self, key: &str, effect: F) -> Result<T, NodeError>

@@ -46,7 +46,7 @@ pub(crate) async fn insert<C: GenericClient, E: From<ApprovalError>>(
     approval: &ApprovalRecord,
     actor: &str,
 ) -> Result<u64, Fail<E>> {
-    if approval.status != ApprovalStatus::Pending {
+    if !approval.status.is_waiting() {
         let err = ApprovalError::NotPending { id: approval.id.clone(), status: approval.status };
         return Err(Fail::Refused(err.into()));
     }

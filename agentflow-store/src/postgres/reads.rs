@@ -277,7 +277,7 @@ pub(crate) async fn list_approvals(ctx: &Ctx, thread: &str) -> Result<Vec<Approv
 }
 
 pub(crate) async fn list_pending_approvals(ctx: &Ctx) -> Result<Vec<ApprovalRecord>, StorageError> {
-    approvals_where(ctx, "status = 'PENDING'", None).await
+    approvals_where(ctx, "status IN ('PENDING', 'OUTCOME_UNKNOWN')", None).await
 }
 
 /// The fencing token of the thread's lease row (kept after release), if it ever had one.

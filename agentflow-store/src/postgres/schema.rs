@@ -85,7 +85,7 @@ const MIGRATIONS: &[&str] = &[
         record bytea NOT NULL
     );
     CREATE INDEX approvals_by_thread ON {s}.approvals (thread, id);
-    CREATE INDEX approvals_pending ON {s}.approvals (id) WHERE status = 'PENDING';
+    CREATE INDEX approvals_pending ON {s}.approvals (id) WHERE status IN ('PENDING', 'OUTCOME_UNKNOWN');
     -- Store::flush updates this row with a synchronous commit.
     CREATE TABLE {s}.flush (id integer PRIMARY KEY, n bigint NOT NULL);
     INSERT INTO {s}.flush VALUES (1, 0);

@@ -48,7 +48,7 @@ pub(crate) enum Entry {
 
 /// The separator of marker keys; user keys may not contain it, so a marker
 /// never collides with an effect's own key.
-const MARK: char = '\u{0}';
+const MARK: char = '\u{1f}';
 
 impl Journal {
     /// The idempotency key of an effect, stable across re-runs: pass it to
@@ -68,7 +68,9 @@ impl Journal {
     /// Refuses a user key that could collide with a marker.
     pub(crate) fn check_key(key: &str) -> Result<(), NodeError> {
         if key.contains(MARK) {
-            return Err(NodeError::fatal(format!("effect key {key:?} contains a NUL character; choose another key")));
+            return Err(NodeError::fatal(format!(
+                "effect key {key:?} contains the unit separator character (U+001F), which the journal reserves; choose another key"
+            )));
         }
         Ok(())
     }
