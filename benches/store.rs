@@ -30,6 +30,10 @@
 //! - store size of a `cycle` thread after 500, 1000, 2000 steps [linear,
 //!   < 1.5 MB at 2000]: file size after `close()` and the sum of `payload_bytes`.
 //!
+//! - durable commits per approved tool call (`approved_call`): counted by a
+//!   `Store` wrapper from just after the approver's decision to the end of
+//!   the resumed run, step commits apart from the gateway's own writes.
+//!
 //! Every run uses a tokio `multi_thread` runtime with 2 workers, the run
 //! spawned onto a worker; step commits are answered from the store's writer
 //! thread.
@@ -53,6 +57,9 @@ use serde_json::json;
 #[path = "workloads/cycles.rs"]
 mod workload_cycles;
 use workload_cycles::{Cyc, Flat, Limit, cycle, cycle_flat};
+
+#[path = "workloads/approved.rs"]
+mod workload_approved;
 
 #[path = "workloads/fanout.rs"]
 mod workload_fanout;
@@ -698,6 +705,22 @@ fn bench_size(cfg: &Config, rt: &tokio::runtime::Runtime) {
     }));
 }
 
+/// Durable commits per approved tool call (a count, not a timing): from just
+/// after the approver's decision to the end of the resumed run, with how many of them
+/// are step commits (the rest are the gateway's approval transitions, effect
+/// journal and audit writes).
+fn bench_approved(cfg: &Config, rt: &tokio::runtime::Runtime) {
+    let (all, steps) = rt.block_on(workload_approved::commits_per_approved_call(&thread_id("approved")));
+    emit(json!({
+        "bench": "approved_call",
+        "op": "approve, resume, the tool runs once, the run completes",
+        "durable_commits_per_approved_call": all,
+        "of_which_step_commits": steps,
+        "gateway_commits": all - steps,
+        "quick": cfg.quick,
+    }));
+}
+
 fn main() {
     let cfg = Config::from_env();
     let began = Instant::now();
@@ -723,6 +746,9 @@ fn main() {
     }
     if cfg.selected("size") {
         bench_size(&cfg, &rt);
+    }
+    if cfg.selected("approved") {
+        bench_approved(&cfg, &rt);
     }
     eprintln!(
         "store bench ({}) done in {:.1} s, files under {}",

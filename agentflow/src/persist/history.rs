@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use agentflow_store::{
     ApprovalPatch, ApprovalStatus, ApprovalTransition, AuditEntry, Checkpoint, CheckpointMetadata, CheckpointSource,
-    CheckpointSummary, CompactReport, Listing, NewAuditEntry, PendingWrite, StateChain, StepCommit, Store, ThreadRecord,
-    ThreadStatus,
+    CheckpointSummary, CompactReport, Listing, NewAuditEntry, PendingWrite, StateChain, StepCommit, Store,
+    ThreadRecord, ThreadStatus,
 };
 use serde_json::json;
 
