@@ -68,6 +68,42 @@ pub enum StorageError {
         /// What redb reported.
         detail: String,
     },
+    /// A database server could not be reached: the connection was refused, timed out or dropped.
+    #[error(
+        "{}: cannot reach the database server ({detail}); check that it is running and that the host and port in the URL are right, then retry",
+        path.display()
+    )]
+    Unreachable {
+        /// The store (a server URL without its password).
+        path: PathBuf,
+        /// What the client reported.
+        detail: String,
+    },
+    /// A database server refused the login.
+    #[error(
+        "{}: the database server refused the login ({detail}); fix the user name and password in the URL, or the server's pg_hba.conf",
+        path.display()
+    )]
+    Authentication {
+        /// The store (a server URL without its password).
+        path: PathBuf,
+        /// What the server reported.
+        detail: String,
+    },
+    /// A transaction kept failing on conflicts with concurrent ones (serialization failures,
+    /// deadlocks), also after the store retried it.
+    #[error(
+        "{}: the transaction conflicted with concurrent ones {attempts} times in a row ({detail}); nothing was written: retry the operation",
+        path.display()
+    )]
+    Conflict {
+        /// The store (a server URL without its password).
+        path: PathBuf,
+        /// How many times it was tried.
+        attempts: u32,
+        /// What the server reported last.
+        detail: String,
+    },
 }
 
 /// A JSON value handed to the store nests deeper than its limit ([`MAX_JSON_DEPTH`] for

@@ -67,6 +67,8 @@ pub mod conformance;
 mod effects;
 mod error;
 mod leases;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod reads;
 mod record;
 mod redb_store;
@@ -80,6 +82,8 @@ pub use error::{
     ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, JsonTooDeep, LeaseError, OpenError,
     ReadError, StorageError,
 };
+#[cfg(feature = "postgres")]
+pub use postgres::{POSTGRES_DEFAULT_SCHEMA, POSTGRES_SCHEMA_VERSION, PostgresStore, PostgresStoreBuilder};
 pub use record::{
     ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, AuditEntry, ChainStep, Checkpoint,
     CheckpointMetadata, CheckpointSource, CheckpointSummary, CommitReceipt, CompactReport, Durability, EffectBatch,

@@ -532,8 +532,11 @@ impl Checkpointer {
     /// step they were asked in has committed: their ids are keyed by that
     /// step's checkpoint, so no later call can use them (the model asked for
     /// other calls, or other arguments, when the step ran again). Each gets
-    /// an `approval.cancelled` audit entry. Best effort, one compare-and-set
-    /// each: an approval a human decides at the same moment keeps that decision.
+    /// an `approval.cancelled` audit entry. An approval still `EXECUTING`
+    /// belongs to a call cut off mid-way that the step did not make again:
+    /// it may have acted, so it becomes `OUTCOME_UNKNOWN` (listed for a human
+    /// to settle, audited) instead. Best effort, one compare-and-set each: an
+    /// approval a human decides at the same moment keeps that decision.
     async fn cancel_orphaned_approvals(&self, step_seq: u64) {
         let thread = self.thread.clone();
         let swept = blocking(&self.store, move |s| -> Result<usize, PersistError> {
@@ -542,13 +545,21 @@ impl Checkpointer {
                 "the step at checkpoint {step_seq} finished without this call (the model asked for other calls \
                  or arguments); the request can no longer be used"
             );
+            let unknown = format!(
+                "the call started and left no result (the run stopped mid-call), and the step at checkpoint \
+                 {step_seq} finished without asking for it again; whether it acted is unknown: settle it"
+            );
             let mut cancelled = 0;
             for approval in s.list_approvals(&thread)? {
-                if !matches!(approval.status, ApprovalStatus::Pending | ApprovalStatus::Approved) {
-                    continue;
-                }
+                // A call cut off mid-way that the re-run step no longer made
+                // may have acted: a human is asked, it is never cancelled.
+                let (to, note) = match approval.status {
+                    ApprovalStatus::Pending | ApprovalStatus::Approved => (ApprovalStatus::Cancelled, &note),
+                    ApprovalStatus::Executing => (ApprovalStatus::OutcomeUnknown, &unknown),
+                    _ => continue,
+                };
                 let patch = ApprovalPatch { note: Some(note.clone()), ..ApprovalPatch::by("agentflow", now) };
-                match s.transition_approval(&approval.id, approval.status, ApprovalStatus::Cancelled, patch) {
+                match s.transition_approval(&approval.id, approval.status, to, patch) {
                     Ok(_) => cancelled += 1,
                     Err(e) => tracing::info!(thread = %thread, approval = %approval.id, error = %e, "left as decided"),
                 }

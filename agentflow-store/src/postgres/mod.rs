@@ -1,0 +1,553 @@
+//! [`PostgresStore`]: the [`Store`] on a PostgreSQL server, shared by any number of processes
+//! (feature `postgres`).
+
+mod approvals;
+mod commit;
+mod compact;
+pub(crate) mod error;
+mod io;
+mod leases;
+mod reads;
+mod schema;
+mod sql;
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+use crate::error::{
+    ApprovalError, AuditError, CommitError, CompactError, EffectError, LeaseError, OpenError, ReadError, StorageError,
+};
+use crate::postgres::error::{Fail, MAX_ATTEMPTS, classify, in_transaction, is_conflict, pool_error, retrying};
+use crate::postgres::io::IoThread;
+use crate::record::{
+    ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
+    CompactReport, Durability, EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit,
+    ThreadRecord,
+};
+use crate::store::{CommitCallback, FoldFn, Store};
+
+pub use schema::POSTGRES_SCHEMA_VERSION;
+
+/// The PostgreSQL schema that holds the tables unless [`PostgresStoreBuilder::schema`] names another.
+pub const POSTGRES_DEFAULT_SCHEMA: &str = "agentflow";
+
+/// How long a call waits for a free pooled connection before it fails.
+const POOL_WAIT: Duration = Duration::from_secs(60);
+
+/// How often a compaction is planned again when the thread's history changed under it.
+const COMPACT_ATTEMPTS: u32 = 3;
+
+/// What every operation of a store shares: the pool and the store's name for errors.
+pub(crate) struct Ctx {
+    pool: Pool,
+    pub(crate) path: PathBuf,
+}
+
+impl Ctx {
+    /// A pooled connection (its `search_path` is the store's schema).
+    pub(crate) async fn client(&self) -> Result<Object, StorageError> {
+        self.pool.get().await.map_err(|e| pool_error(&self.path, e))
+    }
+
+    /// The typed error for a database failure outside a retried transaction.
+    pub(crate) fn db(&self, e: &tokio_postgres::Error) -> StorageError {
+        classify(&self.path, e, 1)
+    }
+
+    /// A conflict that retrying did not resolve.
+    pub(crate) fn conflict(&self, detail: &str) -> StorageError {
+        StorageError::Conflict { path: self.path.clone(), attempts: MAX_ATTEMPTS, detail: detail.to_string() }
+    }
+
+    /// The answer of attempt `attempt` of a transaction, or `None` to run it again (after a
+    /// jittered pause that grows with the attempts).
+    pub(crate) async fn settle<T, E: From<StorageError>>(
+        &self,
+        outcome: Result<T, Fail<E>>,
+        attempt: u32,
+    ) -> Option<Result<T, E>> {
+        match outcome {
+            Ok(v) => Some(Ok(v)),
+            Err(Fail::Refused(e)) => Some(Err(e)),
+            Err(Fail::Storage(e)) => Some(Err(e.into())),
+            Err(Fail::Db(e)) if is_conflict(&e) && attempt < MAX_ATTEMPTS => {
+                tokio::time::sleep(error::backoff(attempt)).await;
+                None
+            }
+            Err(Fail::Db(e)) => Some(Err(classify(&self.path, &e, attempt).into())),
+        }
+    }
+}
+
+/// Options for opening a [`PostgresStore`].
+#[derive(Debug, Clone)]
+pub struct PostgresStoreBuilder {
+    schema: String,
+    max_connections: usize,
+    connect_timeout: Duration,
+}
+
+impl Default for PostgresStoreBuilder {
+    fn default() -> Self {
+        PostgresStoreBuilder {
+            schema: POSTGRES_DEFAULT_SCHEMA.to_string(),
+            max_connections: 8,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl PostgresStoreBuilder {
+    /// The PostgreSQL schema that holds the store's tables (default `agentflow`): a lowercase
+    /// identifier (`[a-z_][a-z0-9_]*`, at most 63 bytes). Stores in different schemas of one
+    /// database are independent.
+    #[must_use]
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// Most connections the store keeps open (default 8, at least 1). Concurrent calls beyond
+    /// it wait for a free connection.
+    #[must_use]
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
+
+    /// How long opening a connection may take (default 10 s).
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Connects to the server at `url` (`postgres://user:password@host:port/database`, or the
+    /// `key=value` form libpq takes; TLS is not supported), creates the schema if needed and
+    /// applies the migrations it lacks.
+    ///
+    /// # Errors
+    /// [`OpenError::UnsupportedFormat`] if the schema was written by a newer agentflow-store;
+    /// [`OpenError::Storage`] with [`StorageError::Unreachable`] if the server cannot be reached,
+    /// [`StorageError::Authentication`] if it refuses the login, [`StorageError::Backend`] for a
+    /// malformed URL or schema name or any other failure.
+    pub fn open(&self, url: &str) -> Result<PostgresStore, OpenError> {
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
+            OpenError::Storage(StorageError::Backend {
+                path: PathBuf::from("postgres://?"),
+                detail: format!(
+                    "the URL does not parse ({e}); write it as postgres://user:password@host:port/database"
+                ),
+            })
+        })?;
+        let path = error::location(&config, &self.schema);
+        if !schema::valid_schema_name(&self.schema) {
+            return Err(OpenError::Storage(StorageError::Backend {
+                path,
+                detail: format!(
+                    "`{}` is not a usable schema name; use lowercase letters, digits and `_`, starting with a letter or `_`",
+                    self.schema
+                ),
+            }));
+        }
+        // Keep the URL's own server options (`?options=-c ...`) and add the search path.
+        let options = match config.get_options() {
+            Some(given) if !given.trim().is_empty() => format!("{given} -c search_path={}", self.schema),
+            _ => format!("-c search_path={}", self.schema),
+        };
+        config.options(options).application_name("agentflow").connect_timeout(self.connect_timeout);
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(self.max_connections)
+            .runtime(Runtime::Tokio1)
+            .create_timeout(Some(self.connect_timeout.saturating_add(Duration::from_secs(1))))
+            .wait_timeout(Some(POOL_WAIT))
+            .build()
+            .map_err(|e| OpenError::Storage(StorageError::Backend { path: path.clone(), detail: e.to_string() }))?;
+        let io = IoThread::start(path.clone())?;
+        let ctx = Arc::new(Ctx { pool, path: path.clone() });
+        let (c, schema_name) = (ctx.clone(), self.schema.clone());
+        io.run(async move {
+            let mut client = c.client().await.map_err(OpenError::Storage)?;
+            schema::migrate(&mut client, &schema_name, &c.path).await
+        })??;
+        Ok(PostgresStore { ctx, io, schema: self.schema.clone() })
+    }
+}
+
+/// The [`Store`] on a PostgreSQL server (15 or newer), shared by any number of processes.
+///
+/// A [`RedbStore`](crate::RedbStore) file is open in one process at a time: a second process
+/// (an approval CLI next to a running agent, a second worker) gets
+/// [`OpenError::AlreadyOpen`], and its leases live in that one process's memory. Every process
+/// may open a `PostgresStore` on the same database and schema at once: leases are rows in the
+/// database, so they exclude executors in different processes and on different machines;
+/// approvals can be decided, and threads listed, from any process.
+///
+/// # Guarantees
+/// - [`Store::commit_step`] is one transaction; a fenced commit locks the lease row
+///   (`SELECT .. FOR UPDATE`) and is refused with [`CommitError::LeaseLost`] if its holder's
+///   lease expired or was taken over, even by another process.
+/// - Approval transitions are compare-and-sets on the row (`UPDATE .. WHERE status =
+///   $expected` under a row lock) with the audit entry in the same transaction.
+/// - The effect journal has a unique key; a second result for a key is dropped and the first
+///   returned.
+/// - Each lease carries a fencing token ([`PostgresStore::lease_token`]) that grows on every
+///   takeover and never goes back.
+/// - An operation that fails on a serialization failure or a deadlock is run again (the whole
+///   transaction), up to 10 times with a growing, jittered pause, then
+///   [`StorageError::Conflict`] is returned. Under READ COMMITTED (PostgreSQL's default) the row
+///   locks above leave little to retry; with `default_transaction_isolation = serializable` on
+///   the server or role, races end in serialization failures and the retries keep every
+///   guarantee above (the conformance suite runs that way too).
+/// - [`Durability::Eventual`] commits with `synchronous_commit = off` (visible at once, durable
+///   within the server's `wal_writer_delay`, or at the next [`Store::flush`]).
+///
+/// Times (`now`, lease expiries) are the callers' clocks, as with redb: processes that share
+/// a store need clocks that agree to well within the lease TTL.
+///
+/// Calls block the calling thread; they are safe inside an async runtime too (the store runs
+/// its connections on a runtime of its own, on one dedicated thread, and never blocks on the
+/// caller's).
+///
+/// ```no_run
+/// use agentflow_store::{PostgresStore, StepCommit, Store, ThreadRecord};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let url = std::env::var("AGENTFLOW_PG_URL")?; // postgres://user:password@127.0.0.1:5432/agentflow
+/// let store = PostgresStore::builder().schema("agentflow").open(&url)?;
+/// let now = 1_700_000_000_000;
+/// store.acquire_lease("t1", "worker-a", 30_000, now)?;
+/// let thread = ThreadRecord::new("t1", "alice", "fp-1", 1, now);
+/// store.commit_step(StepCommit::new(thread).fenced_by("worker-a", now))?;
+/// // Another process with its own store on the same URL sees the thread and its lease.
+/// assert_eq!(store.thread("t1")?.and_then(|t| t.lease).map(|l| l.holder).as_deref(), Some("worker-a"));
+/// # Ok(())
+/// # }
+/// ```
+pub struct PostgresStore {
+    ctx: Arc<Ctx>,
+    io: IoThread,
+    schema: String,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore").field("location", &self.ctx.path).finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Options for opening a store.
+    pub fn builder() -> PostgresStoreBuilder {
+        PostgresStoreBuilder::default()
+    }
+
+    /// Opens the store in schema `agentflow` at `url` with default options; see
+    /// [`PostgresStoreBuilder::open`].
+    pub fn open(url: &str) -> Result<Self, OpenError> {
+        Self::builder().open(url)
+    }
+
+    /// The store's name in errors: the URL without its password, and the schema.
+    pub fn location(&self) -> &Path {
+        &self.ctx.path
+    }
+
+    /// The schema holding the tables.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// The fencing token of the thread's lease: it starts at 1 and grows by one each time the
+    /// thread passes to another holder (after a release or an expiry); a re-acquire or renewal
+    /// by the holder keeps it. `None` if the thread never had a lease.
+    pub fn lease_token(&self, thread: &str) -> Result<Option<u64>, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move { Ok(reads::lease_token(&ctx, &thread).await?) })
+    }
+
+    /// Runs the future made by `f` on the I/O thread and waits for its answer.
+    fn call<T, E, Fut>(&self, f: impl FnOnce(Arc<Ctx>) -> Fut) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<StorageError> + Send + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+    {
+        self.io.run(f(self.ctx.clone()))?
+    }
+}
+
+async fn commit(ctx: &Ctx, c: StepCommit) -> Result<CommitReceipt, CommitError> {
+    let durability = c.durability;
+    let out = in_transaction!(ctx, durability, |tx| commit::stage(ctx, &tx, &c).await)?;
+    Ok(CommitReceipt::new(out.checkpoint, out.audit_seqs, durability == Durability::Immediate, 1))
+}
+
+/// Calls a commit callback exactly once: with the answer, or with an error if the I/O thread
+/// dropped the commit unanswered (the store was closed).
+struct Answer {
+    done: Option<CommitCallback>,
+    path: PathBuf,
+}
+
+impl Answer {
+    fn send(mut self, answer: Result<CommitReceipt, CommitError>) {
+        if let Some(done) = self.done.take() {
+            done(answer);
+        }
+    }
+}
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        if let Some(done) = self.done.take() {
+            done(Err(CommitError::Storage(StorageError::Closed {
+                path: self.path.clone(),
+                detail: "the store was closed before the commit ran".to_string(),
+            })));
+        }
+    }
+}
+
+impl Store for PostgresStore {
+    fn thread(&self, id: &str) -> Result<Option<ThreadRecord>, ReadError> {
+        let id = id.to_string();
+        self.call(move |ctx| async move { Ok(reads::thread(&ctx, &id).await?) })
+    }
+
+    fn list_threads(&self) -> Result<Vec<ThreadRecord>, ReadError> {
+        self.call(move |ctx| async move { Ok(reads::list_threads(&ctx).await?) })
+    }
+
+    fn commit_step(&self, c: StepCommit) -> Result<CommitReceipt, CommitError> {
+        self.call(move |ctx| async move { commit(&ctx, c).await })
+    }
+
+    /// Answers on the store's I/O thread: `done` must not block or call the store.
+    fn commit_step_then(&self, c: StepCommit, done: CommitCallback) {
+        let ctx = self.ctx.clone();
+        let answer = Answer { done: Some(done), path: ctx.path.clone() };
+        self.io.spawn(async move {
+            let result = commit(&ctx, c).await;
+            answer.send(result);
+        });
+    }
+
+    fn flush(&self) -> Result<(), CommitError> {
+        self.call(move |ctx| async move {
+            // A synchronous commit that writes makes the WAL durable up to it, which covers
+            // every earlier `synchronous_commit = off` commit.
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| sql::execute(
+                &tx,
+                "UPDATE flush SET n = n + 1 WHERE id = 1",
+                &[]
+            )
+            .await
+            .map_err(Fail::<CommitError>::Db))?;
+            Ok(())
+        })
+    }
+
+    fn checkpoint(&self, thread: &str, seq: u64) -> Result<Option<Checkpoint>, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move { Ok(reads::checkpoint(&ctx, &thread, seq).await?) })
+    }
+
+    fn latest_checkpoint(&self, thread: &str) -> Result<Option<Checkpoint>, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move { Ok(reads::latest_checkpoint(&ctx, &thread).await?) })
+    }
+
+    fn list_checkpoints(&self, thread: &str) -> Result<Vec<CheckpointSummary>, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move { Ok(reads::list_checkpoints(&ctx, &thread).await?) })
+    }
+
+    fn state_chain(&self, thread: &str, seq: u64) -> Result<Option<StateChain>, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move {
+            let client = ctx.client().await?;
+            reads::state_chain(&ctx, &client, &thread, seq).await
+        })
+    }
+
+    fn pending_writes(&self, thread: &str, seq: u64) -> Result<Vec<PendingWrite>, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move { Ok(reads::pending_writes(&ctx, &thread, seq).await?) })
+    }
+
+    fn acquire_lease(&self, thread: &str, holder: &str, ttl_ms: u64, now: u64) -> Result<Lease, LeaseError> {
+        let (thread, holder) = (thread.to_string(), holder.to_string());
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            retrying!(ctx, leases::acquire(ctx, &thread, &holder, ttl_ms, now).await)
+        })
+    }
+
+    fn renew_lease(&self, thread: &str, holder: &str, ttl_ms: u64, now: u64) -> Result<Lease, LeaseError> {
+        let (thread, holder) = (thread.to_string(), holder.to_string());
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            retrying!(ctx, leases::renew(ctx, &thread, &holder, ttl_ms, now).await)
+        })
+    }
+
+    /// One statement on a pooled connection; safe from a `Drop` on an async worker thread.
+    fn release_lease(&self, thread: &str, holder: &str) -> Result<(), LeaseError> {
+        let (thread, holder) = (thread.to_string(), holder.to_string());
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            retrying!(ctx, leases::release(ctx, &thread, &holder).await)
+        })
+    }
+
+    fn effect(&self, key: &EffectKey) -> Result<Option<Vec<u8>>, ReadError> {
+        let key = key.clone();
+        self.call(move |ctx| async move { Ok(reads::effect(&ctx, &key).await?) })
+    }
+
+    fn record_effect(&self, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, EffectError> {
+        let (key, result) = (key.clone(), result.to_vec());
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            let seq = sql::int(&ctx.path, "effect seq", key.seq)?;
+            retrying!(ctx, {
+                let client = ctx.client().await?;
+                // Insert or keep; a concurrent insert of the same key waits for the first to
+                // commit, which the read then returns.
+                let inserted = sql::execute(
+                    &client,
+                    "INSERT INTO effects (thread, seq, node, key, result) VALUES ($1, $2, $3, $4, $5) \
+                     ON CONFLICT (thread, seq, node, key) DO NOTHING",
+                    &[&key.thread, &seq, &key.node, &key.key, &result],
+                )
+                .await?;
+                if inserted == 1 {
+                    Ok::<_, Fail<EffectError>>(EffectOutcome::Recorded)
+                } else {
+                    let row = sql::query_opt(
+                        &client,
+                        "SELECT result FROM effects WHERE thread = $1 AND seq = $2 AND node = $3 AND key = $4",
+                        &[&key.thread, &seq, &key.node, &key.key],
+                    )
+                    .await?;
+                    Ok(EffectOutcome::AlreadyRecorded(row.map(|r| r.get(0)).unwrap_or_default()))
+                }
+            })
+        })
+    }
+
+    fn append_audit(&self, thread: &str, entry: NewAuditEntry) -> Result<u64, AuditError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| approvals::append_audit::<_, AuditError>(
+                ctx, &tx, &thread, &entry
+            )
+            .await)
+        })
+    }
+
+    fn list_audit(&self, thread: &str) -> Result<Vec<AuditEntry>, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move { Ok(reads::list_audit(&ctx, &thread).await?) })
+    }
+
+    fn put_approval(&self, approval: ApprovalRecord, actor: &str) -> Result<(), ApprovalError> {
+        let actor = actor.to_string();
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| approvals::insert::<_, ApprovalError>(
+                ctx, &tx, &approval, &actor
+            )
+            .await)?;
+            Ok(())
+        })
+    }
+
+    fn approval(&self, id: &str) -> Result<Option<ApprovalRecord>, ReadError> {
+        let id = id.to_string();
+        self.call(move |ctx| async move { Ok(reads::approval(&ctx, &id).await?) })
+    }
+
+    fn list_approvals(&self, thread: &str) -> Result<Vec<ApprovalRecord>, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move { Ok(reads::list_approvals(&ctx, &thread).await?) })
+    }
+
+    fn list_pending_approvals(&self) -> Result<Vec<ApprovalRecord>, ReadError> {
+        self.call(move |ctx| async move { Ok(reads::list_pending_approvals(&ctx).await?) })
+    }
+
+    fn transition_approval(
+        &self,
+        id: &str,
+        expected: ApprovalStatus,
+        to: ApprovalStatus,
+        patch: ApprovalPatch,
+    ) -> Result<ApprovalRecord, ApprovalError> {
+        let id = id.to_string();
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            let (record, _) =
+                in_transaction!(ctx, Durability::Immediate, |tx| approvals::transition::<_, ApprovalError>(
+                    ctx, &tx, &id, expected, to, &patch
+                )
+                .await)?;
+            Ok(record)
+        })
+    }
+
+    fn compact(&self, thread: &str, keep_last: usize, fold: &FoldFn<'_>) -> Result<CompactReport, CompactError> {
+        let keep = keep_last.max(1);
+        for _ in 0..COMPACT_ATTEMPTS {
+            let t = thread.to_string();
+            let plan = self.call(move |ctx| async move {
+                let client = ctx.client().await?;
+                match compact::plan(&ctx, &client, &t, keep).await {
+                    Ok(plan) => Ok(plan),
+                    Err(Fail::Refused(e)) => Err(e),
+                    Err(Fail::Storage(e)) => Err(e.into()),
+                    Err(Fail::Db(e)) => Err(ctx.db(&e).into()),
+                }
+            })?;
+            if plan.dropped.is_empty() {
+                return Ok(CompactReport::new(0, 0, false));
+            }
+            let mut folded = Vec::with_capacity(plan.folds.len());
+            for (mut summary, chain) in plan.folds {
+                let seq = summary.seq;
+                let snapshot =
+                    fold(&chain).map_err(|source| CompactError::Fold { thread: thread.to_string(), seq, source })?;
+                let delta = chain.steps.last().map(|s| s.delta.clone()).unwrap_or_default();
+                summary.has_snapshot = true;
+                summary.payload_bytes = (snapshot.len() + delta.iter().map(Vec::len).sum::<usize>()) as u64;
+                folded.push(compact::Folded { seq: seq as i64, row: summary.encode_row(&delta), snapshot });
+            }
+            let (t, seen, dropped) = (thread.to_string(), plan.seen, plan.dropped);
+            let n_folded = folded.len();
+            let n_dropped = dropped.len();
+            let applied = self.call(move |ctx| async move {
+                let ctx = &*ctx;
+                in_transaction!(ctx, Durability::Immediate, |tx| compact::apply(ctx, &tx, &t, &seen, &dropped, &folded)
+                    .await)
+            })?;
+            if applied {
+                // PostgreSQL reclaims the space itself (autovacuum): nothing to compact here.
+                return Ok(CompactReport::new(n_dropped, n_folded, false));
+            }
+        }
+        Err(CompactError::Storage(StorageError::Conflict {
+            path: self.ctx.path.clone(),
+            attempts: COMPACT_ATTEMPTS,
+            detail: "the thread's history kept changing during compaction".to_string(),
+        }))
+    }
+}

@@ -1,0 +1,290 @@
+//! Reads of a [`PostgresStore`](super::PostgresStore). Each is one statement, so it sees one
+//! consistent snapshot of the database, also while other processes write.
+
+use std::path::Path;
+
+use deadpool_postgres::GenericClient;
+use tokio_postgres::Row;
+
+use crate::error::{ReadError, StorageError};
+use crate::postgres::Ctx;
+use crate::postgres::error::decode_error;
+use crate::postgres::sql::{self, uint};
+use crate::record::{
+    ApprovalRecord, AuditEntry, ChainStep, Checkpoint, CheckpointSummary, EffectKey, Lease, PendingWrite, StateChain,
+    ThreadRecord, ThreadStatus,
+};
+
+const THREAD_COLUMNS: &str = "SELECT t.id, t.owner, t.graph_fingerprint, t.schema_version, t.status, t.detail, \
+     t.created_at, t.updated_at, l.holder, l.expires_at \
+     FROM threads t LEFT JOIN leases l ON l.thread = t.id AND l.holder IS NOT NULL";
+
+/// A row of [`THREAD_COLUMNS`] as a record, with its lease.
+fn thread_from_row(path: &Path, row: &Row) -> Result<ThreadRecord, StorageError> {
+    let id: String = row.try_get(0).map_err(|e| decode_error(path, "threads", "?".to_string(), e.to_string()))?;
+    let key = || format!("{id:?}");
+    let bad = |reason: String| decode_error(path, "threads", key(), reason);
+    let get_err = |e: tokio_postgres::Error| bad(e.to_string());
+    let status: String = row.try_get(4).map_err(get_err)?;
+    let status = ThreadStatus::ALL
+        .into_iter()
+        .find(|s| s.as_str() == status)
+        .ok_or_else(|| bad(format!("unknown thread status {status:?}")))?;
+    let schema_version: i64 = row.try_get(3).map_err(get_err)?;
+    let holder: Option<String> = row.try_get(8).map_err(get_err)?;
+    let lease = match holder {
+        Some(holder) => {
+            let expires_at: i64 = row.try_get(9).map_err(get_err)?;
+            Some(Lease { holder, expires_at: uint(path, "leases", key, expires_at)? })
+        }
+        None => None,
+    };
+    Ok(ThreadRecord {
+        owner: row.try_get(1).map_err(get_err)?,
+        graph_fingerprint: row.try_get(2).map_err(get_err)?,
+        schema_version: u32::try_from(schema_version).map_err(|_| bad(format!("schema version {schema_version}")))?,
+        status,
+        detail: row.try_get(5).map_err(get_err)?,
+        created_at: uint(path, "threads", key, row.try_get(6).map_err(get_err)?)?,
+        updated_at: uint(path, "threads", key, row.try_get(7).map_err(get_err)?)?,
+        lease,
+        id: id.clone(),
+    })
+}
+
+pub(crate) async fn thread(ctx: &Ctx, id: &str) -> Result<Option<ThreadRecord>, StorageError> {
+    let client = ctx.client().await?;
+    let sql = format!("{THREAD_COLUMNS} WHERE t.id = $1");
+    let row = sql::query_opt(&client, &sql, &[&id]).await.map_err(|e| ctx.db(&e))?;
+    row.map(|row| thread_from_row(&ctx.path, &row)).transpose()
+}
+
+pub(crate) async fn list_threads(ctx: &Ctx) -> Result<Vec<ThreadRecord>, StorageError> {
+    let client = ctx.client().await?;
+    let sql = format!("{THREAD_COLUMNS} ORDER BY t.id");
+    let rows = sql::query(&client, &sql, &[]).await.map_err(|e| ctx.db(&e))?;
+    rows.iter().map(|row| thread_from_row(&ctx.path, row)).collect()
+}
+
+/// A checkpoint from its stored `row` and `snapshot` columns.
+fn checkpoint_from(
+    path: &Path,
+    thread: &str,
+    seq: i64,
+    row: &[u8],
+    snapshot: Option<Vec<u8>>,
+) -> Result<Checkpoint, StorageError> {
+    let key = || format!("({thread:?}, {seq})");
+    let (summary, delta) =
+        CheckpointSummary::decode_row(row).map_err(|r| decode_error(path, "checkpoints", key(), r))?;
+    if summary.has_snapshot != snapshot.is_some() {
+        return Err(decode_error(
+            path,
+            "checkpoints",
+            key(),
+            "the row and the snapshot column disagree on whether there is a snapshot",
+        ));
+    }
+    Ok(Checkpoint::from_parts(summary, snapshot, delta))
+}
+
+pub(crate) async fn checkpoint(ctx: &Ctx, thread: &str, seq: u64) -> Result<Option<Checkpoint>, StorageError> {
+    let Ok(seq) = i64::try_from(seq) else { return Ok(None) };
+    let client = ctx.client().await?;
+    let row = sql::query_opt(
+        &client,
+        "SELECT row, snapshot FROM checkpoints WHERE thread = $1 AND seq = $2",
+        &[&thread, &seq],
+    )
+    .await
+    .map_err(|e| ctx.db(&e))?;
+    row.map(|r| checkpoint_from(&ctx.path, thread, seq, r.get(0), r.get(1))).transpose()
+}
+
+pub(crate) async fn latest_checkpoint(ctx: &Ctx, thread: &str) -> Result<Option<Checkpoint>, StorageError> {
+    let client = ctx.client().await?;
+    let row = sql::query_opt(
+        &client,
+        "SELECT seq, row, snapshot FROM checkpoints WHERE thread = $1 ORDER BY seq DESC LIMIT 1",
+        &[&thread],
+    )
+    .await
+    .map_err(|e| ctx.db(&e))?;
+    row.map(|r| checkpoint_from(&ctx.path, thread, r.get(0), r.get(1), r.get(2))).transpose()
+}
+
+pub(crate) async fn list_checkpoints(ctx: &Ctx, thread: &str) -> Result<Vec<CheckpointSummary>, StorageError> {
+    let client = ctx.client().await?;
+    summaries(ctx, &client, thread).await
+}
+
+/// A thread's checkpoint summaries, by seq.
+pub(crate) async fn summaries<C: GenericClient>(
+    ctx: &Ctx,
+    client: &C,
+    thread: &str,
+) -> Result<Vec<CheckpointSummary>, StorageError> {
+    let rows = sql::query(client, "SELECT seq, row FROM checkpoints WHERE thread = $1 ORDER BY seq", &[&thread])
+        .await
+        .map_err(|e| ctx.db(&e))?;
+    rows.iter()
+        .map(|r| {
+            let seq: i64 = r.get(0);
+            CheckpointSummary::decode(r.get(1))
+                .map_err(|reason| decode_error(&ctx.path, "checkpoints", format!("({thread:?}, {seq})"), reason))
+        })
+        .collect()
+}
+
+/// The parent walk from `seq` to the nearest snapshot, in one recursive query.
+const CHAIN: &str = "WITH RECURSIVE chain(seq, parent, has_snapshot, row, snapshot, depth) AS ( \
+       SELECT seq, parent, has_snapshot, row, snapshot, 0 FROM checkpoints WHERE thread = $1 AND seq = $2 \
+     UNION ALL \
+       SELECT c.seq, c.parent, c.has_snapshot, c.row, c.snapshot, chain.depth + 1 \
+       FROM chain JOIN checkpoints c ON c.thread = $1 AND c.seq = chain.parent \
+       WHERE NOT chain.has_snapshot AND chain.parent < chain.seq \
+     ) SELECT seq, parent, row, snapshot FROM chain ORDER BY depth";
+
+pub(crate) async fn state_chain<C: GenericClient>(
+    ctx: &Ctx,
+    client: &C,
+    thread: &str,
+    seq: u64,
+) -> Result<Option<StateChain>, ReadError> {
+    let Ok(target) = i64::try_from(seq) else { return Ok(None) };
+    let rows = sql::query(client, CHAIN, &[&thread, &target]).await.map_err(|e| ctx.db(&e))?;
+    let path = ctx.path.as_path();
+    let mut steps = Vec::new();
+    let mut expected = target;
+    for row in &rows {
+        let cur: i64 = row.get(0);
+        if cur != expected {
+            break;
+        }
+        let checkpoint = checkpoint_from(path, thread, cur, row.get(2), row.get(3))?;
+        let cur_u = uint(path, "checkpoints", || format!("({thread:?}, {cur})"), cur)?;
+        if let Some(snapshot) = checkpoint.snapshot {
+            steps.reverse();
+            return Ok(Some(StateChain { snapshot_seq: cur_u, snapshot, steps }));
+        }
+        steps.push(ChainStep { seq: cur_u, delta: checkpoint.delta });
+        let corrupt = |reason: &str| decode_error(path, "checkpoints", format!("({thread:?}, {cur})"), reason);
+        let parent: Option<i64> = row.get(1);
+        match parent {
+            None => return Err(corrupt("a root checkpoint without a snapshot").into()),
+            Some(p) if p >= cur => return Err(corrupt("its parent link does not go back in history").into()),
+            Some(p) => expected = p,
+        }
+    }
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let missing = u64::try_from(expected).unwrap_or(0);
+    Err(ReadError::BrokenChain { path: ctx.path.clone(), thread: thread.to_string(), seq, missing })
+}
+
+pub(crate) async fn pending_writes(ctx: &Ctx, thread: &str, seq: u64) -> Result<Vec<PendingWrite>, StorageError> {
+    let Ok(s) = i64::try_from(seq) else { return Ok(Vec::new()) };
+    let client = ctx.client().await?;
+    let rows = sql::query(
+        &client,
+        "SELECT node, idx, value FROM pending_writes WHERE thread = $1 AND seq = $2 ORDER BY node, idx",
+        &[&thread, &s],
+    )
+    .await
+    .map_err(|e| ctx.db(&e))?;
+    rows.iter()
+        .map(|r| {
+            let node: String = r.get(0);
+            let idx: i64 = r.get(1);
+            let idx = u32::try_from(idx).map_err(|_| {
+                decode_error(
+                    &ctx.path,
+                    "pending_writes",
+                    format!("({thread:?}, {seq}, {node:?})"),
+                    format!("index {idx}"),
+                )
+            })?;
+            Ok(PendingWrite { seq, node, idx, value: r.get(2) })
+        })
+        .collect()
+}
+
+pub(crate) async fn effect(ctx: &Ctx, key: &EffectKey) -> Result<Option<Vec<u8>>, StorageError> {
+    let Ok(seq) = i64::try_from(key.seq) else { return Ok(None) };
+    let client = ctx.client().await?;
+    let row = sql::query_opt(
+        &client,
+        "SELECT result FROM effects WHERE thread = $1 AND seq = $2 AND node = $3 AND key = $4",
+        &[&key.thread, &seq, &key.node, &key.key],
+    )
+    .await
+    .map_err(|e| ctx.db(&e))?;
+    Ok(row.map(|r| r.get(0)))
+}
+
+pub(crate) async fn list_audit(ctx: &Ctx, thread: &str) -> Result<Vec<AuditEntry>, StorageError> {
+    let client = ctx.client().await?;
+    let rows = sql::query(
+        &client,
+        "SELECT seq, at, actor, kind, detail FROM audit WHERE thread = $1 ORDER BY seq",
+        &[&thread],
+    )
+    .await
+    .map_err(|e| ctx.db(&e))?;
+    let path = ctx.path.as_path();
+    rows.iter()
+        .map(|r| {
+            let seq: i64 = r.get(0);
+            let key = || format!("({thread:?}, {seq})");
+            let detail: String = r.get(4);
+            Ok(AuditEntry {
+                thread: thread.to_string(),
+                seq: uint(path, "audit", key, seq)?,
+                at: uint(path, "audit", key, r.get(1))?,
+                actor: r.get(2),
+                kind: r.get(3),
+                detail: serde_json::from_str(&detail)
+                    .map_err(|e| decode_error(path, "audit", key(), format!("detail is not JSON: {e}")))?,
+            })
+        })
+        .collect()
+}
+
+/// Decodes an approval's `record` column.
+pub(crate) fn approval_from(path: &Path, id: &str, record: &[u8]) -> Result<ApprovalRecord, StorageError> {
+    ApprovalRecord::decode(record).map_err(|reason| decode_error(path, "approvals", format!("{id:?}"), reason))
+}
+
+/// Approvals selected by `filter` (a `WHERE` clause over `$1` when `param` is given), by id.
+async fn approvals_where(ctx: &Ctx, filter: &str, param: Option<&str>) -> Result<Vec<ApprovalRecord>, StorageError> {
+    let client = ctx.client().await?;
+    let sql = format!("SELECT id, record FROM approvals WHERE {filter} ORDER BY id");
+    let rows = match param {
+        Some(p) => sql::query(&client, &sql, &[&p]).await,
+        None => sql::query(&client, &sql, &[]).await,
+    }
+    .map_err(|e| ctx.db(&e))?;
+    rows.iter().map(|r| approval_from(&ctx.path, r.get(0), r.get(1))).collect()
+}
+
+pub(crate) async fn approval(ctx: &Ctx, id: &str) -> Result<Option<ApprovalRecord>, StorageError> {
+    Ok(approvals_where(ctx, "id = $1", Some(id)).await?.pop())
+}
+
+pub(crate) async fn list_approvals(ctx: &Ctx, thread: &str) -> Result<Vec<ApprovalRecord>, StorageError> {
+    approvals_where(ctx, "thread = $1", Some(thread)).await
+}
+
+pub(crate) async fn list_pending_approvals(ctx: &Ctx) -> Result<Vec<ApprovalRecord>, StorageError> {
+    approvals_where(ctx, "status = 'PENDING'", None).await
+}
+
+/// The fencing token of the thread's lease row (kept after release), if it ever had one.
+pub(crate) async fn lease_token(ctx: &Ctx, thread: &str) -> Result<Option<u64>, StorageError> {
+    let client = ctx.client().await?;
+    let row = sql::query_opt(&client, "SELECT token FROM leases WHERE thread = $1", &[&thread])
+        .await
+        .map_err(|e| ctx.db(&e))?;
+    row.map(|r| uint(&ctx.path, "leases", || format!("{thread:?}"), r.get(0))).transpose()
+}

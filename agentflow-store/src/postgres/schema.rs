@@ -1,0 +1,160 @@
+//! The tables of a [`PostgresStore`](super::PostgresStore) and their embedded, versioned
+//! migrations.
+//!
+//! Every table lives in one PostgreSQL schema (`agentflow` unless configured). Opening a store
+//! applies the migrations it lacks in one transaction, under a transaction-scoped advisory lock
+//! keyed by the schema name, so processes that open the same store at once apply them exactly
+//! once. `schema_version` records each applied version; a store whose highest version is newer
+//! than this build knows is refused with [`OpenError::UnsupportedFormat`].
+//!
+//! Text keys use the `"C"` collation, so listings are ordered by bytes as with redb. Threads,
+//! leases and audit entries are plain columns (an operator can query them); checkpoint rows and
+//! approvals are stored in the crate's versioned binary encoding, with the columns that queries
+//! filter on beside them. Audit details are JSON text.
+
+use std::path::Path;
+
+use crate::error::OpenError;
+use crate::postgres::error::classify;
+
+/// Migrations in order: index `i` brings the schema to version `i + 1`. `{s}` is the quoted
+/// schema name. Never edit a released entry: append a new one.
+const MIGRATIONS: &[&str] = &[
+    // 1: the initial layout.
+    r#"
+    CREATE TABLE {s}.threads (
+        id text COLLATE "C" PRIMARY KEY,
+        owner text NOT NULL,
+        graph_fingerprint text NOT NULL,
+        schema_version bigint NOT NULL,
+        status text NOT NULL,
+        detail text NOT NULL,
+        created_at bigint NOT NULL,
+        updated_at bigint NOT NULL
+    );
+    -- A row stays after release (holder NULL) so the fencing token keeps increasing.
+    CREATE TABLE {s}.leases (
+        thread text COLLATE "C" PRIMARY KEY,
+        holder text,
+        expires_at bigint NOT NULL,
+        token bigint NOT NULL
+    );
+    CREATE TABLE {s}.checkpoints (
+        thread text COLLATE "C" NOT NULL,
+        seq bigint NOT NULL,
+        parent bigint,
+        has_snapshot boolean NOT NULL,
+        row bytea NOT NULL,
+        snapshot bytea,
+        PRIMARY KEY (thread, seq)
+    );
+    CREATE TABLE {s}.pending_writes (
+        thread text COLLATE "C" NOT NULL,
+        seq bigint NOT NULL,
+        node text COLLATE "C" NOT NULL,
+        idx bigint NOT NULL,
+        value bytea NOT NULL,
+        PRIMARY KEY (thread, seq, node, idx)
+    );
+    CREATE TABLE {s}.effects (
+        thread text COLLATE "C" NOT NULL,
+        seq bigint NOT NULL,
+        node text COLLATE "C" NOT NULL,
+        key text COLLATE "C" NOT NULL,
+        result bytea NOT NULL,
+        PRIMARY KEY (thread, seq, node, key)
+    );
+    CREATE TABLE {s}.audit (
+        thread text COLLATE "C" NOT NULL,
+        seq bigint NOT NULL,
+        at bigint NOT NULL,
+        actor text NOT NULL,
+        kind text NOT NULL,
+        detail text NOT NULL,
+        PRIMARY KEY (thread, seq)
+    );
+    -- The last audit seq per thread; its row lock orders concurrent appends.
+    CREATE TABLE {s}.audit_heads (
+        thread text COLLATE "C" PRIMARY KEY,
+        last bigint NOT NULL
+    );
+    CREATE TABLE {s}.approvals (
+        id text COLLATE "C" PRIMARY KEY,
+        thread text COLLATE "C" NOT NULL,
+        status text NOT NULL,
+        record bytea NOT NULL
+    );
+    CREATE INDEX approvals_by_thread ON {s}.approvals (thread, id);
+    CREATE INDEX approvals_pending ON {s}.approvals (id) WHERE status = 'PENDING';
+    -- Store::flush updates this row with a synchronous commit.
+    CREATE TABLE {s}.flush (id integer PRIMARY KEY, n bigint NOT NULL);
+    INSERT INTO {s}.flush VALUES (1, 0);
+    "#,
+];
+
+/// The version of the PostgreSQL tables this build creates and reads (the number of its
+/// migrations). A schema at a higher version is refused on open.
+pub const POSTGRES_SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Whether `name` is a plain lowercase SQL identifier (what a schema name may be here).
+pub(crate) fn valid_schema_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// Creates the schema if needed and applies the missing migrations, all in one transaction.
+pub(crate) async fn migrate(client: &mut tokio_postgres::Client, schema: &str, path: &Path) -> Result<u32, OpenError> {
+    let db = |e: tokio_postgres::Error| OpenError::Storage(classify(path, &e, 1));
+    let s = format!("\"{schema}\"");
+    let tx = client.transaction().await.map_err(db)?;
+    // Serialises concurrent openers of this schema until the transaction ends.
+    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&format!("agentflow-store:{schema}")])
+        .await
+        .map_err(db)?;
+    tx.batch_execute(&format!(
+        "CREATE SCHEMA IF NOT EXISTS {s};
+         CREATE TABLE IF NOT EXISTS {s}.schema_version (
+             version integer PRIMARY KEY,
+             applied_at timestamptz NOT NULL DEFAULT now()
+         );"
+    ))
+    .await
+    .map_err(db)?;
+    let row = tx.query_one(&format!("SELECT max(version) FROM {s}.schema_version"), &[]).await.map_err(db)?;
+    let found = row.get::<_, Option<i32>>(0).unwrap_or(0);
+    let found = u32::try_from(found).unwrap_or(0);
+    if found > POSTGRES_SCHEMA_VERSION {
+        return Err(OpenError::UnsupportedFormat {
+            path: path.to_path_buf(),
+            found: found.to_string(),
+            supported: POSTGRES_SCHEMA_VERSION.to_string(),
+        });
+    }
+    for version in found + 1..=POSTGRES_SCHEMA_VERSION {
+        let sql = MIGRATIONS[(version - 1) as usize].replace("{s}", &s);
+        tx.batch_execute(&sql).await.map_err(db)?;
+        tx.execute(&format!("INSERT INTO {s}.schema_version (version) VALUES ($1)"), &[&(version as i32)])
+            .await
+            .map_err(db)?;
+    }
+    tx.commit().await.map_err(db)?;
+    Ok(POSTGRES_SCHEMA_VERSION)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_names_are_plain_identifiers() {
+        assert!(valid_schema_name("agentflow"));
+        assert!(valid_schema_name("_t1_x"));
+        assert!(!valid_schema_name(""));
+        assert!(!valid_schema_name("1abc"));
+        assert!(!valid_schema_name("Agentflow"));
+        assert!(!valid_schema_name("a\"; DROP TABLE x; --"));
+        assert!(!valid_schema_name(&"a".repeat(64)));
+    }
+}

@@ -1,0 +1,59 @@
+//! Small helpers over a connection or a transaction: cached prepared statements, and the
+//! conversions between the store's `u64` numbers and PostgreSQL's signed `bigint`.
+
+use std::path::Path;
+
+use deadpool_postgres::GenericClient;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use crate::error::StorageError;
+use crate::postgres::error::{decode_error, out_of_range};
+
+/// Parameters of a statement.
+pub(crate) type Params<'a> = [&'a (dyn ToSql + Sync)];
+
+/// Every row of `sql` (prepared once per connection).
+pub(crate) async fn query<C: GenericClient>(
+    c: &C,
+    sql: &str,
+    params: &Params<'_>,
+) -> Result<Vec<Row>, tokio_postgres::Error> {
+    let statement = c.prepare_cached(sql).await?;
+    c.query(&statement, params).await
+}
+
+/// At most one row of `sql`.
+pub(crate) async fn query_opt<C: GenericClient>(
+    c: &C,
+    sql: &str,
+    params: &Params<'_>,
+) -> Result<Option<Row>, tokio_postgres::Error> {
+    let statement = c.prepare_cached(sql).await?;
+    c.query_opt(&statement, params).await
+}
+
+/// Runs `sql`; the number of rows it touched.
+pub(crate) async fn execute<C: GenericClient>(
+    c: &C,
+    sql: &str,
+    params: &Params<'_>,
+) -> Result<u64, tokio_postgres::Error> {
+    let statement = c.prepare_cached(sql).await?;
+    c.execute(&statement, params).await
+}
+
+/// A store number (seq, unix millis) as a `bigint`; values past `i64::MAX` are refused.
+pub(crate) fn int(path: &Path, what: &str, value: u64) -> Result<i64, StorageError> {
+    i64::try_from(value).map_err(|_| out_of_range(path, what, value))
+}
+
+/// A time as a `bigint`, saturating (a lease "until the end of time" stays that).
+pub(crate) fn time(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// A stored `bigint` as a store number; a negative one is damage.
+pub(crate) fn uint(path: &Path, table: &str, key: impl FnOnce() -> String, value: i64) -> Result<u64, StorageError> {
+    u64::try_from(value).map_err(|_| decode_error(path, table, key(), format!("negative number {value}")))
+}
