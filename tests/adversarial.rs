@@ -70,7 +70,7 @@ pub struct Order {
 }
 
 /// Records the call (the provider acted), then holds it for `hold_ms`.
-async fn act(tool: &'static str, args: &Order, cx: &ToolCx) -> Result<Value, ToolError> {
+async fn act(tool: &'static str, args: &Order, cx: &ToolCx<'_>) -> Result<Value, ToolError> {
     let key = cx.idempotency_key().to_string();
     // The key is `{thread}/{seq}/{node}/{effect key}`.
     let thread = key.split('/').next().unwrap_or_default().to_string();
