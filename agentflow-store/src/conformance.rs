@@ -18,8 +18,8 @@ use serde_json::json;
 
 use crate::{
     ApprovalArgs, ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, BoxError,
-    Checkpoint, CheckpointMetadata, CheckpointSource, CommitError, CompactError, Durability, EffectKey, EffectOutcome,
-    LeaseError, NewAuditEntry, PendingWrite, StateChain, StepCommit, Store, ThreadRecord, ThreadStatus,
+    Checkpoint, CheckpointMetadata, CheckpointSource, CommitError, CompactError, Durability, EffectBatch, EffectKey,
+    EffectOutcome, LeaseError, NewAuditEntry, PendingWrite, StateChain, StepCommit, Store, ThreadRecord, ThreadStatus,
 };
 
 /// A fixed clock for the suite (unix millis).
@@ -39,6 +39,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("audit_is_append_only", audit_is_append_only),
     ("approvals_state_machine", approvals_state_machine),
     ("approvals_in_step_commit", approvals_in_step_commit),
+    ("effect_batch_all_or_nothing", effect_batch_all_or_nothing),
     ("approval_cas_race", approval_cas_race),
     ("approvals_outcome_unknown", approvals_outcome_unknown),
     ("lease_rules", lease_rules),
@@ -402,6 +403,59 @@ pub fn approvals_in_step_commit(store: &dyn Store) {
     let receipt = store.commit_step(c).unwrap();
     assert_eq!(receipt.audit_seqs, [2, 3]);
     assert_eq!(store.approval("a1").unwrap().unwrap().status, ApprovalStatus::Executing);
+}
+
+/// `commit_effects`: effects, then approval compare-and-sets (with their audit entries), then
+/// audit entries; a lost compare-and-set or a part of another thread refuses the batch, which
+/// leaves nothing written (for a backend with one transaction) and never a later part.
+pub fn effect_batch_all_or_nothing(store: &dyn Store) {
+    use ApprovalStatus::{Approved, Executing, Pending, Succeeded};
+    let key = |k: &str| EffectKey { thread: "t".into(), seq: 0, node: "n".into(), key: k.into() };
+    let transition = |from, to| ApprovalTransition { id: "a1".into(), from, to, patch: ApprovalPatch::by("exec", NOW) };
+    store.put_approval(approval("a1", "t"), "agent").unwrap();
+    store.transition_approval("a1", Pending, Approved, ApprovalPatch::by("alice", NOW)).unwrap();
+    let audit_len = || store.list_audit("t").unwrap().len();
+    assert_eq!(audit_len(), 2);
+
+    // The claim and the started marker, together.
+    let claim = EffectBatch::new("t").effect(key("started"), b"1".to_vec()).transition(transition(Approved, Executing));
+    assert_eq!(store.commit_effects(claim.clone()).unwrap(), [EffectOutcome::Recorded]);
+    assert_eq!(store.approval("a1").unwrap().unwrap().status, Executing);
+    assert_eq!(store.effect(&key("started")).unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(store.list_audit("t").unwrap().last().unwrap().kind, "approval.executing");
+
+    // A second claim loses the compare-and-set; its later parts are not written.
+    let again = EffectBatch::new("t").transition(transition(Approved, Executing)).audit(NewAuditEntry::new(
+        NOW,
+        "exec",
+        "never",
+        json!({}),
+    ));
+    let err = store.commit_effects(again).unwrap_err();
+    assert!(matches!(err, CommitError::Approval(ApprovalError::AlreadyDecided { current: Executing, .. })), "{err}");
+    assert_eq!(audit_len(), 3);
+
+    // A part of another thread refuses the batch before anything is written.
+    let foreign = EffectBatch::new("t")
+        .effect(EffectKey { thread: "u".into(), ..key("x") }, b"x".to_vec())
+        .audit(NewAuditEntry::new(NOW, "exec", "never", json!({})));
+    assert!(matches!(store.commit_effects(foreign).unwrap_err(), CommitError::Invalid { .. }));
+    assert_eq!(store.effect(&EffectKey { thread: "u".into(), ..key("x") }).unwrap(), None);
+    assert_eq!(audit_len(), 3);
+
+    // The result with the settling transition and an audit entry; an existing effect is kept.
+    let settle = EffectBatch::new("t")
+        .effect(key("started"), b"2".to_vec())
+        .effect(key("result"), b"ok".to_vec())
+        .transition(transition(Executing, Succeeded))
+        .audit(NewAuditEntry::new(NOW, "exec", "tool.done", json!({ "ok": true })));
+    let outcomes = store.commit_effects(settle).unwrap();
+    assert_eq!(outcomes, [EffectOutcome::AlreadyRecorded(b"1".to_vec()), EffectOutcome::Recorded]);
+    assert_eq!(store.effect(&key("started")).unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(store.effect(&key("result")).unwrap().as_deref(), Some(&b"ok"[..]));
+    assert_eq!(store.approval("a1").unwrap().unwrap().status, Succeeded);
+    let kinds: Vec<String> = store.list_audit("t").unwrap().into_iter().map(|e| e.kind).collect();
+    assert_eq!(kinds[3..], ["approval.succeeded", "tool.done"]);
 }
 
 /// Uncertain outcomes: EXECUTING -> OUTCOME_UNKNOWN, a record created OUTCOME_UNKNOWN, both

@@ -59,16 +59,20 @@
 
 #![warn(missing_docs)]
 
+mod approvals;
+mod audit;
 mod codec;
 #[cfg(feature = "testing")]
 pub mod conformance;
+mod effects;
 mod error;
 mod leases;
-mod ops;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod reads;
 mod record;
 mod redb_store;
+mod step_commit;
 mod store;
 pub mod tables;
 mod writer;
@@ -82,8 +86,8 @@ pub use error::{
 pub use postgres::{POSTGRES_DEFAULT_SCHEMA, POSTGRES_SCHEMA_VERSION, PostgresStore, PostgresStoreBuilder};
 pub use record::{
     ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, AuditEntry, ChainStep, Checkpoint,
-    CheckpointMetadata, CheckpointSource, CheckpointSummary, CommitReceipt, CompactReport, Durability, EffectKey,
-    EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit, ThreadRecord, ThreadStatus,
+    CheckpointMetadata, CheckpointSource, CheckpointSummary, CommitReceipt, CompactReport, Durability, EffectBatch,
+    EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit, ThreadRecord, ThreadStatus,
 };
 pub use redb_store::{RedbStore, RedbStoreBuilder};
 pub use store::{CommitCallback, FoldFn, Listing, Store};

@@ -13,6 +13,7 @@ pub(crate) const RECORD_VERSION: u8 = 2;
 /// Where a thread's run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ThreadStatus {
     /// An executor is running (or was running when it crashed).
     Running,
@@ -161,6 +162,7 @@ impl ThreadRecord {
 /// What produced a checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CheckpointSource {
     /// The input that started (or resumed) the thread.
     Input,
@@ -514,6 +516,7 @@ impl AuditEntry {
 /// outcome: it happened, it did not, or run it again).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[non_exhaustive]
 pub enum ApprovalStatus {
     /// Waiting for a decision.
     Pending,
@@ -734,6 +737,7 @@ pub struct ApprovalTransition {
 
 /// How durable a commit must be before the caller gets its answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Durability {
     /// On stable storage when the call returns (redb `Durability::Immediate`).
     #[default]
@@ -836,6 +840,55 @@ impl CommitReceipt {
     /// Builds a receipt (for `Store` implementations outside this crate).
     pub fn new(checkpoint: Option<u64>, audit_seqs: Vec<u64>, durable: bool, group_size: usize) -> Self {
         CommitReceipt { checkpoint, audit_seqs, durable, group_size }
+    }
+}
+
+/// Effect results, approval transitions and audit entries of one thread, journaled together by
+/// [`Store::commit_effects`](crate::Store::commit_effects): all of them durably in one
+/// transaction (with [`RedbStore`](crate::RedbStore)), or nothing if any part is refused.
+///
+/// The executor uses it around an approved tool call: the claim `APPROVED -> EXECUTING` with the
+/// call's *started* marker before the tool runs, and the result with `EXECUTING -> SUCCEEDED`
+/// (or `FAILED`) after it returns.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct EffectBatch {
+    /// The thread every part belongs to.
+    pub thread: String,
+    /// Effect results to journal, in order; an existing result is kept, never replaced.
+    pub effects: Vec<(EffectKey, Vec<u8>)>,
+    /// Approval compare-and-sets of this thread's approvals, applied after the effects; each
+    /// appends an `approval.<status>` audit entry.
+    pub approval_transitions: Vec<ApprovalTransition>,
+    /// Audit entries for `thread`, appended last.
+    pub audit: Vec<NewAuditEntry>,
+}
+
+impl EffectBatch {
+    /// An empty batch for `thread`.
+    pub fn new(thread: impl Into<String>) -> Self {
+        EffectBatch { thread: thread.into(), effects: Vec::new(), approval_transitions: Vec::new(), audit: Vec::new() }
+    }
+
+    /// Adds an effect result.
+    #[must_use]
+    pub fn effect(mut self, key: EffectKey, result: Vec<u8>) -> Self {
+        self.effects.push((key, result));
+        self
+    }
+
+    /// Adds an approval compare-and-set.
+    #[must_use]
+    pub fn transition(mut self, transition: ApprovalTransition) -> Self {
+        self.approval_transitions.push(transition);
+        self
+    }
+
+    /// Adds an audit entry.
+    #[must_use]
+    pub fn audit(mut self, entry: NewAuditEntry) -> Self {
+        self.audit.push(entry);
+        self
     }
 }
 

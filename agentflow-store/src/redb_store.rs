@@ -4,27 +4,31 @@ use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use redb::backends::InMemoryBackend;
 use redb::{Database, DatabaseError, ReadTransaction, ReadableDatabase, TableHandle};
 
+use crate::approvals::{stage_put_approval, stage_transition};
+use crate::audit::stage_append_audit;
+use crate::effects::{effect_key, remove_effects, stage_effect_batch, stage_record_effect};
 use crate::error::{
-    ApprovalError, AuditError, CommitError, CompactError, EffectError, LeaseError, OpenError, ReadError, StorageError,
+    ApprovalError, AuditError, CommitError, CompactError, Ctx, EffectError, LeaseError, OpenError, ReadError,
+    StorageError, storage_error,
 };
-use crate::leases::Leases;
-use crate::ops;
+use crate::reads::{self, BySeq};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
-    CompactReport, Durability, EffectKey, EffectOutcome, Lease, NewAuditEntry, Payload, PendingWrite, Snapshot,
-    StateChain, StepCommit, ThreadRecord,
+    CompactReport, Durability, EffectBatch, EffectKey, EffectOutcome, Lease, NewAuditEntry, Payload, PendingWrite,
+    Snapshot, StateChain, StepCommit, ThreadRecord,
 };
+use crate::step_commit::{CommitOut, remove_pending, stage_commit};
 use crate::store::{CommitCallback, FoldFn, Listing, Store};
 use crate::tables;
-use crate::writer::{self, Committed, Job, OpJob, Tx, WriterConfig};
+use crate::writer::{self, Committed, Job, OpJob, Reply, Shared, Tx, WriterConfig};
 
 /// Store format written in the `META` table; bump on an incompatible layout change.
 /// 3: every value (records, pending writes, effect results) ends with a checksum.
@@ -32,61 +36,12 @@ const STORE_FORMAT: u32 = 3;
 const APP: &[u8] = b"agentflow-store";
 const IN_MEMORY: &str = "<in-memory>";
 
-/// Maps any redb error to a [`StorageError`] naming the store's path.
-pub(crate) trait Ctx<T> {
-    fn ctx(self, path: &Path) -> Result<T, StorageError>;
-}
-
-impl<T, E: Into<redb::Error>> Ctx<T> for Result<T, E> {
-    fn ctx(self, path: &Path) -> Result<T, StorageError> {
-        self.map_err(|e| storage_error(path, e.into()))
-    }
-}
-
-fn storage_error(path: &Path, err: redb::Error) -> StorageError {
-    let path = path.to_path_buf();
-    match err {
-        redb::Error::Corrupted(detail) => StorageError::Corrupted { path, detail },
-        redb::Error::Io(e) => StorageError::Io { path, kind: e.kind(), detail: e.to_string() },
-        e @ (redb::Error::DatabaseClosed | redb::Error::PreviousIo) => {
-            StorageError::Closed { path, detail: e.to_string() }
-        }
-        e @ (redb::Error::TableTypeMismatch { .. }
-        | redb::Error::TableIsMultimap(_)
-        | redb::Error::TableIsNotMultimap(_)
-        | redb::Error::TypeDefinitionChanged { .. }
-        | redb::Error::TableDoesNotExist(_)) => {
-            StorageError::Corrupted { path, detail: format!("unexpected table layout: {e}") }
-        }
-        e => StorageError::Backend { path, detail: e.to_string() },
-    }
-}
-
 fn panic_message(payload: &(dyn Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(ToString::to_string)
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".to_string())
-}
-
-/// State shared by the store handle and its writer thread.
-pub(crate) struct Shared {
-    db: RwLock<Database>,
-    pub(crate) path: PathBuf,
-    pub(crate) leases: Leases,
-}
-
-impl Shared {
-    pub(crate) fn new(db: Database, path: PathBuf) -> Self {
-        Shared { db: RwLock::new(db), path, leases: Leases::default() }
-    }
-
-    /// The database, for transactions. Compaction of the file takes it exclusively.
-    pub(crate) fn db(&self) -> RwLockReadGuard<'_, Database> {
-        // A panic while the lock was held cannot leave the `Database` half-updated.
-        self.db.read().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
 }
 
 /// Options for opening a [`RedbStore`].
@@ -395,7 +350,7 @@ impl RedbStore {
     }
 
     /// Sends a write to the writer thread; `reply` is called with the answer.
-    fn submit_then<O, E, F>(&self, durability: Durability, op: F, reply: crate::writer::Reply<O, E>)
+    fn submit_then<O, E, F>(&self, durability: Durability, op: F, reply: Reply<O, E>)
     where
         O: Send + 'static,
         E: From<StorageError> + Send + 'static,
@@ -506,7 +461,7 @@ impl Store for RedbStore {
     fn thread(&self, id: &str) -> Result<Option<ThreadRecord>, ReadError> {
         self.read(|txn, path| {
             let threads = txn.open_table(tables::THREADS).ctx(path)?;
-            Ok(ops::thread_record(path, &threads, &self.shared.leases, id)?)
+            Ok(reads::thread_record(path, &threads, &self.shared.leases, id)?)
         })
     }
 
@@ -519,7 +474,7 @@ impl Store for RedbStore {
     }
 
     fn commit_step(&self, commit: StepCommit) -> Result<CommitReceipt, CommitError> {
-        let (out, committed) = self.submit(commit.durability, move |tx: &Tx<'_>| ops::stage_commit(tx, &commit))?;
+        let (out, committed) = self.submit(commit.durability, move |tx: &Tx<'_>| stage_commit(tx, &commit))?;
         Ok(CommitReceipt {
             checkpoint: out.checkpoint,
             audit_seqs: out.audit_seqs,
@@ -529,7 +484,7 @@ impl Store for RedbStore {
     }
 
     fn commit_step_then(&self, commit: StepCommit, done: CommitCallback) {
-        let reply: crate::writer::Reply<ops::CommitOut, CommitError> = Box::new(move |answer| {
+        let reply: Reply<CommitOut, CommitError> = Box::new(move |answer| {
             done(answer.map(|(out, committed)| CommitReceipt {
                 checkpoint: out.checkpoint,
                 audit_seqs: out.audit_seqs,
@@ -537,7 +492,7 @@ impl Store for RedbStore {
                 group_size: committed.group_size,
             }))
         });
-        self.submit_then(commit.durability, move |tx: &Tx<'_>| ops::stage_commit(tx, &commit), reply);
+        self.submit_then(commit.durability, move |tx: &Tx<'_>| stage_commit(tx, &commit), reply);
     }
 
     fn flush(&self) -> Result<(), CommitError> {
@@ -557,7 +512,7 @@ impl Store for RedbStore {
         self.read(|txn, path| {
             let checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
             let snapshots = txn.open_table(tables::SNAPSHOTS).ctx(path)?;
-            match ops::latest_seq(path, &checkpoints, thread)? {
+            match reads::latest_seq(path, &checkpoints, thread)? {
                 None => Ok(None),
                 Some(seq) => load_checkpoint(path, &checkpoints, &snapshots, thread, seq),
             }
@@ -567,7 +522,7 @@ impl Store for RedbStore {
     fn list_checkpoints(&self, thread: &str) -> Result<Vec<CheckpointSummary>, ReadError> {
         self.read(|txn, path| {
             let checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
-            Ok(ops::summaries(path, &checkpoints, thread)?)
+            Ok(reads::summaries(path, &checkpoints, thread)?)
         })
     }
 
@@ -575,7 +530,7 @@ impl Store for RedbStore {
         self.read(|txn, path| {
             let checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
             let snapshots = txn.open_table(tables::SNAPSHOTS).ctx(path)?;
-            ops::state_chain(path, &checkpoints, &snapshots, thread, seq)
+            reads::state_chain(path, &checkpoints, &snapshots, thread, seq)
         })
     }
 
@@ -590,7 +545,7 @@ impl Store for RedbStore {
                     break;
                 }
                 let key = || format!("({thread:?}, {seq}, {node:?}, {idx})");
-                let value = ops::decode(path, tables::PENDING_WRITES, key, v.value(), Payload::decode)?;
+                let value = reads::decode(path, tables::PENDING_WRITES, key, v.value(), Payload::decode)?;
                 out.push(PendingWrite { seq, node: node.to_string(), idx, value });
             }
             Ok(out)
@@ -619,7 +574,7 @@ impl Store for RedbStore {
             match redb::ReadableTable::get(&effects, k).ctx(path)? {
                 None => Ok(None),
                 Some(v) => {
-                    Ok(Some(ops::decode(path, tables::EFFECTS, || ops::effect_key(key), v.value(), Payload::decode)?))
+                    Ok(Some(reads::decode(path, tables::EFFECTS, || effect_key(key), v.value(), Payload::decode)?))
                 }
             }
         })
@@ -628,15 +583,20 @@ impl Store for RedbStore {
     fn record_effect(&self, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, EffectError> {
         let (key, result) = (key.clone(), result.to_vec());
         let (outcome, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
-            ops::stage_record_effect(tx, &key, &result).map_err(EffectError::from)
+            stage_record_effect(tx, &key, &result).map_err(EffectError::from)
         })?;
         Ok(outcome)
+    }
+
+    fn commit_effects(&self, batch: EffectBatch) -> Result<Vec<EffectOutcome>, CommitError> {
+        let (outcomes, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| stage_effect_batch(tx, &batch))?;
+        Ok(outcomes)
     }
 
     fn append_audit(&self, thread: &str, entry: NewAuditEntry) -> Result<u64, AuditError> {
         let thread = thread.to_string();
         let (seq, _) =
-            self.submit(Durability::Immediate, move |tx: &Tx<'_>| ops::stage_append_audit(tx, &thread, &entry))?;
+            self.submit(Durability::Immediate, move |tx: &Tx<'_>| stage_append_audit(tx, &thread, &entry))?;
         Ok(seq)
     }
 
@@ -650,14 +610,14 @@ impl Store for RedbStore {
 
     fn put_approval(&self, approval: ApprovalRecord, actor: &str) -> Result<(), ApprovalError> {
         let actor = actor.to_string();
-        self.submit(Durability::Immediate, move |tx: &Tx<'_>| ops::stage_put_approval(tx, &approval, &actor))?;
+        self.submit(Durability::Immediate, move |tx: &Tx<'_>| stage_put_approval(tx, &approval, &actor))?;
         Ok(())
     }
 
     fn approval(&self, id: &str) -> Result<Option<ApprovalRecord>, ReadError> {
         self.read(|txn, path| {
             let approvals = txn.open_table(tables::APPROVALS).ctx(path)?;
-            Ok(ops::get_str(path, &approvals, tables::APPROVALS, id, ApprovalRecord::decode)?)
+            Ok(reads::get_str(path, &approvals, tables::APPROVALS, id, ApprovalRecord::decode)?)
         })
     }
 
@@ -685,8 +645,8 @@ impl Store for RedbStore {
         patch: ApprovalPatch,
     ) -> Result<ApprovalRecord, ApprovalError> {
         let id = id.to_string();
-        let (record, _) = self
-            .submit(Durability::Immediate, move |tx: &Tx<'_>| ops::stage_transition(tx, &id, expected, to, &patch))?;
+        let (record, _) =
+            self.submit(Durability::Immediate, move |tx: &Tx<'_>| stage_transition(tx, &id, expected, to, &patch))?;
         Ok(record)
     }
 
@@ -737,11 +697,13 @@ impl RedbStore {
             for entry in redb::ReadableTable::iter(&threads).ctx(path)? {
                 let (k, v) = entry.ctx(path)?;
                 let id = k.value();
-                let record = ops::decode(path, tables::THREADS, || format!("{id:?}"), v.value(), ThreadRecord::decode)
-                    .map(|mut record| {
-                        record.lease = self.shared.leases.get(id);
-                        record
-                    });
+                let record =
+                    reads::decode(path, tables::THREADS, || format!("{id:?}"), v.value(), ThreadRecord::decode).map(
+                        |mut record| {
+                            record.lease = self.shared.leases.get(id);
+                            record
+                        },
+                    );
                 out.push(record)?;
             }
             Ok(out.listing)
@@ -752,8 +714,14 @@ impl RedbStore {
         self.read(|txn, path| {
             let audit = txn.open_table(tables::AUDIT).ctx(path)?;
             let mut out = Collect::new(scan);
-            ops::thread_range(path, &audit, thread, |seq, bytes| {
-                out.push(ops::decode(path, tables::AUDIT, || format!("({thread:?}, {seq})"), bytes, AuditEntry::decode))
+            reads::thread_range(path, &audit, thread, |seq, bytes| {
+                out.push(reads::decode(
+                    path,
+                    tables::AUDIT,
+                    || format!("({thread:?}, {seq})"),
+                    bytes,
+                    AuditEntry::decode,
+                ))
             })?;
             Ok(out.listing)
         })
@@ -771,7 +739,7 @@ impl RedbStore {
                     break;
                 }
                 if let Some(record) =
-                    ops::get_str(path, &approvals, tables::APPROVALS, id, ApprovalRecord::decode).transpose()
+                    reads::get_str(path, &approvals, tables::APPROVALS, id, ApprovalRecord::decode).transpose()
                 {
                     out.push(record)?;
                 }
@@ -788,7 +756,7 @@ impl RedbStore {
             for entry in redb::ReadableTable::iter(&index).ctx(path)? {
                 let (k, _) = entry.ctx(path)?;
                 if let Some(record) =
-                    ops::get_str(path, &approvals, tables::APPROVALS, k.value(), ApprovalRecord::decode).transpose()
+                    reads::get_str(path, &approvals, tables::APPROVALS, k.value(), ApprovalRecord::decode).transpose()
                 {
                     out.push(record)?;
                 }
@@ -807,14 +775,14 @@ impl RedbStore {
         let mut dropped_seqs = Vec::new();
         {
             let threads = txn.open_table(tables::THREADS).ctx(path)?;
-            let record = ops::thread_record(path, &threads, &self.shared.leases, thread)?
+            let record = reads::thread_record(path, &threads, &self.shared.leases, thread)?
                 .ok_or_else(|| CompactError::UnknownThread { thread: thread.to_string() })?;
             if !record.status.is_finished() {
                 return Err(CompactError::NotFinished { thread: thread.to_string(), status: record.status });
             }
             let mut checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
             let mut snapshots = txn.open_table(tables::SNAPSHOTS).ctx(path)?;
-            let all = ops::summaries(path, &checkpoints, thread)?;
+            let all = reads::summaries(path, &checkpoints, thread)?;
             if all.len() <= keep {
                 return Ok((0, 0));
             }
@@ -827,12 +795,12 @@ impl RedbStore {
                 if !needs_fold(&by_seq, &dropped, seq) {
                     continue;
                 }
-                let chain = ops::state_chain(path, &checkpoints, &snapshots, thread, seq)?.ok_or_else(|| {
+                let chain = reads::state_chain(path, &checkpoints, &snapshots, thread, seq)?.ok_or_else(|| {
                     ReadError::BrokenChain { path: path.to_path_buf(), thread: thread.to_string(), seq, missing: seq }
                 })?;
                 let snapshot =
                     fold(&chain).map_err(|source| CompactError::Fold { thread: thread.to_string(), seq, source })?;
-                let (mut summary, delta) = ops::row(path, &checkpoints, thread, seq)?.ok_or_else(|| {
+                let (mut summary, delta) = reads::row(path, &checkpoints, thread, seq)?.ok_or_else(|| {
                     ReadError::BrokenChain { path: path.to_path_buf(), thread: thread.to_string(), seq, missing: seq }
                 })?;
                 summary.has_snapshot = true;
@@ -847,8 +815,8 @@ impl RedbStore {
             for &seq in &dropped {
                 checkpoints.remove((thread, seq)).ctx(path)?;
                 snapshots.remove((thread, seq)).ctx(path)?;
-                ops::remove_pending(path, &mut pending, thread, seq)?;
-                ops::remove_effects(path, &mut effects, thread, seq)?;
+                remove_pending(path, &mut pending, thread, seq)?;
+                remove_effects(path, &mut effects, thread, seq)?;
                 dropped_seqs.push(seq);
             }
         }
@@ -878,14 +846,14 @@ fn needs_fold(by_seq: &BTreeMap<u64, CheckpointSummary>, dropped: &BTreeSet<u64>
 
 fn load_checkpoint(
     path: &Path,
-    checkpoints: &impl ops::BySeq,
-    snapshots: &impl ops::BySeq,
+    checkpoints: &impl BySeq,
+    snapshots: &impl BySeq,
     thread: &str,
     seq: u64,
 ) -> Result<Option<Checkpoint>, ReadError> {
-    let Some((summary, delta)) = ops::row(path, checkpoints, thread, seq)? else {
+    let Some((summary, delta)) = reads::row(path, checkpoints, thread, seq)? else {
         return Ok(None);
     };
-    let snapshot = if summary.has_snapshot { Some(ops::snapshot(path, snapshots, thread, seq)?) } else { None };
+    let snapshot = if summary.has_snapshot { Some(reads::snapshot(path, snapshots, thread, seq)?) } else { None };
     Ok(Some(Checkpoint::from_parts(summary, snapshot, delta)))
 }

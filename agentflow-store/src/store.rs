@@ -5,7 +5,8 @@ use crate::error::{
 };
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
-    CompactReport, EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit, ThreadRecord,
+    CompactReport, EffectBatch, EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit,
+    ThreadRecord,
 };
 
 /// Rebuilds the full state from a [`StateChain`] and returns it serialised; supplied by the
@@ -129,6 +130,54 @@ pub trait Store: Send + Sync {
     /// Journals an effect's result, durably. Never overwrites: if a result exists it is returned
     /// as [`EffectOutcome::AlreadyRecorded`] and the new one is dropped.
     fn record_effect(&self, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, EffectError>;
+
+    /// Journals a batch durably: its effect results (each as [`Store::record_effect`] would,
+    /// answering one [`EffectOutcome`] per effect, in order), then its approval compare-and-sets
+    /// (each as [`Store::transition_approval`] would, with its audit entry), then its audit
+    /// entries. A refused part ([`CommitError::Approval`] for a lost compare-and-set,
+    /// [`CommitError::Invalid`] for a part of another thread, [`CommitError::TooDeep`]) refuses
+    /// the batch.
+    ///
+    /// [`RedbStore`](crate::RedbStore) writes the batch in one transaction: all of it or none.
+    /// The default makes the writes one at a time in the order above, each durable on its own,
+    /// stopping at the first refusal (earlier parts stay written); backends that can should
+    /// override it with one transaction.
+    fn commit_effects(&self, batch: EffectBatch) -> Result<Vec<EffectOutcome>, CommitError> {
+        let thread = batch.thread.as_str();
+        let invalid = |reason: String| CommitError::Invalid { thread: thread.to_string(), reason };
+        if let Some((key, _)) = batch.effects.iter().find(|(k, _)| k.thread != thread) {
+            return Err(invalid(format!("effect `{}` belongs to thread `{}`", key.key, key.thread)));
+        }
+        let mut outcomes = Vec::with_capacity(batch.effects.len());
+        for (key, result) in &batch.effects {
+            outcomes.push(self.record_effect(key, result).map_err(|e| match e {
+                EffectError::Storage(e) => CommitError::Storage(e),
+                #[allow(unreachable_patterns)]
+                other => invalid(other.to_string()),
+            })?);
+        }
+        for t in batch.approval_transitions {
+            let record = self.approval(&t.id).map_err(|e| match e {
+                ReadError::Storage(e) => CommitError::Storage(e),
+                other => invalid(other.to_string()),
+            })?;
+            if let Some(record) = record
+                && record.thread != thread
+            {
+                return Err(invalid(format!("approval `{}` belongs to thread `{}`", t.id, record.thread)));
+            }
+            self.transition_approval(&t.id, t.from, t.to, t.patch)?;
+        }
+        for entry in batch.audit {
+            self.append_audit(thread, entry).map_err(|e| match e {
+                AuditError::Storage(e) => CommitError::Storage(e),
+                AuditError::TooDeep { thread, source, .. } => CommitError::TooDeep { thread, source },
+                #[allow(unreachable_patterns)]
+                other => invalid(other.to_string()),
+            })?;
+        }
+        Ok(outcomes)
+    }
 
     /// Appends to the thread's audit log; returns the entry's seq.
     fn append_audit(&self, thread: &str, entry: NewAuditEntry) -> Result<u64, AuditError>;

@@ -16,16 +16,36 @@
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
-use redb::WriteTransaction;
+use redb::{Database, WriteTransaction};
 
+use crate::error::Ctx;
 use crate::error::StorageError;
 use crate::leases::Leases;
 use crate::record::Durability;
-use crate::redb_store::{Ctx, Shared};
+
+/// State shared by the store handle and its writer thread.
+pub(crate) struct Shared {
+    pub(crate) db: RwLock<Database>,
+    pub(crate) path: PathBuf,
+    pub(crate) leases: Leases,
+}
+
+impl Shared {
+    pub(crate) fn new(db: Database, path: PathBuf) -> Self {
+        Shared { db: RwLock::new(db), path, leases: Leases::default() }
+    }
+
+    /// The database, for transactions. Compaction of the file takes it exclusively.
+    pub(crate) fn db(&self) -> RwLockReadGuard<'_, Database> {
+        // A panic while the lock was held cannot leave the `Database` half-updated.
+        self.db.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 
 /// A write transaction as seen by a job, counting the job's writes.
 pub(crate) struct Tx<'a> {

@@ -20,7 +20,12 @@
 //! In `agentflow`, the desk is the only way to decide an approval, and it
 //! asks the [`Authorizer`] before every decision. The executor itself only
 //! moves an approval it is about to run (`APPROVED` to `EXECUTING` to
-//! `SUCCEEDED`/`FAILED`) or one whose time ran out (to `EXPIRED`).
+//! `SUCCEEDED`/`FAILED`) or one whose time ran out (to `EXPIRED`). An
+//! approved call costs two durable commits (`Store::commit_effects`): the
+//! claim `APPROVED -> EXECUTING` together with the call's *started* marker,
+//! on disk before the tool runs; then the result together with
+//! `EXECUTING -> SUCCEEDED`/`FAILED`, so a crash in between leaves a started
+//! call with no result, whose outcome a human settles.
 //!
 //! The store below the desk checks no one. [`Store::transition_approval`]
 //! (public, since the `Store` trait lives in `agentflow-store`) approves any

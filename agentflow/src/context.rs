@@ -18,7 +18,7 @@ use crate::interrupt::{Pending, PendingKind, Signal};
 use crate::model::{ChatModel, ChatReply, ChatRequest};
 use crate::persist::{Entry, Journal, decode_effect};
 use crate::tool::{OnReject, Policy, ToolSet};
-use agentflow_store::{ApprovalPatch, ApprovalRecord, ApprovalStatus};
+use agentflow_store::{ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, NewAuditEntry};
 
 /// The context handed to a node: `async fn n(s: &S, cx: &Ctx<D>) -> Step<S>`.
 ///
@@ -167,8 +167,8 @@ impl<'a, D> Ctx<'a, D> {
             return effect(format!("{}/{key}", self.node)).await;
         };
         Journal::check_key(key)?;
-        match self.journaled(journal, key, false, uncertain, effect).await? {
-            Journaled::Done(value) => Ok(value),
+        match self.journaled(journal, key, None, uncertain, |_| None, effect).await? {
+            Journaled::Done(value, _) => Ok(value),
             Journaled::Succeeded(value, by) => {
                 let value: T = serde_json::from_value(value).map_err(|e| {
                     NodeError::fatal(format!(
@@ -179,20 +179,31 @@ impl<'a, D> Ctx<'a, D> {
                 journal.record(self.node, key, value).await
             }
             Journaled::Failed(why) => Err(NodeError::fatal(format!("effect `{key}` did not complete: {why}"))),
+            // Only a call under an approval claims one.
+            Journaled::ClaimLost(current) => {
+                Err(NodeError::fatal(format!("effect `{key}`: its approval was claimed elsewhere ({current})")))
+            }
         }
     }
 
     /// The journal's protocol around one effect: replay a recorded result;
     /// settle an uncertain earlier run (`uncertain`); else journal *started*,
     /// run `effect` under the shield, and journal its result (or *ended*).
-    /// `release`: a human said to run the effect (again), so an uncertain
-    /// earlier run is closed and a new one starts.
+    ///
+    /// `claim`: the effect is a call a human approved (`APPROVED -> EXECUTING`
+    /// of its approval), so an uncertain earlier run is closed and a new one
+    /// starts; the claim is made durable in the same transaction as the
+    /// *started* marker, before the effect runs (`Journaled::ClaimLost` if
+    /// another executor claimed it first). `settle`: the approval's
+    /// compare-and-set derived from the result, journaled with the result
+    /// (`Journaled::Done(_, true)` says it was handed the result).
     pub(crate) async fn journaled<T, F, Fut>(
         &self,
         journal: &Journal,
         key: &str,
-        release: bool,
+        claim: Option<ApprovalTransition>,
         uncertain: Uncertain,
+        settle: impl FnOnce(&T) -> Option<ApprovalTransition>,
         effect: F,
     ) -> Result<Journaled<T>, NodeError>
     where
@@ -201,11 +212,29 @@ impl<'a, D> Ctx<'a, D> {
         Fut: Future<Output = Result<T, NodeError>>,
     {
         let idempotency_key = journal.idempotency_key(self.node, key);
+        let release = claim.is_some();
+        // Written in one durable transaction right before the effect runs.
+        let mut start = journal.batch();
         let started = match journal.entry(self.node, key).await? {
-            Entry::Recorded(bytes) => return Ok(Journaled::Done(decode_effect(&bytes, key)?)),
+            Entry::Recorded(bytes) => {
+                let value = decode_effect(&bytes, key)?;
+                if let Some(claim) = claim
+                    && let Err(current) = journal.commit(journal.batch().transition(claim)).await?
+                {
+                    return Ok(Journaled::ClaimLost(current));
+                }
+                return Ok(Journaled::Done(value, false));
+            }
             Entry::Clear { started } => started,
             Entry::Open { started } if release => {
-                journal.mark(self.node, key, "ended", started, serde_json::json!({ "ended": "run again" })).await?;
+                let (k, v) = journal.marker_effect(
+                    self.node,
+                    key,
+                    "ended",
+                    started,
+                    &serde_json::json!({ "ended": "run again" }),
+                );
+                start = start.effect(k, v);
                 started
             }
             Entry::Open { started } => match uncertain {
@@ -218,8 +247,17 @@ impl<'a, D> Ctx<'a, D> {
                         "idempotency_key": idempotency_key,
                         "why": "an earlier run started and left no result; the effect is idempotent",
                     });
-                    journal.audit(format!("executor:{}", self.node), "effect.rerun", detail).await?;
-                    journal.mark(self.node, key, "ended", started, serde_json::json!({ "ended": "rerun" })).await?;
+                    let (k, v) = journal.marker_effect(
+                        self.node,
+                        key,
+                        "ended",
+                        started,
+                        &serde_json::json!({ "ended": "rerun" }),
+                    );
+                    let actor = format!("executor:{}", self.node);
+                    start = start
+                        .audit(NewAuditEntry::new(crate::persist::now_ms(), actor, "effect.rerun", detail))
+                        .effect(k, v);
                     started
                 }
                 Uncertain::Ask(subject) => match self.settle(journal, key, started, subject).await? {
@@ -231,9 +269,22 @@ impl<'a, D> Ctx<'a, D> {
         };
         let run = started + 1;
         let _shield = self.shield();
-        journal.mark(self.node, key, "started", run, serde_json::json!({ "at": crate::persist::now_ms() })).await?;
+        let (k, v) = journal.marker_effect(
+            self.node,
+            key,
+            "started",
+            run,
+            &serde_json::json!({ "at": crate::persist::now_ms() }),
+        );
+        start = start.effect(k, v);
+        if let Some(claim) = claim {
+            start = start.transition(claim);
+        }
+        if let Err(current) = journal.commit(start).await? {
+            return Ok(Journaled::ClaimLost(current));
+        }
         match effect(idempotency_key).await {
-            Ok(value) => Ok(Journaled::Done(journal.record(self.node, key, value).await?)),
+            Ok(value) => Ok(Journaled::Done(journal.record_settling(self.node, key, value, settle).await?, true)),
             Err(error) => {
                 let detail = serde_json::json!({ "ended": "error", "error": error.message });
                 journal.mark(self.node, key, "ended", run, detail).await?;
@@ -459,8 +510,12 @@ pub(crate) enum Subject {
 
 /// How [`Ctx::journaled`] ended.
 pub(crate) enum Journaled<T> {
-    /// The effect ran now, or earlier and its result was journaled.
-    Done(T),
+    /// The effect ran now, or earlier and its result was journaled; whether
+    /// the `settle` compare-and-set went with the result.
+    Done(T, bool),
+    /// Another executor claimed the approval first (its status now); the
+    /// effect did not run.
+    ClaimLost(ApprovalStatus),
     /// A human settled an unknown outcome as succeeded with this result (by whom).
     Succeeded(serde_json::Value, String),
     /// A human settled an unknown outcome as failed (why).

@@ -10,13 +10,15 @@
 //! effect runs again with the same idempotency key; any other waits for a
 //! human's decision.
 
-use agentflow_store::{EffectKey, EffectOutcome, NewAuditEntry, Store};
+use agentflow_store::{
+    ApprovalError, ApprovalStatus, ApprovalTransition, CommitError, EffectBatch, EffectKey, EffectOutcome, Store,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::sync::Arc;
 
-use super::{PersistError, blocking, now_ms};
+use super::{PersistError, blocking};
 use crate::error::NodeError;
 
 /// Where a node's effects are journaled: the thread and the checkpoint its
@@ -124,6 +126,22 @@ impl Journal {
         key: &str,
         value: T,
     ) -> Result<T, NodeError> {
+        self.record_settling(node, key, value, |_| None).await
+    }
+
+    /// Like [`Journal::record`], and in the same durable transaction the
+    /// approval compare-and-set `settle` derives from the result (the
+    /// approved call's `EXECUTING -> SUCCEEDED`/`FAILED`), so a crash leaves
+    /// either both or neither. If that compare-and-set is refused (a human
+    /// moved the approval meanwhile), the result is journaled alone: a result
+    /// is never dropped for an approval's status.
+    pub(crate) async fn record_settling<T: Serialize + DeserializeOwned>(
+        &self,
+        node: &str,
+        key: &str,
+        value: T,
+        settle: impl FnOnce(&T) -> Option<ApprovalTransition>,
+    ) -> Result<T, NodeError> {
         // A result that would not read back (a NaN, nesting too deep) is not
         // stored changed; the effect did run, so a marker is journaled in its
         // place and the effect is never run again.
@@ -137,27 +155,55 @@ impl Journal {
                 (serde_json::to_vec(&serde_json::json!({ UNJOURNALED: message })).unwrap_or_default(), Some(message))
             }
         };
-        let k = self.key(node, key);
-        let outcome = blocking(&self.store, move |s| s.record_effect(&k, &bytes))
-            .await
-            .and_then(|r| Ok(r?))
-            .map_err(unavailable)?;
+        let mut batch = self.batch().effect(self.key(node, key), bytes.clone());
+        if let Some(transition) = settle(&value) {
+            batch = batch.transition(transition);
+        }
+        let outcome = match self.commit(batch).await? {
+            Ok(mut outcomes) => outcomes.pop(),
+            // The approval moved meanwhile: journal the result alone.
+            Err(_) => {
+                self.commit(self.batch().effect(self.key(node, key), bytes)).await?.ok().and_then(|mut o| o.pop())
+            }
+        };
         match outcome {
-            EffectOutcome::Recorded if refused.is_some() => Err(NodeError::fatal(refused.unwrap_or_default())),
-            EffectOutcome::Recorded => Ok(value),
+            Some(EffectOutcome::Recorded) if refused.is_some() => Err(NodeError::fatal(refused.unwrap_or_default())),
             // Another attempt journaled first: its result is the one that counts.
-            EffectOutcome::AlreadyRecorded(existing) => decode(&existing, key),
+            Some(EffectOutcome::AlreadyRecorded(existing)) => decode(&existing, key),
+            _ => Ok(value),
         }
     }
 
-    /// Appends to the thread's audit log.
-    pub(crate) async fn audit(&self, actor: String, kind: &str, detail: Value) -> Result<(), NodeError> {
-        let (thread, entry) = (self.thread.clone(), NewAuditEntry::new(now_ms(), actor, kind, detail));
-        blocking(&self.store, move |s| s.append_audit(&thread, entry))
-            .await
-            .map_err(unavailable)?
-            .map_err(|e| NodeError::transient(format!("audit log unavailable: {e}")))
-            .map(|_| ())
+    /// An empty batch of this journal's thread, for [`Journal::commit`].
+    pub(crate) fn batch(&self) -> EffectBatch {
+        EffectBatch::new(self.thread.clone())
+    }
+
+    /// The marker [`Journal::mark`] writes, to put in a batch instead.
+    pub(crate) fn marker_effect(
+        &self,
+        node: &str,
+        key: &str,
+        what: &str,
+        run: u32,
+        detail: &Value,
+    ) -> (EffectKey, Vec<u8>) {
+        (self.marker(node, key, what, run), serde_json::to_vec(detail).unwrap_or_default())
+    }
+
+    /// Writes `batch` durably, all of it or (with a backend that has
+    /// transactions) none. A lost approval compare-and-set is `Ok(Err(the
+    /// approval's current status))`; nothing of the batch is then written.
+    pub(crate) async fn commit(
+        &self,
+        batch: EffectBatch,
+    ) -> Result<Result<Vec<EffectOutcome>, ApprovalStatus>, NodeError> {
+        let result = blocking(&self.store, move |s| s.commit_effects(batch)).await.map_err(unavailable)?;
+        match result {
+            Ok(outcomes) => Ok(Ok(outcomes)),
+            Err(CommitError::Approval(ApprovalError::AlreadyDecided { current, .. })) => Ok(Err(current)),
+            Err(e) => Err(NodeError::transient(format!("effect journal unavailable: {e}"))),
+        }
     }
 }
 

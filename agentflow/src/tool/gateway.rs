@@ -14,7 +14,9 @@ use crate::error::{ErrorClass, NodeError};
 use crate::event::Activity;
 use crate::message::{ToolCall, ToolSpec};
 use crate::persist::{Journal, now_ms};
-use agentflow_store::{ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, EffectKey, Store};
+use agentflow_store::{
+    ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, EffectKey, Store,
+};
 
 /// What happens when a human rejects a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -145,7 +147,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             Decision::Deny => {
                 deny(Code::PermissionDenied, format!("the policy denies `{}` ({} risk)", tool.name(), tool.risk()))
             }
-            Decision::Run => self.execute(tool, call, call.arguments.clone(), None).await,
+            Decision::Run => self.execute(tool, call, call.arguments.clone(), None).await.map(|(obs, _)| obs),
             Decision::NeedsApproval => self.with_approval(tool, call).await,
         }
     }
@@ -156,13 +158,18 @@ impl<D: Sync + 'static> Ctx<'_, D> {
     /// idempotent, else a human settles it. `approval`: the record the call
     /// runs under, and whether it was just taken from APPROVED (a human said
     /// to run it, so an earlier cut-off run of it is closed, not asked about).
+    /// Runs the call through the effect journal. Under an approval
+    /// (`approval`: the record, and whether this call claims it: it is
+    /// APPROVED), the claim rides the transaction of the *started* marker and
+    /// the approval's `EXECUTING -> SUCCEEDED`/`FAILED` the transaction of the
+    /// result; the `bool` says the latter happened (or was tried and refused).
     async fn execute(
         &self,
         tool: &'static dyn Tool,
         call: &ToolCall,
         args: Value,
         approval: Option<(&ApprovalRecord, bool)>,
-    ) -> Result<Observation, NodeError> {
+    ) -> Result<(Observation, bool), NodeError> {
         let key = effect_key(tool, call);
         let node = self.node;
         let invoke = |idempotency_key: String| async move {
@@ -175,6 +182,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                 Err(ToolError::Fatal(msg)) => Err(NodeError::fatal(format!("tool `{}`: {msg}", tool.name()))),
             }
         };
+        let mut settled = false;
         let result: Result<Value, String> = match self.journal {
             Some(journal) if tool.risk() != super::Risk::Read => {
                 let uncertain = match approval {
@@ -186,11 +194,30 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                         risk: tool.risk().to_string(),
                     }),
                 };
-                let release = approval.is_some_and(|(_, release)| release);
-                match self.journaled(journal, &key, release, uncertain, invoke).await? {
-                    Journaled::Done(result) => result,
+                // The approval's moves, if the call runs under one it may still move.
+                let moving =
+                    approval.filter(|(r, _)| matches!(r.status, ApprovalStatus::Approved | ApprovalStatus::Executing));
+                let claim = moving.filter(|(_, release)| *release).map(|(r, _)| {
+                    self.approval_move(&r.id, ApprovalStatus::Approved, ApprovalStatus::Executing, "executing")
+                });
+                let settle = |result: &Result<Value, String>| {
+                    moving.map(|(r, _)| {
+                        let to = if result.is_ok() { ApprovalStatus::Succeeded } else { ApprovalStatus::Failed };
+                        self.approval_move(&r.id, ApprovalStatus::Executing, to, "executed")
+                    })
+                };
+                match self.journaled(journal, &key, claim, uncertain, settle, invoke).await? {
+                    Journaled::Done(result, done) => {
+                        settled = done;
+                        result
+                    }
                     Journaled::Succeeded(value, _) => journal.record(self.node, &key, Ok::<_, String>(value)).await?,
                     Journaled::Failed(why) => Err(format!("`{}` did not complete: {why}", tool.name())),
+                    Journaled::ClaimLost(current) => {
+                        let id = approval.map(|(r, _)| r.id.as_str()).unwrap_or_default();
+                        let detail = format!("the approval `{id}` was already used ({current:?})");
+                        return Ok((Observation::error(&call.id, &call.name, Code::ApprovalInvalid, detail), true));
+                    }
                 }
             }
             Some(journal) => invoke(journal.idempotency_key(self.node, &key)).await?,
@@ -205,7 +232,16 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         {
             body.insert("conditions".into(), conditions.clone());
         }
-        Ok(obs)
+        Ok((obs, settled))
+    }
+
+    /// An approval compare-and-set made by this node's executor.
+    fn approval_move(&self, id: &str, from: ApprovalStatus, to: ApprovalStatus, note: &str) -> ApprovalTransition {
+        let patch = ApprovalPatch {
+            note: Some(note.to_string()),
+            ..ApprovalPatch::by(format!("executor:{}", self.node), now_ms())
+        };
+        ApprovalTransition { id: id.to_string(), from, to, patch }
     }
 
     async fn with_approval(&self, tool: &'static dyn Tool, call: &ToolCall) -> Result<Observation, NodeError> {
@@ -270,6 +306,13 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             | ApprovalStatus::OutcomeUnknown
             | ApprovalStatus::Succeeded
             | ApprovalStatus::Failed => self.run_approved(journal, tool, call, record).await,
+            // A status this version does not know: never run on it.
+            other => deny(
+                Code::ApprovalInvalid,
+                format!(
+                    "the approval `{id}` has status {other}, which this executor does not know; the call did not run"
+                ),
+            ),
         }
     }
 
@@ -404,39 +447,31 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         // From here until the outcome is recorded, a node timeout or the
         // run's deadline waits instead of cutting the call off.
         let _shield = self.shield();
-        let release = record.status == ApprovalStatus::Approved;
-        if release {
-            match self
-                .transition(journal, &record.id, ApprovalStatus::Approved, ApprovalStatus::Executing, "executing")
-                .await?
-            {
-                Ok(_) => {}
-                // Someone else moved it first: another executor is using it.
-                Err(current) => {
-                    return deny(
-                        Code::ApprovalInvalid,
-                        format!("the approval `{}` was already used ({current})", record.id),
-                    );
-                }
-            }
-        }
+        // APPROVED: this call claims it (APPROVED -> EXECUTING), durably and
+        // with the call's started marker, before the tool runs; another
+        // executor that claimed it first makes this a refusal.
         // SUCCEEDED on replay: the journal returns the recorded result.
         // EXECUTING with no result: the call was cut off mid-way; an
         // idempotent tool runs again with the same key, any other waits for
         // a human (OUTCOME_UNKNOWN).
+        let release = record.status == ApprovalStatus::Approved;
         let result = self.execute(tool, call, approved, Some((&record, release))).await;
         let to = match &result {
-            Ok(obs) if obs.is_ok() => ApprovalStatus::Succeeded,
+            // The result and the approval's final status went in one transaction.
+            Ok((_, true)) => return result.map(|(obs, _)| obs),
+            Ok((obs, false)) if obs.is_ok() => ApprovalStatus::Succeeded,
             // A passing fault: the node's retry runs the call again under this
             // approval, still EXECUTING (the journal knows this run ended).
             // A pause: the outcome is unknown and a human settles it.
-            Err(e) if matches!(e.class, ErrorClass::Transient | ErrorClass::NeedsInput) => return result,
+            Err(e) if matches!(e.class, ErrorClass::Transient | ErrorClass::NeedsInput) => {
+                return result.map(|(obs, _)| obs);
+            }
             _ => ApprovalStatus::Failed,
         };
         if matches!(record.status, ApprovalStatus::Approved | ApprovalStatus::Executing) {
             let _ = self.transition(journal, &record.id, ApprovalStatus::Executing, to, "executed").await?;
         }
-        result
+        result.map(|(obs, _)| obs)
     }
 
     async fn transition(

@@ -1,0 +1,138 @@
+//! The effect journal: recording an effect's result once per key, and dropping a checkpoint's
+//! effects on compaction.
+
+use std::path::Path;
+
+use redb::{ReadableTable, Table};
+
+use crate::approvals::{ApprovalTables, check_conditions, check_transition};
+use crate::audit::append_audit;
+use crate::codec::MAX_DOCUMENT_DEPTH;
+use crate::error::{CommitError, Ctx, JsonTooDeep, StorageError};
+use crate::reads::decode;
+use crate::record::{EffectBatch, EffectKey, EffectOutcome, Payload};
+use crate::tables;
+use crate::writer::Tx;
+
+/// Removes the effects journaled against (thread, seq).
+pub(crate) fn remove_effects(
+    path: &Path,
+    effects: &mut Table<'_, (&'static str, u64, &'static str, &'static str), &'static [u8]>,
+    thread: &str,
+    seq: u64,
+) -> Result<(), StorageError> {
+    let mut keys = Vec::new();
+    for entry in effects.range((thread, seq, "", "")..).ctx(path)? {
+        let (k, _) = entry.ctx(path)?;
+        let (t, s, node, key) = k.value();
+        if t != thread || s != seq {
+            break;
+        }
+        keys.push((node.to_string(), key.to_string()));
+    }
+    for (node, key) in keys {
+        effects.remove((thread, seq, node.as_str(), key.as_str())).ctx(path)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn stage_record_effect(tx: &Tx<'_>, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, StorageError> {
+    let mut effects = tx.txn.open_table(tables::EFFECTS).ctx(tx.path)?;
+    let k = (key.thread.as_str(), key.seq, key.node.as_str(), key.key.as_str());
+    if let Some(existing) = effects.get(k).ctx(tx.path)? {
+        let existing = decode(tx.path, tables::EFFECTS, || effect_key(key), existing.value(), Payload::decode)?;
+        return Ok(EffectOutcome::AlreadyRecorded(existing));
+    }
+    tx.wrote();
+    effects.insert(k, Payload::encode(result).as_slice()).ctx(tx.path)?;
+    Ok(EffectOutcome::Recorded)
+}
+
+/// An effect's key, rendered for humans.
+pub(crate) fn effect_key(key: &EffectKey) -> String {
+    format!("({:?}, {}, {:?}, {:?})", key.thread, key.seq, key.node, key.key)
+}
+
+/// Stages an [`EffectBatch`]: validates every part (thread, depth, each compare-and-set against
+/// the stored status and the batch's earlier transitions), then journals the effects, applies the
+/// transitions and appends the audit entries.
+pub(crate) fn stage_effect_batch(tx: &Tx<'_>, batch: &EffectBatch) -> Result<Vec<EffectOutcome>, CommitError> {
+    let path = tx.path;
+    let tid = batch.thread.as_str();
+    let invalid = |reason: String| CommitError::Invalid { thread: tid.to_string(), reason };
+    if tid.is_empty() {
+        return Err(invalid("the thread id is empty".to_string()));
+    }
+    if let Some((key, _)) = batch.effects.iter().find(|(k, _)| k.thread != tid) {
+        return Err(invalid(format!("effect `{}` belongs to thread `{}`", key.key, key.thread)));
+    }
+    for entry in &batch.audit {
+        JsonTooDeep::check(&entry.detail, MAX_DOCUMENT_DEPTH, "detail")
+            .map_err(|source| CommitError::TooDeep { thread: tid.to_string(), source })?;
+    }
+    let mut approvals = if batch.approval_transitions.is_empty() { None } else { Some(ApprovalTables::open(tx)?) };
+    let mut audit = if batch.audit.is_empty() && approvals.is_none() {
+        None
+    } else {
+        Some(tx.txn.open_table(tables::AUDIT).ctx(path)?)
+    };
+    let mut effects = if batch.effects.is_empty() { None } else { Some(tx.txn.open_table(tables::EFFECTS).ctx(path)?) };
+
+    // Validate everything before the first write.
+    let mut planned = Vec::with_capacity(batch.approval_transitions.len());
+    if let Some(approvals) = approvals.as_ref() {
+        let mut statuses = std::collections::HashMap::new();
+        for t in &batch.approval_transitions {
+            let record = approvals.get(path, &t.id)?;
+            if record.thread != tid {
+                return Err(invalid(format!("approval `{}` belongs to thread `{}`", t.id, record.thread)));
+            }
+            let current = statuses.get(t.id.as_str()).copied().unwrap_or(record.status);
+            check_transition(&t.id, current, t.from, t.to)?;
+            check_conditions(&t.id, t.patch.conditions.as_ref())?;
+            statuses.insert(t.id.as_str(), t.to);
+            planned.push(t);
+        }
+    }
+    let mut outcomes = Vec::with_capacity(batch.effects.len());
+    let mut fresh = Vec::new();
+    if let Some(effects) = effects.as_ref() {
+        for (key, result) in &batch.effects {
+            let k = (key.thread.as_str(), key.seq, key.node.as_str(), key.key.as_str());
+            // An earlier effect of this batch under the same key counts as recorded first.
+            let earlier = fresh.iter().position(|(f, _): &(&EffectKey, &Vec<u8>)| *f == key);
+            match (earlier, effects.get(k).ctx(path)?) {
+                (Some(i), _) => outcomes.push(EffectOutcome::AlreadyRecorded(fresh[i].1.clone())),
+                (None, Some(existing)) => {
+                    let existing =
+                        decode(path, tables::EFFECTS, || effect_key(key), existing.value(), Payload::decode)?;
+                    outcomes.push(EffectOutcome::AlreadyRecorded(existing));
+                }
+                (None, None) => {
+                    fresh.push((key, result));
+                    outcomes.push(EffectOutcome::Recorded);
+                }
+            }
+        }
+    }
+
+    tx.wrote();
+    if let Some(effects) = effects.as_mut() {
+        for (key, result) in fresh {
+            let k = (key.thread.as_str(), key.seq, key.node.as_str(), key.key.as_str());
+            effects.insert(k, Payload::encode(result).as_slice()).ctx(path)?;
+        }
+    }
+    if let (Some(approvals), Some(audit)) = (approvals.as_mut(), audit.as_mut()) {
+        for t in planned {
+            let record = approvals.get(path, &t.id)?;
+            approvals.apply(path, audit, record, t.to, &t.patch)?;
+        }
+    }
+    if let Some(audit) = audit.as_mut() {
+        for entry in &batch.audit {
+            append_audit(path, audit, tid, entry.clone())?;
+        }
+    }
+    Ok(outcomes)
+}

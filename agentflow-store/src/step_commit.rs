@@ -1,0 +1,176 @@
+//! Staging a [`StepCommit`]: validate every part, then write the thread record, the
+//! checkpoint, pending writes, effects, audit entries and approvals in one transaction.
+//!
+//! Validation comes first and [`Tx::wrote`] is called just before the first write, so a
+//! refused commit never leaves half a job in a group transaction.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use redb::{ReadableTable, Table};
+
+use crate::approvals::{ApprovalTables, check_conditions, check_new_approval, check_transition};
+use crate::audit::append_audit;
+use crate::codec::MAX_DOCUMENT_DEPTH;
+use crate::error::{ApprovalError, CommitError, Ctx, JsonTooDeep, StorageError};
+use crate::reads::latest_seq;
+use crate::record::{ApprovalRecord, Payload, Snapshot, StepCommit};
+use crate::tables;
+use crate::writer::Tx;
+
+/// Output of a staged step commit.
+pub(crate) struct CommitOut {
+    pub(crate) checkpoint: Option<u64>,
+    pub(crate) audit_seqs: Vec<u64>,
+}
+
+pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, CommitError> {
+    let path = tx.path;
+    let tid = c.thread.id.as_str();
+    let invalid = |reason: String| CommitError::Invalid { thread: tid.to_string(), reason };
+    let mut threads = tx.txn.open_table(tables::THREADS).ctx(path)?;
+    let mut checkpoints = tx.txn.open_table(tables::CHECKPOINTS).ctx(path)?;
+    let mut pending = tx.txn.open_table(tables::PENDING_WRITES).ctx(path)?;
+    // A plain super-step writes only the tables above; open the others only
+    // when the commit carries something for them (opening costs per commit).
+    let touches_approvals = !c.new_approvals.is_empty() || !c.approval_transitions.is_empty();
+    let with_snapshot = c.checkpoint.as_ref().is_some_and(|cp| cp.snapshot.is_some());
+    let mut snapshots = if with_snapshot { Some(tx.txn.open_table(tables::SNAPSHOTS).ctx(path)?) } else { None };
+    let mut effects = if c.effects.is_empty() { None } else { Some(tx.txn.open_table(tables::EFFECTS).ctx(path)?) };
+    let mut audit =
+        if c.audit.is_empty() && !touches_approvals { None } else { Some(tx.txn.open_table(tables::AUDIT).ctx(path)?) };
+    let mut approvals = if touches_approvals { Some(ApprovalTables::open(tx)?) } else { None };
+
+    // Validate everything before the first write.
+    if tid.is_empty() {
+        return Err(invalid("the thread id is empty".to_string()));
+    }
+    if let Some(holder) = &c.lease_holder
+        && !tx.leases.is_held_by(tid, holder, c.now)
+    {
+        let current = tx.leases.get(tid);
+        return Err(CommitError::LeaseLost { thread: tid.to_string(), holder: holder.clone(), current });
+    }
+    if let Some(cp) = &c.checkpoint {
+        if cp.thread != tid {
+            return Err(invalid(format!("the checkpoint belongs to thread `{}`", cp.thread)));
+        }
+        if let Some(latest) = latest_seq(path, &checkpoints, tid)?
+            && latest >= cp.seq
+        {
+            return Err(CommitError::SeqNotIncreasing { thread: tid.to_string(), seq: cp.seq, latest });
+        }
+        if let Some(parent) = cp.parent
+            && (parent >= cp.seq || checkpoints.get((tid, parent)).ctx(path)?.is_none())
+        {
+            return Err(CommitError::ParentMissing { thread: tid.to_string(), seq: cp.seq, parent });
+        }
+        if cp.parent.is_none() && cp.snapshot.is_none() {
+            return Err(invalid(format!("checkpoint {} has no parent, so it must carry a snapshot", cp.seq)));
+        }
+    }
+    let too_deep = |source| CommitError::TooDeep { thread: tid.to_string(), source };
+    if let Some(cp) = &c.checkpoint {
+        JsonTooDeep::check(&cp.metadata.extra, MAX_DOCUMENT_DEPTH, "metadata.extra").map_err(too_deep)?;
+    }
+    for entry in &c.audit {
+        JsonTooDeep::check(&entry.detail, MAX_DOCUMENT_DEPTH, "detail").map_err(too_deep)?;
+    }
+    for t in &c.approval_transitions {
+        check_conditions(&t.id, t.patch.conditions.as_ref())?;
+    }
+    if let Some((key, _)) = c.effects.iter().find(|(k, _)| k.thread != tid) {
+        return Err(invalid(format!("effect `{}` belongs to thread `{}`", key.key, key.thread)));
+    }
+    let mut statuses: HashMap<&str, ApprovalRecord> = HashMap::new();
+    let mut new_ids = HashSet::new();
+    for approval in &c.new_approvals {
+        if approval.thread != tid {
+            return Err(invalid(format!("approval `{}` belongs to thread `{}`", approval.id, approval.thread)));
+        }
+        let Some(approvals) = approvals.as_ref() else { break };
+        check_new_approval(path, &approvals.approvals, approval)?;
+        if !new_ids.insert(approval.id.as_str()) {
+            return Err(ApprovalError::AlreadyExists { id: approval.id.clone() }.into());
+        }
+        statuses.insert(approval.id.as_str(), approval.clone());
+    }
+    for t in &c.approval_transitions {
+        let current = match (statuses.get(t.id.as_str()), approvals.as_ref()) {
+            (Some(record), _) => record.clone(),
+            (None, Some(approvals)) => approvals.get(path, &t.id)?,
+            (None, None) => break,
+        };
+        check_transition(&t.id, current.status, t.from, t.to)?;
+        let mut next = current;
+        next.status = t.to;
+        statuses.insert(t.id.as_str(), next);
+    }
+
+    tx.wrote();
+    // Most steps leave the thread record as it was: skip the write (and the
+    // page it would dirty) when the bytes are the same.
+    let record = c.thread.encode();
+    if threads.get(tid).ctx(path)?.is_none_or(|old| old.value() != record.as_slice()) {
+        threads.insert(tid, record.as_slice()).ctx(path)?;
+    }
+    if let Some(cp) = &c.checkpoint {
+        if let Some(parent) = cp.parent {
+            remove_pending(path, &mut pending, tid, parent)?;
+        }
+        checkpoints.insert((tid, cp.seq), cp.summary().encode_row(&cp.delta).as_slice()).ctx(path)?;
+        if let (Some(state), Some(snapshots)) = (&cp.snapshot, snapshots.as_mut()) {
+            snapshots.insert((tid, cp.seq), Snapshot::encode(state).as_slice()).ctx(path)?;
+        }
+    }
+    for w in &c.pending_writes {
+        pending.insert((tid, w.seq, w.node.as_str(), w.idx), Payload::encode(&w.value).as_slice()).ctx(path)?;
+    }
+    if let Some(effects) = effects.as_mut() {
+        for (key, result) in &c.effects {
+            let k = (tid, key.seq, key.node.as_str(), key.key.as_str());
+            if effects.get(k).ctx(path)?.is_none() {
+                effects.insert(k, Payload::encode(result).as_slice()).ctx(path)?;
+            }
+        }
+    }
+    let mut audit_seqs = Vec::new();
+    if let Some(audit) = audit.as_mut() {
+        for entry in &c.audit {
+            audit_seqs.push(append_audit(path, audit, tid, entry.clone())?);
+        }
+        if let Some(approvals) = approvals.as_mut() {
+            for approval in &c.new_approvals {
+                audit_seqs.push(approvals.insert(path, audit, approval, &approval.requester)?);
+            }
+            for t in &c.approval_transitions {
+                let record = approvals.get(path, &t.id)?;
+                let (_, seq) = approvals.apply(path, audit, record, t.to, &t.patch)?;
+                audit_seqs.push(seq);
+            }
+        }
+    }
+    Ok(CommitOut { checkpoint: c.checkpoint.as_ref().map(|cp| cp.seq), audit_seqs })
+}
+
+/// Removes the pending writes recorded against (thread, seq).
+pub(crate) fn remove_pending(
+    path: &Path,
+    pending: &mut Table<'_, (&'static str, u64, &'static str, u32), &'static [u8]>,
+    thread: &str,
+    seq: u64,
+) -> Result<(), StorageError> {
+    let mut keys = Vec::new();
+    for entry in pending.range((thread, seq, "", 0u32)..).ctx(path)? {
+        let (k, _) = entry.ctx(path)?;
+        let (t, s, node, idx) = k.value();
+        if t != thread || s != seq {
+            break;
+        }
+        keys.push((node.to_string(), idx));
+    }
+    for (node, idx) in keys {
+        pending.remove((thread, seq, node.as_str(), idx)).ctx(path)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,99 @@
+//! `Store::commit_effects` as a backend that does not override it gets it:
+//! the default, which writes the parts one at a time through the other
+//! methods, passes the conformance case of the batch (a lost compare-and-set
+//! or a part of another thread refuses the batch before any later part).
+
+use agentflow_store::{
+    ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, AuditError, Checkpoint,
+    CheckpointSummary, CommitError, CommitReceipt, CompactError, CompactReport, EffectError, EffectKey, EffectOutcome,
+    FoldFn, Lease, LeaseError, NewAuditEntry, PendingWrite, ReadError, RedbStore, StateChain, StepCommit, Store,
+    ThreadRecord, conformance,
+};
+
+/// Every method but `commit_effects` forwarded to a `RedbStore`.
+struct Plain(RedbStore);
+
+impl Store for Plain {
+    fn thread(&self, id: &str) -> Result<Option<ThreadRecord>, ReadError> {
+        self.0.thread(id)
+    }
+    fn list_threads(&self) -> Result<Vec<ThreadRecord>, ReadError> {
+        self.0.list_threads()
+    }
+    fn commit_step(&self, commit: StepCommit) -> Result<CommitReceipt, CommitError> {
+        self.0.commit_step(commit)
+    }
+    fn flush(&self) -> Result<(), CommitError> {
+        self.0.flush()
+    }
+    fn checkpoint(&self, thread: &str, seq: u64) -> Result<Option<Checkpoint>, ReadError> {
+        self.0.checkpoint(thread, seq)
+    }
+    fn latest_checkpoint(&self, thread: &str) -> Result<Option<Checkpoint>, ReadError> {
+        self.0.latest_checkpoint(thread)
+    }
+    fn list_checkpoints(&self, thread: &str) -> Result<Vec<CheckpointSummary>, ReadError> {
+        self.0.list_checkpoints(thread)
+    }
+    fn state_chain(&self, thread: &str, seq: u64) -> Result<Option<StateChain>, ReadError> {
+        self.0.state_chain(thread, seq)
+    }
+    fn pending_writes(&self, thread: &str, seq: u64) -> Result<Vec<PendingWrite>, ReadError> {
+        self.0.pending_writes(thread, seq)
+    }
+    fn acquire_lease(&self, thread: &str, holder: &str, ttl_ms: u64, now: u64) -> Result<Lease, LeaseError> {
+        self.0.acquire_lease(thread, holder, ttl_ms, now)
+    }
+    fn renew_lease(&self, thread: &str, holder: &str, ttl_ms: u64, now: u64) -> Result<Lease, LeaseError> {
+        self.0.renew_lease(thread, holder, ttl_ms, now)
+    }
+    fn release_lease(&self, thread: &str, holder: &str) -> Result<(), LeaseError> {
+        self.0.release_lease(thread, holder)
+    }
+    fn effect(&self, key: &EffectKey) -> Result<Option<Vec<u8>>, ReadError> {
+        self.0.effect(key)
+    }
+    fn record_effect(&self, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, EffectError> {
+        self.0.record_effect(key, result)
+    }
+    fn append_audit(&self, thread: &str, entry: NewAuditEntry) -> Result<u64, AuditError> {
+        self.0.append_audit(thread, entry)
+    }
+    fn list_audit(&self, thread: &str) -> Result<Vec<AuditEntry>, ReadError> {
+        self.0.list_audit(thread)
+    }
+    fn put_approval(&self, approval: ApprovalRecord, actor: &str) -> Result<(), ApprovalError> {
+        self.0.put_approval(approval, actor)
+    }
+    fn approval(&self, id: &str) -> Result<Option<ApprovalRecord>, ReadError> {
+        self.0.approval(id)
+    }
+    fn list_approvals(&self, thread: &str) -> Result<Vec<ApprovalRecord>, ReadError> {
+        self.0.list_approvals(thread)
+    }
+    fn list_pending_approvals(&self) -> Result<Vec<ApprovalRecord>, ReadError> {
+        self.0.list_pending_approvals()
+    }
+    fn transition_approval(
+        &self,
+        id: &str,
+        expected: ApprovalStatus,
+        to: ApprovalStatus,
+        patch: ApprovalPatch,
+    ) -> Result<ApprovalRecord, ApprovalError> {
+        self.0.transition_approval(id, expected, to, patch)
+    }
+    fn compact(&self, thread: &str, keep_last: usize, fold: &FoldFn<'_>) -> Result<CompactReport, CompactError> {
+        self.0.compact(thread, keep_last, fold)
+    }
+}
+
+#[test]
+fn the_default_commit_effects_passes_the_batch_case() {
+    conformance::effect_batch_all_or_nothing(&Plain(RedbStore::in_memory().expect("in-memory store")));
+}
+
+#[test]
+fn the_default_passes_the_whole_suite() {
+    conformance::run_all(&|| Box::new(Plain(RedbStore::in_memory().expect("in-memory store"))));
+}
