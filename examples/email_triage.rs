@@ -107,7 +107,7 @@ pub enum ReviewDecision {
 // ---------------------------------------------------------------- dependencies
 
 pub struct Services {
-    model: Arc<dyn ChatModel>,
+    pub model: Arc<dyn ChatModel>,
 }
 
 impl Services {
@@ -150,7 +150,7 @@ impl Services {
 // ---------------------------------------------------------------- the graph
 
 #[graph(state = Triage, deps = Services, start = read)]
-mod triage {
+pub mod triage {
     use super::*;
 
     #[node(goto = [classify])]
@@ -165,7 +165,7 @@ mod triage {
             Message::system("You triage customer emails for a software company."),
             Message::human(format!("From: {}\nSubject: {}\n\n{}", email.from, email.subject, email.body)),
         ];
-        let c: Classification = agentflow::model::structured(&*cx.deps().model, messages, 2).await?.value;
+        let c: Classification = cx.structured(&*cx.deps().model, ChatRequest::new(messages), 2).await?.value;
         let human = matches!(c.intent, Intent::Billing | Intent::Complex) || c.urgency == Urgency::Critical;
         let u = Triage::update().classification(Some(c.clone())).path(vec!["classify".into()]);
         Ok(if human {
@@ -256,7 +256,7 @@ fn parse_email(raw: &str) -> Email {
 // ---------------------------------------------------------------- the model
 
 /// The test double: keyword rules standing in for an LLM, for both calls.
-fn scripted_model() -> ScriptedModel {
+pub fn scripted_model() -> ScriptedModel {
     ScriptedModel::new().respond_with(|req: &ChatRequest| {
         let human = req.messages.iter().rev().find(|m| m.role == Role::Human).map_or("", |m| m.content.as_str());
         if req.response_schema.is_some() {
@@ -325,7 +325,7 @@ fn model() -> (Arc<dyn ChatModel>, String) {
 
 // ---------------------------------------------------------------- samples
 
-const SAMPLES: [(&str, &str); 4] = [
+pub const SAMPLES: [(&str, &str); 4] = [
     (
         "urgent-bug",
         "From: dana@acme.example\nSubject: Checkout fails with error 500\n\n\
@@ -399,13 +399,13 @@ fn indent(text: &str, by: &str) -> String {
 
 // ---------------------------------------------------------------- commands
 
-type Graph = CompiledGraph<Triage, Services>;
+type Graph = App<Triage, Services>;
 
 const DEFAULT_DB: &str = "agentflow.redb";
 
 fn open(db: &str) -> Result<(Graph, Arc<RedbStore>), String> {
     let store = Arc::new(RedbStore::open(db).map_err(|e| format!("cannot open the store `{db}`: {e}"))?);
-    Ok((triage::graph().with_store(store.clone()), store))
+    Ok((triage::graph().app().store(store.clone()), store))
 }
 
 /// The next free `triage-N`: derived from the threads in the store, so runs

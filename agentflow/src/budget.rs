@@ -7,7 +7,7 @@
 //! limits are compared with those totals. The limits given when the thread
 //! started are stored with it; a resume may tighten them for itself, but
 //! raising them takes an explicit, audited call
-//! ([`CompiledGraph::raise_limits`](crate::CompiledGraph::raise_limits)).
+//! ([`App::raise_limits`](crate::App::raise_limits)).
 //! The usage of a step that was in flight when the process died is lost
 //! with that step: at most one step's calls go uncounted per crash.
 //!

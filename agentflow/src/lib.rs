@@ -70,6 +70,7 @@
 // The derive and graph macros name `::agentflow`; this lets the crate use them itself.
 extern crate self as agentflow;
 
+pub mod app;
 pub mod approval;
 pub mod budget;
 pub mod context;
@@ -86,10 +87,12 @@ pub mod reducer;
 pub mod state;
 pub mod step;
 pub mod tool;
+mod umbrella;
 
 #[doc(hidden)]
 pub mod __private;
 
+pub use app::App;
 pub use budget::{Limits, RunUsage};
 pub use context::Ctx;
 pub use error::{ErrorClass, NodeError};
@@ -101,12 +104,13 @@ pub use persist::{Durability, RedbStore, Snapshot, Store};
 pub use state::{Field, FieldMask, ReducerKind, State, Update};
 pub use step::Step;
 pub use tokio_util::sync::CancellationToken;
+pub use umbrella::Error;
 
 /// Everything a graph definition needs: `use agentflow::prelude::*;`.
 pub mod prelude {
     pub use crate::error::NodeResultExt;
     pub use crate::tool::{Risk, ToolCx, ToolError};
-    pub use crate::{CompiledGraph, Ctx, NodeError, Outcome, State, Step, goto, graph, node, tool};
+    pub use crate::{App, CompiledGraph, Ctx, NodeError, Outcome, State, Step, goto, graph, node, tool};
 }
 
 /// Derives [`State`] for a struct with named fields: a reducer per field and
