@@ -10,10 +10,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::Budget;
 use crate::budget::Meter;
 use crate::error::NodeError;
 use crate::event::Activity;
-use crate::executor::Budget;
 use crate::interrupt::{Pending, PendingKind, Signal};
 use crate::model::{ChatModel, ChatReply, ChatRequest};
 use crate::persist::{Entry, Journal, decode_effect};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::context::Ctx;
 use crate::error::NodeError;
-use crate::executor::RetryPolicy;
+use crate::retry::RetryPolicy;
 use crate::state::{FieldMask, State};
 use crate::step::Step;
 use crate::tool::{Tool, ToolSet};

@@ -3,8 +3,8 @@
 //! approvals and opens stores.
 
 use crate::approval::DecisionError;
-use crate::executor::RunError;
 use crate::model::{ModelError, StructuredError};
+use crate::outcome::RunError;
 use crate::persist::{HistoryError, PersistError, ResumeError, ValueError};
 use agentflow_store::{OpenError, StorageError};
 

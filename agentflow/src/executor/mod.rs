@@ -3,8 +3,6 @@
 
 mod events;
 mod exec;
-mod outcome;
-mod retry;
 mod step;
 
 use std::collections::HashSet;
@@ -14,8 +12,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-pub use outcome::{Budget, Outcome, Run, RunError};
-pub use retry::RetryPolicy;
+use crate::outcome::{Outcome, Run, RunError};
 
 use events::{Events, Sink};
 use exec::Exec;
@@ -152,13 +149,13 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         self
     }
 
-    /// Ends the run as [`Budget::Deadline`] at this instant, even mid-step.
+    /// Ends the run as [`Budget::Deadline`](crate::Budget::Deadline) at this instant, even mid-step.
     pub fn deadline(mut self, at: Instant) -> Self {
         self.deadline = Some(at);
         self
     }
 
-    /// Ends the run as [`Budget::Deadline`] after this much wall-clock time.
+    /// Ends the run as [`Budget::Deadline`](crate::Budget::Deadline) after this much wall-clock time.
     pub fn timeout(self, limit: Duration) -> Self {
         self.deadline(Instant::now() + limit)
     }

@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 use super::{Durability, Journal, PersistError, ResumeError, blocking, now_ms};
 use crate::app::App;
 use crate::budget::{RunUsage, ThreadBudget};
-use crate::executor::RunError;
 use crate::graph::{CompiledGraph, NodeId};
 use crate::interrupt::Pending;
+use crate::outcome::RunError;
 use crate::state::State;
 use crate::step::Step;
 

@@ -2,38 +2,10 @@
 
 use std::fmt;
 
-use crate::budget::RunUsage;
+use crate::budget::{Budget, RunUsage};
 use crate::error::NodeError;
 use crate::interrupt::Pending;
 use crate::persist::{PersistError, ResumeError};
-
-/// Which budget ran out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[non_exhaustive]
-pub enum Budget {
-    /// The super-step bound (`max_steps`).
-    Steps,
-    /// The wall-clock deadline of the run.
-    Deadline,
-    /// Model calls.
-    ModelCalls,
-    /// Tool calls.
-    ToolCalls,
-    /// Tokens, input and output.
-    Tokens,
-}
-
-impl fmt::Display for Budget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Budget::Steps => "max_steps",
-            Budget::Deadline => "deadline",
-            Budget::ModelCalls => "model_calls",
-            Budget::ToolCalls => "tool_calls",
-            Budget::Tokens => "tokens",
-        })
-    }
-}
 
 /// How a run ended. A run that hit a budget is never reported as completed.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
