@@ -350,7 +350,7 @@ async fn a_new_schema_version_needs_a_migration() {
     let err = new.runner(&()).thread("m").resume_with("Ada").await.unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, RunError::Resume(ResumeError::SchemaVersion { stored: 1, current: 2, .. })), "{msg}");
-    assert!(msg.contains("register a migration with `.app().migration(1, |old| ..)`"), "{msg}");
+    assert!(msg.contains("register a migration with `graph.app().migration(1, |old| ..)`"), "{msg}");
     // ...and resumed with one, which upgrades the stored state.
     let migrated = schema_v2::flow::graph().app().store(store).migration(1, |mut old| {
         let name = old["name"].as_str().ok_or("no name")?.to_string();

@@ -79,6 +79,59 @@ impl Default for Gateway {
 ///
 /// Built with [`CompiledGraph::app`]; cheap to clone (the plan, the store
 /// and the policy are shared).
+///
+/// A durable thread paused at a breakpoint, resumed, then branched and
+/// edited by a person, with limits and an event sink:
+///
+/// ```
+/// use std::sync::Arc;
+/// use agentflow::prelude::*;
+/// use agentflow::{Event, Limits, RedbStore};
+/// # use serde::{Deserialize, Serialize};
+/// # #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+/// # struct Count { #[reduce(add)] n: u32 }
+/// #[graph(state = Count, start = first)]
+/// mod steps {
+///     use super::*;
+///     #[node(goto = [second])]
+///     async fn first(_c: &Count) -> Step<Count> { goto!(second, Count::update().n(1)) }
+///     #[node(goto = [END])]
+///     async fn second(_c: &Count) -> Step<Count> { goto!(END, Count::update().n(1)) }
+/// }
+/// # fn main() -> Result<(), agentflow::Error> {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let app = steps::graph().app().store(Arc::new(RedbStore::in_memory()?));
+///
+/// // Breakpoint: pause before `second` runs; count the events meanwhile.
+/// let mut events = 0;
+/// let run = app
+///     .runner(&())
+///     .thread("t-1")
+///     .limits(Limits::none().model_calls(5).tool_calls(5))
+///     .interrupt_before(["second"])
+///     .on_event(|_e: Event<Count>| events += 1)
+///     .run(Count::default())
+///     .await?;
+/// assert!(matches!(run.outcome, Outcome::Interrupted { .. }));
+/// assert_eq!(run.state.n, 1);
+/// assert!(events > 0);
+///
+/// // Resume where it paused (in this or another process).
+/// let run = app.runner(&()).thread("t-1").resume().await?;
+/// assert_eq!(run.outcome, Outcome::Completed);
+/// assert_eq!(run.state.n, 2);
+///
+/// // Branch back to checkpoint 1 (after `first`), then a person edits the state.
+/// app.fork("t-1", 1, "alice")?;
+/// assert_eq!(app.state("t-1")?.unwrap().state.n, 1);
+/// app.update_state("t-1", Count::update().n(10), "alice")?;
+/// assert_eq!(app.state("t-1")?.unwrap().state.n, 11);
+/// // History is never rewritten: the fork and the edit are new checkpoints.
+/// assert!(app.history("t-1")?.len() >= 4);
+/// # Ok(())
+/// # })
+/// # }
+/// ```
 pub struct App<S: State, D = ()> {
     pub(crate) graph: CompiledGraph<S, D>,
     pub(crate) store: Option<Arc<dyn Store>>,

@@ -6,7 +6,7 @@ use crate::approval::DecisionError;
 use crate::model::{ModelError, StructuredError};
 use crate::outcome::RunError;
 use crate::persist::{HistoryError, PersistError, ResumeError, ValueError};
-use agentflow_store::{OpenError, StorageError};
+use agentflow_store::{OpenError, ReadError, StorageError};
 
 /// Any error of agentflow, by the operation that failed.
 ///
@@ -21,8 +21,9 @@ use agentflow_store::{OpenError, StorageError};
 /// }
 /// let dir = std::env::temp_dir().join(format!("agentflow-error-doc-{}", std::process::id()));
 /// std::fs::create_dir_all(&dir).unwrap();
-/// assert!(open(&dir.join("a.redb")).is_ok());
-/// // The file is open: a second open is refused, as an `agentflow::Error`.
+/// let first = open(&dir.join("a.redb"));
+/// assert!(first.is_ok());
+/// // While it is open, a second open is refused, as an `agentflow::Error`.
 /// let err = open(&dir.join("a.redb")).unwrap_err();
 /// assert!(matches!(err, agentflow::Error::Open(_)), "{err}");
 /// # std::fs::remove_dir_all(&dir).ok();
@@ -54,6 +55,9 @@ pub enum Error {
     /// The store failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// Reading from the store failed.
+    #[error(transparent)]
+    Read(#[from] ReadError),
     /// A model call failed.
     #[error(transparent)]
     Model(#[from] ModelError),
