@@ -135,6 +135,7 @@ impl Authorizer for RoleAuthorizer {
 /// What a human found out about a call whose outcome was unknown
 /// (see [`ApprovalDesk::settle`]).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Settlement {
     /// It acted, with this result.
     Succeeded(Value),
