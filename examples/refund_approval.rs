@@ -11,7 +11,9 @@
 //! tampered arguments and an expired approval. The audit log closes the run.
 //!
 //! The model is `ScriptedModel`, a deterministic test double that reads the
-//! conversation and follows a fixed plan; it is not a language model.
+//! conversation and follows a fixed plan; it is not a language model. The
+//! payment provider is a stand-in that records refunds; `process_refund`
+//! reaches it through the graph's deps (`RefundDeps`), not a global.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -48,17 +50,39 @@ pub struct Refund {
     amount: u32,
 }
 
-/// Every refund that actually ran (the "payment provider").
-static EXECUTED: Mutex<Vec<(String, u32)>> = Mutex::new(Vec::new());
+/// The payment provider's client, in a real agent an HTTP client with its
+/// credentials; here it records every refund that actually ran.
+#[derive(Default)]
+struct Payments {
+    executed: Mutex<Vec<(String, u32)>>,
+}
 
-fn executed(order: &str) -> Vec<u32> {
-    EXECUTED.lock().unwrap().iter().filter(|(o, _)| o == order).map(|(_, a)| *a).collect()
+impl Payments {
+    fn refund(&self, order: &str, amount: u32) {
+        self.executed.lock().unwrap().push((order.to_string(), amount));
+    }
+
+    fn executed(&self, order: &str) -> Vec<u32> {
+        self.executed.lock().unwrap().iter().filter(|(o, _)| o == order).map(|(_, a)| *a).collect()
+    }
+}
+
+/// The agent's deps: the model (for the ReAct loop) and what its tools reach.
+struct RefundDeps {
+    react: ReactDeps,
+    payments: Payments,
+}
+
+impl AsRef<ReactDeps> for RefundDeps {
+    fn as_ref(&self) -> &ReactDeps {
+        &self.react
+    }
 }
 
 /// Refunds `amount` on an order. Irreversible: money leaves the company.
 #[tool(risk = irreversible)]
-async fn process_refund(args: Refund, cx: &ToolCx) -> Result<Value, ToolError> {
-    EXECUTED.lock().unwrap().push((args.order_id.clone(), args.amount));
+async fn process_refund(args: Refund, cx: &ToolCx<RefundDeps>) -> Result<Value, ToolError> {
+    cx.deps().payments.refund(&args.order_id, args.amount);
     println!(
         "    [payments] REFUND EXECUTED: {} amount {} (idempotency key {})",
         args.order_id,
@@ -68,7 +92,7 @@ async fn process_refund(args: Refund, cx: &ToolCx) -> Result<Value, ToolError> {
     Ok(json!({ "refunded": args.amount, "order_id": args.order_id }))
 }
 
-agentflow::react_agent!(mod refund_agent, tools = [query_order, process_refund], max_steps = 16);
+agentflow::react_agent!(mod refund_agent, deps = RefundDeps, tools = [query_order, process_refund], max_steps = 16);
 
 // ---------------------------------------------------------------- the scripted model
 
@@ -127,7 +151,13 @@ fn question(order: &str, amount: u32) -> ReactState {
 }
 
 /// Starts a thread and prints what it waits for; returns the approval id.
-async fn start(graph: &App<ReactState, ReactDeps>, deps: &ReactDeps, thread: &str, order: &str, amount: u32) -> String {
+async fn start(
+    graph: &App<ReactState, RefundDeps>,
+    deps: &RefundDeps,
+    thread: &str,
+    order: &str,
+    amount: u32,
+) -> String {
     let run = graph.runner(deps).thread(thread).owner(OWNER).run(question(order, amount)).await.expect("run");
     println!("  run `{thread}`: {}", run.outcome);
     paused_for(&run).expect("a pause for approval")
@@ -146,7 +176,7 @@ fn paused_for(run: &Run<ReactState>) -> Option<String> {
     Some(p.payload["approval"].as_str()?.to_string())
 }
 
-async fn resume(graph: &App<ReactState, ReactDeps>, deps: &ReactDeps, thread: &str) -> Run<ReactState> {
+async fn resume(graph: &App<ReactState, RefundDeps>, deps: &RefundDeps, thread: &str) -> Run<ReactState> {
     let run = graph.runner(deps).thread(thread).resume().await.expect("resume");
     println!("  resume `{thread}`: {}", run.outcome);
     run
@@ -156,11 +186,11 @@ fn last_observation(run: &Run<ReactState>) -> String {
     run.state.messages.iter().rev().find(|m| m.role == Role::Tool).map_or_else(String::new, |m| m.content.clone())
 }
 
-fn report(run: &Run<ReactState>, desk: &ApprovalDesk, id: &str, order: &str) {
+fn report(run: &Run<ReactState>, desk: &ApprovalDesk, payments: &Payments, id: &str, order: &str) {
     println!("  the model saw: {}", last_observation(run));
     println!("  answer: {}", run.state.answer.as_deref().unwrap_or("(none)"));
     let status = desk.get(id).ok().flatten().map_or("?".to_string(), |r| r.status.to_string());
-    println!("  approval {id}: {status}; refunds executed on {order}: {:?}", executed(order));
+    println!("  approval {id}: {status}; refunds executed on {order}: {:?}", payments.executed(order));
 }
 
 fn short(hash: &str) -> &str {
@@ -177,7 +207,11 @@ async fn main() {
     let graph = refund_agent::graph().app().store(Arc::clone(&shared)).policy(RiskPolicy::default());
     let authorizer = RoleAuthorizer::new().role_for(Risk::Irreversible, "refund-approver");
     let desk = graph.approvals(authorizer.clone()).expect("the graph has a store");
-    let deps = ReactDeps::new(Arc::new(ScriptedModel::new().respond_with(plan)));
+    let deps = RefundDeps {
+        react: ReactDeps::new(Arc::new(ScriptedModel::new().respond_with(plan))),
+        payments: Payments::default(),
+    };
+    let payments = &deps.payments;
 
     println!("refund_approval: a ReAct agent whose irreversible tool waits for a human");
     println!("  model: {} (a deterministic test double, not an LLM)", agentflow::model::scripted::SCRIPTED_MODEL_NAME);
@@ -187,7 +221,7 @@ async fn main() {
 
     println!("\n== 1. approved: the refund runs once");
     let id1 = start(&graph, &deps, "approved", "ORD-1001", 299).await;
-    println!("  executed so far: {:?} (nothing runs before a decision)", executed("ORD-1001"));
+    println!("  executed so far: {:?} (nothing runs before a decision)", payments.executed("ORD-1001"));
     match desk.approve(&id1, &Approver::new("ivan", ["support"])) {
         Err(e) => println!("  ivan (role support) tries to approve: refused: {e}"),
         Ok(_) => unreachable!("ivan has no approver role"),
@@ -199,7 +233,7 @@ async fn main() {
     let r = desk.approve(&id1, &alice()).expect("alice may approve");
     println!("  alice approves: {}", r.status);
     let run = resume(&graph, &deps, "approved").await;
-    report(&run, &desk, &id1, "ORD-1001");
+    report(&run, &desk, payments, &id1, "ORD-1001");
 
     println!("\n== 2. edited: the model asks 299, the approver edits to 199");
     let id2 = start(&graph, &deps, "edited", "ORD-1002", 299).await;
@@ -217,15 +251,15 @@ async fn main() {
         short(&before.args_hash)
     );
     let run = resume(&graph, &deps, "edited").await;
-    report(&run, &desk, &id2, "ORD-1002");
-    println!("  executed amount: {:?}", executed("ORD-1002").first());
+    report(&run, &desk, payments, &id2, "ORD-1002");
+    println!("  executed amount: {:?}", payments.executed("ORD-1002").first());
 
     println!("\n== 3. rejected: the reason reaches the model, which answers without refunding");
     let id3 = start(&graph, &deps, "rejected", "ORD-1003", 299).await;
     desk.reject(&id3, &alice(), "the customer already got a voucher for this order").unwrap();
     println!("  alice rejects: the customer already got a voucher for this order");
     let run = resume(&graph, &deps, "rejected").await;
-    report(&run, &desk, &id3, "ORD-1003");
+    report(&run, &desk, payments, &id3, "ORD-1003");
 
     println!("\n== 4. replayed approval: a used approval is refused, the refund does not run twice");
     for who in [alice(), Approver::new("bob", ["refund-approver"])] {
@@ -238,7 +272,7 @@ async fn main() {
         Err(e) => println!("  resume `approved` again: refused: {e}"),
         Ok(run) => println!("  resume `approved` again: {}", run.outcome),
     }
-    println!("  refunds executed on ORD-1001: {:?} (once)", executed("ORD-1001"));
+    println!("  refunds executed on ORD-1001: {:?} (once)", payments.executed("ORD-1001"));
 
     println!("\n== 5a. tampered: the stored approval's arguments changed behind the desk's back");
     let id5 = start(&graph, &deps, "tampered-record", "ORD-1005", 299).await;
@@ -253,7 +287,7 @@ async fn main() {
     shared.transition_approval(&id5, ApprovalStatus::Pending, ApprovalStatus::Approved, patch).unwrap();
     println!("  mallory writes APPROVED with amount 9999 straight into the store, keeping the old hash");
     let run = resume(&graph, &deps, "tampered-record").await;
-    report(&run, &desk, &id5, "ORD-1005");
+    report(&run, &desk, payments, &id5, "ORD-1005");
 
     println!("\n== 5b. tampered: the call's arguments changed after the approval");
     let id6 = start(&graph, &deps, "tampered-call", "ORD-1006", 299).await;
@@ -274,7 +308,7 @@ async fn main() {
     );
     desk.reject(&new_id, &alice(), "2990 is not what I approved").unwrap();
     let run = resume(&graph, &deps, "tampered-call").await;
-    report(&run, &desk, &new_id, "ORD-1006");
+    report(&run, &desk, payments, &new_id, "ORD-1006");
 
     println!("\n== 6. expired: a decision after the TTL is refused; the call never runs");
     let short_ttl = refund_agent::graph().app().store(Arc::clone(&shared)).approval_ttl(Duration::from_millis(200));
@@ -286,7 +320,7 @@ async fn main() {
         Ok(_) => unreachable!("expired"),
     }
     let run = resume(&short_ttl, &deps, "expired").await;
-    report(&run, &short_desk, &id7, "ORD-1007");
+    report(&run, &short_desk, payments, &id7, "ORD-1007");
 
     println!("\n== audit log (per thread: seq, +ms since the request, actor, what)");
     for thread in ["approved", "edited", "rejected", "tampered-record", "tampered-call", "expired"] {

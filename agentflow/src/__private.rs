@@ -211,3 +211,44 @@ impl<T: serde::Serialize> ToolReturn for Result<T, crate::tool::ToolError> {
 pub fn tool_result<R: ToolReturn>(result: R) -> Result<serde_json::Value, crate::tool::ToolError> {
     result.into_json()
 }
+
+/// The deps type a `#[tool]` reads: `D` for `cx: &ToolCx<D>` or `deps: &D`,
+/// `dyn NoDeps` for a tool that needs none (it fits a graph with any deps).
+/// `#[graph]` checks it against the graph's deps for each listed tool.
+pub trait ToolDeps {
+    /// The tool's deps type.
+    type Deps: ?Sized;
+}
+
+/// Stands for "no deps" in [`ToolDeps::Deps`]: unsized, so it is never a
+/// graph's deps type.
+pub trait NoDeps {}
+
+/// The call's context with the graph's deps typed as `D`. `#[graph]` has
+/// checked that they are; if not (a hand-made graph), the call fails, it
+/// does not panic.
+pub fn typed_cx<'a, D: std::any::Any>(
+    cx: &crate::tool::ToolCx<'a, crate::tool::AnyDeps>,
+    tool: &str,
+) -> Result<crate::tool::ToolCx<'a, D>, crate::tool::ToolError> {
+    cx.typed::<D>().ok_or_else(|| {
+        crate::tool::ToolError::Fatal(format!(
+            "tool `{tool}` takes `&{}`, and the graph's deps are of another type",
+            std::any::type_name::<D>()
+        ))
+    })
+}
+
+/// The call's context for a tool that needs no deps.
+pub fn untyped_cx<'a>(cx: &crate::tool::ToolCx<'a, crate::tool::AnyDeps>) -> crate::tool::ToolCx<'a, ()> {
+    cx.without_deps()
+}
+
+/// A context for running one tool's body in its own unit test, with the
+/// deps the test passes; the `test_call` method `#[tool]` generates under
+/// `cfg(test)` makes it. It is typed (`D: Sized`), so it cannot be passed
+/// to [`Tool::invoke`](crate::tool::Tool::invoke), which takes the context
+/// only the gateway makes: no path around the gateway.
+pub fn test_cx<'a, D>(tool: &'static str, deps: &'a D) -> crate::tool::ToolCx<'a, D> {
+    crate::tool::ToolCx::new("test-call", tool, "test", deps)
+}

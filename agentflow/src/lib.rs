@@ -394,6 +394,8 @@ pub use agentflow_macros::node;
 /// #[tool(risk = read)]
 /// async fn name(args: Args) -> Result<T, ToolError>
 /// async fn name(args: Args, cx: &ToolCx) -> Result<T, ToolError>
+/// async fn name(args: Args, cx: &ToolCx<Deps>) -> Result<T, ToolError>
+/// async fn name(args: Args, deps: &Deps) -> Result<T, ToolError>
 /// ```
 ///
 /// # Arguments
@@ -402,6 +404,9 @@ pub use agentflow_macros::node;
 ///   tool's [`Risk`](tool::Risk) class, which the gateway's policy keys on
 ///   (for example: run `read` tools freely, ask a human before an
 ///   `irreversible` one).
+/// - `idempotent` (optional, after `risk`): the tool honours
+///   [`ToolCx::idempotency_key`](tool::ToolCx::idempotency_key), so a call
+///   cut off mid-way may be run again ([`Tool::idempotent`](tool::Tool::idempotent)).
 ///
 /// # The fn
 ///
@@ -410,20 +415,41 @@ pub use agentflow_macros::node;
 ///   `schemars::JsonSchema`: its schema is the tool's parameters, and a call
 ///   whose arguments do not fit is sent back to the model to correct.
 /// - `T` is `serde::Serialize`; it is what the model sees.
-/// - The optional [`&ToolCx`](tool::ToolCx) gives the call id and an
-///   idempotency key.
+/// - The optional second parameter:
+///   - [`cx: &ToolCx`](tool::ToolCx): the call id, an idempotency key and the
+///     calling node. The tool reads no deps, so any graph may list it.
+///   - `cx: &ToolCx<Deps>`: the same, and [`cx.deps()`](tool::ToolCx::deps),
+///     the graph's dependencies (`#[graph(deps = Deps)]`): HTTP clients,
+///     credentials, handles; the value passed to
+///     [`CompiledGraph::run`] for this run.
+///   - `deps: &Deps`: the graph's dependencies alone.
+///
+///   A node may list a tool that reads `Deps` only if its graph's deps
+///   are `Deps`; anything else is a compile error at the tool's name in
+///   `tools = [..]`, naming both types.
 ///
 /// # What it generates
 ///
 /// A unit struct named after the fn, implementing [`tool::Tool`]. List it in
-/// a node's `#[node(tools = [name])]` to call it.
+/// a node's `#[node(tools = [name])]` to call it; a run calls it only
+/// through the gateway, since [`Tool::invoke`](tool::Tool::invoke) needs a
+/// context only the gateway makes.
+///
+/// For the tool's own unit tests, the struct also has an async method
+/// `test_call(args)` (or `test_call(args, &deps)` for a tool reading deps)
+/// that runs the fn's body on its own and returns what the fn returns: no
+/// gateway, policy or journal; the call id is `test-call`, the idempotency
+/// key the tool's name and the node `test`. It exists only under
+/// `cfg(test)` of the crate that declares the tool (its unit tests, or an
+/// integration test that declares the tool itself), so graph code cannot
+/// reach a tool's body around the gateway.
 ///
 /// # Example
 ///
 /// ```
 /// use agentflow::prelude::*;
 /// use agentflow::tool::{Risk, Tool};
-/// use serde::Deserialize;
+/// use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Deserialize, schemars::JsonSchema)]
 /// struct Pair {
@@ -442,5 +468,64 @@ pub use agentflow_macros::node;
 /// assert_eq!(add.name(), "add");
 /// assert_eq!(add.description(), "Adds two numbers.");
 /// assert_eq!(add.risk(), Risk::Read);
+/// ```
+///
+/// A tool that reads the graph's deps, run by a graph, and tested on its own:
+///
+/// ```
+/// use agentflow::prelude::*;
+/// use serde::{Deserialize, Serialize};
+///
+/// /// What the graph's nodes and tools reach: a metrics client in real code.
+/// struct Deps {
+///     base_url: String,
+/// }
+///
+/// #[derive(Deserialize, Serialize, schemars::JsonSchema)]
+/// struct Service {
+///     /// The service's name.
+///     name: String,
+/// }
+///
+/// /// Reads a service's error rate.
+/// #[tool(risk = read)]
+/// async fn get_metrics(args: Service, cx: &ToolCx<Deps>) -> Result<String, ToolError> {
+///     Ok(format!("{}/{}/errors", cx.deps().base_url, args.name))
+/// }
+///
+/// #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+/// struct Incident {
+///     metrics: Option<String>,
+/// }
+///
+/// #[graph(state = Incident, deps = Deps, start = investigate)]
+/// mod oncall {
+///     use super::*;
+///
+///     #[node(goto = [END], tools = [get_metrics])]
+///     async fn investigate(_s: &Incident, cx: &Ctx<Deps>) -> Result<Step<Incident>, NodeError> {
+///         let obs = cx.run_tool(get_metrics, Service { name: "checkout".into() }).await?;
+///         let metrics = obs.result().and_then(|v| v.as_str()).map(str::to_string);
+///         Ok(goto!(END, Incident::update().metrics(metrics)))
+///     }
+/// }
+///
+/// // In the crate's unit tests, the body runs on its own with test deps:
+/// #[cfg(test)]
+/// #[tokio::test]
+/// async fn get_metrics_builds_the_url() {
+///     let deps = Deps { base_url: "http://fake".into() };
+///     let out = get_metrics.test_call(Service { name: "search".into() }, &deps).await;
+///     assert_eq!(out, Ok("http://fake/search/errors".to_string()));
+/// }
+///
+/// # fn main() {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let deps = Deps { base_url: "https://metrics.internal".into() };
+/// let run = oncall::graph().run(Incident::default(), &deps).await?;
+/// assert_eq!(run.state.metrics.as_deref(), Some("https://metrics.internal/checkout/errors"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// # }
 /// ```
 pub use agentflow_macros::tool;

@@ -137,18 +137,46 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
         // is "`x` is not a tool": a trait local to the entry carries the name
         // in its message, which `Tool`'s own message cannot (it would print
         // a plain fn's whole type).
+        //
+        // A tool that reads deps (`cx: &ToolCx<D>` or `deps: &D`) fits only
+        // a graph whose deps are `D`; one that reads none fits any. Checked
+        // here, per entry, so the error names the tool and both types.
         let entries = node.tools.iter().map(|t| {
             let msg = format!("`{t}` is not a tool");
+            let deps_msg = format!(
+                "tool `{t}` takes `&{{Self}}` as its deps, but node `{}` is in a graph whose deps are `{{D}}`",
+                ir.name.name
+            );
+            let deps_label = "this tool reads `{Self}`, not the graph's `{D}`".to_string();
             quote_spanned! {t.span()=> {
+                #[diagnostic::on_unimplemented(
+                    message = #deps_msg,
+                    label = #deps_label,
+                    note = "a tool reaches the graph's deps (`#[graph(deps = ..)]`) through `cx: &ToolCx<Deps>` or `deps: &Deps`; \
+                            take the graph's deps type there, or `&ToolCx` alone (or nothing) for a tool that needs no deps"
+                )]
+                trait ToolDepsFit<D> {}
+                #[diagnostic::do_not_recommend]
+                impl<D> ToolDepsFit<D> for D {}
+                #[diagnostic::do_not_recommend]
+                impl<D> ToolDepsFit<D> for dyn ::agentflow::__private::NoDeps {}
+
                 #[diagnostic::on_unimplemented(
                     message = #msg,
                     label = "not a tool",
                     note = "declare tools with `#[tool(risk = read)]` on an `async fn` taking a typed argument struct"
                 )]
-                trait ListedTool: ::agentflow::tool::Tool {}
+                trait ListedTool: ::agentflow::tool::Tool {
+                    type Deps: ?Sized;
+                }
                 #[diagnostic::do_not_recommend]
-                impl<T: ::agentflow::tool::Tool> ListedTool for T {}
-                const fn __agentflow_listed<T: ListedTool>(tool: &'static T) -> &'static dyn ::agentflow::tool::Tool {
+                impl<T: ::agentflow::tool::Tool + ::agentflow::__private::ToolDeps> ListedTool for T {
+                    type Deps = <T as ::agentflow::__private::ToolDeps>::Deps;
+                }
+                const fn __agentflow_listed<T: ListedTool>(tool: &'static T) -> &'static dyn ::agentflow::tool::Tool
+                where
+                    <T as ListedTool>::Deps: ToolDepsFit<#deps>,
+                {
                     tool
                 }
                 __agentflow_listed(&#t)

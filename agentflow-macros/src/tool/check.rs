@@ -4,7 +4,7 @@ use super::ir::{RISKS, ToolIr};
 use crate::diag::{Diagnostics, Kind, list, unknown};
 
 const EXPECTED: &str = "expected `async fn name(args: Args) -> Result<T, ToolError>` \
-                        (or `(args: Args, cx: &ToolCx)`), where `Args: Deserialize + JsonSchema` and `T: Serialize`";
+                        (or `(args: Args, cx: &ToolCx)`, `(args: Args, cx: &ToolCx<Deps>)`, `(args: Args, deps: &Deps)`), where `Args: Deserialize + JsonSchema` and `T: Serialize`";
 
 pub fn check_all(ir: &ToolIr, diags: &mut Diagnostics) {
     check_risk(ir, diags);

@@ -6,7 +6,7 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use super::parse::{Parsed, parse};
+use super::parse::{Parsed, Second, parse};
 use crate::diag::Diagnostics;
 
 pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
@@ -68,10 +68,15 @@ fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
                 async fn invoke(
                     &self,
                     _: ::agentflow::__private::serde_json::Value,
-                    _: &::agentflow::tool::ToolCx,
+                    _: &::agentflow::tool::ToolCx<'_, ::agentflow::tool::AnyDeps>,
                 ) -> ::core::result::Result<::agentflow::__private::serde_json::Value, ::agentflow::tool::ToolError> {
                     ::core::unreachable!("the tool did not compile")
                 }
+            }
+
+            #[automatically_derived]
+            impl ::agentflow::__private::ToolDeps for #ident {
+                type Deps = dyn ::agentflow::__private::NoDeps;
             }
         };
     }
@@ -88,7 +93,41 @@ fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
     inner.sig.ident = body_fn.clone();
     inner.vis = syn::Visibility::Inherited;
     inner.attrs.retain(|a| !a.path().is_ident("doc"));
-    let call = if p.with_cx { quote!(#body_fn(args, cx)) } else { quote!(#body_fn(args)) };
+    // `ToolCx` borrows the call's data, and an `async fn` may not leave a
+    // path's lifetime out: the user writes `&ToolCx<Deps>`, the body gets
+    // `&ToolCx<'_, Deps>`.
+    if let Some(syn::FnArg::Typed(t)) = inner.sig.inputs.iter_mut().nth(1) {
+        add_cx_lifetime(&mut t.ty);
+    }
+    let private = quote!(::agentflow::__private);
+    let call = match &p.second {
+        Second::Nothing => quote!(#body_fn(args)),
+        Second::Cx => quote!(#body_fn(args, &#private::untyped_cx(cx))),
+        Second::CxWithDeps(d) => quote!(#body_fn(args, &#private::typed_cx::<#d>(cx, #name)?)),
+        Second::Deps(d) => quote!(#body_fn(args, #private::typed_cx::<#d>(cx, #name)?.deps())),
+    };
+    let deps_ty = match p.second.deps() {
+        Some(d) => quote!(#d),
+        None => quote!(dyn #private::NoDeps),
+    };
+    // The body on its own, for the tool's unit tests: only under `cfg(test)`
+    // of the crate that declares the tool, so graph code cannot call it
+    // around the gateway.
+    let ret = match &f.sig.output {
+        syn::ReturnType::Type(_, ty) => quote!(#ty),
+        syn::ReturnType::Default => quote!(()),
+    };
+    let (test_params, test_call) = match &p.second {
+        Second::Nothing => (quote!(), quote!(#body_fn(args))),
+        Second::Cx => (quote!(), quote!(#body_fn(args, &#private::test_cx(#name, &())))),
+        Second::CxWithDeps(d) => (quote!(deps: &#d), quote!(#body_fn(args, &#private::test_cx(#name, deps)))),
+        Second::Deps(d) => (quote!(deps: &#d), quote!(#body_fn(args, deps))),
+    };
+    let test_doc = format!(
+        "Runs `{name}`'s body on its own, for a unit test: no gateway, no policy, no journal. \
+         The call id is `test-call`, the idempotency key `{name}`, the node `test`. \
+         Exists only under `cfg(test)`."
+    );
     let ret_span = match &f.sig.output {
         syn::ReturnType::Type(_, ty) => ty.span(),
         syn::ReturnType::Default => ident.span(),
@@ -129,7 +168,7 @@ fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
                 async fn invoke(
                     &self,
                     args: ::agentflow::__private::serde_json::Value,
-                    cx: &::agentflow::tool::ToolCx,
+                    cx: &::agentflow::tool::ToolCx<'_, ::agentflow::tool::AnyDeps>,
                 ) -> ::core::result::Result<::agentflow::__private::serde_json::Value, ::agentflow::tool::ToolError> {
                     let _ = cx;
                     let args = <#args_ty as ::agentflow::__private::ToolArgs>::parse(&args, &self.parameters())
@@ -138,6 +177,59 @@ fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
                     #result
                 }
             }
+
+            #[automatically_derived]
+            impl #private::ToolDeps for #ident {
+                type Deps = #deps_ty;
+            }
+
+            #[cfg(test)]
+            impl #ident {
+                #[doc = #test_doc]
+                #[allow(dead_code)]
+                pub async fn test_call(&self, args: #args_ty, #test_params) -> #ret {
+                    #test_call.await
+                }
+            }
         };
+    }
+}
+
+/// `&ToolCx` -> `&ToolCx<'_>`, `&ToolCx<D>` -> `&ToolCx<'_, D>`; anything else unchanged.
+fn add_cx_lifetime(ty: &mut syn::Type) {
+    let syn::Type::Reference(r) = ty else { return };
+    let syn::Type::Path(p) = &mut *r.elem else { return };
+    let Some(last) = p.path.segments.last_mut() else { return };
+    if last.ident != "ToolCx" {
+        return;
+    }
+    let lifetime: syn::GenericArgument = syn::parse_quote!('_);
+    match &mut last.arguments {
+        syn::PathArguments::None => last.arguments = syn::PathArguments::AngleBracketed(syn::parse_quote!(<'_>)),
+        syn::PathArguments::AngleBracketed(a) => {
+            if !a.args.iter().any(|g| matches!(g, syn::GenericArgument::Lifetime(_))) {
+                a.args.insert(0, lifetime);
+            }
+        }
+        syn::PathArguments::Parenthesized(_) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_lifetime(ty: syn::Type) -> String {
+        let mut ty = ty;
+        add_cx_lifetime(&mut ty);
+        quote!(#ty).to_string()
+    }
+
+    #[test]
+    fn a_tool_cx_parameter_gets_the_lifetime_an_async_fn_needs() {
+        assert_eq!(with_lifetime(syn::parse_quote!(&ToolCx)), "& ToolCx < '_ >");
+        assert_eq!(with_lifetime(syn::parse_quote!(&ToolCx<Deps>)), "& ToolCx < '_ , Deps >");
+        assert_eq!(with_lifetime(syn::parse_quote!(&ToolCx<'a, Deps>)), "& ToolCx < 'a , Deps >");
+        assert_eq!(with_lifetime(syn::parse_quote!(&Deps)), "& Deps");
     }
 }

@@ -12,10 +12,52 @@ pub struct Parsed {
     pub func: syn::ItemFn,
     /// The argument struct's type.
     pub args_ty: Option<syn::Type>,
-    /// Whether the fn takes `&ToolCx` too.
-    pub with_cx: bool,
+    /// What the fn takes after its arguments.
+    pub second: Second,
     /// `T` of `Result<T, ToolError>`, when it can be read off the signature.
     pub errors: Option<syn::Error>,
+}
+
+/// A tool fn's second parameter.
+pub enum Second {
+    /// None: `(args)`.
+    Nothing,
+    /// `cx: &ToolCx`: the call's context, no deps.
+    Cx,
+    /// `cx: &ToolCx<D>`: the call's context with the graph's deps `D`.
+    CxWithDeps(syn::Type),
+    /// `deps: &D`: the graph's deps alone.
+    Deps(syn::Type),
+}
+
+impl Second {
+    /// The deps type the tool reads, if any.
+    pub fn deps(&self) -> Option<&syn::Type> {
+        match self {
+            Second::CxWithDeps(d) | Second::Deps(d) => Some(d),
+            Second::Nothing | Second::Cx => None,
+        }
+    }
+}
+
+/// Reads `&ToolCx`, `&ToolCx<D>` (or `&ToolCx<'_, D>`) or `&D`.
+fn second_param(ty: &syn::Type) -> Second {
+    let syn::Type::Reference(r) = ty else { return Second::Deps(ty.clone()) };
+    if let syn::Type::Path(p) = &*r.elem
+        && p.qself.is_none()
+        && let Some(last) = p.path.segments.last()
+        && last.ident == "ToolCx"
+    {
+        if let syn::PathArguments::AngleBracketed(a) = &last.arguments {
+            for arg in &a.args {
+                if let syn::GenericArgument::Type(t) = arg {
+                    return Second::CxWithDeps(t.clone());
+                }
+            }
+        }
+        return Second::Cx;
+    }
+    Second::Deps((*r.elem).clone())
 }
 
 pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) -> syn::Result<Parsed> {
@@ -63,14 +105,14 @@ pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) ->
         .to_string();
     let mut args_ty = None;
     let mut args_by_value = false;
-    let mut with_cx = false;
+    let mut second = Second::Nothing;
     for (i, input) in func.sig.inputs.iter().enumerate() {
         if let syn::FnArg::Typed(t) = input {
             if i == 0 {
                 args_by_value = !matches!(&*t.ty, syn::Type::Reference(_));
                 args_ty = Some((*t.ty).clone());
-            } else {
-                with_cx = true;
+            } else if i == 1 {
+                second = second_param(&t.ty);
             }
         }
     }
@@ -88,5 +130,35 @@ pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) ->
         has_return: !matches!(func.sig.output, syn::ReturnType::Default),
         sig_loc: spans.loc(if func.sig.inputs.is_empty() { func.sig.ident.span() } else { sig_span }),
     };
-    Ok(Parsed { ir, spans, func, args_ty, with_cx, errors })
+    Ok(Parsed { ir, spans, func, args_ty, second, errors })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn second(sig: proc_macro2::TokenStream) -> Second {
+        let f: syn::ItemFn = syn::parse2(quote::quote!(#sig {})).unwrap();
+        let Some(syn::FnArg::Typed(t)) = f.sig.inputs.iter().nth(1) else { return Second::Nothing };
+        second_param(&t.ty)
+    }
+
+    fn ty(d: Option<&syn::Type>) -> String {
+        d.map(|t| quote::quote!(#t).to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn the_second_parameter_says_which_deps_a_tool_reads() {
+        assert!(matches!(second(quote::quote!(async fn t(a: A))), Second::Nothing));
+        assert!(matches!(second(quote::quote!(async fn t(a: A, cx: &ToolCx))), Second::Cx));
+        assert!(matches!(second(quote::quote!(async fn t(a: A, cx: &agentflow::tool::ToolCx))), Second::Cx));
+        let s = second(quote::quote!(async fn t(a: A, cx: &ToolCx<Deps>)));
+        assert!(matches!(s, Second::CxWithDeps(_)));
+        assert_eq!(ty(s.deps()), "Deps");
+        let s = second(quote::quote!(async fn t(a: A, cx: &ToolCx<'_, my::Deps>)));
+        assert_eq!(ty(s.deps()), "my :: Deps");
+        let s = second(quote::quote!(async fn t(a: A, deps: &Deps)));
+        assert!(matches!(s, Second::Deps(_)));
+        assert_eq!(ty(s.deps()), "Deps");
+    }
 }

@@ -105,10 +105,21 @@ impl ReactDeps {
     }
 }
 
+/// An agent's own deps wrap the [`ReactDeps`] and add what its tools reach
+/// (`react_agent!(mod name, deps = MyDeps, ..)`, tools taking `&MyDeps`).
+impl AsRef<ReactDeps> for ReactDeps {
+    fn as_ref(&self) -> &ReactDeps {
+        self
+    }
+}
+
 /// The model's turn: asks the model with the node's tools offered. Returns
 /// the update and whether the model called tools.
-pub async fn model_turn(s: &ReactState, cx: &Ctx<'_, ReactDeps>) -> Result<(ReactStateUpdate, bool), NodeError> {
-    let deps = cx.deps();
+pub async fn model_turn<D: AsRef<ReactDeps>>(
+    s: &ReactState,
+    cx: &Ctx<'_, D>,
+) -> Result<(ReactStateUpdate, bool), NodeError> {
+    let deps = cx.deps().as_ref();
     let mut messages = Vec::with_capacity(s.messages.len() + 1);
     if let Some(system) = &deps.system {
         messages.push(Message::system(system.clone()).with_id("system"));
@@ -134,7 +145,7 @@ pub async fn model_turn(s: &ReactState, cx: &Ctx<'_, ReactDeps>) -> Result<(Reac
 /// gateway and appends their observations. A call the model already made
 /// with the same arguments and the same result stops the loop: the model
 /// is not learning anything new.
-pub async fn tool_turn(s: &ReactState, cx: &Ctx<'_, ReactDeps>) -> Result<ReactStateUpdate, NodeError> {
+pub async fn tool_turn<D: Sync + 'static>(s: &ReactState, cx: &Ctx<'_, D>) -> Result<ReactStateUpdate, NodeError> {
     let Some(last) = s.messages.iter().rev().find(|m| m.role == Role::Ai) else {
         return Err(NodeError::fatal("the tool node ran before the model asked for a tool"));
     };
@@ -160,13 +171,20 @@ pub async fn tool_turn(s: &ReactState, cx: &Ctx<'_, ReactDeps>) -> Result<ReactS
 /// and a `tools` node allowed exactly the listed tools (checked at compile
 /// time). `graph()` in it returns `CompiledGraph<ReactState, ReactDeps>`.
 ///
+/// With `deps = MyDeps` (where `MyDeps: AsRef<ReactDeps>`), the graph's
+/// deps are `MyDeps`: the model is read from its `ReactDeps`, and the tools
+/// may take `&MyDeps` (or `cx: &ToolCx<MyDeps>`) to reach their clients.
+///
 /// See the [module docs](crate::prebuilt::react) for a complete example.
 #[macro_export]
 macro_rules! react_agent {
     ($vis:vis mod $name:ident, tools = [$($tool:ident),* $(,)?], max_steps = $max:literal $(,)?) => {
+        $crate::react_agent!($vis mod $name, deps = $crate::prebuilt::ReactDeps, tools = [$($tool),*], max_steps = $max);
+    };
+    ($vis:vis mod $name:ident, deps = $deps:ty, tools = [$($tool:ident),* $(,)?], max_steps = $max:literal $(,)?) => {
         #[$crate::graph(
             state = $crate::prebuilt::ReactState,
-            deps = $crate::prebuilt::ReactDeps,
+            deps = $deps,
             start = model,
             max_steps = $max
         )]
@@ -177,7 +195,7 @@ macro_rules! react_agent {
             #[$crate::node(goto = [tools, END], tools = [$($tool),*])]
             async fn model(
                 s: &$crate::prebuilt::ReactState,
-                cx: &$crate::Ctx<$crate::prebuilt::ReactDeps>,
+                cx: &$crate::Ctx<$deps>,
             ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::ReactState>, $crate::NodeError> {
                 let (update, calls) = $crate::prebuilt::react::model_turn(s, cx).await?;
                 ::core::result::Result::Ok(if calls { goto!(tools, update) } else { goto!(END, update) })
@@ -186,7 +204,7 @@ macro_rules! react_agent {
             #[$crate::node(goto = [model], tools = [$($tool),*])]
             async fn tools(
                 s: &$crate::prebuilt::ReactState,
-                cx: &$crate::Ctx<$crate::prebuilt::ReactDeps>,
+                cx: &$crate::Ctx<$deps>,
             ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::ReactState>, $crate::NodeError> {
                 let update = $crate::prebuilt::react::tool_turn(s, cx).await?;
                 ::core::result::Result::Ok(goto!(model, update))

@@ -43,7 +43,10 @@ impl<D> Ctx<'_, D> {
     pub fn tool_specs(&self) -> Vec<ToolSpec> {
         self.tools.iter().map(|t| t.spec()).collect()
     }
+}
 
+// The gateway hands a tool the graph's deps as `&dyn Any`, hence `'static`.
+impl<D: Sync + 'static> Ctx<'_, D> {
     /// Calls one of this node's tools from the node's own code, through the
     /// same gateway as a model's calls (validation, policy, approval).
     /// `#[graph]` checks at compile time that `tool` is in the node's
@@ -163,7 +166,8 @@ impl<D> Ctx<'_, D> {
         let key = effect_key(tool, call);
         let node = self.node;
         let invoke = |idempotency_key: String| async move {
-            let tcx = ToolCx { call_id: call.id.clone(), idempotency_key, node };
+            let deps: &super::AnyDeps = self.deps;
+            let tcx = ToolCx::new(&call.id, &idempotency_key, node, deps);
             match tool.invoke(args, &tcx).await {
                 Ok(value) => Ok(Ok(value)),
                 Err(ToolError::Correctable(msg)) => Ok(Err(msg)),

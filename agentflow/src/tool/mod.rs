@@ -66,9 +66,11 @@ pub enum ToolError {
     Fatal(String),
 }
 
-/// What a tool sees besides its arguments. Only the gateway makes one, and a
-/// tool only borrows it for the length of one call (it is not `Clone`), so
-/// graph code cannot reach [`Tool::invoke`] around the gateway:
+/// What a tool sees besides its arguments: its call id, an idempotency key,
+/// the calling node and the graph's dependencies ([`ToolCx::deps`]). Only the
+/// gateway makes one for a run, and a tool only borrows it for the length of
+/// one call (it is not `Clone`), so graph code cannot reach [`Tool::invoke`]
+/// around the gateway:
 ///
 /// ```compile_fail,E0599
 /// use agentflow::tool::ToolCx;
@@ -77,28 +79,114 @@ pub enum ToolError {
 ///     ToolCx::clone(cx)
 /// }
 /// ```
-#[derive(Debug)]
-pub struct ToolCx {
-    pub(crate) call_id: String,
-    pub(crate) idempotency_key: String,
-    pub(crate) node: &'static str,
+///
+/// A tool's `test_call` (its body on its own, for unit tests) exists only
+/// under `cfg(test)` of the crate declaring the tool, so graph code cannot
+/// call a body around the gateway:
+///
+/// ```compile_fail,E0599
+/// use agentflow::prelude::*;
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Pair {
+///     a: f64,
+///     b: f64,
+/// }
+///
+/// /// Adds two numbers.
+/// #[tool(risk = read)]
+/// async fn add(args: Pair) -> Result<f64, ToolError> {
+///     Ok(args.a + args.b)
+/// }
+///
+/// async fn around_the_gateway() {
+///     let _ = add.test_call(Pair { a: 1.0, b: 2.0 }).await;
+/// }
+/// # fn main() {}
+/// ```
+///
+/// and a context made for a test holds typed deps, which
+/// [`Tool::invoke`] does not take:
+///
+/// ```compile_fail,E0308
+/// use agentflow::tool::{Tool, ToolCx};
+///
+/// async fn around_the_gateway(tool: &dyn Tool) {
+///     let cx: ToolCx<'_, ()> = agentflow::__private::test_cx("add", &());
+///     let _ = tool.invoke(serde_json::json!({}), &cx).await;
+/// }
+/// ```
+///
+/// A tool names the deps it needs as `cx: &ToolCx<Deps>` (or takes `deps:
+/// &Deps` directly); `&ToolCx` alone is `ToolCx<()>`, a tool that needs no
+/// deps and fits a graph with any. The gateway hands [`Tool::invoke`] the
+/// graph's deps as [`AnyDeps`]; `#[tool]` checks at compile time that a
+/// node lists only tools whose deps type is its graph's.
+pub struct ToolCx<'a, D: ?Sized = ()> {
+    call_id: &'a str,
+    idempotency_key: &'a str,
+    node: &'static str,
+    deps: &'a D,
 }
 
-impl ToolCx {
+/// The graph's deps as the gateway passes them to [`Tool::invoke`], their
+/// type erased; `#[tool]` turns them back into the tool's typed deps.
+pub type AnyDeps = dyn std::any::Any + Sync;
+
+impl<D: ?Sized> fmt::Debug for ToolCx<'_, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolCx")
+            .field("call_id", &self.call_id)
+            .field("idempotency_key", &self.idempotency_key)
+            .field("node", &self.node)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, D: ?Sized> ToolCx<'a, D> {
+    /// Only the gateway (and, for a tool's own unit test, the method
+    /// `#[tool]` generates under `cfg(test)`) makes a context.
+    pub(crate) fn new(call_id: &'a str, idempotency_key: &'a str, node: &'static str, deps: &'a D) -> Self {
+        ToolCx { call_id, idempotency_key, node, deps }
+    }
+
     /// The model's id for this call.
     pub fn call_id(&self) -> &str {
-        &self.call_id
+        self.call_id
     }
 
     /// Stable across re-runs of the same call: pass it to systems that
     /// deduplicate requests (payment providers, ticketing).
     pub fn idempotency_key(&self) -> &str {
-        &self.idempotency_key
+        self.idempotency_key
     }
 
     /// The node making the call.
     pub fn node(&self) -> &'static str {
         self.node
+    }
+}
+
+impl<'a, D> ToolCx<'a, D> {
+    /// The graph's dependencies (`#[graph(deps = ..)]`): the HTTP clients,
+    /// credentials and handles a tool needs, passed to
+    /// [`CompiledGraph::run`](crate::CompiledGraph::run) like a node's.
+    pub fn deps(&self) -> &'a D {
+        self.deps
+    }
+}
+
+impl<'a> ToolCx<'a, AnyDeps> {
+    /// The same call's context with the deps typed as `D`, or `None` if the
+    /// graph's deps are of another type.
+    pub(crate) fn typed<D: std::any::Any>(&self) -> Option<ToolCx<'a, D>> {
+        let deps: &'a dyn std::any::Any = self.deps;
+        Some(ToolCx::new(self.call_id, self.idempotency_key, self.node, deps.downcast_ref::<D>()?))
+    }
+
+    /// The same call's context without deps, for a tool that needs none.
+    pub(crate) fn without_deps(&self) -> ToolCx<'a, ()> {
+        ToolCx::new(self.call_id, self.idempotency_key, self.node, &())
     }
 }
 
@@ -144,7 +232,7 @@ pub trait Tool: Send + Sync + 'static {
     /// an object, no unknown fields, the right types.
     fn validate(&self, args: &Value) -> Result<(), ArgumentError>;
     /// Runs the tool on arguments that passed [`Tool::validate`].
-    async fn invoke(&self, args: Value, cx: &ToolCx) -> Result<Value, ToolError>;
+    async fn invoke(&self, args: Value, cx: &ToolCx<'_, AnyDeps>) -> Result<Value, ToolError>;
 
     /// The spec handed to a model.
     fn spec(&self) -> ToolSpec {
