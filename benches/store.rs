@@ -211,14 +211,14 @@ impl Drop for TempPath {
 struct Stored<S: State, D> {
     file: TempPath,
     store: Arc<RedbStore>,
-    graph: CompiledGraph<S, D>,
+    graph: App<S, D>,
 }
 
 impl<S: State, D> Stored<S, D> {
     fn new(tag: &str, graph: CompiledGraph<S, D>) -> Self {
         let file = TempPath::new(tag);
         let store = Arc::new(RedbStore::open(&file.0).expect("open the store file"));
-        let graph = graph.with_store(Arc::clone(&store) as Arc<dyn Store>);
+        let graph = graph.app().store(Arc::clone(&store) as Arc<dyn Store>);
         Stored { file, store, graph }
     }
 
@@ -256,7 +256,7 @@ fn mode_name(mode: Option<Durability>) -> &'static str {
 /// wall time.
 fn run_on<S: State, D: Send + Sync + 'static>(
     rt: &tokio::runtime::Runtime,
-    graph: &CompiledGraph<S, D>,
+    graph: &App<S, D>,
     deps: &Arc<D>,
     input: S,
     mode: Option<Durability>,
@@ -391,7 +391,7 @@ fn bench_cycles<S: State + Default>(
     let n = cfg.eventual_steps;
     let deps = Arc::new(Limit { n });
     let baseline = sample(cfg.samples, || {
-        let (run, took) = run_on(rt, &graph, &deps, S::default(), None, String::new());
+        let (run, took) = run_on(rt, &graph.app(), &deps, S::default(), None, String::new());
         check(&run.state, n);
         took
     }) / n as f64;
@@ -444,7 +444,7 @@ fn check_cycle(s: &Cyc, n: u64) {
 fn bench_fanout(cfg: &Config, rt: &tokio::runtime::Runtime, raw: &mut RawRedb) {
     let runs = cfg.fan_runs;
     let unit = Arc::new(());
-    let one = |graph: &CompiledGraph<Fan, ()>, mode| {
+    let one = |graph: &App<Fan, ()>, mode| {
         let (run, took) = run_on(rt, graph, &unit, Fan::default(), mode, thread_id("fanout"));
         assert_eq!(run.steps, FAN_STEPS);
         assert_eq!(run.state.log.len(), FAN_NODES);
@@ -452,7 +452,7 @@ fn bench_fanout(cfg: &Config, rt: &tokio::runtime::Runtime, raw: &mut RawRedb) {
         black_box(run);
         took
     };
-    let graph = fanout::graph();
+    let graph = fanout::graph().app();
     let baseline = sample(cfg.samples, || (0..runs).map(|_| one(&graph, None)).sum()) / runs as f64;
     for mode in MODES {
         let stored = Stored::new("fanout", fanout::graph());

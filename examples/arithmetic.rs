@@ -282,7 +282,8 @@ async fn main() -> ExitCode {
         println!();
         println!("== {}. {}: {:?}", i + 1, scenario.title, scenario.question);
         println!("   limits: {}", describe(&scenario.limits));
-        let run = match graph.runner(&deps).limits(scenario.limits).run(ReactState::ask(scenario.question)).await {
+        let run = match graph.app().runner(&deps).limits(scenario.limits).run(ReactState::ask(scenario.question)).await
+        {
             Ok(run) => run,
             Err(e) => {
                 println!("   the run could not start: {e}");

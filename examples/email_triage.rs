@@ -107,7 +107,7 @@ pub enum ReviewDecision {
 // ---------------------------------------------------------------- dependencies
 
 pub struct Services {
-    model: Arc<dyn ChatModel>,
+    pub model: Arc<dyn ChatModel>,
 }
 
 impl Services {
@@ -150,7 +150,7 @@ impl Services {
 // ---------------------------------------------------------------- the graph
 
 #[graph(state = Triage, deps = Services, start = read)]
-mod triage {
+pub mod triage {
     use super::*;
 
     #[node(goto = [classify])]
@@ -165,7 +165,7 @@ mod triage {
             Message::system("You triage customer emails for a software company."),
             Message::human(format!("From: {}\nSubject: {}\n\n{}", email.from, email.subject, email.body)),
         ];
-        let c: Classification = agentflow::model::structured(&*cx.deps().model, messages, 2).await?.value;
+        let c: Classification = cx.structured(&*cx.deps().model, ChatRequest::new(messages), 2).await?.value;
         let human = matches!(c.intent, Intent::Billing | Intent::Complex) || c.urgency == Urgency::Critical;
         let u = Triage::update().classification(Some(c.clone())).path(vec!["classify".into()]);
         Ok(if human {
@@ -256,7 +256,7 @@ fn parse_email(raw: &str) -> Email {
 // ---------------------------------------------------------------- the model
 
 /// The test double: keyword rules standing in for an LLM, for both calls.
-fn scripted_model() -> ScriptedModel {
+pub fn scripted_model() -> ScriptedModel {
     ScriptedModel::new().respond_with(|req: &ChatRequest| {
         let human = req.messages.iter().rev().find(|m| m.role == Role::Human).map_or("", |m| m.content.as_str());
         if req.response_schema.is_some() {
@@ -325,7 +325,7 @@ fn model() -> (Arc<dyn ChatModel>, String) {
 
 // ---------------------------------------------------------------- samples
 
-const SAMPLES: [(&str, &str); 4] = [
+pub const SAMPLES: [(&str, &str); 4] = [
     (
         "urgent-bug",
         "From: dana@acme.example\nSubject: Checkout fails with error 500\n\n\
@@ -399,28 +399,70 @@ fn indent(text: &str, by: &str) -> String {
 
 // ---------------------------------------------------------------- commands
 
-type Graph = CompiledGraph<Triage, Services>;
+type Graph = App<Triage, Services>;
+
+/// A command's failure: a usage or file problem, or any agentflow error
+/// (which every run, history and store error converts into with `?`).
+#[derive(Debug)]
+pub enum CliError {
+    Usage(String),
+    Agentflow(agentflow::Error),
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CliError::Usage(message) => f.write_str(message),
+            CliError::Agentflow(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<String> for CliError {
+    fn from(message: String) -> Self {
+        CliError::Usage(message)
+    }
+}
+
+impl From<agentflow::Error> for CliError {
+    fn from(e: agentflow::Error) -> Self {
+        CliError::Agentflow(e)
+    }
+}
+
+impl From<RunError> for CliError {
+    fn from(e: RunError) -> Self {
+        CliError::Agentflow(e.into())
+    }
+}
+
+impl From<agentflow::persist::HistoryError> for CliError {
+    fn from(e: agentflow::persist::HistoryError) -> Self {
+        CliError::Agentflow(e.into())
+    }
+}
 
 const DEFAULT_DB: &str = "agentflow.redb";
 
-fn open(db: &str) -> Result<(Graph, Arc<RedbStore>), String> {
-    let store = Arc::new(RedbStore::open(db).map_err(|e| format!("cannot open the store `{db}`: {e}"))?);
-    Ok((triage::graph().with_store(store.clone()), store))
+fn open(db: &str) -> Result<(Graph, Arc<RedbStore>), CliError> {
+    let store =
+        Arc::new(RedbStore::open(db).map_err(|e| CliError::Usage(format!("cannot open the store `{db}`: {e}")))?);
+    Ok((triage::graph().app().store(store.clone()), store))
 }
 
 /// The next free `triage-N`: derived from the threads in the store, so runs
 /// in a row (and in new processes) never reuse an id.
-fn next_thread(store: &RedbStore) -> Result<u64, String> {
-    let threads = store.list_threads().map_err(|e| e.to_string())?;
+fn next_thread(store: &RedbStore) -> Result<u64, CliError> {
+    let threads = store.list_threads().map_err(agentflow::Error::from)?;
     let max = threads.iter().filter_map(|t| t.id.strip_prefix("triage-")?.parse::<u64>().ok()).max();
     Ok(max.map_or(1, |n| n + 1))
 }
 
-async fn start(db: &str, file: &str, services: &Services) -> Result<(), String> {
+async fn start(db: &str, file: &str, services: &Services) -> Result<(), CliError> {
     let raw = if file == "-" {
-        std::io::read_to_string(std::io::stdin()).map_err(|e| format!("cannot read stdin: {e}"))?
+        std::io::read_to_string(std::io::stdin()).map_err(|e| CliError::Usage(format!("cannot read stdin: {e}")))?
     } else {
-        std::fs::read_to_string(file).map_err(|e| format!("cannot read `{file}`: {e}"))?
+        std::fs::read_to_string(file).map_err(|e| CliError::Usage(format!("cannot read `{file}`: {e}")))?
     };
     let (graph, store) = open(db)?;
     let mut n = next_thread(&store)?;
@@ -429,7 +471,7 @@ async fn start(db: &str, file: &str, services: &Services) -> Result<(), String> 
         let input = Triage { raw: raw.clone(), ..Triage::default() };
         match graph.runner(services).thread(&thread).owner("email_triage").run(input).await {
             Err(RunError::ThreadExists { .. }) => n += 1,
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
             Ok(run) => break (thread, run),
         }
     };
@@ -446,12 +488,12 @@ async fn start(db: &str, file: &str, services: &Services) -> Result<(), String> 
     Ok(())
 }
 
-fn list(db: &str) -> Result<(), String> {
+fn list(db: &str) -> Result<(), CliError> {
     let (graph, store) = open(db)?;
-    let threads = store.list_threads().map_err(|e| e.to_string())?;
+    let threads = store.list_threads().map_err(agentflow::Error::from)?;
     let mut rows = 0;
     for t in threads.iter().filter(|t| t.status == ThreadStatus::Interrupted) {
-        for p in graph.pending(&t.id).map_err(|e| e.to_string())? {
+        for p in graph.pending(&t.id)? {
             let Ok(r) = serde_json::from_value::<ReviewRequest>(p.payload.clone()) else { continue };
             if rows == 0 {
                 println!("{:<12} {:<9} {:<9} {:<32} draft", "thread", "intent", "urgency", "subject");
@@ -470,16 +512,16 @@ fn list(db: &str) -> Result<(), String> {
     Ok(())
 }
 
-async fn decide(db: &str, thread: &str, decision: ReviewDecision, services: &Services) -> Result<(), String> {
+async fn decide(db: &str, thread: &str, decision: ReviewDecision, services: &Services) -> Result<(), CliError> {
     let (graph, _store) = open(db)?;
     println!("resuming {thread} with {}", flag(&decision));
-    let run = graph.runner(services).thread(thread).resume_with(decision).await.map_err(|e| e.to_string())?;
+    let run = graph.runner(services).thread(thread).resume_with(decision).await?;
     print_final(thread, &run);
     Ok(())
 }
 
 /// No arguments: a sample end to end in one process, paused and approved.
-async fn demo(services: &Services, model_name: &str) -> Result<(), String> {
+async fn demo(services: &Services, model_name: &str) -> Result<(), CliError> {
     let path = std::env::temp_dir().join(format!("agentflow-email-triage-{}.redb", std::process::id()));
     let db = path.to_string_lossy().to_string();
     let result = async {
@@ -489,12 +531,12 @@ async fn demo(services: &Services, model_name: &str) -> Result<(), String> {
         let (name, raw) = SAMPLES[0];
         println!("== sample `{name}`:\n{}\n", indent(raw.trim_end(), "  | "));
         let input = Triage { raw: raw.to_string(), ..Triage::default() };
-        let run = graph.runner(services).thread("demo-1").owner("email_triage").run(input).await.map_err(|e| e.to_string())?;
+        let run = graph.runner(services).thread("demo-1").owner("email_triage").run(input).await?;
         println!("run: {}", run.outcome);
         print_payload("demo-1", &run);
         println!("\nThe run has ended and the thread waits in the store. Resuming it with the reviewer's");
         println!("decision, here `--approve` (the CLI does this from a second process):");
-        let run = graph.runner(services).thread("demo-1").resume_with(ReviewDecision::Approve).await.map_err(|e| e.to_string())?;
+        let run = graph.runner(services).thread("demo-1").resume_with(ReviewDecision::Approve).await?;
         print_final("demo-1", &run);
 
         println!("\n== the other routes, briefly");
@@ -509,12 +551,12 @@ async fn demo(services: &Services, model_name: &str) -> Result<(), String> {
             let thread = format!("demo-{}", i + 1);
             let input = Triage { raw: raw.to_string(), ..Triage::default() };
             println!("sample `{name}`:");
-            let mut run = graph.runner(services).thread(&thread).run(input).await.map_err(|e| e.to_string())?;
+            let mut run = graph.runner(services).thread(&thread).run(input).await?;
             if matches!(run.outcome, Outcome::Interrupted { .. }) {
-                let draft = graph.pending(&thread).map_err(|e| e.to_string())?[0].payload["draft"].clone();
+                let draft = graph.pending(&thread)?[0].payload["draft"].clone();
                 let decision = decisions.next().expect("a decision per paused sample");
                 println!("  paused for review (draft: {draft}); resuming with {}", flag(&decision));
-                run = graph.runner(services).thread(&thread).resume_with(decision).await.map_err(|e| e.to_string())?;
+                run = graph.runner(services).thread(&thread).resume_with(decision).await?;
             }
             let s = &run.state;
             let c = s.classification.as_ref().expect("classified");
@@ -522,7 +564,7 @@ async fn demo(services: &Services, model_name: &str) -> Result<(), String> {
             println!("  resolution: {}; outcome: {}", s.resolution.as_deref().unwrap_or("-"), run.outcome);
         }
         println!("\nTwo processes: `--print-sample > email.txt`, `--email email.txt`, `--list`, then `--thread ID --approve`.");
-        Ok::<(), String>(())
+        Ok::<(), CliError>(())
     }
     .await;
     let _ = std::fs::remove_file(&path);
@@ -610,7 +652,7 @@ async fn main() -> ExitCode {
             }
             None => {
                 let names: Vec<&str> = SAMPLES.iter().map(|(n, _)| *n).collect();
-                Err(format!("no sample `{name}`; the samples are {}", names.join(", ")))
+                Err(format!("no sample `{name}`; the samples are {}", names.join(", ")).into())
             }
         },
     };

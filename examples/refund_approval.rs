@@ -152,7 +152,7 @@ fn question(order: &str, amount: u32) -> ReactState {
 
 /// Starts a thread and prints what it waits for; returns the approval id.
 async fn start(
-    graph: &CompiledGraph<ReactState, RefundDeps>,
+    graph: &App<ReactState, RefundDeps>,
     deps: &RefundDeps,
     thread: &str,
     order: &str,
@@ -176,7 +176,7 @@ fn paused_for(run: &Run<ReactState>) -> Option<String> {
     Some(p.payload["approval"].as_str()?.to_string())
 }
 
-async fn resume(graph: &CompiledGraph<ReactState, RefundDeps>, deps: &RefundDeps, thread: &str) -> Run<ReactState> {
+async fn resume(graph: &App<ReactState, RefundDeps>, deps: &RefundDeps, thread: &str) -> Run<ReactState> {
     let run = graph.runner(deps).thread(thread).resume().await.expect("resume");
     println!("  resume `{thread}`: {}", run.outcome);
     run
@@ -204,7 +204,7 @@ async fn main() {
     let path = std::env::temp_dir().join(format!("agentflow-refund-{}.redb", std::process::id()));
     let store = Arc::new(RedbStore::open(&path).expect("open the store"));
     let shared: Arc<dyn Store> = store.clone();
-    let graph = refund_agent::graph().with_store(Arc::clone(&shared)).with_policy(RiskPolicy::default());
+    let graph = refund_agent::graph().app().store(Arc::clone(&shared)).policy(RiskPolicy::default());
     let authorizer = RoleAuthorizer::new().role_for(Risk::Irreversible, "refund-approver");
     let desk = graph.approvals(authorizer.clone()).expect("the graph has a store");
     let deps = RefundDeps {
@@ -311,7 +311,7 @@ async fn main() {
     report(&run, &desk, payments, &new_id, "ORD-1006");
 
     println!("\n== 6. expired: a decision after the TTL is refused; the call never runs");
-    let short_ttl = refund_agent::graph().with_store(Arc::clone(&shared)).with_approval_ttl(Duration::from_millis(200));
+    let short_ttl = refund_agent::graph().app().store(Arc::clone(&shared)).approval_ttl(Duration::from_millis(200));
     let short_desk = short_ttl.approvals(authorizer).unwrap();
     let id7 = start(&short_ttl, &deps, "expired", "ORD-1007", 299).await;
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -76,6 +76,7 @@ async fn main() {
     let services = Services { billing_words: vec!["refund", "invoice"] };
     let input = Ticket { text: "cannot log in".into(), ..Ticket::default() };
     let run = graph
+        .app()
         .runner(&services)
         .on_event(|e: Event<Ticket>| println!("  {e}"))
         .run(input)

@@ -111,7 +111,7 @@ mod one_node {
 
 #[tokio::test]
 async fn a_model_swapping_the_approved_tool_in_one_node_runs_nothing_and_uses_no_approval() {
-    let graph = one_node::graph().with_store(store());
+    let graph = one_node::graph().app().store(store());
     let desk = graph.approvals(authorizer()).unwrap();
     let model = ScriptedModel::new()
         .reply(call("c1", "refund_order", "acct-1"))
@@ -141,7 +141,7 @@ agentflow::plan_execute_agent!(mod planner, tools = [refund_order, delete_accoun
 
 #[tokio::test]
 async fn plan_and_execute_swapping_the_approved_tool_gets_no_approval_of_the_used_one() {
-    let graph = planner::graph().with_store(store());
+    let graph = planner::graph().app().store(store());
     let desk = graph.approvals(authorizer()).unwrap();
     let model = ScriptedModel::new()
         .reply_text(json!({ "steps": ["refund order acct-2", "tell the customer"] }).to_string())
@@ -178,7 +178,7 @@ fn summary(req: &ChatRequest) -> Result<ChatReply, agentflow::model::ModelError>
 
 #[tokio::test]
 async fn react_a_second_tool_under_the_approved_call_id_never_borrows_the_approval() {
-    let graph = react::graph().with_store(store());
+    let graph = react::graph().app().store(store());
     let desk = graph.approvals(authorizer()).unwrap();
     let both = ChatReply {
         tool_calls: vec![
@@ -222,7 +222,7 @@ mod direct_then_model {
 
 #[tokio::test]
 async fn a_call_reusing_a_direct_call_id_is_refused_as_invalid() {
-    let graph = direct_then_model::graph().with_store(store());
+    let graph = direct_then_model::graph().app().store(store());
     let desk = graph.approvals(authorizer()).unwrap();
     let run = graph.runner(&()).thread("bind-4").owner(OWNER).run(Chat::default()).await.unwrap();
     let (refund, _) = waiting(&run);
@@ -238,7 +238,7 @@ async fn a_call_reusing_a_direct_call_id_is_refused_as_invalid() {
 
 #[tokio::test]
 async fn a_run_without_an_owner_cannot_request_an_approval() {
-    let graph = one_node::graph().with_store(store());
+    let graph = one_node::graph().app().store(store());
     let desk = graph.approvals(authorizer()).unwrap();
     let model = ScriptedModel::new().reply(call("c1", "refund_order", "acct-5"));
     let deps = ChatDeps { model: Arc::new(model) };

@@ -112,8 +112,8 @@ fn store() -> Arc<dyn Store> {
     Arc::new(RedbStore::in_memory().expect("in-memory store"))
 }
 
-fn react() -> CompiledGraph<ReactState, ReactDeps> {
-    refunds::graph().with_store(store())
+fn react() -> App<ReactState, ReactDeps> {
+    refunds::graph().app().store(store())
 }
 
 /// The model's last word: reads the last tool observation and says what happened.
@@ -136,7 +136,7 @@ fn bot(order: &str, amount: u32) -> ReactDeps {
     ReactDeps::new(Arc::new(model))
 }
 
-async fn start(graph: &CompiledGraph<ReactState, ReactDeps>, deps: &ReactDeps, thread: &str) -> Run<ReactState> {
+async fn start(graph: &App<ReactState, ReactDeps>, deps: &ReactDeps, thread: &str) -> Run<ReactState> {
     graph.runner(deps).thread(thread).owner(OWNER).run(ReactState::ask(format!("refund {thread}"))).await.unwrap()
 }
 
@@ -153,7 +153,7 @@ fn last_observation(state: &ReactState) -> Value {
     serde_json::from_str(&m.content).unwrap()
 }
 
-fn kinds(graph: &CompiledGraph<ReactState, ReactDeps>, thread: &str) -> Vec<String> {
+fn kinds(graph: &App<ReactState, ReactDeps>, thread: &str) -> Vec<String> {
     graph.audit_log(thread).unwrap().into_iter().map(|e| e.kind).collect()
 }
 
@@ -290,8 +290,8 @@ mod pay_flow {
     }
 }
 
-fn pay_graph() -> CompiledGraph<Pay, PayDeps> {
-    pay_flow::graph().with_store(store())
+fn pay_graph() -> App<Pay, PayDeps> {
+    pay_flow::graph().app().store(store())
 }
 
 fn pay_input(order: &str, amount: u32) -> Pay {
@@ -339,7 +339,7 @@ async fn a_used_approval_cannot_be_replayed_and_a_rerun_does_not_refund_twice() 
 #[tokio::test]
 async fn tampered_stored_arguments_are_refused_and_never_run() {
     let graph = react();
-    let store = Arc::clone(graph.store().unwrap());
+    let store = Arc::clone(graph.backing_store().unwrap());
     let deps = bot("T-1", 299);
     let id = waiting_for(&start(&graph, &deps, "T-1").await);
     // Someone with write access to the store approves a bigger refund
@@ -405,7 +405,7 @@ async fn a_call_whose_arguments_changed_after_approval_needs_a_new_approval() {
 
 #[tokio::test]
 async fn an_expired_approval_is_never_executed() {
-    let graph = refunds::graph().with_store(store()).with_approval_ttl(Duration::from_millis(150));
+    let graph = refunds::graph().app().store(store()).approval_ttl(Duration::from_millis(150));
     let desk = graph.approvals(authorizer()).unwrap();
 
     // Decided too late: refused, and the run learns it expired.
@@ -514,7 +514,7 @@ async fn a_rejection_reaches_the_model_which_answers_without_refunding() {
 
 #[tokio::test]
 async fn a_rejection_can_end_the_run() {
-    let graph = refunds::graph().with_store(store()).on_reject(OnReject::EndRun);
+    let graph = refunds::graph().app().store(store()).on_reject(OnReject::EndRun);
     let desk = graph.approvals(authorizer()).unwrap();
     let deps = bot("J-2", 299);
     let id = waiting_for(&start(&graph, &deps, "J-2").await);
@@ -676,7 +676,7 @@ mod bypass {
 async fn the_gateway_cannot_be_bypassed() {
     // A node without the tool in its set: PERMISSION_DENIED, nothing runs,
     // whatever the policy says.
-    let graph = bypass::graph().with_store(store()).with_policy(RiskPolicy::allow_all());
+    let graph = bypass::graph().app().store(store()).policy(RiskPolicy::allow_all());
     let run = graph.runner(&()).thread("B-1").run(Probe::default()).await.unwrap();
     assert_eq!(run.outcome, Outcome::Completed);
     assert_eq!(run.state.seen[0]["code"], "PERMISSION_DENIED");
@@ -696,7 +696,7 @@ async fn the_gateway_cannot_be_bypassed() {
 
     // The policy can deny outright, by tool name.
     let graph =
-        pay_flow::graph().with_store(store()).with_policy(RiskPolicy::default().tool("process_refund", Decision::Deny));
+        pay_flow::graph().app().store(store()).policy(RiskPolicy::default().tool("process_refund", Decision::Deny));
     let run = graph.runner(&deps).thread("B-3").run(pay_input("B-3", 9)).await.unwrap();
     assert_eq!(run.state.receipt.unwrap()["code"], "PERMISSION_DENIED");
     assert!(refunds_for("B-3").is_empty());
@@ -733,7 +733,7 @@ mod flaky_flow {
 
 #[tokio::test]
 async fn a_transient_failure_is_retried_under_the_same_approval_and_recorded_once() {
-    let graph = flaky_flow::graph().with_store(store());
+    let graph = flaky_flow::graph().app().store(store());
     let desk = graph.approvals(authorizer()).unwrap();
     FLAKY.lock().unwrap().push("F-1".into());
     let run = graph.runner(&()).thread("F-1").owner(OWNER).run(pay_input("F-1", 25)).await.unwrap();
@@ -760,7 +760,7 @@ mod fragile_flow {
 
 #[tokio::test]
 async fn a_failed_approved_call_is_not_run_again_on_resume() {
-    let graph = fragile_flow::graph().with_store(store());
+    let graph = fragile_flow::graph().app().store(store());
     let desk = graph.approvals(authorizer()).unwrap();
     BROKEN.lock().unwrap().push("F-2".into());
     let run = graph.runner(&()).thread("F-2").owner(OWNER).run(pay_input("F-2", 25)).await.unwrap();

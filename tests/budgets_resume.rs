@@ -25,8 +25,8 @@ fn endless_adder() -> Arc<ScriptedModel> {
     Arc::new(model)
 }
 
-fn graph_on(store: Arc<dyn Store>) -> CompiledGraph<ReactState, ReactDeps> {
-    calculator::graph().with_store(store)
+fn graph_on(store: Arc<dyn Store>) -> App<ReactState, ReactDeps> {
+    calculator::graph().app().store(store)
 }
 
 fn in_memory() -> Arc<dyn Store> {

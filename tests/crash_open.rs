@@ -43,7 +43,7 @@ async fn crash_open_child() {
     for k in 0u64.. {
         eprintln!("opening {k}");
         let store: Arc<dyn Store> = Arc::new(RedbStore::open(dir.join("store.redb")).expect("open store"));
-        let graph = marking::graph().with_store(store);
+        let graph = marking::graph().app().store(store);
         let thread = format!("t-{k}");
         if graph.thread(&thread).unwrap().is_none() {
             graph.runner(&()).thread(&thread).durability(Durability::Sync).run(Mark { n: k }).await.unwrap();
@@ -113,7 +113,7 @@ fn sigkill_while_the_store_is_created_or_opened() {
         // A fresh open succeeds, whatever the kill interrupted.
         let store = RedbStore::open(&path)
             .unwrap_or_else(|e| panic!("trial {trial} (kill at {delay}): the store does not open: {e}"));
-        let graph = marking::graph().with_store(Arc::new(store) as Arc<dyn Store>);
+        let graph = marking::graph().app().store(Arc::new(store) as Arc<dyn Store>);
         for k in done {
             let snapshot = graph.state(&format!("t-{k}")).unwrap().unwrap_or_else(|| {
                 panic!("trial {trial} (kill at {delay}): thread t-{k} finished before the kill but is gone")

@@ -80,7 +80,7 @@ async fn transient_error_is_retried_until_it_succeeds() {
     let graph = job::graph();
     let deps = Script::failing(2);
     let mut events = Vec::new();
-    let run = tokio::time::timeout(GUARD, graph.runner(&deps).on_event(|e| events.push(e)).run(Job::default()))
+    let run = tokio::time::timeout(GUARD, graph.app().runner(&deps).on_event(|e| events.push(e)).run(Job::default()))
         .await
         .expect("no hang")
         .expect("valid config");
@@ -115,7 +115,7 @@ async fn retries_exhausted_fail_the_run_with_the_node_name() {
     let graph = job::graph();
     let deps = Script::failing(u32::MAX);
     let mut events = Vec::new();
-    let run = graph.runner(&deps).on_event(|e| events.push(e)).run(Job::default()).await.expect("valid config");
+    let run = graph.app().runner(&deps).on_event(|e| events.push(e)).run(Job::default()).await.expect("valid config");
     let Outcome::Failed { node, error } = &run.outcome else {
         panic!("expected Failed, got {:?}", run.outcome);
     };
@@ -137,7 +137,7 @@ async fn fatal_error_is_not_retried() {
     let graph = job::graph();
     let deps = Script { failures: u32::MAX, fatal: true, ..Script::default() };
     let mut events = Vec::new();
-    let run = graph.runner(&deps).on_event(|e| events.push(e)).run(Job::default()).await.expect("valid config");
+    let run = graph.app().runner(&deps).on_event(|e| events.push(e)).run(Job::default()).await.expect("valid config");
     let Outcome::Failed { node, error } = &run.outcome else {
         panic!("expected Failed, got {:?}", run.outcome);
     };
@@ -223,6 +223,7 @@ async fn node_timeout_is_transient_and_retried() {
     let run = tokio::time::timeout(
         GUARD,
         graph
+            .app()
             .runner(&deps)
             .on_event(|e| {
                 if let Event::NodeRetrying { error, .. } = e {
@@ -295,6 +296,7 @@ async fn panicking_node_fails_the_run_without_crashing() {
     let graph = panics::graph();
     let mut starts = 0;
     let run = graph
+        .app()
         .runner(&())
         .on_event(|e| {
             if matches!(e, Event::NodeStarted { node: "explode", .. }) {
@@ -351,6 +353,7 @@ async fn write_outside_the_writes_list_fails_naming_the_field() {
     let mut failed = None;
     let input = Guard { owner: "root".into(), ..Guard::default() };
     let run = graph
+        .app()
         .runner(&())
         .on_event(|e| {
             if let Event::NodeFailed { node, error, .. } = e {

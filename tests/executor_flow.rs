@@ -102,6 +102,7 @@ async fn fan_out_runs_branches_in_one_step_and_the_join_once() {
     let run = tokio::time::timeout(
         GUARD,
         graph
+            .app()
             .runner(&deps)
             .on_event(|e| {
                 if let Event::StepStarted { step, nodes } = e {
@@ -320,6 +321,7 @@ async fn events_come_in_step_order() {
     let graph = ev::graph();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let run = graph
+        .app()
         .runner(&())
         .on_event(move |e| {
             let _ = tx.send(e);
@@ -359,7 +361,7 @@ async fn events_come_in_step_order() {
 async fn events_display_is_readable() {
     let graph = ev::graph();
     let mut lines = Vec::new();
-    graph.runner(&()).on_event(|e| lines.push(e.to_string())).run(Ev::default()).await.expect("valid config");
+    graph.app().runner(&()).on_event(|e| lines.push(e.to_string())).run(Ev::default()).await.expect("valid config");
     assert_eq!(lines.first().map(String::as_str), Some("step 0: [first]"));
     assert_eq!(lines.last().map(String::as_str), Some("finished after 3 steps: Completed"));
     assert!(lines.iter().any(|l| l.starts_with("step 2: last -> END")), "{lines:#?}");
@@ -423,7 +425,7 @@ async fn a_run_can_be_spawned() {
         let deps = Arc::clone(&deps);
         tokio::spawn(async move {
             let mut n = 0;
-            graph.runner(&deps).on_event(|_| n += 1).timeout(GUARD).run(Fan::default()).await.map(|run| (run, n))
+            graph.app().runner(&deps).on_event(|_| n += 1).timeout(GUARD).run(Fan::default()).await.map(|run| (run, n))
         })
     };
     let (run, events) = handle.await.expect("task ok").expect("valid config");

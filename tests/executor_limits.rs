@@ -55,6 +55,7 @@ async fn graph_max_steps_bounds_an_infinite_loop() {
     let run = tokio::time::timeout(
         GUARD,
         graph
+            .app()
             .runner(&deps)
             .on_event(|e| {
                 if let Event::Finished { outcome, steps } = e {
@@ -80,7 +81,7 @@ async fn runner_max_steps_lowers_the_bound() {
     let graph = forever::graph();
     for n in [1, 2, 3, 4] {
         let deps = LoopDeps::default();
-        let run = graph.runner(&deps).max_steps(n).run(Loop::default()).await.expect("valid config");
+        let run = graph.app().runner(&deps).max_steps(n).run(Loop::default()).await.expect("valid config");
         assert_eq!(run.outcome, Outcome::BudgetExhausted { which: Budget::Steps });
         assert_eq!(run.steps, n);
         assert_eq!(run.state, loop_state_after(n));
@@ -92,7 +93,7 @@ async fn runner_max_steps_lowers_the_bound() {
 async fn runner_max_steps_cannot_raise_the_graph_bound() {
     let graph = forever::graph();
     let deps = LoopDeps::default();
-    let run = graph.runner(&deps).max_steps(50).run(Loop::default()).await.expect("valid config");
+    let run = graph.app().runner(&deps).max_steps(50).run(Loop::default()).await.expect("valid config");
     assert_eq!(run.outcome, Outcome::BudgetExhausted { which: Budget::Steps });
     assert_eq!(run.steps, 5, "the graph declared max_steps = 5");
 }
@@ -129,8 +130,9 @@ async fn a_run_that_ends_in_its_last_allowed_step_completes() {
 async fn zero_max_steps_is_an_invalid_config() {
     let graph = forever::graph();
     let deps = LoopDeps::default();
-    let err = graph.runner(&deps).max_steps(0).run(Loop::default()).await.expect_err("max_steps(0) makes no sense");
-    assert!(matches!(err, RunError::InvalidConfig(_)), "{err:?}");
+    let err =
+        graph.app().runner(&deps).max_steps(0).run(Loop::default()).await.expect_err("max_steps(0) makes no sense");
+    assert!(matches!(err, RunError::ZeroMaxSteps), "{err:?}");
     assert!(err.to_string().contains("max_steps"), "{err}");
     assert_eq!(deps.started.load(Ordering::SeqCst), 0);
 }
@@ -164,10 +166,11 @@ mod slow {
 async fn deadline_ends_the_run_mid_step() {
     let graph = slow::graph();
     let began = Instant::now();
-    let run = tokio::time::timeout(GUARD, graph.runner(&()).timeout(Duration::from_millis(60)).run(Slow::default()))
-        .await
-        .expect("the deadline must interrupt the running step")
-        .expect("valid config");
+    let run =
+        tokio::time::timeout(GUARD, graph.app().runner(&()).timeout(Duration::from_millis(60)).run(Slow::default()))
+            .await
+            .expect("the deadline must interrupt the running step")
+            .expect("valid config");
     let took = began.elapsed();
     assert_eq!(run.outcome, Outcome::BudgetExhausted { which: Budget::Deadline });
     assert!(took >= Duration::from_millis(60), "{took:?}");
@@ -181,6 +184,7 @@ async fn deadline_ends_the_run_mid_step() {
 async fn deadline_already_past_runs_nothing() {
     let graph = slow::graph();
     let run = graph
+        .app()
         .runner(&())
         .deadline(Instant::now() - Duration::from_millis(1))
         .run(Slow::default())
@@ -196,6 +200,7 @@ async fn deadline_between_steps_keeps_the_finished_steps() {
     let graph = forever::graph();
     let deps = LoopDeps { tick_ms: 20, ..LoopDeps::default() };
     let run = graph
+        .app()
         .runner(&deps)
         .max_steps(5)
         .timeout(Duration::from_millis(50))
@@ -248,6 +253,7 @@ async fn cancel_from_another_task() {
     let run = tokio::time::timeout(
         GUARD,
         graph
+            .app()
             .runner(&deps)
             .cancel_token(token.clone())
             .on_event(|e| {
@@ -287,7 +293,7 @@ async fn cancelled_before_start_runs_nothing() {
     let deps = SpinDeps::default();
     let token = CancellationToken::new();
     token.cancel();
-    let run = graph.runner(&deps).cancel_token(token).run(Spin { ticks: 7 }).await.expect("valid config");
+    let run = graph.app().runner(&deps).cancel_token(token).run(Spin { ticks: 7 }).await.expect("valid config");
     assert_eq!(run.outcome, Outcome::Cancelled);
     assert_eq!(run.steps, 0);
     assert_eq!(run.state, Spin { ticks: 7 });
@@ -328,7 +334,7 @@ async fn cancellation_interrupts_a_retry_backoff() {
         t.cancel();
     });
     let began = Instant::now();
-    let run = tokio::time::timeout(GUARD, graph.runner(&deps).cancel_token(token).run(Wait::default()))
+    let run = tokio::time::timeout(GUARD, graph.app().runner(&deps).cancel_token(token).run(Wait::default()))
         .await
         .expect("cancellation must cut the 10 s backoff short")
         .expect("valid config");

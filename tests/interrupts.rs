@@ -51,9 +51,9 @@ mod review_flow {
     }
 }
 
-fn graph() -> CompiledGraph<Draft, Deps> {
+fn graph() -> App<Draft, Deps> {
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
-    review_flow::graph().with_store(store)
+    review_flow::graph().app().store(store)
 }
 
 #[tokio::test]

@@ -72,9 +72,9 @@ fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
-fn setup() -> (Arc<dyn Store>, CompiledGraph<Work, Deps>) {
+fn setup() -> (Arc<dyn Store>, App<Work, Deps>) {
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
-    (Arc::clone(&store), flow::graph().with_store(store))
+    (Arc::clone(&store), flow::graph().app().store(store))
 }
 
 fn held_deps() -> Deps {
@@ -219,5 +219,5 @@ async fn a_lease_ttl_too_short_to_renew_is_refused() {
     let (_, graph) = setup();
     let deps = Deps::default();
     let err = graph.runner(&deps).thread("t").lease_ttl(Duration::from_millis(1)).run(Work::default()).await;
-    assert!(matches!(err, Err(RunError::InvalidConfig(_))), "{err:?}");
+    assert!(matches!(err, Err(RunError::LeaseTtlTooShort { .. })), "{err:?}");
 }

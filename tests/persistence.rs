@@ -77,7 +77,7 @@ fn store() -> Arc<dyn Store> {
 
 #[tokio::test]
 async fn every_step_is_a_checkpoint_and_the_latest_state_matches_the_run() {
-    let graph = job::graph().with_store(store());
+    let graph = job::graph().app().store(store());
     let deps = Deps::default();
     let run = graph.runner(&deps).thread("t1").run(Job::default()).await.unwrap();
     assert_eq!(run.outcome, Outcome::Completed);
@@ -97,7 +97,7 @@ async fn every_step_is_a_checkpoint_and_the_latest_state_matches_the_run() {
 
 #[tokio::test]
 async fn resume_after_a_failed_step_reruns_only_the_failed_node() {
-    let graph = job::graph().with_store(store());
+    let graph = job::graph().app().store(store());
     let deps = Deps::default();
     deps.fail_right.store(1, Ordering::SeqCst);
     let first = graph.runner(&deps).thread("t2").run(Job::default()).await.unwrap();
@@ -115,7 +115,7 @@ async fn resume_after_a_failed_step_reruns_only_the_failed_node() {
 
 #[tokio::test]
 async fn a_completed_thread_cannot_be_resumed_or_restarted() {
-    let graph = job::graph().with_store(store());
+    let graph = job::graph().app().store(store());
     let deps = Deps::default();
     graph.runner(&deps).thread("t3").run(Job::default()).await.unwrap();
     let again = graph.runner(&deps).thread("t3").resume().await.unwrap_err();
@@ -126,7 +126,7 @@ async fn a_completed_thread_cannot_be_resumed_or_restarted() {
 
 #[tokio::test]
 async fn effects_run_once_when_their_node_runs_again() {
-    let graph = job::graph().with_store(store());
+    let graph = job::graph().app().store(store());
     let deps = Deps::default();
     deps.fail_after_charge.store(1, Ordering::SeqCst);
     let first = graph.runner(&deps).thread("t4").run(Job::default()).await.unwrap();
@@ -143,7 +143,7 @@ async fn effects_run_once_when_their_node_runs_again() {
 
 #[tokio::test]
 async fn a_fork_of_a_completed_thread_runs_the_branch_again() {
-    let graph = job::graph().with_store(store());
+    let graph = job::graph().app().store(store());
     let deps = Deps::default();
     let first = graph.runner(&deps).thread("t8").run(Job::default()).await.unwrap();
     // Back to the checkpoint before `charge`: a new branch, so a new charge.
@@ -159,7 +159,7 @@ async fn a_fork_of_a_completed_thread_runs_the_branch_again() {
 
 #[tokio::test]
 async fn fork_and_update_state_add_checkpoints_without_rewriting_history() {
-    let graph = job::graph().with_store(store());
+    let graph = job::graph().app().store(store());
     let deps = Deps::default();
     deps.fail_right.store(5, Ordering::SeqCst);
     graph.runner(&deps).thread("t5").run(Job::default()).await.unwrap();
@@ -206,9 +206,9 @@ async fn a_changed_graph_is_refused_with_what_changed() {
     let store = store();
     let deps = Deps::default();
     deps.fail_right.store(1, Ordering::SeqCst);
-    let v1 = job::graph().with_store(Arc::clone(&store));
+    let v1 = job::graph().app().store(Arc::clone(&store));
     v1.runner(&deps).thread("t6").run(Job::default()).await.unwrap();
-    let v2 = job_v2::graph().with_store(store);
+    let v2 = job_v2::graph().app().store(store);
     let err = v2.runner(&deps).thread("t6").resume().await.unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, RunError::Resume(ResumeError::GraphChanged { .. })), "{msg}");
@@ -220,7 +220,7 @@ async fn a_changed_graph_is_refused_with_what_changed() {
 async fn a_held_thread_is_busy_for_a_second_executor() {
     let store = store();
     store.acquire_lease("t7", "someone-else", 60_000, agentflow_now()).unwrap();
-    let graph = job::graph().with_store(store);
+    let graph = job::graph().app().store(store);
     let deps = Deps::default();
     let err = graph.runner(&deps).thread("t7").run(Job::default()).await.unwrap_err();
     assert!(matches!(&err, RunError::ThreadBusy { holder, .. } if holder == "someone-else"), "{err}");
@@ -229,7 +229,7 @@ async fn a_held_thread_is_busy_for_a_second_executor() {
 #[tokio::test]
 async fn durability_modes_all_persist_the_same_history() {
     for (i, mode) in [Durability::Sync, Durability::Async, Durability::Exit].into_iter().enumerate() {
-        let graph = job::graph().with_store(store());
+        let graph = job::graph().app().store(store());
         let deps = Deps::default();
         let thread = format!("d{i}");
         let run = graph.runner(&deps).thread(&thread).durability(mode).run(Job::default()).await.unwrap();
@@ -316,7 +316,7 @@ mod schema_v2 {
 
 #[tokio::test]
 async fn two_executors_racing_for_one_thread_one_runs_the_other_is_busy() {
-    let graph = slow::graph().with_store(store());
+    let graph = slow::graph().app().store(store());
     // Pause the thread before its only node, then race two resumes.
     let first = graph.runner(&()).thread("race").interrupt_before(["wait"]).run(Slow::default()).await.unwrap();
     assert!(matches!(first.outcome, Outcome::Interrupted { .. }));
@@ -333,8 +333,8 @@ async fn two_executors_racing_for_one_thread_one_runs_the_other_is_busy() {
 async fn a_state_that_no_longer_deserialises_is_a_typed_error() {
     let store = store();
     let deps = Deps::default();
-    job::graph().with_store(Arc::clone(&store)).runner(&deps).thread("old").run(Job::default()).await.unwrap();
-    let err = renamed::graph().with_store(store).state("old").unwrap_err();
+    job::graph().app().store(Arc::clone(&store)).runner(&deps).thread("old").run(Job::default()).await.unwrap();
+    let err = renamed::graph().app().store(store).state("old").unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("thread `old`") && msg.contains("does not decode"), "{msg}");
     assert!(msg.contains("#[state(version = N)]"), "{msg}");
@@ -343,16 +343,16 @@ async fn a_state_that_no_longer_deserialises_is_a_typed_error() {
 #[tokio::test]
 async fn a_new_schema_version_needs_a_migration() {
     let store = store();
-    let old = schema_v1::flow::graph().with_store(Arc::clone(&store));
+    let old = schema_v1::flow::graph().app().store(Arc::clone(&store));
     old.runner(&()).thread("m").run(schema_v1::Person { name: "Ada Lovelace".into() }).await.unwrap();
     // Same nodes, new state version: refused without a migration...
-    let new = schema_v2::flow::graph().with_store(Arc::clone(&store));
+    let new = schema_v2::flow::graph().app().store(Arc::clone(&store));
     let err = new.runner(&()).thread("m").resume_with("Ada").await.unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, RunError::Resume(ResumeError::SchemaVersion { stored: 1, current: 2, .. })), "{msg}");
-    assert!(msg.contains("register a migration with `.with_migration(1, |old| ..)`"), "{msg}");
+    assert!(msg.contains("register a migration with `graph.app().migration(1, |old| ..)`"), "{msg}");
     // ...and resumed with one, which upgrades the stored state.
-    let migrated = schema_v2::flow::graph().with_store(store).with_migration(1, |mut old| {
+    let migrated = schema_v2::flow::graph().app().store(store).migration(1, |mut old| {
         let name = old["name"].as_str().ok_or("no name")?.to_string();
         let (first, last) = name.split_once(' ').ok_or("expected a first and a last name")?;
         old = serde_json::json!({ "first": first, "last": last });
@@ -365,7 +365,7 @@ async fn a_new_schema_version_needs_a_migration() {
 
 #[tokio::test]
 async fn compaction_keeps_the_last_checkpoints_readable() {
-    let graph = job::graph().with_store(store());
+    let graph = job::graph().app().store(store());
     let deps = Deps::default();
     let run = graph.runner(&deps).thread("c1").run(Job::default()).await.unwrap();
     let before = graph.history("c1").unwrap();

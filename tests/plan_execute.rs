@@ -214,6 +214,7 @@ async fn a_model_call_budget_ends_the_run_as_budget_exhausted() {
     let model = Arc::new(model);
     let graph = analyst::graph();
     let run = graph
+        .app()
         .runner(&deps(&model))
         .limits(Limits::none().model_calls(3))
         .run(PlanExecuteState::task("loop"))
@@ -335,7 +336,7 @@ async fn approve_and_resume(
     rounds: usize,
 ) -> (Run<PlanExecuteState>, Vec<ApprovalRecord>, usize) {
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
-    let graph = support::graph().with_store(store);
+    let graph = support::graph().app().store(store);
     let desk = graph.approvals(desk_authorizer()).unwrap();
     let model = Arc::new(support_model(order, together));
     let deps = PlanExecuteDeps::new(model.clone());

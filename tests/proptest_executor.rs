@@ -247,7 +247,7 @@ proptest! {
                 route_seed: d.route_seed,
                 timing_seed,
             };
-            let mut runner = graph.runner(&deps);
+            let mut runner = graph.app().runner(&deps);
             if let Some(n) = d.runner_max {
                 runner = runner.max_steps(n);
             }

@@ -70,7 +70,8 @@ async fn a_model_that_keeps_calling_tools_runs_out_of_budget() {
     }
     let deps = ReactDeps::new(Arc::new(model));
     let graph = calculator::graph();
-    let run = graph.runner(&deps).limits(Limits::none().model_calls(4)).run(ReactState::ask("loop")).await.unwrap();
+    let run =
+        graph.app().runner(&deps).limits(Limits::none().model_calls(4)).run(ReactState::ask("loop")).await.unwrap();
     assert_eq!(run.outcome, Outcome::BudgetExhausted { which: Budget::ModelCalls });
     assert_eq!(run.usage.model_calls, 4);
     // The step bound catches it too, never as success.
@@ -154,7 +155,7 @@ fn support_model(order: &'static str, together: bool) -> ScriptedModel {
 
 async fn ticket_then_refund(order: &'static str, together: bool) {
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
-    let graph = support::graph().with_store(store);
+    let graph = support::graph().app().store(store);
     let desk = graph.approvals(RoleAuthorizer::new().role_for(Risk::Irreversible, "approver")).unwrap();
     let model = Arc::new(support_model(order, together));
     let deps = ReactDeps::new(model.clone());
@@ -197,7 +198,7 @@ async fn a_ticket_and_a_refund_in_one_reply_run_once_each_with_fresh_call_ids() 
 
 #[tokio::test]
 async fn an_approval_written_straight_into_the_store_without_a_decider_is_not_used() {
-    let graph = support::graph().with_store(Arc::new(RedbStore::in_memory().unwrap()));
+    let graph = support::graph().app().store(Arc::new(RedbStore::in_memory().unwrap()));
     let model = ScriptedModel::new()
         .reply_tool_call("process_refund", json!({ "order_id": "R-3", "amount": 40 }))
         .respond_with(|req: &ChatRequest| {
@@ -210,7 +211,7 @@ async fn an_approval_written_straight_into_the_store_without_a_decider_is_not_us
     let id = pending[0].payload["approval"].as_str().unwrap().to_string();
     // Someone holding the store moves the approval to APPROVED by hand: no
     // approver decided it (no `decided_by`), the desk never saw it.
-    let store = graph.store().unwrap();
+    let store = graph.backing_store().unwrap();
     let patch = agentflow::approval::ApprovalPatch::by("script", 1);
     store.transition_approval(&id, ApprovalStatus::Pending, ApprovalStatus::Approved, patch).unwrap();
 
@@ -227,7 +228,7 @@ async fn an_approval_written_straight_into_the_store_without_a_decider_is_not_us
 
 #[tokio::test]
 async fn an_approval_written_straight_into_the_store_in_someone_elses_name_is_not_used() {
-    let graph = support::graph().with_store(Arc::new(RedbStore::in_memory().unwrap()));
+    let graph = support::graph().app().store(Arc::new(RedbStore::in_memory().unwrap()));
     let model = ScriptedModel::new()
         .reply_tool_call("process_refund", json!({ "order_id": "R-4", "amount": 40 }))
         .respond_with(|req: &ChatRequest| {
@@ -244,7 +245,11 @@ async fn an_approval_written_straight_into_the_store_in_someone_elses_name_is_no
         decided_by: Some("alice".into()),
         ..agentflow::approval::ApprovalPatch::by("script", 1)
     };
-    graph.store().unwrap().transition_approval(&id, ApprovalStatus::Pending, ApprovalStatus::Approved, patch).unwrap();
+    graph
+        .backing_store()
+        .unwrap()
+        .transition_approval(&id, ApprovalStatus::Pending, ApprovalStatus::Approved, patch)
+        .unwrap();
 
     let done = graph.runner(&deps).thread("R-4").resume().await.unwrap();
     let observation: Value = serde_json::from_str(done.state.answer.as_deref().unwrap()).unwrap();

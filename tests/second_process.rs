@@ -117,7 +117,7 @@ async fn hitl_child() {
     let store = open(&dir);
     match part.as_str() {
         "resume_with" => {
-            let graph = review_flow::graph().with_store(store);
+            let graph = review_flow::graph().app().store(store);
             // A fresh process knows nothing but the thread id.
             let pending = graph.pending("draft-1").unwrap();
             assert_eq!(pending[0].kind, PendingKind::Interrupt);
@@ -132,7 +132,7 @@ async fn hitl_child() {
             assert_eq!(run.outcome, Outcome::Completed);
         }
         "approve" => {
-            let graph = pay_flow::graph().with_store(store);
+            let graph = pay_flow::graph().app().store(store);
             let desk = graph.approvals(authorizer()).unwrap();
             let pending = desk.pending().unwrap();
             assert_eq!(pending.len(), 1, "{pending:?}");
@@ -140,7 +140,7 @@ async fn hitl_child() {
             assert_eq!(record.status, ApprovalStatus::Approved);
         }
         "resume" => {
-            let graph = pay_flow::graph().with_store(store);
+            let graph = pay_flow::graph().app().store(store);
             let run = graph.runner(&()).thread("pay-1").resume().await.unwrap();
             assert_eq!(run.outcome, Outcome::Completed);
         }
@@ -177,7 +177,7 @@ fn temp_dir(name: &str) -> PathBuf {
 async fn an_interrupt_is_resumed_with_a_value_in_another_process() {
     let dir = temp_dir("interrupt");
     {
-        let graph = review_flow::graph().with_store(open(&dir));
+        let graph = review_flow::graph().app().store(open(&dir));
         let run = graph.runner(&()).thread("draft-1").run(Draft::default()).await.unwrap();
         let Outcome::Interrupted { thread, pending } = &run.outcome else { panic!("{:?}", run.outcome) };
         assert_eq!(thread.as_deref(), Some("draft-1"));
@@ -187,7 +187,7 @@ async fn an_interrupt_is_resumed_with_a_value_in_another_process() {
     }
     child(&dir, "resume_with");
 
-    let graph = review_flow::graph().with_store(open(&dir));
+    let graph = review_flow::graph().app().store(open(&dir));
     let thread = graph.thread("draft-1").unwrap().unwrap();
     assert_eq!(thread.status, ThreadStatus::Completed);
     let state = graph.state("draft-1").unwrap().unwrap().state;
@@ -203,7 +203,7 @@ async fn an_interrupt_is_resumed_with_a_value_in_another_process() {
 async fn an_approval_decided_in_one_process_is_resumed_in_another() {
     let dir = temp_dir("approval");
     let id = {
-        let graph = pay_flow::graph().with_store(open(&dir));
+        let graph = pay_flow::graph().app().store(open(&dir));
         let input = Pay { order: "P-1".into(), amount: 199, receipt: None };
         let run = graph.runner(&()).thread("pay-1").owner("agent:refund-bot").run(input).await.unwrap();
         let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{:?}", run.outcome) };
@@ -215,7 +215,7 @@ async fn an_approval_decided_in_one_process_is_resumed_in_another() {
     assert!(!dir.join("ledger.txt").exists(), "deciding does not run the call");
     child(&dir, "resume"); // process 3 resumes
 
-    let graph = pay_flow::graph().with_store(open(&dir));
+    let graph = pay_flow::graph().app().store(open(&dir));
     let desk = graph.approvals(authorizer()).unwrap();
     let record = desk.get(&id).unwrap().unwrap();
     assert_eq!((record.status, record.decided_by.as_deref()), (ApprovalStatus::Succeeded, Some("alice")));

@@ -33,9 +33,9 @@ mod flow {
 
 fn assert_send<T: Send>(_: T) {}
 
-fn graph() -> CompiledGraph<Note, Deps> {
+fn graph() -> App<Note, Deps> {
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
-    flow::graph().with_store(store)
+    flow::graph().app().store(store)
 }
 
 /// Never awaited: compiling it is the test.

@@ -58,7 +58,7 @@ async fn a_thousand_step_thread_grows_storage_linearly_and_rebuilds_exactly() {
     assert_eq!(message(0).len(), 40);
     let file = TempFile::new("storage-growth");
     let store = Arc::new(RedbStore::open(&file.0).expect("open the store file"));
-    let graph = chat::graph().with_store(Arc::clone(&store) as Arc<dyn Store>);
+    let graph = chat::graph().app().store(Arc::clone(&store) as Arc<dyn Store>);
     let began = std::time::Instant::now();
     // Sync (the default): one durable commit per step, ~1 s in release, a few in debug.
     let run = graph.runner(&()).thread("long").durability(Durability::Sync).run(Chat::default()).await.unwrap();

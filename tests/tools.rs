@@ -112,7 +112,7 @@ async fn a_tool_outside_the_node_set_is_denied_and_never_run() {
 
 #[tokio::test]
 async fn the_policy_can_deny_a_tool_and_approval_needs_a_store() {
-    let graph = probe::graph().with_policy(RiskPolicy::default().tool("add", Decision::Deny));
+    let graph = probe::graph().app().policy(RiskPolicy::default().tool("add", Decision::Deny));
     let input = calls(&[
         ("call_1", "add", json!({"a": 1, "b": 1})),
         ("call_2", "multiply", json!({"a": 2, "b": 3})),
@@ -201,7 +201,7 @@ async fn a_token_reservation_past_the_limit_is_refused_before_the_call() {
     let model = Arc::new(ScriptedModel::new().reply_text("never sent"));
     let deps = Asker { model: model.clone(), max_output: 150 };
     let graph = asker::graph();
-    let run = graph.runner(&deps).limits(Limits::none().tokens(100)).run(Chat::default()).await.unwrap();
+    let run = graph.app().runner(&deps).limits(Limits::none().tokens(100)).run(Chat::default()).await.unwrap();
     assert_eq!(run.outcome, Outcome::BudgetExhausted { which: Budget::Tokens });
     assert_eq!(model.calls(), 0, "the model was never called");
     assert_eq!(run.usage.model_calls, 0);
@@ -209,7 +209,7 @@ async fn a_token_reservation_past_the_limit_is_refused_before_the_call() {
 
     // Within the limit the reservation is settled with the reported usage.
     let deps = Asker { model: Arc::new(ScriptedModel::new().reply_text("hi there")), max_output: 50 };
-    let run = graph.runner(&deps).limits(Limits::none().tokens(100)).run(Chat::default()).await.unwrap();
+    let run = graph.app().runner(&deps).limits(Limits::none().tokens(100)).run(Chat::default()).await.unwrap();
     assert_eq!(run.outcome, Outcome::Completed);
     assert_eq!(run.usage.tokens, 3, "1 word in, 2 words out (the test double's estimate), not the 50 reserved");
     assert!(run.usage.usage_known());
@@ -294,7 +294,7 @@ async fn a_structured_output_node_re_asks_after_a_malformed_reply() {
     let model = Arc::new((0..3).fold(ScriptedModel::new(), |m, _| m.reply_text("approve!")));
     let deps = Asker { model, max_output: 64 };
     let graph = reviewer::graph();
-    let run = graph.runner(&deps).limits(Limits::none().model_calls(2)).run(Reviewed::default()).await.unwrap();
+    let run = graph.app().runner(&deps).limits(Limits::none().model_calls(2)).run(Reviewed::default()).await.unwrap();
     assert_eq!(run.outcome, Outcome::BudgetExhausted { which: Budget::ModelCalls });
 }
 

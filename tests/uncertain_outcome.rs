@@ -183,8 +183,8 @@ fn db(name: &str) -> PathBuf {
     dir.join("store.redb")
 }
 
-fn open<S: State, D>(graph: CompiledGraph<S, D>, path: &PathBuf) -> CompiledGraph<S, D> {
-    graph.with_store(Arc::new(RedbStore::open(path).expect("open store")))
+fn open<S: State, D>(graph: CompiledGraph<S, D>, path: &PathBuf) -> App<S, D> {
+    graph.app().store(Arc::new(RedbStore::open(path).expect("open store")))
 }
 
 fn pending_of<S>(run: &Run<S>) -> (PendingKind, String) {
@@ -204,7 +204,7 @@ async fn cut_off<F: std::future::Future>(order: &str, start: F) {
 }
 
 /// Starts the refund, approves it, and returns the desk.
-async fn approved_refund<D: Sync>(graph: &CompiledGraph<Job, D>, deps: &D, thread: &str, hold_ms: u64) -> ApprovalDesk {
+async fn approved_refund<D: Sync>(graph: &App<Job, D>, deps: &D, thread: &str, hold_ms: u64) -> ApprovalDesk {
     let desk = graph.approvals(authorizer()).unwrap();
     let run = graph.runner(deps).thread(thread).owner(OWNER).run(job(thread, hold_ms)).await.unwrap();
     let (kind, id) = pending_of(&run);
@@ -217,7 +217,7 @@ async fn approved_refund<D: Sync>(graph: &CompiledGraph<Job, D>, deps: &D, threa
 
 #[tokio::test]
 async fn a_run_deadline_lets_an_approved_call_finish_and_resume_does_not_run_it_again() {
-    let graph = refund_flow::graph().with_store(Arc::new(RedbStore::in_memory().unwrap()));
+    let graph = refund_flow::graph().app().store(Arc::new(RedbStore::in_memory().unwrap()));
     let desk = approved_refund(&graph, &(), "U-deadline", 300).await;
     // The deadline falls while the refund is with the provider.
     let stopped = graph.runner(&()).thread("U-deadline").timeout(Duration::from_millis(60)).resume().await.unwrap();
@@ -234,7 +234,7 @@ async fn a_run_deadline_lets_an_approved_call_finish_and_resume_does_not_run_it_
 
 #[tokio::test]
 async fn a_node_timeout_with_retries_runs_an_approved_call_once() {
-    let graph = timed_refund_flow::graph().with_store(Arc::new(RedbStore::in_memory().unwrap()));
+    let graph = timed_refund_flow::graph().app().store(Arc::new(RedbStore::in_memory().unwrap()));
     let desk = approved_refund(&graph, &(), "U-timeout", 200).await;
     // Each attempt's 40 ms timeout falls while the refund is with the provider.
     let done = graph.runner(&()).thread("U-timeout").resume().await.unwrap();
@@ -336,11 +336,11 @@ async fn without_an_approval_an_idempotent_tool_reruns_with_the_same_key_and_any
     let path = db(thread);
     let policy = || RiskPolicy::default().risk(Risk::External, Decision::Run);
     {
-        let graph = open(external_flow::graph(), &path).with_policy(policy());
+        let graph = open(external_flow::graph(), &path).policy(policy());
         cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
     }
     // The ticket tool is idempotent: run again with the same key, in the audit log.
-    let graph = open(external_flow::graph(), &path).with_policy(policy());
+    let graph = open(external_flow::graph(), &path).policy(policy());
     let second = format!("{thread}-note");
     cut_off(&second, graph.runner(&()).thread(thread).resume()).await;
     let keys = calls(thread);
@@ -352,7 +352,7 @@ async fn without_an_approval_an_idempotent_tool_reruns_with_the_same_key_and_any
     drop(graph);
 
     // The note tool is not: its cut-off call waits for a human, on a record of its own.
-    let graph = open(external_flow::graph(), &path).with_policy(policy());
+    let graph = open(external_flow::graph(), &path).policy(policy());
     let run = graph.runner(&()).thread(thread).resume().await.unwrap();
     let (kind, id) = pending_of(&run);
     assert_eq!(kind, PendingKind::OutcomeUnknown);

@@ -66,7 +66,7 @@ mod checkout {
 
 #[tokio::test]
 async fn update_state_on_a_thread_paused_in_interrupt_keeps_the_step() {
-    let graph = checkout::graph().with_store(store());
+    let graph = checkout::graph().app().store(store());
     let deps = Deps::default();
     let paused = graph.runner(&deps).thread("o-1").run(Order::default()).await.unwrap();
     assert!(matches!(paused.outcome, Outcome::Interrupted { .. }), "{:?}", paused.outcome);
@@ -90,7 +90,7 @@ async fn update_state_on_a_thread_paused_in_interrupt_keeps_the_step() {
 
 #[tokio::test]
 async fn two_updates_in_a_row_still_keep_the_paused_step() {
-    let graph = checkout::graph().with_store(store());
+    let graph = checkout::graph().app().store(store());
     let deps = Deps::default();
     graph.runner(&deps).thread("o-2").run(Order::default()).await.unwrap();
     graph.update_state("o-2", Order::update().note(Some("a".into())), "operator").unwrap();
@@ -195,7 +195,7 @@ fn pay(order: &str, amount: u32) -> Pay {
 
 #[tokio::test]
 async fn update_state_on_a_thread_paused_for_approval_keeps_the_approval_usable() {
-    let graph = pay_flow::graph().with_store(store());
+    let graph = pay_flow::graph().app().store(store());
     let desk = graph.approvals(authorizer()).unwrap();
     let paused = graph.runner(&()).thread("P-1").owner(OWNER).run(pay("P-1", 40)).await.unwrap();
     let id = waiting_for(&paused);
@@ -214,7 +214,7 @@ async fn update_state_on_a_thread_paused_for_approval_keeps_the_approval_usable(
 
 #[tokio::test]
 async fn fork_cancels_the_approvals_it_leaves_behind_with_an_audit_entry() {
-    let graph = pay_flow::graph().with_store(store());
+    let graph = pay_flow::graph().app().store(store());
     let desk = graph.approvals(authorizer()).unwrap();
     let paused = graph.runner(&()).thread("P-2").owner(OWNER).run(pay("P-2", 70)).await.unwrap();
     let open = waiting_for(&paused);
@@ -244,12 +244,12 @@ async fn a_changed_risk_class_changes_the_fingerprint_and_is_refused_on_resume()
     assert_eq!(strict.fingerprint(), pay_flow::graph().fingerprint());
 
     let store = store();
-    let strict = strict.with_store(Arc::clone(&store));
+    let strict = strict.app().store(Arc::clone(&store));
     let paused = strict.runner(&()).thread("P-3").owner(OWNER).run(pay("P-3", 10)).await.unwrap();
     waiting_for(&paused);
     // Resuming under a graph whose node now calls a lower-risk refund would
     // let the call through without the approval it was stopped for.
-    let err = soft.with_store(store).runner(&()).thread("P-3").resume().await.unwrap_err();
+    let err = soft.app().store(store).runner(&()).thread("P-3").resume().await.unwrap_err();
     let RunError::Resume(ResumeError::GraphChanged { changes, .. }) = &err else { panic!("{err}") };
     assert!(changes.contains("tools of `pay`"), "{changes}");
     assert!(refunds_for("P-3").is_empty());
@@ -257,7 +257,7 @@ async fn a_changed_risk_class_changes_the_fingerprint_and_is_refused_on_resume()
 
 #[tokio::test]
 async fn an_approval_the_step_no_longer_asks_for_is_cancelled_when_the_step_moves_on() {
-    let graph = pay_flow::graph().with_store(store());
+    let graph = pay_flow::graph().app().store(store());
     let desk = graph.approvals(authorizer()).unwrap();
     let paused = graph.runner(&()).thread("P-4").owner(OWNER).run(pay("P-4", 40)).await.unwrap();
     let stale = waiting_for(&paused);

@@ -88,7 +88,7 @@ async fn computed_refund_amounts_run_exactly_as_approved() {
     assert!(shares.len() >= 40, "{} cases", shares.len());
     assert!(shares.contains(&0.224_999_999_999_999_98), "the reported case is among them");
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
-    let graph = share_refunds::graph().with_store(store);
+    let graph = share_refunds::graph().app().store(store);
     let desk = graph.approvals(authorizer()).unwrap();
     for (i, &share) in shares.iter().enumerate() {
         let order = format!("F-{i}");
@@ -222,7 +222,7 @@ fn not_finite(e: ValueError) -> (String, &'static str) {
 
 #[tokio::test]
 async fn nan_in_an_update_is_refused_naming_the_field_and_the_thread_stays_readable() {
-    let graph = quoting::graph().with_store(memory());
+    let graph = quoting::graph().app().store(memory());
     let deps = feed(f64::NAN);
     let err = graph.runner(&deps).thread("nan").run(Quotes::default()).await.unwrap_err();
     let message = err.to_string();
@@ -240,7 +240,7 @@ async fn nan_in_an_update_is_refused_naming_the_field_and_the_thread_stays_reada
 
 #[tokio::test]
 async fn an_infinite_option_is_refused_rather_than_read_back_as_none() {
-    let graph = quoting::graph().with_store(memory());
+    let graph = quoting::graph().app().store(memory());
     for (best, value) in [(f64::INFINITY, "inf"), (f64::NEG_INFINITY, "-inf")] {
         let deps = Feed { price: 1.0, best: Some(best), ..Feed::default() };
         let thread = format!("inf-{value}");
@@ -251,7 +251,7 @@ async fn an_infinite_option_is_refused_rather_than_read_back_as_none() {
 
 #[tokio::test]
 async fn nan_in_the_input_state_is_refused_before_the_thread_exists() {
-    let graph = quoting::graph().with_store(memory());
+    let graph = quoting::graph().app().store(memory());
     let input = Quotes { prices: vec![1.0, 2.0, 3.0, f64::NAN], ..Quotes::default() };
     let (what, source) = refused(graph.runner(&feed(1.0)).thread("input").run(input).await.unwrap_err());
     assert_eq!(what, "the input state");
@@ -261,7 +261,7 @@ async fn nan_in_the_input_state_is_refused_before_the_thread_exists() {
 
 #[tokio::test]
 async fn update_state_refuses_nan() {
-    let graph = quoting::graph().with_store(memory());
+    let graph = quoting::graph().app().store(memory());
     graph.runner(&feed(1.0)).thread("manual").run(Quotes::default()).await.unwrap();
     let err = graph.update_state("manual", Quotes::update().prices(vec![f64::NAN]), "operator").unwrap_err();
     match err {
@@ -276,7 +276,7 @@ async fn update_state_refuses_nan() {
 
 #[tokio::test]
 async fn interrupt_payloads_and_resume_values_must_be_finite() {
-    let graph = asking::graph().with_store(memory());
+    let graph = asking::graph().app().store(memory());
     let run = graph.runner(&feed(f64::NAN)).thread("ask-nan").run(Quotes::default()).await.unwrap();
     let Outcome::Failed { error, .. } = &run.outcome else { panic!("{:?}", run.outcome) };
     assert!(error.to_string().contains("`payload.offer` is NaN"), "{error}");
@@ -293,7 +293,7 @@ async fn interrupt_payloads_and_resume_values_must_be_finite() {
 
 #[tokio::test]
 async fn an_effect_with_a_nan_result_fails_and_never_runs_again() {
-    let graph = fetching::graph().with_store(memory());
+    let graph = fetching::graph().app().store(memory());
     let deps = Feed { effect_value: f64::NAN, ..Feed::default() };
     for attempt in 0..2 {
         let run = if attempt == 0 {
@@ -310,7 +310,7 @@ async fn an_effect_with_a_nan_result_fails_and_never_runs_again() {
 
 #[tokio::test]
 async fn an_effect_with_a_result_too_deep_to_read_back_fails_and_never_runs_again() {
-    let graph = fetching_trees::graph().with_store(memory());
+    let graph = fetching_trees::graph().app().store(memory());
     let deps = Feed { tree: nested_value(MAX_DOCUMENT_DEPTH + 1), ..Feed::default() };
     for attempt in 0..2 {
         let run = if attempt == 0 {
@@ -337,7 +337,7 @@ fn nested(depth: usize) -> Value {
 
 #[tokio::test]
 async fn a_state_nested_deeper_than_the_store_reads_is_refused() {
-    let graph = quoting::graph().with_store(memory());
+    let graph = quoting::graph().app().store(memory());
     let deps = Feed { price: 1.0, tree: nested(MAX_DOCUMENT_DEPTH), ..Feed::default() };
     let (_, source) = refused(graph.runner(&deps).thread("deep").run(Quotes::default()).await.unwrap_err());
     assert!(
@@ -371,7 +371,7 @@ fn blob_bot(depth: usize) -> ReactDeps {
 
 #[tokio::test]
 async fn tool_arguments_deeper_than_the_limit_get_an_invalid_argument_observation() {
-    let graph = filer::graph().with_store(memory());
+    let graph = filer::graph().app().store(memory());
     let run = graph.runner(&blob_bot(MAX_JSON_DEPTH + 6)).thread("args").run(ReactState::ask("file it")).await.unwrap();
     assert_eq!(run.outcome, Outcome::Completed);
     let observation = last_observation(&run.state);
@@ -386,7 +386,7 @@ async fn tool_arguments_deeper_than_the_limit_get_an_invalid_argument_observatio
 
 #[tokio::test]
 async fn a_models_125_deep_arguments_never_make_the_thread_unreadable() {
-    let graph = filer::graph().with_store(memory());
+    let graph = filer::graph().app().store(memory());
     let result = graph.runner(&blob_bot(125)).thread("react").run(ReactState::ask("file it")).await;
     // The model's reply cannot be stored: the run stops, typed, naming it.
     let (_, source) = refused(result.unwrap_err());
@@ -403,7 +403,7 @@ async fn a_models_125_deep_arguments_never_make_the_thread_unreadable() {
 #[tokio::test]
 async fn deep_approval_conditions_are_refused_and_the_audit_log_stays_readable() {
     let store = memory();
-    let graph = share_refunds::graph().with_store(Arc::clone(&store));
+    let graph = share_refunds::graph().app().store(Arc::clone(&store));
     let desk = graph.approvals(authorizer()).unwrap();
     let model = ScriptedModel::new()
         .reply_tool_call("refund_share", json!({ "order_id": "D-1", "amount": 12.5 }))
@@ -412,7 +412,7 @@ async fn deep_approval_conditions_are_refused_and_the_audit_log_stays_readable()
     let run = graph.runner(&deps).thread("D-1").owner("bot").run(ReactState::ask("refund")).await.unwrap();
     let id = approval_of(&run);
     let err = desk.approve_with_conditions(&id, &alice(), json!({ "rules": nested(126) })).unwrap_err();
-    assert!(matches!(err, DecisionError::Store(_)), "{err:?}");
+    assert!(matches!(err, DecisionError::Transition(_)), "{err:?}");
     assert!(err.to_string().contains("conditions.rules[0]"), "{err}");
     assert!(err.to_string().contains(&format!("nests deeper than {MAX_JSON_DEPTH} levels")), "{err}");
     assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::Pending);

@@ -30,7 +30,7 @@
 //! The store below the desk checks no one. [`Store::transition_approval`]
 //! (public, since the `Store` trait lives in `agentflow-store`) approves any
 //! pending call with any arguments in anyone's name, and
-//! [`CompiledGraph::store`] hands the graph's store to whoever holds the
+//! [`App::backing_store`] hands the graph's store to whoever holds the
 //! graph. Holding the store, or being able to open its file, permits
 //! everything: deciding approvals, rewriting threads' state and journaled
 //! effect results, and appending to the audit log. It is a trust boundary
@@ -49,13 +49,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use agentflow_store::{ApprovalError, NewAuditEntry, ReadError, Store};
+use agentflow_store::{ApprovalError, AuditError, NewAuditEntry, ReadError, Store};
 // The desk's results and errors name these; re-exported so users of
 // `agentflow` need not depend on `agentflow-store` to match on them.
 pub use agentflow_store::{ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus};
 use serde_json::{Value, json};
 
-use crate::graph::CompiledGraph;
+use crate::app::App;
 use crate::persist::{HistoryError, now_ms};
 use crate::state::State;
 use crate::tool::{Risk, Tool, args_hash, canonical_json};
@@ -140,6 +140,7 @@ impl Authorizer for RoleAuthorizer {
 /// What a human found out about a call whose outcome was unknown
 /// (see [`ApprovalDesk::settle`]).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Settlement {
     /// It acted, with this result.
     Succeeded(Value),
@@ -199,15 +200,15 @@ pub enum DecisionError {
         /// Who signed off already.
         approver: String,
     },
-    /// The store failed.
-    #[error("approval store: {0}")]
-    Store(String),
-}
-
-impl From<ReadError> for DecisionError {
-    fn from(e: ReadError) -> Self {
-        DecisionError::Store(e.to_string())
-    }
+    /// Reading the approval from the store failed.
+    #[error("reading the approval: {0}")]
+    Read(#[from] ReadError),
+    /// The store refused or failed the transition.
+    #[error("recording the decision: {0}")]
+    Transition(#[source] ApprovalError),
+    /// Writing the decision's audit entry failed.
+    #[error("auditing the decision: {0}")]
+    Audit(#[from] AuditError),
 }
 
 /// Where people decide a graph's approvals.
@@ -224,12 +225,12 @@ impl std::fmt::Debug for ApprovalDesk {
     }
 }
 
-impl<S: State, D> CompiledGraph<S, D> {
+impl<S: State, D> App<S, D> {
     /// The desk for deciding this graph's approvals, in its store.
     pub fn approvals(&self, authorizer: impl Authorizer) -> Result<ApprovalDesk, HistoryError> {
         let store = self.store.clone().ok_or(HistoryError::NoStore)?;
         let mut tools: Vec<&'static dyn Tool> = Vec::new();
-        for t in self.nodes().iter().flat_map(|n| n.tools.iter().copied()) {
+        for t in self.graph.nodes().iter().flat_map(|n| n.tools.iter().copied()) {
             if !tools.iter().any(|k| k.name() == t.name()) {
                 tools.push(t);
             }
@@ -366,7 +367,7 @@ impl ApprovalDesk {
                 Err(DecisionError::AlreadyDecided { id: id.into(), current })
             }
             Err(ApprovalError::NotFound { .. }) => Err(DecisionError::NotFound { id: id.into() }),
-            Err(other) => Err(DecisionError::Store(other.to_string())),
+            Err(other) => Err(DecisionError::Transition(other)),
         }
     }
 
@@ -434,7 +435,7 @@ impl ApprovalDesk {
                 Err(DecisionError::AlreadyDecided { id: id.into(), current })
             }
             Err(ApprovalError::NotFound { .. }) => Err(DecisionError::NotFound { id: id.into() }),
-            Err(other) => Err(DecisionError::Store(other.to_string())),
+            Err(other) => Err(DecisionError::Transition(other)),
         }
     }
 
@@ -478,7 +479,7 @@ impl ApprovalDesk {
             kind: "approval.sign_off".into(),
             detail: json!({ "approval": record.id, "needed": needed, "args_hash": hash }),
         };
-        self.store.append_audit(&record.thread, entry).map_err(|e| DecisionError::Store(e.to_string()))?;
+        self.store.append_audit(&record.thread, entry)?;
         // Count again with this entry in: of two concurrent sign-offs, the
         // later append sees both, so the approval cannot be left waiting.
         Ok(signed()?.len() >= needed)

@@ -7,7 +7,7 @@
 //! limits are compared with those totals. The limits given when the thread
 //! started are stored with it; a resume may tighten them for itself, but
 //! raising them takes an explicit, audited call
-//! ([`CompiledGraph::raise_limits`](crate::CompiledGraph::raise_limits)).
+//! ([`App::raise_limits`](crate::App::raise_limits)).
 //! The usage of a step that was in flight when the process died is lost
 //! with that step: at most one step's calls go uncounted per crash.
 //!
@@ -17,10 +17,38 @@
 //! is counted in [`RunUsage::unknown_usage_calls`], so the totals are never
 //! silently low.
 
+use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::executor::Budget;
 use crate::model::Usage;
+
+/// Which budget ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub enum Budget {
+    /// The super-step bound (`max_steps`).
+    Steps,
+    /// The wall-clock deadline of the run.
+    Deadline,
+    /// Model calls.
+    ModelCalls,
+    /// Tool calls.
+    ToolCalls,
+    /// Tokens, input and output.
+    Tokens,
+}
+
+impl fmt::Display for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Budget::Steps => "max_steps",
+            Budget::Deadline => "deadline",
+            Budget::ModelCalls => "model_calls",
+            Budget::ToolCalls => "tool_calls",
+            Budget::Tokens => "tokens",
+        })
+    }
+}
 
 /// Limits of a run, or of a persisted thread across its runs. `None` means unlimited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -10,10 +10,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::Budget;
 use crate::budget::Meter;
 use crate::error::NodeError;
 use crate::event::Activity;
-use crate::executor::Budget;
 use crate::interrupt::{Pending, PendingKind, Signal};
 use crate::model::{ChatModel, ChatReply, ChatRequest};
 use crate::persist::{Entry, Journal, decode_effect};
@@ -412,6 +412,53 @@ impl<'a, D> Ctx<'a, D> {
     /// from its start, and this call then returns `value`, decoded as `R`.
     ///
     /// Only a `#[node(interrupt)]` may call it, once per run of the node.
+    ///
+    /// A review that pauses for a person, then sends through [`Ctx::effect`]
+    /// (journaled: a resumed node gets the journaled receipt back):
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use agentflow::prelude::*;
+    /// use agentflow::RedbStore;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+    /// # struct Mail { draft: String, sent: Option<String> }
+    /// #[derive(Default)]
+    /// struct Outbox { sends: AtomicU32 }
+    ///
+    /// #[graph(state = Mail, deps = Outbox, start = review)]
+    /// mod mail {
+    ///     use super::*;
+    ///     #[node(goto = [END], interrupt)]
+    ///     async fn review(m: &Mail, cx: &Ctx<Outbox>) -> Result<Step<Mail>, NodeError> {
+    ///         let text: String = cx.interrupt(&m.draft)?; // pauses the first time
+    ///         let receipt = cx
+    ///             .effect("send", |key| async move {
+    ///                 cx.deps().sends.fetch_add(1, Ordering::SeqCst);
+    ///                 Ok(format!("sent with key {key}"))
+    ///             })
+    ///             .await?;
+    ///         Ok(goto!(END, Mail::update().sent(Some(format!("{text}: {receipt}")))))
+    ///     }
+    /// }
+    /// # fn main() -> Result<(), agentflow::Error> {
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let app = mail::graph().app().store(Arc::new(RedbStore::in_memory()?));
+    /// let outbox = Outbox::default();
+    /// let input = Mail { draft: "Hello".into(), sent: None };
+    /// let run = app.runner(&outbox).thread("m-1").run(input).await?;
+    /// assert!(matches!(run.outcome, Outcome::Interrupted { .. }));
+    /// assert_eq!(app.pending("m-1")?[0].payload, "Hello");
+    ///
+    /// let run = app.runner(&outbox).thread("m-1").resume_with("Hello, edited").await?;
+    /// assert_eq!(run.outcome, Outcome::Completed);
+    /// assert!(run.state.sent.unwrap().starts_with("Hello, edited: sent with key"));
+    /// assert_eq!(outbox.sends.load(Ordering::SeqCst), 1);
+    /// # Ok(())
+    /// # })
+    /// # }
+    /// ```
     pub fn interrupt<P: Serialize, R: DeserializeOwned>(&self, payload: P) -> Result<R, NodeError> {
         if !self.may_interrupt {
             return Err(NodeError::fatal(format!(

@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::error::NodeError;
-use crate::executor::Outcome;
+use crate::outcome::Outcome;
 use crate::state::State;
 
 /// One thing that happened during a run.

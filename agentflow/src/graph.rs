@@ -1,21 +1,17 @@
 //! The compiled graph: a flat plan indexed by [`NodeId`], produced by `#[graph]`.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentflow_store::Store;
-
 use crate::context::Ctx;
 use crate::error::NodeError;
-use crate::executor::RetryPolicy;
-use crate::persist::ResumeError;
+use crate::retry::RetryPolicy;
 use crate::state::{FieldMask, State};
 use crate::step::Step;
-use crate::tool::{OnReject, Policy, RiskPolicy, Tool, ToolSet};
+use crate::tool::{Tool, ToolSet};
 
 /// The index of a node in its graph, in declaration order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -93,36 +89,16 @@ pub struct GraphSpec<S: State, D> {
     pub nodes: Vec<NodeSpec<S, D>>,
 }
 
-/// A statically validated graph over state `S` and dependencies `D`.
+/// A statically validated graph over state `S` and dependencies `D`: the
+/// plan only (nodes, routes, reducers, fingerprint, [`mermaid`](Self::mermaid)).
 ///
 /// Produced by the `graph()` function `#[graph]` generates; cheap to clone.
+/// What runs it — a store, the tool policy, migrations — is configured on
+/// [`App`](crate::App), built with [`CompiledGraph::app`];
+/// [`CompiledGraph::run`] is a plain in-memory run.
 pub struct CompiledGraph<S: State, D = ()> {
     pub(crate) inner: Arc<Plan<S, D>>,
-    pub(crate) store: Option<Arc<dyn Store>>,
-    pub(crate) migrations: Arc<BTreeMap<u32, Migration>>,
-    pub(crate) gateway: Gateway,
 }
-
-/// How the graph's tool calls are governed.
-#[derive(Clone)]
-pub(crate) struct Gateway {
-    pub(crate) policy: Arc<dyn Policy>,
-    pub(crate) approval_ttl: Duration,
-    pub(crate) on_reject: OnReject,
-}
-
-impl Default for Gateway {
-    fn default() -> Self {
-        Gateway {
-            policy: Arc::new(RiskPolicy::default()),
-            approval_ttl: Duration::from_secs(24 * 3600),
-            on_reject: OnReject::default(),
-        }
-    }
-}
-
-/// Upgrades a stored state (as JSON) from one schema version to the next.
-pub type Migration = Arc<dyn Fn(serde_json::Value) -> Result<serde_json::Value, String> + Send + Sync>;
 
 pub(crate) struct Plan<S: State, D> {
     pub(crate) spec: GraphSpec<S, D>,
@@ -136,12 +112,7 @@ pub(crate) struct Plan<S: State, D> {
 
 impl<S: State, D> Clone for CompiledGraph<S, D> {
     fn clone(&self) -> Self {
-        CompiledGraph {
-            inner: Arc::clone(&self.inner),
-            store: self.store.clone(),
-            migrations: Arc::clone(&self.migrations),
-            gateway: self.gateway.clone(),
-        }
+        CompiledGraph { inner: Arc::clone(&self.inner) }
     }
 }
 
@@ -165,82 +136,12 @@ impl<S: State, D> CompiledGraph<S, D> {
         let fingerprint = with_tools(&spec);
         CompiledGraph {
             inner: Arc::new(Plan { overwrite_mask: S::overwrite_mask(), default_max_steps, fingerprint, spec }),
-            store: None,
-            migrations: Arc::default(),
-            gateway: Gateway::default(),
         }
-    }
-
-    /// Sets the policy that decides which tool calls run, wait for a human,
-    /// or are denied (default: [`RiskPolicy::default`]).
-    #[must_use]
-    pub fn with_policy(mut self, policy: impl Policy) -> Self {
-        self.gateway.policy = Arc::new(policy);
-        self
-    }
-
-    /// How long an approval request stays valid (default 24 hours).
-    #[must_use]
-    pub fn with_approval_ttl(mut self, ttl: Duration) -> Self {
-        self.gateway.approval_ttl = ttl;
-        self
-    }
-
-    /// What a human's rejection does (default: the model re-plans).
-    #[must_use]
-    pub fn on_reject(mut self, on_reject: OnReject) -> Self {
-        self.gateway.on_reject = on_reject;
-        self
     }
 
     /// The tool called `name` in any node's `tools = [..]` list.
     pub fn tool(&self, name: &str) -> Option<&'static dyn Tool> {
         self.nodes().iter().flat_map(|n| n.tools.iter().copied()).find(|t| t.name() == name)
-    }
-
-    /// Persists every run of this graph that names a thread into `store`.
-    #[must_use]
-    pub fn with_store(mut self, store: Arc<dyn Store>) -> Self {
-        self.store = Some(store);
-        self
-    }
-
-    /// The attached store, if any.
-    pub fn store(&self) -> Option<&Arc<dyn Store>> {
-        self.store.as_ref()
-    }
-
-    /// Registers how to upgrade a stored state (as JSON) from schema version
-    /// `from` to `from + 1`. Resuming a thread stored at an older
-    /// `#[state(version = N)]` runs the registered steps in order; without
-    /// them it is refused.
-    #[must_use]
-    pub fn with_migration(
-        mut self,
-        from: u32,
-        migrate: impl Fn(serde_json::Value) -> Result<serde_json::Value, String> + Send + Sync + 'static,
-    ) -> Self {
-        Arc::make_mut(&mut self.migrations).insert(from, Arc::new(migrate));
-        self
-    }
-
-    /// Runs the registered migrations from `stored` up to `S::VERSION`.
-    pub(crate) fn migrate(
-        &self,
-        thread: &str,
-        stored: u32,
-        mut state: serde_json::Value,
-    ) -> Result<serde_json::Value, ResumeError> {
-        let refused =
-            || ResumeError::SchemaVersion { thread: thread.into(), state: S::NAME, stored, current: S::VERSION };
-        if stored > S::VERSION {
-            return Err(refused());
-        }
-        for from in stored..S::VERSION {
-            let step = self.migrations.get(&from).ok_or_else(refused)?;
-            state = step(state).map_err(|message| ResumeError::Migration { thread: thread.into(), from, message })?;
-        }
-        Ok(state)
     }
 
     /// The graph's name.

@@ -60,7 +60,7 @@ pub(crate) struct Signal {
     /// The attempt paused for a human.
     pub(crate) pause: Option<Pending>,
     /// The attempt ran out of a run budget.
-    pub(crate) exhausted: Option<crate::executor::Budget>,
+    pub(crate) exhausted: Option<crate::budget::Budget>,
     /// Tools called from the node's own code so far (for their call ids).
     pub(crate) direct_calls: u32,
     /// The call ids the gateway saw in this attempt; a second call under one

@@ -70,6 +70,7 @@
 // The derive and graph macros name `::agentflow`; this lets the crate use them itself.
 extern crate self as agentflow;
 
+pub mod app;
 pub mod approval;
 pub mod budget;
 pub mod context;
@@ -80,33 +81,40 @@ pub mod graph;
 pub mod interrupt;
 pub mod message;
 pub mod model;
+mod outcome;
 pub mod persist;
 pub mod prebuilt;
 pub mod reducer;
+mod retry;
 pub mod state;
 pub mod step;
 pub mod tool;
+mod umbrella;
 
 #[doc(hidden)]
 pub mod __private;
 
-pub use budget::{Limits, RunUsage};
+pub use app::App;
+pub use budget::{Budget, Limits, RunUsage};
 pub use context::Ctx;
 pub use error::{ErrorClass, NodeError};
 pub use event::{Activity, Event};
-pub use executor::{Budget, Outcome, RetryPolicy, Run, RunError, Runner};
+pub use executor::Runner;
 pub use graph::{CompiledGraph, NodeId};
 pub use interrupt::{Pending, PendingKind};
+pub use outcome::{Outcome, Run, RunError};
 pub use persist::{Durability, RedbStore, Snapshot, Store};
+pub use retry::RetryPolicy;
 pub use state::{Field, FieldMask, ReducerKind, State, Update};
 pub use step::Step;
 pub use tokio_util::sync::CancellationToken;
+pub use umbrella::Error;
 
 /// Everything a graph definition needs: `use agentflow::prelude::*;`.
 pub mod prelude {
     pub use crate::error::NodeResultExt;
     pub use crate::tool::{Risk, ToolCx, ToolError};
-    pub use crate::{CompiledGraph, Ctx, NodeError, Outcome, State, Step, goto, graph, node, tool};
+    pub use crate::{App, CompiledGraph, Ctx, NodeError, Outcome, State, Step, goto, graph, node, tool};
 }
 
 /// Derives [`State`] for a struct with named fields: a reducer per field and

@@ -27,6 +27,7 @@ pub use crate::reducer::HasId;
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Role {
     /// Instructions from the application.
     System,

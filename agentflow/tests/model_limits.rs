@@ -49,7 +49,7 @@ async fn a_retry_after_of_a_day_waits_the_retry_policys_max_delay() {
     let delays = Arc::new(Mutex::new(Vec::new()));
     let seen = delays.clone();
     let graph = chat::graph();
-    let run = graph.runner(&deps).on_event(move |e| {
+    let run = graph.app().runner(&deps).on_event(move |e| {
         if let Event::NodeRetrying { delay, .. } = e {
             seen.lock().unwrap().push(delay);
         }
@@ -95,7 +95,7 @@ async fn absurd_reported_usage_exhausts_a_token_budget() {
     let model = ScriptedModel::new().reply(reporting(Usage::new(u64::MAX, u64::MAX))).reply_text("never asked");
     let deps = Deps { model, calls: 2 };
     let graph = chat::graph();
-    let run = graph.runner(&deps).limits(Limits::none().tokens(1_000)).run(Chat::default()).await.unwrap();
+    let run = graph.app().runner(&deps).limits(Limits::none().tokens(1_000)).run(Chat::default()).await.unwrap();
     assert_eq!(run.outcome, Outcome::BudgetExhausted { which: Budget::Tokens });
     assert_eq!(run.usage.tokens, u64::MAX);
     assert_eq!(run.usage.model_calls, 1);

@@ -3,8 +3,6 @@
 
 mod events;
 mod exec;
-mod outcome;
-mod retry;
 mod step;
 
 use std::collections::HashSet;
@@ -14,12 +12,12 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-pub use outcome::{Budget, Outcome, Run, RunError};
-pub use retry::RetryPolicy;
+use crate::outcome::{Outcome, Run, RunError};
 
 use events::{Events, Sink};
 use exec::Exec;
 
+use crate::app::App;
 use crate::budget::{Limits, Meter, ThreadBudget};
 use crate::context::RunScope;
 use crate::event::Event;
@@ -29,18 +27,31 @@ use crate::persist::{Checkpointer, DEFAULT_LEASE_TTL, Durability, PersistError, 
 use crate::state::State;
 
 impl<S: State, D: Sync> CompiledGraph<S, D> {
-    /// Runs the graph from `input` to an [`Outcome`] with default limits.
+    /// Runs the graph in memory from `input` to an [`Outcome`] with default
+    /// limits: sugar for `graph.app().run(input, deps)`.
     ///
-    /// Use [`CompiledGraph::runner`] to set a thread, a deadline, a
-    /// cancellation token, breakpoints or an event sink.
+    /// For a durable thread, a tool policy, breakpoints, limits or events,
+    /// build an [`App`] with [`CompiledGraph::app`] and use [`App::runner`].
+    pub async fn run(&self, input: S, deps: &D) -> Result<Run<S>, RunError> {
+        self.app().run(input, deps).await
+    }
+}
+
+impl<S: State, D: Sync> App<S, D> {
+    /// Runs the graph from `input` to an [`Outcome`] with default limits,
+    /// in memory (no thread).
+    ///
+    /// Use [`App::runner`] to set a thread, a deadline, a cancellation
+    /// token, breakpoints or an event sink.
     pub async fn run(&self, input: S, deps: &D) -> Result<Run<S>, RunError> {
         self.runner(deps).run(input).await
     }
 
-    /// A run with options.
-    pub fn runner<'g>(&'g self, deps: &'g D) -> Runner<'g, S, D> {
+    /// A run with options. The runner holds its own handle to the plan,
+    /// store and policy (they are shared), so it may outlive `self`.
+    pub fn runner<'g>(&self, deps: &'g D) -> Runner<'g, S, D> {
         Runner {
-            graph: self,
+            app: self.clone(),
             deps,
             max_steps: None,
             deadline: None,
@@ -67,7 +78,7 @@ impl<S: State, D: Sync> CompiledGraph<S, D> {
 /// where it stands and releases the thread at once.
 #[must_use = "a runner does nothing until `.run(input).await`"]
 pub struct Runner<'g, S: State, D> {
-    graph: &'g CompiledGraph<S, D>,
+    app: App<S, D>,
     deps: &'g D,
     max_steps: Option<u32>,
     deadline: Option<Instant>,
@@ -110,14 +121,14 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// thread, and a resume starts from the thread's stored usage. A resume
     /// may set lower limits (they apply to that run); a limit above the
     /// stored one is refused with [`RunError::LimitRaised`] — raise it with
-    /// [`CompiledGraph::raise_limits`], which writes an audit entry.
+    /// [`App::raise_limits`], which writes an audit entry.
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
     }
 
     /// How long the thread's lease lasts between renewals (default 30 s, at
-    /// least 30 ms; a shorter one is [`RunError::InvalidConfig`]).
+    /// least 30 ms; a shorter one is [`RunError::LeaseTtlTooShort`]).
     ///
     /// While a step runs the lease is renewed every third of this; if a
     /// renewal finds that another executor took the thread (or the lease
@@ -138,13 +149,13 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         self
     }
 
-    /// Ends the run as [`Budget::Deadline`] at this instant, even mid-step.
+    /// Ends the run as [`Budget::Deadline`](crate::Budget::Deadline) at this instant, even mid-step.
     pub fn deadline(mut self, at: Instant) -> Self {
         self.deadline = Some(at);
         self
     }
 
-    /// Ends the run as [`Budget::Deadline`] after this much wall-clock time.
+    /// Ends the run as [`Budget::Deadline`](crate::Budget::Deadline) after this much wall-clock time.
     pub fn timeout(self, limit: Duration) -> Self {
         self.deadline(Instant::now() + limit)
     }
@@ -179,18 +190,18 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// Runs the graph from `input` until it completes, fails, pauses, runs
     /// out of a budget or is cancelled. With [`Runner::thread`], starts that thread.
     pub async fn run(self, input: S) -> Result<Run<S>, RunError> {
-        let graph = self.graph;
+        let app = &self.app;
         check_ttl(self.lease_ttl)?;
-        let checkpointer = match (self.thread.clone(), graph.store.clone()) {
+        let checkpointer = match (self.thread.clone(), app.store.clone()) {
             (None, _) => None,
             (Some(_), None) => return Err(RunError::NoStore),
             (Some(thread), Some(store)) => {
                 let budget = ThreadBudget { limits: self.limits, ..ThreadBudget::default() };
                 let (owner, durability, ttl) = (self.owner.clone(), self.durability, self.lease_ttl);
-                Some(Checkpointer::start(graph, store, thread, owner, durability, ttl, budget, &input).await?)
+                Some(Checkpointer::start(app, store, thread, owner, durability, ttl, budget, &input).await?)
             }
         };
-        let start = Resumed::fresh(input, graph.start());
+        let start = Resumed::fresh(input, app.graph.start());
         self.drive(start, checkpointer, None).await
     }
 
@@ -200,7 +211,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// their stored writes are used. A thread waiting in `cx.interrupt` needs
     /// [`Runner::resume_with`].
     pub async fn resume(self) -> Result<Run<S>, RunError> {
-        let (checkpointer, start) = open(self.graph, self.thread.clone(), self.durability, self.lease_ttl).await?;
+        let (checkpointer, start) = open(&self.app, self.thread.clone(), self.durability, self.lease_ttl).await?;
         if let Some(p) = start.interrupts.iter().find(|p| p.kind == PendingKind::Interrupt) {
             return Err(RunError::ValueRequired { thread: checkpointer.thread.clone(), node: p.node.clone() });
         }
@@ -212,7 +223,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     pub async fn resume_with<V: serde::Serialize>(self, value: V) -> Result<Run<S>, RunError> {
         let value = crate::persist::encode::to_value(&value, "resume", crate::persist::MAX_JSON_DEPTH)
             .map_err(|source| crate::persist::PersistError::Value { what: "the resume value", source })?;
-        let (checkpointer, start) = open(self.graph, self.thread.clone(), self.durability, self.lease_ttl).await?;
+        let (checkpointer, start) = open(&self.app, self.thread.clone(), self.durability, self.lease_ttl).await?;
         if !start.interrupts.iter().any(|p| p.kind == PendingKind::Interrupt) {
             let thread = checkpointer.thread.clone();
             return Err(RunError::NotWaiting { thread, status: "no node is waiting in `interrupt`".into() });
@@ -224,12 +235,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         names
             .iter()
             .map(|n| {
-                self.graph.node_id(n).ok_or_else(|| {
-                    RunError::InvalidConfig(format!(
-                        "breakpoint on unknown node `{n}`; the nodes are {}",
-                        self.graph.node_names().join(", ")
-                    ))
-                })
+                self.app
+                    .graph
+                    .node_id(n)
+                    .ok_or_else(|| RunError::UnknownBreakpoint { node: n.clone(), nodes: self.app.graph.node_names() })
             })
             .collect()
     }
@@ -250,12 +259,12 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 (self.limits.tightest(&cp.budget.limits), cp.budget.usage)
             }
         };
-        let plan: &Plan<S, D> = &self.graph.inner;
+        let plan: &Plan<S, D> = &self.app.graph.inner;
         // A runner may lower the graph's bound, never raise it.
         let max_steps = self.max_steps.map_or(plan.default_max_steps, |n| n.min(plan.default_max_steps));
         let config = (|| {
             if max_steps == 0 {
-                return Err(RunError::InvalidConfig("max_steps must be at least 1".into()));
+                return Err(RunError::ZeroMaxSteps);
             }
             Ok((self.node_set(&self.before)?, self.node_set(&self.after)?))
         })();
@@ -264,12 +273,12 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             .interrupts
             .iter()
             .filter(|p| p.kind == PendingKind::Interrupt)
-            .filter_map(|p| self.graph.node_id(&p.node))
+            .filter_map(|p| self.app.graph.node_id(&p.node))
             .collect();
         let skip_before = start.interrupts.iter().any(|p| p.kind == PendingKind::Before);
         let events = Arc::new(Events::new(self.sink));
         let activity_events = Arc::clone(&events);
-        let gateway = &self.graph.gateway;
+        let gateway = &self.app.gateway;
         let scope = RunScope {
             cancel: self.cancel,
             meter: Meter::resumed(limits, base),
@@ -317,19 +326,19 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
 /// Opens the thread to resume. A free function, so the future of a resume
 /// holds no reference to the (non-`Sync`) runner across an await.
 async fn open<S: State, D>(
-    graph: &CompiledGraph<S, D>,
+    app: &App<S, D>,
     thread: Option<String>,
     durability: Durability,
     lease_ttl: Duration,
 ) -> Result<(Checkpointer, Resumed<S>), RunError> {
     check_ttl(lease_ttl)?;
-    let (Some(thread), Some(store)) = (thread.clone(), graph.store.clone()) else {
+    let (Some(thread), Some(store)) = (thread.clone(), app.store.clone()) else {
         return Err(match thread {
-            None => RunError::InvalidConfig("resuming needs `.thread(id)`".into()),
+            None => RunError::ResumeNeedsThread,
             Some(_) => RunError::NoStore,
         });
     };
-    Checkpointer::resume(graph, store, thread, durability, lease_ttl).await
+    Checkpointer::resume(app, store, thread, durability, lease_ttl).await
 }
 
 /// The shortest lease a run accepts: renewals every third of it must be possible.
@@ -337,7 +346,7 @@ const MIN_LEASE_TTL: Duration = Duration::from_millis(30);
 
 fn check_ttl(ttl: Duration) -> Result<(), RunError> {
     if ttl < MIN_LEASE_TTL {
-        return Err(RunError::InvalidConfig(format!("lease_ttl must be at least {MIN_LEASE_TTL:?}, not {ttl:?}")));
+        return Err(RunError::LeaseTtlTooShort { min: MIN_LEASE_TTL, asked: ttl });
     }
     Ok(())
 }

@@ -13,10 +13,11 @@ use agentflow_store::{
 use serde_json::{Value, json};
 
 use super::{Durability, Journal, PersistError, ResumeError, blocking, now_ms};
+use crate::app::App;
 use crate::budget::{RunUsage, ThreadBudget};
-use crate::executor::RunError;
 use crate::graph::{CompiledGraph, NodeId};
 use crate::interrupt::Pending;
+use crate::outcome::RunError;
 use crate::state::State;
 use crate::step::Step;
 
@@ -321,7 +322,7 @@ impl Checkpointer {
     /// the thread's `budget`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn start<S: State, D>(
-        graph: &CompiledGraph<S, D>,
+        app: &App<S, D>,
         store: Arc<dyn Store>,
         thread: String,
         owner: String,
@@ -330,6 +331,7 @@ impl Checkpointer {
         budget: ThreadBudget,
         input: &S,
     ) -> Result<Self, RunError> {
+        let graph = &app.graph;
         let id = thread.clone();
         if blocking(&store, move |s| s.thread(&id)).await?.map_err(PersistError::from)?.is_some() {
             return Err(RunError::ThreadExists { thread });
@@ -359,12 +361,13 @@ impl Checkpointer {
 
     /// Opens an existing thread where it stopped.
     pub(crate) async fn resume<S: State, D>(
-        graph: &CompiledGraph<S, D>,
+        app: &App<S, D>,
         store: Arc<dyn Store>,
         thread: String,
         durability: Durability,
         lease_ttl: Duration,
     ) -> Result<(Self, Resumed<S>), RunError> {
+        let graph = &app.graph;
         let id = thread.clone();
         let record = blocking(&store, move |s| s.thread(&id))
             .await?
@@ -401,7 +404,7 @@ impl Checkpointer {
             }
             .into());
         }
-        let state = cp.rebuild(graph, latest.seq, record.schema_version).await?;
+        let state = cp.rebuild(app, latest.seq, record.schema_version).await?;
         let mut active = Vec::new();
         for name in &latest.cursor {
             active.push(graph.node_id(name).ok_or_else(|| ResumeError::GraphChanged {
@@ -447,12 +450,7 @@ impl Checkpointer {
 
     /// Rebuilds the state at `seq`: the nearest snapshot, migrated if needed,
     /// then every delta after it in order.
-    async fn rebuild<S: State, D>(
-        &self,
-        graph: &CompiledGraph<S, D>,
-        seq: u64,
-        stored_version: u32,
-    ) -> Result<S, RunError> {
+    async fn rebuild<S: State, D>(&self, app: &App<S, D>, seq: u64, stored_version: u32) -> Result<S, RunError> {
         let id = self.thread.clone();
         let chain = blocking(&self.store, move |s| s.state_chain(&id, seq))
             .await?
@@ -467,7 +465,7 @@ impl Checkpointer {
             }
             let old: Value =
                 serde_json::from_slice(&chain.snapshot).map_err(|e| decode("state snapshot", chain.snapshot_seq, e))?;
-            let migrated = graph.migrate(&self.thread, stored_version, old)?;
+            let migrated = app.migrate(&self.thread, stored_version, old)?;
             return Ok(serde_json::from_value(migrated).map_err(|e| decode("migrated state", seq, e))?);
         }
         Ok(super::history::fold_chain(&self.thread, &chain)?)
@@ -651,7 +649,7 @@ impl Checkpointer {
         // Answered from the store's writer thread: no thread waits for the disk.
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.store.commit_step_then(commit, Box::new(move |answer| drop(tx.send(answer))));
-        rx.await.map_err(|_| PersistError::Task("the store dropped a commit without answering".into()))??;
+        rx.await.map_err(|_| PersistError::CommitDropped)??;
         Ok(())
     }
 

@@ -52,9 +52,14 @@ pub enum PersistError {
         /// The encoder's message.
         source: serde_json::Error,
     },
-    /// The blocking store task died.
+    /// The blocking task that ran a store call panicked or was cancelled
+    /// (the runtime is shutting down).
     #[error("the store task failed: {0}")]
-    Task(String),
+    Task(#[from] tokio::task::JoinError),
+    /// The store's commit writer stopped without answering a commit; the
+    /// commit may or may not be on disk. Resume the thread to find out.
+    #[error("the store dropped a commit without answering; resume the thread to see what was stored")]
+    CommitDropped,
 }
 
 /// A thread cannot be resumed with this graph.
@@ -91,7 +96,7 @@ pub enum ResumeError {
     /// The state's schema version changed and no migration covers it.
     #[error(
         "thread `{thread}` stores state version {stored} but `{state}` is version {current}; \
-         register a migration with `.with_migration({stored}, |old| ..)`"
+         register a migration with `graph.app().migration({stored}, |old| ..)`"
     )]
     SchemaVersion {
         /// The thread id.
@@ -140,8 +145,8 @@ pub enum ResumeError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HistoryError {
-    /// The graph has no store; attach one with `.with_store(..)`.
-    #[error("this graph has no store; attach one with `graph.with_store(store)`")]
+    /// The graph has no store; attach one with `graph.app().store(..)`.
+    #[error("this graph has no store; attach one with `graph.app().store(store)`")]
     NoStore,
     /// No thread has this id.
     #[error("no thread `{thread}` in the store")]
@@ -150,7 +155,7 @@ pub enum HistoryError {
         thread: String,
     },
     /// The thread has no checkpoint with this number.
-    #[error("thread `{thread}` has no checkpoint {seq}; list them with `graph.history(thread)`")]
+    #[error("thread `{thread}` has no checkpoint {seq}; list them with `app.history(thread)`")]
     UnknownCheckpoint {
         /// The thread id.
         thread: String,

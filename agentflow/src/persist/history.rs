@@ -14,8 +14,8 @@ use serde_json::json;
 use super::checkpointer::{BUDGET, JOURNAL_SEQ, LeaseGuard, budget_write, journal_seq_of, stored_budget};
 use super::error::HistoryError;
 use super::{PersistError, now_ms};
+use crate::app::App;
 use crate::budget::{Limits, ThreadBudget};
-use crate::graph::CompiledGraph;
 use crate::interrupt::Pending;
 use crate::state::State;
 
@@ -50,7 +50,7 @@ pub(crate) fn fold_chain<S: State>(thread: &str, chain: &StateChain) -> Result<S
     Ok(state)
 }
 
-impl<S: State, D> CompiledGraph<S, D> {
+impl<S: State, D> App<S, D> {
     fn store_or_err(&self) -> Result<&Arc<dyn Store>, HistoryError> {
         self.store.as_ref().ok_or(HistoryError::NoStore)
     }
@@ -128,7 +128,7 @@ impl<S: State, D> CompiledGraph<S, D> {
     }
 
     /// The thread's audit log, oldest first. Fails if an entry does not
-    /// decode; [`CompiledGraph::scan_audit_log`] goes on past it.
+    /// decode; [`App::scan_audit_log`] goes on past it.
     pub fn audit_log(&self, thread: &str) -> Result<Vec<AuditEntry>, HistoryError> {
         Ok(self.store_or_err()?.list_audit(thread).map_err(PersistError::from)?)
     }

@@ -66,5 +66,5 @@ pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce(&dyn Store) -> T + Send + 'static,
 ) -> Result<T, PersistError> {
     let store = std::sync::Arc::clone(store);
-    tokio::task::spawn_blocking(move || f(&*store)).await.map_err(|e| PersistError::Task(e.to_string()))
+    tokio::task::spawn_blocking(move || f(&*store)).await.map_err(PersistError::Task)
 }

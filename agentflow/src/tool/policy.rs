@@ -6,6 +6,7 @@ use super::Risk;
 
 /// What the gateway does with a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Decision {
     /// Run it.
     Run,

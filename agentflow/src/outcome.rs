@@ -2,38 +2,10 @@
 
 use std::fmt;
 
-use crate::budget::RunUsage;
+use crate::budget::{Budget, RunUsage};
 use crate::error::NodeError;
 use crate::interrupt::Pending;
 use crate::persist::{PersistError, ResumeError};
-
-/// Which budget ran out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[non_exhaustive]
-pub enum Budget {
-    /// The super-step bound (`max_steps`).
-    Steps,
-    /// The wall-clock deadline of the run.
-    Deadline,
-    /// Model calls.
-    ModelCalls,
-    /// Tool calls.
-    ToolCalls,
-    /// Tokens, input and output.
-    Tokens,
-}
-
-impl fmt::Display for Budget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Budget::Steps => "max_steps",
-            Budget::Deadline => "deadline",
-            Budget::ModelCalls => "model_calls",
-            Budget::ToolCalls => "tool_calls",
-            Budget::Tokens => "tokens",
-        })
-    }
-}
 
 /// How a run ended. A run that hit a budget is never reported as completed.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -111,9 +83,28 @@ pub struct Run<S> {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunError {
-    /// The run's limits make no sense.
-    #[error("invalid run configuration: {0}")]
-    InvalidConfig(String),
+    /// A breakpoint (`interrupt_before` / `interrupt_after`) names no node of the graph.
+    #[error("breakpoint on unknown node `{node}`; the nodes are {}", nodes.join(", "))]
+    UnknownBreakpoint {
+        /// The name given.
+        node: String,
+        /// The graph's nodes.
+        nodes: Vec<&'static str>,
+    },
+    /// `max_steps(0)`: a run needs at least one super-step.
+    #[error("max_steps must be at least 1")]
+    ZeroMaxSteps,
+    /// `resume` / `resume_with` without `.thread(id)`.
+    #[error("resuming needs `.thread(id)`: the thread to continue")]
+    ResumeNeedsThread,
+    /// `lease_ttl` below the shortest lease a run can renew.
+    #[error("lease_ttl must be at least {min:?}, not {asked:?}")]
+    LeaseTtlTooShort {
+        /// The shortest accepted.
+        min: std::time::Duration,
+        /// The one asked for.
+        asked: std::time::Duration,
+    },
     /// Another executor holds the thread.
     #[error(
         "thread `{thread}` is being run by `{holder}` (lease until unix ms {expires_at}); \
@@ -134,7 +125,7 @@ pub enum RunError {
         thread: String,
     },
     /// `thread(..)` was set but the graph has no store.
-    #[error("a thread id needs a store; attach one with `graph.with_store(store)`")]
+    #[error("a thread id needs a store; attach one with `graph.app().store(store)`")]
     NoStore,
     /// The thread cannot be resumed with this graph.
     #[error(transparent)]
@@ -173,7 +164,7 @@ pub enum RunError {
     /// The runner's limit is above the one stored with the thread.
     #[error(
         "thread `{thread}` is limited to {stored} {which}; a run may not raise it to {asked}: \
-         call `graph.raise_limits(thread, limits, actor)` (audited) first"
+         call `app.raise_limits(thread, limits, actor)` (audited) first"
     )]
     LimitRaised {
         /// The thread id.

@@ -1,0 +1,252 @@
+//! What runs a graph: [`App`], the one handle that owns a graph's runtime
+//! configuration (store, tool policy, approval TTL, what a rejection does,
+//! state migrations) and everything done with it — runs, history, forks,
+//! approvals and audit reads.
+//!
+//! A [`CompiledGraph`] is only the plan; [`CompiledGraph::app`] wraps it:
+//!
+//! ```
+//! # use agentflow::prelude::*;
+//! # use serde::{Deserialize, Serialize};
+//! # #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+//! # struct Count { #[reduce(add)] n: u32 }
+//! # #[graph(state = Count, start = bump)]
+//! # mod counter {
+//! #     use super::*;
+//! #     #[node(goto = [END])]
+//! #     async fn bump(_c: &Count) -> Step<Count> { goto!(END, Count::update().n(1)) }
+//! # }
+//! # fn main() -> Result<(), agentflow::Error> {
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! # let dir = std::env::temp_dir().join(format!("agentflow-app-doc-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! use std::sync::Arc;
+//! use agentflow::RedbStore;
+//!
+//! let store = Arc::new(RedbStore::open(dir.join("runs.redb"))?);
+//! let app = counter::graph().app().store(store);
+//! let run = app.runner(&()).thread("t-1").run(Count::default()).await?;
+//! assert_eq!(run.state.n, 1);
+//! // Reads go through the same handle.
+//! assert_eq!(app.state("t-1")?.unwrap().state.n, 1);
+//! # std::fs::remove_dir_all(&dir).ok();
+//! # Ok(())
+//! # })
+//! # }
+//! ```
+//!
+//! A plain in-memory run needs no `App`: [`CompiledGraph::run`] is sugar
+//! for `graph.app().run(input, &deps)`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentflow_store::Store;
+
+use crate::graph::CompiledGraph;
+use crate::persist::ResumeError;
+use crate::state::State;
+use crate::tool::{OnReject, Policy, RiskPolicy};
+
+/// Upgrades a stored state (as JSON) from one schema version to the next.
+pub type Migration = Arc<dyn Fn(serde_json::Value) -> Result<serde_json::Value, String> + Send + Sync>;
+
+/// How the graph's tool calls are governed.
+#[derive(Clone)]
+pub(crate) struct Gateway {
+    pub(crate) policy: Arc<dyn Policy>,
+    pub(crate) approval_ttl: Duration,
+    pub(crate) on_reject: OnReject,
+}
+
+impl Default for Gateway {
+    fn default() -> Self {
+        Gateway {
+            policy: Arc::new(RiskPolicy::default()),
+            approval_ttl: Duration::from_secs(24 * 3600),
+            on_reject: OnReject::default(),
+        }
+    }
+}
+
+/// A graph with its runtime configuration: the handle that runs it
+/// ([`App::runner`], [`App::run`]) and reads and changes its stored threads
+/// ([`App::state`], [`App::history`], [`App::fork`], [`App::update_state`],
+/// [`App::raise_limits`], [`App::compact`], [`App::audit_log`]) and
+/// approvals ([`App::approvals`]).
+///
+/// Built with [`CompiledGraph::app`]; cheap to clone (the plan, the store
+/// and the policy are shared).
+///
+/// A durable thread paused at a breakpoint, resumed, then branched and
+/// edited by a person, with limits and an event sink:
+///
+/// ```
+/// use std::sync::Arc;
+/// use agentflow::prelude::*;
+/// use agentflow::{Event, Limits, RedbStore};
+/// # use serde::{Deserialize, Serialize};
+/// # #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+/// # struct Count { #[reduce(add)] n: u32 }
+/// #[graph(state = Count, start = first)]
+/// mod steps {
+///     use super::*;
+///     #[node(goto = [second])]
+///     async fn first(_c: &Count) -> Step<Count> { goto!(second, Count::update().n(1)) }
+///     #[node(goto = [END])]
+///     async fn second(_c: &Count) -> Step<Count> { goto!(END, Count::update().n(1)) }
+/// }
+/// # fn main() -> Result<(), agentflow::Error> {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let app = steps::graph().app().store(Arc::new(RedbStore::in_memory()?));
+///
+/// // Breakpoint: pause before `second` runs; count the events meanwhile.
+/// let mut events = 0;
+/// let run = app
+///     .runner(&())
+///     .thread("t-1")
+///     .limits(Limits::none().model_calls(5).tool_calls(5))
+///     .interrupt_before(["second"])
+///     .on_event(|_e: Event<Count>| events += 1)
+///     .run(Count::default())
+///     .await?;
+/// assert!(matches!(run.outcome, Outcome::Interrupted { .. }));
+/// assert_eq!(run.state.n, 1);
+/// assert!(events > 0);
+///
+/// // Resume where it paused (in this or another process).
+/// let run = app.runner(&()).thread("t-1").resume().await?;
+/// assert_eq!(run.outcome, Outcome::Completed);
+/// assert_eq!(run.state.n, 2);
+///
+/// // Branch back to checkpoint 1 (after `first`), then a person edits the state.
+/// app.fork("t-1", 1, "alice")?;
+/// assert_eq!(app.state("t-1")?.unwrap().state.n, 1);
+/// app.update_state("t-1", Count::update().n(10), "alice")?;
+/// assert_eq!(app.state("t-1")?.unwrap().state.n, 11);
+/// // History is never rewritten: the fork and the edit are new checkpoints.
+/// assert!(app.history("t-1")?.len() >= 4);
+/// # Ok(())
+/// # })
+/// # }
+/// ```
+pub struct App<S: State, D = ()> {
+    pub(crate) graph: CompiledGraph<S, D>,
+    pub(crate) store: Option<Arc<dyn Store>>,
+    pub(crate) migrations: Arc<BTreeMap<u32, Migration>>,
+    pub(crate) gateway: Gateway,
+}
+
+impl<S: State, D> Clone for App<S, D> {
+    fn clone(&self) -> Self {
+        App {
+            graph: self.graph.clone(),
+            store: self.store.clone(),
+            migrations: Arc::clone(&self.migrations),
+            gateway: self.gateway.clone(),
+        }
+    }
+}
+
+impl<S: State, D> fmt::Debug for App<S, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("App")
+            .field("graph", &self.graph)
+            .field("store", &self.store.is_some())
+            .field("migrations", &self.migrations.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: State, D> CompiledGraph<S, D> {
+    /// This graph with the default runtime configuration: no store, the
+    /// default [`RiskPolicy`], approvals valid for 24 hours, a rejection
+    /// lets the model re-plan, no migrations.
+    pub fn app(&self) -> App<S, D> {
+        App::new(self.clone())
+    }
+}
+
+impl<S: State, D> App<S, D> {
+    /// `graph` with the default runtime configuration (see [`CompiledGraph::app`]).
+    pub fn new(graph: CompiledGraph<S, D>) -> Self {
+        App { graph, store: None, migrations: Arc::default(), gateway: Gateway::default() }
+    }
+
+    /// The plan this handle runs.
+    pub fn graph(&self) -> &CompiledGraph<S, D> {
+        &self.graph
+    }
+
+    /// Persists every run that names a thread into `store`.
+    ///
+    /// A [`RedbStore`](crate::RedbStore) file is open in one process at a
+    /// time; share the `Arc` within the process.
+    #[must_use]
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The attached store, if any.
+    pub fn backing_store(&self) -> Option<&Arc<dyn Store>> {
+        self.store.as_ref()
+    }
+
+    /// Sets the policy that decides which tool calls run, wait for a human,
+    /// or are denied (default: [`RiskPolicy::default`]).
+    #[must_use]
+    pub fn policy(mut self, policy: impl Policy) -> Self {
+        self.gateway.policy = Arc::new(policy);
+        self
+    }
+
+    /// How long an approval request stays valid (default 24 hours).
+    #[must_use]
+    pub fn approval_ttl(mut self, ttl: Duration) -> Self {
+        self.gateway.approval_ttl = ttl;
+        self
+    }
+
+    /// What a human's rejection does (default: the model re-plans).
+    #[must_use]
+    pub fn on_reject(mut self, on_reject: OnReject) -> Self {
+        self.gateway.on_reject = on_reject;
+        self
+    }
+
+    /// Registers how to upgrade a stored state (as JSON) from schema version
+    /// `from` to `from + 1`. Resuming a thread stored at an older
+    /// `#[state(version = N)]` runs the registered steps in order; without
+    /// them it is refused.
+    #[must_use]
+    pub fn migration(
+        mut self,
+        from: u32,
+        migrate: impl Fn(serde_json::Value) -> Result<serde_json::Value, String> + Send + Sync + 'static,
+    ) -> Self {
+        Arc::make_mut(&mut self.migrations).insert(from, Arc::new(migrate));
+        self
+    }
+
+    /// Runs the registered migrations from `stored` up to `S::VERSION`.
+    pub(crate) fn migrate(
+        &self,
+        thread: &str,
+        stored: u32,
+        mut state: serde_json::Value,
+    ) -> Result<serde_json::Value, ResumeError> {
+        let refused =
+            || ResumeError::SchemaVersion { thread: thread.into(), state: S::NAME, stored, current: S::VERSION };
+        if stored > S::VERSION {
+            return Err(refused());
+        }
+        for from in stored..S::VERSION {
+            let step = self.migrations.get(&from).ok_or_else(refused)?;
+            state = step(state).map_err(|message| ResumeError::Migration { thread: thread.into(), from, message })?;
+        }
+        Ok(state)
+    }
+}

@@ -1,0 +1,354 @@
+//! No circular imports between the files of `agentflow/src` and
+//! `agentflow-store/src`.
+//!
+//! Builds the file-level import graph of each crate from its `use` paths
+//! (`crate::`, `super::`, `self::`, child modules) and inline `crate::` paths,
+//! following `use` re-exports to the file that defines the item, and fails
+//! listing every cycle (each strongly connected group of files), by crate.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// One crate's files: module path (`["persist", "error"]`) -> source.
+struct Crate {
+    name: &'static str,
+    files: BTreeMap<Vec<String>, (PathBuf, String)>,
+}
+
+fn load(name: &'static str, src: &Path) -> Crate {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read the source dir") {
+            let path = entry.expect("a dir entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let rel = path.strip_prefix(src).unwrap();
+            let mut module: Vec<String> = rel.iter().map(|s| s.to_string_lossy().into_owned()).collect();
+            let last = module.pop().unwrap();
+            match last.as_str() {
+                "lib.rs" | "mod.rs" => {}
+                other => module.push(other.trim_end_matches(".rs").to_string()),
+            }
+            let text = std::fs::read_to_string(&path).expect("read a source file");
+            files.insert(module, (rel.to_path_buf(), strip(&text)));
+        }
+    }
+    Crate { name, files }
+}
+
+/// The source without comments, string literals, and the `#[cfg(test)]` tail.
+fn strip(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod ") {
+        Some(at) => &text[..at],
+        None => text,
+    };
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '"' => {
+                let mut escaped = false;
+                for c in chars.by_ref() {
+                    if escaped {
+                        escaped = false;
+                    } else if c == '\\' {
+                        escaped = true;
+                    } else if c == '"' {
+                        break;
+                    }
+                }
+                out.push_str("\"\"");
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Expands `a::{b, c::{d, e as f}}` into `(path, local name)` pairs.
+fn expand(tree: &str, prefix: &[String], out: &mut Vec<(Vec<String>, String)>) {
+    let tree = tree.trim();
+    if tree.is_empty() {
+        return;
+    }
+    if let Some(open) = tree.find('{') {
+        let head: Vec<String> =
+            tree[..open].split("::").map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+        let inner = &tree[open + 1..tree.rfind('}').expect("a closing brace")];
+        let mut base = prefix.to_vec();
+        base.extend(head);
+        let (mut depth, mut start) = (0, 0);
+        for (i, c) in inner.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    expand(&inner[start..i], &base, out);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        expand(&inner[start..], &base, out);
+        return;
+    }
+    let (path, alias) = match tree.split_once(" as ") {
+        Some((p, a)) => (p, Some(a.trim().to_string())),
+        None => (tree, None),
+    };
+    let mut full = prefix.to_vec();
+    full.extend(path.split("::").map(str::trim).filter(|s| !s.is_empty()).map(String::from));
+    let local = alias.unwrap_or_else(|| full.last().cloned().unwrap_or_default());
+    if local == "self" {
+        full.pop();
+        let name = full.last().cloned().unwrap_or_default();
+        out.push((full, name));
+    } else {
+        out.push((full, local));
+    }
+}
+
+/// The `use` declarations of a file, expanded.
+fn uses(text: &str) -> Vec<(Vec<String>, String)> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("use ") {
+        let boundary = at == 0 || !rest.as_bytes()[at - 1].is_ascii_alphanumeric() && rest.as_bytes()[at - 1] != b'_';
+        let after = &rest[at + 4..];
+        let Some(end) = after.find(';') else { break };
+        if boundary {
+            expand(&after[..end], &[], &mut out);
+            rest = &after[end + 1..];
+        } else {
+            rest = after;
+        }
+    }
+    out
+}
+
+/// Inline `crate::a::b` paths outside `use` declarations.
+fn inline_paths(text: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("crate::") {
+        let boundary = at == 0
+            || !(rest.as_bytes()[at - 1].is_ascii_alphanumeric()
+                || rest.as_bytes()[at - 1] == b'_'
+                || rest.as_bytes()[at - 1] == b':');
+        let tail = &rest[at..];
+        let len = tail.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(tail.len());
+        if boundary {
+            out.push(tail[..len].split("::").filter(|s| !s.is_empty()).map(String::from).collect());
+        }
+        rest = &rest[at + len.max(1)..];
+    }
+    out
+}
+
+impl Crate {
+    /// Makes `path`, written in module `here`, absolute (without `crate`); `None` for other crates.
+    fn absolute(&self, here: &[String], path: &[String]) -> Option<Vec<String>> {
+        let mut segs = path.iter();
+        let first = segs.next()?;
+        let mut base: Vec<String> = match first.as_str() {
+            "crate" => vec![],
+            "self" => here.to_vec(),
+            "super" => {
+                let mut b = here.to_vec();
+                b.pop()?;
+                b
+            }
+            name => {
+                let mut child = here.to_vec();
+                child.push(name.to_string());
+                if !self.files.contains_key(&child) {
+                    return None;
+                }
+                child
+            }
+        };
+        let mut rest: Vec<&String> = segs.collect();
+        while rest.first().is_some_and(|s| *s == "super") {
+            base.pop()?;
+            rest.remove(0);
+        }
+        base.extend(rest.into_iter().cloned());
+        Some(base)
+    }
+
+    /// The file that defines what `path` (absolute) names, following re-exports.
+    fn resolve(&self, path: &[String], depth: u32) -> Option<Vec<String>> {
+        let mut module = path.to_vec();
+        while !self.files.contains_key(&module) {
+            module.pop()?;
+        }
+        if module.len() == path.len() || depth > 8 {
+            return Some(module);
+        }
+        let item = &path[module.len()];
+        let text = &self.files[&module].1;
+        for (target, local) in uses(text) {
+            if &local == item
+                && let Some(abs) = self.absolute(&module, &target)
+            {
+                let mut next = abs;
+                next.extend(path[module.len() + 1..].iter().cloned());
+                return self.resolve(&next, depth + 1);
+            }
+        }
+        Some(module)
+    }
+
+    /// File -> files it imports.
+    fn edges(&self) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+        let mut edges = BTreeMap::new();
+        for (module, (_, text)) in &self.files {
+            let mut to = BTreeSet::new();
+            let written = uses(text).into_iter().map(|(p, _)| p).chain(inline_paths(text));
+            for path in written {
+                let Some(abs) = self.absolute(module, &path) else { continue };
+                if let Some(target) = self.resolve(&abs, 0)
+                    && &target != module
+                    // A parent naming its own child module is a declaration, not an import.
+                    && !(target.len() > module.len() && target.starts_with(module) && abs.len() == target.len())
+                {
+                    to.insert(target);
+                }
+            }
+            edges.insert(module.clone(), to);
+        }
+        edges
+    }
+
+    /// Every group of files that import each other in a circle.
+    fn cycles(&self) -> Vec<Vec<String>> {
+        let edges = self.edges();
+        let reach = |from: &Vec<String>| {
+            let mut seen = BTreeSet::new();
+            let mut stack = vec![from.clone()];
+            while let Some(m) = stack.pop() {
+                for n in &edges[&m] {
+                    if seen.insert(n.clone()) {
+                        stack.push(n.clone());
+                    }
+                }
+            }
+            seen
+        };
+        let reaches: BTreeMap<_, _> = edges.keys().map(|m| (m.clone(), reach(m))).collect();
+        let mut done = BTreeSet::new();
+        let mut groups = Vec::new();
+        for m in edges.keys() {
+            if done.contains(m) || !reaches[m].contains(m) {
+                continue;
+            }
+            let group: Vec<_> =
+                edges.keys().filter(|n| reaches[m].contains(*n) && reaches[*n].contains(m)).cloned().collect();
+            done.extend(group.iter().cloned());
+            groups.push(group.iter().map(|g| self.files[g].0.display().to_string()).collect());
+        }
+        groups
+    }
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn report(krate: &Crate) -> String {
+    krate
+        .cycles()
+        .iter()
+        .map(|g| format!("  {}/src: {} files import each other in a circle: {}", krate.name, g.len(), g.join(" <-> ")))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+#[ignore = "agentflow/src still has the circles listed in KNOWN_AGENTFLOW_CIRCLES; run with --ignored to list them"]
+fn agentflow_src_has_no_circular_imports_between_files() {
+    let krate = load("agentflow", &root().join("agentflow/src"));
+    assert!(krate.files.len() > 20, "found the sources");
+    let cycles = report(&krate);
+    assert!(cycles.is_empty(), "circular imports:\n{cycles}");
+}
+
+/// The files of `agentflow/src` still in an import circle. The list may only
+/// shrink: remove a file once it is out of every circle.
+const KNOWN_AGENTFLOW_CIRCLES: &[&str] = &[
+    "app.rs",
+    "context.rs",
+    "event.rs",
+    "graph.rs",
+    "interrupt.rs",
+    "model/mod.rs",
+    "model/openai.rs",
+    "model/scripted.rs",
+    "model/structured.rs",
+    "outcome.rs",
+    "persist/mod.rs",
+    "persist/checkpointer.rs",
+    "persist/history.rs",
+    "persist/journal.rs",
+    "step.rs",
+    "tool/mod.rs",
+    "tool/gateway.rs",
+    "tool/policy.rs",
+    "prebuilt/mod.rs",
+    "prebuilt/plan_execute.rs",
+    "prebuilt/react.rs",
+];
+
+#[test]
+fn no_file_of_agentflow_src_joins_an_import_circle() {
+    let krate = load("agentflow", &root().join("agentflow/src"));
+    let joined: Vec<String> =
+        krate.cycles().into_iter().flatten().filter(|f| !KNOWN_AGENTFLOW_CIRCLES.contains(&f.as_str())).collect();
+    assert!(joined.is_empty(), "new files in an import circle: {joined:?}\n{}", report(&krate));
+}
+
+#[test]
+fn agentflow_store_src_has_no_circular_imports_between_files() {
+    let krate = load("agentflow-store", &root().join("agentflow-store/src"));
+    assert!(krate.files.len() > 5, "found the sources");
+    let cycles = report(&krate);
+    assert!(cycles.is_empty(), "circular imports:\n{cycles}");
+}
+
+#[test]
+fn the_checker_finds_a_two_file_circle_and_follows_re_exports() {
+    let mut files = BTreeMap::new();
+    let file = |p: &str, t: &str| (PathBuf::from(p), strip(t));
+    files.insert(vec![], file("lib.rs", "mod a; mod b; mod c; pub use c::Thing;"));
+    files.insert(vec!["a".into()], file("a.rs", "use crate::b::B; pub struct A;"));
+    files.insert(vec!["b".into()], file("b.rs", "use crate::{a::A, Thing}; pub struct B;"));
+    files.insert(vec!["c".into()], file("c.rs", "// use crate::a::A;\npub struct Thing;"));
+    let krate = Crate { name: "fixture", files };
+    let edges = krate.edges();
+    assert!(edges[&vec!["b".to_string()]].contains(&vec!["c".to_string()]), "Thing is defined in c.rs: {edges:?}");
+    assert_eq!(krate.cycles(), vec![vec!["a.rs".to_string(), "b.rs".to_string()]]);
+}
+
+#[test]
+#[ignore = "prints the edges, for working on a cycle"]
+fn print_edges() {
+    let krate = load("agentflow", &root().join("agentflow/src"));
+    for (from, to) in krate.edges() {
+        let to: Vec<_> = to.iter().map(|t| t.join("::")).collect();
+        println!("{} -> {}", from.join("::"), to.join(", "));
+    }
+}
