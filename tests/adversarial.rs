@@ -408,7 +408,7 @@ impl<F: Future> Future for PollLimit<F> {
 
 struct World {
     store: Arc<dyn Store>,
-    graph: CompiledGraph<Desk, Deps>,
+    graph: App<Desk, Deps>,
     desk: ApprovalDesk,
     deps: Deps,
     script: Arc<Mutex<Script>>,
@@ -427,10 +427,11 @@ impl World {
             .risk(Risk::Reversible, Decision::Run)
             .risk(Risk::External, Decision::Run)
             .risk(Risk::Irreversible, Decision::NeedsApproval);
-        let graph = one_node::graph()
-            .with_store(Arc::clone(&store))
-            .with_policy(policy)
-            .with_approval_ttl(if short_ttl { SHORT_TTL } else { Duration::from_secs(3600) });
+        let graph = one_node::graph().app().store(Arc::clone(&store)).policy(policy).approval_ttl(if short_ttl {
+            SHORT_TTL
+        } else {
+            Duration::from_secs(3600)
+        });
         let authorizer = RoleAuthorizer::new().role_for(Risk::Irreversible, ROLE).role_for(Risk::Reversible, ROLE);
         let authorizer = authorizer.role_for(Risk::External, ROLE);
         let desk = graph.approvals(authorizer).unwrap();

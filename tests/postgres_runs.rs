@@ -100,9 +100,9 @@ fn fresh_schema(tag: &str) -> String {
 }
 
 /// A graph on a new store instance (its own pool) on `schema`.
-fn graph(url: &str, schema: &str) -> CompiledGraph<Draft, Deps> {
+fn graph(url: &str, schema: &str) -> App<Draft, Deps> {
     let store = PostgresStore::builder().schema(schema).open(url).expect("open the PostgreSQL store");
-    review_flow::graph().with_store(Arc::new(store) as Arc<dyn Store>)
+    review_flow::graph().app().store(Arc::new(store) as Arc<dyn Store>)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -165,7 +165,7 @@ impl Store for CountingStore {
 pub async fn commits_per_approved_call(order: &str) -> (u64, u64) {
     let counts = Arc::new(Counts::default());
     let store = CountingStore { inner: RedbStore::in_memory().expect("in-memory store"), counts: Arc::clone(&counts) };
-    let graph = pay_flow::graph().with_store(Arc::new(store) as Arc<dyn Store>);
+    let graph = pay_flow::graph().app().store(Arc::new(store) as Arc<dyn Store>);
     let desk = graph.approvals(RoleAuthorizer::new().role_for(Risk::Irreversible, "approver")).expect("a desk");
     let input = Pay { order: order.to_string(), receipt: None };
     let run: Run<Pay> = graph.runner(&()).thread(order).owner("agent").run(input).await.expect("the run starts");
