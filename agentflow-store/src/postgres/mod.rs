@@ -22,7 +22,7 @@ use tokio_postgres::NoTls;
 use crate::error::{
     ApprovalError, AuditError, CommitError, CompactError, EffectError, LeaseError, OpenError, ReadError, StorageError,
 };
-use crate::postgres::error::{Fail, MAX_ATTEMPTS, classify, in_transaction, is_conflict, pool_error, retrying};
+use crate::postgres::error::{Fail, MAX_ATTEMPTS, classify, is_conflict, pool_error};
 use crate::postgres::io::IoThread;
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
@@ -41,6 +41,50 @@ const POOL_WAIT: Duration = Duration::from_secs(60);
 
 /// How often a compaction is planned again when the thread's history changed under it.
 const COMPACT_ATTEMPTS: u32 = 3;
+
+/// Runs `$body` (an expression of type `Result<T, Fail<E>>` that may use `$tx`, an open
+/// transaction) in a transaction of a pooled connection and commits it. A serialization failure
+/// or deadlock runs everything again, up to [`MAX_ATTEMPTS`](error::MAX_ATTEMPTS) times; a refusal or any other
+/// failure rolls back and answers `Result<T, E>`.
+macro_rules! in_transaction {
+    ($ctx:expr, $durability:expr, |$tx:ident| $body:expr) => {{
+        let ctx: &$crate::postgres::Ctx = $ctx;
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let outcome = async {
+                let mut client = ctx.client().await?;
+                let $tx = client.transaction().await?;
+                if $durability == $crate::record::Durability::Eventual {
+                    $tx.batch_execute("SET LOCAL synchronous_commit = off").await?;
+                }
+                let out = $body?;
+                $tx.commit().await?;
+                Ok(out)
+            }
+            .await;
+            if let Some(answer) = ctx.settle(outcome, attempt).await {
+                break answer;
+            }
+        }
+    }};
+}
+
+/// Runs `$body` (an expression of type `Result<T, Fail<E>>`, outside a transaction) and runs it
+/// again on a serialization failure or deadlock, like [`in_transaction`]; answers `Result<T, E>`.
+macro_rules! retrying {
+    ($ctx:expr, $body:expr) => {{
+        let ctx: &$crate::postgres::Ctx = $ctx;
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let outcome = async { $body }.await;
+            if let Some(answer) = ctx.settle(outcome, attempt).await {
+                break answer;
+            }
+        }
+    }};
+}
 
 /// What every operation of a store shares: the pool and the store's name for errors.
 pub(crate) struct Ctx {
