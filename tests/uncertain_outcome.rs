@@ -494,7 +494,8 @@ async fn a_policy_run_tool_cut_off_and_not_called_again_is_listed_as_an_unknown_
     assert_eq!(entries[0].detail["tool"], "hold_seat");
     assert_eq!(entries[0].detail["idempotency_key"], calls(thread)[0].as_str());
 
-    // A human can settle it; nothing runs again.
+    // A human with the role for reversible calls settles it; nothing runs again.
+    let desk = graph.approvals(authorizer().role_for(Risk::Reversible, ROLE)).unwrap();
     desk.settle(&record.id, &alice(), Settlement::Failed("the hold expired".into())).unwrap();
     assert!(desk.pending().unwrap().iter().all(|r| r.thread != thread));
     assert_eq!(calls(thread).len(), 1);
