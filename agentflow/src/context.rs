@@ -113,6 +113,11 @@ impl<'a, D> Ctx<'a, D> {
     ///   settles it through the [`ApprovalDesk`](crate::approval::ApprovalDesk):
     ///   it succeeded (with the result, which this call then returns, decoded
     ///   as `T`), it failed (this call returns a fatal error), or run it again.
+    ///   If the re-run node does not call `effect` with this key again (it
+    ///   took another path) and its step commits after a resume, the same
+    ///   `OUTCOME_UNKNOWN` record is created before that commit, with an
+    ///   `effect.outcome_unknown` audit entry, and listed by
+    ///   [`ApprovalDesk::pending`](crate::approval::ApprovalDesk::pending).
     /// - A node timeout or the run's deadline does not cut `effect` off: they
     ///   wait for it to return and journal its result, then stop. An effect
     ///   that never returns therefore holds its node past its timeout.

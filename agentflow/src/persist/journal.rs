@@ -14,8 +14,8 @@ use agentflow_store::{
     ApprovalError, ApprovalRecord, ApprovalStatus, ApprovalTransition, CommitError, EffectBatch, EffectKey,
     EffectOutcome, NewAuditEntry, Store,
 };
-use serde::{Deserialize, Serialize};
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
 
