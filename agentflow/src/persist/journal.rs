@@ -364,3 +364,69 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8], key: &str) -> Result<T, 
 fn unavailable(e: PersistError) -> NodeError {
     NodeError::transient(format!("effect journal unavailable: {e}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentflow_store::RedbStore;
+
+    fn marker(node: &str, key: &str, what: &str, run: u32) -> EffectKey {
+        EffectKey::new("t", 7, node, format!("{key}{MARK}{what}{MARK}{run}"))
+    }
+
+    fn described(tool: &str) -> Vec<u8> {
+        let call = UnknownCall {
+            tool: tool.into(),
+            args: serde_json::json!({ "to": tool }),
+            risk: "external".into(),
+            requester: "agent:x".into(),
+            ttl_ms: 1_000,
+        };
+        serde_json::to_vec(&serde_json::json!({ "at": 1, UNKNOWN_CALL: call })).unwrap()
+    }
+
+    #[test]
+    fn only_open_described_markers_become_unknown_outcomes_and_only_once() {
+        let store = RedbStore::in_memory().unwrap();
+        let s: &dyn Store = &store;
+        let put = |k: EffectKey, v: Vec<u8>| s.record_effect(&k, &v).unwrap();
+        // Open and described: recorded.
+        put(marker("a", "open", "started", 1), described("open"));
+        // A result was journaled.
+        put(marker("a", "done", "started", 1), described("done"));
+        put(EffectKey::new("t", 7, "a", "done"), b"1".to_vec());
+        // Run 1 ended and run 2 is open: run 2 is recorded.
+        put(marker("a", "again", "started", 1), described("again"));
+        put(marker("a", "again", "ended", 1), b"{}".to_vec());
+        put(marker("a", "again", "started", 2), described("again"));
+        // Ended.
+        put(marker("b", "failed", "started", 1), described("failed"));
+        put(marker("b", "failed", "ended", 1), b"{}".to_vec());
+        // Open, but not described (idempotent, or under an approval).
+        put(marker("b", "plain", "started", 1), b"{\"at\":1}".to_vec());
+        // Another checkpoint.
+        put(EffectKey::new("t", 8, "a", format!("x{MARK}started{MARK}1")), described("other"));
+
+        assert_eq!(record_open_markers(s, "t", 7).unwrap(), 2);
+        let mut tools: Vec<(String, String)> =
+            s.list_approvals("t").unwrap().into_iter().map(|r| (r.tool, r.id)).collect();
+        tools.sort();
+        assert_eq!(
+            tools,
+            [
+                ("again".to_string(), unknown_outcome_id("t", 7, "a", "again", 2)),
+                ("open".to_string(), unknown_outcome_id("t", 7, "a", "open", 1)),
+            ]
+        );
+        assert!(s.list_approvals("t").unwrap().iter().all(|r| r.status == ApprovalStatus::OutcomeUnknown));
+        let unknown = |s: &dyn Store| {
+            s.list_audit("t").unwrap().into_iter().filter(|e| e.kind == "effect.outcome_unknown").count()
+        };
+        assert_eq!(unknown(s), 2);
+
+        // A second sweep (a crash before the step's commit, then the step again) adds nothing.
+        record_open_markers(s, "t", 7).unwrap();
+        assert_eq!(s.list_approvals("t").unwrap().len(), 2);
+        assert_eq!(unknown(s), 2);
+    }
+}
