@@ -408,3 +408,126 @@ async fn an_idempotent_effect_cut_off_mid_way_runs_again_with_the_same_key() {
     assert_eq!(keys[0], keys[1]);
     assert!(graph.audit_log(thread).unwrap().iter().any(|e| e.kind == "effect.rerun"));
 }
+
+// ---------------------------------------------------------------- cut off, then never made again
+
+/// Holds a seat; undone by releasing it, and the provider does not deduplicate.
+#[tool(risk = reversible)]
+async fn hold_seat(args: Refund, cx: &ToolCx) -> Result<Value, ToolError> {
+    act(&args.order_id, cx.idempotency_key(), args.hold_ms).await;
+    Ok(json!({ "held": args.order_id }))
+}
+
+/// The "model": the first time it asks for the call; when the node runs
+/// again (the provider already saw a call) it answers differently and ends.
+fn first_time(s: &Job) -> bool {
+    calls(&s.order).is_empty()
+}
+
+#[graph(state = Job, deps = (), start = book)]
+mod wavering_tool_flow {
+    use super::*;
+
+    #[node(goto = [END], tools = [hold_seat])]
+    async fn book(s: &Job, cx: &Ctx<()>) -> Result<Step<Job>, NodeError> {
+        if !first_time(s) {
+            return Ok(goto!(END, Job::update().receipt(Some(json!("answered without the tool")))));
+        }
+        let obs = cx.run_tool(hold_seat, args(s)).await?;
+        Ok(goto!(END, Job::update().receipt(Some(obs.body))))
+    }
+}
+
+#[graph(state = Job, deps = (), start = charge)]
+mod wavering_effect_flow {
+    use super::*;
+
+    #[node(goto = [END])]
+    async fn charge(s: &Job, cx: &Ctx<()>) -> Result<Step<Job>, NodeError> {
+        if !first_time(s) {
+            return Ok(goto!(END, Job::update().receipt(Some(json!("charged another way")))));
+        }
+        let receipt: Value = cx
+            .effect("charge", |key| async move {
+                act(&s.order, &key, s.hold_ms).await;
+                Ok::<_, NodeError>(json!({ "charged": s.order }))
+            })
+            .await?;
+        Ok(goto!(END, Job::update().receipt(Some(receipt))))
+    }
+}
+
+/// The thread's audit entries that report an unknown outcome of a call the
+/// re-run step did not make again.
+fn unknown_entries(log: &[agentflow::persist::AuditEntry]) -> Vec<&agentflow::persist::AuditEntry> {
+    log.iter().filter(|e| e.kind == "effect.outcome_unknown").collect()
+}
+
+#[tokio::test]
+async fn a_policy_run_tool_cut_off_and_not_called_again_is_listed_as_an_unknown_outcome() {
+    let thread = "U-waver-tool";
+    let path = db(thread);
+    let policy = || RiskPolicy::default().risk(Risk::Reversible, Decision::Run);
+    {
+        let graph = open(wavering_tool_flow::graph(), &path).policy(policy());
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    let graph = open(wavering_tool_flow::graph(), &path).policy(policy());
+    let done = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(done.state.receipt, Some(json!("answered without the tool")));
+    assert_eq!(calls(thread).len(), 1, "the seat was held once");
+
+    let desk = graph.approvals(authorizer()).unwrap();
+    let pending: Vec<_> = desk.pending().unwrap().into_iter().filter(|r| r.thread == thread).collect();
+    assert_eq!(pending.len(), 1, "the cut-off call is listed for a human: {pending:?}");
+    let record = &pending[0];
+    assert_eq!(record.status, ApprovalStatus::OutcomeUnknown);
+    assert_eq!((record.tool.as_str(), record.risk.as_str(), record.node.as_str()), ("hold_seat", "reversible", "book"));
+    assert_eq!(serde_json::from_str::<Value>(&record.args).unwrap(), json!({ "order_id": thread, "hold_ms": 0 }));
+    assert_eq!(record.requester, OWNER);
+
+    let log = graph.audit_log(thread).unwrap();
+    let entries = unknown_entries(&log);
+    assert_eq!(entries.len(), 1, "{log:?}");
+    assert_eq!(entries[0].detail["approval"], record.id.as_str());
+    assert_eq!(entries[0].detail["tool"], "hold_seat");
+    assert_eq!(entries[0].detail["idempotency_key"], calls(thread)[0].as_str());
+
+    // A human with the role for reversible calls settles it; nothing runs again.
+    let desk = graph.approvals(authorizer().role_for(Risk::Reversible, ROLE)).unwrap();
+    desk.settle(&record.id, &alice(), Settlement::Failed("the hold expired".into())).unwrap();
+    assert!(desk.pending().unwrap().iter().all(|r| r.thread != thread));
+    assert_eq!(calls(thread).len(), 1);
+}
+
+#[tokio::test]
+async fn an_effect_cut_off_and_not_made_again_is_listed_as_an_unknown_outcome() {
+    let thread = "U-waver-effect";
+    let path = db(thread);
+    {
+        let graph = open(wavering_effect_flow::graph(), &path);
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    let graph = open(wavering_effect_flow::graph(), &path);
+    let done = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(done.state.receipt, Some(json!("charged another way")));
+
+    let desk = graph.approvals(authorizer()).unwrap();
+    let pending: Vec<_> = desk.pending().unwrap().into_iter().filter(|r| r.thread == thread).collect();
+    assert_eq!(pending.len(), 1, "the cut-off effect is listed for a human: {pending:?}");
+    let record = &pending[0];
+    assert_eq!(record.status, ApprovalStatus::OutcomeUnknown);
+    assert_eq!((record.tool.as_str(), record.args.as_str()), ("effect", r#"{"key":"charge"}"#));
+
+    let log = graph.audit_log(thread).unwrap();
+    let entries = unknown_entries(&log);
+    assert_eq!(entries.len(), 1, "{log:?}");
+    assert_eq!(entries[0].detail["approval"], record.id.as_str());
+    assert_eq!(entries[0].detail["key"], "charge");
+    assert_eq!(entries[0].detail["node"], "charge");
+    // Resuming the completed thread again lists it once, not twice.
+    let _ = graph.runner(&()).thread(thread).resume().await;
+    assert_eq!(desk.pending().unwrap().iter().filter(|r| r.thread == thread).count(), 1);
+}

@@ -36,6 +36,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("state_chain_and_forks", state_chain_and_forks),
     ("pending_writes_lifecycle", pending_writes_lifecycle),
     ("effects_never_overwrite", effects_never_overwrite),
+    ("effect_keys_of_one_checkpoint", effect_keys_of_one_checkpoint),
     ("audit_is_append_only", audit_is_append_only),
     ("approvals_state_machine", approvals_state_machine),
     ("approvals_in_step_commit", approvals_in_step_commit),
@@ -286,6 +287,38 @@ pub fn effects_never_overwrite(store: &dyn Store) {
     store.commit_step(c).unwrap();
     assert_eq!(store.effect(&key).unwrap(), Some(b"first".to_vec()));
     assert_eq!(store.effect(&other).unwrap(), Some(b"other".to_vec()));
+}
+
+/// `effect_keys` lists the keys of one (thread, seq), in node then key byte order, and no other.
+pub fn effect_keys_of_one_checkpoint(store: &dyn Store) {
+    assert!(store.effect_keys("t", 5).unwrap().is_empty());
+    let mark = "charge\u{1f}started\u{1f}1";
+    for (thread, seq, node, key) in [
+        ("t", 5, "pay", "b"),
+        ("t", 5, "pay", mark),
+        ("t", 5, "ask", "z"),
+        ("t", 4, "pay", "a"),
+        ("t", 6, "pay", "a"),
+        ("t-2", 5, "pay", "a"),
+        ("s", 5, "pay", "a"),
+    ] {
+        store.record_effect(&EffectKey::new(thread, seq, node, key), b"r").unwrap();
+    }
+    let mut c = StepCommit::new(thread("t"));
+    c.effects = vec![(EffectKey::new("t", 5, "pay", "Z-upper"), b"s".to_vec())];
+    store.commit_step(c).unwrap();
+    assert_eq!(
+        store.effect_keys("t", 5).unwrap(),
+        vec![
+            EffectKey::new("t", 5, "ask", "z"),
+            EffectKey::new("t", 5, "pay", "Z-upper"),
+            EffectKey::new("t", 5, "pay", "b"),
+            EffectKey::new("t", 5, "pay", mark),
+        ]
+    );
+    assert_eq!(store.effect_keys("t-2", 5).unwrap(), vec![EffectKey::new("t-2", 5, "pay", "a")]);
+    assert!(store.effect_keys("u", 5).unwrap().is_empty());
+    assert!(store.effect_keys("t", u64::MAX).unwrap().is_empty());
 }
 
 /// Audit entries get consecutive seqs per thread.

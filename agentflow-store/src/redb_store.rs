@@ -580,6 +580,22 @@ impl Store for RedbStore {
         })
     }
 
+    fn effect_keys(&self, thread: &str, seq: u64) -> Result<Vec<EffectKey>, ReadError> {
+        self.read(|txn, path| {
+            let effects = txn.open_table(tables::EFFECTS).ctx(path)?;
+            let mut keys = Vec::new();
+            for entry in redb::ReadableTable::range(&effects, (thread, seq, "", "")..).ctx(path)? {
+                let (k, _) = entry.ctx(path)?;
+                let (t, s, node, key) = k.value();
+                if t != thread || s != seq {
+                    break;
+                }
+                keys.push(EffectKey::new(t, s, node, key));
+            }
+            Ok(keys)
+        })
+    }
+
     fn record_effect(&self, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, EffectError> {
         let (key, result) = (key.clone(), result.to_vec());
         let (outcome, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| {

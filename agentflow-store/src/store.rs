@@ -127,6 +127,10 @@ pub trait Store: Send + Sync {
     /// The journaled result of an effect, if it completed before.
     fn effect(&self, key: &EffectKey) -> Result<Option<Vec<u8>>, ReadError>;
 
+    /// The keys of every effect journaled against checkpoint `seq` of `thread` (results and
+    /// markers alike), ordered by node then key (byte order); empty when there are none.
+    fn effect_keys(&self, thread: &str, seq: u64) -> Result<Vec<EffectKey>, ReadError>;
+
     /// Journals an effect's result, durably. Never overwrites: if a result exists it is returned
     /// as [`EffectOutcome::AlreadyRecorded`] and the new one is dropped.
     fn record_effect(&self, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, EffectError>;

@@ -53,6 +53,9 @@ impl Store for Plain {
     fn effect(&self, key: &EffectKey) -> Result<Option<Vec<u8>>, ReadError> {
         self.0.effect(key)
     }
+    fn effect_keys(&self, thread: &str, seq: u64) -> Result<Vec<EffectKey>, ReadError> {
+        self.0.effect_keys(thread, seq)
+    }
     fn record_effect(&self, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, EffectError> {
         self.0.record_effect(key, result)
     }

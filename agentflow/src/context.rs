@@ -16,7 +16,7 @@ use crate::error::NodeError;
 use crate::event::Activity;
 use crate::interrupt::{Pending, PendingKind, Signal};
 use crate::model::{ChatModel, ChatReply, ChatRequest};
-use crate::persist::{Entry, Journal, decode_effect};
+use crate::persist::{Entry, Journal, UnknownCall, decode_effect};
 use crate::tool::{OnReject, Policy, ToolSet};
 use agentflow_store::{ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, NewAuditEntry};
 
@@ -113,6 +113,11 @@ impl<'a, D> Ctx<'a, D> {
     ///   settles it through the [`ApprovalDesk`](crate::approval::ApprovalDesk):
     ///   it succeeded (with the result, which this call then returns, decoded
     ///   as `T`), it failed (this call returns a fatal error), or run it again.
+    ///   If the re-run node does not call `effect` with this key again (it
+    ///   took another path) and its step commits after a resume, the same
+    ///   `OUTCOME_UNKNOWN` record is created before that commit, with an
+    ///   `effect.outcome_unknown` audit entry, and listed by
+    ///   [`ApprovalDesk::pending`](crate::approval::ApprovalDesk::pending).
     /// - A node timeout or the run's deadline does not cut `effect` off: they
     ///   wait for it to return and journal its result, then stop. An effect
     ///   that never returns therefore holds its node past its timeout.
@@ -213,6 +218,15 @@ impl<'a, D> Ctx<'a, D> {
     {
         let idempotency_key = journal.idempotency_key(self.node, key);
         let release = claim.is_some();
+        // A non-idempotent call without an approval is described in its
+        // started marker, so that if it is cut off and its node never makes
+        // it again, the step's commit still asks a human about it.
+        let unknown_call = match (&uncertain, &claim) {
+            (Uncertain::Ask(Subject::New { tool, args, risk }), None) => {
+                Some(self.unknown_call(tool.clone(), args.clone(), risk.clone()))
+            }
+            _ => None,
+        };
         // Written in one durable transaction right before the effect runs.
         let mut start = journal.batch();
         let started = match journal.entry(self.node, key).await? {
@@ -269,13 +283,11 @@ impl<'a, D> Ctx<'a, D> {
         };
         let run = started + 1;
         let _shield = self.shield();
-        let (k, v) = journal.marker_effect(
-            self.node,
-            key,
-            "started",
-            run,
-            &serde_json::json!({ "at": crate::persist::now_ms() }),
-        );
+        let mut detail = serde_json::json!({ "at": crate::persist::now_ms() });
+        if let Some(call) = unknown_call {
+            detail[crate::persist::UNKNOWN_CALL] = serde_json::to_value(call).unwrap_or_default();
+        }
+        let (k, v) = journal.marker_effect(self.node, key, "started", run, &detail);
         start = start.effect(k, v);
         if let Some(claim) = claim {
             start = start.transition(claim);
@@ -299,46 +311,25 @@ impl<'a, D> Ctx<'a, D> {
         let record = match subject {
             Subject::Approval(record) => *record,
             Subject::New { tool, args, risk } => {
-                let id = format!(
-                    "unk-{}",
-                    &crate::tool::args_hash(&serde_json::json!([journal.thread, journal.seq, self.node, key, run]))
-                        [..24]
-                );
-                let found = store_call(journal, {
-                    let id = id.clone();
-                    move |s| s.approval(&id).map_err(|e| e.to_string())
-                })
-                .await?;
+                let call = self.unknown_call(tool, args, risk);
+                let id = crate::persist::unknown_outcome_id(&journal.thread, journal.seq, self.node, key, run);
+                let found = store_call(journal, move |s| s.approval(&id).map_err(|e| e.to_string())).await?;
                 match found {
                     Some(record) => record,
                     None => {
-                        let now = crate::persist::now_ms();
-                        let requester = if self.scope.owner.is_empty() {
-                            format!("executor:{}", self.node)
-                        } else {
-                            self.scope.owner.clone()
-                        };
-                        let record = ApprovalRecord {
-                            id,
-                            thread: journal.thread.clone(),
-                            node: self.node.to_string(),
-                            tool,
-                            args: crate::tool::canonical_json(&args),
-                            args_hash: crate::tool::args_hash(&args),
-                            risk,
-                            requester,
-                            reason: format!(
+                        let record = crate::persist::unknown_outcome_record(
+                            &journal.thread,
+                            journal.seq,
+                            self.node,
+                            key,
+                            run,
+                            &call,
+                            format!(
                                 "`{key}` started and left no result (the run stopped mid-call); whether it acted \
                                  is unknown and it is not idempotent, so it is not run again without a decision"
                             ),
-                            created_at: now,
-                            expires_at: now.saturating_add(self.scope.approval_ttl.as_millis() as u64),
-                            status: ApprovalStatus::OutcomeUnknown,
-                            decided_by: None,
-                            decision_note: None,
-                            conditions: None,
-                            updated_at: now,
-                        };
+                            crate::persist::now_ms(),
+                        );
                         let actor = format!("executor:{}", self.node);
                         let stored = record.clone();
                         let result = store_call(journal, move |s| Ok(s.put_approval(stored, &actor))).await?;
@@ -395,6 +386,14 @@ impl<'a, D> Ctx<'a, D> {
                 Ok(Verdict::Failed(format!("its outcome was unknown and `{by}` settled it as {status}: {note}")))
             }
         }
+    }
+
+    /// A call of this node, described for an `OUTCOME_UNKNOWN` record.
+    fn unknown_call(&self, tool: String, args: serde_json::Value, risk: String) -> UnknownCall {
+        let requester =
+            if self.scope.owner.is_empty() { format!("executor:{}", self.node) } else { self.scope.owner.clone() };
+        let ttl_ms = u64::try_from(self.scope.approval_ttl.as_millis()).unwrap_or(u64::MAX);
+        UnknownCall { tool, args, risk, requester, ttl_ms }
     }
 
     /// Holds off the node's timeout and the run's deadline until dropped.

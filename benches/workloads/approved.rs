@@ -117,6 +117,9 @@ impl Store for CountingStore {
     fn effect(&self, key: &EffectKey) -> Result<Option<Vec<u8>>, ReadError> {
         self.inner.effect(key)
     }
+    fn effect_keys(&self, thread: &str, seq: u64) -> Result<Vec<EffectKey>, ReadError> {
+        self.inner.effect_keys(thread, seq)
+    }
     fn record_effect(&self, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, EffectError> {
         self.other();
         self.inner.record_effect(key, result)

@@ -457,6 +457,11 @@ impl Store for PostgresStore {
         self.call(move |ctx| async move { Ok(reads::effect(&ctx, &key).await?) })
     }
 
+    fn effect_keys(&self, thread: &str, seq: u64) -> Result<Vec<EffectKey>, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move { Ok(reads::effect_keys(&ctx, &thread, seq).await?) })
+    }
+
     fn record_effect(&self, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, EffectError> {
         let (key, result) = (key.clone(), result.to_vec());
         self.call(move |ctx| async move {

@@ -223,6 +223,19 @@ pub(crate) async fn effect(ctx: &Ctx, key: &EffectKey) -> Result<Option<Vec<u8>>
     Ok(row.map(|r| r.get(0)))
 }
 
+pub(crate) async fn effect_keys(ctx: &Ctx, thread: &str, seq: u64) -> Result<Vec<EffectKey>, StorageError> {
+    let Ok(stored_seq) = i64::try_from(seq) else { return Ok(Vec::new()) };
+    let client = ctx.client().await?;
+    let rows = sql::query(
+        &client,
+        "SELECT node, key FROM effects WHERE thread = $1 AND seq = $2 ORDER BY node COLLATE \"C\", key COLLATE \"C\"",
+        &[&thread, &stored_seq],
+    )
+    .await
+    .map_err(|e| ctx.db(&e))?;
+    Ok(rows.iter().map(|r| EffectKey::new(thread, seq, r.get::<_, String>(0), r.get::<_, String>(1))).collect())
+}
+
 pub(crate) async fn list_audit(ctx: &Ctx, thread: &str) -> Result<Vec<AuditEntry>, StorageError> {
     let client = ctx.client().await?;
     let rows = sql::query(

@@ -516,6 +516,13 @@ impl Checkpointer {
         } else {
             (ThreadStatus::Running, String::new())
         };
+        if self.sweep_approvals {
+            // Every node of the step finished: a call of the step's journal
+            // still open was cut off (before the resume) and not made again.
+            // Recorded before the step commits, so a crash cannot lose it.
+            let (thread, seq) = (self.thread.clone(), self.journal_seq);
+            blocking(&self.store, move |s| super::record_open_markers(s, &thread, seq)).await??;
+        }
         self.commit_raw(Some(checkpoint), vec![], status, detail, if last { Flush::Now } else { Flush::Step }).await?;
         self.completed = last;
         self.seq += 1;

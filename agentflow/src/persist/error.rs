@@ -56,6 +56,18 @@ pub enum PersistError {
     /// (the runtime is shutting down).
     #[error("the store task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    /// A call cut off mid-way, that the step did not make again, could not
+    /// be recorded as an unknown outcome; the step was not committed, so a
+    /// resume tries again.
+    #[error("could not record the unknown outcome of `{key}` (node `{node}`): {reason}; resume the thread to retry")]
+    UnknownOutcome {
+        /// Node that made the call.
+        node: String,
+        /// The call's journal key.
+        key: String,
+        /// What failed.
+        reason: String,
+    },
     /// The store's commit writer stopped without answering a commit; the
     /// commit may or may not be on disk. Resume the thread to find out.
     #[error("the store dropped a commit without answering; resume the thread to see what was stored")]

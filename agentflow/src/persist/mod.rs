@@ -28,7 +28,10 @@ pub use encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, ValueError, check_json};
 pub use error::{HistoryError, PersistError, ResumeError};
 pub use history::Snapshot;
 pub use journal::Journal;
-pub(crate) use journal::{Entry, decode as decode_effect};
+pub(crate) use journal::{
+    Entry, UNKNOWN_CALL, UnknownCall, decode as decode_effect, record_open_markers, unknown_outcome_id,
+    unknown_outcome_record,
+};
 
 pub use agentflow_store::{
     AuditEntry, CheckpointMetadata, CheckpointSource, CheckpointSummary, Listing, RedbStore, Store, ThreadRecord,
