@@ -304,7 +304,6 @@ const KNOWN_AGENTFLOW_CIRCLES: &[&str] = &[
     "persist/checkpointer.rs",
     "persist/history.rs",
     "persist/journal.rs",
-    "step.rs",
     "tool/mod.rs",
     "tool/gateway.rs",
     "tool/policy.rs",

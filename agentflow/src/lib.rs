@@ -81,6 +81,7 @@ pub mod graph;
 pub mod interrupt;
 pub mod message;
 pub mod model;
+mod node_id;
 mod outcome;
 pub mod persist;
 pub mod prebuilt;
