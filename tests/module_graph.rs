@@ -42,8 +42,44 @@ fn load(name: &'static str, src: &Path) -> Crate {
     Crate { name, files }
 }
 
-/// The source without comments, string literals, and the `#[cfg(test)]` tail.
+/// The source without comments, string literals, `macro_rules!` bodies
+/// (expanded in the caller's module, so their paths are the caller's
+/// imports), and the `#[cfg(test)]` tail.
 fn strip(text: &str) -> String {
+    without_macro_bodies(&strip_comments_and_strings(text))
+}
+
+/// Drops the brace-delimited body of every `macro_rules!` (run after
+/// comments and strings are gone, so every brace is code).
+fn without_macro_bodies(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("macro_rules!") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at..];
+        let Some(open) = after.find('{') else { return out };
+        let mut depth = 0;
+        let mut end = after.len();
+        for (i, c) in after[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn strip_comments_and_strings(text: &str) -> String {
     let text = match text.find("#[cfg(test)]\nmod ") {
         Some(at) => &text[..at],
         None => text,
@@ -307,9 +343,6 @@ const KNOWN_AGENTFLOW_CIRCLES: &[&str] = &[
     "tool/mod.rs",
     "tool/gateway.rs",
     "tool/policy.rs",
-    "prebuilt/mod.rs",
-    "prebuilt/plan_execute.rs",
-    "prebuilt/react.rs",
 ];
 
 #[test]
@@ -340,6 +373,30 @@ fn the_checker_finds_a_two_file_circle_and_follows_re_exports() {
     let edges = krate.edges();
     assert!(edges[&vec!["b".to_string()]].contains(&vec!["c".to_string()]), "Thing is defined in c.rs: {edges:?}");
     assert_eq!(krate.cycles(), vec![vec!["a.rs".to_string(), "b.rs".to_string()]]);
+}
+
+/// A `macro_rules!` body is expanded in the caller's module: its
+/// `use super::*;` and `$crate::` paths are the caller's imports, not the
+/// defining file's.
+#[test]
+fn the_checker_does_not_count_a_macro_body_as_an_import_of_its_file() {
+    let mut files = BTreeMap::new();
+    let file = |p: &str, t: &str| (PathBuf::from(p), strip(t));
+    files.insert(vec![], file("lib.rs", "pub mod kit;"));
+    files.insert(vec!["kit".into()], file("kit/mod.rs", "pub mod agent; pub use agent::Agent;"));
+    files.insert(
+        vec!["kit".into(), "agent".into()],
+        file(
+            "kit/agent.rs",
+            "pub struct Agent;\nmacro_rules! agent { ($n:ident) => { mod $n { use super::*; type A = $crate::kit::Agent; } }; }\npub struct After;",
+        ),
+    );
+    let krate = Crate { name: "fixture", files };
+    assert!(
+        krate.files[&vec!["kit".to_string(), "agent".to_string()]].1.contains("pub struct After"),
+        "code after the macro is kept"
+    );
+    assert!(krate.cycles().is_empty(), "{:?}", krate.edges());
 }
 
 #[test]
