@@ -334,9 +334,7 @@ const KNOWN_AGENTFLOW_CIRCLES: &[&str] = &[
     "persist/checkpointer.rs",
     "persist/history.rs",
     "persist/journal.rs",
-    "tool/mod.rs",
     "tool/gateway.rs",
-    "tool/policy.rs",
 ];
 
 #[test]
