@@ -14,7 +14,6 @@ mod policy;
 mod validate;
 
 pub use contract::{AnyDeps, Risk, Tool, ToolCx, ToolError, ToolSet, schema_of};
-pub use gateway::{OnReject, args_hash};
 pub use observation::{Code, Observation};
-pub use policy::{Decision, Policy, RiskPolicy};
-pub use validate::{ArgumentError, canonical_json, validate_args};
+pub use policy::{Decision, OnReject, Policy, RiskPolicy};
+pub use validate::{ArgumentError, args_hash, canonical_json, validate_args};
