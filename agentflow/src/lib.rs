@@ -96,6 +96,7 @@ mod umbrella;
 #[doc(hidden)]
 pub mod __private;
 
+pub use agentflow_store::{RedbStore, Store};
 pub use app::App;
 pub use budget::{Budget, Limits, RunUsage};
 pub use context::Ctx;
@@ -105,7 +106,7 @@ pub use executor::Runner;
 pub use graph::{CompiledGraph, NodeId};
 pub use interrupt::{Pending, PendingKind};
 pub use outcome::{Outcome, Run, RunError};
-pub use persist::{Durability, RedbStore, Snapshot, Store};
+pub use persist::{Durability, Snapshot};
 pub use retry::RetryPolicy;
 pub use state::{Field, FieldMask, ReducerKind, State, Update};
 pub use step::Step;
@@ -114,8 +115,11 @@ pub use umbrella::Error;
 
 /// Everything a graph definition needs: `use agentflow::prelude::*;`.
 pub mod prelude {
+    #[doc(no_inline)]
     pub use crate::error::NodeResultExt;
+    #[doc(no_inline)]
     pub use crate::tool::{Risk, ToolCx, ToolError};
+    #[doc(no_inline)]
     pub use crate::{App, CompiledGraph, Ctx, NodeError, Outcome, State, Step, goto, graph, node, tool};
 }
 

@@ -1,5 +1,5 @@
 //! Durable execution: every super-step of a thread is a checkpoint in a
-//! [`Store`], so a run survives a crash, can be resumed in another process,
+//! [`Store`](crate::Store), so a run survives a crash, can be resumed in another process,
 //! inspected, forked and updated.
 //!
 //! A checkpoint holds the step's updates (a delta), not the whole state; a
@@ -35,6 +35,5 @@ pub use journal::Journal;
 pub(crate) use journal::{Entry, decode as decode_effect};
 
 pub use agentflow_store::{
-    AuditEntry, CheckpointMetadata, CheckpointSource, CheckpointSummary, Listing, RedbStore, Store, ThreadRecord,
-    ThreadStatus,
+    AuditEntry, CheckpointMetadata, CheckpointSource, CheckpointSummary, Listing, ThreadRecord, ThreadStatus,
 };
