@@ -212,6 +212,74 @@ pub enum DecisionError {
 }
 
 /// Where people decide a graph's approvals.
+///
+/// Get one from [`App::approvals`]. A call that needs a human pauses its
+/// run with an `approval` pending; approve it here (from this process or
+/// any other that opens the same store), then resume the thread and the
+/// gateway runs the call with the approved arguments:
+///
+/// ```
+/// use std::sync::Arc;
+/// use agentflow::approval::{ApprovalStatus, Approver, RoleAuthorizer};
+/// use agentflow::prelude::*;
+/// use agentflow::{RedbStore, Store};
+/// use serde::{Deserialize, Serialize};
+/// use serde_json::{Value, json};
+///
+/// #[derive(Deserialize, schemars::JsonSchema)]
+/// struct Refund {
+///     order_id: String,
+///     amount: u32,
+/// }
+///
+/// /// Refunds an order. Irreversible, so every call waits for a person.
+/// #[tool(risk = irreversible)]
+/// async fn refund(args: Refund) -> Result<Value, ToolError> {
+///     Ok(json!({ "refunded": args.amount, "order_id": args.order_id }))
+/// }
+///
+/// #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+/// struct Pay {
+///     order: String,
+///     receipt: Option<Value>,
+/// }
+///
+/// #[graph(state = Pay, start = pay)]
+/// mod payments {
+///     use super::*;
+///
+///     #[node(goto = [END], tools = [refund])]
+///     async fn pay(s: &Pay, cx: &Ctx<()>) -> Result<Step<Pay>, NodeError> {
+///         let obs = cx.run_tool(refund, json!({ "order_id": s.order, "amount": 10 })).await?;
+///         Ok(goto!(END, Pay::update().receipt(Some(obs.body))))
+///     }
+/// }
+///
+/// # fn main() {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory()?);
+/// let app = payments::graph().app().store(store);
+/// let desk = app.approvals(RoleAuthorizer::new().role_for(Risk::Irreversible, "refunds"))?;
+///
+/// // The run pauses before the refund, with one approval pending.
+/// let input = Pay { order: "A-1".into(), receipt: None };
+/// let run = app.runner(&()).thread("t-1").owner("agent").run(input).await?;
+/// assert!(matches!(run.outcome, Outcome::Interrupted { .. }));
+/// let waiting = desk.pending()?;
+/// assert_eq!(waiting.len(), 1);
+/// assert_eq!(waiting[0].tool, "refund");
+///
+/// // A person with the role approves it; the resumed run makes the call.
+/// let approved = desk.approve(&waiting[0].id, &Approver::new("alice", ["refunds"]))?;
+/// assert_eq!(approved.status, ApprovalStatus::Approved);
+/// let done = app.runner(&()).thread("t-1").resume().await?;
+/// assert_eq!(done.outcome, Outcome::Completed);
+/// assert_eq!(done.state.receipt.unwrap()["result"]["refunded"], 10);
+/// assert!(desk.pending()?.is_empty());
+/// # Ok::<(), agentflow::Error>(())
+/// # }).unwrap();
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct ApprovalDesk {
     store: Arc<dyn Store>,

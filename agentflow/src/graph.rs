@@ -8,31 +8,11 @@ use std::time::Duration;
 
 use crate::context::Ctx;
 use crate::error::NodeError;
+pub use crate::node_id::NodeId;
 use crate::retry::RetryPolicy;
 use crate::state::{FieldMask, State};
 use crate::step::Step;
 use crate::tool::{Tool, ToolSet};
-
-/// The index of a node in its graph, in declaration order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct NodeId(u32);
-
-impl NodeId {
-    /// The node with this declaration index.
-    pub const fn new(index: u32) -> Self {
-        NodeId(index)
-    }
-    /// The declaration index.
-    pub const fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-impl fmt::Display for NodeId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "#{}", self.0)
-    }
-}
 
 /// A boxed node future borrowing the state snapshot and the context.
 pub type NodeFuture<'a, S> = Pin<Box<dyn Future<Output = Result<Step<S>, NodeError>> + Send + 'a>>;

@@ -54,7 +54,7 @@ pub enum PendingKind {
 pub(crate) struct Signal {
     /// Journaled effects of this attempt in flight: the node's timeout waits
     /// for them to finish.
-    pub(crate) shield: crate::context::Shield,
+    pub(crate) shield: crate::shield::Shield,
     /// `interrupt` was called in this attempt.
     pub(crate) interrupt_called: bool,
     /// The attempt paused for a human.

@@ -81,11 +81,13 @@ pub mod graph;
 pub mod interrupt;
 pub mod message;
 pub mod model;
+mod node_id;
 mod outcome;
 pub mod persist;
 pub mod prebuilt;
 pub mod reducer;
 mod retry;
+mod shield;
 pub mod state;
 pub mod step;
 pub mod tool;
@@ -94,6 +96,7 @@ mod umbrella;
 #[doc(hidden)]
 pub mod __private;
 
+pub use agentflow_store::{RedbStore, Store};
 pub use app::App;
 pub use budget::{Budget, Limits, RunUsage};
 pub use context::Ctx;
@@ -103,7 +106,7 @@ pub use executor::Runner;
 pub use graph::{CompiledGraph, NodeId};
 pub use interrupt::{Pending, PendingKind};
 pub use outcome::{Outcome, Run, RunError};
-pub use persist::{Durability, RedbStore, Snapshot, Store};
+pub use persist::{Durability, Snapshot};
 pub use retry::RetryPolicy;
 pub use state::{Field, FieldMask, ReducerKind, State, Update};
 pub use step::Step;
@@ -112,8 +115,11 @@ pub use umbrella::Error;
 
 /// Everything a graph definition needs: `use agentflow::prelude::*;`.
 pub mod prelude {
+    #[doc(no_inline)]
     pub use crate::error::NodeResultExt;
+    #[doc(no_inline)]
     pub use crate::tool::{Risk, ToolCx, ToolError};
+    #[doc(no_inline)]
     pub use crate::{App, CompiledGraph, Ctx, NodeError, Outcome, State, Step, goto, graph, node, tool};
 }
 

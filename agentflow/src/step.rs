@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use crate::graph::NodeId;
+use crate::node_id::NodeId;
 use crate::state::State;
 
 /// The result of one node execution: the next node(s) and the node's update.

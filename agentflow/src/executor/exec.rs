@@ -17,13 +17,14 @@ use tracing::Instrument;
 use super::events::Events;
 use super::step;
 use crate::budget::Budget;
-use crate::context::{Ctx, RunScope, shielded_timeout};
+use crate::context::{Ctx, RunScope};
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Event;
 use crate::graph::{NodeId, Plan};
 use crate::interrupt::{Pending, PendingKind, Signal};
 use crate::outcome::{Outcome, Run, RunError};
 use crate::persist::{Checkpointer, Journal, PersistError, Resumed};
+use crate::shield::shielded_timeout;
 use crate::state::State;
 use crate::step::Step;
 

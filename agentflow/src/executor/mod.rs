@@ -288,7 +288,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             // A resumed run acts for the owner stored with the thread, not
             // for whoever resumed it (who could then approve its requests).
             owner: checkpointer.as_ref().map_or_else(|| self.owner.clone(), |cp| cp.owner().to_string()),
-            shield: crate::context::Shield::default(),
+            shield: crate::shield::Shield::default(),
             activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
         };
         let exec =

@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Code, Decision, Observation, Tool, ToolCx, ToolError, canonical_json};
+use super::{Code, Decision, Observation, OnReject, Tool, ToolCx, ToolError, args_hash, canonical_json};
 use crate::context::{Ctx, Journaled, Subject, Uncertain};
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Activity;
@@ -17,23 +17,6 @@ use crate::persist::{Journal, now_ms};
 use agentflow_store::{
     ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, EffectKey, Store,
 };
-
-/// What happens when a human rejects a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnReject {
-    /// The model gets a `REJECTED` observation with the reason and may re-plan.
-    #[default]
-    Replan,
-    /// The run ends as failed, naming the rejection.
-    EndRun,
-}
-
-/// The SHA-256 of the canonical JSON of `args`, in hex.
-pub fn args_hash(args: &Value) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(canonical_json(args).as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 impl<D> Ctx<'_, D> {
     /// The tools this node may use (its `tools = [..]` list).

@@ -4,6 +4,16 @@ use std::collections::BTreeMap;
 
 use super::Risk;
 
+/// What happens when a human rejects a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnReject {
+    /// The model gets a `REJECTED` observation with the reason and may re-plan.
+    #[default]
+    Replan,
+    /// The run ends as failed, naming the rejection.
+    EndRun,
+}
+
 /// What the gateway does with a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

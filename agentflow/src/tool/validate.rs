@@ -60,6 +60,13 @@ pub fn canonical_json(value: &Value) -> String {
     sort(value).to_string()
 }
 
+/// The SHA-256 of the canonical JSON of `args`, in hex.
+pub fn args_hash(args: &Value) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(canonical_json(args).as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
