@@ -113,21 +113,7 @@ impl<'t> ApprovalTables<'t> {
         patch: &ApprovalPatch,
     ) -> Result<(ApprovalRecord, u64), StorageError> {
         let from = record.status;
-        record.status = to;
-        record.updated_at = patch.at;
-        if let Some(by) = &patch.decided_by {
-            record.decided_by = Some(by.clone());
-        }
-        if let Some(note) = &patch.note {
-            record.decision_note = Some(note.clone());
-        }
-        if let Some(conditions) = &patch.conditions {
-            record.conditions = Some(conditions.clone());
-        }
-        if let Some(args) = &patch.args {
-            record.args.clone_from(&args.canonical);
-            record.args_hash.clone_from(&args.hash);
-        }
+        record.apply_patch(to, patch);
         let id = record.id.as_str();
         self.approvals.insert(id, record.encode().as_slice()).ctx(path)?;
         if to.is_waiting() {

@@ -689,6 +689,28 @@ impl ApprovalRecord {
     }
 }
 
+impl ApprovalRecord {
+    /// Moves the record to `to` with what `patch` changes (decider, note, conditions, edited
+    /// arguments); every backend's compare-and-set applies a transition through this.
+    pub(crate) fn apply_patch(&mut self, to: ApprovalStatus, patch: &ApprovalPatch) {
+        self.status = to;
+        self.updated_at = patch.at;
+        if let Some(by) = &patch.decided_by {
+            self.decided_by = Some(by.clone());
+        }
+        if let Some(note) = &patch.note {
+            self.decision_note = Some(note.clone());
+        }
+        if let Some(conditions) = &patch.conditions {
+            self.conditions = Some(conditions.clone());
+        }
+        if let Some(args) = &patch.args {
+            self.args.clone_from(&args.canonical);
+            self.args_hash.clone_from(&args.hash);
+        }
+    }
+}
+
 /// Edited arguments recorded with a decision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalArgs {

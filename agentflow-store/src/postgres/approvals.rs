@@ -93,21 +93,7 @@ pub(crate) async fn transition<C: GenericClient, E: From<ApprovalError>>(
         return Err(refuse(ApprovalError::AlreadyDecided { id: id.to_string(), expected, current: record.status }));
     }
     let from = record.status;
-    record.status = to;
-    record.updated_at = patch.at;
-    if let Some(by) = &patch.decided_by {
-        record.decided_by = Some(by.clone());
-    }
-    if let Some(note) = &patch.note {
-        record.decision_note = Some(note.clone());
-    }
-    if let Some(conditions) = &patch.conditions {
-        record.conditions = Some(conditions.clone());
-    }
-    if let Some(args) = &patch.args {
-        record.args.clone_from(&args.canonical);
-        record.args_hash.clone_from(&args.hash);
-    }
+    record.apply_patch(to, patch);
     let updated = sql::execute(
         c,
         "UPDATE approvals SET status = $2, record = $3 WHERE id = $1 AND status = $4",
