@@ -379,3 +379,29 @@ async fn compaction_keeps_the_last_checkpoints_readable() {
         assert!(graph.state_at("c1", c.seq).unwrap().is_some(), "checkpoint {} readable", c.seq);
     }
 }
+
+/// On a multi-threaded runtime a `Sync` step's commit is made from the run's
+/// own thread when the store is idle, and queued for the writer when another
+/// commit is under way: sixteen spawned runs exercise both paths at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_sync_runs_on_a_multi_thread_runtime_all_commit_every_step() {
+    let graph = Arc::new(job::graph().app().store(store()));
+    let deps = Arc::new(Deps::default());
+    let runs: Vec<_> = (0..16)
+        .map(|i| {
+            let (graph, deps) = (Arc::clone(&graph), Arc::clone(&deps));
+            tokio::spawn(async move {
+                let thread = format!("mt{i}");
+                let run = graph.runner(&*deps).thread(&thread).durability(Durability::Sync).run(Job::default()).await;
+                (thread, run.expect("run"))
+            })
+        })
+        .collect();
+    for run in runs {
+        let (thread, run) = run.await.expect("task");
+        assert_eq!(run.outcome, Outcome::Completed);
+        assert_eq!(graph.history(&thread).unwrap().len() as u32, run.steps + 1, "{thread}");
+        assert_eq!(graph.state(&thread).unwrap().unwrap().state, run.state, "{thread}");
+    }
+    assert_eq!(deps.charges.load(Ordering::SeqCst), 16);
+}

@@ -55,13 +55,15 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
         if cp.thread != tid {
             return Err(invalid(format!("the checkpoint belongs to thread `{}`", cp.thread)));
         }
-        if let Some(latest) = latest_seq(path, &checkpoints, tid)?
+        let latest = latest_seq(path, &checkpoints, tid)?;
+        if let Some(latest) = latest
             && latest >= cp.seq
         {
             return Err(CommitError::SeqNotIncreasing { thread: tid.to_string(), seq: cp.seq, latest });
         }
+        // The usual case, a step on top of the latest checkpoint, needs no second lookup.
         if let Some(parent) = cp.parent
-            && (parent >= cp.seq || checkpoints.get((tid, parent)).ctx(path)?.is_none())
+            && (parent >= cp.seq || (latest != Some(parent) && checkpoints.get((tid, parent)).ctx(path)?.is_none()))
         {
             return Err(CommitError::ParentMissing { thread: tid.to_string(), seq: cp.seq, parent });
         }

@@ -18,7 +18,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use redb::{Database, WriteTransaction};
@@ -33,11 +33,29 @@ pub(crate) struct Shared {
     pub(crate) db: RwLock<Database>,
     pub(crate) path: PathBuf,
     pub(crate) leases: Leases,
+    /// Held by whoever stages and commits a transaction: the writer thread for a group, or a
+    /// caller committing its own job inline (see [`commit_inline`]).
+    turn: Mutex<()>,
 }
 
 impl Shared {
     pub(crate) fn new(db: Database, path: PathBuf) -> Self {
-        Shared { db: RwLock::new(db), path, leases: Leases::default() }
+        Shared { db: RwLock::new(db), path, leases: Leases::default(), turn: Mutex::new(()) }
+    }
+
+    /// Waits for the turn to commit.
+    fn turn(&self) -> MutexGuard<'_, ()> {
+        // The guarded value is `()`: a panic while it was held leaves nothing half-updated.
+        self.turn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The turn to commit, if nobody holds it.
+    fn try_turn(&self) -> Option<MutexGuard<'_, ()>> {
+        match self.turn.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
     }
 
     /// The database, for transactions. Compaction of the file takes it exclusively.
@@ -217,8 +235,23 @@ pub(crate) fn run(shared: &Arc<Shared>, rx: &Receiver<Box<dyn Job>>, config: Wri
     }
 }
 
+/// Commits `job` on the caller's thread if no transaction is being staged or committed right
+/// now; otherwise hands the job back, to be queued for the writer thread.
+///
+/// A lone caller (one `Sync` run) then pays one redb commit and nothing else: no hand-off to
+/// the writer thread and no wake-up of the caller afterwards. Callers that arrive while a
+/// commit is under way queue up as before and share the writer's next group commit.
+pub(crate) fn commit_inline(shared: &Shared, job: Box<dyn Job>) -> Result<(), Box<dyn Job>> {
+    let Some(turn) = shared.try_turn() else { return Err(job) };
+    // A panic inside redb drops the job, whose caller then sees a failed request.
+    let _ = catch_unwind(AssertUnwindSafe(|| run_group_in_turn(shared, vec![job], false)));
+    drop(turn);
+    Ok(())
+}
+
 /// An empty immediate commit, which makes every earlier commit durable.
 fn flush(shared: &Shared) -> bool {
+    let _turn = shared.turn();
     let db = shared.db();
     match db.begin_write() {
         Ok(txn) => txn.commit().is_ok(),
@@ -229,6 +262,12 @@ fn flush(shared: &Shared) -> bool {
 /// Stages and commits one group. Returns whether a commit was durable (`None`: nothing
 /// committed).
 fn run_group(shared: &Shared, group: Vec<Box<dyn Job>>, force_durable: bool) -> Option<bool> {
+    let _turn = shared.turn();
+    run_group_in_turn(shared, group, force_durable)
+}
+
+/// [`run_group`] for a caller that holds the turn.
+fn run_group_in_turn(shared: &Shared, group: Vec<Box<dyn Job>>, force_durable: bool) -> Option<bool> {
     let immediate = force_durable || group.iter().any(|j| j.durability() == Durability::Immediate);
     let db = shared.db();
     let path = shared.path.as_path();
@@ -272,7 +311,7 @@ fn run_group(shared: &Shared, group: Vec<Box<dyn Job>>, force_durable: bool) -> 
     ok.then_some(immediate)
 }
 
-/// Runs each job in its own transaction.
+/// Runs each job in its own transaction (the caller holds the turn).
 fn run_alone(shared: &Shared, jobs: Vec<Box<dyn Job>>) -> Option<bool> {
     let db = shared.db();
     let path = shared.path.as_path();
@@ -381,5 +420,36 @@ mod tests {
         assert!(rb.recv().unwrap().is_err());
         assert_eq!(rc.recv().unwrap().unwrap().1.group_size, 1);
         assert_eq!(keys(&shared), ["a", "c"], "b's partial write is rolled back");
+    }
+
+    #[test]
+    fn an_idle_store_commits_a_job_on_the_callers_thread() {
+        let shared = shared();
+        let caller = std::thread::current().id();
+        let (reply, answer) = sync_channel(1);
+        let op = move |tx: &Tx<'_>| {
+            assert_eq!(std::thread::current().id(), caller, "staged on the calling thread");
+            let mut table = tx.txn.open_table(T).ctx(tx.path)?;
+            tx.wrote();
+            table.insert("inline", 1).ctx(tx.path)?;
+            Ok::<_, StorageError>(())
+        };
+        let job: Box<dyn Job> = Box::new(OpJob::new(Durability::Immediate, op, reply));
+        assert!(commit_inline(&shared, job).is_ok(), "nobody held the turn");
+        let ((), committed) = answer.try_recv().expect("answered before commit_inline returned").unwrap();
+        assert!(committed.durable);
+        assert_eq!(keys(&shared), ["inline"]);
+    }
+
+    #[test]
+    fn a_job_arriving_during_a_commit_is_handed_back_to_be_queued() {
+        let shared = shared();
+        let turn = shared.turn();
+        let (job, answer) = job("queued", None);
+        let job = commit_inline(&shared, job).err().expect("the turn is taken: the job comes back");
+        assert!(answer.try_recv().is_err(), "nothing was staged");
+        drop(turn);
+        assert_eq!(run_group(&shared, vec![job], true), Some(true));
+        assert_eq!(keys(&shared), ["queued"]);
     }
 }
