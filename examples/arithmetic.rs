@@ -24,9 +24,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentflow::message::{Message, Role};
-use agentflow::model::openai::{OpenAiCompatible, OpenAiConfig};
 use agentflow::model::{ChatModel, ScriptedModel};
-use agentflow::prebuilt::{ReactDeps, ReactState};
+use agentflow::model::{OpenAiCompatible, OpenAiConfig};
+use agentflow::prebuilt::react::{ReactDeps, ReactState};
 use agentflow::prelude::*;
 use agentflow::{Limits, Run};
 use serde::Deserialize;

@@ -21,7 +21,7 @@ use std::time::Duration;
 use agentflow::approval::{ApprovalArgs, ApprovalDesk, ApprovalPatch, ApprovalStatus, Approver, RoleAuthorizer};
 use agentflow::message::{Role, ToolCall};
 use agentflow::model::{ChatReply, ChatRequest, ModelError, ScriptedModel};
-use agentflow::prebuilt::{ReactDeps, ReactState};
+use agentflow::prebuilt::react::{ReactDeps, ReactState};
 use agentflow::prelude::*;
 use agentflow::tool::RiskPolicy;
 use agentflow::{PendingKind, RedbStore, Run, Store};
@@ -214,7 +214,7 @@ async fn main() {
     let payments = &deps.payments;
 
     println!("refund_approval: a ReAct agent whose irreversible tool waits for a human");
-    println!("  model: {} (a deterministic test double, not an LLM)", agentflow::model::scripted::SCRIPTED_MODEL_NAME);
+    println!("  model: {} (a deterministic test double, not an LLM)", agentflow::model::SCRIPTED_MODEL_NAME);
     println!("  policy: RiskPolicy::default(): query_order (read) runs, process_refund (irreversible) needs approval");
     println!("  approvers: alice holds `refund-approver`; the requester ({OWNER}) may not approve itself");
     println!("  store: {} (temporary)", path.display());

@@ -14,7 +14,7 @@ use agentflow::approval::{ApprovalStatus, Approver, DecisionError, RoleAuthorize
 use agentflow::message::{Role, ToolCall};
 use agentflow::model::{ChatReply, ChatRequest, ScriptedModel};
 use agentflow::persist::ResumeError;
-use agentflow::prebuilt::{ReactDeps, ReactState};
+use agentflow::prebuilt::react::{ReactDeps, ReactState};
 use agentflow::prelude::*;
 use agentflow::tool::{Code, Decision, OnReject, Risk, RiskPolicy, args_hash};
 use agentflow::{PendingKind, RedbStore, Run, RunError, Store};

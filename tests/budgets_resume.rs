@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentflow::model::ScriptedModel;
-use agentflow::prebuilt::{ReactDeps, ReactState};
+use agentflow::prebuilt::react::{ReactDeps, ReactState};
 use agentflow::prelude::*;
 use agentflow::{Budget, Limits, RedbStore, RunError, Store};
 use serde_json::json;

@@ -424,7 +424,7 @@ async fn two_branches_overwriting_one_plain_field_fail() {
 
 mod hand_built {
     use agentflow::__private::{GraphSpec, NodeFuture, NodeSpec};
-    use agentflow::{CompiledGraph, Ctx, NodeId, Outcome, RetryPolicy, Step};
+    use agentflow::{CompiledGraph, Ctx, NodeId, Outcome, RetryPolicy};
 
     use super::Job;
 
@@ -434,11 +434,11 @@ mod hand_built {
     }
 
     fn n0<'a>(_s: &'a Job, cx: &'a Ctx<'a, Wrong>) -> NodeFuture<'a, Job> {
-        Box::pin(async move { Ok(Step::__route(cx.deps().to, Job::update().log(vec!["n0".into()]))) })
+        Box::pin(async move { Ok(agentflow::__private::route(cx.deps().to, Job::update().log(vec!["n0".into()]))) })
     }
 
     fn other<'a>(_s: &'a Job, cx: &'a Ctx<'a, Wrong>) -> NodeFuture<'a, Job> {
-        Box::pin(async move { Ok(Step::__route(&[], Job::update().log(vec![cx.node().into()]))) })
+        Box::pin(async move { Ok(agentflow::__private::route(&[], Job::update().log(vec![cx.node().into()]))) })
     }
 
     /// `n0 -> n1 -> END`, plus `n2 -> END` that nothing routes to.
@@ -455,7 +455,7 @@ mod hand_built {
             run,
         };
         const N1: &[NodeId] = &[NodeId::new(1)];
-        CompiledGraph::from_spec(GraphSpec {
+        agentflow::__private::compile(GraphSpec {
             name: "hand_built",
             start: NodeId::new(0),
             max_steps: None,

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use agentflow::approval::{ApprovalRecord, ApprovalStatus, Approver, RoleAuthorizer};
 use agentflow::message::{Message, Role, ToolCall};
 use agentflow::model::{ChatReply, ChatRequest, ModelError, ScriptedModel};
-use agentflow::prebuilt::{PlanExecuteDeps, PlanExecuteState};
+use agentflow::prebuilt::plan_execute::{PlanExecuteDeps, PlanExecuteState};
 use agentflow::prelude::*;
 use agentflow::tool::Risk;
 use agentflow::{Budget, ErrorClass, Limits, PendingKind, RedbStore, Run, Store};

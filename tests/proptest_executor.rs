@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agentflow::__private::{GraphSpec, NodeFuture, NodeSpec};
-use agentflow::{Budget, CompiledGraph, Ctx, NodeId, Outcome, RetryPolicy, State, Step};
+use agentflow::{Budget, CompiledGraph, Ctx, NodeId, Outcome, RetryPolicy, State};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -155,7 +155,7 @@ fn rand_node<'a>(s: &'a P, cx: &'a Ctx<'a, RandDeps>) -> NodeFuture<'a, P> {
         let seen = s.count;
         jitter(d.timing_seed, i, step).await;
         let pick = choose(d.route_seed, &d.options[i], i, step);
-        Ok(Step::__route(d.routes[i][pick], P::update().log(vec![entry(i, seen)]).count(1)))
+        Ok(agentflow::__private::route(d.routes[i][pick], P::update().log(vec![entry(i, seen)]).count(1)))
     })
 }
 
@@ -177,7 +177,7 @@ fn build(d: &Desc) -> (CompiledGraph<P, RandDeps>, Vec<Vec<&'static [NodeId]>>) 
             run: rand_node,
         })
         .collect();
-    let graph = CompiledGraph::from_spec(GraphSpec {
+    let graph = agentflow::__private::compile(GraphSpec {
         name: "random",
         start: NodeId::new(0),
         max_steps: Some(d.max_steps),
@@ -294,10 +294,10 @@ fn fan_node<'a>(s: &'a P, cx: &'a Ctx<'a, FanDeps>) -> NodeFuture<'a, P> {
         let i: usize = cx.node()[1..].parse().expect("node names are n<index>");
         let last = d.delays.len() + 1;
         let step = if i == 0 {
-            Step::__route(d.branches, P::update().log(vec![0]).count(1))
+            agentflow::__private::route(d.branches, P::update().log(vec![0]).count(1))
         } else if i == last {
             d.joins.fetch_add(1, Ordering::SeqCst);
-            Step::__route(&[], P::update().log(vec![entry(i, s.count)]).count(1))
+            agentflow::__private::route(&[], P::update().log(vec![entry(i, s.count)]).count(1))
         } else {
             let delay = d.delays[i - 1];
             if delay > 0 {
@@ -306,7 +306,7 @@ fn fan_node<'a>(s: &'a P, cx: &'a Ctx<'a, FanDeps>) -> NodeFuture<'a, P> {
                 tokio::task::yield_now().await;
             }
             let items = (0..d.items[i - 1]).map(|j| i as u32 * 100 + j).collect();
-            Step::__route(d.to_join, P::update().log(items).count(1))
+            agentflow::__private::route(d.to_join, P::update().log(items).count(1))
         };
         Ok(step)
     })
@@ -335,7 +335,7 @@ fn fan_graph(n: usize) -> (CompiledGraph<P, FanDeps>, &'static [NodeId], &'stati
             run: fan_node,
         })
         .collect();
-    let graph = CompiledGraph::from_spec(GraphSpec {
+    let graph = agentflow::__private::compile(GraphSpec {
         name: "fan",
         start: NodeId::new(0),
         max_steps: None,

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use agentflow::approval::{ApprovalStatus, Approver, RoleAuthorizer};
 use agentflow::message::{Role, ToolCall};
 use agentflow::model::{ChatReply, ChatRequest, ModelError, ScriptedModel};
-use agentflow::prebuilt::{ReactDeps, ReactState};
+use agentflow::prebuilt::react::{ReactDeps, ReactState};
 use agentflow::prelude::*;
 use agentflow::tool::Risk;
 use agentflow::{Budget, Limits, PendingKind, RedbStore, Store};

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use agentflow::message::{Role, ToolCall};
 use agentflow::model::{ChatReply, ChatRequest, OpenAiCompatible, OpenAiConfig, ScriptedModel};
-use agentflow::prebuilt::{ReactDeps, ReactState};
+use agentflow::prebuilt::react::{ReactDeps, ReactState};
 use agentflow::prelude::*;
 use agentflow::tool::{Code, Decision, Observation, RiskPolicy};
 use agentflow::{Budget, ErrorClass, Limits};

@@ -16,7 +16,7 @@ use agentflow::approval::{ApprovalStatus, Approver, DecisionError, RoleAuthorize
 use agentflow::message::Role;
 use agentflow::model::{ChatReply, ChatRequest, ScriptedModel};
 use agentflow::persist::{HistoryError, MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, PersistError, ValueError};
-use agentflow::prebuilt::{ReactDeps, ReactState};
+use agentflow::prebuilt::react::{ReactDeps, ReactState};
 use agentflow::prelude::*;
 use agentflow::tool::{Code, Risk};
 use agentflow::{PendingKind, RedbStore, Run, RunError, Store};

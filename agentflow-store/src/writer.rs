@@ -446,7 +446,7 @@ mod tests {
         let shared = shared();
         let turn = shared.turn();
         let (job, answer) = job("queued", None);
-        let job = commit_inline(&shared, job).err().expect("the turn is taken: the job comes back");
+        let job = commit_inline(&shared, job).expect_err("the turn is taken: the job comes back");
         assert!(answer.try_recv().is_err(), "nothing was staged");
         drop(turn);
         assert_eq!(run_group(&shared, vec![job], true), Some(true));

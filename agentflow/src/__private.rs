@@ -2,8 +2,9 @@
 
 pub use serde;
 
-pub use crate::graph::{GraphSpec, NodeFuture, NodeSpec};
+pub use crate::graph::{GraphSpec, NodeFn, NodeFuture, NodeSpec, compile};
 pub use crate::reducer::{Add, Append, Merge, Messages};
+pub use crate::step::route;
 pub use agentflow_macros::{State, graph, node};
 
 use crate::context::Ctx;
@@ -101,7 +102,7 @@ pub fn deps_of<'a, D>(cx: &'a Ctx<'a, D>) -> &'a D {
 /// Stands in for a `goto!` whose targets were rejected, so one bad route
 /// does not cascade into type errors; the `compile_error!` next to it stops the build.
 pub fn invalid_route<S: State>() -> Step<S> {
-    Step::__route(&[], S::Update::default())
+    route(&[], S::Update::default())
 }
 
 const fn str_eq(a: &str, b: &str) -> bool {

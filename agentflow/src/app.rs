@@ -1,42 +1,4 @@
-//! What runs a graph: [`App`], the one handle that owns a graph's runtime
-//! configuration (store, tool policy, approval TTL, what a rejection does,
-//! state migrations) and everything done with it — runs, history, forks,
-//! approvals and audit reads.
-//!
-//! A [`CompiledGraph`] is only the plan; [`CompiledGraph::app`] wraps it:
-//!
-//! ```
-//! # use agentflow::prelude::*;
-//! # use serde::{Deserialize, Serialize};
-//! # #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
-//! # struct Count { #[reduce(add)] n: u32 }
-//! # #[graph(state = Count, start = bump)]
-//! # mod counter {
-//! #     use super::*;
-//! #     #[node(goto = [END])]
-//! #     async fn bump(_c: &Count) -> Step<Count> { goto!(END, Count::update().n(1)) }
-//! # }
-//! # fn main() -> Result<(), agentflow::Error> {
-//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-//! # let dir = std::env::temp_dir().join(format!("agentflow-app-doc-{}", std::process::id()));
-//! # std::fs::create_dir_all(&dir).unwrap();
-//! use std::sync::Arc;
-//! use agentflow::RedbStore;
-//!
-//! let store = Arc::new(RedbStore::open(dir.join("runs.redb"))?);
-//! let app = counter::graph().app().store(store);
-//! let run = app.runner(&()).thread("t-1").run(Count::default()).await?;
-//! assert_eq!(run.state.n, 1);
-//! // Reads go through the same handle.
-//! assert_eq!(app.state("t-1")?.unwrap().state.n, 1);
-//! # std::fs::remove_dir_all(&dir).ok();
-//! # Ok(())
-//! # })
-//! # }
-//! ```
-//!
-//! A plain in-memory run needs no `App`: [`CompiledGraph::run`] is sugar
-//! for `graph.app().run(input, &deps)`.
+//! What runs a graph: the `App` handle.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -71,6 +33,46 @@ impl Default for Gateway {
     }
 }
 
+/// What runs a graph: [`App`], the one handle that owns a graph's runtime
+/// configuration (store, tool policy, approval TTL, what a rejection does,
+/// state migrations) and everything done with it — runs, history, forks,
+/// approvals and audit reads.
+///
+/// A [`CompiledGraph`] is only the plan; [`CompiledGraph::app`] wraps it:
+///
+/// ```
+/// # use agentflow::prelude::*;
+/// # use serde::{Deserialize, Serialize};
+/// # #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+/// # struct Count { #[reduce(add)] n: u32 }
+/// # #[graph(state = Count, start = bump)]
+/// # mod counter {
+/// #     use super::*;
+/// #     #[node(goto = [END])]
+/// #     async fn bump(_c: &Count) -> Step<Count> { goto!(END, Count::update().n(1)) }
+/// # }
+/// # fn main() -> Result<(), agentflow::Error> {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// # let dir = std::env::temp_dir().join(format!("agentflow-app-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// use std::sync::Arc;
+/// use agentflow::RedbStore;
+///
+/// let store = Arc::new(RedbStore::open(dir.join("runs.redb"))?);
+/// let app = counter::graph().app().store(store);
+/// let run = app.runner(&()).thread("t-1").run(Count::default()).await?;
+/// assert_eq!(run.state.n, 1);
+/// // Reads go through the same handle.
+/// assert_eq!(app.state("t-1")?.unwrap().state.n, 1);
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # })
+/// # }
+/// ```
+///
+/// A plain in-memory run needs no `App`: [`CompiledGraph::run`] is sugar
+/// for `graph.app().run(input, &deps)`.
+///
 /// A graph with its runtime configuration: the handle that runs it
 /// ([`App::runner`], [`App::run`]) and reads and changes its stored threads
 /// ([`App::state`], [`App::history`], [`App::fork`], [`App::update_state`],

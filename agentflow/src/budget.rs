@@ -1,21 +1,4 @@
-//! Budgets for agent loops: model calls, tool calls and tokens, counted
-//! across every node of a run, on top of the step bound and the deadline.
-//!
-//! A persisted thread counts across runs: the usage is stored with each
-//! checkpoint (and with every pause, failure or budget stop), a resume — in
-//! this process or another — starts from the thread's stored totals, and the
-//! limits are compared with those totals. The limits given when the thread
-//! started are stored with it; a resume may tighten them for itself, but
-//! raising them takes an explicit, audited call
-//! ([`App::raise_limits`](crate::App::raise_limits)).
-//! The usage of a step that was in flight when the process died is lost
-//! with that step: at most one step's calls go uncounted per crash.
-//!
-//! Tokens are reserved before a model call (its `max_output_tokens`, or
-//! [`Limits::reserve_per_call`]) and settled with the usage the model
-//! reports. A model that reports no usage keeps its reservation charged and
-//! is counted in [`RunUsage::unknown_usage_calls`], so the totals are never
-//! silently low.
+//! Budgets for agent loops: limits, usage, and what ran out.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -51,6 +34,25 @@ impl fmt::Display for Budget {
 }
 
 /// Limits of a run, or of a persisted thread across its runs. `None` means unlimited.
+///
+/// Budgets for agent loops: model calls, tool calls and tokens, counted
+/// across every node of a run, on top of the step bound and the deadline.
+///
+/// A persisted thread counts across runs: the usage is stored with each
+/// checkpoint (and with every pause, failure or budget stop), a resume — in
+/// this process or another — starts from the thread's stored totals, and the
+/// limits are compared with those totals. The limits given when the thread
+/// started are stored with it; a resume may tighten them for itself, but
+/// raising them takes an explicit, audited call
+/// ([`App::raise_limits`](crate::App::raise_limits)).
+/// The usage of a step that was in flight when the process died is lost
+/// with that step: at most one step's calls go uncounted per crash.
+///
+/// Tokens are reserved before a model call (its `max_output_tokens`, or
+/// [`Limits::reserve_per_call`]) and settled with the usage the model
+/// reports. A model that reports no usage keeps its reservation charged and
+/// is counted in [`RunUsage::unknown_usage_calls`], so the totals are never
+/// silently low.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct Limits {

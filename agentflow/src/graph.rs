@@ -55,7 +55,7 @@ impl<S: State, D> fmt::Debug for NodeSpec<S, D> {
     }
 }
 
-/// Everything `#[graph]` knows about a graph, handed to [`CompiledGraph::from_spec`].
+/// Everything `#[graph]` knows about a graph, handed to [`compile`].
 pub struct GraphSpec<S: State, D> {
     /// The graph's name (the module name).
     pub name: &'static str,
@@ -106,19 +106,18 @@ impl<S: State, D> fmt::Debug for CompiledGraph<S, D> {
     }
 }
 
-impl<S: State, D> CompiledGraph<S, D> {
-    /// Builds the plan. `#[graph]` calls this after its compile-time checks;
-    /// calling it by hand skips them (the executor still refuses illegal routes).
-    #[doc(hidden)]
-    pub fn from_spec(spec: GraphSpec<S, D>) -> Self {
-        // An acyclic graph runs at most one step per node.
-        let default_max_steps = spec.max_steps.unwrap_or(spec.nodes.len() as u32);
-        let fingerprint = with_tools(&spec);
-        CompiledGraph {
-            inner: Arc::new(Plan { overwrite_mask: S::overwrite_mask(), default_max_steps, fingerprint, spec }),
-        }
+/// Builds the plan. `#[graph]` calls this after its compile-time checks;
+/// calling it by hand skips them (the executor still refuses illegal routes).
+pub fn compile<S: State, D>(spec: GraphSpec<S, D>) -> CompiledGraph<S, D> {
+    // An acyclic graph runs at most one step per node.
+    let default_max_steps = spec.max_steps.unwrap_or(spec.nodes.len() as u32);
+    let fingerprint = with_tools(&spec);
+    CompiledGraph {
+        inner: Arc::new(Plan { overwrite_mask: S::overwrite_mask(), default_max_steps, fingerprint, spec }),
     }
+}
 
+impl<S: State, D> CompiledGraph<S, D> {
     /// The tool called `name` in any node's `tools = [..]` list.
     pub fn tool(&self, name: &str) -> Option<&'static dyn Tool> {
         self.nodes().iter().flat_map(|n| n.tools.iter().copied()).find(|t| t.name() == name)

@@ -1,20 +1,22 @@
-//! Pauses for a human: `cx.interrupt(payload)` in a `#[node(interrupt)]`, and
-//! static breakpoints before or after named nodes.
-//!
-//! A paused run ends as [`Outcome::Interrupted`](crate::Outcome) with the
-//! state persisted; nothing is held in memory while it waits. Resuming runs
-//! the interrupted node again from its start, and this time `interrupt`
-//! returns the value the human gave. Effects before the `interrupt` call must
-//! go through [`Ctx::effect`](crate::Ctx::effect) so they do not run twice.
-//!
-//! Besides interrupts and breakpoints, a thread pauses for a human when a
-//! tool call needs an approval ([`PendingKind::Approval`]) and when a call or
-//! effect that is not idempotent was cut off mid-call, so whether it acted is
-//! unknown ([`PendingKind::OutcomeUnknown`]).
+//! Pauses for a human: what a paused thread waits for.
 
 use serde::{Deserialize, Serialize};
 
 /// What a paused thread is waiting for.
+///
+/// Pauses for a human: `cx.interrupt(payload)` in a `#[node(interrupt)]`, and
+/// static breakpoints before or after named nodes.
+///
+/// A paused run ends as [`Outcome::Interrupted`](crate::Outcome) with the
+/// state persisted; nothing is held in memory while it waits. Resuming runs
+/// the interrupted node again from its start, and this time `interrupt`
+/// returns the value the human gave. Effects before the `interrupt` call must
+/// go through [`Ctx::effect`](crate::Ctx::effect) so they do not run twice.
+///
+/// Besides interrupts and breakpoints, a thread pauses for a human when a
+/// tool call needs an approval ([`PendingKind::Approval`]) and when a call or
+/// effect that is not idempotent was cut off mid-call, so whether it acted is
+/// unknown ([`PendingKind::OutcomeUnknown`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pending {
     /// The node that paused (or the breakpoint's node).

@@ -70,15 +70,18 @@
 // The derive and graph macros name `::agentflow`; this lets the crate use them itself.
 extern crate self as agentflow;
 
-pub mod app;
+// The crate's vocabulary lives in private modules, one concept each, and is
+// re-exported below at the root: every public type has one path. The public
+// modules group a family users browse as a unit.
+mod app;
 pub mod approval;
-pub mod budget;
-pub mod context;
-pub mod error;
-pub mod event;
-pub mod executor;
-pub mod graph;
-pub mod interrupt;
+mod budget;
+mod context;
+mod error;
+mod event;
+mod executor;
+mod graph;
+mod interrupt;
 pub mod message;
 pub mod model;
 mod node_id;
@@ -88,8 +91,8 @@ pub mod prebuilt;
 pub mod reducer;
 mod retry;
 mod shield;
-pub mod state;
-pub mod step;
+mod state;
+mod step;
 pub mod tool;
 mod umbrella;
 
@@ -97,16 +100,17 @@ mod umbrella;
 pub mod __private;
 
 pub use agentflow_store::{RedbStore, Store};
-pub use app::App;
+pub use app::{App, Migration};
 pub use budget::{Budget, Limits, RunUsage};
 pub use context::Ctx;
-pub use error::{ErrorClass, NodeError};
+pub use error::{ErrorClass, NodeError, NodeResultExt};
 pub use event::{Activity, Event};
 pub use executor::Runner;
 pub use graph::{CompiledGraph, NodeId};
 pub use interrupt::{Pending, PendingKind};
 pub use outcome::{Outcome, Run, RunError};
-pub use persist::{Durability, Snapshot};
+pub use persist::durability::Durability;
+pub use persist::history::Snapshot;
 pub use retry::RetryPolicy;
 pub use state::{Field, FieldMask, ReducerKind, State, Update};
 pub use step::Step;
@@ -116,11 +120,9 @@ pub use umbrella::Error;
 /// Everything a graph definition needs: `use agentflow::prelude::*;`.
 pub mod prelude {
     #[doc(no_inline)]
-    pub use crate::error::NodeResultExt;
-    #[doc(no_inline)]
     pub use crate::tool::{Risk, ToolCx, ToolError};
     #[doc(no_inline)]
-    pub use crate::{App, CompiledGraph, Ctx, NodeError, Outcome, State, Step, goto, graph, node, tool};
+    pub use crate::{App, CompiledGraph, Ctx, NodeError, NodeResultExt, Outcome, State, Step, goto, graph, node, tool};
 }
 
 /// Derives [`State`] for a struct with named fields: a reducer per field and
@@ -246,7 +248,7 @@ pub use agentflow_macros::State;
 /// ```
 ///
 /// and each may return `Result<Step<S>, E>` with `E: Into<NodeError>`
-/// instead ([`NodeResultExt`](crate::error::NodeResultExt) classifies other
+/// instead ([`NodeResultExt`] classifies other
 /// errors). A node routes with [`goto!`]: `goto!(next)`,
 /// `goto!(next, update)`, `goto!([a, b], update)` (a fan-out: `a` and `b`
 /// run in the same super-step) or `goto!(END, update)`.

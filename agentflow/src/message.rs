@@ -19,10 +19,8 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use crate::reducer::HasId;
 
-/// The identity the `messages` reducer matches on (re-exported from
-/// [`crate::reducer`]); implemented for [`Message`].
-pub use crate::reducer::HasId;
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

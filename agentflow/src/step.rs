@@ -33,17 +33,17 @@ impl<S: State> Step<S> {
         &self.update
     }
 
-    /// Used by the code `#[graph]` generates for `goto!`; the targets were
-    /// checked against the node's `goto` list at compile time.
-    #[doc(hidden)]
-    pub fn __route(next: &'static [NodeId], update: S::Update) -> Self {
-        Step { next: Cow::Borrowed(next), update }
-    }
-
     /// A step restored from a stored pending write.
     pub(crate) fn restored(next: Vec<NodeId>, update: S::Update) -> Self {
         Step { next: Cow::Owned(next), update }
     }
+}
+
+/// A step to `next` with `update`: the code `#[graph]` generates for
+/// `goto!`, whose targets were checked against the node's `goto` list at
+/// compile time.
+pub fn route<S: State>(next: &'static [NodeId], update: S::Update) -> Step<S> {
+    Step { next: Cow::Borrowed(next), update }
 }
 
 /// Routes from a node: `goto!(target)`, `goto!(target, update)`,

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentflow::message::{HasId, Message, Role, ToolCall};
+use agentflow::message::{Message, Role, ToolCall};
+use agentflow::reducer::HasId;
 use agentflow::model::{ChatModel, ChatReply, ChatRequest, ModelError, ScriptedModel, Usage, UsageTally};
 use agentflow::{ErrorClass, NodeError};
 use serde_json::json;

@@ -2,8 +2,8 @@
 //! validated, malformed replies re-asked a bounded number of times.
 
 use agentflow::message::{Message, Role};
-use agentflow::model::structured::{parse_reply, response_schema};
 use agentflow::model::{ChatReply, ModelError, ScriptedModel, structured};
+use agentflow::model::{parse_reply, response_schema};
 use agentflow::{ErrorClass, NodeError};
 use schemars::JsonSchema;
 use serde::Deserialize;

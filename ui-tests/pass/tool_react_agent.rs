@@ -2,7 +2,7 @@
 use std::sync::Arc;
 
 use agentflow::model::ScriptedModel;
-use agentflow::prebuilt::{ReactDeps, ReactState};
+use agentflow::prebuilt::react::{ReactDeps, ReactState};
 use agentflow::prelude::*;
 use serde::Deserialize;
 use serde_json::json;

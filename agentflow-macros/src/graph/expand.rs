@@ -273,7 +273,7 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
         };
         let fingerprint = fingerprint(&p.ir, &state_name);
         quote! {
-            ::agentflow::CompiledGraph::from_spec(::agentflow::__private::GraphSpec {
+            ::agentflow::__private::compile(::agentflow::__private::GraphSpec {
                 name: #graph_name,
                 start: ::agentflow::NodeId::new(#start),
                 max_steps: #max_steps,
@@ -346,7 +346,7 @@ fn route(node: &NodeIr, r: &Resolved, state: &syn::Type, mac: &syn::Macro) -> To
     quote! {
         {
             const __AGENTFLOW_NEXT: &[::agentflow::NodeId] = &[#(::agentflow::NodeId::new(#ids)),*];
-            ::agentflow::Step::<#state>::__route(__AGENTFLOW_NEXT, #update)
+            ::agentflow::__private::route::<#state>(__AGENTFLOW_NEXT, #update)
         }
     }
 }

@@ -9,14 +9,16 @@
 
 mod chat;
 #[cfg(feature = "openai")]
-pub mod openai;
-pub mod scripted;
-pub mod structured;
+mod openai;
+mod scripted;
+mod structured;
 mod usage;
 
 pub use chat::{ChatModel, ChatReply, ChatRequest, ModelError, ResponseSchema};
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiCompatible, OpenAiConfig};
-pub use scripted::ScriptedModel;
-pub use structured::{Structured, StructuredError, structured, structured_request};
+pub use scripted::{SCRIPTED_MODEL_NAME, ScriptedModel, estimate_tokens};
+pub use structured::{
+    Structured, StructuredError, parse_reply, response_schema, schema_instruction, structured, structured_request,
+};
 pub use usage::{Usage, UsageTally};

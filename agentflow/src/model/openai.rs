@@ -1,33 +1,4 @@
-//! [`OpenAiCompatible`]: the chat-completions HTTP API (`POST
-//! {base_url}/chat/completions`), as served by OpenAI, Ollama
-//! (`http://localhost:11434/v1`), vLLM, llama.cpp and others.
-//!
-//! Wire mapping: roles system/human/ai/tool become system/user/assistant/tool;
-//! tool calls travel as `{"type": "function", "function": {"name", "arguments"}}`
-//! with the arguments as a JSON *string*; tools as `{"type": "function",
-//! "function": {"name", "description", "parameters"}}`; the reply bound as
-//! `max_tokens`; a response schema as `response_format: {"type":
-//! "json_schema", ...}`. Usage comes from `prompt_tokens` and
-//! `completion_tokens`; a reply without them has unknown usage (`None`).
-//!
-//! Tool-call arguments that are not valid JSON do not fail the reply: the call
-//! is kept with its raw text as `Value::String`, so the tool layer answers it
-//! with an invalid-argument observation tied to its call id and the model can
-//! correct itself. Empty arguments (`""`) read as `{}`.
-//!
-//! Errors: 429 is [`ModelError::RateLimited`] with `Retry-After` (seconds),
-//! 401/403 [`ModelError::Auth`], other statuses [`ModelError::Http`], an
-//! expired client timeout [`ModelError::Timeout`], a body that is not a chat
-//! completion [`ModelError::MalformedReply`], a body larger than
-//! [`OpenAiConfig::max_response_bytes`] [`ModelError::ResponseTooLarge`];
-//! see [`ModelError::class`].
-//!
-//! The reply's body is read with a bound: a `Content-Length` above
-//! [`OpenAiConfig::max_response_bytes`] is refused before any of the body is
-//! read, and a body without a length (chunked) is read until it passes the
-//! bound and then dropped, with the connection. At most that many bytes of
-//! a body are held in memory. The body of an error status is read up to
-//! 64 KiB (at most the bound) and only that prefix is kept for the message.
+//! The OpenAI-compatible chat-completions client.
 
 use std::time::Duration;
 
@@ -108,8 +79,7 @@ impl OpenAiConfig {
         self
     }
 
-    /// Accept reply bodies of at most `bytes` bytes (see the [module
-    /// docs](self) for how the bound is enforced).
+    /// Accept reply bodies of at most `bytes` bytes (see [`OpenAiCompatible`] for how the bound is enforced).
     pub fn with_max_response_bytes(mut self, bytes: u64) -> Self {
         self.max_response_bytes = bytes;
         self
@@ -136,6 +106,37 @@ impl OpenAiConfig {
 }
 
 /// A [`ChatModel`] speaking the OpenAI chat-completions wire format over HTTP.
+///
+/// [`OpenAiCompatible`]: the chat-completions HTTP API (`POST
+/// {base_url}/chat/completions`), as served by OpenAI, Ollama
+/// (`http://localhost:11434/v1`), vLLM, llama.cpp and others.
+///
+/// Wire mapping: roles system/human/ai/tool become system/user/assistant/tool;
+/// tool calls travel as `{"type": "function", "function": {"name", "arguments"}}`
+/// with the arguments as a JSON *string*; tools as `{"type": "function",
+/// "function": {"name", "description", "parameters"}}`; the reply bound as
+/// `max_tokens`; a response schema as `response_format: {"type":
+/// "json_schema", ...}`. Usage comes from `prompt_tokens` and
+/// `completion_tokens`; a reply without them has unknown usage (`None`).
+///
+/// Tool-call arguments that are not valid JSON do not fail the reply: the call
+/// is kept with its raw text as `Value::String`, so the tool layer answers it
+/// with an invalid-argument observation tied to its call id and the model can
+/// correct itself. Empty arguments (`""`) read as `{}`.
+///
+/// Errors: 429 is [`ModelError::RateLimited`] with `Retry-After` (seconds),
+/// 401/403 [`ModelError::Auth`], other statuses [`ModelError::Http`], an
+/// expired client timeout [`ModelError::Timeout`], a body that is not a chat
+/// completion [`ModelError::MalformedReply`], a body larger than
+/// [`OpenAiConfig::max_response_bytes`] [`ModelError::ResponseTooLarge`];
+/// see [`ModelError::class`].
+///
+/// The reply's body is read with a bound: a `Content-Length` above
+/// [`OpenAiConfig::max_response_bytes`] is refused before any of the body is
+/// read, and a body without a length (chunked) is read until it passes the
+/// bound and then dropped, with the connection. At most that many bytes of
+/// a body are held in memory. The body of an error status is read up to
+/// 64 KiB (at most the bound) and only that prefix is kept for the message.
 ///
 /// ```no_run
 /// use agentflow::model::{OpenAiCompatible, OpenAiConfig};

@@ -1,12 +1,4 @@
 //! Structured output: a reply parsed and validated into a typed value.
-//!
-//! The schema comes from schemars and goes to the model twice: as the
-//! request's [`ResponseSchema`] (for servers that constrain decoding) and in
-//! the system instruction (for those that do not). The reply is validated by
-//! deserializing it with serde, so the type's own rules apply: mark structs
-//! `#[serde(deny_unknown_fields)]` and use enums for closed sets. A reply that
-//! does not parse is fed back to the model as a correction and asked again, a
-//! bounded number of times.
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -58,6 +50,16 @@ impl From<StructuredError> for NodeError {
 
 /// Ask `model` for a `T`: see [`structured_request`]; this one sends just
 /// `messages`.
+///
+/// Structured output: a reply parsed and validated into a typed value.
+///
+/// The schema comes from schemars and goes to the model twice: as the
+/// request's [`ResponseSchema`] (for servers that constrain decoding) and in
+/// the system instruction (for those that do not). The reply is validated by
+/// deserializing it with serde, so the type's own rules apply: mark structs
+/// `#[serde(deny_unknown_fields)]` and use enums for closed sets. A reply that
+/// does not parse is fed back to the model as a correction and asked again, a
+/// bounded number of times.
 pub async fn structured<T, M>(
     model: &M,
     messages: Vec<Message>,

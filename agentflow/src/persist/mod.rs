@@ -18,18 +18,17 @@
 //! [`MAX_JSON_DEPTH`]. Floats round-trip bit for bit.
 
 mod checkpointer;
-mod durability;
+pub(crate) mod durability;
 pub(crate) mod encode;
 mod error;
-mod history;
+pub(crate) mod history;
 mod io;
 mod journal;
 
 pub(crate) use checkpointer::{Checkpointer, DEFAULT_LEASE_TTL, Resumed};
-pub use durability::Durability;
+pub(crate) use durability::Durability;
 pub use encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, ValueError, check_json};
 pub use error::{HistoryError, PersistError, ResumeError};
-pub use history::Snapshot;
 pub(crate) use io::{blocking, now_ms};
 pub use journal::Journal;
 pub(crate) use journal::{

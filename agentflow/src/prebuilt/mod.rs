@@ -5,6 +5,3 @@
 
 pub mod plan_execute;
 pub mod react;
-
-pub use plan_execute::{Plan, PlanExecuteDeps, PlanExecuteState, Revision, StepResult, StepRun};
-pub use react::{ReactDeps, ReactState};

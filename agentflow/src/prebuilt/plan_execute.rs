@@ -25,7 +25,7 @@
 //! use std::sync::Arc;
 //!
 //! use agentflow::model::ChatModel;
-//! use agentflow::prebuilt::{PlanExecuteDeps, PlanExecuteState};
+//! use agentflow::prebuilt::plan_execute::{PlanExecuteDeps, PlanExecuteState};
 //! use agentflow::prelude::*;
 //!
 //! #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -630,8 +630,8 @@ pub async fn finalize_turn(
 macro_rules! plan_execute_agent {
     ($vis:vis mod $name:ident, tools = [$($tool:ident),* $(,)?], max_steps = $max:literal $(,)?) => {
         #[$crate::graph(
-            state = $crate::prebuilt::PlanExecuteState,
-            deps = $crate::prebuilt::PlanExecuteDeps,
+            state = $crate::prebuilt::plan_execute::PlanExecuteState,
+            deps = $crate::prebuilt::plan_execute::PlanExecuteDeps,
             start = planner,
             max_steps = $max
         )]
@@ -641,18 +641,18 @@ macro_rules! plan_execute_agent {
 
             #[$crate::node(goto = [executor], tools = [$($tool),*])]
             async fn planner(
-                s: &$crate::prebuilt::PlanExecuteState,
-                cx: &$crate::Ctx<$crate::prebuilt::PlanExecuteDeps>,
-            ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::PlanExecuteState>, $crate::NodeError> {
+                s: &$crate::prebuilt::plan_execute::PlanExecuteState,
+                cx: &$crate::Ctx<$crate::prebuilt::plan_execute::PlanExecuteDeps>,
+            ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::plan_execute::PlanExecuteState>, $crate::NodeError> {
                 let update = $crate::prebuilt::plan_execute::plan_turn(s, cx).await?;
                 ::core::result::Result::Ok(goto!(executor, update))
             }
 
             #[$crate::node(goto = [tools, executor, replanner, finalizer], tools = [$($tool),*])]
             async fn executor(
-                s: &$crate::prebuilt::PlanExecuteState,
-                cx: &$crate::Ctx<$crate::prebuilt::PlanExecuteDeps>,
-            ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::PlanExecuteState>, $crate::NodeError> {
+                s: &$crate::prebuilt::plan_execute::PlanExecuteState,
+                cx: &$crate::Ctx<$crate::prebuilt::plan_execute::PlanExecuteDeps>,
+            ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::plan_execute::PlanExecuteState>, $crate::NodeError> {
                 use $crate::prebuilt::plan_execute::Route;
                 let (update, route) = $crate::prebuilt::plan_execute::execute_turn(s, cx).await?;
                 ::core::result::Result::Ok(match route {
@@ -665,9 +665,9 @@ macro_rules! plan_execute_agent {
 
             #[$crate::node(goto = [executor, replanner, finalizer], tools = [$($tool),*])]
             async fn tools(
-                s: &$crate::prebuilt::PlanExecuteState,
-                cx: &$crate::Ctx<$crate::prebuilt::PlanExecuteDeps>,
-            ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::PlanExecuteState>, $crate::NodeError> {
+                s: &$crate::prebuilt::plan_execute::PlanExecuteState,
+                cx: &$crate::Ctx<$crate::prebuilt::plan_execute::PlanExecuteDeps>,
+            ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::plan_execute::PlanExecuteState>, $crate::NodeError> {
                 use $crate::prebuilt::plan_execute::Route;
                 let (update, route) = $crate::prebuilt::plan_execute::execute_tools_turn(s, cx).await?;
                 ::core::result::Result::Ok(match route {
@@ -679,18 +679,18 @@ macro_rules! plan_execute_agent {
 
             #[$crate::node(goto = [executor, finalizer], tools = [$($tool),*])]
             async fn replanner(
-                s: &$crate::prebuilt::PlanExecuteState,
-                cx: &$crate::Ctx<$crate::prebuilt::PlanExecuteDeps>,
-            ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::PlanExecuteState>, $crate::NodeError> {
+                s: &$crate::prebuilt::plan_execute::PlanExecuteState,
+                cx: &$crate::Ctx<$crate::prebuilt::plan_execute::PlanExecuteDeps>,
+            ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::plan_execute::PlanExecuteState>, $crate::NodeError> {
                 let (update, go_on) = $crate::prebuilt::plan_execute::replan_turn(s, cx).await?;
                 ::core::result::Result::Ok(if go_on { goto!(executor, update) } else { goto!(finalizer, update) })
             }
 
             #[$crate::node(goto = [END])]
             async fn finalizer(
-                s: &$crate::prebuilt::PlanExecuteState,
-                cx: &$crate::Ctx<$crate::prebuilt::PlanExecuteDeps>,
-            ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::PlanExecuteState>, $crate::NodeError> {
+                s: &$crate::prebuilt::plan_execute::PlanExecuteState,
+                cx: &$crate::Ctx<$crate::prebuilt::plan_execute::PlanExecuteDeps>,
+            ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::plan_execute::PlanExecuteState>, $crate::NodeError> {
                 let update = $crate::prebuilt::plan_execute::finalize_turn(s, cx).await?;
                 ::core::result::Result::Ok(goto!(END, update))
             }

@@ -10,7 +10,7 @@
 //! use std::sync::Arc;
 //!
 //! use agentflow::model::ScriptedModel;
-//! use agentflow::prebuilt::{ReactDeps, ReactState};
+//! use agentflow::prebuilt::react::{ReactDeps, ReactState};
 //! use agentflow::prelude::*;
 //!
 //! #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -179,11 +179,11 @@ pub async fn tool_turn<D: Sync + 'static>(s: &ReactState, cx: &Ctx<'_, D>) -> Re
 #[macro_export]
 macro_rules! react_agent {
     ($vis:vis mod $name:ident, tools = [$($tool:ident),* $(,)?], max_steps = $max:literal $(,)?) => {
-        $crate::react_agent!($vis mod $name, deps = $crate::prebuilt::ReactDeps, tools = [$($tool),*], max_steps = $max);
+        $crate::react_agent!($vis mod $name, deps = $crate::prebuilt::react::ReactDeps, tools = [$($tool),*], max_steps = $max);
     };
     ($vis:vis mod $name:ident, deps = $deps:ty, tools = [$($tool:ident),* $(,)?], max_steps = $max:literal $(,)?) => {
         #[$crate::graph(
-            state = $crate::prebuilt::ReactState,
+            state = $crate::prebuilt::react::ReactState,
             deps = $deps,
             start = model,
             max_steps = $max
@@ -194,18 +194,18 @@ macro_rules! react_agent {
 
             #[$crate::node(goto = [tools, END], tools = [$($tool),*])]
             async fn model(
-                s: &$crate::prebuilt::ReactState,
+                s: &$crate::prebuilt::react::ReactState,
                 cx: &$crate::Ctx<$deps>,
-            ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::ReactState>, $crate::NodeError> {
+            ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::react::ReactState>, $crate::NodeError> {
                 let (update, calls) = $crate::prebuilt::react::model_turn(s, cx).await?;
                 ::core::result::Result::Ok(if calls { goto!(tools, update) } else { goto!(END, update) })
             }
 
             #[$crate::node(goto = [model], tools = [$($tool),*])]
             async fn tools(
-                s: &$crate::prebuilt::ReactState,
+                s: &$crate::prebuilt::react::ReactState,
                 cx: &$crate::Ctx<$deps>,
-            ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::ReactState>, $crate::NodeError> {
+            ) -> ::core::result::Result<$crate::Step<$crate::prebuilt::react::ReactState>, $crate::NodeError> {
                 let update = $crate::prebuilt::react::tool_turn(s, cx).await?;
                 ::core::result::Result::Ok(goto!(model, update))
             }
