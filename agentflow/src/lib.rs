@@ -92,6 +92,7 @@ pub mod state;
 pub mod step;
 pub mod tool;
 mod umbrella;
+pub mod worker;
 
 #[doc(hidden)]
 pub mod __private;
