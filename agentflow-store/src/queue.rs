@@ -290,9 +290,7 @@ pub(crate) fn stage_claim(
         let table = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?;
         rows(tx.path, &table)?
     };
-    candidates.retain(|(t, row)| {
-        row.graph == graph && tx.leases.get(t).is_none_or(|l| l.expires_at <= now || l.holder == holder)
-    });
+    candidates.retain(|(t, row)| row.graph == graph && tx.leases.get(t).is_none_or(|l| l.expires_at <= now));
     candidates.sort_by(|a, b| (a.1.enqueued_at, &a.0).cmp(&(b.1.enqueued_at, &b.0)));
     let mut claimed = Vec::new();
     for (thread, mut row) in candidates {

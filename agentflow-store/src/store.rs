@@ -263,7 +263,7 @@ pub trait Store: Send + Sync {
 
     /// Claims at most `max` queued runs of `graph` for `holder`, oldest first, each with a lease
     /// until `now + ttl_ms` (as [`Store::acquire_lease`] would take it). A run is claimable when
-    /// no unexpired lease of another holder has its thread, and it waits for nothing (or it
+    /// no unexpired lease has its thread (not even `holder`'s: a run it holds is running), and it waits for nothing (or it
     /// waits for an approval and none of its thread's approvals waits for a human any more, or
     /// a control request was set on it). Of concurrent claimers (in any process), each run goes
     /// to one. The claimed rows record `holder`, `heartbeat_at = now` and one more claim.

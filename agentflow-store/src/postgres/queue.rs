@@ -17,15 +17,16 @@ use crate::record::Lease;
 const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wait, q.control, q.holder, \
      q.heartbeat_at, q.claims, l.holder, l.expires_at";
 
-/// Claimable rows of graph `$1` for holder `$2` at `$3`, oldest first, at most `$4`, locked
+/// Claimable rows of graph `$1` at `$2` (no unexpired lease, not even the claimer's), oldest first, at most
+/// `$3`, locked
 /// (rows another claimer has locked are skipped).
 const PICK: &str = "SELECT q.thread FROM run_queue q \
      WHERE q.graph = $1 \
        AND (q.wait = 'READY' OR q.control IS NOT NULL OR NOT EXISTS ( \
              SELECT 1 FROM approvals a WHERE a.thread = q.thread AND a.status IN ('PENDING', 'OUTCOME_UNKNOWN'))) \
        AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.thread = q.thread AND l.holder IS NOT NULL \
-             AND l.holder <> $2 AND l.expires_at > $3) \
-     ORDER BY q.enqueued_at, q.thread LIMIT $4 \
+             AND l.expires_at > $2) \
+     ORDER BY q.enqueued_at, q.thread LIMIT $3 \
      FOR UPDATE OF q SKIP LOCKED";
 
 /// Takes the leases of threads `$1` for holder `$2` until `$3`, as `acquire_lease` does at `$4`.
@@ -105,8 +106,7 @@ pub(crate) async fn claim<C: GenericClient>(
 ) -> Result<Vec<QueuedRun>, Fail<QueueError>> {
     let (at, until) = (time(now), time(now.saturating_add(ttl_ms)));
     let limit = i64::try_from(max).unwrap_or(i64::MAX);
-    let picked: Vec<String> =
-        sql::query(tx, PICK, &[&graph, &holder, &at, &limit]).await?.iter().map(|r| r.get(0)).collect();
+    let picked: Vec<String> = sql::query(tx, PICK, &[&graph, &at, &limit]).await?.iter().map(|r| r.get(0)).collect();
     if picked.is_empty() {
         return Ok(Vec::new());
     }
