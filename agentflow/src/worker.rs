@@ -342,19 +342,43 @@ struct Job<S: State, D> {
     asked: Arc<OnceLock<RunControl>>,
 }
 
+/// What a worker does with a run's queue row once the run ended.
+enum Then {
+    /// Remove it: the run ended.
+    Remove,
+    /// Keep it, parked until no approval of the thread waits.
+    Park,
+    /// Leave it queued for another worker (shutdown, a store failure).
+    Leave,
+    /// Nothing: another worker took the thread.
+    Nothing,
+}
+
 impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     async fn run(self, claim: QueuedRun) -> End {
+        let (end, then) = self.run_claimed(&claim).await;
+        let then = match then {
+            Then::Leave if claim.claims >= MAX_CLAIMS_ON_STORE_ERRORS && matches!(end, End::Failed) => {
+                tracing::warn!(thread = %claim.thread, claims = claim.claims, "a run that keeps failing on the store leaves the queue");
+                Then::Remove
+            }
+            then => then,
+        };
+        self.finish(&claim.thread, then).await;
+        end
+    }
+
+    async fn run_claimed(&self, claim: &QueuedRun) -> (End, Then) {
         let thread = claim.thread.clone();
         if claim.control.is_some() {
             // Stopped while nobody ran it: end it without running.
-            self.settle(&thread, None).await;
-            return End::Controlled;
+            return (End::Controlled, Then::Remove);
         }
         let id = thread.clone();
         let exists = match blocking(&self.store, move |s| s.thread(&id)).await {
             Ok(Ok(t)) => t.is_some(),
-            Ok(Err(e)) => return self.store_failure(&claim, &PersistError::from(e)),
-            Err(e) => return self.store_failure(&claim, &e),
+            Ok(Err(e)) => return self.store_failure(claim, &PersistError::from(e)),
+            Err(e) => return self.store_failure(claim, &e),
         };
         let runner = self
             .app
@@ -370,23 +394,16 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 Ok(input) => runner.run(input).await,
                 Err(e) => {
                     tracing::error!(thread = %thread, error = %e, "the queued input does not decode as the graph's state");
-                    self.settle(&thread, None).await;
-                    return End::Failed;
+                    return (End::Failed, Then::Remove);
                 }
             },
             _ => runner.resume().await,
         };
         match result {
             Ok(run) => match run.outcome {
-                Outcome::Completed => {
-                    self.settle(&thread, None).await;
-                    End::Completed
-                }
-                Outcome::Cancelled if self.asked.get().is_none() => End::Stopped,
-                Outcome::Cancelled => {
-                    self.settle(&thread, None).await;
-                    End::Controlled
-                }
+                Outcome::Completed => (End::Completed, Then::Remove),
+                Outcome::Cancelled if self.asked.get().is_none() => (End::Stopped, Then::Leave),
+                Outcome::Cancelled => (End::Controlled, Then::Remove),
                 Outcome::Interrupted { .. } => {
                     let id = thread.clone();
                     let waits = blocking(&self.store, move |s| s.list_approvals(&id))
@@ -394,56 +411,51 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                         .ok()
                         .and_then(Result::ok)
                         .is_some_and(|a| a.iter().any(|a| a.status.is_waiting()));
-                    self.settle(&thread, waits.then_some(RunWait::Approval)).await;
-                    End::Interrupted
+                    (End::Interrupted, if waits { Then::Park } else { Then::Remove })
                 }
-                _ => {
-                    self.settle(&thread, None).await;
-                    End::Failed
-                }
+                _ => (End::Failed, Then::Remove),
             },
-            Err(RunError::LeaseLost { .. } | RunError::ThreadBusy { .. }) => End::Lost,
-            Err(RunError::Resume(ResumeError::Finished { .. })) => {
-                self.settle(&thread, None).await;
-                End::Completed
-            }
-            Err(RunError::Persist(e)) => self.store_failure(&claim, &e),
+            Err(RunError::LeaseLost { .. } | RunError::ThreadBusy { .. }) => (End::Lost, Then::Nothing),
+            Err(RunError::Resume(ResumeError::Finished { .. })) => (End::Completed, Then::Remove),
+            Err(RunError::Persist(e)) => self.store_failure(claim, &e),
             Err(e) => {
                 tracing::warn!(thread = %thread, error = %e, "a queued run could not be run; it leaves the queue");
-                self.settle(&thread, None).await;
-                End::Failed
+                (End::Failed, Then::Remove)
             }
         }
     }
 
-    /// A store failure: the run stays queued for another try, unless it failed this way too often.
-    fn store_failure(&self, claim: &QueuedRun, e: &PersistError) -> End {
+    /// A store failure: the run stays queued for another try (see [`MAX_CLAIMS_ON_STORE_ERRORS`]).
+    fn store_failure(&self, claim: &QueuedRun, e: &PersistError) -> (End, Then) {
         tracing::warn!(thread = %claim.thread, error = %e, claims = claim.claims, "a queued run failed on the store");
-        if claim.claims >= MAX_CLAIMS_ON_STORE_ERRORS {
-            let (store, thread, holder) = (Arc::clone(&self.store), claim.thread.clone(), self.holder.clone());
-            // Best effort, off the async threads.
-            std::thread::spawn(move || drop(store.settle_run(&thread, &holder, None)));
-        }
-        End::Failed
+        (End::Failed, Then::Leave)
     }
 
-    /// Ends this worker's claim of `thread`: takes the lease back first (the run released it),
-    /// so no other worker claims the thread between the run's end and the queue update.
-    async fn settle(&self, thread: &str, park: Option<RunWait>) {
+    /// Updates the queue row as `then` says and releases the lease. The run left the lease held,
+    /// so no other worker claims the thread between the run's end and the queue update; if the
+    /// lease was lost meanwhile, the row is the new holder's and is left alone.
+    async fn finish(&self, thread: &str, then: Then) {
+        if matches!(then, Then::Nothing) {
+            return;
+        }
         let (t, holder, ttl) = (thread.to_string(), self.holder.clone(), self.ttl);
-        let settled = blocking(&self.store, move |s| -> Result<bool, WorkerError> {
+        let done = blocking(&self.store, move |s| -> Result<(), WorkerError> {
             let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
             if s.acquire_lease(&t, &holder, ttl_ms, now_ms()).is_err() {
                 // Another worker has claimed it since: the run is its to settle.
-                return Ok(false);
+                return Ok(());
             }
-            let settled = s.settle_run(&t, &holder, park);
+            let settled = match then {
+                Then::Remove => s.settle_run(&t, &holder, None).map(drop),
+                Then::Park => s.settle_run(&t, &holder, Some(RunWait::Approval)).map(drop),
+                Then::Leave | Then::Nothing => Ok(()),
+            };
             let _ = s.release_lease(&t, &holder);
             Ok(settled?)
         })
         .await;
-        match settled {
-            Ok(Ok(_)) => {}
+        match done {
+            Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(thread = %thread, error = %e, "could not update the run queue"),
             Err(e) => tracing::warn!(thread = %thread, error = %e, "could not update the run queue"),
         }

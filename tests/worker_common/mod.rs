@@ -67,7 +67,7 @@ pub async fn refund(args: Refund, cx: &ToolCx) -> Result<serde_json::Value, Tool
     Ok(json!({ "refunded": args.amount, "order_id": args.order_id }))
 }
 
-async fn tick(s: &Job, cx: &Ctx<()>, node: &str) -> Result<JobUpdate, NodeError> {
+async fn tick(s: &Job, cx: &Ctx<'_, ()>, node: &str) -> Result<JobUpdate, NodeError> {
     if s.wait_ms > 0 {
         tokio::time::sleep(Duration::from_millis(s.wait_ms)).await;
     }

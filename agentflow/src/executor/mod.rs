@@ -146,7 +146,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         self
     }
 
-    /// Runs under lease holder `holder` (a worker that already holds the thread's lease).
+    /// Runs under lease holder `holder` (a worker that already holds the thread's lease). The
+    /// run leaves the lease held when it ends: `holder` releases it.
     pub(crate) fn lease_holder(mut self, holder: impl Into<String>) -> Self {
         self.holder = Some(holder.into());
         self

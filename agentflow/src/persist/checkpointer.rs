@@ -65,6 +65,9 @@ pub(crate) struct LeaseGuard {
     holder: String,
     ttl_ms: u64,
     until: AtomicU64,
+    /// Whether dropping the guard releases the lease: not when the holder took the lease
+    /// before the run (a worker that claimed the thread releases it itself).
+    release_on_drop: bool,
 }
 
 impl LeaseGuard {
@@ -76,10 +79,11 @@ impl LeaseGuard {
         ttl_ms: u64,
     ) -> Result<Self, LeaseError> {
         let lease = store.acquire_lease(&thread, &holder, ttl_ms, now_ms())?;
-        Ok(LeaseGuard { store, thread, holder, ttl_ms, until: AtomicU64::new(lease.expires_at) })
+        Ok(LeaseGuard { store, thread, holder, ttl_ms, until: AtomicU64::new(lease.expires_at), release_on_drop: true })
     }
 
-    /// Takes `thread` for `holder` (a new unique holder id when `None`).
+    /// Takes `thread` for `holder`, who then releases it, or for a new unique holder id when
+    /// `None` (released when the guard drops).
     async fn acquire(
         store: Arc<dyn Store>,
         thread: String,
@@ -88,8 +92,13 @@ impl LeaseGuard {
     ) -> Result<Self, RunError> {
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
         let s = Arc::clone(&store);
+        let release_on_drop = holder.is_none();
         let holder = holder.unwrap_or_else(holder_id);
-        blocking(&store, move |_| LeaseGuard::acquire_now(s, thread, holder, ttl_ms)).await?.map_err(lease_error)
+        let mut guard = blocking(&store, move |_| LeaseGuard::acquire_now(s, thread, holder, ttl_ms))
+            .await?
+            .map_err(lease_error)?;
+        guard.release_on_drop = release_on_drop;
+        Ok(guard)
     }
 
     /// Who holds the lease (the value commits are fenced by).
@@ -141,6 +150,9 @@ impl LeaseGuard {
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
+        if !self.release_on_drop {
+            return;
+        }
         match self.store.release_lease(&self.thread, &self.holder) {
             Ok(()) => {}
             // Taken over after it expired: it is not ours to release.
