@@ -65,6 +65,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
+use crate::interrupt::PendingKind;
 use crate::outcome::{Outcome, RunError};
 use crate::persist::{DEFAULT_LEASE_TTL, Durability, PersistError, ResumeError, blocking, now_ms, process_tag};
 use crate::state::State;
@@ -264,6 +265,12 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                     Ok(Ok(claims)) => {
                         for claim in claims {
                             claimed_any = true;
+                            if running.contains_key(&claim.thread) {
+                                // Its lease lapsed while this worker still runs it (a renewal came
+                                // too late) and the claim took it back: one run per thread, so
+                                // the running one goes on under the renewed lease.
+                                continue;
+                            }
                             report.claimed += 1;
                             let token = CancellationToken::new();
                             let asked = Arc::new(OnceLock::new());
@@ -404,15 +411,16 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 Outcome::Completed => (End::Completed, Then::Remove),
                 Outcome::Cancelled if self.asked.get().is_none() => (End::Stopped, Then::Leave),
                 Outcome::Cancelled => (End::Controlled, Then::Remove),
-                Outcome::Interrupted { .. } => {
-                    let id = thread.clone();
-                    let waits = blocking(&self.store, move |s| s.list_approvals(&id))
-                        .await
-                        .ok()
-                        .and_then(Result::ok)
-                        .is_some_and(|a| a.iter().any(|a| a.status.is_waiting()));
-                    (End::Interrupted, if waits { Then::Park } else { Then::Remove })
+                // Waiting for a human (an approval, or a call cut off mid-way to settle): parked,
+                // even if decided meanwhile (then it is claimable at once).
+                Outcome::Interrupted { pending, .. }
+                    if pending
+                        .iter()
+                        .any(|p| matches!(p.kind, PendingKind::Approval | PendingKind::OutcomeUnknown)) =>
+                {
+                    (End::Interrupted, Then::Park)
                 }
+                Outcome::Interrupted { .. } => (End::Interrupted, Then::Remove),
                 _ => (End::Failed, Then::Remove),
             },
             Err(RunError::LeaseLost { .. } | RunError::ThreadBusy { .. }) => (End::Lost, Then::Nothing),
