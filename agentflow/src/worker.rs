@@ -237,8 +237,14 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
         let mut last_beat = tokio::time::Instant::now();
         loop {
             let stopping = shutdown.is_cancelled();
-            if stopping && tasks.is_empty() {
-                break;
+            if stopping {
+                if tasks.is_empty() {
+                    break;
+                }
+                // Each run stops at its next step boundary (cancelling twice is harmless).
+                for (token, _) in running.values() {
+                    token.cancel();
+                }
             }
             if last_beat.elapsed() >= self.poll && !running.is_empty() {
                 last_beat = tokio::time::Instant::now();
@@ -299,11 +305,8 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                 continue;
             }
             tokio::select! {
-                () = shutdown.cancelled(), if !stopping => {
-                    for (token, _) in running.values() {
-                        token.cancel();
-                    }
-                }
+                // Wakes the loop, which stops the runs at its top.
+                () = shutdown.cancelled(), if !stopping => {}
                 Some(joined) = tasks.join_next_with_id() => {
                     let (thread, end) = match joined {
                         Ok((id, done)) => {
