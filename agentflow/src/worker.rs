@@ -528,3 +528,18 @@ impl<S: State, D> App<S, D> {
         Ok(self.queue_store()?.list_runs()?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::persist::process_tag;
+
+    #[test]
+    fn holder_ids_name_the_process_and_carry_random_bits() {
+        let tag = process_tag();
+        assert!(tag.contains(&format!("-pid{}-", std::process::id())), "{tag}");
+        let random = tag.rsplit('-').next().unwrap();
+        assert_eq!(random.len(), 16, "{tag}");
+        assert!(random.chars().all(|c| c.is_ascii_hexdigit()), "{tag}");
+        assert_eq!(process_tag(), tag, "one tag per process");
+    }
+}
