@@ -19,7 +19,8 @@ use serde_json::json;
 use crate::{
     ApprovalArgs, ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, BoxError,
     Checkpoint, CheckpointMetadata, CheckpointSource, CommitError, CompactError, Durability, EffectBatch, EffectKey,
-    EffectOutcome, LeaseError, NewAuditEntry, PendingWrite, StateChain, StepCommit, Store, ThreadRecord, ThreadStatus,
+    EffectOutcome, LeaseError, NewAuditEntry, NewRun, PendingWrite, QueueError, RunControl, RunWait, StateChain,
+    StepCommit, Store, ThreadRecord, ThreadStatus,
 };
 
 /// A fixed clock for the suite (unix millis).
@@ -48,6 +49,9 @@ pub const CASES: &[(&str, Case)] = &[
     ("group_commit_concurrent", group_commit_concurrent),
     ("eventual_then_flush", eventual_then_flush),
     ("compaction_keeps_retained_readable", compaction_keeps_retained_readable),
+    ("run_queue_lifecycle", run_queue_lifecycle),
+    ("run_queue_parks_for_approvals", run_queue_parks_for_approvals),
+    ("run_queue_claim_race", run_queue_claim_race),
 ];
 
 /// Runs every case on a fresh store from `make`, printing each case's name first.
@@ -694,4 +698,104 @@ pub fn compaction_keeps_retained_readable(store: &dyn Store) {
     assert_eq!(store.list_audit("t").unwrap().len(), 1, "the audit log is kept");
     let again = store.compact("t", 3, &fold).unwrap();
     assert_eq!((again.dropped, again.folded), (0, 0));
+}
+
+/// Enqueue, claim (with the lease), heartbeat and controls, settle, and a dead holder's run
+/// claimed again once its lease expired.
+pub fn run_queue_lifecycle(store: &dyn Store) {
+    store.enqueue_run(NewRun::new("q1", "g", Some(b"{}".to_vec()), "alice", NOW)).unwrap();
+    store.enqueue_run(NewRun::new("q2", "g", None, "bob", NOW + 1)).unwrap();
+    store.enqueue_run(NewRun::new("other", "h", None, "", NOW)).unwrap();
+    let err = store.enqueue_run(NewRun::new("q1", "g", None, "", NOW)).unwrap_err();
+    assert!(matches!(&err, QueueError::AlreadyQueued { thread } if thread == "q1"), "{err}");
+
+    // Oldest first, only graph `g`, at most `max`; each claim takes the thread's lease.
+    let claimed = store.claim_runs("g", "w1", 1000, NOW + 10, 1).unwrap();
+    assert_eq!(claimed.len(), 1);
+    let q1 = &claimed[0];
+    assert_eq!((q1.thread.as_str(), q1.input.as_deref(), q1.owner.as_str()), ("q1", Some(&b"{}"[..]), "alice"));
+    assert_eq!((q1.holder.as_deref(), q1.heartbeat_at, q1.claims), (Some("w1"), Some(NOW + 10), 1));
+    assert_eq!(store.thread("q1").unwrap(), None, "claiming creates no thread");
+    assert!(matches!(store.acquire_lease("q1", "w2", 1000, NOW + 20), Err(LeaseError::ThreadBusy { .. })));
+    let claimed = store.claim_runs("g", "w2", 1000, NOW + 20, 10).unwrap();
+    assert_eq!(claimed.iter().map(|r| r.thread.as_str()).collect::<Vec<_>>(), ["q2"], "q1 is held by w1");
+    assert!(store.claim_runs("g", "w3", 1000, NOW + 30, 10).unwrap().is_empty());
+
+    // A control request reaches the holder with its heartbeat.
+    assert!(store.heartbeat_runs("w1", NOW + 40).unwrap().is_empty());
+    assert!(store.control_run("q1", RunControl::Cancel).unwrap());
+    assert!(!store.control_run("nope", RunControl::Cancel).unwrap());
+    assert_eq!(store.heartbeat_runs("w1", NOW + 50).unwrap(), [("q1".to_string(), RunControl::Cancel)]);
+    let listed = store.list_runs().unwrap();
+    assert_eq!(listed.iter().map(|r| r.thread.as_str()).collect::<Vec<_>>(), ["other", "q1", "q2"]);
+    let q1 = &listed[1];
+    assert_eq!((q1.heartbeat_at, q1.control), (Some(NOW + 50), Some(RunControl::Cancel)));
+    assert_eq!(q1.lease.as_ref().map(|l| l.holder.as_str()), Some("w1"));
+
+    // Only the holder settles; a run with a control request leaves the queue even when parked.
+    assert!(!store.settle_run("q1", "w2", None).unwrap());
+    assert!(store.settle_run("q1", "w1", Some(RunWait::Approval)).unwrap());
+    assert!(!store.list_runs().unwrap().iter().any(|r| r.thread == "q1"));
+
+    // w2 dies holding q2: nobody claims it until the lease expires, then w3 does.
+    assert!(store.claim_runs("g", "w3", 1000, NOW + 1019, 10).unwrap().is_empty());
+    let again = store.claim_runs("g", "w3", 1000, NOW + 1020, 10).unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!((again[0].thread.as_str(), again[0].holder.as_deref(), again[0].claims), ("q2", Some("w3"), 2));
+    // The dead holder can no longer commit to the thread nor heartbeat it.
+    let err = store.commit_step(StepCommit::new(thread("q2")).fenced_by("w2", NOW + 1021)).unwrap_err();
+    assert!(matches!(err, CommitError::LeaseLost { .. }), "{err}");
+    assert!(store.heartbeat_runs("w2", NOW + 1021).unwrap().is_empty());
+    assert!(!store.settle_run("q2", "w2", None).unwrap());
+    assert!(store.settle_run("q2", "w3", None).unwrap());
+    assert_eq!(store.list_runs().unwrap().len(), 1);
+    // A settled thread can be queued again.
+    store.enqueue_run(NewRun::new("q2", "g", None, "", NOW + 2000)).unwrap();
+}
+
+/// A run parked for an approval is claimable again once no approval of its thread waits.
+pub fn run_queue_parks_for_approvals(store: &dyn Store) {
+    store.enqueue_run(NewRun::new("t", "g", None, "", NOW)).unwrap();
+    assert_eq!(store.claim_runs("g", "w1", 1000, NOW, 5).unwrap().len(), 1);
+    store.put_approval(approval("a1", "t"), "agent").unwrap();
+    assert!(store.settle_run("t", "w1", Some(RunWait::Approval)).unwrap());
+    store.release_lease("t", "w1").unwrap();
+    let parked = store.list_runs().unwrap();
+    assert_eq!(parked[0].wait, RunWait::Approval);
+    assert!(store.claim_runs("g", "w2", 1000, NOW + 1, 5).unwrap().is_empty(), "the approval waits");
+    store
+        .transition_approval("a1", ApprovalStatus::Pending, ApprovalStatus::Approved, ApprovalPatch::by("alice", NOW))
+        .unwrap();
+    let claimed = store.claim_runs("g", "w2", 1000, NOW + 2, 5).unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!((claimed[0].wait, claimed[0].holder.as_deref()), (RunWait::Ready, Some("w2")));
+}
+
+/// 8 claimers race for 20 runs: every run goes to exactly one.
+pub fn run_queue_claim_race(store: &dyn Store) {
+    for i in 0..20 {
+        store.enqueue_run(NewRun::new(&format!("r{i:02}"), "g", None, "", NOW + i)).unwrap();
+    }
+    let barrier = Barrier::new(8);
+    let claimed: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|w| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    let mut mine = Vec::new();
+                    loop {
+                        let got = store.claim_runs("g", &format!("w{w}"), 60_000, NOW + 100, 2).unwrap();
+                        if got.is_empty() {
+                            break mine;
+                        }
+                        mine.extend(got.into_iter().map(|r| r.thread));
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    let unique: BTreeSet<&String> = claimed.iter().collect();
+    assert_eq!((claimed.len(), unique.len()), (20, 20), "{claimed:?}");
 }

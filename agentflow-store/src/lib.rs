@@ -69,6 +69,7 @@ mod error;
 mod leases;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod queue;
 mod reads;
 mod record;
 mod redb_store;
@@ -84,6 +85,7 @@ pub use error::{
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{POSTGRES_DEFAULT_SCHEMA, POSTGRES_SCHEMA_VERSION, PostgresStore, PostgresStoreBuilder};
+pub use queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait};
 pub use record::{
     ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, AuditEntry, ChainStep, Checkpoint,
     CheckpointMetadata, CheckpointSource, CheckpointSummary, CommitReceipt, CompactReport, Durability, EffectBatch,

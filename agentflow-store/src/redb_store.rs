@@ -19,6 +19,7 @@ use crate::error::{
     ApprovalError, AuditError, CommitError, CompactError, Ctx, EffectError, LeaseError, OpenError, ReadError,
     StorageError, storage_error,
 };
+use crate::queue::{self, NewRun, QueueError, QueuedRun, RunControl, RunWait};
 use crate::reads::{self, BySeq};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
@@ -462,6 +463,7 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
         txn.open_table(tables::APPROVALS).ctx(path)?;
         txn.open_table(tables::APPROVALS_BY_THREAD).ctx(path)?;
         txn.open_table(tables::APPROVALS_PENDING).ctx(path)?;
+        txn.open_table(tables::RUN_QUEUE).ctx(path)?;
     }
     txn.commit().ctx(path)?;
     Ok(())
@@ -680,6 +682,52 @@ impl Store for RedbStore {
         let (dropped, folded) = self.compact_thread(thread, keep_last.max(1), fold)?;
         let file_compacted = if dropped > 0 { self.compact_file()? } else { false };
         Ok(CompactReport { dropped, folded, file_compacted })
+    }
+
+    fn enqueue_run(&self, run: NewRun) -> Result<(), QueueError> {
+        self.submit(Durability::Immediate, move |tx: &Tx<'_>| queue::stage_enqueue(tx, &run))?;
+        Ok(())
+    }
+
+    /// Made by the store's one writer thread, so claims in this process never overlap.
+    fn claim_runs(
+        &self,
+        graph: &str,
+        holder: &str,
+        ttl_ms: u64,
+        now: u64,
+        max: usize,
+    ) -> Result<Vec<QueuedRun>, QueueError> {
+        let (graph, holder) = (graph.to_string(), holder.to_string());
+        let (runs, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
+            queue::stage_claim(tx, &graph, &holder, ttl_ms, now, max)
+        })?;
+        Ok(runs)
+    }
+
+    fn heartbeat_runs(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
+        let holder = holder.to_string();
+        let (controls, _) =
+            self.submit(Durability::Eventual, move |tx: &Tx<'_>| queue::stage_heartbeat(tx, &holder, now))?;
+        Ok(controls)
+    }
+
+    fn settle_run(&self, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
+        let (thread, holder) = (thread.to_string(), holder.to_string());
+        let (settled, _) =
+            self.submit(Durability::Immediate, move |tx: &Tx<'_>| queue::stage_settle(tx, &thread, &holder, park))?;
+        Ok(settled)
+    }
+
+    fn control_run(&self, thread: &str, control: RunControl) -> Result<bool, QueueError> {
+        let thread = thread.to_string();
+        let (set, _) =
+            self.submit(Durability::Immediate, move |tx: &Tx<'_>| queue::stage_control(tx, &thread, control))?;
+        Ok(set)
+    }
+
+    fn list_runs(&self) -> Result<Vec<QueuedRun>, QueueError> {
+        Ok(self.read(|txn, path| queue::list(path, txn, &self.shared.leases))?)
     }
 }
 

@@ -3,6 +3,7 @@
 use crate::error::{
     ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, LeaseError, ReadError, StorageError,
 };
+use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
     CompactReport, EffectBatch, EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit,
@@ -251,4 +252,63 @@ pub trait Store: Send + Sync {
     /// `fold` from its [`StateChain`], so every retained checkpoint stays rebuildable. Then the
     /// backing storage is compacted.
     fn compact(&self, thread: &str, keep_last: usize, fold: &FoldFn<'_>) -> Result<CompactReport, CompactError>;
+    /// Puts a run in the queue for a worker of `run.graph` to claim
+    /// ([`QueueError::AlreadyQueued`] if the thread is queued already), durably.
+    ///
+    /// The default has no queue: [`QueueError::Unsupported`].
+    fn enqueue_run(&self, run: NewRun) -> Result<(), QueueError> {
+        let _ = run;
+        Err(unsupported())
+    }
+
+    /// Claims at most `max` queued runs of `graph` for `holder`, oldest first, each with a lease
+    /// until `now + ttl_ms` (as [`Store::acquire_lease`] would take it). A run is claimable when
+    /// no unexpired lease has its thread (not even `holder`'s: a run it holds is running), and it waits for nothing (or it
+    /// waits for an approval and none of its thread's approvals waits for a human any more, or
+    /// a control request was set on it). Of concurrent claimers (in any process), each run goes
+    /// to one. The claimed rows record `holder`, `heartbeat_at = now` and one more claim.
+    fn claim_runs(
+        &self,
+        graph: &str,
+        holder: &str,
+        ttl_ms: u64,
+        now: u64,
+        max: usize,
+    ) -> Result<Vec<QueuedRun>, QueueError> {
+        let _ = (graph, holder, ttl_ms, now, max);
+        Err(unsupported())
+    }
+
+    /// A worker's heartbeat: sets `heartbeat_at = now` on the queued runs `holder` claimed and
+    /// still holds the lease of, and answers the control requests set on them.
+    fn heartbeat_runs(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
+        let _ = (holder, now);
+        Err(unsupported())
+    }
+
+    /// Ends `holder`'s claim of `thread`: `park = None` removes the run from the queue (it
+    /// ended); `Some(wait)` keeps it, waiting for `wait` (a run with a control request is removed
+    /// instead). `false`, changing nothing, if the run is not queued or another holder claimed it
+    /// since.
+    fn settle_run(&self, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
+        let _ = (thread, holder, park);
+        Err(unsupported())
+    }
+
+    /// Sets a control request on a queued run, from any process: its worker stops it at the next
+    /// step boundary (or a worker that claims it next ends it without running it). `false` if
+    /// the thread is not queued.
+    fn control_run(&self, thread: &str, control: RunControl) -> Result<bool, QueueError> {
+        let _ = (thread, control);
+        Err(unsupported())
+    }
+
+    /// Every queued run, ordered by thread id, with its worker, last heartbeat and lease.
+    fn list_runs(&self) -> Result<Vec<QueuedRun>, QueueError> {
+        Err(unsupported())
+    }
+}
+
+fn unsupported() -> QueueError {
+    QueueError::Unsupported { detail: "the Store implementation does not override the queue methods".to_string() }
 }

@@ -42,3 +42,6 @@ pub const APPROVALS_BY_THREAD: TableDefinition<(&str, &str), ()> =
 
 /// approval id -> (): index of the approvals whose status is `PENDING`.
 pub const APPROVALS_PENDING: TableDefinition<&str, ()> = TableDefinition::new("agentflow.approvals_pending");
+
+/// thread id -> a queued run (JSON with a version field): the run queue that workers claim from.
+pub const RUN_QUEUE: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.run_queue");

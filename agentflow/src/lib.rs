@@ -95,6 +95,7 @@ mod state;
 mod step;
 pub mod tool;
 mod umbrella;
+mod worker;
 
 #[doc(hidden)]
 pub mod __private;
@@ -116,6 +117,7 @@ pub use state::{Field, FieldMask, ReducerKind, State, Update};
 pub use step::Step;
 pub use tokio_util::sync::CancellationToken;
 pub use umbrella::Error;
+pub use worker::{Worker, WorkerError, WorkerReport};
 
 /// Everything a graph definition needs: `use agentflow::prelude::*;`.
 pub mod prelude {

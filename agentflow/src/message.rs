@@ -17,10 +17,9 @@
 //! answering "yes" twice), give them ids with [`Message::with_id`], e.g. from
 //! the step number.
 
+use crate::reducer::HasId;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use crate::reducer::HasId;
-
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentflow::message::{Message, Role, ToolCall};
-use agentflow::reducer::HasId;
 use agentflow::model::{ChatModel, ChatReply, ChatRequest, ModelError, ScriptedModel, Usage, UsageTally};
+use agentflow::reducer::HasId;
 use agentflow::{ErrorClass, NodeError};
 use serde_json::json;
 

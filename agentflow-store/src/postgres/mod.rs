@@ -7,6 +7,7 @@ mod compact;
 pub(crate) mod error;
 mod io;
 mod leases;
+mod queue;
 mod reads;
 mod schema;
 mod sql;
@@ -24,6 +25,7 @@ use crate::error::{
 };
 use crate::postgres::error::{Fail, MAX_ATTEMPTS, classify, is_conflict, pool_error};
 use crate::postgres::io::IoThread;
+use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
     CompactReport, Durability, EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit,
@@ -598,5 +600,76 @@ impl Store for PostgresStore {
             attempts: COMPACT_ATTEMPTS,
             detail: "the thread's history kept changing during compaction".to_string(),
         }))
+    }
+
+    fn enqueue_run(&self, run: NewRun) -> Result<(), QueueError> {
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            retrying!(ctx, {
+                let client = ctx.client().await?;
+                queue::enqueue(ctx, &client, &run).await
+            })
+        })
+    }
+
+    /// One transaction: `SELECT .. FOR UPDATE SKIP LOCKED` on the queue rows, then the leases
+    /// of the picked threads, then the rows' claim columns.
+    fn claim_runs(
+        &self,
+        graph: &str,
+        holder: &str,
+        ttl_ms: u64,
+        now: u64,
+        max: usize,
+    ) -> Result<Vec<QueuedRun>, QueueError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let (graph, holder) = (graph.to_string(), holder.to_string());
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| queue::claim(ctx, &tx, &graph, &holder, ttl_ms, now, max)
+                .await)
+        })
+    }
+
+    fn heartbeat_runs(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
+        let holder = holder.to_string();
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            retrying!(ctx, {
+                let client = ctx.client().await?;
+                queue::heartbeat(ctx, &client, &holder, now).await
+            })
+        })
+    }
+
+    fn settle_run(&self, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
+        let (thread, holder) = (thread.to_string(), holder.to_string());
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| queue::settle(&tx, &thread, &holder, park).await)
+        })
+    }
+
+    fn control_run(&self, thread: &str, control: RunControl) -> Result<bool, QueueError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            retrying!(ctx, {
+                let client = ctx.client().await?;
+                queue::control(&client, &thread, control).await
+            })
+        })
+    }
+
+    fn list_runs(&self) -> Result<Vec<QueuedRun>, QueueError> {
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            retrying!(ctx, {
+                let client = ctx.client().await?;
+                queue::list(ctx, &client).await
+            })
+        })
     }
 }

@@ -90,6 +90,23 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE {s}.flush (id integer PRIMARY KEY, n bigint NOT NULL);
     INSERT INTO {s}.flush VALUES (1, 0);
     "#,
+    // 2: the run queue that workers claim from (see `Store::enqueue_run`).
+    r#"
+    CREATE TABLE {s}.run_queue (
+        thread text COLLATE "C" PRIMARY KEY,
+        graph text NOT NULL,
+        input bytea,
+        owner text NOT NULL,
+        enqueued_at bigint NOT NULL,
+        wait text NOT NULL,
+        control text,
+        holder text,
+        heartbeat_at bigint,
+        claims integer NOT NULL
+    );
+    CREATE INDEX run_queue_claimable ON {s}.run_queue (graph, enqueued_at, thread);
+    CREATE INDEX run_queue_by_holder ON {s}.run_queue (holder);
+    "#,
 ];
 
 /// The version of the PostgreSQL tables this build creates and reads (the number of its

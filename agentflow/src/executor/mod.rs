@@ -64,6 +64,7 @@ impl<S: State, D: Sync> App<S, D> {
             after: Vec::new(),
             limits: Limits::none(),
             lease_ttl: DEFAULT_LEASE_TTL,
+            holder: None,
         }
     }
 }
@@ -91,6 +92,8 @@ pub struct Runner<'g, S: State, D> {
     after: Vec<String>,
     limits: Limits,
     lease_ttl: Duration,
+    /// The lease holder id (a worker's, which claimed the thread); a new one per run if unset.
+    holder: Option<String>,
 }
 
 impl<'g, S: State, D: Sync> Runner<'g, S, D> {
@@ -140,6 +143,13 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// for longer than the TTL.
     pub fn lease_ttl(mut self, ttl: Duration) -> Self {
         self.lease_ttl = ttl;
+        self
+    }
+
+    /// Runs under lease holder `holder` (a worker that already holds the thread's lease). The
+    /// run leaves the lease held when it ends: `holder` releases it.
+    pub(crate) fn lease_holder(mut self, holder: impl Into<String>) -> Self {
+        self.holder = Some(holder.into());
         self
     }
 
@@ -198,7 +208,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             (Some(thread), Some(store)) => {
                 let budget = ThreadBudget { limits: self.limits, ..ThreadBudget::default() };
                 let (owner, durability, ttl) = (self.owner.clone(), self.durability, self.lease_ttl);
-                Some(Checkpointer::start(app, store, thread, owner, durability, ttl, budget, &input).await?)
+                let holder = self.holder.clone();
+                Some(Checkpointer::start(app, store, thread, owner, durability, ttl, budget, &input, holder).await?)
             }
         };
         let start = Resumed::fresh(input, app.graph.start());
@@ -211,7 +222,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// their stored writes are used. A thread waiting in `cx.interrupt` needs
     /// [`Runner::resume_with`].
     pub async fn resume(self) -> Result<Run<S>, RunError> {
-        let (checkpointer, start) = open(&self.app, self.thread.clone(), self.durability, self.lease_ttl).await?;
+        let (checkpointer, start) =
+            open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
         if let Some(p) = start.interrupts.iter().find(|p| p.kind == PendingKind::Interrupt) {
             return Err(RunError::ValueRequired { thread: checkpointer.thread.clone(), node: p.node.clone() });
         }
@@ -223,7 +235,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     pub async fn resume_with<V: serde::Serialize>(self, value: V) -> Result<Run<S>, RunError> {
         let value = crate::persist::encode::to_value(&value, "resume", crate::persist::MAX_JSON_DEPTH)
             .map_err(|source| crate::persist::PersistError::Value { what: "the resume value", source })?;
-        let (checkpointer, start) = open(&self.app, self.thread.clone(), self.durability, self.lease_ttl).await?;
+        let (checkpointer, start) =
+            open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
         if !start.interrupts.iter().any(|p| p.kind == PendingKind::Interrupt) {
             let thread = checkpointer.thread.clone();
             return Err(RunError::NotWaiting { thread, status: "no node is waiting in `interrupt`".into() });
@@ -330,6 +343,7 @@ async fn open<S: State, D>(
     thread: Option<String>,
     durability: Durability,
     lease_ttl: Duration,
+    holder: Option<String>,
 ) -> Result<(Checkpointer, Resumed<S>), RunError> {
     check_ttl(lease_ttl)?;
     let (Some(thread), Some(store)) = (thread.clone(), app.store.clone()) else {
@@ -338,7 +352,7 @@ async fn open<S: State, D>(
             Some(_) => RunError::NoStore,
         });
     };
-    Checkpointer::resume(app, store, thread, durability, lease_ttl).await
+    Checkpointer::resume(app, store, thread, durability, lease_ttl, holder).await
 }
 
 /// The shortest lease a run accepts: renewals every third of it must be possible.

@@ -65,6 +65,9 @@ pub(crate) struct LeaseGuard {
     holder: String,
     ttl_ms: u64,
     until: AtomicU64,
+    /// Whether dropping the guard releases the lease: not when the holder took the lease
+    /// before the run (a worker that claimed the thread releases it itself).
+    release_on_drop: bool,
 }
 
 impl LeaseGuard {
@@ -76,13 +79,26 @@ impl LeaseGuard {
         ttl_ms: u64,
     ) -> Result<Self, LeaseError> {
         let lease = store.acquire_lease(&thread, &holder, ttl_ms, now_ms())?;
-        Ok(LeaseGuard { store, thread, holder, ttl_ms, until: AtomicU64::new(lease.expires_at) })
+        Ok(LeaseGuard { store, thread, holder, ttl_ms, until: AtomicU64::new(lease.expires_at), release_on_drop: true })
     }
 
-    async fn acquire(store: Arc<dyn Store>, thread: String, ttl: Duration) -> Result<Self, RunError> {
+    /// Takes `thread` for `holder`, who then releases it, or for a new unique holder id when
+    /// `None` (released when the guard drops).
+    async fn acquire(
+        store: Arc<dyn Store>,
+        thread: String,
+        ttl: Duration,
+        holder: Option<String>,
+    ) -> Result<Self, RunError> {
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
         let s = Arc::clone(&store);
-        blocking(&store, move |_| LeaseGuard::acquire_now(s, thread, holder_id(), ttl_ms)).await?.map_err(lease_error)
+        let release_on_drop = holder.is_none();
+        let holder = holder.unwrap_or_else(holder_id);
+        let mut guard = blocking(&store, move |_| LeaseGuard::acquire_now(s, thread, holder, ttl_ms))
+            .await?
+            .map_err(lease_error)?;
+        guard.release_on_drop = release_on_drop;
+        Ok(guard)
     }
 
     /// Who holds the lease (the value commits are fenced by).
@@ -134,6 +150,9 @@ impl LeaseGuard {
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
+        if !self.release_on_drop {
+            return;
+        }
         match self.store.release_lease(&self.thread, &self.holder) {
             Ok(()) => {}
             // Taken over after it expired: it is not ours to release.
@@ -186,10 +205,31 @@ enum Flush {
     Deferred,
 }
 
+/// A lease holder id unique to this run: the process's [`process_tag`] and a counter.
 pub(crate) fn holder_id() -> String {
     use std::sync::atomic::AtomicU64;
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!("pid{}-{}-{}", std::process::id(), now_ms(), NEXT.fetch_add(1, Ordering::Relaxed))
+    format!("{}-{}", process_tag(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Names this process among every process that shares a store, on this machine or another:
+/// the host name, the pid, the start time and 64 random bits (a pid alone repeats across
+/// machines and containers, and after a restart).
+pub(crate) fn process_tag() -> &'static str {
+    use std::hash::{BuildHasher, Hasher};
+    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| {
+        let host = std::env::var("HOSTNAME")
+            .ok()
+            .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+            .map(|h| h.trim().chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.').collect())
+            .filter(|h: &String| !h.is_empty())
+            .unwrap_or_else(|| "host".to_string());
+        // `RandomState` is seeded from the operating system's randomness.
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u64(now_ms());
+        format!("{host}-pid{}-{}-{:016x}", std::process::id(), now_ms(), hasher.finish())
+    })
 }
 
 fn to_json<T: serde::Serialize>(value: &T, what: &'static str) -> Result<Vec<u8>, PersistError> {
@@ -330,13 +370,14 @@ impl Checkpointer {
         lease_ttl: Duration,
         budget: ThreadBudget,
         input: &S,
+        holder: Option<String>,
     ) -> Result<Self, RunError> {
         let graph = &app.graph;
         let id = thread.clone();
         if blocking(&store, move |s| s.thread(&id)).await?.map_err(PersistError::from)?.is_some() {
             return Err(RunError::ThreadExists { thread });
         }
-        let lease = LeaseGuard::acquire(Arc::clone(&store), thread, lease_ttl).await?;
+        let lease = LeaseGuard::acquire(Arc::clone(&store), thread, lease_ttl, holder).await?;
         let mut cp = Checkpointer::new(store, lease, owner, graph.fingerprint().to_string(), S::VERSION, durability);
         cp.budget = budget;
         let snapshot = to_json(input, "the input state")?;
@@ -366,6 +407,7 @@ impl Checkpointer {
         thread: String,
         durability: Durability,
         lease_ttl: Duration,
+        holder: Option<String>,
     ) -> Result<(Self, Resumed<S>), RunError> {
         let graph = &app.graph;
         let id = thread.clone();
@@ -376,7 +418,7 @@ impl Checkpointer {
         if matches!(record.status, ThreadStatus::Completed) {
             return Err(ResumeError::Finished { thread, status: "completed".into() }.into());
         }
-        let lease = LeaseGuard::acquire(Arc::clone(&store), thread, lease_ttl).await?;
+        let lease = LeaseGuard::acquire(Arc::clone(&store), thread, lease_ttl, holder).await?;
         let mut cp = Checkpointer::new(
             store,
             lease,

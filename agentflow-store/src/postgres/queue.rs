@@ -1,0 +1,202 @@
+//! The run queue of a [`PostgresStore`](super::PostgresStore): table `run_queue`, claimed with
+//! `FOR UPDATE SKIP LOCKED` so concurrent workers in any number of processes each take
+//! different rows, and the claimed threads' leases taken in the same transaction.
+
+use std::path::Path;
+
+use deadpool_postgres::GenericClient;
+use tokio_postgres::Row;
+
+use crate::error::StorageError;
+use crate::postgres::Ctx;
+use crate::postgres::error::{Fail, decode_error};
+use crate::postgres::sql::{self, time, uint};
+use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait};
+use crate::record::Lease;
+
+const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wait, q.control, q.holder, \
+     q.heartbeat_at, q.claims, l.holder, l.expires_at";
+
+/// Claimable rows of graph `$1` at `$2` (no unexpired lease, not even the claimer's), oldest first, at most
+/// `$3`, locked
+/// (rows another claimer has locked are skipped).
+const PICK: &str = "SELECT q.thread FROM run_queue q \
+     WHERE q.graph = $1 \
+       AND (q.wait = 'READY' OR q.control IS NOT NULL OR NOT EXISTS ( \
+             SELECT 1 FROM approvals a WHERE a.thread = q.thread AND a.status IN ('PENDING', 'OUTCOME_UNKNOWN'))) \
+       AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.thread = q.thread AND l.holder IS NOT NULL \
+             AND l.expires_at > $2) \
+     ORDER BY q.enqueued_at, q.thread LIMIT $3 \
+     FOR UPDATE OF q SKIP LOCKED";
+
+/// Takes the leases of threads `$1` for holder `$2` until `$3`, as `acquire_lease` does at `$4`.
+const LEASE: &str = "INSERT INTO leases AS l (thread, holder, expires_at, token) \
+     SELECT t, $2, $3, 1 FROM unnest($1::text[]) AS t \
+     ON CONFLICT (thread) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at, \
+       token = CASE WHEN l.holder = EXCLUDED.holder THEN l.token ELSE l.token + 1 END \
+     WHERE l.holder IS NULL OR l.holder = EXCLUDED.holder OR l.expires_at <= $4 \
+     RETURNING thread";
+
+const MARK: &str = "UPDATE run_queue SET wait = 'READY', holder = $2, heartbeat_at = $3, claims = claims + 1 \
+     WHERE thread = ANY($1::text[])";
+
+fn run_from_row(path: &Path, row: &Row) -> Result<QueuedRun, StorageError> {
+    let thread: String = row.try_get(0).map_err(|e| decode_error(path, "run_queue", "?".into(), e.to_string()))?;
+    let key = || format!("{thread:?}");
+    let bad = |reason: String| decode_error(path, "run_queue", key(), reason);
+    let get = |e: tokio_postgres::Error| bad(e.to_string());
+    let wait: String = row.try_get(5).map_err(get)?;
+    let wait = RunWait::parse(&wait).ok_or_else(|| bad(format!("unknown wait {wait:?}")))?;
+    let control: Option<String> = row.try_get(6).map_err(get)?;
+    let control = match control {
+        Some(c) => Some(RunControl::parse(&c).ok_or_else(|| bad(format!("unknown control {c:?}")))?),
+        None => None,
+    };
+    let heartbeat_at: Option<i64> = row.try_get(8).map_err(get)?;
+    let claims: i32 = row.try_get(9).map_err(get)?;
+    let lease_holder: Option<String> = row.try_get(10).map_err(get)?;
+    let lease = match lease_holder {
+        Some(holder) => {
+            let expires_at: i64 = row.try_get(11).map_err(get)?;
+            Some(Lease { holder, expires_at: uint(path, "leases", key, expires_at)? })
+        }
+        None => None,
+    };
+    Ok(QueuedRun {
+        graph: row.try_get(1).map_err(get)?,
+        input: row.try_get(2).map_err(get)?,
+        owner: row.try_get(3).map_err(get)?,
+        enqueued_at: uint(path, "run_queue", key, row.try_get(4).map_err(get)?)?,
+        wait,
+        control,
+        holder: row.try_get(7).map_err(get)?,
+        heartbeat_at: match heartbeat_at {
+            Some(h) => Some(uint(path, "run_queue", key, h)?),
+            None => None,
+        },
+        claims: u32::try_from(claims).unwrap_or(0),
+        lease,
+        thread,
+    })
+}
+
+pub(crate) async fn enqueue<C: GenericClient>(ctx: &Ctx, c: &C, run: &NewRun) -> Result<(), Fail<QueueError>> {
+    let at = sql::int(&ctx.path, "enqueued_at", run.at)?;
+    let inserted = sql::execute(
+        c,
+        "INSERT INTO run_queue (thread, graph, input, owner, enqueued_at, wait, claims) \
+         VALUES ($1, $2, $3, $4, $5, 'READY', 0) ON CONFLICT (thread) DO NOTHING",
+        &[&run.thread, &run.graph, &run.input, &run.owner, &at],
+    )
+    .await?;
+    if inserted == 0 {
+        return Err(Fail::Refused(QueueError::AlreadyQueued { thread: run.thread.clone() }));
+    }
+    Ok(())
+}
+
+pub(crate) async fn claim<C: GenericClient>(
+    ctx: &Ctx,
+    tx: &C,
+    graph: &str,
+    holder: &str,
+    ttl_ms: u64,
+    now: u64,
+    max: usize,
+) -> Result<Vec<QueuedRun>, Fail<QueueError>> {
+    let (at, until) = (time(now), time(now.saturating_add(ttl_ms)));
+    let limit = i64::try_from(max).unwrap_or(i64::MAX);
+    let picked: Vec<String> = sql::query(tx, PICK, &[&graph, &at, &limit]).await?.iter().map(|r| r.get(0)).collect();
+    if picked.is_empty() {
+        return Ok(Vec::new());
+    }
+    let won: Vec<String> =
+        sql::query(tx, LEASE, &[&picked, &holder, &until, &at]).await?.iter().map(|r| r.get(0)).collect();
+    if won.is_empty() {
+        return Ok(Vec::new());
+    }
+    sql::execute(tx, MARK, &[&won, &holder, &at]).await?;
+    let rows = sql::query(
+        tx,
+        &format!(
+            "SELECT {COLUMNS} FROM run_queue q LEFT JOIN leases l ON l.thread = q.thread AND l.holder IS NOT NULL \
+             WHERE q.thread = ANY($1::text[]) ORDER BY q.enqueued_at, q.thread"
+        ),
+        &[&won],
+    )
+    .await?;
+    Ok(rows.iter().map(|r| run_from_row(&ctx.path, r)).collect::<Result<_, _>>()?)
+}
+
+pub(crate) async fn heartbeat<C: GenericClient>(
+    ctx: &Ctx,
+    c: &C,
+    holder: &str,
+    now: u64,
+) -> Result<Vec<(String, RunControl)>, Fail<QueueError>> {
+    let at = time(now);
+    let rows = sql::query(
+        c,
+        "UPDATE run_queue q SET heartbeat_at = $2 FROM leases l \
+         WHERE q.holder = $1 AND l.thread = q.thread AND l.holder = $1 AND l.expires_at > $2 \
+         RETURNING q.thread, q.control",
+        &[&holder, &at],
+    )
+    .await?;
+    let mut controls = Vec::new();
+    for row in rows {
+        let thread: String = row.get(0);
+        if let Some(c) = row.get::<_, Option<String>>(1) {
+            let control = RunControl::parse(&c).ok_or_else(|| {
+                decode_error(&ctx.path, "run_queue", format!("{thread:?}"), format!("unknown control {c:?}"))
+            })?;
+            controls.push((thread, control));
+        }
+    }
+    Ok(controls)
+}
+
+pub(crate) async fn settle<C: GenericClient>(
+    c: &C,
+    thread: &str,
+    holder: &str,
+    park: Option<RunWait>,
+) -> Result<bool, Fail<QueueError>> {
+    if let Some(wait) = park {
+        let parked = sql::execute(
+            c,
+            "UPDATE run_queue SET wait = $3 WHERE thread = $1 AND holder = $2 AND control IS NULL",
+            &[&thread, &holder, &wait.as_str()],
+        )
+        .await?;
+        if parked > 0 {
+            return Ok(true);
+        }
+    }
+    let removed =
+        sql::execute(c, "DELETE FROM run_queue WHERE thread = $1 AND holder = $2", &[&thread, &holder]).await?;
+    Ok(removed > 0)
+}
+
+pub(crate) async fn control<C: GenericClient>(
+    c: &C,
+    thread: &str,
+    control: RunControl,
+) -> Result<bool, Fail<QueueError>> {
+    let set =
+        sql::execute(c, "UPDATE run_queue SET control = $2 WHERE thread = $1", &[&thread, &control.as_str()]).await?;
+    Ok(set > 0)
+}
+
+pub(crate) async fn list<C: GenericClient>(ctx: &Ctx, c: &C) -> Result<Vec<QueuedRun>, Fail<QueueError>> {
+    let rows = sql::query(
+        c,
+        &format!(
+            "SELECT {COLUMNS} FROM run_queue q LEFT JOIN leases l ON l.thread = q.thread AND l.holder IS NOT NULL \
+             ORDER BY q.thread"
+        ),
+        &[],
+    )
+    .await?;
+    Ok(rows.iter().map(|r| run_from_row(&ctx.path, r)).collect::<Result<_, _>>()?)
+}

@@ -1,0 +1,366 @@
+//! The run queue: runs submitted by any process for a pool of workers to claim
+//! ([`Store::enqueue_run`](crate::Store::enqueue_run) and the methods after it), and the
+//! control flags (cancel, pause) a process that does not run a thread sets on it.
+//!
+//! A queued run is one row per thread. It stays in the queue while the run is in a worker's
+//! hands, so a worker that dies leaves it behind: once the dead worker's lease expires, another
+//! worker claims it and resumes the thread from its last checkpoint. A worker removes the row
+//! when the run ends ([`Store::settle_run`](crate::Store::settle_run)), or parks it while the
+//! thread waits for a human's approval; a parked row becomes claimable again once no approval
+//! of its thread waits any more.
+//!
+//! With [`RedbStore`](crate::RedbStore) the queue is a table in the file (a submitted run
+//! survives a restart) and claims are made by the store's single writer thread; with
+//! `PostgresStore` it is a table claimed with `FOR UPDATE SKIP LOCKED`.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Ctx, StorageError};
+use crate::leases::Leases;
+use crate::record::{ApprovalRecord, Lease};
+use crate::tables;
+use crate::writer::Tx;
+
+/// What a queued run waits for before a worker may claim it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum RunWait {
+    /// Nothing: a worker may claim it (once no live lease holds its thread).
+    Ready,
+    /// A human's decision: claimable once none of the thread's approvals is `PENDING` or
+    /// `OUTCOME_UNKNOWN`.
+    Approval,
+}
+
+impl RunWait {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunWait::Ready => "READY",
+            RunWait::Approval => "APPROVAL",
+        }
+    }
+
+    /// The value stored as `name`, if it is one.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "READY" => Some(RunWait::Ready),
+            "APPROVAL" => Some(RunWait::Approval),
+            _ => None,
+        }
+    }
+}
+
+/// A request, from any process, to stop a queued or running thread at its next step boundary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum RunControl {
+    /// Stop and leave the queue; the thread ends `CANCELLED`.
+    Cancel,
+    /// Stop and leave the queue; the thread ends `CANCELLED` too, but the request says it is
+    /// meant to be continued (submitted again to resume) later.
+    Pause,
+}
+
+impl RunControl {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunControl::Cancel => "CANCEL",
+            RunControl::Pause => "PAUSE",
+        }
+    }
+
+    /// The value stored as `name`, if it is one.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "CANCEL" => Some(RunControl::Cancel),
+            "PAUSE" => Some(RunControl::Pause),
+            _ => None,
+        }
+    }
+}
+
+/// A run to put in the queue ([`Store::enqueue_run`](crate::Store::enqueue_run)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NewRun {
+    /// The thread to run.
+    pub thread: String,
+    /// The graph whose workers may claim it (workers claim by graph name).
+    pub graph: String,
+    /// The serialised input state of a new thread; `None` resumes the existing thread.
+    pub input: Option<Vec<u8>>,
+    /// Who the thread belongs to.
+    pub owner: String,
+    /// When it was submitted (unix millis).
+    pub at: u64,
+}
+
+impl NewRun {
+    /// A run of `graph` on `thread`, submitted at `at`; see the fields.
+    pub fn new(thread: &str, graph: &str, input: Option<Vec<u8>>, owner: &str, at: u64) -> Self {
+        NewRun { thread: thread.to_string(), graph: graph.to_string(), input, owner: owner.to_string(), at }
+    }
+}
+
+/// A run in the queue, as listed or claimed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueuedRun {
+    /// The thread.
+    pub thread: String,
+    /// The graph whose workers may claim it.
+    pub graph: String,
+    /// The serialised input of a new thread; `None` resumes the existing thread.
+    pub input: Option<Vec<u8>>,
+    /// Who the thread belongs to.
+    pub owner: String,
+    /// When it was submitted (unix millis).
+    pub enqueued_at: u64,
+    /// What it waits for.
+    pub wait: RunWait,
+    /// A stop requested from any process, if any.
+    pub control: Option<RunControl>,
+    /// The worker that claimed it last, if any.
+    pub holder: Option<String>,
+    /// When that worker last reported it alive (unix millis): at the claim, then at every
+    /// [`Store::heartbeat_runs`](crate::Store::heartbeat_runs).
+    pub heartbeat_at: Option<u64>,
+    /// How many times a worker claimed it (more than one: a worker stopped or died with it).
+    pub claims: u32,
+    /// The thread's lease now (expired or not), if one is held.
+    pub lease: Option<Lease>,
+}
+
+/// The run queue refused or failed an operation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QueueError {
+    /// The store failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// `enqueue_run` for a thread that is already queued.
+    #[error("thread `{thread}` is already queued; wait for its run to end, or cancel it with a control request first")]
+    AlreadyQueued {
+        /// The thread.
+        thread: String,
+    },
+    /// The store has no run queue (a `Store` implementation outside this crate that does not
+    /// override the queue methods).
+    #[error("this store has no run queue ({detail}); use RedbStore or PostgresStore to run workers")]
+    Unsupported {
+        /// Which store.
+        detail: String,
+    },
+}
+
+/// A queue row as stored in the redb table (JSON, versioned by `v`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Row {
+    v: u32,
+    graph: String,
+    input: Option<Vec<u8>>,
+    owner: String,
+    enqueued_at: u64,
+    wait: RunWait,
+    control: Option<RunControl>,
+    holder: Option<String>,
+    heartbeat_at: Option<u64>,
+    claims: u32,
+}
+
+const ROW_VERSION: u32 = 1;
+
+fn decode(path: &Path, thread: &str, bytes: &[u8]) -> Result<Row, StorageError> {
+    let row: Row = serde_json::from_slice(bytes).map_err(|e| StorageError::Decode {
+        path: path.to_path_buf(),
+        table: tables::RUN_QUEUE.name().to_string(),
+        key: format!("{thread:?}"),
+        reason: e.to_string(),
+    })?;
+    if row.v != ROW_VERSION {
+        return Err(StorageError::Decode {
+            path: path.to_path_buf(),
+            table: tables::RUN_QUEUE.name().to_string(),
+            key: format!("{thread:?}"),
+            reason: format!("queue row version {} is not {ROW_VERSION}", row.v),
+        });
+    }
+    Ok(row)
+}
+
+fn encode(row: &Row) -> Vec<u8> {
+    // A struct of strings, numbers and byte vectors always serialises.
+    serde_json::to_vec(row).unwrap_or_default()
+}
+
+fn queued(thread: &str, row: Row, lease: Option<Lease>) -> QueuedRun {
+    QueuedRun {
+        thread: thread.to_string(),
+        graph: row.graph,
+        input: row.input,
+        owner: row.owner,
+        enqueued_at: row.enqueued_at,
+        wait: row.wait,
+        control: row.control,
+        holder: row.holder,
+        heartbeat_at: row.heartbeat_at,
+        claims: row.claims,
+        lease,
+    }
+}
+
+use redb::{ReadableTable, TableHandle};
+
+/// Every row of the queue, by thread id.
+fn rows(
+    path: &Path,
+    table: &impl ReadableTable<&'static str, &'static [u8]>,
+) -> Result<Vec<(String, Row)>, StorageError> {
+    let mut out = Vec::new();
+    for entry in table.iter().ctx(path)? {
+        let (k, v) = entry.ctx(path)?;
+        let thread = k.value().to_string();
+        let row = decode(path, &thread, v.value())?;
+        out.push((thread, row));
+    }
+    Ok(out)
+}
+
+pub(crate) fn list(path: &Path, txn: &redb::ReadTransaction, leases: &Leases) -> Result<Vec<QueuedRun>, StorageError> {
+    let table = txn.open_table(tables::RUN_QUEUE).ctx(path)?;
+    Ok(rows(path, &table)?.into_iter().map(|(t, row)| queued(&t, row, leases.get(&t))).collect())
+}
+
+pub(crate) fn stage_enqueue(tx: &Tx<'_>, run: &NewRun) -> Result<(), QueueError> {
+    let mut table = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?;
+    if table.get(run.thread.as_str()).ctx(tx.path)?.is_some() {
+        return Err(QueueError::AlreadyQueued { thread: run.thread.clone() });
+    }
+    let row = Row {
+        v: ROW_VERSION,
+        graph: run.graph.clone(),
+        input: run.input.clone(),
+        owner: run.owner.clone(),
+        enqueued_at: run.at,
+        wait: RunWait::Ready,
+        control: None,
+        holder: None,
+        heartbeat_at: None,
+        claims: 0,
+    };
+    tx.wrote();
+    table.insert(run.thread.as_str(), encode(&row).as_slice()).ctx(tx.path)?;
+    Ok(())
+}
+
+/// Whether an approval of `thread` waits for a human.
+fn approval_waits(tx: &Tx<'_>, thread: &str) -> Result<bool, StorageError> {
+    let by_thread = tx.txn.open_table(tables::APPROVALS_BY_THREAD).ctx(tx.path)?;
+    let approvals = tx.txn.open_table(tables::APPROVALS).ctx(tx.path)?;
+    for entry in by_thread.range((thread, "")..).ctx(tx.path)? {
+        let (k, _) = entry.ctx(tx.path)?;
+        let (t, id) = k.value();
+        if t != thread {
+            break;
+        }
+        if let Some(v) = approvals.get(id).ctx(tx.path)? {
+            let record =
+                crate::reads::decode(tx.path, tables::APPROVALS, || id.to_string(), v.value(), ApprovalRecord::decode)?;
+            if record.status.is_waiting() {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+pub(crate) fn stage_claim(
+    tx: &Tx<'_>,
+    graph: &str,
+    holder: &str,
+    ttl_ms: u64,
+    now: u64,
+    max: usize,
+) -> Result<Vec<QueuedRun>, QueueError> {
+    let mut candidates = {
+        let table = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?;
+        rows(tx.path, &table)?
+    };
+    candidates.retain(|(t, row)| row.graph == graph && tx.leases.get(t).is_none_or(|l| l.expires_at <= now));
+    candidates.sort_by(|a, b| (a.1.enqueued_at, &a.0).cmp(&(b.1.enqueued_at, &b.0)));
+    let mut claimed = Vec::new();
+    for (thread, mut row) in candidates {
+        if claimed.len() >= max {
+            break;
+        }
+        if row.wait == RunWait::Approval && row.control.is_none() && approval_waits(tx, &thread)? {
+            continue;
+        }
+        let Ok(lease) = tx.leases.acquire(&thread, holder, ttl_ms, now) else { continue };
+        row.wait = RunWait::Ready;
+        row.holder = Some(holder.to_string());
+        row.heartbeat_at = Some(now);
+        row.claims = row.claims.saturating_add(1);
+        tx.wrote();
+        let mut table = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?;
+        table.insert(thread.as_str(), encode(&row).as_slice()).ctx(tx.path)?;
+        claimed.push(queued(&thread, row, Some(lease)));
+    }
+    Ok(claimed)
+}
+
+pub(crate) fn stage_heartbeat(tx: &Tx<'_>, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
+    let mut table = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?;
+    let mine: Vec<(String, Row)> = rows(tx.path, &table)?
+        .into_iter()
+        .filter(|(t, row)| row.holder.as_deref() == Some(holder) && tx.leases.is_held_by(t, holder, now))
+        .collect();
+    let mut controls = Vec::new();
+    for (thread, mut row) in mine {
+        if let Some(c) = row.control {
+            controls.push((thread.clone(), c));
+        }
+        row.heartbeat_at = Some(now);
+        tx.wrote();
+        table.insert(thread.as_str(), encode(&row).as_slice()).ctx(tx.path)?;
+    }
+    Ok(controls)
+}
+
+pub(crate) fn stage_settle(tx: &Tx<'_>, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
+    let mut table = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?;
+    let row = match table.get(thread).ctx(tx.path)? {
+        Some(v) => decode(tx.path, thread, v.value())?,
+        None => return Ok(false),
+    };
+    if row.holder.as_deref() != Some(holder) {
+        return Ok(false);
+    }
+    tx.wrote();
+    match park {
+        Some(wait) if row.control.is_none() => {
+            let row = Row { wait, ..row };
+            table.insert(thread, encode(&row).as_slice()).ctx(tx.path)?;
+        }
+        _ => {
+            table.remove(thread).ctx(tx.path)?;
+        }
+    }
+    Ok(true)
+}
+
+pub(crate) fn stage_control(tx: &Tx<'_>, thread: &str, control: RunControl) -> Result<bool, QueueError> {
+    let mut table = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?;
+    let row = match table.get(thread).ctx(tx.path)? {
+        Some(v) => decode(tx.path, thread, v.value())?,
+        None => return Ok(false),
+    };
+    let row = Row { control: Some(control), ..row };
+    tx.wrote();
+    table.insert(thread, encode(&row).as_slice()).ctx(tx.path)?;
+    Ok(true)
+}

@@ -1,0 +1,546 @@
+//! Workers: run a graph's threads from the store's run queue.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use agentflow_store::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Store};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::App;
+use crate::interrupt::PendingKind;
+use crate::outcome::{Outcome, RunError};
+use crate::persist::{DEFAULT_LEASE_TTL, Durability, PersistError, ResumeError, blocking, now_ms, process_tag};
+use crate::state::State;
+
+/// A claimed run that fails on the store this many times is taken out of the queue.
+const MAX_CLAIMS_ON_STORE_ERRORS: u32 = 5;
+
+/// Submitting, controlling or working on queued runs failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkerError {
+    /// The app has no store to queue runs in.
+    #[error("queued runs need a store; attach one with `graph.app().store(store)`")]
+    NoStore,
+    /// `submit` for a thread that exists already.
+    #[error("thread `{thread}` already exists; continue it with `app.submit_resume(thread)` or pick a new thread id")]
+    ThreadExists {
+        /// The thread.
+        thread: String,
+    },
+    /// `submit_resume` for a thread that does not exist.
+    #[error("thread `{thread}` does not exist; start it with `app.submit(thread, input)`")]
+    UnknownThread {
+        /// The thread.
+        thread: String,
+    },
+    /// The run queue refused or failed.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    /// Reading or encoding failed.
+    #[error(transparent)]
+    Persist(#[from] PersistError),
+}
+
+impl From<agentflow_store::ReadError> for WorkerError {
+    fn from(e: agentflow_store::ReadError) -> Self {
+        WorkerError::Persist(e.into())
+    }
+}
+
+/// How a worker's runs ended, counted over [`Worker::run`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerReport {
+    /// Runs claimed.
+    pub claimed: u64,
+    /// Runs that completed.
+    pub completed: u64,
+    /// Runs that paused (for an approval they stay queued, parked).
+    pub interrupted: u64,
+    /// Runs that failed, ran out of a budget, or could not be run.
+    pub failed: u64,
+    /// Runs stopped by a cancel or pause request.
+    pub controlled: u64,
+    /// Runs whose lease was lost to another worker (nothing of them was committed after that).
+    pub lost: u64,
+    /// Runs stopped by this worker's shutdown (left queued for another worker).
+    pub stopped: u64,
+}
+
+/// How one run ended, for the report.
+enum End {
+    Completed,
+    Interrupted,
+    Failed,
+    Controlled,
+    Lost,
+    Stopped,
+}
+
+/// Runs a graph's queued threads: claims them from the store, runs up to
+/// [`Worker::concurrency`] at once, and renews their leases while they run.
+///
+/// Workers: run a graph's threads from the store's run queue instead of from `main`.
+///
+/// Any process that opens the store submits a run ([`App::submit`]); a [`Worker`], in this
+/// process or another, claims it, runs it, and renews its lease while it runs. Controls come
+/// from any process too: [`App::cancel_run`] and [`App::pause_run`] stop a thread at its next
+/// step boundary, an approval decided with the [`ApprovalDesk`](crate::approval::ApprovalDesk)
+/// makes its parked thread claimable again, and [`App::live_runs`] lists the queued and
+/// running threads with their worker and last heartbeat.
+///
+/// ```
+/// # use agentflow::prelude::*;
+/// # use serde::{Deserialize, Serialize};
+/// # #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+/// # struct Count { #[reduce(add)] n: u32 }
+/// # #[graph(state = Count, start = bump)]
+/// # mod counter {
+/// #     use super::*;
+/// #     #[node(goto = [END])]
+/// #     async fn bump(_c: &Count) -> Step<Count> { goto!(END, Count::update().n(1)) }
+/// # }
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use agentflow::{CancellationToken, RedbStore};
+/// use agentflow::Worker;
+///
+/// let app = counter::graph().app().store(Arc::new(RedbStore::in_memory()?));
+/// app.submit("t-1", &Count::default())?;
+///
+/// let stop = CancellationToken::new();
+/// let worker = tokio::spawn(Worker::new(app.clone(), Arc::new(())).concurrency(4).run(stop.clone()));
+/// while !app.live_runs()?.is_empty() {
+///     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+/// }
+/// stop.cancel();
+/// let report = worker.await??;
+/// assert_eq!(report.completed, 1);
+/// assert_eq!(app.state("t-1")?.unwrap().state.n, 1);
+/// # Ok(())
+/// # })
+/// # }
+/// ```
+///
+/// # Guarantees
+/// - A queued run is claimed by one worker at a time: the claim takes the thread's lease in the
+///   same store transaction ([`Store::claim_runs`]).
+/// - Every commit of a run is fenced by its worker's lease: once the lease expired or another
+///   worker took the thread, the commit is refused inside the store's transaction and the run
+///   ends with [`RunError::LeaseLost`] without writing anything (see [`Runner::lease_ttl`](crate::Runner::lease_ttl)).
+/// - A worker that dies leaves its runs queued; once their leases expire another worker claims
+///   them and resumes each thread from its last checkpoint.
+/// - Graceful shutdown (cancelling the token given to [`Worker::run`]) lets each running step
+///   finish and commit, then stops the runs, releases their leases and leaves them queued for
+///   another worker.
+///
+/// Durable timers will make a thread claimable at a due time; the claim query
+/// ([`Store::claim_runs`]) is where due timers are to be claimed too.
+///
+/// Any number of workers may share a [`PostgresStore`](agentflow_store::PostgresStore), in
+/// one process or many; a [`RedbStore`](crate::RedbStore) is open in one process at a time,
+/// so its workers all run in that process (which is enough to run threads concurrently).
+/// Workers claim the runs whose graph name is this app's graph name. The guarantees are above.
+pub struct Worker<S: State, D> {
+    app: App<S, D>,
+    deps: Arc<D>,
+    concurrency: usize,
+    lease_ttl: Duration,
+    poll: Duration,
+    durability: Durability,
+    id: String,
+}
+
+impl<S: State, D> std::fmt::Debug for Worker<S, D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("id", &self.id)
+            .field("concurrency", &self.concurrency)
+            .field("lease_ttl", &self.lease_ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
+    /// A worker for `app`'s graph with `deps`: one run at a time, 30 s leases, polling the
+    /// queue every 50 ms, [`Durability::Sync`], and an id unique across processes and machines
+    /// (host name, pid, start time, random bits).
+    pub fn new(app: App<S, D>, deps: Arc<D>) -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Worker {
+            app,
+            deps,
+            concurrency: 1,
+            lease_ttl: DEFAULT_LEASE_TTL,
+            poll: Duration::from_millis(50),
+            durability: Durability::default(),
+            id: format!("worker-{}-w{n}", process_tag()),
+        }
+    }
+
+    /// Most runs this worker runs at once (default 1, at least 1).
+    #[must_use]
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// The lease of each claimed thread (default 30 s): renewed every third of it while the run
+    /// runs. A worker that stops renewing (it died, or was paused) loses its threads to another
+    /// worker this long after its last renewal.
+    #[must_use]
+    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = ttl;
+        self
+    }
+
+    /// How often an idle worker looks for runs, and how often it sends its heartbeat and reads
+    /// control requests (default 50 ms).
+    #[must_use]
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll = every.max(Duration::from_millis(1));
+        self
+    }
+
+    /// When the runs' checkpoints reach the disk (default [`Durability::Sync`]).
+    #[must_use]
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// The worker's id: the lease holder of every thread it runs, as shown by
+    /// [`App::live_runs`].
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Claims and runs queued runs until `shutdown` is cancelled, then lets each running step
+    /// finish and commit, stops the runs there, releases their leases (the runs stay queued)
+    /// and returns what it did.
+    ///
+    /// # Errors
+    /// [`WorkerError::NoStore`] without a store; a store failure while claiming is logged and
+    /// retried at the next poll, not returned.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<WorkerReport, WorkerError> {
+        let store = self.app.store.clone().ok_or(WorkerError::NoStore)?;
+        let graph = self.app.graph.name();
+        let ttl_ms = u64::try_from(self.lease_ttl.as_millis()).unwrap_or(u64::MAX);
+        let mut report = WorkerReport::default();
+        let mut tasks: JoinSet<(String, End)> = JoinSet::new();
+        let mut running: HashMap<String, (CancellationToken, Arc<OnceLock<RunControl>>)> = HashMap::new();
+        let mut ids: HashMap<tokio::task::Id, String> = HashMap::new();
+        let mut last_beat = tokio::time::Instant::now();
+        loop {
+            let stopping = shutdown.is_cancelled();
+            if stopping {
+                if tasks.is_empty() {
+                    break;
+                }
+                // Each run stops at its next step boundary (cancelling twice is harmless).
+                for (token, _) in running.values() {
+                    token.cancel();
+                }
+            }
+            if last_beat.elapsed() >= self.poll && !running.is_empty() {
+                last_beat = tokio::time::Instant::now();
+                let holder = self.id.clone();
+                match blocking(&store, move |s| s.heartbeat_runs(&holder, now_ms())).await {
+                    Ok(Ok(controls)) => {
+                        for (thread, control) in controls {
+                            if let Some((token, asked)) = running.get(&thread) {
+                                let _ = asked.set(control);
+                                token.cancel();
+                            }
+                        }
+                    }
+                    Ok(Err(e)) => tracing::warn!(worker = %self.id, error = %e, "heartbeat failed"),
+                    Err(e) => tracing::warn!(worker = %self.id, error = %e, "heartbeat failed"),
+                }
+            }
+            let free = self.concurrency.saturating_sub(running.len());
+            let mut claimed_any = false;
+            if !stopping && free > 0 {
+                let holder = self.id.clone();
+                let claims = blocking(&store, move |s| s.claim_runs(graph, &holder, ttl_ms, now_ms(), free)).await;
+                match claims {
+                    Ok(Ok(claims)) => {
+                        for claim in claims {
+                            claimed_any = true;
+                            if running.contains_key(&claim.thread) {
+                                // Its lease lapsed while this worker still runs it (a renewal came
+                                // too late) and the claim took it back: one run per thread, so
+                                // the running one goes on under the renewed lease.
+                                continue;
+                            }
+                            report.claimed += 1;
+                            let token = CancellationToken::new();
+                            let asked = Arc::new(OnceLock::new());
+                            running.insert(claim.thread.clone(), (token.clone(), Arc::clone(&asked)));
+                            let job = Job {
+                                app: self.app.clone(),
+                                deps: Arc::clone(&self.deps),
+                                store: Arc::clone(&store),
+                                holder: self.id.clone(),
+                                ttl: self.lease_ttl,
+                                durability: self.durability,
+                                token,
+                                asked,
+                            };
+                            let (thread, claim_thread) = (claim.thread.clone(), claim.thread.clone());
+                            let handle = tasks.spawn(async move { (thread, job.run(claim).await) });
+                            ids.insert(handle.id(), claim_thread);
+                        }
+                    }
+                    Ok(Err(e)) => tracing::warn!(worker = %self.id, error = %e, "could not claim runs"),
+                    Err(e) => tracing::warn!(worker = %self.id, error = %e, "could not claim runs"),
+                }
+            }
+            if claimed_any && running.len() < self.concurrency {
+                // More may be waiting: claim again at once.
+                continue;
+            }
+            tokio::select! {
+                // Wakes the loop, which stops the runs at its top.
+                () = shutdown.cancelled(), if !stopping => {}
+                Some(joined) = tasks.join_next_with_id() => {
+                    let (thread, end) = match joined {
+                        Ok((id, done)) => {
+                            ids.remove(&id);
+                            done
+                        }
+                        Err(e) => {
+                            tracing::error!(worker = %self.id, error = %e, "a run's task failed");
+                            if let Some(thread) = ids.remove(&e.id()) {
+                                running.remove(&thread);
+                            }
+                            report.failed += 1;
+                            continue;
+                        }
+                    };
+                    running.remove(&thread);
+                    match end {
+                        End::Completed => report.completed += 1,
+                        End::Interrupted => report.interrupted += 1,
+                        End::Failed => report.failed += 1,
+                        End::Controlled => report.controlled += 1,
+                        End::Lost => report.lost += 1,
+                        End::Stopped => report.stopped += 1,
+                    }
+                }
+                () = tokio::time::sleep(self.poll) => {}
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// One claimed run, owned by its task.
+struct Job<S: State, D> {
+    app: App<S, D>,
+    deps: Arc<D>,
+    store: Arc<dyn Store>,
+    holder: String,
+    ttl: Duration,
+    durability: Durability,
+    token: CancellationToken,
+    /// The control request that cancelled `token`, if one did (else: shutdown).
+    asked: Arc<OnceLock<RunControl>>,
+}
+
+/// What a worker does with a run's queue row once the run ended.
+enum Then {
+    /// Remove it: the run ended.
+    Remove,
+    /// Keep it, parked until no approval of the thread waits.
+    Park,
+    /// Leave it queued for another worker (shutdown, a store failure).
+    Leave,
+    /// Nothing: another worker took the thread.
+    Nothing,
+}
+
+impl<S: State, D: Send + Sync + 'static> Job<S, D> {
+    async fn run(self, claim: QueuedRun) -> End {
+        let (end, then) = self.run_claimed(&claim).await;
+        let then = match then {
+            Then::Leave if claim.claims >= MAX_CLAIMS_ON_STORE_ERRORS && matches!(end, End::Failed) => {
+                tracing::warn!(thread = %claim.thread, claims = claim.claims, "a run that keeps failing on the store leaves the queue");
+                Then::Remove
+            }
+            then => then,
+        };
+        self.finish(&claim.thread, then).await;
+        end
+    }
+
+    async fn run_claimed(&self, claim: &QueuedRun) -> (End, Then) {
+        let thread = claim.thread.clone();
+        if claim.control.is_some() {
+            // Stopped while nobody ran it: end it without running.
+            return (End::Controlled, Then::Remove);
+        }
+        let id = thread.clone();
+        let exists = match blocking(&self.store, move |s| s.thread(&id)).await {
+            Ok(Ok(t)) => t.is_some(),
+            Ok(Err(e)) => return self.store_failure(claim, &PersistError::from(e)),
+            Err(e) => return self.store_failure(claim, &e),
+        };
+        let runner = self
+            .app
+            .runner(&*self.deps)
+            .thread(thread.clone())
+            .owner(claim.owner.clone())
+            .durability(self.durability)
+            .lease_ttl(self.ttl)
+            .cancel_token(self.token.clone())
+            .lease_holder(self.holder.clone());
+        let result = match (exists, &claim.input) {
+            (false, Some(input)) => match serde_json::from_slice::<S>(input) {
+                Ok(input) => runner.run(input).await,
+                Err(e) => {
+                    tracing::error!(thread = %thread, error = %e, "the queued input does not decode as the graph's state");
+                    return (End::Failed, Then::Remove);
+                }
+            },
+            _ => runner.resume().await,
+        };
+        match result {
+            Ok(run) => match run.outcome {
+                Outcome::Completed => (End::Completed, Then::Remove),
+                Outcome::Cancelled if self.asked.get().is_none() => (End::Stopped, Then::Leave),
+                Outcome::Cancelled => (End::Controlled, Then::Remove),
+                // Waiting for a human (an approval, or a call cut off mid-way to settle): parked,
+                // even if decided meanwhile (then it is claimable at once).
+                Outcome::Interrupted { pending, .. }
+                    if pending
+                        .iter()
+                        .any(|p| matches!(p.kind, PendingKind::Approval | PendingKind::OutcomeUnknown)) =>
+                {
+                    (End::Interrupted, Then::Park)
+                }
+                Outcome::Interrupted { .. } => (End::Interrupted, Then::Remove),
+                _ => (End::Failed, Then::Remove),
+            },
+            Err(RunError::LeaseLost { .. } | RunError::ThreadBusy { .. }) => (End::Lost, Then::Nothing),
+            Err(RunError::Resume(ResumeError::Finished { .. })) => (End::Completed, Then::Remove),
+            Err(RunError::Persist(e)) => self.store_failure(claim, &e),
+            Err(e) => {
+                tracing::warn!(thread = %thread, error = %e, "a queued run could not be run; it leaves the queue");
+                (End::Failed, Then::Remove)
+            }
+        }
+    }
+
+    /// A store failure: the run stays queued for another try (see [`MAX_CLAIMS_ON_STORE_ERRORS`]).
+    fn store_failure(&self, claim: &QueuedRun, e: &PersistError) -> (End, Then) {
+        tracing::warn!(thread = %claim.thread, error = %e, claims = claim.claims, "a queued run failed on the store");
+        (End::Failed, Then::Leave)
+    }
+
+    /// Updates the queue row as `then` says and releases the lease. The run left the lease held,
+    /// so no other worker claims the thread between the run's end and the queue update; if the
+    /// lease was lost meanwhile, the row is the new holder's and is left alone.
+    async fn finish(&self, thread: &str, then: Then) {
+        if matches!(then, Then::Nothing) {
+            return;
+        }
+        let (t, holder, ttl) = (thread.to_string(), self.holder.clone(), self.ttl);
+        let done = blocking(&self.store, move |s| -> Result<(), WorkerError> {
+            let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+            if s.acquire_lease(&t, &holder, ttl_ms, now_ms()).is_err() {
+                // Another worker has claimed it since: the run is its to settle.
+                return Ok(());
+            }
+            let settled = match then {
+                Then::Remove => s.settle_run(&t, &holder, None).map(drop),
+                Then::Park => s.settle_run(&t, &holder, Some(RunWait::Approval)).map(drop),
+                Then::Leave | Then::Nothing => Ok(()),
+            };
+            let _ = s.release_lease(&t, &holder);
+            Ok(settled?)
+        })
+        .await;
+        match done {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(thread = %thread, error = %e, "could not update the run queue"),
+            Err(e) => tracing::warn!(thread = %thread, error = %e, "could not update the run queue"),
+        }
+    }
+}
+
+impl<S: State, D> App<S, D> {
+    fn queue_store(&self) -> Result<&Arc<dyn Store>, WorkerError> {
+        self.store.as_ref().ok_or(WorkerError::NoStore)
+    }
+
+    /// Submits a new run of thread `thread` from `input` for a [`Worker`] (in any process that
+    /// shares the store) to claim; blocking. The thread belongs to no one in particular; see
+    /// [`App::submit_as`].
+    ///
+    /// # Errors
+    /// [`WorkerError::ThreadExists`] if the thread exists, [`QueueError::AlreadyQueued`] if it
+    /// is queued already.
+    pub fn submit(&self, thread: &str, input: &S) -> Result<(), WorkerError> {
+        self.submit_as(thread, input, "")
+    }
+
+    /// [`App::submit`] for a thread that belongs to `owner` (stored with it).
+    pub fn submit_as(&self, thread: &str, input: &S, owner: &str) -> Result<(), WorkerError> {
+        let store = self.queue_store()?;
+        if store.thread(thread)?.is_some() {
+            return Err(WorkerError::ThreadExists { thread: thread.to_string() });
+        }
+        let input = crate::persist::encode::document(input, "the input state")?;
+        store.enqueue_run(NewRun::new(thread, self.graph.name(), Some(input), owner, now_ms()))?;
+        Ok(())
+    }
+
+    /// Queues an existing thread to be resumed by a worker (after a pause, a cancel, a
+    /// breakpoint, a failure); blocking.
+    pub fn submit_resume(&self, thread: &str) -> Result<(), WorkerError> {
+        let store = self.queue_store()?;
+        let record = store.thread(thread)?.ok_or_else(|| WorkerError::UnknownThread { thread: thread.to_string() })?;
+        store.enqueue_run(NewRun::new(thread, self.graph.name(), None, &record.owner, now_ms()))?;
+        Ok(())
+    }
+
+    /// Asks, from any process, that queued or running thread `thread` stop at its next step
+    /// boundary and leave the queue; the run ends [`Outcome::Cancelled`]. `false` if the thread
+    /// is not queued. Blocking.
+    pub fn cancel_run(&self, thread: &str) -> Result<bool, WorkerError> {
+        Ok(self.queue_store()?.control_run(thread, RunControl::Cancel)?)
+    }
+
+    /// Like [`App::cancel_run`], recorded as a pause: continue the thread later with
+    /// [`App::submit_resume`].
+    pub fn pause_run(&self, thread: &str) -> Result<bool, WorkerError> {
+        Ok(self.queue_store()?.control_run(thread, RunControl::Pause)?)
+    }
+
+    /// Every queued or running thread of the store, with the worker that claimed it, its last
+    /// heartbeat and its lease; blocking.
+    pub fn live_runs(&self) -> Result<Vec<QueuedRun>, WorkerError> {
+        Ok(self.queue_store()?.list_runs()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::persist::process_tag;
+
+    #[test]
+    fn holder_ids_name_the_process_and_carry_random_bits() {
+        let tag = process_tag();
+        assert!(tag.contains(&format!("-pid{}-", std::process::id())), "{tag}");
+        let random = tag.rsplit('-').next().unwrap();
+        assert_eq!(random.len(), 16, "{tag}");
+        assert!(random.chars().all(|c| c.is_ascii_hexdigit()), "{tag}");
+        assert_eq!(process_tag(), tag, "one tag per process");
+    }
+}

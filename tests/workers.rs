@@ -1,0 +1,216 @@
+//! Workers in one process: runs submitted to the store's queue are claimed and run by
+//! `Worker`s, on `RedbStore` (its one-process rule) and on `PostgresStore` (skipped with one
+//! line without `AGENTFLOW_PG_URL`). A parked approval is resumed once decided, a cancel
+//! request stops a running thread at a step boundary, and a worker's graceful shutdown leaves
+//! its runs to another worker.
+
+mod worker_common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentflow::approval::Approver;
+use agentflow::persist::ThreadStatus;
+use agentflow::prelude::*;
+use agentflow::{CancellationToken, RedbStore, Store};
+use agentflow::{Worker, WorkerError, WorkerReport};
+use agentflow_store::{ApprovalStatus, PostgresStore, QueueError, RunWait};
+use worker_common::{Job, assert_linear_history, authorizer, fresh_schema, job, pg_url, wait_until};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn redb_app() -> App<Job, ()> {
+    job::graph().app().store(Arc::new(RedbStore::in_memory().expect("in-memory store")))
+}
+
+fn pg_app(url: &str, schema: &str) -> App<Job, ()> {
+    let store = PostgresStore::builder().schema(schema).open(url).expect("open the PostgreSQL store");
+    job::graph().app().store(Arc::new(store) as Arc<dyn Store>)
+}
+
+fn start(
+    app: &App<Job, ()>,
+    n: usize,
+) -> (CancellationToken, tokio::task::JoinHandle<Result<WorkerReport, WorkerError>>) {
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::new(())).concurrency(n).poll_interval(Duration::from_millis(10));
+    (stop.clone(), tokio::spawn(worker.run(stop)))
+}
+
+/// Checks a finished job: every step applied once, in order, its effect journaled once.
+fn assert_done(app: &App<Job, ()>, thread: &str, n: u64) {
+    let record = app.thread(thread).unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Completed, "{thread}: {}", record.detail);
+    let state = app.state(thread).unwrap().unwrap().state;
+    assert_eq!(state.counter, n, "{thread}");
+    let keys: Vec<String> =
+        state.trail.iter().map(|t| t.rsplit(':').next().unwrap().split('@').next().unwrap().to_string()).collect();
+    let expected: Vec<String> = (0..n).map(|i| format!("step{i}")).collect();
+    assert_eq!(keys, expected, "{thread}: one step per effect, in order");
+    assert_eq!(assert_linear_history(app.backing_store().unwrap().as_ref(), thread), n as usize + 1);
+}
+
+async fn many_threads_complete(app: App<Job, ()>, workers: usize) {
+    for i in 0..24 {
+        app.submit(&format!("t{i:02}"), &Job::new(3 + i % 4, false, 0)).unwrap();
+    }
+    let err = app.submit("t00", &Job::new(1, false, 0)).unwrap_err();
+    assert!(matches!(err, WorkerError::Queue(QueueError::AlreadyQueued { .. })), "{err}");
+    let pool: Vec<_> = (0..workers).map(|_| start(&app, 4)).collect();
+    wait_until("the queue is empty", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    let mut total = WorkerReport::default();
+    for (stop, handle) in pool {
+        stop.cancel();
+        let r = handle.await.unwrap().unwrap();
+        total.claimed += r.claimed;
+        total.completed += r.completed;
+    }
+    assert_eq!((total.claimed, total.completed), (24, 24), "each run claimed once, by one worker");
+    for i in 0..24 {
+        assert_done(&app, &format!("t{i:02}"), 3 + i % 4);
+    }
+    let err = app.submit("t00", &Job::new(1, false, 0)).unwrap_err();
+    assert!(matches!(err, WorkerError::ThreadExists { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_workers_in_one_process_run_every_submitted_thread_once() {
+    many_threads_complete(redb_app(), 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_workers_on_separate_store_instances_run_every_submitted_thread_once() {
+    let Some(url) = pg_url() else { return };
+    let schema = fresh_schema("many");
+    // The submitter and the checks use one instance; each worker another (its own pool).
+    let app = pg_app(&url, &schema);
+    for i in 0..24 {
+        app.submit(&format!("t{i:02}"), &Job::new(3 + i % 4, false, 0)).unwrap();
+    }
+    let pool: Vec<_> = (0..2).map(|_| start(&pg_app(&url, &schema), 4)).collect();
+    wait_until("the queue is empty", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    let mut claimed = 0;
+    for (stop, handle) in pool {
+        stop.cancel();
+        claimed += handle.await.unwrap().unwrap().claimed;
+    }
+    assert_eq!(claimed, 24);
+    for i in 0..24 {
+        assert_done(&app, &format!("t{i:02}"), 3 + i % 4);
+    }
+}
+
+async fn approval_parks_then_resumes(app: App<Job, ()>, decider: App<Job, ()>) {
+    // A call that needs an approval is requested for the thread's owner.
+    app.submit_as("pay-1", &Job::new(2, true, 0), "agent:refund-bot").unwrap();
+    let (stop, handle) = start(&app, 2);
+    wait_until("the run parks for its approval", LIMIT, || {
+        app.live_runs().unwrap().iter().any(|r| r.wait == RunWait::Approval && r.lease.is_none())
+    })
+    .await;
+    assert_eq!(app.thread("pay-1").unwrap().unwrap().status, ThreadStatus::Interrupted);
+    // Decided through another handle (another process for PostgreSQL).
+    let desk = decider.approvals(authorizer()).unwrap();
+    let pending = desk.pending().unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    desk.approve(&pending[0].id, &Approver::new("alice", ["refund-approver"])).unwrap();
+    wait_until("the run completes", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.interrupted, report.completed), (2, 1, 1), "{report:?}");
+    let state = app.state("pay-1").unwrap().unwrap().state;
+    assert_eq!(state.receipt.unwrap()["result"]["refunded"], 10);
+    assert_eq!(desk.get(&pending[0].id).unwrap().unwrap().status, ApprovalStatus::Succeeded);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_a_parked_approval_is_claimed_again_once_decided() {
+    let app = redb_app();
+    approval_parks_then_resumes(app.clone(), app).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_an_approval_decided_on_another_store_instance_resumes_the_parked_run() {
+    let Some(url) = pg_url() else { return };
+    let schema = fresh_schema("approval");
+    approval_parks_then_resumes(pg_app(&url, &schema), pg_app(&url, &schema)).await;
+}
+
+async fn cancel_stops_at_a_step_boundary(app: App<Job, ()>, controller: App<Job, ()>) {
+    // 10 000 steps of 2 ms: it is still running when cancelled.
+    app.submit("long", &Job::new(10_000, false, 2)).unwrap();
+    let (stop, handle) = start(&app, 1);
+    wait_until("a few steps ran", LIMIT, || app.history("long").map(|h| h.len() > 3).unwrap_or(false)).await;
+    let live = controller.live_runs().unwrap();
+    assert_eq!(live.len(), 1);
+    let worker = live[0].holder.clone().expect("claimed");
+    assert_eq!(live[0].lease.as_ref().map(|l| &l.holder), Some(&worker), "the worker holds the lease");
+    assert!(live[0].heartbeat_at.is_some());
+    assert!(controller.cancel_run("long").unwrap());
+    wait_until("the run leaves the queue", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!(report.controlled, 1, "{report:?}");
+    let record = app.thread("long").unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Cancelled);
+    let state = app.state("long").unwrap().unwrap().state;
+    assert!(state.counter < 10_000);
+    // The last checkpoint is a whole step: its count matches its history.
+    assert_eq!(assert_linear_history(app.backing_store().unwrap().as_ref(), "long") as u64, state.counter + 1);
+    assert!(!controller.cancel_run("long").unwrap(), "no longer queued");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_cancel_request_stops_a_running_thread_at_a_step_boundary() {
+    let app = redb_app();
+    cancel_stops_at_a_step_boundary(app.clone(), app).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_cancel_request_from_another_store_instance_stops_a_running_thread() {
+    let Some(url) = pg_url() else { return };
+    let schema = fresh_schema("cancel");
+    cancel_stops_at_a_step_boundary(pg_app(&url, &schema), pg_app(&url, &schema)).await;
+}
+
+async fn shutdown_hands_over(app: App<Job, ()>) {
+    app.submit("handover", &Job::new(60, false, 5)).unwrap();
+    let (stop_a, a) = start(&app, 1);
+    wait_until("a few steps ran", LIMIT, || app.history("handover").map(|h| h.len() > 3).unwrap_or(false)).await;
+    stop_a.cancel();
+    let report = a.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.stopped), (1, 1), "{report:?}");
+    let queued = app.live_runs().unwrap();
+    assert_eq!(queued.len(), 1, "the run stays queued");
+    assert_eq!(queued[0].lease, None, "and its lease was released");
+    let stopped_at = app.state("handover").unwrap().unwrap().state.counter;
+    assert!(stopped_at < 60);
+
+    let (stop_b, b) = start(&app, 1);
+    wait_until("the queue is empty", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    stop_b.cancel();
+    let report = b.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.completed), (1, 1), "{report:?}");
+    assert_done(&app, "handover", 60);
+    let trail = app.state("handover").unwrap().unwrap().state.trail;
+    assert_eq!(trail.len(), 60);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_graceful_shutdown_finishes_the_step_and_leaves_the_run_to_another_worker() {
+    shutdown_hands_over(redb_app()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_graceful_shutdown_finishes_the_step_and_leaves_the_run_to_another_worker() {
+    let Some(url) = pg_url() else { return };
+    shutdown_hands_over(pg_app(&url, &fresh_schema("shutdown"))).await;
+}
+
+#[tokio::test]
+async fn submitting_needs_a_store() {
+    let app = job::graph().app();
+    assert!(matches!(app.submit("t", &Job::new(1, false, 0)), Err(WorkerError::NoStore)));
+    let report = Worker::new(app, Arc::new(())).run(CancellationToken::new()).await;
+    assert!(matches!(report, Err(WorkerError::NoStore)));
+}
