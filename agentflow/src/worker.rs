@@ -141,7 +141,7 @@ enum End {
 /// Durable timers will make a thread claimable at a due time; the claim query
 /// ([`Store::claim_runs`]) is where due timers are to be claimed too.
 ///
-/// Any number of workers may share a [`PostgresStore`](agentflow_store::PostgresStore), in
+/// Any number of workers may share a `PostgresStore` (`agentflow-store`, feature `postgres`), in
 /// one process or many; a [`RedbStore`](crate::RedbStore) is open in one process at a time,
 /// so its workers all run in that process (which is enough to run threads concurrently).
 /// Workers claim the runs whose graph name is this app's graph name. The guarantees are above.
