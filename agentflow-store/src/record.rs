@@ -27,23 +27,31 @@ pub enum ThreadStatus {
     Cancelled,
     /// Stopped by a budget (steps, calls, tokens, deadline).
     BudgetExhausted,
+    /// Undoing the completed calls of a run that stopped (saga compensation); a resume continues
+    /// the compensation, never the graph. Also the status of a compensation that failed and waits
+    /// for a human.
+    Compensating,
+    /// Every completed call that names a compensation was undone.
+    Compensated,
 }
 
 impl ThreadStatus {
     /// Every status, in tag order.
-    pub const ALL: [ThreadStatus; 6] = [
+    pub const ALL: [ThreadStatus; 8] = [
         ThreadStatus::Running,
         ThreadStatus::Interrupted,
         ThreadStatus::Completed,
         ThreadStatus::Failed,
         ThreadStatus::Cancelled,
         ThreadStatus::BudgetExhausted,
+        ThreadStatus::Compensating,
+        ThreadStatus::Compensated,
     ];
 
     /// Whether the run has ended for good, which makes the thread eligible for compaction.
-    /// `Running` and `Interrupted` threads may still continue.
+    /// `Running`, `Interrupted` and `Compensating` threads may still continue.
     pub fn is_finished(self) -> bool {
-        !matches!(self, ThreadStatus::Running | ThreadStatus::Interrupted)
+        !matches!(self, ThreadStatus::Running | ThreadStatus::Interrupted | ThreadStatus::Compensating)
     }
 
     /// The snake_case name used in messages and JSON.
@@ -55,6 +63,8 @@ impl ThreadStatus {
             ThreadStatus::Failed => "failed",
             ThreadStatus::Cancelled => "cancelled",
             ThreadStatus::BudgetExhausted => "budget_exhausted",
+            ThreadStatus::Compensating => "compensating",
+            ThreadStatus::Compensated => "compensated",
         }
     }
 

@@ -194,12 +194,15 @@ impl<T: serde::de::DeserializeOwned + schemars::JsonSchema> ToolArgs for T {
     note = "return `Err(ToolError::Correctable(..))` for what the model can fix (it gets a `TOOL_ERROR` observation)"
 )]
 pub trait ToolReturn {
+    /// `T` of `Result<T, ToolError>`.
+    type Value;
     /// The result as the JSON the gateway hands back.
     fn into_json(self) -> Result<serde_json::Value, crate::tool::ToolError>;
 }
 
 #[diagnostic::do_not_recommend]
 impl<T: serde::Serialize> ToolReturn for Result<T, crate::tool::ToolError> {
+    type Value = T;
     fn into_json(self) -> Result<serde_json::Value, crate::tool::ToolError> {
         let value = self?;
         crate::persist::encode::to_value(&value, "result", crate::persist::MAX_JSON_DEPTH)
@@ -218,6 +221,18 @@ pub fn tool_result<R: ToolReturn>(result: R) -> Result<serde_json::Value, crate:
 pub trait ToolDeps {
     /// The tool's deps type.
     type Deps: ?Sized;
+}
+
+/// A `#[tool]`'s argument struct, for `#[tool(compensate = ..)]`'s check
+/// that the compensation's arguments can be built from the forward call.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a tool, so it cannot be a compensation",
+    label = "not a `#[tool]`",
+    note = "a compensation is a tool declared with `#[tool(risk = ..)]` on an `async fn` taking a typed argument struct"
+)]
+pub trait ToolArgsOf {
+    /// The argument struct.
+    type Args;
 }
 
 /// Stands for "no deps" in [`ToolDeps::Deps`]: unsized, so it is never a

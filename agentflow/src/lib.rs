@@ -87,6 +87,7 @@ pub mod persist;
 pub mod prebuilt;
 pub mod reducer;
 mod retry;
+pub mod saga;
 mod shield;
 pub mod state;
 pub mod step;

@@ -223,6 +223,14 @@ pub trait Tool: Send + Sync + 'static {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(self.name(), self.description(), self.parameters())
     }
+
+    /// The tool that undoes a completed call of this one
+    /// (`#[tool(risk = reversible, compensate = cancel_order)]`), run when
+    /// the thread's run fails or is cancelled (see [`crate::saga`]).
+    /// Defaults to `None`.
+    fn compensation(&self) -> Option<crate::saga::Compensation> {
+        None
+    }
 }
 
 impl fmt::Debug for dyn Tool {
