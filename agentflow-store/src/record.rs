@@ -980,6 +980,22 @@ mod tests {
     }
 
     #[test]
+    fn every_thread_status_round_trips_and_only_compensating_may_continue_besides_running_and_interrupted() {
+        for status in ThreadStatus::ALL {
+            let mut thread = ThreadRecord::new("t", "o", "fp", 1, 2);
+            thread.status = status;
+            assert_eq!(ThreadRecord::decode(&thread.encode()).unwrap().status, status);
+            let continues =
+                matches!(status, ThreadStatus::Running | ThreadStatus::Interrupted | ThreadStatus::Compensating);
+            assert_eq!(status.is_finished(), !continues, "{status}");
+        }
+        let names: std::collections::HashSet<&str> = ThreadStatus::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(names.len(), ThreadStatus::ALL.len());
+        assert_eq!(ThreadStatus::Compensating.as_str(), "compensating");
+        assert_eq!(ThreadStatus::Compensated.as_str(), "compensated");
+    }
+
+    #[test]
     fn records_round_trip_and_refuse_damage() {
         let mut thread = ThreadRecord::new("t", "o", "fp", 3, 9);
         thread.status = ThreadStatus::BudgetExhausted;

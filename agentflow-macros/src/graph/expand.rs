@@ -280,6 +280,7 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
                 fingerprint: #fingerprint,
                 nodes: ::std::vec![#(#specs),*],
             })
+            .with_erased_deps(|deps| deps)
         }
     };
     extra.push(quote! {

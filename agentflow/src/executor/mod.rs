@@ -26,7 +26,7 @@ use crate::interrupt::PendingKind;
 use crate::persist::{Checkpointer, DEFAULT_LEASE_TTL, Durability, PersistError, Resumed, ThreadStatus};
 use crate::state::State;
 
-impl<S: State, D: Sync + 'static> CompiledGraph<S, D> {
+impl<S: State, D: Sync> CompiledGraph<S, D> {
     /// Runs the graph in memory from `input` to an [`Outcome`] with default
     /// limits: sugar for `graph.app().run(input, deps)`.
     ///
@@ -37,7 +37,7 @@ impl<S: State, D: Sync + 'static> CompiledGraph<S, D> {
     }
 }
 
-impl<S: State, D: Sync + 'static> App<S, D> {
+impl<S: State, D: Sync> App<S, D> {
     /// Runs the graph from `input` to an [`Outcome`] with default limits,
     /// in memory (no thread).
     ///
@@ -93,7 +93,7 @@ pub struct Runner<'g, S: State, D> {
     lease_ttl: Duration,
 }
 
-impl<'g, S: State, D: Sync + 'static> Runner<'g, S, D> {
+impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// Persists the run as thread `id` in the graph's store: one checkpoint
     /// per super-step, so it can be resumed, inspected and forked.
     pub fn thread(mut self, id: impl Into<String>) -> Self {
@@ -339,7 +339,7 @@ impl<'g, S: State, D: Sync + 'static> Runner<'g, S, D> {
     }
 }
 
-impl<S: State, D: Sync + 'static> Runner<'_, S, D> {
+impl<S: State, D: Sync> Runner<'_, S, D> {
     /// Continues the compensation of a thread left `compensating`.
     async fn compensate_only(self, start: Resumed<S>, mut cp: Checkpointer) -> Result<Run<S>, RunError> {
         let events = Arc::new(Events::new(self.sink));
@@ -360,7 +360,7 @@ impl<S: State, D: Sync + 'static> Runner<'_, S, D> {
 }
 
 /// Runs the compensations of thread `cp` (see [`crate::saga`]).
-async fn compensate<S: State, D: Sync + 'static>(
+async fn compensate<S: State, D: Sync>(
     app: &App<S, D>,
     cp: &Checkpointer,
     deps: &D,
@@ -370,6 +370,12 @@ async fn compensate<S: State, D: Sync + 'static>(
     let graph = &app.graph;
     let lookup = |name: &str| graph.tool(name);
     let activity = |a: crate::event::Activity| events.emit(|| Event::Activity(a));
+    // The graph's deps as a tool sees them (`#[graph]` records how); a
+    // graph built by hand passes none.
+    let deps: &crate::tool::AnyDeps = match graph.inner.erase_deps {
+        Some(erase) => erase(deps),
+        None => &(),
+    };
     let compensator = crate::saga::Compensator {
         store: cp.store_handle(),
         thread: cp.thread.clone(),
