@@ -29,11 +29,19 @@ pub struct Shop {
     hang_in_release: bool,
     /// `ship` cancels the run instead of failing.
     cancel: Option<CancellationToken>,
+    /// The first call of `cancel_order` acts, notifies this, and never answers.
+    hang_in_cancel: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl Shop {
     fn new(dir: &Path) -> Self {
-        Shop { dir: dir.to_path_buf(), refunds_down: AtomicBool::new(false), hang_in_release: false, cancel: None }
+        Shop {
+            dir: dir.to_path_buf(),
+            refunds_down: AtomicBool::new(false),
+            hang_in_release: false,
+            cancel: None,
+            hang_in_cancel: None,
+        }
     }
 
     fn append(&self, file: &str, line: &str) {
@@ -129,8 +137,15 @@ async fn create_order(args: NewOrder, cx: &ToolCx<Shop>) -> Result<Order, ToolEr
 /// Cancels an order.
 #[tool(risk = reversible)]
 async fn cancel_order(args: OrderRef, cx: &ToolCx<Shop>) -> Result<(), ToolError> {
-    cx.deps().called("cancel_order");
-    cx.deps().act(&format!("cancel {}", args.order_id), None);
+    let shop = cx.deps();
+    shop.called("cancel_order");
+    shop.act(&format!("cancel {}", args.order_id), None);
+    if let Some(acted) = &shop.hang_in_cancel
+        && count(&lines(&shop.dir, "calls.log"), "cancel_order") == 1
+    {
+        acted.notify_one();
+        std::future::pending::<()>().await;
+    }
     Ok(())
 }
 
@@ -353,6 +368,7 @@ async fn a_failed_order_is_undone_newest_first_each_compensation_once() {
             ("saga.step", "cancel_order"),
             ("saga.step", "release_inventory"),
             ("saga.step", "refund_payment"),
+            ("saga.compensating", ""),
             ("saga.compensated", "refund_payment"),
             ("saga.compensated", "release_inventory"),
             ("saga.compensated", "cancel_order"),
@@ -393,9 +409,10 @@ async fn a_failed_compensation_is_named_stops_the_rest_and_resume_retries_it() {
     // The provider is back: a resume continues the compensation, not the graph.
     shop.refunds_down.store(false, Ordering::SeqCst);
     let run = app.runner(&shop).thread("order-2").resume().await.unwrap();
-    let Outcome::Compensated { undone: done, .. } = &run.outcome else {
+    let Outcome::Compensated { reason, undone: done, .. } = &run.outcome else {
         panic!("expected Compensated, got {:?}", run.outcome)
     };
+    assert!(reason.contains("shipping failed"), "the reason it started with: {reason}");
     assert_eq!(triples(done), undone(&REVERSED));
     let calls = lines(&dir, "calls.log");
     assert_eq!(count(&calls, "refund_payment"), 2, "{calls:?}");
@@ -441,6 +458,47 @@ async fn a_run_without_compensable_calls_keeps_its_outcome() {
     let run = run.unwrap();
     assert!(matches!(run.outcome, Outcome::Failed { ref node, .. } if node == "only"), "{:?}", run.outcome);
     assert_eq!(store.thread("t").unwrap().unwrap().status, ThreadStatus::Failed);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_compensation_cut_off_mid_call_that_is_not_idempotent_waits_for_a_human() {
+    use agentflow::approval::{ApprovalStatus, Approver, RoleAuthorizer, Settlement};
+    let dir = tempdir("unknown");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let acted = Arc::new(tokio::sync::Notify::new());
+    let shop = Shop { hang_in_cancel: Some(Arc::clone(&acted)), ..Shop::new(&dir) };
+    let app = app(Arc::clone(&store));
+    // `cancel_order` acts and never answers; the run is dropped there (standing in for a crash).
+    tokio::select! {
+        run = app.runner(&shop).thread("order-4").owner("agent:shop").run(Checkout::default()) => {
+            panic!("the run should hang in cancel_order: {:?}", run.map(|r| r.outcome))
+        }
+        () = acted.notified() => {}
+    }
+    assert_eq!(store.thread("order-4").unwrap().unwrap().status, ThreadStatus::Compensating);
+
+    // Whether it acted is unknown and it is not idempotent: the resume does not run it again.
+    let run = app.runner(&shop).thread("order-4").resume().await.unwrap();
+    let Outcome::CompensationFailed { compensation, approval: Some(id), undone: done, .. } = &run.outcome else {
+        panic!("expected CompensationFailed with a record, got {:?}", run.outcome)
+    };
+    assert_eq!(compensation, "cancel_order");
+    assert_eq!(triples(done), undone(&REVERSED[..2]));
+    let record = store.approval(id).unwrap().unwrap();
+    assert_eq!((record.status, record.tool.as_str()), (ApprovalStatus::OutcomeUnknown, "cancel_order"));
+    assert_eq!(count(&lines(&dir, "calls.log"), "cancel_order"), 1);
+
+    // A human settles it as done: the resume records it and the saga completes, without running it again.
+    let desk = app.approvals(RoleAuthorizer::new().role_for(Risk::Reversible, "ops")).unwrap();
+    desk.settle(id, &Approver::new("alice", ["ops"]), Settlement::Succeeded(serde_json::json!({}))).unwrap();
+    let run = app.runner(&shop).thread("order-4").resume().await.unwrap();
+    let Outcome::Compensated { undone: done, .. } = &run.outcome else {
+        panic!("expected Compensated, got {:?}", run.outcome)
+    };
+    assert_eq!(triples(done), undone(&REVERSED));
+    assert_eq!(count(&lines(&dir, "calls.log"), "cancel_order"), 1);
+    assert_eq!(count(&lines(&dir, "effects.log"), "cancel ord-1"), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -37,9 +37,11 @@
 //! `Compensating`; [`Runner::resume`](crate::Runner::resume) then continues
 //! the compensation (it does not run the graph). A compensation cut off
 //! mid-call runs again with the same idempotency key if its tool is
-//! `idempotent`; otherwise an `OUTCOME_UNKNOWN` record asks a human (settle
-//! it `SUCCEEDED` to count it as done, `FAILED` to run it again) and the run
-//! ends `CompensationFailed` until then.
+//! `idempotent`; otherwise an `OUTCOME_UNKNOWN` record asks a human (with
+//! [`ApprovalDesk::settle`](crate::approval::ApprovalDesk::settle):
+//! succeeded counts it as done, run again runs it again, failed leaves the
+//! saga failed for a human to finish by hand) and each resume ends
+//! `CompensationFailed` until then.
 //!
 //! The compensation tool is called with the graph's deps, and needs not be
 //! in any node's `tools = [..]` list; it is called directly, without the
@@ -194,6 +196,8 @@ pub struct Undone {
 
 /// The audit entry kind of a completed forward call that names a compensation.
 pub(crate) const STEP: &str = "saga.step";
+/// The audit entry kind that opens a thread's compensation, with its reason.
+const STARTED: &str = "saga.compensating";
 /// The checkpoint number compensations are journaled under: none of the
 /// thread's checkpoints, so compaction never drops them.
 const SAGA_SEQ: u64 = i64::MAX as u64;
@@ -290,9 +294,19 @@ pub(crate) fn status_of(outcome: &Outcome) -> Option<ThreadStatus> {
 impl Compensator<'_> {
     /// Runs the compensation of every recorded step not yet compensated,
     /// newest first; stops at the first that fails.
+    /// `reason`: how the run ended, for a compensation that starts now; a
+    /// compensation that continues keeps the reason it started with.
     pub(crate) async fn run(&self, reason: String) -> Result<Outcome, PersistError> {
         let thread = self.thread.clone();
         let log: Vec<AuditEntry> = blocking(&self.store, move |s| s.list_audit(&thread)).await??;
+        let started = log.iter().rev().find(|e| e.kind == STARTED).and_then(|e| e.detail["reason"].as_str());
+        let reason = match started {
+            Some(r) => r.to_string(),
+            None => {
+                self.audit(STARTED, json!({ "reason": reason })).await?;
+                reason
+            }
+        };
         let steps: Vec<Step> = log
             .iter()
             .filter(|e| e.kind == STEP)
@@ -384,16 +398,22 @@ impl Compensator<'_> {
                 started
             }
             Entry::Open { started } => match self.settled(journal, &key, started, tool, args).await? {
-                Ok(true) => return Ok(Ok(())),
-                Ok(false) => started,
-                Err(approval) => {
+                Settled::Acted => return Ok(Ok(())),
+                Settled::RunAgain => started,
+                Settled::Waiting(approval) => {
                     return Ok(Err((
                         format!(
                             "`{}` was cut off mid-call and is not idempotent; whether it acted is unknown: \
-                             settle the OUTCOME_UNKNOWN record `{approval}` (SUCCEEDED if it acted, FAILED to \
-                             run it again), then resume the thread",
+                             settle the OUTCOME_UNKNOWN record `{approval}` with the approval desk (succeeded if \
+                             it acted, run again if it did not), then resume the thread",
                             tool.name()
                         ),
+                        Some(approval),
+                    )));
+                }
+                Settled::Failed(approval, note) => {
+                    return Ok(Err((
+                        format!("`{}` was settled as failed by a human: {note}; undo the call by hand", tool.name()),
                         Some(approval),
                     )));
                 }
@@ -455,8 +475,7 @@ impl Compensator<'_> {
     }
 
     /// A compensation cut off mid-call that is not idempotent: whether a
-    /// human settled it (`Ok(true)`: it acted; `Ok(false)`: run it again),
-    /// or the id of the `OUTCOME_UNKNOWN` record that waits for them.
+    /// human settled it, through the `OUTCOME_UNKNOWN` record this creates.
     async fn settled(
         &self,
         journal: &Journal,
@@ -464,7 +483,7 @@ impl Compensator<'_> {
         run: u32,
         tool: &dyn Tool,
         args: &Value,
-    ) -> Result<Result<bool, String>, PersistError> {
+    ) -> Result<Settled, PersistError> {
         let id = crate::persist::unknown_outcome_id(&self.thread, SAGA_SEQ, SAGA_NODE, key, run);
         let found = {
             let id = id.clone();
@@ -480,7 +499,7 @@ impl Compensator<'_> {
             };
             let reason = format!(
                 "the compensation `{}` started and left no result (the process stopped mid-call); whether it \
-                 acted is unknown: settle it SUCCEEDED if it did, FAILED to run it again",
+                 acted is unknown: settle it as succeeded if it did, run again if it did not",
                 tool.name()
             );
             let record = crate::persist::unknown_outcome_record(
@@ -503,7 +522,7 @@ impl Compensator<'_> {
                 json!({ "approval": id, "key": key, "seq": SAGA_SEQ, "run": run, "tool": tool.name() }),
             )
             .await?;
-            return Ok(Err(id));
+            return Ok(Settled::Waiting(id));
         };
         match record.status {
             ApprovalStatus::Succeeded => {
@@ -518,14 +537,16 @@ impl Compensator<'_> {
                 journal.commit(batch).await.map_err(journal_error)?.map_err(|current| {
                     PersistError::Saga(format!("an approval moved while recording a compensation ({current:?})"))
                 })?;
-                Ok(Ok(true))
+                Ok(Settled::Acted)
             }
-            ApprovalStatus::Failed => {
-                let detail = json!({ "ended": "settled failed" });
+            // "Run again": the cut-off run is closed and a new one starts.
+            ApprovalStatus::Approved => {
+                let detail = json!({ "ended": "settled: run again", "approval": id });
                 journal.mark(SAGA_NODE, key, "ended", run, detail).await.map_err(journal_error)?;
-                Ok(Ok(false))
+                Ok(Settled::RunAgain)
             }
-            _ => Ok(Err(id)),
+            ApprovalStatus::Failed => Ok(Settled::Failed(id, record.decision_note.unwrap_or_default())),
+            _ => Ok(Settled::Waiting(id)),
         }
     }
 
@@ -537,6 +558,18 @@ impl Compensator<'_> {
             .map_err(|e| PersistError::Saga(e.to_string()))?;
         Ok(())
     }
+}
+
+/// What a human decided about a compensation cut off mid-call.
+enum Settled {
+    /// It acted: count it as done.
+    Acted,
+    /// It did not: run it again.
+    RunAgain,
+    /// Nobody decided yet: the record's id.
+    Waiting(String),
+    /// It failed: the record's id and the human's note.
+    Failed(String, String),
 }
 
 fn journal_error(e: NodeError) -> PersistError {

@@ -344,13 +344,8 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
     async fn compensate_only(self, start: Resumed<S>, mut cp: Checkpointer) -> Result<Run<S>, RunError> {
         let events = Arc::new(Events::new(self.sink));
         let usage = cp.budget.usage;
-        let id = cp.thread.clone();
-        let detail = crate::persist::blocking(&cp.store_handle(), move |s| s.thread(&id))
-            .await?
-            .map_err(PersistError::from)?
-            .map(|t| t.detail)
-            .unwrap_or_default();
-        let reason = detail.strip_prefix("compensating after ").unwrap_or(&detail).to_string();
+        // The compensation keeps the reason it started with (in the audit log).
+        let reason = "resumed while compensating".to_string();
         let outcome = compensate(&self.app, &cp, self.deps, &events, reason).await?;
         let status = crate::saga::status_of(&outcome).unwrap_or(ThreadStatus::Compensating);
         cp.finish(status, outcome.to_string(), usage).await.map_err(|e| lease_lost(e.into(), Some(&cp)))?;
