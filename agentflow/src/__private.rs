@@ -230,7 +230,7 @@ pub trait ToolDeps {
     label = "not a `#[tool]`",
     note = "a compensation is a tool declared with `#[tool(risk = ..)]` on an `async fn` taking a typed argument struct"
 )]
-pub trait ToolArgsOf {
+pub trait ToolArgsOf: crate::tool::Tool {
     /// The argument struct.
     type Args;
 }

@@ -161,7 +161,7 @@ where
     F: Reversible,
     F::Args: DeserializeOwned,
     F::Output: DeserializeOwned,
-    C: Tool + crate::__private::ToolArgsOf,
+    C: crate::__private::ToolArgsOf,
     C::Args: Compensates<F> + Serialize,
 {
     Compensation { tool, build: build::<F, C> }
@@ -172,7 +172,7 @@ where
     F: Reversible,
     F::Args: DeserializeOwned,
     F::Output: DeserializeOwned,
-    C: Tool + crate::__private::ToolArgsOf,
+    C: crate::__private::ToolArgsOf,
     C::Args: Compensates<F> + Serialize,
 {
     let args: F::Args = serde_json::from_value(args.clone()).map_err(|e| format!("the arguments: {e}"))?;

@@ -44,9 +44,8 @@ fn check_compensate(ir: &ToolIr, diags: &mut Diagnostics) {
         *loc,
         format!(
             "tool `{}` is `{risk}`, so it cannot name a compensation (`compensate = {comp}`): {why}; \
-             only {} tools can, or remove `compensate`",
-            ir.name,
-            list(COMPENSABLE)
+             only `reversible` and `external` tools can; remove `compensate`",
+            ir.name
         ),
     );
 }
