@@ -384,8 +384,27 @@ async fn a_failed_order_is_undone_newest_first_each_compensation_once() {
 
 #[tokio::test]
 async fn a_failed_compensation_is_named_stops_the_rest_and_resume_retries_it() {
-    let dir = tempdir("refund-down");
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    failed_compensation_then_resume(store, "refund-down").await;
+}
+
+/// The same on PostgreSQL (`AGENTFLOW_PG_URL`; skipped when unset): the
+/// `compensating` status and the compensations' journal round-trip there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_compensation_then_resume_on_postgres() {
+    let Some(url) = std::env::var("AGENTFLOW_PG_URL").ok().filter(|u| !u.trim().is_empty()) else {
+        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "AGENTFLOW_PG_URL is not set under CI");
+        eprintln!("SKIPPED: AGENTFLOW_PG_URL is not set (start a server with `source .ci/postgres.sh`)");
+        return;
+    };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let schema = format!("saga_{}_{nanos}", std::process::id());
+    let store = agentflow_store::PostgresStore::builder().schema(schema).open(&url).expect("open the PostgreSQL store");
+    failed_compensation_then_resume(Arc::new(store), "refund-down-pg").await;
+}
+
+async fn failed_compensation_then_resume(store: Arc<dyn Store>, name: &str) {
+    let dir = tempdir(name);
     let shop = Shop::new(&dir);
     shop.refunds_down.store(true, Ordering::SeqCst);
     let app = app(Arc::clone(&store));
