@@ -427,7 +427,19 @@ async fn failed_compensation_then_resume(store: Arc<dyn Store>, name: &str) {
 
     // The provider is back: a resume continues the compensation, not the graph.
     shop.refunds_down.store(false, Ordering::SeqCst);
-    let run = app.runner(&shop).thread("order-2").resume().await.unwrap();
+    let mut nodes_run = Vec::new();
+    let run = app
+        .runner(&shop)
+        .thread("order-2")
+        .on_event(|e| {
+            if let Event::NodeStarted { node, .. } = e {
+                nodes_run.push(node);
+            }
+        })
+        .resume()
+        .await
+        .unwrap();
+    assert!(nodes_run.is_empty(), "a compensating thread resumes its compensation, not its graph: {nodes_run:?}");
     let Outcome::Compensated { reason, undone: done, .. } = &run.outcome else {
         panic!("expected Compensated, got {:?}", run.outcome)
     };
@@ -535,9 +547,15 @@ async fn saga_child() {
     let store: Arc<dyn Store> = Arc::new(RedbStore::open(dir.join("store.redb")).unwrap());
     let shop = Shop { hang_in_release: !resume, ..Shop::new(&dir) };
     let app = app(store);
-    let runner = app.runner(&shop).thread("order-k").owner("agent:shop");
+    let mut nodes_run = Vec::new();
+    let runner = app.runner(&shop).thread("order-k").owner("agent:shop").on_event(|e| {
+        if let Event::NodeStarted { node, .. } = e {
+            nodes_run.push(node);
+        }
+    });
     let run = if resume { runner.resume().await } else { runner.run(Checkout::default()).await }.unwrap();
     std::fs::write(dir.join("outcome.json"), serde_json::to_vec(&run.outcome).unwrap()).unwrap();
+    std::fs::write(dir.join("nodes_on_resume"), nodes_run.join(",")).unwrap();
 }
 
 fn child(dir: &Path, resume: bool) -> Command {
@@ -583,6 +601,8 @@ async fn sigkill_during_compensation_then_resume_in_a_new_process() {
     let outcome: Outcome = serde_json::from_slice(&std::fs::read(dir.join("outcome.json")).unwrap()).unwrap();
     let Outcome::Compensated { undone: done, .. } = &outcome else { panic!("expected Compensated, got {outcome:?}") };
     assert_eq!(triples(done), undone(&REVERSED));
+    let nodes = std::fs::read_to_string(dir.join("nodes_on_resume")).unwrap();
+    assert_eq!(nodes, "", "the resume continued the compensation and ran no node");
 
     // Every forward call and every compensation acted exactly once. The
     // refund finished before the kill and was not run again; the release
