@@ -43,9 +43,12 @@
 //! saga failed for a human to finish by hand) and each resume ends
 //! `CompensationFailed` until then.
 //!
-//! The compensation tool is called with the graph's deps, and needs not be
-//! in any node's `tools = [..]` list; it is called directly, without the
-//! policy or an approval (it was implied by the forward call's).
+//! The compensation tool is called with the graph's deps (a graph built by
+//! hand, without `#[graph]`, passes none, so a compensation that reads deps
+//! fails there with a typed error), and needs not be in any node's `tools =
+//! [..]` list; it is called directly, without the policy or an approval (it
+//! was implied by the forward call's). That its deps type is the graph's is
+//! checked when it runs, not at compile time.
 //! [`Outcome::BudgetExhausted`] and [`Outcome::Interrupted`] do not
 //! compensate: the thread can still continue.
 
