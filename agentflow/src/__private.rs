@@ -223,18 +223,6 @@ pub trait ToolDeps {
     type Deps: ?Sized;
 }
 
-/// A `#[tool]`'s argument struct, for `#[tool(compensate = ..)]`'s check
-/// that the compensation's arguments can be built from the forward call.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a tool, so it cannot be a compensation",
-    label = "not a `#[tool]`",
-    note = "a compensation is a tool declared with `#[tool(risk = ..)]` on an `async fn` taking a typed argument struct"
-)]
-pub trait ToolArgsOf: crate::tool::Tool {
-    /// The argument struct.
-    type Args;
-}
-
 /// Stands for "no deps" in [`ToolDeps::Deps`]: unsized, so it is never a
 /// graph's deps type.
 pub trait NoDeps {}

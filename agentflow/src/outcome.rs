@@ -43,7 +43,7 @@ pub enum Outcome {
         /// Why the run compensated: how it had ended.
         reason: String,
         /// The calls undone, in the order they were undone.
-        undone: Vec<crate::saga::Undone>,
+        undone: Vec<Undone>,
         /// Calls whose outcome is unknown (`OUTCOME_UNKNOWN` records, as
         /// `tool (record id)`): not compensated, a human settles them.
         unknown: Vec<String>,
@@ -65,7 +65,7 @@ pub enum Outcome {
         /// cut off mid-call.
         approval: Option<String>,
         /// The calls undone before it.
-        undone: Vec<crate::saga::Undone>,
+        undone: Vec<Undone>,
     },
 }
 
@@ -98,6 +98,20 @@ impl fmt::Display for Outcome {
             }
         }
     }
+}
+
+/// One forward call a compensation undid.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct Undone {
+    /// The node that made the forward call.
+    pub node: String,
+    /// The forward call's id.
+    pub call_id: String,
+    /// The forward tool.
+    pub tool: String,
+    /// The compensating tool that undid it.
+    pub compensation: String,
 }
 
 /// The result of a run: how it ended and the state it ended with.

@@ -65,32 +65,20 @@ use crate::outcome::Outcome;
 use crate::persist::{Entry, Journal, PersistError, blocking, now_ms};
 use crate::tool::{AnyDeps, Tool, ToolCx, ToolError, args_hash};
 
-/// The tool that undoes another, as `#[tool(compensate = ..)]` names it:
-/// the tool, and how its arguments are built from the forward call's.
-#[derive(Clone, Copy)]
-pub struct Compensation {
-    tool: &'static dyn Tool,
-    build: fn(&Value, &Value) -> Result<Value, String>,
-}
+pub use crate::outcome::Undone;
+pub use crate::tool::Compensation;
 
-impl std::fmt::Debug for Compensation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Compensation").field("tool", &self.tool.name()).finish_non_exhaustive()
-    }
-}
-
-impl Compensation {
-    /// The compensating tool.
-    pub fn tool(&self) -> &'static dyn Tool {
-        self.tool
-    }
-
-    /// The compensation's arguments for a forward call made with
-    /// `args` that returned `result` (both as JSON), or why they cannot be
-    /// built (the JSON does not decode as the forward tool's types).
-    pub fn arguments(&self, args: &Value, result: &Value) -> Result<Value, String> {
-        (self.build)(args, result)
-    }
+/// A `#[tool]`'s argument struct, for `#[tool(compensate = ..)]`'s check
+/// that the compensation's arguments can be built from the forward call.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a tool, so it cannot be a compensation",
+    label = "not a `#[tool]`",
+    note = "a compensation is a tool declared with `#[tool(risk = ..)]` on an `async fn` taking a typed argument struct"
+)]
+pub trait ToolArgsOf: Tool {
+    /// The argument struct.
+    type Args;
 }
 
 /// A tool that names a compensation: its argument and result types, for
@@ -164,10 +152,10 @@ where
     F: Reversible,
     F::Args: DeserializeOwned,
     F::Output: DeserializeOwned,
-    C: crate::__private::ToolArgsOf,
+    C: ToolArgsOf,
     C::Args: Compensates<F> + Serialize,
 {
-    Compensation { tool, build: build::<F, C> }
+    Compensation::new(tool, build::<F, C>)
 }
 
 fn build<F, C>(args: &Value, result: &Value) -> Result<Value, String>
@@ -175,26 +163,12 @@ where
     F: Reversible,
     F::Args: DeserializeOwned,
     F::Output: DeserializeOwned,
-    C: crate::__private::ToolArgsOf,
+    C: ToolArgsOf,
     C::Args: Compensates<F> + Serialize,
 {
     let args: F::Args = serde_json::from_value(args.clone()).map_err(|e| format!("the arguments: {e}"))?;
     let result: F::Output = serde_json::from_value(result.clone()).map_err(|e| format!("the result: {e}"))?;
     serde_json::to_value(C::Args::from_call(args, result)).map_err(|e| format!("the compensation's arguments: {e}"))
-}
-
-/// One forward call a compensation undid.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct Undone {
-    /// The node that made the forward call.
-    pub node: String,
-    /// The forward call's id.
-    pub call_id: String,
-    /// The forward tool.
-    pub tool: String,
-    /// The compensating tool that undid it.
-    pub compensation: String,
 }
 
 /// The audit entry kind of a completed forward call that names a compensation.
@@ -235,14 +209,16 @@ pub(crate) async fn record_step(
     let Some(compensation) = tool.compensation() else { return Ok(()) };
     let (comp_args, error) = match compensation.arguments(args, result) {
         Ok(a) => (Some(a), None),
-        Err(e) => (None, Some(format!("the arguments of `{}` could not be built from {e}", compensation.tool.name()))),
+        Err(e) => {
+            (None, Some(format!("the arguments of `{}` could not be built from {e}", compensation.tool().name())))
+        }
     };
     let step = Step {
         id: format!("{}/{node}/{effect_key}", journal.seq),
         node: node.to_string(),
         call_id: call_id.to_string(),
         tool: tool.name().to_string(),
-        compensation: compensation.tool.name().to_string(),
+        compensation: compensation.tool().name().to_string(),
         args: comp_args,
         error,
     };
@@ -379,7 +355,7 @@ impl Compensator<'_> {
                 step.tool
             ));
         };
-        let tool = compensation.tool;
+        let tool = compensation.tool();
         let (Some(args), None) = (&step.args, &step.error) else {
             return fail(step.error.clone().unwrap_or_else(|| "no arguments were recorded".into()));
         };

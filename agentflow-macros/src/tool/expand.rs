@@ -206,7 +206,7 @@ fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
             }
 
             #[automatically_derived]
-            impl #private::ToolArgsOf for #ident {
+            impl ::agentflow::saga::ToolArgsOf for #ident {
                 type Args = #args_ty;
             }
 
