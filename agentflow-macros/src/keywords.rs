@@ -49,8 +49,12 @@ pub mod tool {
     pub const RISK: &str = "risk";
     /// The tool honours its idempotency key, so a call cut off mid-way may run again.
     pub const IDEMPOTENT: &str = "idempotent";
+    /// The tool that undoes a completed call: `compensate = cancel_order`.
+    pub const COMPENSATE: &str = "compensate";
     /// Every argument.
-    pub const ARGS: &[&str] = &[RISK, IDEMPOTENT];
+    pub const ARGS: &[&str] = &[RISK, IDEMPOTENT, COMPENSATE];
+    /// The risk classes whose calls may name a compensation.
+    pub const COMPENSABLE: &[&str] = &["reversible", "external"];
     /// The risk classes a tool may declare, least to most dangerous.
     pub const RISKS: &[&str] = &["read", "reversible", "external", "irreversible"];
 }

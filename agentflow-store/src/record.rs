@@ -27,23 +27,31 @@ pub enum ThreadStatus {
     Cancelled,
     /// Stopped by a budget (steps, calls, tokens, deadline).
     BudgetExhausted,
+    /// Undoing the completed calls of a run that stopped (saga compensation); a resume continues
+    /// the compensation, never the graph. Also the status of a compensation that failed and waits
+    /// for a human.
+    Compensating,
+    /// Every completed call that names a compensation was undone.
+    Compensated,
 }
 
 impl ThreadStatus {
     /// Every status, in tag order.
-    pub const ALL: [ThreadStatus; 6] = [
+    pub const ALL: [ThreadStatus; 8] = [
         ThreadStatus::Running,
         ThreadStatus::Interrupted,
         ThreadStatus::Completed,
         ThreadStatus::Failed,
         ThreadStatus::Cancelled,
         ThreadStatus::BudgetExhausted,
+        ThreadStatus::Compensating,
+        ThreadStatus::Compensated,
     ];
 
     /// Whether the run has ended for good, which makes the thread eligible for compaction.
-    /// `Running` and `Interrupted` threads may still continue.
+    /// `Running`, `Interrupted` and `Compensating` threads may still continue.
     pub fn is_finished(self) -> bool {
-        !matches!(self, ThreadStatus::Running | ThreadStatus::Interrupted)
+        !matches!(self, ThreadStatus::Running | ThreadStatus::Interrupted | ThreadStatus::Compensating)
     }
 
     /// The snake_case name used in messages and JSON.
@@ -55,6 +63,8 @@ impl ThreadStatus {
             ThreadStatus::Failed => "failed",
             ThreadStatus::Cancelled => "cancelled",
             ThreadStatus::BudgetExhausted => "budget_exhausted",
+            ThreadStatus::Compensating => "compensating",
+            ThreadStatus::Compensated => "compensated",
         }
     }
 
@@ -967,6 +977,22 @@ mod tests {
         let mut longer = bytes.to_vec();
         longer.push(0);
         assert!(decode(&longer).is_err());
+    }
+
+    #[test]
+    fn every_thread_status_round_trips_and_only_compensating_may_continue_besides_running_and_interrupted() {
+        for status in ThreadStatus::ALL {
+            let mut thread = ThreadRecord::new("t", "o", "fp", 1, 2);
+            thread.status = status;
+            assert_eq!(ThreadRecord::decode(&thread.encode()).unwrap().status, status);
+            let continues =
+                matches!(status, ThreadStatus::Running | ThreadStatus::Interrupted | ThreadStatus::Compensating);
+            assert_eq!(status.is_finished(), !continues, "{status}");
+        }
+        let names: std::collections::HashSet<&str> = ThreadStatus::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(names.len(), ThreadStatus::ALL.len());
+        assert_eq!(ThreadStatus::Compensating.as_str(), "compensating");
+        assert_eq!(ThreadStatus::Compensated.as_str(), "compensated");
     }
 
     #[test]

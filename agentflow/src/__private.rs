@@ -2,7 +2,7 @@
 
 pub use serde;
 
-pub use crate::graph::{GraphSpec, NodeFn, NodeFuture, NodeSpec, compile};
+pub use crate::graph::{GraphSpec, NodeFn, NodeFuture, NodeSpec, compile, erase_deps};
 pub use crate::reducer::{Add, Append, Merge, Messages};
 pub use crate::step::route;
 pub use agentflow_macros::{State, graph, node};
@@ -195,12 +195,15 @@ impl<T: serde::de::DeserializeOwned + schemars::JsonSchema> ToolArgs for T {
     note = "return `Err(ToolError::Correctable(..))` for what the model can fix (it gets a `TOOL_ERROR` observation)"
 )]
 pub trait ToolReturn {
+    /// `T` of `Result<T, ToolError>`.
+    type Value;
     /// The result as the JSON the gateway hands back.
     fn into_json(self) -> Result<serde_json::Value, crate::tool::ToolError>;
 }
 
 #[diagnostic::do_not_recommend]
 impl<T: serde::Serialize> ToolReturn for Result<T, crate::tool::ToolError> {
+    type Value = T;
     fn into_json(self) -> Result<serde_json::Value, crate::tool::ToolError> {
         let value = self?;
         crate::persist::encode::to_value(&value, "result", crate::persist::MAX_JSON_DEPTH)

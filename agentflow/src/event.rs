@@ -131,6 +131,17 @@ pub enum Activity {
         /// The tool.
         tool: String,
     },
+    /// A compensation ran (saga): it undid, or failed to undo, a completed call.
+    Compensation {
+        /// The forward tool whose call was undone.
+        tool: String,
+        /// The compensating tool.
+        compensation: String,
+        /// The forward call's id.
+        call_id: String,
+        /// `ok` or `failed`.
+        result: String,
+    },
 }
 
 impl fmt::Display for Activity {
@@ -145,6 +156,9 @@ impl fmt::Display for Activity {
             }
             Activity::ApprovalRequested { node, approval, tool } => {
                 write!(f, "{node}: tool `{tool}` waits for approval `{approval}`")
+            }
+            Activity::Compensation { tool, compensation, call_id, result } => {
+                write!(f, "saga: `{compensation}` undoing `{tool}` [{call_id}] -> {result}")
             }
         }
     }

@@ -88,6 +88,9 @@ pub(crate) struct Plan<S: State, D> {
     pub(crate) overwrite_mask: FieldMask,
     /// The step bound in force when the caller sets none.
     pub(crate) default_max_steps: u32,
+    /// The deps as [`AnyDeps`](crate::tool::AnyDeps), for calls made outside
+    /// a node (compensations); set by `#[graph]`.
+    pub(crate) erase_deps: Option<fn(&D) -> &crate::tool::AnyDeps>,
 }
 
 impl<S: State, D> Clone for CompiledGraph<S, D> {
@@ -113,8 +116,26 @@ pub fn compile<S: State, D>(spec: GraphSpec<S, D>) -> CompiledGraph<S, D> {
     let default_max_steps = spec.max_steps.unwrap_or(spec.nodes.len() as u32);
     let fingerprint = with_tools(&spec);
     CompiledGraph {
-        inner: Arc::new(Plan { overwrite_mask: S::overwrite_mask(), default_max_steps, fingerprint, spec }),
+        inner: Arc::new(Plan {
+            overwrite_mask: S::overwrite_mask(),
+            default_max_steps,
+            fingerprint,
+            spec,
+            erase_deps: None,
+        }),
     }
+}
+
+/// Records how the graph's deps are handed to a tool called outside a node
+/// (a compensation, see [`crate::saga`]). `#[graph]` calls this.
+pub fn erase_deps<S: State, D>(
+    mut graph: CompiledGraph<S, D>,
+    erase: fn(&D) -> &crate::tool::AnyDeps,
+) -> CompiledGraph<S, D> {
+    if let Some(plan) = Arc::get_mut(&mut graph.inner) {
+        plan.erase_deps = Some(erase);
+    }
+    graph
 }
 
 impl<S: State, D> CompiledGraph<S, D> {

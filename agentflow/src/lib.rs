@@ -90,6 +90,7 @@ pub mod persist;
 pub mod prebuilt;
 pub mod reducer;
 mod retry;
+pub mod saga;
 mod shield;
 mod state;
 mod step;
@@ -417,6 +418,20 @@ pub use agentflow_macros::node;
 /// - `idempotent` (optional, after `risk`): the tool honours
 ///   [`ToolCx::idempotency_key`](tool::ToolCx::idempotency_key), so a call
 ///   cut off mid-way may be run again ([`Tool::idempotent`](tool::Tool::idempotent)).
+/// - `compensate = other_tool` (optional, `reversible` and `external` tools
+///   only): the `#[tool]` that undoes a completed call of this one (saga
+///   compensation, [`saga`]). When a thread's run fails for good (any fatal
+///   error, or [`Ctx::compensate`]) or is cancelled, the compensations of
+///   its completed calls run, newest first, each once, and the run ends
+///   [`Outcome::Compensated`] or [`Outcome::CompensationFailed`]. The
+///   compensation's argument struct implements
+///   [`saga::Compensates<this_tool>`](saga::Compensates): it is built from
+///   the forward call's arguments and result (both must be `Deserialize`).
+///   Checked at compile time, at the name after `compensate =`: that it is a
+///   `#[tool]`, that its arguments can be built from this tool's call, and
+///   (at `compensate`) that this tool is not `read` or `irreversible`. The
+///   compensation needs not be in any node's `tools = [..]` list; it runs
+///   with the graph's deps, without the policy's approval step.
 ///
 /// # The fn
 ///

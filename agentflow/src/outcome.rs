@@ -36,6 +36,37 @@ pub enum Outcome {
         /// What the run waits for.
         pending: Vec<Pending>,
     },
+    /// The run failed or was cancelled, and the compensations of its
+    /// completed calls ran, newest first (see [`crate::saga`]); the state is
+    /// the one the run stopped with.
+    Compensated {
+        /// Why the run compensated: how it had ended.
+        reason: String,
+        /// The calls undone, in the order they were undone.
+        undone: Vec<Undone>,
+        /// Calls whose outcome is unknown (`OUTCOME_UNKNOWN` records, as
+        /// `tool (record id)`): not compensated, a human settles them.
+        unknown: Vec<String>,
+    },
+    /// A compensation failed; the ones after it did not run. The thread
+    /// stays `compensating`: a human looks, and a resume retries from this one.
+    CompensationFailed {
+        /// Why the run compensated: how it had ended.
+        reason: String,
+        /// The compensating tool that failed.
+        compensation: String,
+        /// The forward tool whose call it was to undo.
+        tool: String,
+        /// The forward call's id.
+        call_id: String,
+        /// Why it failed.
+        error: String,
+        /// The `OUTCOME_UNKNOWN` record to settle, when the compensation was
+        /// cut off mid-call.
+        approval: Option<String>,
+        /// The calls undone before it.
+        undone: Vec<Undone>,
+    },
 }
 
 impl Outcome {
@@ -58,8 +89,29 @@ impl fmt::Display for Outcome {
                 let at: Vec<String> = pending.iter().map(|p| format!("{:?} at {}", p.kind, p.node)).collect();
                 write!(f, "Interrupted {{ {} }}", at.join(", "))
             }
+            Outcome::Compensated { undone, unknown, .. } => {
+                let undone: Vec<String> = undone.iter().map(|u| format!("{} by {}", u.tool, u.compensation)).collect();
+                write!(f, "Compensated {{ undone: [{}], unknown: [{}] }}", undone.join(", "), unknown.join(", "))
+            }
+            Outcome::CompensationFailed { compensation, tool, error, .. } => {
+                write!(f, "CompensationFailed {{ compensation: {compensation}, undoing: {tool}, error: {error} }}")
+            }
         }
     }
+}
+
+/// One forward call a compensation undid.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct Undone {
+    /// The node that made the forward call.
+    pub node: String,
+    /// The forward call's id.
+    pub call_id: String,
+    /// The forward tool.
+    pub tool: String,
+    /// The compensating tool that undid it.
+    pub compensation: String,
 }
 
 /// The result of a run: how it ended and the state it ended with.

@@ -273,13 +273,16 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
         };
         let fingerprint = fingerprint(&p.ir, &state_name);
         quote! {
-            ::agentflow::__private::compile(::agentflow::__private::GraphSpec {
-                name: #graph_name,
-                start: ::agentflow::NodeId::new(#start),
-                max_steps: #max_steps,
-                fingerprint: #fingerprint,
-                nodes: ::std::vec![#(#specs),*],
-            })
+            ::agentflow::__private::erase_deps(
+                ::agentflow::__private::compile(::agentflow::__private::GraphSpec {
+                    name: #graph_name,
+                    start: ::agentflow::NodeId::new(#start),
+                    max_steps: #max_steps,
+                    fingerprint: #fingerprint,
+                    nodes: ::std::vec![#(#specs),*],
+                }),
+                |deps| deps,
+            )
         }
     };
     extra.push(quote! {

@@ -2,12 +2,14 @@
 
 use super::ir::{RISKS, ToolIr};
 use crate::diag::{Diagnostics, Kind, list, unknown};
+use crate::keywords::tool::COMPENSABLE;
 
 const EXPECTED: &str = "expected `async fn name(args: Args) -> Result<T, ToolError>` \
                         (or `(args: Args, cx: &ToolCx)`, `(args: Args, cx: &ToolCx<Deps>)`, `(args: Args, deps: &Deps)`), where `Args: Deserialize + JsonSchema` and `T: Serialize`";
 
 pub fn check_all(ir: &ToolIr, diags: &mut Diagnostics) {
     check_risk(ir, diags);
+    check_compensate(ir, diags);
     check_description(ir, diags);
     check_signature(ir, diags);
 }
@@ -27,6 +29,25 @@ fn check_risk(ir: &ToolIr, diags: &mut Diagnostics) {
         }
         Some(_) => {}
     }
+}
+
+// Only a call that changed something that can be undone names the tool
+// that undoes it: a read changed nothing, an irreversible call cannot be undone.
+fn check_compensate(ir: &ToolIr, diags: &mut Diagnostics) {
+    let (Some((comp, loc)), Some((risk, _))) = (&ir.compensate, &ir.risk) else { return };
+    if !RISKS.contains(&risk.as_str()) || COMPENSABLE.contains(&risk.as_str()) {
+        return;
+    }
+    let why = if risk == "read" { "a read changes nothing to undo" } else { "its calls cannot be undone" };
+    diags.push(
+        Kind::Syntax,
+        *loc,
+        format!(
+            "tool `{}` is `{risk}`, so it cannot name a compensation (`compensate = {comp}`): {why}; \
+             only `reversible` and `external` tools can; remove `compensate`",
+            ir.name
+        ),
+    );
 }
 
 // The doc comment is what the model reads to decide when to call the tool.
@@ -71,6 +92,7 @@ mod tests {
             name_loc: Loc::DUMMY,
             risk: Some(("read".into(), Loc::DUMMY)),
             idempotent: false,
+            compensate: None,
             args_parsed: true,
             description: "Adds.".into(),
             is_async: true,
@@ -103,6 +125,25 @@ mod tests {
         t.args_parsed = true;
         t.risk = Some(("irreversable".into(), Loc::DUMMY));
         assert!(messages(&t)[0].contains("did you mean `irreversible`?"), "{:?}", messages(&t));
+    }
+
+    #[test]
+    fn only_reversible_and_external_tools_name_a_compensation() {
+        for (risk, ok) in [("read", false), ("reversible", true), ("external", true), ("irreversible", false)] {
+            let mut t = tool();
+            t.risk = Some((risk.into(), Loc::DUMMY));
+            t.compensate = Some(("undo".into(), Loc::DUMMY));
+            let m = messages(&t);
+            assert_eq!(m.is_empty(), ok, "{risk}: {m:?}");
+            if !ok {
+                assert!(m[0].contains(&format!("is `{risk}`, so it cannot name a compensation")), "{m:?}");
+            }
+        }
+        // An unknown risk is reported once, as such.
+        let mut t = tool();
+        t.risk = Some(("irreversable".into(), Loc::DUMMY));
+        t.compensate = Some(("undo".into(), Loc::DUMMY));
+        assert_eq!(messages(&t).len(), 1);
     }
 
     #[test]

@@ -133,6 +133,32 @@ fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
         syn::ReturnType::Default => ident.span(),
     };
     // The conversion is spanned at the return type, so a wrong one is reported there.
+    // `compensate = cancel_order`: the forward tool's types, and the
+    // compensation built from them, spanned at the name so rustc's errors
+    // (not a tool, arguments that cannot be built) point there.
+    let (compensation_fn, reversible) = match &p.compensate {
+        None => (quote!(), quote!()),
+        Some(comp) => {
+            let span = comp.span();
+            let build = quote_spanned! {span=>
+                ::agentflow::saga::compensation::<#ident, _>(&#comp)
+            };
+            (
+                quote! {
+                    fn compensation(&self) -> ::core::option::Option<::agentflow::tool::Compensation> {
+                        ::core::option::Option::Some(#build)
+                    }
+                },
+                quote! {
+                    #[automatically_derived]
+                    impl ::agentflow::saga::Reversible for #ident {
+                        type Args = #args_ty;
+                        type Output = <#ret as #private::ToolReturn>::Value;
+                    }
+                },
+            )
+        }
+    };
     let value = quote_spanned!(ret_span=> __agentflow_value);
     let result = quote_spanned!(ret_span=> ::agentflow::__private::tool_result(#value));
     quote! {
@@ -176,7 +202,15 @@ fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
                     let #value = #call.await;
                     #result
                 }
+                #compensation_fn
             }
+
+            #[automatically_derived]
+            impl ::agentflow::saga::ToolArgsOf for #ident {
+                type Args = #args_ty;
+            }
+
+            #reversible
 
             #[automatically_derived]
             impl #private::ToolDeps for #ident {

@@ -15,6 +15,8 @@ pub struct ToolIr {
     /// `idempotent`: the tool honours its idempotency key, so a call whose
     /// outcome is uncertain may be run again with the same key.
     pub idempotent: bool,
+    /// `compensate = ..`: the tool that undoes a completed call, with where it was written.
+    pub compensate: Option<(String, Loc)>,
     /// Whether the attribute's arguments parsed; if not, a missing `risk`
     /// is a consequence of that error and not reported again.
     pub args_parsed: bool,

@@ -14,7 +14,8 @@ pub struct Parsed {
     pub args_ty: Option<syn::Type>,
     /// What the fn takes after its arguments.
     pub second: Second,
-    /// `T` of `Result<T, ToolError>`, when it can be read off the signature.
+    /// `compensate = path`: the compensating tool.
+    pub compensate: Option<syn::Path>,
     pub errors: Option<syn::Error>,
 }
 
@@ -67,6 +68,7 @@ pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) ->
     let mut errors = None;
     let mut risk = None;
     let mut idempotent = false;
+    let mut compensate: Option<syn::Path> = None;
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident(kw::RISK) {
             let ident: syn::Ident = meta.value()?.parse()?;
@@ -75,13 +77,24 @@ pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) ->
         } else if meta.path.is_ident(kw::IDEMPOTENT) {
             idempotent = true;
             Ok(())
+        } else if meta.path.is_ident(kw::COMPENSATE) {
+            let path: syn::Path = meta.value()?.parse().map_err(|e| {
+                syn::Error::new(e.span(), "expected the compensating tool: `compensate = cancel_order`")
+            })?;
+            compensate = Some(path);
+            Ok(())
         } else {
             let name = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
             Err(meta.error(unknown(
                 "`#[tool]` argument",
                 &name,
                 kw::ARGS,
-                &format!("`risk = {}`, optionally followed by `{}`", kw::RISKS.join(" | "), kw::IDEMPOTENT),
+                &format!(
+                    "`risk = {}`, optionally followed by `{}` and `{} = tool`",
+                    kw::RISKS.join(" | "),
+                    kw::IDEMPOTENT,
+                    kw::COMPENSATE
+                ),
             )))
         }
     });
@@ -122,6 +135,10 @@ pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) ->
         name_loc: spans.loc(func.sig.ident.span()),
         risk,
         idempotent,
+        compensate: compensate.as_ref().map(|p| {
+            let name = p.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+            (name, spans.loc(p.span()))
+        }),
         args_parsed: errors.is_none(),
         description,
         is_async: func.sig.asyncness.is_some(),
@@ -130,7 +147,7 @@ pub fn parse(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) ->
         has_return: !matches!(func.sig.output, syn::ReturnType::Default),
         sig_loc: spans.loc(if func.sig.inputs.is_empty() { func.sig.ident.span() } else { sig_span }),
     };
-    Ok(Parsed { ir, spans, func, args_ty, second, errors })
+    Ok(Parsed { ir, spans, func, args_ty, second, compensate, errors })
 }
 
 #[cfg(test)]

@@ -224,6 +224,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     pub async fn resume(self) -> Result<Run<S>, RunError> {
         let (checkpointer, start) =
             open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
+        // A thread that stopped while undoing its calls continues undoing them.
+        if checkpointer.opened_as == Some(ThreadStatus::Compensating) {
+            return self.compensate_only(start, checkpointer).await;
+        }
         if let Some(p) = start.interrupts.iter().find(|p| p.kind == PendingKind::Interrupt) {
             return Err(RunError::ValueRequired { thread: checkpointer.thread.clone(), node: p.node.clone() });
         }
@@ -309,7 +313,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         let span = tracing::info_span!("agentflow.run", graph = plan.spec.name, thread = self.thread.as_deref());
         let result = exec.run_loop(start, max_steps, self.deadline, &mut checkpointer).instrument(span).await;
         let usage = exec.scope.meter.usage();
-        let run = match result.map_err(|e| lease_lost(e, checkpointer.as_ref())) {
+        let mut run = match result.map_err(|e| lease_lost(e, checkpointer.as_ref())) {
             Ok(run) => run,
             // Another executor has the thread: write nothing more.
             Err(e @ RunError::LeaseLost { .. }) => return Err(e),
@@ -321,6 +325,17 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 return Err(e);
             }
         };
+        if let Some(cp) = checkpointer.as_mut()
+            && crate::saga::triggers(&run.outcome)
+            && crate::saga::has_steps(&cp.store_handle(), &cp.thread).await?
+        {
+            let reason = run.outcome.to_string();
+            cp.finish(ThreadStatus::Compensating, format!("compensating after {reason}"), usage)
+                .await
+                .map_err(|e| lease_lost(e.into(), Some(cp)))?;
+            let events = Arc::clone(&exec.events);
+            run.outcome = compensate(&self.app, cp, self.deps, &events, reason).await?;
+        }
         if let Some(cp) = checkpointer.as_mut() {
             let status = match &run.outcome {
                 Outcome::Completed => ThreadStatus::Completed,
@@ -328,12 +343,57 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 Outcome::Failed { .. } => ThreadStatus::Failed,
                 Outcome::Cancelled => ThreadStatus::Cancelled,
                 Outcome::Interrupted { .. } => ThreadStatus::Interrupted,
+                other => crate::saga::status_of(other).unwrap_or(ThreadStatus::Failed),
             };
             cp.finish(status, run.outcome.to_string(), usage).await.map_err(|e| lease_lost(e.into(), Some(cp)))?;
         }
         exec.events.emit(|| Event::Finished { outcome: run.outcome.clone(), steps: run.steps });
         Ok(run)
     }
+}
+
+impl<S: State, D: Sync> Runner<'_, S, D> {
+    /// Continues the compensation of a thread left `compensating`.
+    async fn compensate_only(self, start: Resumed<S>, mut cp: Checkpointer) -> Result<Run<S>, RunError> {
+        let events = Arc::new(Events::new(self.sink));
+        let usage = cp.budget.usage;
+        // The compensation keeps the reason it started with (in the audit log).
+        let reason = "resumed while compensating".to_string();
+        let outcome = compensate(&self.app, &cp, self.deps, &events, reason).await?;
+        let status = crate::saga::status_of(&outcome).unwrap_or(ThreadStatus::Compensating);
+        cp.finish(status, outcome.to_string(), usage).await.map_err(|e| lease_lost(e.into(), Some(&cp)))?;
+        events.emit(|| Event::Finished { outcome: outcome.clone(), steps: start.step });
+        Ok(Run { outcome, state: start.state, steps: start.step, usage, usage_this_run: Default::default() })
+    }
+}
+
+/// Runs the compensations of thread `cp` (see [`crate::saga`]).
+async fn compensate<S: State, D: Sync>(
+    app: &App<S, D>,
+    cp: &Checkpointer,
+    deps: &D,
+    events: &Arc<Events<'_, S>>,
+    reason: String,
+) -> Result<Outcome, RunError> {
+    let graph = &app.graph;
+    let lookup = |name: &str| graph.tool(name);
+    let activity = |a: crate::event::Activity| events.emit(|| Event::Activity(a));
+    // The graph's deps as a tool sees them (`#[graph]` records how); a
+    // graph built by hand passes none.
+    let deps: &crate::tool::AnyDeps = match graph.inner.erase_deps {
+        Some(erase) => erase(deps),
+        None => &(),
+    };
+    let compensator = crate::saga::Compensator {
+        store: cp.store_handle(),
+        thread: cp.thread.clone(),
+        tool: &lookup,
+        deps,
+        activity: &activity,
+        lease: cp.lease(),
+    };
+    let outcome = compensator.run(reason).await;
+    outcome.map_err(|e| lease_lost(e.into(), Some(cp)))
 }
 
 /// Opens the thread to resume. A free function, so the future of a resume

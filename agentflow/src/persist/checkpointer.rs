@@ -115,7 +115,7 @@ impl LeaseGuard {
     }
 
     /// Renews the lease when less than half its TTL is left.
-    async fn renew_if_due(&self) -> Result<(), PersistError> {
+    pub(crate) async fn renew_if_due(&self) -> Result<(), PersistError> {
         if now_ms().saturating_add(self.ttl_ms / 2) >= self.until.load(Ordering::SeqCst) {
             self.renew().await
         } else {
@@ -192,6 +192,8 @@ pub(crate) struct Checkpointer {
     /// The next step commit cancels the approvals left open: set on resume,
     /// since a paused step may have asked for calls it no longer makes.
     sweep_approvals: bool,
+    /// The thread's status when this run opened it (`None` for a new thread).
+    pub(crate) opened_as: Option<ThreadStatus>,
 }
 
 /// When a commit must be on disk.
@@ -352,6 +354,7 @@ impl Checkpointer {
             delta_since: 0,
             completed: false,
             last_status: None,
+            opened_as: None,
             updated_at: 0,
             budget: ThreadBudget::default(),
             sweep_approvals: false,
@@ -415,8 +418,8 @@ impl Checkpointer {
             .await?
             .map_err(PersistError::from)?
             .ok_or_else(|| ResumeError::UnknownThread { thread: thread.clone() })?;
-        if matches!(record.status, ThreadStatus::Completed) {
-            return Err(ResumeError::Finished { thread, status: "completed".into() }.into());
+        if matches!(record.status, ThreadStatus::Completed | ThreadStatus::Compensated) {
+            return Err(ResumeError::Finished { thread, status: record.status.as_str().into() }.into());
         }
         let lease = LeaseGuard::acquire(Arc::clone(&store), thread, lease_ttl, holder).await?;
         let mut cp = Checkpointer::new(
@@ -428,6 +431,7 @@ impl Checkpointer {
             durability,
         );
         cp.created_at = record.created_at;
+        cp.opened_as = Some(record.status);
         let id = cp.thread.clone();
         let latest = blocking(&cp.store, move |s| s.latest_checkpoint(&id))
             .await?
@@ -708,6 +712,11 @@ impl Checkpointer {
         self.store.commit_step_then(commit, Box::new(move |answer| drop(tx.send(answer))));
         rx.await.map_err(|_| PersistError::CommitDropped)??;
         Ok(())
+    }
+
+    /// The store the thread is in.
+    pub(crate) fn store_handle(&self) -> Arc<dyn Store> {
+        Arc::clone(&self.store)
     }
 
     /// Who the thread belongs to, as stored with it.

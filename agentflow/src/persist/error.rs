@@ -72,6 +72,10 @@ pub enum PersistError {
     /// commit may or may not be on disk. Resume the thread to find out.
     #[error("the store dropped a commit without answering; resume the thread to see what was stored")]
     CommitDropped,
+    /// Journaling a compensation (saga) failed; the thread stays
+    /// `compensating`, and a resume continues where it stopped.
+    #[error("could not journal the compensation: {0}; resume the thread to continue compensating")]
+    Saga(String),
 }
 
 /// A thread cannot be resumed with this graph.

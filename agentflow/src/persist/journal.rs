@@ -60,7 +60,7 @@ impl Journal {
         format!("{}/{}/{}/{}", self.thread, self.seq, node, key)
     }
 
-    fn key(&self, node: &str, key: &str) -> EffectKey {
+    pub(crate) fn key(&self, node: &str, key: &str) -> EffectKey {
         EffectKey { thread: self.thread.clone(), seq: self.seq, node: node.to_string(), key: key.to_string() }
     }
 

@@ -223,11 +223,55 @@ pub trait Tool: Send + Sync + 'static {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(self.name(), self.description(), self.parameters())
     }
+
+    /// The tool that undoes a completed call of this one
+    /// (`#[tool(risk = reversible, compensate = cancel_order)]`), run when
+    /// the thread's run fails or is cancelled (see [`crate::saga`]).
+    /// Defaults to `None`.
+    fn compensation(&self) -> Option<Compensation> {
+        None
+    }
 }
 
 impl fmt::Debug for dyn Tool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Tool({}, {})", self.name(), self.risk())
+    }
+}
+
+/// The tool that undoes another, as `#[tool(compensate = ..)]` names it:
+/// the tool, and how its arguments are built from the forward call's.
+#[derive(Clone, Copy)]
+pub struct Compensation {
+    tool: &'static dyn Tool,
+    build: fn(&Value, &Value) -> Result<Value, String>,
+}
+
+impl std::fmt::Debug for Compensation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compensation").field("tool", &self.tool.name()).finish_non_exhaustive()
+    }
+}
+
+impl Compensation {
+    /// A compensation: `tool`, with its arguments built by `build` from the
+    /// forward call's arguments and result. `#[tool(compensate = ..)]` makes
+    /// one (through `agentflow::saga::compensation`, which checks the types).
+    #[doc(hidden)]
+    pub fn new(tool: &'static dyn Tool, build: fn(&Value, &Value) -> Result<Value, String>) -> Self {
+        Compensation { tool, build }
+    }
+
+    /// The compensating tool.
+    pub fn tool(&self) -> &'static dyn Tool {
+        self.tool
+    }
+
+    /// The compensation's arguments for a forward call made with
+    /// `args` that returned `result` (both as JSON), or why they cannot be
+    /// built (the JSON does not decode as the forward tool's types).
+    pub fn arguments(&self, args: &Value, result: &Value) -> Result<Value, String> {
+        (self.build)(args, result)
     }
 }
 

@@ -155,6 +155,8 @@ impl<D: Sync + 'static> Ctx<'_, D> {
     ) -> Result<(Observation, bool), NodeError> {
         let key = effect_key(tool, call);
         let node = self.node;
+        // A call that names a compensation is recorded in the saga log once it completed.
+        let forward_args = tool.compensation().map(|_| args.clone());
         let invoke = |idempotency_key: String| async move {
             let deps: &super::AnyDeps = self.deps;
             let tcx = ToolCx::new(&call.id, &idempotency_key, node, deps);
@@ -206,6 +208,11 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             Some(journal) => invoke(journal.idempotency_key(self.node, &key)).await?,
             None => invoke(format!("{}/{key}", self.node)).await?,
         };
+        if let (Some(journal), Some(args), Ok(value)) = (self.journal, &forward_args, &result)
+            && tool.risk() != super::Risk::Read
+        {
+            crate::saga::record_step(journal, self.node, &key, tool, &call.id, args, value).await?;
+        }
         let mut obs = match result {
             Ok(value) => Observation::ok(&call.id, tool.name(), value),
             Err(msg) => Observation::error(&call.id, tool.name(), Code::ToolError, msg),

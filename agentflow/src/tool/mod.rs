@@ -13,7 +13,7 @@ mod observation;
 mod policy;
 mod validate;
 
-pub use contract::{AnyDeps, Risk, Tool, ToolCx, ToolError, ToolSet, schema_of};
+pub use contract::{AnyDeps, Compensation, Risk, Tool, ToolCx, ToolError, ToolSet, schema_of};
 pub use observation::{Code, Observation};
 pub use policy::{Decision, OnReject, Policy, RiskPolicy};
 pub use validate::{ArgumentError, args_hash, canonical_json, validate_args};

@@ -1,0 +1,569 @@
+//! Saga compensation (seed 004): a reversible tool names the tool that
+//! undoes it, `#[tool(risk = reversible, compensate = cancel_order)]`, and
+//! when a thread's run fails for good or is cancelled, the runtime undoes
+//! the thread's completed calls, newest first.
+//!
+//! # What is recorded
+//!
+//! When a call to a tool that names a compensation completes (its result is
+//! in the effect journal), the gateway appends a `saga.step` entry to the
+//! thread's audit log: the call, and the compensation's arguments built
+//! from the call's arguments and result by [`Compensates::from_call`]. A
+//! crash between the result and the entry is repaired when the step runs
+//! again (the call's result is replayed and the entry written then). Only
+//! completed calls are recorded: a call refused, failed, or cut off with an
+//! unknown outcome (an `OUTCOME_UNKNOWN` record) is not compensated; the
+//! unknown ones are listed in [`Outcome::Compensated`]'s `unknown`.
+//!
+//! # How compensation runs
+//!
+//! With a store and a thread, when a run ends [`Outcome::Failed`] (a fatal
+//! error, including [`Ctx::compensate`](crate::Ctx::compensate)) or
+//! [`Outcome::Cancelled`], and the thread has `saga.step` entries:
+//!
+//! 1. the thread's status becomes [`ThreadStatus::Compensating`], durably;
+//! 2. each recorded step's compensation runs, in reverse order of
+//!    completion, under the effect journal: a *started* marker before it
+//!    runs, its result and a `saga.compensated` audit entry in one
+//!    transaction after. One that already has a result is never run again;
+//! 3. the run ends [`Outcome::Compensated`] (status
+//!    [`ThreadStatus::Compensated`]) listing what was undone, or
+//!    [`Outcome::CompensationFailed`] naming the compensation that failed
+//!    (status stays `Compensating`, audit entry `saga.compensation_failed`):
+//!    the later compensations do not run; a human looks, and a resume of the
+//!    thread retries from the failed one.
+//!
+//! A process that dies during compensation leaves the thread
+//! `Compensating`; [`Runner::resume`](crate::Runner::resume) then continues
+//! the compensation (it does not run the graph). A compensation cut off
+//! mid-call runs again with the same idempotency key if its tool is
+//! `idempotent`; otherwise an `OUTCOME_UNKNOWN` record asks a human (with
+//! [`ApprovalDesk::settle`](crate::approval::ApprovalDesk::settle):
+//! succeeded counts it as done, run again runs it again, failed leaves the
+//! saga failed for a human to finish by hand) and each resume ends
+//! `CompensationFailed` until then.
+//!
+//! The compensation tool is called with the graph's deps (a graph built by
+//! hand, without `#[graph]`, passes none, so a compensation that reads deps
+//! fails there with a typed error), and needs not be in any node's `tools =
+//! [..]` list; it is called directly, without the policy or an approval (it
+//! was implied by the forward call's). That its deps type is the graph's is
+//! checked when it runs, not at compile time.
+//! [`Outcome::BudgetExhausted`] and [`Outcome::Interrupted`] do not
+//! compensate: the thread can still continue.
+
+use std::sync::Arc;
+
+use agentflow_store::{ApprovalStatus, AuditEntry, NewAuditEntry, Store, ThreadStatus};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::error::NodeError;
+use crate::event::Activity;
+use crate::outcome::Outcome;
+use crate::persist::{Entry, Journal, PersistError, blocking, now_ms};
+use crate::tool::{AnyDeps, Tool, ToolCx, ToolError, args_hash};
+
+pub use crate::outcome::Undone;
+use crate::tool::Compensation;
+
+/// A `#[tool]`'s argument struct, for `#[tool(compensate = ..)]`'s check
+/// that the compensation's arguments can be built from the forward call.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a tool, so it cannot be a compensation",
+    label = "not a `#[tool]`",
+    note = "a compensation is a tool declared with `#[tool(risk = ..)]` on an `async fn` taking a typed argument struct"
+)]
+pub trait ToolArgsOf: Tool {
+    /// The argument struct.
+    type Args;
+}
+
+/// A tool that names a compensation: its argument and result types, for
+/// [`Compensates`]. `#[tool(compensate = ..)]` implements it.
+pub trait Reversible: Tool {
+    /// The forward call's argument struct.
+    type Args;
+    /// The forward call's result (`T` of `Result<T, ToolError>`).
+    type Output;
+}
+
+/// How a compensation's arguments are built from the forward call it
+/// undoes: implement it for the compensating tool's argument struct, once
+/// per forward tool (`F` is the forward tool, e.g. `create_order`).
+///
+/// ```
+/// use agentflow::prelude::*;
+/// use agentflow::saga::Compensates;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Deserialize, Serialize, schemars::JsonSchema)]
+/// struct NewOrder {
+///     item: String,
+/// }
+///
+/// #[derive(Deserialize, Serialize)]
+/// struct Order {
+///     id: u64,
+/// }
+///
+/// #[derive(Deserialize, Serialize, schemars::JsonSchema)]
+/// struct OrderRef {
+///     id: u64,
+/// }
+///
+/// /// Creates an order.
+/// #[tool(risk = reversible, compensate = cancel_order)]
+/// async fn create_order(args: NewOrder) -> Result<Order, ToolError> {
+///     Ok(Order { id: 7 })
+/// }
+///
+/// /// Cancels an order.
+/// #[tool(risk = reversible)]
+/// async fn cancel_order(args: OrderRef) -> Result<(), ToolError> {
+///     Ok(())
+/// }
+///
+/// impl Compensates<create_order> for OrderRef {
+///     fn from_call(_args: NewOrder, order: Order) -> Self {
+///         OrderRef { id: order.id }
+///     }
+/// }
+/// # fn main() {}
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot undo a call of `{F}`: it does not implement `Compensates<{F}>`",
+    label = "the compensation's arguments are built from the forward call here",
+    note = "implement `agentflow::saga::Compensates<{F}>` for `{Self}` (the compensating tool's argument struct): \
+            `fn from_call(args, result) -> Self` takes the forward call's arguments and result"
+)]
+pub trait Compensates<F: Reversible>: Sized {
+    /// The compensation's arguments for the forward call made with `args`
+    /// that returned `result`.
+    fn from_call(args: F::Args, result: F::Output) -> Self;
+}
+
+/// A compensation named by `#[tool(compensate = ..)]`; used by the macro.
+#[doc(hidden)]
+pub fn compensation<F, C>(tool: &'static C) -> Compensation
+where
+    F: Reversible,
+    F::Args: DeserializeOwned,
+    F::Output: DeserializeOwned,
+    C: ToolArgsOf,
+    C::Args: Compensates<F> + Serialize,
+{
+    Compensation::new(tool, build::<F, C>)
+}
+
+fn build<F, C>(args: &Value, result: &Value) -> Result<Value, String>
+where
+    F: Reversible,
+    F::Args: DeserializeOwned,
+    F::Output: DeserializeOwned,
+    C: ToolArgsOf,
+    C::Args: Compensates<F> + Serialize,
+{
+    let args: F::Args = serde_json::from_value(args.clone()).map_err(|e| format!("the arguments: {e}"))?;
+    let result: F::Output = serde_json::from_value(result.clone()).map_err(|e| format!("the result: {e}"))?;
+    serde_json::to_value(C::Args::from_call(args, result)).map_err(|e| format!("the compensation's arguments: {e}"))
+}
+
+/// The audit entry kind of a completed forward call that names a compensation.
+pub(crate) const STEP: &str = "saga.step";
+/// The audit entry kind that opens a thread's compensation, with its reason.
+const STARTED: &str = "saga.compensating";
+/// The checkpoint number compensations are journaled under: none of the
+/// thread's checkpoints, so compaction never drops them.
+const SAGA_SEQ: u64 = i64::MAX as u64;
+/// The node compensations are journaled and called under.
+const SAGA_NODE: &str = "saga";
+
+/// A recorded forward call, as its `saga.step` entry holds it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Step {
+    id: String,
+    node: String,
+    call_id: String,
+    tool: String,
+    compensation: String,
+    #[serde(default)]
+    args: Option<Value>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+/// Records a completed call of `tool` (which names a compensation) in the
+/// thread's saga log, once per call: replays find the entry and add none.
+pub(crate) async fn record_step(
+    journal: &Journal,
+    node: &str,
+    effect_key: &str,
+    tool: &dyn Tool,
+    call_id: &str,
+    args: &Value,
+    result: &Value,
+) -> Result<(), NodeError> {
+    let Some(compensation) = tool.compensation() else { return Ok(()) };
+    let (comp_args, error) = match compensation.arguments(args, result) {
+        Ok(a) => (Some(a), None),
+        Err(e) => {
+            (None, Some(format!("the arguments of `{}` could not be built from {e}", compensation.tool().name())))
+        }
+    };
+    let step = Step {
+        id: format!("{}/{node}/{effect_key}", journal.seq),
+        node: node.to_string(),
+        call_id: call_id.to_string(),
+        tool: tool.name().to_string(),
+        compensation: compensation.tool().name().to_string(),
+        args: comp_args,
+        error,
+    };
+    let thread = journal.thread.clone();
+    let detail = serde_json::to_value(&step).unwrap_or_default();
+    blocking(&journal.store, move |s| -> Result<(), String> {
+        let logged = s.list_audit(&thread).map_err(|e| e.to_string())?;
+        if logged.iter().any(|e| e.kind == STEP && e.detail.get("id") == Some(&json!(step.id))) {
+            return Ok(());
+        }
+        s.append_audit(&thread, NewAuditEntry::new(now_ms(), "agentflow", STEP, detail))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| NodeError::transient(format!("saga log unavailable: {e}")))?
+    .map_err(|e| NodeError::transient(format!("could not record the call in the saga log: {e}")))
+}
+
+/// What compensating a thread needs from the run.
+pub(crate) struct Compensator<'a> {
+    pub store: Arc<dyn Store>,
+    pub thread: String,
+    /// The forward tool called `name` in the graph.
+    pub tool: &'a (dyn Fn(&str) -> Option<&'static dyn Tool> + Sync),
+    pub deps: &'a AnyDeps,
+    pub activity: &'a (dyn Fn(Activity) + Sync),
+    /// The thread's lease, renewed between compensations.
+    pub lease: &'a crate::persist::LeaseGuard,
+}
+
+/// Whether the thread has completed calls to compensate.
+pub(crate) async fn has_steps(store: &Arc<dyn Store>, thread: &str) -> Result<bool, PersistError> {
+    let thread = thread.to_string();
+    Ok(blocking(store, move |s| s.list_audit(&thread)).await??.iter().any(|e| e.kind == STEP))
+}
+
+/// Whether a run that ended this way compensates.
+pub(crate) fn triggers(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::Failed { .. } | Outcome::Cancelled)
+}
+
+/// The status a thread is left in by a compensating run's outcome.
+pub(crate) fn status_of(outcome: &Outcome) -> Option<ThreadStatus> {
+    match outcome {
+        Outcome::Compensated { .. } => Some(ThreadStatus::Compensated),
+        Outcome::CompensationFailed { .. } => Some(ThreadStatus::Compensating),
+        _ => None,
+    }
+}
+
+impl Compensator<'_> {
+    /// Runs the compensation of every recorded step not yet compensated,
+    /// newest first; stops at the first that fails.
+    /// `reason`: how the run ended, for a compensation that starts now; a
+    /// compensation that continues keeps the reason it started with.
+    pub(crate) async fn run(&self, reason: String) -> Result<Outcome, PersistError> {
+        let thread = self.thread.clone();
+        let log: Vec<AuditEntry> = blocking(&self.store, move |s| s.list_audit(&thread)).await??;
+        let started = log.iter().rev().find(|e| e.kind == STARTED).and_then(|e| e.detail["reason"].as_str());
+        let reason = match started {
+            Some(r) => r.to_string(),
+            None => {
+                self.audit(STARTED, json!({ "reason": reason })).await?;
+                reason
+            }
+        };
+        let steps: Vec<Step> = log
+            .iter()
+            .filter(|e| e.kind == STEP)
+            .filter_map(|e| serde_json::from_value(e.detail.clone()).ok())
+            .collect();
+        let journal = Journal { store: Arc::clone(&self.store), thread: self.thread.clone(), seq: SAGA_SEQ };
+        let mut undone = Vec::new();
+        for step in steps.iter().rev() {
+            let done = Undone {
+                node: step.node.clone(),
+                call_id: step.call_id.clone(),
+                tool: step.tool.clone(),
+                compensation: step.compensation.clone(),
+            };
+            self.lease.renew_if_due().await?;
+            match self.undo(&journal, step).await? {
+                Ok(()) => undone.push(done),
+                Err((error, approval)) => {
+                    let detail = json!({
+                        "id": step.id,
+                        "tool": step.tool,
+                        "compensation": step.compensation,
+                        "error": error,
+                        "approval": approval,
+                    });
+                    let thread = self.thread.clone();
+                    let entry = NewAuditEntry::new(now_ms(), "agentflow", "saga.compensation_failed", detail);
+                    blocking(&self.store, move |s| s.append_audit(&thread, entry))
+                        .await?
+                        .map_err(|e| PersistError::Saga(e.to_string()))?;
+                    (self.activity)(Activity::Compensation {
+                        tool: step.tool.clone(),
+                        compensation: step.compensation.clone(),
+                        call_id: step.call_id.clone(),
+                        result: "failed".into(),
+                    });
+                    return Ok(Outcome::CompensationFailed {
+                        reason,
+                        compensation: step.compensation.clone(),
+                        tool: step.tool.clone(),
+                        call_id: step.call_id.clone(),
+                        error,
+                        approval,
+                        undone,
+                    });
+                }
+            }
+        }
+        let thread = self.thread.clone();
+        let unknown = blocking(&self.store, move |s| s.list_approvals(&thread)).await??;
+        let unknown = unknown
+            .into_iter()
+            .filter(|r| r.status == ApprovalStatus::OutcomeUnknown && r.node != SAGA_NODE)
+            .map(|r| format!("{} ({})", r.tool, r.id))
+            .collect();
+        Ok(Outcome::Compensated { reason, undone, unknown })
+    }
+
+    /// Undoes one step: `Ok(Err((why, approval)))` if it could not.
+    #[allow(clippy::type_complexity)]
+    async fn undo(&self, journal: &Journal, step: &Step) -> Result<Result<(), (String, Option<String>)>, PersistError> {
+        let fail = |why: String| Ok(Err((why, None)));
+        let key = format!("compensate:{}", &args_hash(&json!(step.id))[..24]);
+        let Some(compensation) = (self.tool)(&step.tool).and_then(|t| t.compensation()) else {
+            return fail(format!(
+                "the graph has no tool `{}` naming a compensation; resume with the graph that made the call",
+                step.tool
+            ));
+        };
+        let tool = compensation.tool();
+        let (Some(args), None) = (&step.args, &step.error) else {
+            return fail(step.error.clone().unwrap_or_else(|| "no arguments were recorded".into()));
+        };
+        let started = match journal.entry(SAGA_NODE, &key).await.map_err(journal_error)? {
+            Entry::Recorded(_) => return Ok(Ok(())),
+            Entry::Clear { started } => started,
+            Entry::Open { started } if tool.idempotent() => {
+                let detail = json!({ "ended": "rerun" });
+                journal.mark(SAGA_NODE, &key, "ended", started, detail).await.map_err(journal_error)?;
+                let detail = json!({
+                    "key": key,
+                    "seq": SAGA_SEQ,
+                    "run": started + 1,
+                    "compensation": tool.name(),
+                    "idempotency_key": journal.idempotency_key(SAGA_NODE, &key),
+                    "why": "an earlier run of the compensation started and left no result; it is idempotent",
+                });
+                self.audit("effect.rerun", detail).await?;
+                started
+            }
+            Entry::Open { started } => match self.settled(journal, &key, started, tool, args).await? {
+                Settled::Acted => return Ok(Ok(())),
+                Settled::RunAgain => started,
+                Settled::Waiting(approval) => {
+                    return Ok(Err((
+                        format!(
+                            "`{}` was cut off mid-call and is not idempotent; whether it acted is unknown: \
+                             settle the OUTCOME_UNKNOWN record `{approval}` with the approval desk (succeeded if \
+                             it acted, run again if it did not), then resume the thread",
+                            tool.name()
+                        ),
+                        Some(approval),
+                    )));
+                }
+                Settled::Failed(approval, note) => {
+                    return Ok(Err((
+                        format!("`{}` was settled as failed by a human: {note}; undo the call by hand", tool.name()),
+                        Some(approval),
+                    )));
+                }
+            },
+        };
+        let run = started + 1;
+        let idempotency_key = journal.idempotency_key(SAGA_NODE, &key);
+        let call = crate::persist::UnknownCall {
+            tool: tool.name().to_string(),
+            args: args.clone(),
+            risk: tool.risk().to_string(),
+            requester: "agentflow".into(),
+            ttl_ms: 7 * 24 * 3_600_000,
+        };
+        let detail = json!({ "at": now_ms(), crate::persist::UNKNOWN_CALL: call });
+        journal.mark(SAGA_NODE, &key, "started", run, detail).await.map_err(journal_error)?;
+        let cx = ToolCx::new(&step.id, &idempotency_key, SAGA_NODE, self.deps);
+        let result = match tool.validate(args) {
+            Err(e) => Err(format!("its recorded arguments do not validate: {}", e.0)),
+            Ok(()) => tool.invoke(args.clone(), &cx).await.map_err(|e| match e {
+                ToolError::Correctable(m) | ToolError::Transient(m) | ToolError::Fatal(m) => m,
+            }),
+        };
+        match result {
+            Ok(value) => {
+                let detail = json!({
+                    "id": step.id,
+                    "node": step.node,
+                    "call_id": step.call_id,
+                    "tool": step.tool,
+                    "compensation": tool.name(),
+                    "run": run,
+                    "idempotency_key": idempotency_key,
+                });
+                let bytes = serde_json::to_vec(&value).unwrap_or_default();
+                let batch = journal.batch().effect(journal.key(SAGA_NODE, &key), bytes).audit(NewAuditEntry::new(
+                    now_ms(),
+                    "agentflow",
+                    "saga.compensated",
+                    detail,
+                ));
+                journal.commit(batch).await.map_err(journal_error)?.map_err(|current| {
+                    PersistError::Saga(format!("an approval moved while recording a compensation ({current:?})"))
+                })?;
+                (self.activity)(Activity::Compensation {
+                    tool: step.tool.clone(),
+                    compensation: tool.name().to_string(),
+                    call_id: step.call_id.clone(),
+                    result: "ok".into(),
+                });
+                Ok(Ok(()))
+            }
+            Err(why) => {
+                let detail = json!({ "ended": "error", "error": why });
+                journal.mark(SAGA_NODE, &key, "ended", run, detail).await.map_err(journal_error)?;
+                Ok(Err((format!("`{}` failed: {why}", tool.name()), None)))
+            }
+        }
+    }
+
+    /// A compensation cut off mid-call that is not idempotent: whether a
+    /// human settled it, through the `OUTCOME_UNKNOWN` record this creates.
+    async fn settled(
+        &self,
+        journal: &Journal,
+        key: &str,
+        run: u32,
+        tool: &dyn Tool,
+        args: &Value,
+    ) -> Result<Settled, PersistError> {
+        let id = crate::persist::unknown_outcome_id(&self.thread, SAGA_SEQ, SAGA_NODE, key, run);
+        let found = {
+            let id = id.clone();
+            blocking(&self.store, move |s| s.approval(&id)).await??
+        };
+        let Some(record) = found else {
+            let call = crate::persist::UnknownCall {
+                tool: tool.name().to_string(),
+                args: args.clone(),
+                risk: tool.risk().to_string(),
+                requester: "agentflow".into(),
+                ttl_ms: 7 * 24 * 3_600_000,
+            };
+            let reason = format!(
+                "the compensation `{}` started and left no result (the process stopped mid-call); whether it \
+                 acted is unknown: settle it as succeeded if it did, run again if it did not",
+                tool.name()
+            );
+            let record = crate::persist::unknown_outcome_record(
+                &self.thread,
+                SAGA_SEQ,
+                SAGA_NODE,
+                key,
+                run,
+                &call,
+                reason,
+                now_ms(),
+            );
+            let result = blocking(&self.store, move |s| s.put_approval(record, "agentflow")).await?;
+            match result {
+                Ok(()) | Err(agentflow_store::ApprovalError::AlreadyExists { .. }) => {}
+                Err(e) => return Err(PersistError::Saga(format!("could not record the unknown outcome: {e}"))),
+            }
+            self.audit(
+                "effect.outcome_unknown",
+                json!({ "approval": id, "key": key, "seq": SAGA_SEQ, "run": run, "tool": tool.name() }),
+            )
+            .await?;
+            return Ok(Settled::Waiting(id));
+        };
+        match record.status {
+            ApprovalStatus::Succeeded => {
+                let bytes = serde_json::to_vec(&Value::Null).unwrap_or_default();
+                let detail = json!({ "key": key, "compensation": tool.name(), "settled_by": record.decided_by });
+                let batch = journal.batch().effect(journal.key(SAGA_NODE, key), bytes).audit(NewAuditEntry::new(
+                    now_ms(),
+                    "agentflow",
+                    "saga.compensated",
+                    detail,
+                ));
+                journal.commit(batch).await.map_err(journal_error)?.map_err(|current| {
+                    PersistError::Saga(format!("an approval moved while recording a compensation ({current:?})"))
+                })?;
+                Ok(Settled::Acted)
+            }
+            // "Run again": the cut-off run is closed and a new one starts.
+            ApprovalStatus::Approved => {
+                let detail = json!({ "ended": "settled: run again", "approval": id });
+                journal.mark(SAGA_NODE, key, "ended", run, detail).await.map_err(journal_error)?;
+                Ok(Settled::RunAgain)
+            }
+            ApprovalStatus::Failed => Ok(Settled::Failed(id, record.decision_note.unwrap_or_default())),
+            _ => Ok(Settled::Waiting(id)),
+        }
+    }
+
+    async fn audit(&self, kind: &'static str, detail: Value) -> Result<(), PersistError> {
+        let thread = self.thread.clone();
+        let entry = NewAuditEntry::new(now_ms(), "agentflow", kind, detail);
+        blocking(&self.store, move |s| s.append_audit(&thread, entry))
+            .await?
+            .map_err(|e| PersistError::Saga(e.to_string()))?;
+        Ok(())
+    }
+}
+
+/// What a human decided about a compensation cut off mid-call.
+enum Settled {
+    /// It acted: count it as done.
+    Acted,
+    /// It did not: run it again.
+    RunAgain,
+    /// Nobody decided yet: the record's id.
+    Waiting(String),
+    /// It failed: the record's id and the human's note.
+    Failed(String, String),
+}
+
+fn journal_error(e: NodeError) -> PersistError {
+    PersistError::Saga(e.message)
+}
+
+impl<D> crate::Ctx<'_, D> {
+    /// Ends the run and undoes what it did: returns the fatal error to
+    /// return from the node (`return Err(cx.compensate("shipping failed"))`).
+    /// The run ends [`Outcome::Failed`] at this node, and with a store and a
+    /// thread the compensations of the thread's completed calls run, newest
+    /// first, so the run's outcome is [`Outcome::Compensated`] (or
+    /// [`Outcome::CompensationFailed`]). Any fatal error does the same; this
+    /// names the intent.
+    pub fn compensate(&self, reason: impl Into<String>) -> NodeError {
+        NodeError::fatal(format!("node `{}` asked for compensation: {}", self.node, reason.into()))
+    }
+}

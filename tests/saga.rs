@@ -1,0 +1,645 @@
+//! Saga compensation, on seed 004's order workflow: create order -> reserve
+//! inventory -> charge payment -> ship fails -> refund -> release -> cancel.
+//!
+//! The "outside world" is a directory: every call that reaches a tool body
+//! appends a line to `calls.log`, and every change a tool makes appends one
+//! to `effects.log` (an idempotent tool makes its change once per key), so
+//! the tests count what ran and what acted, across processes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use agentflow::persist::{ResumeError, ThreadStatus};
+use agentflow::prelude::*;
+use agentflow::saga::{Compensates, Undone};
+use agentflow::tool::RiskPolicy;
+use agentflow::{Activity, CancellationToken, Event, RedbStore, RunError, Store};
+use serde::{Deserialize, Serialize};
+
+// ---------------------------------------------------------------- the outside world
+
+pub struct Shop {
+    dir: PathBuf,
+    /// The payment provider refuses refunds while set.
+    refunds_down: AtomicBool,
+    /// The first call of `release_inventory` in this process hangs before it acts.
+    hang_in_release: bool,
+    /// `ship` cancels the run instead of failing.
+    cancel: Option<CancellationToken>,
+    /// The first call of `cancel_order` acts, notifies this, and never answers.
+    hang_in_cancel: Option<Arc<tokio::sync::Notify>>,
+}
+
+impl Shop {
+    fn new(dir: &Path) -> Self {
+        Shop {
+            dir: dir.to_path_buf(),
+            refunds_down: AtomicBool::new(false),
+            hang_in_release: false,
+            cancel: None,
+            hang_in_cancel: None,
+        }
+    }
+
+    fn append(&self, file: &str, line: &str) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(file)).unwrap();
+        writeln!(f, "{line}").unwrap();
+        f.sync_all().unwrap();
+    }
+
+    /// Records a call reaching `tool`'s body.
+    fn called(&self, tool: &str) {
+        self.append("calls.log", tool);
+    }
+
+    /// Makes `change`; with a key, only the first request with that key acts.
+    fn act(&self, change: &str, key: Option<&str>) {
+        if let Some(key) = key {
+            let slug: String = key.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+            let seen = self.dir.join(format!("key-{slug}"));
+            if std::fs::OpenOptions::new().write(true).create_new(true).open(seen).is_err() {
+                return;
+            }
+        }
+        self.append("effects.log", change);
+    }
+}
+
+fn lines(dir: &Path, file: &str) -> Vec<String> {
+    std::fs::read_to_string(dir.join(file)).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+// ---------------------------------------------------------------- tools
+
+#[derive(Deserialize, Serialize, schemars::JsonSchema)]
+pub struct NewOrder {
+    item: String,
+    qty: u32,
+}
+
+#[derive(Deserialize, Serialize)]
+pub struct Order {
+    order_id: String,
+}
+
+#[derive(Deserialize, Serialize, schemars::JsonSchema)]
+pub struct OrderRef {
+    order_id: String,
+}
+
+#[derive(Deserialize, Serialize, schemars::JsonSchema)]
+pub struct Reserve {
+    item: String,
+    qty: u32,
+}
+
+#[derive(Deserialize, Serialize)]
+pub struct Reservation {
+    reservation: String,
+}
+
+#[derive(Deserialize, Serialize, schemars::JsonSchema)]
+pub struct Release {
+    reservation: String,
+    qty: u32,
+}
+
+#[derive(Deserialize, Serialize, schemars::JsonSchema)]
+pub struct Charge {
+    order_id: String,
+    cents: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+pub struct Payment {
+    payment_id: String,
+    cents: u64,
+}
+
+#[derive(Deserialize, Serialize, schemars::JsonSchema)]
+pub struct Refund {
+    payment_id: String,
+    cents: u64,
+}
+
+/// Creates an order.
+#[tool(risk = reversible, compensate = cancel_order)]
+async fn create_order(args: NewOrder, cx: &ToolCx<Shop>) -> Result<Order, ToolError> {
+    cx.deps().called("create_order");
+    cx.deps().act(&format!("create ord-1 {}x{}", args.qty, args.item), None);
+    Ok(Order { order_id: "ord-1".into() })
+}
+
+/// Cancels an order.
+#[tool(risk = reversible)]
+async fn cancel_order(args: OrderRef, cx: &ToolCx<Shop>) -> Result<(), ToolError> {
+    let shop = cx.deps();
+    shop.called("cancel_order");
+    shop.act(&format!("cancel {}", args.order_id), None);
+    if let Some(acted) = &shop.hang_in_cancel
+        && count(&lines(&shop.dir, "calls.log"), "cancel_order") == 1
+    {
+        acted.notify_one();
+        std::future::pending::<()>().await;
+    }
+    Ok(())
+}
+
+impl Compensates<create_order> for OrderRef {
+    fn from_call(_args: NewOrder, order: Order) -> Self {
+        OrderRef { order_id: order.order_id }
+    }
+}
+
+/// Reserves stock.
+#[tool(risk = reversible, compensate = release_inventory)]
+async fn reserve_inventory(args: Reserve, cx: &ToolCx<Shop>) -> Result<Reservation, ToolError> {
+    cx.deps().called("reserve_inventory");
+    cx.deps().act(&format!("reserve {}x{}", args.qty, args.item), None);
+    Ok(Reservation { reservation: "res-9".into() })
+}
+
+/// Releases reserved stock; the warehouse deduplicates by idempotency key.
+#[tool(risk = reversible, idempotent)]
+async fn release_inventory(args: Release, cx: &ToolCx<Shop>) -> Result<(), ToolError> {
+    let shop = cx.deps();
+    shop.called("release_inventory");
+    if shop.hang_in_release && lines(&shop.dir, "calls.log").iter().filter(|l| *l == "release_inventory").count() == 1 {
+        std::fs::write(shop.dir.join("hanging"), b"").unwrap();
+        std::future::pending::<()>().await;
+    }
+    shop.act(&format!("release {} ({})", args.reservation, args.qty), Some(cx.idempotency_key()));
+    Ok(())
+}
+
+impl Compensates<reserve_inventory> for Release {
+    fn from_call(args: Reserve, r: Reservation) -> Self {
+        Release { reservation: r.reservation, qty: args.qty }
+    }
+}
+
+/// Charges the customer.
+#[tool(risk = external, compensate = refund_payment)]
+async fn charge_payment(args: Charge, cx: &ToolCx<Shop>) -> Result<Payment, ToolError> {
+    cx.deps().called("charge_payment");
+    cx.deps().act(&format!("charge {} {}", args.order_id, args.cents), None);
+    Ok(Payment { payment_id: "pay-3".into(), cents: args.cents })
+}
+
+/// Refunds a payment; the provider deduplicates by idempotency key.
+#[tool(risk = external, idempotent)]
+async fn refund_payment(args: Refund, cx: &ToolCx<Shop>) -> Result<(), ToolError> {
+    let shop = cx.deps();
+    shop.called("refund_payment");
+    if shop.refunds_down.load(Ordering::SeqCst) {
+        return Err(ToolError::Fatal("the payment provider is down".into()));
+    }
+    shop.act(&format!("refund {} {}", args.payment_id, args.cents), Some(cx.idempotency_key()));
+    Ok(())
+}
+
+impl Compensates<charge_payment> for Refund {
+    fn from_call(_args: Charge, p: Payment) -> Self {
+        Refund { payment_id: p.payment_id, cents: p.cents }
+    }
+}
+
+#[derive(Deserialize, Serialize, schemars::JsonSchema)]
+pub struct Parcel {
+    order_id: String,
+}
+
+/// Ships an order: the carrier refuses it.
+#[tool(risk = external)]
+async fn ship(_args: Parcel, cx: &ToolCx<Shop>) -> Result<(), ToolError> {
+    cx.deps().called("ship");
+    Err(ToolError::Correctable("no carrier serves this address".into()))
+}
+
+// ---------------------------------------------------------------- the workflow
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Checkout {
+    order_id: Option<String>,
+    shipped: bool,
+}
+
+#[graph(state = Checkout, deps = Shop, start = create)]
+mod checkout {
+    use super::*;
+
+    #[node(goto = [reserve], tools = [create_order])]
+    async fn create(_s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+        let obs = cx.run_tool(create_order, serde_json::json!({ "item": "lamp", "qty": 2 })).await?;
+        let id = obs.body["result"]["order_id"].as_str().map(str::to_string);
+        Ok(goto!(reserve, Checkout::update().order_id(id)))
+    }
+
+    #[node(goto = [charge], tools = [reserve_inventory])]
+    async fn reserve(_s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+        cx.run_tool(reserve_inventory, serde_json::json!({ "item": "lamp", "qty": 2 })).await?;
+        Ok(goto!(charge))
+    }
+
+    #[node(goto = [deliver], tools = [charge_payment])]
+    async fn charge(s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+        let obs = cx.run_tool(charge_payment, serde_json::json!({ "order_id": s.order_id, "cents": 4200 })).await?;
+        if !obs.is_ok() {
+            return Err(NodeError::fatal(format!("the charge was refused: {}", obs.body)));
+        }
+        Ok(goto!(deliver))
+    }
+
+    #[node(goto = [END], tools = [ship])]
+    async fn deliver(s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+        if let Some(token) = &cx.deps().cancel {
+            token.cancel();
+            return Ok(goto!(END, Checkout::update().shipped(false)));
+        }
+        let obs = cx.run_tool(ship, serde_json::json!({ "order_id": s.order_id })).await?;
+        if !obs.is_ok() {
+            return Err(cx.compensate(format!("shipping failed: {}", obs.body)));
+        }
+        Ok(goto!(END, Checkout::update().shipped(true)))
+    }
+}
+
+fn app(store: Arc<dyn Store>) -> App<Checkout, Shop> {
+    checkout::graph().app().store(store).policy(RiskPolicy::allow_all())
+}
+
+fn undone(pairs: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
+    pairs.iter().map(|(n, t, c)| (n.to_string(), t.to_string(), c.to_string())).collect()
+}
+
+fn triples(u: &[Undone]) -> Vec<(String, String, String)> {
+    u.iter().map(|u| (u.node.clone(), u.tool.clone(), u.compensation.clone())).collect()
+}
+
+const REVERSED: [(&str, &str, &str); 3] = [
+    ("charge", "charge_payment", "refund_payment"),
+    ("reserve", "reserve_inventory", "release_inventory"),
+    ("create", "create_order", "cancel_order"),
+];
+
+fn count(v: &[String], what: &str) -> usize {
+    v.iter().filter(|l| *l == what).count()
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("agentflow-saga-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+// ---------------------------------------------------------------- tests
+
+#[tokio::test]
+async fn a_failed_order_is_undone_newest_first_each_compensation_once() {
+    let dir = tempdir("order");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let shop = Shop::new(&dir);
+    let app = app(Arc::clone(&store));
+    let mut compensations = Vec::new();
+    let run = app
+        .runner(&shop)
+        .thread("order-1")
+        .owner("agent:shop")
+        .on_event(|e| {
+            if let Event::Activity(Activity::Compensation { compensation, result, .. }) = e {
+                compensations.push(format!("{compensation} {result}"));
+            }
+        })
+        .run(Checkout::default())
+        .await
+        .unwrap();
+
+    let Outcome::Compensated { reason, undone: done, unknown } = &run.outcome else {
+        panic!("expected Compensated, got {:?}", run.outcome)
+    };
+    assert!(reason.contains("shipping failed"), "{reason}");
+    assert_eq!(triples(done), undone(&REVERSED));
+    assert!(unknown.is_empty(), "{unknown:?}");
+    assert_eq!(compensations, ["refund_payment ok", "release_inventory ok", "cancel_order ok"]);
+
+    // What ran, and what changed, in order: each compensation once, newest first,
+    // with the arguments built from the forward call's arguments and result.
+    assert_eq!(
+        lines(&dir, "calls.log"),
+        [
+            "create_order",
+            "reserve_inventory",
+            "charge_payment",
+            "ship",
+            "refund_payment",
+            "release_inventory",
+            "cancel_order"
+        ]
+    );
+    assert_eq!(
+        lines(&dir, "effects.log"),
+        [
+            "create ord-1 2xlamp",
+            "reserve 2xlamp",
+            "charge ord-1 4200",
+            "refund pay-3 4200",
+            "release res-9 (2)",
+            "cancel ord-1"
+        ]
+    );
+
+    // The thread is compensated, the audit log says what was undone, and a
+    // resume has nothing left to do.
+    assert_eq!(store.thread("order-1").unwrap().unwrap().status, ThreadStatus::Compensated);
+    let audit = store.list_audit("order-1").unwrap();
+    let kinds: Vec<(&str, &str)> = audit
+        .iter()
+        .filter(|e| e.kind.starts_with("saga."))
+        .map(|e| (e.kind.as_str(), e.detail["compensation"].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("saga.step", "cancel_order"),
+            ("saga.step", "release_inventory"),
+            ("saga.step", "refund_payment"),
+            ("saga.compensating", ""),
+            ("saga.compensated", "refund_payment"),
+            ("saga.compensated", "release_inventory"),
+            ("saga.compensated", "cancel_order"),
+        ]
+    );
+    let again = app.runner(&shop).thread("order-1").resume().await;
+    assert!(
+        matches!(again, Err(RunError::Resume(ResumeError::Finished { ref status, .. })) if status == "compensated")
+    );
+    assert_eq!(lines(&dir, "calls.log").len(), 7);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_failed_compensation_is_named_stops_the_rest_and_resume_retries_it() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    failed_compensation_then_resume(store, "refund-down").await;
+}
+
+/// The same on PostgreSQL (`AGENTFLOW_PG_URL`; skipped when unset): the
+/// `compensating` status and the compensations' journal round-trip there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_compensation_then_resume_on_postgres() {
+    let Some(url) = std::env::var("AGENTFLOW_PG_URL").ok().filter(|u| !u.trim().is_empty()) else {
+        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "AGENTFLOW_PG_URL is not set under CI");
+        eprintln!("SKIPPED: AGENTFLOW_PG_URL is not set (start a server with `source .ci/postgres.sh`)");
+        return;
+    };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let schema = format!("saga_{}_{nanos}", std::process::id());
+    let store = agentflow_store::PostgresStore::builder().schema(schema).open(&url).expect("open the PostgreSQL store");
+    failed_compensation_then_resume(Arc::new(store), "refund-down-pg").await;
+}
+
+async fn failed_compensation_then_resume(store: Arc<dyn Store>, name: &str) {
+    let dir = tempdir(name);
+    let shop = Shop::new(&dir);
+    shop.refunds_down.store(true, Ordering::SeqCst);
+    let app = app(Arc::clone(&store));
+    let run = app.runner(&shop).thread("order-2").owner("agent:shop").run(Checkout::default()).await.unwrap();
+    let Outcome::CompensationFailed { compensation, tool, error, approval, undone: done, .. } = &run.outcome else {
+        panic!("expected CompensationFailed, got {:?}", run.outcome)
+    };
+    assert_eq!((compensation.as_str(), tool.as_str()), ("refund_payment", "charge_payment"));
+    assert!(error.contains("the payment provider is down"), "{error}");
+    assert_eq!(*approval, None);
+    assert!(done.is_empty());
+    // The later compensations did not run: the saga stops for a human.
+    assert_eq!(count(&lines(&dir, "calls.log"), "release_inventory"), 0);
+    assert_eq!(count(&lines(&dir, "calls.log"), "cancel_order"), 0);
+    assert_eq!(store.thread("order-2").unwrap().unwrap().status, ThreadStatus::Compensating);
+    let failed = store.list_audit("order-2").unwrap();
+    let failed: Vec<_> = failed.iter().filter(|e| e.kind == "saga.compensation_failed").collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].detail["compensation"], "refund_payment");
+
+    // The provider is back: a resume continues the compensation, not the graph.
+    shop.refunds_down.store(false, Ordering::SeqCst);
+    let mut nodes_run = Vec::new();
+    let run = app
+        .runner(&shop)
+        .thread("order-2")
+        .on_event(|e| {
+            if let Event::NodeStarted { node, .. } = e {
+                nodes_run.push(node);
+            }
+        })
+        .resume()
+        .await
+        .unwrap();
+    assert!(nodes_run.is_empty(), "a compensating thread resumes its compensation, not its graph: {nodes_run:?}");
+    let Outcome::Compensated { reason, undone: done, .. } = &run.outcome else {
+        panic!("expected Compensated, got {:?}", run.outcome)
+    };
+    assert!(reason.contains("shipping failed"), "the reason it started with: {reason}");
+    assert_eq!(triples(done), undone(&REVERSED));
+    let calls = lines(&dir, "calls.log");
+    assert_eq!(count(&calls, "refund_payment"), 2, "{calls:?}");
+    assert_eq!((count(&calls, "ship"), count(&calls, "create_order")), (1, 1), "{calls:?}");
+    let effects = lines(&dir, "effects.log");
+    assert_eq!(effects[3..], ["refund pay-3 4200", "release res-9 (2)", "cancel ord-1"]);
+    assert_eq!(store.thread("order-2").unwrap().unwrap().status, ThreadStatus::Compensated);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_cancelled_run_is_compensated_too() {
+    let dir = tempdir("cancel");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let token = CancellationToken::new();
+    let shop = Shop { cancel: Some(token.clone()), ..Shop::new(&dir) };
+    let app = app(Arc::clone(&store));
+    let run = app.runner(&shop).thread("order-3").cancel_token(token).run(Checkout::default()).await.unwrap();
+    let Outcome::Compensated { reason, undone: done, .. } = &run.outcome else {
+        panic!("expected Compensated, got {:?}", run.outcome)
+    };
+    assert_eq!(reason, "Cancelled");
+    assert_eq!(triples(done), undone(&REVERSED));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_run_without_compensable_calls_keeps_its_outcome() {
+    // The same failure before any call completed: nothing to undo, the run is `Failed`.
+    #[graph(state = Checkout, deps = Shop, start = only)]
+    mod early {
+        use super::*;
+
+        #[node(goto = [END])]
+        async fn only(_s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+            Err(cx.compensate("nothing done yet"))
+        }
+    }
+    let dir = tempdir("early");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let shop = Shop::new(&dir);
+    let run = early::graph().app().store(Arc::clone(&store)).runner(&shop).thread("t").run(Checkout::default()).await;
+    let run = run.unwrap();
+    assert!(matches!(run.outcome, Outcome::Failed { ref node, .. } if node == "only"), "{:?}", run.outcome);
+    assert_eq!(store.thread("t").unwrap().unwrap().status, ThreadStatus::Failed);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_compensation_cut_off_mid_call_that_is_not_idempotent_waits_for_a_human() {
+    use agentflow::approval::{ApprovalStatus, Approver, RoleAuthorizer, Settlement};
+    let dir = tempdir("unknown");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let acted = Arc::new(tokio::sync::Notify::new());
+    let shop = Shop { hang_in_cancel: Some(Arc::clone(&acted)), ..Shop::new(&dir) };
+    let app = app(Arc::clone(&store));
+    // `cancel_order` acts and never answers; the run is dropped there (standing in for a crash).
+    tokio::select! {
+        run = app.runner(&shop).thread("order-4").owner("agent:shop").run(Checkout::default()) => {
+            panic!("the run should hang in cancel_order: {:?}", run.map(|r| r.outcome))
+        }
+        () = acted.notified() => {}
+    }
+    assert_eq!(store.thread("order-4").unwrap().unwrap().status, ThreadStatus::Compensating);
+
+    // Whether it acted is unknown and it is not idempotent: the resume does not run it again.
+    let run = app.runner(&shop).thread("order-4").resume().await.unwrap();
+    let Outcome::CompensationFailed { compensation, approval: Some(id), undone: done, .. } = &run.outcome else {
+        panic!("expected CompensationFailed with a record, got {:?}", run.outcome)
+    };
+    assert_eq!(compensation, "cancel_order");
+    assert_eq!(triples(done), undone(&REVERSED[..2]));
+    let record = store.approval(id).unwrap().unwrap();
+    assert_eq!((record.status, record.tool.as_str()), (ApprovalStatus::OutcomeUnknown, "cancel_order"));
+    assert_eq!(count(&lines(&dir, "calls.log"), "cancel_order"), 1);
+
+    // A human settles it as done: the resume records it and the saga completes, without running it again.
+    let desk = app.approvals(RoleAuthorizer::new().role_for(Risk::Reversible, "ops")).unwrap();
+    desk.settle(id, &Approver::new("alice", ["ops"]), Settlement::Succeeded(serde_json::json!({}))).unwrap();
+    let run = app.runner(&shop).thread("order-4").resume().await.unwrap();
+    let Outcome::Compensated { undone: done, .. } = &run.outcome else {
+        panic!("expected Compensated, got {:?}", run.outcome)
+    };
+    assert_eq!(triples(done), undone(&REVERSED));
+    assert_eq!(count(&lines(&dir, "calls.log"), "cancel_order"), 1);
+    assert_eq!(count(&lines(&dir, "effects.log"), "cancel ord-1"), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---------------------------------------------------------------- a crash during compensation
+
+/// The child process body: runs (or resumes) the workflow on a redb file.
+/// Not a test on its own: it only runs when the crash test starts this
+/// binary with `AGENTFLOW_SAGA_CHILD` set.
+#[tokio::test]
+#[ignore = "child process of `sigkill_during_compensation_then_resume_in_a_new_process`"]
+async fn saga_child() {
+    let Ok(dir) = std::env::var("AGENTFLOW_SAGA_CHILD") else { return };
+    let dir = PathBuf::from(dir);
+    let resume = std::env::var("AGENTFLOW_SAGA_RESUME").is_ok();
+    let store: Arc<dyn Store> = Arc::new(RedbStore::open(dir.join("store.redb")).unwrap());
+    let shop = Shop { hang_in_release: !resume, ..Shop::new(&dir) };
+    let app = app(store);
+    let mut nodes_run = Vec::new();
+    let runner = app.runner(&shop).thread("order-k").owner("agent:shop").on_event(|e| {
+        if let Event::NodeStarted { node, .. } = e {
+            nodes_run.push(node);
+        }
+    });
+    let run = if resume { runner.resume().await } else { runner.run(Checkout::default()).await }.unwrap();
+    std::fs::write(dir.join("outcome.json"), serde_json::to_vec(&run.outcome).unwrap()).unwrap();
+    std::fs::write(dir.join("nodes_on_resume"), nodes_run.join(",")).unwrap();
+}
+
+fn child(dir: &Path, resume: bool) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "saga_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("AGENTFLOW_SAGA_CHILD", dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if resume {
+        cmd.env("AGENTFLOW_SAGA_RESUME", "1");
+    }
+    cmd
+}
+
+#[tokio::test]
+async fn sigkill_during_compensation_then_resume_in_a_new_process() {
+    let dir = tempdir("sigkill");
+    // The first process compensates until `release_inventory` is in flight, then is killed.
+    let mut first = child(&dir, false).spawn().unwrap();
+    let hanging = dir.join("hanging");
+    let mut waited = Duration::ZERO;
+    while !hanging.exists() {
+        if let Some(status) = first.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(first.stderr.as_mut().unwrap(), &mut err).unwrap();
+            panic!("the child ended before the compensation hung ({status}): {err}");
+        }
+        assert!(waited < Duration::from_secs(120), "the child never reached the compensation");
+        std::thread::sleep(Duration::from_millis(20));
+        waited += Duration::from_millis(20);
+    }
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    assert!(!dir.join("outcome.json").exists());
+    {
+        let store = RedbStore::open(dir.join("store.redb")).unwrap();
+        assert_eq!(store.thread("order-k").unwrap().unwrap().status, ThreadStatus::Compensating);
+    }
+
+    // A new process resumes the thread: it continues compensating.
+    let out = child(&dir, true).output().unwrap();
+    assert!(out.status.success(), "resume failed: {}", String::from_utf8_lossy(&out.stderr));
+    let outcome: Outcome = serde_json::from_slice(&std::fs::read(dir.join("outcome.json")).unwrap()).unwrap();
+    let Outcome::Compensated { undone: done, .. } = &outcome else { panic!("expected Compensated, got {outcome:?}") };
+    assert_eq!(triples(done), undone(&REVERSED));
+    let nodes = std::fs::read_to_string(dir.join("nodes_on_resume")).unwrap();
+    assert_eq!(nodes, "", "the resume continued the compensation and ran no node");
+
+    // Every forward call and every compensation acted exactly once. The
+    // refund finished before the kill and was not run again; the release
+    // was cut off before it acted and ran again with the same key.
+    let calls = lines(&dir, "calls.log");
+    for (tool, n) in [
+        ("create_order", 1),
+        ("reserve_inventory", 1),
+        ("charge_payment", 1),
+        ("ship", 1),
+        ("refund_payment", 1),
+        ("release_inventory", 2),
+        ("cancel_order", 1),
+    ] {
+        assert_eq!(count(&calls, tool), n, "{tool}: {calls:?}");
+    }
+    assert_eq!(
+        lines(&dir, "effects.log"),
+        [
+            "create ord-1 2xlamp",
+            "reserve 2xlamp",
+            "charge ord-1 4200",
+            "refund pay-3 4200",
+            "release res-9 (2)",
+            "cancel ord-1"
+        ]
+    );
+    let store = RedbStore::open(dir.join("store.redb")).unwrap();
+    assert_eq!(store.thread("order-k").unwrap().unwrap().status, ThreadStatus::Compensated);
+    let audit = store.list_audit("order-k").unwrap();
+    let compensated: Vec<&str> = audit
+        .iter()
+        .filter(|e| e.kind == "saga.compensated")
+        .map(|e| e.detail["compensation"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(compensated, ["refund_payment", "release_inventory", "cancel_order"]);
+    assert_eq!(audit.iter().filter(|e| e.kind == "effect.rerun").count(), 1);
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
