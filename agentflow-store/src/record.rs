@@ -27,23 +27,27 @@ pub enum ThreadStatus {
     Cancelled,
     /// Stopped by a budget (steps, calls, tokens, deadline).
     BudgetExhausted,
+    /// Waiting on a durable timer (`cx.sleep`); its wake time is the thread's timer
+    /// ([`Store::thread_timer`](crate::Store::thread_timer)). Can be resumed.
+    Sleeping,
 }
 
 impl ThreadStatus {
     /// Every status, in tag order.
-    pub const ALL: [ThreadStatus; 6] = [
+    pub const ALL: [ThreadStatus; 7] = [
         ThreadStatus::Running,
         ThreadStatus::Interrupted,
         ThreadStatus::Completed,
         ThreadStatus::Failed,
         ThreadStatus::Cancelled,
         ThreadStatus::BudgetExhausted,
+        ThreadStatus::Sleeping,
     ];
 
     /// Whether the run has ended for good, which makes the thread eligible for compaction.
-    /// `Running` and `Interrupted` threads may still continue.
+    /// `Running`, `Interrupted` and `Sleeping` threads may still continue.
     pub fn is_finished(self) -> bool {
-        !matches!(self, ThreadStatus::Running | ThreadStatus::Interrupted)
+        !matches!(self, ThreadStatus::Running | ThreadStatus::Interrupted | ThreadStatus::Sleeping)
     }
 
     /// The snake_case name used in messages and JSON.
@@ -55,6 +59,7 @@ impl ThreadStatus {
             ThreadStatus::Failed => "failed",
             ThreadStatus::Cancelled => "cancelled",
             ThreadStatus::BudgetExhausted => "budget_exhausted",
+            ThreadStatus::Sleeping => "sleeping",
         }
     }
 
@@ -801,6 +806,11 @@ pub struct StepCommit {
     pub now: u64,
     /// Durability of this commit.
     pub durability: Durability,
+    /// The thread's durable timer (unix millis). When `thread.status` is
+    /// [`ThreadStatus::Sleeping`] it must be set, and replaces the thread's timer; a commit
+    /// that writes any other status clears the timer (so it is cleared when the thread moves
+    /// on). Listed by [`Store::due_timers`](crate::Store::due_timers).
+    pub wake_at: Option<u64>,
 }
 
 impl StepCommit {
@@ -818,6 +828,7 @@ impl StepCommit {
             lease_holder: None,
             now,
             durability: Durability::Immediate,
+            wake_at: None,
         }
     }
 
@@ -840,6 +851,13 @@ impl StepCommit {
     #[must_use]
     pub fn with_durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// Sets the thread's timer (see [`StepCommit::wake_at`]).
+    #[must_use]
+    pub fn with_wake_at(mut self, wake_at: u64) -> Self {
+        self.wake_at = Some(wake_at);
         self
     }
 }
@@ -1043,4 +1061,13 @@ mod tests {
         r.status = ApprovalStatus::OutcomeUnknown;
         strict(&r.encode(), ApprovalRecord::decode, &r);
     }
+}
+
+/// A thread's durable timer: the thread sleeps until `wake_at`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Timer {
+    /// Unix millis at which the thread is due.
+    pub wake_at: u64,
+    /// The sleeping thread.
+    pub thread: String,
 }

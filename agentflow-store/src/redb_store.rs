@@ -23,7 +23,7 @@ use crate::reads::{self, BySeq};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
     CompactReport, Durability, EffectBatch, EffectKey, EffectOutcome, Lease, NewAuditEntry, Payload, PendingWrite,
-    Snapshot, StateChain, StepCommit, ThreadRecord,
+    Snapshot, StateChain, StepCommit, ThreadRecord, Timer,
 };
 use crate::step_commit::{CommitOut, remove_pending, stage_commit};
 use crate::store::{CommitCallback, FoldFn, Listing, Store};
@@ -452,6 +452,8 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
         txn.open_table(tables::APPROVALS).ctx(path)?;
         txn.open_table(tables::APPROVALS_BY_THREAD).ctx(path)?;
         txn.open_table(tables::APPROVALS_PENDING).ctx(path)?;
+        txn.open_table(tables::TIMERS).ctx(path)?;
+        txn.open_table(tables::TIMER_OF).ctx(path)?;
     }
     txn.commit().ctx(path)?;
     Ok(())
@@ -670,6 +672,32 @@ impl Store for RedbStore {
         let (dropped, folded) = self.compact_thread(thread, keep_last.max(1), fold)?;
         let file_compacted = if dropped > 0 { self.compact_file()? } else { false };
         Ok(CompactReport { dropped, folded, file_compacted })
+    }
+
+    fn due_timers(&self, until: u64, limit: usize) -> Result<Vec<Timer>, ReadError> {
+        self.read(|txn, path| {
+            let timers = txn.open_table(tables::TIMERS).ctx(path)?;
+            let mut out = Vec::new();
+            for entry in redb::ReadableTable::iter(&timers).ctx(path)? {
+                if out.len() >= limit {
+                    break;
+                }
+                let (k, _) = entry.ctx(path)?;
+                let (wake_at, thread) = k.value();
+                if wake_at > until {
+                    break;
+                }
+                out.push(Timer { wake_at, thread: thread.to_string() });
+            }
+            Ok(out)
+        })
+    }
+
+    fn thread_timer(&self, thread: &str) -> Result<Option<u64>, ReadError> {
+        self.read(|txn, path| {
+            let of = txn.open_table(tables::TIMER_OF).ctx(path)?;
+            Ok(redb::ReadableTable::get(&of, thread).ctx(path)?.map(|v| v.value()))
+        })
     }
 }
 

@@ -6,7 +6,7 @@ use crate::error::{
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
     CompactReport, EffectBatch, EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit,
-    ThreadRecord,
+    ThreadRecord, Timer,
 };
 
 /// Rebuilds the full state from a [`StateChain`] and returns it serialised; supplied by the
@@ -251,4 +251,23 @@ pub trait Store: Send + Sync {
     /// `fold` from its [`StateChain`], so every retained checkpoint stays rebuildable. Then the
     /// backing storage is compacted.
     fn compact(&self, thread: &str, keep_last: usize, fold: &FoldFn<'_>) -> Result<CompactReport, CompactError>;
+
+    /// The durable timers due at `until` (`wake_at <= until`), earliest first (ties by thread
+    /// id), at most `limit`. A timer is set by a [`StepCommit`] that records the thread as
+    /// [`ThreadStatus::Sleeping`](crate::ThreadStatus::Sleeping) with its
+    /// [`wake_at`](StepCommit::wake_at), and cleared by the thread's next commit with any other
+    /// status. `due_timers(u64::MAX, 1)` is the next timer to fire.
+    ///
+    /// The default (for backends without timers) lists none: their sleeping threads wake only
+    /// when resumed by hand.
+    fn due_timers(&self, until: u64, limit: usize) -> Result<Vec<Timer>, ReadError> {
+        let _ = (until, limit);
+        Ok(Vec::new())
+    }
+
+    /// The thread's durable timer (its `wake_at`), if it is sleeping. The default: none.
+    fn thread_timer(&self, thread: &str) -> Result<Option<u64>, ReadError> {
+        let _ = thread;
+        Ok(None)
+    }
 }

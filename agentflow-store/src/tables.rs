@@ -42,3 +42,9 @@ pub const APPROVALS_BY_THREAD: TableDefinition<(&str, &str), ()> =
 
 /// approval id -> (): index of the approvals whose status is `PENDING`.
 pub const APPROVALS_PENDING: TableDefinition<&str, ()> = TableDefinition::new("agentflow.approvals_pending");
+
+/// (wake_at unix millis, thread id) -> (): the durable timers, earliest first.
+pub const TIMERS: TableDefinition<(u64, &str), ()> = TableDefinition::new("agentflow.timers");
+
+/// thread id -> wake_at: each sleeping thread's entry in [`TIMERS`].
+pub const TIMER_OF: TableDefinition<&str, u64> = TableDefinition::new("agentflow.timer_of");

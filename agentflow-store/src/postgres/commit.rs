@@ -22,7 +22,7 @@ use crate::error::{CommitError, StorageError};
 use crate::postgres::error::{Fail, is_unique_violation};
 use crate::postgres::sql::{self, Params, time, uint};
 use crate::postgres::{Ctx, approvals};
-use crate::record::{Lease, StepCommit};
+use crate::record::{Lease, StepCommit, ThreadStatus};
 
 /// What a staged commit wrote.
 pub(crate) struct CommitOut {
@@ -146,11 +146,34 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, c: &StepCommit) -
         .collect::<Result<Vec<_>, StorageError>>()?;
     let effect_seqs =
         c.effects.iter().map(|(k, _)| sql::int(&ctx.path, "effect seq", k.seq)).collect::<Result<Vec<_>, _>>()?;
+    let wake_at = match (t.status, c.wake_at) {
+        (ThreadStatus::Sleeping, Some(at)) => Some(sql::int(&ctx.path, "wake_at", at)?),
+        (ThreadStatus::Sleeping, None) => {
+            return Err(invalid(tid, "a sleeping thread needs a wake time (`StepCommit::wake_at`)".to_string()));
+        }
+        _ => None,
+    };
     let mut writes: Vec<Write<'_>> = Vec::new();
     writes.push(Box::pin(async move {
         let params: &Params<'_> =
             &[&tid, &t.owner, &t.graph_fingerprint, &schema_version, &status, &t.detail, &created_at, &updated_at];
         sql::execute(tx, UPSERT_THREAD, params).await?;
+        Ok(())
+    }));
+    // The thread's timer: set while it sleeps, cleared by any other status.
+    writes.push(Box::pin(async move {
+        match wake_at {
+            Some(at) => {
+                sql::execute(
+                    tx,
+                    "INSERT INTO timers (thread, wake_at) VALUES ($1, $2) \
+                     ON CONFLICT (thread) DO UPDATE SET wake_at = EXCLUDED.wake_at",
+                    &[&tid, &at],
+                )
+                .await?
+            }
+            None => sql::execute(tx, "DELETE FROM timers WHERE thread = $1", &[&tid]).await?,
+        };
         Ok(())
     }));
     if let (Some(cp), Some((seq, parent)), Some(row)) = (&c.checkpoint, checkpoint_seq, &row) {

@@ -27,7 +27,7 @@ use crate::postgres::io::IoThread;
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
     CompactReport, Durability, EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit,
-    ThreadRecord,
+    ThreadRecord, Timer,
 };
 use crate::store::{CommitCallback, FoldFn, Store};
 
@@ -598,5 +598,14 @@ impl Store for PostgresStore {
             attempts: COMPACT_ATTEMPTS,
             detail: "the thread's history kept changing during compaction".to_string(),
         }))
+    }
+
+    fn due_timers(&self, until: u64, limit: usize) -> Result<Vec<Timer>, ReadError> {
+        self.call(move |ctx| async move { Ok(reads::due_timers(&ctx, until, limit).await?) })
+    }
+
+    fn thread_timer(&self, thread: &str) -> Result<Option<u64>, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move { Ok(reads::thread_timer(&ctx, &thread).await?) })
     }
 }

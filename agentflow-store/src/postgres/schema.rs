@@ -90,6 +90,14 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE {s}.flush (id integer PRIMARY KEY, n bigint NOT NULL);
     INSERT INTO {s}.flush VALUES (1, 0);
     "#,
+    // 2: durable timers of sleeping threads, indexed by when they are due.
+    r#"
+    CREATE TABLE {s}.timers (
+        thread text COLLATE "C" PRIMARY KEY,
+        wake_at bigint NOT NULL
+    );
+    CREATE INDEX timers_due ON {s}.timers (wake_at, thread);
+    "#,
 ];
 
 /// The version of the PostgreSQL tables this build creates and reads (the number of its
