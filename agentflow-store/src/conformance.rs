@@ -698,8 +698,8 @@ pub fn compaction_keeps_retained_readable(store: &dyn Store) {
 }
 
 /// A thread record with status `Sleeping` commits only with its wake time; the timer is listed
-/// by `due_timers` in wake order up to `until`, replaced by a later sleep, kept by a commit that
-/// leaves it sleeping, and cleared by a commit with any other status.
+/// by `due_timers` in wake order up to `until`, replaced by the thread's next commit (so a
+/// commit without one clears it), also for a thread that is not sleeping.
 pub fn timers_follow_the_status(store: &dyn Store) {
     let sleeping = |id: &str| {
         let mut t = thread(id);
@@ -733,9 +733,20 @@ pub fn timers_follow_the_status(store: &dyn Store) {
     store.commit_step(StepCommit::new(sleeping("b")).with_wake_at(NOW + 500)).unwrap();
     assert_eq!(due(u64::MAX, 10), vec![(NOW + 100, "c".into()), (NOW + 300, "a".into()), (NOW + 500, "b".into())]);
 
-    // The thread moves on: any other status clears the timer.
+    // The thread moves on: a commit without a timer clears it.
     store.commit_step(StepCommit::new(thread("c"))).unwrap();
     assert_eq!(store.thread_timer("c").unwrap(), None);
+    // Even one that leaves the record as it was.
+    store.commit_step(StepCommit::new(thread("c")).with_wake_at(NOW + 50)).unwrap();
+    assert_eq!(store.thread_timer("c").unwrap(), Some(NOW + 50));
+    store.commit_step(StepCommit::new(thread("c"))).unwrap();
+    assert_eq!(store.thread_timer("c").unwrap(), None);
+    // A thread paused for a human may wake at its approval's expiry.
+    let mut paused = thread("c");
+    paused.status = ThreadStatus::Interrupted;
+    store.commit_step(StepCommit::new(paused).with_wake_at(NOW + 700)).unwrap();
+    assert_eq!(store.thread_timer("c").unwrap(), Some(NOW + 700));
+    store.commit_step(StepCommit::new(thread("c"))).unwrap();
     let mut failed = thread("a");
     failed.status = ThreadStatus::Failed;
     store.commit_step(StepCommit::new(failed).with_checkpoint(step("a", 1, 0, &[b"x"]))).unwrap();

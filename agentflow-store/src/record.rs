@@ -29,6 +29,7 @@ pub enum ThreadStatus {
     BudgetExhausted,
     /// Waiting on a durable timer (`cx.sleep`); its wake time is the thread's timer
     /// ([`Store::thread_timer`](crate::Store::thread_timer)). Can be resumed.
+    /// (Appended last: the tags of the other statuses are stored and do not change.)
     Sleeping,
 }
 
@@ -806,10 +807,11 @@ pub struct StepCommit {
     pub now: u64,
     /// Durability of this commit.
     pub durability: Durability,
-    /// The thread's durable timer (unix millis). When `thread.status` is
-    /// [`ThreadStatus::Sleeping`] it must be set, and replaces the thread's timer; a commit
-    /// that writes any other status clears the timer (so it is cleared when the thread moves
-    /// on). Listed by [`Store::due_timers`](crate::Store::due_timers).
+    /// The thread's durable timer (unix millis): when to wake the thread, listed by
+    /// [`Store::due_timers`](crate::Store::due_timers). Every commit replaces the thread's
+    /// timer with this one, so a commit without it clears the timer (the thread moved on).
+    /// Required when `thread.status` is [`ThreadStatus::Sleeping`]; a thread paused for a
+    /// human may carry one too (when its approval expires).
     pub wake_at: Option<u64>,
 }
 

@@ -82,8 +82,7 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
     if let Some((key, _)) = c.effects.iter().find(|(k, _)| k.thread != tid) {
         return Err(invalid(format!("effect `{}` belongs to thread `{}`", key.key, key.thread)));
     }
-    let sleeping = c.thread.status == ThreadStatus::Sleeping;
-    if sleeping && c.wake_at.is_none() {
+    if c.thread.status == ThreadStatus::Sleeping && c.wake_at.is_none() {
         return Err(invalid("a sleeping thread needs a wake time (`StepCommit::wake_at`)".to_string()));
     }
     let mut statuses: HashMap<&str, ApprovalRecord> = HashMap::new();
@@ -115,15 +114,10 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
     // Most steps leave the thread record as it was: skip the write (and the
     // page it would dirty) when the bytes are the same.
     let record = c.thread.encode();
-    let changed = threads.get(tid).ctx(path)?.is_none_or(|old| old.value() != record.as_slice());
-    if changed {
+    if threads.get(tid).ctx(path)?.is_none_or(|old| old.value() != record.as_slice()) {
         threads.insert(tid, record.as_slice()).ctx(path)?;
     }
-    // The timer changes only with the status: an unchanged record of a thread that is not
-    // sleeping has no timer to clear, so a plain step does not open the timer tables.
-    if changed || sleeping {
-        set_timer(tx, tid, if sleeping { c.wake_at } else { None })?;
-    }
+    set_timer(tx, tid, c.wake_at)?;
     if let Some(cp) = &c.checkpoint {
         if let Some(parent) = cp.parent {
             remove_pending(path, &mut pending, tid, parent)?;

@@ -253,10 +253,11 @@ pub trait Store: Send + Sync {
     fn compact(&self, thread: &str, keep_last: usize, fold: &FoldFn<'_>) -> Result<CompactReport, CompactError>;
 
     /// The durable timers due at `until` (`wake_at <= until`), earliest first (ties by thread
-    /// id), at most `limit`. A timer is set by a [`StepCommit`] that records the thread as
-    /// [`ThreadStatus::Sleeping`](crate::ThreadStatus::Sleeping) with its
-    /// [`wake_at`](StepCommit::wake_at), and cleared by the thread's next commit with any other
-    /// status. `due_timers(u64::MAX, 1)` is the next timer to fire.
+    /// id), at most `limit`. A thread's timer is set by a [`StepCommit`] with a
+    /// [`wake_at`](StepCommit::wake_at) (required when it records the thread as
+    /// [`ThreadStatus::Sleeping`](crate::ThreadStatus::Sleeping)) and replaced by each of the
+    /// thread's commits, so a commit without one clears it. `due_timers(u64::MAX, 1)` is the
+    /// next timer to fire.
     ///
     /// The default (for backends without timers) lists none: their sleeping threads wake only
     /// when resumed by hand.

@@ -90,6 +90,7 @@ mod retry;
 mod shield;
 pub mod state;
 pub mod step;
+pub mod timer;
 pub mod tool;
 mod umbrella;
 

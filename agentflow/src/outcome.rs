@@ -36,6 +36,18 @@ pub enum Outcome {
         /// What the run waits for.
         pending: Vec<Pending>,
     },
+    /// Every paused node waits on a durable timer (`cx.sleep`); the state is
+    /// the one before the sleeping step and nothing is held in memory. The
+    /// thread's status is `sleeping` and its timer is stored; resume it at
+    /// or after `until` (a [`Scheduler`](crate::timer::Scheduler) does) and
+    /// the sleeping nodes run again from their start, their `sleep` calls
+    /// returning at once.
+    Sleeping {
+        /// The thread to resume.
+        thread: String,
+        /// When it is due (unix millis): the latest wake time of its sleeping nodes.
+        until: u64,
+    },
 }
 
 impl Outcome {
@@ -58,6 +70,7 @@ impl fmt::Display for Outcome {
                 let at: Vec<String> = pending.iter().map(|p| format!("{:?} at {}", p.kind, p.node)).collect();
                 write!(f, "Interrupted {{ {} }}", at.join(", "))
             }
+            Outcome::Sleeping { until, .. } => write!(f, "Sleeping {{ until: unix ms {until} }}"),
         }
     }
 }

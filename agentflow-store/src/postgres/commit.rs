@@ -147,7 +147,7 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, c: &StepCommit) -
     let effect_seqs =
         c.effects.iter().map(|(k, _)| sql::int(&ctx.path, "effect seq", k.seq)).collect::<Result<Vec<_>, _>>()?;
     let wake_at = match (t.status, c.wake_at) {
-        (ThreadStatus::Sleeping, Some(at)) => Some(sql::int(&ctx.path, "wake_at", at)?),
+        (_, Some(at)) => Some(sql::int(&ctx.path, "wake_at", at)?),
         (ThreadStatus::Sleeping, None) => {
             return Err(invalid(tid, "a sleeping thread needs a wake time (`StepCommit::wake_at`)".to_string()));
         }
@@ -160,7 +160,7 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, c: &StepCommit) -
         sql::execute(tx, UPSERT_THREAD, params).await?;
         Ok(())
     }));
-    // The thread's timer: set while it sleeps, cleared by any other status.
+    // The thread's timer: replaced by this commit's (none clears it).
     writes.push(Box::pin(async move {
         match wake_at {
             Some(at) => {

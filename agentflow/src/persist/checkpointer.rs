@@ -173,6 +173,8 @@ pub(crate) struct Checkpointer {
     /// The next step commit cancels the approvals left open: set on resume,
     /// since a paused step may have asked for calls it no longer makes.
     sweep_approvals: bool,
+    /// When the run ends sleeping: the thread's timer, written with its status.
+    pub(crate) wake_at: Option<u64>,
 }
 
 /// When a commit must be on disk.
@@ -315,6 +317,7 @@ impl Checkpointer {
             updated_at: 0,
             budget: ThreadBudget::default(),
             sweep_approvals: false,
+            wake_at: None,
         }
     }
 
@@ -653,11 +656,19 @@ impl Checkpointer {
         let mut commit = StepCommit::new(record).fenced_by(self.lease.holder(), now).with_durability(durability);
         commit.checkpoint = checkpoint;
         commit.pending_writes = pending;
+        if matches!(status, ThreadStatus::Sleeping | ThreadStatus::Interrupted) {
+            commit.wake_at = self.wake_at;
+        }
         // Answered from the store's writer thread: no thread waits for the disk.
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.store.commit_step_then(commit, Box::new(move |answer| drop(tx.send(answer))));
         rx.await.map_err(|_| PersistError::CommitDropped)??;
         Ok(())
+    }
+
+    /// The store the thread lives in.
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
     /// Who the thread belongs to, as stored with it.
