@@ -158,6 +158,10 @@ async fn resuming_before_the_wake_time_runs_nothing() {
     let again = app.runner(&*log).thread("early").resume().await.unwrap();
     assert_eq!(again.outcome, Outcome::Sleeping { thread: "early".into(), until });
     assert_eq!(log.naps("early"), 1);
+    // So does raising its limits.
+    app.raise_limits("early", agentflow::Limits::none().tool_calls(5), "tester").unwrap();
+    assert_eq!(store.thread("early").unwrap().unwrap().status, ThreadStatus::Sleeping);
+    assert_eq!(store.thread_timer("early").unwrap(), Some(until));
 }
 
 #[tokio::test]

@@ -534,10 +534,10 @@ impl<'a, D> Ctx<'a, D> {
     /// let Outcome::Sleeping { until, .. } = run.outcome else { panic!("{:?}", run.outcome) };
     /// assert!(!run.state.sent);
     ///
-    /// // A scheduler resumes the thread once it is due (here: wait for that by hand).
+    /// // A scheduler resumes the thread once it is due; wait for it to report that.
     /// let scheduler = app.scheduler(Arc::new(()));
-    /// let woken = scheduler.wait_for("r-1").await?;
-    /// assert_eq!(woken.outcome, Outcome::Completed);
+    /// let woken = scheduler.subscribe().wait_for("r-1").await.expect("the scheduler runs");
+    /// assert_eq!(woken.result, Ok(Outcome::Completed));
     /// assert!(agentflow::timer::now_ms() >= until);
     /// assert!(app.state("r-1")?.unwrap().state.sent);
     /// scheduler.shutdown().await;
@@ -553,7 +553,8 @@ impl<'a, D> Ctx<'a, D> {
     /// Like [`Ctx::sleep`], until the wall-clock time `at` (a time in the
     /// past returns at once).
     pub async fn sleep_until(&self, at: std::time::SystemTime) -> Result<(), NodeError> {
-        let ms = at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let ms =
+            at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         self.sleep_at(|_| ms).await
     }
 

@@ -221,7 +221,13 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         {
             let usage = checkpointer.budget.usage;
             let outcome = Outcome::Sleeping { thread: checkpointer.thread.clone(), until };
-            return Ok(Run { outcome, state: start.state, steps: start.step, usage, usage_this_run: Default::default() });
+            return Ok(Run {
+                outcome,
+                state: start.state,
+                steps: start.step,
+                usage,
+                usage_this_run: Default::default(),
+            });
         }
         self.drive(start, Some(checkpointer), None).await
     }

@@ -242,6 +242,8 @@ impl<S: State, D> App<S, D> {
         let mut commit =
             StepCommit::new(ThreadRecord { updated_at: now, lease: None, ..record }).fenced_by(lease.holder(), now);
         commit.pending_writes.push(budget_write(latest.seq, &after)?);
+        // The thread does not move: a sleeping or waiting thread keeps its timer.
+        commit.wake_at = store.thread_timer(thread).map_err(PersistError::from)?;
         commit.audit.push(NewAuditEntry {
             at: now,
             actor: actor.to_string(),
