@@ -67,7 +67,7 @@ pub(crate) fn wake_time(pending: &[Pending]) -> Option<u64> {
         match p.kind {
             PendingKind::Sleep => sleep = Some(sleep.unwrap_or(0).max(at(p, "until").unwrap_or(0))),
             PendingKind::Approval => {
-                let Some(expires) = at(p, "expires_at") else { return None };
+                let expires = at(p, "expires_at")?;
                 expiry = Some(expiry.map_or(expires, |e| e.min(expires)));
             }
             _ => return None,
