@@ -371,3 +371,35 @@ impl<S: State, D: Send + Sync + 'static> Loop<S, D> {
         while tasks.join_next().await.is_some() {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn p(kind: PendingKind, payload: serde_json::Value) -> Pending {
+        Pending { node: "n".into(), kind, payload }
+    }
+
+    #[test]
+    fn a_pause_wakes_at_its_last_timer_or_first_expiry_and_never_when_a_person_must_answer() {
+        let sleep = |until: u64| p(PendingKind::Sleep, json!({ "until": until }));
+        let approval = |at: u64| p(PendingKind::Approval, json!({ "approval": "a", "expires_at": at }));
+        assert_eq!(wake_time(&[]), None);
+        assert_eq!(sleeping_until(&[]), None);
+        // Only timers: when the last is due.
+        assert_eq!(wake_time(&[sleep(30), sleep(10)]), Some(30));
+        assert_eq!(sleeping_until(&[sleep(30), sleep(10)]), Some(30));
+        // Approvals: the first expiry; with timers, whichever comes first.
+        assert_eq!(wake_time(&[approval(50), approval(40)]), Some(40));
+        assert_eq!(wake_time(&[sleep(30), approval(40)]), Some(30));
+        assert_eq!(wake_time(&[sleep(60), approval(40)]), Some(40));
+        assert_eq!(sleeping_until(&[sleep(30), approval(40)]), None);
+        // A value, a breakpoint or an unknown outcome waits for a person.
+        for kind in [PendingKind::Interrupt, PendingKind::Before, PendingKind::After, PendingKind::OutcomeUnknown] {
+            assert_eq!(wake_time(&[sleep(30), p(kind, serde_json::Value::Null)]), None, "{kind:?}");
+        }
+        // An approval payload without an expiry never wakes on its own.
+        assert_eq!(wake_time(&[p(PendingKind::Approval, json!({}))]), None);
+    }
+}
