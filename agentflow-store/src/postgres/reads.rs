@@ -308,7 +308,7 @@ pub(crate) async fn due_timers(ctx: &Ctx, until: u64, limit: usize) -> Result<Ve
     let (until, limit) = (sql::time(until), i64::try_from(limit).unwrap_or(i64::MAX));
     let rows = sql::query(
         &client,
-        "SELECT wake_at, thread FROM timers WHERE wake_at <= $1 ORDER BY wake_at, thread LIMIT $2",
+        "SELECT wake_at, id FROM threads WHERE wake_at IS NOT NULL AND wake_at <= $1 ORDER BY wake_at, id LIMIT $2",
         &[&until, &limit],
     )
     .await
@@ -316,7 +316,7 @@ pub(crate) async fn due_timers(ctx: &Ctx, until: u64, limit: usize) -> Result<Ve
     rows.iter()
         .map(|r| {
             let thread: String = r.get(1);
-            let wake_at = uint(&ctx.path, "timers", || format!("{thread:?}"), r.get(0))?;
+            let wake_at = uint(&ctx.path, "threads", || format!("{thread:?}"), r.get(0))?;
             Ok(Timer { wake_at, thread })
         })
         .collect()
@@ -325,8 +325,11 @@ pub(crate) async fn due_timers(ctx: &Ctx, until: u64, limit: usize) -> Result<Ve
 /// The thread's timer, if it sleeps.
 pub(crate) async fn thread_timer(ctx: &Ctx, thread: &str) -> Result<Option<u64>, StorageError> {
     let client = ctx.client().await?;
-    let row = sql::query_opt(&client, "SELECT wake_at FROM timers WHERE thread = $1", &[&thread])
+    let row = sql::query_opt(&client, "SELECT wake_at FROM threads WHERE id = $1", &[&thread])
         .await
         .map_err(|e| ctx.db(&e))?;
-    row.map(|r| uint(&ctx.path, "timers", || format!("{thread:?}"), r.get(0))).transpose()
+    match row.and_then(|r| r.get::<_, Option<i64>>(0)) {
+        Some(at) => Ok(Some(uint(&ctx.path, "threads", || format!("{thread:?}"), at)?)),
+        None => Ok(None),
+    }
 }

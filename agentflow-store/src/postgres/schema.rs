@@ -90,13 +90,12 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE {s}.flush (id integer PRIMARY KEY, n bigint NOT NULL);
     INSERT INTO {s}.flush VALUES (1, 0);
     "#,
-    // 2: durable timers of sleeping threads, indexed by when they are due.
+    // 2: each thread's durable timer, indexed by when it is due. A column of the thread row
+    // (written with it in every commit) rather than a table of its own, so a commit touches no
+    // row shared with other threads and serializable transactions do not conflict over it.
     r#"
-    CREATE TABLE {s}.timers (
-        thread text COLLATE "C" PRIMARY KEY,
-        wake_at bigint NOT NULL
-    );
-    CREATE INDEX timers_due ON {s}.timers (wake_at, thread);
+    ALTER TABLE {s}.threads ADD COLUMN wake_at bigint;
+    CREATE INDEX threads_due ON {s}.threads (wake_at, id) WHERE wake_at IS NOT NULL;
     "#,
 ];
 
