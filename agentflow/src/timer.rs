@@ -156,6 +156,12 @@ pub struct Woken {
 ///
 /// Wake-up lag is bounded by [`SchedulerConfig::poll`] for timers set after
 /// the scheduler's last look, and by the store's read time otherwise.
+///
+/// The scheduler resumes every due thread of the store with this graph; a
+/// thread of another graph in the same store fails to resume
+/// ([`ResumeError::GraphChanged`](crate::persist::ResumeError::GraphChanged),
+/// logged) and is tried again after [`SchedulerConfig::retry_after`]. Give
+/// each graph its own store when several share a process.
 pub struct Scheduler {
     cancel: CancellationToken,
     task: Option<tokio::task::JoinHandle<()>>,
