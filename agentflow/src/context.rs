@@ -581,7 +581,7 @@ impl<'a, D> Ctx<'a, D> {
             };
         };
         // The wake time is journaled by the first call and read back by every re-run.
-        let key = format!("{}{n}", crate::timer::SLEEP_KEY);
+        let key = format!("{}{n}", crate::timer::wake::SLEEP_KEY);
         let until: u64 = match journal.entry(self.node, &key).await? {
             Entry::Recorded(bytes) => decode_effect(&bytes, &key)?,
             _ => journal.record(self.node, &key, wake(now)).await?,

@@ -202,7 +202,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         // Only timers to wait for: the thread sleeps until the last is due
         // (waking earlier would only put the others back to sleep).
         if let Some(thread) = &thread
-            && let Some(until) = crate::timer::sleeping_until(&pending)
+            && let Some(until) = crate::timer::wake::sleeping_until(&pending)
         {
             return Ok(Outcome::Sleeping { thread: thread.clone(), until });
         }

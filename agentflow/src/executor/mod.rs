@@ -216,7 +216,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             return Err(RunError::ValueRequired { thread: checkpointer.thread.clone(), node: p.node.clone() });
         }
         // Woken before its timer is due: nothing runs and nothing is written.
-        if let Some(until) = crate::timer::sleeping_until(&start.interrupts)
+        if let Some(until) = crate::timer::wake::sleeping_until(&start.interrupts)
             && crate::persist::now_ms() < until
         {
             let usage = checkpointer.budget.usage;
@@ -242,10 +242,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         };
         let (thread, now) = (checkpointer.thread.clone(), crate::persist::now_ms());
         let store = Arc::clone(checkpointer.store());
-        let due = crate::persist::blocking(&store, move |s| crate::timer::still_due(s, &thread, now))
+        let due = crate::persist::blocking(&store, move |s| crate::timer::wake::still_due(s, &thread, now))
             .await?
             .map_err(PersistError::from)?;
-        if !due || crate::timer::wake_time(&start.interrupts).is_none_or(|at| at > now) {
+        if !due || crate::timer::wake::wake_time(&start.interrupts).is_none_or(|at| at > now) {
             return Ok(None);
         }
         self.drive(start, Some(checkpointer), None).await.map(Some)
@@ -349,7 +349,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 Outcome::Cancelled => ThreadStatus::Cancelled,
                 Outcome::Interrupted { pending, .. } => {
                     // Woken on its own when an approval it waits for expires.
-                    cp.wake_at = crate::timer::wake_time(pending);
+                    cp.wake_at = crate::timer::wake::wake_time(pending);
                     ThreadStatus::Interrupted
                 }
                 Outcome::Sleeping { until, .. } => {

@@ -295,7 +295,7 @@ impl<S: State, D> App<S, D> {
             .find(|w| w.node == super::checkpointer::INTERRUPTS)
             .and_then(|w| serde_json::from_slice(&w.value).ok())
             .unwrap_or_default();
-        let status = match (checkpoint.cursor.is_empty(), crate::timer::sleeping_until(&waits)) {
+        let status = match (checkpoint.cursor.is_empty(), crate::timer::wake::sleeping_until(&waits)) {
             (true, _) => record.status,
             (false, Some(_)) => ThreadStatus::Sleeping,
             (false, None) => ThreadStatus::Interrupted,
@@ -303,7 +303,7 @@ impl<S: State, D> App<S, D> {
         let mut commit = StepCommit::new(ThreadRecord { updated_at: now, lease: None, status, ..record })
             .with_checkpoint(checkpoint)
             .fenced_by(lease.holder(), now);
-        commit.wake_at = if status.is_finished() { None } else { crate::timer::wake_time(&waits) };
+        commit.wake_at = if status.is_finished() { None } else { crate::timer::wake::wake_time(&waits) };
         commit.audit.push(NewAuditEntry { at: now, actor: actor.to_string(), kind: kind.to_string(), detail });
         // The carried writes move to the new head (the commit drops the parent's).
         commit.pending_writes = carry.writes.into_iter().map(|w| PendingWrite { seq, ..w }).collect();
