@@ -451,6 +451,7 @@ mod hand_built {
             timeout: None,
             writes: None,
             interrupt: false,
+            sleep: false,
             tools: &[],
             run,
         };

@@ -173,6 +173,7 @@ fn build(d: &Desc) -> (CompiledGraph<P, RandDeps>, Vec<Vec<&'static [NodeId]>>) 
             timeout: None,
             writes: None,
             interrupt: false,
+            sleep: false,
             tools: &[],
             run: rand_node,
         })
@@ -331,6 +332,7 @@ fn fan_graph(n: usize) -> (CompiledGraph<P, FanDeps>, &'static [NodeId], &'stati
             timeout: None,
             writes: None,
             interrupt: false,
+            sleep: false,
             tools: &[],
             run: fan_node,
         })

@@ -16,7 +16,7 @@ pub mod graph {
     pub const ARGS: &[&str] = &[STATE, DEPS, START, MAX_STEPS];
 }
 
-/// `#[node(goto = [..], writes = [..], tools = [..], retry = N, timeout = 2s, interrupt)]`.
+/// `#[node(goto = [..], writes = [..], tools = [..], retry = N, timeout = 2s, interrupt, sleep)]`.
 pub mod node {
     /// The attribute itself.
     pub const ATTR: &str = "node";
@@ -26,8 +26,10 @@ pub mod node {
     pub const RETRY: &str = "retry";
     pub const TIMEOUT: &str = "timeout";
     pub const INTERRUPT: &str = "interrupt";
+    /// The node may wait on a durable timer (`cx.sleep(..)`).
+    pub const SLEEP: &str = "sleep";
     /// Every argument, in the order the docs list them.
-    pub const ARGS: &[&str] = &[GOTO, WRITES, TOOLS, RETRY, TIMEOUT, INTERRUPT];
+    pub const ARGS: &[&str] = &[GOTO, WRITES, TOOLS, RETRY, TIMEOUT, INTERRUPT, SLEEP];
 }
 
 /// `retry(attempts = N, base = 10ms, max_delay = 1s, jitter = false)`.
@@ -87,6 +89,8 @@ pub mod body {
     pub const RUN_TOOL: &str = "run_tool";
     /// `cx.interrupt(..)`.
     pub const INTERRUPT: &str = "interrupt";
+    /// `cx.sleep(..)` and `cx.sleep_until(..)`.
+    pub const SLEEPS: &[&str] = &["sleep", "sleep_until"];
     /// The context type of a node's second parameter.
     pub const CTX: &str = "Ctx";
 }

@@ -90,6 +90,7 @@ pub use record::{
     ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, AuditEntry, ChainStep, Checkpoint,
     CheckpointMetadata, CheckpointSource, CheckpointSummary, CommitReceipt, CompactReport, Durability, EffectBatch,
     EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit, ThreadRecord, ThreadStatus,
+    Timer,
 };
 pub use redb_store::{RedbStore, RedbStoreBuilder};
 pub use store::{CommitCallback, FoldFn, Listing, Store};

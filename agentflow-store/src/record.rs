@@ -33,11 +33,15 @@ pub enum ThreadStatus {
     Compensating,
     /// Every completed call that names a compensation was undone.
     Compensated,
+    /// Waiting on a durable timer (`cx.sleep`); its wake time is the thread's timer
+    /// ([`Store::thread_timer`](crate::Store::thread_timer)). Can be resumed.
+    /// (Appended last: the tags of the other statuses are stored and do not change.)
+    Sleeping,
 }
 
 impl ThreadStatus {
     /// Every status, in tag order.
-    pub const ALL: [ThreadStatus; 8] = [
+    pub const ALL: [ThreadStatus; 9] = [
         ThreadStatus::Running,
         ThreadStatus::Interrupted,
         ThreadStatus::Completed,
@@ -46,12 +50,16 @@ impl ThreadStatus {
         ThreadStatus::BudgetExhausted,
         ThreadStatus::Compensating,
         ThreadStatus::Compensated,
+        ThreadStatus::Sleeping,
     ];
 
     /// Whether the run has ended for good, which makes the thread eligible for compaction.
-    /// `Running`, `Interrupted` and `Compensating` threads may still continue.
+    /// `Running`, `Interrupted`, `Compensating` and `Sleeping` threads may still continue.
     pub fn is_finished(self) -> bool {
-        !matches!(self, ThreadStatus::Running | ThreadStatus::Interrupted | ThreadStatus::Compensating)
+        !matches!(
+            self,
+            ThreadStatus::Running | ThreadStatus::Interrupted | ThreadStatus::Compensating | ThreadStatus::Sleeping
+        )
     }
 
     /// The snake_case name used in messages and JSON.
@@ -65,6 +73,7 @@ impl ThreadStatus {
             ThreadStatus::BudgetExhausted => "budget_exhausted",
             ThreadStatus::Compensating => "compensating",
             ThreadStatus::Compensated => "compensated",
+            ThreadStatus::Sleeping => "sleeping",
         }
     }
 
@@ -811,6 +820,12 @@ pub struct StepCommit {
     pub now: u64,
     /// Durability of this commit.
     pub durability: Durability,
+    /// The thread's durable timer (unix millis): when to wake the thread, listed by
+    /// [`Store::due_timers`](crate::Store::due_timers). Every commit replaces the thread's
+    /// timer with this one, so a commit without it clears the timer (the thread moved on).
+    /// Required when `thread.status` is [`ThreadStatus::Sleeping`]; a thread paused for a
+    /// human may carry one too (when its approval expires).
+    pub wake_at: Option<u64>,
 }
 
 impl StepCommit {
@@ -828,6 +843,7 @@ impl StepCommit {
             lease_holder: None,
             now,
             durability: Durability::Immediate,
+            wake_at: None,
         }
     }
 
@@ -850,6 +866,13 @@ impl StepCommit {
     #[must_use]
     pub fn with_durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// Sets the thread's timer (see [`StepCommit::wake_at`]).
+    #[must_use]
+    pub fn with_wake_at(mut self, wake_at: u64) -> Self {
+        self.wake_at = Some(wake_at);
         self
     }
 }
@@ -985,8 +1008,10 @@ mod tests {
             let mut thread = ThreadRecord::new("t", "o", "fp", 1, 2);
             thread.status = status;
             assert_eq!(ThreadRecord::decode(&thread.encode()).unwrap().status, status);
-            let continues =
-                matches!(status, ThreadStatus::Running | ThreadStatus::Interrupted | ThreadStatus::Compensating);
+            let continues = matches!(
+                status,
+                ThreadStatus::Running | ThreadStatus::Interrupted | ThreadStatus::Compensating | ThreadStatus::Sleeping
+            );
             assert_eq!(status.is_finished(), !continues, "{status}");
         }
         let names: std::collections::HashSet<&str> = ThreadStatus::ALL.iter().map(|s| s.as_str()).collect();
@@ -1069,4 +1094,13 @@ mod tests {
         r.status = ApprovalStatus::OutcomeUnknown;
         strict(&r.encode(), ApprovalRecord::decode, &r);
     }
+}
+
+/// A thread's durable timer: the thread sleeps until `wake_at`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Timer {
+    /// Unix millis at which the thread is due.
+    pub wake_at: u64,
+    /// The sleeping thread.
+    pub thread: String,
 }

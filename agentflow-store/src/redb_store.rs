@@ -24,7 +24,7 @@ use crate::reads::{self, BySeq};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
     CompactReport, Durability, EffectBatch, EffectKey, EffectOutcome, Lease, NewAuditEntry, Payload, PendingWrite,
-    Snapshot, StateChain, StepCommit, ThreadRecord,
+    Snapshot, StateChain, StepCommit, ThreadRecord, Timer,
 };
 use crate::step_commit::{CommitOut, remove_pending, stage_commit};
 use crate::store::{CommitCallback, FoldFn, Listing, Store};
@@ -464,6 +464,8 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
         txn.open_table(tables::APPROVALS_BY_THREAD).ctx(path)?;
         txn.open_table(tables::APPROVALS_PENDING).ctx(path)?;
         txn.open_table(tables::RUN_QUEUE).ctx(path)?;
+        txn.open_table(tables::TIMERS).ctx(path)?;
+        txn.open_table(tables::TIMER_OF).ctx(path)?;
     }
     txn.commit().ctx(path)?;
     Ok(())
@@ -728,6 +730,32 @@ impl Store for RedbStore {
 
     fn list_runs(&self) -> Result<Vec<QueuedRun>, QueueError> {
         Ok(self.read(|txn, path| queue::list(path, txn, &self.shared.leases))?)
+    }
+
+    fn due_timers(&self, until: u64, limit: usize) -> Result<Vec<Timer>, ReadError> {
+        self.read(|txn, path| {
+            let timers = txn.open_table(tables::TIMERS).ctx(path)?;
+            let mut out = Vec::new();
+            for entry in redb::ReadableTable::iter(&timers).ctx(path)? {
+                if out.len() >= limit {
+                    break;
+                }
+                let (k, _) = entry.ctx(path)?;
+                let (wake_at, thread) = k.value();
+                if wake_at > until {
+                    break;
+                }
+                out.push(Timer { wake_at, thread: thread.to_string() });
+            }
+            Ok(out)
+        })
+    }
+
+    fn thread_timer(&self, thread: &str) -> Result<Option<u64>, ReadError> {
+        self.read(|txn, path| {
+            let of = txn.open_table(tables::TIMER_OF).ctx(path)?;
+            Ok(redb::ReadableTable::get(&of, thread).ctx(path)?.map(|v| v.value()))
+        })
     }
 }
 

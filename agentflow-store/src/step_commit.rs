@@ -14,7 +14,7 @@ use crate::audit::append_audit;
 use crate::codec::MAX_DOCUMENT_DEPTH;
 use crate::error::{ApprovalError, CommitError, Ctx, JsonTooDeep, StorageError};
 use crate::reads::latest_seq;
-use crate::record::{ApprovalRecord, Payload, Snapshot, StepCommit};
+use crate::record::{ApprovalRecord, Payload, Snapshot, StepCommit, ThreadStatus};
 use crate::tables;
 use crate::writer::Tx;
 
@@ -84,6 +84,9 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
     if let Some((key, _)) = c.effects.iter().find(|(k, _)| k.thread != tid) {
         return Err(invalid(format!("effect `{}` belongs to thread `{}`", key.key, key.thread)));
     }
+    if c.thread.status == ThreadStatus::Sleeping && c.wake_at.is_none() {
+        return Err(invalid("a sleeping thread needs a wake time (`StepCommit::wake_at`)".to_string()));
+    }
     let mut statuses: HashMap<&str, ApprovalRecord> = HashMap::new();
     let mut new_ids = HashSet::new();
     for approval in &c.new_approvals {
@@ -116,6 +119,7 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
     if threads.get(tid).ctx(path)?.is_none_or(|old| old.value() != record.as_slice()) {
         threads.insert(tid, record.as_slice()).ctx(path)?;
     }
+    set_timer(tx, tid, c.wake_at)?;
     if let Some(cp) = &c.checkpoint {
         if let Some(parent) = cp.parent {
             remove_pending(path, &mut pending, tid, parent)?;
@@ -153,6 +157,30 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
         }
     }
     Ok(CommitOut { checkpoint: c.checkpoint.as_ref().map(|cp| cp.seq), audit_seqs })
+}
+
+/// Replaces the thread's durable timer with `wake_at` (none: clears it).
+fn set_timer(tx: &Tx<'_>, thread: &str, wake_at: Option<u64>) -> Result<(), StorageError> {
+    let path = tx.path;
+    let mut of = tx.txn.open_table(tables::TIMER_OF).ctx(path)?;
+    let old = of.get(thread).ctx(path)?.map(|v| v.value());
+    if old == wake_at {
+        return Ok(());
+    }
+    let mut timers = tx.txn.open_table(tables::TIMERS).ctx(path)?;
+    if let Some(old) = old {
+        timers.remove((old, thread)).ctx(path)?;
+    }
+    match wake_at {
+        Some(at) => {
+            timers.insert((at, thread), ()).ctx(path)?;
+            of.insert(thread, at).ctx(path)?;
+        }
+        None => {
+            of.remove(thread).ctx(path)?;
+        }
+    }
+    Ok(())
 }
 
 /// Removes the pending writes recorded against (thread, seq).

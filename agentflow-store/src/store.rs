@@ -7,7 +7,7 @@ use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
     CompactReport, EffectBatch, EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit,
-    ThreadRecord,
+    ThreadRecord, Timer,
 };
 
 /// Rebuilds the full state from a [`StateChain`] and returns it serialised; supplied by the
@@ -306,6 +306,26 @@ pub trait Store: Send + Sync {
     /// Every queued run, ordered by thread id, with its worker, last heartbeat and lease.
     fn list_runs(&self) -> Result<Vec<QueuedRun>, QueueError> {
         Err(unsupported())
+    }
+
+    /// The durable timers due at `until` (`wake_at <= until`), earliest first (ties by thread
+    /// id), at most `limit`. A thread's timer is set by a [`StepCommit`] with a
+    /// [`wake_at`](StepCommit::wake_at) (required when it records the thread as
+    /// [`ThreadStatus::Sleeping`](crate::ThreadStatus::Sleeping)) and replaced by each of the
+    /// thread's commits, so a commit without one clears it. `due_timers(u64::MAX, 1)` is the
+    /// next timer to fire.
+    ///
+    /// The default (for backends without timers) lists none: their sleeping threads wake only
+    /// when resumed by hand.
+    fn due_timers(&self, until: u64, limit: usize) -> Result<Vec<Timer>, ReadError> {
+        let _ = (until, limit);
+        Ok(Vec::new())
+    }
+
+    /// The thread's durable timer (its `wake_at`), if it is sleeping. The default: none.
+    fn thread_timer(&self, thread: &str) -> Result<Option<u64>, ReadError> {
+        let _ = thread;
+        Ok(None)
     }
 }
 

@@ -45,3 +45,8 @@ pub const APPROVALS_PENDING: TableDefinition<&str, ()> = TableDefinition::new("a
 
 /// thread id -> a queued run (JSON with a version field): the run queue that workers claim from.
 pub const RUN_QUEUE: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.run_queue");
+/// (wake_at unix millis, thread id) -> (): the durable timers, earliest first.
+pub const TIMERS: TableDefinition<(u64, &str), ()> = TableDefinition::new("agentflow.timers");
+
+/// thread id -> wake_at: each sleeping thread's entry in [`TIMERS`].
+pub const TIMER_OF: TableDefinition<&str, u64> = TableDefinition::new("agentflow.timer_of");

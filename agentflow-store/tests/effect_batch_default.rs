@@ -89,6 +89,12 @@ impl Store for Plain {
     fn compact(&self, thread: &str, keep_last: usize, fold: &FoldFn<'_>) -> Result<CompactReport, CompactError> {
         self.0.compact(thread, keep_last, fold)
     }
+    fn due_timers(&self, until: u64, limit: usize) -> Result<Vec<agentflow_store::Timer>, ReadError> {
+        self.0.due_timers(until, limit)
+    }
+    fn thread_timer(&self, thread: &str) -> Result<Option<u64>, ReadError> {
+        self.0.thread_timer(thread)
+    }
 }
 
 #[test]

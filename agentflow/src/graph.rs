@@ -36,6 +36,8 @@ pub struct NodeSpec<S: State, D> {
     pub writes: Option<FieldMask>,
     /// Whether the node may pause for a human (`interrupt`).
     pub interrupt: bool,
+    /// Whether the node may wait on a durable timer (`sleep`).
+    pub sleep: bool,
     /// The tools the node may call (`tools = [..]`).
     pub tools: ToolSet,
     /// The generated wrapper around the user's fn.

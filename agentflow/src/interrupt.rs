@@ -49,6 +49,13 @@ pub enum PendingKind {
     /// (it succeeded, with a result; it failed; run it again), then resume
     /// without a value.
     OutcomeUnknown,
+    /// The node called [`Ctx::sleep`](crate::Ctx::sleep) or
+    /// [`Ctx::sleep_until`](crate::Ctx::sleep_until): it waits on a durable
+    /// timer until the unix millis in the payload's `until`. Resume without a
+    /// value at or after that time (a [`Scheduler`](crate::timer::Scheduler)
+    /// does it); a resume before it runs nothing and reports the same
+    /// [`Outcome::Sleeping`](crate::Outcome::Sleeping).
+    Sleep,
 }
 
 /// What a node attempt signals to the executor besides its result.
@@ -68,4 +75,6 @@ pub(crate) struct Signal {
     /// The call ids the gateway saw in this attempt; a second call under one
     /// of them is refused.
     pub(crate) call_ids: std::collections::HashSet<String>,
+    /// `sleep` / `sleep_until` calls so far in this attempt (each has its own timer).
+    pub(crate) sleeps: u32,
 }

@@ -94,6 +94,7 @@ pub mod saga;
 mod shield;
 mod state;
 mod step;
+pub mod timer;
 pub mod tool;
 mod umbrella;
 mod worker;
@@ -346,6 +347,12 @@ pub use agentflow_macros::graph;
 ///   [`Outcome::Interrupted`] and, resumed with a value, runs the node again
 ///   from its start, where the call returns that value (see
 ///   [`Ctx::interrupt`]). Without it, calling `interrupt` is a compile error.
+/// - `sleep` (optional): the node may wait on a durable timer with
+///   `cx.sleep(duration).await?` or `cx.sleep_until(time).await?`: the run
+///   ends as [`Outcome::Sleeping`] with the wake time stored, and a
+///   [`Scheduler`](timer::Scheduler) runs the node again from its start
+///   once it is due, where the call returns (see [`Ctx::sleep`]). Without
+///   it, calling `sleep` or `sleep_until` is a compile error.
 ///
 /// `#[node]` outside a `#[graph]` module is a compile error.
 ///

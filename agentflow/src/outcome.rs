@@ -67,6 +67,18 @@ pub enum Outcome {
         /// The calls undone before it.
         undone: Vec<Undone>,
     },
+    /// Every paused node waits on a durable timer (`cx.sleep`); the state is
+    /// the one before the sleeping step and nothing is held in memory. The
+    /// thread's status is `sleeping` and its timer is stored; resume it at
+    /// or after `until` (a [`Scheduler`](crate::timer::Scheduler) does) and
+    /// the sleeping nodes run again from their start, their `sleep` calls
+    /// returning at once.
+    Sleeping {
+        /// The thread to resume.
+        thread: String,
+        /// When it is due (unix millis): the latest wake time of its sleeping nodes.
+        until: u64,
+    },
 }
 
 impl Outcome {
@@ -96,6 +108,7 @@ impl fmt::Display for Outcome {
             Outcome::CompensationFailed { compensation, tool, error, .. } => {
                 write!(f, "CompensationFailed {{ compensation: {compensation}, undoing: {tool}, error: {error} }}")
             }
+            Outcome::Sleeping { until, .. } => write!(f, "Sleeping {{ until: unix ms {until} }}"),
         }
     }
 }

@@ -56,6 +56,7 @@ pub fn check_all(ir: &GraphIr, r: &Resolved, diags: &mut Diagnostics) -> Checked
     let guarded = check_writes(ir, diags);
     check_tools(ir, diags);
     check_interrupts(ir, diags);
+    check_sleeps(ir, diags);
     check_reachable(ir, r, diags);
     check_exits(ir, r, diags);
     Checked { sig_ok, conflicts: conflicts(ir, r), guarded }
@@ -101,6 +102,24 @@ fn check_interrupts(ir: &GraphIr, diags: &mut Diagnostics) {
                 *loc,
                 format!(
                     "node `{}` calls `interrupt` but is not marked as one that may pause; add `interrupt` to its attribute: `#[node(.., interrupt)]`",
+                    node.name.name
+                ),
+            );
+        }
+    }
+}
+
+// Waiting on a durable timer ends the run there and re-runs the node when
+// it is due, like an interrupt, so it must be declared too.
+// `cx.sleep(..)` in a node without `#[node(sleep)]`.
+fn check_sleeps(ir: &GraphIr, diags: &mut Diagnostics) {
+    for node in ir.nodes.iter().filter(|n| !n.sleep) {
+        for (method, loc) in &node.sleep_calls {
+            diags.push(
+                Kind::SleepNotAllowed,
+                *loc,
+                format!(
+                    "node `{}` calls `{method}` but is not marked as one that may wait on a durable timer; add `sleep` to its attribute: `#[node(.., sleep)]`",
                     node.name.name
                 ),
             );
@@ -509,6 +528,8 @@ mod tests {
                     tool_uses: vec![],
                     interrupt: false,
                     interrupt_calls: vec![],
+                    sleep: false,
+                    sleep_calls: vec![],
                     sig: Signature::valid(),
                 })
                 .collect(),
@@ -738,6 +759,25 @@ mod tests {
     }
 
     #[test]
+    fn undeclared_sleeps_are_named_with_the_method() {
+        let mut ir = graph("wait", None, &[("wait", &["END"], &[&["END"]])]);
+        ir.nodes[0].sleep_calls = vec![("sleep".into(), Loc::DUMMY), ("sleep_until".into(), Loc::DUMMY)];
+        assert_eq!(
+            messages(&ir),
+            vec![
+                "node `wait` calls `sleep` but is not marked as one that may wait on a durable timer; add `sleep` to its attribute: `#[node(.., sleep)]`".to_string(),
+                "node `wait` calls `sleep_until` but is not marked as one that may wait on a durable timer; add `sleep` to its attribute: `#[node(.., sleep)]`".to_string(),
+            ]
+        );
+        ir.nodes[0].sleep = true;
+        assert!(messages(&ir).is_empty());
+        // `interrupt` does not allow `sleep`.
+        ir.nodes[0].sleep = false;
+        ir.nodes[0].interrupt = true;
+        assert_eq!(messages(&ir).len(), 2);
+    }
+
+    #[test]
     fn a_typo_in_the_goto_list_is_reported_once() {
         // `goto = [retreive, END]` with `goto!(retrieve)` in the body: the
         // list is wrong, the `goto!` is what the user meant.
@@ -760,7 +800,7 @@ mod tests {
         );
         let r = resolve(&ir);
         let mut alone = Vec::new();
-        let rules: [&dyn Fn(&mut Diagnostics); 10] = [
+        let rules: [&dyn Fn(&mut Diagnostics); 11] = [
             &|d| check_duplicate_nodes(&ir, d),
             &|d| drop(check_signatures(&ir, d)),
             &|d| check_start(&ir, &r, d),
@@ -769,6 +809,7 @@ mod tests {
             &|d| drop(check_writes(&ir, d)),
             &|d| check_tools(&ir, d),
             &|d| check_interrupts(&ir, d),
+            &|d| check_sleeps(&ir, d),
             &|d| check_reachable(&ir, &r, d),
             &|d| check_exits(&ir, &r, d),
         ];

@@ -132,6 +132,7 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
             None => quote!(::core::option::Option::None),
         };
         let interrupt = node.interrupt;
+        let sleep = node.sleep;
         // Each entry spanned at its name: an unknown tool is rustc's
         // "cannot find value" there (with its did-you-mean), and a non-tool
         // is "`x` is not a tool": a trait local to the entry carries the name
@@ -195,6 +196,7 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
                 timeout: #timeout,
                 writes: #writes,
                 interrupt: #interrupt,
+                sleep: #sleep,
                 tools: #tools,
                 run: #wrapper,
             }

@@ -63,6 +63,10 @@ pub struct NodeIr {
     pub interrupt: bool,
     /// Where the body calls `.interrupt(..)`, if it does.
     pub interrupt_calls: Vec<Loc>,
+    /// `sleep`: the node may wait on a durable timer.
+    pub sleep: bool,
+    /// Where the body calls `.sleep(..)` or `.sleep_until(..)` (the method, and where).
+    pub sleep_calls: Vec<(String, Loc)>,
     /// The fn's signature, as far as the macro can judge it.
     pub sig: Signature,
 }

@@ -42,6 +42,7 @@ pub struct NodeSyn {
     /// Per-attempt timeout in milliseconds.
     pub timeout_ms: Option<u64>,
     pub interrupt: bool,
+    pub sleep: bool,
     /// `tools = [..]`, as written.
     pub tools: Vec<syn::Ident>,
 }
@@ -195,6 +196,7 @@ fn parse_node(
     let mut retry = quote!(::agentflow::RetryPolicy::none());
     let mut timeout_ms = None;
     let mut interrupt = false;
+    let mut sleep = false;
     if !matches!(attr.meta, syn::Meta::Path(_)) {
         let mut arg_errors = None;
         let result = attr.parse_nested_meta(|meta| {
@@ -214,6 +216,7 @@ fn parse_node(
                     }
                     node_kw::TIMEOUT => timeout_ms = Some(duration_ms(&meta.value()?.parse()?)?),
                     node_kw::INTERRUPT => interrupt = true,
+                    node_kw::SLEEP => sleep = true,
                     node_kw::RETRY => retry = parse_retry(&meta)?,
                     _ => return Err(meta.error(unknown_arg("#[node]", &key, node_kw::ARGS))),
                 }
@@ -281,6 +284,7 @@ fn parse_node(
         sets: Vec::new(),
         tool_uses: Vec::new(),
         interrupt_calls: Vec::new(),
+        sleep_calls: Vec::new(),
         errors: None,
     };
     scan.visit_block(&f.block);
@@ -298,9 +302,11 @@ fn parse_node(
         tool_uses: scan.tool_uses,
         interrupt,
         interrupt_calls: scan.interrupt_calls,
+        sleep,
+        sleep_calls: scan.sleep_calls,
         sig,
     };
-    (NodeSyn { item, ident, params, ctx_param, ret_span, ret_state, retry, timeout_ms, interrupt, tools }, ir)
+    (NodeSyn { item, ident, params, ctx_param, ret_span, ret_state, retry, timeout_ms, interrupt, sleep, tools }, ir)
 }
 
 /// `S` of `Step<S>` or `Result<Step<S>, E>` (any paths ending so).
@@ -457,6 +463,7 @@ struct BodyScan<'s> {
     sets: Vec<Named>,
     tool_uses: Vec<Named>,
     interrupt_calls: Vec<crate::diag::Loc>,
+    sleep_calls: Vec<(String, crate::diag::Loc)>,
     errors: Option<syn::Error>,
 }
 
@@ -505,6 +512,9 @@ impl<'ast> Visit<'ast> for BodyScan<'_> {
             }
             if link.method == body::INTERRUPT {
                 self.interrupt_calls.push(self.spans.loc(link.method.span()));
+            }
+            if body::SLEEPS.iter().any(|s| link.method == s) {
+                self.sleep_calls.push((link.method.to_string(), self.spans.loc(link.method.span())));
             }
             if is_update && !body::NOT_SETTERS.contains(&link.method.to_string().as_str()) {
                 self.sets.push(Named { name: link.method.to_string(), loc: self.spans.loc(link.method.span()) });

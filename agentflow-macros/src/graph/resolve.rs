@@ -156,6 +156,8 @@ mod tests {
             tool_uses: vec![],
             interrupt: false,
             interrupt_calls: vec![],
+            sleep: false,
+            sleep_calls: vec![],
             sig: Signature::valid(),
         }
     }

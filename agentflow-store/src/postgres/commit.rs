@@ -22,7 +22,7 @@ use crate::error::{CommitError, StorageError};
 use crate::postgres::error::{Fail, is_unique_violation};
 use crate::postgres::sql::{self, Params, time, uint};
 use crate::postgres::{Ctx, approvals};
-use crate::record::{Lease, StepCommit};
+use crate::record::{Lease, StepCommit, ThreadStatus};
 
 /// What a staged commit wrote.
 pub(crate) struct CommitOut {
@@ -31,14 +31,15 @@ pub(crate) struct CommitOut {
 }
 
 const UPSERT_THREAD: &str = "INSERT INTO threads AS t \
-       (id, owner, graph_fingerprint, schema_version, status, detail, created_at, updated_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+       (id, owner, graph_fingerprint, schema_version, status, detail, created_at, updated_at, wake_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
      ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, graph_fingerprint = EXCLUDED.graph_fingerprint, \
        schema_version = EXCLUDED.schema_version, status = EXCLUDED.status, detail = EXCLUDED.detail, \
-       created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at \
-     WHERE (t.owner, t.graph_fingerprint, t.schema_version, t.status, t.detail, t.created_at, t.updated_at) \
+       created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, wake_at = EXCLUDED.wake_at \
+     WHERE (t.owner, t.graph_fingerprint, t.schema_version, t.status, t.detail, t.created_at, t.updated_at, \
+         t.wake_at) \
        IS DISTINCT FROM (EXCLUDED.owner, EXCLUDED.graph_fingerprint, EXCLUDED.schema_version, \
-         EXCLUDED.status, EXCLUDED.detail, EXCLUDED.created_at, EXCLUDED.updated_at)";
+         EXCLUDED.status, EXCLUDED.detail, EXCLUDED.created_at, EXCLUDED.updated_at, EXCLUDED.wake_at)";
 
 fn invalid(tid: &str, reason: String) -> Fail<CommitError> {
     Fail::Refused(CommitError::Invalid { thread: tid.to_string(), reason })
@@ -146,10 +147,27 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, c: &StepCommit) -
         .collect::<Result<Vec<_>, StorageError>>()?;
     let effect_seqs =
         c.effects.iter().map(|(k, _)| sql::int(&ctx.path, "effect seq", k.seq)).collect::<Result<Vec<_>, _>>()?;
+    let wake_at = match (t.status, c.wake_at) {
+        (_, Some(at)) => Some(sql::int(&ctx.path, "wake_at", at)?),
+        (ThreadStatus::Sleeping, None) => {
+            return Err(invalid(tid, "a sleeping thread needs a wake time (`StepCommit::wake_at`)".to_string()));
+        }
+        _ => None,
+    };
     let mut writes: Vec<Write<'_>> = Vec::new();
     writes.push(Box::pin(async move {
-        let params: &Params<'_> =
-            &[&tid, &t.owner, &t.graph_fingerprint, &schema_version, &status, &t.detail, &created_at, &updated_at];
+        // The thread's timer is replaced by this commit's (none clears it).
+        let params: &Params<'_> = &[
+            &tid,
+            &t.owner,
+            &t.graph_fingerprint,
+            &schema_version,
+            &status,
+            &t.detail,
+            &created_at,
+            &updated_at,
+            &wake_at,
+        ];
         sql::execute(tx, UPSERT_THREAD, params).await?;
         Ok(())
     }));

@@ -29,7 +29,7 @@ use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
     CompactReport, Durability, EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit,
-    ThreadRecord,
+    ThreadRecord, Timer,
 };
 use crate::store::{CommitCallback, FoldFn, Store};
 
@@ -671,5 +671,14 @@ impl Store for PostgresStore {
                 queue::list(ctx, &client).await
             })
         })
+    }
+
+    fn due_timers(&self, until: u64, limit: usize) -> Result<Vec<Timer>, ReadError> {
+        self.call(move |ctx| async move { Ok(reads::due_timers(&ctx, until, limit).await?) })
+    }
+
+    fn thread_timer(&self, thread: &str) -> Result<Option<u64>, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move { Ok(reads::thread_timer(&ctx, &thread).await?) })
     }
 }

@@ -12,7 +12,7 @@ use crate::postgres::error::decode_error;
 use crate::postgres::sql::{self, uint};
 use crate::record::{
     ApprovalRecord, AuditEntry, ChainStep, Checkpoint, CheckpointSummary, EffectKey, Lease, PendingWrite, StateChain,
-    ThreadRecord, ThreadStatus,
+    ThreadRecord, ThreadStatus, Timer,
 };
 
 const THREAD_COLUMNS: &str = "SELECT t.id, t.owner, t.graph_fingerprint, t.schema_version, t.status, t.detail, \
@@ -300,4 +300,36 @@ pub(crate) async fn lease_token(ctx: &Ctx, thread: &str) -> Result<Option<u64>, 
         .await
         .map_err(|e| ctx.db(&e))?;
     row.map(|r| uint(&ctx.path, "leases", || format!("{thread:?}"), r.get(0))).transpose()
+}
+
+/// The timers due at `until`, earliest first.
+pub(crate) async fn due_timers(ctx: &Ctx, until: u64, limit: usize) -> Result<Vec<Timer>, StorageError> {
+    let client = ctx.client().await?;
+    let (until, limit) = (sql::time(until), i64::try_from(limit).unwrap_or(i64::MAX));
+    let rows = sql::query(
+        &client,
+        "SELECT wake_at, id FROM threads WHERE wake_at IS NOT NULL AND wake_at <= $1 ORDER BY wake_at, id LIMIT $2",
+        &[&until, &limit],
+    )
+    .await
+    .map_err(|e| ctx.db(&e))?;
+    rows.iter()
+        .map(|r| {
+            let thread: String = r.get(1);
+            let wake_at = uint(&ctx.path, "threads", || format!("{thread:?}"), r.get(0))?;
+            Ok(Timer { wake_at, thread })
+        })
+        .collect()
+}
+
+/// The thread's timer, if it sleeps.
+pub(crate) async fn thread_timer(ctx: &Ctx, thread: &str) -> Result<Option<u64>, StorageError> {
+    let client = ctx.client().await?;
+    let row = sql::query_opt(&client, "SELECT wake_at FROM threads WHERE id = $1", &[&thread])
+        .await
+        .map_err(|e| ctx.db(&e))?;
+    match row.and_then(|r| r.get::<_, Option<i64>>(0)) {
+        Some(at) => Ok(Some(uint(&ctx.path, "threads", || format!("{thread:?}"), at)?)),
+        None => Ok(None),
+    }
 }

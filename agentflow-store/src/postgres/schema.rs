@@ -107,6 +107,13 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX run_queue_claimable ON {s}.run_queue (graph, enqueued_at, thread);
     CREATE INDEX run_queue_by_holder ON {s}.run_queue (holder);
     "#,
+    // 3: each thread's durable timer, indexed by when it is due. A column of the thread row
+    // (written with it in every commit) rather than a table of its own, so a commit touches no
+    // row shared with other threads and serializable transactions do not conflict over it.
+    r#"
+    ALTER TABLE {s}.threads ADD COLUMN wake_at bigint;
+    CREATE INDEX threads_due ON {s}.threads (wake_at, id) WHERE wake_at IS NOT NULL;
+    "#,
 ];
 
 /// The version of the PostgreSQL tables this build creates and reads (the number of its

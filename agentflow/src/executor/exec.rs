@@ -199,6 +199,13 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             }
             None => None,
         };
+        // Only timers to wait for: the thread sleeps until the last is due
+        // (waking earlier would only put the others back to sleep).
+        if let Some(thread) = &thread
+            && let Some(until) = crate::timer::wake::sleeping_until(&pending)
+        {
+            return Ok(Outcome::Sleeping { thread: thread.clone(), until });
+        }
         Ok(Outcome::Interrupted { thread, pending })
     }
 
@@ -269,6 +276,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 journal,
                 tools: node.tools,
                 may_interrupt: node.interrupt,
+                may_sleep: node.sleep,
                 signal: &signal,
                 resume,
             };

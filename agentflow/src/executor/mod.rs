@@ -231,7 +231,40 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         if let Some(p) = start.interrupts.iter().find(|p| p.kind == PendingKind::Interrupt) {
             return Err(RunError::ValueRequired { thread: checkpointer.thread.clone(), node: p.node.clone() });
         }
+        // Woken before its timer is due: nothing runs and nothing is written.
+        if let Some(until) = crate::timer::wake::sleeping_until(&start.interrupts)
+            && crate::persist::now_ms() < until
+        {
+            let usage = checkpointer.budget.usage;
+            let outcome = Outcome::Sleeping { thread: checkpointer.thread.clone(), until };
+            return Ok(Run {
+                outcome,
+                state: start.state,
+                steps: start.step,
+                usage,
+                usage_this_run: Default::default(),
+            });
+        }
         self.drive(start, Some(checkpointer), None).await
+    }
+
+    /// Resumes a sleeping thread whose timer is due, checked under its
+    /// lease; `Ok(None)` when it is not sleeping, not due, or finished.
+    pub(crate) async fn resume_due(self) -> Result<Option<Run<S>>, RunError> {
+        let opened = open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await;
+        let (checkpointer, start) = match opened {
+            Err(RunError::Resume(crate::persist::ResumeError::Finished { .. })) => return Ok(None),
+            other => other?,
+        };
+        let (thread, now) = (checkpointer.thread.clone(), crate::persist::now_ms());
+        let store = Arc::clone(checkpointer.store());
+        let due = crate::persist::blocking(&store, move |s| crate::timer::wake::still_due(s, &thread, now))
+            .await?
+            .map_err(PersistError::from)?;
+        if !due || crate::timer::wake::wake_time(&start.interrupts).is_none_or(|at| at > now) {
+            return Ok(None);
+        }
+        self.drive(start, Some(checkpointer), None).await.map(Some)
     }
 
     /// Continues a thread that paused in `cx.interrupt(..)`: the paused
@@ -342,7 +375,15 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 Outcome::BudgetExhausted { .. } => ThreadStatus::BudgetExhausted,
                 Outcome::Failed { .. } => ThreadStatus::Failed,
                 Outcome::Cancelled => ThreadStatus::Cancelled,
-                Outcome::Interrupted { .. } => ThreadStatus::Interrupted,
+                Outcome::Interrupted { pending, .. } => {
+                    // Woken on its own when an approval it waits for expires.
+                    cp.wake_at = crate::timer::wake::wake_time(pending);
+                    ThreadStatus::Interrupted
+                }
+                Outcome::Sleeping { until, .. } => {
+                    cp.wake_at = Some(*until);
+                    ThreadStatus::Sleeping
+                }
                 other => crate::saga::status_of(other).unwrap_or(ThreadStatus::Failed),
             };
             cp.finish(status, run.outcome.to_string(), usage).await.map_err(|e| lease_lost(e.into(), Some(cp)))?;

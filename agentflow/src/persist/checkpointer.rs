@@ -194,6 +194,8 @@ pub(crate) struct Checkpointer {
     sweep_approvals: bool,
     /// The thread's status when this run opened it (`None` for a new thread).
     pub(crate) opened_as: Option<ThreadStatus>,
+    /// When the run ends sleeping: the thread's timer, written with its status.
+    pub(crate) wake_at: Option<u64>,
 }
 
 /// When a commit must be on disk.
@@ -358,6 +360,7 @@ impl Checkpointer {
             updated_at: 0,
             budget: ThreadBudget::default(),
             sweep_approvals: false,
+            wake_at: None,
         }
     }
 
@@ -699,6 +702,9 @@ impl Checkpointer {
         let mut commit = StepCommit::new(record).fenced_by(self.lease.holder(), now).with_durability(durability);
         commit.checkpoint = checkpoint;
         commit.pending_writes = pending;
+        if matches!(status, ThreadStatus::Sleeping | ThreadStatus::Interrupted) {
+            commit.wake_at = self.wake_at;
+        }
         // A durable commit on a multi-threaded runtime is made from this task's thread, the
         // runtime's other work moved off it meanwhile: the store can then commit without a
         // hand-off to its writer thread and a wake-up of this task afterwards, so a `Sync` step
@@ -717,6 +723,11 @@ impl Checkpointer {
     /// The store the thread is in.
     pub(crate) fn store_handle(&self) -> Arc<dyn Store> {
         Arc::clone(&self.store)
+    }
+
+    /// The store the thread lives in.
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
     /// Who the thread belongs to, as stored with it.

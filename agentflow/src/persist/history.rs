@@ -103,7 +103,7 @@ impl<S: State, D> App<S, D> {
         let Some(record) = store.thread(thread).map_err(PersistError::from)? else {
             return Err(HistoryError::UnknownThread { thread: thread.to_string() });
         };
-        if record.status != ThreadStatus::Interrupted {
+        if !matches!(record.status, ThreadStatus::Interrupted | ThreadStatus::Sleeping) {
             return Ok(Vec::new());
         }
         let Some(latest) = store.latest_checkpoint(thread).map_err(PersistError::from)? else { return Ok(Vec::new()) };
@@ -242,6 +242,8 @@ impl<S: State, D> App<S, D> {
         let mut commit =
             StepCommit::new(ThreadRecord { updated_at: now, lease: None, ..record }).fenced_by(lease.holder(), now);
         commit.pending_writes.push(budget_write(latest.seq, &after)?);
+        // The thread does not move: a sleeping or waiting thread keeps its timer.
+        commit.wake_at = store.thread_timer(thread).map_err(PersistError::from)?;
         commit.audit.push(NewAuditEntry {
             at: now,
             actor: actor.to_string(),
@@ -285,11 +287,23 @@ impl<S: State, D> App<S, D> {
             metadata,
             created_at: now,
         };
-        // A new head with work left makes the thread resumable again.
-        let status = if checkpoint.cursor.is_empty() { record.status } else { ThreadStatus::Interrupted };
+        // A new head with work left makes the thread resumable again. A step
+        // carried over that waits on timers keeps waiting (and its timer).
+        let waits: Vec<Pending> = carry
+            .writes
+            .iter()
+            .find(|w| w.node == super::checkpointer::INTERRUPTS)
+            .and_then(|w| serde_json::from_slice(&w.value).ok())
+            .unwrap_or_default();
+        let status = match (checkpoint.cursor.is_empty(), crate::timer::wake::sleeping_until(&waits)) {
+            (true, _) => record.status,
+            (false, Some(_)) => ThreadStatus::Sleeping,
+            (false, None) => ThreadStatus::Interrupted,
+        };
         let mut commit = StepCommit::new(ThreadRecord { updated_at: now, lease: None, status, ..record })
             .with_checkpoint(checkpoint)
             .fenced_by(lease.holder(), now);
+        commit.wake_at = if status.is_finished() { None } else { crate::timer::wake::wake_time(&waits) };
         commit.audit.push(NewAuditEntry { at: now, actor: actor.to_string(), kind: kind.to_string(), detail });
         // The carried writes move to the new head (the commit drops the parent's).
         commit.pending_writes = carry.writes.into_iter().map(|w| PendingWrite { seq, ..w }).collect();

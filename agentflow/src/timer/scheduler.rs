@@ -1,0 +1,305 @@
+//! The [`Scheduler`]: resumes threads whose timers are due.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentflow_store::Timer;
+use tokio::sync::{Semaphore, broadcast};
+use tokio_util::sync::CancellationToken;
+
+use crate::app::App;
+use crate::outcome::{Outcome, Run, RunError};
+use crate::persist::blocking;
+use crate::state::State;
+
+use super::wake::now_ms;
+
+/// How a [`Scheduler`] polls and how much it runs at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SchedulerConfig {
+    /// The longest the scheduler waits before looking at the store again
+    /// (default 50 ms). It also wakes exactly at the next timer it knows of;
+    /// this bounds how late it notices a timer set after its last look.
+    pub poll: Duration,
+    /// How many woken threads run at once (default 64).
+    pub concurrency: usize,
+    /// How many due timers one look reads (default 256).
+    pub batch: usize,
+    /// After a due thread was not resumed (the resume failed, another
+    /// executor holds the thread, ..), how long before it is tried again
+    /// (default 1 s).
+    pub retry_after: Duration,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            poll: Duration::from_millis(50),
+            concurrency: 64,
+            batch: 256,
+            retry_after: Duration::from_secs(1),
+        }
+    }
+}
+
+impl SchedulerConfig {
+    /// Sets [`SchedulerConfig::poll`].
+    #[must_use]
+    pub fn poll(mut self, poll: Duration) -> Self {
+        self.poll = poll;
+        self
+    }
+
+    /// Sets [`SchedulerConfig::concurrency`] (at least 1).
+    #[must_use]
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+}
+
+/// A thread the scheduler woke, and how its resumed run ended.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Woken {
+    /// The thread.
+    pub thread: String,
+    /// The resumed run's outcome, or its error as text.
+    pub result: Result<Outcome, String>,
+}
+
+/// Resumes waiting threads when their timers are due: a tokio task over
+/// the store's timer index ([`Store::due_timers`](crate::Store::due_timers)). A thread has a timer
+/// while it sleeps ([`Outcome::Sleeping`]) and while it waits for an
+/// approval (at the approval's expiry: resumed then, the call resolves as an
+/// `APPROVAL_EXPIRED` observation the node or model can route on).
+///
+/// Started with [`App::scheduler`] (or [`App::scheduler_with`]); stopped with
+/// [`Scheduler::shutdown`] or by dropping it (which stops the loop; runs in
+/// flight finish on their own).
+///
+/// Guarantees, as the tests show:
+/// - A thread is resumed once it is due (`now >= until`), never before.
+/// - Each due thread is resumed by one executor: the resume takes the
+///   thread's lease, and only then checks that the thread is still sleeping
+///   with a due timer. Another scheduler (in this or another process, on the
+///   same PostgreSQL store) that saw the same timer finds the thread busy or
+///   already moved on, and leaves it.
+/// - Timers live in the store: a scheduler started after a restart fires the
+///   overdue ones at once.
+///
+/// Wake-up lag is bounded by [`SchedulerConfig::poll`] for timers set after
+/// the scheduler's last look, and by the store's read time otherwise.
+///
+/// The scheduler resumes every due thread of the store with this graph; a
+/// thread of another graph in the same store fails to resume
+/// ([`ResumeError::GraphChanged`](crate::persist::ResumeError::GraphChanged),
+/// logged) and is tried again after [`SchedulerConfig::retry_after`]. Give
+/// each graph its own store when several share a process.
+pub struct Scheduler {
+    cancel: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+    woken: broadcast::Sender<Woken>,
+    first: Mutex<Option<broadcast::Receiver<Woken>>>,
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduler").field("running", &!self.cancel.is_cancelled()).finish_non_exhaustive()
+    }
+}
+
+/// A subscription to the threads a [`Scheduler`] wakes.
+#[derive(Debug)]
+pub struct WokenStream {
+    rx: broadcast::Receiver<Woken>,
+}
+
+impl WokenStream {
+    /// The next thread woken; `None` once the scheduler stopped. A
+    /// subscriber that falls more than 1024 wake-ups behind skips the oldest.
+    pub async fn next(&mut self) -> Option<Woken> {
+        loop {
+            match self.rx.recv().await {
+                Ok(w) => return Some(w),
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    /// Waits until `thread` is woken; `None` if the scheduler stopped first.
+    pub async fn wait_for(&mut self, thread: &str) -> Option<Woken> {
+        while let Some(w) = self.next().await {
+            if w.thread == thread {
+                return Some(w);
+            }
+        }
+        None
+    }
+}
+
+impl Scheduler {
+    /// Wake-ups from now on. The first call sees every wake-up since the
+    /// scheduler started; later calls, those after the call.
+    pub fn subscribe(&self) -> WokenStream {
+        let first = self.first.lock().unwrap_or_else(|p| p.into_inner()).take();
+        WokenStream { rx: first.unwrap_or_else(|| self.woken.subscribe()) }
+    }
+
+    /// Stops the loop and waits for it; the runs it started finish first.
+    pub async fn shutdown(mut self) {
+        self.cancel.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+impl<S: State, D: Send + Sync + 'static> App<S, D> {
+    /// Starts a [`Scheduler`] that resumes this graph's sleeping threads in
+    /// its store, with the default [`SchedulerConfig`]. Must be called
+    /// within a tokio runtime.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime (as [`tokio::spawn`] does).
+    pub fn scheduler(&self, deps: Arc<D>) -> Scheduler {
+        self.scheduler_with(deps, SchedulerConfig::default())
+    }
+
+    /// Like [`App::scheduler`], with a configuration. Without a store the
+    /// scheduler has nothing to do and stops at once.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime (as [`tokio::spawn`] does).
+    pub fn scheduler_with(&self, deps: Arc<D>, config: SchedulerConfig) -> Scheduler {
+        let cancel = CancellationToken::new();
+        let (woken, first) = broadcast::channel(1024);
+        let looped = Loop {
+            app: self.clone(),
+            deps,
+            config,
+            cancel: cancel.clone(),
+            woken: woken.clone(),
+            running: Arc::new(Mutex::new(HashSet::new())),
+            backoff: HashMap::new(),
+        };
+        let task = tokio::spawn(looped.run());
+        Scheduler { cancel, task: Some(task), woken, first: Mutex::new(Some(first)) }
+    }
+
+    /// Resumes `thread` if its timer is due, as a scheduler does: the lease
+    /// is taken first, then the thread's status, timer and what it waits for
+    /// are checked under it. `Ok(None)` when there is nothing to do (no
+    /// timer, not due yet, it waits for a person's value, it finished, or
+    /// another executor holds it).
+    pub async fn wake(&self, thread: &str, deps: &D) -> Result<Option<Run<S>>, RunError> {
+        match self.runner(deps).thread(thread).resume_due().await {
+            Err(RunError::ThreadBusy { .. }) => Ok(None),
+            other => other,
+        }
+    }
+}
+
+struct Loop<S: State, D> {
+    app: App<S, D>,
+    deps: Arc<D>,
+    config: SchedulerConfig,
+    cancel: CancellationToken,
+    woken: broadcast::Sender<Woken>,
+    /// Threads this scheduler is resuming now.
+    running: Arc<Mutex<HashSet<String>>>,
+    /// Threads whose resume failed, and when to try them again (unix ms).
+    backoff: HashMap<String, u64>,
+}
+
+impl<S: State, D: Send + Sync + 'static> Loop<S, D> {
+    async fn run(mut self) {
+        let Some(store) = self.app.store.clone() else { return };
+        let permits = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
+        let mut tasks = tokio::task::JoinSet::new();
+        let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<(String, bool)>();
+        loop {
+            let now = now_ms();
+            self.backoff.retain(|_, at| *at > now);
+            // Look at one more than is in flight, so the next timer is known
+            // even while the earliest ones are still running.
+            let busy = self.running.lock().unwrap_or_else(|p| p.into_inner()).len() + self.backoff.len();
+            let limit = self.config.batch.max(1).saturating_add(busy);
+            let timers = match blocking(&store, move |s| s.due_timers(u64::MAX, limit)).await {
+                Ok(Ok(timers)) => timers,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "scheduler: could not read the timers");
+                    Vec::new()
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "scheduler: could not read the timers");
+                    Vec::new()
+                }
+            };
+            let mut next: Option<u64> = None;
+            for Timer { wake_at, thread } in timers {
+                if self.backoff.contains_key(&thread)
+                    || self.running.lock().unwrap_or_else(|p| p.into_inner()).contains(&thread)
+                {
+                    continue;
+                }
+                if wake_at > now_ms() {
+                    next = Some(wake_at);
+                    break;
+                }
+                let Ok(permit) = Arc::clone(&permits).acquire_owned().await else { return };
+                self.running.lock().unwrap_or_else(|p| p.into_inner()).insert(thread.clone());
+                let (app, deps, woken, running) =
+                    (self.app.clone(), Arc::clone(&self.deps), self.woken.clone(), Arc::clone(&self.running));
+                let done = done_tx.clone();
+                tasks.spawn(async move {
+                    let result = app.wake(&thread, &deps).await;
+                    running.lock().unwrap_or_else(|p| p.into_inner()).remove(&thread);
+                    drop(permit);
+                    // Not resumed (failed, busy elsewhere, no longer due): not
+                    // tried again before `retry_after`, so the loop never spins on it.
+                    let failed = !matches!(result, Ok(Some(_)));
+                    match result {
+                        Ok(Some(run)) => drop(woken.send(Woken { thread: thread.clone(), result: Ok(run.outcome) })),
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!(thread = %thread, error = %e, "scheduler: could not resume a due thread");
+                            drop(woken.send(Woken { thread: thread.clone(), result: Err(e.to_string()) }));
+                        }
+                    }
+                    let _ = done.send((thread, failed));
+                });
+            }
+            let wait = next.map_or(self.config.poll, |at| {
+                Duration::from_millis(at.saturating_sub(now_ms())).min(self.config.poll)
+            });
+            tokio::select! {
+                () = self.cancel.cancelled() => break,
+                () = tokio::time::sleep(wait) => {}
+                Some((thread, failed)) = done_rx.recv() => {
+                    if failed {
+                        let retry = u64::try_from(self.config.retry_after.as_millis()).unwrap_or(u64::MAX);
+                        self.backoff.insert(thread, now_ms().saturating_add(retry));
+                    }
+                }
+            }
+            while let Some(joined) = tasks.try_join_next() {
+                if let Err(e) = joined {
+                    tracing::warn!(error = %e, "scheduler: a resume task panicked");
+                }
+            }
+        }
+        while tasks.join_next().await.is_some() {}
+    }
+}
