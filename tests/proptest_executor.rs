@@ -175,6 +175,7 @@ fn build(d: &Desc) -> (CompiledGraph<P, RandDeps>, Vec<Vec<&'static [NodeId]>>) 
             interrupt: false,
             tools: &[],
             run: rand_node,
+            parallel: None,
         })
         .collect();
     let graph = CompiledGraph::from_spec(GraphSpec {
@@ -333,6 +334,7 @@ fn fan_graph(n: usize) -> (CompiledGraph<P, FanDeps>, &'static [NodeId], &'stati
             interrupt: false,
             tools: &[],
             run: fan_node,
+            parallel: None,
         })
         .collect();
     let graph = CompiledGraph::from_spec(GraphSpec {

@@ -42,6 +42,7 @@ pub enum Kind {
     Signature,
     ToolNotAllowed,
     InterruptNotAllowed,
+    MapPayload,
 }
 
 /// Collects every error of one macro invocation so they are emitted together.

@@ -26,8 +26,12 @@ pub mod node {
     pub const RETRY: &str = "retry";
     pub const TIMEOUT: &str = "timeout";
     pub const INTERRUPT: &str = "interrupt";
+    /// How many instances of a map worker run at once.
+    pub const PARALLEL: &str = "parallel";
+    /// The parameter attribute marking a map worker's payload: `#[payload] task: &Task`.
+    pub const PAYLOAD: &str = "payload";
     /// Every argument, in the order the docs list them.
-    pub const ARGS: &[&str] = &[GOTO, WRITES, TOOLS, RETRY, TIMEOUT, INTERRUPT];
+    pub const ARGS: &[&str] = &[GOTO, WRITES, TOOLS, RETRY, TIMEOUT, INTERRUPT, PARALLEL];
 }
 
 /// `retry(attempts = N, base = 10ms, max_delay = 1s, jitter = false)`.
@@ -85,4 +89,6 @@ pub mod body {
     pub const INTERRUPT: &str = "interrupt";
     /// The context type of a node's second parameter.
     pub const CTX: &str = "Ctx";
+    /// `each(worker, payloads)` in a `goto!`: one worker instance per payload.
+    pub const EACH: &str = "each";
 }

@@ -2,7 +2,7 @@
 
 pub use serde;
 
-pub use crate::graph::{GraphSpec, NodeFuture, NodeSpec};
+pub use crate::graph::{DEFAULT_PARALLEL, GraphSpec, NodeFuture, NodeSpec};
 pub use crate::reducer::{Add, Append, Merge, Messages};
 pub use agentflow_macros::{State, graph, node};
 
@@ -91,6 +91,39 @@ impl<'a, D> DepsParam<'a, D> for &'a D {
     fn from_deps(deps: &'a D) -> Self {
         deps
     }
+}
+
+/// What a map worker's `#[payload]` type must be: stored with the step (so a
+/// resume sees the same payloads), hence serializable both ways.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a map worker's payload: it needs `serde::Serialize` and `serde::Deserialize`",
+    label = "the payload type of this map worker",
+    note = "payloads are stored with the step so that a resume runs the same instances: \
+            `#[derive(serde::Serialize, serde::Deserialize)]` on `{Self}`"
+)]
+pub trait Payload: serde::Serialize + serde::de::DeserializeOwned {}
+
+#[diagnostic::do_not_recommend]
+impl<T: serde::Serialize + serde::de::DeserializeOwned> Payload for T {}
+
+/// The payload of the map-worker instance `cx` runs, decoded as `T`.
+///
+/// A worker reached without a payload (a plan built by hand, or a thread
+/// whose payloads were lost to a manual update) fails instead of guessing.
+pub fn payload_of<T: Payload, D>(cx: &Ctx<'_, D>) -> Result<T, NodeError> {
+    let Some((i, value)) = cx.payload else {
+        return Err(NodeError::fatal(format!(
+            "node `{}` takes a payload but was started without one; reach it with `goto!(each({}, payloads))`",
+            cx.node, cx.node
+        )));
+    };
+    T::deserialize(value).map_err(|e| {
+        NodeError::fatal(format!(
+            "payload {i} of node `{}` does not decode as `{}`: {e}",
+            cx.node,
+            std::any::type_name::<T>()
+        ))
+    })
 }
 
 /// Passes the dependencies of `cx`.

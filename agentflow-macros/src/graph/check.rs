@@ -26,7 +26,8 @@ pub struct Checked {
 }
 
 /// Two nodes that may run in the same super-step both write `field`; a
-/// compile error unless the field has a reducer.
+/// compile error unless the field has a reducer. `first == second` for a
+/// map worker, whose instances always share a step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
     pub first: String,
@@ -56,6 +57,7 @@ pub fn check_all(ir: &GraphIr, r: &Resolved, diags: &mut Diagnostics) -> Checked
     let guarded = check_writes(ir, diags);
     check_tools(ir, diags);
     check_interrupts(ir, diags);
+    check_map(ir, r, diags);
     check_reachable(ir, r, diags);
     check_exits(ir, r, diags);
     Checked { sig_ok, conflicts: conflicts(ir, r), guarded }
@@ -105,6 +107,71 @@ fn check_interrupts(ir: &GraphIr, diags: &mut Diagnostics) {
                 ),
             );
         }
+    }
+}
+
+// A map worker runs once per payload, so it is reached only through
+// `each(worker, payloads)`, and only a worker is: `goto!(analyst)` to a node
+// with a `#[payload]` parameter, `each(update, ..)` to one without, a worker
+// as the start node, `parallel = N` on a node that is no worker.
+fn check_map(ir: &GraphIr, r: &Resolved, diags: &mut Diagnostics) {
+    let takes_payload = |i: usize| ir.nodes.get(i).is_some_and(|n| n.payload.is_some());
+    for (i, node) in ir.nodes.iter().enumerate() {
+        let n = &node.name.name;
+        for (route, resolved) in node.routes.iter().zip(&r.routes[i]) {
+            for (k, (t, &target)) in route.targets.iter().zip(resolved).enumerate() {
+                let Target::Node(to) = target else { continue };
+                let each = route.each.contains(&k);
+                if !each && takes_payload(to) {
+                    diags.push(
+                        Kind::MapPayload,
+                        t.loc,
+                        format!(
+                            "node `{n}` routes to `{w}` with a plain `goto!`, but `{w}` takes a `#[payload]` parameter; \
+                             send it its payloads with `goto!(each({w}, payloads))`: one instance of `{w}` runs per payload",
+                            w = t.name
+                        ),
+                    );
+                }
+                if each && !takes_payload(to) {
+                    diags.push(
+                        Kind::MapPayload,
+                        t.loc,
+                        format!(
+                            "node `{n}` sends payloads to `{w}` with `each({w}, ..)`, but `{w}` takes no payload; \
+                             add a `#[payload] item: &Item` parameter to `{w}`, or route to it with `goto!({w})`",
+                            w = t.name
+                        ),
+                    );
+                }
+            }
+        }
+        if let Some(loc) = node.parallel
+            && node.payload.is_none()
+        {
+            diags.push(
+                Kind::MapPayload,
+                loc,
+                format!(
+                    "`parallel` bounds how many instances of a map worker run at once, and node `{n}` is no map worker \
+                     (it has no `#[payload]` parameter); remove `parallel`"
+                ),
+            );
+        }
+    }
+    if let (Some(start), Some(s)) = (r.start, &ir.start)
+        && let Some(node) = ir.nodes.get(start)
+        && node.payload.is_some()
+    {
+        diags.push(
+            Kind::MapPayload,
+            s.loc,
+            format!(
+                "the start node `{}` takes a `#[payload]` parameter, but a run starts it without one; \
+                 start at a node that sends the payloads with `goto!(each({}, payloads))`",
+                node.name.name, node.name.name
+            ),
+        );
     }
 }
 
@@ -161,14 +228,18 @@ fn check_signatures(ir: &GraphIr, diags: &mut Diagnostics) -> Vec<bool> {
         };
         if let Some(problem) = problem {
             report(state_loc, problem.into());
-        } else if let Some(&extra) = sig.params.get(2) {
+        } else if let Some(at) = sig.payload_at.filter(|&at| at != 1) {
             report(
-                extra,
-                format!(
-                    "takes {} parameters; a node takes at most 2: the state, then the context or the deps",
-                    sig.params.len()
-                ),
+                sig.params[at],
+                "has its `#[payload]` parameter in the wrong place; it comes second, right after the state".into(),
             );
+        } else if let Some(&extra) = sig.params.get(2 + usize::from(sig.payload_at.is_some())) {
+            let most = if sig.payload_at.is_some() {
+                "a map worker takes at most 3: the state, the `#[payload]`, then the context or the deps"
+            } else {
+                "a node takes at most 2: the state, then the context or the deps"
+            };
+            report(extra, format!("takes {} parameters; {most}", sig.params.len()));
         }
         sig_ok.push(ok);
     }
@@ -451,6 +522,17 @@ fn conflicts(ir: &GraphIr, r: &Resolved) -> Vec<Conflict> {
         })
         .collect();
     let mut out = Vec::new();
+    // The instances of a map worker always share a step.
+    for (w, node) in ir.nodes.iter().enumerate().filter(|(_, n)| n.payload.is_some()) {
+        for field in &r.writes[w] {
+            out.push(Conflict {
+                first: node.name.name.clone(),
+                second: node.name.name.clone(),
+                field: field.name.clone(),
+                loc: field.loc,
+            });
+        }
+    }
     for (u, v) in co_active(&routes) {
         for field in &r.writes[u] {
             if let Some(w) = r.writes[v].iter().find(|w| w.name == field.name) {
@@ -502,7 +584,7 @@ mod tests {
                     writes: None,
                     routes: routes
                         .iter()
-                        .map(|r| Route { targets: r.iter().map(|t| Named::new(t)).collect() })
+                        .map(|r| Route { targets: r.iter().map(|t| Named::new(t)).collect(), each: vec![] })
                         .collect(),
                     sets: vec![],
                     tools: vec![],
@@ -510,6 +592,8 @@ mod tests {
                     interrupt: false,
                     interrupt_calls: vec![],
                     sig: Signature::valid(),
+                    payload: None,
+                    parallel: None,
                 })
                 .collect(),
         }
@@ -760,7 +844,7 @@ mod tests {
         );
         let r = resolve(&ir);
         let mut alone = Vec::new();
-        let rules: [&dyn Fn(&mut Diagnostics); 10] = [
+        let rules: [&dyn Fn(&mut Diagnostics); 11] = [
             &|d| check_duplicate_nodes(&ir, d),
             &|d| drop(check_signatures(&ir, d)),
             &|d| check_start(&ir, &r, d),
@@ -769,6 +853,7 @@ mod tests {
             &|d| drop(check_writes(&ir, d)),
             &|d| check_tools(&ir, d),
             &|d| check_interrupts(&ir, d),
+            &|d| check_map(&ir, &r, d),
             &|d| check_reachable(&ir, &r, d),
             &|d| check_exits(&ir, &r, d),
         ];

@@ -150,13 +150,18 @@ mod tests {
             goto: goto.iter().map(|t| Named::new(t)).collect(),
             goto_loc: Some(Loc::DUMMY),
             writes: None,
-            routes: routes.iter().map(|r| Route { targets: r.iter().map(|t| Named::new(t)).collect() }).collect(),
+            routes: routes
+                .iter()
+                .map(|r| Route { targets: r.iter().map(|t| Named::new(t)).collect(), each: vec![] })
+                .collect(),
             sets: vec![Named::new("log"), Named::new("log")],
             tools: vec![],
             tool_uses: vec![],
             interrupt: false,
             interrupt_calls: vec![],
             sig: Signature::valid(),
+            payload: None,
+            parallel: None,
         }
     }
 
