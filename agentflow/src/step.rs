@@ -60,7 +60,11 @@ impl<S: State> Step<S> {
     /// `goto!`: one instance of `worker` per payload runs in the next step.
     /// The worker and the payload type were checked at compile time.
     #[doc(hidden)]
-    pub fn __each<T: serde::Serialize>(mut self, worker: NodeId, payloads: impl IntoIterator<Item = T>) -> Self {
+    pub fn __each<T: crate::__private::Payload>(
+        mut self,
+        worker: NodeId,
+        payloads: impl IntoIterator<Item = T>,
+    ) -> Self {
         let payloads = payloads
             .into_iter()
             .enumerate()
@@ -86,12 +90,7 @@ impl<S: State> Step<S> {
     }
 
     /// A step restored from a stored pending write.
-    pub(crate) fn restored(
-        next: Vec<NodeId>,
-        update: S::Update,
-        sends: Vec<Sends>,
-        instance: Option<u32>,
-    ) -> Self {
+    pub(crate) fn restored(next: Vec<NodeId>, update: S::Update, sends: Vec<Sends>, instance: Option<u32>) -> Self {
         Step { next: Cow::Owned(next), update, sends, instance }
     }
 }

@@ -834,6 +834,74 @@ mod tests {
     }
 
     #[test]
+    fn map_workers_are_reached_only_through_each() {
+        // plan -> each(analyst) -> summarize; plan also routes plainly to a worker,
+        // sends to a node without a payload, and `summarize` says `parallel`.
+        let mut ir = graph(
+            "plan",
+            None,
+            &[
+                ("plan", &["analyst", "summarize"], &[&["analyst", "summarize"], &["analyst"]]),
+                ("analyst", &["summarize"], &[&["summarize"]]),
+                ("summarize", &["END"], &[&["END"]]),
+            ],
+        );
+        ir.nodes[1].payload = Some(Loc::DUMMY);
+        ir.nodes[1].sig.payload_at = Some(1);
+        ir.nodes[1].sig.params = vec![Loc::DUMMY; 3];
+        // `goto!([each(analyst, ..), each(summarize, ..)])`, then `goto!(analyst)`.
+        ir.nodes[0].routes[0].each = vec![0, 1];
+        assert_eq!(
+            messages(&ir),
+            vec![
+                "node `plan` sends payloads to `summarize` with `each(summarize, ..)`, but `summarize` takes no payload; \
+                 add a `#[payload] item: &Item` parameter to `summarize`, or route to it with `goto!(summarize)`",
+                "node `plan` routes to `analyst` with a plain `goto!`, but `analyst` takes a `#[payload]` parameter; \
+                 send it its payloads with `goto!(each(analyst, payloads))`: one instance of `analyst` runs per payload",
+            ]
+        );
+        ir.nodes[0].routes[0].each = vec![0];
+        ir.nodes[0].routes.truncate(1);
+        assert_eq!(kinds(&ir), vec![]);
+        ir.nodes[2].parallel = Some(Loc::DUMMY);
+        ir.start = Some(Named::new("analyst"));
+        let msgs = messages(&ir);
+        assert!(msgs.iter().any(|m| m.starts_with("`parallel` bounds how many instances")), "{msgs:?}");
+        assert!(msgs.iter().any(|m| m.starts_with("the start node `analyst` takes a `#[payload]`")), "{msgs:?}");
+    }
+
+    #[test]
+    fn a_workers_writes_conflict_with_its_own_instances() {
+        let mut ir =
+            graph("plan", None, &[("plan", &["analyst"], &[&["analyst"]]), ("analyst", &["END"], &[&["END"]])]);
+        ir.nodes[1].payload = Some(Loc::DUMMY);
+        ir.nodes[1].sets = vec![Named::new("last")];
+        ir.nodes[0].routes[0].each = vec![0];
+        let (checked, diags) = run(&ir);
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(
+            checked.conflicts,
+            vec![Conflict { first: "analyst".into(), second: "analyst".into(), field: "last".into(), loc: Loc::DUMMY }]
+        );
+    }
+
+    #[test]
+    fn a_payload_parameter_comes_second_and_allows_a_third() {
+        let mut ir = graph("a", None, &[("a", &["END"], &[])]);
+        ir.nodes[0].payload = Some(Loc::DUMMY);
+        ir.nodes[0].sig.params = vec![Loc(0), Loc(1), Loc(2)];
+        ir.nodes[0].sig.payload_at = Some(1);
+        ir.start = Some(Named::new("b"));
+        assert!(!kinds(&ir).contains(&Kind::Signature));
+        ir.nodes[0].sig.payload_at = Some(2);
+        let (_, d) = run(&ir);
+        let sig: Vec<_> = d.iter().filter(|d| d.kind == Kind::Signature).collect();
+        assert_eq!(sig.len(), 1);
+        assert_eq!(sig[0].loc, Loc(2));
+        assert!(sig[0].message.contains("`#[payload]` parameter in the wrong place"), "{}", sig[0].message);
+    }
+
+    #[test]
     fn each_check_reads_only_the_resolved_graph() {
         // Every rule run alone reports the same errors as in `check_all`:
         // none depends on another having run first.

@@ -108,7 +108,8 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
         // A map worker's instance decodes its payload first.
         let decode = node.payload.as_ref().map(|p| {
             let ty = &p.ty;
-            let decode = quote_spanned!(syn::spanned::Spanned::span(ty)=> ::agentflow::__private::payload_of::<#ty, #deps>(cx));
+            let decode =
+                quote_spanned!(syn::spanned::Spanned::span(ty)=> ::agentflow::__private::payload_of::<#ty, #deps>(cx));
             quote! {
                 let payload = match #decode {
                     ::core::result::Result::Ok(payload) => payload,
@@ -242,16 +243,28 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
                 )
             }
         };
+        let worker = conflict.first == conflict.second;
         let reduce = |r: &str| {
-            msg(&format!(
-                "give `{field}` a reducer that combines both writes, `#[reduce({r})]`, or route the nodes to different steps"
-            ))
+            msg(&if worker {
+                format!("give `{field}` a reducer that combines the writes in payload order, `#[reduce({r})]`")
+            } else {
+                format!(
+                    "give `{field}` a reducer that combines both writes, `#[reduce({r})]`, or route the nodes to different steps"
+                )
+            })
         };
         let (append, add, merge, messages) = (reduce("append"), reduce("add"), reduce("merge"), reduce("messages"));
-        let none = msg(&format!(
-            "no built-in reducer fits the type of `{field}`: combine the writes with `#[reduce(custom = path::to::fn)]`, \
-             let each node write a field of its own, or route the nodes to different steps"
-        ));
+        let none = msg(&if worker {
+            format!(
+                "no built-in reducer fits the type of `{field}`: combine the writes with `#[reduce(custom = path::to::fn)]`, \
+                 or collect one result per instance in a `Vec` field with `#[reduce(append)]`"
+            )
+        } else {
+            format!(
+                "no built-in reducer fits the type of `{field}`: combine the writes with `#[reduce(custom = path::to::fn)]`, \
+                 let each node write a field of its own, or route the nodes to different steps"
+            )
+        });
         let (h_append, h_add, h_merge, h_messages) = (HINT_APPEND, HINT_ADD, HINT_MERGE, HINT_MESSAGES);
         extra.push(quote_spanned! {span=>
             const _: () = if ::agentflow::__private::is_overwrite(#fields, #field) {
@@ -366,7 +379,8 @@ fn route(
     };
     let invalid = || {
         let used = args.update.as_ref().map(|u| quote!(let _ = #u;));
-        quote!({ #used ::agentflow::__private::invalid_route::<#state>() })
+        let payloads = args.each.iter().flatten().map(|p| quote!(let _ = #p;));
+        quote!({ #used #(#payloads)* ::agentflow::__private::invalid_route::<#state>() })
     };
     let mut ids = Vec::new();
     let mut sends = Vec::new();
@@ -405,15 +419,18 @@ fn route(
 /// reported at the payload expression, naming both nodes.
 fn send(sender: &str, worker: &str, id: u32, ty: &syn::Type, items: &syn::Expr) -> TokenStream {
     let ty_name = super::parse::type_name(ty);
-    let message =
-        format!("`each({worker}, ..)` in node `{sender}` sends payloads of type `{{Self}}`, but `{worker}` takes `{ty_name}`");
+    let message = format!(
+        "`each({worker}, ..)` in node `{sender}` sends payloads of type `{{Self}}`, but `{worker}` takes `{ty_name}`"
+    );
     let label = format!("these payloads are `{{Self}}`, not `{ty_name}`");
     let note = format!(
         "map worker `{worker}` declares `#[payload] _: &{ty_name}`; pass a collection or an iterator of `{ty_name}`, e.g. `Vec<{ty_name}>`"
     );
-    let checked = quote_spanned! {syn::spanned::Spanned::span(items)=> __agentflow_payloads::<#ty, _>(#items)};
+    let span = syn::spanned::Spanned::span(items);
+    let checked = quote_spanned! {span=> __agentflow_payloads::<#ty, _>(#items)};
+    let each = quote_spanned! {span=> __each};
     quote! {
-        .__each(::agentflow::NodeId::new(#id), {
+        .#each(::agentflow::NodeId::new(#id), {
             #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
             trait PayloadOf<T> {}
             #[diagnostic::do_not_recommend]

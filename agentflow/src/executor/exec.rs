@@ -84,8 +84,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             }
             self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
             let journal = checkpointer.as_ref().map(Checkpointer::journal);
-            let work =
-                self.run_step(&state, &active, &payloads, step, std::mem::take(&mut pending), journal.as_ref());
+            let work = self.run_step(&state, &active, &payloads, step, std::mem::take(&mut pending), journal.as_ref());
             // The lease is renewed while the step runs; losing it drops the
             // nodes' futures and ends the run before anything is committed.
             let lease = checkpointer.as_ref().map(Checkpointer::lease);
@@ -133,7 +132,12 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             };
             let ran: Vec<NodeId> = done.iter().map(|(id, _)| *id).collect();
             if let Err((id, error)) = step::apply(self.plan, &mut state, done, &mut next, &mut next_payloads) {
-                self.events.emit(|| Event::NodeFailed { step, node: self.name(id), instance: None, error: error.clone() });
+                self.events.emit(|| Event::NodeFailed {
+                    step,
+                    node: self.name(id),
+                    instance: None,
+                    error: error.clone(),
+                });
                 break self.failed(id, error);
             }
             std::mem::swap(&mut active, &mut next);
@@ -353,7 +357,12 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                                 node.name,
                                 self.name(worker)
                             ));
-                            self.events.emit(|| Event::NodeFailed { step, node: node.name, instance, error: error.clone() });
+                            self.events.emit(|| Event::NodeFailed {
+                                step,
+                                node: node.name,
+                                instance,
+                                error: error.clone(),
+                            });
                             Err(Halt::Error(error))
                         }
                     };

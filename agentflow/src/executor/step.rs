@@ -60,7 +60,9 @@ fn check_routes<S: State, D>(plan: &Plan<S, D>, results: &[(NodeId, Step<S>)]) -
                 NodeError::fatal(format!("node `{}` routed to END, which its `goto` list does not allow", node.name)),
             ));
         }
-        if let Some(bad) = step.next.iter().chain(step.sends.iter().map(|s| &s.worker)).find(|t| !node.targets.contains(t)) {
+        if let Some(bad) =
+            step.next.iter().chain(step.sends.iter().map(|s| &s.worker)).find(|t| !node.targets.contains(t))
+        {
             let to = plan.spec.nodes.get(bad.index()).map_or_else(|| bad.to_string(), |n| n.name.to_string());
             return Err((
                 *id,

@@ -632,11 +632,7 @@ impl Checkpointer {
         }
         for (id, step) in done {
             let next: Vec<&str> = step.next.iter().map(|n| names(*n)).collect();
-            let sends = step
-                .sends
-                .iter()
-                .filter_map(|s| Some((names(s.worker), s.payloads.as_ref().ok()?)))
-                .collect();
+            let sends = step.sends.iter().filter_map(|s| Some((names(s.worker), s.payloads.as_ref().ok()?))).collect();
             let stored = StoredWriteRef { update: &step.update, next, sends, instance: step.instance };
             let value = to_json(&stored, "a pending write")?;
             let idx = step.instance.unwrap_or(0);
