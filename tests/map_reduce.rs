@@ -284,6 +284,16 @@ async fn zero_payloads_run_no_instance_and_skip_the_workers_successor() {
     assert_eq!(steps, vec![vec!["plan"], vec!["audit"]]);
 }
 
+#[tokio::test]
+async fn zero_payloads_as_the_only_target_end_the_branch() {
+    let desk = Desk::default();
+    let run =
+        tokio::time::timeout(GUARD, bounded::graph().run(input(&[]), &desk)).await.expect("no hang").expect("run");
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert_eq!(run.steps, 1, "only the sender ran");
+    assert!(desk.calls.lock().unwrap().is_empty());
+}
+
 #[graph(state = Market, deps = Desk, start = plan)]
 mod bounded {
     use super::*;

@@ -96,7 +96,9 @@ impl<S: State> Step<S> {
 }
 
 /// Routes from a node: `goto!(target)`, `goto!(target, update)`,
-/// `goto!([a, b], update)` (fan-out) or `goto!(END, update)`.
+/// `goto!([a, b], update)` (fan-out), `goto!(END, update)`, or
+/// `goto!(each(worker, payloads), update)` (map: one instance of the map
+/// worker `worker` per payload, see [Map-reduce](macro@crate::graph#map-reduce)).
 ///
 /// `#[graph]` rewrites every `goto!` in its `#[node]` bodies and checks the
 /// targets. Reaching this definition means `goto!` was used elsewhere.
