@@ -97,7 +97,7 @@ mod analysis {
     }
 
     #[node(goto = [aggregate], tools = [prices, news], retry = 2, parallel = 3)]
-    async fn analyst(_s: &Market, #[payload] ticker: &String, cx: &Ctx<Desk>) -> Result<Step<Market>, NodeError> {
+    async fn analyst(_s: &Market, #[payload] ticker: &str, cx: &Ctx<Desk>) -> Result<Step<Market>, NodeError> {
         let report = analyse(ticker, cx).await?;
         Ok(goto!(aggregate, Market::update().reports(vec![report])))
     }

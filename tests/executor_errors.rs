@@ -453,6 +453,7 @@ mod hand_built {
             interrupt: false,
             tools: &[],
             run,
+            parallel: None,
         };
         const N1: &[NodeId] = &[NodeId::new(1)];
         CompiledGraph::from_spec(GraphSpec {

@@ -24,8 +24,8 @@ pub mod map_reduce {
     }
 
     #[node(goto = [join])]
-    async fn work(_s: &Mapped, #[payload] item: &String) -> Step<Mapped> {
-        goto!(join, Mapped::update().log(vec![item.clone()]))
+    async fn work(_s: &Mapped, #[payload] item: &str) -> Step<Mapped> {
+        goto!(join, Mapped::update().log(vec![item.to_string()]))
     }
 
     #[node(goto = [END])]

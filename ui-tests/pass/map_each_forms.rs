@@ -1,5 +1,6 @@
 // Every valid form of map-reduce: `each(worker, payloads)` alone, with an
-// update, beside a plain target; a payload taken by reference or by value;
+// update, beside a plain target; a payload taken by reference (`&str` borrows
+// a `String`) or by value;
 // a worker with the context, the deps or neither; `parallel = N`.
 use agentflow::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -46,8 +47,8 @@ mod market {
     }
 
     #[node(goto = [END])]
-    async fn plain(_s: &Market, #[payload] ticker: &String) -> Step<Market> {
-        goto!(END, Market::update().signals(vec![ticker.clone()]))
+    async fn plain(_s: &Market, #[payload] ticker: &str) -> Step<Market> {
+        goto!(END, Market::update().signals(vec![ticker.to_string()]))
     }
 
     #[node(goto = [END])]

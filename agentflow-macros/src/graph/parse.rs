@@ -272,7 +272,17 @@ fn parse_node(
                 }
                 payload_loc = Some(spans.loc(t.ty.span()));
                 let (ty, by_ref) = match &*t.ty {
-                    syn::Type::Reference(r) if r.mutability.is_none() => ((*r.elem).clone(), true),
+                    // `&str` and `&[T]` borrow a decoded `String` and `Vec<T>`.
+                    syn::Type::Reference(r) if r.mutability.is_none() => match &*r.elem {
+                        syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("str") => {
+                            (syn::parse_quote!(String), true)
+                        }
+                        syn::Type::Slice(slice) => {
+                            let elem = &slice.elem;
+                            (syn::parse_quote!(Vec<#elem>), true)
+                        }
+                        elem => (elem.clone(), true),
+                    },
                     other => (other.clone(), false),
                 };
                 payload = Some(PayloadSyn { at: i, ty, by_ref });
