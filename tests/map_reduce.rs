@@ -252,6 +252,14 @@ async fn a_resume_reruns_only_the_instances_that_failed() {
     assert_eq!(desk.audits.load(Ordering::SeqCst), 1, "the sibling that finished did not run again");
     assert_eq!(second.state.signals, vec!["AAPL:buy", "MSFT:buy", "NVDA:buy", "TSLA:buy"]);
     assert_eq!(second.state.summary, "AAPL:buy,MSFT:buy,NVDA:buy,TSLA:buy");
+    // The checkpoint after the sender stored the payloads; the one after the
+    // map step names the worker once, not once per instance.
+    let history = app.history("map-1").expect("history");
+    let after_plan = history.iter().find(|c| c.metadata.nodes == ["plan"]).expect("the sender's checkpoint");
+    assert_eq!(after_plan.cursor, ["analyst", "audit"]);
+    assert_eq!(after_plan.metadata.extra["payloads"][0][0], "analyst");
+    assert_eq!(after_plan.metadata.extra["payloads"][0][1][2], serde_json::json!({ "ticker": "NVDA" }));
+    assert!(history.iter().any(|c| c.metadata.nodes == ["analyst", "audit"]), "{history:?}");
 }
 
 #[tokio::test]

@@ -130,7 +130,9 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 Some(_) => Some(encode_updates(&done)?),
                 None => None,
             };
-            let ran: Vec<NodeId> = done.iter().map(|(id, _)| *id).collect();
+            let mut ran: Vec<NodeId> = done.iter().map(|(id, _)| *id).collect();
+            // A map worker's instances are contiguous: name the worker once.
+            ran.dedup();
             if let Err((id, error)) = step::apply(self.plan, &mut state, done, &mut next, &mut next_payloads) {
                 self.events.emit(|| Event::NodeFailed {
                     step,
