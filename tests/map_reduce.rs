@@ -415,3 +415,73 @@ proptest! {
         prop_assert_eq!(run.state, expected);
     }
 }
+
+// ---------------------------------------------------------------------------
+// A plan built by hand skips the macro's checks; the executor still refuses
+// instances that overwrite one plain field, instead of keeping the last write.
+
+mod by_hand {
+    use agentflow::__private::{GraphSpec, NodeFuture, NodeSpec};
+    use agentflow::{CompiledGraph, Ctx, NodeId, Outcome, RetryPolicy, Step};
+
+    use super::Market;
+
+    const WORKER: &[NodeId] = &[NodeId::new(1)];
+
+    fn send<'a>(_s: &'a Market, _cx: &'a Ctx<'a, ()>) -> NodeFuture<'a, Market> {
+        Box::pin(async move {
+            Ok(Step::__route(&[], Market::update()).__each(NodeId::new(1), ["a".to_string(), "b".to_string()]))
+        })
+    }
+
+    fn worker<'a>(_s: &'a Market, cx: &'a Ctx<'a, ()>) -> NodeFuture<'a, Market> {
+        Box::pin(async move {
+            let ticker: String = agentflow::__private::payload_of(cx)?;
+            Ok(Step::__route(&[], Market::update().summary(ticker)))
+        })
+    }
+
+    fn node(
+        name: &'static str,
+        targets: &'static [NodeId],
+        run: agentflow::graph::NodeFn<Market, ()>,
+    ) -> NodeSpec<Market, ()> {
+        NodeSpec {
+            name,
+            targets,
+            may_end: true,
+            retry: RetryPolicy::none(),
+            timeout: None,
+            writes: None,
+            interrupt: false,
+            tools: &[],
+            run,
+            parallel: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn instances_overwriting_a_plain_field_fail_the_step() {
+        let mut w = node("worker", &[], worker);
+        w.parallel = Some(2);
+        let graph = CompiledGraph::from_spec(GraphSpec {
+            name: "by_hand",
+            start: NodeId::new(0),
+            max_steps: None,
+            fingerprint: "by-hand-map",
+            nodes: vec![node("send", WORKER, send), w],
+        });
+        let run = graph.run(Market::default(), &()).await.expect("run");
+        match run.outcome {
+            Outcome::Failed { node, error } => {
+                assert_eq!(node, "worker");
+                assert!(
+                    error.to_string().contains("instances of map worker `worker` both overwrite `summary`"),
+                    "{error}"
+                );
+            }
+            other => panic!("expected a failure, got {other:?}"),
+        }
+        assert_eq!(run.state.summary, "", "nothing of the step was merged");
+    }
+}

@@ -95,8 +95,9 @@ fn check_writes<S: State, D>(plan: &Plan<S, D>, results: &[(NodeId, Step<S>)]) -
             }
         }
         let clash = touched & overwritten & plan.overwrite_mask;
-        let sibling = results[..k].iter().any(|(o, s)| o == id && s.update.touched() & clash != 0);
-        if clash != 0 && sibling {
+        // Looked for only on a clash, so a step of many instances stays linear.
+        let sibling = || results[..k].iter().any(|(o, s)| o == id && s.update.touched() & clash != 0);
+        if clash != 0 && sibling() {
             let msg = format!(
                 "instances of map worker `{}` both overwrite {} in one super-step; give the field a reducer \
                  (e.g. `#[reduce(append)]`): the instances of one `each(..)` always share a step",
