@@ -4,6 +4,7 @@ pub use serde;
 
 pub use crate::graph::{DEFAULT_PARALLEL, GraphSpec, NodeFuture, NodeSpec};
 pub use crate::reducer::{Add, Append, Merge, Messages};
+pub use crate::step::Payload;
 pub use agentflow_macros::{State, graph, node};
 
 use crate::context::Ctx;
@@ -92,19 +93,6 @@ impl<'a, D> DepsParam<'a, D> for &'a D {
         deps
     }
 }
-
-/// What a map worker's `#[payload]` type must be: stored with the step (so a
-/// resume sees the same payloads), hence serializable both ways.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a map worker's payload: it needs `serde::Serialize` and `serde::Deserialize`",
-    label = "the payload type of this map worker",
-    note = "payloads are stored with the step so that a resume runs the same instances: \
-            `#[derive(serde::Serialize, serde::Deserialize)]` on `{Self}`"
-)]
-pub trait Payload: serde::Serialize + serde::de::DeserializeOwned {}
-
-#[diagnostic::do_not_recommend]
-impl<T: serde::Serialize + serde::de::DeserializeOwned> Payload for T {}
 
 /// The payload of the map-worker instance `cx` runs, decoded as `T`.
 ///

@@ -60,11 +60,7 @@ impl<S: State> Step<S> {
     /// `goto!`: one instance of `worker` per payload runs in the next step.
     /// The worker and the payload type were checked at compile time.
     #[doc(hidden)]
-    pub fn __each<T: crate::__private::Payload>(
-        mut self,
-        worker: NodeId,
-        payloads: impl IntoIterator<Item = T>,
-    ) -> Self {
+    pub fn __each<T: Payload>(mut self, worker: NodeId, payloads: impl IntoIterator<Item = T>) -> Self {
         let payloads = payloads
             .into_iter()
             .enumerate()
@@ -94,6 +90,19 @@ impl<S: State> Step<S> {
         Step { next: Cow::Owned(next), update, sends, instance }
     }
 }
+
+/// What a map worker's `#[payload]` type must be: stored with the step (so a
+/// resume sees the same payloads), hence serializable both ways.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a map worker's payload: it needs `serde::Serialize` and `serde::Deserialize`",
+    label = "the payload type of this map worker",
+    note = "payloads are stored with the step so that a resume runs the same instances: \
+            `#[derive(serde::Serialize, serde::Deserialize)]` on `{Self}`"
+)]
+pub trait Payload: serde::Serialize + serde::de::DeserializeOwned {}
+
+#[diagnostic::do_not_recommend]
+impl<T: serde::Serialize + serde::de::DeserializeOwned> Payload for T {}
 
 /// Routes from a node: `goto!(target)`, `goto!(target, update)`,
 /// `goto!([a, b], update)` (fan-out), `goto!(END, update)`, or
