@@ -120,8 +120,17 @@ fn check_map(ir: &GraphIr, r: &Resolved, diags: &mut Diagnostics) {
         let n = &node.name.name;
         for (route, resolved) in node.routes.iter().zip(&r.routes[i]) {
             for (k, (t, &target)) in route.targets.iter().zip(resolved).enumerate() {
-                let Target::Node(to) = target else { continue };
                 let each = route.each.contains(&k);
+                if each && target == Target::End {
+                    diags.push(
+                        Kind::MapPayload,
+                        t.loc,
+                        format!(
+                            "node `{n}` sends payloads to `END`; `each(worker, payloads)` names a map worker (a node with a `#[payload]` parameter)"
+                        ),
+                    );
+                }
+                let Target::Node(to) = target else { continue };
                 if !each && takes_payload(to) {
                     diags.push(
                         Kind::MapPayload,
@@ -863,6 +872,15 @@ mod tests {
         ir.nodes[0].routes[0].each = vec![0];
         ir.nodes[0].routes.truncate(1);
         assert_eq!(kinds(&ir), vec![]);
+        // `each(END, ..)` is no map.
+        ir.nodes[2].routes[0].each = vec![0];
+        assert_eq!(
+            messages(&ir),
+            vec![
+                "node `summarize` sends payloads to `END`; `each(worker, payloads)` names a map worker (a node with a `#[payload]` parameter)"
+            ]
+        );
+        ir.nodes[2].routes[0].each = vec![];
         ir.nodes[2].parallel = Some(Loc::DUMMY);
         ir.start = Some(Named::new("analyst"));
         let msgs = messages(&ir);
