@@ -14,6 +14,13 @@
 //!   appends one short string to;
 //! - `fanout`: `start -> split -> 8 parallel branches -> join -> END`, each
 //!   node appending to a reducer list; 300 separate runs per sample.
+//! - `map_reduce`: one sender, N = 1,000 payloads to one worker
+//!   (`goto!(each(work, items))`, default `parallel` of 8), each instance
+//!   appending one short string to a reducer list, then a join to END; µs per
+//!   instance beside a hand-written `join_all` doing the same work
+//!   [target < 2 µs per instance]. Then with `Durability::Sync` on a redb
+//!   file: ms per run [target < 10 ms], and durable commits per run for
+//!   N = 10 and N = 1,000, counted by a `Store` wrapper [must not grow with N].
 //!
 //! Each workload is also done by a hand-written loop making the same
 //! `State::apply` calls on the same state without the executor; `ratio` is
@@ -72,6 +79,15 @@ fn hand_fanout() -> Fan {
     s.apply(black_box(Fan::update().log(vec!["join".to_string()])));
     s
 }
+
+#[path = "workloads/map_reduce.rs"]
+mod workload_map_reduce;
+use workload_map_reduce::{Mapped, map_reduce};
+
+// Only its counting `Store` wrapper is used here.
+#[allow(dead_code)]
+#[path = "workloads/approved.rs"]
+mod workload_approved;
 
 // ---------------------------------------------------------------------------
 // Measurement.
@@ -326,14 +342,140 @@ fn bench_fanout(cfg: &Config, flavor: Flavor) {
     }));
 }
 
+const MAP_N: usize = 1000;
+
+fn check_mapped(run: &agentflow::Run<Mapped>, n: usize) {
+    assert!(run.outcome.is_completed(), "{}", run.outcome);
+    assert_eq!(run.steps, 3);
+    assert_eq!(run.state.log.len(), n);
+    assert_eq!(run.state.log[n - 1], format!("t{}", n - 1));
+}
+
+fn bench_map_reduce(cfg: &Config, flavor: Flavor) {
+    let rt = flavor.runtime();
+    let graph = map_reduce::graph();
+    let runs = if cfg.quick { 3 } else { 30 };
+    let input = Arc::new(workload_map_reduce::input(MAP_N));
+    let exec = sample(cfg.samples, || {
+        let (graph, input) = (graph.clone(), Arc::clone(&input));
+        time_on(&rt, flavor, runs, move || {
+            let (graph, input) = (graph.clone(), Arc::clone(&input));
+            async move {
+                let run = graph.run((*input).clone(), &()).await.expect("config");
+                check_mapped(&run, MAP_N);
+                black_box(run);
+            }
+        })
+    });
+    let hand = sample(cfg.samples, || {
+        let input = Arc::clone(&input);
+        time_on(&rt, flavor, runs, move || {
+            let input = Arc::clone(&input);
+            async move {
+                let s = workload_map_reduce::hand(&input).await;
+                assert_eq!(s.log.len(), MAP_N);
+                black_box(s);
+            }
+        })
+    });
+    let per = (runs * MAP_N) as f64;
+    let us = exec.median * 1e6 / per;
+    let hand_us = hand.median * 1e6 / per;
+    emit(json!({
+        "bench": "map_reduce",
+        "runtime": flavor.name(),
+        "instances": MAP_N,
+        "parallel": agentflow::DEFAULT_PARALLEL,
+        "runs": runs,
+        "samples": cfg.samples,
+        "us_per_instance": round_us(us),
+        "us_per_instance_min": round_us(exec.min * 1e6 / per),
+        "hand_join_all_us_per_instance": round_us(hand_us),
+        "ratio": round3(us / hand_us),
+        "target": "< 2 us per instance",
+        "met": us < 2.0,
+        "quick": cfg.quick,
+    }));
+}
+
+/// `Durability::Sync` on a redb file: ms per run, and the durable commits of
+/// one run for a few payload counts (they must not grow with N).
+fn bench_map_reduce_durable(cfg: &Config) {
+    use agentflow::{Durability, RedbStore, Store};
+    use workload_approved::{CountingStore, Counts};
+
+    let rt = Flavor::MultiThread.runtime();
+    let path = std::env::temp_dir().join(format!("agentflow-bench-map-{}.redb", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let store = Arc::new(RedbStore::open(&path).expect("open the store file"));
+    let app = map_reduce::graph().app().store(Arc::clone(&store) as Arc<dyn Store>);
+    let input = workload_map_reduce::input(MAP_N);
+    let mut next = 0u64;
+    let mut one = || {
+        next += 1;
+        let (app, input, id) = (app.clone(), input.clone(), format!("map-{next}"));
+        rt.block_on(async move {
+            tokio::spawn(async move {
+                let began = Instant::now();
+                let run = app.runner(&()).thread(id).durability(Durability::Sync).run(input).await.expect("run");
+                let took = began.elapsed();
+                check_mapped(&run, MAP_N);
+                took
+            })
+            .await
+            .expect("bench task")
+        })
+    };
+    let runs = if cfg.quick { 3 } else { 10 };
+    let ms = sample(cfg.samples, || (0..runs).map(|_| one()).sum::<Duration>() / runs as u32);
+    drop(app);
+    if let Ok(store) = Arc::try_unwrap(store) {
+        let _ = store.close();
+    }
+    let _ = std::fs::remove_file(&path);
+    let commits = |n: usize| {
+        let counts = Arc::new(Counts::default());
+        let store = CountingStore { inner: RedbStore::in_memory().expect("store"), counts: Arc::clone(&counts) };
+        let app = map_reduce::graph().app().store(Arc::new(store) as Arc<dyn Store>);
+        let run = rt.block_on(async move {
+            app.runner(&()).thread("count").durability(Durability::Sync).run(workload_map_reduce::input(n)).await
+        });
+        check_mapped(&run.expect("run"), n);
+        counts.total()
+    };
+    let (small, large) = (commits(10), commits(MAP_N));
+    emit(json!({
+        "bench": "map_reduce",
+        "store": "redb_file",
+        "durability": "sync",
+        "runtime": "multi_thread",
+        "instances": MAP_N,
+        "runs": runs,
+        "samples": cfg.samples,
+        "ms_per_run": round3(ms.median * 1e3),
+        "ms_per_run_min": round3(ms.min * 1e3),
+        "target": "< 10 ms per run",
+        "met": ms.median * 1e3 < 10.0,
+        "durable_commits_per_run_n10": small,
+        "durable_commits_per_run_n1000": large,
+        "commits_grow_with_n": large > small,
+        "quick": cfg.quick,
+    }));
+}
+
 fn main() {
     let cfg = Config::from_env();
     let began = Instant::now();
+    let only_map = std::env::args().any(|a| a == "map_reduce");
     for flavor in [Flavor::CurrentThread, Flavor::MultiThread] {
-        bench_cycle_flat(&cfg, flavor);
-        bench_cycle(&cfg, flavor);
-        bench_fanout(&cfg, flavor);
+        if !only_map {
+            bench_cycle_flat(&cfg, flavor);
+            bench_cycle(&cfg, flavor);
+            bench_fanout(&cfg, flavor);
+        }
+        bench_map_reduce(&cfg, flavor);
     }
+    bench_map_reduce_durable(&cfg);
     eprintln!(
         "engine bench ({}) done in {:.1} s",
         if cfg.quick { "quick" } else { "full" },

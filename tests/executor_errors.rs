@@ -454,6 +454,7 @@ mod hand_built {
             sleep: false,
             tools: &[],
             run,
+            parallel: None,
         };
         const N1: &[NodeId] = &[NodeId::new(1)];
         agentflow::__private::compile(GraphSpec {

@@ -304,8 +304,8 @@ mod ev {
 fn describe(e: &Event<Ev>) -> Option<String> {
     Some(match e {
         Event::StepStarted { step, nodes } => format!("step {step} [{}]", nodes.join(",")),
-        Event::NodeStarted { step, node, attempt } => format!("start {step} {node} #{attempt}"),
-        Event::NodeFinished { step, node, update, next } => {
+        Event::NodeStarted { step, node, attempt, .. } => format!("start {step} {node} #{attempt}"),
+        Event::NodeFinished { step, node, update, next, .. } => {
             format!("finish {step} {node} -> [{}] log={:?}", next.join(","), update.log.clone().unwrap_or_default())
         }
         Event::NodeRetrying { node, .. } => format!("retry {node}"),

@@ -176,6 +176,7 @@ fn build(d: &Desc) -> (CompiledGraph<P, RandDeps>, Vec<Vec<&'static [NodeId]>>) 
             sleep: false,
             tools: &[],
             run: rand_node,
+            parallel: None,
         })
         .collect();
     let graph = agentflow::__private::compile(GraphSpec {
@@ -335,6 +336,7 @@ fn fan_graph(n: usize) -> (CompiledGraph<P, FanDeps>, &'static [NodeId], &'stati
             sleep: false,
             tools: &[],
             run: fan_node,
+            parallel: None,
         })
         .collect();
     let graph = agentflow::__private::compile(GraphSpec {

@@ -43,6 +43,7 @@ pub enum Kind {
     ToolNotAllowed,
     InterruptNotAllowed,
     SleepNotAllowed,
+    MapPayload,
 }
 
 /// Collects every error of one macro invocation so they are emitted together.

@@ -28,8 +28,12 @@ pub mod node {
     pub const INTERRUPT: &str = "interrupt";
     /// The node may wait on a durable timer (`cx.sleep(..)`).
     pub const SLEEP: &str = "sleep";
+    /// How many instances of a map worker run at once.
+    pub const PARALLEL: &str = "parallel";
+    /// The parameter attribute marking a map worker's payload: `#[payload] task: &Task`.
+    pub const PAYLOAD: &str = "payload";
     /// Every argument, in the order the docs list them.
-    pub const ARGS: &[&str] = &[GOTO, WRITES, TOOLS, RETRY, TIMEOUT, INTERRUPT, SLEEP];
+    pub const ARGS: &[&str] = &[GOTO, WRITES, TOOLS, RETRY, TIMEOUT, INTERRUPT, SLEEP, PARALLEL];
 }
 
 /// `retry(attempts = N, base = 10ms, max_delay = 1s, jitter = false)`.
@@ -93,4 +97,6 @@ pub mod body {
     pub const SLEEPS: &[&str] = &["sleep", "sleep_until"];
     /// The context type of a node's second parameter.
     pub const CTX: &str = "Ctx";
+    /// `each(worker, payloads)` in a `goto!`: one worker instance per payload.
+    pub const EACH: &str = "each";
 }

@@ -4,7 +4,7 @@ pub use serde;
 
 pub use crate::graph::{GraphSpec, NodeFn, NodeFuture, NodeSpec, compile, erase_deps};
 pub use crate::reducer::{Add, Append, Merge, Messages};
-pub use crate::step::route;
+pub use crate::step::{each, route};
 pub use agentflow_macros::{State, graph, node};
 
 use crate::context::Ctx;
@@ -92,6 +92,26 @@ impl<'a, D> DepsParam<'a, D> for &'a D {
     fn from_deps(deps: &'a D) -> Self {
         deps
     }
+}
+
+/// The payload of the map-worker instance `cx` runs, decoded as `T`.
+///
+/// A worker reached without a payload (a plan built by hand, or a thread
+/// whose payloads were lost to a manual update) fails instead of guessing.
+pub fn payload_of<T: crate::step::Payload, D>(cx: &Ctx<'_, D>) -> Result<T, NodeError> {
+    let Some((i, value)) = cx.payload else {
+        return Err(NodeError::fatal(format!(
+            "node `{}` takes a payload but was started without one; reach it with `goto!(each({}, payloads))`",
+            cx.node, cx.node
+        )));
+    };
+    T::deserialize(value).map_err(|e| {
+        NodeError::fatal(format!(
+            "payload {i} of node `{}` does not decode as `{}`: {e}",
+            cx.node,
+            std::any::type_name::<T>()
+        ))
+    })
 }
 
 /// Passes the dependencies of `cx`.

@@ -36,6 +36,8 @@ pub struct Ctx<'a, D> {
     pub(crate) may_sleep: bool,
     pub(crate) signal: &'a Mutex<Signal>,
     pub(crate) resume: Option<&'a serde_json::Value>,
+    /// For an instance of a map worker: its index and its payload.
+    pub(crate) payload: Option<(u32, &'a serde_json::Value)>,
 }
 
 /// What every node of one run shares.
@@ -218,6 +220,16 @@ impl<'a, D> Ctx<'a, D> {
         F: FnOnce(String) -> Fut,
         Fut: Future<Output = Result<T, NodeError>>,
     {
+        // The instances of a map worker share a node and a step: each
+        // journals its effects under keys of its own.
+        let per_instance;
+        let key = match self.payload {
+            Some((i, _)) => {
+                per_instance = format!("{key}[{i}]");
+                per_instance.as_str()
+            }
+            None => key,
+        };
         let idempotency_key = journal.idempotency_key(self.node, key);
         let release = claim.is_some();
         // A non-idempotent call without an approval is described in its
@@ -641,6 +653,14 @@ impl<'a, D> Ctx<'a, D> {
         signal.pause = Some(Pending { node: self.node.to_string(), kind, payload });
         let what = if kind == PendingKind::OutcomeUnknown { "a decision on an unknown outcome" } else { "an approval" };
         NodeError::needs_input(format!("node `{}` is waiting for {what}", self.node))
+    }
+
+    /// For an instance of a map worker (`goto!(each(worker, payloads))`):
+    /// the index of its payload in the list the sender sent; `None` in a
+    /// plain node. Effects journaled by an instance ([`Ctx::effect`]) are
+    /// keyed per instance, so instances do not share results.
+    pub fn instance(&self) -> Option<u32> {
+        self.payload.map(|(i, _)| i)
     }
 }
 

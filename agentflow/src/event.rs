@@ -24,6 +24,8 @@ pub enum Event<S: State> {
         step: u32,
         /// The node.
         node: &'static str,
+        /// For an instance of a map worker, the index of its payload.
+        instance: Option<u32>,
         /// The attempt, from 1.
         attempt: u32,
     },
@@ -33,6 +35,8 @@ pub enum Event<S: State> {
         step: u32,
         /// The node.
         node: &'static str,
+        /// For an instance of a map worker, the index of its payload.
+        instance: Option<u32>,
         /// The attempt that failed.
         attempt: u32,
         /// Why it failed.
@@ -46,6 +50,8 @@ pub enum Event<S: State> {
         step: u32,
         /// The node.
         node: &'static str,
+        /// For an instance of a map worker, the index of its payload.
+        instance: Option<u32>,
         /// The partial update it returned.
         update: S::Update,
         /// The nodes it routes to (empty for `END`).
@@ -57,6 +63,8 @@ pub enum Event<S: State> {
         step: u32,
         /// The node.
         node: &'static str,
+        /// For an instance of a map worker, the index of its payload.
+        instance: Option<u32>,
         /// The error.
         error: NodeError,
     },
@@ -75,23 +83,36 @@ impl<S: State> fmt::Display for Event<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Event::StepStarted { step, nodes } => write!(f, "step {step}: [{}]", nodes.join(", ")),
-            Event::NodeStarted { step, node, attempt } => {
-                write!(f, "step {step}: {node} started (attempt {attempt})")
+            Event::NodeStarted { step, node, instance, attempt } => {
+                write!(f, "step {step}: {node}{} started (attempt {attempt})", Instance(*instance))
             }
-            Event::NodeRetrying { step, node, attempt, error, delay } => {
-                write!(f, "step {step}: {node} attempt {attempt} failed ({error}); retrying in {delay:?}")
+            Event::NodeRetrying { step, node, instance, attempt, error, delay } => {
+                let i = Instance(*instance);
+                write!(f, "step {step}: {node}{i} attempt {attempt} failed ({error}); retrying in {delay:?}")
             }
-            Event::NodeFinished { step, node, update, next } => {
+            Event::NodeFinished { step, node, instance, update, next } => {
                 let next = if next.is_empty() { "END".to_string() } else { next.join(", ") };
-                write!(f, "step {step}: {node} -> {next} with {update:?}")
+                write!(f, "step {step}: {node}{} -> {next} with {update:?}", Instance(*instance))
             }
-            Event::NodeFailed { step, node, error } => {
-                write!(f, "step {step}: {node} failed: {error}")
+            Event::NodeFailed { step, node, instance, error } => {
+                write!(f, "step {step}: {node}{} failed: {error}", Instance(*instance))
             }
             Event::Activity(a) => write!(f, "  {a}"),
             Event::Finished { outcome, steps } => {
                 write!(f, "finished after {steps} steps: {outcome}")
             }
+        }
+    }
+}
+
+/// `[3]` after the name of a map worker's instance 3; nothing for a plain node.
+struct Instance(Option<u32>);
+
+impl fmt::Display for Instance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(i) => write!(f, "[{i}]"),
+            None => Ok(()),
         }
     }
 }

@@ -42,7 +42,15 @@ pub struct NodeSpec<S: State, D> {
     pub tools: ToolSet,
     /// The generated wrapper around the user's fn.
     pub run: NodeFn<S, D>,
+    /// For a map worker (a node with a `#[payload]` parameter): how many of
+    /// its instances run at once (`parallel = N`, default
+    /// [`DEFAULT_PARALLEL`]). `None` for a node that takes no payload.
+    pub parallel: Option<usize>,
 }
+
+/// How many instances of a map worker run at once unless its `#[node]`
+/// says `parallel = N`.
+pub const DEFAULT_PARALLEL: usize = 8;
 
 impl<S: State, D> fmt::Debug for NodeSpec<S, D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -53,6 +61,7 @@ impl<S: State, D> fmt::Debug for NodeSpec<S, D> {
             .field("retry", &self.retry)
             .field("timeout", &self.timeout)
             .field("writes", &self.writes)
+            .field("parallel", &self.parallel)
             .finish_non_exhaustive()
     }
 }

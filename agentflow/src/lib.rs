@@ -109,14 +109,14 @@ pub use context::Ctx;
 pub use error::{ErrorClass, NodeError, NodeResultExt};
 pub use event::{Activity, Event};
 pub use executor::Runner;
-pub use graph::{CompiledGraph, NodeId};
+pub use graph::{CompiledGraph, DEFAULT_PARALLEL, NodeId};
 pub use interrupt::{Pending, PendingKind};
 pub use outcome::{Outcome, Run, RunError};
 pub use persist::durability::Durability;
 pub use persist::history::Snapshot;
 pub use retry::RetryPolicy;
 pub use state::{Field, FieldMask, ReducerKind, State, Update};
-pub use step::Step;
+pub use step::{Payload, Step};
 pub use tokio_util::sync::CancellationToken;
 pub use umbrella::Error;
 pub use worker::{Worker, WorkerError, WorkerReport};
@@ -249,6 +249,7 @@ pub use agentflow_macros::State;
 /// async fn name(state: &S) -> Step<S>
 /// async fn name(state: &S, cx: &Ctx<D>) -> Step<S>
 /// async fn name(state: &S, deps: &D) -> Step<S>
+/// async fn name(state: &S, #[payload] item: &T, cx: &Ctx<D>) -> Step<S>   // a map worker
 /// ```
 ///
 /// and each may return `Result<Step<S>, E>` with `E: Into<NodeError>`
@@ -256,6 +257,34 @@ pub use agentflow_macros::State;
 /// errors). A node routes with [`goto!`]: `goto!(next)`,
 /// `goto!(next, update)`, `goto!([a, b], update)` (a fan-out: `a` and `b`
 /// run in the same super-step) or `goto!(END, update)`.
+///
+/// # Map-reduce
+///
+/// A node whose second parameter is marked `#[payload]` (`item: &T` or
+/// `item: T`, with `T: Serialize + Deserialize`) is a *map worker*. A node
+/// sends it N payloads with `goto!(each(worker, payloads), update)`
+/// (`payloads`: any collection or iterator of `T`; it may stand beside plain
+/// targets, `goto!([each(worker, items), other], update)`). In the next
+/// super-step one instance of the worker runs per payload; each instance:
+///
+/// - is its own task: it reads the same state snapshot as the rest of the
+///   step, retries on its own under the worker's `retry` policy, learns its
+///   index from [`Ctx::instance`], and its [`Event`]s carry that index;
+/// - has its own pending write: if the step stops (an instance fails for
+///   good, a crash, a budget), a resume runs only the instances that did not
+///   finish, with the same payloads (they are stored with the checkpoint);
+/// - merges its update through the reducers in **payload order**, never in
+///   the order the instances finished.
+///
+/// The worker's successors run once, after all instances (a join). At most
+/// `parallel = N` instances run at once (default [`graph::DEFAULT_PARALLEL`], 8).
+///
+/// **N = 0**: an empty `each(worker, ..)` runs no instance, so neither the
+/// worker nor its successors run; the sender's other targets proceed as
+/// usual, and a `goto!` whose only target is an empty `each` ends that branch
+/// (like `goto!(END)`, even without `END` in the sender's `goto` list). To
+/// run an aggregator even with nothing to map, route to it directly when the
+/// list is empty.
 ///
 /// # What is checked at compile time
 ///
@@ -266,7 +295,13 @@ pub use agentflow_macros::State;
 /// can run in one super-step never both write a field without a reducer; a
 /// node calls only the tools it lists, and each is a [`#[tool]`](macro@tool);
 /// only an `interrupt` node calls `cx.interrupt(..)`; node signatures have
-/// the forms above. All errors of a graph are reported together.
+/// the forms above. For map-reduce: the payloads of `each(worker, ..)` are of
+/// the worker's `#[payload]` type (a type error at the payload expression,
+/// naming both nodes); a map worker is reached only through `each(..)`,
+/// never by a plain `goto!` nor as the start node, and `each(..)` names only
+/// map workers; the worker is in the sender's `goto` list; a map worker
+/// writes only fields with a reducer (its instances always share a step);
+/// `parallel` is set only on map workers. All errors of a graph are reported together.
 ///
 /// # What it generates
 ///
@@ -317,7 +352,7 @@ pub use agentflow_macros::graph;
 /// says where it may go and what it may do.
 ///
 /// ```text
-/// #[node(goto = [a, END], writes = [field], tools = [t], retry = 3, timeout = 30s, interrupt)]
+/// #[node(goto = [a, END], writes = [field], tools = [t], retry = 3, timeout = 30s, interrupt, parallel = 8)]
 /// ```
 ///
 /// # Arguments
@@ -353,6 +388,12 @@ pub use agentflow_macros::graph;
 ///   [`Scheduler`](timer::Scheduler) runs the node again from its start
 ///   once it is due, where the call returns (see [`Ctx::sleep`]). Without
 ///   it, calling `sleep` or `sleep_until` is a compile error.
+/// - `parallel = N` (optional, `N >= 1`, map workers only): at most `N`
+///   instances of this map worker run at once (default 8). See
+///   [Map-reduce](macro@graph#map-reduce).
+///
+/// A map worker marks its payload parameter, the second, with `#[payload]`:
+/// `async fn analyst(s: &Market, #[payload] task: &Task, cx: &Ctx<D>)`.
 ///
 /// `#[node]` outside a `#[graph]` module is a compile error.
 ///

@@ -26,7 +26,8 @@ pub struct Checked {
 }
 
 /// Two nodes that may run in the same super-step both write `field`; a
-/// compile error unless the field has a reducer.
+/// compile error unless the field has a reducer. `first == second` for a
+/// map worker, whose instances always share a step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
     pub first: String,
@@ -57,6 +58,7 @@ pub fn check_all(ir: &GraphIr, r: &Resolved, diags: &mut Diagnostics) -> Checked
     check_tools(ir, diags);
     check_interrupts(ir, diags);
     check_sleeps(ir, diags);
+    check_map(ir, r, diags);
     check_reachable(ir, r, diags);
     check_exits(ir, r, diags);
     Checked { sig_ok, conflicts: conflicts(ir, r), guarded }
@@ -127,6 +129,80 @@ fn check_sleeps(ir: &GraphIr, diags: &mut Diagnostics) {
     }
 }
 
+// A map worker runs once per payload, so it is reached only through
+// `each(worker, payloads)`, and only a worker is: `goto!(analyst)` to a node
+// with a `#[payload]` parameter, `each(update, ..)` to one without, a worker
+// as the start node, `parallel = N` on a node that is no worker.
+fn check_map(ir: &GraphIr, r: &Resolved, diags: &mut Diagnostics) {
+    let takes_payload = |i: usize| ir.nodes.get(i).is_some_and(|n| n.payload.is_some());
+    for (i, node) in ir.nodes.iter().enumerate() {
+        let n = &node.name.name;
+        for (route, resolved) in node.routes.iter().zip(&r.routes[i]) {
+            for (k, (t, &target)) in route.targets.iter().zip(resolved).enumerate() {
+                let each = route.each.contains(&k);
+                if each && target == Target::End {
+                    diags.push(
+                        Kind::MapPayload,
+                        t.loc,
+                        format!(
+                            "node `{n}` sends payloads to `END`; `each(worker, payloads)` names a map worker (a node with a `#[payload]` parameter)"
+                        ),
+                    );
+                }
+                let Target::Node(to) = target else { continue };
+                if !each && takes_payload(to) {
+                    diags.push(
+                        Kind::MapPayload,
+                        t.loc,
+                        format!(
+                            "node `{n}` routes to `{w}` with a plain `goto!`, but `{w}` takes a `#[payload]` parameter; \
+                             send it its payloads with `goto!(each({w}, payloads))`: one instance of `{w}` runs per payload",
+                            w = t.name
+                        ),
+                    );
+                }
+                if each && !takes_payload(to) {
+                    diags.push(
+                        Kind::MapPayload,
+                        t.loc,
+                        format!(
+                            "node `{n}` sends payloads to `{w}` with `each({w}, ..)`, but `{w}` takes no payload; \
+                             add a `#[payload] item: &Item` parameter to `{w}`, or route to it with `goto!({w})`",
+                            w = t.name
+                        ),
+                    );
+                }
+            }
+        }
+        if let Some(loc) = node.parallel
+            && node.payload.is_none()
+        {
+            diags.push(
+                Kind::MapPayload,
+                loc,
+                format!(
+                    "`parallel` bounds how many instances of a map worker run at once, and node `{n}` is no map worker \
+                     (it has no `#[payload]` parameter); remove `parallel`"
+                ),
+            );
+        }
+    }
+    if let (Some(start), Some(s)) = (r.start, &ir.start)
+        && let Some(node) = ir.nodes.get(start)
+        && node.payload.is_some()
+    {
+        diags.push(
+            Kind::MapPayload,
+            s.loc,
+            format!(
+                "the start node `{}` takes a `#[payload]` parameter, but a run starts it without one; \
+                 start at a node that sends the payloads with `goto!(each({}, payloads))`",
+                node.name.name, node.name.name
+            ),
+        );
+    }
+}
+
 // Node names are route targets, so two nodes of one name would make a route
 // ambiguous.  `async fn draft(..)` twice in one graph.
 fn check_duplicate_nodes(ir: &GraphIr, diags: &mut Diagnostics) {
@@ -180,14 +256,18 @@ fn check_signatures(ir: &GraphIr, diags: &mut Diagnostics) -> Vec<bool> {
         };
         if let Some(problem) = problem {
             report(state_loc, problem.into());
-        } else if let Some(&extra) = sig.params.get(2) {
+        } else if let Some(at) = sig.payload_at.filter(|&at| at != 1) {
             report(
-                extra,
-                format!(
-                    "takes {} parameters; a node takes at most 2: the state, then the context or the deps",
-                    sig.params.len()
-                ),
+                sig.params[at],
+                "has its `#[payload]` parameter in the wrong place; it comes second, right after the state".into(),
             );
+        } else if let Some(&extra) = sig.params.get(2 + usize::from(sig.payload_at.is_some())) {
+            let most = if sig.payload_at.is_some() {
+                "a map worker takes at most 3: the state, the `#[payload]`, then the context or the deps"
+            } else {
+                "a node takes at most 2: the state, then the context or the deps"
+            };
+            report(extra, format!("takes {} parameters; {most}", sig.params.len()));
         }
         sig_ok.push(ok);
     }
@@ -470,6 +550,17 @@ fn conflicts(ir: &GraphIr, r: &Resolved) -> Vec<Conflict> {
         })
         .collect();
     let mut out = Vec::new();
+    // The instances of a map worker always share a step.
+    for (w, node) in ir.nodes.iter().enumerate().filter(|(_, n)| n.payload.is_some()) {
+        for field in &r.writes[w] {
+            out.push(Conflict {
+                first: node.name.name.clone(),
+                second: node.name.name.clone(),
+                field: field.name.clone(),
+                loc: field.loc,
+            });
+        }
+    }
     for (u, v) in co_active(&routes) {
         for field in &r.writes[u] {
             if let Some(w) = r.writes[v].iter().find(|w| w.name == field.name) {
@@ -521,7 +612,7 @@ mod tests {
                     writes: None,
                     routes: routes
                         .iter()
-                        .map(|r| Route { targets: r.iter().map(|t| Named::new(t)).collect() })
+                        .map(|r| Route { targets: r.iter().map(|t| Named::new(t)).collect(), each: vec![] })
                         .collect(),
                     sets: vec![],
                     tools: vec![],
@@ -531,6 +622,8 @@ mod tests {
                     sleep: false,
                     sleep_calls: vec![],
                     sig: Signature::valid(),
+                    payload: None,
+                    parallel: None,
                 })
                 .collect(),
         }
@@ -790,6 +883,83 @@ mod tests {
     }
 
     #[test]
+    fn map_workers_are_reached_only_through_each() {
+        // plan -> each(analyst) -> summarize; plan also routes plainly to a worker,
+        // sends to a node without a payload, and `summarize` says `parallel`.
+        let mut ir = graph(
+            "plan",
+            None,
+            &[
+                ("plan", &["analyst", "summarize"], &[&["analyst", "summarize"], &["analyst"]]),
+                ("analyst", &["summarize"], &[&["summarize"]]),
+                ("summarize", &["END"], &[&["END"]]),
+            ],
+        );
+        ir.nodes[1].payload = Some(Loc::DUMMY);
+        ir.nodes[1].sig.payload_at = Some(1);
+        ir.nodes[1].sig.params = vec![Loc::DUMMY; 3];
+        // `goto!([each(analyst, ..), each(summarize, ..)])`, then `goto!(analyst)`.
+        ir.nodes[0].routes[0].each = vec![0, 1];
+        assert_eq!(
+            messages(&ir),
+            vec![
+                "node `plan` sends payloads to `summarize` with `each(summarize, ..)`, but `summarize` takes no payload; \
+                 add a `#[payload] item: &Item` parameter to `summarize`, or route to it with `goto!(summarize)`",
+                "node `plan` routes to `analyst` with a plain `goto!`, but `analyst` takes a `#[payload]` parameter; \
+                 send it its payloads with `goto!(each(analyst, payloads))`: one instance of `analyst` runs per payload",
+            ]
+        );
+        ir.nodes[0].routes[0].each = vec![0];
+        ir.nodes[0].routes.truncate(1);
+        assert_eq!(kinds(&ir), vec![]);
+        // `each(END, ..)` is no map.
+        ir.nodes[2].routes[0].each = vec![0];
+        assert_eq!(
+            messages(&ir),
+            vec![
+                "node `summarize` sends payloads to `END`; `each(worker, payloads)` names a map worker (a node with a `#[payload]` parameter)"
+            ]
+        );
+        ir.nodes[2].routes[0].each = vec![];
+        ir.nodes[2].parallel = Some(Loc::DUMMY);
+        ir.start = Some(Named::new("analyst"));
+        let msgs = messages(&ir);
+        assert!(msgs.iter().any(|m| m.starts_with("`parallel` bounds how many instances")), "{msgs:?}");
+        assert!(msgs.iter().any(|m| m.starts_with("the start node `analyst` takes a `#[payload]`")), "{msgs:?}");
+    }
+
+    #[test]
+    fn a_workers_writes_conflict_with_its_own_instances() {
+        let mut ir =
+            graph("plan", None, &[("plan", &["analyst"], &[&["analyst"]]), ("analyst", &["END"], &[&["END"]])]);
+        ir.nodes[1].payload = Some(Loc::DUMMY);
+        ir.nodes[1].sets = vec![Named::new("last")];
+        ir.nodes[0].routes[0].each = vec![0];
+        let (checked, diags) = run(&ir);
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(
+            checked.conflicts,
+            vec![Conflict { first: "analyst".into(), second: "analyst".into(), field: "last".into(), loc: Loc::DUMMY }]
+        );
+    }
+
+    #[test]
+    fn a_payload_parameter_comes_second_and_allows_a_third() {
+        let mut ir = graph("a", None, &[("a", &["END"], &[])]);
+        ir.nodes[0].payload = Some(Loc::DUMMY);
+        ir.nodes[0].sig.params = vec![Loc(0), Loc(1), Loc(2)];
+        ir.nodes[0].sig.payload_at = Some(1);
+        ir.start = Some(Named::new("b"));
+        assert!(!kinds(&ir).contains(&Kind::Signature));
+        ir.nodes[0].sig.payload_at = Some(2);
+        let (_, d) = run(&ir);
+        let sig: Vec<_> = d.iter().filter(|d| d.kind == Kind::Signature).collect();
+        assert_eq!(sig.len(), 1);
+        assert_eq!(sig[0].loc, Loc(2));
+        assert!(sig[0].message.contains("`#[payload]` parameter in the wrong place"), "{}", sig[0].message);
+    }
+
+    #[test]
     fn each_check_reads_only_the_resolved_graph() {
         // Every rule run alone reports the same errors as in `check_all`:
         // none depends on another having run first.
@@ -800,7 +970,7 @@ mod tests {
         );
         let r = resolve(&ir);
         let mut alone = Vec::new();
-        let rules: [&dyn Fn(&mut Diagnostics); 11] = [
+        let rules: [&dyn Fn(&mut Diagnostics); 12] = [
             &|d| check_duplicate_nodes(&ir, d),
             &|d| drop(check_signatures(&ir, d)),
             &|d| check_start(&ir, &r, d),
@@ -810,6 +980,7 @@ mod tests {
             &|d| check_tools(&ir, d),
             &|d| check_interrupts(&ir, d),
             &|d| check_sleeps(&ir, d),
+            &|d| check_map(&ir, &r, d),
             &|d| check_reachable(&ir, &r, d),
             &|d| check_exits(&ir, &r, d),
         ];

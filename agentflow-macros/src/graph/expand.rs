@@ -68,7 +68,8 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
             // one, so a node returning another state's `Step` is reported
             // once, at that return type, and not at every `goto!`.
             let step_state = node.ret_state.as_ref().unwrap_or(&state);
-            ReplaceGoto(|mac: &syn::Macro| route(ir, r, step_state, mac)).visit_block_mut(&mut f.block);
+            let workers = &p.nodes;
+            ReplaceGoto(|mac: &syn::Macro| route(ir, r, workers, step_state, mac)).visit_block_mut(&mut f.block);
         }
         // Fields named in `writes` must exist.
         for w in ir.writes.iter().flatten() {
@@ -92,15 +93,30 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
         }
         let wrapper = format_ident!("__agentflow_node_{}", node.ident, span = node.ident.span());
         let ident = &node.ident;
-        let p0 = &node.params[0];
-        let mut args = vec![quote!(<#p0 as ::agentflow::__private::StateParam<'a, #state>>::from_state(state))];
-        if let Some(p1) = node.params.get(1) {
-            args.push(if node.ctx_param {
-                quote!(<#p1 as ::agentflow::__private::CtxParam<'a, #deps>>::from_ctx(cx))
+        let mut args = Vec::new();
+        for (k, ty) in node.params.iter().enumerate() {
+            args.push(if k == 0 {
+                quote!(<#ty as ::agentflow::__private::StateParam<'a, #state>>::from_state(state))
+            } else if node.payload.as_ref().is_some_and(|p| p.at == k) {
+                if node.payload.as_ref().is_some_and(|p| p.by_ref) { quote!(&payload) } else { quote!(payload) }
+            } else if node.ctx_param {
+                quote!(<#ty as ::agentflow::__private::CtxParam<'a, #deps>>::from_ctx(cx))
             } else {
-                quote!(<#p1 as ::agentflow::__private::DepsParam<'a, #deps>>::from_deps(::agentflow::__private::deps_of(cx)))
+                quote!(<#ty as ::agentflow::__private::DepsParam<'a, #deps>>::from_deps(::agentflow::__private::deps_of(cx)))
             });
         }
+        // A map worker's instance decodes its payload first.
+        let decode = node.payload.as_ref().map(|p| {
+            let ty = &p.ty;
+            let decode =
+                quote_spanned!(syn::spanned::Spanned::span(ty)=> ::agentflow::__private::payload_of::<#ty, #deps>(cx));
+            quote! {
+                let payload = match #decode {
+                    ::core::result::Result::Ok(payload) => payload,
+                    ::core::result::Result::Err(e) => return ::core::result::Result::Err(e),
+                };
+            }
+        });
         let into = quote_spanned!(node.ret_span=> <_ as ::agentflow::__private::IntoStep<#state>>::into_step(out));
         extra.push(quote! {
             #[doc(hidden)]
@@ -109,6 +125,7 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
                 cx: &'a ::agentflow::Ctx<'a, #deps>,
             ) -> ::agentflow::__private::NodeFuture<'a, #state> {
                 ::std::boxed::Box::pin(async move {
+                    #decode
                     let out = #ident(#(#args),*).await;
                     #into
                 })
@@ -133,6 +150,11 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
         };
         let interrupt = node.interrupt;
         let sleep = node.sleep;
+        let parallel = match (&node.payload, node.parallel) {
+            (None, _) => quote!(::core::option::Option::None),
+            (Some(_), Some(n)) => quote!(::core::option::Option::Some(#n)),
+            (Some(_), None) => quote!(::core::option::Option::Some(::agentflow::DEFAULT_PARALLEL)),
+        };
         // Each entry spanned at its name: an unknown tool is rustc's
         // "cannot find value" there (with its did-you-mean), and a non-tool
         // is "`x` is not a tool": a trait local to the entry carries the name
@@ -199,6 +221,7 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
                 sleep: #sleep,
                 tools: #tools,
                 run: #wrapper,
+                parallel: #parallel,
             }
         });
     }
@@ -209,21 +232,41 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
         let span = p.spans.span(conflict.loc);
         let field = &conflict.field;
         let msg = |fix: &str| {
-            format!(
-                "nodes `{}` and `{}` can run in the same super-step and both write `{field}`, which has no reducer; {fix}",
-                conflict.first, conflict.second
-            )
+            if conflict.first == conflict.second {
+                format!(
+                    "the instances of map worker `{}` always run in the same super-step and each write `{field}`, \
+                     which has no reducer, so all but one write would be lost; {fix}",
+                    conflict.first
+                )
+            } else {
+                format!(
+                    "nodes `{}` and `{}` can run in the same super-step and both write `{field}`, which has no reducer; {fix}",
+                    conflict.first, conflict.second
+                )
+            }
         };
+        let worker = conflict.first == conflict.second;
         let reduce = |r: &str| {
-            msg(&format!(
-                "give `{field}` a reducer that combines both writes, `#[reduce({r})]`, or route the nodes to different steps"
-            ))
+            msg(&if worker {
+                format!("give `{field}` a reducer that combines the writes in payload order, `#[reduce({r})]`")
+            } else {
+                format!(
+                    "give `{field}` a reducer that combines both writes, `#[reduce({r})]`, or route the nodes to different steps"
+                )
+            })
         };
         let (append, add, merge, messages) = (reduce("append"), reduce("add"), reduce("merge"), reduce("messages"));
-        let none = msg(&format!(
-            "no built-in reducer fits the type of `{field}`: combine the writes with `#[reduce(custom = path::to::fn)]`, \
-             let each node write a field of its own, or route the nodes to different steps"
-        ));
+        let none = msg(&if worker {
+            format!(
+                "no built-in reducer fits the type of `{field}`: combine the writes with `#[reduce(custom = path::to::fn)]`, \
+                 or collect one result per instance in a `Vec` field with `#[reduce(append)]`"
+            )
+        } else {
+            format!(
+                "no built-in reducer fits the type of `{field}`: combine the writes with `#[reduce(custom = path::to::fn)]`, \
+                 let each node write a field of its own, or route the nodes to different steps"
+            )
+        });
         let (h_append, h_add, h_merge, h_messages) = (HINT_APPEND, HINT_ADD, HINT_MERGE, HINT_MESSAGES);
         extra.push(quote_spanned! {span=>
             const _: () = if ::agentflow::__private::is_overwrite(#fields, #field) {
@@ -308,6 +351,10 @@ fn fingerprint(ir: &GraphIr, state: &str) -> String {
         let goto: Vec<&str> = n.goto.iter().map(|t| t.name.as_str()).collect();
         let writes: Option<Vec<&str>> = n.writes.as_ref().map(|w| w.iter().map(|x| x.name.as_str()).collect());
         canon.push_str(&format!("{}[{}|{:?}];", n.name.name, goto.join(","), writes));
+        // Only map workers add to it, so other graphs keep their fingerprint.
+        if n.payload.is_some() {
+            canon.push_str("payload;");
+        }
     }
     // FNV-1a, 64 bit.
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -321,7 +368,13 @@ fn fingerprint(ir: &GraphIr, state: &str) -> String {
 /// The checked route a `goto!` of `node` becomes; one that failed the checks
 /// becomes a stub that type-checks, so it adds no error of its own. The
 /// stub still evaluates the update, so the variables it uses stay used.
-fn route(node: &NodeIr, r: &Resolved, state: &syn::Type, mac: &syn::Macro) -> TokenStream {
+fn route(
+    node: &NodeIr,
+    r: &Resolved,
+    workers: &[super::parse::NodeSyn],
+    state: &syn::Type,
+    mac: &syn::Macro,
+) -> TokenStream {
     let Ok(args) = parse_goto(mac.tokens.clone()) else {
         return quote!(::agentflow::__private::invalid_route::<#state>());
     };
@@ -331,19 +384,29 @@ fn route(node: &NodeIr, r: &Resolved, state: &syn::Type, mac: &syn::Macro) -> To
     };
     let invalid = || {
         let used = args.update.as_ref().map(|u| quote!(let _ = #u;));
-        quote!({ #used ::agentflow::__private::invalid_route::<#state>() })
+        let payloads = args.each.iter().flatten().map(|p| quote!(let _ = #p;));
+        quote!({ #used #(#payloads)* ::agentflow::__private::invalid_route::<#state>() })
     };
     let mut ids = Vec::new();
-    for t in &args.targets {
+    let mut sends = Vec::new();
+    for (t, each) in args.targets.iter().zip(&args.each) {
         let name = t.to_string();
         if !node.goto.iter().any(|g| g.name == name) {
             return invalid();
         }
-        if name != END {
-            match r.index.get(&name) {
-                Some(&i) => ids.push(i as u32),
-                None => return invalid(),
+        if name == END {
+            if each.is_some() {
+                return invalid();
             }
+            continue;
+        }
+        let Some(&i) = r.index.get(&name) else { return invalid() };
+        let payload = workers.get(i).and_then(|w| w.payload.as_ref());
+        match (each, payload) {
+            (None, None) => ids.push(i as u32),
+            (Some(items), Some(p)) => sends.push(send(&node.name.name, &name, i as u32, &p.ty, items)),
+            // Reported by the checks.
+            _ => return invalid(),
         }
     }
     ids.sort_unstable();
@@ -351,8 +414,42 @@ fn route(node: &NodeIr, r: &Resolved, state: &syn::Type, mac: &syn::Macro) -> To
     quote! {
         {
             const __AGENTFLOW_NEXT: &[::agentflow::NodeId] = &[#(::agentflow::NodeId::new(#ids)),*];
-            ::agentflow::__private::route::<#state>(__AGENTFLOW_NEXT, #update)
+            let __agentflow_step = ::agentflow::__private::route::<#state>(__AGENTFLOW_NEXT, #update);
+            #(let __agentflow_step = #sends;)*
+            __agentflow_step
         }
+    }
+}
+
+/// `each(step, worker, payloads)` for `each(worker, payloads)` in a `goto!` of
+/// `sender`: the payloads must be items of the worker's `#[payload]` type,
+/// reported at the payload expression, naming both nodes.
+fn send(sender: &str, worker: &str, id: u32, ty: &syn::Type, items: &syn::Expr) -> TokenStream {
+    let ty_name = super::parse::type_name(ty);
+    let message = format!(
+        "`each({worker}, ..)` in node `{sender}` sends payloads of type `{{Self}}`, but `{worker}` takes `{ty_name}`"
+    );
+    let label = format!("these payloads are `{{Self}}`, not `{ty_name}`");
+    let note = format!(
+        "map worker `{worker}` declares `#[payload] _: &{ty_name}`; pass a collection or an iterator of `{ty_name}`, e.g. `Vec<{ty_name}>`"
+    );
+    let span = syn::spanned::Spanned::span(items);
+    let checked = quote_spanned! {span=> __agentflow_payloads::<#ty, _>(#items)};
+    let each = quote_spanned! {span=> ::agentflow::__private::each};
+    quote! {
+        #each(__agentflow_step, ::agentflow::NodeId::new(#id), {
+            #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
+            trait PayloadOf<T> {}
+            #[diagnostic::do_not_recommend]
+            impl<T> PayloadOf<T> for T {}
+            fn __agentflow_payloads<T, I: ::core::iter::IntoIterator>(items: I) -> I::IntoIter
+            where
+                I::Item: PayloadOf<T>,
+            {
+                items.into_iter()
+            }
+            #checked
+        })
     }
 }
 

@@ -69,13 +69,20 @@ pub struct NodeIr {
     pub sleep_calls: Vec<(String, Loc)>,
     /// The fn's signature, as far as the macro can judge it.
     pub sig: Signature,
+    /// Where its `#[payload]` parameter is, for a map worker.
+    pub payload: Option<Loc>,
+    /// Where `parallel = N` is written, if it is.
+    pub parallel: Option<Loc>,
 }
 
 /// One `goto!(..)` call site.
 #[derive(Debug, Clone)]
 pub struct Route {
-    /// Its targets: one, several for a fan-out, or `END`.
+    /// Its targets: one, several for a fan-out, or `END`; the workers of
+    /// its `each(worker, payloads)` entries among them.
     pub targets: Vec<Named>,
+    /// Which of `targets` are written `each(worker, ..)`, by position.
+    pub each: Vec<usize>,
 }
 
 /// The signature facts the checks need; types are left to rustc.
@@ -87,6 +94,8 @@ pub struct Signature {
     pub state: Param,
     /// Each parameter's type (for `&mut S`, its `mut`), in order.
     pub params: Vec<Loc>,
+    /// The position of the `#[payload]` parameter, if there is one.
+    pub payload_at: Option<usize>,
     /// The generic parameters, if the fn has any.
     pub generics: Option<Loc>,
     /// The `fn` token.
@@ -97,7 +106,14 @@ impl Signature {
     /// `async fn n(state: &S, cx: &Ctx<D>)`.
     #[cfg(test)]
     pub fn valid() -> Self {
-        Signature { is_async: true, state: Param::Ref, params: vec![Loc::DUMMY; 2], generics: None, loc: Loc::DUMMY }
+        Signature {
+            is_async: true,
+            state: Param::Ref,
+            params: vec![Loc::DUMMY; 2],
+            payload_at: None,
+            generics: None,
+            loc: Loc::DUMMY,
+        }
     }
 }
 

@@ -31,8 +31,12 @@ pub struct NodeSyn {
     pub ident: syn::Ident,
     /// Parameter types, in order.
     pub params: Vec<syn::Type>,
-    /// Whether the second parameter is the context (`&Ctx<D>`) rather than `&D`.
+    /// Whether the context-or-deps parameter is the context (`&Ctx<D>`) rather than `&D`.
     pub ctx_param: bool,
+    /// A map worker's `#[payload]` parameter.
+    pub payload: Option<PayloadSyn>,
+    /// `parallel = N`.
+    pub parallel: Option<usize>,
     /// Where the return type is written (or the fn name when there is none).
     pub ret_span: Span,
     /// `S` of a return type `Step<S>` or `Result<Step<S>, E>`, as written.
@@ -45,6 +49,16 @@ pub struct NodeSyn {
     pub sleep: bool,
     /// `tools = [..]`, as written.
     pub tools: Vec<syn::Ident>,
+}
+
+/// A map worker's `#[payload] name: &T` (or `name: T`) parameter.
+pub struct PayloadSyn {
+    /// Its position among the parameters.
+    pub at: usize,
+    /// `T`.
+    pub ty: syn::Type,
+    /// Whether it is taken as `&T`.
+    pub by_ref: bool,
 }
 
 pub fn parse(args: TokenStream, input: TokenStream) -> syn::Result<Parsed> {
@@ -197,6 +211,8 @@ fn parse_node(
     let mut timeout_ms = None;
     let mut interrupt = false;
     let mut sleep = false;
+    let mut parallel = None;
+    let mut parallel_loc = None;
     if !matches!(attr.meta, syn::Meta::Path(_)) {
         let mut arg_errors = None;
         let result = attr.parse_nested_meta(|meta| {
@@ -217,6 +233,18 @@ fn parse_node(
                     node_kw::TIMEOUT => timeout_ms = Some(duration_ms(&meta.value()?.parse()?)?),
                     node_kw::INTERRUPT => interrupt = true,
                     node_kw::SLEEP => sleep = true,
+                    node_kw::PARALLEL => {
+                        parallel_loc = Some(spans.loc(meta.path.span()));
+                        let lit: syn::LitInt = meta.value()?.parse()?;
+                        let n: usize = lit.base10_parse()?;
+                        if n == 0 {
+                            return Err(syn::Error::new(
+                                lit.span(),
+                                "`parallel` is how many instances of this map worker run at once and must be at least 1",
+                            ));
+                        }
+                        parallel = Some(n);
+                    }
                     node_kw::RETRY => retry = parse_retry(&meta)?,
                     _ => return Err(meta.error(unknown_arg("#[node]", &key, node_kw::ARGS))),
                 }
@@ -231,9 +259,37 @@ fn parse_node(
     let ident = f.sig.ident.clone();
     // `cx: &Ctx<Deps>` is the documented form, but an `async fn` may not
     // elide the lifetime inside a path; write the `'_` for the user.
-    for input in f.sig.inputs.iter_mut() {
+    // `#[payload]` marks a map worker's payload parameter; the attribute is
+    // the macro's, so it is taken off before rustc sees the fn.
+    let mut payload = None;
+    let mut payload_loc = None;
+    for (i, input) in f.sig.inputs.iter_mut().enumerate() {
         if let syn::FnArg::Typed(t) = input {
             elide_ctx_lifetime(&mut t.ty);
+            let before = t.attrs.len();
+            t.attrs.retain(|a| !a.path().is_ident(node_kw::PAYLOAD));
+            if t.attrs.len() != before {
+                if payload.is_some() {
+                    combine(errors, syn::Error::new(t.span(), "a node takes at most one `#[payload]` parameter"));
+                    continue;
+                }
+                payload_loc = Some(spans.loc(t.ty.span()));
+                let (ty, by_ref) = match &*t.ty {
+                    // `&str` and `&[T]` borrow a decoded `String` and `Vec<T>`.
+                    syn::Type::Reference(r) if r.mutability.is_none() => match &*r.elem {
+                        syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("str") => {
+                            (syn::parse_quote!(String), true)
+                        }
+                        syn::Type::Slice(slice) => {
+                            let elem = &slice.elem;
+                            (syn::parse_quote!(Vec<#elem>), true)
+                        }
+                        elem => (elem.clone(), true),
+                    },
+                    other => (other.clone(), false),
+                };
+                payload = Some(PayloadSyn { at: i, ty, by_ref });
+            }
         }
     }
     let mut params = Vec::new();
@@ -262,11 +318,14 @@ fn parse_node(
             }
         }
     }
-    let ctx_param = params.get(1).is_some_and(is_ctx_type);
+    let payload_at = payload.as_ref().map(|p| p.at);
+    let cx_at = (1..params.len()).find(|&i| Some(i) != payload_at);
+    let ctx_param = cx_at.and_then(|i| params.get(i)).is_some_and(is_ctx_type);
     let sig = Signature {
         is_async: f.sig.asyncness.is_some(),
         state,
         params: param_locs,
+        payload_at,
         generics: (!f.sig.generics.params.is_empty()).then(|| spans.loc(f.sig.generics.params.span())),
         loc: spans.loc(f.sig.fn_token.span),
     };
@@ -305,8 +364,25 @@ fn parse_node(
         sleep,
         sleep_calls: scan.sleep_calls,
         sig,
+        payload: payload_loc,
+        parallel: parallel_loc,
     };
-    (NodeSyn { item, ident, params, ctx_param, ret_span, ret_state, retry, timeout_ms, interrupt, sleep, tools }, ir)
+    let node = NodeSyn {
+        item,
+        ident,
+        params,
+        ctx_param,
+        payload,
+        parallel,
+        ret_span,
+        ret_state,
+        retry,
+        timeout_ms,
+        interrupt,
+        sleep,
+        tools,
+    };
+    (node, ir)
 }
 
 /// `S` of `Step<S>` or `Result<Step<S>, E>` (any paths ending so).
@@ -420,23 +496,51 @@ fn parse_retry(meta: &syn::meta::ParseNestedMeta) -> syn::Result<TokenStream> {
 /// The arguments of one `goto!`: targets and the optional update.
 pub struct GotoArgs {
     pub targets: Vec<syn::Ident>,
+    /// The payload list of each target written `each(worker, payloads)`, by position.
+    pub each: Vec<Option<syn::Expr>>,
     pub update: Option<syn::Expr>,
+}
+
+/// One target of a `goto!`: `node`, `END` or `each(worker, payloads)`.
+struct GotoTarget(syn::Ident, Option<syn::Expr>);
+
+impl syn::parse::Parse for GotoTarget {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let ident: syn::Ident = input.parse()?;
+        if ident == body::EACH && input.peek(syn::token::Paren) {
+            let content;
+            syn::parenthesized!(content in input);
+            let worker: syn::Ident = content.parse()?;
+            content.parse::<Token![,]>().map_err(|e| {
+                syn::Error::new(e.span(), "expected `each(worker, payloads)`: the worker node, then its payloads")
+            })?;
+            let payloads: syn::Expr = content.parse()?;
+            content.parse::<Option<Token![,]>>()?;
+            if !content.is_empty() {
+                return Err(content.error("expected `each(worker, payloads)`: the worker node, then its payloads"));
+            }
+            return Ok(GotoTarget(worker, Some(payloads)));
+        }
+        Ok(GotoTarget(ident, None))
+    }
 }
 
 pub fn parse_goto(tokens: TokenStream) -> syn::Result<GotoArgs> {
     let parser = |input: ParseStream| {
-        let targets = if input.peek(syn::token::Bracket) {
+        let targets: Vec<GotoTarget> = if input.peek(syn::token::Bracket) {
             let content;
             bracketed!(content in input);
-            Punctuated::<syn::Ident, Token![,]>::parse_terminated(&content)?.into_iter().collect()
+            Punctuated::<GotoTarget, Token![,]>::parse_terminated(&content)?.into_iter().collect()
         } else {
-            vec![input.parse::<syn::Ident>().map_err(|e| {
+            vec![input.parse::<GotoTarget>().map_err(|e| {
                 syn::Error::new(
                     e.span(),
-                    "expected `goto!(node)`, `goto!(node, update)`, `goto!([a, b], update)` or `goto!(END, update)`",
+                    "expected `goto!(node)`, `goto!(node, update)`, `goto!([a, b], update)`, `goto!(END, update)` \
+                     or `goto!(each(worker, payloads), update)`",
                 )
             })?]
         };
+        let (targets, each) = targets.into_iter().map(|GotoTarget(t, e)| (t, e)).unzip();
         let mut update = None;
         if input.parse::<Option<Token![,]>>()?.is_some() && !input.is_empty() {
             update = Some(input.parse::<syn::Expr>()?);
@@ -447,7 +551,7 @@ pub fn parse_goto(tokens: TokenStream) -> syn::Result<GotoArgs> {
                 "unexpected tokens in `goto!`; for a fan-out put the targets in brackets: `goto!([a, b], update)`",
             ));
         }
-        Ok(GotoArgs { targets, update })
+        Ok(GotoArgs { targets, each, update })
     };
     parser.parse2(tokens)
 }
@@ -473,7 +577,11 @@ impl BodyScan<'_> {
             Ok(args) => {
                 let targets =
                     args.targets.iter().map(|t| Named { name: t.to_string(), loc: self.spans.loc(t.span()) }).collect();
-                self.routes.push(Route { targets });
+                let each = args.each.iter().enumerate().filter(|(_, e)| e.is_some()).map(|(i, _)| i).collect();
+                self.routes.push(Route { targets, each });
+                for payloads in args.each.iter().flatten() {
+                    self.visit_expr(payloads);
+                }
                 if let Some(update) = &args.update {
                     self.visit_expr(update);
                 }

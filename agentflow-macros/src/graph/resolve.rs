@@ -150,7 +150,10 @@ mod tests {
             goto: goto.iter().map(|t| Named::new(t)).collect(),
             goto_loc: Some(Loc::DUMMY),
             writes: None,
-            routes: routes.iter().map(|r| Route { targets: r.iter().map(|t| Named::new(t)).collect() }).collect(),
+            routes: routes
+                .iter()
+                .map(|r| Route { targets: r.iter().map(|t| Named::new(t)).collect(), each: vec![] })
+                .collect(),
             sets: vec![Named::new("log"), Named::new("log")],
             tools: vec![],
             tool_uses: vec![],
@@ -159,6 +162,8 @@ mod tests {
             sleep: false,
             sleep_calls: vec![],
             sig: Signature::valid(),
+            payload: None,
+            parallel: None,
         }
     }
 

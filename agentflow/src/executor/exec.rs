@@ -10,8 +10,8 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use futures_util::FutureExt;
 use futures_util::future::join_all;
+use futures_util::{FutureExt, StreamExt};
 use tracing::Instrument;
 
 use super::events::Events;
@@ -20,13 +20,13 @@ use crate::budget::Budget;
 use crate::context::{Ctx, RunScope};
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Event;
-use crate::graph::{NodeId, Plan};
+use crate::graph::{DEFAULT_PARALLEL, NodeId, Plan};
 use crate::interrupt::{Pending, PendingKind, Signal};
 use crate::outcome::{Outcome, Run, RunError};
 use crate::persist::{Checkpointer, Journal, PersistError, Resumed};
 use crate::shield::shielded_timeout;
 use crate::state::State;
-use crate::step::Step;
+use crate::step::{Mailbox, Step};
 
 /// Why a node did not produce a step.
 pub(crate) enum Halt {
@@ -59,8 +59,9 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         deadline: Option<Instant>,
         checkpointer: &mut Option<Checkpointer>,
     ) -> Result<Run<S>, RunError> {
-        let Resumed { mut state, mut active, mut step, mut pending, .. } = start;
+        let Resumed { mut state, mut active, mut step, mut pending, mut payloads, .. } = start;
         let mut next = Vec::new();
+        let mut next_payloads = Mailbox::new();
         let mut skip_before = self.skip_before;
         let outcome = loop {
             if self.scope.cancel.is_cancelled() {
@@ -83,7 +84,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             }
             self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
             let journal = checkpointer.as_ref().map(Checkpointer::journal);
-            let work = self.run_step(&state, &active, step, std::mem::take(&mut pending), journal.as_ref());
+            let work = self.run_step(&state, &active, &payloads, step, std::mem::take(&mut pending), journal.as_ref());
             // The lease is renewed while the step runs; losing it drops the
             // nodes' futures and ends the run before anything is committed.
             let lease = checkpointer.as_ref().map(Checkpointer::lease);
@@ -129,17 +130,26 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 Some(_) => Some(encode_updates(&done)?),
                 None => None,
             };
-            let ran: Vec<NodeId> = done.iter().map(|(id, _)| *id).collect();
-            if let Err((id, error)) = step::apply(self.plan, &mut state, done, &mut next) {
-                self.events.emit(|| Event::NodeFailed { step, node: self.name(id), error: error.clone() });
+            let mut ran: Vec<NodeId> = done.iter().map(|(id, _)| *id).collect();
+            // A map worker's instances are contiguous: name the worker once.
+            ran.dedup();
+            if let Err((id, error)) = step::apply(self.plan, &mut state, done, &mut next, &mut next_payloads) {
+                self.events.emit(|| Event::NodeFailed {
+                    step,
+                    node: self.name(id),
+                    instance: None,
+                    error: error.clone(),
+                });
                 break self.failed(id, error);
             }
             std::mem::swap(&mut active, &mut next);
+            std::mem::swap(&mut payloads, &mut next_payloads);
             step += 1;
             if let (Some(cp), Some(delta)) = (checkpointer.as_mut(), delta) {
                 let cursor = self.names(&active).into_iter().map(String::from).collect();
                 let nodes = self.names(&ran).into_iter().map(String::from).collect();
-                cp.commit_step(step, &state, delta, cursor, nodes, self.scope.meter.usage()).await?;
+                let sends = self.stored_payloads(&payloads);
+                cp.commit_step(step, &state, delta, cursor, nodes, sends, self.scope.meter.usage()).await?;
             }
             let stops = self.breakpoints(&ran, &self.after, PendingKind::After);
             if !stops.is_empty() && !active.is_empty() {
@@ -217,6 +227,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             self.events.emit(|| Event::NodeFinished {
                 step,
                 node: self.name(*id),
+                instance: s.instance,
                 update: s.update.clone(),
                 next: self.names(&s.next),
             });
@@ -227,44 +238,95 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         &self,
         state: &S,
         active: &[NodeId],
+        payloads: &Mailbox,
         step: u32,
         mut pending: Vec<(NodeId, Step<S>)>,
         journal: Option<&Journal>,
     ) -> Vec<(NodeId, Result<Step<S>, Halt>)> {
-        if pending.is_empty() {
+        if pending.is_empty() && payloads.is_empty() {
             if let [id] = active {
-                return vec![(*id, self.run_node(*id, state, step, journal).await)];
+                return vec![(*id, self.run_node(*id, state, step, journal, None).await)];
             }
             return join_all(
-                active.iter().map(|&id| async move { (id, self.run_node(id, state, step, journal).await) }),
+                active.iter().map(|&id| async move { (id, self.run_node(id, state, step, journal, None).await) }),
             )
             .await;
         }
-        // Resuming a step that stopped half-way: reuse what already finished.
-        join_all(active.iter().map(|&id| {
-            let kept = pending.iter().position(|(p, _)| *p == id).map(|i| pending.swap_remove(i).1);
+        // A map worker runs one instance per payload; a step resumed half-way
+        // reuses what already finished (per node, or per instance).
+        let groups = join_all(active.iter().map(|&id| {
+            let items = payloads.iter().find(|(w, _)| *w == id).map(|(_, p)| p.as_slice());
+            let kept: Vec<Step<S>> = pending.extract_if(.., |(p, _)| *p == id).map(|(_, s)| s).collect();
             async move {
-                match kept {
-                    Some(step) => (id, Ok(step)),
-                    None => (id, self.run_node(id, state, step, journal).await),
+                match items {
+                    None => {
+                        let result = match kept.into_iter().next() {
+                            Some(step) => Ok(step),
+                            None => self.run_node(id, state, step, journal, None).await,
+                        };
+                        vec![(id, result)]
+                    }
+                    Some(items) => self.run_instances(id, items, kept, state, step, journal).await,
                 }
             }
         }))
-        .await
+        .await;
+        groups.into_iter().flatten().collect()
     }
 
-    async fn run_node(&self, id: NodeId, state: &S, step: u32, journal: Option<&Journal>) -> Result<Step<S>, Halt> {
+    /// Runs the instances of map worker `id`, one per payload, at most its
+    /// `parallel` at once; returns their results in payload order, whatever
+    /// order they finished in. Instances in `kept` finished before (a resumed
+    /// step) and are not run again.
+    async fn run_instances(
+        &self,
+        id: NodeId,
+        items: &[serde_json::Value],
+        kept: Vec<Step<S>>,
+        state: &S,
+        step: u32,
+        journal: Option<&Journal>,
+    ) -> Vec<(NodeId, Result<Step<S>, Halt>)> {
+        let parallel = self.plan.spec.nodes.get(id.index()).and_then(|n| n.parallel).unwrap_or(DEFAULT_PARALLEL).max(1);
+        let mut slots: Vec<Option<Result<Step<S>, Halt>>> = items.iter().map(|_| None).collect();
+        for s in kept {
+            if let Some(slot) = s.instance.and_then(|i| slots.get_mut(i as usize)) {
+                *slot = Some(Ok(s));
+            }
+        }
+        let todo: Vec<usize> = slots.iter().enumerate().filter(|(_, s)| s.is_none()).map(|(i, _)| i).collect();
+        let mut runs = futures_util::stream::iter(todo)
+            .map(|i| async move {
+                let instance = (u32::try_from(i).unwrap_or(u32::MAX), &items[i]);
+                (i, self.run_node(id, state, step, journal, Some(instance)).await)
+            })
+            .buffer_unordered(parallel);
+        while let Some((i, result)) = runs.next().await {
+            slots[i] = Some(result);
+        }
+        slots.into_iter().flatten().map(|r| (id, r)).collect()
+    }
+
+    async fn run_node(
+        &self,
+        id: NodeId,
+        state: &S,
+        step: u32,
+        journal: Option<&Journal>,
+        payload: Option<(u32, &serde_json::Value)>,
+    ) -> Result<Step<S>, Halt> {
         let Some(node) = self.plan.spec.nodes.get(id.index()) else {
             return Err(Halt::Error(NodeError::fatal(format!(
                 "node {id} is not part of graph `{}`",
                 self.plan.spec.name
             ))));
         };
-        let span = tracing::debug_span!("agentflow.node", node = node.name, step);
+        let instance = payload.map(|(i, _)| i);
+        let span = tracing::debug_span!("agentflow.node", node = node.name, step, instance);
         let resume = self.resume_value.as_ref().filter(|_| self.resume_nodes.contains(&id));
         let mut attempt = 1;
         loop {
-            self.events.emit(|| Event::NodeStarted { step, node: node.name, attempt });
+            self.events.emit(|| Event::NodeStarted { step, node: node.name, instance, attempt });
             let signal = Mutex::new(Signal::default());
             let shield = signal.lock().unwrap_or_else(|p| p.into_inner()).shield.clone();
             let cx = Ctx {
@@ -279,6 +341,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 may_sleep: node.sleep,
                 signal: &signal,
                 resume,
+                payload,
             };
             let work = AssertUnwindSafe((node.run)(state, &cx)).catch_unwind();
             let result = match node.timeout {
@@ -293,7 +356,27 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 None => work.instrument(span.clone()).await,
             };
             let error = match result {
-                Ok(Ok(step)) => return Ok(step),
+                Ok(Ok(mut out)) => {
+                    out.instance = instance;
+                    // A payload that cannot be stored fails its sender, where the list was built.
+                    return match out.sends.iter().find_map(|s| s.payloads.as_ref().err().map(|e| (s.worker, e))) {
+                        None => Ok(out),
+                        Some((worker, e)) => {
+                            let error = NodeError::fatal(format!(
+                                "node `{}` sent payloads to `{}`: {e}",
+                                node.name,
+                                self.name(worker)
+                            ));
+                            self.events.emit(|| Event::NodeFailed {
+                                step,
+                                node: node.name,
+                                instance,
+                                error: error.clone(),
+                            });
+                            Err(Halt::Error(error))
+                        }
+                    };
+                }
                 Ok(Err(error)) => error,
                 Err(panic) => {
                     NodeError::fatal(format!("node `{}` panicked: {}", node.name, panic_message(panic.as_ref())))
@@ -315,12 +398,19 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 && !self.scope.cancel.is_cancelled();
             if !retry {
                 tracing::warn!(parent: &span, %error, attempt, "node failed");
-                self.events.emit(|| Event::NodeFailed { step, node: node.name, error: error.clone() });
+                self.events.emit(|| Event::NodeFailed { step, node: node.name, instance, error: error.clone() });
                 return Err(Halt::Error(error));
             }
             let delay = node.retry.delay(attempt, error.retry_after);
             tracing::info!(parent: &span, %error, attempt, ?delay, "retrying node");
-            self.events.emit(|| Event::NodeRetrying { step, node: node.name, attempt, error: error.clone(), delay });
+            self.events.emit(|| Event::NodeRetrying {
+                step,
+                node: node.name,
+                instance,
+                attempt,
+                error: error.clone(),
+                delay,
+            });
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
                 () = self.scope.cancel.cancelled() => return Err(Halt::Error(error)),
@@ -339,6 +429,11 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
 
     fn names(&self, ids: &[NodeId]) -> Vec<&'static str> {
         ids.iter().map(|id| self.name(*id)).collect()
+    }
+
+    /// The payloads of the next step's workers, as the checkpoint stores them.
+    fn stored_payloads(&self, payloads: &Mailbox) -> Vec<(String, Vec<serde_json::Value>)> {
+        payloads.iter().map(|(w, p)| (self.name(*w).to_string(), p.clone())).collect()
     }
 }
 

@@ -5,11 +5,14 @@
 use crate::error::NodeError;
 use crate::graph::{NodeId, Plan};
 use crate::state::{FieldMask, State, Update};
-use crate::step::Step;
+use crate::step::{Mailbox, Step};
 
 /// Checks the step's writes, then merges them into `state` in declaration
-/// order (`results` is sorted by node id) and fills `next` with the next
-/// active set, sorted and without duplicates (a join runs once).
+/// order (`results` is sorted by node id, and a map worker's instances by
+/// payload index) and fills `next` with the next active set, sorted and
+/// without duplicates (a join runs once), and `payloads` with the payloads
+/// sent to the next step's map workers (several senders' lists are
+/// concatenated in declaration order). A worker sent no payload does not run.
 ///
 /// On error nothing is merged: the state stays as it was before the step.
 pub(crate) fn apply<S: State, D>(
@@ -17,12 +20,25 @@ pub(crate) fn apply<S: State, D>(
     state: &mut S,
     results: Vec<(NodeId, Step<S>)>,
     next: &mut Vec<NodeId>,
+    payloads: &mut Mailbox,
 ) -> Result<(), (NodeId, NodeError)> {
     check_routes(plan, &results)?;
     check_writes(plan, &results)?;
     next.clear();
-    for (_, step) in results {
+    payloads.clear();
+    for (id, step) in results {
         next.extend_from_slice(&step.next);
+        for sends in step.sends {
+            let items = sends.payloads.map_err(|e| (id, NodeError::fatal(e)))?;
+            if items.is_empty() {
+                continue;
+            }
+            next.push(sends.worker);
+            match payloads.iter_mut().find(|(w, _)| *w == sends.worker) {
+                Some((_, list)) => list.extend(items),
+                None => payloads.push((sends.worker, items)),
+            }
+        }
         state.apply(step.update);
     }
     next.sort_unstable();
@@ -38,13 +54,15 @@ fn check_routes<S: State, D>(plan: &Plan<S, D>, results: &[(NodeId, Step<S>)]) -
         let Some(node) = plan.spec.nodes.get(id.index()) else {
             return Err((*id, NodeError::fatal(format!("node {id} is not part of graph `{}`", plan.spec.name))));
         };
-        if step.next.is_empty() && !node.may_end {
+        if step.next.is_empty() && step.sends.is_empty() && !node.may_end {
             return Err((
                 *id,
                 NodeError::fatal(format!("node `{}` routed to END, which its `goto` list does not allow", node.name)),
             ));
         }
-        if let Some(bad) = step.next.iter().find(|t| !node.targets.contains(t)) {
+        if let Some(bad) =
+            step.next.iter().chain(step.sends.iter().map(|s| &s.worker)).find(|t| !node.targets.contains(t))
+        {
             let to = plan.spec.nodes.get(bad.index()).map_or_else(|| bad.to_string(), |n| n.name.to_string());
             return Err((
                 *id,
@@ -61,7 +79,7 @@ fn check_routes<S: State, D>(plan: &Plan<S, D>, results: &[(NodeId, Step<S>)]) -
 // its `goto!`) so a violation fails loudly instead of losing a write.
 fn check_writes<S: State, D>(plan: &Plan<S, D>, results: &[(NodeId, Step<S>)]) -> Result<(), (NodeId, NodeError)> {
     let mut overwritten: FieldMask = 0;
-    for (id, step) in results {
+    for (k, (id, step)) in results.iter().enumerate() {
         let touched = step.update.touched();
         let node = &plan.spec.nodes[id.index()];
         if let Some(allowed) = node.writes {
@@ -77,6 +95,17 @@ fn check_writes<S: State, D>(plan: &Plan<S, D>, results: &[(NodeId, Step<S>)]) -
             }
         }
         let clash = touched & overwritten & plan.overwrite_mask;
+        // Looked for only on a clash, so a step of many instances stays linear.
+        let sibling = || results[..k].iter().any(|(o, s)| o == id && s.update.touched() & clash != 0);
+        if clash != 0 && sibling() {
+            let msg = format!(
+                "instances of map worker `{}` both overwrite {} in one super-step; give the field a reducer \
+                 (e.g. `#[reduce(append)]`): the instances of one `each(..)` always share a step",
+                node.name,
+                names::<S>(clash)
+            );
+            return Err((*id, NodeError::fatal(msg)));
+        }
         if clash != 0 {
             let others: Vec<_> = results
                 .iter()

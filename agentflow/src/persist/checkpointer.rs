@@ -19,7 +19,7 @@ use crate::graph::{CompiledGraph, NodeId};
 use crate::interrupt::Pending;
 use crate::outcome::RunError;
 use crate::state::State;
-use crate::step::Step;
+use crate::step::{Mailbox, Sends, Step};
 
 /// How long a run's lease lasts unless [`Runner::lease_ttl`](crate::Runner::lease_ttl) says otherwise.
 pub(crate) const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
@@ -35,12 +35,21 @@ pub(crate) struct Resumed<S: State> {
     pub pending: Vec<(NodeId, Step<S>)>,
     /// What the thread was waiting for when it paused.
     pub interrupts: Vec<Pending>,
+    /// The payloads of the map workers in `active`.
+    pub payloads: Mailbox,
 }
 
 impl<S: State> Resumed<S> {
     /// A new run at `input`.
     pub(crate) fn fresh(state: S, start: NodeId) -> Self {
-        Resumed { state, active: vec![start], step: 0, pending: Vec::new(), interrupts: Vec::new() }
+        Resumed {
+            state,
+            active: vec![start],
+            step: 0,
+            pending: Vec::new(),
+            interrupts: Vec::new(),
+            payloads: Vec::new(),
+        }
     }
 }
 
@@ -51,6 +60,9 @@ pub(crate) const BUDGET: &str = "__budget__";
 /// The checkpoint `extra` key naming the checkpoint whose step a manual
 /// update continues: its effects and approvals stay keyed by that seq.
 pub(crate) const JOURNAL_SEQ: &str = "journal_seq";
+/// The checkpoint `extra` key of the payloads sent to the next step's map
+/// workers: `[[worker, [payload, ..]], ..]`.
+pub(crate) const PAYLOADS: &str = "payloads";
 
 /// A thread's lease, held by one holder until dropped.
 ///
@@ -487,14 +499,32 @@ impl Checkpointer {
                 PersistError::Decode { thread: cp.thread.clone(), seq, what: "pending write", source }
             })?;
             let next = stored.next.iter().filter_map(|n| graph.node_id(n)).collect();
-            pending.push((node, Step::restored(next, stored.update)));
+            let sends = stored
+                .sends
+                .into_iter()
+                .filter_map(|(w, p)| Some(Sends { worker: graph.node_id(&w)?, payloads: Ok(p) }))
+                .collect();
+            pending.push((node, Step::restored(next, stored.update, sends, stored.instance)));
         }
+        let payloads = match latest.metadata.extra.get(PAYLOADS) {
+            None => Vec::new(),
+            Some(v) => {
+                let stored: Vec<(String, Vec<serde_json::Value>)> =
+                    serde_json::from_value(v.clone()).map_err(|source| PersistError::Decode {
+                        thread: cp.thread.clone(),
+                        seq,
+                        what: "map payloads",
+                        source,
+                    })?;
+                stored.into_iter().filter_map(|(w, p)| Some((graph.node_id(&w)?, p))).collect()
+            }
+        };
         cp.seq = latest.seq;
         cp.journal_seq = journal_seq_of(&latest);
         cp.sweep_approvals = true;
         cp.snapshot_len = to_json(&state, "the state")?.len();
         let step = u32::try_from(latest.metadata.step).unwrap_or(u32::MAX);
-        Ok((cp, Resumed { state, active, step, pending, interrupts }))
+        Ok((cp, Resumed { state, active, step, pending, interrupts, payloads }))
     }
 
     /// Rebuilds the state at `seq`: the nearest snapshot, migrated if needed,
@@ -522,6 +552,8 @@ impl Checkpointer {
 
     /// Persists a finished super-step: its updates (already merged into
     /// `state`) and where the run goes next.
+    // One argument per part of the checkpoint; a struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn commit_step<S: State>(
         &mut self,
         step: u32,
@@ -529,6 +561,7 @@ impl Checkpointer {
         delta: Vec<Vec<u8>>,
         cursor: Vec<String>,
         nodes: Vec<String>,
+        payloads: Vec<(String, Vec<serde_json::Value>)>,
         usage: RunUsage,
     ) -> Result<(), PersistError> {
         self.delta_since += delta.iter().map(Vec::len).sum::<usize>();
@@ -553,7 +586,11 @@ impl Checkpointer {
             snapshot,
             delta,
             metadata: CheckpointMetadata {
-                extra: json!({ BUDGET: ThreadBudget { usage, ..self.budget } }),
+                extra: if payloads.is_empty() {
+                    json!({ BUDGET: ThreadBudget { usage, ..self.budget } })
+                } else {
+                    json!({ BUDGET: ThreadBudget { usage, ..self.budget }, PAYLOADS: payloads })
+                },
                 ..CheckpointMetadata::new(u64::from(step), CheckpointSource::Loop, nodes)
             },
             created_at: now_ms(),
@@ -646,8 +683,11 @@ impl Checkpointer {
         }
         for (id, step) in done {
             let next: Vec<&str> = step.next.iter().map(|n| names(*n)).collect();
-            let value = to_json(&StoredWriteRef { update: &step.update, next }, "a pending write")?;
-            writes.push(PendingWrite { seq: self.seq, node: names(*id).to_string(), idx: 0, value });
+            let sends = step.sends.iter().filter_map(|s| Some((names(s.worker), s.payloads.as_ref().ok()?))).collect();
+            let stored = StoredWriteRef { update: &step.update, next, sends, instance: step.instance };
+            let value = to_json(&stored, "a pending write")?;
+            let idx = step.instance.unwrap_or(0);
+            writes.push(PendingWrite { seq: self.seq, node: names(*id).to_string(), idx, value });
         }
         if !writes.is_empty() {
             self.commit_raw(None, writes, ThreadStatus::Running, String::new(), Flush::Step).await?;
@@ -753,10 +793,20 @@ fn on_multi_thread_runtime() -> bool {
 struct StoredWrite<U> {
     update: U,
     next: Vec<String>,
+    /// Payloads it sent to map workers.
+    #[serde(default)]
+    sends: Vec<(String, Vec<serde_json::Value>)>,
+    /// The instance of a map worker that wrote it.
+    #[serde(default)]
+    instance: Option<u32>,
 }
 
 #[derive(serde::Serialize)]
 struct StoredWriteRef<'a, U> {
     update: &'a U,
     next: Vec<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    sends: Vec<(&'a str, &'a Vec<serde_json::Value>)>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instance: Option<u32>,
 }

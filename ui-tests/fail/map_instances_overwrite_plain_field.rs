@@ -1,0 +1,27 @@
+use agentflow::prelude::*;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+struct Market {
+    tickers: Vec<String>,
+    last_signal: String,
+}
+
+#[graph(state = Market, start = plan)]
+mod market {
+    use super::*;
+
+    #[node(goto = [analyst])]
+    async fn plan(s: &Market) -> Step<Market> {
+        goto!(each(analyst, s.tickers.clone()))
+    }
+
+    #[node(goto = [END])]
+    async fn analyst(_s: &Market, #[payload] ticker: &String) -> Step<Market> {
+        goto!(END, Market::update().last_signal(ticker.clone()))
+    }
+}
+
+fn main() {
+    let _ = market::graph();
+}
