@@ -6,7 +6,7 @@
 use agentflow_store::{
     ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, AuditError, Checkpoint,
     CheckpointSummary, CommitError, CommitReceipt, CompactError, CompactReport, EffectError, EffectKey, EffectOutcome,
-    FoldFn, Lease, LeaseError, NewAuditEntry, PendingWrite, ReadError, RedbStore, StateChain, StepCommit, Store,
+    FoldFn, Lease, LeaseError, NewAuditEntry, NewRun, PendingWrite, QueueError, QueuedRun, RunControl, RunWait, ReadError, RedbStore, StateChain, StepCommit, Store,
     ThreadRecord, conformance,
 };
 
@@ -94,6 +94,31 @@ impl Store for Plain {
     }
     fn thread_timer(&self, thread: &str) -> Result<Option<u64>, ReadError> {
         self.0.thread_timer(thread)
+    }
+    fn enqueue_run(&self, run: NewRun) -> Result<(), QueueError> {
+        self.0.enqueue_run(run)
+    }
+    fn claim_runs(
+        &self,
+        graph: &str,
+        holder: &str,
+        ttl_ms: u64,
+        now: u64,
+        max: usize,
+    ) -> Result<Vec<QueuedRun>, QueueError> {
+        self.0.claim_runs(graph, holder, ttl_ms, now, max)
+    }
+    fn heartbeat_runs(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
+        self.0.heartbeat_runs(holder, now)
+    }
+    fn settle_run(&self, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
+        self.0.settle_run(thread, holder, park)
+    }
+    fn control_run(&self, thread: &str, control: RunControl) -> Result<bool, QueueError> {
+        self.0.control_run(thread, control)
+    }
+    fn list_runs(&self) -> Result<Vec<QueuedRun>, QueueError> {
+        self.0.list_runs()
     }
 }
 

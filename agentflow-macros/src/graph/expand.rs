@@ -435,9 +435,8 @@ fn send(sender: &str, worker: &str, id: u32, ty: &syn::Type, items: &syn::Expr) 
     );
     let span = syn::spanned::Spanned::span(items);
     let checked = quote_spanned! {span=> __agentflow_payloads::<#ty, _>(#items)};
-    let each = quote_spanned! {span=> ::agentflow::__private::each};
-    quote! {
-        #each(__agentflow_step, ::agentflow::NodeId::new(#id), {
+    let payloads = quote! {
+        {
             #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
             trait PayloadOf<T> {}
             #[diagnostic::do_not_recommend]
@@ -449,7 +448,12 @@ fn send(sender: &str, worker: &str, id: u32, ty: &syn::Type, items: &syn::Expr) 
                 items.into_iter()
             }
             #checked
-        })
+        }
+    };
+    // The whole call carries the payloads' span, so a payload type that is
+    // not `Payload` is reported there.
+    quote_spanned! {span=>
+        ::agentflow::__private::each(__agentflow_step, ::agentflow::NodeId::new(#id), #payloads)
     }
 }
 
