@@ -6,8 +6,8 @@
 use agentflow_store::{
     ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, AuditError, Checkpoint,
     CheckpointSummary, CommitError, CommitReceipt, CompactError, CompactReport, EffectError, EffectKey, EffectOutcome,
-    FoldFn, Lease, LeaseError, NewAuditEntry, NewRun, PendingWrite, QueueError, QueuedRun, RunControl, RunWait, ReadError, RedbStore, StateChain, StepCommit, Store,
-    ThreadRecord, conformance,
+    FoldFn, Lease, LeaseError, NewAuditEntry, NewRun, PendingWrite, QueueError, QueuedRun, ReadError, RedbStore,
+    RunControl, RunWait, StateChain, StepCommit, Store, ThreadRecord, conformance,
 };
 
 /// Every method but `commit_effects` forwarded to a `RedbStore`.
