@@ -192,7 +192,7 @@ async fn three_worker_processes_finish_every_thread_once_when_one_is_killed() {
             .map(|t| t.id)
             .collect();
         let completed = done.len();
-        // Threads w0 runs and has not finished: each has steps left, of 20 ms or more each.
+        // Threads w0 runs with three or more steps (60 ms or more) still to go.
         held = ops
             .live_runs()
             .unwrap()
@@ -200,13 +200,23 @@ async fn three_worker_processes_finish_every_thread_once_when_one_is_killed() {
             .filter(|r| r.lease.as_ref().is_some_and(|l| victim.holds(&l.holder)))
             .filter(|r| r.thread.starts_with('c') && !done.contains(&r.thread))
             .map(|r| r.thread)
+            .filter(|t| ops.history(t).map(|h| h.len() <= STEPS as usize + 1 - 3).unwrap_or(false))
             .collect();
         completed >= 20 && !held.is_empty()
     })
     .await;
     let killed = victim.pid();
-    drop(victim); // SIGKILL
+    drop(victim); // SIGKILL, and waits for the process to be gone
     assert!(held.len() <= 8);
+    // The ones it had not finished when it died: nobody else can have touched them yet, their
+    // leases (1 s) are still w0's.
+    let store = ops.backing_store().unwrap();
+    let unfinished: BTreeSet<String> = held
+        .iter()
+        .filter(|t| store.thread(t).unwrap().is_some_and(|th| th.status != ThreadStatus::Completed))
+        .cloned()
+        .collect();
+    assert!(!unfinished.is_empty(), "w0 finished all of {held:?} between the look and the kill");
 
     // Approvals are decided here, by a person, once each call is parked.
     let desk = ops.approvals(authorizer()).unwrap();
@@ -249,11 +259,11 @@ async fn three_worker_processes_finish_every_thread_once_when_one_is_killed() {
             assert!(pids.contains(&journaled), "{thread} {key}: journaled by {journaled}, ran in {pids:?}");
         }
     }
-    // Threads w0 held when it was killed were finished by the others (one it finished between
-    // the look and the kill would not count).
-    let taken_over: Vec<_> = held.iter().filter(|t| step_pids(&ops, t).iter().any(|pid| *pid != killed)).collect();
-    let trails: Vec<_> = held.iter().map(|t| (t, step_pids(&ops, t))).collect();
-    assert!(!taken_over.is_empty(), "w0 (pid {killed}) held {trails:?}");
+    // Every thread w0 held unfinished when it was killed was finished by the others.
+    for t in &unfinished {
+        let pids = step_pids(&ops, t);
+        assert!(pids.iter().any(|pid| *pid != killed), "{t}: w0 (pid {killed}) held it, steps by {pids:?}");
+    }
     // Each refund ran exactly once, after its approval.
     for i in 0..6 {
         let thread = format!("pay{i}");
