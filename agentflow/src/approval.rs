@@ -430,7 +430,7 @@ impl ApprovalDesk {
             ..ApprovalPatch::by(&approver.id, now_ms())
         };
         match self.store.transition_approval(id, ApprovalStatus::OutcomeUnknown, to, patch) {
-            Ok(record) => Ok(record),
+            Ok(record) => Ok(decided(record)),
             Err(ApprovalError::AlreadyDecided { current, .. }) => {
                 Err(DecisionError::AlreadyDecided { id: id.into(), current })
             }
@@ -491,7 +491,7 @@ impl ApprovalDesk {
             ..ApprovalPatch::by(&approver.id, now)
         };
         match self.store.transition_approval(id, ApprovalStatus::Pending, to, patch) {
-            Ok(record) => Ok(record),
+            Ok(record) => Ok(decided(record)),
             // Two co-signers finished at once: the other one's transition
             // approved the same arguments, so this sign-off is part of it.
             Err(ApprovalError::AlreadyDecided { current: ApprovalStatus::Approved, .. })
@@ -552,4 +552,13 @@ impl ApprovalDesk {
         // later append sees both, so the approval cannot be left waiting.
         Ok(signed()?.len() >= needed)
     }
+}
+
+/// Counts a decision this desk made, and how long the request waited for it.
+fn decided(record: ApprovalRecord) -> ApprovalRecord {
+    let status = record.status.as_str().to_ascii_lowercase();
+    let waited = record.updated_at.saturating_sub(record.created_at) as f64 / 1e3;
+    ::metrics::counter!(crate::metrics::APPROVAL_DECISIONS, "status" => status.clone()).increment(1);
+    ::metrics::histogram!(crate::metrics::APPROVAL_DECISION_SECONDS, "status" => status).record(waited);
+    record
 }

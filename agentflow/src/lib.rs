@@ -83,6 +83,7 @@ mod executor;
 mod graph;
 mod interrupt;
 pub mod message;
+pub mod metrics;
 pub mod model;
 mod node_id;
 mod outcome;

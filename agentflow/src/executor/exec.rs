@@ -83,6 +83,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 }
             }
             self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
+            let step_began = Instant::now();
             let journal = checkpointer.as_ref().map(Checkpointer::journal);
             let work = self.run_step(&state, &active, &payloads, step, std::mem::take(&mut pending), journal.as_ref());
             // The lease is renewed while the step runs; losing it drops the
@@ -151,6 +152,8 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 let sends = self.stored_payloads(&payloads);
                 cp.commit_step(step, &state, delta, cursor, nodes, sends, self.scope.meter.usage()).await?;
             }
+            ::metrics::histogram!(crate::metrics::STEP_SECONDS, "graph" => self.plan.spec.name)
+                .record(step_began.elapsed().as_secs_f64());
             let stops = self.breakpoints(&ran, &self.after, PendingKind::After);
             if !stops.is_empty() && !active.is_empty() {
                 break self.pause(checkpointer, &[], stops).await?;
@@ -344,6 +347,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 payload,
             };
             let work = AssertUnwindSafe((node.run)(state, &cx)).catch_unwind();
+            let attempt_began = Instant::now();
             let result = match node.timeout {
                 // An effect in flight when the timeout falls finishes and is journaled first.
                 Some(limit) => match shielded_timeout(tokio::time::Instant::now() + limit, &shield, work)
@@ -355,6 +359,8 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 },
                 None => work.instrument(span.clone()).await,
             };
+            ::metrics::histogram!(crate::metrics::NODE_SECONDS, "graph" => self.plan.spec.name, "node" => node.name)
+                .record(attempt_began.elapsed().as_secs_f64());
             let error = match result {
                 Ok(Ok(mut out)) => {
                     out.instance = instance;
@@ -403,6 +409,8 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             }
             let delay = node.retry.delay(attempt, error.retry_after);
             tracing::info!(parent: &span, %error, attempt, ?delay, "retrying node");
+            ::metrics::counter!(crate::metrics::NODE_RETRIES, "graph" => self.plan.spec.name, "node" => node.name)
+                .increment(1);
             self.events.emit(|| Event::NodeRetrying {
                 step,
                 node: node.name,

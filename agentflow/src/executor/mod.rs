@@ -296,6 +296,21 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     async fn drive(
         self,
         start: Resumed<S>,
+        checkpointer: Option<Checkpointer>,
+        resume_value: Option<serde_json::Value>,
+    ) -> Result<Run<S>, RunError> {
+        let graph = self.app.graph.inner.spec.name;
+        let kind = if checkpointer.as_ref().is_some_and(|cp| cp.opened_as.is_some()) { "resume" } else { "start" };
+        crate::metrics::run_started(graph, kind);
+        let began = Instant::now();
+        let result = self.drive_run(start, checkpointer, resume_value).await;
+        crate::metrics::run_finished(graph, &result, began.elapsed());
+        result
+    }
+
+    async fn drive_run(
+        self,
+        start: Resumed<S>,
         mut checkpointer: Option<Checkpointer>,
         resume_value: Option<serde_json::Value>,
     ) -> Result<Run<S>, RunError> {
@@ -453,7 +468,12 @@ async fn open<S: State, D>(
             Some(_) => RunError::NoStore,
         });
     };
-    Checkpointer::resume(app, store, thread, durability, lease_ttl, holder).await
+    let graph = app.graph.inner.spec.name;
+    let began = Instant::now();
+    let opened = Checkpointer::resume(app, store, thread, durability, lease_ttl, holder).await?;
+    ::metrics::counter!(crate::metrics::RECOVERIES, "graph" => graph).increment(1);
+    ::metrics::histogram!(crate::metrics::RECOVERY_SECONDS, "graph" => graph).record(began.elapsed().as_secs_f64());
+    Ok(opened)
 }
 
 /// The shortest lease a run accepts: renewals every third of it must be possible.

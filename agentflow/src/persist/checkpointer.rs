@@ -750,13 +750,21 @@ impl Checkpointer {
         // hand-off to its writer thread and a wake-up of this task afterwards, so a `Sync` step
         // costs about one disk commit. Otherwise the commit is answered from the store's writer
         // thread and no runtime thread waits for the disk.
+        if let Some(cp) = &commit.checkpoint {
+            let bytes = cp.delta.iter().map(Vec::len).sum::<usize>() + cp.snapshot.as_ref().map_or(0, Vec::len);
+            ::metrics::histogram!(crate::metrics::CHECKPOINT_BYTES).record(bytes as f64);
+        }
+        let began = std::time::Instant::now();
+        let label = if durability == StoreDurability::Immediate { "immediate" } else { "eventual" };
         if durability == StoreDurability::Immediate && on_multi_thread_runtime() {
             tokio::task::block_in_place(|| self.store.commit_step(commit))?;
-            return Ok(());
+        } else {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            self.store.commit_step_then(commit, Box::new(move |answer| drop(tx.send(answer))));
+            rx.await.map_err(|_| PersistError::CommitDropped)??;
         }
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.store.commit_step_then(commit, Box::new(move |answer| drop(tx.send(answer))));
-        rx.await.map_err(|_| PersistError::CommitDropped)??;
+        ::metrics::histogram!(crate::metrics::CHECKPOINT_WRITE_SECONDS, "durability" => label)
+            .record(began.elapsed().as_secs_f64());
         Ok(())
     }
 

@@ -77,7 +77,16 @@ impl<D: Sync + 'static> Ctx<'_, D> {
     /// an [`Observation`]; a pause for approval, an exhausted budget or a
     /// fatal tool error come back as the node's error (propagate with `?`).
     pub async fn call_tool(&self, call: &ToolCall) -> Result<Observation, NodeError> {
-        let observation = self.gate(call).await?;
+        let began = std::time::Instant::now();
+        let gated = self.gate(call).await;
+        let tool = self.tools.iter().map(|t| t.name()).find(|t| *t == call.name).unwrap_or("(not allowed)");
+        let result = match &gated {
+            Ok(observation) => observation.code().map_or("ok", |code| code.as_str()),
+            Err(_) => "halted",
+        };
+        ::metrics::counter!(crate::metrics::TOOL_CALLS, "tool" => tool, "result" => result).increment(1);
+        ::metrics::histogram!(crate::metrics::TOOL_SECONDS, "tool" => tool).record(began.elapsed().as_secs_f64());
+        let observation = gated?;
         (self.scope.activity)(Activity::ToolCall {
             node: self.node,
             call_id: call.id.clone(),
@@ -385,7 +394,8 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         let actor = record.requester.clone();
         let result = blocking(journal, move |s| Ok(s.put_approval(record, &actor))).await?;
         match result {
-            Ok(()) | Err(ApprovalError::AlreadyExists { .. }) => {}
+            Ok(()) => ::metrics::counter!(crate::metrics::APPROVALS_REQUESTED, "tool" => tool.name()).increment(1),
+            Err(ApprovalError::AlreadyExists { .. }) => {}
             Err(e) => return Err(NodeError::transient(format!("could not record the approval request: {e}"))),
         }
         (self.scope.activity)(Activity::ApprovalRequested { node: self.node, approval: id, tool: tool.name().into() });

@@ -25,6 +25,20 @@ pub enum Code {
     ApprovalInvalid,
 }
 
+impl Code {
+    /// The code as the model sees it, lower-cased: `invalid_argument`, `tool_error`, ...
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Code::InvalidArgument => "invalid_argument",
+            Code::ToolError => "tool_error",
+            Code::PermissionDenied => "permission_denied",
+            Code::Rejected => "rejected",
+            Code::ApprovalExpired => "approval_expired",
+            Code::ApprovalInvalid => "approval_invalid",
+        }
+    }
+}
+
 /// The result of one tool call, as the model sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
