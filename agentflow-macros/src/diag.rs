@@ -44,6 +44,8 @@ pub enum Kind {
     InterruptNotAllowed,
     SleepNotAllowed,
     MapPayload,
+    SubgraphNotAllowed,
+    SubgraphSelf,
 }
 
 /// Collects every error of one macro invocation so they are emitted together.

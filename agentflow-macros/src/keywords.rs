@@ -12,8 +12,12 @@ pub mod graph {
     pub const DEPS: &str = "deps";
     pub const START: &str = "start";
     pub const MAX_STEPS: &str = "max_steps";
+    /// How deep the graph may delegate through subgraphs.
+    pub const MAX_DEPTH: &str = "max_depth";
+    /// `max_depth` when none is given.
+    pub const DEFAULT_MAX_DEPTH: u32 = 3;
     /// Every argument, in the order the docs list them.
-    pub const ARGS: &[&str] = &[STATE, DEPS, START, MAX_STEPS];
+    pub const ARGS: &[&str] = &[STATE, DEPS, START, MAX_STEPS, MAX_DEPTH];
 }
 
 /// `#[node(goto = [..], writes = [..], tools = [..], retry = N, timeout = 2s, interrupt, sleep)]`.
@@ -32,8 +36,10 @@ pub mod node {
     pub const PARALLEL: &str = "parallel";
     /// The parameter attribute marking a map worker's payload: `#[payload] task: &Task`.
     pub const PAYLOAD: &str = "payload";
+    /// The graphs the node may run as children.
+    pub const SUBGRAPHS: &str = "subgraphs";
     /// Every argument, in the order the docs list them.
-    pub const ARGS: &[&str] = &[GOTO, WRITES, TOOLS, RETRY, TIMEOUT, INTERRUPT, SLEEP, PARALLEL];
+    pub const ARGS: &[&str] = &[GOTO, WRITES, TOOLS, SUBGRAPHS, RETRY, TIMEOUT, INTERRUPT, SLEEP, PARALLEL];
 }
 
 /// `retry(attempts = N, base = 10ms, max_delay = 1s, jitter = false)`.
@@ -93,6 +99,8 @@ pub mod body {
     pub const RUN_TOOL: &str = "run_tool";
     /// `cx.interrupt(..)`.
     pub const INTERRUPT: &str = "interrupt";
+    /// `cx.subgraph(child, input)`.
+    pub const SUBGRAPH: &str = "subgraph";
     /// `cx.sleep(..)` and `cx.sleep_until(..)`.
     pub const SLEEPS: &[&str] = &["sleep", "sleep_until"];
     /// The context type of a node's second parameter.

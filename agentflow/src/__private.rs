@@ -276,3 +276,125 @@ pub fn untyped_cx<'a>(cx: &crate::tool::ToolCx<'a, crate::tool::AnyDeps>) -> cra
 pub fn test_cx<'a, D>(tool: &'static str, deps: &'a D) -> crate::tool::ToolCx<'a, D> {
     crate::tool::ToolCx::new("test-call", tool, "test", deps)
 }
+
+// ------------------------------------------------------------ subgraphs
+
+const CHAIN_CAP: usize = 240;
+
+/// How deep a graph delegates (1, plus its deepest subgraph's depth) and
+/// that deepest chain, `a -> b -> c`, built at compile time for the error
+/// of a graph that delegates too deep.
+pub struct Chain {
+    buf: [u8; CHAIN_CAP],
+    len: usize,
+    depth: usize,
+}
+
+impl Chain {
+    /// 1, plus the deepest subgraph's depth.
+    pub const fn depth(&self) -> usize {
+        self.depth
+    }
+
+    const fn push(mut self, s: &str) -> Self {
+        let bytes = s.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() && self.len < CHAIN_CAP {
+            self.buf[self.len] = bytes[i];
+            self.len += 1;
+            i += 1;
+        }
+        self
+    }
+
+    const fn push_num(self, mut n: usize) -> Self {
+        let mut digits = [0u8; 20];
+        let mut k = 0;
+        loop {
+            digits[k] = b'0' + (n % 10) as u8;
+            k += 1;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let mut out = self;
+        while k > 0 {
+            k -= 1;
+            if out.len < CHAIN_CAP {
+                out.buf[out.len] = digits[k];
+                out.len += 1;
+            }
+        }
+        out
+    }
+
+    const fn push_chain(mut self, other: &Chain) -> Self {
+        let mut i = 0;
+        while i < other.len && self.len < CHAIN_CAP {
+            self.buf[self.len] = other.buf[i];
+            self.len += 1;
+            i += 1;
+        }
+        self
+    }
+
+    const fn as_str(&self) -> &str {
+        // Cut back to a char boundary if the capacity split one.
+        let mut len = self.len;
+        while len > 0 && (self.buf[len - 1] & 0xC0) == 0x80 {
+            len -= 1;
+        }
+        if len > 0 && self.buf[len - 1] >= 0xC0 {
+            len -= 1;
+        }
+        match core::str::from_utf8(self.buf.split_at(len).0) {
+            Ok(s) => s,
+            Err(_) => "",
+        }
+    }
+}
+
+/// Graph `name` over its subgraphs' chains: `name -> ` its deepest child's chain.
+pub const fn chain(name: &str, children: &[&Chain]) -> Chain {
+    let mut out = Chain { buf: [0; CHAIN_CAP], len: 0, depth: 1 }.push(name);
+    let (mut i, mut deepest) = (0, None::<usize>);
+    while i < children.len() {
+        let better = match deepest {
+            None => true,
+            Some(d) => children[i].depth > children[d].depth,
+        };
+        if better {
+            deepest = Some(i);
+        }
+        i += 1;
+    }
+    match deepest {
+        Some(d) => {
+            out.depth = children[d].depth + 1;
+            out.push(" -> ").push_chain(children[d])
+        }
+        None => out,
+    }
+}
+
+/// Fails the build when a graph delegates deeper than its `max_depth`.
+pub const fn check_depth(name: &str, max: usize, chain: &Chain) {
+    let depth = chain.depth;
+    if depth <= max {
+        return;
+    }
+    let message = Chain { buf: [0; CHAIN_CAP], len: 0, depth: 0 }
+        .push("graph `")
+        .push(name)
+        .push("` delegates ")
+        .push_num(depth)
+        .push(" levels deep (")
+        .push_chain(chain)
+        .push("), more than its max_depth of ")
+        .push_num(max)
+        .push("; raise it with `#[graph(max_depth = ")
+        .push_num(depth)
+        .push(")]` or fold a level into a node");
+    panic!("{}", message.as_str());
+}

@@ -247,6 +247,25 @@ impl Meter {
         Ok(())
     }
 
+    /// What is left of each limit (unset limits stay unset).
+    pub(crate) fn remaining(&self) -> Limits {
+        let used = self.usage();
+        Limits {
+            model_calls: self.limits.model_calls.map(|n| n.saturating_sub(used.model_calls)),
+            tool_calls: self.limits.tool_calls.map(|n| n.saturating_sub(used.tool_calls)),
+            tokens: self.limits.tokens.map(|n| n.saturating_sub(used.tokens)),
+            ..self.limits
+        }
+    }
+
+    /// Counts what a child run consumed (its limits were what was left here).
+    pub(crate) fn charge(&self, used: &RunUsage) {
+        self.model_calls.fetch_add(used.model_calls, Ordering::SeqCst);
+        self.tool_calls.fetch_add(used.tool_calls, Ordering::SeqCst);
+        saturating_add(&self.tokens, used.tokens);
+        self.unknown.fetch_add(used.unknown_usage_calls, Ordering::SeqCst);
+    }
+
     /// Whether the tokens spent already reach the limit.
     pub(crate) fn tokens_exhausted(&self) -> bool {
         self.limits.tokens.is_some_and(|max| self.tokens.load(Ordering::SeqCst) >= max)

@@ -51,6 +51,8 @@ pub(crate) struct RunScope<'g> {
     /// Journaled effects of the run in flight (see [`Shield`]).
     pub(crate) shield: Shield,
     pub(crate) activity: Box<dyn Fn(Activity) + Send + Sync + 'g>,
+    /// Subgraphs running at once in this run: at most [`crate::DEFAULT_PARALLEL`].
+    pub(crate) children: tokio::sync::Semaphore,
 }
 
 impl<D> std::fmt::Debug for Ctx<'_, D> {

@@ -77,4 +77,6 @@ pub(crate) struct Signal {
     pub(crate) call_ids: std::collections::HashSet<String>,
     /// `sleep` / `sleep_until` calls so far in this attempt (each has its own timer).
     pub(crate) sleeps: u32,
+    /// `subgraph` calls so far in this attempt (each has its own child thread).
+    pub(crate) subgraph_calls: u32,
 }

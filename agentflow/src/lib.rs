@@ -95,6 +95,7 @@ pub mod saga;
 mod shield;
 mod state;
 mod step;
+pub mod subgraph;
 pub mod timer;
 pub mod tool;
 mod umbrella;
@@ -224,7 +225,7 @@ pub use agentflow_macros::State;
 /// whose wiring is checked at compile time.
 ///
 /// ```text
-/// #[graph(state = S, deps = D, start = node, max_steps = N)]
+/// #[graph(state = S, deps = D, start = node, max_steps = N, max_depth = 3)]
 /// mod name { .. }
 /// ```
 ///
@@ -240,6 +241,15 @@ pub use agentflow_macros::State;
 /// - `max_steps = N` (required when the graph has a cycle, `N >= 1`): the
 ///   most super-steps a run may take; a run that reaches it ends with
 ///   [`Outcome::BudgetExhausted`] for [`Budget::Steps`].
+/// - `max_depth = N` (optional, default 3, `N >= 1`): how deep the graph may
+///   delegate through [subgraphs](subgraph): 1 for the graph itself, plus the
+///   depth of its deepest subgraph. A deeper graph is a compile error naming
+///   the chain (`supervisor -> research -> search -> fetch`).
+///
+/// Beside the module, the macro declares a value of the same name, a
+/// [`Subgraph`](subgraph::Subgraph), so another graph's node can run this
+/// one as its child (`cx.subgraph(name, input)`), and in the module the
+/// constant `DELEGATION_DEPTH`.
 ///
 /// # Nodes
 ///
@@ -295,7 +305,9 @@ pub use agentflow_macros::State;
 /// the fields of its `writes` list, and those fields exist; two nodes that
 /// can run in one super-step never both write a field without a reducer; a
 /// node calls only the tools it lists, and each is a [`#[tool]`](macro@tool);
-/// only an `interrupt` node calls `cx.interrupt(..)`; node signatures have
+/// only an `interrupt` node calls `cx.interrupt(..)`; a node runs only the
+/// subgraphs it lists and a graph delegates no deeper than its `max_depth`;
+/// node signatures have
 /// the forms above. For map-reduce: the payloads of `each(worker, ..)` are of
 /// the worker's `#[payload]` type (a type error at the payload expression,
 /// naming both nodes); a map worker is reached only through `each(..)`,
@@ -353,7 +365,7 @@ pub use agentflow_macros::graph;
 /// says where it may go and what it may do.
 ///
 /// ```text
-/// #[node(goto = [a, END], writes = [field], tools = [t], retry = 3, timeout = 30s, interrupt, parallel = 8)]
+/// #[node(goto = [a, END], writes = [field], tools = [t], subgraphs = [g], retry = 3, timeout = 30s, interrupt, parallel = 8)]
 /// ```
 ///
 /// # Arguments
@@ -368,6 +380,12 @@ pub use agentflow_macros::graph;
 /// - `tools = [t, ..]` (optional): the [`#[tool]`](macro@tool)s the node
 ///   may call, with `cx.run_tool(t, args)` or by handing them to a model.
 ///   A call of a tool not in the list is a compile error.
+/// - `subgraphs = [g, ..]` (optional): the `#[graph]`s the node may run as
+///   children with `cx.subgraph(g, input).await?`, which returns the child's
+///   final state (see [`subgraph`]). A call of a graph not in the list, or a
+///   graph listing itself, is a compile error; so are graphs that contain
+///   each other (rustc reports the cycle between their `SUBGRAPH_TREE`
+///   constants) and a child whose deps type is not the node's.
 /// - `retry = N` (optional, `N >= 1`): attempts in all, the first included,
 ///   for an error of class [`ErrorClass::Transient`](crate::ErrorClass):
 ///   `retry = 2` runs the node at most twice. Other error classes are never

@@ -58,6 +58,7 @@ pub fn check_all(ir: &GraphIr, r: &Resolved, diags: &mut Diagnostics) -> Checked
     check_tools(ir, diags);
     check_interrupts(ir, diags);
     check_sleeps(ir, diags);
+    check_subgraphs(ir, diags);
     check_map(ir, r, diags);
     check_reachable(ir, r, diags);
     check_exits(ir, r, diags);
@@ -123,6 +124,43 @@ fn check_sleeps(ir: &GraphIr, diags: &mut Diagnostics) {
                 format!(
                     "node `{}` calls `{method}` but is not marked as one that may wait on a durable timer; add `sleep` to its attribute: `#[node(.., sleep)]`",
                     node.name.name
+                ),
+            );
+        }
+    }
+}
+
+// A node runs only the subgraphs it lists, and a graph never lists itself
+// (that would delegate without end; graphs that contain each other are
+// caught by rustc, as a cycle between their `DELEGATION_DEPTH` constants).
+fn check_subgraphs(ir: &GraphIr, diags: &mut Diagnostics) {
+    for node in &ir.nodes {
+        let listed: Vec<&str> = node.subgraphs.iter().map(|g| g.name.as_str()).collect();
+        for used in &node.subgraph_uses {
+            if !listed.contains(&used.name.as_str()) {
+                let fix = if listed.is_empty() {
+                    format!("declare it: `#[node(.., subgraphs = [{}])]`", used.name)
+                } else {
+                    format!("add it to the list: `subgraphs = [{}, {}]`", listed.join(", "), used.name)
+                };
+                diags.push(
+                    Kind::SubgraphNotAllowed,
+                    used.loc,
+                    format!(
+                        "node `{}` runs subgraph `{}`, which is not in its `subgraphs` list; {fix}",
+                        node.name.name, used.name
+                    ),
+                );
+            }
+        }
+        for g in node.subgraphs.iter().filter(|g| g.name == ir.name) {
+            diags.push(
+                Kind::SubgraphSelf,
+                g.loc,
+                format!(
+                    "graph `{}` cannot run itself as a subgraph of node `{}`: it would delegate without end; \
+                     give the recursive part a graph of its own, or loop with `goto!` inside this one",
+                    ir.name, node.name.name
                 ),
             );
         }
@@ -603,6 +641,7 @@ mod tests {
             deps: None,
             start: Some(Named::new(start)),
             max_steps,
+            max_depth: None,
             nodes: nodes
                 .iter()
                 .map(|(name, goto, routes)| NodeIr {
@@ -617,6 +656,8 @@ mod tests {
                     sets: vec![],
                     tools: vec![],
                     tool_uses: vec![],
+                    subgraphs: vec![],
+                    subgraph_uses: vec![],
                     interrupt: false,
                     interrupt_calls: vec![],
                     sleep: false,
@@ -849,6 +890,31 @@ mod tests {
         );
         ir.nodes[0].interrupt = true;
         assert_eq!(messages(&ir).len(), 1);
+    }
+
+    #[test]
+    fn subgraphs_outside_the_list_and_a_graph_running_itself_are_named() {
+        let mut ir = graph("delegate", None, &[("delegate", &["END"], &[&["END"]])]);
+        ir.nodes[0].subgraph_uses = vec![Named::new("research"), Named::new("writer")];
+        assert_eq!(
+            messages(&ir),
+            vec![
+                "node `delegate` runs subgraph `research`, which is not in its `subgraphs` list; declare it: `#[node(.., subgraphs = [research])]`",
+                "node `delegate` runs subgraph `writer`, which is not in its `subgraphs` list; declare it: `#[node(.., subgraphs = [writer])]`",
+            ]
+        );
+        ir.nodes[0].subgraphs = vec![Named::new("research")];
+        assert_eq!(
+            messages(&ir),
+            vec![
+                "node `delegate` runs subgraph `writer`, which is not in its `subgraphs` list; add it to the list: `subgraphs = [research, writer]`"
+            ]
+        );
+        ir.nodes[0].subgraphs.push(Named::new("writer"));
+        assert!(messages(&ir).is_empty());
+        // The graph under test is named `g`.
+        ir.nodes[0].subgraphs.push(Named::new("g"));
+        assert_eq!(kinds(&ir), vec![Kind::SubgraphSelf]);
     }
 
     #[test]

@@ -336,11 +336,48 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
             #body
         }
     });
+    // How deep it delegates, checked against `max_depth`; the children are
+    // named as the nodes list them, so an unknown one is rustc's error there.
+    let mut children: Vec<&syn::Ident> = Vec::new();
+    for g in p.nodes.iter().flat_map(|n| &n.subgraphs) {
+        if *g != graph_name && !children.contains(&g) {
+            children.push(g);
+        }
+    }
+    let max_depth = p.ir.max_depth.unwrap_or(crate::keywords::graph::DEFAULT_MAX_DEPTH) as usize;
+    let depth_doc = format!("How deep `{graph_name}` delegates: 1, plus the deepest of its subgraphs' depths.");
+    let name_span = p.module.ident.span();
+    extra.push(quote! {
+        #[doc(hidden)]
+        #[allow(dead_code)]
+        pub const SUBGRAPH_TREE: ::agentflow::__private::Chain =
+            ::agentflow::__private::chain(#graph_name, &[#(&#children::SUBGRAPH_TREE),*]);
+        #[doc = #depth_doc]
+        #[allow(dead_code)]
+        pub const DELEGATION_DEPTH: usize = SUBGRAPH_TREE.depth();
+        #[doc(hidden)]
+        pub type __AgentflowState = #state;
+        #[doc(hidden)]
+        pub type __AgentflowDeps = #deps;
+    });
+    extra.push(quote_spanned! {name_span=>
+        const _: () = ::agentflow::__private::check_depth(#graph_name, #max_depth, &SUBGRAPH_TREE);
+    });
     for tokens in extra {
         items.push(syn::Item::Verbatim(tokens));
     }
     let module = &p.module;
-    quote!(#module)
+    // The graph as a value, to run as a child: `cx.subgraph(name, input)`.
+    let (vis, ident) = (&module.vis, &module.ident);
+    let value_doc =
+        format!("The `{graph_name}` graph as a subgraph: `cx.subgraph({graph_name}, input)` in a node that lists it.");
+    quote! {
+        #module
+        #[doc = #value_doc]
+        #[allow(non_upper_case_globals, dead_code)]
+        #vis const #ident: ::agentflow::subgraph::Subgraph<#ident::__AgentflowState, #ident::__AgentflowDeps> =
+            ::agentflow::subgraph::Subgraph::__new(#graph_name, #ident::graph, #ident::DELEGATION_DEPTH);
+    }
 }
 
 /// A stable hash of everything that decides how a stored run continues:

@@ -36,6 +36,8 @@ pub struct GraphIr {
     pub start: Option<Named>,
     /// `max_steps = N`.
     pub max_steps: Option<u32>,
+    /// `max_depth = N`: how deep it may delegate through subgraphs.
+    pub max_depth: Option<u32>,
     /// The `#[node]` fns, in declaration order.
     pub nodes: Vec<NodeIr>,
 }
@@ -59,6 +61,10 @@ pub struct NodeIr {
     pub tools: Vec<Named>,
     /// Tools the body calls directly with `cx.run_tool(tool, ..)`.
     pub tool_uses: Vec<Named>,
+    /// `subgraphs = [..]`: the graphs the node may run as children.
+    pub subgraphs: Vec<Named>,
+    /// Graphs the body runs with `cx.subgraph(graph, ..)`.
+    pub subgraph_uses: Vec<Named>,
     /// `interrupt`: the node may pause for a human.
     pub interrupt: bool,
     /// Where the body calls `.interrupt(..)`, if it does.

@@ -49,6 +49,8 @@ pub struct NodeSyn {
     pub sleep: bool,
     /// `tools = [..]`, as written.
     pub tools: Vec<syn::Ident>,
+    /// `subgraphs = [..]`, as written.
+    pub subgraphs: Vec<syn::Ident>,
 }
 
 /// A map worker's `#[payload] name: &T` (or `name: T`) parameter.
@@ -75,6 +77,7 @@ pub fn parse(args: TokenStream, input: TokenStream) -> syn::Result<Parsed> {
     let mut deps = None;
     let mut start = None;
     let mut max_steps = None;
+    let mut max_depth = None;
     let mut arg_errors = None;
     let parser = syn::meta::parser(|meta| {
         let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
@@ -93,6 +96,17 @@ pub fn parse(args: TokenStream, input: TokenStream) -> syn::Result<Parsed> {
                         return Err(syn::Error::new(lit.span(), "`max_steps` must be at least 1"));
                     }
                     max_steps = Some(n);
+                }
+                graph_kw::MAX_DEPTH => {
+                    let lit: syn::LitInt = meta.value()?.parse()?;
+                    let n: u32 = lit.base10_parse()?;
+                    if n == 0 {
+                        return Err(syn::Error::new(
+                            lit.span(),
+                            "`max_depth` counts the graph itself, so it must be at least 1",
+                        ));
+                    }
+                    max_depth = Some(n);
                 }
                 _ => return Err(meta.error(unknown_arg("#[graph]", &key, graph_kw::ARGS))),
             }
@@ -145,6 +159,7 @@ pub fn parse(args: TokenStream, input: TokenStream) -> syn::Result<Parsed> {
         deps: has_deps.then(|| type_name(&deps)),
         start,
         max_steps,
+        max_depth,
         nodes: node_irs,
     };
     Ok(Parsed { ir, spans, module, state, deps, nodes, errors })
@@ -207,6 +222,7 @@ fn parse_node(
     let mut goto_loc = None;
     let mut writes = None;
     let mut tools: Vec<syn::Ident> = Vec::new();
+    let mut subgraphs: Vec<syn::Ident> = Vec::new();
     let mut retry = quote!(::agentflow::RetryPolicy::none());
     let mut timeout_ms = None;
     let mut interrupt = false;
@@ -229,6 +245,13 @@ fn parse_node(
                         let content;
                         bracketed!(content in input);
                         tools = Punctuated::<syn::Ident, Token![,]>::parse_terminated(&content)?.into_iter().collect();
+                    }
+                    node_kw::SUBGRAPHS => {
+                        let input = meta.value()?;
+                        let content;
+                        bracketed!(content in input);
+                        subgraphs =
+                            Punctuated::<syn::Ident, Token![,]>::parse_terminated(&content)?.into_iter().collect();
                     }
                     node_kw::TIMEOUT => timeout_ms = Some(duration_ms(&meta.value()?.parse()?)?),
                     node_kw::INTERRUPT => interrupt = true,
@@ -342,6 +365,7 @@ fn parse_node(
         routes: Vec::new(),
         sets: Vec::new(),
         tool_uses: Vec::new(),
+        subgraph_uses: Vec::new(),
         interrupt_calls: Vec::new(),
         sleep_calls: Vec::new(),
         errors: None,
@@ -359,6 +383,8 @@ fn parse_node(
         sets: scan.sets,
         tools: tools.iter().map(|t| Named { name: t.to_string(), loc: scan.spans.loc(t.span()) }).collect(),
         tool_uses: scan.tool_uses,
+        subgraphs: subgraphs.iter().map(|t| Named { name: t.to_string(), loc: scan.spans.loc(t.span()) }).collect(),
+        subgraph_uses: scan.subgraph_uses,
         interrupt,
         interrupt_calls: scan.interrupt_calls,
         sleep,
@@ -381,6 +407,7 @@ fn parse_node(
         interrupt,
         sleep,
         tools,
+        subgraphs,
     };
     (node, ir)
 }
@@ -566,6 +593,7 @@ struct BodyScan<'s> {
     routes: Vec<Route>,
     sets: Vec<Named>,
     tool_uses: Vec<Named>,
+    subgraph_uses: Vec<Named>,
     interrupt_calls: Vec<crate::diag::Loc>,
     sleep_calls: Vec<(String, crate::diag::Loc)>,
     errors: Option<syn::Error>,
@@ -617,6 +645,13 @@ impl<'ast> Visit<'ast> for BodyScan<'_> {
                 && let Some(tool) = p.path.get_ident()
             {
                 self.tool_uses.push(Named { name: tool.to_string(), loc: self.spans.loc(tool.span()) });
+            }
+            // `cx.subgraph(graph, input)`: a child graph the node runs.
+            if link.method == body::SUBGRAPH
+                && let Some(syn::Expr::Path(p)) = link.args.first()
+                && let Some(graph) = p.path.get_ident()
+            {
+                self.subgraph_uses.push(Named { name: graph.to_string(), loc: self.spans.loc(graph.span()) });
             }
             if link.method == body::INTERRUPT {
                 self.interrupt_calls.push(self.spans.loc(link.method.span()));

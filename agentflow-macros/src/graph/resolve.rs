@@ -157,6 +157,8 @@ mod tests {
             sets: vec![Named::new("log"), Named::new("log")],
             tools: vec![],
             tool_uses: vec![],
+            subgraphs: vec![],
+            subgraph_uses: vec![],
             interrupt: false,
             interrupt_calls: vec![],
             sleep: false,
@@ -175,6 +177,7 @@ mod tests {
             deps: None,
             start: Some(Named::new("a")),
             max_steps: None,
+            max_depth: None,
             nodes,
         }
     }

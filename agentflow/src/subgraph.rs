@@ -1,0 +1,306 @@
+//! Subgraphs: a compiled graph run as a child of a node, with its own
+//! checkpoints under the parent's thread.
+//!
+//! Every `#[graph] mod research { .. }` also declares a value `research` (a
+//! [`Subgraph`]) beside the module. A node lists the graphs it may run,
+//! `#[node(goto = [..], subgraphs = [research])]`, and runs one with
+//! [`Ctx::subgraph`], which returns the child's typed final state:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use agentflow::prelude::*;
+//! use agentflow::RedbStore;
+//! # use serde::{Deserialize, Serialize};
+//! #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+//! pub struct Research { topic: String, notes: Vec<String> }
+//!
+//! #[graph(state = Research, start = search)]
+//! pub mod research {
+//!     use super::*;
+//!     #[node(goto = [END])]
+//!     async fn search(s: &Research) -> Step<Research> {
+//!         goto!(END, Research::update().notes(vec![format!("notes on {}", s.topic)]))
+//!     }
+//! }
+//!
+//! #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+//! pub struct Report { topic: String, body: String }
+//!
+//! #[graph(state = Report, start = write)]
+//! pub mod supervisor {
+//!     use super::*;
+//!     #[node(goto = [END], subgraphs = [research])]
+//!     async fn write(s: &Report, cx: &Ctx<()>) -> Result<Step<Report>, NodeError> {
+//!         let found = cx.subgraph(research, Research { topic: s.topic.clone(), notes: vec![] }).await?;
+//!         Ok(goto!(END, Report::update().body(found.notes.join("; "))))
+//!     }
+//! }
+//! # fn main() -> Result<(), agentflow::Error> {
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let app = supervisor::graph().app().store(Arc::new(RedbStore::in_memory()?));
+//! let input = Report { topic: "tides".into(), body: String::new() };
+//! let run = app.runner(&()).thread("r-1").run(input).await?;
+//! assert_eq!(run.state.body, "notes on tides");
+//! // The child's thread lives under the parent's: `r-1/write.0.0.research`.
+//! assert_eq!(supervisor::DELEGATION_DEPTH, 2);
+//! assert!(app.backing_store().unwrap().thread("r-1/write.0.0.research")?.is_some());
+//! # Ok(())
+//! # })
+//! # }
+//! ```
+//!
+//! What the macro checks: a node calls only the subgraphs it lists (a
+//! compile error at the name otherwise); each graph knows how deep it
+//! delegates (`DELEGATION_DEPTH`: 1, plus its deepest child's) and one deeper
+//! than its `#[graph(max_depth = N)]` (default 3) does not compile, the error
+//! naming the chain; a graph that contains itself, directly or through
+//! others, does not compile. The child's deps type is the parent's (rustc
+//! checks it at the call).
+//!
+//! At run time, with a store, the child runs as its own thread
+//! `{parent}/{node}[.{instance}].{step}.{call}.{graph}` (`call` counts the
+//! node's subgraph calls in order), so a re-run of the node finds the same
+//! child:
+//! - a child that completed is not run again: its final state is returned;
+//! - a child that stopped (the process died, or it paused) is resumed from its
+//!   last checkpoint;
+//! - a child that pauses (an `interrupt`, an approval, an unknown outcome)
+//!   pauses the parent: the parent's pending item has the child's payload
+//!   with `path` (`write/review`, nested children add levels), and
+//!   `subgraph` and `thread` naming the graph and thread that wait (the
+//!   deepest); decide the approval and `resume` the parent, or
+//!   `resume_with(value)` the parent, and the value reaches the child;
+//! - a child that sleeps makes the parent sleep until the same time;
+//! - the child's model calls, tool calls and tokens count against the
+//!   parent's budgets (it runs with what the parent has left);
+//! - cancelling the parent cancels the child; a child that fails fails the
+//!   node (fatally: it is not re-run by the node's retry policy).
+//!
+//! Without a store the child runs in memory, and a child that pauses fails
+//! the node (there is nothing to resume). At most [`DEFAULT_PARALLEL`]
+//! children run at once in one run.
+//!
+//! Not yet: the child's events are not forwarded to the parent's `on_event`
+//! sink, and a child cut off by a crash has its usage counted in its own
+//! thread only, not in the parent's.
+//!
+//! [`DEFAULT_PARALLEL`]: crate::DEFAULT_PARALLEL
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::budget::{Limits, RunUsage};
+use crate::context::Ctx;
+use crate::error::NodeError;
+use crate::graph::CompiledGraph;
+use crate::interrupt::{Pending, PendingKind};
+use crate::outcome::{Outcome, Run, RunError};
+use crate::persist::{PersistError, blocking};
+use crate::state::State;
+use agentflow_store::{Store, ThreadStatus};
+
+/// A graph a node may run as its child: the value `#[graph]` declares beside
+/// its module (`research` for `#[graph] mod research`). Pass it to
+/// [`Ctx::subgraph`]; list it in the node's `subgraphs = [..]`.
+pub struct Subgraph<S: State, D> {
+    name: &'static str,
+    graph: fn() -> CompiledGraph<S, D>,
+    depth: usize,
+}
+
+impl<S: State, D> Clone for Subgraph<S, D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S: State, D> Copy for Subgraph<S, D> {}
+
+impl<S: State, D> std::fmt::Debug for Subgraph<S, D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subgraph").field("name", &self.name).field("depth", &self.depth).finish()
+    }
+}
+
+impl<S: State, D> Subgraph<S, D> {
+    #[doc(hidden)]
+    pub const fn __new(name: &'static str, graph: fn() -> CompiledGraph<S, D>, depth: usize) -> Self {
+        Subgraph { name, graph, depth }
+    }
+
+    /// The graph's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// How deep it delegates: 1 for a graph without subgraphs.
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// The compiled graph.
+    pub fn graph(&self) -> CompiledGraph<S, D> {
+        (self.graph)()
+    }
+}
+
+impl<D: Sync> Ctx<'_, D> {
+    /// Runs `child` from `input` as a child of this node and returns its
+    /// final state. See [the module docs](crate::subgraph) for what is
+    /// durable, how pauses and budgets pass between parent and child, and
+    /// what the macro checks (the node must list `child` in its
+    /// `subgraphs = [..]`).
+    pub async fn subgraph<S2: State>(&self, child: Subgraph<S2, D>, input: S2) -> Result<S2, NodeError> {
+        let index = {
+            let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
+            let i = signal.subgraph_calls;
+            signal.subgraph_calls += 1;
+            i
+        };
+        let _permit = self.scope.children.acquire().await.map_err(|_| NodeError::fatal("the run is over"))?;
+        let mut app = child.graph().app();
+        app.gateway.policy = Arc::clone(&self.scope.policy);
+        app.gateway.approval_ttl = self.scope.approval_ttl;
+        app.gateway.on_reject = self.scope.on_reject;
+        let remaining = self.scope.meter.remaining();
+        let cancel = self.scope.cancel.child_token();
+        let Some(journal) = self.journal else {
+            let runner = app.runner(self.deps).limits(remaining).cancel_token(cancel);
+            let run = runner.run(input).await;
+            return self.child_result(child.name, None, run);
+        };
+        let store = Arc::clone(&journal.store);
+        app = app.store(Arc::clone(&store));
+        let instance = self.instance().map(|i| format!(".{i}")).unwrap_or_default();
+        let id = format!("{}/{}{instance}.{}.{index}.{}", journal.thread, self.node, self.step, child.name);
+        let mut runner = app.runner(self.deps).thread(id.clone()).cancel_token(cancel);
+        if !self.scope.owner.is_empty() {
+            runner = runner.owner(self.scope.owner.clone());
+        }
+        let lookup = id.clone();
+        let existing = blocking(&store, move |s| s.thread(&lookup))
+            .await
+            .map_err(|e| store_error(child.name, &e))?
+            .map_err(|e| store_error(child.name, &e))?;
+        let run = match existing {
+            None => runner.limits(remaining).run(input).await,
+            Some(t) if t.status == ThreadStatus::Completed => {
+                let done = app.state(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", child.name)))?;
+                return done.map(|s| s.state).ok_or_else(|| {
+                    NodeError::fatal(format!("subgraph `{}`: thread `{id}` completed but has no state", child.name))
+                });
+            }
+            Some(_) => {
+                // The child's stored limits already count what it used; it
+                // may use what the parent has left on top of that.
+                let used = child_usage(&store, &id).await?;
+                let runner = runner.limits(remaining.plus(&used));
+                let pending =
+                    app.pending(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", child.name)))?;
+                match (pending.iter().any(|p| p.kind == PendingKind::Interrupt), self.resume) {
+                    (true, Some(value)) => runner.resume_with(value.clone()).await,
+                    // Resumed without a value: still waiting for one.
+                    (true, None) => return Err(self.wait_on_child(child.name, &id, &pending)),
+                    (false, _) => runner.resume().await,
+                }
+            }
+        };
+        self.child_result(child.name, Some(&id), run)
+    }
+
+    /// What the child's run means for this node.
+    fn child_result<S2: State>(
+        &self,
+        name: &str,
+        thread: Option<&str>,
+        run: Result<Run<S2>, RunError>,
+    ) -> Result<S2, NodeError> {
+        let run = match run {
+            Ok(run) => run,
+            Err(e @ RunError::ThreadBusy { .. }) => {
+                return Err(NodeError::transient(format!("subgraph `{name}`: {e}")));
+            }
+            Err(e) => return Err(NodeError::fatal(format!("subgraph `{name}`: {e}"))),
+        };
+        self.scope.meter.charge(&run.usage_this_run);
+        match run.outcome {
+            Outcome::Completed => Ok(run.state),
+            Outcome::Interrupted { pending, .. } => match thread {
+                Some(thread) => Err(self.wait_on_child(name, thread, &pending)),
+                None => Err(NodeError::fatal(format!(
+                    "subgraph `{name}` paused for a human, but this run has no store to pause in; \
+                     run the parent on a thread (`.thread(..)` with a store)"
+                ))),
+            },
+            Outcome::Sleeping { until, thread } => {
+                let payload = json!({ "until": until, "subgraph": name, "thread": thread });
+                let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
+                signal.pause = Some(Pending { node: self.node.to_string(), kind: PendingKind::Sleep, payload });
+                Err(NodeError::needs_input(format!("node `{}` waits on its subgraph `{name}`, asleep", self.node)))
+            }
+            Outcome::BudgetExhausted { which } => Err(self.exhausted(which)),
+            Outcome::Failed { node, error } => {
+                let error = NodeError::fatal(format!("subgraph `{name}` failed in node `{node}`: {}", error.message));
+                Err(error)
+            }
+            other => Err(NodeError::fatal(format!("subgraph `{name}` ended: {other}"))),
+        }
+    }
+
+    /// Pauses this node on the child's first pending item, its path
+    /// prefixed with this node.
+    fn wait_on_child(&self, name: &str, thread: &str, pending: &[Pending]) -> NodeError {
+        let Some(first) =
+            pending.iter().find(|p| p.kind == PendingKind::Interrupt).or_else(|| pending.first()).cloned()
+        else {
+            return NodeError::fatal(format!("subgraph `{name}` paused with nothing pending"));
+        };
+        let child_path = first.payload.get("path").and_then(Value::as_str).map_or(first.node.clone(), str::to_string);
+        let mut payload = match first.payload {
+            Value::Object(map) => map,
+            other => {
+                let mut map = serde_json::Map::new();
+                map.insert("payload".into(), other);
+                map
+            }
+        };
+        payload.insert("path".into(), Value::String(format!("{}/{child_path}", self.node)));
+        payload.entry("thread").or_insert_with(|| Value::String(thread.to_string()));
+        payload.entry("subgraph").or_insert_with(|| Value::String(name.to_string()));
+        let kind = first.kind;
+        let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
+        signal.pause = Some(Pending { node: self.node.to_string(), kind, payload: Value::Object(payload) });
+        NodeError::needs_input(format!("node `{}` waits on its subgraph `{name}` ({kind:?})", self.node))
+    }
+}
+
+/// What the child thread consumed so far, from its latest checkpoint.
+async fn child_usage(store: &Arc<dyn Store>, thread: &str) -> Result<RunUsage, NodeError> {
+    let id = thread.to_string();
+    let read = blocking(store, move |s| -> Result<Option<RunUsage>, PersistError> {
+        let Some(latest) = s.latest_checkpoint(&id)? else { return Ok(None) };
+        let writes = s.pending_writes(&id, latest.seq)?;
+        Ok(Some(crate::persist::stored_budget(&latest, &writes)?.usage))
+    })
+    .await
+    .map_err(|e| store_error(thread, &e))?;
+    Ok(read.map_err(|e| store_error(thread, &e))?.unwrap_or_default())
+}
+
+/// A store that failed while a subgraph was looked up: try again later.
+fn store_error(what: &str, e: &dyn std::fmt::Display) -> NodeError {
+    NodeError::transient(format!("subgraph `{what}`: the store failed: {e}"))
+}
+
+impl Limits {
+    /// These limits raised by `used` (unset limits stay unset).
+    fn plus(&self, used: &RunUsage) -> Limits {
+        Limits {
+            model_calls: self.model_calls.map(|n| n.saturating_add(used.model_calls)),
+            tool_calls: self.tool_calls.map(|n| n.saturating_add(used.tool_calls)),
+            tokens: self.tokens.map(|n| n.saturating_add(used.tokens)),
+            ..*self
+        }
+    }
+}

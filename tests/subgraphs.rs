@@ -1,0 +1,413 @@
+//! Subgraphs: a graph run as the child of a node, durably, under the
+//! parent's thread. A three-level tree (supervisor -> research -> review)
+//! pauses for a human in its deepest graph, and the value given to the
+//! supervisor reaches it; an approval inside a child pauses the tree and the
+//! approved call runs once; the children's tool calls count against the
+//! supervisor's budget; a completed child is not run again when its parent
+//! node re-runs; a child cut off mid-run resumes from its own checkpoint;
+//! cancelling the parent cancels the child.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use agentflow::approval::{Approver, RoleAuthorizer};
+use agentflow::persist::ThreadStatus;
+use agentflow::prelude::*;
+use agentflow::tool::Risk;
+use agentflow::{Budget, CancellationToken, Limits, Outcome, PendingKind, RedbStore, Store};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// What ran, counted across the tree.
+#[derive(Default)]
+pub struct Counts {
+    searches: AtomicU32,
+    reviews: AtomicU32,
+    refunds: AtomicU32,
+    drafts: AtomicU32,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct Query {
+    q: String,
+}
+
+/// Searches; read-only.
+#[tool(risk = read)]
+async fn search(args: Query, deps: &Counts) -> Result<Value, ToolError> {
+    deps.searches.fetch_add(1, Ordering::SeqCst);
+    Ok(json!({ "hits": [format!("about {}", args.q)] }))
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct Refund {
+    amount: u32,
+}
+
+/// Refunds. Irreversible: every call needs a human's approval.
+#[tool(risk = irreversible)]
+async fn refund(args: Refund, deps: &Counts) -> Result<Value, ToolError> {
+    deps.refunds.fetch_add(1, Ordering::SeqCst);
+    Ok(json!({ "refunded": args.amount }))
+}
+
+// ------------------------------------------------ review: the deepest graph
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Review {
+    draft: String,
+    verdict: String,
+}
+
+#[graph(state = Review, deps = Counts, start = ask)]
+pub mod review {
+    use super::*;
+
+    #[node(goto = [END], interrupt)]
+    async fn ask(s: &Review, cx: &Ctx<Counts>) -> Result<Step<Review>, NodeError> {
+        cx.deps().reviews.fetch_add(1, Ordering::SeqCst);
+        let verdict: String = cx.interrupt(json!({ "question": "publish?", "draft": s.draft }))?;
+        Ok(goto!(END, Review::update().verdict(verdict)))
+    }
+}
+
+// ------------------------------------------------ research: the middle
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Research {
+    topic: String,
+    hits: Vec<String>,
+    verdict: String,
+}
+
+#[graph(state = Research, deps = Counts, start = gather)]
+pub mod research {
+    use super::*;
+
+    #[node(goto = [END], tools = [search], subgraphs = [review])]
+    async fn gather(s: &Research, cx: &Ctx<Counts>) -> Result<Step<Research>, NodeError> {
+        let found = cx.run_tool(search, json!({ "q": s.topic })).await?;
+        let hits: Vec<String> = serde_json::from_value(found.body["result"]["hits"].clone()).unwrap_or_default();
+        let reviewed = cx.subgraph(review, Review { draft: hits.join("; "), verdict: String::new() }).await?;
+        Ok(goto!(END, Research::update().hits(hits).verdict(reviewed.verdict)))
+    }
+}
+
+// ------------------------------------------------ supervisor: the root
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Desk {
+    topic: String,
+    report: String,
+}
+
+#[graph(state = Desk, deps = Counts, start = write)]
+pub mod supervisor {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [research])]
+    async fn write(s: &Desk, cx: &Ctx<Counts>) -> Result<Step<Desk>, NodeError> {
+        cx.deps().drafts.fetch_add(1, Ordering::SeqCst);
+        let input = Research { topic: s.topic.clone(), ..Research::default() };
+        let done = cx.subgraph(research, input).await?;
+        Ok(goto!(END, Desk::update().report(format!("{} ({})", done.hits.join(", "), done.verdict))))
+    }
+}
+
+fn store() -> Arc<dyn Store> {
+    Arc::new(RedbStore::in_memory().unwrap())
+}
+
+fn desk(topic: &str) -> Desk {
+    Desk { topic: topic.into(), report: String::new() }
+}
+
+#[test]
+fn each_graph_knows_how_deep_it_delegates() {
+    assert_eq!(review::DELEGATION_DEPTH, 1);
+    assert_eq!(research::DELEGATION_DEPTH, 2);
+    assert_eq!(supervisor::DELEGATION_DEPTH, 3);
+    assert_eq!(supervisor.depth(), 3);
+    assert_eq!(research.name(), "research");
+}
+
+#[tokio::test]
+async fn an_interrupt_two_levels_down_pauses_the_tree_and_the_value_reaches_it() {
+    let store = store();
+    let app = supervisor::graph().app().store(Arc::clone(&store));
+    let counts = Counts::default();
+    let run = app.runner(&counts).thread("t").run(desk("tides")).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending.len(), 1);
+    let p = &pending[0];
+    assert_eq!((p.node.as_str(), p.kind), ("write", PendingKind::Interrupt));
+    assert_eq!(p.payload["path"], "write/gather/ask");
+    assert_eq!(p.payload["question"], "publish?");
+    assert_eq!(p.payload["draft"], "about tides");
+    // The thread and graph that wait: the deepest.
+    assert_eq!(p.payload["thread"], "t/write.0.0.research/gather.0.0.review");
+    assert_eq!(p.payload["subgraph"], "review");
+    // The children are threads of their own, under the parent's id.
+    let mut ids: Vec<String> = store.list_threads().unwrap().into_iter().map(|t| t.id).collect();
+    ids.sort();
+    assert_eq!(ids, ["t", "t/write.0.0.research", "t/write.0.0.research/gather.0.0.review"]);
+    assert_eq!(app.pending("t").unwrap(), pending.clone());
+
+    // A resume without the value is refused, as for any interrupt.
+    assert!(app.runner(&counts).thread("t").resume().await.is_err());
+    let done = app.runner(&counts).thread("t").resume_with("yes").await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.report, "about tides (yes)");
+    for id in ["t", "t/write.0.0.research", "t/write.0.0.research/gather.0.0.review"] {
+        assert_eq!(store.thread(id).unwrap().unwrap().status, ThreadStatus::Completed, "{id}");
+    }
+    // The middle graph's node ran again on the way down to the review, so its
+    // read-only search ran again too (read tools are not journaled).
+    assert_eq!(counts.searches.load(Ordering::SeqCst), 2);
+    // The review ran twice (asked, then answered); the supervisor's node twice.
+    assert_eq!(counts.reviews.load(Ordering::SeqCst), 2);
+    assert_eq!(counts.drafts.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn without_a_store_a_child_runs_in_memory_and_a_pause_fails_the_node() {
+    let counts = Counts::default();
+    let run = research::graph().app().runner(&counts).run(Research { topic: "x".into(), ..Default::default() });
+    let run = run.await.unwrap();
+    let Outcome::Failed { node, error } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(node, "gather");
+    assert!(error.message.contains("no store to pause in"), "{}", error.message);
+}
+
+// ------------------------------------------------ approvals inside a child
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Pay {
+    amount: u32,
+    receipt: Option<Value>,
+}
+
+#[graph(state = Pay, deps = Counts, start = pay)]
+pub mod payer {
+    use super::*;
+
+    #[node(goto = [END], tools = [refund])]
+    async fn pay(s: &Pay, cx: &Ctx<Counts>) -> Result<Step<Pay>, NodeError> {
+        let obs = cx.run_tool(refund, json!({ "amount": s.amount })).await?;
+        Ok(goto!(END, Pay::update().receipt(Some(obs.body))))
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Case {
+    amount: u32,
+    outcome: Option<Value>,
+}
+
+#[graph(state = Case, deps = Counts, start = settle)]
+pub mod support {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [payer])]
+    async fn settle(s: &Case, cx: &Ctx<Counts>) -> Result<Step<Case>, NodeError> {
+        let paid = cx.subgraph(payer, Pay { amount: s.amount, receipt: None }).await?;
+        Ok(goto!(END, Case::update().outcome(paid.receipt)))
+    }
+}
+
+#[tokio::test]
+async fn an_approval_inside_a_child_pauses_the_parent_and_the_approved_call_runs_once() {
+    let store = store();
+    let app = support::graph().app().store(Arc::clone(&store));
+    let desk = app.approvals(RoleAuthorizer::new().role_for(Risk::Irreversible, "approver")).unwrap();
+    let counts = Counts::default();
+    let run = app.runner(&counts).thread("c").owner("agent").run(Case { amount: 40, outcome: None }).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].kind, PendingKind::Approval);
+    assert_eq!(pending[0].payload["path"], "settle/pay");
+    let id = pending[0].payload["approval"].as_str().unwrap().to_string();
+    // The request is the child's, made for the parent's owner.
+    let record = store.approval(&id).unwrap().unwrap();
+    assert_eq!((record.thread.as_str(), record.requester.as_str()), ("c/settle.0.0.payer", "agent"));
+    assert_eq!(counts.refunds.load(Ordering::SeqCst), 0);
+
+    desk.approve(&id, &Approver::new("alice", ["approver"])).unwrap();
+    let done = app.runner(&counts).thread("c").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.outcome.unwrap()["result"]["refunded"], 40);
+    assert_eq!(counts.refunds.load(Ordering::SeqCst), 1);
+    // Resuming the finished tree runs nothing more.
+    assert!(app.runner(&counts).thread("c").resume().await.is_err());
+    assert_eq!(counts.refunds.load(Ordering::SeqCst), 1);
+}
+
+// ------------------------------------------------ budgets
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Many {
+    n: u32,
+    #[reduce(add)]
+    found: u32,
+}
+
+#[graph(state = Many, deps = Counts, start = look)]
+pub mod searcher {
+    use super::*;
+
+    #[node(goto = [END], tools = [search])]
+    async fn look(s: &Many, cx: &Ctx<Counts>) -> Result<Step<Many>, NodeError> {
+        for i in 0..s.n {
+            cx.run_tool(search, json!({ "q": format!("q{i}") })).await?;
+        }
+        Ok(goto!(END, Many::update().found(s.n)))
+    }
+}
+
+#[graph(state = Many, deps = Counts, start = delegate)]
+pub mod boss {
+    use super::*;
+
+    #[node(goto = [END], tools = [search], subgraphs = [searcher])]
+    async fn delegate(s: &Many, cx: &Ctx<Counts>) -> Result<Step<Many>, NodeError> {
+        cx.run_tool(search, json!({ "q": "own" })).await?;
+        let child = cx.subgraph(searcher, Many { n: s.n, found: 0 }).await?;
+        Ok(goto!(END, Many::update().found(child.found)))
+    }
+}
+
+#[tokio::test]
+async fn the_childs_tool_calls_count_against_the_parents_budget() {
+    let counts = Counts::default();
+    let app = boss::graph().app().store(store());
+    // 1 call of its own + 2 of the child's: within 3.
+    let run = app.runner(&counts).thread("ok").limits(Limits::none().tool_calls(3));
+    let run = run.run(Many { n: 2, found: 0 }).await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert_eq!(run.usage.tool_calls, 3);
+
+    // 1 + 3 > 3: the child runs with the 2 calls left and stops at the third.
+    let before = counts.searches.load(Ordering::SeqCst);
+    let run = app.runner(&counts).thread("over").limits(Limits::none().tool_calls(3));
+    let run = run.run(Many { n: 3, found: 0 }).await.unwrap();
+    assert_eq!(run.outcome, Outcome::BudgetExhausted { which: Budget::ToolCalls });
+    assert_eq!(counts.searches.load(Ordering::SeqCst) - before, 3);
+    assert_eq!(run.usage.tool_calls, 3);
+}
+
+// ------------------------------------------------ a child is run once
+
+#[graph(state = Desk, deps = Counts, start = write)]
+pub mod approve_after {
+    use super::*;
+
+    /// Runs the research child, then asks a human; on resume the node runs
+    /// again and must get the child's result back without running it again.
+    #[node(goto = [END], subgraphs = [searcher], interrupt)]
+    async fn write(s: &Desk, cx: &Ctx<Counts>) -> Result<Step<Desk>, NodeError> {
+        let child = cx.subgraph(searcher, Many { n: 2, found: 0 }).await?;
+        let ok: bool = cx.interrupt(json!({ "found": child.found }))?;
+        Ok(goto!(END, Desk::update().report(format!("{} {}", s.topic, if ok { child.found } else { 0 }))))
+    }
+}
+
+#[tokio::test]
+async fn a_completed_child_is_not_run_again_when_its_parent_node_reruns() {
+    let counts = Counts::default();
+    let app = approve_after::graph().app().store(store());
+    let run = app.runner(&counts).thread("p").run(desk("x")).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+    assert_eq!(counts.searches.load(Ordering::SeqCst), 2);
+    let done = app.runner(&counts).thread("p").resume_with(true).await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.report, "x 2");
+    assert_eq!(counts.searches.load(Ordering::SeqCst), 2, "the child ran again");
+}
+
+// ------------------------------------------------ cut off mid-child
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Slow {
+    #[reduce(append)]
+    done: Vec<String>,
+}
+
+/// Steps of `slow` run so far; the second blocks until released.
+#[derive(Default)]
+pub struct Gate {
+    first: AtomicU32,
+    second: AtomicU32,
+    release: tokio::sync::Notify,
+    blocked: tokio::sync::Notify,
+}
+
+#[graph(state = Slow, deps = Gate, start = one)]
+pub mod slow {
+    use super::*;
+
+    #[node(goto = [two])]
+    async fn one(_s: &Slow, gate: &Gate) -> Step<Slow> {
+        gate.first.fetch_add(1, Ordering::SeqCst);
+        goto!(two, Slow::update().done(vec!["one".to_string()]))
+    }
+
+    #[node(goto = [END])]
+    async fn two(_s: &Slow, gate: &Gate) -> Step<Slow> {
+        if gate.second.fetch_add(1, Ordering::SeqCst) == 0 {
+            gate.blocked.notify_one();
+            gate.release.notified().await;
+        }
+        goto!(END, Slow::update().done(vec!["two".to_string()]))
+    }
+}
+
+#[graph(state = Slow, deps = Gate, start = run_it)]
+pub mod slow_parent {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [slow])]
+    async fn run_it(_s: &Slow, cx: &Ctx<Gate>) -> Result<Step<Slow>, NodeError> {
+        let child = cx.subgraph(slow, Slow::default()).await?;
+        Ok(goto!(END, Slow::update().done(child.done)))
+    }
+}
+
+#[tokio::test]
+async fn a_child_cut_off_mid_run_resumes_from_its_last_checkpoint() {
+    let store = store();
+    let app = slow_parent::graph().app().store(Arc::clone(&store));
+    let gate = Arc::new(Gate::default());
+    // The run is dropped while the child waits in its second step, as if the
+    // process had died there: its first step is committed, its second not.
+    let task = tokio::spawn({
+        let (app, gate) = (app.clone(), Arc::clone(&gate));
+        async move { app.runner(&*gate).thread("s").run(Slow::default()).await }
+    });
+    gate.blocked.notified().await;
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    assert_eq!(store.thread("s/run_it.0.0.slow").unwrap().unwrap().status, ThreadStatus::Running);
+
+    let done = app.runner(&*gate).thread("s").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.done, ["one", "two"]);
+    assert_eq!(gate.first.load(Ordering::SeqCst), 1, "the child's committed step ran again");
+    assert_eq!(gate.second.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn cancelling_the_parent_cancels_the_child() {
+    let store = store();
+    let app = slow_parent::graph().app().store(Arc::clone(&store));
+    let gate = Arc::new(Gate::default());
+    let token = CancellationToken::new();
+    let task = tokio::spawn({
+        let (app, gate, token) = (app.clone(), Arc::clone(&gate), token.clone());
+        async move { app.runner(&*gate).thread("k").cancel_token(token).run(Slow::default()).await }
+    });
+    gate.blocked.notified().await;
+    token.cancel();
+    gate.release.notify_one();
+    let run = task.await.unwrap().unwrap();
+    assert_eq!(run.outcome, Outcome::Cancelled);
+    assert_eq!(store.thread("k/run_it.0.0.slow").unwrap().unwrap().status, ThreadStatus::Cancelled);
+}
