@@ -411,3 +411,37 @@ async fn cancelling_the_parent_cancels_the_child() {
     assert_eq!(run.outcome, Outcome::Cancelled);
     assert_eq!(store.thread("k/run_it.0.0.slow").unwrap().unwrap().status, ThreadStatus::Cancelled);
 }
+
+// ------------------------------------------------ one resume value per node run
+
+#[graph(state = Desk, deps = Counts, start = check)]
+pub mod double_check {
+    use super::*;
+
+    /// The review child asks first; then the node asks on its own.
+    #[node(goto = [END], subgraphs = [review], interrupt)]
+    async fn check(s: &Desk, cx: &Ctx<Counts>) -> Result<Step<Desk>, NodeError> {
+        let reviewed = cx.subgraph(review, Review { draft: s.topic.clone(), verdict: String::new() }).await?;
+        let publish: bool = cx.interrupt(json!({ "verdict": reviewed.verdict }))?;
+        Ok(goto!(END, Desk::update().report(format!("{} {publish}", reviewed.verdict))))
+    }
+}
+
+#[tokio::test]
+async fn a_resume_value_goes_to_the_child_that_waits_and_the_nodes_own_question_waits_for_the_next() {
+    let counts = Counts::default();
+    let app = double_check::graph().app().store(store());
+    let run = app.runner(&counts).thread("d").run(desk("draft")).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].payload["path"], "check/ask");
+
+    // The value answers the child; the node's own question then pauses the run.
+    let run = app.runner(&counts).thread("d").resume_with("fine").await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].payload, json!({ "verdict": "fine" }));
+
+    let done = app.runner(&counts).thread("d").resume_with(true).await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.report, "fine true");
+    assert_eq!(counts.reviews.load(Ordering::SeqCst), 2, "the completed review ran again");
+}

@@ -488,7 +488,7 @@ impl<'a, D> Ctx<'a, D> {
                 self.node
             )));
         }
-        if let Some(value) = self.resume {
+        if let Some(value) = self.resume.filter(|_| !std::mem::replace(&mut signal.resume_taken, true)) {
             return serde_json::from_value(value.clone()).map_err(|e| {
                 NodeError::fatal(format!(
                     "the resume value for node `{}` does not have the shape it expects ({e}); \

@@ -79,4 +79,7 @@ pub(crate) struct Signal {
     pub(crate) sleeps: u32,
     /// `subgraph` calls so far in this attempt (each has its own child thread).
     pub(crate) subgraph_calls: u32,
+    /// The resume value was given to a waiting child or to `interrupt`: a node
+    /// run gets it once.
+    pub(crate) resume_taken: bool,
 }

@@ -70,7 +70,14 @@
 //!   `subgraph` and `thread` naming the graph and thread that wait (the
 //!   deepest); decide the approval and `resume` the parent, or
 //!   `resume_with(value)` the parent, and the value reaches the child;
-//! - a child that sleeps makes the parent sleep until the same time;
+//! - a child that sleeps makes the parent sleep until the same time (the
+//!   child's own timer is in the store's index too: a
+//!   [`Scheduler`](crate::timer::Scheduler) of the parent's graph sees it,
+//!   cannot resume it as another graph's thread, logs that and backs off;
+//!   the parent's timer wakes the tree);
+//! - a node run gets one resume value: the first that waits for one (a
+//!   child, or the node's own `interrupt`) takes it, a later one pauses
+//!   again;
 //! - the child's model calls, tool calls and tokens count against the
 //!   parent's budgets (it runs with what the parent has left);
 //! - cancelling the parent cancels the child; a child that fails fails the
@@ -198,7 +205,13 @@ impl<D: Sync> Ctx<'_, D> {
                 let runner = runner.limits(remaining.plus(&used));
                 let pending =
                     app.pending(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", child.name)))?;
-                match (pending.iter().any(|p| p.kind == PendingKind::Interrupt), self.resume) {
+                // The node run's resume value goes to the first that waits for one.
+                let waits = pending.iter().any(|p| p.kind == PendingKind::Interrupt);
+                let resume = self.resume.filter(|_| {
+                    let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
+                    waits && !std::mem::replace(&mut signal.resume_taken, true)
+                });
+                match (waits, resume) {
                     (true, Some(value)) => runner.resume_with(value.clone()).await,
                     // Resumed without a value: still waiting for one.
                     (true, None) => return Err(self.wait_on_child(child.name, &id, &pending)),
