@@ -10,6 +10,8 @@
 //! - At most `parallel` instances run at once.
 //! - N = 0: no instance runs and the worker's successors do not run; the
 //!   sender's other targets proceed.
+//! - A cancel mid-map keeps the instances that finished; a resume runs only
+//!   the others.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -17,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentflow::prelude::*;
-use agentflow::{Event, Outcome, RedbStore};
+use agentflow::{CancellationToken, Event, Outcome, RedbStore};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -489,4 +491,74 @@ mod by_hand {
         }
         assert_eq!(run.state.summary, "", "nothing of the step was merged");
     }
+}
+
+// ---------------------------------------------------------------- cancel mid-map
+
+/// Instances of `slow` tickers wait until the run is cancelled (while `hold`
+/// is set); the others finish at once and count themselves in `finished`.
+#[derive(Default)]
+pub struct Hold {
+    hold: AtomicBool,
+    slow: Vec<String>,
+    /// How many instances finish at once (the others are slow).
+    fast: usize,
+    finished: AtomicUsize,
+    calls: Mutex<HashMap<String, u32>>,
+    fast_done: tokio::sync::Notify,
+}
+
+#[graph(state = Market, deps = Hold, start = plan)]
+mod held {
+    use super::*;
+
+    #[node(goto = [analyst])]
+    async fn plan(s: &Market) -> Step<Market> {
+        goto!(each(analyst, tasks(s)))
+    }
+
+    #[node(goto = [END])]
+    async fn analyst(_s: &Market, #[payload] task: &Task, cx: &Ctx<Hold>) -> Result<Step<Market>, NodeError> {
+        let hold = cx.deps();
+        *hold.calls.lock().unwrap().entry(task.ticker.clone()).or_default() += 1;
+        if hold.slow.contains(&task.ticker) && hold.hold.load(Ordering::SeqCst) {
+            cx.cancelled().await;
+            return Err(NodeError::transient(format!("{} stopped: the run was cancelled", task.ticker)));
+        }
+        if hold.finished.fetch_add(1, Ordering::SeqCst) + 1 == hold.fast {
+            hold.fast_done.notify_one();
+        }
+        Ok(goto!(END, Market::update().signals(vec![format!("{}:buy", task.ticker)]).analysed(1)))
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_mid_map_keeps_the_finished_instances_and_a_resume_runs_only_the_others() {
+    let tickers = ["AAPL", "MSFT", "NVDA", "TSLA"];
+    let hold = Arc::new(Hold {
+        hold: AtomicBool::new(true),
+        slow: vec!["MSFT".into(), "TSLA".into()],
+        fast: 2,
+        ..Hold::default()
+    });
+    let app = held::graph().app().store(Arc::new(RedbStore::in_memory().expect("store")));
+    let token = CancellationToken::new();
+    let run = tokio::spawn({
+        let (app, hold, token) = (app.clone(), Arc::clone(&hold), token.clone());
+        async move { app.runner(&*hold).thread("c").cancel_token(token).run(input(&tickers)).await }
+    });
+    // The two fast instances finished; the two slow ones are waiting.
+    tokio::time::timeout(GUARD, hold.fast_done.notified()).await.expect("the fast instances finish");
+    token.cancel();
+    let first = tokio::time::timeout(GUARD, run).await.expect("no hang").expect("task").expect("run");
+    assert_eq!(first.outcome, Outcome::Cancelled);
+    assert!(first.state.signals.is_empty(), "nothing of the cancelled step was merged");
+
+    hold.hold.store(false, Ordering::SeqCst);
+    let second = tokio::time::timeout(GUARD, app.runner(&*hold).thread("c").resume()).await.expect("no hang");
+    let second = second.expect("resume");
+    assert_eq!(second.outcome, Outcome::Completed);
+    let calls = hold.calls.lock().unwrap().clone();
+    assert_eq!(tickers.map(|t| calls[t]), [1, 2, 1, 2], "only the cancelled instances ran again");
+    assert_eq!(second.state.signals, ["AAPL:buy", "MSFT:buy", "NVDA:buy", "TSLA:buy"]);
 }
