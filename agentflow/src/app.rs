@@ -21,6 +21,7 @@ pub(crate) struct Gateway {
     pub(crate) policy: Arc<dyn Policy>,
     pub(crate) approval_ttl: Duration,
     pub(crate) on_reject: OnReject,
+    pub(crate) breakers: Arc<crate::breaker::Breakers>,
 }
 
 impl Default for Gateway {
@@ -29,6 +30,7 @@ impl Default for Gateway {
             policy: Arc::new(RiskPolicy::default()),
             approval_ttl: Duration::from_secs(24 * 3600),
             on_reject: OnReject::default(),
+            breakers: Arc::default(),
         }
     }
 }

@@ -51,6 +51,8 @@ pub(crate) struct RunScope<'g> {
     /// Journaled effects of the run in flight (see [`Shield`]).
     pub(crate) shield: Shield,
     pub(crate) activity: Box<dyn Fn(Activity) + Send + Sync + 'g>,
+    /// The App's circuit breakers.
+    pub(crate) breakers: Arc<crate::breaker::Breakers>,
 }
 
 impl<D> std::fmt::Debug for Ctx<'_, D> {

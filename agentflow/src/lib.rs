@@ -75,6 +75,7 @@ extern crate self as agentflow;
 // modules group a family users browse as a unit.
 mod app;
 pub mod approval;
+pub mod breaker;
 mod budget;
 mod context;
 mod error;

@@ -340,6 +340,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             owner: checkpointer.as_ref().map_or_else(|| self.owner.clone(), |cp| cp.owner().to_string()),
             shield: crate::shield::Shield::default(),
             activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
+            breakers: Arc::clone(&gateway.breakers),
         };
         let exec =
             Exec { plan, deps: self.deps, scope, events, before, after, resume_value, resume_nodes, skip_before };

@@ -1,0 +1,131 @@
+//! The gateway's circuit-breaker checks: whether a call may run its tool
+//! (and what it does when it may not), and what the run of the tool's body
+//! reports back. The rule is in the [`breaker`](crate::breaker) module.
+
+use serde_json::{Value, json};
+
+use super::{Code, Observation, Risk, Tool};
+use crate::breaker::{Breaker, BreakerState, OnOpen};
+use crate::context::Ctx;
+use crate::error::NodeError;
+use crate::event::Activity;
+use crate::interrupt::{Pending, PendingKind};
+use crate::message::ToolCall;
+use crate::persist::{Journal, now_ms};
+use agentflow_store::{BreakerAnswer, BreakerError, BreakerOp, BreakerUpdate};
+
+/// A call the breaker let through: it reports its outcome under `holder`.
+pub(super) struct Held {
+    breaker: Breaker,
+    holder: String,
+}
+
+impl<D: Sync + 'static> Ctx<'_, D> {
+    /// Asks the tool's breaker whether `call` may run. `Ok(Ok(None))`: no
+    /// breaker guards it (no breaker configured, no store, or its result is
+    /// replayed from the journal); `Ok(Ok(Some(held)))`: it runs and reports;
+    /// `Ok(Err(observation))`: refused with `CIRCUIT_OPEN`; `Err(..)`: the
+    /// run waits on a durable timer ([`OnOpen::Wait`]) or the store failed.
+    pub(super) async fn breaker_admit(
+        &self,
+        tool: &'static dyn Tool,
+        call: &ToolCall,
+    ) -> Result<Result<Option<Held>, Observation>, NodeError> {
+        let (Some(journal), Some(breaker)) = (self.journal, self.scope.breakers.of(tool.name()).copied()) else {
+            return Ok(Ok(None));
+        };
+        // A call whose result (or started marker) is journaled does not run the tool again here.
+        if tool.risk() != Risk::Read && super::gateway::journaled(journal, self.node, tool, call).await? {
+            return Ok(Ok(None));
+        }
+        let holder = format!("{}/{}/{}/{}", journal.thread, journal.seq, self.node, call.id);
+        let answer = self.breaker_move(journal, tool.name(), BreakerOp::Admit, &holder, &breaker).await?;
+        if answer.admitted {
+            return Ok(Ok(Some(Held { breaker, holder })));
+        }
+        let record = &answer.record;
+        let now = now_ms();
+        // Open: a probe may run once the cool-down ends. Half-open: another
+        // call is probing; look again after a cool-down (or when its lease
+        // ends, if sooner).
+        let retry_at = match record.state {
+            BreakerState::Open => record.open_until,
+            _ => record.open_until.min(now.saturating_add(breaker.cool_down_ms())),
+        }
+        .max(now.saturating_add(1));
+        match breaker.policy() {
+            OnOpen::Wait => {
+                let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
+                let payload = json!({ "until": retry_at, "breaker": tool.name() });
+                signal.pause = Some(Pending { node: self.node.to_string(), kind: PendingKind::Sleep, payload });
+                Err(NodeError::needs_input(format!(
+                    "node `{}` waits until unix ms {retry_at} for the circuit breaker of `{}` to let a trial call through",
+                    self.node,
+                    tool.name()
+                )))
+            }
+            // `OnOpen` is non-exhaustive only for users; here every policy is known.
+            _ => {
+                let detail = if record.state == BreakerState::Open {
+                    format!(
+                        "the circuit breaker of `{}` is open after {} consecutive failures; the tool did not run. \
+                         A trial call may run from unix ms {retry_at}",
+                        tool.name(),
+                        record.failures
+                    )
+                } else {
+                    format!(
+                        "the circuit breaker of `{}` is half-open: a trial call is running; the tool did not run. \
+                         Try again after unix ms {retry_at}",
+                        tool.name()
+                    )
+                };
+                let mut obs = Observation::error(&call.id, tool.name(), Code::CircuitOpen, detail);
+                if let Value::Object(body) = &mut obs.body {
+                    body.insert("retry_at".into(), json!(retry_at));
+                }
+                Ok(Err(obs))
+            }
+        }
+    }
+
+    /// Reports the outcome of a run of the tool's body the breaker let
+    /// through. The tool already ran, so a store failure here is logged, not
+    /// turned into the call's error (the breaker misses one report).
+    pub(super) async fn breaker_report(&self, tool: &'static dyn Tool, held: &Held, failed: bool) {
+        let Some(journal) = self.journal else { return };
+        let op = if failed { BreakerOp::Failed } else { BreakerOp::Succeeded };
+        if let Err(e) = self.breaker_move(journal, tool.name(), op, &held.holder, &held.breaker).await {
+            tracing::warn!(tool = tool.name(), error = %e, "the circuit breaker could not record a call's outcome");
+        }
+    }
+
+    async fn breaker_move(
+        &self,
+        journal: &Journal,
+        tool: &str,
+        op: BreakerOp,
+        holder: &str,
+        breaker: &Breaker,
+    ) -> Result<BreakerAnswer, NodeError> {
+        let actor = format!("executor:{}", self.node);
+        let update = BreakerUpdate::new(tool, op, holder, breaker.rule(), now_ms(), &journal.thread, &actor);
+        let answer = crate::persist::blocking(&journal.store, move |s| s.update_breaker(update))
+            .await
+            .map_err(|e| NodeError::transient(e.to_string()))?
+            .map_err(|e| match e {
+                e @ BreakerError::Unsupported { .. } => NodeError::fatal(format!("circuit breaker of `{tool}`: {e}")),
+                e => NodeError::transient(format!("circuit breaker of `{tool}`: {e}")),
+            })?;
+        if answer.changed() {
+            (self.scope.activity)(Activity::CircuitBreaker {
+                node: self.node,
+                tool: tool.to_string(),
+                from: answer.from,
+                to: answer.record.state,
+                failures: answer.record.failures,
+            });
+        }
+        Ok(answer)
+    }
+}
