@@ -96,7 +96,8 @@ mod checking {
     #[node(goto = [END], tools = [check_upstream, http_health])]
     async fn check(s: &Check, cx: &Ctx<Upstream>) -> Result<Step<Check>, NodeError> {
         let args = json!({ "name": "payments" });
-        let called = if s.http { cx.run_tool(http_health, args).await } else { cx.run_tool(check_upstream, args).await };
+        let called =
+            if s.http { cx.run_tool(http_health, args).await } else { cx.run_tool(check_upstream, args).await };
         let outcome = match called {
             Ok(obs) => match obs.code() {
                 None => "ok".to_string(),
@@ -319,10 +320,8 @@ async fn serve() -> Server {
                 count.fetch_add(1, Ordering::SeqCst);
                 let status = answer.load(Ordering::SeqCst);
                 let body = if status == 200 { "healthy" } else { "upstream timed out" };
-                let response = format!(
-                    "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
+                let response =
+                    format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
                 let _ = socket.write_all(response.as_bytes()).await;
                 let _ = socket.shutdown().await;
             });

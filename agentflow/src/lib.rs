@@ -518,6 +518,15 @@ pub use agentflow_macros::node;
 /// integration test that declares the tool itself), so graph code cannot
 /// reach a tool's body around the gateway.
 ///
+/// # Circuit breakers
+///
+/// A circuit breaker is configured on the [`App`], by the tool's name, not
+/// in the attribute: [`App::circuit_breaker`]`("get_metrics", `[`Breaker::after`](breaker::Breaker::after)`(5))`
+/// (a name no node lists is refused when the App is built). How the tool
+/// reports a failure decides what the breaker counts: `ToolError::Transient`
+/// and `ToolError::Fatal` count, `ToolError::Correctable` does not (see
+/// [`breaker`]).
+///
 /// # Example
 ///
 /// ```
