@@ -81,6 +81,13 @@ async fn http_health(args: Service, cx: &ToolCx<Upstream>) -> Result<String, Too
     response.text().await.map_err(|e| ToolError::Transient(format!("reading the body: {e}")))
 }
 
+/// Checks an upstream that never answers (the node's timeout cuts it off).
+#[tool(risk = read)]
+async fn hang_upstream(_args: Service, cx: &ToolCx<Upstream>) -> Result<String, ToolError> {
+    cx.deps().runs.fetch_add(1, Ordering::SeqCst);
+    std::future::pending().await
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
 struct Check {
     /// Call `http_health` instead of `check_upstream`.
@@ -115,6 +122,18 @@ mod checking {
 /// Long enough that the runs made while the breaker is open end before it
 /// half-opens, even on a loaded machine; the tests wait for it once or twice.
 const COOL_DOWN: Duration = Duration::from_secs(2);
+
+#[graph(state = Check, deps = Upstream, start = check)]
+mod hanging {
+    use super::*;
+
+    #[node(goto = [END], tools = [hang_upstream], timeout = 30ms, retry(attempts = 1))]
+    async fn check(_s: &Check, cx: &Ctx<Upstream>) -> Result<Step<Check>, NodeError> {
+        let obs = cx.run_tool(hang_upstream, json!({ "name": "payments" })).await?;
+        let code = obs.code().map(|c| serde_json::to_value(c).unwrap().as_str().unwrap().to_string());
+        Ok(goto!(END, Check::update().outcome(Some(code.unwrap_or_else(|| "ok".into())))))
+    }
+}
 
 fn guarded(store: &Arc<dyn Store>, tool: &str, breaker: Breaker) -> App<Check, Upstream> {
     checking::graph().app().store(Arc::clone(store)).circuit_breaker(tool, breaker).expect("the graph lists the tool")
@@ -371,4 +390,45 @@ fn a_breaker_for_a_tool_no_node_lists_is_refused_when_the_app_is_built() {
     assert!(message.contains("no node of graph") && message.contains("check_upstream, http_health"), "{message}");
     // Every tool of the graph at once needs no name.
     let _app = checking::graph().app().circuit_breakers(Breaker::after(3));
+}
+
+#[tokio::test]
+async fn a_call_cut_off_by_the_node_timeout_counts_as_a_failure() {
+    let store = memory();
+    let up = Upstream::default();
+    let app = hanging::graph()
+        .app()
+        .store(Arc::clone(&store))
+        .circuit_breaker("hang_upstream", Breaker::after(2).cool_down(COOL_DOWN))
+        .unwrap();
+    for thread in ["a-1", "a-2"] {
+        let run = app.runner(&up).thread(thread).run(Check::default()).await;
+        assert!(!matches!(&run, Ok(r) if r.outcome == Outcome::Completed), "the node timed out: {run:?}");
+    }
+    assert_eq!(up.runs.load(Ordering::SeqCst), 2);
+    // A call cut off mid-way is reported by a blocking task once the node is
+    // dropped: wait (bounded) for the store to show it.
+    let mut record = store.breaker("hang_upstream").unwrap();
+    for _ in 0..2_000 {
+        if record.as_ref().is_some_and(|r| r.state == BreakerState::Open) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        record = store.breaker("hang_upstream").unwrap();
+    }
+    let record = record.expect("the timeouts were reported");
+    assert_eq!((record.state, record.failures), (BreakerState::Open, 2));
+    let audit: Vec<String> = ["a-1", "a-2"].iter().flat_map(|t| breaker_kinds(&app_view(&store), t)).collect();
+    assert_eq!(audit, ["breaker.open"]);
+
+    // Open: the next call answers CIRCUIT_OPEN at once instead of waiting out the timeout.
+    let run = app.runner(&up).thread("b-1").run(Check::default()).await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert_eq!(run.state.outcome.as_deref(), Some("CIRCUIT_OPEN"));
+    assert_eq!(up.runs.load(Ordering::SeqCst), 2);
+}
+
+/// An App over `store` to read audit logs with.
+fn app_view(store: &Arc<dyn Store>) -> App<Check, Upstream> {
+    checking::graph().app().store(Arc::clone(store))
 }

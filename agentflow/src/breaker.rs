@@ -64,10 +64,15 @@
 //!
 //! A call *fails* when the tool's body returns
 //! [`ToolError::Transient`](crate::tool::ToolError::Transient) or
-//! [`ToolError::Fatal`](crate::tool::ToolError::Fatal): the dependency is
-//! down, errored or timed out (a tool reports its own timeouts as transient
-//! errors). Each failed run of the body counts, so a node retried after a
-//! transient error counts once per attempt.
+//! [`ToolError::Fatal`](crate::tool::ToolError::Fatal) (the dependency is
+//! down or errored; a tool reports its own timeouts as transient errors),
+//! or when the node's `timeout` cuts the call off before it ends (the
+//! failure is then recorded by a blocking task just after the node is
+//! dropped, so the next call may, rarely, still find the breaker closed).
+//! Each failed run of the body counts, so a node retried after a
+//! transient error counts once per attempt. A call stopped because its run
+//! was cancelled is not a failure (a probe it held is taken over after
+//! [`Breaker::probe_timeout`]).
 //!
 //! Not failures (they neither count nor reset the streak, and the tool's
 //! body did not run): arguments that do not validate, a tool the node may

@@ -166,10 +166,12 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         let invoke = |idempotency_key: String| async move {
             let deps: &super::AnyDeps = self.deps;
             let tcx = ToolCx::new(&call.id, &idempotency_key, node, deps);
+            // A call cut off before it ends (a node timeout) counts as a failure.
+            let watch = held.map(|held| (held, self.breaker_watch(tool, held)));
             let outcome = tool.invoke(args, &tcx).await;
-            if let Some(held) = held {
+            if let Some((held, watch)) = watch {
                 let failed = matches!(outcome, Err(ToolError::Transient(_) | ToolError::Fatal(_)));
-                self.breaker_report(tool, held, failed).await;
+                self.breaker_report(tool, held, watch, failed).await;
             }
             match outcome {
                 Ok(value) => Ok(Ok(value)),

@@ -89,10 +89,32 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         }
     }
 
+    /// Arms the report of a run of the tool's body that is cut off before it
+    /// ends (a node timeout drops the call): dropped armed, it records a
+    /// failure, unless the run was cancelled. [`Ctx::breaker_report`]
+    /// disarms it.
+    pub(super) fn breaker_watch(&self, tool: &'static dyn Tool, held: &Held) -> CutOff {
+        let update = self.journal.map(|journal| {
+            let actor = format!("executor:{}", self.node);
+            let update = BreakerUpdate::new(
+                tool.name(),
+                BreakerOp::Failed,
+                &held.holder,
+                held.breaker.rule(),
+                0,
+                &journal.thread,
+                &actor,
+            );
+            (std::sync::Arc::clone(&journal.store), update)
+        });
+        CutOff { update, cancel: self.scope.cancel.clone() }
+    }
+
     /// Reports the outcome of a run of the tool's body the breaker let
     /// through. The tool already ran, so a store failure here is logged, not
     /// turned into the call's error (the breaker misses one report).
-    pub(super) async fn breaker_report(&self, tool: &'static dyn Tool, held: &Held, failed: bool) {
+    pub(super) async fn breaker_report(&self, tool: &'static dyn Tool, held: &Held, mut watch: CutOff, failed: bool) {
+        watch.update = None;
         let Some(journal) = self.journal else { return };
         let op = if failed { BreakerOp::Failed } else { BreakerOp::Succeeded };
         if let Err(e) = self.breaker_move(journal, tool.name(), op, &held.holder, &held.breaker).await {
@@ -127,5 +149,32 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             });
         }
         Ok(answer)
+    }
+}
+
+/// The failure report of a call in flight, sent if the call is dropped
+/// before it ends (see [`Ctx::breaker_watch`]).
+pub(super) struct CutOff {
+    update: Option<(std::sync::Arc<dyn agentflow_store::Store>, BreakerUpdate)>,
+    cancel: tokio_util::sync::CancellationToken,
+}
+
+impl Drop for CutOff {
+    fn drop(&mut self) {
+        let Some((store, mut update)) = self.update.take() else { return };
+        // A cancelled run stopped the call; the tool did not fail. (Its
+        // probe, if it held one, is taken over after the probe timeout.)
+        if self.cancel.is_cancelled() {
+            return;
+        }
+        // Drop cannot wait for the store: the report is written by a
+        // blocking task (best effort, as a report after the call ran).
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        update.now = now_ms();
+        runtime.spawn_blocking(move || {
+            if let Err(e) = store.update_breaker(update) {
+                tracing::warn!(error = %e, "the circuit breaker could not record a call cut off by a timeout");
+            }
+        });
     }
 }
