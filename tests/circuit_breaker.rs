@@ -8,8 +8,10 @@
 //! cool-down one probe runs, its success closes the breaker and its failure
 //! opens it again; while a probe is in flight other calls are refused; with
 //! the `Wait` policy the run sleeps on a durable timer until the breaker
-//! half-opens and the scheduler then completes it; every change of state is
-//! an event and an audit entry of the thread whose call caused it.
+//! half-opens and the scheduler then completes it; a call cut off by the
+//! node's timeout counts as a failure; every change of state is an event
+//! and an audit entry of the thread whose call caused it; on PostgreSQL two
+//! store instances (as two processes) share one breaker.
 //!
 //! No timing is asserted. The only waits on the clock are until the
 //! cool-down end the store reports (`open_until`), which the breaker's own
@@ -431,4 +433,48 @@ async fn a_call_cut_off_by_the_node_timeout_counts_as_a_failure() {
 /// An App over `store` to read audit logs with.
 fn app_view(store: &Arc<dyn Store>) -> App<Check, Upstream> {
     checking::graph().app().store(Arc::clone(store))
+}
+
+fn pg_url() -> Option<String> {
+    match std::env::var("AGENTFLOW_PG_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var("CI").map_or(true, |v| v != "true"),
+                "AGENTFLOW_PG_URL is not set under CI: source .ci/postgres.sh before cargo test"
+            );
+            eprintln!("SKIPPED: AGENTFLOW_PG_URL is not set (start a server with `source .ci/postgres.sh`)");
+            None
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_two_store_instances_share_the_breaker() {
+    let Some(url) = pg_url() else { return };
+    let schema = format!("breaker_{}_{}", std::process::id(), now_ms());
+    // Two store instances, each with its own pool: as two processes would.
+    let open = || -> Arc<dyn Store> {
+        Arc::new(agentflow_store::PostgresStore::builder().schema(&schema).open(&url).unwrap())
+    };
+    let (first_store, second_store) = (open(), open());
+    let breaker = Breaker::after(2).cool_down(COOL_DOWN);
+    let (first, second) =
+        (guarded(&first_store, "check_upstream", breaker), guarded(&second_store, "check_upstream", breaker));
+    let up = Upstream::default();
+    up.failing.store(true, Ordering::SeqCst);
+    for thread in ["a-1", "a-2"] {
+        assert_eq!(check(&first, &up, thread, false).await.0, "error");
+    }
+    assert_eq!(breaker_kinds(&first, "a-2"), ["breaker.open"]);
+    // The other instance sees it open: its calls do not run the tool.
+    assert_eq!(check(&second, &up, "b-1", false).await.0, "CIRCUIT_OPEN");
+    assert_eq!(up.runs.load(Ordering::SeqCst), 2);
+    // After the cool-down, a probe through the other instance closes it for both.
+    up.failing.store(false, Ordering::SeqCst);
+    until_cool_down_ends(&second_store, "check_upstream").await;
+    assert_eq!(check(&second, &up, "b-2", false).await.0, "ok");
+    assert_eq!(first_store.breaker("check_upstream").unwrap().unwrap().state, BreakerState::Closed);
+    assert_eq!(check(&first, &up, "a-3", false).await.0, "ok");
+    assert_eq!(up.runs.load(Ordering::SeqCst), 4);
 }
