@@ -60,6 +60,12 @@
 //!   cool-down. A probe that never reports (its process died) is taken over
 //!   by the next call after [`Breaker::probe_timeout`].
 //!
+//! A call to a tool whose breaker is closed reads the record and writes
+//! nothing (a success on a closed breaker with no failures writes nothing
+//! either); only failures and the moves of an open or half-open breaker
+//! write. So a call that read the breaker closed just before another
+//! thread's failure opened it still runs.
+//!
 //! # What counts as a failure
 //!
 //! A call *fails* when the tool's body returns

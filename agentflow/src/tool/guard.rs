@@ -12,7 +12,7 @@ use crate::event::Activity;
 use crate::interrupt::{Pending, PendingKind};
 use crate::message::ToolCall;
 use crate::persist::{Journal, now_ms};
-use agentflow_store::{BreakerAnswer, BreakerError, BreakerOp, BreakerUpdate};
+use agentflow_store::{BreakerAnswer, BreakerError, BreakerOp, BreakerRecord, BreakerUpdate};
 
 /// A call the breaker let through: it reports its outcome under `holder`.
 pub(super) struct Held {
@@ -39,6 +39,11 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             return Ok(Ok(None));
         }
         let holder = format!("{}/{}/{}/{}", journal.thread, journal.seq, self.node, call.id);
+        // A closed breaker admits without a write (admitting changes nothing
+        // then), so guarded calls to a healthy tool do not queue on its record.
+        if self.breaker_read(journal, tool.name()).await?.is_none_or(|r| r.state == BreakerState::Closed) {
+            return Ok(Ok(Some(Held { breaker, holder })));
+        }
         let answer = self.breaker_move(journal, tool.name(), BreakerOp::Admit, &holder, &breaker).await?;
         if answer.admitted {
             return Ok(Ok(Some(Held { breaker, holder })));
@@ -116,10 +121,25 @@ impl<D: Sync + 'static> Ctx<'_, D> {
     pub(super) async fn breaker_report(&self, tool: &'static dyn Tool, held: &Held, mut watch: CutOff, failed: bool) {
         watch.update = None;
         let Some(journal) = self.journal else { return };
+        // A success changes nothing on a closed breaker with no failures: no write.
+        if !failed
+            && let Ok(record) = self.breaker_read(journal, tool.name()).await
+            && record.is_none_or(|r| r.state == BreakerState::Closed && r.failures == 0)
+        {
+            return;
+        }
         let op = if failed { BreakerOp::Failed } else { BreakerOp::Succeeded };
         if let Err(e) = self.breaker_move(journal, tool.name(), op, &held.holder, &held.breaker).await {
             tracing::warn!(tool = tool.name(), error = %e, "the circuit breaker could not record a call's outcome");
         }
+    }
+
+    async fn breaker_read(&self, journal: &Journal, tool: &str) -> Result<Option<BreakerRecord>, NodeError> {
+        let name = tool.to_string();
+        crate::persist::blocking(&journal.store, move |s| s.breaker(&name))
+            .await
+            .map_err(|e| NodeError::transient(e.to_string()))?
+            .map_err(|e| NodeError::transient(format!("circuit breaker of `{tool}`: {e}")))
     }
 
     async fn breaker_move(
