@@ -137,6 +137,25 @@ mod hanging {
     }
 }
 
+/// Restarts a service (external: the default policy asks a human first).
+#[tool(risk = external, idempotent)]
+async fn restart_service(args: Service, cx: &ToolCx<Upstream>) -> Result<String, ToolError> {
+    cx.deps().runs.fetch_add(1, Ordering::SeqCst);
+    Ok(format!("{} restarted", args.name))
+}
+
+#[graph(state = Check, deps = Upstream, start = fix)]
+mod fixing {
+    use super::*;
+
+    #[node(goto = [END], tools = [restart_service])]
+    async fn fix(_s: &Check, cx: &Ctx<Upstream>) -> Result<Step<Check>, NodeError> {
+        let obs = cx.run_tool(restart_service, json!({ "name": "payments" })).await?;
+        let code = obs.code().map(|c| serde_json::to_value(c).unwrap().as_str().unwrap().to_string());
+        Ok(goto!(END, Check::update().outcome(Some(code.unwrap_or_else(|| "ok".into())))))
+    }
+}
+
 fn guarded(store: &Arc<dyn Store>, tool: &str, breaker: Breaker) -> App<Check, Upstream> {
     checking::graph().app().store(Arc::clone(store)).circuit_breaker(tool, breaker).expect("the graph lists the tool")
 }
@@ -477,4 +496,44 @@ async fn on_postgres_two_store_instances_share_the_breaker() {
     assert_eq!(first_store.breaker("check_upstream").unwrap().unwrap().state, BreakerState::Closed);
     assert_eq!(check(&first, &up, "a-3", false).await.0, "ok");
     assert_eq!(up.runs.load(Ordering::SeqCst), 4);
+}
+
+#[tokio::test]
+async fn an_approved_call_waits_for_the_breaker_and_runs_once_as_its_probe() {
+    use agentflow::approval::{ApprovalStatus, Approver, RoleAuthorizer};
+    use agentflow_store::{BreakerOp, BreakerRule, BreakerUpdate};
+
+    let store = memory();
+    let up = Arc::new(Upstream::default());
+    let breaker = Breaker::after(1).cool_down(COOL_DOWN).on_open(OnOpen::Wait);
+    let app = fixing::graph().app().store(Arc::clone(&store)).circuit_breaker("restart_service", breaker).unwrap();
+    let desk = app.approvals(RoleAuthorizer::new().role_for(Risk::External, "sre")).unwrap();
+
+    // The call waits for a human first.
+    let run = app.runner(&*up).thread("fix").owner("agent:oncall").run(Check::default()).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{:?}", run.outcome) };
+    let id = pending[0].payload["approval"].as_str().unwrap().to_string();
+
+    // Meanwhile another process saw the service fail: the breaker is open.
+    let rule = BreakerRule::new(1, 1_500, 60_000);
+    let fail = BreakerUpdate::new("restart_service", BreakerOp::Failed, "elsewhere", rule, now_ms(), "other", "test");
+    let open_until = store.update_breaker(fail).unwrap().record.open_until;
+
+    // Approved, the call does not run while the breaker is open: the run
+    // sleeps until it half-opens, and the approval is left unused.
+    desk.approve(&id, &Approver::new("alice", ["sre"])).unwrap();
+    let run = app.runner(&*up).thread("fix").resume().await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Sleeping { until, .. } if until == open_until), "{:?}", run.outcome);
+    assert_eq!(up.runs.load(Ordering::SeqCst), 0);
+    assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::Approved);
+
+    // Woken after the cool-down, the approved call is the probe: it runs once and closes the breaker.
+    let scheduler = app.scheduler_with(Arc::clone(&up), SchedulerConfig::default().poll(Duration::from_millis(10)));
+    let woken = scheduler.subscribe().wait_for("fix").await.expect("the scheduler runs");
+    scheduler.shutdown().await;
+    assert_eq!(woken.result, Ok(Outcome::Completed));
+    assert_eq!(up.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::Succeeded);
+    assert_eq!(store.breaker("restart_service").unwrap().unwrap().state, BreakerState::Closed);
+    assert_eq!(app.state("fix").unwrap().unwrap().state.outcome.as_deref(), Some("ok"));
 }

@@ -37,8 +37,8 @@ impl Default for Gateway {
 
 /// What runs a graph: [`App`], the one handle that owns a graph's runtime
 /// configuration (store, tool policy, approval TTL, what a rejection does,
-/// circuit breakers ([`App::circuit_breaker`]), state migrations) and everything done with it — runs, history, forks,
-/// approvals and audit reads.
+/// circuit breakers ([`App::circuit_breaker`]), state migrations) and
+/// everything done with it — runs, history, forks, approvals and audit reads.
 ///
 /// A [`CompiledGraph`] is only the plan; [`CompiledGraph::app`] wraps it:
 ///

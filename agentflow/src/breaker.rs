@@ -60,11 +60,13 @@
 //!   cool-down. A probe that never reports (its process died) is taken over
 //!   by the next call after [`Breaker::probe_timeout`].
 //!
-//! A call to a tool whose breaker is closed reads the record and writes
-//! nothing (a success on a closed breaker with no failures writes nothing
-//! either); only failures and the moves of an open or half-open breaker
-//! write. So a call that read the breaker closed just before another
-//! thread's failure opened it still runs.
+//! A call decides from a read of the record when the move would change
+//! nothing: to a closed breaker it is admitted, to an open one in its
+//! cool-down (or a half-open one whose probe another call holds) it is
+//! refused, and a success on a closed breaker with no failures is not
+//! written. Only failures, the probe's compare-and-set and the probe's
+//! outcome write. So a call that read the breaker closed just before
+//! another thread's failure opened it still runs.
 //!
 //! # What counts as a failure
 //!

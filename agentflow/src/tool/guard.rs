@@ -34,22 +34,31 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         let (Some(journal), Some(breaker)) = (self.journal, self.scope.breakers.of(tool.name()).copied()) else {
             return Ok(Ok(None));
         };
-        // A call whose result (or started marker) is journaled does not run the tool again here.
+        // A call whose result is journaled is replayed; the tool does not run again.
         if tool.risk() != Risk::Read && super::gateway::journaled(journal, self.node, tool, call).await? {
             return Ok(Ok(None));
         }
         let holder = format!("{}/{}/{}/{}", journal.thread, journal.seq, self.node, call.id);
-        // A closed breaker admits without a write (admitting changes nothing
-        // then), so guarded calls to a healthy tool do not queue on its record.
-        if self.breaker_read(journal, tool.name()).await?.is_none_or(|r| r.state == BreakerState::Closed) {
-            return Ok(Ok(Some(Held { breaker, holder })));
-        }
-        let answer = self.breaker_move(journal, tool.name(), BreakerOp::Admit, &holder, &breaker).await?;
-        if answer.admitted {
-            return Ok(Ok(Some(Held { breaker, holder })));
-        }
-        let record = &answer.record;
+        // Decided from a read when the move would change nothing: a closed
+        // breaker admits, an open one in its cool-down (or a half-open one
+        // whose probe another call holds) refuses. So neither guarded calls
+        // to a healthy tool nor refused calls write, or queue on the record.
+        let read = self.breaker_read(journal, tool.name()).await?;
         let now = now_ms();
+        let record = match read {
+            None => return Ok(Ok(Some(Held { breaker, holder }))),
+            Some(r) if r.state == BreakerState::Closed => return Ok(Ok(Some(Held { breaker, holder }))),
+            Some(r) if now < r.open_until && r.probe.as_deref() != Some(holder.as_str()) => r,
+            // The cool-down is over (or this call holds the probe): take it by compare-and-set.
+            Some(_) => {
+                let answer = self.breaker_move(journal, tool.name(), BreakerOp::Admit, &holder, &breaker).await?;
+                if answer.admitted {
+                    return Ok(Ok(Some(Held { breaker, holder })));
+                }
+                answer.record
+            }
+        };
+        let record = &record;
         // Open: a probe may run once the cool-down ends. Half-open: another
         // call is probing; look again after a cool-down (or when its lease
         // ends, if sooner).
