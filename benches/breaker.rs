@@ -1,16 +1,16 @@
 //! What a circuit breaker costs a tool call. One JSON line per figure on stdout.
 //!
 //! ```text
-//! cargo bench --bench breaker                # 2,000 calls per case
-//! cargo bench --bench breaker -- --quick     # 200
+//! cargo bench --bench breaker                # 5,000 calls per case
+//! cargo bench --bench breaker -- --quick     # 500
 //! ```
 //!
 //! One redb store (a file, default durability). Each run is one thread whose
 //! node calls a `read` tool (that does nothing) `CALLS_PER_RUN` times through
 //! the gateway. Cases, each on its own store:
 //! - `unguarded`: no breaker;
-//! - `closed`: the tool's breaker is closed (a read of its record per call,
-//!   and per success; no write);
+//! - `closed`: the tool's breaker is closed with no failures (one read of
+//!   its record per call; no write);
 //! - `open_observe`: the breaker is open, every call answers `CIRCUIT_OPEN`
 //!   (decided from a read of the record; no write).
 //!
@@ -30,7 +30,7 @@ use agentflow::{App, RedbStore, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-const CALLS_PER_RUN: u32 = 20;
+const CALLS_PER_RUN: u32 = 100;
 
 #[derive(Default)]
 struct Deps {
@@ -81,7 +81,7 @@ mod calling {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    let calls: u32 = if quick { 200 } else { 2_000 };
+    let calls: u32 = if quick { 500 } else { 5_000 };
     let runs = calls / CALLS_PER_RUN;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {

@@ -63,8 +63,9 @@
 //! A call decides from a read of the record when the move would change
 //! nothing: to a closed breaker it is admitted, to an open one in its
 //! cool-down (or a half-open one whose probe another call holds) it is
-//! refused, and a success on a closed breaker with no failures is not
-//! written. Only failures, the probe's compare-and-set and the probe's
+//! refused, and a success on a breaker that was closed with no failures
+//! when the call was admitted is not written (so a success does not break a
+//! streak that began while it ran). Only failures, the probe's compare-and-set and the probe's
 //! outcome write. So a call that read the breaker closed just before
 //! another thread's failure opened it still runs.
 //!
@@ -250,5 +251,27 @@ impl<S: crate::State, D> crate::App<S, D> {
     pub fn circuit_breakers(mut self, breaker: Breaker) -> Self {
         std::sync::Arc::make_mut(&mut self.gateway.breakers).every = Some(breaker);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_s_own_breaker_takes_precedence_over_the_one_for_every_tool() {
+        let mut breakers = Breakers::default();
+        assert!(breakers.of("x").is_none());
+        breakers.every = Some(Breaker::after(5));
+        breakers.per_tool.insert("x".into(), Breaker::after(2).on_open(OnOpen::Wait));
+        assert_eq!(breakers.of("x").map(|b| (b.threshold(), b.policy())), Some((2, OnOpen::Wait)));
+        assert_eq!(breakers.of("y").map(|b| (b.threshold(), b.policy())), Some((5, OnOpen::Observe)));
+    }
+
+    #[test]
+    fn the_rule_carries_the_configuration_and_zero_failures_counts_as_one() {
+        let b = Breaker::after(0).cool_down(Duration::from_millis(1_500)).probe_timeout(Duration::from_secs(9));
+        assert_eq!(b.threshold(), 1);
+        assert_eq!(b.rule(), BreakerRule::new(1, 1_500, 9_000));
     }
 }

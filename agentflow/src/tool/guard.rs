@@ -18,6 +18,8 @@ use agentflow_store::{BreakerAnswer, BreakerError, BreakerOp, BreakerRecord, Bre
 pub(super) struct Held {
     breaker: Breaker,
     holder: String,
+    /// The breaker was closed with no failures when the call was admitted.
+    clean: bool,
 }
 
 impl<D: Sync + 'static> Ctx<'_, D> {
@@ -46,14 +48,16 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         let read = self.breaker_read(journal, tool.name()).await?;
         let now = now_ms();
         let record = match read {
-            None => return Ok(Ok(Some(Held { breaker, holder }))),
-            Some(r) if r.state == BreakerState::Closed => return Ok(Ok(Some(Held { breaker, holder }))),
+            None => return Ok(Ok(Some(Held { breaker, holder, clean: true }))),
+            Some(r) if r.state == BreakerState::Closed => {
+                return Ok(Ok(Some(Held { breaker, holder, clean: r.failures == 0 })));
+            }
             Some(r) if now < r.open_until && r.probe.as_deref() != Some(holder.as_str()) => r,
             // The cool-down is over (or this call holds the probe): take it by compare-and-set.
             Some(_) => {
                 let answer = self.breaker_move(journal, tool.name(), BreakerOp::Admit, &holder, &breaker).await?;
                 if answer.admitted {
-                    return Ok(Ok(Some(Held { breaker, holder })));
+                    return Ok(Ok(Some(Held { breaker, holder, clean: false })));
                 }
                 answer.record
             }
@@ -130,10 +134,14 @@ impl<D: Sync + 'static> Ctx<'_, D> {
     pub(super) async fn breaker_report(&self, tool: &'static dyn Tool, held: &Held, mut watch: CutOff, failed: bool) {
         watch.update = None;
         let Some(journal) = self.journal else { return };
-        // A success changes nothing on a closed breaker with no failures: no write.
+        // A success changes nothing on a closed breaker with no failures: no
+        // write (nor a read, when it was so when the call was admitted).
         if !failed
-            && let Ok(record) = self.breaker_read(journal, tool.name()).await
-            && record.is_none_or(|r| r.state == BreakerState::Closed && r.failures == 0)
+            && (held.clean
+                || self
+                    .breaker_read(journal, tool.name())
+                    .await
+                    .is_ok_and(|r| r.is_none_or(|r| r.state == BreakerState::Closed && r.failures == 0)))
         {
             return;
         }
