@@ -102,13 +102,13 @@ fn main() {
             }
             // Warm-up (not measured): as many runs again, on their own threads.
             for r in 0..runs {
-                app.runner(&deps).thread(&format!("w-{r}")).run(Calls::default()).await.unwrap();
+                app.runner(&deps).thread(format!("w-{r}")).run(Calls::default()).await.unwrap();
             }
             let before = deps.runs.load(Ordering::Relaxed);
             let started = Instant::now();
             let (mut ok, mut refused) = (0, 0);
             for r in 0..runs {
-                let run = app.runner(&deps).thread(&format!("t-{r}")).run(Calls::default()).await.unwrap();
+                let run = app.runner(&deps).thread(format!("t-{r}")).run(Calls::default()).await.unwrap();
                 ok += run.state.ok;
                 refused += run.state.refused;
             }
