@@ -82,8 +82,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                     tool.name()
                 )))
             }
-            // `OnOpen` is non-exhaustive only for users; here every policy is known.
-            _ => {
+            OnOpen::Observe => {
                 let detail = if record.state == BreakerState::Open {
                     format!(
                         "the circuit breaker of `{}` is open after {} consecutive failures; the tool did not run. \
