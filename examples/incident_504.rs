@@ -21,6 +21,9 @@
 //! compensation rolls it back. The audit log shows one claim, the re-run
 //! with the same key, and the rollback; `restarts.log` shows one restart.
 //! Durable timers (the section 2) are not part of this example.
+//! The upstream check has a circuit breaker (`App::circuit_breaker`): shared
+//! by every thread of the store, it stops calling a dependency that failed 3
+//! times in a row (it never fails here, so the breaker stays closed).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -28,6 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentflow::approval::{Approver, RoleAuthorizer};
+use agentflow::breaker::Breaker;
 use agentflow::message::Message;
 use agentflow::model::{ChatRequest, ScriptedModel};
 use agentflow::prelude::*;
@@ -206,7 +210,10 @@ mod incident {
 const THREAD: &str = "incident-504";
 
 fn app(store: Arc<dyn Store>) -> App<Incident, Ops> {
-    incident::graph().app().store(store)
+    // The upstream check is shared by every incident thread of the store: after 3 failures in a
+    // row it stops being called for 30 s, and the calls answer `CIRCUIT_OPEN` instead.
+    let breaker = Breaker::after(3).cool_down(Duration::from_secs(30));
+    incident::graph().app().store(store).circuit_breaker("check_upstream", breaker).expect("the triage node lists it")
 }
 
 /// One run (or resume) of the thread; prints and returns its outcome.

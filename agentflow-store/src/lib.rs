@@ -61,6 +61,7 @@
 
 mod approvals;
 mod audit;
+mod breaker;
 mod codec;
 #[cfg(feature = "testing")]
 pub mod conformance;
@@ -78,6 +79,10 @@ mod store;
 pub mod tables;
 mod writer;
 
+pub use breaker::{
+    BreakerAnswer, BreakerError, BreakerOp, BreakerRecord, BreakerRule, BreakerState, BreakerUpdate,
+    audit_entry as breaker_audit_entry, step as breaker_step,
+};
 pub use codec::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH};
 pub use error::{
     ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, JsonTooDeep, LeaseError, OpenError,

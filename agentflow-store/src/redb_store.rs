@@ -14,6 +14,7 @@ use redb::{Database, DatabaseError, ReadTransaction, ReadableDatabase, TableHand
 
 use crate::approvals::{stage_put_approval, stage_transition};
 use crate::audit::stage_append_audit;
+use crate::breaker::{self, BreakerAnswer, BreakerError, BreakerRecord, BreakerUpdate};
 use crate::effects::{effect_key, remove_effects, stage_effect_batch, stage_record_effect};
 use crate::error::{
     ApprovalError, AuditError, CommitError, CompactError, Ctx, EffectError, LeaseError, OpenError, ReadError,
@@ -466,6 +467,7 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
         txn.open_table(tables::RUN_QUEUE).ctx(path)?;
         txn.open_table(tables::TIMERS).ctx(path)?;
         txn.open_table(tables::TIMER_OF).ctx(path)?;
+        txn.open_table(tables::BREAKERS).ctx(path)?;
     }
     txn.commit().ctx(path)?;
     Ok(())
@@ -756,6 +758,16 @@ impl Store for RedbStore {
             let of = txn.open_table(tables::TIMER_OF).ctx(path)?;
             Ok(redb::ReadableTable::get(&of, thread).ctx(path)?.map(|v| v.value()))
         })
+    }
+
+    fn breaker(&self, tool: &str) -> Result<Option<BreakerRecord>, ReadError> {
+        Ok(self.read(|txn, path| breaker::read(path, txn, tool))?)
+    }
+
+    /// Made by the store's one writer thread, so concurrent updates never interleave.
+    fn update_breaker(&self, update: BreakerUpdate) -> Result<BreakerAnswer, BreakerError> {
+        let (answer, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| breaker::stage_update(tx, &update))?;
+        Ok(answer)
     }
 }
 

@@ -1,5 +1,6 @@
 //! The [`Store`] trait: what the executor needs from persistence, independent of the backend.
 
+use crate::breaker::{BreakerAnswer, BreakerError, BreakerRecord, BreakerUpdate};
 use crate::error::{
     ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, LeaseError, ReadError, StorageError,
 };
@@ -326,6 +327,27 @@ pub trait Store: Send + Sync {
     fn thread_timer(&self, thread: &str) -> Result<Option<u64>, ReadError> {
         let _ = thread;
         Ok(None)
+    }
+
+    /// The circuit breaker of `tool`, if it ever moved (no record: `CLOSED`, no failures). The
+    /// default: none.
+    fn breaker(&self, tool: &str) -> Result<Option<BreakerRecord>, ReadError> {
+        let _ = tool;
+        Ok(None)
+    }
+
+    /// Moves the circuit breaker of `update.tool` by [`breaker_step`](crate::breaker_step):
+    /// read, apply and write in one write transaction, so of concurrent updates (in any process)
+    /// none is lost (every failure counts) and of concurrent probes after a cool-down exactly one
+    /// is admitted. A change of state appends a `breaker.<state>` audit entry to
+    /// `update.thread`'s log by `update.actor`, in the same transaction, durably.
+    ///
+    /// The default keeps no breakers: [`BreakerError::Unsupported`].
+    fn update_breaker(&self, update: BreakerUpdate) -> Result<BreakerAnswer, BreakerError> {
+        let _ = update;
+        Err(BreakerError::Unsupported {
+            detail: "the Store implementation does not override `update_breaker`".to_string(),
+        })
     }
 }
 

@@ -50,3 +50,6 @@ pub const TIMERS: TableDefinition<(u64, &str), ()> = TableDefinition::new("agent
 
 /// thread id -> wake_at: each sleeping thread's entry in [`TIMERS`].
 pub const TIMER_OF: TableDefinition<&str, u64> = TableDefinition::new("agentflow.timer_of");
+
+/// tool name -> its circuit breaker (JSON with a version field), see [`BreakerRecord`](crate::BreakerRecord).
+pub const BREAKERS: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.breakers");

@@ -120,6 +120,15 @@ impl Store for Plain {
     fn list_runs(&self) -> Result<Vec<QueuedRun>, QueueError> {
         self.0.list_runs()
     }
+    fn breaker(&self, tool: &str) -> Result<Option<agentflow_store::BreakerRecord>, ReadError> {
+        self.0.breaker(tool)
+    }
+    fn update_breaker(
+        &self,
+        update: agentflow_store::BreakerUpdate,
+    ) -> Result<agentflow_store::BreakerAnswer, agentflow_store::BreakerError> {
+        self.0.update_breaker(update)
+    }
 }
 
 #[test]

@@ -21,6 +21,7 @@ pub(crate) struct Gateway {
     pub(crate) policy: Arc<dyn Policy>,
     pub(crate) approval_ttl: Duration,
     pub(crate) on_reject: OnReject,
+    pub(crate) breakers: Arc<crate::breaker::Breakers>,
 }
 
 impl Default for Gateway {
@@ -29,14 +30,15 @@ impl Default for Gateway {
             policy: Arc::new(RiskPolicy::default()),
             approval_ttl: Duration::from_secs(24 * 3600),
             on_reject: OnReject::default(),
+            breakers: Arc::default(),
         }
     }
 }
 
 /// What runs a graph: [`App`], the one handle that owns a graph's runtime
 /// configuration (store, tool policy, approval TTL, what a rejection does,
-/// state migrations) and everything done with it — runs, history, forks,
-/// approvals and audit reads.
+/// circuit breakers ([`App::circuit_breaker`]), state migrations) and
+/// everything done with it — runs, history, forks, approvals and audit reads.
 ///
 /// A [`CompiledGraph`] is only the plan; [`CompiledGraph::app`] wraps it:
 ///

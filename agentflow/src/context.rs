@@ -53,6 +53,8 @@ pub(crate) struct RunScope<'g> {
     pub(crate) activity: Box<dyn Fn(Activity) + Send + Sync + 'g>,
     /// Subgraphs running at once in this run: at most [`crate::DEFAULT_PARALLEL`].
     pub(crate) children: tokio::sync::Semaphore,
+    /// The App's circuit breakers.
+    pub(crate) breakers: Arc<crate::breaker::Breakers>,
 }
 
 impl<D> std::fmt::Debug for Ctx<'_, D> {

@@ -163,6 +163,20 @@ pub enum Activity {
         /// `ok` or `failed`.
         result: String,
     },
+    /// A tool's circuit breaker changed state (shared by every thread of
+    /// the store; this run's call caused the change). See [`breaker`](crate::breaker).
+    CircuitBreaker {
+        /// The node whose call moved it.
+        node: &'static str,
+        /// The tool.
+        tool: String,
+        /// The state before.
+        from: crate::breaker::BreakerState,
+        /// The state now.
+        to: crate::breaker::BreakerState,
+        /// The streak of consecutive failures now.
+        failures: u32,
+    },
 }
 
 impl fmt::Display for Activity {
@@ -180,6 +194,9 @@ impl fmt::Display for Activity {
             }
             Activity::Compensation { tool, compensation, call_id, result } => {
                 write!(f, "saga: `{compensation}` undoing `{tool}` [{call_id}] -> {result}")
+            }
+            Activity::CircuitBreaker { node, tool, from, to, failures } => {
+                write!(f, "{node}: circuit breaker of `{tool}` {from} -> {to} ({failures} consecutive failure(s))")
             }
         }
     }

@@ -74,7 +74,9 @@ extern crate self as agentflow;
 // re-exported below at the root: every public type has one path. The public
 // modules group a family users browse as a unit.
 mod app;
+mod app_breakers;
 pub mod approval;
+pub mod breaker;
 mod budget;
 mod context;
 mod error;
@@ -535,6 +537,15 @@ pub use agentflow_macros::node;
 /// `cfg(test)` of the crate that declares the tool (its unit tests, or an
 /// integration test that declares the tool itself), so graph code cannot
 /// reach a tool's body around the gateway.
+///
+/// # Circuit breakers
+///
+/// A circuit breaker is configured on the [`App`], by the tool's name, not
+/// in the attribute: [`App::circuit_breaker`]`("get_metrics", `[`Breaker::after`](breaker::Breaker::after)`(5))`
+/// (a name no node lists is refused when the App is built). How the tool
+/// reports a failure decides what the breaker counts: `ToolError::Transient`
+/// and `ToolError::Fatal` count, `ToolError::Correctable` does not (see
+/// [`breaker`]).
 ///
 /// # Example
 ///

@@ -80,6 +80,8 @@
 //!   again;
 //! - the child's model calls, tool calls and tokens count against the
 //!   parent's budgets (it runs with what the parent has left);
+//! - the parent's tool policy, approval time to live, rejection rule and
+//!   circuit breakers apply in the child;
 //! - cancelling the parent cancels the child; a child that fails fails the
 //!   node (fatally: it is not re-run by the node's retry policy).
 //!
@@ -170,6 +172,8 @@ impl<D: Sync> Ctx<'_, D> {
         app.gateway.policy = Arc::clone(&self.scope.policy);
         app.gateway.approval_ttl = self.scope.approval_ttl;
         app.gateway.on_reject = self.scope.on_reject;
+        // The parent's circuit breakers guard the same tools in the child.
+        app.gateway.breakers = Arc::clone(&self.scope.breakers);
         let remaining = self.scope.meter.remaining();
         let cancel = self.scope.cancel.child_token();
         let Some(journal) = self.journal else {

@@ -64,4 +64,7 @@ pub enum Error {
     /// A structured-output call failed.
     #[error(transparent)]
     Structured(#[from] StructuredError),
+    /// A circuit breaker's configuration was refused.
+    #[error(transparent)]
+    Breaker(#[from] crate::breaker::BreakerConfigError),
 }

@@ -161,6 +161,16 @@ impl Store for CountingStore {
     fn compact(&self, thread: &str, keep_last: usize, fold: &FoldFn<'_>) -> Result<CompactReport, CompactError> {
         self.inner.compact(thread, keep_last, fold)
     }
+    fn breaker(&self, tool: &str) -> Result<Option<agentflow_store::BreakerRecord>, ReadError> {
+        self.inner.breaker(tool)
+    }
+    fn update_breaker(
+        &self,
+        update: agentflow_store::BreakerUpdate,
+    ) -> Result<agentflow_store::BreakerAnswer, agentflow_store::BreakerError> {
+        self.other();
+        self.inner.update_breaker(update)
+    }
 }
 
 /// Durable commits of one approved call: (all, of which step commits), counted

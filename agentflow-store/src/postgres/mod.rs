@@ -2,6 +2,7 @@
 //! (feature `postgres`).
 
 mod approvals;
+mod breakers;
 mod commit;
 mod compact;
 pub(crate) mod error;
@@ -20,6 +21,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
+use crate::breaker::{BreakerAnswer, BreakerError, BreakerRecord, BreakerUpdate};
 use crate::error::{
     ApprovalError, AuditError, CommitError, CompactError, EffectError, LeaseError, OpenError, ReadError, StorageError,
 };
@@ -680,5 +682,22 @@ impl Store for PostgresStore {
     fn thread_timer(&self, thread: &str) -> Result<Option<u64>, ReadError> {
         let thread = thread.to_string();
         self.call(move |ctx| async move { Ok(reads::thread_timer(&ctx, &thread).await?) })
+    }
+
+    fn breaker(&self, tool: &str) -> Result<Option<BreakerRecord>, ReadError> {
+        let tool = tool.to_string();
+        self.call(move |ctx| async move {
+            let client = ctx.client().await?;
+            Ok(breakers::read(&ctx, &client, &tool).await?)
+        })
+    }
+
+    /// One transaction: the tool's row is locked (`FOR UPDATE`), moved, and a change of state
+    /// audited, so updates from any number of processes never interleave.
+    fn update_breaker(&self, update: BreakerUpdate) -> Result<BreakerAnswer, BreakerError> {
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| breakers::update(ctx, &tx, &update).await)
+        })
     }
 }

@@ -114,6 +114,18 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE {s}.threads ADD COLUMN wake_at bigint;
     CREATE INDEX threads_due ON {s}.threads (wake_at, id) WHERE wake_at IS NOT NULL;
     "#,
+    // 4: one circuit breaker per tool, shared by every thread and process (see
+    // `Store::update_breaker`); moved under the row's lock.
+    r#"
+    CREATE TABLE {s}.breakers (
+        tool text COLLATE "C" PRIMARY KEY,
+        state text NOT NULL,
+        failures integer NOT NULL,
+        open_until bigint NOT NULL,
+        probe text,
+        updated_at bigint NOT NULL
+    );
+    "#,
 ];
 
 /// The version of the PostgreSQL tables this build creates and reads (the number of its

@@ -356,6 +356,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             shield: crate::shield::Shield::default(),
             activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
             children: tokio::sync::Semaphore::new(crate::DEFAULT_PARALLEL),
+            breakers: Arc::clone(&gateway.breakers),
         };
         let exec =
             Exec { plan, deps: self.deps, scope, events, before, after, resume_value, resume_nodes, skip_before };

@@ -162,6 +162,12 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         args: Value,
         approval: Option<(&ApprovalRecord, bool)>,
     ) -> Result<(Observation, bool), NodeError> {
+        // The tool's circuit breaker, if one guards it: refused calls end here.
+        let held = match self.breaker_admit(tool, call).await? {
+            Ok(held) => held,
+            Err(refused) => return Ok((refused, false)),
+        };
+        let held = held.as_ref();
         let key = effect_key(tool, call);
         let node = self.node;
         // A call that names a compensation is recorded in the saga log once it completed.
@@ -169,7 +175,14 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         let invoke = |idempotency_key: String| async move {
             let deps: &super::AnyDeps = self.deps;
             let tcx = ToolCx::new(&call.id, &idempotency_key, node, deps);
-            match tool.invoke(args, &tcx).await {
+            // A call cut off before it ends (a node timeout) counts as a failure.
+            let watch = held.map(|held| (held, self.breaker_watch(tool, held)));
+            let outcome = tool.invoke(args, &tcx).await;
+            if let Some((held, watch)) = watch {
+                let failed = matches!(outcome, Err(ToolError::Transient(_) | ToolError::Fatal(_)));
+                self.breaker_report(tool, held, watch, failed).await;
+            }
+            match outcome {
                 Ok(value) => Ok(Ok(value)),
                 Err(ToolError::Correctable(msg)) => Ok(Err(msg)),
                 Err(ToolError::Transient(msg)) => Err(NodeError::transient(format!("tool `{}`: {msg}", tool.name()))),
@@ -524,7 +537,12 @@ fn effect_key(tool: &dyn Tool, call: &ToolCall) -> String {
 }
 
 /// Whether the result of `call` is in the effect journal (where `execute` puts it).
-async fn journaled(journal: &Journal, node: &str, tool: &dyn Tool, call: &ToolCall) -> Result<bool, NodeError> {
+pub(super) async fn journaled(
+    journal: &Journal,
+    node: &str,
+    tool: &dyn Tool,
+    call: &ToolCall,
+) -> Result<bool, NodeError> {
     let key = EffectKey {
         thread: journal.thread.clone(),
         seq: journal.seq,

@@ -9,6 +9,7 @@
 
 mod contract;
 mod gateway;
+mod guard;
 mod observation;
 mod policy;
 mod validate;

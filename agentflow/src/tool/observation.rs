@@ -23,6 +23,10 @@ pub enum Code {
     ApprovalExpired,
     /// The approval was cancelled, already used, or does not match the call. Not executed.
     ApprovalInvalid,
+    /// The tool's circuit breaker is open (it kept failing): the call did not
+    /// run. The observation's `retry_at` (unix ms), when present, is when a
+    /// trial call may run. See [`breaker`](crate::breaker).
+    CircuitOpen,
 }
 
 impl Code {
@@ -35,6 +39,7 @@ impl Code {
             Code::Rejected => "rejected",
             Code::ApprovalExpired => "approval_expired",
             Code::ApprovalInvalid => "approval_invalid",
+            Code::CircuitOpen => "circuit_open",
         }
     }
 }
