@@ -72,6 +72,42 @@ pub const RECOVERY_SECONDS: &str = "agentflow_recovery_seconds";
 /// Counter: runs stopped by a budget. Labels `graph`, `budget`.
 pub const BUDGETS_EXHAUSTED: &str = "agentflow_budgets_exhausted_total";
 
+/// The handles one run records its steps and nodes with, registered once per
+/// run (so a recorder installed before the run sees them, and a step costs no
+/// key building).
+pub(crate) struct RunMetrics {
+    step: ::metrics::Histogram,
+    node: Vec<::metrics::Histogram>,
+    retries: Vec<::metrics::Counter>,
+}
+
+impl RunMetrics {
+    pub(crate) fn new<'n>(graph: &'static str, nodes: impl Iterator<Item = &'n &'static str>) -> Self {
+        let (mut node, mut retries) = (Vec::new(), Vec::new());
+        for &name in nodes {
+            node.push(::metrics::histogram!(NODE_SECONDS, "graph" => graph, "node" => name));
+            retries.push(::metrics::counter!(NODE_RETRIES, "graph" => graph, "node" => name));
+        }
+        RunMetrics { step: ::metrics::histogram!(STEP_SECONDS, "graph" => graph), node, retries }
+    }
+
+    pub(crate) fn step(&self, took: Duration) {
+        self.step.record(took.as_secs_f64());
+    }
+
+    pub(crate) fn node(&self, index: usize, took: Duration) {
+        if let Some(h) = self.node.get(index) {
+            h.record(took.as_secs_f64());
+        }
+    }
+
+    pub(crate) fn retry(&self, index: usize) {
+        if let Some(c) = self.retries.get(index) {
+            c.increment(1);
+        }
+    }
+}
+
 /// The `outcome` label of a run's end.
 pub(crate) fn outcome_label(outcome: &Outcome) -> &'static str {
     match outcome {

@@ -49,6 +49,7 @@ pub(crate) struct Exec<'g, S: State, D> {
     pub(crate) resume_nodes: HashSet<NodeId>,
     /// Resuming from a breakpoint before these nodes: do not stop there again.
     pub(crate) skip_before: bool,
+    pub(crate) metrics: crate::metrics::RunMetrics,
 }
 
 impl<S: State, D: Sync> Exec<'_, S, D> {
@@ -152,8 +153,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 let sends = self.stored_payloads(&payloads);
                 cp.commit_step(step, &state, delta, cursor, nodes, sends, self.scope.meter.usage()).await?;
             }
-            ::metrics::histogram!(crate::metrics::STEP_SECONDS, "graph" => self.plan.spec.name)
-                .record(step_began.elapsed().as_secs_f64());
+            self.metrics.step(step_began.elapsed());
             let stops = self.breakpoints(&ran, &self.after, PendingKind::After);
             if !stops.is_empty() && !active.is_empty() {
                 break self.pause(checkpointer, &[], stops).await?;
@@ -359,8 +359,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 },
                 None => work.instrument(span.clone()).await,
             };
-            ::metrics::histogram!(crate::metrics::NODE_SECONDS, "graph" => self.plan.spec.name, "node" => node.name)
-                .record(attempt_began.elapsed().as_secs_f64());
+            self.metrics.node(id.index(), attempt_began.elapsed());
             let error = match result {
                 Ok(Ok(mut out)) => {
                     out.instance = instance;
@@ -409,8 +408,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             }
             let delay = node.retry.delay(attempt, error.retry_after);
             tracing::info!(parent: &span, %error, attempt, ?delay, "retrying node");
-            ::metrics::counter!(crate::metrics::NODE_RETRIES, "graph" => self.plan.spec.name, "node" => node.name)
-                .increment(1);
+            self.metrics.retry(id.index());
             self.events.emit(|| Event::NodeRetrying {
                 step,
                 node: node.name,

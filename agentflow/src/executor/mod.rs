@@ -358,8 +358,19 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             children: tokio::sync::Semaphore::new(crate::DEFAULT_PARALLEL),
             breakers: Arc::clone(&gateway.breakers),
         };
-        let exec =
-            Exec { plan, deps: self.deps, scope, events, before, after, resume_value, resume_nodes, skip_before };
+        let metrics = crate::metrics::RunMetrics::new(plan.spec.name, plan.spec.nodes.iter().map(|n| &n.name));
+        let exec = Exec {
+            plan,
+            deps: self.deps,
+            scope,
+            events,
+            before,
+            after,
+            resume_value,
+            resume_nodes,
+            skip_before,
+            metrics,
+        };
         let span = tracing::info_span!("agentflow.run", graph = plan.spec.name, thread = self.thread.as_deref());
         let result = exec.run_loop(start, max_steps, self.deadline, &mut checkpointer).instrument(span).await;
         let usage = exec.scope.meter.usage();
