@@ -79,8 +79,39 @@ pub enum Event<S: State> {
     },
 }
 
+/// The longest an update is shown in an event's line, in characters.
+pub(crate) const MAX_UPDATE_CHARS: usize = 120;
+/// The longest an event's line is, in characters.
+pub(crate) const MAX_LINE_CHARS: usize = 240;
+
+/// One line for a trace or a terminal: an event's text with its line breaks
+/// and other control characters shown as spaces, an update cut to
+/// [`MAX_UPDATE_CHARS`] and the whole line to [`MAX_LINE_CHARS`] characters
+/// (a cut ends with `…`).
 impl<S: State> fmt::Display for Event<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut line = String::new();
+        self.write_line(&mut line)?;
+        f.write_str(&one_line(&line, MAX_LINE_CHARS))
+    }
+}
+
+/// `text` on one line (control characters as spaces), cut to `max` characters.
+pub(crate) fn one_line(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max * 4));
+    for (n, c) in text.chars().enumerate() {
+        if n + 1 == max && text.chars().nth(max).is_some() {
+            out.push('…');
+            break;
+        }
+        out.push(if c.is_control() { ' ' } else { c });
+    }
+    out
+}
+
+impl<S: State> Event<S> {
+    fn write_line(&self, f: &mut String) -> fmt::Result {
+        use fmt::Write;
         match self {
             Event::StepStarted { step, nodes } => write!(f, "step {step}: [{}]", nodes.join(", ")),
             Event::NodeStarted { step, node, instance, attempt } => {
@@ -92,7 +123,8 @@ impl<S: State> fmt::Display for Event<S> {
             }
             Event::NodeFinished { step, node, instance, update, next } => {
                 let next = if next.is_empty() { "END".to_string() } else { next.join(", ") };
-                write!(f, "step {step}: {node}{} -> {next} with {update:?}", Instance(*instance))
+                let update = one_line(&format!("{update:?}"), MAX_UPDATE_CHARS);
+                write!(f, "step {step}: {node}{} -> {next} with {update}", Instance(*instance))
             }
             Event::NodeFailed { step, node, instance, error } => {
                 write!(f, "step {step}: {node}{} failed: {error}", Instance(*instance))

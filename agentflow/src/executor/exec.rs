@@ -27,6 +27,7 @@ use crate::persist::{Checkpointer, Journal, PersistError, Resumed};
 use crate::shield::shielded_timeout;
 use crate::state::State;
 use crate::step::{Mailbox, Step};
+use crate::stream::{StreamMode, StreamPart};
 
 /// Why a node did not produce a step.
 pub(crate) enum Halt {
@@ -82,6 +83,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     break self.pause(checkpointer, &[], stops).await?;
                 }
             }
+            self.events.room().await;
             self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
             let journal = checkpointer.as_ref().map(Checkpointer::journal);
             let work = self.run_step(&state, &active, &payloads, step, std::mem::take(&mut pending), journal.as_ref());
@@ -125,7 +127,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             if !interrupts.is_empty() {
                 break self.pause(checkpointer, &done, interrupts).await?;
             }
-            self.emit_finished(step, &done);
+            self.emit_finished(step, &done).await;
             let delta = match checkpointer {
                 Some(_) => Some(encode_updates(&done)?),
                 None => None,
@@ -150,6 +152,10 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 let nodes = self.names(&ran).into_iter().map(String::from).collect();
                 let sends = self.stored_payloads(&payloads);
                 cp.commit_step(step, &state, delta, cursor, nodes, sends, self.scope.meter.usage()).await?;
+            }
+            if self.events.streams(StreamMode::Values) {
+                self.events.room().await;
+                self.events.push(StreamMode::Values, || StreamPart::Values { step, state: state.clone() });
             }
             let stops = self.breakpoints(&ran, &self.after, PendingKind::After);
             if !stops.is_empty() && !active.is_empty() {
@@ -219,17 +225,27 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         Ok(Outcome::Interrupted { thread, pending })
     }
 
-    fn emit_finished(&self, step: u32, done: &[(NodeId, Step<S>)]) {
-        if !self.events.enabled {
+    /// The events and stream items of the nodes whose updates the step merges.
+    async fn emit_finished(&self, step: u32, done: &[(NodeId, Step<S>)]) {
+        let updates = self.events.streams(StreamMode::Updates);
+        if !self.events.enabled && !updates {
             return;
         }
         for (id, s) in done {
+            self.events.room().await;
+            let node = self.name(*id);
             self.events.emit(|| Event::NodeFinished {
                 step,
-                node: self.name(*id),
+                node,
                 instance: s.instance,
                 update: s.update.clone(),
                 next: self.names(&s.next),
+            });
+            self.events.push(StreamMode::Updates, || StreamPart::Update {
+                step,
+                node,
+                instance: s.instance,
+                update: s.update.clone(),
             });
         }
     }
@@ -326,6 +342,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         let resume = self.resume_value.as_ref().filter(|_| self.resume_nodes.contains(&id));
         let mut attempt = 1;
         loop {
+            self.events.room().await;
             self.events.emit(|| Event::NodeStarted { step, node: node.name, instance, attempt });
             let signal = Mutex::new(Signal::default());
             let shield = signal.lock().unwrap_or_else(|p| p.into_inner()).shield.clone();

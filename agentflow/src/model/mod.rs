@@ -11,6 +11,7 @@ mod chat;
 #[cfg(feature = "openai")]
 mod openai;
 mod scripted;
+mod stream;
 mod structured;
 mod usage;
 
@@ -18,6 +19,7 @@ pub use chat::{ChatModel, ChatReply, ChatRequest, ModelError, ResponseSchema};
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiCompatible, OpenAiConfig};
 pub use scripted::{SCRIPTED_MODEL_NAME, ScriptedModel, estimate_tokens};
+pub use stream::{ChatChunk, ChunkSink, ReplyAssembler, ToolCallDelta};
 pub use structured::{
     Structured, StructuredError, parse_reply, response_schema, schema_instruction, structured, structured_request,
 };
