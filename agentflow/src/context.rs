@@ -714,6 +714,7 @@ impl<'a, D> Ctx<'a, D> {
     ///         Ok(goto!(END, Job::update().done(1)))
     ///     }
     /// }
+    /// # fn main() {
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let app = job::graph().app();
     /// let mut stream = app.runner(&()).stream_modes([StreamMode::Custom]).stream(Job::default());
@@ -727,6 +728,7 @@ impl<'a, D> Ctx<'a, D> {
     /// }
     /// assert_eq!(progress, [50, 100]);
     /// # });
+    /// # }
     /// ```
     pub fn emit<T: Serialize>(&self, value: T) -> impl Future<Output = Result<(), NodeError>> + Send + '_ {
         let outlet = self.scope.outlet.as_deref().filter(|o| o.wants(StreamMode::Custom));

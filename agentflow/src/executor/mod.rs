@@ -231,6 +231,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     ///     #[node(goto = [END])]
     ///     async fn two(_s: &Count) -> Step<Count> { goto!(END, Count::update().n(2)) }
     /// }
+    /// # fn main() {
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let app = count::graph().app();
     /// let mut stream = app.runner(&()).stream_modes([StreamMode::Values, StreamMode::Updates]).stream(Count::default());
@@ -245,6 +246,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// }
     /// assert_eq!(seen, ["one ran", "after step 1: n = 1", "two ran", "after step 2: n = 3"]);
     /// # });
+    /// # }
     /// ```
     pub fn stream(mut self, input: S) -> RunStream<'g, S> {
         let channel = self.open_stream();
