@@ -89,13 +89,10 @@ fn input() -> Board {
     Board { tickers: vec!["ACME".into(), "GLOBEX".into(), "INITECH".into()], ..Board::default() }
 }
 
-/// Every item of `stream`, the last one (`Done`) included.
-async fn collect<S: State>(mut stream: agentflow::RunStream<'_, S>) -> Vec<StreamItem<S>> {
-    let mut items = Vec::new();
-    while let Some(item) = tokio::time::timeout(GUARD, stream.next()).await.expect("no hang") {
-        items.push(item);
-    }
-    items
+/// Every item of `stream`, the last one (`Done`) included, read through the
+/// `Stream` trait.
+async fn collect<S: State>(stream: agentflow::RunStream<'_, S>) -> Vec<StreamItem<S>> {
+    tokio::time::timeout(GUARD, futures_util::StreamExt::collect(stream)).await.expect("no hang")
 }
 
 /// The run's result, which must be the last item and only there.

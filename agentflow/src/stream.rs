@@ -291,6 +291,13 @@ pub(crate) type RunFuture<'g, S> = Pin<Box<dyn Future<Output = Result<Run<S>, Ru
 ///   [`Ctx::emit`](crate::Ctx::emit). Items produced between two of those
 ///   waits (a node's failure, a tool or model activity event) go in without
 ///   waiting, so the buffer can briefly hold a few more.
+/// - **A reader that stops reading stops the run**, which is not polled
+///   while it waits: its deadline ([`Runner::timeout`](crate::Runner::timeout))
+///   keeps counting, and a durable run whose reader pauses for longer than
+///   the thread's lease ([`Runner::lease_ttl`](crate::Runner::lease_ttl),
+///   30 s by default) may lose the lease, ending with
+///   [`RunError::LeaseLost`] and committing nothing more (the thread then
+///   resumes from its last step). Read steadily, or call [`RunStream::finish`].
 /// - **The result is never lost.** The last item is [`StreamPart::Done`]
 ///   with what `Runner::run` would have returned, an error included; then
 ///   the stream ends. [`RunStream::finish`] drives the run to that end
