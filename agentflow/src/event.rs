@@ -8,6 +8,9 @@ use crate::outcome::Outcome;
 use crate::state::State;
 
 /// One thing that happened during a run.
+///
+/// Its `Display` is one line of at most 240 characters: line breaks in
+/// messages show as spaces and a long update or error is cut, ending with `…`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Event<S: State> {
@@ -85,9 +88,8 @@ pub(crate) const MAX_UPDATE_CHARS: usize = 120;
 pub(crate) const MAX_LINE_CHARS: usize = 240;
 
 /// One line for a trace or a terminal: an event's text with its line breaks
-/// and other control characters shown as spaces, an update cut to
-/// [`MAX_UPDATE_CHARS`] and the whole line to [`MAX_LINE_CHARS`] characters
-/// (a cut ends with `…`).
+/// and other control characters shown as spaces, an update cut to 120
+/// characters and the whole line to 240 (a cut ends with `…`).
 impl<S: State> fmt::Display for Event<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut line = String::new();
@@ -214,5 +216,19 @@ impl fmt::Display for Activity {
                 write!(f, "saga: `{compensation}` undoing `{tool}` [{call_id}] -> {result}")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn one_line_keeps_short_text_and_cuts_long_text_at_the_limit() {
+        assert_eq!(one_line("a\nb\tc", 10), "a b c");
+        assert_eq!(one_line("abcde", 5), "abcde");
+        assert_eq!(one_line("abcdef", 5), "abcd…");
+        assert_eq!(one_line("ééééé€", 5).chars().count(), 5);
+        assert_eq!(one_line("", 5), "");
     }
 }
