@@ -135,6 +135,34 @@ async fn events_of_a_stream_are_the_events_of_on_event_in_the_same_order() {
 }
 
 #[tokio::test]
+async fn a_buffer_of_one_loses_no_event_of_concurrent_instances() {
+    let app = board::graph().app();
+    let (deps, seen) = (desk(), Arc::new(Mutex::new(Vec::new())));
+    let sink = Arc::clone(&seen);
+    let plain = app.runner(&deps).on_event(move |e: Event<Board>| sink.lock().unwrap().push(format!("{e:?}")));
+    plain.run(input()).await.expect("a valid run");
+    let mut expected = seen.lock().unwrap().clone();
+
+    // Every item waits for the reader; the instances may interleave
+    // differently, but every event is there, once.
+    let deps = desk();
+    let modes = StreamMode::ALL;
+    let mut items = collect(app.runner(&deps).stream_modes(modes).stream_buffer(1).stream(input())).await;
+    let run = done(&mut items).expect("a valid run");
+    assert_eq!(run.outcome, Outcome::Completed);
+    let mut streamed: Vec<String> = items
+        .iter()
+        .filter_map(|i| match &i.part {
+            StreamPart::Event(e) => Some(format!("{e:?}")),
+            _ => None,
+        })
+        .collect();
+    expected.sort();
+    streamed.sort();
+    assert_eq!(streamed, expected);
+}
+
+#[tokio::test]
 async fn updates_are_the_updates_of_the_finished_nodes_with_their_instance() {
     let app = board::graph().app();
     let deps = desk();
@@ -477,4 +505,47 @@ fn an_event_displays_on_one_line_with_long_updates_cut() {
 
     let short: Event<Board> = Event::StepStarted { step: 1, nodes: vec!["a", "b"] };
     assert_eq!(short.to_string(), "step 1: [a, b]");
+}
+
+// ------------------------------------------------------------------ resume_with
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Greeting {
+    text: String,
+}
+
+#[graph(state = Greeting, start = ask)]
+mod greet {
+    use super::*;
+
+    #[node(goto = [END], interrupt)]
+    async fn ask(_s: &Greeting, cx: &Ctx<()>) -> Result<Step<Greeting>, NodeError> {
+        let name: String = cx.interrupt("name?")?;
+        cx.emit(format!("hello, {name}")).await?;
+        Ok(goto!(END, Greeting::update().text(format!("Hello, {name}"))))
+    }
+}
+
+#[tokio::test]
+async fn a_paused_thread_resumes_with_a_value_as_a_stream() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = greet::graph().app().store(store);
+    let modes = [StreamMode::Custom, StreamMode::Values];
+    let mut items = collect(app.runner(&()).thread("g").stream_modes(modes).stream(Greeting::default())).await;
+    let run = done(&mut items).expect("a valid run");
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{:?}", run.outcome);
+    assert!(items.is_empty(), "no step completed, nothing emitted: {items:?}");
+
+    let mut items = collect(app.runner(&()).thread("g").stream_modes(modes).stream_resume_with("Ada")).await;
+    let run = done(&mut items).expect("a valid resume");
+    assert_eq!(run.outcome, Outcome::Completed);
+    let parts: Vec<String> = items
+        .into_iter()
+        .map(|i| match i.part {
+            StreamPart::Custom { value, .. } => format!("custom {value}"),
+            StreamPart::Values { step, state } => format!("values {step} {}", state.text),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(parts, ["custom \"hello, Ada\"", "values 1 Hello, Ada"]);
 }
