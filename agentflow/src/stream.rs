@@ -282,8 +282,8 @@ pub(crate) type RunFuture<'g, S> = Pin<Box<dyn Future<Output = Result<Run<S>, Ru
 /// - **The stream is the run.** Nothing runs in the background: reading the
 ///   stream (with [`RunStream::next`], `StreamExt::next`, or
 ///   [`RunStream::finish`]) drives the run, in the reader's task. The stream
-///   is `Send` when the state and the deps are, so it can be read in a
-///   spawned task.
+///   is `Send` (the run shares its deps by reference, so they are `Sync`):
+///   it can be read in a spawned task.
 /// - **Nothing is dropped; a slow reader slows the run.** The run moves on
 ///   only while fewer than [`Runner::stream_buffer`](crate::Runner::stream_buffer)
 ///   items wait to be read: it waits for room before each super-step, each
@@ -297,7 +297,9 @@ pub(crate) type RunFuture<'g, S> = Pin<Box<dyn Future<Output = Result<Run<S>, Ru
 ///   the thread's lease ([`Runner::lease_ttl`](crate::Runner::lease_ttl),
 ///   30 s by default) may lose the lease, ending with
 ///   [`RunError::LeaseLost`] and committing nothing more (the thread then
-///   resumes from its last step). Read steadily, or call [`RunStream::finish`].
+///   resumes from its last step). A node's `timeout` likewise counts the
+///   time its model chunks and [`Ctx::emit`](crate::Ctx::emit) values wait
+///   for the reader. Read steadily, or call [`RunStream::finish`].
 /// - **The result is never lost.** The last item is [`StreamPart::Done`]
 ///   with what `Runner::run` would have returned, an error included; then
 ///   the stream ends. [`RunStream::finish`] drives the run to that end

@@ -74,7 +74,8 @@ impl<S: State, D: Sync> App<S, D> {
 }
 
 /// One run of a graph, configured step by step, started with [`Runner::run`]
-/// or continued with [`Runner::resume`] / [`Runner::resume_with`].
+/// or continued with [`Runner::resume`] / [`Runner::resume_with`] (or read as
+/// a [`RunStream`] with [`Runner::stream`] and its resume counterparts).
 ///
 /// Those futures are `Send` (the deps are shared by reference, so `D: Sync`;
 /// a [`Runner::on_event`] sink need only be `Send`): a run can be
@@ -190,8 +191,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         self
     }
 
-    /// Calls `sink` with every [`Event`] of the run, in order. To consume the
-    /// events as a stream, send them into a channel here.
+    /// Calls `sink` with every [`Event`] of the run, in order. To read them
+    /// as a stream instead (with states, updates, model chunks or custom
+    /// values besides), use [`Runner::stream`] with [`StreamMode::Events`]:
+    /// the same events, in the same order.
     pub fn on_event(mut self, sink: impl FnMut(Event<S>) + Send + 'g) -> Self {
         self.sink = Some(Box::new(sink));
         self
