@@ -141,6 +141,11 @@ impl OpenAiConfig {
 /// a body are held in memory. The body of an error status is read up to
 /// 64 KiB (at most the bound) and only that prefix is kept for the message.
 ///
+/// Streaming: [`ChatModel::chat_stream`] asks with `"stream": true` and hands
+/// on the server-sent chunks as they arrive (text, tool-call argument deltas,
+/// the usage last); see its documentation on this type for how a stream that
+/// breaks off is reported.
+///
 /// ```no_run
 /// use agentflow::model::{OpenAiCompatible, OpenAiConfig};
 ///
@@ -220,9 +225,10 @@ impl ChatModel for OpenAiCompatible {
     /// chunk that is not a chat-completion chunk is a
     /// [`ModelError::MalformedReply`] naming it (transient, like a whole
     /// reply that does not parse); an `error` object sent mid-stream is a
-    /// transient [`ModelError::Transport`] with the server's message. Chunks
-    /// with nothing in them (the first, naming the role) are not handed on. The body is bounded by
-    /// [`OpenAiConfig::max_response_bytes`] as for a whole reply.
+    /// transient [`ModelError::Transport`] with the server's message.
+    /// Chunks with nothing in them (the first, naming the role) are not
+    /// handed on. The body is bounded by [`OpenAiConfig::max_response_bytes`]
+    /// and the whole call by [`OpenAiConfig::timeout`], as for a whole reply.
     async fn chat_stream(&self, req: &ChatRequest, chunks: &ChunkSink<'_>) -> Result<ChatReply, ModelError> {
         let mut wire = wire_request(&self.config.model, req);
         wire.stream = true;
