@@ -741,7 +741,7 @@ impl<'a, D> Ctx<'a, D> {
         async move {
             let (Some(outlet), Some(value)) = (outlet, value) else { return Ok(()) };
             let value = value?;
-            crate::stream::room(outlet).await;
+            crate::pace::room(outlet).await;
             outlet.custom(origin, value);
             Ok(())
         }

@@ -86,6 +86,7 @@ pub mod message;
 pub mod model;
 mod node_id;
 mod outcome;
+mod pace;
 pub mod persist;
 pub mod prebuilt;
 pub mod reducer;

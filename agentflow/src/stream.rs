@@ -22,6 +22,7 @@ use futures_util::Stream;
 use crate::event::Event;
 use crate::model::ChatChunk;
 use crate::outcome::{Run, RunError};
+use crate::pace::Room;
 use crate::state::State;
 
 /// What a [`RunStream`] carries. Select several with
@@ -167,22 +168,11 @@ pub(crate) struct Origin {
     pub(crate) instance: Option<u32>,
 }
 
-/// Waiting for room in a stream's buffer.
-pub(crate) trait Room: Send + Sync {
-    /// Ready while the buffer has room (or nobody reads it any more).
-    fn poll_room(&self, cx: &mut Context<'_>) -> Poll<()>;
-}
-
 /// What a node's context reaches of the stream, whatever the state type.
 pub(crate) trait Outlet: Room {
     fn wants(&self, mode: StreamMode) -> bool;
     fn message(&self, origin: Origin, chunk: ChatChunk);
     fn custom(&self, origin: Origin, value: serde_json::Value);
-}
-
-/// Completes once `room` has room.
-pub(crate) async fn room(room: &dyn Room) {
-    std::future::poll_fn(|cx| room.poll_room(cx)).await;
 }
 
 /// The buffer between a run and its [`RunStream`].

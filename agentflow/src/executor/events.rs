@@ -60,7 +60,7 @@ impl<'g, S: State> Events<'g, S> {
     /// Waits while the stream's buffer is full (see [`crate::stream::RunStream`]).
     pub(crate) async fn room(&self) {
         if let Some(stream) = &self.stream {
-            crate::stream::room(&**stream).await;
+            crate::pace::room(&**stream).await;
         }
     }
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::error::{ErrorClass, NodeError};
 use crate::message::{Message, ToolCall, ToolSpec};
-use crate::model::stream::{ChatChunk, ChunkSink};
+use crate::model::chunk::{ChatChunk, ChunkSink};
 use crate::model::usage::Usage;
 
 /// What to send to a model.

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::stream::parse_arguments;
+use super::assemble::parse_arguments;
 use super::{
     ChatChunk, ChatModel, ChatReply, ChatRequest, ChunkSink, ModelError, ReplyAssembler, ToolCallDelta, Usage,
 };
