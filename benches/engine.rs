@@ -3,6 +3,7 @@
 //! ```text
 //! cargo bench --bench engine              # full: 21 samples, median (and min)
 //! cargo bench --bench engine -- --quick   # CI smoke check, a few seconds
+//! cargo bench --bench engine -- stream    # only the streaming figure
 //! AGENTFLOW_BENCH_QUICK=1 cargo bench --bench engine
 //! ```
 //!
@@ -21,6 +22,11 @@
 //!   [target < 2 µs per instance]. Then with `Durability::Sync` on a redb
 //!   file: ms per run [target < 10 ms], and durable commits per run for
 //!   N = 10 and N = 1,000, counted by a `Store` wrapper [must not grow with N].
+//! - `stream`: the `cycle_flat` run (N = 3,000) read as a stream of every
+//!   mode (`Runner::stream`, five items per node: the step and node events,
+//!   the node's update, the state) by a reader that only counts the items,
+//!   beside the same run without a stream: µs of streaming per item
+//!   [target < 1 µs per item].
 //!
 //! Each workload is also done by a hand-written loop making the same
 //! `State::apply` calls on the same state without the executor; `ratio` is
@@ -463,17 +469,87 @@ fn bench_map_reduce_durable(cfg: &Config) {
     }));
 }
 
+/// The `cycle_flat` run read as a stream of every mode, beside the same run
+/// without one: what streaming costs per item.
+fn bench_stream(cfg: &Config, flavor: Flavor) {
+    use agentflow::{StreamMode, StreamPart};
+
+    let rt = flavor.runtime();
+    let graph = cycle_flat::graph();
+    let n = 3000;
+    let deps = Arc::new(Limit { n });
+    let items = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let plain = sample(cfg.samples, || {
+        let (graph, deps) = (graph.clone(), Arc::clone(&deps));
+        time_on(&rt, flavor, 1, move || {
+            let (graph, deps) = (graph.clone(), Arc::clone(&deps));
+            async move {
+                let run = graph.run(Flat::default(), &deps).await.expect("config");
+                assert_eq!(run.state.counter, deps.n);
+                black_box(run);
+            }
+        })
+    });
+    let streamed = sample(cfg.samples, || {
+        let (graph, deps, items) = (graph.clone(), Arc::clone(&deps), Arc::clone(&items));
+        time_on(&rt, flavor, 1, move || {
+            let (app, deps, items) = (graph.app(), Arc::clone(&deps), Arc::clone(&items));
+            async move {
+                let mut stream = app.runner(&deps).stream_modes(StreamMode::ALL).stream(Flat::default());
+                let mut count = 0;
+                while let Some(item) = stream.next().await {
+                    count += 1;
+                    if let StreamPart::Done(run) = item.part {
+                        assert_eq!(run.expect("config").state.counter, deps.n);
+                    } else {
+                        black_box(item);
+                    }
+                }
+                items.store(count, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    });
+    let per_run = items.load(std::sync::atomic::Ordering::Relaxed);
+    // Five per node, plus the end event and `Done`.
+    assert_eq!(per_run as u64, 5 * n + 2);
+    let us = (streamed.median - plain.median) * 1e6 / per_run as f64;
+    emit(json!({
+        "bench": "stream",
+        "runtime": flavor.name(),
+        "nodes": n,
+        "modes": "all",
+        "items_per_run": per_run,
+        "samples": cfg.samples,
+        "us_per_item": round_us(us),
+        "us_per_item_min": round_us((streamed.min - plain.min) * 1e6 / per_run as f64),
+        "run_without_stream_us_per_node": round_us(plain.median * 1e6 / n as f64),
+        "target": "< 1 us per item",
+        "met": us < 1.0,
+        "quick": cfg.quick,
+    }));
+}
+
 fn main() {
     let cfg = Config::from_env();
     let began = Instant::now();
     let only_map = std::env::args().any(|a| a == "map_reduce");
+    let only_stream = std::env::args().any(|a| a == "stream");
     for flavor in [Flavor::CurrentThread, Flavor::MultiThread] {
+        if only_stream {
+            bench_stream(&cfg, flavor);
+            continue;
+        }
         if !only_map {
             bench_cycle_flat(&cfg, flavor);
             bench_cycle(&cfg, flavor);
             bench_fanout(&cfg, flavor);
+            bench_stream(&cfg, flavor);
         }
         bench_map_reduce(&cfg, flavor);
+    }
+    if only_stream {
+        eprintln!("engine bench (stream only) done in {:.1} s", began.elapsed().as_secs_f64());
+        return;
     }
     bench_map_reduce_durable(&cfg);
     eprintln!(

@@ -12,18 +12,18 @@
 //! language model's judgement. A ticker whose data is missing yields
 //! `insufficient_data` and never reaches the model, so it never gets a signal.
 //!
-//! The run prints one line per analyst instance from the run's events (each
-//! carries the instance index; `NodeFinished` events are emitted when the
-//! step ends), then the reports in ticker order, whatever order the
-//! instances finished in.
+//! The run is read as a stream (`Runner::stream`) to print a live progress
+//! view: the progress each analyst instance hands out with `cx.emit` as it
+//! goes (`custom` items, each with its instance index), and one line per
+//! instance when the step merges its report (`updates` items). Then the
+//! reports in ticker order, whatever order the instances finished in.
 
 use std::process::ExitCode;
-use std::sync::Mutex;
 
 use agentflow::message::Message;
 use agentflow::model::{ChatReply, ChatRequest, ScriptedModel};
 use agentflow::prelude::*;
-use agentflow::{Event, Outcome};
+use agentflow::{Outcome, StreamMode, StreamPart};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
@@ -126,6 +126,7 @@ fn results<T: serde::de::DeserializeOwned>(body: &serde_json::Value) -> Option<T
 }
 
 async fn analyse(ticker: &str, cx: &Ctx<'_, Desk>) -> Result<Report, NodeError> {
+    cx.emit("fetching prices and news").await?;
     let args = || TickerArgs { ticker: ticker.to_string() };
     let closes: Option<Vec<f64>> = results(&cx.run_tool(prices, args()).await?.body);
     let headlines: Vec<String> = results(&cx.run_tool(news, args()).await?.body).unwrap_or_default();
@@ -138,6 +139,7 @@ async fn analyse(ticker: &str, cx: &Ctx<'_, Desk>) -> Result<Report, NodeError> 
             why: "no price history".into(),
         });
     };
+    cx.emit("asking the model").await?;
     let change = (last - first) / first * 100.0;
     let trend = if change > 2.0 {
         "up"
@@ -181,24 +183,43 @@ async fn main() -> ExitCode {
     let desk = Desk { model: scripted_model() };
     let input = Market { tickers: tickers.iter().map(|t| t.to_string()).collect(), ..Market::default() };
     println!("analysing {} tickers, at most 3 at once (model: ScriptedModel, a test double)", tickers.len());
-    let done = Mutex::new(0usize);
     let graph = analysis::graph();
-    let run = graph
-        .app()
-        .runner(&desk)
-        .on_event(|e| {
-            if let Event::NodeFinished { node: "analyst", instance: Some(i), update, .. } = &e {
-                let mut done = done.lock().unwrap_or_else(|p| p.into_inner());
-                *done += 1;
-                let signal = update.reports.as_ref().and_then(|r| r.first()).map_or("?", |r| r.signal.as_str());
-                println!("  [{}/{}] analyst[{i}] {}: {signal}", *done, tickers.len(), tickers[*i as usize]);
+    let app = graph.app();
+    let modes = [StreamMode::Custom, StreamMode::Updates];
+    let mut stream = app.runner(&desk).stream_modes(modes).stream(input);
+    let mut done = 0;
+    let mut result = None;
+    while let Some(item) = stream.next().await {
+        let ticker = |i: Option<u32>| i.and_then(|i| tickers.get(i as usize)).copied().unwrap_or("?");
+        match item.part {
+            StreamPart::Custom { node: "analyst", instance, value, .. } => {
+                println!(
+                    "  analyst[{}] {:<9} {}",
+                    instance.unwrap_or(0),
+                    ticker(instance),
+                    value.as_str().unwrap_or("?")
+                );
             }
-        })
-        .run(input)
-        .await;
-    let run = match run {
-        Ok(run) => run,
-        Err(e) => {
+            StreamPart::Update { node: "analyst", instance, update, .. } => {
+                done += 1;
+                let signal = update.reports.as_ref().and_then(|r| r.first()).map_or("?", |r| r.signal.as_str());
+                println!(
+                    "  [{done}/{}] analyst[{}] {} -> {signal}",
+                    tickers.len(),
+                    instance.unwrap_or(0),
+                    ticker(instance)
+                );
+            }
+            StreamPart::Update { node, .. } => println!("  {node} done"),
+            StreamPart::Done(end) => result = Some(end),
+            _ => {}
+        }
+    }
+    let run = match result {
+        Some(Ok(run)) => run,
+        // A stream always ends with its result: `None` cannot happen.
+        None => return ExitCode::FAILURE,
+        Some(Err(e)) => {
             eprintln!("the run could not start: {e}");
             return ExitCode::FAILURE;
         }

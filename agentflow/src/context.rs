@@ -15,9 +15,10 @@ use crate::budget::Meter;
 use crate::error::NodeError;
 use crate::event::Activity;
 use crate::interrupt::{Pending, PendingKind, Signal};
-use crate::model::{ChatModel, ChatReply, ChatRequest};
+use crate::model::{ChatModel, ChatReply, ChatRequest, ChunkSink};
 use crate::persist::{Entry, Journal, UnknownCall, decode_effect};
 use crate::shield::{Shield, ShieldGuard};
+use crate::stream::{Origin, Outlet, StreamMode};
 use crate::tool::{OnReject, Policy, ToolSet};
 use agentflow_store::{ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, NewAuditEntry};
 
@@ -55,6 +56,8 @@ pub(crate) struct RunScope<'g> {
     pub(crate) children: tokio::sync::Semaphore,
     /// The App's circuit breakers.
     pub(crate) breakers: Arc<crate::breaker::Breakers>,
+    /// The run's stream, when it carries model chunks or custom values.
+    pub(crate) outlet: Option<Arc<dyn Outlet>>,
 }
 
 impl<D> std::fmt::Debug for Ctx<'_, D> {
@@ -614,12 +617,26 @@ impl<'a, D> Ctx<'a, D> {
     /// Calls a model, counted against the run's budgets: the call and its
     /// tokens are reserved first (a call past a limit is never sent) and
     /// settled with the usage the model reports.
+    ///
+    /// When the run is read as a stream with
+    /// [`StreamMode::Messages`](crate::StreamMode::Messages), the model is
+    /// asked with [`ChatModel::chat_stream`] and each chunk goes to the
+    /// stream as it arrives (waiting while the stream's buffer is full); the
+    /// call is counted the same way, from the whole reply.
     pub async fn chat<M: ChatModel + ?Sized>(&self, model: &M, request: &ChatRequest) -> Result<ChatReply, NodeError> {
         let reserve = match self.scope.meter.begin_model_call(request.max_output_tokens) {
             Ok(reserve) => reserve,
             Err(which) => return Err(self.exhausted(which)),
         };
-        match model.chat(request).await {
+        let answer = match self.scope.outlet.as_deref().filter(|o| o.wants(StreamMode::Messages)) {
+            Some(outlet) => {
+                let origin = self.origin();
+                let push = move |chunk| outlet.message(origin, chunk);
+                model.chat_stream(request, &ChunkSink::with_room(&push, outlet)).await
+            }
+            None => model.chat(request).await,
+        };
+        match answer {
             Ok(reply) => {
                 self.scope.meter.end_model_call(reserve, reply.usage);
                 (self.scope.activity)(Activity::ModelCall {
@@ -665,6 +682,73 @@ impl<'a, D> Ctx<'a, D> {
     /// keyed per instance, so instances do not share results.
     pub fn instance(&self) -> Option<u32> {
         self.payload.map(|(i, _)| i)
+    }
+
+    /// Where in the run this node is, for the items it streams.
+    fn origin(&self) -> Origin {
+        Origin { step: self.step, node: self.node, instance: self.instance() }
+    }
+
+    /// Hands `value` to whoever reads the run as a stream with
+    /// [`StreamMode::Custom`](crate::StreamMode::Custom): progress, partial
+    /// results, anything a UI shows live ([`StreamPart::Custom`](crate::StreamPart::Custom),
+    /// with this node, its step and its instance).
+    ///
+    /// `value` is serialised to JSON at once (a value that cannot be, or
+    /// nests deeper than the stored values may, is a fatal error); the
+    /// returned future waits while the stream's buffer is full, so a slow
+    /// reader slows the node. Without such a stream this does nothing, not
+    /// even serialise. Values are not journaled: a node that runs again (a
+    /// retry, a resume) emits them again.
+    ///
+    /// ```
+    /// use agentflow::prelude::*;
+    /// use agentflow::{StreamMode, StreamPart};
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+    /// # struct Job { done: u32 }
+    /// #[graph(state = Job, start = work)]
+    /// mod job {
+    ///     use super::*;
+    ///     #[node(goto = [END])]
+    ///     async fn work(_s: &Job, cx: &Ctx<()>) -> Result<Step<Job>, NodeError> {
+    ///         for pct in [50, 100] {
+    ///             cx.emit(serde_json::json!({ "progress": pct })).await?;
+    ///         }
+    ///         Ok(goto!(END, Job::update().done(1)))
+    ///     }
+    /// }
+    /// # fn main() {
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let app = job::graph().app();
+    /// let mut stream = app.runner(&()).stream_modes([StreamMode::Custom]).stream(Job::default());
+    /// let mut progress = Vec::new();
+    /// while let Some(item) = stream.next().await {
+    ///     match item.part {
+    ///         StreamPart::Custom { value, .. } => progress.push(value["progress"].clone()),
+    ///         StreamPart::Done(run) => assert_eq!(run.unwrap().state.done, 1),
+    ///         _ => {}
+    ///     }
+    /// }
+    /// assert_eq!(progress, [50, 100]);
+    /// # });
+    /// # }
+    /// ```
+    pub fn emit<T: Serialize>(&self, value: T) -> impl Future<Output = Result<(), NodeError>> + Send + '_ {
+        let outlet = self.scope.outlet.as_deref().filter(|o| o.wants(StreamMode::Custom));
+        let value = outlet.map(|_| {
+            crate::persist::encode::to_value(&value, "value", crate::persist::MAX_JSON_DEPTH).map_err(|e| {
+                NodeError::fatal(format!("node `{}` emitted a value that cannot be serialised: {e}", self.node))
+            })
+        });
+        let origin = self.origin();
+        async move {
+            let (Some(outlet), Some(value)) = (outlet, value) else { return Ok(()) };
+            let value = value?;
+            crate::pace::room(outlet).await;
+            outlet.custom(origin, value);
+            Ok(())
+        }
     }
 }
 

@@ -8,6 +8,9 @@ use crate::outcome::Outcome;
 use crate::state::State;
 
 /// One thing that happened during a run.
+///
+/// Its `Display` is one line of at most 240 characters: line breaks in
+/// messages show as spaces and a long update or error is cut, ending with `…`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Event<S: State> {
@@ -79,8 +82,38 @@ pub enum Event<S: State> {
     },
 }
 
+/// The longest an update is shown in an event's line, in characters.
+pub(crate) const MAX_UPDATE_CHARS: usize = 120;
+/// The longest an event's line is, in characters.
+pub(crate) const MAX_LINE_CHARS: usize = 240;
+
+/// One line for a trace or a terminal: an event's text with its line breaks
+/// and other control characters shown as spaces, an update cut to 120
+/// characters and the whole line to 240 (a cut ends with `…`).
 impl<S: State> fmt::Display for Event<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut line = String::new();
+        self.write_line(&mut line)?;
+        f.write_str(&one_line(&line, MAX_LINE_CHARS))
+    }
+}
+
+/// `text` on one line (control characters as spaces), cut to `max` characters.
+pub(crate) fn one_line(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max * 4));
+    for (n, c) in text.chars().enumerate() {
+        if n + 1 == max && text.chars().nth(max).is_some() {
+            out.push('…');
+            break;
+        }
+        out.push(if c.is_control() { ' ' } else { c });
+    }
+    out
+}
+
+impl<S: State> Event<S> {
+    fn write_line(&self, f: &mut String) -> fmt::Result {
+        use fmt::Write;
         match self {
             Event::StepStarted { step, nodes } => write!(f, "step {step}: [{}]", nodes.join(", ")),
             Event::NodeStarted { step, node, instance, attempt } => {
@@ -92,7 +125,8 @@ impl<S: State> fmt::Display for Event<S> {
             }
             Event::NodeFinished { step, node, instance, update, next } => {
                 let next = if next.is_empty() { "END".to_string() } else { next.join(", ") };
-                write!(f, "step {step}: {node}{} -> {next} with {update:?}", Instance(*instance))
+                let update = one_line(&format!("{update:?}"), MAX_UPDATE_CHARS);
+                write!(f, "step {step}: {node}{} -> {next} with {update}", Instance(*instance))
             }
             Event::NodeFailed { step, node, instance, error } => {
                 write!(f, "step {step}: {node}{} failed: {error}", Instance(*instance))
@@ -199,5 +233,19 @@ impl fmt::Display for Activity {
                 write!(f, "{node}: circuit breaker of `{tool}` {from} -> {to} ({failures} consecutive failure(s))")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn one_line_keeps_short_text_and_cuts_long_text_at_the_limit() {
+        assert_eq!(one_line("a\nb\tc", 10), "a b c");
+        assert_eq!(one_line("abcde", 5), "abcde");
+        assert_eq!(one_line("abcdef", 5), "abcd…");
+        assert_eq!(one_line("ééééé€", 5).chars().count(), 5);
+        assert_eq!(one_line("", 5), "");
     }
 }

@@ -155,3 +155,35 @@ async fn fresh_call_ids_give_every_model_call_new_ids() {
     assert_eq!(third.tool_calls[0].id, "c-3");
     assert_eq!(third.tool_calls[0].arguments, json!({}));
 }
+
+/// The test double streams its scripted reply in pieces that add up to it.
+#[tokio::test]
+async fn chat_stream_hands_the_reply_over_in_pieces_that_add_up_to_it() {
+    use agentflow::model::{ChatChunk, ChunkSink, ReplyAssembler};
+    use std::sync::Mutex;
+
+    // Word by word by default; in pieces of a fixed number of characters if asked.
+    let words = ScriptedModel::new().reply_text("a café on the corner").reply_tool_call("add", json!({"a": 3, "b": 4}));
+    let chars = ScriptedModel::new().reply_text("déjà vu").stream_chunk_chars(3);
+    let req = ChatRequest::new(vec![Message::human("hi there")]);
+    let chunks = Mutex::new(Vec::new());
+    let push = |chunk: ChatChunk| chunks.lock().unwrap().push(chunk);
+    let sink = ChunkSink::new(&push);
+    let cases =
+        [(&words, &["a ", "café ", "on ", "the ", "corner"][..]), (&words, &[]), (&chars, &["déj", "à v", "u"])];
+    for (model, expected_pieces) in cases {
+        let reply = model.chat_stream(&req, &sink).await.unwrap();
+        let got = std::mem::take(&mut *chunks.lock().unwrap());
+        let mut assembled = ReplyAssembler::new();
+        got.iter().for_each(|c| assembled.push(c));
+        assembled.set_model(reply.model.clone());
+        assert_eq!(assembled.finish(), reply, "the pieces add up to the reply");
+        let texts: Vec<&str> = got.iter().map(|c| c.text.as_str()).filter(|t| !t.is_empty()).collect();
+        assert_eq!(texts, expected_pieces);
+        assert_eq!(got.last().and_then(|c| c.usage), reply.usage, "usage comes last");
+        if !reply.tool_calls.is_empty() {
+            assert!(got.iter().filter(|c| !c.tool_calls.is_empty()).count() > 2, "arguments in pieces: {got:?}");
+        }
+    }
+    assert_eq!((words.calls(), chars.calls()), (2, 1));
+}

@@ -27,6 +27,7 @@ use crate::persist::{Checkpointer, Journal, PersistError, Resumed};
 use crate::shield::shielded_timeout;
 use crate::state::State;
 use crate::step::{Mailbox, Step};
+use crate::stream::{StreamMode, StreamPart};
 
 /// Why a node did not produce a step.
 pub(crate) enum Halt {
@@ -83,6 +84,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     break self.pause(checkpointer, &[], stops).await?;
                 }
             }
+            self.events.room().await;
             self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
             let step_began = Instant::now();
             let journal = checkpointer.as_ref().map(Checkpointer::journal);
@@ -127,7 +129,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             if !interrupts.is_empty() {
                 break self.pause(checkpointer, &done, interrupts).await?;
             }
-            self.emit_finished(step, &done);
+            self.emit_finished(step, &done).await;
             let delta = match checkpointer {
                 Some(_) => Some(encode_updates(&done)?),
                 None => None,
@@ -154,6 +156,10 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 cp.commit_step(step, &state, delta, cursor, nodes, sends, self.scope.meter.usage()).await?;
             }
             self.metrics.step(step_began.elapsed());
+            if self.events.streams(StreamMode::Values) {
+                self.events.room().await;
+                self.events.push(StreamMode::Values, || StreamPart::Values { step, state: state.clone() });
+            }
             let stops = self.breakpoints(&ran, &self.after, PendingKind::After);
             if !stops.is_empty() && !active.is_empty() {
                 break self.pause(checkpointer, &[], stops).await?;
@@ -222,17 +228,27 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         Ok(Outcome::Interrupted { thread, pending })
     }
 
-    fn emit_finished(&self, step: u32, done: &[(NodeId, Step<S>)]) {
-        if !self.events.enabled {
+    /// The events and stream items of the nodes whose updates the step merges.
+    async fn emit_finished(&self, step: u32, done: &[(NodeId, Step<S>)]) {
+        let updates = self.events.streams(StreamMode::Updates);
+        if !self.events.enabled && !updates {
             return;
         }
         for (id, s) in done {
+            self.events.room().await;
+            let node = self.name(*id);
             self.events.emit(|| Event::NodeFinished {
                 step,
-                node: self.name(*id),
+                node,
                 instance: s.instance,
                 update: s.update.clone(),
                 next: self.names(&s.next),
+            });
+            self.events.push(StreamMode::Updates, || StreamPart::Update {
+                step,
+                node,
+                instance: s.instance,
+                update: s.update.clone(),
             });
         }
     }
@@ -329,6 +345,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         let resume = self.resume_value.as_ref().filter(|_| self.resume_nodes.contains(&id));
         let mut attempt = 1;
         loop {
+            self.events.room().await;
             self.events.emit(|| Event::NodeStarted { step, node: node.name, instance, attempt });
             let signal = Mutex::new(Signal::default());
             let shield = signal.lock().unwrap_or_else(|p| p.into_inner()).shield.clone();

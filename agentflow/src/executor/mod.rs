@@ -25,6 +25,7 @@ use crate::graph::{CompiledGraph, NodeId, Plan};
 use crate::interrupt::PendingKind;
 use crate::persist::{Checkpointer, DEFAULT_LEASE_TTL, Durability, PersistError, Resumed, ThreadStatus};
 use crate::state::State;
+use crate::stream::{Channel, Modes, RunStream, StreamMode};
 
 impl<S: State, D: Sync> CompiledGraph<S, D> {
     /// Runs the graph in memory from `input` to an [`Outcome`] with default
@@ -65,12 +66,16 @@ impl<S: State, D: Sync> App<S, D> {
             limits: Limits::none(),
             lease_ttl: DEFAULT_LEASE_TTL,
             holder: None,
+            stream: None,
+            modes: Modes::of([StreamMode::Updates]),
+            stream_buffer: DEFAULT_STREAM_BUFFER,
         }
     }
 }
 
 /// One run of a graph, configured step by step, started with [`Runner::run`]
-/// or continued with [`Runner::resume`] / [`Runner::resume_with`].
+/// or continued with [`Runner::resume`] / [`Runner::resume_with`] (or read as
+/// a [`RunStream`] with [`Runner::stream`] and its resume counterparts).
 ///
 /// Those futures are `Send` (the deps are shared by reference, so `D: Sync`;
 /// a [`Runner::on_event`] sink need only be `Send`): a run can be
@@ -94,7 +99,17 @@ pub struct Runner<'g, S: State, D> {
     lease_ttl: Duration,
     /// The lease holder id (a worker's, which claimed the thread); a new one per run if unset.
     holder: Option<String>,
+    /// The stream the run is read as, if it is.
+    stream: Option<Arc<Channel<S>>>,
+    /// What a stream of this run carries.
+    modes: Modes,
+    /// How many items a stream of this run buffers.
+    stream_buffer: usize,
 }
+
+/// How many items a [`RunStream`] holds before the run waits for its reader,
+/// unless [`Runner::stream_buffer`] says otherwise.
+pub const DEFAULT_STREAM_BUFFER: usize = 64;
 
 impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// Persists the run as thread `id` in the graph's store: one checkpoint
@@ -176,11 +191,88 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         self
     }
 
-    /// Calls `sink` with every [`Event`] of the run, in order. To consume the
-    /// events as a stream, send them into a channel here.
+    /// Calls `sink` with every [`Event`] of the run, in order. To read them
+    /// as a stream instead (with states, updates, model chunks or custom
+    /// values besides), use [`Runner::stream`] with [`StreamMode::Events`]:
+    /// the same events, in the same order.
     pub fn on_event(mut self, sink: impl FnMut(Event<S>) + Send + 'g) -> Self {
         self.sink = Some(Box::new(sink));
         self
+    }
+
+    /// What [`Runner::stream`] and the stream resumes carry: one or more
+    /// [`StreamMode`]s, in one stream (default: [`StreamMode::Updates`]).
+    /// [`StreamPart::Done`](crate::StreamPart::Done) always ends it.
+    pub fn stream_modes(mut self, modes: impl IntoIterator<Item = StreamMode>) -> Self {
+        self.modes = Modes::of(modes);
+        self
+    }
+
+    /// How many items a stream of this run holds before the run waits for
+    /// its reader (default [`DEFAULT_STREAM_BUFFER`], at least 1).
+    pub fn stream_buffer(mut self, items: usize) -> Self {
+        self.stream_buffer = items.max(1);
+        self
+    }
+
+    /// Like [`Runner::run`], read as a [`RunStream`] of the modes chosen with
+    /// [`Runner::stream_modes`] as the run goes; its last item holds what
+    /// `run` would have returned. See [`RunStream`] for how the reader and
+    /// the run pace each other and what dropping the stream does.
+    ///
+    /// ```
+    /// use agentflow::prelude::*;
+    /// use agentflow::{StreamMode, StreamPart};
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+    /// # struct Count { #[reduce(add)] n: u32 }
+    /// #[graph(state = Count, start = one)]
+    /// mod count {
+    ///     use super::*;
+    ///     #[node(goto = [two])]
+    ///     async fn one(_s: &Count) -> Step<Count> { goto!(two, Count::update().n(1)) }
+    ///     #[node(goto = [END])]
+    ///     async fn two(_s: &Count) -> Step<Count> { goto!(END, Count::update().n(2)) }
+    /// }
+    /// # fn main() {
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let app = count::graph().app();
+    /// let mut stream = app.runner(&()).stream_modes([StreamMode::Values, StreamMode::Updates]).stream(Count::default());
+    /// let mut seen = Vec::new();
+    /// while let Some(item) = stream.next().await {
+    ///     match item.part {
+    ///         StreamPart::Update { node, .. } => seen.push(format!("{node} ran")),
+    ///         StreamPart::Values { step, state } => seen.push(format!("after step {step}: n = {}", state.n)),
+    ///         StreamPart::Done(run) => assert_eq!(run.unwrap().outcome, Outcome::Completed),
+    ///         _ => {}
+    ///     }
+    /// }
+    /// assert_eq!(seen, ["one ran", "after step 1: n = 1", "two ran", "after step 2: n = 3"]);
+    /// # });
+    /// # }
+    /// ```
+    pub fn stream(mut self, input: S) -> RunStream<'g, S> {
+        let channel = self.open_stream();
+        RunStream::new(channel, Box::pin(self.run(input)))
+    }
+
+    /// Like [`Runner::resume`], read as a [`RunStream`] (see [`Runner::stream`]).
+    pub fn stream_resume(mut self) -> RunStream<'g, S> {
+        let channel = self.open_stream();
+        RunStream::new(channel, Box::pin(self.resume()))
+    }
+
+    /// Like [`Runner::resume_with`], read as a [`RunStream`] (see [`Runner::stream`]).
+    pub fn stream_resume_with<V: serde::Serialize>(mut self, value: V) -> RunStream<'g, S> {
+        let channel = self.open_stream();
+        let value = crate::persist::encode::to_value(&value, "resume", crate::persist::MAX_JSON_DEPTH);
+        RunStream::new(channel, Box::pin(async move { self.resume_with(value.map_err(resume_value_error)?).await }))
+    }
+
+    fn open_stream(&mut self) -> Arc<Channel<S>> {
+        let channel = Arc::new(Channel::new(self.modes, self.stream_buffer));
+        self.stream = Some(Arc::clone(&channel));
+        channel
     }
 
     /// Pauses before a step in which any of `nodes` would run
@@ -271,7 +363,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// node(s) run again from their start and `interrupt` returns `value`.
     pub async fn resume_with<V: serde::Serialize>(self, value: V) -> Result<Run<S>, RunError> {
         let value = crate::persist::encode::to_value(&value, "resume", crate::persist::MAX_JSON_DEPTH)
-            .map_err(|source| crate::persist::PersistError::Value { what: "the resume value", source })?;
+            .map_err(resume_value_error)?;
         let (checkpointer, start) =
             open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
         if !start.interrupts.iter().any(|p| p.kind == PendingKind::Interrupt) {
@@ -341,7 +433,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             .filter_map(|p| self.app.graph.node_id(&p.node))
             .collect();
         let skip_before = start.interrupts.iter().any(|p| p.kind == PendingKind::Before);
-        let events = Arc::new(Events::new(self.sink));
+        let outlet = self.stream.clone().filter(|c| c.has(StreamMode::Messages) || c.has(StreamMode::Custom));
+        let events = Arc::new(Events::new(self.sink, self.stream));
         let activity_events = Arc::clone(&events);
         let gateway = &self.app.gateway;
         let scope = RunScope {
@@ -357,6 +450,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
             children: tokio::sync::Semaphore::new(crate::DEFAULT_PARALLEL),
             breakers: Arc::clone(&gateway.breakers),
+            outlet: outlet.map(|c| c as Arc<dyn crate::stream::Outlet>),
         };
         let metrics = crate::metrics::RunMetrics::new(plan.spec.name, plan.spec.nodes.iter().map(|n| &n.name));
         let exec = Exec {
@@ -424,7 +518,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
 impl<S: State, D: Sync> Runner<'_, S, D> {
     /// Continues the compensation of a thread left `compensating`.
     async fn compensate_only(self, start: Resumed<S>, mut cp: Checkpointer) -> Result<Run<S>, RunError> {
-        let events = Arc::new(Events::new(self.sink));
+        let events = Arc::new(Events::new(self.sink, self.stream));
         let usage = cp.budget.usage;
         // The compensation keeps the reason it started with (in the audit log).
         let reason = "resumed while compensating".to_string();
@@ -463,6 +557,10 @@ async fn compensate<S: State, D: Sync>(
     };
     let outcome = compensator.run(reason).await;
     outcome.map_err(|e| lease_lost(e.into(), Some(cp)))
+}
+
+fn resume_value_error(source: crate::persist::encode::ValueError) -> crate::persist::PersistError {
+    crate::persist::PersistError::Value { what: "the resume value", source }
 }
 
 /// Opens the thread to resume. A free function, so the future of a resume

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::error::{ErrorClass, NodeError};
 use crate::message::{Message, ToolCall, ToolSpec};
+use crate::model::chunk::{ChatChunk, ChunkSink};
 use crate::model::usage::Usage;
 
 /// What to send to a model.
@@ -99,6 +100,21 @@ pub trait ChatModel: Send + Sync {
     fn name(&self) -> &str;
     /// Send one request and wait for the reply.
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError>;
+
+    /// Send one request and hand the reply to `chunks` piece by piece as it
+    /// arrives; returns the whole reply, which the chunks add up to (see
+    /// [`ReplyAssembler`](crate::model::ReplyAssembler)).
+    ///
+    /// The default calls [`ChatModel::chat`] and sends the reply as one
+    /// chunk ([`ChatChunk::whole`]), so every model can be streamed; an
+    /// adapter that can stream overrides it ([`OpenAiCompatible`](crate::model::OpenAiCompatible)
+    /// does, with server-sent events). Errors are those of `chat`; chunks
+    /// sent before an error are not taken back.
+    async fn chat_stream(&self, req: &ChatRequest, chunks: &ChunkSink<'_>) -> Result<ChatReply, ModelError> {
+        let reply = self.chat(req).await?;
+        chunks.send(ChatChunk::whole(&reply)).await;
+        Ok(reply)
+    }
 }
 
 #[async_trait]
@@ -108,6 +124,9 @@ impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
     }
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
         (**self).chat(req).await
+    }
+    async fn chat_stream(&self, req: &ChatRequest, chunks: &ChunkSink<'_>) -> Result<ChatReply, ModelError> {
+        (**self).chat_stream(req, chunks).await
     }
 }
 
@@ -119,6 +138,9 @@ impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
         (**self).chat(req).await
     }
+    async fn chat_stream(&self, req: &ChatRequest, chunks: &ChunkSink<'_>) -> Result<ChatReply, ModelError> {
+        (**self).chat_stream(req, chunks).await
+    }
 }
 
 #[async_trait]
@@ -128,6 +150,9 @@ impl<M: ChatModel + ?Sized> ChatModel for &M {
     }
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
         (**self).chat(req).await
+    }
+    async fn chat_stream(&self, req: &ChatRequest, chunks: &ChunkSink<'_>) -> Result<ChatReply, ModelError> {
+        (**self).chat_stream(req, chunks).await
     }
 }
 

@@ -7,14 +7,18 @@
 //! - [`structured()`]: typed output validated against a schemars schema,
 //!   with bounded re-asks.
 
+mod assemble;
 mod chat;
+mod chunk;
 #[cfg(feature = "openai")]
 mod openai;
 mod scripted;
 mod structured;
 mod usage;
 
+pub use assemble::ReplyAssembler;
 pub use chat::{ChatModel, ChatReply, ChatRequest, ModelError, ResponseSchema};
+pub use chunk::{ChatChunk, ChunkSink, ToolCallDelta};
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiCompatible, OpenAiConfig};
 pub use scripted::{SCRIPTED_MODEL_NAME, ScriptedModel, estimate_tokens};

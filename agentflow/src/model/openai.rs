@@ -6,7 +6,10 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{ChatModel, ChatReply, ChatRequest, ModelError, Usage};
+use super::assemble::parse_arguments;
+use super::{
+    ChatChunk, ChatModel, ChatReply, ChatRequest, ChunkSink, ModelError, ReplyAssembler, ToolCallDelta, Usage,
+};
 use crate::message::{Message, Role, ToolCall};
 
 /// Where and how to reach an OpenAI-compatible server.
@@ -138,6 +141,11 @@ impl OpenAiConfig {
 /// a body are held in memory. The body of an error status is read up to
 /// 64 KiB (at most the bound) and only that prefix is kept for the message.
 ///
+/// Streaming: [`ChatModel::chat_stream`] asks with `"stream": true` and hands
+/// on the server-sent chunks as they arrive (text, tool-call argument deltas,
+/// the usage last); see its documentation on this type for how a stream that
+/// breaks off is reported.
+///
 /// ```no_run
 /// use agentflow::model::{OpenAiCompatible, OpenAiConfig};
 ///
@@ -198,7 +206,73 @@ impl ChatModel for OpenAiCompatible {
     }
 
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
-        let mut http = self.client.post(&self.endpoint).json(&wire_request(&self.config.model, req));
+        let response = self.send(&wire_request(&self.config.model, req)).await?;
+        let body = read_bounded(response, self.config.max_response_bytes).await?;
+        parse_reply(&String::from_utf8_lossy(&body))
+    }
+
+    /// Asks with `"stream": true` (and `stream_options.include_usage`) and
+    /// reads the server-sent events as they arrive: each `data:` event is a
+    /// `chat.completion.chunk` whose text and tool-call deltas go to
+    /// `chunks` at once, in order; the usage comes in the last one. The reply
+    /// is what the chunks add up to ([`ReplyAssembler`]); for the same answer
+    /// it equals the reply of [`ChatModel::chat`].
+    ///
+    /// The stream ends at `data: [DONE]`, or at the end of the body after a
+    /// chunk with a `finish_reason`. A body that ends before either (the
+    /// connection dropped mid-reply) is a transient
+    /// [`ModelError::Transport`], so the node's retry policy asks again; a
+    /// chunk that is not a chat-completion chunk is a
+    /// [`ModelError::MalformedReply`] naming it (transient, like a whole
+    /// reply that does not parse); an `error` object sent mid-stream is a
+    /// transient [`ModelError::Transport`] with the server's message.
+    /// Chunks with nothing in them (the first, naming the role) are not
+    /// handed on. The body is bounded by [`OpenAiConfig::max_response_bytes`]
+    /// and the whole call by [`OpenAiConfig::timeout`], as for a whole reply.
+    async fn chat_stream(&self, req: &ChatRequest, chunks: &ChunkSink<'_>) -> Result<ChatReply, ModelError> {
+        let mut wire = wire_request(&self.config.model, req);
+        wire.stream = true;
+        wire.stream_options = Some(json!({"include_usage": true}));
+        let mut response = self.send(&wire).await?;
+        let limit = self.config.max_response_bytes;
+        let declared = declared_length(&response);
+        let mut events = SseLines::default();
+        let mut reply = ReplyAssembler::new();
+        let (mut read, mut seen, mut finished) = (0u64, 0usize, false);
+        while let Some(bytes) = response.chunk().await.map_err(transport_error)? {
+            read = read.saturating_add(bytes.len() as u64);
+            if read > limit {
+                return Err(ModelError::ResponseTooLarge { limit, declared });
+            }
+            for data in events.feed(&bytes) {
+                if data.trim() == "[DONE]" {
+                    return Ok(reply.finish());
+                }
+                seen += 1;
+                let parsed = parse_chunk(&data, seen)?;
+                if let Some(model) = parsed.model {
+                    reply.set_model(model);
+                }
+                finished |= parsed.finished;
+                if parsed.chunk != ChatChunk::default() {
+                    reply.push(&parsed.chunk);
+                    chunks.send(parsed.chunk).await;
+                }
+            }
+        }
+        if finished {
+            return Ok(reply.finish());
+        }
+        Err(ModelError::Transport(format!(
+            "the reply stream ended after {seen} chunk(s), before `data: [DONE]` or a `finish_reason`"
+        )))
+    }
+}
+
+impl OpenAiCompatible {
+    /// Posts `wire`; a status other than 2xx is the call's error.
+    async fn send(&self, wire: &WireRequest<'_>) -> Result<reqwest::Response, ModelError> {
+        let mut http = self.client.post(&self.endpoint).json(wire);
         if let Some(key) = &self.config.api_key {
             http = http.bearer_auth(key);
         }
@@ -210,9 +284,129 @@ impl ChatModel for OpenAiCompatible {
             let prefix = read_prefix(response, ERROR_BODY_BYTES.min(self.config.max_response_bytes)).await;
             return Err(status_error(status, retry_after, &String::from_utf8_lossy(&prefix)));
         }
-        let body = read_bounded(response, self.config.max_response_bytes).await?;
-        parse_reply(&String::from_utf8_lossy(&body))
+        Ok(response)
     }
+}
+
+/// Splits a server-sent event stream into the data of its events, across
+/// network reads that may cut a line (or a UTF-8 character) anywhere.
+#[derive(Default)]
+struct SseLines {
+    /// Bytes of the line not finished yet.
+    partial: Vec<u8>,
+    /// The `data:` lines of the event not finished yet.
+    data: Vec<String>,
+}
+
+impl SseLines {
+    /// The data of the events `bytes` completes, in order.
+    fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        self.partial.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(end) = self.partial[start..].iter().position(|&b| b == b'\n') {
+            let line = &self.partial[start..start + end];
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let line = String::from_utf8_lossy(line);
+            if line.is_empty() {
+                if !self.data.is_empty() {
+                    out.push(std::mem::take(&mut self.data).join("\n"));
+                }
+            } else if let Some(value) = line.strip_prefix("data:") {
+                self.data.push(value.strip_prefix(' ').unwrap_or(value).to_owned());
+            }
+            // Comments (`:`) and the other fields (`event:`, `id:`, `retry:`) carry nothing here.
+            start += end + 1;
+        }
+        self.partial.drain(..start);
+        out
+    }
+}
+
+/// One `chat.completion.chunk`, read.
+struct ParsedChunk {
+    chunk: ChatChunk,
+    model: Option<String>,
+    finished: bool,
+}
+
+#[derive(Deserialize)]
+struct WireChunk {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    choices: Vec<WireChunkChoice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct WireChunkChoice {
+    #[serde(default)]
+    delta: Option<WireDelta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<WireToolCallDelta>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCallDelta {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<WireFunctionDelta>,
+}
+
+#[derive(Deserialize)]
+struct WireFunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+/// Event `n` (from 1) of a streamed reply.
+fn parse_chunk(data: &str, n: usize) -> Result<ParsedChunk, ModelError> {
+    let wire: WireChunk = serde_json::from_str(data).map_err(|e| {
+        ModelError::MalformedReply(format!("stream chunk {n} is not a chat-completion chunk ({e}): {}", shorten(data)))
+    })?;
+    if let Some(error) = wire.error {
+        let message = error_message(&json!({ "error": error }).to_string());
+        return Err(ModelError::Transport(format!("the server sent an error mid-stream: {message}")));
+    }
+    let mut chunk = ChatChunk::default();
+    let mut finished = false;
+    if let Some(choice) = wire.choices.into_iter().next() {
+        finished = choice.finish_reason.is_some();
+        if let Some(delta) = choice.delta {
+            chunk.text = delta.content.or(delta.refusal).unwrap_or_default();
+            chunk.tool_calls = delta
+                .tool_calls
+                .into_iter()
+                .enumerate()
+                .map(|(i, call)| {
+                    let index = call.index.unwrap_or(u32::try_from(i).unwrap_or(u32::MAX));
+                    let (name, arguments) = call.function.map_or((None, None), |f| (f.name, f.arguments));
+                    ToolCallDelta::new(index, call.id, name, arguments.unwrap_or_default())
+                })
+                .collect();
+        }
+    }
+    chunk.usage = wire.usage.and_then(|u| Some(Usage::new(u.prompt_tokens?, u.completion_tokens?)));
+    Ok(ParsedChunk { chunk, model: wire.model.filter(|m| !m.is_empty()), finished })
 }
 
 /// How much of an error status's body is read, for its message.
@@ -322,6 +516,8 @@ struct WireRequest<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     response_format: Option<Value>,
     stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<Value>,
 }
 
 #[derive(Serialize)]
@@ -354,6 +550,7 @@ fn wire_request<'a>(model: &'a str, req: &'a ChatRequest) -> WireRequest<'a> {
             .as_ref()
             .map(|s| json!({"type": "json_schema", "json_schema": {"name": s.name, "schema": s.schema}})),
         stream: false,
+        stream_options: None,
     }
 }
 
@@ -451,17 +648,6 @@ fn parse_reply(body: &str) -> Result<ChatReply, ModelError> {
         usage,
         model: reply.model,
     })
-}
-
-/// The arguments string parsed as JSON; `""`/absent reads as `{}`; invalid JSON
-/// stays a string (see the module docs).
-fn parse_arguments(arguments: Value) -> Value {
-    match arguments {
-        Value::Null => json!({}),
-        Value::String(raw) if raw.trim().is_empty() => json!({}),
-        Value::String(raw) => serde_json::from_str(&raw).unwrap_or(Value::String(raw)),
-        other => other,
-    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::{ChatModel, ChatReply, ChatRequest, ModelError, Usage};
+use super::{ChatChunk, ChatModel, ChatReply, ChatRequest, ChunkSink, ModelError, ToolCallDelta, Usage};
 use crate::message::ToolCall;
 
 /// The name every [`ScriptedModel`] reports, in events and in
@@ -35,6 +35,15 @@ type Predicate = dyn Fn(&ChatRequest) -> bool + Send + Sync;
 /// [`reply`](Self::reply) or returned by the closure are served unchanged, so
 /// a test can script unknown usage (`usage: None`).
 ///
+/// [`chat_stream`](ChatModel::chat_stream) serves the same script and hands
+/// the reply over in pieces: the text word by word (each word with the
+/// whitespace after it), each tool call as a piece with its id and name and
+/// then its arguments' JSON text in pieces of 8 characters, and last the
+/// usage. [`stream_chunk_chars`](Self::stream_chunk_chars) cuts text and
+/// arguments into pieces of a fixed number of characters instead. The cuts
+/// are arbitrary, not a tokenizer's: they exercise the code that reads a
+/// stream, nothing more.
+///
 /// ```
 /// use agentflow::model::{ChatModel, ChatRequest, ScriptedModel};
 /// use agentflow::message::Message;
@@ -56,6 +65,7 @@ pub struct ScriptedModel {
     script: Mutex<Script>,
     responder: Option<Box<Responder>>,
     fresh_call_ids: bool,
+    chunk_chars: Option<usize>,
 }
 
 #[derive(Default)]
@@ -86,6 +96,7 @@ impl std::fmt::Debug for ScriptedModel {
             .field("served", &script.served)
             .field("respond_with", &self.responder.is_some())
             .field("fresh_call_ids", &self.fresh_call_ids)
+            .field("chunk_chars", &self.chunk_chars)
             .finish()
     }
 }
@@ -93,7 +104,7 @@ impl std::fmt::Debug for ScriptedModel {
 impl ScriptedModel {
     /// An empty script.
     pub fn new() -> Self {
-        ScriptedModel { script: Mutex::default(), responder: None, fresh_call_ids: false }
+        ScriptedModel { script: Mutex::default(), responder: None, fresh_call_ids: false, chunk_chars: None }
     }
 
     fn lock(&self) -> MutexGuard<'_, Script> {
@@ -182,6 +193,15 @@ impl ScriptedModel {
         self
     }
 
+    /// Make [`chat_stream`](ChatModel::chat_stream) cut the reply's text and
+    /// tool-call arguments into pieces of `chars` characters (at least 1)
+    /// instead of word by word.
+    #[must_use]
+    pub fn stream_chunk_chars(mut self, chars: usize) -> Self {
+        self.chunk_chars = Some(chars.max(1));
+        self
+    }
+
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<ChatRequest> {
         self.lock().requests.clone()
@@ -210,6 +230,39 @@ pub fn estimate_tokens(text: &str) -> u64 {
 
 fn estimate_calls(calls: &[ToolCall]) -> u64 {
     calls.iter().map(|call| estimate_tokens(&call.name) + estimate_tokens(&call.arguments.to_string())).sum()
+}
+
+/// `text` cut into pieces of `n` characters.
+fn pieces(text: &str, n: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.chunks(n).map(|c| c.iter().collect()).collect()
+}
+
+/// The chunks [`ScriptedModel::chat_stream`] hands `reply` over in.
+fn chunks_of(reply: &ChatReply, chunk_chars: Option<usize>) -> Vec<ChatChunk> {
+    let mut out: Vec<ChatChunk> = match chunk_chars {
+        Some(n) => pieces(&reply.text, n),
+        None => reply.text.split_inclusive(char::is_whitespace).map(str::to_owned).collect(),
+    }
+    .into_iter()
+    .map(ChatChunk::text)
+    .collect();
+    for (i, call) in reply.tool_calls.iter().enumerate() {
+        let index = u32::try_from(i).unwrap_or(u32::MAX);
+        let head = ToolCallDelta::new(index, Some(call.id.clone()), Some(call.name.clone()), "");
+        out.push(ChatChunk::tool_calls(vec![head]));
+        let arguments = match &call.arguments {
+            Value::String(raw) => raw.clone(),
+            other => other.to_string(),
+        };
+        for piece in pieces(&arguments, chunk_chars.unwrap_or(8)) {
+            out.push(ChatChunk::tool_calls(vec![ToolCallDelta::new(index, None, None, piece)]));
+        }
+    }
+    if let Some(usage) = reply.usage {
+        out.push(ChatChunk::usage(usage));
+    }
+    out
 }
 
 fn estimate_usage(req: &ChatRequest, reply: &ChatReply) -> Usage {
@@ -254,5 +307,13 @@ impl ChatModel for ScriptedModel {
             reply.model = SCRIPTED_MODEL_NAME.to_owned();
         }
         Ok(fresh(reply))
+    }
+
+    async fn chat_stream(&self, req: &ChatRequest, chunks: &ChunkSink<'_>) -> Result<ChatReply, ModelError> {
+        let reply = self.chat(req).await?;
+        for chunk in chunks_of(&reply, self.chunk_chars) {
+            chunks.send(chunk).await;
+        }
+        Ok(reply)
     }
 }
