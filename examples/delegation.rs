@@ -119,9 +119,12 @@ pub mod supervisor {
     async fn delegate(s: &Assignment, cx: &Ctx<Newsroom>) -> Result<Step<Assignment>, NodeError> {
         let job = |topic: &String| Research { topic: topic.clone(), findings: vec![] };
         // Two research children at once; each is its own thread.
-        let (a, b) = tokio::join!(cx.subgraph(research, job(&s.topics[0])), cx.subgraph(research, job(&s.topics[1])));
+        let (a, b) = tokio::join!(
+            cx.subgraph(research::graph(), job(&s.topics[0])),
+            cx.subgraph(research::graph(), job(&s.topics[1]))
+        );
         let notes = [a?.findings, b?.findings].concat();
-        let post = cx.subgraph(writer, Draft { notes, ..Draft::default() }).await?;
+        let post = cx.subgraph(writer::graph(), Draft { notes, ..Draft::default() }).await?;
         let url = post.receipt.as_ref().and_then(|r| r["result"]["url"].as_str()).unwrap_or("(not published)");
         Ok(goto!(END, Assignment::update().report(format!("published at {url}: {}", post.body))))
     }
@@ -136,7 +139,7 @@ fn print_tree(store: &dyn Store) -> Result<(), agentflow::Error> {
     for t in threads {
         let depth = t.id.matches('/').count();
         let name = t.id.rsplit('/').next().unwrap_or(&t.id);
-        println!("    {}{name:<18} {}", "  ".repeat(depth), t.status.as_str());
+        println!("    {:<28} {}", format!("{}{name}", "  ".repeat(depth)), t.status.as_str());
     }
     Ok(())
 }

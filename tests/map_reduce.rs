@@ -464,6 +464,7 @@ mod by_hand {
             tools: &[],
             run,
             parallel: None,
+            subgraphs: &[],
         }
     }
 

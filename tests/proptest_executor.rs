@@ -177,6 +177,7 @@ fn build(d: &Desc) -> (CompiledGraph<P, RandDeps>, Vec<Vec<&'static [NodeId]>>) 
             tools: &[],
             run: rand_node,
             parallel: None,
+            subgraphs: &[],
         })
         .collect();
     let graph = agentflow::__private::compile(GraphSpec {
@@ -337,6 +338,7 @@ fn fan_graph(n: usize) -> (CompiledGraph<P, FanDeps>, &'static [NodeId], &'stati
             tools: &[],
             run: fan_node,
             parallel: None,
+            subgraphs: &[],
         })
         .collect();
     let graph = agentflow::__private::compile(GraphSpec {

@@ -84,7 +84,7 @@ pub mod parent_job {
 
     #[node(goto = [END], subgraphs = [child_job])]
     async fn delegate(_s: &Job, cx: &Ctx<Provider>) -> Result<Step<Job>, NodeError> {
-        let done = cx.subgraph(child_job, Job::default()).await?;
+        let done = cx.subgraph(child_job::graph(), Job::default()).await?;
         Ok(goto!(END, Job::update().count(done.count).trail(done.trail).receipt(done.receipt)))
     }
 }

@@ -88,7 +88,7 @@ pub mod research {
     async fn gather(s: &Research, cx: &Ctx<Counts>) -> Result<Step<Research>, NodeError> {
         let found = cx.run_tool(search, json!({ "q": s.topic })).await?;
         let hits: Vec<String> = serde_json::from_value(found.body["result"]["hits"].clone()).unwrap_or_default();
-        let reviewed = cx.subgraph(review, Review { draft: hits.join("; "), verdict: String::new() }).await?;
+        let reviewed = cx.subgraph(review::graph(), Review { draft: hits.join("; "), verdict: String::new() }).await?;
         Ok(goto!(END, Research::update().hits(hits).verdict(reviewed.verdict)))
     }
 }
@@ -109,7 +109,7 @@ pub mod supervisor {
     async fn write(s: &Desk, cx: &Ctx<Counts>) -> Result<Step<Desk>, NodeError> {
         cx.deps().drafts.fetch_add(1, Ordering::SeqCst);
         let input = Research { topic: s.topic.clone(), ..Research::default() };
-        let done = cx.subgraph(research, input).await?;
+        let done = cx.subgraph(research::graph(), input).await?;
         Ok(goto!(END, Desk::update().report(format!("{} ({})", done.hits.join(", "), done.verdict))))
     }
 }
@@ -127,8 +127,6 @@ fn each_graph_knows_how_deep_it_delegates() {
     assert_eq!(review::DELEGATION_DEPTH, 1);
     assert_eq!(research::DELEGATION_DEPTH, 2);
     assert_eq!(supervisor::DELEGATION_DEPTH, 3);
-    assert_eq!(supervisor.depth(), 3);
-    assert_eq!(research.name(), "research");
 }
 
 #[tokio::test]
@@ -210,7 +208,7 @@ pub mod support {
 
     #[node(goto = [END], subgraphs = [payer])]
     async fn settle(s: &Case, cx: &Ctx<Counts>) -> Result<Step<Case>, NodeError> {
-        let paid = cx.subgraph(payer, Pay { amount: s.amount, receipt: None }).await?;
+        let paid = cx.subgraph(payer::graph(), Pay { amount: s.amount, receipt: None }).await?;
         Ok(goto!(END, Case::update().outcome(paid.receipt)))
     }
 }
@@ -270,7 +268,7 @@ pub mod boss {
     #[node(goto = [END], tools = [search], subgraphs = [searcher])]
     async fn delegate(s: &Many, cx: &Ctx<Counts>) -> Result<Step<Many>, NodeError> {
         cx.run_tool(search, json!({ "q": "own" })).await?;
-        let child = cx.subgraph(searcher, Many { n: s.n, found: 0 }).await?;
+        let child = cx.subgraph(searcher::graph(), Many { n: s.n, found: 0 }).await?;
         Ok(goto!(END, Many::update().found(child.found)))
     }
 }
@@ -304,7 +302,7 @@ pub mod approve_after {
     /// again and must get the child's result back without running it again.
     #[node(goto = [END], subgraphs = [searcher], interrupt)]
     async fn write(s: &Desk, cx: &Ctx<Counts>) -> Result<Step<Desk>, NodeError> {
-        let child = cx.subgraph(searcher, Many { n: 2, found: 0 }).await?;
+        let child = cx.subgraph(searcher::graph(), Many { n: 2, found: 0 }).await?;
         let ok: bool = cx.interrupt(json!({ "found": child.found }))?;
         Ok(goto!(END, Desk::update().report(format!("{} {}", s.topic, if ok { child.found } else { 0 }))))
     }
@@ -366,7 +364,7 @@ pub mod slow_parent {
 
     #[node(goto = [END], subgraphs = [slow])]
     async fn run_it(_s: &Slow, cx: &Ctx<Gate>) -> Result<Step<Slow>, NodeError> {
-        let child = cx.subgraph(slow, Slow::default()).await?;
+        let child = cx.subgraph(slow::graph(), Slow::default()).await?;
         Ok(goto!(END, Slow::update().done(child.done)))
     }
 }
@@ -421,7 +419,7 @@ pub mod double_check {
     /// The review child asks first; then the node asks on its own.
     #[node(goto = [END], subgraphs = [review], interrupt)]
     async fn check(s: &Desk, cx: &Ctx<Counts>) -> Result<Step<Desk>, NodeError> {
-        let reviewed = cx.subgraph(review, Review { draft: s.topic.clone(), verdict: String::new() }).await?;
+        let reviewed = cx.subgraph(review::graph(), Review { draft: s.topic.clone(), verdict: String::new() }).await?;
         let publish: bool = cx.interrupt(json!({ "verdict": reviewed.verdict }))?;
         Ok(goto!(END, Desk::update().report(format!("{} {publish}", reviewed.verdict))))
     }
@@ -444,4 +442,33 @@ async fn a_resume_value_goes_to_the_child_that_waits_and_the_nodes_own_question_
     assert_eq!(done.outcome, Outcome::Completed);
     assert_eq!(done.state.report, "fine true");
     assert_eq!(counts.reviews.load(Ordering::SeqCst), 2, "the completed review ran again");
+}
+
+// ------------------------------------------------ a call the macro cannot see
+
+/// Runs the review graph for any node handed its context: the macro sees no
+/// `cx.subgraph` in the node itself.
+async fn review_for(cx: &Ctx<'_, Counts>, draft: &str) -> Result<Review, NodeError> {
+    cx.subgraph(review::graph(), Review { draft: draft.into(), verdict: String::new() }).await
+}
+
+#[graph(state = Desk, deps = Counts, start = sneak)]
+pub mod sneaky {
+    use super::*;
+
+    #[node(goto = [END])]
+    async fn sneak(s: &Desk, cx: &Ctx<Counts>) -> Result<Step<Desk>, NodeError> {
+        let reviewed = review_for(cx, &s.topic).await?;
+        Ok(goto!(END, Desk::update().report(reviewed.verdict)))
+    }
+}
+
+#[tokio::test]
+async fn a_subgraph_the_node_does_not_list_is_refused_at_run_time_too() {
+    let counts = Counts::default();
+    let run = sneaky::graph().app().store(store()).runner(&counts).thread("x").run(desk("d")).await.unwrap();
+    let Outcome::Failed { node, error } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(node, "sneak");
+    assert!(error.message.contains("ran subgraph `review`, which is not in its `subgraphs` list"), "{}", error.message);
+    assert_eq!(counts.reviews.load(Ordering::SeqCst), 0);
 }

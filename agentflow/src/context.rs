@@ -33,6 +33,8 @@ pub struct Ctx<'a, D> {
     pub(crate) scope: &'a RunScope<'a>,
     pub(crate) journal: Option<&'a Journal>,
     pub(crate) tools: ToolSet,
+    /// The graphs the node may run as children.
+    pub(crate) subgraphs: &'static [&'static str],
     pub(crate) may_interrupt: bool,
     pub(crate) may_sleep: bool,
     pub(crate) signal: &'a Mutex<Signal>,

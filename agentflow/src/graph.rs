@@ -46,6 +46,8 @@ pub struct NodeSpec<S: State, D> {
     /// its instances run at once (`parallel = N`, default
     /// [`DEFAULT_PARALLEL`]). `None` for a node that takes no payload.
     pub parallel: Option<usize>,
+    /// The graphs the node may run as children (`subgraphs = [..]`).
+    pub subgraphs: &'static [&'static str],
 }
 
 /// How many instances of a map worker run at once unless its `#[node]`

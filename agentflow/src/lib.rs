@@ -251,10 +251,9 @@ pub use agentflow_macros::State;
 ///   depth of its deepest subgraph. A deeper graph is a compile error naming
 ///   the chain (`supervisor -> research -> search -> fetch`).
 ///
-/// Beside the module, the macro declares a value of the same name, a
-/// [`Subgraph`](subgraph::Subgraph), so another graph's node can run this
-/// one as its child (`cx.subgraph(name, input)`), and in the module the
-/// constant `DELEGATION_DEPTH`.
+/// In the module, the macro declares `pub fn graph()` (the compiled graph;
+/// another graph's node runs it as its child with
+/// `cx.subgraph(name::graph(), input)`) and the constant `DELEGATION_DEPTH`.
 ///
 /// # Nodes
 ///
@@ -386,7 +385,7 @@ pub use agentflow_macros::graph;
 ///   may call, with `cx.run_tool(t, args)` or by handing them to a model.
 ///   A call of a tool not in the list is a compile error.
 /// - `subgraphs = [g, ..]` (optional): the `#[graph]`s the node may run as
-///   children with `cx.subgraph(g, input).await?`, which returns the child's
+///   children with `cx.subgraph(g::graph(), input).await?`, which returns the child's
 ///   final state (see [`subgraph`]). A call of a graph not in the list, or a
 ///   graph listing itself, is a compile error; so are graphs that contain
 ///   each other (rustc reports the cycle between their `SUBGRAPH_TREE`

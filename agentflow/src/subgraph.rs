@@ -1,10 +1,10 @@
 //! Subgraphs: a compiled graph run as a child of a node, with its own
 //! checkpoints under the parent's thread.
 //!
-//! Every `#[graph] mod research { .. }` also declares a value `research` (a
-//! [`Subgraph`]) beside the module. A node lists the graphs it may run,
-//! `#[node(goto = [..], subgraphs = [research])]`, and runs one with
-//! [`Ctx::subgraph`], which returns the child's typed final state:
+//! A node lists the graphs it may run, `#[node(goto = [..], subgraphs =
+//! [research])]`, and runs one with [`Ctx::subgraph`], written
+//! `cx.subgraph(research::graph(), input)`, which returns the child's typed
+//! final state:
 //!
 //! ```
 //! use std::sync::Arc;
@@ -31,7 +31,7 @@
 //!     use super::*;
 //!     #[node(goto = [END], subgraphs = [research])]
 //!     async fn write(s: &Report, cx: &Ctx<()>) -> Result<Step<Report>, NodeError> {
-//!         let found = cx.subgraph(research, Research { topic: s.topic.clone(), notes: vec![] }).await?;
+//!         let found = cx.subgraph(research::graph(), Research { topic: s.topic.clone(), notes: vec![] }).await?;
 //!         Ok(goto!(END, Report::update().body(found.notes.join("; "))))
 //!     }
 //! }
@@ -50,7 +50,9 @@
 //! ```
 //!
 //! What the macro checks: a node calls only the subgraphs it lists (a
-//! compile error at the name otherwise); each graph knows how deep it
+//! compile error at the name otherwise; a call the macro cannot see, in a
+//! helper fn handed the context, is refused at run time); the child is
+//! written `name::graph()` so the check can see it; each graph knows how deep it
 //! delegates (`DELEGATION_DEPTH`: 1, plus its deepest child's) and one deeper
 //! than its `#[graph(max_depth = N)]` (default 3) does not compile, the error
 //! naming the chain; a graph that contains itself, directly or through
@@ -109,58 +111,23 @@ use crate::persist::{PersistError, blocking};
 use crate::state::State;
 use agentflow_store::{Store, ThreadStatus};
 
-/// A graph a node may run as its child: the value `#[graph]` declares beside
-/// its module (`research` for `#[graph] mod research`). Pass it to
-/// [`Ctx::subgraph`]; list it in the node's `subgraphs = [..]`.
-pub struct Subgraph<S: State, D> {
-    name: &'static str,
-    graph: fn() -> CompiledGraph<S, D>,
-    depth: usize,
-}
-
-impl<S: State, D> Clone for Subgraph<S, D> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<S: State, D> Copy for Subgraph<S, D> {}
-
-impl<S: State, D> std::fmt::Debug for Subgraph<S, D> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Subgraph").field("name", &self.name).field("depth", &self.depth).finish()
-    }
-}
-
-impl<S: State, D> Subgraph<S, D> {
-    #[doc(hidden)]
-    pub const fn __new(name: &'static str, graph: fn() -> CompiledGraph<S, D>, depth: usize) -> Self {
-        Subgraph { name, graph, depth }
-    }
-
-    /// The graph's name.
-    pub fn name(&self) -> &'static str {
-        self.name
-    }
-
-    /// How deep it delegates: 1 for a graph without subgraphs.
-    pub fn depth(&self) -> usize {
-        self.depth
-    }
-
-    /// The compiled graph.
-    pub fn graph(&self) -> CompiledGraph<S, D> {
-        (self.graph)()
-    }
-}
-
 impl<D: Sync> Ctx<'_, D> {
     /// Runs `child` from `input` as a child of this node and returns its
     /// final state. See [the module docs](crate::subgraph) for what is
     /// durable, how pauses and budgets pass between parent and child, and
     /// what the macro checks (the node must list `child` in its
     /// `subgraphs = [..]`).
-    pub async fn subgraph<S2: State>(&self, child: Subgraph<S2, D>, input: S2) -> Result<S2, NodeError> {
+    pub async fn subgraph<S2: State>(&self, child: CompiledGraph<S2, D>, input: S2) -> Result<S2, NodeError> {
+        let name = child.name();
+        // The macro checks the calls it sees; a call made elsewhere (a helper
+        // fn handed the context) is checked here.
+        if !self.subgraphs.contains(&name) {
+            return Err(NodeError::fatal(format!(
+                "node `{}` ran subgraph `{name}`, which is not in its `subgraphs` list; list it: \
+                 `#[node(.., subgraphs = [{name}])]`",
+                self.node
+            )));
+        }
         let index = {
             let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
             let i = signal.subgraph_calls;
@@ -168,7 +135,7 @@ impl<D: Sync> Ctx<'_, D> {
             i
         };
         let _permit = self.scope.children.acquire().await.map_err(|_| NodeError::fatal("the run is over"))?;
-        let mut app = child.graph().app();
+        let mut app = child.app();
         app.gateway.policy = Arc::clone(&self.scope.policy);
         app.gateway.approval_ttl = self.scope.approval_ttl;
         app.gateway.on_reject = self.scope.on_reject;
@@ -179,12 +146,12 @@ impl<D: Sync> Ctx<'_, D> {
         let Some(journal) = self.journal else {
             let runner = app.runner(self.deps).limits(remaining).cancel_token(cancel);
             let run = runner.run(input).await;
-            return self.child_result(child.name, None, run);
+            return self.child_result(name, None, run);
         };
         let store = Arc::clone(&journal.store);
         app = app.store(Arc::clone(&store));
         let instance = self.instance().map(|i| format!(".{i}")).unwrap_or_default();
-        let id = format!("{}/{}{instance}.{}.{index}.{}", journal.thread, self.node, self.step, child.name);
+        let id = format!("{}/{}{instance}.{}.{index}.{}", journal.thread, self.node, self.step, name);
         let mut runner = app.runner(self.deps).thread(id.clone()).cancel_token(cancel);
         if !self.scope.owner.is_empty() {
             runner = runner.owner(self.scope.owner.clone());
@@ -192,14 +159,14 @@ impl<D: Sync> Ctx<'_, D> {
         let lookup = id.clone();
         let existing = blocking(&store, move |s| s.thread(&lookup))
             .await
-            .map_err(|e| store_error(child.name, &e))?
-            .map_err(|e| store_error(child.name, &e))?;
+            .map_err(|e| store_error(name, &e))?
+            .map_err(|e| store_error(name, &e))?;
         let run = match existing {
             None => runner.limits(remaining).run(input).await,
             Some(t) if t.status == ThreadStatus::Completed => {
-                let done = app.state(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", child.name)))?;
+                let done = app.state(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", name)))?;
                 return done.map(|s| s.state).ok_or_else(|| {
-                    NodeError::fatal(format!("subgraph `{}`: thread `{id}` completed but has no state", child.name))
+                    NodeError::fatal(format!("subgraph `{}`: thread `{id}` completed but has no state", name))
                 });
             }
             Some(_) => {
@@ -207,8 +174,7 @@ impl<D: Sync> Ctx<'_, D> {
                 // may use what the parent has left on top of that.
                 let used = child_usage(&store, &id).await?;
                 let runner = runner.limits(remaining.plus(&used));
-                let pending =
-                    app.pending(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", child.name)))?;
+                let pending = app.pending(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", name)))?;
                 // The node run's resume value goes to the first that waits for one.
                 let waits = pending.iter().any(|p| p.kind == PendingKind::Interrupt);
                 let resume = self.resume.filter(|_| {
@@ -218,12 +184,12 @@ impl<D: Sync> Ctx<'_, D> {
                 match (waits, resume) {
                     (true, Some(value)) => runner.resume_with(value.clone()).await,
                     // Resumed without a value: still waiting for one.
-                    (true, None) => return Err(self.wait_on_child(child.name, &id, &pending)),
+                    (true, None) => return Err(self.wait_on_child(name, &id, &pending)),
                     (false, _) => runner.resume().await,
                 }
             }
         };
-        self.child_result(child.name, Some(&id), run)
+        self.child_result(name, Some(&id), run)
     }
 
     /// What the child's run means for this node.

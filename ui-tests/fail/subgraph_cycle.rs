@@ -13,7 +13,7 @@ pub mod ping {
 
     #[node(goto = [END], subgraphs = [pong])]
     async fn a(s: &Task, cx: &Ctx<()>) -> Result<Step<Task>, NodeError> {
-        let out = cx.subgraph(pong, s.clone()).await?;
+        let out = cx.subgraph(pong::graph(), s.clone()).await?;
         Ok(goto!(END, Task::update().text(out.text)))
     }
 }
@@ -24,7 +24,7 @@ pub mod pong {
 
     #[node(goto = [END], subgraphs = [ping])]
     async fn b(s: &Task, cx: &Ctx<()>) -> Result<Step<Task>, NodeError> {
-        let out = cx.subgraph(ping, s.clone()).await?;
+        let out = cx.subgraph(ping::graph(), s.clone()).await?;
         Ok(goto!(END, Task::update().text(out.text)))
     }
 }

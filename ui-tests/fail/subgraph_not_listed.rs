@@ -32,8 +32,8 @@ pub mod supervisor {
 
     #[node(goto = [END], subgraphs = [research])]
     async fn delegate(s: &Notes, cx: &Ctx<()>) -> Result<Step<Notes>, NodeError> {
-        let found = cx.subgraph(research, s.clone()).await?;
-        let written = cx.subgraph(writer, found).await?;
+        let found = cx.subgraph(research::graph(), s.clone()).await?;
+        let written = cx.subgraph(writer::graph(), found).await?;
         Ok(goto!(END, Notes::update().text(written.text)))
     }
 }

@@ -28,7 +28,7 @@ pub mod supervisor {
 
     #[node(goto = [END], subgraphs = [research])]
     async fn delegate(s: &Task, cx: &Ctx<Desk>) -> Result<Step<Task>, NodeError> {
-        let found = cx.subgraph(research, s.clone()).await?;
+        let found = cx.subgraph(research::graph(), s.clone()).await?;
         Ok(goto!(END, Task::update().text(found.text)))
     }
 }

@@ -12,7 +12,7 @@ pub mod planner {
 
     #[node(goto = [END], subgraphs = [planner])]
     async fn split(s: &Task, cx: &Ctx<()>) -> Result<Step<Task>, NodeError> {
-        let deeper = cx.subgraph(planner, Task { depth: s.depth + 1 }).await?;
+        let deeper = cx.subgraph(planner::graph(), Task { depth: s.depth + 1 }).await?;
         Ok(goto!(END, Task::update().depth(deeper.depth)))
     }
 }

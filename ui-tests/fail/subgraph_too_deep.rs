@@ -22,7 +22,7 @@ pub mod searcher {
 
     #[node(goto = [END], subgraphs = [fetcher])]
     async fn search(s: &Task, cx: &Ctx<()>) -> Result<Step<Task>, NodeError> {
-        let page = cx.subgraph(fetcher, s.clone()).await?;
+        let page = cx.subgraph(fetcher::graph(), s.clone()).await?;
         Ok(goto!(END, Task::update().text(page.text)))
     }
 }
@@ -33,7 +33,7 @@ pub mod researcher {
 
     #[node(goto = [END], subgraphs = [searcher])]
     async fn research(s: &Task, cx: &Ctx<()>) -> Result<Step<Task>, NodeError> {
-        let found = cx.subgraph(searcher, s.clone()).await?;
+        let found = cx.subgraph(searcher::graph(), s.clone()).await?;
         Ok(goto!(END, Task::update().text(found.text)))
     }
 }
@@ -45,7 +45,7 @@ pub mod supervisor {
 
     #[node(goto = [END], subgraphs = [researcher])]
     async fn delegate(s: &Task, cx: &Ctx<()>) -> Result<Step<Task>, NodeError> {
-        let report = cx.subgraph(researcher, s.clone()).await?;
+        let report = cx.subgraph(researcher::graph(), s.clone()).await?;
         Ok(goto!(END, Task::update().text(report.text)))
     }
 }

@@ -209,6 +209,7 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
             const __AGENTFLOW_TOOLS: ::agentflow::tool::ToolSet = &[#(#entries),*];
             __AGENTFLOW_TOOLS
         }};
+        let subgraph_names = ir.subgraphs.iter().map(|g| &g.name);
         specs.push(quote! {
             ::agentflow::__private::NodeSpec {
                 name: #name,
@@ -222,6 +223,7 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
                 tools: #tools,
                 run: #wrapper,
                 parallel: #parallel,
+                subgraphs: &[#(#subgraph_names),*],
             }
         });
     }
@@ -355,10 +357,6 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
         #[doc = #depth_doc]
         #[allow(dead_code)]
         pub const DELEGATION_DEPTH: usize = SUBGRAPH_TREE.depth();
-        #[doc(hidden)]
-        pub type __AgentflowState = #state;
-        #[doc(hidden)]
-        pub type __AgentflowDeps = #deps;
     });
     extra.push(quote_spanned! {name_span=>
         const _: () = ::agentflow::__private::check_depth(#graph_name, #max_depth, &SUBGRAPH_TREE);
@@ -367,17 +365,7 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
         items.push(syn::Item::Verbatim(tokens));
     }
     let module = &p.module;
-    // The graph as a value, to run as a child: `cx.subgraph(name, input)`.
-    let (vis, ident) = (&module.vis, &module.ident);
-    let value_doc =
-        format!("The `{graph_name}` graph as a subgraph: `cx.subgraph({graph_name}, input)` in a node that lists it.");
-    quote! {
-        #module
-        #[doc = #value_doc]
-        #[allow(non_upper_case_globals, dead_code)]
-        #vis const #ident: ::agentflow::subgraph::Subgraph<#ident::__AgentflowState, #ident::__AgentflowDeps> =
-            ::agentflow::subgraph::Subgraph::__new(#graph_name, #ident::graph, #ident::DELEGATION_DEPTH);
-    }
+    quote!(#module)
 }
 
 /// A stable hash of everything that decides how a stored run continues:

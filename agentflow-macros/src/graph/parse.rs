@@ -587,6 +587,19 @@ pub fn is_goto(mac: &syn::Macro) -> bool {
     mac.path.segments.last().is_some_and(|s| s.ident == body::GOTO)
 }
 
+/// `research` of `research::graph()`, the one form `cx.subgraph` takes.
+fn child_graph(arg: &syn::Expr) -> Option<&syn::Ident> {
+    let syn::Expr::Call(call) = arg else { return None };
+    let syn::Expr::Path(p) = &*call.func else { return None };
+    let segments: Vec<_> = p.path.segments.iter().collect();
+    match (call.args.is_empty(), p.qself.is_none(), segments.as_slice()) {
+        (true, true, [module, f]) if f.ident == "graph" && f.arguments.is_none() && module.arguments.is_none() => {
+            Some(&module.ident)
+        }
+        _ => None,
+    }
+}
+
 /// Finds the `goto!` call sites and the update chains of a node body.
 struct BodyScan<'s> {
     spans: &'s mut Spans,
@@ -646,12 +659,23 @@ impl<'ast> Visit<'ast> for BodyScan<'_> {
             {
                 self.tool_uses.push(Named { name: tool.to_string(), loc: self.spans.loc(tool.span()) });
             }
-            // `cx.subgraph(graph, input)`: a child graph the node runs.
+            // `cx.subgraph(graph::graph(), input)`: a child graph the node runs.
             if link.method == body::SUBGRAPH
-                && let Some(syn::Expr::Path(p)) = link.args.first()
-                && let Some(graph) = p.path.get_ident()
+                && let Some(arg) = link.args.first()
             {
-                self.subgraph_uses.push(Named { name: graph.to_string(), loc: self.spans.loc(graph.span()) });
+                match child_graph(arg) {
+                    Some(graph) => {
+                        self.subgraph_uses.push(Named { name: graph.to_string(), loc: self.spans.loc(graph.span()) })
+                    }
+                    None => combine(
+                        &mut self.errors,
+                        syn::Error::new_spanned(
+                            arg,
+                            "write the child graph as `name::graph()`, with `name` in the node's `subgraphs = [..]` \
+                             list, so the compiler can check what the node delegates to",
+                        ),
+                    ),
+                }
             }
             if link.method == body::INTERRUPT {
                 self.interrupt_calls.push(self.spans.loc(link.method.span()));

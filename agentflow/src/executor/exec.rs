@@ -357,6 +357,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 scope: &self.scope,
                 journal,
                 tools: node.tools,
+                subgraphs: node.subgraphs,
                 may_interrupt: node.interrupt,
                 may_sleep: node.sleep,
                 signal: &signal,
