@@ -455,6 +455,7 @@ mod hand_built {
             tools: &[],
             run,
             parallel: None,
+            subgraphs: &[],
         };
         const N1: &[NodeId] = &[NodeId::new(1)];
         agentflow::__private::compile(GraphSpec {
