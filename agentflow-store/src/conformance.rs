@@ -53,6 +53,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("run_queue_parks_for_approvals", run_queue_parks_for_approvals),
     ("run_queue_claim_race", run_queue_claim_race),
     ("timers_follow_the_status", timers_follow_the_status),
+    ("graph_descriptions_by_fingerprint", graph_descriptions_by_fingerprint),
 ];
 
 /// Runs every case on a fresh store from `make`, printing each case's name first.
@@ -861,4 +862,16 @@ pub fn timers_follow_the_status(store: &dyn Store) {
     stale.wake_at = None;
     assert!(store.commit_step(stale).is_err());
     assert_eq!(store.thread_timer("b").unwrap(), Some(NOW + 500));
+}
+
+/// A graph's description is kept by fingerprint, read back as written, and replaced by a later
+/// write under the same fingerprint; another fingerprint has none.
+pub fn graph_descriptions_by_fingerprint(store: &dyn Store) {
+    assert_eq!(store.graph_description("f1").unwrap(), None);
+    let text = "{\"mermaid\": \"flowchart TD\\n    a --> b\\n\", \"name\": \"g\u{e9}\"}";
+    store.put_graph_description("f1", text).unwrap();
+    assert_eq!(store.graph_description("f1").unwrap().as_deref(), Some(text));
+    assert_eq!(store.graph_description("f2").unwrap(), None);
+    store.put_graph_description("f1", "second").unwrap();
+    assert_eq!(store.graph_description("f1").unwrap().as_deref(), Some("second"));
 }

@@ -466,6 +466,7 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
         txn.open_table(tables::RUN_QUEUE).ctx(path)?;
         txn.open_table(tables::TIMERS).ctx(path)?;
         txn.open_table(tables::TIMER_OF).ctx(path)?;
+        txn.open_table(tables::GRAPHS).ctx(path)?;
     }
     txn.commit().ctx(path)?;
     Ok(())
@@ -755,6 +756,25 @@ impl Store for RedbStore {
         self.read(|txn, path| {
             let of = txn.open_table(tables::TIMER_OF).ctx(path)?;
             Ok(redb::ReadableTable::get(&of, thread).ctx(path)?.map(|v| v.value()))
+        })
+    }
+
+    fn put_graph_description(&self, fingerprint: &str, description: &str) -> Result<(), StorageError> {
+        let (fingerprint, row) = (fingerprint.to_string(), Payload::encode(description.as_bytes()));
+        self.submit(Durability::Immediate, move |tx: &Tx<'_>| -> Result<(), StorageError> {
+            let mut graphs = tx.txn.open_table(tables::GRAPHS).ctx(tx.path)?;
+            tx.wrote();
+            graphs.insert(fingerprint.as_str(), row.as_slice()).ctx(tx.path)?;
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    fn graph_description(&self, fingerprint: &str) -> Result<Option<String>, ReadError> {
+        self.read(|txn, path| {
+            let graphs = txn.open_table(tables::GRAPHS).ctx(path)?;
+            let bytes = reads::get_str(path, &graphs, tables::GRAPHS, fingerprint, Payload::decode)?;
+            Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned()))
         })
     }
 }

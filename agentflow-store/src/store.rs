@@ -327,6 +327,26 @@ pub trait Store: Send + Sync {
         let _ = thread;
         Ok(None)
     }
+
+    /// Keeps the description of the graph whose fingerprint is `fingerprint`, durably, replacing
+    /// one stored before under the same fingerprint. `agentflow` writes one when a thread of a
+    /// graph is created (JSON with the graph's name, its Mermaid drawing, the state's fields and
+    /// reducers, and the tools), so a tool without the graph's Rust types (the `agentflow`
+    /// command-line tool) can draw a thread's graph and read its state. The store treats it as
+    /// opaque text.
+    ///
+    /// The default keeps nothing ([`Store::graph_description`] then answers `None`).
+    fn put_graph_description(&self, fingerprint: &str, description: &str) -> Result<(), StorageError> {
+        let _ = (fingerprint, description);
+        Ok(())
+    }
+
+    /// The description stored by [`Store::put_graph_description`] for `fingerprint`, if any.
+    /// The default: none.
+    fn graph_description(&self, fingerprint: &str) -> Result<Option<String>, ReadError> {
+        let _ = fingerprint;
+        Ok(None)
+    }
 }
 
 fn unsupported() -> QueueError {

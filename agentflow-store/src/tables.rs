@@ -50,3 +50,7 @@ pub const TIMERS: TableDefinition<(u64, &str), ()> = TableDefinition::new("agent
 
 /// thread id -> wake_at: each sleeping thread's entry in [`TIMERS`].
 pub const TIMER_OF: TableDefinition<&str, u64> = TableDefinition::new("agentflow.timer_of");
+
+/// graph fingerprint -> the graph's description (opaque UTF-8 text, as a record); see
+/// [`Store::put_graph_description`](crate::Store::put_graph_description).
+pub const GRAPHS: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.graphs");

@@ -77,6 +77,7 @@ mod app;
 pub mod approval;
 mod budget;
 mod context;
+pub mod describe;
 mod error;
 mod event;
 mod executor;

@@ -114,6 +114,13 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE {s}.threads ADD COLUMN wake_at bigint;
     CREATE INDEX threads_due ON {s}.threads (wake_at, id) WHERE wake_at IS NOT NULL;
     "#,
+    // 4: each graph's description by fingerprint (see `Store::put_graph_description`).
+    r#"
+    CREATE TABLE {s}.graphs (
+        fingerprint text COLLATE "C" PRIMARY KEY,
+        description text NOT NULL
+    );
+    "#,
 ];
 
 /// The version of the PostgreSQL tables this build creates and reads (the number of its
