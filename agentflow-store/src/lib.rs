@@ -73,6 +73,7 @@ mod queue;
 mod reads;
 mod record;
 mod redb_store;
+mod restore;
 mod step_commit;
 mod store;
 pub mod tables;
@@ -93,4 +94,5 @@ pub use record::{
     Timer,
 };
 pub use redb_store::{RedbStore, RedbStoreBuilder};
+pub use restore::{ThreadDump, dump_thread};
 pub use store::{CommitCallback, FoldFn, Listing, Store};

@@ -770,6 +770,11 @@ impl Store for RedbStore {
         Ok(())
     }
 
+    fn restore_thread(&self, dump: crate::ThreadDump) -> Result<(), CommitError> {
+        self.submit(Durability::Immediate, move |tx: &Tx<'_>| crate::restore::stage_restore(tx, &dump))?;
+        Ok(())
+    }
+
     fn graph_description(&self, fingerprint: &str) -> Result<Option<String>, ReadError> {
         self.read(|txn, path| {
             let graphs = txn.open_table(tables::GRAPHS).ctx(path)?;

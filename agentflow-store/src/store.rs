@@ -347,6 +347,24 @@ pub trait Store: Send + Sync {
         let _ = fingerprint;
         Ok(None)
     }
+
+    /// Writes a thread read by [`dump_thread`](crate::dump_thread) (from this store or another)
+    /// as it was: its record, timer, checkpoints, pending writes, effects, audit log (with its
+    /// seqs) and approvals (with their statuses), in one transaction where the backend has
+    /// them. Refused with [`CommitError::Invalid`] when the thread, or one of its approvals,
+    /// exists already, or when the dump does not hang together (a part of another thread,
+    /// checkpoints out of order, a checkpoint with neither its parent nor a snapshot).
+    ///
+    /// The default refuses every dump: a backend must write the records as they are, which
+    /// the other methods cannot do (they number audit entries and create approvals as
+    /// `PENDING`).
+    fn restore_thread(&self, dump: crate::ThreadDump) -> Result<(), CommitError> {
+        Err(CommitError::Invalid {
+            thread: dump.thread.id,
+            reason: "this Store implementation cannot restore threads (it does not override `restore_thread`)"
+                .to_string(),
+        })
+    }
 }
 
 fn unsupported() -> QueueError {

@@ -101,6 +101,9 @@ impl Store for Plain {
     fn graph_description(&self, fingerprint: &str) -> Result<Option<String>, ReadError> {
         self.0.graph_description(fingerprint)
     }
+    fn restore_thread(&self, dump: agentflow_store::ThreadDump) -> Result<(), CommitError> {
+        self.0.restore_thread(dump)
+    }
     fn enqueue_run(&self, run: NewRun) -> Result<(), QueueError> {
         self.0.enqueue_run(run)
     }

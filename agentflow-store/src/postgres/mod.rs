@@ -9,6 +9,7 @@ mod io;
 mod leases;
 mod queue;
 mod reads;
+mod restore;
 mod schema;
 mod sql;
 
@@ -695,6 +696,13 @@ impl Store for PostgresStore {
             .await
             .map_err(Fail::<StorageError>::from))
             .map(|_| ())
+        })
+    }
+
+    fn restore_thread(&self, dump: crate::ThreadDump) -> Result<(), CommitError> {
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| restore::stage(ctx, &tx, &dump).await)
         })
     }
 
