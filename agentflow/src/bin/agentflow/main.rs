@@ -207,11 +207,11 @@ fn run(cli: Cli) -> Outcome {
     let store = open::open(&spec, create)?;
     let store = &store;
     match cli.command {
-        Command::Threads(args) => inspect::threads(store, &args, json),
-        Command::Show { thread } => inspect::show(store, &thread, json),
-        Command::History { thread } => inspect::history(store, &thread, json),
-        Command::Diff { thread, seq_a, seq_b } => inspect::diff(store, &thread, seq_a, seq_b, json),
-        Command::Pending => inspect::pending(store, json),
+        Command::Threads(args) => inspect::threads(store.as_ref(), &args, json),
+        Command::Show { thread } => inspect::show(store.as_ref(), &thread, json),
+        Command::History { thread } => inspect::history(store.as_ref(), &thread, json),
+        Command::Diff { thread, seq_a, seq_b } => inspect::diff(store.as_ref(), &thread, seq_a, seq_b, json),
+        Command::Pending => inspect::pending(store.as_ref(), json),
         Command::Approve(args) => decide::decide(store, decide::Kind::Approve, &args, json),
         Command::Edit(args) => decide::decide(store, decide::Kind::Edit, &args, json),
         Command::Reject(args) => decide::decide(store, decide::Kind::Reject, &args, json),
@@ -223,7 +223,7 @@ fn run(cli: Cli) -> Outcome {
         Command::Compact(args) => operate::compact(store, &args, json),
         Command::Export(args) => transfer::export(store, &args),
         Command::Import(args) => transfer::import(store, &args, json),
-        Command::Graph { thread } => inspect::graph(store, &thread, json),
-        Command::Stuck(args) => stuck::stuck(store, &args, json),
+        Command::Graph { thread } => inspect::graph(store.as_ref(), &thread, json),
+        Command::Stuck(args) => stuck::stuck(store.as_ref(), &args, json),
     }
 }
