@@ -44,7 +44,7 @@ mod transfer;
 
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 /// What `--help` prints after the commands.
 const EXIT_CODES: &str = "\
@@ -66,6 +66,9 @@ pub struct Cli {
     /// The store: a redb file path, or a postgres:// URL.
     #[arg(long, env = "AGENTFLOW_STORE", global = true)]
     pub store: Option<String>,
+    /// The PostgreSQL schema the store lives in (default `agentflow`).
+    #[arg(long, env = "AGENTFLOW_PG_SCHEMA", global = true, value_name = "NAME")]
+    pub schema: Option<String>,
     /// Print JSON (stable field names) instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
@@ -133,14 +136,6 @@ pub enum Command {
     Stuck(stuck::StuckArgs),
 }
 
-/// The user a decision or change is made by, and their roles.
-#[derive(Args, Debug, Clone)]
-pub struct Actor {
-    /// Who is acting (recorded in the audit log).
-    #[arg(long = "as", value_name = "USER")]
-    pub user: String,
-}
-
 /// A command's failure: the exit code and the one-line message.
 #[derive(Debug)]
 pub struct Failure {
@@ -204,7 +199,7 @@ fn run(cli: Cli) -> Outcome {
     let json = cli.json;
     // Import may create the store; every other command needs it to exist.
     let create = matches!(cli.command, Command::Import(_));
-    let store = open::open(&spec, create)?;
+    let store = open::open(&spec, cli.schema.as_deref(), create)?;
     let store = &store;
     match cli.command {
         Command::Threads(args) => inspect::threads(store.as_ref(), &args, json),

@@ -10,10 +10,14 @@ use agentflow_store::{OpenError, PostgresStore, RedbStore, StorageError};
 use crate::{Failure, code};
 
 /// Opens a redb file (`create`: a missing file becomes a new store) or a PostgreSQL store
-/// (`postgres://` or `postgresql://`).
-pub fn open(spec: &str, create: bool) -> Result<Arc<dyn Store>, Failure> {
+/// (`postgres://` or `postgresql://`, in `schema` or the default one).
+pub fn open(spec: &str, schema: Option<&str>, create: bool) -> Result<Arc<dyn Store>, Failure> {
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-        return PostgresStore::open(spec).map(|s| Arc::new(s) as Arc<dyn Store>).map_err(|e| match e {
+        let mut builder = PostgresStore::builder();
+        if let Some(schema) = schema {
+            builder = builder.schema(schema);
+        }
+        return builder.open(spec).map(|s| Arc::new(s) as Arc<dyn Store>).map_err(|e| match e {
             OpenError::Storage(StorageError::Io { .. } | StorageError::Backend { .. } | StorageError::Closed { .. }) => {
                 Failure::new(
                     code::BUSY,
