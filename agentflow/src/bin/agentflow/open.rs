@@ -18,11 +18,8 @@ pub fn open(spec: &str, schema: Option<&str>, create: bool) -> Result<Arc<dyn St
             builder = builder.schema(schema);
         }
         return builder.open(spec).map(|s| Arc::new(s) as Arc<dyn Store>).map_err(|e| match e {
-            OpenError::Storage(StorageError::Io { .. } | StorageError::Backend { .. } | StorageError::Closed { .. }) => {
-                Failure::new(
-                    code::BUSY,
-                    format!("cannot reach the PostgreSQL store: {e}; check that the server runs and the URL"),
-                )
+            OpenError::Storage(StorageError::Unreachable { .. } | StorageError::Io { .. }) => {
+                Failure::new(code::BUSY, format!("cannot reach the PostgreSQL store: {e}"))
             }
             other => Failure::store(other),
         });
