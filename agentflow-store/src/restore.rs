@@ -5,9 +5,7 @@
 use redb::ReadableTable;
 
 use crate::error::{CommitError, Ctx, ReadError};
-use crate::record::{
-    ApprovalRecord, AuditEntry, Checkpoint, EffectKey, Payload, PendingWrite, Snapshot, ThreadRecord,
-};
+use crate::record::{ApprovalRecord, AuditEntry, Checkpoint, EffectKey, Payload, PendingWrite, Snapshot, ThreadRecord};
 use crate::store::Store;
 use crate::tables;
 use crate::writer::Tx;

@@ -392,7 +392,8 @@ impl ApprovalDesk {
         check: impl FnOnce(&str, &Value) -> Result<(), String>,
     ) -> Result<ApprovalRecord, DecisionError> {
         let record = self.load(id)?;
-        check(&record.tool, &args).map_err(|detail| DecisionError::InvalidEdit { tool: record.tool.clone(), detail })?;
+        check(&record.tool, &args)
+            .map_err(|detail| DecisionError::InvalidEdit { tool: record.tool.clone(), detail })?;
         let edited = ApprovalArgs { canonical: canonical_json(&args), hash: args_hash(&args) };
         let note = format!("arguments edited from {} to {}", record.args, edited.canonical);
         self.decide(

@@ -125,7 +125,8 @@ fn af_json(store: &Path, args: &[&str]) -> Value {
     all.extend_from_slice(args);
     let out = af(store, &all);
     assert_eq!(out.status.code(), Some(0), "agentflow {args:?} failed: {}", stderr(&out));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("agentflow {args:?}: not JSON ({e}): {}", stdout(&out)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("agentflow {args:?}: not JSON ({e}): {}", stdout(&out)))
 }
 
 /// Expects the binary to exit with `code` and a message containing `needle` on stderr.
@@ -241,7 +242,11 @@ fn approve_goes_through_the_authorizer_and_the_run_completes() {
     expect_refusal(&decide(&["--as", "bob", "--role", "support"]), 1, "needs the `refunds` role");
     expect_refusal(&decide(&["--as", "agent", "--role", "refunds"]), 1, "requested this call and cannot approve it");
     // The role of the risk's own name, when --roles-for does not say otherwise.
-    expect_refusal(&af(&store, &["approve", &id, "--as", "bob", "--role", "refunds"]), 1, "needs the `irreversible` role");
+    expect_refusal(
+        &af(&store, &["approve", &id, "--as", "bob", "--role", "refunds"]),
+        1,
+        "needs the `irreversible` role",
+    );
     assert_eq!(af_json(&store, &["pending"])["approvals"].as_array().unwrap().len(), 1);
 
     let approved = decide(&["--as", "alice", "--role", "refunds", "--json"]);
@@ -315,7 +320,8 @@ fn update_fork_and_compact_write_audited_checkpoints() {
     expect_refusal(&af(&store, &["compact", "t-paused"]), 1, "not finished");
 
     // Through the reducers: `steps` adds, `log` appends.
-    let upd = af_json(&store, &["update", "t-done", "--set", r#"{"steps": 5, "log": ["fixed by hand"]}"#, "--as", "ops"]);
+    let upd =
+        af_json(&store, &["update", "t-done", "--set", r#"{"steps": 5, "log": ["fixed by hand"]}"#, "--as", "ops"]);
     assert_eq!(upd["seq"], 2);
     let lib = app(Arc::new(RedbStore::open(&store).unwrap())).state("t-done").unwrap().unwrap();
     assert_eq!(lib.state.steps, 6);
@@ -376,7 +382,11 @@ fn export_then_import_moves_a_thread_as_it_was() {
     expect_refusal(&af(&first, &["export", "nope"]), 1, "no thread `nope`");
     let junk = dir.join("junk.jsonl");
     std::fs::write(&junk, "{\"type\": \"thread\"}\n").unwrap();
-    expect_refusal(&af(&dir.join("third.redb"), &["import", junk.to_str().unwrap()]), 2, "no `agentflow.export` header");
+    expect_refusal(
+        &af(&dir.join("third.redb"), &["import", junk.to_str().unwrap()]),
+        2,
+        "no `agentflow.export` header",
+    );
 }
 
 #[test]
@@ -388,9 +398,10 @@ fn graph_prints_the_mermaid_drawing_stored_with_the_thread() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), payments::graph().mermaid());
     assert!(stdout(&out).contains("check -.-> pay"), "{}", stdout(&out));
-    let desc: Value =
-        serde_json::from_str(&RedbStore::open(&store).unwrap().graph_description(payments::graph().fingerprint()).unwrap().unwrap())
-            .unwrap();
+    let desc: Value = serde_json::from_str(
+        &RedbStore::open(&store).unwrap().graph_description(payments::graph().fingerprint()).unwrap().unwrap(),
+    )
+    .unwrap();
     assert_eq!(desc["state"]["fields"][2], json!({ "name": "steps", "reducer": "add" }));
     assert_eq!(desc["tools"][0]["name"], "refund");
     assert_eq!(desc["tools"][0]["risk"], "irreversible");
@@ -448,11 +459,8 @@ fn usage_errors_and_missing_stores_have_their_exit_codes() {
     let missing = dir.join("missing.redb");
     expect_refusal(&af(&missing, &["threads"]), 1, "no such store file");
     assert!(!missing.exists(), "a read must not create a store");
-    let no_store = Command::new(env!("CARGO_BIN_EXE_agentflow"))
-        .arg("threads")
-        .env_remove("AGENTFLOW_STORE")
-        .output()
-        .unwrap();
+    let no_store =
+        Command::new(env!("CARGO_BIN_EXE_agentflow")).arg("threads").env_remove("AGENTFLOW_STORE").output().unwrap();
     expect_refusal(&no_store, 2, "no store given");
     expect_refusal(&af(&missing, &["frobnicate"]), 2, "unrecognized subcommand");
     let help = af(&missing, &["--help"]);

@@ -75,11 +75,12 @@ const RISKS: [Risk; 4] = [Risk::Read, Risk::Reversible, Risk::External, Risk::Ir
 pub fn authorizer(args: &DecideArgs) -> Result<RoleAuthorizer, Failure> {
     let mut roles: Vec<(Risk, String)> = RISKS.iter().map(|r| (*r, r.to_string())).collect();
     for pair in args.roles_for.iter().flat_map(|s| s.split(',')).map(str::trim).filter(|p| !p.is_empty()) {
-        let (risk, role) = pair
-            .split_once('=')
-            .ok_or_else(|| Failure::usage(format!("--roles-for: `{pair}` is not RISK=ROLE")))?;
+        let (risk, role) =
+            pair.split_once('=').ok_or_else(|| Failure::usage(format!("--roles-for: `{pair}` is not RISK=ROLE")))?;
         let risk = RISKS.iter().find(|r| r.to_string() == risk.trim()).ok_or_else(|| {
-            Failure::usage(format!("--roles-for: unknown risk class `{risk}`; one of read, reversible, external, irreversible"))
+            Failure::usage(format!(
+                "--roles-for: unknown risk class `{risk}`; one of read, reversible, external, irreversible"
+            ))
         })?;
         if let Some(slot) = roles.iter_mut().find(|(r, _)| r == risk) {
             slot.1 = role.trim().to_string();
@@ -138,9 +139,15 @@ pub fn decide(store: &Arc<dyn Store>, kind: Kind, args: &DecideArgs, as_json: bo
     if as_json {
         out::json(&approval_json(&record));
     } else if record.status.is_waiting() {
-        println!("approval {} is still {}: sign-off by {} recorded; another approver is needed", record.id, record.status, args.user);
+        println!(
+            "approval {} is still {}: sign-off by {} recorded; another approver is needed",
+            record.id, record.status, args.user
+        );
     } else {
-        println!("approval {} is {} (by {}); resume thread {} to go on", record.id, record.status, args.user, record.thread);
+        println!(
+            "approval {} is {} (by {}); resume thread {} to go on",
+            record.id, record.status, args.user, record.thread
+        );
     }
     Ok(())
 }
@@ -251,9 +258,17 @@ mod tests {
         });
         assert_eq!(check_schema(&schema, &json!({"order_id": "A", "amount": 3}), "args"), Ok(()));
         assert!(check_schema(&schema, &json!({"order_id": "A"}), "args").unwrap_err().contains("args.amount"));
-        assert!(check_schema(&schema, &json!({"order_id": "A", "amount": "3"}), "args").unwrap_err().contains("integer"));
-        assert!(check_schema(&schema, &json!({"order_id": "A", "amount": -1}), "args").unwrap_err().contains("at least"));
-        assert!(check_schema(&schema, &json!({"order_id": "A", "amount": 1, "x": 1}), "args").unwrap_err().contains("args.x"));
+        assert!(
+            check_schema(&schema, &json!({"order_id": "A", "amount": "3"}), "args").unwrap_err().contains("integer")
+        );
+        assert!(
+            check_schema(&schema, &json!({"order_id": "A", "amount": -1}), "args").unwrap_err().contains("at least")
+        );
+        assert!(
+            check_schema(&schema, &json!({"order_id": "A", "amount": 1, "x": 1}), "args")
+                .unwrap_err()
+                .contains("args.x")
+        );
         assert!(check_schema(&schema, &json!([1]), "args").is_err());
     }
 }

@@ -74,10 +74,11 @@ pub fn state_at(
     seq: u64,
     reducers: Option<&BTreeMap<String, String>>,
 ) -> Result<Folded, Failure> {
-    let chain = store
-        .state_chain(thread, seq)
-        .map_err(Failure::store)?
-        .ok_or_else(|| Failure::not_found(format!("thread `{thread}` has no checkpoint {seq}; list them with `agentflow history {thread}`")))?;
+    let chain = store.state_chain(thread, seq).map_err(Failure::store)?.ok_or_else(|| {
+        Failure::not_found(format!(
+            "thread `{thread}` has no checkpoint {seq}; list them with `agentflow history {thread}`"
+        ))
+    })?;
     fold(thread, &chain, reducers)
 }
 
@@ -192,7 +193,9 @@ fn walk(path: &str, a: &Value, b: &Value, out: &mut Diff) {
                 }
             }
         }
-        _ if a != b => out.changed.push((if path.is_empty() { "/".to_string() } else { path.to_string() }, a.clone(), b.clone())),
+        _ if a != b => {
+            out.changed.push((if path.is_empty() { "/".to_string() } else { path.to_string() }, a.clone(), b.clone()))
+        }
         _ => {}
     }
 }
@@ -217,7 +220,8 @@ mod tests {
 
     #[test]
     fn updates_fold_through_each_fields_reducer() {
-        let r = reducers(&[("n", "add"), ("log", "append"), ("tags", "merge"), ("msgs", "messages"), ("x", "overwrite")]);
+        let r =
+            reducers(&[("n", "add"), ("log", "append"), ("tags", "merge"), ("msgs", "messages"), ("x", "overwrite")]);
         let mut out = Folded {
             state: json!({"n": 1, "log": ["a"], "tags": {"k": 1}, "msgs": [{"id": "m1", "t": "old"}], "x": 1}),
             warnings: vec![],
@@ -247,7 +251,10 @@ mod tests {
 
     #[test]
     fn diff_names_added_removed_and_changed_paths() {
-        let d = diff(&json!({"a": 1, "b": [1, 2], "c/d": 0, "gone": true}), &json!({"a": 2, "b": [1, 2, 3], "c/d": 0, "new": null}));
+        let d = diff(
+            &json!({"a": 1, "b": [1, 2], "c/d": 0, "gone": true}),
+            &json!({"a": 2, "b": [1, 2, 3], "c/d": 0, "new": null}),
+        );
         assert_eq!(d.changed, vec![("/a".to_string(), json!(1), json!(2))]);
         assert_eq!(d.added, vec![("/b/2".to_string(), json!(3)), ("/new".to_string(), json!(null))]);
         assert_eq!(d.removed, vec![("/gone".to_string(), json!(true))]);

@@ -201,11 +201,15 @@ pub fn show(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
     }
     let now = now_ms();
     println!("thread:    {}", record.id);
-    println!("status:    {}{}", record.status, if record.detail.is_empty() { String::new() } else { format!(" ({})", record.detail) });
+    println!(
+        "status:    {}{}",
+        record.status,
+        if record.detail.is_empty() { String::new() } else { format!(" ({})", record.detail) }
+    );
     println!("graph:     {} ({})", graph.as_deref().unwrap_or("-"), record.graph_fingerprint);
     println!("owner:     {}", record.owner);
     println!("updated:   {}", ago(record.updated_at, now));
-    println!("checkpoint: {}", seq.map_or("-".to_string(), |s| s.to_string()));
+    println!("seq:       {}", seq.map_or("-".to_string(), |s| s.to_string()));
     println!("next:      {}", if next.is_empty() { "-".to_string() } else { next.join(", ") });
     if let Some(at) = wake_at {
         println!("wakes:     {}", ago(at, now));
@@ -220,7 +224,15 @@ pub fn show(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
         println!("waits for: {} at `{}`: {}", kind_name(p.kind), p.node, brief(&p.payload, 100));
     }
     for a in &open {
-        println!("approval:  {} {} `{}` ({}) requested by {}: {}", a.id, a.status, a.tool, a.risk, a.requester, brief(&json!(a.args), 80));
+        println!(
+            "approval:  {} {} `{}` ({}) requested by {}: {}",
+            a.id,
+            a.status,
+            a.tool,
+            a.risk,
+            a.requester,
+            brief(&json!(a.args), 80)
+        );
     }
     for w in &state.warnings {
         println!("warning:   {w}");
@@ -263,7 +275,10 @@ pub fn history(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
                 c.seq.to_string(),
                 c.parent.map_or("-".to_string(), |p| p.to_string()),
                 c.metadata.step.to_string(),
-                serde_json::to_value(c.metadata.source).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+                serde_json::to_value(c.metadata.source)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
                 c.metadata.nodes.join(","),
                 c.cursor.join(","),
                 ago(c.created_at, now),
@@ -360,7 +375,11 @@ pub fn pending(store: &dyn Store, as_json: bool) -> Outcome {
                 a.thread.clone(),
                 format!("{} ({})", a.tool, a.risk),
                 a.requester.clone(),
-                if a.status == ApprovalStatus::Pending { format!("expires {}", ago(a.expires_at, now)) } else { "-".into() },
+                if a.status == ApprovalStatus::Pending {
+                    format!("expires {}", ago(a.expires_at, now))
+                } else {
+                    "-".into()
+                },
                 brief(&json!(a.args), 60),
             ]
         })

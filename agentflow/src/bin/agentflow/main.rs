@@ -194,7 +194,9 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Outcome {
     let spec = cli.store.clone().ok_or_else(|| {
-        Failure::usage("no store given: pass --store PATH (a redb file) or --store postgres://..., or set AGENTFLOW_STORE")
+        Failure::usage(
+            "no store given: pass --store PATH (a redb file) or --store postgres://..., or set AGENTFLOW_STORE",
+        )
     })?;
     let json = cli.json;
     // Import may create the store; every other command needs it to exist.

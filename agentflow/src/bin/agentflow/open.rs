@@ -26,9 +26,7 @@ pub fn open(spec: &str, schema: Option<&str>, create: bool) -> Result<Arc<dyn St
     }
     let path = Path::new(spec);
     if !create && !path.exists() {
-        return Err(Failure::not_found(format!(
-            "{spec}: no such store file; check --store (or AGENTFLOW_STORE)"
-        )));
+        return Err(Failure::not_found(format!("{spec}: no such store file; check --store (or AGENTFLOW_STORE)")));
     }
     RedbStore::open(path).map(|s| Arc::new(s) as Arc<dyn Store>).map_err(|e| match e {
         OpenError::AlreadyOpen { .. } => Failure::new(

@@ -78,7 +78,16 @@ pub fn audit(store: &Arc<dyn Store>, thread: Option<&str>, as_json: bool) -> Out
     let now = now_ms();
     let rows: Vec<Vec<String>> = entries
         .iter()
-        .map(|e| vec![e.thread.clone(), e.seq.to_string(), ago(e.at, now), e.actor.clone(), e.kind.clone(), brief(&e.detail, 90)])
+        .map(|e| {
+            vec![
+                e.thread.clone(),
+                e.seq.to_string(),
+                ago(e.at, now),
+                e.actor.clone(),
+                e.kind.clone(),
+                brief(&e.detail, 90),
+            ]
+        })
         .collect();
     out::table(&["THREAD", "SEQ", "WHEN", "ACTOR", "KIND", "DETAIL"], &rows);
     Ok(())
@@ -87,7 +96,9 @@ pub fn audit(store: &Arc<dyn Store>, thread: Option<&str>, as_json: bool) -> Out
 /// A failed history change as an exit code and message.
 fn history_failure(e: HistoryError) -> Failure {
     match e {
-        HistoryError::UnknownThread { .. } | HistoryError::UnknownCheckpoint { .. } => Failure::not_found(e.to_string()),
+        HistoryError::UnknownThread { .. } | HistoryError::UnknownCheckpoint { .. } => {
+            Failure::not_found(e.to_string())
+        }
         HistoryError::Persist(PersistError::Lease(LeaseError::ThreadBusy { .. })) => Failure::new(
             code::BUSY,
             format!("{e}; a run holds the thread: wait for it to pause or finish, then try again"),
@@ -104,7 +115,10 @@ pub fn fork(store: &Arc<dyn Store>, args: &ForkArgs, as_json: bool) -> Outcome {
     if as_json {
         out::json(&json!({ "thread": args.thread, "from": args.seq, "seq": seq }));
     } else {
-        println!("thread {} forked at checkpoint {}: new head {seq}; resume it to continue from there", args.thread, args.seq);
+        println!(
+            "thread {} forked at checkpoint {}: new head {seq}; resume it to continue from there",
+            args.thread, args.seq
+        );
     }
     Ok(())
 }
@@ -121,11 +135,14 @@ pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, as_json: bool) -> Outco
         return Err(Failure::usage("--set sets no field"));
     }
     let description = fold::description(store.as_ref(), &record)?;
-    if let Some(known) = fold::reducers(description.as_ref()) {
-        if let Some(bad) = fields.keys().find(|k| !known.contains_key(*k)) {
-            let names: Vec<&str> = known.keys().map(String::as_str).collect();
-            return Err(Failure::usage(format!("`{bad}` is not a field of the thread's state; its fields: {}", names.join(", "))));
-        }
+    if let Some(known) = fold::reducers(description.as_ref())
+        && let Some(bad) = fields.keys().find(|k| !known.contains_key(*k))
+    {
+        let names: Vec<&str> = known.keys().map(String::as_str).collect();
+        return Err(Failure::usage(format!(
+            "`{bad}` is not a field of the thread's state; its fields: {}",
+            names.join(", ")
+        )));
     }
     agentflow::persist::check_json(&update, "update").map_err(|e| Failure::usage(e.to_string()))?;
     let blob = serde_json::to_vec(&update).map_err(|e| Failure::usage(e.to_string()))?;
@@ -153,7 +170,10 @@ pub fn compact(store: &Arc<dyn Store>, args: &CompactArgs, as_json: bool) -> Out
     if reducers.is_none() {
         return Err(Failure::new(
             code::OPAQUE,
-            format!("the store has no description of thread `{}`'s graph, so its state cannot be folded here; compact it from the app", args.thread),
+            format!(
+                "the store has no description of thread `{}`'s graph, so its state cannot be folded here; compact it from the app",
+                args.thread
+            ),
         ));
     }
     let thread = args.thread.clone();

@@ -112,8 +112,10 @@ pub fn stuck(store: &dyn Store, args: &StuckArgs, as_json: bool) -> Outcome {
         ));
         return Ok(());
     }
-    let rows: Vec<Vec<String>> =
-        found.iter().map(|s| vec![s.thread.clone(), s.reason.to_string(), ago(s.since, now), s.detail.clone()]).collect();
+    let rows: Vec<Vec<String>> = found
+        .iter()
+        .map(|s| vec![s.thread.clone(), s.reason.to_string(), ago(s.since, now), s.detail.clone()])
+        .collect();
     out::table(&["THREAD", "REASON", "SINCE", "DETAIL"], &rows);
     Ok(())
 }

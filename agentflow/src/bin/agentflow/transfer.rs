@@ -97,13 +97,17 @@ pub fn export(store: &std::sync::Arc<dyn Store>, args: &ExportArgs) -> Outcome {
         }));
     }
     for w in &dump.pending_writes {
-        lines.push(json!({ "type": "pending_write", "seq": w.seq, "node": w.node, "idx": w.idx, "value": blob(&w.value) }));
+        lines.push(
+            json!({ "type": "pending_write", "seq": w.seq, "node": w.node, "idx": w.idx, "value": blob(&w.value) }),
+        );
     }
     for (k, result) in &dump.effects {
         lines.push(json!({ "type": "effect", "seq": k.seq, "node": k.node, "key": k.key, "result": blob(result) }));
     }
     for e in &dump.audit {
-        lines.push(json!({ "type": "audit", "seq": e.seq, "at": e.at, "actor": e.actor, "kind": e.kind, "detail": e.detail }));
+        lines.push(
+            json!({ "type": "audit", "seq": e.seq, "at": e.at, "actor": e.actor, "kind": e.kind, "detail": e.detail }),
+        );
     }
     for a in &dump.approvals {
         lines.push(json!({ "type": "approval", "record": a }));
@@ -152,13 +156,17 @@ fn read(file: &PathBuf) -> Result<Vec<Imported>, Failure> {
         if kind == HEADER {
             let format = v.get("format").and_then(Value::as_u64).unwrap_or(0);
             if format != FORMAT {
-                return Err(Failure::usage(format!("line {n}: export format {format}; this build reads format {FORMAT}")));
+                return Err(Failure::usage(format!(
+                    "line {n}: export format {format}; this build reads format {FORMAT}"
+                )));
             }
             current = Some(field(&v, "thread", n)?);
             continue;
         }
         let Some(id) = current.clone() else {
-            return Err(Failure::usage(format!("line {n}: no `{HEADER}` header before it; is this an agentflow export?")));
+            return Err(Failure::usage(format!(
+                "line {n}: no `{HEADER}` header before it; is this an agentflow export?"
+            )));
         };
         if kind == "thread" {
             let record: ThreadRecord = field(&v, "record", n)?;
@@ -206,7 +214,12 @@ fn read(file: &PathBuf) -> Result<Vec<Imported>, Failure> {
                 value: unblob(v.get("value").unwrap_or(&Value::Null), n)?,
             }),
             "effect" => t.dump.effects.push((
-                EffectKey::new(id.clone(), field(&v, "seq", n)?, field::<String>(&v, "node", n)?, field::<String>(&v, "key", n)?),
+                EffectKey::new(
+                    id.clone(),
+                    field(&v, "seq", n)?,
+                    field::<String>(&v, "node", n)?,
+                    field::<String>(&v, "key", n)?,
+                ),
                 unblob(v.get("result").unwrap_or(&Value::Null), n)?,
             )),
             "audit" => t.dump.audit.push(AuditEntry {
