@@ -64,6 +64,7 @@ mod audit;
 mod codec;
 #[cfg(feature = "testing")]
 pub mod conformance;
+mod dump;
 mod effects;
 mod error;
 mod leases;
@@ -80,6 +81,7 @@ pub mod tables;
 mod writer;
 
 pub use codec::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH};
+pub use dump::ThreadDump;
 pub use error::{
     ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, JsonTooDeep, LeaseError, OpenError,
     ReadError, StorageError,
@@ -94,5 +96,5 @@ pub use record::{
     Timer,
 };
 pub use redb_store::{RedbStore, RedbStoreBuilder};
-pub use restore::{ThreadDump, dump_thread};
+pub use restore::dump_thread;
 pub use store::{CommitCallback, FoldFn, Listing, Store};

@@ -1,5 +1,6 @@
 //! The [`Store`] trait: what the executor needs from persistence, independent of the backend.
 
+use crate::dump::ThreadDump;
 use crate::error::{
     ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, LeaseError, ReadError, StorageError,
 };
@@ -358,7 +359,7 @@ pub trait Store: Send + Sync {
     /// The default refuses every dump: a backend must write the records as they are, which
     /// the other methods cannot do (they number audit entries and create approvals as
     /// `PENDING`).
-    fn restore_thread(&self, dump: crate::ThreadDump) -> Result<(), CommitError> {
+    fn restore_thread(&self, dump: ThreadDump) -> Result<(), CommitError> {
         Err(CommitError::Invalid {
             thread: dump.thread.id,
             reason: "this Store implementation cannot restore threads (it does not override `restore_thread`)"

@@ -333,6 +333,13 @@ fn update_fork_and_compact_write_audited_checkpoints() {
         "`colour` is not a field of the thread's state",
     );
     expect_refusal(&af(&store, &["update", "t-done", "--set", "[1]", "--as", "ops"]), 2, "must be a JSON object");
+    // A value the app could not decode when it resumes is refused before anything is written.
+    expect_refusal(
+        &af(&store, &["update", "t-done", "--set", r#"{"steps": "many"}"#, "--as", "ops"]),
+        2,
+        "`steps` holds an integer in the thread's state; --set gives a string",
+    );
+    assert_eq!(af_json(&store, &["history", "t-done"]).as_array().unwrap().len(), 2);
 
     // Back to checkpoint 1, before the update.
     let fork = af_json(&store, &["fork", "t-done", "1", "--as", "ops"]);

@@ -2,12 +2,12 @@
 
 use deadpool_postgres::GenericClient;
 
+use crate::dump::{ThreadDump, check_dump, parent_in_dump};
 use crate::error::CommitError;
 use crate::postgres::Ctx;
 use crate::postgres::error::Fail;
 use crate::postgres::sql::{self, time};
 use crate::record::Checkpoint;
-use crate::restore::{ThreadDump, check_dump, parent_in_dump};
 
 /// Writes the dump; refused if the thread or one of its approvals exists already.
 pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, d: &ThreadDump) -> Result<(), Fail<CommitError>> {

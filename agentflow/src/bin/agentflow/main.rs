@@ -19,6 +19,13 @@
 //! two-person rule when asked for) and the same compare-and-set as an app's
 //! own desk, and the same audit entries, naming the `--as` user.
 //!
+//! The tool holds the store, and holding the store permits everything (see
+//! the `Store` trait's trust boundary): `--as` and `--role` are asserted by
+//! whoever runs it, not proven. The checks keep honest operators from
+//! mistakes (approving their own request, deciding outside their role,
+//! deciding twice); give the tool, like the store file or URL, only to
+//! people trusted to decide approvals.
+//!
 //! Every command prints a table for people, or JSON with stable field names
 //! with `--json`.
 //!

@@ -144,6 +144,21 @@ pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, as_json: bool) -> Outco
             names.join(", ")
         )));
     }
+    // The app decodes the update with its own types when it resumes: refuse a value whose
+    // JSON kind differs from the one the field holds now (a string for a number, ...).
+    if let Some(seq) = store.latest_checkpoint(&args.thread).map_err(Failure::store)?.map(|c| c.seq) {
+        let reducers = fold::reducers(description.as_ref());
+        let current = fold::state_at(store.as_ref(), &args.thread, seq, reducers.as_ref())?;
+        for (name, value) in fields {
+            if let Some(now) = current.state.get(name)
+                && let Some((held, given)) = kind_clash(now, value)
+            {
+                return Err(Failure::usage(format!(
+                    "`{name}` holds {held} in the thread's state; --set gives {given}, which the app could not read back"
+                )));
+            }
+        }
+    }
     agentflow::persist::check_json(&update, "update").map_err(|e| Failure::usage(e.to_string()))?;
     let blob = serde_json::to_vec(&update).map_err(|e| Failure::usage(e.to_string()))?;
     let seq = update_thread(store, &args.thread, blob, &args.user).map_err(history_failure)?;
@@ -153,6 +168,25 @@ pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, as_json: bool) -> Outco
         println!("thread {} updated by {}: checkpoint {seq}", args.thread, args.user);
     }
     Ok(())
+}
+
+/// The JSON kinds of `now` and `given` when they differ (neither `null`; an integer field
+/// given a fraction counts as differing).
+fn kind_clash(now: &Value, given: &Value) -> Option<(&'static str, &'static str)> {
+    fn kind(v: &Value) -> &'static str {
+        match v {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Number(n) if n.is_f64() => "a number with a fraction",
+            Value::Number(_) => "an integer",
+            Value::String(_) => "a string",
+            Value::Array(_) => "an array",
+            Value::Object(_) => "an object",
+        }
+    }
+    let (a, b) = (kind(now), kind(given));
+    let fits = a == b || a == "null" || b == "null" || (a == "a number with a fraction" && b == "an integer");
+    if fits { None } else { Some((a, b)) }
 }
 
 /// `compact`: folds retained checkpoints as JSON, refusing (exit 5) where the fold would not

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use agentflow::Store;
+use agentflow::{PendingKind, Store};
 use agentflow_store::ThreadStatus;
 use clap::Args;
 use serde_json::{Value, json};
@@ -59,7 +59,17 @@ pub fn stuck(store: &dyn Store, args: &StuckArgs, as_json: bool) -> Outcome {
             ThreadStatus::Interrupted => {
                 let (since, what) = match oldest.get(&t.id) {
                     Some((at, id)) => (*at, format!("approval {id} waits for a decision")),
-                    None => (t.updated_at, "paused for a person's input".to_string()),
+                    None => {
+                        let (_, waits) = crate::inspect::waits(store, &t.id)?;
+                        let decided =
+                            waits.iter().any(|p| matches!(p.kind, PendingKind::Approval | PendingKind::OutcomeUnknown));
+                        let what = if decided {
+                            "its approvals are decided; nobody resumed it".to_string()
+                        } else {
+                            "paused for a person's input".to_string()
+                        };
+                        (t.updated_at, what)
+                    }
                 };
                 if now.saturating_sub(since) >= waiting {
                     found.push(Stuck { thread: t.id.clone(), reason: "waiting_on_human", since, detail: what });
