@@ -504,6 +504,15 @@ fn postgres_smoke_import_and_read_back() {
     assert_eq!(pg(&["show", "t-paused"]), af_json(&store, &["show", "t-paused"]));
     let id = pg(&["pending"])["approvals"][0]["id"].as_str().unwrap().to_string();
     assert_eq!(pg(&["approve", &id, "--as", "alice", "--role", "irreversible"])["status"], "APPROVED");
+    // A run holding the thread (here: a lease taken by this process): changes wait for it.
+    let held = agentflow_store::PostgresStore::builder().schema(schema.clone()).open(&url).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    held.acquire_lease("t-paused", "worker-elsewhere", 60_000, now).unwrap();
+    let busy = Command::new(env!("CARGO_BIN_EXE_agentflow"))
+        .args(["--store", &url, "--schema", &schema, "update", "t-paused", "--set", r#"{"steps": 1}"#, "--as", "ops"])
+        .output()
+        .unwrap();
+    expect_refusal(&busy, 3, "a run holds the thread");
     let unreachable = Command::new(env!("CARGO_BIN_EXE_agentflow"))
         .args(["--store", "postgres://agentflow:x@127.0.0.1:1/none", "threads"])
         .output()

@@ -34,9 +34,9 @@
 //! | code | meaning |
 //! | --- | --- |
 //! | 0 | done |
-//! | 1 | not found (thread, checkpoint, approval, store file) or refused (a decision the authorizer or the compare-and-set refused, a thread that exists already on import) |
-//! | 2 | usage: bad arguments, bad JSON in `--set`/`--args`, an unreadable export file |
-//! | 3 | store busy or unreachable: another process has the redb file open, or the PostgreSQL server cannot be reached |
+//! | 1 | not found (thread, checkpoint, approval, store file) or refused (a decision the authorizer or the compare-and-set refused, edited arguments that do not fit the tool's schema, a thread that exists already on import, compacting an unfinished thread) |
+//! | 2 | usage: bad arguments, bad JSON in `--set`/`--args`, an update the app could not read back, an unreadable export file |
+//! | 3 | store busy or unreachable: another process has the redb file open, a run holds the thread (`update`, `fork`), or the PostgreSQL server cannot be reached |
 //! | 4 | store error: the store is damaged, of an unsupported format, or a read or write failed |
 //! | 5 | the thread's state cannot be computed without the graph's Rust types (a custom reducer, an update that does not fit) |
 
@@ -60,8 +60,8 @@ Exit codes:
   1  not found (thread, checkpoint, approval, store file) or refused (a decision the
      authorizer or the compare-and-set refused; a thread that exists already on import)
   2  usage: bad arguments, bad JSON, an unreadable export file
-  3  store busy or unreachable: another process has the redb file open, or the
-     PostgreSQL server cannot be reached
+  3  store busy or unreachable: another process has the redb file open, a run holds
+     the thread (update, fork), or the PostgreSQL server cannot be reached
   4  store error: damaged, unsupported format, a read or write failed
   5  the state cannot be computed without the graph's Rust types (custom reducer)";
 
