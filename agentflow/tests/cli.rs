@@ -414,6 +414,58 @@ fn graph_prints_the_mermaid_drawing_stored_with_the_thread() {
     assert_eq!(desc["tools"][0]["risk"], "irreversible");
 }
 
+/// A thread written before graph descriptions were stored: `graph` draws from the outline
+/// kept in its checkpoint 0, and `show` folds its updates as overwrites, saying so.
+#[test]
+fn a_thread_without_a_stored_description_still_draws_and_shows() {
+    let dir = temp_dir("old");
+    let store = dir.join("runs.redb");
+    {
+        let s = RedbStore::open(&store).unwrap();
+        let record = ThreadRecord::new("t-old", "agent", "0123456789abcdef", 1, 1_700_000_000_000);
+        let mut root = agentflow_store::Checkpoint {
+            thread: "t-old".into(),
+            seq: 0,
+            parent: None,
+            cursor: vec!["a".into()],
+            snapshot: Some(br#"{"n": 1}"#.to_vec()),
+            delta: vec![],
+            metadata: agentflow_store::CheckpointMetadata::new(0, agentflow_store::CheckpointSource::Input, vec![]),
+            created_at: 1_700_000_000_000,
+        };
+        root.metadata.extra = json!({ "graph": { "name": "old", "nodes": { "a": ["b", "END"], "b": ["END"] } } });
+        s.commit_step(StepCommit::new(record.clone()).with_checkpoint(root)).unwrap();
+        let step = agentflow_store::Checkpoint {
+            thread: "t-old".into(),
+            seq: 1,
+            parent: Some(0),
+            cursor: vec![],
+            snapshot: None,
+            delta: vec![br#"{"n": 5}"#.to_vec()],
+            metadata: agentflow_store::CheckpointMetadata::new(
+                1,
+                agentflow_store::CheckpointSource::Loop,
+                vec!["a".into()],
+            ),
+            created_at: 1_700_000_000_001,
+        };
+        s.commit_step(StepCommit::new(record).with_checkpoint(step)).unwrap();
+    }
+    let drawing = stdout(&af(&store, &["graph", "t-old"]));
+    assert_eq!(
+        drawing,
+        "flowchart TD\n    __start__([START])\n    __end__([END])\n    __start__ --> a\n    a -.-> b\n    a -.-> __end__\n    b --> __end__\n"
+    );
+    let shown = af_json(&store, &["show", "t-old"]);
+    assert_eq!(shown["state"], json!({ "n": 5 }));
+    assert!(shown["warnings"][0].as_str().unwrap().contains("no description"), "{shown}");
+    // Compacting would have to guess the reducers: refused with exit code 5.
+    let mut done = ThreadRecord::new("t-old", "agent", "0123456789abcdef", 1, 1_700_000_000_000);
+    done.status = ThreadStatus::Completed;
+    RedbStore::open(&store).unwrap().commit_step(StepCommit::new(done)).unwrap();
+    expect_refusal(&af(&store, &["compact", "t-old"]), 5, "no description of thread `t-old`'s graph");
+}
+
 #[test]
 fn stuck_lists_long_waits_dead_runs_and_overdue_timers() {
     let dir = temp_dir("stuck");
