@@ -306,6 +306,56 @@ fn edit_checks_the_arguments_against_the_stored_schema_and_reject_needs_a_reason
 }
 
 #[test]
+fn reject_cancel_and_settle_move_the_record_and_are_audited() {
+    let dir = temp_dir("settle");
+    let store = dir.join("runs.redb");
+    fill(&store);
+    let id = af_json(&store, &["pending"])["approvals"][0]["id"].as_str().unwrap().to_string();
+    let who = ["--as", "alice", "--role", "irreversible", "--json"];
+    let run = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&who);
+        af(&store, &all)
+    };
+    let rejected = run(&["reject", &id, "--reason", "duplicate order"]);
+    assert_eq!(rejected.status.code(), Some(0), "{}", stderr(&rejected));
+    let record: Value = serde_json::from_slice(&rejected.stdout).unwrap();
+    assert_eq!(record["status"], "REJECTED");
+    assert_eq!(record["decision_note"], "duplicate order");
+    expect_refusal(&run(&["cancel", &id]), 1, "already decided: it is REJECTED");
+
+    // A call whose outcome is unknown (its process died mid-call), settled by a person.
+    {
+        let s = RedbStore::open(&store).unwrap();
+        let mut unknown = s.approval(&id).unwrap().unwrap();
+        unknown.id = "unknown-1".into();
+        unknown.status = ApprovalStatus::OutcomeUnknown;
+        unknown.decided_by = None;
+        unknown.decision_note = None;
+        s.put_approval(unknown, "agent").unwrap();
+    }
+    let pending = af_json(&store, &["pending"]);
+    assert_eq!(pending["approvals"][0]["status"], "OUTCOME_UNKNOWN");
+    let table = stdout(&af(&store, &["pending"]));
+    assert!(table.contains("outcome_unknown") && table.contains("unknown-1"), "{table}");
+    expect_refusal(&run(&["settle", "unknown-1", "--failed"]), 2, "settle --failed needs --reason");
+    expect_refusal(&run(&["settle", "unknown-1"]), 2, "exactly one of");
+    let settled = run(&["settle", "unknown-1", "--failed", "--reason", "the provider shows no refund"]);
+    assert_eq!(settled.status.code(), Some(0), "{}", stderr(&settled));
+    let record: Value = serde_json::from_slice(&settled.stdout).unwrap();
+    assert_eq!(record["status"], "FAILED");
+    assert_eq!(record["decided_by"], "alice");
+    let kinds: Vec<(String, String)> = af_json(&store, &["audit"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["kind"].as_str().unwrap().to_string(), e["actor"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(kinds.contains(&("approval.rejected".into(), "alice".into())), "{kinds:?}");
+    assert!(kinds.contains(&("approval.failed".into(), "alice".into())), "{kinds:?}");
+}
+
+#[test]
 fn update_fork_and_compact_write_audited_checkpoints() {
     let dir = temp_dir("update");
     let store = dir.join("runs.redb");
