@@ -55,6 +55,8 @@ pub const CASES: &[(&str, Case)] = &[
     ("timers_follow_the_status", timers_follow_the_status),
     ("breaker_transitions", breaker_transitions),
     ("breaker_race", breaker_race),
+    ("graph_descriptions_by_fingerprint", graph_descriptions_by_fingerprint),
+    ("restore_thread_writes_a_dump_as_it_was", restore_thread_writes_a_dump_as_it_was),
 ];
 
 /// Runs every case on a fresh store from `make`, printing each case's name first.
@@ -976,4 +978,85 @@ pub fn breaker_race(store: &dyn Store) {
     assert_eq!(stored.probe, probes[0].record.probe);
     let half_opens = store.list_audit("t").unwrap().iter().filter(|e| e.kind == "breaker.half_open").count();
     assert_eq!(half_opens, 1);
+}
+
+/// A graph's description is kept by fingerprint, read back as written, and replaced by a later
+/// write under the same fingerprint; another fingerprint has none.
+pub fn graph_descriptions_by_fingerprint(store: &dyn Store) {
+    assert_eq!(store.graph_description("f1").unwrap(), None);
+    let text = "{\"mermaid\": \"flowchart TD\\n    a --> b\\n\", \"name\": \"g\u{e9}\"}";
+    store.put_graph_description("f1", text).unwrap();
+    assert_eq!(store.graph_description("f1").unwrap().as_deref(), Some(text));
+    assert_eq!(store.graph_description("f2").unwrap(), None);
+    store.put_graph_description("f1", "second").unwrap();
+    assert_eq!(store.graph_description("f1").unwrap().as_deref(), Some("second"));
+}
+
+/// A thread's dump (checkpoints with a fork, a pending write, an effect, audit entries, a
+/// decided and a waiting approval, a timer) restored under another id reads back as the same
+/// dump; restoring over an existing thread, or an approval id already present, is refused and
+/// writes nothing.
+pub fn restore_thread_writes_a_dump_as_it_was(store: &dyn Store) {
+    let mut t = thread("t");
+    store.commit_step(StepCommit::new(t.clone()).with_checkpoint(root("t", 0, b"s"))).unwrap();
+    commit(store, step("t", 1, 0, &[b"a"]));
+    commit(store, step("t", 2, 1, &[b"b", b"c"]));
+    commit(store, step("t", 3, 1, &[b"d"]));
+    store.record_effect(&EffectKey::new("t", 3, "n", "k1"), b"result").unwrap();
+    store.put_approval(approval("a1", "t"), "agent").unwrap();
+    let patch = ApprovalPatch { decided_by: Some("alice".into()), ..ApprovalPatch::by("alice", NOW + 1) };
+    store.transition_approval("a1", ApprovalStatus::Pending, ApprovalStatus::Approved, patch).unwrap();
+    store.put_approval(approval("a2", "t"), "agent").unwrap();
+    store.append_audit("t", NewAuditEntry::new(NOW + 2, "bob", "note", json!({"x": [1, 2]}))).unwrap();
+    t.status = ThreadStatus::Sleeping;
+    t.detail = "asleep".into();
+    let mut last = StepCommit::new(t).with_wake_at(NOW + 500);
+    last.pending_writes.push(PendingWrite { seq: 3, node: "__interrupts__".into(), idx: 0, value: b"[1]".to_vec() });
+    store.commit_step(last).unwrap();
+
+    let dump = crate::dump_thread(store, "t").unwrap().expect("dump");
+    assert_eq!(dump.checkpoints.len(), 4);
+    assert_eq!(dump.pending_writes.len(), 1);
+    assert_eq!(dump.effects.len(), 1);
+    assert_eq!(dump.approvals.len(), 2);
+    assert_eq!(dump.audit.len(), 4);
+    assert_eq!(dump.wake_at, Some(NOW + 500));
+
+    // Over itself: refused, nothing changes.
+    assert!(matches!(store.restore_thread(dump.clone()), Err(CommitError::Invalid { .. })));
+    assert_eq!(crate::dump_thread(store, "t").unwrap().as_ref(), Some(&dump));
+
+    // Under another id (approval ids too): the same dump reads back.
+    let renamed = |id: &str| format!("{id}-copy");
+    let mut copy = dump.clone();
+    copy.thread.id = "u".into();
+    for cp in &mut copy.checkpoints {
+        cp.thread = "u".into();
+    }
+    for (k, _) in &mut copy.effects {
+        k.thread = "u".into();
+    }
+    for e in &mut copy.audit {
+        e.thread = "u".into();
+    }
+    for a in &mut copy.approvals {
+        a.thread = "u".into();
+        a.id = renamed(&a.id);
+    }
+    // One approval id already present: refused as a whole.
+    let mut clash = copy.clone();
+    clash.approvals[0].id = "a1".into();
+    assert!(matches!(store.restore_thread(clash), Err(CommitError::Invalid { .. })));
+    assert!(store.thread("u").unwrap().is_none());
+
+    store.restore_thread(copy.clone()).unwrap();
+    let back = crate::dump_thread(store, "u").unwrap().expect("restored");
+    assert_eq!(back, copy);
+    assert_eq!(state_at(store, "u", 2), b"sabc".to_vec());
+    assert_eq!(state_at(store, "u", 3), b"sad".to_vec());
+    let waiting: Vec<String> = store.list_pending_approvals().unwrap().into_iter().map(|a| a.id).collect();
+    assert!(waiting.contains(&"a2-copy".to_string()) && !waiting.contains(&"a1-copy".to_string()));
+    assert!(store.due_timers(NOW + 500, 10).unwrap().iter().any(|t| t.thread == "u"));
+    // The audit log goes on after the restored entries.
+    assert_eq!(store.append_audit("u", NewAuditEntry::new(NOW + 3, "bob", "after", json!(null))).unwrap(), 5);
 }

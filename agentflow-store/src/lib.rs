@@ -65,6 +65,7 @@ mod breaker;
 mod codec;
 #[cfg(feature = "testing")]
 pub mod conformance;
+mod dump;
 mod effects;
 mod error;
 mod leases;
@@ -74,6 +75,7 @@ mod queue;
 mod reads;
 mod record;
 mod redb_store;
+mod restore;
 mod step_commit;
 mod store;
 pub mod tables;
@@ -84,6 +86,7 @@ pub use breaker::{
     audit_entry as breaker_audit_entry, step as breaker_step,
 };
 pub use codec::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH};
+pub use dump::ThreadDump;
 pub use error::{
     ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, JsonTooDeep, LeaseError, OpenError,
     ReadError, StorageError,
@@ -98,4 +101,5 @@ pub use record::{
     Timer,
 };
 pub use redb_store::{RedbStore, RedbStoreBuilder};
+pub use restore::dump_thread;
 pub use store::{CommitCallback, FoldFn, Listing, Store};

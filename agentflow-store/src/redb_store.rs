@@ -468,6 +468,7 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
         txn.open_table(tables::TIMERS).ctx(path)?;
         txn.open_table(tables::TIMER_OF).ctx(path)?;
         txn.open_table(tables::BREAKERS).ctx(path)?;
+        txn.open_table(tables::GRAPHS).ctx(path)?;
     }
     txn.commit().ctx(path)?;
     Ok(())
@@ -768,6 +769,30 @@ impl Store for RedbStore {
     fn update_breaker(&self, update: BreakerUpdate) -> Result<BreakerAnswer, BreakerError> {
         let (answer, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| breaker::stage_update(tx, &update))?;
         Ok(answer)
+    }
+
+    fn put_graph_description(&self, fingerprint: &str, description: &str) -> Result<(), StorageError> {
+        let (fingerprint, row) = (fingerprint.to_string(), Payload::encode(description.as_bytes()));
+        self.submit(Durability::Immediate, move |tx: &Tx<'_>| -> Result<(), StorageError> {
+            let mut graphs = tx.txn.open_table(tables::GRAPHS).ctx(tx.path)?;
+            tx.wrote();
+            graphs.insert(fingerprint.as_str(), row.as_slice()).ctx(tx.path)?;
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    fn restore_thread(&self, dump: crate::ThreadDump) -> Result<(), CommitError> {
+        self.submit(Durability::Immediate, move |tx: &Tx<'_>| crate::restore::stage_restore(tx, &dump))?;
+        Ok(())
+    }
+
+    fn graph_description(&self, fingerprint: &str) -> Result<Option<String>, ReadError> {
+        self.read(|txn, path| {
+            let graphs = txn.open_table(tables::GRAPHS).ctx(path)?;
+            let bytes = reads::get_str(path, &graphs, tables::GRAPHS, fingerprint, Payload::decode)?;
+            Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned()))
+        })
     }
 }
 

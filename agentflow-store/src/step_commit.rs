@@ -160,7 +160,7 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
 }
 
 /// Replaces the thread's durable timer with `wake_at` (none: clears it).
-fn set_timer(tx: &Tx<'_>, thread: &str, wake_at: Option<u64>) -> Result<(), StorageError> {
+pub(crate) fn set_timer(tx: &Tx<'_>, thread: &str, wake_at: Option<u64>) -> Result<(), StorageError> {
     let path = tx.path;
     let mut of = tx.txn.open_table(tables::TIMER_OF).ctx(path)?;
     let old = of.get(thread).ctx(path)?.map(|v| v.value());

@@ -1,6 +1,7 @@
 //! The [`Store`] trait: what the executor needs from persistence, independent of the backend.
 
 use crate::breaker::{BreakerAnswer, BreakerError, BreakerRecord, BreakerUpdate};
+use crate::dump::ThreadDump;
 use crate::error::{
     ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, LeaseError, ReadError, StorageError,
 };
@@ -347,6 +348,44 @@ pub trait Store: Send + Sync {
         let _ = update;
         Err(BreakerError::Unsupported {
             detail: "the Store implementation does not override `update_breaker`".to_string(),
+        })
+    }
+
+    /// Keeps the description of the graph whose fingerprint is `fingerprint`, durably, replacing
+    /// one stored before under the same fingerprint. `agentflow` writes one when a thread of a
+    /// graph is created (JSON with the graph's name, its Mermaid drawing, the state's fields and
+    /// reducers, and the tools), so a tool without the graph's Rust types (the `agentflow`
+    /// command-line tool) can draw a thread's graph and read its state. The store treats it as
+    /// opaque text.
+    ///
+    /// The default keeps nothing ([`Store::graph_description`] then answers `None`).
+    fn put_graph_description(&self, fingerprint: &str, description: &str) -> Result<(), StorageError> {
+        let _ = (fingerprint, description);
+        Ok(())
+    }
+
+    /// The description stored by [`Store::put_graph_description`] for `fingerprint`, if any.
+    /// The default: none.
+    fn graph_description(&self, fingerprint: &str) -> Result<Option<String>, ReadError> {
+        let _ = fingerprint;
+        Ok(None)
+    }
+
+    /// Writes a thread read by [`dump_thread`](crate::dump_thread) (from this store or another)
+    /// as it was: its record, timer, checkpoints, pending writes, effects, audit log (with its
+    /// seqs) and approvals (with their statuses), in one transaction where the backend has
+    /// them. Refused with [`CommitError::Invalid`] when the thread, or one of its approvals,
+    /// exists already, or when the dump does not hang together (a part of another thread,
+    /// checkpoints out of order, a checkpoint with neither its parent nor a snapshot).
+    ///
+    /// The default refuses every dump: a backend must write the records as they are, which
+    /// the other methods cannot do (they number audit entries and create approvals as
+    /// `PENDING`).
+    fn restore_thread(&self, dump: ThreadDump) -> Result<(), CommitError> {
+        Err(CommitError::Invalid {
+            thread: dump.thread.id,
+            reason: "this Store implementation cannot restore threads (it does not override `restore_thread`)"
+                .to_string(),
         })
     }
 }

@@ -53,3 +53,7 @@ pub const TIMER_OF: TableDefinition<&str, u64> = TableDefinition::new("agentflow
 
 /// tool name -> its circuit breaker (JSON with a version field), see [`BreakerRecord`](crate::BreakerRecord).
 pub const BREAKERS: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.breakers");
+
+/// graph fingerprint -> the graph's description (opaque UTF-8 text, as a record); see
+/// [`Store::put_graph_description`](crate::Store::put_graph_description).
+pub const GRAPHS: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.graphs");

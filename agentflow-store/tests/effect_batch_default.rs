@@ -7,7 +7,7 @@ use agentflow_store::{
     ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, AuditError, Checkpoint,
     CheckpointSummary, CommitError, CommitReceipt, CompactError, CompactReport, EffectError, EffectKey, EffectOutcome,
     FoldFn, Lease, LeaseError, NewAuditEntry, NewRun, PendingWrite, QueueError, QueuedRun, ReadError, RedbStore,
-    RunControl, RunWait, StateChain, StepCommit, Store, ThreadRecord, conformance,
+    RunControl, RunWait, StateChain, StepCommit, StorageError, Store, ThreadRecord, conformance,
 };
 
 /// Every method but `commit_effects` forwarded to a `RedbStore`.
@@ -94,6 +94,15 @@ impl Store for Plain {
     }
     fn thread_timer(&self, thread: &str) -> Result<Option<u64>, ReadError> {
         self.0.thread_timer(thread)
+    }
+    fn put_graph_description(&self, fingerprint: &str, description: &str) -> Result<(), StorageError> {
+        self.0.put_graph_description(fingerprint, description)
+    }
+    fn graph_description(&self, fingerprint: &str) -> Result<Option<String>, ReadError> {
+        self.0.graph_description(fingerprint)
+    }
+    fn restore_thread(&self, dump: agentflow_store::ThreadDump) -> Result<(), CommitError> {
+        self.0.restore_thread(dump)
     }
     fn enqueue_run(&self, run: NewRun) -> Result<(), QueueError> {
         self.0.enqueue_run(run)

@@ -307,6 +307,17 @@ impl<S: State, D> App<S, D> {
     }
 }
 
+impl ApprovalDesk {
+    /// A desk on `store` without the graph, for tools that open a store
+    /// directly (the `agentflow` command-line tool). It decides exactly as a
+    /// desk from [`App::approvals`] (the same [`Authorizer`] checks and
+    /// compare-and-set), but it knows no tools, so [`ApprovalDesk::edit`]
+    /// refuses every edit; use [`ApprovalDesk::edit_checked`].
+    pub fn for_store(store: Arc<dyn Store>, authorizer: impl Authorizer) -> Self {
+        ApprovalDesk { store, tools: Vec::new(), authorizer: Arc::new(authorizer) }
+    }
+}
+
 /// What a decision changes besides the status.
 struct Change {
     note: Option<String>,
@@ -360,12 +371,29 @@ impl ApprovalDesk {
     /// Approves the call with other arguments. They are validated against
     /// the tool's schema and their hash is recorded; the tool runs with them.
     pub fn edit(&self, id: &str, approver: &Approver, args: Value) -> Result<ApprovalRecord, DecisionError> {
+        let tools = &self.tools;
+        self.edit_checked(id, approver, args, |name, args| {
+            let tool = tools.iter().find(|t| t.name() == name).ok_or("the tool is not part of this graph")?;
+            tool.validate(args).map_err(|e| e.0)
+        })
+    }
+
+    /// Like [`ApprovalDesk::edit`], but the edited arguments are checked by
+    /// `check` (given the tool's name and the arguments; `Err` says what is
+    /// wrong) instead of by the graph's tool: for a caller that knows the
+    /// tool only by its stored JSON schema, such as a desk made with
+    /// [`ApprovalDesk::for_store`]. Everything else (the authorizer, the
+    /// compare-and-set, the re-hash, the sign-offs) is as for `edit`.
+    pub fn edit_checked(
+        &self,
+        id: &str,
+        approver: &Approver,
+        args: Value,
+        check: impl FnOnce(&str, &Value) -> Result<(), String>,
+    ) -> Result<ApprovalRecord, DecisionError> {
         let record = self.load(id)?;
-        let tool = self.tools.iter().find(|t| t.name() == record.tool).ok_or_else(|| DecisionError::InvalidEdit {
-            tool: record.tool.clone(),
-            detail: "the tool is not part of this graph".into(),
-        })?;
-        tool.validate(&args).map_err(|e| DecisionError::InvalidEdit { tool: record.tool.clone(), detail: e.0 })?;
+        check(&record.tool, &args)
+            .map_err(|detail| DecisionError::InvalidEdit { tool: record.tool.clone(), detail })?;
         let edited = ApprovalArgs { canonical: canonical_json(&args), hash: args_hash(&args) };
         let note = format!("arguments edited from {} to {}", record.args, edited.canonical);
         self.decide(

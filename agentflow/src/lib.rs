@@ -79,6 +79,7 @@ pub mod approval;
 pub mod breaker;
 mod budget;
 mod context;
+pub mod describe;
 mod error;
 mod event;
 mod executor;

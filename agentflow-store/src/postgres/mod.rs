@@ -10,6 +10,7 @@ mod io;
 mod leases;
 mod queue;
 mod reads;
+mod restore;
 mod schema;
 mod sql;
 
@@ -698,6 +699,40 @@ impl Store for PostgresStore {
         self.call(move |ctx| async move {
             let ctx = &*ctx;
             in_transaction!(ctx, Durability::Immediate, |tx| breakers::update(ctx, &tx, &update).await)
+        })
+    }
+
+    fn put_graph_description(&self, fingerprint: &str, description: &str) -> Result<(), StorageError> {
+        let (fingerprint, description) = (fingerprint.to_string(), description.to_string());
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| sql::execute(
+                &tx,
+                "INSERT INTO graphs (fingerprint, description) VALUES ($1, $2)
+                 ON CONFLICT (fingerprint) DO UPDATE SET description = EXCLUDED.description",
+                &[&fingerprint, &description],
+            )
+            .await
+            .map_err(Fail::<StorageError>::from))
+            .map(|_| ())
+        })
+    }
+
+    fn restore_thread(&self, dump: crate::ThreadDump) -> Result<(), CommitError> {
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| restore::stage(ctx, &tx, &dump).await)
+        })
+    }
+
+    fn graph_description(&self, fingerprint: &str) -> Result<Option<String>, ReadError> {
+        let fingerprint = fingerprint.to_string();
+        self.call(move |ctx| async move {
+            let client = ctx.client().await?;
+            let row = sql::query_opt(&client, "SELECT description FROM graphs WHERE fingerprint = $1", &[&fingerprint])
+                .await
+                .map_err(|e| ctx.db(&e))?;
+            Ok(row.map(|r| r.get::<_, String>(0)))
         })
     }
 }

@@ -126,6 +126,13 @@ const MIGRATIONS: &[&str] = &[
         updated_at bigint NOT NULL
     );
     "#,
+    // 5: each graph's description by fingerprint (see `Store::put_graph_description`).
+    r#"
+    CREATE TABLE {s}.graphs (
+        fingerprint text COLLATE "C" PRIMARY KEY,
+        description text NOT NULL
+    );
+    "#,
 ];
 
 /// The version of the PostgreSQL tables this build creates and reads (the number of its

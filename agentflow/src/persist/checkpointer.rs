@@ -253,6 +253,26 @@ fn to_json<T: serde::Serialize>(value: &T, what: &'static str) -> Result<Vec<u8>
 }
 
 /// The stored description of a graph, to explain a fingerprint change.
+/// Stores the graph's description under its fingerprint unless the store has
+/// it already (see [`CompiledGraph::description`]). The description only
+/// serves tools that read the store, so a failure is logged, not fatal.
+async fn keep_description<S: State, D>(store: &Arc<dyn Store>, graph: &CompiledGraph<S, D>) {
+    let fingerprint = graph.fingerprint().to_string();
+    let fp = fingerprint.clone();
+    match blocking(store, move |s| s.graph_description(&fp)).await {
+        Ok(Ok(Some(_))) => return,
+        Ok(Ok(None)) => {}
+        Ok(Err(e)) => return tracing::warn!(fingerprint, error = %e, "reading the graph's description"),
+        Err(e) => return tracing::warn!(fingerprint, error = %e, "reading the graph's description"),
+    }
+    let text = graph.description().to_string();
+    match blocking(store, move |s| s.put_graph_description(&fingerprint, &text)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "storing the graph's description"),
+        Err(e) => tracing::warn!(error = %e, "storing the graph's description"),
+    }
+}
+
 fn describe<S: State, D>(graph: &CompiledGraph<S, D>) -> Value {
     let nodes: BTreeMap<&str, Vec<&str>> = graph
         .nodes()
@@ -396,6 +416,7 @@ impl Checkpointer {
             return Err(RunError::ThreadExists { thread });
         }
         let lease = LeaseGuard::acquire(Arc::clone(&store), thread, lease_ttl, holder).await?;
+        keep_description(&store, graph).await;
         let mut cp = Checkpointer::new(store, lease, owner, graph.fingerprint().to_string(), S::VERSION, durability);
         cp.budget = budget;
         let snapshot = to_json(input, "the input state")?;

@@ -150,30 +150,7 @@ impl<S: State, D> App<S, D> {
     /// entry by `actor` saying why. The thread's budget usage carries over
     /// (a fork does not refund model or tool calls).
     pub fn fork(&self, thread: &str, seq: u64, actor: &str) -> Result<u64, HistoryError> {
-        let store = self.store_or_err()?;
-        let from = store
-            .checkpoint(thread, seq)
-            .map_err(PersistError::from)?
-            .ok_or(HistoryError::UnknownCheckpoint { thread: thread.to_string(), seq })?;
-        let latest = latest_of(store, thread)?;
-        let budget = stored_budget(&latest, &store.pending_writes(thread, latest.seq).map_err(PersistError::from)?)?;
-        let metadata = CheckpointMetadata {
-            extra: json!({ BUDGET: budget }),
-            ..CheckpointMetadata::new(from.metadata.step, CheckpointSource::Fork, vec![])
-        };
-        let note = format!("the thread was forked at checkpoint {seq}: this request belongs to the abandoned branch");
-        self.append_checkpoint(
-            store,
-            thread,
-            seq,
-            from.cursor,
-            vec![],
-            metadata,
-            Carry { writes: vec![], cancel_open_approvals: Some(note) },
-            actor,
-            "state.forked",
-            json!({ "from": seq }),
-        )
+        fork_thread(self.store_or_err()?, thread, seq, actor)
     }
 
     /// Writes `update` through the reducers as a new checkpoint after the
@@ -191,34 +168,9 @@ impl<S: State, D> App<S, D> {
     /// they were.
     pub fn update_state(&self, thread: &str, update: S::Update, actor: &str) -> Result<u64, HistoryError> {
         let store = self.store_or_err()?;
-        let latest = latest_of(store, thread)?;
+        // Checked before the thread is looked up, as before.
         let blob = super::encode::document(&update, "the update")?;
-        // The same check passed for the blob, so the detail is the same JSON.
-        let detail: serde_json::Value = serde_json::from_slice(&blob).map_err(|source| PersistError::Decode {
-            thread: thread.to_string(),
-            seq: latest.seq,
-            what: "update",
-            source,
-        })?;
-        let writes = store.pending_writes(thread, latest.seq).map_err(PersistError::from)?;
-        let budget = stored_budget(&latest, &writes)?;
-        let metadata = CheckpointMetadata {
-            extra: json!({ BUDGET: budget, JOURNAL_SEQ: journal_seq_of(&latest) }),
-            ..CheckpointMetadata::new(latest.metadata.step, CheckpointSource::UpdateState, vec![])
-        };
-        let writes = writes.into_iter().filter(|w| w.node != BUDGET).collect();
-        self.append_checkpoint(
-            store,
-            thread,
-            latest.seq,
-            latest.cursor,
-            vec![blob],
-            metadata,
-            Carry { writes, cancel_open_approvals: None },
-            actor,
-            "state.updated",
-            detail,
-        )
+        update_thread(store, thread, blob, actor)
     }
 
     /// Sets the model-call, tool-call and token limits of a persisted thread
@@ -254,75 +206,6 @@ impl<S: State, D> App<S, D> {
         Ok(before.limits)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn append_checkpoint(
-        &self,
-        store: &Arc<dyn Store>,
-        thread: &str,
-        parent: u64,
-        cursor: Vec<String>,
-        delta: Vec<Vec<u8>>,
-        metadata: CheckpointMetadata,
-        carry: Carry,
-        actor: &str,
-        kind: &str,
-        detail: serde_json::Value,
-    ) -> Result<u64, HistoryError> {
-        let record = store
-            .thread(thread)
-            .map_err(PersistError::from)?
-            .ok_or(HistoryError::UnknownThread { thread: thread.to_string() })?;
-        let now = now_ms();
-        // Hold the lease for the write so a running executor is not overtaken.
-        let lease = hold(store, thread)?;
-        let last = store.list_checkpoints(thread).map_err(PersistError::from)?.last().map_or(0, |c| c.seq);
-        let seq = last + 1;
-        let checkpoint = Checkpoint {
-            thread: thread.to_string(),
-            seq,
-            parent: Some(parent),
-            cursor,
-            snapshot: None,
-            delta,
-            metadata,
-            created_at: now,
-        };
-        // A new head with work left makes the thread resumable again. A step
-        // carried over that waits on timers keeps waiting (and its timer).
-        let waits: Vec<Pending> = carry
-            .writes
-            .iter()
-            .find(|w| w.node == super::checkpointer::INTERRUPTS)
-            .and_then(|w| serde_json::from_slice(&w.value).ok())
-            .unwrap_or_default();
-        let status = match (checkpoint.cursor.is_empty(), crate::timer::wake::sleeping_until(&waits)) {
-            (true, _) => record.status,
-            (false, Some(_)) => ThreadStatus::Sleeping,
-            (false, None) => ThreadStatus::Interrupted,
-        };
-        let mut commit = StepCommit::new(ThreadRecord { updated_at: now, lease: None, status, ..record })
-            .with_checkpoint(checkpoint)
-            .fenced_by(lease.holder(), now);
-        commit.wake_at = if status.is_finished() { None } else { crate::timer::wake::wake_time(&waits) };
-        commit.audit.push(NewAuditEntry { at: now, actor: actor.to_string(), kind: kind.to_string(), detail });
-        // The carried writes move to the new head (the commit drops the parent's).
-        commit.pending_writes = carry.writes.into_iter().map(|w| PendingWrite { seq, ..w }).collect();
-        if let Some(note) = carry.cancel_open_approvals {
-            for approval in store.list_approvals(thread).map_err(PersistError::from)? {
-                if matches!(approval.status, ApprovalStatus::Pending | ApprovalStatus::Approved) {
-                    commit.approval_transitions.push(ApprovalTransition {
-                        id: approval.id,
-                        from: approval.status,
-                        to: ApprovalStatus::Cancelled,
-                        patch: ApprovalPatch { note: Some(note.clone()), ..ApprovalPatch::by(actor, now) },
-                    });
-                }
-            }
-        }
-        let receipt = store.commit_step(commit).map_err(PersistError::from)?;
-        Ok(receipt.checkpoint.unwrap_or(seq))
-    }
-
     /// Retention for a finished thread: keeps the `keep_last` newest
     /// checkpoints (each stays readable) and compacts the file.
     pub fn compact(&self, thread: &str, keep_last: usize) -> Result<CompactReport, HistoryError> {
@@ -333,6 +216,138 @@ impl<S: State, D> App<S, D> {
         };
         Ok(store.compact(thread, keep_last, &fold)?)
     }
+}
+
+/// [`App::fork`] on a store, without the graph's types (the state is not
+/// decoded): the same checkpoint, cancelled approvals and audit entry.
+pub fn fork_thread(store: &Arc<dyn Store>, thread: &str, seq: u64, actor: &str) -> Result<u64, HistoryError> {
+    let from = store
+        .checkpoint(thread, seq)
+        .map_err(PersistError::from)?
+        .ok_or(HistoryError::UnknownCheckpoint { thread: thread.to_string(), seq })?;
+    let latest = latest_of(store, thread)?;
+    let budget = stored_budget(&latest, &store.pending_writes(thread, latest.seq).map_err(PersistError::from)?)?;
+    let metadata = CheckpointMetadata {
+        extra: json!({ BUDGET: budget }),
+        ..CheckpointMetadata::new(from.metadata.step, CheckpointSource::Fork, vec![])
+    };
+    let note = format!("the thread was forked at checkpoint {seq}: this request belongs to the abandoned branch");
+    append_checkpoint(
+        store,
+        thread,
+        seq,
+        from.cursor,
+        vec![],
+        metadata,
+        Carry { writes: vec![], cancel_open_approvals: Some(note) },
+        actor,
+        "state.forked",
+        json!({ "from": seq }),
+    )
+}
+
+/// [`App::update_state`] on a store with the update already serialised
+/// (`blob`: the JSON of a `State::Update`, its fields named as the state's),
+/// without the graph's types: the same checkpoint and `state.updated` audit
+/// entry by `actor`, whose detail is the update. The caller vouches that the
+/// blob decodes as the state's update type; a resume of the thread fails on
+/// one that does not.
+pub fn update_thread(store: &Arc<dyn Store>, thread: &str, blob: Vec<u8>, actor: &str) -> Result<u64, HistoryError> {
+    let latest = latest_of(store, thread)?;
+    // The same check passed for the blob, so the detail is the same JSON.
+    let detail: serde_json::Value = serde_json::from_slice(&blob).map_err(|source| PersistError::Decode {
+        thread: thread.to_string(),
+        seq: latest.seq,
+        what: "update",
+        source,
+    })?;
+    let writes = store.pending_writes(thread, latest.seq).map_err(PersistError::from)?;
+    let budget = stored_budget(&latest, &writes)?;
+    let metadata = CheckpointMetadata {
+        extra: json!({ BUDGET: budget, JOURNAL_SEQ: journal_seq_of(&latest) }),
+        ..CheckpointMetadata::new(latest.metadata.step, CheckpointSource::UpdateState, vec![])
+    };
+    let writes = writes.into_iter().filter(|w| w.node != BUDGET).collect();
+    append_checkpoint(
+        store,
+        thread,
+        latest.seq,
+        latest.cursor,
+        vec![blob],
+        metadata,
+        Carry { writes, cancel_open_approvals: None },
+        actor,
+        "state.updated",
+        detail,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn append_checkpoint(
+    store: &Arc<dyn Store>,
+    thread: &str,
+    parent: u64,
+    cursor: Vec<String>,
+    delta: Vec<Vec<u8>>,
+    metadata: CheckpointMetadata,
+    carry: Carry,
+    actor: &str,
+    kind: &str,
+    detail: serde_json::Value,
+) -> Result<u64, HistoryError> {
+    let record = store
+        .thread(thread)
+        .map_err(PersistError::from)?
+        .ok_or(HistoryError::UnknownThread { thread: thread.to_string() })?;
+    let now = now_ms();
+    // Hold the lease for the write so a running executor is not overtaken.
+    let lease = hold(store, thread)?;
+    let last = store.list_checkpoints(thread).map_err(PersistError::from)?.last().map_or(0, |c| c.seq);
+    let seq = last + 1;
+    let checkpoint = Checkpoint {
+        thread: thread.to_string(),
+        seq,
+        parent: Some(parent),
+        cursor,
+        snapshot: None,
+        delta,
+        metadata,
+        created_at: now,
+    };
+    // A new head with work left makes the thread resumable again. A step
+    // carried over that waits on timers keeps waiting (and its timer).
+    let waits: Vec<Pending> = carry
+        .writes
+        .iter()
+        .find(|w| w.node == super::checkpointer::INTERRUPTS)
+        .and_then(|w| serde_json::from_slice(&w.value).ok())
+        .unwrap_or_default();
+    let status = match (checkpoint.cursor.is_empty(), crate::timer::wake::sleeping_until(&waits)) {
+        (true, _) => record.status,
+        (false, Some(_)) => ThreadStatus::Sleeping,
+        (false, None) => ThreadStatus::Interrupted,
+    };
+    let mut commit = StepCommit::new(ThreadRecord { updated_at: now, lease: None, status, ..record })
+        .with_checkpoint(checkpoint)
+        .fenced_by(lease.holder(), now);
+    commit.wake_at = if status.is_finished() { None } else { crate::timer::wake::wake_time(&waits) };
+    commit.audit.push(NewAuditEntry { at: now, actor: actor.to_string(), kind: kind.to_string(), detail });
+    // The carried writes move to the new head (the commit drops the parent's).
+    commit.pending_writes = carry.writes.into_iter().map(|w| PendingWrite { seq, ..w }).collect();
+    if let Some(note) = carry.cancel_open_approvals {
+        for approval in store.list_approvals(thread).map_err(PersistError::from)? {
+            if matches!(approval.status, ApprovalStatus::Pending | ApprovalStatus::Approved) {
+                commit.approval_transitions.push(ApprovalTransition {
+                    id: approval.id,
+                    from: approval.status,
+                    to: ApprovalStatus::Cancelled,
+                    patch: ApprovalPatch { note: Some(note.clone()), ..ApprovalPatch::by(actor, now) },
+                });
+            }
+        }
+    }
+    let receipt = store.commit_step(commit).map_err(PersistError::from)?;
+    Ok(receipt.checkpoint.unwrap_or(seq))
 }
 
 /// What a new checkpoint takes over from the thread's head.

@@ -29,6 +29,7 @@ pub(crate) use checkpointer::{Checkpointer, DEFAULT_LEASE_TTL, LeaseGuard, Resum
 pub(crate) use durability::Durability;
 pub use encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, ValueError, check_json};
 pub use error::{HistoryError, PersistError, ResumeError};
+pub use history::{fork_thread, update_thread};
 pub(crate) use io::{blocking, now_ms};
 pub use journal::Journal;
 pub(crate) use journal::{

@@ -1,0 +1,92 @@
+//! Moving a thread between stores: [`dump_thread`] reads everything stored for one thread,
+//! and [`Store::restore_thread`](crate::Store::restore_thread) writes it into another store
+//! as it was (a backup, or a move from a redb file to PostgreSQL).
+
+use redb::ReadableTable;
+
+use crate::dump::{ThreadDump, check_dump, parent_in_dump};
+use crate::error::{CommitError, Ctx, ReadError};
+use crate::record::{Checkpoint, Payload, Snapshot, ThreadRecord};
+use crate::store::Store;
+use crate::tables;
+use crate::writer::Tx;
+
+/// Reads everything `store` keeps for `thread` (`None`: no such thread) through the `Store`
+/// methods, so it works on every backend. Reads are not one snapshot: dump a thread no run
+/// is changing (a finished or paused one, or with the app stopped).
+pub fn dump_thread(store: &dyn Store, thread: &str) -> Result<Option<ThreadDump>, ReadError> {
+    let Some(record) = store.thread(thread)? else { return Ok(None) };
+    let mut dump = ThreadDump::new(record);
+    dump.wake_at = store.thread_timer(thread)?;
+    for summary in store.list_checkpoints(thread)? {
+        let Some(cp) = store.checkpoint(thread, summary.seq)? else { continue };
+        dump.pending_writes.extend(store.pending_writes(thread, cp.seq)?);
+        for key in store.effect_keys(thread, cp.seq)? {
+            if let Some(result) = store.effect(&key)? {
+                dump.effects.push((key, result));
+            }
+        }
+        dump.checkpoints.push(cp);
+    }
+    dump.audit = store.list_audit(thread)?;
+    dump.approvals = store.list_approvals(thread)?;
+    Ok(Some(dump))
+}
+
+/// The redb side of `restore_thread`: every part in the transaction of `tx`.
+pub(crate) fn stage_restore(tx: &Tx<'_>, d: &ThreadDump) -> Result<(), CommitError> {
+    let path = tx.path;
+    let tid = d.thread.id.as_str();
+    check_dump(d)?;
+    let mut threads = tx.txn.open_table(tables::THREADS).ctx(path)?;
+    let mut approvals = tx.txn.open_table(tables::APPROVALS).ctx(path)?;
+    if threads.get(tid).ctx(path)?.is_some() {
+        return Err(CommitError::Invalid {
+            thread: tid.to_string(),
+            reason: "the thread exists already in this store".to_string(),
+        });
+    }
+    for a in &d.approvals {
+        if approvals.get(a.id.as_str()).ctx(path)?.is_some() {
+            return Err(CommitError::Invalid {
+                thread: tid.to_string(),
+                reason: format!("approval `{}` exists already in this store", a.id),
+            });
+        }
+    }
+    let mut checkpoints = tx.txn.open_table(tables::CHECKPOINTS).ctx(path)?;
+    let mut snapshots = tx.txn.open_table(tables::SNAPSHOTS).ctx(path)?;
+    let mut pending = tx.txn.open_table(tables::PENDING_WRITES).ctx(path)?;
+    let mut effects = tx.txn.open_table(tables::EFFECTS).ctx(path)?;
+    let mut audit = tx.txn.open_table(tables::AUDIT).ctx(path)?;
+    let mut by_thread = tx.txn.open_table(tables::APPROVALS_BY_THREAD).ctx(path)?;
+    let mut waiting = tx.txn.open_table(tables::APPROVALS_PENDING).ctx(path)?;
+    tx.wrote();
+    let record = ThreadRecord { lease: None, ..d.thread.clone() };
+    threads.insert(tid, record.encode().as_slice()).ctx(path)?;
+    crate::step_commit::set_timer(tx, tid, d.wake_at)?;
+    for cp in &d.checkpoints {
+        let cp = Checkpoint { parent: parent_in_dump(d, cp), ..cp.clone() };
+        checkpoints.insert((tid, cp.seq), cp.summary().encode_row(&cp.delta).as_slice()).ctx(path)?;
+        if let Some(state) = &cp.snapshot {
+            snapshots.insert((tid, cp.seq), Snapshot::encode(state).as_slice()).ctx(path)?;
+        }
+    }
+    for w in &d.pending_writes {
+        pending.insert((tid, w.seq, w.node.as_str(), w.idx), Payload::encode(&w.value).as_slice()).ctx(path)?;
+    }
+    for (k, result) in &d.effects {
+        effects.insert((tid, k.seq, k.node.as_str(), k.key.as_str()), Payload::encode(result).as_slice()).ctx(path)?;
+    }
+    for e in &d.audit {
+        audit.insert((tid, e.seq), e.encode().as_slice()).ctx(path)?;
+    }
+    for a in &d.approvals {
+        approvals.insert(a.id.as_str(), a.encode().as_slice()).ctx(path)?;
+        by_thread.insert((tid, a.id.as_str()), ()).ctx(path)?;
+        if a.status.is_waiting() {
+            waiting.insert(a.id.as_str(), ()).ctx(path)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,274 @@
+//! Decisions: `approve`, `edit`, `reject`, `cancel`, `settle`, through the library's
+//! [`ApprovalDesk`] and [`RoleAuthorizer`] (the same checks and compare-and-set as an app's
+//! own desk; this module decides nothing itself).
+
+use std::sync::Arc;
+
+use agentflow::Store;
+use agentflow::approval::{ApprovalDesk, Approver, DecisionError, RoleAuthorizer, Settlement};
+use agentflow::tool::Risk;
+use clap::Args;
+use serde_json::Value;
+
+use crate::inspect::approval_json;
+use crate::out;
+use crate::{Failure, Outcome};
+
+/// Which decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// As requested (or with `--conditions`).
+    Approve,
+    /// With other arguments.
+    Edit,
+    /// Rejected, with a reason.
+    Reject,
+    /// Withdrawn.
+    Cancel,
+    /// An unknown outcome settled.
+    Settle,
+}
+
+/// Who decides which approval, and how.
+#[derive(Args, Debug)]
+pub struct DecideArgs {
+    /// The approval id (see `agentflow pending`).
+    pub approval: String,
+    /// Who decides (recorded in the audit log). Nobody may decide their own request.
+    #[arg(long = "as", value_name = "USER")]
+    pub user: String,
+    /// A role the user holds (repeatable).
+    #[arg(long = "role", value_name = "ROLE", required = true)]
+    pub roles: Vec<String>,
+    /// Which role may decide which risk class, as RISK=ROLE pairs separated by commas
+    /// (`irreversible=refunds,external=ops`). A risk class left out is decided by the role
+    /// named like it (`irreversible` by `irreversible`).
+    #[arg(long, env = "AGENTFLOW_ROLES", value_name = "RISK=ROLE,..")]
+    pub roles_for: Option<String>,
+    /// Irreversible calls need two distinct approvers (each `approve` is one sign-off).
+    #[arg(long, env = "AGENTFLOW_TWO_PERSON")]
+    pub two_person: bool,
+    /// Why (`reject`: handed to the model; `settle --failed`: the failure).
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// `approve`: conditions (JSON) recorded and handed to the model with the result.
+    #[arg(long, value_name = "JSON")]
+    pub conditions: Option<String>,
+    /// `edit`: the arguments to run the tool with (JSON), checked against the tool's schema.
+    #[arg(long, value_name = "JSON")]
+    pub args: Option<String>,
+    /// `settle`: the call acted, with this result (JSON).
+    #[arg(long, value_name = "JSON")]
+    pub succeeded: Option<String>,
+    /// `settle`: the call did not act (give the failure with --reason).
+    #[arg(long)]
+    pub failed: bool,
+    /// `settle`: run the call again.
+    #[arg(long)]
+    pub run_again: bool,
+}
+
+const RISKS: [Risk; 4] = [Risk::Read, Risk::Reversible, Risk::External, Risk::Irreversible];
+
+/// The authorizer the CLI decides with: roles by risk class from `--roles-for`, each risk
+/// class left out decided by the role of its own name.
+pub fn authorizer(args: &DecideArgs) -> Result<RoleAuthorizer, Failure> {
+    let mut roles: Vec<(Risk, String)> = RISKS.iter().map(|r| (*r, r.to_string())).collect();
+    for pair in args.roles_for.iter().flat_map(|s| s.split(',')).map(str::trim).filter(|p| !p.is_empty()) {
+        let (risk, role) =
+            pair.split_once('=').ok_or_else(|| Failure::usage(format!("--roles-for: `{pair}` is not RISK=ROLE")))?;
+        let risk = RISKS.iter().find(|r| r.to_string() == risk.trim()).ok_or_else(|| {
+            Failure::usage(format!(
+                "--roles-for: unknown risk class `{risk}`; one of read, reversible, external, irreversible"
+            ))
+        })?;
+        if let Some(slot) = roles.iter_mut().find(|(r, _)| r == risk) {
+            slot.1 = role.trim().to_string();
+        }
+    }
+    let mut auth = RoleAuthorizer::new();
+    for (risk, role) in roles {
+        auth = auth.role_for(risk, role);
+    }
+    if args.two_person {
+        auth = auth.two_person_for_irreversible();
+    }
+    Ok(auth)
+}
+
+/// Makes the decision and prints the record as it is now.
+pub fn decide(store: &Arc<dyn Store>, kind: Kind, args: &DecideArgs, as_json: bool) -> Outcome {
+    let desk = ApprovalDesk::for_store(Arc::clone(store), authorizer(args)?);
+    let approver = Approver::new(args.user.clone(), args.roles.clone());
+    let id = args.approval.as_str();
+    let result = match kind {
+        Kind::Approve => match &args.conditions {
+            Some(c) => desk.approve_with_conditions(id, &approver, out::parse_json("--conditions", c)?),
+            None => desk.approve(id, &approver),
+        },
+        Kind::Edit => {
+            let text = args.args.as_deref().ok_or_else(|| Failure::usage("edit needs --args JSON"))?;
+            let edited = out::parse_json("--args", text)?;
+            let schema = tool_schema(store.as_ref(), id)?;
+            desk.edit_checked(id, &approver, edited, |tool, value| match &schema {
+                Some(schema) => check_schema(schema, value, "args"),
+                None => Err(format!(
+                    "the store has no schema for `{tool}` (no description of the thread's graph), so the edit \
+                     cannot be checked; edit it from the app"
+                )),
+            })
+        }
+        Kind::Reject => {
+            let reason = args.reason.as_deref().ok_or_else(|| Failure::usage("reject needs --reason"))?;
+            desk.reject(id, &approver, reason)
+        }
+        Kind::Cancel => desk.cancel(id, &approver),
+        Kind::Settle => {
+            let settlement = match (&args.succeeded, args.failed, args.run_again) {
+                (Some(result), false, false) => Settlement::Succeeded(out::parse_json("--succeeded", result)?),
+                (None, true, false) => Settlement::Failed(
+                    args.reason.clone().ok_or_else(|| Failure::usage("settle --failed needs --reason"))?,
+                ),
+                (None, false, true) => Settlement::RunAgain,
+                _ => return Err(Failure::usage("settle needs exactly one of --succeeded JSON, --failed, --run-again")),
+            };
+            desk.settle(id, &approver, settlement)
+        }
+    };
+    let record = result.map_err(refusal)?;
+    if as_json {
+        out::json(&approval_json(&record));
+    } else if record.status.is_waiting() {
+        println!(
+            "approval {} is still {}: sign-off by {} recorded; another approver is needed",
+            record.id, record.status, args.user
+        );
+    } else {
+        println!(
+            "approval {} is {} (by {}); resume thread {} to go on",
+            record.id, record.status, args.user, record.thread
+        );
+    }
+    Ok(())
+}
+
+/// A refused decision: exit code 1 with the desk's message, or a store failure.
+fn refusal(e: DecisionError) -> Failure {
+    match e {
+        DecisionError::Read(_) | DecisionError::Transition(_) | DecisionError::Audit(_) => Failure::store(e),
+        other => Failure::not_found(other.to_string()),
+    }
+}
+
+/// The JSON schema of the approval's tool, from the thread's stored graph description.
+fn tool_schema(store: &dyn Store, id: &str) -> Result<Option<Value>, Failure> {
+    let Some(record) = store.approval(id).map_err(Failure::store)? else { return Ok(None) };
+    let Some(thread) = store.thread(&record.thread).map_err(Failure::store)? else { return Ok(None) };
+    let Some(description) = crate::fold::description(store, &thread)? else { return Ok(None) };
+    Ok(description["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["name"] == record.tool.as_str())
+        .map(|t| t["parameters"].clone()))
+}
+
+/// Checks `value` against the parts of a JSON schema that tool argument schemas use: `type`,
+/// `properties`, `required`, `additionalProperties: false`, `enum`, `items`, number bounds
+/// (`minimum`, `maximum`) and nullable types (`["string", "null"]`). `$ref` and the
+/// combinators (`anyOf`, `oneOf`, `allOf`) are not followed: such parts pass unchecked, and
+/// the gateway validates the arguments again with the tool's own types before the call runs.
+pub fn check_schema(schema: &Value, value: &Value, path: &str) -> Result<(), String> {
+    let Some(schema) = schema.as_object() else { return Ok(()) };
+    if let Some(types) = schema.get("type") {
+        let names: Vec<&str> = match types {
+            Value::String(s) => vec![s.as_str()],
+            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+            _ => vec![],
+        };
+        let fits = |t: &str| match t {
+            "object" => value.is_object(),
+            "array" => value.is_array(),
+            "string" => value.is_string(),
+            "boolean" => value.is_boolean(),
+            "null" => value.is_null(),
+            "number" => value.is_number(),
+            "integer" => value.is_i64() || value.is_u64(),
+            _ => true,
+        };
+        if !names.is_empty() && !names.iter().any(|t| fits(t)) {
+            return Err(format!("`{path}` must be {}, not {}", names.join(" or "), value));
+        }
+    }
+    if let Some(Value::Array(allowed)) = schema.get("enum")
+        && !allowed.contains(value)
+    {
+        return Err(format!("`{path}` must be one of {}", Value::Array(allowed.clone())));
+    }
+    if let Some(n) = value.as_f64() {
+        if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+            && n < min
+        {
+            return Err(format!("`{path}` must be at least {min}"));
+        }
+        if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+            && n > max
+        {
+            return Err(format!("`{path}` must be at most {max}"));
+        }
+    }
+    if let Value::Object(map) = value {
+        let props = schema.get("properties").and_then(Value::as_object);
+        for name in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+            if !map.contains_key(name) {
+                return Err(format!("`{path}.{name}` is required"));
+            }
+        }
+        for (k, v) in map {
+            match props.and_then(|p| p.get(k)) {
+                Some(sub) => check_schema(sub, v, &format!("{path}.{k}"))?,
+                None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
+                    return Err(format!("`{path}.{k}` is not a field of the tool's arguments"));
+                }
+                None => {}
+            }
+        }
+    }
+    if let (Value::Array(items), Some(item)) = (value, schema.get("items")) {
+        for (i, v) in items.iter().enumerate() {
+            check_schema(item, v, &format!("{path}[{i}]"))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn schema_checks_types_required_and_unknown_fields() {
+        let schema = json!({
+            "type": "object",
+            "properties": { "order_id": { "type": "string" }, "amount": { "type": "integer", "minimum": 0 } },
+            "required": ["order_id", "amount"],
+            "additionalProperties": false
+        });
+        assert_eq!(check_schema(&schema, &json!({"order_id": "A", "amount": 3}), "args"), Ok(()));
+        assert!(check_schema(&schema, &json!({"order_id": "A"}), "args").unwrap_err().contains("args.amount"));
+        assert!(
+            check_schema(&schema, &json!({"order_id": "A", "amount": "3"}), "args").unwrap_err().contains("integer")
+        );
+        assert!(
+            check_schema(&schema, &json!({"order_id": "A", "amount": -1}), "args").unwrap_err().contains("at least")
+        );
+        assert!(
+            check_schema(&schema, &json!({"order_id": "A", "amount": 1, "x": 1}), "args")
+                .unwrap_err()
+                .contains("args.x")
+        );
+        assert!(check_schema(&schema, &json!([1]), "args").is_err());
+    }
+}

@@ -1,0 +1,262 @@
+//! A thread's state without the graph's Rust types: the snapshot and the updates are JSON
+//! (the stored form of the state and of `State::Update`, whose fields are the state's), and
+//! the graph's stored description names each field's reducer, so the state is folded here
+//! the way the derive's `apply` folds it. A custom reducer cannot be run without the user's
+//! code: such a field is left out and the fold says so.
+
+use std::collections::BTreeMap;
+
+use agentflow::Store;
+use agentflow_store::{StateChain, ThreadRecord};
+use serde_json::{Map, Value};
+
+use crate::{Failure, code};
+
+/// The graph's description stored under the thread's fingerprint, if any.
+pub fn description(store: &dyn Store, thread: &ThreadRecord) -> Result<Option<Value>, Failure> {
+    let Some(text) = store.graph_description(&thread.graph_fingerprint).map_err(Failure::store)? else {
+        return Ok(None);
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        Failure::store(format!("the stored description of graph {} is not JSON: {e}", thread.graph_fingerprint))
+    })
+}
+
+/// Each state field's reducer, from a description.
+pub fn reducers(description: Option<&Value>) -> Option<BTreeMap<String, String>> {
+    let fields = description?.get("state")?.get("fields")?.as_array()?;
+    Some(
+        fields
+            .iter()
+            .filter_map(|f| Some((f.get("name")?.as_str()?.to_string(), f.get("reducer")?.as_str()?.to_string())))
+            .collect(),
+    )
+}
+
+/// A folded state and what could not be folded exactly.
+#[derive(Debug, Default)]
+pub struct Folded {
+    /// The state as JSON.
+    pub state: Value,
+    /// Why the state may differ from what the graph's own types would compute.
+    pub warnings: Vec<String>,
+}
+
+/// Folds a chain (snapshot, then each step's updates in order).
+pub fn fold(thread: &str, chain: &StateChain, reducers: Option<&BTreeMap<String, String>>) -> Result<Folded, Failure> {
+    let decode = |what: &str, seq: u64, e: serde_json::Error| {
+        Failure::store(format!("thread `{thread}`: the {what} at checkpoint {seq} is not JSON: {e}"))
+    };
+    let mut out = Folded {
+        state: serde_json::from_slice(&chain.snapshot).map_err(|e| decode("state snapshot", chain.snapshot_seq, e))?,
+        warnings: Vec::new(),
+    };
+    if reducers.is_none() && chain.steps.iter().any(|s| !s.delta.is_empty()) {
+        out.warnings.push(
+            "the store has no description of this thread's graph (written by an older agentflow), so updates were \
+             folded as if every field were overwritten"
+                .to_string(),
+        );
+    }
+    for step in &chain.steps {
+        for blob in &step.delta {
+            let update: Value = serde_json::from_slice(blob).map_err(|e| decode("update", step.seq, e))?;
+            apply(&mut out, &update, reducers, step.seq);
+        }
+    }
+    Ok(out)
+}
+
+/// Folds the state of `thread` at checkpoint `seq`.
+pub fn state_at(
+    store: &dyn Store,
+    thread: &str,
+    seq: u64,
+    reducers: Option<&BTreeMap<String, String>>,
+) -> Result<Folded, Failure> {
+    let chain = store.state_chain(thread, seq).map_err(Failure::store)?.ok_or_else(|| {
+        Failure::not_found(format!(
+            "thread `{thread}` has no checkpoint {seq}; list them with `agentflow history {thread}`"
+        ))
+    })?;
+    fold(thread, &chain, reducers)
+}
+
+/// Applies one update (a JSON object of the fields it sets) through the reducers.
+pub fn apply(out: &mut Folded, update: &Value, reducers: Option<&BTreeMap<String, String>>, seq: u64) {
+    let Some(fields) = update.as_object() else {
+        out.warnings.push(format!("the update at checkpoint {seq} is not a JSON object; it was skipped"));
+        return;
+    };
+    if !out.state.is_object() {
+        out.state = Value::Object(Map::new());
+    }
+    let Some(state) = out.state.as_object_mut() else { return };
+    for (name, value) in fields {
+        let reducer = reducers.and_then(|r| r.get(name)).map_or("overwrite", String::as_str);
+        let current = state.get_mut(name);
+        match (reducer, current) {
+            ("append", Some(Value::Array(items))) => match value {
+                Value::Array(more) => items.extend(more.iter().cloned()),
+                other => items.push(other.clone()),
+            },
+            ("messages", Some(Value::Array(items))) => {
+                for item in value.as_array().into_iter().flatten() {
+                    let id = item.get("id");
+                    match items.iter().position(|old| id.is_some() && old.get("id") == id) {
+                        Some(i) => items[i] = item.clone(),
+                        None => items.push(item.clone()),
+                    }
+                }
+            }
+            ("add", Some(current @ Value::Number(_))) => *current = add(current, value),
+            ("merge", Some(Value::Object(map))) => {
+                if let Value::Object(more) = value {
+                    map.extend(more.iter().map(|(k, v)| (k.clone(), v.clone())));
+                }
+            }
+            ("custom", _) => {
+                state.remove(name);
+                out.warnings.push(format!(
+                    "field `{name}` has a custom reducer, so its value after checkpoint {seq} cannot be computed \
+                     without the graph's Rust types; it is left out"
+                ));
+            }
+            (_, _) => {
+                state.insert(name.clone(), value.clone());
+            }
+        }
+    }
+}
+
+/// `add` on JSON numbers: integers saturate (at the 64-bit bounds: the field's own width is
+/// not stored), anything else adds as floats.
+fn add(current: &Value, value: &Value) -> Value {
+    if let (Some(a), Some(b)) = (current.as_u64(), value.as_u64()) {
+        return Value::from(a.saturating_add(b));
+    }
+    if let (Some(a), Some(b)) = (current.as_i64(), value.as_i64()) {
+        return Value::from(a.saturating_add(b));
+    }
+    match (current.as_f64(), value.as_f64()) {
+        (Some(a), Some(b)) => serde_json::Number::from_f64(a + b).map_or(Value::Null, Value::Number),
+        _ => value.clone(),
+    }
+}
+
+/// What changed between two JSON values, by JSON pointer (RFC 6901) path.
+#[derive(Debug, Default)]
+pub struct Diff {
+    /// Paths only in the second value, with its value there.
+    pub added: Vec<(String, Value)>,
+    /// Paths only in the first value, with its value there.
+    pub removed: Vec<(String, Value)>,
+    /// Paths in both with different values: (path, before, after).
+    pub changed: Vec<(String, Value, Value)>,
+}
+
+/// Compares `a` and `b`: objects key by key, arrays index by index, anything else as a whole.
+pub fn diff(a: &Value, b: &Value) -> Diff {
+    let mut out = Diff::default();
+    walk("", a, b, &mut out);
+    out
+}
+
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+fn walk(path: &str, a: &Value, b: &Value, out: &mut Diff) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, va) in x {
+                let p = format!("{path}/{}", escape(k));
+                match y.get(k) {
+                    Some(vb) => walk(&p, va, vb, out),
+                    None => out.removed.push((p, va.clone())),
+                }
+            }
+            for (k, vb) in y {
+                if !x.contains_key(k) {
+                    out.added.push((format!("{path}/{}", escape(k)), vb.clone()));
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            for i in 0..x.len().max(y.len()) {
+                let p = format!("{path}/{i}");
+                match (x.get(i), y.get(i)) {
+                    (Some(va), Some(vb)) => walk(&p, va, vb, out),
+                    (Some(va), None) => out.removed.push((p, va.clone())),
+                    (None, Some(vb)) => out.added.push((p, vb.clone())),
+                    (None, None) => {}
+                }
+            }
+        }
+        _ if a != b => {
+            out.changed.push((if path.is_empty() { "/".to_string() } else { path.to_string() }, a.clone(), b.clone()))
+        }
+        _ => {}
+    }
+}
+
+/// A code-5 failure when a fold was not exact (for writes that must not guess).
+pub fn require_exact(folded: &Folded) -> Result<(), Failure> {
+    match folded.warnings.first() {
+        None => Ok(()),
+        Some(w) => Err(Failure::new(code::OPAQUE, format!("{w}; do this from the app, with its types"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn reducers(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    #[test]
+    fn updates_fold_through_each_fields_reducer() {
+        let r =
+            reducers(&[("n", "add"), ("log", "append"), ("tags", "merge"), ("msgs", "messages"), ("x", "overwrite")]);
+        let mut out = Folded {
+            state: json!({"n": 1, "log": ["a"], "tags": {"k": 1}, "msgs": [{"id": "m1", "t": "old"}], "x": 1}),
+            warnings: vec![],
+        };
+        apply(
+            &mut out,
+            &json!({"n": 2, "log": ["b"], "tags": {"j": 2, "k": 3}, "msgs": [{"id": "m1", "t": "new"}, {"id": "m2"}], "x": 5}),
+            Some(&r),
+            1,
+        );
+        assert_eq!(
+            out.state,
+            json!({"n": 3, "log": ["a", "b"], "tags": {"k": 3, "j": 2}, "msgs": [{"id": "m1", "t": "new"}, {"id": "m2"}], "x": 5})
+        );
+        assert!(out.warnings.is_empty());
+    }
+
+    #[test]
+    fn a_custom_reducer_is_left_out_and_said() {
+        let r = reducers(&[("c", "custom")]);
+        let mut out = Folded { state: json!({"c": 1}), warnings: vec![] };
+        apply(&mut out, &json!({"c": 2}), Some(&r), 4);
+        assert_eq!(out.state, json!({}));
+        assert!(out.warnings[0].contains("`c`") && out.warnings[0].contains("checkpoint 4"));
+        assert!(require_exact(&out).is_err());
+    }
+
+    #[test]
+    fn diff_names_added_removed_and_changed_paths() {
+        let d = diff(
+            &json!({"a": 1, "b": [1, 2], "c/d": 0, "gone": true}),
+            &json!({"a": 2, "b": [1, 2, 3], "c/d": 0, "new": null}),
+        );
+        assert_eq!(d.changed, vec![("/a".to_string(), json!(1), json!(2))]);
+        assert_eq!(d.added, vec![("/b/2".to_string(), json!(3)), ("/new".to_string(), json!(null))]);
+        assert_eq!(d.removed, vec![("/gone".to_string(), json!(true))]);
+    }
+}

@@ -1,0 +1,233 @@
+//! `agentflow`: inspect and operate the threads of an agentflow store from a
+//! shell, without the graph's Rust types (build with the `cli` feature:
+//! `cargo install agentflow --features cli`, or `cargo run -p agentflow
+//! --features cli --bin agentflow -- ...`).
+//!
+//! The tool opens the store a graph persists to (`--store PATH` for a redb
+//! file, `--store postgres://...` for PostgreSQL, or the `AGENTFLOW_STORE`
+//! environment variable) and reads what the executor wrote there: threads,
+//! checkpoints, pending interrupts, approvals, the audit log and the graph's
+//! description (its Mermaid drawing, state fields and tools, stored under
+//! the graph's fingerprint when a thread of it is created). States are
+//! stored as JSON, so `show` and `diff` fold a thread's state from its
+//! snapshot and updates with the reducers named in that description.
+//!
+//! Decisions (`approve`, `edit`, `reject`, `cancel`, `settle`) go through the
+//! library's [`ApprovalDesk`](agentflow::approval::ApprovalDesk) with a
+//! [`RoleAuthorizer`](agentflow::approval::RoleAuthorizer): the same
+//! authorization (no self-approval, the role the risk class needs, the
+//! two-person rule when asked for) and the same compare-and-set as an app's
+//! own desk, and the same audit entries, naming the `--as` user.
+//!
+//! The tool holds the store, and holding the store permits everything (see
+//! the `Store` trait's trust boundary): `--as` and `--role` are asserted by
+//! whoever runs it, not proven. The checks keep honest operators from
+//! mistakes (approving their own request, deciding outside their role,
+//! deciding twice); give the tool, like the store file or URL, only to
+//! people trusted to decide approvals.
+//!
+//! Every command prints a table for people, or JSON with stable field names
+//! with `--json`.
+//!
+//! # Exit codes
+//!
+//! | code | meaning |
+//! | --- | --- |
+//! | 0 | done |
+//! | 1 | not found (thread, checkpoint, approval, store file) or refused (a decision the authorizer or the compare-and-set refused, edited arguments that do not fit the tool's schema, a thread that exists already on import, compacting an unfinished thread) |
+//! | 2 | usage: bad arguments, bad JSON in `--set`/`--args`, an update the app could not read back, an unreadable export file |
+//! | 3 | store busy or unreachable: another process has the redb file open, a run holds the thread (`update`, `fork`), or the PostgreSQL server cannot be reached |
+//! | 4 | store error: the store is damaged, of an unsupported format, or a read or write failed |
+//! | 5 | the thread's state cannot be computed without the graph's Rust types (a custom reducer, an update that does not fit) |
+
+mod decide;
+mod fold;
+mod inspect;
+mod open;
+mod operate;
+mod out;
+mod stuck;
+mod transfer;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// What `--help` prints after the commands.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  done
+  1  not found (thread, checkpoint, approval, store file) or refused (a decision the
+     authorizer or the compare-and-set refused; a thread that exists already on import)
+  2  usage: bad arguments, bad JSON, an unreadable export file
+  3  store busy or unreachable: another process has the redb file open, a run holds
+     the thread (update, fork), or the PostgreSQL server cannot be reached
+  4  store error: damaged, unsupported format, a read or write failed
+  5  the state cannot be computed without the graph's Rust types (custom reducer)";
+
+/// Inspect and operate agentflow threads: list, show, diff, decide approvals, audit, fork,
+/// update, compact, export/import, draw the graph, find stuck threads.
+#[derive(Parser, Debug)]
+#[command(name = "agentflow", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// The store: a redb file path, or a postgres:// URL.
+    #[arg(long, env = "AGENTFLOW_STORE", global = true)]
+    pub store: Option<String>,
+    /// The PostgreSQL schema the store lives in (default `agentflow`).
+    #[arg(long, env = "AGENTFLOW_PG_SCHEMA", global = true, value_name = "NAME")]
+    pub schema: Option<String>,
+    /// Print JSON (stable field names) instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// List threads.
+    Threads(inspect::ThreadsArgs),
+    /// A thread's state, status, what it waits for, and its budget usage.
+    Show {
+        /// The thread id.
+        thread: String,
+    },
+    /// A thread's checkpoints, oldest first.
+    History {
+        /// The thread id.
+        thread: String,
+    },
+    /// What changed in a thread's state between two checkpoints (JSON pointer paths).
+    Diff {
+        /// The thread id.
+        thread: String,
+        /// The earlier checkpoint.
+        seq_a: u64,
+        /// The later checkpoint.
+        seq_b: u64,
+    },
+    /// Everything waiting for a person: interrupts, approvals, unknown outcomes.
+    Pending,
+    /// Approve a pending tool call as requested (optionally with --conditions JSON).
+    Approve(decide::DecideArgs),
+    /// Approve a pending tool call with other arguments (--args JSON).
+    Edit(decide::DecideArgs),
+    /// Reject a pending tool call (--reason is handed to the model).
+    Reject(decide::DecideArgs),
+    /// Withdraw a pending tool call; it will not run.
+    Cancel(decide::DecideArgs),
+    /// Settle a call whose outcome is unknown: --succeeded JSON, --failed REASON or --run-again.
+    Settle(decide::DecideArgs),
+    /// The audit log of one thread, or of every thread.
+    Audit {
+        /// The thread id (every thread when left out).
+        thread: Option<String>,
+    },
+    /// Branch a thread at a checkpoint: the next resume continues from there.
+    Fork(operate::ForkArgs),
+    /// Write a manual update (JSON object of state fields) as a new checkpoint, audited.
+    Update(operate::UpdateArgs),
+    /// Drop a finished thread's older checkpoints, keeping the newest ones.
+    Compact(operate::CompactArgs),
+    /// Write a thread (checkpoints, writes, effects, approvals, audit log, graph) as JSON lines.
+    Export(transfer::ExportArgs),
+    /// Restore threads written by `export` into this store.
+    Import(transfer::ImportArgs),
+    /// The Mermaid drawing of a thread's graph.
+    Graph {
+        /// The thread id.
+        thread: String,
+    },
+    /// Threads waiting on a person too long, runs whose lease expired with no worker, overdue timers.
+    Stuck(stuck::StuckArgs),
+}
+
+/// A command's failure: the exit code and the one-line message.
+#[derive(Debug)]
+pub struct Failure {
+    /// The exit code (see the crate docs).
+    pub code: u8,
+    /// What went wrong and what to do.
+    pub message: String,
+}
+
+/// Exit codes.
+pub mod code {
+    /// Not found, or refused.
+    pub const NOT_FOUND: u8 = 1;
+    /// Bad arguments or input.
+    pub const USAGE: u8 = 2;
+    /// The store is held by another process or cannot be reached.
+    pub const BUSY: u8 = 3;
+    /// The store failed.
+    pub const STORE: u8 = 4;
+    /// The state cannot be computed without the graph's types.
+    pub const OPAQUE: u8 = 5;
+}
+
+impl Failure {
+    /// A failure with `code`.
+    pub fn new(code: u8, message: impl Into<String>) -> Self {
+        Failure { code, message: message.into() }
+    }
+    /// Exit code 1.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Failure::new(code::NOT_FOUND, message)
+    }
+    /// Exit code 2.
+    pub fn usage(message: impl Into<String>) -> Self {
+        Failure::new(code::USAGE, message)
+    }
+    /// Exit code 4.
+    pub fn store(e: impl std::fmt::Display) -> Self {
+        Failure::new(code::STORE, e.to_string())
+    }
+}
+
+/// The result of a command.
+pub type Outcome = Result<(), Failure>;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("agentflow: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Outcome {
+    let spec = cli.store.clone().ok_or_else(|| {
+        Failure::usage(
+            "no store given: pass --store PATH (a redb file) or --store postgres://..., or set AGENTFLOW_STORE",
+        )
+    })?;
+    let json = cli.json;
+    // Import may create the store; every other command needs it to exist.
+    let create = matches!(cli.command, Command::Import(_));
+    let store = open::open(&spec, cli.schema.as_deref(), create)?;
+    let store = &store;
+    match cli.command {
+        Command::Threads(args) => inspect::threads(store.as_ref(), &args, json),
+        Command::Show { thread } => inspect::show(store.as_ref(), &thread, json),
+        Command::History { thread } => inspect::history(store.as_ref(), &thread, json),
+        Command::Diff { thread, seq_a, seq_b } => inspect::diff(store.as_ref(), &thread, seq_a, seq_b, json),
+        Command::Pending => inspect::pending(store.as_ref(), json),
+        Command::Approve(args) => decide::decide(store, decide::Kind::Approve, &args, json),
+        Command::Edit(args) => decide::decide(store, decide::Kind::Edit, &args, json),
+        Command::Reject(args) => decide::decide(store, decide::Kind::Reject, &args, json),
+        Command::Cancel(args) => decide::decide(store, decide::Kind::Cancel, &args, json),
+        Command::Settle(args) => decide::decide(store, decide::Kind::Settle, &args, json),
+        Command::Audit { thread } => operate::audit(store, thread.as_deref(), json),
+        Command::Fork(args) => operate::fork(store, &args, json),
+        Command::Update(args) => operate::update(store, &args, json),
+        Command::Compact(args) => operate::compact(store, &args, json),
+        Command::Export(args) => transfer::export(store, &args),
+        Command::Import(args) => transfer::import(store, &args, json),
+        Command::Graph { thread } => inspect::graph(store.as_ref(), &thread, json),
+        Command::Stuck(args) => stuck::stuck(store.as_ref(), &args, json),
+    }
+}

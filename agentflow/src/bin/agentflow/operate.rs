@@ -1,0 +1,240 @@
+//! Commands that read the audit log or change a thread: `audit`, `fork`, `update`, `compact`.
+//! The changes go through the library (`fork_thread`, `update_thread`, `Store::compact`), so
+//! they take the thread's lease, write a new checkpoint and audit entry, and refuse while a
+//! run holds the thread.
+
+use std::sync::Arc;
+
+use agentflow::Store;
+use agentflow::persist::{HistoryError, PersistError, fork_thread, update_thread};
+use agentflow_store::{AuditEntry, LeaseError, StateChain};
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::inspect::thread_or_fail;
+use crate::out::{self, ago, brief, now_ms};
+use crate::{Failure, Outcome, code, fold};
+
+/// `fork` arguments.
+#[derive(Args, Debug)]
+pub struct ForkArgs {
+    /// The thread id.
+    pub thread: String,
+    /// The checkpoint to branch from (see `agentflow history`).
+    pub seq: u64,
+    /// Who forks (recorded in the audit log).
+    #[arg(long = "as", value_name = "USER")]
+    pub user: String,
+}
+
+/// `update` arguments.
+#[derive(Args, Debug)]
+pub struct UpdateArgs {
+    /// The thread id.
+    pub thread: String,
+    /// The update: a JSON object of state fields, merged through each field's reducer.
+    #[arg(long, value_name = "JSON")]
+    pub set: String,
+    /// Who changes the state (recorded in the audit log).
+    #[arg(long = "as", value_name = "USER")]
+    pub user: String,
+}
+
+/// `compact` arguments.
+#[derive(Args, Debug)]
+pub struct CompactArgs {
+    /// The thread id (a finished thread).
+    pub thread: String,
+    /// How many of the newest checkpoints to keep.
+    #[arg(long, default_value_t = 1)]
+    pub keep: usize,
+}
+
+fn entry_json(e: &AuditEntry) -> Value {
+    json!({ "thread": e.thread, "seq": e.seq, "at": e.at, "actor": e.actor, "kind": e.kind, "detail": e.detail })
+}
+
+/// `audit`.
+pub fn audit(store: &Arc<dyn Store>, thread: Option<&str>, as_json: bool) -> Outcome {
+    let threads: Vec<String> = match thread {
+        Some(t) => vec![thread_or_fail(store.as_ref(), t)?.id],
+        None => store.scan_threads().map_err(Failure::store)?.items.into_iter().map(|t| t.id).collect(),
+    };
+    let mut entries = Vec::new();
+    for t in &threads {
+        let listing = store.scan_audit(t).map_err(Failure::store)?;
+        for skipped in &listing.skipped {
+            eprintln!("agentflow: skipped an audit entry that does not decode: {skipped}");
+        }
+        entries.extend(listing.items);
+    }
+    if thread.is_none() {
+        entries.sort_by(|a, b| (a.at, &a.thread, a.seq).cmp(&(b.at, &b.thread, b.seq)));
+    }
+    if as_json {
+        out::json(&Value::Array(entries.iter().map(entry_json).collect()));
+        return Ok(());
+    }
+    let now = now_ms();
+    let rows: Vec<Vec<String>> = entries
+        .iter()
+        .map(|e| {
+            vec![
+                e.thread.clone(),
+                e.seq.to_string(),
+                ago(e.at, now),
+                e.actor.clone(),
+                e.kind.clone(),
+                brief(&e.detail, 90),
+            ]
+        })
+        .collect();
+    out::table(&["THREAD", "SEQ", "WHEN", "ACTOR", "KIND", "DETAIL"], &rows);
+    Ok(())
+}
+
+/// A failed history change as an exit code and message.
+fn history_failure(e: HistoryError) -> Failure {
+    match e {
+        HistoryError::UnknownThread { .. } | HistoryError::UnknownCheckpoint { .. } => {
+            Failure::not_found(e.to_string())
+        }
+        HistoryError::Persist(PersistError::Lease(LeaseError::ThreadBusy { .. })) => Failure::new(
+            code::BUSY,
+            format!("{e}; a run holds the thread: wait for it to pause or finish, then try again"),
+        ),
+        HistoryError::Persist(PersistError::Value { .. }) => Failure::usage(e.to_string()),
+        other => Failure::store(other),
+    }
+}
+
+/// `fork`.
+pub fn fork(store: &Arc<dyn Store>, args: &ForkArgs, as_json: bool) -> Outcome {
+    thread_or_fail(store.as_ref(), &args.thread)?;
+    let seq = fork_thread(store, &args.thread, args.seq, &args.user).map_err(history_failure)?;
+    if as_json {
+        out::json(&json!({ "thread": args.thread, "from": args.seq, "seq": seq }));
+    } else {
+        println!(
+            "thread {} forked at checkpoint {}: new head {seq}; resume it to continue from there",
+            args.thread, args.seq
+        );
+    }
+    Ok(())
+}
+
+/// `update`: the fields must be the state's (when the graph's description is stored), and
+/// the value is checked as the library checks values it stores.
+pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, as_json: bool) -> Outcome {
+    let record = thread_or_fail(store.as_ref(), &args.thread)?;
+    let update = out::parse_json("--set", &args.set)?;
+    let Some(fields) = update.as_object() else {
+        return Err(Failure::usage("--set must be a JSON object of state fields, like {\"intent\": \"billing\"}"));
+    };
+    if fields.is_empty() {
+        return Err(Failure::usage("--set sets no field"));
+    }
+    let description = fold::description(store.as_ref(), &record)?;
+    if let Some(known) = fold::reducers(description.as_ref())
+        && let Some(bad) = fields.keys().find(|k| !known.contains_key(*k))
+    {
+        let names: Vec<&str> = known.keys().map(String::as_str).collect();
+        return Err(Failure::usage(format!(
+            "`{bad}` is not a field of the thread's state; its fields: {}",
+            names.join(", ")
+        )));
+    }
+    // The app decodes the update with its own types when it resumes: refuse a value whose
+    // JSON kind differs from the one the field holds now (a string for a number, ...).
+    if let Some(seq) = store.latest_checkpoint(&args.thread).map_err(Failure::store)?.map(|c| c.seq) {
+        let reducers = fold::reducers(description.as_ref());
+        let current = fold::state_at(store.as_ref(), &args.thread, seq, reducers.as_ref())?;
+        for (name, value) in fields {
+            if let Some(now) = current.state.get(name)
+                && let Some((held, given)) = kind_clash(now, value)
+            {
+                return Err(Failure::usage(format!(
+                    "`{name}` holds {held} in the thread's state; --set gives {given}, which the app could not read back"
+                )));
+            }
+        }
+    }
+    agentflow::persist::check_json(&update, "update").map_err(|e| Failure::usage(e.to_string()))?;
+    let blob = serde_json::to_vec(&update).map_err(|e| Failure::usage(e.to_string()))?;
+    let seq = update_thread(store, &args.thread, blob, &args.user).map_err(history_failure)?;
+    if as_json {
+        out::json(&json!({ "thread": args.thread, "seq": seq, "update": update }));
+    } else {
+        println!("thread {} updated by {}: checkpoint {seq}", args.thread, args.user);
+    }
+    Ok(())
+}
+
+/// The JSON kinds of `now` and `given` when they differ (neither `null`; an integer field
+/// given a fraction counts as differing).
+fn kind_clash(now: &Value, given: &Value) -> Option<(&'static str, &'static str)> {
+    fn kind(v: &Value) -> &'static str {
+        match v {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Number(n) if n.is_f64() => "a number with a fraction",
+            Value::Number(_) => "an integer",
+            Value::String(_) => "a string",
+            Value::Array(_) => "an array",
+            Value::Object(_) => "an object",
+        }
+    }
+    let (a, b) = (kind(now), kind(given));
+    let fits = a == b || a == "null" || b == "null" || (a == "a number with a fraction" && b == "an integer");
+    if fits { None } else { Some((a, b)) }
+}
+
+/// `compact`: folds retained checkpoints as JSON, refusing (exit 5) where the fold would not
+/// be exact.
+pub fn compact(store: &Arc<dyn Store>, args: &CompactArgs, as_json: bool) -> Outcome {
+    let record = thread_or_fail(store.as_ref(), &args.thread)?;
+    if !record.status.is_finished() {
+        return Err(Failure::not_found(format!(
+            "thread `{}` is {}, not finished; compact only finished threads",
+            args.thread, record.status
+        )));
+    }
+    let description = fold::description(store.as_ref(), &record)?;
+    let reducers = fold::reducers(description.as_ref());
+    if reducers.is_none() {
+        return Err(Failure::new(
+            code::OPAQUE,
+            format!(
+                "the store has no description of thread `{}`'s graph, so its state cannot be folded here; compact it from the app",
+                args.thread
+            ),
+        ));
+    }
+    let thread = args.thread.clone();
+    let fold_fn = |chain: &StateChain| -> Result<Vec<u8>, agentflow_store::BoxError> {
+        let folded = fold::fold(&thread, chain, reducers.as_ref()).map_err(|f| f.message)?;
+        fold::require_exact(&folded).map_err(|f| f.message)?;
+        Ok(serde_json::to_vec(&folded.state)?)
+    };
+    let report = store.compact(&args.thread, args.keep, &fold_fn).map_err(|e| {
+        let text = e.to_string();
+        if text.contains("custom reducer") { Failure::new(code::OPAQUE, text) } else { Failure::store(text) }
+    })?;
+    if as_json {
+        out::json(&json!({
+            "thread": args.thread,
+            "dropped": report.dropped,
+            "folded": report.folded,
+            "file_compacted": report.file_compacted,
+        }));
+    } else {
+        println!(
+            "thread {}: dropped {} checkpoint(s), folded {} snapshot(s){}",
+            args.thread,
+            report.dropped,
+            report.folded,
+            if report.file_compacted { ", file compacted" } else { "" }
+        );
+    }
+    Ok(())
+}

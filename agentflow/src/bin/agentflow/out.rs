@@ -1,0 +1,118 @@
+//! Output: aligned tables for people, JSON for scripts, and the time helpers both use.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::Failure;
+
+/// Unix millis now.
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Prints `value` as pretty JSON on stdout.
+pub fn json(value: &Value) {
+    println!("{}", serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string()));
+}
+
+/// Prints a table: a header row, then the rows, each column padded to its widest cell.
+pub fn table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let last = cells.len().saturating_sub(1);
+        let mut s = String::new();
+        for (i, cell) in cells.into_iter().enumerate() {
+            if i == last {
+                s.push_str(&cell);
+            } else {
+                let pad = widths[i].saturating_sub(cell.chars().count());
+                s.push_str(&cell);
+                s.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        println!("{}", s.trim_end());
+    };
+    line(header.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        line(row.clone());
+    }
+}
+
+/// How long ago `at` (unix millis) was, for people: `45s ago`, `3m ago`, `2h ago`, `4d ago`.
+pub fn ago(at: u64, now: u64) -> String {
+    if at > now {
+        return format!("in {}", span(at - now));
+    }
+    format!("{} ago", span(now - at))
+}
+
+/// A duration in millis, for people: `45s`, `3m`, `2h`, `4d`.
+pub fn span(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86_400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// Parses a duration: a number and a unit (`500ms`, `30s`, `5m`, `2h`, `3d`), in millis.
+pub fn parse_duration(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (n, unit) = text.split_at(split);
+    let n: u64 = n.parse().map_err(|_| format!("`{text}` is not a duration: write a number and a unit, like 30m"))?;
+    let factor = match unit {
+        "ms" => 1,
+        "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(format!("`{text}`: the unit must be ms, s, m, h or d")),
+    };
+    Ok(n.saturating_mul(factor))
+}
+
+/// Parses a JSON argument; bad JSON is a usage error naming the option.
+pub fn parse_json(option: &str, text: &str) -> Result<Value, Failure> {
+    serde_json::from_str(text).map_err(|e| Failure::usage(format!("{option} is not valid JSON: {e}")))
+}
+
+/// A JSON value on one line, cut to `max` characters for a table cell.
+pub fn brief(value: &Value, max: usize) -> String {
+    let text = match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if text.chars().count() <= max {
+        return text;
+    }
+    let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("500ms"), Ok(500));
+        assert_eq!(parse_duration("30s"), Ok(30_000));
+        assert_eq!(parse_duration("5m"), Ok(300_000));
+        assert_eq!(parse_duration("2h"), Ok(7_200_000));
+        assert_eq!(parse_duration("1d"), Ok(86_400_000));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("m").is_err());
+        assert!(parse_duration("5w").is_err());
+    }
+}

@@ -1,0 +1,131 @@
+//! `stuck`: what no one is moving forward.
+//!
+//! - A thread waiting on a person (`interrupted`, or with an approval or unknown outcome
+//!   waiting) for longer than `--waiting` (default 1h), counted from its last update or the
+//!   oldest waiting record.
+//! - A thread recorded as running (or compensating) whose lease expired, or that has none:
+//!   the process that ran it died and no worker took it over. A queued run claimed by a
+//!   worker whose lease expired is listed the same way.
+//! - A durable timer more than `--overdue` (default 1m) past its wake time: no scheduler or
+//!   worker woke the thread.
+
+use std::collections::BTreeMap;
+
+use agentflow::{PendingKind, Store};
+use agentflow_store::ThreadStatus;
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::out::{self, ago, now_ms, span};
+use crate::{Failure, Outcome};
+
+/// `stuck` thresholds.
+#[derive(Args, Debug)]
+pub struct StuckArgs {
+    /// How long a thread may wait on a person before it counts as stuck.
+    #[arg(long, default_value = "1h", value_name = "DURATION")]
+    pub waiting: String,
+    /// How long past its wake time a timer may be before it counts as overdue.
+    #[arg(long, default_value = "1m", value_name = "DURATION")]
+    pub overdue: String,
+}
+
+/// One stuck thread.
+struct Stuck {
+    thread: String,
+    reason: &'static str,
+    since: u64,
+    detail: String,
+}
+
+/// `stuck`.
+pub fn stuck(store: &dyn Store, args: &StuckArgs, as_json: bool) -> Outcome {
+    let waiting = out::parse_duration(&args.waiting).map_err(Failure::usage)?;
+    let overdue = out::parse_duration(&args.overdue).map_err(Failure::usage)?;
+    let now = now_ms();
+    let mut found: Vec<Stuck> = Vec::new();
+
+    // Oldest waiting approval per thread.
+    let mut oldest: BTreeMap<String, (u64, String)> = BTreeMap::new();
+    for a in store.scan_pending_approvals().map_err(Failure::store)?.items {
+        let e = oldest.entry(a.thread.clone()).or_insert((a.created_at, a.id.clone()));
+        if a.created_at < e.0 {
+            *e = (a.created_at, a.id.clone());
+        }
+    }
+    let threads = store.scan_threads().map_err(Failure::store)?.items;
+    for t in &threads {
+        match t.status {
+            ThreadStatus::Interrupted => {
+                let (since, what) = match oldest.get(&t.id) {
+                    Some((at, id)) => (*at, format!("approval {id} waits for a decision")),
+                    None => {
+                        let (_, waits) = crate::inspect::waits(store, &t.id)?;
+                        let decided =
+                            waits.iter().any(|p| matches!(p.kind, PendingKind::Approval | PendingKind::OutcomeUnknown));
+                        let what = if decided {
+                            "its approvals are decided; nobody resumed it".to_string()
+                        } else {
+                            "paused for a person's input".to_string()
+                        };
+                        (t.updated_at, what)
+                    }
+                };
+                if now.saturating_sub(since) >= waiting {
+                    found.push(Stuck { thread: t.id.clone(), reason: "waiting_on_human", since, detail: what });
+                }
+            }
+            ThreadStatus::Running | ThreadStatus::Compensating => {
+                let live = t.lease.as_ref().is_some_and(|l| l.expires_at > now);
+                if !live {
+                    let (since, detail) = match &t.lease {
+                        Some(l) => (l.expires_at, format!("lease of {} expired", l.holder)),
+                        None => (t.updated_at, "no process holds its lease".to_string()),
+                    };
+                    found.push(Stuck { thread: t.id.clone(), reason: "lease_expired", since, detail });
+                }
+            }
+            _ => {}
+        }
+    }
+    // Queued runs claimed by a worker that stopped heartbeating (stores with a run queue).
+    if let Ok(runs) = store.list_runs() {
+        for r in runs {
+            let Some(holder) = &r.holder else { continue };
+            let live = r.lease.as_ref().is_some_and(|l| l.expires_at > now && &l.holder == holder);
+            if !live && !found.iter().any(|s| s.thread == r.thread && s.reason == "lease_expired") {
+                let since = r.lease.as_ref().map_or(r.heartbeat_at.unwrap_or(r.enqueued_at), |l| l.expires_at);
+                found.push(Stuck {
+                    thread: r.thread.clone(),
+                    reason: "lease_expired",
+                    since,
+                    detail: format!("claimed by worker {holder}, whose lease expired"),
+                });
+            }
+        }
+    }
+    for timer in store.due_timers(now.saturating_sub(overdue), 1000).map_err(Failure::store)? {
+        found.push(Stuck {
+            thread: timer.thread.clone(),
+            reason: "timer_overdue",
+            since: timer.wake_at,
+            detail: format!("timer due {} ago; no scheduler woke it", span(now.saturating_sub(timer.wake_at))),
+        });
+    }
+    found.sort_by(|a, b| (a.since, &a.thread).cmp(&(b.since, &b.thread)));
+    if as_json {
+        out::json(&Value::Array(
+            found
+                .iter()
+                .map(|s| json!({ "thread": s.thread, "reason": s.reason, "since": s.since, "detail": s.detail }))
+                .collect(),
+        ));
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = found
+        .iter()
+        .map(|s| vec![s.thread.clone(), s.reason.to_string(), ago(s.since, now), s.detail.clone()])
+        .collect();
+    out::table(&["THREAD", "REASON", "SINCE", "DETAIL"], &rows);
+    Ok(())
+}

@@ -1,0 +1,269 @@
+//! `export` and `import`: a thread as JSON lines, for backups and for moving threads between
+//! stores (a redb file to PostgreSQL, one machine to another).
+//!
+//! The file starts with a header line, then one line per record, each an object with a
+//! `type`: `thread`, `graph`, `checkpoint`, `pending_write`, `effect`, `audit`, `approval`.
+//! Stored bytes (snapshots, updates, writes, effect results) are written as `{"json": ..}`
+//! when the JSON reads back to the very same bytes, else `{"text": ".."}` (the UTF-8 text),
+//! else `{"hex": ".."}`, so an import restores them byte for byte. Several exports
+//! concatenated import as several threads.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+
+use agentflow::Store;
+use agentflow_store::{
+    ApprovalRecord, AuditEntry, Checkpoint, CheckpointMetadata, CommitError, EffectKey, PendingWrite, ThreadDump,
+    ThreadRecord, dump_thread,
+};
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::out;
+use crate::{Failure, Outcome};
+
+/// The header's `type`.
+const HEADER: &str = "agentflow.export";
+/// The layout version this build writes and reads.
+const FORMAT: u64 = 1;
+
+/// `export` arguments.
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The thread id.
+    pub thread: String,
+    /// Write to this file instead of standard output.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+}
+
+/// `import` arguments.
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// The export file (`-`: standard input).
+    pub file: PathBuf,
+}
+
+/// Stored bytes as JSON (see the module docs).
+fn blob(bytes: &[u8]) -> Value {
+    if let Ok(v) = serde_json::from_slice::<Value>(bytes)
+        && serde_json::to_vec(&v).is_ok_and(|again| again == bytes)
+    {
+        return json!({ "json": v });
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(text) => json!({ "text": text }),
+        Err(_) => json!({ "hex": bytes.iter().map(|b| format!("{b:02x}")).collect::<String>() }),
+    }
+}
+
+fn unblob(v: &Value, line: usize) -> Result<Vec<u8>, Failure> {
+    let bad = || Failure::usage(format!("line {line}: stored bytes must be {{\"json\"|\"text\"|\"hex\": ..}}"));
+    if let Some(j) = v.get("json") {
+        return serde_json::to_vec(j).map_err(|_| bad());
+    }
+    if let Some(t) = v.get("text").and_then(Value::as_str) {
+        return Ok(t.as_bytes().to_vec());
+    }
+    let hex = v.get("hex").and_then(Value::as_str).ok_or_else(bad)?;
+    if hex.len() % 2 != 0 {
+        return Err(bad());
+    }
+    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).map_err(|_| bad())).collect()
+}
+
+/// `export`.
+pub fn export(store: &std::sync::Arc<dyn Store>, args: &ExportArgs) -> Outcome {
+    let store = store.as_ref();
+    let dump = dump_thread(store, &args.thread).map_err(Failure::store)?.ok_or_else(|| {
+        Failure::not_found(format!("no thread `{}` in the store; list them with `agentflow threads`", args.thread))
+    })?;
+    let mut lines: Vec<Value> = vec![json!({ "type": HEADER, "format": FORMAT, "thread": dump.thread.id })];
+    let record = ThreadRecord { lease: None, ..dump.thread.clone() };
+    lines.push(json!({ "type": "thread", "record": record, "wake_at": dump.wake_at }));
+    if let Some(text) = store.graph_description(&dump.thread.graph_fingerprint).map_err(Failure::store)? {
+        lines.push(json!({ "type": "graph", "fingerprint": dump.thread.graph_fingerprint, "description": text }));
+    }
+    for cp in &dump.checkpoints {
+        lines.push(json!({
+            "type": "checkpoint",
+            "seq": cp.seq,
+            "parent": cp.parent,
+            "cursor": cp.cursor,
+            "metadata": cp.metadata,
+            "created_at": cp.created_at,
+            "snapshot": cp.snapshot.as_deref().map(blob),
+            "delta": cp.delta.iter().map(|d| blob(d)).collect::<Vec<_>>(),
+        }));
+    }
+    for w in &dump.pending_writes {
+        lines.push(
+            json!({ "type": "pending_write", "seq": w.seq, "node": w.node, "idx": w.idx, "value": blob(&w.value) }),
+        );
+    }
+    for (k, result) in &dump.effects {
+        lines.push(json!({ "type": "effect", "seq": k.seq, "node": k.node, "key": k.key, "result": blob(result) }));
+    }
+    for e in &dump.audit {
+        lines.push(
+            json!({ "type": "audit", "seq": e.seq, "at": e.at, "actor": e.actor, "kind": e.kind, "detail": e.detail }),
+        );
+    }
+    for a in &dump.approvals {
+        lines.push(json!({ "type": "approval", "record": a }));
+    }
+    let mut text = String::new();
+    for line in lines {
+        text.push_str(&line.to_string());
+        text.push('\n');
+    }
+    let written = match &args.output {
+        Some(path) => std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display())),
+        None => std::io::stdout().write_all(text.as_bytes()).map_err(|e| e.to_string()),
+    };
+    written.map_err(|e| Failure::usage(format!("cannot write the export: {e}")))
+}
+
+/// One thread read from a file, with its graph description.
+struct Imported {
+    dump: ThreadDump,
+    graph: Option<(String, String)>,
+}
+
+fn field<T: serde::de::DeserializeOwned>(v: &Value, name: &str, line: usize) -> Result<T, Failure> {
+    serde_json::from_value(v.get(name).cloned().unwrap_or(Value::Null))
+        .map_err(|e| Failure::usage(format!("line {line}: field `{name}`: {e}")))
+}
+
+/// Reads the threads of an export file.
+fn read(file: &PathBuf) -> Result<Vec<Imported>, Failure> {
+    let reader: Box<dyn BufRead> = if file.as_os_str() == "-" {
+        Box::new(BufReader::new(std::io::stdin()))
+    } else {
+        let f = std::fs::File::open(file).map_err(|e| Failure::usage(format!("{}: {e}", file.display())))?;
+        Box::new(BufReader::new(f))
+    };
+    let mut threads: Vec<Imported> = Vec::new();
+    let mut current: Option<String> = None;
+    for (i, line) in reader.lines().enumerate() {
+        let n = i + 1;
+        let line = line.map_err(|e| Failure::usage(format!("line {n}: {e}")))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(&line).map_err(|e| Failure::usage(format!("line {n}: not JSON: {e}")))?;
+        let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind == HEADER {
+            let format = v.get("format").and_then(Value::as_u64).unwrap_or(0);
+            if format != FORMAT {
+                return Err(Failure::usage(format!(
+                    "line {n}: export format {format}; this build reads format {FORMAT}"
+                )));
+            }
+            current = Some(field(&v, "thread", n)?);
+            continue;
+        }
+        let Some(id) = current.clone() else {
+            return Err(Failure::usage(format!(
+                "line {n}: no `{HEADER}` header before it; is this an agentflow export?"
+            )));
+        };
+        if kind == "thread" {
+            let record: ThreadRecord = field(&v, "record", n)?;
+            if record.id != id {
+                return Err(Failure::usage(format!("line {n}: thread `{}` under the header of `{id}`", record.id)));
+            }
+            let mut dump = ThreadDump::new(record);
+            dump.wake_at = field(&v, "wake_at", n)?;
+            threads.push(Imported { dump, graph: None });
+            continue;
+        }
+        let Some(t) = threads.last_mut().filter(|t| t.dump.thread.id == id) else {
+            return Err(Failure::usage(format!("line {n}: a `{kind}` line before the `thread` line")));
+        };
+        match kind {
+            "graph" => t.graph = Some((field(&v, "fingerprint", n)?, field(&v, "description", n)?)),
+            "checkpoint" => {
+                let snapshot = match v.get("snapshot") {
+                    Some(Value::Null) | None => None,
+                    Some(s) => Some(unblob(s, n)?),
+                };
+                let delta = v
+                    .get("delta")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|d| unblob(d, n))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let metadata: CheckpointMetadata = field(&v, "metadata", n)?;
+                t.dump.checkpoints.push(Checkpoint {
+                    thread: id.clone(),
+                    seq: field(&v, "seq", n)?,
+                    parent: field(&v, "parent", n)?,
+                    cursor: field(&v, "cursor", n)?,
+                    snapshot,
+                    delta,
+                    metadata,
+                    created_at: field(&v, "created_at", n)?,
+                });
+            }
+            "pending_write" => t.dump.pending_writes.push(PendingWrite {
+                seq: field(&v, "seq", n)?,
+                node: field(&v, "node", n)?,
+                idx: field(&v, "idx", n)?,
+                value: unblob(v.get("value").unwrap_or(&Value::Null), n)?,
+            }),
+            "effect" => t.dump.effects.push((
+                EffectKey::new(
+                    id.clone(),
+                    field(&v, "seq", n)?,
+                    field::<String>(&v, "node", n)?,
+                    field::<String>(&v, "key", n)?,
+                ),
+                unblob(v.get("result").unwrap_or(&Value::Null), n)?,
+            )),
+            "audit" => t.dump.audit.push(AuditEntry {
+                thread: id.clone(),
+                seq: field(&v, "seq", n)?,
+                at: field(&v, "at", n)?,
+                actor: field(&v, "actor", n)?,
+                kind: field(&v, "kind", n)?,
+                detail: v.get("detail").cloned().unwrap_or(Value::Null),
+            }),
+            "approval" => t.dump.approvals.push(field::<ApprovalRecord>(&v, "record", n)?),
+            other => return Err(Failure::usage(format!("line {n}: unknown line type `{other}`"))),
+        }
+    }
+    if threads.is_empty() {
+        return Err(Failure::usage(format!("{}: no thread in it", file.display())));
+    }
+    Ok(threads)
+}
+
+/// `import`.
+pub fn import(store: &std::sync::Arc<dyn Store>, args: &ImportArgs, as_json: bool) -> Outcome {
+    let store = store.as_ref();
+    let threads = read(&args.file)?;
+    let mut done = Vec::new();
+    for t in threads {
+        let id = t.dump.thread.id.clone();
+        if let Some((fingerprint, description)) = &t.graph
+            && store.graph_description(fingerprint).map_err(Failure::store)?.is_none()
+        {
+            store.put_graph_description(fingerprint, description).map_err(Failure::store)?;
+        }
+        store.restore_thread(t.dump).map_err(|e| match e {
+            CommitError::Invalid { .. } => Failure::not_found(format!("{e}; nothing of thread `{id}` was imported")),
+            other => Failure::store(other),
+        })?;
+        done.push(id);
+    }
+    if as_json {
+        out::json(&json!({ "imported": done }));
+    } else {
+        for id in &done {
+            println!("imported thread {id}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,623 @@
+//! The `agentflow` binary, run in subprocesses against stores this test fills by running a
+//! small graph: a thread paused for an approval, a completed one, a failed one.
+//!
+//! Each test makes its own store file (in a fresh temporary directory), closes it, and runs
+//! the real binary (`CARGO_BIN_EXE_agentflow`) on it, checking its exit code, its JSON output
+//! and its messages. Where the CLI decides or changes something, the test then opens the store
+//! again with the graph's types and checks what the library sees.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use agentflow::approval::{ApprovalStatus, RoleAuthorizer};
+use agentflow::prelude::*;
+use agentflow::{RedbStore, Store};
+use agentflow_store::{StepCommit, ThreadRecord, ThreadStatus};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct RefundArgs {
+    order_id: String,
+    amount: u32,
+}
+
+/// Refunds an order. Irreversible, so every call waits for a person.
+#[tool(risk = irreversible)]
+async fn refund(args: RefundArgs) -> Result<Value, ToolError> {
+    Ok(json!({ "refunded": args.amount, "order_id": args.order_id }))
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+struct Pay {
+    order: String,
+    amount: u32,
+    #[reduce(add)]
+    steps: u32,
+    #[reduce(append)]
+    log: Vec<String>,
+    receipt: Option<Value>,
+}
+
+#[graph(state = Pay, start = check)]
+mod payments {
+    use super::*;
+
+    #[node(goto = [pay, END])]
+    async fn check(s: &Pay) -> Result<Step<Pay>, NodeError> {
+        if s.order == "broken" {
+            return Err(NodeError::fatal("the order does not exist"));
+        }
+        let update = Pay::update().steps(1).log(vec!["checked".into()]);
+        if s.amount == 0 { Ok(goto!(END, update)) } else { Ok(goto!(pay, update)) }
+    }
+
+    #[node(goto = [END], tools = [refund])]
+    async fn pay(s: &Pay, cx: &Ctx<()>) -> Result<Step<Pay>, NodeError> {
+        let obs = cx.run_tool(refund, json!({ "order_id": s.order, "amount": s.amount })).await?;
+        Ok(goto!(END, Pay::update().steps(1).log(vec!["paid".into()]).receipt(Some(obs.body))))
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
+}
+
+/// A fresh directory for one test's store files.
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("agentflow-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn app(store: Arc<dyn Store>) -> App<Pay> {
+    payments::graph().app().store(store)
+}
+
+/// Fills a store file: `t-paused` waits for an approval of a refund requested by `agent`,
+/// `t-done` completed, `t-failed` failed. The store is closed when this returns.
+fn fill(path: &Path) {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::open(path).expect("open store"));
+    let app = app(store);
+    runtime().block_on(async {
+        let run = |thread: &'static str, order: &'static str, amount: u32| {
+            let app = app.clone();
+            async move {
+                let input = Pay { order: order.into(), amount, ..Pay::default() };
+                app.runner(&()).thread(thread).owner("agent").run(input).await
+            }
+        };
+        let paused = run("t-paused", "A-1", 40).await.expect("paused run");
+        assert!(matches!(paused.outcome, Outcome::Interrupted { .. }), "{:?}", paused.outcome);
+        let done = run("t-done", "A-2", 0).await.expect("completed run");
+        assert_eq!(done.outcome, Outcome::Completed);
+        let _ = run("t-failed", "broken", 5).await;
+    });
+}
+
+/// Runs the binary on `store` with `args`.
+fn af(store: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentflow"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("AGENTFLOW_STORE")
+        .env_remove("AGENTFLOW_ROLES")
+        .env_remove("AGENTFLOW_TWO_PERSON")
+        .env_remove("AGENTFLOW_PG_SCHEMA")
+        .output()
+        .expect("run the agentflow binary")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs the binary, expects exit code 0, and parses its JSON output.
+fn af_json(store: &Path, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let out = af(store, &all);
+    assert_eq!(out.status.code(), Some(0), "agentflow {args:?} failed: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("agentflow {args:?}: not JSON ({e}): {}", stdout(&out)))
+}
+
+/// Expects the binary to exit with `code` and a message containing `needle` on stderr.
+fn expect_refusal(out: &Output, code: i32, needle: &str) {
+    assert_eq!(out.status.code(), Some(code), "stdout: {} stderr: {}", stdout(out), stderr(out));
+    assert!(stderr(out).contains(needle), "expected `{needle}` in: {}", stderr(out));
+}
+
+fn by_id<'a>(list: &'a Value, id: &str) -> &'a Value {
+    list.as_array().expect("array").iter().find(|t| t["id"] == id).unwrap_or_else(|| panic!("no `{id}` in {list}"))
+}
+
+#[test]
+fn threads_lists_each_thread_with_its_status_and_filters() {
+    let dir = temp_dir("threads");
+    let store = dir.join("runs.redb");
+    fill(&store);
+
+    let all = af_json(&store, &["threads"]);
+    assert_eq!(all.as_array().unwrap().len(), 3);
+    assert_eq!(by_id(&all, "t-paused")["status"], "interrupted");
+    assert_eq!(by_id(&all, "t-done")["status"], "completed");
+    assert_eq!(by_id(&all, "t-failed")["status"], "failed");
+    assert_eq!(by_id(&all, "t-done")["graph"], "payments");
+    assert_eq!(by_id(&all, "t-done")["owner"], "agent");
+    assert_eq!(by_id(&all, "t-done")["fingerprint"], payments::graph().fingerprint());
+
+    let failed = af_json(&store, &["threads", "--status", "failed"]);
+    assert_eq!(failed.as_array().unwrap().iter().map(|t| t["id"].clone()).collect::<Vec<_>>(), vec![json!("t-failed")]);
+    let two = af_json(&store, &["threads", "--status", "failed", "--status", "completed", "--graph", "payments"]);
+    assert_eq!(two.as_array().unwrap().len(), 2);
+    assert!(af_json(&store, &["threads", "--graph", "other"]).as_array().unwrap().is_empty());
+    // Every thread was updated moments ago.
+    assert!(af_json(&store, &["threads", "--older-than", "1h"]).as_array().unwrap().is_empty());
+    assert_eq!(af_json(&store, &["threads", "--older-than", "0s"]).as_array().unwrap().len(), 3);
+
+    // The table names the same threads.
+    let table = af(&store, &["threads"]);
+    assert_eq!(table.status.code(), Some(0));
+    let text = stdout(&table);
+    assert!(text.starts_with("THREAD"), "{text}");
+    for id in ["t-paused", "t-done", "t-failed"] {
+        assert!(text.contains(id), "{text}");
+    }
+    expect_refusal(&af(&store, &["threads", "--status", "asleep"]), 2, "unknown status `asleep`");
+}
+
+#[test]
+fn show_history_and_diff_read_the_state_without_the_graphs_types() {
+    let dir = temp_dir("show");
+    let store = dir.join("runs.redb");
+    fill(&store);
+
+    let done = af_json(&store, &["show", "t-done"]);
+    assert_eq!(done["thread"]["status"], "completed");
+    assert_eq!(done["state"], json!({ "order": "A-2", "amount": 0, "steps": 1, "log": ["checked"], "receipt": null }));
+    assert_eq!(done["warnings"], json!([]));
+    assert_eq!(done["next"], json!([]));
+
+    // The state the CLI folds (add and append reducers) is the one the library folds.
+    let paused = af_json(&store, &["show", "t-paused"]);
+    let lib = app(Arc::new(RedbStore::open(&store).unwrap())).state("t-paused").unwrap().unwrap();
+    assert_eq!(paused["state"], serde_json::to_value(&lib.state).unwrap());
+    assert_eq!(paused["seq"], json!(lib.seq));
+    assert_eq!(paused["next"], json!(["pay"]));
+    assert_eq!(paused["pending"][0]["kind"], "approval");
+    assert_eq!(paused["pending"][0]["node"], "pay");
+    assert_eq!(paused["approvals"][0]["tool"], "refund");
+    assert_eq!(paused["approvals"][0]["arguments"], json!({ "order_id": "A-1", "amount": 40 }));
+    assert!(paused["budget"].get("usage").is_some(), "{}", paused["budget"]);
+
+    let history = af_json(&store, &["history", "t-done"]);
+    let seqs: Vec<u64> = history.as_array().unwrap().iter().map(|c| c["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, vec![0, 1]);
+    assert_eq!(history[0]["source"], "input");
+    assert_eq!(history[1]["nodes"], json!(["check"]));
+
+    let diff = af_json(&store, &["diff", "t-done", "0", "1"]);
+    assert_eq!(diff["changed"], json!([{ "path": "/steps", "from": 0, "to": 1 }]));
+    assert_eq!(diff["added"], json!([{ "path": "/log/0", "value": "checked" }]));
+    assert_eq!(diff["removed"], json!([]));
+    let text = stdout(&af(&store, &["diff", "t-done", "0", "1"]));
+    assert!(text.contains("~ /steps: 0 -> 1") && text.contains("+ /log/0: checked"), "{text}");
+
+    expect_refusal(&af(&store, &["show", "nope"]), 1, "no thread `nope`");
+    expect_refusal(&af(&store, &["diff", "t-done", "0", "9"]), 1, "has no checkpoint 9");
+}
+
+#[test]
+fn approve_goes_through_the_authorizer_and_the_run_completes() {
+    let dir = temp_dir("approve");
+    let store = dir.join("runs.redb");
+    fill(&store);
+
+    let pending = af_json(&store, &["pending"]);
+    let approvals = pending["approvals"].as_array().unwrap();
+    assert_eq!(approvals.len(), 1);
+    let id = approvals[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(approvals[0]["thread"], "t-paused");
+    assert_eq!(approvals[0]["requester"], "agent");
+    assert_eq!(approvals[0]["risk"], "irreversible");
+    assert_eq!(approvals[0]["status"], "PENDING");
+    assert_eq!(pending["interrupts"], json!([]));
+
+    let roles = ["--roles-for", "irreversible=refunds"];
+    let decide = |args: &[&str]| {
+        let mut all = vec!["approve", id.as_str()];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&roles);
+        af(&store, &all)
+    };
+    // The wrong role, and the requester approving their own call: refused, nothing changes.
+    expect_refusal(&decide(&["--as", "bob", "--role", "support"]), 1, "needs the `refunds` role");
+    expect_refusal(&decide(&["--as", "agent", "--role", "refunds"]), 1, "requested this call and cannot approve it");
+    // The role of the risk's own name, when --roles-for does not say otherwise.
+    expect_refusal(
+        &af(&store, &["approve", &id, "--as", "bob", "--role", "refunds"]),
+        1,
+        "needs the `irreversible` role",
+    );
+    assert_eq!(af_json(&store, &["pending"])["approvals"].as_array().unwrap().len(), 1);
+
+    let approved = decide(&["--as", "alice", "--role", "refunds", "--json"]);
+    assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
+    let record: Value = serde_json::from_slice(&approved.stdout).unwrap();
+    assert_eq!(record["status"], "APPROVED");
+    assert_eq!(record["decided_by"], "alice");
+    // Decided once: a second decision loses the compare-and-set.
+    expect_refusal(&decide(&["--as", "carol", "--role", "refunds"]), 1, "already decided");
+    assert!(af_json(&store, &["pending"])["approvals"].as_array().unwrap().is_empty());
+
+    let audit = af_json(&store, &["audit", "t-paused"]);
+    let decision = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "approval.approved")
+        .unwrap_or_else(|| panic!("no approval.approved entry in {audit}"));
+    assert_eq!(decision["actor"], "alice");
+    assert_eq!(decision["detail"]["decided_by"], "alice");
+
+    // The executor accepts the CLI's decision: the resumed run makes the call.
+    let app = app(Arc::new(RedbStore::open(&store).unwrap()));
+    let done = runtime().block_on(app.runner(&()).thread("t-paused").resume()).unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.receipt.unwrap()["result"]["refunded"], 40);
+}
+
+#[test]
+fn edit_checks_the_arguments_against_the_stored_schema_and_reject_needs_a_reason() {
+    let dir = temp_dir("edit");
+    let store = dir.join("runs.redb");
+    fill(&store);
+    let id = af_json(&store, &["pending"])["approvals"][0]["id"].as_str().unwrap().to_string();
+    let who = ["--as", "alice", "--role", "irreversible"];
+    let edit = |args: &str| {
+        let mut all = vec!["edit", id.as_str(), "--args", args];
+        all.extend_from_slice(&who);
+        af(&store, &all)
+    };
+    expect_refusal(&edit(r#"{"order_id": "A-1", "amount": "ten"}"#), 1, "`args.amount` must be integer");
+    expect_refusal(&edit(r#"{"order_id": "A-1"}"#), 1, "`args.amount` is required");
+    expect_refusal(&edit("{not json"), 2, "--args is not valid JSON");
+    let mut reject = vec!["reject", id.as_str()];
+    reject.extend_from_slice(&who);
+    expect_refusal(&af(&store, &reject), 2, "reject needs --reason");
+
+    let edited = edit(r#"{"order_id": "A-1", "amount": 25}"#);
+    assert_eq!(edited.status.code(), Some(0), "{}", stderr(&edited));
+    let app = app(Arc::new(RedbStore::open(&store).unwrap()));
+    let desk = app.approvals(RoleAuthorizer::new()).unwrap();
+    let record = desk.get(&id).unwrap().unwrap();
+    assert_eq!(record.status, ApprovalStatus::Approved);
+    assert_eq!(serde_json::from_str::<Value>(&record.args).unwrap(), json!({ "order_id": "A-1", "amount": 25 }));
+    let done = runtime().block_on(app.runner(&()).thread("t-paused").resume()).unwrap();
+    assert_eq!(done.state.receipt.unwrap()["result"]["refunded"], 25);
+}
+
+#[test]
+fn reject_cancel_and_settle_move_the_record_and_are_audited() {
+    let dir = temp_dir("settle");
+    let store = dir.join("runs.redb");
+    fill(&store);
+    let id = af_json(&store, &["pending"])["approvals"][0]["id"].as_str().unwrap().to_string();
+    let who = ["--as", "alice", "--role", "irreversible", "--json"];
+    let run = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&who);
+        af(&store, &all)
+    };
+    let rejected = run(&["reject", &id, "--reason", "duplicate order"]);
+    assert_eq!(rejected.status.code(), Some(0), "{}", stderr(&rejected));
+    let record: Value = serde_json::from_slice(&rejected.stdout).unwrap();
+    assert_eq!(record["status"], "REJECTED");
+    assert_eq!(record["decision_note"], "duplicate order");
+    expect_refusal(&run(&["cancel", &id]), 1, "already decided: it is REJECTED");
+
+    // A call whose outcome is unknown (its process died mid-call), settled by a person.
+    {
+        let s = RedbStore::open(&store).unwrap();
+        let mut unknown = s.approval(&id).unwrap().unwrap();
+        unknown.id = "unknown-1".into();
+        unknown.status = ApprovalStatus::OutcomeUnknown;
+        unknown.decided_by = None;
+        unknown.decision_note = None;
+        s.put_approval(unknown, "agent").unwrap();
+    }
+    let pending = af_json(&store, &["pending"]);
+    assert_eq!(pending["approvals"][0]["status"], "OUTCOME_UNKNOWN");
+    let table = stdout(&af(&store, &["pending"]));
+    assert!(table.contains("outcome_unknown") && table.contains("unknown-1"), "{table}");
+    expect_refusal(&run(&["settle", "unknown-1", "--failed"]), 2, "settle --failed needs --reason");
+    expect_refusal(&run(&["settle", "unknown-1"]), 2, "exactly one of");
+    let settled = run(&["settle", "unknown-1", "--failed", "--reason", "the provider shows no refund"]);
+    assert_eq!(settled.status.code(), Some(0), "{}", stderr(&settled));
+    let record: Value = serde_json::from_slice(&settled.stdout).unwrap();
+    assert_eq!(record["status"], "FAILED");
+    assert_eq!(record["decided_by"], "alice");
+    let kinds: Vec<(String, String)> = af_json(&store, &["audit"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["kind"].as_str().unwrap().to_string(), e["actor"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(kinds.contains(&("approval.rejected".into(), "alice".into())), "{kinds:?}");
+    assert!(kinds.contains(&("approval.failed".into(), "alice".into())), "{kinds:?}");
+}
+
+#[test]
+fn update_fork_and_compact_write_audited_checkpoints() {
+    let dir = temp_dir("update");
+    let store = dir.join("runs.redb");
+    fill(&store);
+
+    // A finished thread: keep the newest checkpoint; its state stays readable.
+    let before = af_json(&store, &["show", "t-done"])["state"].clone();
+    let report = af_json(&store, &["compact", "t-done", "--keep", "1"]);
+    assert_eq!(report["dropped"], 1, "{report}");
+    assert_eq!(af_json(&store, &["history", "t-done"]).as_array().unwrap().len(), 1);
+    assert_eq!(af_json(&store, &["show", "t-done"])["state"], before);
+    expect_refusal(&af(&store, &["compact", "t-paused"]), 1, "not finished");
+
+    // Through the reducers: `steps` adds, `log` appends.
+    let upd =
+        af_json(&store, &["update", "t-done", "--set", r#"{"steps": 5, "log": ["fixed by hand"]}"#, "--as", "ops"]);
+    assert_eq!(upd["seq"], 2);
+    let lib = app(Arc::new(RedbStore::open(&store).unwrap())).state("t-done").unwrap().unwrap();
+    assert_eq!(lib.state.steps, 6);
+    assert_eq!(lib.state.log, ["checked", "fixed by hand"]);
+    assert_eq!(af_json(&store, &["show", "t-done"])["state"], serde_json::to_value(&lib.state).unwrap());
+    expect_refusal(
+        &af(&store, &["update", "t-done", "--set", r#"{"colour": 1}"#, "--as", "ops"]),
+        2,
+        "`colour` is not a field of the thread's state",
+    );
+    expect_refusal(&af(&store, &["update", "t-done", "--set", "[1]", "--as", "ops"]), 2, "must be a JSON object");
+    // A value the app could not decode when it resumes is refused before anything is written.
+    expect_refusal(
+        &af(&store, &["update", "t-done", "--set", r#"{"steps": "many"}"#, "--as", "ops"]),
+        2,
+        "`steps` holds an integer in the thread's state; --set gives a string",
+    );
+    assert_eq!(af_json(&store, &["history", "t-done"]).as_array().unwrap().len(), 2);
+
+    // Back to checkpoint 1, before the update.
+    let fork = af_json(&store, &["fork", "t-done", "1", "--as", "ops"]);
+    assert_eq!(fork["seq"], 3);
+    assert_eq!(af_json(&store, &["show", "t-done"])["state"]["steps"], 1);
+    let kinds: Vec<(String, String)> = af_json(&store, &["audit", "t-done"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["kind"].as_str().unwrap().to_string(), e["actor"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(kinds.contains(&("state.updated".into(), "ops".into())), "{kinds:?}");
+    assert!(kinds.contains(&("state.forked".into(), "ops".into())), "{kinds:?}");
+    expect_refusal(&af(&store, &["fork", "t-done", "0", "--as", "ops"]), 1, "has no checkpoint 0");
+}
+
+#[test]
+fn export_then_import_moves_a_thread_as_it_was() {
+    let dir = temp_dir("export");
+    let (first, second) = (dir.join("runs.redb"), dir.join("copy.redb"));
+    fill(&first);
+    let file = dir.join("t-paused.jsonl");
+    let out = af(&first, &["export", "t-paused", "--output", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Standard output carries the same lines.
+    let piped = af(&first, &["export", "t-paused"]);
+    assert_eq!(piped.stdout, std::fs::read(&file).unwrap());
+
+    let imported = af_json(&second, &["import", file.to_str().unwrap()]);
+    assert_eq!(imported["imported"], json!(["t-paused"]));
+    // Everything reads back the same: the export of the copy is the same file.
+    assert_eq!(stdout(&af(&second, &["export", "t-paused"])), std::fs::read_to_string(&file).unwrap());
+    assert_eq!(af_json(&second, &["show", "t-paused"]), af_json(&first, &["show", "t-paused"]));
+    assert_eq!(af_json(&second, &["audit", "t-paused"]), af_json(&first, &["audit", "t-paused"]));
+    assert_eq!(stdout(&af(&second, &["graph", "t-paused"])), payments::graph().mermaid());
+    // Importing again is refused; nothing changes.
+    expect_refusal(&af(&second, &["import", file.to_str().unwrap()]), 1, "exists already");
+
+    // The copy is a working thread: approve it there, and the run completes there.
+    let id = af_json(&second, &["pending"])["approvals"][0]["id"].as_str().unwrap().to_string();
+    let ok = af(&second, &["approve", &id, "--as", "alice", "--role", "irreversible"]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    let app = app(Arc::new(RedbStore::open(&second).unwrap()));
+    let done = runtime().block_on(app.runner(&()).thread("t-paused").resume()).unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+
+    expect_refusal(&af(&first, &["export", "nope"]), 1, "no thread `nope`");
+    let junk = dir.join("junk.jsonl");
+    std::fs::write(&junk, "{\"type\": \"thread\"}\n").unwrap();
+    expect_refusal(
+        &af(&dir.join("third.redb"), &["import", junk.to_str().unwrap()]),
+        2,
+        "no `agentflow.export` header",
+    );
+}
+
+#[test]
+fn graph_prints_the_mermaid_drawing_stored_with_the_thread() {
+    let dir = temp_dir("graph");
+    let store = dir.join("runs.redb");
+    fill(&store);
+    let out = af(&store, &["graph", "t-failed"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), payments::graph().mermaid());
+    assert!(stdout(&out).contains("check -.-> pay"), "{}", stdout(&out));
+    let desc: Value = serde_json::from_str(
+        &RedbStore::open(&store).unwrap().graph_description(payments::graph().fingerprint()).unwrap().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(desc["state"]["fields"][2], json!({ "name": "steps", "reducer": "add" }));
+    assert_eq!(desc["tools"][0]["name"], "refund");
+    assert_eq!(desc["tools"][0]["risk"], "irreversible");
+}
+
+/// A thread written before graph descriptions were stored: `graph` draws from the outline
+/// kept in its checkpoint 0, and `show` folds its updates as overwrites, saying so.
+#[test]
+fn a_thread_without_a_stored_description_still_draws_and_shows() {
+    let dir = temp_dir("old");
+    let store = dir.join("runs.redb");
+    {
+        let s = RedbStore::open(&store).unwrap();
+        let record = ThreadRecord::new("t-old", "agent", "0123456789abcdef", 1, 1_700_000_000_000);
+        let mut root = agentflow_store::Checkpoint {
+            thread: "t-old".into(),
+            seq: 0,
+            parent: None,
+            cursor: vec!["a".into()],
+            snapshot: Some(br#"{"n": 1}"#.to_vec()),
+            delta: vec![],
+            metadata: agentflow_store::CheckpointMetadata::new(0, agentflow_store::CheckpointSource::Input, vec![]),
+            created_at: 1_700_000_000_000,
+        };
+        root.metadata.extra = json!({ "graph": { "name": "old", "nodes": { "a": ["b", "END"], "b": ["END"] } } });
+        s.commit_step(StepCommit::new(record.clone()).with_checkpoint(root)).unwrap();
+        let step = agentflow_store::Checkpoint {
+            thread: "t-old".into(),
+            seq: 1,
+            parent: Some(0),
+            cursor: vec![],
+            snapshot: None,
+            delta: vec![br#"{"n": 5}"#.to_vec()],
+            metadata: agentflow_store::CheckpointMetadata::new(
+                1,
+                agentflow_store::CheckpointSource::Loop,
+                vec!["a".into()],
+            ),
+            created_at: 1_700_000_000_001,
+        };
+        s.commit_step(StepCommit::new(record).with_checkpoint(step)).unwrap();
+    }
+    let drawing = stdout(&af(&store, &["graph", "t-old"]));
+    assert_eq!(
+        drawing,
+        "flowchart TD\n    __start__([START])\n    __end__([END])\n    __start__ --> a\n    a -.-> b\n    a -.-> __end__\n    b --> __end__\n"
+    );
+    let shown = af_json(&store, &["show", "t-old"]);
+    assert_eq!(shown["state"], json!({ "n": 5 }));
+    assert!(shown["warnings"][0].as_str().unwrap().contains("no description"), "{shown}");
+    // Compacting would have to guess the reducers: refused with exit code 5.
+    let mut done = ThreadRecord::new("t-old", "agent", "0123456789abcdef", 1, 1_700_000_000_000);
+    done.status = ThreadStatus::Completed;
+    RedbStore::open(&store).unwrap().commit_step(StepCommit::new(done)).unwrap();
+    expect_refusal(&af(&store, &["compact", "t-old"]), 5, "no description of thread `t-old`'s graph");
+}
+
+#[test]
+fn stuck_lists_long_waits_dead_runs_and_overdue_timers() {
+    let dir = temp_dir("stuck");
+    let store = dir.join("runs.redb");
+    fill(&store);
+    {
+        // A run whose process died mid-step (running, no lease), and a thread whose timer
+        // came due ten minutes ago with nobody to wake it.
+        let s = RedbStore::open(&store).unwrap();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+        let dead = ThreadRecord::new("t-dead", "agent", payments::graph().fingerprint(), 1, now - 5_000);
+        s.commit_step(StepCommit::new(dead)).unwrap();
+        let mut sleepy = ThreadRecord::new("t-sleepy", "agent", payments::graph().fingerprint(), 1, now - 700_000);
+        sleepy.status = ThreadStatus::Sleeping;
+        s.commit_step(StepCommit::new(sleepy).with_wake_at(now - 600_000)).unwrap();
+    }
+    let stuck = af_json(&store, &["stuck", "--waiting", "0s"]);
+    let reasons: Vec<(String, String)> = stuck
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["thread"].as_str().unwrap().to_string(), s["reason"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(reasons.contains(&("t-paused".into(), "waiting_on_human".into())), "{reasons:?}");
+    assert!(reasons.contains(&("t-dead".into(), "lease_expired".into())), "{reasons:?}");
+    assert!(reasons.contains(&("t-sleepy".into(), "timer_overdue".into())), "{reasons:?}");
+    assert!(!reasons.iter().any(|(t, _)| t == "t-done" || t == "t-failed"), "{reasons:?}");
+    // Waiting moments ago is not stuck under the default hour; the overdue timer is not
+    // stuck when ten minutes late is allowed.
+    let lenient = af_json(&store, &["stuck", "--overdue", "1h"]);
+    let threads: Vec<&str> = lenient.as_array().unwrap().iter().map(|s| s["thread"].as_str().unwrap()).collect();
+    assert_eq!(threads, vec!["t-dead"]);
+}
+
+#[test]
+fn a_store_held_by_another_process_gives_exit_code_3_and_says_what_to_do() {
+    let dir = temp_dir("busy");
+    let store = dir.join("runs.redb");
+    fill(&store);
+    let held = RedbStore::open(&store).expect("hold the store open");
+    expect_refusal(&af(&store, &["threads"]), 3, "another process (a running app or worker) has this redb file open");
+    expect_refusal(&af(&store, &["threads"]), 3, "stop that process and run the command again");
+    drop(held);
+    assert_eq!(af(&store, &["threads"]).status.code(), Some(0));
+}
+
+#[test]
+fn usage_errors_and_missing_stores_have_their_exit_codes() {
+    let dir = temp_dir("usage");
+    let missing = dir.join("missing.redb");
+    expect_refusal(&af(&missing, &["threads"]), 1, "no such store file");
+    assert!(!missing.exists(), "a read must not create a store");
+    let no_store =
+        Command::new(env!("CARGO_BIN_EXE_agentflow")).arg("threads").env_remove("AGENTFLOW_STORE").output().unwrap();
+    expect_refusal(&no_store, 2, "no store given");
+    expect_refusal(&af(&missing, &["frobnicate"]), 2, "unrecognized subcommand");
+    let help = af(&missing, &["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(stdout(&help).contains("Exit codes:") && stdout(&help).contains("3  store busy or unreachable"));
+}
+
+/// PostgreSQL: a thread exported from a redb file imports into a PostgreSQL store and reads
+/// back the same there (skipped without AGENTFLOW_PG_URL; `source .ci/postgres.sh`).
+#[test]
+fn postgres_smoke_import_and_read_back() {
+    let Ok(url) = std::env::var("AGENTFLOW_PG_URL") else {
+        eprintln!("skipped: AGENTFLOW_PG_URL is not set");
+        return;
+    };
+    let dir = temp_dir("pg");
+    let store = dir.join("runs.redb");
+    fill(&store);
+    let file = dir.join("t-paused.jsonl");
+    assert_eq!(af(&store, &["export", "t-paused", "--output", file.to_str().unwrap()]).status.code(), Some(0));
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let schema = format!("cli_smoke_{}_{nanos}", std::process::id());
+    let pg = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_agentflow"))
+            .args(["--store", &url, "--schema", &schema, "--json"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "agentflow {args:?} on PostgreSQL: {}", stderr(&out));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    assert_eq!(pg(&["import", file.to_str().unwrap()])["imported"], json!(["t-paused"]));
+    assert_eq!(pg(&["threads"])[0]["status"], "interrupted");
+    assert_eq!(pg(&["show", "t-paused"]), af_json(&store, &["show", "t-paused"]));
+    let id = pg(&["pending"])["approvals"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(pg(&["approve", &id, "--as", "alice", "--role", "irreversible"])["status"], "APPROVED");
+    // A run holding the thread (here: a lease taken by this process): changes wait for it.
+    let held = agentflow_store::PostgresStore::builder().schema(schema.clone()).open(&url).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    held.acquire_lease("t-paused", "worker-elsewhere", 60_000, now).unwrap();
+    let busy = Command::new(env!("CARGO_BIN_EXE_agentflow"))
+        .args(["--store", &url, "--schema", &schema, "update", "t-paused", "--set", r#"{"steps": 1}"#, "--as", "ops"])
+        .output()
+        .unwrap();
+    expect_refusal(&busy, 3, "a run holds the thread");
+    let unreachable = Command::new(env!("CARGO_BIN_EXE_agentflow"))
+        .args(["--store", "postgres://agentflow:x@127.0.0.1:1/none", "threads"])
+        .output()
+        .unwrap();
+    expect_refusal(&unreachable, 3, "cannot reach the PostgreSQL store");
+}
