@@ -472,3 +472,75 @@ async fn a_subgraph_the_node_does_not_list_is_refused_at_run_time_too() {
     assert!(error.message.contains("ran subgraph `review`, which is not in its `subgraphs` list"), "{}", error.message);
     assert_eq!(counts.reviews.load(Ordering::SeqCst), 0);
 }
+
+// ------------------------------------------------ a child's items in the parent's stream
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Talk {
+    said: String,
+}
+
+#[graph(state = Talk, deps = Counts, start = say)]
+pub mod inner_talk {
+    use super::*;
+
+    #[node(goto = [END])]
+    async fn say(_s: &Talk, cx: &Ctx<Counts>) -> Result<Step<Talk>, NodeError> {
+        cx.emit(json!("from the grandchild")).await?;
+        Ok(goto!(END, Talk::update().said("inner".to_string())))
+    }
+}
+
+#[graph(state = Talk, deps = Counts, start = relay)]
+pub mod middle_talk {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [inner_talk])]
+    async fn relay(_s: &Talk, cx: &Ctx<Counts>) -> Result<Step<Talk>, NodeError> {
+        cx.emit(json!("from the child")).await?;
+        let inner = cx.subgraph(inner_talk::graph(), Talk::default()).await?;
+        Ok(goto!(END, Talk::update().said(inner.said)))
+    }
+}
+
+#[graph(state = Talk, deps = Counts, start = host)]
+pub mod outer_talk {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [middle_talk])]
+    async fn host(_s: &Talk, cx: &Ctx<Counts>) -> Result<Step<Talk>, NodeError> {
+        cx.emit(json!("before")).await?;
+        let child = cx.subgraph(middle_talk::graph(), Talk::default()).await?;
+        cx.emit(json!("after")).await?;
+        Ok(goto!(END, Talk::update().said(child.said)))
+    }
+}
+
+#[tokio::test]
+async fn a_childs_custom_values_reach_the_parents_stream_under_its_namespace() {
+    use agentflow::{StreamMode, StreamPart};
+    let counts = Counts::default();
+    let app = outer_talk::graph().app().store(store());
+    let mut stream = app.runner(&counts).thread("talk").stream_modes([StreamMode::Custom]).stream(Talk::default());
+    let mut seen = Vec::new();
+    let mut result = None;
+    while let Some(item) = stream.next().await {
+        match item.part {
+            StreamPart::Custom { node, value, .. } => seen.push((item.namespace, node, value)),
+            StreamPart::Done(r) => result = Some(r),
+            other => panic!("only custom items were asked for: {other:?}"),
+        }
+    }
+    assert_eq!(result.unwrap().unwrap().state.said, "inner");
+    let child = "host.0.0.middle_talk".to_string();
+    let grandchild = "relay.0.0.inner_talk".to_string();
+    assert_eq!(
+        seen,
+        vec![
+            (vec![], "host", json!("before")),
+            (vec![child.clone()], "relay", json!("from the child")),
+            (vec![child, grandchild], "say", json!("from the grandchild")),
+            (vec![], "host", json!("after")),
+        ]
+    );
+}

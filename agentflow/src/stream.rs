@@ -85,10 +85,13 @@ impl Modes {
 #[non_exhaustive]
 pub struct StreamItem<S: State> {
     /// The path of the graph that produced the item, from the run's root
-    /// graph: empty for the root graph itself (every item today). An item
-    /// from a graph run as a child of node `n` carries the child's path
-    /// under its parent (`["n", ..]`), so a consumer can tell a child's items
-    /// from its parent's.
+    /// graph: empty for the root graph itself. A model chunk or a custom
+    /// value from a [subgraph](crate::subgraph) carries one entry per level,
+    /// each the child's call under its parent node
+    /// (`["delegate.0.2.writer"]`, and `["write.0.0.research",
+    /// "gather.0.0.review"]` one level further down), so a consumer can tell
+    /// a child's items from its parent's. A child's values, updates and
+    /// events are not in the parent's stream.
     pub namespace: Vec<String>,
     /// What happened.
     pub part: StreamPart<S>,
@@ -169,10 +172,54 @@ pub(crate) struct Origin {
 }
 
 /// What a node's context reaches of the stream, whatever the state type.
-pub(crate) trait Outlet: Room {
+pub(crate) trait Outlet: Room + Send + Sync {
     fn wants(&self, mode: StreamMode) -> bool;
-    fn message(&self, origin: Origin, chunk: ChatChunk);
-    fn custom(&self, origin: Origin, value: serde_json::Value);
+    /// A chunk from the graph at `namespace` (empty: the root graph).
+    fn message_at(&self, namespace: Vec<String>, origin: Origin, chunk: ChatChunk);
+    /// A custom value from the graph at `namespace` (empty: the root graph).
+    fn custom_at(&self, namespace: Vec<String>, origin: Origin, value: serde_json::Value);
+
+    fn message(&self, origin: Origin, chunk: ChatChunk) {
+        self.message_at(Vec::new(), origin, chunk);
+    }
+
+    fn custom(&self, origin: Origin, value: serde_json::Value) {
+        self.custom_at(Vec::new(), origin, value);
+    }
+}
+
+/// A child graph's view of its parent's stream: what the child sends goes
+/// to the parent's stream under the child's place (`level`).
+pub(crate) struct Nested {
+    pub(crate) parent: Arc<dyn Outlet>,
+    pub(crate) level: String,
+}
+
+impl Nested {
+    fn path(&self, mut below: Vec<String>) -> Vec<String> {
+        below.insert(0, self.level.clone());
+        below
+    }
+}
+
+impl Room for Nested {
+    fn poll_room(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.parent.poll_room(cx)
+    }
+}
+
+impl Outlet for Nested {
+    fn wants(&self, mode: StreamMode) -> bool {
+        self.parent.wants(mode)
+    }
+
+    fn message_at(&self, namespace: Vec<String>, origin: Origin, chunk: ChatChunk) {
+        self.parent.message_at(self.path(namespace), origin, chunk);
+    }
+
+    fn custom_at(&self, namespace: Vec<String>, origin: Origin, value: serde_json::Value) {
+        self.parent.custom_at(self.path(namespace), origin, value);
+    }
 }
 
 /// The buffer between a run and its [`RunStream`].
@@ -205,9 +252,13 @@ impl<S: State> Channel<S> {
     }
 
     pub(crate) fn push(&self, part: StreamPart<S>) {
+        self.push_at(Vec::new(), part);
+    }
+
+    fn push_at(&self, namespace: Vec<String>, part: StreamPart<S>) {
         let mut buffer = self.lock();
         if !buffer.discard {
-            buffer.items.push_back(StreamItem::root(part));
+            buffer.items.push_back(StreamItem { namespace, part });
         }
     }
 
@@ -250,14 +301,14 @@ impl<S: State> Outlet for Channel<S> {
         self.has(mode)
     }
 
-    fn message(&self, origin: Origin, chunk: ChatChunk) {
+    fn message_at(&self, namespace: Vec<String>, origin: Origin, chunk: ChatChunk) {
         let Origin { step, node, instance } = origin;
-        self.push(StreamPart::Message { step, node, instance, chunk });
+        self.push_at(namespace, StreamPart::Message { step, node, instance, chunk });
     }
 
-    fn custom(&self, origin: Origin, value: serde_json::Value) {
+    fn custom_at(&self, namespace: Vec<String>, origin: Origin, value: serde_json::Value) {
         let Origin { step, node, instance } = origin;
-        self.push(StreamPart::Custom { step, node, instance, value });
+        self.push_at(namespace, StreamPart::Custom { step, node, instance, value });
     }
 }
 

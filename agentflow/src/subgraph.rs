@@ -91,9 +91,12 @@
 //! the node (there is nothing to resume). At most [`DEFAULT_PARALLEL`]
 //! children run at once in one run.
 //!
-//! Not yet: the child's events are not forwarded to the parent's `on_event`
-//! sink, and a child cut off by a crash has its usage counted in its own
-//! thread only, not in the parent's.
+//! Streams: a child's model chunks and `cx.emit` values go to the parent's
+//! [stream](crate::Runner::stream), each item's `namespace` naming the
+//! child's place (`["delegate.0.2.writer"]`, one entry per level). Not yet:
+//! the child's values, updates and events are not in the parent's stream
+//! nor its `on_event` sink, and a child cut off by a crash has its usage
+//! counted in its own thread only, not in the parent's.
 //!
 //! [`DEFAULT_PARALLEL`]: crate::DEFAULT_PARALLEL
 
@@ -143,16 +146,18 @@ impl<D: Sync> Ctx<'_, D> {
         app.gateway.breakers = Arc::clone(&self.scope.breakers);
         let remaining = self.scope.meter.remaining();
         let cancel = self.scope.cancel.child_token();
+        let instance = self.instance().map(|i| format!(".{i}")).unwrap_or_default();
+        let level = format!("{}{instance}.{}.{index}.{name}", self.node, self.step);
+        let outlet = self.scope.outlet.clone();
         let Some(journal) = self.journal else {
-            let runner = app.runner(self.deps).limits(remaining).cancel_token(cancel);
+            let runner = app.runner(self.deps).limits(remaining).cancel_token(cancel).nested_in(outlet, level);
             let run = runner.run(input).await;
             return self.child_result(name, None, run);
         };
         let store = Arc::clone(&journal.store);
         app = app.store(Arc::clone(&store));
-        let instance = self.instance().map(|i| format!(".{i}")).unwrap_or_default();
-        let id = format!("{}/{}{instance}.{}.{index}.{}", journal.thread, self.node, self.step, name);
-        let mut runner = app.runner(self.deps).thread(id.clone()).cancel_token(cancel);
+        let id = format!("{}/{level}", journal.thread);
+        let mut runner = app.runner(self.deps).thread(id.clone()).cancel_token(cancel).nested_in(outlet, level);
         if !self.scope.owner.is_empty() {
             runner = runner.owner(self.scope.owner.clone());
         }

@@ -69,6 +69,7 @@ impl<S: State, D: Sync> App<S, D> {
             stream: None,
             modes: Modes::of([StreamMode::Updates]),
             stream_buffer: DEFAULT_STREAM_BUFFER,
+            parent_outlet: None,
         }
     }
 }
@@ -105,6 +106,9 @@ pub struct Runner<'g, S: State, D> {
     modes: Modes,
     /// How many items a stream of this run buffers.
     stream_buffer: usize,
+    /// For a subgraph's run: its parent's stream, which its model chunks and
+    /// custom values go to (under the child's place).
+    parent_outlet: Option<Arc<dyn crate::stream::Outlet>>,
 }
 
 /// How many items a [`RunStream`] holds before the run waits for its reader,
@@ -122,6 +126,13 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// Who the thread belongs to (stored with it).
     pub fn owner(mut self, owner: impl Into<String>) -> Self {
         self.owner = owner.into();
+        self
+    }
+
+    /// A subgraph's run sends its model chunks and custom values to its
+    /// parent's stream, under `level`.
+    pub(crate) fn nested_in(mut self, parent: Option<Arc<dyn crate::stream::Outlet>>, level: String) -> Self {
+        self.parent_outlet = parent.map(|parent| Arc::new(crate::stream::Nested { parent, level }) as Arc<_>);
         self
     }
 
@@ -450,7 +461,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
             children: tokio::sync::Semaphore::new(crate::DEFAULT_PARALLEL),
             breakers: Arc::clone(&gateway.breakers),
-            outlet: outlet.map(|c| c as Arc<dyn crate::stream::Outlet>),
+            outlet: outlet.map(|c| c as Arc<dyn crate::stream::Outlet>).or(self.parent_outlet),
         };
         let metrics = crate::metrics::RunMetrics::new(plan.spec.name, plan.spec.nodes.iter().map(|n| &n.name));
         let exec = Exec {
