@@ -173,6 +173,61 @@ async fn postgres_cancel_request_from_another_store_instance_stops_a_running_thr
     cancel_stops_at_a_step_boundary(pg_app(&url, &schema), pg_app(&url, &schema)).await;
 }
 
+async fn pause_then_resume(app: App<Job, ()>, controller: App<Job, ()>) {
+    let paused = |app: &App<Job, ()>| -> Vec<String> {
+        let threads = app.backing_store().unwrap().list_threads().unwrap();
+        threads.into_iter().filter(|t| t.status == ThreadStatus::Paused).map(|t| t.id).collect()
+    };
+    // 40 steps of 5 ms: still running when paused.
+    app.submit("long", &Job::new(40, false, 5)).unwrap();
+    let (stop, handle) = start(&app, 2);
+    wait_until("a few steps ran", LIMIT, || app.history("long").map(|h| h.len() > 3).unwrap_or(false)).await;
+    assert!(controller.pause_run("long").unwrap());
+    wait_until("the run leaves the queue", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    let record = app.thread("long").unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Paused, "{}", record.detail);
+    assert_eq!(paused(&controller), ["long"], "listed as paused");
+    let state = app.state("long").unwrap().unwrap().state;
+    assert!(state.counter < 40, "paused before its end");
+    assert_eq!(assert_linear_history(app.backing_store().unwrap().as_ref(), "long") as u64, state.counter + 1);
+
+    // A run paused before any worker claimed it is created and paused before its first step.
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.controlled), (1, 1), "{report:?}");
+    app.submit("queued", &Job::new(5, false, 0)).unwrap();
+    assert!(controller.pause_run("queued").unwrap());
+    let (stop, handle) = start(&app, 2);
+    wait_until("the paused run leaves the queue", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    assert_eq!(app.thread("queued").unwrap().unwrap().status, ThreadStatus::Paused);
+    assert_eq!(app.state("queued").unwrap().unwrap().state.counter, 0);
+    assert_eq!(paused(&controller), ["long", "queued"]);
+
+    // Resumed from any process: each continues with its next step, none lost or run twice.
+    controller.submit_resume("long").unwrap();
+    controller.submit_resume("queued").unwrap();
+    wait_until("both complete", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.controlled, report.completed), (3, 1, 2), "{report:?}");
+    assert_done(&app, "long", 40);
+    assert_done(&app, "queued", 5);
+    assert!(paused(&controller).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_a_paused_thread_is_listed_as_paused_and_resumes_where_it_stopped() {
+    let app = redb_app();
+    pause_then_resume(app.clone(), app).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_thread_paused_from_another_store_instance_resumes_where_it_stopped() {
+    let Some(url) = pg_url() else { return };
+    let schema = fresh_schema("pause");
+    pause_then_resume(pg_app(&url, &schema), pg_app(&url, &schema)).await;
+}
+
 async fn shutdown_hands_over(app: App<Job, ()>) {
     app.submit("handover", &Job::new(60, false, 5)).unwrap();
     let (stop_a, a) = start(&app, 1);

@@ -65,6 +65,7 @@ impl<S: State, D: Sync> App<S, D> {
             limits: Limits::none(),
             lease_ttl: DEFAULT_LEASE_TTL,
             holder: None,
+            pause: CancellationToken::new(),
         }
     }
 }
@@ -94,6 +95,8 @@ pub struct Runner<'g, S: State, D> {
     lease_ttl: Duration,
     /// The lease holder id (a worker's, which claimed the thread); a new one per run if unset.
     holder: Option<String>,
+    /// Cancelled (before `cancel`) when the stop is a pause: the run ends `Outcome::Paused`.
+    pause: CancellationToken,
 }
 
 impl<'g, S: State, D: Sync> Runner<'g, S, D> {
@@ -150,6 +153,13 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// run leaves the lease held when it ends: `holder` releases it.
     pub(crate) fn lease_holder(mut self, holder: impl Into<String>) -> Self {
         self.holder = Some(holder.into());
+        self
+    }
+
+    /// Makes a stop through the cancel token a pause when `pause` was cancelled first: the run
+    /// ends [`Outcome::Paused`] (status `paused`, no compensation) instead of cancelled.
+    pub(crate) fn pause_token(mut self, pause: CancellationToken) -> Self {
+        self.pause = pause;
         self
     }
 
@@ -341,8 +351,19 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             shield: crate::shield::Shield::default(),
             activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
         };
-        let exec =
-            Exec { plan, deps: self.deps, scope, events, before, after, resume_value, resume_nodes, skip_before };
+        let pause = self.pause;
+        let exec = Exec {
+            plan,
+            deps: self.deps,
+            scope,
+            events,
+            before,
+            after,
+            resume_value,
+            resume_nodes,
+            skip_before,
+            pause,
+        };
         let span = tracing::info_span!("agentflow.run", graph = plan.spec.name, thread = self.thread.as_deref());
         let result = exec.run_loop(start, max_steps, self.deadline, &mut checkpointer).instrument(span).await;
         let usage = exec.scope.meter.usage();
@@ -375,6 +396,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 Outcome::BudgetExhausted { .. } => ThreadStatus::BudgetExhausted,
                 Outcome::Failed { .. } => ThreadStatus::Failed,
                 Outcome::Cancelled => ThreadStatus::Cancelled,
+                Outcome::Paused => ThreadStatus::Paused,
                 Outcome::Interrupted { pending, .. } => {
                     // Woken on its own when an approval it waits for expires.
                     cp.wake_at = crate::timer::wake::wake_time(pending);
