@@ -228,6 +228,73 @@ async fn postgres_a_thread_paused_from_another_store_instance_resumes_where_it_s
     pause_then_resume(pg_app(&url, &schema), pg_app(&url, &schema)).await;
 }
 
+/// The `run.*` entries of `thread`'s audit log: `(kind, actor)`.
+fn controls_audited(app: &App<Job, ()>, thread: &str) -> Vec<(String, String)> {
+    let log = app.audit_log(thread).unwrap();
+    log.into_iter().filter(|e| e.kind.starts_with("run.")).map(|e| (e.kind, e.actor)).collect()
+}
+
+async fn controls_are_audited(app: App<Job, ()>, controller: App<Job, ()>) {
+    let pair = |kind: &str, actor: &str| (kind.to_string(), actor.to_string());
+    // Paused before any worker runs it, resumed, then cancelled while it runs: each request
+    // names who asked, in order.
+    app.submit_as("audited", &Job::new(10_000, false, 2), "alice").unwrap();
+    assert!(controller.pause_run_as("audited", "bob").unwrap());
+    let (stop, handle) = start(&app, 1);
+    wait_until("the paused run leaves the queue", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    controller.submit_resume_as("audited", "carol").unwrap();
+    wait_until("it runs again", LIMIT, || app.history("audited").map(|h| h.len() > 3).unwrap_or(false)).await;
+    assert!(controller.cancel_run_as("audited", "dave").unwrap());
+    wait_until("the run leaves the queue", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    // A request for a thread that is not queued changes nothing and is not audited.
+    assert!(!controller.cancel_run_as("audited", "erin").unwrap());
+    assert!(!controller.pause_run_as("audited", "erin").unwrap());
+    assert_eq!(
+        controls_audited(&controller, "audited"),
+        [
+            pair("run.submitted", "alice"),
+            pair("run.pause_requested", "bob"),
+            pair("run.resume_requested", "carol"),
+            pair("run.cancel_requested", "dave"),
+        ]
+    );
+    let details: Vec<_> = controller.audit_log("audited").unwrap().into_iter().map(|e| e.detail).collect();
+    assert_eq!(details[1]["control"], "PAUSE");
+    assert_eq!(details[2]["status"], "paused");
+    assert_eq!(details[3]["control"], "CANCEL");
+
+    // Without a name, the requests name the process that made them.
+    controller.submit("plain", &Job::new(10_000, false, 2)).unwrap();
+    wait_until("it runs", LIMIT, || app.history("plain").map(|h| h.len() > 3).unwrap_or(false)).await;
+    assert!(controller.pause_run("plain").unwrap());
+    wait_until("the run leaves the queue", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    controller.submit_resume("plain").unwrap();
+    assert!(controller.cancel_run("plain").unwrap());
+    wait_until("the run leaves the queue", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+    let audited = controls_audited(&controller, "plain");
+    let kinds: Vec<&str> = audited.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(kinds, ["run.submitted", "run.pause_requested", "run.resume_requested", "run.cancel_requested"]);
+    let me = format!("-pid{}-", std::process::id());
+    for (kind, actor) in &audited {
+        assert!(actor.starts_with("process:") && actor.contains(&me), "{kind} by {actor}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_submit_pause_resume_and_cancel_requests_are_audited_with_who_asked() {
+    let app = redb_app();
+    controls_are_audited(app.clone(), app).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_requests_from_another_store_instance_are_audited_with_who_asked() {
+    let Some(url) = pg_url() else { return };
+    let schema = fresh_schema("audit");
+    controls_are_audited(pg_app(&url, &schema), pg_app(&url, &schema)).await;
+}
+
 async fn shutdown_hands_over(app: App<Job, ()>) {
     app.submit("handover", &Job::new(60, false, 5)).unwrap();
     let (stop_a, a) = start(&app, 1);

@@ -156,6 +156,9 @@ pub enum QueueError {
         /// Which store.
         detail: String,
     },
+    /// The audit entry of a queue operation was refused (nothing was written). (Appended last.)
+    #[error(transparent)]
+    Audit(#[from] crate::error::AuditError),
 }
 
 /// A queue row as stored in the redb table (JSON, versioned by `v`).

@@ -757,6 +757,29 @@ impl Store for RedbStore {
             Ok(redb::ReadableTable::get(&of, thread).ctx(path)?.map(|v| v.value()))
         })
     }
+
+    /// One write transaction.
+    fn enqueue_run_audited(&self, run: NewRun, entry: NewAuditEntry) -> Result<(), QueueError> {
+        self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
+            queue::stage_enqueue(tx, &run)?;
+            stage_append_audit(tx, &run.thread, &entry)?;
+            Ok::<_, QueueError>(())
+        })?;
+        Ok(())
+    }
+
+    /// One write transaction.
+    fn control_run_audited(&self, thread: &str, control: RunControl, entry: NewAuditEntry) -> Result<bool, QueueError> {
+        let thread = thread.to_string();
+        let (set, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
+            let set = queue::stage_control(tx, &thread, control)?;
+            if set {
+                stage_append_audit(tx, &thread, &entry)?;
+            }
+            Ok::<_, QueueError>(set)
+        })?;
+        Ok(set)
+    }
 }
 
 /// What a listing does with a record that does not decode.

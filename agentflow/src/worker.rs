@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use agentflow_store::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Store};
+use agentflow_store::{NewAuditEntry, NewRun, QueueError, QueuedRun, RunControl, RunWait, Store};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -509,7 +509,8 @@ impl<S: State, D> App<S, D> {
 
     /// Submits a new run of thread `thread` from `input` for a [`Worker`] (in any process that
     /// shares the store) to claim; blocking. The thread belongs to no one in particular; see
-    /// [`App::submit_as`].
+    /// [`App::submit_as`]. A `run.submitted` entry in the thread's audit log, written with the
+    /// run, names this process as who asked (see [`App::submit_as`]).
     ///
     /// # Errors
     /// [`WorkerError::ThreadExists`] if the thread exists, [`QueueError::AlreadyQueued`] if it
@@ -518,31 +519,51 @@ impl<S: State, D> App<S, D> {
         self.submit_as(thread, input, "")
     }
 
-    /// [`App::submit`] for a thread that belongs to `owner` (stored with it).
+    /// [`App::submit`] for a thread that belongs to `owner` (stored with it); the
+    /// `run.submitted` audit entry names `owner` as who asked (this process if `owner` is empty).
     pub fn submit_as(&self, thread: &str, input: &S, owner: &str) -> Result<(), WorkerError> {
         let store = self.queue_store()?;
         if store.thread(thread)?.is_some() {
             return Err(WorkerError::ThreadExists { thread: thread.to_string() });
         }
         let input = crate::persist::encode::document(input, "the input state")?;
-        store.enqueue_run(NewRun::new(thread, self.graph.name(), Some(input), owner, now_ms()))?;
+        let at = now_ms();
+        let actor = if owner.is_empty() { process_actor() } else { owner.to_string() };
+        let detail = serde_json::json!({ "graph": self.graph.name(), "owner": owner });
+        let entry = NewAuditEntry::new(at, actor, "run.submitted", detail);
+        store.enqueue_run_audited(NewRun::new(thread, self.graph.name(), Some(input), owner, at), entry)?;
         Ok(())
     }
 
     /// Queues an existing thread to be resumed by a worker (after a pause, a cancel, a
-    /// breakpoint, a failure); blocking.
+    /// breakpoint, a failure); blocking. A `run.resume_requested` audit entry, written with the
+    /// run, names this process as who asked (see [`App::submit_resume_as`]).
     pub fn submit_resume(&self, thread: &str) -> Result<(), WorkerError> {
+        self.submit_resume_as(thread, &process_actor())
+    }
+
+    /// [`App::submit_resume`], audited as asked by `actor`.
+    pub fn submit_resume_as(&self, thread: &str, actor: &str) -> Result<(), WorkerError> {
         let store = self.queue_store()?;
         let record = store.thread(thread)?.ok_or_else(|| WorkerError::UnknownThread { thread: thread.to_string() })?;
-        store.enqueue_run(NewRun::new(thread, self.graph.name(), None, &record.owner, now_ms()))?;
+        let at = now_ms();
+        let detail = serde_json::json!({ "graph": self.graph.name(), "status": record.status.as_str() });
+        let entry = NewAuditEntry::new(at, actor, "run.resume_requested", detail);
+        store.enqueue_run_audited(NewRun::new(thread, self.graph.name(), None, &record.owner, at), entry)?;
         Ok(())
     }
 
     /// Asks, from any process, that queued or running thread `thread` stop at its next step
     /// boundary and leave the queue; the run ends [`Outcome::Cancelled`]. `false` if the thread
-    /// is not queued. Blocking.
+    /// is not queued. Blocking. A `run.cancel_requested` audit entry, written with the request,
+    /// names this process as who asked (see [`App::cancel_run_as`]).
     pub fn cancel_run(&self, thread: &str) -> Result<bool, WorkerError> {
-        Ok(self.queue_store()?.control_run(thread, RunControl::Cancel)?)
+        self.cancel_run_as(thread, &process_actor())
+    }
+
+    /// [`App::cancel_run`], audited as asked by `actor`.
+    pub fn cancel_run_as(&self, thread: &str, actor: &str) -> Result<bool, WorkerError> {
+        self.control(thread, RunControl::Cancel, actor, "run.cancel_requested")
     }
 
     /// Asks, from any process, that queued or running thread `thread` pause at its next step
@@ -550,9 +571,23 @@ impl<S: State, D> App<S, D> {
     /// becomes [`ThreadStatus::Paused`](agentflow_store::ThreadStatus::Paused) (nothing is undone,
     /// no timer wakes it) and [`App::submit_resume`] continues it with the step after the last
     /// committed one. A run paused before a worker started it is started and paused before its
-    /// first step. `false` if the thread is not queued. Blocking.
+    /// first step. `false` if the thread is not queued. Blocking. A `run.pause_requested` audit
+    /// entry, written with the request, names this process as who asked (see
+    /// [`App::pause_run_as`]).
     pub fn pause_run(&self, thread: &str) -> Result<bool, WorkerError> {
-        Ok(self.queue_store()?.control_run(thread, RunControl::Pause)?)
+        self.pause_run_as(thread, &process_actor())
+    }
+
+    /// [`App::pause_run`], audited as asked by `actor`.
+    pub fn pause_run_as(&self, thread: &str, actor: &str) -> Result<bool, WorkerError> {
+        self.control(thread, RunControl::Pause, actor, "run.pause_requested")
+    }
+
+    /// Sets `control` on the queued run of `thread` with its audit entry, in one transaction.
+    fn control(&self, thread: &str, control: RunControl, actor: &str, kind: &str) -> Result<bool, WorkerError> {
+        let detail = serde_json::json!({ "control": control.as_str() });
+        let entry = NewAuditEntry::new(now_ms(), actor, kind, detail);
+        Ok(self.queue_store()?.control_run_audited(thread, control, entry)?)
     }
 
     /// Every queued or running thread of the store, with the worker that claimed it, its last
@@ -560,6 +595,12 @@ impl<S: State, D> App<S, D> {
     pub fn live_runs(&self) -> Result<Vec<QueuedRun>, WorkerError> {
         Ok(self.queue_store()?.list_runs()?)
     }
+}
+
+/// Who asked, when a control does not say: this process (host name, pid, start time, random
+/// bits), as `process:<tag>`.
+fn process_actor() -> String {
+    format!("process:{}", process_tag())
 }
 
 #[cfg(test)]

@@ -681,4 +681,33 @@ impl Store for PostgresStore {
         let thread = thread.to_string();
         self.call(move |ctx| async move { Ok(reads::thread_timer(&ctx, &thread).await?) })
     }
+
+    /// One transaction.
+    fn enqueue_run_audited(&self, run: NewRun, entry: NewAuditEntry) -> Result<(), QueueError> {
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| async {
+                queue::enqueue(ctx, &tx, &run).await?;
+                approvals::append_audit::<_, QueueError>(ctx, &tx, &run.thread, &entry).await?;
+                Ok::<_, Fail<QueueError>>(())
+            }
+            .await)
+        })
+    }
+
+    /// One transaction.
+    fn control_run_audited(&self, thread: &str, control: RunControl, entry: NewAuditEntry) -> Result<bool, QueueError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| async {
+                let set = queue::control(&tx, &thread, control).await?;
+                if set {
+                    approvals::append_audit::<_, QueueError>(ctx, &tx, &thread, &entry).await?;
+                }
+                Ok::<_, Fail<QueueError>>(set)
+            }
+            .await)
+        })
+    }
 }
