@@ -7,16 +7,19 @@
 //! taken over by another process, is refused and nothing is written. Any refusal rolls the whole
 //! transaction back.
 //!
-//! Statements that do not depend on each other's results are pipelined (sent together on the
-//! connection, answered in order): the lease lock with the history check, then the writes of
-//! the thread, checkpoint, pending writes and effects. A plain step costs four round trips
-//! (`BEGIN`, checks, writes, `COMMIT`) whatever it carries.
+//! Every statement of a step is pipelined (sent together on the connection, answered in
+//! order): `BEGIN`, the lease lock, the history check and the writes of the thread,
+//! checkpoint, pending writes and effects. Their answers are then read in that order: a check
+//! that refuses the commit rolls the transaction back (the writes made in it with it), so no
+//! write outlives a failed check; otherwise `COMMIT` follows. A plain step costs two round
+//! trips (the statements, `COMMIT`) whatever it carries; a step with audit entries or approval
+//! changes one more per entry.
 
 use std::future::Future;
 use std::pin::Pin;
 
 use deadpool_postgres::GenericClient;
-use futures_util::future::{try_join, try_join_all};
+use futures_util::future::{join3, try_join, try_join_all};
 
 use crate::error::{CommitError, StorageError};
 use crate::postgres::error::{Fail, is_unique_violation};
@@ -48,8 +51,14 @@ fn invalid(tid: &str, reason: String) -> Fail<CommitError> {
 /// A statement of the write phase, sent with the others of the step.
 type Write<'a> = Pin<Box<dyn Future<Output = Result<(), Fail<CommitError>>> + Send + 'a>>;
 
-/// Checks and writes `c` inside `tx`.
-pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, c: &StepCommit) -> Result<CommitOut, Fail<CommitError>> {
+/// Opens a transaction on `tx` with `begin` (`BEGIN`, and any `SET LOCAL`), checks and writes
+/// `c` in it, all pipelined; the caller commits, or rolls back on an error.
+pub(crate) async fn stage<C: GenericClient>(
+    ctx: &Ctx,
+    tx: &C,
+    c: &StepCommit,
+    begin: &str,
+) -> Result<CommitOut, Fail<CommitError>> {
     let tid = c.thread.id.as_str();
     if tid.is_empty() {
         return Err(invalid(tid, "the thread id is empty".to_string()));
@@ -77,62 +86,6 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, c: &StepCommit) -
             Some((seq, parent))
         }
     };
-
-    // Checks: the lease row (locked until the commit ends) and the thread's history, together.
-    let lease_check = async {
-        if c.lease_holder.is_none() {
-            return Ok(None);
-        }
-        sql::query_opt(tx, "SELECT holder, expires_at FROM leases WHERE thread = $1 FOR UPDATE", &[&tid]).await
-    };
-    let history_check = async {
-        let Some((_, parent)) = checkpoint_seq else { return Ok(None) };
-        sql::query_opt(
-            tx,
-            "SELECT max(seq), count(*) FILTER (WHERE seq = $2) FROM checkpoints WHERE thread = $1",
-            &[&tid, &parent.unwrap_or(-1)],
-        )
-        .await
-    };
-    let (lease_row, history_row) = try_join(lease_check, history_check).await?;
-
-    if let Some(holder) = &c.lease_holder {
-        let current = match lease_row {
-            Some(row) => match row.get::<_, Option<String>>(0) {
-                Some(h) => {
-                    Some(Lease { holder: h, expires_at: uint(&ctx.path, "leases", || format!("{tid:?}"), row.get(1))? })
-                }
-                None => None,
-            },
-            None => None,
-        };
-        let held = current.as_ref().is_some_and(|l| l.holder == *holder && l.expires_at > c.now);
-        if !held {
-            return Err(Fail::Refused(CommitError::LeaseLost {
-                thread: tid.to_string(),
-                holder: holder.clone(),
-                current,
-            }));
-        }
-    }
-    if let (Some(cp), Some((seq, _))) = (&c.checkpoint, checkpoint_seq) {
-        let (latest, parent_found) =
-            history_row.map_or((None, 0), |r| (r.get::<_, Option<i64>>(0), r.get::<_, i64>(1)));
-        if let Some(latest) = latest
-            && latest >= seq
-        {
-            let latest = uint(&ctx.path, "checkpoints", || format!("{tid:?}"), latest)?;
-            return Err(Fail::Refused(CommitError::SeqNotIncreasing { thread: tid.to_string(), seq: cp.seq, latest }));
-        }
-        if let Some(p) = cp.parent
-            && (p >= cp.seq || parent_found == 0)
-        {
-            return Err(Fail::Refused(CommitError::ParentMissing { thread: tid.to_string(), seq: cp.seq, parent: p }));
-        }
-        if cp.parent.is_none() && cp.snapshot.is_none() {
-            return Err(invalid(tid, format!("checkpoint {} has no parent, so it must carry a snapshot", cp.seq)));
-        }
-    }
 
     // Writes, sent together; the first failure (in statement order) is the answer. Everything
     // the statements borrow is made before the list of writes.
@@ -221,7 +174,70 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, c: &StepCommit) -
             Ok(())
         }));
     }
-    try_join_all(writes).await?;
+    // Checks: the lease row (locked until the commit ends) and the thread's history, together.
+    let lease_check = async {
+        if c.lease_holder.is_none() {
+            return Ok(None);
+        }
+        sql::query_opt(tx, "SELECT holder, expires_at FROM leases WHERE thread = $1 FOR UPDATE", &[&tid]).await
+    };
+    let history_check = async {
+        let Some((_, parent)) = checkpoint_seq else { return Ok(None) };
+        // Two primary-key lookups (the latest seq, the parent), not a scan of the thread's
+        // history: a step costs the same on a long thread as on a short one.
+        sql::query_opt(
+            tx,
+            "SELECT (SELECT max(seq) FROM checkpoints WHERE thread = $1), \
+               (SELECT count(*) FROM checkpoints WHERE thread = $1 AND seq = $2)",
+            &[&tid, &parent.unwrap_or(-1)],
+        )
+        .await
+    };
+
+    // Everything goes out at once; the answers come back in statement order.
+    let (begun, checks, written) =
+        join3(tx.batch_execute(begin), try_join(lease_check, history_check), try_join_all(writes)).await;
+    begun?;
+    let (lease_row, history_row) = checks?;
+    if let Some(holder) = &c.lease_holder {
+        let current = match lease_row {
+            Some(row) => match row.get::<_, Option<String>>(0) {
+                Some(h) => {
+                    Some(Lease { holder: h, expires_at: uint(&ctx.path, "leases", || format!("{tid:?}"), row.get(1))? })
+                }
+                None => None,
+            },
+            None => None,
+        };
+        let held = current.as_ref().is_some_and(|l| l.holder == *holder && l.expires_at > c.now);
+        if !held {
+            return Err(Fail::Refused(CommitError::LeaseLost {
+                thread: tid.to_string(),
+                holder: holder.clone(),
+                current,
+            }));
+        }
+    }
+    if let (Some(cp), Some((seq, _))) = (&c.checkpoint, checkpoint_seq) {
+        let (latest, parent_found) =
+            history_row.map_or((None, 0), |r| (r.get::<_, Option<i64>>(0), r.get::<_, i64>(1)));
+        if let Some(latest) = latest
+            && latest >= seq
+        {
+            let latest = uint(&ctx.path, "checkpoints", || format!("{tid:?}"), latest)?;
+            return Err(Fail::Refused(CommitError::SeqNotIncreasing { thread: tid.to_string(), seq: cp.seq, latest }));
+        }
+        if let Some(p) = cp.parent
+            && (p >= cp.seq || parent_found == 0)
+        {
+            return Err(Fail::Refused(CommitError::ParentMissing { thread: tid.to_string(), seq: cp.seq, parent: p }));
+        }
+        if cp.parent.is_none() && cp.snapshot.is_none() {
+            return Err(invalid(tid, format!("checkpoint {} has no parent, so it must carry a snapshot", cp.seq)));
+        }
+    }
+
+    written?;
 
     // Audit seqs depend on each other: these go one by one (most steps have none).
     let mut audit_seqs = Vec::new();

@@ -329,10 +329,71 @@ impl PostgresStore {
     }
 }
 
+/// A step commit: one transaction whose `BEGIN` is pipelined with its statements (see
+/// [`commit::stage`]), run again on a serialization failure or deadlock like
+/// [`in_transaction`].
 async fn commit(ctx: &Ctx, c: StepCommit) -> Result<CommitReceipt, CommitError> {
     let durability = c.durability;
-    let out = in_transaction!(ctx, durability, |tx| commit::stage(ctx, &tx, &c).await)?;
+    let begin = match durability {
+        Durability::Eventual => "BEGIN; SET LOCAL synchronous_commit = off",
+        _ => "BEGIN",
+    };
+    let out = retrying!(ctx, {
+        // Held by the guard from before `BEGIN` is sent: a commit dropped half-way closes the
+        // connection rather than pooling it inside a transaction.
+        let mut open = OpenTx { client: Some(ctx.client().await?) };
+        let staged = match &open.client {
+            Some(client) => commit::stage(ctx, client, &c, begin).await,
+            None => Err(Fail::Storage(StorageError::Closed {
+                path: ctx.path.clone(),
+                detail: "the commit's connection was released early".to_string(),
+            })),
+        };
+        match staged {
+            Ok(out) => open.end("COMMIT").await.map(|()| out).map_err(Fail::Db),
+            Err(e) => {
+                // The statements' failure is the answer, whatever the rollback does.
+                let _ = open.end("ROLLBACK").await;
+                Err(e)
+            }
+        }
+    })?;
     Ok(CommitReceipt::new(out.checkpoint, out.audit_seqs, durability == Durability::Immediate, 1))
+}
+
+/// A pooled connection in a transaction opened by hand (its `BEGIN` pipelined with the first
+/// statements). Dropped before [`OpenTx::end`] succeeded (a failure, a dropped future), the
+/// connection is closed instead of going back to the pool, which ends the transaction on the
+/// server.
+struct OpenTx {
+    client: Option<Object>,
+}
+
+impl OpenTx {
+    /// Ends the transaction with `statement` (`COMMIT` or `ROLLBACK`); the connection goes
+    /// back to the pool only if that worked. A `COMMIT` that fails ends the transaction too;
+    /// a `ROLLBACK` is sent after it to be sure the connection is clean.
+    async fn end(&mut self, statement: &str) -> Result<(), tokio_postgres::Error> {
+        let Some(client) = self.client.as_ref() else { return Ok(()) };
+        let ended = client.batch_execute(statement).await;
+        let clean = match &ended {
+            Ok(()) => true,
+            Err(_) => client.batch_execute("ROLLBACK").await.is_ok(),
+        };
+        if clean {
+            // Back to the pool when dropped.
+            let _ = self.client.take();
+        }
+        ended
+    }
+}
+
+impl Drop for OpenTx {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            drop(Object::take(client));
+        }
+    }
 }
 
 /// Calls a commit callback exactly once: with the answer, or with an error if the I/O thread
