@@ -478,13 +478,11 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         if matches!(then, Then::Nothing) {
             return;
         }
-        let (t, holder, ttl) = (thread.to_string(), self.holder.clone(), self.ttl);
+        let (t, holder) = (thread.to_string(), self.holder.clone());
         let done = blocking(&self.store, move |s| -> Result<(), WorkerError> {
-            let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-            if s.acquire_lease(&t, &holder, ttl_ms, now_ms()).is_err() {
-                // Another worker has claimed it since: the run is its to settle.
-                return Ok(());
-            }
+            // `settle_run` changes the row only while it is still this worker's claim: a worker
+            // that claimed the thread since (its lease had expired) owns the row, and this
+            // worker's release below leaves that worker's lease alone.
             let settled = match then {
                 Then::Remove => s.settle_run(&t, &holder, None).map(drop),
                 Then::Park => s.settle_run(&t, &holder, Some(RunWait::Approval)).map(drop),
