@@ -344,10 +344,7 @@ async fn commit(ctx: &Ctx, c: StepCommit) -> Result<CommitReceipt, CommitError> 
         let mut open = OpenTx { client: Some(ctx.client().await?) };
         let staged = match &open.client {
             Some(client) => commit::stage(ctx, client, &c, begin).await,
-            None => Err(Fail::Storage(StorageError::Closed {
-                path: ctx.path.clone(),
-                detail: "the commit's connection was released early".to_string(),
-            })),
+            None => Err(Fail::Storage(released(ctx))),
         };
         match staged {
             Ok(out) => open.end("COMMIT").await.map(|()| out).map_err(Fail::Db),
@@ -359,6 +356,15 @@ async fn commit(ctx: &Ctx, c: StepCommit) -> Result<CommitReceipt, CommitError> 
         }
     })?;
     Ok(CommitReceipt::new(out.checkpoint, out.audit_seqs, durability == Durability::Immediate, 1))
+}
+
+/// The error for an [`OpenTx`] whose connection is gone before its statements ran (cannot
+/// happen: it is set when made).
+fn released(ctx: &Ctx) -> StorageError {
+    StorageError::Closed {
+        path: ctx.path.clone(),
+        detail: "the transaction's connection was released early".to_string(),
+    }
 }
 
 /// A pooled connection in a transaction opened by hand (its `BEGIN` pipelined with the first
@@ -673,8 +679,9 @@ impl Store for PostgresStore {
         })
     }
 
-    /// One transaction: `SELECT .. FOR UPDATE SKIP LOCKED` on the queue rows, then the leases
-    /// of the picked threads, then the rows' claim columns.
+    /// One transaction in two round trips: `SELECT .. FOR UPDATE SKIP LOCKED` on the queue rows
+    /// (with `BEGIN`), then the leases of the picked threads and the rows' claim columns (with
+    /// the claimed rows and `COMMIT`).
     fn claim_runs(
         &self,
         graph: &str,
@@ -689,8 +696,24 @@ impl Store for PostgresStore {
         let (graph, holder) = (graph.to_string(), holder.to_string());
         self.call(move |ctx| async move {
             let ctx = &*ctx;
-            in_transaction!(ctx, Durability::Immediate, |tx| queue::claim(ctx, &tx, &graph, &holder, ttl_ms, now, max)
-                .await)
+            retrying!(ctx, {
+                let mut open = OpenTx { client: Some(ctx.client().await?) };
+                let claimed = match &open.client {
+                    Some(client) => queue::claim(ctx, client, &graph, &holder, ttl_ms, now, max).await,
+                    None => Err(Fail::Storage(released(ctx))),
+                };
+                match claimed {
+                    Ok(runs) => {
+                        // Committed by `claim`: the connection goes back to the pool.
+                        open.client.take();
+                        Ok(runs)
+                    }
+                    Err(e) => {
+                        let _ = open.end("ROLLBACK").await;
+                        Err(e)
+                    }
+                }
+            })
         })
     }
 

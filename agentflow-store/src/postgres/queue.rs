@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use deadpool_postgres::GenericClient;
+use futures_util::future::{join, join3, try_join3};
 use tokio_postgres::Row;
 
 use crate::error::StorageError;
@@ -29,16 +30,23 @@ const PICK: &str = "SELECT q.thread FROM run_queue q \
      ORDER BY q.enqueued_at, q.thread LIMIT $3 \
      FOR UPDATE OF q SKIP LOCKED";
 
-/// Takes the leases of threads `$1` for holder `$2` until `$3`, as `acquire_lease` does at `$4`.
-const LEASE: &str = "INSERT INTO leases AS l (thread, holder, expires_at, token) \
-     SELECT t, $2, $3, 1 FROM unnest($1::text[]) AS t \
-     ON CONFLICT (thread) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at, \
-       token = CASE WHEN l.holder = EXCLUDED.holder THEN l.token ELSE l.token + 1 END \
-     WHERE l.holder IS NULL OR l.holder = EXCLUDED.holder OR l.expires_at <= $4 \
-     RETURNING thread";
+/// Takes the leases of the picked threads `$1` for holder `$2` until `$3` (as `acquire_lease` does at `$4`) and
+/// marks the queue rows of the threads won: one statement.
+const LEASE_AND_MARK: &str = "WITH won AS (INSERT INTO leases AS l (thread, holder, expires_at, token) \
+       SELECT t, $2, $3, 1 FROM unnest($1::text[]) AS t \
+       ON CONFLICT (thread) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at, \
+         token = CASE WHEN l.holder = EXCLUDED.holder THEN l.token ELSE l.token + 1 END \
+       WHERE l.holder IS NULL OR l.holder = EXCLUDED.holder OR l.expires_at <= $4 \
+       RETURNING thread) \
+     UPDATE run_queue q SET wait = 'READY', holder = $2, heartbeat_at = $4, claims = q.claims + 1 \
+     FROM won WHERE q.thread = won.thread";
 
-const MARK: &str = "UPDATE run_queue SET wait = 'READY', holder = $2, heartbeat_at = $3, claims = claims + 1 \
-     WHERE thread = ANY($1::text[])";
+/// The rows of the picked threads `$1` whose lease holder `$2` took until `$3` (the ones just won).
+const CLAIMED: &str = "SELECT q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wait, q.control, q.holder, \
+     q.heartbeat_at, q.claims, l.holder, l.expires_at \
+     FROM run_queue q JOIN leases l ON l.thread = q.thread \
+     WHERE q.thread = ANY($1::text[]) AND l.holder = $2 AND l.expires_at = $3 \
+     ORDER BY q.enqueued_at, q.thread";
 
 fn run_from_row(path: &Path, row: &Row) -> Result<QueuedRun, StorageError> {
     let thread: String = row.try_get(0).map_err(|e| decode_error(path, "run_queue", "?".into(), e.to_string()))?;
@@ -95,9 +103,13 @@ pub(crate) async fn enqueue<C: GenericClient>(ctx: &Ctx, c: &C, run: &NewRun) ->
     Ok(())
 }
 
+/// Claims runs in a transaction of its own on `c`, opened and committed here, in two round
+/// trips: `BEGIN` with the pick (rows locked, `SKIP LOCKED`), then the leases and the rows'
+/// claim columns (one statement), the claimed rows and `COMMIT`, pipelined. A failure before
+/// `COMMIT` leaves the transaction to the caller to roll back.
 pub(crate) async fn claim<C: GenericClient>(
     ctx: &Ctx,
-    tx: &C,
+    c: &C,
     graph: &str,
     holder: &str,
     ttl_ms: u64,
@@ -106,25 +118,26 @@ pub(crate) async fn claim<C: GenericClient>(
 ) -> Result<Vec<QueuedRun>, Fail<QueueError>> {
     let (at, until) = (time(now), time(now.saturating_add(ttl_ms)));
     let limit = i64::try_from(max).unwrap_or(i64::MAX);
-    let picked: Vec<String> = sql::query(tx, PICK, &[&graph, &at, &limit]).await?.iter().map(|r| r.get(0)).collect();
+    // Prepared first (once per connection), so that the pipelined statements go out in order.
+    let (pick, take, read) =
+        try_join3(c.prepare_cached(PICK), c.prepare_cached(LEASE_AND_MARK), c.prepare_cached(CLAIMED)).await?;
+    let (begun, picked) = join(c.batch_execute("BEGIN"), c.query(&pick, &[&graph, &at, &limit])).await;
+    begun?;
+    let picked: Vec<String> = picked?.iter().map(|r| r.get(0)).collect();
     if picked.is_empty() {
+        c.batch_execute("COMMIT").await?;
         return Ok(Vec::new());
     }
-    let won: Vec<String> =
-        sql::query(tx, LEASE, &[&picked, &holder, &until, &at]).await?.iter().map(|r| r.get(0)).collect();
-    if won.is_empty() {
-        return Ok(Vec::new());
-    }
-    sql::execute(tx, MARK, &[&won, &holder, &at]).await?;
-    let rows = sql::query(
-        tx,
-        &format!(
-            "SELECT {COLUMNS} FROM run_queue q LEFT JOIN leases l ON l.thread = q.thread AND l.holder IS NOT NULL \
-             WHERE q.thread = ANY($1::text[]) ORDER BY q.enqueued_at, q.thread"
-        ),
-        &[&won],
+    let (taken, rows, committed) = join3(
+        c.execute(&take, &[&picked, &holder, &until, &at]),
+        c.query(&read, &[&picked, &holder, &until]),
+        c.batch_execute("COMMIT"),
     )
-    .await?;
+    .await;
+    // In statement order: a failure aborts the transaction, and the `COMMIT` then rolls it back.
+    taken?;
+    let rows = rows?;
+    committed?;
     Ok(rows.iter().map(|r| run_from_row(&ctx.path, r)).collect::<Result<_, _>>()?)
 }
 
