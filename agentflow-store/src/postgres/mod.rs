@@ -681,7 +681,9 @@ impl Store for PostgresStore {
 
     /// One transaction in two round trips: `SELECT .. FOR UPDATE SKIP LOCKED` on the queue rows
     /// (with `BEGIN`), then the leases of the picked threads and the rows' claim columns (with
-    /// the claimed rows and `COMMIT`).
+    /// the claimed rows and `COMMIT`). Committed without waiting for the disk: a claim lost in a
+    /// server crash leaves the run queued and the lease with its previous holder, so the
+    /// claimer's fenced commits are refused and the run is claimed again.
     fn claim_runs(
         &self,
         graph: &str,
@@ -717,13 +719,28 @@ impl Store for PostgresStore {
         })
     }
 
+    /// One round trip; committed without waiting for the disk (a heartbeat is a timestamp).
     fn heartbeat_runs(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
         let holder = holder.to_string();
         self.call(move |ctx| async move {
             let ctx = &*ctx;
             retrying!(ctx, {
-                let client = ctx.client().await?;
-                queue::heartbeat(ctx, &client, &holder, now).await
+                let mut open = OpenTx { client: Some(ctx.client().await?) };
+                let beat = match &open.client {
+                    Some(client) => queue::heartbeat(ctx, client, &holder, now).await,
+                    None => Err(Fail::Storage(released(ctx))),
+                };
+                match beat {
+                    Ok(controls) => {
+                        // Committed by `heartbeat`: the connection goes back to the pool.
+                        open.client.take();
+                        Ok(controls)
+                    }
+                    Err(e) => {
+                        let _ = open.end("ROLLBACK").await;
+                        Err(e)
+                    }
+                }
             })
         })
     }

@@ -103,8 +103,8 @@ pub(crate) async fn enqueue<C: GenericClient>(ctx: &Ctx, c: &C, run: &NewRun) ->
     Ok(())
 }
 
-/// Claims runs in a transaction of its own on `c`, opened and committed here, in two round
-/// trips: `BEGIN` with the pick (rows locked, `SKIP LOCKED`), then the leases and the rows'
+/// Claims runs in a transaction of its own on `c`, opened and committed here (without waiting
+/// for the disk, see [`BEGIN_EVENTUAL`]), in two round trips: `BEGIN` with the pick (rows locked, `SKIP LOCKED`), then the leases and the rows'
 /// claim columns (one statement), the claimed rows and `COMMIT`, pipelined. A failure before
 /// `COMMIT` leaves the transaction to the caller to roll back.
 pub(crate) async fn claim<C: GenericClient>(
@@ -121,7 +121,7 @@ pub(crate) async fn claim<C: GenericClient>(
     // Prepared first (once per connection), so that the pipelined statements go out in order.
     let (pick, take, read) =
         try_join3(c.prepare_cached(PICK), c.prepare_cached(LEASE_AND_MARK), c.prepare_cached(CLAIMED)).await?;
-    let (begun, picked) = join(c.batch_execute("BEGIN"), c.query(&pick, &[&graph, &at, &limit])).await;
+    let (begun, picked) = join(c.batch_execute(BEGIN_EVENTUAL), c.query(&pick, &[&graph, &at, &limit])).await;
     begun?;
     let picked: Vec<String> = picked?.iter().map(|r| r.get(0)).collect();
     if picked.is_empty() {
@@ -141,6 +141,20 @@ pub(crate) async fn claim<C: GenericClient>(
     Ok(rows.iter().map(|r| run_from_row(&ctx.path, r)).collect::<Result<_, _>>()?)
 }
 
+/// Sets the heartbeat of holder `$1`'s runs to `$2` and answers their control requests.
+const HEARTBEAT: &str = "UPDATE run_queue q SET heartbeat_at = $2 FROM leases l \
+     WHERE q.holder = $1 AND l.thread = q.thread AND l.holder = $1 AND l.expires_at > $2 \
+     RETURNING q.thread, q.control";
+
+/// Opens a transaction that commits without waiting for the disk. For claims and heartbeats:
+/// a claim lost in a server crash leaves the run queued and its lease with the previous holder,
+/// so the worker's fenced commits are refused and another claim takes the run; a lost heartbeat
+/// is a timestamp. The first step commit of a claimed run (synchronous) makes its claim durable
+/// too, as the server's log is flushed in order.
+const BEGIN_EVENTUAL: &str = "BEGIN; SET LOCAL synchronous_commit = off";
+
+/// A worker's heartbeat in a transaction of its own on `c`, opened and committed here in one
+/// round trip, without waiting for the disk (see [`BEGIN_EVENTUAL`]).
 pub(crate) async fn heartbeat<C: GenericClient>(
     ctx: &Ctx,
     c: &C,
@@ -148,14 +162,12 @@ pub(crate) async fn heartbeat<C: GenericClient>(
     now: u64,
 ) -> Result<Vec<(String, RunControl)>, Fail<QueueError>> {
     let at = time(now);
-    let rows = sql::query(
-        c,
-        "UPDATE run_queue q SET heartbeat_at = $2 FROM leases l \
-         WHERE q.holder = $1 AND l.thread = q.thread AND l.holder = $1 AND l.expires_at > $2 \
-         RETURNING q.thread, q.control",
-        &[&holder, &at],
-    )
-    .await?;
+    let beat = c.prepare_cached(HEARTBEAT).await?;
+    let (begun, rows, committed) =
+        join3(c.batch_execute(BEGIN_EVENTUAL), c.query(&beat, &[&holder, &at]), c.batch_execute("COMMIT")).await;
+    begun?;
+    let rows = rows?;
+    committed?;
     let mut controls = Vec::new();
     for row in rows {
         let thread: String = row.get(0);
