@@ -329,16 +329,42 @@ impl PostgresStore {
     }
 }
 
-/// A step commit: one transaction whose `BEGIN` is pipelined with its statements (see
-/// [`commit::stage`]), run again on a serialization failure or deadlock like
-/// [`in_transaction`].
+/// A step commit: one transaction whose `BEGIN` is pipelined with its statements, run again on
+/// a serialization failure or deadlock like [`in_transaction`]. A plain step (see
+/// [`commit::guardable`]) goes in one round trip with its `COMMIT` ([`commit::stage_guarded`]);
+/// when that guard refuses, or for other steps, the checks are read before `COMMIT`
+/// ([`commit::stage`]), which names the refusal.
 async fn commit(ctx: &Ctx, c: StepCommit) -> Result<CommitReceipt, CommitError> {
     let durability = c.durability;
     let begin = match durability {
         Durability::Eventual => "BEGIN; SET LOCAL synchronous_commit = off",
         _ => "BEGIN",
     };
+    let mut guarded = commit::guardable(&c);
     let out = retrying!(ctx, {
+        if guarded {
+            let mut open = OpenTx { client: Some(ctx.client().await?) };
+            let staged = match &open.client {
+                Some(client) => commit::stage_guarded(ctx, client, &c, begin).await,
+                None => Err(Fail::Storage(released(ctx))),
+            };
+            match staged {
+                Ok(out) => {
+                    // Committed in the pipeline: the connection goes back to the pool.
+                    open.client.take();
+                    return Ok(out);
+                }
+                Err(e) => {
+                    // The pipeline's `COMMIT` ended the transaction; this makes sure of it.
+                    let _ = open.end("ROLLBACK").await;
+                    if !commit::is_guard_refusal(&e) {
+                        return Err(e);
+                    }
+                    // Refused: the checked path below names why (from now on, also on retries).
+                    guarded = false;
+                }
+            }
+        }
         // Held by the guard from before `BEGIN` is sent: a commit dropped half-way closes the
         // connection rather than pooling it inside a transaction.
         let mut open = OpenTx { client: Some(ctx.client().await?) };
