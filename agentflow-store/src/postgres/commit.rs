@@ -7,13 +7,17 @@
 //! taken over by another process, is refused and nothing is written. Any refusal rolls the whole
 //! transaction back.
 //!
-//! Every statement of a step is pipelined (sent together on the connection, answered in
-//! order): `BEGIN`, the lease lock, the history check and the writes of the thread,
-//! checkpoint, pending writes and effects. Their answers are then read in that order: a check
-//! that refuses the commit rolls the transaction back (the writes made in it with it), so no
-//! write outlives a failed check; otherwise `COMMIT` follows. A plain step costs two round
-//! trips (the statements, `COMMIT`) whatever it carries; a step with audit entries or approval
-//! changes one more per entry.
+//! A plain step (no audit entries or approval changes) is one round trip: `BEGIN`, a guard
+//! statement (it locks the lease row and divides by zero unless the holder's lease is held and
+//! the history accepts the checkpoint), the writes of the thread, checkpoint, pending writes and
+//! effects, and `COMMIT` are sent together on the connection. A failed guard aborts the
+//! transaction, so the writes after it fail and the `COMMIT` rolls back: nothing is written. The
+//! commit is then made again through the checked path, which reads the lease row and the
+//! history before deciding, and so names the refusal (or commits, if the state changed
+//! meanwhile). The checked path, also used for steps with audit entries or approval changes,
+//! sends `BEGIN`, the checks and the writes together, reads the checks' answers (a refusal rolls
+//! the writes back with the transaction), then the dependent statements one by one and `COMMIT`:
+//! two round trips and one per entry.
 
 use std::future::Future;
 use std::pin::Pin;
