@@ -305,6 +305,8 @@ async fn shutdown_hands_over(app: App<Job, ()>) {
     let queued = app.live_runs().unwrap();
     assert_eq!(queued.len(), 1, "the run stays queued");
     assert_eq!(queued[0].lease, None, "and its lease was released");
+    // Stopped as a pause, not a cancel: nothing undone, continued by the next worker.
+    assert_eq!(app.thread("handover").unwrap().unwrap().status, ThreadStatus::Paused);
     let stopped_at = app.state("handover").unwrap().unwrap().state.counter;
     assert!(stopped_at < 60);
 
