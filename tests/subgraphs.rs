@@ -544,3 +544,80 @@ async fn a_childs_custom_values_reach_the_parents_stream_under_its_namespace() {
         ]
     );
 }
+
+// ------------------------------------------------ pausing the parent pauses the child
+
+#[graph(state = Slow, deps = Gate, start = one)]
+pub mod waits_for_stop {
+    use super::*;
+
+    #[node(goto = [two])]
+    async fn one(_s: &Slow, gate: &Gate) -> Step<Slow> {
+        gate.first.fetch_add(1, Ordering::SeqCst);
+        goto!(two, Slow::update().done(vec!["one".to_string()]))
+    }
+
+    /// Works until the run is told to stop (the first time), then finishes its step.
+    #[node(goto = [three])]
+    async fn two(_s: &Slow, cx: &Ctx<Gate>) -> Step<Slow> {
+        if cx.deps().second.fetch_add(1, Ordering::SeqCst) == 0 {
+            cx.deps().blocked.notify_one();
+            cx.cancelled().await;
+        }
+        goto!(three, Slow::update().done(vec!["two".to_string()]))
+    }
+
+    #[node(goto = [END])]
+    async fn three(_s: &Slow) -> Step<Slow> {
+        goto!(END, Slow::update().done(vec!["three".to_string()]))
+    }
+}
+
+#[graph(state = Slow, deps = Gate, start = run_it)]
+pub mod pausable_parent {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [waits_for_stop])]
+    async fn run_it(_s: &Slow, cx: &Ctx<Gate>) -> Result<Step<Slow>, NodeError> {
+        let child = cx.subgraph(waits_for_stop::graph(), Slow::default()).await?;
+        Ok(goto!(END, Slow::update().done(child.done)))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pausing_a_parent_from_outside_pauses_its_child_and_a_resume_finishes_both() {
+    use agentflow::Worker;
+    let store = store();
+    let app = pausable_parent::graph().app().store(Arc::clone(&store));
+    let gate = Arc::new(Gate::default());
+    app.submit("w", &Slow::default()).unwrap();
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::clone(&gate)).poll_interval(std::time::Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    // The child works in its second step; the parent is paused meanwhile.
+    tokio::time::timeout(std::time::Duration::from_secs(10), gate.blocked.notified()).await.unwrap();
+    assert!(app.pause_run("w").unwrap());
+    let status = |id: &str| store.thread(id).unwrap().map(|t| t.status);
+    for _ in 0..1000 {
+        if status("w") == Some(ThreadStatus::Paused) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(status("w"), Some(ThreadStatus::Paused));
+    // Paused, not cancelled: nothing would be compensated.
+    assert_eq!(status("w/run_it.0.0.waits_for_stop"), Some(ThreadStatus::Paused));
+
+    app.submit_resume("w").unwrap();
+    for _ in 0..1000 {
+        if status("w") == Some(ThreadStatus::Completed) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(status("w"), Some(ThreadStatus::Completed));
+    assert_eq!(app.state("w").unwrap().unwrap().state.done, ["one", "two", "three"]);
+    assert_eq!((gate.first.load(Ordering::SeqCst), gate.second.load(Ordering::SeqCst)), (1, 1), "a step ran twice");
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+}

@@ -173,6 +173,128 @@ async fn postgres_cancel_request_from_another_store_instance_stops_a_running_thr
     cancel_stops_at_a_step_boundary(pg_app(&url, &schema), pg_app(&url, &schema)).await;
 }
 
+async fn pause_then_resume(app: App<Job, ()>, controller: App<Job, ()>) {
+    let paused = |app: &App<Job, ()>| -> Vec<String> {
+        let threads = app.backing_store().unwrap().list_threads().unwrap();
+        threads.into_iter().filter(|t| t.status == ThreadStatus::Paused).map(|t| t.id).collect()
+    };
+    // 40 steps of 5 ms: still running when paused.
+    app.submit("long", &Job::new(40, false, 5)).unwrap();
+    let (stop, handle) = start(&app, 2);
+    wait_until("a few steps ran", LIMIT, || app.history("long").map(|h| h.len() > 3).unwrap_or(false)).await;
+    assert!(controller.pause_run("long").unwrap());
+    wait_until("the run leaves the queue", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    let record = app.thread("long").unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Paused, "{}", record.detail);
+    assert_eq!(paused(&controller), ["long"], "listed as paused");
+    let state = app.state("long").unwrap().unwrap().state;
+    assert!(state.counter < 40, "paused before its end");
+    assert_eq!(assert_linear_history(app.backing_store().unwrap().as_ref(), "long") as u64, state.counter + 1);
+
+    // A run paused before any worker claimed it is created and paused before its first step.
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.controlled), (1, 1), "{report:?}");
+    app.submit("queued", &Job::new(5, false, 0)).unwrap();
+    assert!(controller.pause_run("queued").unwrap());
+    let (stop, handle) = start(&app, 2);
+    wait_until("the paused run leaves the queue", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    assert_eq!(app.thread("queued").unwrap().unwrap().status, ThreadStatus::Paused);
+    assert_eq!(app.state("queued").unwrap().unwrap().state.counter, 0);
+    assert_eq!(paused(&controller), ["long", "queued"]);
+
+    // Resumed from any process: each continues with its next step, none lost or run twice.
+    controller.submit_resume("long").unwrap();
+    controller.submit_resume("queued").unwrap();
+    wait_until("both complete", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.controlled, report.completed), (3, 1, 2), "{report:?}");
+    assert_done(&app, "long", 40);
+    assert_done(&app, "queued", 5);
+    assert!(paused(&controller).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_a_paused_thread_is_listed_as_paused_and_resumes_where_it_stopped() {
+    let app = redb_app();
+    pause_then_resume(app.clone(), app).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_thread_paused_from_another_store_instance_resumes_where_it_stopped() {
+    let Some(url) = pg_url() else { return };
+    let schema = fresh_schema("pause");
+    pause_then_resume(pg_app(&url, &schema), pg_app(&url, &schema)).await;
+}
+
+/// The `run.*` entries of `thread`'s audit log: `(kind, actor)`.
+fn controls_audited(app: &App<Job, ()>, thread: &str) -> Vec<(String, String)> {
+    let log = app.audit_log(thread).unwrap();
+    log.into_iter().filter(|e| e.kind.starts_with("run.")).map(|e| (e.kind, e.actor)).collect()
+}
+
+async fn controls_are_audited(app: App<Job, ()>, controller: App<Job, ()>) {
+    let pair = |kind: &str, actor: &str| (kind.to_string(), actor.to_string());
+    // Paused before any worker runs it, resumed, then cancelled while it runs: each request
+    // names who asked, in order.
+    app.submit_as("audited", &Job::new(10_000, false, 2), "alice").unwrap();
+    assert!(controller.pause_run_as("audited", "bob").unwrap());
+    let (stop, handle) = start(&app, 1);
+    wait_until("the paused run leaves the queue", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    controller.submit_resume_as("audited", "carol").unwrap();
+    wait_until("it runs again", LIMIT, || app.history("audited").map(|h| h.len() > 3).unwrap_or(false)).await;
+    assert!(controller.cancel_run_as("audited", "dave").unwrap());
+    wait_until("the run leaves the queue", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    // A request for a thread that is not queued changes nothing and is not audited.
+    assert!(!controller.cancel_run_as("audited", "erin").unwrap());
+    assert!(!controller.pause_run_as("audited", "erin").unwrap());
+    assert_eq!(
+        controls_audited(&controller, "audited"),
+        [
+            pair("run.submitted", "alice"),
+            pair("run.pause_requested", "bob"),
+            pair("run.resume_requested", "carol"),
+            pair("run.cancel_requested", "dave"),
+        ]
+    );
+    let details: Vec<_> = controller.audit_log("audited").unwrap().into_iter().map(|e| e.detail).collect();
+    assert_eq!(details[1]["control"], "PAUSE");
+    assert_eq!(details[2]["status"], "paused");
+    assert_eq!(details[3]["control"], "CANCEL");
+
+    // Without a name, the requests name the process that made them.
+    controller.submit("plain", &Job::new(10_000, false, 2)).unwrap();
+    wait_until("it runs", LIMIT, || app.history("plain").map(|h| h.len() > 3).unwrap_or(false)).await;
+    assert!(controller.pause_run("plain").unwrap());
+    wait_until("the run leaves the queue", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    controller.submit_resume("plain").unwrap();
+    assert!(controller.cancel_run("plain").unwrap());
+    wait_until("the run leaves the queue", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+    let audited = controls_audited(&controller, "plain");
+    let kinds: Vec<&str> = audited.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(kinds, ["run.submitted", "run.pause_requested", "run.resume_requested", "run.cancel_requested"]);
+    let me = format!("-pid{}-", std::process::id());
+    for (kind, actor) in &audited {
+        assert!(actor.starts_with("process:") && actor.contains(&me), "{kind} by {actor}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_submit_pause_resume_and_cancel_requests_are_audited_with_who_asked() {
+    let app = redb_app();
+    controls_are_audited(app.clone(), app).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_requests_from_another_store_instance_are_audited_with_who_asked() {
+    let Some(url) = pg_url() else { return };
+    let schema = fresh_schema("audit");
+    controls_are_audited(pg_app(&url, &schema), pg_app(&url, &schema)).await;
+}
+
 async fn shutdown_hands_over(app: App<Job, ()>) {
     app.submit("handover", &Job::new(60, false, 5)).unwrap();
     let (stop_a, a) = start(&app, 1);
@@ -183,6 +305,8 @@ async fn shutdown_hands_over(app: App<Job, ()>) {
     let queued = app.live_runs().unwrap();
     assert_eq!(queued.len(), 1, "the run stays queued");
     assert_eq!(queued[0].lease, None, "and its lease was released");
+    // Stopped as a pause, not a cancel: nothing undone, continued by the next worker.
+    assert_eq!(app.thread("handover").unwrap().unwrap().status, ThreadStatus::Paused);
     let stopped_at = app.state("handover").unwrap().unwrap().state.counter;
     assert!(stopped_at < 60);
 

@@ -59,8 +59,9 @@ impl RunWait {
 pub enum RunControl {
     /// Stop and leave the queue; the thread ends `CANCELLED`.
     Cancel,
-    /// Stop and leave the queue; the thread ends `CANCELLED` too, but the request says it is
-    /// meant to be continued (submitted again to resume) later.
+    /// Stop and leave the queue; the thread's status becomes
+    /// [`ThreadStatus::Paused`](crate::ThreadStatus::Paused) (nothing is undone) and it is
+    /// continued by submitting it again to resume.
     Pause,
 }
 
@@ -155,6 +156,9 @@ pub enum QueueError {
         /// Which store.
         detail: String,
     },
+    /// The audit entry of a queue operation was refused (nothing was written). (Appended last.)
+    #[error(transparent)]
+    Audit(#[from] crate::error::AuditError),
 }
 
 /// A queue row as stored in the redb table (JSON, versioned by `v`).

@@ -37,11 +37,15 @@ pub enum ThreadStatus {
     /// ([`Store::thread_timer`](crate::Store::thread_timer)). Can be resumed.
     /// (Appended last: the tags of the other statuses are stored and do not change.)
     Sleeping,
+    /// Stopped at a step boundary by a pause request from any process (`App::pause_run`):
+    /// nothing was undone and no timer wakes it; a resume continues with the next step.
+    /// (Appended last, like `Sleeping`.)
+    Paused,
 }
 
 impl ThreadStatus {
     /// Every status, in tag order.
-    pub const ALL: [ThreadStatus; 9] = [
+    pub const ALL: [ThreadStatus; 10] = [
         ThreadStatus::Running,
         ThreadStatus::Interrupted,
         ThreadStatus::Completed,
@@ -51,14 +55,19 @@ impl ThreadStatus {
         ThreadStatus::Compensating,
         ThreadStatus::Compensated,
         ThreadStatus::Sleeping,
+        ThreadStatus::Paused,
     ];
 
     /// Whether the run has ended for good, which makes the thread eligible for compaction.
-    /// `Running`, `Interrupted`, `Compensating` and `Sleeping` threads may still continue.
+    /// `Running`, `Interrupted`, `Compensating`, `Sleeping` and `Paused` threads may still continue.
     pub fn is_finished(self) -> bool {
         !matches!(
             self,
-            ThreadStatus::Running | ThreadStatus::Interrupted | ThreadStatus::Compensating | ThreadStatus::Sleeping
+            ThreadStatus::Running
+                | ThreadStatus::Interrupted
+                | ThreadStatus::Compensating
+                | ThreadStatus::Sleeping
+                | ThreadStatus::Paused
         )
     }
 
@@ -74,6 +83,7 @@ impl ThreadStatus {
             ThreadStatus::Compensating => "compensating",
             ThreadStatus::Compensated => "compensated",
             ThreadStatus::Sleeping => "sleeping",
+            ThreadStatus::Paused => "paused",
         }
     }
 
@@ -1010,7 +1020,11 @@ mod tests {
             assert_eq!(ThreadRecord::decode(&thread.encode()).unwrap().status, status);
             let continues = matches!(
                 status,
-                ThreadStatus::Running | ThreadStatus::Interrupted | ThreadStatus::Compensating | ThreadStatus::Sleeping
+                ThreadStatus::Running
+                    | ThreadStatus::Interrupted
+                    | ThreadStatus::Compensating
+                    | ThreadStatus::Sleeping
+                    | ThreadStatus::Paused
             );
             assert_eq!(status.is_finished(), !continues, "{status}");
         }
@@ -1018,6 +1032,9 @@ mod tests {
         assert_eq!(names.len(), ThreadStatus::ALL.len());
         assert_eq!(ThreadStatus::Compensating.as_str(), "compensating");
         assert_eq!(ThreadStatus::Compensated.as_str(), "compensated");
+        // Stored tags never change: the later statuses were appended.
+        assert_eq!((ThreadStatus::Sleeping.tag(), ThreadStatus::Paused.tag()), (8, 9));
+        assert_eq!(ThreadStatus::Paused.as_str(), "paused");
     }
 
     #[test]

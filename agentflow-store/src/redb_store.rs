@@ -782,6 +782,16 @@ impl Store for RedbStore {
         Ok(())
     }
 
+    /// One write transaction.
+    fn enqueue_run_audited(&self, run: NewRun, entry: NewAuditEntry) -> Result<(), QueueError> {
+        self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
+            queue::stage_enqueue(tx, &run)?;
+            stage_append_audit(tx, &run.thread, &entry)?;
+            Ok::<_, QueueError>(())
+        })?;
+        Ok(())
+    }
+
     fn restore_thread(&self, dump: crate::ThreadDump) -> Result<(), CommitError> {
         self.submit(Durability::Immediate, move |tx: &Tx<'_>| crate::restore::stage_restore(tx, &dump))?;
         Ok(())
@@ -793,6 +803,19 @@ impl Store for RedbStore {
             let bytes = reads::get_str(path, &graphs, tables::GRAPHS, fingerprint, Payload::decode)?;
             Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned()))
         })
+    }
+
+    /// One write transaction.
+    fn control_run_audited(&self, thread: &str, control: RunControl, entry: NewAuditEntry) -> Result<bool, QueueError> {
+        let thread = thread.to_string();
+        let (set, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
+            let set = queue::stage_control(tx, &thread, control)?;
+            if set {
+                stage_append_audit(tx, &thread, &entry)?;
+            }
+            Ok::<_, QueueError>(set)
+        })?;
+        Ok(set)
     }
 }
 

@@ -388,6 +388,29 @@ pub trait Store: Send + Sync {
                 .to_string(),
         })
     }
+
+    /// [`Store::enqueue_run`] with `entry` appended to the run's thread's audit log (who
+    /// submitted it), in the same transaction: both are written or neither.
+    ///
+    /// The default (for backends outside this crate) makes them two writes, the run first.
+    fn enqueue_run_audited(&self, run: NewRun, entry: NewAuditEntry) -> Result<(), QueueError> {
+        let thread = run.thread.clone();
+        self.enqueue_run(run)?;
+        self.append_audit(&thread, entry)?;
+        Ok(())
+    }
+
+    /// [`Store::control_run`] with `entry` appended to the thread's audit log (who asked), in
+    /// the same transaction, if the thread is queued; `false`, writing nothing, if it is not.
+    ///
+    /// The default (for backends outside this crate) makes them two writes, the request first.
+    fn control_run_audited(&self, thread: &str, control: RunControl, entry: NewAuditEntry) -> Result<bool, QueueError> {
+        let set = self.control_run(thread, control)?;
+        if set {
+            self.append_audit(thread, entry)?;
+        }
+        Ok(set)
+    }
 }
 
 fn unsupported() -> QueueError {

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use agentflow_store::conformance::{NOW, root, thread};
 use agentflow_store::{
-    CommitError, LeaseError, NewAuditEntry, OpenError, POSTGRES_SCHEMA_VERSION, PostgresStore, StepCommit,
-    StorageError, Store,
+    CommitError, EffectKey, LeaseError, NewAuditEntry, OpenError, POSTGRES_SCHEMA_VERSION, PendingWrite, PostgresStore,
+    StepCommit, StorageError, Store, ThreadStatus,
 };
 use pg_common::Schema;
 
@@ -75,6 +75,40 @@ fn a_commit_fenced_by_a_holder_whose_lease_was_taken_over_in_another_process_is_
     let step = agentflow_store::conformance::step("t", 1, 0, &[b"b"]);
     b.commit_step(StepCommit::new(thread("t")).with_checkpoint(step).fenced_by("worker-b", NOW + 1_001)).unwrap();
     assert_eq!(a.latest_checkpoint("t").unwrap().unwrap().delta, vec![b"b".to_vec()]);
+}
+
+#[test]
+fn a_refused_commit_writes_none_of_the_statements_sent_with_its_checks() {
+    // A step's writes are pipelined with its lease check, so they run before the refusal is
+    // known: the refusal must roll every one of them back.
+    let Some(url) = pg_common::url() else { return };
+    let schema = Schema::new(&url, "fence_all");
+    let (a, b) = (schema.open(), schema.open());
+    a.acquire_lease("t", "worker-a", 1_000, NOW).unwrap();
+    a.commit_step(StepCommit::new(thread("t")).with_checkpoint(root("t", 0, b"S")).fenced_by("worker-a", NOW)).unwrap();
+    b.acquire_lease("t", "worker-b", 30_000, NOW + 1_000).unwrap();
+
+    let mut stale = thread("t");
+    stale.status = ThreadStatus::Failed;
+    stale.detail = "written by a stale holder".into();
+    stale.updated_at = NOW + 500;
+    let mut commit = StepCommit::new(stale)
+        .with_checkpoint(agentflow_store::conformance::step("t", 1, 0, &[b"a"]))
+        .fenced_by("worker-a", NOW + 500);
+    commit.pending_writes = vec![PendingWrite { seq: 0, node: "n".into(), idx: 0, value: b"w".to_vec() }];
+    commit.effects = vec![(EffectKey::new("t", 0, "n", "k"), b"r".to_vec())];
+    let before = b.thread("t").unwrap().unwrap();
+    let err = a.commit_step(commit).unwrap_err();
+    assert!(matches!(err, CommitError::LeaseLost { .. }), "{err}");
+
+    let after = b.thread("t").unwrap().unwrap();
+    assert_eq!((after.status, &after.detail, after.updated_at), (before.status, &before.detail, before.updated_at));
+    assert_eq!(b.latest_checkpoint("t").unwrap().unwrap().seq, 0);
+    assert!(b.pending_writes("t", 0).unwrap().is_empty());
+    assert_eq!(b.effect(&EffectKey::new("t", 0, "n", "k")).unwrap(), None);
+    // The connection that carried the refused commit is usable: the next commit goes through.
+    b.commit_step(StepCommit::new(thread("t")).fenced_by("worker-b", NOW + 1_001)).unwrap();
+    a.commit_step(StepCommit::new(thread("u"))).unwrap();
 }
 
 #[test]

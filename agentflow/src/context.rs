@@ -54,6 +54,9 @@ pub(crate) struct RunScope<'g> {
     /// Journaled effects of the run in flight (see [`Shield`]).
     pub(crate) shield: Shield,
     pub(crate) activity: Box<dyn Fn(Activity) + Send + Sync + 'g>,
+    /// Cancelled (before `cancel`) when the run is paused from outside; a
+    /// subgraph's run is paused with it.
+    pub(crate) pause: CancellationToken,
     /// Subgraphs running at once in this run: at most [`crate::DEFAULT_PARALLEL`].
     pub(crate) children: tokio::sync::Semaphore,
     /// The App's circuit breakers.

@@ -19,7 +19,7 @@
 //! | name | kind | labels | what |
 //! |---|---|---|---|
 //! | [`RUNS_STARTED`] | counter | `graph`, `kind` (`start`, `resume`) | runs begun, fresh or continuing a thread |
-//! | [`RUNS_FINISHED`] | counter | `graph`, `outcome` | runs ended, by how: `completed`, `failed`, `interrupted` and `sleeping` (waiting), `cancelled`, `budget_exhausted`, `compensated`, `compensation_failed`, `error` (the run returned an `Err`) |
+//! | [`RUNS_FINISHED`] | counter | `graph`, `outcome` | runs ended, by how: `completed`, `failed`, `interrupted` and `sleeping` (waiting), `paused`, `cancelled`, `budget_exhausted`, `compensated`, `compensation_failed`, `error` (the run returned an `Err`) |
 //! | [`RUN_SECONDS`] | histogram | `graph`, `outcome` | wall time of a run, start to end |
 //! | [`STEP_SECONDS`] | histogram | `graph` | one super-step: its nodes and its checkpoint |
 //! | [`NODE_SECONDS`] | histogram | `graph`, `node` | one node attempt, retries apart |
@@ -119,6 +119,7 @@ pub(crate) fn outcome_label(outcome: &Outcome) -> &'static str {
         Outcome::Compensated { .. } => "compensated",
         Outcome::CompensationFailed { .. } => "compensation_failed",
         Outcome::Sleeping { .. } => "sleeping",
+        Outcome::Paused => "paused",
     }
 }
 

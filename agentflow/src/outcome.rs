@@ -79,6 +79,13 @@ pub enum Outcome {
         /// When it is due (unix millis): the latest wake time of its sleeping nodes.
         until: u64,
     },
+    /// The run was paused from outside at a step boundary (a pause request,
+    /// [`App::pause_run`](crate::App::pause_run), read by the [`Worker`](crate::Worker)
+    /// running it): the thread's status is `paused`, nothing was undone, and
+    /// a resume ([`App::submit_resume`](crate::App::submit_resume) or
+    /// `runner.resume()`) continues with the step after the last committed one.
+    /// (Appended last.)
+    Paused,
 }
 
 impl Outcome {
@@ -109,6 +116,7 @@ impl fmt::Display for Outcome {
                 write!(f, "CompensationFailed {{ compensation: {compensation}, undoing: {tool}, error: {error} }}")
             }
             Outcome::Sleeping { until, .. } => write!(f, "Sleeping {{ until: unix ms {until} }}"),
+            Outcome::Paused => f.write_str("Paused"),
         }
     }
 }

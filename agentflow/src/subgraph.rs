@@ -84,7 +84,9 @@
 //!   parent's budgets (it runs with what the parent has left);
 //! - the parent's tool policy, approval time to live, rejection rule and
 //!   circuit breakers apply in the child;
-//! - cancelling the parent cancels the child; a child that fails fails the
+//! - cancelling the parent cancels the child, and pausing it (a worker's
+//!   [`App::pause_run`](crate::App::pause_run)) pauses the child (nothing is
+//!   compensated); a child that fails fails the
 //!   node (fatally: it is not re-run by the node's retry policy).
 //!
 //! Without a store the child runs in memory, and a child that pauses fails
@@ -146,18 +148,25 @@ impl<D: Sync> Ctx<'_, D> {
         app.gateway.breakers = Arc::clone(&self.scope.breakers);
         let remaining = self.scope.meter.remaining();
         let cancel = self.scope.cancel.child_token();
+        let pause = self.scope.pause.child_token();
         let instance = self.instance().map(|i| format!(".{i}")).unwrap_or_default();
         let level = format!("{}{instance}.{}.{index}.{name}", self.node, self.step);
         let outlet = self.scope.outlet.clone();
         let Some(journal) = self.journal else {
-            let runner = app.runner(self.deps).limits(remaining).cancel_token(cancel).nested_in(outlet, level);
+            let runner = app
+                .runner(self.deps)
+                .limits(remaining)
+                .cancel_token(cancel)
+                .pause_token(pause)
+                .nested_in(outlet, level);
             let run = runner.run(input).await;
             return self.child_result(name, None, run);
         };
         let store = Arc::clone(&journal.store);
         app = app.store(Arc::clone(&store));
         let id = format!("{}/{level}", journal.thread);
-        let mut runner = app.runner(self.deps).thread(id.clone()).cancel_token(cancel).nested_in(outlet, level);
+        let mut runner =
+            app.runner(self.deps).thread(id.clone()).cancel_token(cancel).pause_token(pause).nested_in(outlet, level);
         if !self.scope.owner.is_empty() {
             runner = runner.owner(self.scope.owner.clone());
         }
@@ -228,6 +237,8 @@ impl<D: Sync> Ctx<'_, D> {
                 Err(NodeError::needs_input(format!("node `{}` waits on its subgraph `{name}`, asleep", self.node)))
             }
             Outcome::BudgetExhausted { which } => Err(self.exhausted(which)),
+            // The parent is being paused too; it resumes the child where it stopped.
+            Outcome::Paused => Err(NodeError::fatal(format!("subgraph `{name}` was paused with its parent"))),
             Outcome::Failed { node, error } => {
                 let error = NodeError::fatal(format!("subgraph `{name}` failed in node `{node}`: {}", error.message));
                 Err(error)

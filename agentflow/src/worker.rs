@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use agentflow_store::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Store};
+use agentflow_store::{NewAuditEntry, NewRun, QueueError, QueuedRun, RunControl, RunWait, Store};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -135,8 +135,12 @@ enum End {
 /// - A worker that dies leaves its runs queued; once their leases expire another worker claims
 ///   them and resumes each thread from its last checkpoint.
 /// - Graceful shutdown (cancelling the token given to [`Worker::run`]) lets each running step
-///   finish and commit, then stops the runs, releases their leases and leaves them queued for
+///   finish and commit, then pauses the runs there (status `paused` until another worker
+///   claims them; nothing is undone), releases their leases and leaves them queued for
 ///   another worker.
+/// - A pause request ([`App::pause_run`]) stops the run at its next step boundary with the
+///   thread `paused`; [`App::submit_resume`] continues it with the next step, none lost or
+///   run twice.
 ///
 /// Durable timers will make a thread claimable at a due time; the claim query
 /// ([`Store::claim_runs`]) is where due timers are to be claimed too.
@@ -233,7 +237,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
         let ttl_ms = u64::try_from(self.lease_ttl.as_millis()).unwrap_or(u64::MAX);
         let mut report = WorkerReport::default();
         let mut tasks: JoinSet<(String, End)> = JoinSet::new();
-        let mut running: HashMap<String, (CancellationToken, Arc<OnceLock<RunControl>>)> = HashMap::new();
+        let mut running: HashMap<String, Stops> = HashMap::new();
         let mut ids: HashMap<tokio::task::Id, String> = HashMap::new();
         let mut last_beat = tokio::time::Instant::now();
         loop {
@@ -242,9 +246,11 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                 if tasks.is_empty() {
                     break;
                 }
-                // Each run stops at its next step boundary (cancelling twice is harmless).
-                for (token, _) in running.values() {
-                    token.cancel();
+                // Each run stops at its next step boundary, paused (not cancelled: nothing is
+                // undone) and left queued for another worker; stopping twice is harmless.
+                for stops in running.values() {
+                    stops.pause.cancel();
+                    stops.token.cancel();
                 }
             }
             if last_beat.elapsed() >= self.poll && !running.is_empty() {
@@ -253,9 +259,8 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                 match blocking(&store, move |s| s.heartbeat_runs(&holder, now_ms())).await {
                     Ok(Ok(controls)) => {
                         for (thread, control) in controls {
-                            if let Some((token, asked)) = running.get(&thread) {
-                                let _ = asked.set(control);
-                                token.cancel();
+                            if let Some(stops) = running.get(&thread) {
+                                stops.ask(control);
                             }
                         }
                     }
@@ -279,9 +284,8 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                                 continue;
                             }
                             report.claimed += 1;
-                            let token = CancellationToken::new();
-                            let asked = Arc::new(OnceLock::new());
-                            running.insert(claim.thread.clone(), (token.clone(), Arc::clone(&asked)));
+                            let stops = Stops::default();
+                            running.insert(claim.thread.clone(), stops.clone());
                             let job = Job {
                                 app: self.app.clone(),
                                 deps: Arc::clone(&self.deps),
@@ -289,8 +293,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                                 holder: self.id.clone(),
                                 ttl: self.lease_ttl,
                                 durability: self.durability,
-                                token,
-                                asked,
+                                stops,
                             };
                             let (thread, claim_thread) = (claim.thread.clone(), claim.thread.clone());
                             let handle = tasks.spawn(async move { (thread, job.run(claim).await) });
@@ -340,6 +343,28 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
     }
 }
 
+/// How a running run is stopped at its next step boundary.
+#[derive(Clone, Default)]
+struct Stops {
+    /// Stops the run.
+    token: CancellationToken,
+    /// Cancelled before `token` when the stop is a pause (a pause request, or this worker's
+    /// shutdown): the run ends `Outcome::Paused`, nothing undone.
+    pause: CancellationToken,
+    /// The control request that stopped the run, if one did (else: shutdown).
+    asked: Arc<OnceLock<RunControl>>,
+}
+
+impl Stops {
+    /// Stops the run as `control` asks (the first request wins).
+    fn ask(&self, control: RunControl) {
+        if *self.asked.get_or_init(|| control) == RunControl::Pause {
+            self.pause.cancel();
+        }
+        self.token.cancel();
+    }
+}
+
 /// One claimed run, owned by its task.
 struct Job<S: State, D> {
     app: App<S, D>,
@@ -348,9 +373,7 @@ struct Job<S: State, D> {
     holder: String,
     ttl: Duration,
     durability: Durability,
-    token: CancellationToken,
-    /// The control request that cancelled `token`, if one did (else: shutdown).
-    asked: Arc<OnceLock<RunControl>>,
+    stops: Stops,
 }
 
 /// What a worker does with a run's queue row once the run ended.
@@ -381,9 +404,13 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
 
     async fn run_claimed(&self, claim: &QueuedRun) -> (End, Then) {
         let thread = claim.thread.clone();
-        if claim.control.is_some() {
-            // Stopped while nobody ran it: end it without running.
-            return (End::Controlled, Then::Remove);
+        match claim.control {
+            // Cancelled while nobody ran it: end it without running.
+            Some(RunControl::Cancel) => return (End::Controlled, Then::Remove),
+            // Paused while nobody ran it: the run stops at its first step boundary, before any
+            // step, so the thread (created first if it is new) is left `paused`.
+            Some(control) => self.stops.ask(control),
+            None => {}
         }
         let id = thread.clone();
         let exists = match blocking(&self.store, move |s| s.thread(&id)).await {
@@ -398,7 +425,8 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             .owner(claim.owner.clone())
             .durability(self.durability)
             .lease_ttl(self.ttl)
-            .cancel_token(self.token.clone())
+            .cancel_token(self.stops.token.clone())
+            .pause_token(self.stops.pause.clone())
             .lease_holder(self.holder.clone());
         let result = match (exists, &claim.input) {
             (false, Some(input)) => match serde_json::from_slice::<S>(input) {
@@ -413,8 +441,8 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         match result {
             Ok(run) => match run.outcome {
                 Outcome::Completed => (End::Completed, Then::Remove),
-                Outcome::Cancelled if self.asked.get().is_none() => (End::Stopped, Then::Leave),
-                Outcome::Cancelled => (End::Controlled, Then::Remove),
+                Outcome::Cancelled | Outcome::Paused if self.stops.asked.get().is_none() => (End::Stopped, Then::Leave),
+                Outcome::Cancelled | Outcome::Paused => (End::Controlled, Then::Remove),
                 // Waiting for a human (an approval, or a call cut off mid-way to settle): parked,
                 // even if decided meanwhile (then it is claimable at once).
                 Outcome::Interrupted { pending, .. }
@@ -450,13 +478,11 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         if matches!(then, Then::Nothing) {
             return;
         }
-        let (t, holder, ttl) = (thread.to_string(), self.holder.clone(), self.ttl);
+        let (t, holder) = (thread.to_string(), self.holder.clone());
         let done = blocking(&self.store, move |s| -> Result<(), WorkerError> {
-            let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-            if s.acquire_lease(&t, &holder, ttl_ms, now_ms()).is_err() {
-                // Another worker has claimed it since: the run is its to settle.
-                return Ok(());
-            }
+            // `settle_run` changes the row only while it is still this worker's claim: a worker
+            // that claimed the thread since (its lease had expired) owns the row, and this
+            // worker's release below leaves that worker's lease alone.
             let settled = match then {
                 Then::Remove => s.settle_run(&t, &holder, None).map(drop),
                 Then::Park => s.settle_run(&t, &holder, Some(RunWait::Approval)).map(drop),
@@ -481,7 +507,8 @@ impl<S: State, D> App<S, D> {
 
     /// Submits a new run of thread `thread` from `input` for a [`Worker`] (in any process that
     /// shares the store) to claim; blocking. The thread belongs to no one in particular; see
-    /// [`App::submit_as`].
+    /// [`App::submit_as`]. A `run.submitted` entry in the thread's audit log, written with the
+    /// run, names this process as who asked (see [`App::submit_as`]).
     ///
     /// # Errors
     /// [`WorkerError::ThreadExists`] if the thread exists, [`QueueError::AlreadyQueued`] if it
@@ -490,37 +517,75 @@ impl<S: State, D> App<S, D> {
         self.submit_as(thread, input, "")
     }
 
-    /// [`App::submit`] for a thread that belongs to `owner` (stored with it).
+    /// [`App::submit`] for a thread that belongs to `owner` (stored with it); the
+    /// `run.submitted` audit entry names `owner` as who asked (this process if `owner` is empty).
     pub fn submit_as(&self, thread: &str, input: &S, owner: &str) -> Result<(), WorkerError> {
         let store = self.queue_store()?;
         if store.thread(thread)?.is_some() {
             return Err(WorkerError::ThreadExists { thread: thread.to_string() });
         }
         let input = crate::persist::encode::document(input, "the input state")?;
-        store.enqueue_run(NewRun::new(thread, self.graph.name(), Some(input), owner, now_ms()))?;
+        let at = now_ms();
+        let actor = if owner.is_empty() { process_actor() } else { owner.to_string() };
+        let detail = serde_json::json!({ "graph": self.graph.name(), "owner": owner });
+        let entry = NewAuditEntry::new(at, actor, "run.submitted", detail);
+        store.enqueue_run_audited(NewRun::new(thread, self.graph.name(), Some(input), owner, at), entry)?;
         Ok(())
     }
 
     /// Queues an existing thread to be resumed by a worker (after a pause, a cancel, a
-    /// breakpoint, a failure); blocking.
+    /// breakpoint, a failure); blocking. A `run.resume_requested` audit entry, written with the
+    /// run, names this process as who asked (see [`App::submit_resume_as`]).
     pub fn submit_resume(&self, thread: &str) -> Result<(), WorkerError> {
+        self.submit_resume_as(thread, &process_actor())
+    }
+
+    /// [`App::submit_resume`], audited as asked by `actor`.
+    pub fn submit_resume_as(&self, thread: &str, actor: &str) -> Result<(), WorkerError> {
         let store = self.queue_store()?;
         let record = store.thread(thread)?.ok_or_else(|| WorkerError::UnknownThread { thread: thread.to_string() })?;
-        store.enqueue_run(NewRun::new(thread, self.graph.name(), None, &record.owner, now_ms()))?;
+        let at = now_ms();
+        let detail = serde_json::json!({ "graph": self.graph.name(), "status": record.status.as_str() });
+        let entry = NewAuditEntry::new(at, actor, "run.resume_requested", detail);
+        store.enqueue_run_audited(NewRun::new(thread, self.graph.name(), None, &record.owner, at), entry)?;
         Ok(())
     }
 
     /// Asks, from any process, that queued or running thread `thread` stop at its next step
     /// boundary and leave the queue; the run ends [`Outcome::Cancelled`]. `false` if the thread
-    /// is not queued. Blocking.
+    /// is not queued. Blocking. A `run.cancel_requested` audit entry, written with the request,
+    /// names this process as who asked (see [`App::cancel_run_as`]).
     pub fn cancel_run(&self, thread: &str) -> Result<bool, WorkerError> {
-        Ok(self.queue_store()?.control_run(thread, RunControl::Cancel)?)
+        self.cancel_run_as(thread, &process_actor())
     }
 
-    /// Like [`App::cancel_run`], recorded as a pause: continue the thread later with
-    /// [`App::submit_resume`].
+    /// [`App::cancel_run`], audited as asked by `actor`.
+    pub fn cancel_run_as(&self, thread: &str, actor: &str) -> Result<bool, WorkerError> {
+        self.control(thread, RunControl::Cancel, actor, "run.cancel_requested")
+    }
+
+    /// Asks, from any process, that queued or running thread `thread` pause at its next step
+    /// boundary and leave the queue: the run ends [`Outcome::Paused`], the thread's status
+    /// becomes [`ThreadStatus::Paused`](agentflow_store::ThreadStatus::Paused) (nothing is undone,
+    /// no timer wakes it) and [`App::submit_resume`] continues it with the step after the last
+    /// committed one. A run paused before a worker started it is started and paused before its
+    /// first step. `false` if the thread is not queued. Blocking. A `run.pause_requested` audit
+    /// entry, written with the request, names this process as who asked (see
+    /// [`App::pause_run_as`]).
     pub fn pause_run(&self, thread: &str) -> Result<bool, WorkerError> {
-        Ok(self.queue_store()?.control_run(thread, RunControl::Pause)?)
+        self.pause_run_as(thread, &process_actor())
+    }
+
+    /// [`App::pause_run`], audited as asked by `actor`.
+    pub fn pause_run_as(&self, thread: &str, actor: &str) -> Result<bool, WorkerError> {
+        self.control(thread, RunControl::Pause, actor, "run.pause_requested")
+    }
+
+    /// Sets `control` on the queued run of `thread` with its audit entry, in one transaction.
+    fn control(&self, thread: &str, control: RunControl, actor: &str, kind: &str) -> Result<bool, WorkerError> {
+        let detail = serde_json::json!({ "control": control.as_str() });
+        let entry = NewAuditEntry::new(now_ms(), actor, kind, detail);
+        Ok(self.queue_store()?.control_run_audited(thread, control, entry)?)
     }
 
     /// Every queued or running thread of the store, with the worker that claimed it, its last
@@ -528,6 +593,12 @@ impl<S: State, D> App<S, D> {
     pub fn live_runs(&self) -> Result<Vec<QueuedRun>, WorkerError> {
         Ok(self.queue_store()?.list_runs()?)
     }
+}
+
+/// Who asked, when a control does not say: this process (host name, pid, start time, random
+/// bits), as `process:<tag>`.
+fn process_actor() -> String {
+    format!("process:{}", process_tag())
 }
 
 #[cfg(test)]

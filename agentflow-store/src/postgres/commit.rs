@@ -7,16 +7,23 @@
 //! taken over by another process, is refused and nothing is written. Any refusal rolls the whole
 //! transaction back.
 //!
-//! Statements that do not depend on each other's results are pipelined (sent together on the
-//! connection, answered in order): the lease lock with the history check, then the writes of
-//! the thread, checkpoint, pending writes and effects. A plain step costs four round trips
-//! (`BEGIN`, checks, writes, `COMMIT`) whatever it carries.
+//! A plain step (no audit entries or approval changes) is one round trip: `BEGIN`, a guard
+//! statement (it locks the lease row and divides by zero unless the holder's lease is held and
+//! the history accepts the checkpoint), the writes of the thread, checkpoint, pending writes and
+//! effects, and `COMMIT` are sent together on the connection. A failed guard aborts the
+//! transaction, so the writes after it fail and the `COMMIT` rolls back: nothing is written. The
+//! commit is then made again through the checked path, which reads the lease row and the
+//! history before deciding, and so names the refusal (or commits, if the state changed
+//! meanwhile). The checked path, also used for steps with audit entries or approval changes,
+//! sends `BEGIN`, the checks and the writes together, reads the checks' answers (a refusal rolls
+//! the writes back with the transaction), then the dependent statements one by one and `COMMIT`:
+//! two round trips and one per entry.
 
 use std::future::Future;
 use std::pin::Pin;
 
 use deadpool_postgres::GenericClient;
-use futures_util::future::{try_join, try_join_all};
+use futures_util::future::{join3, join4, try_join, try_join_all};
 
 use crate::error::{CommitError, StorageError};
 use crate::postgres::error::{Fail, is_unique_violation};
@@ -48,8 +55,86 @@ fn invalid(tid: &str, reason: String) -> Fail<CommitError> {
 /// A statement of the write phase, sent with the others of the step.
 type Write<'a> = Pin<Box<dyn Future<Output = Result<(), Fail<CommitError>>> + Send + 'a>>;
 
-/// Checks and writes `c` inside `tx`.
-pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, c: &StepCommit) -> Result<CommitOut, Fail<CommitError>> {
+/// Opens a transaction on `tx` with `begin` (`BEGIN`, and any `SET LOCAL`), checks and writes
+/// `c` in it, all pipelined; the caller commits, or rolls back on an error.
+pub(crate) async fn stage<C: GenericClient>(
+    ctx: &Ctx,
+    tx: &C,
+    c: &StepCommit,
+    begin: &str,
+) -> Result<CommitOut, Fail<CommitError>> {
+    stage_as(ctx, tx, c, begin, false).await
+}
+
+/// Whether `c` can be committed in one round trip by [`stage_guarded`]: it has no audit
+/// entries or approval changes (their statements depend on each other's answers), and nothing
+/// in it is refused before the server is asked.
+pub(crate) fn guardable(c: &StepCommit) -> bool {
+    c.audit.is_empty()
+        && c.new_approvals.is_empty()
+        && c.approval_transitions.is_empty()
+        && !c.thread.id.is_empty()
+        && c.checkpoint.as_ref().is_none_or(|cp| {
+            cp.thread == c.thread.id
+                && cp.parent.is_none_or(|p| p < cp.seq)
+                && (cp.parent.is_some() || cp.snapshot.is_some())
+        })
+}
+
+/// Commits `c` (see [`guardable`]) in one round trip on `tx`: `begin`, a guard statement that
+/// locks the lease row and fails (division by zero) unless the holder's lease is held and the
+/// history accepts the checkpoint, the writes and `COMMIT`, pipelined. A failed guard aborts the
+/// transaction, so the writes fail and the `COMMIT` rolls back: nothing is written. The guard's
+/// failure is answered as the `Fail::Db` error with code `22012`
+/// ([`is_guard_refusal`]); the caller then commits through [`stage`], whose checks name the
+/// refusal (or pass, if the state changed meanwhile).
+pub(crate) async fn stage_guarded<C: GenericClient>(
+    ctx: &Ctx,
+    tx: &C,
+    c: &StepCommit,
+    begin: &str,
+) -> Result<CommitOut, Fail<CommitError>> {
+    stage_as(ctx, tx, c, begin, true).await
+}
+
+/// Whether `e` is the guard of [`stage_guarded`] refusing the commit.
+pub(crate) fn is_guard_refusal(e: &Fail<CommitError>) -> bool {
+    matches!(e, Fail::Db(e) if e.code() == Some(&tokio_postgres::error::SqlState::DIVISION_BY_ZERO))
+}
+
+/// `1 / 1` when the lease of thread `$1` is held by `$2` (or `$2` is null: not fenced) past `$3`,
+/// its row then locked until the commit ends, and the history accepts checkpoint `$4` with
+/// parent `$5` (or `$4` is null); `1 / 0` otherwise.
+const GUARD: &str = "SELECT 1 / ( \
+       (CASE WHEN $2::text IS NULL THEN 1 ELSE (SELECT count(*) FROM (SELECT 1 FROM leases \
+          WHERE thread = $1 AND holder = $2 AND expires_at > $3 FOR UPDATE) held)::int END) \
+     * (CASE WHEN $4::bigint IS NULL THEN 1 \
+          WHEN COALESCE((SELECT max(seq) FROM checkpoints WHERE thread = $1), -1) >= $4 THEN 0 \
+          WHEN $5::bigint IS NOT NULL \
+            AND NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread = $1 AND seq = $5) THEN 0 \
+          ELSE 1 END))";
+
+/// The lease row of thread `$1`, locked until the commit ends.
+const LEASE_CHECK: &str = "SELECT holder, expires_at FROM leases WHERE thread = $1 FOR UPDATE";
+/// Two primary-key lookups (the latest seq of thread `$1`, whether parent `$2` exists), not a scan
+/// of the thread's history: a step costs the same on a long thread as on a short one.
+const HISTORY_CHECK: &str = "SELECT (SELECT max(seq) FROM checkpoints WHERE thread = $1), \
+     (SELECT count(*) FROM checkpoints WHERE thread = $1 AND seq = $2)";
+const DELETE_PENDING: &str = "DELETE FROM pending_writes WHERE thread = $1 AND seq = $2";
+const INSERT_CHECKPOINT: &str =
+    "INSERT INTO checkpoints (thread, seq, parent, has_snapshot, row, snapshot) VALUES ($1, $2, $3, $4, $5, $6)";
+const UPSERT_PENDING: &str = "INSERT INTO pending_writes (thread, seq, node, idx, value) VALUES ($1, $2, $3, $4, $5) \
+     ON CONFLICT (thread, seq, node, idx) DO UPDATE SET value = EXCLUDED.value";
+const INSERT_EFFECT: &str = "INSERT INTO effects (thread, seq, node, key, result) VALUES ($1, $2, $3, $4, $5) \
+     ON CONFLICT (thread, seq, node, key) DO NOTHING";
+
+async fn stage_as<C: GenericClient>(
+    ctx: &Ctx,
+    tx: &C,
+    c: &StepCommit,
+    begin: &str,
+    guarded: bool,
+) -> Result<CommitOut, Fail<CommitError>> {
     let tid = c.thread.id.as_str();
     if tid.is_empty() {
         return Err(invalid(tid, "the thread id is empty".to_string()));
@@ -77,62 +162,6 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, c: &StepCommit) -
             Some((seq, parent))
         }
     };
-
-    // Checks: the lease row (locked until the commit ends) and the thread's history, together.
-    let lease_check = async {
-        if c.lease_holder.is_none() {
-            return Ok(None);
-        }
-        sql::query_opt(tx, "SELECT holder, expires_at FROM leases WHERE thread = $1 FOR UPDATE", &[&tid]).await
-    };
-    let history_check = async {
-        let Some((_, parent)) = checkpoint_seq else { return Ok(None) };
-        sql::query_opt(
-            tx,
-            "SELECT max(seq), count(*) FILTER (WHERE seq = $2) FROM checkpoints WHERE thread = $1",
-            &[&tid, &parent.unwrap_or(-1)],
-        )
-        .await
-    };
-    let (lease_row, history_row) = try_join(lease_check, history_check).await?;
-
-    if let Some(holder) = &c.lease_holder {
-        let current = match lease_row {
-            Some(row) => match row.get::<_, Option<String>>(0) {
-                Some(h) => {
-                    Some(Lease { holder: h, expires_at: uint(&ctx.path, "leases", || format!("{tid:?}"), row.get(1))? })
-                }
-                None => None,
-            },
-            None => None,
-        };
-        let held = current.as_ref().is_some_and(|l| l.holder == *holder && l.expires_at > c.now);
-        if !held {
-            return Err(Fail::Refused(CommitError::LeaseLost {
-                thread: tid.to_string(),
-                holder: holder.clone(),
-                current,
-            }));
-        }
-    }
-    if let (Some(cp), Some((seq, _))) = (&c.checkpoint, checkpoint_seq) {
-        let (latest, parent_found) =
-            history_row.map_or((None, 0), |r| (r.get::<_, Option<i64>>(0), r.get::<_, i64>(1)));
-        if let Some(latest) = latest
-            && latest >= seq
-        {
-            let latest = uint(&ctx.path, "checkpoints", || format!("{tid:?}"), latest)?;
-            return Err(Fail::Refused(CommitError::SeqNotIncreasing { thread: tid.to_string(), seq: cp.seq, latest }));
-        }
-        if let Some(p) = cp.parent
-            && (p >= cp.seq || parent_found == 0)
-        {
-            return Err(Fail::Refused(CommitError::ParentMissing { thread: tid.to_string(), seq: cp.seq, parent: p }));
-        }
-        if cp.parent.is_none() && cp.snapshot.is_none() {
-            return Err(invalid(tid, format!("checkpoint {} has no parent, so it must carry a snapshot", cp.seq)));
-        }
-    }
 
     // Writes, sent together; the first failure (in statement order) is the answer. Everything
     // the statements borrow is made before the list of writes.
@@ -174,18 +203,14 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, c: &StepCommit) -
     if let (Some(cp), Some((seq, parent)), Some(row)) = (&c.checkpoint, checkpoint_seq, &row) {
         if let Some(parent) = parent {
             writes.push(Box::pin(async move {
-                sql::execute(tx, "DELETE FROM pending_writes WHERE thread = $1 AND seq = $2", &[&tid, &parent]).await?;
+                sql::execute(tx, DELETE_PENDING, &[&tid, &parent]).await?;
                 Ok(())
             }));
         }
         writes.push(Box::pin(async move {
             let has_snapshot = cp.snapshot.is_some();
-            let inserted = sql::execute(
-                tx,
-                "INSERT INTO checkpoints (thread, seq, parent, has_snapshot, row, snapshot) VALUES ($1, $2, $3, $4, $5, $6)",
-                &[&tid, &seq, &parent, &has_snapshot, row, &cp.snapshot],
-            )
-            .await;
+            let inserted =
+                sql::execute(tx, INSERT_CHECKPOINT, &[&tid, &seq, &parent, &has_snapshot, row, &cp.snapshot]).await;
             match inserted {
                 // A concurrent unfenced commit of the same seq won.
                 Err(e) if is_unique_violation(&e) => Err(Fail::Refused(CommitError::SeqNotIncreasing {
@@ -199,29 +224,110 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, c: &StepCommit) -
     }
     for (w, (seq, idx)) in c.pending_writes.iter().zip(&pending_keys) {
         writes.push(Box::pin(async move {
-            sql::execute(
-                tx,
-                "INSERT INTO pending_writes (thread, seq, node, idx, value) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (thread, seq, node, idx) DO UPDATE SET value = EXCLUDED.value",
-                &[&tid, seq, &w.node, idx, &w.value],
-            )
-            .await?;
+            sql::execute(tx, UPSERT_PENDING, &[&tid, seq, &w.node, idx, &w.value]).await?;
             Ok(())
         }));
     }
     for ((key, result), seq) in c.effects.iter().zip(&effect_seqs) {
         writes.push(Box::pin(async move {
-            sql::execute(
-                tx,
-                "INSERT INTO effects (thread, seq, node, key, result) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (thread, seq, node, key) DO NOTHING",
-                &[&tid, seq, &key.node, &key.key, result],
-            )
-            .await?;
+            sql::execute(tx, INSERT_EFFECT, &[&tid, seq, &key.node, &key.key, result]).await?;
             Ok(())
         }));
     }
-    try_join_all(writes).await?;
+    // Every statement is prepared first (once per connection), so that the pipeline goes out in
+    // statement order: a statement still being prepared would be sent after the ones behind it.
+    try_join_all(
+        [
+            GUARD,
+            LEASE_CHECK,
+            HISTORY_CHECK,
+            UPSERT_THREAD,
+            DELETE_PENDING,
+            INSERT_CHECKPOINT,
+            UPSERT_PENDING,
+            INSERT_EFFECT,
+        ]
+        .map(|sql| tx.prepare_cached(sql)),
+    )
+    .await?;
+    if guarded {
+        let (seq, parent) = match checkpoint_seq {
+            Some((seq, parent)) => (Some(seq), parent),
+            None => (None, None),
+        };
+        let now = time(c.now);
+        let guard = async {
+            if c.lease_holder.is_none() && seq.is_none() {
+                return Ok(());
+            }
+            sql::query(tx, GUARD, &[&tid, &c.lease_holder, &now, &seq, &parent]).await.map(drop)
+        };
+        let (begun, checked, written, committed) =
+            join4(tx.batch_execute(begin), guard, try_join_all(writes), tx.batch_execute("COMMIT")).await;
+        // In statement order: the first failure aborted the transaction and the `COMMIT` rolled
+        // it back.
+        begun?;
+        checked?;
+        written?;
+        committed?;
+        return Ok(CommitOut { checkpoint: c.checkpoint.as_ref().map(|cp| cp.seq), audit_seqs: Vec::new() });
+    }
+    // Checks: the lease row (locked until the commit ends) and the thread's history, together.
+    let lease_check = async {
+        if c.lease_holder.is_none() {
+            return Ok(None);
+        }
+        sql::query_opt(tx, LEASE_CHECK, &[&tid]).await
+    };
+    let history_check = async {
+        let Some((_, parent)) = checkpoint_seq else { return Ok(None) };
+        sql::query_opt(tx, HISTORY_CHECK, &[&tid, &parent.unwrap_or(-1)]).await
+    };
+
+    // Everything goes out at once; the answers come back in statement order.
+    let (begun, checks, written) =
+        join3(tx.batch_execute(begin), try_join(lease_check, history_check), try_join_all(writes)).await;
+    begun?;
+    let (lease_row, history_row) = checks?;
+    if let Some(holder) = &c.lease_holder {
+        let current = match lease_row {
+            Some(row) => match row.get::<_, Option<String>>(0) {
+                Some(h) => {
+                    Some(Lease { holder: h, expires_at: uint(&ctx.path, "leases", || format!("{tid:?}"), row.get(1))? })
+                }
+                None => None,
+            },
+            None => None,
+        };
+        let held = current.as_ref().is_some_and(|l| l.holder == *holder && l.expires_at > c.now);
+        if !held {
+            return Err(Fail::Refused(CommitError::LeaseLost {
+                thread: tid.to_string(),
+                holder: holder.clone(),
+                current,
+            }));
+        }
+    }
+    if let (Some(cp), Some((seq, _))) = (&c.checkpoint, checkpoint_seq) {
+        let (latest, parent_found) =
+            history_row.map_or((None, 0), |r| (r.get::<_, Option<i64>>(0), r.get::<_, i64>(1)));
+        if let Some(latest) = latest
+            && latest >= seq
+        {
+            let latest = uint(&ctx.path, "checkpoints", || format!("{tid:?}"), latest)?;
+            return Err(Fail::Refused(CommitError::SeqNotIncreasing { thread: tid.to_string(), seq: cp.seq, latest }));
+        }
+        if let Some(p) = cp.parent
+            && (p >= cp.seq || parent_found == 0)
+        {
+            return Err(Fail::Refused(CommitError::ParentMissing { thread: tid.to_string(), seq: cp.seq, parent: p }));
+        }
+        if cp.parent.is_none() && cp.snapshot.is_none() {
+            return Err(invalid(tid, format!("checkpoint {} has no parent, so it must carry a snapshot", cp.seq)));
+        }
+    }
+
+    written?;
 
     // Audit seqs depend on each other: these go one by one (most steps have none).
     let mut audit_seqs = Vec::new();

@@ -332,10 +332,103 @@ impl PostgresStore {
     }
 }
 
+/// A step commit: one transaction whose `BEGIN` is pipelined with its statements, run again on
+/// a serialization failure or deadlock like [`in_transaction`]. A plain step (see
+/// [`commit::guardable`]) goes in one round trip with its `COMMIT` ([`commit::stage_guarded`]);
+/// when that guard refuses, or for other steps, the checks are read before `COMMIT`
+/// ([`commit::stage`]), which names the refusal.
 async fn commit(ctx: &Ctx, c: StepCommit) -> Result<CommitReceipt, CommitError> {
     let durability = c.durability;
-    let out = in_transaction!(ctx, durability, |tx| commit::stage(ctx, &tx, &c).await)?;
+    let begin = match durability {
+        Durability::Eventual => "BEGIN; SET LOCAL synchronous_commit = off",
+        _ => "BEGIN",
+    };
+    let mut guarded = commit::guardable(&c);
+    let out = retrying!(ctx, {
+        if guarded {
+            let mut open = OpenTx { client: Some(ctx.client().await?) };
+            let staged = match &open.client {
+                Some(client) => commit::stage_guarded(ctx, client, &c, begin).await,
+                None => Err(Fail::Storage(released(ctx))),
+            };
+            match staged {
+                Ok(out) => {
+                    // Committed in the pipeline: the connection goes back to the pool.
+                    open.client.take();
+                    return Ok(out);
+                }
+                Err(e) => {
+                    // The pipeline's `COMMIT` ended the transaction; this makes sure of it.
+                    let _ = open.end("ROLLBACK").await;
+                    if !commit::is_guard_refusal(&e) {
+                        return Err(e);
+                    }
+                    // Refused: the checked path below names why (from now on, also on retries).
+                    guarded = false;
+                }
+            }
+        }
+        // Held by the guard from before `BEGIN` is sent: a commit dropped half-way closes the
+        // connection rather than pooling it inside a transaction.
+        let mut open = OpenTx { client: Some(ctx.client().await?) };
+        let staged = match &open.client {
+            Some(client) => commit::stage(ctx, client, &c, begin).await,
+            None => Err(Fail::Storage(released(ctx))),
+        };
+        match staged {
+            Ok(out) => open.end("COMMIT").await.map(|()| out).map_err(Fail::Db),
+            Err(e) => {
+                // The statements' failure is the answer, whatever the rollback does.
+                let _ = open.end("ROLLBACK").await;
+                Err(e)
+            }
+        }
+    })?;
     Ok(CommitReceipt::new(out.checkpoint, out.audit_seqs, durability == Durability::Immediate, 1))
+}
+
+/// The error for an [`OpenTx`] whose connection is gone before its statements ran (cannot
+/// happen: it is set when made).
+fn released(ctx: &Ctx) -> StorageError {
+    StorageError::Closed {
+        path: ctx.path.clone(),
+        detail: "the transaction's connection was released early".to_string(),
+    }
+}
+
+/// A pooled connection in a transaction opened by hand (its `BEGIN` pipelined with the first
+/// statements). Dropped before [`OpenTx::end`] succeeded (a failure, a dropped future), the
+/// connection is closed instead of going back to the pool, which ends the transaction on the
+/// server.
+struct OpenTx {
+    client: Option<Object>,
+}
+
+impl OpenTx {
+    /// Ends the transaction with `statement` (`COMMIT` or `ROLLBACK`); the connection goes
+    /// back to the pool only if that worked. A `COMMIT` that fails ends the transaction too;
+    /// a `ROLLBACK` is sent after it to be sure the connection is clean.
+    async fn end(&mut self, statement: &str) -> Result<(), tokio_postgres::Error> {
+        let Some(client) = self.client.as_ref() else { return Ok(()) };
+        let ended = client.batch_execute(statement).await;
+        let clean = match &ended {
+            Ok(()) => true,
+            Err(_) => client.batch_execute("ROLLBACK").await.is_ok(),
+        };
+        if clean {
+            // Back to the pool when dropped.
+            let _ = self.client.take();
+        }
+        ended
+    }
+}
+
+impl Drop for OpenTx {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            drop(Object::take(client));
+        }
+    }
 }
 
 /// Calls a commit callback exactly once: with the answer, or with an error if the I/O thread
@@ -615,8 +708,11 @@ impl Store for PostgresStore {
         })
     }
 
-    /// One transaction: `SELECT .. FOR UPDATE SKIP LOCKED` on the queue rows, then the leases
-    /// of the picked threads, then the rows' claim columns.
+    /// One transaction in two round trips: `SELECT .. FOR UPDATE SKIP LOCKED` on the queue rows
+    /// (with `BEGIN`), then the leases of the picked threads and the rows' claim columns (with
+    /// the claimed rows and `COMMIT`). Committed without waiting for the disk: a claim lost in a
+    /// server crash leaves the run queued and the lease with its previous holder, so the
+    /// claimer's fenced commits are refused and the run is claimed again.
     fn claim_runs(
         &self,
         graph: &str,
@@ -631,18 +727,49 @@ impl Store for PostgresStore {
         let (graph, holder) = (graph.to_string(), holder.to_string());
         self.call(move |ctx| async move {
             let ctx = &*ctx;
-            in_transaction!(ctx, Durability::Immediate, |tx| queue::claim(ctx, &tx, &graph, &holder, ttl_ms, now, max)
-                .await)
+            retrying!(ctx, {
+                let mut open = OpenTx { client: Some(ctx.client().await?) };
+                let claimed = match &open.client {
+                    Some(client) => queue::claim(ctx, client, &graph, &holder, ttl_ms, now, max).await,
+                    None => Err(Fail::Storage(released(ctx))),
+                };
+                match claimed {
+                    Ok(runs) => {
+                        // Committed by `claim`: the connection goes back to the pool.
+                        open.client.take();
+                        Ok(runs)
+                    }
+                    Err(e) => {
+                        let _ = open.end("ROLLBACK").await;
+                        Err(e)
+                    }
+                }
+            })
         })
     }
 
+    /// One round trip; committed without waiting for the disk (a heartbeat is a timestamp).
     fn heartbeat_runs(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
         let holder = holder.to_string();
         self.call(move |ctx| async move {
             let ctx = &*ctx;
             retrying!(ctx, {
-                let client = ctx.client().await?;
-                queue::heartbeat(ctx, &client, &holder, now).await
+                let mut open = OpenTx { client: Some(ctx.client().await?) };
+                let beat = match &open.client {
+                    Some(client) => queue::heartbeat(ctx, client, &holder, now).await,
+                    None => Err(Fail::Storage(released(ctx))),
+                };
+                match beat {
+                    Ok(controls) => {
+                        // Committed by `heartbeat`: the connection goes back to the pool.
+                        open.client.take();
+                        Ok(controls)
+                    }
+                    Err(e) => {
+                        let _ = open.end("ROLLBACK").await;
+                        Err(e)
+                    }
+                }
             })
         })
     }
@@ -733,6 +860,35 @@ impl Store for PostgresStore {
                 .await
                 .map_err(|e| ctx.db(&e))?;
             Ok(row.map(|r| r.get::<_, String>(0)))
+        })
+    }
+
+    /// One transaction.
+    fn enqueue_run_audited(&self, run: NewRun, entry: NewAuditEntry) -> Result<(), QueueError> {
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| async {
+                queue::enqueue(ctx, &tx, &run).await?;
+                approvals::append_audit::<_, QueueError>(ctx, &tx, &run.thread, &entry).await?;
+                Ok::<_, Fail<QueueError>>(())
+            }
+            .await)
+        })
+    }
+
+    /// One transaction.
+    fn control_run_audited(&self, thread: &str, control: RunControl, entry: NewAuditEntry) -> Result<bool, QueueError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| async {
+                let set = queue::control(&tx, &thread, control).await?;
+                if set {
+                    approvals::append_audit::<_, QueueError>(ctx, &tx, &thread, &entry).await?;
+                }
+                Ok::<_, Fail<QueueError>>(set)
+            }
+            .await)
         })
     }
 }

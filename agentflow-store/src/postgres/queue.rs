@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use deadpool_postgres::GenericClient;
+use futures_util::future::{join, join3, try_join3};
 use tokio_postgres::Row;
 
 use crate::error::StorageError;
@@ -29,16 +30,23 @@ const PICK: &str = "SELECT q.thread FROM run_queue q \
      ORDER BY q.enqueued_at, q.thread LIMIT $3 \
      FOR UPDATE OF q SKIP LOCKED";
 
-/// Takes the leases of threads `$1` for holder `$2` until `$3`, as `acquire_lease` does at `$4`.
-const LEASE: &str = "INSERT INTO leases AS l (thread, holder, expires_at, token) \
-     SELECT t, $2, $3, 1 FROM unnest($1::text[]) AS t \
-     ON CONFLICT (thread) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at, \
-       token = CASE WHEN l.holder = EXCLUDED.holder THEN l.token ELSE l.token + 1 END \
-     WHERE l.holder IS NULL OR l.holder = EXCLUDED.holder OR l.expires_at <= $4 \
-     RETURNING thread";
+/// Takes the leases of the picked threads `$1` for holder `$2` until `$3` (as `acquire_lease` does at `$4`) and
+/// marks the queue rows of the threads won: one statement.
+const LEASE_AND_MARK: &str = "WITH won AS (INSERT INTO leases AS l (thread, holder, expires_at, token) \
+       SELECT t, $2, $3, 1 FROM unnest($1::text[]) AS t \
+       ON CONFLICT (thread) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at, \
+         token = CASE WHEN l.holder = EXCLUDED.holder THEN l.token ELSE l.token + 1 END \
+       WHERE l.holder IS NULL OR l.holder = EXCLUDED.holder OR l.expires_at <= $4 \
+       RETURNING thread) \
+     UPDATE run_queue q SET wait = 'READY', holder = $2, heartbeat_at = $4, claims = q.claims + 1 \
+     FROM won WHERE q.thread = won.thread";
 
-const MARK: &str = "UPDATE run_queue SET wait = 'READY', holder = $2, heartbeat_at = $3, claims = claims + 1 \
-     WHERE thread = ANY($1::text[])";
+/// The rows of the picked threads `$1` whose lease holder `$2` took until `$3` (the ones just won).
+const CLAIMED: &str = "SELECT q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wait, q.control, q.holder, \
+     q.heartbeat_at, q.claims, l.holder, l.expires_at \
+     FROM run_queue q JOIN leases l ON l.thread = q.thread \
+     WHERE q.thread = ANY($1::text[]) AND l.holder = $2 AND l.expires_at = $3 \
+     ORDER BY q.enqueued_at, q.thread";
 
 fn run_from_row(path: &Path, row: &Row) -> Result<QueuedRun, StorageError> {
     let thread: String = row.try_get(0).map_err(|e| decode_error(path, "run_queue", "?".into(), e.to_string()))?;
@@ -95,9 +103,13 @@ pub(crate) async fn enqueue<C: GenericClient>(ctx: &Ctx, c: &C, run: &NewRun) ->
     Ok(())
 }
 
+/// Claims runs in a transaction of its own on `c`, opened and committed here (without waiting
+/// for the disk, see [`BEGIN_EVENTUAL`]), in two round trips: `BEGIN` with the pick (rows locked, `SKIP LOCKED`), then the leases and the rows'
+/// claim columns (one statement), the claimed rows and `COMMIT`, pipelined. A failure before
+/// `COMMIT` leaves the transaction to the caller to roll back.
 pub(crate) async fn claim<C: GenericClient>(
     ctx: &Ctx,
-    tx: &C,
+    c: &C,
     graph: &str,
     holder: &str,
     ttl_ms: u64,
@@ -106,28 +118,43 @@ pub(crate) async fn claim<C: GenericClient>(
 ) -> Result<Vec<QueuedRun>, Fail<QueueError>> {
     let (at, until) = (time(now), time(now.saturating_add(ttl_ms)));
     let limit = i64::try_from(max).unwrap_or(i64::MAX);
-    let picked: Vec<String> = sql::query(tx, PICK, &[&graph, &at, &limit]).await?.iter().map(|r| r.get(0)).collect();
+    // Prepared first (once per connection), so that the pipelined statements go out in order.
+    let (pick, take, read) =
+        try_join3(c.prepare_cached(PICK), c.prepare_cached(LEASE_AND_MARK), c.prepare_cached(CLAIMED)).await?;
+    let (begun, picked) = join(c.batch_execute(BEGIN_EVENTUAL), c.query(&pick, &[&graph, &at, &limit])).await;
+    begun?;
+    let picked: Vec<String> = picked?.iter().map(|r| r.get(0)).collect();
     if picked.is_empty() {
+        c.batch_execute("COMMIT").await?;
         return Ok(Vec::new());
     }
-    let won: Vec<String> =
-        sql::query(tx, LEASE, &[&picked, &holder, &until, &at]).await?.iter().map(|r| r.get(0)).collect();
-    if won.is_empty() {
-        return Ok(Vec::new());
-    }
-    sql::execute(tx, MARK, &[&won, &holder, &at]).await?;
-    let rows = sql::query(
-        tx,
-        &format!(
-            "SELECT {COLUMNS} FROM run_queue q LEFT JOIN leases l ON l.thread = q.thread AND l.holder IS NOT NULL \
-             WHERE q.thread = ANY($1::text[]) ORDER BY q.enqueued_at, q.thread"
-        ),
-        &[&won],
+    let (taken, rows, committed) = join3(
+        c.execute(&take, &[&picked, &holder, &until, &at]),
+        c.query(&read, &[&picked, &holder, &until]),
+        c.batch_execute("COMMIT"),
     )
-    .await?;
+    .await;
+    // In statement order: a failure aborts the transaction, and the `COMMIT` then rolls it back.
+    taken?;
+    let rows = rows?;
+    committed?;
     Ok(rows.iter().map(|r| run_from_row(&ctx.path, r)).collect::<Result<_, _>>()?)
 }
 
+/// Sets the heartbeat of holder `$1`'s runs to `$2` and answers their control requests.
+const HEARTBEAT: &str = "UPDATE run_queue q SET heartbeat_at = $2 FROM leases l \
+     WHERE q.holder = $1 AND l.thread = q.thread AND l.holder = $1 AND l.expires_at > $2 \
+     RETURNING q.thread, q.control";
+
+/// Opens a transaction that commits without waiting for the disk. For claims and heartbeats:
+/// a claim lost in a server crash leaves the run queued and its lease with the previous holder,
+/// so the worker's fenced commits are refused and another claim takes the run; a lost heartbeat
+/// is a timestamp. The first step commit of a claimed run (synchronous) makes its claim durable
+/// too, as the server's log is flushed in order.
+const BEGIN_EVENTUAL: &str = "BEGIN; SET LOCAL synchronous_commit = off";
+
+/// A worker's heartbeat in a transaction of its own on `c`, opened and committed here in one
+/// round trip, without waiting for the disk (see [`BEGIN_EVENTUAL`]).
 pub(crate) async fn heartbeat<C: GenericClient>(
     ctx: &Ctx,
     c: &C,
@@ -135,14 +162,12 @@ pub(crate) async fn heartbeat<C: GenericClient>(
     now: u64,
 ) -> Result<Vec<(String, RunControl)>, Fail<QueueError>> {
     let at = time(now);
-    let rows = sql::query(
-        c,
-        "UPDATE run_queue q SET heartbeat_at = $2 FROM leases l \
-         WHERE q.holder = $1 AND l.thread = q.thread AND l.holder = $1 AND l.expires_at > $2 \
-         RETURNING q.thread, q.control",
-        &[&holder, &at],
-    )
-    .await?;
+    let beat = c.prepare_cached(HEARTBEAT).await?;
+    let (begun, rows, committed) =
+        join3(c.batch_execute(BEGIN_EVENTUAL), c.query(&beat, &[&holder, &at]), c.batch_execute("COMMIT")).await;
+    begun?;
+    let rows = rows?;
+    committed?;
     let mut controls = Vec::new();
     for row in rows {
         let thread: String = row.get(0);

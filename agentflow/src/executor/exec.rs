@@ -51,6 +51,8 @@ pub(crate) struct Exec<'g, S: State, D> {
     /// Resuming from a breakpoint before these nodes: do not stop there again.
     pub(crate) skip_before: bool,
     pub(crate) metrics: crate::metrics::RunMetrics,
+    /// Cancelled before the cancel token when the stop is a pause.
+    pub(crate) pause: tokio_util::sync::CancellationToken,
 }
 
 impl<S: State, D: Sync> Exec<'_, S, D> {
@@ -67,7 +69,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         let mut skip_before = self.skip_before;
         let outcome = loop {
             if self.scope.cancel.is_cancelled() {
-                break Outcome::Cancelled;
+                break self.stopped();
             }
             if active.is_empty() {
                 break Outcome::Completed;
@@ -122,7 +124,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     cp.keep_pending(&done, &[], |n| self.name(n)).await?;
                 }
                 if self.scope.cancel.is_cancelled() {
-                    break Outcome::Cancelled;
+                    break self.stopped();
                 }
                 break self.failed(id, error);
             }
@@ -441,6 +443,11 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             }
             attempt += 1;
         }
+    }
+
+    /// How a run stopped from outside ends: paused if the stop was a pause, else cancelled.
+    fn stopped(&self) -> Outcome {
+        if self.pause.is_cancelled() { Outcome::Paused } else { Outcome::Cancelled }
     }
 
     fn failed(&self, id: NodeId, error: NodeError) -> Outcome {

@@ -70,6 +70,7 @@ impl<S: State, D: Sync> App<S, D> {
             modes: Modes::of([StreamMode::Updates]),
             stream_buffer: DEFAULT_STREAM_BUFFER,
             parent_outlet: None,
+            pause: CancellationToken::new(),
         }
     }
 }
@@ -109,6 +110,8 @@ pub struct Runner<'g, S: State, D> {
     /// For a subgraph's run: its parent's stream, which its model chunks and
     /// custom values go to (under the child's place).
     parent_outlet: Option<Arc<dyn crate::stream::Outlet>>,
+    /// Cancelled (before `cancel`) when the stop is a pause: the run ends `Outcome::Paused`.
+    pause: CancellationToken,
 }
 
 /// How many items a [`RunStream`] holds before the run waits for its reader,
@@ -176,6 +179,13 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// run leaves the lease held when it ends: `holder` releases it.
     pub(crate) fn lease_holder(mut self, holder: impl Into<String>) -> Self {
         self.holder = Some(holder.into());
+        self
+    }
+
+    /// Makes a stop through the cancel token a pause when `pause` was cancelled first: the run
+    /// ends [`Outcome::Paused`] (status `paused`, no compensation) instead of cancelled.
+    pub(crate) fn pause_token(mut self, pause: CancellationToken) -> Self {
+        self.pause = pause;
         self
     }
 
@@ -459,6 +469,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             owner: checkpointer.as_ref().map_or_else(|| self.owner.clone(), |cp| cp.owner().to_string()),
             shield: crate::shield::Shield::default(),
             activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
+            pause: self.pause.clone(),
             children: tokio::sync::Semaphore::new(crate::DEFAULT_PARALLEL),
             breakers: Arc::clone(&gateway.breakers),
             outlet: outlet.map(|c| c as Arc<dyn crate::stream::Outlet>).or(self.parent_outlet),
@@ -475,6 +486,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             resume_nodes,
             skip_before,
             metrics,
+            pause: self.pause,
         };
         let span = tracing::info_span!("agentflow.run", graph = plan.spec.name, thread = self.thread.as_deref());
         let result = exec.run_loop(start, max_steps, self.deadline, &mut checkpointer).instrument(span).await;
@@ -508,6 +520,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 Outcome::BudgetExhausted { .. } => ThreadStatus::BudgetExhausted,
                 Outcome::Failed { .. } => ThreadStatus::Failed,
                 Outcome::Cancelled => ThreadStatus::Cancelled,
+                Outcome::Paused => ThreadStatus::Paused,
                 Outcome::Interrupted { pending, .. } => {
                     // Woken on its own when an approval it waits for expires.
                     cp.wake_at = crate::timer::wake::wake_time(pending);
