@@ -7,6 +7,8 @@
 //! Trials default to 50 (`AGENTFLOW_CRASH_TRIALS`); the seed is printed and can
 //! be replayed with `AGENTFLOW_CRASH_SEED`.
 
+mod kill;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -97,6 +99,10 @@ async fn run_child(db: &Path, dir: &Path, resume: bool) -> Result<Work, RunError
         match runner().resume().await {
             // Killed before its first checkpoint: the thread never started.
             Err(RunError::Resume(ResumeError::UnknownThread { .. })) => runner().run(Work::default()).await?,
+            // Killed after it completed, before its result was written down.
+            Err(RunError::Resume(ResumeError::Finished { .. })) => {
+                return Ok(graph.state("crash").expect("state").expect("a completed thread").state);
+            }
             other => other?,
         }
     } else {
@@ -130,21 +136,10 @@ fn child(dir: &Path, resume: bool) -> Command {
     cmd
 }
 
-/// splitmix64: reproducible kill times from one printed seed.
-fn next(seed: &mut u64) -> u64 {
-    *seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *seed;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 #[tokio::test]
 async fn sigkill_at_random_points_then_resume() {
-    let trials: u32 = std::env::var("AGENTFLOW_CRASH_TRIALS").ok().and_then(|t| t.parse().ok()).unwrap_or(50);
-    let mut seed: u64 = std::env::var("AGENTFLOW_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
+    let trials = kill::trials(50);
+    let mut seed = kill::seed();
     println!("crash test: {trials} trials, AGENTFLOW_CRASH_SEED={seed}");
     let root = std::env::temp_dir().join(format!("agentflow-crash-{}-{seed}", std::process::id()));
 
@@ -160,7 +155,7 @@ async fn sigkill_at_random_points_then_resume() {
     for trial in 0..trials {
         let dir = root.join(format!("trial-{trial}"));
         std::fs::create_dir_all(&dir).unwrap();
-        let delay = 5 + next(&mut seed) % 160;
+        let delay = 5 + kill::next(&mut seed) % 160;
         let mut first = child(&dir, false).spawn().unwrap();
         std::thread::sleep(Duration::from_millis(delay));
         let finished_before_kill = first.try_wait().unwrap().is_some();
@@ -180,10 +175,7 @@ async fn sigkill_at_random_points_then_resume() {
         let state: Work = serde_json::from_slice(&std::fs::read(dir.join("final.json")).unwrap()).unwrap();
         assert_eq!(state.count, reference.count, "trial {trial} (kill after {delay} ms)");
         assert_eq!(state.trail, reference.trail, "trial {trial} (kill after {delay} ms)");
-        let charges = std::fs::read_dir(&dir)
-            .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("charge-"))
-            .count();
+        let charges = kill::files_starting_with(&dir, "charge-");
         assert_eq!(charges, 1, "trial {trial} (kill after {delay} ms): charged {charges} times");
         let receipt = state.receipt.expect("the charge step ran");
         let calls = std::fs::read_to_string(dir.join("calls.log")).unwrap();
@@ -346,10 +338,8 @@ fn decide(dir: &Path, outcome: &serde_json::Value) {
 
 #[tokio::test]
 async fn sigkill_inside_approved_calls_and_effects() {
-    let trials: u32 = std::env::var("AGENTFLOW_CRASH_TRIALS").ok().and_then(|t| t.parse().ok()).unwrap_or(30);
-    let mut seed: u64 = std::env::var("AGENTFLOW_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
+    let trials = kill::trials(30);
+    let mut seed = kill::seed();
     println!("approval crash test: {trials} trials, AGENTFLOW_CRASH_SEED={seed}");
     let root = std::env::temp_dir().join(format!("agentflow-approval-crash-{}-{seed}", std::process::id()));
     let (mut unknown_outcomes, mut killed_mid_run) = (0, 0);
@@ -362,7 +352,7 @@ async fn sigkill_inside_approved_calls_and_effects() {
         decide(&dir, &outcome);
         // Resume, and kill the process at a random moment: before, inside or
         // after the refund's body or the SMS effect.
-        let delay = 2 + next(&mut seed) % 120;
+        let delay = 2 + kill::next(&mut seed) % 120;
         let mut victim = approval_child(&dir, true).spawn().unwrap();
         std::thread::sleep(Duration::from_millis(delay));
         if victim.try_wait().unwrap().is_none() {

@@ -8,6 +8,8 @@
 //! Trials default to 12 (`AGENTFLOW_CRASH_TRIALS`); the seed is printed and
 //! can be replayed with `AGENTFLOW_CRASH_SEED`.
 
+mod kill;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -98,6 +100,10 @@ async fn run_parent(db: &Path, dir: &Path, resume: bool) -> Result<Job, RunError
         match runner().resume().await {
             // Killed before the parent's first checkpoint.
             Err(RunError::Resume(ResumeError::UnknownThread { .. })) => runner().run(Job::default()).await?,
+            // Killed after it completed, before its result was written down.
+            Err(RunError::Resume(ResumeError::Finished { .. })) => {
+                return Ok(app.state("p").expect("state").expect("a completed thread").state);
+            }
             other => other?,
         }
     } else {
@@ -131,21 +137,10 @@ fn process(dir: &Path, resume: bool) -> Command {
     cmd
 }
 
-/// splitmix64: reproducible kill times from one printed seed.
-fn next(seed: &mut u64) -> u64 {
-    *seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *seed;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 #[test]
 fn sigkill_while_a_child_graph_runs_then_resume() {
-    let trials: u32 = std::env::var("AGENTFLOW_CRASH_TRIALS").ok().and_then(|t| t.parse().ok()).unwrap_or(12);
-    let mut seed: u64 = std::env::var("AGENTFLOW_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
+    let trials = kill::trials(12);
+    let mut seed = kill::seed();
     println!("subgraph crash test: {trials} trials, AGENTFLOW_CRASH_SEED={seed}");
     let root = std::env::temp_dir().join(format!("agentflow-subgraph-crash-{}-{seed}", std::process::id()));
 
@@ -160,7 +155,7 @@ fn sigkill_while_a_child_graph_runs_then_resume() {
     for trial in 0..trials {
         let dir = root.join(format!("trial-{trial}"));
         std::fs::create_dir_all(&dir).unwrap();
-        let delay = 20 + next(&mut seed) % 180;
+        let delay = 20 + kill::next(&mut seed) % 180;
         let mut first = process(&dir, false).spawn().unwrap();
         std::thread::sleep(Duration::from_millis(delay));
         let _ = first.kill(); // SIGKILL on Unix
@@ -183,10 +178,7 @@ fn sigkill_while_a_child_graph_runs_then_resume() {
         let state: Job = serde_json::from_slice(&std::fs::read(dir.join("final.json")).unwrap()).unwrap();
         assert_eq!(state.trail, reference.trail, "trial {trial} (kill after {delay} ms)");
         assert_eq!(state.count, reference.count, "trial {trial} (kill after {delay} ms)");
-        let charges = std::fs::read_dir(&dir)
-            .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("charge-"))
-            .count();
+        let charges = kill::files_starting_with(&dir, "charge-");
         assert_eq!(charges, 1, "trial {trial} (kill after {delay} ms): charged {charges} times");
         assert!(state.receipt.is_some());
     }
