@@ -621,3 +621,50 @@ async fn pausing_a_parent_from_outside_pauses_its_child_and_a_resume_finishes_bo
     stop.cancel();
     handle.await.unwrap().unwrap();
 }
+
+// ------------------------------------------------ a child that sleeps
+
+#[graph(state = Talk, deps = Counts, start = nap)]
+pub mod napper {
+    use super::*;
+
+    #[node(goto = [END], sleep)]
+    async fn nap(_s: &Talk, cx: &Ctx<Counts>) -> Result<Step<Talk>, NodeError> {
+        cx.sleep(std::time::Duration::from_millis(30)).await?;
+        Ok(goto!(END, Talk::update().said("rested".to_string())))
+    }
+}
+
+#[graph(state = Talk, deps = Counts, start = wait)]
+pub mod nap_parent {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [napper])]
+    async fn wait(_s: &Talk, cx: &Ctx<Counts>) -> Result<Step<Talk>, NodeError> {
+        let child = cx.subgraph(napper::graph(), Talk::default()).await?;
+        Ok(goto!(END, Talk::update().said(child.said)))
+    }
+}
+
+#[tokio::test]
+async fn a_sleeping_child_makes_the_parent_sleep_and_the_parents_scheduler_wakes_the_tree() {
+    let store = store();
+    let app = nap_parent::graph().app().store(Arc::clone(&store));
+    let run = app.runner(&Counts::default()).thread("n").run(Talk::default()).await.unwrap();
+    let Outcome::Sleeping { until, .. } = run.outcome else { panic!("{}", run.outcome) };
+    let child = "n/wait.0.0.napper";
+    assert_eq!(store.thread(child).unwrap().unwrap().status, ThreadStatus::Sleeping);
+    assert_eq!(store.thread_timer(child).unwrap(), Some(until), "the parent sleeps until the child wakes");
+    // The child's own timer is not the parent graph's to wake: nothing happens, no error.
+    while agentflow::timer::now_ms() < until {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(app.wake(child, &Counts::default()).await.unwrap().is_none());
+
+    let scheduler = app.scheduler(Arc::new(Counts::default()));
+    let woken = scheduler.subscribe().wait_for("n").await.expect("the scheduler runs");
+    assert_eq!(woken.result, Ok(Outcome::Completed));
+    assert_eq!(app.state("n").unwrap().unwrap().state.said, "rested");
+    assert_eq!(store.thread(child).unwrap().unwrap().status, ThreadStatus::Completed);
+    scheduler.shutdown().await;
+}

@@ -72,11 +72,9 @@
 //!   `subgraph` and `thread` naming the graph and thread that wait (the
 //!   deepest); decide the approval and `resume` the parent, or
 //!   `resume_with(value)` the parent, and the value reaches the child;
-//! - a child that sleeps makes the parent sleep until the same time (the
-//!   child's own timer is in the store's index too: a
-//!   [`Scheduler`](crate::timer::Scheduler) of the parent's graph sees it,
-//!   cannot resume it as another graph's thread, logs that and backs off;
-//!   the parent's timer wakes the tree);
+//! - a child that sleeps makes the parent sleep until the same time; the
+//!   parent's [`Scheduler`](crate::timer::Scheduler) wakes the tree (it
+//!   leaves the child's own timer alone: the child is another graph's thread);
 //! - a node run gets one resume value: the first that waits for one (a
 //!   child, or the node's own `interrupt`) takes it, a later one pauses
 //!   again;

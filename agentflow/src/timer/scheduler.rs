@@ -93,11 +93,14 @@ pub struct Woken {
 /// Wake-up lag is bounded by [`SchedulerConfig::poll`] for timers set after
 /// the scheduler's last look, and by the store's read time otherwise.
 ///
-/// The scheduler resumes every due thread of the store with this graph; a
-/// thread of another graph in the same store fails to resume
+/// The scheduler resumes the due threads of this graph. A thread of another
+/// graph in the same store (its stored graph description names another
+/// graph: a subgraph's child thread, or a graph with a scheduler of its own)
+/// is left to that graph, quietly, and looked at again after
+/// [`SchedulerConfig::retry_after`]. A thread of an older version of this
+/// graph fails to resume
 /// ([`ResumeError::GraphChanged`](crate::persist::ResumeError::GraphChanged),
-/// logged) and is tried again after [`SchedulerConfig::retry_after`]. Give
-/// each graph its own store when several share a process.
+/// logged) and is tried again after `retry_after`.
 pub struct Scheduler {
     cancel: CancellationToken,
     task: Option<tokio::task::JoinHandle<()>>,
@@ -203,11 +206,42 @@ impl<S: State, D: Send + Sync + 'static> App<S, D> {
     /// are checked under it. `Ok(None)` when there is nothing to do (no
     /// timer, not due yet, it waits for a person's value, it finished, or
     /// another executor holds it).
+    ///
+    /// A thread of another graph in the same store (one whose stored graph
+    /// description names another graph, such as a subgraph's child thread)
+    /// is not this graph's to wake: `Ok(None)`, nothing logged.
     pub async fn wake(&self, thread: &str, deps: &D) -> Result<Option<Run<S>>, RunError> {
+        if self.of_another_graph(thread).await {
+            return Ok(None);
+        }
         match self.runner(deps).thread(thread).resume_due().await {
             Err(RunError::ThreadBusy { .. }) => Ok(None),
             other => other,
         }
+    }
+}
+
+impl<S: State, D> App<S, D> {
+    /// Whether `thread` belongs to a graph other than this one: its
+    /// fingerprint is not this graph's and the store describes that
+    /// fingerprint as a graph of another name. (A thread of an older
+    /// version of this graph is not: resuming it reports the change.)
+    async fn of_another_graph(&self, thread: &str) -> bool {
+        let Some(store) = self.store.clone() else { return false };
+        let (id, mine) = (thread.to_string(), self.graph.fingerprint().to_string());
+        let name = blocking(&store, move |s| {
+            let record = s.thread(&id).ok()??;
+            if record.graph_fingerprint == mine {
+                return None;
+            }
+            let description = s.graph_description(&record.graph_fingerprint).ok()??;
+            let description: serde_json::Value = serde_json::from_str(&description).ok()?;
+            description.get("name").and_then(serde_json::Value::as_str).map(str::to_string)
+        })
+        .await
+        .ok()
+        .flatten();
+        name.is_some_and(|name| name != self.graph.name())
     }
 }
 
