@@ -668,3 +668,35 @@ async fn a_sleeping_child_makes_the_parent_sleep_and_the_parents_scheduler_wakes
     assert_eq!(store.thread(child).unwrap().unwrap().status, ThreadStatus::Completed);
     scheduler.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_childs_values_updates_and_events_reach_the_parents_stream_as_json() {
+    use agentflow::{StreamMode, StreamPart};
+    let counts = Counts::default();
+    let app = outer_talk::graph().app().store(store());
+    let modes = [StreamMode::Values, StreamMode::Updates, StreamMode::Events];
+    let mut stream = app.runner(&counts).thread("talk2").stream_modes(modes).stream(Talk::default());
+    let (mut root_values, mut child_items) = (Vec::new(), Vec::new());
+    while let Some(item) = stream.next().await {
+        match item.part {
+            StreamPart::Values { state, .. } => root_values.push(state.said),
+            StreamPart::Child { mode, value } => child_items.push((item.namespace, mode, value)),
+            _ => {}
+        }
+    }
+    assert_eq!(root_values, ["inner"]);
+    let child = vec!["host.0.0.middle_talk".to_string()];
+    let grandchild = vec!["host.0.0.middle_talk".to_string(), "relay.0.0.inner_talk".to_string()];
+    let of = |ns: &Vec<String>, mode| child_items.iter().filter(|(n, m, _)| n == ns && *m == mode).count();
+    // One super-step each: one value, one update, and their events.
+    for ns in [&child, &grandchild] {
+        assert_eq!(of(ns, StreamMode::Values), 1, "{ns:?}: {child_items:?}");
+        assert_eq!(of(ns, StreamMode::Updates), 1, "{ns:?}");
+        assert!(of(ns, StreamMode::Events) >= 3, "{ns:?}: step started, node started, node finished, finished");
+    }
+    let value = |ns: &Vec<String>, mode| child_items.iter().find(|(n, m, _)| n == ns && *m == mode).unwrap().2.clone();
+    assert_eq!(value(&grandchild, StreamMode::Values), json!({ "step": 1, "state": { "said": "inner" } }));
+    let update = value(&child, StreamMode::Updates);
+    assert_eq!((update["node"].clone(), update["update"]["said"].clone()), (json!("relay"), json!("inner")));
+    assert!(value(&child, StreamMode::Events)["event"].is_string());
+}

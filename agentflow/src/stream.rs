@@ -85,13 +85,14 @@ impl Modes {
 #[non_exhaustive]
 pub struct StreamItem<S: State> {
     /// The path of the graph that produced the item, from the run's root
-    /// graph: empty for the root graph itself. A model chunk or a custom
-    /// value from a [subgraph](crate::subgraph) carries one entry per level,
-    /// each the child's call under its parent node
-    /// (`["delegate.0.2.writer"]`, and `["write.0.0.research",
-    /// "gather.0.0.review"]` one level further down), so a consumer can tell
-    /// a child's items from its parent's. A child's values, updates and
-    /// events are not in the parent's stream.
+    /// graph: empty for the root graph itself. An item from a
+    /// [subgraph](crate::subgraph) carries one entry per level, each the
+    /// child's call under its parent node (`["delegate.0.2.writer"]`, and
+    /// `["write.0.0.research", "gather.0.0.review"]` one level further
+    /// down), so a consumer can tell a child's items from its parent's: its
+    /// model chunks and custom values as [`StreamPart::Message`] and
+    /// [`StreamPart::Custom`], its values, updates and events as
+    /// [`StreamPart::Child`] (JSON, since its state type is its own).
     pub namespace: Vec<String>,
     /// What happened.
     pub part: StreamPart<S>,
@@ -158,6 +159,20 @@ pub enum StreamPart<S: State> {
         /// The value, serialised.
         value: serde_json::Value,
     },
+    /// A [subgraph](crate::subgraph)'s value, update or event, in its
+    /// parent's stream (the item's `namespace` says which child). Its state
+    /// type is not the parent's, so it comes as JSON: for
+    /// [`StreamMode::Values`] `{"step": n, "state": ..}`, for
+    /// [`StreamMode::Updates`] `{"step": n, "node": "..", "instance": i | null,
+    /// "update": ..}`, for [`StreamMode::Events`] `{"event": "<the event's
+    /// one-line display>"}`. A child's model chunks and custom values come as
+    /// [`StreamPart::Message`] and [`StreamPart::Custom`].
+    Child {
+        /// Which mode the item is of.
+        mode: StreamMode,
+        /// The item, as above.
+        value: serde_json::Value,
+    },
     /// The run ended: what `Runner::run` (or the resume) would have
     /// returned. Always the last item, whatever the modes.
     Done(Result<Run<S>, RunError>),
@@ -178,6 +193,8 @@ pub(crate) trait Outlet: Room + Send + Sync {
     fn message_at(&self, namespace: Vec<String>, origin: Origin, chunk: ChatChunk);
     /// A custom value from the graph at `namespace` (empty: the root graph).
     fn custom_at(&self, namespace: Vec<String>, origin: Origin, value: serde_json::Value);
+    /// A child graph's value, update or event (see [`StreamPart::Child`]).
+    fn child_at(&self, namespace: Vec<String>, mode: StreamMode, value: serde_json::Value);
 
     fn message(&self, origin: Origin, chunk: ChatChunk) {
         self.message_at(Vec::new(), origin, chunk);
@@ -219,6 +236,10 @@ impl Outlet for Nested {
 
     fn custom_at(&self, namespace: Vec<String>, origin: Origin, value: serde_json::Value) {
         self.parent.custom_at(self.path(namespace), origin, value);
+    }
+
+    fn child_at(&self, namespace: Vec<String>, mode: StreamMode, value: serde_json::Value) {
+        self.parent.child_at(self.path(namespace), mode, value);
     }
 }
 
@@ -309,6 +330,10 @@ impl<S: State> Outlet for Channel<S> {
     fn custom_at(&self, namespace: Vec<String>, origin: Origin, value: serde_json::Value) {
         let Origin { step, node, instance } = origin;
         self.push_at(namespace, StreamPart::Custom { step, node, instance, value });
+    }
+
+    fn child_at(&self, namespace: Vec<String>, mode: StreamMode, value: serde_json::Value) {
+        self.push_at(namespace, StreamPart::Child { mode, value });
     }
 }
 

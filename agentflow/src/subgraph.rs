@@ -91,12 +91,14 @@
 //! the node (there is nothing to resume). At most [`DEFAULT_PARALLEL`]
 //! children run at once in one run.
 //!
-//! Streams: a child's model chunks and `cx.emit` values go to the parent's
-//! [stream](crate::Runner::stream), each item's `namespace` naming the
-//! child's place (`["delegate.0.2.writer"]`, one entry per level). Not yet:
-//! the child's values, updates and events are not in the parent's stream
-//! nor its `on_event` sink, and a child cut off by a crash has its usage
-//! counted in its own thread only, not in the parent's.
+//! Streams: everything a child does reaches the parent's
+//! [stream](crate::Runner::stream) in the modes it carries, each item's
+//! `namespace` naming the child's place (`["delegate.0.2.writer"]`, one
+//! entry per level): model chunks and `cx.emit` values as they are, values,
+//! updates and events as [`StreamPart::Child`](crate::StreamPart::Child)
+//! JSON. Not yet: the parent's `on_event` sink gets none of the child's
+//! events, and a child cut off by a crash has its usage counted in its own
+//! thread only, not in the parent's.
 //!
 //! [`DEFAULT_PARALLEL`]: crate::DEFAULT_PARALLEL
 

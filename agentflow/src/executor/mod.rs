@@ -454,8 +454,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             .filter_map(|p| self.app.graph.node_id(&p.node))
             .collect();
         let skip_before = start.interrupts.iter().any(|p| p.kind == PendingKind::Before);
-        let outlet = self.stream.clone().filter(|c| c.has(StreamMode::Messages) || c.has(StreamMode::Custom));
-        let events = Arc::new(Events::new(self.sink, self.stream));
+        // The context reaches the stream for model chunks and custom values, and passes it on
+        // to subgraphs, which send up every mode the stream carries.
+        let outlet = self.stream.clone();
+        let events = Arc::new(Events::new(self.sink, self.stream, self.parent_outlet.clone()));
         let activity_events = Arc::clone(&events);
         let gateway = &self.app.gateway;
         let scope = RunScope {
@@ -542,7 +544,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
 impl<S: State, D: Sync> Runner<'_, S, D> {
     /// Continues the compensation of a thread left `compensating`.
     async fn compensate_only(self, start: Resumed<S>, mut cp: Checkpointer) -> Result<Run<S>, RunError> {
-        let events = Arc::new(Events::new(self.sink, self.stream));
+        let events = Arc::new(Events::new(self.sink, self.stream, self.parent_outlet.clone()));
         let usage = cp.budget.usage;
         // The compensation keeps the reason it started with (in the audit log).
         let reason = "resumed while compensating".to_string();

@@ -9,7 +9,7 @@ use crate::pace::Room;
 /// One piece of a model's reply, as it arrives from a streaming call
 /// ([`ChatModel::chat_stream`](super::ChatModel::chat_stream)).
 ///
-/// The pieces of one reply add up to it ([`ReplyAssembler`]): the texts
+/// The pieces of one reply add up to it ([`ReplyAssembler`](super::ReplyAssembler)): the texts
 /// concatenated, each tool call's pieces (same [`ToolCallDelta::index`])
 /// joined, and the usage, which comes once, usually in the last chunk.
 /// [`ChatChunk::whole`] makes one chunk of a whole reply.
