@@ -17,6 +17,8 @@
 //! cool-down end the store reports (`open_until`), which the breaker's own
 //! rule compares with.
 
+mod pg;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
 use std::time::Duration;
@@ -453,24 +455,9 @@ async fn a_call_cut_off_by_the_node_timeout_counts_as_a_failure() {
 fn app_view(store: &Arc<dyn Store>) -> App<Check, Upstream> {
     checking::graph().app().store(Arc::clone(store))
 }
-
-fn pg_url() -> Option<String> {
-    match std::env::var("AGENTFLOW_PG_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("CI").map_or(true, |v| v != "true"),
-                "AGENTFLOW_PG_URL is not set under CI: source .ci/postgres.sh before cargo test"
-            );
-            eprintln!("SKIPPED: AGENTFLOW_PG_URL is not set (start a server with `source .ci/postgres.sh`)");
-            None
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres_two_store_instances_share_the_breaker() {
-    let Some(url) = pg_url() else { return };
+    let Some(url) = pg::pg_url() else { return };
     let schema = format!("breaker_{}_{}", std::process::id(), now_ms());
     // Two store instances, each with its own pool: as two processes would.
     let open = || -> Arc<dyn Store> {

@@ -3,9 +3,9 @@
 //! would: a thread paused by one is resumed by another, and a thread running in one is busy for
 //! the other.
 
-use std::io::Write;
+mod pg;
+
 use std::sync::Arc;
-use std::sync::Once;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use agentflow::persist::ThreadStatus;
@@ -70,29 +70,6 @@ mod review_flow {
         Ok(goto!(END, Draft::update().receipt(Some(receipt)).trail(vec!["send".into()])))
     }
 }
-
-/// The server's URL, or `None` after printing once why the tests are skipped; under CI a
-/// missing URL fails.
-fn url() -> Option<String> {
-    static SKIP: Once = Once::new();
-    match std::env::var("AGENTFLOW_PG_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("CI").map_or(true, |v| v != "true"),
-                "AGENTFLOW_PG_URL is not set under CI: source .ci/postgres.sh before cargo test"
-            );
-            SKIP.call_once(|| {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "SKIPPED PostgreSQL run tests: AGENTFLOW_PG_URL is not set (start a server with `source .ci/postgres.sh`)"
-                );
-            });
-            None
-        }
-    }
-}
-
 fn fresh_schema(tag: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
@@ -107,7 +84,7 @@ fn graph(url: &str, schema: &str) -> App<Draft, Deps> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_paused_on_one_store_is_resumed_from_a_second_store_instance() {
-    let Some(url) = url() else { return };
+    let Some(url) = pg::pg_url() else { return };
     let schema = fresh_schema("resume");
     let deps = Deps::default();
 
@@ -144,7 +121,7 @@ async fn a_run_paused_on_one_store_is_resumed_from_a_second_store_instance() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_running_on_one_store_instance_is_busy_for_another() {
-    let Some(url) = url() else { return };
+    let Some(url) = pg::pg_url() else { return };
     let schema = fresh_schema("busy");
     let holding = Arc::new(Deps { hold: Some((Notify::new(), Notify::new())), ..Deps::default() });
 
@@ -173,7 +150,7 @@ async fn a_thread_running_on_one_store_instance_is_busy_for_another() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_durability_mode_runs_on_postgres() {
-    let Some(url) = url() else { return };
+    let Some(url) = pg::pg_url() else { return };
     let schema = fresh_schema("durability");
     let g = graph(&url, &schema);
     let deps = Deps::default();

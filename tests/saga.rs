@@ -6,6 +6,8 @@
 //! to `effects.log` (an idempotent tool makes its change once per key), so
 //! the tests count what ran and what acted, across processes.
 
+mod pg;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -392,11 +394,7 @@ async fn a_failed_compensation_is_named_stops_the_rest_and_resume_retries_it() {
 /// `compensating` status and the compensations' journal round-trip there too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_compensation_then_resume_on_postgres() {
-    let Some(url) = std::env::var("AGENTFLOW_PG_URL").ok().filter(|u| !u.trim().is_empty()) else {
-        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "AGENTFLOW_PG_URL is not set under CI");
-        eprintln!("SKIPPED: AGENTFLOW_PG_URL is not set (start a server with `source .ci/postgres.sh`)");
-        return;
-    };
+    let Some(url) = pg::pg_url() else { return };
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     let schema = format!("saga_{}_{nanos}", std::process::id());
     let store = agentflow_store::PostgresStore::builder().schema(schema).open(&url).expect("open the PostgreSQL store");

@@ -8,6 +8,8 @@
 //! No timing is asserted: the tests wait for outcomes (wake-ups reported by
 //! the scheduler) and compare wake times with the clock the timers use.
 
+mod pg;
+
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -228,24 +230,9 @@ async fn an_overdue_timer_fires_once_after_a_restart() {
     drop(store);
     std::fs::remove_dir_all(&dir).ok();
 }
-
-fn pg_url() -> Option<String> {
-    match std::env::var("AGENTFLOW_PG_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("CI").map_or(true, |v| v != "true"),
-                "AGENTFLOW_PG_URL is not set under CI: source .ci/postgres.sh before cargo test"
-            );
-            eprintln!("SKIPPED: AGENTFLOW_PG_URL is not set (start a server with `source .ci/postgres.sh`)");
-            None
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_schedulers_on_one_postgres_store_wake_each_thread_once() {
-    let Some(url) = pg_url() else { return };
+    let Some(url) = pg::pg_url() else { return };
     let schema = format!("timers_race_{}_{}", std::process::id(), now_ms());
     // Two store instances, each with its own pool: as two processes would.
     let open = || -> Arc<dyn Store> { Arc::new(PostgresStore::builder().schema(&schema).open(&url).unwrap()) };

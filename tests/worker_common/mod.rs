@@ -5,9 +5,12 @@
 // Each test crate includes this module and uses a part of it.
 #![allow(dead_code)]
 
+#[path = "../pg/mod.rs"]
+mod pg;
+pub use pg::pg_url;
+
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -136,29 +139,6 @@ pub mod job {
 pub fn authorizer() -> RoleAuthorizer {
     RoleAuthorizer::new().role_for(Risk::Irreversible, "refund-approver")
 }
-
-/// The PostgreSQL server's URL, or `None` after printing once why the tests are skipped; under
-/// CI a missing URL fails.
-pub fn pg_url() -> Option<String> {
-    static SKIP: Once = Once::new();
-    match std::env::var("AGENTFLOW_PG_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("CI").map_or(true, |v| v != "true"),
-                "AGENTFLOW_PG_URL is not set under CI: source .ci/postgres.sh before cargo test"
-            );
-            SKIP.call_once(|| {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "SKIPPED PostgreSQL worker tests: AGENTFLOW_PG_URL is not set (start a server with `source .ci/postgres.sh`)"
-                );
-            });
-            None
-        }
-    }
-}
-
 /// A schema no other test uses.
 pub fn fresh_schema(tag: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);
