@@ -132,6 +132,8 @@ impl Ctx {
         }
     }
 }
+/// How long the server lets a session of this store sit idle inside a transaction.
+const IDLE_IN_TRANSACTION: &str = "idle_in_transaction_session_timeout=10000";
 
 /// Options for opening a [`PostgresStore`].
 #[derive(Debug, Clone)]
@@ -204,10 +206,16 @@ impl PostgresStoreBuilder {
                 ),
             }));
         }
-        // Keep the URL's own server options (`?options=-c ...`) and add the search path.
+        // A session left idle inside a transaction is ended by the server after 10 s, so a
+        // process stopped mid-commit (SIGSTOP, a long GC pause) cannot hold the rows it locked,
+        // a lease row among them, while another worker waits to take the thread over; its
+        // commit then fails when it wakes. The URL's own server options (`?options=-c ...`)
+        // come after, so they may change it; the search path is added last.
         let options = match config.get_options() {
-            Some(given) if !given.trim().is_empty() => format!("{given} -c search_path={}", self.schema),
-            _ => format!("-c search_path={}", self.schema),
+            Some(given) if !given.trim().is_empty() => {
+                format!("-c {IDLE_IN_TRANSACTION} {given} -c search_path={}", self.schema)
+            }
+            _ => format!("-c {IDLE_IN_TRANSACTION} -c search_path={}", self.schema),
         };
         config.options(options).application_name("agentflow").connect_timeout(self.connect_timeout);
         let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
