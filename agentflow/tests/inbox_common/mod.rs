@@ -99,16 +99,29 @@ pub async fn filled_redb(dir: &Path) -> PathBuf {
     path
 }
 
+/// Opens the redb file; while the server has it open for a request (a page's live poll),
+/// tries again, for up to ten seconds.
+pub fn open_redb(path: &Path) -> Arc<dyn Store> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match RedbStore::open(path) {
+            Ok(s) => return Arc::new(s),
+            Err(agentflow_store::OpenError::AlreadyOpen { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("open the store: {e}"),
+        }
+    }
+}
+
 /// Resumes `t-paused` in this process (the file is open only during the run).
 pub async fn resume(path: &Path) -> agentflow::Run<Pay> {
-    let store: Arc<dyn Store> = Arc::new(RedbStore::open(path).expect("open the store (is serve holding it?)"));
-    app(store).runner(&()).thread("t-paused").resume().await.expect("resume")
+    app(open_redb(path)).runner(&()).thread("t-paused").resume().await.expect("resume")
 }
 
 /// Opens the redb file, reads, closes it again.
 pub fn with_redb<T>(path: &Path, f: impl FnOnce(&Arc<dyn Store>) -> T) -> T {
-    let store: Arc<dyn Store> = Arc::new(RedbStore::open(path).expect("open the store (is serve holding it?)"));
-    f(&store)
+    f(&open_redb(path))
 }
 
 /// The users: `alice` may decide irreversible calls, `bob` has no role, `agent` (who

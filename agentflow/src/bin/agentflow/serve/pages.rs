@@ -53,7 +53,7 @@ h1{font-size:1.35em}h2{font-size:1.1em;margin:.2em 0}
 .card{background:#fff;border:1px solid #d6d9e0;border-radius:6px;padding:1em;margin:0 0 1.2em}
 .grid{display:grid;grid-template-columns:1fr 1fr;gap:1em}
 pre{background:#f0f2f6;padding:.6em;border-radius:4px;overflow:auto;max-height:22em;margin:.3em 0;font-size:13px}
-table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.3em .5em;border-bottom:1px solid #e2e4ea;vertical-align:top}
+table{border-collapse:collapse;width:100%}td code{overflow-wrap:anywhere;word-break:break-word}td,th{text-align:left;padding:.3em .5em;border-bottom:1px solid #e2e4ea;vertical-align:top}
 .risk{padding:.1em .5em;border-radius:3px;font-weight:600;font-size:.85em}
 .risk-irreversible{background:#ffd7d2;color:#8a1500}.risk-external{background:#ffe9c2;color:#7a4a00}
 .risk-reversible{background:#dff3dc;color:#1d5b12}.risk-read{background:#e1ecff;color:#123f86}

@@ -71,7 +71,7 @@ fn html(status: StatusCode, body: String) -> Response {
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     r
 }
@@ -102,7 +102,8 @@ fn failure(f: Failure, session: Option<&Session>) -> Response {
     error_page(status, title, &message, session)
 }
 
-/// Refuses a POST whose `Origin` names another site (browsers send it on form posts).
+/// Refuses a POST whose `Origin` names another site (browsers send it on form posts; `null`,
+/// sent from privacy-restricted contexts, names none, and the CSRF token decides).
 fn cross_site(headers: &HeaderMap) -> bool {
     let (Some(origin), Some(host)) = (
         headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()),
@@ -110,6 +111,9 @@ fn cross_site(headers: &HeaderMap) -> bool {
     ) else {
         return false;
     };
+    if origin == "null" {
+        return false;
+    }
     let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
     origin_host != host
 }
