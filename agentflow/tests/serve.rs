@@ -293,6 +293,8 @@ async fn edits_are_checked_against_the_schema_and_rejections_need_a_reason() {
     let (status, page) = post(base, Some(&alice), &edit, &[("args", r#"{"order_id": "A-1", "amount": "lots"}"#)]).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{page}");
     assert!(page.contains("`args.amount` must be integer"), "{page}");
+    // The page offers the edit again, with the arguments as sent.
+    assert!(page.contains("&quot;amount&quot;: &quot;lots&quot;}</textarea>"), "{page}");
     let (status, page) = post(base, Some(&alice), &edit, &[("args", r#"{"order_id": "A-1"}"#)]).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(page.contains("`args.amount` is required"), "{page}");
@@ -352,7 +354,7 @@ async fn a_rejection_with_a_reason_and_conditions_on_an_approval_are_recorded() 
 
 #[tokio::test]
 async fn pages_show_threads_their_timeline_a_checkpoint_and_errors_as_pages() {
-    let (_store, serve) = setup("pages").await;
+    let (store, serve) = setup("pages").await;
     let base = serve.base.as_str();
     let alice = login(base, "alice-token").await;
 
@@ -383,6 +385,14 @@ async fn pages_show_threads_their_timeline_a_checkpoint_and_errors_as_pages() {
     let (status, page) = get(base, Some(&alice), "/stuck").await;
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains("None."), "nothing is stuck after a moment with the default thresholds: {page}");
+
+    // While another process holds the redb file, a page waits for it, then says so (503).
+    let held = open_redb(&store);
+    let (status, page) = get(base, Some(&alice), "/threads").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{page}");
+    assert!(page.contains("another process (a running app or worker) has this redb file open"), "{page}");
+    drop(held);
+    assert_eq!(get(base, Some(&alice), "/threads").await.0, StatusCode::OK);
 }
 
 #[tokio::test]

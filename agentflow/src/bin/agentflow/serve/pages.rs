@@ -108,14 +108,34 @@ pub fn login(csrf: &str, message: Option<&str>) -> String {
 
 /// A page that says what went wrong and what to do.
 pub fn error(title: &str, message: &str, session: Option<&Session>) -> String {
+    error_with(title, message, session, "")
+}
+
+/// An error page with more below the message (`extra` is HTML).
+pub fn error_with(title: &str, message: &str, session: Option<&Session>, extra: &str) -> String {
     layout(
         title,
         session,
         &format!(
-            "<h1>{}</h1><div class=\"error\" id=\"error\">{}</div><p><a href=\"/\">Back to the inbox</a></p>",
+            "<h1>{}</h1><div class=\"error\" id=\"error\">{}</div>{extra}<p><a href=\"/\">Back to the inbox</a></p>",
             esc(title),
             esc(message)
         ),
+    )
+}
+
+/// The edit form again, with the arguments as sent, under a refused edit's message.
+pub fn edit_again(s: &Session, id: &str, sent: &str) -> String {
+    format!(
+        "<div class=\"card\"><form method=\"post\" action=\"/approvals/{}/edit\" class=\"edit\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{}\"><label>Arguments to run with (as sent; fix and send again)<br>\
+         <textarea name=\"args\" rows=\"6\" id=\"edit-args-{}\">{}</textarea></label>\
+         <p><button id=\"edit-{}\">Approve with these arguments</button></p></form></div>",
+        url(id),
+        esc(&s.csrf),
+        esc(id),
+        esc(sent),
+        esc(id)
     )
 }
 

@@ -510,11 +510,14 @@ async fn decide(
         "edit" => match serde_json::from_str::<Value>(&field("args")) {
             Ok(v) => Decision::Edit(v),
             Err(e) => {
-                return error_page(
+                return html(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    "The edit was refused",
-                    &format!("The arguments are not valid JSON ({e}). Nothing was changed; go back and fix them."),
-                    Some(&s),
+                    pages::error_with(
+                        "The edit was refused",
+                        &format!("The arguments are not valid JSON ({e}). Nothing was changed."),
+                        Some(&s),
+                        &pages::edit_again(&s, &id, &field("args")),
+                    ),
                 );
             }
         },
@@ -532,6 +535,7 @@ async fn decide(
         }
         _ => return error_page(StatusCode::NOT_FOUND, "Not found", "Unknown decision.", Some(&s)),
     };
+    let sent_args = matches!(decision, Decision::Edit(_)).then(|| field("args"));
     let authorizer = server.authorizer.clone();
     let approver = Approver::new(s.user.clone(), s.roles.clone());
     let target = id.clone();
@@ -561,7 +565,20 @@ async fn decide(
     match result {
         Ok(Ok(record)) => redirect(&format!("/?decided={}", pages::url(&record.id))),
         Ok(Err((status, message))) => {
-            error_page(status, "The decision was refused", &format!("{message}. Nothing was changed."), Some(&s))
+            // A refused edit comes back with the arguments as sent, to fix and send again.
+            let again = match &sent_args {
+                Some(sent) if status == StatusCode::UNPROCESSABLE_ENTITY => pages::edit_again(&s, &id, sent),
+                _ => String::new(),
+            };
+            html(
+                status,
+                pages::error_with(
+                    "The decision was refused",
+                    &format!("{message}. Nothing was changed."),
+                    Some(&s),
+                    &again,
+                ),
+            )
         }
         Err(f) => failure(f, Some(&s)),
     }
