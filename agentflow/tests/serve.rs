@@ -474,3 +474,54 @@ async fn serve_refuses_a_non_loopback_address_and_a_bad_users_file() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs exactly one of `token` or `token_sha256`"));
 }
+
+#[tokio::test]
+async fn the_inbox_lists_interrupts_with_what_they_ask() {
+    let dir = temp_dir("interrupts");
+    let store = filled_redb(&dir).await;
+    add_question(open_redb(&store)).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let (status, inbox) = get(&serve.base, Some(&alice), "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(inbox.contains("Inbox: 1 approval, 1 interrupt"), "{inbox}");
+    let section = &inbox[inbox.find("id=\"interrupts\"").expect("an interrupts section")..];
+    assert!(section.contains("t-question") && section.contains("<code>ask</code>"), "{section}");
+    assert!(section.contains("{&quot;question&quot;:&quot;ship it?&quot;}"), "{section}");
+}
+
+#[tokio::test]
+async fn the_stuck_gauge_is_refreshed_periodically() {
+    let dir = temp_dir("refresh");
+    let store = filled_redb(&dir).await;
+    // Waiting on a person counts as stuck at once; the gauge is refreshed every 200 ms.
+    let serve =
+        Serve::start(store.to_str().unwrap(), &users_file(&dir), &["--stuck-waiting", "0s", "--stuck-every", "200ms"]);
+    let waiting = "agentflow_stuck_threads{kind=\"waiting_on_human\"}";
+    let (_, first) = get(&serve.base, None, "/metrics").await;
+    assert!(first.contains(&format!("{waiting} 1")), "{first}");
+    // Another process decides, this one runs the thread to its end: nothing waits any more,
+    // and only the periodic refresh (no request reads the store) can bring the gauge to 0.
+    let id = the_approval(&store).id;
+    // (The refresh opens the file for a moment every 200 ms: a CLI run that meets it exits 3.)
+    let mut tries = 0;
+    loop {
+        let out = cli(store.to_str().unwrap(), &["approve", &id, "--as", "carol", "--role", "irreversible"]);
+        tries += 1;
+        if out.status.code() == Some(3) && tries < 20 {
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        break;
+    }
+    assert_eq!(resume(&store).await.outcome, Outcome::Completed);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (_, text) = get(&serve.base, None, "/metrics").await;
+        if text.contains(&format!("{waiting} 0")) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the gauge was not refreshed: {text}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

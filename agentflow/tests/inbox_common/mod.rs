@@ -52,6 +52,36 @@ pub mod payments {
     }
 }
 
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+pub struct Question {
+    pub text: String,
+    pub answer: Option<String>,
+}
+
+#[graph(state = Question, start = ask)]
+pub mod questions {
+    use super::*;
+
+    #[node(goto = [END], interrupt)]
+    async fn ask(s: &Question, cx: &Ctx<()>) -> Result<Step<Question>, NodeError> {
+        let answer: String = cx.interrupt(&json!({ "question": s.text }))?;
+        Ok(goto!(END, Question::update().answer(Some(answer))))
+    }
+}
+
+/// Adds `t-question`, paused at an interrupt that asks "ship it?".
+pub async fn add_question(store: Arc<dyn Store>) {
+    let run = questions::graph()
+        .app()
+        .store(store)
+        .runner(&())
+        .thread("t-question")
+        .run(Question { text: "ship it?".into(), answer: None })
+        .await
+        .expect("interrupted run");
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{:?}", run.outcome);
+}
+
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
 }
@@ -155,7 +185,8 @@ impl Serve {
         let mut child = Command::new(env!("CARGO_BIN_EXE_agentflow"))
             .args(["serve", "--store", store, "--bind", "127.0.0.1:0", "--users"])
             .arg(users)
-            .args(["--stuck-every", "1h"])
+            // The gauge's refresh stays out of the tests' way unless a test asks for it.
+            .args(if extra.contains(&"--stuck-every") { &[][..] } else { &["--stuck-every", "1h"][..] })
             .args(extra)
             .env_remove("AGENTFLOW_STORE")
             .env_remove("AGENTFLOW_ROLES")

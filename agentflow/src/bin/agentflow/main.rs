@@ -29,6 +29,11 @@
 //! Every command prints a table for people, or JSON with stable field names
 //! with `--json`.
 //!
+//! `serve` is the approval inbox: a web page (loopback by default) where
+//! users named in a `--users` file log in with a token and decide approvals
+//! through the same desk and authorizer, with CSRF-checked forms, live
+//! updates and `/metrics` (see the `serve` module).
+//!
 //! # Exit codes
 //!
 //! | code | meaning |
