@@ -525,3 +525,36 @@ async fn the_stuck_gauge_is_refreshed_periodically() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test]
+async fn roles_for_and_the_two_person_rule_apply_as_in_the_cli() {
+    // Irreversible calls need the `refunds` role here, and two approvers.
+    let dir = temp_dir("two-person");
+    let store = filled_redb(&dir).await;
+    let serve = Serve::start(
+        store.to_str().unwrap(),
+        &users_file(&dir),
+        &["--roles-for", "irreversible=refunds", "--two-person"],
+    );
+    let base = serve.base.as_str();
+    let id = the_approval(&store).id;
+    let approve = format!("/approvals/{id}/approve");
+
+    let alice = login(base, "alice-token").await;
+    let (status, page) = post(base, Some(&alice), &approve, &[]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("needs the `refunds` role"), "{page}");
+    assert_untouched(&store);
+
+    // Carol's sign-off is the first of two: the record still waits.
+    let carol = login(base, "carol-token").await;
+    let (status, to) = post(base, Some(&carol), &approve, &[]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
+    let (_, page) = get(base, Some(&carol), &to).await;
+    assert!(page.contains("Your sign-off is recorded; another approver is needed"), "{page}");
+    assert_eq!(the_approval(&store).status, ApprovalStatus::Pending);
+    let (status, page) = post(base, Some(&carol), &approve, &[]).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{page}");
+    assert!(page.contains("needs a second approver other than `carol`"), "{page}");
+    assert_eq!(the_approval(&store).status, ApprovalStatus::Pending);
+}

@@ -64,7 +64,7 @@ pub mod questions {
 
     #[node(goto = [END], interrupt)]
     async fn ask(s: &Question, cx: &Ctx<()>) -> Result<Step<Question>, NodeError> {
-        let answer: String = cx.interrupt(&json!({ "question": s.text }))?;
+        let answer: String = cx.interrupt(json!({ "question": s.text }))?;
         Ok(goto!(END, Question::update().answer(Some(answer))))
     }
 }
@@ -154,8 +154,8 @@ pub fn with_redb<T>(path: &Path, f: impl FnOnce(&Arc<dyn Store>) -> T) -> T {
     f(&open_redb(path))
 }
 
-/// The users: `alice` may decide irreversible calls, `bob` has no role, `agent` (who
-/// requests the refunds) has the role too. Tokens: `<name>-token`; alice's is given hashed.
+/// The users: `alice` and `carol` may decide irreversible calls, `bob` has no role, `agent`
+/// (who requests the refunds) has the role too. Tokens: `<name>-token`; alice's is given hashed.
 pub fn users_file(dir: &Path) -> PathBuf {
     use sha2::Digest;
     let hash: String = sha2::Sha256::digest(b"alice-token").iter().map(|b| format!("{b:02x}")).collect();
@@ -164,6 +164,7 @@ pub fn users_file(dir: &Path) -> PathBuf {
         { "name": "alice", "token_sha256": hash, "roles": ["irreversible"] },
         { "name": "bob", "token": "bob-token", "roles": ["support"] },
         { "name": "agent", "token": "agent-token", "roles": ["irreversible"] },
+        { "name": "carol", "token": "carol-token", "roles": ["irreversible", "refunds"] },
     ]});
     std::fs::write(&path, users.to_string()).expect("users file");
     path
