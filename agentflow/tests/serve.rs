@@ -184,6 +184,10 @@ async fn anonymous_and_forged_requests_are_refused_and_change_nothing() {
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_untouched(&store);
 
+    // Logging out is a POST like the others: a wrong token ends nothing.
+    let (status, _) = post(base, Some(&alice), "/logout", &[("csrf", "0000")]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(get(base, Some(&alice), "/threads").await.0, StatusCode::OK);
     // After logout the session is gone.
     let (status, to) = post(base, Some(&alice), "/logout", &[]).await;
     assert_eq!((status, to.as_str()), (StatusCode::SEE_OTHER, "/login"));
