@@ -5,8 +5,8 @@
 //! - Bob (no role) logs in, opens the inbox, clicks Approve: the page says he lacks the role,
 //!   and the record is still pending. He goes back to the inbox and leaves it open.
 //! - Alice (role `irreversible`) logs in, sees the arguments, submits an edit that breaks the
-//!   tool's schema (the page shows the schema error), then changes the amount to 25 and
-//!   approves. Bob's open inbox reloads by itself (the live poll) and shows nothing waiting.
+//!   tool's schema (the page shows the schema error and the form again), fixes the amount to 25
+//!   there and approves. Bob's open inbox reloads by itself (the live poll) and shows nothing waiting.
 //! - The test resumes the thread: the tool receives amount 25 and the thread completes.
 //!
 //! Screenshots of the inbox, the schema error, and the finished thread's page are written to
@@ -169,8 +169,7 @@ async fn a_reviewer_edits_and_approves_in_the_browser_and_the_run_uses_the_edite
     screenshot(&alice, "edit-refused.png").await;
     assert_eq!(with_redb(&store, |s| s.approval(&id).unwrap().unwrap().status), ApprovalStatus::Pending);
 
-    // She edits one argument and approves.
-    alice.goto(&format!("{base}/")).await.unwrap();
+    // The refusal page gives the form back with what she sent: she fixes the amount there.
     let field = alice.wait().at_most(PAGE).for_element(Locator::Id(&format!("edit-args-{id}"))).await.unwrap();
     field.clear().await.unwrap();
     field.send_keys(r#"{"order_id": "A-1", "amount": 25}"#).await.unwrap();

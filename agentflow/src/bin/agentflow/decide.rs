@@ -159,7 +159,7 @@ pub fn decide(store: &Arc<dyn Store>, kind: Kind, args: &DecideArgs, as_json: bo
 }
 
 /// A refused decision: exit code 1 with the desk's message, or a store failure.
-pub fn refusal(e: DecisionError) -> Failure {
+fn refusal(e: DecisionError) -> Failure {
     match e {
         DecisionError::Read(_) | DecisionError::Transition(_) | DecisionError::Audit(_) => Failure::store(e),
         other => Failure::not_found(other.to_string()),
