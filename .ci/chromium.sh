@@ -8,9 +8,9 @@ if [ -x /usr/bin/chromedriver ] && [ -x /usr/bin/chromium ]; then
     echo "chromium and chromedriver: present"
 else
     export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y --no-install-recommends chromium chromium-driver; then
+    if ! apt-get install -y chromium chromium-driver; then
         apt-get update
-        apt-get install -y --no-install-recommends chromium chromium-driver
+        apt-get install -y chromium chromium-driver
     fi
 fi
 /usr/bin/chromedriver --version
