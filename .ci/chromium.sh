@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Headless Chromium and its WebDriver for the inbox browser test
 # (agentflow/tests/inbox_browser.rs), installed from Debian's packages when
-# chromedriver is missing. Needs root (CI runs as root). Sourced or run by .ci/run.
+# chromedriver is missing. Needs root (CI runs as root). Run by .ci/run.
 set -euo pipefail
 
 if [ -x /usr/bin/chromedriver ] && [ -x /usr/bin/chromium ]; then
