@@ -34,6 +34,11 @@
 //! | [`RECOVERIES`] | counter | `graph` | threads opened to continue (after a crash, a pause, a timer) |
 //! | [`RECOVERY_SECONDS`] | histogram | `graph` | opening such a thread: lease, latest checkpoint, pending writes, state rebuilt |
 //! | [`BUDGETS_EXHAUSTED`] | counter | `graph`, `budget` (`max_steps`, `deadline`, `model_calls`, `tool_calls`, `tokens`) | runs stopped by a budget |
+//!
+//! `agentflow serve` (the CLI's approval inbox, feature `cli`) installs the Prometheus recorder,
+//! serves this text at `/metrics`, and adds one gauge of its own, not recorded by the library:
+//! `agentflow_stuck_threads{kind}` (`waiting_on_human`, `lease_expired`, `timer_overdue`), the
+//! threads `agentflow stuck` lists with the server's thresholds, refreshed every `--stuck-every`.
 
 use std::time::Duration;
 

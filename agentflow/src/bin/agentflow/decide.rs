@@ -73,8 +73,14 @@ const RISKS: [Risk; 4] = [Risk::Read, Risk::Reversible, Risk::External, Risk::Ir
 /// The authorizer the CLI decides with: roles by risk class from `--roles-for`, each risk
 /// class left out decided by the role of its own name.
 pub fn authorizer(args: &DecideArgs) -> Result<RoleAuthorizer, Failure> {
+    authorizer_from(args.roles_for.as_deref(), args.two_person)
+}
+
+/// The authorizer for `--roles-for` (RISK=ROLE pairs) and `--two-person`; `serve` decides
+/// with the same one.
+pub fn authorizer_from(roles_for: Option<&str>, two_person: bool) -> Result<RoleAuthorizer, Failure> {
     let mut roles: Vec<(Risk, String)> = RISKS.iter().map(|r| (*r, r.to_string())).collect();
-    for pair in args.roles_for.iter().flat_map(|s| s.split(',')).map(str::trim).filter(|p| !p.is_empty()) {
+    for pair in roles_for.iter().flat_map(|s| s.split(',')).map(str::trim).filter(|p| !p.is_empty()) {
         let (risk, role) =
             pair.split_once('=').ok_or_else(|| Failure::usage(format!("--roles-for: `{pair}` is not RISK=ROLE")))?;
         let risk = RISKS.iter().find(|r| r.to_string() == risk.trim()).ok_or_else(|| {
@@ -90,7 +96,7 @@ pub fn authorizer(args: &DecideArgs) -> Result<RoleAuthorizer, Failure> {
     for (risk, role) in roles {
         auth = auth.role_for(risk, role);
     }
-    if args.two_person {
+    if two_person {
         auth = auth.two_person_for_irreversible();
     }
     Ok(auth)
@@ -161,7 +167,7 @@ fn refusal(e: DecisionError) -> Failure {
 }
 
 /// The JSON schema of the approval's tool, from the thread's stored graph description.
-fn tool_schema(store: &dyn Store, id: &str) -> Result<Option<Value>, Failure> {
+pub fn tool_schema(store: &dyn Store, id: &str) -> Result<Option<Value>, Failure> {
     let Some(record) = store.approval(id).map_err(Failure::store)? else { return Ok(None) };
     let Some(thread) = store.thread(&record.thread).map_err(Failure::store)? else { return Ok(None) };
     let Some(description) = crate::fold::description(store, &thread)? else { return Ok(None) };

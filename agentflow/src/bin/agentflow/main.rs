@@ -29,6 +29,11 @@
 //! Every command prints a table for people, or JSON with stable field names
 //! with `--json`.
 //!
+//! `serve` is the approval inbox: a web page (loopback by default) where
+//! users named in a `--users` file log in with a token and decide approvals
+//! through the same desk and authorizer, with CSRF-checked forms, live
+//! updates and `/metrics` (see the `serve` module).
+//!
 //! # Exit codes
 //!
 //! | code | meaning |
@@ -46,6 +51,7 @@ mod inspect;
 mod open;
 mod operate;
 mod out;
+mod serve;
 mod stuck;
 mod transfer;
 
@@ -141,6 +147,8 @@ pub enum Command {
     },
     /// Threads waiting on a person too long, runs whose lease expired with no worker, overdue timers.
     Stuck(stuck::StuckArgs),
+    /// The approval inbox: a web page to judge and decide approvals, with /metrics.
+    Serve(serve::ServeArgs),
 }
 
 /// A command's failure: the exit code and the one-line message.
@@ -206,6 +214,9 @@ fn run(cli: Cli) -> Outcome {
         )
     })?;
     let json = cli.json;
+    if let Command::Serve(args) = &cli.command {
+        return serve::serve(&spec, cli.schema.as_deref(), args);
+    }
     // Import may create the store; every other command needs it to exist.
     let create = matches!(cli.command, Command::Import(_));
     let store = open::open(&spec, cli.schema.as_deref(), create)?;
@@ -229,5 +240,6 @@ fn run(cli: Cli) -> Outcome {
         Command::Import(args) => transfer::import(store, &args, json),
         Command::Graph { thread } => inspect::graph(store.as_ref(), &thread, json),
         Command::Stuck(args) => stuck::stuck(store.as_ref(), &args, json),
+        Command::Serve(_) => Ok(()),
     }
 }

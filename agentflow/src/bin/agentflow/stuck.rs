@@ -31,18 +31,46 @@ pub struct StuckArgs {
 }
 
 /// One stuck thread.
-struct Stuck {
-    thread: String,
-    reason: &'static str,
-    since: u64,
-    detail: String,
+pub struct Stuck {
+    /// The thread id.
+    pub thread: String,
+    /// `waiting_on_human`, `lease_expired` or `timer_overdue`.
+    pub reason: &'static str,
+    /// Unix millis since when it is stuck.
+    pub since: u64,
+    /// What it waits for, for people.
+    pub detail: String,
 }
+
+/// The kinds of stuck thread, as `Stuck::reason` names them.
+pub const KINDS: [&str; 3] = ["waiting_on_human", "lease_expired", "timer_overdue"];
 
 /// `stuck`.
 pub fn stuck(store: &dyn Store, args: &StuckArgs, as_json: bool) -> Outcome {
     let waiting = out::parse_duration(&args.waiting).map_err(Failure::usage)?;
     let overdue = out::parse_duration(&args.overdue).map_err(Failure::usage)?;
     let now = now_ms();
+    let found = find(store, waiting, overdue, now)?;
+    if as_json {
+        out::json(&Value::Array(
+            found
+                .iter()
+                .map(|s| json!({ "thread": s.thread, "reason": s.reason, "since": s.since, "detail": s.detail }))
+                .collect(),
+        ));
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = found
+        .iter()
+        .map(|s| vec![s.thread.clone(), s.reason.to_string(), ago(s.since, now), s.detail.clone()])
+        .collect();
+    out::table(&["THREAD", "REASON", "SINCE", "DETAIL"], &rows);
+    Ok(())
+}
+
+/// The stuck threads at `now`: waiting on a person for `waiting` millis or more, with an
+/// expired lease, or with a timer more than `overdue` millis past its wake time; oldest first.
+pub fn find(store: &dyn Store, waiting: u64, overdue: u64, now: u64) -> Result<Vec<Stuck>, Failure> {
     let mut found: Vec<Stuck> = Vec::new();
 
     // Oldest waiting approval per thread.
@@ -113,19 +141,5 @@ pub fn stuck(store: &dyn Store, args: &StuckArgs, as_json: bool) -> Outcome {
         });
     }
     found.sort_by(|a, b| (a.since, &a.thread).cmp(&(b.since, &b.thread)));
-    if as_json {
-        out::json(&Value::Array(
-            found
-                .iter()
-                .map(|s| json!({ "thread": s.thread, "reason": s.reason, "since": s.since, "detail": s.detail }))
-                .collect(),
-        ));
-        return Ok(());
-    }
-    let rows: Vec<Vec<String>> = found
-        .iter()
-        .map(|s| vec![s.thread.clone(), s.reason.to_string(), ago(s.since, now), s.detail.clone()])
-        .collect();
-    out::table(&["THREAD", "REASON", "SINCE", "DETAIL"], &rows);
-    Ok(())
+    Ok(found)
 }

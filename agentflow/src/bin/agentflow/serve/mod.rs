@@ -1,0 +1,184 @@
+//! `agentflow serve`: the approval inbox, a small web server over the same store the other
+//! commands open.
+//!
+//! - **Pages** (server-rendered HTML, no external scripts or styles): the inbox (approvals
+//!   and interrupts waiting for a person, with everything needed to judge them, and the stuck
+//!   threads), the thread list, a thread's timeline, the state at a checkpoint, the audit log.
+//! - **Decisions** go through the library's `ApprovalDesk` with the same `RoleAuthorizer`
+//!   the CLI builds (`--roles-for`, `--two-person`), in the logged-in user's name.
+//! - **Security**: users and their roles come from `--users FILE`; logging in with a token
+//!   sets an `HttpOnly; SameSite=Strict` session cookie; every POST checks the session's CSRF
+//!   token; GETs change nothing. The server binds to loopback unless `--allow-remote` is given.
+//! - **Live**: `GET /live` answers a small JSON fingerprint of what waits; the inbox polls it
+//!   and reloads when it changes (a decision made from the CLI or another browser).
+//! - **Metrics**: `GET /metrics` is the Prometheus text of every `agentflow_*` metric this
+//!   process records, plus `agentflow_stuck_threads{kind}`, refreshed every `--stuck-every`.
+//!
+//! A redb file is open in one process at a time, so for a redb store the server opens the
+//! file for each request and closes it after: between requests the CLI, or the app that
+//! resumes the thread, can open it. A request made while another process holds the file waits
+//! up to two seconds for it, then answers 503 with what to do. A PostgreSQL store is opened
+//! once and shared.
+
+mod auth;
+mod live;
+mod pages;
+mod routes;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentflow::Store;
+use agentflow::approval::RoleAuthorizer;
+use clap::Args;
+
+use crate::out::parse_duration;
+use crate::{Failure, Outcome, code};
+
+/// `serve` options.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The address to listen on. Loopback unless --allow-remote.
+    #[arg(long, default_value = "127.0.0.1:8700", value_name = "ADDR:PORT")]
+    pub bind: String,
+    /// Listen on a non-loopback address (put TLS in front of it: the session cookie and
+    /// tokens travel in clear otherwise).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// The users file (JSON): `{"users": [{"name": .., "token_sha256": .., "roles": [..]}]}`.
+    #[arg(long, value_name = "FILE")]
+    pub users: PathBuf,
+    /// Which role may decide which risk class, as RISK=ROLE pairs (as for `approve`).
+    #[arg(long, env = "AGENTFLOW_ROLES", value_name = "RISK=ROLE,..")]
+    pub roles_for: Option<String>,
+    /// Irreversible calls need two distinct approvers.
+    #[arg(long, env = "AGENTFLOW_TWO_PERSON")]
+    pub two_person: bool,
+    /// How long a thread may wait on a person before it counts as stuck.
+    #[arg(long, default_value = "1h", value_name = "DURATION")]
+    pub stuck_waiting: String,
+    /// How long past its wake time a timer may be before it counts as overdue.
+    #[arg(long, default_value = "1m", value_name = "DURATION")]
+    pub stuck_overdue: String,
+    /// How often the stuck-thread gauge is refreshed.
+    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    pub stuck_every: String,
+}
+
+/// How the server reaches the store.
+pub enum StoreAccess {
+    /// A redb file, opened for each request and closed after it.
+    Redb(PathBuf),
+    /// A PostgreSQL store, opened once.
+    Shared(Arc<dyn Store>),
+}
+
+impl StoreAccess {
+    /// Runs `f` with the store, on a blocking thread (store calls are synchronous).
+    pub async fn with<T, F>(self: &Arc<Self>, f: F) -> Result<T, Failure>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Arc<dyn Store>) -> Result<T, Failure> + Send + 'static,
+    {
+        let access = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let store = access.open()?;
+            f(&store)
+        })
+        .await
+        .map_err(|e| Failure::store(format!("the request's store task failed: {e}")))?
+    }
+
+    fn open(&self) -> Result<Arc<dyn Store>, Failure> {
+        match self {
+            StoreAccess::Shared(store) => Ok(Arc::clone(store)),
+            StoreAccess::Redb(path) => {
+                let spec = path.to_string_lossy().into_owned();
+                let deadline = Instant::now() + Duration::from_secs(2);
+                loop {
+                    match crate::open::open(&spec, None, false) {
+                        Err(f) if f.code == code::BUSY && Instant::now() < deadline => {
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                        other => return other,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The server's settings and shared state.
+pub struct Server {
+    /// The store.
+    pub store: Arc<StoreAccess>,
+    /// Users and sessions.
+    pub auth: auth::Auth,
+    /// The authorizer decisions go through (the CLI's).
+    pub authorizer: RoleAuthorizer,
+    /// The Prometheus text renderer.
+    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    /// Stuck thresholds (millis): waiting on a person, timer overdue.
+    pub stuck: (u64, u64),
+}
+
+/// `serve`.
+pub fn serve(spec: &str, schema: Option<&str>, args: &ServeArgs) -> Outcome {
+    let addr: SocketAddr = args.bind.parse().map_err(|_| {
+        Failure::usage(format!("--bind `{}` is not an address and port, like 127.0.0.1:8700", args.bind))
+    })?;
+    if !addr.ip().is_loopback() {
+        if !args.allow_remote {
+            return Err(Failure::usage(format!(
+                "refusing to listen on {addr}, which is not a loopback address: anyone who reaches it could try \
+                 tokens. Bind 127.0.0.1 (and reach it through an SSH tunnel or a TLS proxy), or pass --allow-remote"
+            )));
+        }
+        eprintln!(
+            "agentflow serve: WARNING: listening on {addr}, reachable from other machines; tokens and the session \
+             cookie travel in clear unless a TLS proxy is in front"
+        );
+    }
+    let users = auth::Auth::load(&args.users)?;
+    let authorizer = crate::decide::authorizer_from(args.roles_for.as_deref(), args.two_person)?;
+    let waiting = parse_duration(&args.stuck_waiting).map_err(Failure::usage)?;
+    let overdue = parse_duration(&args.stuck_overdue).map_err(Failure::usage)?;
+    let every = parse_duration(&args.stuck_every).map_err(Failure::usage)?.max(100);
+    let access = if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        StoreAccess::Shared(crate::open::open(spec, schema, false)?)
+    } else {
+        // Fail early (missing file, not a store), then close it again.
+        drop(crate::open::open(spec, None, false)?);
+        StoreAccess::Redb(PathBuf::from(spec))
+    };
+    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .map_err(|e| Failure::store(format!("cannot install the metrics recorder: {e}")))?;
+    live::describe_metrics();
+    let server =
+        Arc::new(Server { store: Arc::new(access), auth: users, authorizer, metrics, stuck: (waiting, overdue) });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::store(format!("cannot start the server's runtime: {e}")))?;
+    runtime.block_on(async move {
+        // The gauge holds a value before the first scrape.
+        live::refresh_stuck(&server).await;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| Failure::new(code::BUSY, format!("cannot listen on {addr}: {e}")))?;
+        let local = listener.local_addr().map_err(Failure::store)?;
+        println!("agentflow serve: the inbox is at http://{local}/ (Ctrl-C stops it)");
+        tokio::spawn(live::refresh_every(Arc::clone(&server), Duration::from_millis(every)));
+        let app = routes::router(server);
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+            .map_err(|e| Failure::store(format!("the server stopped: {e}")))
+    })
+}

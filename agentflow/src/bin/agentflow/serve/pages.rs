@@ -1,0 +1,706 @@
+//! HTML: every page is drawn here from plain data, every value escaped. No external script,
+//! style or font; the only script is the inbox's live poll.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
+
+use agentflow_store::{ApprovalRecord, AuditEntry, ThreadRecord};
+use serde_json::Value;
+
+use super::auth::Session;
+use crate::out::{ago, brief, now_ms, span};
+use crate::stuck::Stuck;
+
+/// Escapes text for HTML content and attribute values.
+pub fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Escapes a path segment for a link.
+pub fn url(text: &str) -> String {
+    let mut out = String::new();
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}
+
+const STYLE: &str = "
+body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d2330;background:#f4f5f8}
+header{background:#1d2330;color:#fff;padding:.6em 1.2em;display:flex;gap:1.4em;align-items:center}
+header a{color:#cfe0ff;text-decoration:none}header .who{margin-left:auto;color:#ccc}
+header form{display:inline;margin:0}main{padding:1em 1.4em;max-width:1200px}
+h1{font-size:1.35em}h2{font-size:1.1em;margin:.2em 0}
+.card{background:#fff;border:1px solid #d6d9e0;border-radius:6px;padding:1em;margin:0 0 1.2em}
+.grid{display:grid;grid-template-columns:1fr 1fr;gap:1em}
+pre{background:#f0f2f6;padding:.6em;border-radius:4px;overflow:auto;max-height:22em;margin:.3em 0;font-size:13px}
+table{border-collapse:collapse;width:100%}td code{overflow-wrap:anywhere;word-break:break-word}td,th{text-align:left;padding:.3em .5em;border-bottom:1px solid #e2e4ea;vertical-align:top}
+.risk{padding:.1em .5em;border-radius:3px;font-weight:600;font-size:.85em}
+.risk-irreversible{background:#ffd7d2;color:#8a1500}.risk-external{background:#ffe9c2;color:#7a4a00}
+.risk-reversible{background:#dff3dc;color:#1d5b12}.risk-read{background:#e1ecff;color:#123f86}
+.meta td:first-child{color:#5a6275;width:11em}
+.actions{display:flex;gap:1em;flex-wrap:wrap;margin-top:.6em}.actions form{flex:1;min-width:16em;background:#f8f9fb;padding:.6em;border-radius:4px}
+textarea,input[type=text],input[type=password]{width:100%;box-sizing:border-box;font:13px monospace}
+button{padding:.35em .9em;border-radius:4px;border:1px solid #567;background:#2f5fd0;color:#fff;cursor:pointer}
+button.reject{background:#b3261e}button.plain{background:#fff;color:#234}
+.flash{background:#e3f6e0;border:1px solid #8c8;padding:.6em;border-radius:4px;margin-bottom:1em}
+.error{background:#fde7e5;border:1px solid #d88;padding:.8em;border-radius:4px;margin-bottom:1em}
+.banner{background:#fff3c4;border:1px solid #d9b500;padding:.5em;border-radius:4px;margin-bottom:1em;display:none}
+.muted{color:#5a6275}.current{font-weight:700}
+";
+
+/// The frame around every page: header, navigation, who is logged in, and a logout button.
+pub fn layout(title: &str, session: Option<&Session>, body: &str) -> String {
+    let who = match session {
+        Some(s) => format!(
+            "<span class=\"who\">{} ({})</span><form method=\"post\" action=\"/logout\">\
+             <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button class=\"plain\" id=\"logout\">Log out</button></form>",
+            esc(&s.user),
+            if s.roles.is_empty() { "no roles".to_string() } else { esc(&s.roles.join(", ")) },
+            esc(&s.csrf)
+        ),
+        None => String::new(),
+    };
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{} · agentflow</title>\
+         <meta name=\"viewport\" content=\"width=device-width\"><style>{STYLE}</style></head><body>\
+         <header><strong>agentflow</strong><a href=\"/\">Inbox</a><a href=\"/threads\">Threads</a>\
+         <a href=\"/stuck\">Stuck</a><a href=\"/audit\">Audit log</a>{who}</header><main>{body}</main></body></html>",
+        esc(title)
+    )
+}
+
+/// The login form (its CSRF token is also in a cookie: double submit).
+pub fn login(csrf: &str, message: Option<&str>) -> String {
+    let msg = message.map(|m| format!("<div class=\"error\" id=\"error\">{}</div>", esc(m))).unwrap_or_default();
+    layout(
+        "Log in",
+        None,
+        &format!(
+            "<h1>Log in</h1>{msg}<div class=\"card\" style=\"max-width:30em\"><form method=\"post\" action=\"/login\">\
+             <input type=\"hidden\" name=\"csrf\" value=\"{}\"><label>Token<br>\
+             <input type=\"password\" name=\"token\" id=\"token\" autocomplete=\"current-password\" autofocus></label>\
+             <p><button id=\"login\">Log in</button></p></form>\
+             <p class=\"muted\">Tokens are given in the server's users file.</p></div>",
+            esc(csrf)
+        ),
+    )
+}
+
+/// A page that says what went wrong and what to do.
+pub fn error(title: &str, message: &str, session: Option<&Session>) -> String {
+    error_with(title, message, session, "")
+}
+
+/// An error page with more below the message (`extra` is HTML).
+pub fn error_with(title: &str, message: &str, session: Option<&Session>, extra: &str) -> String {
+    layout(
+        title,
+        session,
+        &format!(
+            "<h1>{}</h1><div class=\"error\" id=\"error\">{}</div>{extra}<p><a href=\"/\">Back to the inbox</a></p>",
+            esc(title),
+            esc(message)
+        ),
+    )
+}
+
+/// The edit form again, with the arguments as sent, under a refused edit's message.
+pub fn edit_again(s: &Session, id: &str, sent: &str) -> String {
+    format!(
+        "<div class=\"card\"><form method=\"post\" action=\"/approvals/{}/edit\" class=\"edit\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{}\"><label>Arguments to run with (as sent; fix and send again)<br>\
+         <textarea name=\"args\" rows=\"6\" id=\"edit-args-{}\">{}</textarea></label>\
+         <p><button id=\"edit-{}\">Approve with these arguments</button></p></form></div>",
+        url(id),
+        esc(&s.csrf),
+        esc(id),
+        esc(sent),
+        esc(id)
+    )
+}
+
+/// A thread's recent context: a summary of its state and its last messages.
+#[derive(Default)]
+pub struct Context {
+    /// The checkpoint the state is from.
+    pub seq: Option<u64>,
+    /// The state as JSON.
+    pub state: Value,
+    /// Why the state may be approximate.
+    pub warnings: Vec<String>,
+    /// The graph's stored description.
+    pub description: Option<Value>,
+    /// The nodes to run next (the current position).
+    pub next: Vec<String>,
+}
+
+/// An approval with what is needed to judge it.
+pub struct ApprovalView {
+    /// The record.
+    pub record: ApprovalRecord,
+    /// Its thread's context.
+    pub context: Context,
+    /// The tool's description and JSON schema, if stored.
+    pub tool: Option<Value>,
+}
+
+/// An interrupt waiting for a person.
+pub struct InterruptView {
+    /// The thread.
+    pub thread: ThreadRecord,
+    /// Its node.
+    pub node: String,
+    /// `interrupt`, `before`, `after`.
+    pub kind: String,
+    /// What it asks.
+    pub payload: Value,
+}
+
+/// The last messages of a state, if a field holds chat messages (objects with a `role`).
+fn last_messages(state: &Value, n: usize) -> Vec<(String, String)> {
+    let Some(fields) = state.as_object() else { return vec![] };
+    for v in fields.values() {
+        let Some(list) = v.as_array() else { continue };
+        if list.is_empty() || !list.iter().all(|m| m.get("role").is_some()) {
+            continue;
+        }
+        return list
+            .iter()
+            .rev()
+            .take(n)
+            .rev()
+            .map(|m| {
+                let role = m["role"].as_str().unwrap_or("?").to_string();
+                let content = match m.get("content") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(other) => other.to_string(),
+                    None => brief(m, 200),
+                };
+                (role, content)
+            })
+            .collect();
+    }
+    vec![]
+}
+
+fn context_html(c: &Context) -> String {
+    let mut out = String::new();
+    let messages = last_messages(&c.state, 5);
+    if !messages.is_empty() {
+        out.push_str("<h3>Last messages</h3><table>");
+        for (role, content) in &messages {
+            let _ = write!(
+                out,
+                "<tr><td class=\"muted\">{}</td><td>{}</td></tr>",
+                esc(role),
+                esc(&brief(&Value::String(content.clone()), 400))
+            );
+        }
+        out.push_str("</table>");
+    }
+    let _ = write!(
+        out,
+        "<h3>State{}</h3><table class=\"meta\">",
+        c.seq.map(|s| format!(" at checkpoint {s}")).unwrap_or_default()
+    );
+    if let Some(fields) = c.state.as_object() {
+        for (k, v) in fields {
+            let _ = write!(out, "<tr><td>{}</td><td><code>{}</code></td></tr>", esc(k), esc(&brief(v, 160)));
+        }
+    }
+    out.push_str("</table>");
+    for w in &c.warnings {
+        let _ = write!(out, "<p class=\"muted\">Note: {}</p>", esc(w));
+    }
+    out
+}
+
+/// The graph drawn as SVG, nodes in rows by distance from the start, the `current` nodes
+/// highlighted; and the stored Mermaid source with the same nodes styled.
+pub fn graph_html(description: Option<&Value>, current: &[String]) -> String {
+    let Some(d) = description else {
+        return "<p class=\"muted\">The store has no description of this graph (written by an older agentflow).</p>"
+            .to_string();
+    };
+    let nodes: BTreeMap<String, Vec<String>> = d["nodes"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let start = d["start"].as_str().unwrap_or_default().to_string();
+    // Rows by breadth-first distance from START; END last.
+    let mut depth: BTreeMap<String, usize> = BTreeMap::new();
+    depth.insert("START".into(), 0);
+    let mut queue = VecDeque::new();
+    if !start.is_empty() {
+        depth.insert(start.clone(), 1);
+        queue.push_back(start.clone());
+    }
+    while let Some(n) = queue.pop_front() {
+        let dn = depth[&n];
+        for t in nodes.get(&n).into_iter().flatten() {
+            if t != "END" && !depth.contains_key(t) {
+                depth.insert(t.clone(), dn + 1);
+                queue.push_back(t.clone());
+            }
+        }
+    }
+    for n in nodes.keys() {
+        if !depth.contains_key(n) {
+            let d = depth.values().max().copied().unwrap_or(0) + 1;
+            depth.insert(n.clone(), d);
+        }
+    }
+    let end_row = depth.values().max().copied().unwrap_or(0) + 1;
+    depth.insert("END".into(), end_row);
+    let mut rows: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for (n, r) in &depth {
+        rows.entry(*r).or_default().push(n.clone());
+    }
+    let (w, bw, bh, gap) = (560.0_f64, 130.0_f64, 30.0_f64, 62.0_f64);
+    let mut pos: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for (r, list) in &rows {
+        let count = list.len() as f64;
+        for (i, n) in list.iter().enumerate() {
+            let x = w * (i as f64 + 1.0) / (count + 1.0);
+            pos.insert(n.clone(), (x, 20.0 + *r as f64 * gap));
+        }
+    }
+    let h = 20.0 + end_row as f64 * gap + bh + 10.0;
+    let mut svg = format!(
+        "<svg class=\"graph\" viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\" role=\"img\" aria-label=\"graph\">\
+         <defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" \
+         orient=\"auto-start-reverse\"><path d=\"M0,0L10,5L0,10z\" fill=\"#667\"/></marker></defs>"
+    );
+    let mut edges: Vec<(String, String)> = vec![];
+    if !start.is_empty() {
+        edges.push(("START".into(), start.clone()));
+    }
+    for (n, targets) in &nodes {
+        for t in targets {
+            edges.push((n.clone(), t.clone()));
+        }
+    }
+    for (a, b) in &edges {
+        let (Some(&(x1, y1)), Some(&(x2, y2))) = (pos.get(a), pos.get(b)) else { continue };
+        let (y1, y2) = if y2 > y1 { (y1 + bh / 2.0, y2 - bh / 2.0) } else { (y1 - bh / 2.0, y2 + bh / 2.0) };
+        let _ = write!(
+            svg,
+            "<line x1=\"{x1:.0}\" y1=\"{y1:.0}\" x2=\"{x2:.0}\" y2=\"{y2:.0}\" stroke=\"#667\" marker-end=\"url(#arrow)\"/>"
+        );
+    }
+    for (n, &(x, y)) in &pos {
+        let is_current = current.iter().any(|c| c == n);
+        let terminal = n == "START" || n == "END";
+        let (fill, stroke, sw) = if is_current {
+            ("#ffd84d", "#b38600", 3)
+        } else if terminal {
+            ("#e8eaef", "#889", 1)
+        } else {
+            ("#fff", "#556", 1)
+        };
+        let rx = if terminal { 15 } else { 4 };
+        let _ = write!(
+            svg,
+            "<g{}><rect x=\"{:.0}\" y=\"{:.0}\" width=\"{bw}\" height=\"{bh}\" rx=\"{rx}\" fill=\"{fill}\" stroke=\"{stroke}\" \
+             stroke-width=\"{sw}\"/><text x=\"{x:.0}\" y=\"{:.0}\" text-anchor=\"middle\" font-size=\"13\" \
+             font-family=\"system-ui,sans-serif\"{}>{}</text></g>",
+            if is_current { format!(" class=\"current\" data-node=\"{}\"", esc(n)) } else { String::new() },
+            x - bw / 2.0,
+            y - bh / 2.0,
+            y + 4.5,
+            if is_current { " font-weight=\"700\"" } else { "" },
+            esc(n)
+        );
+    }
+    svg.push_str("</svg>");
+    let mut mermaid = d["mermaid"].as_str().unwrap_or_default().to_string();
+    for c in current {
+        let _ = writeln!(mermaid, "    style {c} fill:#ffd84d,stroke:#b38600,stroke-width:3px");
+    }
+    let now = if current.is_empty() {
+        "No node is current (the thread is finished or not started).".to_string()
+    } else {
+        format!("Current: <span class=\"current\">{}</span> (highlighted).", esc(&current.join(", ")))
+    };
+    format!(
+        "<p class=\"muted\">{now}</p>{svg}<details><summary>Mermaid source</summary><pre>{}</pre></details>",
+        esc(&mermaid)
+    )
+}
+
+fn risk_badge(risk: &str) -> String {
+    format!("<span class=\"risk risk-{0}\">{0}</span>", esc(risk))
+}
+
+fn time_left(a: &ApprovalRecord, now: u64) -> String {
+    if a.expires_at <= now {
+        "expired".to_string()
+    } else {
+        format!("{} left (expires {})", span(a.expires_at - now), ago(a.expires_at, now))
+    }
+}
+
+/// One approval card with its decision forms.
+fn approval_card(v: &ApprovalView, s: &Session, now: u64) -> String {
+    let a = &v.record;
+    let args: Value = serde_json::from_str(&a.args).unwrap_or(Value::String(a.args.clone()));
+    let id = esc(&a.id);
+    let uid = url(&a.id);
+    let csrf = esc(&s.csrf);
+    let tool_desc = v.tool.as_ref().and_then(|t| t["description"].as_str()).unwrap_or("");
+    let schema = v.tool.as_ref().map(|t| pretty(&t["parameters"]));
+    let mut out = format!(
+        "<section class=\"card approval\" id=\"approval-{id}\" data-approval=\"{id}\"><h2>{} {} <span class=\"muted\">· {}</span></h2>",
+        esc(&a.tool),
+        risk_badge(&a.risk),
+        esc(a.status.as_str())
+    );
+    if !tool_desc.is_empty() {
+        let _ = write!(out, "<p class=\"muted\">{}</p>", esc(tool_desc));
+    }
+    let _ = write!(
+        out,
+        "<div class=\"grid\"><div><h3>Arguments</h3><pre class=\"args\" id=\"args-{id}\">{}</pre>\
+         <table class=\"meta\"><tr><td>Argument hash</td><td><code class=\"hash\">{}</code></td></tr>\
+         <tr><td>Requested by</td><td class=\"requester\">{}</td></tr><tr><td>Reason</td><td>{}</td></tr>\
+         <tr><td>Requested</td><td>{}</td></tr><tr><td>Time left</td><td class=\"expiry\">{}</td></tr>\
+         <tr><td>Thread</td><td><a href=\"/threads/{}\">{}</a> at node <code>{}</code></td></tr>\
+         <tr><td>Approval id</td><td><code>{id}</code></td></tr></table>",
+        esc(&pretty(&args)),
+        esc(&a.args_hash),
+        esc(&a.requester),
+        esc(&a.reason),
+        ago(a.created_at, now),
+        esc(&time_left(a, now)),
+        url(&a.thread),
+        esc(&a.thread),
+        esc(&a.node),
+    );
+    if let Some(schema) = &schema {
+        let _ =
+            write!(out, "<details><summary>The tool's argument schema</summary><pre>{}</pre></details>", esc(schema));
+    }
+    let _ = write!(
+        out,
+        "</div><div>{}<h3>Graph</h3>{}</div></div>",
+        context_html(&v.context),
+        graph_html(v.context.description.as_ref(), std::slice::from_ref(&a.node))
+    );
+    if a.status == agentflow_store::ApprovalStatus::Pending {
+        let _ = write!(
+            out,
+            "<div class=\"actions\">\
+             <form method=\"post\" action=\"/approvals/{uid}/approve\" class=\"approve\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+             <label>Conditions (optional; JSON or a note, recorded and handed to the model)<br>\
+             <textarea name=\"conditions\" rows=\"2\" id=\"conditions-{id}\"></textarea></label>\
+             <p><button id=\"approve-{id}\">Approve</button></p></form>\
+             <form method=\"post\" action=\"/approvals/{uid}/edit\" class=\"edit\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+             <label>Arguments to run with (checked against the tool's schema)<br>\
+             <textarea name=\"args\" rows=\"6\" id=\"edit-args-{id}\">{}</textarea></label>\
+             <p><button id=\"edit-{id}\">Approve with these arguments</button></p></form>\
+             <form method=\"post\" action=\"/approvals/{uid}/reject\" class=\"reject\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+             <label>Reason (required; handed to the model)<br><input type=\"text\" name=\"reason\" id=\"reason-{id}\" required></label>\
+             <p><button class=\"reject\" id=\"reject-{id}\">Reject</button></p></form></div>",
+            esc(&pretty(&args)),
+        );
+    } else {
+        let _ = write!(
+            out,
+            "<p class=\"muted\">This call's outcome is unknown (it started and was cut off); settle it with \
+             <code>agentflow settle {id}</code>.</p>"
+        );
+    }
+    out.push_str("</section>");
+    out
+}
+
+/// The live poll: reloads when `/live` reports another version, unless a form is being
+/// filled in (then a banner says so).
+fn live_script(version: &str) -> String {
+    format!(
+        "<div class=\"banner\" id=\"changed\">Something changed elsewhere (a decision, a new request). \
+         <a href=\"/\">Reload</a></div><script>(function(){{\
+         var v={v:?},typing=false;\
+         document.addEventListener('input',function(){{typing=true;}});\
+         function poll(){{fetch('/live',{{credentials:'same-origin',cache:'no-store'}}).then(function(r){{return r.ok?r.json():null;}})\
+         .then(function(j){{if(j&&j.version!==v){{if(typing){{document.getElementById('changed').style.display='block';}}\
+         else{{location.reload();}}}}}}).catch(function(){{}}).finally(function(){{setTimeout(poll,2000);}});}}\
+         setTimeout(poll,2000);}})();</script>",
+        v = version
+    )
+}
+
+/// The inbox.
+pub fn inbox(
+    s: &Session,
+    approvals: &[ApprovalView],
+    interrupts: &[InterruptView],
+    stuck: &[Stuck],
+    version: &str,
+    flash: Option<&str>,
+) -> String {
+    let now = now_ms();
+    let mut body = String::new();
+    if let Some(f) = flash {
+        let _ = write!(body, "<div class=\"flash\" id=\"flash\">{}</div>", esc(f));
+    }
+    body.push_str(&live_script(version));
+    let _ = write!(
+        body,
+        "<h1 data-version=\"{}\">Inbox: {} approval{}, {} interrupt{}</h1>",
+        esc(version),
+        approvals.len(),
+        if approvals.len() == 1 { "" } else { "s" },
+        interrupts.len(),
+        if interrupts.len() == 1 { "" } else { "s" }
+    );
+    if approvals.is_empty() && interrupts.is_empty() {
+        body.push_str("<p class=\"muted\" id=\"empty\">Nothing waits for a decision.</p>");
+    }
+    for v in approvals {
+        body.push_str(&approval_card(v, s, now));
+    }
+    if !interrupts.is_empty() {
+        body.push_str("<section class=\"card\" id=\"interrupts\"><h2>Interrupts</h2><p class=\"muted\">A paused node waits for input; the app resumes it with the answer.</p><table><tr><th>Thread</th><th>Node</th><th>Kind</th><th>Asks</th><th>Since</th></tr>");
+        for i in interrupts {
+            let _ = write!(
+                body,
+                "<tr><td><a href=\"/threads/{}\">{}</a></td><td><code>{}</code></td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
+                url(&i.thread.id),
+                esc(&i.thread.id),
+                esc(&i.node),
+                esc(&i.kind),
+                esc(&brief(&i.payload, 200)),
+                ago(i.thread.updated_at, now)
+            );
+        }
+        body.push_str("</table></section>");
+    }
+    if !stuck.is_empty() {
+        body.push_str("<section class=\"card\" id=\"stuck\"><h2>Stuck threads</h2>");
+        body.push_str(&stuck_table(stuck, now));
+        body.push_str("</section>");
+    }
+    layout("Inbox", Some(s), &body)
+}
+
+fn stuck_table(stuck: &[Stuck], now: u64) -> String {
+    let mut out = String::from("<table><tr><th>Thread</th><th>Kind</th><th>Since</th><th>Detail</th></tr>");
+    for st in stuck {
+        let _ = write!(
+            out,
+            "<tr><td><a href=\"/threads/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            url(&st.thread),
+            esc(&st.thread),
+            st.reason,
+            ago(st.since, now),
+            esc(&st.detail)
+        );
+    }
+    out.push_str("</table>");
+    out
+}
+
+/// The stuck threads page.
+pub fn stuck(s: &Session, stuck: &[Stuck], waiting: u64, overdue: u64) -> String {
+    let body = format!(
+        "<h1>Stuck threads</h1><p class=\"muted\">Waiting on a person for {} or more, running with an expired lease, \
+         or with a timer more than {} overdue (as <code>agentflow stuck</code>).</p>{}",
+        span(waiting),
+        span(overdue),
+        if stuck.is_empty() { "<p id=\"empty\">None.</p>".to_string() } else { stuck_table(stuck, now_ms()) }
+    );
+    layout("Stuck threads", Some(s), &body)
+}
+
+/// The thread list.
+pub fn threads(s: &Session, list: &[(ThreadRecord, Option<String>)]) -> String {
+    let now = now_ms();
+    let mut body = String::from(
+        "<h1>Threads</h1><table id=\"threads\"><tr><th>Thread</th><th>Status</th><th>Graph</th><th>Owner</th><th>Updated</th><th>Detail</th></tr>",
+    );
+    for (t, graph) in list {
+        let _ = write!(
+            body,
+            "<tr><td><a href=\"/threads/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            url(&t.id),
+            esc(&t.id),
+            esc(t.status.as_str()),
+            esc(graph.as_deref().unwrap_or(&t.graph_fingerprint)),
+            esc(&t.owner),
+            ago(t.updated_at, now),
+            esc(&t.detail)
+        );
+    }
+    body.push_str("</table>");
+    layout("Threads", Some(s), &body)
+}
+
+/// One checkpoint in a thread's timeline.
+pub struct Step {
+    /// Its sequence number.
+    pub seq: u64,
+    /// The super-step.
+    pub step: u64,
+    /// How it was written (`input`, `loop`, `update`, `fork`).
+    pub source: String,
+    /// The nodes that ran.
+    pub nodes: Vec<String>,
+    /// The nodes to run next.
+    pub next: Vec<String>,
+    /// Unix millis.
+    pub at: u64,
+}
+
+/// A thread: status, graph, timeline, approvals, audit.
+pub fn thread(
+    s: &Session,
+    t: &ThreadRecord,
+    context: &Context,
+    steps: &[Step],
+    approvals: &[ApprovalRecord],
+    audit: &[AuditEntry],
+) -> String {
+    let now = now_ms();
+    let mut body = format!(
+        "<h1>Thread <code>{}</code></h1><div class=\"grid\"><div class=\"card\"><table class=\"meta\">\
+         <tr><td>Status</td><td id=\"status\">{}</td></tr><tr><td>Detail</td><td>{}</td></tr><tr><td>Owner</td><td>{}</td></tr>\
+         <tr><td>Updated</td><td>{}</td></tr><tr><td>Next</td><td>{}</td></tr></table>{}</div>\
+         <div class=\"card\"><h2>Graph</h2>{}</div></div>",
+        esc(&t.id),
+        esc(t.status.as_str()),
+        esc(&t.detail),
+        esc(&t.owner),
+        ago(t.updated_at, now),
+        esc(&if context.next.is_empty() { "-".to_string() } else { context.next.join(", ") }),
+        context_html(context),
+        graph_html(context.description.as_ref(), &context.next)
+    );
+    body.push_str("<div class=\"card\"><h2>Timeline</h2><table id=\"timeline\"><tr><th>Checkpoint</th><th>Step</th><th>Source</th><th>Ran</th><th>Next</th><th>When</th></tr>");
+    for st in steps {
+        let _ = write!(
+            body,
+            "<tr><td><a href=\"/threads/{}/at/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            url(&t.id),
+            st.seq,
+            st.seq,
+            st.step,
+            esc(&st.source),
+            esc(&st.nodes.join(", ")),
+            esc(&st.next.join(", ")),
+            ago(st.at, now)
+        );
+    }
+    body.push_str("</table></div>");
+    if !approvals.is_empty() {
+        body.push_str("<div class=\"card\"><h2>Approvals</h2><table id=\"approvals\"><tr><th>Id</th><th>Tool</th><th>Status</th><th>Arguments</th><th>Decided by</th><th>Note</th></tr>");
+        for a in approvals {
+            let _ = write!(
+                body,
+                "<tr><td><code>{}</code></td><td>{} {}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+                esc(&a.id),
+                esc(&a.tool),
+                risk_badge(&a.risk),
+                esc(a.status.as_str()),
+                esc(&a.args),
+                esc(a.decided_by.as_deref().unwrap_or("-")),
+                esc(a.decision_note.as_deref().unwrap_or(""))
+            );
+        }
+        body.push_str("</table></div>");
+    }
+    body.push_str("<div class=\"card\"><h2>Audit</h2>");
+    body.push_str(&audit_table(audit, false));
+    body.push_str("</div>");
+    layout(&format!("Thread {}", t.id), Some(s), &body)
+}
+
+/// The state at one checkpoint.
+pub fn checkpoint(
+    s: &Session,
+    thread: &str,
+    seq: u64,
+    state: &Value,
+    warnings: &[String],
+    step: Option<&Step>,
+) -> String {
+    let mut body = format!(
+        "<h1>Thread <a href=\"/threads/{}\"><code>{}</code></a> at checkpoint {seq}</h1>",
+        url(thread),
+        esc(thread)
+    );
+    if let Some(st) = step {
+        let _ = write!(
+            body,
+            "<p>Step {}, written by <code>{}</code> after {}; next: {}.</p>",
+            st.step,
+            esc(&st.source),
+            esc(&if st.nodes.is_empty() { "-".to_string() } else { st.nodes.join(", ") }),
+            esc(&if st.next.is_empty() { "-".to_string() } else { st.next.join(", ") })
+        );
+    }
+    for w in warnings {
+        let _ = write!(body, "<p class=\"muted\">Note: {}</p>", esc(w));
+    }
+    let _ = write!(body, "<div class=\"card\"><pre id=\"state\">{}</pre></div>", esc(&pretty(state)));
+    layout(&format!("{thread} at {seq}"), Some(s), &body)
+}
+
+fn audit_table(entries: &[AuditEntry], with_thread: bool) -> String {
+    let now = now_ms();
+    let mut out = String::from("<table class=\"audit\"><tr>");
+    if with_thread {
+        out.push_str("<th>Thread</th>");
+    }
+    out.push_str("<th>When</th><th>Actor</th><th>Kind</th><th>Detail</th></tr>");
+    for e in entries {
+        out.push_str("<tr>");
+        if with_thread {
+            let _ = write!(out, "<td><a href=\"/threads/{}\">{}</a></td>", url(&e.thread), esc(&e.thread));
+        }
+        let _ = write!(
+            out,
+            "<td>{}</td><td class=\"actor\">{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            ago(e.at, now),
+            esc(&e.actor),
+            esc(&e.kind),
+            esc(&brief(&e.detail, 300))
+        );
+    }
+    out.push_str("</table>");
+    out
+}
+
+/// The audit log of every thread, newest first.
+pub fn audit(s: &Session, entries: &[AuditEntry]) -> String {
+    layout("Audit log", Some(s), &format!("<h1>Audit log</h1><div class=\"card\">{}</div>", audit_table(entries, true)))
+}

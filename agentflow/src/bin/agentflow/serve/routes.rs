@@ -1,0 +1,585 @@
+//! Routes: what each URL reads or decides, who may ask, and the status of each answer.
+//!
+//! | method and path | login | what |
+//! | --- | --- | --- |
+//! | `GET /login`, `POST /login` | no | the login form; a token starts a session |
+//! | `POST /logout` | yes + CSRF | ends the session |
+//! | `GET /` | yes | the inbox (`?decided=ID` adds what became of that approval) |
+//! | `GET /threads`, `/threads/{id}`, `/threads/{id}/at/{seq}` | yes | threads, one thread, its state at a checkpoint |
+//! | `GET /audit`, `GET /stuck` | yes | the audit log, the stuck threads |
+//! | `GET /live` | yes | the live fingerprint (JSON) |
+//! | `POST /approvals/{id}/approve`, `/edit`, `/reject` | yes + CSRF | a decision, in the user's name |
+//! | `GET /metrics` | no | Prometheus text (counts only; nothing from the threads' states) |
+//!
+//! A page asked for without a session redirects to `/login`; a POST without one is refused
+//! with 401, with a wrong or missing CSRF token (or a cross-site `Origin`) with 403. Errors
+//! are pages with the status and a message saying what to do.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use agentflow::approval::{ApprovalDesk, Approver, DecisionError};
+use agentflow::{PendingKind, Store};
+use agentflow_store::{ApprovalRecord, ApprovalStatus, ThreadRecord, ThreadStatus};
+use axum::Router;
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::Value;
+
+use super::auth::{self, LOGIN_COOKIE, SESSION_COOKIE, Session};
+use super::pages::{self, ApprovalView, Context, InterruptView};
+use super::{Server, live};
+use crate::inspect::{self, Names};
+use crate::out::now_ms;
+use crate::{Failure, code, fold};
+
+type Shared = Arc<Server>;
+type FormData = Result<Form<HashMap<String, String>>, FormRejection>;
+
+/// The server's routes.
+pub fn router(server: Shared) -> Router {
+    Router::new()
+        .route("/", get(inbox))
+        .route("/login", get(login_form).post(login))
+        .route("/logout", post(logout))
+        .route("/threads", get(threads))
+        .route("/threads/{id}", get(thread))
+        .route("/threads/{id}/at/{seq}", get(checkpoint))
+        .route("/audit", get(audit))
+        .route("/stuck", get(stuck))
+        .route("/live", get(live_json))
+        .route("/metrics", get(metrics))
+        .route("/approvals/{id}/{action}", post(decide))
+        .fallback(not_found)
+        .with_state(server)
+}
+
+/// An HTML answer with the headers every page carries.
+fn html(status: StatusCode, body: String) -> Response {
+    let mut r = (status, body).into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; \
+             img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    r
+}
+
+fn error_page(status: StatusCode, title: &str, message: &str, session: Option<&Session>) -> Response {
+    html(status, pages::error(title, message, session))
+}
+
+fn redirect(to: &str) -> Response {
+    let mut r = StatusCode::SEE_OTHER.into_response();
+    r.headers_mut().insert(header::LOCATION, HeaderValue::from_str(to).unwrap_or(HeaderValue::from_static("/")));
+    r
+}
+
+/// A command failure as a page: not found 404, usage 400, store busy 503, else 500.
+fn failure(f: Failure, session: Option<&Session>) -> Response {
+    let (status, title) = match f.code {
+        code::NOT_FOUND => (StatusCode::NOT_FOUND, "Not found"),
+        code::USAGE => (StatusCode::BAD_REQUEST, "Bad request"),
+        code::BUSY => (StatusCode::SERVICE_UNAVAILABLE, "The store is busy"),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "The store failed"),
+    };
+    let message = if f.code == code::BUSY {
+        format!("{} (the page can be reloaded once that process has closed the store)", f.message)
+    } else {
+        f.message
+    };
+    error_page(status, title, &message, session)
+}
+
+/// Refuses a POST whose `Origin` names another site (browsers send it on form posts; `null`,
+/// sent from privacy-restricted contexts, names none, and the CSRF token decides).
+fn cross_site(headers: &HeaderMap) -> bool {
+    let (Some(origin), Some(host)) = (
+        headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()),
+        headers.get(header::HOST).and_then(|v| v.to_str().ok()),
+    ) else {
+        return false;
+    };
+    if origin == "null" {
+        return false;
+    }
+    let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+    origin_host != host
+}
+
+/// The session of a state-changing request with a valid CSRF token, or the refusal.
+fn checked(server: &Server, headers: &HeaderMap, form: &HashMap<String, String>) -> Result<Session, Box<Response>> {
+    let Some(session) = server.auth.session(headers) else {
+        return Err(Box::new(error_page(
+            StatusCode::UNAUTHORIZED,
+            "Log in first",
+            "Decisions need a logged-in user: log in at /login with your token, then try again.",
+            None,
+        )));
+    };
+    let sent = form.get("csrf").map(String::as_str).unwrap_or("");
+    if cross_site(headers) || !auth::same(sent, &session.csrf) {
+        return Err(Box::new(error_page(
+            StatusCode::FORBIDDEN,
+            "Request refused",
+            "The form's CSRF token is missing or wrong (or the request came from another site). Nothing was \
+             changed. Reload the page and submit the form again.",
+            Some(&session),
+        )));
+    }
+    Ok(session)
+}
+
+async fn not_found(State(server): State<Shared>, headers: HeaderMap) -> Response {
+    let s = server.auth.session(&headers);
+    error_page(StatusCode::NOT_FOUND, "Not found", "There is no page at this address.", s.as_ref())
+}
+
+// ---- login ----
+
+async fn login_form(State(server): State<Shared>, headers: HeaderMap) -> Response {
+    if server.auth.session(&headers).is_some() {
+        return redirect("/");
+    }
+    let csrf = match auth::random_token() {
+        Ok(t) => t,
+        Err(f) => return failure(f, None),
+    };
+    let mut r = html(StatusCode::OK, pages::login(&csrf, None));
+    set_cookie(&mut r, &format!("{LOGIN_COOKIE}={csrf}; HttpOnly; SameSite=Strict; Path=/login"));
+    r
+}
+
+fn set_cookie(r: &mut Response, value: &str) {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        r.headers_mut().append(header::SET_COOKIE, v);
+    }
+}
+
+async fn login(State(server): State<Shared>, headers: HeaderMap, form: FormData) -> Response {
+    let Ok(Form(form)) = form else {
+        return error_page(StatusCode::BAD_REQUEST, "Bad request", "The login form was not sent as a form.", None);
+    };
+    let expected = auth::cookie(&headers, LOGIN_COOKIE).unwrap_or_default();
+    let sent = form.get("csrf").map(String::as_str).unwrap_or("");
+    if expected.is_empty() || cross_site(&headers) || !auth::same(sent, &expected) {
+        return error_page(
+            StatusCode::FORBIDDEN,
+            "Request refused",
+            "The login form's CSRF token is missing or wrong. Open /login again and log in from there.",
+            None,
+        );
+    }
+    match server.auth.login(form.get("token").map(String::as_str).unwrap_or("")) {
+        Ok(Some((id, _))) => {
+            let mut r = redirect("/");
+            set_cookie(&mut r, &format!("{SESSION_COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/"));
+            set_cookie(&mut r, &format!("{LOGIN_COOKIE}=; HttpOnly; SameSite=Strict; Path=/login; Max-Age=0"));
+            r
+        }
+        Ok(None) => html(
+            StatusCode::UNAUTHORIZED,
+            pages::login(&expected, Some("Unknown token. Check the token you were given.")),
+        ),
+        Err(f) => failure(f, None),
+    }
+}
+
+async fn logout(State(server): State<Shared>, headers: HeaderMap, form: FormData) -> Response {
+    let form = form.map(|Form(f)| f).unwrap_or_default();
+    if let Err(refused) = checked(&server, &headers, &form) {
+        return *refused;
+    }
+    server.auth.logout(&headers);
+    let mut r = redirect("/login");
+    set_cookie(&mut r, &format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"));
+    r
+}
+
+// ---- reading ----
+
+/// The thread's context at its latest checkpoint.
+fn context(store: &dyn Store, t: &ThreadRecord) -> Result<Context, Failure> {
+    let description = fold::description(store, t)?;
+    let Some(cp) = store.latest_checkpoint(&t.id).map_err(Failure::store)? else {
+        return Ok(Context { description, ..Context::default() });
+    };
+    let reducers = fold::reducers(description.as_ref());
+    let folded = fold::state_at(store, &t.id, cp.seq, reducers.as_ref())?;
+    Ok(Context {
+        seq: Some(cp.seq),
+        state: folded.state,
+        warnings: folded.warnings,
+        description,
+        next: if t.status.is_finished() { vec![] } else { cp.cursor.clone() },
+    })
+}
+
+struct InboxData {
+    approvals: Vec<ApprovalView>,
+    interrupts: Vec<InterruptView>,
+    stuck: Vec<crate::stuck::Stuck>,
+    version: String,
+    decided: Option<ApprovalRecord>,
+}
+
+fn inbox_data(store: &dyn Store, stuck: (u64, u64), decided: Option<String>) -> Result<InboxData, Failure> {
+    let mut threads: BTreeMap<String, (ThreadRecord, Context)> = BTreeMap::new();
+    let mut approvals = Vec::new();
+    for record in store.scan_pending_approvals().map_err(Failure::store)?.items {
+        if !threads.contains_key(&record.thread) {
+            let Some(t) = store.thread(&record.thread).map_err(Failure::store)? else { continue };
+            let c = context(store, &t)?;
+            threads.insert(t.id.clone(), (t, c));
+        }
+        let (_, c) = &threads[&record.thread];
+        let tool = c
+            .description
+            .as_ref()
+            .and_then(|d| d["tools"].as_array())
+            .and_then(|tools| tools.iter().find(|t| t["name"] == record.tool.as_str()).cloned());
+        let context = Context {
+            seq: c.seq,
+            state: c.state.clone(),
+            warnings: c.warnings.clone(),
+            description: c.description.clone(),
+            next: c.next.clone(),
+        };
+        approvals.push(ApprovalView { record, context, tool });
+    }
+    approvals.sort_by(|a, b| (a.record.created_at, &a.record.id).cmp(&(b.record.created_at, &b.record.id)));
+    let mut interrupts = Vec::new();
+    for t in store.scan_threads().map_err(Failure::store)?.items {
+        if t.status != ThreadStatus::Interrupted {
+            continue;
+        }
+        let (_, waits) = inspect::waits(store, &t.id)?;
+        for p in waits {
+            if matches!(p.kind, PendingKind::Interrupt | PendingKind::Before | PendingKind::After) {
+                let kind = serde_json::to_value(p.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_else(|| format!("{:?}", p.kind));
+                interrupts.push(InterruptView { thread: t.clone(), node: p.node, kind, payload: p.payload });
+            }
+        }
+    }
+    let stuck = crate::stuck::find(store, stuck.0, stuck.1, now_ms())?;
+    let version = live::snapshot(store)?["version"].as_str().unwrap_or_default().to_string();
+    let decided = match decided {
+        Some(id) => store.approval(&id).map_err(Failure::store)?,
+        None => None,
+    };
+    Ok(InboxData { approvals, interrupts, stuck, version, decided })
+}
+
+async fn inbox(State(server): State<Shared>, headers: HeaderMap, Query(q): Query<HashMap<String, String>>) -> Response {
+    let Some(s) = server.auth.session(&headers) else { return redirect("/login") };
+    let limits = server.stuck;
+    let decided = q.get("decided").cloned();
+    match server.store.with(move |store| inbox_data(store.as_ref(), limits, decided)).await {
+        Ok(d) => {
+            let flash = d.decided.as_ref().map(|a| {
+                let mut text = format!(
+                    "Approval {} ({}) is {}{}.",
+                    a.id,
+                    a.tool,
+                    a.status.as_str(),
+                    a.decided_by.as_ref().map(|u| format!(" by {u}")).unwrap_or_default()
+                );
+                if a.status == ApprovalStatus::Approved {
+                    text.push_str(&format!(" It will run with {} when thread {} is resumed.", a.args, a.thread));
+                } else if a.status.is_waiting() {
+                    text.push_str(" Your sign-off is recorded; another approver is needed.");
+                }
+                text
+            });
+            html(StatusCode::OK, pages::inbox(&s, &d.approvals, &d.interrupts, &d.stuck, &d.version, flash.as_deref()))
+        }
+        Err(f) => failure(f, Some(&s)),
+    }
+}
+
+async fn threads(State(server): State<Shared>, headers: HeaderMap) -> Response {
+    let Some(s) = server.auth.session(&headers) else { return redirect("/login") };
+    let result = server
+        .store
+        .with(|store| {
+            let mut names = Names::default();
+            let mut list: Vec<(ThreadRecord, Option<String>)> = store
+                .scan_threads()
+                .map_err(Failure::store)?
+                .items
+                .into_iter()
+                .map(|t| {
+                    let n = names.of(store.as_ref(), &t);
+                    (t, n)
+                })
+                .collect();
+            list.sort_by_key(|t| std::cmp::Reverse(t.0.updated_at));
+            Ok(list)
+        })
+        .await;
+    match result {
+        Ok(list) => html(StatusCode::OK, pages::threads(&s, &list)),
+        Err(f) => failure(f, Some(&s)),
+    }
+}
+
+fn steps(store: &dyn Store, thread: &str) -> Result<Vec<pages::Step>, Failure> {
+    Ok(store
+        .list_checkpoints(thread)
+        .map_err(Failure::store)?
+        .iter()
+        .map(|c| pages::Step {
+            seq: c.seq,
+            step: c.metadata.step,
+            source: serde_json::to_value(c.metadata.source)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            nodes: c.metadata.nodes.clone(),
+            next: c.cursor.clone(),
+            at: c.created_at,
+        })
+        .collect())
+}
+
+async fn thread(State(server): State<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let Some(s) = server.auth.session(&headers) else { return redirect("/login") };
+    let result = server
+        .store
+        .with(move |store| {
+            let store = store.as_ref();
+            let t = inspect::thread_or_fail(store, &id)?;
+            let c = context(store, &t)?;
+            let steps = steps(store, &id)?;
+            let approvals = store.list_approvals(&id).map_err(Failure::store)?;
+            let audit = store.scan_audit(&id).map_err(Failure::store)?.items;
+            Ok((t, c, steps, approvals, audit))
+        })
+        .await;
+    match result {
+        Ok((t, c, steps, approvals, audit)) => {
+            html(StatusCode::OK, pages::thread(&s, &t, &c, &steps, &approvals, &audit))
+        }
+        Err(f) => failure(f, Some(&s)),
+    }
+}
+
+async fn checkpoint(
+    State(server): State<Shared>,
+    headers: HeaderMap,
+    Path((id, seq)): Path<(String, String)>,
+) -> Response {
+    let Some(s) = server.auth.session(&headers) else { return redirect("/login") };
+    let Ok(seq) = seq.parse::<u64>() else {
+        return error_page(StatusCode::BAD_REQUEST, "Bad request", "A checkpoint is a number.", Some(&s));
+    };
+    let thread = id.clone();
+    let result = server
+        .store
+        .with(move |store| {
+            let store = store.as_ref();
+            let t = inspect::thread_or_fail(store, &thread)?;
+            let description = fold::description(store, &t)?;
+            let reducers = fold::reducers(description.as_ref());
+            let folded = fold::state_at(store, &thread, seq, reducers.as_ref())?;
+            let step = steps(store, &thread)?.into_iter().find(|st| st.seq == seq);
+            Ok((folded, step))
+        })
+        .await;
+    match result {
+        Ok((folded, step)) => {
+            html(StatusCode::OK, pages::checkpoint(&s, &id, seq, &folded.state, &folded.warnings, step.as_ref()))
+        }
+        Err(f) => failure(f, Some(&s)),
+    }
+}
+
+async fn audit(State(server): State<Shared>, headers: HeaderMap) -> Response {
+    let Some(s) = server.auth.session(&headers) else { return redirect("/login") };
+    let result = server
+        .store
+        .with(|store| {
+            let mut entries = Vec::new();
+            for t in store.scan_threads().map_err(Failure::store)?.items {
+                entries.extend(store.scan_audit(&t.id).map_err(Failure::store)?.items);
+            }
+            entries.sort_by(|a, b| (b.at, &b.thread, b.seq).cmp(&(a.at, &a.thread, a.seq)));
+            entries.truncate(1000);
+            Ok(entries)
+        })
+        .await;
+    match result {
+        Ok(entries) => html(StatusCode::OK, pages::audit(&s, &entries)),
+        Err(f) => failure(f, Some(&s)),
+    }
+}
+
+async fn stuck(State(server): State<Shared>, headers: HeaderMap) -> Response {
+    let Some(s) = server.auth.session(&headers) else { return redirect("/login") };
+    let (waiting, overdue) = server.stuck;
+    match server.store.with(move |store| crate::stuck::find(store.as_ref(), waiting, overdue, now_ms())).await {
+        Ok(found) => html(StatusCode::OK, pages::stuck(&s, &found, waiting, overdue)),
+        Err(f) => failure(f, Some(&s)),
+    }
+}
+
+async fn live_json(State(server): State<Shared>, headers: HeaderMap) -> Response {
+    let json = |status: StatusCode, v: Value| {
+        let mut r = (status, v.to_string()).into_response();
+        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        r
+    };
+    if server.auth.session(&headers).is_none() {
+        return json(StatusCode::UNAUTHORIZED, serde_json::json!({ "error": "log in first" }));
+    }
+    match server.store.with(|store| live::snapshot(store.as_ref())).await {
+        Ok(v) => json(StatusCode::OK, v),
+        Err(f) => json(StatusCode::SERVICE_UNAVAILABLE, serde_json::json!({ "error": f.message })),
+    }
+}
+
+async fn metrics(State(server): State<Shared>) -> Response {
+    let mut r = (StatusCode::OK, server.metrics.render()).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    r
+}
+
+// ---- deciding ----
+
+/// A refused decision: its status and message.
+fn refused(e: DecisionError) -> (StatusCode, String) {
+    let status = match &e {
+        DecisionError::NotFound { .. } => StatusCode::NOT_FOUND,
+        DecisionError::NotAuthorized { .. } => StatusCode::FORBIDDEN,
+        DecisionError::AlreadyDecided { .. } | DecisionError::Expired { .. } | DecisionError::SameApprover { .. } => {
+            StatusCode::CONFLICT
+        }
+        DecisionError::InvalidEdit { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (status, e.to_string())
+}
+
+enum Decision {
+    Approve(Option<Value>),
+    Edit(Value),
+    Reject(String),
+}
+
+async fn decide(
+    State(server): State<Shared>,
+    headers: HeaderMap,
+    Path((id, action)): Path<(String, String)>,
+    form: FormData,
+) -> Response {
+    let form = match form {
+        Ok(Form(f)) => f,
+        Err(_) => {
+            return error_page(StatusCode::BAD_REQUEST, "Bad request", "A decision is sent as a form.", None);
+        }
+    };
+    let s = match checked(&server, &headers, &form) {
+        Ok(s) => s,
+        Err(r) => return *r,
+    };
+    let field = |name: &str| form.get(name).map(|v| v.trim().to_string()).unwrap_or_default();
+    let decision = match action.as_str() {
+        "approve" => {
+            let text = field("conditions");
+            Decision::Approve(if text.is_empty() {
+                None
+            } else {
+                Some(serde_json::from_str(&text).unwrap_or(Value::String(text)))
+            })
+        }
+        "edit" => match serde_json::from_str::<Value>(&field("args")) {
+            Ok(v) => Decision::Edit(v),
+            Err(e) => {
+                return html(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    pages::error_with(
+                        "The edit was refused",
+                        &format!("The arguments are not valid JSON ({e}). Nothing was changed."),
+                        Some(&s),
+                        &pages::edit_again(&s, &id, &field("args")),
+                    ),
+                );
+            }
+        },
+        "reject" => {
+            let reason = field("reason");
+            if reason.is_empty() {
+                return error_page(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "The rejection was refused",
+                    "A rejection needs a reason (it is handed to the model). Nothing was changed.",
+                    Some(&s),
+                );
+            }
+            Decision::Reject(reason)
+        }
+        _ => return error_page(StatusCode::NOT_FOUND, "Not found", "Unknown decision.", Some(&s)),
+    };
+    let sent_args = matches!(decision, Decision::Edit(_)).then(|| field("args"));
+    let authorizer = server.authorizer.clone();
+    let approver = Approver::new(s.user.clone(), s.roles.clone());
+    let target = id.clone();
+    let result = server
+        .store
+        .with(move |store| {
+            let desk = ApprovalDesk::for_store(Arc::clone(store), authorizer);
+            let id = target.as_str();
+            let outcome = match decision {
+                Decision::Approve(None) => desk.approve(id, &approver),
+                Decision::Approve(Some(c)) => desk.approve_with_conditions(id, &approver, c),
+                Decision::Edit(args) => {
+                    let schema = crate::decide::tool_schema(store.as_ref(), id)?;
+                    desk.edit_checked(id, &approver, args, |tool, value| match &schema {
+                        Some(schema) => crate::decide::check_schema(schema, value, "args"),
+                        None => Err(format!(
+                            "the store has no schema for `{tool}` (no description of the thread's graph), so the \
+                             edit cannot be checked; edit it from the app"
+                        )),
+                    })
+                }
+                Decision::Reject(reason) => desk.reject(id, &approver, &reason),
+            };
+            Ok(outcome.map_err(refused))
+        })
+        .await;
+    match result {
+        Ok(Ok(record)) => redirect(&format!("/?decided={}", pages::url(&record.id))),
+        Ok(Err((status, message))) => {
+            // A refused edit comes back with the arguments as sent, to fix and send again.
+            let again = match &sent_args {
+                Some(sent) if status == StatusCode::UNPROCESSABLE_ENTITY => pages::edit_again(&s, &id, sent),
+                _ => String::new(),
+            };
+            html(
+                status,
+                pages::error_with(
+                    "The decision was refused",
+                    &format!("{message}. Nothing was changed."),
+                    Some(&s),
+                    &again,
+                ),
+            )
+        }
+        Err(f) => failure(f, Some(&s)),
+    }
+}

@@ -1,0 +1,239 @@
+//! What the inbox tests share: a graph whose refund waits for an approval, a store filled
+//! with one such paused thread, a users file, and `agentflow serve` run as a subprocess.
+// Each test crate includes this module and uses a part of it.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use agentflow::prelude::*;
+use agentflow::{RedbStore, Store};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct RefundArgs {
+    pub order_id: String,
+    pub amount: u32,
+}
+
+/// Refunds an order. Irreversible, so every call waits for a person.
+#[tool(risk = irreversible)]
+pub async fn refund(args: RefundArgs) -> Result<Value, ToolError> {
+    // The tool's result echoes the arguments it actually received.
+    Ok(json!({ "refunded": args.amount, "order_id": args.order_id }))
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+pub struct Pay {
+    pub order: String,
+    pub amount: u32,
+    #[reduce(append)]
+    pub log: Vec<String>,
+    pub receipt: Option<Value>,
+}
+
+#[graph(state = Pay, start = check)]
+pub mod payments {
+    use super::*;
+
+    #[node(goto = [pay, END])]
+    async fn check(s: &Pay) -> Result<Step<Pay>, NodeError> {
+        let update = Pay::update().log(vec![format!("checked order {}", s.order)]);
+        if s.amount == 0 { Ok(goto!(END, update)) } else { Ok(goto!(pay, update)) }
+    }
+
+    #[node(goto = [END], tools = [refund])]
+    async fn pay(s: &Pay, cx: &Ctx<()>) -> Result<Step<Pay>, NodeError> {
+        let obs = cx.run_tool(refund, json!({ "order_id": s.order, "amount": s.amount })).await?;
+        Ok(goto!(END, Pay::update().log(vec!["paid".into()]).receipt(Some(obs.body))))
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+pub struct Question {
+    pub text: String,
+    pub answer: Option<String>,
+}
+
+#[graph(state = Question, start = ask)]
+pub mod questions {
+    use super::*;
+
+    #[node(goto = [END], interrupt)]
+    async fn ask(s: &Question, cx: &Ctx<()>) -> Result<Step<Question>, NodeError> {
+        let answer: String = cx.interrupt(json!({ "question": s.text }))?;
+        Ok(goto!(END, Question::update().answer(Some(answer))))
+    }
+}
+
+/// Adds `t-question`, paused at an interrupt that asks "ship it?".
+pub async fn add_question(store: Arc<dyn Store>) {
+    let run = questions::graph()
+        .app()
+        .store(store)
+        .runner(&())
+        .thread("t-question")
+        .run(Question { text: "ship it?".into(), answer: None })
+        .await
+        .expect("interrupted run");
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{:?}", run.outcome);
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
+}
+
+/// A fresh directory for one test's files.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("agentflow-inbox-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+pub fn app(store: Arc<dyn Store>) -> App<Pay> {
+    payments::graph().app().store(store)
+}
+
+/// Fills a store with `t-paused` (a refund of 40 on order A-1 requested by `agent`, waiting
+/// for approval) and `t-done` (completed). The store is closed when this returns.
+pub async fn fill(store: Arc<dyn Store>) {
+    let app = app(store);
+    {
+        let paused = app
+            .runner(&())
+            .thread("t-paused")
+            .owner("agent")
+            .run(Pay { order: "A-1".into(), amount: 40, ..Pay::default() })
+            .await
+            .expect("paused run");
+        assert!(matches!(paused.outcome, Outcome::Interrupted { .. }), "{:?}", paused.outcome);
+        let done = app
+            .runner(&())
+            .thread("t-done")
+            .owner("agent")
+            .run(Pay { order: "A-2".into(), amount: 0, ..Pay::default() })
+            .await
+            .expect("completed run");
+        assert_eq!(done.outcome, Outcome::Completed);
+    }
+}
+
+/// A redb store file filled by [`fill`].
+pub async fn filled_redb(dir: &Path) -> PathBuf {
+    let path = dir.join("runs.redb");
+    fill(Arc::new(RedbStore::open(&path).expect("open store"))).await;
+    path
+}
+
+/// Opens the redb file; while the server has it open for a request (a page's live poll),
+/// tries again, for up to ten seconds.
+pub fn open_redb(path: &Path) -> Arc<dyn Store> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match RedbStore::open(path) {
+            Ok(s) => return Arc::new(s),
+            Err(agentflow_store::OpenError::AlreadyOpen { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("open the store: {e}"),
+        }
+    }
+}
+
+/// Resumes `t-paused` in this process (the file is open only during the run).
+pub async fn resume(path: &Path) -> agentflow::Run<Pay> {
+    app(open_redb(path)).runner(&()).thread("t-paused").resume().await.expect("resume")
+}
+
+/// Opens the redb file, reads, closes it again.
+pub fn with_redb<T>(path: &Path, f: impl FnOnce(&Arc<dyn Store>) -> T) -> T {
+    f(&open_redb(path))
+}
+
+/// The users: `alice` and `carol` may decide irreversible calls, `bob` has no role, `agent`
+/// (who requests the refunds) has the role too. Tokens: `<name>-token`; alice's is given hashed.
+pub fn users_file(dir: &Path) -> PathBuf {
+    use sha2::Digest;
+    let hash: String = sha2::Sha256::digest(b"alice-token").iter().map(|b| format!("{b:02x}")).collect();
+    let path = dir.join("users.json");
+    let users = json!({ "users": [
+        { "name": "alice", "token_sha256": hash, "roles": ["irreversible"] },
+        { "name": "bob", "token": "bob-token", "roles": ["support"] },
+        { "name": "agent", "token": "agent-token", "roles": ["irreversible"] },
+        { "name": "carol", "token": "carol-token", "roles": ["irreversible", "refunds"] },
+    ]});
+    std::fs::write(&path, users.to_string()).expect("users file");
+    path
+}
+
+/// `agentflow serve` running in a subprocess on a free loopback port; killed on drop.
+pub struct Serve {
+    child: Child,
+    // Kept open: the server's stdout stays a pipe with a reader.
+    _stdout: BufReader<std::process::ChildStdout>,
+    /// `http://127.0.0.1:PORT`
+    pub base: String,
+}
+
+impl Serve {
+    /// Starts the server on `store` (a redb path or a postgres URL) and waits for the line
+    /// that names its address.
+    pub fn start(store: &str, users: &Path, extra: &[&str]) -> Serve {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agentflow"))
+            .args(["serve", "--store", store, "--bind", "127.0.0.1:0", "--users"])
+            .arg(users)
+            // The gauge's refresh stays out of the tests' way unless a test asks for it.
+            .args(if extra.contains(&"--stuck-every") { &[][..] } else { &["--stuck-every", "1h"][..] })
+            .args(extra)
+            .env_remove("AGENTFLOW_STORE")
+            .env_remove("AGENTFLOW_ROLES")
+            .env_remove("AGENTFLOW_TWO_PERSON")
+            .env_remove("AGENTFLOW_PG_SCHEMA")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start agentflow serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        let mut reader = BufReader::new(stdout);
+        reader.read_line(&mut line).expect("read the server's first line");
+        let Some(at) = line.find("http://") else {
+            let _ = child.kill();
+            panic!("agentflow serve did not start: {line:?}");
+        };
+        let base = line[at..].split_whitespace().next().unwrap_or_default().trim_end_matches('/').to_string();
+        Serve { child, _stdout: reader, base }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the CLI on `store`.
+pub fn cli(store: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_agentflow"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("AGENTFLOW_STORE")
+        .env_remove("AGENTFLOW_ROLES")
+        .env_remove("AGENTFLOW_TWO_PERSON")
+        .env_remove("AGENTFLOW_PG_SCHEMA")
+        .output()
+        .expect("run the agentflow binary")
+}
+
+/// The value of the first `name="csrf" value="..."` in a page.
+pub fn csrf_in(page: &str) -> String {
+    let key = "name=\"csrf\" value=\"";
+    let at = page.find(key).unwrap_or_else(|| panic!("no CSRF field in the page: {page}")) + key.len();
+    page[at..].split('"').next().unwrap_or_default().to_string()
+}

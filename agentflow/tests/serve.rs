@@ -1,0 +1,564 @@
+//! `agentflow serve`, the approval inbox, over HTTP: the real binary in a subprocess, on a
+//! store this test fills (a refund of 40 waiting for approval, requested by `agent`), and
+//! requests made with reqwest (cookies handled by hand, redirects not followed).
+//!
+//! Each refusal is checked twice: the answer (status and message) and the record in the store,
+//! read back with the library after the request, still pending with its arguments.
+
+mod inbox_common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use agentflow::Store;
+use agentflow::approval::{ApprovalRecord, ApprovalStatus};
+use agentflow::prelude::*;
+use agentflow::tool::args_hash;
+use agentflow_store::PostgresStore;
+use inbox_common::*;
+use reqwest::StatusCode;
+use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use serde_json::{Value, json};
+
+#[path = "../../tests/pg/mod.rs"]
+mod pg;
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client")
+}
+
+/// The `name=value` of the cookie `name` set by a response.
+fn set_cookie(r: &reqwest::Response, name: &str) -> Option<String> {
+    r.headers()
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with(&format!("{name}=")))
+        .map(|v| v.split(';').next().unwrap_or_default().to_string())
+}
+
+/// A logged-in user: the session cookie and the CSRF token of its forms.
+struct User {
+    cookie: String,
+    csrf: String,
+}
+
+/// Logs in with `token` through the login form, and reads the CSRF token from the inbox.
+async fn login(base: &str, token: &str) -> User {
+    let c = client();
+    let form = c.get(format!("{base}/login")).send().await.unwrap();
+    assert_eq!(form.status(), StatusCode::OK);
+    let login_cookie = set_cookie(&form, "agentflow_login").expect("the login form sets its CSRF cookie");
+    let page = form.text().await.unwrap();
+    let r = c
+        .post(format!("{base}/login"))
+        .header(COOKIE, &login_cookie)
+        .form(&[("token", token), ("csrf", &csrf_in(&page))])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "login as {token} failed: {}", r.text().await.unwrap_or_default());
+    let raw = r
+        .headers()
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("agentflow_session="))
+        .expect("a session cookie")
+        .to_string();
+    assert!(raw.contains("HttpOnly") && raw.contains("SameSite=Strict"), "{raw}");
+    let cookie = raw.split(';').next().unwrap().to_string();
+    let inbox = c.get(format!("{base}/")).header(COOKIE, &cookie).send().await.unwrap();
+    assert_eq!(inbox.status(), StatusCode::OK);
+    let csrf = csrf_in(&inbox.text().await.unwrap());
+    User { cookie, csrf }
+}
+
+/// POSTs a form as `user` (with its CSRF token unless `fields` names one).
+async fn post(base: &str, user: Option<&User>, path: &str, fields: &[(&str, &str)]) -> (StatusCode, String) {
+    let mut form: Vec<(&str, &str)> = fields.to_vec();
+    let mut req = client().post(format!("{base}{path}"));
+    if let Some(u) = user {
+        req = req.header(COOKIE, &u.cookie);
+        if !fields.iter().any(|(k, _)| *k == "csrf") {
+            form.push(("csrf", &u.csrf));
+        }
+    }
+    let r = req.form(&form).send().await.unwrap();
+    let status = r.status();
+    let location = r.headers().get(LOCATION).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let body = r.text().await.unwrap();
+    (status, location.unwrap_or(body))
+}
+
+async fn get(base: &str, user: Option<&User>, path: &str) -> (StatusCode, String) {
+    let mut req = client().get(format!("{base}{path}"));
+    if let Some(u) = user {
+        req = req.header(COOKIE, &u.cookie);
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status();
+    let location = r.headers().get(LOCATION).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let body = r.text().await.unwrap();
+    (status, location.unwrap_or(body))
+}
+
+/// The one approval in the store, read with the library (the file is closed again after).
+fn the_approval(store: &Path) -> ApprovalRecord {
+    with_redb(store, |s| {
+        let list = s.list_approvals("t-paused").unwrap();
+        assert_eq!(list.len(), 1, "{list:?}");
+        list.into_iter().next().unwrap()
+    })
+}
+
+fn assert_untouched(store: &Path) {
+    let a = the_approval(store);
+    assert_eq!(a.status, ApprovalStatus::Pending, "{a:?}");
+    assert_eq!(a.decided_by, None);
+    assert_eq!(serde_json::from_str::<Value>(&a.args).unwrap(), json!({ "order_id": "A-1", "amount": 40 }));
+}
+
+async fn setup(name: &str) -> (std::path::PathBuf, Serve) {
+    let dir = temp_dir(name);
+    let store = filled_redb(&dir).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    (store, serve)
+}
+
+#[tokio::test]
+async fn anonymous_and_forged_requests_are_refused_and_change_nothing() {
+    let (store, serve) = setup("forged").await;
+    let base = serve.base.as_str();
+    let id = the_approval(&store).id;
+    let approve = format!("/approvals/{id}/approve");
+
+    // Pages without a session redirect to the login form; a decision is refused outright.
+    assert_eq!(get(base, None, "/").await, (StatusCode::SEE_OTHER, "/login".to_string()));
+    assert_eq!(get(base, None, "/threads/t-paused").await.0, StatusCode::SEE_OTHER);
+    let (status, page) = post(base, None, &approve, &[("csrf", "x")]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{page}");
+    assert!(page.contains("Decisions need a logged-in user"), "{page}");
+    let (status, body) = get(base, None, "/live").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_untouched(&store);
+
+    // A wrong token does not log in.
+    let c = client();
+    let form = c.get(format!("{base}/login")).send().await.unwrap();
+    let login_cookie = set_cookie(&form, "agentflow_login").unwrap();
+    let csrf = csrf_in(&form.text().await.unwrap());
+    let r = c
+        .post(format!("{base}/login"))
+        .header(COOKIE, &login_cookie)
+        .form(&[("token", "guess"), ("csrf", &csrf)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(set_cookie(&r, "agentflow_session").is_none());
+    // A login form posted without its CSRF cookie is refused even with a good token.
+    let r = c.post(format!("{base}/login")).form(&[("token", "alice-token"), ("csrf", &csrf)]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+
+    // Logged in, but without the CSRF token, with a wrong one, or from another site.
+    let alice = login(base, "alice-token").await;
+    let no_token = client().post(format!("{base}{approve}")).header(COOKIE, &alice.cookie).form(&[("conditions", "")]);
+    let r = no_token.send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert!(r.text().await.unwrap().contains("CSRF token is missing or wrong"));
+    let (status, page) = post(base, Some(&alice), &approve, &[("csrf", "0000")]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    let r = client()
+        .post(format!("{base}{approve}"))
+        .header(COOKIE, &alice.cookie)
+        .header("Origin", "http://evil.example")
+        .form(&[("csrf", alice.csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    // Another user's CSRF token does not fit this session.
+    let bob = login(base, "bob-token").await;
+    let (status, _) = post(base, Some(&alice), &approve, &[("csrf", &bob.csrf)]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_untouched(&store);
+
+    // Logging out is a POST like the others: a wrong token ends nothing.
+    let (status, _) = post(base, Some(&alice), "/logout", &[("csrf", "0000")]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(get(base, Some(&alice), "/threads").await.0, StatusCode::OK);
+    // After logout the session is gone.
+    let (status, to) = post(base, Some(&alice), "/logout", &[]).await;
+    assert_eq!((status, to.as_str()), (StatusCode::SEE_OTHER, "/login"));
+    let (status, _) = post(base, Some(&alice), &approve, &[]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_untouched(&store);
+}
+
+#[tokio::test]
+async fn a_user_without_the_role_and_the_requester_are_refused() {
+    let (store, serve) = setup("roles").await;
+    let base = serve.base.as_str();
+    let id = the_approval(&store).id;
+
+    let bob = login(base, "bob-token").await;
+    let (status, page) = post(base, Some(&bob), &format!("/approvals/{id}/approve"), &[]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("deciding irreversible calls needs the `irreversible` role"), "{page}");
+    let (status, page) = post(base, Some(&bob), &format!("/approvals/{id}/reject"), &[("reason", "no")]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert_untouched(&store);
+
+    // `agent` holds the role but requested the call: the library's authorizer refuses it.
+    let agent = login(base, "agent-token").await;
+    let (status, page) = post(base, Some(&agent), &format!("/approvals/{id}/approve"), &[]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("`agent` requested this call and cannot approve it"), "{page}");
+    assert_untouched(&store);
+
+    // An unknown approval, an unknown decision.
+    let alice = login(base, "alice-token").await;
+    let (status, page) = post(base, Some(&alice), "/approvals/nope/approve", &[]).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{page}");
+    assert!(page.contains("no approval `nope`"), "{page}");
+    let (status, _) = post(base, Some(&alice), &format!("/approvals/{id}/settle"), &[]).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_untouched(&store);
+}
+
+#[tokio::test]
+async fn an_approval_is_recorded_and_audited_with_the_user_and_the_run_goes_on() {
+    let (store, serve) = setup("approve").await;
+    let base = serve.base.as_str();
+    let id = the_approval(&store).id;
+    let alice = login(base, "alice-token").await;
+
+    // The inbox shows what is needed to judge the call.
+    let (status, inbox) = get(base, Some(&alice), "/").await;
+    assert_eq!(status, StatusCode::OK);
+    let a = the_approval(&store);
+    for needle in [
+        "refund",
+        "risk-irreversible",
+        "&quot;order_id&quot;: &quot;A-1&quot;",
+        "&quot;amount&quot;: 40",
+        a.args_hash.as_str(),
+        "Requested by</td><td class=\"requester\">agent",
+        "left (expires in",
+        "checked order A-1",
+        "data-node=\"pay\"",
+        "Refunds an order.",
+    ] {
+        assert!(inbox.contains(needle), "the inbox lacks {needle}: {inbox}");
+    }
+
+    let (status, to) = post(base, Some(&alice), &format!("/approvals/{id}/approve"), &[("conditions", "")]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
+    assert_eq!(to, format!("/?decided={id}"));
+    let (_, page) = get(base, Some(&alice), &to).await;
+    assert!(page.contains(&format!("Approval {id} (refund) is APPROVED by alice")), "{page}");
+    assert!(page.contains("Nothing waits for a decision"), "{page}");
+
+    let a = the_approval(&store);
+    assert_eq!(a.status, ApprovalStatus::Approved);
+    assert_eq!(a.decided_by.as_deref(), Some("alice"));
+    let audit = with_redb(&store, |s| s.scan_audit("t-paused").unwrap().items);
+    let entry = audit.iter().find(|e| e.kind == "approval.approved").unwrap_or_else(|| panic!("{audit:?}"));
+    assert_eq!(entry.actor, "alice");
+    // The audit page names her too.
+    let (_, audit_page) = get(base, Some(&alice), "/audit").await;
+    assert!(audit_page.contains("<td class=\"actor\">alice</td><td>approval.approved</td>"), "{audit_page}");
+
+    // Deciding again loses the compare-and-set.
+    let (status, page) = post(base, Some(&alice), &format!("/approvals/{id}/reject"), &[("reason", "late")]).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{page}");
+    assert!(page.contains("already decided"), "{page}");
+
+    // The executor accepts the decision: the resumed run makes the call.
+    let done = resume(&store).await;
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.receipt.unwrap()["result"], json!({ "refunded": 40, "order_id": "A-1" }));
+
+    // The decision reached the metrics through the library's desk.
+    let (status, text) = get(base, None, "/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(text.contains("agentflow_approval_decisions_total{status=\"approved\"} 1"), "{text}");
+}
+
+#[tokio::test]
+async fn edits_are_checked_against_the_schema_and_rejections_need_a_reason() {
+    let (store, serve) = setup("edit").await;
+    let base = serve.base.as_str();
+    let id = the_approval(&store).id;
+    let alice = login(base, "alice-token").await;
+    let edit = format!("/approvals/{id}/edit");
+
+    let (status, page) = post(base, Some(&alice), &edit, &[("args", r#"{"order_id": "A-1", "amount": "lots"}"#)]).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{page}");
+    assert!(page.contains("`args.amount` must be integer"), "{page}");
+    // The page offers the edit again, with the arguments as sent.
+    assert!(page.contains("&quot;amount&quot;: &quot;lots&quot;}</textarea>"), "{page}");
+    let (status, page) = post(base, Some(&alice), &edit, &[("args", r#"{"order_id": "A-1"}"#)]).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(page.contains("`args.amount` is required"), "{page}");
+    let (status, page) = post(base, Some(&alice), &edit, &[("args", "{not json")]).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(page.contains("not valid JSON"), "{page}");
+    let (status, page) = post(base, Some(&alice), &format!("/approvals/{id}/reject"), &[("reason", "  ")]).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(page.contains("A rejection needs a reason"), "{page}");
+    assert_untouched(&store);
+
+    let (status, to) = post(base, Some(&alice), &edit, &[("args", r#"{"order_id": "A-1", "amount": 25}"#)]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
+    let a = the_approval(&store);
+    assert_eq!(a.status, ApprovalStatus::Approved);
+    assert_eq!(a.decided_by.as_deref(), Some("alice"));
+    let edited = json!({ "order_id": "A-1", "amount": 25 });
+    assert_eq!(serde_json::from_str::<Value>(&a.args).unwrap(), edited);
+    assert_eq!(a.args_hash, args_hash(&edited), "the record is re-hashed for the edited arguments");
+    let done = resume(&store).await;
+    assert_eq!(done.state.receipt.unwrap()["result"], json!({ "refunded": 25, "order_id": "A-1" }));
+}
+
+#[tokio::test]
+async fn a_rejection_with_a_reason_and_conditions_on_an_approval_are_recorded() {
+    let dir = temp_dir("reject");
+    let store = filled_redb(&dir).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let id = the_approval(&store).id;
+    let alice = login(&serve.base, "alice-token").await;
+    let (status, _) =
+        post(&serve.base, Some(&alice), &format!("/approvals/{id}/reject"), &[("reason", "wrong order")]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let a = the_approval(&store);
+    assert_eq!(a.status, ApprovalStatus::Rejected);
+    assert_eq!(a.decision_note.as_deref(), Some("wrong order"));
+    assert_eq!(a.decided_by.as_deref(), Some("alice"));
+
+    // Conditions: JSON as given, plain text as a JSON string.
+    let dir = temp_dir("conditions");
+    let store = filled_redb(&dir).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let id = the_approval(&store).id;
+    let alice = login(&serve.base, "alice-token").await;
+    let (status, _) = post(
+        &serve.base,
+        Some(&alice),
+        &format!("/approvals/{id}/approve"),
+        &[("conditions", "only after the customer confirms")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let a = the_approval(&store);
+    assert_eq!(a.status, ApprovalStatus::Approved);
+    assert_eq!(a.conditions, Some(json!("only after the customer confirms")));
+}
+
+#[tokio::test]
+async fn pages_show_threads_their_timeline_a_checkpoint_and_errors_as_pages() {
+    let (store, serve) = setup("pages").await;
+    let base = serve.base.as_str();
+    let alice = login(base, "alice-token").await;
+
+    let (status, list) = get(base, Some(&alice), "/threads").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(list.contains("t-paused") && list.contains("t-done") && list.contains("interrupted"), "{list}");
+    let (status, page) = get(base, Some(&alice), "/threads/t-paused").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("id=\"timeline\""), "{page}");
+    assert!(page.contains("/threads/t-paused/at/0"), "{page}");
+    // The graph with the node the thread waits at highlighted.
+    assert!(page.contains("class=\"current\" data-node=\"pay\""), "{page}");
+    assert!(page.contains("style pay fill:#ffd84d"), "{page}");
+    let (status, page) = get(base, Some(&alice), "/threads/t-done/at/1").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(page.contains("checked order A-2"), "{page}");
+
+    for (path, status, needle) in [
+        ("/threads/nope", StatusCode::NOT_FOUND, "no thread `nope` in the store"),
+        ("/threads/t-done/at/99", StatusCode::NOT_FOUND, "has no checkpoint 99"),
+        ("/threads/t-done/at/x", StatusCode::BAD_REQUEST, "A checkpoint is a number"),
+        ("/no/such/page", StatusCode::NOT_FOUND, "There is no page at this address"),
+    ] {
+        let (got, page) = get(base, Some(&alice), path).await;
+        assert_eq!(got, status, "{path}: {page}");
+        assert!(page.contains(needle), "{path}: {page}");
+    }
+    let (status, page) = get(base, Some(&alice), "/stuck").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("None."), "nothing is stuck after a moment with the default thresholds: {page}");
+
+    // While another process holds the redb file, a page waits for it, then says so (503).
+    let held = open_redb(&store);
+    let (status, page) = get(base, Some(&alice), "/threads").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{page}");
+    assert!(page.contains("another process (a running app or worker) has this redb file open"), "{page}");
+    drop(held);
+    assert_eq!(get(base, Some(&alice), "/threads").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn metrics_serve_the_stuck_gauge_by_kind() {
+    let dir = temp_dir("metrics");
+    let store = filled_redb(&dir).await;
+    // Everything waiting on a person counts as stuck at once.
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &["--stuck-waiting", "0s"]);
+    let (status, text) = get(&serve.base, None, "/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(text.contains("# TYPE agentflow_stuck_threads gauge"), "{text}");
+    assert!(text.contains("agentflow_stuck_threads{kind=\"waiting_on_human\"} 1"), "{text}");
+    assert!(text.contains("agentflow_stuck_threads{kind=\"lease_expired\"} 0"), "{text}");
+    assert!(text.contains("agentflow_stuck_threads{kind=\"timer_overdue\"} 0"), "{text}");
+    // The inbox lists it as the `stuck` command does.
+    let alice = login(&serve.base, "alice-token").await;
+    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
+    assert!(inbox.contains("id=\"stuck\"") && inbox.contains("waiting_on_human"), "{inbox}");
+}
+
+#[tokio::test]
+async fn live_reports_a_decision_made_by_the_cli_in_another_process() {
+    let (store, serve) = setup("live").await;
+    let base = serve.base.as_str();
+    let id = the_approval(&store).id;
+    let alice = login(base, "alice-token").await;
+    let (status, before) = get(base, Some(&alice), "/live").await;
+    assert_eq!(status, StatusCode::OK, "{before}");
+    let before: Value = serde_json::from_str(&before).unwrap();
+    assert_eq!(before["approvals"], 1);
+    // Nothing changed: the same version.
+    let (_, again) = get(base, Some(&alice), "/live").await;
+    assert_eq!(serde_json::from_str::<Value>(&again).unwrap(), before);
+
+    // The server holds the redb file only during a request, so the CLI can open it now.
+    let out = cli(store.to_str().unwrap(), &["approve", &id, "--as", "carol", "--role", "irreversible"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, after) = get(base, Some(&alice), "/live").await;
+    let after: Value = serde_json::from_str(&after).unwrap();
+    assert_eq!(after["approvals"], 0);
+    assert_ne!(after["version"], before["version"]);
+}
+
+#[tokio::test]
+async fn live_reports_a_cli_decision_on_postgresql() {
+    let Some(url) = pg::pg_url() else { return };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let schema = format!("inbox_live_{}_{nanos}", std::process::id());
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::builder().schema(schema.clone()).open(&url).expect("postgres"));
+    fill(Arc::clone(&store)).await;
+    let dir = temp_dir("live-pg");
+    let serve = Serve::start(&url, &users_file(&dir), &["--schema", &schema]);
+    {
+        let alice = login(&serve.base, "alice-token").await;
+        let (_, before) = get(&serve.base, Some(&alice), "/live").await;
+        let before: Value = serde_json::from_str(&before).unwrap();
+        assert_eq!(before["approvals"], 1);
+        let id = store.list_approvals("t-paused").unwrap()[0].id.clone();
+        let out = cli(&url, &["--schema", &schema, "approve", &id, "--as", "carol", "--role", "irreversible"]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let (_, after) = get(&serve.base, Some(&alice), "/live").await;
+        let after: Value = serde_json::from_str(&after).unwrap();
+        assert_eq!(after["approvals"], 0);
+        assert_ne!(after["version"], before["version"]);
+    }
+}
+
+#[tokio::test]
+async fn serve_refuses_a_non_loopback_address_and_a_bad_users_file() {
+    let dir = temp_dir("bind");
+    let store = filled_redb(&dir).await;
+    let users = users_file(&dir);
+    let out = cli(store.to_str().unwrap(), &["serve", "--bind", "0.0.0.0:0", "--users", users.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a loopback address"));
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, r#"{"users": [{"name": "x", "roles": []}]}"#).unwrap();
+    let out = cli(store.to_str().unwrap(), &["serve", "--bind", "127.0.0.1:0", "--users", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs exactly one of `token` or `token_sha256`"));
+}
+
+#[tokio::test]
+async fn the_inbox_lists_interrupts_with_what_they_ask() {
+    let dir = temp_dir("interrupts");
+    let store = filled_redb(&dir).await;
+    add_question(open_redb(&store)).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let (status, inbox) = get(&serve.base, Some(&alice), "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(inbox.contains("Inbox: 1 approval, 1 interrupt"), "{inbox}");
+    let section = &inbox[inbox.find("id=\"interrupts\"").expect("an interrupts section")..];
+    assert!(section.contains("t-question") && section.contains("<code>ask</code>"), "{section}");
+    assert!(section.contains("{&quot;question&quot;:&quot;ship it?&quot;}"), "{section}");
+}
+
+#[tokio::test]
+async fn the_stuck_gauge_is_refreshed_periodically() {
+    let dir = temp_dir("refresh");
+    let store = filled_redb(&dir).await;
+    // Waiting on a person counts as stuck at once; the gauge is refreshed every 200 ms.
+    let serve =
+        Serve::start(store.to_str().unwrap(), &users_file(&dir), &["--stuck-waiting", "0s", "--stuck-every", "200ms"]);
+    let waiting = "agentflow_stuck_threads{kind=\"waiting_on_human\"}";
+    let (_, first) = get(&serve.base, None, "/metrics").await;
+    assert!(first.contains(&format!("{waiting} 1")), "{first}");
+    // Another process decides, this one runs the thread to its end: nothing waits any more,
+    // and only the periodic refresh (no request reads the store) can bring the gauge to 0.
+    let id = the_approval(&store).id;
+    // (The refresh opens the file for a moment every 200 ms: a CLI run that meets it exits 3.)
+    let mut tries = 0;
+    loop {
+        let out = cli(store.to_str().unwrap(), &["approve", &id, "--as", "carol", "--role", "irreversible"]);
+        tries += 1;
+        if out.status.code() == Some(3) && tries < 20 {
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        break;
+    }
+    assert_eq!(resume(&store).await.outcome, Outcome::Completed);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (_, text) = get(&serve.base, None, "/metrics").await;
+        if text.contains(&format!("{waiting} 0")) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the gauge was not refreshed: {text}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn roles_for_and_the_two_person_rule_apply_as_in_the_cli() {
+    // Irreversible calls need the `refunds` role here, and two approvers.
+    let dir = temp_dir("two-person");
+    let store = filled_redb(&dir).await;
+    let serve = Serve::start(
+        store.to_str().unwrap(),
+        &users_file(&dir),
+        &["--roles-for", "irreversible=refunds", "--two-person"],
+    );
+    let base = serve.base.as_str();
+    let id = the_approval(&store).id;
+    let approve = format!("/approvals/{id}/approve");
+
+    let alice = login(base, "alice-token").await;
+    let (status, page) = post(base, Some(&alice), &approve, &[]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("needs the `refunds` role"), "{page}");
+    assert_untouched(&store);
+
+    // Carol's sign-off is the first of two: the record still waits.
+    let carol = login(base, "carol-token").await;
+    let (status, to) = post(base, Some(&carol), &approve, &[]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
+    let (_, page) = get(base, Some(&carol), &to).await;
+    assert!(page.contains("Your sign-off is recorded; another approver is needed"), "{page}");
+    assert_eq!(the_approval(&store).status, ApprovalStatus::Pending);
+    let (status, page) = post(base, Some(&carol), &approve, &[]).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{page}");
+    assert!(page.contains("needs a second approver other than `carol`"), "{page}");
+    assert_eq!(the_approval(&store).status, ApprovalStatus::Pending);
+}
