@@ -482,6 +482,11 @@ async fn start(db: &str, file: &str, services: &Services) -> Result<(), CliError
         for flag in ["--approve", "--edit \"TEXT\"", "--reject \"REASON\""] {
             println!("  cargo run --example email_triage --{db_flag} --thread {thread} {flag}");
         }
+        println!("or answer it in the approval inbox (`agentflow serve --store {db} --users FILE`) with");
+        println!(
+            "  {{\"decision\": \"approve\"}}, {{\"decision\": \"edit\", \"text\": \"..\"}} or {{\"decision\": \"reject\", \"reason\": \"..\"}}"
+        );
+        println!("then continue it: cargo run --example email_triage --{db_flag} --thread {thread} --resume");
     } else {
         print_final(&thread, &run);
     }
@@ -509,6 +514,16 @@ fn list(db: &str) -> Result<(), CliError> {
     if rows == 0 {
         println!("no pending reviews in {db}");
     }
+    Ok(())
+}
+
+/// Resumes `thread` with the answer someone recorded in the approval inbox (or with
+/// `agentflow answer`): a plain `resume()` continues with it.
+async fn resume(db: &str, thread: &str, services: &Services) -> Result<(), CliError> {
+    let (graph, _store) = open(db)?;
+    println!("resuming {thread} with the answer recorded for it");
+    let run = graph.runner(services).thread(thread).resume().await?;
+    print_final(thread, &run);
     Ok(())
 }
 
@@ -571,11 +586,13 @@ async fn demo(services: &Services, model_name: &str) -> Result<(), CliError> {
     result
 }
 
-const USAGE: &str = "usage: email_triage [--db PATH] [--email FILE | --list | --thread ID (--approve | --edit TEXT | --reject REASON) | --print-sample [NAME]]
+const USAGE: &str = "usage: email_triage [--db PATH] [--email FILE | --list | --thread ID (--approve | --edit TEXT | --reject REASON | --resume) | --print-sample [NAME]]
   (no arguments)      run a built-in sample end to end: pause at review, then approve
   --email FILE        start a thread from an email (`-` for stdin); stops at review and prints the thread id
   --list              list the threads waiting for a review
   --thread ID ...     resume a waiting thread with a decision, in this (new) process
+  --thread ID --resume  resume it with the answer given in the approval inbox (`agentflow serve`)
+                      or with `agentflow answer`
   --print-sample NAME print a sample email: urgent-bug (default), question, billing, critical-outage
   --db PATH           the store file (default ./agentflow.redb)";
 
@@ -584,12 +601,14 @@ enum Command {
     Start(String),
     List,
     Decide(String, ReviewDecision),
+    Resume(String),
     PrintSample(String),
 }
 
 fn parse(args: &[String]) -> Result<(Command, String), String> {
     let mut db = DEFAULT_DB.to_string();
     let (mut email, mut list, mut thread, mut decision, mut sample) = (None, false, None, None, None);
+    let mut resume = false;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut value = |flag: &str| it.next().cloned().ok_or_else(|| format!("`{flag}` needs a value"));
@@ -601,10 +620,17 @@ fn parse(args: &[String]) -> Result<(Command, String), String> {
             "--approve" => decision = Some(ReviewDecision::Approve),
             "--edit" => decision = Some(ReviewDecision::Edit { text: value("--edit")? }),
             "--reject" => decision = Some(ReviewDecision::Reject { reason: value("--reject")? }),
+            "--resume" => resume = true,
             "--print-sample" => sample = Some(it.next().cloned().unwrap_or_else(|| "urgent-bug".into())),
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument `{other}`")),
         }
+    }
+    if resume {
+        return match (email, list, thread, decision, sample) {
+            (None, false, Some(t), None, None) => Ok((Command::Resume(t), db)),
+            _ => Err("`--resume` goes with `--thread ID` alone".into()),
+        };
     }
     let command = match (email, list, thread, decision, sample) {
         (None, false, None, None, None) => Command::Demo,
@@ -613,7 +639,7 @@ fn parse(args: &[String]) -> Result<(Command, String), String> {
         (None, false, Some(t), Some(d), None) => Command::Decide(t, d),
         (None, false, None, None, Some(name)) => Command::PrintSample(name),
         (None, false, Some(_), None, None) => {
-            return Err("`--thread` needs `--approve`, `--edit TEXT` or `--reject REASON`".into());
+            return Err("`--thread` needs `--approve`, `--edit TEXT`, `--reject REASON` or `--resume`".into());
         }
         (None, false, None, Some(_), None) => return Err("a decision needs `--thread ID` (see `--list`)".into()),
         _ => return Err("use one of `--email`, `--list`, `--thread` or `--print-sample`".into()),
@@ -645,6 +671,7 @@ async fn main() -> ExitCode {
         }
         Command::List => list(&db),
         Command::Decide(thread, decision) => decide(&db, &thread, decision, &services).await,
+        Command::Resume(thread) => resume(&db, &thread, &services).await,
         Command::PrintSample(name) => match SAMPLES.iter().find(|(n, _)| *n == name) {
             Some((_, raw)) => {
                 print!("{raw}");

@@ -53,6 +53,8 @@ use agentflow_store::{ApprovalError, AuditError, NewAuditEntry, ReadError, Store
 // The desk's results and errors name these; re-exported so users of
 // `agentflow` need not depend on `agentflow-store` to match on them.
 pub use agentflow_store::{ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus};
+
+pub use crate::answer::{ANSWER_KIND, AnswerError, InterruptAnswer};
 use serde_json::{Value, json};
 
 use crate::app::App;
@@ -315,6 +317,10 @@ impl ApprovalDesk {
     /// refuses every edit; use [`ApprovalDesk::edit_checked`].
     pub fn for_store(store: Arc<dyn Store>, authorizer: impl Authorizer) -> Self {
         ApprovalDesk { store, tools: Vec::new(), authorizer: Arc::new(authorizer) }
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 }
 

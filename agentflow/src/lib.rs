@@ -73,6 +73,7 @@ extern crate self as agentflow;
 // The crate's vocabulary lives in private modules, one concept each, and is
 // re-exported below at the root: every public type has one path. The public
 // modules group a family users browse as a unit.
+mod answer;
 mod app;
 mod app_breakers;
 pub mod approval;

@@ -621,3 +621,52 @@ fn postgres_smoke_import_and_read_back() {
         .unwrap();
     expect_refusal(&unreachable, 3, "cannot reach the PostgreSQL store");
 }
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+struct Ask {
+    question: String,
+    answer: Option<u32>,
+}
+
+#[graph(state = Ask, start = ask)]
+mod asking {
+    use super::*;
+
+    #[node(goto = [END], interrupt)]
+    async fn ask(s: &Ask, cx: &Ctx<()>) -> Result<Step<Ask>, NodeError> {
+        let n: u32 = cx.interrupt(json!({ "question": s.question }))?;
+        Ok(goto!(END, Ask::update().answer(Some(n))))
+    }
+}
+
+#[test]
+fn answer_records_the_value_the_apps_next_resume_continues_with() {
+    let dir = temp_dir("answer");
+    let path = dir.join("ask.redb");
+    let ask = |path: &Path| asking::graph().app().store(Arc::new(RedbStore::open(path).unwrap()) as Arc<dyn Store>);
+    runtime().block_on(async {
+        let run = ask(&path).runner(&()).thread("q").run(Ask { question: "how many?".into(), answer: None }).await;
+        assert!(matches!(run.unwrap().outcome, Outcome::Interrupted { .. }));
+    });
+    expect_refusal(&af(&path, &["answer", "q", "--value", "three", "--as", "ops"]), 2, "--value");
+    expect_refusal(&af(&path, &["answer", "nope", "--value", "3", "--as", "ops"]), 1, "no thread `nope`");
+    expect_refusal(
+        &af(&path, &["answer", "q", "--value", "3", "--as", "ops", "--checkpoint", "42"]),
+        1,
+        "no longer waits at checkpoint 42",
+    );
+    let answered = af_json(&path, &["answer", "q", "--value", "3", "--as", "ops"]);
+    assert_eq!(
+        (answered["by"].as_str(), answered["node"].as_str(), &answered["value"]),
+        (Some("ops"), Some("ask"), &json!(3))
+    );
+    expect_refusal(&af(&path, &["answer", "q", "--value", "4", "--as", "dev"]), 1, "already answered");
+    let audit = af_json(&path, &["audit", "q"]);
+    assert!(audit.to_string().contains("interrupt.answered"), "{audit}");
+    runtime().block_on(async {
+        let done = ask(&path).runner(&()).thread("q").resume().await.unwrap();
+        assert_eq!(done.outcome, Outcome::Completed);
+        assert_eq!(done.state.answer, Some(3));
+    });
+    expect_refusal(&af(&path, &["answer", "q", "--value", "5", "--as", "ops"]), 1, "not waiting in `interrupt`");
+}

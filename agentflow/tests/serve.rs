@@ -562,3 +562,57 @@ async fn roles_for_and_the_two_person_rule_apply_as_in_the_cli() {
     assert!(page.contains("needs a second approver other than `carol`"), "{page}");
     assert_eq!(the_approval(&store).status, ApprovalStatus::Pending);
 }
+
+#[tokio::test]
+async fn an_interrupt_answered_on_the_page_is_what_the_apps_resume_continues_with() {
+    let dir = temp_dir("answer");
+    let store = filled_redb(&dir).await;
+    add_question(open_redb(&store)).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let bob = login(&serve.base, "bob-token").await;
+    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
+    let section = &inbox[inbox.find("id=\"interrupts\"").expect("an interrupts section")..];
+    assert!(section.contains("action=\"/threads/t-question/answer\""), "{section}");
+    let seq = with_redb(&store, |s| s.latest_checkpoint("t-question").unwrap().unwrap().seq).to_string();
+    assert!(section.contains(&format!("name=\"checkpoint\" value=\"{seq}\"")), "{section}");
+
+    // Refused, and nothing recorded: anonymous, no CSRF token, not JSON, a checkpoint the
+    // thread is not at.
+    let path = "/threads/t-question/answer";
+    let (status, _) = post(&serve.base, None, path, &[("checkpoint", &seq), ("value", "\"yes\"")]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let forged = [("checkpoint", seq.as_str()), ("value", "\"yes\""), ("csrf", "forged")];
+    let (status, _) = post(&serve.base, Some(&alice), path, &forged).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, body) = post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("value", "yes")]).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (status, body) = post(&serve.base, Some(&alice), path, &[("checkpoint", "999"), ("value", "\"yes\"")]).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("no longer waits at checkpoint 999"), "{body}");
+    let none = with_redb(&store, |s| {
+        s.list_audit("t-question").unwrap().into_iter().filter(|e| e.kind == "interrupt.answered").count()
+    });
+    assert_eq!(none, 0);
+
+    // Bob answers first; Alice's answer, sent from a page that still showed the form, is refused.
+    let (status, to) = post(&serve.base, Some(&bob), path, &[("checkpoint", &seq), ("value", "\"ship it\"")]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
+    let (status, body) = post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("value", "\"no\"")]).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("already answered") && body.contains("bob"), "{body}");
+    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
+    assert!(inbox.contains("Answered by <strong>bob</strong>"), "{inbox}");
+
+    // The app's plain resume, in this process, continues with Bob's answer.
+    let done = questions::graph()
+        .app()
+        .store(open_redb(&store))
+        .runner(&())
+        .thread("t-question")
+        .resume()
+        .await
+        .expect("resume with the recorded answer");
+    assert_eq!(done.outcome, agentflow::Outcome::Completed);
+    assert_eq!(done.state.answer.as_deref(), Some("ship it"));
+}

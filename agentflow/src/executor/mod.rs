@@ -333,7 +333,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// or another process: after a crash, a failure, a breakpoint or a fork.
     /// Nodes that finished in a step that then stopped are not run again;
     /// their stored writes are used. A thread waiting in `cx.interrupt` needs
-    /// [`Runner::resume_with`].
+    /// [`Runner::resume_with`], unless a person answered it from another
+    /// process ([`ApprovalDesk::answer_interrupt`](crate::approval::ApprovalDesk::answer_interrupt),
+    /// the approval inbox, `agentflow answer`): then it continues with that
+    /// answer, exactly as `resume_with(answer)` would.
     pub async fn resume(self) -> Result<Run<S>, RunError> {
         let (checkpointer, start) =
             open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
@@ -342,7 +345,16 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             return self.compensate_only(start, checkpointer).await;
         }
         if let Some(p) = start.interrupts.iter().find(|p| p.kind == PendingKind::Interrupt) {
-            return Err(RunError::ValueRequired { thread: checkpointer.thread.clone(), node: p.node.clone() });
+            // Answered from another process (the inbox, `agentflow answer`): continue with that value.
+            let (store, thread, seq) =
+                (Arc::clone(checkpointer.store()), checkpointer.thread.clone(), checkpointer.seq);
+            let answer = crate::persist::blocking(&store, move |s| crate::answer::recorded(s, &thread, seq))
+                .await?
+                .map_err(PersistError::from)?;
+            return match answer {
+                Some(answer) => self.drive(start, Some(checkpointer), Some(answer.value)).await,
+                None => Err(RunError::ValueRequired { thread: checkpointer.thread.clone(), node: p.node.clone() }),
+            };
         }
         // Woken before its timer is due: nothing runs and nothing is written.
         if let Some(until) = crate::timer::wake::sleeping_until(&start.interrupts)

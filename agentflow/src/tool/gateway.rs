@@ -394,7 +394,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             args_hash: hash,
             risk: tool.risk().to_string(),
             requester,
-            reason: format!("`{}` is a {} tool; the policy asks a human first", tool.name(), tool.risk()),
+            reason: format!("`{}` is {} tool; the policy asks a human first", tool.name(), with_article(tool.risk())),
             created_at: now,
             expires_at: now.saturating_add(self.scope.approval_ttl.as_millis() as u64),
             status: ApprovalStatus::Pending,
@@ -604,6 +604,13 @@ async fn blocking<T: Send + 'static>(
         .await
         .map_err(|e| NodeError::transient(e.to_string()))?
         .map_err(|e| NodeError::transient(format!("approval store: {e}")))
+}
+
+/// `a read`, `an irreversible`: the risk class with its article, for messages people read.
+fn with_article(risk: crate::tool::Risk) -> String {
+    let name = risk.to_string();
+    let article = if name.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+    format!("{article} {name}")
 }
 
 #[cfg(test)]

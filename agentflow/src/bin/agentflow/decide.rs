@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use agentflow::Store;
-use agentflow::approval::{ApprovalDesk, Approver, DecisionError, RoleAuthorizer, Settlement};
+use agentflow::approval::{AnswerError, ApprovalDesk, Approver, DecisionError, RoleAuthorizer, Settlement};
 use agentflow::tool::Risk;
 use clap::Args;
 use serde_json::Value;
@@ -153,6 +153,53 @@ pub fn decide(store: &Arc<dyn Store>, kind: Kind, args: &DecideArgs, as_json: bo
         println!(
             "approval {} is {} (by {}); resume thread {} to go on",
             record.id, record.status, args.user, record.thread
+        );
+    }
+    Ok(())
+}
+
+/// Who answers which thread's interrupt, with what.
+#[derive(Args, Debug)]
+pub struct AnswerArgs {
+    /// The thread waiting in `cx.interrupt` (see `agentflow pending`).
+    pub thread: String,
+    /// The answer (JSON): the value the node's `interrupt` call returns on resume.
+    #[arg(long, value_name = "JSON")]
+    pub value: String,
+    /// Who answers (recorded in the audit log).
+    #[arg(long = "as", value_name = "USER")]
+    pub user: String,
+    /// The checkpoint the answer is for (`pending --json` shows it); refused if the thread
+    /// has moved on. Default: the checkpoint it waits at now.
+    #[arg(long, value_name = "SEQ")]
+    pub checkpoint: Option<u64>,
+}
+
+/// Records an answer to a thread's interrupt; the app's next `resume()` continues with it.
+pub fn answer(store: &Arc<dyn Store>, args: &AnswerArgs, as_json: bool) -> Outcome {
+    let desk = ApprovalDesk::for_store(Arc::clone(store), RoleAuthorizer::new());
+    let value = out::parse_json("--value", &args.value)?;
+    let refused = |e: AnswerError| match e {
+        AnswerError::Read(_) | AnswerError::Audit(_) | AnswerError::NotReadBack { .. } => Failure::store(e),
+        AnswerError::Anonymous => Failure::usage(e.to_string()),
+        other => Failure::not_found(other.to_string()),
+    };
+    let checkpoint = match args.checkpoint {
+        Some(seq) => seq,
+        None => desk.waiting_interrupt(&args.thread).map_err(refused)?.0,
+    };
+    let answer =
+        desk.answer_interrupt(&args.thread, checkpoint, value, &Approver::new(args.user.clone(), Vec::<String>::new()));
+    let answer = answer.map_err(refused)?;
+    if as_json {
+        out::json(&serde_json::json!({
+            "thread": answer.thread, "checkpoint": answer.checkpoint, "node": answer.node,
+            "value": answer.value, "by": answer.by, "at": answer.at,
+        }));
+    } else {
+        println!(
+            "thread {} answered at node {} (checkpoint {}) by {}; the app's next resume() continues with it",
+            answer.thread, answer.node, answer.checkpoint, answer.by
         );
     }
     Ok(())

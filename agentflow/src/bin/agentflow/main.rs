@@ -12,6 +12,10 @@
 //! stored as JSON, so `show` and `diff` fold a thread's state from its
 //! snapshot and updates with the reducers named in that description.
 //!
+//! `answer THREAD --value JSON --as USER` records the answer to a thread waiting in
+//! `cx.interrupt` ([`ApprovalDesk::answer_interrupt`](agentflow::approval::ApprovalDesk::answer_interrupt));
+//! the app's next plain `resume()` of the thread continues with it.
+//!
 //! Decisions (`approve`, `edit`, `reject`, `cancel`, `settle`) go through the
 //! library's [`ApprovalDesk`](agentflow::approval::ApprovalDesk) with a
 //! [`RoleAuthorizer`](agentflow::approval::RoleAuthorizer): the same
@@ -125,6 +129,8 @@ pub enum Command {
     Cancel(decide::DecideArgs),
     /// Settle a call whose outcome is unknown: --succeeded JSON, --failed REASON or --run-again.
     Settle(decide::DecideArgs),
+    /// Answer a thread waiting in `cx.interrupt` (--value JSON); the app's next resume() uses it.
+    Answer(decide::AnswerArgs),
     /// The audit log of one thread, or of every thread.
     Audit {
         /// The thread id (every thread when left out).
@@ -231,6 +237,7 @@ fn run(cli: Cli) -> Outcome {
         Command::Edit(args) => decide::decide(store, decide::Kind::Edit, &args, json),
         Command::Reject(args) => decide::decide(store, decide::Kind::Reject, &args, json),
         Command::Cancel(args) => decide::decide(store, decide::Kind::Cancel, &args, json),
+        Command::Answer(args) => decide::answer(store, &args, json),
         Command::Settle(args) => decide::decide(store, decide::Kind::Settle, &args, json),
         Command::Audit { thread } => operate::audit(store, thread.as_deref(), json),
         Command::Fork(args) => operate::fork(store, &args, json),

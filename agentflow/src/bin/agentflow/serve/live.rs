@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentflow::Store;
+use agentflow::approval::ANSWER_KIND;
 use agentflow_store::ThreadStatus;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -47,7 +48,9 @@ pub fn snapshot(store: &dyn Store) -> Result<Value, Failure> {
         h.update(format!("a\u{0}{id}\u{0}{status}\u{0}{at}\n").as_bytes());
     }
     for (id, at) in &interrupted {
-        h.update(format!("t\u{0}{id}\u{0}{at}\n").as_bytes());
+        // An answer recorded elsewhere changes no thread record, only its audit log.
+        let answers = store.list_audit(id).map_err(Failure::store)?.iter().filter(|e| e.kind == ANSWER_KIND).count();
+        h.update(format!("t\u{0}{id}\u{0}{at}\u{0}{answers}\n").as_bytes());
     }
     let version: String = h.finalize().iter().take(12).map(|b| format!("{b:02x}")).collect();
     Ok(json!({

@@ -174,6 +174,10 @@ pub struct InterruptView {
     pub kind: String,
     /// What it asks.
     pub payload: Value,
+    /// The checkpoint the thread waits at (an answer is bound to it).
+    pub checkpoint: u64,
+    /// Who answered it already and when (unix millis), waiting for the app to resume it.
+    pub answered: Option<(String, u64)>,
 }
 
 /// The last messages of a state, if a field holds chat messages (objects with a `role`).
@@ -490,20 +494,11 @@ pub fn inbox(
         body.push_str(&approval_card(v, s, now));
     }
     if !interrupts.is_empty() {
-        body.push_str("<section class=\"card\" id=\"interrupts\"><h2>Interrupts</h2><p class=\"muted\">A paused node waits for input; the app resumes it with the answer.</p><table><tr><th>Thread</th><th>Node</th><th>Kind</th><th>Asks</th><th>Since</th></tr>");
+        body.push_str("<section class=\"card\" id=\"interrupts\"><h2>Interrupts</h2><p class=\"muted\">A paused node waits for input. Answer with the JSON value the node expects; the app's next resume of the thread continues with it (a value of the wrong shape fails the node there). Breakpoints are continued from the app.</p>");
         for i in interrupts {
-            let _ = write!(
-                body,
-                "<tr><td><a href=\"/threads/{}\">{}</a></td><td><code>{}</code></td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
-                url(&i.thread.id),
-                esc(&i.thread.id),
-                esc(&i.node),
-                esc(&i.kind),
-                esc(&brief(&i.payload, 200)),
-                ago(i.thread.updated_at, now)
-            );
+            body.push_str(&interrupt_card(i, s, now));
         }
-        body.push_str("</table></section>");
+        body.push_str("</section>");
     }
     if !stuck.is_empty() {
         body.push_str("<section class=\"card\" id=\"stuck\"><h2>Stuck threads</h2>");
@@ -511,6 +506,46 @@ pub fn inbox(
         body.push_str("</section>");
     }
     layout("Inbox", Some(s), &body)
+}
+
+/// One waiting interrupt: what it asks, and the answer form (or who answered).
+fn interrupt_card(i: &InterruptView, s: &Session, now: u64) -> String {
+    let tid = url(&i.thread.id);
+    let mut out = format!(
+        "<div class=\"interrupt\" id=\"interrupt-{id}\"><h3><a href=\"/threads/{tid}\">{id}</a> at <code>{node}</code> \
+         <span class=\"muted\">{kind} · checkpoint {seq} · {since}</span></h3><pre class=\"payload\">{payload}</pre>",
+        id = esc(&i.thread.id),
+        node = esc(&i.node),
+        kind = esc(&i.kind),
+        seq = i.checkpoint,
+        since = ago(i.thread.updated_at, now),
+        payload = esc(&serde_json::to_string_pretty(&i.payload).unwrap_or_default()),
+    );
+    match (&i.answered, i.kind.as_str()) {
+        (Some((by, at)), _) => {
+            let _ = write!(
+                out,
+                "<p class=\"answered\">Answered by <strong>{}</strong> {}; waiting for the app to resume the thread.</p>",
+                esc(by),
+                ago(*at, now)
+            );
+        }
+        (None, "interrupt") => {
+            let _ = write!(
+                out,
+                "<form method=\"post\" action=\"/threads/{tid}/answer\" class=\"answer\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+                 <input type=\"hidden\" name=\"checkpoint\" value=\"{seq}\">\
+                 <label>Answer (JSON)<textarea name=\"value\" rows=\"3\" id=\"answer-value-{id}\"></textarea></label>\
+                 <p><button id=\"answer-{id}\">Answer</button></p></form>",
+                csrf = esc(&s.csrf),
+                seq = i.checkpoint,
+                id = esc(&i.thread.id),
+            );
+        }
+        (None, _) => out.push_str("<p class=\"muted\">A breakpoint: continue it from the app (resume).</p>"),
+    }
+    out.push_str("</div>");
+    out
 }
 
 fn stuck_table(stuck: &[Stuck], now: u64) -> String {

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use agentflow::approval::{ApprovalDesk, Approver, DecisionError};
+use agentflow::approval::{ANSWER_KIND, AnswerError, ApprovalDesk, Approver, DecisionError, RoleAuthorizer};
 use agentflow::{PendingKind, Store};
 use agentflow_store::{ApprovalRecord, ApprovalStatus, ThreadRecord, ThreadStatus};
 use axum::Router;
@@ -53,6 +53,7 @@ pub fn router(server: Shared) -> Router {
         .route("/live", get(live_json))
         .route("/metrics", get(metrics))
         .route("/approvals/{id}/{action}", post(decide))
+        .route("/threads/{id}/answer", post(answer))
         .fallback(not_found)
         .with_state(server)
 }
@@ -264,14 +265,23 @@ fn inbox_data(store: &dyn Store, stuck: (u64, u64), decided: Option<String>) -> 
         if t.status != ThreadStatus::Interrupted {
             continue;
         }
-        let (_, waits) = inspect::waits(store, &t.id)?;
+        let (seq, waits) = inspect::waits(store, &t.id)?;
+        let checkpoint = seq.unwrap_or_default();
+        let answered = answered(store, &t.id, checkpoint)?;
         for p in waits {
             if matches!(p.kind, PendingKind::Interrupt | PendingKind::Before | PendingKind::After) {
                 let kind = serde_json::to_value(p.kind)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_else(|| format!("{:?}", p.kind));
-                interrupts.push(InterruptView { thread: t.clone(), node: p.node, kind, payload: p.payload });
+                interrupts.push(InterruptView {
+                    thread: t.clone(),
+                    node: p.node,
+                    kind,
+                    payload: p.payload,
+                    checkpoint,
+                    answered: answered.clone(),
+                });
             }
         }
     }
@@ -459,6 +469,14 @@ async fn metrics(State(server): State<Shared>) -> Response {
     r
 }
 
+/// Who answered the interrupt `thread` waits in at `checkpoint`, and when, if anyone did.
+pub fn answered(store: &dyn Store, thread: &str, checkpoint: u64) -> Result<Option<(String, u64)>, Failure> {
+    Ok(store.list_audit(thread).map_err(Failure::store)?.into_iter().find_map(|e| {
+        (e.kind == ANSWER_KIND && e.detail.get("checkpoint").and_then(Value::as_u64) == Some(checkpoint))
+            .then_some((e.actor, e.at))
+    }))
+}
+
 // ---- deciding ----
 
 /// A refused decision: its status and message.
@@ -579,6 +597,58 @@ async fn decide(
                     &again,
                 ),
             )
+        }
+        Err(f) => failure(f, Some(&s)),
+    }
+}
+
+/// `POST /threads/{id}/answer`: records the answer to the thread's interrupt, bound to the
+/// checkpoint the page showed.
+async fn answer(State(server): State<Shared>, headers: HeaderMap, Path(id): Path<String>, form: FormData) -> Response {
+    let form = match form {
+        Ok(Form(f)) => f,
+        Err(_) => return error_page(StatusCode::BAD_REQUEST, "Bad request", "An answer is sent as a form.", None),
+    };
+    let s = match checked(&server, &headers, &form) {
+        Ok(s) => s,
+        Err(r) => return *r,
+    };
+    let field = |name: &str| form.get(name).map(|v| v.trim().to_string()).unwrap_or_default();
+    let Ok(checkpoint) = field("checkpoint").parse::<u64>() else {
+        return error_page(StatusCode::BAD_REQUEST, "Bad request", "The form names no checkpoint.", Some(&s));
+    };
+    let value = match serde_json::from_str::<Value>(&field("value")) {
+        Ok(v) => v,
+        Err(e) => {
+            return error_page(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "The answer was refused",
+                &format!("The answer is not valid JSON ({e}). Nothing was recorded."),
+                Some(&s),
+            );
+        }
+    };
+    let who = Approver::new(s.user.clone(), s.roles.clone());
+    let thread = id.clone();
+    let result = server
+        .store
+        .with(move |store| {
+            let desk = ApprovalDesk::for_store(Arc::clone(store), RoleAuthorizer::new());
+            Ok(desk.answer_interrupt(&thread, checkpoint, value, &who))
+        })
+        .await;
+    match result {
+        Ok(Ok(_)) => redirect("/"),
+        Ok(Err(e)) => {
+            let status = match &e {
+                AnswerError::NotFound { .. } => StatusCode::NOT_FOUND,
+                AnswerError::NotWaiting { .. } | AnswerError::Stale { .. } | AnswerError::AlreadyAnswered { .. } => {
+                    StatusCode::CONFLICT
+                }
+                AnswerError::Anonymous => StatusCode::UNAUTHORIZED,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            error_page(status, "The answer was refused", &format!("{e}. Nothing was recorded."), Some(&s))
         }
         Err(f) => failure(f, Some(&s)),
     }

@@ -1,0 +1,208 @@
+//! Answers to `cx.interrupt` given by a person from any process, kept until the
+//! thread is resumed.
+//!
+//! A thread waiting in [`Ctx::interrupt`](crate::Ctx::interrupt) is continued by
+//! [`Runner::resume_with`](crate::Runner::resume_with), which needs the graph's Rust
+//! types. The people who answer are often elsewhere: the approval inbox
+//! (`agentflow serve`), the `agentflow answer` command, a service. They record the
+//! answer with [`ApprovalDesk::answer_interrupt`]; the next plain
+//! [`Runner::resume`](crate::Runner::resume) of the thread, in whatever process runs
+//! the graph, continues it with that value exactly as `resume_with(value)` would.
+//!
+//! The answer is an entry of the thread's append-only audit log (kind
+//! [`ANSWER_KIND`], the person as its actor), bound to the checkpoint the thread waits
+//! at: once the thread moves on, the answer no longer applies. The first answer for a
+//! checkpoint wins; a later one is refused with [`AnswerError::AlreadyAnswered`],
+//! also when two people answer at the same moment from two processes.
+
+use agentflow_store::{AuditEntry, AuditError, NewAuditEntry, ReadError, Store, ThreadStatus};
+use serde_json::{Value, json};
+
+use crate::approval::{ApprovalDesk, Approver};
+use crate::interrupt::{Pending, PendingKind};
+use crate::persist::now_ms;
+
+/// The audit kind of a recorded answer.
+pub const ANSWER_KIND: &str = "interrupt.answered";
+
+/// An answer to a thread's `cx.interrupt`, as recorded.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct InterruptAnswer {
+    /// The thread.
+    pub thread: String,
+    /// The checkpoint the thread waited at when it was answered.
+    pub checkpoint: u64,
+    /// The node that asked.
+    pub node: String,
+    /// The value `cx.interrupt` returns on resume (deserialized into the type the node asks for).
+    pub value: Value,
+    /// Who answered.
+    pub by: String,
+    /// When (unix millis).
+    pub at: u64,
+}
+
+/// Recording an answer was refused or failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnswerError {
+    /// No thread has this id.
+    #[error("no thread `{thread}` in the store")]
+    NotFound {
+        /// The thread asked for.
+        thread: String,
+    },
+    /// The thread does not wait in `cx.interrupt` (it runs, finished, or waits for something else).
+    #[error("thread `{thread}` is not waiting in `interrupt` ({status}); there is nothing to answer")]
+    NotWaiting {
+        /// The thread.
+        thread: String,
+        /// What it is doing instead.
+        status: String,
+    },
+    /// The thread moved on since the answer was written: it waits at another checkpoint now.
+    #[error(
+        "thread `{thread}` no longer waits at checkpoint {checkpoint} (it is at {latest}); \
+         read what it asks now and answer that"
+    )]
+    Stale {
+        /// The thread.
+        thread: String,
+        /// The checkpoint answered.
+        checkpoint: u64,
+        /// Where the thread is now.
+        latest: u64,
+    },
+    /// Someone answered this checkpoint first.
+    #[error("thread `{thread}` was already answered at checkpoint {checkpoint} by `{by}`")]
+    AlreadyAnswered {
+        /// The thread.
+        thread: String,
+        /// The checkpoint.
+        checkpoint: u64,
+        /// Who answered first.
+        by: String,
+    },
+    /// The answer was written but does not read back from the audit log (a damaged store).
+    #[error(
+        "the answer to thread `{thread}` at checkpoint {checkpoint} was written but does not read back; check the store"
+    )]
+    NotReadBack {
+        /// The thread.
+        thread: String,
+        /// The checkpoint.
+        checkpoint: u64,
+    },
+    /// The answer has no author.
+    #[error("an answer needs the name of who gives it")]
+    Anonymous,
+    /// Reading the thread failed.
+    #[error("reading the thread: {0}")]
+    Read(#[from] ReadError),
+    /// Writing the answer's audit entry failed.
+    #[error("recording the answer: {0}")]
+    Audit(#[from] AuditError),
+}
+
+impl ApprovalDesk {
+    /// Records `value` as the answer to the `cx.interrupt` that thread `thread`
+    /// waits in at checkpoint `checkpoint`, given by `by`.
+    ///
+    /// Nothing runs here: the next [`Runner::resume`](crate::Runner::resume) of the
+    /// thread, in any process that runs its graph, continues it as
+    /// `resume_with(value)` would. A value of the wrong shape fails the node there,
+    /// as with `resume_with`. Refused when the thread does not wait in
+    /// `interrupt`, waits at another checkpoint (it moved on), or was answered
+    /// there already (the first answer wins, also across processes).
+    pub fn answer_interrupt(
+        &self,
+        thread: &str,
+        checkpoint: u64,
+        value: Value,
+        by: &Approver,
+    ) -> Result<InterruptAnswer, AnswerError> {
+        record(&**self.store(), thread, checkpoint, value, &by.id, now_ms())
+    }
+
+    /// The checkpoint thread `thread` waits at in `cx.interrupt`, and what the node asks
+    /// (its payload): what a person reads before answering with
+    /// [`ApprovalDesk::answer_interrupt`].
+    pub fn waiting_interrupt(&self, thread: &str) -> Result<(u64, Pending), AnswerError> {
+        waiting(&**self.store(), thread)
+    }
+
+    /// The answer recorded for the interrupt thread `thread` waits in now, if any.
+    pub fn recorded_answer(&self, thread: &str) -> Result<Option<InterruptAnswer>, AnswerError> {
+        let store = &**self.store();
+        let (seq, _) = waiting(store, thread)?;
+        Ok(recorded(store, thread, seq)?)
+    }
+}
+
+/// The checkpoint thread `thread` waits at in `interrupt`, and what it asks.
+fn waiting(store: &dyn Store, thread: &str) -> Result<(u64, Pending), AnswerError> {
+    let record = store.thread(thread)?.ok_or_else(|| AnswerError::NotFound { thread: thread.to_string() })?;
+    let not_waiting = |status: String| AnswerError::NotWaiting { thread: thread.to_string(), status };
+    if record.status != ThreadStatus::Interrupted {
+        return Err(not_waiting(record.status.as_str().to_string()));
+    }
+    let latest = store.latest_checkpoint(thread)?.ok_or_else(|| not_waiting("no checkpoint".into()))?;
+    let writes = store.pending_writes(thread, latest.seq)?;
+    let waits: Vec<Pending> = writes
+        .iter()
+        .find(|w| w.node == crate::persist::INTERRUPTS)
+        .and_then(|w| serde_json::from_slice(&w.value).ok())
+        .unwrap_or_default();
+    match waits.into_iter().find(|p| p.kind == PendingKind::Interrupt) {
+        Some(p) => Ok((latest.seq, p)),
+        None => Err(not_waiting("it waits for an approval or a breakpoint".into())),
+    }
+}
+
+fn record(
+    store: &dyn Store,
+    thread: &str,
+    checkpoint: u64,
+    value: Value,
+    by: &str,
+    now: u64,
+) -> Result<InterruptAnswer, AnswerError> {
+    if by.trim().is_empty() {
+        return Err(AnswerError::Anonymous);
+    }
+    let (latest, pending) = waiting(store, thread)?;
+    if latest != checkpoint {
+        return Err(AnswerError::Stale { thread: thread.to_string(), checkpoint, latest });
+    }
+    if let Some(first) = recorded(store, thread, checkpoint)? {
+        return Err(AnswerError::AlreadyAnswered { thread: thread.to_string(), checkpoint, by: first.by });
+    }
+    let detail = json!({ "checkpoint": checkpoint, "node": pending.node, "value": value });
+    store.append_audit(thread, NewAuditEntry::new(now, by, ANSWER_KIND, detail))?;
+    // Two processes may both have seen no answer: the log's order decides, the first wins.
+    match recorded(store, thread, checkpoint)? {
+        Some(first) if first.by == by && first.value == value => Ok(first),
+        Some(first) => Err(AnswerError::AlreadyAnswered { thread: thread.to_string(), checkpoint, by: first.by }),
+        None => Err(AnswerError::NotReadBack { thread: thread.to_string(), checkpoint }),
+    }
+}
+
+/// The first answer recorded for checkpoint `checkpoint` of `thread`.
+pub(crate) fn recorded(store: &dyn Store, thread: &str, checkpoint: u64) -> Result<Option<InterruptAnswer>, ReadError> {
+    Ok(store.list_audit(thread)?.into_iter().find_map(|e| answer_of(&e, checkpoint)))
+}
+
+fn answer_of(entry: &AuditEntry, checkpoint: u64) -> Option<InterruptAnswer> {
+    if entry.kind != ANSWER_KIND || entry.detail.get("checkpoint")?.as_u64()? != checkpoint {
+        return None;
+    }
+    Some(InterruptAnswer {
+        thread: entry.thread.clone(),
+        checkpoint,
+        node: entry.detail.get("node")?.as_str()?.to_string(),
+        value: entry.detail.get("value")?.clone(),
+        by: entry.actor.clone(),
+        at: entry.at,
+    })
+}

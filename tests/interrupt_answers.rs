@@ -1,0 +1,205 @@
+//! Answers to `cx.interrupt` recorded by a process that does not run the graph
+//! (`ApprovalDesk::answer_interrupt`, used by the inbox and `agentflow answer`),
+//! then used by the next plain `resume()` wherever the graph runs.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use agentflow::approval::{ANSWER_KIND, AnswerError, ApprovalDesk, Approver, RoleAuthorizer};
+use agentflow::prelude::*;
+use agentflow::{RedbStore, RunError, Store};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Draft {
+    text: String,
+    verdict: Option<String>,
+    #[reduce(append)]
+    trail: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+pub struct Review {
+    approve: bool,
+    note: String,
+}
+
+#[derive(Default)]
+pub struct Deps {
+    reviews: AtomicU32,
+    sends: AtomicU32,
+}
+
+#[graph(state = Draft, deps = Deps, start = write, max_steps = 10)]
+mod review_flow {
+    use super::*;
+
+    #[node(goto = [review])]
+    async fn write(_s: &Draft) -> Step<Draft> {
+        goto!(review, Draft::update().text("hello".into()).trail(vec!["write".into()]))
+    }
+
+    #[node(goto = [send, recheck], interrupt)]
+    async fn review(s: &Draft, cx: &Ctx<Deps>) -> Result<Step<Draft>, NodeError> {
+        cx.deps().reviews.fetch_add(1, Ordering::SeqCst);
+        let r: Review = cx.interrupt(json!({ "draft": s.text }))?;
+        let u = Draft::update().verdict(Some(r.note)).trail(vec!["review".into()]);
+        Ok(if r.approve { goto!(send, u) } else { goto!(recheck, u) })
+    }
+
+    /// Asks a second time, at a later checkpoint.
+    #[node(goto = [send], interrupt)]
+    async fn recheck(_s: &Draft, cx: &Ctx<Deps>) -> Result<Step<Draft>, NodeError> {
+        let r: Review = cx.interrupt(json!({ "again": true }))?;
+        Ok(goto!(send, Draft::update().verdict(Some(r.note)).trail(vec!["recheck".into()])))
+    }
+
+    #[node(goto = [END])]
+    async fn send(_s: &Draft, deps: &Deps) -> Step<Draft> {
+        deps.sends.fetch_add(1, Ordering::SeqCst);
+        goto!(END, Draft::update().trail(vec!["send".into()]))
+    }
+}
+
+fn store() -> Arc<dyn Store> {
+    Arc::new(RedbStore::in_memory().unwrap())
+}
+
+fn app(store: &Arc<dyn Store>) -> App<Draft, Deps> {
+    review_flow::graph().app().store(Arc::clone(store))
+}
+
+/// A desk without the graph, as the inbox and the CLI open one.
+fn desk(store: &Arc<dyn Store>) -> ApprovalDesk {
+    ApprovalDesk::for_store(Arc::clone(store), RoleAuthorizer::new())
+}
+
+fn alice() -> Approver {
+    Approver::new("alice", ["reviewer"])
+}
+
+#[tokio::test]
+async fn a_recorded_answer_is_what_the_next_plain_resume_continues_with() {
+    let store = store();
+    let deps = Deps::default();
+    let run = app(&store).runner(&deps).thread("t").run(Draft::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{:?}", run.outcome);
+
+    // Without an answer a plain resume still asks for a value.
+    let err = app(&store).runner(&deps).thread("t").resume().await.unwrap_err();
+    assert!(matches!(err, RunError::ValueRequired { ref node, .. } if node == "review"), "{err}");
+
+    let desk = desk(&store);
+    let (seq, asks) = desk.waiting_interrupt("t").unwrap();
+    assert_eq!(asks.node, "review");
+    assert_eq!(asks.payload, json!({ "draft": "hello" }));
+    assert_eq!(desk.recorded_answer("t").unwrap(), None);
+    let answer = desk.answer_interrupt("t", seq, json!({ "approve": true, "note": "ship it" }), &alice()).unwrap();
+    assert_eq!((answer.by.as_str(), answer.checkpoint, answer.node.as_str()), ("alice", seq, "review"));
+    assert_eq!(desk.recorded_answer("t").unwrap(), Some(answer));
+
+    // A fresh App on the same store, as in the process that runs the graph.
+    let done = app(&store).runner(&deps).thread("t").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.verdict.as_deref(), Some("ship it"));
+    assert_eq!(done.state.trail, vec!["write", "review", "send"]);
+    assert_eq!(deps.sends.load(Ordering::SeqCst), 1);
+
+    let audit = store.list_audit("t").unwrap();
+    let entry = audit.iter().find(|e| e.kind == ANSWER_KIND).expect("the answer is in the audit log");
+    assert_eq!(entry.actor, "alice");
+    assert_eq!(entry.detail["value"], json!({ "approve": true, "note": "ship it" }));
+
+    // Finished: nothing to answer any more.
+    let err = desk.answer_interrupt("t", seq, json!({}), &alice()).unwrap_err();
+    assert!(matches!(err, AnswerError::NotWaiting { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn the_first_answer_wins_and_an_answer_applies_to_its_checkpoint_only() {
+    let store = store();
+    let deps = Deps::default();
+    app(&store).runner(&deps).thread("t").run(Draft::default()).await.unwrap();
+    let desk = desk(&store);
+    let (seq, _) = desk.waiting_interrupt("t").unwrap();
+
+    let err = desk.answer_interrupt("t", seq + 7, json!({}), &alice()).unwrap_err();
+    assert!(matches!(err, AnswerError::Stale { latest, .. } if latest == seq), "{err}");
+    let err = desk.answer_interrupt("t", seq, json!({}), &Approver::new(" ", ["x"])).unwrap_err();
+    assert!(matches!(err, AnswerError::Anonymous), "{err}");
+    let err = desk.answer_interrupt("nope", 1, json!({}), &alice()).unwrap_err();
+    assert!(matches!(err, AnswerError::NotFound { .. }), "{err}");
+
+    desk.answer_interrupt("t", seq, json!({ "approve": false, "note": "look again" }), &alice()).unwrap();
+    let bob = Approver::new("bob", ["reviewer"]);
+    let err = desk.answer_interrupt("t", seq, json!({ "approve": true, "note": "bob" }), &bob).unwrap_err();
+    assert!(matches!(err, AnswerError::AlreadyAnswered { ref by, .. } if by == "alice"), "{err}");
+
+    // The answer takes the thread to `recheck`, which asks again at a later checkpoint:
+    // the old answer does not answer that question.
+    let run = app(&store).runner(&deps).thread("t").resume().await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{:?}", run.outcome) };
+    assert_eq!(pending[0].node, "recheck");
+    assert_eq!(run.state.verdict.as_deref(), Some("look again"));
+    let err = app(&store).runner(&deps).thread("t").resume().await.unwrap_err();
+    assert!(matches!(err, RunError::ValueRequired { ref node, .. } if node == "recheck"), "{err}");
+    let err = desk.answer_interrupt("t", seq, json!({}), &bob).unwrap_err();
+    assert!(matches!(err, AnswerError::Stale { .. }), "{err}");
+
+    let (later, asks) = desk.waiting_interrupt("t").unwrap();
+    assert!(later > seq);
+    assert_eq!(asks.payload, json!({ "again": true }));
+    desk.answer_interrupt("t", later, json!({ "approve": true, "note": "bob checked" }), &bob).unwrap();
+    let done = app(&store).runner(&deps).thread("t").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.verdict.as_deref(), Some("bob checked"));
+    assert_eq!(done.state.trail, vec!["write", "review", "recheck", "send"]);
+}
+
+#[tokio::test]
+async fn answers_given_at_the_same_moment_have_one_winner_and_the_run_uses_it() {
+    let store = store();
+    let deps = Deps::default();
+    app(&store).runner(&deps).thread("t").run(Draft::default()).await.unwrap();
+    let (seq, _) = desk(&store).waiting_interrupt("t").unwrap();
+
+    let barrier = Arc::new(std::sync::Barrier::new(8));
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let (store, barrier) = (Arc::clone(&store), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                let who = Approver::new(format!("user{i}"), ["reviewer"]);
+                barrier.wait();
+                desk(&store).answer_interrupt("t", seq, json!({ "approve": true, "note": format!("user{i}") }), &who)
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let winners: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    for r in &results {
+        if let Err(e) = r {
+            assert!(matches!(e, AnswerError::AlreadyAnswered { by, .. } if *by == winners[0].by), "{e}");
+        }
+    }
+    let done = app(&store).runner(&deps).thread("t").resume().await.unwrap();
+    assert_eq!(done.state.verdict.as_deref(), Some(winners[0].by.as_str()));
+}
+
+#[tokio::test]
+async fn an_explicit_resume_with_value_wins_over_a_recorded_answer() {
+    let store = store();
+    let deps = Deps::default();
+    app(&store).runner(&deps).thread("t").run(Draft::default()).await.unwrap();
+    let desk = desk(&store);
+    let (seq, _) = desk.waiting_interrupt("t").unwrap();
+    desk.answer_interrupt("t", seq, json!({ "approve": true, "note": "from the inbox" }), &alice()).unwrap();
+    let done = app(&store)
+        .runner(&deps)
+        .thread("t")
+        .resume_with(Review { approve: true, note: "from the app".into() })
+        .await
+        .unwrap();
+    assert_eq!(done.state.verdict.as_deref(), Some("from the app"));
+}
