@@ -411,6 +411,18 @@ pub trait Store: Send + Sync {
         }
         Ok(set)
     }
+    /// [`Store::settle_run`], then releases `holder`'s lease of `thread` if `holder` still holds
+    /// it (a lease another holder took is left alone): how a worker ends a run it claimed. The
+    /// answer is `settle_run`'s.
+    ///
+    /// `PostgresStore` makes both one statement, so one commit and one round trip; the default
+    /// (redb, whose leases are in memory, and backends outside this crate) calls the two
+    /// methods; a failed release is not returned (the lease then expires by itself).
+    fn settle_run_and_release(&self, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
+        let settled = self.settle_run(thread, holder, park);
+        let _ = self.release_lease(thread, holder);
+        settled
+    }
 }
 
 fn unsupported() -> QueueError {

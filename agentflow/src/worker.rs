@@ -68,6 +68,9 @@ pub struct WorkerReport {
     pub lost: u64,
     /// Runs stopped by this worker's shutdown (left queued for another worker).
     pub stopped: u64,
+    /// Runs that ended sleeping on a durable timer ([`Outcome::Sleeping`]): they stay queued,
+    /// parked until the timer is due, and a worker claims them again then.
+    pub sleeping: u64,
 }
 
 /// How one run ended, for the report.
@@ -78,6 +81,7 @@ enum End {
     Controlled,
     Lost,
     Stopped,
+    Sleeping,
 }
 
 /// Runs a graph's queued threads: claims them from the store, runs up to
@@ -334,6 +338,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                         End::Controlled => report.controlled += 1,
                         End::Lost => report.lost += 1,
                         End::Stopped => report.stopped += 1,
+                        End::Sleeping => report.sleeping += 1,
                     }
                 }
                 () = tokio::time::sleep(self.poll) => {}
@@ -380,8 +385,9 @@ struct Job<S: State, D> {
 enum Then {
     /// Remove it: the run ended.
     Remove,
-    /// Keep it, parked until no approval of the thread waits.
-    Park,
+    /// Keep it, parked until what it waits for is there (no approval of the thread waits, or
+    /// the thread's timer is due).
+    Park(RunWait),
     /// Leave it queued for another worker (shutdown, a store failure).
     Leave,
     /// Nothing: another worker took the thread.
@@ -402,46 +408,81 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         end
     }
 
+    /// A runner for the claimed thread, under the claim's lease.
+    fn runner<'a>(&'a self, claim: &QueuedRun, cancel: CancellationToken) -> crate::Runner<'a, S, D> {
+        let until = claim.lease.as_ref().map_or(0, |l| l.expires_at);
+        self.app
+            .runner(&*self.deps)
+            .thread(claim.thread.clone())
+            .owner(claim.owner.clone())
+            .durability(self.durability)
+            .lease_ttl(self.ttl)
+            .cancel_token(cancel)
+            .pause_token(self.stops.pause.clone())
+            .lease_holder(self.holder.clone(), until)
+    }
+
     async fn run_claimed(&self, claim: &QueuedRun) -> (End, Then) {
         let thread = claim.thread.clone();
         match claim.control {
-            // Cancelled while nobody ran it: end it without running.
-            Some(RunControl::Cancel) => return (End::Controlled, Then::Remove),
+            // Cancelled while nobody ran it: a thread that exists is resumed already cancelled,
+            // so it ends `cancelled` at its first step boundary (its calls undone as a cancel
+            // undoes them); a thread never started just leaves the queue.
+            Some(RunControl::Cancel) => {
+                self.stops.ask(RunControl::Cancel);
+                return match self.runner(claim, self.stops.token.clone()).resume().await {
+                    Err(RunError::Resume(ResumeError::UnknownThread { .. })) => (End::Controlled, Then::Remove),
+                    result => self.ended(claim, result).await,
+                };
+            }
             // Paused while nobody ran it: the run stops at its first step boundary, before any
             // step, so the thread (created first if it is new) is left `paused`.
             Some(control) => self.stops.ask(control),
             None => {}
         }
-        let id = thread.clone();
-        let exists = match blocking(&self.store, move |s| s.thread(&id)).await {
-            Ok(Ok(t)) => t.is_some(),
-            Ok(Err(e)) => return self.store_failure(claim, &PersistError::from(e)),
-            Err(e) => return self.store_failure(claim, &e),
-        };
-        let runner = self
-            .app
-            .runner(&*self.deps)
-            .thread(thread.clone())
-            .owner(claim.owner.clone())
-            .durability(self.durability)
-            .lease_ttl(self.ttl)
-            .cancel_token(self.stops.token.clone())
-            .pause_token(self.stops.pause.clone())
-            .lease_holder(self.holder.clone());
-        let result = match (exists, &claim.input) {
-            (false, Some(input)) => match serde_json::from_slice::<S>(input) {
-                Ok(input) => runner.run(input).await,
+        let result = match &claim.input {
+            Some(input) => match serde_json::from_slice::<S>(input) {
+                Ok(input) => match self.runner(claim, self.stops.token.clone()).run(input).await {
+                    // Started by a worker that stopped or died since: continued from its last step.
+                    Err(RunError::ThreadExists { .. }) => self.runner(claim, self.stops.token.clone()).resume().await,
+                    other => other,
+                },
                 Err(e) => {
                     tracing::error!(thread = %thread, error = %e, "the queued input does not decode as the graph's state");
                     return (End::Failed, Then::Remove);
                 }
             },
-            _ => runner.resume().await,
+            None => self.runner(claim, self.stops.token.clone()).resume().await,
         };
+        self.ended(claim, result).await
+    }
+
+    /// What a run's end means for the report and the queue row.
+    async fn ended(&self, claim: &QueuedRun, result: Result<crate::outcome::Run<S>, RunError>) -> (End, Then) {
+        let thread = &claim.thread;
         match result {
             Ok(run) => match run.outcome {
                 Outcome::Completed => (End::Completed, Then::Remove),
                 Outcome::Cancelled | Outcome::Paused if self.stops.asked.get().is_none() => (End::Stopped, Then::Leave),
+                // A cancel request that came after this worker's shutdown had asked the run to
+                // pause: the cancel wins, the paused thread is cancelled now.
+                Outcome::Paused if self.stops.asked.get() == Some(&RunControl::Cancel) => {
+                    let cancel = CancellationToken::new();
+                    cancel.cancel();
+                    match Box::pin(self.runner(claim, cancel).resume()).await {
+                        Ok(run) if matches!(run.outcome, Outcome::Cancelled) => (End::Controlled, Then::Remove),
+                        Ok(run) => {
+                            tracing::warn!(thread = %thread, outcome = %run.outcome, "a paused run could not be cancelled");
+                            (End::Controlled, Then::Remove)
+                        }
+                        Err(RunError::LeaseLost { .. } | RunError::ThreadBusy { .. }) => (End::Lost, Then::Nothing),
+                        Err(RunError::Persist(e)) => self.store_failure(claim, &e),
+                        Err(e) => {
+                            tracing::warn!(thread = %thread, error = %e, "a paused run could not be cancelled");
+                            (End::Controlled, Then::Remove)
+                        }
+                    }
+                }
                 Outcome::Cancelled | Outcome::Paused => (End::Controlled, Then::Remove),
                 // Waiting for a human (an approval, or a call cut off mid-way to settle): parked,
                 // even if decided meanwhile (then it is claimable at once).
@@ -450,13 +491,18 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                         .iter()
                         .any(|p| matches!(p.kind, PendingKind::Approval | PendingKind::OutcomeUnknown)) =>
                 {
-                    (End::Interrupted, Then::Park)
+                    (End::Interrupted, Then::Park(RunWait::Approval))
                 }
                 Outcome::Interrupted { .. } => (End::Interrupted, Then::Remove),
+                // A durable timer: parked until it is due, then claimed and resumed by a worker.
+                Outcome::Sleeping { .. } => (End::Sleeping, Then::Park(RunWait::Timer)),
                 _ => (End::Failed, Then::Remove),
             },
             Err(RunError::LeaseLost { .. } | RunError::ThreadBusy { .. }) => (End::Lost, Then::Nothing),
             Err(RunError::Resume(ResumeError::Finished { .. })) => (End::Completed, Then::Remove),
+            // It waits for a person's value (`cx.interrupt`), which a worker cannot give: not a
+            // failure; it leaves the queue as it is, and `resume_with(value)` continues it.
+            Err(RunError::ValueRequired { .. }) => (End::Interrupted, Then::Remove),
             Err(RunError::Persist(e)) => self.store_failure(claim, &e),
             Err(e) => {
                 tracing::warn!(thread = %thread, error = %e, "a queued run could not be run; it leaves the queue");
@@ -471,29 +517,28 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         (End::Failed, Then::Leave)
     }
 
-    /// Updates the queue row as `then` says and releases the lease. The run left the lease held,
+    /// Updates the queue row as `then` says and releases the lease, in one store call (one
+    /// commit on PostgreSQL, [`Store::settle_run_and_release`]). The run left the lease held,
     /// so no other worker claims the thread between the run's end and the queue update; if the
     /// lease was lost meanwhile, the row is the new holder's and is left alone.
     async fn finish(&self, thread: &str, then: Then) {
-        if matches!(then, Then::Nothing) {
-            return;
-        }
+        let park = match then {
+            Then::Nothing => return,
+            Then::Remove => None,
+            Then::Park(wait) => Some(wait),
+            Then::Leave => {
+                let (t, holder) = (thread.to_string(), self.holder.clone());
+                // Taken over meanwhile: not ours to release; otherwise it expires by itself.
+                let _ = blocking(&self.store, move |s| s.release_lease(&t, &holder)).await;
+                return;
+            }
+        };
         let (t, holder) = (thread.to_string(), self.holder.clone());
-        let done = blocking(&self.store, move |s| -> Result<(), WorkerError> {
-            // `settle_run` changes the row only while it is still this worker's claim: a worker
-            // that claimed the thread since (its lease had expired) owns the row, and this
-            // worker's release below leaves that worker's lease alone.
-            let settled = match then {
-                Then::Remove => s.settle_run(&t, &holder, None).map(drop),
-                Then::Park => s.settle_run(&t, &holder, Some(RunWait::Approval)).map(drop),
-                Then::Leave | Then::Nothing => Ok(()),
-            };
-            let _ = s.release_lease(&t, &holder);
-            Ok(settled?)
-        })
-        .await;
-        match done {
-            Ok(Ok(())) => {}
+        // `settle_run_and_release` changes the row only while it is still this worker's claim:
+        // a worker that claimed the thread since (its lease had expired) owns the row, and its
+        // lease is left alone.
+        match blocking(&self.store, move |s| s.settle_run_and_release(&t, &holder, park)).await {
+            Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::warn!(thread = %thread, error = %e, "could not update the run queue"),
             Err(e) => tracing::warn!(thread = %thread, error = %e, "could not update the run queue"),
         }

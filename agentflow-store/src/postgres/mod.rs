@@ -899,4 +899,15 @@ impl Store for PostgresStore {
             .await)
         })
     }
+    /// One statement ([`queue::settle_and_release`]): one commit, one round trip.
+    fn settle_run_and_release(&self, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
+        let (thread, holder) = (thread.to_string(), holder.to_string());
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            retrying!(ctx, {
+                let client = ctx.client().await?;
+                queue::settle_and_release(&client, &thread, &holder, park).await
+            })
+        })
+    }
 }

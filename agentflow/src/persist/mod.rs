@@ -25,7 +25,9 @@ pub(crate) mod history;
 mod io;
 mod journal;
 
-pub(crate) use checkpointer::{Checkpointer, DEFAULT_LEASE_TTL, LeaseGuard, Resumed, process_tag, stored_budget};
+pub(crate) use checkpointer::{
+    Checkpointer, DEFAULT_LEASE_TTL, LeaseGuard, LeaseHolder, Resumed, process_tag, stored_budget,
+};
 pub(crate) use durability::Durability;
 pub use encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, ValueError, check_json};
 pub use error::{HistoryError, PersistError, ResumeError};
