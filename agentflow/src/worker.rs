@@ -42,6 +42,28 @@ pub enum WorkerError {
     /// Reading or encoding failed.
     #[error(transparent)]
     Persist(#[from] PersistError),
+    /// `submit_resume` for a thread that waits in `cx.interrupt` for a person's value, which a
+    /// worker cannot give. (Appended last.)
+    #[error(
+        "thread `{thread}` waits at node `{node}` for a value; continue it with `app.runner(deps).thread(..).resume_with(value)`, or cancel it with `app.cancel_run`"
+    )]
+    ValueRequired {
+        /// The thread.
+        thread: String,
+        /// The node that asked.
+        node: String,
+    },
+    /// `pause_run` for a thread that is not running: it waits for a person (`interrupted`) or
+    /// for its timer (`sleeping`), so there is no step to pause it at. (Appended last.)
+    #[error(
+        "thread `{thread}` is {status}, not running: there is nothing to pause; it continues once decided or due, or stop it for good with `app.cancel_run`"
+    )]
+    NotRunning {
+        /// The thread.
+        thread: String,
+        /// Its status (`interrupted` or `sleeping`).
+        status: String,
+    },
 }
 
 impl From<agentflow_store::ReadError> for WorkerError {
@@ -409,7 +431,12 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     }
 
     /// A runner for the claimed thread, under the claim's lease.
-    fn runner<'a>(&'a self, claim: &QueuedRun, cancel: CancellationToken) -> crate::Runner<'a, S, D> {
+    fn runner<'a>(
+        &'a self,
+        claim: &QueuedRun,
+        cancel: CancellationToken,
+        pause: CancellationToken,
+    ) -> crate::Runner<'a, S, D> {
         let until = claim.lease.as_ref().map_or(0, |l| l.expires_at);
         self.app
             .runner(&*self.deps)
@@ -418,7 +445,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             .durability(self.durability)
             .lease_ttl(self.ttl)
             .cancel_token(cancel)
-            .pause_token(self.stops.pause.clone())
+            .pause_token(pause)
             .lease_holder(self.holder.clone(), until)
     }
 
@@ -430,7 +457,9 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             // undoes them); a thread never started just leaves the queue.
             Some(RunControl::Cancel) => {
                 self.stops.ask(RunControl::Cancel);
-                return match self.runner(claim, self.stops.token.clone()).resume().await {
+                // A fresh pause token: a cancel wins over this worker's shutdown asking for a pause.
+                let runner = self.runner(claim, self.stops.token.clone(), CancellationToken::new());
+                return match runner.resume().await {
                     Err(RunError::Resume(ResumeError::UnknownThread { .. })) => (End::Controlled, Then::Remove),
                     result => self.ended(claim, result).await,
                 };
@@ -442,17 +471,21 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         }
         let result = match &claim.input {
             Some(input) => match serde_json::from_slice::<S>(input) {
-                Ok(input) => match self.runner(claim, self.stops.token.clone()).run(input).await {
-                    // Started by a worker that stopped or died since: continued from its last step.
-                    Err(RunError::ThreadExists { .. }) => self.runner(claim, self.stops.token.clone()).resume().await,
-                    other => other,
-                },
+                Ok(input) => {
+                    match self.runner(claim, self.stops.token.clone(), self.stops.pause.clone()).run(input).await {
+                        // Started by a worker that stopped or died since: continued from its last step.
+                        Err(RunError::ThreadExists { .. }) => {
+                            self.runner(claim, self.stops.token.clone(), self.stops.pause.clone()).resume().await
+                        }
+                        other => other,
+                    }
+                }
                 Err(e) => {
                     tracing::error!(thread = %thread, error = %e, "the queued input does not decode as the graph's state");
                     return (End::Failed, Then::Remove);
                 }
             },
-            None => self.runner(claim, self.stops.token.clone()).resume().await,
+            None => self.runner(claim, self.stops.token.clone(), self.stops.pause.clone()).resume().await,
         };
         self.ended(claim, result).await
     }
@@ -469,7 +502,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 Outcome::Paused if self.stops.asked.get() == Some(&RunControl::Cancel) => {
                     let cancel = CancellationToken::new();
                     cancel.cancel();
-                    match Box::pin(self.runner(claim, cancel).resume()).await {
+                    match Box::pin(self.runner(claim, cancel, CancellationToken::new()).resume()).await {
                         Ok(run) if matches!(run.outcome, Outcome::Cancelled) => (End::Controlled, Then::Remove),
                         Ok(run) => {
                             tracing::warn!(thread = %thread, outcome = %run.outcome, "a paused run could not be cancelled");
@@ -589,6 +622,16 @@ impl<S: State, D> App<S, D> {
     pub fn submit_resume_as(&self, thread: &str, actor: &str) -> Result<(), WorkerError> {
         let store = self.queue_store()?;
         let record = store.thread(thread)?.ok_or_else(|| WorkerError::UnknownThread { thread: thread.to_string() })?;
+        if record.status == agentflow_store::ThreadStatus::Interrupted {
+            let pending = self.pending(thread).map_err(|e| match e {
+                crate::persist::HistoryError::Persist(e) => WorkerError::Persist(e),
+                // Gone meanwhile (`pending` reads nothing else).
+                _ => WorkerError::UnknownThread { thread: thread.to_string() },
+            })?;
+            if let Some(p) = pending.iter().find(|p| p.kind == PendingKind::Interrupt) {
+                return Err(WorkerError::ValueRequired { thread: thread.to_string(), node: p.node.clone() });
+            }
+        }
         let at = now_ms();
         let detail = serde_json::json!({ "graph": self.graph.name(), "status": record.status.as_str() });
         let entry = NewAuditEntry::new(at, actor, "run.resume_requested", detail);
@@ -623,6 +666,18 @@ impl<S: State, D> App<S, D> {
 
     /// [`App::pause_run`], audited as asked by `actor`.
     pub fn pause_run_as(&self, thread: &str, actor: &str) -> Result<bool, WorkerError> {
+        let record = self.queue_store()?.thread(thread)?;
+        if let Some(record) = record
+            && matches!(
+                record.status,
+                agentflow_store::ThreadStatus::Interrupted | agentflow_store::ThreadStatus::Sleeping
+            )
+        {
+            return Err(WorkerError::NotRunning {
+                thread: thread.to_string(),
+                status: record.status.as_str().to_string(),
+            });
+        }
         self.control(thread, RunControl::Pause, actor, "run.pause_requested")
     }
 
