@@ -267,7 +267,8 @@ pub trait Store: Send + Sync {
     /// until `now + ttl_ms` (as [`Store::acquire_lease`] would take it). A run is claimable when
     /// no unexpired lease has its thread (not even `holder`'s: a run it holds is running), and it waits for nothing (or it
     /// waits for an approval and none of its thread's approvals waits for a human any more, or
-    /// a control request was set on it). Of concurrent claimers (in any process), each run goes
+    /// it waits for its thread's timer and the thread has no timer later than `now`, or a
+    /// control request was set on it). Of concurrent claimers (in any process), each run goes
     /// to one. The claimed rows record `holder`, `heartbeat_at = now` and one more claim.
     fn claim_runs(
         &self,

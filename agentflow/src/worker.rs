@@ -168,8 +168,15 @@ enum End {
 ///   thread `paused`; [`App::submit_resume`] continues it with the next step, none lost or
 ///   run twice.
 ///
-/// Durable timers will make a thread claimable at a due time; the claim query
-/// ([`Store::claim_runs`]) is where due timers are to be claimed too.
+/// - A run that ends sleeping on a durable timer ([`Outcome::Sleeping`]) stays queued, parked
+///   ([`RunWait::Timer`]) with no lease held, and a worker claims it again once the timer is
+///   due and resumes it: workers need no [`Scheduler`](crate::timer::Scheduler). (One that
+///   runs on the same store may wake the thread first; the worker then finds it moved on.)
+/// - A cancel request ends the thread `cancelled` even if nobody runs it (a worker claims it
+///   and resumes it already cancelled) and even if it comes while the worker shuts down: the
+///   cancel wins over the shutdown's pause.
+/// - A thread that waits for a person's value (`cx.interrupt`) leaves the queue as it is; a
+///   worker cannot give it the value ([`Runner::resume_with`](crate::Runner::resume_with) does).
 ///
 /// Any number of workers may share a `PostgresStore` (`agentflow-store`, feature `postgres`), in
 /// one process or many; a [`RedbStore`](crate::RedbStore) is open in one process at a time,
@@ -414,11 +421,18 @@ enum Then {
     Leave,
     /// Nothing: another worker took the thread.
     Nothing,
+    /// Remove it and queue the thread again at once: a run asked to pause that stopped to wait
+    /// (for a person or its timer) first, where a pause is moot; the next claim parks it as it
+    /// waits (a settled row with a control request would leave the queue).
+    Requeue,
 }
 
 impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     async fn run(self, claim: QueuedRun) -> End {
-        let (end, then) = self.run_claimed(&claim).await;
+        let (end, then) = match self.run_claimed(&claim).await {
+            (end, Then::Park(_)) if self.stops.asked.get() == Some(&RunControl::Pause) => (end, Then::Requeue),
+            other => other,
+        };
         let then = match then {
             Then::Leave if claim.claims >= MAX_CLAIMS_ON_STORE_ERRORS && matches!(end, End::Failed) => {
                 tracing::warn!(thread = %claim.thread, claims = claim.claims, "a run that keeps failing on the store leaves the queue");
@@ -426,7 +440,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             }
             then => then,
         };
-        self.finish(&claim.thread, then).await;
+        self.finish(&claim, then).await;
         end
     }
 
@@ -499,24 +513,14 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 Outcome::Cancelled | Outcome::Paused if self.stops.asked.get().is_none() => (End::Stopped, Then::Leave),
                 // A cancel request that came after this worker's shutdown had asked the run to
                 // pause: the cancel wins, the paused thread is cancelled now.
-                Outcome::Paused if self.stops.asked.get() == Some(&RunControl::Cancel) => {
-                    let cancel = CancellationToken::new();
-                    cancel.cancel();
-                    match Box::pin(self.runner(claim, cancel, CancellationToken::new()).resume()).await {
-                        Ok(run) if matches!(run.outcome, Outcome::Cancelled) => (End::Controlled, Then::Remove),
-                        Ok(run) => {
-                            tracing::warn!(thread = %thread, outcome = %run.outcome, "a paused run could not be cancelled");
-                            (End::Controlled, Then::Remove)
-                        }
-                        Err(RunError::LeaseLost { .. } | RunError::ThreadBusy { .. }) => (End::Lost, Then::Nothing),
-                        Err(RunError::Persist(e)) => self.store_failure(claim, &e),
-                        Err(e) => {
-                            tracing::warn!(thread = %thread, error = %e, "a paused run could not be cancelled");
-                            (End::Controlled, Then::Remove)
-                        }
-                    }
-                }
+                Outcome::Paused if self.stops.asked.get() == Some(&RunControl::Cancel) => self.cancel_now(claim).await,
                 Outcome::Cancelled | Outcome::Paused => (End::Controlled, Then::Remove),
+                // Waiting, but a cancel was asked: the cancel wins.
+                Outcome::Sleeping { .. } | Outcome::Interrupted { .. }
+                    if self.stops.asked.get() == Some(&RunControl::Cancel) =>
+                {
+                    self.cancel_now(claim).await
+                }
                 // Waiting for a human (an approval, or a call cut off mid-way to settle): parked,
                 // even if decided meanwhile (then it is claimable at once).
                 Outcome::Interrupted { pending, .. }
@@ -544,6 +548,26 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         }
     }
 
+    /// Resumes the claimed thread already cancelled, so it ends `cancelled` at its first step
+    /// boundary: a cancel request that came when the run had stopped for something else.
+    async fn cancel_now(&self, claim: &QueuedRun) -> (End, Then) {
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        match Box::pin(self.runner(claim, cancel, CancellationToken::new()).resume()).await {
+            Ok(run) if matches!(run.outcome, Outcome::Cancelled) => (End::Controlled, Then::Remove),
+            Err(RunError::LeaseLost { .. } | RunError::ThreadBusy { .. }) => (End::Lost, Then::Nothing),
+            Err(RunError::Persist(e)) => self.store_failure(claim, &e),
+            other => {
+                let how = match other {
+                    Ok(run) => run.outcome.to_string(),
+                    Err(e) => e.to_string(),
+                };
+                tracing::warn!(thread = %claim.thread, how, "a stopped run could not be cancelled");
+                (End::Controlled, Then::Remove)
+            }
+        }
+    }
+
     /// A store failure: the run stays queued for another try (see [`MAX_CLAIMS_ON_STORE_ERRORS`]).
     fn store_failure(&self, claim: &QueuedRun, e: &PersistError) -> (End, Then) {
         tracing::warn!(thread = %claim.thread, error = %e, claims = claim.claims, "a queued run failed on the store");
@@ -554,10 +578,26 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     /// commit on PostgreSQL, [`Store::settle_run_and_release`]). The run left the lease held,
     /// so no other worker claims the thread between the run's end and the queue update; if the
     /// lease was lost meanwhile, the row is the new holder's and is left alone.
-    async fn finish(&self, thread: &str, then: Then) {
+    async fn finish(&self, claim: &QueuedRun, then: Then) {
+        let thread = claim.thread.as_str();
         let park = match then {
             Then::Nothing => return,
             Then::Remove => None,
+            Then::Requeue => {
+                let (t, holder) = (thread.to_string(), self.holder.clone());
+                let run = NewRun::new(thread, &claim.graph, None, &claim.owner, now_ms());
+                let done = blocking(&self.store, move |s| -> Result<(), QueueError> {
+                    s.settle_run_and_release(&t, &holder, None)?;
+                    s.enqueue_run(run)
+                })
+                .await;
+                match done {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::warn!(thread = %thread, error = %e, "could not queue a waiting run again"),
+                    Err(e) => tracing::warn!(thread = %thread, error = %e, "could not queue a waiting run again"),
+                }
+                return;
+            }
             Then::Park(wait) => Some(wait),
             Then::Leave => {
                 let (t, holder) = (thread.to_string(), self.holder.clone());
@@ -614,6 +654,11 @@ impl<S: State, D> App<S, D> {
     /// Queues an existing thread to be resumed by a worker (after a pause, a cancel, a
     /// breakpoint, a failure); blocking. A `run.resume_requested` audit entry, written with the
     /// run, names this process as who asked (see [`App::submit_resume_as`]).
+    ///
+    /// # Errors
+    /// [`WorkerError::UnknownThread`]; [`WorkerError::ValueRequired`] for a thread that waits in
+    /// `cx.interrupt` for a value (a worker cannot give it; use
+    /// [`Runner::resume_with`](crate::Runner::resume_with)); [`QueueError::AlreadyQueued`].
     pub fn submit_resume(&self, thread: &str) -> Result<(), WorkerError> {
         self.submit_resume_as(thread, &process_actor())
     }
@@ -660,6 +705,13 @@ impl<S: State, D> App<S, D> {
     /// first step. `false` if the thread is not queued. Blocking. A `run.pause_requested` audit
     /// entry, written with the request, names this process as who asked (see
     /// [`App::pause_run_as`]).
+    ///
+    /// # Errors
+    /// [`WorkerError::NotRunning`], setting nothing, for a thread that waits (status
+    /// `interrupted`: for a person; `sleeping`: for its timer): there is no step to pause it
+    /// at, and it continues by itself once decided or due ([`App::cancel_run`] stops it for
+    /// good). A run that reaches such a wait before the step boundary where the pause would
+    /// stop it ends waiting, not paused.
     pub fn pause_run(&self, thread: &str) -> Result<bool, WorkerError> {
         self.pause_run_as(thread, &process_actor())
     }
