@@ -70,6 +70,29 @@ mod gated {
     }
 }
 
+/// The gate of `gated_nap`, apart from `gated`'s: the tests run at the same time.
+static NAP_GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+static AT_NAP_GATE: AtomicBool = AtomicBool::new(false);
+
+#[graph(state = Nap, start = held)]
+mod gated_nap {
+    use super::*;
+
+    /// Waits at the gate, then sleeps on a durable timer.
+    #[node(goto = [after], sleep)]
+    async fn held(s: &Nap, cx: &Ctx<()>) -> Result<Step<Nap>, NodeError> {
+        AT_NAP_GATE.store(true, Ordering::SeqCst);
+        NAP_GATE.acquire().await.expect("the gate stays open").forget();
+        cx.sleep(Duration::from_millis(s.sleep_ms)).await?;
+        Ok(goto!(after, Nap::update().steps(1)))
+    }
+
+    #[node(goto = [END])]
+    async fn after(_s: &Nap) -> Step<Nap> {
+        goto!(END, Nap::update().steps(1))
+    }
+}
+
 fn redb() -> Arc<dyn Store> {
     Arc::new(RedbStore::in_memory().expect("in-memory store"))
 }
@@ -214,4 +237,49 @@ async fn postgres_a_claim_whose_rows_do_not_decode_is_rolled_back() {
         .await
         .unwrap();
     assert_eq!(leases.get::<_, i64>(0), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_request_ends_a_sleeping_thread_cancelled() {
+    let app = naps::graph().app().store(redb());
+    app.submit("long-nap", &Nap { sleep_ms: 600_000, ..Nap::default() }).unwrap();
+    let (stop, handle) = start(&app, ());
+    wait_until("the run parks for its timer", || {
+        app.live_runs().unwrap().iter().any(|r| r.wait == RunWait::Timer && r.lease.is_none())
+    })
+    .await;
+    // Nobody runs it: the worker that claims the request resumes it already cancelled.
+    assert!(app.cancel_run("long-nap").unwrap());
+    wait_until("the run leaves the queue", || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.sleeping, report.controlled, report.failed), (1, 1, 0), "{report:?}");
+    let record = app.thread("long-nap").unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Cancelled, "{}", record.detail);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_asked_to_pause_that_falls_asleep_first_stays_queued_for_its_timer() {
+    let app = gated_nap::graph().app().store(redb());
+    app.submit("nap", &Nap { sleep_ms: 600_000, ..Nap::default() }).unwrap();
+    let (stop, handle) = start(&app, ());
+    wait_until("the first step runs", || AT_NAP_GATE.load(Ordering::SeqCst)).await;
+    // The pause is asked while the step runs, and the worker reads it with a heartbeat...
+    assert!(app.pause_run("nap").unwrap());
+    let asked = agentflow::timer::now_ms();
+    wait_until("a heartbeat reads the request", || {
+        app.live_runs().unwrap().iter().any(|r| r.heartbeat_at.is_some_and(|at| at > asked))
+    })
+    .await;
+    // ...but the step goes to sleep before the boundary where the pause would stop it.
+    NAP_GATE.add_permits(1);
+    wait_until("the run parks for its timer", || {
+        app.live_runs().unwrap().iter().any(|r| r.wait == RunWait::Timer && r.lease.is_none() && r.control.is_none())
+    })
+    .await;
+    assert_eq!(app.thread("nap").unwrap().unwrap().status, ThreadStatus::Sleeping);
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!(report.failed, 0, "{report:?}");
+    assert_eq!(app.live_runs().unwrap().len(), 1, "still queued for its timer");
 }
