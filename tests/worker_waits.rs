@@ -283,3 +283,31 @@ async fn a_run_asked_to_pause_that_falls_asleep_first_stays_queued_for_its_timer
     assert_eq!(report.failed, 0, "{report:?}");
     assert_eq!(app.live_runs().unwrap().len(), 1, "still queued for its timer");
 }
+
+/// `Store::run_controls`: the requests on the holder's runs, read without writing.
+fn controls_are_read_without_a_write(store: &dyn Store) {
+    const NOW: u64 = 1_000_000;
+    store.enqueue_run(NewRun::new("r1", "g", None, "", NOW)).unwrap();
+    store.enqueue_run(NewRun::new("r2", "g", None, "", NOW)).unwrap();
+    assert_eq!(store.claim_runs("g", "w1", 1000, NOW, 5).unwrap().len(), 2);
+    assert!(store.run_controls("w1", NOW + 1).unwrap().is_empty());
+    assert!(store.control_run("r1", agentflow_store::RunControl::Cancel).unwrap());
+    assert_eq!(store.run_controls("w1", NOW + 2).unwrap(), [("r1".to_string(), agentflow_store::RunControl::Cancel)]);
+    assert!(store.run_controls("w2", NOW + 2).unwrap().is_empty(), "not w2's runs");
+    assert!(store.run_controls("w1", NOW + 1000).unwrap().is_empty(), "the lease expired");
+    let beats: Vec<Option<u64>> = store.list_runs().unwrap().iter().map(|r| r.heartbeat_at).collect();
+    assert_eq!(beats, [Some(NOW), Some(NOW)], "nothing written");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_control_requests_are_read_without_a_write() {
+    let store = redb();
+    tokio::task::spawn_blocking(move || controls_are_read_without_a_write(store.as_ref())).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_control_requests_are_read_without_a_write() {
+    let Some(url) = pg::pg_url() else { return };
+    let store = postgres(&url, "controls");
+    tokio::task::spawn_blocking(move || controls_are_read_without_a_write(store.as_ref())).await.unwrap();
+}

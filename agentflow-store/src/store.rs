@@ -424,6 +424,23 @@ pub trait Store: Send + Sync {
         let _ = self.release_lease(thread, holder);
         settled
     }
+
+    /// The control requests set on the queued runs `holder` claimed and still holds the lease of
+    /// at `now`, as [`Store::heartbeat_runs`] answers them, without writing anything: a worker
+    /// reads them often and writes its heartbeat seldom.
+    ///
+    /// The default reads [`Store::list_runs`]; `PostgresStore` reads only `holder`'s rows.
+    fn run_controls(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
+        Ok(self
+            .list_runs()?
+            .into_iter()
+            .filter(|r| {
+                r.holder.as_deref() == Some(holder)
+                    && r.lease.as_ref().is_some_and(|l| l.holder == holder && l.expires_at > now)
+            })
+            .filter_map(|r| Some((r.thread, r.control?)))
+            .collect())
+    }
 }
 
 fn unsupported() -> QueueError {

@@ -188,6 +188,7 @@ pub struct Worker<S: State, D> {
     concurrency: usize,
     lease_ttl: Duration,
     poll: Duration,
+    heartbeat: Duration,
     durability: Durability,
     id: String,
 }
@@ -204,7 +205,8 @@ impl<S: State, D> std::fmt::Debug for Worker<S, D> {
 
 impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
     /// A worker for `app`'s graph with `deps`: one run at a time, 30 s leases, polling the
-    /// queue every 50 ms, [`Durability::Sync`], and an id unique across processes and machines
+    /// queue and reading control requests every 50 ms, a heartbeat every second,
+    /// [`Durability::Sync`], and an id unique across processes and machines
     /// (host name, pid, start time, random bits).
     pub fn new(app: App<S, D>, deps: Arc<D>) -> Self {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -215,6 +217,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
             concurrency: 1,
             lease_ttl: DEFAULT_LEASE_TTL,
             poll: Duration::from_millis(50),
+            heartbeat: Duration::from_secs(1),
             durability: Durability::default(),
             id: format!("worker-{}-w{n}", process_tag()),
         }
@@ -236,11 +239,22 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
         self
     }
 
-    /// How often an idle worker looks for runs, and how often it sends its heartbeat and reads
-    /// control requests (default 50 ms).
+    /// How often an idle worker looks for runs, and how often it reads the control requests of
+    /// its runs (default 50 ms; a read, no write: [`Store::run_controls`]).
     #[must_use]
     pub fn poll_interval(mut self, every: Duration) -> Self {
         self.poll = every.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How often, while it runs anything, the worker writes its heartbeat (`heartbeat_at` of its
+    /// runs, shown by [`App::live_runs`]; [`Store::heartbeat_runs`], which reads the control
+    /// requests too): default 1 s, never more often than the poll interval. A heartbeat is a
+    /// write (a commit on PostgreSQL), so it is kept apart from the frequent control reads; a
+    /// worker's liveness for taking its threads over is its leases, not its heartbeat.
+    #[must_use]
+    pub fn heartbeat_interval(mut self, every: Duration) -> Self {
+        self.heartbeat = every;
         self
     }
 
@@ -273,6 +287,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
         let mut running: HashMap<String, Stops> = HashMap::new();
         let mut ids: HashMap<tokio::task::Id, String> = HashMap::new();
         let mut last_beat = tokio::time::Instant::now();
+        let mut last_look = last_beat;
         loop {
             let stopping = shutdown.is_cancelled();
             if stopping {
@@ -286,10 +301,19 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                     stops.token.cancel();
                 }
             }
-            if last_beat.elapsed() >= self.poll && !running.is_empty() {
-                last_beat = tokio::time::Instant::now();
+            if last_look.elapsed() >= self.poll && !running.is_empty() {
+                last_look = tokio::time::Instant::now();
                 let holder = self.id.clone();
-                match blocking(&store, move |s| s.heartbeat_runs(&holder, now_ms())).await {
+                // The heartbeat (a write) answers the control requests too; between two, a read does.
+                let beat = last_beat.elapsed() >= self.heartbeat.max(self.poll);
+                if beat {
+                    last_beat = last_look;
+                }
+                let looked = blocking(&store, move |s| {
+                    if beat { s.heartbeat_runs(&holder, now_ms()) } else { s.run_controls(&holder, now_ms()) }
+                })
+                .await;
+                match looked {
                     Ok(Ok(controls)) => {
                         for (thread, control) in controls {
                             if let Some(stops) = running.get(&thread) {

@@ -910,4 +910,16 @@ impl Store for PostgresStore {
             })
         })
     }
+
+    /// One read-only statement on `holder`'s rows ([`queue::controls`]): no commit to wait for.
+    fn run_controls(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
+        let holder = holder.to_string();
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            retrying!(ctx, {
+                let client = ctx.client().await?;
+                queue::controls(ctx, &client, &holder, now).await
+            })
+        })
+    }
 }

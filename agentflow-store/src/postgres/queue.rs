@@ -168,6 +168,31 @@ pub(crate) async fn heartbeat<C: GenericClient>(
     Ok(controls)
 }
 
+/// The control requests on holder `$1`'s runs whose lease it holds past `$2`.
+const CONTROLS: &str = "SELECT q.thread, q.control FROM run_queue q JOIN leases l ON l.thread = q.thread \
+     WHERE q.holder = $1 AND q.control IS NOT NULL AND l.holder = $1 AND l.expires_at > $2";
+
+/// [`CONTROLS`], read-only (its own implicit transaction, nothing to commit).
+pub(crate) async fn controls<C: GenericClient>(
+    ctx: &Ctx,
+    c: &C,
+    holder: &str,
+    now: u64,
+) -> Result<Vec<(String, RunControl)>, Fail<QueueError>> {
+    let statement = c.prepare_cached(CONTROLS).await?;
+    let rows = c.query(&statement, &[&holder, &time(now)]).await?;
+    let mut controls = Vec::new();
+    for row in rows {
+        let thread: String = row.get(0);
+        let control: String = row.get(1);
+        let control = RunControl::parse(&control).ok_or_else(|| {
+            decode_error(&ctx.path, "run_queue", format!("{thread:?}"), format!("unknown control {control:?}"))
+        })?;
+        controls.push((thread, control));
+    }
+    Ok(controls)
+}
+
 pub(crate) async fn settle<C: GenericClient>(
     c: &C,
     thread: &str,
