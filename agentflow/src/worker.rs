@@ -155,6 +155,11 @@ enum End {
 /// # Guarantees
 /// - A queued run is claimed by one worker at a time: the claim takes the thread's lease in the
 ///   same store transaction ([`Store::claim_runs`]).
+///   The run goes on under that lease (renewed while it runs) and takes none of its own; the
+///   queue row is settled and the lease released together ([`Store::settle_run_and_release`]).
+///   On PostgreSQL a new thread's run of `n` steps costs `n + 3` write transactions: the claim, the input
+///   checkpoint, one per step and the settle (`tests/worker_commits.rs`), besides the
+///   heartbeat, written once a second while the worker runs anything.
 /// - Every commit of a run is fenced by its worker's lease: once the lease expired or another
 ///   worker took the thread, the commit is refused inside the store's transaction and the run
 ///   ends with [`RunError::LeaseLost`] without writing anything (see [`Runner::lease_ttl`](crate::Runner::lease_ttl)).
