@@ -899,7 +899,7 @@ impl Store for PostgresStore {
             .await)
         })
     }
-    /// One statement ([`queue::settle_and_release`]): one commit, one round trip.
+    /// One statement (settle and release together): one commit, one round trip.
     fn settle_run_and_release(&self, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
         let (thread, holder) = (thread.to_string(), holder.to_string());
         self.call(move |ctx| async move {
@@ -911,7 +911,7 @@ impl Store for PostgresStore {
         })
     }
 
-    /// One read-only statement on `holder`'s rows ([`queue::controls`]): no commit to wait for.
+    /// One read-only statement on `holder`'s rows: no commit to wait for.
     fn run_controls(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
         let holder = holder.to_string();
         self.call(move |ctx| async move {
