@@ -84,8 +84,10 @@ async fn a_claimed_run_costs_one_write_transaction_per_step_plus_three() {
     let per_run = used as f64 / RUNS as f64;
     println!("write transactions per {STEPS}-step run: {per_run:.2} ({used} for {RUNS} runs)");
     let budget = STEPS + 3;
+    // Two ids of slack: the server's autovacuum takes one when it analyzes a table meanwhile.
+    // The old cost (a lease acquire and a release of their own: 15 per run) is 16 over.
     assert!(
-        used as u64 <= RUNS * budget,
+        used as u64 <= RUNS * budget + 2,
         "{per_run:.2} write transactions per {STEPS}-step run, more than {budget} (steps + claim + input + settle)"
     );
 }
