@@ -616,8 +616,8 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 let (t, holder) = (thread.to_string(), self.holder.clone());
                 let run = NewRun::new(thread, &claim.graph, None, &claim.owner, now_ms());
                 let done = blocking(&self.store, move |s| -> Result<(), QueueError> {
-                    s.settle_run_and_release(&t, &holder, None)?;
-                    s.enqueue_run(run)
+                    // Queued again only if the row was still this worker's claim.
+                    if s.settle_run_and_release(&t, &holder, None)? { s.enqueue_run(run) } else { Ok(()) }
                 })
                 .await;
                 match done {
