@@ -6,16 +6,23 @@
 //! cargo bench --bench workers -- --quick
 //! ```
 //!
-//! This binary starts copies of itself as worker processes (`--worker`). For each workload
-//! and 1, 2 and 4 worker processes (each `Worker::concurrency(8)`, `Durability::Sync`), this
-//! process queues every run, lets the workers (already started, store open) go at once and
-//! times until the queue is empty: steps per second (one step = one durable commit of a super-step) and the ratio
-//! to one worker. The same workloads run on a `RedbStore` file with one in-process worker
-//! (redb's one-process rule), for comparison.
+//! This binary starts copies of itself as worker processes (`--worker`): each worker is a
+//! separate OS process with its own store connections. For each workload and 1, 2 and 4
+//! worker processes (`Durability::Sync`), this process queues every run, lets the workers
+//! (already started, store open) go at once and times until the queue is empty: steps per
+//! second (one step = one durable commit of a super-step), the ratio to one worker, and the
+//! server's write transactions per run (transaction ids handed out while the workers ran:
+//! claims, step commits, settles and heartbeats). The same workloads run on a `RedbStore` file
+//! with one in-process worker (redb's one-process rule), for comparison.
 //!
-//! - `cycle_flat`: 64 threads of 30 steps; `fanout`: 96 runs of the 8-branch fan-out (4
-//!   steps each); `timer`: 128 threads of 10 steps whose node awaits a 5 ms timer (an I/O
-//!   wait) [target: 4 workers >= 3x one]. `--quick` runs a quarter of the runs.
+//! - `cycle_flat`: 64 threads of 30 steps, 8 runs at once per worker process; `fanout`: 96
+//!   runs of the 8-branch fan-out (4 steps each), 8 at once per process.
+//! - `timer`: 128 threads of 10 steps whose node awaits a 5 ms timer (an I/O wait), in two
+//!   regimes. `io_bound`: `Worker::concurrency(1)`, each worker process runs one thread at a
+//!   time, so a worker mostly waits and more processes do more [target: 4 workers >= 3x one].
+//!   `saturated`: `Worker::concurrency(8)`, where one process already keeps the 2 cores busy
+//!   with the server, so more processes add little.
+//! - `--quick` runs a quarter of the runs.
 //! - `claim_latency`: one idle worker (polling every 10 ms); a run is submitted and its first
 //!   node records when it started: p50/p99 of submit -> first step start, over 40 runs.
 //! - `sync_step_vs_raw_commit`: one thread of `cycle_flat` run in this process with
@@ -99,20 +106,21 @@ fn pg(url: &str, schema: &str) -> Arc<dyn Store> {
     Arc::new(PostgresStore::builder().schema(schema).max_connections(16).open(url).expect("open PostgreSQL"))
 }
 
-/// Runs a worker for `workload` on `store` until `stop` is cancelled.
-async fn work(workload: &str, store: Arc<dyn Store>, poll: Duration, stop: CancellationToken) {
+/// Runs a worker for `workload` on `store`, `concurrency` runs at once, until `stop` is cancelled.
+async fn work(workload: &str, concurrency: usize, store: Arc<dyn Store>, poll: Duration, stop: CancellationToken) {
     let report = match workload {
         "cycle_flat" => {
             let app = cycle_flat::graph().app().store(store);
-            Worker::new(app, Arc::new(Limit { n: CYCLE_STEPS })).concurrency(8).poll_interval(poll).run(stop).await
+            let worker = Worker::new(app, Arc::new(Limit { n: CYCLE_STEPS }));
+            worker.concurrency(concurrency).poll_interval(poll).run(stop).await
         }
         "fanout" => {
             let app = fanout::graph().app().store(store);
-            Worker::new(app, Arc::new(())).concurrency(8).poll_interval(poll).run(stop).await
+            Worker::new(app, Arc::new(())).concurrency(concurrency).poll_interval(poll).run(stop).await
         }
         "timer" => {
             let app = timer::graph().app().store(store);
-            Worker::new(app, Arc::new(())).concurrency(8).poll_interval(poll).run(stop).await
+            Worker::new(app, Arc::new(())).concurrency(concurrency).poll_interval(poll).run(stop).await
         }
         "probe" => {
             let app = probe::graph().app().store(store);
@@ -123,11 +131,12 @@ async fn work(workload: &str, store: Arc<dyn Store>, poll: Duration, stop: Cance
     report.expect("the worker runs");
 }
 
-/// The child process: `--worker WORKLOAD SCHEMA STOP_FILE`. It opens the store, creates
+/// The child process: `--worker WORKLOAD CONCURRENCY SCHEMA STOP_FILE`. It opens the store, creates
 /// `STOP_FILE.ready.PID`, waits for `STOP_FILE.go`, then works until `STOP_FILE` exists.
 fn worker_child(args: &[String]) {
     let url = std::env::var("AGENTFLOW_PG_URL").expect("AGENTFLOW_PG_URL");
-    let (workload, schema, stop_file) = (&args[0], &args[1], PathBuf::from(&args[2]));
+    let (workload, schema, stop_file) = (&args[0], &args[2], PathBuf::from(&args[3]));
+    let concurrency: usize = args[1].parse().expect("a concurrency");
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
         let store = pg(&url, schema);
@@ -145,7 +154,7 @@ fn worker_child(args: &[String]) {
             s.cancel();
         });
         let poll = if workload == "probe" { Duration::from_millis(10) } else { Duration::from_millis(20) };
-        work(workload, store, poll, stop).await;
+        work(workload, concurrency, store, poll, stop).await;
     });
 }
 
@@ -155,13 +164,13 @@ struct Pool {
 }
 
 impl Pool {
-    fn start(workload: &str, schema: &str, n: usize, dir: &Path) -> Self {
+    fn start(workload: &str, concurrency: usize, schema: &str, n: usize, dir: &Path) -> Self {
         let stop = dir.join(format!("{schema}.stop"));
         let exe = std::env::current_exe().unwrap();
         let children = (0..n)
             .map(|_| {
                 Command::new(&exe)
-                    .args(["--worker", workload, schema, stop.to_str().unwrap()])
+                    .args(["--worker", workload, &concurrency.to_string(), schema, stop.to_str().unwrap()])
                     .spawn()
                     .expect("start a worker process")
             })
@@ -238,52 +247,71 @@ fn runs_of(workload: &str, quick: bool) -> usize {
     if quick { full / 4 } else { full }
 }
 
+/// The next transaction id the server will hand out: every transaction that writes or locks a
+/// row takes one, reads take none.
+async fn next_xid(client: &tokio_postgres::Client) -> i64 {
+    let row = client.query_one("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint", &[]).await.unwrap();
+    row.get(0)
+}
+
 async fn pool_figures(url: &str, dir: &Path, quick: bool) {
-    for workload in ["cycle_flat", "fanout", "timer"] {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    // (workload, runs at once per worker process, regime)
+    let cases = [
+        ("cycle_flat", 8, "no_wait"),
+        ("fanout", 8, "no_wait"),
+        ("timer", 1, "io_bound: one run at a time per worker process"),
+        ("timer", 8, "saturated: 8 runs at once per worker process; one process keeps the 2 cores busy"),
+    ];
+    for (workload, concurrency, regime) in cases {
         let mut one = None;
         for n in [1usize, 2, 4] {
-            let schema = format!("bench_{workload}_{n}_{}", std::process::id());
+            let schema = format!("bench_{workload}_{concurrency}_{n}_{}", std::process::id());
             let store = pg(url, &schema);
-            let pool = Pool::start(workload, &schema, n, dir);
+            let pool = Pool::start(workload, concurrency, &schema, n, dir);
             // Every run is queued before the workers start, so the time is the workers'.
             let s = store.clone();
             let runs = runs_of(workload, quick);
             let steps = tokio::task::spawn_blocking(move || submit(workload, &s, runs)).await.unwrap();
+            let before = next_xid(&client).await;
             pool.go().await;
             let start = Instant::now();
             drained(&store).await;
             let secs = start.elapsed().as_secs_f64();
+            let writes = next_xid(&client).await - before;
             pool.stop();
             let rate = steps as f64 / secs;
             let base = *one.get_or_insert(rate);
             let mut line = json!({
-                "bench": "workers_postgres", "workload": workload, "durability": "Sync", "worker_processes": n,
-                "concurrency_per_worker": 8, "runs": runs, "steps": steps, "secs": round(secs, 3),
-                "steps_per_s": round(rate, 1), "vs_one_worker": round(rate / base, 2), "quick": quick,
+                "bench": "workers_postgres", "workload": workload, "regime": regime, "durability": "Sync",
+                "worker_processes": n, "concurrency_per_worker": concurrency, "runs": runs, "steps": steps,
+                "secs": round(secs, 3), "steps_per_s": round(rate, 1), "vs_one_worker": round(rate / base, 2),
+                "write_transactions_per_run": round(writes as f64 / runs as f64, 2), "quick": quick,
             });
-            if workload == "timer" && n == 4 {
+            if workload == "timer" && concurrency == 1 && n == 4 {
                 line["target"] = json!(">= 3x one worker");
                 line["met"] = json!(rate / base >= 3.0);
             }
             emit(line);
         }
         // redb, one process.
-        let path = dir.join(format!("{workload}.redb"));
+        let path = dir.join(format!("{workload}_{concurrency}.redb"));
         let store: Arc<dyn Store> = Arc::new(RedbStore::open(&path).unwrap());
         let s = store.clone();
         let runs = runs_of(workload, quick);
         let steps = tokio::task::spawn_blocking(move || submit(workload, &s, runs)).await.unwrap();
         let stop = CancellationToken::new();
         let start = Instant::now();
-        let worker = tokio::spawn(work(workload, store.clone(), Duration::from_millis(20), stop.clone()));
+        let worker = tokio::spawn(work(workload, concurrency, store.clone(), Duration::from_millis(20), stop.clone()));
         drained(&store).await;
         let secs = start.elapsed().as_secs_f64();
         stop.cancel();
         worker.await.unwrap();
         emit(json!({
-            "bench": "workers_redb_one_process", "workload": workload, "durability": "Sync", "workers": 1,
-            "concurrency_per_worker": 8, "runs": runs, "steps": steps, "secs": round(secs, 3),
-            "steps_per_s": round(steps as f64 / secs, 1), "quick": quick,
+            "bench": "workers_redb_one_process", "workload": workload, "regime": regime, "durability": "Sync",
+            "workers": 1, "concurrency_per_worker": concurrency, "runs": runs, "steps": steps,
+            "secs": round(secs, 3), "steps_per_s": round(steps as f64 / secs, 1), "quick": quick,
         }));
     }
 }
@@ -292,7 +320,7 @@ async fn claim_latency(url: &str, dir: &Path, quick: bool) {
     let schema = format!("bench_probe_{}", std::process::id());
     let store = pg(url, &schema);
     let app = probe::graph().app().store(store.clone());
-    let pool = Pool::start("probe", &schema, 1, dir);
+    let pool = Pool::start("probe", 1, &schema, 1, dir);
     pool.go().await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let mut latencies = Vec::new();

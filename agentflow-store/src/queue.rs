@@ -32,6 +32,9 @@ pub enum RunWait {
     /// A human's decision: claimable once none of the thread's approvals is `PENDING` or
     /// `OUTCOME_UNKNOWN`.
     Approval,
+    /// The thread's durable timer: claimable once the thread has no timer later than now (it
+    /// is due, or the thread was woken otherwise and moved on). (Appended last.)
+    Timer,
 }
 
 impl RunWait {
@@ -40,6 +43,7 @@ impl RunWait {
         match self {
             RunWait::Ready => "READY",
             RunWait::Approval => "APPROVAL",
+            RunWait::Timer => "TIMER",
         }
     }
 
@@ -48,6 +52,7 @@ impl RunWait {
         match name {
             "READY" => Some(RunWait::Ready),
             "APPROVAL" => Some(RunWait::Approval),
+            "TIMER" => Some(RunWait::Timer),
             _ => None,
         }
     }
@@ -282,6 +287,12 @@ fn approval_waits(tx: &Tx<'_>, thread: &str) -> Result<bool, StorageError> {
     Ok(false)
 }
 
+/// Whether `thread`'s durable timer is later than `now`.
+fn timer_later(tx: &Tx<'_>, thread: &str, now: u64) -> Result<bool, StorageError> {
+    let of = tx.txn.open_table(tables::TIMER_OF).ctx(tx.path)?;
+    Ok(of.get(thread).ctx(tx.path)?.is_some_and(|at| at.value() > now))
+}
+
 pub(crate) fn stage_claim(
     tx: &Tx<'_>,
     graph: &str,
@@ -302,6 +313,9 @@ pub(crate) fn stage_claim(
             break;
         }
         if row.wait == RunWait::Approval && row.control.is_none() && approval_waits(tx, &thread)? {
+            continue;
+        }
+        if row.wait == RunWait::Timer && row.control.is_none() && timer_later(tx, &thread, now)? {
             continue;
         }
         let Ok(lease) = tx.leases.acquire(&thread, holder, ttl_ms, now) else { continue };

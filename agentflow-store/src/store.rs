@@ -267,7 +267,8 @@ pub trait Store: Send + Sync {
     /// until `now + ttl_ms` (as [`Store::acquire_lease`] would take it). A run is claimable when
     /// no unexpired lease has its thread (not even `holder`'s: a run it holds is running), and it waits for nothing (or it
     /// waits for an approval and none of its thread's approvals waits for a human any more, or
-    /// a control request was set on it). Of concurrent claimers (in any process), each run goes
+    /// it waits for its thread's timer and the thread has no timer later than `now`, or a
+    /// control request was set on it). Of concurrent claimers (in any process), each run goes
     /// to one. The claimed rows record `holder`, `heartbeat_at = now` and one more claim.
     fn claim_runs(
         &self,
@@ -410,6 +411,35 @@ pub trait Store: Send + Sync {
             self.append_audit(thread, entry)?;
         }
         Ok(set)
+    }
+    /// [`Store::settle_run`], then releases `holder`'s lease of `thread` if `holder` still holds
+    /// it (a lease another holder took is left alone): how a worker ends a run it claimed. The
+    /// answer is `settle_run`'s.
+    ///
+    /// `PostgresStore` makes both one statement, so one commit and one round trip; the default
+    /// (redb, whose leases are in memory, and backends outside this crate) calls the two
+    /// methods; a failed release is not returned (the lease then expires by itself).
+    fn settle_run_and_release(&self, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
+        let settled = self.settle_run(thread, holder, park);
+        let _ = self.release_lease(thread, holder);
+        settled
+    }
+
+    /// The control requests set on the queued runs `holder` claimed and still holds the lease of
+    /// at `now`, as [`Store::heartbeat_runs`] answers them, without writing anything: a worker
+    /// reads them often and writes its heartbeat seldom.
+    ///
+    /// The default reads [`Store::list_runs`]; `PostgresStore` reads only `holder`'s rows.
+    fn run_controls(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
+        Ok(self
+            .list_runs()?
+            .into_iter()
+            .filter(|r| {
+                r.holder.as_deref() == Some(holder)
+                    && r.lease.as_ref().is_some_and(|l| l.holder == holder && l.expires_at > now)
+            })
+            .filter_map(|r| Some((r.thread, r.control?)))
+            .collect())
     }
 }
 

@@ -42,6 +42,28 @@ pub enum WorkerError {
     /// Reading or encoding failed.
     #[error(transparent)]
     Persist(#[from] PersistError),
+    /// `submit_resume` for a thread that waits in `cx.interrupt` for a person's value, which a
+    /// worker cannot give. (Appended last.)
+    #[error(
+        "thread `{thread}` waits at node `{node}` for a value; continue it with `app.runner(deps).thread(..).resume_with(value)`, or cancel it with `app.cancel_run`"
+    )]
+    ValueRequired {
+        /// The thread.
+        thread: String,
+        /// The node that asked.
+        node: String,
+    },
+    /// `pause_run` for a thread that is not running: it waits for a person (`interrupted`) or
+    /// for its timer (`sleeping`), so there is no step to pause it at. (Appended last.)
+    #[error(
+        "thread `{thread}` is {status}, not running: there is nothing to pause; it continues once decided or due, or stop it for good with `app.cancel_run`"
+    )]
+    NotRunning {
+        /// The thread.
+        thread: String,
+        /// Its status (`interrupted` or `sleeping`).
+        status: String,
+    },
 }
 
 impl From<agentflow_store::ReadError> for WorkerError {
@@ -68,6 +90,9 @@ pub struct WorkerReport {
     pub lost: u64,
     /// Runs stopped by this worker's shutdown (left queued for another worker).
     pub stopped: u64,
+    /// Runs that ended sleeping on a durable timer ([`Outcome::Sleeping`]): they stay queued,
+    /// parked until the timer is due, and a worker claims them again then.
+    pub sleeping: u64,
 }
 
 /// How one run ended, for the report.
@@ -78,6 +103,7 @@ enum End {
     Controlled,
     Lost,
     Stopped,
+    Sleeping,
 }
 
 /// Runs a graph's queued threads: claims them from the store, runs up to
@@ -129,6 +155,11 @@ enum End {
 /// # Guarantees
 /// - A queued run is claimed by one worker at a time: the claim takes the thread's lease in the
 ///   same store transaction ([`Store::claim_runs`]).
+///   The run goes on under that lease (renewed while it runs) and takes none of its own; the
+///   queue row is settled and the lease released together ([`Store::settle_run_and_release`]).
+///   On PostgreSQL a new thread's run of `n` steps costs `n + 3` write transactions: the claim, the input
+///   checkpoint, one per step and the settle (`tests/worker_commits.rs`), besides the
+///   heartbeat, written once a second while the worker runs anything.
 /// - Every commit of a run is fenced by its worker's lease: once the lease expired or another
 ///   worker took the thread, the commit is refused inside the store's transaction and the run
 ///   ends with [`RunError::LeaseLost`] without writing anything (see [`Runner::lease_ttl`](crate::Runner::lease_ttl)).
@@ -142,8 +173,15 @@ enum End {
 ///   thread `paused`; [`App::submit_resume`] continues it with the next step, none lost or
 ///   run twice.
 ///
-/// Durable timers will make a thread claimable at a due time; the claim query
-/// ([`Store::claim_runs`]) is where due timers are to be claimed too.
+/// - A run that ends sleeping on a durable timer ([`Outcome::Sleeping`]) stays queued, parked
+///   ([`RunWait::Timer`]) with no lease held, and a worker claims it again once the timer is
+///   due and resumes it: workers need no [`Scheduler`](crate::timer::Scheduler). (One that
+///   runs on the same store may wake the thread first; the worker then finds it moved on.)
+/// - A cancel request ends the thread `cancelled` even if nobody runs it (a worker claims it
+///   and resumes it already cancelled) and even if it comes while the worker shuts down: the
+///   cancel wins over the shutdown's pause.
+/// - A thread that waits for a person's value (`cx.interrupt`) leaves the queue as it is; a
+///   worker cannot give it the value ([`Runner::resume_with`](crate::Runner::resume_with) does).
 ///
 /// Any number of workers may share a `PostgresStore` (`agentflow-store`, feature `postgres`), in
 /// one process or many; a [`RedbStore`](crate::RedbStore) is open in one process at a time,
@@ -155,6 +193,7 @@ pub struct Worker<S: State, D> {
     concurrency: usize,
     lease_ttl: Duration,
     poll: Duration,
+    heartbeat: Duration,
     durability: Durability,
     id: String,
 }
@@ -171,7 +210,8 @@ impl<S: State, D> std::fmt::Debug for Worker<S, D> {
 
 impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
     /// A worker for `app`'s graph with `deps`: one run at a time, 30 s leases, polling the
-    /// queue every 50 ms, [`Durability::Sync`], and an id unique across processes and machines
+    /// queue and reading control requests every 50 ms, a heartbeat every second,
+    /// [`Durability::Sync`], and an id unique across processes and machines
     /// (host name, pid, start time, random bits).
     pub fn new(app: App<S, D>, deps: Arc<D>) -> Self {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -182,6 +222,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
             concurrency: 1,
             lease_ttl: DEFAULT_LEASE_TTL,
             poll: Duration::from_millis(50),
+            heartbeat: Duration::from_secs(1),
             durability: Durability::default(),
             id: format!("worker-{}-w{n}", process_tag()),
         }
@@ -203,11 +244,22 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
         self
     }
 
-    /// How often an idle worker looks for runs, and how often it sends its heartbeat and reads
-    /// control requests (default 50 ms).
+    /// How often an idle worker looks for runs, and how often it reads the control requests of
+    /// its runs (default 50 ms; a read, no write: [`Store::run_controls`]).
     #[must_use]
     pub fn poll_interval(mut self, every: Duration) -> Self {
         self.poll = every.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How often, while it runs anything, the worker writes its heartbeat (`heartbeat_at` of its
+    /// runs, shown by [`App::live_runs`]; [`Store::heartbeat_runs`], which reads the control
+    /// requests too): default 1 s, never more often than the poll interval. A heartbeat is a
+    /// write (a commit on PostgreSQL), so it is kept apart from the frequent control reads; a
+    /// worker's liveness for taking its threads over is its leases, not its heartbeat.
+    #[must_use]
+    pub fn heartbeat_interval(mut self, every: Duration) -> Self {
+        self.heartbeat = every;
         self
     }
 
@@ -240,6 +292,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
         let mut running: HashMap<String, Stops> = HashMap::new();
         let mut ids: HashMap<tokio::task::Id, String> = HashMap::new();
         let mut last_beat = tokio::time::Instant::now();
+        let mut last_look = last_beat;
         loop {
             let stopping = shutdown.is_cancelled();
             if stopping {
@@ -253,10 +306,19 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                     stops.token.cancel();
                 }
             }
-            if last_beat.elapsed() >= self.poll && !running.is_empty() {
-                last_beat = tokio::time::Instant::now();
+            if last_look.elapsed() >= self.poll && !running.is_empty() {
+                last_look = tokio::time::Instant::now();
                 let holder = self.id.clone();
-                match blocking(&store, move |s| s.heartbeat_runs(&holder, now_ms())).await {
+                // The heartbeat (a write) answers the control requests too; between two, a read does.
+                let beat = last_beat.elapsed() >= self.heartbeat.max(self.poll);
+                if beat {
+                    last_beat = last_look;
+                }
+                let looked = blocking(&store, move |s| {
+                    if beat { s.heartbeat_runs(&holder, now_ms()) } else { s.run_controls(&holder, now_ms()) }
+                })
+                .await;
+                match looked {
                     Ok(Ok(controls)) => {
                         for (thread, control) in controls {
                             if let Some(stops) = running.get(&thread) {
@@ -334,6 +396,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                         End::Controlled => report.controlled += 1,
                         End::Lost => report.lost += 1,
                         End::Stopped => report.stopped += 1,
+                        End::Sleeping => report.sleeping += 1,
                     }
                 }
                 () = tokio::time::sleep(self.poll) => {}
@@ -380,17 +443,25 @@ struct Job<S: State, D> {
 enum Then {
     /// Remove it: the run ended.
     Remove,
-    /// Keep it, parked until no approval of the thread waits.
-    Park,
+    /// Keep it, parked until what it waits for is there (no approval of the thread waits, or
+    /// the thread's timer is due).
+    Park(RunWait),
     /// Leave it queued for another worker (shutdown, a store failure).
     Leave,
     /// Nothing: another worker took the thread.
     Nothing,
+    /// Remove it and queue the thread again at once: a run asked to pause that stopped to wait
+    /// (for a person or its timer) first, where a pause is moot; the next claim parks it as it
+    /// waits (a settled row with a control request would leave the queue).
+    Requeue,
 }
 
 impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     async fn run(self, claim: QueuedRun) -> End {
-        let (end, then) = self.run_claimed(&claim).await;
+        let (end, then) = match self.run_claimed(&claim).await {
+            (end, Then::Park(_)) if self.stops.asked.get() == Some(&RunControl::Pause) => (end, Then::Requeue),
+            other => other,
+        };
         let then = match then {
             Then::Leave if claim.claims >= MAX_CLAIMS_ON_STORE_ERRORS && matches!(end, End::Failed) => {
                 tracing::warn!(thread = %claim.thread, claims = claim.claims, "a run that keeps failing on the store leaves the queue");
@@ -398,51 +469,87 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             }
             then => then,
         };
-        self.finish(&claim.thread, then).await;
+        self.finish(&claim, then).await;
         end
+    }
+
+    /// A runner for the claimed thread, under the claim's lease.
+    fn runner<'a>(
+        &'a self,
+        claim: &QueuedRun,
+        cancel: CancellationToken,
+        pause: CancellationToken,
+    ) -> crate::Runner<'a, S, D> {
+        let until = claim.lease.as_ref().map_or(0, |l| l.expires_at);
+        self.app
+            .runner(&*self.deps)
+            .thread(claim.thread.clone())
+            .owner(claim.owner.clone())
+            .durability(self.durability)
+            .lease_ttl(self.ttl)
+            .cancel_token(cancel)
+            .pause_token(pause)
+            .lease_holder(self.holder.clone(), until)
     }
 
     async fn run_claimed(&self, claim: &QueuedRun) -> (End, Then) {
         let thread = claim.thread.clone();
         match claim.control {
-            // Cancelled while nobody ran it: end it without running.
-            Some(RunControl::Cancel) => return (End::Controlled, Then::Remove),
+            // Cancelled while nobody ran it: a thread that exists is resumed already cancelled,
+            // so it ends `cancelled` at its first step boundary (its calls undone as a cancel
+            // undoes them); a thread never started just leaves the queue.
+            Some(RunControl::Cancel) => {
+                self.stops.ask(RunControl::Cancel);
+                // A fresh pause token: a cancel wins over this worker's shutdown asking for a pause.
+                let runner = self.runner(claim, self.stops.token.clone(), CancellationToken::new());
+                return match runner.resume().await {
+                    Err(RunError::Resume(ResumeError::UnknownThread { .. })) => (End::Controlled, Then::Remove),
+                    result => self.ended(claim, result).await,
+                };
+            }
             // Paused while nobody ran it: the run stops at its first step boundary, before any
             // step, so the thread (created first if it is new) is left `paused`.
             Some(control) => self.stops.ask(control),
             None => {}
         }
-        let id = thread.clone();
-        let exists = match blocking(&self.store, move |s| s.thread(&id)).await {
-            Ok(Ok(t)) => t.is_some(),
-            Ok(Err(e)) => return self.store_failure(claim, &PersistError::from(e)),
-            Err(e) => return self.store_failure(claim, &e),
-        };
-        let runner = self
-            .app
-            .runner(&*self.deps)
-            .thread(thread.clone())
-            .owner(claim.owner.clone())
-            .durability(self.durability)
-            .lease_ttl(self.ttl)
-            .cancel_token(self.stops.token.clone())
-            .pause_token(self.stops.pause.clone())
-            .lease_holder(self.holder.clone());
-        let result = match (exists, &claim.input) {
-            (false, Some(input)) => match serde_json::from_slice::<S>(input) {
-                Ok(input) => runner.run(input).await,
+        let result = match &claim.input {
+            Some(input) => match serde_json::from_slice::<S>(input) {
+                Ok(input) => {
+                    match self.runner(claim, self.stops.token.clone(), self.stops.pause.clone()).run(input).await {
+                        // Started by a worker that stopped or died since: continued from its last step.
+                        Err(RunError::ThreadExists { .. }) => {
+                            self.runner(claim, self.stops.token.clone(), self.stops.pause.clone()).resume().await
+                        }
+                        other => other,
+                    }
+                }
                 Err(e) => {
                     tracing::error!(thread = %thread, error = %e, "the queued input does not decode as the graph's state");
                     return (End::Failed, Then::Remove);
                 }
             },
-            _ => runner.resume().await,
+            None => self.runner(claim, self.stops.token.clone(), self.stops.pause.clone()).resume().await,
         };
+        self.ended(claim, result).await
+    }
+
+    /// What a run's end means for the report and the queue row.
+    async fn ended(&self, claim: &QueuedRun, result: Result<crate::outcome::Run<S>, RunError>) -> (End, Then) {
+        let thread = &claim.thread;
         match result {
             Ok(run) => match run.outcome {
                 Outcome::Completed => (End::Completed, Then::Remove),
                 Outcome::Cancelled | Outcome::Paused if self.stops.asked.get().is_none() => (End::Stopped, Then::Leave),
+                // A cancel request that came after this worker's shutdown had asked the run to
+                // pause: the cancel wins, the paused thread is cancelled now.
+                Outcome::Paused if self.stops.asked.get() == Some(&RunControl::Cancel) => self.cancel_now(claim).await,
                 Outcome::Cancelled | Outcome::Paused => (End::Controlled, Then::Remove),
+                // Waiting, but a cancel was asked: the cancel wins.
+                Outcome::Sleeping { .. } | Outcome::Interrupted { .. }
+                    if self.stops.asked.get() == Some(&RunControl::Cancel) =>
+                {
+                    self.cancel_now(claim).await
+                }
                 // Waiting for a human (an approval, or a call cut off mid-way to settle): parked,
                 // even if decided meanwhile (then it is claimable at once).
                 Outcome::Interrupted { pending, .. }
@@ -450,17 +557,42 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                         .iter()
                         .any(|p| matches!(p.kind, PendingKind::Approval | PendingKind::OutcomeUnknown)) =>
                 {
-                    (End::Interrupted, Then::Park)
+                    (End::Interrupted, Then::Park(RunWait::Approval))
                 }
                 Outcome::Interrupted { .. } => (End::Interrupted, Then::Remove),
+                // A durable timer: parked until it is due, then claimed and resumed by a worker.
+                Outcome::Sleeping { .. } => (End::Sleeping, Then::Park(RunWait::Timer)),
                 _ => (End::Failed, Then::Remove),
             },
             Err(RunError::LeaseLost { .. } | RunError::ThreadBusy { .. }) => (End::Lost, Then::Nothing),
             Err(RunError::Resume(ResumeError::Finished { .. })) => (End::Completed, Then::Remove),
+            // It waits for a person's value (`cx.interrupt`), which a worker cannot give: not a
+            // failure; it leaves the queue as it is, and `resume_with(value)` continues it.
+            Err(RunError::ValueRequired { .. }) => (End::Interrupted, Then::Remove),
             Err(RunError::Persist(e)) => self.store_failure(claim, &e),
             Err(e) => {
                 tracing::warn!(thread = %thread, error = %e, "a queued run could not be run; it leaves the queue");
                 (End::Failed, Then::Remove)
+            }
+        }
+    }
+
+    /// Resumes the claimed thread already cancelled, so it ends `cancelled` at its first step
+    /// boundary: a cancel request that came when the run had stopped for something else.
+    async fn cancel_now(&self, claim: &QueuedRun) -> (End, Then) {
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        match Box::pin(self.runner(claim, cancel, CancellationToken::new()).resume()).await {
+            Ok(run) if matches!(run.outcome, Outcome::Cancelled) => (End::Controlled, Then::Remove),
+            Err(RunError::LeaseLost { .. } | RunError::ThreadBusy { .. }) => (End::Lost, Then::Nothing),
+            Err(RunError::Persist(e)) => self.store_failure(claim, &e),
+            other => {
+                let how = match other {
+                    Ok(run) => run.outcome.to_string(),
+                    Err(e) => e.to_string(),
+                };
+                tracing::warn!(thread = %claim.thread, how, "a stopped run could not be cancelled");
+                (End::Controlled, Then::Remove)
             }
         }
     }
@@ -471,29 +603,44 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         (End::Failed, Then::Leave)
     }
 
-    /// Updates the queue row as `then` says and releases the lease. The run left the lease held,
+    /// Updates the queue row as `then` says and releases the lease, in one store call (one
+    /// commit on PostgreSQL, [`Store::settle_run_and_release`]). The run left the lease held,
     /// so no other worker claims the thread between the run's end and the queue update; if the
     /// lease was lost meanwhile, the row is the new holder's and is left alone.
-    async fn finish(&self, thread: &str, then: Then) {
-        if matches!(then, Then::Nothing) {
-            return;
-        }
+    async fn finish(&self, claim: &QueuedRun, then: Then) {
+        let thread = claim.thread.as_str();
+        let park = match then {
+            Then::Nothing => return,
+            Then::Remove => None,
+            Then::Requeue => {
+                let (t, holder) = (thread.to_string(), self.holder.clone());
+                let run = NewRun::new(thread, &claim.graph, None, &claim.owner, now_ms());
+                let done = blocking(&self.store, move |s| -> Result<(), QueueError> {
+                    // Queued again only if the row was still this worker's claim.
+                    if s.settle_run_and_release(&t, &holder, None)? { s.enqueue_run(run) } else { Ok(()) }
+                })
+                .await;
+                match done {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::warn!(thread = %thread, error = %e, "could not queue a waiting run again"),
+                    Err(e) => tracing::warn!(thread = %thread, error = %e, "could not queue a waiting run again"),
+                }
+                return;
+            }
+            Then::Park(wait) => Some(wait),
+            Then::Leave => {
+                let (t, holder) = (thread.to_string(), self.holder.clone());
+                // Taken over meanwhile: not ours to release; otherwise it expires by itself.
+                let _ = blocking(&self.store, move |s| s.release_lease(&t, &holder)).await;
+                return;
+            }
+        };
         let (t, holder) = (thread.to_string(), self.holder.clone());
-        let done = blocking(&self.store, move |s| -> Result<(), WorkerError> {
-            // `settle_run` changes the row only while it is still this worker's claim: a worker
-            // that claimed the thread since (its lease had expired) owns the row, and this
-            // worker's release below leaves that worker's lease alone.
-            let settled = match then {
-                Then::Remove => s.settle_run(&t, &holder, None).map(drop),
-                Then::Park => s.settle_run(&t, &holder, Some(RunWait::Approval)).map(drop),
-                Then::Leave | Then::Nothing => Ok(()),
-            };
-            let _ = s.release_lease(&t, &holder);
-            Ok(settled?)
-        })
-        .await;
-        match done {
-            Ok(Ok(())) => {}
+        // `settle_run_and_release` changes the row only while it is still this worker's claim:
+        // a worker that claimed the thread since (its lease had expired) owns the row, and its
+        // lease is left alone.
+        match blocking(&self.store, move |s| s.settle_run_and_release(&t, &holder, park)).await {
+            Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::warn!(thread = %thread, error = %e, "could not update the run queue"),
             Err(e) => tracing::warn!(thread = %thread, error = %e, "could not update the run queue"),
         }
@@ -536,6 +683,13 @@ impl<S: State, D> App<S, D> {
     /// Queues an existing thread to be resumed by a worker (after a pause, a cancel, a
     /// breakpoint, a failure); blocking. A `run.resume_requested` audit entry, written with the
     /// run, names this process as who asked (see [`App::submit_resume_as`]).
+    ///
+    /// # Errors
+    /// [`WorkerError::UnknownThread`]; [`WorkerError::ValueRequired`] for a thread that waits in
+    /// `cx.interrupt` for a value no one has given (a worker cannot give it; record it with
+    /// [`ApprovalDesk::answer_interrupt`](crate::approval::ApprovalDesk::answer_interrupt), which
+    /// the worker's resume then continues with, or use
+    /// [`Runner::resume_with`](crate::Runner::resume_with)); [`QueueError::AlreadyQueued`].
     pub fn submit_resume(&self, thread: &str) -> Result<(), WorkerError> {
         self.submit_resume_as(thread, &process_actor())
     }
@@ -544,6 +698,20 @@ impl<S: State, D> App<S, D> {
     pub fn submit_resume_as(&self, thread: &str, actor: &str) -> Result<(), WorkerError> {
         let store = self.queue_store()?;
         let record = store.thread(thread)?.ok_or_else(|| WorkerError::UnknownThread { thread: thread.to_string() })?;
+        if record.status == agentflow_store::ThreadStatus::Interrupted {
+            let pending = self.pending(thread).map_err(|e| match e {
+                crate::persist::HistoryError::Persist(e) => WorkerError::Persist(e),
+                // Gone meanwhile (`pending` reads nothing else).
+                _ => WorkerError::UnknownThread { thread: thread.to_string() },
+            })?;
+            if let Some(p) = pending.iter().find(|p| p.kind == PendingKind::Interrupt) {
+                // Answered from another process: the worker's resume continues with that answer.
+                let seq = store.latest_checkpoint(thread)?.map_or(0, |c| c.seq);
+                if crate::answer::recorded(&**store, thread, seq)?.is_none() {
+                    return Err(WorkerError::ValueRequired { thread: thread.to_string(), node: p.node.clone() });
+                }
+            }
+        }
         let at = now_ms();
         let detail = serde_json::json!({ "graph": self.graph.name(), "status": record.status.as_str() });
         let entry = NewAuditEntry::new(at, actor, "run.resume_requested", detail);
@@ -572,12 +740,31 @@ impl<S: State, D> App<S, D> {
     /// first step. `false` if the thread is not queued. Blocking. A `run.pause_requested` audit
     /// entry, written with the request, names this process as who asked (see
     /// [`App::pause_run_as`]).
+    ///
+    /// # Errors
+    /// [`WorkerError::NotRunning`], setting nothing, for a thread that waits (status
+    /// `interrupted`: for a person; `sleeping`: for its timer): there is no step to pause it
+    /// at, and it continues by itself once decided or due ([`App::cancel_run`] stops it for
+    /// good). A run that reaches such a wait before the step boundary where the pause would
+    /// stop it ends waiting, not paused.
     pub fn pause_run(&self, thread: &str) -> Result<bool, WorkerError> {
         self.pause_run_as(thread, &process_actor())
     }
 
     /// [`App::pause_run`], audited as asked by `actor`.
     pub fn pause_run_as(&self, thread: &str, actor: &str) -> Result<bool, WorkerError> {
+        let record = self.queue_store()?.thread(thread)?;
+        if let Some(record) = record
+            && matches!(
+                record.status,
+                agentflow_store::ThreadStatus::Interrupted | agentflow_store::ThreadStatus::Sleeping
+            )
+        {
+            return Err(WorkerError::NotRunning {
+                thread: thread.to_string(),
+                status: record.status.as_str().to_string(),
+            });
+        }
         self.control(thread, RunControl::Pause, actor, "run.pause_requested")
     }
 

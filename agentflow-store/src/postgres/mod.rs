@@ -899,4 +899,27 @@ impl Store for PostgresStore {
             .await)
         })
     }
+    /// One statement (settle and release together): one commit, one round trip.
+    fn settle_run_and_release(&self, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
+        let (thread, holder) = (thread.to_string(), holder.to_string());
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            retrying!(ctx, {
+                let client = ctx.client().await?;
+                queue::settle_and_release(&client, &thread, &holder, park).await
+            })
+        })
+    }
+
+    /// One read-only statement on `holder`'s rows: no commit to wait for.
+    fn run_controls(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
+        let holder = holder.to_string();
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            retrying!(ctx, {
+                let client = ctx.client().await?;
+                queue::controls(ctx, &client, &holder, now).await
+            })
+        })
+    }
 }

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use deadpool_postgres::GenericClient;
-use futures_util::future::{join, join3, try_join3};
+use futures_util::future::{join, join3};
 use tokio_postgres::Row;
 
 use crate::error::StorageError;
@@ -18,35 +18,33 @@ use crate::record::Lease;
 const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wait, q.control, q.holder, \
      q.heartbeat_at, q.claims, l.holder, l.expires_at";
 
-/// Claimable rows of graph `$1` at `$2` (no unexpired lease, not even the claimer's), oldest first, at most
-/// `$3`, locked
-/// (rows another claimer has locked are skipped).
-const PICK: &str = "SELECT q.thread FROM run_queue q \
-     WHERE q.graph = $1 \
-       AND (q.wait = 'READY' OR q.control IS NOT NULL OR NOT EXISTS ( \
-             SELECT 1 FROM approvals a WHERE a.thread = q.thread AND a.status IN ('PENDING', 'OUTCOME_UNKNOWN'))) \
-       AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.thread = q.thread AND l.holder IS NOT NULL \
-             AND l.expires_at > $2) \
-     ORDER BY q.enqueued_at, q.thread LIMIT $3 \
-     FOR UPDATE OF q SKIP LOCKED";
-
-/// Takes the leases of the picked threads `$1` for holder `$2` until `$3` (as `acquire_lease` does at `$4`) and
-/// marks the queue rows of the threads won: one statement.
-const LEASE_AND_MARK: &str = "WITH won AS (INSERT INTO leases AS l (thread, holder, expires_at, token) \
-       SELECT t, $2, $3, 1 FROM unnest($1::text[]) AS t \
+/// Claims, in one statement: picks the claimable rows of graph `$1` at `$2` (ready, or with a
+/// control request, or parked for approvals none of which waits any more, or parked for a
+/// timer that is not later than `$2`; and no unexpired lease, not even the claimer's), oldest first, at most `$3`, locked (rows another claimer has locked
+/// are skipped); takes their threads' leases for holder `$4` until `$5` (as `acquire_lease`
+/// does at `$2`: a new holder increments the fencing token); marks the queue rows of the
+/// threads won and answers them with their leases.
+const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at FROM run_queue q \
+       WHERE q.graph = $1 \
+         AND (q.wait = 'READY' OR q.control IS NOT NULL \
+           OR (q.wait = 'APPROVAL' AND NOT EXISTS (SELECT 1 FROM approvals a \
+                 WHERE a.thread = q.thread AND a.status IN ('PENDING', 'OUTCOME_UNKNOWN'))) \
+           OR (q.wait = 'TIMER' AND NOT EXISTS (SELECT 1 FROM threads t \
+                 WHERE t.id = q.thread AND t.wake_at > $2))) \
+         AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.thread = q.thread AND l.holder IS NOT NULL \
+               AND l.expires_at > $2) \
+       ORDER BY q.enqueued_at, q.thread LIMIT $3 \
+       FOR UPDATE OF q SKIP LOCKED), \
+     won AS (INSERT INTO leases AS l (thread, holder, expires_at, token) \
+       SELECT thread, $4, $5, 1 FROM picked \
        ON CONFLICT (thread) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at, \
          token = CASE WHEN l.holder = EXCLUDED.holder THEN l.token ELSE l.token + 1 END \
-       WHERE l.holder IS NULL OR l.holder = EXCLUDED.holder OR l.expires_at <= $4 \
-       RETURNING thread) \
-     UPDATE run_queue q SET wait = 'READY', holder = $2, heartbeat_at = $4, claims = q.claims + 1 \
-     FROM won WHERE q.thread = won.thread";
-
-/// The rows of the picked threads `$1` whose lease holder `$2` took until `$3` (the ones just won).
-const CLAIMED: &str = "SELECT q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wait, q.control, q.holder, \
-     q.heartbeat_at, q.claims, l.holder, l.expires_at \
-     FROM run_queue q JOIN leases l ON l.thread = q.thread \
-     WHERE q.thread = ANY($1::text[]) AND l.holder = $2 AND l.expires_at = $3 \
-     ORDER BY q.enqueued_at, q.thread";
+       WHERE l.holder IS NULL OR l.holder = EXCLUDED.holder OR l.expires_at <= $2 \
+       RETURNING l.thread, l.holder, l.expires_at) \
+     UPDATE run_queue q SET wait = 'READY', holder = $4, heartbeat_at = $2, claims = q.claims + 1 \
+     FROM won WHERE q.thread = won.thread \
+     RETURNING q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wait, q.control, q.holder, \
+       q.heartbeat_at, q.claims, won.holder, won.expires_at";
 
 fn run_from_row(path: &Path, row: &Row) -> Result<QueuedRun, StorageError> {
     let thread: String = row.try_get(0).map_err(|e| decode_error(path, "run_queue", "?".into(), e.to_string()))?;
@@ -104,9 +102,10 @@ pub(crate) async fn enqueue<C: GenericClient>(ctx: &Ctx, c: &C, run: &NewRun) ->
 }
 
 /// Claims runs in a transaction of its own on `c`, opened and committed here (without waiting
-/// for the disk, see [`BEGIN_EVENTUAL`]), in two round trips: `BEGIN` with the pick (rows locked, `SKIP LOCKED`), then the leases and the rows'
-/// claim columns (one statement), the claimed rows and `COMMIT`, pipelined. A failure before
-/// `COMMIT` leaves the transaction to the caller to roll back.
+/// for the disk, see [`BEGIN_EVENTUAL`]), in two round trips: `BEGIN` with the claim (one
+/// statement, [`CLAIM`]), then, once every claimed row decoded, `COMMIT`. A failure before
+/// `COMMIT` (a row that does not decode included) leaves the transaction to the caller to roll
+/// back: nothing of the claim is kept, no lease taken.
 pub(crate) async fn claim<C: GenericClient>(
     ctx: &Ctx,
     c: &C,
@@ -119,26 +118,14 @@ pub(crate) async fn claim<C: GenericClient>(
     let (at, until) = (time(now), time(now.saturating_add(ttl_ms)));
     let limit = i64::try_from(max).unwrap_or(i64::MAX);
     // Prepared first (once per connection), so that the pipelined statements go out in order.
-    let (pick, take, read) =
-        try_join3(c.prepare_cached(PICK), c.prepare_cached(LEASE_AND_MARK), c.prepare_cached(CLAIMED)).await?;
-    let (begun, picked) = join(c.batch_execute(BEGIN_EVENTUAL), c.query(&pick, &[&graph, &at, &limit])).await;
+    let claim = c.prepare_cached(CLAIM).await?;
+    let (begun, rows) =
+        join(c.batch_execute(BEGIN_EVENTUAL), c.query(&claim, &[&graph, &at, &limit, &holder, &until])).await;
     begun?;
-    let picked: Vec<String> = picked?.iter().map(|r| r.get(0)).collect();
-    if picked.is_empty() {
-        c.batch_execute("COMMIT").await?;
-        return Ok(Vec::new());
-    }
-    let (taken, rows, committed) = join3(
-        c.execute(&take, &[&picked, &holder, &until, &at]),
-        c.query(&read, &[&picked, &holder, &until]),
-        c.batch_execute("COMMIT"),
-    )
-    .await;
-    // In statement order: a failure aborts the transaction, and the `COMMIT` then rolls it back.
-    taken?;
-    let rows = rows?;
-    committed?;
-    Ok(rows.iter().map(|r| run_from_row(&ctx.path, r)).collect::<Result<_, _>>()?)
+    let mut runs = rows?.iter().map(|r| run_from_row(&ctx.path, r)).collect::<Result<Vec<_>, _>>()?;
+    c.batch_execute("COMMIT").await?;
+    runs.sort_by(|a, b| (a.enqueued_at, &a.thread).cmp(&(b.enqueued_at, &b.thread)));
+    Ok(runs)
 }
 
 /// Sets the heartbeat of holder `$1`'s runs to `$2` and answers their control requests.
@@ -181,6 +168,31 @@ pub(crate) async fn heartbeat<C: GenericClient>(
     Ok(controls)
 }
 
+/// The control requests on holder `$1`'s runs whose lease it holds past `$2`.
+const CONTROLS: &str = "SELECT q.thread, q.control FROM run_queue q JOIN leases l ON l.thread = q.thread \
+     WHERE q.holder = $1 AND q.control IS NOT NULL AND l.holder = $1 AND l.expires_at > $2";
+
+/// [`CONTROLS`], read-only (its own implicit transaction, nothing to commit).
+pub(crate) async fn controls<C: GenericClient>(
+    ctx: &Ctx,
+    c: &C,
+    holder: &str,
+    now: u64,
+) -> Result<Vec<(String, RunControl)>, Fail<QueueError>> {
+    let statement = c.prepare_cached(CONTROLS).await?;
+    let rows = c.query(&statement, &[&holder, &time(now)]).await?;
+    let mut controls = Vec::new();
+    for row in rows {
+        let thread: String = row.get(0);
+        let control: String = row.get(1);
+        let control = RunControl::parse(&control).ok_or_else(|| {
+            decode_error(&ctx.path, "run_queue", format!("{thread:?}"), format!("unknown control {control:?}"))
+        })?;
+        controls.push((thread, control));
+    }
+    Ok(controls)
+}
+
 pub(crate) async fn settle<C: GenericClient>(
     c: &C,
     thread: &str,
@@ -201,6 +213,30 @@ pub(crate) async fn settle<C: GenericClient>(
     let removed =
         sql::execute(c, "DELETE FROM run_queue WHERE thread = $1 AND holder = $2", &[&thread, &holder]).await?;
     Ok(removed > 0)
+}
+
+/// Ends holder `$2`'s claim of thread `$1` and releases its lease, in one statement: with a
+/// wait `$3` the row is parked (unless a control request is set on it), else (or then) removed;
+/// the lease is released if `$2` holds it. Answers whether the row was `$2`'s.
+const SETTLE_AND_RELEASE: &str = "WITH parked AS (UPDATE run_queue SET wait = $3 \
+       WHERE thread = $1 AND holder = $2 AND control IS NULL AND $3::text IS NOT NULL RETURNING thread), \
+     removed AS (DELETE FROM run_queue WHERE thread = $1 AND holder = $2 \
+       AND NOT EXISTS (SELECT 1 FROM parked) RETURNING thread), \
+     released AS (UPDATE leases SET holder = NULL, expires_at = 0 WHERE thread = $1 AND holder = $2 \
+       RETURNING thread) \
+     SELECT (SELECT count(*) FROM parked) + (SELECT count(*) FROM removed), (SELECT count(*) FROM released)";
+
+/// [`settle`] and the lease's release, one statement on `c` (its own transaction).
+pub(crate) async fn settle_and_release<C: GenericClient>(
+    c: &C,
+    thread: &str,
+    holder: &str,
+    park: Option<RunWait>,
+) -> Result<bool, Fail<QueueError>> {
+    let wait = park.map(RunWait::as_str);
+    let statement = c.prepare_cached(SETTLE_AND_RELEASE).await?;
+    let row = c.query_one(&statement, &[&thread, &holder, &wait]).await?;
+    Ok(row.get::<_, i64>(0) > 0)
 }
 
 pub(crate) async fn control<C: GenericClient>(

@@ -23,7 +23,7 @@ use crate::context::RunScope;
 use crate::event::Event;
 use crate::graph::{CompiledGraph, NodeId, Plan};
 use crate::interrupt::PendingKind;
-use crate::persist::{Checkpointer, DEFAULT_LEASE_TTL, Durability, PersistError, Resumed, ThreadStatus};
+use crate::persist::{Checkpointer, DEFAULT_LEASE_TTL, Durability, LeaseHolder, PersistError, Resumed, ThreadStatus};
 use crate::state::State;
 use crate::stream::{Channel, Modes, RunStream, StreamMode};
 
@@ -99,8 +99,8 @@ pub struct Runner<'g, S: State, D> {
     after: Vec<String>,
     limits: Limits,
     lease_ttl: Duration,
-    /// The lease holder id (a worker's, which claimed the thread); a new one per run if unset.
-    holder: Option<String>,
+    /// The lease holder (a worker's, whose claim took the thread's lease); a new one per run if unset.
+    holder: Option<LeaseHolder>,
     /// The stream the run is read as, if it is.
     stream: Option<Arc<Channel<S>>>,
     /// What a stream of this run carries.
@@ -175,10 +175,12 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         self
     }
 
-    /// Runs under lease holder `holder` (a worker that already holds the thread's lease). The
-    /// run leaves the lease held when it ends: `holder` releases it.
-    pub(crate) fn lease_holder(mut self, holder: impl Into<String>) -> Self {
-        self.holder = Some(holder.into());
+    /// Runs under lease holder `holder`, which already holds the thread's lease until `until`
+    /// (unix millis; a worker's claim took it): the run takes no lease of its own, its commits
+    /// are fenced by `holder`, it renews the lease while it runs and leaves it held when it
+    /// ends: `holder` releases it.
+    pub(crate) fn lease_holder(mut self, holder: impl Into<String>, until: u64) -> Self {
+        self.holder = Some(LeaseHolder { id: holder.into(), until });
         self
     }
 
@@ -207,6 +209,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     }
 
     /// Cancelling `token` stops the run at the next step boundary ([`Outcome::Cancelled`]).
+    /// A [`Runner::resume`] with a token cancelled already ends the thread cancelled at its
+    /// first step boundary, also when it waits for a value or a timer that is not due.
     pub fn cancel_token(mut self, token: CancellationToken) -> Self {
         self.cancel = token;
         self
@@ -344,7 +348,12 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         if checkpointer.opened_as == Some(ThreadStatus::Compensating) {
             return self.compensate_only(start, checkpointer).await;
         }
-        if let Some(p) = start.interrupts.iter().find(|p| p.kind == PendingKind::Interrupt) {
+        // A resume whose cancel token is cancelled already ends the thread `cancelled` at its
+        // first step boundary, even one that waits for a value or a timer.
+        let cancelled = self.cancel.is_cancelled() && !self.pause.is_cancelled();
+        if let Some(p) = start.interrupts.iter().find(|p| p.kind == PendingKind::Interrupt)
+            && !cancelled
+        {
             // Answered from another process (the inbox, `agentflow answer`): continue with that value.
             let (store, thread, seq) =
                 (Arc::clone(checkpointer.store()), checkpointer.thread.clone(), checkpointer.seq);
@@ -359,6 +368,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         // Woken before its timer is due: nothing runs and nothing is written.
         if let Some(until) = crate::timer::wake::sleeping_until(&start.interrupts)
             && crate::persist::now_ms() < until
+            && !cancelled
         {
             let usage = checkpointer.budget.usage;
             let outcome = Outcome::Sleeping { thread: checkpointer.thread.clone(), until };
@@ -608,7 +618,7 @@ async fn open<S: State, D>(
     thread: Option<String>,
     durability: Durability,
     lease_ttl: Duration,
-    holder: Option<String>,
+    holder: Option<LeaseHolder>,
 ) -> Result<(Checkpointer, Resumed<S>), RunError> {
     check_ttl(lease_ttl)?;
     let (Some(thread), Some(store)) = (thread.clone(), app.store.clone()) else {

@@ -64,6 +64,14 @@ pub(crate) const JOURNAL_SEQ: &str = "journal_seq";
 /// workers: `[[worker, [payload, ..]], ..]`.
 pub(crate) const PAYLOADS: &str = "payloads";
 
+/// A lease a run's holder took before the run (a worker's claim takes the thread's lease):
+/// the holder's id and when the lease expires (unix millis).
+#[derive(Debug, Clone)]
+pub(crate) struct LeaseHolder {
+    pub(crate) id: String,
+    pub(crate) until: u64,
+}
+
 /// A thread's lease, held by one holder until dropped.
 ///
 /// Dropping it releases the lease at once, by a direct (blocking) call to
@@ -94,23 +102,25 @@ impl LeaseGuard {
         Ok(LeaseGuard { store, thread, holder, ttl_ms, until: AtomicU64::new(lease.expires_at), release_on_drop: true })
     }
 
-    /// Takes `thread` for `holder`, who then releases it, or for a new unique holder id when
-    /// `None` (released when the guard drops).
+    /// Takes `thread` for a new unique holder id (released when the guard drops), or, for a
+    /// holder that already holds the lease ([`LeaseHolder`]: a worker whose claim took it),
+    /// uses that lease as it is, without asking the store: the holder releases it. Its commits
+    /// are fenced by the holder either way, so a lease lost between the claim and the run's
+    /// first commit is refused there.
     async fn acquire(
         store: Arc<dyn Store>,
         thread: String,
         ttl: Duration,
-        holder: Option<String>,
+        holder: Option<LeaseHolder>,
     ) -> Result<Self, RunError> {
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        if let Some(LeaseHolder { id, until }) = holder {
+            let until = AtomicU64::new(until);
+            return Ok(LeaseGuard { store, thread, holder: id, ttl_ms, until, release_on_drop: false });
+        }
         let s = Arc::clone(&store);
-        let release_on_drop = holder.is_none();
-        let holder = holder.unwrap_or_else(holder_id);
-        let mut guard = blocking(&store, move |_| LeaseGuard::acquire_now(s, thread, holder, ttl_ms))
-            .await?
-            .map_err(lease_error)?;
-        guard.release_on_drop = release_on_drop;
-        Ok(guard)
+        let holder = holder_id();
+        blocking(&store, move |_| LeaseGuard::acquire_now(s, thread, holder, ttl_ms)).await?.map_err(lease_error)
     }
 
     /// Who holds the lease (the value commits are fenced by).
@@ -408,7 +418,7 @@ impl Checkpointer {
         lease_ttl: Duration,
         budget: ThreadBudget,
         input: &S,
-        holder: Option<String>,
+        holder: Option<LeaseHolder>,
     ) -> Result<Self, RunError> {
         let graph = &app.graph;
         let id = thread.clone();
@@ -446,7 +456,7 @@ impl Checkpointer {
         thread: String,
         durability: Durability,
         lease_ttl: Duration,
-        holder: Option<String>,
+        holder: Option<LeaseHolder>,
     ) -> Result<(Self, Resumed<S>), RunError> {
         let graph = &app.graph;
         let id = thread.clone();

@@ -1,0 +1,338 @@
+//! Workers and threads that wait: a run that ends sleeping on a durable timer, a thread that
+//! waits in `cx.interrupt` for a value, a cancel request that arrives while the worker shuts
+//! down, and a claim whose rows do not decode. On `RedbStore`, and on `PostgresStore` where
+//! the store's part differs (skipped with one line without `AGENTFLOW_PG_URL`).
+
+#[path = "pg/mod.rs"]
+mod pg;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use agentflow::persist::ThreadStatus;
+use agentflow::prelude::*;
+use agentflow::{CancellationToken, RedbStore, Store};
+use agentflow::{Worker, WorkerError, WorkerReport};
+use agentflow_store::{NewRun, PostgresStore, RunWait};
+use serde::{Deserialize, Serialize};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+pub struct Nap {
+    /// Milliseconds the first step sleeps on a durable timer.
+    pub sleep_ms: u64,
+    /// Whether the first step waits in `cx.interrupt` instead.
+    pub ask: bool,
+    #[reduce(add)]
+    pub steps: u64,
+    pub answer: Option<String>,
+}
+
+/// The gated graph's first step waits here until the test opens the gate.
+static GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+static AT_GATE: AtomicBool = AtomicBool::new(false);
+
+#[graph(state = Nap, start = first)]
+mod naps {
+    use super::*;
+
+    #[node(goto = [second], interrupt, sleep)]
+    async fn first(s: &Nap, cx: &Ctx<()>) -> Result<Step<Nap>, NodeError> {
+        if s.sleep_ms > 0 {
+            cx.sleep(Duration::from_millis(s.sleep_ms)).await?;
+        }
+        let answer = if s.ask { Some(cx.interrupt::<_, String>("name?")?) } else { None };
+        Ok(goto!(second, Nap::update().steps(1).answer(answer)))
+    }
+
+    #[node(goto = [END])]
+    async fn second(_s: &Nap) -> Step<Nap> {
+        goto!(END, Nap::update().steps(1))
+    }
+}
+
+#[graph(state = Nap, start = held)]
+mod gated {
+    use super::*;
+
+    #[node(goto = [after])]
+    async fn held(_s: &Nap) -> Step<Nap> {
+        AT_GATE.store(true, Ordering::SeqCst);
+        GATE.acquire().await.expect("the gate stays open").forget();
+        goto!(after, Nap::update().steps(1))
+    }
+
+    #[node(goto = [END])]
+    async fn after(_s: &Nap) -> Step<Nap> {
+        goto!(END, Nap::update().steps(1))
+    }
+}
+
+/// The gate of `gated_nap`, apart from `gated`'s: the tests run at the same time.
+static NAP_GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+static AT_NAP_GATE: AtomicBool = AtomicBool::new(false);
+
+#[graph(state = Nap, start = held)]
+mod gated_nap {
+    use super::*;
+
+    /// Waits at the gate, then sleeps on a durable timer.
+    #[node(goto = [after], sleep)]
+    async fn held(s: &Nap, cx: &Ctx<()>) -> Result<Step<Nap>, NodeError> {
+        AT_NAP_GATE.store(true, Ordering::SeqCst);
+        NAP_GATE.acquire().await.expect("the gate stays open").forget();
+        cx.sleep(Duration::from_millis(s.sleep_ms)).await?;
+        Ok(goto!(after, Nap::update().steps(1)))
+    }
+
+    #[node(goto = [END])]
+    async fn after(_s: &Nap) -> Step<Nap> {
+        goto!(END, Nap::update().steps(1))
+    }
+}
+
+fn redb() -> Arc<dyn Store> {
+    Arc::new(RedbStore::in_memory().expect("in-memory store"))
+}
+
+fn postgres(url: &str, tag: &str) -> Arc<dyn Store> {
+    let schema = format!("worker_waits_{tag}_{}", std::process::id());
+    Arc::new(PostgresStore::builder().schema(&schema).open(url).expect("open the PostgreSQL store"))
+}
+
+fn start<D: Send + Sync + 'static>(
+    app: &App<Nap, D>,
+    deps: D,
+) -> (CancellationToken, tokio::task::JoinHandle<Result<WorkerReport, WorkerError>>) {
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::new(deps)).poll_interval(Duration::from_millis(10));
+    (stop.clone(), tokio::spawn(worker.run(stop)))
+}
+
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(start.elapsed() < LIMIT, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn a_sleeping_run_is_claimed_again_when_due(store: Arc<dyn Store>) {
+    let app = naps::graph().app().store(store);
+    app.submit("nap", &Nap { sleep_ms: 1500, ..Nap::default() }).unwrap();
+    let (stop, handle) = start(&app, ());
+    // While it sleeps it stays queued, parked for its timer, with no lease held.
+    wait_until("the run parks for its timer", || {
+        app.live_runs().unwrap().iter().any(|r| r.thread == "nap" && r.wait == RunWait::Timer && r.lease.is_none())
+    })
+    .await;
+    assert_eq!(app.thread("nap").unwrap().unwrap().status, ThreadStatus::Sleeping);
+    // A sleeping thread is not running: a pause is refused, nothing is set on its run.
+    let refused = app.pause_run("nap").unwrap_err();
+    assert!(matches!(&refused, WorkerError::NotRunning { status, .. } if status == "sleeping"), "{refused}");
+    assert_eq!(app.live_runs().unwrap()[0].control, None);
+    // No scheduler runs: the worker itself claims it once the timer is due.
+    wait_until("the run completes", || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    let record = app.thread("nap").unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Completed, "{}", record.detail);
+    assert_eq!(app.state("nap").unwrap().unwrap().state.steps, 2);
+    assert_eq!((report.claimed, report.sleeping, report.completed, report.failed), (2, 1, 1, 0), "{report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_a_run_that_ends_sleeping_stays_queued_and_a_worker_finishes_it_when_due() {
+    a_sleeping_run_is_claimed_again_when_due(redb()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_run_that_ends_sleeping_stays_queued_and_a_worker_finishes_it_when_due() {
+    let Some(url) = pg::pg_url() else { return };
+    a_sleeping_run_is_claimed_again_when_due(postgres(&url, "sleep")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_waiting_for_a_value_is_not_queued_paused_or_counted_failed() {
+    let store = redb();
+    let app = naps::graph().app().store(store.clone());
+    app.submit("ask", &Nap { ask: true, ..Nap::default() }).unwrap();
+    let (stop, handle) = start(&app, ());
+    wait_until("the run stops for its value", || app.live_runs().unwrap().is_empty()).await;
+    assert_eq!(app.thread("ask").unwrap().unwrap().status, ThreadStatus::Interrupted);
+
+    // A worker cannot give it its value: resuming it through the queue, or pausing it, is refused.
+    let refused = app.submit_resume("ask").unwrap_err();
+    assert!(matches!(&refused, WorkerError::ValueRequired { node, .. } if node == "first"), "{refused}");
+    let refused = app.pause_run("ask").unwrap_err();
+    assert!(matches!(&refused, WorkerError::NotRunning { status, .. } if status == "interrupted"), "{refused}");
+    assert!(app.live_runs().unwrap().is_empty());
+
+    // Queued anyway (straight into the store): the worker leaves it waiting, not failed.
+    store.enqueue_run(NewRun::new("ask", app.graph().name(), None, "", 1)).unwrap();
+    wait_until("the queued resume is handled", || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.interrupted, report.failed), (2, 2, 0), "{report:?}");
+    assert_eq!(app.thread("ask").unwrap().unwrap().status, ThreadStatus::Interrupted);
+
+    // Its value continues it where it waited.
+    let run = app.runner(&()).thread("ask").resume_with("ada".to_string()).await.unwrap();
+    assert!(run.outcome.is_completed(), "{:?}", run.outcome);
+    assert_eq!(run.state.answer.as_deref(), Some("ada"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_request_during_shutdown_wins_over_the_shutdown_pause() {
+    let app = gated::graph().app().store(redb());
+    app.submit("gated", &Nap::default()).unwrap();
+    let (stop, handle) = start(&app, ());
+    wait_until("the first step runs", || AT_GATE.load(Ordering::SeqCst)).await;
+    // The worker shuts down: the running step is to finish and the run to pause there.
+    stop.cancel();
+    // A cancel request comes meanwhile; once a heartbeat after it went through, the worker
+    // has read it.
+    assert!(app.cancel_run("gated").unwrap());
+    let asked = agentflow::timer::now_ms();
+    wait_until("a heartbeat reads the request", || {
+        app.live_runs().unwrap().iter().any(|r| r.heartbeat_at.is_some_and(|at| at > asked))
+    })
+    .await;
+    GATE.add_permits(1);
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.controlled, report.stopped), (1, 0), "{report:?}");
+    let record = app.thread("gated").unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Cancelled, "the cancel wins: {}", record.detail);
+    assert!(app.live_runs().unwrap().is_empty(), "a cancelled run leaves the queue");
+    assert_eq!(app.state("gated").unwrap().unwrap().state.steps, 1, "the running step finished");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_claim_whose_rows_do_not_decode_is_rolled_back() {
+    let Some(url) = pg::pg_url() else { return };
+    let schema = format!("worker_waits_decode_{}", std::process::id());
+    let store = PostgresStore::builder().schema(&schema).open(&url).unwrap();
+    store.enqueue_run(NewRun::new("bad", "g", None, "", 1)).unwrap();
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    // A control request this version does not know.
+    client.execute(&format!("UPDATE {schema}.run_queue SET control = 'BOGUS'"), &[]).await.unwrap();
+    let store = Arc::new(store);
+    let s = store.clone();
+    let claimed = tokio::task::spawn_blocking(move || s.claim_runs("g", "w1", 30_000, agentflow::timer::now_ms(), 4))
+        .await
+        .unwrap();
+    let err = claimed.unwrap_err();
+    assert!(err.to_string().contains("BOGUS"), "{err}");
+    // Nothing of the claim was kept: the row is unclaimed and no lease was taken.
+    let row = client
+        .query_one(&format!("SELECT claims, holder FROM {schema}.run_queue WHERE thread = 'bad'"), &[])
+        .await
+        .unwrap();
+    assert_eq!((row.get::<_, i32>(0), row.get::<_, Option<String>>(1)), (0, None));
+    let leases = client
+        .query_one(&format!("SELECT count(*) FROM {schema}.leases WHERE thread = 'bad' AND holder IS NOT NULL"), &[])
+        .await
+        .unwrap();
+    assert_eq!(leases.get::<_, i64>(0), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_request_ends_a_sleeping_thread_cancelled() {
+    let app = naps::graph().app().store(redb());
+    app.submit("long-nap", &Nap { sleep_ms: 600_000, ..Nap::default() }).unwrap();
+    let (stop, handle) = start(&app, ());
+    wait_until("the run parks for its timer", || {
+        app.live_runs().unwrap().iter().any(|r| r.wait == RunWait::Timer && r.lease.is_none())
+    })
+    .await;
+    // Nobody runs it: the worker that claims the request resumes it already cancelled.
+    assert!(app.cancel_run("long-nap").unwrap());
+    wait_until("the run leaves the queue", || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.sleeping, report.controlled, report.failed), (1, 1, 0), "{report:?}");
+    let record = app.thread("long-nap").unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Cancelled, "{}", record.detail);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_asked_to_pause_that_falls_asleep_first_stays_queued_for_its_timer() {
+    let app = gated_nap::graph().app().store(redb());
+    app.submit("nap", &Nap { sleep_ms: 600_000, ..Nap::default() }).unwrap();
+    let (stop, handle) = start(&app, ());
+    wait_until("the first step runs", || AT_NAP_GATE.load(Ordering::SeqCst)).await;
+    // The pause is asked while the step runs, and the worker reads it with a heartbeat...
+    assert!(app.pause_run("nap").unwrap());
+    let asked = agentflow::timer::now_ms();
+    wait_until("a heartbeat reads the request", || {
+        app.live_runs().unwrap().iter().any(|r| r.heartbeat_at.is_some_and(|at| at > asked))
+    })
+    .await;
+    // ...but the step goes to sleep before the boundary where the pause would stop it.
+    NAP_GATE.add_permits(1);
+    wait_until("the run parks for its timer", || {
+        app.live_runs().unwrap().iter().any(|r| r.wait == RunWait::Timer && r.lease.is_none() && r.control.is_none())
+    })
+    .await;
+    assert_eq!(app.thread("nap").unwrap().unwrap().status, ThreadStatus::Sleeping);
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!(report.failed, 0, "{report:?}");
+    assert_eq!(app.live_runs().unwrap().len(), 1, "still queued for its timer");
+}
+
+/// `Store::run_controls`: the requests on the holder's runs, read without writing.
+fn controls_are_read_without_a_write(store: &dyn Store) {
+    const NOW: u64 = 1_000_000;
+    store.enqueue_run(NewRun::new("r1", "g", None, "", NOW)).unwrap();
+    store.enqueue_run(NewRun::new("r2", "g", None, "", NOW)).unwrap();
+    assert_eq!(store.claim_runs("g", "w1", 1000, NOW, 5).unwrap().len(), 2);
+    assert!(store.run_controls("w1", NOW + 1).unwrap().is_empty());
+    assert!(store.control_run("r1", agentflow_store::RunControl::Cancel).unwrap());
+    assert_eq!(store.run_controls("w1", NOW + 2).unwrap(), [("r1".to_string(), agentflow_store::RunControl::Cancel)]);
+    assert!(store.run_controls("w2", NOW + 2).unwrap().is_empty(), "not w2's runs");
+    assert!(store.run_controls("w1", NOW + 1000).unwrap().is_empty(), "the lease expired");
+    let beats: Vec<Option<u64>> = store.list_runs().unwrap().iter().map(|r| r.heartbeat_at).collect();
+    assert_eq!(beats, [Some(NOW), Some(NOW)], "nothing written");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_control_requests_are_read_without_a_write() {
+    let store = redb();
+    tokio::task::spawn_blocking(move || controls_are_read_without_a_write(store.as_ref())).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_control_requests_are_read_without_a_write() {
+    let Some(url) = pg::pg_url() else { return };
+    let store = postgres(&url, "controls");
+    tokio::task::spawn_blocking(move || controls_are_read_without_a_write(store.as_ref())).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_answered_from_another_process_lets_a_worker_resume_the_thread() {
+    use agentflow::approval::{ApprovalDesk, Approver, RoleAuthorizer};
+    let store = redb();
+    let app = naps::graph().app().store(store.clone());
+    app.submit("ask", &Nap { ask: true, ..Nap::default() }).unwrap();
+    let (stop, handle) = start(&app, ());
+    wait_until("the run stops for its value", || app.live_runs().unwrap().is_empty()).await;
+    let refused = app.submit_resume("ask").unwrap_err();
+    assert!(matches!(&refused, WorkerError::ValueRequired { .. }), "{refused}");
+
+    // Someone answers (as the inbox does, with no graph types): now the queue takes it, and
+    // the worker's resume continues with the answer.
+    let desk = ApprovalDesk::for_store(store.clone(), RoleAuthorizer::new());
+    let (seq, _) = desk.waiting_interrupt("ask").unwrap();
+    desk.answer_interrupt("ask", seq, serde_json::json!("grace"), &Approver::new("ops", ["x"])).unwrap();
+    app.submit_resume("ask").unwrap();
+    wait_until("the resumed run completes", || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+    let record = app.thread("ask").unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Completed, "{}", record.detail);
+    assert_eq!(app.state("ask").unwrap().unwrap().state.answer.as_deref(), Some("grace"));
+}
