@@ -8,6 +8,8 @@
 //!   tool's schema (the page shows the schema error and the form again), fixes the amount to 25
 //!   there and approves. Bob's open inbox reloads by itself (the live poll) and shows nothing waiting.
 //! - The test resumes the thread: the tool receives amount 25 and the thread completes.
+//! - A second thread waits in `cx.interrupt`: Alice types an answer on the inbox and presses
+//!   Answer; the app's plain `resume()` continues the thread with it.
 //!
 //! Screenshots of the inbox, the schema error, and the finished thread's page are written to
 //! `docs/screenshots/`. Without chromedriver the test is skipped with one line, unless
@@ -192,6 +194,23 @@ async fn a_reviewer_edits_and_approves_in_the_browser_and_the_run_uses_the_edite
     let approvals = text_of(&alice, "approvals").await;
     assert!(approvals.contains("alice") && approvals.contains(r#""amount":25"#), "{approvals}");
     screenshot(&alice, "thread.png").await;
+
+    // A thread waiting in `cx.interrupt`: Alice answers it on the page, and the app's plain
+    // resume continues with her answer.
+    add_question(open_redb(&store)).await;
+    alice.goto(&format!("{base}/")).await.unwrap();
+    let asks = text_of(&alice, "interrupt-t-question").await;
+    assert!(asks.contains("ship it?"), "{asks}");
+    let field = alice.find(Locator::Id("answer-value-t-question")).await.unwrap();
+    field.send_keys(r#""yes, ship it""#).await.unwrap();
+    screenshot(&alice, "interrupt.png").await;
+    alice.find(Locator::Id("answer-t-question")).await.unwrap().click().await.unwrap();
+    let answered = text_of(&alice, "interrupt-t-question").await;
+    assert!(answered.contains("Answered by alice"), "{answered}");
+    let done = questions::graph().app().store(open_redb(&store)).runner(&()).thread("t-question").resume().await;
+    let done = done.expect("resume with the answer given in the browser");
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.answer.as_deref(), Some("yes, ship it"));
 
     alice.close().await.unwrap();
     bob.close().await.unwrap();
