@@ -60,9 +60,15 @@
 //! checks it at the call).
 //!
 //! At run time, with a store, the child runs as its own thread
-//! `{parent}/{node}[.{instance}].{step}.{call}.{graph}` (`call` counts the
-//! node's subgraph calls in order), so a re-run of the node finds the same
-//! child:
+//! `{parent}/{node}[.{instance}].{seq}.{call}.{graph}`, where `seq` is the
+//! checkpoint the node's step started from (the step number, in a run no
+//! one forked or updated between steps) and `call` counts the node's
+//! subgraph calls in order, so a re-run of the node finds the same child
+//! (a manual update of a thread paused mid-step keeps the step's checkpoint,
+//! so it keeps the child too), while a [fork](crate::App::fork)'s branch
+//! starts from a new checkpoint and runs children of its own: the old
+//! branch's children, their results and their approvals, are not used.
+//! Within one branch:
 //! - a child that completed is not run again: its final state is returned;
 //! - a child that stopped (the process died, or it paused) is resumed from its
 //!   last checkpoint;
@@ -150,7 +156,12 @@ impl<D: Sync> Ctx<'_, D> {
         let cancel = self.scope.cancel.child_token();
         let pause = self.scope.pause.child_token();
         let instance = self.instance().map(|i| format!(".{i}")).unwrap_or_default();
-        let level = format!("{}{instance}.{}.{index}.{name}", self.node, self.step);
+        // Keyed by the checkpoint the node's step started from (its step
+        // number in a run without forks or updates between steps): a re-run
+        // of the node finds the same child, and a fork's branch, which starts
+        // from a new checkpoint, runs its own.
+        let at = self.journal.map_or(u64::from(self.step), |j| j.seq);
+        let level = format!("{}{instance}.{at}.{index}.{name}", self.node);
         let outlet = self.scope.outlet.clone();
         let Some(journal) = self.journal else {
             let runner = app
