@@ -45,6 +45,11 @@ pub struct Field {
     pub name: &'static str,
     /// How writes to it are merged.
     pub reducer: ReducerKind,
+    /// The field's Rust type as written in the struct, without whitespace
+    /// (`Vec<String>`, `Option<u32>`). Graph descriptions carry it, so a
+    /// tool without the graph's types (the `agentflow` command-line tool)
+    /// can refuse an update the state's types could not read back.
+    pub ty: &'static str,
 }
 
 /// The state of a graph: a struct whose fields each have a reducer.

@@ -387,7 +387,7 @@ fn update_fork_and_compact_write_audited_checkpoints() {
     expect_refusal(
         &af(&store, &["update", "t-done", "--set", r#"{"steps": "many"}"#, "--as", "ops"]),
         2,
-        "`steps` holds an integer in the thread's state; --set gives a string",
+        "`steps` must be an integer that fits `u32`",
     );
     assert_eq!(af_json(&store, &["history", "t-done"]).as_array().unwrap().len(), 2);
 
@@ -404,6 +404,31 @@ fn update_fork_and_compact_write_audited_checkpoints() {
     assert!(kinds.contains(&("state.updated".into(), "ops".into())), "{kinds:?}");
     assert!(kinds.contains(&("state.forked".into(), "ops".into())), "{kinds:?}");
     expect_refusal(&af(&store, &["fork", "t-done", "0", "--as", "ops"]), 1, "has no checkpoint 0");
+}
+
+/// `update --set` checks each value against the field's Rust type as the stored description
+/// names it, not only its JSON kind: an array of numbers for a `Vec<String>`, a negative or
+/// too large number for a `u32` would be written and then break every read of the thread.
+#[test]
+fn update_refuses_a_value_the_fields_rust_type_cannot_hold() {
+    let dir = temp_dir("update-types");
+    let store = dir.join("runs.redb");
+    fill(&store);
+    let checkpoints = af_json(&store, &["history", "t-paused"]).as_array().unwrap().len();
+    for (set, needle) in [
+        (r#"{"log": [1, 2]}"#, "`log`[0] must be a string"),
+        (r#"{"amount": -5}"#, "`amount` must be an integer that fits `u32`"),
+        (r#"{"amount": 4294967296}"#, "`amount` must be an integer that fits `u32`"),
+        (r#"{"order": ["A-1"]}"#, "`order` must be a string"),
+    ] {
+        expect_refusal(&af(&store, &["update", "t-paused", "--set", set, "--as", "ops"]), 2, needle);
+    }
+    // Nothing was written, and the app still reads the thread.
+    assert_eq!(af_json(&store, &["history", "t-paused"]).as_array().unwrap().len(), checkpoints);
+    // A value of the right type is written and reads back.
+    af_json(&store, &["update", "t-paused", "--set", r#"{"amount": 4294967295, "log": ["by hand"]}"#, "--as", "ops"]);
+    let lib = app(Arc::new(RedbStore::open(&store).unwrap())).state("t-paused").unwrap().unwrap();
+    assert_eq!((lib.state.amount, lib.state.log.last().map(String::as_str)), (u32::MAX, Some("by hand")));
 }
 
 #[test]
@@ -459,7 +484,7 @@ fn graph_prints_the_mermaid_drawing_stored_with_the_thread() {
         &RedbStore::open(&store).unwrap().graph_description(payments::graph().fingerprint()).unwrap().unwrap(),
     )
     .unwrap();
-    assert_eq!(desc["state"]["fields"][2], json!({ "name": "steps", "reducer": "add" }));
+    assert_eq!(desc["state"]["fields"][2], json!({ "name": "steps", "reducer": "add", "type": "u32" }));
     assert_eq!(desc["tools"][0]["name"], "refund");
     assert_eq!(desc["tools"][0]["risk"], "irreversible");
 }

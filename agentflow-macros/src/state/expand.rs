@@ -149,8 +149,9 @@ fn expand(p: &Parsed) -> TokenStream {
         debugs.push(quote! {
             if let ::core::option::Option::Some(value) = &self.#fname { out.field(#fname_str, value); }
         });
+        let ty_str: String = quote!(#ty).to_string().chars().filter(|c| !c.is_whitespace()).collect();
         infos.push(quote! {
-            ::agentflow::Field { name: #fname_str, reducer: ::agentflow::ReducerKind::#reducer_tokens }
+            ::agentflow::Field { name: #fname_str, reducer: ::agentflow::ReducerKind::#reducer_tokens, ty: #ty_str }
         });
     }
     let update_doc = format!(

@@ -48,6 +48,7 @@ mod operate;
 mod out;
 mod stuck;
 mod transfer;
+mod types;
 
 use std::process::ExitCode;
 
@@ -126,7 +127,8 @@ pub enum Command {
     },
     /// Branch a thread at a checkpoint: the next resume continues from there.
     Fork(operate::ForkArgs),
-    /// Write a manual update (JSON object of state fields) as a new checkpoint, audited.
+    /// Write a manual update (JSON object of state fields) as a new checkpoint, audited; each
+    /// value is checked against the field's Rust type named in the graph's stored description.
     Update(operate::UpdateArgs),
     /// Drop a finished thread's older checkpoints, keeping the newest ones.
     Compact(operate::CompactArgs),
