@@ -71,7 +71,9 @@
 //! Within one branch:
 //! - a child that completed is not run again: its final state is returned;
 //! - a child that stopped (the process died, or it paused) is resumed from its
-//!   last checkpoint;
+//!   last checkpoint; while another holder still has the child's lease (a
+//!   process that died has it until it expires), the node waits for that
+//!   lease to end (up to 8 times), and the child is not touched meanwhile;
 //! - a child that pauses (an `interrupt`, an approval, an unknown outcome)
 //!   pauses the parent: the parent's pending item has the child's payload
 //!   with `path` (`write/review`, nested children add levels), and
@@ -109,6 +111,7 @@
 //! [`DEFAULT_PARALLEL`]: crate::DEFAULT_PARALLEL
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -176,42 +179,73 @@ impl<D: Sync> Ctx<'_, D> {
         let store = Arc::clone(&journal.store);
         app = app.store(Arc::clone(&store));
         let id = format!("{}/{level}", journal.thread);
-        let mut runner =
-            app.runner(self.deps).thread(id.clone()).cancel_token(cancel).pause_token(pause).nested_in(outlet, level);
-        if !self.scope.owner.is_empty() {
-            runner = runner.owner(self.scope.owner.clone());
-        }
-        let lookup = id.clone();
-        let existing = blocking(&store, move |s| s.thread(&lookup))
-            .await
-            .map_err(|e| store_error(name, &e))?
-            .map_err(|e| store_error(name, &e))?;
-        let run = match existing {
-            None => runner.limits(remaining).run(input).await,
-            Some(t) if t.status == ThreadStatus::Completed => {
-                let done = app.state(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", name)))?;
-                return done.map(|s| s.state).ok_or_else(|| {
-                    NodeError::fatal(format!("subgraph `{}`: thread `{id}` completed but has no state", name))
-                });
+        let mut busy_waits = 0;
+        let run = loop {
+            let mut runner = app
+                .runner(self.deps)
+                .thread(id.clone())
+                .cancel_token(cancel.clone())
+                .pause_token(pause.clone())
+                .nested_in(outlet.clone(), level.clone());
+            if !self.scope.owner.is_empty() {
+                runner = runner.owner(self.scope.owner.clone());
             }
-            Some(_) => {
-                // The child's stored limits already count what it used; it
-                // may use what the parent has left on top of that.
-                let used = child_usage(&store, &id).await?;
-                let runner = runner.limits(remaining.plus(&used));
-                let pending = app.pending(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", name)))?;
-                // The node run's resume value goes to the first that waits for one.
-                let waits = pending.iter().any(|p| p.kind == PendingKind::Interrupt);
-                let resume = self.resume.filter(|_| {
-                    let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
-                    waits && !std::mem::replace(&mut signal.resume_taken, true)
-                });
-                match (waits, resume) {
-                    (true, Some(value)) => runner.resume_with(value.clone()).await,
-                    // Resumed without a value: still waiting for one.
-                    (true, None) => return Err(self.wait_on_child(name, &id, &pending)),
-                    (false, _) => runner.resume().await,
+            let lookup = id.clone();
+            let existing = blocking(&store, move |s| s.thread(&lookup))
+                .await
+                .map_err(|e| store_error(name, &e))?
+                .map_err(|e| store_error(name, &e))?;
+            let mut took_resume = false;
+            let run = match existing {
+                None => runner.limits(remaining).run(input.clone()).await,
+                Some(t) if t.status == ThreadStatus::Completed => {
+                    let done = app.state(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", name)))?;
+                    return done.map(|s| s.state).ok_or_else(|| {
+                        NodeError::fatal(format!("subgraph `{}`: thread `{id}` completed but has no state", name))
+                    });
                 }
+                Some(_) => {
+                    // The child's stored limits already count what it used; it
+                    // may use what the parent has left on top of that.
+                    let used = child_usage(&store, &id).await?;
+                    let runner = runner.limits(remaining.plus(&used));
+                    let pending =
+                        app.pending(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", name)))?;
+                    // The node run's resume value goes to the first that waits for one.
+                    let waits = pending.iter().any(|p| p.kind == PendingKind::Interrupt);
+                    let resume = self.resume.filter(|_| {
+                        let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
+                        waits && !std::mem::replace(&mut signal.resume_taken, true)
+                    });
+                    match (waits, resume) {
+                        (true, Some(value)) => {
+                            took_resume = true;
+                            runner.resume_with(value.clone()).await
+                        }
+                        // Resumed without a value: still waiting for one.
+                        (true, None) => return Err(self.wait_on_child(name, &id, &pending)),
+                        (false, _) => runner.resume().await,
+                    }
+                }
+            };
+            // Another holder has the child: a process that died running it
+            // (its lease outlives the parent's by up to a heartbeat), or one
+            // finishing it after it lost the parent. Wait for that lease to
+            // end, then look again; the child was not touched.
+            let Err(RunError::ThreadBusy { expires_at, .. }) = &run else { break run };
+            if busy_waits == BUSY_WAITS || cancel.is_cancelled() || pause.is_cancelled() {
+                break run;
+            }
+            busy_waits += 1;
+            if took_resume {
+                self.signal.lock().unwrap_or_else(|p| p.into_inner()).resume_taken = false;
+            }
+            let wait = Duration::from_millis(expires_at.saturating_sub(crate::persist::now_ms()).min(MAX_BUSY_WAIT_MS))
+                + Duration::from_millis(20);
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = cancel.cancelled() => {}
+                () = pause.cancelled() => {}
             }
         };
         self.child_result(name, Some(&id), run)
@@ -284,6 +318,13 @@ impl<D: Sync> Ctx<'_, D> {
         NodeError::needs_input(format!("node `{}` waits on its subgraph `{name}` ({kind:?})", self.node))
     }
 }
+
+/// How many times a node waits for another holder's lease on its child
+/// before the node fails with the busy error (transient).
+const BUSY_WAITS: u32 = 8;
+
+/// The longest one wait for another holder's lease on a child.
+const MAX_BUSY_WAIT_MS: u64 = 120_000;
 
 /// What the child thread consumed so far, from its latest checkpoint.
 async fn child_usage(store: &Arc<dyn Store>, thread: &str) -> Result<RunUsage, NodeError> {
