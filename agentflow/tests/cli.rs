@@ -289,6 +289,8 @@ fn edit_checks_the_arguments_against_the_stored_schema_and_reject_needs_a_reason
     };
     expect_refusal(&edit(r#"{"order_id": "A-1", "amount": "ten"}"#), 1, "`args.amount` must be integer");
     expect_refusal(&edit(r#"{"order_id": "A-1"}"#), 1, "`args.amount` is required");
+    // `amount` is a u32: an edit the tool could not decode is refused now, not when the call runs.
+    expect_refusal(&edit(r#"{"order_id": "A-1", "amount": 4294967296}"#), 1, "`args.amount` must fit");
     expect_refusal(&edit("{not json"), 2, "--args is not valid JSON");
     let mut reject = vec!["reject", id.as_str()];
     reject.extend_from_slice(&who);
