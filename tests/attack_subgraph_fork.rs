@@ -116,6 +116,9 @@ async fn a_fork_of_the_parent_does_not_use_the_old_branchs_child_approval() {
     // and changes the amount. The new branch must ask again, for 99.
     let first = app.history("c").unwrap().iter().map(|c| c.seq).min().unwrap();
     app.fork("c", first, "ops").unwrap();
+    // The old branch's request is withdrawn, so nobody decides it for nothing.
+    let withdrawn = store.approval(&old).unwrap().unwrap();
+    assert_eq!(withdrawn.status, agentflow::approval::ApprovalStatus::Cancelled);
     app.update_state("c", Case::update().amount(99), "ops").unwrap();
     let run = app.runner(&counts).thread("c").resume().await.unwrap();
     assert_eq!(counts.refunds.load(Ordering::SeqCst), 0, "the old branch's approval ran a refund: {}", run.outcome);
