@@ -43,7 +43,7 @@ pub mod payer {
 
     #[node(goto = [END], tools = [refund])]
     async fn pay(s: &Pay, cx: &Ctx<Counts>) -> Result<Step<Pay>, NodeError> {
-        cx.emit(json!({ "paying": s.amount })).await;
+        cx.emit(json!({ "paying": s.amount })).await?;
         let obs = cx.run_tool(refund, json!({ "amount": s.amount })).await?;
         Ok(goto!(END, Pay::update().receipt(Some(obs.body))))
     }

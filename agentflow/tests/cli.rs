@@ -60,6 +60,19 @@ mod payments {
     }
 }
 
+/// `payments` as the child of a front desk: the refund waits for approval inside the child.
+#[graph(state = Pay, start = delegate)]
+mod front {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [payments])]
+    async fn delegate(s: &Pay, cx: &Ctx<()>) -> Result<Step<Pay>, NodeError> {
+        let done =
+            cx.subgraph(payments::graph(), Pay { order: s.order.clone(), amount: s.amount, ..Pay::default() }).await?;
+        Ok(goto!(END, Pay::update().receipt(done.receipt)))
+    }
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
 }
@@ -471,6 +484,36 @@ fn export_then_import_moves_a_thread_as_it_was() {
         2,
         "no `agentflow.export` header",
     );
+}
+
+/// A paused tree moves whole: the export of a parent holds its subgraph child (which holds
+/// the waiting approval and the child's progress), so in the other store the approval is
+/// there to decide and the resumed parent completes with the approved refund.
+#[test]
+fn export_of_a_parent_carries_its_subgraph_children() {
+    let dir = temp_dir("export-tree");
+    let (first, second) = (dir.join("runs.redb"), dir.join("copy.redb"));
+    {
+        let store: Arc<dyn Store> = Arc::new(RedbStore::open(&first).expect("open store"));
+        let app = front::graph().app().store(store);
+        let input = Pay { order: "A-7".into(), amount: 70, ..Pay::default() };
+        let run = runtime().block_on(app.runner(&()).thread("f-1").owner("agent").run(input)).unwrap();
+        assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{:?}", run.outcome);
+    }
+    let file = dir.join("f-1.jsonl");
+    let out = af(&first, &["export", "f-1", "--output", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let imported = af_json(&second, &["import", file.to_str().unwrap()]);
+    assert_eq!(imported["imported"], json!(["f-1", "f-1/delegate.0.0.payments"]));
+    assert_eq!(af_json(&second, &["pending"])["approvals"], af_json(&first, &["pending"])["approvals"]);
+
+    let id = af_json(&second, &["pending"])["approvals"][0]["id"].as_str().unwrap().to_string();
+    let ok = af(&second, &["approve", &id, "--as", "alice", "--role", "irreversible"]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    let app = front::graph().app().store(Arc::new(RedbStore::open(&second).unwrap()));
+    let done = runtime().block_on(app.runner(&()).thread("f-1").resume()).unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.receipt.unwrap()["result"]["refunded"], 70);
 }
 
 #[test]

@@ -132,7 +132,8 @@ pub enum Command {
     Update(operate::UpdateArgs),
     /// Drop a finished thread's older checkpoints, keeping the newest ones.
     Compact(operate::CompactArgs),
-    /// Write a thread (checkpoints, writes, effects, approvals, audit log, graph) as JSON lines.
+    /// Write a thread (checkpoints, writes, effects, approvals, audit log, graph) as JSON lines,
+    /// followed by its subgraph children's threads.
     Export(transfer::ExportArgs),
     /// Restore threads written by `export` into this store.
     Import(transfer::ImportArgs),
