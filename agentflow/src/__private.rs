@@ -182,6 +182,20 @@ pub const fn mask_of(fields: &[Field], names: &[&str]) -> u64 {
 pub use async_trait::async_trait;
 pub use serde_json;
 
+/// Reads a field of a state's `Update` that is present: `Some(value)`, even
+/// when the value is `null` (an `Option` field cleared with `None`, a
+/// `serde_json::Value` set to `Null`). A field that is absent is not set
+/// (the derive's `#[serde(default)]`). Without this, serde reads `null` as
+/// "not set", and a stored update that cleared a field would read back as
+/// one that left it alone.
+pub fn present<'de, De, T>(deserializer: De) -> Result<Option<T>, De::Error>
+where
+    De: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
 /// What a `#[tool]`'s argument type must be: deserializable (to check a
 /// model's arguments) and described by a JSON schema (to show the model).
 /// One trait, so a type missing either gets one error that says what to derive.

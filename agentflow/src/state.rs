@@ -58,6 +58,9 @@ pub struct Field {
 /// [`State::FIELDS`] in the same order as the bits of [`Update::touched`].
 pub trait State: Clone + Debug + Send + Sync + Serialize + DeserializeOwned + 'static {
     /// The typed partial update nodes return: only the fields they set.
+    /// Stored as JSON with the fields set; a field set to a value written as
+    /// `null` (an `Option` field cleared with `None`) reads back as set to
+    /// it, not as left alone.
     type Update: Update;
     /// The schema version (`#[state(version = N)]`, default 1). Stored
     /// checkpoints of another version are refused unless migrated.

@@ -435,6 +435,8 @@ fn update_refuses_a_value_the_fields_rust_type_cannot_hold() {
         (r#"{"amount": -5}"#, "`amount` must be an integer that fits `u32`"),
         (r#"{"amount": 4294967296}"#, "`amount` must be an integer that fits `u32`"),
         (r#"{"order": ["A-1"]}"#, "`order` must be a string"),
+        // `null` sets the value null, which a `u32` cannot hold.
+        (r#"{"amount": null}"#, "`amount` must be an integer that fits `u32`"),
     ] {
         expect_refusal(&af(&store, &["update", "t-paused", "--set", set, "--as", "ops"]), 2, needle);
     }
@@ -444,6 +446,12 @@ fn update_refuses_a_value_the_fields_rust_type_cannot_hold() {
     af_json(&store, &["update", "t-paused", "--set", r#"{"amount": 4294967295, "log": ["by hand"]}"#, "--as", "ops"]);
     let lib = app(Arc::new(RedbStore::open(&store).unwrap())).state("t-paused").unwrap().unwrap();
     assert_eq!((lib.state.amount, lib.state.log.last().map(String::as_str)), (u32::MAX, Some("by hand")));
+    // `null` clears an `Option` field, in the app as in `show`.
+    af_json(&store, &["update", "t-paused", "--set", r#"{"receipt": {"manual": true}}"#, "--as", "ops"]);
+    af_json(&store, &["update", "t-paused", "--set", r#"{"receipt": null}"#, "--as", "ops"]);
+    let lib = app(Arc::new(RedbStore::open(&store).unwrap())).state("t-paused").unwrap().unwrap();
+    assert_eq!(lib.state.receipt, None);
+    assert_eq!(af_json(&store, &["show", "t-paused"])["state"]["receipt"], Value::Null);
 }
 
 #[test]

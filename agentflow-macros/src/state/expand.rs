@@ -118,7 +118,7 @@ fn expand(p: &Parsed) -> TokenStream {
         let apply = reduce(quote!(&mut self.#fname), quote!(value));
         field_defs.push(quote! {
             #[doc = concat!("The value written to `", stringify!(#fname), "`, if any.")]
-            #[serde(default, skip_serializing_if = "Option::is_none")]
+            #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "::agentflow::__private::present")]
             pub #fname: ::core::option::Option<#ty>,
         });
         setters.push(quote! {

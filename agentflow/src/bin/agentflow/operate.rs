@@ -147,10 +147,10 @@ pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, as_json: bool) -> Outco
     // The app decodes the update with its own types when it resumes: refuse a value the
     // field's Rust type (as the description names it) cannot hold. Where that type is not
     // understood here, refuse a value whose JSON kind differs from the one the field holds now
-    // (a string for a number, ...). `null` sets nothing.
+    // (a string for a number, ...). `null` sets the field to null (clears an `Option`).
     let types = types::field_types(description.as_ref());
     let mut checked = std::collections::BTreeSet::new();
-    for (name, value) in fields.iter().filter(|(_, v)| !v.is_null()) {
+    for (name, value) in fields {
         let Some(ty) = types.get(name) else { continue };
         match types::check(ty, value, &format!("`{name}`")) {
             Ok(types::Fit::Checked) => {
@@ -184,8 +184,9 @@ pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, as_json: bool) -> Outco
     Ok(())
 }
 
-/// The JSON kinds of `now` and `given` when they differ (neither `null`; an integer field
-/// given a fraction counts as differing).
+/// The JSON kinds of `now` and `given` when they differ (a field holding `null` takes any
+/// kind; `null` fits only a field holding `null`, since the app reads `null` as the value
+/// null; an integer field given a fraction counts as differing).
 fn kind_clash(now: &Value, given: &Value) -> Option<(&'static str, &'static str)> {
     fn kind(v: &Value) -> &'static str {
         match v {
@@ -199,7 +200,7 @@ fn kind_clash(now: &Value, given: &Value) -> Option<(&'static str, &'static str)
         }
     }
     let (a, b) = (kind(now), kind(given));
-    let fits = a == b || a == "null" || b == "null" || (a == "a number with a fraction" && b == "an integer");
+    let fits = a == b || a == "null" || (a == "a number with a fraction" && b == "an integer");
     if fits { None } else { Some((a, b)) }
 }
 
