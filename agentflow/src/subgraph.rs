@@ -87,7 +87,11 @@
 //!   child, or the node's own `interrupt`) takes it, a later one pauses
 //!   again;
 //! - the child's model calls, tool calls and tokens count against the
-//!   parent's budgets (it runs with what the parent has left);
+//!   parent's budgets (it runs with what the parent has left); a child
+//!   resumed when its parent allows more than the child's stored limits (the
+//!   parent's limits were raised, or a crash kept the child's usage from
+//!   reaching the parent) has its limits raised to that, with a
+//!   `limits.raised` audit entry in its log;
 //! - the parent's tool policy, approval time to live, rejection rule and
 //!   circuit breakers apply in the child;
 //! - cancelling the parent cancels the child, and pausing it (a worker's
@@ -115,15 +119,16 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::budget::{Limits, RunUsage};
+use crate::app::App;
+use crate::budget::{Limits, RunUsage, ThreadBudget};
 use crate::context::Ctx;
 use crate::error::NodeError;
 use crate::graph::CompiledGraph;
 use crate::interrupt::{Pending, PendingKind};
 use crate::outcome::{Outcome, Run, RunError};
-use crate::persist::{PersistError, blocking};
+use crate::persist::{HistoryError, PersistError, blocking};
 use crate::state::State;
-use agentflow_store::{Store, ThreadStatus};
+use agentflow_store::{LeaseError, Store, ThreadStatus};
 
 impl<D: Sync> Ctx<'_, D> {
     /// Runs `child` from `input` as a child of this node and returns its
@@ -204,11 +209,15 @@ impl<D: Sync> Ctx<'_, D> {
                         NodeError::fatal(format!("subgraph `{}`: thread `{id}` completed but has no state", name))
                     });
                 }
-                Some(_) => {
+                Some(_) => 'resumed: {
                     // The child's stored limits already count what it used; it
                     // may use what the parent has left on top of that.
-                    let used = child_usage(&store, &id).await?;
-                    let runner = runner.limits(remaining.plus(&used));
+                    let budget = child_budget(&store, &id).await?;
+                    let wanted = remaining.plus(&budget.usage);
+                    if let Err(busy) = raise_child_limits(&app, &id, &budget.limits, &wanted, &journal.thread, name)? {
+                        break 'resumed Err(busy);
+                    }
+                    let runner = runner.limits(wanted);
                     let pending =
                         app.pending(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", name)))?;
                     // The node run's resume value goes to the first that waits for one.
@@ -326,17 +335,54 @@ const BUSY_WAITS: u32 = 8;
 /// The longest one wait for another holder's lease on a child.
 const MAX_BUSY_WAIT_MS: u64 = 120_000;
 
-/// What the child thread consumed so far, from its latest checkpoint.
-async fn child_usage(store: &Arc<dyn Store>, thread: &str) -> Result<RunUsage, NodeError> {
+/// The child thread's stored limits and what it consumed so far, from its latest checkpoint.
+async fn child_budget(store: &Arc<dyn Store>, thread: &str) -> Result<ThreadBudget, NodeError> {
     let id = thread.to_string();
-    let read = blocking(store, move |s| -> Result<Option<RunUsage>, PersistError> {
+    let read = blocking(store, move |s| -> Result<Option<ThreadBudget>, PersistError> {
         let Some(latest) = s.latest_checkpoint(&id)? else { return Ok(None) };
         let writes = s.pending_writes(&id, latest.seq)?;
-        Ok(Some(crate::persist::stored_budget(&latest, &writes)?.usage))
+        Ok(Some(crate::persist::stored_budget(&latest, &writes)?))
     })
     .await
     .map_err(|e| store_error(thread, &e))?;
     Ok(read.map_err(|e| store_error(thread, &e))?.unwrap_or_default())
+}
+
+/// Raises a resumed child's stored limits where its parent now allows more
+/// (the child's usage never reached the parent because a crash cut it off,
+/// or the parent's limits were raised), with a `limits.raised` audit entry
+/// in the child's log naming the parent; a run may only tighten a thread's
+/// limits. `Ok(Err(busy))`: another holder has the child.
+fn raise_child_limits<S2: State, D>(
+    app: &App<S2, D>,
+    id: &str,
+    stored: &Limits,
+    wanted: &Limits,
+    parent: &str,
+    name: &str,
+) -> Result<Result<(), RunError>, NodeError> {
+    if wanted.raises(stored).is_none() {
+        return Ok(Ok(()));
+    }
+    fn higher<T: Ord + Copy>(wanted: Option<T>, stored: Option<T>) -> Option<T> {
+        match (wanted, stored) {
+            (Some(w), Some(s)) if w > s => Some(w),
+            _ => stored,
+        }
+    }
+    let raised = Limits {
+        model_calls: higher(wanted.model_calls, stored.model_calls),
+        tool_calls: higher(wanted.tool_calls, stored.tool_calls),
+        tokens: higher(wanted.tokens, stored.tokens),
+        ..*stored
+    };
+    match app.raise_limits(id, raised, &format!("parent thread {parent}")) {
+        Ok(_) => Ok(Ok(())),
+        Err(HistoryError::Persist(PersistError::Lease(LeaseError::ThreadBusy { thread, holder, expires_at }))) => {
+            Ok(Err(RunError::ThreadBusy { thread, holder, expires_at }))
+        }
+        Err(e) => Err(NodeError::transient(format!("subgraph `{name}`: raising its limits to its parent's: {e}"))),
+    }
 }
 
 /// A store that failed while a subgraph was looked up: try again later.
