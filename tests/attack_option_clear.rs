@@ -68,3 +68,17 @@ async fn a_manual_update_clearing_an_option_field_reads_back_cleared() {
     app.update_state("u", Ticket::update().assignee(None), "ops").unwrap();
     assert_eq!(app.state("u").unwrap().unwrap().state.assignee, None);
 }
+
+#[tokio::test]
+async fn null_for_a_field_whose_type_has_no_null_still_reads_as_not_set() {
+    // Earlier versions stored such updates (they read `null` as "not set" for
+    // every field): they must keep reading back.
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = desk::graph().app().store(Arc::clone(&store));
+    let run = app.runner(&()).thread("v").run(Ticket::default()).await.unwrap();
+    let before = run.state;
+    agentflow::persist::update_thread(&store, "v", br#"{"seen": null, "assignee": null}"#.to_vec(), "ops").unwrap();
+    let after = app.state("v").unwrap().unwrap().state;
+    assert_eq!(after.seen, before.seen);
+    assert_eq!(after.assignee, None);
+}

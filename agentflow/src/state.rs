@@ -60,7 +60,8 @@ pub trait State: Clone + Debug + Send + Sync + Serialize + DeserializeOwned + 's
     /// The typed partial update nodes return: only the fields they set.
     /// Stored as JSON with the fields set; a field set to a value written as
     /// `null` (an `Option` field cleared with `None`) reads back as set to
-    /// it, not as left alone.
+    /// it, not as left alone (`null` for a field whose type has no null reads
+    /// as not set).
     type Update: Update;
     /// The schema version (`#[state(version = N)]`, default 1). Stored
     /// checkpoints of another version are refused unless migrated.

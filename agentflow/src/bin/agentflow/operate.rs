@@ -157,7 +157,7 @@ pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, as_json: bool) -> Outco
                 checked.insert(name.clone());
             }
             Ok(types::Fit::Partly) => {}
-            Err(why) => return Err(Failure::usage(format!("{why}; the app could not read it back"))),
+            Err(why) => return Err(Failure::usage(format!("{why}; the app's state could not hold it"))),
         }
     }
     if let Some(seq) = store.latest_checkpoint(&args.thread).map_err(Failure::store)?.map(|c| c.seq) {
