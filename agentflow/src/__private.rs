@@ -2,7 +2,7 @@
 
 pub use serde;
 
-pub use crate::graph::{GraphSpec, NodeFn, NodeFuture, NodeSpec, compile, erase_deps};
+pub use crate::graph::{GraphSpec, NodeFn, NodeFuture, NodeSpec, compile, erase_deps, tool_names, with_tools_below};
 pub use crate::reducer::{Add, Append, Merge, Messages};
 pub use crate::step::{each, route};
 pub use agentflow_macros::{State, graph, node};
@@ -181,6 +181,38 @@ pub const fn mask_of(fields: &[Field], names: &[&str]) -> u64 {
 
 pub use async_trait::async_trait;
 pub use serde_json;
+
+/// Reads a field of a state's `Update` that is present: `Some(value)`, and
+/// for `null`, `Some` of the field type's null where it has one (an `Option`
+/// field cleared with `None`, a `serde_json::Value` set to `Null`). A field
+/// that is absent is not set (the derive's `#[serde(default)]`), and so is
+/// `null` for a type without a null (as before: such updates were stored by
+/// earlier versions and must keep reading back). Without this, serde reads
+/// `null` as "not set", and a stored update that cleared a field would read
+/// back as one that left it alone.
+pub fn present<'de, De, T>(deserializer: De) -> Result<Option<T>, De::Error>
+where
+    De: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    struct Present<T>(std::marker::PhantomData<T>);
+    impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Present<T> {
+        type Value = Option<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a field's value")
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Option<T>, E> {
+            Ok(T::deserialize(serde::de::value::UnitDeserializer::<E>::new()).ok())
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Option<T>, E> {
+            self.visit_none()
+        }
+        fn visit_some<D2: serde::Deserializer<'de>>(self, deserializer: D2) -> Result<Option<T>, D2::Error> {
+            T::deserialize(deserializer).map(Some)
+        }
+    }
+    deserializer.deserialize_option(Present(std::marker::PhantomData))
+}
 
 /// What a `#[tool]`'s argument type must be: deserializable (to check a
 /// model's arguments) and described by a JSON schema (to show the model).

@@ -13,12 +13,14 @@ impl<S: State, D> App<S, D> {
     ///
     /// # Errors
     ///
-    /// [`BreakerConfigError::UnknownTool`] when no node of the graph lists
-    /// `tool` in its `tools = [..]`.
+    /// [`BreakerConfigError::UnknownTool`] when no node of the graph, nor of
+    /// its subgraphs (whose tools the App's breakers guard too), lists `tool`
+    /// in its `tools = [..]`.
     pub fn circuit_breaker(mut self, tool: &str, breaker: Breaker) -> Result<Self, BreakerConfigError> {
-        if self.graph.tool(tool).is_none() {
-            let mut tools: Vec<&'static str> =
-                self.graph.nodes().iter().flat_map(|n| n.tools.iter().map(|t| t.name())).collect();
+        let below = self.graph.tools_below();
+        if self.graph.tool(tool).is_none() && !below.contains(&tool) {
+            let mut tools: Vec<&'static str> = crate::graph::tool_names(&self.graph);
+            tools.extend(below);
             tools.sort_unstable();
             tools.dedup();
             return Err(BreakerConfigError::UnknownTool { graph: self.graph.name(), tool: tool.to_string(), tools });

@@ -194,17 +194,18 @@ impl Breaker {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BreakerConfigError {
-    /// No node of the graph lists the tool, so the breaker would never act.
+    /// No node of the graph or of its subgraphs lists the tool, so the
+    /// breaker would never act.
     #[error(
-        "no node of graph `{graph}` lists a tool named `{tool}`, so its circuit breaker would never act; \
-         the graph's tools: {}", if tools.is_empty() { "none".to_string() } else { tools.join(", ") }
+        "no node of graph `{graph}` or of its subgraphs lists a tool named `{tool}`, so its circuit breaker \
+         would never act; the graph's tools: {}", if tools.is_empty() { "none".to_string() } else { tools.join(", ") }
     )]
     UnknownTool {
         /// The graph.
         graph: &'static str,
         /// The name given.
         tool: String,
-        /// The tools the graph's nodes list, sorted.
+        /// The tools the graph's nodes and its subgraphs' nodes list, sorted.
         tools: Vec<&'static str>,
     },
 }

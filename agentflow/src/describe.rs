@@ -33,7 +33,8 @@ impl<S: State, D> CompiledGraph<S, D> {
     /// `start`, `mermaid` (as [`CompiledGraph::mermaid`]), `nodes` (each
     /// node's targets, `END` included), `state` (`name`, `version` and the
     /// `fields` in declaration order, each with its `reducer` named as by
-    /// [`reducer_name`]) and `tools` (each with the `nodes` that may call it,
+    /// [`reducer_name`] and its Rust `type` as written, [`Field::ty`](crate::Field::ty))
+    /// and `tools` (each with the `nodes` that may call it,
     /// `risk`, `idempotent`, `description` and the JSON schema of its
     /// `parameters`).
     pub fn description(&self) -> Value {
@@ -67,8 +68,10 @@ impl<S: State, D> CompiledGraph<S, D> {
                 }));
             }
         }
-        let fields: Vec<Value> =
-            S::FIELDS.iter().map(|f| json!({ "name": f.name, "reducer": reducer_name(f.reducer) })).collect();
+        let fields: Vec<Value> = S::FIELDS
+            .iter()
+            .map(|f| json!({ "name": f.name, "reducer": reducer_name(f.reducer), "type": f.ty }))
+            .collect();
         json!({
             "format": DESCRIPTION_FORMAT,
             "name": self.name(),

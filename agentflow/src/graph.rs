@@ -104,6 +104,8 @@ pub(crate) struct Plan<S: State, D> {
     /// The deps as [`AnyDeps`](crate::tool::AnyDeps), for calls made outside
     /// a node (compensations); set by `#[graph]`.
     pub(crate) erase_deps: Option<fn(&D) -> &crate::tool::AnyDeps>,
+    /// The tools of the graph's subgraphs, at every level; set by `#[graph]`.
+    pub(crate) tools_below: Option<fn() -> Vec<&'static str>>,
 }
 
 impl<S: State, D> Clone for CompiledGraph<S, D> {
@@ -135,6 +137,7 @@ pub fn compile<S: State, D>(spec: GraphSpec<S, D>) -> CompiledGraph<S, D> {
             fingerprint,
             spec,
             erase_deps: None,
+            tools_below: None,
         }),
     }
 }
@@ -151,7 +154,30 @@ pub fn erase_deps<S: State, D>(
     graph
 }
 
+/// Records how to list the tools of the graph's subgraphs (every level), so
+/// the App can configure what guards them. `#[graph]` calls this.
+pub fn with_tools_below<S: State, D>(
+    mut graph: CompiledGraph<S, D>,
+    tools_below: fn() -> Vec<&'static str>,
+) -> CompiledGraph<S, D> {
+    if let Some(plan) = Arc::get_mut(&mut graph.inner) {
+        plan.tools_below = Some(tools_below);
+    }
+    graph
+}
+
+/// The names of the tools the graph's nodes list, in order, with repeats.
+pub fn tool_names<S: State, D>(graph: &CompiledGraph<S, D>) -> Vec<&'static str> {
+    graph.nodes().iter().flat_map(|n| n.tools.iter().map(|t| t.name())).collect()
+}
+
 impl<S: State, D> CompiledGraph<S, D> {
+    /// The tools the graph's subgraphs list, at every level (empty for a
+    /// graph built without `#[graph]`).
+    pub(crate) fn tools_below(&self) -> Vec<&'static str> {
+        self.inner.tools_below.map(|f| f()).unwrap_or_default()
+    }
+
     /// The tool called `name` in any node's `tools = [..]` list.
     pub fn tool(&self, name: &str) -> Option<&'static dyn Tool> {
         self.nodes().iter().flat_map(|n| n.tools.iter().copied()).find(|t| t.name() == name)

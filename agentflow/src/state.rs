@@ -45,6 +45,11 @@ pub struct Field {
     pub name: &'static str,
     /// How writes to it are merged.
     pub reducer: ReducerKind,
+    /// The field's Rust type as written in the struct, without whitespace
+    /// (`Vec<String>`, `Option<u32>`). Graph descriptions carry it, so a
+    /// tool without the graph's types (the `agentflow` command-line tool)
+    /// can refuse an update the state's types could not read back.
+    pub ty: &'static str,
 }
 
 /// The state of a graph: a struct whose fields each have a reducer.
@@ -53,6 +58,10 @@ pub struct Field {
 /// [`State::FIELDS`] in the same order as the bits of [`Update::touched`].
 pub trait State: Clone + Debug + Send + Sync + Serialize + DeserializeOwned + 'static {
     /// The typed partial update nodes return: only the fields they set.
+    /// Stored as JSON with the fields set; a field set to a value written as
+    /// `null` (an `Option` field cleared with `None`) reads back as set to
+    /// it, not as left alone (`null` for a field whose type has no null reads
+    /// as not set).
     type Update: Update;
     /// The schema version (`#[state(version = N)]`, default 1). Stored
     /// checkpoints of another version are refused unless migrated.

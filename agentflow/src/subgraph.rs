@@ -60,12 +60,20 @@
 //! checks it at the call).
 //!
 //! At run time, with a store, the child runs as its own thread
-//! `{parent}/{node}[.{instance}].{step}.{call}.{graph}` (`call` counts the
-//! node's subgraph calls in order), so a re-run of the node finds the same
-//! child:
+//! `{parent}/{node}[.{instance}].{seq}.{call}.{graph}`, where `seq` is the
+//! checkpoint the node's step started from (the step number, in a run no
+//! one forked or updated between steps) and `call` counts the node's
+//! subgraph calls in order, so a re-run of the node finds the same child
+//! (a manual update of a thread paused mid-step keeps the step's checkpoint,
+//! so it keeps the child too), while a [fork](crate::App::fork)'s branch
+//! starts from a new checkpoint and runs children of its own: the old
+//! branch's children, their results and their approvals, are not used.
+//! Within one branch:
 //! - a child that completed is not run again: its final state is returned;
 //! - a child that stopped (the process died, or it paused) is resumed from its
-//!   last checkpoint;
+//!   last checkpoint; while another holder still has the child's lease (a
+//!   process that died has it until it expires), the node waits for that
+//!   lease to end (up to 8 times), and the child is not touched meanwhile;
 //! - a child that pauses (an `interrupt`, an approval, an unknown outcome)
 //!   pauses the parent: the parent's pending item has the child's payload
 //!   with `path` (`write/review`, nested children add levels), and
@@ -79,7 +87,11 @@
 //!   child, or the node's own `interrupt`) takes it, a later one pauses
 //!   again;
 //! - the child's model calls, tool calls and tokens count against the
-//!   parent's budgets (it runs with what the parent has left);
+//!   parent's budgets (it runs with what the parent has left); a child
+//!   resumed when its parent allows more than the child's stored limits (the
+//!   parent's limits were raised, or a crash kept the child's usage from
+//!   reaching the parent) has its limits raised to that, with a
+//!   `limits.raised` audit entry in its log;
 //! - the parent's tool policy, approval time to live, rejection rule and
 //!   circuit breakers apply in the child;
 //! - cancelling the parent cancels the child, and pausing it (a worker's
@@ -103,18 +115,20 @@
 //! [`DEFAULT_PARALLEL`]: crate::DEFAULT_PARALLEL
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::budget::{Limits, RunUsage};
+use crate::app::App;
+use crate::budget::{Limits, RunUsage, ThreadBudget};
 use crate::context::Ctx;
 use crate::error::NodeError;
 use crate::graph::CompiledGraph;
 use crate::interrupt::{Pending, PendingKind};
 use crate::outcome::{Outcome, Run, RunError};
-use crate::persist::{PersistError, blocking};
+use crate::persist::{HistoryError, PersistError, blocking};
 use crate::state::State;
-use agentflow_store::{Store, ThreadStatus};
+use agentflow_store::{LeaseError, Store, ThreadStatus};
 
 impl<D: Sync> Ctx<'_, D> {
     /// Runs `child` from `input` as a child of this node and returns its
@@ -150,7 +164,12 @@ impl<D: Sync> Ctx<'_, D> {
         let cancel = self.scope.cancel.child_token();
         let pause = self.scope.pause.child_token();
         let instance = self.instance().map(|i| format!(".{i}")).unwrap_or_default();
-        let level = format!("{}{instance}.{}.{index}.{name}", self.node, self.step);
+        // Keyed by the checkpoint the node's step started from (its step
+        // number in a run without forks or updates between steps): a re-run
+        // of the node finds the same child, and a fork's branch, which starts
+        // from a new checkpoint, runs its own.
+        let at = self.journal.map_or(u64::from(self.step), |j| j.seq);
+        let level = format!("{}{instance}.{at}.{index}.{name}", self.node);
         let outlet = self.scope.outlet.clone();
         let Some(journal) = self.journal else {
             let runner = app
@@ -165,42 +184,77 @@ impl<D: Sync> Ctx<'_, D> {
         let store = Arc::clone(&journal.store);
         app = app.store(Arc::clone(&store));
         let id = format!("{}/{level}", journal.thread);
-        let mut runner =
-            app.runner(self.deps).thread(id.clone()).cancel_token(cancel).pause_token(pause).nested_in(outlet, level);
-        if !self.scope.owner.is_empty() {
-            runner = runner.owner(self.scope.owner.clone());
-        }
-        let lookup = id.clone();
-        let existing = blocking(&store, move |s| s.thread(&lookup))
-            .await
-            .map_err(|e| store_error(name, &e))?
-            .map_err(|e| store_error(name, &e))?;
-        let run = match existing {
-            None => runner.limits(remaining).run(input).await,
-            Some(t) if t.status == ThreadStatus::Completed => {
-                let done = app.state(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", name)))?;
-                return done.map(|s| s.state).ok_or_else(|| {
-                    NodeError::fatal(format!("subgraph `{}`: thread `{id}` completed but has no state", name))
-                });
+        let mut busy_waits = 0;
+        let run = loop {
+            let mut runner = app
+                .runner(self.deps)
+                .thread(id.clone())
+                .cancel_token(cancel.clone())
+                .pause_token(pause.clone())
+                .nested_in(outlet.clone(), level.clone());
+            if !self.scope.owner.is_empty() {
+                runner = runner.owner(self.scope.owner.clone());
             }
-            Some(_) => {
-                // The child's stored limits already count what it used; it
-                // may use what the parent has left on top of that.
-                let used = child_usage(&store, &id).await?;
-                let runner = runner.limits(remaining.plus(&used));
-                let pending = app.pending(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", name)))?;
-                // The node run's resume value goes to the first that waits for one.
-                let waits = pending.iter().any(|p| p.kind == PendingKind::Interrupt);
-                let resume = self.resume.filter(|_| {
-                    let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
-                    waits && !std::mem::replace(&mut signal.resume_taken, true)
-                });
-                match (waits, resume) {
-                    (true, Some(value)) => runner.resume_with(value.clone()).await,
-                    // Resumed without a value: still waiting for one.
-                    (true, None) => return Err(self.wait_on_child(name, &id, &pending)),
-                    (false, _) => runner.resume().await,
+            let lookup = id.clone();
+            let existing = blocking(&store, move |s| s.thread(&lookup))
+                .await
+                .map_err(|e| store_error(name, &e))?
+                .map_err(|e| store_error(name, &e))?;
+            let mut took_resume = false;
+            let run = match existing {
+                None => runner.limits(remaining).run(input.clone()).await,
+                Some(t) if t.status == ThreadStatus::Completed => {
+                    let done = app.state(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", name)))?;
+                    return done.map(|s| s.state).ok_or_else(|| {
+                        NodeError::fatal(format!("subgraph `{}`: thread `{id}` completed but has no state", name))
+                    });
                 }
+                Some(_) => 'resumed: {
+                    // The child's stored limits already count what it used; it
+                    // may use what the parent has left on top of that.
+                    let budget = child_budget(&store, &id).await?;
+                    let wanted = remaining.plus(&budget.usage);
+                    if let Err(busy) = raise_child_limits(&app, &id, &budget.limits, &wanted, &journal.thread, name)? {
+                        break 'resumed Err(busy);
+                    }
+                    let runner = runner.limits(wanted);
+                    let pending =
+                        app.pending(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", name)))?;
+                    // The node run's resume value goes to the first that waits for one.
+                    let waits = pending.iter().any(|p| p.kind == PendingKind::Interrupt);
+                    let resume = self.resume.filter(|_| {
+                        let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
+                        waits && !std::mem::replace(&mut signal.resume_taken, true)
+                    });
+                    match (waits, resume) {
+                        (true, Some(value)) => {
+                            took_resume = true;
+                            runner.resume_with(value.clone()).await
+                        }
+                        // Resumed without a value: still waiting for one.
+                        (true, None) => return Err(self.wait_on_child(name, &id, &pending)),
+                        (false, _) => runner.resume().await,
+                    }
+                }
+            };
+            // Another holder has the child: a process that died running it
+            // (its lease outlives the parent's by up to a heartbeat), or one
+            // finishing it after it lost the parent. Wait for that lease to
+            // end, then look again; the child was not touched.
+            let Err(RunError::ThreadBusy { expires_at, .. }) = &run else { break run };
+            if busy_waits == BUSY_WAITS || cancel.is_cancelled() || pause.is_cancelled() {
+                break run;
+            }
+            busy_waits += 1;
+            if took_resume {
+                self.signal.lock().unwrap_or_else(|p| p.into_inner()).resume_taken = false;
+            }
+            let wait = Duration::from_millis(expires_at.saturating_sub(crate::persist::now_ms()).min(MAX_BUSY_WAIT_MS))
+                + Duration::from_millis(20);
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = cancel.cancelled() => {}
+                () = pause.cancelled() => {}
             }
         };
         self.child_result(name, Some(&id), run)
@@ -274,17 +328,61 @@ impl<D: Sync> Ctx<'_, D> {
     }
 }
 
-/// What the child thread consumed so far, from its latest checkpoint.
-async fn child_usage(store: &Arc<dyn Store>, thread: &str) -> Result<RunUsage, NodeError> {
+/// How many times a node waits for another holder's lease on its child
+/// before the node fails with the busy error (transient).
+const BUSY_WAITS: u32 = 8;
+
+/// The longest one wait for another holder's lease on a child.
+const MAX_BUSY_WAIT_MS: u64 = 120_000;
+
+/// The child thread's stored limits and what it consumed so far, from its latest checkpoint.
+async fn child_budget(store: &Arc<dyn Store>, thread: &str) -> Result<ThreadBudget, NodeError> {
     let id = thread.to_string();
-    let read = blocking(store, move |s| -> Result<Option<RunUsage>, PersistError> {
+    let read = blocking(store, move |s| -> Result<Option<ThreadBudget>, PersistError> {
         let Some(latest) = s.latest_checkpoint(&id)? else { return Ok(None) };
         let writes = s.pending_writes(&id, latest.seq)?;
-        Ok(Some(crate::persist::stored_budget(&latest, &writes)?.usage))
+        Ok(Some(crate::persist::stored_budget(&latest, &writes)?))
     })
     .await
     .map_err(|e| store_error(thread, &e))?;
     Ok(read.map_err(|e| store_error(thread, &e))?.unwrap_or_default())
+}
+
+/// Raises a resumed child's stored limits where its parent now allows more
+/// (the child's usage never reached the parent because a crash cut it off,
+/// or the parent's limits were raised), with a `limits.raised` audit entry
+/// in the child's log naming the parent; a run may only tighten a thread's
+/// limits. `Ok(Err(busy))`: another holder has the child.
+fn raise_child_limits<S2: State, D>(
+    app: &App<S2, D>,
+    id: &str,
+    stored: &Limits,
+    wanted: &Limits,
+    parent: &str,
+    name: &str,
+) -> Result<Result<(), RunError>, NodeError> {
+    if wanted.raises(stored).is_none() {
+        return Ok(Ok(()));
+    }
+    fn higher<T: Ord + Copy>(wanted: Option<T>, stored: Option<T>) -> Option<T> {
+        match (wanted, stored) {
+            (Some(w), Some(s)) if w > s => Some(w),
+            _ => stored,
+        }
+    }
+    let raised = Limits {
+        model_calls: higher(wanted.model_calls, stored.model_calls),
+        tool_calls: higher(wanted.tool_calls, stored.tool_calls),
+        tokens: higher(wanted.tokens, stored.tokens),
+        ..*stored
+    };
+    match app.raise_limits(id, raised, &format!("parent thread {parent}")) {
+        Ok(_) => Ok(Ok(())),
+        Err(HistoryError::Persist(PersistError::Lease(LeaseError::ThreadBusy { thread, holder, expires_at }))) => {
+            Ok(Err(RunError::ThreadBusy { thread, holder, expires_at }))
+        }
+        Err(e) => Err(NodeError::transient(format!("subgraph `{name}`: raising its limits to its parent's: {e}"))),
+    }
 }
 
 /// A store that failed while a subgraph was looked up: try again later.

@@ -60,6 +60,19 @@ mod payments {
     }
 }
 
+/// `payments` as the child of a front desk: the refund waits for approval inside the child.
+#[graph(state = Pay, start = delegate)]
+mod front {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [payments])]
+    async fn delegate(s: &Pay, cx: &Ctx<()>) -> Result<Step<Pay>, NodeError> {
+        let done =
+            cx.subgraph(payments::graph(), Pay { order: s.order.clone(), amount: s.amount, ..Pay::default() }).await?;
+        Ok(goto!(END, Pay::update().receipt(done.receipt)))
+    }
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
 }
@@ -289,6 +302,8 @@ fn edit_checks_the_arguments_against_the_stored_schema_and_reject_needs_a_reason
     };
     expect_refusal(&edit(r#"{"order_id": "A-1", "amount": "ten"}"#), 1, "`args.amount` must be integer");
     expect_refusal(&edit(r#"{"order_id": "A-1"}"#), 1, "`args.amount` is required");
+    // `amount` is a u32: an edit the tool could not decode is refused now, not when the call runs.
+    expect_refusal(&edit(r#"{"order_id": "A-1", "amount": 4294967296}"#), 1, "`args.amount` must fit");
     expect_refusal(&edit("{not json"), 2, "--args is not valid JSON");
     let mut reject = vec!["reject", id.as_str()];
     reject.extend_from_slice(&who);
@@ -387,7 +402,7 @@ fn update_fork_and_compact_write_audited_checkpoints() {
     expect_refusal(
         &af(&store, &["update", "t-done", "--set", r#"{"steps": "many"}"#, "--as", "ops"]),
         2,
-        "`steps` holds an integer in the thread's state; --set gives a string",
+        "`steps` must be an integer that fits `u32`",
     );
     assert_eq!(af_json(&store, &["history", "t-done"]).as_array().unwrap().len(), 2);
 
@@ -404,6 +419,39 @@ fn update_fork_and_compact_write_audited_checkpoints() {
     assert!(kinds.contains(&("state.updated".into(), "ops".into())), "{kinds:?}");
     assert!(kinds.contains(&("state.forked".into(), "ops".into())), "{kinds:?}");
     expect_refusal(&af(&store, &["fork", "t-done", "0", "--as", "ops"]), 1, "has no checkpoint 0");
+}
+
+/// `update --set` checks each value against the field's Rust type as the stored description
+/// names it, not only its JSON kind: an array of numbers for a `Vec<String>`, a negative or
+/// too large number for a `u32` would be written and then break every read of the thread.
+#[test]
+fn update_refuses_a_value_the_fields_rust_type_cannot_hold() {
+    let dir = temp_dir("update-types");
+    let store = dir.join("runs.redb");
+    fill(&store);
+    let checkpoints = af_json(&store, &["history", "t-paused"]).as_array().unwrap().len();
+    for (set, needle) in [
+        (r#"{"log": [1, 2]}"#, "`log`[0] must be a string"),
+        (r#"{"amount": -5}"#, "`amount` must be an integer that fits `u32`"),
+        (r#"{"amount": 4294967296}"#, "`amount` must be an integer that fits `u32`"),
+        (r#"{"order": ["A-1"]}"#, "`order` must be a string"),
+        // `null` sets the value null, which a `u32` cannot hold.
+        (r#"{"amount": null}"#, "`amount` must be an integer that fits `u32`"),
+    ] {
+        expect_refusal(&af(&store, &["update", "t-paused", "--set", set, "--as", "ops"]), 2, needle);
+    }
+    // Nothing was written, and the app still reads the thread.
+    assert_eq!(af_json(&store, &["history", "t-paused"]).as_array().unwrap().len(), checkpoints);
+    // A value of the right type is written and reads back.
+    af_json(&store, &["update", "t-paused", "--set", r#"{"amount": 4294967295, "log": ["by hand"]}"#, "--as", "ops"]);
+    let lib = app(Arc::new(RedbStore::open(&store).unwrap())).state("t-paused").unwrap().unwrap();
+    assert_eq!((lib.state.amount, lib.state.log.last().map(String::as_str)), (u32::MAX, Some("by hand")));
+    // `null` clears an `Option` field, in the app as in `show`.
+    af_json(&store, &["update", "t-paused", "--set", r#"{"receipt": {"manual": true}}"#, "--as", "ops"]);
+    af_json(&store, &["update", "t-paused", "--set", r#"{"receipt": null}"#, "--as", "ops"]);
+    let lib = app(Arc::new(RedbStore::open(&store).unwrap())).state("t-paused").unwrap().unwrap();
+    assert_eq!(lib.state.receipt, None);
+    assert_eq!(af_json(&store, &["show", "t-paused"])["state"]["receipt"], Value::Null);
 }
 
 #[test]
@@ -446,6 +494,36 @@ fn export_then_import_moves_a_thread_as_it_was() {
     );
 }
 
+/// A paused tree moves whole: the export of a parent holds its subgraph child (which holds
+/// the waiting approval and the child's progress), so in the other store the approval is
+/// there to decide and the resumed parent completes with the approved refund.
+#[test]
+fn export_of_a_parent_carries_its_subgraph_children() {
+    let dir = temp_dir("export-tree");
+    let (first, second) = (dir.join("runs.redb"), dir.join("copy.redb"));
+    {
+        let store: Arc<dyn Store> = Arc::new(RedbStore::open(&first).expect("open store"));
+        let app = front::graph().app().store(store);
+        let input = Pay { order: "A-7".into(), amount: 70, ..Pay::default() };
+        let run = runtime().block_on(app.runner(&()).thread("f-1").owner("agent").run(input)).unwrap();
+        assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{:?}", run.outcome);
+    }
+    let file = dir.join("f-1.jsonl");
+    let out = af(&first, &["export", "f-1", "--output", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let imported = af_json(&second, &["import", file.to_str().unwrap()]);
+    assert_eq!(imported["imported"], json!(["f-1", "f-1/delegate.0.0.payments"]));
+    assert_eq!(af_json(&second, &["pending"])["approvals"], af_json(&first, &["pending"])["approvals"]);
+
+    let id = af_json(&second, &["pending"])["approvals"][0]["id"].as_str().unwrap().to_string();
+    let ok = af(&second, &["approve", &id, "--as", "alice", "--role", "irreversible"]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    let app = front::graph().app().store(Arc::new(RedbStore::open(&second).unwrap()));
+    let done = runtime().block_on(app.runner(&()).thread("f-1").resume()).unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.receipt.unwrap()["result"]["refunded"], 70);
+}
+
 #[test]
 fn graph_prints_the_mermaid_drawing_stored_with_the_thread() {
     let dir = temp_dir("graph");
@@ -459,7 +537,7 @@ fn graph_prints_the_mermaid_drawing_stored_with_the_thread() {
         &RedbStore::open(&store).unwrap().graph_description(payments::graph().fingerprint()).unwrap().unwrap(),
     )
     .unwrap();
-    assert_eq!(desc["state"]["fields"][2], json!({ "name": "steps", "reducer": "add" }));
+    assert_eq!(desc["state"]["fields"][2], json!({ "name": "steps", "reducer": "add", "type": "u32" }));
     assert_eq!(desc["tools"][0]["name"], "refund");
     assert_eq!(desc["tools"][0]["risk"], "irreversible");
 }

@@ -320,15 +320,18 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
         };
         let fingerprint = fingerprint(&p.ir, &state_name);
         quote! {
-            ::agentflow::__private::erase_deps(
-                ::agentflow::__private::compile(::agentflow::__private::GraphSpec {
-                    name: #graph_name,
-                    start: ::agentflow::NodeId::new(#start),
-                    max_steps: #max_steps,
-                    fingerprint: #fingerprint,
-                    nodes: ::std::vec![#(#specs),*],
-                }),
-                |deps| deps,
+            ::agentflow::__private::with_tools_below(
+                ::agentflow::__private::erase_deps(
+                    ::agentflow::__private::compile(::agentflow::__private::GraphSpec {
+                        name: #graph_name,
+                        start: ::agentflow::NodeId::new(#start),
+                        max_steps: #max_steps,
+                        fingerprint: #fingerprint,
+                        nodes: ::std::vec![#(#specs),*],
+                    }),
+                    |deps| deps,
+                ),
+                __agentflow_tools_below,
             )
         }
     };
@@ -346,6 +349,21 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
             children.push(g);
         }
     }
+    // The tools of its subgraphs, at every level, so the App can configure
+    // what guards them (a circuit breaker for a child's tool).
+    extra.push(quote! {
+        #[doc(hidden)]
+        #[allow(dead_code)]
+        pub fn __agentflow_tools_below() -> ::std::vec::Vec<&'static str> {
+            #[allow(unused_mut)]
+            let mut names: ::std::vec::Vec<&'static str> = ::std::vec::Vec::new();
+            #(
+                names.extend(::agentflow::__private::tool_names(&#children::graph()));
+                names.extend(#children::__agentflow_tools_below());
+            )*
+            names
+        }
+    });
     let max_depth = p.ir.max_depth.unwrap_or(crate::keywords::graph::DEFAULT_MAX_DEPTH) as usize;
     let depth_doc = format!("How deep `{graph_name}` delegates: 1, plus the deepest of its subgraphs' depths.");
     let name_span = p.module.ident.span();

@@ -118,7 +118,7 @@ fn expand(p: &Parsed) -> TokenStream {
         let apply = reduce(quote!(&mut self.#fname), quote!(value));
         field_defs.push(quote! {
             #[doc = concat!("The value written to `", stringify!(#fname), "`, if any.")]
-            #[serde(default, skip_serializing_if = "Option::is_none")]
+            #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "::agentflow::__private::present")]
             pub #fname: ::core::option::Option<#ty>,
         });
         setters.push(quote! {
@@ -149,8 +149,9 @@ fn expand(p: &Parsed) -> TokenStream {
         debugs.push(quote! {
             if let ::core::option::Option::Some(value) = &self.#fname { out.field(#fname_str, value); }
         });
+        let ty_str: String = quote!(#ty).to_string().chars().filter(|c| !c.is_whitespace()).collect();
         infos.push(quote! {
-            ::agentflow::Field { name: #fname_str, reducer: ::agentflow::ReducerKind::#reducer_tokens }
+            ::agentflow::Field { name: #fname_str, reducer: ::agentflow::ReducerKind::#reducer_tokens, ty: #ty_str }
         });
     }
     let update_doc = format!(

@@ -144,10 +144,11 @@ impl<S: State, D> App<S, D> {
     /// state at `seq`. The older branch stays in the history.
     ///
     /// The branch runs its steps afresh: effects journaled on the old branch
-    /// run again, and no approval of the old branch can be used on the new
-    /// one. So every approval of the thread still `PENDING` or `APPROVED` is
-    /// cancelled in the same commit, each with an `approval.cancelled` audit
-    /// entry by `actor` saying why. The thread's budget usage carries over
+    /// run again, subgraph children run anew, and no approval of the old
+    /// branch can be used on the new one. So every approval of the thread
+    /// still `PENDING` or `APPROVED` is cancelled in the same commit, each
+    /// with an `approval.cancelled` audit entry by `actor` saying why; those
+    /// of its subgraph children are cancelled just after, the same way. The thread's budget usage carries over
     /// (a fork does not refund model or tool calls).
     pub fn fork(&self, thread: &str, seq: u64, actor: &str) -> Result<u64, HistoryError> {
         fork_thread(self.store_or_err()?, thread, seq, actor)
@@ -232,18 +233,51 @@ pub fn fork_thread(store: &Arc<dyn Store>, thread: &str, seq: u64, actor: &str) 
         ..CheckpointMetadata::new(from.metadata.step, CheckpointSource::Fork, vec![])
     };
     let note = format!("the thread was forked at checkpoint {seq}: this request belongs to the abandoned branch");
-    append_checkpoint(
+    let forked = append_checkpoint(
         store,
         thread,
         seq,
         from.cursor,
         vec![],
         metadata,
-        Carry { writes: vec![], cancel_open_approvals: Some(note) },
+        Carry { writes: vec![], cancel_open_approvals: Some(note.clone()) },
         actor,
         "state.forked",
         json!({ "from": seq }),
-    )
+    )?;
+    cancel_children_approvals(store, thread, &note, actor);
+    Ok(forked)
+}
+
+/// Cancels the open approvals of the thread's subgraph children (every
+/// level), after a fork: the new branch runs children of its own, so no
+/// decision on the old ones' requests would run anything. Each is its own
+/// compare-and-set with an `approval.cancelled` audit entry in the child's
+/// log; one that fails (decided meanwhile, the store unreachable) is left
+/// as it is and logged.
+fn cancel_children_approvals(store: &Arc<dyn Store>, thread: &str, note: &str, actor: &str) {
+    let prefix = format!("{thread}/");
+    let children = match store.scan_threads() {
+        Ok(listing) => listing.items.into_iter().filter(|t| t.id.starts_with(&prefix)),
+        Err(e) => return tracing::warn!(thread, error = %e, "listing the forked thread's children"),
+    };
+    for child in children {
+        let approvals = match store.list_approvals(&child.id) {
+            Ok(approvals) => approvals,
+            Err(e) => {
+                tracing::warn!(thread = %child.id, error = %e, "listing a forked child's approvals");
+                continue;
+            }
+        };
+        for a in
+            approvals.into_iter().filter(|a| matches!(a.status, ApprovalStatus::Pending | ApprovalStatus::Approved))
+        {
+            let patch = ApprovalPatch { note: Some(note.to_string()), ..ApprovalPatch::by(actor, now_ms()) };
+            if let Err(e) = store.transition_approval(&a.id, a.status, ApprovalStatus::Cancelled, patch) {
+                tracing::warn!(approval = %a.id, error = %e, "cancelling a forked child's approval");
+            }
+        }
+    }
 }
 
 /// [`App::update_state`] on a store with the update already serialised

@@ -228,7 +228,8 @@ pub fn tool_schema(store: &dyn Store, id: &str) -> Result<Option<Value>, Failure
 
 /// Checks `value` against the parts of a JSON schema that tool argument schemas use: `type`,
 /// `properties`, `required`, `additionalProperties: false`, `enum`, `items`, number bounds
-/// (`minimum`, `maximum`) and nullable types (`["string", "null"]`). `$ref` and the
+/// (`minimum`, `maximum`, and the ranges of the integer `format`s schemars writes, `int32`,
+/// `uint32`, ..) and nullable types (`["string", "null"]`). `$ref` and the
 /// combinators (`anyOf`, `oneOf`, `allOf`) are not followed: such parts pass unchecked, and
 /// the gateway validates the arguments again with the tool's own types before the call runs.
 pub fn check_schema(schema: &Value, value: &Value, path: &str) -> Result<(), String> {
@@ -257,6 +258,25 @@ pub fn check_schema(schema: &Value, value: &Value, path: &str) -> Result<(), Str
         && !allowed.contains(value)
     {
         return Err(format!("`{path}` must be one of {}", Value::Array(allowed.clone())));
+    }
+    // The integer formats schemars writes for Rust's integer types: a value out of the type's
+    // range would be refused by the tool's own decoding when the approved call runs.
+    if let Some(format) = schema.get("format").and_then(Value::as_str)
+        && (value.is_i64() || value.is_u64())
+    {
+        let n = value.as_i64().map(i128::from).or_else(|| value.as_u64().map(i128::from)).unwrap_or_default();
+        let range: Option<(i128, i128)> = match format {
+            "int32" => Some((i32::MIN.into(), i32::MAX.into())),
+            "int64" => Some((i64::MIN.into(), i64::MAX.into())),
+            "uint32" => Some((0, u32::MAX.into())),
+            "uint64" | "uint" | "uint128" => Some((0, i128::MAX)),
+            _ => None,
+        };
+        if let Some((min, max)) = range
+            && !(min..=max).contains(&n)
+        {
+            return Err(format!("`{path}` must fit the tool's `{format}` field, not {value}"));
+        }
     }
     if let Some(n) = value.as_f64() {
         if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
@@ -323,5 +343,11 @@ mod tests {
                 .contains("args.x")
         );
         assert!(check_schema(&schema, &json!([1]), "args").is_err());
+        // schemars writes `u32` as `{"type": "integer", "format": "uint32", "minimum": 0}`.
+        let amount = json!({ "type": "integer", "format": "uint32", "minimum": 0 });
+        assert!(check_schema(&amount, &json!(4_294_967_296u64), "args.amount").unwrap_err().contains("uint32"));
+        assert_eq!(check_schema(&amount, &json!(4_294_967_295u64), "args.amount"), Ok(()));
+        let small = json!({ "type": "integer", "format": "int32" });
+        assert!(check_schema(&small, &json!(-2_147_483_649i64), "n").is_err());
     }
 }

@@ -58,6 +58,7 @@ mod out;
 mod serve;
 mod stuck;
 mod transfer;
+mod types;
 
 use std::process::ExitCode;
 
@@ -138,11 +139,13 @@ pub enum Command {
     },
     /// Branch a thread at a checkpoint: the next resume continues from there.
     Fork(operate::ForkArgs),
-    /// Write a manual update (JSON object of state fields) as a new checkpoint, audited.
+    /// Write a manual update (JSON object of state fields) as a new checkpoint, audited; each
+    /// value is checked against the field's Rust type named in the graph's stored description.
     Update(operate::UpdateArgs),
     /// Drop a finished thread's older checkpoints, keeping the newest ones.
     Compact(operate::CompactArgs),
-    /// Write a thread (checkpoints, writes, effects, approvals, audit log, graph) as JSON lines.
+    /// Write a thread (checkpoints, writes, effects, approvals, audit log, graph) as JSON lines,
+    /// followed by its subgraph children's threads.
     Export(transfer::ExportArgs),
     /// Restore threads written by `export` into this store.
     Import(transfer::ImportArgs),

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::inspect::thread_or_fail;
 use crate::out::{self, ago, brief, now_ms};
-use crate::{Failure, Outcome, code, fold};
+use crate::{Failure, Outcome, code, fold, types};
 
 /// `fork` arguments.
 #[derive(Args, Debug)]
@@ -144,12 +144,26 @@ pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, as_json: bool) -> Outco
             names.join(", ")
         )));
     }
-    // The app decodes the update with its own types when it resumes: refuse a value whose
-    // JSON kind differs from the one the field holds now (a string for a number, ...).
+    // The app decodes the update with its own types when it resumes: refuse a value the
+    // field's Rust type (as the description names it) cannot hold. Where that type is not
+    // understood here, refuse a value whose JSON kind differs from the one the field holds now
+    // (a string for a number, ...). `null` sets the field to null (clears an `Option`).
+    let types = types::field_types(description.as_ref());
+    let mut checked = std::collections::BTreeSet::new();
+    for (name, value) in fields {
+        let Some(ty) = types.get(name) else { continue };
+        match types::check(ty, value, &format!("`{name}`")) {
+            Ok(types::Fit::Checked) => {
+                checked.insert(name.clone());
+            }
+            Ok(types::Fit::Partly) => {}
+            Err(why) => return Err(Failure::usage(format!("{why}; the app's state could not hold it"))),
+        }
+    }
     if let Some(seq) = store.latest_checkpoint(&args.thread).map_err(Failure::store)?.map(|c| c.seq) {
         let reducers = fold::reducers(description.as_ref());
         let current = fold::state_at(store.as_ref(), &args.thread, seq, reducers.as_ref())?;
-        for (name, value) in fields {
+        for (name, value) in fields.iter().filter(|(name, _)| !checked.contains(*name)) {
             if let Some(now) = current.state.get(name)
                 && let Some((held, given)) = kind_clash(now, value)
             {
@@ -170,8 +184,9 @@ pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, as_json: bool) -> Outco
     Ok(())
 }
 
-/// The JSON kinds of `now` and `given` when they differ (neither `null`; an integer field
-/// given a fraction counts as differing).
+/// The JSON kinds of `now` and `given` when they differ (a field holding `null` takes any
+/// kind; `null` fits only a field holding `null`, since the app reads `null` as the value
+/// null; an integer field given a fraction counts as differing).
 fn kind_clash(now: &Value, given: &Value) -> Option<(&'static str, &'static str)> {
     fn kind(v: &Value) -> &'static str {
         match v {
@@ -185,7 +200,7 @@ fn kind_clash(now: &Value, given: &Value) -> Option<(&'static str, &'static str)
         }
     }
     let (a, b) = (kind(now), kind(given));
-    let fits = a == b || a == "null" || b == "null" || (a == "a number with a fraction" && b == "an integer");
+    let fits = a == b || a == "null" || (a == "a number with a fraction" && b == "an integer");
     if fits { None } else { Some((a, b)) }
 }
 

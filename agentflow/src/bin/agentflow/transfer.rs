@@ -6,7 +6,8 @@
 //! Stored bytes (snapshots, updates, writes, effect results) are written as `{"json": ..}`
 //! when the JSON reads back to the very same bytes, else `{"text": ".."}` (the UTF-8 text),
 //! else `{"hex": ".."}`, so an import restores them byte for byte. Several exports
-//! concatenated import as several threads.
+//! concatenated import as several threads; an export of a thread holds its subgraph children
+//! too (each a thread of its own), so the tree moves whole.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -72,12 +73,45 @@ fn unblob(v: &Value, line: usize) -> Result<Vec<u8>, Failure> {
     (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).map_err(|_| bad())).collect()
 }
 
-/// `export`.
+/// `export`: the thread, then its subgraph children at every level (threads named
+/// `{thread}/..`), each as its own header and lines, so an import moves a paused tree whole: a
+/// child's progress, journal and waiting approval go with its parent.
 pub fn export(store: &std::sync::Arc<dyn Store>, args: &ExportArgs) -> Outcome {
     let store = store.as_ref();
     let dump = dump_thread(store, &args.thread).map_err(Failure::store)?.ok_or_else(|| {
         Failure::not_found(format!("no thread `{}` in the store; list them with `agentflow threads`", args.thread))
     })?;
+    let prefix = format!("{}/", args.thread);
+    let mut children: Vec<String> = store
+        .scan_threads()
+        .map_err(Failure::store)?
+        .items
+        .into_iter()
+        .map(|t| t.id)
+        .filter(|id| id.starts_with(&prefix))
+        .collect();
+    children.sort();
+    let mut lines = thread_lines(store, &dump)?;
+    for child in children {
+        // A child removed since the listing is simply not exported.
+        if let Some(dump) = dump_thread(store, &child).map_err(Failure::store)? {
+            lines.extend(thread_lines(store, &dump)?);
+        }
+    }
+    let mut text = String::new();
+    for line in lines {
+        text.push_str(&line.to_string());
+        text.push('\n');
+    }
+    let written = match &args.output {
+        Some(path) => std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display())),
+        None => std::io::stdout().write_all(text.as_bytes()).map_err(|e| e.to_string()),
+    };
+    written.map_err(|e| Failure::usage(format!("cannot write the export: {e}")))
+}
+
+/// One thread's lines: its header, record, graph description and stored records.
+fn thread_lines(store: &dyn Store, dump: &ThreadDump) -> Result<Vec<Value>, Failure> {
     let mut lines: Vec<Value> = vec![json!({ "type": HEADER, "format": FORMAT, "thread": dump.thread.id })];
     let record = ThreadRecord { lease: None, ..dump.thread.clone() };
     lines.push(json!({ "type": "thread", "record": record, "wake_at": dump.wake_at }));
@@ -112,16 +146,7 @@ pub fn export(store: &std::sync::Arc<dyn Store>, args: &ExportArgs) -> Outcome {
     for a in &dump.approvals {
         lines.push(json!({ "type": "approval", "record": a }));
     }
-    let mut text = String::new();
-    for line in lines {
-        text.push_str(&line.to_string());
-        text.push('\n');
-    }
-    let written = match &args.output {
-        Some(path) => std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display())),
-        None => std::io::stdout().write_all(text.as_bytes()).map_err(|e| e.to_string()),
-    };
-    written.map_err(|e| Failure::usage(format!("cannot write the export: {e}")))
+    Ok(lines)
 }
 
 /// One thread read from a file, with its graph description.
