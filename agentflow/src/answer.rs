@@ -5,7 +5,7 @@
 //! [`Runner::resume_with`](crate::Runner::resume_with), which needs the graph's Rust
 //! types. The people who answer are often elsewhere: the approval inbox
 //! (`agentflow serve`), the `agentflow answer` command, a service. They record the
-//! answer with [`ApprovalDesk::answer_interrupt`]; the next plain
+//! answer with [`ApprovalDesk::answer_interrupt`](crate::approval::ApprovalDesk::answer_interrupt); the next plain
 //! [`Runner::resume`](crate::Runner::resume) of the thread, in whatever process runs
 //! the graph, continues it with that value exactly as `resume_with(value)` would.
 //!
@@ -18,9 +18,7 @@
 use agentflow_store::{AuditEntry, AuditError, NewAuditEntry, ReadError, Store, ThreadStatus};
 use serde_json::{Value, json};
 
-use crate::approval::{ApprovalDesk, Approver};
 use crate::interrupt::{Pending, PendingKind};
-use crate::persist::now_ms;
 
 /// The audit kind of a recorded answer.
 pub const ANSWER_KIND: &str = "interrupt.answered";
@@ -105,43 +103,8 @@ pub enum AnswerError {
     Audit(#[from] AuditError),
 }
 
-impl ApprovalDesk {
-    /// Records `value` as the answer to the `cx.interrupt` that thread `thread`
-    /// waits in at checkpoint `checkpoint`, given by `by`.
-    ///
-    /// Nothing runs here: the next [`Runner::resume`](crate::Runner::resume) of the
-    /// thread, in any process that runs its graph, continues it as
-    /// `resume_with(value)` would. A value of the wrong shape fails the node there,
-    /// as with `resume_with`. Refused when the thread does not wait in
-    /// `interrupt`, waits at another checkpoint (it moved on), or was answered
-    /// there already (the first answer wins, also across processes).
-    pub fn answer_interrupt(
-        &self,
-        thread: &str,
-        checkpoint: u64,
-        value: Value,
-        by: &Approver,
-    ) -> Result<InterruptAnswer, AnswerError> {
-        record(&**self.store(), thread, checkpoint, value, &by.id, now_ms())
-    }
-
-    /// The checkpoint thread `thread` waits at in `cx.interrupt`, and what the node asks
-    /// (its payload): what a person reads before answering with
-    /// [`ApprovalDesk::answer_interrupt`].
-    pub fn waiting_interrupt(&self, thread: &str) -> Result<(u64, Pending), AnswerError> {
-        waiting(&**self.store(), thread)
-    }
-
-    /// The answer recorded for the interrupt thread `thread` waits in now, if any.
-    pub fn recorded_answer(&self, thread: &str) -> Result<Option<InterruptAnswer>, AnswerError> {
-        let store = &**self.store();
-        let (seq, _) = waiting(store, thread)?;
-        Ok(recorded(store, thread, seq)?)
-    }
-}
-
 /// The checkpoint thread `thread` waits at in `interrupt`, and what it asks.
-fn waiting(store: &dyn Store, thread: &str) -> Result<(u64, Pending), AnswerError> {
+pub(crate) fn waiting(store: &dyn Store, thread: &str) -> Result<(u64, Pending), AnswerError> {
     let record = store.thread(thread)?.ok_or_else(|| AnswerError::NotFound { thread: thread.to_string() })?;
     let not_waiting = |status: String| AnswerError::NotWaiting { thread: thread.to_string(), status };
     if record.status != ThreadStatus::Interrupted {
@@ -160,7 +123,7 @@ fn waiting(store: &dyn Store, thread: &str) -> Result<(u64, Pending), AnswerErro
     }
 }
 
-fn record(
+pub(crate) fn record(
     store: &dyn Store,
     thread: &str,
     checkpoint: u64,

@@ -58,6 +58,7 @@ pub use crate::answer::{ANSWER_KIND, AnswerError, InterruptAnswer};
 use serde_json::{Value, json};
 
 use crate::app::App;
+use crate::interrupt::Pending;
 use crate::persist::{HistoryError, now_ms};
 use crate::state::State;
 use crate::tool::{Risk, Tool, args_hash, canonical_json};
@@ -321,6 +322,41 @@ impl ApprovalDesk {
 
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+}
+
+impl ApprovalDesk {
+    /// Records `value` as the answer to the `cx.interrupt` that thread `thread`
+    /// waits in at checkpoint `checkpoint`, given by `by`.
+    ///
+    /// Nothing runs here: the next [`Runner::resume`](crate::Runner::resume) of the
+    /// thread, in any process that runs its graph, continues it as
+    /// `resume_with(value)` would. A value of the wrong shape fails the node there,
+    /// as with `resume_with`. Refused when the thread does not wait in
+    /// `interrupt`, waits at another checkpoint (it moved on), or was answered
+    /// there already (the first answer wins, also across processes).
+    pub fn answer_interrupt(
+        &self,
+        thread: &str,
+        checkpoint: u64,
+        value: Value,
+        by: &Approver,
+    ) -> Result<InterruptAnswer, AnswerError> {
+        crate::answer::record(&**self.store(), thread, checkpoint, value, &by.id, now_ms())
+    }
+
+    /// The checkpoint thread `thread` waits at in `cx.interrupt`, and what the node asks
+    /// (its payload): what a person reads before answering with
+    /// [`ApprovalDesk::answer_interrupt`].
+    pub fn waiting_interrupt(&self, thread: &str) -> Result<(u64, Pending), AnswerError> {
+        crate::answer::waiting(&**self.store(), thread)
+    }
+
+    /// The answer recorded for the interrupt thread `thread` waits in now, if any.
+    pub fn recorded_answer(&self, thread: &str) -> Result<Option<InterruptAnswer>, AnswerError> {
+        let store = &**self.store();
+        let (seq, _) = crate::answer::waiting(store, thread)?;
+        Ok(crate::answer::recorded(store, thread, seq)?)
     }
 }
 

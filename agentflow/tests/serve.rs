@@ -491,7 +491,7 @@ async fn the_inbox_lists_interrupts_with_what_they_ask() {
     assert!(inbox.contains("Inbox: 1 approval, 1 interrupt"), "{inbox}");
     let section = &inbox[inbox.find("id=\"interrupts\"").expect("an interrupts section")..];
     assert!(section.contains("t-question") && section.contains("<code>ask</code>"), "{section}");
-    assert!(section.contains("{&quot;question&quot;:&quot;ship it?&quot;}"), "{section}");
+    assert!(section.contains("&quot;question&quot;: &quot;ship it?&quot;"), "{section}");
 }
 
 #[tokio::test]
