@@ -236,6 +236,11 @@ fn open_error(path: &Path, err: DatabaseError) -> OpenError {
 /// thread that commits concurrent requests together (group commit, see [`Store::commit_step`]).
 /// Leases live in memory beside the open file (redb lets one process at a time open it), so a
 /// reopened file starts with every thread free to resume.
+/// For the same reason the store remembers, from each thread's last step commit, its stored
+/// record, latest checkpoint, timer and pending writes: the next step of that thread checks
+/// and writes against them instead of reading four tables, so a plain super-step writes the
+/// checkpoints table alone. Any other write forgets them all, so they are never stale; the
+/// lease check is made on every commit as before.
 /// Dropping the store flushes pending eventual commits and closes the file; [`RedbStore::close`]
 /// does the same and reports errors.
 ///
