@@ -121,7 +121,12 @@ pub(crate) struct Enc(Vec<u8>);
 impl Enc {
     /// Starts a record of the given format version.
     pub(crate) fn new(version: u8) -> Self {
-        let mut buf = Vec::with_capacity(64);
+        Self::with_capacity(version, 64)
+    }
+
+    /// Starts a record of the given format version, with room for `bytes` bytes.
+    pub(crate) fn with_capacity(version: u8, bytes: usize) -> Self {
+        let mut buf = Vec::with_capacity(bytes.max(16));
         buf.push(version);
         Enc(buf)
     }
@@ -199,7 +204,11 @@ impl Enc {
     }
 
     pub(crate) fn json(&mut self, v: &serde_json::Value) -> &mut Self {
-        self.str(&v.to_string())
+        // The same compact text as `Value`'s `Display`, without going through the formatter.
+        match serde_json::to_vec(v) {
+            Ok(text) => self.bytes(&text),
+            Err(_) => self.str(&v.to_string()),
+        }
     }
 
     pub(crate) fn opt_json(&mut self, v: Option<&serde_json::Value>) -> &mut Self {

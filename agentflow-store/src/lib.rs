@@ -77,6 +77,7 @@ mod record;
 mod redb_store;
 mod restore;
 mod step_commit;
+mod step_facts;
 mod store;
 pub mod tables;
 mod writer;

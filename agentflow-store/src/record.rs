@@ -275,6 +275,22 @@ impl Checkpoint {
         }
     }
 
+    /// The stored row of the checkpoint: the same bytes as
+    /// `self.summary().encode_row(&self.delta)`, without copying the summary first.
+    pub(crate) fn encode_row(&self) -> Vec<u8> {
+        let row = RowFields {
+            thread: &self.thread,
+            seq: self.seq,
+            parent: self.parent,
+            cursor: &self.cursor,
+            metadata: &self.metadata,
+            created_at: self.created_at,
+            has_snapshot: self.snapshot.is_some(),
+            payload_bytes: payload_bytes(self.snapshot.as_deref(), &self.delta),
+        };
+        row.encode(&self.delta)
+    }
+
     pub(crate) fn from_parts(summary: CheckpointSummary, snapshot: Option<Vec<u8>>, delta: Vec<Vec<u8>>) -> Self {
         Checkpoint {
             thread: summary.thread,
@@ -292,6 +308,40 @@ impl Checkpoint {
 fn payload_bytes(snapshot: Option<&[u8]>, delta: &[Vec<u8>]) -> u64 {
     let total = snapshot.map_or(0, <[u8]>::len) + delta.iter().map(Vec::len).sum::<usize>();
     total as u64
+}
+
+/// The fields of a stored checkpoint row, borrowed from a [`Checkpoint`] or a
+/// [`CheckpointSummary`]: both encode through here, so their rows are the same bytes.
+struct RowFields<'a> {
+    thread: &'a str,
+    seq: u64,
+    parent: Option<u64>,
+    cursor: &'a [String],
+    metadata: &'a CheckpointMetadata,
+    created_at: u64,
+    has_snapshot: bool,
+    payload_bytes: u64,
+}
+
+impl RowFields<'_> {
+    /// The row: the summary's fields, then the step's delta blobs.
+    fn encode(&self, delta: &[Vec<u8>]) -> Vec<u8> {
+        let delta_bytes = delta.iter().map(|d| d.len() + 2).sum::<usize>();
+        let mut e = Enc::with_capacity(RECORD_VERSION, 96 + self.thread.len() + delta_bytes);
+        e.str(self.thread)
+            .u64(self.seq)
+            .opt_u64(self.parent)
+            .strs(self.cursor)
+            .u64(self.metadata.step)
+            .u8(self.metadata.source as u8)
+            .strs(&self.metadata.nodes)
+            .json(&self.metadata.extra)
+            .u64(self.created_at)
+            .bool(self.has_snapshot)
+            .u64(self.payload_bytes)
+            .byte_list(delta);
+        e.finish()
+    }
 }
 
 /// A checkpoint without its snapshot and delta bytes: what history listings return.
@@ -320,20 +370,17 @@ pub struct CheckpointSummary {
 impl CheckpointSummary {
     /// The stored row of a checkpoint: this summary, then the step's delta blobs.
     pub(crate) fn encode_row(&self, delta: &[Vec<u8>]) -> Vec<u8> {
-        let mut e = Enc::new(RECORD_VERSION);
-        e.str(&self.thread)
-            .u64(self.seq)
-            .opt_u64(self.parent)
-            .strs(&self.cursor)
-            .u64(self.metadata.step)
-            .u8(self.metadata.source as u8)
-            .strs(&self.metadata.nodes)
-            .json(&self.metadata.extra)
-            .u64(self.created_at)
-            .bool(self.has_snapshot)
-            .u64(self.payload_bytes)
-            .byte_list(delta);
-        e.finish()
+        let row = RowFields {
+            thread: &self.thread,
+            seq: self.seq,
+            parent: self.parent,
+            cursor: &self.cursor,
+            metadata: &self.metadata,
+            created_at: self.created_at,
+            has_snapshot: self.has_snapshot,
+            payload_bytes: self.payload_bytes,
+        };
+        row.encode(delta)
     }
 
     fn decode_fields(d: &mut Dec<'_>) -> DecodeResult<Self> {
@@ -1059,6 +1106,7 @@ mod tests {
         };
         let summary = cp.summary();
         let row = summary.encode_row(&cp.delta);
+        assert_eq!(cp.encode_row(), row, "a checkpoint and its summary encode the same row");
         strict(&row, CheckpointSummary::decode, &summary);
         strict(&row, CheckpointSummary::decode_row, &(summary.clone(), cp.delta.clone()));
         strict(&Snapshot::encode(b"state"), Snapshot::decode, &b"state".to_vec());

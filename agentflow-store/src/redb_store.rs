@@ -236,6 +236,11 @@ fn open_error(path: &Path, err: DatabaseError) -> OpenError {
 /// thread that commits concurrent requests together (group commit, see [`Store::commit_step`]).
 /// Leases live in memory beside the open file (redb lets one process at a time open it), so a
 /// reopened file starts with every thread free to resume.
+/// For the same reason the store remembers, from each thread's last step commit, its stored
+/// record, latest checkpoint, timer and pending writes: the next step of that thread checks
+/// and writes against them instead of reading four tables, so a plain super-step writes the
+/// checkpoints table alone. Any other write forgets them all, so they are never stale; the
+/// lease check is made on every commit as before.
 /// Dropping the store flushes pending eventual commits and closes the file; [`RedbStore::close`]
 /// does the same and reports errors.
 ///
@@ -344,8 +349,19 @@ impl RedbStore {
         E: From<StorageError> + Send + 'static,
         F: FnMut(&Tx<'_>) -> Result<O, E> + Send + 'static,
     {
+        self.submit_job(durability, false, op)
+    }
+
+    /// [`RedbStore::submit`] for a job that keeps the thread facts exact (a step commit).
+    fn submit_job<O, E, F>(&self, durability: Durability, keeps_facts: bool, op: F) -> Result<(O, Committed), E>
+    where
+        O: Send + 'static,
+        E: From<StorageError> + Send + 'static,
+        F: FnMut(&Tx<'_>) -> Result<O, E> + Send + 'static,
+    {
         let (reply, answer) = mpsc::sync_channel(1);
-        let mut job: Box<dyn Job> = Box::new(OpJob::new(durability, op, reply));
+        let job = OpJob::new(durability, op, reply);
+        let mut job: Box<dyn Job> = Box::new(if keeps_facts { job.keeping_facts() } else { job });
         let sender = self.sender.as_ref().ok_or_else(|| self.closed("the store was closed"))?;
         // An immediate commit waits for the disk anyway: made on this thread when the store is
         // idle, it saves the two thread hand-offs of going through the writer.
@@ -361,14 +377,14 @@ impl RedbStore {
         answer.recv().map_err(|_| E::from(self.closed("the writer thread failed on this request")))?
     }
 
-    /// Sends a write to the writer thread; `reply` is called with the answer.
-    fn submit_then<O, E, F>(&self, durability: Durability, op: F, reply: Reply<O, E>)
+    /// Sends a step commit to the writer thread; `reply` is called with the answer.
+    fn submit_step_then<O, E, F>(&self, durability: Durability, op: F, reply: Reply<O, E>)
     where
         O: Send + 'static,
         E: From<StorageError> + Send + 'static,
         F: FnMut(&Tx<'_>) -> Result<O, E> + Send + 'static,
     {
-        let job: Box<dyn Job> = Box::new(OpJob::with_reply(durability, op, reply));
+        let job: Box<dyn Job> = Box::new(OpJob::with_reply(durability, op, reply).keeping_facts());
         let Some(sender) = self.sender.as_ref() else {
             return job.finish(Err(self.closed("the store was closed")));
         };
@@ -391,6 +407,19 @@ impl RedbStore {
                 detail: format!("redb failed reading it: {}", panic_message(&*panic)),
             }))
         })
+    }
+
+    /// Forgets what the step commits knew about their threads, so the next commit of each
+    /// reads its tables (tests compare both paths).
+    #[cfg(test)]
+    pub(crate) fn forget_facts(&self) {
+        self.shared.facts.clear();
+    }
+
+    /// How many threads the store holds facts about (tests).
+    #[cfg(test)]
+    pub(crate) fn facts_len(&self) -> usize {
+        self.shared.facts.len()
     }
 
     /// Compacts the file (redb `Database::compact`), waiting for in-flight transactions.
@@ -491,7 +520,8 @@ impl Store for RedbStore {
     }
 
     fn commit_step(&self, commit: StepCommit) -> Result<CommitReceipt, CommitError> {
-        let (out, committed) = self.submit(commit.durability, move |tx: &Tx<'_>| stage_commit(tx, &commit))?;
+        let (out, committed) =
+            self.submit_job(commit.durability, true, move |tx: &Tx<'_>| stage_commit(tx, &commit))?;
         Ok(CommitReceipt {
             checkpoint: out.checkpoint,
             audit_seqs: out.audit_seqs,
@@ -509,7 +539,7 @@ impl Store for RedbStore {
                 group_size: committed.group_size,
             }))
         });
-        self.submit_then(commit.durability, move |tx: &Tx<'_>| stage_commit(tx, &commit), reply);
+        self.submit_step_then(commit.durability, move |tx: &Tx<'_>| stage_commit(tx, &commit), reply);
     }
 
     fn flush(&self) -> Result<(), CommitError> {
@@ -931,6 +961,10 @@ impl RedbStore {
     /// calling thread (the fold callback cannot travel to the writer thread).
     fn compact_thread(&self, thread: &str, keep: usize, fold: &FoldFn<'_>) -> Result<(usize, usize), CompactError> {
         let path = self.shared.path.as_path();
+        // Made outside the writer: hold its turn, so no job stages meanwhile, and forget the
+        // thread facts, which this changes under the step commits (see `step_facts`).
+        let _turn = self.shared.turn();
+        self.shared.facts.clear();
         let db = self.shared.db();
         let txn = db.begin_write().ctx(path)?;
         let mut folded = 0;

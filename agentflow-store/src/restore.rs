@@ -67,7 +67,7 @@ pub(crate) fn stage_restore(tx: &Tx<'_>, d: &ThreadDump) -> Result<(), CommitErr
     crate::step_commit::set_timer(tx, tid, d.wake_at)?;
     for cp in &d.checkpoints {
         let cp = Checkpoint { parent: parent_in_dump(d, cp), ..cp.clone() };
-        checkpoints.insert((tid, cp.seq), cp.summary().encode_row(&cp.delta).as_slice()).ctx(path)?;
+        checkpoints.insert((tid, cp.seq), cp.encode_row().as_slice()).ctx(path)?;
         if let Some(state) = &cp.snapshot {
             snapshots.insert((tid, cp.seq), Snapshot::encode(state).as_slice()).ctx(path)?;
         }

@@ -3,6 +3,11 @@
 //!
 //! Validation comes first and [`Tx::wrote`] is called just before the first write, so a
 //! refused commit never leaves half a job in a group transaction.
+//!
+//! What the commit needs to know about the thread (its stored record, latest checkpoint,
+//! timer and pending writes) comes from the facts the previous step left (see
+//! [`crate::step_facts`]), or is read from the tables when there are none. A plain
+//! super-step on top of the thread's latest checkpoint then opens and writes one table.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -15,6 +20,7 @@ use crate::codec::MAX_DOCUMENT_DEPTH;
 use crate::error::{ApprovalError, CommitError, Ctx, JsonTooDeep, StorageError};
 use crate::reads::latest_seq;
 use crate::record::{ApprovalRecord, Payload, Snapshot, StepCommit, ThreadStatus};
+use crate::step_facts::ThreadFacts;
 use crate::tables;
 use crate::writer::Tx;
 
@@ -28,10 +34,25 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
     let path = tx.path;
     let tid = c.thread.id.as_str();
     let invalid = |reason: String| CommitError::Invalid { thread: tid.to_string(), reason };
-    let mut threads = tx.txn.open_table(tables::THREADS).ctx(path)?;
     let mut checkpoints = tx.txn.open_table(tables::CHECKPOINTS).ctx(path)?;
-    let mut pending = tx.txn.open_table(tables::PENDING_WRITES).ctx(path)?;
-    // A plain super-step writes only the tables above; open the others only
+    // Taken out until the commit succeeds: a refused or failed commit leaves none behind.
+    let (mut threads, mut pending, mut facts) = match tx.take_facts(tid) {
+        Some(facts) => {
+            let pending = if c.pending_writes.is_empty() {
+                None
+            } else {
+                Some(tx.txn.open_table(tables::PENDING_WRITES).ctx(path)?)
+            };
+            (None, pending, facts)
+        }
+        None => {
+            let threads = tx.txn.open_table(tables::THREADS).ctx(path)?;
+            let pending = tx.txn.open_table(tables::PENDING_WRITES).ctx(path)?;
+            let facts = read_facts(tx, tid, &threads, &checkpoints, &pending)?;
+            (Some(threads), Some(pending), facts)
+        }
+    };
+    // A plain super-step writes only the checkpoints table; open the others only
     // when the commit carries something for them (opening costs per commit).
     let touches_approvals = !c.new_approvals.is_empty() || !c.approval_transitions.is_empty();
     let with_snapshot = c.checkpoint.as_ref().is_some_and(|cp| cp.snapshot.is_some());
@@ -55,7 +76,7 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
         if cp.thread != tid {
             return Err(invalid(format!("the checkpoint belongs to thread `{}`", cp.thread)));
         }
-        let latest = latest_seq(path, &checkpoints, tid)?;
+        let latest = facts.latest;
         if let Some(latest) = latest
             && latest >= cp.seq
         {
@@ -116,21 +137,40 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
     // Most steps leave the thread record as it was: skip the write (and the
     // page it would dirty) when the bytes are the same.
     let record = c.thread.encode();
-    if threads.get(tid).ctx(path)?.is_none_or(|old| old.value() != record.as_slice()) {
+    if facts.record.as_deref() != Some(record.as_slice()) {
+        let threads = match threads.as_mut() {
+            Some(threads) => threads,
+            None => threads.insert(tx.txn.open_table(tables::THREADS).ctx(path)?),
+        };
         threads.insert(tid, record.as_slice()).ctx(path)?;
     }
-    set_timer(tx, tid, c.wake_at)?;
+    facts.record = Some(record);
+    if c.wake_at != facts.timer {
+        set_timer(tx, tid, c.wake_at)?;
+        facts.timer = c.wake_at;
+    }
     if let Some(cp) = &c.checkpoint {
-        if let Some(parent) = cp.parent {
-            remove_pending(path, &mut pending, tid, parent)?;
+        if let Some(parent) = cp.parent
+            && facts.has_pending(parent)
+        {
+            let pending = match pending.as_mut() {
+                Some(pending) => pending,
+                None => pending.insert(tx.txn.open_table(tables::PENDING_WRITES).ctx(path)?),
+            };
+            remove_pending(path, pending, tid, parent)?;
+            facts.clear_pending(parent);
         }
-        checkpoints.insert((tid, cp.seq), cp.summary().encode_row(&cp.delta).as_slice()).ctx(path)?;
+        checkpoints.insert((tid, cp.seq), cp.encode_row().as_slice()).ctx(path)?;
         if let (Some(state), Some(snapshots)) = (&cp.snapshot, snapshots.as_mut()) {
             snapshots.insert((tid, cp.seq), Snapshot::encode(state).as_slice()).ctx(path)?;
         }
+        facts.latest = Some(cp.seq);
     }
-    for w in &c.pending_writes {
-        pending.insert((tid, w.seq, w.node.as_str(), w.idx), Payload::encode(&w.value).as_slice()).ctx(path)?;
+    if let Some(pending) = pending.as_mut() {
+        for w in &c.pending_writes {
+            pending.insert((tid, w.seq, w.node.as_str(), w.idx), Payload::encode(&w.value).as_slice()).ctx(path)?;
+            facts.add_pending(w.seq);
+        }
     }
     if let Some(effects) = effects.as_mut() {
         for (key, result) in &c.effects {
@@ -156,7 +196,35 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
             }
         }
     }
+    tx.learn_facts(tid, facts);
     Ok(CommitOut { checkpoint: c.checkpoint.as_ref().map(|cp| cp.seq), audit_seqs })
+}
+
+/// The pending writes table, as opened in a write transaction.
+type PendingTable<'t> = Table<'t, (&'static str, u64, &'static str, u32), &'static [u8]>;
+
+/// Reads what a step commit needs to know about the thread from its tables (when the store
+/// holds no facts about it, e.g. on the first commit of a run).
+fn read_facts(
+    tx: &Tx<'_>,
+    thread: &str,
+    threads: &Table<'_, &'static str, &'static [u8]>,
+    checkpoints: &Table<'_, (&'static str, u64), &'static [u8]>,
+    pending: &PendingTable<'_>,
+) -> Result<ThreadFacts, StorageError> {
+    let path = tx.path;
+    let record = threads.get(thread).ctx(path)?.map(|v| v.value().to_vec());
+    let timer = tx.txn.open_table(tables::TIMER_OF).ctx(path)?.get(thread).ctx(path)?.map(|v| v.value());
+    let mut facts = ThreadFacts { record, latest: latest_seq(path, checkpoints, thread)?, timer, pending: Vec::new() };
+    for entry in pending.range((thread, 0u64, "", 0u32)..).ctx(path)? {
+        let (k, _) = entry.ctx(path)?;
+        let (t, seq, _, _) = k.value();
+        if t != thread {
+            break;
+        }
+        facts.add_pending(seq);
+    }
+    Ok(facts)
 }
 
 /// Replaces the thread's durable timer with `wake_at` (none: clears it).
@@ -186,7 +254,7 @@ pub(crate) fn set_timer(tx: &Tx<'_>, thread: &str, wake_at: Option<u64>) -> Resu
 /// Removes the pending writes recorded against (thread, seq).
 pub(crate) fn remove_pending(
     path: &Path,
-    pending: &mut Table<'_, (&'static str, u64, &'static str, u32), &'static [u8]>,
+    pending: &mut PendingTable<'_>,
     thread: &str,
     seq: u64,
 ) -> Result<(), StorageError> {

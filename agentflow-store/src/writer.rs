@@ -27,12 +27,15 @@ use crate::error::Ctx;
 use crate::error::StorageError;
 use crate::leases::Leases;
 use crate::record::Durability;
+use crate::step_facts::{Learned, StepFacts, ThreadFacts};
 
 /// State shared by the store handle and its writer thread.
 pub(crate) struct Shared {
     pub(crate) db: RwLock<Database>,
     pub(crate) path: PathBuf,
     pub(crate) leases: Leases,
+    /// What the step commits made so far know about their threads (see [`crate::step_facts`]).
+    pub(crate) facts: StepFacts,
     /// Held by whoever stages and commits a transaction: the writer thread for a group, or a
     /// caller committing its own job inline (see [`commit_inline`]).
     turn: Mutex<()>,
@@ -40,11 +43,18 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(db: Database, path: PathBuf) -> Self {
-        Shared { db: RwLock::new(db), path, leases: Leases::default(), turn: Mutex::new(()) }
+        Shared {
+            db: RwLock::new(db),
+            path,
+            leases: Leases::default(),
+            facts: StepFacts::default(),
+            turn: Mutex::new(()),
+        }
     }
 
-    /// Waits for the turn to commit.
-    fn turn(&self) -> MutexGuard<'_, ()> {
+    /// Waits for the turn to commit. A write made outside the writer (thread compaction) holds
+    /// it too, so no job stages meanwhile.
+    pub(crate) fn turn(&self) -> MutexGuard<'_, ()> {
         // The guarded value is `()`: a panic while it was held leaves nothing half-updated.
         self.turn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -70,10 +80,39 @@ pub(crate) struct Tx<'a> {
     pub(crate) txn: &'a WriteTransaction,
     pub(crate) path: &'a Path,
     pub(crate) leases: &'a Leases,
+    shared_facts: &'a StepFacts,
+    /// Thread facts learned in this transaction (see [`crate::step_facts`]).
+    learned: Learned,
     writes: Cell<u64>,
 }
 
-impl Tx<'_> {
+impl<'a> Tx<'a> {
+    fn new(txn: &'a WriteTransaction, shared: &'a Shared) -> Self {
+        Tx {
+            txn,
+            path: shared.path.as_path(),
+            leases: &shared.leases,
+            shared_facts: &shared.facts,
+            learned: Learned::default(),
+            writes: Cell::new(0),
+        }
+    }
+
+    /// Takes what the store knows about `thread` (see [`crate::step_facts`]); a step commit
+    /// gives it back with [`Tx::learn_facts`] once staged.
+    pub(crate) fn take_facts(&self, thread: &str) -> Option<ThreadFacts> {
+        self.learned.take(self.shared_facts, thread)
+    }
+
+    /// What `thread` looks like once this transaction commits.
+    pub(crate) fn learn_facts(&self, thread: &str, facts: ThreadFacts) {
+        self.learned.learn(thread, facts);
+    }
+
+    fn forget_facts(&self) {
+        self.learned.forget_all(self.shared_facts);
+    }
+
     /// Must be called before a job's first insert or remove: a job refused after writing breaks
     /// the group transaction.
     pub(crate) fn wrote(&self) {
@@ -91,6 +130,9 @@ pub(crate) struct Committed {
 /// A unit of work for the writer thread.
 pub(crate) trait Job: Send {
     fn durability(&self) -> Durability;
+    /// Whether the job keeps the thread facts of [`crate::step_facts`] exact itself (a step
+    /// commit). Before any other job stages, the writer forgets them all.
+    fn keeps_facts(&self) -> bool;
     /// Runs the job inside `tx`; `false` if it was refused.
     fn stage(&mut self, tx: &Tx<'_>) -> bool;
     /// Answers the caller: the staged result, or the commit's failure.
@@ -104,6 +146,7 @@ pub(crate) type Reply<O, E> = Box<dyn FnOnce(Result<(O, Committed), E>) + Send>;
 pub(crate) struct OpJob<O, E, F> {
     op: F,
     durability: Durability,
+    keeps_facts: bool,
     result: Option<Result<O, E>>,
     reply: Reply<O, E>,
 }
@@ -117,7 +160,13 @@ impl<O: Send + 'static, E: Send + 'static, F> OpJob<O, E, F> {
 
     /// A job answered by calling `reply` on the writer thread.
     pub(crate) fn with_reply(durability: Durability, op: F, reply: Reply<O, E>) -> Self {
-        OpJob { op, durability, result: None, reply }
+        OpJob { op, durability, keeps_facts: false, result: None, reply }
+    }
+
+    /// Marks the job as one that keeps the thread facts exact (only step commits do).
+    pub(crate) fn keeping_facts(mut self) -> Self {
+        self.keeps_facts = true;
+        self
     }
 }
 
@@ -129,6 +178,10 @@ where
 {
     fn durability(&self) -> Durability {
         self.durability
+    }
+
+    fn keeps_facts(&self) -> bool {
+        self.keeps_facts
     }
 
     fn stage(&mut self, tx: &Tx<'_>) -> bool {
@@ -280,17 +333,21 @@ fn run_group_in_turn(shared: &Shared, group: Vec<Box<dyn Job>>, force_durable: b
             return None;
         }
     };
-    let tx = Tx { txn: &txn, path, leases: &shared.leases, writes: Cell::new(0) };
+    let tx = Tx::new(&txn, shared);
     let mut staged: Vec<Box<dyn Job>> = Vec::with_capacity(group.len());
     let mut jobs = group.into_iter();
     while let Some(mut job) = jobs.next() {
         let before = tx.writes.get();
+        if !job.keeps_facts() {
+            tx.forget_facts();
+        }
         if job.stage(&tx) {
             staged.push(job);
         } else if tx.writes.get() == before {
             job.finish(Err(closed(path)));
         } else {
             // The refused job left writes behind: redo the group one job at a time.
+            drop(tx);
             drop(txn);
             staged.push(job);
             staged.extend(jobs);
@@ -303,8 +360,14 @@ fn run_group_in_turn(shared: &Shared, group: Vec<Box<dyn Job>>, force_durable: b
         return None;
     }
     let committed = Committed { durable: immediate, group_size: staged.len() };
+    let learned = tx.learned;
     let result = txn.commit().ctx(path).map(|()| committed);
     let ok = result.is_ok();
+    if ok {
+        learned.commit(&shared.facts);
+    } else {
+        shared.facts.clear();
+    }
     for job in staged {
         job.finish(result.clone());
     }
@@ -325,11 +388,18 @@ fn run_alone(shared: &Shared, jobs: Vec<Box<dyn Job>>) -> Option<bool> {
                 continue;
             }
         };
-        let tx = Tx { txn: &txn, path, leases: &shared.leases, writes: Cell::new(0) };
+        let tx = Tx::new(&txn, shared);
+        if !job.keeps_facts() {
+            tx.forget_facts();
+        }
         if job.stage(&tx) {
+            let learned = tx.learned;
             let result = txn.commit().ctx(path).map(|()| Committed { durable: immediate, group_size: 1 });
             if result.is_ok() {
+                learned.commit(&shared.facts);
                 all_durable = Some(all_durable.unwrap_or(true) && immediate);
+            } else {
+                shared.facts.clear();
             }
             job.finish(result);
         } else {
@@ -420,6 +490,59 @@ mod tests {
         assert!(rb.recv().unwrap().is_err());
         assert_eq!(rc.recv().unwrap().unwrap().1.group_size, 1);
         assert_eq!(keys(&shared), ["a", "c"], "b's partial write is rolled back");
+    }
+
+    /// A job that keeps thread facts: it learns facts for `"try-N"` on its N-th staging.
+    fn learning_job() -> (Box<dyn Job>, Reply) {
+        let (reply, answer) = sync_channel(1);
+        let mut tries = 0;
+        let op = move |tx: &Tx<'_>| {
+            tries += 1;
+            let mut table = tx.txn.open_table(T).ctx(tx.path)?;
+            tx.wrote();
+            table.insert("learner", tries).ctx(tx.path)?;
+            let facts = ThreadFacts { record: None, latest: Some(tries), timer: None, pending: Vec::new() };
+            tx.learn_facts(&format!("try-{tries}"), facts);
+            Ok(())
+        };
+        (Box::new(OpJob::new(Durability::Eventual, op, reply).keeping_facts()), answer)
+    }
+
+    fn known(shared: &Shared, thread: &str) -> Option<ThreadFacts> {
+        Learned::default().take(&shared.facts, thread)
+    }
+
+    #[test]
+    fn facts_learned_in_a_transaction_that_did_not_commit_are_dropped() {
+        let shared = shared();
+        let (learner, rl) = learning_job();
+        // A step that fails after writing (keeping facts, so it clears none itself).
+        let (reply, rb) = sync_channel(1);
+        let op = |tx: &Tx<'_>| {
+            let mut table = tx.txn.open_table(T).ctx(tx.path)?;
+            tx.wrote();
+            table.insert("bad", 1).ctx(tx.path)?;
+            Err::<(), _>(StorageError::Backend { path: tx.path.to_path_buf(), detail: "failed mid-way".to_string() })
+        };
+        let bad: Box<dyn Job> = Box::new(OpJob::new(Durability::Eventual, op, reply).keeping_facts());
+        assert_eq!(run_group(&shared, vec![learner, bad], false), Some(false));
+        assert!(rl.recv().unwrap().is_ok());
+        assert!(rb.recv().unwrap().is_err());
+        assert_eq!(known(&shared, "try-1"), None, "learned in the group transaction, which was rolled back");
+        assert_eq!(known(&shared, "try-2").and_then(|f| f.latest), Some(2), "learned when it committed alone");
+    }
+
+    #[test]
+    fn a_job_that_keeps_no_facts_clears_them_before_it_stages() {
+        let shared = shared();
+        let (learner, rl) = learning_job();
+        assert_eq!(run_group(&shared, vec![learner], false), Some(false));
+        assert!(rl.recv().unwrap().is_ok());
+        assert_eq!(shared.facts.len(), 1);
+        let (plain, rp) = job("plain", None);
+        assert_eq!(run_group(&shared, vec![plain], false), Some(false));
+        assert!(rp.recv().unwrap().is_ok());
+        assert_eq!(shared.facts.len(), 0);
     }
 
     #[test]

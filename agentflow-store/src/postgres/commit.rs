@@ -168,7 +168,7 @@ async fn stage_as<C: GenericClient>(
     let t = &c.thread;
     let (schema_version, status, created_at, updated_at) =
         (i64::from(t.schema_version), t.status.as_str(), time(t.created_at), time(t.updated_at));
-    let row = c.checkpoint.as_ref().map(|cp| cp.summary().encode_row(&cp.delta));
+    let row = c.checkpoint.as_ref().map(|cp| cp.encode_row());
     let pending_keys = c
         .pending_writes
         .iter()

@@ -40,7 +40,7 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, d: &ThreadDump) -
         let cp = Checkpoint { parent: parent_in_dump(d, cp), ..cp.clone() };
         let seq = sql::int(&ctx.path, "checkpoint seq", cp.seq)?;
         let parent = cp.parent.map(|p| sql::int(&ctx.path, "checkpoint parent", p)).transpose()?;
-        let row = cp.summary().encode_row(&cp.delta);
+        let row = cp.encode_row();
         sql::execute(
             tx,
             "INSERT INTO checkpoints (thread, seq, parent, has_snapshot, row, snapshot) VALUES ($1, $2, $3, $4, $5, $6)",

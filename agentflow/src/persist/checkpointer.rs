@@ -218,6 +218,10 @@ pub(crate) struct Checkpointer {
     pub(crate) opened_as: Option<ThreadStatus>,
     /// When the run ends sleeping: the thread's timer, written with its status.
     pub(crate) wake_at: Option<u64>,
+    /// The last step's checkpoint `extra` when it held only the budget: the
+    /// next step reuses it while the budget is unchanged (no model or tool
+    /// call), instead of serialising the same value again.
+    step_extra: Option<(ThreadBudget, Value)>,
 }
 
 /// When a commit must be on disk.
@@ -403,6 +407,7 @@ impl Checkpointer {
             budget: ThreadBudget::default(),
             sweep_approvals: false,
             wake_at: None,
+            step_extra: None,
         }
     }
 
@@ -618,7 +623,7 @@ impl Checkpointer {
             delta,
             metadata: CheckpointMetadata {
                 extra: if payloads.is_empty() {
-                    json!({ BUDGET: ThreadBudget { usage, ..self.budget } })
+                    self.budget_extra(ThreadBudget { usage, ..self.budget })
                 } else {
                     json!({ BUDGET: ThreadBudget { usage, ..self.budget }, PAYLOADS: payloads })
                 },
@@ -648,6 +653,18 @@ impl Checkpointer {
             self.cancel_orphaned_approvals(finished).await;
         }
         Ok(())
+    }
+
+    /// A step's checkpoint `extra` holding only `budget`.
+    fn budget_extra(&mut self, budget: ThreadBudget) -> Value {
+        match &self.step_extra {
+            Some((last, extra)) if *last == budget => extra.clone(),
+            _ => {
+                let extra = json!({ BUDGET: budget });
+                self.step_extra = Some((budget, extra.clone()));
+                extra
+            }
+        }
     }
 
     /// Cancels the thread's approvals still `PENDING` or `APPROVED` once the
