@@ -326,7 +326,9 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 let budget = ThreadBudget { limits: self.limits, ..ThreadBudget::default() };
                 let (owner, durability, ttl) = (self.owner.clone(), self.durability, self.lease_ttl);
                 let holder = self.holder.clone();
-                Some(Checkpointer::start(app, store, thread, owner, durability, ttl, budget, &input, holder).await?)
+                let id = thread.clone();
+                let started = Checkpointer::start(app, store, thread, owner, durability, ttl, budget, &input, holder);
+                Some(started.await.map_err(|e| first_commit_lost(e, &id))?)
             }
         };
         let start = Resumed::fresh(input, app.graph.start());
@@ -643,6 +645,20 @@ fn check_ttl(ttl: Duration) -> Result<(), RunError> {
         return Err(RunError::LeaseTtlTooShort { min: MIN_LEASE_TTL, asked: ttl });
     }
     Ok(())
+}
+
+/// A new thread's first commit (its input checkpoint) refused because another holder has the
+/// thread is a lost lease too: a worker's claim took the lease, and it can be lost before the
+/// run writes anything.
+fn first_commit_lost(e: RunError, thread: &str) -> RunError {
+    use agentflow_store::{CommitError, LeaseError};
+    match &e {
+        RunError::Persist(
+            PersistError::Commit(CommitError::LeaseLost { current, .. })
+            | PersistError::Lease(LeaseError::NotHeld { current, .. }),
+        ) => RunError::LeaseLost { thread: thread.to_string(), holder: current.as_ref().map(|l| l.holder.clone()) },
+        _ => e,
+    }
 }
 
 /// A commit or renewal refused because another holder has the thread is a lost lease.
