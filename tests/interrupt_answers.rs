@@ -3,7 +3,8 @@
 //! then used by the next plain `resume()` wherever the graph runs.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
 
 use agentflow::approval::{ANSWER_KIND, AnswerError, ApprovalDesk, Approver, RoleAuthorizer};
 use agentflow::prelude::*;
@@ -201,5 +202,82 @@ async fn an_explicit_resume_with_value_wins_over_a_recorded_answer() {
         .resume_with(Review { approve: true, note: "from the app".into() })
         .await
         .unwrap();
+    assert_eq!(done.state.verdict.as_deref(), Some("from the app"));
+}
+
+/// A recorded answer of the wrong shape fails the node on resume (as `resume_with` would), but
+/// unlike a `resume_with` value it cannot be replaced: the thread is `failed`, so a new answer
+/// is refused as "not waiting", and every plain resume (also a worker's) applies the same bad
+/// answer again. Only the app's own `resume_with` gets the thread out.
+#[tokio::test]
+#[ignore = "a wrong-shaped recorded answer poisons the thread: answers would need to be consumed by a failed attempt (a design change to the answer binding)"]
+async fn a_recorded_answer_of_the_wrong_shape_can_be_replaced_by_a_new_answer() {
+    let store = store();
+    let deps = Deps::default();
+    app(&store).runner(&deps).thread("t").run(Draft::default()).await.unwrap();
+    let desk = desk(&store);
+    let (seq, _) = desk.waiting_interrupt("t").unwrap();
+    desk.answer_interrupt("t", seq, json!("not a review"), &alice()).unwrap();
+    let failed = app(&store).runner(&deps).thread("t").resume().await.unwrap();
+    assert!(matches!(failed.outcome, Outcome::Failed { .. }), "{:?}", failed.outcome);
+
+    // A person can give the right value now, from the inbox or the CLI.
+    let (seq, asks) = desk.waiting_interrupt("t").expect("the thread still waits for its answer");
+    assert_eq!(asks.node, "review");
+    desk.answer_interrupt("t", seq, json!({ "approve": true, "note": "fixed" }), &alice()).unwrap();
+    let done = app(&store).runner(&deps).thread("t").resume().await.unwrap();
+    assert_eq!(done.state.verdict.as_deref(), Some("fixed"));
+}
+
+/// While armed, `gated::ask` waits here before it asks (its re-run under `resume_with`).
+static GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+static ARMED: AtomicBool = AtomicBool::new(false);
+static AT_GATE: AtomicBool = AtomicBool::new(false);
+
+#[graph(state = Draft, start = ask)]
+mod gated {
+    use super::*;
+
+    #[node(goto = [END], interrupt)]
+    async fn ask(_s: &Draft, cx: &Ctx<()>) -> Result<Step<Draft>, NodeError> {
+        if ARMED.load(Ordering::SeqCst) {
+            AT_GATE.store(true, Ordering::SeqCst);
+            GATE.acquire().await.expect("the gate stays open").forget();
+        }
+        let r: Review = cx.interrupt(json!({ "draft": "hello" }))?;
+        Ok(goto!(END, Draft::update().verdict(Some(r.note))))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_given_while_resume_with_runs_the_thread_is_refused_and_not_recorded() {
+    let store = store();
+    let app = gated::graph().app().store(Arc::clone(&store));
+    app.runner(&()).thread("g").run(Draft::default()).await.unwrap();
+    let desk = desk(&store);
+    let (seq, _) = desk.waiting_interrupt("g").unwrap();
+
+    // The app resumes the thread with its own value; its node is held before it asks again.
+    ARMED.store(true, Ordering::SeqCst);
+    let resuming = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            app.runner(&()).thread("g").resume_with(Review { approve: true, note: "from the app".into() }).await
+        })
+    };
+    let began = std::time::Instant::now();
+    while !AT_GATE.load(Ordering::SeqCst) {
+        assert!(began.elapsed() < Duration::from_secs(60), "the resumed node never ran");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The page still shows the form for this checkpoint; the answer would be left behind by
+    // the run that holds the thread, so it is refused, and nothing is written.
+    let err = desk.answer_interrupt("g", seq, json!({ "approve": false, "note": "from the inbox" }), &alice()).unwrap_err();
+    assert!(matches!(err, AnswerError::Busy { ref thread, .. } if thread == "g"), "{err}");
+    assert!(store.list_audit("g").unwrap().iter().all(|e| e.kind != ANSWER_KIND));
+
+    GATE.add_permits(1);
+    let done = resuming.await.unwrap().unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
     assert_eq!(done.state.verdict.as_deref(), Some("from the app"));
 }

@@ -103,6 +103,18 @@ pub enum AnswerError {
     /// Writing the answer's audit entry failed.
     #[error("recording the answer: {0}")]
     Audit(#[from] AuditError),
+    /// A run holds the thread right now (a `resume_with` or a resume in progress): it could
+    /// move the thread on without this answer. (Appended last.)
+    #[error(
+        "thread `{thread}` is being resumed right now (`{holder}` holds it); nothing was recorded: \
+         look at the thread again once that run stopped and answer what it asks then, if anything"
+    )]
+    Busy {
+        /// The thread.
+        thread: String,
+        /// The holder of the thread's lease.
+        holder: String,
+    },
 }
 
 impl ApprovalDesk {
@@ -114,7 +126,11 @@ impl ApprovalDesk {
     /// `resume_with(value)` would. A value of the wrong shape fails the node there,
     /// as with `resume_with`. Refused when the thread does not wait in
     /// `interrupt`, waits at another checkpoint (it moved on), or was answered
-    /// there already (the first answer wins, also across processes).
+    /// there already (the first answer wins, also across processes); refused with
+    /// [`AnswerError::Busy`] while a run holds the thread's lease (a `resume_with` in
+    /// progress would move the thread on without this answer). A run that takes the thread
+    /// in the instant between that check and the write is not detected: an explicit
+    /// `resume_with` started then still wins over the answer.
     pub fn answer_interrupt(
         &self,
         thread: &str,
@@ -174,6 +190,11 @@ fn record(
     let (latest, pending) = waiting(store, thread)?;
     if latest != checkpoint {
         return Err(AnswerError::Stale { thread: thread.to_string(), checkpoint, latest });
+    }
+    // A run that holds the thread (a `resume_with` with its own value) would leave this
+    // answer behind while the person is told it was recorded.
+    if let Some(lease) = store.thread(thread)?.and_then(|r| r.lease).filter(|l| l.expires_at > now) {
+        return Err(AnswerError::Busy { thread: thread.to_string(), holder: lease.holder });
     }
     if let Some(first) = recorded(store, thread, checkpoint)? {
         return Err(AnswerError::AlreadyAnswered { thread: thread.to_string(), checkpoint, by: first.by });

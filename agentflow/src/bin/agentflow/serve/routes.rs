@@ -642,7 +642,10 @@ async fn answer(State(server): State<Shared>, headers: HeaderMap, Path(id): Path
         Ok(Err(e)) => {
             let status = match &e {
                 AnswerError::NotFound { .. } => StatusCode::NOT_FOUND,
-                AnswerError::NotWaiting { .. } | AnswerError::Stale { .. } | AnswerError::AlreadyAnswered { .. } => {
+                AnswerError::NotWaiting { .. }
+                | AnswerError::Stale { .. }
+                | AnswerError::AlreadyAnswered { .. }
+                | AnswerError::Busy { .. } => {
                     StatusCode::CONFLICT
                 }
                 AnswerError::Anonymous => StatusCode::UNAUTHORIZED,
