@@ -12,6 +12,9 @@ use agentflow::{RedbStore, RunError, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+#[path = "pg/mod.rs"]
+mod pg;
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
 pub struct Draft {
     text: String,
@@ -280,4 +283,46 @@ async fn an_answer_given_while_resume_with_runs_the_thread_is_refused_and_not_re
     let done = resuming.await.unwrap().unwrap();
     assert_eq!(done.outcome, Outcome::Completed);
     assert_eq!(done.state.verdict.as_deref(), Some("from the app"));
+}
+
+fn postgres(url: &str, tag: &str) -> Arc<dyn Store> {
+    let schema = format!("interrupt_answers_{tag}_{}", std::process::id());
+    Arc::new(agentflow_store::PostgresStore::builder().schema(&schema).open(url).expect("open the PostgreSQL store"))
+}
+
+/// Eight people answer the same checkpoint at the same moment, each through their own
+/// `PostgresStore` (as eight processes would): one answer wins, every other is refused naming
+/// the winner, and the run continues with the winner's value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_answers_from_separate_store_instances_at_the_same_moment_have_one_winner() {
+    let Some(url) = pg::pg_url() else { return };
+    let store = postgres(&url, "race");
+    let deps = Deps::default();
+    app(&store).runner(&deps).thread("t").run(Draft::default()).await.unwrap();
+    let (seq, _) = desk(&store).waiting_interrupt("t").unwrap();
+
+    let stores: Vec<_> = (0..8).map(|_| postgres(&url, "race")).collect();
+    let barrier = Arc::new(std::sync::Barrier::new(stores.len()));
+    let handles: Vec<_> = stores
+        .into_iter()
+        .enumerate()
+        .map(|(i, store)| {
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                let who = Approver::new(format!("user{i}"), ["reviewer"]);
+                barrier.wait();
+                desk(&store).answer_interrupt("t", seq, json!({ "approve": true, "note": format!("user{i}") }), &who)
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let winners: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    for r in &results {
+        if let Err(e) = r {
+            assert!(matches!(e, AnswerError::AlreadyAnswered { by, .. } if *by == winners[0].by), "{e}");
+        }
+    }
+    let done = app(&store).runner(&deps).thread("t").resume().await.unwrap();
+    assert_eq!(done.state.verdict.as_deref(), Some(winners[0].by.as_str()));
 }
