@@ -4,7 +4,11 @@
 //!
 //! The lease is taken from under the worker by a store that, right after handing out a claim,
 //! lets another holder take the thread's lease (as if the claim's lease had expired: the
-//! "thief" asks at a time past its expiry). Everything else is a plain in-memory `RedbStore`.
+//! "thief" asks at a time past its expiry). Everything else is a plain `RedbStore` or
+//! `PostgresStore` (skipped with one line without `AGENTFLOW_PG_URL`).
+
+#[path = "pg/mod.rs"]
+mod pg;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -55,7 +59,7 @@ mod two_steps {
 /// A `RedbStore` whose `claim_runs` lets [`THIEF`] take each claimed thread's lease right after
 /// the claim, before the claiming worker wrote anything.
 struct Stealing {
-    inner: RedbStore,
+    inner: Arc<dyn Store>,
     stolen: AtomicBool,
 }
 
@@ -221,9 +225,8 @@ impl Store for Stealing {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lease_lost_between_the_claim_and_the_first_commit_writes_nothing_and_is_reported_lost() {
-    let store = Arc::new(Stealing { inner: RedbStore::in_memory().expect("in-memory store"), stolen: AtomicBool::new(false) });
+async fn lost_between_the_claim_and_the_first_commit(inner: Arc<dyn Store>) {
+    let store = Arc::new(Stealing { inner, stolen: AtomicBool::new(false) });
     let app = two_steps::graph().app().store(Arc::clone(&store) as Arc<dyn Store>);
     app.submit("t", &Count::default()).unwrap();
 
@@ -254,4 +257,18 @@ async fn a_lease_lost_between_the_claim_and_the_first_commit_writes_nothing_and_
     );
     // The run is still queued, for whoever holds the thread now.
     assert_eq!(app.live_runs().unwrap().iter().filter(|r| r.thread == "t").count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_a_lease_lost_between_the_claim_and_the_first_commit_writes_nothing_and_is_reported_lost() {
+    lost_between_the_claim_and_the_first_commit(Arc::new(RedbStore::in_memory().expect("in-memory store"))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_lease_lost_between_the_claim_and_the_first_commit_writes_nothing_and_is_reported_lost() {
+    let Some(url) = pg::pg_url() else { return };
+    let schema = format!("worker_lease_lost_{}", std::process::id());
+    let store =
+        agentflow_store::PostgresStore::builder().schema(&schema).open(&url).expect("open the PostgreSQL store");
+    lost_between_the_claim_and_the_first_commit(Arc::new(store)).await;
 }
