@@ -275,7 +275,8 @@ async fn an_answer_given_while_resume_with_runs_the_thread_is_refused_and_not_re
     }
     // The page still shows the form for this checkpoint; the answer would be left behind by
     // the run that holds the thread, so it is refused, and nothing is written.
-    let err = desk.answer_interrupt("g", seq, json!({ "approve": false, "note": "from the inbox" }), &alice()).unwrap_err();
+    let err =
+        desk.answer_interrupt("g", seq, json!({ "approve": false, "note": "from the inbox" }), &alice()).unwrap_err();
     assert!(matches!(err, AnswerError::Busy { ref thread, .. } if thread == "g"), "{err}");
     assert!(store.list_audit("g").unwrap().iter().all(|e| e.kind != ANSWER_KIND));
 

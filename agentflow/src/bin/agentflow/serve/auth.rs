@@ -261,9 +261,8 @@ mod tests {
     fn user_names_that_look_alike_and_tokens_with_surrounding_spaces_are_refused() {
         let alike = [("alice", " alice"), ("alice", "Alice"), ("alice", "alice\\u200b"), ("alice", "ali\\nce")];
         for (i, (a, b)) in alike.iter().enumerate() {
-            let json = format!(
-                r#"{{"users": [{{"name": "{a}", "token": "one"}}, {{"name": "{b}", "token": "two"}}]}}"#
-            );
+            let json =
+                format!(r#"{{"users": [{{"name": "{a}", "token": "one"}}, {{"name": "{b}", "token": "two"}}]}}"#);
             let message = refusal(&format!("alike{i}"), &json);
             assert!(message.contains("user names"), "{json}: {message}");
         }

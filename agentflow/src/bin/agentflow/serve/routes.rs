@@ -645,9 +645,7 @@ async fn answer(State(server): State<Shared>, headers: HeaderMap, Path(id): Path
                 AnswerError::NotWaiting { .. }
                 | AnswerError::Stale { .. }
                 | AnswerError::AlreadyAnswered { .. }
-                | AnswerError::Busy { .. } => {
-                    StatusCode::CONFLICT
-                }
+                | AnswerError::Busy { .. } => StatusCode::CONFLICT,
                 AnswerError::Anonymous => StatusCode::UNAUTHORIZED,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             };
