@@ -702,3 +702,37 @@ async fn hostile_thread_ids_payloads_and_answers_are_escaped_on_every_page() {
         no_markup(&page, &body);
     }
 }
+
+#[tokio::test]
+async fn a_planted_session_id_is_never_adopted_and_an_oversized_form_changes_nothing() {
+    let (store, serve) = setup("fixation").await;
+    let base = &serve.base;
+    // Someone plants a session id of their choosing in the browser before its user logs in.
+    let planted = format!("agentflow_session={}", "ab".repeat(32));
+    let c = client();
+    let form = c.get(format!("{base}/login")).header(COOKIE, &planted).send().await.unwrap();
+    assert_eq!(form.status(), StatusCode::OK, "a planted id is no session");
+    let login_cookie = set_cookie(&form, "agentflow_login").expect("the login form's CSRF cookie");
+    let csrf = csrf_in(&form.text().await.unwrap());
+    let r = c
+        .post(format!("{base}/login"))
+        .header(COOKIE, format!("{planted}; {login_cookie}"))
+        .form(&[("token", "alice-token"), ("csrf", &csrf)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let session = set_cookie(&r, "agentflow_session").expect("a new session cookie");
+    assert_ne!(session, planted, "the login starts a session of its own");
+    // The planted id gives no access after the login either.
+    let (status, to) = get(base, Some(&User { cookie: planted.clone(), csrf: String::new() }), "/").await;
+    assert_eq!((status, to.as_str()), (StatusCode::SEE_OTHER, "/login"));
+
+    // A form far larger than any decision is refused before it is read; nothing changes.
+    let alice = login(base, "alice-token").await;
+    let a = the_approval(&store);
+    let huge = "x".repeat(3 * 1024 * 1024);
+    let (status, _) = post(base, Some(&alice), &format!("/approvals/{}/reject", a.id), &[("reason", &huge)]).await;
+    assert!(status.is_client_error(), "{status}");
+    assert_untouched(&store);
+}
