@@ -327,3 +327,59 @@ async fn postgres_answers_from_separate_store_instances_at_the_same_moment_have_
     let done = app(&store).runner(&deps).thread("t").resume().await.unwrap();
     assert_eq!(done.state.verdict.as_deref(), Some(winners[0].by.as_str()));
 }
+
+/// While armed, `gated_for_worker::ask` waits here before it asks (its re-run by a worker).
+static WORKER_GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+static WORKER_ARMED: AtomicBool = AtomicBool::new(false);
+static AT_WORKER_GATE: AtomicBool = AtomicBool::new(false);
+
+#[graph(state = Draft, start = ask)]
+mod gated_for_worker {
+    use super::*;
+
+    #[node(goto = [END], interrupt)]
+    async fn ask(_s: &Draft, cx: &Ctx<()>) -> Result<Step<Draft>, NodeError> {
+        if WORKER_ARMED.load(Ordering::SeqCst) {
+            AT_WORKER_GATE.store(true, Ordering::SeqCst);
+            WORKER_GATE.acquire().await.expect("the gate stays open").forget();
+        }
+        let r: Review = cx.interrupt(json!({ "draft": "hello" }))?;
+        Ok(goto!(END, Draft::update().verdict(Some(r.note))))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_answer_while_a_worker_resumes_with_the_first_is_refused_and_the_first_is_used() {
+    let store = store();
+    let app = gated_for_worker::graph().app().store(Arc::clone(&store));
+    app.runner(&()).thread("w").run(Draft::default()).await.unwrap();
+    let desk = desk(&store);
+    let (seq, _) = desk.waiting_interrupt("w").unwrap();
+    desk.answer_interrupt("w", seq, json!({ "approve": true, "note": "first" }), &alice()).unwrap();
+
+    // A worker takes the answered thread; its node is held before it asks again.
+    WORKER_ARMED.store(true, Ordering::SeqCst);
+    app.submit_resume("w").unwrap();
+    let stop = agentflow::CancellationToken::new();
+    let worker = agentflow::Worker::new(app.clone(), Arc::new(())).poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    let began = std::time::Instant::now();
+    while !AT_WORKER_GATE.load(Ordering::SeqCst) {
+        assert!(began.elapsed() < Duration::from_secs(60), "the worker never resumed the thread");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let bob = Approver::new("bob", ["reviewer"]);
+    let err = desk.answer_interrupt("w", seq, json!({ "approve": true, "note": "second" }), &bob).unwrap_err();
+    assert!(matches!(err, AnswerError::Busy { .. } | AnswerError::AlreadyAnswered { .. }), "{err}");
+    assert_eq!(store.list_audit("w").unwrap().iter().filter(|e| e.kind == ANSWER_KIND).count(), 1);
+
+    WORKER_GATE.add_permits(1);
+    while !app.live_runs().unwrap().is_empty() {
+        assert!(began.elapsed() < Duration::from_secs(60), "the worker never finished the thread");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!(report.completed, 1, "{report:?}");
+    assert_eq!(app.state("w").unwrap().unwrap().state.verdict.as_deref(), Some("first"));
+}
