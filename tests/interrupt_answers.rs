@@ -208,12 +208,10 @@ async fn an_explicit_resume_with_value_wins_over_a_recorded_answer() {
     assert_eq!(done.state.verdict.as_deref(), Some("from the app"));
 }
 
-/// A recorded answer of the wrong shape fails the node on resume (as `resume_with` would), but
-/// unlike a `resume_with` value it cannot be replaced: the thread is `failed`, so a new answer
-/// is refused as "not waiting", and every plain resume (also a worker's) applies the same bad
-/// answer again. Only the app's own `resume_with` gets the thread out.
+/// A recorded answer of the wrong shape fails the node on resume (as `resume_with` would); the
+/// answer is then spent: the next plain resume asks for a value again instead of failing with
+/// the same answer, and a person can answer the same checkpoint anew.
 #[tokio::test]
-#[ignore = "a wrong-shaped recorded answer poisons the thread: answers would need to be consumed by a failed attempt (a design change to the answer binding)"]
 async fn a_recorded_answer_of_the_wrong_shape_can_be_replaced_by_a_new_answer() {
     let store = store();
     let deps = Deps::default();
@@ -227,6 +225,9 @@ async fn a_recorded_answer_of_the_wrong_shape_can_be_replaced_by_a_new_answer() 
     // A person can give the right value now, from the inbox or the CLI.
     let (seq, asks) = desk.waiting_interrupt("t").expect("the thread still waits for its answer");
     assert_eq!(asks.node, "review");
+    assert_eq!(desk.recorded_answer("t").unwrap(), None, "the failed answer is spent");
+    let err = app(&store).runner(&deps).thread("t").resume().await.unwrap_err();
+    assert!(matches!(err, RunError::ValueRequired { .. }), "{err}");
     desk.answer_interrupt("t", seq, json!({ "approve": true, "note": "fixed" }), &alice()).unwrap();
     let done = app(&store).runner(&deps).thread("t").resume().await.unwrap();
     assert_eq!(done.state.verdict.as_deref(), Some("fixed"));

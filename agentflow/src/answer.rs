@@ -25,6 +25,11 @@ use crate::persist::now_ms;
 /// The audit kind of a recorded answer.
 pub const ANSWER_KIND: &str = "interrupt.answered";
 
+/// The audit kind written when a plain resume that continued with a recorded answer ended
+/// `failed` (a value of the wrong shape, for instance): the answer is spent, and a person may
+/// answer the checkpoint again.
+pub const ANSWER_FAILED_KIND: &str = "interrupt.answer_failed";
+
 /// An answer to a thread's `cx.interrupt`, as recorded.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -119,7 +124,9 @@ pub enum AnswerError {
 
 impl ApprovalDesk {
     /// Records `value` as the answer to the `cx.interrupt` that thread `thread`
-    /// waits in at checkpoint `checkpoint`, given by `by`.
+    /// waits in at checkpoint `checkpoint`, given by `by`. A thread whose resume with a
+    /// recorded answer failed there (a value of the wrong shape) waits there still and
+    /// takes a new answer: the failed one is spent ([`ANSWER_FAILED_KIND`]).
     ///
     /// Nothing runs here: the next [`Runner::resume`](crate::Runner::resume) of the
     /// thread, in any process that runs its graph, continues it as
@@ -160,7 +167,8 @@ impl ApprovalDesk {
 fn waiting(store: &dyn Store, thread: &str) -> Result<(u64, Pending), AnswerError> {
     let record = store.thread(thread)?.ok_or_else(|| AnswerError::NotFound { thread: thread.to_string() })?;
     let not_waiting = |status: String| AnswerError::NotWaiting { thread: thread.to_string(), status };
-    if record.status != ThreadStatus::Interrupted {
+    // A thread that failed where it waits (a spent answer of the wrong shape) still waits.
+    if !matches!(record.status, ThreadStatus::Interrupted | ThreadStatus::Failed) {
         return Err(not_waiting(record.status.as_str().to_string()));
     }
     let latest = store.latest_checkpoint(thread)?.ok_or_else(|| not_waiting("no checkpoint".into()))?;
@@ -172,6 +180,7 @@ fn waiting(store: &dyn Store, thread: &str) -> Result<(u64, Pending), AnswerErro
         .unwrap_or_default();
     match waits.into_iter().find(|p| p.kind == PendingKind::Interrupt) {
         Some(p) => Ok((latest.seq, p)),
+        None if record.status == ThreadStatus::Failed => Err(not_waiting("failed".into())),
         None => Err(not_waiting("it waits for an approval or a breakpoint".into())),
     }
 }
@@ -209,9 +218,26 @@ fn record(
     }
 }
 
-/// The first answer recorded for checkpoint `checkpoint` of `thread`.
+/// The first answer recorded for checkpoint `checkpoint` of `thread` since a run with the
+/// last one failed ([`ANSWER_FAILED_KIND`]), in the audit log's order.
 pub(crate) fn recorded(store: &dyn Store, thread: &str, checkpoint: u64) -> Result<Option<InterruptAnswer>, ReadError> {
-    Ok(store.list_audit(thread)?.into_iter().find_map(|e| answer_of(&e, checkpoint)))
+    let mut first = None;
+    for e in store.list_audit(thread)? {
+        if e.kind == ANSWER_FAILED_KIND && e.detail.get("checkpoint").and_then(Value::as_u64) == Some(checkpoint) {
+            first = None;
+        } else if first.is_none() {
+            first = answer_of(&e, checkpoint);
+        }
+    }
+    Ok(first)
+}
+
+/// Records that the run that continued `thread` from `checkpoint` with `answer` failed: the
+/// answer is spent.
+pub(crate) fn spent(store: &dyn Store, answer: &InterruptAnswer, now: u64) -> Result<(), AuditError> {
+    let detail = json!({ "checkpoint": answer.checkpoint, "node": answer.node, "answered_by": answer.by });
+    store.append_audit(&answer.thread, NewAuditEntry::new(now, &answer.by, ANSWER_FAILED_KIND, detail))?;
+    Ok(())
 }
 
 fn answer_of(entry: &AuditEntry, checkpoint: u64) -> Option<InterruptAnswer> {

@@ -736,3 +736,33 @@ async fn a_planted_session_id_is_never_adopted_and_an_oversized_form_changes_not
     assert!(status.is_client_error(), "{status}");
     assert_untouched(&store);
 }
+
+#[tokio::test]
+async fn an_answer_of_the_wrong_shape_fails_the_resume_once_and_the_page_asks_again() {
+    let dir = temp_dir("spent");
+    let store = filled_redb(&dir).await;
+    add_question(open_redb(&store)).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let seq = with_redb(&store, |s| s.latest_checkpoint("t-question").unwrap().unwrap().seq).to_string();
+    let path = "/threads/t-question/answer";
+    // The node expects a string; a number is valid JSON, so it is recorded.
+    let (status, _) = post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("value", "3")]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let resume = |store: &Path| {
+        let app = questions::graph().app().store(open_redb(store));
+        async move { app.runner(&()).thread("t-question").resume().await }
+    };
+    let failed = resume(&store).await.expect("the run ends failed");
+    assert!(matches!(failed.outcome, agentflow::Outcome::Failed { .. }), "{:?}", failed.outcome);
+
+    // The answer is spent: the page shows the form again, and a new answer is taken.
+    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
+    let section = &inbox[inbox.find("id=\"interrupts\"").expect("the interrupt is listed again")..];
+    assert!(section.contains(&format!("action=\"{path}\"")) && !section.contains("Answered by"), "{section}");
+    let (status, body) = post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("value", "\"ship it\"")]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    let done = resume(&store).await.expect("resume with the new answer");
+    assert_eq!(done.outcome, agentflow::Outcome::Completed);
+    assert_eq!(done.state.answer.as_deref(), Some("ship it"));
+}

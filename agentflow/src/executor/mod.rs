@@ -342,7 +342,9 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// [`Runner::resume_with`], unless a person answered it from another
     /// process ([`ApprovalDesk::answer_interrupt`](crate::approval::ApprovalDesk::answer_interrupt),
     /// the approval inbox, `agentflow answer`): then it continues with that
-    /// answer, exactly as `resume_with(answer)` would.
+    /// answer, exactly as `resume_with(answer)` would. If that run ends
+    /// [`Outcome::Failed`] (a value of the wrong shape), the answer is spent: the
+    /// next plain resume asks for a value again, and a person may answer anew.
     pub async fn resume(self) -> Result<Run<S>, RunError> {
         let (checkpointer, start) =
             open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
@@ -363,7 +365,25 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 .await?
                 .map_err(PersistError::from)?;
             return match answer {
-                Some(answer) => self.drive(start, Some(checkpointer), Some(answer.value)).await,
+                Some(answer) => {
+                    let value = answer.value.clone();
+                    let result = self.drive(start, Some(checkpointer), Some(value)).await;
+                    if let Ok(run) = &result
+                        && matches!(run.outcome, Outcome::Failed { .. })
+                    {
+                        // Spent: a person may answer again (a value of the right shape).
+                        let now = crate::persist::now_ms();
+                        let thread = answer.thread.clone();
+                        match crate::persist::blocking(&store, move |s| crate::answer::spent(s, &answer, now)).await {
+                            Ok(Ok(())) => {}
+                            Ok(Err(e)) => {
+                                tracing::warn!(thread = %thread, error = %e, "could not mark the answer spent")
+                            }
+                            Err(e) => tracing::warn!(thread = %thread, error = %e, "could not mark the answer spent"),
+                        }
+                    }
+                    result
+                }
                 None => Err(RunError::ValueRequired { thread: checkpointer.thread.clone(), node: p.node.clone() }),
             };
         }
