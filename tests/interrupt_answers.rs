@@ -384,3 +384,30 @@ async fn a_second_answer_while_a_worker_resumes_with_the_first_is_refused_and_th
     assert_eq!(report.completed, 1, "{report:?}");
     assert_eq!(app.state("w").unwrap().unwrap().state.verdict.as_deref(), Some("first"));
 }
+
+/// An answer nested deeper than a `resume_with` value may be is refused when it is given, with
+/// nothing recorded: recorded, it would stop every plain resume of the thread.
+#[tokio::test]
+async fn an_answer_nested_deeper_than_a_resume_value_may_be_is_refused_and_not_recorded() {
+    let store = store();
+    let deps = Deps::default();
+    app(&store).runner(&deps).thread("t").run(Draft::default()).await.unwrap();
+    let desk = desk(&store);
+    let (seq, _) = desk.waiting_interrupt("t").unwrap();
+    let mut deep = json!("bottom");
+    for _ in 0..agentflow::persist::MAX_JSON_DEPTH + 1 {
+        deep = json!([deep]);
+    }
+    // The app could not resume with it either.
+    let err = app(&store).runner(&deps).thread("t").resume_with(deep.clone()).await.unwrap_err();
+    assert!(err.to_string().contains("nests deeper"), "{err}");
+
+    let err = desk.answer_interrupt("t", seq, deep, &alice()).unwrap_err();
+    assert!(matches!(err, AnswerError::Value(_)), "{err}");
+    assert!(err.to_string().contains("nests deeper"), "{err}");
+    assert!(store.list_audit("t").unwrap().iter().all(|e| e.kind != ANSWER_KIND));
+    // A value of the right shape is still taken.
+    desk.answer_interrupt("t", seq, json!({ "approve": true, "note": "ok" }), &alice()).unwrap();
+    let done = app(&store).runner(&deps).thread("t").resume().await.unwrap();
+    assert_eq!(done.state.verdict.as_deref(), Some("ok"));
+}

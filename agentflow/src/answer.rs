@@ -120,6 +120,11 @@ pub enum AnswerError {
         /// The holder of the thread's lease.
         holder: String,
     },
+    /// The value could not be a resume value (nested deeper than
+    /// [`MAX_JSON_DEPTH`](crate::persist::MAX_JSON_DEPTH), as `resume_with` refuses it);
+    /// nothing was recorded. (Appended last.)
+    #[error("the answer cannot be a resume value: {0}")]
+    Value(crate::persist::ValueError),
 }
 
 impl ApprovalDesk {
@@ -128,6 +133,7 @@ impl ApprovalDesk {
     /// recorded answer failed there (a value of the wrong shape) waits there still and
     /// takes a new answer: the failed one is spent ([`ANSWER_FAILED_KIND`]).
     ///
+    /// The value is checked as a `resume_with` value is ([`AnswerError::Value`]).
     /// Nothing runs here: the next [`Runner::resume`](crate::Runner::resume) of the
     /// thread, in any process that runs its graph, continues it as
     /// `resume_with(value)` would. A value of the wrong shape fails the node there,
@@ -196,6 +202,8 @@ fn record(
     if by.trim().is_empty() {
         return Err(AnswerError::Anonymous);
     }
+    // Recorded, a value `resume_with` refuses would stop every plain resume of the thread.
+    crate::persist::check_json(&value, "answer").map_err(AnswerError::Value)?;
     let (latest, pending) = waiting(store, thread)?;
     if latest != checkpoint {
         return Err(AnswerError::Stale { thread: thread.to_string(), checkpoint, latest });

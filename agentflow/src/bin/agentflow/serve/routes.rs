@@ -660,6 +660,7 @@ async fn answer(State(server): State<Shared>, headers: HeaderMap, Path(id): Path
                 | AnswerError::AlreadyAnswered { .. }
                 | AnswerError::Busy { .. } => StatusCode::CONFLICT,
                 AnswerError::Anonymous => StatusCode::UNAUTHORIZED,
+                AnswerError::Value(_) => StatusCode::UNPROCESSABLE_ENTITY,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             };
             error_page(status, "The answer was refused", &format!("{e}. Nothing was recorded."), Some(&s))
