@@ -3,13 +3,17 @@
 //! then used by the next plain `resume()` wherever the graph runs.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
 
 use agentflow::approval::{ANSWER_KIND, AnswerError, ApprovalDesk, Approver, RoleAuthorizer};
 use agentflow::prelude::*;
 use agentflow::{RedbStore, RunError, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+
+#[path = "pg/mod.rs"]
+mod pg;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
 pub struct Draft {
@@ -202,4 +206,208 @@ async fn an_explicit_resume_with_value_wins_over_a_recorded_answer() {
         .await
         .unwrap();
     assert_eq!(done.state.verdict.as_deref(), Some("from the app"));
+}
+
+/// A recorded answer of the wrong shape fails the node on resume (as `resume_with` would); the
+/// answer is then spent: the next plain resume asks for a value again instead of failing with
+/// the same answer, and a person can answer the same checkpoint anew.
+#[tokio::test]
+async fn a_recorded_answer_of_the_wrong_shape_can_be_replaced_by_a_new_answer() {
+    let store = store();
+    let deps = Deps::default();
+    app(&store).runner(&deps).thread("t").run(Draft::default()).await.unwrap();
+    let desk = desk(&store);
+    let (seq, _) = desk.waiting_interrupt("t").unwrap();
+    desk.answer_interrupt("t", seq, json!("not a review"), &alice()).unwrap();
+    let failed = app(&store).runner(&deps).thread("t").resume().await.unwrap();
+    assert!(matches!(failed.outcome, Outcome::Failed { .. }), "{:?}", failed.outcome);
+
+    // A person can give the right value now, from the inbox or the CLI.
+    let (seq, asks) = desk.waiting_interrupt("t").expect("the thread still waits for its answer");
+    assert_eq!(asks.node, "review");
+    assert_eq!(desk.recorded_answer("t").unwrap(), None, "the failed answer is spent");
+    let err = app(&store).runner(&deps).thread("t").resume().await.unwrap_err();
+    assert!(matches!(err, RunError::ValueRequired { .. }), "{err}");
+    desk.answer_interrupt("t", seq, json!({ "approve": true, "note": "fixed" }), &alice()).unwrap();
+    let done = app(&store).runner(&deps).thread("t").resume().await.unwrap();
+    assert_eq!(done.state.verdict.as_deref(), Some("fixed"));
+}
+
+/// While armed, `gated::ask` waits here before it asks (its re-run under `resume_with`).
+static GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+static ARMED: AtomicBool = AtomicBool::new(false);
+static AT_GATE: AtomicBool = AtomicBool::new(false);
+
+#[graph(state = Draft, start = ask)]
+mod gated {
+    use super::*;
+
+    #[node(goto = [END], interrupt)]
+    async fn ask(_s: &Draft, cx: &Ctx<()>) -> Result<Step<Draft>, NodeError> {
+        if ARMED.load(Ordering::SeqCst) {
+            AT_GATE.store(true, Ordering::SeqCst);
+            GATE.acquire().await.expect("the gate stays open").forget();
+        }
+        let r: Review = cx.interrupt(json!({ "draft": "hello" }))?;
+        Ok(goto!(END, Draft::update().verdict(Some(r.note))))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_given_while_resume_with_runs_the_thread_is_refused_and_not_recorded() {
+    let store = store();
+    let app = gated::graph().app().store(Arc::clone(&store));
+    app.runner(&()).thread("g").run(Draft::default()).await.unwrap();
+    let desk = desk(&store);
+    let (seq, _) = desk.waiting_interrupt("g").unwrap();
+
+    // The app resumes the thread with its own value; its node is held before it asks again.
+    ARMED.store(true, Ordering::SeqCst);
+    let resuming = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            app.runner(&()).thread("g").resume_with(Review { approve: true, note: "from the app".into() }).await
+        })
+    };
+    let began = std::time::Instant::now();
+    while !AT_GATE.load(Ordering::SeqCst) {
+        assert!(began.elapsed() < Duration::from_secs(60), "the resumed node never ran");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The page still shows the form for this checkpoint; the answer would be left behind by
+    // the run that holds the thread, so it is refused, and nothing is written.
+    let err =
+        desk.answer_interrupt("g", seq, json!({ "approve": false, "note": "from the inbox" }), &alice()).unwrap_err();
+    assert!(matches!(err, AnswerError::Busy { ref thread, .. } if thread == "g"), "{err}");
+    assert!(store.list_audit("g").unwrap().iter().all(|e| e.kind != ANSWER_KIND));
+
+    GATE.add_permits(1);
+    let done = resuming.await.unwrap().unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.verdict.as_deref(), Some("from the app"));
+}
+
+fn postgres(url: &str, tag: &str) -> Arc<dyn Store> {
+    let schema = format!("interrupt_answers_{tag}_{}", std::process::id());
+    Arc::new(agentflow_store::PostgresStore::builder().schema(&schema).open(url).expect("open the PostgreSQL store"))
+}
+
+/// Eight people answer the same checkpoint at the same moment, each through their own
+/// `PostgresStore` (as eight processes would): one answer wins, every other is refused naming
+/// the winner, and the run continues with the winner's value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_answers_from_separate_store_instances_at_the_same_moment_have_one_winner() {
+    let Some(url) = pg::pg_url() else { return };
+    let store = postgres(&url, "race");
+    let deps = Deps::default();
+    app(&store).runner(&deps).thread("t").run(Draft::default()).await.unwrap();
+    let (seq, _) = desk(&store).waiting_interrupt("t").unwrap();
+
+    let stores: Vec<_> = (0..8).map(|_| postgres(&url, "race")).collect();
+    let barrier = Arc::new(std::sync::Barrier::new(stores.len()));
+    let handles: Vec<_> = stores
+        .into_iter()
+        .enumerate()
+        .map(|(i, store)| {
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                let who = Approver::new(format!("user{i}"), ["reviewer"]);
+                barrier.wait();
+                desk(&store).answer_interrupt("t", seq, json!({ "approve": true, "note": format!("user{i}") }), &who)
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let winners: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    for r in &results {
+        if let Err(e) = r {
+            assert!(matches!(e, AnswerError::AlreadyAnswered { by, .. } if *by == winners[0].by), "{e}");
+        }
+    }
+    let done = app(&store).runner(&deps).thread("t").resume().await.unwrap();
+    assert_eq!(done.state.verdict.as_deref(), Some(winners[0].by.as_str()));
+}
+
+/// While armed, `gated_for_worker::ask` waits here before it asks (its re-run by a worker).
+static WORKER_GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+static WORKER_ARMED: AtomicBool = AtomicBool::new(false);
+static AT_WORKER_GATE: AtomicBool = AtomicBool::new(false);
+
+#[graph(state = Draft, start = ask)]
+mod gated_for_worker {
+    use super::*;
+
+    #[node(goto = [END], interrupt)]
+    async fn ask(_s: &Draft, cx: &Ctx<()>) -> Result<Step<Draft>, NodeError> {
+        if WORKER_ARMED.load(Ordering::SeqCst) {
+            AT_WORKER_GATE.store(true, Ordering::SeqCst);
+            WORKER_GATE.acquire().await.expect("the gate stays open").forget();
+        }
+        let r: Review = cx.interrupt(json!({ "draft": "hello" }))?;
+        Ok(goto!(END, Draft::update().verdict(Some(r.note))))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_answer_while_a_worker_resumes_with_the_first_is_refused_and_the_first_is_used() {
+    let store = store();
+    let app = gated_for_worker::graph().app().store(Arc::clone(&store));
+    app.runner(&()).thread("w").run(Draft::default()).await.unwrap();
+    let desk = desk(&store);
+    let (seq, _) = desk.waiting_interrupt("w").unwrap();
+    desk.answer_interrupt("w", seq, json!({ "approve": true, "note": "first" }), &alice()).unwrap();
+
+    // A worker takes the answered thread; its node is held before it asks again.
+    WORKER_ARMED.store(true, Ordering::SeqCst);
+    app.submit_resume("w").unwrap();
+    let stop = agentflow::CancellationToken::new();
+    let worker = agentflow::Worker::new(app.clone(), Arc::new(())).poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    let began = std::time::Instant::now();
+    while !AT_WORKER_GATE.load(Ordering::SeqCst) {
+        assert!(began.elapsed() < Duration::from_secs(60), "the worker never resumed the thread");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let bob = Approver::new("bob", ["reviewer"]);
+    let err = desk.answer_interrupt("w", seq, json!({ "approve": true, "note": "second" }), &bob).unwrap_err();
+    assert!(matches!(err, AnswerError::Busy { .. } | AnswerError::AlreadyAnswered { .. }), "{err}");
+    assert_eq!(store.list_audit("w").unwrap().iter().filter(|e| e.kind == ANSWER_KIND).count(), 1);
+
+    WORKER_GATE.add_permits(1);
+    while !app.live_runs().unwrap().is_empty() {
+        assert!(began.elapsed() < Duration::from_secs(60), "the worker never finished the thread");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!(report.completed, 1, "{report:?}");
+    assert_eq!(app.state("w").unwrap().unwrap().state.verdict.as_deref(), Some("first"));
+}
+
+/// An answer nested deeper than a `resume_with` value may be is refused when it is given, with
+/// nothing recorded: recorded, it would stop every plain resume of the thread.
+#[tokio::test]
+async fn an_answer_nested_deeper_than_a_resume_value_may_be_is_refused_and_not_recorded() {
+    let store = store();
+    let deps = Deps::default();
+    app(&store).runner(&deps).thread("t").run(Draft::default()).await.unwrap();
+    let desk = desk(&store);
+    let (seq, _) = desk.waiting_interrupt("t").unwrap();
+    let mut deep = json!("bottom");
+    for _ in 0..agentflow::persist::MAX_JSON_DEPTH + 1 {
+        deep = json!([deep]);
+    }
+    // The app could not resume with it either.
+    let err = app(&store).runner(&deps).thread("t").resume_with(deep.clone()).await.unwrap_err();
+    assert!(err.to_string().contains("nests deeper"), "{err}");
+
+    let err = desk.answer_interrupt("t", seq, deep, &alice()).unwrap_err();
+    assert!(matches!(err, AnswerError::Value(_)), "{err}");
+    assert!(err.to_string().contains("nests deeper"), "{err}");
+    assert!(store.list_audit("t").unwrap().iter().all(|e| e.kind != ANSWER_KIND));
+    // A value of the right shape is still taken.
+    desk.answer_interrupt("t", seq, json!({ "approve": true, "note": "ok" }), &alice()).unwrap();
+    let done = app(&store).runner(&deps).thread("t").resume().await.unwrap();
+    assert_eq!(done.state.verdict.as_deref(), Some("ok"));
 }

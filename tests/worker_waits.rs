@@ -319,7 +319,12 @@ async fn a_value_answered_from_another_process_lets_a_worker_resume_the_thread()
     let app = naps::graph().app().store(store.clone());
     app.submit("ask", &Nap { ask: true, ..Nap::default() }).unwrap();
     let (stop, handle) = start(&app, ());
-    wait_until("the run stops for its value", || app.live_runs().unwrap().is_empty()).await;
+    // The run's row leaves the queue, then its lease is released (a redb store's leases live
+    // in memory, apart from the row): an answer is refused while a run holds the thread.
+    wait_until("the run stops for its value and lets go of the thread", || {
+        app.live_runs().unwrap().is_empty() && app.thread("ask").unwrap().is_some_and(|t| t.lease.is_none())
+    })
+    .await;
     let refused = app.submit_resume("ask").unwrap_err();
     assert!(matches!(&refused, WorkerError::ValueRequired { .. }), "{refused}");
 

@@ -23,6 +23,11 @@ use crate::interrupt::{Pending, PendingKind};
 /// The audit kind of a recorded answer.
 pub const ANSWER_KIND: &str = "interrupt.answered";
 
+/// The audit kind written when a plain resume that continued with a recorded answer ended
+/// `failed` (a value of the wrong shape, for instance): the answer is spent, and a person may
+/// answer the checkpoint again.
+pub const ANSWER_FAILED_KIND: &str = "interrupt.answer_failed";
+
 /// An answer to a thread's `cx.interrupt`, as recorded.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -101,13 +106,31 @@ pub enum AnswerError {
     /// Writing the answer's audit entry failed.
     #[error("recording the answer: {0}")]
     Audit(#[from] AuditError),
+    /// A run holds the thread right now (a `resume_with` or a resume in progress): it could
+    /// move the thread on without this answer. (Appended last.)
+    #[error(
+        "thread `{thread}` is being resumed right now (`{holder}` holds it); nothing was recorded: \
+         look at the thread again once that run stopped and answer what it asks then, if anything"
+    )]
+    Busy {
+        /// The thread.
+        thread: String,
+        /// The holder of the thread's lease.
+        holder: String,
+    },
+    /// The value could not be a resume value (nested deeper than
+    /// [`MAX_JSON_DEPTH`](crate::persist::MAX_JSON_DEPTH), as `resume_with` refuses it);
+    /// nothing was recorded. (Appended last.)
+    #[error("the answer cannot be a resume value: {0}")]
+    Value(crate::persist::ValueError),
 }
 
 /// The checkpoint thread `thread` waits at in `interrupt`, and what it asks.
 pub(crate) fn waiting(store: &dyn Store, thread: &str) -> Result<(u64, Pending), AnswerError> {
     let record = store.thread(thread)?.ok_or_else(|| AnswerError::NotFound { thread: thread.to_string() })?;
     let not_waiting = |status: String| AnswerError::NotWaiting { thread: thread.to_string(), status };
-    if record.status != ThreadStatus::Interrupted {
+    // A thread that failed where it waits (a spent answer of the wrong shape) still waits.
+    if !matches!(record.status, ThreadStatus::Interrupted | ThreadStatus::Failed) {
         return Err(not_waiting(record.status.as_str().to_string()));
     }
     let latest = store.latest_checkpoint(thread)?.ok_or_else(|| not_waiting("no checkpoint".into()))?;
@@ -119,6 +142,7 @@ pub(crate) fn waiting(store: &dyn Store, thread: &str) -> Result<(u64, Pending),
         .unwrap_or_default();
     match waits.into_iter().find(|p| p.kind == PendingKind::Interrupt) {
         Some(p) => Ok((latest.seq, p)),
+        None if record.status == ThreadStatus::Failed => Err(not_waiting("failed".into())),
         None => Err(not_waiting("it waits for an approval or a breakpoint".into())),
     }
 }
@@ -134,9 +158,16 @@ pub(crate) fn record(
     if by.trim().is_empty() {
         return Err(AnswerError::Anonymous);
     }
+    // Recorded, a value `resume_with` refuses would stop every plain resume of the thread.
+    crate::persist::check_json(&value, "answer").map_err(AnswerError::Value)?;
     let (latest, pending) = waiting(store, thread)?;
     if latest != checkpoint {
         return Err(AnswerError::Stale { thread: thread.to_string(), checkpoint, latest });
+    }
+    // A run that holds the thread (a `resume_with` with its own value) would leave this
+    // answer behind while the person is told it was recorded.
+    if let Some(lease) = store.thread(thread)?.and_then(|r| r.lease).filter(|l| l.expires_at > now) {
+        return Err(AnswerError::Busy { thread: thread.to_string(), holder: lease.holder });
     }
     if let Some(first) = recorded(store, thread, checkpoint)? {
         return Err(AnswerError::AlreadyAnswered { thread: thread.to_string(), checkpoint, by: first.by });
@@ -151,9 +182,26 @@ pub(crate) fn record(
     }
 }
 
-/// The first answer recorded for checkpoint `checkpoint` of `thread`.
+/// The first answer recorded for checkpoint `checkpoint` of `thread` since a run with the
+/// last one failed ([`ANSWER_FAILED_KIND`]), in the audit log's order.
 pub(crate) fn recorded(store: &dyn Store, thread: &str, checkpoint: u64) -> Result<Option<InterruptAnswer>, ReadError> {
-    Ok(store.list_audit(thread)?.into_iter().find_map(|e| answer_of(&e, checkpoint)))
+    let mut first = None;
+    for e in store.list_audit(thread)? {
+        if e.kind == ANSWER_FAILED_KIND && e.detail.get("checkpoint").and_then(Value::as_u64) == Some(checkpoint) {
+            first = None;
+        } else if first.is_none() {
+            first = answer_of(&e, checkpoint);
+        }
+    }
+    Ok(first)
+}
+
+/// Records that the run that continued `thread` from `checkpoint` with `answer` failed: the
+/// answer is spent.
+pub(crate) fn spent(store: &dyn Store, answer: &InterruptAnswer, now: u64) -> Result<(), AuditError> {
+    let detail = json!({ "checkpoint": answer.checkpoint, "node": answer.node, "answered_by": answer.by });
+    store.append_audit(&answer.thread, NewAuditEntry::new(now, &answer.by, ANSWER_FAILED_KIND, detail))?;
+    Ok(())
 }
 
 fn answer_of(entry: &AuditEntry, checkpoint: u64) -> Option<InterruptAnswer> {

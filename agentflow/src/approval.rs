@@ -54,7 +54,7 @@ use agentflow_store::{ApprovalError, AuditError, NewAuditEntry, ReadError, Store
 // `agentflow` need not depend on `agentflow-store` to match on them.
 pub use agentflow_store::{ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus};
 
-pub use crate::answer::{ANSWER_KIND, AnswerError, InterruptAnswer};
+pub use crate::answer::{ANSWER_FAILED_KIND, ANSWER_KIND, AnswerError, InterruptAnswer};
 use serde_json::{Value, json};
 
 use crate::app::App;
@@ -327,14 +327,21 @@ impl ApprovalDesk {
 
 impl ApprovalDesk {
     /// Records `value` as the answer to the `cx.interrupt` that thread `thread`
-    /// waits in at checkpoint `checkpoint`, given by `by`.
+    /// waits in at checkpoint `checkpoint`, given by `by`. A thread whose resume with a
+    /// recorded answer failed there (a value of the wrong shape) waits there still and
+    /// takes a new answer: the failed one is spent ([`ANSWER_FAILED_KIND`]).
     ///
+    /// The value is checked as a `resume_with` value is ([`AnswerError::Value`]).
     /// Nothing runs here: the next [`Runner::resume`](crate::Runner::resume) of the
     /// thread, in any process that runs its graph, continues it as
     /// `resume_with(value)` would. A value of the wrong shape fails the node there,
     /// as with `resume_with`. Refused when the thread does not wait in
     /// `interrupt`, waits at another checkpoint (it moved on), or was answered
-    /// there already (the first answer wins, also across processes).
+    /// there already (the first answer wins, also across processes); refused with
+    /// [`AnswerError::Busy`] while a run holds the thread's lease (a `resume_with` in
+    /// progress would move the thread on without this answer). A run that takes the thread
+    /// in the instant between that check and the write is not detected: an explicit
+    /// `resume_with` started then still wins over the answer.
     pub fn answer_interrupt(
         &self,
         thread: &str,

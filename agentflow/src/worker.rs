@@ -162,7 +162,10 @@ enum End {
 ///   heartbeat, written once a second while the worker runs anything.
 /// - Every commit of a run is fenced by its worker's lease: once the lease expired or another
 ///   worker took the thread, the commit is refused inside the store's transaction and the run
-///   ends with [`RunError::LeaseLost`] without writing anything (see [`Runner::lease_ttl`](crate::Runner::lease_ttl)).
+///   ends with [`RunError::LeaseLost`] without writing anything (see [`Runner::lease_ttl`](crate::Runner::lease_ttl)),
+///   also a lease lost between the claim and the run's first commit (the new thread's input
+///   checkpoint): the worker counts it in [`WorkerReport::lost`] and leaves the queue row to the
+///   new holder (`tests/worker_lease_lost.rs`).
 /// - A worker that dies leaves its runs queued; once their leases expire another worker claims
 ///   them and resumes each thread from its last checkpoint.
 /// - Graceful shutdown (cancelling the token given to [`Worker::run`]) lets each running step

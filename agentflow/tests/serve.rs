@@ -491,6 +491,7 @@ async fn the_inbox_lists_interrupts_with_what_they_ask() {
     assert!(inbox.contains("Inbox: 1 approval, 1 interrupt"), "{inbox}");
     let section = &inbox[inbox.find("id=\"interrupts\"").expect("an interrupts section")..];
     assert!(section.contains("t-question") && section.contains("<code>ask</code>"), "{section}");
+    // Shown pretty-printed.
     assert!(section.contains("&quot;question&quot;: &quot;ship it?&quot;"), "{section}");
 }
 
@@ -613,6 +614,155 @@ async fn an_interrupt_answered_on_the_page_is_what_the_apps_resume_continues_wit
         .resume()
         .await
         .expect("resume with the recorded answer");
+    assert_eq!(done.outcome, agentflow::Outcome::Completed);
+    assert_eq!(done.state.answer.as_deref(), Some("ship it"));
+}
+
+/// A path segment, percent-encoded as the pages write links.
+fn segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn hostile_thread_ids_payloads_and_answers_are_escaped_on_every_page() {
+    // Markup in a thread id (with a slash, `..`, `?` and `#`), in what the interrupt asks and
+    // in the answer: every page shows it as text, and links reach the thread.
+    const ID: &str = "q\"'><script>alert(1)</script>/../x?y#z";
+    const ASKS: &str = "</script><script>alert(2)</script><!--";
+    const ANSWER: &str = "\"</script><script>alert(3)</script>\"";
+    let dir = temp_dir("hostile");
+    let store = filled_redb(&dir).await;
+    {
+        let run = questions::graph()
+            .app()
+            .store(open_redb(&store))
+            .runner(&())
+            .thread(ID)
+            .run(Question { text: ASKS.into(), answer: None })
+            .await
+            .expect("interrupted run");
+        assert!(matches!(run.outcome, agentflow::Outcome::Interrupted { .. }), "{:?}", run.outcome);
+    }
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let tid = segment(ID);
+    let no_markup = |page: &str, body: &str| {
+        assert!(!body.contains("<script>alert"), "{page} lets markup through: {body}");
+        assert!(!body.contains("\"'><"), "{page} lets an attribute be closed: {body}");
+    };
+
+    let (status, inbox) = get(&serve.base, Some(&alice), "/").await;
+    assert_eq!(status, StatusCode::OK);
+    no_markup("the inbox", &inbox);
+    // The page's only script is the live poll.
+    assert_eq!(inbox.matches("<script>").count(), 1, "{inbox}");
+    assert!(inbox.contains(&format!("action=\"/threads/{tid}/answer\"")), "{inbox}");
+    assert!(inbox.contains("&lt;/script&gt;&lt;script&gt;alert(2)"), "{inbox}");
+
+    for page in ["/threads".to_string(), format!("/threads/{tid}"), format!("/threads/{tid}/at/0"), "/audit".into()] {
+        let (status, body) = get(&serve.base, Some(&alice), &page).await;
+        assert_eq!(status, StatusCode::OK, "{page}: {body}");
+        no_markup(&page, &body);
+    }
+    let (_, threads) = get(&serve.base, Some(&alice), "/threads").await;
+    assert!(threads.contains(&format!("href=\"/threads/{tid}\"")), "{threads}");
+
+    // A flash for an approval id that is markup names no approval and shows nothing.
+    let (status, body) = get(&serve.base, Some(&alice), "/?decided=%22%3E%3Cscript%3Ealert(4)%3C%2Fscript%3E").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!body.contains("alert(4)"), "{body}");
+
+    // A decision route asked with GET changes nothing.
+    let a = the_approval(&store);
+    let (status, _) = get(&serve.base, Some(&alice), &format!("/approvals/{}/approve", a.id)).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_untouched(&store);
+
+    // The answer, through the encoded path, is recorded for this thread and shown as text;
+    // the answer leads back to the inbox, nowhere else.
+    let seq = with_redb(&store, |s| s.latest_checkpoint(ID).unwrap().unwrap().seq).to_string();
+    let path = format!("/threads/{tid}/answer");
+    let (status, to) = post(&serve.base, Some(&alice), &path, &[("checkpoint", &seq), ("value", ANSWER)]).await;
+    assert_eq!((status, to.as_str()), (StatusCode::SEE_OTHER, "/"));
+    let recorded = with_redb(&store, |s| {
+        s.list_audit(ID).unwrap().into_iter().filter(|e| e.kind == "interrupt.answered").collect::<Vec<_>>()
+    });
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0].detail["value"], json!("</script><script>alert(3)</script>"));
+    for page in ["/".to_string(), format!("/threads/{tid}"), "/audit".into()] {
+        let (_, body) = get(&serve.base, Some(&alice), &page).await;
+        no_markup(&page, &body);
+    }
+}
+
+#[tokio::test]
+async fn a_planted_session_id_is_never_adopted_and_an_oversized_form_changes_nothing() {
+    let (store, serve) = setup("fixation").await;
+    let base = &serve.base;
+    // Someone plants a session id of their choosing in the browser before its user logs in.
+    let planted = format!("agentflow_session={}", "ab".repeat(32));
+    let c = client();
+    let form = c.get(format!("{base}/login")).header(COOKIE, &planted).send().await.unwrap();
+    assert_eq!(form.status(), StatusCode::OK, "a planted id is no session");
+    let login_cookie = set_cookie(&form, "agentflow_login").expect("the login form's CSRF cookie");
+    let csrf = csrf_in(&form.text().await.unwrap());
+    let r = c
+        .post(format!("{base}/login"))
+        .header(COOKIE, format!("{planted}; {login_cookie}"))
+        .form(&[("token", "alice-token"), ("csrf", &csrf)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let session = set_cookie(&r, "agentflow_session").expect("a new session cookie");
+    assert_ne!(session, planted, "the login starts a session of its own");
+    // The planted id gives no access after the login either.
+    let (status, to) = get(base, Some(&User { cookie: planted.clone(), csrf: String::new() }), "/").await;
+    assert_eq!((status, to.as_str()), (StatusCode::SEE_OTHER, "/login"));
+
+    // A form far larger than any decision is refused before it is read; nothing changes.
+    let alice = login(base, "alice-token").await;
+    let a = the_approval(&store);
+    let huge = "x".repeat(3 * 1024 * 1024);
+    let (status, _) = post(base, Some(&alice), &format!("/approvals/{}/reject", a.id), &[("reason", &huge)]).await;
+    assert!(status.is_client_error(), "{status}");
+    assert_untouched(&store);
+}
+
+#[tokio::test]
+async fn an_answer_of_the_wrong_shape_fails_the_resume_once_and_the_page_asks_again() {
+    let dir = temp_dir("spent");
+    let store = filled_redb(&dir).await;
+    add_question(open_redb(&store)).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let seq = with_redb(&store, |s| s.latest_checkpoint("t-question").unwrap().unwrap().seq).to_string();
+    let path = "/threads/t-question/answer";
+    // The node expects a string; a number is valid JSON, so it is recorded.
+    let (status, _) = post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("value", "3")]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let resume = |store: &Path| {
+        let app = questions::graph().app().store(open_redb(store));
+        async move { app.runner(&()).thread("t-question").resume().await }
+    };
+    let failed = resume(&store).await.expect("the run ends failed");
+    assert!(matches!(failed.outcome, agentflow::Outcome::Failed { .. }), "{:?}", failed.outcome);
+
+    // The answer is spent: the page shows the form again, and a new answer is taken.
+    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
+    let section = &inbox[inbox.find("id=\"interrupts\"").expect("the interrupt is listed again")..];
+    assert!(section.contains(&format!("action=\"{path}\"")) && !section.contains("Answered by"), "{section}");
+    let (status, body) = post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("value", "\"ship it\"")]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    let done = resume(&store).await.expect("resume with the new answer");
     assert_eq!(done.outcome, agentflow::Outcome::Completed);
     assert_eq!(done.state.answer.as_deref(), Some("ship it"));
 }

@@ -326,7 +326,9 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 let budget = ThreadBudget { limits: self.limits, ..ThreadBudget::default() };
                 let (owner, durability, ttl) = (self.owner.clone(), self.durability, self.lease_ttl);
                 let holder = self.holder.clone();
-                Some(Checkpointer::start(app, store, thread, owner, durability, ttl, budget, &input, holder).await?)
+                let id = thread.clone();
+                let started = Checkpointer::start(app, store, thread, owner, durability, ttl, budget, &input, holder);
+                Some(started.await.map_err(|e| first_commit_lost(e, &id))?)
             }
         };
         let start = Resumed::fresh(input, app.graph.start());
@@ -340,7 +342,9 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// [`Runner::resume_with`], unless a person answered it from another
     /// process ([`ApprovalDesk::answer_interrupt`](crate::approval::ApprovalDesk::answer_interrupt),
     /// the approval inbox, `agentflow answer`): then it continues with that
-    /// answer, exactly as `resume_with(answer)` would.
+    /// answer, exactly as `resume_with(answer)` would. If that run ends
+    /// [`Outcome::Failed`] (a value of the wrong shape), the answer is spent: the
+    /// next plain resume asks for a value again, and a person may answer anew.
     pub async fn resume(self) -> Result<Run<S>, RunError> {
         let (checkpointer, start) =
             open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
@@ -361,7 +365,25 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 .await?
                 .map_err(PersistError::from)?;
             return match answer {
-                Some(answer) => self.drive(start, Some(checkpointer), Some(answer.value)).await,
+                Some(answer) => {
+                    let value = answer.value.clone();
+                    let result = self.drive(start, Some(checkpointer), Some(value)).await;
+                    if let Ok(run) = &result
+                        && matches!(run.outcome, Outcome::Failed { .. })
+                    {
+                        // Spent: a person may answer again (a value of the right shape).
+                        let now = crate::persist::now_ms();
+                        let thread = answer.thread.clone();
+                        match crate::persist::blocking(&store, move |s| crate::answer::spent(s, &answer, now)).await {
+                            Ok(Ok(())) => {}
+                            Ok(Err(e)) => {
+                                tracing::warn!(thread = %thread, error = %e, "could not mark the answer spent")
+                            }
+                            Err(e) => tracing::warn!(thread = %thread, error = %e, "could not mark the answer spent"),
+                        }
+                    }
+                    result
+                }
                 None => Err(RunError::ValueRequired { thread: checkpointer.thread.clone(), node: p.node.clone() }),
             };
         }
@@ -643,6 +665,20 @@ fn check_ttl(ttl: Duration) -> Result<(), RunError> {
         return Err(RunError::LeaseTtlTooShort { min: MIN_LEASE_TTL, asked: ttl });
     }
     Ok(())
+}
+
+/// A new thread's first commit (its input checkpoint) refused because another holder has the
+/// thread is a lost lease too: a worker's claim took the lease, and it can be lost before the
+/// run writes anything.
+fn first_commit_lost(e: RunError, thread: &str) -> RunError {
+    use agentflow_store::{CommitError, LeaseError};
+    match &e {
+        RunError::Persist(
+            PersistError::Commit(CommitError::LeaseLost { current, .. })
+            | PersistError::Lease(LeaseError::NotHeld { current, .. }),
+        ) => RunError::LeaseLost { thread: thread.to_string(), holder: current.as_ref().map(|l| l.holder.clone()) },
+        _ => e,
+    }
 }
 
 /// A commit or renewal refused because another holder has the thread is a lost lease.

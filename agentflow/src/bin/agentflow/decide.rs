@@ -181,7 +181,7 @@ pub fn answer(store: &Arc<dyn Store>, args: &AnswerArgs, as_json: bool) -> Outco
     let value = out::parse_json("--value", &args.value)?;
     let refused = |e: AnswerError| match e {
         AnswerError::Read(_) | AnswerError::Audit(_) | AnswerError::NotReadBack { .. } => Failure::store(e),
-        AnswerError::Anonymous => Failure::usage(e.to_string()),
+        AnswerError::Anonymous | AnswerError::Value(_) => Failure::usage(e.to_string()),
         other => Failure::not_found(other.to_string()),
     };
     let checkpoint = match args.checkpoint {

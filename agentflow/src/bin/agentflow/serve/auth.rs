@@ -10,7 +10,10 @@
 //! ```
 //!
 //! `token_sha256` keeps the file free of the secret (`printf %s TOKEN | sha256sum`); `token`
-//! (plain) is accepted for local trials. Logging in with a token starts a session: a random
+//! (plain) is accepted for local trials. A file is refused when a `token_sha256` is the hash
+//! of the empty token, a plain token has spaces around it, or two user names could be taken
+//! for one another (equal ignoring case; spaces around; characters other than letters,
+//! digits, spaces and `. _ - @ + '`). An empty token never logs in. Logging in with a token starts a session: a random
 //! id in an `HttpOnly; SameSite=Strict` cookie, and a random CSRF token that every form of the
 //! session carries and every POST must send back. Sessions live in the server's memory for
 //! 12 hours (a restart logs everyone out).
@@ -125,8 +128,22 @@ impl Auth {
         })?;
         let mut users = Vec::new();
         for u in file.users {
+            if u.token.as_deref().is_some_and(|t| t.trim() != t) {
+                return Err(Failure::usage(format!(
+                    "--users {shown}: the token of user `{}` starts or ends with spaces, which the login form drops; \
+                     remove them",
+                    u.name
+                )));
+            }
             let token_hash = match (u.token, u.token_sha256) {
                 (Some(t), None) if !t.is_empty() => sha256_hex(&t),
+                (None, Some(h)) if h.eq_ignore_ascii_case(&sha256_hex("")) => {
+                    return Err(Failure::usage(format!(
+                        "--users {shown}: the token_sha256 of user `{}` is the hash of the empty token (was the \
+                         token variable empty when it was hashed?); hash the real token",
+                        u.name
+                    )));
+                }
                 (None, Some(h)) if h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()) => h.to_ascii_lowercase(),
                 _ => {
                     return Err(Failure::usage(format!(
@@ -135,8 +152,19 @@ impl Auth {
                     )));
                 }
             };
-            if u.name.trim().is_empty() || users.iter().any(|x: &User| x.name == u.name) {
-                return Err(Failure::usage(format!("--users {shown}: user names must be non-empty and distinct")));
+            // Decisions and the audit log show the name: two names a reader cannot tell apart
+            // (case, spaces, invisible characters) could pass as one person or two.
+            let plain = |c: char| c.is_alphanumeric() || " ._-@+'".contains(c);
+            if u.name.trim().is_empty()
+                || u.name.trim() != u.name
+                || !u.name.chars().all(plain)
+                || users.iter().any(|x: &User| x.name.to_lowercase() == u.name.to_lowercase())
+            {
+                return Err(Failure::usage(format!(
+                    "--users {shown}: user names must be non-empty, distinct ignoring case, without spaces around \
+                     them, and made of letters, digits, spaces and . _ - @ + ' (check {:?})",
+                    u.name
+                )));
             }
             if users.iter().any(|x: &User| x.token_hash == token_hash) {
                 return Err(Failure::usage(format!("--users {shown}: two users have the same token")));
@@ -151,6 +179,9 @@ impl Auth {
 
     /// Logs in with `token`: a new session id and the session, or `None` for an unknown token.
     pub fn login(&self, token: &str) -> Result<Option<(String, Session)>, Failure> {
+        if token.trim().is_empty() {
+            return Ok(None);
+        }
         let hash = sha256_hex(token.trim());
         let Some(user) = self.users.iter().find(|u| same(&u.token_hash, &hash)) else { return Ok(None) };
         let id = random_token()?;
@@ -196,5 +227,49 @@ mod tests {
         assert!(!same("abc", "abd"));
         assert!(!same("abc", "ab"));
         assert_eq!(sha256_hex("t").len(), 64);
+    }
+
+    fn users_file(name: &str, json: &str) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!("agentflow-auth-{}-{name}.json", std::process::id()));
+        std::fs::write(&path, json).unwrap();
+        path
+    }
+
+    fn refusal(name: &str, json: &str) -> String {
+        match Auth::load(&users_file(name, json)) {
+            Ok(_) => panic!("the users file {json} was accepted"),
+            Err(f) => f.message,
+        }
+    }
+
+    #[test]
+    fn a_users_file_with_the_hash_of_the_empty_token_is_refused_and_an_empty_token_never_logs_in() {
+        // `printf %s "$TOKEN" | sha256sum` with TOKEN unset gives the hash of "".
+        let empty = sha256_hex("");
+        let message = refusal("empty", &format!(r#"{{"users": [{{"name": "alice", "token_sha256": "{empty}"}}]}}"#));
+        assert!(message.contains("empty token"), "{message}");
+        let auth = Auth {
+            users: vec![User { name: "alice".into(), token_hash: empty, roles: vec![] }],
+            sessions: Mutex::new(HashMap::new()),
+        };
+        for token in ["", "  ", "\t\n"] {
+            assert!(auth.login(token).unwrap().is_none(), "the token {token:?} logged in");
+        }
+    }
+
+    #[test]
+    fn user_names_that_look_alike_and_tokens_with_surrounding_spaces_are_refused() {
+        let alike = [("alice", " alice"), ("alice", "Alice"), ("alice", "alice\\u200b"), ("alice", "ali\\nce")];
+        for (i, (a, b)) in alike.iter().enumerate() {
+            let json =
+                format!(r#"{{"users": [{{"name": "{a}", "token": "one"}}, {{"name": "{b}", "token": "two"}}]}}"#);
+            let message = refusal(&format!("alike{i}"), &json);
+            assert!(message.contains("user names"), "{json}: {message}");
+        }
+        let message = refusal("spaces", r#"{"users": [{"name": "alice", "token": " secret "}]}"#);
+        assert!(message.contains("spaces"), "{message}");
+        // Distinct, plain names are fine.
+        let ok = users_file("ok", r#"{"users": [{"name": "alice", "token": "one"}, {"name": "bob", "token": "two"}]}"#);
+        assert!(Auth::load(&ok).is_ok());
     }
 }

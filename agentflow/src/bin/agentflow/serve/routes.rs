@@ -18,7 +18,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use agentflow::approval::{ANSWER_KIND, AnswerError, ApprovalDesk, Approver, DecisionError, RoleAuthorizer};
+use agentflow::approval::{
+    ANSWER_FAILED_KIND, ANSWER_KIND, AnswerError, ApprovalDesk, Approver, DecisionError, RoleAuthorizer,
+};
 use agentflow::{PendingKind, Store};
 use agentflow_store::{ApprovalRecord, ApprovalStatus, ThreadRecord, ThreadStatus};
 use axum::Router;
@@ -262,14 +264,16 @@ fn inbox_data(store: &dyn Store, stuck: (u64, u64), decided: Option<String>) -> 
     approvals.sort_by(|a, b| (a.record.created_at, &a.record.id).cmp(&(b.record.created_at, &b.record.id)));
     let mut interrupts = Vec::new();
     for t in store.scan_threads().map_err(Failure::store)?.items {
-        if t.status != ThreadStatus::Interrupted {
+        // A thread whose resume failed with a spent answer still waits in its interrupt.
+        if !matches!(t.status, ThreadStatus::Interrupted | ThreadStatus::Failed) {
             continue;
         }
         let (seq, waits) = inspect::waits(store, &t.id)?;
         let checkpoint = seq.unwrap_or_default();
         let answered = answered(store, &t.id, checkpoint)?;
         for p in waits {
-            if matches!(p.kind, PendingKind::Interrupt | PendingKind::Before | PendingKind::After) {
+            let breakpoint = matches!(p.kind, PendingKind::Before | PendingKind::After);
+            if p.kind == PendingKind::Interrupt || (breakpoint && t.status == ThreadStatus::Interrupted) {
                 let kind = serde_json::to_value(p.kind)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
@@ -471,10 +475,19 @@ async fn metrics(State(server): State<Shared>) -> Response {
 
 /// Who answered the interrupt `thread` waits in at `checkpoint`, and when, if anyone did.
 pub fn answered(store: &dyn Store, thread: &str, checkpoint: u64) -> Result<Option<(String, u64)>, Failure> {
-    Ok(store.list_audit(thread).map_err(Failure::store)?.into_iter().find_map(|e| {
-        (e.kind == ANSWER_KIND && e.detail.get("checkpoint").and_then(Value::as_u64) == Some(checkpoint))
-            .then_some((e.actor, e.at))
-    }))
+    // The first answer since the last one a failed run spent, as the library reads it.
+    let mut first = None;
+    for e in store.list_audit(thread).map_err(Failure::store)? {
+        if e.detail.get("checkpoint").and_then(Value::as_u64) != Some(checkpoint) {
+            continue;
+        }
+        if e.kind == ANSWER_FAILED_KIND {
+            first = None;
+        } else if e.kind == ANSWER_KIND && first.is_none() {
+            first = Some((e.actor, e.at));
+        }
+    }
+    Ok(first)
 }
 
 // ---- deciding ----
@@ -642,10 +655,12 @@ async fn answer(State(server): State<Shared>, headers: HeaderMap, Path(id): Path
         Ok(Err(e)) => {
             let status = match &e {
                 AnswerError::NotFound { .. } => StatusCode::NOT_FOUND,
-                AnswerError::NotWaiting { .. } | AnswerError::Stale { .. } | AnswerError::AlreadyAnswered { .. } => {
-                    StatusCode::CONFLICT
-                }
+                AnswerError::NotWaiting { .. }
+                | AnswerError::Stale { .. }
+                | AnswerError::AlreadyAnswered { .. }
+                | AnswerError::Busy { .. } => StatusCode::CONFLICT,
                 AnswerError::Anonymous => StatusCode::UNAUTHORIZED,
+                AnswerError::Value(_) => StatusCode::UNPROCESSABLE_ENTITY,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             };
             error_page(status, "The answer was refused", &format!("{e}. Nothing was recorded."), Some(&s))
