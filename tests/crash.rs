@@ -42,7 +42,8 @@ impl Provider {
         use std::io::Write;
         let calls = self.dir.join("calls.log");
         let mut f = std::fs::OpenOptions::new().create(true).append(true).open(calls).unwrap();
-        writeln!(f, "{key}").unwrap();
+        // One write call, so a SIGKILL cannot leave half a line (writeln! may make two).
+        f.write_all(format!("{key}\n").as_bytes()).unwrap();
         f.sync_all().unwrap();
         let slug: String = key.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
         let charge = self.dir.join(format!("charge-{slug}"));
@@ -196,7 +197,8 @@ fn append_line(file: &str, line: &str) {
     use std::io::Write;
     let dir = std::env::var("AGENTFLOW_APPROVAL_CHILD").expect("the approval child's directory");
     let mut f = std::fs::OpenOptions::new().create(true).append(true).open(Path::new(&dir).join(file)).unwrap();
-    writeln!(f, "{line}").unwrap();
+    // One write call, so a SIGKILL cannot leave half a line (writeln! may make two).
+    f.write_all(format!("{line}\n").as_bytes()).unwrap();
     f.sync_all().unwrap();
 }
 

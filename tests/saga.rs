@@ -49,7 +49,8 @@ impl Shop {
     fn append(&self, file: &str, line: &str) {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(file)).unwrap();
-        writeln!(f, "{line}").unwrap();
+        // One write call, so a SIGKILL cannot leave half a line (writeln! may make two).
+        f.write_all(format!("{line}\n").as_bytes()).unwrap();
         f.sync_all().unwrap();
     }
 
