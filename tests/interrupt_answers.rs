@@ -233,20 +233,40 @@ async fn a_recorded_answer_of_the_wrong_shape_can_be_replaced_by_a_new_answer() 
     assert_eq!(done.state.verdict.as_deref(), Some("fixed"));
 }
 
-/// While armed, `gated::ask` waits here before it asks (its re-run under `resume_with`).
-static GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
-static ARMED: AtomicBool = AtomicBool::new(false);
-static AT_GATE: AtomicBool = AtomicBool::new(false);
+/// Holds `gated::ask` before it asks, while armed: a run that holds the thread, caught in the act.
+pub struct Gate {
+    armed: AtomicBool,
+    reached: AtomicBool,
+    open: tokio::sync::Semaphore,
+}
 
-#[graph(state = Draft, start = ask)]
+impl Default for Gate {
+    fn default() -> Self {
+        Gate { armed: AtomicBool::new(false), reached: AtomicBool::new(false), open: tokio::sync::Semaphore::new(0) }
+    }
+}
+
+impl Gate {
+    /// Waits until the node reached the gate.
+    async fn reached(&self, what: &str) {
+        let began = std::time::Instant::now();
+        while !self.reached.load(Ordering::SeqCst) {
+            assert!(began.elapsed() < Duration::from_secs(60), "{what}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+#[graph(state = Draft, deps = Gate, start = ask)]
 mod gated {
     use super::*;
 
     #[node(goto = [END], interrupt)]
-    async fn ask(_s: &Draft, cx: &Ctx<()>) -> Result<Step<Draft>, NodeError> {
-        if ARMED.load(Ordering::SeqCst) {
-            AT_GATE.store(true, Ordering::SeqCst);
-            GATE.acquire().await.expect("the gate stays open").forget();
+    async fn ask(_s: &Draft, cx: &Ctx<Gate>) -> Result<Step<Draft>, NodeError> {
+        let gate = cx.deps();
+        if gate.armed.load(Ordering::SeqCst) {
+            gate.reached.store(true, Ordering::SeqCst);
+            gate.open.acquire().await.expect("the gate stays open").forget();
         }
         let r: Review = cx.interrupt(json!({ "draft": "hello" }))?;
         Ok(goto!(END, Draft::update().verdict(Some(r.note))))
@@ -257,23 +277,20 @@ mod gated {
 async fn an_answer_given_while_resume_with_runs_the_thread_is_refused_and_not_recorded() {
     let store = store();
     let app = gated::graph().app().store(Arc::clone(&store));
-    app.runner(&()).thread("g").run(Draft::default()).await.unwrap();
+    let gate = Arc::new(Gate::default());
+    app.runner(&*gate).thread("g").run(Draft::default()).await.unwrap();
     let desk = desk(&store);
     let (seq, _) = desk.waiting_interrupt("g").unwrap();
 
     // The app resumes the thread with its own value; its node is held before it asks again.
-    ARMED.store(true, Ordering::SeqCst);
+    gate.armed.store(true, Ordering::SeqCst);
     let resuming = {
-        let app = app.clone();
+        let (app, gate) = (app.clone(), Arc::clone(&gate));
         tokio::spawn(async move {
-            app.runner(&()).thread("g").resume_with(Review { approve: true, note: "from the app".into() }).await
+            app.runner(&*gate).thread("g").resume_with(Review { approve: true, note: "from the app".into() }).await
         })
     };
-    let began = std::time::Instant::now();
-    while !AT_GATE.load(Ordering::SeqCst) {
-        assert!(began.elapsed() < Duration::from_secs(60), "the resumed node never ran");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    gate.reached("the resumed node never ran").await;
     // The page still shows the form for this checkpoint; the answer would be left behind by
     // the run that holds the thread, so it is refused, and nothing is written.
     let err =
@@ -281,7 +298,7 @@ async fn an_answer_given_while_resume_with_runs_the_thread_is_refused_and_not_re
     assert!(matches!(err, AnswerError::Busy { ref thread, .. } if thread == "g"), "{err}");
     assert!(store.list_audit("g").unwrap().iter().all(|e| e.kind != ANSWER_KIND));
 
-    GATE.add_permits(1);
+    gate.open.add_permits(1);
     let done = resuming.await.unwrap().unwrap();
     assert_eq!(done.outcome, Outcome::Completed);
     assert_eq!(done.state.verdict.as_deref(), Some("from the app"));
@@ -329,52 +346,30 @@ async fn postgres_answers_from_separate_store_instances_at_the_same_moment_have_
     assert_eq!(done.state.verdict.as_deref(), Some(winners[0].by.as_str()));
 }
 
-/// While armed, `gated_for_worker::ask` waits here before it asks (its re-run by a worker).
-static WORKER_GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
-static WORKER_ARMED: AtomicBool = AtomicBool::new(false);
-static AT_WORKER_GATE: AtomicBool = AtomicBool::new(false);
-
-#[graph(state = Draft, start = ask)]
-mod gated_for_worker {
-    use super::*;
-
-    #[node(goto = [END], interrupt)]
-    async fn ask(_s: &Draft, cx: &Ctx<()>) -> Result<Step<Draft>, NodeError> {
-        if WORKER_ARMED.load(Ordering::SeqCst) {
-            AT_WORKER_GATE.store(true, Ordering::SeqCst);
-            WORKER_GATE.acquire().await.expect("the gate stays open").forget();
-        }
-        let r: Review = cx.interrupt(json!({ "draft": "hello" }))?;
-        Ok(goto!(END, Draft::update().verdict(Some(r.note))))
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_answer_while_a_worker_resumes_with_the_first_is_refused_and_the_first_is_used() {
     let store = store();
-    let app = gated_for_worker::graph().app().store(Arc::clone(&store));
-    app.runner(&()).thread("w").run(Draft::default()).await.unwrap();
+    let app = gated::graph().app().store(Arc::clone(&store));
+    let gate = Arc::new(Gate::default());
+    app.runner(&*gate).thread("w").run(Draft::default()).await.unwrap();
     let desk = desk(&store);
     let (seq, _) = desk.waiting_interrupt("w").unwrap();
     desk.answer_interrupt("w", seq, json!({ "approve": true, "note": "first" }), &alice()).unwrap();
 
     // A worker takes the answered thread; its node is held before it asks again.
-    WORKER_ARMED.store(true, Ordering::SeqCst);
+    gate.armed.store(true, Ordering::SeqCst);
     app.submit_resume("w").unwrap();
     let stop = agentflow::CancellationToken::new();
-    let worker = agentflow::Worker::new(app.clone(), Arc::new(())).poll_interval(Duration::from_millis(10));
+    let worker = agentflow::Worker::new(app.clone(), Arc::clone(&gate)).poll_interval(Duration::from_millis(10));
     let handle = tokio::spawn(worker.run(stop.clone()));
+    gate.reached("the worker never resumed the thread").await;
     let began = std::time::Instant::now();
-    while !AT_WORKER_GATE.load(Ordering::SeqCst) {
-        assert!(began.elapsed() < Duration::from_secs(60), "the worker never resumed the thread");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
     let bob = Approver::new("bob", ["reviewer"]);
     let err = desk.answer_interrupt("w", seq, json!({ "approve": true, "note": "second" }), &bob).unwrap_err();
     assert!(matches!(err, AnswerError::Busy { .. } | AnswerError::AlreadyAnswered { .. }), "{err}");
     assert_eq!(store.list_audit("w").unwrap().iter().filter(|e| e.kind == ANSWER_KIND).count(), 1);
 
-    WORKER_GATE.add_permits(1);
+    gate.open.add_permits(1);
     while !app.live_runs().unwrap().is_empty() {
         assert!(began.elapsed() < Duration::from_secs(60), "the worker never finished the thread");
         tokio::time::sleep(Duration::from_millis(5)).await;
