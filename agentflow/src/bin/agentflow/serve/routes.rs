@@ -18,9 +18,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use agentflow::approval::{
-    ANSWER_FAILED_KIND, ANSWER_KIND, AnswerError, ApprovalDesk, Approver, DecisionError, RoleAuthorizer,
-};
+use agentflow::approval::{AnswerError, ApprovalDesk, Approver, DecisionError, RoleAuthorizer};
 use agentflow::{PendingKind, Store};
 use agentflow_store::{ApprovalRecord, ApprovalStatus, ThreadRecord, ThreadStatus};
 use axum::Router;
@@ -237,7 +235,9 @@ struct InboxData {
     decided: Option<ApprovalRecord>,
 }
 
-fn inbox_data(store: &dyn Store, stuck: (u64, u64), decided: Option<String>) -> Result<InboxData, Failure> {
+fn inbox_data(shared: &Arc<dyn Store>, stuck: (u64, u64), decided: Option<String>) -> Result<InboxData, Failure> {
+    let store = shared.as_ref();
+    let desk = ApprovalDesk::for_store(Arc::clone(shared), RoleAuthorizer::new());
     let mut threads: BTreeMap<String, (ThreadRecord, Context)> = BTreeMap::new();
     let mut approvals = Vec::new();
     for record in store.scan_pending_approvals().map_err(Failure::store)?.items {
@@ -270,7 +270,12 @@ fn inbox_data(store: &dyn Store, stuck: (u64, u64), decided: Option<String>) -> 
         }
         let (seq, waits) = inspect::waits(store, &t.id)?;
         let checkpoint = seq.unwrap_or_default();
-        let answered = answered(store, &t.id, checkpoint)?;
+        // Read as the library's resume reads it (a spent answer does not count).
+        let answered = match desk.recorded_answer(&t.id) {
+            Ok(answer) => answer.map(|a| (a.by, a.at)),
+            Err(AnswerError::NotWaiting { .. }) => None,
+            Err(e) => return Err(Failure::store(e)),
+        };
         for p in waits {
             let breakpoint = matches!(p.kind, PendingKind::Before | PendingKind::After);
             if p.kind == PendingKind::Interrupt || (breakpoint && t.status == ThreadStatus::Interrupted) {
@@ -302,7 +307,7 @@ async fn inbox(State(server): State<Shared>, headers: HeaderMap, Query(q): Query
     let Some(s) = server.auth.session(&headers) else { return redirect("/login") };
     let limits = server.stuck;
     let decided = q.get("decided").cloned();
-    match server.store.with(move |store| inbox_data(store.as_ref(), limits, decided)).await {
+    match server.store.with(move |store| inbox_data(store, limits, decided)).await {
         Ok(d) => {
             let flash = d.decided.as_ref().map(|a| {
                 let mut text = format!(
@@ -471,23 +476,6 @@ async fn metrics(State(server): State<Shared>) -> Response {
     let mut r = (StatusCode::OK, server.metrics.render()).into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
     r
-}
-
-/// Who answered the interrupt `thread` waits in at `checkpoint`, and when, if anyone did.
-pub fn answered(store: &dyn Store, thread: &str, checkpoint: u64) -> Result<Option<(String, u64)>, Failure> {
-    // The first answer since the last one a failed run spent, as the library reads it.
-    let mut first = None;
-    for e in store.list_audit(thread).map_err(Failure::store)? {
-        if e.detail.get("checkpoint").and_then(Value::as_u64) != Some(checkpoint) {
-            continue;
-        }
-        if e.kind == ANSWER_FAILED_KIND {
-            first = None;
-        } else if e.kind == ANSWER_KIND && first.is_none() {
-            first = Some((e.actor, e.at));
-        }
-    }
-    Ok(first)
 }
 
 // ---- deciding ----
