@@ -39,9 +39,18 @@
 //!   `Store` wrapper from just after the approver's decision to the end of
 //!   the resumed run, step commits apart from the gateway's own writes.
 //!
+//! - where a `Sync` step's time goes (`sync_breakdown`), wall-clock and CPU
+//!   per operation, each measured back to back in every round: the raw redb
+//!   commit above; the same with the checkpoint table's key type and a
+//!   300-byte row (`raw_checkpoint_shape`: what the data's shape costs
+//!   redb); `Store::commit_step` called directly with a step's checkpoint
+//!   (`store_commit`: the store's own work on top); and the executor's `Sync`
+//!   step of `cycle_flat` (`executor_step`: the executor's work on top).
+//!
 //! Every run uses a tokio `multi_thread` runtime with 2 workers, the run
-//! spawned onto a worker; step commits are answered from the store's writer
-//! thread.
+//! spawned onto a worker. A `Sync` step is committed on the run's own thread
+//! (`block_in_place`) when the store is idle, and otherwise by the store's
+//! writer thread, shared with the commits queued beside it.
 
 use std::fs::File;
 use std::hint::black_box;
@@ -476,6 +485,140 @@ fn bench_cycles<S: State + Default>(
     }
 }
 
+/// Raw redb commits shaped like a step's checkpoint row: a `(&str, u64)` key and 300 bytes.
+struct ShapedRedb {
+    db: redb::Database,
+    seq: u64,
+    _file: TempPath,
+}
+
+impl ShapedRedb {
+    const TABLE: redb::TableDefinition<'static, (&'static str, u64), &'static [u8]> =
+        redb::TableDefinition::new("checkpoints");
+
+    fn new() -> Self {
+        let file = TempPath::new("redb-shaped");
+        let db = redb::Database::create(&file.0).expect("shaped redb file");
+        ShapedRedb { db, seq: 0, _file: file }
+    }
+
+    fn run(&mut self, n: usize) {
+        let value = [0x5Au8; 300];
+        for _ in 0..n {
+            let mut txn = self.db.begin_write().unwrap();
+            txn.set_durability(redb::Durability::Immediate).unwrap();
+            {
+                let mut table = txn.open_table(Self::TABLE).unwrap();
+                table.insert(("bench-thread", self.seq), value.as_slice()).unwrap();
+            }
+            txn.commit().unwrap();
+            self.seq += 1;
+        }
+    }
+}
+
+/// `Store::commit_step` called directly, with the checkpoint a `cycle_flat` step commits.
+struct DirectCommits {
+    store: RedbStore,
+    seq: u64,
+    _file: TempPath,
+}
+
+impl DirectCommits {
+    const THREAD: &'static str = "bench-direct";
+    const HOLDER: &'static str = "bench-holder";
+
+    fn new() -> Self {
+        let file = TempPath::new("direct");
+        let store = RedbStore::open(&file.0).expect("open the store file");
+        store.acquire_lease(Self::THREAD, Self::HOLDER, 3_600_000, 1).expect("lease");
+        DirectCommits { store, seq: 0, _file: file }
+    }
+
+    fn run(&mut self, n: usize) {
+        use agentflow_store::{Checkpoint, CheckpointMetadata, CheckpointSource, StepCommit, ThreadRecord};
+        // What the executor stores with every step: the thread's limits and usage.
+        let extra = json!({"budget": {
+            "limits": {"model_calls": null, "tool_calls": null, "tokens": null, "reserve_per_call": null},
+            "usage": {"model_calls": 0, "tool_calls": 0, "tokens": 0, "unknown_usage_calls": 0},
+        }});
+        for _ in 0..n {
+            self.seq += 1;
+            let seq = self.seq;
+            let record = ThreadRecord::new(Self::THREAD, "", "0123456789abcdef", 1, 1);
+            let mut commit = StepCommit::new(record)
+                .fenced_by(Self::HOLDER, 2)
+                .with_durability(agentflow_store::Durability::Immediate);
+            commit.checkpoint = Some(Checkpoint {
+                thread: Self::THREAD.to_string(),
+                seq,
+                parent: (seq > 1).then(|| seq - 1),
+                cursor: vec!["b".to_string()],
+                snapshot: (seq == 1).then(|| br#"{"counter":0}"#.to_vec()),
+                delta: vec![br#"{"update":{"counter":1},"next":["b"]}"#.to_vec()],
+                metadata: CheckpointMetadata {
+                    extra: extra.clone(),
+                    ..CheckpointMetadata::new(seq, CheckpointSource::Loop, vec!["a".to_string()])
+                },
+                created_at: 3,
+            });
+            self.store.commit_step(commit).expect("commit");
+        }
+    }
+}
+
+/// Wall-clock and CPU microseconds per operation of each layer under a `Sync` step, the four
+/// measured back to back in every round (medians over the rounds after the first).
+fn bench_sync_breakdown(cfg: &Config, rt: &tokio::runtime::Runtime, raw: &mut RawRedb) {
+    let n = cfg.sync_steps as usize;
+    let graph = cycle_flat::graph();
+    let stored = Stored::new("breakdown", graph);
+    let deps = Arc::new(Limit { n: n as u64 });
+    let (mut shaped, mut direct) = (ShapedRedb::new(), DirectCommits::new());
+    const LAYERS: [&str; 4] = ["redb_raw", "raw_checkpoint_shape", "store_commit", "executor_step"];
+    let mut wall: [Vec<f64>; 4] = Default::default();
+    let mut cpu: [Vec<Duration>; 4] = Default::default();
+    for round in 0..=cfg.samples {
+        for (layer, name) in LAYERS.iter().enumerate() {
+            let mut took = Vec::new();
+            let began = Instant::now();
+            with_cpu(&mut took, || match *name {
+                "redb_raw" => {
+                    raw.rate(n);
+                }
+                "raw_checkpoint_shape" => shaped.run(n),
+                "store_commit" => direct.run(n),
+                _ => {
+                    let (run, _) = run_on(
+                        rt,
+                        &stored.graph,
+                        &deps,
+                        Flat::default(),
+                        Some(Durability::Sync),
+                        thread_id("breakdown"),
+                    );
+                    check_flat(&run.state, n as u64);
+                }
+            });
+            if round > 0 {
+                wall[layer].push(began.elapsed().as_secs_f64() * 1e6 / n as f64);
+                cpu[layer].extend(took.iter().map(|d| *d / n as u32));
+            }
+        }
+    }
+    let mut line = json!({ "bench": "sync_breakdown", "ops": n, "samples": cfg.samples, "quick": cfg.quick });
+    for (layer, name) in LAYERS.iter().enumerate() {
+        line[format!("{name}_us")] = json!(round1(median(std::mem::take(&mut wall[layer]))));
+        if !cpu[layer].is_empty() {
+            let per_op = cpu[layer].iter().map(|d| d.as_secs_f64() * 1e6).collect();
+            line[format!("{name}_cpu_us")] = json!(round1(median(per_op)));
+        }
+    }
+    drop(direct);
+    stored.close();
+    emit(line);
+}
+
 fn check_flat(s: &Flat, n: u64) {
     assert_eq!(s.counter, n);
 }
@@ -777,6 +920,9 @@ fn main() {
     }
     if cfg.selected("cycle") {
         bench_cycles(&cfg, &rt, &mut raw, "cycle", cycle::graph(), check_cycle);
+    }
+    if cfg.selected("sync_breakdown") {
+        bench_sync_breakdown(&cfg, &rt, &mut raw);
     }
     if cfg.selected("fanout") {
         bench_fanout(&cfg, &rt, &mut raw);

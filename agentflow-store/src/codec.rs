@@ -30,6 +30,10 @@ pub const MAX_JSON_DEPTH: usize = 64;
 /// when it fits. Iterative, so a deep value cannot overflow the stack.
 pub(crate) fn too_deep(value: &serde_json::Value, limit: usize, root: &str) -> Option<String> {
     use serde_json::Value;
+    // Every commit checks its documents; most fit, and telling so needs no allocation.
+    if fits(value, 0, limit) {
+        return None;
+    }
     enum Seg<'a> {
         Key(&'a str),
         Index(usize),
@@ -71,6 +75,17 @@ pub(crate) fn too_deep(value: &serde_json::Value, limit: usize, root: &str) -> O
         }
     }
     None
+}
+
+/// Whether `value`, found at `depth`, nests no deeper than `limit`. The recursion stops one
+/// level below `limit`, so the stack it uses is bounded by `limit`, not by the value.
+fn fits(value: &serde_json::Value, depth: usize, limit: usize) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Array(items) => depth < limit && items.iter().all(|v| fits(v, depth + 1, limit)),
+        Value::Object(map) => depth < limit && map.values().all(|v| fits(v, depth + 1, limit)),
+        _ => true,
+    }
 }
 
 /// Appends an object key to a path: `.key` for an identifier, `["key"]` otherwise.
@@ -399,6 +414,25 @@ mod tests {
             let mut d = Dec::new(&buf, 1).unwrap();
             assert_eq!(d.u64("v").unwrap(), v);
             d.end().unwrap();
+        }
+    }
+
+    #[test]
+    fn the_quick_depth_check_agrees_with_the_path_search_and_stays_off_the_stack() {
+        // A value far deeper than any stack could recurse through, built in memory.
+        let mut deep = serde_json::json!(1);
+        for _ in 0..200_000 {
+            deep = serde_json::Value::Array(vec![deep]);
+        }
+        assert!(!fits(&deep, 0, MAX_DOCUMENT_DEPTH));
+        assert_eq!(too_deep(&deep, 3, "v").as_deref(), Some("v[0][0][0]"));
+        let v = serde_json::json!({"a": [1, {"b c": {"d": []}}], "e": {"f": 1}});
+        for limit in 0..8 {
+            assert_eq!(fits(&v, 0, limit), too_deep(&v, limit, "v").is_none(), "limit {limit}");
+        }
+        // Dropping the deep value must not recurse either: take it apart level by level.
+        while let serde_json::Value::Array(mut items) = deep {
+            deep = items.pop().unwrap_or(serde_json::Value::Null);
         }
     }
 
