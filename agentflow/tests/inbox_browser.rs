@@ -11,8 +11,10 @@
 //! - A second thread waits in `cx.interrupt`: Alice types an answer on the inbox and presses
 //!   Answer; the app's plain `resume()` continues the thread with it.
 //!
-//! Screenshots of the inbox, the schema error, and the finished thread's page are written to
-//! `docs/screenshots/`. Without chromedriver the test is skipped with one line, unless
+//! Screenshots of the inbox, the schema error, the finished thread's page and the answer form
+//! are written under cargo's target dir (`inbox-screenshots/`), or to the directory
+//! `AGENTFLOW_SCREENSHOTS` names: `AGENTFLOW_SCREENSHOTS=$PWD/docs/screenshots` refreshes the
+//! README's pictures. Without chromedriver the test is skipped with one line, unless
 //! `CI=true`: then it fails.
 
 mod inbox_common;
@@ -109,14 +111,20 @@ async fn text_of(c: &Client, id: &str) -> String {
         .unwrap()
 }
 
+/// Where the screenshots go: `AGENTFLOW_SCREENSHOTS`, or a directory under cargo's target dir,
+/// so a test run leaves the committed pictures alone.
 fn screenshots() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots");
-    std::fs::create_dir_all(&dir).expect("docs/screenshots");
+    let dir = match std::env::var_os("AGENTFLOW_SCREENSHOTS") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => Path::new(env!("CARGO_TARGET_TMPDIR")).join("inbox-screenshots"),
+    };
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
     dir
 }
 
 async fn screenshot(c: &Client, name: &str) {
     let png = c.screenshot().await.expect("screenshot");
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "chromedriver returned no PNG for {name}");
     std::fs::write(screenshots().join(name), png).expect("write the screenshot");
 }
 
