@@ -67,6 +67,8 @@ async fn login(base: &str, token: &str) -> User {
         .expect("a session cookie")
         .to_string();
     assert!(raw.contains("HttpOnly") && raw.contains("SameSite=Strict"), "{raw}");
+    // Plain HTTP on loopback: a `Secure` cookie would never come back (see --secure-cookies).
+    assert!(!raw.contains("Secure"), "{raw}");
     let cookie = raw.split(';').next().unwrap().to_string();
     let inbox = c.get(format!("{base}/")).header(COOKIE, &cookie).send().await.unwrap();
     assert_eq!(inbox.status(), StatusCode::OK);
@@ -124,6 +126,53 @@ async fn setup(name: &str) -> (std::path::PathBuf, Serve) {
     let store = filled_redb(&dir).await;
     let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
     (store, serve)
+}
+
+/// Every `Set-Cookie` of a response, whole.
+fn cookies_set(r: &reqwest::Response) -> Vec<String> {
+    r.headers().get_all(SET_COOKIE).iter().filter_map(|v| v.to_str().ok()).map(str::to_string).collect()
+}
+
+#[tokio::test]
+async fn secure_cookies_mark_every_cookie_the_server_sets_secure() {
+    let dir = temp_dir("serve-secure");
+    let store = filled_redb(&dir).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &["--secure-cookies"]);
+    let c = client();
+    let form = c.get(format!("{}/login", serve.base)).send().await.unwrap();
+    let mut set = cookies_set(&form);
+    let login_cookie = set_cookie(&form, "agentflow_login").expect("the login form sets its CSRF cookie");
+    let page = form.text().await.unwrap();
+    let r = c
+        .post(format!("{}/login", serve.base))
+        .header(COOKIE, &login_cookie)
+        .form(&[("token", "alice-token"), ("csrf", &csrf_in(&page))])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let session = set_cookie(&r, "agentflow_session").expect("a session cookie");
+    set.extend(cookies_set(&r));
+    let csrf = csrf_in(
+        &c.get(format!("{}/", serve.base)).header(COOKIE, &session).send().await.unwrap().text().await.unwrap(),
+    );
+    let out = c
+        .post(format!("{}/logout", serve.base))
+        .header(COOKIE, &session)
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), StatusCode::SEE_OTHER);
+    set.extend(cookies_set(&out));
+    // The login form's cookie, the session, the login cookie's removal and the session's.
+    assert_eq!(set.len(), 4, "{set:?}");
+    for cookie in &set {
+        let attrs: Vec<&str> = cookie.split(';').map(str::trim).collect();
+        for wanted in ["Secure", "HttpOnly", "SameSite=Strict"] {
+            assert!(attrs.contains(&wanted), "`{cookie}` lacks {wanted}");
+        }
+    }
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@
 //! - **Decisions** go through the library's `ApprovalDesk` with the same `RoleAuthorizer`
 //!   the CLI builds (`--roles-for`, `--two-person`), in the logged-in user's name.
 //! - **Security**: users and their roles come from `--users FILE`; logging in with a token
-//!   sets an `HttpOnly; SameSite=Strict` session cookie; every POST checks the session's CSRF
+//!   sets an `HttpOnly; SameSite=Strict` session cookie (`Secure` too with `--secure-cookies`); every POST checks the session's CSRF
 //!   token; GETs change nothing. The server binds to loopback unless `--allow-remote` is given.
 //! - **Live**: `GET /live` answers a small JSON fingerprint of what waits; the inbox polls it
 //!   and reloads when it changes (a decision made from the CLI or another browser).
@@ -47,6 +47,10 @@ pub struct ServeArgs {
     /// tokens travel in clear otherwise).
     #[arg(long)]
     pub allow_remote: bool,
+    /// Mark the login and session cookies `Secure`, so browsers send them over HTTPS only.
+    /// Use it when a TLS proxy serves the inbox (with plain HTTP, logins would not stick).
+    #[arg(long)]
+    pub secure_cookies: bool,
     /// The users file (JSON): `{"users": [{"name": .., "token_sha256": .., "roles": [..]}]}`.
     #[arg(long, value_name = "FILE")]
     pub users: PathBuf,
@@ -122,6 +126,9 @@ pub struct Server {
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
     /// Stuck thresholds (millis): waiting on a person, timer overdue.
     pub stuck: (u64, u64),
+    /// The attributes every cookie gets (`HttpOnly; SameSite=Strict`, and `Secure` with
+    /// `--secure-cookies`).
+    pub cookie_attrs: &'static str,
 }
 
 /// `serve`.
@@ -138,7 +145,8 @@ pub fn serve(spec: &str, schema: Option<&str>, args: &ServeArgs) -> Outcome {
         }
         eprintln!(
             "agentflow serve: WARNING: listening on {addr}, reachable from other machines; tokens and the session \
-             cookie travel in clear unless a TLS proxy is in front"
+             cookie travel in clear unless a TLS proxy is in front{}",
+            if args.secure_cookies { "" } else { " (with one, pass --secure-cookies)" }
         );
     }
     let users = auth::Auth::load(&args.users)?;
@@ -157,8 +165,16 @@ pub fn serve(spec: &str, schema: Option<&str>, args: &ServeArgs) -> Outcome {
         .install_recorder()
         .map_err(|e| Failure::store(format!("cannot install the metrics recorder: {e}")))?;
     live::describe_metrics();
-    let server =
-        Arc::new(Server { store: Arc::new(access), auth: users, authorizer, metrics, stuck: (waiting, overdue) });
+    let cookie_attrs =
+        if args.secure_cookies { "HttpOnly; SameSite=Strict; Secure" } else { "HttpOnly; SameSite=Strict" };
+    let server = Arc::new(Server {
+        store: Arc::new(access),
+        auth: users,
+        authorizer,
+        metrics,
+        stuck: (waiting, overdue),
+        cookie_attrs,
+    });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

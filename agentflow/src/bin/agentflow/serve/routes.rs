@@ -158,7 +158,7 @@ async fn login_form(State(server): State<Shared>, headers: HeaderMap) -> Respons
         Err(f) => return failure(f, None),
     };
     let mut r = html(StatusCode::OK, pages::login(&csrf, None));
-    set_cookie(&mut r, &format!("{LOGIN_COOKIE}={csrf}; HttpOnly; SameSite=Strict; Path=/login"));
+    set_cookie(&mut r, &format!("{LOGIN_COOKIE}={csrf}; {}; Path=/login", server.cookie_attrs));
     r
 }
 
@@ -185,8 +185,8 @@ async fn login(State(server): State<Shared>, headers: HeaderMap, form: FormData)
     match server.auth.login(form.get("token").map(String::as_str).unwrap_or("")) {
         Ok(Some((id, _))) => {
             let mut r = redirect("/");
-            set_cookie(&mut r, &format!("{SESSION_COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/"));
-            set_cookie(&mut r, &format!("{LOGIN_COOKIE}=; HttpOnly; SameSite=Strict; Path=/login; Max-Age=0"));
+            set_cookie(&mut r, &format!("{SESSION_COOKIE}={id}; {}; Path=/", server.cookie_attrs));
+            set_cookie(&mut r, &format!("{LOGIN_COOKIE}=; {}; Path=/login; Max-Age=0", server.cookie_attrs));
             r
         }
         Ok(None) => html(
@@ -204,7 +204,7 @@ async fn logout(State(server): State<Shared>, headers: HeaderMap, form: FormData
     }
     server.auth.logout(&headers);
     let mut r = redirect("/login");
-    set_cookie(&mut r, &format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"));
+    set_cookie(&mut r, &format!("{SESSION_COOKIE}=; {}; Path=/; Max-Age=0", server.cookie_attrs));
     r
 }
 
