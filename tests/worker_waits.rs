@@ -341,3 +341,88 @@ async fn a_value_answered_from_another_process_lets_a_worker_resume_the_thread()
     assert_eq!(record.status, ThreadStatus::Completed, "{}", record.detail);
     assert_eq!(app.state("ask").unwrap().unwrap().state.answer.as_deref(), Some("grace"));
 }
+
+// ------------------------------------------------------------ approvals that expire
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+pub struct Refund {
+    pub order: String,
+    pub receipt: Option<serde_json::Value>,
+    pub escalated_to: Option<String>,
+}
+
+static REFUNDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct RefundArgs {
+    order_id: String,
+}
+
+/// Refunds an order. Irreversible, so the default policy asks a human first.
+#[tool(risk = irreversible)]
+async fn issue_refund(args: RefundArgs) -> Result<serde_json::Value, ToolError> {
+    REFUNDS.fetch_add(1, Ordering::SeqCst);
+    Ok(serde_json::json!({ "refunded": args.order_id }))
+}
+
+#[graph(state = Refund, start = refund)]
+mod refunding {
+    use super::*;
+
+    /// Asks for the refund; when nobody decided in time, escalates.
+    #[node(goto = [escalate, END], tools = [issue_refund])]
+    async fn refund(s: &Refund, cx: &Ctx<()>) -> Result<Step<Refund>, NodeError> {
+        let obs = cx.run_tool(issue_refund, serde_json::json!({ "order_id": s.order })).await?;
+        if obs.code() == Some(agentflow::tool::Code::ApprovalExpired) {
+            return Ok(goto!(escalate));
+        }
+        Ok(goto!(END, Refund::update().receipt(Some(obs.body))))
+    }
+
+    #[node(goto = [END])]
+    async fn escalate(_s: &Refund) -> Step<Refund> {
+        goto!(END, Refund::update().escalated_to(Some("on-call manager".to_string())))
+    }
+}
+
+/// Nobody decides and no scheduler runs: the worker claims the parked run at the approval's
+/// expiry, the call resolves as `APPROVAL_EXPIRED` and the node escalates; the refund never ran.
+async fn an_expiring_approval_is_claimed_when_it_expires(store: Arc<dyn Store>, thread: &str) {
+    let app = refunding::graph().app().store(Arc::clone(&store)).approval_ttl(Duration::from_millis(800));
+    app.submit_as(thread, &Refund { order: format!("{thread}-order"), ..Refund::default() }, "support-bot").unwrap();
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::new(())).poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    wait_until("the run parks for its approval", || {
+        app.live_runs().unwrap().iter().any(|r| r.thread == thread && r.wait == RunWait::Approval && r.lease.is_none())
+    })
+    .await;
+    let approvals = store.list_approvals(thread).unwrap();
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    let expires_at = approvals[0].expires_at;
+    assert_eq!(store.thread_timer(thread).unwrap(), Some(expires_at));
+    wait_until("the run leaves the queue", || app.live_runs().unwrap().iter().all(|r| r.thread != thread)).await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert!(agentflow::timer::now_ms() >= expires_at);
+    let record = app.thread(thread).unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Completed, "{}", record.detail);
+    let state = app.state(thread).unwrap().unwrap().state;
+    assert_eq!((state.escalated_to.as_deref(), state.receipt), (Some("on-call manager"), None));
+    let approval = store.approval(&approvals[0].id).unwrap().unwrap();
+    assert_eq!(approval.status, agentflow_store::ApprovalStatus::Expired);
+    assert_eq!((report.claimed, report.interrupted, report.completed, report.failed), (2, 1, 1, 0), "{report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_a_run_parked_for_an_approval_is_claimed_when_the_approval_expires() {
+    an_expiring_approval_is_claimed_when_it_expires(redb(), "expiring-redb").await;
+    assert_eq!(REFUNDS.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_run_parked_for_an_approval_is_claimed_when_the_approval_expires() {
+    let Some(url) = pg::pg_url() else { return };
+    an_expiring_approval_is_claimed_when_it_expires(postgres(&url, "expiry"), "expiring-pg").await;
+    assert_eq!(REFUNDS.load(Ordering::SeqCst), 0);
+}

@@ -758,7 +758,8 @@ pub fn run_queue_lifecycle(store: &dyn Store) {
     store.enqueue_run(NewRun::new("q2", "g", None, "", NOW + 2000)).unwrap();
 }
 
-/// A run parked for an approval is claimable again once no approval of its thread waits.
+/// A run parked for an approval is claimable again once no approval of its thread waits, or
+/// once its thread's timer (the first approval's expiry) is due, the approval still pending.
 pub fn run_queue_parks_for_approvals(store: &dyn Store) {
     store.enqueue_run(NewRun::new("t", "g", None, "", NOW)).unwrap();
     assert_eq!(store.claim_runs("g", "w1", 1000, NOW, 5).unwrap().len(), 1);
@@ -774,6 +775,20 @@ pub fn run_queue_parks_for_approvals(store: &dyn Store) {
     let claimed = store.claim_runs("g", "w2", 1000, NOW + 2, 5).unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!((claimed[0].wait, claimed[0].holder.as_deref()), (RunWait::Ready, Some("w2")));
+
+    // An approval that expires: the thread waits with a timer at the expiry.
+    let mut waiting = thread("u");
+    waiting.status = ThreadStatus::Interrupted;
+    store.commit_step(StepCommit::new(waiting).with_wake_at(NOW + 100)).unwrap();
+    store.enqueue_run(NewRun::new("u", "g", None, "", NOW)).unwrap();
+    assert_eq!(store.claim_runs("g", "w1", 1000, NOW, 5).unwrap().len(), 1);
+    store.put_approval(approval("a2", "u"), "agent").unwrap();
+    assert!(store.settle_run("u", "w1", Some(RunWait::Approval)).unwrap());
+    store.release_lease("u", "w1").unwrap();
+    assert!(store.claim_runs("g", "w3", 1000, NOW + 99, 5).unwrap().is_empty(), "the approval waits, not yet due");
+    let due = store.claim_runs("g", "w3", 1000, NOW + 100, 5).unwrap();
+    assert_eq!(due.iter().map(|r| r.thread.as_str()).collect::<Vec<_>>(), ["u"], "its expiry is due");
+    assert_eq!(store.approval("a2").unwrap().unwrap().status, ApprovalStatus::Pending);
 }
 
 /// 8 claimers race for 20 runs: every run goes to exactly one.

@@ -30,7 +30,8 @@ pub enum RunWait {
     /// Nothing: a worker may claim it (once no live lease holds its thread).
     Ready,
     /// A human's decision: claimable once none of the thread's approvals is `PENDING` or
-    /// `OUTCOME_UNKNOWN`.
+    /// `OUTCOME_UNKNOWN`, or once the thread's durable timer is due (the first approval's
+    /// expiry: the resumed run expires it).
     Approval,
     /// The thread's durable timer: claimable once the thread has no timer later than now (it
     /// is due, or the thread was woken otherwise and moved on). (Appended last.)
@@ -287,6 +288,12 @@ fn approval_waits(tx: &Tx<'_>, thread: &str) -> Result<bool, StorageError> {
     Ok(false)
 }
 
+/// Whether `thread` has a durable timer and it is not later than `now`.
+fn timer_due(tx: &Tx<'_>, thread: &str, now: u64) -> Result<bool, StorageError> {
+    let of = tx.txn.open_table(tables::TIMER_OF).ctx(tx.path)?;
+    Ok(of.get(thread).ctx(tx.path)?.is_some_and(|at| at.value() <= now))
+}
+
 /// Whether `thread`'s durable timer is later than `now`.
 fn timer_later(tx: &Tx<'_>, thread: &str, now: u64) -> Result<bool, StorageError> {
     let of = tx.txn.open_table(tables::TIMER_OF).ctx(tx.path)?;
@@ -312,7 +319,11 @@ pub(crate) fn stage_claim(
         if claimed.len() >= max {
             break;
         }
-        if row.wait == RunWait::Approval && row.control.is_none() && approval_waits(tx, &thread)? {
+        if row.wait == RunWait::Approval
+            && row.control.is_none()
+            && approval_waits(tx, &thread)?
+            && !timer_due(tx, &thread, now)?
+        {
             continue;
         }
         if row.wait == RunWait::Timer && row.control.is_none() && timer_later(tx, &thread, now)? {

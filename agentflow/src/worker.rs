@@ -180,6 +180,10 @@ enum End {
 ///   ([`RunWait::Timer`]) with no lease held, and a worker claims it again once the timer is
 ///   due and resumes it: workers need no [`Scheduler`](crate::timer::Scheduler). (One that
 ///   runs on the same store may wake the thread first; the worker then finds it moved on.)
+/// - A run that ends waiting for approvals stays queued, parked ([`RunWait::Approval`]), and a
+///   worker claims it again once they are decided, or once the first of them expires (an
+///   [`App::approval_ttl`]): the resumed node's call then resolves as `APPROVAL_EXPIRED`, as
+///   with a [`Scheduler`](crate::timer::Scheduler).
 /// - A cancel request ends the thread `cancelled` even if nobody runs it (a worker claims it
 ///   and resumes it already cancelled) and even if it comes while the worker shuts down: the
 ///   cancel wins over the shutdown's pause.

@@ -19,8 +19,9 @@ const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wai
      q.heartbeat_at, q.claims, l.holder, l.expires_at";
 
 /// Claims, in one statement: picks the claimable rows of graph `$1` at `$2` (ready, or with a
-/// control request, or parked for approvals none of which waits any more, or parked for a
-/// timer that is not later than `$2`; and no unexpired lease, not even the claimer's), oldest first, at most `$3`, locked (rows another claimer has locked
+/// control request, or parked for approvals none of which waits any more or whose thread's
+/// timer (the first expiry) is not later than `$2`, or parked for a timer that is not later
+/// than `$2`; and no unexpired lease, not even the claimer's), oldest first, at most `$3`, locked (rows another claimer has locked
 /// are skipped); takes their threads' leases for holder `$4` until `$5` (as `acquire_lease`
 /// does at `$2`: a new holder increments the fencing token); marks the queue rows of the
 /// threads won and answers them with their leases.
@@ -29,6 +30,8 @@ const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at FROM run_que
          AND (q.wait = 'READY' OR q.control IS NOT NULL \
            OR (q.wait = 'APPROVAL' AND NOT EXISTS (SELECT 1 FROM approvals a \
                  WHERE a.thread = q.thread AND a.status IN ('PENDING', 'OUTCOME_UNKNOWN'))) \
+           OR (q.wait = 'APPROVAL' AND EXISTS (SELECT 1 FROM threads t \
+                 WHERE t.id = q.thread AND t.wake_at <= $2)) \
            OR (q.wait = 'TIMER' AND NOT EXISTS (SELECT 1 FROM threads t \
                  WHERE t.id = q.thread AND t.wake_at > $2))) \
          AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.thread = q.thread AND l.holder IS NOT NULL \
