@@ -537,11 +537,9 @@ impl DirectCommits {
 
     fn run(&mut self, n: usize) {
         use agentflow_store::{Checkpoint, CheckpointMetadata, CheckpointSource, StepCommit, ThreadRecord};
-        // What the executor stores with every step: the thread's limits and usage.
-        let extra = json!({"budget": {
-            "limits": {"model_calls": null, "tool_calls": null, "tokens": null, "reserve_per_call": null},
-            "usage": {"model_calls": 0, "tool_calls": 0, "tokens": 0, "unknown_usage_calls": 0},
-        }});
+        // What the executor stores with every step of `cycle_flat`: the thread's budget, with no
+        // limits set and nothing used (stored compact).
+        let extra = json!({ "__budget__": {} });
         for _ in 0..n {
             self.seq += 1;
             let seq = self.seq;

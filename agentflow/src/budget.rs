@@ -158,11 +158,53 @@ impl Limits {
 }
 
 /// A thread's limits and what it consumed so far, as stored with its checkpoints.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+///
+/// Every checkpoint carries it, so it is stored compact: limits that are not set and counters
+/// at zero are left out (`{}` for a thread with no limits that used nothing). Reading fills
+/// them in again, and reads the full form older checkpoints hold as well.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(default)]
 pub(crate) struct ThreadBudget {
     pub(crate) limits: Limits,
     pub(crate) usage: RunUsage,
+}
+
+impl serde::Serialize for ThreadBudget {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Limits { model_calls, tool_calls, tokens, reserve_per_call } = self.limits;
+        let limits: [(&str, Option<u64>); 4] = [
+            ("model_calls", model_calls.map(u64::from)),
+            ("tool_calls", tool_calls.map(u64::from)),
+            ("tokens", tokens),
+            ("reserve_per_call", reserve_per_call.map(u64::from)),
+        ];
+        let RunUsage { model_calls, tool_calls, tokens, unknown_usage_calls } = self.usage;
+        let usage: [(&str, u64); 4] = [
+            ("model_calls", u64::from(model_calls)),
+            ("tool_calls", u64::from(tool_calls)),
+            ("tokens", tokens),
+            ("unknown_usage_calls", u64::from(unknown_usage_calls)),
+        ];
+        let limits: Vec<(&str, u64)> = limits.iter().filter_map(|(k, v)| v.map(|v| (*k, v))).collect();
+        let usage: Vec<(&str, u64)> = usage.into_iter().filter(|(_, v)| *v != 0).collect();
+        let mut map = s.serialize_map(None)?;
+        for (key, fields) in [("limits", limits), ("usage", usage)] {
+            if !fields.is_empty() {
+                map.serialize_entry(key, &Fields(fields))?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// Named numbers, serialized as a JSON object.
+struct Fields<'a>(Vec<(&'a str, u64)>);
+
+impl serde::Serialize for Fields<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (*k, *v)))
+    }
 }
 
 /// The run's counters, shared by its nodes. They start at the thread's
@@ -290,6 +332,33 @@ fn saturating_add(counter: &AtomicU64, n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_budget_leaves_out_unset_limits_and_zero_counters_and_reads_back() {
+        let none = ThreadBudget::default();
+        assert_eq!(serde_json::to_string(&none).unwrap(), "{}");
+        let some = ThreadBudget {
+            limits: Limits::none().model_calls(3).tokens(5_000),
+            usage: RunUsage { tool_calls: 2, tokens: u64::MAX, ..RunUsage::default() },
+        };
+        let text = serde_json::to_string(&some).unwrap();
+        assert_eq!(
+            text,
+            r#"{"limits":{"model_calls":3,"tokens":5000},"usage":{"tool_calls":2,"tokens":18446744073709551615}}"#
+        );
+        for budget in
+            [none, some, ThreadBudget { limits: Limits { reserve_per_call: Some(0), ..Limits::none() }, ..none }]
+        {
+            let back: ThreadBudget = serde_json::from_str(&serde_json::to_string(&budget).unwrap()).unwrap();
+            assert_eq!(back, budget);
+            let value = serde_json::to_value(budget).unwrap();
+            assert_eq!(serde_json::from_value::<ThreadBudget>(value).unwrap(), budget);
+        }
+        // The full form earlier versions stored reads the same.
+        let full = r#"{"limits":{"model_calls":3,"tool_calls":null,"tokens":5000,"reserve_per_call":null},
+            "usage":{"model_calls":0,"tool_calls":2,"tokens":18446744073709551615,"unknown_usage_calls":0}}"#;
+        assert_eq!(serde_json::from_str::<ThreadBudget>(full).unwrap(), some);
+    }
 
     #[test]
     fn model_calls_and_tokens_are_bounded() {

@@ -209,7 +209,18 @@ fn show_history_and_diff_read_the_state_without_the_graphs_types() {
     assert_eq!(paused["pending"][0]["node"], "pay");
     assert_eq!(paused["approvals"][0]["tool"], "refund");
     assert_eq!(paused["approvals"][0]["arguments"], json!({ "order_id": "A-1", "amount": 40 }));
-    assert!(paused["budget"].get("usage").is_some(), "{}", paused["budget"]);
+    // The budget is stored compact (unset limits and zero counters left out); `show` prints every
+    // limit and counter, for a paused thread (a pending budget write) and a completed one (the
+    // checkpoint's metadata) alike.
+    for shown in [&paused, &done] {
+        let budget = &shown["budget"];
+        for key in ["model_calls", "tool_calls", "tokens", "reserve_per_call"] {
+            assert!(budget["limits"].get(key).is_some(), "limits.{key} missing: {budget}");
+        }
+        for key in ["model_calls", "tool_calls", "tokens", "unknown_usage_calls"] {
+            assert!(budget["usage"][key].is_u64(), "usage.{key} missing: {budget}");
+        }
+    }
 
     let history = af_json(&store, &["history", "t-done"]);
     let seqs: Vec<u64> = history.as_array().unwrap().iter().map(|c| c["seq"].as_u64().unwrap()).collect();

@@ -13,7 +13,7 @@ use crate::{Failure, Outcome};
 
 /// The pending write in which a paused step records what it waits for.
 pub const INTERRUPTS: &str = "__interrupts__";
-/// The pending write (or checkpoint metadata key `budget`) holding the thread's budget.
+/// The pending write (or checkpoint metadata key) holding the thread's budget.
 pub const BUDGET: &str = "__budget__";
 
 /// `threads` filters.
@@ -176,10 +176,11 @@ pub fn show(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
     let budget = match &latest {
         Some(cp) => {
             let writes = store.pending_writes(thread, cp.seq).map_err(Failure::store)?;
-            match writes.iter().find(|w| w.node == BUDGET) {
+            let stored = match writes.iter().find(|w| w.node == BUDGET) {
                 Some(w) => serde_json::from_slice(&w.value).unwrap_or(Value::Null),
-                None => cp.metadata.extra.get("budget").cloned().unwrap_or(Value::Null),
-            }
+                None => cp.metadata.extra.get(BUDGET).cloned().unwrap_or(Value::Null),
+            };
+            full_budget(stored)
         }
         None => Value::Null,
     };
@@ -444,4 +445,20 @@ fn from_first_checkpoint(store: &dyn Store, thread: &str) -> Result<Option<Strin
         }
     }
     Ok(Some(out))
+}
+
+/// A stored budget with every limit and counter shown: checkpoints store it compact (unset
+/// limits and zero counters left out). Anything else is shown as stored (`null`: a thread
+/// stored before budgets were).
+fn full_budget(stored: Value) -> Value {
+    if !stored.is_object() {
+        return stored;
+    }
+    let limits = stored.get("limits").cloned().unwrap_or_else(|| json!({}));
+    let usage = stored.get("usage").cloned().unwrap_or_else(|| json!({}));
+    match (serde_json::from_value::<agentflow::Limits>(limits), serde_json::from_value::<agentflow::RunUsage>(usage)) {
+        (Ok(limits), Ok(usage)) => json!({ "limits": limits, "usage": usage }),
+        // Not a budget this version knows: shown as stored.
+        _ => stored,
+    }
 }
