@@ -772,6 +772,19 @@ pub fn run_queue_parks_for_approvals(store: &dyn Store) {
     store
         .transition_approval("a1", ApprovalStatus::Pending, ApprovalStatus::Approved, ApprovalPatch::by("alice", NOW))
         .unwrap();
+    // A subgraph child's approval (thread `t/...`) holds its parent too; another thread whose
+    // name merely starts with `t` does not.
+    store.put_approval(approval("a-child", "t/settle.0.0.pay"), "agent").unwrap();
+    store.put_approval(approval("a-other", "tx"), "agent").unwrap();
+    assert!(store.claim_runs("g", "w2", 1000, NOW + 1, 5).unwrap().is_empty(), "the child's approval waits");
+    store
+        .transition_approval(
+            "a-child",
+            ApprovalStatus::Pending,
+            ApprovalStatus::Rejected,
+            ApprovalPatch::by("alice", NOW),
+        )
+        .unwrap();
     let claimed = store.claim_runs("g", "w2", 1000, NOW + 2, 5).unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!((claimed[0].wait, claimed[0].holder.as_deref()), (RunWait::Ready, Some("w2")));

@@ -29,9 +29,10 @@ use crate::writer::Tx;
 pub enum RunWait {
     /// Nothing: a worker may claim it (once no live lease holds its thread).
     Ready,
-    /// A human's decision: claimable once none of the thread's approvals is `PENDING` or
-    /// `OUTCOME_UNKNOWN`, or once the thread's durable timer is due (the first approval's
-    /// expiry: the resumed run expires it).
+    /// A human's decision: claimable once none of the approvals of the thread and of its
+    /// subgraph children (threads named `{thread}/...`) is `PENDING` or `OUTCOME_UNKNOWN`, or
+    /// once the thread's durable timer is due (the first approval's expiry: the resumed run
+    /// expires it).
     Approval,
     /// The thread's durable timer: claimable once the thread has no timer later than now (it
     /// is due, or the thread was woken otherwise and moved on). (Appended last.)
@@ -271,17 +272,30 @@ pub(crate) fn stage_enqueue(tx: &Tx<'_>, run: &NewRun) -> Result<(), QueueError>
 fn approval_waits(tx: &Tx<'_>, thread: &str) -> Result<bool, StorageError> {
     let by_thread = tx.txn.open_table(tables::APPROVALS_BY_THREAD).ctx(tx.path)?;
     let approvals = tx.txn.open_table(tables::APPROVALS).ctx(tx.path)?;
-    for entry in by_thread.range((thread, "")..).ctx(tx.path)? {
-        let (k, _) = entry.ctx(tx.path)?;
-        let (t, id) = k.value();
-        if t != thread {
-            break;
-        }
-        if let Some(v) = approvals.get(id).ctx(tx.path)? {
-            let record =
-                crate::reads::decode(tx.path, tables::APPROVALS, || id.to_string(), v.value(), ApprovalRecord::decode)?;
-            if record.status.is_waiting() {
-                return Ok(true);
+    // The thread's own approvals, then its subgraph children's (`{thread}/...`), whose
+    // approvals the parent waits on too.
+    let children = format!("{thread}/");
+    for (from, belongs) in [
+        (thread, &(|t: &str| t == thread) as &dyn Fn(&str) -> bool),
+        (children.as_str(), &|t: &str| t.starts_with(children.as_str())),
+    ] {
+        for entry in by_thread.range((from, "")..).ctx(tx.path)? {
+            let (k, _) = entry.ctx(tx.path)?;
+            let (t, id) = k.value();
+            if !belongs(t) {
+                break;
+            }
+            if let Some(v) = approvals.get(id).ctx(tx.path)? {
+                let record = crate::reads::decode(
+                    tx.path,
+                    tables::APPROVALS,
+                    || id.to_string(),
+                    v.value(),
+                    ApprovalRecord::decode,
+                )?;
+                if record.status.is_waiting() {
+                    return Ok(true);
+                }
             }
         }
     }

@@ -19,7 +19,8 @@ const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wai
      q.heartbeat_at, q.claims, l.holder, l.expires_at";
 
 /// Claims, in one statement: picks the claimable rows of graph `$1` at `$2` (ready, or with a
-/// control request, or parked for approvals none of which waits any more or whose thread's
+/// control request, or parked for approvals (of the thread and of its subgraph children,
+/// `{thread}/...`) none of which waits any more or whose thread's
 /// timer (the first expiry) is not later than `$2`, or parked for a timer that is not later
 /// than `$2`; and no unexpired lease, not even the claimer's), oldest first, at most `$3`, locked (rows another claimer has locked
 /// are skipped); takes their threads' leases for holder `$4` until `$5` (as `acquire_lease`
@@ -29,7 +30,8 @@ const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at FROM run_que
        WHERE q.graph = $1 \
          AND (q.wait = 'READY' OR q.control IS NOT NULL \
            OR (q.wait = 'APPROVAL' AND NOT EXISTS (SELECT 1 FROM approvals a \
-                 WHERE a.thread = q.thread AND a.status IN ('PENDING', 'OUTCOME_UNKNOWN'))) \
+                 WHERE (a.thread = q.thread OR starts_with(a.thread, q.thread || '/')) \
+                   AND a.status IN ('PENDING', 'OUTCOME_UNKNOWN'))) \
            OR (q.wait = 'APPROVAL' AND EXISTS (SELECT 1 FROM threads t \
                  WHERE t.id = q.thread AND t.wake_at <= $2)) \
            OR (q.wait = 'TIMER' AND NOT EXISTS (SELECT 1 FROM threads t \

@@ -1,0 +1,132 @@
+//! Workers and a parent thread whose subgraph waits for an approval. The approval belongs to
+//! the child thread (`{parent}/{node}`), the run queued is the parent's: it must stay parked,
+//! claimed by no worker, until the child's approval is decided, and then finish once. On
+//! `RedbStore`, and on `PostgresStore` (skipped with one line without `AGENTFLOW_PG_URL`).
+
+#[path = "pg/mod.rs"]
+mod pg;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use agentflow::approval::{Approver, RoleAuthorizer};
+use agentflow::persist::ThreadStatus;
+use agentflow::prelude::*;
+use agentflow::tool::Risk;
+use agentflow::{CancellationToken, RedbStore, Store, Worker};
+use agentflow_store::{PostgresStore, RunWait};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+#[derive(Default)]
+pub struct Counts {
+    refunds: AtomicU32,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct Refund {
+    amount: u32,
+}
+
+/// Refunds. Irreversible: every call needs a human's approval.
+#[tool(risk = irreversible)]
+async fn refund(args: Refund, deps: &Counts) -> Result<Value, ToolError> {
+    deps.refunds.fetch_add(1, Ordering::SeqCst);
+    Ok(json!({ "refunded": args.amount }))
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Pay {
+    amount: u32,
+    receipt: Option<Value>,
+}
+
+#[graph(state = Pay, deps = Counts, start = pay)]
+pub mod payer {
+    use super::*;
+
+    #[node(goto = [END], tools = [refund])]
+    async fn pay(s: &Pay, cx: &Ctx<Counts>) -> Result<Step<Pay>, NodeError> {
+        let obs = cx.run_tool(refund, json!({ "amount": s.amount })).await?;
+        Ok(goto!(END, Pay::update().receipt(Some(obs.body))))
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Case {
+    amount: u32,
+    outcome: Option<Value>,
+}
+
+#[graph(state = Case, deps = Counts, start = settle)]
+pub mod support {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [payer])]
+    async fn settle(s: &Case, cx: &Ctx<Counts>) -> Result<Step<Case>, NodeError> {
+        let paid = cx.subgraph(payer::graph(), Pay { amount: s.amount, receipt: None }).await?;
+        Ok(goto!(END, Case::update().outcome(paid.receipt)))
+    }
+}
+
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(start.elapsed() < Duration::from_secs(60), "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn a_parent_waiting_on_its_childs_approval_stays_parked(store: Arc<dyn Store>, thread: &str) {
+    let app = support::graph().app().store(Arc::clone(&store));
+    let counts = Arc::new(Counts::default());
+    app.submit_as(thread, &Case { amount: 40, outcome: None }, "agent").unwrap();
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::clone(&counts)).poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    let parked = |app: &App<Case, Counts>| {
+        app.live_runs()
+            .unwrap()
+            .into_iter()
+            .find(|r| r.thread == thread && r.wait == RunWait::Approval && r.lease.is_none())
+    };
+    wait_until("the parent parks for its child's approval", || parked(&app).is_some()).await;
+    let claims = parked(&app).unwrap().claims;
+    let approvals = store.list_pending_approvals().unwrap();
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert!(approvals[0].thread.starts_with(&format!("{thread}/settle")), "the child's: {}", approvals[0].thread);
+    // Fifty polls later nobody has claimed it again: the approval still waits.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let still = parked(&app).expect("still parked");
+    assert_eq!(still.claims, claims, "claimed again while the child's approval waited");
+
+    let desk = app.approvals(RoleAuthorizer::new().role_for(Risk::Irreversible, "approver")).unwrap();
+    desk.approve(&approvals[0].id, &Approver::new("alice", ["approver"])).unwrap();
+    wait_until("the parent finishes", || app.live_runs().unwrap().iter().all(|r| r.thread != thread)).await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    let record = app.thread(thread).unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Completed, "{}", record.detail);
+    assert_eq!(
+        app.state(thread).unwrap().unwrap().state.outcome,
+        Some(json!({ "ok": true, "result": { "refunded": 40 } }))
+    );
+    assert_eq!(counts.refunds.load(Ordering::SeqCst), 1);
+    assert_eq!((report.claimed, report.interrupted, report.completed, report.failed), (2, 1, 1, 0), "{report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_a_parent_waiting_on_its_childs_approval_is_not_claimed_until_it_is_decided() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().expect("in-memory store"));
+    a_parent_waiting_on_its_childs_approval_stays_parked(store, "case-redb").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_parent_waiting_on_its_childs_approval_is_not_claimed_until_it_is_decided() {
+    let Some(url) = pg::pg_url() else { return };
+    let schema = format!("worker_subgraph_{}", std::process::id());
+    let store: Arc<dyn Store> =
+        Arc::new(PostgresStore::builder().schema(&schema).open(&url).expect("open the PostgreSQL store"));
+    a_parent_waiting_on_its_childs_approval_stays_parked(store, "case-pg").await;
+}
