@@ -119,7 +119,7 @@ impl Config {
             Config {
                 quick,
                 samples: 1,
-                sync_steps: 150,
+                sync_steps: 300,
                 eventual_steps: 600,
                 fan_runs: 20,
                 concurrent_steps: 60,
@@ -455,8 +455,11 @@ fn bench_cycles<S: State + Default>(
             // machine shared with other work the wall-clock ratio drifts with the load, this
             // one much less. Reported beside the target, which stays on wall-clock rates.
             let (mut run_cpu, mut raw_cpu) = (Vec::new(), Vec::new());
+            // At least three pairs even in quick mode: one pair's ratio swings with the disk.
+            let pairs = cfg.samples.max(3);
+            line["samples"] = json!(pairs);
             let (rate, raw_rate, ratio) = sample_pairs(
-                cfg.samples,
+                pairs,
                 || with_cpu(&mut run_cpu, run_rate),
                 || with_cpu(&mut raw_cpu, || raw.rate(cfg.raw_ops)),
             );
