@@ -272,46 +272,34 @@ pub(crate) fn stage_enqueue(tx: &Tx<'_>, run: &NewRun) -> Result<(), QueueError>
 fn approval_waits(tx: &Tx<'_>, thread: &str) -> Result<bool, StorageError> {
     let by_thread = tx.txn.open_table(tables::APPROVALS_BY_THREAD).ctx(tx.path)?;
     let approvals = tx.txn.open_table(tables::APPROVALS).ctx(tx.path)?;
-    // The thread's own approvals, then its subgraph children's (`{thread}/...`), whose
-    // approvals the parent waits on too.
-    let children = format!("{thread}/");
-    for (from, belongs) in [
-        (thread, &(|t: &str| t == thread) as &dyn Fn(&str) -> bool),
-        (children.as_str(), &|t: &str| t.starts_with(children.as_str())),
-    ] {
+    // Whether an approval of a thread that `belongs`, listed from `from` on, waits.
+    let waits_from = |from: &str, belongs: &dyn Fn(&str) -> bool| -> Result<bool, StorageError> {
         for entry in by_thread.range((from, "")..).ctx(tx.path)? {
             let (k, _) = entry.ctx(tx.path)?;
             let (t, id) = k.value();
             if !belongs(t) {
-                break;
+                return Ok(false);
             }
             if let Some(v) = approvals.get(id).ctx(tx.path)? {
-                let record = crate::reads::decode(
-                    tx.path,
-                    tables::APPROVALS,
-                    || id.to_string(),
-                    v.value(),
-                    ApprovalRecord::decode,
-                )?;
+                let decode = ApprovalRecord::decode;
+                let record = crate::reads::decode(tx.path, tables::APPROVALS, || id.to_string(), v.value(), decode)?;
                 if record.status.is_waiting() {
                     return Ok(true);
                 }
             }
         }
-    }
-    Ok(false)
+        Ok(false)
+    };
+    // The thread's own approvals, then its subgraph children's (`{thread}/...`): the parent
+    // waits on those too. Two ranges: threads named `{thread}-x` sort between them.
+    let children = format!("{thread}/");
+    Ok(waits_from(thread, &|t| t == thread)? || waits_from(&children, &|t| t.starts_with(&children))?)
 }
 
-/// Whether `thread` has a durable timer and it is not later than `now`.
-fn timer_due(tx: &Tx<'_>, thread: &str, now: u64) -> Result<bool, StorageError> {
+/// The thread's durable timer, if it has one.
+fn timer_of(tx: &Tx<'_>, thread: &str) -> Result<Option<u64>, StorageError> {
     let of = tx.txn.open_table(tables::TIMER_OF).ctx(tx.path)?;
-    Ok(of.get(thread).ctx(tx.path)?.is_some_and(|at| at.value() <= now))
-}
-
-/// Whether `thread`'s durable timer is later than `now`.
-fn timer_later(tx: &Tx<'_>, thread: &str, now: u64) -> Result<bool, StorageError> {
-    let of = tx.txn.open_table(tables::TIMER_OF).ctx(tx.path)?;
-    Ok(of.get(thread).ctx(tx.path)?.is_some_and(|at| at.value() > now))
+    Ok(of.get(thread).ctx(tx.path)?.map(|at| at.value()))
 }
 
 pub(crate) fn stage_claim(
@@ -336,11 +324,11 @@ pub(crate) fn stage_claim(
         if row.wait == RunWait::Approval
             && row.control.is_none()
             && approval_waits(tx, &thread)?
-            && !timer_due(tx, &thread, now)?
+            && timer_of(tx, &thread)?.is_none_or(|at| at > now)
         {
             continue;
         }
-        if row.wait == RunWait::Timer && row.control.is_none() && timer_later(tx, &thread, now)? {
+        if row.wait == RunWait::Timer && row.control.is_none() && timer_of(tx, &thread)?.is_some_and(|at| at > now) {
             continue;
         }
         let Ok(lease) = tx.leases.acquire(&thread, holder, ttl_ms, now) else { continue };

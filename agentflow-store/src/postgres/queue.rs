@@ -18,14 +18,15 @@ use crate::record::Lease;
 const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wait, q.control, q.holder, \
      q.heartbeat_at, q.claims, l.holder, l.expires_at";
 
-/// Claims, in one statement: picks the claimable rows of graph `$1` at `$2` (ready, or with a
-/// control request, or parked for approvals (of the thread and of its subgraph children,
-/// `{thread}/...`) none of which waits any more or whose thread's
-/// timer (the first expiry) is not later than `$2`, or parked for a timer that is not later
-/// than `$2`; and no unexpired lease, not even the claimer's), oldest first, at most `$3`, locked (rows another claimer has locked
-/// are skipped); takes their threads' leases for holder `$4` until `$5` (as `acquire_lease`
-/// does at `$2`: a new holder increments the fencing token); marks the queue rows of the
-/// threads won and answers them with their leases.
+/// Claims, in one statement: picks the claimable rows of graph `$1` at `$2`, oldest first, at
+/// most `$3`, locked (rows another claimer has locked are skipped). A row is claimable when no
+/// unexpired lease holds its thread, not even the claimer's, and it is ready, or has a control
+/// request, or is parked for approvals (of the thread and of its subgraph children,
+/// `{thread}/...`) none of which waits any more or whose thread's timer (the first expiry) is
+/// not later than `$2`, or is parked for a timer not later than `$2`. Takes their threads'
+/// leases for holder `$4` until `$5` (as `acquire_lease` does at `$2`: a new holder
+/// increments the fencing token), marks the queue rows of the threads won and answers them
+/// with their leases.
 const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at FROM run_queue q \
        WHERE q.graph = $1 \
          AND (q.wait = 'READY' OR q.control IS NOT NULL \

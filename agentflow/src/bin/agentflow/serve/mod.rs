@@ -7,8 +7,9 @@
 //! - **Decisions** go through the library's `ApprovalDesk` with the same `RoleAuthorizer`
 //!   the CLI builds (`--roles-for`, `--two-person`), in the logged-in user's name.
 //! - **Security**: users and their roles come from `--users FILE`; logging in with a token
-//!   sets an `HttpOnly; SameSite=Strict` session cookie (`Secure` too with `--secure-cookies`); every POST checks the session's CSRF
-//!   token; GETs change nothing. The server binds to loopback unless `--allow-remote` is given.
+//!   sets an `HttpOnly; SameSite=Strict` session cookie (`Secure` too with
+//!   `--secure-cookies`); every POST checks the session's CSRF token; GETs change nothing.
+//!   The server binds to loopback unless `--allow-remote` is given.
 //! - **Live**: `GET /live` answers a small JSON fingerprint of what waits; the inbox polls it
 //!   and reloads when it changes (a decision made from the CLI or another browser).
 //! - **Metrics**: `GET /metrics` is the Prometheus text of every `agentflow_*` metric this
