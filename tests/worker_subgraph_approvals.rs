@@ -1,7 +1,8 @@
 //! Workers and a parent thread whose subgraph waits for an approval. The approval belongs to
 //! the child thread (`{parent}/{node}`), the run queued is the parent's: it must stay parked,
-//! claimed by no worker, until the child's approval is decided, and then finish once. On
-//! `RedbStore`, and on `PostgresStore` (skipped with one line without `AGENTFLOW_PG_URL`).
+//! claimed by no worker, until the child's approval is decided (then it finishes once) or
+//! expires (then the child's call resolves as `APPROVAL_EXPIRED`). On `RedbStore`, and the
+//! decided case on `PostgresStore` too (skipped with one line without `AGENTFLOW_PG_URL`).
 
 #[path = "pg/mod.rs"]
 mod pg;
@@ -81,4 +82,35 @@ async fn postgres_a_parent_waiting_on_its_childs_approval_is_not_claimed_until_i
     let store: Arc<dyn Store> =
         Arc::new(PostgresStore::builder().schema(&schema).open(&url).expect("open the PostgreSQL store"));
     a_parent_waiting_on_its_childs_approval_stays_parked(store, "case-pg").await;
+}
+
+/// Nobody decides the child's approval and no scheduler runs: the parent, parked, is claimed
+/// when the approval expires; the child's call resolves as `APPROVAL_EXPIRED`, nothing is
+/// refunded, and the parent completes with that observation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_is_claimed_when_its_childs_approval_expires() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().expect("in-memory store"));
+    let app = support::graph().app().store(Arc::clone(&store)).approval_ttl(Duration::from_millis(800));
+    let counts = Arc::new(Counts::default());
+    app.submit_as("expiring", &Case { amount: 40, outcome: None }, "agent").unwrap();
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::clone(&counts)).poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    wait_until("the parent parks", || {
+        app.live_runs().unwrap().iter().any(|r| r.thread == "expiring" && r.wait == RunWait::Approval)
+    })
+    .await;
+    let approval = store.list_pending_approvals().unwrap().pop().expect("the child's approval");
+    wait_until("the parent finishes", || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert!(agentflow::timer::now_ms() >= approval.expires_at);
+    let record = app.thread("expiring").unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Completed, "{}", record.detail);
+    let outcome = app.state("expiring").unwrap().unwrap().state.outcome.expect("the child's receipt");
+    assert_eq!(outcome["ok"], json!(false), "{outcome}");
+    assert!(outcome.to_string().contains("APPROVAL_EXPIRED"), "{outcome}");
+    assert_eq!(store.approval(&approval.id).unwrap().unwrap().status, agentflow_store::ApprovalStatus::Expired);
+    assert_eq!(counts.refunds.load(Ordering::SeqCst), 0);
+    assert_eq!((report.claimed, report.completed, report.failed), (2, 1, 0), "{report:?}");
 }
