@@ -89,6 +89,8 @@ struct Config {
     quick: bool,
     /// Samples per figure (median reported), after one warm-up.
     samples: usize,
+    /// Pairs (a `Sync` run, raw redb commits) behind each `vs_redb_raw` ratio.
+    ratio_pairs: usize,
     /// Steps per run in `Sync` mode and in `Async`/`Exit` mode.
     sync_steps: u64,
     eventual_steps: u64,
@@ -119,6 +121,7 @@ impl Config {
             Config {
                 quick,
                 samples: 1,
+                ratio_pairs: 5,
                 sync_steps: 300,
                 eventual_steps: 600,
                 fan_runs: 20,
@@ -134,6 +137,7 @@ impl Config {
             Config {
                 quick,
                 samples: 5,
+                ratio_pairs: 11,
                 sync_steps: 600,
                 eventual_steps: 3000,
                 fan_runs: 100,
@@ -179,10 +183,21 @@ fn sample(samples: usize, mut f: impl FnMut() -> Duration) -> f64 {
 
 /// `samples` pairs `(a(), b())` taken back to back after one warm-up pair,
 /// so a ratio of the two holds even when the disk's speed drifts; returns
-/// the medians of `a`, of `b` and of `a / b`.
+/// the medians of `a`, of `b` and of `a / b`. Every other pair runs `b` first,
+/// so neither side always follows the other (and whatever the other leaves
+/// behind: a cold cache, a disk still writing back).
 fn sample_pairs(samples: usize, mut a: impl FnMut() -> f64, mut b: impl FnMut() -> f64) -> (f64, f64, f64) {
     let (_, _) = (a(), b());
-    let pairs: Vec<(f64, f64)> = (0..samples).map(|_| (a(), b())).collect();
+    let pairs: Vec<(f64, f64)> = (0..samples)
+        .map(|i| {
+            if i % 2 == 0 {
+                (a(), b())
+            } else {
+                let second = b();
+                (a(), second)
+            }
+        })
+        .collect();
     (
         median(pairs.iter().map(|p| p.0).collect()),
         median(pairs.iter().map(|p| p.1).collect()),
@@ -455,8 +470,8 @@ fn bench_cycles<S: State + Default>(
             // machine shared with other work the wall-clock ratio drifts with the load, this
             // one much less. Reported beside the target, which stays on wall-clock rates.
             let (mut run_cpu, mut raw_cpu) = (Vec::new(), Vec::new());
-            // At least three pairs even in quick mode: one pair's ratio swings with the disk.
-            let pairs = cfg.samples.max(3);
+            // Several pairs even in quick mode: one pair's ratio swings with the disk.
+            let pairs = cfg.ratio_pairs;
             line["samples"] = json!(pairs);
             let (rate, raw_rate, ratio) = sample_pairs(
                 pairs,

@@ -17,6 +17,7 @@ use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, TryLockError};
 use std::time::{Duration, Instant};
@@ -39,6 +40,10 @@ pub(crate) struct Shared {
     /// Held by whoever stages and commits a transaction: the writer thread for a group, or a
     /// caller committing its own job inline (see [`commit_inline`]).
     turn: Mutex<()>,
+    /// Durable commits made so far, by the writer or inline. redb commits in order, so a durable
+    /// commit also makes every earlier non-durable one durable: the writer skips its timed flush
+    /// when this moved since its last non-durable commit.
+    durable_commits: AtomicU64,
 }
 
 impl Shared {
@@ -49,6 +54,7 @@ impl Shared {
             leases: Leases::default(),
             facts: StepFacts::default(),
             turn: Mutex::new(()),
+            durable_commits: AtomicU64::new(0),
         }
     }
 
@@ -66,6 +72,16 @@ impl Shared {
             Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
             Err(TryLockError::WouldBlock) => None,
         }
+    }
+
+    /// How many durable commits were made so far.
+    pub(crate) fn durable_commits(&self) -> u64 {
+        self.durable_commits.load(Ordering::SeqCst)
+    }
+
+    /// Counts a durable commit; called with the turn held, right after the commit.
+    fn durable_commit_made(&self) {
+        self.durable_commits.fetch_add(1, Ordering::SeqCst);
     }
 
     /// The database, for transactions. Compaction of the file takes it exclusively.
@@ -232,13 +248,18 @@ fn linger(rx: &Receiver<Box<dyn Job>>, window: Duration) -> Option<Box<dyn Job>>
 
 /// The writer thread's loop; returns when every sender is gone, after a final flush.
 pub(crate) fn run(shared: &Arc<Shared>, rx: &Receiver<Box<dyn Job>>, config: WriterConfig) {
-    // Time of the oldest commit that is not durable yet.
+    // Time of the oldest commit that is not durable yet, and the count of durable commits
+    // right after it: a durable commit made since (inline, by a `Sync` step) flushed it.
     let mut unflushed_since: Option<Instant> = None;
+    let mut durable_at_unflushed = 0;
     // Poll only right after a commit, when the next request is likely close.
     let mut just_committed = false;
     loop {
         let polled = if just_committed { linger(rx, config.linger) } else { None };
         just_committed = false;
+        if unflushed_since.is_some() && shared.durable_commits() != durable_at_unflushed {
+            unflushed_since = None;
+        }
         let first = match polled {
             Some(job) => job,
             None => match (unflushed_since, config.flush_interval) {
@@ -247,8 +268,12 @@ pub(crate) fn run(shared: &Arc<Shared>, rx: &Receiver<Box<dyn Job>>, config: Wri
                     match rx.recv_timeout(wait) {
                         Ok(job) => job,
                         Err(RecvTimeoutError::Timeout) => {
-                            // On failure, try again one interval later rather than spinning.
-                            unflushed_since = (!flush(shared)).then(Instant::now);
+                            if shared.durable_commits() == durable_at_unflushed {
+                                // On failure, try again one interval later rather than spinning.
+                                unflushed_since = (!flush(shared)).then(Instant::now);
+                            } else {
+                                unflushed_since = None;
+                            }
                             continue;
                         }
                         Err(RecvTimeoutError::Disconnected) => break,
@@ -278,12 +303,15 @@ pub(crate) fn run(shared: &Arc<Shared>, rx: &Receiver<Box<dyn Job>>, config: Wri
         match outcome {
             Ok(Some(true)) => unflushed_since = None,
             Ok(Some(false)) => {
-                unflushed_since.get_or_insert_with(Instant::now);
+                if unflushed_since.is_none() {
+                    unflushed_since = Some(Instant::now());
+                    durable_at_unflushed = shared.durable_commits();
+                }
             }
             Ok(None) | Err(_) => {}
         }
     }
-    if unflushed_since.is_some() {
+    if unflushed_since.is_some() && shared.durable_commits() == durable_at_unflushed {
         flush(shared);
     }
 }
@@ -306,10 +334,14 @@ pub(crate) fn commit_inline(shared: &Shared, job: Box<dyn Job>) -> Result<(), Bo
 fn flush(shared: &Shared) -> bool {
     let _turn = shared.turn();
     let db = shared.db();
-    match db.begin_write() {
+    let flushed = match db.begin_write() {
         Ok(txn) => txn.commit().is_ok(),
         Err(_) => false,
+    };
+    if flushed {
+        shared.durable_commit_made();
     }
+    flushed
 }
 
 /// Stages and commits one group. Returns whether a commit was durable (`None`: nothing
@@ -365,6 +397,9 @@ fn run_group_in_turn(shared: &Shared, group: Vec<Box<dyn Job>>, force_durable: b
     let ok = result.is_ok();
     if ok {
         learned.commit(&shared.facts);
+        if immediate {
+            shared.durable_commit_made();
+        }
     } else {
         shared.facts.clear();
     }
@@ -397,6 +432,9 @@ fn run_alone(shared: &Shared, jobs: Vec<Box<dyn Job>>) -> Option<bool> {
             let result = txn.commit().ctx(path).map(|()| Committed { durable: immediate, group_size: 1 });
             if result.is_ok() {
                 learned.commit(&shared.facts);
+                if immediate {
+                    shared.durable_commit_made();
+                }
                 all_durable = Some(all_durable.unwrap_or(true) && immediate);
             } else {
                 shared.facts.clear();
@@ -562,6 +600,60 @@ mod tests {
         let ((), committed) = answer.try_recv().expect("answered before commit_inline returned").unwrap();
         assert!(committed.durable);
         assert_eq!(keys(&shared), ["inline"]);
+    }
+
+    /// Polls `cond` every millisecond for up to five seconds.
+    fn eventually(cond: impl Fn() -> bool) -> bool {
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            if cond() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        cond()
+    }
+
+    #[test]
+    fn the_timed_flush_is_skipped_when_a_durable_commit_already_covered_it() {
+        let shared = Arc::new(shared());
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Box<dyn Job>>(8);
+        let config =
+            WriterConfig { max_group: 8, flush_interval: Some(Duration::from_millis(20)), linger: Duration::ZERO };
+        let writer = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || run(&shared, &rx, config))
+        };
+        // A non-durable commit and nothing after it: the writer flushes it once the interval passed.
+        let (a, ra) = job("a", None);
+        tx.send(a).unwrap();
+        assert!(!ra.recv().unwrap().unwrap().1.durable);
+        assert!(eventually(|| shared.durable_commits() == 1), "the timed flush made `a` durable");
+        // A non-durable commit followed by a durable one made inline: that one flushed it.
+        let (b, rb) = job("b", None);
+        tx.send(b).unwrap();
+        assert!(!rb.recv().unwrap().unwrap().1.durable);
+        let (reply, answer) = sync_channel(1);
+        let op = |tx: &Tx<'_>| {
+            let mut table = tx.txn.open_table(T).ctx(tx.path)?;
+            tx.wrote();
+            table.insert("c", 1).ctx(tx.path)?;
+            Ok::<_, StorageError>(())
+        };
+        let mut durable: Box<dyn Job> = Box::new(OpJob::new(Durability::Immediate, op, reply));
+        // The writer may still hold the turn right after answering `b`.
+        while let Err(back) = commit_inline(&shared, durable) {
+            durable = back;
+            std::thread::yield_now();
+        }
+        assert!(answer.recv().unwrap().unwrap().1.durable);
+        assert_eq!(shared.durable_commits(), 2);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(shared.durable_commits(), 2, "no second flush for what `c` made durable");
+        drop(tx);
+        writer.join().unwrap();
+        assert_eq!(shared.durable_commits(), 2, "nothing left to flush when the writer stops");
+        assert_eq!(keys(&shared), ["a", "b", "c"]);
     }
 
     #[test]

@@ -113,14 +113,26 @@ impl LeaseGuard {
         ttl: Duration,
         holder: Option<LeaseHolder>,
     ) -> Result<Self, RunError> {
+        if holder.is_some() {
+            return LeaseGuard::take(store, thread, ttl, holder);
+        }
+        let s = Arc::clone(&store);
+        blocking(&store, move |_| LeaseGuard::take(s, thread, ttl, holder)).await?
+    }
+
+    /// [`LeaseGuard::acquire`], blocking.
+    fn take(
+        store: Arc<dyn Store>,
+        thread: String,
+        ttl: Duration,
+        holder: Option<LeaseHolder>,
+    ) -> Result<Self, RunError> {
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
         if let Some(LeaseHolder { id, until }) = holder {
             let until = AtomicU64::new(until);
             return Ok(LeaseGuard { store, thread, holder: id, ttl_ms, until, release_on_drop: false });
         }
-        let s = Arc::clone(&store);
-        let holder = holder_id();
-        blocking(&store, move |_| LeaseGuard::acquire_now(s, thread, holder, ttl_ms)).await?.map_err(lease_error)
+        LeaseGuard::acquire_now(store, thread, holder_id(), ttl_ms).map_err(lease_error)
     }
 
     /// Who holds the lease (the value commits are fenced by).
@@ -426,31 +438,46 @@ impl Checkpointer {
         holder: Option<LeaseHolder>,
     ) -> Result<Self, RunError> {
         let graph = &app.graph;
-        let id = thread.clone();
-        if blocking(&store, move |s| s.thread(&id)).await?.map_err(PersistError::from)?.is_some() {
-            return Err(RunError::ThreadExists { thread });
-        }
-        let lease = LeaseGuard::acquire(Arc::clone(&store), thread, lease_ttl, holder).await?;
-        keep_description(&store, graph).await;
-        let mut cp = Checkpointer::new(store, lease, owner, graph.fingerprint().to_string(), S::VERSION, durability);
-        cp.budget = budget;
         let snapshot = to_json(input, "the input state")?;
-        cp.snapshot_len = snapshot.len();
         let mut metadata = CheckpointMetadata::new(0, CheckpointSource::Input, vec![]);
         metadata.extra = json!({ "graph": describe(graph), BUDGET: budget });
-        let checkpoint = Checkpoint {
-            thread: cp.thread.clone(),
-            seq: 0,
-            parent: None,
-            cursor: vec![graph.node_name(graph.start()).to_string()],
-            snapshot: Some(snapshot),
-            delta: vec![],
-            metadata,
-            created_at: now_ms(),
-        };
-        // Not synced on its own: it reaches the disk with the first step's
-        // durable commit (redb commits in order), or the run never started.
-        cp.commit_raw(Some(checkpoint), vec![], ThreadStatus::Running, String::new(), Flush::Deferred).await?;
+        let cursor = vec![graph.node_name(graph.start()).to_string()];
+        let fingerprint = graph.fingerprint().to_string();
+        // One trip off the async threads for everything a new thread needs before its first
+        // step: the check that it is new, its lease and its input checkpoint.
+        let s = Arc::clone(&store);
+        let (cp, described, wrote) = blocking(&store, move |st| -> Result<(Checkpointer, bool, Written), RunError> {
+            if st.thread(&thread).map_err(PersistError::from)?.is_some() {
+                return Err(RunError::ThreadExists { thread });
+            }
+            let lease = LeaseGuard::take(Arc::clone(&s), thread, lease_ttl, holder)?;
+            let described = matches!(st.graph_description(&fingerprint), Ok(Some(_)));
+            let mut cp = Checkpointer::new(s, lease, owner, fingerprint, S::VERSION, durability);
+            cp.budget = budget;
+            cp.snapshot_len = snapshot.len();
+            let checkpoint = Checkpoint {
+                thread: cp.thread.clone(),
+                seq: 0,
+                parent: None,
+                cursor,
+                snapshot: Some(snapshot),
+                delta: vec![],
+                metadata,
+                created_at: now_ms(),
+            };
+            // Not synced on its own: it reaches the disk with the first step's
+            // durable commit (redb commits in order), or the run never started.
+            let commit = cp.prepare(Some(checkpoint), vec![], ThreadStatus::Running, String::new(), Flush::Deferred);
+            let wrote = Written::of(&commit);
+            st.commit_step(commit).map_err(PersistError::from)?;
+            Ok((cp, described, wrote.done()))
+        })
+        .await??;
+        // Recorded here: a metrics recorder may be installed for this thread only.
+        wrote.record();
+        if !described {
+            keep_description(&store, graph).await;
+        }
         Ok(cp)
     }
 
@@ -772,6 +799,35 @@ impl Checkpointer {
         sync: Flush,
     ) -> Result<(), PersistError> {
         self.lease.renew_if_due().await?;
+        let commit = self.prepare(checkpoint, pending, status, detail, sync);
+        let durability = commit.durability;
+        let wrote = Written::of(&commit);
+        // A durable commit on a multi-threaded runtime is made from this task's thread, the
+        // runtime's other work moved off it meanwhile: the store can then commit without a
+        // hand-off to its writer thread and a wake-up of this task afterwards, so a `Sync` step
+        // costs about one disk commit. Otherwise the commit is answered from the store's writer
+        // thread and no runtime thread waits for the disk.
+        if durability == StoreDurability::Immediate && on_multi_thread_runtime() {
+            tokio::task::block_in_place(|| self.store.commit_step(commit))?;
+        } else {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            self.store.commit_step_then(commit, Box::new(move |answer| drop(tx.send(answer))));
+            rx.await.map_err(|_| PersistError::CommitDropped)??;
+        }
+        wrote.done().record();
+        Ok(())
+    }
+
+    /// The store commit that writes `checkpoint` and `pending` and records the
+    /// thread as `status`, fenced by this run's lease.
+    fn prepare(
+        &mut self,
+        checkpoint: Option<Checkpoint>,
+        pending: Vec<PendingWrite>,
+        status: ThreadStatus,
+        detail: String,
+        sync: Flush,
+    ) -> StepCommit {
         let now = now_ms();
         let durability = match (self.durability, sync) {
             (_, Flush::Now) | (Durability::Sync, Flush::Step) => StoreDurability::Immediate,
@@ -793,27 +849,7 @@ impl Checkpointer {
         if matches!(status, ThreadStatus::Sleeping | ThreadStatus::Interrupted) {
             commit.wake_at = self.wake_at;
         }
-        // A durable commit on a multi-threaded runtime is made from this task's thread, the
-        // runtime's other work moved off it meanwhile: the store can then commit without a
-        // hand-off to its writer thread and a wake-up of this task afterwards, so a `Sync` step
-        // costs about one disk commit. Otherwise the commit is answered from the store's writer
-        // thread and no runtime thread waits for the disk.
-        if let Some(cp) = &commit.checkpoint {
-            let bytes = cp.delta.iter().map(Vec::len).sum::<usize>() + cp.snapshot.as_ref().map_or(0, Vec::len);
-            ::metrics::histogram!(crate::metrics::CHECKPOINT_BYTES).record(bytes as f64);
-        }
-        let began = std::time::Instant::now();
-        let label = if durability == StoreDurability::Immediate { "immediate" } else { "eventual" };
-        if durability == StoreDurability::Immediate && on_multi_thread_runtime() {
-            tokio::task::block_in_place(|| self.store.commit_step(commit))?;
-        } else {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            self.store.commit_step_then(commit, Box::new(move |answer| drop(tx.send(answer))));
-            rx.await.map_err(|_| PersistError::CommitDropped)??;
-        }
-        ::metrics::histogram!(crate::metrics::CHECKPOINT_WRITE_SECONDS, "durability" => label)
-            .record(began.elapsed().as_secs_f64());
-        Ok(())
+        commit
     }
 
     /// The store the thread is in.
@@ -834,6 +870,41 @@ impl Checkpointer {
     /// Where the effects of the next step are journaled.
     pub(crate) fn journal(&self) -> Journal {
         Journal { store: Arc::clone(&self.store), thread: self.thread.clone(), seq: self.journal_seq }
+    }
+}
+
+/// The metrics of one checkpoint write: its payload's size and how long the run waited for it.
+struct Written {
+    bytes: Option<usize>,
+    durability: &'static str,
+    began: std::time::Instant,
+    took: std::time::Duration,
+}
+
+impl Written {
+    /// Starts timing the write of `commit`.
+    fn of(commit: &StepCommit) -> Self {
+        let bytes = commit
+            .checkpoint
+            .as_ref()
+            .map(|cp| cp.delta.iter().map(Vec::len).sum::<usize>() + cp.snapshot.as_ref().map_or(0, Vec::len));
+        let durability = if commit.durability == StoreDurability::Immediate { "immediate" } else { "eventual" };
+        Written { bytes, durability, began: std::time::Instant::now(), took: std::time::Duration::ZERO }
+    }
+
+    /// The write returned.
+    fn done(mut self) -> Self {
+        self.took = self.began.elapsed();
+        self
+    }
+
+    /// Records the write with the metrics recorder of the calling thread.
+    fn record(&self) {
+        if let Some(bytes) = self.bytes {
+            ::metrics::histogram!(crate::metrics::CHECKPOINT_BYTES).record(bytes as f64);
+        }
+        ::metrics::histogram!(crate::metrics::CHECKPOINT_WRITE_SECONDS, "durability" => self.durability)
+            .record(self.took.as_secs_f64());
     }
 }
 
