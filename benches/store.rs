@@ -19,7 +19,8 @@
 //!
 //! Figures, with the targets of the persistence issue (printed as `target`
 //! and `met`, never asserted):
-//! - `Sync` steps/s of `cycle_flat` and `cycle` vs raw redb commits/s [>= 0.95x];
+//! - `Sync` steps/s of `cycle_flat` and `cycle` vs raw redb commits/s [>= 0.95x],
+//!   the median of 11 pairs (5 with `--quick`), every other pair raw side first;
 //!   beside it, the process CPU time per step and per raw commit and their
 //!   ratio (`cpu_vs_redb_raw`, Linux only), which a shared machine's load
 //!   moves much less than the wall-clock one. With `TMPDIR` on a tmpfs

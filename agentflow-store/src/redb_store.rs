@@ -84,8 +84,9 @@ impl RedbStoreBuilder {
     }
 
     /// How long [`Durability::Eventual`] commits may stay non-durable before the writer makes
-    /// them durable in the background (default 200 ms). `None`: only an immediate commit,
-    /// [`Store::flush`] or closing the store makes them durable.
+    /// them durable in the background (default 200 ms); no background flush is made when an
+    /// immediate commit made since already did (redb commits in order). `None`: only an
+    /// immediate commit, [`Store::flush`] or closing the store makes them durable.
     #[must_use]
     pub fn flush_interval(mut self, interval: Option<Duration>) -> Self {
         self.flush_interval = interval;
