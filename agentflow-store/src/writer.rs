@@ -618,8 +618,9 @@ mod tests {
     fn the_timed_flush_is_skipped_when_a_durable_commit_already_covered_it() {
         let shared = Arc::new(shared());
         let (tx, rx) = std::sync::mpsc::sync_channel::<Box<dyn Job>>(8);
-        let config =
-            WriterConfig { max_group: 8, flush_interval: Some(Duration::from_millis(20)), linger: Duration::ZERO };
+        // The interval is long enough that `c` below commits well inside it, even on a loaded machine.
+        let interval = Some(Duration::from_millis(150));
+        let config = WriterConfig { max_group: 8, flush_interval: interval, linger: Duration::ZERO };
         let writer = {
             let shared = Arc::clone(&shared);
             std::thread::spawn(move || run(&shared, &rx, config))
@@ -648,7 +649,7 @@ mod tests {
         }
         assert!(answer.recv().unwrap().unwrap().1.durable);
         assert_eq!(shared.durable_commits(), 2);
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(400));
         assert_eq!(shared.durable_commits(), 2, "no second flush for what `c` made durable");
         drop(tx);
         writer.join().unwrap();
