@@ -4,67 +4,18 @@
 //! the child's items come under its namespace in both streams.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use agentflow::approval::{Approver, RoleAuthorizer};
 use agentflow::prelude::*;
 use agentflow::tool::Risk;
 use agentflow::{Outcome, RedbStore, Run, RunError, Store, StreamItem, StreamMode, StreamPart};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-#[derive(Default)]
-pub struct Counts {
-    refunds: AtomicU32,
-}
-
-#[derive(Deserialize, schemars::JsonSchema)]
-pub struct Refund {
-    amount: u32,
-}
-
-/// Refunds. Irreversible: every call needs a human's approval.
-#[tool(risk = irreversible)]
-async fn refund(args: Refund, deps: &Counts) -> Result<Value, ToolError> {
-    deps.refunds.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({ "refunded": args.amount }))
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
-pub struct Pay {
-    amount: u32,
-    receipt: Option<Value>,
-}
-
-#[graph(state = Pay, deps = Counts, start = pay)]
-pub mod payer {
-    use super::*;
-
-    #[node(goto = [END], tools = [refund])]
-    async fn pay(s: &Pay, cx: &Ctx<Counts>) -> Result<Step<Pay>, NodeError> {
-        cx.emit(json!({ "paying": s.amount })).await?;
-        let obs = cx.run_tool(refund, json!({ "amount": s.amount })).await?;
-        Ok(goto!(END, Pay::update().receipt(Some(obs.body))))
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
-pub struct Case {
-    amount: u32,
-    outcome: Option<Value>,
-}
-
-#[graph(state = Case, deps = Counts, start = settle)]
-pub mod support {
-    use super::*;
-
-    #[node(goto = [END], subgraphs = [payer])]
-    async fn settle(s: &Case, cx: &Ctx<Counts>) -> Result<Step<Case>, NodeError> {
-        let paid = cx.subgraph(payer::graph(), Pay { amount: s.amount, receipt: None }).await?;
-        Ok(goto!(END, Case::update().outcome(paid.receipt)))
-    }
-}
+#[path = "fixtures/refund_subgraph.rs"]
+mod refund_subgraph;
+use refund_subgraph::{Case, Counts, support};
 
 async fn collect<S: State>(stream: agentflow::RunStream<'_, S>) -> Vec<StreamItem<S>> {
     let all = futures_util::StreamExt::collect(stream);
