@@ -187,6 +187,9 @@ impl Store for Stealing {
     fn control_run(&self, thread: &str, control: RunControl) -> Result<bool, QueueError> {
         self.inner.control_run(thread, control)
     }
+    fn wake_run(&self, thread: &str, wait: RunWait) -> Result<bool, QueueError> {
+        self.inner.wake_run(thread, wait)
+    }
     fn list_runs(&self) -> Result<Vec<QueuedRun>, QueueError> {
         self.inner.list_runs()
     }

@@ -1,5 +1,5 @@
 //! Workers and threads that wait: a run that ends sleeping on a durable timer, a thread that
-//! waits in `cx.interrupt` for a value, a cancel request that arrives while the worker shuts
+//! waits in `cx.interrupt` for a value (parked until someone answers), a cancel request that arrives while the worker shuts
 //! down, and a claim whose rows do not decode. On `RedbStore`, and on `PostgresStore` where
 //! the store's part differs (skipped with one line without `AGENTFLOW_PG_URL`).
 
@@ -154,13 +154,18 @@ async fn postgres_a_run_that_ends_sleeping_stays_queued_and_a_worker_finishes_it
     a_sleeping_run_is_claimed_again_when_due(postgres(&url, "sleep")).await;
 }
 
+/// Whether thread `thread`'s run is queued, parked for an answer, with no lease held.
+fn parked_for_an_answer<D>(app: &App<Nap, D>, thread: &str) -> bool {
+    app.live_runs().unwrap().iter().any(|r| r.thread == thread && r.wait == RunWait::Answer && r.lease.is_none())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_thread_waiting_for_a_value_is_not_queued_paused_or_counted_failed() {
+async fn a_thread_waiting_for_a_value_stays_parked_and_is_not_paused_or_counted_failed() {
     let store = redb();
     let app = naps::graph().app().store(store.clone());
     app.submit("ask", &Nap { ask: true, ..Nap::default() }).unwrap();
     let (stop, handle) = start(&app, ());
-    wait_until("the run stops for its value", || app.live_runs().unwrap().is_empty()).await;
+    wait_until("the run parks for its value", || parked_for_an_answer(&app, "ask")).await;
     assert_eq!(app.thread("ask").unwrap().unwrap().status, ThreadStatus::Interrupted);
 
     // A worker cannot give it its value: resuming it through the queue, or pausing it, is refused.
@@ -168,20 +173,31 @@ async fn a_thread_waiting_for_a_value_is_not_queued_paused_or_counted_failed() {
     assert!(matches!(&refused, WorkerError::ValueRequired { node, .. } if node == "first"), "{refused}");
     let refused = app.pause_run("ask").unwrap_err();
     assert!(matches!(&refused, WorkerError::NotRunning { status, .. } if status == "interrupted"), "{refused}");
-    assert!(app.live_runs().unwrap().is_empty());
+    assert!(parked_for_an_answer(&app, "ask"));
 
-    // Queued anyway (straight into the store): the worker leaves it waiting, not failed.
-    store.enqueue_run(NewRun::new("ask", app.graph().name(), None, "", 1)).unwrap();
-    wait_until("the queued resume is handled", || app.live_runs().unwrap().is_empty()).await;
+    // Woken without an answer (straight in the store): the worker finds no value and parks it
+    // again, waiting, not failed.
+    assert!(store.wake_run("ask", RunWait::Answer).unwrap());
+    wait_until("the woken run is claimed and parked again", || {
+        app.live_runs().unwrap().iter().any(|r| r.claims == 2) && parked_for_an_answer(&app, "ask")
+    })
+    .await;
     stop.cancel();
     let report = handle.await.unwrap().unwrap();
     assert_eq!((report.claimed, report.interrupted, report.failed), (2, 2, 0), "{report:?}");
     assert_eq!(app.thread("ask").unwrap().unwrap().status, ThreadStatus::Interrupted);
 
-    // Its value continues it where it waited.
+    // Its value, given directly, continues it where it waited; the parked row no longer
+    // holds anything: the next worker claims it, finds the thread finished, and removes it.
     let run = app.runner(&()).thread("ask").resume_with("ada".to_string()).await.unwrap();
     assert!(run.outcome.is_completed(), "{:?}", run.outcome);
     assert_eq!(run.state.answer.as_deref(), Some("ada"));
+    let (stop, handle) = start(&app, ());
+    wait_until("the stale row leaves the queue", || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.completed, report.failed), (1, 1, 0), "{report:?}");
+    assert_eq!(app.state("ask").unwrap().unwrap().state.steps, 2, "nothing ran twice");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -312,34 +328,45 @@ async fn postgres_control_requests_are_read_without_a_write() {
     tokio::task::spawn_blocking(move || controls_are_read_without_a_write(store.as_ref())).await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_value_answered_from_another_process_lets_a_worker_resume_the_thread() {
+/// A worker parks a thread that waits in `cx.interrupt`; an answer recorded from elsewhere (as
+/// the inbox and `agentflow answer` record it, with no graph types) hands it back to the
+/// workers, and the worker's resume continues with that answer. No `submit_resume` needed.
+async fn an_answer_wakes_the_parked_run(store: Arc<dyn Store>) {
     use agentflow::approval::{ApprovalDesk, Approver, RoleAuthorizer};
-    let store = redb();
     let app = naps::graph().app().store(store.clone());
     app.submit("ask", &Nap { ask: true, ..Nap::default() }).unwrap();
     let (stop, handle) = start(&app, ());
-    // The run's row leaves the queue, then its lease is released (a redb store's leases live
-    // in memory, apart from the row): an answer is refused while a run holds the thread.
-    wait_until("the run stops for its value and lets go of the thread", || {
-        app.live_runs().unwrap().is_empty() && app.thread("ask").unwrap().is_some_and(|t| t.lease.is_none())
+    wait_until("the run parks for its value and lets go of the thread", || {
+        parked_for_an_answer(&app, "ask") && app.thread("ask").unwrap().is_some_and(|t| t.lease.is_none())
     })
     .await;
     let refused = app.submit_resume("ask").unwrap_err();
     assert!(matches!(&refused, WorkerError::ValueRequired { .. }), "{refused}");
+    // Parked: the worker's polls claim nothing meanwhile.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(app.live_runs().unwrap()[0].claims, 1);
 
-    // Someone answers (as the inbox does, with no graph types): now the queue takes it, and
-    // the worker's resume continues with the answer.
     let desk = ApprovalDesk::for_store(store.clone(), RoleAuthorizer::new());
     let (seq, _) = desk.waiting_interrupt("ask").unwrap();
     desk.answer_interrupt("ask", seq, serde_json::json!("grace"), &Approver::new("ops", ["x"])).unwrap();
-    app.submit_resume("ask").unwrap();
     wait_until("the resumed run completes", || app.live_runs().unwrap().is_empty()).await;
     stop.cancel();
-    handle.await.unwrap().unwrap();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.interrupted, report.completed), (2, 1, 1), "{report:?}");
     let record = app.thread("ask").unwrap().unwrap();
     assert_eq!(record.status, ThreadStatus::Completed, "{}", record.detail);
     assert_eq!(app.state("ask").unwrap().unwrap().state.answer.as_deref(), Some("grace"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_an_answer_wakes_a_run_parked_for_it_and_a_worker_continues_it() {
+    an_answer_wakes_the_parked_run(redb()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_an_answer_wakes_a_run_parked_for_it_and_a_worker_continues_it() {
+    let Some(url) = pg::pg_url() else { return };
+    an_answer_wakes_the_parked_run(postgres(&url, "answer")).await;
 }
 
 // ------------------------------------------------------------ approvals that expire

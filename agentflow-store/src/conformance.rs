@@ -51,6 +51,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("compaction_keeps_retained_readable", compaction_keeps_retained_readable),
     ("run_queue_lifecycle", run_queue_lifecycle),
     ("run_queue_parks_for_approvals", run_queue_parks_for_approvals),
+    ("run_queue_parks_for_answers", run_queue_parks_for_answers),
     ("run_queue_claim_race", run_queue_claim_race),
     ("timers_follow_the_status", timers_follow_the_status),
     ("breaker_transitions", breaker_transitions),
@@ -802,6 +803,44 @@ pub fn run_queue_parks_for_approvals(store: &dyn Store) {
     let due = store.claim_runs("g", "w3", 1000, NOW + 100, 5).unwrap();
     assert_eq!(due.iter().map(|r| r.thread.as_str()).collect::<Vec<_>>(), ["u"], "its expiry is due");
     assert_eq!(store.approval("a2").unwrap().unwrap().status, ApprovalStatus::Pending);
+}
+
+/// A run parked for an answer (`cx.interrupt`) is claimable once woken, or once its thread
+/// no longer waits (it moved on without the queue); `wake_run` wakes only a run parked for what
+/// it names.
+pub fn run_queue_parks_for_answers(store: &dyn Store) {
+    let mut waiting = thread("t");
+    waiting.status = ThreadStatus::Interrupted;
+    store.commit_step(StepCommit::new(waiting.clone())).unwrap();
+    assert!(!store.wake_run("t", RunWait::Answer).unwrap(), "not queued");
+    store.enqueue_run(NewRun::new("t", "g", None, "", NOW)).unwrap();
+    assert!(!store.wake_run("t", RunWait::Answer).unwrap(), "queued, not parked");
+    assert_eq!(store.claim_runs("g", "w1", 1000, NOW, 5).unwrap().len(), 1);
+    assert!(store.settle_run("t", "w1", Some(RunWait::Answer)).unwrap());
+    store.release_lease("t", "w1").unwrap();
+    assert_eq!(store.list_runs().unwrap()[0].wait, RunWait::Answer);
+    assert!(store.claim_runs("g", "w2", 1000, NOW + 1, 5).unwrap().is_empty(), "it waits for an answer");
+    assert!(!store.wake_run("t", RunWait::Approval).unwrap(), "parked for an answer, not an approval");
+    assert!(store.claim_runs("g", "w2", 1000, NOW + 1, 5).unwrap().is_empty());
+    assert!(store.wake_run("t", RunWait::Answer).unwrap());
+    assert_eq!(store.list_runs().unwrap()[0].wait, RunWait::Ready);
+    let claimed = store.claim_runs("g", "w2", 1000, NOW + 2, 5).unwrap();
+    assert_eq!(claimed.iter().map(|r| (r.thread.as_str(), r.wait)).collect::<Vec<_>>(), [("t", RunWait::Ready)]);
+
+    // Parked again, then the thread moves on without the queue (resumed directly): claimable.
+    assert!(store.settle_run("t", "w2", Some(RunWait::Answer)).unwrap());
+    store.release_lease("t", "w2").unwrap();
+    assert!(store.claim_runs("g", "w3", 1000, NOW + 3, 5).unwrap().is_empty());
+    store.commit_step(StepCommit::new(thread("t"))).unwrap();
+    assert_eq!(store.claim_runs("g", "w3", 1000, NOW + 4, 5).unwrap().len(), 1, "the thread moved on");
+
+    // A control request makes it claimable too (the worker ends it as asked).
+    store.commit_step(StepCommit::new(waiting)).unwrap();
+    assert!(store.settle_run("t", "w3", Some(RunWait::Answer)).unwrap());
+    store.release_lease("t", "w3").unwrap();
+    assert!(store.claim_runs("g", "w4", 1000, NOW + 5, 5).unwrap().is_empty());
+    assert!(store.control_run("t", RunControl::Cancel).unwrap());
+    assert_eq!(store.claim_runs("g", "w4", 1000, NOW + 6, 5).unwrap().len(), 1, "a cancel was asked");
 }
 
 /// 8 claimers race for 20 runs: every run goes to exactly one.

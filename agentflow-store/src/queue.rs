@@ -37,6 +37,11 @@ pub enum RunWait {
     /// The thread's durable timer: claimable once the thread has no timer later than now (it
     /// is due, or the thread was woken otherwise and moved on). (Appended last.)
     Timer,
+    /// A person's value for the thread's `cx.interrupt`: claimable once
+    /// [`Store::wake_run`](crate::Store::wake_run) makes it ready (recording an answer does), or
+    /// once the thread no longer waits ([`ThreadStatus::Interrupted`](crate::ThreadStatus)):
+    /// it moved on without the queue. (Appended last.)
+    Answer,
 }
 
 impl RunWait {
@@ -46,6 +51,7 @@ impl RunWait {
             RunWait::Ready => "READY",
             RunWait::Approval => "APPROVAL",
             RunWait::Timer => "TIMER",
+            RunWait::Answer => "ANSWER",
         }
     }
 
@@ -55,6 +61,7 @@ impl RunWait {
             "READY" => Some(RunWait::Ready),
             "APPROVAL" => Some(RunWait::Approval),
             "TIMER" => Some(RunWait::Timer),
+            "ANSWER" => Some(RunWait::Answer),
             _ => None,
         }
     }
@@ -302,6 +309,13 @@ fn timer_of(tx: &Tx<'_>, thread: &str) -> Result<Option<u64>, StorageError> {
     Ok(of.get(thread).ctx(tx.path)?.map(|at| at.value()))
 }
 
+/// Whether `thread` still waits in `cx.interrupt` (its status is `INTERRUPTED`).
+fn waits_for_answer(tx: &Tx<'_>, thread: &str) -> Result<bool, StorageError> {
+    let threads = tx.txn.open_table(tables::THREADS).ctx(tx.path)?;
+    let record = crate::reads::thread_record(tx.path, &threads, tx.leases, thread)?;
+    Ok(record.is_some_and(|r| r.status == crate::ThreadStatus::Interrupted))
+}
+
 pub(crate) fn stage_claim(
     tx: &Tx<'_>,
     graph: &str,
@@ -329,6 +343,9 @@ pub(crate) fn stage_claim(
             continue;
         }
         if row.wait == RunWait::Timer && row.control.is_none() && timer_of(tx, &thread)?.is_some_and(|at| at > now) {
+            continue;
+        }
+        if row.wait == RunWait::Answer && row.control.is_none() && waits_for_answer(tx, &thread)? {
             continue;
         }
         let Ok(lease) = tx.leases.acquire(&thread, holder, ttl_ms, now) else { continue };
@@ -381,6 +398,21 @@ pub(crate) fn stage_settle(tx: &Tx<'_>, thread: &str, holder: &str, park: Option
             table.remove(thread).ctx(tx.path)?;
         }
     }
+    Ok(true)
+}
+
+pub(crate) fn stage_wake(tx: &Tx<'_>, thread: &str, wait: RunWait) -> Result<bool, QueueError> {
+    let mut table = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?;
+    let row = match table.get(thread).ctx(tx.path)? {
+        Some(v) => decode(tx.path, thread, v.value())?,
+        None => return Ok(false),
+    };
+    if row.wait != wait {
+        return Ok(false);
+    }
+    let row = Row { wait: RunWait::Ready, ..row };
+    tx.wrote();
+    table.insert(thread, encode(&row).as_slice()).ctx(tx.path)?;
     Ok(true)
 }
 

@@ -762,6 +762,12 @@ impl Store for RedbStore {
         Ok(set)
     }
 
+    fn wake_run(&self, thread: &str, wait: RunWait) -> Result<bool, QueueError> {
+        let thread = thread.to_string();
+        let (woken, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| queue::stage_wake(tx, &thread, wait))?;
+        Ok(woken)
+    }
+
     fn list_runs(&self) -> Result<Vec<QueuedRun>, QueueError> {
         Ok(self.read(|txn, path| queue::list(path, txn, &self.shared.leases))?)
     }

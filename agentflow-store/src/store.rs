@@ -267,8 +267,9 @@ pub trait Store: Send + Sync {
     /// until `now + ttl_ms` (as [`Store::acquire_lease`] would take it). A run is claimable when
     /// no unexpired lease has its thread (not even `holder`'s: a run it holds is running), and it waits for nothing (or it
     /// waits for an approval and none of its thread's approvals waits for a human any more, or
-    /// it waits for its thread's timer and the thread has no timer later than `now`, or a
-    /// control request was set on it). Of concurrent claimers (in any process), each run goes
+    /// it waits for its thread's timer and the thread has no timer later than `now`, or it waits
+    /// for an answer and the thread is no longer `INTERRUPTED`, or a control request was set on
+    /// it; [`Store::wake_run`] makes a parked run ready). Of concurrent claimers (in any process), each run goes
     /// to one. The claimed rows record `holder`, `heartbeat_at = now` and one more claim.
     fn claim_runs(
         &self,
@@ -303,6 +304,17 @@ pub trait Store: Send + Sync {
     /// the thread is not queued.
     fn control_run(&self, thread: &str, control: RunControl) -> Result<bool, QueueError> {
         let _ = (thread, control);
+        Err(unsupported())
+    }
+
+    /// Makes a queued run parked for `wait` claimable now (its wait becomes
+    /// [`RunWait::Ready`]), from any process: how recording an answer to a thread's
+    /// `cx.interrupt` hands the thread back to the workers ([`RunWait::Answer`]). `false`,
+    /// changing nothing, if the thread is not queued or its run is not parked for `wait`.
+    ///
+    /// The default has no queue: [`QueueError::Unsupported`].
+    fn wake_run(&self, thread: &str, wait: RunWait) -> Result<bool, QueueError> {
+        let _ = (thread, wait);
         Err(unsupported())
     }
 

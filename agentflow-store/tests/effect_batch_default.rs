@@ -126,6 +126,9 @@ impl Store for Plain {
     fn control_run(&self, thread: &str, control: RunControl) -> Result<bool, QueueError> {
         self.0.control_run(thread, control)
     }
+    fn wake_run(&self, thread: &str, wait: RunWait) -> Result<bool, QueueError> {
+        self.0.wake_run(thread, wait)
+    }
     fn list_runs(&self) -> Result<Vec<QueuedRun>, QueueError> {
         self.0.list_runs()
     }

@@ -123,6 +123,18 @@ pub enum AnswerError {
     /// nothing was recorded. (Appended last.)
     #[error("the answer cannot be a resume value: {0}")]
     Value(crate::persist::ValueError),
+    /// The answer is recorded, but the thread's run, parked in the run queue for it, could not
+    /// be handed back to the workers. (Appended last.)
+    #[error(
+        "the answer to thread `{thread}` is recorded, but its queued run could not be woken ({source}); \
+         submit it again with `App::submit_resume` once the store is reachable"
+    )]
+    NotWoken {
+        /// The thread.
+        thread: String,
+        /// What the run queue said.
+        source: Box<agentflow_store::QueueError>,
+    },
 }
 
 /// The checkpoint thread `thread` waits at in `interrupt`, and what it asks.
@@ -194,6 +206,17 @@ pub(crate) fn recorded(store: &dyn Store, thread: &str, checkpoint: u64) -> Resu
         }
     }
     Ok(first)
+}
+
+/// Whether thread `thread` waits in `cx.interrupt` with an answer recorded for the checkpoint
+/// it waits at (a plain resume continues it).
+pub(crate) fn answered_now(store: &dyn Store, thread: &str) -> Result<bool, ReadError> {
+    let Some(record) = store.thread(thread)? else { return Ok(false) };
+    if record.status != ThreadStatus::Interrupted {
+        return Ok(false);
+    }
+    let Some(latest) = store.latest_checkpoint(thread)? else { return Ok(false) };
+    Ok(recorded(store, thread, latest.seq)?.is_some())
 }
 
 /// Records that the run that continued `thread` from `checkpoint` with `answer` failed: the

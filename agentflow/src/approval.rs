@@ -334,7 +334,8 @@ impl ApprovalDesk {
     /// The value is checked as a `resume_with` value is ([`AnswerError::Value`]).
     /// Nothing runs here: the next [`Runner::resume`](crate::Runner::resume) of the
     /// thread, in any process that runs its graph, continues it as
-    /// `resume_with(value)` would. A value of the wrong shape fails the node there,
+    /// `resume_with(value)` would. A thread a [`Worker`](crate::Worker) ran waits parked in
+    /// the run queue; recording the answer makes it claimable, and a worker continues it. A value of the wrong shape fails the node there,
     /// as with `resume_with`. Refused when the thread does not wait in
     /// `interrupt`, waits at another checkpoint (it moved on), or was answered
     /// there already (the first answer wins, also across processes); refused with
@@ -349,7 +350,13 @@ impl ApprovalDesk {
         value: Value,
         by: &Approver,
     ) -> Result<InterruptAnswer, AnswerError> {
-        crate::answer::record(&**self.store(), thread, checkpoint, value, &by.id, now_ms())
+        let store = &**self.store();
+        let answer = crate::answer::record(store, thread, checkpoint, value, &by.id, now_ms())?;
+        // A worker parked the thread's run for this answer: hand it back to the workers.
+        match store.wake_run(thread, agentflow_store::RunWait::Answer) {
+            Ok(_) | Err(agentflow_store::QueueError::Unsupported { .. }) => Ok(answer),
+            Err(source) => Err(AnswerError::NotWoken { thread: thread.to_string(), source: Box::new(source) }),
+        }
     }
 
     /// The checkpoint thread `thread` waits at in `cx.interrupt`, and what the node asks

@@ -187,8 +187,12 @@ enum End {
 /// - A cancel request ends the thread `cancelled` even if nobody runs it (a worker claims it
 ///   and resumes it already cancelled) and even if it comes while the worker shuts down: the
 ///   cancel wins over the shutdown's pause.
-/// - A thread that waits for a person's value (`cx.interrupt`) leaves the queue as it is; a
-///   worker cannot give it the value ([`Runner::resume_with`](crate::Runner::resume_with) does).
+/// - A run that ends waiting for a person's value (`cx.interrupt`) stays queued, parked
+///   ([`RunWait::Answer`]), and a worker claims it again once the value is recorded
+///   ([`ApprovalDesk::answer_interrupt`](crate::approval::ApprovalDesk::answer_interrupt), the
+///   approval inbox, `agentflow answer`) and continues it with that value. A thread continued
+///   otherwise meanwhile ([`Runner::resume_with`](crate::Runner::resume_with)) is claimed once
+///   it no longer waits, and the worker finds it moved on.
 ///
 /// Any number of workers may share a `PostgresStore` (`agentflow-store`, feature `postgres`), in
 /// one process or many; a [`RedbStore`](crate::RedbStore) is open in one process at a time,
@@ -566,6 +570,12 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 {
                     (End::Interrupted, Then::Park(RunWait::Approval))
                 }
+                // Waiting for a person's value (`cx.interrupt`): parked until an answer is
+                // recorded (`ApprovalDesk::answer_interrupt` wakes it), then claimed and continued
+                // with that answer.
+                Outcome::Interrupted { pending, .. } if pending.iter().any(|p| p.kind == PendingKind::Interrupt) => {
+                    (End::Interrupted, Then::Park(RunWait::Answer))
+                }
                 Outcome::Interrupted { .. } => (End::Interrupted, Then::Remove),
                 // A durable timer: parked until it is due, then claimed and resumed by a worker.
                 Outcome::Sleeping { .. } => (End::Sleeping, Then::Park(RunWait::Timer)),
@@ -574,8 +584,18 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             Err(RunError::LeaseLost { .. } | RunError::ThreadBusy { .. }) => (End::Lost, Then::Nothing),
             Err(RunError::Resume(ResumeError::Finished { .. })) => (End::Completed, Then::Remove),
             // It waits for a person's value (`cx.interrupt`), which a worker cannot give: not a
-            // failure; it leaves the queue as it is, and `resume_with(value)` continues it.
-            Err(RunError::ValueRequired { .. }) => (End::Interrupted, Then::Remove),
+            // failure; parked until an answer is recorded, as above. A thread whose last answer
+            // failed it (a value of the wrong shape) leaves the queue: submit it again once
+            // answered anew.
+            Err(RunError::ValueRequired { .. }) => {
+                let t = thread.clone();
+                match blocking(&self.store, move |s| s.thread(&t)).await {
+                    Ok(Ok(Some(r))) if r.status == agentflow_store::ThreadStatus::Interrupted => {
+                        (End::Interrupted, Then::Park(RunWait::Answer))
+                    }
+                    _ => (End::Interrupted, Then::Remove),
+                }
+            }
             Err(RunError::Persist(e)) => self.store_failure(claim, &e),
             Err(e) => {
                 tracing::warn!(thread = %thread, error = %e, "a queued run could not be run; it leaves the queue");
@@ -646,8 +666,18 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         // `settle_run_and_release` changes the row only while it is still this worker's claim:
         // a worker that claimed the thread since (its lease had expired) owns the row, and its
         // lease is left alone.
-        match blocking(&self.store, move |s| s.settle_run_and_release(&t, &holder, park)).await {
-            Ok(Ok(_)) => {}
+        // Parked for an answer: one recorded after the run stopped but before the row was
+        // parked found no row to wake, so this worker wakes it (an answer recorded after the
+        // park wakes it itself).
+        let answer = park == Some(RunWait::Answer);
+        let settled = blocking(&self.store, move |s| -> Result<(), agentflow_store::BoxError> {
+            if s.settle_run_and_release(&t, &holder, park)? && answer && crate::answer::answered_now(s, &t)? {
+                s.wake_run(&t, RunWait::Answer)?;
+            }
+            Ok(())
+        });
+        match settled.await {
+            Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(thread = %thread, error = %e, "could not update the run queue"),
             Err(e) => tracing::warn!(thread = %thread, error = %e, "could not update the run queue"),
         }
@@ -716,6 +746,13 @@ impl<S: State, D> App<S, D> {
                 let seq = store.latest_checkpoint(thread)?.map_or(0, |c| c.seq);
                 if crate::answer::recorded(&**store, thread, seq)?.is_none() {
                     return Err(WorkerError::ValueRequired { thread: thread.to_string(), node: p.node.clone() });
+                }
+                // Still parked for the answer (recording it could not wake it): wake it now.
+                if store.wake_run(thread, RunWait::Answer)? {
+                    let detail = serde_json::json!({ "graph": self.graph.name(), "status": record.status.as_str() });
+                    let entry = NewAuditEntry::new(now_ms(), actor, "run.resume_requested", detail);
+                    store.append_audit(thread, entry).map_err(QueueError::from)?;
+                    return Ok(());
                 }
             }
         }

@@ -790,6 +790,17 @@ impl Store for PostgresStore {
         })
     }
 
+    fn wake_run(&self, thread: &str, wait: RunWait) -> Result<bool, QueueError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            retrying!(ctx, {
+                let client = ctx.client().await?;
+                queue::wake(&client, &thread, wait).await
+            })
+        })
+    }
+
     fn control_run(&self, thread: &str, control: RunControl) -> Result<bool, QueueError> {
         let thread = thread.to_string();
         self.call(move |ctx| async move {

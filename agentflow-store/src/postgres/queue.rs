@@ -23,7 +23,8 @@ const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wai
 /// unexpired lease holds its thread, not even the claimer's, and it is ready, or has a control
 /// request, or is parked for approvals (of the thread and of its subgraph children,
 /// `{thread}/...`) none of which waits any more or whose thread's timer (the first expiry) is
-/// not later than `$2`, or is parked for a timer not later than `$2`. Takes their threads'
+/// not later than `$2`, or is parked for a timer not later than `$2`, or is parked for an
+/// answer and its thread is no longer `interrupted`. Takes their threads'
 /// leases for holder `$4` until `$5` (as `acquire_lease` does at `$2`: a new holder
 /// increments the fencing token), marks the queue rows of the threads won and answers them
 /// with their leases.
@@ -36,7 +37,9 @@ const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at FROM run_que
            OR (q.wait = 'APPROVAL' AND EXISTS (SELECT 1 FROM threads t \
                  WHERE t.id = q.thread AND t.wake_at <= $2)) \
            OR (q.wait = 'TIMER' AND NOT EXISTS (SELECT 1 FROM threads t \
-                 WHERE t.id = q.thread AND t.wake_at > $2))) \
+                 WHERE t.id = q.thread AND t.wake_at > $2)) \
+           OR (q.wait = 'ANSWER' AND NOT EXISTS (SELECT 1 FROM threads t \
+                 WHERE t.id = q.thread AND t.status = 'interrupted'))) \
          AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.thread = q.thread AND l.holder IS NOT NULL \
                AND l.expires_at > $2) \
        ORDER BY q.enqueued_at, q.thread LIMIT $3 \
@@ -243,6 +246,16 @@ pub(crate) async fn settle_and_release<C: GenericClient>(
     let statement = c.prepare_cached(SETTLE_AND_RELEASE).await?;
     let row = c.query_one(&statement, &[&thread, &holder, &wait]).await?;
     Ok(row.get::<_, i64>(0) > 0)
+}
+
+pub(crate) async fn wake<C: GenericClient>(c: &C, thread: &str, wait: RunWait) -> Result<bool, Fail<QueueError>> {
+    let woken = sql::execute(
+        c,
+        "UPDATE run_queue SET wait = 'READY' WHERE thread = $1 AND wait = $2",
+        &[&thread, &wait.as_str()],
+    )
+    .await?;
+    Ok(woken > 0)
 }
 
 pub(crate) async fn control<C: GenericClient>(

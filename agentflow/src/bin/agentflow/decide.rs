@@ -198,7 +198,7 @@ pub fn answer(store: &Arc<dyn Store>, args: &AnswerArgs, as_json: bool) -> Outco
         }));
     } else {
         println!(
-            "thread {} answered at node {} (checkpoint {}) by {}; the app's next resume() continues with it",
+            "thread {} answered at node {} (checkpoint {}) by {}; the app's next resume() (or a worker, for a queued run) continues with it",
             answer.thread, answer.node, answer.checkpoint, answer.by
         );
     }
