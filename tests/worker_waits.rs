@@ -3,6 +3,8 @@
 //! down, and a claim whose rows do not decode. On `RedbStore`, and on `PostgresStore` where
 //! the store's part differs (skipped with one line without `AGENTFLOW_PG_URL`).
 
+#[path = "fixtures/hooked_store.rs"]
+mod hooked_store;
 #[path = "pg/mod.rs"]
 mod pg;
 
@@ -367,6 +369,45 @@ async fn redb_an_answer_wakes_a_run_parked_for_it_and_a_worker_continues_it() {
 async fn postgres_an_answer_wakes_a_run_parked_for_it_and_a_worker_continues_it() {
     let Some(url) = pg::pg_url() else { return };
     an_answer_wakes_the_parked_run(postgres(&url, "answer")).await;
+}
+
+/// The answer comes in the instant after the run stopped and let go of the thread, before its
+/// worker parked the queue row: recording it finds no parked run to wake, so the worker, having
+/// parked the row, sees the answer and wakes the run itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_recorded_just_before_the_worker_parks_the_run_still_wakes_it() {
+    use agentflow::approval::{ApprovalDesk, Approver, RoleAuthorizer};
+    use std::sync::atomic::AtomicU32;
+    let inner = redb();
+    let answered = Arc::new(AtomicU32::new(0));
+    let mut store = hooked_store::Hooked::new(Arc::clone(&inner));
+    store.before_settle = Some({
+        let (inner, answered) = (Arc::clone(&inner), Arc::clone(&answered));
+        Box::new(move |_: &dyn Store, thread: &str, holder: &str, park: Option<RunWait>| {
+            if park != Some(RunWait::Answer) || answered.fetch_add(1, Ordering::SeqCst) > 0 {
+                return;
+            }
+            inner.release_lease(thread, holder).unwrap();
+            let desk = ApprovalDesk::for_store(Arc::clone(&inner), RoleAuthorizer::new());
+            let (seq, _) = desk.waiting_interrupt(thread).unwrap();
+            desk.answer_interrupt(thread, seq, serde_json::json!("hopper"), &Approver::new("ops", ["x"])).unwrap();
+            let row = inner.list_runs().unwrap().into_iter().find(|r| r.thread == thread).unwrap();
+            assert_eq!(row.wait, RunWait::Ready, "not parked yet: the answer had nothing to wake");
+        })
+    });
+    let app = naps::graph().app().store(Arc::new(store) as Arc<dyn Store>);
+    app.submit("ask", &Nap { ask: true, ..Nap::default() }).unwrap();
+    let (stop, handle) = start(&app, ());
+    wait_until("the answered run completes", || {
+        app.thread("ask").unwrap().is_some_and(|t| t.status == ThreadStatus::Completed)
+            && app.live_runs().unwrap().is_empty()
+    })
+    .await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.interrupted, report.completed), (2, 1, 1), "{report:?}");
+    assert_eq!(answered.load(Ordering::SeqCst), 1);
+    assert_eq!(app.state("ask").unwrap().unwrap().state.answer.as_deref(), Some("hopper"));
 }
 
 // ------------------------------------------------------------ approvals that expire
