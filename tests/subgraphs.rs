@@ -167,6 +167,34 @@ async fn an_interrupt_two_levels_down_pauses_the_tree_and_the_value_reaches_it()
     assert_eq!(counts.drafts.load(Ordering::SeqCst), 2);
 }
 
+/// A question asked two levels down is answered through the root thread that waits on it: an
+/// answer given to a child thread directly is refused (its parent's resume would never give it),
+/// and the root's answer reaches the child.
+#[tokio::test]
+async fn an_answer_to_a_subgraph_thread_is_refused_and_points_at_the_thread_that_waits() {
+    use agentflow::approval::{AnswerError, ApprovalDesk};
+    let store = store();
+    let app = supervisor::graph().app().store(Arc::clone(&store));
+    let counts = Counts::default();
+    let run = app.runner(&counts).thread("t").run(desk("tides")).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+    let approvals = ApprovalDesk::for_store(Arc::clone(&store), RoleAuthorizer::new());
+    let ops = Approver::new("ops", ["x"]);
+    for child in ["t/write.0.0.research", "t/write.0.0.research/gather.0.0.review"] {
+        assert_eq!(approvals.parent_waiting_on(child).unwrap().as_deref(), Some("t"), "{child}");
+        let (seq, _) = approvals.waiting_interrupt(child).unwrap();
+        let refused = approvals.answer_interrupt(child, seq, json!("yes"), &ops).unwrap_err();
+        assert!(matches!(&refused, AnswerError::AnswerTheParent { parent, .. } if parent == "t"), "{refused}");
+        assert!(store.list_audit(child).unwrap().is_empty(), "nothing recorded for {child}");
+    }
+    assert_eq!(approvals.parent_waiting_on("t").unwrap(), None);
+    let (seq, _) = approvals.waiting_interrupt("t").unwrap();
+    approvals.answer_interrupt("t", seq, json!("yes"), &ops).unwrap();
+    let done = app.runner(&counts).thread("t").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.report, "about tides (yes)");
+}
+
 #[tokio::test]
 async fn without_a_store_a_child_runs_in_memory_and_a_pause_fails_the_node() {
     let counts = Counts::default();
@@ -442,6 +470,66 @@ async fn a_resume_value_goes_to_the_child_that_waits_and_the_nodes_own_question_
     assert_eq!(done.outcome, Outcome::Completed);
     assert_eq!(done.state.report, "fine true");
     assert_eq!(counts.reviews.load(Ordering::SeqCst), 2, "the completed review ran again");
+}
+
+/// The same node run by a worker, its questions answered from elsewhere (as the inbox answers):
+/// the first answer wakes the parked run and goes to the child; the node's own question then
+/// parks the run again at the same checkpoint, and the used answer neither wakes it nor answers
+/// that question. The second answer does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_gives_an_answer_once_and_the_next_question_at_the_same_checkpoint_waits_for_its_own() {
+    use agentflow::Worker;
+    use agentflow::approval::ApprovalDesk;
+    use agentflow_store::RunWait;
+    use std::time::{Duration, Instant};
+    let store = store();
+    let app = double_check::graph().app().store(Arc::clone(&store));
+    let approvals = ApprovalDesk::for_store(Arc::clone(&store), RoleAuthorizer::new());
+    app.submit("w", &desk("draft")).unwrap();
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::new(Counts::default())).poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    let parked = |claims: u32| {
+        let app = app.clone();
+        async move {
+            let began = Instant::now();
+            loop {
+                let runs = app.live_runs().unwrap();
+                if runs.iter().any(|r| r.wait == RunWait::Answer && r.claims == claims && r.lease.is_none()) {
+                    return;
+                }
+                assert!(began.elapsed() < Duration::from_secs(60), "timed out waiting for claim {claims} to park");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    let answer = |value: Value| {
+        let (seq, asks) = approvals.waiting_interrupt("w").unwrap();
+        approvals.answer_interrupt("w", seq, value, &Approver::new("ops", ["x"])).unwrap();
+        (seq, asks)
+    };
+
+    parked(1).await;
+    let (first_seq, asks) = answer(json!("fine"));
+    assert_eq!(asks.payload["path"], "check/ask");
+    parked(2).await;
+    // The node asks its own question where the child's was answered; nothing wakes the run.
+    let (seq, asks) = approvals.waiting_interrupt("w").unwrap();
+    assert_eq!((seq, &asks.payload), (first_seq, &json!({ "verdict": "fine" })));
+    assert_eq!(approvals.recorded_answer("w").unwrap(), None, "the first answer is used");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(app.live_runs().unwrap()[0].claims, 2, "parked, not claimed again");
+
+    answer(json!(true));
+    let began = Instant::now();
+    while !app.live_runs().unwrap().is_empty() {
+        assert!(began.elapsed() < Duration::from_secs(60), "timed out waiting for the run to complete");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.completed, report.failed), (3, 1, 0), "{report:?}");
+    assert_eq!(app.state("w").unwrap().unwrap().state.report, "fine true");
 }
 
 // ------------------------------------------------ a call the macro cannot see

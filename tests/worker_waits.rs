@@ -410,6 +410,68 @@ async fn an_answer_recorded_just_before_the_worker_parks_the_run_still_wakes_it(
     assert_eq!(app.state("ask").unwrap().unwrap().state.answer.as_deref(), Some("hopper"));
 }
 
+/// An answer of the wrong shape fails the thread where it waits: the answer is spent, the
+/// worker keeps the run parked, and a new answer wakes it and continues the thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_failed_by_a_wrong_answer_stays_parked_and_a_new_answer_continues_it() {
+    use agentflow::approval::{ApprovalDesk, Approver, RoleAuthorizer};
+    let store = redb();
+    let app = naps::graph().app().store(store.clone());
+    let desk = ApprovalDesk::for_store(store.clone(), RoleAuthorizer::new());
+    app.submit("ask", &Nap { ask: true, ..Nap::default() }).unwrap();
+    let (stop, handle) = start(&app, ());
+    wait_until("the run parks for its value", || parked_for_an_answer(&app, "ask")).await;
+    let (seq, _) = desk.waiting_interrupt("ask").unwrap();
+    desk.answer_interrupt("ask", seq, serde_json::json!(42), &Approver::new("ops", ["x"])).unwrap();
+    wait_until("the failed run parks again", || {
+        parked_for_an_answer(&app, "ask") && app.live_runs().unwrap()[0].claims == 2
+    })
+    .await;
+    assert_eq!(app.thread("ask").unwrap().unwrap().status, ThreadStatus::Failed);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(app.live_runs().unwrap()[0].claims, 2, "a failed thread that waits is not claimed");
+
+    let (again, _) = desk.waiting_interrupt("ask").unwrap();
+    assert_eq!(again, seq, "it still waits where it was answered");
+    desk.answer_interrupt("ask", again, serde_json::json!("lovelace"), &Approver::new("ops", ["x"])).unwrap();
+    wait_until("the run completes", || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.interrupted, report.failed, report.completed), (3, 1, 1, 1), "{report:?}");
+    assert_eq!(app.thread("ask").unwrap().unwrap().status, ThreadStatus::Completed);
+    assert_eq!(app.state("ask").unwrap().unwrap().state.answer.as_deref(), Some("lovelace"));
+}
+
+/// A parked run whose thread was continued directly and then stopped for something else (a
+/// breakpoint) no longer waits for an answer: `submit_resume` wakes the parked run (audited)
+/// instead of refusing a second queued run, and a worker continues it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_resume_wakes_a_run_parked_for_an_answer_that_no_longer_waits_for_one() {
+    let store = redb();
+    let app = naps::graph().app().store(store.clone());
+    app.submit("ask", &Nap { ask: true, ..Nap::default() }).unwrap();
+    let (stop, handle) = start(&app, ());
+    wait_until("the run parks for its value", || parked_for_an_answer(&app, "ask")).await;
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+
+    let run =
+        app.runner(&()).thread("ask").interrupt_before(["second"]).resume_with("babbage".to_string()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+    assert_eq!(app.thread("ask").unwrap().unwrap().status, ThreadStatus::Interrupted);
+    assert!(parked_for_an_answer(&app, "ask"), "still parked: its thread is interrupted");
+
+    app.submit_resume_as("ask", "ops").unwrap();
+    let requested = store.list_audit("ask").unwrap().into_iter().filter(|e| e.kind == "run.resume_requested");
+    assert_eq!(requested.map(|e| e.actor).collect::<Vec<_>>(), ["ops"]);
+    let (stop, handle) = start(&app, ());
+    wait_until("the run completes", || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+    let state = app.state("ask").unwrap().unwrap().state;
+    assert_eq!((state.answer.as_deref(), state.steps), (Some("babbage"), 2));
+}
+
 // ------------------------------------------------------------ approvals that expire
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]

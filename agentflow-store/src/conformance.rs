@@ -834,13 +834,29 @@ pub fn run_queue_parks_for_answers(store: &dyn Store) {
     store.commit_step(StepCommit::new(thread("t"))).unwrap();
     assert_eq!(store.claim_runs("g", "w3", 1000, NOW + 4, 5).unwrap().len(), 1, "the thread moved on");
 
+    // A thread that failed where it waits (an answer of the wrong shape) still waits: parked
+    // through `settle_run_and_release`, as a worker parks it.
+    let mut failed = thread("t");
+    failed.status = ThreadStatus::Failed;
+    store.commit_step(StepCommit::new(failed)).unwrap();
+    assert_eq!(store.claim_runs("g", "w3", 1000, NOW + 4, 5).unwrap().len(), 0, "claimed above");
+    assert!(store.settle_run_and_release("t", "w3", Some(RunWait::Answer)).unwrap());
+    assert!(store.claim_runs("g", "w4", 1000, NOW + 5, 5).unwrap().is_empty(), "a failed thread still waits");
+    let entry = NewAuditEntry::new(NOW + 5, "ops", "run.resume_requested", serde_json::json!({}));
+    assert!(!store.wake_run_audited("t", RunWait::Approval, entry.clone()).unwrap());
+    let audited = |store: &dyn Store| store.list_audit("t").unwrap().iter().filter(|e| e.kind == entry.kind).count();
+    assert_eq!(audited(store), 0, "nothing woken, nothing audited");
+    assert!(store.wake_run_audited("t", RunWait::Answer, entry.clone()).unwrap());
+    assert_eq!(audited(store), 1);
+    assert_eq!(store.claim_runs("g", "w4", 1000, NOW + 6, 5).unwrap().len(), 1);
+
     // A control request makes it claimable too (the worker ends it as asked).
     store.commit_step(StepCommit::new(waiting)).unwrap();
-    assert!(store.settle_run("t", "w3", Some(RunWait::Answer)).unwrap());
-    store.release_lease("t", "w3").unwrap();
-    assert!(store.claim_runs("g", "w4", 1000, NOW + 5, 5).unwrap().is_empty());
+    assert!(store.settle_run("t", "w4", Some(RunWait::Answer)).unwrap());
+    store.release_lease("t", "w4").unwrap();
+    assert!(store.claim_runs("g", "w5", 1000, NOW + 7, 5).unwrap().is_empty());
     assert!(store.control_run("t", RunControl::Cancel).unwrap());
-    assert_eq!(store.claim_runs("g", "w4", 1000, NOW + 6, 5).unwrap().len(), 1, "a cancel was asked");
+    assert_eq!(store.claim_runs("g", "w5", 1000, NOW + 8, 5).unwrap().len(), 1, "a cancel was asked");
 }
 
 /// 8 claimers race for 20 runs: every run goes to exactly one.

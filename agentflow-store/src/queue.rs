@@ -6,8 +6,8 @@
 //! hands, so a worker that dies leaves it behind: once the dead worker's lease expires, another
 //! worker claims it and resumes the thread from its last checkpoint. A worker removes the row
 //! when the run ends ([`Store::settle_run`](crate::Store::settle_run)), or parks it while the
-//! thread waits for a human's approval; a parked row becomes claimable again once no approval
-//! of its thread waits any more.
+//! thread waits ([`RunWait`]: for a human's approval, its durable timer, or a person's answer);
+//! a parked row becomes claimable again once what it waits for is there.
 //!
 //! With [`RedbStore`](crate::RedbStore) the queue is a table in the file (a submitted run
 //! survives a restart) and claims are made by the store's single writer thread; with
@@ -39,8 +39,8 @@ pub enum RunWait {
     Timer,
     /// A person's value for the thread's `cx.interrupt`: claimable once
     /// [`Store::wake_run`](crate::Store::wake_run) makes it ready (recording an answer does), or
-    /// once the thread no longer waits ([`ThreadStatus::Interrupted`](crate::ThreadStatus)):
-    /// it moved on without the queue. (Appended last.)
+    /// once the thread's status is neither `interrupted` nor `failed` (a value of the wrong shape
+    /// fails a thread where it waits): it moved on without the queue. (Appended last.)
     Answer,
 }
 
@@ -309,11 +309,12 @@ fn timer_of(tx: &Tx<'_>, thread: &str) -> Result<Option<u64>, StorageError> {
     Ok(of.get(thread).ctx(tx.path)?.map(|at| at.value()))
 }
 
-/// Whether `thread` still waits in `cx.interrupt` (its status is `INTERRUPTED`).
+/// Whether `thread` may still wait in `cx.interrupt`: its status is `interrupted`, or `failed`
+/// (an answer of the wrong shape failed it where it waits).
 fn waits_for_answer(tx: &Tx<'_>, thread: &str) -> Result<bool, StorageError> {
     let threads = tx.txn.open_table(tables::THREADS).ctx(tx.path)?;
     let record = crate::reads::thread_record(tx.path, &threads, tx.leases, thread)?;
-    Ok(record.is_some_and(|r| r.status == crate::ThreadStatus::Interrupted))
+    Ok(record.is_some_and(|r| matches!(r.status, crate::ThreadStatus::Interrupted | crate::ThreadStatus::Failed)))
 }
 
 pub(crate) fn stage_claim(

@@ -843,6 +843,18 @@ impl Store for RedbStore {
     }
 
     /// One write transaction.
+    fn wake_run_audited(&self, thread: &str, wait: RunWait, entry: NewAuditEntry) -> Result<bool, QueueError> {
+        let thread = thread.to_string();
+        let (woken, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
+            let woken = queue::stage_wake(tx, &thread, wait)?;
+            if woken {
+                stage_append_audit(tx, &thread, &entry)?;
+            }
+            Ok::<_, QueueError>(woken)
+        })?;
+        Ok(woken)
+    }
+
     fn control_run_audited(&self, thread: &str, control: RunControl, entry: NewAuditEntry) -> Result<bool, QueueError> {
         let thread = thread.to_string();
         let (set, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| {

@@ -268,8 +268,8 @@ pub trait Store: Send + Sync {
     /// no unexpired lease has its thread (not even `holder`'s: a run it holds is running), and it waits for nothing (or it
     /// waits for an approval and none of its thread's approvals waits for a human any more, or
     /// it waits for its thread's timer and the thread has no timer later than `now`, or it waits
-    /// for an answer and the thread is no longer `INTERRUPTED`, or a control request was set on
-    /// it; [`Store::wake_run`] makes a parked run ready). Of concurrent claimers (in any process), each run goes
+    /// for an answer and the thread is neither `interrupted` nor `failed` any more, or a control
+    /// request was set on it; [`Store::wake_run`] makes a parked run ready). Of concurrent claimers (in any process), each run goes
     /// to one. The claimed rows record `holder`, `heartbeat_at = now` and one more claim.
     fn claim_runs(
         &self,
@@ -411,6 +411,18 @@ pub trait Store: Send + Sync {
         self.enqueue_run(run)?;
         self.append_audit(&thread, entry)?;
         Ok(())
+    }
+
+    /// [`Store::wake_run`] with `entry` appended to the thread's audit log (who asked), in the
+    /// same transaction, if the run was parked for `wait`; `false`, writing nothing, if not.
+    ///
+    /// The default (for backends outside this crate) makes them two writes, the wake first.
+    fn wake_run_audited(&self, thread: &str, wait: RunWait, entry: NewAuditEntry) -> Result<bool, QueueError> {
+        let woken = self.wake_run(thread, wait)?;
+        if woken {
+            self.append_audit(thread, entry)?;
+        }
+        Ok(woken)
     }
 
     /// [`Store::control_run`] with `entry` appended to the thread's audit log (who asked), in

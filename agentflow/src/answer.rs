@@ -7,7 +7,9 @@
 //! (`agentflow serve`), the `agentflow answer` command, a service. They record the
 //! answer with [`ApprovalDesk::answer_interrupt`](crate::approval::ApprovalDesk::answer_interrupt); the next plain
 //! [`Runner::resume`](crate::Runner::resume) of the thread, in whatever process runs
-//! the graph, continues it with that value exactly as `resume_with(value)` would.
+//! the graph, continues it with that value exactly as `resume_with(value)` would. A thread a
+//! [`Worker`](crate::Worker) ran is parked in the run queue; recording the answer wakes it there
+//! and a worker continues it.
 //!
 //! The answer is an entry of the thread's append-only audit log (kind
 //! [`ANSWER_KIND`], the person as its actor), bound to the checkpoint the thread waits
@@ -27,6 +29,11 @@ pub const ANSWER_KIND: &str = "interrupt.answered";
 /// `failed` (a value of the wrong shape, for instance): the answer is spent, and a person may
 /// answer the checkpoint again.
 pub const ANSWER_FAILED_KIND: &str = "interrupt.answer_failed";
+
+/// The audit kind written when a plain resume that continued with a recorded answer stopped to
+/// ask again at the same checkpoint (a subgraph's next question, or the node's own question after
+/// its subgraph took the answer): the answer is used, and the new question takes a new answer.
+pub const ANSWER_USED_KIND: &str = "interrupt.answer_used";
 
 /// An answer to a thread's `cx.interrupt`, as recorded.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,6 +130,19 @@ pub enum AnswerError {
     /// nothing was recorded. (Appended last.)
     #[error("the answer cannot be a resume value: {0}")]
     Value(crate::persist::ValueError),
+    /// The thread is a subgraph child whose question its parent thread waits on as its own:
+    /// answer the parent, whose resume hands the answer down. Nothing was recorded. (Appended
+    /// last.)
+    #[error(
+        "thread `{thread}` is a subgraph run of thread `{parent}`, which waits on its question: \
+         answer `{parent}` (its resume hands the answer down); nothing was recorded"
+    )]
+    AnswerTheParent {
+        /// The child thread.
+        thread: String,
+        /// The thread to answer.
+        parent: String,
+    },
     /// The answer is recorded, but the thread's run, parked in the run queue for it, could not
     /// be handed back to the workers. (Appended last.)
     #[error(
@@ -173,6 +193,9 @@ pub(crate) fn record(
     // Recorded, a value `resume_with` refuses would stop every plain resume of the thread.
     crate::persist::check_json(&value, "answer").map_err(AnswerError::Value)?;
     let (latest, pending) = waiting(store, thread)?;
+    if let Some(parent) = parent_waiting_on(store, thread)? {
+        return Err(AnswerError::AnswerTheParent { thread: thread.to_string(), parent });
+    }
     if latest != checkpoint {
         return Err(AnswerError::Stale { thread: thread.to_string(), checkpoint, latest });
     }
@@ -194,18 +217,36 @@ pub(crate) fn record(
     }
 }
 
-/// The first answer recorded for checkpoint `checkpoint` of `thread` since a run with the
-/// last one failed ([`ANSWER_FAILED_KIND`]), in the audit log's order.
+/// The first answer recorded for checkpoint `checkpoint` of `thread` since the last one was
+/// spent ([`ANSWER_FAILED_KIND`], [`ANSWER_USED_KIND`]), in the audit log's order.
 pub(crate) fn recorded(store: &dyn Store, thread: &str, checkpoint: u64) -> Result<Option<InterruptAnswer>, ReadError> {
     let mut first = None;
     for e in store.list_audit(thread)? {
-        if e.kind == ANSWER_FAILED_KIND && e.detail.get("checkpoint").and_then(Value::as_u64) == Some(checkpoint) {
+        if (e.kind == ANSWER_FAILED_KIND || e.kind == ANSWER_USED_KIND)
+            && e.detail.get("checkpoint").and_then(Value::as_u64) == Some(checkpoint)
+        {
             first = None;
         } else if first.is_none() {
             first = answer_of(&e, checkpoint);
         }
     }
     Ok(first)
+}
+
+/// The thread that waits on subgraph child `thread`'s question as its own (the child's id is
+/// `{parent}/...`): answers go to it, and its resume hands them down. `None` for a thread that
+/// is no such child.
+pub(crate) fn parent_waiting_on(store: &dyn Store, thread: &str) -> Result<Option<String>, AnswerError> {
+    let Some((parent, _)) = thread.split_once('/') else { return Ok(None) };
+    let below = format!("{thread}/");
+    match waiting(store, parent) {
+        Ok((_, p)) => {
+            let child = p.payload.get("thread").and_then(Value::as_str);
+            Ok(child.is_some_and(|c| c == thread || c.starts_with(&below)).then(|| parent.to_string()))
+        }
+        Err(AnswerError::NotFound { .. } | AnswerError::NotWaiting { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Whether thread `thread` waits in `cx.interrupt` with an answer recorded for the checkpoint
@@ -225,6 +266,19 @@ pub(crate) fn spent(store: &dyn Store, answer: &InterruptAnswer, now: u64) -> Re
     let detail = json!({ "checkpoint": answer.checkpoint, "node": answer.node, "answered_by": answer.by });
     store.append_audit(&answer.thread, NewAuditEntry::new(now, &answer.by, ANSWER_FAILED_KIND, detail))?;
     Ok(())
+}
+
+/// Records that the run that continued `thread` with `answer` stopped to ask again at the
+/// checkpoint the answer was given at ([`ANSWER_USED_KIND`]); nothing when the thread moved on
+/// (the answer no longer applies there anyway). Whether it was recorded.
+pub(crate) fn used_if_asked_again(store: &dyn Store, answer: &InterruptAnswer, now: u64) -> Result<bool, AnswerError> {
+    let latest = store.latest_checkpoint(&answer.thread)?;
+    if latest.map(|c| c.seq) != Some(answer.checkpoint) {
+        return Ok(false);
+    }
+    let detail = json!({ "checkpoint": answer.checkpoint, "node": answer.node, "answered_by": answer.by });
+    store.append_audit(&answer.thread, NewAuditEntry::new(now, &answer.by, ANSWER_USED_KIND, detail))?;
+    Ok(true)
 }
 
 fn answer_of(entry: &AuditEntry, checkpoint: u64) -> Option<InterruptAnswer> {

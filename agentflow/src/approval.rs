@@ -366,6 +366,13 @@ impl ApprovalDesk {
         crate::answer::waiting(&**self.store(), thread)
     }
 
+    /// The thread that waits on subgraph child `thread`'s question as its own, if `thread` is
+    /// such a child: that thread is the one to answer (its resume hands the answer down), and
+    /// [`ApprovalDesk::answer_interrupt`] refuses the child with [`AnswerError::AnswerTheParent`].
+    pub fn parent_waiting_on(&self, thread: &str) -> Result<Option<String>, AnswerError> {
+        crate::answer::parent_waiting_on(&**self.store(), thread)
+    }
+
     /// The answer recorded for the interrupt thread `thread` waits in now, if any.
     pub fn recorded_answer(&self, thread: &str) -> Result<Option<InterruptAnswer>, AnswerError> {
         let store = &**self.store();

@@ -45,7 +45,7 @@ pub enum WorkerError {
     /// `submit_resume` for a thread that waits in `cx.interrupt` for a person's value, which a
     /// worker cannot give. (Appended last.)
     #[error(
-        "thread `{thread}` waits at node `{node}` for a value; continue it with `app.runner(deps).thread(..).resume_with(value)`, or cancel it with `app.cancel_run`"
+        "thread `{thread}` waits at node `{node}` for a value; answer it (the approval inbox, `agentflow answer`, `ApprovalDesk::answer_interrupt`: a worker then continues it), continue it with `app.runner(deps).thread(..).resume_with(value)`, or cancel it with `app.cancel_run`"
     )]
     ValueRequired {
         /// The thread.
@@ -190,9 +190,13 @@ enum End {
 /// - A run that ends waiting for a person's value (`cx.interrupt`) stays queued, parked
 ///   ([`RunWait::Answer`]), and a worker claims it again once the value is recorded
 ///   ([`ApprovalDesk::answer_interrupt`](crate::approval::ApprovalDesk::answer_interrupt), the
-///   approval inbox, `agentflow answer`) and continues it with that value. A thread continued
-///   otherwise meanwhile ([`Runner::resume_with`](crate::Runner::resume_with)) is claimed once
-///   it no longer waits, and the worker finds it moved on.
+///   approval inbox, `agentflow answer`) and continues it with that value; an answer of the
+///   wrong shape fails the thread where it waits, and the run stays parked for the next answer.
+///   If the thread is continued otherwise meanwhile
+///   ([`Runner::resume_with`](crate::Runner::resume_with)), the parked run is claimed once the
+///   thread is neither `interrupted` nor `failed` (the worker finds it finished, or continues
+///   it), or when [`App::submit_resume`] asks for it (a thread that then stopped at a
+///   breakpoint, say).
 ///
 /// Any number of workers may share a `PostgresStore` (`agentflow-store`, feature `postgres`), in
 /// one process or many; a [`RedbStore`](crate::RedbStore) is open in one process at a time,
@@ -454,8 +458,8 @@ struct Job<S: State, D> {
 enum Then {
     /// Remove it: the run ended.
     Remove,
-    /// Keep it, parked until what it waits for is there (no approval of the thread waits, or
-    /// the thread's timer is due).
+    /// Keep it, parked until what it waits for is there (no approval of the thread waits, the
+    /// thread's timer is due, or an answer woke it).
     Park(RunWait),
     /// Leave it queued for another worker (shutdown, a store failure).
     Leave,
@@ -579,29 +583,31 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 Outcome::Interrupted { .. } => (End::Interrupted, Then::Remove),
                 // A durable timer: parked until it is due, then claimed and resumed by a worker.
                 Outcome::Sleeping { .. } => (End::Sleeping, Then::Park(RunWait::Timer)),
+                // An answer of the wrong shape failed the thread where it waits: the answer is
+                // spent and a person may answer again, which wakes the parked run.
+                Outcome::Failed { .. } if self.still_waits_in_interrupt(thread).await => {
+                    (End::Failed, Then::Park(RunWait::Answer))
+                }
                 _ => (End::Failed, Then::Remove),
             },
             Err(RunError::LeaseLost { .. } | RunError::ThreadBusy { .. }) => (End::Lost, Then::Nothing),
             Err(RunError::Resume(ResumeError::Finished { .. })) => (End::Completed, Then::Remove),
             // It waits for a person's value (`cx.interrupt`), which a worker cannot give: not a
-            // failure; parked until an answer is recorded, as above. A thread whose last answer
-            // failed it (a value of the wrong shape) leaves the queue: submit it again once
-            // answered anew.
-            Err(RunError::ValueRequired { .. }) => {
-                let t = thread.clone();
-                match blocking(&self.store, move |s| s.thread(&t)).await {
-                    Ok(Ok(Some(r))) if r.status == agentflow_store::ThreadStatus::Interrupted => {
-                        (End::Interrupted, Then::Park(RunWait::Answer))
-                    }
-                    _ => (End::Interrupted, Then::Remove),
-                }
-            }
+            // failure; parked until an answer is recorded, as above.
+            Err(RunError::ValueRequired { .. }) => (End::Interrupted, Then::Park(RunWait::Answer)),
             Err(RunError::Persist(e)) => self.store_failure(claim, &e),
             Err(e) => {
                 tracing::warn!(thread = %thread, error = %e, "a queued run could not be run; it leaves the queue");
                 (End::Failed, Then::Remove)
             }
         }
+    }
+
+    /// Whether `thread` (which just ended `failed`) still waits in `cx.interrupt`; `false` when
+    /// that cannot be read.
+    async fn still_waits_in_interrupt(&self, thread: &str) -> bool {
+        let t = thread.to_string();
+        matches!(blocking(&self.store, move |s| crate::answer::waiting(s, &t).is_ok()).await, Ok(true))
     }
 
     /// Resumes the claimed thread already cancelled, so it ends `cancelled` at its first step
@@ -669,9 +675,14 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         // Parked for an answer: one recorded after the run stopped but before the row was
         // parked found no row to wake, so this worker wakes it (an answer recorded after the
         // park wakes it itself).
+        // If that cannot be read, it is woken anyway: a needless wake costs one claim (the run
+        // finds no answer and parks again), a missed one would leave the run parked for good.
         let answer = park == Some(RunWait::Answer);
         let settled = blocking(&self.store, move |s| -> Result<(), agentflow_store::BoxError> {
-            if s.settle_run_and_release(&t, &holder, park)? && answer && crate::answer::answered_now(s, &t)? {
+            if s.settle_run_and_release(&t, &holder, park)?
+                && answer
+                && crate::answer::answered_now(s, &t).unwrap_or(true)
+            {
                 s.wake_run(&t, RunWait::Answer)?;
             }
             Ok(())
@@ -747,18 +758,16 @@ impl<S: State, D> App<S, D> {
                 if crate::answer::recorded(&**store, thread, seq)?.is_none() {
                     return Err(WorkerError::ValueRequired { thread: thread.to_string(), node: p.node.clone() });
                 }
-                // Still parked for the answer (recording it could not wake it): wake it now.
-                if store.wake_run(thread, RunWait::Answer)? {
-                    let detail = serde_json::json!({ "graph": self.graph.name(), "status": record.status.as_str() });
-                    let entry = NewAuditEntry::new(now_ms(), actor, "run.resume_requested", detail);
-                    store.append_audit(thread, entry).map_err(QueueError::from)?;
-                    return Ok(());
-                }
             }
         }
         let at = now_ms();
         let detail = serde_json::json!({ "graph": self.graph.name(), "status": record.status.as_str() });
         let entry = NewAuditEntry::new(at, actor, "run.resume_requested", detail);
+        // Parked for an answer (recording it could not wake the run, or the thread was continued
+        // otherwise and now waits for something else): woken in place of a new queued run.
+        if store.wake_run_audited(thread, RunWait::Answer, entry.clone())? {
+            return Ok(());
+        }
         store.enqueue_run_audited(NewRun::new(thread, self.graph.name(), None, &record.owner, at), entry)?;
         Ok(())
     }

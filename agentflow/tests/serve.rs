@@ -815,3 +815,23 @@ async fn an_answer_of_the_wrong_shape_fails_the_resume_once_and_the_page_asks_ag
     assert_eq!(done.outcome, agentflow::Outcome::Completed);
     assert_eq!(done.state.answer.as_deref(), Some("ship it"));
 }
+
+#[tokio::test]
+async fn a_question_asked_in_a_subgraph_is_listed_once_as_its_parents() {
+    let dir = temp_dir("delegated");
+    let store = filled_redb(&dir).await;
+    add_delegated_question(open_redb(&store)).await;
+    let child = with_redb(&store, |s| {
+        let ids: Vec<String> = s.list_threads().unwrap().into_iter().map(|t| t.id).collect();
+        ids.into_iter().find(|id| id.starts_with("t-parent/")).expect("the subgraph's thread")
+    });
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
+    let section = &inbox[inbox.find("id=\"interrupts\"").expect("an interrupts section")..];
+    // The parent's form only: the subgraph's thread waits too, but is answered through it.
+    assert_eq!(section.matches("/answer\"").count(), 1, "{section}");
+    assert!(section.contains("action=\"/threads/t-parent/answer\""), "{section}");
+    assert!(!section.contains(&format!("action=\"/threads/{child}/answer\"")), "{section}");
+    assert!(section.contains("merge it?"), "{section}");
+}

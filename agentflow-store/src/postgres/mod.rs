@@ -896,6 +896,21 @@ impl Store for PostgresStore {
     }
 
     /// One transaction.
+    fn wake_run_audited(&self, thread: &str, wait: RunWait, entry: NewAuditEntry) -> Result<bool, QueueError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| async {
+                let woken = queue::wake(&tx, &thread, wait).await?;
+                if woken {
+                    approvals::append_audit::<_, QueueError>(ctx, &tx, &thread, &entry).await?;
+                }
+                Ok::<_, Fail<QueueError>>(woken)
+            }
+            .await)
+        })
+    }
+
     fn control_run_audited(&self, thread: &str, control: RunControl, entry: NewAuditEntry) -> Result<bool, QueueError> {
         let thread = thread.to_string();
         self.call(move |ctx| async move {

@@ -24,7 +24,7 @@ const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wai
 /// request, or is parked for approvals (of the thread and of its subgraph children,
 /// `{thread}/...`) none of which waits any more or whose thread's timer (the first expiry) is
 /// not later than `$2`, or is parked for a timer not later than `$2`, or is parked for an
-/// answer and its thread is no longer `interrupted`. Takes their threads'
+/// answer and its thread is neither `interrupted` nor `failed` any more. Takes their threads'
 /// leases for holder `$4` until `$5` (as `acquire_lease` does at `$2`: a new holder
 /// increments the fencing token), marks the queue rows of the threads won and answers them
 /// with their leases.
@@ -39,7 +39,7 @@ const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at FROM run_que
            OR (q.wait = 'TIMER' AND NOT EXISTS (SELECT 1 FROM threads t \
                  WHERE t.id = q.thread AND t.wake_at > $2)) \
            OR (q.wait = 'ANSWER' AND NOT EXISTS (SELECT 1 FROM threads t \
-                 WHERE t.id = q.thread AND t.status = 'interrupted'))) \
+                 WHERE t.id = q.thread AND t.status IN ('interrupted', 'failed')))) \
          AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.thread = q.thread AND l.holder IS NOT NULL \
                AND l.expires_at > $2) \
        ORDER BY q.enqueued_at, q.thread LIMIT $3 \

@@ -368,6 +368,23 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 Some(answer) => {
                     let value = answer.value.clone();
                     let result = self.drive(start, Some(checkpointer), Some(value)).await;
+                    if let Ok(Run { outcome: Outcome::Interrupted { pending, .. }, .. }) = &result
+                        && pending.iter().any(|p| p.kind == PendingKind::Interrupt)
+                    {
+                        // It asks again where it was answered (its subgraph's next question): the
+                        // answer is used, so neither a worker nor the next resume gives it again.
+                        let (now, answer) = (crate::persist::now_ms(), answer.clone());
+                        let thread = answer.thread.clone();
+                        let used =
+                            move |s: &dyn agentflow_store::Store| crate::answer::used_if_asked_again(s, &answer, now);
+                        match crate::persist::blocking(&store, used).await {
+                            Ok(Ok(_)) => {}
+                            Ok(Err(e)) => {
+                                tracing::warn!(thread = %thread, error = %e, "could not mark the answer used")
+                            }
+                            Err(e) => tracing::warn!(thread = %thread, error = %e, "could not mark the answer used"),
+                        }
+                    }
                     if let Ok(run) = &result
                         && matches!(run.outcome, Outcome::Failed { .. })
                     {

@@ -69,6 +69,32 @@ pub mod questions {
     }
 }
 
+#[graph(state = Question, start = delegate)]
+pub mod delegating {
+    use super::*;
+
+    /// Asks through the `questions` subgraph.
+    #[node(goto = [END], subgraphs = [questions])]
+    async fn delegate(s: &Question, cx: &Ctx<()>) -> Result<Step<Question>, NodeError> {
+        let answered = cx.subgraph(questions::graph(), s.clone()).await?;
+        Ok(goto!(END, Question::update().answer(answered.answer)))
+    }
+}
+
+/// Adds `t-parent`, whose subgraph run (a thread of its own under `t-parent/`) asks "merge it?";
+/// the parent waits on that question as its own.
+pub async fn add_delegated_question(store: Arc<dyn Store>) {
+    let run = delegating::graph()
+        .app()
+        .store(store)
+        .runner(&())
+        .thread("t-parent")
+        .run(Question { text: "merge it?".into(), answer: None })
+        .await
+        .expect("interrupted run");
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{:?}", run.outcome);
+}
+
 /// Adds `t-question`, paused at an interrupt that asks "ship it?".
 pub async fn add_question(store: Arc<dyn Store>) {
     let run = questions::graph()

@@ -175,12 +175,16 @@ pub struct AnswerArgs {
     pub checkpoint: Option<u64>,
 }
 
-/// Records an answer to a thread's interrupt; the app's next `resume()` continues with it.
+/// Records an answer to a thread's interrupt; the app's next `resume()` (or a worker, for a
+/// run parked in the queue) continues with it.
 pub fn answer(store: &Arc<dyn Store>, args: &AnswerArgs, as_json: bool) -> Outcome {
     let desk = ApprovalDesk::for_store(Arc::clone(store), RoleAuthorizer::new());
     let value = out::parse_json("--value", &args.value)?;
     let refused = |e: AnswerError| match e {
-        AnswerError::Read(_) | AnswerError::Audit(_) | AnswerError::NotReadBack { .. } => Failure::store(e),
+        AnswerError::Read(_)
+        | AnswerError::Audit(_)
+        | AnswerError::NotReadBack { .. }
+        | AnswerError::NotWoken { .. } => Failure::store(e),
         AnswerError::Anonymous | AnswerError::Value(_) => Failure::usage(e.to_string()),
         other => Failure::not_found(other.to_string()),
     };

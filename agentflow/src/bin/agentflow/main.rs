@@ -14,7 +14,8 @@
 //!
 //! `answer THREAD --value JSON --as USER` records the answer to a thread waiting in
 //! `cx.interrupt` ([`ApprovalDesk::answer_interrupt`](agentflow::approval::ApprovalDesk::answer_interrupt));
-//! the app's next plain `resume()` of the thread continues with it.
+//! the app's next plain `resume()` of the thread continues with it, or, for a thread a worker
+//! ran, a worker does (the answer wakes the run it parked in the queue).
 //!
 //! Decisions (`approve`, `edit`, `reject`, `cancel`, `settle`) go through the
 //! library's [`ApprovalDesk`](agentflow::approval::ApprovalDesk) with a
@@ -130,7 +131,7 @@ pub enum Command {
     Cancel(decide::DecideArgs),
     /// Settle a call whose outcome is unknown: --succeeded JSON, --failed REASON or --run-again.
     Settle(decide::DecideArgs),
-    /// Answer a thread waiting in `cx.interrupt` (--value JSON); the app's next resume() uses it.
+    /// Answer a thread waiting in `cx.interrupt` (--value JSON); the app's next resume() (or a worker) uses it.
     Answer(decide::AnswerArgs),
     /// The audit log of one thread, or of every thread.
     Audit {

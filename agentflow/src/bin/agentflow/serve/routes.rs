@@ -268,6 +268,11 @@ fn inbox_data(shared: &Arc<dyn Store>, stuck: (u64, u64), decided: Option<String
         if !matches!(t.status, ThreadStatus::Interrupted | ThreadStatus::Failed) {
             continue;
         }
+        // A subgraph run whose question its parent waits on is listed, and answered, as the
+        // parent's.
+        if desk.parent_waiting_on(&t.id).map_err(Failure::store)?.is_some() {
+            continue;
+        }
         let (seq, waits) = inspect::waits(store, &t.id)?;
         let checkpoint = seq.unwrap_or_default();
         // Read as the library's resume reads it (a spent answer does not count).
@@ -646,9 +651,19 @@ async fn answer(State(server): State<Shared>, headers: HeaderMap, Path(id): Path
                 AnswerError::NotWaiting { .. }
                 | AnswerError::Stale { .. }
                 | AnswerError::AlreadyAnswered { .. }
+                | AnswerError::AnswerTheParent { .. }
                 | AnswerError::Busy { .. } => StatusCode::CONFLICT,
                 AnswerError::Anonymous => StatusCode::UNAUTHORIZED,
                 AnswerError::Value(_) => StatusCode::UNPROCESSABLE_ENTITY,
+                // Recorded, but the run a worker parked for it was not woken.
+                AnswerError::NotWoken { .. } => {
+                    return error_page(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "The answer was recorded, but its run was not woken",
+                        &format!("{e}."),
+                        Some(&s),
+                    );
+                }
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             };
             error_page(status, "The answer was refused", &format!("{e}. Nothing was recorded."), Some(&s))
