@@ -188,6 +188,15 @@ async fn an_answer_to_a_subgraph_thread_is_refused_and_points_at_the_thread_that
         assert!(store.list_audit(child).unwrap().is_empty(), "nothing recorded for {child}");
     }
     assert_eq!(approvals.parent_waiting_on("t").unwrap(), None);
+
+    // A thread id with a `/` of its own: its subgraphs' ids extend it.
+    let run = app.runner(&counts).thread("acme/7").run(desk("tides")).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+    for child in ["acme/7/write.0.0.research", "acme/7/write.0.0.research/gather.0.0.review"] {
+        assert_eq!(approvals.parent_waiting_on(child).unwrap().as_deref(), Some("acme/7"), "{child}");
+    }
+    assert_eq!(approvals.parent_waiting_on("acme/7").unwrap(), None);
+
     let (seq, _) = approvals.waiting_interrupt("t").unwrap();
     approvals.answer_interrupt("t", seq, json!("yes"), &ops).unwrap();
     let done = app.runner(&counts).thread("t").resume().await.unwrap();
@@ -530,6 +539,33 @@ async fn a_worker_gives_an_answer_once_and_the_next_question_at_the_same_checkpo
     let report = handle.await.unwrap().unwrap();
     assert_eq!((report.claimed, report.completed, report.failed), (3, 1, 0), "{report:?}");
     assert_eq!(app.state("w").unwrap().unwrap().state.report, "fine true");
+}
+
+/// An answer recorded from elsewhere, then overtaken by an explicit `resume_with`: when the run
+/// asks again at the same checkpoint, the recorded answer answers neither that question nor the
+/// next plain resume.
+#[tokio::test]
+async fn an_answer_overtaken_by_resume_with_does_not_answer_the_next_question() {
+    use agentflow::approval::ApprovalDesk;
+    let store = store();
+    let counts = Counts::default();
+    let app = double_check::graph().app().store(Arc::clone(&store));
+    let approvals = ApprovalDesk::for_store(Arc::clone(&store), RoleAuthorizer::new());
+    let run = app.runner(&counts).thread("o").run(desk("draft")).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+    let (seq, _) = approvals.waiting_interrupt("o").unwrap();
+    approvals.answer_interrupt("o", seq, json!("recorded"), &Approver::new("ops", ["x"])).unwrap();
+
+    // The explicit value wins; the node's own question then waits at the same checkpoint.
+    let run = app.runner(&counts).thread("o").resume_with("given").await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].payload, json!({ "verdict": "given" }));
+    assert_eq!(approvals.waiting_interrupt("o").unwrap().0, seq);
+    assert_eq!(approvals.recorded_answer("o").unwrap(), None, "the recorded answer is used");
+    let refused = app.runner(&counts).thread("o").resume().await;
+    assert!(matches!(refused, Err(agentflow::RunError::ValueRequired { .. })), "{refused:?}");
+    let done = app.runner(&counts).thread("o").resume_with(true).await.unwrap();
+    assert_eq!(done.state.report, "given true");
 }
 
 // ------------------------------------------------ a call the macro cannot see

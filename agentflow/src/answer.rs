@@ -166,17 +166,22 @@ pub(crate) fn waiting(store: &dyn Store, thread: &str) -> Result<(u64, Pending),
         return Err(not_waiting(record.status.as_str().to_string()));
     }
     let latest = store.latest_checkpoint(thread)?.ok_or_else(|| not_waiting("no checkpoint".into()))?;
-    let writes = store.pending_writes(thread, latest.seq)?;
-    let waits: Vec<Pending> = writes
-        .iter()
-        .find(|w| w.node == crate::persist::INTERRUPTS)
-        .and_then(|w| serde_json::from_slice(&w.value).ok())
-        .unwrap_or_default();
+    let waits = interrupts_at(store, thread, latest.seq)?;
     match waits.into_iter().find(|p| p.kind == PendingKind::Interrupt) {
         Some(p) => Ok((latest.seq, p)),
         None if record.status == ThreadStatus::Failed => Err(not_waiting("failed".into())),
         None => Err(not_waiting("it waits for an approval or a breakpoint".into())),
     }
+}
+
+/// What thread `thread` waits for at checkpoint `seq`, as stored there.
+fn interrupts_at(store: &dyn Store, thread: &str, seq: u64) -> Result<Vec<Pending>, ReadError> {
+    let writes = store.pending_writes(thread, seq)?;
+    Ok(writes
+        .iter()
+        .find(|w| w.node == crate::persist::INTERRUPTS)
+        .and_then(|w| serde_json::from_slice(&w.value).ok())
+        .unwrap_or_default())
 }
 
 pub(crate) fn record(
@@ -237,27 +242,35 @@ pub(crate) fn recorded(store: &dyn Store, thread: &str, checkpoint: u64) -> Resu
 /// `{parent}/...`): answers go to it, and its resume hands them down. `None` for a thread that
 /// is no such child.
 pub(crate) fn parent_waiting_on(store: &dyn Store, thread: &str) -> Result<Option<String>, AnswerError> {
-    let Some((parent, _)) = thread.split_once('/') else { return Ok(None) };
     let below = format!("{thread}/");
-    match waiting(store, parent) {
-        Ok((_, p)) => {
-            let child = p.payload.get("thread").and_then(Value::as_str);
-            Ok(child.is_some_and(|c| c == thread || c.starts_with(&below)).then(|| parent.to_string()))
+    // Every `/` of the id may end a parent's id (ids a user gives may contain `/` too),
+    // shortest first: the root answers for the whole tree.
+    for (at, _) in thread.match_indices('/') {
+        let parent = &thread[..at];
+        let Some(record) = store.thread(parent)? else { continue };
+        if !matches!(record.status, ThreadStatus::Interrupted | ThreadStatus::Failed) {
+            continue;
         }
-        Err(AnswerError::NotFound { .. } | AnswerError::NotWaiting { .. }) => Ok(None),
-        Err(e) => Err(e),
+        let Some(latest) = store.latest_checkpoint(parent)? else { continue };
+        let asks_through = interrupts_at(store, parent, latest.seq)?.iter().any(|p| {
+            p.kind == PendingKind::Interrupt
+                && p.payload.get("thread").and_then(Value::as_str).is_some_and(|c| c == thread || c.starts_with(&below))
+        });
+        if asks_through {
+            return Ok(Some(parent.to_string()));
+        }
     }
+    Ok(None)
 }
 
 /// Whether thread `thread` waits in `cx.interrupt` with an answer recorded for the checkpoint
 /// it waits at (a plain resume continues it).
 pub(crate) fn answered_now(store: &dyn Store, thread: &str) -> Result<bool, ReadError> {
-    let Some(record) = store.thread(thread)? else { return Ok(false) };
-    if record.status != ThreadStatus::Interrupted {
-        return Ok(false);
+    match waiting(store, thread) {
+        Ok((seq, _)) => Ok(recorded(store, thread, seq)?.is_some()),
+        Err(AnswerError::Read(e)) => Err(e),
+        Err(_) => Ok(false),
     }
-    let Some(latest) = store.latest_checkpoint(thread)? else { return Ok(false) };
-    Ok(recorded(store, thread, latest.seq)?.is_some())
 }
 
 /// Records that the run that continued `thread` from `checkpoint` with `answer` failed: the

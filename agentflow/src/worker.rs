@@ -45,7 +45,7 @@ pub enum WorkerError {
     /// `submit_resume` for a thread that waits in `cx.interrupt` for a person's value, which a
     /// worker cannot give. (Appended last.)
     #[error(
-        "thread `{thread}` waits at node `{node}` for a value; answer it (the approval inbox, `agentflow answer`, `ApprovalDesk::answer_interrupt`: a worker then continues it), continue it with `app.runner(deps).thread(..).resume_with(value)`, or cancel it with `app.cancel_run`"
+        "thread `{thread}` waits at node `{node}` for a value; answer it (the approval inbox, `agentflow answer`, `ApprovalDesk::answer_interrupt`: a run a worker parked is then woken, otherwise submit it again), continue it with `app.runner(deps).thread(..).resume_with(value)`, or cancel it with `app.cancel_run`"
     )]
     ValueRequired {
         /// The thread.
@@ -190,13 +190,13 @@ enum End {
 /// - A run that ends waiting for a person's value (`cx.interrupt`) stays queued, parked
 ///   ([`RunWait::Answer`]), and a worker claims it again once the value is recorded
 ///   ([`ApprovalDesk::answer_interrupt`](crate::approval::ApprovalDesk::answer_interrupt), the
-///   approval inbox, `agentflow answer`) and continues it with that value; an answer of the
-///   wrong shape fails the thread where it waits, and the run stays parked for the next answer.
-///   If the thread is continued otherwise meanwhile
+///   approval inbox, `agentflow answer`) and continues it with that value; a run that fails
+///   after taking the answer (a value of the wrong shape, say) spends it, and the run stays
+///   parked for the next answer. If the thread is continued otherwise meanwhile
 ///   ([`Runner::resume_with`](crate::Runner::resume_with)), the parked run is claimed once the
 ///   thread is neither `interrupted` nor `failed` (the worker finds it finished, or continues
-///   it), or when [`App::submit_resume`] asks for it (a thread that then stopped at a
-///   breakpoint, say).
+///   it); if that direct run stops for something else or fails, the parked run stays until
+///   [`App::submit_resume`] wakes it or [`App::cancel_run`] ends it.
 ///
 /// Any number of workers may share a `PostgresStore` (`agentflow-store`, feature `postgres`), in
 /// one process or many; a [`RedbStore`](crate::RedbStore) is open in one process at a time,
@@ -583,8 +583,9 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 Outcome::Interrupted { .. } => (End::Interrupted, Then::Remove),
                 // A durable timer: parked until it is due, then claimed and resumed by a worker.
                 Outcome::Sleeping { .. } => (End::Sleeping, Then::Park(RunWait::Timer)),
-                // An answer of the wrong shape failed the thread where it waits: the answer is
-                // spent and a person may answer again, which wakes the parked run.
+                // The run failed after taking an answer (a value of the wrong shape, say): the
+                // thread waits where it was answered, the answer is spent, and a person may
+                // answer again, which wakes the parked run.
                 Outcome::Failed { .. } if self.still_waits_in_interrupt(thread).await => {
                     (End::Failed, Then::Park(RunWait::Answer))
                 }
@@ -746,19 +747,17 @@ impl<S: State, D> App<S, D> {
     pub fn submit_resume_as(&self, thread: &str, actor: &str) -> Result<(), WorkerError> {
         let store = self.queue_store()?;
         let record = store.thread(thread)?.ok_or_else(|| WorkerError::UnknownThread { thread: thread.to_string() })?;
-        if record.status == agentflow_store::ThreadStatus::Interrupted {
-            let pending = self.pending(thread).map_err(|e| match e {
-                crate::persist::HistoryError::Persist(e) => WorkerError::Persist(e),
-                // Gone meanwhile (`pending` reads nothing else).
-                _ => WorkerError::UnknownThread { thread: thread.to_string() },
-            })?;
-            if let Some(p) = pending.iter().find(|p| p.kind == PendingKind::Interrupt) {
+        // Waiting in `cx.interrupt` (also a thread an answer of the wrong shape failed there):
+        // only an answer lets a worker continue it.
+        match crate::answer::waiting(&**store, thread) {
+            Ok((seq, p)) => {
                 // Answered from another process: the worker's resume continues with that answer.
-                let seq = store.latest_checkpoint(thread)?.map_or(0, |c| c.seq);
                 if crate::answer::recorded(&**store, thread, seq)?.is_none() {
-                    return Err(WorkerError::ValueRequired { thread: thread.to_string(), node: p.node.clone() });
+                    return Err(WorkerError::ValueRequired { thread: thread.to_string(), node: p.node });
                 }
             }
+            Err(crate::answer::AnswerError::Read(e)) => return Err(e.into()),
+            Err(_) => {}
         }
         let at = now_ms();
         let detail = serde_json::json!({ "graph": self.graph.name(), "status": record.status.as_str() });

@@ -911,6 +911,7 @@ impl Store for PostgresStore {
         })
     }
 
+    /// One transaction.
     fn control_run_audited(&self, thread: &str, control: RunControl, entry: NewAuditEntry) -> Result<bool, QueueError> {
         let thread = thread.to_string();
         self.call(move |ctx| async move {

@@ -368,9 +368,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 Some(answer) => {
                     let value = answer.value.clone();
                     let result = self.drive(start, Some(checkpointer), Some(value)).await;
-                    if let Ok(Run { outcome: Outcome::Interrupted { pending, .. }, .. }) = &result
-                        && pending.iter().any(|p| p.kind == PendingKind::Interrupt)
-                    {
+                    if asks_again(&result) {
                         // It asks again where it was answered (its subgraph's next question): the
                         // answer is used, so neither a worker nor the next resume gives it again.
                         let (now, answer) = (crate::persist::now_ms(), answer.clone());
@@ -452,7 +450,25 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             let thread = checkpointer.thread.clone();
             return Err(RunError::NotWaiting { thread, status: "no node is waiting in `interrupt`".into() });
         }
-        self.drive(start, Some(checkpointer), Some(value)).await
+        let (store, thread, seq) = (Arc::clone(checkpointer.store()), checkpointer.thread.clone(), checkpointer.seq);
+        let result = self.drive(start, Some(checkpointer), Some(value)).await;
+        // An answer recorded for this checkpoint was not the one given; if the run asks again
+        // here, that answer must not answer the new question either: it is used.
+        if asks_again(&result) {
+            let now = crate::persist::now_ms();
+            let superseded = move |s: &dyn agentflow_store::Store| -> Result<(), crate::answer::AnswerError> {
+                if let Some(answer) = crate::answer::recorded(s, &thread, seq)? {
+                    crate::answer::used_if_asked_again(s, &answer, now)?;
+                }
+                Ok(())
+            };
+            match crate::persist::blocking(&store, superseded).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "could not mark a recorded answer used"),
+                Err(e) => tracing::warn!(error = %e, "could not mark a recorded answer used"),
+            }
+        }
+        result
     }
 
     fn node_set(&self, names: &[String]) -> Result<HashSet<NodeId>, RunError> {
@@ -707,4 +723,10 @@ fn lease_lost(e: RunError, cp: Option<&Checkpointer>) -> RunError {
         | PersistError::Lease(LeaseError::NotHeld { current, .. }) => cp.lease().lost(current.clone()),
         _ => e,
     }
+}
+
+/// Whether a run ended waiting in `cx.interrupt` (again).
+fn asks_again<S>(result: &Result<Run<S>, RunError>) -> bool {
+    matches!(result, Ok(Run { outcome: Outcome::Interrupted { pending, .. }, .. })
+        if pending.iter().any(|p| p.kind == PendingKind::Interrupt))
 }
