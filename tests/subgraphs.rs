@@ -568,6 +568,40 @@ async fn an_answer_overtaken_by_resume_with_does_not_answer_the_next_question() 
     assert_eq!(done.state.report, "given true");
 }
 
+/// An answer to the child's question that was never marked used (the process died right after
+/// the child took it and asked its next question at the same checkpoint) names the question it
+/// answers, so it does not answer the next one.
+#[tokio::test]
+async fn an_answer_left_unmarked_does_not_answer_the_next_question_at_its_checkpoint() {
+    use agentflow::approval::{ANSWER_KIND, ApprovalDesk};
+    use agentflow_store::NewAuditEntry;
+    let store = store();
+    let counts = Counts::default();
+    let app = double_check::graph().app().store(Arc::clone(&store));
+    let approvals = ApprovalDesk::for_store(Arc::clone(&store), RoleAuthorizer::new());
+    let run = app.runner(&counts).thread("k").run(desk("draft")).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    let first_question = pending[0].payload.clone();
+    let (seq, _) = approvals.waiting_interrupt("k").unwrap();
+    let run = app.runner(&counts).thread("k").resume_with("fine").await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+    assert_eq!(approvals.waiting_interrupt("k").unwrap().0, seq, "the next question waits at the same checkpoint");
+
+    // The answer to the first question, as recorded, with no mark after it.
+    let detail = json!({
+        "checkpoint": seq, "node": "check", "value": "stale",
+        "asks": agentflow::tool::args_hash(&first_question),
+    });
+    store.append_audit("k", NewAuditEntry::new(1, "ops", ANSWER_KIND, detail)).unwrap();
+    assert_eq!(approvals.recorded_answer("k").unwrap(), None, "it answers another question");
+    let refused = app.runner(&counts).thread("k").resume().await;
+    assert!(matches!(refused, Err(agentflow::RunError::ValueRequired { .. })), "{refused:?}");
+    // The question asked now takes its own answer.
+    approvals.answer_interrupt("k", seq, json!(true), &Approver::new("ops", ["x"])).unwrap();
+    let done = app.runner(&counts).thread("k").resume().await.unwrap();
+    assert_eq!(done.state.report, "fine true");
+}
+
 // ------------------------------------------------ a call the macro cannot see
 
 /// Runs the review graph for any node handed its context: the macro sees no
@@ -731,6 +765,13 @@ async fn pausing_a_parent_from_outside_pauses_its_child_and_a_resume_finishes_bo
     assert_eq!(status("w"), Some(ThreadStatus::Paused));
     // Paused, not cancelled: nothing would be compensated.
     assert_eq!(status("w/run_it.0.0.waits_for_stop"), Some(ThreadStatus::Paused));
+    // The worker takes the paused run out of the queue just after writing the status.
+    for _ in 0..1000 {
+        if app.live_runs().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 
     app.submit_resume("w").unwrap();
     for _ in 0..1000 {

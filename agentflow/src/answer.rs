@@ -209,13 +209,14 @@ pub(crate) fn record(
     if let Some(lease) = store.thread(thread)?.and_then(|r| r.lease).filter(|l| l.expires_at > now) {
         return Err(AnswerError::Busy { thread: thread.to_string(), holder: lease.holder });
     }
-    if let Some(first) = recorded(store, thread, checkpoint)? {
+    if let Some(first) = recorded(store, thread, checkpoint, &pending.payload)? {
         return Err(AnswerError::AlreadyAnswered { thread: thread.to_string(), checkpoint, by: first.by });
     }
-    let detail = json!({ "checkpoint": checkpoint, "node": pending.node, "value": value });
+    let asks = question_hash(&pending.payload);
+    let detail = json!({ "checkpoint": checkpoint, "node": pending.node, "value": value, "asks": asks });
     store.append_audit(thread, NewAuditEntry::new(now, by, ANSWER_KIND, detail))?;
     // Two processes may both have seen no answer: the log's order decides, the first wins.
-    match recorded(store, thread, checkpoint)? {
+    match recorded(store, thread, checkpoint, &pending.payload)? {
         Some(first) if first.by == by && first.value == value => Ok(first),
         Some(first) => Err(AnswerError::AlreadyAnswered { thread: thread.to_string(), checkpoint, by: first.by }),
         None => Err(AnswerError::NotReadBack { thread: thread.to_string(), checkpoint }),
@@ -224,7 +225,19 @@ pub(crate) fn record(
 
 /// The first answer recorded for checkpoint `checkpoint` of `thread` since the last one was
 /// spent ([`ANSWER_FAILED_KIND`], [`ANSWER_USED_KIND`]), in the audit log's order.
-pub(crate) fn recorded(store: &dyn Store, thread: &str, checkpoint: u64) -> Result<Option<InterruptAnswer>, ReadError> {
+///
+/// Only an answer to the question the thread asks there now (`asks`, the pending item's payload)
+/// counts: if a run moved the thread past the answered question without leaving the checkpoint
+/// (a subgraph's next question) and did not get to mark the answer used, the answer does not
+/// answer the next question either. (Answers recorded before answers named their question
+/// count for any question at their checkpoint.)
+pub(crate) fn recorded(
+    store: &dyn Store,
+    thread: &str,
+    checkpoint: u64,
+    asks: &Value,
+) -> Result<Option<InterruptAnswer>, ReadError> {
+    let question = question_hash(asks);
     let mut first = None;
     for e in store.list_audit(thread)? {
         if (e.kind == ANSWER_FAILED_KIND || e.kind == ANSWER_USED_KIND)
@@ -232,10 +245,18 @@ pub(crate) fn recorded(store: &dyn Store, thread: &str, checkpoint: u64) -> Resu
         {
             first = None;
         } else if first.is_none() {
-            first = answer_of(&e, checkpoint);
+            let other_question = e.detail.get("asks").and_then(Value::as_str).is_some_and(|h| h != question);
+            if !other_question {
+                first = answer_of(&e, checkpoint);
+            }
         }
     }
     Ok(first)
+}
+
+/// What names a question in its answer's audit entry: the hash of its payload.
+fn question_hash(asks: &Value) -> String {
+    crate::tool::args_hash(asks)
 }
 
 /// The thread that waits on subgraph child `thread`'s question as its own (the child's id is
@@ -267,7 +288,7 @@ pub(crate) fn parent_waiting_on(store: &dyn Store, thread: &str) -> Result<Optio
 /// it waits at (a plain resume continues it).
 pub(crate) fn answered_now(store: &dyn Store, thread: &str) -> Result<bool, ReadError> {
     match waiting(store, thread) {
-        Ok((seq, _)) => Ok(recorded(store, thread, seq)?.is_some()),
+        Ok((seq, p)) => Ok(recorded(store, thread, seq, &p.payload)?.is_some()),
         Err(AnswerError::Read(e)) => Err(e),
         Err(_) => Ok(false),
     }

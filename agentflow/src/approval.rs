@@ -376,8 +376,8 @@ impl ApprovalDesk {
     /// The answer recorded for the interrupt thread `thread` waits in now, if any.
     pub fn recorded_answer(&self, thread: &str) -> Result<Option<InterruptAnswer>, AnswerError> {
         let store = &**self.store();
-        let (seq, _) = crate::answer::waiting(store, thread)?;
-        Ok(crate::answer::recorded(store, thread, seq)?)
+        let (seq, asks) = crate::answer::waiting(store, thread)?;
+        Ok(crate::answer::recorded(store, thread, seq, &asks.payload)?)
     }
 }
 

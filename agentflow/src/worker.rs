@@ -752,7 +752,7 @@ impl<S: State, D> App<S, D> {
         match crate::answer::waiting(&**store, thread) {
             Ok((seq, p)) => {
                 // Answered from another process: the worker's resume continues with that answer.
-                if crate::answer::recorded(&**store, thread, seq)?.is_none() {
+                if crate::answer::recorded(&**store, thread, seq, &p.payload)?.is_none() {
                     return Err(WorkerError::ValueRequired { thread: thread.to_string(), node: p.node });
                 }
             }

@@ -361,7 +361,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             // Answered from another process (the inbox, `agentflow answer`): continue with that value.
             let (store, thread, seq) =
                 (Arc::clone(checkpointer.store()), checkpointer.thread.clone(), checkpointer.seq);
-            let answer = crate::persist::blocking(&store, move |s| crate::answer::recorded(s, &thread, seq))
+            let asks = p.payload.clone();
+            let answer = crate::persist::blocking(&store, move |s| crate::answer::recorded(s, &thread, seq, &asks))
                 .await?
                 .map_err(PersistError::from)?;
             return match answer {
@@ -451,13 +452,14 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             return Err(RunError::NotWaiting { thread, status: "no node is waiting in `interrupt`".into() });
         }
         let (store, thread, seq) = (Arc::clone(checkpointer.store()), checkpointer.thread.clone(), checkpointer.seq);
+        let asks = start.interrupts.iter().find(|p| p.kind == PendingKind::Interrupt).map(|p| p.payload.clone());
         let result = self.drive(start, Some(checkpointer), Some(value)).await;
         // An answer recorded for this checkpoint was not the one given; if the run asks again
         // here, that answer must not answer the new question either: it is used.
         if asks_again(&result) {
             let now = crate::persist::now_ms();
             let superseded = move |s: &dyn agentflow_store::Store| -> Result<(), crate::answer::AnswerError> {
-                if let Some(answer) = crate::answer::recorded(s, &thread, seq)? {
+                if let Some(answer) = crate::answer::recorded(s, &thread, seq, &asks.unwrap_or_default())? {
                     crate::answer::used_if_asked_again(s, &answer, now)?;
                 }
                 Ok(())
