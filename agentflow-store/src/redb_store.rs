@@ -855,6 +855,7 @@ impl Store for RedbStore {
         Ok(woken)
     }
 
+    /// One write transaction.
     fn control_run_audited(&self, thread: &str, control: RunControl, entry: NewAuditEntry) -> Result<bool, QueueError> {
         let thread = thread.to_string();
         let (set, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| {

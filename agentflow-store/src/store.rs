@@ -269,8 +269,8 @@ pub trait Store: Send + Sync {
     /// waits for an approval and none of its thread's approvals waits for a human any more, or
     /// it waits for its thread's timer and the thread has no timer later than `now`, or it waits
     /// for an answer and the thread is neither `interrupted` nor `failed` any more, or a control
-    /// request was set on it; [`Store::wake_run`] makes a parked run ready). Of concurrent claimers (in any process), each run goes
-    /// to one. The claimed rows record `holder`, `heartbeat_at = now` and one more claim.
+    /// request was set on it; [`Store::wake_run`] makes a parked run ready). Of concurrent
+    /// claimers (in any process), each run goes to one. The claimed rows record `holder`, `heartbeat_at = now` and one more claim.
     fn claim_runs(
         &self,
         graph: &str,

@@ -335,8 +335,11 @@ impl ApprovalDesk {
     /// Nothing runs here: the next [`Runner::resume`](crate::Runner::resume) of the
     /// thread, in any process that runs its graph, continues it as
     /// `resume_with(value)` would. A thread a [`Worker`](crate::Worker) ran waits parked in
-    /// the run queue; recording the answer makes it claimable, and a worker continues it. A value of the wrong shape fails the node there,
-    /// as with `resume_with`. Refused when the thread does not wait in
+    /// the run queue; recording the answer makes it claimable, and a worker continues it. A
+    /// value of the wrong shape fails the node there, as with `resume_with`. The answer names
+    /// the question it answers: a run that moves on to another question at the same checkpoint
+    /// (a subgraph's next one) does not take it for that one. A subgraph's question is answered
+    /// through the parent thread that waits on it ([`AnswerError::AnswerTheParent`]). Refused when the thread does not wait in
     /// `interrupt`, waits at another checkpoint (it moved on), or was answered
     /// there already (the first answer wins, also across processes); refused with
     /// [`AnswerError::Busy`] while a run holds the thread's lease (a `resume_with` in

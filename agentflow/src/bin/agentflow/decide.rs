@@ -185,7 +185,9 @@ pub fn answer(store: &Arc<dyn Store>, args: &AnswerArgs, as_json: bool) -> Outco
         | AnswerError::Audit(_)
         | AnswerError::NotReadBack { .. }
         | AnswerError::NotWoken { .. } => Failure::store(e),
-        AnswerError::Anonymous | AnswerError::Value(_) => Failure::usage(e.to_string()),
+        AnswerError::Anonymous | AnswerError::Value(_) | AnswerError::AnswerTheParent { .. } => {
+            Failure::usage(e.to_string())
+        }
         other => Failure::not_found(other.to_string()),
     };
     let checkpoint = match args.checkpoint {
