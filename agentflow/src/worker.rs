@@ -291,6 +291,31 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
         &self.id
     }
 
+    /// Starts a run of `claim` on this worker's tasks.
+    fn start(
+        &self,
+        store: &Arc<dyn Store>,
+        claim: QueuedRun,
+        tasks: &mut JoinSet<(String, End)>,
+        running: &mut HashMap<String, Stops>,
+        ids: &mut HashMap<tokio::task::Id, String>,
+    ) {
+        let stops = Stops::default();
+        running.insert(claim.thread.clone(), stops.clone());
+        let job = Job {
+            app: self.app.clone(),
+            deps: Arc::clone(&self.deps),
+            store: Arc::clone(store),
+            holder: self.id.clone(),
+            ttl: self.lease_ttl,
+            durability: self.durability,
+            stops,
+        };
+        let (thread, claim_thread) = (claim.thread.clone(), claim.thread.clone());
+        let handle = tasks.spawn(async move { (thread, job.run(claim).await) });
+        ids.insert(handle.id(), claim_thread);
+    }
+
     /// Claims and runs queued runs until `shutdown` is cancelled, then lets each running step
     /// finish and commit, stops the runs there, releases their leases (the runs stay queued)
     /// and returns what it did.
@@ -306,6 +331,8 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
         let mut tasks: JoinSet<(String, End)> = JoinSet::new();
         let mut running: HashMap<String, Stops> = HashMap::new();
         let mut ids: HashMap<tokio::task::Id, String> = HashMap::new();
+        // Claims of threads this worker was still running when they were claimed again.
+        let mut reclaimed: HashMap<String, QueuedRun> = HashMap::new();
         let mut last_beat = tokio::time::Instant::now();
         let mut last_look = last_beat;
         loop {
@@ -357,24 +384,15 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                             if running.contains_key(&claim.thread) {
                                 // Its lease lapsed while this worker still runs it (a renewal came
                                 // too late) and the claim took it back: one run per thread, so
-                                // the running one goes on under the renewed lease.
+                                // the running one goes on under the renewed lease. If that run
+                                // ends having lost the lease anyway (its renewal failed before
+                                // the claim), the claim is run then, not left unused until its
+                                // lease expires.
+                                reclaimed.insert(claim.thread.clone(), claim);
                                 continue;
                             }
                             report.claimed += 1;
-                            let stops = Stops::default();
-                            running.insert(claim.thread.clone(), stops.clone());
-                            let job = Job {
-                                app: self.app.clone(),
-                                deps: Arc::clone(&self.deps),
-                                store: Arc::clone(&store),
-                                holder: self.id.clone(),
-                                ttl: self.lease_ttl,
-                                durability: self.durability,
-                                stops,
-                            };
-                            let (thread, claim_thread) = (claim.thread.clone(), claim.thread.clone());
-                            let handle = tasks.spawn(async move { (thread, job.run(claim).await) });
-                            ids.insert(handle.id(), claim_thread);
+                            self.start(&store, claim, &mut tasks, &mut running, &mut ids);
                         }
                     }
                     Ok(Err(e)) => tracing::warn!(worker = %self.id, error = %e, "could not claim runs"),
@@ -398,12 +416,18 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                             tracing::error!(worker = %self.id, error = %e, "a run's task failed");
                             if let Some(thread) = ids.remove(&e.id()) {
                                 running.remove(&thread);
+                                reclaimed.remove(&thread);
                             }
                             report.failed += 1;
                             continue;
                         }
                     };
                     running.remove(&thread);
+                    let again = reclaimed.remove(&thread);
+                    if let Some(claim) = again.filter(|_| matches!(end, End::Lost) && !stopping) {
+                        report.claimed += 1;
+                        self.start(&store, claim, &mut tasks, &mut running, &mut ids);
+                    }
                     match end {
                         End::Completed => report.completed += 1,
                         End::Interrupted => report.interrupted += 1,
