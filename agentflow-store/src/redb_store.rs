@@ -354,26 +354,23 @@ impl RedbStore {
     }
 
     /// [`RedbStore::submit`] for a job that keeps the thread facts exact (a step commit).
-    fn submit_job<O, E, F>(&self, durability: Durability, keeps_facts: bool, op: F) -> Result<(O, Committed), E>
+    fn submit_job<O, E, F>(&self, durability: Durability, keeps_facts: bool, mut op: F) -> Result<(O, Committed), E>
     where
         O: Send + 'static,
         E: From<StorageError> + Send + 'static,
         F: FnMut(&Tx<'_>) -> Result<O, E> + Send + 'static,
     {
-        let (reply, answer) = mpsc::sync_channel(1);
-        let job = OpJob::new(durability, op, reply);
-        let mut job: Box<dyn Job> = Box::new(if keeps_facts { job.keeping_facts() } else { job });
         let sender = self.sender.as_ref().ok_or_else(|| self.closed("the store was closed"))?;
         // An immediate commit waits for the disk anyway: made on this thread when the store is
         // idle, it saves the two thread hand-offs of going through the writer.
-        if durability == Durability::Immediate {
-            match writer::commit_inline(&self.shared, job) {
-                Ok(()) => {
-                    return answer.recv().map_err(|_| E::from(self.closed("the commit failed on this request")))?;
-                }
-                Err(queued) => job = queued,
-            }
+        if durability == Durability::Immediate
+            && let Some(answer) = writer::commit_inline(&self.shared, keeps_facts, &mut op)
+        {
+            return answer;
         }
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job = OpJob::new(durability, op, reply);
+        let job: Box<dyn Job> = Box::new(if keeps_facts { job.keeping_facts() } else { job });
         sender.send(job).map_err(|_| self.closed("the writer thread stopped"))?;
         answer.recv().map_err(|_| E::from(self.closed("the writer thread failed on this request")))?
     }

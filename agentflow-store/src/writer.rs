@@ -316,18 +316,80 @@ pub(crate) fn run(shared: &Arc<Shared>, rx: &Receiver<Box<dyn Job>>, config: Wri
     }
 }
 
-/// Commits `job` on the caller's thread if no transaction is being staged or committed right
-/// now; otherwise hands the job back, to be queued for the writer thread.
+/// Stages and commits `op` on the caller's thread, in a durable transaction of its own, if no
+/// transaction is being staged or committed right now; otherwise returns `None`, and the caller
+/// queues the operation for the writer thread.
 ///
-/// A lone caller (one `Sync` run) then pays one redb commit and nothing else: no hand-off to
-/// the writer thread and no wake-up of the caller afterwards. Callers that arrive while a
-/// commit is under way queue up as before and share the writer's next group commit.
-pub(crate) fn commit_inline(shared: &Shared, job: Box<dyn Job>) -> Result<(), Box<dyn Job>> {
-    let Some(turn) = shared.try_turn() else { return Err(job) };
-    // A panic inside redb drops the job, whose caller then sees a failed request.
-    let _ = catch_unwind(AssertUnwindSafe(|| run_group_in_turn(shared, vec![job], false)));
+/// A lone caller (one `Sync` run) then pays one redb commit and nothing else: no job to box, no
+/// reply channel, no hand-off to the writer thread and no wake-up of the caller afterwards.
+/// Callers that arrive while a commit is under way queue up as before and share the writer's
+/// next group commit.
+pub(crate) fn commit_inline<O, E, F>(
+    shared: &Shared,
+    keeps_facts: bool,
+    op: &mut F,
+) -> Option<Result<(O, Committed), E>>
+where
+    E: From<StorageError>,
+    F: FnMut(&Tx<'_>) -> Result<O, E>,
+{
+    let turn = shared.try_turn()?;
+    let path = shared.path.as_path();
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        // As in a group: an operation refused after it wrote runs once more in a fresh
+        // transaction, whose result is the answer.
+        match commit_one_in_turn(shared, keeps_facts, &mut *op) {
+            Err((e, false)) => Err(e),
+            Err((_, true)) => commit_one_in_turn(shared, keeps_facts, op).map_err(|(e, _)| e),
+            Ok(done) => Ok(done),
+        }
+    }));
     drop(turn);
-    Ok(())
+    Some(outcome.unwrap_or_else(|_| {
+        // A panic inside redb: whatever this transaction learned is gone with it.
+        shared.facts.clear();
+        Err(E::from(StorageError::Closed {
+            path: path.to_path_buf(),
+            detail: "the commit failed on this request".to_string(),
+        }))
+    }))
+}
+
+/// One durable transaction for `op` alone (the caller holds the turn). On failure, also says
+/// whether `op` had written before it failed.
+fn commit_one_in_turn<O, E, F>(shared: &Shared, keeps_facts: bool, op: &mut F) -> Result<(O, Committed), (E, bool)>
+where
+    E: From<StorageError>,
+    F: FnMut(&Tx<'_>) -> Result<O, E>,
+{
+    let db = shared.db();
+    let path = shared.path.as_path();
+    let txn = begin(&db, path, true).map_err(|e| (E::from(e), false))?;
+    let tx = Tx::new(&txn, shared);
+    if !keeps_facts {
+        tx.forget_facts();
+    }
+    let out = match op(&tx) {
+        Ok(out) => out,
+        Err(e) => {
+            let wrote = tx.writes.get() > 0;
+            drop(tx);
+            let _ = txn.abort();
+            return Err((e, wrote));
+        }
+    };
+    let learned = tx.learned;
+    match txn.commit().ctx(path) {
+        Ok(()) => {
+            learned.commit(&shared.facts);
+            shared.durable_commit_made();
+            Ok((out, Committed { durable: true, group_size: 1 }))
+        }
+        Err(e) => {
+            shared.facts.clear();
+            Err((E::from(e), false))
+        }
+    }
 }
 
 /// An empty immediate commit, which makes every earlier commit durable.
@@ -587,19 +649,48 @@ mod tests {
     fn an_idle_store_commits_a_job_on_the_callers_thread() {
         let shared = shared();
         let caller = std::thread::current().id();
-        let (reply, answer) = sync_channel(1);
-        let op = move |tx: &Tx<'_>| {
+        let mut op = move |tx: &Tx<'_>| {
             assert_eq!(std::thread::current().id(), caller, "staged on the calling thread");
             let mut table = tx.txn.open_table(T).ctx(tx.path)?;
             tx.wrote();
             table.insert("inline", 1).ctx(tx.path)?;
             Ok::<_, StorageError>(())
         };
-        let job: Box<dyn Job> = Box::new(OpJob::new(Durability::Immediate, op, reply));
-        assert!(commit_inline(&shared, job).is_ok(), "nobody held the turn");
-        let ((), committed) = answer.try_recv().expect("answered before commit_inline returned").unwrap();
+        let answer = commit_inline(&shared, false, &mut op).expect("nobody held the turn");
+        let ((), committed) = answer.unwrap();
         assert!(committed.durable);
+        assert_eq!(shared.durable_commits(), 1);
         assert_eq!(keys(&shared), ["inline"]);
+    }
+
+    #[test]
+    fn an_inline_commit_that_fails_leaves_nothing_and_is_retried_only_if_it_wrote() {
+        let shared = shared();
+        // Refused before writing: answered with its error, run once.
+        let runs = Cell::new(0);
+        let mut refused = |tx: &Tx<'_>| {
+            runs.set(runs.get() + 1);
+            Err::<(), _>(StorageError::Backend { path: tx.path.to_path_buf(), detail: "refused".into() })
+        };
+        let answer = commit_inline(&shared, false, &mut refused).expect("nobody held the turn");
+        assert!(matches!(answer, Err(StorageError::Backend { detail, .. }) if detail == "refused"));
+        assert_eq!(runs.get(), 1);
+        // Failing after it wrote: run once more in a fresh transaction, whose answer counts.
+        let runs = Cell::new(0);
+        let mut flaky = |tx: &Tx<'_>| {
+            runs.set(runs.get() + 1);
+            let mut table = tx.txn.open_table(T).ctx(tx.path)?;
+            tx.wrote();
+            table.insert(if runs.get() == 1 { "half" } else { "whole" }, 1).ctx(tx.path)?;
+            if runs.get() == 1 {
+                return Err(StorageError::Backend { path: tx.path.to_path_buf(), detail: "mid-way".into() });
+            }
+            Ok(())
+        };
+        let ((), committed) = commit_inline(&shared, false, &mut flaky).expect("nobody held the turn").unwrap();
+        assert_eq!((runs.get(), committed.group_size), (2, 1));
+        assert_eq!(keys(&shared), ["whole"], "the failed attempt's write was rolled back");
+        assert_eq!(shared.durable_commits(), 1, "only the commit that happened is counted");
     }
 
     /// Polls `cond` every millisecond for up to five seconds.
@@ -634,20 +725,20 @@ mod tests {
         let (b, rb) = job("b", None);
         tx.send(b).unwrap();
         assert!(!rb.recv().unwrap().unwrap().1.durable);
-        let (reply, answer) = sync_channel(1);
-        let op = |tx: &Tx<'_>| {
+        let mut op = |tx: &Tx<'_>| {
             let mut table = tx.txn.open_table(T).ctx(tx.path)?;
             tx.wrote();
             table.insert("c", 1).ctx(tx.path)?;
             Ok::<_, StorageError>(())
         };
-        let mut durable: Box<dyn Job> = Box::new(OpJob::new(Durability::Immediate, op, reply));
         // The writer may still hold the turn right after answering `b`.
-        while let Err(back) = commit_inline(&shared, durable) {
-            durable = back;
-            std::thread::yield_now();
-        }
-        assert!(answer.recv().unwrap().unwrap().1.durable);
+        let answer = loop {
+            match commit_inline(&shared, false, &mut op) {
+                Some(answer) => break answer,
+                None => std::thread::yield_now(),
+            }
+        };
+        assert!(answer.unwrap().1.durable);
         assert_eq!(shared.durable_commits(), 2);
         std::thread::sleep(Duration::from_millis(400));
         assert_eq!(shared.durable_commits(), 2, "no second flush for what `c` made durable");
@@ -658,13 +749,18 @@ mod tests {
     }
 
     #[test]
-    fn a_job_arriving_during_a_commit_is_handed_back_to_be_queued() {
+    fn an_inline_commit_while_the_turn_is_taken_commits_nothing_and_leaves_it_to_the_writer() {
         let shared = shared();
         let turn = shared.turn();
-        let (job, answer) = job("queued", None);
-        let job = commit_inline(&shared, job).expect_err("the turn is taken: the job comes back");
-        assert!(answer.try_recv().is_err(), "nothing was staged");
+        let staged = Cell::new(false);
+        let mut op = |_: &Tx<'_>| {
+            staged.set(true);
+            Ok::<_, StorageError>(())
+        };
+        assert!(commit_inline(&shared, false, &mut op).is_none(), "the turn is taken: nothing is committed");
+        assert!(!staged.get(), "nothing was staged");
         drop(turn);
+        let (job, _answer) = job("queued", None);
         assert_eq!(run_group(&shared, vec![job], true), Some(true));
         assert_eq!(keys(&shared), ["queued"]);
     }
