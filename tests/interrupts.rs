@@ -141,3 +141,105 @@ async fn without_a_store_an_interrupt_still_ends_the_run() {
     let run = g.run(Draft::default(), &deps).await.unwrap();
     assert!(matches!(run.outcome, Outcome::Interrupted { thread: None, .. }), "{:?}", run.outcome);
 }
+
+// ------------------------------------------------ an answer the node keeps
+
+/// Disks the `wipe` tool actually wiped.
+static WIPED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct Disk {
+    disk: String,
+}
+
+/// Wipes a disk. Irreversible.
+#[tool(risk = irreversible)]
+async fn wipe(args: Disk) -> Result<serde_json::Value, ToolError> {
+    WIPED.lock().unwrap().push(args.disk.clone());
+    Ok(serde_json::json!({ "wiped": args.disk }))
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Chore {
+    target: String,
+    done: String,
+}
+
+#[derive(Default)]
+pub struct Asks {
+    asked: AtomicU32,
+}
+
+#[graph(state = Chore, deps = Asks, start = act)]
+mod ask_then_wipe {
+    use super::*;
+
+    /// Asks which disk, then wipes it: the wipe waits for an approval.
+    #[node(goto = [END], interrupt, tools = [wipe])]
+    async fn act(s: &Chore, cx: &Ctx<Asks>) -> Result<Step<Chore>, NodeError> {
+        cx.deps().asked.fetch_add(1, Ordering::SeqCst);
+        let disk: String = cx.interrupt(serde_json::json!({ "which disk of": s.target }))?;
+        let call = agentflow::message::ToolCall::new("w1", "wipe", serde_json::json!({ "disk": disk }));
+        let seen = cx.call_tool(&call).await?;
+        Ok(goto!(END, Chore::update().done(seen.body["result"]["wiped"].as_str().unwrap_or("").to_string())))
+    }
+}
+
+#[graph(state = Chore, deps = Asks, start = act)]
+mod ask_then_nap {
+    use super::*;
+
+    /// Asks when, then waits on a durable timer before acting.
+    #[node(goto = [END], interrupt, sleep)]
+    async fn act(s: &Chore, cx: &Ctx<Asks>) -> Result<Step<Chore>, NodeError> {
+        cx.deps().asked.fetch_add(1, Ordering::SeqCst);
+        let when: String = cx.interrupt(serde_json::json!({ "when for": s.target }))?;
+        cx.sleep(std::time::Duration::from_millis(30)).await?;
+        Ok(goto!(END, Chore::update().done(when)))
+    }
+}
+
+/// The node's question is answered; its step then pauses for an approval. Approved, the node
+/// runs again and gets the same answer back: it does not ask again, and the approved call runs.
+#[tokio::test]
+async fn an_answer_given_before_an_approval_pause_is_kept_for_the_nodes_rerun() {
+    use agentflow::approval::{Approver, RoleAuthorizer};
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = ask_then_wipe::graph().app().store(store);
+    let desk = app.approvals(RoleAuthorizer::new().role_for(agentflow::tool::Risk::Irreversible, "ops")).unwrap();
+    let deps = Asks::default();
+    let chore = Chore { target: "db-7".into(), done: String::new() };
+    let run = app.runner(&deps).thread("wipe-1").owner("agent:janitor").run(chore).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].kind, PendingKind::Interrupt);
+
+    let run = app.runner(&deps).thread("wipe-1").resume_with("sdb").await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].kind, PendingKind::Approval, "{pending:?}");
+    assert_eq!(pending[0].payload["args"]["disk"], "sdb");
+    let id = pending[0].payload["approval"].as_str().unwrap().to_string();
+    desk.approve(&id, &Approver::new("alice", ["ops"])).unwrap();
+
+    let done = app.runner(&deps).thread("wipe-1").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "the node asked again instead of using its answer");
+    assert_eq!(done.state.done, "sdb");
+    assert_eq!(WIPED.lock().unwrap().iter().filter(|d| *d == "sdb").count(), 1);
+    assert_eq!(deps.asked.load(Ordering::SeqCst), 3, "ran three times, asked once");
+}
+
+/// The same with a durable timer between the answer and the node's end.
+#[tokio::test]
+async fn an_answer_given_before_a_sleep_is_kept_for_the_nodes_rerun_after_it() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = ask_then_nap::graph().app().store(store);
+    let deps = Asks::default();
+    let chore = Chore { target: "backup".into(), done: String::new() };
+    let run = app.runner(&deps).thread("nap-1").run(chore).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+    let run = app.runner(&deps).thread("nap-1").resume_with("tonight").await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Sleeping { .. }), "{}", run.outcome);
+    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    let done = app.runner(&deps).thread("nap-1").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "the node asked again instead of using its answer");
+    assert_eq!(done.state.done, "tonight");
+}

@@ -602,6 +602,91 @@ async fn an_answer_left_unmarked_does_not_answer_the_next_question_at_its_checkp
     assert_eq!(done.state.report, "fine true");
 }
 
+#[graph(state = Desk, deps = Counts, start = brief)]
+pub mod ask_then_review {
+    use super::*;
+
+    /// The node asks first; then its review child asks.
+    #[node(goto = [END], subgraphs = [review], interrupt)]
+    async fn brief(s: &Desk, cx: &Ctx<Counts>) -> Result<Step<Desk>, NodeError> {
+        let angle: String = cx.interrupt(json!({ "angle for": s.topic }))?;
+        let draft = format!("{} from {angle}", s.topic);
+        let reviewed = cx.subgraph(review::graph(), Review { draft, verdict: String::new() }).await?;
+        Ok(goto!(END, Desk::update().report(format!("{angle}: {}", reviewed.verdict))))
+    }
+}
+
+/// A node that asks, then runs a subgraph that asks too: its own answer is kept when the child's
+/// question pauses the step, so the next value answers the child instead of the node again.
+#[tokio::test]
+async fn a_nodes_own_answer_is_kept_when_its_subgraph_then_asks_and_the_next_value_goes_to_the_child() {
+    let counts = Counts::default();
+    let app = ask_then_review::graph().app().store(store());
+    let run = app.runner(&counts).thread("b").run(desk("rates")).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].payload, json!({ "angle for": "rates" }));
+
+    let run = app.runner(&counts).thread("b").resume_with("savers").await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].payload["path"], "brief/ask", "{pending:?}");
+    assert_eq!(pending[0].payload["draft"], "rates from savers");
+
+    // Before the answer was kept, this value went to the node's own question again and the
+    // child asked once more, for ever.
+    let done = app.runner(&counts).thread("b").resume_with("publish").await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.report, "savers: publish");
+    assert_eq!(counts.reviews.load(Ordering::SeqCst), 2, "the child asked once and ran once more");
+}
+
+/// The same answered from elsewhere (as the inbox answers) and run by a worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_continues_a_node_that_asked_before_its_subgraph_asked() {
+    use agentflow::Worker;
+    use agentflow::approval::ApprovalDesk;
+    use agentflow_store::RunWait;
+    use std::time::{Duration, Instant};
+    let store = store();
+    let app = ask_then_review::graph().app().store(Arc::clone(&store));
+    let approvals = ApprovalDesk::for_store(Arc::clone(&store), RoleAuthorizer::new());
+    app.submit("bw", &desk("rates")).unwrap();
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::new(Counts::default())).poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    // Asked, and the run parked for the answer (until then, the worker holds the thread).
+    let asked = |what: &'static str| {
+        let (approvals, app) = (&approvals, &app);
+        async move {
+            let began = Instant::now();
+            loop {
+                let parked = app.live_runs().unwrap().iter().any(|r| r.wait == RunWait::Answer && r.lease.is_none());
+                if let Ok((seq, asks)) = approvals.waiting_interrupt("bw")
+                    && asks.payload.to_string().contains(what)
+                    && parked
+                {
+                    return seq;
+                }
+                assert!(began.elapsed() < Duration::from_secs(60), "timed out waiting for {what:?} to be asked");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    let ops = Approver::new("ops", ["x"]);
+    let seq = asked("angle for").await;
+    approvals.answer_interrupt("bw", seq, json!("savers"), &ops).unwrap();
+    let seq = asked("rates from savers").await;
+    approvals.answer_interrupt("bw", seq, json!("publish"), &ops).unwrap();
+    let began = Instant::now();
+    while !app.live_runs().unwrap().is_empty() {
+        assert!(began.elapsed() < Duration::from_secs(60), "timed out waiting for the run to complete");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.completed, report.failed), (1, 0), "{report:?}");
+    assert_eq!(app.state("bw").unwrap().unwrap().state.report, "savers: publish");
+}
+
 // ------------------------------------------------ a call the macro cannot see
 
 /// Runs the review graph for any node handed its context: the macro sees no

@@ -39,6 +39,9 @@ pub struct Ctx<'a, D> {
     pub(crate) may_sleep: bool,
     pub(crate) signal: &'a Mutex<Signal>,
     pub(crate) resume: Option<&'a serde_json::Value>,
+    /// What this node's `interrupt` returned before its step paused for
+    /// something else (see [`crate::interrupt::KeptAnswer`]).
+    pub(crate) kept_answer: Option<&'a serde_json::Value>,
     /// For an instance of a map worker: its index and its payload.
     pub(crate) payload: Option<(u32, &'a serde_json::Value)>,
 }
@@ -435,6 +438,11 @@ impl<'a, D> Ctx<'a, D> {
     /// `Outcome::Interrupted` (propagate it with `?`). The state is persisted
     /// and the thread waits. `runner.resume_with(value)` runs this node again
     /// from its start, and this call then returns `value`, decoded as `R`.
+    /// If the node's step then pauses for something else (a tool call's
+    /// approval, a [`sleep`](Ctx::sleep), its subgraph's question), the value
+    /// is kept with the paused step: each later re-run of the node gets it back
+    /// here without asking again, and a value given to the next `resume_with`
+    /// goes to whatever paused the step.
     ///
     /// Only a `#[node(interrupt)]` may call it, once per run of the node.
     ///
@@ -498,14 +506,20 @@ impl<'a, D> Ctx<'a, D> {
                 self.node
             )));
         }
-        if let Some(value) = self.resume.filter(|_| !std::mem::replace(&mut signal.resume_taken, true)) {
-            return serde_json::from_value(value.clone()).map_err(|e| {
+        // Answered before the step paused for something else: the same answer again, and the
+        // resume value stays for whatever paused it (the node's subgraph, say).
+        let answer =
+            self.kept_answer.or_else(|| self.resume.filter(|_| !std::mem::replace(&mut signal.resume_taken, true)));
+        if let Some(value) = answer {
+            let decoded = serde_json::from_value(value.clone()).map_err(|e| {
                 NodeError::fatal(format!(
                     "the resume value for node `{}` does not have the shape it expects ({e}); \
                      resume again with a value of the right shape",
                     self.node
                 ))
-            });
+            })?;
+            signal.answered = Some(value.clone());
+            return Ok(decoded);
         }
         let payload =
             crate::persist::encode::to_value(&payload, "payload", crate::persist::MAX_JSON_DEPTH).map_err(|e| {

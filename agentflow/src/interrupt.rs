@@ -10,8 +10,11 @@ use serde::{Deserialize, Serialize};
 /// A paused run ends as [`Outcome::Interrupted`](crate::Outcome) with the
 /// state persisted; nothing is held in memory while it waits. Resuming runs
 /// the interrupted node again from its start, and this time `interrupt`
-/// returns the value the human gave. Effects before the `interrupt` call must
-/// go through [`Ctx::effect`](crate::Ctx::effect) so they do not run twice.
+/// returns the value the human gave; if the step then pauses for something
+/// else (an approval, a timer, a subgraph's question), that value is kept and
+/// the node's later re-runs get it back without asking again. Effects before
+/// the `interrupt` call must go through [`Ctx::effect`](crate::Ctx::effect) so
+/// they do not run twice.
 ///
 /// Besides interrupts and breakpoints, a thread pauses for a human when a
 /// tool call needs an approval ([`PendingKind::Approval`]) and when a call or
@@ -82,4 +85,23 @@ pub(crate) struct Signal {
     /// The resume value was given to a waiting child or to `interrupt`: a node
     /// run gets it once.
     pub(crate) resume_taken: bool,
+    /// The value `interrupt` returned in this attempt. If the attempt then
+    /// pauses for something else (its subgraph's question, an approval, a
+    /// timer), the value is kept with the pause: the node's re-run gets it back.
+    pub(crate) answered: Option<serde_json::Value>,
+}
+
+/// The value a node's own `interrupt` returned in a step that then paused for
+/// something else: the re-run of that node gets the same value back, instead of
+/// asking its question again or taking the resume value meant for what paused
+/// it. Kept with the paused step, so it lasts as long as the step is unfinished.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct KeptAnswer {
+    /// The node that asked.
+    pub(crate) node: String,
+    /// The map worker instance that asked, if it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) instance: Option<u32>,
+    /// What its `interrupt` returned.
+    pub(crate) value: serde_json::Value,
 }

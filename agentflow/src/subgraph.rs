@@ -85,7 +85,9 @@
 //!   leaves the child's own timer alone: the child is another graph's thread);
 //! - a node run gets one resume value: the first that waits for one (a
 //!   child, or the node's own `interrupt`) takes it, a later one pauses
-//!   again;
+//!   again; what the node's own `interrupt` returned is kept when a child
+//!   then pauses the step, so the node's re-run gets the same answer and the
+//!   next value goes to the child;
 //! - the child's model calls, tool calls and tokens count against the
 //!   parent's budgets (it runs with what the parent has left); a child
 //!   resumed when its parent allows more than the child's stored limits (the

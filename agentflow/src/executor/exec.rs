@@ -21,7 +21,7 @@ use crate::context::{Ctx, RunScope};
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Event;
 use crate::graph::{DEFAULT_PARALLEL, NodeId, Plan};
-use crate::interrupt::{Pending, PendingKind, Signal};
+use crate::interrupt::{KeptAnswer, Pending, PendingKind, Signal};
 use crate::outcome::{Outcome, Run, RunError};
 use crate::persist::{Checkpointer, Journal, PersistError, Resumed};
 use crate::shield::shielded_timeout;
@@ -32,7 +32,8 @@ use crate::stream::{StreamMode, StreamPart};
 /// Why a node did not produce a step.
 pub(crate) enum Halt {
     Error(NodeError),
-    Pause(Pending),
+    /// Paused for a human, keeping what the node's own `interrupt` returned before that.
+    Pause(Pending, Option<KeptAnswer>),
     Budget(Budget),
 }
 
@@ -48,6 +49,8 @@ pub(crate) struct Exec<'g, S: State, D> {
     /// The value a human resumed with, for the nodes that interrupted.
     pub(crate) resume_value: Option<serde_json::Value>,
     pub(crate) resume_nodes: HashSet<NodeId>,
+    /// What the paused nodes' own `interrupt` returned before their step paused.
+    pub(crate) kept_answers: Vec<KeptAnswer>,
     /// Resuming from a breakpoint before these nodes: do not stop there again.
     pub(crate) skip_before: bool,
     pub(crate) metrics: crate::metrics::RunMetrics,
@@ -83,7 +86,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             if !std::mem::take(&mut skip_before) {
                 let stops = self.breakpoints(&active, &self.before, PendingKind::Before);
                 if !stops.is_empty() {
-                    break self.pause(checkpointer, &[], stops).await?;
+                    break self.pause(checkpointer, &[], stops, Vec::new()).await?;
                 }
             }
             self.events.room().await;
@@ -112,16 +115,16 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 },
                 None => work.await?,
             };
-            let (done, failed, interrupts, exhausted) = self.sort_results(results);
+            let (done, failed, interrupts, kept, exhausted) = self.sort_results(results);
             if let Some(which) = exhausted {
                 if let Some(cp) = checkpointer.as_mut() {
-                    cp.keep_pending(&done, &[], |n| self.name(n)).await?;
+                    cp.keep_pending(&done, &[], &kept, |n| self.name(n)).await?;
                 }
                 break Outcome::BudgetExhausted { which };
             }
             if let Some((id, error)) = failed {
                 if let Some(cp) = checkpointer.as_mut() {
-                    cp.keep_pending(&done, &[], |n| self.name(n)).await?;
+                    cp.keep_pending(&done, &[], &kept, |n| self.name(n)).await?;
                 }
                 if self.scope.cancel.is_cancelled() {
                     break self.stopped();
@@ -129,7 +132,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 break self.failed(id, error);
             }
             if !interrupts.is_empty() {
-                break self.pause(checkpointer, &done, interrupts).await?;
+                break self.pause(checkpointer, &done, interrupts, kept).await?;
             }
             self.emit_finished(step, &done).await;
             let delta = match checkpointer {
@@ -164,7 +167,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             }
             let stops = self.breakpoints(&ran, &self.after, PendingKind::After);
             if !stops.is_empty() && !active.is_empty() {
-                break self.pause(checkpointer, &[], stops).await?;
+                break self.pause(checkpointer, &[], stops, Vec::new()).await?;
             }
         };
         let (usage, usage_this_run) = (self.scope.meter.usage(), self.scope.meter.usage_this_run());
@@ -172,15 +175,16 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
     }
 
     /// Splits a step's results into finished nodes, the first failure (in
-    /// declaration order) and interrupts.
+    /// declaration order), interrupts and the answers the paused nodes keep.
     #[allow(clippy::type_complexity)]
     fn sort_results(
         &self,
         results: Vec<(NodeId, Result<Step<S>, Halt>)>,
-    ) -> (Vec<(NodeId, Step<S>)>, Option<(NodeId, NodeError)>, Vec<Pending>, Option<Budget>) {
+    ) -> (Vec<(NodeId, Step<S>)>, Option<(NodeId, NodeError)>, Vec<Pending>, Vec<KeptAnswer>, Option<Budget>) {
         let mut done = Vec::with_capacity(results.len());
         let mut failed = None;
         let mut interrupts = Vec::new();
+        let mut kept = Vec::new();
         let mut exhausted = None;
         for (id, result) in results {
             match result {
@@ -188,13 +192,16 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 Err(Halt::Error(e)) => {
                     failed.get_or_insert((id, e));
                 }
-                Err(Halt::Pause(pending)) => interrupts.push(pending),
+                Err(Halt::Pause(pending, answer)) => {
+                    interrupts.push(pending);
+                    kept.extend(answer);
+                }
                 Err(Halt::Budget(which)) => {
                     exhausted.get_or_insert(which);
                 }
             }
         }
-        (done, failed, interrupts, exhausted)
+        (done, failed, interrupts, kept, exhausted)
     }
 
     fn breakpoints(&self, nodes: &[NodeId], set: &HashSet<NodeId>, kind: PendingKind) -> Vec<Pending> {
@@ -212,10 +219,11 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         checkpointer: &mut Option<Checkpointer>,
         done: &[(NodeId, Step<S>)],
         pending: Vec<Pending>,
+        kept: Vec<KeptAnswer>,
     ) -> Result<Outcome, PersistError> {
         let thread = match checkpointer.as_mut() {
             Some(cp) => {
-                cp.keep_pending(done, &pending, |n| self.name(n)).await?;
+                cp.keep_pending(done, &pending, &kept, |n| self.name(n)).await?;
                 Some(cp.thread.clone())
             }
             None => None,
@@ -345,6 +353,8 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         let instance = payload.map(|(i, _)| i);
         let span = tracing::debug_span!("agentflow.node", node = node.name, step, instance);
         let resume = self.resume_value.as_ref().filter(|_| self.resume_nodes.contains(&id));
+        let kept_answer =
+            self.kept_answers.iter().find(|k| k.node == node.name && k.instance == instance).map(|k| &k.value);
         let mut attempt = 1;
         loop {
             self.events.room().await;
@@ -364,6 +374,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 may_sleep: node.sleep,
                 signal: &signal,
                 resume,
+                kept_answer,
                 payload,
             };
             let work = AssertUnwindSafe((node.run)(state, &cx)).catch_unwind();
@@ -416,7 +427,8 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 && let Some(pending) = signal.pause
             {
                 tracing::info!(parent: &span, kind = ?pending.kind, "node paused for a human");
-                return Err(Halt::Pause(pending));
+                let kept = signal.answered.map(|value| KeptAnswer { node: node.name.to_string(), instance, value });
+                return Err(Halt::Pause(pending, kept));
             }
             let retry = error.class == ErrorClass::Transient
                 && attempt < node.retry.max_attempts

@@ -502,7 +502,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
 
     async fn drive_run(
         self,
-        start: Resumed<S>,
+        mut start: Resumed<S>,
         mut checkpointer: Option<Checkpointer>,
         resume_value: Option<serde_json::Value>,
     ) -> Result<Run<S>, RunError> {
@@ -533,6 +533,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             .filter_map(|p| self.app.graph.node_id(&p.node))
             .collect();
         let skip_before = start.interrupts.iter().any(|p| p.kind == PendingKind::Before);
+        let kept_answers = std::mem::take(&mut start.kept_answers);
         // The context reaches the stream for model chunks and custom values, and passes it on
         // to subgraphs, which send up every mode the stream carries.
         let outlet = self.stream.clone();
@@ -565,6 +566,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             after,
             resume_value,
             resume_nodes,
+            kept_answers,
             skip_before,
             metrics,
             pause: self.pause,

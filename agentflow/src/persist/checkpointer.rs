@@ -16,7 +16,7 @@ use super::{Durability, Journal, PersistError, ResumeError, blocking, now_ms};
 use crate::app::App;
 use crate::budget::{RunUsage, ThreadBudget};
 use crate::graph::{CompiledGraph, NodeId};
-use crate::interrupt::Pending;
+use crate::interrupt::{KeptAnswer, Pending};
 use crate::outcome::RunError;
 use crate::state::State;
 use crate::step::{Mailbox, Sends, Step};
@@ -35,6 +35,8 @@ pub(crate) struct Resumed<S: State> {
     pub pending: Vec<(NodeId, Step<S>)>,
     /// What the thread was waiting for when it paused.
     pub interrupts: Vec<Pending>,
+    /// What its nodes' own `interrupt` returned before the step paused.
+    pub kept_answers: Vec<KeptAnswer>,
     /// The payloads of the map workers in `active`.
     pub payloads: Mailbox,
 }
@@ -48,6 +50,7 @@ impl<S: State> Resumed<S> {
             step: 0,
             pending: Vec::new(),
             interrupts: Vec::new(),
+            kept_answers: Vec::new(),
             payloads: Vec::new(),
         }
     }
@@ -55,6 +58,9 @@ impl<S: State> Resumed<S> {
 
 /// The pending-write key under which a paused step keeps its interrupts.
 pub(crate) const INTERRUPTS: &str = "__interrupts__";
+/// The pending-write key under which a paused step keeps what its nodes' own
+/// `interrupt` returned before the step paused for something else.
+pub(crate) const ANSWERS: &str = "__answers__";
 /// The pending-write key (and checkpoint `extra` key) of the thread's budget.
 pub(crate) const BUDGET: &str = "__budget__";
 /// The checkpoint `extra` key naming the checkpoint whose step a manual
@@ -543,6 +549,7 @@ impl Checkpointer {
         let writes = blocking(&cp.store, move |s| s.pending_writes(&id, seq)).await?.map_err(PersistError::from)?;
         let mut pending = Vec::new();
         let mut interrupts = Vec::new();
+        let mut kept_answers = Vec::new();
         cp.budget = stored_budget(&latest, &writes)?;
         for w in writes {
             if w.node == BUDGET {
@@ -553,6 +560,15 @@ impl Checkpointer {
                     thread: cp.thread.clone(),
                     seq,
                     what: "interrupts",
+                    source,
+                })?;
+                continue;
+            }
+            if w.node == ANSWERS {
+                kept_answers = serde_json::from_slice(&w.value).map_err(|source| PersistError::Decode {
+                    thread: cp.thread.clone(),
+                    seq,
+                    what: "kept answers",
                     source,
                 })?;
                 continue;
@@ -587,7 +603,7 @@ impl Checkpointer {
         cp.sweep_approvals = true;
         cp.snapshot_len = to_json(&state, "the state")?.len();
         let step = u32::try_from(latest.metadata.step).unwrap_or(u32::MAX);
-        Ok((cp, Resumed { state, active, step, pending, interrupts, payloads }))
+        Ok((cp, Resumed { state, active, step, pending, interrupts, kept_answers, payloads }))
     }
 
     /// Rebuilds the state at `seq`: the nearest snapshot, migrated if needed,
@@ -749,12 +765,17 @@ impl Checkpointer {
         &mut self,
         done: &[(NodeId, Step<S>)],
         interrupts: &[Pending],
+        kept: &[KeptAnswer],
         names: impl Fn(NodeId) -> &'static str,
     ) -> Result<(), PersistError> {
         let mut writes = Vec::new();
         if !interrupts.is_empty() {
             let value = to_json(&interrupts, "the interrupts")?;
             writes.push(PendingWrite { seq: self.seq, node: INTERRUPTS.to_string(), idx: 0, value });
+        }
+        if !kept.is_empty() {
+            let value = to_json(&kept, "the answers the paused nodes keep")?;
+            writes.push(PendingWrite { seq: self.seq, node: ANSWERS.to_string(), idx: 0, value });
         }
         for (id, step) in done {
             let next: Vec<&str> = step.next.iter().map(|n| names(*n)).collect();
