@@ -1,6 +1,9 @@
 //! A worker whose lease on a claimed thread is lost between the claim and the run's first
 //! commit: the commit is refused inside the store, nothing of the run is written, and the
 //! worker reports the run as lost (not failed) and leaves the queue row to the new holder.
+//! And a worker whose own claim takes back a thread it still runs (the run's lease looked
+//! lapsed): the run loses its lease, and the worker runs the thread again at once under the
+//! new claim.
 //!
 //! The lease is taken from under the worker by a store that, right after handing out a claim,
 //! lets another holder take the thread's lease (as if the claim's lease had expired: the
@@ -13,7 +16,7 @@ mod hooked_store;
 mod pg;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentflow::prelude::*;
@@ -115,4 +118,92 @@ async fn postgres_a_lease_lost_between_the_claim_and_the_first_commit_writes_not
     let store =
         agentflow_store::PostgresStore::builder().schema(&schema).open(&url).expect("open the PostgreSQL store");
     lost_between_the_claim_and_the_first_commit(Arc::new(store)).await;
+}
+
+// ------------------------------------------------ a claim of a thread the worker still runs
+
+#[derive(Default)]
+pub struct Gate {
+    open: AtomicBool,
+    started: AtomicU32,
+}
+
+#[graph(state = Count, deps = Gate, start = wait)]
+mod gated {
+    use super::*;
+
+    /// Waits until the test opens the gate.
+    #[node(goto = [END])]
+    async fn wait(_s: &Count, deps: &Gate) -> Step<Count> {
+        deps.started.fetch_add(1, Ordering::SeqCst);
+        while !deps.open.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        goto!(END, Count::update().n(1))
+    }
+}
+
+/// A run's lease lapses while its worker still has it in hand (a renewal that came too late,
+/// here refused by the store): the worker's next claim takes the thread back (its clock a minute
+/// ahead makes the lease look lapsed), and the run then ends having lost its lease. The worker
+/// runs the thread under the claim it just made, at once. Before, it dropped that claim ("the
+/// running one goes on") and the row sat claimed, unused, until the new lease expired (over a
+/// minute here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_reclaims_a_thread_it_runs_runs_it_again_once_the_old_run_lost_its_lease() {
+    let skew = Arc::new(AtomicU64::new(0));
+    let claims = Arc::new(AtomicU32::new(0));
+    let refused = Arc::new(AtomicBool::new(false));
+    let mut store = Hooked::new(Arc::new(RedbStore::in_memory().expect("in-memory store")));
+    let clock = Arc::clone(&skew);
+    store.claim_clock = Some(Box::new(move |now| now + clock.load(Ordering::SeqCst)));
+    let counted = Arc::clone(&claims);
+    store.after_claim = Some(Box::new(move |_: &dyn Store, claimed: &[agentflow_store::QueuedRun], _| {
+        counted.fetch_add(claimed.iter().filter(|c| c.thread == "g").count() as u32, Ordering::SeqCst);
+    }));
+    // The run's first renewal after the claim took the thread back is refused, as a late one is.
+    let (seen, once) = (Arc::clone(&claims), Arc::clone(&refused));
+    store.before_renew = Some(Box::new(move |thread| {
+        (thread == "g" && seen.load(Ordering::SeqCst) >= 2 && !once.swap(true, Ordering::SeqCst))
+            .then(|| LeaseError::NotHeld { thread: thread.to_string(), holder: "the run".to_string(), current: None })
+    }));
+    let app = gated::graph().app().store(Arc::new(store) as Arc<dyn Store>);
+    app.submit("g", &Count::default()).unwrap();
+    let deps = Arc::new(Gate::default());
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::clone(&deps))
+        .concurrency(4)
+        .lease_ttl(Duration::from_secs(3))
+        .poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    let began = std::time::Instant::now();
+    while deps.started.load(Ordering::SeqCst) == 0 {
+        assert!(began.elapsed() < LIMIT, "timed out waiting for the run to start");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(claims.load(Ordering::SeqCst), 1);
+    // The next claim sees the run's lease as lapsed and takes the thread back.
+    skew.store(60_000, Ordering::SeqCst);
+    while claims.load(Ordering::SeqCst) < 2 {
+        assert!(began.elapsed() < LIMIT, "timed out waiting for the claim to take the thread back");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    skew.store(0, Ordering::SeqCst);
+    // The old run loses its lease at its next renewal (a second); the claim's lease runs over a
+    // minute: only a run started under that claim gets to the node again in time.
+    let began = std::time::Instant::now();
+    while deps.started.load(Ordering::SeqCst) < 2 {
+        assert!(began.elapsed() < Duration::from_secs(30), "the thread was left claimed and unused");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(refused.load(Ordering::SeqCst));
+    deps.open.store(true, Ordering::SeqCst);
+    while !app.live_runs().unwrap().is_empty() {
+        assert!(began.elapsed() < LIMIT, "timed out waiting for the run to complete");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.cancel();
+    let report = tokio::time::timeout(LIMIT, handle).await.expect("the worker stops").unwrap().unwrap();
+    assert_eq!((report.claimed, report.lost, report.completed, report.failed), (2, 1, 1, 0), "{report:?}");
+    assert_eq!(app.state("g").unwrap().unwrap().state.n, 1, "the lost run committed nothing");
 }
