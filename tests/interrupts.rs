@@ -243,3 +243,188 @@ async fn an_answer_given_before_a_sleep_is_kept_for_the_nodes_rerun_after_it() {
     assert_eq!(done.outcome, Outcome::Completed, "the node asked again instead of using its answer");
     assert_eq!(done.state.done, "tonight");
 }
+
+// ------------------------------------------------ an answer answers its own step
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Rounds {
+    rounds: u32,
+    #[reduce(append)]
+    answers: Vec<String>,
+}
+
+#[graph(state = Rounds, deps = Asks, start = ask, max_steps = 20)]
+mod ask_nap_loop {
+    use super::*;
+
+    /// Asks a question each round; in the first round it then waits on a durable timer.
+    #[node(goto = [tally], interrupt, sleep)]
+    async fn ask(s: &Rounds, cx: &Ctx<Asks>) -> Result<Step<Rounds>, NodeError> {
+        cx.deps().asked.fetch_add(1, Ordering::SeqCst);
+        let a: String = cx.interrupt(serde_json::json!({ "round": s.rounds }))?;
+        if s.rounds == 0 {
+            cx.sleep(std::time::Duration::from_millis(30)).await?;
+        }
+        Ok(goto!(tally, Rounds::update().answers(vec![a])))
+    }
+
+    #[node(goto = [ask, END])]
+    async fn tally(s: &Rounds) -> Step<Rounds> {
+        let u = Rounds::update().rounds(s.rounds + 1);
+        if s.rounds + 1 < 2 { goto!(ask, u) } else { goto!(END, u) }
+    }
+}
+
+#[graph(state = Rounds, deps = Asks, start = ask, max_steps = 20)]
+mod ask_loop {
+    use super::*;
+
+    /// Asks a question each round, nothing else.
+    #[node(goto = [tally], interrupt)]
+    async fn ask(s: &Rounds, cx: &Ctx<Asks>) -> Result<Step<Rounds>, NodeError> {
+        cx.deps().asked.fetch_add(1, Ordering::SeqCst);
+        let a: String = cx.interrupt(serde_json::json!({ "round": s.rounds }))?;
+        Ok(goto!(tally, Rounds::update().answers(vec![a])))
+    }
+
+    #[node(goto = [ask, END])]
+    async fn tally(s: &Rounds) -> Step<Rounds> {
+        let u = Rounds::update().rounds(s.rounds + 1);
+        if s.rounds + 1 < 2 { goto!(ask, u) } else { goto!(END, u) }
+    }
+}
+
+/// Round 0's answer was kept across a sleep. Round 1 (a later step, a new checkpoint) asks a
+/// new question: it must pause for it, not get round 0's answer back.
+#[tokio::test]
+async fn a_kept_answer_does_not_answer_the_nodes_question_in_a_later_step() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = ask_nap_loop::graph().app().store(store);
+    let deps = Asks::default();
+    let run = app.runner(&deps).thread("l").run(Rounds::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+    let run = app.runner(&deps).thread("l").resume_with("first").await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Sleeping { .. }), "{}", run.outcome);
+    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    let run = app.runner(&deps).thread("l").resume().await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else {
+        panic!("round 1 did not ask: outcome {}, answers {:?}", run.outcome, run.state.answers)
+    };
+    assert_eq!(pending[0].payload, serde_json::json!({ "round": 1 }));
+}
+
+/// A value given with `resume_with` answers the question of the step it resumes, not the same
+/// node's question in a later step.
+#[tokio::test]
+async fn a_resume_value_does_not_answer_the_nodes_question_in_a_later_step() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = ask_loop::graph().app().store(store);
+    let deps = Asks::default();
+    let run = app.runner(&deps).thread("l").run(Rounds::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+    let run = app.runner(&deps).thread("l").resume_with("first").await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else {
+        panic!("round 1 did not ask: outcome {}, answers {:?}", run.outcome, run.state.answers)
+    };
+    assert_eq!(pending[0].payload, serde_json::json!({ "round": 1 }));
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Pay {
+    amount: u64,
+    #[reduce(append)]
+    asked_about: Vec<u64>,
+    approved: Option<u64>,
+}
+
+#[graph(state = Pay, deps = Asks, start = confirm)]
+mod confirm_then_wait {
+    use super::*;
+
+    /// Asks a person to confirm the amount, then waits on a timer before paying.
+    #[node(goto = [END], interrupt, sleep)]
+    async fn confirm(s: &Pay, cx: &Ctx<Asks>) -> Result<Step<Pay>, NodeError> {
+        let ok: bool = cx.interrupt(serde_json::json!({ "pay": s.amount }))?;
+        cx.sleep(std::time::Duration::from_millis(30)).await?;
+        Ok(goto!(END, Pay::update().approved(ok.then_some(s.amount))))
+    }
+}
+
+/// The person confirmed 100. An operator then updates the paused thread to 1_000_000: the
+/// node's question is now another one, so its re-run asks it instead of reusing `true`.
+#[tokio::test]
+async fn a_kept_answer_does_not_answer_a_question_changed_by_an_update_of_the_paused_state() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = confirm_then_wait::graph().app().store(store);
+    let deps = Asks::default();
+    let run = app.runner(&deps).thread("p").run(Pay { amount: 100, ..Pay::default() }).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].payload, serde_json::json!({ "pay": 100 }));
+    let run = app.runner(&deps).thread("p").resume_with(true).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Sleeping { .. }), "{}", run.outcome);
+    app.update_state("p", Pay::update().amount(1_000_000), "ops").unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    let run = app.runner(&deps).thread("p").resume().await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else {
+        panic!("the new amount was never confirmed, yet: outcome {}, approved {:?}", run.outcome, run.state.approved)
+    };
+    assert_eq!(pending[0].payload, serde_json::json!({ "pay": 1_000_000 }));
+    // Refused; the node run's timer is the one it set before, already due.
+    let done = app.runner(&deps).thread("p").resume_with(false).await.unwrap();
+    assert_eq!((done.outcome, done.state.approved), (Outcome::Completed, None));
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Pair {
+    picked: String,
+    checked: String,
+}
+
+#[graph(state = Pair, deps = Asks, start = split)]
+mod two_askers {
+    use super::*;
+
+    #[node(goto = [ask, check])]
+    async fn split(_s: &Pair) -> Step<Pair> {
+        goto!([ask, check], Pair::update())
+    }
+
+    /// Asks, then waits on a timer.
+    #[node(goto = [END], interrupt, sleep, writes = [picked])]
+    async fn ask(_s: &Pair, cx: &Ctx<Asks>) -> Result<Step<Pair>, NodeError> {
+        let v: String = cx.interrupt(serde_json::json!({ "pick": "?" }))?;
+        cx.sleep(std::time::Duration::from_millis(20)).await?;
+        Ok(goto!(END, Pair::update().picked(v)))
+    }
+
+    /// Asks, and refuses a bad value.
+    #[node(goto = [END], interrupt, writes = [checked])]
+    async fn check(_s: &Pair, cx: &Ctx<Asks>) -> Result<Step<Pair>, NodeError> {
+        let v: String = cx.interrupt(serde_json::json!({ "check": "?" }))?;
+        if v == "bad" {
+            return Err(NodeError::fatal("bad value"));
+        }
+        Ok(goto!(END, Pair::update().checked(v)))
+    }
+}
+
+/// One value answers both waiting nodes; `check` refuses it and the step fails. The thread still
+/// waits in `interrupt` and is resumed with a corrected value: `ask` must get it too.
+#[tokio::test]
+async fn a_value_given_after_a_failed_step_reaches_every_node_that_waits_for_it() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = two_askers::graph().app().store(store);
+    let deps = Asks::default();
+    let run = app.runner(&deps).thread("t").run(Pair::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+    let run = app.runner(&deps).thread("t").resume_with("bad").await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
+    let run = app.runner(&deps).thread("t").resume_with("good").await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+    let run = match run.outcome {
+        Outcome::Sleeping { .. } => app.runner(&deps).thread("t").resume().await.unwrap(),
+        _ => run,
+    };
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert_eq!((run.state.picked.as_str(), run.state.checked.as_str()), ("good", "good"));
+}

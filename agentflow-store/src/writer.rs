@@ -337,10 +337,15 @@ where
     let path = shared.path.as_path();
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         // As in a group: an operation refused after it wrote runs once more in a fresh
-        // transaction, whose result is the answer.
+        // transaction, whose result is the answer (its own error, unless that transaction could
+        // not even begin).
         match commit_one_in_turn(shared, keeps_facts, &mut *op) {
-            Err((e, false)) => Err(e),
-            Err((_, true)) => commit_one_in_turn(shared, keeps_facts, op).map_err(|(e, _)| e),
+            Err((first, Failed::AfterWriting)) => match commit_one_in_turn(shared, keeps_facts, op) {
+                Err((_, Failed::ToBegin)) => Err(first),
+                Err((e, _)) => Err(e),
+                Ok(done) => Ok(done),
+            },
+            Err((e, _)) => Err(e),
             Ok(done) => Ok(done),
         }
     }));
@@ -355,16 +360,24 @@ where
     }))
 }
 
+/// Where [`commit_one_in_turn`] failed.
+enum Failed {
+    ToBegin,
+    BeforeWriting,
+    AfterWriting,
+    ToCommit,
+}
+
 /// One durable transaction for `op` alone (the caller holds the turn). On failure, also says
-/// whether `op` had written before it failed.
-fn commit_one_in_turn<O, E, F>(shared: &Shared, keeps_facts: bool, op: &mut F) -> Result<(O, Committed), (E, bool)>
+/// where it failed.
+fn commit_one_in_turn<O, E, F>(shared: &Shared, keeps_facts: bool, op: &mut F) -> Result<(O, Committed), (E, Failed)>
 where
     E: From<StorageError>,
     F: FnMut(&Tx<'_>) -> Result<O, E>,
 {
     let db = shared.db();
     let path = shared.path.as_path();
-    let txn = begin(&db, path, true).map_err(|e| (E::from(e), false))?;
+    let txn = begin(&db, path, true).map_err(|e| (E::from(e), Failed::ToBegin))?;
     let tx = Tx::new(&txn, shared);
     if !keeps_facts {
         tx.forget_facts();
@@ -372,10 +385,10 @@ where
     let out = match op(&tx) {
         Ok(out) => out,
         Err(e) => {
-            let wrote = tx.writes.get() > 0;
+            let failed = if tx.writes.get() > 0 { Failed::AfterWriting } else { Failed::BeforeWriting };
             drop(tx);
             let _ = txn.abort();
-            return Err((e, wrote));
+            return Err((e, failed));
         }
     };
     let learned = tx.learned;
@@ -387,7 +400,7 @@ where
         }
         Err(e) => {
             shared.facts.clear();
-            Err((E::from(e), false))
+            Err((E::from(e), Failed::ToCommit))
         }
     }
 }

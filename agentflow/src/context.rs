@@ -41,7 +41,7 @@ pub struct Ctx<'a, D> {
     pub(crate) resume: Option<&'a serde_json::Value>,
     /// What this node's `interrupt` returned before its step paused for
     /// something else (see [`crate::interrupt::KeptAnswer`]).
-    pub(crate) kept_answer: Option<&'a serde_json::Value>,
+    pub(crate) kept_answer: Option<&'a crate::interrupt::KeptAnswer>,
     /// For an instance of a map worker: its index and its payload.
     pub(crate) payload: Option<(u32, &'a serde_json::Value)>,
 }
@@ -438,11 +438,14 @@ impl<'a, D> Ctx<'a, D> {
     /// `Outcome::Interrupted` (propagate it with `?`). The state is persisted
     /// and the thread waits. `runner.resume_with(value)` runs this node again
     /// from its start, and this call then returns `value`, decoded as `R`.
-    /// If the node's step then pauses for something else (a tool call's
-    /// approval, a [`sleep`](Ctx::sleep), its subgraph's question), the value
-    /// is kept with the paused step: each later re-run of the node gets it back
-    /// here without asking again, and a value given to the next `resume_with`
-    /// goes to whatever paused the step.
+    /// The value answers this step's question only: if the node runs again in a
+    /// later step (a loop), it asks anew. If the node's step instead pauses for
+    /// something else after this returned (a tool call's approval, a
+    /// [`sleep`](Ctx::sleep), its subgraph's question), the value is kept with
+    /// the paused step: the node's re-run gets it back here without asking
+    /// again, as long as it asks the same question (a question changed by
+    /// [`App::update_state`](crate::App::update_state) is asked anew), and a
+    /// value given to the next `resume_with` goes to whatever paused the step.
     ///
     /// Only a `#[node(interrupt)]` may call it, once per run of the node.
     ///
@@ -506,25 +509,38 @@ impl<'a, D> Ctx<'a, D> {
                 self.node
             )));
         }
-        // Answered before the step paused for something else: the same answer again, and the
-        // resume value stays for whatever paused it (the node's subgraph, say).
-        let answer =
-            self.kept_answer.or_else(|| self.resume.filter(|_| !std::mem::replace(&mut signal.resume_taken, true)));
-        if let Some(value) = answer {
-            let decoded = serde_json::from_value(value.clone()).map_err(|e| {
-                NodeError::fatal(format!(
-                    "the resume value for node `{}` does not have the shape it expects ({e}); \
-                     resume again with a value of the right shape",
-                    self.node
-                ))
-            })?;
-            signal.answered = Some(value.clone());
-            return Ok(decoded);
-        }
         let payload =
             crate::persist::encode::to_value(&payload, "payload", crate::persist::MAX_JSON_DEPTH).map_err(|e| {
                 NodeError::fatal(format!("the interrupt payload of node `{}` cannot be stored: {e}", self.node))
             })?;
+        let asks = crate::tool::args_hash(&payload);
+        match self.kept_answer {
+            // Answered before the step paused for something else: the same answer to the same
+            // question, and the resume value stays for whatever paused the step (the node's
+            // subgraph, say). A question that changed (the state was updated meanwhile), or an
+            // answer the node no longer reads, is asked anew.
+            Some(kept) => {
+                if kept.asks == asks
+                    && let Ok(decoded) = serde_json::from_value(kept.value.clone())
+                {
+                    signal.answered = Some((asks, kept.value.clone()));
+                    return Ok(decoded);
+                }
+            }
+            None => {
+                if let Some(value) = self.resume.filter(|_| !std::mem::replace(&mut signal.resume_taken, true)) {
+                    let decoded = serde_json::from_value(value.clone()).map_err(|e| {
+                        NodeError::fatal(format!(
+                            "the resume value for node `{}` does not have the shape it expects ({e}); \
+                             resume again with a value of the right shape",
+                            self.node
+                        ))
+                    })?;
+                    signal.answered = Some((asks, value.clone()));
+                    return Ok(decoded);
+                }
+            }
+        }
         signal.pause = Some(Pending { node: self.node.to_string(), kind: PendingKind::Interrupt, payload });
         Err(NodeError::needs_input(format!("node `{}` is waiting for a human", self.node)))
     }

@@ -10,9 +10,10 @@ use serde::{Deserialize, Serialize};
 /// A paused run ends as [`Outcome::Interrupted`](crate::Outcome) with the
 /// state persisted; nothing is held in memory while it waits. Resuming runs
 /// the interrupted node again from its start, and this time `interrupt`
-/// returns the value the human gave; if the step then pauses for something
-/// else (an approval, a timer, a subgraph's question), that value is kept and
-/// the node's later re-runs get it back without asking again. Effects before
+/// returns the value the human gave (in that step only: a later step asks
+/// anew); if the step then pauses for something else (an approval, a timer, a
+/// subgraph's question), that value is kept and the node's re-runs in the step
+/// get it back without asking the same question again. Effects before
 /// the `interrupt` call must go through [`Ctx::effect`](crate::Ctx::effect) so
 /// they do not run twice.
 ///
@@ -85,16 +86,20 @@ pub(crate) struct Signal {
     /// The resume value was given to a waiting child or to `interrupt`: a node
     /// run gets it once.
     pub(crate) resume_taken: bool,
-    /// The value `interrupt` returned in this attempt. If the attempt then
-    /// pauses for something else (its subgraph's question, an approval, a
-    /// timer), the value is kept with the pause: the node's re-run gets it back.
-    pub(crate) answered: Option<serde_json::Value>,
+    /// The question `interrupt` asked in this attempt (the hash of its
+    /// payload) and the value it returned. If the attempt then pauses for
+    /// something else (its subgraph's question, an approval, a timer), they are
+    /// kept with the pause: the node's re-run gets the value back if it asks the
+    /// same question.
+    pub(crate) answered: Option<(String, serde_json::Value)>,
 }
 
 /// The value a node's own `interrupt` returned in a step that then paused for
-/// something else: the re-run of that node gets the same value back, instead of
-/// asking its question again or taking the resume value meant for what paused
-/// it. Kept with the paused step, so it lasts as long as the step is unfinished.
+/// something else: the re-run of that node in the same step gets the same value
+/// back if it asks the same question, instead of asking again or taking the
+/// resume value meant for what paused it. Kept with the paused step; a later step
+/// asks anew, and so does a re-run whose question changed (its state was
+/// updated) or whose answer no longer decodes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct KeptAnswer {
     /// The node that asked.
@@ -102,6 +107,8 @@ pub(crate) struct KeptAnswer {
     /// The map worker instance that asked, if it is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) instance: Option<u32>,
+    /// The question: the hash of the payload `interrupt` was called with.
+    pub(crate) asks: String,
     /// What its `interrupt` returned.
     pub(crate) value: serde_json::Value,
 }

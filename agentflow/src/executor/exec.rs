@@ -46,11 +46,14 @@ pub(crate) struct Exec<'g, S: State, D> {
     /// Static breakpoints.
     pub(crate) before: HashSet<NodeId>,
     pub(crate) after: HashSet<NodeId>,
-    /// The value a human resumed with, for the nodes that interrupted.
+    /// The value a human resumed with, for the nodes that interrupted. Like
+    /// `kept_answers`, it belongs to the step the run resumed at (`resumed_step`):
+    /// a later step that runs the same node again asks anew.
     pub(crate) resume_value: Option<serde_json::Value>,
     pub(crate) resume_nodes: HashSet<NodeId>,
     /// What the paused nodes' own `interrupt` returned before their step paused.
     pub(crate) kept_answers: Vec<KeptAnswer>,
+    pub(crate) resumed_step: u32,
     /// Resuming from a breakpoint before these nodes: do not stop there again.
     pub(crate) skip_before: bool,
     pub(crate) metrics: crate::metrics::RunMetrics,
@@ -116,15 +119,18 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 None => work.await?,
             };
             let (done, failed, interrupts, kept, exhausted) = self.sort_results(results);
+            // A step that ends for a failure or a budget keeps no new answer (a value another node
+            // refused must reach every node that waits for a value when the thread resumes), and
+            // leaves those kept before as they were.
             if let Some(which) = exhausted {
                 if let Some(cp) = checkpointer.as_mut() {
-                    cp.keep_pending(&done, &[], &kept, |n| self.name(n)).await?;
+                    cp.keep_pending(&done, &[], None, |n| self.name(n)).await?;
                 }
                 break Outcome::BudgetExhausted { which };
             }
             if let Some((id, error)) = failed {
                 if let Some(cp) = checkpointer.as_mut() {
-                    cp.keep_pending(&done, &[], &kept, |n| self.name(n)).await?;
+                    cp.keep_pending(&done, &[], None, |n| self.name(n)).await?;
                 }
                 if self.scope.cancel.is_cancelled() {
                     break self.stopped();
@@ -223,7 +229,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
     ) -> Result<Outcome, PersistError> {
         let thread = match checkpointer.as_mut() {
             Some(cp) => {
-                cp.keep_pending(done, &pending, &kept, |n| self.name(n)).await?;
+                cp.keep_pending(done, &pending, Some(&kept), |n| self.name(n)).await?;
                 Some(cp.thread.clone())
             }
             None => None,
@@ -352,9 +358,9 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         };
         let instance = payload.map(|(i, _)| i);
         let span = tracing::debug_span!("agentflow.node", node = node.name, step, instance);
-        let resume = self.resume_value.as_ref().filter(|_| self.resume_nodes.contains(&id));
-        let kept_answer =
-            self.kept_answers.iter().find(|k| k.node == node.name && k.instance == instance).map(|k| &k.value);
+        let resumed = step == self.resumed_step;
+        let resume = self.resume_value.as_ref().filter(|_| resumed && self.resume_nodes.contains(&id));
+        let kept_answer = self.kept_answers.iter().find(|k| resumed && k.node == node.name && k.instance == instance);
         let mut attempt = 1;
         loop {
             self.events.room().await;
@@ -427,7 +433,12 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 && let Some(pending) = signal.pause
             {
                 tracing::info!(parent: &span, kind = ?pending.kind, "node paused for a human");
-                let kept = signal.answered.map(|value| KeptAnswer { node: node.name.to_string(), instance, value });
+                let kept = signal.answered.map(|(asks, value)| KeptAnswer {
+                    node: node.name.to_string(),
+                    instance,
+                    asks,
+                    value,
+                });
                 return Err(Halt::Pause(pending, kept));
             }
             let retry = error.class == ErrorClass::Transient

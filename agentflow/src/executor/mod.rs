@@ -567,6 +567,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             resume_value,
             resume_nodes,
             kept_answers,
+            resumed_step: start.step,
             skip_before,
             metrics,
             pause: self.pause,

@@ -232,6 +232,8 @@ pub(crate) struct Checkpointer {
     /// The next step commit cancels the approvals left open: set on resume,
     /// since a paused step may have asked for calls it no longer makes.
     sweep_approvals: bool,
+    /// The checkpoint has a list of kept answers (see [`KeptAnswer`]): the next pause replaces it.
+    answers_kept: bool,
     /// The thread's status when this run opened it (`None` for a new thread).
     pub(crate) opened_as: Option<ThreadStatus>,
     /// When the run ends sleeping: the thread's timer, written with its status.
@@ -424,6 +426,7 @@ impl Checkpointer {
             updated_at: 0,
             budget: ThreadBudget::default(),
             sweep_approvals: false,
+            answers_kept: false,
             wake_at: None,
             step_extra: None,
         }
@@ -601,6 +604,7 @@ impl Checkpointer {
         cp.seq = latest.seq;
         cp.journal_seq = journal_seq_of(&latest);
         cp.sweep_approvals = true;
+        cp.answers_kept = !kept_answers.is_empty();
         cp.snapshot_len = to_json(&state, "the state")?.len();
         let step = u32::try_from(latest.metadata.step).unwrap_or(u32::MAX);
         Ok((cp, Resumed { state, active, step, pending, interrupts, kept_answers, payloads }))
@@ -765,7 +769,7 @@ impl Checkpointer {
         &mut self,
         done: &[(NodeId, Step<S>)],
         interrupts: &[Pending],
-        kept: &[KeptAnswer],
+        kept: Option<&[KeptAnswer]>,
         names: impl Fn(NodeId) -> &'static str,
     ) -> Result<(), PersistError> {
         let mut writes = Vec::new();
@@ -773,9 +777,14 @@ impl Checkpointer {
             let value = to_json(&interrupts, "the interrupts")?;
             writes.push(PendingWrite { seq: self.seq, node: INTERRUPTS.to_string(), idx: 0, value });
         }
-        if !kept.is_empty() {
+        // A pause replaces the kept answers (a node that now asks anew keeps none); a step that
+        // failed leaves them as they were.
+        if let Some(kept) = kept
+            && (!kept.is_empty() || self.answers_kept)
+        {
             let value = to_json(&kept, "the answers the paused nodes keep")?;
             writes.push(PendingWrite { seq: self.seq, node: ANSWERS.to_string(), idx: 0, value });
+            self.answers_kept = !kept.is_empty();
         }
         for (id, step) in done {
             let next: Vec<&str> = step.next.iter().map(|n| names(*n)).collect();
