@@ -428,3 +428,25 @@ async fn a_value_given_after_a_failed_step_reaches_every_node_that_waits_for_it(
     assert_eq!(run.outcome, Outcome::Completed);
     assert_eq!((run.state.picked.as_str(), run.state.checked.as_str()), ("good", "good"));
 }
+
+/// A runner that stops before `act` stops there once per step: resumed after the node asked
+/// (or slept), the step goes on instead of stopping at the breakpoint again and dropping the
+/// value (or the timer).
+#[tokio::test]
+async fn a_breakpoint_before_a_node_does_not_stop_the_step_again_once_the_node_paused_inside() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = ask_then_nap::graph().app().store(store);
+    let deps = Asks::default();
+    let runner = || app.runner(&deps).thread("bp").interrupt_before(["act"]);
+    let run = runner().run(Chore { target: "logs".into(), done: String::new() }).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].kind, PendingKind::Before);
+    let run = runner().resume().await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].kind, PendingKind::Interrupt);
+    let run = runner().resume_with("at noon").await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Sleeping { .. }), "stopped at the breakpoint again: {}", run.outcome);
+    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    let done = runner().resume().await.unwrap();
+    assert_eq!((done.outcome, done.state.done.as_str()), (Outcome::Completed, "at noon"));
+}

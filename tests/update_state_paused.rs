@@ -280,3 +280,49 @@ async fn an_approval_the_step_no_longer_asks_for_is_cancelled_when_the_step_move
     assert!(entry.detail["note"].as_str().unwrap_or_default().contains("finished without this call"), "{entry:?}");
     assert_eq!(desk.get(&fresh).unwrap().unwrap().status, ApprovalStatus::Succeeded);
 }
+
+// ------------------------------------------------ a map step paused half-way
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Crates {
+    items: Vec<String>,
+    #[reduce(append)]
+    checked: Vec<String>,
+    note: String,
+}
+
+#[graph(state = Crates, deps = Deps, start = spread)]
+mod inspect_crates {
+    use super::*;
+
+    #[node(goto = [inspect])]
+    async fn spread(s: &Crates) -> Step<Crates> {
+        goto!(each(inspect, s.items.clone()))
+    }
+
+    /// One instance per crate; the fragile one asks a person first.
+    #[node(goto = [END], interrupt)]
+    async fn inspect(_s: &Crates, #[payload] item: &String, cx: &Ctx<Deps>) -> Result<Step<Crates>, NodeError> {
+        let verdict =
+            if item.starts_with("fragile") { cx.interrupt::<_, String>(json!({ "open": item }))? } else { "ok".into() };
+        Ok(goto!(END, Crates::update().checked(vec![format!("{item}: {verdict}")])))
+    }
+}
+
+/// Before, the update dropped the step's map payloads with the old checkpoint: the resumed
+/// step ran the worker without them and kept one finished instance's write for all of it.
+#[tokio::test]
+async fn update_state_on_a_map_step_paused_half_way_keeps_its_payloads() {
+    let app = inspect_crates::graph().app().store(store());
+    let deps = Deps::default();
+    let items = ["a", "fragile-b", "c"].map(String::from).to_vec();
+    let run = app.runner(&deps).thread("m").run(Crates { items, ..Crates::default() }).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].payload, json!({ "open": "fragile-b" }));
+
+    app.update_state("m", Crates::update().note("handle with care".into()), "ops").unwrap();
+    let done = app.runner(&deps).thread("m").resume_with("intact").await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.checked, ["a: ok", "fragile-b: intact", "c: ok"]);
+    assert_eq!(done.state.note, "handle with care");
+}

@@ -96,8 +96,8 @@ impl<'a, D> DepsParam<'a, D> for &'a D {
 
 /// The payload of the map-worker instance `cx` runs, decoded as `T`.
 ///
-/// A worker reached without a payload (a plan built by hand, or a thread
-/// whose payloads were lost to a manual update) fails instead of guessing.
+/// A worker reached without a payload (a plan built by hand) fails instead of
+/// guessing.
 pub fn payload_of<T: crate::step::Payload, D>(cx: &Ctx<'_, D>) -> Result<T, NodeError> {
     let Some((i, value)) = cx.payload else {
         return Err(NodeError::fatal(format!(

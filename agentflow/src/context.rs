@@ -443,9 +443,12 @@ impl<'a, D> Ctx<'a, D> {
     /// something else after this returned (a tool call's approval, a
     /// [`sleep`](Ctx::sleep), its subgraph's question), the value is kept with
     /// the paused step: the node's re-run gets it back here without asking
-    /// again, as long as it asks the same question (a question changed by
-    /// [`App::update_state`](crate::App::update_state) is asked anew), and a
-    /// value given to the next `resume_with` goes to whatever paused the step.
+    /// again, and a value given to the next `resume_with` goes to whatever
+    /// paused the step. After an [`App::update_state`](crate::App::update_state)
+    /// of the paused thread, the node asks anew (a person changed what it asked
+    /// about). A step that ends failed, or out of budget, keeps no answer: the
+    /// thread still waits for the value, and the next one is given to every node
+    /// that asks.
     ///
     /// Only a `#[node(interrupt)]` may call it, once per run of the node.
     ///
@@ -513,17 +516,13 @@ impl<'a, D> Ctx<'a, D> {
             crate::persist::encode::to_value(&payload, "payload", crate::persist::MAX_JSON_DEPTH).map_err(|e| {
                 NodeError::fatal(format!("the interrupt payload of node `{}` cannot be stored: {e}", self.node))
             })?;
-        let asks = crate::tool::args_hash(&payload);
         match self.kept_answer {
-            // Answered before the step paused for something else: the same answer to the same
-            // question, and the resume value stays for whatever paused the step (the node's
-            // subgraph, say). A question that changed (the state was updated meanwhile), or an
-            // answer the node no longer reads, is asked anew.
+            // Answered before the step paused for something else: the same answer, and the
+            // resume value stays for whatever paused the step (the node's subgraph, say). An
+            // answer the node no longer reads (its type changed) is asked for anew.
             Some(kept) => {
-                if kept.asks == asks
-                    && let Ok(decoded) = serde_json::from_value(kept.value.clone())
-                {
-                    signal.answered = Some((asks, kept.value.clone()));
+                if let Ok(decoded) = serde_json::from_value(kept.value.clone()) {
+                    signal.answered = Some(kept.value.clone());
                     return Ok(decoded);
                 }
             }
@@ -536,7 +535,7 @@ impl<'a, D> Ctx<'a, D> {
                             self.node
                         ))
                     })?;
-                    signal.answered = Some((asks, value.clone()));
+                    signal.answered = Some(value.clone());
                     return Ok(decoded);
                 }
             }

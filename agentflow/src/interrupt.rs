@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 /// returns the value the human gave (in that step only: a later step asks
 /// anew); if the step then pauses for something else (an approval, a timer, a
 /// subgraph's question), that value is kept and the node's re-runs in the step
-/// get it back without asking the same question again. Effects before
+/// get it back without asking again (unless the paused state was updated by
+/// hand). Effects before
 /// the `interrupt` call must go through [`Ctx::effect`](crate::Ctx::effect) so
 /// they do not run twice.
 ///
@@ -86,20 +87,19 @@ pub(crate) struct Signal {
     /// The resume value was given to a waiting child or to `interrupt`: a node
     /// run gets it once.
     pub(crate) resume_taken: bool,
-    /// The question `interrupt` asked in this attempt (the hash of its
-    /// payload) and the value it returned. If the attempt then pauses for
-    /// something else (its subgraph's question, an approval, a timer), they are
-    /// kept with the pause: the node's re-run gets the value back if it asks the
-    /// same question.
-    pub(crate) answered: Option<(String, serde_json::Value)>,
+    /// The value `interrupt` returned in this attempt. If the attempt then
+    /// pauses for something else (its subgraph's question, an approval, a
+    /// timer), it is kept with the pause: the node's re-run gets it back.
+    pub(crate) answered: Option<serde_json::Value>,
 }
 
 /// The value a node's own `interrupt` returned in a step that then paused for
 /// something else: the re-run of that node in the same step gets the same value
-/// back if it asks the same question, instead of asking again or taking the
-/// resume value meant for what paused it. Kept with the paused step; a later step
-/// asks anew, and so does a re-run whose question changed (its state was
-/// updated) or whose answer no longer decodes.
+/// back, instead of asking again or taking the resume value meant for what
+/// paused it. Kept with the paused checkpoint: a later step asks anew, and so
+/// does the re-run after [`App::update_state`](crate::App::update_state) (the
+/// question was about a state a person has since changed) or when the answer no
+/// longer decodes as the node expects.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct KeptAnswer {
     /// The node that asked.
@@ -107,8 +107,14 @@ pub(crate) struct KeptAnswer {
     /// The map worker instance that asked, if it is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) instance: Option<u32>,
-    /// The question: the hash of the payload `interrupt` was called with.
-    pub(crate) asks: String,
     /// What its `interrupt` returned.
     pub(crate) value: serde_json::Value,
+}
+
+/// The kept answers as stored, with the checkpoint they were kept at: a copy of
+/// them carried to a new checkpoint by a manual update is not used there.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct KeptAnswers<A> {
+    pub(crate) seq: u64,
+    pub(crate) answers: A,
 }

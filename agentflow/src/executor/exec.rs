@@ -89,7 +89,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             if !std::mem::take(&mut skip_before) {
                 let stops = self.breakpoints(&active, &self.before, PendingKind::Before);
                 if !stops.is_empty() {
-                    break self.pause(checkpointer, &[], stops, Vec::new()).await?;
+                    break self.pause(checkpointer, &[], stops, None).await?;
                 }
             }
             self.events.room().await;
@@ -138,7 +138,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 break self.failed(id, error);
             }
             if !interrupts.is_empty() {
-                break self.pause(checkpointer, &done, interrupts, kept).await?;
+                break self.pause(checkpointer, &done, interrupts, Some(kept)).await?;
             }
             self.emit_finished(step, &done).await;
             let delta = match checkpointer {
@@ -173,7 +173,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             }
             let stops = self.breakpoints(&ran, &self.after, PendingKind::After);
             if !stops.is_empty() && !active.is_empty() {
-                break self.pause(checkpointer, &[], stops, Vec::new()).await?;
+                break self.pause(checkpointer, &[], stops, None).await?;
             }
         };
         let (usage, usage_this_run) = (self.scope.meter.usage(), self.scope.meter.usage_this_run());
@@ -219,17 +219,18 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
     }
 
     /// Ends the run as interrupted; the nodes that finished in the step keep
-    /// their writes, so only the paused ones run again on resume.
+    /// their writes, so only the paused ones run again on resume. `kept`
+    /// replaces the kept answers (`None` for a breakpoint: no node ran).
     async fn pause(
         &self,
         checkpointer: &mut Option<Checkpointer>,
         done: &[(NodeId, Step<S>)],
         pending: Vec<Pending>,
-        kept: Vec<KeptAnswer>,
+        kept: Option<Vec<KeptAnswer>>,
     ) -> Result<Outcome, PersistError> {
         let thread = match checkpointer.as_mut() {
             Some(cp) => {
-                cp.keep_pending(done, &pending, Some(&kept), |n| self.name(n)).await?;
+                cp.keep_pending(done, &pending, kept.as_deref(), |n| self.name(n)).await?;
                 Some(cp.thread.clone())
             }
             None => None,
@@ -433,12 +434,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 && let Some(pending) = signal.pause
             {
                 tracing::info!(parent: &span, kind = ?pending.kind, "node paused for a human");
-                let kept = signal.answered.map(|(asks, value)| KeptAnswer {
-                    node: node.name.to_string(),
-                    instance,
-                    asks,
-                    value,
-                });
+                let kept = signal.answered.map(|value| KeptAnswer { node: node.name.to_string(), instance, value });
                 return Err(Halt::Pause(pending, kept));
             }
             let retry = error.class == ErrorClass::Transient

@@ -532,7 +532,9 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             .filter(|p| p.kind == PendingKind::Interrupt)
             .filter_map(|p| self.app.graph.node_id(&p.node))
             .collect();
-        let skip_before = start.interrupts.iter().any(|p| p.kind == PendingKind::Before);
+        // The step paused before a node or inside one has passed its breakpoints before nodes
+        // already; one paused after a node's step has not begun the next.
+        let skip_before = start.interrupts.iter().any(|p| p.kind != PendingKind::After);
         let kept_answers = std::mem::take(&mut start.kept_answers);
         // The context reaches the stream for model chunks and custom values, and passes it on
         // to subgraphs, which send up every mode the stream carries.

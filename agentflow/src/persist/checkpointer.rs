@@ -16,7 +16,7 @@ use super::{Durability, Journal, PersistError, ResumeError, blocking, now_ms};
 use crate::app::App;
 use crate::budget::{RunUsage, ThreadBudget};
 use crate::graph::{CompiledGraph, NodeId};
-use crate::interrupt::{KeptAnswer, Pending};
+use crate::interrupt::{KeptAnswer, KeptAnswers, Pending};
 use crate::outcome::RunError;
 use crate::state::State;
 use crate::step::{Mailbox, Sends, Step};
@@ -553,6 +553,7 @@ impl Checkpointer {
         let mut pending = Vec::new();
         let mut interrupts = Vec::new();
         let mut kept_answers = Vec::new();
+        let mut answers_stored = false;
         cp.budget = stored_budget(&latest, &writes)?;
         for w in writes {
             if w.node == BUDGET {
@@ -568,12 +569,14 @@ impl Checkpointer {
                 continue;
             }
             if w.node == ANSWERS {
-                kept_answers = serde_json::from_slice(&w.value).map_err(|source| PersistError::Decode {
-                    thread: cp.thread.clone(),
-                    seq,
-                    what: "kept answers",
-                    source,
+                answers_stored = true;
+                let kept: KeptAnswers<Vec<KeptAnswer>> = serde_json::from_slice(&w.value).map_err(|source| {
+                    PersistError::Decode { thread: cp.thread.clone(), seq, what: "kept answers", source }
                 })?;
+                // Carried here by a manual update: the state they answered about changed.
+                if kept.seq == seq {
+                    kept_answers = kept.answers;
+                }
                 continue;
             }
             let Some(node) = graph.node_id(&w.node) else { continue };
@@ -604,7 +607,7 @@ impl Checkpointer {
         cp.seq = latest.seq;
         cp.journal_seq = journal_seq_of(&latest);
         cp.sweep_approvals = true;
-        cp.answers_kept = !kept_answers.is_empty();
+        cp.answers_kept = answers_stored;
         cp.snapshot_len = to_json(&state, "the state")?.len();
         let step = u32::try_from(latest.metadata.step).unwrap_or(u32::MAX);
         Ok((cp, Resumed { state, active, step, pending, interrupts, kept_answers, payloads }))
@@ -782,7 +785,7 @@ impl Checkpointer {
         if let Some(kept) = kept
             && (!kept.is_empty() || self.answers_kept)
         {
-            let value = to_json(&kept, "the answers the paused nodes keep")?;
+            let value = to_json(&KeptAnswers { seq: self.seq, answers: kept }, "the answers the paused nodes keep")?;
             writes.push(PendingWrite { seq: self.seq, node: ANSWERS.to_string(), idx: 0, value });
             self.answers_kept = !kept.is_empty();
         }

@@ -11,7 +11,7 @@ use agentflow_store::{
 };
 use serde_json::json;
 
-use super::checkpointer::{BUDGET, JOURNAL_SEQ, LeaseGuard, budget_write, journal_seq_of, stored_budget};
+use super::checkpointer::{BUDGET, JOURNAL_SEQ, LeaseGuard, PAYLOADS, budget_write, journal_seq_of, stored_budget};
 use super::error::HistoryError;
 use super::{PersistError, now_ms};
 use crate::app::App;
@@ -229,7 +229,7 @@ pub fn fork_thread(store: &Arc<dyn Store>, thread: &str, seq: u64, actor: &str) 
     let latest = latest_of(store, thread)?;
     let budget = stored_budget(&latest, &store.pending_writes(thread, latest.seq).map_err(PersistError::from)?)?;
     let metadata = CheckpointMetadata {
-        extra: json!({ BUDGET: budget }),
+        extra: with_payloads(json!({ BUDGET: budget }), &from.metadata),
         ..CheckpointMetadata::new(from.metadata.step, CheckpointSource::Fork, vec![])
     };
     let note = format!("the thread was forked at checkpoint {seq}: this request belongs to the abandoned branch");
@@ -298,7 +298,7 @@ pub fn update_thread(store: &Arc<dyn Store>, thread: &str, blob: Vec<u8>, actor:
     let writes = store.pending_writes(thread, latest.seq).map_err(PersistError::from)?;
     let budget = stored_budget(&latest, &writes)?;
     let metadata = CheckpointMetadata {
-        extra: json!({ BUDGET: budget, JOURNAL_SEQ: journal_seq_of(&latest) }),
+        extra: with_payloads(json!({ BUDGET: budget, JOURNAL_SEQ: journal_seq_of(&latest) }), &latest.metadata),
         ..CheckpointMetadata::new(latest.metadata.step, CheckpointSource::UpdateState, vec![])
     };
     let writes = writes.into_iter().filter(|w| w.node != BUDGET).collect();
@@ -314,6 +314,15 @@ pub fn update_thread(store: &Arc<dyn Store>, thread: &str, blob: Vec<u8>, actor:
         "state.updated",
         detail,
     )
+}
+
+/// `extra` with the map payloads of `from`'s next step, if it has any: a new checkpoint that
+/// keeps the cursor keeps what its map workers run on.
+fn with_payloads(mut extra: serde_json::Value, from: &CheckpointMetadata) -> serde_json::Value {
+    if let (Some(payloads), Some(map)) = (from.extra.get(PAYLOADS), extra.as_object_mut()) {
+        map.insert(PAYLOADS.to_string(), payloads.clone());
+    }
+    extra
 }
 
 #[allow(clippy::too_many_arguments)]
