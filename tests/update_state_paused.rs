@@ -326,3 +326,19 @@ async fn update_state_on_a_map_step_paused_half_way_keeps_its_payloads() {
     assert_eq!(done.state.checked, ["a: ok", "fragile-b: intact", "c: ok"]);
     assert_eq!(done.state.note, "handle with care");
 }
+
+/// A fork at the checkpoint whose next step is the map step runs that step again, each
+/// instance with its payload (before, the fork's head had none and every instance failed).
+#[tokio::test]
+async fn a_fork_before_a_map_step_runs_it_again_with_its_payloads() {
+    let app = inspect_crates::graph().app().store(store());
+    let deps = Deps::default();
+    let items = ["a", "c"].map(String::from).to_vec();
+    let done = app.runner(&deps).thread("f").run(Crates { items, ..Crates::default() }).await.unwrap();
+    assert_eq!(done.state.checked, ["a: ok", "c: ok"]);
+    let before_map = app.history("f").unwrap().into_iter().find(|c| c.cursor == ["inspect"]).unwrap().seq;
+    app.fork("f", before_map, "ops").unwrap();
+    let again = app.runner(&deps).thread("f").resume().await.unwrap();
+    assert_eq!(again.outcome, Outcome::Completed);
+    assert_eq!(again.state.checked, ["a: ok", "c: ok"], "the branch starts from before the map step");
+}
