@@ -698,6 +698,8 @@ impl Checkpointer {
         self.commit_raw(Some(checkpoint), vec![], status, detail, if last { Flush::Now } else { Flush::Step }).await?;
         self.completed = last;
         self.seq += 1;
+        // The new checkpoint has no kept answers of its own.
+        self.answers_kept = false;
         let finished = std::mem::replace(&mut self.journal_seq, self.seq);
         if std::mem::take(&mut self.sweep_approvals) {
             self.cancel_orphaned_approvals(finished).await;
