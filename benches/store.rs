@@ -45,8 +45,10 @@
 //!   commit above; the same with the checkpoint table's key type and a
 //!   300-byte row (`raw_checkpoint_shape`: what the data's shape costs
 //!   redb); `Store::commit_step` called directly with a step's checkpoint
-//!   (`store_commit`: the store's own work on top); and the executor's `Sync`
-//!   step of `cycle_flat` (`executor_step`: the executor's work on top).
+//!   (`store_commit`: the store's own work on top); the same from a task
+//!   spawned on the runtime, through `block_in_place` as the executor calls it
+//!   (`store_commit_in_task`: what running there costs); and the executor's
+//!   `Sync` step of `cycle_flat` (`executor_step`: the executor's work on top).
 //!
 //! Every run uses a tokio `multi_thread` runtime with 2 workers, the run
 //! spawned onto a worker. A `Sync` step is committed on the run's own thread
@@ -592,9 +594,11 @@ fn bench_sync_breakdown(cfg: &Config, rt: &tokio::runtime::Runtime, raw: &mut Ra
     let stored = Stored::new("breakdown", graph);
     let deps = Arc::new(Limit { n: n as u64 });
     let (mut shaped, mut direct) = (ShapedRedb::new(), DirectCommits::new());
-    const LAYERS: [&str; 4] = ["redb_raw", "raw_checkpoint_shape", "store_commit", "executor_step"];
-    let mut wall: [Vec<f64>; 4] = Default::default();
-    let mut cpu: [Vec<Duration>; 4] = Default::default();
+    const LAYERS: [&str; 5] =
+        ["redb_raw", "raw_checkpoint_shape", "store_commit", "store_commit_in_task", "executor_step"];
+    let mut wall: [Vec<f64>; 5] = Default::default();
+    let mut cpu: [Vec<Duration>; 5] = Default::default();
+    let mut in_task = Some(DirectCommits::new());
     for round in 0..=cfg.samples {
         for (layer, name) in LAYERS.iter().enumerate() {
             let mut took = Vec::new();
@@ -605,6 +609,18 @@ fn bench_sync_breakdown(cfg: &Config, rt: &tokio::runtime::Runtime, raw: &mut Ra
                 }
                 "raw_checkpoint_shape" => shaped.run(n),
                 "store_commit" => direct.run(n),
+                "store_commit_in_task" => {
+                    let mut commits = in_task.take().expect("the commits come back from their task");
+                    commits = rt.block_on(async move {
+                        tokio::spawn(async move {
+                            tokio::task::block_in_place(|| commits.run(n));
+                            commits
+                        })
+                        .await
+                        .expect("bench task")
+                    });
+                    in_task = Some(commits);
+                }
                 _ => {
                     let (run, _) = run_on(
                         rt,
