@@ -639,6 +639,33 @@ async fn a_nodes_own_answer_is_kept_when_its_subgraph_then_asks_and_the_next_val
     assert_eq!(counts.reviews.load(Ordering::SeqCst), 2, "the child asked once and ran once more");
 }
 
+/// After a manual update of the paused parent, its node asks its own question anew, and the
+/// value given for the child's question shown before is not taken as the node's answer.
+#[tokio::test]
+async fn after_update_state_the_node_asks_anew_and_takes_no_value_meant_for_its_child() {
+    let counts = Counts::default();
+    let app = ask_then_review::graph().app().store(store());
+    app.runner(&counts).thread("u").run(desk("rates")).await.unwrap();
+    let run = app.runner(&counts).thread("u").resume_with("savers").await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].payload["path"], "brief/ask");
+
+    app.update_state("u", Desk::update().topic("mortgages".into()), "ops").unwrap();
+    let run = app.runner(&counts).thread("u").resume_with("publish").await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].payload, json!({ "angle for": "mortgages" }), "the node asks anew");
+
+    let run = app.runner(&counts).thread("u").resume_with("borrowers").await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    // The child is the same thread (the update keeps the step's children), still asking.
+    assert_eq!(
+        (&pending[0].payload["path"], &pending[0].payload["draft"]),
+        (&json!("brief/ask"), &json!("rates from savers"))
+    );
+    let done = app.runner(&counts).thread("u").resume_with("publish").await.unwrap();
+    assert_eq!(done.state.report, "borrowers: publish");
+}
+
 /// The same answered from elsewhere (as the inbox answers) and run by a worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_continues_a_node_that_asked_before_its_subgraph_asked() {

@@ -446,9 +446,12 @@ impl<'a, D> Ctx<'a, D> {
     /// again, and a value given to the next `resume_with` goes to whatever
     /// paused the step. After an [`App::update_state`](crate::App::update_state)
     /// of the paused thread, the node asks anew (a person changed what it asked
-    /// about). A step that ends failed, or out of budget, keeps no answer: the
-    /// thread still waits for the value, and the next one is given to every node
-    /// that asks.
+    /// about), and the next value answers that. The answer is kept for the node,
+    /// not for the payload: a re-run whose question differs for another reason
+    /// (a clock, a read outside the journal, new node code) gets it back too. A
+    /// step that ends failed, or out of budget, keeps no new answer (one kept
+    /// before stays): the thread still waits for the value, and the next one is
+    /// given to every node that asks.
     ///
     /// Only a `#[node(interrupt)]` may call it, once per run of the node.
     ///
@@ -519,9 +522,12 @@ impl<'a, D> Ctx<'a, D> {
         match self.kept_answer {
             // Answered before the step paused for something else: the same answer, and the
             // resume value stays for whatever paused the step (the node's subgraph, say). An
-            // answer the node no longer reads (its type changed) is asked for anew.
+            // answer kept before a manual update of the state, or one the node no longer reads
+            // (its type changed), is asked for anew.
             Some(kept) => {
-                if let Ok(decoded) = serde_json::from_value(kept.value.clone()) {
+                if !kept.stale
+                    && let Ok(decoded) = serde_json::from_value(kept.value.clone())
+                {
                     signal.answered = Some(kept.value.clone());
                     return Ok(decoded);
                 }

@@ -109,6 +109,10 @@ pub(crate) struct KeptAnswer {
     pub(crate) instance: Option<u32>,
     /// What its `interrupt` returned.
     pub(crate) value: serde_json::Value,
+    /// Kept at another checkpoint (carried over by a manual update): not given
+    /// back; the node asks anew.
+    #[serde(skip)]
+    pub(crate) stale: bool,
 }
 
 /// The kept answers as stored, with the checkpoint they were kept at: a copy of

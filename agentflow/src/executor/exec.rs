@@ -54,7 +54,8 @@ pub(crate) struct Exec<'g, S: State, D> {
     /// What the paused nodes' own `interrupt` returned before their step paused.
     pub(crate) kept_answers: Vec<KeptAnswer>,
     pub(crate) resumed_step: u32,
-    /// Resuming from a breakpoint before these nodes: do not stop there again.
+    /// Resuming a step that paused before its nodes or inside one: do not stop
+    /// at its breakpoints before nodes again.
     pub(crate) skip_before: bool,
     pub(crate) metrics: crate::metrics::RunMetrics,
     /// Cancelled before the cancel token when the stop is a pause.
@@ -434,7 +435,12 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 && let Some(pending) = signal.pause
             {
                 tracing::info!(parent: &span, kind = ?pending.kind, "node paused for a human");
-                let kept = signal.answered.map(|value| KeptAnswer { node: node.name.to_string(), instance, value });
+                let kept = signal.answered.map(|value| KeptAnswer {
+                    node: node.name.to_string(),
+                    instance,
+                    value,
+                    stale: false,
+                });
                 return Err(Halt::Pause(pending, kept));
             }
             let retry = error.class == ErrorClass::Transient

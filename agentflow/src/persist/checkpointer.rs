@@ -570,13 +570,27 @@ impl Checkpointer {
             }
             if w.node == ANSWERS {
                 answers_stored = true;
-                let kept: KeptAnswers<Vec<KeptAnswer>> = serde_json::from_slice(&w.value).map_err(|source| {
-                    PersistError::Decode { thread: cp.thread.clone(), seq, what: "kept answers", source }
-                })?;
-                // Carried here by a manual update: the state they answered about changed.
-                if kept.seq == seq {
-                    kept_answers = kept.answers;
+                let (kept_at, mut kept) = match serde_json::from_slice::<KeptAnswers<Vec<KeptAnswer>>>(&w.value) {
+                    Ok(kept) => (Some(kept.seq), kept.answers),
+                    // The bare list of an earlier build: where it was kept is unknown.
+                    Err(e) => (
+                        None,
+                        serde_json::from_slice(&w.value).map_err(|_| PersistError::Decode {
+                            thread: cp.thread.clone(),
+                            seq,
+                            what: "kept answers",
+                            source: e,
+                        })?,
+                    ),
+                };
+                // Carried here by a manual update, the state they answered about changed: each of
+                // those nodes asks anew (and takes no value meant for what paused its step).
+                if kept_at != Some(seq) {
+                    for answer in &mut kept {
+                        answer.stale = true;
+                    }
                 }
+                kept_answers = kept;
                 continue;
             }
             let Some(node) = graph.node_id(&w.node) else { continue };
