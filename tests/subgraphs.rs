@@ -118,6 +118,30 @@ fn store() -> Arc<dyn Store> {
     Arc::new(RedbStore::in_memory().unwrap())
 }
 
+/// A worker running `graph` on a fresh store (polling every 10 ms), with `thread` submitted; the
+/// approval desk answers its questions as the inbox does.
+#[allow(clippy::type_complexity)]
+fn worker_running(
+    graph: CompiledGraph<Desk, Counts>,
+    thread: &str,
+    input: &Desk,
+) -> (
+    App<Desk, Counts>,
+    agentflow::approval::ApprovalDesk,
+    CancellationToken,
+    tokio::task::JoinHandle<Result<agentflow::WorkerReport, agentflow::WorkerError>>,
+) {
+    let store = store();
+    let app = graph.app().store(Arc::clone(&store));
+    let approvals = agentflow::approval::ApprovalDesk::for_store(store, RoleAuthorizer::new());
+    app.submit(thread, input).unwrap();
+    let stop = CancellationToken::new();
+    let worker = agentflow::Worker::new(app.clone(), Arc::new(Counts::default()))
+        .poll_interval(std::time::Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    (app, approvals, stop, handle)
+}
+
 fn desk(topic: &str) -> Desk {
     Desk { topic: topic.into(), report: String::new() }
 }
@@ -487,17 +511,9 @@ async fn a_resume_value_goes_to_the_child_that_waits_and_the_nodes_own_question_
 /// that question. The second answer does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_gives_an_answer_once_and_the_next_question_at_the_same_checkpoint_waits_for_its_own() {
-    use agentflow::Worker;
-    use agentflow::approval::ApprovalDesk;
     use agentflow_store::RunWait;
     use std::time::{Duration, Instant};
-    let store = store();
-    let app = double_check::graph().app().store(Arc::clone(&store));
-    let approvals = ApprovalDesk::for_store(Arc::clone(&store), RoleAuthorizer::new());
-    app.submit("w", &desk("draft")).unwrap();
-    let stop = CancellationToken::new();
-    let worker = Worker::new(app.clone(), Arc::new(Counts::default())).poll_interval(Duration::from_millis(10));
-    let handle = tokio::spawn(worker.run(stop.clone()));
+    let (app, approvals, stop, handle) = worker_running(double_check::graph(), "w", &desk("draft"));
     let parked = |claims: u32| {
         let app = app.clone();
         async move {
@@ -669,17 +685,9 @@ async fn after_update_state_the_node_asks_anew_and_takes_no_value_meant_for_its_
 /// The same answered from elsewhere (as the inbox answers) and run by a worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_continues_a_node_that_asked_before_its_subgraph_asked() {
-    use agentflow::Worker;
-    use agentflow::approval::ApprovalDesk;
     use agentflow_store::RunWait;
     use std::time::{Duration, Instant};
-    let store = store();
-    let app = ask_then_review::graph().app().store(Arc::clone(&store));
-    let approvals = ApprovalDesk::for_store(Arc::clone(&store), RoleAuthorizer::new());
-    app.submit("bw", &desk("rates")).unwrap();
-    let stop = CancellationToken::new();
-    let worker = Worker::new(app.clone(), Arc::new(Counts::default())).poll_interval(Duration::from_millis(10));
-    let handle = tokio::spawn(worker.run(stop.clone()));
+    let (app, approvals, stop, handle) = worker_running(ask_then_review::graph(), "bw", &desk("rates"));
     // Asked, and the run parked for the answer (until then, the worker holds the thread).
     let asked = |what: &'static str| {
         let (approvals, app) = (&approvals, &app);
