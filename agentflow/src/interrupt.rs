@@ -14,9 +14,8 @@ use serde::{Deserialize, Serialize};
 /// anew); if the step then pauses for something else (an approval, a timer, a
 /// subgraph's question), that value is kept and the node's re-runs in the step
 /// get it back without asking again (unless the paused state was updated by
-/// hand). Effects before
-/// the `interrupt` call must go through [`Ctx::effect`](crate::Ctx::effect) so
-/// they do not run twice.
+/// hand). Effects before the `interrupt` call must go through
+/// [`Ctx::effect`](crate::Ctx::effect) so they do not run twice.
 ///
 /// Besides interrupts and breakpoints, a thread pauses for a human when a
 /// tool call needs an approval ([`PendingKind::Approval`]) and when a call or
