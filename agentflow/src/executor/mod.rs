@@ -359,9 +359,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             && !cancelled
         {
             // Answered from another process (the inbox, `agentflow answer`): continue with that value.
-            let (store, thread, seq) =
-                (Arc::clone(checkpointer.store()), checkpointer.thread.clone(), checkpointer.seq);
-            let asks = p.payload.clone();
+            let (store, id, seq) = (Arc::clone(checkpointer.store()), checkpointer.thread.clone(), checkpointer.seq);
+            let (thread, asks) = (id.clone(), p.payload.clone());
             let answer = crate::persist::blocking(&store, move |s| crate::answer::recorded(s, &thread, seq, &asks))
                 .await?
                 .map_err(PersistError::from)?;
@@ -369,34 +368,22 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 Some(answer) => {
                     let value = answer.value.clone();
                     let result = self.drive(start, Some(checkpointer), Some(value)).await;
+                    let now = crate::persist::now_ms();
                     if asks_again(&result) {
                         // It asks again where it was answered (its subgraph's next question): the
                         // answer is used, so neither a worker nor the next resume gives it again.
-                        let (now, answer) = (crate::persist::now_ms(), answer.clone());
-                        let thread = answer.thread.clone();
-                        let used =
-                            move |s: &dyn agentflow_store::Store| crate::answer::used_if_asked_again(s, &answer, now);
-                        match crate::persist::blocking(&store, used).await {
-                            Ok(Ok(_)) => {}
-                            Ok(Err(e)) => {
-                                tracing::warn!(thread = %thread, error = %e, "could not mark the answer used")
-                            }
-                            Err(e) => tracing::warn!(thread = %thread, error = %e, "could not mark the answer used"),
-                        }
+                        let answer = answer.clone();
+                        let used = move |s: &dyn agentflow_store::Store| {
+                            crate::answer::used_if_asked_again(s, &answer, now).map(drop)
+                        };
+                        best_effort(&store, &id, "could not mark the answer used", used).await;
                     }
                     if let Ok(run) = &result
                         && matches!(run.outcome, Outcome::Failed { .. })
                     {
                         // Spent: a person may answer again (a value of the right shape).
-                        let now = crate::persist::now_ms();
-                        let thread = answer.thread.clone();
-                        match crate::persist::blocking(&store, move |s| crate::answer::spent(s, &answer, now)).await {
-                            Ok(Ok(())) => {}
-                            Ok(Err(e)) => {
-                                tracing::warn!(thread = %thread, error = %e, "could not mark the answer spent")
-                            }
-                            Err(e) => tracing::warn!(thread = %thread, error = %e, "could not mark the answer spent"),
-                        }
+                        let spent = move |s: &dyn agentflow_store::Store| crate::answer::spent(s, &answer, now);
+                        best_effort(&store, &id, "could not mark the answer spent", spent).await;
                     }
                     result
                 }
@@ -451,7 +438,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             let thread = checkpointer.thread.clone();
             return Err(RunError::NotWaiting { thread, status: "no node is waiting in `interrupt`".into() });
         }
-        let (store, thread, seq) = (Arc::clone(checkpointer.store()), checkpointer.thread.clone(), checkpointer.seq);
+        let (store, id, seq) = (Arc::clone(checkpointer.store()), checkpointer.thread.clone(), checkpointer.seq);
+        let thread = id.clone();
         let asks = start.interrupts.iter().find(|p| p.kind == PendingKind::Interrupt).map(|p| p.payload.clone());
         let result = self.drive(start, Some(checkpointer), Some(value)).await;
         // An answer recorded for this checkpoint was not the one given; if the run asks again
@@ -464,11 +452,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 }
                 Ok(())
             };
-            match crate::persist::blocking(&store, superseded).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::warn!(error = %e, "could not mark a recorded answer used"),
-                Err(e) => tracing::warn!(error = %e, "could not mark a recorded answer used"),
-            }
+            best_effort(&store, &id, "could not mark a recorded answer used", superseded).await;
         }
         result
     }
@@ -729,6 +713,21 @@ fn lease_lost(e: RunError, cp: Option<&Checkpointer>) -> RunError {
         PersistError::Commit(CommitError::LeaseLost { current, .. })
         | PersistError::Lease(LeaseError::NotHeld { current, .. }) => cp.lease().lost(current.clone()),
         _ => e,
+    }
+}
+
+/// Runs `write`, bookkeeping after a run whose result stands either way: a failure is logged
+/// with `what`, not returned.
+async fn best_effort<E: std::fmt::Display + Send + 'static>(
+    store: &Arc<dyn agentflow_store::Store>,
+    thread: &str,
+    what: &'static str,
+    write: impl FnOnce(&dyn agentflow_store::Store) -> Result<(), E> + Send + 'static,
+) {
+    match crate::persist::blocking(store, write).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(thread, error = %e, "{what}"),
+        Err(e) => tracing::warn!(thread, error = %e, "{what}"),
     }
 }
 
