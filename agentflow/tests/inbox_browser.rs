@@ -101,14 +101,26 @@ async fn log_in(c: &Client, base: &str, token: &str) {
 }
 
 async fn text_of(c: &Client, id: &str) -> String {
-    c.wait()
-        .at_most(PAGE)
-        .for_element(Locator::Id(id))
-        .await
-        .unwrap_or_else(|e| panic!("no #{id}: {e}"))
-        .text()
-        .await
-        .unwrap()
+    text_when(c, id, |_| true).await
+}
+
+/// The text of `#{id}` once `ready` accepts it (the page may still be the one before a click,
+/// or be replaced while it is read: an open inbox reloads itself); the last text seen after
+/// [`PAGE`] otherwise.
+async fn text_when(c: &Client, id: &str, ready: impl Fn(&str) -> bool) -> String {
+    let began = std::time::Instant::now();
+    loop {
+        let found = c.wait().at_most(PAGE).for_element(Locator::Id(id)).await;
+        let element = found.unwrap_or_else(|e| panic!("no #{id}: {e}"));
+        match element.text().await {
+            Ok(text) if ready(&text) || began.elapsed() >= PAGE => return text,
+            Ok(_) => {}
+            // Replaced between the find and the read: find it again on the new page.
+            Err(_) if began.elapsed() < PAGE => {}
+            Err(e) => panic!("#{id} could not be read: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Where the screenshots go: `AGENTFLOW_SCREENSHOTS`, or a directory under cargo's target dir,
@@ -213,7 +225,7 @@ async fn a_reviewer_edits_and_approves_in_the_browser_and_the_run_uses_the_edite
     field.send_keys(r#""yes, ship it""#).await.unwrap();
     screenshot(&alice, "interrupt.png").await;
     alice.find(Locator::Id("answer-t-question")).await.unwrap().click().await.unwrap();
-    let answered = text_of(&alice, "interrupt-t-question").await;
+    let answered = text_when(&alice, "interrupt-t-question", |t| t.contains("Answered by")).await;
     assert!(answered.contains("Answered by alice"), "{answered}");
     let done = questions::graph().app().store(open_redb(&store)).runner(&()).thread("t-question").resume().await;
     let done = done.expect("resume with the answer given in the browser");
