@@ -111,17 +111,22 @@ fn fill(path: &Path) {
 }
 
 /// Runs the binary on `store` with `args`.
-fn af(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentflow"))
+/// The binary on `store` with `args`, free of the environment that would change what it does.
+fn af_command(store: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentflow"));
+    command
         .arg("--store")
         .arg(store)
         .args(args)
         .env_remove("AGENTFLOW_STORE")
         .env_remove("AGENTFLOW_ROLES")
         .env_remove("AGENTFLOW_TWO_PERSON")
-        .env_remove("AGENTFLOW_PG_SCHEMA")
-        .output()
-        .expect("run the agentflow binary")
+        .env_remove("AGENTFLOW_PG_SCHEMA");
+    command
+}
+
+fn af(store: &Path, args: &[&str]) -> Output {
+    af_command(store, args).output().expect("run the agentflow binary")
 }
 
 fn stdout(o: &Output) -> String {
@@ -758,4 +763,169 @@ fn answer_records_the_value_the_apps_next_resume_continues_with() {
         assert_eq!(done.state.answer, Some(3));
     });
     expect_refusal(&af(&path, &["answer", "q", "--value", "5", "--as", "ops"]), 1, "not waiting in `interrupt`");
+}
+
+/// The lines of an export of `thread` from `store`, parsed.
+fn export_lines(store: &Path, thread: &str) -> Vec<Value> {
+    let out = af(store, &["export", thread]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    stdout(&out).lines().map(|l| serde_json::from_str(l).expect("an export line is JSON")).collect()
+}
+
+/// Writes `lines` as an export file.
+fn write_lines(path: &Path, lines: &[Value]) {
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(path, text).unwrap();
+}
+
+/// A `{"hex": ..}` blob that is not ASCII hex (here with a two-byte character, so its byte
+/// length is even but a pair of bytes splits the character) is a usage error naming the line,
+/// like any other bad blob, and nothing is imported.
+#[test]
+fn import_refuses_a_hex_blob_that_is_not_ascii_hex() {
+    let dir = temp_dir("import-hex");
+    let store = dir.join("runs.redb");
+    fill(&store);
+    let lines = export_lines(&store, "t-done");
+    let at = lines.iter().position(|l| l["type"] == "checkpoint").expect("a checkpoint line");
+    for (i, hex) in ["aé0", "éé", "zz", "+f"].into_iter().enumerate() {
+        let mut bad = lines.clone();
+        bad[at]["snapshot"] = json!({ "hex": hex });
+        let file = dir.join(format!("bad-{i}.jsonl"));
+        write_lines(&file, &bad);
+        let copy = dir.join(format!("copy-{i}.redb"));
+        let out = af(&copy, &["import", file.to_str().unwrap()]);
+        expect_refusal(&out, 2, &format!("line {}: stored bytes must be", at + 1));
+        assert!(!stderr(&out).contains("panicked"), "{hex}: {}", stderr(&out));
+        assert_eq!(af_json(&copy, &["threads"]), json!([]), "{hex}: nothing is imported");
+    }
+    // Well-formed hex, in either case, still imports byte for byte.
+    let mut good = lines.clone();
+    let snapshot = &lines[at]["snapshot"];
+    let bytes = match (snapshot.get("json"), snapshot.get("text").and_then(Value::as_str)) {
+        (Some(j), _) => serde_json::to_vec(j).unwrap(),
+        (None, Some(text)) => text.as_bytes().to_vec(),
+        _ => panic!("a snapshot written as JSON or text expected: {snapshot}"),
+    };
+    let hex: String = bytes
+        .iter()
+        .enumerate()
+        .map(|(i, b)| if i % 2 == 0 { format!("{b:02X}") } else { format!("{b:02x}") })
+        .collect();
+    good[at]["snapshot"] = json!({ "hex": hex });
+    let file = dir.join("good.jsonl");
+    write_lines(&file, &good);
+    let copy = dir.join("copy-good.redb");
+    assert_eq!(af_json(&copy, &["import", file.to_str().unwrap()])["imported"], json!(["t-done"]));
+    assert_eq!(af_json(&copy, &["show", "t-done"])["state"], af_json(&store, &["show", "t-done"])["state"]);
+}
+
+/// Runs the binary with its standard output a pipe whose reading end is closed after
+/// `read` bytes were read (0: before the binary writes anything); returns its status and
+/// standard error.
+fn af_into_closed_pipe(store: &Path, args: &[&str], read: usize) -> (std::process::ExitStatus, String) {
+    use std::io::Read;
+    let mut child = af_command(store, args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the agentflow binary");
+    let mut reader = child.stdout.take().expect("piped stdout");
+    let mut first = vec![0; read];
+    reader.read_exact(&mut first).expect("the first bytes of the output");
+    drop(reader);
+    let out = child.wait_with_output().expect("wait for the agentflow binary");
+    (out.status, stderr(&out))
+}
+
+/// A reader that stops reading (`agentflow audit | head -1`) ends the command quietly with
+/// success, as it would a C tool's: no panic, no message, exit code 0.
+#[test]
+fn output_into_a_closed_pipe_ends_quietly_with_success() {
+    let dir = temp_dir("pipe");
+    let store = dir.join("runs.redb");
+    fill(&store);
+    {
+        // Enough audit entries for every output below to be larger than a pipe's buffer.
+        let s = RedbStore::open(&store).unwrap();
+        for i in 0..2_000u64 {
+            let detail = json!({ "note": format!("entry {i} of a long audit log, written to fill the pipe") });
+            s.append_audit("t-done", agentflow_store::NewAuditEntry::new(1_700_000_000_000 + i, "ops", "note", detail))
+                .unwrap();
+        }
+    }
+    let big = af(&store, &["--json", "audit"]);
+    assert_eq!(big.status.code(), Some(0), "{}", stderr(&big));
+    assert!(big.stdout.len() > 256 * 1024, "{} bytes", big.stdout.len());
+    for args in [
+        &["--json", "audit"][..],
+        &["audit"],
+        &["audit", "t-done"],
+        &["export", "t-done"],
+        &["--json", "show", "t-done"],
+    ] {
+        for read in [0, 10] {
+            let (status, err) = af_into_closed_pipe(&store, args, read);
+            assert!(status.success(), "agentflow {args:?} (closed after {read} bytes): {status}, stderr: {err}");
+            assert_eq!(err, "", "agentflow {args:?} (closed after {read} bytes)");
+        }
+    }
+    // Any other write error is a failure that says so.
+    if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
+        let out = af_command(&store, &["audit"]).stdout(full).output().expect("run the agentflow binary");
+        expect_refusal(&out, 2, "cannot write to standard output");
+        assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    }
+}
+
+/// Runs the binary, killing it after `limit`: `None` when it ran that long.
+fn af_within(store: &Path, args: &[&str], limit: std::time::Duration) -> Option<Output> {
+    let mut child = af_command(store, args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the agentflow binary");
+    let deadline = std::time::Instant::now() + limit;
+    while child.try_wait().expect("poll the agentflow binary").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Some(child.wait_with_output().expect("collect the output"))
+}
+
+/// A stored description whose field type nests very deeply (`Box<Box<..>>`, from an edited
+/// export file) neither overflows the stack nor takes long when `update` checks a value
+/// against it: past a depth the type counts as not understood, and the value is checked
+/// against the kind the field holds now.
+#[test]
+fn update_against_a_deeply_nested_stored_type_neither_crashes_nor_hangs() {
+    let dir = temp_dir("deep-type");
+    let (store, copy) = (dir.join("runs.redb"), dir.join("copy.redb"));
+    fill(&store);
+    let mut lines = export_lines(&store, "t-done");
+    let graph = lines.iter_mut().find(|l| l["type"] == "graph").expect("a graph line");
+    let mut description: Value = serde_json::from_str(graph["description"].as_str().unwrap()).unwrap();
+    let depth = 100_000;
+    let deep = format!("{}u32{}", "Box<".repeat(depth), ">".repeat(depth));
+    let fields = description["state"]["fields"].as_array_mut().unwrap();
+    fields.iter_mut().find(|f| f["name"] == "amount").expect("the `amount` field")["type"] = json!(deep);
+    graph["description"] = json!(description.to_string());
+    let file = dir.join("deep.jsonl");
+    write_lines(&file, &lines);
+    assert_eq!(af_json(&copy, &["import", file.to_str().unwrap()])["imported"], json!(["t-done"]));
+
+    let limit = std::time::Duration::from_secs(20);
+    let set = ["--json", "update", "t-done", "--set", r#"{"amount": 7}"#, "--as", "ops"];
+    let ok = af_within(&copy, &set, limit).expect("update finishes in time");
+    assert_eq!(ok.status.code(), Some(0), "stderr: {}", stderr(&ok));
+    assert_eq!(af_json(&copy, &["show", "t-done"])["state"]["amount"], 7);
+    // A value of another kind than the field holds is still refused.
+    let set = ["update", "t-done", "--set", r#"{"amount": "seven"}"#, "--as", "ops"];
+    let refused = af_within(&copy, &set, limit).expect("update finishes in time");
+    expect_refusal(&refused, 2, "`amount` holds an integer");
 }

@@ -143,17 +143,22 @@ pub fn decide(store: &Arc<dyn Store>, kind: Kind, args: &DecideArgs, as_json: bo
     };
     let record = result.map_err(refusal)?;
     if as_json {
-        out::json(&approval_json(&record));
+        out::json(&approval_json(&record))?;
     } else if record.status.is_waiting() {
-        println!(
+        outln!(
             "approval {} is still {}: sign-off by {} recorded; another approver is needed",
-            record.id, record.status, args.user
-        );
+            record.id,
+            record.status,
+            args.user
+        )?;
     } else {
-        println!(
+        outln!(
             "approval {} is {} (by {}); resume thread {} to go on",
-            record.id, record.status, args.user, record.thread
-        );
+            record.id,
+            record.status,
+            args.user,
+            record.thread
+        )?;
     }
     Ok(())
 }
@@ -201,12 +206,15 @@ pub fn answer(store: &Arc<dyn Store>, args: &AnswerArgs, as_json: bool) -> Outco
         out::json(&serde_json::json!({
             "thread": answer.thread, "checkpoint": answer.checkpoint, "node": answer.node,
             "value": answer.value, "by": answer.by, "at": answer.at,
-        }));
+        }))?;
     } else {
-        println!(
+        outln!(
             "thread {} answered at node {} (checkpoint {}) by {}; the app's next resume() (or a worker, for a queued run) continues with it",
-            answer.thread, answer.node, answer.checkpoint, answer.by
-        );
+            answer.thread,
+            answer.node,
+            answer.checkpoint,
+            answer.by
+        )?;
     }
     Ok(())
 }

@@ -117,7 +117,7 @@ pub fn threads(store: &dyn Store, args: &ThreadsArgs, as_json: bool) -> Outcome 
         rows.push((t, name));
     }
     if as_json {
-        out::json(&Value::Array(rows.iter().map(|(t, n)| thread_json(t, n.as_deref())).collect()));
+        out::json(&Value::Array(rows.iter().map(|(t, n)| thread_json(t, n.as_deref())).collect()))?;
     } else {
         let table: Vec<Vec<String>> = rows
             .iter()
@@ -132,7 +132,7 @@ pub fn threads(store: &dyn Store, args: &ThreadsArgs, as_json: bool) -> Outcome 
                 ]
             })
             .collect();
-        out::table(&["THREAD", "STATUS", "GRAPH", "OWNER", "UPDATED", "DETAIL"], &table);
+        out::table(&["THREAD", "STATUS", "GRAPH", "OWNER", "UPDATED", "DETAIL"], &table)?;
     }
     Ok(())
 }
@@ -197,35 +197,35 @@ pub fn show(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
             "approvals": open.iter().map(|a| approval_json(a)).collect::<Vec<_>>(),
             "budget": budget,
             "wake_at": wake_at,
-        }));
+        }))?;
         return Ok(());
     }
     let now = now_ms();
-    println!("thread:    {}", record.id);
-    println!(
+    outln!("thread:    {}", record.id)?;
+    outln!(
         "status:    {}{}",
         record.status,
         if record.detail.is_empty() { String::new() } else { format!(" ({})", record.detail) }
-    );
-    println!("graph:     {} ({})", graph.as_deref().unwrap_or("-"), record.graph_fingerprint);
-    println!("owner:     {}", record.owner);
-    println!("updated:   {}", ago(record.updated_at, now));
-    println!("seq:       {}", seq.map_or("-".to_string(), |s| s.to_string()));
-    println!("next:      {}", if next.is_empty() { "-".to_string() } else { next.join(", ") });
+    )?;
+    outln!("graph:     {} ({})", graph.as_deref().unwrap_or("-"), record.graph_fingerprint)?;
+    outln!("owner:     {}", record.owner)?;
+    outln!("updated:   {}", ago(record.updated_at, now))?;
+    outln!("seq:       {}", seq.map_or("-".to_string(), |s| s.to_string()))?;
+    outln!("next:      {}", if next.is_empty() { "-".to_string() } else { next.join(", ") })?;
     if let Some(at) = wake_at {
-        println!("wakes:     {}", ago(at, now));
+        outln!("wakes:     {}", ago(at, now))?;
     }
     if let Some(limits) = budget.get("limits") {
-        println!("limits:    {}", limits);
+        outln!("limits:    {}", limits)?;
     }
     if let Some(usage) = budget.get("usage") {
-        println!("used:      {}", usage);
+        outln!("used:      {}", usage)?;
     }
     for p in &waiting {
-        println!("waits for: {} at `{}`: {}", kind_name(p.kind), p.node, brief(&p.payload, 100));
+        outln!("waits for: {} at `{}`: {}", kind_name(p.kind), p.node, brief(&p.payload, 100))?;
     }
     for a in &open {
-        println!(
+        outln!(
             "approval:  {} {} `{}` ({}) requested by {}: {}",
             a.id,
             a.status,
@@ -233,13 +233,13 @@ pub fn show(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
             a.risk,
             a.requester,
             brief(&json!(a.args), 80)
-        );
+        )?;
     }
     for w in &state.warnings {
-        println!("warning:   {w}");
+        outln!("warning:   {w}")?;
     }
-    println!("state:");
-    println!("{}", serde_json::to_string_pretty(&state.state).unwrap_or_default());
+    outln!("state:")?;
+    outln!("{}", serde_json::to_string_pretty(&state.state).unwrap_or_default())?;
     Ok(())
 }
 
@@ -265,7 +265,7 @@ pub fn history(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
                 })
             })
             .collect();
-        out::json(&Value::Array(v));
+        out::json(&Value::Array(v))?;
         return Ok(());
     }
     let now = now_ms();
@@ -286,7 +286,7 @@ pub fn history(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
             ]
         })
         .collect();
-    out::table(&["SEQ", "PARENT", "STEP", "SOURCE", "RAN", "NEXT", "CREATED"], &rows);
+    out::table(&["SEQ", "PARENT", "STEP", "SOURCE", "RAN", "NEXT", "CREATED"], &rows)?;
     Ok(())
 }
 
@@ -310,23 +310,23 @@ pub fn diff(store: &dyn Store, thread: &str, a: u64, b: u64, as_json: bool) -> O
             "removed": d.removed.iter().map(|(p, v)| json!({ "path": p, "value": v })).collect::<Vec<_>>(),
             "changed": d.changed.iter().map(|(p, x, y)| json!({ "path": p, "from": x, "to": y })).collect::<Vec<_>>(),
             "warnings": warnings,
-        }));
+        }))?;
         return Ok(());
     }
     for w in &warnings {
         eprintln!("agentflow: warning: {w}");
     }
     if d.added.is_empty() && d.removed.is_empty() && d.changed.is_empty() {
-        println!("no change between checkpoints {a} and {b}");
+        outln!("no change between checkpoints {a} and {b}")?;
     }
     for (p, v) in &d.added {
-        println!("+ {p}: {}", brief(v, 120));
+        outln!("+ {p}: {}", brief(v, 120))?;
     }
     for (p, v) in &d.removed {
-        println!("- {p}: {}", brief(v, 120));
+        outln!("- {p}: {}", brief(v, 120))?;
     }
     for (p, x, y) in &d.changed {
-        println!("~ {p}: {} -> {}", brief(x, 60), brief(y, 60));
+        outln!("~ {p}: {} -> {}", brief(x, 60), brief(y, 60))?;
     }
     Ok(())
 }
@@ -363,7 +363,7 @@ pub fn pending(store: &dyn Store, as_json: bool) -> Outcome {
                 v["since"] = json!(t.updated_at);
                 v
             }).collect::<Vec<_>>(),
-        }));
+        }))?;
         return Ok(());
     }
     let mut rows: Vec<Vec<String>> = approvals
@@ -396,7 +396,7 @@ pub fn pending(store: &dyn Store, as_json: bool) -> Outcome {
             brief(&p.payload, 60),
         ]);
     }
-    out::table(&["KIND", "ID/NODE", "THREAD", "TOOL", "REQUESTER", "WHEN", "ARGS/PAYLOAD"], &rows);
+    out::table(&["KIND", "ID/NODE", "THREAD", "TOOL", "REQUESTER", "WHEN", "ARGS/PAYLOAD"], &rows)?;
     Ok(())
 }
 
@@ -418,9 +418,9 @@ pub fn graph(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
         })?,
     };
     if as_json {
-        out::json(&json!({ "thread": thread, "fingerprint": record.graph_fingerprint, "mermaid": mermaid }));
+        out::json(&json!({ "thread": thread, "fingerprint": record.graph_fingerprint, "mermaid": mermaid }))?;
     } else {
-        print!("{mermaid}");
+        out::write(format_args!("{mermaid}"))?;
     }
     Ok(())
 }

@@ -45,10 +45,27 @@
 //! | --- | --- |
 //! | 0 | done |
 //! | 1 | not found (thread, checkpoint, approval, store file) or refused (a decision the authorizer or the compare-and-set refused, edited arguments that do not fit the tool's schema, a thread that exists already on import, compacting an unfinished thread) |
-//! | 2 | usage: bad arguments, bad JSON in `--set`/`--args`, an update the app could not read back, an unreadable export file |
+//! | 2 | usage: bad arguments, bad JSON in `--set`/`--args`, an update the app could not read back, an unreadable export file, an output that cannot be written |
 //! | 3 | store busy or unreachable: another process has the redb file open, a run holds the thread (`update`, `fork`), or the PostgreSQL server cannot be reached |
 //! | 4 | store error: the store is damaged, of an unsupported format, or a read or write failed |
 //! | 5 | the thread's state cannot be computed without the graph's Rust types (a custom reducer, an update that does not fit) |
+//!
+//! A reader that stops reading the output (`agentflow audit --json | head -1`: standard output
+//! is a pipe closed by its reader) ends the command early with code 0 and nothing on standard
+//! error, as `SIGPIPE` ends a C tool: the reader chose to stop. Any other error writing
+//! standard output (a full disk) is code 2 with a message.
+
+/// `println!` for commands: writes the line to standard output through [`out::write`] and
+/// returns its [`Outcome`] (use it with `?`), so a closed pipe or a failed write ends the
+/// command instead of panicking.
+macro_rules! outln {
+    () => {
+        $crate::out::write(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::out::write(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
 
 mod decide;
 mod fold;
@@ -71,7 +88,8 @@ Exit codes:
   0  done
   1  not found (thread, checkpoint, approval, store file) or refused (a decision the
      authorizer or the compare-and-set refused; a thread that exists already on import)
-  2  usage: bad arguments, bad JSON, an unreadable export file
+  2  usage: bad arguments, bad JSON, an unreadable export file, an output that cannot
+     be written (a reader that stops reading, as `| head`, ends the command with 0)
   3  store busy or unreachable: another process has the redb file open, a run holds
      the thread (update, fork), or the PostgreSQL server cannot be reached
   4  store error: damaged, unsupported format, a read or write failed
@@ -172,6 +190,8 @@ pub struct Failure {
 
 /// Exit codes.
 pub mod code {
+    /// Done; also a command whose output's reader stopped reading.
+    pub const DONE: u8 = 0;
     /// Not found, or refused.
     pub const NOT_FOUND: u8 = 1;
     /// Bad arguments or input.
@@ -201,6 +221,11 @@ impl Failure {
     pub fn store(e: impl std::fmt::Display) -> Self {
         Failure::new(code::STORE, e.to_string())
     }
+    /// Standard output's reader stopped reading (a closed pipe): the command ends here, with
+    /// exit code 0 and no message.
+    pub fn output_closed() -> Self {
+        Failure::new(code::DONE, "")
+    }
 }
 
 /// The result of a command.
@@ -210,6 +235,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of the output chose to stop reading: nothing went wrong.
+        Err(f) if f.code == code::DONE => ExitCode::SUCCESS,
         Err(f) => {
             eprintln!("agentflow: {}", f.message);
             ExitCode::from(f.code)

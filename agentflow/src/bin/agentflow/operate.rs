@@ -72,7 +72,7 @@ pub fn audit(store: &Arc<dyn Store>, thread: Option<&str>, as_json: bool) -> Out
         entries.sort_by(|a, b| (a.at, &a.thread, a.seq).cmp(&(b.at, &b.thread, b.seq)));
     }
     if as_json {
-        out::json(&Value::Array(entries.iter().map(entry_json).collect()));
+        out::json(&Value::Array(entries.iter().map(entry_json).collect()))?;
         return Ok(());
     }
     let now = now_ms();
@@ -89,7 +89,7 @@ pub fn audit(store: &Arc<dyn Store>, thread: Option<&str>, as_json: bool) -> Out
             ]
         })
         .collect();
-    out::table(&["THREAD", "SEQ", "WHEN", "ACTOR", "KIND", "DETAIL"], &rows);
+    out::table(&["THREAD", "SEQ", "WHEN", "ACTOR", "KIND", "DETAIL"], &rows)?;
     Ok(())
 }
 
@@ -113,12 +113,13 @@ pub fn fork(store: &Arc<dyn Store>, args: &ForkArgs, as_json: bool) -> Outcome {
     thread_or_fail(store.as_ref(), &args.thread)?;
     let seq = fork_thread(store, &args.thread, args.seq, &args.user).map_err(history_failure)?;
     if as_json {
-        out::json(&json!({ "thread": args.thread, "from": args.seq, "seq": seq }));
+        out::json(&json!({ "thread": args.thread, "from": args.seq, "seq": seq }))?;
     } else {
-        println!(
+        outln!(
             "thread {} forked at checkpoint {}: new head {seq}; resume it to continue from there",
-            args.thread, args.seq
-        );
+            args.thread,
+            args.seq
+        )?;
     }
     Ok(())
 }
@@ -177,9 +178,9 @@ pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, as_json: bool) -> Outco
     let blob = serde_json::to_vec(&update).map_err(|e| Failure::usage(e.to_string()))?;
     let seq = update_thread(store, &args.thread, blob, &args.user).map_err(history_failure)?;
     if as_json {
-        out::json(&json!({ "thread": args.thread, "seq": seq, "update": update }));
+        out::json(&json!({ "thread": args.thread, "seq": seq, "update": update }))?;
     } else {
-        println!("thread {} updated by {}: checkpoint {seq}", args.thread, args.user);
+        outln!("thread {} updated by {}: checkpoint {seq}", args.thread, args.user)?;
     }
     Ok(())
 }
@@ -241,15 +242,15 @@ pub fn compact(store: &Arc<dyn Store>, args: &CompactArgs, as_json: bool) -> Out
             "dropped": report.dropped,
             "folded": report.folded,
             "file_compacted": report.file_compacted,
-        }));
+        }))?;
     } else {
-        println!(
+        outln!(
             "thread {}: dropped {} checkpoint(s), folded {} snapshot(s){}",
             args.thread,
             report.dropped,
             report.folded,
             if report.file_compacted { ", file compacted" } else { "" }
-        );
+        )?;
     }
     Ok(())
 }

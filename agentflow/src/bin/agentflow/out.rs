@@ -1,23 +1,50 @@
 //! Output: aligned tables for people, JSON for scripts, and the time helpers both use.
 
+use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::Failure;
+use crate::{Failure, Outcome};
 
 /// Unix millis now.
 pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// Writes `args` to standard output, the one way commands print (through `outln!`).
+///
+/// A reader that stopped reading (`agentflow audit | head -1`: a closed pipe) ends the command
+/// quietly with success ([`Failure::output_closed`]), as a tool killed by `SIGPIPE` would; any
+/// other write error is a usage failure saying so.
+pub fn write(args: std::fmt::Arguments<'_>) -> Outcome {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_fmt(args).and_then(|()| stdout.flush()).map_err(write_failure)
+}
+
+/// Writes `bytes` to standard output, as [`write`] does.
+pub fn write_bytes(bytes: &[u8]) -> Outcome {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(bytes).and_then(|()| stdout.flush()).map_err(write_failure)
+}
+
+/// The failure of a write to standard output.
+fn write_failure(e: std::io::Error) -> Failure {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return Failure::output_closed();
+    }
+    Failure::usage(format!(
+        "cannot write to standard output: {e}; check where the output goes (a full disk, a closed terminal) and run the command again"
+    ))
+}
+
 /// Prints `value` as pretty JSON on stdout.
-pub fn json(value: &Value) {
-    println!("{}", serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string()));
+pub fn json(value: &Value) -> Outcome {
+    outln!("{}", serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string()))
 }
 
 /// Prints a table: a header row, then the rows, each column padded to its widest cell.
-pub fn table(header: &[&str], rows: &[Vec<String>]) {
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> Outcome {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -38,12 +65,13 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
                 s.push_str(&" ".repeat(pad + 2));
             }
         }
-        println!("{}", s.trim_end());
+        outln!("{}", s.trim_end())
     };
-    line(header.iter().map(|h| h.to_string()).collect());
+    line(header.iter().map(|h| h.to_string()).collect())?;
     for row in rows {
-        line(row.clone());
+        line(row.clone())?;
     }
+    Ok(())
 }
 
 /// How long ago `at` (unix millis) was, for people: `45s ago`, `3m ago`, `2h ago`, `4d ago`.

@@ -57,14 +57,14 @@ pub fn stuck(store: &dyn Store, args: &StuckArgs, as_json: bool) -> Outcome {
                 .iter()
                 .map(|s| json!({ "thread": s.thread, "reason": s.reason, "since": s.since, "detail": s.detail }))
                 .collect(),
-        ));
+        ))?;
         return Ok(());
     }
     let rows: Vec<Vec<String>> = found
         .iter()
         .map(|s| vec![s.thread.clone(), s.reason.to_string(), ago(s.since, now), s.detail.clone()])
         .collect();
-    out::table(&["THREAD", "REASON", "SINCE", "DETAIL"], &rows);
+    out::table(&["THREAD", "REASON", "SINCE", "DETAIL"], &rows)?;
     Ok(())
 }
 

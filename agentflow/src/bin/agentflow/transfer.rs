@@ -9,7 +9,7 @@
 //! concatenated import as several threads; an export of a thread holds its subgraph children
 //! too (each a thread of its own), so the tree moves whole.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 
 use agentflow::Store;
@@ -66,11 +66,28 @@ fn unblob(v: &Value, line: usize) -> Result<Vec<u8>, Failure> {
     if let Some(t) = v.get("text").and_then(Value::as_str) {
         return Ok(t.as_bytes().to_vec());
     }
-    let hex = v.get("hex").and_then(Value::as_str).ok_or_else(bad)?;
+    let hex = v.get("hex").and_then(Value::as_str).ok_or_else(bad)?.as_bytes();
     if hex.len() % 2 != 0 {
         return Err(bad());
     }
-    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).map_err(|_| bad())).collect()
+    // Pairs of bytes, not of characters: a character outside ASCII is no hex digit.
+    hex.chunks(2)
+        .map(|pair| match pair {
+            [high, low] => Some(hex_digit(*high)? << 4 | hex_digit(*low)?),
+            _ => None,
+        })
+        .map(|byte| byte.ok_or_else(bad))
+        .collect()
+}
+
+/// The value of an ASCII hex digit (either case); `None` for any other byte.
+fn hex_digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
 }
 
 /// `export`: the thread, then its subgraph children at every level (threads named
@@ -103,11 +120,11 @@ pub fn export(store: &std::sync::Arc<dyn Store>, args: &ExportArgs) -> Outcome {
         text.push_str(&line.to_string());
         text.push('\n');
     }
-    let written = match &args.output {
-        Some(path) => std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display())),
-        None => std::io::stdout().write_all(text.as_bytes()).map_err(|e| e.to_string()),
-    };
-    written.map_err(|e| Failure::usage(format!("cannot write the export: {e}")))
+    match &args.output {
+        Some(path) => std::fs::write(path, text)
+            .map_err(|e| Failure::usage(format!("cannot write the export: {}: {e}", path.display()))),
+        None => out::write_bytes(text.as_bytes()),
+    }
 }
 
 /// One thread's lines: its header, record, graph description and stored records.
@@ -284,10 +301,10 @@ pub fn import(store: &std::sync::Arc<dyn Store>, args: &ImportArgs, as_json: boo
         done.push(id);
     }
     if as_json {
-        out::json(&json!({ "imported": done }));
+        out::json(&json!({ "imported": done }))?;
     } else {
         for id in &done {
-            println!("imported thread {id}");
+            outln!("imported thread {id}")?;
         }
     }
     Ok(())

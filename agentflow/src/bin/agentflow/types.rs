@@ -6,7 +6,10 @@
 //! Only the standard types are understood: integers (with their ranges), floats, `bool`,
 //! `char`, `String`, `Option`, `Box`/`Rc`/`Arc`, sequences and sets, maps with string keys,
 //! tuples, arrays and `serde_json::Value`. Anything else (the user's own structs and enums, a
-//! type alias) is not checked here; the caller falls back to comparing JSON kinds.
+//! type alias) is not checked here; the caller falls back to comparing JSON kinds. Neither is
+//! a type nested deeper than [`MAX_DEPTH`] levels (a description is stored data and may come
+//! from an edited export file): past that depth a check stops and says the value fits partly,
+//! so its cost stays bounded by the type's length times that depth.
 
 use serde_json::Value;
 
@@ -20,10 +23,24 @@ pub enum Fit {
     Partly,
 }
 
+/// How many levels of type arguments (`Option<..>`, tuple items, array elements, ..) a check
+/// follows; deeper parts count as a type not understood here.
+pub const MAX_DEPTH: usize = 64;
+
 /// Checks `value` against the Rust type `ty` (whitespace removed); `Err` says why the type's
 /// `serde` decoding would refuse it, naming the place (`path`) in the value.
 pub fn check(ty: &str, value: &Value, path: &str) -> Result<Fit, String> {
-    let refuse = |want: &str| Err(format!("{path} must be {want} (the field's type is `{ty}`), not {}", show(value)));
+    check_at(ty, value, path, 0)
+}
+
+/// [`check`] of a part `depth` levels down the field's type.
+fn check_at(ty: &str, value: &Value, path: &str, depth: usize) -> Result<Fit, String> {
+    if depth > MAX_DEPTH {
+        return Ok(Fit::Partly);
+    }
+    let check = |ty: &str, value: &Value, path: &str| check_at(ty, value, path, depth + 1);
+    let refuse =
+        |want: &str| Err(format!("{path} must be {want} (the field's type is `{}`), not {}", cut(ty, 80), show(value)));
     if let Some(inner) = ty.strip_prefix('(').and_then(|t| t.strip_suffix(')')) {
         let parts = split_top(inner, ',');
         if parts.is_empty() {
@@ -176,8 +193,16 @@ fn split_top(s: &str, sep: char) -> Vec<&str> {
 
 /// A short rendering of a value for messages.
 fn show(value: &Value) -> String {
-    let text = value.to_string();
-    if text.chars().count() > 40 { format!("{}..", text.chars().take(40).collect::<String>()) } else { text }
+    cut(&value.to_string(), 40)
+}
+
+/// `text` cut to `max` characters for a message.
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() > max {
+        format!("{}..", text.chars().take(max).collect::<String>())
+    } else {
+        text.to_string()
+    }
 }
 
 #[cfg(test)]
@@ -227,5 +252,34 @@ mod tests {
         assert!(refused("Vec<Message>", json!({})));
         assert_eq!(check("serde_json::Value", &json!({ "a": [1] }), "f"), Ok(Fit::Checked));
         assert_eq!(check("HashMap<u32,String>", &json!({ "1": "x" }), "f"), Ok(Fit::Partly));
+    }
+
+    #[test]
+    fn a_deeply_nested_type_is_checked_to_a_depth_and_then_left_to_the_caller() {
+        let nest = |wrapper: &str, n: usize, inner: &str| format!("{}{inner}{}", wrapper.repeat(n), ">".repeat(n));
+        // Within the depth, every level is checked.
+        let shallow = nest("Option<", MAX_DEPTH, "u8");
+        assert_eq!(check(&shallow, &json!(7), "f"), Ok(Fit::Checked));
+        assert!(refused(&shallow, json!(300)));
+        // Far deeper than any real type: no stack overflow, no quadratic scan, and a refusal
+        // does not repeat the whole type.
+        let started = std::time::Instant::now();
+        let deep = |wrapper: &str| nest(wrapper, 100_000, "u32");
+        let within = |n: usize, wrap: fn(Value) -> Value| (0..n).fold(json!(1), |v, _| wrap(v));
+        assert_eq!(check(&deep("Box<"), &json!(1), "f"), Ok(Fit::Partly));
+        assert_eq!(check(&deep("Option<"), &json!(1), "f"), Ok(Fit::Partly));
+        assert_eq!(check(&deep("Option<"), &json!(null), "f"), Ok(Fit::Checked));
+        let arrays = within(MAX_DEPTH + 10, |v| json!([v]));
+        assert_eq!(check(&deep("Vec<"), &arrays, "f"), Ok(Fit::Partly));
+        let objects = within(MAX_DEPTH + 10, |v| json!({ "k": v }));
+        assert_eq!(check(&deep("HashMap<String,"), &objects, "f"), Ok(Fit::Partly));
+        let err = check(&deep("Vec<"), &json!("x"), "`f`").unwrap_err();
+        assert!(err.starts_with("`f` must be an array (the field's type is `Vec<Vec<"), "{err}");
+        assert!(err.len() < 300, "{err}");
+        let tuples = format!("{}u8{}", "(u8,".repeat(100_000), ")".repeat(100_000));
+        let err = check(&tuples, &json!([1, [2, [3, 4]]]), "f").unwrap_err();
+        assert!(err.starts_with("f[1][1][1] must be an array of 2 items"), "{err}");
+        assert!(err.len() < 300, "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "{:?}", started.elapsed());
     }
 }

@@ -188,7 +188,7 @@ pub fn serve(spec: &str, schema: Option<&str>, args: &ServeArgs) -> Outcome {
             .await
             .map_err(|e| Failure::new(code::BUSY, format!("cannot listen on {addr}: {e}")))?;
         let local = listener.local_addr().map_err(Failure::store)?;
-        println!("agentflow serve: the inbox is at http://{local}/ (Ctrl-C stops it)");
+        outln!("agentflow serve: the inbox is at http://{local}/ (Ctrl-C stops it)")?;
         tokio::spawn(live::refresh_every(Arc::clone(&server), Duration::from_millis(every)));
         let app = routes::router(server);
         axum::serve(listener, app)
