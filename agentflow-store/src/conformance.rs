@@ -226,6 +226,9 @@ pub fn commit_rules(store: &dyn Store) {
     assert!(matches!(err, CommitError::Invalid { .. }), "{err}");
     let err = store.commit_step(with_extras(root("u", 4, b"S"))).unwrap_err();
     assert!(matches!(err, CommitError::Invalid { .. }), "{err}");
+    // A seq past `i64::MAX` (the most a thread can have) is refused, so the next one always fits.
+    let err = store.commit_step(with_extras(step("t", i64::MAX as u64 + 1, 3, &[]))).unwrap_err();
+    assert!(matches!(&err, CommitError::Invalid { reason, .. } if reason.contains("too large")), "{err}");
 
     assert_eq!(store.thread("t").unwrap(), before);
     assert!(store.list_audit("t").unwrap().is_empty());
@@ -1107,6 +1110,20 @@ pub fn restore_thread_writes_a_dump_as_it_was(store: &dyn Store) {
 
     // Over itself: refused, nothing changes.
     assert!(matches!(store.restore_thread(dump.clone()), Err(CommitError::Invalid { .. })));
+    // A checkpoint seq past `i64::MAX` (from an edited export file, say): refused, nothing written.
+    let mut huge = dump.clone();
+    huge.thread.id = "h".into();
+    for cp in &mut huge.checkpoints {
+        cp.thread = "h".into();
+    }
+    huge.checkpoints.last_mut().expect("checkpoints").seq = u64::MAX;
+    huge.pending_writes.clear();
+    huge.effects.clear();
+    huge.audit.clear();
+    huge.approvals.clear();
+    let err = store.restore_thread(huge).unwrap_err();
+    assert!(matches!(&err, CommitError::Invalid { reason, .. } if reason.contains("too large")), "{err}");
+    assert!(store.thread("h").unwrap().is_none());
     assert_eq!(crate::dump_thread(store, "t").unwrap().as_ref(), Some(&dump));
 
     // Under another id (approval ids too): the same dump reads back.

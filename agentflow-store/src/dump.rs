@@ -3,7 +3,9 @@
 //! [`Store::restore_thread`](crate::Store::restore_thread) writes it back.
 
 use crate::error::CommitError;
-use crate::record::{ApprovalRecord, AuditEntry, Checkpoint, EffectKey, PendingWrite, ThreadRecord};
+use crate::record::{
+    ApprovalRecord, AuditEntry, Checkpoint, EffectKey, MAX_CHECKPOINT_SEQ, PendingWrite, ThreadRecord, seq_too_large,
+};
 
 /// Everything a store keeps for one thread. The thread's lease and its place in a run queue
 /// are not part of it (they belong to the processes running it).
@@ -53,6 +55,9 @@ pub(crate) fn check_dump(d: &ThreadDump) -> Result<(), CommitError> {
     for cp in &d.checkpoints {
         if cp.thread != tid {
             return Err(invalid(format!("checkpoint {} belongs to thread `{}`", cp.seq, cp.thread)));
+        }
+        if cp.seq > MAX_CHECKPOINT_SEQ {
+            return Err(invalid(seq_too_large(cp.seq)));
         }
         if seen.last().is_some_and(|last| *last >= cp.seq) {
             return Err(invalid(format!("checkpoint {} is out of order", cp.seq)));

@@ -10,6 +10,15 @@ use crate::codec::{Dec, DecodeResult, Enc};
 /// checksum; pending writes and effect results are records too).
 pub(crate) const RECORD_VERSION: u8 = 2;
 
+/// The highest checkpoint seq a store accepts: a PostgreSQL `bigint` holds no more, and the next
+/// seq after it still fits a `u64`.
+pub(crate) const MAX_CHECKPOINT_SEQ: u64 = i64::MAX as u64;
+
+/// Why a checkpoint seq past [`MAX_CHECKPOINT_SEQ`] is refused, in every backend's words.
+pub(crate) fn seq_too_large(seq: u64) -> String {
+    format!("checkpoint seq {seq} is too large (the most a thread can have is {MAX_CHECKPOINT_SEQ})")
+}
+
 /// Where a thread's run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -242,7 +251,8 @@ impl CheckpointMetadata {
 pub struct Checkpoint {
     /// Thread the checkpoint belongs to.
     pub thread: String,
-    /// Sequence number, unique per thread and increasing in commit order.
+    /// Sequence number, unique per thread and increasing in commit order; at most `i64::MAX`
+    /// (a store refuses a larger one).
     pub seq: u64,
     /// The checkpoint this one continues from; `None` for a root. After compaction it may
     /// name a checkpoint that is gone (the retained one then has a snapshot).

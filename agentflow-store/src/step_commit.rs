@@ -19,7 +19,7 @@ use crate::audit::append_audit;
 use crate::codec::MAX_DOCUMENT_DEPTH;
 use crate::error::{ApprovalError, CommitError, Ctx, JsonTooDeep, StorageError};
 use crate::reads::latest_seq;
-use crate::record::{ApprovalRecord, Payload, Snapshot, StepCommit, ThreadStatus};
+use crate::record::{ApprovalRecord, MAX_CHECKPOINT_SEQ, Payload, Snapshot, StepCommit, ThreadStatus, seq_too_large};
 use crate::step_facts::ThreadFacts;
 use crate::tables;
 use crate::writer::Tx;
@@ -75,6 +75,9 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
     if let Some(cp) = &c.checkpoint {
         if cp.thread != tid {
             return Err(invalid(format!("the checkpoint belongs to thread `{}`", cp.thread)));
+        }
+        if cp.seq > MAX_CHECKPOINT_SEQ {
+            return Err(invalid(seq_too_large(cp.seq)));
         }
         let latest = facts.latest;
         if let Some(latest) = latest

@@ -269,3 +269,13 @@ fn calls_from_inside_an_async_runtime_and_from_drop_work() {
         assert_eq!(store.thread("t").unwrap().unwrap().lease, None);
     }
 }
+
+#[test]
+fn a_pool_size_past_what_any_server_admits_opens_a_working_store() {
+    let Some(url) = pg_common::url() else { return };
+    let schema = Schema::new(&url, "huge_pool");
+    // "As many as the server admits", said the only way a `usize` can.
+    let store = PostgresStore::builder().schema(&schema.name).max_connections(usize::MAX).open(&url).unwrap();
+    store.commit_step(StepCommit::new(thread("t")).with_checkpoint(root("t", 0, b"S"))).unwrap();
+    assert_eq!(store.latest_checkpoint("t").unwrap().map(|c| c.seq), Some(0));
+}

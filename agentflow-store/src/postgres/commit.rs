@@ -29,7 +29,7 @@ use crate::error::{CommitError, StorageError};
 use crate::postgres::error::{Fail, is_unique_violation};
 use crate::postgres::sql::{self, Params, time, uint};
 use crate::postgres::{Ctx, approvals};
-use crate::record::{Lease, StepCommit, ThreadStatus};
+use crate::record::{Lease, StepCommit, ThreadStatus, seq_too_large};
 
 /// What a staged commit wrote.
 pub(crate) struct CommitOut {
@@ -153,8 +153,7 @@ async fn stage_as<C: GenericClient>(
     let checkpoint_seq = match &c.checkpoint {
         None => None,
         Some(cp) => {
-            let seq =
-                i64::try_from(cp.seq).map_err(|_| invalid(tid, format!("checkpoint seq {} is too large", cp.seq)))?;
+            let seq = i64::try_from(cp.seq).map_err(|_| invalid(tid, seq_too_large(cp.seq)))?;
             let parent = match cp.parent {
                 Some(p) => Some(i64::try_from(p).map_err(|_| invalid(tid, format!("parent {p} is too large")))?),
                 None => None,

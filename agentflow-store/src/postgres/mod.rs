@@ -41,6 +41,9 @@ pub use schema::POSTGRES_SCHEMA_VERSION;
 /// The PostgreSQL schema that holds the tables unless [`PostgresStoreBuilder::schema`] names another.
 pub const POSTGRES_DEFAULT_SCHEMA: &str = "agentflow";
 
+/// The most connections a pool keeps (see [`PostgresStoreBuilder::max_connections`]).
+const MAX_POOL: usize = 10_000;
+
 /// How long a call waits for a free pooled connection before it fails.
 const POOL_WAIT: Duration = Duration::from_secs(60);
 
@@ -163,11 +166,12 @@ impl PostgresStoreBuilder {
         self
     }
 
-    /// Most connections the store keeps open (default 8, at least 1). Concurrent calls beyond
-    /// it wait for a free connection.
+    /// Most connections the store keeps open (default 8, at least 1, at most 10,000: a server
+    /// admits far fewer, so a larger figure means "as many as it admits"). Concurrent calls
+    /// beyond it wait for a free connection.
     #[must_use]
     pub fn max_connections(mut self, n: usize) -> Self {
-        self.max_connections = n.max(1);
+        self.max_connections = n.clamp(1, MAX_POOL);
         self
     }
 
