@@ -126,6 +126,15 @@ async fn a_run_that_ends_in_its_last_allowed_step_completes() {
     }
 }
 
+/// `Duration::MAX` (how a config says "no limit") is past what the clock can represent: the run
+/// gets no deadline instead of a panic.
+#[tokio::test]
+async fn a_timeout_too_far_ahead_for_the_clock_sets_no_deadline() {
+    let deps = LoopDeps { end_after: 3, ..LoopDeps::default() };
+    let run = countdown::graph().app().runner(&deps).timeout(Duration::MAX).run(Loop::default()).await.unwrap();
+    assert_eq!((run.outcome, run.steps), (Outcome::Completed, 3));
+}
+
 #[tokio::test]
 async fn zero_max_steps_is_an_invalid_config() {
     let graph = forever::graph();

@@ -450,3 +450,59 @@ async fn a_breakpoint_before_a_node_does_not_stop_the_step_again_once_the_node_p
     let done = runner().resume().await.unwrap();
     assert_eq!((done.outcome, done.state.done.as_str()), (Outcome::Completed, "at noon"));
 }
+
+#[derive(Default)]
+pub struct Flaky {
+    /// `nap` fails after its timer while this is set.
+    fail: std::sync::atomic::AtomicBool,
+}
+
+#[graph(state = Pair, deps = Flaky, start = split)]
+mod ask_beside_a_flaky_nap {
+    use super::*;
+
+    #[node(goto = [ask, nap])]
+    async fn split(_s: &Pair) -> Step<Pair> {
+        goto!([ask, nap], Pair::update())
+    }
+
+    #[node(goto = [END], interrupt, writes = [picked])]
+    async fn ask(_s: &Pair, cx: &Ctx<Flaky>) -> Result<Step<Pair>, NodeError> {
+        let v: String = cx.interrupt(serde_json::json!({ "pick": "?" }))?;
+        Ok(goto!(END, Pair::update().picked(v)))
+    }
+
+    /// Waits on a timer, then fails while `fail` is set.
+    #[node(goto = [END], sleep, writes = [checked])]
+    async fn nap(_s: &Pair, cx: &Ctx<Flaky>) -> Result<Step<Pair>, NodeError> {
+        cx.sleep(std::time::Duration::from_millis(20)).await?;
+        if cx.deps().fail.load(Ordering::SeqCst) {
+            return Err(NodeError::fatal("the service is down"));
+        }
+        Ok(goto!(END, Pair::update().checked("napped".to_string())))
+    }
+}
+
+/// `ask` is answered and finishes in a step that then fails (its sibling's error). The thread no
+/// longer waits for a value: `pending` stops showing the answered question, and a plain resume
+/// re-runs only the failed node instead of asking for a value nobody reads.
+#[tokio::test]
+async fn a_question_answered_in_a_step_that_failed_is_no_longer_pending() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = ask_beside_a_flaky_nap::graph().app().store(store);
+    let deps = Flaky::default();
+    deps.fail.store(true, Ordering::SeqCst);
+    let run = app.runner(&deps).thread("f").run(Pair::default()).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending.len(), 2, "{pending:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+    let run = app.runner(&deps).thread("f").resume_with("blue").await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
+    let pending = app.pending("f").unwrap();
+    assert!(pending.iter().all(|p| p.node != "ask"), "`ask` finished, yet it is shown as waiting: {pending:?}");
+
+    deps.fail.store(false, Ordering::SeqCst);
+    let run = app.runner(&deps).thread("f").resume().await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert_eq!((run.state.picked.as_str(), run.state.checked.as_str()), ("blue", "napped"));
+}

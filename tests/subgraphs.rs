@@ -985,3 +985,94 @@ async fn a_childs_values_updates_and_events_reach_the_parents_stream_as_json() {
     assert_eq!((update["node"].clone(), update["update"]["said"].clone()), (json!("relay"), json!("inner")));
     assert!(value(&child, StreamMode::Events)["event"].is_string());
 }
+
+// ------------------------------------------------ a child that moves on in a step that fails
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Two {
+    #[reduce(append)]
+    answers: Vec<String>,
+}
+
+#[graph(state = Two, deps = Counts, start = first)]
+pub mod two_questions {
+    use super::*;
+
+    #[node(goto = [second], interrupt)]
+    async fn first(_s: &Two, cx: &Ctx<Counts>) -> Result<Step<Two>, NodeError> {
+        let a: String = cx.interrupt(json!({ "q": 1 }))?;
+        Ok(goto!(second, Two::update().answers(vec![a])))
+    }
+
+    #[node(goto = [END], interrupt)]
+    async fn second(_s: &Two, cx: &Ctx<Counts>) -> Result<Step<Two>, NodeError> {
+        let a: String = cx.interrupt(json!({ "q": 2 }))?;
+        Ok(goto!(END, Two::update().answers(vec![a])))
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Pair {
+    child: Vec<String>,
+    vetted: String,
+}
+
+#[graph(state = Pair, deps = Counts, start = split)]
+pub mod beside_a_vet {
+    use super::*;
+
+    #[node(goto = [delegate, vet])]
+    async fn split(_s: &Pair) -> Step<Pair> {
+        goto!([delegate, vet], Pair::update())
+    }
+
+    #[node(goto = [END], subgraphs = [two_questions], writes = [child])]
+    async fn delegate(_s: &Pair, cx: &Ctx<Counts>) -> Result<Step<Pair>, NodeError> {
+        let done = cx.subgraph(two_questions::graph(), Two::default()).await?;
+        Ok(goto!(END, Pair::update().child(done.answers)))
+    }
+
+    /// Asks, and refuses a bad value.
+    #[node(goto = [END], interrupt, writes = [vetted])]
+    async fn vet(_s: &Pair, cx: &Ctx<Counts>) -> Result<Step<Pair>, NodeError> {
+        let v: String = cx.interrupt(json!({ "vet": "?" }))?;
+        if v == "bad" {
+            return Err(NodeError::fatal("bad value"));
+        }
+        Ok(goto!(END, Pair::update().vetted(v)))
+    }
+}
+
+/// What thread `thread` waits for at its latest checkpoint, as stored (what the inbox, the
+/// `agentflow` tool and an answer given from elsewhere read; `App::pending` shows it only while
+/// the thread is paused).
+fn stored_waits(store: &Arc<dyn Store>, thread: &str) -> Vec<Value> {
+    let seq = store.latest_checkpoint(thread).unwrap().unwrap().seq;
+    let writes = store.pending_writes(thread, seq).unwrap();
+    let w = writes.iter().find(|w| w.node == "__interrupts__").expect("what the thread waits for");
+    serde_json::from_slice(&w.value).unwrap()
+}
+
+/// One value answers the child's first question and the sibling, which refuses it: the step
+/// fails, but the child moved on to its second question, durably. What the thread waits for says
+/// so (an answer given from elsewhere is read against it), and the next value answers that one.
+#[tokio::test]
+async fn a_child_that_moved_on_in_a_step_that_failed_is_shown_waiting_at_its_new_question() {
+    let counts = Counts::default();
+    let store = store();
+    let app = beside_a_vet::graph().app().store(Arc::clone(&store));
+    let run = app.runner(&counts).thread("v").run(Pair::default()).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending.len(), 2, "{pending:?}");
+    let run = app.runner(&counts).thread("v").resume_with("bad").await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
+
+    let waits = stored_waits(&store, "v");
+    let child = waits.iter().find(|p| p["node"] == "delegate").expect("the child still waits");
+    assert_eq!(child["payload"]["path"], "delegate/second", "{waits:?}");
+    assert!(waits.iter().any(|p| p["node"] == "vet"), "{waits:?}");
+
+    let done = app.runner(&counts).thread("v").resume_with("good").await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!((done.state.child, done.state.vetted.as_str()), (vec!["bad".to_string(), "good".to_string()], "good"));
+}

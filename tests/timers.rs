@@ -133,6 +133,22 @@ async fn a_sleep_ends_the_run_with_its_wake_time_stored_and_the_scheduler_wakes_
     assert!(store.due_timers(u64::MAX, 10).unwrap().is_empty());
 }
 
+/// `usize::MAX` concurrency (how a config says "no limit") is past what a semaphore holds: the
+/// scheduler still runs and wakes the thread instead of its loop dying unseen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_with_unbounded_concurrency_wakes_threads() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = app(Arc::clone(&store));
+    let log = log(20);
+    let run = app.runner(&*log).thread("t-1").run(Nap::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Sleeping { .. }), "{}", run.outcome);
+    let scheduler = app.scheduler_with(Arc::clone(&log), fast().concurrency(usize::MAX));
+    let mut woken = scheduler.subscribe();
+    let w = tokio::time::timeout(Duration::from_secs(20), woken.wait_for("t-1")).await.expect("woken").unwrap();
+    assert_eq!(w.result, Ok(Outcome::Completed));
+    scheduler.shutdown().await;
+}
+
 #[tokio::test]
 async fn resuming_before_the_wake_time_runs_nothing() {
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());

@@ -247,9 +247,7 @@ impl Meter {
     /// Counts a model call and reserves its tokens; refuses if either would
     /// pass its limit.
     pub(crate) fn begin_model_call(&self, max_output: Option<u32>) -> Result<u64, Budget> {
-        let n = self.model_calls.fetch_add(1, Ordering::SeqCst) + 1;
-        if self.limits.model_calls.is_some_and(|max| n > max) {
-            self.model_calls.fetch_sub(1, Ordering::SeqCst);
+        if !count_call(&self.model_calls, self.limits.model_calls) {
             return Err(Budget::ModelCalls);
         }
         let reserve = u64::from(max_output.or(self.limits.reserve_per_call).unwrap_or(1024));
@@ -268,7 +266,8 @@ impl Meter {
         match usage {
             Some(u) => saturating_add(&self.tokens, u.total()),
             None => {
-                self.unknown.fetch_add(1, Ordering::SeqCst);
+                // Saturates: the count starts from the thread's stored usage, which may be anything.
+                let _ = self.unknown.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_add(1));
                 saturating_add(&self.tokens, reserve);
             }
         }
@@ -281,9 +280,7 @@ impl Meter {
 
     /// Counts a tool call; refuses past the limit.
     pub(crate) fn tool_call(&self) -> Result<(), Budget> {
-        let n = self.tool_calls.fetch_add(1, Ordering::SeqCst) + 1;
-        if self.limits.tool_calls.is_some_and(|max| n > max) {
-            self.tool_calls.fetch_sub(1, Ordering::SeqCst);
+        if !count_call(&self.tool_calls, self.limits.tool_calls) {
             return Err(Budget::ToolCalls);
         }
         Ok(())
@@ -329,9 +326,45 @@ fn saturating_add(counter: &AtomicU64, n: u64) {
     let _ = counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(v.saturating_add(n)));
 }
 
+/// Counts one more call unless that passes `limit`, or the counter's range (it starts from the
+/// thread's stored usage, which may be anything); `false` when refused, the count unchanged.
+fn count_call(counter: &AtomicU32, limit: Option<u32>) -> bool {
+    counter
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            n.checked_add(1).filter(|n| limit.is_none_or(|max| *n <= max))
+        })
+        .is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counters_at_the_end_of_their_range_refuse_the_next_call_instead_of_wrapping() {
+        let full = RunUsage {
+            model_calls: u32::MAX,
+            tool_calls: u32::MAX,
+            unknown_usage_calls: u32::MAX,
+            ..RunUsage::default()
+        };
+        // No limits set: the stored counts alone are at the end of their range.
+        let meter = Meter::resumed(Limits::default(), full);
+        assert_eq!(meter.begin_model_call(Some(1)), Err(Budget::ModelCalls));
+        assert_eq!(meter.tool_call(), Err(Budget::ToolCalls));
+        let usage = meter.usage();
+        assert_eq!((usage.model_calls, usage.tool_calls), (u32::MAX, u32::MAX));
+        // A call that reports no usage counts as unknown, saturating.
+        let meter =
+            Meter::resumed(Limits::default(), RunUsage { unknown_usage_calls: u32::MAX, ..RunUsage::default() });
+        let reserve = meter.begin_model_call(Some(1)).unwrap();
+        meter.end_model_call(reserve, None);
+        assert_eq!(meter.usage().unknown_usage_calls, u32::MAX);
+        // Below the end, limits work as before.
+        let meter = Meter::resumed(Limits { tool_calls: Some(2), ..Limits::default() }, RunUsage::default());
+        assert_eq!((meter.tool_call(), meter.tool_call(), meter.tool_call()), (Ok(()), Ok(()), Err(Budget::ToolCalls)));
+        assert_eq!(meter.usage().tool_calls, 2);
+    }
 
     #[test]
     fn a_stored_budget_leaves_out_unset_limits_and_zero_counters_and_reads_back() {

@@ -451,7 +451,9 @@ impl<'a, D> Ctx<'a, D> {
     /// (a clock, a read outside the journal, new node code) gets it back too. A
     /// step that ends failed, or out of budget, keeps no new answer (one kept
     /// before stays): the thread still waits for the value, and the next one is
-    /// given to every node that asks.
+    /// given to every node that asks. What the thread is recorded as waiting for
+    /// follows that step: a node that finished in it no longer waits, and one
+    /// whose subgraph moved on to another question waits at that question.
     ///
     /// Only a `#[node(interrupt)]` may call it, once per run of the node.
     ///

@@ -53,6 +53,8 @@ pub(crate) struct Exec<'g, S: State, D> {
     pub(crate) resume_nodes: HashSet<NodeId>,
     /// What the paused nodes' own `interrupt` returned before their step paused.
     pub(crate) kept_answers: Vec<KeptAnswer>,
+    /// What the thread waited for when this run resumed it (at `resumed_step`).
+    pub(crate) resumed_interrupts: Vec<Pending>,
     pub(crate) resumed_step: u32,
     /// Resuming a step that paused before its nodes or inside one: do not stop
     /// at its breakpoints before nodes again.
@@ -122,17 +124,18 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             let (done, failed, interrupts, kept, exhausted) = self.sort_results(results);
             // A step that ends for a failure or a budget keeps no new answer (a value another node
             // refused must reach every node that waits for a value when the thread resumes), and
-            // leaves those kept before as they were.
+            // leaves those kept before as they were. What the thread waits for is brought up to
+            // date with what the step's nodes did.
+            if (exhausted.is_some() || failed.is_some())
+                && let Some(cp) = checkpointer.as_mut()
+            {
+                let waiting = self.waiting_after_stop(step, &done, &interrupts, &kept);
+                cp.keep_pending(&done, waiting.as_deref(), None, |n| self.name(n)).await?;
+            }
             if let Some(which) = exhausted {
-                if let Some(cp) = checkpointer.as_mut() {
-                    cp.keep_pending(&done, &[], None, |n| self.name(n)).await?;
-                }
                 break Outcome::BudgetExhausted { which };
             }
             if let Some((id, error)) = failed {
-                if let Some(cp) = checkpointer.as_mut() {
-                    cp.keep_pending(&done, &[], None, |n| self.name(n)).await?;
-                }
                 if self.scope.cancel.is_cancelled() {
                     break self.stopped();
                 }
@@ -211,6 +214,50 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         (done, failed, interrupts, kept, exhausted)
     }
 
+    /// What the thread waits for once step `step` stopped failed or out of budget, to store in
+    /// place of what it waited for when this run resumed it; `None` leaves the stored list as it
+    /// is (nothing changed, or the run did not resume at this step, whose checkpoint then holds
+    /// none). A node that finished waits for nothing any more. A node that paused waits for what
+    /// it paused on now, unless it took the resume value in this step: the step keeps no new
+    /// answer, so its re-run asks its question again. A node that failed will do again what it
+    /// waited for. A breakpoint stays as it was: the resumed step has passed it.
+    fn waiting_after_stop(
+        &self,
+        step: u32,
+        done: &[(NodeId, Step<S>)],
+        paused: &[Pending],
+        kept: &[KeptAnswer],
+    ) -> Option<Vec<Pending>> {
+        if step != self.resumed_step {
+            return None;
+        }
+        let finished =
+            |node: &str| done.iter().any(|(id, _)| self.name(*id) == node) && !paused.iter().any(|p| p.node == node);
+        // Paused after taking the resume value (not a kept answer, which the failure leaves).
+        let asks_again = |node: &str| {
+            kept.iter().any(|k| {
+                k.node == node
+                    && !self.kept_answers.iter().any(|old| {
+                        !old.stale && old.node == k.node && old.instance == k.instance && old.value == k.value
+                    })
+            })
+        };
+        let breakpoint = |p: &Pending| matches!(p.kind, PendingKind::Before | PendingKind::After);
+        let mut waiting: Vec<Pending> = Vec::new();
+        for p in &self.resumed_interrupts {
+            let moved_on = paused.iter().any(|n| n.node == p.node) && !asks_again(&p.node);
+            if breakpoint(p) || !(finished(&p.node) || moved_on) {
+                waiting.push(p.clone());
+            }
+        }
+        for p in paused {
+            if !asks_again(&p.node) || !self.resumed_interrupts.iter().any(|old| old.node == p.node) {
+                waiting.push(p.clone());
+            }
+        }
+        (waiting != self.resumed_interrupts).then_some(waiting)
+    }
+
     fn breakpoints(&self, nodes: &[NodeId], set: &HashSet<NodeId>, kind: PendingKind) -> Vec<Pending> {
         nodes
             .iter()
@@ -231,7 +278,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
     ) -> Result<Outcome, PersistError> {
         let thread = match checkpointer.as_mut() {
             Some(cp) => {
-                cp.keep_pending(done, &pending, kept.as_deref(), |n| self.name(n)).await?;
+                cp.keep_pending(done, Some(&pending), kept.as_deref(), |n| self.name(n)).await?;
                 Some(cp.thread.clone())
             }
             None => None,
@@ -498,7 +545,7 @@ fn encode_updates<S: State>(done: &[(NodeId, Step<S>)]) -> Result<Vec<Vec<u8>>, 
     done.iter().map(|(_, s)| crate::persist::encode::document(&s.update, "an update")).collect()
 }
 
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
     panic
         .downcast_ref::<&str>()
         .copied()

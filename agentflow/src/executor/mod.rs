@@ -2,7 +2,7 @@
 //! loop) and reports how each run ended.
 
 mod events;
-mod exec;
+pub(crate) mod exec;
 mod step;
 
 use std::collections::HashSet;
@@ -204,8 +204,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     }
 
     /// Ends the run as [`Budget::Deadline`](crate::Budget::Deadline) after this much wall-clock time.
-    pub fn timeout(self, limit: Duration) -> Self {
-        self.deadline(Instant::now() + limit)
+    /// A limit too far ahead for the clock to represent (`Duration::MAX`, say) sets no deadline.
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.deadline = Instant::now().checked_add(limit);
+        self
     }
 
     /// Cancelling `token` stops the run at the next step boundary ([`Outcome::Cancelled`]).
@@ -520,6 +522,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         // already; one paused after a node's step has not begun the next.
         let skip_before = start.interrupts.iter().any(|p| p.kind != PendingKind::After);
         let kept_answers = std::mem::take(&mut start.kept_answers);
+        let resumed_interrupts = start.interrupts.clone();
         // The context reaches the stream for model chunks and custom values, and passes it on
         // to subgraphs, which send up every mode the stream carries.
         let outlet = self.stream.clone();
@@ -553,6 +556,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             resume_value,
             resume_nodes,
             kept_answers,
+            resumed_interrupts,
             resumed_step: start.step,
             skip_before,
             metrics,

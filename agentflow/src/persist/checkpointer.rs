@@ -282,6 +282,18 @@ pub(crate) fn process_tag() -> &'static str {
     })
 }
 
+/// The seq after `seq`, for thread `thread`'s next checkpoint. A store holds none past
+/// `i64::MAX`, so this fails only for a [`Store`] of another origin that handed out a seq at the
+/// end of the range: a typed error, not an overflow.
+pub(crate) fn next_seq(thread: &str, seq: u64) -> Result<u64, PersistError> {
+    seq.checked_add(1).ok_or_else(|| {
+        PersistError::Commit(agentflow_store::CommitError::Invalid {
+            thread: thread.to_string(),
+            reason: format!("checkpoint {seq} is the last a thread can have; fork the thread to go on"),
+        })
+    })
+}
+
 fn to_json<T: serde::Serialize>(value: &T, what: &'static str) -> Result<Vec<u8>, PersistError> {
     super::encode::document(value, what)
 }
@@ -678,9 +690,10 @@ impl Checkpointer {
         } else {
             None
         };
+        let seq = next_seq(&self.thread, self.seq)?;
         let checkpoint = Checkpoint {
             thread: self.thread.clone(),
-            seq: self.seq + 1,
+            seq,
             parent: Some(self.seq),
             cursor,
             snapshot,
@@ -711,7 +724,7 @@ impl Checkpointer {
         }
         self.commit_raw(Some(checkpoint), vec![], status, detail, if last { Flush::Now } else { Flush::Step }).await?;
         self.completed = last;
-        self.seq += 1;
+        self.seq = seq;
         // The new checkpoint has no kept answers of its own.
         self.answers_kept = false;
         let finished = std::mem::replace(&mut self.journal_seq, self.seq);
@@ -783,16 +796,17 @@ impl Checkpointer {
 
     /// Keeps the writes of the nodes that finished in a step that failed, so
     /// a resume re-runs only the failed nodes. (The thread's usage is
-    /// written by [`Checkpointer::finish`], which follows.)
+    /// written by [`Checkpointer::finish`], which follows.) `interrupts`
+    /// replaces what the thread waits for (`None` leaves it as it is).
     pub(crate) async fn keep_pending<S: State>(
         &mut self,
         done: &[(NodeId, Step<S>)],
-        interrupts: &[Pending],
+        interrupts: Option<&[Pending]>,
         kept: Option<&[KeptAnswer]>,
         names: impl Fn(NodeId) -> &'static str,
     ) -> Result<(), PersistError> {
         let mut writes = Vec::new();
-        if !interrupts.is_empty() {
+        if let Some(interrupts) = interrupts {
             let value = to_json(&interrupts, "the interrupts")?;
             writes.push(PendingWrite { seq: self.seq, node: INTERRUPTS.to_string(), idx: 0, value });
         }

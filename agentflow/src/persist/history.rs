@@ -346,7 +346,7 @@ fn append_checkpoint(
     // Hold the lease for the write so a running executor is not overtaken.
     let lease = hold(store, thread)?;
     let last = store.list_checkpoints(thread).map_err(PersistError::from)?.last().map_or(0, |c| c.seq);
-    let seq = last + 1;
+    let seq = super::checkpointer::next_seq(thread, last)?;
     let checkpoint = Checkpoint {
         thread: thread.to_string(),
         seq,

@@ -413,7 +413,7 @@ pub async fn execute_turn(
     let Some(step) = s.plan.get(s.current) else {
         return Err(NodeError::fatal(format!(
             "the executor has no step {} in a plan of {}",
-            s.current + 1,
+            s.current.saturating_add(1),
             s.plan.len()
         )));
     };
@@ -554,8 +554,8 @@ pub async fn replan_turn(
         Message::human(format!(
             "{}\n\nStep {} failed. Revise the steps from step {} on, or finish.",
             progress(s),
-            s.current + 1,
-            s.current + 1
+            s.current.saturating_add(1),
+            s.current.saturating_add(1)
         ))
         .with_id(format!("replan-{}-ask", s.replans)),
     ];

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentflow_store::Timer;
+use futures_util::FutureExt;
 use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
 
@@ -197,7 +198,16 @@ impl<S: State, D: Send + Sync + 'static> App<S, D> {
             running: Arc::new(Mutex::new(HashSet::new())),
             backoff: HashMap::new(),
         };
-        let task = tokio::spawn(looped.run());
+        let task = tokio::spawn(async move {
+            // Said where it happens: nothing else would show that sleeping threads stopped waking.
+            if let Err(panic) = std::panic::AssertUnwindSafe(looped.run()).catch_unwind().await {
+                let message = crate::executor::exec::panic_message(panic.as_ref());
+                tracing::error!(
+                    panic = message,
+                    "the timer scheduler stopped: its loop panicked; no sleeping thread is woken until a scheduler starts again"
+                );
+            }
+        });
         Scheduler { cancel, task: Some(task), woken, first: Mutex::new(Some(first)) }
     }
 
@@ -260,7 +270,8 @@ struct Loop<S: State, D> {
 impl<S: State, D: Send + Sync + 'static> Loop<S, D> {
     async fn run(mut self) {
         let Some(store) = self.app.store.clone() else { return };
-        let permits = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
+        // A semaphore holds at most `MAX_PERMITS`: a larger figure means "no limit" just as well.
+        let permits = Arc::new(Semaphore::new(self.config.concurrency.clamp(1, Semaphore::MAX_PERMITS)));
         let mut tasks = tokio::task::JoinSet::new();
         let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<(String, bool)>();
         loop {
