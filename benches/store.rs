@@ -5,6 +5,7 @@
 //! cargo bench --bench store              # full
 //! cargo bench --bench store -- --quick   # CI smoke check, < 20 s
 //! AGENTFLOW_BENCH_QUICK=1 cargo bench --bench store
+//! AGENTFLOW_BENCH_PAIRS=41 cargo bench --bench store -- cycle sync_breakdown
 //! ```
 //!
 //! The workloads of `benches/engine.rs` (`cycle_flat`, `cycle`, `fanout`) run
@@ -49,6 +50,13 @@
 //!   spawned on the runtime, through `block_in_place` as the executor calls it
 //!   (`store_commit_in_task`: what running there costs); and the executor's
 //!   `Sync` step of `cycle_flat` (`executor_step`: the executor's work on top).
+//!   As many rounds as a `vs_redb_raw` figure has pairs; beside each layer's
+//!   medians, `<layer>_vs_redb_raw` is the median over the rounds of raw
+//!   commits/s over that layer's operations/s, so the same target reads
+//!   layer by layer.
+//!
+//! `AGENTFLOW_BENCH_PAIRS=N` sets the pairs (and breakdown rounds) to `N`:
+//! one run's median moves less with more of them.
 //!
 //! Every run uses a tokio `multi_thread` runtime with 2 workers, the run
 //! spawned onto a worker. A `Sync` step is committed on the run's own thread
@@ -120,11 +128,18 @@ impl Config {
             // Run as a test (`cargo test --benches`): cargo passes no `--bench`.
             || !args.iter().any(|a| a == "--bench");
         let filters: Vec<String> = args.iter().filter(|a| !a.starts_with('-')).cloned().collect();
+        let pairs = |default: usize| {
+            std::env::var("AGENTFLOW_BENCH_PAIRS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|&n| n > 0)
+                .unwrap_or(default)
+        };
         if quick {
             Config {
                 quick,
                 samples: 1,
-                ratio_pairs: 5,
+                ratio_pairs: pairs(5),
                 sync_steps: 300,
                 eventual_steps: 600,
                 fan_runs: 20,
@@ -140,7 +155,7 @@ impl Config {
             Config {
                 quick,
                 samples: 5,
-                ratio_pairs: 11,
+                ratio_pairs: pairs(11),
                 sync_steps: 600,
                 eventual_steps: 3000,
                 fan_runs: 100,
@@ -586,8 +601,9 @@ impl DirectCommits {
     }
 }
 
-/// Wall-clock and CPU microseconds per operation of each layer under a `Sync` step, the four
-/// measured back to back in every round (medians over the rounds after the first).
+/// Wall-clock and CPU microseconds per operation of each layer under a `Sync` step, the five
+/// measured back to back in every round (medians over the rounds after the first), and each
+/// layer's rate against the raw commit's.
 fn bench_sync_breakdown(cfg: &Config, rt: &tokio::runtime::Runtime, raw: &mut RawRedb) {
     let n = cfg.sync_steps as usize;
     let graph = cycle_flat::graph();
@@ -599,7 +615,9 @@ fn bench_sync_breakdown(cfg: &Config, rt: &tokio::runtime::Runtime, raw: &mut Ra
     let mut wall: [Vec<f64>; 5] = Default::default();
     let mut cpu: [Vec<Duration>; 5] = Default::default();
     let mut in_task = Some(DirectCommits::new());
-    for round in 0..=cfg.samples {
+    // As many rounds as a `vs_redb_raw` figure has pairs: each layer's ratio to the raw commit
+    // is the median of its per-round ratios, like those.
+    for round in 0..=cfg.ratio_pairs {
         for (layer, name) in LAYERS.iter().enumerate() {
             let mut took = Vec::new();
             let began = Instant::now();
@@ -639,7 +657,12 @@ fn bench_sync_breakdown(cfg: &Config, rt: &tokio::runtime::Runtime, raw: &mut Ra
             }
         }
     }
-    let mut line = json!({ "bench": "sync_breakdown", "ops": n, "samples": cfg.samples, "quick": cfg.quick });
+    let mut line = json!({ "bench": "sync_breakdown", "ops": n, "samples": cfg.ratio_pairs, "quick": cfg.quick });
+    for (layer, name) in LAYERS.iter().enumerate().skip(1) {
+        // Raw commits per second over this layer's operations per second, round by round.
+        let ratios = wall[0].iter().zip(&wall[layer]).map(|(raw, op)| raw / op).collect();
+        line[format!("{name}_vs_redb_raw")] = json!(round3(median(ratios)));
+    }
     for (layer, name) in LAYERS.iter().enumerate() {
         line[format!("{name}_us")] = json!(round1(median(std::mem::take(&mut wall[layer]))));
         if !cpu[layer].is_empty() {
