@@ -51,9 +51,9 @@
 //!   (`store_commit_in_task`: what running there costs); and the executor's
 //!   `Sync` step of `cycle_flat` (`executor_step`: the executor's work on top).
 //!   As many rounds as a `vs_redb_raw` figure has pairs; beside each layer's
-//!   medians, `<layer>_vs_redb_raw` is the median over the rounds of raw
-//!   commits/s over that layer's operations/s, so the same target reads
-//!   layer by layer.
+//!   medians, `<layer>_vs_redb_raw` is the median over the rounds of that
+//!   layer's operations/s over raw commits/s, so the same target reads layer
+//!   by layer.
 //!
 //! `AGENTFLOW_BENCH_PAIRS=N` sets the pairs (and breakdown rounds) to `N`:
 //! one run's median moves less with more of them.
@@ -659,7 +659,7 @@ fn bench_sync_breakdown(cfg: &Config, rt: &tokio::runtime::Runtime, raw: &mut Ra
     }
     let mut line = json!({ "bench": "sync_breakdown", "ops": n, "samples": cfg.ratio_pairs, "quick": cfg.quick });
     for (layer, name) in LAYERS.iter().enumerate().skip(1) {
-        // Raw commits per second over this layer's operations per second, round by round.
+        // This layer's operations per second over raw commits per second, round by round.
         let ratios = wall[0].iter().zip(&wall[layer]).map(|(raw, op)| raw / op).collect();
         line[format!("{name}_vs_redb_raw")] = json!(round3(median(ratios)));
     }

@@ -489,7 +489,7 @@ mod ask_beside_a_flaky_nap {
 #[tokio::test]
 async fn a_question_answered_in_a_step_that_failed_is_no_longer_pending() {
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
-    let app = ask_beside_a_flaky_nap::graph().app().store(store);
+    let app = ask_beside_a_flaky_nap::graph().app().store(Arc::clone(&store));
     let deps = Flaky::default();
     deps.fail.store(true, Ordering::SeqCst);
     let run = app.runner(&deps).thread("f").run(Pair::default()).await.unwrap();
@@ -498,11 +498,131 @@ async fn a_question_answered_in_a_step_that_failed_is_no_longer_pending() {
     tokio::time::sleep(std::time::Duration::from_millis(40)).await;
     let run = app.runner(&deps).thread("f").resume_with("blue").await.unwrap();
     assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
-    let pending = app.pending("f").unwrap();
-    assert!(pending.iter().all(|p| p.node != "ask"), "`ask` finished, yet it is shown as waiting: {pending:?}");
+    let waits = stored_waits(&store, "f");
+    assert!(waits.iter().all(|p| p["node"] != "ask"), "`ask` finished, yet it is recorded as waiting: {waits:?}");
 
     deps.fail.store(false, Ordering::SeqCst);
     let run = app.runner(&deps).thread("f").resume().await.unwrap();
     assert_eq!(run.outcome, Outcome::Completed);
     assert_eq!((run.state.picked.as_str(), run.state.checked.as_str()), ("blue", "napped"));
+}
+
+/// What thread `thread` records it waits for at its latest checkpoint (what a resume, an answer
+/// given from elsewhere and the `agentflow` tool read, whatever the thread's status).
+fn stored_waits(store: &Arc<dyn Store>, thread: &str) -> Vec<serde_json::Value> {
+    let seq = store.latest_checkpoint(thread).unwrap().unwrap().seq;
+    let writes = store.pending_writes(thread, seq).unwrap();
+    let w = writes.iter().find(|w| w.node == "__interrupts__").expect("what the thread waits for");
+    serde_json::from_slice(&w.value).unwrap()
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    ask: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Reviews {
+    #[reduce(append)]
+    verdicts: Vec<String>,
+}
+
+#[graph(state = Reviews, deps = Flaky, start = fan)]
+mod map_of_askers {
+    use super::*;
+
+    #[node(goto = [review])]
+    async fn fan(_s: &Reviews) -> Step<Reviews> {
+        goto!(each(review, vec![Item { ask: false }, Item { ask: true }]))
+    }
+
+    /// An instance whose item says so asks, and refuses a bad value; the others finish at once.
+    #[node(goto = [END], interrupt)]
+    async fn review(_s: &Reviews, #[payload] item: &Item, cx: &Ctx<Flaky>) -> Result<Step<Reviews>, NodeError> {
+        if !item.ask {
+            return Ok(goto!(END, Reviews::update().verdicts(vec!["auto".to_string()])));
+        }
+        let v: String = cx.interrupt(serde_json::json!({ "review": "?" }))?;
+        if v == "bad" {
+            return Err(NodeError::fatal("bad value"));
+        }
+        Ok(goto!(END, Reviews::update().verdicts(vec![v])))
+    }
+}
+
+/// One instance of a map worker finished, the other asked and then refused the value: the worker
+/// still waits for a value (the finished instance does not make the node count as finished).
+#[tokio::test]
+async fn a_map_worker_with_one_instance_finished_still_waits_for_the_others_value() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = map_of_askers::graph().app().store(Arc::clone(&store));
+    let deps = Flaky::default();
+    let run = app.runner(&deps).thread("m").run(Reviews::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+    let run = app.runner(&deps).thread("m").resume_with("bad").await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
+    assert!(stored_waits(&store, "m").iter().any(|p| p["node"] == "review"));
+    let done = app.runner(&deps).thread("m").resume_with("good").await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.verdicts, ["auto", "good"]);
+}
+
+#[derive(Default)]
+pub struct Naps {
+    /// `check` fails after its timer while this is set.
+    fail: std::sync::atomic::AtomicBool,
+    checks: AtomicU32,
+}
+
+#[graph(state = Pair, deps = Naps, start = split)]
+mod two_sleepers {
+    use super::*;
+
+    #[node(goto = [long_nap, check])]
+    async fn split(_s: &Pair) -> Step<Pair> {
+        goto!([long_nap, check], Pair::update())
+    }
+
+    /// Sleeps briefly, then for an hour.
+    #[node(goto = [END], sleep, writes = [picked])]
+    async fn long_nap(_s: &Pair, cx: &Ctx<Naps>) -> Result<Step<Pair>, NodeError> {
+        cx.sleep(std::time::Duration::from_millis(20)).await?;
+        cx.sleep(std::time::Duration::from_secs(3600)).await?;
+        Ok(goto!(END, Pair::update().picked("rested".to_string())))
+    }
+
+    /// Sleeps briefly, then fails while `fail` is set.
+    #[node(goto = [END], sleep, writes = [checked])]
+    async fn check(_s: &Pair, cx: &Ctx<Naps>) -> Result<Step<Pair>, NodeError> {
+        cx.sleep(std::time::Duration::from_millis(20)).await?;
+        cx.deps().checks.fetch_add(1, Ordering::SeqCst);
+        if cx.deps().fail.load(Ordering::SeqCst) {
+            return Err(NodeError::fatal("the service is down"));
+        }
+        Ok(goto!(END, Pair::update().checked("checked".to_string())))
+    }
+}
+
+/// A step fails while a sibling sleeps on for an hour: the thread is `failed`, no timer of it
+/// is armed, and a resume runs the failed node again at once instead of answering "asleep for an
+/// hour" without running anything (which nothing would ever wake).
+#[tokio::test]
+async fn a_failed_step_beside_a_long_sleep_is_run_again_by_a_resume() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = two_sleepers::graph().app().store(Arc::clone(&store));
+    let deps = Naps::default();
+    deps.fail.store(true, Ordering::SeqCst);
+    let run = app.runner(&deps).thread("s").run(Pair::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Sleeping { .. }), "{}", run.outcome);
+    tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+    let run = app.runner(&deps).thread("s").resume().await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
+    assert_eq!(deps.checks.load(Ordering::SeqCst), 1);
+
+    deps.fail.store(false, Ordering::SeqCst);
+    let run = app.runner(&deps).thread("s").resume().await.unwrap();
+    assert_eq!(deps.checks.load(Ordering::SeqCst), 2, "the failed node did not run again");
+    assert!(matches!(run.outcome, Outcome::Sleeping { .. }), "{}", run.outcome);
+    assert_eq!(store.thread("s").unwrap().unwrap().status, agentflow::persist::ThreadStatus::Sleeping);
+    assert!(store.thread_timer("s").unwrap().is_some(), "the hour-long timer is armed");
 }

@@ -25,6 +25,8 @@ pub struct Counts {
     reviews: AtomicU32,
     refunds: AtomicU32,
     drafts: AtomicU32,
+    /// `flaky_after_review` fails after its child while this is set.
+    fail: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -1073,6 +1075,71 @@ async fn a_child_that_moved_on_in_a_step_that_failed_is_shown_waiting_at_its_new
     assert!(waits.iter().any(|p| p["node"] == "vet"), "{waits:?}");
 
     let done = app.runner(&counts).thread("v").resume_with("good").await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!((done.state.child, done.state.vetted.as_str()), (vec!["bad".to_string(), "good".to_string()], "good"));
+}
+
+#[graph(state = Desk, deps = Counts, start = publish)]
+pub mod flaky_after_review {
+    use super::*;
+
+    /// The review child asks once; then the node calls a service that may be down.
+    #[node(goto = [END], subgraphs = [review])]
+    async fn publish(s: &Desk, cx: &Ctx<Counts>) -> Result<Step<Desk>, NodeError> {
+        let reviewed = cx.subgraph(review::graph(), Review { draft: s.topic.clone(), verdict: String::new() }).await?;
+        if cx.deps().fail.load(Ordering::SeqCst) {
+            return Err(NodeError::fatal("the publishing service is down"));
+        }
+        Ok(goto!(END, Desk::update().report(reviewed.verdict)))
+    }
+}
+
+/// The child takes the value and completes, durably; then the node fails. Nothing waits for a
+/// value any more: a plain resume (once the service is back) completes, with the child's answer.
+#[tokio::test]
+async fn a_node_that_fails_after_its_child_took_the_value_does_not_ask_for_another() {
+    let counts = Counts::default();
+    let store = store();
+    let app = flaky_after_review::graph().app().store(Arc::clone(&store));
+    let run = app.runner(&counts).thread("p").run(desk("draft")).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+    counts.fail.store(true, Ordering::SeqCst);
+    let run = app.runner(&counts).thread("p").resume_with("ship it").await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
+    assert!(stored_waits(&store, "p").is_empty(), "{:?}", stored_waits(&store, "p"));
+
+    counts.fail.store(false, Ordering::SeqCst);
+    let done = app.runner(&counts).thread("p").resume().await.unwrap();
+    assert_eq!((done.outcome, done.state.report.as_str()), (Outcome::Completed, "ship it"));
+    assert_eq!(counts.reviews.load(Ordering::SeqCst), 2, "the review asked, then took the value; no third run");
+}
+
+#[graph(state = Pair, deps = Counts, start = wrap)]
+pub mod around_a_vet {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [beside_a_vet])]
+    async fn wrap(_s: &Pair, cx: &Ctx<Counts>) -> Result<Step<Pair>, NodeError> {
+        let done = cx.subgraph(beside_a_vet::graph(), Pair::default()).await?;
+        Ok(goto!(END, Pair::update().child(done.child).vetted(done.vetted)))
+    }
+}
+
+/// One level further down, the child's step fails while one of its nodes still waits for a value.
+/// The child is `failed`, yet it waits: resuming the parent shows its question again (instead of
+/// failing with "a value is required" on every resume), and the next value reaches it.
+#[tokio::test]
+async fn a_child_whose_step_failed_while_it_waited_gets_the_next_value() {
+    let counts = Counts::default();
+    let app = around_a_vet::graph().app().store(store());
+    let run = app.runner(&counts).thread("w").run(Pair::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+    let run = app.runner(&counts).thread("w").resume_with("bad").await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
+    let run = app.runner(&counts).thread("w").resume().await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].node, "wrap", "{pending:?}");
+    let done = app.runner(&counts).thread("w").resume_with("good").await.unwrap();
     assert_eq!(done.outcome, Outcome::Completed);
     assert_eq!((done.state.child, done.state.vetted.as_str()), (vec!["bad".to_string(), "good".to_string()], "good"));
 }

@@ -299,10 +299,10 @@ impl Meter {
 
     /// Counts what a child run consumed (its limits were what was left here).
     pub(crate) fn charge(&self, used: &RunUsage) {
-        self.model_calls.fetch_add(used.model_calls, Ordering::SeqCst);
-        self.tool_calls.fetch_add(used.tool_calls, Ordering::SeqCst);
+        saturating_add_u32(&self.model_calls, used.model_calls);
+        saturating_add_u32(&self.tool_calls, used.tool_calls);
         saturating_add(&self.tokens, used.tokens);
-        self.unknown.fetch_add(used.unknown_usage_calls, Ordering::SeqCst);
+        saturating_add_u32(&self.unknown, used.unknown_usage_calls);
     }
 
     /// Whether the tokens spent already reach the limit.
@@ -323,6 +323,11 @@ impl Meter {
 /// Adds `n` to `counter`, stopping at `u64::MAX` (a model reporting absurd
 /// usage must neither wrap the count nor panic).
 fn saturating_add(counter: &AtomicU64, n: u64) {
+    let _ = counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(v.saturating_add(n)));
+}
+
+/// Adds `n` to `counter`, stopping at `u32::MAX`.
+fn saturating_add_u32(counter: &AtomicU32, n: u32) {
     let _ = counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(v.saturating_add(n)));
 }
 
@@ -360,6 +365,11 @@ mod tests {
         let reserve = meter.begin_model_call(Some(1)).unwrap();
         meter.end_model_call(reserve, None);
         assert_eq!(meter.usage().unknown_usage_calls, u32::MAX);
+        // A child's usage charged on top saturates too.
+        let meter = Meter::resumed(Limits::default(), full);
+        meter.charge(&RunUsage { model_calls: 3, tool_calls: 3, unknown_usage_calls: 3, tokens: 5 });
+        let usage = meter.usage();
+        assert_eq!((usage.model_calls, usage.tool_calls, usage.unknown_usage_calls), (u32::MAX, u32::MAX, u32::MAX));
         // Below the end, limits work as before.
         let meter = Meter::resumed(Limits { tool_calls: Some(2), ..Limits::default() }, RunUsage::default());
         assert_eq!((meter.tool_call(), meter.tool_call(), meter.tool_call()), (Ok(()), Ok(()), Err(Budget::ToolCalls)));

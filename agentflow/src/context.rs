@@ -452,8 +452,11 @@ impl<'a, D> Ctx<'a, D> {
     /// step that ends failed, or out of budget, keeps no new answer (one kept
     /// before stays): the thread still waits for the value, and the next one is
     /// given to every node that asks. What the thread is recorded as waiting for
-    /// follows that step: a node that finished in it no longer waits, and one
-    /// whose subgraph moved on to another question waits at that question.
+    /// follows that step: a node that finished in it no longer waits; one whose
+    /// subgraph moved on to another question waits at that question; one whose
+    /// subgraph took the value and then failed waits for nothing recorded (its
+    /// re-run finds out what the child waits for now, and a child whose own step
+    /// failed while it waited still gets the next value).
     ///
     /// Only a `#[node(interrupt)]` may call it, once per run of the node.
     ///

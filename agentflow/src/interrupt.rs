@@ -86,6 +86,9 @@ pub(crate) struct Signal {
     /// The resume value was given to a waiting child or to `interrupt`: a node
     /// run gets it once.
     pub(crate) resume_taken: bool,
+    /// A child subgraph was resumed with the resume value: it took it durably, in its own
+    /// thread, whatever becomes of this attempt.
+    pub(crate) child_took_resume: bool,
     /// The value `interrupt` returned in this attempt. If the attempt then
     /// pauses for something else (its subgraph's question, an approval, a
     /// timer), it is kept with the pause: the node's re-run gets it back.

@@ -220,8 +220,10 @@ impl<D: Sync> Ctx<'_, D> {
                         break 'resumed Err(busy);
                     }
                     let runner = runner.limits(wanted);
+                    // Read whatever the child's status: one that failed while it waited for a
+                    // value (a sibling's error, say) still waits for it.
                     let pending =
-                        app.pending(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", name)))?;
+                        app.waits_for(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", name)))?;
                     // The node run's resume value goes to the first that waits for one.
                     let waits = pending.iter().any(|p| p.kind == PendingKind::Interrupt);
                     let resume = self.resume.filter(|_| {
@@ -231,7 +233,11 @@ impl<D: Sync> Ctx<'_, D> {
                     match (waits, resume) {
                         (true, Some(value)) => {
                             took_resume = true;
-                            runner.resume_with(value.clone()).await
+                            let run = runner.resume_with(value.clone()).await;
+                            if !matches!(run, Err(RunError::ThreadBusy { .. })) {
+                                self.signal.lock().unwrap_or_else(|p| p.into_inner()).child_took_resume = true;
+                            }
+                            run
                         }
                         // Resumed without a value: still waiting for one.
                         (true, None) => return Err(self.wait_on_child(name, &id, &pending)),

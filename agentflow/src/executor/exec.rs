@@ -29,6 +29,22 @@ use crate::state::State;
 use crate::step::{Mailbox, Step};
 use crate::stream::{StreamMode, StreamPart};
 
+/// A step's results, sorted by how each node run ended.
+struct Sorted<S: State> {
+    /// The runs that finished, with their steps.
+    done: Vec<(NodeId, Step<S>)>,
+    /// The first failure, in declaration order.
+    failed: Option<(NodeId, NodeError)>,
+    /// What the paused runs wait for.
+    interrupts: Vec<Pending>,
+    /// What the paused runs' own `interrupt` returned before they paused.
+    kept: Vec<KeptAnswer>,
+    /// The first budget a run exhausted.
+    exhausted: Option<Budget>,
+    /// Every run that did not finish (failed, paused or out of budget).
+    halted: Vec<NodeId>,
+}
+
 /// Why a node did not produce a step.
 pub(crate) enum Halt {
     Error(NodeError),
@@ -55,6 +71,8 @@ pub(crate) struct Exec<'g, S: State, D> {
     pub(crate) kept_answers: Vec<KeptAnswer>,
     /// What the thread waited for when this run resumed it (at `resumed_step`).
     pub(crate) resumed_interrupts: Vec<Pending>,
+    /// Nodes whose subgraph took the resume value in a run that then halted.
+    pub(crate) children_moved: std::sync::Mutex<Vec<NodeId>>,
     pub(crate) resumed_step: u32,
     /// Resuming a step that paused before its nodes or inside one: do not stop
     /// at its breakpoints before nodes again.
@@ -121,7 +139,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 },
                 None => work.await?,
             };
-            let (done, failed, interrupts, kept, exhausted) = self.sort_results(results);
+            let Sorted { done, failed, interrupts, kept, exhausted, halted } = self.sort_results(results);
             // A step that ends for a failure or a budget keeps no new answer (a value another node
             // refused must reach every node that waits for a value when the thread resumes), and
             // leaves those kept before as they were. What the thread waits for is brought up to
@@ -129,7 +147,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             if (exhausted.is_some() || failed.is_some())
                 && let Some(cp) = checkpointer.as_mut()
             {
-                let waiting = self.waiting_after_stop(step, &done, &interrupts, &kept);
+                let waiting = self.waiting_after_stop(step, &halted, &interrupts, &kept);
                 cp.keep_pending(&done, waiting.as_deref(), None, |n| self.name(n)).await?;
             }
             if let Some(which) = exhausted {
@@ -186,53 +204,64 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
 
     /// Splits a step's results into finished nodes, the first failure (in
     /// declaration order), interrupts and the answers the paused nodes keep.
-    #[allow(clippy::type_complexity)]
-    fn sort_results(
-        &self,
-        results: Vec<(NodeId, Result<Step<S>, Halt>)>,
-    ) -> (Vec<(NodeId, Step<S>)>, Option<(NodeId, NodeError)>, Vec<Pending>, Vec<KeptAnswer>, Option<Budget>) {
-        let mut done = Vec::with_capacity(results.len());
-        let mut failed = None;
-        let mut interrupts = Vec::new();
-        let mut kept = Vec::new();
-        let mut exhausted = None;
+    fn sort_results(&self, results: Vec<(NodeId, Result<Step<S>, Halt>)>) -> Sorted<S> {
+        let mut sorted = Sorted {
+            done: Vec::with_capacity(results.len()),
+            failed: None,
+            interrupts: Vec::new(),
+            kept: Vec::new(),
+            exhausted: None,
+            halted: Vec::new(),
+        };
         for (id, result) in results {
-            match result {
-                Ok(s) => done.push((id, s)),
-                Err(Halt::Error(e)) => {
-                    failed.get_or_insert((id, e));
+            let halt = match result {
+                Ok(s) => {
+                    sorted.done.push((id, s));
+                    continue;
                 }
-                Err(Halt::Pause(pending, answer)) => {
-                    interrupts.push(pending);
-                    kept.extend(answer);
+                Err(halt) => halt,
+            };
+            sorted.halted.push(id);
+            match halt {
+                Halt::Error(e) => {
+                    sorted.failed.get_or_insert((id, e));
                 }
-                Err(Halt::Budget(which)) => {
-                    exhausted.get_or_insert(which);
+                Halt::Pause(pending, answer) => {
+                    sorted.interrupts.push(pending);
+                    sorted.kept.extend(answer);
+                }
+                Halt::Budget(which) => {
+                    sorted.exhausted.get_or_insert(which);
                 }
             }
         }
-        (done, failed, interrupts, kept, exhausted)
+        sorted
     }
 
     /// What the thread waits for once step `step` stopped failed or out of budget, to store in
     /// place of what it waited for when this run resumed it; `None` leaves the stored list as it
-    /// is (nothing changed, or the run did not resume at this step, whose checkpoint then holds
-    /// none). A node that finished waits for nothing any more. A node that paused waits for what
-    /// it paused on now, unless it took the resume value in this step: the step keeps no new
-    /// answer, so its re-run asks its question again. A node that failed will do again what it
-    /// waited for. A breakpoint stays as it was: the resumed step has passed it.
+    /// is (nothing changed, the run resumed at a checkpoint that recorded nothing to wait for,
+    /// or the step is a later one, whose checkpoint holds none).
+    /// - A node all of whose runs finished (every instance, for a map worker) waits for nothing.
+    /// - A node that paused waits for what it paused on now, unless it took the resume value in
+    ///   this step: the step keeps no new answer, so its re-run asks its question again.
+    /// - A node whose subgraph took the resume value waits for nothing recorded here: the child
+    ///   moved on in its own thread, and the node's re-run finds out what it waits for now.
+    /// - Any other node that did not finish will do again what it waited for.
+    /// - A breakpoint stays as it was: the resumed step has passed it.
     fn waiting_after_stop(
         &self,
         step: u32,
-        done: &[(NodeId, Step<S>)],
+        halted: &[NodeId],
         paused: &[Pending],
         kept: &[KeptAnswer],
     ) -> Option<Vec<Pending>> {
-        if step != self.resumed_step {
+        if step != self.resumed_step || self.resumed_interrupts.is_empty() {
             return None;
         }
-        let finished =
-            |node: &str| done.iter().any(|(id, _)| self.name(*id) == node) && !paused.iter().any(|p| p.node == node);
+        let finished = |node: &str| !halted.iter().any(|id| self.name(*id) == node);
+        let moved = self.children_moved.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let child_moved = |node: &str| moved.iter().any(|id| self.name(*id) == node);
         // Paused after taking the resume value (not a kept answer, which the failure leaves).
         let asks_again = |node: &str| {
             kept.iter().any(|k| {
@@ -245,8 +274,8 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         let breakpoint = |p: &Pending| matches!(p.kind, PendingKind::Before | PendingKind::After);
         let mut waiting: Vec<Pending> = Vec::new();
         for p in &self.resumed_interrupts {
-            let moved_on = paused.iter().any(|n| n.node == p.node) && !asks_again(&p.node);
-            if breakpoint(p) || !(finished(&p.node) || moved_on) {
+            let paused_anew = paused.iter().any(|n| n.node == p.node) && !asks_again(&p.node);
+            if breakpoint(p) || !(finished(&p.node) || paused_anew || child_moved(&p.node)) {
                 waiting.push(p.clone());
             }
         }
@@ -474,6 +503,9 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 }
             };
             let signal = signal.into_inner().unwrap_or_else(|p| p.into_inner());
+            if signal.child_took_resume {
+                self.children_moved.lock().unwrap_or_else(|p| p.into_inner()).push(id);
+            }
             if let Some(which) = signal.exhausted {
                 tracing::info!(parent: &span, budget = %which, "budget exhausted");
                 return Err(Halt::Budget(which));

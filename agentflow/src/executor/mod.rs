@@ -393,7 +393,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             };
         }
         // Woken before its timer is due: nothing runs and nothing is written.
+        // (A thread whose step failed is run again now: what it waits for is the failed step's,
+        // and no timer of it is armed.)
         if let Some(until) = crate::timer::wake::sleeping_until(&start.interrupts)
+            && checkpointer.opened_as == Some(ThreadStatus::Sleeping)
             && crate::persist::now_ms() < until
             && !cancelled
         {
@@ -557,6 +560,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             resume_nodes,
             kept_answers,
             resumed_interrupts,
+            children_moved: std::sync::Mutex::new(Vec::new()),
             resumed_step: start.step,
             skip_before,
             metrics,

@@ -106,6 +106,13 @@ impl<S: State, D> App<S, D> {
         if !matches!(record.status, ThreadStatus::Interrupted | ThreadStatus::Sleeping) {
             return Ok(Vec::new());
         }
+        self.waits_for(thread)
+    }
+
+    /// What the thread's latest checkpoint records it waits for, whatever its status: a thread
+    /// whose step failed while a node waited for a value still needs one to go on.
+    pub(crate) fn waits_for(&self, thread: &str) -> Result<Vec<Pending>, HistoryError> {
+        let store = self.store_or_err()?;
         let Some(latest) = store.latest_checkpoint(thread).map_err(PersistError::from)? else { return Ok(Vec::new()) };
         for w in store.pending_writes(thread, latest.seq).map_err(PersistError::from)? {
             if w.node == super::checkpointer::INTERRUPTS {
