@@ -266,8 +266,8 @@ impl Meter {
         match usage {
             Some(u) => saturating_add(&self.tokens, u.total()),
             None => {
-                // Saturates: the count starts from the thread's stored usage, which may be anything.
-                let _ = self.unknown.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_add(1));
+                // The count starts from the thread's stored usage, which may be anything.
+                saturating_add_u32(&self.unknown, 1);
                 saturating_add(&self.tokens, reserve);
             }
         }

@@ -289,7 +289,7 @@ pub(crate) fn next_seq(thread: &str, seq: u64) -> Result<u64, PersistError> {
     seq.checked_add(1).ok_or_else(|| {
         PersistError::Commit(agentflow_store::CommitError::Invalid {
             thread: thread.to_string(),
-            reason: format!("checkpoint {seq} is the last a thread can have; fork the thread to go on"),
+            reason: format!("checkpoint {seq} is the last a thread can have: it cannot take another"),
         })
     })
 }
