@@ -252,3 +252,67 @@ async fn a_run_without_an_owner_cannot_request_an_approval() {
     assert!(desk.for_thread("bind-5").unwrap().is_empty(), "no approval was requested");
     assert!(ran("acct-5").is_empty());
 }
+
+// ---------------------------------------------------------------- map-worker instances
+
+/// Pages a team. Irreversible.
+#[tool(risk = irreversible)]
+async fn page_team(args: Target) -> Result<Value, ToolError> {
+    RAN.lock().unwrap().push(("page_team", args.id.clone()));
+    Ok(json!({ "paged": args.id }))
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Incident {
+    team: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Incidents {
+    #[reduce(append)]
+    paged: Vec<String>,
+}
+
+#[graph(state = Incidents, deps = (), start = fan)]
+mod pagers {
+    use super::*;
+
+    #[node(goto = [page])]
+    async fn fan(_s: &Incidents) -> Step<Incidents> {
+        let incident = Incident { team: "acct-9".to_string() };
+        goto!(each(page, vec![incident.clone(), incident]))
+    }
+
+    /// Each instance makes the same call: same tool, same call id, same arguments.
+    #[node(goto = [END], tools = [page_team], parallel = 1)]
+    async fn page(_s: &Incidents, #[payload] incident: &Incident, cx: &Ctx<()>) -> Result<Step<Incidents>, NodeError> {
+        let observation = cx.run_tool(page_team, json!({ "id": incident.team })).await?;
+        Ok(goto!(END, Incidents::update().paged(vec![observation.body.to_string()])))
+    }
+}
+
+/// Two instances of a map worker making the same call each need an approval of their own: one
+/// approval never lets the call run once per instance.
+#[tokio::test]
+async fn each_instance_of_a_map_worker_needs_its_own_approval_for_the_same_call() {
+    let store = store();
+    let graph = pagers::graph().app().store(Arc::clone(&store));
+    let desk = graph.approvals(authorizer()).unwrap();
+    let run = graph.runner(&()).thread("bind-map").owner(OWNER).run(Incidents::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{:?}", run.outcome);
+    let asked: Vec<String> = desk.for_thread("bind-map").unwrap().into_iter().map(|r| r.id).collect();
+    assert_eq!(asked.len(), 2, "one approval per instance: {asked:?}");
+
+    desk.approve(&asked[0], &alice()).unwrap();
+    let resumed = graph.runner(&()).thread("bind-map").resume().await.unwrap();
+    assert!(matches!(resumed.outcome, Outcome::Interrupted { .. }), "{:?}", resumed.outcome);
+    assert_eq!(ran("acct-9"), ["page_team"], "one approval, one call");
+    let statuses: Vec<ApprovalStatus> = asked.iter().map(|id| desk.get(id).unwrap().unwrap().status).collect();
+    assert_eq!(statuses, [ApprovalStatus::Succeeded, ApprovalStatus::Pending]);
+
+    desk.approve(&asked[1], &alice()).unwrap();
+    let done = graph.runner(&()).thread("bind-map").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(ran("acct-9"), ["page_team", "page_team"], "each approved call ran once");
+    assert_eq!(done.state.paged.len(), 2);
+}

@@ -180,3 +180,42 @@ async fn usage_counts_across_a_pause_and_a_fork() {
     assert_eq!(model.calls(), 4);
     assert_eq!(branch.usage.model_calls, 4);
 }
+
+// A node that catches the budget's refusal and goes on to END.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, State)]
+pub struct Tally {
+    #[reduce(append)]
+    notes: Vec<String>,
+}
+
+#[graph(state = Tally, deps = (), start = work)]
+mod swallower {
+    use super::*;
+
+    #[node(goto = [END], tools = [add])]
+    async fn work(_s: &Tally, cx: &Ctx<()>) -> Result<Step<Tally>, NodeError> {
+        let mut notes = Vec::new();
+        for i in 0..3 {
+            // The refusal of the call past the limit is caught and noted, not returned.
+            match cx.run_tool(add, json!({ "a": i, "b": 1 })).await {
+                Ok(obs) => notes.push(obs.body.to_string()),
+                Err(e) => notes.push(format!("refused: {e}")),
+            }
+        }
+        Ok(goto!(END, Tally::update().notes(notes)))
+    }
+}
+
+#[tokio::test]
+async fn a_node_that_catches_the_budget_refusal_does_not_complete_the_run() {
+    // Without a store, and on a stored thread: the run ends as out of budget, the node's step unapplied.
+    let limits = Limits::none().tool_calls(1);
+    let plain = swallower::graph().app().runner(&()).limits(limits).run(Tally::default()).await.unwrap();
+    assert_eq!(plain.outcome, exhausted(Budget::ToolCalls));
+    assert!(plain.state.notes.is_empty(), "{:?}", plain.state.notes);
+
+    let app = swallower::graph().app().store(in_memory());
+    let stored = app.runner(&()).thread("swallow").limits(limits).run(Tally::default()).await.unwrap();
+    assert_eq!(stored.outcome, exhausted(Budget::ToolCalls));
+    assert_eq!(app.thread("swallow").unwrap().unwrap().status, agentflow::persist::ThreadStatus::BudgetExhausted);
+}

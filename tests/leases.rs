@@ -221,3 +221,65 @@ async fn a_lease_ttl_too_short_to_renew_is_refused() {
     let err = graph.runner(&deps).thread("t").lease_ttl(Duration::from_millis(1)).run(Work::default()).await;
     assert!(matches!(err, Err(RunError::LeaseTtlTooShort { .. })), "{err:?}");
 }
+
+// ---------------------------------------------------------------- a stream read slowly
+
+#[derive(Default)]
+pub struct Steps {
+    second: AtomicU32,
+}
+
+#[graph(state = Work, deps = Steps, start = first)]
+mod two_steps {
+    use super::*;
+
+    #[node(goto = [second])]
+    async fn first(_s: &Work) -> Step<Work> {
+        goto!(second, Work::update().log(vec!["first".into()]))
+    }
+
+    #[node(goto = [END])]
+    async fn second(_s: &Work, deps: &Steps) -> Step<Work> {
+        deps.second.fetch_add(1, Ordering::SeqCst);
+        goto!(END, Work::update().log(vec!["second".into()]))
+    }
+}
+
+/// A streamed run drives its steps only while it is read. Its reader stalls between two steps
+/// past the lease's TTL, and another runner takes the thread and finishes it. When the stream is
+/// read again, the first run finds its lease gone before its next step and runs nothing more.
+#[tokio::test]
+async fn a_stream_read_too_slowly_loses_its_thread_before_the_next_step_not_after() {
+    use agentflow::{StreamItem, StreamMode, StreamPart};
+    use futures_util::StreamExt;
+
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = two_steps::graph().app().store(Arc::clone(&store));
+    let deps = Steps::default();
+    let runner = app
+        .runner(&deps)
+        .thread("slow-reader")
+        .lease_ttl(Duration::from_millis(60))
+        .stream_modes([StreamMode::Values])
+        .stream_buffer(1);
+    let mut stream = runner.stream(Work::default());
+    // The first step ran and committed; the run now waits for room to go on.
+    let first = tokio::time::timeout(GUARD, stream.next()).await.expect("no hang").expect("an item");
+    assert!(matches!(first.part, StreamPart::Values { step: 1, .. }), "{:?}", first.part);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let other = tokio::time::timeout(GUARD, app.runner(&deps).thread("slow-reader").resume())
+        .await
+        .expect("no hang")
+        .expect("the lapsed thread is taken over");
+    assert_eq!(other.outcome, Outcome::Completed);
+    assert_eq!(deps.second.load(Ordering::SeqCst), 1);
+
+    let mut rest: Vec<StreamItem<Work>> = Vec::new();
+    while let Some(item) = tokio::time::timeout(GUARD, stream.next()).await.expect("no hang") {
+        rest.push(item);
+    }
+    let Some(StreamItem { part: StreamPart::Done(result), .. }) = rest.pop() else { panic!("no Done") };
+    assert!(matches!(result, Err(RunError::LeaseLost { .. })), "{result:?}");
+    assert_eq!(deps.second.load(Ordering::SeqCst), 1, "the step ran again in the run that had lost the thread");
+}

@@ -123,3 +123,26 @@ async fn an_update_of_a_parent_paused_mid_step_keeps_its_child_and_the_childs_ap
     assert_eq!(counts.refunds.load(Ordering::SeqCst), 1);
     assert_eq!(store.list_approvals("u/settle.0.0.payer").unwrap().len(), 1);
 }
+
+/// Thread ids may hold a `/`: a fork of `acct` cancels the requests of its own subgraph children,
+/// never those of another thread whose id only starts with `acct/`.
+#[tokio::test]
+async fn a_fork_leaves_the_approvals_of_a_thread_that_only_shares_its_prefix() {
+    let store = store();
+    let app = support::graph().app().store(Arc::clone(&store));
+    let counts = Counts::default();
+    let approval_of = |run: &agentflow::Run<Case>| {
+        let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+        pending[0].payload["approval"].as_str().unwrap().to_string()
+    };
+    let parent = app.runner(&counts).thread("acct").owner("agent").run(Case { amount: 40, outcome: None });
+    let own = approval_of(&parent.await.unwrap());
+    let other = app.runner(&counts).thread("acct/2").owner("agent").run(Case { amount: 7, outcome: None });
+    let others = approval_of(&other.await.unwrap());
+
+    let first = app.history("acct").unwrap().iter().map(|c| c.seq).min().unwrap();
+    app.fork("acct", first, "ops").unwrap();
+    let status = |id: &str| store.approval(id).unwrap().unwrap().status;
+    assert_eq!(status(&own), agentflow::approval::ApprovalStatus::Cancelled, "the fork's own child's request");
+    assert_eq!(status(&others), agentflow::approval::ApprovalStatus::Pending, "another thread's request");
+}

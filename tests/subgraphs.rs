@@ -1143,3 +1143,63 @@ async fn a_child_whose_step_failed_while_it_waited_gets_the_next_value() {
     assert_eq!(done.outcome, Outcome::Completed);
     assert_eq!((done.state.child, done.state.vetted.as_str()), (vec!["bad".to_string(), "good".to_string()], "good"));
 }
+
+// ---------------------------------------------------------------- a parent's timeout and a child's effect
+
+/// Runs of the child's effect begun and ended.
+#[derive(Default)]
+pub struct Mailer {
+    began: AtomicU32,
+    ended: AtomicU32,
+}
+
+#[graph(state = Slow, deps = Mailer, start = send)]
+pub mod mailing {
+    use super::*;
+
+    #[node(goto = [END])]
+    async fn send(_s: &Slow, cx: &Ctx<Mailer>) -> Result<Step<Slow>, NodeError> {
+        let sent = cx
+            .effect("send-mail", |_key| async {
+                cx.deps().began.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                cx.deps().ended.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, NodeError>("sent".to_string())
+            })
+            .await?;
+        Ok(goto!(END, Slow::update().done(vec![sent])))
+    }
+}
+
+#[graph(state = Slow, deps = Mailer, start = notify)]
+pub mod mailing_parent {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [mailing], timeout = 50ms)]
+    async fn notify(_s: &Slow, cx: &Ctx<Mailer>) -> Result<Step<Slow>, NodeError> {
+        let child = cx.subgraph(mailing::graph(), Slow::default()).await?;
+        Ok(goto!(END, Slow::update().done(child.done)))
+    }
+}
+
+/// A parent node's timeout that falls while its child's effect is in flight lets the effect
+/// finish and be journaled, as it does for the node's own effects: the effect is never cut off
+/// mid-call, and a resume replays it instead of asking about an unknown outcome.
+#[tokio::test]
+async fn a_parent_timeout_lets_its_childs_effect_in_flight_finish() {
+    let store = store();
+    let app = mailing_parent::graph().app().store(Arc::clone(&store));
+    let mailer = Mailer::default();
+    let run = app.runner(&mailer).thread("mail").run(Slow::default()).await.unwrap();
+    assert_eq!(mailer.ended.load(Ordering::SeqCst), 1, "the child's effect was cut off mid-call");
+    let Outcome::Failed { error, .. } = &run.outcome else { panic!("{:?}", run.outcome) };
+    assert!(error.message.contains("timed out"), "{error}");
+
+    let again = app.runner(&mailer).thread("mail").resume().await.unwrap();
+    assert_eq!(mailer.began.load(Ordering::SeqCst), 1, "the effect ran again");
+    assert!(
+        !matches!(again.outcome, Outcome::Interrupted { .. }),
+        "asked about an unknown outcome: {:?}",
+        again.outcome
+    );
+}

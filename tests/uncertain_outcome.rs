@@ -392,6 +392,45 @@ async fn an_effect_cut_off_mid_way_waits_for_a_human_and_takes_the_settled_resul
     assert_eq!(calls(thread).len(), 1);
 }
 
+/// An effect cut off mid-way, then resumed: the run pauses on its `OUTCOME_UNKNOWN` record.
+async fn effect_left_unknown(thread: &str) -> (Arc<RedbStore>, App<Job, ()>, String) {
+    let path = db(thread);
+    {
+        let graph = open(effect_flow::graph(), &path);
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    let store = Arc::new(RedbStore::open(&path).expect("open store"));
+    let graph = effect_flow::graph().app().store(Arc::clone(&store) as Arc<dyn agentflow::Store>);
+    let run = graph.runner(&()).thread(thread).resume().await.unwrap();
+    let (kind, id) = pending_of(&run);
+    assert_eq!(kind, PendingKind::OutcomeUnknown);
+    (store, graph, id)
+}
+
+#[tokio::test]
+async fn an_effect_settled_as_run_again_through_the_desk_runs_once_more() {
+    let thread = "U-effect-again";
+    let (_store, graph, id) = effect_left_unknown(thread).await;
+    graph.approvals(authorizer()).unwrap().settle(&id, &alice(), Settlement::RunAgain).unwrap();
+    let done = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(calls(thread).len(), 2);
+}
+
+/// "Run again" written around the desk (a raw store transition with no decider) runs nothing.
+#[tokio::test]
+async fn an_effect_moved_to_run_again_without_a_decider_is_not_run_again() {
+    use agentflow::Store;
+    let thread = "U-effect-forged";
+    let (store, graph, id) = effect_left_unknown(thread).await;
+    let patch = agentflow_store::ApprovalPatch::by("script", 1);
+    store.transition_approval(&id, ApprovalStatus::OutcomeUnknown, ApprovalStatus::Approved, patch).unwrap();
+    let run = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(calls(thread).len(), 1, "the effect ran again on a decision nobody made through the desk");
+    let Outcome::Failed { error, .. } = &run.outcome else { panic!("{:?}", run.outcome) };
+    assert!(error.message.contains("not run again") && error.message.contains("no approver's decision"), "{error}");
+}
+
 #[tokio::test]
 async fn an_idempotent_effect_cut_off_mid_way_runs_again_with_the_same_key() {
     let thread = "U-idem-effect";
@@ -530,4 +569,25 @@ async fn an_effect_cut_off_and_not_made_again_is_listed_as_an_unknown_outcome() 
     // Resuming the completed thread again lists it once, not twice.
     let _ = graph.runner(&()).thread(thread).resume().await;
     assert_eq!(desk.pending().unwrap().iter().filter(|r| r.thread == thread).count(), 1);
+}
+
+/// Under a two-person rule, running an irreversible call again takes two people, as approving
+/// it did; the sign-offs of the first approval do not count.
+#[tokio::test]
+async fn running_a_cut_off_irreversible_call_again_takes_two_people_under_a_two_person_rule() {
+    let (path, id) = cut_off_refund("U-cut-two").await;
+    let graph = open(refund_flow::graph(), &path);
+    let desk = graph.approvals(authorizer().two_person_for_irreversible()).unwrap();
+    let first = desk.settle(&id, &alice(), Settlement::RunAgain).unwrap();
+    assert_eq!(first.status, ApprovalStatus::OutcomeUnknown, "one person ran it again");
+    assert!(desk.settle(&id, &alice(), Settlement::RunAgain).is_err(), "the same person twice");
+    let still = graph.runner(&()).thread("U-cut-two").resume().await.unwrap();
+    assert_eq!(pending_of(&still).0, PendingKind::OutcomeUnknown);
+    assert_eq!(calls("U-cut-two").len(), 1);
+
+    let second = desk.settle(&id, &Approver::new("bob", [ROLE]), Settlement::RunAgain).unwrap();
+    assert_eq!(second.status, ApprovalStatus::Approved);
+    let done = graph.runner(&()).thread("U-cut-two").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(calls("U-cut-two").len(), 2);
 }

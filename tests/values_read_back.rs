@@ -9,6 +9,8 @@
 //! - JSON nested deeper than the store reads back is refused at write: tool
 //!   arguments, approval conditions, audit details, states.
 
+mod pg;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -20,6 +22,7 @@ use agentflow::prebuilt::react::{ReactDeps, ReactState};
 use agentflow::prelude::*;
 use agentflow::tool::{Code, Risk};
 use agentflow::{PendingKind, RedbStore, Run, RunError, Store};
+use agentflow_store::PostgresStore;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -402,25 +405,39 @@ async fn a_models_125_deep_arguments_never_make_the_thread_unreadable() {
 
 #[tokio::test]
 async fn deep_approval_conditions_are_refused_and_the_audit_log_stays_readable() {
-    let store = memory();
-    let graph = share_refunds::graph().app().store(Arc::clone(&store));
+    deep_approval_conditions(memory(), "D-1").await;
+}
+
+/// The same on PostgreSQL (`AGENTFLOW_PG_URL`; skipped when unset), whose
+/// reader refuses what the redb one does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deep_approval_conditions_are_refused_and_the_audit_log_stays_readable_on_postgres() {
+    let Some(url) = pg::pg_url() else { return };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let schema = format!("values_{}_{nanos}", std::process::id());
+    let store = PostgresStore::builder().schema(schema).open(&url).expect("open the PostgreSQL store");
+    deep_approval_conditions(Arc::new(store), "D-1-pg").await;
+}
+
+async fn deep_approval_conditions(store: Arc<dyn Store>, order: &str) {
+    let graph = share_refunds::graph().app().store(store);
     let desk = graph.approvals(authorizer()).unwrap();
     let model = ScriptedModel::new()
-        .reply_tool_call("refund_share", json!({ "order_id": "D-1", "amount": 12.5 }))
+        .reply_tool_call("refund_share", json!({ "order_id": order, "amount": 12.5 }))
         .respond_with(done);
     let deps = ReactDeps::new(Arc::new(model));
-    let run = graph.runner(&deps).thread("D-1").owner("bot").run(ReactState::ask("refund")).await.unwrap();
+    let run = graph.runner(&deps).thread(order).owner("bot").run(ReactState::ask("refund")).await.unwrap();
     let id = approval_of(&run);
     let err = desk.approve_with_conditions(&id, &alice(), json!({ "rules": nested(126) })).unwrap_err();
     assert!(matches!(err, DecisionError::Transition(_)), "{err:?}");
     assert!(err.to_string().contains("conditions.rules[0]"), "{err}");
     assert!(err.to_string().contains(&format!("nests deeper than {MAX_JSON_DEPTH} levels")), "{err}");
     assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::Pending);
-    graph.audit_log("D-1").unwrap();
+    graph.audit_log(order).unwrap();
     // Conditions within the limit are kept and reach the model.
     let conditions = json!({ "rules": nested(MAX_JSON_DEPTH - 2) });
     desk.approve_with_conditions(&id, &alice(), conditions.clone()).unwrap();
-    let done = graph.runner(&deps).thread("D-1").resume().await.unwrap();
+    let done = graph.runner(&deps).thread(order).resume().await.unwrap();
     assert_eq!(last_observation(&done.state)["conditions"], conditions);
-    assert!(graph.audit_log("D-1").unwrap().iter().any(|e| e.kind == "approval.succeeded"));
+    assert!(graph.audit_log(order).unwrap().iter().any(|e| e.kind == "approval.succeeded"));
 }

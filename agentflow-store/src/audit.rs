@@ -31,12 +31,18 @@ pub(crate) fn append_audit(
     Ok(seq)
 }
 
-pub(crate) fn stage_append_audit(tx: &Tx<'_>, thread: &str, entry: &NewAuditEntry) -> Result<u64, AuditError> {
+/// Refuses an entry whose detail nests deeper than the store reads back
+/// ([`MAX_DOCUMENT_DEPTH`]): every backend checks before it writes a standalone entry.
+pub(crate) fn check_detail(thread: &str, entry: &NewAuditEntry) -> Result<(), AuditError> {
     JsonTooDeep::check(&entry.detail, MAX_DOCUMENT_DEPTH, "detail").map_err(|source| AuditError::TooDeep {
         thread: thread.to_string(),
         kind: entry.kind.clone(),
         source,
-    })?;
+    })
+}
+
+pub(crate) fn stage_append_audit(tx: &Tx<'_>, thread: &str, entry: &NewAuditEntry) -> Result<u64, AuditError> {
+    check_detail(thread, entry)?;
     let mut audit = tx.txn.open_table(tables::AUDIT).ctx(tx.path)?;
     tx.wrote();
     Ok(append_audit(tx.path, &mut audit, thread, entry.clone())?)

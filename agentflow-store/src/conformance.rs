@@ -42,6 +42,8 @@ pub const CASES: &[(&str, Case)] = &[
     ("approvals_state_machine", approvals_state_machine),
     ("approvals_in_step_commit", approvals_in_step_commit),
     ("effect_batch_all_or_nothing", effect_batch_all_or_nothing),
+    ("effect_batch_refusal_writes_nothing", effect_batch_refusal_writes_nothing),
+    ("effect_batch_applies_every_part_together", effect_batch_applies_every_part_together),
     ("approval_cas_race", approval_cas_race),
     ("approvals_outcome_unknown", approvals_outcome_unknown),
     ("lease_rules", lease_rules),
@@ -49,6 +51,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("group_commit_concurrent", group_commit_concurrent),
     ("eventual_then_flush", eventual_then_flush),
     ("compaction_keeps_retained_readable", compaction_keeps_retained_readable),
+    ("compaction_keeps_the_journal_of_a_resumable_thread", compaction_keeps_the_journal_of_a_resumable_thread),
     ("run_queue_lifecycle", run_queue_lifecycle),
     ("run_queue_parks_for_approvals", run_queue_parks_for_approvals),
     ("run_queue_parks_for_answers", run_queue_parks_for_answers),
@@ -453,7 +456,7 @@ pub fn approvals_in_step_commit(store: &dyn Store) {
 
 /// `commit_effects`: effects, then approval compare-and-sets (with their audit entries), then
 /// audit entries; a lost compare-and-set or a part of another thread refuses the batch, which
-/// leaves nothing written (for a backend with one transaction) and never a later part.
+/// leaves nothing of it written, not even the effects before the refused part.
 pub fn effect_batch_all_or_nothing(store: &dyn Store) {
     use ApprovalStatus::{Approved, Executing, Pending, Succeeded};
     let key = |k: &str| EffectKey { thread: "t".into(), seq: 0, node: "n".into(), key: k.into() };
@@ -470,16 +473,17 @@ pub fn effect_batch_all_or_nothing(store: &dyn Store) {
     assert_eq!(store.effect(&key("started")).unwrap().as_deref(), Some(&b"1"[..]));
     assert_eq!(store.list_audit("t").unwrap().last().unwrap().kind, "approval.executing");
 
-    // A second claim loses the compare-and-set; its later parts are not written.
-    let again = EffectBatch::new("t").transition(transition(Approved, Executing)).audit(NewAuditEntry::new(
-        NOW,
-        "exec",
-        "never",
-        json!({}),
-    ));
+    // A second claim loses the compare-and-set: none of it is written, neither its started
+    // marker (before the compare-and-set) nor its audit entry (after it).
+    let again = EffectBatch::new("t")
+        .effect(key("started-again"), b"2".to_vec())
+        .transition(transition(Approved, Executing))
+        .audit(NewAuditEntry::new(NOW, "exec", "never", json!({})));
     let err = store.commit_effects(again).unwrap_err();
     assert!(matches!(err, CommitError::Approval(ApprovalError::AlreadyDecided { current: Executing, .. })), "{err}");
+    assert_eq!(store.effect(&key("started-again")).unwrap(), None, "a refused batch wrote its effect");
     assert_eq!(audit_len(), 3);
+    assert_eq!(store.approval("a1").unwrap().unwrap().status, Executing);
 
     // A part of another thread refuses the batch before anything is written.
     let foreign = EffectBatch::new("t")
@@ -502,6 +506,164 @@ pub fn effect_batch_all_or_nothing(store: &dyn Store) {
     assert_eq!(store.approval("a1").unwrap().unwrap().status, Succeeded);
     let kinds: Vec<String> = store.list_audit("t").unwrap().into_iter().map(|e| e.kind).collect();
     assert_eq!(kinds[3..], ["approval.succeeded", "tool.done"]);
+}
+
+/// A refused part of a `commit_effects` batch (a lost compare-and-set, an illegal move, an
+/// unknown approval, an approval of another thread) refuses the whole batch with the typed
+/// error, and none of it is written: not the effects journaled before the refused part, not
+/// the earlier transitions of the batch, not its audit entries.
+pub fn effect_batch_refusal_writes_nothing(store: &dyn Store) {
+    use ApprovalStatus::{Approved, Executing, Pending, Succeeded};
+    let key = |k: &str| EffectKey { thread: "t".into(), seq: 0, node: "n".into(), key: k.into() };
+    let transition =
+        |id: &str, from, to| ApprovalTransition { id: id.into(), from, to, patch: ApprovalPatch::by("exec", NOW) };
+    store.put_approval(approval("a1", "t"), "agent").unwrap();
+    store.transition_approval("a1", Pending, Approved, ApprovalPatch::by("alice", NOW)).unwrap();
+    store.put_approval(approval("a2", "t"), "agent").unwrap();
+    store.transition_approval("a2", Pending, Approved, ApprovalPatch::by("alice", NOW)).unwrap();
+    store.put_approval(approval("b1", "u"), "agent").unwrap();
+    store.record_effect(&key("kept"), b"first").unwrap();
+    let audit = || store.list_audit("t").unwrap();
+    let before = audit();
+    assert_eq!(before.len(), 4);
+
+    let refusals: [(&str, Vec<ApprovalTransition>); 4] = [
+        // The caller believes a1 is still pending: the compare-and-set is lost.
+        ("lost compare-and-set", vec![transition("a1", Pending, Approved)]),
+        // a2 may move, a1 may not: the first transition is not applied either.
+        (
+            "second transition refused",
+            vec![transition("a2", Approved, Executing), transition("a1", Executing, Succeeded)],
+        ),
+        ("unknown approval", vec![transition("a2", Approved, Executing), transition("nope", Approved, Executing)]),
+        ("approval of another thread", vec![transition("b1", Pending, Approved)]),
+    ];
+    for (what, transitions) in refusals {
+        let mut batch = EffectBatch::new("t")
+            .effect(key("started"), b"1".to_vec())
+            .effect(key("kept"), b"second".to_vec())
+            .audit(NewAuditEntry::new(NOW, "exec", "never", json!({ "case": what })));
+        batch.approval_transitions = transitions;
+        let err = store.commit_effects(batch).unwrap_err();
+        let expected = match what {
+            "lost compare-and-set" => {
+                matches!(
+                    err,
+                    CommitError::Approval(ApprovalError::AlreadyDecided { expected: Pending, current: Approved, .. })
+                )
+            }
+            "second transition refused" => {
+                matches!(
+                    err,
+                    CommitError::Approval(ApprovalError::AlreadyDecided { expected: Executing, current: Approved, .. })
+                )
+            }
+            "unknown approval" => matches!(err, CommitError::Approval(ApprovalError::NotFound { .. })),
+            _ => matches!(err, CommitError::Invalid { .. }),
+        };
+        assert!(expected, "{what}: unexpected error {err}");
+        assert_eq!(store.effect(&key("started")).unwrap(), None, "{what}: the refused batch wrote its effect");
+        assert_eq!(store.effect(&key("kept")).unwrap().as_deref(), Some(&b"first"[..]), "{what}");
+        assert_eq!(store.effect_keys("t", 0).unwrap(), [key("kept")], "{what}");
+        let after = audit();
+        assert_eq!(after.len(), before.len(), "{what}: the refused batch appended to the audit log: {after:?}");
+        assert_eq!(store.approval("a1").unwrap().unwrap().status, Approved, "{what}");
+        assert_eq!(store.approval("a2").unwrap().unwrap().status, Approved, "{what}");
+        assert_eq!(store.approval("b1").unwrap().unwrap().status, Pending, "{what}");
+        assert_eq!(store.list_audit("u").unwrap().len(), 1, "{what}");
+    }
+
+    // The same parts, once the transition is right, are all written.
+    let batch = EffectBatch::new("t")
+        .effect(key("started"), b"1".to_vec())
+        .transition(transition("a1", Approved, Executing))
+        .audit(NewAuditEntry::new(NOW, "exec", "claimed", json!({})));
+    assert_eq!(store.commit_effects(batch).unwrap(), [EffectOutcome::Recorded]);
+    assert_eq!(store.effect(&key("started")).unwrap().as_deref(), Some(&b"1"[..]));
+    let kinds: Vec<String> = audit().into_iter().map(|e| e.kind).collect();
+    assert_eq!(kinds[before.len()..], ["approval.executing", "claimed"]);
+}
+
+/// A `commit_effects` batch that is not refused is written as one: the outcomes answer its
+/// effects in order (an existing result, or an earlier effect of the batch under the same key,
+/// is kept and returned), and a reader never sees part of it: once an effect of the batch is
+/// visible, so is its approval's new status.
+pub fn effect_batch_applies_every_part_together(store: &dyn Store) {
+    use ApprovalStatus::{Approved, Executing, Pending};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let key = |k: &str| EffectKey { thread: "t".into(), seq: 0, node: "n".into(), key: k.into() };
+    let transition =
+        |id: &str, from, to| ApprovalTransition { id: id.into(), from, to, patch: ApprovalPatch::by("exec", NOW) };
+    store.put_approval(approval("a1", "t"), "agent").unwrap();
+    store.transition_approval("a1", Pending, Approved, ApprovalPatch::by("alice", NOW)).unwrap();
+    assert_eq!(store.record_effect(&key("old"), b"kept").unwrap(), EffectOutcome::Recorded);
+
+    let batch = EffectBatch::new("t")
+        .effect(key("new"), b"v1".to_vec())
+        .effect(key("old"), b"replaced?".to_vec())
+        .effect(key("new"), b"v2".to_vec())
+        .transition(transition("a1", Approved, Executing))
+        .audit(NewAuditEntry::new(NOW, "exec", "tool.started", json!({ "n": 1 })));
+    let outcomes = store.commit_effects(batch).unwrap();
+    assert_eq!(
+        outcomes,
+        [
+            EffectOutcome::Recorded,
+            EffectOutcome::AlreadyRecorded(b"kept".to_vec()),
+            EffectOutcome::AlreadyRecorded(b"v1".to_vec()),
+        ]
+    );
+    assert_eq!(store.effect(&key("new")).unwrap().as_deref(), Some(&b"v1"[..]));
+    assert_eq!(store.effect(&key("old")).unwrap().as_deref(), Some(&b"kept"[..]));
+    let a1 = store.approval("a1").unwrap().unwrap();
+    assert_eq!((a1.status, a1.updated_at), (Executing, NOW));
+    let log = store.list_audit("t").unwrap();
+    let kinds: Vec<&str> = log.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, ["approval.requested", "approval.approved", "approval.executing", "tool.started"]);
+    assert_eq!(log.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    assert_eq!(log[2].detail["from"], "APPROVED");
+    assert_eq!(log[3].detail, json!({ "n": 1 }));
+
+    // Claims raced by a reader: it reads a claim's started marker, then its approval; a
+    // marker without the claim means the batch became visible in parts.
+    const ROUNDS: usize = 24;
+    for i in 0..ROUNDS {
+        let id = format!("c{i}");
+        store.put_approval(approval(&id, "t"), "agent").unwrap();
+        store.transition_approval(&id, Pending, Approved, ApprovalPatch::by("alice", NOW)).unwrap();
+    }
+    /// Stops the reader also when the writer panics.
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+    let (current, done) = (AtomicUsize::new(0), AtomicBool::new(false));
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            while !done.load(Ordering::Acquire) {
+                let id = format!("c{}", current.load(Ordering::Acquire));
+                if store.effect(&key(&id)).unwrap().is_some() {
+                    let status = store.approval(&id).unwrap().unwrap().status;
+                    assert_eq!(status, Executing, "{id}: the started marker is visible without the claim");
+                }
+            }
+        });
+        let stop = Stop(&done);
+        for i in 0..ROUNDS {
+            let id = format!("c{i}");
+            current.store(i, Ordering::Release);
+            // Give the reader a moment on this round's keys before the batch lands.
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            let batch =
+                EffectBatch::new("t").effect(key(&id), b"1".to_vec()).transition(transition(&id, Approved, Executing));
+            assert_eq!(store.commit_effects(batch).unwrap(), [EffectOutcome::Recorded]);
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        drop(stop);
+        reader.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+    });
 }
 
 /// Uncertain outcomes: EXECUTING -> OUTCOME_UNKNOWN, a record created OUTCOME_UNKNOWN, both
@@ -707,6 +869,63 @@ pub fn compaction_keeps_retained_readable(store: &dyn Store) {
     assert_eq!(store.list_audit("t").unwrap().len(), 1, "the audit log is kept");
     let again = store.compact("t", 3, &fold).unwrap();
     assert_eq!((again.dropped, again.folded), (0, 0));
+}
+
+/// Compaction of a thread that a resume may still run (`failed`, `cancelled`,
+/// `budget_exhausted`) keeps the effects of the checkpoints it drops: the next step of such a
+/// thread can look its journal up under an older checkpoint's seq (after an update of its
+/// state). Pending writes of dropped checkpoints go as usual, and a `completed` or
+/// `compensated` thread loses the effects of its dropped checkpoints too.
+pub fn compaction_keeps_the_journal_of_a_resumable_thread(store: &dyn Store) {
+    let fold = |chain: &StateChain| Ok::<_, BoxError>(concat(chain));
+    let cases = [
+        ("failed", ThreadStatus::Failed, true),
+        ("cancelled", ThreadStatus::Cancelled, true),
+        ("budget", ThreadStatus::BudgetExhausted, true),
+        ("completed", ThreadStatus::Completed, false),
+        ("compensated", ThreadStatus::Compensated, false),
+    ];
+    for (id, status, resumable) in cases {
+        commit(store, root(id, 0, b"S"));
+        for seq in 1..4u64 {
+            commit(store, step(id, seq, seq - 1, &[format!("{seq}").as_bytes()]));
+        }
+        let mut pending = StepCommit::new(thread(id));
+        pending.pending_writes.push(PendingWrite { seq: 1, node: "n".to_string(), idx: 0, value: b"w".to_vec() });
+        store.commit_step(pending).unwrap();
+        // Seq 3's step journaled under seq 1, and an effect of seq 2's own step.
+        let (old, mid, head) =
+            (EffectKey::new(id, 1, "n", "k"), EffectKey::new(id, 2, "n", "k"), EffectKey::new(id, 3, "m", "k"));
+        for (key, result) in [(&old, b"r1"), (&mid, b"r2"), (&head, b"r3")] {
+            assert_eq!(store.record_effect(key, result).unwrap(), EffectOutcome::Recorded);
+        }
+        let mut ended = thread(id);
+        ended.status = status;
+        store.commit_step(StepCommit::new(ended)).unwrap();
+        assert_eq!(status.is_resumable(), resumable, "{status}");
+
+        let report = store.compact(id, 1, &fold).unwrap();
+        assert_eq!((report.dropped, report.folded), (3, 1), "{status}");
+        let kept: Vec<u64> = store.list_checkpoints(id).unwrap().iter().map(|c| c.seq).collect();
+        assert_eq!(kept, [3], "{status}");
+        assert_eq!(state_at(store, id, 3), b"S123", "{status}");
+        assert!(store.pending_writes(id, 1).unwrap().is_empty(), "{status}: pending writes of dropped checkpoints go");
+        assert_eq!(store.effect(&head).unwrap(), Some(b"r3".to_vec()), "{status}");
+        let journal = |key: &EffectKey| store.effect(key).unwrap();
+        if resumable {
+            assert_eq!(journal(&old), Some(b"r1".to_vec()), "{status}: the journal of a resumable thread is kept");
+            assert_eq!(journal(&mid), Some(b"r2".to_vec()), "{status}");
+            assert_eq!(store.effect_keys(id, 1).unwrap(), vec![old.clone()], "{status}");
+            // Still journaled once: recording again keeps the first result.
+            assert_eq!(store.record_effect(&old, b"again").unwrap(), EffectOutcome::AlreadyRecorded(b"r1".to_vec()));
+        } else {
+            assert_eq!(journal(&old), None, "{status}: a finished thread's dropped journal goes");
+            assert_eq!(journal(&mid), None, "{status}");
+            assert!(store.effect_keys(id, 1).unwrap().is_empty(), "{status}");
+        }
+        let again = store.compact(id, 1, &fold).unwrap();
+        assert_eq!((again.dropped, again.folded), (0, 0), "{status}");
+    }
 }
 
 /// Enqueue, claim (with the lease), heartbeat and controls, settle, and a dead holder's run

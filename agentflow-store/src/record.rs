@@ -67,8 +67,10 @@ impl ThreadStatus {
         ThreadStatus::Paused,
     ];
 
-    /// Whether the run has ended for good, which makes the thread eligible for compaction.
-    /// `Running`, `Interrupted`, `Compensating`, `Sleeping` and `Paused` threads may still continue.
+    /// Whether the run has stopped, which makes the thread eligible for compaction.
+    /// `Running`, `Interrupted`, `Compensating`, `Sleeping` and `Paused` threads may still
+    /// continue; of the finished ones, a resume may still run `Failed`, `Cancelled` and
+    /// `BudgetExhausted` threads (see [`ThreadStatus::is_resumable`]).
     pub fn is_finished(self) -> bool {
         !matches!(
             self,
@@ -78,6 +80,14 @@ impl ThreadStatus {
                 | ThreadStatus::Sleeping
                 | ThreadStatus::Paused
         )
+    }
+
+    /// Whether a resume may still run the thread: every status but `Completed` and
+    /// `Compensated`. A `Failed`, `Cancelled` or `BudgetExhausted` thread is finished (it may
+    /// be compacted) and resumable at once, so [`Store::compact`](crate::Store::compact) keeps
+    /// its whole effect journal.
+    pub fn is_resumable(self) -> bool {
+        !matches!(self, ThreadStatus::Completed | ThreadStatus::Compensated)
     }
 
     /// The snake_case name used in messages and JSON.
@@ -1018,7 +1028,8 @@ impl EffectBatch {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct CompactReport {
-    /// Checkpoints removed.
+    /// Checkpoints removed, with their pending writes (and their effects, if the thread can
+    /// no longer be resumed: see [`Store::compact`](crate::Store::compact)).
     pub dropped: usize,
     /// Retained checkpoints that received a folded snapshot.
     pub folded: usize,

@@ -993,6 +993,9 @@ impl RedbStore {
             if !record.status.is_finished() {
                 return Err(CompactError::NotFinished { thread: thread.to_string(), status: record.status });
             }
+            // A resume of the thread may still look its journal up under a dropped checkpoint's
+            // seq (see `Store::compact`): only a thread no resume runs loses its effects.
+            let drop_effects = !record.status.is_resumable();
             let mut checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
             let mut snapshots = txn.open_table(tables::SNAPSHOTS).ctx(path)?;
             let all = reads::summaries(path, &checkpoints, thread)?;
@@ -1029,7 +1032,9 @@ impl RedbStore {
                 checkpoints.remove((thread, seq)).ctx(path)?;
                 snapshots.remove((thread, seq)).ctx(path)?;
                 remove_pending(path, &mut pending, thread, seq)?;
-                remove_effects(path, &mut effects, thread, seq)?;
+                if drop_effects {
+                    remove_effects(path, &mut effects, thread, seq)?;
+                }
                 dropped_seqs.push(seq);
             }
         }

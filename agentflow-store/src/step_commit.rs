@@ -30,6 +30,28 @@ pub(crate) struct CommitOut {
     pub(crate) audit_seqs: Vec<u64>,
 }
 
+/// Refuses a commit with JSON nested deeper than the store reads back: the checkpoint's
+/// `metadata.extra` and the audit details ([`MAX_DOCUMENT_DEPTH`],
+/// [`CommitError::TooDeep`]), the conditions of the new approvals and of the transitions
+/// ([`MAX_JSON_DEPTH`](crate::MAX_JSON_DEPTH), [`ApprovalError::TooDeep`]). Every backend
+/// checks this before it writes any part of the commit.
+pub(crate) fn check_depths(c: &StepCommit) -> Result<(), CommitError> {
+    let too_deep = |source| CommitError::TooDeep { thread: c.thread.id.clone(), source };
+    if let Some(cp) = &c.checkpoint {
+        JsonTooDeep::check(&cp.metadata.extra, MAX_DOCUMENT_DEPTH, "metadata.extra").map_err(too_deep)?;
+    }
+    for entry in &c.audit {
+        JsonTooDeep::check(&entry.detail, MAX_DOCUMENT_DEPTH, "detail").map_err(too_deep)?;
+    }
+    for approval in &c.new_approvals {
+        check_conditions(&approval.id, approval.conditions.as_ref())?;
+    }
+    for t in &c.approval_transitions {
+        check_conditions(&t.id, t.patch.conditions.as_ref())?;
+    }
+    Ok(())
+}
+
 pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, CommitError> {
     let path = tx.path;
     let tid = c.thread.id.as_str();
@@ -95,16 +117,7 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
             return Err(invalid(format!("checkpoint {} has no parent, so it must carry a snapshot", cp.seq)));
         }
     }
-    let too_deep = |source| CommitError::TooDeep { thread: tid.to_string(), source };
-    if let Some(cp) = &c.checkpoint {
-        JsonTooDeep::check(&cp.metadata.extra, MAX_DOCUMENT_DEPTH, "metadata.extra").map_err(too_deep)?;
-    }
-    for entry in &c.audit {
-        JsonTooDeep::check(&entry.detail, MAX_DOCUMENT_DEPTH, "detail").map_err(too_deep)?;
-    }
-    for t in &c.approval_transitions {
-        check_conditions(&t.id, t.patch.conditions.as_ref())?;
-    }
+    check_depths(c)?;
     if let Some((key, _)) = c.effects.iter().find(|(k, _)| k.thread != tid) {
         return Err(invalid(format!("effect `{}` belongs to thread `{}`", key.key, key.thread)));
     }

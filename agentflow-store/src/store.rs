@@ -1,9 +1,11 @@
 //! The [`Store`] trait: what the executor needs from persistence, independent of the backend.
 
 use crate::breaker::{BreakerAnswer, BreakerError, BreakerRecord, BreakerUpdate};
+use crate::codec::MAX_DOCUMENT_DEPTH;
 use crate::dump::ThreadDump;
 use crate::error::{
-    ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, LeaseError, ReadError, StorageError,
+    ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, JsonTooDeep, LeaseError, ReadError,
+    StorageError,
 };
 use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait};
 use crate::record::{
@@ -145,15 +147,29 @@ pub trait Store: Send + Sync {
     /// [`CommitError::Invalid`] for a part of another thread, [`CommitError::TooDeep`]) refuses
     /// the batch.
     ///
-    /// [`RedbStore`](crate::RedbStore) writes the batch in one transaction: all of it or none.
+    /// [`RedbStore`](crate::RedbStore) and `PostgresStore` (feature `postgres`) write the batch
+    /// in one transaction: all of it or none. The runtime relies on it (an approval's claim
+    /// rides with its journal's *started* marker), and [`conformance`](crate#conformance)
+    /// requires it (the `effect_batch_*` cases).
+    ///
     /// The default makes the writes one at a time in the order above, each durable on its own,
-    /// stopping at the first refusal (earlier parts stay written); backends that can should
-    /// override it with one transaction.
+    /// stopping at the first refusal (earlier parts stay written, and a crash between writes
+    /// leaves part of the batch): a backend that keeps it does not pass those conformance
+    /// cases, so override it with one transaction. It refuses a part of another thread among
+    /// the effects, and JSON nested too deep (audit details, conditions), before the first
+    /// write.
     fn commit_effects(&self, batch: EffectBatch) -> Result<Vec<EffectOutcome>, CommitError> {
         let thread = batch.thread.as_str();
         let invalid = |reason: String| CommitError::Invalid { thread: thread.to_string(), reason };
         if let Some((key, _)) = batch.effects.iter().find(|(k, _)| k.thread != thread) {
             return Err(invalid(format!("effect `{}` belongs to thread `{}`", key.key, key.thread)));
+        }
+        for entry in &batch.audit {
+            JsonTooDeep::check(&entry.detail, MAX_DOCUMENT_DEPTH, "detail")
+                .map_err(|source| CommitError::TooDeep { thread: thread.to_string(), source })?;
+        }
+        for t in &batch.approval_transitions {
+            crate::approvals::check_conditions(&t.id, t.patch.conditions.as_ref())?;
         }
         let mut outcomes = Vec::with_capacity(batch.effects.len());
         for (key, result) in &batch.effects {
@@ -249,10 +265,24 @@ pub trait Store: Send + Sync {
     ) -> Result<ApprovalRecord, ApprovalError>;
 
     /// Retention for a finished thread: keeps the `keep_last` newest checkpoints (at least one)
-    /// and drops the older ones with their pending writes and effects; the audit log is kept.
-    /// A retained checkpoint whose chain would run into a dropped one gets a snapshot built by
-    /// `fold` from its [`StateChain`], so every retained checkpoint stays rebuildable. Then the
-    /// backing storage is compacted.
+    /// and drops the older ones with their pending writes; the audit log is kept. A retained
+    /// checkpoint whose chain would run into a dropped one gets a snapshot built by `fold` from
+    /// its [`StateChain`], so every retained checkpoint stays rebuildable. Then the backing
+    /// storage is compacted.
+    ///
+    /// The effects (the journal) of the dropped checkpoints go too only when the thread's
+    /// status allows no resume: [`Completed`](crate::ThreadStatus::Completed) or
+    /// [`Compensated`](crate::ThreadStatus::Compensated). A thread that is finished but
+    /// resumable ([`is_resumable`](crate::ThreadStatus::is_resumable): `Failed`, `Cancelled`,
+    /// `BudgetExhausted`) keeps every effect: its next step may be journaled under an older
+    /// checkpoint's seq (a checkpoint appended by a state update keeps the journal of the one it
+    /// was made on), and a lost journal would run an approved irreversible call or an effect a
+    /// second time. (A later compaction, once the thread completed, does not remove them either:
+    /// it drops the effects of the checkpoints it drops itself.)
+    ///
+    /// Refused for an unknown thread ([`CompactError::UnknownThread`]) and for one that is not
+    /// finished ([`CompactError::NotFinished`], see
+    /// [`is_finished`](crate::ThreadStatus::is_finished)).
     fn compact(&self, thread: &str, keep_last: usize, fold: &FoldFn<'_>) -> Result<CompactReport, CompactError>;
     /// Puts a run in the queue for a worker of `run.graph` to claim
     /// ([`QueueError::AlreadyQueued`] if the thread is queued already), durably.

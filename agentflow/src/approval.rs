@@ -495,7 +495,10 @@ impl ApprovalDesk {
     /// - [`Settlement::Failed`]: it did not act; the call is reported failed
     ///   with the reason (an approval is used up; an effect's node fails).
     /// - [`Settlement::RunAgain`]: run it again (the record goes back to
-    ///   `APPROVED`, within its time to live).
+    ///   `APPROVED`, within its time to live). This approves the call again,
+    ///   so it takes as many distinct sign-offs as approving it does
+    ///   ([`Authorizer::sign_offs`]); until the last one, the record is
+    ///   returned still `OUTCOME_UNKNOWN`.
     ///
     /// The [`Authorizer`] decides who may settle, as for approvals.
     pub fn settle(
@@ -513,15 +516,25 @@ impl ApprovalDesk {
         if record.status != ApprovalStatus::OutcomeUnknown {
             return Err(DecisionError::AlreadyDecided { id: id.into(), current: record.status });
         }
+        let now = now_ms();
         let (to, note) = match settlement {
             Settlement::Succeeded(result) => (ApprovalStatus::Succeeded, canonical_json(&result)),
             Settlement::Failed(reason) => (ApprovalStatus::Failed, reason),
-            Settlement::RunAgain => (ApprovalStatus::Approved, "run again".to_string()),
+            Settlement::RunAgain => {
+                // Running the call again is approving it again: it takes the sign-offs an approval
+                // of it takes, counted for this unknown outcome only (`updated_at` is when the
+                // record became `OUTCOME_UNKNOWN`), never those of the first approval.
+                let occurrence = format!("run-again@{}:{}", record.updated_at, record.args_hash);
+                if !self.enough_sign_offs(&record, approver, &occurrence, now)? {
+                    return Ok(record);
+                }
+                (ApprovalStatus::Approved, "run again".to_string())
+            }
         };
         let patch = ApprovalPatch {
             decided_by: Some(approver.id.clone()),
             note: Some(note),
-            ..ApprovalPatch::by(&approver.id, now_ms())
+            ..ApprovalPatch::by(&approver.id, now)
         };
         match self.store.transition_approval(id, ApprovalStatus::OutcomeUnknown, to, patch) {
             Ok(record) => Ok(decided(record)),

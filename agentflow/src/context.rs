@@ -20,7 +20,9 @@ use crate::persist::{Entry, Journal, UnknownCall, decode_effect};
 use crate::shield::{Shield, ShieldGuard};
 use crate::stream::{Origin, Outlet, StreamMode};
 use crate::tool::{OnReject, Policy, ToolSet};
-use agentflow_store::{ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, NewAuditEntry};
+use agentflow_store::{
+    ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, EffectOutcome, NewAuditEntry,
+};
 
 /// The context handed to a node: `async fn n(s: &S, cx: &Ctx<D>) -> Step<S>`.
 ///
@@ -56,6 +58,8 @@ pub(crate) struct RunScope<'g> {
     pub(crate) owner: String,
     /// Journaled effects of the run in flight (see [`Shield`]).
     pub(crate) shield: Shield,
+    /// For a subgraph's run: the shields of the node attempts and runs around it.
+    pub(crate) outer_shields: Vec<Shield>,
     pub(crate) activity: Box<dyn Fn(Activity) + Send + Sync + 'g>,
     /// Cancelled (before `cancel`) when the run is paused from outside; a
     /// subgraph's run is paused with it.
@@ -144,9 +148,10 @@ impl<'a, D> Ctx<'a, D> {
     ///   effect runs again on the node's next attempt.
     ///
     /// So `effect` runs at most once per key unless a human says to run it
-    /// again, or it returned an error, as long as one executor runs the
-    /// thread at a time (the thread's lease; two executors running one step
-    /// at once can each start it). `effect` receives an idempotency key,
+    /// again, or it returned an error. Two executors running one step at once
+    /// (one lost the thread's lease and does not know it yet) race on the
+    /// *started* marker: the one that finds it already written does not run
+    /// the effect and its node fails. `effect` receives an idempotency key,
     /// stable across re-runs, to pass on to systems that deduplicate requests.
     /// `key` may not contain the unit separator character (U+001F), which the journal reserves.
     ///
@@ -191,7 +196,7 @@ impl<'a, D> Ctx<'a, D> {
             return effect(format!("{}/{key}", self.node)).await;
         };
         Journal::check_key(key)?;
-        match self.journaled(journal, key, None, uncertain, |_| None, effect).await? {
+        match self.journaled(journal, &self.instance_key(key.to_string()), None, uncertain, |_| None, effect).await? {
             Journaled::Done(value, _) => Ok(value),
             Journaled::Succeeded(value, by) => {
                 let value: T = serde_json::from_value(value).map_err(|e| {
@@ -210,6 +215,16 @@ impl<'a, D> Ctx<'a, D> {
         }
     }
 
+    /// The key under which this node run journals `key`: the instances of a
+    /// map worker share a node and a step, so each keys its effects, tool
+    /// calls and approvals apart (`key[i]`).
+    pub(crate) fn instance_key(&self, key: String) -> String {
+        match self.payload {
+            Some((i, _)) => format!("{key}[{i}]"),
+            None => key,
+        }
+    }
+
     /// The journal's protocol around one effect: replay a recorded result;
     /// settle an uncertain earlier run (`uncertain`); else journal *started*,
     /// run `effect` under the shield, and journal its result (or *ended*).
@@ -220,7 +235,8 @@ impl<'a, D> Ctx<'a, D> {
     /// *started* marker, before the effect runs (`Journaled::ClaimLost` if
     /// another executor claimed it first). `settle`: the approval's
     /// compare-and-set derived from the result, journaled with the result
-    /// (`Journaled::Done(_, true)` says it was handed the result).
+    /// (`Journaled::Done(_, true)` says it was handed the result). `key` is
+    /// already this node run's ([`Ctx::instance_key`]).
     pub(crate) async fn journaled<T, F, Fut>(
         &self,
         journal: &Journal,
@@ -235,16 +251,6 @@ impl<'a, D> Ctx<'a, D> {
         F: FnOnce(String) -> Fut,
         Fut: Future<Output = Result<T, NodeError>>,
     {
-        // The instances of a map worker share a node and a step: each
-        // journals its effects under keys of its own.
-        let per_instance;
-        let key = match self.payload {
-            Some((i, _)) => {
-                per_instance = format!("{key}[{i}]");
-                per_instance.as_str()
-            }
-            None => key,
-        };
         let idempotency_key = journal.idempotency_key(self.node, key);
         let release = claim.is_some();
         // A non-idempotent call without an approval is described in its
@@ -321,8 +327,19 @@ impl<'a, D> Ctx<'a, D> {
         if let Some(claim) = claim {
             start = start.transition(claim);
         }
-        if let Err(current) = journal.commit(start).await? {
-            return Ok(Journaled::ClaimLost(current));
+        match journal.commit(start).await? {
+            Err(current) => return Ok(Journaled::ClaimLost(current)),
+            // The *started* marker (the batch's last effect) was already there: another executor of
+            // this thread (one that took it over) started this run of the effect after this one
+            // read the journal. The effect may be running there; it is not run here too.
+            Ok(outcomes) if matches!(outcomes.last(), Some(EffectOutcome::AlreadyRecorded(_))) => {
+                return Err(NodeError::fatal(format!(
+                    "effect `{key}`: run {run} was started by another executor of thread `{}` (this run lost \
+                     the thread to it); it was not run here",
+                    journal.thread
+                )));
+            }
+            Ok(_) => {}
         }
         match effect(idempotency_key).await {
             Ok(value) => Ok(Journaled::Done(journal.record_settling(self.node, key, value, settle).await?, true)),
@@ -402,6 +419,11 @@ impl<'a, D> Ctx<'a, D> {
                 }
             }
             ApprovalStatus::Approved => {
+                // "Run again" is a decision like an approval: one made around the desk (a raw store
+                // write with no decider) does not run anything.
+                if let Err(why) = crate::tool::decision_recorded(journal, &record).await? {
+                    return Err(NodeError::fatal(format!("`{key}` is not run again: {why}")));
+                }
                 journal
                     .mark(self.node, key, "ended", run, serde_json::json!({ "ended": "run again", "by": by }))
                     .await?;
@@ -427,8 +449,16 @@ impl<'a, D> Ctx<'a, D> {
 
     /// Holds off the node's timeout and the run's deadline until dropped.
     pub(crate) fn shield(&self) -> ShieldGuard {
+        ShieldGuard(self.shields().iter().map(Shield::enter).collect())
+    }
+
+    /// The shields an effect of this node attempt holds: the attempt's, the
+    /// run's, and for a subgraph's run those of the attempts and runs around it.
+    pub(crate) fn shields(&self) -> Vec<Shield> {
         let attempt = self.signal.lock().unwrap_or_else(|p| p.into_inner()).shield.clone();
-        ShieldGuard(vec![attempt.enter(), self.scope.shield.enter()])
+        let mut all = vec![attempt, self.scope.shield.clone()];
+        all.extend(self.scope.outer_shields.iter().cloned());
+        all
     }
 
     /// Pauses the run for a human, handing them `payload`; returns the value

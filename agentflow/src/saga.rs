@@ -197,6 +197,8 @@ struct Step {
 
 /// Records a completed call of `tool` (which names a compensation) in the
 /// thread's saga log, once per call: replays find the entry and add none.
+/// `result`: what the call returned, or why that could not be stored (the
+/// step is then logged with no compensation arguments, for a human).
 pub(crate) async fn record_step(
     journal: &Journal,
     node: &str,
@@ -204,14 +206,21 @@ pub(crate) async fn record_step(
     tool: &dyn Tool,
     call_id: &str,
     args: &Value,
-    result: &Value,
+    result: Result<&Value, &str>,
 ) -> Result<(), NodeError> {
     let Some(compensation) = tool.compensation() else { return Ok(()) };
-    let (comp_args, error) = match compensation.arguments(args, result) {
-        Ok(a) => (Some(a), None),
-        Err(e) => {
+    let (comp_args, error) = match result.map(|result| compensation.arguments(args, result)) {
+        Ok(Ok(a)) => (Some(a), None),
+        Ok(Err(e)) => {
             (None, Some(format!("the arguments of `{}` could not be built from {e}", compensation.tool().name())))
         }
+        Err(why) => (
+            None,
+            Some(format!(
+                "the call ran, but its result could not be stored ({why}), so the arguments of `{}` could not be built",
+                compensation.tool().name()
+            )),
+        ),
     };
     let step = Step {
         id: format!("{}/{node}/{effect_key}", journal.seq),
@@ -412,9 +421,12 @@ impl Compensator<'_> {
         let cx = ToolCx::new(&step.id, &idempotency_key, SAGA_NODE, self.deps);
         let result = match tool.validate(args) {
             Err(e) => Err(format!("its recorded arguments do not validate: {}", e.0)),
-            Ok(()) => tool.invoke(args.clone(), &cx).await.map_err(|e| match e {
-                ToolError::Correctable(m) | ToolError::Transient(m) | ToolError::Fatal(m) => m,
-            }),
+            Ok(()) => match tool.invoke(args.clone(), &cx).await {
+                Ok(value) => Ok(value),
+                // It ran: done, though what it returned cannot be kept.
+                Err(ToolError::Unrecorded(why)) => Ok(json!({ "unrecorded": why })),
+                Err(ToolError::Correctable(m) | ToolError::Transient(m) | ToolError::Fatal(m)) => Err(m),
+            },
         };
         match result {
             Ok(value) => {

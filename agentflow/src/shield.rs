@@ -3,37 +3,52 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::Notify;
 
 /// Counts journaled effects in flight. A node timeout or the run's deadline
 /// that falls while one runs waits for it to end (and be journaled) before
 /// it stops the node: an effect that started is never cut off mid-call.
-#[derive(Debug, Clone)]
-pub(crate) struct Shield(Arc<tokio::sync::watch::Sender<usize>>);
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Shield(Arc<InFlight>);
 
-impl Default for Shield {
-    fn default() -> Self {
-        Shield(Arc::new(tokio::sync::watch::Sender::new(0)))
-    }
+#[derive(Debug, Default)]
+struct InFlight {
+    /// Effects running now.
+    count: AtomicUsize,
+    /// Notified when `count` falls to zero.
+    idle: Notify,
 }
 
 impl Shield {
     pub(crate) fn enter(&self) -> Entered {
-        self.0.send_modify(|n| *n += 1);
+        self.0.count.fetch_add(1, Ordering::AcqRel);
         Entered(Arc::clone(&self.0))
     }
 
     /// Completes when no effect is in flight.
     async fn idle(&self) {
-        let mut rx = self.0.subscribe();
-        let _ = rx.wait_for(|n| *n == 0).await;
+        loop {
+            let notified = self.0.idle.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Registered before the count is read, so a fall to zero in between is not missed.
+            notified.as_mut().enable();
+            if self.0.count.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
-pub(crate) struct Entered(Arc<tokio::sync::watch::Sender<usize>>);
+pub(crate) struct Entered(Arc<InFlight>);
 
 impl Drop for Entered {
     fn drop(&mut self) {
-        self.0.send_modify(|n| *n = n.saturating_sub(1));
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
     }
 }
 
@@ -61,5 +76,56 @@ pub(crate) async fn shielded_timeout<F: Future>(
         biased;
         () = shield.idle() => Err(Elapsed),
         out = &mut work => Ok(out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_with_no_effect_in_flight_stops_the_work() {
+        let shield = Shield::default();
+        let at = tokio::time::Instant::now() + Duration::from_millis(10);
+        let out = shielded_timeout(at, &shield, std::future::pending::<()>()).await;
+        assert!(out.is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_waits_for_the_effects_in_flight_and_the_work_may_finish_meanwhile() {
+        let shield = Shield::default();
+        let (first, second) = (shield.enter(), shield.enter());
+        let at = tokio::time::Instant::now() + Duration::from_millis(10);
+        // The work ends 50 ms after the deadline, the effects 20 ms and 40 ms after it.
+        let work = tokio::time::sleep(Duration::from_millis(60));
+        let release = async {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            drop(first);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            drop(second);
+            std::future::pending::<()>().await;
+        };
+        let began = tokio::time::Instant::now();
+        let out = tokio::select! {
+            out = shielded_timeout(at, &shield, work) => out,
+            () = release => unreachable!("never completes"),
+        };
+        assert!(out.is_err(), "the work had not finished when the last effect ended");
+        assert_eq!(began.elapsed(), Duration::from_millis(50), "stopped when the last effect ended, not before");
+
+        let guard = shield.enter();
+        let at = tokio::time::Instant::now() + Duration::from_millis(10);
+        let work = tokio::time::sleep(Duration::from_millis(20));
+        let out = tokio::select! {
+            out = shielded_timeout(at, &shield, work) => out,
+            () = async {
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                drop(guard);
+                std::future::pending::<()>().await
+            } => unreachable!("never completes"),
+        };
+        assert!(out.is_ok(), "work that finishes while an effect holds the deadline off is kept");
     }
 }

@@ -174,12 +174,11 @@ impl<D: Sync> Ctx<'_, D> {
         let level = format!("{}{instance}.{at}.{index}.{name}", self.node);
         let outlet = self.scope.outlet.clone();
         let Some(journal) = self.journal else {
-            let runner = app
-                .runner(self.deps)
-                .limits(remaining)
-                .cancel_token(cancel)
-                .pause_token(pause)
-                .nested_in(outlet, level);
+            let runner = app.runner(self.deps).limits(remaining).cancel_token(cancel).pause_token(pause).nested_in(
+                outlet,
+                level,
+                self.shields(),
+            );
             let run = runner.run(input).await;
             return self.child_result(name, None, run);
         };
@@ -193,7 +192,7 @@ impl<D: Sync> Ctx<'_, D> {
                 .thread(id.clone())
                 .cancel_token(cancel.clone())
                 .pause_token(pause.clone())
-                .nested_in(outlet.clone(), level.clone());
+                .nested_in(outlet.clone(), level.clone(), self.shields());
             if !self.scope.owner.is_empty() {
                 runner = runner.owner(self.scope.owner.clone());
             }
@@ -407,5 +406,50 @@ impl Limits {
             tokens: self.tokens.map(|n| n.saturating_add(used.tokens)),
             ..*self
         }
+    }
+}
+
+/// Whether thread `id` is a subgraph child of thread `parent`, at any depth: `{parent}/` and one
+/// or more levels `{node}[.{instance}].{seq}.{index}.{subgraph}` (each separated by `/`), as
+/// [`Ctx::subgraph`] names them. A thread of its own whose id merely starts with `{parent}/`
+/// (`acct/2` beside `acct`) is not one.
+pub(crate) fn is_child_thread(parent: &str, id: &str) -> bool {
+    let Some(rest) = id.strip_prefix(parent).and_then(|r| r.strip_prefix('/')) else { return false };
+    !rest.is_empty() && rest.split('/').all(is_level)
+}
+
+/// One level of a child thread's id: `{node}[.{instance}].{seq}.{index}.{subgraph}`.
+fn is_level(level: &str) -> bool {
+    let ident = |s: &str| {
+        let mut chars = s.chars();
+        chars.next().is_some_and(|c| c.is_alphabetic() || c == '_') && chars.all(|c| c.is_alphanumeric() || c == '_')
+    };
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let parts: Vec<&str> = level.split('.').collect();
+    match parts.as_slice() {
+        [node, seq, index, name] => ident(node) && number(seq) && number(index) && ident(name),
+        [node, instance, seq, index, name] => {
+            ident(node) && number(instance) && number(seq) && number(index) && ident(name)
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_child_thread;
+
+    #[test]
+    fn child_threads_are_told_from_threads_that_share_a_prefix() {
+        assert!(is_child_thread("acct", "acct/write.0.0.review"));
+        assert!(is_child_thread("acct", "acct/write.3.7.1.review"));
+        assert!(is_child_thread("acct", "acct/write.0.0.review/check.2.0.vet"));
+        assert!(is_child_thread("a/b", "a/b/write.0.0.review"), "a parent id with a `/` of its own");
+        assert!(!is_child_thread("acct", "acct"));
+        assert!(!is_child_thread("acct", "acct/"));
+        assert!(!is_child_thread("acct", "acct/2"), "another thread, not a child");
+        assert!(!is_child_thread("acct", "acct/write.0.0.review/notes"));
+        assert!(!is_child_thread("acct", "acct-2/write.0.0.review"));
+        assert!(!is_child_thread("acct", "acct/write.x.0.review"));
     }
 }

@@ -10,7 +10,9 @@
 use deadpool_postgres::GenericClient;
 use serde_json::json;
 
-use crate::error::ApprovalError;
+use crate::approvals::check_conditions;
+use crate::audit::check_detail;
+use crate::error::{ApprovalError, AuditError};
 use crate::postgres::Ctx;
 use crate::postgres::error::Fail;
 use crate::postgres::reads::approval_from;
@@ -25,8 +27,22 @@ const APPEND_AUDIT: &str = "WITH head AS ( \
      ) INSERT INTO audit (thread, seq, at, actor, kind, detail) \
        SELECT $1, last, $2, $3, $4, $5 FROM head RETURNING seq";
 
-/// Appends one audit entry; returns its seq.
-pub(crate) async fn append_audit<C: GenericClient, E>(
+/// Appends one audit entry; returns its seq. Refuses, before writing, a detail nested deeper
+/// than the store reads back ([`AuditError::TooDeep`]).
+pub(crate) async fn append_audit<C: GenericClient, E: From<AuditError>>(
+    ctx: &Ctx,
+    c: &C,
+    thread: &str,
+    entry: &NewAuditEntry,
+) -> Result<u64, Fail<E>> {
+    check_detail(thread, entry).map_err(|e| Fail::Refused(e.into()))?;
+    append_entry(ctx, c, thread, entry).await
+}
+
+/// [`append_audit`] without the depth check, for an entry whose detail fits: one the store
+/// builds around checked conditions, or one of a step commit checked as a whole
+/// ([`check_depths`](crate::step_commit::check_depths)).
+pub(crate) async fn append_entry<C: GenericClient, E>(
     ctx: &Ctx,
     c: &C,
     thread: &str,
@@ -50,6 +66,7 @@ pub(crate) async fn insert<C: GenericClient, E: From<ApprovalError>>(
         let err = ApprovalError::NotPending { id: approval.id.clone(), status: approval.status };
         return Err(Fail::Refused(err.into()));
     }
+    check_conditions(&approval.id, approval.conditions.as_ref()).map_err(|e| Fail::Refused(e.into()))?;
     let inserted = sql::execute(
         c,
         "INSERT INTO approvals (id, thread, status, record) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING",
@@ -69,7 +86,7 @@ pub(crate) async fn insert<C: GenericClient, E: From<ApprovalError>>(
         "expires_at": approval.expires_at,
     });
     let entry = NewAuditEntry::new(approval.created_at, actor, "approval.requested", detail);
-    append_audit(ctx, c, &approval.thread, &entry).await
+    append_entry(ctx, c, &approval.thread, &entry).await
 }
 
 /// Compare-and-set of an approval's status with its audit entry; returns the new record and
@@ -92,6 +109,8 @@ pub(crate) async fn transition<C: GenericClient, E: From<ApprovalError>>(
     if record.status != expected {
         return Err(refuse(ApprovalError::AlreadyDecided { id: id.to_string(), expected, current: record.status }));
     }
+    // Before any write: the audit entry below holds the conditions one level down.
+    check_conditions(id, patch.conditions.as_ref()).map_err(refuse)?;
     let from = record.status;
     record.apply_patch(to, patch);
     let updated = sql::execute(
@@ -116,6 +135,6 @@ pub(crate) async fn transition<C: GenericClient, E: From<ApprovalError>>(
     });
     let kind = format!("approval.{}", to.as_str().to_ascii_lowercase());
     let entry = NewAuditEntry::new(patch.at, patch.actor.clone(), kind, detail);
-    let seq = append_audit(ctx, c, &record.thread, &entry).await?;
+    let seq = append_entry(ctx, c, &record.thread, &entry).await?;
     Ok((record, seq))
 }

@@ -18,6 +18,10 @@
 //! sends `BEGIN`, the checks and the writes together, reads the checks' answers (a refusal rolls
 //! the writes back with the transaction), then the dependent statements one by one and `COMMIT`:
 //! two round trips and one per entry.
+//!
+//! JSON nested deeper than the store reads back (checkpoint metadata, audit details, approval
+//! conditions) is refused by the caller before any of this
+//! ([`check_depths`](crate::step_commit::check_depths)).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -331,7 +335,8 @@ async fn stage_as<C: GenericClient>(
     // Audit seqs depend on each other: these go one by one (most steps have none).
     let mut audit_seqs = Vec::new();
     for entry in &c.audit {
-        audit_seqs.push(approvals::append_audit(ctx, tx, tid, entry).await?);
+        // Their details were checked with the rest of the commit (`check_depths`, in `commit`).
+        audit_seqs.push(approvals::append_entry(ctx, tx, tid, entry).await?);
     }
     for approval in &c.new_approvals {
         audit_seqs.push(approvals::insert(ctx, tx, approval, &approval.requester).await?);

@@ -35,7 +35,12 @@ pub(crate) struct Folded {
 }
 
 /// The thread's status, or the compaction error for a thread that is absent or unfinished.
-async fn finished<C: GenericClient>(ctx: &Ctx, c: &C, thread: &str, lock: bool) -> Result<(), Fail<CompactError>> {
+async fn finished<C: GenericClient>(
+    ctx: &Ctx,
+    c: &C,
+    thread: &str,
+    lock: bool,
+) -> Result<ThreadStatus, Fail<CompactError>> {
     let sql = if lock {
         "SELECT status FROM threads WHERE id = $1 FOR UPDATE"
     } else {
@@ -49,7 +54,7 @@ async fn finished<C: GenericClient>(ctx: &Ctx, c: &C, thread: &str, lock: bool) 
         Some(status) if !status.is_finished() => {
             Err(Fail::Refused(CompactError::NotFinished { thread: thread.to_string(), status }))
         }
-        Some(_) => Ok(()),
+        Some(status) => Ok(status),
         None => Err(Fail::Storage(crate::postgres::error::decode_error(
             &ctx.path,
             "threads",
@@ -117,6 +122,8 @@ fn needs_fold(by_seq: &BTreeMap<u64, CheckpointSummary>, dropped: &BTreeSet<u64>
 }
 
 /// Applies a plan; `Ok(false)` if the history changed since it was read (nothing written).
+/// The effects of the dropped checkpoints go only if the thread's status, read under the lock,
+/// allows no resume (see [`ThreadStatus::is_resumable`]).
 pub(crate) async fn apply<C: GenericClient>(
     ctx: &Ctx,
     c: &C,
@@ -125,7 +132,7 @@ pub(crate) async fn apply<C: GenericClient>(
     dropped: &[i64],
     folded: &[Folded],
 ) -> Result<bool, Fail<CompactError>> {
-    finished(ctx, c, thread, true).await?;
+    let status = finished(ctx, c, thread, true).await?;
     let rows = sql::query(
         c,
         "SELECT seq, has_snapshot FROM checkpoints WHERE thread = $1 ORDER BY seq FOR UPDATE",
@@ -144,7 +151,13 @@ pub(crate) async fn apply<C: GenericClient>(
         )
         .await?;
     }
-    for table in ["checkpoints", "pending_writes", "effects"] {
+    // A resume may still look the journal up under a dropped checkpoint's seq.
+    let tables: &[&str] = if status.is_resumable() {
+        &["checkpoints", "pending_writes"]
+    } else {
+        &["checkpoints", "pending_writes", "effects"]
+    };
+    for table in tables {
         let sql = format!("DELETE FROM {table} WHERE thread = $1 AND seq = ANY($2)");
         sql::execute(c, &sql, &[&thread, &dropped]).await?;
     }

@@ -5,6 +5,7 @@ mod approvals;
 mod breakers;
 mod commit;
 mod compact;
+mod effects;
 pub(crate) mod error;
 mod io;
 mod leases;
@@ -28,13 +29,14 @@ use crate::error::{
 };
 use crate::postgres::error::{Fail, MAX_ATTEMPTS, classify, is_conflict, pool_error};
 use crate::postgres::io::IoThread;
+use crate::postgres::reads::Scan;
 use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
-    CompactReport, Durability, EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit,
-    ThreadRecord, Timer,
+    CompactReport, Durability, EffectBatch, EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain,
+    StepCommit, ThreadRecord, Timer,
 };
-use crate::store::{CommitCallback, FoldFn, Store};
+use crate::store::{CommitCallback, FoldFn, Listing, Store};
 
 pub use schema::POSTGRES_SCHEMA_VERSION;
 
@@ -258,6 +260,8 @@ impl PostgresStoreBuilder {
 ///   $expected` under a row lock) with the audit entry in the same transaction.
 /// - The effect journal has a unique key; a second result for a key is dropped and the first
 ///   returned.
+/// - [`Store::commit_effects`] is one transaction: a refused part (a lost compare-and-set, an
+///   approval of another thread) leaves nothing of the batch written.
 /// - Each lease carries a fencing token ([`PostgresStore::lease_token`]) that grows on every
 ///   takeover and never goes back.
 /// - An operation that fails on a serialization failure or a deadlock is run again (the whole
@@ -350,6 +354,8 @@ impl PostgresStore {
 /// when that guard refuses, or for other steps, the checks are read before `COMMIT`
 /// ([`commit::stage`]), which names the refusal.
 async fn commit(ctx: &Ctx, c: StepCommit) -> Result<CommitReceipt, CommitError> {
+    // JSON the reads would refuse is refused before anything is sent, as on redb.
+    crate::step_commit::check_depths(&c)?;
     let durability = c.durability;
     let begin = match durability {
         Durability::Eventual => "BEGIN; SET LOCAL synchronous_commit = off",
@@ -476,7 +482,11 @@ impl Store for PostgresStore {
     }
 
     fn list_threads(&self) -> Result<Vec<ThreadRecord>, ReadError> {
-        self.call(move |ctx| async move { Ok(reads::list_threads(&ctx).await?) })
+        self.call(move |ctx| async move { Ok(reads::threads(&ctx, Scan::Strict).await?.items) })
+    }
+
+    fn scan_threads(&self) -> Result<Listing<ThreadRecord>, ReadError> {
+        self.call(move |ctx| async move { Ok(reads::threads(&ctx, Scan::Skip).await?) })
     }
 
     fn commit_step(&self, c: StepCommit) -> Result<CommitReceipt, CommitError> {
@@ -576,30 +586,21 @@ impl Store for PostgresStore {
         let (key, result) = (key.clone(), result.to_vec());
         self.call(move |ctx| async move {
             let ctx = &*ctx;
-            let seq = sql::int(&ctx.path, "effect seq", key.seq)?;
             retrying!(ctx, {
                 let client = ctx.client().await?;
-                // Insert or keep; a concurrent insert of the same key waits for the first to
-                // commit, which the read then returns.
-                let inserted = sql::execute(
-                    &client,
-                    "INSERT INTO effects (thread, seq, node, key, result) VALUES ($1, $2, $3, $4, $5) \
-                     ON CONFLICT (thread, seq, node, key) DO NOTHING",
-                    &[&key.thread, &seq, &key.node, &key.key, &result],
-                )
-                .await?;
-                if inserted == 1 {
-                    Ok::<_, Fail<EffectError>>(EffectOutcome::Recorded)
-                } else {
-                    let row = sql::query_opt(
-                        &client,
-                        "SELECT result FROM effects WHERE thread = $1 AND seq = $2 AND node = $3 AND key = $4",
-                        &[&key.thread, &seq, &key.node, &key.key],
-                    )
-                    .await?;
-                    Ok(EffectOutcome::AlreadyRecorded(row.map(|r| r.get(0)).unwrap_or_default()))
-                }
+                effects::record::<_, EffectError>(ctx, &client, &key, &result).await
             })
+        })
+    }
+
+    /// One transaction: the effects, the approval compare-and-sets (each under its row's lock,
+    /// with its audit entry) and the audit entries are written together, or, on a refusal, none
+    /// of them.
+    fn commit_effects(&self, batch: EffectBatch) -> Result<Vec<EffectOutcome>, CommitError> {
+        effects::check_batch(&batch)?;
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| effects::stage_batch(ctx, &tx, &batch).await)
         })
     }
 
@@ -616,7 +617,12 @@ impl Store for PostgresStore {
 
     fn list_audit(&self, thread: &str) -> Result<Vec<AuditEntry>, ReadError> {
         let thread = thread.to_string();
-        self.call(move |ctx| async move { Ok(reads::list_audit(&ctx, &thread).await?) })
+        self.call(move |ctx| async move { Ok(reads::audit(&ctx, &thread, Scan::Strict).await?.items) })
+    }
+
+    fn scan_audit(&self, thread: &str) -> Result<Listing<AuditEntry>, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move { Ok(reads::audit(&ctx, &thread, Scan::Skip).await?) })
     }
 
     fn put_approval(&self, approval: ApprovalRecord, actor: &str) -> Result<(), ApprovalError> {
@@ -638,11 +644,20 @@ impl Store for PostgresStore {
 
     fn list_approvals(&self, thread: &str) -> Result<Vec<ApprovalRecord>, ReadError> {
         let thread = thread.to_string();
-        self.call(move |ctx| async move { Ok(reads::list_approvals(&ctx, &thread).await?) })
+        self.call(move |ctx| async move { Ok(reads::approvals(&ctx, &thread, Scan::Strict).await?.items) })
+    }
+
+    fn scan_approvals(&self, thread: &str) -> Result<Listing<ApprovalRecord>, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move { Ok(reads::approvals(&ctx, &thread, Scan::Skip).await?) })
     }
 
     fn list_pending_approvals(&self) -> Result<Vec<ApprovalRecord>, ReadError> {
-        self.call(move |ctx| async move { Ok(reads::list_pending_approvals(&ctx).await?) })
+        self.call(move |ctx| async move { Ok(reads::pending_approvals(&ctx, Scan::Strict).await?.items) })
+    }
+
+    fn scan_pending_approvals(&self) -> Result<Listing<ApprovalRecord>, ReadError> {
+        self.call(move |ctx| async move { Ok(reads::pending_approvals(&ctx, Scan::Skip).await?) })
     }
 
     fn transition_approval(

@@ -14,6 +14,30 @@ use crate::record::{
     ApprovalRecord, AuditEntry, ChainStep, Checkpoint, CheckpointSummary, EffectKey, Lease, PendingWrite, StateChain,
     ThreadRecord, ThreadStatus, Timer,
 };
+use crate::store::Listing;
+
+/// What a listing does with a row that does not decode.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scan {
+    /// Fail the listing (`list_*`).
+    Strict,
+    /// Skip the row and report it in [`Listing::skipped`] (`scan_*`).
+    Skip,
+}
+
+/// A listing's rows, decoded in order: a row that does not decode ([`StorageError::Decode`])
+/// fails the listing or is skipped and reported, as `scan` says; any other failure fails it.
+fn collect<T>(scan: Scan, rows: impl IntoIterator<Item = Result<T, StorageError>>) -> Result<Listing<T>, StorageError> {
+    let (mut items, mut skipped) = (Vec::new(), Vec::new());
+    for row in rows {
+        match row {
+            Ok(item) => items.push(item),
+            Err(e @ StorageError::Decode { .. }) if scan == Scan::Skip => skipped.push(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Listing::new(items, skipped))
+}
 
 const THREAD_COLUMNS: &str = "SELECT t.id, t.owner, t.graph_fingerprint, t.schema_version, t.status, t.detail, \
      t.created_at, t.updated_at, l.holder, l.expires_at \
@@ -59,11 +83,12 @@ pub(crate) async fn thread(ctx: &Ctx, id: &str) -> Result<Option<ThreadRecord>, 
     row.map(|row| thread_from_row(&ctx.path, &row)).transpose()
 }
 
-pub(crate) async fn list_threads(ctx: &Ctx) -> Result<Vec<ThreadRecord>, StorageError> {
+/// Every thread, by id.
+pub(crate) async fn threads(ctx: &Ctx, scan: Scan) -> Result<Listing<ThreadRecord>, StorageError> {
     let client = ctx.client().await?;
     let sql = format!("{THREAD_COLUMNS} ORDER BY t.id");
     let rows = sql::query(&client, &sql, &[]).await.map_err(|e| ctx.db(&e))?;
-    rows.iter().map(|row| thread_from_row(&ctx.path, row)).collect()
+    collect(scan, rows.iter().map(|row| thread_from_row(&ctx.path, row)))
 }
 
 /// A checkpoint from its stored `row` and `snapshot` columns.
@@ -236,7 +261,8 @@ pub(crate) async fn effect_keys(ctx: &Ctx, thread: &str, seq: u64) -> Result<Vec
     Ok(rows.iter().map(|r| EffectKey::new(thread, seq, r.get::<_, String>(0), r.get::<_, String>(1))).collect())
 }
 
-pub(crate) async fn list_audit(ctx: &Ctx, thread: &str) -> Result<Vec<AuditEntry>, StorageError> {
+/// The thread's audit log, by seq.
+pub(crate) async fn audit(ctx: &Ctx, thread: &str, scan: Scan) -> Result<Listing<AuditEntry>, StorageError> {
     let client = ctx.client().await?;
     let rows = sql::query(
         &client,
@@ -246,22 +272,21 @@ pub(crate) async fn list_audit(ctx: &Ctx, thread: &str) -> Result<Vec<AuditEntry
     .await
     .map_err(|e| ctx.db(&e))?;
     let path = ctx.path.as_path();
-    rows.iter()
-        .map(|r| {
-            let seq: i64 = r.get(0);
-            let key = || format!("({thread:?}, {seq})");
-            let detail: String = r.get(4);
-            Ok(AuditEntry {
-                thread: thread.to_string(),
-                seq: uint(path, "audit", key, seq)?,
-                at: uint(path, "audit", key, r.get(1))?,
-                actor: r.get(2),
-                kind: r.get(3),
-                detail: serde_json::from_str(&detail)
-                    .map_err(|e| decode_error(path, "audit", key(), format!("detail is not JSON: {e}")))?,
-            })
+    let entries = rows.iter().map(|r| {
+        let seq: i64 = r.get(0);
+        let key = || format!("({thread:?}, {seq})");
+        let detail: String = r.get(4);
+        Ok(AuditEntry {
+            thread: thread.to_string(),
+            seq: uint(path, "audit", key, seq)?,
+            at: uint(path, "audit", key, r.get(1))?,
+            actor: r.get(2),
+            kind: r.get(3),
+            detail: serde_json::from_str(&detail)
+                .map_err(|e| decode_error(path, "audit", key(), format!("detail is not JSON: {e}")))?,
         })
-        .collect()
+    });
+    collect(scan, entries)
 }
 
 /// Decodes an approval's `record` column.
@@ -270,7 +295,12 @@ pub(crate) fn approval_from(path: &Path, id: &str, record: &[u8]) -> Result<Appr
 }
 
 /// Approvals selected by `filter` (a `WHERE` clause over `$1` when `param` is given), by id.
-async fn approvals_where(ctx: &Ctx, filter: &str, param: Option<&str>) -> Result<Vec<ApprovalRecord>, StorageError> {
+async fn approvals_where(
+    ctx: &Ctx,
+    filter: &str,
+    param: Option<&str>,
+    scan: Scan,
+) -> Result<Listing<ApprovalRecord>, StorageError> {
     let client = ctx.client().await?;
     let sql = format!("SELECT id, record FROM approvals WHERE {filter} ORDER BY id");
     let rows = match param {
@@ -278,19 +308,21 @@ async fn approvals_where(ctx: &Ctx, filter: &str, param: Option<&str>) -> Result
         None => sql::query(&client, &sql, &[]).await,
     }
     .map_err(|e| ctx.db(&e))?;
-    rows.iter().map(|r| approval_from(&ctx.path, r.get(0), r.get(1))).collect()
+    collect(scan, rows.iter().map(|r| approval_from(&ctx.path, r.get(0), r.get(1))))
 }
 
 pub(crate) async fn approval(ctx: &Ctx, id: &str) -> Result<Option<ApprovalRecord>, StorageError> {
-    Ok(approvals_where(ctx, "id = $1", Some(id)).await?.pop())
+    Ok(approvals_where(ctx, "id = $1", Some(id), Scan::Strict).await?.items.pop())
 }
 
-pub(crate) async fn list_approvals(ctx: &Ctx, thread: &str) -> Result<Vec<ApprovalRecord>, StorageError> {
-    approvals_where(ctx, "thread = $1", Some(thread)).await
+/// The thread's approvals, by id.
+pub(crate) async fn approvals(ctx: &Ctx, thread: &str, scan: Scan) -> Result<Listing<ApprovalRecord>, StorageError> {
+    approvals_where(ctx, "thread = $1", Some(thread), scan).await
 }
 
-pub(crate) async fn list_pending_approvals(ctx: &Ctx) -> Result<Vec<ApprovalRecord>, StorageError> {
-    approvals_where(ctx, "status IN ('PENDING', 'OUTCOME_UNKNOWN')", None).await
+/// The approvals waiting for a human, by id.
+pub(crate) async fn pending_approvals(ctx: &Ctx, scan: Scan) -> Result<Listing<ApprovalRecord>, StorageError> {
+    approvals_where(ctx, "status IN ('PENDING', 'OUTCOME_UNKNOWN')", None, scan).await
 }
 
 /// The fencing token of the thread's lease row (kept after release), if it ever had one.

@@ -114,6 +114,11 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 }
             }
             self.events.room().await;
+            // Nothing renews the lease between steps (a stream read slowly stops the run there):
+            // make sure it is still this run's before the step's nodes run.
+            if let Some(cp) = checkpointer.as_ref() {
+                cp.lease().renew_if_due().await?;
+            }
             self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
             let step_began = Instant::now();
             let journal = checkpointer.as_ref().map(Checkpointer::journal);
@@ -475,6 +480,13 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 None => work.instrument(span.clone()).await,
             };
             self.metrics.node(id.index(), attempt_began.elapsed());
+            // A budget that ran out in this attempt ends the run as `BudgetExhausted`, even when the
+            // node caught the refusal and returned a step: a run that hit a budget never completes.
+            let exhausted = signal.lock().unwrap_or_else(|p| p.into_inner()).exhausted;
+            if let (Some(which), Ok(Ok(_))) = (exhausted, &result) {
+                tracing::info!(parent: &span, budget = %which, "budget exhausted; the node's step is not applied");
+                return Err(Halt::Budget(which));
+            }
             let error = match result {
                 Ok(Ok(mut out)) => {
                     out.instance = instance;

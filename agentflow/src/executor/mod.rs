@@ -70,6 +70,7 @@ impl<S: State, D: Sync> App<S, D> {
             modes: Modes::of([StreamMode::Updates]),
             stream_buffer: DEFAULT_STREAM_BUFFER,
             parent_outlet: None,
+            outer_shields: Vec::new(),
             pause: CancellationToken::new(),
         }
     }
@@ -110,6 +111,9 @@ pub struct Runner<'g, S: State, D> {
     /// For a subgraph's run: its parent's stream, which its model chunks and
     /// custom values go to (under the child's place).
     parent_outlet: Option<Arc<dyn crate::stream::Outlet>>,
+    /// For a subgraph's run: the shields of the node attempts and runs around it, which its
+    /// effects hold off too (a parent node's timeout waits for a child's call in flight).
+    outer_shields: Vec<crate::shield::Shield>,
     /// Cancelled (before `cancel`) when the stop is a pause: the run ends `Outcome::Paused`.
     pause: CancellationToken,
 }
@@ -133,9 +137,16 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     }
 
     /// A subgraph's run sends its model chunks and custom values to its
-    /// parent's stream, under `level`.
-    pub(crate) fn nested_in(mut self, parent: Option<Arc<dyn crate::stream::Outlet>>, level: String) -> Self {
+    /// parent's stream, under `level`, and its effects in flight hold off the
+    /// timeouts and deadlines of `shields` (its parent's, and theirs).
+    pub(crate) fn nested_in(
+        mut self,
+        parent: Option<Arc<dyn crate::stream::Outlet>>,
+        level: String,
+        shields: Vec<crate::shield::Shield>,
+    ) -> Self {
         self.parent_outlet = parent.map(|parent| Arc::new(crate::stream::Nested { parent, level }) as Arc<_>);
+        self.outer_shields = shields;
         self
     }
 
@@ -542,6 +553,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             // for whoever resumed it (who could then approve its requests).
             owner: checkpointer.as_ref().map_or_else(|| self.owner.clone(), |cp| cp.owner().to_string()),
             shield: crate::shield::Shield::default(),
+            outer_shields: self.outer_shields,
             activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
             pause: self.pause.clone(),
             children: tokio::sync::Semaphore::new(crate::DEFAULT_PARALLEL),

@@ -517,7 +517,7 @@ impl Checkpointer {
             .await?
             .map_err(PersistError::from)?
             .ok_or_else(|| ResumeError::UnknownThread { thread: thread.clone() })?;
-        if matches!(record.status, ThreadStatus::Completed | ThreadStatus::Compensated) {
+        if !record.status.is_resumable() {
             return Err(ResumeError::Finished { thread, status: record.status.as_str().into() }.into());
         }
         let lease = LeaseGuard::acquire(Arc::clone(&store), thread, lease_ttl, holder).await?;

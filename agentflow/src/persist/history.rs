@@ -263,9 +263,8 @@ pub fn fork_thread(store: &Arc<dyn Store>, thread: &str, seq: u64, actor: &str) 
 /// log; one that fails (decided meanwhile, the store unreachable) is left
 /// as it is and logged.
 fn cancel_children_approvals(store: &Arc<dyn Store>, thread: &str, note: &str, actor: &str) {
-    let prefix = format!("{thread}/");
     let children = match store.scan_threads() {
-        Ok(listing) => listing.items.into_iter().filter(|t| t.id.starts_with(&prefix)),
+        Ok(listing) => listing.items.into_iter().filter(|t| crate::subgraph::is_child_thread(thread, &t.id)),
         Err(e) => return tracing::warn!(thread, error = %e, "listing the forked thread's children"),
     };
     for child in children {

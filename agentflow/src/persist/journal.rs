@@ -153,7 +153,7 @@ impl Journal {
                     "effect `{key}` ran, but its result cannot be journaled ({e}); it will not run again: \
                      return a value that JSON holds exactly"
                 );
-                (serde_json::to_vec(&serde_json::json!({ UNJOURNALED: message })).unwrap_or_default(), Some(message))
+                (unjournaled_marker(&message), Some(message))
             }
         };
         let mut batch = self.batch().effect(self.key(node, key), bytes.clone());
@@ -173,6 +173,16 @@ impl Journal {
             Some(EffectOutcome::AlreadyRecorded(existing)) => decode(&existing, key),
             _ => Ok(value),
         }
+    }
+
+    /// Journals, as the result of effect `key`, that it ran and its result
+    /// could not be kept (`message` says why): it is never run again, and a
+    /// replay fails with `message`. A result journaled first is kept.
+    pub(crate) async fn record_unjournaled(&self, node: &str, key: &str, message: &str) -> Result<(), NodeError> {
+        let batch = self.batch().effect(self.key(node, key), unjournaled_marker(message));
+        self.commit(batch).await?.map(|_| ()).map_err(|current| {
+            NodeError::fatal(format!("effect `{key}`: an approval moved while its run was journaled ({current:?})"))
+        })
     }
 
     /// An empty batch of this journal's thread, for [`Journal::commit`].
@@ -347,6 +357,11 @@ pub(crate) fn record_open_markers(s: &dyn Store, thread: &str, seq: u64) -> Resu
 
 /// The key of the marker journaled for an effect whose result could not be.
 const UNJOURNALED: &str = "__agentflow_unjournaled_result__";
+
+/// The marker journaled in place of a result that could not be, saying why.
+fn unjournaled_marker(message: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({ UNJOURNALED: message })).unwrap_or_default()
+}
 
 pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8], key: &str) -> Result<T, NodeError> {
     // Checked first: a marker would decode as a `serde_json::Value` result.

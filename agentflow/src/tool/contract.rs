@@ -49,6 +49,15 @@ pub enum ToolError {
     /// Nothing will fix it: the run stops.
     #[error("{0}")]
     Fatal(String),
+    /// The tool ran, but its result cannot be stored: a NaN or an infinity,
+    /// or nesting deeper than the journal reads back. `#[tool]` returns it
+    /// for such a result. The run stops, and since the call may have acted,
+    /// it is journaled as run and never run again (as [`Ctx::effect`] does
+    /// with such a result).
+    ///
+    /// [`Ctx::effect`]: crate::Ctx::effect
+    #[error("{0}")]
+    Unrecorded(String),
 }
 
 /// What a tool sees besides its arguments: its call id, an idempotency key,

@@ -168,10 +168,11 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             Err(refused) => return Ok((refused, false)),
         };
         let held = held.as_ref();
-        let key = effect_key(tool, call);
+        let key = self.call_key(tool, call);
         let node = self.node;
         // A call that names a compensation is recorded in the saga log once it completed.
         let forward_args = tool.compensation().map(|_| args.clone());
+        let (key_ref, forward_ref) = (&key, &forward_args);
         let invoke = |idempotency_key: String| async move {
             let deps: &super::AnyDeps = self.deps;
             let tcx = ToolCx::new(&call.id, &idempotency_key, node, deps);
@@ -187,6 +188,21 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                 Err(ToolError::Correctable(msg)) => Ok(Err(msg)),
                 Err(ToolError::Transient(msg)) => Err(NodeError::transient(format!("tool `{}`: {msg}", tool.name()))),
                 Err(ToolError::Fatal(msg)) => Err(NodeError::fatal(format!("tool `{}`: {msg}", tool.name()))),
+                // The call ran: journal it as run (never run again) and log it for compensation.
+                Err(ToolError::Unrecorded(why)) => {
+                    let message = format!(
+                        "tool `{}` ran, but its result cannot be journaled ({why}); it will not run again: return a \
+                         value that JSON holds exactly",
+                        tool.name()
+                    );
+                    if let Some(journal) = self.journal.filter(|_| tool.risk() != super::Risk::Read) {
+                        if let Some(args) = forward_ref {
+                            crate::saga::record_step(journal, node, key_ref, tool, &call.id, args, Err(&why)).await?;
+                        }
+                        journal.record_unjournaled(node, key_ref, &message).await?;
+                    }
+                    Err(NodeError::fatal(message))
+                }
             }
         };
         let mut settled = false;
@@ -233,7 +249,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         if let (Some(journal), Some(args), Ok(value)) = (self.journal, &forward_args, &result)
             && tool.risk() != super::Risk::Read
         {
-            crate::saga::record_step(journal, self.node, &key, tool, &call.id, args, value).await?;
+            crate::saga::record_step(journal, self.node, &key, tool, &call.id, args, Ok(value)).await?;
         }
         let mut obs = match result {
             Ok(value) => Observation::ok(&call.id, tool.name(), value),
@@ -265,7 +281,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             );
         };
         let hash = args_hash(&call.arguments);
-        let id = approval_id(journal, self.node, tool.name(), &call.id, &hash);
+        let id = approval_id(journal, self.node, self.instance(), tool.name(), &call.id, &hash);
         let record = blocking(journal, {
             let id = id.clone();
             move |s| s.approval(&id).map_err(|e| e.to_string())
@@ -442,7 +458,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         if let Err(e) = tool.validate(&approved) {
             return deny(Code::InvalidArgument, format!("the approved arguments do not validate: {}", e.0));
         }
-        if record.status == ApprovalStatus::Failed && !journaled(journal, self.node, tool, call).await? {
+        if record.status == ApprovalStatus::Failed && !journaled(journal, self.node, self.call_key(tool, call)).await? {
             // Single use: the approved call ran and failed (or a human settled
             // its unknown outcome as failed); a re-run of the node may replay
             // a recorded result but never runs it again.
@@ -508,11 +524,15 @@ impl<D: Sync + 'static> Ctx<'_, D> {
     }
 }
 
-/// Deterministic per (thread, checkpoint, node, tool, call, arguments): the
-/// same call re-run after a resume finds its record; a call to another tool
-/// or with other arguments, under the same call id, does not.
-fn approval_id(journal: &Journal, node: &str, tool: &str, call_id: &str, hash: &str) -> String {
-    let key = json!([journal.thread, journal.seq, node, tool, call_id, hash]);
+/// Deterministic per (thread, checkpoint, node, map-worker instance, tool,
+/// call, arguments): the same call re-run after a resume finds its record; a
+/// call to another tool or with other arguments, under the same call id, does
+/// not, nor does the same call made by another instance of the worker.
+fn approval_id(journal: &Journal, node: &str, instance: Option<u32>, tool: &str, call_id: &str, hash: &str) -> String {
+    let key = match instance {
+        None => json!([journal.thread, journal.seq, node, tool, call_id, hash]),
+        Some(i) => json!([journal.thread, journal.seq, node, i, tool, call_id, hash]),
+    };
     format!("apr-{}", &args_hash(&key)[..24])
 }
 
@@ -530,25 +550,20 @@ fn binding_mismatch(record: &ApprovalRecord, id: &str, thread: &str, node: &str,
     }
 }
 
-/// The effect-journal key of a non-read call: the tool, the call id and the
-/// arguments, so a journaled result is only ever replayed for the same call.
-fn effect_key(tool: &dyn Tool, call: &ToolCall) -> String {
-    format!("tool:{}:{}:{}", tool.name(), call.id, &args_hash(&call.arguments)[..16])
+impl<D> Ctx<'_, D> {
+    /// The effect-journal key of a non-read call: the tool, the call id and the
+    /// arguments, so a journaled result is only ever replayed for the same call,
+    /// and for a map worker's instance, the instance (its calls share ids with
+    /// the other instances').
+    pub(super) fn call_key(&self, tool: &dyn Tool, call: &ToolCall) -> String {
+        self.instance_key(format!("tool:{}:{}:{}", tool.name(), call.id, &args_hash(&call.arguments)[..16]))
+    }
 }
 
-/// Whether the result of `call` is in the effect journal (where `execute` puts it).
-pub(super) async fn journaled(
-    journal: &Journal,
-    node: &str,
-    tool: &dyn Tool,
-    call: &ToolCall,
-) -> Result<bool, NodeError> {
-    let key = EffectKey {
-        thread: journal.thread.clone(),
-        seq: journal.seq,
-        node: node.to_string(),
-        key: effect_key(tool, call),
-    };
+/// Whether the result of the call journaled under `key` ([`Ctx::call_key`]) is
+/// in the effect journal (where `execute` puts it).
+pub(super) async fn journaled(journal: &Journal, node: &str, key: String) -> Result<bool, NodeError> {
+    let key = EffectKey { thread: journal.thread.clone(), seq: journal.seq, node: node.to_string(), key };
     blocking(journal, move |s| s.effect(&key).map(|r| r.is_some()).map_err(|e| e.to_string())).await
 }
 
@@ -559,7 +574,10 @@ pub(super) async fn journaled(
 /// `Store::transition_approval` without a decider does not. This refuses
 /// careless writes around the desk; it does not stop someone who holds the
 /// store and forges both (see the `approval` module docs).
-async fn decision_recorded(journal: &Journal, record: &ApprovalRecord) -> Result<Result<(), String>, NodeError> {
+pub(crate) async fn decision_recorded(
+    journal: &Journal,
+    record: &ApprovalRecord,
+) -> Result<Result<(), String>, NodeError> {
     let refused = |what: &str| {
         Ok(Err(format!(
             "the approval `{}` is APPROVED but holds no approver's decision ({what}); it was not decided \

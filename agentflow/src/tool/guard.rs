@@ -37,10 +37,11 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             return Ok(Ok(None));
         };
         // A call whose result is journaled is replayed; the tool does not run again.
-        if tool.risk() != Risk::Read && super::gateway::journaled(journal, self.node, tool, call).await? {
+        if tool.risk() != Risk::Read && super::gateway::journaled(journal, self.node, self.call_key(tool, call)).await?
+        {
             return Ok(Ok(None));
         }
-        let holder = format!("{}/{}/{}/{}", journal.thread, journal.seq, self.node, call.id);
+        let holder = self.instance_key(format!("{}/{}/{}/{}", journal.thread, journal.seq, self.node, call.id));
         // Decided from a read when the move would change nothing: a closed
         // breaker admits, an open one in its cool-down (or a half-open one
         // whose probe another call holds) refuses. So neither guarded calls

@@ -1,0 +1,105 @@
+//! The effect journal of a [`PostgresStore`](super::PostgresStore): a result recorded once per
+//! key, alone ([`Store::record_effect`](crate::Store::record_effect)) or in an [`EffectBatch`]
+//! ([`Store::commit_effects`](crate::Store::commit_effects)) with approval compare-and-sets and
+//! audit entries.
+//!
+//! A batch is one transaction: its effects, then its transitions (each the compare-and-set of
+//! [`approvals::transition`], under the row's lock, with its audit entry), then its audit
+//! entries. A refused part rolls back everything before it, so the runtime's claim of an
+//! approval (`APPROVED -> EXECUTING`) and its journal's *started* marker are written together or
+//! not at all, as on redb.
+
+use deadpool_postgres::GenericClient;
+
+use crate::codec::MAX_DOCUMENT_DEPTH;
+use crate::error::{CommitError, JsonTooDeep};
+use crate::postgres::error::Fail;
+use crate::postgres::sql;
+use crate::postgres::{Ctx, approvals};
+use crate::record::{EffectBatch, EffectKey, EffectOutcome};
+
+/// Inserts `result` under `key` unless a result is there already; answers
+/// [`EffectOutcome::AlreadyRecorded`] with the kept one. Inside a transaction, an earlier insert
+/// of the same transaction counts as there.
+pub(crate) async fn record<C: GenericClient, E>(
+    ctx: &Ctx,
+    c: &C,
+    key: &EffectKey,
+    result: &[u8],
+) -> Result<EffectOutcome, Fail<E>> {
+    let seq = sql::int(&ctx.path, "effect seq", key.seq)?;
+    // Insert or keep; a concurrent insert of the same key waits for the first to commit, which
+    // the read then returns.
+    let inserted = sql::execute(
+        c,
+        "INSERT INTO effects (thread, seq, node, key, result) VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (thread, seq, node, key) DO NOTHING",
+        &[&key.thread, &seq, &key.node, &key.key, &result],
+    )
+    .await?;
+    if inserted == 1 {
+        return Ok(EffectOutcome::Recorded);
+    }
+    let row = sql::query_opt(
+        c,
+        "SELECT result FROM effects WHERE thread = $1 AND seq = $2 AND node = $3 AND key = $4",
+        &[&key.thread, &seq, &key.node, &key.key],
+    )
+    .await?;
+    Ok(EffectOutcome::AlreadyRecorded(row.map(|r| r.get(0)).unwrap_or_default()))
+}
+
+/// The checks of a batch made before anything is sent, as the trait's default makes them: every
+/// effect belongs to the batch's thread, and no audit detail or transition's conditions nests
+/// deeper than the store reads back.
+pub(crate) fn check_batch(batch: &EffectBatch) -> Result<(), CommitError> {
+    let thread = batch.thread.as_str();
+    if let Some((key, _)) = batch.effects.iter().find(|(k, _)| k.thread != thread) {
+        return Err(CommitError::Invalid {
+            thread: thread.to_string(),
+            reason: format!("effect `{}` belongs to thread `{}`", key.key, key.thread),
+        });
+    }
+    for entry in &batch.audit {
+        JsonTooDeep::check(&entry.detail, MAX_DOCUMENT_DEPTH, "detail")
+            .map_err(|source| CommitError::TooDeep { thread: thread.to_string(), source })?;
+    }
+    for t in &batch.approval_transitions {
+        crate::approvals::check_conditions(&t.id, t.patch.conditions.as_ref())?;
+    }
+    Ok(())
+}
+
+/// Writes a checked batch ([`check_batch`]) in the transaction `tx`; answers one outcome per
+/// effect, in order. A refusal (an approval of another thread, a lost compare-and-set, an
+/// illegal move, an unknown approval) is a [`Fail::Refused`]: the caller rolls `tx` back.
+pub(crate) async fn stage_batch<C: GenericClient>(
+    ctx: &Ctx,
+    tx: &C,
+    batch: &EffectBatch,
+) -> Result<Vec<EffectOutcome>, Fail<CommitError>> {
+    let thread = batch.thread.as_str();
+    let mut outcomes = Vec::with_capacity(batch.effects.len());
+    for (key, result) in &batch.effects {
+        outcomes.push(record(ctx, tx, key, result).await?);
+    }
+    for t in &batch.approval_transitions {
+        // Locked here and kept until the end of the transaction, so the owner cannot change
+        // before the compare-and-set below (which reads the row again under the same lock).
+        let owner = sql::query_opt(tx, "SELECT thread FROM approvals WHERE id = $1 FOR UPDATE", &[&t.id]).await?;
+        if let Some(owner) = owner.map(|r| r.get::<_, String>(0))
+            && owner != thread
+        {
+            return Err(Fail::Refused(CommitError::Invalid {
+                thread: thread.to_string(),
+                reason: format!("approval `{}` belongs to thread `{owner}`", t.id),
+            }));
+        }
+        approvals::transition::<_, CommitError>(ctx, tx, &t.id, t.from, t.to, &t.patch).await?;
+    }
+    for entry in &batch.audit {
+        // Their details were checked by `check_batch`.
+        approvals::append_entry::<_, CommitError>(ctx, tx, thread, entry).await?;
+    }
+    Ok(outcomes)
+}
