@@ -251,7 +251,6 @@ mod two_steps {
 #[tokio::test]
 async fn a_stream_read_too_slowly_loses_its_thread_before_the_next_step_not_after() {
     use agentflow::{StreamItem, StreamMode, StreamPart};
-    use futures_util::StreamExt;
 
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
     let app = two_steps::graph().app().store(Arc::clone(&store));

@@ -661,6 +661,14 @@ async fn compensate<S: State, D: Sync>(
         Some(erase) => erase(deps),
         None => &(),
     };
+    // A call of the failed step cut off in an earlier run and not made again (its *started*
+    // marker has no result) has an unknown outcome: record it so, before the compensation lists
+    // the unknown ones, so a human is asked about it and the outcome names it.
+    let (thread, seq) = (cp.thread.clone(), cp.journal().seq);
+    crate::persist::blocking(cp.store(), move |s| crate::persist::record_open_markers(s, &thread, seq))
+        .await
+        .and_then(|swept| swept)
+        .map_err(|e| lease_lost(e.into(), Some(cp)))?;
     let compensator = crate::saga::Compensator {
         store: cp.store_handle(),
         thread: cp.thread.clone(),

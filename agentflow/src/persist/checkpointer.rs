@@ -337,7 +337,18 @@ fn describe<S: State, D>(graph: &CompiledGraph<S, D>) -> Value {
         .filter(|n| !n.tools.is_empty())
         .map(|n| (n.name, n.tools.iter().map(|t| format!("{}:{}", t.name(), t.risk())).collect()))
         .collect();
-    json!({ "name": graph.name(), "nodes": nodes, "tools": tools })
+    // The rest of what the fingerprint covers, so a refused resume can name it.
+    let writes: BTreeMap<&str, Vec<&str>> =
+        graph.nodes().iter().filter_map(|n| Some((n.name, S::field_names(n.writes?)))).collect();
+    json!({
+        "name": graph.name(),
+        "nodes": nodes,
+        "tools": tools,
+        "state": S::NAME,
+        "start": graph.node_name(graph.start()),
+        "max_steps": graph.max_steps(),
+        "writes": writes,
+    })
 }
 
 /// The thread's budget as of checkpoint `latest`: a pending `__budget__`
@@ -386,13 +397,24 @@ fn explain_change(stored: Option<&Value>, current: &Value) -> String {
     for name in current.keys().filter(|n| !stored.contains_key(*n)) {
         changes.push(format!("node `{name}` was added"));
     }
-    let tools = |v: &Value| v.get("tools").and_then(Value::as_object).cloned();
-    if let (Some(before), Some(now)) = (tools(stored_all), tools(current_all)) {
-        for name in before.keys().chain(now.keys().filter(|n| !before.contains_key(*n))) {
-            let (b, n) = (before.get(name).unwrap_or(&Value::Null), now.get(name).unwrap_or(&Value::Null));
-            if b != n {
-                changes.push(format!("tools of `{name}` changed from {b} to {n}"));
+    // Per node: its tools, and the fields it may write (threads stored before these were
+    // described carry none, and are compared on what they carry).
+    for (key, what) in [("tools", "tools"), ("writes", "`writes`")] {
+        let of = |v: &Value| v.get(key).and_then(Value::as_object).cloned();
+        if let (Some(before), Some(now)) = (of(stored_all), of(current_all)) {
+            for name in before.keys().chain(now.keys().filter(|n| !before.contains_key(*n))) {
+                let (b, n) = (before.get(name).unwrap_or(&Value::Null), now.get(name).unwrap_or(&Value::Null));
+                if b != n {
+                    changes.push(format!("{what} of `{name}` changed from {b} to {n}"));
+                }
             }
+        }
+    }
+    for (key, what) in [("state", "the state type"), ("start", "the start node"), ("max_steps", "the step bound")] {
+        if let (Some(b), Some(n)) = (stored_all.get(key), current_all.get(key))
+            && b != n
+        {
+            changes.push(format!("{what} changed from {b} to {n}"));
         }
     }
 
@@ -999,4 +1021,41 @@ struct StoredWriteRef<'a, U> {
     sends: Vec<(&'a str, &'a Vec<serde_json::Value>)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     instance: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::explain_change;
+
+    fn described(writes: serde_json::Value, max_steps: u32) -> serde_json::Value {
+        json!({
+            "name": "g",
+            "nodes": { "a": ["b"], "b": ["END"] },
+            "tools": {},
+            "state": "Doc",
+            "start": "a",
+            "max_steps": max_steps,
+            "writes": writes,
+        })
+    }
+
+    #[test]
+    fn a_changed_writes_list_or_step_bound_is_named() {
+        let before = described(json!({ "a": ["x", "y"] }), 10);
+        let after = described(json!({ "a": ["x"], "b": ["y"] }), 12);
+        let changes = explain_change(Some(&before), &after);
+        assert!(changes.contains("`writes` of `a` changed from [\"x\",\"y\"] to [\"x\"]"), "{changes}");
+        assert!(changes.contains("`writes` of `b` changed from null to [\"y\"]"), "{changes}");
+        assert!(changes.contains("the step bound changed from 10 to 12"), "{changes}");
+    }
+
+    #[test]
+    fn a_description_stored_before_writes_were_described_is_compared_on_what_it_holds() {
+        let old = json!({ "name": "g", "nodes": { "a": ["b"], "b": ["END"] }, "tools": {} });
+        let now = described(json!({ "a": ["x"] }), 10);
+        let changes = explain_change(Some(&old), &now);
+        assert_eq!(changes, "the state type, `writes` lists, step bound or tools changed");
+    }
 }
