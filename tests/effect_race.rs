@@ -50,6 +50,7 @@ fn raced(inner: Arc<dyn Store>) -> Hooked {
                 inner.record_effect(key, value).expect("the other executor's marker");
             }
         }
+        Ok(())
     }));
     store
 }

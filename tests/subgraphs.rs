@@ -1203,3 +1203,40 @@ async fn a_parent_timeout_lets_its_childs_effect_in_flight_finish() {
         again.outcome
     );
 }
+
+// ---------------------------------------------------------------- a child's own step bound
+
+#[graph(state = Slow, deps = Gate, start = spin, max_steps = 3)]
+pub mod spinner {
+    use super::*;
+
+    #[node(goto = [spin, END])]
+    async fn spin(_s: &Slow) -> Step<Slow> {
+        goto!(spin, Slow::update().done(vec!["spin".to_string()]))
+    }
+}
+
+#[graph(state = Slow, deps = Gate, start = try_it)]
+pub mod tolerant_parent {
+    use super::*;
+
+    /// Runs a child that never finishes, and carries on without it.
+    #[node(goto = [END], subgraphs = [spinner])]
+    async fn try_it(_s: &Slow, cx: &Ctx<Gate>) -> Result<Step<Slow>, NodeError> {
+        let note = match cx.subgraph(spinner::graph(), Slow::default()).await {
+            Ok(_) => "finished".to_string(),
+            Err(e) => format!("gave up: {}", e.message),
+        };
+        Ok(goto!(END, Slow::update().done(vec![note])))
+    }
+}
+
+/// A child's step bound is its own: the parent's node gets a plain error it may handle, and the
+/// parent's run is not out of a budget (it would stay so on every resume).
+#[tokio::test]
+async fn a_child_that_reaches_its_own_step_bound_fails_the_call_not_the_parents_budget() {
+    let app = tolerant_parent::graph().app().store(store());
+    let run = app.runner(&Gate::default()).thread("spin").run(Slow::default()).await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed, "{:?}", run.outcome);
+    assert!(run.state.done[0].contains("step bound"), "{:?}", run.state.done);
+}

@@ -54,3 +54,53 @@ async fn a_tool_result_that_cannot_be_stored_fails_the_run_and_the_call_never_ru
         assert!(message.contains("`result` is inf") && message.contains("will not run again"), "{message}");
     }
 }
+
+// ---------------------------------------------------------------- the marker cannot be written
+
+#[path = "fixtures/hooked_store.rs"]
+mod hooked_store;
+
+static FAXED: AtomicU32 = AtomicU32::new(0);
+
+/// Faxes an invoice and returns a ratio that is not finite.
+#[tool(risk = reversible)]
+async fn fax_invoice(args: Invoice) -> Result<f64, ToolError> {
+    FAXED.fetch_add(1, Ordering::SeqCst);
+    Ok(args.amount / 0.0)
+}
+
+#[graph(state = Billing, deps = (), start = fax)]
+mod faxing {
+    use super::*;
+
+    #[node(goto = [END], tools = [fax_invoice])]
+    async fn fax(_s: &Billing, cx: &Ctx<()>) -> Result<Step<Billing>, NodeError> {
+        let observation = cx.run_tool(fax_invoice, json!({ "amount": 80.0 })).await?;
+        Ok(goto!(END, Billing::update().log(vec![observation.body.to_string()])))
+    }
+}
+
+/// The store refuses the marker that says the call ran: the call is then left open (started,
+/// no result), so a resume asks a human about it; it is never taken for a call that did not run.
+#[tokio::test]
+async fn a_call_whose_ran_marker_cannot_be_written_is_left_for_a_human_not_run_again() {
+    let inner: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let mut store = hooked_store::Hooked::new(Arc::clone(&inner));
+    store.before_effects = Some(Box::new(|_, batch| {
+        let unjournaled = batch.effects.iter().any(|(_, v)| v.starts_with(b"{\"__agentflow_unjournaled_result__\""));
+        if unjournaled {
+            return Err(agentflow_store::CommitError::Invalid {
+                thread: batch.thread.clone(),
+                reason: "refused".into(),
+            });
+        }
+        Ok(())
+    }));
+    let app = faxing::graph().app().store(Arc::new(store));
+    let first = app.runner(&()).thread("fax").owner("agent:billing").run(Billing::default()).await.unwrap();
+    assert!(matches!(first.outcome, Outcome::Failed { .. }), "{:?}", first.outcome);
+    let again = app.runner(&()).thread("fax").resume().await.unwrap();
+    assert_eq!(FAXED.load(Ordering::SeqCst), 1, "the call ran again");
+    let Outcome::Interrupted { pending, .. } = &again.outcome else { panic!("{:?}", again.outcome) };
+    assert_eq!(pending[0].kind, agentflow::PendingKind::OutcomeUnknown);
+}

@@ -591,3 +591,21 @@ async fn running_a_cut_off_irreversible_call_again_takes_two_people_under_a_two_
     assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
     assert_eq!(calls("U-cut-two").len(), 2);
 }
+
+/// An approved call cut off mid-way, moved back to APPROVED around the desk (a raw store write):
+/// the approval that first ran it does not count for running it again.
+#[tokio::test]
+async fn an_approved_call_moved_to_run_again_around_the_desk_is_not_run_again() {
+    use agentflow::Store;
+    let (path, id) = cut_off_refund("U-cut-forged").await;
+    let store = Arc::new(RedbStore::open(&path).expect("open store"));
+    let patch = agentflow_store::ApprovalPatch::by("script", 1);
+    store.transition_approval(&id, ApprovalStatus::OutcomeUnknown, ApprovalStatus::Approved, patch).unwrap();
+    let graph = refund_flow::graph().app().store(Arc::clone(&store) as Arc<dyn Store>);
+    let run = graph.runner(&()).thread("U-cut-forged").resume().await.unwrap();
+    assert_eq!(calls("U-cut-forged").len(), 1, "refunded again on a decision nobody made through the desk");
+    // The node gets the refusal as the call's observation.
+    let receipt = run.state.receipt.expect("the node's receipt");
+    assert_eq!(receipt["ok"], false, "{receipt}");
+    assert!(receipt["detail"].as_str().unwrap_or_default().contains("no approver's decision"), "{receipt}");
+}

@@ -916,6 +916,12 @@ pub fn compaction_keeps_the_journal_of_a_resumable_thread(store: &dyn Store) {
             assert_eq!(journal(&old), Some(b"r1".to_vec()), "{status}: the journal of a resumable thread is kept");
             assert_eq!(journal(&mid), Some(b"r2".to_vec()), "{status}");
             assert_eq!(store.effect_keys(id, 1).unwrap(), vec![old.clone()], "{status}");
+            // An export carries the kept journal, and a compensation's (the last seq).
+            let saga = EffectKey::new(id, crate::record::MAX_CHECKPOINT_SEQ, "saga", "k");
+            assert_eq!(store.record_effect(&saga, b"undone").unwrap(), EffectOutcome::Recorded);
+            let dump = crate::dump_thread(store, id).unwrap().expect("the thread");
+            let dumped: Vec<&EffectKey> = dump.effects.iter().map(|(k, _)| k).collect();
+            assert_eq!(dumped, [&old, &mid, &head, &saga], "{status}: the export carries the whole journal");
             // Still journaled once: recording again keeps the first result.
             assert_eq!(store.record_effect(&old, b"again").unwrap(), EffectOutcome::AlreadyRecorded(b"r1".to_vec()));
         } else {

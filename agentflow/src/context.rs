@@ -193,10 +193,11 @@ impl<'a, D> Ctx<'a, D> {
         Fut: Future<Output = Result<T, NodeError>>,
     {
         let Some(journal) = self.journal else {
-            return effect(format!("{}/{key}", self.node)).await;
+            return effect(format!("{}/{}", self.node, self.instance_key(key.to_string()))).await;
         };
         Journal::check_key(key)?;
-        match self.journaled(journal, &self.instance_key(key.to_string()), None, uncertain, |_| None, effect).await? {
+        let journal_key = self.instance_key(key.to_string());
+        match self.journaled(journal, &journal_key, None, uncertain, |_| None, effect).await? {
             Journaled::Done(value, _) => Ok(value),
             Journaled::Succeeded(value, by) => {
                 let value: T = serde_json::from_value(value).map_err(|e| {
@@ -205,7 +206,7 @@ impl<'a, D> Ctx<'a, D> {
                          expected type: {e}"
                     ))
                 })?;
-                journal.record(self.node, key, value).await
+                journal.record(self.node, &journal_key, value).await
             }
             Journaled::Failed(why) => Err(NodeError::fatal(format!("effect `{key}` did not complete: {why}"))),
             // Only a call under an approval claims one.
@@ -332,10 +333,11 @@ impl<'a, D> Ctx<'a, D> {
             // The *started* marker (the batch's last effect) was already there: another executor of
             // this thread (one that took it over) started this run of the effect after this one
             // read the journal. The effect may be running there; it is not run here too.
+            // Transient: a retry of the node finds the open marker and asks a human about it.
             Ok(outcomes) if matches!(outcomes.last(), Some(EffectOutcome::AlreadyRecorded(_))) => {
-                return Err(NodeError::fatal(format!(
-                    "effect `{key}`: run {run} was started by another executor of thread `{}` (this run lost \
-                     the thread to it); it was not run here",
+                return Err(NodeError::transient(format!(
+                    "effect `{key}`: run {run} was started by another executor of thread `{}` (two executors held it \
+                     at once); it was not run here",
                     journal.thread
                 )));
             }
@@ -344,8 +346,11 @@ impl<'a, D> Ctx<'a, D> {
         match effect(idempotency_key).await {
             Ok(value) => Ok(Journaled::Done(journal.record_settling(self.node, key, value, settle).await?, true)),
             Err(error) => {
-                let detail = serde_json::json!({ "ended": "error", "error": error.message });
-                journal.mark(self.node, key, "ended", run, detail).await?;
+                let ran = std::mem::take(&mut self.signal.lock().unwrap_or_else(|p| p.into_inner()).ran_unrecorded);
+                if !ran {
+                    let detail = serde_json::json!({ "ended": "error", "error": error.message });
+                    journal.mark(self.node, key, "ended", run, detail).await?;
+                }
                 Err(error)
             }
         }
@@ -421,7 +426,7 @@ impl<'a, D> Ctx<'a, D> {
             ApprovalStatus::Approved => {
                 // "Run again" is a decision like an approval: one made around the desk (a raw store
                 // write with no decider) does not run anything.
-                if let Err(why) = crate::tool::decision_recorded(journal, &record).await? {
+                if let Err(why) = journal.decision_recorded(&record).await? {
                     return Err(NodeError::fatal(format!("`{key}` is not run again: {why}")));
                 }
                 journal

@@ -89,6 +89,10 @@ pub(crate) struct Signal {
     /// A child subgraph was resumed with the resume value: it took it durably, in its own
     /// thread, whatever becomes of this attempt.
     pub(crate) child_took_resume: bool,
+    /// The journaled call that just ended ran, but its result cannot be journaled: its *started*
+    /// marker is not closed as "ended with an error" (which would let it run again); the marker
+    /// put in its result's place, if it could be written, says it ran.
+    pub(crate) ran_unrecorded: bool,
     /// The value `interrupt` returned in this attempt. If the attempt then
     /// pauses for something else (its subgraph's question, an approval, a
     /// timer), it is kept with the pause: the node's re-run gets it back.

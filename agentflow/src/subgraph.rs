@@ -297,6 +297,11 @@ impl<D: Sync> Ctx<'_, D> {
                 signal.pause = Some(Pending { node: self.node.to_string(), kind: PendingKind::Sleep, payload });
                 Err(NodeError::needs_input(format!("node `{}` waits on its subgraph `{name}`, asleep", self.node)))
             }
+            // The child's step bound is its own, not a budget it shares with the parent: a plain
+            // failure of the node (which may catch it), not the parent's budget running out.
+            Outcome::BudgetExhausted { which: crate::Budget::Steps } => Err(NodeError::fatal(format!(
+                "subgraph `{name}` reached its step bound (`max_steps`) without finishing"
+            ))),
             Outcome::BudgetExhausted { which } => Err(self.exhausted(which)),
             // The parent is being paused too; it resumes the child where it stopped.
             Outcome::Paused => Err(NodeError::fatal(format!("subgraph `{name}` was paused with its parent"))),
@@ -406,50 +411,5 @@ impl Limits {
             tokens: self.tokens.map(|n| n.saturating_add(used.tokens)),
             ..*self
         }
-    }
-}
-
-/// Whether thread `id` is a subgraph child of thread `parent`, at any depth: `{parent}/` and one
-/// or more levels `{node}[.{instance}].{seq}.{index}.{subgraph}` (each separated by `/`), as
-/// [`Ctx::subgraph`] names them. A thread of its own whose id merely starts with `{parent}/`
-/// (`acct/2` beside `acct`) is not one.
-pub(crate) fn is_child_thread(parent: &str, id: &str) -> bool {
-    let Some(rest) = id.strip_prefix(parent).and_then(|r| r.strip_prefix('/')) else { return false };
-    !rest.is_empty() && rest.split('/').all(is_level)
-}
-
-/// One level of a child thread's id: `{node}[.{instance}].{seq}.{index}.{subgraph}`.
-fn is_level(level: &str) -> bool {
-    let ident = |s: &str| {
-        let mut chars = s.chars();
-        chars.next().is_some_and(|c| c.is_alphabetic() || c == '_') && chars.all(|c| c.is_alphanumeric() || c == '_')
-    };
-    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let parts: Vec<&str> = level.split('.').collect();
-    match parts.as_slice() {
-        [node, seq, index, name] => ident(node) && number(seq) && number(index) && ident(name),
-        [node, instance, seq, index, name] => {
-            ident(node) && number(instance) && number(seq) && number(index) && ident(name)
-        }
-        _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_child_thread;
-
-    #[test]
-    fn child_threads_are_told_from_threads_that_share_a_prefix() {
-        assert!(is_child_thread("acct", "acct/write.0.0.review"));
-        assert!(is_child_thread("acct", "acct/write.3.7.1.review"));
-        assert!(is_child_thread("acct", "acct/write.0.0.review/check.2.0.vet"));
-        assert!(is_child_thread("a/b", "a/b/write.0.0.review"), "a parent id with a `/` of its own");
-        assert!(!is_child_thread("acct", "acct"));
-        assert!(!is_child_thread("acct", "acct/"));
-        assert!(!is_child_thread("acct", "acct/2"), "another thread, not a child");
-        assert!(!is_child_thread("acct", "acct/write.0.0.review/notes"));
-        assert!(!is_child_thread("acct", "acct-2/write.0.0.review"));
-        assert!(!is_child_thread("acct", "acct/write.x.0.review"));
     }
 }

@@ -29,7 +29,6 @@ use crate::error::{
 };
 use crate::postgres::error::{Fail, MAX_ATTEMPTS, classify, is_conflict, pool_error};
 use crate::postgres::io::IoThread;
-use crate::postgres::reads::Scan;
 use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
@@ -482,11 +481,11 @@ impl Store for PostgresStore {
     }
 
     fn list_threads(&self) -> Result<Vec<ThreadRecord>, ReadError> {
-        self.call(move |ctx| async move { Ok(reads::threads(&ctx, Scan::Strict).await?.items) })
+        self.call(move |ctx| async move { Ok(reads::threads(&ctx, reads::Scan::Strict).await?.items) })
     }
 
     fn scan_threads(&self) -> Result<Listing<ThreadRecord>, ReadError> {
-        self.call(move |ctx| async move { Ok(reads::threads(&ctx, Scan::Skip).await?) })
+        self.call(move |ctx| async move { Ok(reads::threads(&ctx, reads::Scan::Skip).await?) })
     }
 
     fn commit_step(&self, c: StepCommit) -> Result<CommitReceipt, CommitError> {
@@ -617,12 +616,12 @@ impl Store for PostgresStore {
 
     fn list_audit(&self, thread: &str) -> Result<Vec<AuditEntry>, ReadError> {
         let thread = thread.to_string();
-        self.call(move |ctx| async move { Ok(reads::audit(&ctx, &thread, Scan::Strict).await?.items) })
+        self.call(move |ctx| async move { Ok(reads::audit(&ctx, &thread, reads::Scan::Strict).await?.items) })
     }
 
     fn scan_audit(&self, thread: &str) -> Result<Listing<AuditEntry>, ReadError> {
         let thread = thread.to_string();
-        self.call(move |ctx| async move { Ok(reads::audit(&ctx, &thread, Scan::Skip).await?) })
+        self.call(move |ctx| async move { Ok(reads::audit(&ctx, &thread, reads::Scan::Skip).await?) })
     }
 
     fn put_approval(&self, approval: ApprovalRecord, actor: &str) -> Result<(), ApprovalError> {
@@ -644,20 +643,20 @@ impl Store for PostgresStore {
 
     fn list_approvals(&self, thread: &str) -> Result<Vec<ApprovalRecord>, ReadError> {
         let thread = thread.to_string();
-        self.call(move |ctx| async move { Ok(reads::approvals(&ctx, &thread, Scan::Strict).await?.items) })
+        self.call(move |ctx| async move { Ok(reads::approvals(&ctx, &thread, reads::Scan::Strict).await?.items) })
     }
 
     fn scan_approvals(&self, thread: &str) -> Result<Listing<ApprovalRecord>, ReadError> {
         let thread = thread.to_string();
-        self.call(move |ctx| async move { Ok(reads::approvals(&ctx, &thread, Scan::Skip).await?) })
+        self.call(move |ctx| async move { Ok(reads::approvals(&ctx, &thread, reads::Scan::Skip).await?) })
     }
 
     fn list_pending_approvals(&self) -> Result<Vec<ApprovalRecord>, ReadError> {
-        self.call(move |ctx| async move { Ok(reads::pending_approvals(&ctx, Scan::Strict).await?.items) })
+        self.call(move |ctx| async move { Ok(reads::pending_approvals(&ctx, reads::Scan::Strict).await?.items) })
     }
 
     fn scan_pending_approvals(&self) -> Result<Listing<ApprovalRecord>, ReadError> {
-        self.call(move |ctx| async move { Ok(reads::pending_approvals(&ctx, Scan::Skip).await?) })
+        self.call(move |ctx| async move { Ok(reads::pending_approvals(&ctx, reads::Scan::Skip).await?) })
     }
 
     fn transition_approval(

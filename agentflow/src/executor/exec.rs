@@ -117,7 +117,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             // Nothing renews the lease between steps (a stream read slowly stops the run there):
             // make sure it is still this run's before the step's nodes run.
             if let Some(cp) = checkpointer.as_ref() {
-                cp.lease().renew_if_due().await?;
+                cp.lease().check_before_step().await?;
             }
             self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
             let step_began = Instant::now();
@@ -482,9 +482,15 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             self.metrics.node(id.index(), attempt_began.elapsed());
             // A budget that ran out in this attempt ends the run as `BudgetExhausted`, even when the
             // node caught the refusal and returned a step: a run that hit a budget never completes.
-            let exhausted = signal.lock().unwrap_or_else(|p| p.into_inner()).exhausted;
+            let (exhausted, child_took_resume) = {
+                let signal = signal.lock().unwrap_or_else(|p| p.into_inner());
+                (signal.exhausted, signal.child_took_resume)
+            };
             if let (Some(which), Ok(Ok(_))) = (exhausted, &result) {
                 tracing::info!(parent: &span, budget = %which, "budget exhausted; the node's step is not applied");
+                if child_took_resume {
+                    self.children_moved.lock().unwrap_or_else(|p| p.into_inner()).push(id);
+                }
                 return Err(Halt::Budget(which));
             }
             let error = match result {

@@ -163,6 +163,21 @@ impl LeaseGuard {
         }
     }
 
+    /// Before a step: renews the lease when it is due. Another holder having
+    /// it ends the run; a store that cannot be reached is waited out while
+    /// the lease has not expired (as [`LeaseGuard::keep_alive`] does).
+    pub(crate) async fn check_before_step(&self) -> Result<(), PersistError> {
+        match self.renew_if_due().await {
+            Err(e @ PersistError::Lease(LeaseError::NotHeld { .. })) => Err(e),
+            Err(e) if now_ms() >= self.until.load(Ordering::SeqCst) => Err(e),
+            Err(e) => {
+                tracing::warn!(thread = %self.thread, error = %e, "could not renew the thread's lease before a step");
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
     /// Renews the lease every third of its TTL; completes only when the lease
     /// is lost (another holder has it, or it could not be renewed before it
     /// expired), with the error that ends the run.
@@ -419,7 +434,7 @@ fn explain_change(stored: Option<&Value>, current: &Value) -> String {
     }
 
     if changes.is_empty() {
-        "the state type, `writes` lists, step bound or tools changed".into()
+        "the state type, start node, `writes` lists, step bound or tools changed".into()
     } else {
         changes.join("; ")
     }
@@ -1056,6 +1071,6 @@ mod tests {
         let old = json!({ "name": "g", "nodes": { "a": ["b"], "b": ["END"] }, "tools": {} });
         let now = described(json!({ "a": ["x"] }), 10);
         let changes = explain_change(Some(&old), &now);
-        assert_eq!(changes, "the state type, `writes` lists, step bound or tools changed");
+        assert_eq!(changes, "the state type, start node, `writes` lists, step bound or tools changed");
     }
 }

@@ -264,7 +264,7 @@ pub fn fork_thread(store: &Arc<dyn Store>, thread: &str, seq: u64, actor: &str) 
 /// as it is and logged.
 fn cancel_children_approvals(store: &Arc<dyn Store>, thread: &str, note: &str, actor: &str) {
     let children = match store.scan_threads() {
-        Ok(listing) => listing.items.into_iter().filter(|t| crate::subgraph::is_child_thread(thread, &t.id)),
+        Ok(listing) => listing.items.into_iter().filter(|t| crate::child_thread::is_child_thread(thread, &t.id)),
         Err(e) => return tracing::warn!(thread, error = %e, "listing the forked thread's children"),
     };
     for child in children {

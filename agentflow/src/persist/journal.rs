@@ -185,6 +185,50 @@ impl Journal {
         })
     }
 
+    /// Whether an APPROVED record carries an approver's decision: a
+    /// `decided_by`, and an `approval.approved` audit entry of this thread by
+    /// that approver for these arguments (for a record back from
+    /// `OUTCOME_UNKNOWN`, one made since: "run again" is a decision of its
+    /// own). The store writes both in the transaction that approves, and the
+    /// approval desk always sets them; a raw `Store::transition_approval`
+    /// without a decider does not. This refuses careless writes around the
+    /// desk; it does not stop someone who holds the store and forges both
+    /// (see the `approval` module docs).
+    pub(crate) async fn decision_recorded(&self, record: &ApprovalRecord) -> Result<Result<(), String>, NodeError> {
+        let refused = |what: &str| {
+            Ok(Err(format!(
+                "the approval `{}` is APPROVED but holds no approver's decision ({what}); it was not decided \
+                 through the approval desk, so the call does not run: decide it again through the desk",
+                record.id
+            )))
+        };
+        let Some(by) = record.decided_by.clone().filter(|by| !by.trim().is_empty()) else {
+            return refused("no `decided_by`");
+        };
+        let (thread, id, hash) = (self.thread.clone(), record.id.clone(), record.args_hash.clone());
+        let found = blocking(&self.store, move |s| {
+            let log = s.list_audit(&thread)?;
+            let of_this = |e: &&agentflow_store::AuditEntry| e.detail.get("approval") == Some(&serde_json::json!(id));
+            let since =
+                log.iter().filter(of_this).filter(|e| e.kind == "approval.outcome_unknown").map(|e| e.seq).max();
+            Ok::<_, agentflow_store::ReadError>(log.iter().filter(of_this).any(|e| {
+                e.kind == "approval.approved"
+                    && since.is_none_or(|since| e.seq > since)
+                    && e.actor == by
+                    && e.detail.get("decided_by") == Some(&serde_json::json!(by))
+                    && e.detail.get("args_hash") == Some(&serde_json::json!(hash))
+            }))
+        })
+        .await
+        .map_err(unavailable)?
+        .map_err(|e| NodeError::transient(format!("the audit log is unavailable: {e}")))?;
+        if found {
+            Ok(Ok(()))
+        } else {
+            refused("no `approval.approved` audit entry by its decider for these arguments")
+        }
+    }
+
     /// An empty batch of this journal's thread, for [`Journal::commit`].
     pub(crate) fn batch(&self) -> EffectBatch {
         EffectBatch::new(self.thread.clone())

@@ -196,10 +196,12 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                         tool.name()
                     );
                     if let Some(journal) = self.journal.filter(|_| tool.risk() != super::Risk::Read) {
+                        // Whatever fails from here, the call is never taken for one that did not run.
+                        self.signal.lock().unwrap_or_else(|p| p.into_inner()).ran_unrecorded = true;
+                        journal.record_unjournaled(node, key_ref, &message).await?;
                         if let Some(args) = forward_ref {
                             crate::saga::record_step(journal, node, key_ref, tool, &call.id, args, Err(&why)).await?;
                         }
-                        journal.record_unjournaled(node, key_ref, &message).await?;
                     }
                     Err(NodeError::fatal(message))
                 }
@@ -469,7 +471,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             );
         }
         if record.status == ApprovalStatus::Approved
-            && let Err(why) = decision_recorded(journal, &record).await?
+            && let Err(why) = journal.decision_recorded(&record).await?
         {
             return deny(Code::ApprovalInvalid, why);
         }
@@ -565,42 +567,6 @@ impl<D> Ctx<'_, D> {
 pub(super) async fn journaled(journal: &Journal, node: &str, key: String) -> Result<bool, NodeError> {
     let key = EffectKey { thread: journal.thread.clone(), seq: journal.seq, node: node.to_string(), key };
     blocking(journal, move |s| s.effect(&key).map(|r| r.is_some()).map_err(|e| e.to_string())).await
-}
-
-/// Whether an APPROVED record carries an approver's decision: a
-/// `decided_by`, and an `approval.approved` audit entry of this thread by
-/// that approver for these arguments. The store writes both in the
-/// transaction that approves, and the approval desk always sets them; a raw
-/// `Store::transition_approval` without a decider does not. This refuses
-/// careless writes around the desk; it does not stop someone who holds the
-/// store and forges both (see the `approval` module docs).
-pub(crate) async fn decision_recorded(
-    journal: &Journal,
-    record: &ApprovalRecord,
-) -> Result<Result<(), String>, NodeError> {
-    let refused = |what: &str| {
-        Ok(Err(format!(
-            "the approval `{}` is APPROVED but holds no approver's decision ({what}); it was not decided \
-             through the approval desk, so the call does not run: decide it again through the desk",
-            record.id
-        )))
-    };
-    let Some(by) = record.decided_by.clone().filter(|by| !by.trim().is_empty()) else {
-        return refused("no `decided_by`");
-    };
-    let (thread, id, hash) = (journal.thread.clone(), record.id.clone(), record.args_hash.clone());
-    let found = blocking(journal, move |s| {
-        let log = s.list_audit(&thread).map_err(|e| e.to_string())?;
-        Ok(log.iter().any(|e| {
-            e.kind == "approval.approved"
-                && e.actor == by
-                && e.detail.get("approval") == Some(&json!(id))
-                && e.detail.get("decided_by") == Some(&json!(by))
-                && e.detail.get("args_hash") == Some(&json!(hash))
-        }))
-    })
-    .await?;
-    if found { Ok(Ok(())) } else { refused("no `approval.approved` audit entry by its decider for these arguments") }
 }
 
 fn approval_payload(record: &ApprovalRecord) -> Value {

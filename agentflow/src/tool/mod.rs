@@ -18,5 +18,3 @@ pub use contract::{AnyDeps, Compensation, Risk, Tool, ToolCx, ToolError, ToolSet
 pub use observation::{Code, Observation};
 pub use policy::{Decision, OnReject, Policy, RiskPolicy};
 pub use validate::{ArgumentError, args_hash, canonical_json, validate_args};
-
-pub(crate) use gateway::decision_recorded;
