@@ -151,7 +151,8 @@ impl<'a, D> Ctx<'a, D> {
     /// again, or it returned an error. Two executors running one step at once
     /// (one lost the thread's lease and does not know it yet) race on the
     /// *started* marker: the one that finds it already written does not run
-    /// the effect and its node fails. `effect` receives an idempotency key,
+    /// the effect (its node gets a transient error; a retry finds the call
+    /// open and asks a human). `effect` receives an idempotency key,
     /// stable across re-runs, to pass on to systems that deduplicate requests.
     /// `key` may not contain the unit separator character (U+001F), which the journal reserves.
     ///
