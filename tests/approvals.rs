@@ -421,14 +421,20 @@ async fn an_expired_approval_is_never_executed() {
     assert_eq!(last_observation(&done.state)["code"], "APPROVAL_EXPIRED");
     assert!(refunds_for("E-1").is_empty());
 
-    // Approved in time but used too late: also refused.
+    // Approved in time but used too late: also refused. A TTL that leaves room for a slow
+    // machine between the request and its approval; the run resumes once it has passed.
+    let slow = refunds::graph().app().store(store()).approval_ttl(Duration::from_millis(1500));
+    let slow_desk = slow.approvals(authorizer()).unwrap();
     let deps = bot("E-2", 10);
-    let id = waiting_for(&start(&graph, &deps, "E-2").await);
-    desk.approve(&id, &alice()).unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let done = graph.runner(&deps).thread("E-2").resume().await.unwrap();
+    let id = waiting_for(&start(&slow, &deps, "E-2").await);
+    slow_desk.approve(&id, &alice()).unwrap();
+    let expires_at = slow_desk.get(&id).unwrap().unwrap().expires_at;
+    while agentflow::timer::now_ms() <= expires_at {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let done = slow.runner(&deps).thread("E-2").resume().await.unwrap();
     assert_eq!(last_observation(&done.state)["code"], "APPROVAL_EXPIRED");
-    assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::Expired);
+    assert_eq!(slow_desk.get(&id).unwrap().unwrap().status, ApprovalStatus::Expired);
     assert!(refunds_for("E-2").is_empty());
 
     // Nobody decided, the thread resumed after the TTL: expired at the gateway.

@@ -1,6 +1,7 @@
 //! Executor integration tests: the step budget, the wall-clock deadline and
 //! cancellation from outside.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -174,15 +175,17 @@ mod slow {
 #[tokio::test]
 async fn deadline_ends_the_run_mid_step() {
     let graph = slow::graph();
+    // `quick` must be done before the deadline (a stalled machine gets a second for it); `crawl`
+    // sleeps 30 s, far past it, so only the deadline can end the run in time.
+    let limit = Duration::from_secs(1);
     let began = Instant::now();
-    let run =
-        tokio::time::timeout(GUARD, graph.app().runner(&()).timeout(Duration::from_millis(60)).run(Slow::default()))
-            .await
-            .expect("the deadline must interrupt the running step")
-            .expect("valid config");
+    let run = tokio::time::timeout(GUARD, graph.app().runner(&()).timeout(limit).run(Slow::default()))
+        .await
+        .expect("the deadline must interrupt the running step")
+        .expect("valid config");
     let took = began.elapsed();
     assert_eq!(run.outcome, Outcome::BudgetExhausted { which: Budget::Deadline });
-    assert!(took >= Duration::from_millis(60), "{took:?}");
+    assert!(took >= limit, "{took:?}");
     assert!(took < Duration::from_secs(5), "{took:?}");
     // `quick` finished, `crawl` was cut off: its write is not in the state.
     assert_eq!(run.steps, 1);
@@ -207,12 +210,14 @@ async fn deadline_already_past_runs_nothing() {
 #[tokio::test]
 async fn deadline_between_steps_keeps_the_finished_steps() {
     let graph = forever::graph();
-    let deps = LoopDeps { tick_ms: 20, ..LoopDeps::default() };
+    // The first tick ends 300 ms in, leaving 1.1 s of stalls before the deadline; five ticks
+    // take 1.5 s, past it, so the step budget cannot end the run first.
+    let deps = LoopDeps { tick_ms: 300, ..LoopDeps::default() };
     let run = graph
         .app()
         .runner(&deps)
         .max_steps(5)
-        .timeout(Duration::from_millis(50))
+        .timeout(Duration::from_millis(1400))
         .run(Loop::default())
         .await
         .expect("valid config");
@@ -247,15 +252,24 @@ mod spin {
     }
 }
 
+/// How many `spin` steps have started before the canceller cancels.
+const SPIN_BEFORE_CANCEL: u32 = 3;
+
 async fn cancel_from_another_task() {
     let graph = spin::graph();
-    let deps = SpinDeps::default();
+    let deps = Arc::new(SpinDeps::default());
     let token = CancellationToken::new();
+    // Cancels once the run is a few steps in (not after a fixed time, which a stalled run may not
+    // have reached), and returns how many steps had started right after it cancelled.
     let canceller = {
         let token = token.clone();
+        let deps = Arc::clone(&deps);
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(75)).await;
+            while deps.started.load(Ordering::SeqCst) < SPIN_BEFORE_CANCEL {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
             token.cancel();
+            deps.started.load(Ordering::SeqCst)
         })
     };
     let mut last_finished_step = None;
@@ -275,10 +289,16 @@ async fn cancel_from_another_task() {
     .await
     .expect("cancellation must stop the run")
     .expect("valid config");
-    canceller.await.unwrap();
+    let started_at_cancel = canceller.await.unwrap();
     assert!(token.is_cancelled());
     assert_eq!(run.outcome, Outcome::Cancelled);
-    assert!(run.steps >= 1 && run.steps < 100, "steps {}", run.steps);
+    // At most one step can start after the cancel (its start raced the cancel), none after it.
+    assert!(
+        run.steps >= started_at_cancel && run.steps <= started_at_cancel + 1,
+        "steps {}, {started_at_cancel} started when cancelled",
+        run.steps
+    );
+    assert!(run.steps >= SPIN_BEFORE_CANCEL, "steps {}", run.steps);
     // Stopped at a step boundary: the step in flight finished and was merged,
     // no further step started.
     assert_eq!(run.state.ticks, run.steps);
@@ -337,16 +357,33 @@ async fn cancellation_interrupts_a_retry_backoff() {
     let graph = backoff::graph();
     let deps = SpinDeps::default();
     let token = CancellationToken::new();
+    // Cancel only once `stuck` has failed and its 10 s backoff begins (not after a fixed time,
+    // which a stalled run may not have reached).
+    let retrying = Arc::new(tokio::sync::Notify::new());
     let t = token.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let r = Arc::clone(&retrying);
+    let canceller = tokio::spawn(async move {
+        r.notified().await;
         t.cancel();
     });
     let began = Instant::now();
-    let run = tokio::time::timeout(GUARD, graph.app().runner(&deps).cancel_token(token).run(Wait::default()))
-        .await
-        .expect("cancellation must cut the 10 s backoff short")
-        .expect("valid config");
+    let run = tokio::time::timeout(
+        GUARD,
+        graph
+            .app()
+            .runner(&deps)
+            .cancel_token(token)
+            .on_event(|e| {
+                if let Event::NodeRetrying { .. } = e {
+                    retrying.notify_one();
+                }
+            })
+            .run(Wait::default()),
+    )
+    .await
+    .expect("cancellation must cut the 10 s backoff short")
+    .expect("valid config");
+    canceller.await.unwrap();
     assert!(began.elapsed() < Duration::from_secs(5));
     assert_eq!(run.outcome, Outcome::Cancelled);
     assert_eq!(run.steps, 1);

@@ -7,6 +7,22 @@ use agentflow::prelude::*;
 use agentflow::{PendingKind, RedbStore, RunError, Store};
 use serde::{Deserialize, Serialize};
 
+/// How long the nodes' durable timers run: long enough that a loaded machine has parked the
+/// node on its timer before it is due (a due timer does not pause the run).
+const NAP: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// Waits until the thread's durable timer is due.
+async fn until_due(store: &Arc<dyn Store>, thread: &str) {
+    until_past(store.thread_timer(thread).unwrap().expect("the thread has a timer armed")).await;
+}
+
+/// Waits until the wall-clock time `at` (unix ms) is due.
+async fn until_past(at: u64) {
+    while agentflow::timer::now_ms() < at {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
 pub struct Draft {
     text: String,
@@ -194,7 +210,7 @@ mod ask_then_nap {
     async fn act(s: &Chore, cx: &Ctx<Asks>) -> Result<Step<Chore>, NodeError> {
         cx.deps().asked.fetch_add(1, Ordering::SeqCst);
         let when: String = cx.interrupt(serde_json::json!({ "when for": s.target }))?;
-        cx.sleep(std::time::Duration::from_millis(30)).await?;
+        cx.sleep(NAP).await?;
         Ok(goto!(END, Chore::update().done(when)))
     }
 }
@@ -231,14 +247,14 @@ async fn an_answer_given_before_an_approval_pause_is_kept_for_the_nodes_rerun() 
 #[tokio::test]
 async fn an_answer_given_before_a_sleep_is_kept_for_the_nodes_rerun_after_it() {
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
-    let app = ask_then_nap::graph().app().store(store);
+    let app = ask_then_nap::graph().app().store(Arc::clone(&store));
     let deps = Asks::default();
     let chore = Chore { target: "backup".into(), done: String::new() };
     let run = app.runner(&deps).thread("nap-1").run(chore).await.unwrap();
     assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
     let run = app.runner(&deps).thread("nap-1").resume_with("tonight").await.unwrap();
     assert!(matches!(run.outcome, Outcome::Sleeping { .. }), "{}", run.outcome);
-    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    until_due(&store, "nap-1").await;
     let done = app.runner(&deps).thread("nap-1").resume().await.unwrap();
     assert_eq!(done.outcome, Outcome::Completed, "the node asked again instead of using its answer");
     assert_eq!(done.state.done, "tonight");
@@ -263,7 +279,7 @@ mod ask_nap_loop {
         cx.deps().asked.fetch_add(1, Ordering::SeqCst);
         let a: String = cx.interrupt(serde_json::json!({ "round": s.rounds }))?;
         if s.rounds == 0 {
-            cx.sleep(std::time::Duration::from_millis(30)).await?;
+            cx.sleep(NAP).await?;
         }
         Ok(goto!(tally, Rounds::update().answers(vec![a])))
     }
@@ -299,13 +315,13 @@ mod ask_loop {
 #[tokio::test]
 async fn a_kept_answer_does_not_answer_the_nodes_question_in_a_later_step() {
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
-    let app = ask_nap_loop::graph().app().store(store);
+    let app = ask_nap_loop::graph().app().store(Arc::clone(&store));
     let deps = Asks::default();
     let run = app.runner(&deps).thread("l").run(Rounds::default()).await.unwrap();
     assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
     let run = app.runner(&deps).thread("l").resume_with("first").await.unwrap();
     assert!(matches!(run.outcome, Outcome::Sleeping { .. }), "{}", run.outcome);
-    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    until_due(&store, "l").await;
     let run = app.runner(&deps).thread("l").resume().await.unwrap();
     let Outcome::Interrupted { pending, .. } = &run.outcome else {
         panic!("round 1 did not ask: outcome {}, answers {:?}", run.outcome, run.state.answers)
@@ -345,7 +361,7 @@ mod confirm_then_wait {
     #[node(goto = [END], interrupt, sleep)]
     async fn confirm(s: &Pay, cx: &Ctx<Asks>) -> Result<Step<Pay>, NodeError> {
         let ok: bool = cx.interrupt(serde_json::json!({ "pay": s.amount }))?;
-        cx.sleep(std::time::Duration::from_millis(30)).await?;
+        cx.sleep(NAP).await?;
         Ok(goto!(END, Pay::update().approved(ok.then_some(s.amount))))
     }
 }
@@ -355,15 +371,15 @@ mod confirm_then_wait {
 #[tokio::test]
 async fn a_kept_answer_does_not_answer_a_question_changed_by_an_update_of_the_paused_state() {
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
-    let app = confirm_then_wait::graph().app().store(store);
+    let app = confirm_then_wait::graph().app().store(Arc::clone(&store));
     let deps = Asks::default();
     let run = app.runner(&deps).thread("p").run(Pay { amount: 100, ..Pay::default() }).await.unwrap();
     let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
     assert_eq!(pending[0].payload, serde_json::json!({ "pay": 100 }));
     let run = app.runner(&deps).thread("p").resume_with(true).await.unwrap();
     assert!(matches!(run.outcome, Outcome::Sleeping { .. }), "{}", run.outcome);
+    until_due(&store, "p").await;
     app.update_state("p", Pay::update().amount(1_000_000), "ops").unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
     let run = app.runner(&deps).thread("p").resume().await.unwrap();
     let Outcome::Interrupted { pending, .. } = &run.outcome else {
         panic!("the new amount was never confirmed, yet: outcome {}, approved {:?}", run.outcome, run.state.approved)
@@ -393,7 +409,7 @@ mod two_askers {
     #[node(goto = [END], interrupt, sleep, writes = [picked])]
     async fn ask(_s: &Pair, cx: &Ctx<Asks>) -> Result<Step<Pair>, NodeError> {
         let v: String = cx.interrupt(serde_json::json!({ "pick": "?" }))?;
-        cx.sleep(std::time::Duration::from_millis(20)).await?;
+        cx.sleep(NAP).await?;
         Ok(goto!(END, Pair::update().picked(v)))
     }
 
@@ -413,16 +429,18 @@ mod two_askers {
 #[tokio::test]
 async fn a_value_given_after_a_failed_step_reaches_every_node_that_waits_for_it() {
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
-    let app = two_askers::graph().app().store(store);
+    let app = two_askers::graph().app().store(Arc::clone(&store));
     let deps = Asks::default();
     let run = app.runner(&deps).thread("t").run(Pair::default()).await.unwrap();
     assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
     let run = app.runner(&deps).thread("t").resume_with("bad").await.unwrap();
     assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
     let run = app.runner(&deps).thread("t").resume_with("good").await.unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(40)).await;
     let run = match run.outcome {
-        Outcome::Sleeping { .. } => app.runner(&deps).thread("t").resume().await.unwrap(),
+        Outcome::Sleeping { .. } => {
+            until_due(&store, "t").await;
+            app.runner(&deps).thread("t").resume().await.unwrap()
+        }
         _ => run,
     };
     assert_eq!(run.outcome, Outcome::Completed);
@@ -435,7 +453,7 @@ async fn a_value_given_after_a_failed_step_reaches_every_node_that_waits_for_it(
 #[tokio::test]
 async fn a_breakpoint_before_a_node_does_not_stop_the_step_again_once_the_node_paused_inside() {
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
-    let app = ask_then_nap::graph().app().store(store);
+    let app = ask_then_nap::graph().app().store(Arc::clone(&store));
     let deps = Asks::default();
     let runner = || app.runner(&deps).thread("bp").interrupt_before(["act"]);
     let run = runner().run(Chore { target: "logs".into(), done: String::new() }).await.unwrap();
@@ -446,7 +464,7 @@ async fn a_breakpoint_before_a_node_does_not_stop_the_step_again_once_the_node_p
     assert_eq!(pending[0].kind, PendingKind::Interrupt);
     let run = runner().resume_with("at noon").await.unwrap();
     assert!(matches!(run.outcome, Outcome::Sleeping { .. }), "stopped at the breakpoint again: {}", run.outcome);
-    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    until_due(&store, "bp").await;
     let done = runner().resume().await.unwrap();
     assert_eq!((done.outcome, done.state.done.as_str()), (Outcome::Completed, "at noon"));
 }
@@ -475,7 +493,7 @@ mod ask_beside_a_flaky_nap {
     /// Waits on a timer, then fails while `fail` is set.
     #[node(goto = [END], sleep, writes = [checked])]
     async fn nap(_s: &Pair, cx: &Ctx<Flaky>) -> Result<Step<Pair>, NodeError> {
-        cx.sleep(std::time::Duration::from_millis(20)).await?;
+        cx.sleep(NAP).await?;
         if cx.deps().fail.load(Ordering::SeqCst) {
             return Err(NodeError::fatal("the service is down"));
         }
@@ -495,7 +513,8 @@ async fn a_question_answered_in_a_step_that_failed_is_no_longer_pending() {
     let run = app.runner(&deps).thread("f").run(Pair::default()).await.unwrap();
     let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
     assert_eq!(pending.len(), 2, "{pending:?}");
-    tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+    let nap = pending.iter().find(|p| p.kind == PendingKind::Sleep).expect("`nap` waits on its timer");
+    until_past(nap.payload["until"].as_u64().unwrap()).await;
     let run = app.runner(&deps).thread("f").resume_with("blue").await.unwrap();
     assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
     let waits = stored_waits(&store, "f");
@@ -586,7 +605,7 @@ mod two_sleepers {
     /// Sleeps briefly, then for an hour.
     #[node(goto = [END], sleep, writes = [picked])]
     async fn long_nap(_s: &Pair, cx: &Ctx<Naps>) -> Result<Step<Pair>, NodeError> {
-        cx.sleep(std::time::Duration::from_millis(20)).await?;
+        cx.sleep(NAP).await?;
         cx.sleep(std::time::Duration::from_secs(3600)).await?;
         Ok(goto!(END, Pair::update().picked("rested".to_string())))
     }
@@ -594,7 +613,7 @@ mod two_sleepers {
     /// Sleeps briefly, then fails while `fail` is set.
     #[node(goto = [END], sleep, writes = [checked])]
     async fn check(_s: &Pair, cx: &Ctx<Naps>) -> Result<Step<Pair>, NodeError> {
-        cx.sleep(std::time::Duration::from_millis(20)).await?;
+        cx.sleep(NAP).await?;
         cx.deps().checks.fetch_add(1, Ordering::SeqCst);
         if cx.deps().fail.load(Ordering::SeqCst) {
             return Err(NodeError::fatal("the service is down"));
@@ -614,7 +633,7 @@ async fn a_failed_step_beside_a_long_sleep_is_run_again_by_a_resume() {
     deps.fail.store(true, Ordering::SeqCst);
     let run = app.runner(&deps).thread("s").run(Pair::default()).await.unwrap();
     assert!(matches!(run.outcome, Outcome::Sleeping { .. }), "{}", run.outcome);
-    tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+    until_due(&store, "s").await;
     let run = app.runner(&deps).thread("s").resume().await.unwrap();
     assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
     assert_eq!(deps.checks.load(Ordering::SeqCst), 1);

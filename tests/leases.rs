@@ -87,12 +87,14 @@ fn held_deps() -> Deps {
 async fn a_step_longer_than_the_lease_ttl_keeps_its_lease() {
     let (_, graph) = setup();
     let deps = held_deps();
-    let ttl = Duration::from_millis(600);
+    // Renewed every ttl/3 = 1 s, the lease survives a renewal up to 2 s late. Without renewal it
+    // would lapse at 3 s: the probes at 4.5 s and 6 s would take the thread.
+    let ttl = Duration::from_secs(3);
     let run = graph.runner(&deps).thread("long").lease_ttl(ttl).run(Work::default());
     let probe = async {
         deps.started.notified().await;
-        // Several TTLs pass while the step runs; the thread stays taken.
-        for _ in 0..6 {
+        // Two TTLs pass while the step runs; the thread stays taken.
+        for _ in 0..4 {
             tokio::time::sleep(ttl / 2).await;
             let err = graph.runner(&deps).thread("long").resume().await.expect_err("the thread is busy");
             assert!(matches!(err, RunError::ThreadBusy { .. }), "{err}");

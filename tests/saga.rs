@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use agentflow::persist::{ResumeError, ThreadStatus};
+use agentflow::persist::{HistoryError, ResumeError, ThreadStatus};
 use agentflow::prelude::*;
 use agentflow::saga::{Compensates, Undone};
 use agentflow::tool::RiskPolicy;
@@ -381,6 +381,13 @@ async fn a_failed_order_is_undone_newest_first_each_compensation_once() {
     assert!(
         matches!(again, Err(RunError::Resume(ResumeError::Finished { ref status, .. })) if status == "compensated")
     );
+    // Nor does an update bring it back to life: its step's journal says the calls ran, and
+    // they were undone.
+    let refused = app.update_state("order-1", Checkout::update().shipped(false), "ops").unwrap_err();
+    assert!(matches!(refused, HistoryError::Undone { status: "compensated", .. }), "{refused}");
+    assert_eq!(store.thread("order-1").unwrap().unwrap().status, ThreadStatus::Compensated);
+    let again = app.runner(&shop).thread("order-1").resume().await;
+    assert!(matches!(again, Err(RunError::Resume(ResumeError::Finished { .. }))), "{again:?}");
     assert_eq!(lines(&dir, "calls.log").len(), 7);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -423,6 +430,10 @@ async fn failed_compensation_then_resume(store: Arc<dyn Store>, name: &str) {
     let failed: Vec<_> = failed.iter().filter(|e| e.kind == "saga.compensation_failed").collect();
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0].detail["compensation"], "refund_payment");
+    // An update would make the thread resumable as a graph again, past the compensation.
+    let refused = app.update_state("order-2", Checkout::update().shipped(false), "ops").unwrap_err();
+    assert!(matches!(refused, HistoryError::Undone { status: "compensating", .. }), "{refused}");
+    assert_eq!(store.thread("order-2").unwrap().unwrap().status, ThreadStatus::Compensating);
 
     // The provider is back: a resume continues the compensation, not the graph.
     shop.refunds_down.store(false, Ordering::SeqCst);

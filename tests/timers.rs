@@ -70,6 +70,10 @@ mod napping {
     }
 }
 
+/// How long the nodes sleep when a test needs the run to end `Sleeping`: long enough that a
+/// loaded machine has parked the node before its timer is due (a due timer does not pause).
+const NAP_MS: u64 = 1500;
+
 fn log(sleep_ms: u64) -> Arc<Log> {
     let log = Log::default();
     log.sleep_ms.store(sleep_ms, Ordering::SeqCst);
@@ -95,12 +99,12 @@ async fn until_past(at: u64) {
 async fn a_sleep_ends_the_run_with_its_wake_time_stored_and_the_scheduler_wakes_it() {
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
     let app = app(Arc::clone(&store));
-    let log = log(150);
+    let log = log(NAP_MS);
     let before = now_ms();
     let run = app.runner(&*log).thread("t-1").run(Nap::default()).await.unwrap();
     let Outcome::Sleeping { thread, until } = run.outcome.clone() else { panic!("{:?}", run.outcome) };
     assert_eq!(thread, "t-1");
-    assert!(until >= before + 150, "wakes {until}, slept at {before}");
+    assert!(until >= before + NAP_MS, "wakes {until}, slept at {before}");
     assert_eq!(run.state.woke_at, None);
 
     // The status says it sleeps; the timer is stored and indexed; the
@@ -139,7 +143,7 @@ async fn a_sleep_ends_the_run_with_its_wake_time_stored_and_the_scheduler_wakes_
 async fn a_scheduler_with_unbounded_concurrency_wakes_threads() {
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
     let app = app(Arc::clone(&store));
-    let log = log(20);
+    let log = log(NAP_MS);
     let run = app.runner(&*log).thread("t-1").run(Nap::default()).await.unwrap();
     assert!(matches!(run.outcome, Outcome::Sleeping { .. }), "{}", run.outcome);
     let scheduler = app.scheduler_with(Arc::clone(&log), fast().concurrency(usize::MAX));
@@ -186,7 +190,7 @@ async fn resuming_before_the_wake_time_runs_nothing() {
 async fn the_wake_time_is_fixed_by_the_first_call() {
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
     let app = app(Arc::clone(&store));
-    let log = log(100);
+    let log = log(NAP_MS);
     let run = app.runner(&*log).thread("fixed").run(Nap::default()).await.unwrap();
     let Outcome::Sleeping { until, .. } = run.outcome else { panic!("{:?}", run.outcome) };
     until_past(until).await;
@@ -214,7 +218,7 @@ async fn an_overdue_timer_fires_once_after_a_restart() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("runs.redb");
     let _ = std::fs::remove_file(&path);
-    let log = log(100);
+    let log = log(NAP_MS);
 
     // First process: the run goes to sleep; the process "stops" (store closed).
     let until = {
@@ -253,7 +257,7 @@ async fn two_schedulers_on_one_postgres_store_wake_each_thread_once() {
     // Two store instances, each with its own pool: as two processes would.
     let open = || -> Arc<dyn Store> { Arc::new(PostgresStore::builder().schema(&schema).open(&url).unwrap()) };
     let (first, second) = (app(open()), app(open()));
-    let log = log(150);
+    let log = log(NAP_MS);
     let threads: Vec<String> = (0..12).map(|i| format!("pg-{i}")).collect();
     for t in &threads {
         let run = first.runner(&*log).thread(t).run(Nap::default()).await.unwrap();

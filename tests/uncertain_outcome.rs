@@ -109,7 +109,8 @@ mod refund_flow {
 mod timed_refund_flow {
     use super::*;
 
-    #[node(goto = [END], tools = [refund], timeout = 40ms, retry(attempts = 3, base = 1ms, jitter = false))]
+    /// A timeout a stall does not reach before the call starts, well short of the call's hold.
+    #[node(goto = [END], tools = [refund], timeout = 1s, retry(attempts = 3, base = 1ms, jitter = false))]
     async fn pay(s: &Job, cx: &Ctx<()>) -> Result<Step<Job>, NodeError> {
         let obs = cx.run_tool(refund, args(s)).await?;
         Ok(goto!(END, Job::update().receipt(Some(obs.body))))
@@ -235,8 +236,8 @@ async fn a_run_deadline_lets_an_approved_call_finish_and_resume_does_not_run_it_
 #[tokio::test]
 async fn a_node_timeout_with_retries_runs_an_approved_call_once() {
     let graph = timed_refund_flow::graph().app().store(Arc::new(RedbStore::in_memory().unwrap()));
-    let desk = approved_refund(&graph, &(), "U-timeout", 200).await;
-    // Each attempt's 40 ms timeout falls while the refund is with the provider.
+    let desk = approved_refund(&graph, &(), "U-timeout", 2500).await;
+    // The first attempt's 1 s timeout falls while the refund is with the provider (2.5 s).
     let done = graph.runner(&()).thread("U-timeout").resume().await.unwrap();
     assert_eq!(calls("U-timeout").len(), 1, "one refund for one approval");
     assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);

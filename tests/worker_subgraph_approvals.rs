@@ -4,11 +4,13 @@
 //! expires (then the child's call resolves as `APPROVAL_EXPIRED`). On `RedbStore`, and the
 //! decided case on `PostgresStore` too (skipped with one line without `AGENTFLOW_PG_URL`).
 
+#[path = "fixtures/hooked_store.rs"]
+mod hooked_store;
 #[path = "pg/mod.rs"]
 mod pg;
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentflow::approval::{Approver, RoleAuthorizer};
@@ -89,8 +91,19 @@ async fn postgres_a_parent_waiting_on_its_childs_approval_is_not_claimed_until_i
 /// refunded, and the parent completes with that observation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parent_is_claimed_when_its_childs_approval_expires() {
+    const TTL_MS: u64 = 800;
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().expect("in-memory store"));
-    let app = support::graph().app().store(Arc::clone(&store)).approval_ttl(Duration::from_millis(800));
+    // Until the approval was looked at, no claim sees it expired: the clock of claims stops
+    // before it expires (the claim of a ready row does not look at the time), however slowly
+    // this test goes.
+    let cap = Arc::new(AtomicU64::new(agentflow::timer::now_ms() + TTL_MS - 1));
+    let mut hooked = hooked_store::Hooked::new(Arc::clone(&store));
+    hooked.claim_clock = Some({
+        let cap = Arc::clone(&cap);
+        Box::new(move |now: u64| now.min(cap.load(Ordering::SeqCst)))
+    });
+    let app =
+        support::graph().app().store(Arc::new(hooked) as Arc<dyn Store>).approval_ttl(Duration::from_millis(TTL_MS));
     let counts = Arc::new(Counts::default());
     app.submit_as("expiring", &Case { amount: 40, outcome: None }, "agent").unwrap();
     let stop = CancellationToken::new();
@@ -101,6 +114,7 @@ async fn a_parent_is_claimed_when_its_childs_approval_expires() {
     })
     .await;
     let approval = store.list_pending_approvals().unwrap().pop().expect("the child's approval");
+    cap.store(u64::MAX, Ordering::SeqCst);
     wait_until("the parent finishes", || app.live_runs().unwrap().is_empty()).await;
     stop.cancel();
     let report = handle.await.unwrap().unwrap();

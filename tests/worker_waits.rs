@@ -9,7 +9,7 @@ mod hooked_store;
 mod pg;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentflow::persist::ThreadStatus;
@@ -121,9 +121,27 @@ async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// `store` behind a clock for claims that stops at `cap` (unix ms) until the test sets the
+/// returned cap to `u64::MAX`: a claim sees no timer and no approval expiry due after `cap`.
+/// The claim of a ready row does not look at the time (but for a lease, which the parked runs
+/// here have released), so only the claim of a due row is held back: a test checks a parked
+/// run, then lets it come due, however slowly it goes.
+fn claims_held_at(store: Arc<dyn Store>, cap: u64) -> (Arc<dyn Store>, Arc<AtomicU64>) {
+    let cap = Arc::new(AtomicU64::new(cap));
+    let mut hooked = hooked_store::Hooked::new(store);
+    hooked.claim_clock = Some({
+        let cap = Arc::clone(&cap);
+        Box::new(move |now: u64| now.min(cap.load(Ordering::SeqCst)))
+    });
+    (Arc::new(hooked), cap)
+}
+
 async fn a_sleeping_run_is_claimed_again_when_due(store: Arc<dyn Store>) {
+    const SLEEP_MS: u64 = 1500;
+    // Until the checks below are made, no claim sees the timer due: it falls after the cap.
+    let (store, cap) = claims_held_at(store, agentflow::timer::now_ms() + SLEEP_MS - 1);
     let app = naps::graph().app().store(store);
-    app.submit("nap", &Nap { sleep_ms: 1500, ..Nap::default() }).unwrap();
+    app.submit("nap", &Nap { sleep_ms: SLEEP_MS, ..Nap::default() }).unwrap();
     let (stop, handle) = start(&app, ());
     // While it sleeps it stays queued, parked for its timer, with no lease held.
     wait_until("the run parks for its timer", || {
@@ -136,6 +154,7 @@ async fn a_sleeping_run_is_claimed_again_when_due(store: Arc<dyn Store>) {
     assert!(matches!(&refused, WorkerError::NotRunning { status, .. } if status == "sleeping"), "{refused}");
     assert_eq!(app.live_runs().unwrap()[0].control, None);
     // No scheduler runs: the worker itself claims it once the timer is due.
+    cap.store(u64::MAX, Ordering::SeqCst);
     wait_until("the run completes", || app.live_runs().unwrap().is_empty()).await;
     stop.cancel();
     let report = handle.await.unwrap().unwrap();
@@ -518,7 +537,10 @@ mod refunding {
 /// Nobody decides and no scheduler runs: the worker claims the parked run at the approval's
 /// expiry, the call resolves as `APPROVAL_EXPIRED` and the node escalates; the refund never ran.
 async fn an_expiring_approval_is_claimed_when_it_expires(store: Arc<dyn Store>, thread: &str) {
-    let app = refunding::graph().app().store(Arc::clone(&store)).approval_ttl(Duration::from_millis(800));
+    const TTL_MS: u64 = 800;
+    // Until the checks below are made, no claim sees the approval expired: it expires after the cap.
+    let (hooked, cap) = claims_held_at(Arc::clone(&store), agentflow::timer::now_ms() + TTL_MS - 1);
+    let app = refunding::graph().app().store(hooked).approval_ttl(Duration::from_millis(TTL_MS));
     app.submit_as(thread, &Refund { order: format!("{thread}-order"), ..Refund::default() }, "support-bot").unwrap();
     let stop = CancellationToken::new();
     let worker = Worker::new(app.clone(), Arc::new(())).poll_interval(Duration::from_millis(10));
@@ -531,6 +553,7 @@ async fn an_expiring_approval_is_claimed_when_it_expires(store: Arc<dyn Store>, 
     assert_eq!(approvals.len(), 1, "{approvals:?}");
     let expires_at = approvals[0].expires_at;
     assert_eq!(store.thread_timer(thread).unwrap(), Some(expires_at));
+    cap.store(u64::MAX, Ordering::SeqCst);
     wait_until("the run leaves the queue", || app.live_runs().unwrap().iter().all(|r| r.thread != thread)).await;
     stop.cancel();
     let report = handle.await.unwrap().unwrap();

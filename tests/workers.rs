@@ -15,7 +15,7 @@ use agentflow::prelude::*;
 use agentflow::{CancellationToken, RedbStore, Store};
 use agentflow::{Worker, WorkerError, WorkerReport};
 use agentflow_store::{ApprovalStatus, PostgresStore, QueueError, RunWait};
-use worker_common::{Job, assert_linear_history, authorizer, fresh_schema, job, pg_url, wait_until};
+use worker_common::{Job, assert_linear_history, authorizer, fresh_schema, hold_marker, job, pg_url, wait_until};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -178,17 +178,20 @@ async fn pause_then_resume(app: App<Job, ()>, controller: App<Job, ()>) {
         let threads = app.backing_store().unwrap().list_threads().unwrap();
         threads.into_iter().filter(|t| t.status == ThreadStatus::Paused).map(|t| t.id).collect()
     };
-    // 40 steps of 5 ms: still running when paused.
-    app.submit("long", &Job::new(40, false, 5)).unwrap();
+    // 40 steps of 5 ms, the fourth held until the run is asked to stop: still running when
+    // paused, however slow the machine.
+    let marker = hold_marker("pause");
+    app.submit("long", &Job::new(40, false, 5).held_at(3, &marker)).unwrap();
     let (stop, handle) = start(&app, 2);
-    wait_until("a few steps ran", LIMIT, || app.history("long").map(|h| h.len() > 3).unwrap_or(false)).await;
+    wait_until("the fourth step runs", LIMIT, || marker.exists()).await;
     assert!(controller.pause_run("long").unwrap());
     wait_until("the run leaves the queue", LIMIT, || app.live_runs().unwrap().is_empty()).await;
+    let _ = std::fs::remove_file(&marker);
     let record = app.thread("long").unwrap().unwrap();
     assert_eq!(record.status, ThreadStatus::Paused, "{}", record.detail);
     assert_eq!(paused(&controller), ["long"], "listed as paused");
     let state = app.state("long").unwrap().unwrap().state;
-    assert!(state.counter < 40, "paused before its end");
+    assert_eq!(state.counter, 4, "paused at the boundary after the step it was asked in, before its end");
     assert_eq!(assert_linear_history(app.backing_store().unwrap().as_ref(), "long") as u64, state.counter + 1);
 
     // A run paused before any worker claimed it is created and paused before its first step.
@@ -296,9 +299,12 @@ async fn postgres_requests_from_another_store_instance_are_audited_with_who_aske
 }
 
 async fn shutdown_hands_over(app: App<Job, ()>) {
-    app.submit("handover", &Job::new(60, false, 5)).unwrap();
+    // The fourth step is held until the run is asked to stop: still running at the shutdown.
+    let marker = hold_marker("shutdown");
+    app.submit("handover", &Job::new(60, false, 5).held_at(3, &marker)).unwrap();
     let (stop_a, a) = start(&app, 1);
-    wait_until("a few steps ran", LIMIT, || app.history("handover").map(|h| h.len() > 3).unwrap_or(false)).await;
+    wait_until("the fourth step runs", LIMIT, || marker.exists()).await;
+    let _ = std::fs::remove_file(&marker);
     stop_a.cancel();
     let report = a.await.unwrap().unwrap();
     assert_eq!((report.claimed, report.stopped), (1, 1), "{report:?}");
@@ -308,7 +314,7 @@ async fn shutdown_hands_over(app: App<Job, ()>) {
     // Stopped as a pause, not a cancel: nothing undone, continued by the next worker.
     assert_eq!(app.thread("handover").unwrap().unwrap().status, ThreadStatus::Paused);
     let stopped_at = app.state("handover").unwrap().unwrap().state.counter;
-    assert!(stopped_at < 60);
+    assert_eq!(stopped_at, 4, "the running step finished and committed, no other one started");
 
     let (stop_b, b) = start(&app, 1);
     wait_until("the queue is empty", LIMIT, || app.live_runs().unwrap().is_empty()).await;

@@ -722,9 +722,10 @@ mod tests {
     fn the_timed_flush_is_skipped_when_a_durable_commit_already_covered_it() {
         let shared = Arc::new(shared());
         let (tx, rx) = std::sync::mpsc::sync_channel::<Box<dyn Job>>(8);
-        // The interval is long enough that `c` below commits well inside it, even on a loaded machine.
-        let interval = Some(Duration::from_millis(150));
-        let config = WriterConfig { max_group: 8, flush_interval: interval, linger: Duration::ZERO };
+        // The interval is long enough that `c` below commits well inside it (within a second of
+        // `b`), even on a loaded machine.
+        let interval = Duration::from_secs(1);
+        let config = WriterConfig { max_group: 8, flush_interval: Some(interval), linger: Duration::ZERO };
         let writer = {
             let shared = Arc::clone(&shared);
             std::thread::spawn(move || run(&shared, &rx, config))
@@ -753,7 +754,9 @@ mod tests {
         };
         assert!(answer.unwrap().1.durable);
         assert_eq!(shared.durable_commits(), 2);
-        std::thread::sleep(Duration::from_millis(400));
+        // Past the moment the writer would flush `b` (one interval after it), with half a
+        // second more for a slow writer thread.
+        std::thread::sleep(interval + Duration::from_millis(500));
         assert_eq!(shared.durable_commits(), 2, "no second flush for what `c` made durable");
         drop(tx);
         writer.join().unwrap();

@@ -623,7 +623,7 @@ impl<'a, D> Ctx<'a, D> {
     ///     use super::*;
     ///     #[node(goto = [END], sleep)]
     ///     async fn remind(_s: &Reminder, cx: &Ctx<()>) -> Result<Step<Reminder>, NodeError> {
-    ///         cx.sleep(Duration::from_millis(20)).await?; // the run ends here the first time
+    ///         cx.sleep(Duration::from_secs(1)).await?; // the run ends here the first time
     ///         Ok(goto!(END, Reminder::update().sent(true)))
     ///     }
     /// }

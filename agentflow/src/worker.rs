@@ -386,8 +386,8 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                                 // too late) and the claim took it back: one run per thread, so
                                 // the running one goes on under the renewed lease. If that run
                                 // ends having lost the lease anyway (its renewal failed before
-                                // the claim), the claim is run then, not left unused until its
-                                // lease expires.
+                                // the claim), or parks, the claim is run then, not left unused
+                                // until its lease expires.
                                 reclaimed.insert(claim.thread.clone(), claim);
                                 continue;
                             }
@@ -424,7 +424,12 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                     };
                     running.remove(&thread);
                     let again = reclaimed.remove(&thread);
-                    if let Some(claim) = again.filter(|_| matches!(end, End::Lost) && !stopping) {
+                    // A claim set aside is run now if the run lost its lease, or if it parked
+                    // (its wait may have been met since, and the claim holds the thread's lease:
+                    // dropped, nobody could claim the thread until that lease expired). A
+                    // parked thread whose wait is not met yet parks again.
+                    let pick_up = matches!(end, End::Lost | End::Interrupted | End::Sleeping);
+                    if let Some(claim) = again.filter(|_| pick_up && !stopping) {
                         report.claimed += 1;
                         self.start(&store, claim, &mut tasks, &mut running, &mut ids);
                     }

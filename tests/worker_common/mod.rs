@@ -10,7 +10,7 @@ mod pg;
 pub use pg::pg_url;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -34,12 +34,43 @@ pub struct Job {
     #[reduce(append)]
     pub trail: Vec<String>,
     pub receipt: Option<serde_json::Value>,
+    /// A step held until the run is asked to stop.
+    pub hold: Option<Hold>,
 }
+
+/// A step that, once it started, creates its marker file, then waits until the run is asked to
+/// stop (a pause or cancel request, its worker's shutdown), and only then runs its effect and
+/// ends. A stop the test asks for once the marker exists lands at the boundary right after this
+/// step, however slowly the machine goes. It waits at most [`HOLD_LIMIT`], so a stop that
+/// never reaches the run lets it go on (and the test fail).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hold {
+    /// The step, by the count of steps done before it.
+    pub at: u64,
+    /// Created when the step starts to wait.
+    pub marker: PathBuf,
+}
+
+/// How long a held step waits for its run to be asked to stop.
+pub const HOLD_LIMIT: Duration = Duration::from_secs(30);
 
 impl Job {
     pub fn new(n: u64, pay: bool, wait_ms: u64) -> Self {
         Job { n, pay, wait_ms, ..Job::default() }
     }
+
+    /// The step after `done` steps is held until the run is asked to stop (see [`Hold`]).
+    pub fn held_at(self, done: u64, marker: &Path) -> Self {
+        Job { hold: Some(Hold { at: done, marker: marker.to_path_buf() }), ..self }
+    }
+}
+
+/// A path for a [`Hold`]'s marker no other test uses (not created).
+pub fn hold_marker(tag: &str) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("agentflow-hold-{tag}-{}-{n}-{nanos}", std::process::id()))
 }
 
 /// Where the effects write their ledger lines (`thread key pid`), if anywhere.
@@ -73,6 +104,13 @@ pub async fn refund(args: Refund, cx: &ToolCx) -> Result<serde_json::Value, Tool
 async fn tick(s: &Job, cx: &Ctx<'_, ()>, node: &str) -> Result<JobUpdate, NodeError> {
     if s.wait_ms > 0 {
         tokio::time::sleep(Duration::from_millis(s.wait_ms)).await;
+    }
+    if let Some(hold) = s.hold.as_ref().filter(|h| h.at == s.counter) {
+        std::fs::write(&hold.marker, "").expect("create the hold's marker");
+        tokio::select! {
+            () = cx.cancelled() => {}
+            () = tokio::time::sleep(HOLD_LIMIT) => {}
+        }
     }
     let thread = cx.thread().unwrap_or("-").to_string();
     let key = format!("step{}", s.counter);

@@ -184,4 +184,16 @@ pub enum HistoryError {
     /// Compaction failed.
     #[error("compaction failed: {0}")]
     Compact(#[from] agentflow_store::CompactError),
+    /// The thread's calls were undone by its compensations (or are being undone), so its
+    /// state cannot be updated and carried on.
+    #[error(
+        "thread `{thread}` is {status}: its calls were undone, so its state cannot be updated and run on; \
+         resume it to finish compensating, or fork it at a checkpoint to run again from there"
+    )]
+    Undone {
+        /// The thread id.
+        thread: String,
+        /// `compensating` or `compensated`.
+        status: &'static str,
+    },
 }

@@ -190,12 +190,13 @@ impl<S: State, D> App<S, D> {
     /// with a busy lease while a run holds the thread.
     pub fn raise_limits(&self, thread: &str, limits: Limits, actor: &str) -> Result<Limits, HistoryError> {
         let store = self.store_or_err()?;
+        // Held before anything is read, so what the commit is built from is what it replaces.
+        let lease = hold(store, thread)?;
         let record = store
             .thread(thread)
             .map_err(PersistError::from)?
             .ok_or(HistoryError::UnknownThread { thread: thread.to_string() })?;
         let now = now_ms();
-        let lease = hold(store, thread)?;
         let latest = latest_of(store, thread)?;
         let before = stored_budget(&latest, &store.pending_writes(thread, latest.seq).map_err(PersistError::from)?)?;
         let after = ThreadBudget { limits, ..before };
@@ -229,6 +230,8 @@ impl<S: State, D> App<S, D> {
 /// [`App::fork`] on a store, without the graph's types (the state is not
 /// decoded): the same checkpoint, cancelled approvals and audit entry.
 pub fn fork_thread(store: &Arc<dyn Store>, thread: &str, seq: u64, actor: &str) -> Result<u64, HistoryError> {
+    // Held before anything is read, so no run commits a step in between.
+    let lease = hold(store, thread)?;
     let from = store
         .checkpoint(thread, seq)
         .map_err(PersistError::from)?
@@ -242,12 +245,13 @@ pub fn fork_thread(store: &Arc<dyn Store>, thread: &str, seq: u64, actor: &str) 
     let note = format!("the thread was forked at checkpoint {seq}: this request belongs to the abandoned branch");
     let forked = append_checkpoint(
         store,
+        &lease,
         thread,
         seq,
         from.cursor,
         vec![],
         metadata,
-        Carry { writes: vec![], cancel_open_approvals: Some(note.clone()) },
+        Carry { writes: vec![], cancel_open_approvals: Some(note.clone()), continues_step: false },
         actor,
         "state.forked",
         json!({ "from": seq }),
@@ -293,6 +297,8 @@ fn cancel_children_approvals(store: &Arc<dyn Store>, thread: &str, note: &str, a
 /// blob decodes as the state's update type; a resume of the thread fails on
 /// one that does not.
 pub fn update_thread(store: &Arc<dyn Store>, thread: &str, blob: Vec<u8>, actor: &str) -> Result<u64, HistoryError> {
+    // Held before anything is read, so no run commits a step in between.
+    let lease = hold(store, thread)?;
     let latest = latest_of(store, thread)?;
     // The same check passed for the blob, so the detail is the same JSON.
     let detail: serde_json::Value = serde_json::from_slice(&blob).map_err(|source| PersistError::Decode {
@@ -310,12 +316,13 @@ pub fn update_thread(store: &Arc<dyn Store>, thread: &str, blob: Vec<u8>, actor:
     let writes = writes.into_iter().filter(|w| w.node != BUDGET).collect();
     append_checkpoint(
         store,
+        &lease,
         thread,
         latest.seq,
         latest.cursor,
         vec![blob],
         metadata,
-        Carry { writes, cancel_open_approvals: None },
+        Carry { writes, cancel_open_approvals: None, continues_step: true },
         actor,
         "state.updated",
         detail,
@@ -334,6 +341,7 @@ fn with_payloads(mut extra: serde_json::Value, from: &CheckpointMetadata) -> ser
 #[allow(clippy::too_many_arguments)]
 fn append_checkpoint(
     store: &Arc<dyn Store>,
+    lease: &LeaseGuard,
     thread: &str,
     parent: u64,
     cursor: Vec<String>,
@@ -348,9 +356,12 @@ fn append_checkpoint(
         .thread(thread)
         .map_err(PersistError::from)?
         .ok_or(HistoryError::UnknownThread { thread: thread.to_string() })?;
+    if carry.continues_step && matches!(record.status, ThreadStatus::Compensating | ThreadStatus::Compensated) {
+        // Its step's journal says the calls ran, and they were undone (or are being undone):
+        // carried on, the step would take the undone calls for done.
+        return Err(HistoryError::Undone { thread: thread.to_string(), status: record.status.as_str() });
+    }
     let now = now_ms();
-    // Hold the lease for the write so a running executor is not overtaken.
-    let lease = hold(store, thread)?;
     let last = store.list_checkpoints(thread).map_err(PersistError::from)?.last().map_or(0, |c| c.seq);
     let seq = super::checkpointer::next_seq(thread, last)?;
     let checkpoint = Checkpoint {
@@ -405,6 +416,9 @@ struct Carry {
     writes: Vec<PendingWrite>,
     /// Cancel every open approval of the thread, with this note.
     cancel_open_approvals: Option<String>,
+    /// The new head carries on the head's step (its journal and waits), so a thread whose
+    /// calls were compensated is refused.
+    continues_step: bool,
 }
 
 fn latest_of(store: &Arc<dyn Store>, thread: &str) -> Result<Checkpoint, HistoryError> {
