@@ -174,6 +174,11 @@ impl<S: State, D> App<S, D> {
     /// the state the paused nodes see when they run again; the writes of
     /// nodes that already finished were computed before it and are kept as
     /// they were.
+    ///
+    /// A `compensating` or `compensated` thread is refused with
+    /// [`HistoryError::Undone`]: its step's journal records calls that its
+    /// compensations undid, so carrying the step on would take them for
+    /// done. [`fork`](Self::fork) it to run again from a checkpoint.
     pub fn update_state(&self, thread: &str, update: S::Update, actor: &str) -> Result<u64, HistoryError> {
         let store = self.store_or_err()?;
         // Checked before the thread is looked up, as before.
