@@ -53,7 +53,9 @@
 //!   As many rounds as a `vs_redb_raw` figure has pairs; beside each layer's
 //!   medians, `<layer>_vs_redb_raw` is the median over the rounds of that
 //!   layer's operations/s over raw commits/s, so the same target reads layer
-//!   by layer.
+//!   by layer. `AGENTFLOW_BENCH_LAYERS=executor_step` (a comma-separated
+//!   list of layer names) runs only those layers, to profile one alone; a
+//!   ratio is printed only for a layer that ran beside `redb_raw`.
 //!
 //! `AGENTFLOW_BENCH_PAIRS=N` sets the pairs (and breakdown rounds) to `N`:
 //! one run's median moves less with more of them.
@@ -615,10 +617,20 @@ fn bench_sync_breakdown(cfg: &Config, rt: &tokio::runtime::Runtime, raw: &mut Ra
     let mut wall: [Vec<f64>; 5] = Default::default();
     let mut cpu: [Vec<Duration>; 5] = Default::default();
     let mut in_task = Some(DirectCommits::new());
+    // `AGENTFLOW_BENCH_LAYERS=a,b` runs only those layers (to profile one alone).
+    let profiled: Vec<String> =
+        std::env::var("AGENTFLOW_BENCH_LAYERS").map(|v| v.split(',').map(str::to_string).collect()).unwrap_or_default();
+    if let Some(unknown) = profiled.iter().find(|p| !LAYERS.contains(&p.as_str())) {
+        eprintln!("AGENTFLOW_BENCH_LAYERS: no layer `{unknown}` (the layers: {})", LAYERS.join(", "));
+        std::process::exit(2);
+    }
     // As many rounds as a `vs_redb_raw` figure has pairs: each layer's ratio to the raw commit
     // is the median of its per-round ratios, like those.
     for round in 0..=cfg.ratio_pairs {
         for (layer, name) in LAYERS.iter().enumerate() {
+            if !profiled.is_empty() && !profiled.iter().any(|p| p == name) {
+                continue;
+            }
             let mut took = Vec::new();
             let began = Instant::now();
             with_cpu(&mut took, || match *name {
@@ -660,10 +672,15 @@ fn bench_sync_breakdown(cfg: &Config, rt: &tokio::runtime::Runtime, raw: &mut Ra
     let mut line = json!({ "bench": "sync_breakdown", "ops": n, "samples": cfg.ratio_pairs, "quick": cfg.quick });
     for (layer, name) in LAYERS.iter().enumerate().skip(1) {
         // This layer's operations per second over raw commits per second, round by round.
-        let ratios = wall[0].iter().zip(&wall[layer]).map(|(raw, op)| raw / op).collect();
-        line[format!("{name}_vs_redb_raw")] = json!(round3(median(ratios)));
+        let ratios: Vec<f64> = wall[0].iter().zip(&wall[layer]).map(|(raw, op)| raw / op).collect();
+        if !ratios.is_empty() {
+            line[format!("{name}_vs_redb_raw")] = json!(round3(median(ratios)));
+        }
     }
     for (layer, name) in LAYERS.iter().enumerate() {
+        if wall[layer].is_empty() {
+            continue;
+        }
         line[format!("{name}_us")] = json!(round1(median(std::mem::take(&mut wall[layer]))));
         if !cpu[layer].is_empty() {
             let per_op = cpu[layer].iter().map(|d| d.as_secs_f64() * 1e6).collect();

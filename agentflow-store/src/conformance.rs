@@ -38,6 +38,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("pending_writes_lifecycle", pending_writes_lifecycle),
     ("effects_never_overwrite", effects_never_overwrite),
     ("effect_keys_of_one_checkpoint", effect_keys_of_one_checkpoint),
+    ("thread_effects_lists_the_whole_journal", thread_effects_lists_the_whole_journal),
     ("audit_is_append_only", audit_is_append_only),
     ("approvals_state_machine", approvals_state_machine),
     ("approvals_in_step_commit", approvals_in_step_commit),
@@ -335,6 +336,59 @@ pub fn effect_keys_of_one_checkpoint(store: &dyn Store) {
     assert_eq!(store.effect_keys("t-2", 5).unwrap(), vec![EffectKey::new("t-2", 5, "pay", "a")]);
     assert!(store.effect_keys("u", 5).unwrap().is_empty());
     assert!(store.effect_keys("t", u64::MAX).unwrap().is_empty());
+}
+
+/// `thread_effects` lists every effect of one thread with its result, ordered by seq, node and
+/// key (byte order): the journal of checkpoints compacted away and of the last seq too, and
+/// nothing of another thread (whose id may start like this one's).
+pub fn thread_effects_lists_the_whole_journal(store: &dyn Store) {
+    assert!(store.thread_effects("t").unwrap().is_empty());
+    store.commit_step(StepCommit::new(thread("t")).with_checkpoint(root("t", 0, b"s"))).unwrap();
+    for seq in 1..=6 {
+        commit(store, step("t", seq, seq - 1, &[b"x"]));
+    }
+    let last = crate::record::MAX_CHECKPOINT_SEQ;
+    let mark = "charge\u{1f}started\u{1f}1";
+    for (thread, seq, node, key) in [
+        ("t", 5, "pay", "b"),
+        ("t", 5, "pay", mark),
+        ("t", 0, "ask", "z"),
+        ("t", 6, "ask", "a"),
+        ("t", last, "refund", "r"),
+        ("t", 2, "pay", "a"),
+        ("t-2", 5, "pay", "a"),
+        ("t!", 1, "pay", "a"),
+        ("s", 5, "pay", "a"),
+    ] {
+        store.record_effect(&EffectKey::new(thread, seq, node, key), format!("{seq}{key}").as_bytes()).unwrap();
+    }
+    let mut c = StepCommit::new(thread("t"));
+    c.effects = vec![(EffectKey::new("t", 5, "pay", "Z-upper"), b"5Z-upper".to_vec())];
+    store.commit_step(c).unwrap();
+    let expected: Vec<(EffectKey, Vec<u8>)> = [
+        (0, "ask", "z"),
+        (2, "pay", "a"),
+        (5, "pay", "Z-upper"),
+        (5, "pay", "b"),
+        (5, "pay", mark),
+        (6, "ask", "a"),
+        (last, "refund", "r"),
+    ]
+    .into_iter()
+    .map(|(seq, node, key)| (EffectKey::new("t", seq, node, key), format!("{seq}{key}").into_bytes()))
+    .collect();
+    assert_eq!(store.thread_effects("t").unwrap(), expected);
+    // Compacting the checkpoints of a thread that can still resume keeps their journal, listed.
+    let mut failed = thread("t");
+    failed.status = ThreadStatus::Failed;
+    store.commit_step(StepCommit::new(failed)).unwrap();
+    store.compact("t", 1, &|chain: &StateChain| Ok(concat(chain))).unwrap();
+    assert_eq!(store.list_checkpoints("t").unwrap().len(), 1);
+    assert_eq!(store.thread_effects("t").unwrap(), expected);
+    // Another thread's listing has none of this one's (whether it lists effects of a thread
+    // without checkpoints is the backend's: the default reads the seqs of checkpoints).
+    assert!(store.thread_effects("t-2").unwrap().iter().all(|(k, _)| k.thread == "t-2"));
+    assert!(store.thread_effects("u").unwrap().is_empty());
 }
 
 /// Audit entries get consecutive seqs per thread.
@@ -1350,6 +1404,52 @@ pub fn restore_thread_writes_a_dump_as_it_was(store: &dyn Store) {
     assert!(matches!(&err, CommitError::Invalid { reason, .. } if reason.contains("too large")), "{err}");
     assert!(store.thread("h").unwrap().is_none());
     assert_eq!(crate::dump_thread(store, "t").unwrap().as_ref(), Some(&dump));
+
+    // JSON the store reads back itself, nested deeper than a commit accepts (an edited export
+    // file): refused, nothing written, the thread could not have been read.
+    let nested = |depth: usize| (0..depth).fold(json!(0), |inner, _| json!([inner]));
+    let deep = |edit: &dyn Fn(&mut crate::ThreadDump)| {
+        let mut d = dump.clone();
+        d.thread.id = "deep".into();
+        for cp in &mut d.checkpoints {
+            cp.thread = "deep".into();
+        }
+        d.pending_writes.clear();
+        d.effects.clear();
+        d.approvals.clear();
+        for e in &mut d.audit {
+            e.thread = "deep".into();
+        }
+        edit(&mut d);
+        d
+    };
+    let err = store
+        .restore_thread(deep(&|d| d.checkpoints[1].metadata.extra = json!({ "x": nested(crate::MAX_DOCUMENT_DEPTH) })))
+        .unwrap_err();
+    assert!(
+        matches!(&err, CommitError::TooDeep { source, .. } if source.path.starts_with("checkpoint 1: metadata.extra.x")),
+        "{err}"
+    );
+    let err = store.restore_thread(deep(&|d| d.audit[0].detail = nested(crate::MAX_DOCUMENT_DEPTH + 1))).unwrap_err();
+    assert!(
+        matches!(&err, CommitError::TooDeep { source, .. } if source.path.starts_with("audit entry 1: detail")),
+        "{err}"
+    );
+    let mut approval = dump.approvals[0].clone();
+    approval.thread = "deep".into();
+    approval.id = "deep-approval".into();
+    approval.conditions = Some(nested(crate::MAX_JSON_DEPTH + 1));
+    let err = store.restore_thread(deep(&|d| d.approvals = vec![approval.clone()])).unwrap_err();
+    assert!(matches!(&err, CommitError::Approval(ApprovalError::TooDeep { id, .. }) if id == "deep-approval"), "{err}");
+    assert!(store.thread("deep").unwrap().is_none());
+    assert!(store.approval("deep-approval").unwrap().is_none());
+    // At the limits, the same dump is restored and reads back.
+    let fits = deep(&|d| {
+        d.checkpoints[1].metadata.extra = json!({ "x": nested(crate::MAX_DOCUMENT_DEPTH - 1) });
+        d.audit[0].detail = nested(crate::MAX_DOCUMENT_DEPTH);
+    });
+    store.restore_thread(fits.clone()).unwrap();
+    assert_eq!(crate::dump_thread(store, "deep").unwrap(), Some(fits));
 
     // Under another id (approval ids too): the same dump reads back.
     let renamed = |id: &str| format!("{id}-copy");

@@ -2,7 +2,8 @@
 //! [`dump_thread`](crate::dump_thread) reads it and
 //! [`Store::restore_thread`](crate::Store::restore_thread) writes it back.
 
-use crate::error::CommitError;
+use crate::codec::MAX_DOCUMENT_DEPTH;
+use crate::error::{CommitError, JsonTooDeep};
 use crate::record::{
     ApprovalRecord, AuditEntry, Checkpoint, EffectKey, MAX_CHECKPOINT_SEQ, PendingWrite, ThreadRecord, seq_too_large,
 };
@@ -81,6 +82,20 @@ pub(crate) fn check_dump(d: &ThreadDump) -> Result<(), CommitError> {
     }
     if let Some((k, _)) = d.effects.iter().find(|(k, _)| k.thread != tid) {
         return Err(invalid(format!("effect `{}` belongs to thread `{}`", k.key, k.thread)));
+    }
+    // The JSON the store reads back itself is held to the limits a commit is (an edited dump
+    // must not make the thread unreadable): checkpoint metadata, audit details, conditions.
+    let too_deep = |source| CommitError::TooDeep { thread: tid.to_string(), source };
+    for cp in &d.checkpoints {
+        let root = format!("checkpoint {}: metadata.extra", cp.seq);
+        JsonTooDeep::check(&cp.metadata.extra, MAX_DOCUMENT_DEPTH, &root).map_err(too_deep)?;
+    }
+    for e in &d.audit {
+        JsonTooDeep::check(&e.detail, MAX_DOCUMENT_DEPTH, &format!("audit entry {}: detail", e.seq))
+            .map_err(too_deep)?;
+    }
+    for a in &d.approvals {
+        crate::approvals::check_conditions(&a.id, a.conditions.as_ref())?;
     }
     Ok(())
 }

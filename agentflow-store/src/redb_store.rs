@@ -641,6 +641,25 @@ impl Store for RedbStore {
         })
     }
 
+    /// One range scan of the effects table over the thread's keys.
+    fn thread_effects(&self, thread: &str) -> Result<Vec<(EffectKey, Vec<u8>)>, ReadError> {
+        self.read(|txn, path| {
+            let effects = txn.open_table(tables::EFFECTS).ctx(path)?;
+            let mut journal = Vec::new();
+            for entry in redb::ReadableTable::range(&effects, (thread, 0u64, "", "")..).ctx(path)? {
+                let (k, v) = entry.ctx(path)?;
+                let (t, seq, node, key) = k.value();
+                if t != thread {
+                    break;
+                }
+                let key = EffectKey::new(t, seq, node, key);
+                let result = reads::decode(path, tables::EFFECTS, || effect_key(&key), v.value(), Payload::decode)?;
+                journal.push((key, result));
+            }
+            Ok(journal)
+        })
+    }
+
     fn record_effect(&self, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, EffectError> {
         let (key, result) = (key.clone(), result.to_vec());
         let (outcome, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| {

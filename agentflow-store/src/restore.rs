@@ -6,49 +6,29 @@ use redb::ReadableTable;
 
 use crate::dump::{ThreadDump, check_dump, parent_in_dump};
 use crate::error::{CommitError, Ctx, ReadError};
-use crate::record::{Checkpoint, MAX_CHECKPOINT_SEQ, Payload, Snapshot, ThreadRecord};
+use crate::record::{Checkpoint, Payload, Snapshot, ThreadRecord};
 use crate::store::Store;
 use crate::tables;
 use crate::writer::Tx;
-
-/// How many checkpoint seqs [`dump_thread`] reads the journal of, at most.
-pub(crate) const SCANNED_SEQS: u64 = 1 << 20;
 
 /// Reads everything `store` keeps for `thread` (`None`: no such thread) through the `Store`
 /// methods, so it works on every backend. Reads are not one snapshot: dump a thread no run
 /// is changing (a finished or paused one, or with the app stopped).
 ///
-/// The effect journal goes whole: that of every checkpoint seq up to the latest, whether or not
-/// the checkpoint was compacted away (a thread that can still resume keeps the journal of its
-/// dropped checkpoints, and a step continued after `update_state` is journaled under an older
-/// seq), and that of the last seq, where a compensation journals its calls. (Seqs count the
-/// thread's steps; past 2^20 of them, which no run reaches but an edited dump may
-/// claim, only the kept checkpoints' journals are read.)
+/// The effect journal goes whole ([`Store::thread_effects`]): that of every checkpoint seq,
+/// whether or not the checkpoint was compacted away (a thread that can still resume keeps the
+/// journal of its dropped checkpoints, and a step continued after `update_state` is journaled
+/// under an older seq), and that of the last seq, where a compensation journals its calls.
 pub fn dump_thread(store: &dyn Store, thread: &str) -> Result<Option<ThreadDump>, ReadError> {
     let Some(record) = store.thread(thread)? else { return Ok(None) };
     let mut dump = ThreadDump::new(record);
     dump.wake_at = store.thread_timer(thread)?;
-    let mut latest = None;
     for summary in store.list_checkpoints(thread)? {
         let Some(cp) = store.checkpoint(thread, summary.seq)? else { continue };
         dump.pending_writes.extend(store.pending_writes(thread, cp.seq)?);
-        latest = latest.max(Some(cp.seq));
         dump.checkpoints.push(cp);
     }
-    let mut seqs: Vec<u64> = match latest {
-        Some(latest) if latest < SCANNED_SEQS => (0..=latest).collect(),
-        _ => dump.checkpoints.iter().map(|c| c.seq).collect(),
-    };
-    if seqs.last() != Some(&MAX_CHECKPOINT_SEQ) {
-        seqs.push(MAX_CHECKPOINT_SEQ);
-    }
-    for seq in seqs {
-        for key in store.effect_keys(thread, seq)? {
-            if let Some(result) = store.effect(&key)? {
-                dump.effects.push((key, result));
-            }
-        }
-    }
+    dump.effects = store.thread_effects(thread)?;
     dump.audit = store.list_audit(thread)?;
     dump.approvals = store.list_approvals(thread)?;
     Ok(Some(dump))

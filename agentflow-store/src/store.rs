@@ -1,18 +1,19 @@
 //! The [`Store`] trait: what the executor needs from persistence, independent of the backend.
 
 use crate::breaker::{BreakerAnswer, BreakerError, BreakerRecord, BreakerUpdate};
-use crate::codec::MAX_DOCUMENT_DEPTH;
 use crate::dump::ThreadDump;
 use crate::error::{
-    ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, JsonTooDeep, LeaseError, ReadError,
-    StorageError,
+    ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, LeaseError, ReadError, StorageError,
 };
 use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
-    CompactReport, EffectBatch, EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit,
-    ThreadRecord, Timer,
+    CompactReport, EffectBatch, EffectKey, EffectOutcome, Lease, MAX_CHECKPOINT_SEQ, NewAuditEntry, PendingWrite,
+    StateChain, StepCommit, ThreadRecord, Timer,
 };
+
+/// How many checkpoint seqs the default [`Store::thread_effects`] reads the journal of, at most.
+const SCANNED_SEQS: u64 = 1 << 20;
 
 /// Rebuilds the full state from a [`StateChain`] and returns it serialised; supplied by the
 /// executor to [`Store::compact`] because only it knows how to apply deltas.
@@ -136,6 +137,35 @@ pub trait Store: Send + Sync {
     /// markers alike), ordered by node then key (byte order); empty when there are none.
     fn effect_keys(&self, thread: &str, seq: u64) -> Result<Vec<EffectKey>, ReadError>;
 
+    /// Every effect journaled for `thread` with its result (markers alike), ordered by
+    /// checkpoint seq, then node and key (byte order): the journal of every checkpoint, kept or
+    /// compacted away, and of the seqs past the latest one (a compensation journals its calls
+    /// under the last seq). [`dump_thread`](crate::dump_thread) exports it.
+    ///
+    /// [`RedbStore`](crate::RedbStore) and `PostgresStore` (feature `postgres`) read it in one
+    /// scan. The default asks [`Store::effect_keys`] and [`Store::effect`] seq by seq: every seq
+    /// from 0 to the latest checkpoint's (past 2^20 of them, the kept checkpoints' alone) and
+    /// the last seq.
+    fn thread_effects(&self, thread: &str) -> Result<Vec<(EffectKey, Vec<u8>)>, ReadError> {
+        let kept: Vec<u64> = self.list_checkpoints(thread)?.iter().map(|c| c.seq).collect();
+        let mut seqs = match kept.iter().max() {
+            Some(&latest) if latest < SCANNED_SEQS => (0..=latest).collect(),
+            _ => kept,
+        };
+        if seqs.last() != Some(&MAX_CHECKPOINT_SEQ) {
+            seqs.push(MAX_CHECKPOINT_SEQ);
+        }
+        let mut effects = Vec::new();
+        for seq in seqs {
+            for key in self.effect_keys(thread, seq)? {
+                if let Some(result) = self.effect(&key)? {
+                    effects.push((key, result));
+                }
+            }
+        }
+        Ok(effects)
+    }
+
     /// Journals an effect's result, durably. Never overwrites: if a result exists it is returned
     /// as [`EffectOutcome::AlreadyRecorded`] and the new one is dropped.
     fn record_effect(&self, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, EffectError>;
@@ -147,60 +177,14 @@ pub trait Store: Send + Sync {
     /// [`CommitError::Invalid`] for a part of another thread, [`CommitError::TooDeep`]) refuses
     /// the batch.
     ///
-    /// [`RedbStore`](crate::RedbStore) and `PostgresStore` (feature `postgres`) write the batch
-    /// in one transaction: all of it or none. The runtime relies on it (an approval's claim
-    /// rides with its journal's *started* marker), and [`conformance`](crate#conformance)
-    /// requires it (the `effect_batch_*` cases).
-    ///
-    /// The default makes the writes one at a time in the order above, each durable on its own,
-    /// stopping at the first refusal (earlier parts stay written, and a crash between writes
-    /// leaves part of the batch): a backend that keeps it does not pass those conformance
-    /// cases, so override it with one transaction. It refuses a part of another thread among
-    /// the effects, and JSON nested too deep (audit details, conditions), before the first
-    /// write.
-    fn commit_effects(&self, batch: EffectBatch) -> Result<Vec<EffectOutcome>, CommitError> {
-        let thread = batch.thread.as_str();
-        let invalid = |reason: String| CommitError::Invalid { thread: thread.to_string(), reason };
-        if let Some((key, _)) = batch.effects.iter().find(|(k, _)| k.thread != thread) {
-            return Err(invalid(format!("effect `{}` belongs to thread `{}`", key.key, key.thread)));
-        }
-        for entry in &batch.audit {
-            JsonTooDeep::check(&entry.detail, MAX_DOCUMENT_DEPTH, "detail")
-                .map_err(|source| CommitError::TooDeep { thread: thread.to_string(), source })?;
-        }
-        for t in &batch.approval_transitions {
-            crate::approvals::check_conditions(&t.id, t.patch.conditions.as_ref())?;
-        }
-        let mut outcomes = Vec::with_capacity(batch.effects.len());
-        for (key, result) in &batch.effects {
-            outcomes.push(self.record_effect(key, result).map_err(|e| match e {
-                EffectError::Storage(e) => CommitError::Storage(e),
-                #[allow(unreachable_patterns)]
-                other => invalid(other.to_string()),
-            })?);
-        }
-        for t in batch.approval_transitions {
-            let record = self.approval(&t.id).map_err(|e| match e {
-                ReadError::Storage(e) => CommitError::Storage(e),
-                other => invalid(other.to_string()),
-            })?;
-            if let Some(record) = record
-                && record.thread != thread
-            {
-                return Err(invalid(format!("approval `{}` belongs to thread `{}`", t.id, record.thread)));
-            }
-            self.transition_approval(&t.id, t.from, t.to, t.patch)?;
-        }
-        for entry in batch.audit {
-            self.append_audit(thread, entry).map_err(|e| match e {
-                AuditError::Storage(e) => CommitError::Storage(e),
-                AuditError::TooDeep { thread, source, .. } => CommitError::TooDeep { thread, source },
-                #[allow(unreachable_patterns)]
-                other => invalid(other.to_string()),
-            })?;
-        }
-        Ok(outcomes)
-    }
+    /// The whole batch is one transaction: all of it or none, so a crash or a refusal leaves
+    /// nothing of it written. The runtime relies on it (an approval's claim rides with its
+    /// journal's *started* marker: one without the other would let an approved call run
+    /// twice), and [`conformance`](crate#conformance) checks it (the `effect_batch_*` cases).
+    /// There is no default made of the other methods, which could not keep that: a `Store`
+    /// that wraps another forwards this method to it. [`RedbStore`](crate::RedbStore) and
+    /// `PostgresStore` (feature `postgres`) implement it.
+    fn commit_effects(&self, batch: EffectBatch) -> Result<Vec<EffectOutcome>, CommitError>;
 
     /// Appends to the thread's audit log; returns the entry's seq.
     fn append_audit(&self, thread: &str, entry: NewAuditEntry) -> Result<u64, AuditError>;
@@ -419,7 +403,10 @@ pub trait Store: Send + Sync {
     /// seqs) and approvals (with their statuses), in one transaction where the backend has
     /// them. Refused with [`CommitError::Invalid`] when the thread, or one of its approvals,
     /// exists already, or when the dump does not hang together (a part of another thread,
-    /// checkpoints out of order, a checkpoint with neither its parent nor a snapshot).
+    /// checkpoints out of order, a checkpoint with neither its parent nor a snapshot), and
+    /// with [`CommitError::TooDeep`] or [`CommitError::Approval`] when JSON the store reads
+    /// back (checkpoint metadata, audit details, approval conditions) nests deeper than a
+    /// commit accepts: nothing is written then.
     ///
     /// The default refuses every dump: a backend must write the records as they are, which
     /// the other methods cannot do (they number audit entries and create approvals as

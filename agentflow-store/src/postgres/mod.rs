@@ -581,6 +581,12 @@ impl Store for PostgresStore {
         self.call(move |ctx| async move { Ok(reads::effect_keys(&ctx, &thread, seq).await?) })
     }
 
+    /// One query over the thread's rows of the effects table.
+    fn thread_effects(&self, thread: &str) -> Result<Vec<(EffectKey, Vec<u8>)>, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move { Ok(reads::thread_effects(&ctx, &thread).await?) })
+    }
+
     fn record_effect(&self, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, EffectError> {
         let (key, result) = (key.clone(), result.to_vec());
         self.call(move |ctx| async move {

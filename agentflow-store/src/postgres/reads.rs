@@ -261,6 +261,26 @@ pub(crate) async fn effect_keys(ctx: &Ctx, thread: &str, seq: u64) -> Result<Vec
     Ok(rows.iter().map(|r| EffectKey::new(thread, seq, r.get::<_, String>(0), r.get::<_, String>(1))).collect())
 }
 
+/// Every effect of the thread with its result, by seq, node and key (byte order).
+pub(crate) async fn thread_effects(ctx: &Ctx, thread: &str) -> Result<Vec<(EffectKey, Vec<u8>)>, StorageError> {
+    let client = ctx.client().await?;
+    let rows = sql::query(
+        &client,
+        "SELECT seq, node, key, result FROM effects WHERE thread = $1 \
+         ORDER BY seq, node COLLATE \"C\", key COLLATE \"C\"",
+        &[&thread],
+    )
+    .await
+    .map_err(|e| ctx.db(&e))?;
+    rows.iter()
+        .map(|r| {
+            let (seq, node, key): (i64, String, String) = (r.get(0), r.get(1), r.get(2));
+            let seq = uint(&ctx.path, "effects", || format!("({thread:?}, {seq}, {node:?}, {key:?})"), seq)?;
+            Ok((EffectKey::new(thread, seq, node, key), r.get(3)))
+        })
+        .collect()
+}
+
 /// The thread's audit log, by seq.
 pub(crate) async fn audit(ctx: &Ctx, thread: &str, scan: Scan) -> Result<Listing<AuditEntry>, StorageError> {
     let client = ctx.client().await?;

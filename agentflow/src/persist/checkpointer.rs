@@ -165,16 +165,12 @@ impl LeaseGuard {
 
     /// Before a step: renews the lease when it is due. Another holder having
     /// it ends the run; a store that cannot be reached is waited out while
-    /// the lease has not expired (as [`LeaseGuard::keep_alive`] does).
+    /// the lease has not expired (the policy of [`LeaseGuard::tolerate`], as
+    /// while a step runs).
     pub(crate) async fn check_before_step(&self) -> Result<(), PersistError> {
         match self.renew_if_due().await {
-            Err(e @ PersistError::Lease(LeaseError::NotHeld { .. })) => Err(e),
-            Err(e) if now_ms() >= self.until.load(Ordering::SeqCst) => Err(e),
-            Err(e) => {
-                tracing::warn!(thread = %self.thread, error = %e, "could not renew the thread's lease before a step");
-                Ok(())
-            }
             Ok(()) => Ok(()),
+            Err(e) => self.tolerate(e, "before a step"),
         }
     }
 
@@ -185,15 +181,27 @@ impl LeaseGuard {
         let every = Duration::from_millis((self.ttl_ms / 3).max(1));
         loop {
             tokio::time::sleep(every).await;
-            match self.renew().await {
+            let Err(failed) = self.renew().await else { continue };
+            match self.tolerate(failed, "while a step runs") {
                 Ok(()) => {}
                 Err(PersistError::Lease(LeaseError::NotHeld { current, .. })) => return self.lost(current),
-                Err(e) => {
-                    tracing::warn!(thread = %self.thread, error = %e, "could not renew the thread's lease");
-                    if now_ms() >= self.until.load(Ordering::SeqCst) {
-                        return self.lost(None);
-                    }
-                }
+                Err(_) => return self.lost(None),
+            }
+        }
+    }
+
+    /// The one policy for a renewal that failed, before a step and while one
+    /// runs: another holder having the lease, or the lease having expired
+    /// unrenewed, ends the run (the error comes back); any other failure (a
+    /// store that does not answer) is logged and waited out, as the lease
+    /// still keeps every other holder off until it expires.
+    fn tolerate(&self, failed: PersistError, when: &'static str) -> Result<(), PersistError> {
+        match failed {
+            e @ PersistError::Lease(LeaseError::NotHeld { .. }) => Err(e),
+            e if now_ms() >= self.until.load(Ordering::SeqCst) => Err(e),
+            e => {
+                tracing::warn!(thread = %self.thread, error = %e, "could not renew the thread's lease {when}");
+                Ok(())
             }
         }
     }

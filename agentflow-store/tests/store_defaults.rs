@@ -1,16 +1,16 @@
-//! `Store::commit_effects` as a backend that does not override it gets it: the default, which
-//! writes the parts one at a time through the other methods, stops at the first refusal but
-//! leaves the parts before it written. It passes every conformance case but those that require
-//! the batch to be one transaction (which those cases tell apart from it).
+//! The provided methods of `Store` as a backend gets them when it implements only what it
+//! must, over a `RedbStore`: the default `thread_effects` (the journal seq by seq through
+//! `effect_keys` and `effect`) and the default listings pass the conformance suite.
 
 use agentflow_store::{
     ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, AuditError, Checkpoint,
-    CheckpointSummary, CommitError, CommitReceipt, CompactError, CompactReport, EffectError, EffectKey, EffectOutcome,
-    FoldFn, Lease, LeaseError, NewAuditEntry, NewRun, PendingWrite, QueueError, QueuedRun, ReadError, RedbStore,
-    RunControl, RunWait, StateChain, StepCommit, StorageError, Store, ThreadRecord, conformance,
+    CheckpointSummary, CommitError, CommitReceipt, CompactError, CompactReport, EffectBatch, EffectError, EffectKey,
+    EffectOutcome, FoldFn, Lease, LeaseError, NewAuditEntry, NewRun, PendingWrite, QueueError, QueuedRun, ReadError,
+    RedbStore, RunControl, RunWait, StateChain, StepCommit, StorageError, Store, ThreadRecord, conformance,
 };
 
-/// Every method but `commit_effects` forwarded to a `RedbStore`.
+/// A `RedbStore` behind the methods a backend must write (and those whose defaults refuse),
+/// `thread_effects` and the lenient listings left to their defaults.
 struct Plain(RedbStore);
 
 impl Store for Plain {
@@ -58,6 +58,9 @@ impl Store for Plain {
     }
     fn record_effect(&self, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, EffectError> {
         self.0.record_effect(key, result)
+    }
+    fn commit_effects(&self, batch: EffectBatch) -> Result<Vec<EffectOutcome>, CommitError> {
+        self.0.commit_effects(batch)
     }
     fn append_audit(&self, thread: &str, entry: NewAuditEntry) -> Result<u64, AuditError> {
         self.0.append_audit(thread, entry)
@@ -143,63 +146,14 @@ impl Store for Plain {
     }
 }
 
-/// The conformance cases that require `commit_effects` to write the batch in one transaction.
-const ONE_TRANSACTION: &[&str] =
-    &["effect_batch_all_or_nothing", "effect_batch_refusal_writes_nothing", "effect_batch_applies_every_part_together"];
-
 fn plain() -> Plain {
     Plain(RedbStore::in_memory().expect("in-memory store"))
 }
 
 #[test]
-fn the_default_passes_the_suite_but_its_one_transaction_cases() {
+fn the_defaults_pass_the_conformance_suite() {
     for (name, case) in conformance::CASES {
-        if !ONE_TRANSACTION.contains(name) {
-            eprintln!("conformance: {name}");
-            case(&plain());
-        }
+        eprintln!("conformance: {name}");
+        case(&plain());
     }
-}
-
-/// The one-transaction cases catch the default (the third races a reader against the writes,
-/// which may miss a window this short).
-#[test]
-fn the_one_transaction_cases_refuse_the_default() {
-    for case in [conformance::effect_batch_all_or_nothing, conformance::effect_batch_refusal_writes_nothing] {
-        let store = plain();
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(&store)));
-        assert!(outcome.is_err(), "a one-transaction case passed on the default `commit_effects`");
-    }
-}
-
-/// What the default does on a refusal: the effects before the refused transition stay written,
-/// the parts after it are not, and a part of another thread is refused before any write.
-#[test]
-fn the_default_stops_at_the_first_refusal() {
-    use ApprovalStatus::{Approved, Pending};
-    let store = plain();
-    let key = |k: &str| EffectKey::new("t", 0, "n", k);
-    store.put_approval(conformance::approval("a1", "t"), "agent").unwrap();
-    store.transition_approval("a1", Pending, Approved, ApprovalPatch::by("alice", conformance::NOW)).unwrap();
-    let lost = agentflow_store::ApprovalTransition {
-        id: "a1".into(),
-        from: Pending,
-        to: Approved,
-        patch: ApprovalPatch::by("exec", conformance::NOW),
-    };
-    let batch = agentflow_store::EffectBatch::new("t")
-        .effect(key("started"), b"1".to_vec())
-        .transition(lost)
-        .audit(NewAuditEntry::new(conformance::NOW, "exec", "never", serde_json::json!({})));
-    let err = store.commit_effects(batch).unwrap_err();
-    assert!(matches!(err, CommitError::Approval(ApprovalError::AlreadyDecided { .. })), "{err}");
-    assert_eq!(store.effect(&key("started")).unwrap().as_deref(), Some(&b"1"[..]), "written before the refusal");
-    assert_eq!(store.list_audit("t").unwrap().len(), 2, "nothing after the refusal");
-    assert_eq!(store.approval("a1").unwrap().unwrap().status, Approved);
-
-    let foreign = agentflow_store::EffectBatch::new("t")
-        .effect(key("x"), b"x".to_vec())
-        .effect(EffectKey::new("u", 0, "n", "y"), b"y".to_vec());
-    assert!(matches!(store.commit_effects(foreign).unwrap_err(), CommitError::Invalid { .. }));
-    assert_eq!(store.effect(&key("x")).unwrap(), None);
 }
