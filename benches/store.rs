@@ -54,8 +54,10 @@
 //!   medians, `<layer>_vs_redb_raw` is the median over the rounds of that
 //!   layer's operations/s over raw commits/s, so the same target reads layer
 //!   by layer. `AGENTFLOW_BENCH_LAYERS=executor_step` (a comma-separated
-//!   list of layer names) runs only those layers, to profile one alone; a
-//!   ratio is printed only for a layer that ran beside `redb_raw`.
+//!   list of layer names) runs only those layers, to profile one alone;
+//!   `AGENTFLOW_BENCH_LAYERS=` (set, empty) runs none, for the baseline a
+//!   profile subtracts. A ratio is printed only for a layer that ran beside
+//!   `redb_raw`.
 //!
 //! `AGENTFLOW_BENCH_PAIRS=N` sets the pairs (and breakdown rounds) to `N`:
 //! one run's median moves less with more of them.
@@ -617,10 +619,12 @@ fn bench_sync_breakdown(cfg: &Config, rt: &tokio::runtime::Runtime, raw: &mut Ra
     let mut wall: [Vec<f64>; 5] = Default::default();
     let mut cpu: [Vec<Duration>; 5] = Default::default();
     let mut in_task = Some(DirectCommits::new());
-    // `AGENTFLOW_BENCH_LAYERS=a,b` runs only those layers (to profile one alone).
-    let profiled: Vec<String> =
-        std::env::var("AGENTFLOW_BENCH_LAYERS").map(|v| v.split(',').map(str::to_string).collect()).unwrap_or_default();
-    if let Some(unknown) = profiled.iter().find(|p| !LAYERS.contains(&p.as_str())) {
+    // `AGENTFLOW_BENCH_LAYERS=a,b` runs only those layers (to profile one alone); set but empty,
+    // none of them (the setup alone: a profile's baseline to subtract).
+    let profiled: Option<Vec<String>> = std::env::var("AGENTFLOW_BENCH_LAYERS")
+        .ok()
+        .map(|v| v.split(',').map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect());
+    if let Some(unknown) = profiled.iter().flatten().find(|p| !LAYERS.contains(&p.as_str())) {
         eprintln!("AGENTFLOW_BENCH_LAYERS: no layer `{unknown}` (the layers: {})", LAYERS.join(", "));
         std::process::exit(2);
     }
@@ -628,7 +632,7 @@ fn bench_sync_breakdown(cfg: &Config, rt: &tokio::runtime::Runtime, raw: &mut Ra
     // is the median of its per-round ratios, like those.
     for round in 0..=cfg.ratio_pairs {
         for (layer, name) in LAYERS.iter().enumerate() {
-            if !profiled.is_empty() && !profiled.iter().any(|p| p == name) {
+            if profiled.as_ref().is_some_and(|layers| !layers.iter().any(|p| p == name)) {
                 continue;
             }
             let mut took = Vec::new();
