@@ -125,7 +125,8 @@ async fn an_update_of_a_parent_paused_mid_step_keeps_its_child_and_the_childs_ap
 }
 
 /// Thread ids may hold a `/`: a fork of `acct` cancels the requests of its own subgraph children,
-/// never those of another thread whose id only starts with `acct/`.
+/// never those of another thread whose id only starts with `acct/`, not even one whose id has a
+/// child's shape.
 #[tokio::test]
 async fn a_fork_leaves_the_approvals_of_a_thread_that_only_shares_its_prefix() {
     let store = store();
@@ -139,10 +140,17 @@ async fn a_fork_leaves_the_approvals_of_a_thread_that_only_shares_its_prefix() {
     let own = approval_of(&parent.await.unwrap());
     let other = app.runner(&counts).thread("acct/2").owner("agent").run(Case { amount: 7, outcome: None });
     let others = approval_of(&other.await.unwrap());
+    // A thread of its own whose id has the shape of one of `acct`'s children: its request is in
+    // its own child, `acct/settle.0.1.payer/settle.0.0.payer`. Neither is `acct`'s.
+    let lookalike =
+        app.runner(&counts).thread("acct/settle.0.1.payer").owner("bob").run(Case { amount: 9, outcome: None });
+    let lookalikes = approval_of(&lookalike.await.unwrap());
+    assert_eq!(store.approval(&lookalikes).unwrap().unwrap().thread, "acct/settle.0.1.payer/settle.0.0.payer");
 
     let first = app.history("acct").unwrap().iter().map(|c| c.seq).min().unwrap();
     app.fork("acct", first, "ops").unwrap();
     let status = |id: &str| store.approval(id).unwrap().unwrap().status;
     assert_eq!(status(&own), agentflow::approval::ApprovalStatus::Cancelled, "the fork's own child's request");
     assert_eq!(status(&others), agentflow::approval::ApprovalStatus::Pending, "another thread's request");
+    assert_eq!(status(&lookalikes), agentflow::approval::ApprovalStatus::Pending, "a lookalike's request");
 }

@@ -455,6 +455,36 @@ async fn a_child_cut_off_mid_run_resumes_from_its_last_checkpoint() {
     assert_eq!(gate.second.load(Ordering::SeqCst), 2);
 }
 
+/// The child's thread names its parent; a thread of its own that merely has the id a child
+/// would get is neither taken for the child (its state is not the child's result) nor run as it.
+#[tokio::test]
+async fn a_thread_of_its_own_with_a_childs_id_is_not_taken_for_the_child() {
+    let store = store();
+    let gate = Gate::default();
+    gate.second.store(1, Ordering::SeqCst);
+    // Run by hand, on the id `p`'s node would give its child.
+    let own = slow::graph().app().store(Arc::clone(&store));
+    assert_eq!(
+        own.runner(&gate).thread("p/run_it.0.0.slow").run(Slow::default()).await.unwrap().outcome,
+        Outcome::Completed
+    );
+    assert_eq!(store.thread("p/run_it.0.0.slow").unwrap().unwrap().parent, None);
+
+    let app = slow_parent::graph().app().store(Arc::clone(&store));
+    let run = app.runner(&gate).thread("p").run(Slow::default()).await.unwrap();
+    let Outcome::Failed { node, error } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(node, "run_it");
+    let error = error.to_string();
+    assert!(error.contains("thread `p/run_it.0.0.slow`") && error.contains("is not a child of thread `p`"), "{error}");
+    assert!(run.state.done.is_empty(), "the other thread's state was not taken: {:?}", run.state.done);
+    assert_eq!(gate.first.load(Ordering::SeqCst), 1, "nothing ran as the child");
+
+    // A real child names its parent.
+    let run = app.runner(&gate).thread("q").run(Slow::default()).await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert_eq!(store.thread("q/run_it.0.0.slow").unwrap().unwrap().parent.as_deref(), Some("q"));
+}
+
 #[tokio::test]
 async fn cancelling_the_parent_cancels_the_child() {
     let store = store();

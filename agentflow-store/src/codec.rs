@@ -273,6 +273,11 @@ impl<'a> Dec<'a> {
         Ok(Dec { buf: body, pos: 1 })
     }
 
+    /// Whether every field has been read (a record of an older layout may end early).
+    pub(crate) fn at_end(&self) -> bool {
+        self.pos == self.buf.len()
+    }
+
     /// Refuses trailing bytes after the last field.
     pub(crate) fn end(&self) -> DecodeResult<()> {
         if self.pos == self.buf.len() {

@@ -53,6 +53,10 @@ pub const CASES: &[(&str, Case)] = &[
     ("eventual_then_flush", eventual_then_flush),
     ("compaction_keeps_retained_readable", compaction_keeps_retained_readable),
     ("compaction_keeps_the_journal_of_a_resumable_thread", compaction_keeps_the_journal_of_a_resumable_thread),
+    (
+        "compaction_after_a_resume_drops_the_journal_kept_for_it",
+        compaction_after_a_resume_drops_the_journal_kept_for_it,
+    ),
     ("run_queue_lifecycle", run_queue_lifecycle),
     ("run_queue_parks_for_approvals", run_queue_parks_for_approvals),
     ("run_queue_parks_for_answers", run_queue_parks_for_answers),
@@ -178,8 +182,15 @@ pub fn threads_roundtrip(store: &dyn Store) {
     assert_eq!(read.lease, Some(lease));
 
     store.commit_step(StepCommit::new(thread("a"))).unwrap();
-    let ids: Vec<String> = store.list_threads().unwrap().into_iter().map(|t| t.id).collect();
-    assert_eq!(ids, ["a", "t"]);
+    // A subgraph child names its parent; a thread of its own names none, whatever its id.
+    let child = thread("t/settle.0.0.pay").child_of("t");
+    store.commit_step(StepCommit::new(child.clone())).unwrap();
+    store.commit_step(StepCommit::new(thread("t/settle.0.1.pay"))).unwrap();
+    assert_eq!(store.thread("t/settle.0.0.pay").unwrap(), Some(child));
+    let listed: Vec<(String, Option<String>)> =
+        store.list_threads().unwrap().into_iter().map(|t| (t.id, t.parent)).collect();
+    let own = |id: &str| (id.to_string(), None);
+    assert_eq!(listed, [own("a"), own("t"), ("t/settle.0.0.pay".into(), Some("t".into())), own("t/settle.0.1.pay")]);
 }
 
 /// Checkpoints round-trip; latest and history follow seq order.
@@ -988,6 +999,49 @@ pub fn compaction_keeps_the_journal_of_a_resumable_thread(store: &dyn Store) {
     }
 }
 
+/// A thread compacted while it could still be resumed keeps its whole journal. Once it was
+/// resumed and completed, the next compaction drops the journal below its oldest retained
+/// checkpoint, even when it drops no checkpoint itself; a compensation's effects (the last
+/// seq) stay.
+pub fn compaction_after_a_resume_drops_the_journal_kept_for_it(store: &dyn Store) {
+    let fold = |chain: &StateChain| Ok::<_, BoxError>(concat(chain));
+    let id = "r";
+    commit(store, root(id, 0, b"S"));
+    for seq in 1..4u64 {
+        commit(store, step(id, seq, seq - 1, &[format!("{seq}").as_bytes()]));
+    }
+    let early = EffectKey::new(id, 1, "n", "k");
+    assert_eq!(store.record_effect(&early, b"r1").unwrap(), EffectOutcome::Recorded);
+    let mut failed = thread(id);
+    failed.status = ThreadStatus::Failed;
+    store.commit_step(StepCommit::new(failed)).unwrap();
+    assert_eq!(store.compact(id, 2, &fold).unwrap().dropped, 2);
+    assert_eq!(store.effect(&early).unwrap(), Some(b"r1".to_vec()), "kept for a resume");
+
+    // Resumed: one more step with an effect of its own, and a compensation's; then completed.
+    commit(store, step(id, 4, 3, &[b"4"]));
+    let late = EffectKey::new(id, 4, "n", "k");
+    let saga = EffectKey::new(id, crate::record::MAX_CHECKPOINT_SEQ, "saga", "k");
+    for (key, result) in [(&late, b"r4".as_slice()), (&saga, b"undone".as_slice())] {
+        assert_eq!(store.record_effect(key, result).unwrap(), EffectOutcome::Recorded);
+    }
+    let mut done = thread(id);
+    done.status = ThreadStatus::Completed;
+    store.commit_step(StepCommit::new(done)).unwrap();
+    // Checkpoints 2, 3 and 4, all three kept: nothing to drop, the kept journal goes all the same.
+    let report = store.compact(id, 3, &fold).unwrap();
+    assert_eq!((report.dropped, report.folded), (0, 0));
+    assert_eq!(store.effect(&early).unwrap(), None, "the journal kept for the resume went");
+    assert_eq!(store.effect(&late).unwrap(), Some(b"r4".to_vec()));
+    assert_eq!(store.effect(&saga).unwrap(), Some(b"undone".to_vec()));
+    let keys: Vec<EffectKey> = store.thread_effects(id).unwrap().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, [late.clone(), saga.clone()]);
+    // Down to the last checkpoint: its own journal stays.
+    assert_eq!(store.compact(id, 1, &fold).unwrap().dropped, 2);
+    assert_eq!(store.effect(&late).unwrap(), Some(b"r4".to_vec()), "seq 4 is retained");
+    assert_eq!(state_at(store, id, 4), b"S1234");
+}
+
 /// Enqueue, claim (with the lease), heartbeat and controls, settle, and a dead holder's run
 /// claimed again once its lease expired.
 pub fn run_queue_lifecycle(store: &dyn Store) {
@@ -1055,19 +1109,25 @@ pub fn run_queue_parks_for_approvals(store: &dyn Store) {
     store
         .transition_approval("a1", ApprovalStatus::Pending, ApprovalStatus::Approved, ApprovalPatch::by("alice", NOW))
         .unwrap();
-    // A subgraph child's approval (thread `t/...`) holds its parent too; another thread whose
-    // name merely starts with `t` does not.
-    store.put_approval(approval("a-child", "t/settle.0.0.pay"), "agent").unwrap();
+    // A subgraph child's approval, at any level, holds its parent too (a child names its
+    // parent). A thread of its own does not, even one whose id has a child's shape, nor one
+    // whose name merely starts with `t`.
+    store.commit_step(StepCommit::new(thread("t/settle.0.0.pay").child_of("t"))).unwrap();
+    let grandchild = thread("t/settle.0.0.pay/vet.1.0.check").child_of("t/settle.0.0.pay");
+    store.commit_step(StepCommit::new(grandchild)).unwrap();
+    store.commit_step(StepCommit::new(thread("t/settle.0.1.pay"))).unwrap();
+    store.put_approval(approval("a-own", "t/settle.0.1.pay"), "agent").unwrap();
     store.put_approval(approval("a-other", "tx"), "agent").unwrap();
+    store.put_approval(approval("a-grandchild", "t/settle.0.0.pay/vet.1.0.check"), "agent").unwrap();
+    assert!(store.claim_runs("g", "w2", 1000, NOW + 1, 5).unwrap().is_empty(), "the grandchild's approval waits");
+    let reject = |id: &str| {
+        let patch = ApprovalPatch::by("alice", NOW);
+        store.transition_approval(id, ApprovalStatus::Pending, ApprovalStatus::Rejected, patch).unwrap();
+    };
+    reject("a-grandchild");
+    store.put_approval(approval("a-child", "t/settle.0.0.pay"), "agent").unwrap();
     assert!(store.claim_runs("g", "w2", 1000, NOW + 1, 5).unwrap().is_empty(), "the child's approval waits");
-    store
-        .transition_approval(
-            "a-child",
-            ApprovalStatus::Pending,
-            ApprovalStatus::Rejected,
-            ApprovalPatch::by("alice", NOW),
-        )
-        .unwrap();
+    reject("a-child");
     let claimed = store.claim_runs("g", "w2", 1000, NOW + 2, 5).unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!((claimed[0].wait, claimed[0].holder.as_deref()), (RunWait::Ready, Some("w2")));
@@ -1455,6 +1515,8 @@ pub fn restore_thread_writes_a_dump_as_it_was(store: &dyn Store) {
     let renamed = |id: &str| format!("{id}-copy");
     let mut copy = dump.clone();
     copy.thread.id = "u".into();
+    // Restored as a subgraph child: the parent comes back too.
+    copy.thread.parent = Some("t".into());
     for cp in &mut copy.checkpoints {
         cp.thread = "u".into();
     }

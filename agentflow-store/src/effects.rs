@@ -1,5 +1,5 @@
-//! The effect journal: recording an effect's result once per key, and dropping a checkpoint's
-//! effects on compaction.
+//! The effect journal: recording an effect's result once per key, and dropping a finished
+//! thread's old effects on compaction.
 
 use std::path::Path;
 
@@ -13,28 +13,6 @@ use crate::reads::decode;
 use crate::record::{EffectBatch, EffectKey, EffectOutcome, Payload};
 use crate::tables;
 use crate::writer::Tx;
-
-/// Removes the effects journaled against (thread, seq).
-pub(crate) fn remove_effects(
-    path: &Path,
-    effects: &mut Table<'_, (&'static str, u64, &'static str, &'static str), &'static [u8]>,
-    thread: &str,
-    seq: u64,
-) -> Result<(), StorageError> {
-    let mut keys = Vec::new();
-    for entry in effects.range((thread, seq, "", "")..).ctx(path)? {
-        let (k, _) = entry.ctx(path)?;
-        let (t, s, node, key) = k.value();
-        if t != thread || s != seq {
-            break;
-        }
-        keys.push((node.to_string(), key.to_string()));
-    }
-    for (node, key) in keys {
-        effects.remove((thread, seq, node.as_str(), key.as_str())).ctx(path)?;
-    }
-    Ok(())
-}
 
 pub(crate) fn stage_record_effect(tx: &Tx<'_>, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, StorageError> {
     let mut effects = tx.txn.open_table(tables::EFFECTS).ctx(tx.path)?;
@@ -135,4 +113,23 @@ pub(crate) fn stage_effect_batch(tx: &Tx<'_>, batch: &EffectBatch) -> Result<Vec
         }
     }
     Ok(outcomes)
+}
+
+/// Removes every effect of `thread` keyed by a seq below `seq`.
+pub(crate) fn remove_effects_below(
+    path: &Path,
+    effects: &mut Table<'_, (&'static str, u64, &'static str, &'static str), &'static [u8]>,
+    thread: &str,
+    seq: u64,
+) -> Result<(), StorageError> {
+    let mut keys = Vec::new();
+    for entry in effects.range((thread, 0, "", "")..(thread, seq, "", "")).ctx(path)? {
+        let (k, _) = entry.ctx(path)?;
+        let (_, s, node, key) = k.value();
+        keys.push((s, node.to_string(), key.to_string()));
+    }
+    for (s, node, key) in keys {
+        effects.remove((thread, s, node.as_str(), key.as_str())).ctx(path)?;
+    }
+    Ok(())
 }

@@ -80,6 +80,7 @@ mod step_commit;
 mod step_facts;
 mod store;
 pub mod tables;
+mod thread_tree;
 mod writer;
 
 pub use breaker::{
@@ -104,3 +105,4 @@ pub use record::{
 pub use redb_store::{RedbStore, RedbStoreBuilder};
 pub use restore::dump_thread;
 pub use store::{CommitCallback, FoldFn, Listing, Store};
+pub use thread_tree::descendants;

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Ctx, StorageError};
 use crate::leases::Leases;
-use crate::record::{ApprovalRecord, Lease};
+use crate::record::{ApprovalRecord, Lease, ThreadRecord};
 use crate::tables;
 use crate::writer::Tx;
 
@@ -30,7 +30,8 @@ pub enum RunWait {
     /// Nothing: a worker may claim it (once no live lease holds its thread).
     Ready,
     /// A human's decision: claimable once none of the approvals of the thread and of its
-    /// subgraph children (threads named `{thread}/...`) is `PENDING` or `OUTCOME_UNKNOWN`, or
+    /// subgraph children at every level (threads whose [`ThreadRecord::parent`]s lead to it)
+    /// is `PENDING` or `OUTCOME_UNKNOWN`, or
     /// once the thread's durable timer is due (the first approval's expiry: the resumed run
     /// expires it).
     Approval,
@@ -275,17 +276,26 @@ pub(crate) fn stage_enqueue(tx: &Tx<'_>, run: &NewRun) -> Result<(), QueueError>
     Ok(())
 }
 
-/// Whether an approval of `thread` waits for a human.
+/// Whether an approval of `thread`, or of one of its subgraph children at any level, waits for
+/// a human: the parent waits on its children's too.
 fn approval_waits(tx: &Tx<'_>, thread: &str) -> Result<bool, StorageError> {
     let by_thread = tx.txn.open_table(tables::APPROVALS_BY_THREAD).ctx(tx.path)?;
     let approvals = tx.txn.open_table(tables::APPROVALS).ctx(tx.path)?;
-    // Whether an approval of a thread that `belongs`, listed from `from` on, waits.
-    let waits_from = |from: &str, belongs: &dyn Fn(&str) -> bool| -> Result<bool, StorageError> {
+    let threads = tx.txn.open_table(tables::THREADS).ctx(tx.path)?;
+    // Whether an approval of a thread listed from `from` on, while `listed` holds, waits, counting
+    // only the threads that `counts`.
+    let waits_from = |from: &str,
+                      listed: &dyn Fn(&str) -> bool,
+                      counts: &dyn Fn(&str) -> Result<bool, StorageError>|
+     -> Result<bool, StorageError> {
         for entry in by_thread.range((from, "")..).ctx(tx.path)? {
             let (k, _) = entry.ctx(tx.path)?;
             let (t, id) = k.value();
-            if !belongs(t) {
+            if !listed(t) {
                 return Ok(false);
+            }
+            if !counts(t)? {
+                continue;
             }
             if let Some(v) = approvals.get(id).ctx(tx.path)? {
                 let decode = ApprovalRecord::decode;
@@ -297,10 +307,37 @@ fn approval_waits(tx: &Tx<'_>, thread: &str) -> Result<bool, StorageError> {
         }
         Ok(false)
     };
-    // The thread's own approvals, then its subgraph children's (`{thread}/...`): the parent
-    // waits on those too. Two ranges: threads named `{thread}-x` sort between them.
-    let children = format!("{thread}/");
-    Ok(waits_from(thread, &|t| t == thread)? || waits_from(&children, &|t| t.starts_with(&children))?)
+    if waits_from(thread, &|t| t == thread, &|_| Ok(true))? {
+        return Ok(true);
+    }
+    // A child's id starts with `{thread}/` (a second range: threads named `{thread}-x` sort
+    // between the two), but so may a thread of its own: a child is one whose parents lead to
+    // `thread`.
+    let prefix = format!("{thread}/");
+    waits_from(&prefix, &|t| t.starts_with(&prefix), &|t| descends_from(tx.path, &threads, t, thread))
+}
+
+/// Whether following thread `id`'s parents leads to thread `ancestor`.
+fn descends_from(
+    path: &Path,
+    threads: &impl crate::reads::ByStr,
+    id: &str,
+    ancestor: &str,
+) -> Result<bool, StorageError> {
+    let mut at = id.to_string();
+    // A child's id extends its parent's: a chain that does not shrink is not one.
+    while at.len() > ancestor.len() {
+        let parent = match crate::reads::get_str(path, threads, tables::THREADS, &at, ThreadRecord::decode)? {
+            Some(record) => record.parent,
+            None => None,
+        };
+        match parent {
+            Some(parent) if parent == ancestor => return Ok(true),
+            Some(parent) if parent.len() < at.len() => at = parent,
+            _ => return Ok(false),
+        }
+    }
+    Ok(false)
 }
 
 /// The thread's durable timer, if it has one.

@@ -152,6 +152,11 @@ pub struct ThreadRecord {
     /// The current lease. Filled in on read; ignored on write (leases change only through the
     /// lease methods).
     pub lease: Option<Lease>,
+    /// The thread whose run started this one as a subgraph child, `None` for a thread of its
+    /// own. What makes a thread a child is this field, never the shape of its id: export,
+    /// fork, answers and the run queue follow it from parent to child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 impl ThreadRecord {
@@ -173,7 +178,24 @@ impl ThreadRecord {
             created_at: now,
             updated_at: now,
             lease: None,
+            parent: None,
         }
+    }
+
+    /// The same record as a subgraph child of thread `parent`.
+    pub fn child_of(mut self, parent: impl Into<String>) -> Self {
+        self.parent = Some(parent.into());
+        self
+    }
+
+    /// The parent that a thread record written before records named their parent is given:
+    /// the id up to its last `/` when the part after it has the shape of a subgraph child's
+    /// level, `{node}[.{instance}].{seq}.{index}.{subgraph}` (how children were told apart
+    /// then). Only for data of that time (an older store file, schema or export); a record
+    /// written now says what it is.
+    pub fn legacy_parent(id: &str) -> Option<&str> {
+        let (parent, level) = id.rsplit_once('/')?;
+        (!parent.is_empty() && is_child_level(level)).then_some(parent)
     }
 
     pub(crate) fn encode(&self) -> Vec<u8> {
@@ -185,7 +207,8 @@ impl ThreadRecord {
             .u8(self.status.tag())
             .str(&self.detail)
             .u64(self.created_at)
-            .u64(self.updated_at);
+            .u64(self.updated_at)
+            .opt_str(self.parent.as_deref());
         e.finish()
     }
 
@@ -201,9 +224,32 @@ impl ThreadRecord {
             created_at: d.u64("created_at")?,
             updated_at: d.u64("updated_at")?,
             lease: None,
+            parent: None,
         };
+        // A record of store format 3 ends here, without its parent: it gets the one its id's
+        // shape gave it then.
+        let parent =
+            if d.at_end() { Self::legacy_parent(&record.id).map(str::to_string) } else { d.opt_str("parent")? };
         d.end()?;
-        Ok(record)
+        Ok(ThreadRecord { parent, ..record })
+    }
+}
+
+/// One level of a subgraph child's id as [`Ctx::subgraph`] named them:
+/// `{node}[.{instance}].{seq}.{index}.{subgraph}`.
+///
+/// [`Ctx::subgraph`]: https://docs.rs/agentflow/latest/agentflow/struct.Ctx.html#method.subgraph
+fn is_child_level(level: &str) -> bool {
+    // Node and graph names are Rust identifiers (`r#type` included); `.` and `/` never occur in one.
+    let ident = |s: &str| !s.is_empty() && !s.starts_with(|c: char| c.is_ascii_digit());
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let parts: Vec<&str> = level.split('.').collect();
+    match parts.as_slice() {
+        [node, seq, index, name] => ident(node) && number(seq) && number(index) && ident(name),
+        [node, instance, seq, index, name] => {
+            ident(node) && number(instance) && number(seq) && number(index) && ident(name)
+        }
+        _ => false,
     }
 }
 
@@ -1103,6 +1149,40 @@ mod tests {
         // Stored tags never change: the later statuses were appended.
         assert_eq!((ThreadStatus::Sleeping.tag(), ThreadStatus::Paused.tag()), (8, 9));
         assert_eq!(ThreadStatus::Paused.as_str(), "paused");
+    }
+
+    #[test]
+    fn a_thread_record_names_its_parent_and_an_older_one_gets_the_parent_its_id_shape_gave() {
+        let child = ThreadRecord::new("acct/write.0.0.review", "o", "fp", 1, 2).child_of("acct");
+        strict(&child.encode(), ThreadRecord::decode, &child);
+        // A thread of its own, whatever its id's shape, stays one.
+        let own = ThreadRecord::new("acct/write.0.0.review", "o", "fp", 1, 2);
+        assert_eq!(ThreadRecord::decode(&own.encode()).unwrap().parent, None);
+        // Store format 3 wrote no parent: the shape of the id decided.
+        let format_3 = |id: &str| {
+            let mut e = Enc::new(RECORD_VERSION);
+            e.str(id).str("o").str("fp").u32(1).u8(ThreadStatus::Running.tag()).str("").u64(2).u64(2);
+            ThreadRecord::decode(&e.finish()).unwrap().parent
+        };
+        assert_eq!(format_3("acct/write.0.0.review").as_deref(), Some("acct"));
+        assert_eq!(format_3("acct/write.0.0.review/check.1.2.0.vet").as_deref(), Some("acct/write.0.0.review"));
+        assert_eq!(format_3("acct/2"), None);
+        assert_eq!(format_3("acct"), None);
+    }
+
+    #[test]
+    fn legacy_parents_follow_the_shape_of_a_child_level() {
+        let parent = ThreadRecord::legacy_parent;
+        assert_eq!(parent("acct/write.0.0.review"), Some("acct"));
+        assert_eq!(parent("acct/write.3.7.1.review"), Some("acct"));
+        assert_eq!(parent("a/b/write.0.0.review"), Some("a/b"));
+        assert_eq!(parent("acct/r#type.0.0.r#match"), Some("acct"), "raw identifiers");
+        assert_eq!(parent("acct"), None);
+        assert_eq!(parent("acct/"), None);
+        assert_eq!(parent("/write.0.0.review"), None);
+        assert_eq!(parent("acct/2"), None);
+        assert_eq!(parent("acct/write.x.0.review"), None);
+        assert_eq!(parent("acct/write.0.0.review/notes"), None);
     }
 
     #[test]

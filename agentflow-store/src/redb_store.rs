@@ -15,7 +15,7 @@ use redb::{Database, DatabaseError, ReadTransaction, ReadableDatabase, TableHand
 use crate::approvals::{stage_put_approval, stage_transition};
 use crate::audit::stage_append_audit;
 use crate::breaker::{self, BreakerAnswer, BreakerError, BreakerRecord, BreakerUpdate};
-use crate::effects::{effect_key, remove_effects, stage_effect_batch, stage_record_effect};
+use crate::effects::{effect_key, remove_effects_below, stage_effect_batch, stage_record_effect};
 use crate::error::{
     ApprovalError, AuditError, CommitError, CompactError, Ctx, EffectError, LeaseError, OpenError, ReadError,
     StorageError, storage_error,
@@ -34,7 +34,12 @@ use crate::writer::{self, Committed, Job, OpJob, Reply, Shared, Tx, WriterConfig
 
 /// Store format written in the `META` table; bump on an incompatible layout change.
 /// 3: every value (records, pending writes, effect results) ends with a checksum.
-const STORE_FORMAT: u32 = 3;
+/// The layout this build writes (4: a thread record names the thread that started it as a
+/// subgraph child).
+const STORE_FORMAT: u32 = 4;
+/// The oldest layout this build opens, and moves to [`STORE_FORMAT`] on open: format 3 differs
+/// only in thread records without a parent, which this build still reads.
+const OLDEST_FORMAT: u32 = 3;
 const APP: &[u8] = b"agentflow-store";
 const IN_MEMORY: &str = "<in-memory>";
 
@@ -467,7 +472,7 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
                     detail: "the store format version is missing or malformed".to_string(),
                 },
             )?;
-        if format != STORE_FORMAT {
+        if !(OLDEST_FORMAT..=STORE_FORMAT).contains(&format) {
             return Err(OpenError::UnsupportedFormat {
                 path: path.to_path_buf(),
                 found: format.to_string(),
@@ -480,8 +485,10 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
         let mut meta = txn.open_table(tables::META).ctx(path)?;
         if fresh {
             meta.insert("app", APP).ctx(path)?;
-            meta.insert("format", STORE_FORMAT.to_le_bytes().as_slice()).ctx(path)?;
         }
+        // An older file is moved to this build's format: from then on, builds that cannot
+        // read its new thread records refuse it by its format, not by a record.
+        meta.insert("format", STORE_FORMAT.to_le_bytes().as_slice()).ctx(path)?;
         txn.open_table(tables::THREADS).ctx(path)?;
         txn.open_table(tables::CHECKPOINTS).ctx(path)?;
         txn.open_table(tables::SNAPSHOTS).ctx(path)?;
@@ -1005,7 +1012,7 @@ impl RedbStore {
         let txn = db.begin_write().ctx(path)?;
         let mut folded = 0;
         let mut dropped_seqs = Vec::new();
-        {
+        'compact: {
             let threads = txn.open_table(tables::THREADS).ctx(path)?;
             let record = reads::thread_record(path, &threads, &self.shared.leases, thread)?
                 .ok_or_else(|| CompactError::UnknownThread { thread: thread.to_string() })?;
@@ -1018,10 +1025,16 @@ impl RedbStore {
             let mut checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
             let mut snapshots = txn.open_table(tables::SNAPSHOTS).ctx(path)?;
             let all = reads::summaries(path, &checkpoints, thread)?;
-            if all.len() <= keep {
-                return Ok((0, 0));
+            let split = all.len().saturating_sub(keep);
+            // No resume runs: the journal below the oldest retained checkpoint goes, what this
+            // compaction drops and what earlier ones kept for a resume that has happened since.
+            if drop_effects && let Some(oldest) = all.get(split) {
+                let mut effects = txn.open_table(tables::EFFECTS).ctx(path)?;
+                remove_effects_below(path, &mut effects, thread, oldest.seq)?;
             }
-            let split = all.len() - keep;
+            if split == 0 {
+                break 'compact;
+            }
             let dropped: BTreeSet<u64> = all[..split].iter().map(|s| s.seq).collect();
             let mut by_seq: BTreeMap<u64, CheckpointSummary> = all.into_iter().map(|s| (s.seq, s)).collect();
             let retained: Vec<u64> = by_seq.keys().copied().skip(split).collect();
@@ -1046,14 +1059,10 @@ impl RedbStore {
                 folded += 1;
             }
             let mut pending = txn.open_table(tables::PENDING_WRITES).ctx(path)?;
-            let mut effects = txn.open_table(tables::EFFECTS).ctx(path)?;
             for &seq in &dropped {
                 checkpoints.remove((thread, seq)).ctx(path)?;
                 snapshots.remove((thread, seq)).ctx(path)?;
                 remove_pending(path, &mut pending, thread, seq)?;
-                if drop_effects {
-                    remove_effects(path, &mut effects, thread, seq)?;
-                }
                 dropped_seqs.push(seq);
             }
         }

@@ -261,8 +261,10 @@ pub trait Store: Send + Sync {
     /// `BudgetExhausted`) keeps every effect: its next step may be journaled under an older
     /// checkpoint's seq (a checkpoint appended by a state update keeps the journal of the one it
     /// was made on), and a lost journal would run an approved irreversible call or an effect a
-    /// second time. (A later compaction, once the thread completed, does not remove them either:
-    /// it drops the effects of the checkpoints it drops itself.)
+    /// second time. A later compaction, once the thread can no longer be resumed (it was
+    /// resumed and completed, say), drops every effect keyed below its oldest retained
+    /// checkpoint, those that earlier compactions kept included, even when it drops no
+    /// checkpoint itself.
     ///
     /// Refused for an unknown thread ([`CompactError::UnknownThread`]) and for one that is not
     /// finished ([`CompactError::NotFinished`], see

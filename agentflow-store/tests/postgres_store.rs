@@ -154,6 +154,42 @@ fn processes_that_open_a_new_schema_at_once_migrate_it_once() {
 }
 
 #[test]
+fn a_schema_of_version_5_moves_on_and_its_threads_get_the_parents_their_ids_gave_them() {
+    let Some(url) = pg_common::url() else { return };
+    let schema = Schema::new(&url, "v5");
+    let ids =
+        ["acct", "acct/write.0.0.review", "acct/write.0.0.review/check.2.1.0.vet", "acct/2", "a/b/r#type.0.1.r#match"];
+    {
+        let store = schema.open();
+        for id in ids {
+            store.commit_step(StepCommit::new(thread(id))).unwrap();
+        }
+    }
+    // Back to version 5, which had no parent column.
+    let s = &schema.name;
+    pg_common::sql(
+        &url,
+        &format!(
+            "DROP INDEX \"{s}\".threads_by_parent; ALTER TABLE \"{s}\".threads DROP COLUMN parent; \
+             DELETE FROM \"{s}\".schema_version WHERE version > 5"
+        ),
+    );
+    let store = schema.open();
+    let parent = |id: &str| store.thread(id).unwrap().unwrap().parent;
+    assert_eq!(parent("acct"), None);
+    assert_eq!(parent("acct/write.0.0.review").as_deref(), Some("acct"));
+    assert_eq!(parent("acct/write.0.0.review/check.2.1.0.vet").as_deref(), Some("acct/write.0.0.review"));
+    assert_eq!(parent("acct/2"), None, "not the shape of a child");
+    assert_eq!(parent("a/b/r#type.0.1.r#match").as_deref(), Some("a/b"), "raw identifiers");
+    // Those and only those, as this build tells a legacy child.
+    for id in ids {
+        assert_eq!(parent(id).as_deref(), agentflow_store::ThreadRecord::legacy_parent(id), "{id}");
+    }
+    let versions = pg_common::sql(&url, &format!("SELECT max(version) FROM \"{s}\".schema_version"));
+    assert_eq!(versions, [Some(POSTGRES_SCHEMA_VERSION.to_string())]);
+}
+
+#[test]
 fn a_schema_written_by_a_newer_version_is_refused() {
     let Some(url) = pg_common::url() else { return };
     let schema = Schema::new(&url, "newer");

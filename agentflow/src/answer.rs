@@ -259,15 +259,22 @@ fn question_hash(asks: &Value) -> String {
     crate::tool::args_hash(asks)
 }
 
-/// The thread that waits on subgraph child `thread`'s question as its own (the child's id is
-/// `{parent}/...`): answers go to it, and its resume hands them down. `None` for a thread that
-/// is no such child.
+/// The thread that waits on subgraph child `thread`'s question as its own: of the threads its
+/// record's parents lead to, the first from the root that is paused with a question naming
+/// `thread` or a child of it. Answers go to it, and its resume hands them down. `None` for a
+/// thread that is no child, or whose parents do not wait on it.
 pub(crate) fn parent_waiting_on(store: &dyn Store, thread: &str) -> Result<Option<String>, AnswerError> {
+    // The chain of parents, nearest first. A child's id extends its parent's, so a chain that
+    // does not shrink (only an edited store holds one) ends there.
+    let mut parents: Vec<String> = Vec::new();
+    let mut at = thread.to_string();
+    while let Some(parent) = store.thread(&at)?.and_then(|r| r.parent).filter(|p| p.len() < at.len()) {
+        parents.push(parent.clone());
+        at = parent;
+    }
     let below = format!("{thread}/");
-    // Every `/` of the id may end a parent's id (ids a user gives may contain `/` too),
-    // shortest first: the root answers for the whole tree.
-    for (at, _) in thread.match_indices('/') {
-        let parent = &thread[..at];
+    // The root answers for the whole tree.
+    for parent in parents.iter().rev() {
         let Some(record) = store.thread(parent)? else { continue };
         if !matches!(record.status, ThreadStatus::Interrupted | ThreadStatus::Failed) {
             continue;
@@ -278,7 +285,7 @@ pub(crate) fn parent_waiting_on(store: &dyn Store, thread: &str) -> Result<Optio
                 && p.payload.get("thread").and_then(Value::as_str).is_some_and(|c| c == thread || c.starts_with(&below))
         });
         if asks_through {
-            return Ok(Some(parent.to_string()));
+            return Ok(Some(parent.clone()));
         }
     }
     Ok(None)

@@ -79,7 +79,6 @@ mod app_breakers;
 pub mod approval;
 pub mod breaker;
 mod budget;
-mod child_thread;
 mod context;
 pub mod describe;
 mod error;

@@ -68,6 +68,12 @@
 //! so it keeps the child too), while a [fork](crate::App::fork)'s branch
 //! starts from a new checkpoint and runs children of its own: the old
 //! branch's children, their results and their approvals, are not used.
+//! The child's thread record names its parent
+//! ([`ThreadRecord::parent`](agentflow_store::ThreadRecord::parent)), and
+//! that, not the shape of an id, is what makes it a child: for an export,
+//! a fork, an answer and the run queue. A thread of its own that happens to
+//! have the id a child would get is refused, never taken for the child: the
+//! node fails, naming it.
 //! Within one branch:
 //! - a child that completed is not run again: its final state is returned;
 //! - a child that stopped (the process died, or it paused) is resumed from its
@@ -190,6 +196,7 @@ impl<D: Sync> Ctx<'_, D> {
             let mut runner = app
                 .runner(self.deps)
                 .thread(id.clone())
+                .child_of(journal.thread.clone())
                 .cancel_token(cancel.clone())
                 .pause_token(pause.clone())
                 .nested_in(outlet.clone(), level.clone(), self.shields());
@@ -201,6 +208,19 @@ impl<D: Sync> Ctx<'_, D> {
                 .await
                 .map_err(|e| store_error(name, &e))?
                 .map_err(|e| store_error(name, &e))?;
+            // A thread of its own that merely has the child's id is not taken for the child: its
+            // state is not the child's result, and it is not run as the child.
+            if let Some(t) = &existing
+                && t.parent.as_deref() != Some(journal.thread.as_str())
+            {
+                let parent = t.parent.as_deref().map_or("none".to_string(), |p| format!("`{p}`"));
+                return Err(NodeError::fatal(format!(
+                    "subgraph `{name}`: thread `{id}`, where this call keeps its child, exists and is not a \
+                     child of thread `{}` (its parent: {parent}); ids of that shape belong to subgraph \
+                     children: run the parent on a thread id that no other thread extends",
+                    journal.thread
+                )));
+            }
             let mut took_resume = false;
             let run = match existing {
                 None => runner.limits(remaining).run(input.clone()).await,

@@ -521,15 +521,53 @@ fn export_of_a_parent_carries_its_subgraph_children() {
         let store: Arc<dyn Store> = Arc::new(RedbStore::open(&first).expect("open store"));
         let app = front::graph().app().store(store);
         let input = Pay { order: "A-7".into(), amount: 70, ..Pay::default() };
-        let run = runtime().block_on(app.runner(&()).thread("f-1").owner("agent").run(input)).unwrap();
+        let run = runtime().block_on(app.runner(&()).thread("f-1").owner("agent").run(input.clone())).unwrap();
         assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{:?}", run.outcome);
+        // A thread of its own whose id has a child's shape, with a child of its own: not f-1's.
+        let other = app.runner(&()).thread("f-1/delegate.0.1.payments").owner("bob").run(input);
+        assert!(matches!(runtime().block_on(other).unwrap().outcome, Outcome::Interrupted { .. }));
     }
     let file = dir.join("f-1.jsonl");
     let out = af(&first, &["export", "f-1", "--output", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let records: Vec<Value> = export_lines(&first, "f-1")
+        .into_iter()
+        .filter(|l| l["type"] == "thread")
+        .map(|l| l["record"].clone())
+        .collect();
+    assert_eq!(records.len(), 2, "the other thread and its child stay out: {records:?}");
+    assert_eq!((&records[0]["parent"], &records[1]["parent"]), (&Value::Null, &json!("f-1")));
     let imported = af_json(&second, &["import", file.to_str().unwrap()]);
     assert_eq!(imported["imported"], json!(["f-1", "f-1/delegate.0.0.payments"]));
-    assert_eq!(af_json(&second, &["pending"])["approvals"], af_json(&first, &["pending"])["approvals"]);
+    let f1_approvals = |store: &Path| -> Vec<Value> {
+        let all = af_json(store, &["pending"])["approvals"].as_array().unwrap().clone();
+        all.into_iter().filter(|a| a["thread"] == "f-1/delegate.0.0.payments").collect()
+    };
+    assert_eq!(af_json(&second, &["pending"])["approvals"].as_array().unwrap().clone(), f1_approvals(&first));
+    // An export of format 1, which named no parents: the child is told by its id's shape.
+    let old = dir.join("f-1.format-1.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if v["type"] == "agentflow.export" {
+                v["format"] = json!(1);
+            }
+            if let Some(record) = v.get_mut("record").and_then(Value::as_object_mut) {
+                record.remove("parent");
+            }
+            v.to_string()
+        })
+        .collect();
+    std::fs::write(&old, lines.join("\n") + "\n").unwrap();
+    let third = dir.join("third.redb");
+    assert_eq!(
+        af_json(&third, &["import", old.to_str().unwrap()])["imported"],
+        json!(["f-1", "f-1/delegate.0.0.payments"])
+    );
+    let child = RedbStore::open(&third).unwrap().thread("f-1/delegate.0.0.payments").unwrap().unwrap();
+    assert_eq!(child.parent.as_deref(), Some("f-1"));
 
     let id = af_json(&second, &["pending"])["approvals"][0]["id"].as_str().unwrap().to_string();
     let ok = af(&second, &["approve", &id, "--as", "alice", "--role", "irreversible"]);

@@ -42,15 +42,17 @@ pub(crate) struct CommitOut {
 }
 
 const UPSERT_THREAD: &str = "INSERT INTO threads AS t \
-       (id, owner, graph_fingerprint, schema_version, status, detail, created_at, updated_at, wake_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+       (id, owner, graph_fingerprint, schema_version, status, detail, created_at, updated_at, wake_at, parent) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
      ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, graph_fingerprint = EXCLUDED.graph_fingerprint, \
        schema_version = EXCLUDED.schema_version, status = EXCLUDED.status, detail = EXCLUDED.detail, \
-       created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, wake_at = EXCLUDED.wake_at \
+       created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, wake_at = EXCLUDED.wake_at, \
+       parent = EXCLUDED.parent \
      WHERE (t.owner, t.graph_fingerprint, t.schema_version, t.status, t.detail, t.created_at, t.updated_at, \
-         t.wake_at) \
+         t.wake_at, t.parent) \
        IS DISTINCT FROM (EXCLUDED.owner, EXCLUDED.graph_fingerprint, EXCLUDED.schema_version, \
-         EXCLUDED.status, EXCLUDED.detail, EXCLUDED.created_at, EXCLUDED.updated_at, EXCLUDED.wake_at)";
+         EXCLUDED.status, EXCLUDED.detail, EXCLUDED.created_at, EXCLUDED.updated_at, EXCLUDED.wake_at, \
+         EXCLUDED.parent)";
 
 fn invalid(tid: &str, reason: String) -> Fail<CommitError> {
     Fail::Refused(CommitError::Invalid { thread: tid.to_string(), reason })
@@ -199,6 +201,7 @@ async fn stage_as<C: GenericClient>(
             &created_at,
             &updated_at,
             &wake_at,
+            &t.parent,
         ];
         sql::execute(tx, UPSERT_THREAD, params).await?;
         Ok(())

@@ -122,8 +122,8 @@ fn needs_fold(by_seq: &BTreeMap<u64, CheckpointSummary>, dropped: &BTreeSet<u64>
 }
 
 /// Applies a plan; `Ok(false)` if the history changed since it was read (nothing written).
-/// The effects of the dropped checkpoints go only if the thread's status, read under the lock,
-/// allows no resume (see [`ThreadStatus::is_resumable`]).
+/// The effects below the oldest retained checkpoint go only if the thread's status, read
+/// under the lock, allows no resume (see [`ThreadStatus::is_resumable`]).
 pub(crate) async fn apply<C: GenericClient>(
     ctx: &Ctx,
     c: &C,
@@ -151,15 +151,18 @@ pub(crate) async fn apply<C: GenericClient>(
         )
         .await?;
     }
-    // A resume may still look the journal up under a dropped checkpoint's seq.
-    let tables: &[&str] = if status.is_resumable() {
-        &["checkpoints", "pending_writes"]
-    } else {
-        &["checkpoints", "pending_writes", "effects"]
-    };
-    for table in tables {
-        let sql = format!("DELETE FROM {table} WHERE thread = $1 AND seq = ANY($2)");
-        sql::execute(c, &sql, &[&thread, &dropped]).await?;
+    if !dropped.is_empty() {
+        for table in ["checkpoints", "pending_writes"] {
+            let sql = format!("DELETE FROM {table} WHERE thread = $1 AND seq = ANY($2)");
+            sql::execute(c, &sql, &[&thread, &dropped]).await?;
+        }
+    }
+    // A resume may still look the journal up under a dropped checkpoint's seq. Once none can
+    // run, the journal below the oldest retained checkpoint goes: what this compaction drops
+    // and what earlier ones kept for a resume that has happened since.
+    let oldest = seen.iter().map(|(seq, _)| *seq).find(|seq| !dropped.contains(seq));
+    if let (false, Some(oldest)) = (status.is_resumable(), oldest) {
+        sql::execute(c, "DELETE FROM effects WHERE thread = $1 AND seq < $2", &[&thread, &oldest]).await?;
     }
     Ok(true)
 }

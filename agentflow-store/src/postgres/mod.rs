@@ -697,9 +697,6 @@ impl Store for PostgresStore {
                     Err(Fail::Db(e)) => Err(ctx.db(&e).into()),
                 }
             })?;
-            if plan.dropped.is_empty() {
-                return Ok(CompactReport::new(0, 0, false));
-            }
             let mut folded = Vec::with_capacity(plan.folds.len());
             for (mut summary, chain) in plan.folds {
                 let seq = summary.seq;

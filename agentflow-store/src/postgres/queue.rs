@@ -21,8 +21,8 @@ const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wai
 /// Claims, in one statement: picks the claimable rows of graph `$1` at `$2`, oldest first, at
 /// most `$3`, locked (rows another claimer has locked are skipped). A row is claimable when no
 /// unexpired lease holds its thread, not even the claimer's, and it is ready, or has a control
-/// request, or is parked for approvals (of the thread and of its subgraph children,
-/// `{thread}/...`) none of which waits any more or whose thread's timer (the first expiry) is
+/// request, or is parked for approvals (of the thread and of its subgraph children at every
+/// level: threads under `{thread}/` whose parents lead to it) none of which waits any more or whose thread's timer (the first expiry) is
 /// not later than `$2`, or is parked for a timer not later than `$2`, or is parked for an
 /// answer and its thread is neither `interrupted` nor `failed` any more. Takes their threads'
 /// leases for holder `$4` until `$5` (as `acquire_lease` does at `$2`: a new holder
@@ -32,7 +32,10 @@ const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at FROM run_que
        WHERE q.graph = $1 \
          AND (q.wait = 'READY' OR q.control IS NOT NULL \
            OR (q.wait = 'APPROVAL' AND NOT EXISTS (SELECT 1 FROM approvals a \
-                 WHERE (a.thread = q.thread OR starts_with(a.thread, q.thread || '/')) \
+                 WHERE (a.thread = q.thread OR (starts_with(a.thread, q.thread || '/') \
+                   AND EXISTS (WITH RECURSIVE up(id) AS (SELECT c.parent FROM threads c WHERE c.id = a.thread \
+                         UNION SELECT c.parent FROM threads c JOIN up ON c.id = up.id) \
+                       SELECT 1 FROM up WHERE up.id = q.thread))) \
                    AND a.status IN ('PENDING', 'OUTCOME_UNKNOWN'))) \
            OR (q.wait = 'APPROVAL' AND EXISTS (SELECT 1 FROM threads t \
                  WHERE t.id = q.thread AND t.wake_at <= $2)) \

@@ -40,7 +40,7 @@ fn collect<T>(scan: Scan, rows: impl IntoIterator<Item = Result<T, StorageError>
 }
 
 const THREAD_COLUMNS: &str = "SELECT t.id, t.owner, t.graph_fingerprint, t.schema_version, t.status, t.detail, \
-     t.created_at, t.updated_at, l.holder, l.expires_at \
+     t.created_at, t.updated_at, l.holder, l.expires_at, t.parent \
      FROM threads t LEFT JOIN leases l ON l.thread = t.id AND l.holder IS NOT NULL";
 
 /// A row of [`THREAD_COLUMNS`] as a record, with its lease.
@@ -72,6 +72,7 @@ fn thread_from_row(path: &Path, row: &Row) -> Result<ThreadRecord, StorageError>
         created_at: uint(path, "threads", key, row.try_get(6).map_err(get_err)?)?,
         updated_at: uint(path, "threads", key, row.try_get(7).map_err(get_err)?)?,
         lease,
+        parent: row.try_get(10).map_err(get_err)?,
         id: id.clone(),
     })
 }

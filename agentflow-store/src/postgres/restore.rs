@@ -18,8 +18,9 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, d: &ThreadDump) -
     let wake_at = d.wake_at.map(time);
     let inserted = sql::execute(
         tx,
-        "INSERT INTO threads (id, owner, graph_fingerprint, schema_version, status, detail, created_at, updated_at, wake_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO threads (id, owner, graph_fingerprint, schema_version, status, detail, created_at, updated_at, \
+           wake_at, parent) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
         &[
             &tid,
             &t.owner,
@@ -30,6 +31,7 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, d: &ThreadDump) -
             &time(t.created_at),
             &time(t.updated_at),
             &wake_at,
+            &t.parent,
         ],
     )
     .await?;

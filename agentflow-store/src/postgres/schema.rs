@@ -133,6 +133,16 @@ const MIGRATIONS: &[&str] = &[
         description text NOT NULL
     );
     "#,
+    // 6: the thread whose run started a thread as a subgraph child (`ThreadRecord::parent`).
+    // The threads of earlier versions get the parent the shape of their id gave them then
+    // (`ThreadRecord::legacy_parent`): the id up to its last `/`, when what follows is a
+    // child's level `{node}[.{instance}].{seq}.{index}.{subgraph}`.
+    r#"
+    ALTER TABLE {s}.threads ADD COLUMN parent text COLLATE "C";
+    UPDATE {s}.threads SET parent = substring(id FROM '^(.+)/[^/]*$')
+        WHERE id ~ '^.+/[^./0-9][^./]*(\.[0-9]+)?\.[0-9]+\.[0-9]+\.[^./0-9][^./]*$';
+    CREATE INDEX threads_by_parent ON {s}.threads (parent) WHERE parent IS NOT NULL;
+    "#,
 ];
 
 /// The version of the PostgreSQL tables this build creates and reads (the number of its

@@ -72,6 +72,7 @@ impl<S: State, D: Sync> App<S, D> {
             parent_outlet: None,
             outer_shields: Vec::new(),
             pause: CancellationToken::new(),
+            child_of: None,
         }
     }
 }
@@ -116,6 +117,9 @@ pub struct Runner<'g, S: State, D> {
     outer_shields: Vec<crate::shield::Shield>,
     /// Cancelled (before `cancel`) when the stop is a pause: the run ends `Outcome::Paused`.
     pause: CancellationToken,
+    /// For a subgraph's run on a thread: the parent's thread, which a new child thread's record
+    /// names.
+    child_of: Option<String>,
 }
 
 /// How many items a [`RunStream`] holds before the run waits for its reader,
@@ -147,6 +151,13 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     ) -> Self {
         self.parent_outlet = parent.map(|parent| Arc::new(crate::stream::Nested { parent, level }) as Arc<_>);
         self.outer_shields = shields;
+        self
+    }
+
+    /// A subgraph's run on a thread: a new thread is a child of thread `parent` (its record says
+    /// so; a resumed one keeps what its record says).
+    pub(crate) fn child_of(mut self, parent: String) -> Self {
+        self.child_of = Some(parent);
         self
     }
 
@@ -338,9 +349,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             (Some(thread), Some(store)) => {
                 let budget = ThreadBudget { limits: self.limits, ..ThreadBudget::default() };
                 let (owner, durability, ttl) = (self.owner.clone(), self.durability, self.lease_ttl);
-                let holder = self.holder.clone();
+                let (holder, parent) = (self.holder.clone(), self.child_of.clone());
                 let id = thread.clone();
-                let started = Checkpointer::start(app, store, thread, owner, durability, ttl, budget, &input, holder);
+                let started =
+                    Checkpointer::start(app, store, thread, parent, owner, durability, ttl, budget, &input, holder);
                 Some(started.await.map_err(|e| first_commit_lost(e, &id))?)
             }
         };

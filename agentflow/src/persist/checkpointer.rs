@@ -232,6 +232,8 @@ pub(crate) struct Checkpointer {
     store: Arc<dyn Store>,
     pub(crate) thread: String,
     owner: String,
+    /// The thread whose run started this one as a subgraph child, stored in its record.
+    parent: Option<String>,
     lease: LeaseGuard,
     fingerprint: String,
     version: u32,
@@ -468,6 +470,7 @@ impl Checkpointer {
             store,
             thread: lease.thread.clone(),
             owner,
+            parent: None,
             lease,
             fingerprint,
             version,
@@ -489,13 +492,14 @@ impl Checkpointer {
         }
     }
 
-    /// Starts a new thread at `input`: checkpoint 0 holds its snapshot and
-    /// the thread's `budget`.
+    /// Starts a new thread at `input` (a subgraph child of thread `parent`, if given):
+    /// checkpoint 0 holds its snapshot and the thread's `budget`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn start<S: State, D>(
         app: &App<S, D>,
         store: Arc<dyn Store>,
         thread: String,
+        parent: Option<String>,
         owner: String,
         durability: Durability,
         lease_ttl: Duration,
@@ -519,6 +523,7 @@ impl Checkpointer {
             let lease = LeaseGuard::take(Arc::clone(&s), thread, lease_ttl, holder)?;
             let described = matches!(st.graph_description(&fingerprint), Ok(Some(_)));
             let mut cp = Checkpointer::new(s, lease, owner, fingerprint, S::VERSION, durability);
+            cp.parent = parent;
             cp.budget = budget;
             cp.snapshot_len = snapshot.len();
             let checkpoint = Checkpoint {
@@ -575,6 +580,7 @@ impl Checkpointer {
             durability,
         );
         cp.created_at = record.created_at;
+        cp.parent = record.parent.clone();
         cp.opened_as = Some(record.status);
         let id = cp.thread.clone();
         let latest = blocking(&cp.store, move |s| s.latest_checkpoint(&id))
@@ -951,6 +957,7 @@ impl Checkpointer {
         record.status = status;
         record.detail = detail;
         record.updated_at = self.updated_at;
+        record.parent.clone_from(&self.parent);
         let mut commit = StepCommit::new(record).fenced_by(self.lease.holder(), now).with_durability(durability);
         commit.checkpoint = checkpoint;
         commit.pending_writes = pending;

@@ -272,11 +272,11 @@ pub fn fork_thread(store: &Arc<dyn Store>, thread: &str, seq: u64, actor: &str) 
 /// log; one that fails (decided meanwhile, the store unreachable) is left
 /// as it is and logged.
 fn cancel_children_approvals(store: &Arc<dyn Store>, thread: &str, note: &str, actor: &str) {
-    let children = match store.scan_threads() {
-        Ok(listing) => listing.items.into_iter().filter(|t| crate::child_thread::is_child_thread(thread, &t.id)),
+    let threads = match store.scan_threads() {
+        Ok(listing) => listing.items,
         Err(e) => return tracing::warn!(thread, error = %e, "listing the forked thread's children"),
     };
-    for child in children {
+    for child in agentflow_store::descendants(&threads, thread) {
         let approvals = match store.list_approvals(&child.id) {
             Ok(approvals) => approvals,
             Err(e) => {

@@ -25,8 +25,11 @@ use crate::{Failure, Outcome};
 
 /// The header's `type`.
 const HEADER: &str = "agentflow.export";
-/// The layout version this build writes and reads.
-const FORMAT: u64 = 1;
+/// The layout version this build writes (2: a child's `record` names its `parent`).
+const FORMAT: u64 = 2;
+/// The oldest layout this build reads: format 1 records name no parent, and a child is told by
+/// the shape of its id, as it was then ([`ThreadRecord::legacy_parent`]).
+const OLDEST_FORMAT: u64 = 1;
 
 /// `export` arguments.
 #[derive(Args, Debug)]
@@ -90,24 +93,18 @@ fn hex_digit(b: u8) -> Option<u8> {
     }
 }
 
-/// `export`: the thread, then its subgraph children at every level (threads named
-/// `{thread}/..`), each as its own header and lines, so an import moves a paused tree whole: a
+/// `export`: the thread, then its subgraph children at every level (the threads whose records'
+/// parents lead to it), each as its own header and lines, so an import moves a paused tree whole: a
 /// child's progress, journal and waiting approval go with its parent.
 pub fn export(store: &std::sync::Arc<dyn Store>, args: &ExportArgs) -> Outcome {
     let store = store.as_ref();
     let dump = dump_thread(store, &args.thread).map_err(Failure::store)?.ok_or_else(|| {
         Failure::not_found(format!("no thread `{}` in the store; list them with `agentflow threads`", args.thread))
     })?;
-    let prefix = format!("{}/", args.thread);
-    let mut children: Vec<String> = store
-        .scan_threads()
-        .map_err(Failure::store)?
-        .items
-        .into_iter()
-        .map(|t| t.id)
-        .filter(|id| id.starts_with(&prefix))
-        .collect();
-    children.sort();
+    let threads = store.scan_threads().map_err(Failure::store)?.items;
+    // Parents before their children, so an import restores them in that order.
+    let children: Vec<String> =
+        agentflow_store::descendants(&threads, &args.thread).into_iter().map(|t| t.id.clone()).collect();
     let mut lines = thread_lines(store, &dump)?;
     for child in children {
         // A child removed since the listing is simply not exported.
@@ -187,6 +184,8 @@ fn read(file: &PathBuf) -> Result<Vec<Imported>, Failure> {
     };
     let mut threads: Vec<Imported> = Vec::new();
     let mut current: Option<String> = None;
+    // Whether the current header is of format 1.
+    let mut legacy = false;
     for (i, line) in reader.lines().enumerate() {
         let n = i + 1;
         let line = line.map_err(|e| Failure::usage(format!("line {n}: {e}")))?;
@@ -197,11 +196,12 @@ fn read(file: &PathBuf) -> Result<Vec<Imported>, Failure> {
         let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
         if kind == HEADER {
             let format = v.get("format").and_then(Value::as_u64).unwrap_or(0);
-            if format != FORMAT {
+            if !(OLDEST_FORMAT..=FORMAT).contains(&format) {
                 return Err(Failure::usage(format!(
-                    "line {n}: export format {format}; this build reads format {FORMAT}"
+                    "line {n}: export format {format}; this build reads formats {OLDEST_FORMAT} to {FORMAT}"
                 )));
             }
+            legacy = format < 2;
             current = Some(field(&v, "thread", n)?);
             continue;
         }
@@ -211,7 +211,10 @@ fn read(file: &PathBuf) -> Result<Vec<Imported>, Failure> {
             )));
         };
         if kind == "thread" {
-            let record: ThreadRecord = field(&v, "record", n)?;
+            let mut record: ThreadRecord = field(&v, "record", n)?;
+            if legacy && record.parent.is_none() {
+                record.parent = ThreadRecord::legacy_parent(&record.id).map(str::to_string);
+            }
             if record.id != id {
                 return Err(Failure::usage(format!("line {n}: thread `{}` under the header of `{id}`", record.id)));
             }
