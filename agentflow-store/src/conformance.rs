@@ -185,6 +185,15 @@ pub fn threads_roundtrip(store: &dyn Store) {
     // A subgraph child names its parent; a thread of its own names none, whatever its id.
     let child = thread("t/settle.0.0.pay").child_of("t");
     store.commit_step(StepCommit::new(child.clone())).unwrap();
+    // A parent the id does not extend is refused: every chain of parents ends.
+    for (id, parent) in [("b", "t"), ("t/x", "t/x"), ("tt/x", "t"), ("t/", "t")] {
+        let err = store.commit_step(StepCommit::new(thread(id).child_of(parent))).unwrap_err();
+        assert!(
+            matches!(&err, CommitError::Invalid { reason, .. } if reason.contains("not a prefix of its id")),
+            "{err}"
+        );
+        assert!(store.thread(id).unwrap().is_none());
+    }
     store.commit_step(StepCommit::new(thread("t/settle.0.1.pay"))).unwrap();
     assert_eq!(store.thread("t/settle.0.0.pay").unwrap(), Some(child));
     let listed: Vec<(String, Option<String>)> =
@@ -984,7 +993,7 @@ pub fn compaction_keeps_the_journal_of_a_resumable_thread(store: &dyn Store) {
             // An export carries the kept journal, and a compensation's (the last seq).
             let saga = EffectKey::new(id, crate::record::MAX_CHECKPOINT_SEQ, "saga", "k");
             assert_eq!(store.record_effect(&saga, b"undone").unwrap(), EffectOutcome::Recorded);
-            let dump = crate::dump_thread(store, id).unwrap().expect("the thread");
+            let dump = store.dump_thread(id).unwrap().expect("the thread");
             let dumped: Vec<&EffectKey> = dump.effects.iter().map(|(k, _)| k).collect();
             assert_eq!(dumped, [&old, &mid, &head, &saga], "{status}: the export carries the whole journal");
             // Still journaled once: recording again keeps the first result.
@@ -997,6 +1006,47 @@ pub fn compaction_keeps_the_journal_of_a_resumable_thread(store: &dyn Store) {
         let again = store.compact(id, 1, &fold).unwrap();
         assert_eq!((again.dropped, again.folded), (0, 0), "{status}");
     }
+}
+
+/// Not in [`CASES`]: for a backend that reads [`Store::dump_thread`] in one snapshot (the
+/// default reads part by part, and fails this). While another thread commits `steps` steps,
+/// each with an effect of its own in the same commit, dumps of the thread taken meanwhile are
+/// each the thread at one moment: the effects are those of its checkpoints, its record's
+/// `updated_at` is its latest checkpoint's, and its pending writes are its latest
+/// checkpoint's. Answers how many dumps were read while the steps were committed.
+pub fn dump_is_one_moment(store: &dyn Store, steps: u64) -> usize {
+    let id = "moment";
+    let at = |seq: u64| {
+        let mut t = thread(id);
+        t.updated_at = NOW + seq;
+        let mut c = StepCommit::new(t);
+        c.pending_writes.push(PendingWrite { seq, node: "n".into(), idx: 0, value: seq.to_string().into_bytes() });
+        c.effects.push((EffectKey::new(id, seq, "n", "k"), b"r".to_vec()));
+        c
+    };
+    store.commit_step(at(0).with_checkpoint(root(id, 0, b"S"))).unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for seq in 1..=steps {
+                store.commit_step(at(seq).with_checkpoint(step(id, seq, seq - 1, &[b"x"]))).unwrap();
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        let mut dumps = 0;
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            let dump = store.dump_thread(id).unwrap().expect("the thread");
+            let seqs: Vec<u64> = dump.checkpoints.iter().map(|c| c.seq).collect();
+            let effects: Vec<u64> = dump.effects.iter().map(|(k, _)| k.seq).collect();
+            assert_eq!(effects, seqs, "the effects are those of the checkpoints");
+            let latest = *seqs.last().expect("checkpoint 0");
+            assert_eq!(dump.thread.updated_at, NOW + latest, "the record is that of the latest checkpoint");
+            let writes: Vec<u64> = dump.pending_writes.iter().map(|w| w.seq).collect();
+            assert_eq!(writes, [latest], "the pending writes are those of the latest checkpoint");
+            dumps += 1;
+        }
+        dumps
+    })
 }
 
 /// A thread compacted while it could still be resumed keeps its whole journal. Once it was
@@ -1439,7 +1489,7 @@ pub fn restore_thread_writes_a_dump_as_it_was(store: &dyn Store) {
     last.pending_writes.push(PendingWrite { seq: 3, node: "__interrupts__".into(), idx: 0, value: b"[1]".to_vec() });
     store.commit_step(last).unwrap();
 
-    let dump = crate::dump_thread(store, "t").unwrap().expect("dump");
+    let dump = store.dump_thread("t").unwrap().expect("dump");
     assert_eq!(dump.checkpoints.len(), 4);
     assert_eq!(dump.pending_writes.len(), 1);
     assert_eq!(dump.effects.len(), 1);
@@ -1463,7 +1513,7 @@ pub fn restore_thread_writes_a_dump_as_it_was(store: &dyn Store) {
     let err = store.restore_thread(huge).unwrap_err();
     assert!(matches!(&err, CommitError::Invalid { reason, .. } if reason.contains("too large")), "{err}");
     assert!(store.thread("h").unwrap().is_none());
-    assert_eq!(crate::dump_thread(store, "t").unwrap().as_ref(), Some(&dump));
+    assert_eq!(store.dump_thread("t").unwrap().as_ref(), Some(&dump));
 
     // JSON the store reads back itself, nested deeper than a commit accepts (an edited export
     // file): refused, nothing written, the thread could not have been read.
@@ -1509,14 +1559,12 @@ pub fn restore_thread_writes_a_dump_as_it_was(store: &dyn Store) {
         d.audit[0].detail = nested(crate::MAX_DOCUMENT_DEPTH);
     });
     store.restore_thread(fits.clone()).unwrap();
-    assert_eq!(crate::dump_thread(store, "deep").unwrap(), Some(fits));
+    assert_eq!(store.dump_thread("deep").unwrap(), Some(fits));
 
     // Under another id (approval ids too): the same dump reads back.
     let renamed = |id: &str| format!("{id}-copy");
     let mut copy = dump.clone();
     copy.thread.id = "u".into();
-    // Restored as a subgraph child: the parent comes back too.
-    copy.thread.parent = Some("t".into());
     for cp in &mut copy.checkpoints {
         cp.thread = "u".into();
     }
@@ -1537,7 +1585,7 @@ pub fn restore_thread_writes_a_dump_as_it_was(store: &dyn Store) {
     assert!(store.thread("u").unwrap().is_none());
 
     store.restore_thread(copy.clone()).unwrap();
-    let back = crate::dump_thread(store, "u").unwrap().expect("restored");
+    let back = store.dump_thread("u").unwrap().expect("restored");
     assert_eq!(back, copy);
     assert_eq!(state_at(store, "u", 2), b"sabc".to_vec());
     assert_eq!(state_at(store, "u", 3), b"sad".to_vec());
@@ -1546,4 +1594,21 @@ pub fn restore_thread_writes_a_dump_as_it_was(store: &dyn Store) {
     assert!(store.due_timers(NOW + 500, 10).unwrap().iter().any(|t| t.thread == "u"));
     // The audit log goes on after the restored entries.
     assert_eq!(store.append_audit("u", NewAuditEntry::new(NOW + 3, "bob", "after", json!(null))).unwrap(), 5);
+
+    // A subgraph child comes back with its parent; a parent its id does not extend is refused.
+    let child_dump = |id: &str, parent: &str| {
+        let mut d = crate::ThreadDump::new(thread(id).child_of(parent));
+        d.checkpoints.push(root(id, 0, b"c"));
+        d
+    };
+    for (id, parent) in [("v", "u"), ("uu/settle.0.0.pay", "u"), ("u/settle.0.0.pay", "")] {
+        let err = store.restore_thread(child_dump(id, parent)).unwrap_err();
+        assert!(
+            matches!(&err, CommitError::Invalid { reason, .. } if reason.contains("not a prefix of its id")),
+            "{err}"
+        );
+        assert!(store.thread(id).unwrap().is_none());
+    }
+    store.restore_thread(child_dump("u/settle.0.0.pay", "u")).unwrap();
+    assert_eq!(store.thread("u/settle.0.0.pay").unwrap().unwrap().parent.as_deref(), Some("u"));
 }

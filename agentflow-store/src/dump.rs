@@ -1,5 +1,5 @@
 //! [`ThreadDump`]: everything a store keeps for one thread, as
-//! [`dump_thread`](crate::dump_thread) reads it and
+//! [`Store::dump_thread`](crate::Store::dump_thread) reads it and
 //! [`Store::restore_thread`](crate::Store::restore_thread) writes it back.
 
 use crate::codec::MAX_DOCUMENT_DEPTH;
@@ -51,6 +51,9 @@ pub(crate) fn check_dump(d: &ThreadDump) -> Result<(), CommitError> {
     let invalid = |reason: String| CommitError::Invalid { thread: tid.to_string(), reason };
     if tid.is_empty() {
         return Err(invalid("the thread id is empty".to_string()));
+    }
+    if let Some(reason) = d.thread.parent_problem() {
+        return Err(invalid(reason));
     }
     let mut seen: Vec<u64> = Vec::new();
     for cp in &d.checkpoints {

@@ -482,8 +482,10 @@ pub enum CompactError {
 
 /// What to do about a store file of another format.
 fn format_advice(found: &str, supported: &str) -> &'static str {
-    match (found.parse::<u64>(), supported.parse::<u64>()) {
-        (Ok(found), Ok(supported)) if found < supported => {
+    // `supported` names one format or several (`3 or 4`): older is below the oldest of them.
+    let oldest = supported.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse::<u64>().ok()).min();
+    match (found.parse::<u64>(), oldest) {
+        (Ok(found), Some(supported)) if found < supported => {
             "it was written by an older agentflow-store: finish or read its threads with that version, \
              then start a new file (there is no in-place upgrade)"
         }

@@ -103,6 +103,5 @@ pub use record::{
     Timer,
 };
 pub use redb_store::{RedbStore, RedbStoreBuilder};
-pub use restore::dump_thread;
 pub use store::{CommitCallback, FoldFn, Listing, Store};
 pub use thread_tree::descendants;

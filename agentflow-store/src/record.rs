@@ -188,11 +188,28 @@ impl ThreadRecord {
         self
     }
 
+    /// Why this record's [`parent`](Self::parent) cannot be stored, if it cannot: a child's id
+    /// extends its parent's (`{parent}/` and at least one more character), so every thread's
+    /// chain of parents is finite and every reader walks it the same way.
+    pub(crate) fn parent_problem(&self) -> Option<String> {
+        let parent = self.parent.as_deref()?;
+        let extends =
+            self.id.strip_prefix(parent).and_then(|rest| rest.strip_prefix('/')).is_some_and(|l| !l.is_empty());
+        (parent.is_empty() || !extends).then(|| {
+            format!(
+                "its parent `{parent}` is not a prefix of its id: a subgraph child's id is its parent's id, `/` and \
+                 its own level"
+            )
+        })
+    }
+
     /// The parent that a thread record written before records named their parent is given:
     /// the id up to its last `/` when the part after it has the shape of a subgraph child's
     /// level, `{node}[.{instance}].{seq}.{index}.{subgraph}` (how children were told apart
     /// then). Only for data of that time (an older store file, schema or export); a record
-    /// written now says what it is.
+    /// written now says what it is. A child of that time whose node or graph name was no Rust
+    /// identifier (a hand-built graph's) gets no parent: a resume of its parent refuses to take
+    /// it for the child.
     pub fn legacy_parent(id: &str) -> Option<&str> {
         let (parent, level) = id.rsplit_once('/')?;
         (!parent.is_empty() && is_child_level(level)).then_some(parent)

@@ -15,6 +15,7 @@ use redb::{Database, DatabaseError, ReadTransaction, ReadableDatabase, TableHand
 use crate::approvals::{stage_put_approval, stage_transition};
 use crate::audit::stage_append_audit;
 use crate::breaker::{self, BreakerAnswer, BreakerError, BreakerRecord, BreakerUpdate};
+use crate::dump::ThreadDump;
 use crate::effects::{effect_key, remove_effects_below, stage_effect_batch, stage_record_effect};
 use crate::error::{
     ApprovalError, AuditError, CommitError, CompactError, Ctx, EffectError, LeaseError, OpenError, ReadError,
@@ -476,7 +477,7 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
             return Err(OpenError::UnsupportedFormat {
                 path: path.to_path_buf(),
                 found: format.to_string(),
-                supported: STORE_FORMAT.to_string(),
+                supported: format!("{OLDEST_FORMAT} or {STORE_FORMAT}"),
             });
         }
     }
@@ -587,21 +588,7 @@ impl Store for RedbStore {
     }
 
     fn pending_writes(&self, thread: &str, seq: u64) -> Result<Vec<PendingWrite>, ReadError> {
-        self.read(|txn, path| {
-            let pending = txn.open_table(tables::PENDING_WRITES).ctx(path)?;
-            let mut out = Vec::new();
-            for entry in redb::ReadableTable::range(&pending, (thread, seq, "", 0u32)..).ctx(path)? {
-                let (k, v) = entry.ctx(path)?;
-                let (t, s, node, idx) = k.value();
-                if t != thread || s != seq {
-                    break;
-                }
-                let key = || format!("({thread:?}, {seq}, {node:?}, {idx})");
-                let value = reads::decode(path, tables::PENDING_WRITES, key, v.value(), Payload::decode)?;
-                out.push(PendingWrite { seq, node: node.to_string(), idx, value });
-            }
-            Ok(out)
-        })
+        self.read(|txn, path| Ok(pending_writes_in(txn, path, thread, Some(seq))?))
     }
 
     fn acquire_lease(&self, thread: &str, holder: &str, ttl_ms: u64, now: u64) -> Result<Lease, LeaseError> {
@@ -650,20 +637,31 @@ impl Store for RedbStore {
 
     /// One range scan of the effects table over the thread's keys.
     fn thread_effects(&self, thread: &str) -> Result<Vec<(EffectKey, Vec<u8>)>, ReadError> {
+        self.read(|txn, path| Ok(thread_effects_in(txn, path, thread)?))
+    }
+
+    /// Every part in one read transaction: the dump is the thread at one moment.
+    fn dump_thread(&self, thread: &str) -> Result<Option<ThreadDump>, ReadError> {
         self.read(|txn, path| {
-            let effects = txn.open_table(tables::EFFECTS).ctx(path)?;
-            let mut journal = Vec::new();
-            for entry in redb::ReadableTable::range(&effects, (thread, 0u64, "", "")..).ctx(path)? {
-                let (k, v) = entry.ctx(path)?;
-                let (t, seq, node, key) = k.value();
-                if t != thread {
-                    break;
-                }
-                let key = EffectKey::new(t, seq, node, key);
-                let result = reads::decode(path, tables::EFFECTS, || effect_key(&key), v.value(), Payload::decode)?;
-                journal.push((key, result));
+            let threads = txn.open_table(tables::THREADS).ctx(path)?;
+            let Some(record) = reads::thread_record(path, &threads, &self.shared.leases, thread)? else {
+                return Ok(None);
+            };
+            let mut dump = ThreadDump::new(record);
+            dump.wake_at = timer_in(txn, path, thread)?;
+            let checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
+            let snapshots = txn.open_table(tables::SNAPSHOTS).ctx(path)?;
+            for summary in reads::summaries(path, &checkpoints, thread)? {
+                dump.checkpoints.extend(load_checkpoint(path, &checkpoints, &snapshots, thread, summary.seq)?);
             }
-            Ok(journal)
+            // The pending writes of the thread's checkpoints (a store keeps none of others).
+            let seqs: BTreeSet<u64> = dump.checkpoints.iter().map(|c| c.seq).collect();
+            dump.pending_writes = pending_writes_in(txn, path, thread, None)?;
+            dump.pending_writes.retain(|w| seqs.contains(&w.seq));
+            dump.effects = thread_effects_in(txn, path, thread)?;
+            dump.audit = audit_in(txn, path, thread, Scan::Strict)?.items;
+            dump.approvals = approvals_in(txn, path, thread, Scan::Strict)?.items;
+            Ok(Some(dump))
         })
     }
 
@@ -815,10 +813,7 @@ impl Store for RedbStore {
     }
 
     fn thread_timer(&self, thread: &str) -> Result<Option<u64>, ReadError> {
-        self.read(|txn, path| {
-            let of = txn.open_table(tables::TIMER_OF).ctx(path)?;
-            Ok(redb::ReadableTable::get(&of, thread).ctx(path)?.map(|v| v.value()))
-        })
+        self.read(|txn, path| Ok(timer_in(txn, path, thread)?))
     }
 
     fn breaker(&self, tool: &str) -> Result<Option<BreakerRecord>, ReadError> {
@@ -946,41 +941,11 @@ impl RedbStore {
     }
 
     fn audit(&self, thread: &str, scan: Scan) -> Result<Listing<AuditEntry>, ReadError> {
-        self.read(|txn, path| {
-            let audit = txn.open_table(tables::AUDIT).ctx(path)?;
-            let mut out = Collect::new(scan);
-            reads::thread_range(path, &audit, thread, |seq, bytes| {
-                out.push(reads::decode(
-                    path,
-                    tables::AUDIT,
-                    || format!("({thread:?}, {seq})"),
-                    bytes,
-                    AuditEntry::decode,
-                ))
-            })?;
-            Ok(out.listing)
-        })
+        self.read(|txn, path| Ok(audit_in(txn, path, thread, scan)?))
     }
 
     fn approvals_of(&self, thread: &str, scan: Scan) -> Result<Listing<ApprovalRecord>, ReadError> {
-        self.read(|txn, path| {
-            let index = txn.open_table(tables::APPROVALS_BY_THREAD).ctx(path)?;
-            let approvals = txn.open_table(tables::APPROVALS).ctx(path)?;
-            let mut out = Collect::new(scan);
-            for entry in redb::ReadableTable::range(&index, (thread, "")..).ctx(path)? {
-                let (k, _) = entry.ctx(path)?;
-                let (t, id) = k.value();
-                if t != thread {
-                    break;
-                }
-                if let Some(record) =
-                    reads::get_str(path, &approvals, tables::APPROVALS, id, ApprovalRecord::decode).transpose()
-                {
-                    out.push(record)?;
-                }
-            }
-            Ok(out.listing)
-        })
+        self.read(|txn, path| Ok(approvals_in(txn, path, thread, scan)?))
     }
 
     fn pending_approvals(&self, scan: Scan) -> Result<Listing<ApprovalRecord>, ReadError> {
@@ -1069,6 +1034,91 @@ impl RedbStore {
         txn.commit().ctx(path)?;
         Ok((dropped_seqs.len(), folded))
     }
+}
+
+/// The pending writes of `thread` at checkpoint `seq`, or at every checkpoint (`None`), ordered
+/// by seq, node and index.
+fn pending_writes_in(
+    txn: &ReadTransaction,
+    path: &Path,
+    thread: &str,
+    seq: Option<u64>,
+) -> Result<Vec<PendingWrite>, StorageError> {
+    let pending = txn.open_table(tables::PENDING_WRITES).ctx(path)?;
+    let mut out = Vec::new();
+    for entry in redb::ReadableTable::range(&pending, (thread, seq.unwrap_or(0), "", 0u32)..).ctx(path)? {
+        let (k, v) = entry.ctx(path)?;
+        let (t, s, node, idx) = k.value();
+        if t != thread || seq.is_some_and(|seq| s != seq) {
+            break;
+        }
+        let key = || format!("({thread:?}, {s}, {node:?}, {idx})");
+        let value = reads::decode(path, tables::PENDING_WRITES, key, v.value(), Payload::decode)?;
+        out.push(PendingWrite { seq: s, node: node.to_string(), idx, value });
+    }
+    Ok(out)
+}
+
+/// The whole effect journal of `thread`, in one range scan.
+fn thread_effects_in(
+    txn: &ReadTransaction,
+    path: &Path,
+    thread: &str,
+) -> Result<Vec<(EffectKey, Vec<u8>)>, StorageError> {
+    let effects = txn.open_table(tables::EFFECTS).ctx(path)?;
+    let mut journal = Vec::new();
+    for entry in redb::ReadableTable::range(&effects, (thread, 0u64, "", "")..).ctx(path)? {
+        let (k, v) = entry.ctx(path)?;
+        let (t, seq, node, key) = k.value();
+        if t != thread {
+            break;
+        }
+        let key = EffectKey::new(t, seq, node, key);
+        let result = reads::decode(path, tables::EFFECTS, || effect_key(&key), v.value(), Payload::decode)?;
+        journal.push((key, result));
+    }
+    Ok(journal)
+}
+
+/// The durable timer of `thread`, if it has one.
+fn timer_in(txn: &ReadTransaction, path: &Path, thread: &str) -> Result<Option<u64>, StorageError> {
+    let of = txn.open_table(tables::TIMER_OF).ctx(path)?;
+    Ok(redb::ReadableTable::get(&of, thread).ctx(path)?.map(|v| v.value()))
+}
+
+/// The audit log of `thread`, oldest first.
+fn audit_in(txn: &ReadTransaction, path: &Path, thread: &str, scan: Scan) -> Result<Listing<AuditEntry>, StorageError> {
+    let audit = txn.open_table(tables::AUDIT).ctx(path)?;
+    let mut out = Collect::new(scan);
+    reads::thread_range(path, &audit, thread, |seq, bytes| {
+        out.push(reads::decode(path, tables::AUDIT, || format!("({thread:?}, {seq})"), bytes, AuditEntry::decode))
+    })?;
+    Ok(out.listing)
+}
+
+/// The approvals of `thread`, ordered by id.
+fn approvals_in(
+    txn: &ReadTransaction,
+    path: &Path,
+    thread: &str,
+    scan: Scan,
+) -> Result<Listing<ApprovalRecord>, StorageError> {
+    let index = txn.open_table(tables::APPROVALS_BY_THREAD).ctx(path)?;
+    let approvals = txn.open_table(tables::APPROVALS).ctx(path)?;
+    let mut out = Collect::new(scan);
+    for entry in redb::ReadableTable::range(&index, (thread, "")..).ctx(path)? {
+        let (k, _) = entry.ctx(path)?;
+        let (t, id) = k.value();
+        if t != thread {
+            break;
+        }
+        if let Some(record) =
+            reads::get_str(path, &approvals, tables::APPROVALS, id, ApprovalRecord::decode).transpose()
+        {
+            out.push(record)?;
+        }
+    }
+    Ok(out.listing)
 }
 
 /// Whether the chain of retained checkpoint `seq` reaches a dropped checkpoint before a

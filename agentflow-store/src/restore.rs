@@ -1,38 +1,15 @@
-//! Moving a thread between stores: [`dump_thread`] reads everything stored for one thread,
-//! and [`Store::restore_thread`](crate::Store::restore_thread) writes it into another store
-//! as it was (a backup, or a move from a redb file to PostgreSQL).
+//! Moving a thread between stores, the redb side: [`Store::dump_thread`](crate::Store::dump_thread)
+//! reads everything stored for one thread, and
+//! [`Store::restore_thread`](crate::Store::restore_thread) writes it into another store as it
+//! was (a backup, or a move from a redb file to PostgreSQL).
 
 use redb::ReadableTable;
 
 use crate::dump::{ThreadDump, check_dump, parent_in_dump};
-use crate::error::{CommitError, Ctx, ReadError};
+use crate::error::{CommitError, Ctx};
 use crate::record::{Checkpoint, Payload, Snapshot, ThreadRecord};
-use crate::store::Store;
 use crate::tables;
 use crate::writer::Tx;
-
-/// Reads everything `store` keeps for `thread` (`None`: no such thread) through the `Store`
-/// methods, so it works on every backend. Reads are not one snapshot: dump a thread no run
-/// is changing (a finished or paused one, or with the app stopped).
-///
-/// The effect journal goes whole ([`Store::thread_effects`]): that of every checkpoint seq,
-/// whether or not the checkpoint was compacted away (a thread that can still resume keeps the
-/// journal of its dropped checkpoints, and a step continued after `update_state` is journaled
-/// under an older seq), and that of the last seq, where a compensation journals its calls.
-pub fn dump_thread(store: &dyn Store, thread: &str) -> Result<Option<ThreadDump>, ReadError> {
-    let Some(record) = store.thread(thread)? else { return Ok(None) };
-    let mut dump = ThreadDump::new(record);
-    dump.wake_at = store.thread_timer(thread)?;
-    for summary in store.list_checkpoints(thread)? {
-        let Some(cp) = store.checkpoint(thread, summary.seq)? else { continue };
-        dump.pending_writes.extend(store.pending_writes(thread, cp.seq)?);
-        dump.checkpoints.push(cp);
-    }
-    dump.effects = store.thread_effects(thread)?;
-    dump.audit = store.list_audit(thread)?;
-    dump.approvals = store.list_approvals(thread)?;
-    Ok(Some(dump))
-}
 
 /// The redb side of `restore_thread`: every part in the transaction of `tx`.
 pub(crate) fn stage_restore(tx: &Tx<'_>, d: &ThreadDump) -> Result<(), CommitError> {

@@ -88,6 +88,9 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
     if tid.is_empty() {
         return Err(invalid("the thread id is empty".to_string()));
     }
+    if let Some(reason) = c.thread.parent_problem() {
+        return Err(invalid(reason));
+    }
     if let Some(holder) = &c.lease_holder
         && !tx.leases.is_held_by(tid, holder, c.now)
     {

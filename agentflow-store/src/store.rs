@@ -140,7 +140,7 @@ pub trait Store: Send + Sync {
     /// Every effect journaled for `thread` with its result (markers alike), ordered by
     /// checkpoint seq, then node and key (byte order): the journal of every checkpoint, kept or
     /// compacted away, and of the seqs past the latest one (a compensation journals its calls
-    /// under the last seq). [`dump_thread`](crate::dump_thread) exports it.
+    /// under the last seq). [`Store::dump_thread`] exports it.
     ///
     /// [`RedbStore`](crate::RedbStore) and `PostgresStore` (feature `postgres`) read it in one
     /// scan. The default asks [`Store::effect_keys`] and [`Store::effect`] seq by seq: every seq
@@ -400,7 +400,33 @@ pub trait Store: Send + Sync {
         Ok(None)
     }
 
-    /// Writes a thread read by [`dump_thread`](crate::dump_thread) (from this store or another)
+    /// Everything this store keeps for `thread` (`None`: no such thread), as
+    /// [`Store::restore_thread`] writes it back: its record, timer, checkpoints with their
+    /// pending writes, the whole effect journal ([`Store::thread_effects`]: that of every
+    /// checkpoint seq, whether or not the checkpoint was compacted away, and that of the last
+    /// seq, where a compensation journals its calls), the audit log and the approvals.
+    ///
+    /// The built-in backends read it in one read transaction (redb) or one snapshot
+    /// (PostgreSQL, `REPEATABLE READ`): the dump is the thread at one moment, even while a run
+    /// commits its steps. The default reads part by part through the other methods, which is
+    /// right for a thread no run changes meanwhile; a backend whose commits can run during the
+    /// reads should override it.
+    fn dump_thread(&self, thread: &str) -> Result<Option<ThreadDump>, ReadError> {
+        let Some(record) = self.thread(thread)? else { return Ok(None) };
+        let mut dump = ThreadDump::new(record);
+        dump.wake_at = self.thread_timer(thread)?;
+        for summary in self.list_checkpoints(thread)? {
+            let Some(cp) = self.checkpoint(thread, summary.seq)? else { continue };
+            dump.pending_writes.extend(self.pending_writes(thread, cp.seq)?);
+            dump.checkpoints.push(cp);
+        }
+        dump.effects = self.thread_effects(thread)?;
+        dump.audit = self.list_audit(thread)?;
+        dump.approvals = self.list_approvals(thread)?;
+        Ok(Some(dump))
+    }
+
+    /// Writes a thread read by [`Store::dump_thread`] (from this store or another)
     /// as it was: its record, timer, checkpoints, pending writes, effects, audit log (with its
     /// seqs) and approvals (with their statuses), in one transaction where the backend has
     /// them. Refused with [`CommitError::Invalid`] when the thread, or one of its approvals,

@@ -127,3 +127,12 @@ fn history_of_3000_checkpoints_lists_all_and_rebuilds_from_the_nearest_snapshot(
     assert_eq!(chain.snapshot_seq, 2900);
     assert_eq!(chain.steps.len(), 99);
 }
+
+/// A dump read while a run commits is the thread at one moment (one read transaction).
+#[test]
+fn a_dump_taken_while_steps_commit_is_the_thread_at_one_moment() {
+    let dir = TempDir::new("dump-moment");
+    let store = RedbStore::open(dir.file("store.redb")).unwrap();
+    let dumps = agentflow_store::conformance::dump_is_one_moment(&store, 300);
+    assert!(dumps > 0);
+}

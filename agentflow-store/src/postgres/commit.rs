@@ -145,6 +145,9 @@ async fn stage_as<C: GenericClient>(
     if tid.is_empty() {
         return Err(invalid(tid, "the thread id is empty".to_string()));
     }
+    if let Some(reason) = c.thread.parent_problem() {
+        return Err(invalid(tid, reason));
+    }
     if let Some(cp) = &c.checkpoint
         && cp.thread != tid
     {

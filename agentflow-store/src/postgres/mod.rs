@@ -847,6 +847,12 @@ impl Store for PostgresStore {
         self.call(move |ctx| async move { Ok(reads::due_timers(&ctx, until, limit).await?) })
     }
 
+    /// One `REPEATABLE READ` snapshot: the dump is the thread at one moment.
+    fn dump_thread(&self, thread: &str) -> Result<Option<crate::ThreadDump>, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move { Ok(reads::dump(&ctx, &thread).await?) })
+    }
+
     fn thread_timer(&self, thread: &str) -> Result<Option<u64>, ReadError> {
         let thread = thread.to_string();
         self.call(move |ctx| async move { Ok(reads::thread_timer(&ctx, &thread).await?) })

@@ -6,6 +6,7 @@ use std::path::Path;
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
+use crate::dump::ThreadDump;
 use crate::error::{ReadError, StorageError};
 use crate::postgres::Ctx;
 use crate::postgres::error::decode_error;
@@ -78,9 +79,12 @@ fn thread_from_row(path: &Path, row: &Row) -> Result<ThreadRecord, StorageError>
 }
 
 pub(crate) async fn thread(ctx: &Ctx, id: &str) -> Result<Option<ThreadRecord>, StorageError> {
-    let client = ctx.client().await?;
+    thread_on(ctx, &ctx.client().await?, id).await
+}
+
+async fn thread_on<C: GenericClient>(ctx: &Ctx, c: &C, id: &str) -> Result<Option<ThreadRecord>, StorageError> {
     let sql = format!("{THREAD_COLUMNS} WHERE t.id = $1");
-    let row = sql::query_opt(&client, &sql, &[&id]).await.map_err(|e| ctx.db(&e))?;
+    let row = sql::query_opt(c, &sql, &[&id]).await.map_err(|e| ctx.db(&e))?;
     row.map(|row| thread_from_row(&ctx.path, &row)).transpose()
 }
 
@@ -210,28 +214,38 @@ pub(crate) async fn state_chain<C: GenericClient>(
 }
 
 pub(crate) async fn pending_writes(ctx: &Ctx, thread: &str, seq: u64) -> Result<Vec<PendingWrite>, StorageError> {
-    let Ok(s) = i64::try_from(seq) else { return Ok(Vec::new()) };
-    let client = ctx.client().await?;
-    let rows = sql::query(
-        &client,
-        "SELECT node, idx, value FROM pending_writes WHERE thread = $1 AND seq = $2 ORDER BY node, idx",
-        &[&thread, &s],
-    )
-    .await
+    pending_writes_on(ctx, &ctx.client().await?, thread, Some(seq)).await
+}
+
+/// The pending writes of `thread` at checkpoint `seq`, or at every checkpoint (`None`), by seq,
+/// node and index.
+async fn pending_writes_on<C: GenericClient>(
+    ctx: &Ctx,
+    c: &C,
+    thread: &str,
+    seq: Option<u64>,
+) -> Result<Vec<PendingWrite>, StorageError> {
+    let rows = match seq {
+        Some(seq) => {
+            let Ok(seq) = i64::try_from(seq) else { return Ok(Vec::new()) };
+            let sql = "SELECT seq, node, idx, value FROM pending_writes WHERE thread = $1 AND seq = $2 \
+                       ORDER BY node, idx";
+            sql::query(c, sql, &[&thread, &seq]).await
+        }
+        None => {
+            let sql = "SELECT seq, node, idx, value FROM pending_writes WHERE thread = $1 ORDER BY seq, node, idx";
+            sql::query(c, sql, &[&thread]).await
+        }
+    }
     .map_err(|e| ctx.db(&e))?;
     rows.iter()
         .map(|r| {
-            let node: String = r.get(0);
-            let idx: i64 = r.get(1);
-            let idx = u32::try_from(idx).map_err(|_| {
-                decode_error(
-                    &ctx.path,
-                    "pending_writes",
-                    format!("({thread:?}, {seq}, {node:?})"),
-                    format!("index {idx}"),
-                )
-            })?;
-            Ok(PendingWrite { seq, node, idx, value: r.get(2) })
+            let (seq, node, idx): (i64, String, i64) = (r.get(0), r.get(1), r.get(2));
+            let key = || format!("({thread:?}, {seq}, {node:?})");
+            let seq = uint(&ctx.path, "pending_writes", key, seq)?;
+            let idx = u32::try_from(idx)
+                .map_err(|_| decode_error(&ctx.path, "pending_writes", key(), format!("index {idx}")))?;
+            Ok(PendingWrite { seq, node, idx, value: r.get(3) })
         })
         .collect()
 }
@@ -264,9 +278,16 @@ pub(crate) async fn effect_keys(ctx: &Ctx, thread: &str, seq: u64) -> Result<Vec
 
 /// Every effect of the thread with its result, by seq, node and key (byte order).
 pub(crate) async fn thread_effects(ctx: &Ctx, thread: &str) -> Result<Vec<(EffectKey, Vec<u8>)>, StorageError> {
-    let client = ctx.client().await?;
+    thread_effects_on(ctx, &ctx.client().await?, thread).await
+}
+
+async fn thread_effects_on<C: GenericClient>(
+    ctx: &Ctx,
+    c: &C,
+    thread: &str,
+) -> Result<Vec<(EffectKey, Vec<u8>)>, StorageError> {
     let rows = sql::query(
-        &client,
+        c,
         "SELECT seq, node, key, result FROM effects WHERE thread = $1 \
          ORDER BY seq, node COLLATE \"C\", key COLLATE \"C\"",
         &[&thread],
@@ -284,14 +305,19 @@ pub(crate) async fn thread_effects(ctx: &Ctx, thread: &str) -> Result<Vec<(Effec
 
 /// The thread's audit log, by seq.
 pub(crate) async fn audit(ctx: &Ctx, thread: &str, scan: Scan) -> Result<Listing<AuditEntry>, StorageError> {
-    let client = ctx.client().await?;
-    let rows = sql::query(
-        &client,
-        "SELECT seq, at, actor, kind, detail FROM audit WHERE thread = $1 ORDER BY seq",
-        &[&thread],
-    )
-    .await
-    .map_err(|e| ctx.db(&e))?;
+    audit_on(ctx, &ctx.client().await?, thread, scan).await
+}
+
+async fn audit_on<C: GenericClient>(
+    ctx: &Ctx,
+    c: &C,
+    thread: &str,
+    scan: Scan,
+) -> Result<Listing<AuditEntry>, StorageError> {
+    let rows =
+        sql::query(c, "SELECT seq, at, actor, kind, detail FROM audit WHERE thread = $1 ORDER BY seq", &[&thread])
+            .await
+            .map_err(|e| ctx.db(&e))?;
     let path = ctx.path.as_path();
     let entries = rows.iter().map(|r| {
         let seq: i64 = r.get(0);
@@ -322,11 +348,20 @@ async fn approvals_where(
     param: Option<&str>,
     scan: Scan,
 ) -> Result<Listing<ApprovalRecord>, StorageError> {
-    let client = ctx.client().await?;
+    approvals_where_on(ctx, &ctx.client().await?, filter, param, scan).await
+}
+
+async fn approvals_where_on<C: GenericClient>(
+    ctx: &Ctx,
+    c: &C,
+    filter: &str,
+    param: Option<&str>,
+    scan: Scan,
+) -> Result<Listing<ApprovalRecord>, StorageError> {
     let sql = format!("SELECT id, record FROM approvals WHERE {filter} ORDER BY id");
     let rows = match param {
-        Some(p) => sql::query(&client, &sql, &[&p]).await,
-        None => sql::query(&client, &sql, &[]).await,
+        Some(p) => sql::query(c, &sql, &[&p]).await,
+        None => sql::query(c, &sql, &[]).await,
     }
     .map_err(|e| ctx.db(&e))?;
     collect(scan, rows.iter().map(|r| approval_from(&ctx.path, r.get(0), r.get(1))))
@@ -377,12 +412,41 @@ pub(crate) async fn due_timers(ctx: &Ctx, until: u64, limit: usize) -> Result<Ve
 
 /// The thread's timer, if it sleeps.
 pub(crate) async fn thread_timer(ctx: &Ctx, thread: &str) -> Result<Option<u64>, StorageError> {
-    let client = ctx.client().await?;
-    let row = sql::query_opt(&client, "SELECT wake_at FROM threads WHERE id = $1", &[&thread])
-        .await
-        .map_err(|e| ctx.db(&e))?;
+    thread_timer_on(ctx, &ctx.client().await?, thread).await
+}
+
+async fn thread_timer_on<C: GenericClient>(ctx: &Ctx, c: &C, thread: &str) -> Result<Option<u64>, StorageError> {
+    let row =
+        sql::query_opt(c, "SELECT wake_at FROM threads WHERE id = $1", &[&thread]).await.map_err(|e| ctx.db(&e))?;
     match row.and_then(|r| r.get::<_, Option<i64>>(0)) {
         Some(at) => Ok(Some(uint(&ctx.path, "threads", || format!("{thread:?}"), at)?)),
         None => Ok(None),
     }
+}
+
+/// Everything stored for `thread` (`None`: no such thread), read in one `REPEATABLE READ`
+/// snapshot: the thread at one moment, whatever commits meanwhile.
+pub(crate) async fn dump(ctx: &Ctx, thread: &str) -> Result<Option<ThreadDump>, StorageError> {
+    let db = |e: tokio_postgres::Error| ctx.db(&e);
+    let mut client = ctx.client().await?;
+    let tx = client.transaction().await.map_err(db)?;
+    tx.batch_execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").await.map_err(db)?;
+    let Some(record) = thread_on(ctx, &tx, thread).await? else { return Ok(None) };
+    let mut dump = ThreadDump::new(record);
+    dump.wake_at = thread_timer_on(ctx, &tx, thread).await?;
+    let rows = sql::query(&tx, "SELECT seq, row, snapshot FROM checkpoints WHERE thread = $1 ORDER BY seq", &[&thread])
+        .await
+        .map_err(db)?;
+    for r in &rows {
+        dump.checkpoints.push(checkpoint_from(&ctx.path, thread, r.get(0), r.get(1), r.get(2))?);
+    }
+    // The pending writes of the thread's checkpoints (a store keeps none of others).
+    let seqs: std::collections::BTreeSet<u64> = dump.checkpoints.iter().map(|c| c.seq).collect();
+    dump.pending_writes = pending_writes_on(ctx, &tx, thread, None).await?;
+    dump.pending_writes.retain(|w| seqs.contains(&w.seq));
+    dump.effects = thread_effects_on(ctx, &tx, thread).await?;
+    dump.audit = audit_on(ctx, &tx, thread, Scan::Strict).await?.items;
+    dump.approvals = approvals_where_on(ctx, &tx, "thread = $1", Some(thread), Scan::Strict).await?.items;
+    tx.commit().await.map_err(db)?;
+    Ok(Some(dump))
 }

@@ -141,7 +141,6 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE {s}.threads ADD COLUMN parent text COLLATE "C";
     UPDATE {s}.threads SET parent = substring(id FROM '^(.+)/[^/]*$')
         WHERE id ~ '^.+/[^./0-9][^./]*(\.[0-9]+)?\.[0-9]+\.[0-9]+\.[^./0-9][^./]*$';
-    CREATE INDEX threads_by_parent ON {s}.threads (parent) WHERE parent IS NOT NULL;
     "#,
 ];
 

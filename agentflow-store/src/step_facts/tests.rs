@@ -8,7 +8,6 @@ use crate::record::{
     Checkpoint, CheckpointMetadata, CheckpointSource, EffectKey, NewAuditEntry, PendingWrite, StepCommit, ThreadRecord,
     ThreadStatus,
 };
-use crate::restore::dump_thread;
 use crate::{RedbStore, Store};
 
 const NOW: u64 = 1_700_000_000_000;
@@ -131,7 +130,7 @@ fn apply(store: &RedbStore, op: &Op) -> String {
 fn contents(store: &RedbStore) -> String {
     let mut out = String::new();
     for thread in THREADS {
-        out.push_str(&format!("{:?}\n", dump_thread(store, thread).unwrap()));
+        out.push_str(&format!("{:?}\n", store.dump_thread(thread).unwrap()));
         let top = store.list_checkpoints(thread).unwrap().last().map_or(0, |c| c.seq);
         for seq in 0..=top + 2 {
             out.push_str(&format!("{seq}: {:?}\n", store.pending_writes(thread, seq).unwrap()));

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use agentflow::Store;
 use agentflow_store::{
     ApprovalRecord, AuditEntry, Checkpoint, CheckpointMetadata, CommitError, EffectKey, PendingWrite, ThreadDump,
-    ThreadRecord, dump_thread,
+    ThreadRecord,
 };
 use clap::Args;
 use serde_json::{Value, json};
@@ -98,7 +98,7 @@ fn hex_digit(b: u8) -> Option<u8> {
 /// child's progress, journal and waiting approval go with its parent.
 pub fn export(store: &std::sync::Arc<dyn Store>, args: &ExportArgs) -> Outcome {
     let store = store.as_ref();
-    let dump = dump_thread(store, &args.thread).map_err(Failure::store)?.ok_or_else(|| {
+    let dump = store.dump_thread(&args.thread).map_err(Failure::store)?.ok_or_else(|| {
         Failure::not_found(format!("no thread `{}` in the store; list them with `agentflow threads`", args.thread))
     })?;
     let threads = store.scan_threads().map_err(Failure::store)?.items;
@@ -108,7 +108,7 @@ pub fn export(store: &std::sync::Arc<dyn Store>, args: &ExportArgs) -> Outcome {
     let mut lines = thread_lines(store, &dump)?;
     for child in children {
         // A child removed since the listing is simply not exported.
-        if let Some(dump) = dump_thread(store, &child).map_err(Failure::store)? {
+        if let Some(dump) = store.dump_thread(&child).map_err(Failure::store)? {
             lines.extend(thread_lines(store, &dump)?);
         }
     }
