@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use agentflow::approval::{ANSWER_KIND, AnswerError, ApprovalDesk, Approver, RoleAuthorizer};
 use agentflow::prelude::*;
-use agentflow::{RedbStore, RunError, Store};
+use agentflow::{PendingKind, RedbStore, RunError, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -225,6 +225,13 @@ async fn a_recorded_answer_of_the_wrong_shape_can_be_replaced_by_a_new_answer() 
     // A person can give the right value now, from the inbox or the CLI.
     let (seq, asks) = desk.waiting_interrupt("t").expect("the thread still waits for its answer");
     assert_eq!(asks.node, "review");
+    // The app shows the question too, though the thread failed.
+    let pending = app(&store).pending("t").unwrap();
+    assert_eq!(
+        pending.iter().map(|p| (p.kind, p.node.as_str())).collect::<Vec<_>>(),
+        [(PendingKind::Interrupt, "review")]
+    );
+    assert_eq!(pending[0].payload, asks.payload);
     assert_eq!(desk.recorded_answer("t").unwrap(), None, "the failed answer is spent");
     let err = app(&store).runner(&deps).thread("t").resume().await.unwrap_err();
     assert!(matches!(err, RunError::ValueRequired { .. }), "{err}");

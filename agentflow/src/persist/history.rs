@@ -16,7 +16,7 @@ use super::error::HistoryError;
 use super::{PersistError, now_ms};
 use crate::app::App;
 use crate::budget::{Limits, ThreadBudget};
-use crate::interrupt::Pending;
+use crate::interrupt::{Pending, PendingKind};
 use crate::state::State;
 
 /// The state of a thread at one checkpoint.
@@ -97,16 +97,24 @@ impl<S: State, D> App<S, D> {
         })
     }
 
-    /// What a paused thread waits for (empty when it is not paused).
+    /// What the thread waits for before it can go on: the pending items of a paused thread
+    /// (interrupted or sleeping), and the question of a failed thread whose node still waits
+    /// for a value (an answer of the wrong shape failed it where it asked: `resume_with`, or a
+    /// person's answer, continues it). Empty otherwise.
     pub fn pending(&self, thread: &str) -> Result<Vec<Pending>, HistoryError> {
         let store = self.store_or_err()?;
         let Some(record) = store.thread(thread).map_err(PersistError::from)? else {
             return Err(HistoryError::UnknownThread { thread: thread.to_string() });
         };
-        if !matches!(record.status, ThreadStatus::Interrupted | ThreadStatus::Sleeping) {
-            return Ok(Vec::new());
+        match record.status {
+            ThreadStatus::Interrupted | ThreadStatus::Sleeping => self.waits_for(thread),
+            ThreadStatus::Failed => {
+                let mut waits = self.waits_for(thread)?;
+                waits.retain(|p| p.kind == PendingKind::Interrupt);
+                Ok(waits)
+            }
+            _ => Ok(Vec::new()),
         }
-        self.waits_for(thread)
     }
 
     /// What the thread's latest checkpoint records it waits for, whatever its status: a thread
