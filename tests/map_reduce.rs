@@ -563,3 +563,43 @@ async fn a_cancel_mid_map_keeps_the_finished_instances_and_a_resume_runs_only_th
     assert_eq!(tickers.map(|t| calls[t]), [1, 2, 1, 2], "only the cancelled instances ran again");
     assert_eq!(second.state.signals, ["AAPL:buy", "MSFT:buy", "NVDA:buy", "TSLA:buy"]);
 }
+
+#[graph(state = Market, deps = Desk, start = plan)]
+mod asking {
+    use super::*;
+
+    #[node(goto = [vet])]
+    async fn plan(s: &Market) -> Step<Market> {
+        goto!(each(vet, tasks(s)))
+    }
+
+    #[node(goto = [END], interrupt)]
+    async fn vet(_s: &Market, #[payload] task: &Task, cx: &Ctx<Desk>) -> Result<Step<Market>, NodeError> {
+        let ok: bool = cx.interrupt(serde_json::json!({ "ticker": task.ticker }))?;
+        Ok(goto!(END, Market::update().signals(if ok { vec![task.ticker.clone()] } else { vec![] })))
+    }
+}
+
+/// Instances of one map worker that ask for a value each say which instance they are: the
+/// pending items of the run and of the stored thread name it, with that instance's question.
+#[tokio::test]
+async fn each_waiting_instance_is_named_in_its_pending_item() {
+    let desk = Desk::default();
+    let app = asking::graph().app().store(Arc::new(RedbStore::in_memory().unwrap()));
+    let tickers = ["ACME", "BOLT", "CRUX"];
+    let run = tokio::time::timeout(GUARD, app.runner(&desk).thread("vet").run(input(&tickers)))
+        .await
+        .expect("no hang")
+        .expect("run");
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    for items in [pending.clone(), app.pending("vet").unwrap()] {
+        let mut asked: Vec<(u32, String)> = items
+            .iter()
+            .map(|p| (p.instance.expect("a map worker's item names its instance"), p.payload["ticker"].to_string()))
+            .collect();
+        asked.sort();
+        let expected: Vec<(u32, String)> =
+            tickers.iter().enumerate().map(|(i, t)| (i as u32, format!("\"{t}\""))).collect();
+        assert_eq!(asked, expected);
+    }
+}

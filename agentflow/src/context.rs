@@ -587,7 +587,12 @@ impl<'a, D> Ctx<'a, D> {
                 }
             }
         }
-        signal.pause = Some(Pending { node: self.node.to_string(), kind: PendingKind::Interrupt, payload });
+        signal.pause = Some(Pending {
+            node: self.node.to_string(),
+            instance: self.instance(),
+            kind: PendingKind::Interrupt,
+            payload,
+        });
         Err(NodeError::needs_input(format!("node `{}` is waiting for a human", self.node)))
     }
 
@@ -691,7 +696,8 @@ impl<'a, D> Ctx<'a, D> {
         }
         let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
         let payload = serde_json::json!({ "until": until });
-        signal.pause = Some(Pending { node: self.node.to_string(), kind: PendingKind::Sleep, payload });
+        signal.pause =
+            Some(Pending { node: self.node.to_string(), instance: self.instance(), kind: PendingKind::Sleep, payload });
         Err(NodeError::needs_input(format!("node `{}` sleeps until unix ms {until}", self.node)))
     }
 
@@ -752,7 +758,7 @@ impl<'a, D> Ctx<'a, D> {
 
     fn pause(&self, kind: PendingKind, payload: serde_json::Value) -> NodeError {
         let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
-        signal.pause = Some(Pending { node: self.node.to_string(), kind, payload });
+        signal.pause = Some(Pending { node: self.node.to_string(), instance: self.instance(), kind, payload });
         let what = if kind == PendingKind::OutcomeUnknown { "a decision on an unknown outcome" } else { "an approval" };
         NodeError::needs_input(format!("node `{}` is waiting for {what}", self.node))
     }

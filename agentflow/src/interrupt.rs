@@ -25,6 +25,11 @@ use serde::{Deserialize, Serialize};
 pub struct Pending {
     /// The node that paused (or the breakpoint's node).
     pub node: String,
+    /// The map worker instance of `node` that paused (its index in the `Send` fan-out, as
+    /// [`Ctx::instance`](crate::Ctx::instance) gives it), `None` for a node run of its own and
+    /// for breakpoints. A resume value goes to the first item that waits for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<u32>,
     /// Why it paused.
     pub kind: PendingKind,
     /// What the node handed to the human (`null` for breakpoints).

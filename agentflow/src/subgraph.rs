@@ -314,7 +314,12 @@ impl<D: Sync> Ctx<'_, D> {
             Outcome::Sleeping { until, thread } => {
                 let payload = json!({ "until": until, "subgraph": name, "thread": thread });
                 let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
-                signal.pause = Some(Pending { node: self.node.to_string(), kind: PendingKind::Sleep, payload });
+                signal.pause = Some(Pending {
+                    node: self.node.to_string(),
+                    instance: self.instance(),
+                    kind: PendingKind::Sleep,
+                    payload,
+                });
                 Err(NodeError::needs_input(format!("node `{}` waits on its subgraph `{name}`, asleep", self.node)))
             }
             // The child's step bound is its own, not a budget it shares with the parent: a plain
@@ -355,7 +360,12 @@ impl<D: Sync> Ctx<'_, D> {
         payload.entry("subgraph").or_insert_with(|| Value::String(name.to_string()));
         let kind = first.kind;
         let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
-        signal.pause = Some(Pending { node: self.node.to_string(), kind, payload: Value::Object(payload) });
+        signal.pause = Some(Pending {
+            node: self.node.to_string(),
+            instance: self.instance(),
+            kind,
+            payload: Value::Object(payload),
+        });
         NodeError::needs_input(format!("node `{}` waits on its subgraph `{name}` ({kind:?})", self.node))
     }
 }

@@ -296,7 +296,12 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         nodes
             .iter()
             .filter(|n| set.contains(n))
-            .map(|n| Pending { node: self.name(*n).to_string(), kind, payload: serde_json::Value::Null })
+            .map(|n| Pending {
+                node: self.name(*n).to_string(),
+                instance: None,
+                kind,
+                payload: serde_json::Value::Null,
+            })
             .collect()
     }
 

@@ -65,7 +65,7 @@ mod tests {
     use serde_json::json;
 
     fn p(kind: PendingKind, payload: serde_json::Value) -> Pending {
-        Pending { node: "n".into(), kind, payload }
+        Pending { node: "n".into(), instance: None, kind, payload }
     }
 
     #[test]

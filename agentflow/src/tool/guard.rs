@@ -76,7 +76,12 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             OnOpen::Wait => {
                 let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
                 let payload = json!({ "until": retry_at, "breaker": tool.name() });
-                signal.pause = Some(Pending { node: self.node.to_string(), kind: PendingKind::Sleep, payload });
+                signal.pause = Some(Pending {
+                    node: self.node.to_string(),
+                    instance: self.instance(),
+                    kind: PendingKind::Sleep,
+                    payload,
+                });
                 Err(NodeError::needs_input(format!(
                     "node `{}` waits until unix ms {retry_at} for the circuit breaker of `{}` to let a trial call through",
                     self.node,
