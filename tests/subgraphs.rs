@@ -1076,8 +1076,8 @@ pub mod beside_a_vet {
 }
 
 /// What thread `thread` waits for at its latest checkpoint, as stored (what the inbox, the
-/// `agentflow` tool and an answer given from elsewhere read; `App::pending` shows it only while
-/// the thread is paused).
+/// `agentflow` tool and an answer given from elsewhere read; `App::pending` shows it while the
+/// thread is paused, and the questions of a failed thread).
 fn stored_waits(store: &Arc<dyn Store>, thread: &str) -> Vec<Value> {
     let seq = store.latest_checkpoint(thread).unwrap().unwrap().seq;
     let writes = store.pending_writes(thread, seq).unwrap();

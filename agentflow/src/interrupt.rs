@@ -22,12 +22,14 @@ use serde::{Deserialize, Serialize};
 /// effect that is not idempotent was cut off mid-call, so whether it acted is
 /// unknown ([`PendingKind::OutcomeUnknown`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Pending {
     /// The node that paused (or the breakpoint's node).
     pub node: String,
     /// The map worker instance of `node` that paused (its index in the `Send` fan-out, as
     /// [`Ctx::instance`](crate::Ctx::instance) gives it), `None` for a node run of its own and
-    /// for breakpoints. A resume value goes to the first item that waits for one.
+    /// for breakpoints. A value given with `resume_with` answers every waiting item of the
+    /// step alike, each instance's included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<u32>,
     /// Why it paused.

@@ -803,6 +803,40 @@ fn answer_records_the_value_the_apps_next_resume_continues_with() {
     expect_refusal(&af(&path, &["answer", "q", "--value", "5", "--as", "ops"]), 1, "not waiting in `interrupt`");
 }
 
+/// A thread that an answer of the wrong shape failed still waits where it asked: `pending` and
+/// `show` list its question, and a right answer continues it.
+#[test]
+fn a_question_a_wrong_answer_failed_is_still_listed_and_can_be_answered_anew() {
+    let dir = temp_dir("answer-wrong");
+    let path = dir.join("ask.redb");
+    let ask = |path: &Path| asking::graph().app().store(Arc::new(RedbStore::open(path).unwrap()) as Arc<dyn Store>);
+    runtime().block_on(async {
+        let run = ask(&path).runner(&()).thread("q").run(Ask { question: "how many?".into(), answer: None }).await;
+        assert!(matches!(run.unwrap().outcome, Outcome::Interrupted { .. }));
+    });
+    af_json(&path, &["answer", "q", "--value", "\"three\"", "--as", "ops"]);
+    runtime().block_on(async {
+        let run = ask(&path).runner(&()).thread("q").resume().await.unwrap();
+        assert!(matches!(run.outcome, Outcome::Failed { .. }), "{:?}", run.outcome);
+    });
+    let listed = af_json(&path, &["pending"])["interrupts"].clone();
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(
+        (&listed[0]["thread"], &listed[0]["node"], &listed[0]["kind"]),
+        (&json!("q"), &json!("ask"), &json!("interrupt"))
+    );
+    assert_eq!(listed[0]["payload"], json!({ "question": "how many?" }));
+    let shown = af_json(&path, &["show", "q"]);
+    assert_eq!(shown["thread"]["status"], "failed");
+    assert_eq!(shown["pending"][0]["payload"], json!({ "question": "how many?" }));
+    af_json(&path, &["answer", "q", "--value", "3", "--as", "ops"]);
+    runtime().block_on(async {
+        let done = ask(&path).runner(&()).thread("q").resume().await.unwrap();
+        assert_eq!((done.outcome, done.state.answer), (Outcome::Completed, Some(3)));
+    });
+    assert_eq!(af_json(&path, &["pending"])["interrupts"], json!([]));
+}
+
 /// The lines of an export of `thread` from `store`, parsed.
 fn export_lines(store: &Path, thread: &str) -> Vec<Value> {
     let out = af(store, &["export", thread]);

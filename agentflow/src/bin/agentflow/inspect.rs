@@ -151,7 +151,11 @@ pub fn waits(store: &dyn Store, thread: &str) -> Result<(Option<u64>, Vec<Pendin
 }
 
 fn pending_json(p: &Pending) -> Value {
-    json!({ "node": p.node, "kind": kind_name(p.kind), "payload": p.payload })
+    let mut v = json!({ "node": p.node, "kind": kind_name(p.kind), "payload": p.payload });
+    if let Some(i) = p.instance {
+        v["instance"] = json!(i);
+    }
+    v
 }
 
 fn kind_name(kind: PendingKind) -> String {
@@ -170,7 +174,15 @@ pub fn show(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
         }
         None => (Folded::default(), vec![], None),
     };
-    let (_, waiting) = if record.status.is_finished() { (None, vec![]) } else { waits(store, thread)? };
+    // A failed thread still waits for a value where a node asked (an answer of the wrong shape
+    // failed it there); other finished threads wait for nothing.
+    let waiting = match record.status {
+        ThreadStatus::Failed => {
+            waits(store, thread)?.1.into_iter().filter(|p| p.kind == PendingKind::Interrupt).collect()
+        }
+        status if status.is_finished() => vec![],
+        _ => waits(store, thread)?.1,
+    };
     let approvals = store.list_approvals(thread).map_err(Failure::store)?;
     let open: Vec<&ApprovalRecord> = approvals.iter().filter(|a| !a.status.is_final()).collect();
     let budget = match &latest {
@@ -342,12 +354,16 @@ pub fn pending(store: &dyn Store, as_json: bool) -> Outcome {
     // and a sleep waits for a timer, not a person.
     let mut interrupts = Vec::new();
     for t in store.scan_threads().map_err(Failure::store)?.items {
-        if t.status != ThreadStatus::Interrupted {
-            continue;
-        }
+        // A failed thread still waits for a value where a node asked (an answer of the wrong
+        // shape failed it there).
+        let listed: &[PendingKind] = match t.status {
+            ThreadStatus::Interrupted => &[PendingKind::Interrupt, PendingKind::Before, PendingKind::After],
+            ThreadStatus::Failed => &[PendingKind::Interrupt],
+            _ => continue,
+        };
         let (seq, waits) = waits(store, &t.id)?;
         for p in waits {
-            if matches!(p.kind, PendingKind::Interrupt | PendingKind::Before | PendingKind::After) {
+            if listed.contains(&p.kind) {
                 interrupts.push((t.clone(), seq, p));
             }
         }
