@@ -544,6 +544,43 @@ async fn the_inbox_lists_interrupts_with_what_they_ask() {
     assert!(section.contains("&quot;question&quot;: &quot;ship it?&quot;"), "{section}");
 }
 
+/// Two instances of a map worker wait in one step: the page names each instance with what it
+/// asks, under one card with one answer form (a value answers every waiting instance), and the
+/// run resumed with that answer gives it to both.
+#[tokio::test]
+async fn instances_of_a_map_worker_waiting_together_share_one_card_and_one_answer() {
+    let dir = temp_dir("instances");
+    let store = filled_redb(&dir).await;
+    add_two_instance_questions(open_redb(&store)).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let (status, inbox) = get(&serve.base, Some(&alice), "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(inbox.contains("Inbox: 1 approval, 2 interrupts"), "{inbox}");
+    let section = &inbox[inbox.find("id=\"interrupts\"").expect("an interrupts section")..];
+    assert_eq!(section.matches("id=\"interrupt-t-reviews\"").count(), 1, "{section}");
+    assert_eq!(section.matches("action=\"/threads/t-reviews/answer\"").count(), 1, "{section}");
+    assert_eq!(section.matches("id=\"answer-value-t-reviews\"").count(), 1, "{section}");
+    for (instance, title) in [(0, "intro"), (1, "outro")] {
+        let asked = format!("<code>review</code> (instance {instance})");
+        let at = section.find(&asked).unwrap_or_else(|| panic!("instance {instance} is named: {section}"));
+        assert!(section[at..].contains(&format!("&quot;review&quot;: &quot;{title}&quot;")), "{section}");
+    }
+    assert!(section.contains("One answer goes to every node here that waits for a value"), "{section}");
+
+    let seq = with_redb(&store, |s| s.latest_checkpoint("t-reviews").unwrap().unwrap().seq.to_string());
+    let path = "/threads/t-reviews/answer";
+    let (status, to) = post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("value", "\"fine\"")]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
+    drop(serve);
+    let done =
+        reviewers::graph().app().store(open_redb(&store)).runner(&()).thread("t-reviews").resume().await.unwrap();
+    assert_eq!(done.outcome, agentflow::Outcome::Completed);
+    let mut verdicts = done.state.verdicts.clone();
+    verdicts.sort();
+    assert_eq!(verdicts, ["intro: fine", "outro: fine"]);
+}
+
 #[tokio::test]
 async fn the_stuck_gauge_is_refreshed_periodically() {
     let dir = temp_dir("refresh");

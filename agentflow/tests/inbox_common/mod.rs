@@ -81,6 +81,48 @@ pub mod delegating {
     }
 }
 
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Draft {
+    pub title: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+pub struct Reviews {
+    #[reduce(append)]
+    pub verdicts: Vec<String>,
+}
+
+#[graph(state = Reviews, start = fan)]
+pub mod reviewers {
+    use super::*;
+
+    #[node(goto = [review])]
+    async fn fan(_s: &Reviews) -> Step<Reviews> {
+        let drafts = ["intro", "outro"].map(|t| Draft { title: t.to_string() });
+        goto!(each(review, drafts.to_vec()))
+    }
+
+    /// Each instance asks about its own draft.
+    #[node(goto = [END], interrupt)]
+    async fn review(_s: &Reviews, #[payload] draft: &Draft, cx: &Ctx<()>) -> Result<Step<Reviews>, NodeError> {
+        let verdict: String = cx.interrupt(json!({ "review": draft.title }))?;
+        Ok(goto!(END, Reviews::update().verdicts(vec![format!("{}: {verdict}", draft.title)])))
+    }
+}
+
+/// Adds `t-reviews`, where two instances of the map worker `review` each ask about a draft.
+pub async fn add_two_instance_questions(store: Arc<dyn Store>) {
+    let run = reviewers::graph()
+        .app()
+        .store(store)
+        .runner(&())
+        .thread("t-reviews")
+        .run(Reviews::default())
+        .await
+        .expect("interrupted run");
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{:?}", run.outcome);
+}
+
 /// Adds `t-parent`, whose subgraph run (a thread of its own under `t-parent/`) asks "merge it?";
 /// the parent waits on that question as its own.
 pub async fn add_delegated_question(store: Arc<dyn Store>) {

@@ -164,20 +164,29 @@ pub struct ApprovalView {
     pub tool: Option<Value>,
 }
 
-/// An interrupt waiting for a person.
+/// A thread paused for a person: what each of its waiting nodes asks.
 pub struct InterruptView {
     /// The thread.
     pub thread: ThreadRecord,
-    /// Its node.
-    pub node: String,
-    /// `interrupt`, `before`, `after`.
-    pub kind: String,
-    /// What it asks.
-    pub payload: Value,
+    /// What it waits for, in the order stored (several nodes, or several
+    /// instances of a map worker, may wait in one step).
+    pub questions: Vec<Question>,
     /// The checkpoint the thread waits at (an answer is bound to it).
     pub checkpoint: u64,
     /// Who answered it already and when (unix millis), waiting for the app to resume it.
     pub answered: Option<(String, u64)>,
+}
+
+/// One waiting item of a paused thread.
+pub struct Question {
+    /// The node.
+    pub node: String,
+    /// The map worker instance that asks, if the node runs as several.
+    pub instance: Option<u32>,
+    /// `interrupt`, `before`, `after`.
+    pub kind: String,
+    /// What it asks.
+    pub payload: Value,
 }
 
 /// The last messages of a state, if a field holds chat messages (objects with a `role`).
@@ -478,14 +487,15 @@ pub fn inbox(
         let _ = write!(body, "<div class=\"flash\" id=\"flash\">{}</div>", esc(f));
     }
     body.push_str(&live_script(version));
+    let asked: usize = interrupts.iter().map(|i| i.questions.len()).sum();
     let _ = write!(
         body,
         "<h1 data-version=\"{}\">Inbox: {} approval{}, {} interrupt{}</h1>",
         esc(version),
         approvals.len(),
         if approvals.len() == 1 { "" } else { "s" },
-        interrupts.len(),
-        if interrupts.len() == 1 { "" } else { "s" }
+        asked,
+        if asked == 1 { "" } else { "s" }
     );
     if approvals.is_empty() && interrupts.is_empty() {
         body.push_str("<p class=\"muted\" id=\"empty\">Nothing waits for a decision.</p>");
@@ -508,21 +518,31 @@ pub fn inbox(
     layout("Inbox", Some(s), &body)
 }
 
-/// One waiting interrupt: what it asks, and the answer form (or who answered).
+/// One paused thread: what each waiting node asks, and one answer form (or who answered): a
+/// value answers every node of the step that waits for one.
 fn interrupt_card(i: &InterruptView, s: &Session, now: u64) -> String {
     let tid = url(&i.thread.id);
     let mut out = format!(
-        "<div class=\"interrupt\" id=\"interrupt-{id}\"><h3><a href=\"/threads/{tid}\">{id}</a> at <code>{node}</code> \
-         <span class=\"muted\">{kind} · checkpoint {seq} · {since}</span></h3><pre class=\"payload\">{payload}</pre>",
+        "<div class=\"interrupt\" id=\"interrupt-{id}\"><h3><a href=\"/threads/{tid}\">{id}</a> \
+         <span class=\"muted\">checkpoint {seq} · {since}</span></h3>",
         id = esc(&i.thread.id),
-        node = esc(&i.node),
-        kind = esc(&i.kind),
         seq = i.checkpoint,
         since = ago(i.thread.updated_at, now),
-        payload = esc(&serde_json::to_string_pretty(&i.payload).unwrap_or_default()),
     );
-    match (&i.answered, i.kind.as_str()) {
-        (Some((by, at)), _) => {
+    for q in &i.questions {
+        let instance = q.instance.map(|n| format!(" (instance {n})")).unwrap_or_default();
+        let _ = write!(
+            out,
+            "<p class=\"question\">at <code>{node}</code>{instance} <span class=\"muted\">{kind}</span></p>\
+             <pre class=\"payload\">{payload}</pre>",
+            node = esc(&q.node),
+            kind = esc(&q.kind),
+            payload = esc(&serde_json::to_string_pretty(&q.payload).unwrap_or_default()),
+        );
+    }
+    let values = i.questions.iter().filter(|q| q.kind == "interrupt").count();
+    match &i.answered {
+        Some((by, at)) => {
             let _ = write!(
                 out,
                 "<p class=\"answered\">Answered by <strong>{}</strong> {}; waiting for the app to resume the thread.</p>",
@@ -530,7 +550,10 @@ fn interrupt_card(i: &InterruptView, s: &Session, now: u64) -> String {
                 ago(*at, now)
             );
         }
-        (None, "interrupt") => {
+        None if values > 0 => {
+            if values > 1 {
+                out.push_str("<p class=\"muted\">One answer goes to every node here that waits for a value.</p>");
+            }
             let _ = write!(
                 out,
                 "<form method=\"post\" action=\"/threads/{tid}/answer\" class=\"answer\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
@@ -542,7 +565,7 @@ fn interrupt_card(i: &InterruptView, s: &Session, now: u64) -> String {
                 id = esc(&i.thread.id),
             );
         }
-        (None, _) => out.push_str("<p class=\"muted\">A breakpoint: continue it from the app (resume).</p>"),
+        None => out.push_str("<p class=\"muted\">A breakpoint: continue it from the app (resume).</p>"),
     }
     out.push_str("</div>");
     out

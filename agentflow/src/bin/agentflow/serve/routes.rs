@@ -30,7 +30,7 @@ use axum::routing::{get, post};
 use serde_json::Value;
 
 use super::auth::{self, LOGIN_COOKIE, SESSION_COOKIE, Session};
-use super::pages::{self, ApprovalView, Context, InterruptView};
+use super::pages::{self, ApprovalView, Context, InterruptView, Question};
 use super::{Server, live};
 use crate::inspect::{self, Names};
 use crate::out::now_ms;
@@ -281,6 +281,7 @@ fn inbox_data(shared: &Arc<dyn Store>, stuck: (u64, u64), decided: Option<String
             Err(AnswerError::NotWaiting { .. }) => None,
             Err(e) => return Err(Failure::store(e)),
         };
+        let mut questions = Vec::new();
         for p in waits {
             let breakpoint = matches!(p.kind, PendingKind::Before | PendingKind::After);
             if p.kind == PendingKind::Interrupt || (breakpoint && t.status == ThreadStatus::Interrupted) {
@@ -288,15 +289,11 @@ fn inbox_data(shared: &Arc<dyn Store>, stuck: (u64, u64), decided: Option<String
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_else(|| format!("{:?}", p.kind));
-                interrupts.push(InterruptView {
-                    thread: t.clone(),
-                    node: p.node,
-                    kind,
-                    payload: p.payload,
-                    checkpoint,
-                    answered: answered.clone(),
-                });
+                questions.push(Question { node: p.node, instance: p.instance, kind, payload: p.payload });
             }
+        }
+        if !questions.is_empty() {
+            interrupts.push(InterruptView { thread: t.clone(), questions, checkpoint, answered });
         }
     }
     let stuck = crate::stuck::find(store, stuck.0, stuck.1, now_ms())?;
