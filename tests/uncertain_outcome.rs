@@ -302,6 +302,61 @@ async fn an_approved_call_cut_off_mid_way_is_not_run_again_and_a_human_settles_i
     );
 }
 
+/// A circuit breaker that opened while an approved call was cut off mid-way does not settle
+/// the call: the resume does not answer `CIRCUIT_OPEN` ("the tool did not run") nor mark the
+/// approval `FAILED` (which would let the model ask for, and run, the refund again). The call
+/// waits for a human as without a breaker, and is not run again.
+#[tokio::test]
+async fn an_open_breaker_leaves_an_approved_call_cut_off_mid_way_to_a_human() {
+    use agentflow::breaker::Breaker;
+    use agentflow_store::{BreakerOp, BreakerRule, BreakerUpdate};
+
+    let thread = "U-cut-breaker";
+    let path = db(thread);
+    let guarded = |path: &PathBuf| {
+        // The dropped call reports its failure to the breaker from a task of its own, which
+        // holds the file until it is done: the next process opens it after that.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let store: Arc<dyn agentflow::Store> = loop {
+            match RedbStore::open(path) {
+                Ok(store) => break Arc::new(store),
+                Err(e) if std::time::Instant::now() < deadline => {
+                    eprintln!("waiting for the file: {e}");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("open store: {e}"),
+            }
+        };
+        let app = refund_flow::graph().app().store(Arc::clone(&store)).circuit_breaker("refund", Breaker::after(1));
+        (store, app.expect("the graph lists the tool"))
+    };
+    {
+        let (_, graph) = guarded(&path);
+        approved_refund(&graph, &(), thread, 0).await;
+        cut_off(thread, graph.runner(&()).thread(thread).resume()).await;
+    }
+    let (store, graph) = guarded(&path);
+    // Meanwhile the provider failed for another thread: the breaker is open.
+    let rule = BreakerRule::new(1, 60_000, 60_000);
+    let now = agentflow::timer::now_ms();
+    let fail = BreakerUpdate::new("refund", BreakerOp::Failed, "elsewhere", rule, now, "other", "test");
+    let opened = store.update_breaker(fail).unwrap().record;
+    assert!(opened.open_until > now, "{opened:?}");
+
+    let run = graph.runner(&()).thread(thread).resume().await.unwrap();
+    let (kind, id) = pending_of(&run);
+    assert_eq!(kind, PendingKind::OutcomeUnknown, "{:?}", run.outcome);
+    let desk = graph.approvals(authorizer()).unwrap();
+    assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::OutcomeUnknown);
+    assert_eq!(calls(thread).len(), 1, "not refunded again");
+
+    // Settled by a human, the run completes with the settled result; still one refund.
+    desk.settle(&id, &alice(), Settlement::Succeeded(json!({ "refunded": thread }))).unwrap();
+    let done = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(calls(thread).len(), 1);
+}
+
 #[tokio::test]
 async fn a_cut_off_call_settled_as_failed_is_reported_failed_and_never_run() {
     let (path, id) = cut_off_refund("U-cut-failed").await;

@@ -87,7 +87,14 @@
 //! body did not run): arguments that do not validate, a tool the node may
 //! not use, a policy denial, an approval that is pending, rejected or
 //! expired, an exhausted budget, and a call whose result is replayed from
-//! the effect journal. [`ToolError::Correctable`](crate::tool::ToolError::Correctable)
+//! the effect journal.
+//!
+//! Not asked at all: a call of a tool that is not idempotent that was cut
+//! off mid-way (its run started and left no result). Whether it acted is
+//! unknown, so the breaker cannot say "the tool did not run" of it: it
+//! waits for a human as without a breaker (an approved call's record
+//! becomes `OUTCOME_UNKNOWN`, never `FAILED`), and a call the human orders
+//! run again runs as that person decided. [`ToolError::Correctable`](crate::tool::ToolError::Correctable)
 //! is a success for the breaker: the tool ran and answered (e.g. "no such
 //! order"); the model corrects its request.
 //!

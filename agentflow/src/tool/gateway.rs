@@ -154,7 +154,8 @@ impl<D: Sync + 'static> Ctx<'_, D> {
     /// (`approval`: the record, and whether this call claims it: it is
     /// APPROVED), the claim rides the transaction of the *started* marker and
     /// the approval's `EXECUTING -> SUCCEEDED`/`FAILED` the transaction of the
-    /// result; the `bool` says the latter happened (or was tried and refused).
+    /// result; the `bool` says the latter happened (or was tried and refused),
+    /// or that the approval stays as it is (the breaker refused the call).
     async fn execute(
         &self,
         tool: &'static dyn Tool,
@@ -162,10 +163,11 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         args: Value,
         approval: Option<(&ApprovalRecord, bool)>,
     ) -> Result<(Observation, bool), NodeError> {
-        // The tool's circuit breaker, if one guards it: refused calls end here.
+        // The tool's circuit breaker, if one guards it: refused calls end here, the tool not run
+        // and the approval, if any, left as it is (`true`: nothing for the caller to move).
         let held = match self.breaker_admit(tool, call).await? {
             Ok(held) => held,
-            Err(refused) => return Ok((refused, false)),
+            Err(refused) => return Ok((refused, true)),
         };
         let held = held.as_ref();
         let key = self.call_key(tool, call);

@@ -11,7 +11,7 @@ use crate::error::NodeError;
 use crate::event::Activity;
 use crate::interrupt::{Pending, PendingKind};
 use crate::message::ToolCall;
-use crate::persist::{Journal, now_ms};
+use crate::persist::{Entry, Journal, now_ms};
 use agentflow_store::{BreakerAnswer, BreakerError, BreakerOp, BreakerRecord, BreakerUpdate};
 
 /// A call the breaker let through: it reports its outcome under `holder`.
@@ -24,8 +24,9 @@ pub(super) struct Held {
 
 impl<D: Sync + 'static> Ctx<'_, D> {
     /// Asks the tool's breaker whether `call` may run. `Ok(Ok(None))`: no
-    /// breaker guards it (no breaker configured, no store, or its result is
-    /// replayed from the journal); `Ok(Ok(Some(held)))`: it runs and reports;
+    /// breaker guards it (no breaker configured, no store, its result is
+    /// replayed from the journal, or it was cut off mid-way and the tool is
+    /// not idempotent, so a human settles it); `Ok(Ok(Some(held)))`: it runs and reports;
     /// `Ok(Err(observation))`: refused with `CIRCUIT_OPEN`; `Err(..)`: the
     /// run waits on a durable timer ([`OnOpen::Wait`]) or the store failed.
     pub(super) async fn breaker_admit(
@@ -36,10 +37,16 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         let (Some(journal), Some(breaker)) = (self.journal, self.scope.breakers.of(tool.name()).copied()) else {
             return Ok(Ok(None));
         };
-        // A call whose result is journaled is replayed; the tool does not run again.
-        if tool.risk() != Risk::Read && super::gateway::journaled(journal, self.node, self.call_key(tool, call)).await?
-        {
-            return Ok(Ok(None));
+        // A call whose result is journaled is replayed, and one cut off mid-way (started, never
+        // ended) is left to a human unless the tool is idempotent: the tool does not run again,
+        // so the breaker has nothing to refuse (its refusal would say the tool did not run, of
+        // a call that may have acted).
+        if tool.risk() != Risk::Read {
+            match journal.entry(self.node, &self.call_key(tool, call)).await? {
+                Entry::Recorded(_) => return Ok(Ok(None)),
+                Entry::Open { .. } if !tool.idempotent() => return Ok(Ok(None)),
+                Entry::Open { .. } | Entry::Clear { .. } => {}
+            }
         }
         let holder = self.instance_key(format!("{}/{}/{}/{}", journal.thread, journal.seq, self.node, call.id));
         // Decided from a read when the move would change nothing: a closed
