@@ -781,3 +781,54 @@ async fn a_failed_approved_call_is_not_run_again_on_resume() {
     assert_eq!(done.state.receipt.unwrap()["code"], "APPROVAL_INVALID");
     assert!(refunds_for("F-2").is_empty());
 }
+
+// ---------------------------------------------------------------- a read the policy asks a human about
+
+/// Exports of each order's personal data that actually ran.
+static EXPORTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Exports a customer's personal data. A read, but the policy asks a human first.
+#[tool(risk = read)]
+async fn export_pii(args: OrderQuery) -> Result<Value, ToolError> {
+    EXPORTS.lock().unwrap().push(args.order_id.clone());
+    Ok(json!({ "order_id": args.order_id, "email": "someone@example.com" }))
+}
+
+/// Fails the first run of the node after the export returned: the retry makes the same call.
+static EXPORT_FAILS: AtomicU32 = AtomicU32::new(1);
+
+#[graph(state = Pay, deps = (), start = export)]
+mod export_flow {
+    use super::*;
+
+    #[node(goto = [END], tools = [export_pii], retry(attempts = 3, base = 1ms, jitter = false))]
+    async fn export(s: &Pay, cx: &Ctx<()>) -> Result<Step<Pay>, NodeError> {
+        let obs = cx.run_tool(export_pii, json!({ "order_id": s.order })).await?;
+        if EXPORT_FAILS.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+            return Err(NodeError::transient("the upload of the export timed out"));
+        }
+        Ok(goto!(END, Pay::update().receipt(Some(obs.body))))
+    }
+}
+
+/// An approval of a `read` tool (one the policy asks a human about) is used once, like any
+/// other: the node's retry replays the export's result instead of exporting again, and the
+/// approval ends `SUCCEEDED`, not still `APPROVED` (usable again until it expires).
+#[tokio::test]
+async fn an_approval_of_a_read_tool_is_used_once() {
+    let policy = RiskPolicy::default().tool("export_pii", Decision::NeedsApproval);
+    let graph = export_flow::graph().app().store(store()).policy(policy);
+    let desk = graph.approvals(authorizer().role_for(Risk::Read, ROLE)).unwrap();
+    let run = graph.runner(&()).thread("X-1").owner(OWNER).run(pay_input("X-1", 0)).await.unwrap();
+    let id = waiting_for(&run);
+    assert!(EXPORTS.lock().unwrap().iter().all(|o| o != "X-1"), "nothing exported before the decision");
+    desk.approve(&id, &alice()).unwrap();
+    let done = graph.runner(&()).thread("X-1").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(EXPORT_FAILS.load(Ordering::SeqCst), 0, "the node was retried");
+    assert_eq!(EXPORTS.lock().unwrap().iter().filter(|o| *o == "X-1").count(), 1, "exported once");
+    assert_eq!(done.state.receipt.unwrap()["result"]["email"], "someone@example.com");
+    assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::Succeeded);
+    let kinds: Vec<String> = graph.audit_log("X-1").unwrap().into_iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, ["approval.requested", "approval.approved", "approval.executing", "approval.succeeded"]);
+}

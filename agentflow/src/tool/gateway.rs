@@ -144,7 +144,8 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         }
     }
 
-    /// Runs the tool. A call that changes anything goes through the effect
+    /// Runs the tool. A call that changes anything (and a read the policy
+    /// asks a human about, so its approval is used once) goes through the effect
     /// journal, keyed by tool, call id and arguments, so a re-run node does
     /// not repeat it; a call cut off mid-way is re-run only if the tool is
     /// idempotent, else a human settles it. `approval`: the record the call
@@ -165,7 +166,11 @@ impl<D: Sync + 'static> Ctx<'_, D> {
     ) -> Result<(Observation, bool), NodeError> {
         // The tool's circuit breaker, if one guards it: refused calls end here, the tool not run
         // and the approval, if any, left as it is (`true`: nothing for the caller to move).
-        let held = match self.breaker_admit(tool, call).await? {
+        // Every call that changes anything goes through the effect journal, and a read under an
+        // approval too, so the approval is claimed before it runs and used once (a re-run of the
+        // node replays its result).
+        let journaled = tool.risk() != super::Risk::Read || approval.is_some();
+        let held = match self.breaker_admit(tool, call, journaled).await? {
             Ok(held) => held,
             Err(refused) => return Ok((refused, true)),
         };
@@ -211,9 +216,10 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         };
         let mut settled = false;
         let result: Result<Value, String> = match self.journal {
-            Some(journal) if tool.risk() != super::Risk::Read => {
+            Some(journal) if journaled => {
                 let uncertain = match approval {
-                    _ if tool.idempotent() => Uncertain::Rerun,
+                    // A read cut off mid-way changed nothing: it runs again.
+                    _ if tool.idempotent() || tool.risk() == super::Risk::Read => Uncertain::Rerun,
                     Some((record, _)) => Uncertain::Ask(Subject::Approval(Box::new(record.clone()))),
                     None => Uncertain::Ask(Subject::New {
                         tool: tool.name().to_string(),

@@ -29,10 +29,13 @@ impl<D: Sync + 'static> Ctx<'_, D> {
     /// not idempotent, so a human settles it); `Ok(Ok(Some(held)))`: it runs and reports;
     /// `Ok(Err(observation))`: refused with `CIRCUIT_OPEN`; `Err(..)`: the
     /// run waits on a durable timer ([`OnOpen::Wait`]) or the store failed.
+    /// `journaled`: the call goes through the effect journal (any call but a
+    /// read, and a read under an approval).
     pub(super) async fn breaker_admit(
         &self,
         tool: &'static dyn Tool,
         call: &ToolCall,
+        journaled: bool,
     ) -> Result<Result<Option<Held>, Observation>, NodeError> {
         let (Some(journal), Some(breaker)) = (self.journal, self.scope.breakers.of(tool.name()).copied()) else {
             return Ok(Ok(None));
@@ -41,10 +44,10 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         // ended) is left to a human unless the tool is idempotent: the tool does not run again,
         // so the breaker has nothing to refuse (its refusal would say the tool did not run, of
         // a call that may have acted).
-        if tool.risk() != Risk::Read {
+        if journaled {
             match journal.entry(self.node, &self.call_key(tool, call)).await? {
                 Entry::Recorded(_) => return Ok(Ok(None)),
-                Entry::Open { .. } if !tool.idempotent() => return Ok(Ok(None)),
+                Entry::Open { .. } if !tool.idempotent() && tool.risk() != Risk::Read => return Ok(Ok(None)),
                 Entry::Open { .. } | Entry::Clear { .. } => {}
             }
         }
