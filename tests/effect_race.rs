@@ -1,7 +1,7 @@
 //! Two executors of one thread (the first lost its lease to the second, and does not know it
-//! yet) reach the same effect. The journal's *started* marker decides: the executor whose
-//! marker was already there does not run the effect. Here the second executor is played by a
-//! store that writes the same marker right before the first one's batch.
+//! yet) reach the same effect, or the same compensation. The journal's *started* marker
+//! decides: the executor whose marker was already there does not run it. Here the second
+//! executor is played by a store that writes the same marker right before the first one's batch.
 
 #[path = "fixtures/hooked_store.rs"]
 mod hooked_store;
@@ -10,9 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use agentflow::prelude::*;
+use agentflow::saga::Compensates;
 use agentflow::{RedbStore, Store};
 use hooked_store::Hooked;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
 pub struct Charges {
@@ -75,4 +77,96 @@ async fn without_a_race_the_effect_runs_once() {
     assert_eq!(run.outcome, Outcome::Completed);
     assert_eq!(card.charged.load(Ordering::SeqCst), 1);
     assert_eq!(run.state.n, 1);
+}
+
+// ---------------------------------------------------------------- a compensation
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+pub struct Booking {
+    pub held: bool,
+}
+
+#[derive(Default)]
+pub struct Seats {
+    holds: AtomicU32,
+    releases: AtomicU32,
+}
+
+#[derive(Deserialize, Serialize, schemars::JsonSchema)]
+pub struct Seat {
+    seat: String,
+}
+
+/// Holds a seat.
+#[tool(risk = reversible, compensate = release_seat)]
+async fn hold_seat(args: Seat, cx: &ToolCx<Seats>) -> Result<Seat, ToolError> {
+    cx.deps().holds.fetch_add(1, Ordering::SeqCst);
+    Ok(args)
+}
+
+/// Releases a held seat. Not idempotent.
+#[tool(risk = reversible)]
+async fn release_seat(_args: Seat, cx: &ToolCx<Seats>) -> Result<(), ToolError> {
+    cx.deps().releases.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+impl Compensates<hold_seat> for Seat {
+    fn from_call(_args: Seat, held: Seat) -> Self {
+        held
+    }
+}
+
+#[graph(state = Booking, deps = Seats, start = book)]
+mod booking {
+    use super::*;
+
+    #[node(goto = [END], tools = [hold_seat])]
+    async fn book(_s: &Booking, cx: &Ctx<Seats>) -> Result<Step<Booking>, NodeError> {
+        cx.run_tool(hold_seat, json!({ "seat": "12A" })).await?;
+        Err(cx.compensate("the payment was declined"))
+    }
+}
+
+/// A store that, before the first batch holding a *started* marker of a compensation, writes
+/// that marker itself: another executor started the same run of the compensation first.
+fn raced_compensation(inner: Arc<dyn Store>) -> Hooked {
+    fn plant(inner: &dyn Store, batch: &agentflow_store::EffectBatch) -> Result<(), agentflow_store::CommitError> {
+        for (key, value) in &batch.effects {
+            if key.key.starts_with("compensate:") && key.key.contains("\u{1f}started\u{1f}") {
+                inner.record_effect(key, value).expect("the other executor's marker");
+            }
+        }
+        Ok(())
+    }
+    let mut store = Hooked::new(inner);
+    // Whichever way the marker is written: in a batch, or alone.
+    store.before_effects = Some(Box::new(plant));
+    store.before_record = Some(Box::new(plant));
+    store
+}
+
+#[tokio::test]
+async fn a_compensation_another_executor_started_first_is_not_run_again() {
+    let inner: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = booking::graph().app().store(Arc::new(raced_compensation(Arc::clone(&inner))));
+    let seats = Seats::default();
+    let ended = app.runner(&seats).thread("race").run(Booking::default()).await;
+    assert_eq!(seats.holds.load(Ordering::SeqCst), 1);
+    assert_eq!(seats.releases.load(Ordering::SeqCst), 0, "the compensation ran beside the other executor's run of it");
+    let said = match &ended {
+        Ok(run) => format!("{:?}", run.outcome),
+        Err(e) => e.to_string(),
+    };
+    assert!(said.contains("started by another executor"), "{said}");
+}
+
+#[tokio::test]
+async fn without_a_race_the_compensation_runs_once() {
+    let inner: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = booking::graph().app().store(Arc::new(Hooked::new(Arc::clone(&inner))));
+    let seats = Seats::default();
+    let run = app.runner(&seats).thread("calm").run(Booking::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Compensated { .. }), "{:?}", run.outcome);
+    assert_eq!((seats.holds.load(Ordering::SeqCst), seats.releases.load(Ordering::SeqCst)), (1, 1));
 }

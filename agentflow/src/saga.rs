@@ -54,7 +54,7 @@
 
 use std::sync::Arc;
 
-use agentflow_store::{ApprovalStatus, AuditEntry, NewAuditEntry, Store, ThreadStatus};
+use agentflow_store::{ApprovalStatus, AuditEntry, EffectOutcome, NewAuditEntry, Store, ThreadStatus};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -417,7 +417,20 @@ impl Compensator<'_> {
             ttl_ms: 7 * 24 * 3_600_000,
         };
         let detail = json!({ "at": now_ms(), crate::persist::UNKNOWN_CALL: call });
-        journal.mark(SAGA_NODE, &key, "started", run, detail).await.map_err(journal_error)?;
+        let (marker, value) = journal.marker_effect(SAGA_NODE, &key, "started", run, &detail);
+        let started = journal.commit(journal.batch().effect(marker, value)).await.map_err(journal_error)?;
+        // The *started* marker was already there: another executor of this thread (one that took
+        // it over) started this run of the compensation after this one read the journal. It may
+        // be running there; it is not run here too (a later resume finds the run open and asks a
+        // human, unless it is idempotent).
+        if matches!(started.as_deref(), Ok([.., EffectOutcome::AlreadyRecorded(_)])) {
+            return Err(PersistError::Saga(format!(
+                "compensation `{}`: run {run} was started by another executor of thread `{}` (two executors held \
+                 it at once); it was not run here",
+                tool.name(),
+                self.thread
+            )));
+        }
         let cx = ToolCx::new(&step.id, &idempotency_key, SAGA_NODE, self.deps);
         let result = match tool.validate(args) {
             Err(e) => Err(format!("its recorded arguments do not validate: {}", e.0)),
