@@ -357,6 +357,29 @@ async fn an_open_breaker_leaves_an_approved_call_cut_off_mid_way_to_a_human() {
     assert_eq!(calls(thread).len(), 1);
 }
 
+/// A settled result the run could not read back (nested deeper than JSON is read) is refused
+/// at the desk, and the record still waits: settled with a value that reads back, the run
+/// completes with it. (Recorded, it would have failed every resume of the thread for good.)
+#[tokio::test]
+async fn a_settled_result_that_would_not_read_back_is_refused_and_the_record_still_waits() {
+    let (path, id) = cut_off_refund("U-cut-deep").await;
+    let graph = open(refund_flow::graph(), &path);
+    let desk = graph.approvals(authorizer()).unwrap();
+    let mut deep = json!("bottom");
+    for _ in 0..200 {
+        deep = json!([deep]);
+    }
+    let refused = desk.settle(&id, &alice(), Settlement::Succeeded(deep)).unwrap_err();
+    assert!(matches!(refused, agentflow::approval::DecisionError::InvalidResult { .. }), "{refused}");
+    assert!(refused.to_string().contains("nests deeper than"), "{refused}");
+    assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::OutcomeUnknown);
+    desk.settle(&id, &alice(), Settlement::Succeeded(json!({ "refunded": "U-cut-deep" }))).unwrap();
+    let done = graph.runner(&()).thread("U-cut-deep").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(done.state.receipt.unwrap()["result"]["refunded"], "U-cut-deep");
+    assert_eq!(calls("U-cut-deep").len(), 1);
+}
+
 #[tokio::test]
 async fn a_cut_off_call_settled_as_failed_is_reported_failed_and_never_run() {
     let (path, id) = cut_off_refund("U-cut-failed").await;

@@ -195,6 +195,16 @@ pub enum DecisionError {
         /// What is wrong.
         detail: String,
     },
+    /// The result given with [`Settlement::Succeeded`] would not read back as
+    /// given (nested too deep, or a float JSON cannot hold); nothing was recorded.
+    #[error("the result settled for `{id}` is not kept: {source}")]
+    InvalidResult {
+        /// The record.
+        id: String,
+        /// What is wrong with the value.
+        #[source]
+        source: crate::persist::ValueError,
+    },
     /// The same approver signed off twice where two people are needed.
     #[error("approval `{id}` needs a second approver other than `{approver}`")]
     SameApprover {
@@ -518,7 +528,13 @@ impl ApprovalDesk {
         }
         let now = now_ms();
         let (to, note) = match settlement {
-            Settlement::Succeeded(result) => (ApprovalStatus::Succeeded, canonical_json(&result)),
+            Settlement::Succeeded(result) => {
+                // Read back by the run as the call's result: refused here, while a human can give
+                // another, rather than failing every resume of the thread.
+                crate::persist::check_json(&result, "result")
+                    .map_err(|source| DecisionError::InvalidResult { id: id.into(), source })?;
+                (ApprovalStatus::Succeeded, canonical_json(&result))
+            }
             Settlement::Failed(reason) => (ApprovalStatus::Failed, reason),
             Settlement::RunAgain => {
                 // Running the call again is approving it again: it takes the sign-offs an approval

@@ -490,7 +490,7 @@ fn refused(e: DecisionError) -> (StatusCode, String) {
         DecisionError::AlreadyDecided { .. } | DecisionError::Expired { .. } | DecisionError::SameApprover { .. } => {
             StatusCode::CONFLICT
         }
-        DecisionError::InvalidEdit { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        DecisionError::InvalidEdit { .. } | DecisionError::InvalidResult { .. } => StatusCode::UNPROCESSABLE_ENTITY,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (status, e.to_string())
