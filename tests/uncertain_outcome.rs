@@ -4,6 +4,9 @@
 //! an uncertain outcome: re-run with the same key only if the tool or effect
 //! is idempotent, else the run pauses until a human settles it.
 
+#[path = "fixtures/hooked_store.rs"]
+mod hooked_store;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -378,6 +381,69 @@ async fn a_settled_result_that_would_not_read_back_is_refused_and_the_record_sti
     assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
     assert_eq!(done.state.receipt.unwrap()["result"]["refunded"], "U-cut-deep");
     assert_eq!(calls("U-cut-deep").len(), 1);
+}
+
+/// Whether `pay` skips the refund (the model took another path on resume).
+#[derive(Default)]
+pub struct Route {
+    skip: std::sync::atomic::AtomicBool,
+}
+
+#[graph(state = Job, deps = Route, start = pay)]
+mod maybe_refund_flow {
+    use super::*;
+
+    #[node(goto = [END], tools = [refund])]
+    async fn pay(s: &Job, cx: &Ctx<Route>) -> Result<Step<Job>, NodeError> {
+        if cx.deps().skip.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(goto!(END, Job::update().receipt(Some(json!("skipped")))));
+        }
+        let obs = cx.run_tool(refund, args(s)).await?;
+        Ok(goto!(END, Job::update().receipt(Some(obs.body))))
+    }
+}
+
+/// An approved call cut off mid-way, then a resumed step that finishes without making it
+/// again, and the process dies right after that step's commit: the approval is
+/// `OUTCOME_UNKNOWN`, listed for a human, not left `EXECUTING` for good (where no later step
+/// would ever look at it, and no one would be asked).
+#[tokio::test]
+async fn a_crash_right_after_the_step_that_dropped_a_cut_off_call_still_leaves_it_to_a_human() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let thread = "U-cut-crash";
+    let path = db(thread);
+    let on = |store: hooked_store::Hooked| maybe_refund_flow::graph().app().store(Arc::new(store));
+    let deps = Route::default();
+    {
+        let inner = Arc::new(RedbStore::open(&path).expect("open store"));
+        let graph = on(hooked_store::Hooked::new(inner));
+        approved_refund(&graph, &deps, thread, 0).await;
+        cut_off(thread, graph.runner(&deps).thread(thread).resume()).await;
+    }
+    {
+        // The next process: the model takes another path, and the process dies as soon as the
+        // step's commit returns (nothing it would write after that is written).
+        let crashed = Arc::new(AtomicBool::new(false));
+        let mut store = hooked_store::Hooked::new(Arc::new(RedbStore::open(&path).expect("open store")));
+        let flag = Arc::clone(&crashed);
+        store.after_checkpoint = Some(Box::new(move || flag.store(true, Ordering::SeqCst)));
+        let flag = Arc::clone(&crashed);
+        store.before_transition = Some(Box::new(move |id, _, _| {
+            flag.load(Ordering::SeqCst).then(|| agentflow_store::ApprovalError::NotFound { id: id.to_string() })
+        }));
+        let graph = on(store);
+        deps.skip.store(true, Ordering::SeqCst);
+        let run = graph.runner(&deps).thread(thread).resume().await.unwrap();
+        assert_eq!(run.outcome, Outcome::Completed, "{:?}", run.outcome);
+        assert!(crashed.load(Ordering::SeqCst));
+    }
+    let graph = open(refund_flow::graph(), &path);
+    let desk = graph.approvals(authorizer()).unwrap();
+    let record = desk.for_thread(thread).unwrap().into_iter().find(|r| r.tool == "refund").expect("the approval");
+    assert_eq!(record.status, ApprovalStatus::OutcomeUnknown, "{record:?}");
+    assert!(desk.pending().unwrap().iter().any(|r| r.id == record.id), "listed for a human");
+    assert_eq!(calls(thread).len(), 1);
 }
 
 #[tokio::test]

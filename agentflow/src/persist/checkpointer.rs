@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentflow_store::{
-    ApprovalPatch, ApprovalStatus, Checkpoint, CheckpointMetadata, CheckpointSource, Durability as StoreDurability,
-    Lease, LeaseError, PendingWrite, StepCommit, Store, ThreadRecord, ThreadStatus,
+    ApprovalError, ApprovalPatch, ApprovalStatus, Checkpoint, CheckpointMetadata, CheckpointSource,
+    Durability as StoreDurability, Lease, LeaseError, PendingWrite, StepCommit, Store, ThreadRecord, ThreadStatus,
 };
 use serde_json::{Value, json};
 
@@ -768,10 +768,12 @@ impl Checkpointer {
         };
         if self.sweep_approvals {
             // Every node of the step finished: a call of the step's journal
-            // still open was cut off (before the resume) and not made again.
-            // Recorded before the step commits, so a crash cannot lose it.
+            // still open was cut off (before the resume) and not made again,
+            // and so was an approved call still `EXECUTING`. Recorded before
+            // the step commits, so a crash cannot lose it.
             let (thread, seq) = (self.thread.clone(), self.journal_seq);
             blocking(&self.store, move |s| super::record_open_markers(s, &thread, seq)).await??;
+            self.mark_cut_off_approvals(seq).await?;
         }
         self.commit_raw(Some(checkpoint), vec![], status, detail, if last { Flush::Now } else { Flush::Step }).await?;
         self.completed = last;
@@ -797,15 +799,61 @@ impl Checkpointer {
         }
     }
 
+    /// Before the step at checkpoint `step_seq` commits: an approval of the
+    /// thread still `EXECUTING` belongs to a call cut off mid-way (before the
+    /// resume) that the step finished without making again. It may have
+    /// acted, so it becomes `OUTCOME_UNKNOWN` (listed for a human to settle,
+    /// audited), never cancelled. Done before the commit, like the journal's
+    /// open calls, so a crash right after the commit cannot leave it
+    /// `EXECUTING` for good: no later step would look at it again.
+    async fn mark_cut_off_approvals(&self, step_seq: u64) -> Result<(), PersistError> {
+        let thread = self.thread.clone();
+        let marked = blocking(&self.store, move |s| -> Result<usize, PersistError> {
+            let note = format!(
+                "the call started and left no result (the run stopped mid-call), and the step at checkpoint \
+                 {step_seq} finished without asking for it again; whether it acted is unknown: settle it"
+            );
+            let mut marked = 0;
+            for approval in s.list_approvals(&thread)? {
+                if approval.status != ApprovalStatus::Executing {
+                    continue;
+                }
+                let patch = ApprovalPatch { note: Some(note.clone()), ..ApprovalPatch::by("agentflow", now_ms()) };
+                match s.transition_approval(
+                    &approval.id,
+                    ApprovalStatus::Executing,
+                    ApprovalStatus::OutcomeUnknown,
+                    patch,
+                ) {
+                    Ok(_) => marked += 1,
+                    // Moved meanwhile by another executor of the thread: its move stands.
+                    Err(ApprovalError::AlreadyDecided { .. }) => {}
+                    Err(e) => {
+                        return Err(PersistError::UnknownOutcome {
+                            node: approval.node,
+                            key: approval.id,
+                            reason: e.to_string(),
+                        });
+                    }
+                }
+            }
+            Ok(marked)
+        })
+        .await??;
+        if marked > 0 {
+            tracing::info!(thread = %self.thread, marked, "approved calls cut off mid-way left for a human to settle");
+        }
+        Ok(())
+    }
+
     /// Cancels the thread's approvals still `PENDING` or `APPROVED` once the
     /// step they were asked in has committed: their ids are keyed by that
     /// step's checkpoint, so no later call can use them (the model asked for
     /// other calls, or other arguments, when the step ran again). Each gets
-    /// an `approval.cancelled` audit entry. An approval still `EXECUTING`
-    /// belongs to a call cut off mid-way that the step did not make again:
-    /// it may have acted, so it becomes `OUTCOME_UNKNOWN` (listed for a human
-    /// to settle, audited) instead. Best effort, one compare-and-set each: an
-    /// approval a human decides at the same moment keeps that decision.
+    /// an `approval.cancelled` audit entry. (One still `EXECUTING` was made
+    /// `OUTCOME_UNKNOWN` before the commit.) Best effort, one compare-and-set
+    /// each: an approval a human decides at the same moment keeps that
+    /// decision, and a crash before it leaves requests no call can use.
     async fn cancel_orphaned_approvals(&self, step_seq: u64) {
         let thread = self.thread.clone();
         let swept = blocking(&self.store, move |s| -> Result<usize, PersistError> {
@@ -814,21 +862,13 @@ impl Checkpointer {
                 "the step at checkpoint {step_seq} finished without this call (the model asked for other calls \
                  or arguments); the request can no longer be used"
             );
-            let unknown = format!(
-                "the call started and left no result (the run stopped mid-call), and the step at checkpoint \
-                 {step_seq} finished without asking for it again; whether it acted is unknown: settle it"
-            );
             let mut cancelled = 0;
             for approval in s.list_approvals(&thread)? {
-                // A call cut off mid-way that the re-run step no longer made
-                // may have acted: a human is asked, it is never cancelled.
-                let (to, note) = match approval.status {
-                    ApprovalStatus::Pending | ApprovalStatus::Approved => (ApprovalStatus::Cancelled, &note),
-                    ApprovalStatus::Executing => (ApprovalStatus::OutcomeUnknown, &unknown),
-                    _ => continue,
-                };
+                if !matches!(approval.status, ApprovalStatus::Pending | ApprovalStatus::Approved) {
+                    continue;
+                }
                 let patch = ApprovalPatch { note: Some(note.clone()), ..ApprovalPatch::by("agentflow", now) };
-                match s.transition_approval(&approval.id, approval.status, to, patch) {
+                match s.transition_approval(&approval.id, approval.status, ApprovalStatus::Cancelled, patch) {
                     Ok(_) => cancelled += 1,
                     Err(e) => tracing::info!(thread = %thread, approval = %approval.id, error = %e, "left as decided"),
                 }
