@@ -170,3 +170,43 @@ async fn without_a_race_the_compensation_runs_once() {
     assert!(matches!(run.outcome, Outcome::Compensated { .. }), "{:?}", run.outcome);
     assert_eq!((seats.holds.load(Ordering::SeqCst), seats.releases.load(Ordering::SeqCst)), (1, 1));
 }
+
+// ---------------------------------------------------------------- the saga log's entry
+
+/// A completed call that names a compensation is in the saga log as soon as its result is
+/// journaled: the entry is written in the same transaction. Here the process "dies" at a
+/// write of the entry on its own (the store panics there, standing in for a SIGKILL); none
+/// happens, the node's failure after the call compensates the thread, and the seat is
+/// released. (Written on its own after the result, the entry was lost, and the failed run had
+/// nothing to undo.)
+#[tokio::test]
+async fn a_completed_call_is_in_the_saga_log_with_its_result() {
+    #[graph(state = Booking, deps = Seats, start = book)]
+    mod book_then_fail {
+        use super::*;
+
+        #[node(goto = [END], tools = [hold_seat])]
+        async fn book(_s: &Booking, cx: &Ctx<Seats>) -> Result<Step<Booking>, NodeError> {
+            cx.run_tool(hold_seat, json!({ "seat": "14C" })).await?;
+            Err(NodeError::fatal("the payment provider is down"))
+        }
+    }
+
+    let inner: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let mut store = Hooked::new(Arc::clone(&inner));
+    store.before_audit = Some(Box::new(|_, entry| {
+        assert_ne!(entry.kind, "saga.step", "the process dies here: the saga entry is written on its own");
+    }));
+    let app = book_then_fail::graph().app().store(Arc::new(store));
+    let seats = Seats::default();
+    let ended = app.runner(&seats).thread("seat").run(Booking::default()).await;
+    let said = match &ended {
+        Ok(run) => format!("{:?}", run.outcome),
+        Err(e) => e.to_string(),
+    };
+    assert_eq!(seats.holds.load(Ordering::SeqCst), 1);
+    assert_eq!(seats.releases.load(Ordering::SeqCst), 1, "the held seat was not released: {said}");
+    assert!(matches!(ended.map(|r| r.outcome), Ok(Outcome::Compensated { .. })), "{said}");
+    let logged = inner.list_audit("seat").unwrap().into_iter().filter(|e| e.kind == "saga.step").count();
+    assert_eq!(logged, 1);
+}

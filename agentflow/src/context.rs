@@ -198,7 +198,10 @@ impl<'a, D> Ctx<'a, D> {
         };
         Journal::check_key(key)?;
         let journal_key = self.instance_key(key.to_string());
-        match self.journaled(journal, &journal_key, None, uncertain, |_| None, effect).await? {
+        match self
+            .journaled(journal, &journal_key, None, uncertain, |_| crate::persist::Settling::default(), effect)
+            .await?
+        {
             Journaled::Done(value, _) => Ok(value),
             Journaled::Succeeded(value, by) => {
                 let value: T = serde_json::from_value(value).map_err(|e| {
@@ -245,7 +248,7 @@ impl<'a, D> Ctx<'a, D> {
         key: &str,
         claim: Option<ApprovalTransition>,
         uncertain: Uncertain,
-        settle: impl FnOnce(&T) -> Option<ApprovalTransition>,
+        settle: impl FnOnce(&T) -> crate::persist::Settling,
         effect: F,
     ) -> Result<Journaled<T>, NodeError>
     where

@@ -5,12 +5,13 @@
 //!
 //! # What is recorded
 //!
-//! When a call to a tool that names a compensation completes (its result is
-//! in the effect journal), the gateway appends a `saga.step` entry to the
-//! thread's audit log: the call, and the compensation's arguments built
-//! from the call's arguments and result by [`Compensates::from_call`]. A
-//! crash between the result and the entry is repaired when the step runs
-//! again (the call's result is replayed and the entry written then). Only
+//! When a call to a tool that names a compensation completes, the gateway
+//! writes a `saga.step` entry to the thread's audit log in the transaction
+//! that journals the call's result: the call, and the compensation's
+//! arguments built from the call's arguments and result by
+//! [`Compensates::from_call`]. So a call whose result is recorded is in the
+//! log, whatever happens next. (A result a human settled through the desk
+//! gets its entry when the call is replayed.) Only
 //! completed calls are recorded: a call refused, failed, or cut off with an
 //! unknown outcome (an `OUTCOME_UNKNOWN` record) is not compensated; the
 //! unknown ones are listed in [`Outcome::Compensated`]'s `unknown`.
@@ -195,11 +196,12 @@ struct Step {
     error: Option<String>,
 }
 
-/// Records a completed call of `tool` (which names a compensation) in the
-/// thread's saga log, once per call: replays find the entry and add none.
-/// `result`: what the call returned, or why that could not be stored (the
-/// step is then logged with no compensation arguments, for a human).
-pub(crate) async fn record_step(
+/// The saga log's entry for a completed call of `tool`, if it names a
+/// compensation. `result`: what the call returned, or why that could not be
+/// stored (the step is then logged with no compensation arguments, for a
+/// human). The gateway writes it in the transaction of the call's journaled
+/// result, so a call whose result is recorded is in the log.
+pub(crate) fn step_entry(
     journal: &Journal,
     node: &str,
     effect_key: &str,
@@ -207,8 +209,8 @@ pub(crate) async fn record_step(
     call_id: &str,
     args: &Value,
     result: Result<&Value, &str>,
-) -> Result<(), NodeError> {
-    let Some(compensation) = tool.compensation() else { return Ok(()) };
+) -> Option<NewAuditEntry> {
+    let compensation = tool.compensation()?;
     let (comp_args, error) = match result.map(|result| compensation.arguments(args, result)) {
         Ok(Ok(a)) => (Some(a), None),
         Ok(Err(e)) => {
@@ -231,16 +233,31 @@ pub(crate) async fn record_step(
         args: comp_args,
         error,
     };
-    let thread = journal.thread.clone();
     let detail = serde_json::to_value(&step).unwrap_or_default();
+    Some(NewAuditEntry::new(now_ms(), "agentflow", STEP, detail))
+}
+
+/// Records a completed call of `tool` (which names a compensation) in the
+/// thread's saga log, once per call: replays find the entry and add none
+/// (see [`step_entry`]; this is for a result recorded without it: one a
+/// human settled, or a call journaled by an earlier release).
+pub(crate) async fn record_step(
+    journal: &Journal,
+    node: &str,
+    effect_key: &str,
+    tool: &dyn Tool,
+    call_id: &str,
+    args: &Value,
+    result: Result<&Value, &str>,
+) -> Result<(), NodeError> {
+    let Some(entry) = step_entry(journal, node, effect_key, tool, call_id, args, result) else { return Ok(()) };
+    let thread = journal.thread.clone();
     blocking(&journal.store, move |s| -> Result<(), String> {
         let logged = s.list_audit(&thread).map_err(|e| e.to_string())?;
-        if logged.iter().any(|e| e.kind == STEP && e.detail.get("id") == Some(&json!(step.id))) {
+        if logged.iter().any(|e| e.kind == STEP && e.detail.get("id") == entry.detail.get("id")) {
             return Ok(());
         }
-        s.append_audit(&thread, NewAuditEntry::new(now_ms(), "agentflow", STEP, detail))
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        s.append_audit(&thread, entry).map(|_| ()).map_err(|e| e.to_string())
     })
     .await
     .map_err(|e| NodeError::transient(format!("saga log unavailable: {e}")))?
@@ -295,10 +312,14 @@ impl Compensator<'_> {
                 reason
             }
         };
+        // One per call: two executors of the thread that raced to journal the same result may
+        // both have logged it.
+        let mut seen = std::collections::HashSet::new();
         let steps: Vec<Step> = log
             .iter()
             .filter(|e| e.kind == STEP)
-            .filter_map(|e| serde_json::from_value(e.detail.clone()).ok())
+            .filter_map(|e| serde_json::from_value::<Step>(e.detail.clone()).ok())
+            .filter(|step| seen.insert(step.id.clone()))
             .collect();
         let journal = Journal { store: Arc::clone(&self.store), thread: self.thread.clone(), seq: SAGA_SEQ };
         let mut undone = Vec::new();

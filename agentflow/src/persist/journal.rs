@@ -49,6 +49,16 @@ pub(crate) enum Entry {
     Open { started: u32 },
 }
 
+/// What a journaled result is written with, in its transaction: the
+/// approval's compare-and-set, and an audit entry (a call's `saga.step`).
+#[derive(Debug, Default)]
+pub(crate) struct Settling {
+    /// The approval's move, if the call runs under one.
+    pub(crate) transition: Option<ApprovalTransition>,
+    /// An entry for the thread's audit log.
+    pub(crate) audit: Option<NewAuditEntry>,
+}
+
 /// The separator of marker keys; user keys may not contain it, so a marker
 /// never collides with an effect's own key.
 const MARK: char = '\u{1f}';
@@ -127,7 +137,7 @@ impl Journal {
         key: &str,
         value: T,
     ) -> Result<T, NodeError> {
-        self.record_settling(node, key, value, |_| None).await
+        self.record_settling(node, key, value, |_| Settling::default()).await
     }
 
     /// Like [`Journal::record`], and in the same durable transaction the
@@ -141,7 +151,7 @@ impl Journal {
         node: &str,
         key: &str,
         value: T,
-        settle: impl FnOnce(&T) -> Option<ApprovalTransition>,
+        settle: impl FnOnce(&T) -> Settling,
     ) -> Result<T, NodeError> {
         // A result that would not read back (a NaN, nesting too deep) is not
         // stored changed; the effect did run, so a marker is journaled in its
@@ -156,16 +166,21 @@ impl Journal {
                 (unjournaled_marker(&message), Some(message))
             }
         };
-        let mut batch = self.batch().effect(self.key(node, key), bytes.clone());
-        if let Some(transition) = settle(&value) {
+        let Settling { transition, audit } = settle(&value);
+        // What goes with the result is written with it (a result kept in its place goes alone).
+        let audit = audit.filter(|_| refused.is_none());
+        let alone = |audit: Option<NewAuditEntry>| {
+            let batch = self.batch();
+            audit.into_iter().fold(batch, EffectBatch::audit).effect(self.key(node, key), bytes.clone())
+        };
+        let mut batch = alone(audit.clone());
+        if let Some(transition) = transition {
             batch = batch.transition(transition);
         }
         let outcome = match self.commit(batch).await? {
             Ok(mut outcomes) => outcomes.pop(),
             // The approval moved meanwhile: journal the result alone.
-            Err(_) => {
-                self.commit(self.batch().effect(self.key(node, key), bytes)).await?.ok().and_then(|mut o| o.pop())
-            }
+            Err(_) => self.commit(alone(audit)).await?.ok().and_then(|mut o| o.pop()),
         };
         match outcome {
             Some(EffectOutcome::Recorded) if refused.is_some() => Err(NodeError::fatal(refused.unwrap_or_default())),

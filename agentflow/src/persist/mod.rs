@@ -35,7 +35,7 @@ pub use history::{fork_thread, update_thread};
 pub(crate) use io::{blocking, now_ms};
 pub use journal::Journal;
 pub(crate) use journal::{
-    Entry, UNKNOWN_CALL, UnknownCall, decode as decode_effect, record_open_markers, unknown_outcome_id,
+    Entry, Settling, UNKNOWN_CALL, UnknownCall, decode as decode_effect, record_open_markers, unknown_outcome_id,
     unknown_outcome_record,
 };
 

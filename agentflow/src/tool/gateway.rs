@@ -13,7 +13,7 @@ use crate::context::{Ctx, Journaled, Subject, Uncertain};
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Activity;
 use crate::message::{ToolCall, ToolSpec};
-use crate::persist::{Journal, now_ms};
+use crate::persist::{Journal, Settling, now_ms};
 use agentflow_store::{
     ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, EffectKey, Store,
 };
@@ -233,11 +233,19 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                 let claim = moving.filter(|(_, release)| *release).map(|(r, _)| {
                     self.approval_move(&r.id, ApprovalStatus::Approved, ApprovalStatus::Executing, "executing")
                 });
-                let settle = |result: &Result<Value, String>| {
-                    moving.map(|(r, _)| {
+                // Written with the result: the approval's final status, and the saga log's entry
+                // of a call that names a compensation (so a recorded call is always undone).
+                let settle = |result: &Result<Value, String>| Settling {
+                    transition: moving.map(|(r, _)| {
                         let to = if result.is_ok() { ApprovalStatus::Succeeded } else { ApprovalStatus::Failed };
                         self.approval_move(&r.id, ApprovalStatus::Executing, to, "executed")
-                    })
+                    }),
+                    audit: match (result, &forward_args) {
+                        (Ok(value), Some(args)) => {
+                            crate::saga::step_entry(journal, node, &key, tool, &call.id, args, Ok(value))
+                        }
+                        _ => None,
+                    },
                 };
                 match self.journaled(journal, &key, claim, uncertain, settle, invoke).await? {
                     Journaled::Done(result, done) => {
