@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use agentflow::approval::{ApprovalStatus, RoleAuthorizer};
 use agentflow::prelude::*;
-use agentflow::{RedbStore, Store};
-use agentflow_store::{StepCommit, ThreadRecord, ThreadStatus};
+use agentflow::{CancellationToken, RedbStore, Store, Worker};
+use agentflow_store::{NewRun, RunWait, StepCommit, ThreadRecord, ThreadStatus};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -1000,4 +1000,220 @@ fn update_against_a_deeply_nested_stored_type_neither_crashes_nor_hangs() {
     let set = ["update", "t-done", "--set", r#"{"amount": "seven"}"#, "--as", "ops"];
     let refused = af_within(&copy, &set, limit).expect("update finishes in time");
     expect_refusal(&refused, 2, "`amount` holds an integer");
+}
+
+/// A state whose stored names are not its Rust field names (`#[serde(rename_all)]`): its
+/// updates name `log_lines`, its snapshots `logLines`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+#[serde(rename_all = "camelCase")]
+struct Notes {
+    title: String,
+    #[reduce(append)]
+    log_lines: Vec<String>,
+}
+
+#[graph(state = Notes, start = first)]
+mod noting {
+    use super::*;
+
+    #[node(goto = [second])]
+    async fn first(_s: &Notes) -> Step<Notes> {
+        goto!(second, Notes::update().log_lines(vec!["one".into()]))
+    }
+
+    #[node(goto = [END])]
+    async fn second(_s: &Notes) -> Step<Notes> {
+        goto!(END, Notes::update().log_lines(vec!["two".into()]))
+    }
+}
+
+/// A state that leaves `None` out of its stored form: `verdict` is absent from the snapshot
+/// until a node sets it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+struct Review {
+    title: String,
+    #[reduce(append)]
+    notes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    verdict: Option<String>,
+}
+
+#[graph(state = Review, start = read)]
+mod reviewing {
+    use super::*;
+
+    #[node(goto = [decide])]
+    async fn read(_s: &Review) -> Step<Review> {
+        goto!(decide, Review::update().notes(vec!["read".into()]))
+    }
+
+    #[node(goto = [END])]
+    async fn decide(_s: &Review) -> Step<Review> {
+        goto!(END, Review::update().notes(vec!["decided".into()]).verdict(Some("ship".into())))
+    }
+}
+
+/// An update naming a key the stored state does not hold (here a field the state stores under
+/// another name) cannot be folded without the state's types: `compact` refuses with exit code
+/// 5 and changes nothing, so the app still reads every appended line.
+#[test]
+fn compact_refuses_updates_whose_keys_the_stored_state_does_not_hold() {
+    let dir = temp_dir("compact-renamed");
+    let path = dir.join("notes.redb");
+    let open = |path: &Path| noting::graph().app().store(Arc::new(RedbStore::open(path).unwrap()) as Arc<dyn Store>);
+    // A long title keeps the small updates stored as deltas of the first snapshot.
+    let input = Notes { title: "a title long enough to outweigh the updates ".repeat(8), log_lines: vec![] };
+    let expected = Notes { log_lines: vec!["one".into(), "two".into()], ..input.clone() };
+    runtime().block_on(async {
+        let run = open(&path).runner(&()).thread("n-1").run(input.clone()).await.expect("completed run");
+        assert_eq!((&run.outcome, &run.state), (&Outcome::Completed, &expected));
+    });
+    let history = af_json(&path, &["history", "n-1"]);
+    let out = af(&path, &["compact", "n-1", "--keep", "1"]);
+    expect_refusal(&out, 5, "`log_lines`");
+    assert!(stderr(&out).contains("App::compact"), "{}", stderr(&out));
+    assert_eq!(af_json(&path, &["history", "n-1"]), history);
+    assert_eq!(open(&path).state("n-1").unwrap().expect("a checkpoint").state, expected);
+
+    // A `None` left out of the snapshot is no such key: the compaction folds it.
+    let path = dir.join("review.redb");
+    let open = |path: &Path| reviewing::graph().app().store(Arc::new(RedbStore::open(path).unwrap()) as Arc<dyn Store>);
+    let input = Review { title: "a title long enough to outweigh the updates ".repeat(8), ..Review::default() };
+    let expected =
+        Review { notes: vec!["read".into(), "decided".into()], verdict: Some("ship".into()), ..input.clone() };
+    runtime().block_on(async {
+        let run = open(&path).runner(&()).thread("r-1").run(input).await.expect("completed run");
+        assert_eq!((&run.outcome, &run.state), (&Outcome::Completed, &expected));
+    });
+    let report = af_json(&path, &["compact", "r-1", "--keep", "1"]);
+    assert_eq!((report["dropped"].as_u64(), report["folded"].as_u64()), (Some(2), Some(1)), "{report}");
+    assert_eq!(open(&path).state("r-1").unwrap().expect("a checkpoint").state, expected);
+}
+
+/// A run a worker parked (its thread waits for an approval: the queue row keeps its worker,
+/// the lease is released) waits on a person; only a claimed run whose worker stopped is
+/// `lease_expired`.
+#[test]
+fn stuck_does_not_take_a_parked_run_for_one_whose_worker_died() {
+    let dir = temp_dir("stuck-parked");
+    let path = dir.join("runs.redb");
+    {
+        let store: Arc<dyn Store> = Arc::new(RedbStore::open(&path).unwrap());
+        let app = app(Arc::clone(&store));
+        runtime().block_on(async {
+            app.submit_as("t-parked", &Pay { order: "A-9".into(), amount: 40, ..Pay::default() }, "agent").unwrap();
+            let stop = CancellationToken::new();
+            let worker = Worker::new(app.clone(), Arc::new(())).poll_interval(std::time::Duration::from_millis(10));
+            let worker = tokio::spawn(worker.run(stop.clone()));
+            let start = std::time::Instant::now();
+            let parked =
+                || app.live_runs().unwrap().iter().any(|r| r.thread == "t-parked" && r.wait == RunWait::Approval);
+            while !parked() {
+                assert!(start.elapsed() < std::time::Duration::from_secs(60), "the run was not parked in time");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            stop.cancel();
+            worker.await.unwrap().expect("the worker stops");
+        });
+        let run = app.live_runs().unwrap().into_iter().find(|r| r.thread == "t-parked").expect("still queued");
+        assert!(run.holder.is_some(), "a parked row keeps its worker: {run:?}");
+        // A run claimed by a worker that died without a heartbeat since.
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+        let graph = payments::graph().name();
+        store.enqueue_run(NewRun::new("t-claimed", graph, None, "agent", now - 60_000)).unwrap();
+        assert_eq!(store.claim_runs(graph, "w-dead", 1_000, now - 50_000, 1).unwrap().len(), 1);
+    }
+    let stuck = af_json(&path, &["stuck", "--waiting", "0s"]);
+    let reasons: Vec<(&str, &str)> = stuck
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["thread"].as_str().unwrap(), s["reason"].as_str().unwrap()))
+        .collect();
+    assert!(reasons.contains(&("t-parked", "waiting_on_human")), "{reasons:?}");
+    assert!(!reasons.contains(&("t-parked", "lease_expired")), "{reasons:?}");
+    assert!(reasons.contains(&("t-claimed", "lease_expired")), "{reasons:?}");
+}
+
+/// `asking` as the subgraph of a parent: the question is asked inside the child.
+#[graph(state = Ask, start = delegate)]
+mod delegating {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [asking])]
+    async fn delegate(s: &Ask, cx: &Ctx<()>) -> Result<Step<Ask>, NodeError> {
+        let answered = cx.subgraph(asking::graph(), s.clone()).await?;
+        Ok(goto!(END, Ask::update().answer(answered.answer)))
+    }
+}
+
+/// A question asked inside a subgraph is listed once, as the parent thread's (the one to
+/// answer: its resume hands the answer down), by `pending` and by `stuck`.
+#[test]
+fn a_question_asked_inside_a_subgraph_is_listed_once_as_the_parents() {
+    let dir = temp_dir("pending-child");
+    let path = dir.join("ask.redb");
+    runtime().block_on(async {
+        let app = delegating::graph().app().store(Arc::new(RedbStore::open(&path).unwrap()) as Arc<dyn Store>);
+        let run = app.runner(&()).thread("p").run(Ask { question: "how many?".into(), answer: None }).await;
+        assert!(matches!(run.unwrap().outcome, Outcome::Interrupted { .. }));
+    });
+    let threads = af_json(&path, &["threads"]);
+    assert_eq!(threads.as_array().map(Vec::len), Some(2), "the parent and its child: {threads}");
+    let listed = af_json(&path, &["pending"])["interrupts"].clone();
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed[0]["thread"], "p", "{listed}");
+    let stuck = af_json(&path, &["stuck", "--waiting", "0s"]);
+    let stuck: Vec<&str> = stuck.as_array().unwrap().iter().map(|s| s["thread"].as_str().unwrap()).collect();
+    assert_eq!(stuck, vec!["p"]);
+}
+
+/// Its fields in the order `serde_json` sorts keys, so `export` writes the stored documents
+/// as JSON (not as text), nested inside the lines.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+struct Deep {
+    doc: Value,
+    label: String,
+}
+
+#[graph(state = Deep, start = copy)]
+mod nesting {
+    use super::*;
+
+    #[node(goto = [END])]
+    async fn copy(s: &Deep) -> Step<Deep> {
+        goto!(END, Deep::update().label("copied".into()).doc(s.doc.clone()))
+    }
+}
+
+/// A state nested as deep as a store accepts (`MAX_DOCUMENT_DEPTH`) exports, with the lines
+/// around it, and imports back: the same state, the same export.
+#[test]
+fn export_then_import_keeps_a_state_nested_as_deep_as_stored() {
+    let dir = temp_dir("export-deep");
+    let (first, second) = (dir.join("first.redb"), dir.join("second.redb"));
+    let open = |path: &Path| nesting::graph().app().store(Arc::new(RedbStore::open(path).unwrap()) as Arc<dyn Store>);
+    // The state object holds the value: one level more than the value's own nesting.
+    let levels = agentflow::persist::MAX_DOCUMENT_DEPTH - 1;
+    let doc = (0..levels).fold(json!("core"), |inner, _| json!([inner]));
+    let input = Deep { doc: doc.clone(), label: "input".into() };
+    runtime().block_on(async {
+        let run = open(&first).runner(&()).thread("d-1").run(input).await.expect("completed run");
+        assert_eq!(run.outcome, Outcome::Completed);
+    });
+    let file = dir.join("deep.jsonl");
+    let out = af(&first, &["export", "d-1", "--output", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(af_json(&second, &["import", file.to_str().unwrap()])["imported"], json!(["d-1"]));
+    assert_eq!(stdout(&af(&second, &["export", "d-1"])), std::fs::read_to_string(&file).unwrap());
+    let copied = open(&second).state("d-1").unwrap().expect("a checkpoint").state;
+    assert_eq!(copied, Deep { doc, label: "copied".into() });
+    // A line nested deeper than any export writes (an edited file) is refused, not parsed.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let deeper = format!("{}\"core\"{}", "[".repeat(100_000), "]".repeat(100_000));
+    let edited = dir.join("deeper.jsonl");
+    std::fs::write(&edited, text.replacen("\"core\"", &deeper, 1)).unwrap();
+    let out = af(&dir.join("third.redb"), &["import", edited.to_str().unwrap()]);
+    expect_refusal(&out, 2, "levels deep; an export line nests at most");
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 }

@@ -3,14 +3,21 @@
 //! the graph's stored description names each field's reducer, so the state is folded here
 //! the way the derive's `apply` folds it. A custom reducer cannot be run without the user's
 //! code: such a field is left out and the fold says so.
+//!
+//! Updates name the fields by their Rust names, the snapshot by the names the state's `serde`
+//! attributes give them (`#[serde(rename_all = "camelCase")]` stores `log_lines` as
+//! `logLines`). An update naming a key the document does not hold is therefore not folded
+//! exactly, and the fold says so, unless the key is an `Option` field of a document stored
+//! under the field names: then it is a `None` the state skips when serialized
+//! (`skip_serializing_if`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use agentflow::Store;
 use agentflow_store::{StateChain, ThreadRecord};
 use serde_json::{Map, Value};
 
-use crate::{Failure, code};
+use crate::Failure;
 
 /// The graph's description stored under the thread's fingerprint, if any.
 pub fn description(store: &dyn Store, thread: &ThreadRecord) -> Result<Option<Value>, Failure> {
@@ -22,16 +29,56 @@ pub fn description(store: &dyn Store, thread: &ThreadRecord) -> Result<Option<Va
     })
 }
 
-/// Each state field's reducer, from a description.
-pub fn reducers(description: Option<&Value>) -> Option<BTreeMap<String, String>> {
-    let fields = description?.get("state")?.get("fields")?.as_array()?;
-    Some(
-        fields
-            .iter()
-            .filter_map(|f| Some((f.get("name")?.as_str()?.to_string(), f.get("reducer")?.as_str()?.to_string())))
-            .collect(),
-    )
+/// A state's fields as a graph's description lists them.
+#[derive(Debug, Clone, Default)]
+pub struct Fields {
+    /// Each field's reducer (`overwrite`, `append`, `add`, `merge`, `messages`, `custom`), by
+    /// the field's Rust name.
+    pub reducers: BTreeMap<String, String>,
+    /// The fields whose Rust type is an `Option` (none for a description written before
+    /// descriptions carried types).
+    pub optional: BTreeSet<String>,
 }
+
+impl Fields {
+    /// Whether `state`, which does not hold `name`, reads as field `name` being `None`:
+    /// `name` is an `Option` field, and `state` is stored under the field names (each of its
+    /// keys is a field, and each field that is not an `Option` is there), so the key is a
+    /// `None` skipped when serialized, not a field stored under another name.
+    fn skipped_none(&self, name: &str, state: &Map<String, Value>) -> bool {
+        self.optional.contains(name)
+            && state.keys().all(|k| self.reducers.contains_key(k))
+            && self.reducers.keys().all(|f| self.optional.contains(f) || state.contains_key(f))
+    }
+}
+
+/// The state's fields, from a description.
+pub fn fields(description: Option<&Value>) -> Option<Fields> {
+    let listed = description?.get("state")?.get("fields")?.as_array()?;
+    let reducers = listed
+        .iter()
+        .filter_map(|f| Some((f.get("name")?.as_str()?.to_string(), f.get("reducer")?.as_str()?.to_string())))
+        .collect();
+    let optional = crate::types::field_types(description)
+        .into_iter()
+        .filter(|(_, ty)| is_option(ty))
+        .map(|(name, _)| name)
+        .collect();
+    Some(Fields { reducers, optional })
+}
+
+/// Whether the Rust type `ty` (whitespace removed) is an `Option` (`Option<u32>`,
+/// `std::option::Option<String>`).
+fn is_option(ty: &str) -> bool {
+    let head = ty.split('<').next().unwrap_or(ty);
+    ty.ends_with('>') && head.rsplit("::").next() == Some("Option")
+}
+
+/// Why a fold is not exact, as the error of a store's compaction callback (told apart from
+/// a store failure by its type).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Inexact(pub String);
 
 /// A folded state and what could not be folded exactly.
 #[derive(Debug, Default)]
@@ -43,7 +90,7 @@ pub struct Folded {
 }
 
 /// Folds a chain (snapshot, then each step's updates in order).
-pub fn fold(thread: &str, chain: &StateChain, reducers: Option<&BTreeMap<String, String>>) -> Result<Folded, Failure> {
+pub fn fold(thread: &str, chain: &StateChain, fields: Option<&Fields>) -> Result<Folded, Failure> {
     let decode = |what: &str, seq: u64, e: serde_json::Error| {
         Failure::store(format!("thread `{thread}`: the {what} at checkpoint {seq} is not JSON: {e}"))
     };
@@ -51,7 +98,7 @@ pub fn fold(thread: &str, chain: &StateChain, reducers: Option<&BTreeMap<String,
         state: serde_json::from_slice(&chain.snapshot).map_err(|e| decode("state snapshot", chain.snapshot_seq, e))?,
         warnings: Vec::new(),
     };
-    if reducers.is_none() && chain.steps.iter().any(|s| !s.delta.is_empty()) {
+    if fields.is_none() && chain.steps.iter().any(|s| !s.delta.is_empty()) {
         out.warnings.push(
             "the store has no description of this thread's graph (written by an older agentflow), so updates were \
              folded as if every field were overwritten"
@@ -61,30 +108,27 @@ pub fn fold(thread: &str, chain: &StateChain, reducers: Option<&BTreeMap<String,
     for step in &chain.steps {
         for blob in &step.delta {
             let update: Value = serde_json::from_slice(blob).map_err(|e| decode("update", step.seq, e))?;
-            apply(&mut out, &update, reducers, step.seq);
+            apply(&mut out, &update, fields, step.seq);
         }
     }
     Ok(out)
 }
 
 /// Folds the state of `thread` at checkpoint `seq`.
-pub fn state_at(
-    store: &dyn Store,
-    thread: &str,
-    seq: u64,
-    reducers: Option<&BTreeMap<String, String>>,
-) -> Result<Folded, Failure> {
+pub fn state_at(store: &dyn Store, thread: &str, seq: u64, fields: Option<&Fields>) -> Result<Folded, Failure> {
     let chain = store.state_chain(thread, seq).map_err(Failure::store)?.ok_or_else(|| {
         Failure::not_found(format!(
             "thread `{thread}` has no checkpoint {seq}; list them with `agentflow history {thread}`"
         ))
     })?;
-    fold(thread, &chain, reducers)
+    fold(thread, &chain, fields)
 }
 
-/// Applies one update (a JSON object of the fields it sets) through the reducers.
-pub fn apply(out: &mut Folded, update: &Value, reducers: Option<&BTreeMap<String, String>>, seq: u64) {
-    let Some(fields) = update.as_object() else {
+/// Applies one update (a JSON object of the fields it sets) through the reducers. A key the
+/// state does not hold (and that is no skipped `None`, see [`Fields`]) is set as named, with a
+/// warning: the state may store that field under another name.
+pub fn apply(out: &mut Folded, update: &Value, fields: Option<&Fields>, seq: u64) {
+    let Some(update_fields) = update.as_object() else {
         out.warnings.push(format!("the update at checkpoint {seq} is not a JSON object; it was skipped"));
         return;
     };
@@ -92,8 +136,20 @@ pub fn apply(out: &mut Folded, update: &Value, reducers: Option<&BTreeMap<String
         out.state = Value::Object(Map::new());
     }
     let Some(state) = out.state.as_object_mut() else { return };
-    for (name, value) in fields {
-        let reducer = reducers.and_then(|r| r.get(name)).map_or("overwrite", String::as_str);
+    for (name, value) in update_fields {
+        let reducer = fields.and_then(|f| f.reducers.get(name)).map_or("overwrite", String::as_str);
+        // A field with a custom reducer is left out below, and said so there.
+        if let Some(known) = fields
+            && reducer != "custom"
+            && !state.contains_key(name)
+            && !known.skipped_none(name, state)
+        {
+            out.warnings.push(format!(
+                "the update at checkpoint {seq} sets `{name}`, a key the stored state does not hold (the state may \
+                 store its fields under other names, with `#[serde(rename ..)]`), so the state cannot be computed \
+                 without the graph's Rust types"
+            ));
+        }
         let current = state.get_mut(name);
         match (reducer, current) {
             ("append", Some(Value::Array(items))) => match value {
@@ -200,11 +256,11 @@ fn walk(path: &str, a: &Value, b: &Value, out: &mut Diff) {
     }
 }
 
-/// A code-5 failure when a fold was not exact (for writes that must not guess).
-pub fn require_exact(folded: &Folded) -> Result<(), Failure> {
+/// The first reason a fold was not exact (for writes that must not guess).
+pub fn require_exact(folded: &Folded) -> Result<(), Inexact> {
     match folded.warnings.first() {
         None => Ok(()),
-        Some(w) => Err(Failure::new(code::OPAQUE, format!("{w}; do this from the app, with its types"))),
+        Some(w) => Err(Inexact(w.clone())),
     }
 }
 
@@ -214,8 +270,8 @@ mod tests {
 
     use super::*;
 
-    fn reducers(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    fn reducers(pairs: &[(&str, &str)]) -> Fields {
+        Fields { reducers: pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(), ..Fields::default() }
     }
 
     #[test]
@@ -247,6 +303,29 @@ mod tests {
         assert_eq!(out.state, json!({}));
         assert!(out.warnings[0].contains("`c`") && out.warnings[0].contains("checkpoint 4"));
         assert!(require_exact(&out).is_err());
+    }
+
+    #[test]
+    fn a_key_the_state_does_not_hold_is_said_unless_it_is_a_skipped_none() {
+        let description = json!({ "state": { "fields": [
+            { "name": "log_lines", "reducer": "append", "type": "Vec<String>" },
+            { "name": "note", "reducer": "overwrite", "type": "Option<String>" },
+        ] } });
+        let f = fields(Some(&description)).unwrap();
+        assert!(f.optional.contains("note") && !f.optional.contains("log_lines"));
+        // Stored under the field names, `None` skipped: the update sets it.
+        let mut out = Folded { state: json!({ "log_lines": ["a"] }), warnings: vec![] };
+        apply(&mut out, &json!({ "note": "n", "log_lines": ["b"] }), Some(&f), 2);
+        assert_eq!(out.state, json!({ "log_lines": ["a", "b"], "note": "n" }));
+        assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+        // Stored under other names (`rename_all = "camelCase"`): the `Option` field's absence
+        // proves nothing either.
+        for update in [json!({ "log_lines": ["b"] }), json!({ "note": "n" })] {
+            let mut out = Folded { state: json!({ "logLines": ["a"] }), warnings: vec![] };
+            apply(&mut out, &update, Some(&f), 3);
+            assert!(out.warnings[0].contains("checkpoint 3") && out.warnings[0].contains("does not hold"));
+            assert!(require_exact(&out).is_err());
+        }
     }
 
     #[test]

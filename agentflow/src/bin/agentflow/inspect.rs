@@ -1,7 +1,9 @@
 //! Read-only commands: `threads`, `show`, `history`, `diff`, `pending`, `graph`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use agentflow::approval::{ApprovalDesk, RoleAuthorizer};
 use agentflow::{Pending, PendingKind, Store};
 use agentflow_store::{ApprovalRecord, ApprovalStatus, ThreadRecord, ThreadStatus};
 use clap::Args;
@@ -169,8 +171,8 @@ pub fn show(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
     let latest = store.latest_checkpoint(thread).map_err(Failure::store)?;
     let (state, next, seq) = match &latest {
         Some(cp) => {
-            let reducers = fold::reducers(description.as_ref());
-            (fold::state_at(store, thread, cp.seq, reducers.as_ref())?, cp.cursor.clone(), Some(cp.seq))
+            let fields = fold::fields(description.as_ref());
+            (fold::state_at(store, thread, cp.seq, fields.as_ref())?, cp.cursor.clone(), Some(cp.seq))
         }
         None => (Folded::default(), vec![], None),
     };
@@ -306,9 +308,9 @@ pub fn history(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
 pub fn diff(store: &dyn Store, thread: &str, a: u64, b: u64, as_json: bool) -> Outcome {
     let record = thread_or_fail(store, thread)?;
     let description = fold::description(store, &record)?;
-    let reducers = fold::reducers(description.as_ref());
-    let before = fold::state_at(store, thread, a, reducers.as_ref())?;
-    let after = fold::state_at(store, thread, b, reducers.as_ref())?;
+    let fields = fold::fields(description.as_ref());
+    let before = fold::state_at(store, thread, a, fields.as_ref())?;
+    let after = fold::state_at(store, thread, b, fields.as_ref())?;
     let d = fold::diff(&before.state, &after.state);
     let mut warnings = before.warnings;
     warnings.extend(after.warnings);
@@ -343,8 +345,11 @@ pub fn diff(store: &dyn Store, thread: &str, a: u64, b: u64, as_json: bool) -> O
     Ok(())
 }
 
-/// `pending`.
-pub fn pending(store: &dyn Store, as_json: bool) -> Outcome {
+/// `pending`: a question asked inside a subgraph is listed once, as the parent thread's (the
+/// thread to answer; its resume hands the answer down).
+pub fn pending(shared: &Arc<dyn Store>, as_json: bool) -> Outcome {
+    let store = shared.as_ref();
+    let desk = ApprovalDesk::for_store(Arc::clone(shared), RoleAuthorizer::new());
     let listing = store.scan_pending_approvals().map_err(Failure::store)?;
     for skipped in &listing.skipped {
         eprintln!("agentflow: skipped an approval record that does not decode: {skipped}");
@@ -361,6 +366,10 @@ pub fn pending(store: &dyn Store, as_json: bool) -> Outcome {
             ThreadStatus::Failed => &[PendingKind::Interrupt],
             _ => continue,
         };
+        // A subgraph run whose question its parent waits on is listed as the parent's.
+        if desk.parent_waiting_on(&t.id).map_err(Failure::store)?.is_some() {
+            continue;
+        }
         let (seq, waits) = waits(store, &t.id)?;
         for p in waits {
             if listed.contains(&p.kind) {

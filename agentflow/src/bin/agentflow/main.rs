@@ -48,7 +48,7 @@
 //! | 2 | usage: bad arguments, bad JSON in `--set`/`--args`, an update the app could not read back, an unreadable export file, an output that cannot be written |
 //! | 3 | store busy or unreachable: another process has the redb file open, a run holds the thread (`update`, `fork`), or the PostgreSQL server cannot be reached |
 //! | 4 | store error: the store is damaged, of an unsupported format, or a read or write failed |
-//! | 5 | the thread's state cannot be computed without the graph's Rust types (a custom reducer, an update that does not fit) |
+//! | 5 | the thread's state cannot be computed without the graph's Rust types (a custom reducer, an update that does not fit, an update naming a key the stored state does not hold) |
 //!
 //! A reader that stops reading the output (`agentflow audit --json | head -1`: standard output
 //! is a pipe closed by its reader) ends the command early with code 0 and nothing on standard
@@ -93,7 +93,8 @@ Exit codes:
   3  store busy or unreachable: another process has the redb file open, a run holds
      the thread (update, fork), or the PostgreSQL server cannot be reached
   4  store error: damaged, unsupported format, a read or write failed
-  5  the state cannot be computed without the graph's Rust types (custom reducer)";
+  5  the state cannot be computed without the graph's Rust types (a custom reducer, an
+     update naming a key the stored state does not hold)";
 
 /// Inspect and operate agentflow threads: list, show, diff, decide approvals, audit, fork,
 /// update, compact, export/import, draw the graph, find stuck threads.
@@ -263,7 +264,7 @@ fn run(cli: Cli) -> Outcome {
         Command::Show { thread } => inspect::show(store.as_ref(), &thread, json),
         Command::History { thread } => inspect::history(store.as_ref(), &thread, json),
         Command::Diff { thread, seq_a, seq_b } => inspect::diff(store.as_ref(), &thread, seq_a, seq_b, json),
-        Command::Pending => inspect::pending(store.as_ref(), json),
+        Command::Pending => inspect::pending(store, json),
         Command::Approve(args) => decide::decide(store, decide::Kind::Approve, &args, json),
         Command::Edit(args) => decide::decide(store, decide::Kind::Edit, &args, json),
         Command::Reject(args) => decide::decide(store, decide::Kind::Reject, &args, json),
@@ -277,7 +278,7 @@ fn run(cli: Cli) -> Outcome {
         Command::Export(args) => transfer::export(store, &args),
         Command::Import(args) => transfer::import(store, &args, json),
         Command::Graph { thread } => inspect::graph(store.as_ref(), &thread, json),
-        Command::Stuck(args) => stuck::stuck(store.as_ref(), &args, json),
+        Command::Stuck(args) => stuck::stuck(store, &args, json),
         Command::Serve(_) => Ok(()),
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use agentflow::Store;
 use agentflow::persist::{HistoryError, PersistError, fork_thread, update_thread};
-use agentflow_store::{AuditEntry, LeaseError, StateChain};
+use agentflow_store::{AuditEntry, CompactError, LeaseError, StateChain};
 use clap::Args;
 use serde_json::{Value, json};
 
@@ -136,10 +136,10 @@ pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, as_json: bool) -> Outco
         return Err(Failure::usage("--set sets no field"));
     }
     let description = fold::description(store.as_ref(), &record)?;
-    if let Some(known) = fold::reducers(description.as_ref())
-        && let Some(bad) = fields.keys().find(|k| !known.contains_key(*k))
+    if let Some(known) = fold::fields(description.as_ref())
+        && let Some(bad) = fields.keys().find(|k| !known.reducers.contains_key(*k))
     {
-        let names: Vec<&str> = known.keys().map(String::as_str).collect();
+        let names: Vec<&str> = known.reducers.keys().map(String::as_str).collect();
         return Err(Failure::usage(format!(
             "`{bad}` is not a field of the thread's state; its fields: {}",
             names.join(", ")
@@ -162,8 +162,8 @@ pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, as_json: bool) -> Outco
         }
     }
     if let Some(seq) = store.latest_checkpoint(&args.thread).map_err(Failure::store)?.map(|c| c.seq) {
-        let reducers = fold::reducers(description.as_ref());
-        let current = fold::state_at(store.as_ref(), &args.thread, seq, reducers.as_ref())?;
+        let known = fold::fields(description.as_ref());
+        let current = fold::state_at(store.as_ref(), &args.thread, seq, known.as_ref())?;
         for (name, value) in fields.iter().filter(|(name, _)| !checked.contains(*name)) {
             if let Some(now) = current.state.get(name)
                 && let Some((held, given)) = kind_clash(now, value)
@@ -206,7 +206,7 @@ fn kind_clash(now: &Value, given: &Value) -> Option<(&'static str, &'static str)
 }
 
 /// `compact`: folds retained checkpoints as JSON, refusing (exit 5) where the fold would not
-/// be exact.
+/// be exact (a custom reducer, an update naming a key the stored state does not hold).
 pub fn compact(store: &Arc<dyn Store>, args: &CompactArgs, as_json: bool) -> Outcome {
     let record = thread_or_fail(store.as_ref(), &args.thread)?;
     if !record.status.is_finished() {
@@ -216,8 +216,8 @@ pub fn compact(store: &Arc<dyn Store>, args: &CompactArgs, as_json: bool) -> Out
         )));
     }
     let description = fold::description(store.as_ref(), &record)?;
-    let reducers = fold::reducers(description.as_ref());
-    if reducers.is_none() {
+    let fields = fold::fields(description.as_ref());
+    if fields.is_none() {
         return Err(Failure::new(
             code::OPAQUE,
             format!(
@@ -228,13 +228,19 @@ pub fn compact(store: &Arc<dyn Store>, args: &CompactArgs, as_json: bool) -> Out
     }
     let thread = args.thread.clone();
     let fold_fn = |chain: &StateChain| -> Result<Vec<u8>, agentflow_store::BoxError> {
-        let folded = fold::fold(&thread, chain, reducers.as_ref()).map_err(|f| f.message)?;
-        fold::require_exact(&folded).map_err(|f| f.message)?;
+        let folded = fold::fold(&thread, chain, fields.as_ref()).map_err(|f| f.message)?;
+        fold::require_exact(&folded)?;
         Ok(serde_json::to_vec(&folded.state)?)
     };
-    let report = store.compact(&args.thread, args.keep, &fold_fn).map_err(|e| {
-        let text = e.to_string();
-        if text.contains("custom reducer") { Failure::new(code::OPAQUE, text) } else { Failure::store(text) }
+    let report = store.compact(&args.thread, args.keep, &fold_fn).map_err(|e| match &e {
+        CompactError::Fold { source, .. } if source.downcast_ref::<fold::Inexact>().is_some() => Failure::new(
+            code::OPAQUE,
+            format!(
+                "{e}; nothing was changed: compact it with `App::compact` from the application, which folds with \
+                 the graph's Rust types"
+            ),
+        ),
+        _ => Failure::store(e),
     })?;
     if as_json {
         out::json(&json!({

@@ -2,17 +2,22 @@
 //!
 //! - A thread waiting on a person (`interrupted`, or with an approval or unknown outcome
 //!   waiting) for longer than `--waiting` (default 1h), counted from its last update or the
-//!   oldest waiting record.
+//!   oldest waiting record. A subgraph child whose question its parent waits on is not listed:
+//!   the parent is, as the thread to answer.
 //! - A thread recorded as running (or compensating) whose lease expired, or that has none:
 //!   the process that ran it died and no worker took it over. A queued run claimed by a
-//!   worker whose lease expired is listed the same way.
+//!   worker whose lease expired is listed the same way; a run its worker parked (waiting for
+//!   an approval, a timer or an answer: the row keeps its worker, the lease is released) is
+//!   not, its thread is listed for what it waits for.
 //! - A durable timer more than `--overdue` (default 1m) past its wake time: no scheduler or
 //!   worker woke the thread.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use agentflow::approval::{ApprovalDesk, RoleAuthorizer};
 use agentflow::{PendingKind, Store};
-use agentflow_store::ThreadStatus;
+use agentflow_store::{RunWait, ThreadStatus};
 use clap::Args;
 use serde_json::{Value, json};
 
@@ -46,7 +51,7 @@ pub struct Stuck {
 pub const KINDS: [&str; 3] = ["waiting_on_human", "lease_expired", "timer_overdue"];
 
 /// `stuck`.
-pub fn stuck(store: &dyn Store, args: &StuckArgs, as_json: bool) -> Outcome {
+pub fn stuck(store: &Arc<dyn Store>, args: &StuckArgs, as_json: bool) -> Outcome {
     let waiting = out::parse_duration(&args.waiting).map_err(Failure::usage)?;
     let overdue = out::parse_duration(&args.overdue).map_err(Failure::usage)?;
     let now = now_ms();
@@ -70,7 +75,9 @@ pub fn stuck(store: &dyn Store, args: &StuckArgs, as_json: bool) -> Outcome {
 
 /// The stuck threads at `now`: waiting on a person for `waiting` millis or more, with an
 /// expired lease, or with a timer more than `overdue` millis past its wake time; oldest first.
-pub fn find(store: &dyn Store, waiting: u64, overdue: u64, now: u64) -> Result<Vec<Stuck>, Failure> {
+pub fn find(shared: &Arc<dyn Store>, waiting: u64, overdue: u64, now: u64) -> Result<Vec<Stuck>, Failure> {
+    let store = shared.as_ref();
+    let desk = ApprovalDesk::for_store(Arc::clone(shared), RoleAuthorizer::new());
     let mut found: Vec<Stuck> = Vec::new();
 
     // Oldest waiting approval per thread.
@@ -85,6 +92,10 @@ pub fn find(store: &dyn Store, waiting: u64, overdue: u64, now: u64) -> Result<V
     for t in &threads {
         match t.status {
             ThreadStatus::Interrupted => {
+                // A subgraph run whose question its parent waits on counts as the parent's.
+                if desk.parent_waiting_on(&t.id).map_err(Failure::store)?.is_some() {
+                    continue;
+                }
                 let (since, what) = match oldest.get(&t.id) {
                     Some((at, id)) => (*at, format!("approval {id} waits for a decision")),
                     None => {
@@ -116,10 +127,15 @@ pub fn find(store: &dyn Store, waiting: u64, overdue: u64, now: u64) -> Result<V
             _ => {}
         }
     }
-    // Queued runs claimed by a worker that stopped heartbeating (stores with a run queue).
+    // Queued runs claimed by a worker that stopped heartbeating (stores with a run queue). A
+    // parked run keeps the worker that parked it, with no lease: it waits for what its wait
+    // names, and a worker claims it again then.
     if let Ok(runs) = store.list_runs() {
         for r in runs {
             let Some(holder) = &r.holder else { continue };
+            if r.wait != RunWait::Ready {
+                continue;
+            }
             let live = r.lease.as_ref().is_some_and(|l| l.expires_at > now && &l.holder == holder);
             if !live && !found.iter().any(|s| s.thread == r.thread && s.reason == "lease_expired") {
                 let since = r.lease.as_ref().map_or(r.heartbeat_at.unwrap_or(r.enqueued_at), |l| l.expires_at);

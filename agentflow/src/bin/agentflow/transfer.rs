@@ -13,11 +13,13 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 
 use agentflow::Store;
+use agentflow::persist::MAX_DOCUMENT_DEPTH;
 use agentflow_store::{
     ApprovalRecord, AuditEntry, Checkpoint, CheckpointMetadata, CommitError, EffectKey, PendingWrite, ThreadDump,
     ThreadRecord,
 };
 use clap::Args;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::out;
@@ -30,6 +32,10 @@ const FORMAT: u64 = 2;
 /// The oldest layout this build reads: format 1 records name no parent, and a child is told by
 /// the shape of its id, as it was then ([`ThreadRecord::legacy_parent`]).
 const OLDEST_FORMAT: u64 = 1;
+/// The deepest nesting of arrays and objects in a line `export` writes: a stored document (at
+/// most [`MAX_DOCUMENT_DEPTH`] levels) as `{"json": ..}` in a checkpoint's `delta` list, in its
+/// line. serde_json reads at most 127 levels by default, so `import` reads lines with this limit.
+const MAX_LINE_DEPTH: usize = MAX_DOCUMENT_DEPTH + 3;
 
 /// `export` arguments.
 #[derive(Args, Debug)]
@@ -169,6 +175,49 @@ struct Imported {
     graph: Option<(String, String)>,
 }
 
+/// How deep `text` nests arrays and objects, brackets inside strings not counted (a count that
+/// does not recurse, so any line can be measured before it is parsed).
+fn nesting(text: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for b in text.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Line `n` of an export file as JSON, nested up to [`MAX_LINE_DEPTH`] levels (deeper than
+/// serde_json reads by default); a deeper line is refused before it is parsed.
+fn parse_line(line: &str, n: usize) -> Result<Value, Failure> {
+    let depth = nesting(line);
+    if depth > MAX_LINE_DEPTH {
+        return Err(Failure::usage(format!(
+            "line {n}: nested {depth} levels deep; an export line nests at most {MAX_LINE_DEPTH}"
+        )));
+    }
+    let mut de = serde_json::Deserializer::from_str(line);
+    de.disable_recursion_limit();
+    Value::deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v))
+        .map_err(|e| Failure::usage(format!("line {n}: not JSON: {e}")))
+}
+
 fn field<T: serde::de::DeserializeOwned>(v: &Value, name: &str, line: usize) -> Result<T, Failure> {
     serde_json::from_value(v.get(name).cloned().unwrap_or(Value::Null))
         .map_err(|e| Failure::usage(format!("line {line}: field `{name}`: {e}")))
@@ -192,7 +241,7 @@ fn read(file: &PathBuf) -> Result<Vec<Imported>, Failure> {
         if line.trim().is_empty() {
             continue;
         }
-        let v: Value = serde_json::from_str(&line).map_err(|e| Failure::usage(format!("line {n}: not JSON: {e}")))?;
+        let v = parse_line(&line, n)?;
         let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
         if kind == HEADER {
             let format = v.get("format").and_then(Value::as_u64).unwrap_or(0);

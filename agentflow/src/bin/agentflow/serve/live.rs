@@ -75,7 +75,7 @@ pub async fn refresh_stuck(server: &Arc<Server>) {
     let found = server
         .store
         .with(move |store| {
-            crate::stuck::find(store.as_ref(), waiting, overdue, now_ms())
+            crate::stuck::find(store, waiting, overdue, now_ms())
                 .map(|v| crate::stuck::KINDS.map(|k| v.iter().filter(|s| s.reason == k).count()))
         })
         .await;

@@ -216,8 +216,8 @@ fn context(store: &dyn Store, t: &ThreadRecord) -> Result<Context, Failure> {
     let Some(cp) = store.latest_checkpoint(&t.id).map_err(Failure::store)? else {
         return Ok(Context { description, ..Context::default() });
     };
-    let reducers = fold::reducers(description.as_ref());
-    let folded = fold::state_at(store, &t.id, cp.seq, reducers.as_ref())?;
+    let fields = fold::fields(description.as_ref());
+    let folded = fold::state_at(store, &t.id, cp.seq, fields.as_ref())?;
     Ok(Context {
         seq: Some(cp.seq),
         state: folded.state,
@@ -296,7 +296,7 @@ fn inbox_data(shared: &Arc<dyn Store>, stuck: (u64, u64), decided: Option<String
             interrupts.push(InterruptView { thread: t.clone(), questions, checkpoint, answered });
         }
     }
-    let stuck = crate::stuck::find(store, stuck.0, stuck.1, now_ms())?;
+    let stuck = crate::stuck::find(shared, stuck.0, stuck.1, now_ms())?;
     let version = live::snapshot(store)?["version"].as_str().unwrap_or_default().to_string();
     let decided = match decided {
         Some(id) => store.approval(&id).map_err(Failure::store)?,
@@ -415,8 +415,8 @@ async fn checkpoint(
             let store = store.as_ref();
             let t = inspect::thread_or_fail(store, &thread)?;
             let description = fold::description(store, &t)?;
-            let reducers = fold::reducers(description.as_ref());
-            let folded = fold::state_at(store, &thread, seq, reducers.as_ref())?;
+            let fields = fold::fields(description.as_ref());
+            let folded = fold::state_at(store, &thread, seq, fields.as_ref())?;
             let step = steps(store, &thread)?.into_iter().find(|st| st.seq == seq);
             Ok((folded, step))
         })
@@ -452,7 +452,7 @@ async fn audit(State(server): State<Shared>, headers: HeaderMap) -> Response {
 async fn stuck(State(server): State<Shared>, headers: HeaderMap) -> Response {
     let Some(s) = server.auth.session(&headers) else { return redirect("/login") };
     let (waiting, overdue) = server.stuck;
-    match server.store.with(move |store| crate::stuck::find(store.as_ref(), waiting, overdue, now_ms())).await {
+    match server.store.with(move |store| crate::stuck::find(store, waiting, overdue, now_ms())).await {
         Ok(found) => html(StatusCode::OK, pages::stuck(&s, &found, waiting, overdue)),
         Err(f) => failure(f, Some(&s)),
     }
