@@ -139,6 +139,34 @@ async fn a_lease_taken_over_mid_step_cancels_the_step_and_commits_nothing() {
     assert_eq!(record.lease.map(|l| l.holder).as_deref(), Some("thief"));
 }
 
+/// A run that stalled past its lease (a stopped process, a long pause) and wakes inside a node
+/// does not act: another holder took the thread meanwhile, and the effect's *started* marker,
+/// fenced by the run's lease, is refused before the effect runs. (The run's own renewal is 20 s
+/// away here, so nothing else notices the loss first.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_wakes_after_losing_its_lease_does_not_start_an_effect() {
+    let (store, graph) = setup();
+    let deps = held_deps();
+    let run = graph.runner(&deps).thread("stalled").lease_ttl(Duration::from_secs(60)).run(Work::default());
+    let thief = async {
+        deps.started.notified().await;
+        // Another executor whose clock says the lease expired takes the thread, and the stalled
+        // run wakes up.
+        store.acquire_lease("stalled", "thief", 60_000, now_ms() + 120_000).expect("the thief takes the thread");
+        deps.release.notify_one();
+    };
+    let (run, ()) = tokio::time::timeout(GUARD, async { tokio::join!(run, thief) }).await.expect("no hang");
+    assert_eq!(deps.effects.load(Ordering::SeqCst), 0, "the stalled run charged the card");
+    let said = match &run {
+        Ok(run) => format!("{:?}", run.outcome),
+        Err(e) => e.to_string(),
+    };
+    assert!(said.contains("thief"), "{said}");
+    assert_eq!(graph.history("stalled").unwrap().len(), 1, "only the run's first checkpoint");
+    let record = graph.thread("stalled").unwrap().unwrap();
+    assert_eq!(record.lease.map(|l| l.holder).as_deref(), Some("thief"));
+}
+
 #[test]
 fn the_store_refuses_a_commit_fenced_by_a_holder_that_lost_the_lease() {
     let store = RedbStore::in_memory().unwrap();

@@ -45,6 +45,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("effect_batch_all_or_nothing", effect_batch_all_or_nothing),
     ("effect_batch_refusal_writes_nothing", effect_batch_refusal_writes_nothing),
     ("effect_batch_applies_every_part_together", effect_batch_applies_every_part_together),
+    ("effect_batch_fenced_by_the_lease", effect_batch_fenced_by_the_lease),
     ("approval_cas_race", approval_cas_race),
     ("approvals_outcome_unknown", approvals_outcome_unknown),
     ("lease_rules", lease_rules),
@@ -656,6 +657,51 @@ pub fn effect_batch_refusal_writes_nothing(store: &dyn Store) {
     assert_eq!(store.effect(&key("started")).unwrap().as_deref(), Some(&b"1"[..]));
     let kinds: Vec<String> = audit().into_iter().map(|e| e.kind).collect();
     assert_eq!(kinds[before.len()..], ["approval.executing", "claimed"]);
+}
+
+/// A batch fenced by a holder ([`EffectBatch::fenced_by`]) is written only while that holder
+/// has an unexpired lease on the thread: another holder's lease, an expired one or none refuses
+/// it with [`CommitError::LeaseLost`] (naming the current lease), and none of it is written
+/// (not its effect, its approval's claim, nor its audit entry). An unfenced batch is written
+/// whoever holds the lease.
+pub fn effect_batch_fenced_by_the_lease(store: &dyn Store) {
+    use ApprovalStatus::{Approved, Executing, Pending};
+    let key = |k: &str| EffectKey { thread: "t".into(), seq: 0, node: "n".into(), key: k.into() };
+    let claim =
+        || ApprovalTransition { id: "a1".into(), from: Approved, to: Executing, patch: ApprovalPatch::by("exec", NOW) };
+    store.put_approval(approval("a1", "t"), "agent").unwrap();
+    store.transition_approval("a1", Pending, Approved, ApprovalPatch::by("alice", NOW)).unwrap();
+    let audit_len = || store.list_audit("t").unwrap().len();
+    let before = audit_len();
+    let batch = |holder: &str, now: u64| {
+        EffectBatch::new("t")
+            .effect(key("started"), b"1".to_vec())
+            .transition(claim())
+            .audit(NewAuditEntry::new(NOW, "exec", "started", json!({})))
+            .fenced_by(holder, now)
+    };
+    // No lease at all.
+    let err = store.commit_effects(batch("w1", NOW)).unwrap_err();
+    assert!(matches!(&err, CommitError::LeaseLost { holder, current: None, .. } if holder == "w1"), "{err}");
+    // Another holder's lease.
+    store.acquire_lease("t", "w2", 60_000, NOW).unwrap();
+    let err = store.commit_effects(batch("w1", NOW + 1)).unwrap_err();
+    assert!(
+        matches!(&err, CommitError::LeaseLost { current: Some(l), .. } if l.holder == "w2"),
+        "another holder's lease: {err}"
+    );
+    // Its own lease, expired at the batch's `now`.
+    let err = store.commit_effects(batch("w2", NOW + 60_000)).unwrap_err();
+    assert!(matches!(err, CommitError::LeaseLost { .. }), "an expired lease: {err}");
+    assert_eq!(store.effect(&key("started")).unwrap(), None, "a refused batch wrote its effect");
+    assert_eq!(store.approval("a1").unwrap().unwrap().status, Approved, "a refused batch claimed its approval");
+    assert_eq!(audit_len(), before, "a refused batch appended to the audit log");
+    // Its own unexpired lease: all of it is written.
+    assert_eq!(store.commit_effects(batch("w2", NOW + 2)).unwrap(), [EffectOutcome::Recorded]);
+    assert_eq!(store.approval("a1").unwrap().unwrap().status, Executing);
+    // Unfenced, under another holder's lease: written (a result is a fact, whoever records it).
+    let result = EffectBatch::new("t").effect(key("result"), b"done".to_vec());
+    assert_eq!(store.commit_effects(result).unwrap(), [EffectOutcome::Recorded]);
 }
 
 /// A `commit_effects` batch that is not refused is written as one: the outcomes answer its

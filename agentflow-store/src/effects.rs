@@ -41,6 +41,12 @@ pub(crate) fn stage_effect_batch(tx: &Tx<'_>, batch: &EffectBatch) -> Result<Vec
     if tid.is_empty() {
         return Err(invalid("the thread id is empty".to_string()));
     }
+    if let Some(holder) = &batch.lease_holder
+        && !tx.leases.is_held_by(tid, holder, batch.now)
+    {
+        let current = tx.leases.get(tid);
+        return Err(CommitError::LeaseLost { thread: tid.to_string(), holder: holder.clone(), current });
+    }
     if let Some((key, _)) = batch.effects.iter().find(|(k, _)| k.thread != tid) {
         return Err(invalid(format!("effect `{}` belongs to thread `{}`", key.key, key.thread)));
     }

@@ -1057,12 +1057,34 @@ pub struct EffectBatch {
     pub approval_transitions: Vec<ApprovalTransition>,
     /// Audit entries for `thread`, appended last.
     pub audit: Vec<NewAuditEntry>,
+    /// When set, the batch is refused ([`CommitError::LeaseLost`](crate::CommitError::LeaseLost))
+    /// unless this holder has an unexpired lease on `thread` at `now`. The runtime fences the
+    /// batch that says an effect *started* (and claims its approval), so a run that lost its
+    /// thread's lease does not act; a result is recorded whoever holds the lease, as a fact.
+    pub lease_holder: Option<String>,
+    /// Unix millis used for the lease check.
+    pub now: u64,
 }
 
 impl EffectBatch {
-    /// An empty batch for `thread`.
+    /// An empty batch for `thread`, with no lease check.
     pub fn new(thread: impl Into<String>) -> Self {
-        EffectBatch { thread: thread.into(), effects: Vec::new(), approval_transitions: Vec::new(), audit: Vec::new() }
+        EffectBatch {
+            thread: thread.into(),
+            effects: Vec::new(),
+            approval_transitions: Vec::new(),
+            audit: Vec::new(),
+            lease_holder: None,
+            now: 0,
+        }
+    }
+
+    /// Requires `holder` to hold an unexpired lease on the thread at `now`.
+    #[must_use]
+    pub fn fenced_by(mut self, holder: impl Into<String>, now: u64) -> Self {
+        self.lease_holder = Some(holder.into());
+        self.now = now;
+        self
     }
 
     /// Adds an effect result.

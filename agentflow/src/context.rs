@@ -268,12 +268,12 @@ impl<'a, D> Ctx<'a, D> {
             _ => None,
         };
         // Written in one durable transaction right before the effect runs.
-        let mut start = journal.batch();
+        let mut start = journal.start_batch();
         let started = match journal.entry(self.node, key).await? {
             Entry::Recorded(bytes) => {
                 let value = decode_effect(&bytes, key)?;
                 if let Some(claim) = claim
-                    && let Err(current) = journal.commit(journal.batch().transition(claim)).await?
+                    && let Err(current) = journal.commit(journal.start_batch().transition(claim)).await?
                 {
                     return Ok(Journaled::ClaimLost(current));
                 }

@@ -321,7 +321,12 @@ impl Compensator<'_> {
             .filter_map(|e| serde_json::from_value::<Step>(e.detail.clone()).ok())
             .filter(|step| seen.insert(step.id.clone()))
             .collect();
-        let journal = Journal { store: Arc::clone(&self.store), thread: self.thread.clone(), seq: SAGA_SEQ };
+        let journal = Journal {
+            store: Arc::clone(&self.store),
+            thread: self.thread.clone(),
+            seq: SAGA_SEQ,
+            holder: Some(self.lease.holder().to_string()),
+        };
         let mut undone = Vec::new();
         for step in steps.iter().rev() {
             let done = Undone {
@@ -439,7 +444,7 @@ impl Compensator<'_> {
         };
         let detail = json!({ "at": now_ms(), crate::persist::UNKNOWN_CALL: call });
         let (marker, value) = journal.marker_effect(SAGA_NODE, &key, "started", run, &detail);
-        let started = journal.commit(journal.batch().effect(marker, value)).await.map_err(journal_error)?;
+        let started = journal.commit(journal.start_batch().effect(marker, value)).await.map_err(journal_error)?;
         // The *started* marker was already there: another executor of this thread (one that took
         // it over) started this run of the compensation after this one read the journal. It may
         // be running there; it is not run here too (a later resume finds the run open and asks a

@@ -14,9 +14,9 @@ use deadpool_postgres::GenericClient;
 use crate::codec::MAX_DOCUMENT_DEPTH;
 use crate::error::{CommitError, JsonTooDeep};
 use crate::postgres::error::Fail;
-use crate::postgres::sql;
+use crate::postgres::sql::{self, uint};
 use crate::postgres::{Ctx, approvals};
-use crate::record::{EffectBatch, EffectKey, EffectOutcome};
+use crate::record::{EffectBatch, EffectKey, EffectOutcome, Lease};
 
 /// Inserts `result` under `key` unless a result is there already; answers
 /// [`EffectOutcome::AlreadyRecorded`] with the kept one. Inside a transaction, an earlier insert
@@ -79,6 +79,28 @@ pub(crate) async fn stage_batch<C: GenericClient>(
     batch: &EffectBatch,
 ) -> Result<Vec<EffectOutcome>, Fail<CommitError>> {
     let thread = batch.thread.as_str();
+    if let Some(holder) = &batch.lease_holder {
+        // Locked until the transaction ends, so the lease cannot move before the batch commits.
+        let row = sql::query_opt(tx, "SELECT holder, expires_at FROM leases WHERE thread = $1 FOR UPDATE", &[&thread])
+            .await?;
+        let current = match row {
+            Some(row) => match row.get::<_, Option<String>>(0) {
+                Some(h) => Some(Lease {
+                    holder: h,
+                    expires_at: uint(&ctx.path, "leases", || format!("{thread:?}"), row.get(1))?,
+                }),
+                None => None,
+            },
+            None => None,
+        };
+        if !current.as_ref().is_some_and(|l| l.holder == *holder && l.expires_at > batch.now) {
+            return Err(Fail::Refused(CommitError::LeaseLost {
+                thread: thread.to_string(),
+                holder: holder.clone(),
+                current,
+            }));
+        }
+    }
     let mut outcomes = Vec::with_capacity(batch.effects.len());
     for (key, result) in &batch.effects {
         outcomes.push(record(ctx, tx, key, result).await?);

@@ -1024,7 +1024,12 @@ impl Checkpointer {
 
     /// Where the effects of the next step are journaled.
     pub(crate) fn journal(&self) -> Journal {
-        Journal { store: Arc::clone(&self.store), thread: self.thread.clone(), seq: self.journal_seq }
+        Journal {
+            store: Arc::clone(&self.store),
+            thread: self.thread.clone(),
+            seq: self.journal_seq,
+            holder: Some(self.lease.holder().to_string()),
+        }
     }
 }
 

@@ -29,6 +29,9 @@ pub struct Journal {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) thread: String,
     pub(crate) seq: u64,
+    /// The lease holder of the run that journals: what starts an effect is written only while
+    /// it still holds the thread (see [`Journal::start_batch`]).
+    pub(crate) holder: Option<String>,
 }
 
 impl std::fmt::Debug for Journal {
@@ -249,6 +252,16 @@ impl Journal {
         EffectBatch::new(self.thread.clone())
     }
 
+    /// An empty batch for what starts an effect (its *started* marker, an approval's claim),
+    /// fenced by the run's lease: a run that lost the thread to another holder (it stalled past
+    /// its lease) does not act. What an effect returned is recorded unfenced, as a fact.
+    pub(crate) fn start_batch(&self) -> EffectBatch {
+        match &self.holder {
+            Some(holder) => self.batch().fenced_by(holder.clone(), super::now_ms()),
+            None => self.batch(),
+        }
+    }
+
     /// The marker [`Journal::mark`] writes, to put in a batch instead.
     pub(crate) fn marker_effect(
         &self,
@@ -272,6 +285,11 @@ impl Journal {
         match result {
             Ok(outcomes) => Ok(Ok(outcomes)),
             Err(CommitError::Approval(ApprovalError::AlreadyDecided { current, .. })) => Ok(Err(current)),
+            Err(e @ CommitError::LeaseLost { .. }) => Err(NodeError::fatal(format!(
+                "this run no longer holds thread `{}` ({e}); another process runs it now, so the effect was not \
+                 started here",
+                self.thread
+            ))),
             Err(e) => Err(NodeError::transient(format!("effect journal unavailable: {e}"))),
         }
     }
