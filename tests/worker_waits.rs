@@ -579,3 +579,70 @@ async fn postgres_a_run_parked_for_an_approval_is_claimed_when_the_approval_expi
     an_expiring_approval_is_claimed_when_it_expires(postgres(&url, "expiry"), "expiring-pg").await;
     assert_eq!(REFUNDS.load(Ordering::SeqCst), 0);
 }
+
+/// A worker-queued run parked for its approval, beside an `OUTCOME_UNKNOWN` record of the same
+/// thread (a call of the branch cut off earlier): forked, the thread runs its new branch afresh.
+/// The fork cancels the open request and hands the parked run back to the workers: the record
+/// left for a human no longer keeps it parked (it did, for good, while nothing settled it). The
+/// new branch asks for its own approval; the record still waits for a human.
+async fn a_forked_thread_is_not_held_by_its_old_branchs_unknown_outcome(store: Arc<dyn Store>, thread: &str) {
+    use agentflow_store::{ApprovalRecord, ApprovalStatus};
+
+    let app = refunding::graph().app().store(Arc::clone(&store));
+    app.submit_as(thread, &Refund { order: format!("{thread}-order"), ..Refund::default() }, "support-bot").unwrap();
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::new(())).poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    let parked = || {
+        app.live_runs().unwrap().iter().any(|r| r.thread == thread && r.wait == RunWait::Approval && r.lease.is_none())
+    };
+    wait_until("the run parks for its approval", parked).await;
+    let first = store.list_approvals(thread).unwrap();
+    assert_eq!(first.len(), 1, "{first:?}");
+    let now = agentflow::timer::now_ms();
+    let unknown = ApprovalRecord {
+        id: format!("unk-{thread}"),
+        status: ApprovalStatus::OutcomeUnknown,
+        reason: "an earlier call was cut off mid-way".into(),
+        created_at: now,
+        updated_at: now,
+        expires_at: now + 3_600_000,
+        ..first[0].clone()
+    };
+    store.put_approval(unknown.clone(), "agentflow").unwrap();
+
+    let seq = app.history(thread).unwrap().first().expect("a checkpoint").seq;
+    app.fork(thread, seq, "ops").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let asked_anew = loop {
+        let asked: Vec<_> = store
+            .list_approvals(thread)
+            .unwrap()
+            .into_iter()
+            .filter(|a| a.status == ApprovalStatus::Pending && a.id != first[0].id)
+            .collect();
+        if !asked.is_empty() {
+            break asked;
+        }
+        assert!(std::time::Instant::now() < deadline, "no worker ran the forked thread: {:?}", app.live_runs());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(asked_anew.len(), 1, "{asked_anew:?}");
+    wait_until("the new branch parks for its own approval", parked).await;
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+    assert_eq!(store.approval(&first[0].id).unwrap().unwrap().status, ApprovalStatus::Cancelled);
+    assert_eq!(store.approval(&unknown.id).unwrap().unwrap().status, ApprovalStatus::OutcomeUnknown);
+    assert_eq!(REFUNDS.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_a_forked_thread_is_not_held_by_its_old_branchs_unknown_outcome() {
+    a_forked_thread_is_not_held_by_its_old_branchs_unknown_outcome(redb(), "forked-redb").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_forked_thread_is_not_held_by_its_old_branchs_unknown_outcome() {
+    let Some(url) = pg::pg_url() else { return };
+    a_forked_thread_is_not_held_by_its_old_branchs_unknown_outcome(postgres(&url, "forked"), "forked-pg").await;
+}

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use agentflow_store::{
     ApprovalPatch, ApprovalStatus, ApprovalTransition, AuditEntry, Checkpoint, CheckpointMetadata, CheckpointSource,
-    CheckpointSummary, CompactReport, Listing, NewAuditEntry, PendingWrite, StateChain, StepCommit, Store,
-    ThreadRecord, ThreadStatus,
+    CheckpointSummary, CompactReport, Listing, NewAuditEntry, PendingWrite, QueueError, RunWait, StateChain,
+    StepCommit, Store, ThreadRecord, ThreadStatus,
 };
 use serde_json::json;
 
@@ -164,7 +164,10 @@ impl<S: State, D> App<S, D> {
     /// still `PENDING` or `APPROVED` is cancelled in the same commit, each
     /// with an `approval.cancelled` audit entry by `actor` saying why; those
     /// of its subgraph children are cancelled just after, the same way. The thread's budget usage carries over
-    /// (a fork does not refund model or tool calls).
+    /// (a fork does not refund model or tool calls). A record of the old branch that waits for a
+    /// human to settle it (`OUTCOME_UNKNOWN`: a call cut off mid-way may have acted) stays
+    /// listed, and a worker-queued run parked for approvals is handed back to the workers: the
+    /// new branch waits for none of the old one's records.
     pub fn fork(&self, thread: &str, seq: u64, actor: &str) -> Result<u64, HistoryError> {
         fork_thread(self.store_or_err()?, thread, seq, actor)
     }
@@ -270,7 +273,21 @@ pub fn fork_thread(store: &Arc<dyn Store>, thread: &str, seq: u64, actor: &str) 
         json!({ "from": seq }),
     )?;
     cancel_children_approvals(store, thread, &note, actor);
+    wake_parked_run(store, thread);
     Ok(forked)
+}
+
+/// Hands a worker-queued run parked for approvals back to the workers, after a fork: the fork
+/// cancelled the open requests, but a record of the abandoned branch that still waits for a
+/// human (an `OUTCOME_UNKNOWN` to settle, the thread's or a subgraph child's) would keep the run
+/// parked for good, though the new branch runs afresh and waits for none of them. The record
+/// stays listed for a human. A store without a run queue has nothing to wake; a failure is
+/// logged (the run then waits until its records are settled, as before the fork).
+fn wake_parked_run(store: &Arc<dyn Store>, thread: &str) {
+    match store.wake_run(thread, RunWait::Approval) {
+        Ok(_) | Err(QueueError::Unsupported { .. }) => {}
+        Err(e) => tracing::warn!(thread, error = %e, "waking the forked thread's queued run"),
+    }
 }
 
 /// Cancels the open approvals of the thread's subgraph children (every
