@@ -155,6 +155,19 @@ pub enum AnswerError {
         /// What the run queue said.
         source: Box<agentflow_store::QueueError>,
     },
+    /// The thread is a subgraph child whose parent does not wait on its question (the parent
+    /// was forked or updated past the step that ran it, or runs now): no run would read an
+    /// answer given here. Nothing was recorded. (Appended last.)
+    #[error(
+        "thread `{thread}` is a subgraph run of thread `{parent}`, which does not wait on its question (it \
+         moved on: forked, updated, or running); no run would read an answer; nothing was recorded"
+    )]
+    ParentMovedOn {
+        /// The child thread.
+        thread: String,
+        /// Its parent.
+        parent: String,
+    },
 }
 
 /// The checkpoint thread `thread` waits at in `interrupt`, and what it asks.
@@ -200,6 +213,9 @@ pub(crate) fn record(
     let (latest, pending) = waiting(store, thread)?;
     if let Some(parent) = parent_waiting_on(store, thread)? {
         return Err(AnswerError::AnswerTheParent { thread: thread.to_string(), parent });
+    }
+    if let Some(parent) = parent_moved_on(store, thread)? {
+        return Err(AnswerError::ParentMovedOn { thread: thread.to_string(), parent });
     }
     if latest != checkpoint {
         return Err(AnswerError::Stale { thread: thread.to_string(), checkpoint, latest });
@@ -289,6 +305,18 @@ pub(crate) fn parent_waiting_on(store: &dyn Store, thread: &str) -> Result<Optio
         }
     }
     Ok(None)
+}
+
+/// The parent of subgraph child `thread` when no thread of its parent chain waits on the child's
+/// question (the parent was forked or updated past the step that ran it, or runs now): an answer
+/// given to the child would be read by no run. `None` for a thread that is no child, or that its
+/// parents wait on.
+pub(crate) fn parent_moved_on(store: &dyn Store, thread: &str) -> Result<Option<String>, AnswerError> {
+    let Some(parent) = store.thread(thread)?.and_then(|r| r.parent) else { return Ok(None) };
+    if parent_waiting_on(store, thread)?.is_some() {
+        return Ok(None);
+    }
+    Ok(Some(parent))
 }
 
 /// Whether thread `thread` waits in `cx.interrupt` with an answer recorded for the checkpoint

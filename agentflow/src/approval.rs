@@ -386,6 +386,15 @@ impl ApprovalDesk {
         crate::answer::parent_waiting_on(&**self.store(), thread)
     }
 
+    /// The parent of subgraph child `thread` when its parent does not wait on the child's
+    /// question (the parent was forked or updated past the step that ran it, or runs now): no
+    /// run would read an answer given to the child, and [`ApprovalDesk::answer_interrupt`]
+    /// refuses it with [`AnswerError::ParentMovedOn`]. `None` for a thread that is no child, or
+    /// that its parents wait on. Lists of questions for people leave such a child out.
+    pub fn parent_moved_on(&self, thread: &str) -> Result<Option<String>, AnswerError> {
+        crate::answer::parent_moved_on(&**self.store(), thread)
+    }
+
     /// The answer recorded for the interrupt thread `thread` waits in now, if any.
     pub fn recorded_answer(&self, thread: &str) -> Result<Option<InterruptAnswer>, AnswerError> {
         let store = &**self.store();

@@ -581,6 +581,37 @@ async fn instances_of_a_map_worker_waiting_together_share_one_card_and_one_answe
     assert_eq!(verdicts, ["intro: fine", "outro: fine"]);
 }
 
+/// After a fork of its parent, a subgraph run's question belongs to the abandoned branch: no
+/// run would read an answer to it. The desk refuses one (`ParentMovedOn`, nothing recorded),
+/// and the inbox no longer offers the question (it offered it, and took the answer, before).
+#[tokio::test]
+async fn after_a_fork_of_its_parent_a_subgraphs_question_is_neither_offered_nor_answered() {
+    use agentflow::approval::{AnswerError, Approver, RoleAuthorizer};
+
+    let dir = temp_dir("moved-on");
+    let store = filled_redb(&dir).await;
+    add_delegated_question(open_redb(&store)).await;
+    let child = with_redb(&store, |s| {
+        let ids: Vec<String> = s.list_threads().unwrap().into_iter().map(|t| t.id).collect();
+        ids.into_iter().find(|id| id.starts_with("t-parent/")).expect("the subgraph's thread")
+    });
+    {
+        let app = delegating::graph().app().store(open_redb(&store));
+        let first = app.history("t-parent").unwrap().first().expect("a checkpoint").seq;
+        app.fork("t-parent", first, "ops").unwrap();
+        let desk = app.approvals(RoleAuthorizer::new()).unwrap();
+        let (seq, _) = desk.waiting_interrupt(&child).expect("the child still waits in its interrupt");
+        let refused = desk.answer_interrupt(&child, seq, json!("merge"), &Approver::new("alice", ["x"])).unwrap_err();
+        assert!(matches!(&refused, AnswerError::ParentMovedOn { parent, .. } if parent == "t-parent"), "{refused}");
+        assert_eq!(desk.recorded_answer(&child).unwrap(), None, "nothing recorded");
+    }
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
+    assert!(!inbox.contains("merge it?"), "{inbox}");
+    assert!(!inbox.contains(&format!("action=\"/threads/{}/answer\"", segment(&child))), "{inbox}");
+}
+
 #[tokio::test]
 async fn the_stuck_gauge_is_refreshed_periodically() {
     let dir = temp_dir("refresh");

@@ -366,8 +366,11 @@ pub fn pending(shared: &Arc<dyn Store>, as_json: bool) -> Outcome {
             ThreadStatus::Failed => &[PendingKind::Interrupt],
             _ => continue,
         };
-        // A subgraph run whose question its parent waits on is listed as the parent's.
-        if desk.parent_waiting_on(&t.id).map_err(Failure::store)?.is_some() {
+        // A subgraph run whose question its parent waits on is listed as the parent's; one whose
+        // parent moved on (a fork) waits for no one.
+        if desk.parent_waiting_on(&t.id).map_err(Failure::store)?.is_some()
+            || desk.parent_moved_on(&t.id).map_err(Failure::store)?.is_some()
+        {
             continue;
         }
         let (seq, waits) = waits(store, &t.id)?;

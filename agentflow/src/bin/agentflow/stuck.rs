@@ -92,8 +92,11 @@ pub fn find(shared: &Arc<dyn Store>, waiting: u64, overdue: u64, now: u64) -> Re
     for t in &threads {
         match t.status {
             ThreadStatus::Interrupted => {
-                // A subgraph run whose question its parent waits on counts as the parent's.
-                if desk.parent_waiting_on(&t.id).map_err(Failure::store)?.is_some() {
+                // A subgraph run whose question its parent waits on counts as the parent's; one
+                // whose parent moved on (a fork) waits for no one.
+                if desk.parent_waiting_on(&t.id).map_err(Failure::store)?.is_some()
+                    || desk.parent_moved_on(&t.id).map_err(Failure::store)?.is_some()
+                {
                     continue;
                 }
                 let (since, what) = match oldest.get(&t.id) {

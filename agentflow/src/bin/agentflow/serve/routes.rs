@@ -269,8 +269,11 @@ fn inbox_data(shared: &Arc<dyn Store>, stuck: (u64, u64), decided: Option<String
             continue;
         }
         // A subgraph run whose question its parent waits on is listed, and answered, as the
-        // parent's.
-        if desk.parent_waiting_on(&t.id).map_err(Failure::store)?.is_some() {
+        // parent's; one whose parent moved on (a fork) waits for no one: no run would read its
+        // answer.
+        if desk.parent_waiting_on(&t.id).map_err(Failure::store)?.is_some()
+            || desk.parent_moved_on(&t.id).map_err(Failure::store)?.is_some()
+        {
             continue;
         }
         let (seq, waits) = inspect::waits(store, &t.id)?;
@@ -649,6 +652,7 @@ async fn answer(State(server): State<Shared>, headers: HeaderMap, Path(id): Path
                 | AnswerError::Stale { .. }
                 | AnswerError::AlreadyAnswered { .. }
                 | AnswerError::AnswerTheParent { .. }
+                | AnswerError::ParentMovedOn { .. }
                 | AnswerError::Busy { .. } => StatusCode::CONFLICT,
                 AnswerError::Anonymous => StatusCode::UNAUTHORIZED,
                 AnswerError::Value(_) => StatusCode::UNPROCESSABLE_ENTITY,
