@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentflow_store::{
-    ApprovalError, ApprovalPatch, ApprovalStatus, Checkpoint, CheckpointMetadata, CheckpointSource,
+    ApprovalPatch, ApprovalStatus, ApprovalTransition, Checkpoint, CheckpointMetadata, CheckpointSource,
     Durability as StoreDurability, Lease, LeaseError, PendingWrite, StepCommit, Store, ThreadRecord, ThreadStatus,
 };
 use serde_json::{Value, json};
@@ -773,9 +773,10 @@ impl Checkpointer {
             // the step commits, so a crash cannot lose it.
             let (thread, seq) = (self.thread.clone(), self.journal_seq);
             blocking(&self.store, move |s| super::record_open_markers(s, &thread, seq)).await??;
-            self.mark_cut_off_approvals(seq).await?;
         }
-        self.commit_raw(Some(checkpoint), vec![], status, detail, if last { Flush::Now } else { Flush::Step }).await?;
+        let cut_off = if self.sweep_approvals { self.cut_off_approvals(self.journal_seq).await? } else { vec![] };
+        let flush = if last { Flush::Now } else { Flush::Step };
+        self.commit_raw_with(Some(checkpoint), vec![], cut_off, status, detail, flush).await?;
         self.completed = last;
         self.seq = seq;
         // The new checkpoint has no kept answers of its own.
@@ -799,51 +800,30 @@ impl Checkpointer {
         }
     }
 
-    /// Before the step at checkpoint `step_seq` commits: an approval of the
-    /// thread still `EXECUTING` belongs to a call cut off mid-way (before the
-    /// resume) that the step finished without making again. It may have
-    /// acted, so it becomes `OUTCOME_UNKNOWN` (listed for a human to settle,
-    /// audited), never cancelled. Done before the commit, like the journal's
-    /// open calls, so a crash right after the commit cannot leave it
-    /// `EXECUTING` for good: no later step would look at it again.
-    async fn mark_cut_off_approvals(&self, step_seq: u64) -> Result<(), PersistError> {
+    /// The moves that go with the commit of the step at checkpoint `step_seq`: an approval of
+    /// the thread still `EXECUTING` belongs to a call cut off mid-way (before the resume) that
+    /// the step finished without making again. It may have acted, so it becomes
+    /// `OUTCOME_UNKNOWN` (listed for a human to settle, audited), never cancelled. In the step's
+    /// own commit, fenced by the run's lease: a crash right after the commit cannot leave it
+    /// `EXECUTING` for good (no later step would look at it again), and a run that lost the
+    /// thread moves nothing.
+    async fn cut_off_approvals(&self, step_seq: u64) -> Result<Vec<ApprovalTransition>, PersistError> {
         let thread = self.thread.clone();
-        let marked = blocking(&self.store, move |s| -> Result<usize, PersistError> {
-            let note = format!(
-                "the call started and left no result (the run stopped mid-call), and the step at checkpoint \
-                 {step_seq} finished without asking for it again; whether it acted is unknown: settle it"
-            );
-            let mut marked = 0;
-            for approval in s.list_approvals(&thread)? {
-                if approval.status != ApprovalStatus::Executing {
-                    continue;
-                }
-                let patch = ApprovalPatch { note: Some(note.clone()), ..ApprovalPatch::by("agentflow", now_ms()) };
-                match s.transition_approval(
-                    &approval.id,
-                    ApprovalStatus::Executing,
-                    ApprovalStatus::OutcomeUnknown,
-                    patch,
-                ) {
-                    Ok(_) => marked += 1,
-                    // Moved meanwhile by another executor of the thread: its move stands.
-                    Err(ApprovalError::AlreadyDecided { .. }) => {}
-                    Err(e) => {
-                        return Err(PersistError::UnknownOutcome {
-                            node: approval.node,
-                            key: approval.id,
-                            reason: e.to_string(),
-                        });
-                    }
-                }
-            }
-            Ok(marked)
-        })
-        .await??;
-        if marked > 0 {
-            tracing::info!(thread = %self.thread, marked, "approved calls cut off mid-way left for a human to settle");
-        }
-        Ok(())
+        let executing = blocking(&self.store, move |s| s.list_approvals(&thread)).await??;
+        let note = format!(
+            "the call started and left no result (the run stopped mid-call), and the step at checkpoint {step_seq} \
+             finished without asking for it again; whether it acted is unknown: settle it"
+        );
+        Ok(executing
+            .into_iter()
+            .filter(|a| a.status == ApprovalStatus::Executing)
+            .map(|a| ApprovalTransition {
+                id: a.id,
+                from: ApprovalStatus::Executing,
+                to: ApprovalStatus::OutcomeUnknown,
+                patch: ApprovalPatch { note: Some(note.clone()), ..ApprovalPatch::by("agentflow", now_ms()) },
+            })
+            .collect())
     }
 
     /// Cancels the thread's approvals still `PENDING` or `APPROVED` once the
@@ -952,8 +932,22 @@ impl Checkpointer {
         detail: String,
         sync: Flush,
     ) -> Result<(), PersistError> {
+        self.commit_raw_with(checkpoint, pending, vec![], status, detail, sync).await
+    }
+
+    /// [`Checkpointer::commit_raw`] with approval compare-and-sets in the same commit.
+    async fn commit_raw_with(
+        &mut self,
+        checkpoint: Option<Checkpoint>,
+        pending: Vec<PendingWrite>,
+        transitions: Vec<ApprovalTransition>,
+        status: ThreadStatus,
+        detail: String,
+        sync: Flush,
+    ) -> Result<(), PersistError> {
         self.lease.renew_if_due().await?;
-        let commit = self.prepare(checkpoint, pending, status, detail, sync);
+        let mut commit = self.prepare(checkpoint, pending, status, detail, sync);
+        commit.approval_transitions = transitions;
         let durability = commit.durability;
         let wrote = Written::of(&commit);
         // A durable commit on a multi-threaded runtime is made from this task's thread, the
