@@ -246,3 +246,42 @@ async fn compensated_lists_a_cut_off_call_when_the_failing_step_no_longer_makes_
         "the cut-off charge is not listed: unknown {unknown:?}; OUTCOME_UNKNOWN record for a human: {recorded}"
     );
 }
+
+/// The same, with the charge run under an approval: the approved charge is cut off mid-way,
+/// and the resumed step fails for good without making it again. Its approval must not stay
+/// `EXECUTING` for good (no step of a compensated thread runs again, so no later step would
+/// look at it): it becomes `OUTCOME_UNKNOWN`, for a human, and `unknown` lists it.
+#[tokio::test]
+async fn compensated_lists_an_approved_call_cut_off_when_the_failing_step_no_longer_makes_it() {
+    use agentflow::approval::Approver;
+    use agentflow::tool::Decision;
+
+    let policy = || RiskPolicy::allow_all().tool("charge_payment", Decision::NeedsApproval);
+    let authorizer = || RoleAuthorizer::new().role_for(Risk::Reversible, "ops");
+    let shop = Shop::new();
+    let path = db("approved-fails-at-once");
+    {
+        let (_store, app) = open(&path);
+        let app = app.policy(policy());
+        let run = app.runner(&shop).thread("order").owner(OWNER).run(Checkout::default()).await.unwrap();
+        let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("not paused: {}", run.outcome) };
+        let id = pending[0].payload["approval"].as_str().unwrap().to_string();
+        app.approvals(authorizer()).unwrap().approve(&id, &Approver::new("alice", ["ops"])).unwrap();
+        tokio::select! {
+            run = app.runner(&shop).thread("order").resume() => {
+                panic!("the run should hang in charge_payment: {:?}", run.map(|r| r.outcome))
+            }
+            () = shop.acted.notified() => {}
+        }
+    }
+    let (store, app) = open(&path);
+    let app = app.policy(policy());
+    shop.give_up.store(true, Ordering::SeqCst);
+    let run = app.runner(&shop).thread("order").resume().await.unwrap();
+    let unknown = check_compensated(&run, &shop, &store);
+    let desk = app.approvals(authorizer()).unwrap();
+    let charge = desk.for_thread("order").unwrap().into_iter().find(|r| r.tool == "charge_payment").unwrap();
+    assert_eq!(charge.status, ApprovalStatus::OutcomeUnknown, "{charge:?}");
+    assert_eq!(unknown, [format!("charge_payment ({})", charge.id)]);
+    assert!(desk.pending().unwrap().iter().any(|r| r.id == charge.id), "listed for a human");
+}

@@ -681,6 +681,8 @@ async fn compensate<S: State, D: Sync>(
         .await
         .and_then(|swept| swept)
         .map_err(|e| lease_lost(e.into(), Some(cp)))?;
+    // So is an approved call cut off mid-way that the step did not make again.
+    cp.settle_cut_off_approvals(seq).await.map_err(|e| lease_lost(e.into(), Some(cp)))?;
     let compensator = crate::saga::Compensator {
         store: cp.store_handle(),
         thread: cp.thread.clone(),

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentflow_store::{
-    ApprovalPatch, ApprovalStatus, ApprovalTransition, Checkpoint, CheckpointMetadata, CheckpointSource,
-    Durability as StoreDurability, Lease, LeaseError, PendingWrite, StepCommit, Store, ThreadRecord, ThreadStatus,
+    ApprovalError, ApprovalPatch, ApprovalStatus, ApprovalTransition, Checkpoint, CheckpointMetadata, CheckpointSource,
+    CommitError, Durability as StoreDurability, EffectBatch, Lease, LeaseError, PendingWrite, StepCommit, Store,
+    ThreadRecord, ThreadStatus,
 };
 use serde_json::{Value, json};
 
@@ -824,6 +825,23 @@ impl Checkpointer {
                 patch: ApprovalPatch { note: Some(note.clone()), ..ApprovalPatch::by("agentflow", now_ms()) },
             })
             .collect())
+    }
+
+    /// Before the thread is compensated after a failed step: an approved call cut off mid-way
+    /// that the step did not make again would stay `EXECUTING` for good (no step of a
+    /// compensated thread runs again). It may have acted, so it becomes `OUTCOME_UNKNOWN`, for
+    /// a human to settle and for the outcome to list. Each move is its own compare-and-set,
+    /// fenced by the run's lease (one another run moved meanwhile keeps that move).
+    pub(crate) async fn settle_cut_off_approvals(&self, step_seq: u64) -> Result<(), PersistError> {
+        for transition in self.cut_off_approvals(step_seq).await? {
+            let batch =
+                EffectBatch::new(self.thread.clone()).transition(transition).fenced_by(self.lease.holder(), now_ms());
+            match blocking(&self.store, move |s| s.commit_effects(batch)).await? {
+                Ok(_) | Err(CommitError::Approval(ApprovalError::AlreadyDecided { .. })) => {}
+                Err(e) => return Err(PersistError::Commit(e)),
+            }
+        }
+        Ok(())
     }
 
     /// Cancels the thread's approvals still `PENDING` or `APPROVED` once the
