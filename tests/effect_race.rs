@@ -210,3 +210,28 @@ async fn a_completed_call_is_in_the_saga_log_with_its_result() {
     let logged = inner.list_audit("seat").unwrap().into_iter().filter(|e| e.kind == "saga.step").count();
     assert_eq!(logged, 1);
 }
+
+/// A run compensating a thread it no longer holds (another executor took the lease while it
+/// stalled) starts no compensation: the compensation's *started* marker is fenced by the run's
+/// lease. The run ends `RunError::LeaseLost` naming the new holder, as any run that lost its
+/// thread does.
+#[tokio::test]
+async fn a_compensation_by_a_run_that_lost_its_thread_ends_lease_lost_and_undoes_nothing() {
+    let inner: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let mut store = Hooked::new(Arc::clone(&inner));
+    store.before_effects = Some(Box::new(|inner, batch| {
+        if batch.effects.iter().any(|(k, _)| k.key.starts_with("compensate:") && k.key.contains("\u{1f}started\u{1f}"))
+        {
+            // Another executor, whose clock says the lease expired, takes the thread.
+            let later = agentflow::timer::now_ms() + 86_400_000;
+            inner.acquire_lease(&batch.thread, "thief", 86_400_000 * 2, later).expect("the thief takes the thread");
+        }
+        Ok(())
+    }));
+    let app = booking::graph().app().store(Arc::new(store));
+    let seats = Seats::default();
+    let ended = app.runner(&seats).thread("stolen").run(Booking::default()).await;
+    let Err(agentflow::RunError::LeaseLost { holder, .. }) = &ended else { panic!("{:?}", ended.map(|r| r.outcome)) };
+    assert_eq!(holder.as_deref(), Some("thief"));
+    assert_eq!((seats.holds.load(Ordering::SeqCst), seats.releases.load(Ordering::SeqCst)), (1, 0));
+}

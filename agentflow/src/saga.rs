@@ -444,12 +444,14 @@ impl Compensator<'_> {
         };
         let detail = json!({ "at": now_ms(), crate::persist::UNKNOWN_CALL: call });
         let (marker, value) = journal.marker_effect(SAGA_NODE, &key, "started", run, &detail);
-        let started = journal.commit(journal.start_batch().effect(marker, value)).await.map_err(journal_error)?;
+        // Fenced by the run's lease: a run that lost the thread ends with `LeaseLost`, undoing nothing.
+        let batch = journal.start_batch().effect(marker, value);
+        let started = blocking(&self.store, move |s| s.commit_effects(batch)).await?.map_err(PersistError::Commit);
         // The *started* marker was already there: another executor of this thread (one that took
         // it over) started this run of the compensation after this one read the journal. It may
         // be running there; it is not run here too (a later resume finds the run open and asks a
         // human, unless it is idempotent).
-        if matches!(started.as_deref(), Ok([.., EffectOutcome::AlreadyRecorded(_)])) {
+        if matches!(started?.as_slice(), [.., EffectOutcome::AlreadyRecorded(_)]) {
             return Err(PersistError::Saga(format!(
                 "compensation `{}`: run {run} was started by another executor of thread `{}` (two executors held \
                  it at once); it was not run here",

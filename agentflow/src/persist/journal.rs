@@ -285,11 +285,17 @@ impl Journal {
         match result {
             Ok(outcomes) => Ok(Ok(outcomes)),
             Err(CommitError::Approval(ApprovalError::AlreadyDecided { current, .. })) => Ok(Err(current)),
-            Err(e @ CommitError::LeaseLost { .. }) => Err(NodeError::fatal(format!(
-                "this run no longer holds thread `{}` ({e}); another process runs it now, so the effect was not \
-                 started here",
-                self.thread
-            ))),
+            Err(CommitError::LeaseLost { current, .. }) => {
+                let now = super::now_ms();
+                let who = match current {
+                    Some(lease) if lease.expires_at > now => format!("`{}` holds it now", lease.holder),
+                    _ => "its lease expired".to_string(),
+                };
+                Err(NodeError::fatal(format!(
+                    "this run no longer holds thread `{}` ({who}), so the effect was not started here",
+                    self.thread
+                )))
+            }
             Err(e) => Err(NodeError::transient(format!("effect journal unavailable: {e}"))),
         }
     }
