@@ -15,6 +15,9 @@
 //! would be "undone" by a refund of a payment nobody knows was made (the
 //! `refund_payment` body would run, `undone` would list `charge_payment`).
 
+#[path = "fixtures/hooked_store.rs"]
+mod hooked_store;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -284,4 +287,56 @@ async fn compensated_lists_an_approved_call_cut_off_when_the_failing_step_no_lon
     assert_eq!(charge.status, ApprovalStatus::OutcomeUnknown, "{charge:?}");
     assert_eq!(unknown, [format!("charge_payment ({})", charge.id)]);
     assert!(desk.pending().unwrap().iter().any(|r| r.id == charge.id), "listed for a human");
+}
+
+/// A cut-off approved charge that a human settles as done is journaled with its saga entry in
+/// one write, like a result the call returned: here the process would die at a write of the
+/// entry on its own (the store panics there), and none happens; the run completes and the
+/// charge is in the saga log, so a later compensation would refund it.
+#[tokio::test]
+async fn a_call_settled_as_done_is_in_the_saga_log_with_its_result() {
+    use agentflow::approval::{Approver, Settlement};
+    use agentflow::tool::Decision;
+
+    let policy = || RiskPolicy::allow_all().tool("charge_payment", Decision::NeedsApproval);
+    let authorizer = || RoleAuthorizer::new().role_for(Risk::Reversible, "ops");
+    let shop = Shop::new();
+    let path = db("settled-done");
+    {
+        let (_store, app) = open(&path);
+        let app = app.policy(policy());
+        let run = app.runner(&shop).thread("order").owner(OWNER).run(Checkout::default()).await.unwrap();
+        let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("not paused: {}", run.outcome) };
+        let id = pending[0].payload["approval"].as_str().unwrap().to_string();
+        app.approvals(authorizer()).unwrap().approve(&id, &Approver::new("alice", ["ops"])).unwrap();
+        tokio::select! {
+            run = app.runner(&shop).thread("order").resume() => {
+                panic!("the run should hang in charge_payment: {:?}", run.map(|r| r.outcome))
+            }
+            () = shop.acted.notified() => {}
+        }
+    }
+    let inner: Arc<dyn Store> = Arc::new(RedbStore::open(&path).expect("open store"));
+    let mut hooked = hooked_store::Hooked::new(Arc::clone(&inner));
+    hooked.before_audit = Some(Box::new(|_, entry| {
+        assert_ne!(entry.kind, "saga.step", "the process dies here: the saga entry is written on its own");
+    }));
+    let app = checkout::graph().app().store(Arc::new(hooked)).policy(policy());
+    let run = app.runner(&shop).thread("order").resume().await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("not paused: {}", run.outcome) };
+    assert_eq!(pending[0].kind, PendingKind::OutcomeUnknown);
+    let id = pending[0].payload["approval"].as_str().unwrap().to_string();
+    let settled = Settlement::Succeeded(json!({ "payment_id": "pay-7" }));
+    app.approvals(authorizer()).unwrap().settle(&id, &Approver::new("alice", ["ops"]), settled).unwrap();
+    let done = app.runner(&shop).thread("order").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{}", done.outcome);
+    assert_eq!(shop.count("charge_payment"), 1);
+    let logged: Vec<String> = inner
+        .list_audit("order")
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "saga.step")
+        .map(|e| e.detail["tool"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(logged, ["create_order", "charge_payment"]);
 }

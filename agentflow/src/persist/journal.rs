@@ -196,8 +196,15 @@ impl Journal {
     /// Journals, as the result of effect `key`, that it ran and its result
     /// could not be kept (`message` says why): it is never run again, and a
     /// replay fails with `message`. A result journaled first is kept.
-    pub(crate) async fn record_unjournaled(&self, node: &str, key: &str, message: &str) -> Result<(), NodeError> {
-        let batch = self.batch().effect(self.key(node, key), unjournaled_marker(message));
+    pub(crate) async fn record_unjournaled(
+        &self,
+        node: &str,
+        key: &str,
+        message: &str,
+        audit: Option<NewAuditEntry>,
+    ) -> Result<(), NodeError> {
+        let batch = audit.into_iter().fold(self.batch(), EffectBatch::audit);
+        let batch = batch.effect(self.key(node, key), unjournaled_marker(message));
         self.commit(batch).await?.map(|_| ()).map_err(|current| {
             NodeError::fatal(format!("effect `{key}`: an approval moved while its run was journaled ({current:?})"))
         })

@@ -205,10 +205,12 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                     if let Some(journal) = self.journal.filter(|_| tool.risk() != super::Risk::Read) {
                         // Whatever fails from here, the call is never taken for one that did not run.
                         self.signal.lock().unwrap_or_else(|p| p.into_inner()).ran_unrecorded = true;
-                        journal.record_unjournaled(node, key_ref, &message).await?;
-                        if let Some(args) = forward_ref {
-                            crate::saga::record_step(journal, node, key_ref, tool, &call.id, args, Err(&why)).await?;
-                        }
+                        // Logged for compensation (for a human: no arguments can be built) in the
+                        // same write.
+                        let step = forward_ref.as_ref().and_then(|args| {
+                            crate::saga::step_entry(journal, node, key_ref, tool, &call.id, args, Err(&why))
+                        });
+                        journal.record_unjournaled(node, key_ref, &message, step).await?;
                     }
                     Err(NodeError::fatal(message))
                 }
@@ -252,7 +254,15 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                         settled = done;
                         result
                     }
-                    Journaled::Succeeded(value, _) => journal.record(self.node, &key, Ok::<_, String>(value)).await?,
+                    // A human settled the cut-off call as done: its result is journaled with its
+                    // saga entry, as a result the call returned would be.
+                    Journaled::Succeeded(value, _) => {
+                        let step = forward_args.as_ref().and_then(|args| {
+                            crate::saga::step_entry(journal, node, &key, tool, &call.id, args, Ok(&value))
+                        });
+                        let settle = |_: &Result<Value, String>| Settling { transition: None, audit: step };
+                        journal.record_settling(self.node, &key, Ok::<_, String>(value), settle).await?
+                    }
                     Journaled::Failed(why) => Err(format!("`{}` did not complete: {why}", tool.name())),
                     Journaled::ClaimLost(current) => {
                         let id = approval.map(|(r, _)| r.id.as_str()).unwrap_or_default();
