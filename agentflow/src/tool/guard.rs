@@ -44,11 +44,15 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         // ended) is left to a human unless the tool is idempotent: the tool does not run again,
         // so the breaker has nothing to refuse (its refusal would say the tool did not run, of
         // a call that may have acted).
+        // An idempotent call cut off mid-way runs again with the same key: the breaker is asked,
+        // and a refusal says that the earlier run may have acted.
+        let mut cut_off = false;
         if journaled {
             match journal.entry(self.node, &self.call_key(tool, call)).await? {
                 Entry::Recorded(_) => return Ok(Ok(None)),
                 Entry::Open { .. } if !tool.idempotent() && tool.risk() != Risk::Read => return Ok(Ok(None)),
-                Entry::Open { .. } | Entry::Clear { .. } => {}
+                Entry::Open { .. } => cut_off = true,
+                Entry::Clear { .. } => {}
             }
         }
         let holder = self.instance_key(format!("{}/{}/{}/{}", journal.thread, journal.seq, self.node, call.id));
@@ -112,6 +116,14 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                          Try again after unix ms {retry_at}",
                         tool.name()
                     )
+                };
+                let detail = if cut_off {
+                    format!(
+                        "{detail}. An earlier run of this call was cut off mid-way and may have acted; called \
+                         again once the breaker lets it through, it runs with the same idempotency key"
+                    )
+                } else {
+                    detail
                 };
                 let mut obs = Observation::error(&call.id, tool.name(), Code::CircuitOpen, detail);
                 if let Value::Object(body) = &mut obs.body {
