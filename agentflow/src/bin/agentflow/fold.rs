@@ -7,9 +7,9 @@
 //! Updates name the fields by their Rust names, the snapshot by the names the state's `serde`
 //! attributes give them (`#[serde(rename_all = "camelCase")]` stores `log_lines` as
 //! `logLines`). An update naming a key the document does not hold is therefore not folded
-//! exactly, and the fold says so, unless the key is an `Option` field of a document stored
-//! under the field names: then it is a `None` the state skips when serialized
-//! (`skip_serializing_if`).
+//! exactly, and the fold says so, unless the key is a field that may be skipped when
+//! serialized (an `Option`, or a collection or string skipped while empty, with
+//! `skip_serializing_if`) of a document stored under the field names.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -35,16 +35,18 @@ pub struct Fields {
     /// Each field's reducer (`overwrite`, `append`, `add`, `merge`, `messages`, `custom`), by
     /// the field's Rust name.
     pub reducers: BTreeMap<String, String>,
-    /// The fields whose Rust type is an `Option` (none for a description written before
-    /// descriptions carried types).
+    /// The fields whose Rust type `skip_serializing_if` commonly leaves out while empty: an
+    /// `Option`, a collection, a `String` (none for a description written before descriptions
+    /// carried types).
     pub optional: BTreeSet<String>,
 }
 
 impl Fields {
-    /// Whether `state`, which does not hold `name`, reads as field `name` being `None`:
-    /// `name` is an `Option` field, and `state` is stored under the field names (each of its
-    /// keys is a field, and each field that is not an `Option` is there), so the key is a
-    /// `None` skipped when serialized, not a field stored under another name.
+    /// Whether `state`, which does not hold `name`, reads as field `name` being empty: `name`
+    /// is a field that may be skipped ([`Fields::optional`]), and `state` is stored under the
+    /// field names (each of its keys is a field, and each field that may not be skipped is
+    /// there), so the key is an empty value skipped when serialized, not a field stored under
+    /// another name.
     fn skipped_none(&self, name: &str, state: &Map<String, Value>) -> bool {
         self.optional.contains(name)
             && state.keys().all(|k| self.reducers.contains_key(k))
@@ -61,17 +63,24 @@ pub fn fields(description: Option<&Value>) -> Option<Fields> {
         .collect();
     let optional = crate::types::field_types(description)
         .into_iter()
-        .filter(|(_, ty)| is_option(ty))
+        .filter(|(_, ty)| may_be_skipped(ty))
         .map(|(name, _)| name)
         .collect();
     Some(Fields { reducers, optional })
 }
 
-/// Whether the Rust type `ty` (whitespace removed) is an `Option` (`Option<u32>`,
-/// `std::option::Option<String>`).
-fn is_option(ty: &str) -> bool {
+/// Whether the Rust type `ty` (whitespace removed) is one `skip_serializing_if` commonly
+/// leaves out while empty: an `Option`, a standard collection or a `String`
+/// (`std::option::Option<u32>`, `Vec<String>`, `String`).
+fn may_be_skipped(ty: &str) -> bool {
     let head = ty.split('<').next().unwrap_or(ty);
-    ty.ends_with('>') && head.rsplit("::").next() == Some("Option")
+    let name = head.rsplit("::").next().unwrap_or(head);
+    let generic = ty.ends_with('>');
+    match name {
+        "Option" | "Vec" | "VecDeque" | "HashMap" | "BTreeMap" | "HashSet" | "BTreeSet" => generic,
+        "String" => !generic,
+        _ => false,
+    }
 }
 
 /// Why a fold is not exact, as the error of a store's compaction callback (told apart from
@@ -312,12 +321,29 @@ mod tests {
             { "name": "note", "reducer": "overwrite", "type": "Option<String>" },
         ] } });
         let f = fields(Some(&description)).unwrap();
-        assert!(f.optional.contains("note") && !f.optional.contains("log_lines"));
+        assert!(f.optional.contains("note") && f.optional.contains("log_lines"));
         // Stored under the field names, `None` skipped: the update sets it.
         let mut out = Folded { state: json!({ "log_lines": ["a"] }), warnings: vec![] };
         apply(&mut out, &json!({ "note": "n", "log_lines": ["b"] }), Some(&f), 2);
         assert_eq!(out.state, json!({ "log_lines": ["a", "b"], "note": "n" }));
         assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+        // A collection skipped while empty, stored under the field names: the update sets it.
+        let mut out = Folded { state: json!({ "note": "n" }), warnings: vec![] };
+        apply(&mut out, &json!({ "log_lines": ["b"] }), Some(&f), 2);
+        assert_eq!(out.state, json!({ "note": "n", "log_lines": ["b"] }));
+        assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+        // A field that may not be skipped, absent: stored under another name.
+        let counted = json!({ "state": { "fields": [
+            { "name": "log_lines", "reducer": "append", "type": "Vec<String>" },
+            { "name": "count", "reducer": "add", "type": "u32" },
+        ] } });
+        let c = fields(Some(&counted)).unwrap();
+        let mut out = Folded { state: json!({ "count": 1 }), warnings: vec![] };
+        apply(&mut out, &json!({ "log_lines": ["b"] }), Some(&c), 2);
+        assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+        let mut out = Folded { state: json!({ "logLines": ["a"] }), warnings: vec![] };
+        apply(&mut out, &json!({ "count": 2 }), Some(&c), 2);
+        assert!(require_exact(&out).is_err(), "`count` missing: {:?}", out.warnings);
         // Stored under other names (`rename_all = "camelCase"`): the `Option` field's absence
         // proves nothing either.
         for update in [json!({ "log_lines": ["b"] }), json!({ "note": "n" })] {
