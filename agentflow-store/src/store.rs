@@ -175,7 +175,10 @@ pub trait Store: Send + Sync {
     /// (each as [`Store::transition_approval`] would, with its audit entry), then its audit
     /// entries. A refused part ([`CommitError::Approval`] for a lost compare-and-set,
     /// [`CommitError::Invalid`] for a part of another thread, [`CommitError::TooDeep`]) refuses
-    /// the batch.
+    /// the batch. A batch fenced by a lease holder ([`EffectBatch::fenced_by`]) is refused with
+    /// [`CommitError::LeaseLost`] unless that holder has an unexpired lease on the thread at the
+    /// batch's `now`, checked inside the transaction: the runtime fences what starts an effect,
+    /// so a run that lost its thread does not act. A store that ignores the fence lets it act.
     ///
     /// The whole batch is one transaction: all of it or none, so a crash or a refusal leaves
     /// nothing of it written. The runtime relies on it (an approval's claim rides with its
