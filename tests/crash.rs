@@ -345,6 +345,18 @@ async fn sigkill_inside_approved_calls_and_effects() {
     println!("approval crash test: {trials} trials, AGENTFLOW_CRASH_SEED={seed}");
     let root = std::env::temp_dir().join(format!("agentflow-approval-crash-{}-{seed}", std::process::id()));
     let (mut unknown_outcomes, mut killed_mid_run) = (0, 0);
+    // How long an approved resume takes here, from spawn to exit: the kills are drawn over that
+    // span and a quarter more, so most land mid-run on a fast machine as on a loaded one.
+    let span = {
+        let dir = root.join("calibration");
+        std::fs::create_dir_all(&dir).unwrap();
+        let outcome = run_approval_child(&dir, false);
+        decide(&dir, &outcome);
+        let began = std::time::Instant::now();
+        approval_child(&dir, true).spawn().unwrap().wait().unwrap();
+        (began.elapsed().as_millis() as u64).max(8)
+    };
+    println!("approval crash test: a resume takes {span} ms here; kills fall within {} ms", span + span / 4);
     for trial in 0..trials {
         let dir = root.join(format!("trial-{trial}"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -354,7 +366,7 @@ async fn sigkill_inside_approved_calls_and_effects() {
         decide(&dir, &outcome);
         // Resume, and kill the process at a random moment: before, inside or
         // after the refund's body or the SMS effect.
-        let delay = 2 + kill::next(&mut seed) % 120;
+        let delay = 2 + kill::next(&mut seed) % (span + span / 4);
         let mut victim = approval_child(&dir, true).spawn().unwrap();
         std::thread::sleep(Duration::from_millis(delay));
         if victim.try_wait().unwrap().is_none() {
