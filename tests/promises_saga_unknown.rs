@@ -250,33 +250,45 @@ async fn compensated_lists_a_cut_off_call_when_the_failing_step_no_longer_makes_
     );
 }
 
+/// The policy that asks a human before `charge_payment`, and who may decide it.
+fn policy() -> RiskPolicy {
+    RiskPolicy::allow_all().tool("charge_payment", agentflow::tool::Decision::NeedsApproval)
+}
+
+fn authorizer() -> RoleAuthorizer {
+    RoleAuthorizer::new().role_for(Risk::Reversible, "ops")
+}
+
+/// Runs the workflow under [`policy`] on a new store file: the charge waits for an approval,
+/// `alice` approves it, and the resumed run is dropped once `charge_payment` acted. Returns
+/// the file, closed.
+async fn approved_charge_cut_off(name: &str, shop: &Shop) -> PathBuf {
+    use agentflow::approval::Approver;
+
+    let path = db(name);
+    let (_store, app) = open(&path);
+    let app = app.policy(policy());
+    let run = app.runner(shop).thread("order").owner(OWNER).run(Checkout::default()).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("not paused: {}", run.outcome) };
+    let id = pending[0].payload["approval"].as_str().unwrap().to_string();
+    app.approvals(authorizer()).unwrap().approve(&id, &Approver::new("alice", ["ops"])).unwrap();
+    tokio::select! {
+        run = app.runner(shop).thread("order").resume() => {
+            panic!("the run should hang in charge_payment: {:?}", run.map(|r| r.outcome))
+        }
+        () = shop.acted.notified() => {}
+    }
+    path
+}
+
 /// The same, with the charge run under an approval: the approved charge is cut off mid-way,
 /// and the resumed step fails for good without making it again. Its approval must not stay
 /// `EXECUTING` for good (no step of a compensated thread runs again, so no later step would
 /// look at it): it becomes `OUTCOME_UNKNOWN`, for a human, and `unknown` lists it.
 #[tokio::test]
 async fn compensated_lists_an_approved_call_cut_off_when_the_failing_step_no_longer_makes_it() {
-    use agentflow::approval::Approver;
-    use agentflow::tool::Decision;
-
-    let policy = || RiskPolicy::allow_all().tool("charge_payment", Decision::NeedsApproval);
-    let authorizer = || RoleAuthorizer::new().role_for(Risk::Reversible, "ops");
     let shop = Shop::new();
-    let path = db("approved-fails-at-once");
-    {
-        let (_store, app) = open(&path);
-        let app = app.policy(policy());
-        let run = app.runner(&shop).thread("order").owner(OWNER).run(Checkout::default()).await.unwrap();
-        let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("not paused: {}", run.outcome) };
-        let id = pending[0].payload["approval"].as_str().unwrap().to_string();
-        app.approvals(authorizer()).unwrap().approve(&id, &Approver::new("alice", ["ops"])).unwrap();
-        tokio::select! {
-            run = app.runner(&shop).thread("order").resume() => {
-                panic!("the run should hang in charge_payment: {:?}", run.map(|r| r.outcome))
-            }
-            () = shop.acted.notified() => {}
-        }
-    }
+    let path = approved_charge_cut_off("approved-fails-at-once", &shop).await;
     let (store, app) = open(&path);
     let app = app.policy(policy());
     shop.give_up.store(true, Ordering::SeqCst);
@@ -295,27 +307,10 @@ async fn compensated_lists_an_approved_call_cut_off_when_the_failing_step_no_lon
 /// charge is in the saga log, so a later compensation would refund it.
 #[tokio::test]
 async fn a_call_settled_as_done_is_in_the_saga_log_with_its_result() {
-    use agentflow::approval::{Approver, Settlement};
-    use agentflow::tool::Decision;
+    use agentflow::approval::Settlement;
 
-    let policy = || RiskPolicy::allow_all().tool("charge_payment", Decision::NeedsApproval);
-    let authorizer = || RoleAuthorizer::new().role_for(Risk::Reversible, "ops");
     let shop = Shop::new();
-    let path = db("settled-done");
-    {
-        let (_store, app) = open(&path);
-        let app = app.policy(policy());
-        let run = app.runner(&shop).thread("order").owner(OWNER).run(Checkout::default()).await.unwrap();
-        let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("not paused: {}", run.outcome) };
-        let id = pending[0].payload["approval"].as_str().unwrap().to_string();
-        app.approvals(authorizer()).unwrap().approve(&id, &Approver::new("alice", ["ops"])).unwrap();
-        tokio::select! {
-            run = app.runner(&shop).thread("order").resume() => {
-                panic!("the run should hang in charge_payment: {:?}", run.map(|r| r.outcome))
-            }
-            () = shop.acted.notified() => {}
-        }
-    }
+    let path = approved_charge_cut_off("settled-done", &shop).await;
     let inner: Arc<dyn Store> = Arc::new(RedbStore::open(&path).expect("open store"));
     let mut hooked = hooked_store::Hooked::new(Arc::clone(&inner));
     hooked.before_audit = Some(Box::new(|_, entry| {
@@ -327,7 +322,10 @@ async fn a_call_settled_as_done_is_in_the_saga_log_with_its_result() {
     assert_eq!(pending[0].kind, PendingKind::OutcomeUnknown);
     let id = pending[0].payload["approval"].as_str().unwrap().to_string();
     let settled = Settlement::Succeeded(json!({ "payment_id": "pay-7" }));
-    app.approvals(authorizer()).unwrap().settle(&id, &Approver::new("alice", ["ops"]), settled).unwrap();
+    app.approvals(authorizer())
+        .unwrap()
+        .settle(&id, &agentflow::approval::Approver::new("alice", ["ops"]), settled)
+        .unwrap();
     let done = app.runner(&shop).thread("order").resume().await.unwrap();
     assert_eq!(done.outcome, Outcome::Completed, "{}", done.outcome);
     assert_eq!(shop.count("charge_payment"), 1);
