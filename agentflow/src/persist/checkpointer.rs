@@ -769,9 +769,10 @@ impl Checkpointer {
         };
         if self.sweep_approvals {
             // Every node of the step finished: a call of the step's journal
-            // still open was cut off (before the resume) and not made again,
-            // and so was an approved call still `EXECUTING`. Recorded before
-            // the step commits, so a crash cannot lose it.
+            // still open was cut off (before the resume) and not made again.
+            // Recorded before the step commits, so a crash cannot lose it.
+            // (So was an approved call still `EXECUTING`: its move rides the
+            // step's commit, below.)
             let (thread, seq) = (self.thread.clone(), self.journal_seq);
             blocking(&self.store, move |s| super::record_open_markers(s, &thread, seq)).await??;
         }
@@ -849,7 +850,7 @@ impl Checkpointer {
     /// step's checkpoint, so no later call can use them (the model asked for
     /// other calls, or other arguments, when the step ran again). Each gets
     /// an `approval.cancelled` audit entry. (One still `EXECUTING` was made
-    /// `OUTCOME_UNKNOWN` before the commit.) Best effort, one compare-and-set
+    /// `OUTCOME_UNKNOWN` in the step's commit.) Best effort, one compare-and-set
     /// each: an approval a human decides at the same moment keeps that
     /// decision, and a crash before it leaves requests no call can use.
     async fn cancel_orphaned_approvals(&self, step_seq: u64) {
