@@ -235,3 +235,41 @@ async fn a_compensation_by_a_run_that_lost_its_thread_ends_lease_lost_and_undoes
     assert_eq!(holder.as_deref(), Some("thief"));
     assert_eq!((seats.holds.load(Ordering::SeqCst), seats.releases.load(Ordering::SeqCst)), (1, 0));
 }
+
+/// Runs of `book_retry_then_cancel`'s node.
+static REPLAY_ATTEMPTS: AtomicU32 = AtomicU32::new(0);
+
+/// A result journaled without its saga entry (as a release before the entry rode with the
+/// result journaled it, played here by a store that drops the entry from the batch) gets the
+/// entry when the call is replayed: the node's retry replays the held seat, and the
+/// compensation that follows releases it.
+#[tokio::test]
+async fn a_result_journaled_without_its_saga_entry_gets_it_on_replay() {
+    #[graph(state = Booking, deps = Seats, start = book)]
+    mod book_retry_then_cancel {
+        use super::*;
+
+        #[node(goto = [END], tools = [hold_seat], retry(attempts = 2, base = 1ms, jitter = false))]
+        async fn book(_s: &Booking, cx: &Ctx<Seats>) -> Result<Step<Booking>, NodeError> {
+            cx.run_tool(hold_seat, json!({ "seat": "3F" })).await?;
+            if REPLAY_ATTEMPTS.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Err(NodeError::transient("the booking page timed out"));
+            }
+            Err(cx.compensate("the traveller cancelled"))
+        }
+    }
+
+    let inner: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let mut store = Hooked::new(Arc::clone(&inner));
+    // Journals each batch with its `saga.step` entries left out, as an older release did.
+    store.rewrite_effects = Some(Box::new(|mut batch| {
+        batch.audit.retain(|e| e.kind != "saga.step");
+        batch
+    }));
+    let app = book_retry_then_cancel::graph().app().store(Arc::new(store));
+    let seats = Seats::default();
+    let run = app.runner(&seats).thread("replayed").run(Booking::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Compensated { .. }), "{:?}", run.outcome);
+    assert_eq!(REPLAY_ATTEMPTS.load(Ordering::SeqCst), 2, "the node was retried");
+    assert_eq!((seats.holds.load(Ordering::SeqCst), seats.releases.load(Ordering::SeqCst)), (1, 1));
+}

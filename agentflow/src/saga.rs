@@ -237,20 +237,10 @@ pub(crate) fn step_entry(
     Some(NewAuditEntry::new(now_ms(), "agentflow", STEP, detail))
 }
 
-/// Records a completed call of `tool` (which names a compensation) in the
-/// thread's saga log, once per call: replays find the entry and add none
-/// (see [`step_entry`]; this is for a result recorded without it: one a
-/// human settled, or a call journaled by an earlier release).
-pub(crate) async fn record_step(
-    journal: &Journal,
-    node: &str,
-    effect_key: &str,
-    tool: &dyn Tool,
-    call_id: &str,
-    args: &Value,
-    result: Result<&Value, &str>,
-) -> Result<(), NodeError> {
-    let Some(entry) = step_entry(journal, node, effect_key, tool, call_id, args, result) else { return Ok(()) };
+/// Appends `entry` (a [`step_entry`]) to the thread's saga log unless the call is logged
+/// already: for a result replayed from the journal, which a release before the entry rode with
+/// the result may have journaled without it.
+pub(crate) async fn record_step(journal: &Journal, entry: NewAuditEntry) -> Result<(), NodeError> {
     let thread = journal.thread.clone();
     blocking(&journal.store, move |s| -> Result<(), String> {
         let logged = s.list_audit(&thread).map_err(|e| e.to_string())?;

@@ -216,7 +216,8 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                 }
             }
         };
-        let mut settled = false;
+        // Whether the call's saga entry (if it names a compensation) went with its journaled result.
+        let (mut settled, mut logged) = (false, false);
         let result: Result<Value, String> = match self.journal {
             Some(journal) if journaled => {
                 let uncertain = match approval {
@@ -251,7 +252,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                 };
                 match self.journaled(journal, &key, claim, uncertain, settle, invoke).await? {
                     Journaled::Done(result, done) => {
-                        settled = done;
+                        (settled, logged) = (done, done);
                         result
                     }
                     // A human settled the cut-off call as done: its result is journaled with its
@@ -261,6 +262,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                             crate::saga::step_entry(journal, node, &key, tool, &call.id, args, Ok(&value))
                         });
                         let settle = |_: &Result<Value, String>| Settling { transition: None, audit: step };
+                        logged = true;
                         journal.record_settling(self.node, &key, Ok::<_, String>(value), settle).await?
                     }
                     Journaled::Failed(why) => Err(format!("`{}` did not complete: {why}", tool.name())),
@@ -274,10 +276,14 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             Some(journal) => invoke(journal.idempotency_key(self.node, &key)).await?,
             None => invoke(format!("{}/{key}", self.node)).await?,
         };
-        if let (Some(journal), Some(args), Ok(value)) = (self.journal, &forward_args, &result)
+        // A result replayed from the journal: one journaled without its saga entry (by a release
+        // before the entry rode with the result) gets it now. A result journaled here has it.
+        if !logged
             && tool.risk() != super::Risk::Read
+            && let (Some(journal), Some(args), Ok(value)) = (self.journal, &forward_args, &result)
+            && let Some(entry) = crate::saga::step_entry(journal, self.node, &key, tool, &call.id, args, Ok(value))
         {
-            crate::saga::record_step(journal, self.node, &key, tool, &call.id, args, Ok(value)).await?;
+            crate::saga::record_step(journal, entry).await?;
         }
         let mut obs = match result {
             Ok(value) => Observation::ok(&call.id, tool.name(), value),
