@@ -379,6 +379,37 @@ async fn an_answer_wakes_the_parked_run(store: Arc<dyn Store>) {
     assert_eq!(app.state("ask").unwrap().unwrap().state.answer.as_deref(), Some("grace"));
 }
 
+/// A fork of a thread whose worker-queued run waits for a value hands the run back to the
+/// workers: the new branch runs (here it asks its question anew, and an answer continues it).
+/// The run stayed parked for good before: the fork's branch waits for no answer, so no answer
+/// could be recorded to wake it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_of_a_thread_parked_for_a_value_is_run_again_by_the_workers() {
+    use agentflow::approval::{ApprovalDesk, Approver, RoleAuthorizer};
+    let store = redb();
+    let app = naps::graph().app().store(store.clone());
+    app.submit("ask-fork", &Nap { ask: true, ..Nap::default() }).unwrap();
+    let (stop, handle) = start(&app, ());
+    let released = |app: &App<Nap, ()>| app.thread("ask-fork").unwrap().is_some_and(|t| t.lease.is_none());
+    wait_until("the run parks for its value", || parked_for_an_answer(&app, "ask-fork") && released(&app)).await;
+    let seq = app.history("ask-fork").unwrap().first().expect("a checkpoint").seq;
+    app.fork("ask-fork", seq, "ops").unwrap();
+    wait_until("a worker runs the forked thread and it asks anew", || {
+        app.live_runs().unwrap().iter().any(|r| r.thread == "ask-fork" && r.claims == 2)
+            && parked_for_an_answer(&app, "ask-fork")
+            && released(&app)
+    })
+    .await;
+    let desk = ApprovalDesk::for_store(store.clone(), RoleAuthorizer::new());
+    let (seq, _) = desk.waiting_interrupt("ask-fork").unwrap();
+    desk.answer_interrupt("ask-fork", seq, serde_json::json!("grace"), &Approver::new("ops", ["x"])).unwrap();
+    wait_until("the resumed run completes", || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+    assert_eq!(app.thread("ask-fork").unwrap().unwrap().status, ThreadStatus::Completed);
+    assert_eq!(app.state("ask-fork").unwrap().unwrap().state.answer.as_deref(), Some("grace"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redb_an_answer_wakes_a_run_parked_for_it_and_a_worker_continues_it() {
     an_answer_wakes_the_parked_run(redb()).await;

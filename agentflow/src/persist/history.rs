@@ -277,16 +277,23 @@ pub fn fork_thread(store: &Arc<dyn Store>, thread: &str, seq: u64, actor: &str) 
     Ok(forked)
 }
 
-/// Hands a worker-queued run parked for approvals back to the workers, after a fork: the fork
-/// cancelled the open requests, but a record of the abandoned branch that still waits for a
-/// human (an `OUTCOME_UNKNOWN` to settle, the thread's or a subgraph child's) would keep the run
-/// parked for good, though the new branch runs afresh and waits for none of them. The record
-/// stays listed for a human. A store without a run queue has nothing to wake; a failure is
-/// logged (the run then waits until its records are settled, as before the fork).
+/// Hands a worker-queued run parked for a human back to the workers, after a fork: the new
+/// branch runs afresh and waits for nothing of the old one.
+/// - Parked for approvals: the fork cancelled the open requests, but a record of the abandoned
+///   branch that still waits for a human (an `OUTCOME_UNKNOWN` to settle, the thread's or a
+///   subgraph child's) would keep the run parked for good. The record stays listed for a human.
+/// - Parked for a value: the fork's branch asks for none, so no answer could be recorded to
+///   wake it.
+///
+/// (A run parked for its timer needs nothing: the fork's commit cleared the timer, which makes
+/// it claimable.) A store without a run queue has nothing to wake; a failure is logged (the run
+/// then waits until its records are settled, or `submit_resume` wakes it).
 fn wake_parked_run(store: &Arc<dyn Store>, thread: &str) {
-    match store.wake_run(thread, RunWait::Approval) {
-        Ok(_) | Err(QueueError::Unsupported { .. }) => {}
-        Err(e) => tracing::warn!(thread, error = %e, "waking the forked thread's queued run"),
+    for wait in [RunWait::Approval, RunWait::Answer] {
+        match store.wake_run(thread, wait) {
+            Ok(_) | Err(QueueError::Unsupported { .. }) => {}
+            Err(e) => tracing::warn!(thread, error = %e, "waking the forked thread's queued run"),
+        }
     }
 }
 
