@@ -314,6 +314,81 @@ mod schema_v2 {
     }
 }
 
+/// The same two-question graph before and after its state changed shape.
+mod asked_v1 {
+    use super::*;
+
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+    #[state(version = 1)]
+    pub struct Person {
+        pub name: String,
+    }
+
+    #[graph(state = Person, start = greet, max_steps = 5)]
+    pub mod flow {
+        use super::*;
+        #[node(goto = [confirm], interrupt)]
+        async fn greet(_s: &Person, cx: &Ctx<()>) -> Result<Step<Person>, NodeError> {
+            let _: String = cx.interrupt("who?")?;
+            Ok(goto!(confirm))
+        }
+        #[node(goto = [END], interrupt)]
+        async fn confirm(_s: &Person, cx: &Ctx<()>) -> Result<Step<Person>, NodeError> {
+            let _: String = cx.interrupt("sure?")?;
+            Ok(goto!(END))
+        }
+    }
+}
+
+mod asked_v2 {
+    use super::*;
+
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+    #[state(version = 2)]
+    pub struct Person {
+        pub first: String,
+        pub last: String,
+    }
+
+    #[graph(state = Person, start = greet, max_steps = 5)]
+    pub mod flow {
+        use super::*;
+        #[node(goto = [confirm], interrupt)]
+        async fn greet(s: &Person, cx: &Ctx<()>) -> Result<Step<Person>, NodeError> {
+            let _: String = cx.interrupt("who?")?;
+            Ok(goto!(confirm, Person::update().last(format!("{} (checked)", s.last))))
+        }
+        #[node(goto = [END], interrupt)]
+        async fn confirm(_s: &Person, cx: &Ctx<()>) -> Result<Step<Person>, NodeError> {
+            let _: String = cx.interrupt("sure?")?;
+            Ok(goto!(END))
+        }
+    }
+}
+
+/// A thread migrated on resume that pauses again before it ends stays readable and resumable:
+/// the migrated state is stored as a snapshot of the new version with the first step after the
+/// migration, and until then the thread keeps the version its snapshot has.
+#[tokio::test]
+async fn a_migrated_thread_that_pauses_again_resumes_again() {
+    let store = store();
+    let old = asked_v1::flow::graph().app().store(Arc::clone(&store));
+    let run = old.runner(&()).thread("m2").run(asked_v1::Person { name: "Ada Lovelace".into() }).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{:?}", run.outcome);
+    let migrated = asked_v2::flow::graph().app().store(store).migration(1, |old| {
+        let name = old["name"].as_str().ok_or("no name")?.to_string();
+        let (first, last) = name.split_once(' ').ok_or("expected a first and a last name")?;
+        Ok(serde_json::json!({ "first": first, "last": last }))
+    });
+    let run = migrated.runner(&()).thread("m2").resume_with("Ada").await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{:?}", run.outcome);
+    let expected = asked_v2::Person { first: "Ada".into(), last: "Lovelace (checked)".into() };
+    assert_eq!(migrated.state("m2").unwrap().unwrap().state, expected);
+    let run = migrated.runner(&()).thread("m2").resume_with("yes").await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert_eq!(run.state, expected);
+}
+
 #[tokio::test]
 async fn two_executors_racing_for_one_thread_one_runs_the_other_is_busy() {
     let graph = slow::graph().app().store(store());

@@ -716,6 +716,138 @@ async fn an_effect_cut_off_and_not_made_again_is_listed_as_an_unknown_outcome() 
     assert_eq!(desk.pending().unwrap().iter().filter(|r| r.thread == thread).count(), 1);
 }
 
+/// The unknown outcome of a call cut off mid-way is recorded by the run that holds the thread,
+/// in its step's commit: a run that lost the thread just before that commit records nothing
+/// (the new holder finds the open call itself and asks about it once).
+#[tokio::test]
+async fn a_run_that_lost_the_thread_before_its_step_commit_records_no_unknown_outcome() {
+    let thread = "U-waver-stolen";
+    let path = db(thread);
+    {
+        let graph = open(wavering_effect_flow::graph(), &path);
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    {
+        let mut store = hooked_store::Hooked::new(Arc::new(RedbStore::open(&path).expect("open store")));
+        // Another executor takes the thread while this run's step is about to commit.
+        store.before_checkpoint = Some(Box::new(move |s| {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+            let later = now + 600_000;
+            s.acquire_lease(thread, "thief", 60_000, later).expect("the thief takes the thread");
+        }));
+        let graph = wavering_effect_flow::graph().app().store(Arc::new(store));
+        let refused = graph.runner(&()).thread(thread).resume().await.expect_err("the run lost its thread");
+        assert!(refused.to_string().contains("thief"), "{refused}");
+        let desk = graph.approvals(authorizer()).unwrap();
+        assert!(desk.for_thread(thread).unwrap().is_empty(), "a record written by a run that lost the thread");
+        assert!(unknown_entries(&graph.audit_log(thread).unwrap()).is_empty());
+    }
+    assert_eq!(calls(thread).len(), 1);
+}
+
+/// A run that lost the thread does not take an approved call still `EXECUTING` for one cut off
+/// mid-way: the new holder may be making it right now. Its move to `OUTCOME_UNKNOWN` is fenced
+/// by the run's lease and refused.
+#[tokio::test]
+async fn a_run_that_lost_the_thread_does_not_move_an_executing_approval() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let thread = "U-cut-stolen";
+    let path = db(thread);
+    {
+        let graph = open(refund_flow::graph(), &path);
+        approved_refund(&graph, &(), thread, 0).await;
+        cut_off(thread, graph.runner(&()).thread(thread).resume()).await;
+    }
+    let stolen = Arc::new(AtomicBool::new(false));
+    let steal = {
+        let stolen = Arc::clone(&stolen);
+        move |s: &dyn agentflow::Store| {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+            s.acquire_lease(thread, "thief", 60_000, now + 600_000).expect("the thief takes the thread");
+            stolen.store(true, Ordering::SeqCst);
+        }
+    };
+    let inner: Arc<dyn agentflow::Store> = Arc::new(RedbStore::open(&path).expect("open store"));
+    let mut store = hooked_store::Hooked::new(Arc::clone(&inner));
+    // Another executor takes the thread just as this run is about to record the unknown outcome.
+    let on_batch = steal.clone();
+    store.before_effects = Some(Box::new(move |s, batch| {
+        if batch.approval_transitions.iter().any(|t| t.to == ApprovalStatus::OutcomeUnknown) {
+            on_batch(s);
+        }
+        Ok(())
+    }));
+    let on_move = steal.clone();
+    let held = Arc::clone(&inner);
+    store.before_transition = Some(Box::new(move |_, _, to| {
+        if to == ApprovalStatus::OutcomeUnknown {
+            on_move(&*held);
+        }
+        None
+    }));
+    let graph = refund_flow::graph().app().store(Arc::new(store));
+    let said = match graph.runner(&()).thread(thread).resume().await {
+        Ok(run) => format!("{:?}", run.outcome),
+        Err(e) => e.to_string(),
+    };
+    assert!(stolen.load(Ordering::SeqCst), "the run never tried to record the unknown outcome: {said}");
+    let desk = graph.approvals(authorizer()).unwrap();
+    let record = desk.for_thread(thread).unwrap().into_iter().find(|r| r.tool == "refund").expect("the approval");
+    assert_eq!(record.status, ApprovalStatus::Executing, "moved by a run that lost the thread ({said})");
+    assert_eq!(calls(thread).len(), 1);
+}
+
+/// After a resumed step commits, the run cancels the requests its step no longer makes; a run
+/// that lost the thread right after that commit cancels nothing: the new holder may have asked
+/// for (and a human approved) a call since.
+#[tokio::test]
+async fn a_run_that_lost_the_thread_after_its_step_commit_cancels_no_request() {
+    let thread = "U-waver-cancel";
+    let path = db(thread);
+    let policy = || RiskPolicy::default().risk(Risk::Reversible, Decision::Run);
+    {
+        let graph = open(wavering_tool_flow::graph(), &path).policy(policy());
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    let inner: Arc<dyn agentflow::Store> = Arc::new(RedbStore::open(&path).expect("open store"));
+    let mut store = hooked_store::Hooked::new(Arc::clone(&inner));
+    let held = Arc::clone(&inner);
+    // Right after the resumed step's commit, another executor takes the thread and asks for a
+    // call, which a human approves.
+    store.after_checkpoint = Some(Box::new(move || {
+        if held.approval("asked-by-the-new-holder").unwrap().is_some() {
+            return;
+        }
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+        held.acquire_lease(thread, "thief", 60_000, now + 600_000).expect("the thief takes the thread");
+        let asked = agentflow_store::ApprovalRecord {
+            id: "asked-by-the-new-holder".into(),
+            thread: thread.into(),
+            node: "book".into(),
+            tool: "hold_seat".into(),
+            args: r#"{"hold_ms":0,"order_id":"x"}"#.into(),
+            args_hash: "h".into(),
+            risk: "reversible".into(),
+            requester: OWNER.into(),
+            reason: "asked by the new holder".into(),
+            created_at: now,
+            expires_at: now + 3_600_000,
+            status: ApprovalStatus::Pending,
+            decided_by: None,
+            decision_note: None,
+            conditions: None,
+            updated_at: now,
+        };
+        held.put_approval(asked, "thief").unwrap();
+    }));
+    let graph = wavering_tool_flow::graph().app().store(Arc::new(store)).policy(policy());
+    let _ = graph.runner(&()).thread(thread).resume().await;
+    let asked = inner.approval("asked-by-the-new-holder").unwrap().expect("the new holder's request");
+    assert_eq!(asked.status, ApprovalStatus::Pending, "cancelled by a run that lost the thread");
+    assert_eq!(calls(thread).len(), 1);
+}
+
 /// Under a two-person rule, running an irreversible call again takes two people, as approving
 /// it did; the sign-offs of the first approval do not count.
 #[tokio::test]

@@ -402,19 +402,28 @@ impl<'a, D> Ctx<'a, D> {
         let by = record.decided_by.clone().unwrap_or_default();
         match record.status {
             ApprovalStatus::Executing => {
-                let (id, actor) = (record.id.clone(), format!("executor:{}", self.node));
-                let moved = store_call(journal, move |s| {
-                    let patch = ApprovalPatch {
-                        note: Some("the call started and left no result; its outcome is unknown".into()),
-                        ..ApprovalPatch::by(actor, crate::persist::now_ms())
-                    };
-                    Ok(s.transition_approval(&id, ApprovalStatus::Executing, ApprovalStatus::OutcomeUnknown, patch))
-                })
-                .await?;
-                match moved {
-                    Ok(record) => Err(self.pause(PendingKind::OutcomeUnknown, unknown_payload(&record))),
-                    Err(e) => Err(NodeError::transient(format!("could not record the unknown outcome: {e}"))),
+                // Fenced by the run's lease: a run that lost the thread must not take a call the
+                // new holder is making right now for one cut off.
+                let patch = ApprovalPatch {
+                    note: Some("the call started and left no result; its outcome is unknown".into()),
+                    ..ApprovalPatch::by(format!("executor:{}", self.node), crate::persist::now_ms())
+                };
+                let transition = ApprovalTransition {
+                    id: record.id.clone(),
+                    from: ApprovalStatus::Executing,
+                    to: ApprovalStatus::OutcomeUnknown,
+                    patch,
+                };
+                if let Err(current) = journal.commit(journal.start_batch().transition(transition)).await? {
+                    return Err(NodeError::transient(format!(
+                        "could not record the unknown outcome of `{}`: it is {current} now",
+                        record.id
+                    )));
                 }
+                let id = record.id.clone();
+                let moved = store_call(journal, move |s| s.approval(&id).map_err(|e| e.to_string())).await?;
+                let moved = moved.unwrap_or(ApprovalRecord { status: ApprovalStatus::OutcomeUnknown, ..record });
+                Err(self.pause(PendingKind::OutcomeUnknown, unknown_payload(&moved)))
             }
             ApprovalStatus::OutcomeUnknown => Err(self.pause(PendingKind::OutcomeUnknown, unknown_payload(&record))),
             ApprovalStatus::Succeeded => {

@@ -316,6 +316,7 @@ impl Compensator<'_> {
             thread: self.thread.clone(),
             seq: SAGA_SEQ,
             holder: Some(self.lease.holder().to_string()),
+            lost: Arc::default(),
         };
         let mut undone = Vec::new();
         for step in steps.iter().rev() {

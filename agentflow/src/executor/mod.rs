@@ -648,7 +648,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
         let usage = cp.budget.usage;
         // The compensation keeps the reason it started with (in the audit log).
         let reason = "resumed while compensating".to_string();
-        let outcome = compensate(&self.app, &cp, self.deps, &events, reason).await?;
+        let outcome = compensate(&self.app, &mut cp, self.deps, &events, reason).await?;
         let status = crate::saga::status_of(&outcome).unwrap_or(ThreadStatus::Compensating);
         cp.finish(status, outcome.to_string(), usage).await.map_err(|e| lease_lost(e.into(), Some(&cp)))?;
         events.emit(|| Event::Finished { outcome: outcome.clone(), steps: start.step });
@@ -659,7 +659,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
 /// Runs the compensations of thread `cp` (see [`crate::saga`]).
 async fn compensate<S: State, D: Sync>(
     app: &App<S, D>,
-    cp: &Checkpointer,
+    cp: &mut Checkpointer,
     deps: &D,
     events: &Arc<Events<'_, S>>,
     reason: String,
@@ -676,11 +676,8 @@ async fn compensate<S: State, D: Sync>(
     // A call of the failed step cut off in an earlier run and not made again (its *started*
     // marker has no result) has an unknown outcome: record it so, before the compensation lists
     // the unknown ones, so a human is asked about it and the outcome names it.
-    let (thread, seq) = (cp.thread.clone(), cp.journal().seq);
-    crate::persist::blocking(cp.store(), move |s| crate::persist::record_open_markers(s, &thread, seq))
-        .await
-        .and_then(|swept| swept)
-        .map_err(|e| lease_lost(e.into(), Some(cp)))?;
+    let seq = cp.journal().seq;
+    cp.record_unknown_outcomes(seq).await.map_err(|e| lease_lost(e.into(), Some(cp)))?;
     // So is an approved call cut off mid-way that the step did not make again.
     cp.settle_cut_off_approvals(seq).await.map_err(|e| lease_lost(e.into(), Some(cp)))?;
     let compensator = crate::saga::Compensator {

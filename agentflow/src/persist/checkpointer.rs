@@ -13,7 +13,7 @@ use agentflow_store::{
 };
 use serde_json::{Value, json};
 
-use super::{Durability, Journal, PersistError, ResumeError, blocking, now_ms};
+use super::{Durability, Journal, PersistError, ResumeError, UnknownOutcomes, blocking, now_ms};
 use crate::app::App;
 use crate::budget::{RunUsage, ThreadBudget};
 use crate::graph::{CompiledGraph, NodeId};
@@ -260,6 +260,11 @@ pub(crate) struct Checkpointer {
     sweep_approvals: bool,
     /// The checkpoint has a list of kept answers (see [`KeptAnswer`]): the next pause replaces it.
     answers_kept: bool,
+    /// The state was migrated from an older version on load: the version it has now. Until a
+    /// snapshot of it is committed (the next step's checkpoint carries one), the thread record
+    /// keeps the stored version, so a resume before then migrates the stored snapshot again
+    /// (its chain then holds no delta of the new version).
+    migrated_to: Option<u32>,
     /// The thread's status when this run opened it (`None` for a new thread).
     pub(crate) opened_as: Option<ThreadStatus>,
     /// When the run ends sleeping: the thread's timer, written with its status.
@@ -488,6 +493,7 @@ impl Checkpointer {
             budget: ThreadBudget::default(),
             sweep_approvals: false,
             answers_kept: false,
+            migrated_to: None,
             wake_at: None,
             step_extra: None,
         }
@@ -602,6 +608,10 @@ impl Checkpointer {
             .into());
         }
         let state = cp.rebuild(app, latest.seq, record.schema_version).await?;
+        if record.schema_version != S::VERSION {
+            cp.migrated_to = Some(S::VERSION);
+            cp.version = record.schema_version;
+        }
         let mut active = Vec::new();
         for name in &latest.cursor {
             active.push(graph.node_id(name).ok_or_else(|| ResumeError::GraphChanged {
@@ -734,7 +744,7 @@ impl Checkpointer {
         // is recent (a resumable end should not need a long delta chain).
         let last = cursor.is_empty();
         let threshold = if last { self.snapshot_len / 4 } else { self.snapshot_len.max(MIN_SNAPSHOT_BYTES) };
-        let snapshot = if self.delta_since >= threshold {
+        let snapshot = if self.delta_since >= threshold || self.migrated_to.is_some() {
             let bytes = to_json(state, "the state")?;
             self.snapshot_len = bytes.len();
             self.delta_since = 0;
@@ -743,6 +753,12 @@ impl Checkpointer {
             None
         };
         let seq = next_seq(&self.thread, self.seq)?;
+        // The migrated state's first snapshot: from this commit on, the thread is of the new version.
+        if snapshot.is_some()
+            && let Some(version) = self.migrated_to.take()
+        {
+            self.version = version;
+        }
         let checkpoint = Checkpoint {
             thread: self.thread.clone(),
             seq,
@@ -767,18 +783,17 @@ impl Checkpointer {
         } else {
             (ThreadStatus::Running, String::new())
         };
-        if self.sweep_approvals {
-            // Every node of the step finished: a call of the step's journal
-            // still open was cut off (before the resume) and not made again.
-            // Recorded before the step commits, so a crash cannot lose it.
-            // (So was an approved call still `EXECUTING`: its move rides the
-            // step's commit, below.)
-            let (thread, seq) = (self.thread.clone(), self.journal_seq);
-            blocking(&self.store, move |s| super::record_open_markers(s, &thread, seq)).await??;
-        }
-        let cut_off = if self.sweep_approvals { self.cut_off_approvals(self.journal_seq).await? } else { vec![] };
+        // Every node of the step finished: a call of the step's journal still open was cut off
+        // (before the resume) and not made again; so was an approved call still `EXECUTING`.
+        // Their records ride the step's commit, fenced by the lease: a crash cannot lose them,
+        // and a run that lost the thread writes none.
+        let (unknown, cut_off) = if self.sweep_approvals {
+            (self.unknown_outcomes(self.journal_seq).await?, self.cut_off_approvals(self.journal_seq).await?)
+        } else {
+            (UnknownOutcomes::default(), vec![])
+        };
         let flush = if last { Flush::Now } else { Flush::Step };
-        self.commit_raw_with(Some(checkpoint), vec![], cut_off, status, detail, flush).await?;
+        self.commit_raw_with(Some(checkpoint), vec![], cut_off, unknown, status, detail, flush).await?;
         self.completed = last;
         self.seq = seq;
         // The new checkpoint has no kept answers of its own.
@@ -800,6 +815,30 @@ impl Checkpointer {
                 extra
             }
         }
+    }
+
+    /// The calls of the journal of checkpoint `step_seq` cut off mid-way (before the resume) and
+    /// not made again by the step, whose outcome is unknown (see [`super::unknown_outcomes`]).
+    async fn unknown_outcomes(&self, step_seq: u64) -> Result<UnknownOutcomes, PersistError> {
+        let thread = self.thread.clone();
+        blocking(&self.store, move |s| super::unknown_outcomes(s, &thread, step_seq)).await?
+    }
+
+    /// Records, before a compensation, the calls of the failed step at checkpoint `step_seq`
+    /// cut off mid-way in an earlier run and not made again (their outcome is unknown), so
+    /// the compensation lists them and a human is asked about them. In one commit of the
+    /// thread record, fenced by the lease, keeping the thread's status; nothing to record,
+    /// nothing written.
+    pub(crate) async fn record_unknown_outcomes(&mut self, step_seq: u64) -> Result<(), PersistError> {
+        let unknown = self.unknown_outcomes(step_seq).await?;
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let (status, detail) = self
+            .last_status
+            .clone()
+            .unwrap_or_else(|| (ThreadStatus::Compensating, "resumed while compensating".to_string()));
+        self.commit_raw_with(None, vec![], vec![], unknown, status, detail, Flush::Now).await
     }
 
     /// The moves that go with the commit of the step at checkpoint `step_seq`: an approval of
@@ -851,12 +890,13 @@ impl Checkpointer {
     /// other calls, or other arguments, when the step ran again). Each gets
     /// an `approval.cancelled` audit entry. (One still `EXECUTING` was made
     /// `OUTCOME_UNKNOWN` in the step's commit.) Best effort, one compare-and-set
-    /// each: an approval a human decides at the same moment keeps that
-    /// decision, and a crash before it leaves requests no call can use.
+    /// each, fenced by the run's lease (a run that lost the thread cancels
+    /// nothing the new holder asked for): an approval a human decides at the
+    /// same moment keeps that decision, and a crash before it leaves requests
+    /// no call can use.
     async fn cancel_orphaned_approvals(&self, step_seq: u64) {
-        let thread = self.thread.clone();
+        let (thread, holder) = (self.thread.clone(), self.lease.holder().to_string());
         let swept = blocking(&self.store, move |s| -> Result<usize, PersistError> {
-            let now = now_ms();
             let note = format!(
                 "the step at checkpoint {step_seq} finished without this call (the model asked for other calls \
                  or arguments); the request can no longer be used"
@@ -866,9 +906,20 @@ impl Checkpointer {
                 if !matches!(approval.status, ApprovalStatus::Pending | ApprovalStatus::Approved) {
                     continue;
                 }
+                let now = now_ms();
                 let patch = ApprovalPatch { note: Some(note.clone()), ..ApprovalPatch::by("agentflow", now) };
-                match s.transition_approval(&approval.id, approval.status, ApprovalStatus::Cancelled, patch) {
+                let transition = ApprovalTransition {
+                    id: approval.id.clone(),
+                    from: approval.status,
+                    to: ApprovalStatus::Cancelled,
+                    patch,
+                };
+                // Fenced by the lease: a run that lost the thread after its commit does not
+                // cancel what the new holder asked for since.
+                let batch = EffectBatch::new(thread.clone()).transition(transition).fenced_by(holder.clone(), now);
+                match s.commit_effects(batch) {
                     Ok(_) => cancelled += 1,
+                    Err(e @ CommitError::LeaseLost { .. }) => return Err(PersistError::Commit(e)),
                     Err(e) => tracing::info!(thread = %thread, approval = %approval.id, error = %e, "left as decided"),
                 }
             }
@@ -951,15 +1002,18 @@ impl Checkpointer {
         detail: String,
         sync: Flush,
     ) -> Result<(), PersistError> {
-        self.commit_raw_with(checkpoint, pending, vec![], status, detail, sync).await
+        self.commit_raw_with(checkpoint, pending, vec![], UnknownOutcomes::default(), status, detail, sync).await
     }
 
-    /// [`Checkpointer::commit_raw`] with approval compare-and-sets in the same commit.
+    /// [`Checkpointer::commit_raw`] with approval compare-and-sets, and the records of calls
+    /// whose outcome is unknown, in the same commit.
+    #[allow(clippy::too_many_arguments)]
     async fn commit_raw_with(
         &mut self,
         checkpoint: Option<Checkpoint>,
         pending: Vec<PendingWrite>,
         transitions: Vec<ApprovalTransition>,
+        unknown: UnknownOutcomes,
         status: ThreadStatus,
         detail: String,
         sync: Flush,
@@ -967,6 +1021,8 @@ impl Checkpointer {
         self.lease.renew_if_due().await?;
         let mut commit = self.prepare(checkpoint, pending, status, detail, sync);
         commit.approval_transitions = transitions;
+        commit.new_approvals = unknown.records;
+        commit.audit = unknown.audit;
         let durability = commit.durability;
         let wrote = Written::of(&commit);
         // A durable commit on a multi-threaded runtime is made from this task's thread, the
@@ -1042,6 +1098,7 @@ impl Checkpointer {
             thread: self.thread.clone(),
             seq: self.journal_seq,
             holder: Some(self.lease.holder().to_string()),
+            lost: Arc::default(),
         }
     }
 }

@@ -32,6 +32,9 @@ pub struct Journal {
     /// The lease holder of the run that journals: what starts an effect is written only while
     /// it still holds the thread (see [`Journal::start_batch`]).
     pub(crate) holder: Option<String>,
+    /// Set once a write fenced by `holder`'s lease was refused: this run no longer holds the
+    /// thread, so nothing it concludes from there (say, that a call failed) is written.
+    pub(crate) lost: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for Journal {
@@ -269,6 +272,11 @@ impl Journal {
         }
     }
 
+    /// Whether a write fenced by this run's lease was refused (the run lost the thread).
+    pub(crate) fn lost_lease(&self) -> bool {
+        self.lost.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// The marker [`Journal::mark`] writes, to put in a batch instead.
     pub(crate) fn marker_effect(
         &self,
@@ -293,6 +301,7 @@ impl Journal {
             Ok(outcomes) => Ok(Ok(outcomes)),
             Err(CommitError::Approval(ApprovalError::AlreadyDecided { current, .. })) => Ok(Err(current)),
             Err(CommitError::LeaseLost { current, .. }) => {
+                self.lost.store(true, std::sync::atomic::Ordering::SeqCst);
                 let now = super::now_ms();
                 let who = match current {
                     Some(lease) if lease.expires_at > now => format!("`{}` holds it now", lease.holder),
@@ -377,19 +386,23 @@ fn started_marker(key: &str) -> Option<(&str, u32)> {
     Some((base, run.parse().ok()?))
 }
 
-/// Records, for every call of checkpoint `seq`'s journal that started, left
-/// neither a result nor an end, and was described by an [`UnknownCall`] (a
-/// non-idempotent call run without an approval), an `OUTCOME_UNKNOWN`
-/// record for a human to settle and an `effect.outcome_unknown` audit
-/// entry; returns how many it recorded. Each exactly once: a record or entry
-/// already there (an earlier sweep, or the node's own re-run) is kept.
+/// The calls of checkpoint `seq`'s journal that started, left neither a result nor an end, and
+/// were described by an [`UnknownCall`] (a non-idempotent call run without an approval): for
+/// each, an `OUTCOME_UNKNOWN` record for a human to settle and an `effect.outcome_unknown` audit
+/// entry, less those already stored (an earlier sweep, or the node's own re-run), so each is
+/// written exactly once.
 ///
-/// Called once every node of the step finished, so a marker still open is a
-/// call the step will not make again.
-pub(crate) fn record_open_markers(s: &dyn Store, thread: &str, seq: u64) -> Result<usize, super::PersistError> {
+/// Only reads: the caller writes them in a commit fenced by its lease (the step's own commit,
+/// or the one before a compensation), so a run that lost its thread records nothing, and a
+/// crash before that commit leaves the markers open for the next run to find.
+///
+/// Called once every node of the step finished, so a marker still open is a call the step will
+/// not make again.
+pub(crate) fn unknown_outcomes(s: &dyn Store, thread: &str, seq: u64) -> Result<UnknownOutcomes, super::PersistError> {
     let keys = s.effect_keys(thread, seq)?;
     let has = |node: &str, key: &str| keys.iter().any(|k| k.node == node && k.key == key);
-    let mut recorded = 0;
+    let mut found = UnknownOutcomes::default();
+    let mut log = None;
     for marker in &keys {
         let Some((base, run)) = started_marker(&marker.key) else { continue };
         let node = marker.node.as_str();
@@ -404,11 +417,6 @@ pub(crate) fn record_open_markers(s: &dyn Store, thread: &str, seq: u64) -> Resu
         else {
             continue;
         };
-        let failed = |reason: String| super::PersistError::UnknownOutcome {
-            node: node.to_string(),
-            key: base.to_string(),
-            reason,
-        };
         let now = super::now_ms();
         let id = unknown_outcome_id(thread, seq, node, base, run);
         if s.approval(&id)?.is_none() {
@@ -416,16 +424,13 @@ pub(crate) fn record_open_markers(s: &dyn Store, thread: &str, seq: u64) -> Resu
                 "`{base}` started and left no result (the run stopped mid-call), and the step at checkpoint {seq} \
                  finished without making the call again; whether it acted is unknown: settle it"
             );
-            let record = unknown_outcome_record(thread, seq, node, base, run, &call, reason, now);
-            match s.put_approval(record, "agentflow") {
-                Ok(()) | Err(ApprovalError::AlreadyExists { .. }) => {}
-                Err(e) => return Err(failed(e.to_string())),
-            }
+            found.records.push(unknown_outcome_record(thread, seq, node, base, run, &call, reason, now));
         }
-        let logged = s
-            .list_audit(thread)?
-            .iter()
-            .any(|e| e.kind == "effect.outcome_unknown" && e.detail["approval"] == id.as_str());
+        let log = match &mut log {
+            Some(log) => log,
+            None => log.insert(s.list_audit(thread)?),
+        };
+        let logged = log.iter().any(|e| e.kind == "effect.outcome_unknown" && e.detail["approval"] == id.as_str());
         if !logged {
             let detail = serde_json::json!({
                 "approval": id,
@@ -437,12 +442,25 @@ pub(crate) fn record_open_markers(s: &dyn Store, thread: &str, seq: u64) -> Resu
                 "idempotency_key": format!("{thread}/{seq}/{node}/{base}"),
                 "why": "the call started and left no result, and its step finished without making it again",
             });
-            let entry = NewAuditEntry::new(now, "agentflow", "effect.outcome_unknown", detail);
-            s.append_audit(thread, entry).map_err(|e| failed(e.to_string()))?;
+            found.audit.push(NewAuditEntry::new(now, "agentflow", "effect.outcome_unknown", detail));
         }
-        recorded += 1;
     }
-    Ok(recorded)
+    Ok(found)
+}
+
+/// What [`unknown_outcomes`] found to write: `OUTCOME_UNKNOWN` records not stored yet, and
+/// `effect.outcome_unknown` audit entries not logged yet.
+#[derive(Debug, Default)]
+pub(crate) struct UnknownOutcomes {
+    pub(crate) records: Vec<ApprovalRecord>,
+    pub(crate) audit: Vec<NewAuditEntry>,
+}
+
+impl UnknownOutcomes {
+    /// Nothing to write.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.audit.is_empty()
+    }
 }
 
 /// The key of the marker journaled for an effect whose result could not be.
@@ -512,7 +530,19 @@ mod tests {
         // Another checkpoint.
         put(EffectKey::new("t", 8, "a", format!("x{MARK}started{MARK}1")), described("other"));
 
-        assert_eq!(record_open_markers(s, "t", 7).unwrap(), 2);
+        // What a commit would write, written.
+        let record = |s: &dyn Store| {
+            let found = unknown_outcomes(s, "t", 7).unwrap();
+            let n = found.records.len();
+            for r in found.records {
+                s.put_approval(r, "agentflow").unwrap();
+            }
+            for e in found.audit {
+                s.append_audit("t", e).unwrap();
+            }
+            n
+        };
+        assert_eq!(record(s), 2);
         let mut tools: Vec<(String, String)> =
             s.list_approvals("t").unwrap().into_iter().map(|r| (r.tool, r.id)).collect();
         tools.sort();
@@ -530,7 +560,8 @@ mod tests {
         assert_eq!(unknown(s), 2);
 
         // A second sweep (a crash before the step's commit, then the step again) adds nothing.
-        record_open_markers(s, "t", 7).unwrap();
+        assert!(unknown_outcomes(s, "t", 7).unwrap().is_empty());
+        assert_eq!(record(s), 0);
         assert_eq!(s.list_approvals("t").unwrap().len(), 2);
         assert_eq!(unknown(s), 2);
     }

@@ -531,7 +531,9 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             }
             _ => ApprovalStatus::Failed,
         };
-        if matches!(record.status, ApprovalStatus::Approved | ApprovalStatus::Executing) {
+        // A run that lost the thread concludes nothing: its error may be the refusal itself,
+        // not the call's (the new holder may be making the call right now).
+        if matches!(record.status, ApprovalStatus::Approved | ApprovalStatus::Executing) && !journal.lost_lease() {
             let _ = self.transition(journal, &record.id, ApprovalStatus::Executing, to, "executed").await?;
         }
         result.map(|(obs, _)| obs)
