@@ -848,6 +848,37 @@ async fn a_run_that_lost_the_thread_after_its_step_commit_cancels_no_request() {
     assert_eq!(calls(thread).len(), 1);
 }
 
+/// A call cut off mid-way while it ran without an approval (the policy then asked for none)
+/// is not run again on an approval asked for later (the policy was tightened meanwhile): the
+/// approver approved a call, not a second run of one that may have acted. The run pauses on
+/// the unknown outcome, and the call runs again only once a human settles it as "run again".
+#[tokio::test]
+async fn an_approval_asked_after_a_policy_change_does_not_rerun_a_call_cut_off_without_one() {
+    let thread = "U-cut-unapproved";
+    let path = db(thread);
+    {
+        let lax = RiskPolicy::default().risk(Risk::Irreversible, Decision::Run);
+        let graph = open(refund_flow::graph(), &path).policy(lax);
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    // The operator tightens the policy: irreversible calls now need an approval.
+    let graph = open(refund_flow::graph(), &path);
+    let desk = graph.approvals(authorizer()).unwrap();
+    let mut run = graph.runner(&()).thread(thread).resume().await.unwrap();
+    if pending_of(&run).0 == PendingKind::Approval {
+        desk.approve(&pending_of(&run).1, &alice()).unwrap();
+        run = graph.runner(&()).thread(thread).resume().await.unwrap();
+    }
+    let (kind, id) = pending_of(&run);
+    assert_eq!(kind, PendingKind::OutcomeUnknown, "{:?}", run.outcome);
+    assert_eq!(calls(thread).len(), 1, "refunded again on an approval of a new call");
+    // Settled as "run again" by someone with the role, it runs once more.
+    desk.settle(&id, &alice(), Settlement::RunAgain).unwrap();
+    let done = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(calls(thread).len(), 2);
+}
+
 /// Under a two-person rule, running an irreversible call again takes two people, as approving
 /// it did; the sign-offs of the first approval do not count.
 #[tokio::test]

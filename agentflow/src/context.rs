@@ -281,6 +281,17 @@ impl<'a, D> Ctx<'a, D> {
             }
             Entry::Clear { started } => started,
             Entry::Open { started } if release => {
+                // An approval covers a call that starts under it. A run cut off while it ran
+                // without one (the policy asked for none then) may have acted: a human settles
+                // that first, and only "run again" lets the approved call run.
+                if let Some(call) = journal.unapproved_call(self.node, key, started).await? {
+                    let subject = Subject::New { tool: call.tool, args: call.args, risk: call.risk };
+                    match self.settle(journal, key, started, subject).await? {
+                        Verdict::RunAgain => {}
+                        Verdict::Succeeded(value, by) => return Ok(Journaled::Succeeded(value, by)),
+                        Verdict::Failed(why) => return Ok(Journaled::Failed(why)),
+                    }
+                }
                 let (k, v) = journal.marker_effect(
                     self.node,
                     key,

@@ -116,6 +116,24 @@ impl Journal {
         .map_err(unavailable)
     }
 
+    /// The call run `run` of the effect was when it started without an approval (its *started*
+    /// marker describes it: see [`UnknownCall`]); `None` for a run made under an approval, or
+    /// an idempotent one.
+    pub(crate) async fn unapproved_call(
+        &self,
+        node: &str,
+        key: &str,
+        run: u32,
+    ) -> Result<Option<UnknownCall>, NodeError> {
+        let marker = self.marker(node, key, "started", run);
+        let detail =
+            blocking(&self.store, move |s| s.effect(&marker)).await.and_then(|r| Ok(r?)).map_err(unavailable)?;
+        Ok(detail
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+            .and_then(|detail| detail.get(UNKNOWN_CALL).cloned())
+            .and_then(|call| serde_json::from_value(call).ok()))
+    }
+
     /// Journals, durably, that run `run` of the effect started (`what =
     /// "started"`) or ended without a result (`"ended"`), with `detail`.
     pub(crate) async fn mark(
