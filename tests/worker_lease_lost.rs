@@ -207,3 +207,45 @@ async fn a_worker_that_reclaims_a_thread_it_runs_runs_it_again_once_the_old_run_
     assert_eq!((report.claimed, report.lost, report.completed, report.failed), (2, 1, 1, 0), "{report:?}");
     assert_eq!(app.state("g").unwrap().unwrap().state.n, 1, "the lost run committed nothing");
 }
+
+/// One store failure does not drop a long-lived thread from the queue: a thread claimed many
+/// times already (every wake-up claims it again) whose run fails on the store once stays
+/// queued, and the next claim finishes it. (The count was the row's claims over its whole
+/// life, so the first passing fault of such a thread removed it for good.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_store_failure_does_not_drop_a_thread_claimed_many_times_from_the_queue() {
+    let inner: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = two_steps::graph().app().store(Arc::clone(&inner));
+    app.submit("long", &Count::default()).unwrap();
+    // The thread's row was claimed and handed back five times already (as a thread that slept
+    // or waited for people five times is).
+    for i in 0..5 {
+        let at = agentflow::timer::now_ms() + i;
+        assert_eq!(inner.claim_runs(two_steps::graph().name(), "earlier", 60_000, at, 1).unwrap().len(), 1);
+        assert!(inner.settle_run("long", "earlier", Some(agentflow_store::RunWait::Ready)).unwrap());
+        inner.release_lease("long", "earlier").unwrap();
+    }
+    assert_eq!(app.live_runs().unwrap()[0].claims, 5);
+    let mut store = Hooked::new(Arc::clone(&inner));
+    let failed = Arc::new(AtomicBool::new(false));
+    let once = Arc::clone(&failed);
+    store.fail_commit = Some(Box::new(move |_| {
+        (!once.swap(true, Ordering::SeqCst))
+            .then(|| agentflow_store::CommitError::Invalid { thread: "long".into(), reason: "the disk is full".into() })
+    }));
+    let app = two_steps::graph().app().store(Arc::new(store));
+    let deps = Arc::new(Runs::default());
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::clone(&deps)).poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    let began = std::time::Instant::now();
+    while app.thread("long").unwrap().is_none_or(|t| t.status != agentflow::persist::ThreadStatus::Completed) {
+        assert!(began.elapsed() < LIMIT, "the thread never completed: {:?}", app.live_runs());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert!(failed.load(Ordering::SeqCst));
+    assert_eq!((report.failed, report.completed), (1, 1), "{report:?}");
+    assert!(app.live_runs().unwrap().is_empty());
+}

@@ -14,8 +14,30 @@ use crate::outcome::{Outcome, RunError};
 use crate::persist::{DEFAULT_LEASE_TTL, Durability, PersistError, ResumeError, blocking, now_ms, process_tag};
 use crate::state::State;
 
-/// A claimed run that fails on the store this many times is taken out of the queue.
+/// A claimed run that fails on the store this many times in a row, in one worker, is taken out
+/// of the queue. (Not [`QueuedRun::claims`]: a long-lived thread is claimed again at every
+/// wake-up, and one passing store fault must not drop it.)
 const MAX_CLAIMS_ON_STORE_ERRORS: u32 = 5;
+
+/// How many times in a row each thread's run failed on the store in this worker; a run that
+/// ends otherwise clears its count.
+#[derive(Clone, Default)]
+struct StoreFailures(Arc<std::sync::Mutex<HashMap<String, u32>>>);
+
+impl StoreFailures {
+    /// Counts one more failure of `thread`'s run; returns how many in a row.
+    fn failed(&self, thread: &str) -> u32 {
+        let mut counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let count = counts.entry(thread.to_string()).or_default();
+        *count = count.saturating_add(1);
+        *count
+    }
+
+    /// `thread`'s run ended otherwise than failing on the store.
+    fn clear(&self, thread: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(thread);
+    }
+}
 
 /// Submitting, controlling or working on queued runs failed.
 #[derive(Debug, thiserror::Error)]
@@ -211,6 +233,7 @@ pub struct Worker<S: State, D> {
     heartbeat: Duration,
     durability: Durability,
     id: String,
+    store_failures: StoreFailures,
 }
 
 impl<S: State, D> std::fmt::Debug for Worker<S, D> {
@@ -240,6 +263,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
             heartbeat: Duration::from_secs(1),
             durability: Durability::default(),
             id: format!("worker-{}-w{n}", process_tag()),
+            store_failures: StoreFailures::default(),
         }
     }
 
@@ -310,6 +334,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
             ttl: self.lease_ttl,
             durability: self.durability,
             stops,
+            store_failures: self.store_failures.clone(),
         };
         let (thread, claim_thread) = (claim.thread.clone(), claim.thread.clone());
         let handle = tasks.spawn(async move { (thread, job.run(claim).await) });
@@ -481,6 +506,7 @@ struct Job<S: State, D> {
     ttl: Duration,
     durability: Durability,
     stops: Stops,
+    store_failures: StoreFailures,
 }
 
 /// What a worker does with a run's queue row once the run ended.
@@ -507,11 +533,21 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             other => other,
         };
         let then = match then {
-            Then::Leave if claim.claims >= MAX_CLAIMS_ON_STORE_ERRORS && matches!(end, End::Failed) => {
-                tracing::warn!(thread = %claim.thread, claims = claim.claims, "a run that keeps failing on the store leaves the queue");
-                Then::Remove
+            // A store failure: the run stays queued for another try, unless it keeps failing.
+            Then::Leave if matches!(end, End::Failed) => {
+                let failures = self.store_failures.failed(&claim.thread);
+                if failures >= MAX_CLAIMS_ON_STORE_ERRORS {
+                    tracing::warn!(thread = %claim.thread, failures, "a run that keeps failing on the store leaves the queue");
+                    self.store_failures.clear(&claim.thread);
+                    Then::Remove
+                } else {
+                    Then::Leave
+                }
             }
-            then => then,
+            then => {
+                self.store_failures.clear(&claim.thread);
+                then
+            }
         };
         self.finish(&claim, then).await;
         end
