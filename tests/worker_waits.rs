@@ -677,3 +677,79 @@ async fn postgres_a_forked_thread_is_not_held_by_its_old_branchs_unknown_outcome
     let Some(url) = pg::pg_url() else { return };
     a_forked_thread_is_not_held_by_its_old_branchs_unknown_outcome(postgres(&url, "forked"), "forked-pg").await;
 }
+
+/// The orders `pay_out` paid, one entry per payment.
+static PAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Pays an order out. Irreversible, so the default policy asks a human first.
+#[tool(risk = irreversible)]
+async fn pay_out(args: RefundArgs) -> Result<serde_json::Value, ToolError> {
+    PAID.lock().unwrap().push(args.order_id.clone());
+    Ok(serde_json::json!({ "paid": args.order_id }))
+}
+
+#[graph(state = Refund, start = pay)]
+mod paying {
+    use super::*;
+
+    #[node(goto = [END], tools = [pay_out])]
+    async fn pay(s: &Refund, cx: &Ctx<()>) -> Result<Step<Refund>, NodeError> {
+        let obs = cx.run_tool(pay_out, serde_json::json!({ "order_id": s.order })).await?;
+        Ok(goto!(END, Refund::update().receipt(Some(obs.body))))
+    }
+}
+
+/// A run parked for its approval is claimed as soon as that approval is decided, even when the
+/// thread holds another record still waiting for a human that the run does not wait on (an
+/// outcome left unknown by an earlier step, to settle). It waited until the approval's expiry
+/// before, which then refused the approved call as expired.
+async fn a_decided_approval_wakes_its_run_past_an_unrelated_waiting_record(store: Arc<dyn Store>, thread: &str) {
+    use agentflow::approval::{ApprovalDesk, Approver, RoleAuthorizer};
+    use agentflow::tool::Risk;
+    use agentflow_store::{ApprovalRecord, ApprovalStatus};
+
+    let app = paying::graph().app().store(Arc::clone(&store));
+    let order = format!("{thread}-order");
+    app.submit_as(thread, &Refund { order: order.clone(), ..Refund::default() }, "support-bot").unwrap();
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::new(())).poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    wait_until("the run parks for its approval", || {
+        app.live_runs().unwrap().iter().any(|r| r.thread == thread && r.wait == RunWait::Approval && r.lease.is_none())
+    })
+    .await;
+    let asked = store.list_approvals(thread).unwrap();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let now = agentflow::timer::now_ms();
+    let unrelated = ApprovalRecord {
+        id: format!("unk-{thread}"),
+        status: ApprovalStatus::OutcomeUnknown,
+        reason: "an earlier step's call was cut off mid-way".into(),
+        created_at: now,
+        updated_at: now,
+        expires_at: now + 3_600_000,
+        ..asked[0].clone()
+    };
+    store.put_approval(unrelated.clone(), "agentflow").unwrap();
+    let desk = ApprovalDesk::for_store(Arc::clone(&store), RoleAuthorizer::new().role_for(Risk::Irreversible, "ops"));
+    desk.approve(&asked[0].id, &Approver::new("alice", ["ops"])).unwrap();
+    wait_until("the approved run completes", || app.live_runs().unwrap().iter().all(|r| r.thread != thread)).await;
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+    let state = app.state(thread).unwrap().unwrap().state;
+    assert_eq!(state.receipt, Some(serde_json::json!({ "ok": true, "result": { "paid": order } })));
+    assert_eq!(PAID.lock().unwrap().iter().filter(|o| **o == order).count(), 1);
+    assert_eq!(store.approval(&unrelated.id).unwrap().unwrap().status, ApprovalStatus::OutcomeUnknown);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_a_decided_approval_wakes_its_run_past_an_unrelated_waiting_record() {
+    a_decided_approval_wakes_its_run_past_an_unrelated_waiting_record(redb(), "unrelated-redb").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_decided_approval_wakes_its_run_past_an_unrelated_waiting_record() {
+    let Some(url) = pg::pg_url() else { return };
+    a_decided_approval_wakes_its_run_past_an_unrelated_waiting_record(postgres(&url, "unrelated"), "unrelated-pg")
+        .await;
+}

@@ -189,6 +189,10 @@ struct Row {
     holder: Option<String>,
     heartbeat_at: Option<u64>,
     claims: u32,
+    /// Parked for approvals: the ones it waits on (empty: any of the thread's and its
+    /// children's; see [`Store::park_run_for_approvals`](crate::Store::park_run_for_approvals)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    awaits: Vec<String>,
 }
 
 const ROW_VERSION: u32 = 1;
@@ -270,6 +274,7 @@ pub(crate) fn stage_enqueue(tx: &Tx<'_>, run: &NewRun) -> Result<(), QueueError>
         holder: None,
         heartbeat_at: None,
         claims: 0,
+        awaits: Vec::new(),
     };
     tx.wrote();
     table.insert(run.thread.as_str(), encode(&row).as_slice()).ctx(tx.path)?;
@@ -346,6 +351,22 @@ fn timer_of(tx: &Tx<'_>, thread: &str) -> Result<Option<u64>, StorageError> {
     Ok(of.get(thread).ctx(tx.path)?.map(|at| at.value()))
 }
 
+/// Whether one of the approvals `ids` still waits for a human (a record that is gone waits for
+/// nobody).
+fn awaited_waits(tx: &Tx<'_>, ids: &[String]) -> Result<bool, StorageError> {
+    let approvals = tx.txn.open_table(tables::APPROVALS).ctx(tx.path)?;
+    for id in ids {
+        if let Some(v) = approvals.get(id.as_str()).ctx(tx.path)? {
+            let decode = ApprovalRecord::decode;
+            let record = crate::reads::decode(tx.path, tables::APPROVALS, || id.clone(), v.value(), decode)?;
+            if record.status.is_waiting() {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
 /// Whether `thread` may still wait in `cx.interrupt`: its status is `interrupted`, or `failed`
 /// (an answer of the wrong shape failed it where it waits).
 fn waits_for_answer(tx: &Tx<'_>, thread: &str) -> Result<bool, StorageError> {
@@ -375,7 +396,7 @@ pub(crate) fn stage_claim(
         }
         if row.wait == RunWait::Approval
             && row.control.is_none()
-            && approval_waits(tx, &thread)?
+            && (if row.awaits.is_empty() { approval_waits(tx, &thread)? } else { awaited_waits(tx, &row.awaits)? })
             && timer_of(tx, &thread)?.is_none_or(|at| at > now)
         {
             continue;
@@ -388,6 +409,7 @@ pub(crate) fn stage_claim(
         }
         let Ok(lease) = tx.leases.acquire(&thread, holder, ttl_ms, now) else { continue };
         row.wait = RunWait::Ready;
+        row.awaits.clear();
         row.holder = Some(holder.to_string());
         row.heartbeat_at = Some(now);
         row.claims = row.claims.saturating_add(1);
@@ -418,6 +440,17 @@ pub(crate) fn stage_heartbeat(tx: &Tx<'_>, holder: &str, now: u64) -> Result<Vec
 }
 
 pub(crate) fn stage_settle(tx: &Tx<'_>, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
+    stage_settle_awaiting(tx, thread, holder, park, Vec::new())
+}
+
+/// [`stage_settle`], a run parked for approvals waiting on `awaits` only (if not empty).
+pub(crate) fn stage_settle_awaiting(
+    tx: &Tx<'_>,
+    thread: &str,
+    holder: &str,
+    park: Option<RunWait>,
+    awaits: Vec<String>,
+) -> Result<bool, QueueError> {
     let mut table = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?;
     let row = match table.get(thread).ctx(tx.path)? {
         Some(v) => decode(tx.path, thread, v.value())?,
@@ -429,7 +462,8 @@ pub(crate) fn stage_settle(tx: &Tx<'_>, thread: &str, holder: &str, park: Option
     tx.wrote();
     match park {
         Some(wait) if row.control.is_none() => {
-            let row = Row { wait, ..row };
+            let awaits = if wait == RunWait::Approval { awaits } else { Vec::new() };
+            let row = Row { wait, awaits, ..row };
             table.insert(thread, encode(&row).as_slice()).ctx(tx.path)?;
         }
         _ => {
@@ -448,7 +482,7 @@ pub(crate) fn stage_wake(tx: &Tx<'_>, thread: &str, wait: RunWait) -> Result<boo
     if row.wait != wait {
         return Ok(false);
     }
-    let row = Row { wait: RunWait::Ready, ..row };
+    let row = Row { wait: RunWait::Ready, awaits: Vec::new(), ..row };
     tx.wrote();
     table.insert(thread, encode(&row).as_slice()).ctx(tx.path)?;
     Ok(true)

@@ -776,6 +776,15 @@ impl Store for RedbStore {
         Ok(settled)
     }
 
+    fn park_run_for_approvals(&self, thread: &str, holder: &str, awaits: &[String]) -> Result<bool, QueueError> {
+        let (t, h, awaits) = (thread.to_string(), holder.to_string(), awaits.to_vec());
+        let (settled, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
+            queue::stage_settle_awaiting(tx, &t, &h, Some(RunWait::Approval), awaits.clone())
+        })?;
+        let _ = self.release_lease(thread, holder);
+        Ok(settled)
+    }
+
     fn control_run(&self, thread: &str, control: RunControl) -> Result<bool, QueueError> {
         let thread = thread.to_string();
         let (set, _) =

@@ -497,6 +497,21 @@ pub trait Store: Send + Sync {
         settled
     }
 
+    /// [`Store::settle_run_and_release`] parking the run for the approvals `awaits` names (the
+    /// records its pause waits on: requests and `OUTCOME_UNKNOWN` records, of the thread or of
+    /// its subgraph children): the run is claimable once none of *those* waits for a human, or
+    /// once the thread's timer is due. A record the run does not wait on (one left from an
+    /// earlier step for a human to settle) does not hold it, as it does a run parked with
+    /// [`RunWait::Approval`] alone, until the timer (the approval's expiry) came due and the
+    /// approved call was refused as expired. An empty `awaits` parks as
+    /// `settle_run_and_release(thread, holder, Some(RunWait::Approval))` does.
+    ///
+    /// The default (for backends outside this crate) ignores `awaits`.
+    fn park_run_for_approvals(&self, thread: &str, holder: &str, awaits: &[String]) -> Result<bool, QueueError> {
+        let _ = awaits;
+        self.settle_run_and_release(thread, holder, Some(RunWait::Approval))
+    }
+
     /// The control requests set on the queued runs `holder` claimed and still holds the lease of
     /// at `now`, as [`Store::heartbeat_runs`] answers them, without writing anything: a worker
     /// reads them often and writes its heartbeat seldom.

@@ -9,7 +9,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
-use crate::interrupt::PendingKind;
+use crate::interrupt::{Pending, PendingKind};
 use crate::outcome::{Outcome, RunError};
 use crate::persist::{DEFAULT_LEASE_TTL, Durability, PersistError, ResumeError, blocking, now_ms, process_tag};
 use crate::state::State;
@@ -516,6 +516,9 @@ enum Then {
     /// Keep it, parked until what it waits for is there (no approval of the thread waits, the
     /// thread's timer is due, or an answer woke it).
     Park(RunWait),
+    /// Keep it, parked until none of these approvals (the records its pause waits on) waits
+    /// for a human, or its thread's timer is due.
+    AwaitApprovals(Vec<String>),
     /// Leave it queued for another worker (shutdown, a store failure).
     Leave,
     /// Nothing: another worker took the thread.
@@ -529,7 +532,9 @@ enum Then {
 impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     async fn run(self, claim: QueuedRun) -> End {
         let (end, then) = match self.run_claimed(&claim).await {
-            (end, Then::Park(_)) if self.stops.asked.get() == Some(&RunControl::Pause) => (end, Then::Requeue),
+            (end, Then::Park(_) | Then::AwaitApprovals(_)) if self.stops.asked.get() == Some(&RunControl::Pause) => {
+                (end, Then::Requeue)
+            }
             other => other,
         };
         let then = match then {
@@ -637,7 +642,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                         .iter()
                         .any(|p| matches!(p.kind, PendingKind::Approval | PendingKind::OutcomeUnknown)) =>
                 {
-                    (End::Interrupted, Then::Park(RunWait::Approval))
+                    (End::Interrupted, awaiting(&pending))
                 }
                 // Waiting for a person's value (`cx.interrupt`): parked until an answer is
                 // recorded (`ApprovalDesk::answer_interrupt` wakes it), then claimed and continued
@@ -727,6 +732,15 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 return;
             }
             Then::Park(wait) => Some(wait),
+            Then::AwaitApprovals(awaits) => {
+                let (t, holder) = (thread.to_string(), self.holder.clone());
+                match blocking(&self.store, move |s| s.park_run_for_approvals(&t, &holder, &awaits)).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::warn!(thread = %thread, error = %e, "could not update the run queue"),
+                    Err(e) => tracing::warn!(thread = %thread, error = %e, "could not update the run queue"),
+                }
+                return;
+            }
             Then::Leave => {
                 let (t, holder) = (thread.to_string(), self.holder.clone());
                 // Taken over meanwhile: not ours to release; otherwise it expires by itself.
@@ -905,6 +919,21 @@ fn process_actor() -> String {
     format!("process:{}", process_tag())
 }
 
+/// How a run paused for people is parked: until the approvals its pause names (requests and
+/// records of unknown outcomes, its own or its subgraph children's) are decided. A record it
+/// does not wait on (left from an earlier step for a human to settle) then does not hold it.
+/// A pause on such an item without a record id waits on every record of the thread instead.
+fn awaiting(pending: &[Pending]) -> Then {
+    let mut awaits = Vec::new();
+    for p in pending.iter().filter(|p| matches!(p.kind, PendingKind::Approval | PendingKind::OutcomeUnknown)) {
+        match p.payload.get("approval").and_then(serde_json::Value::as_str) {
+            Some(id) => awaits.push(id.to_string()),
+            None => return Then::Park(RunWait::Approval),
+        }
+    }
+    if awaits.is_empty() { Then::Park(RunWait::Approval) } else { Then::AwaitApprovals(awaits) }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::persist::process_tag;
@@ -917,5 +946,25 @@ mod tests {
         assert_eq!(random.len(), 16, "{tag}");
         assert!(random.chars().all(|c| c.is_ascii_hexdigit()), "{tag}");
         assert_eq!(process_tag(), tag, "one tag per process");
+    }
+
+    #[test]
+    fn a_pause_for_people_parks_on_the_records_it_names() {
+        use super::{Then, awaiting};
+        use crate::interrupt::{Pending, PendingKind};
+        use agentflow_store::RunWait;
+        let pending = |kind, payload| Pending { node: "n".into(), instance: None, kind, payload };
+        let asked = pending(PendingKind::Approval, serde_json::json!({ "approval": "apr-1" }));
+        let unknown = pending(PendingKind::OutcomeUnknown, serde_json::json!({ "approval": "unk-2" }));
+        let value = pending(PendingKind::Interrupt, serde_json::json!("name?"));
+        let named = |then| match then {
+            Then::AwaitApprovals(ids) => Some(ids),
+            Then::Park(RunWait::Approval) => None,
+            _ => panic!("parked otherwise"),
+        };
+        assert_eq!(named(awaiting(&[asked.clone(), value, unknown])), Some(vec!["apr-1".into(), "unk-2".into()]));
+        // One it cannot name: every waiting record of the thread holds the run, as before.
+        let unnamed = pending(PendingKind::Approval, serde_json::json!({}));
+        assert_eq!(named(awaiting(&[asked, unnamed])), None);
     }
 }

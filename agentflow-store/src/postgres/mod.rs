@@ -960,7 +960,19 @@ impl Store for PostgresStore {
             let ctx = &*ctx;
             retrying!(ctx, {
                 let client = ctx.client().await?;
-                queue::settle_and_release(&client, &thread, &holder, park).await
+                queue::settle_and_release(&client, &thread, &holder, park, &[]).await
+            })
+        })
+    }
+
+    /// One statement, as [`Store::settle_run_and_release`].
+    fn park_run_for_approvals(&self, thread: &str, holder: &str, awaits: &[String]) -> Result<bool, QueueError> {
+        let (thread, holder, awaits) = (thread.to_string(), holder.to_string(), awaits.to_vec());
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            retrying!(ctx, {
+                let client = ctx.client().await?;
+                queue::settle_and_release(&client, &thread, &holder, Some(RunWait::Approval), &awaits).await
             })
         })
     }

@@ -21,9 +21,10 @@ const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wai
 /// Claims, in one statement: picks the claimable rows of graph `$1` at `$2`, oldest first, at
 /// most `$3`, locked (rows another claimer has locked are skipped). A row is claimable when no
 /// unexpired lease holds its thread, not even the claimer's, and it is ready, or has a control
-/// request, or is parked for approvals (of the thread and of its subgraph children at every
-/// level: threads under `{thread}/` whose parents lead to it) none of which waits any more or whose thread's timer (the first expiry) is
-/// not later than `$2`, or is parked for a timer not later than `$2`, or is parked for an
+/// request, or is parked for approvals (those its row `awaits`, or if it names none, those of
+/// the thread and of its subgraph children at every level: threads under `{thread}/` whose
+/// parents lead to it) none of which waits any more or whose thread's timer (the first expiry)
+/// is not later than `$2`, or is parked for a timer not later than `$2`, or is parked for an
 /// answer and its thread is neither `interrupted` nor `failed` any more. Takes their threads'
 /// leases for holder `$4` until `$5` (as `acquire_lease` does at `$2`: a new holder
 /// increments the fencing token), marks the queue rows of the threads won and answers them
@@ -31,7 +32,9 @@ const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wai
 const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at FROM run_queue q \
        WHERE q.graph = $1 \
          AND (q.wait = 'READY' OR q.control IS NOT NULL \
-           OR (q.wait = 'APPROVAL' AND NOT EXISTS (SELECT 1 FROM approvals a \
+           OR (q.wait = 'APPROVAL' AND cardinality(q.awaits) > 0 AND NOT EXISTS (SELECT 1 FROM approvals a \
+                 WHERE a.id = ANY(q.awaits) AND a.status IN ('PENDING', 'OUTCOME_UNKNOWN'))) \
+           OR (q.wait = 'APPROVAL' AND cardinality(q.awaits) = 0 AND NOT EXISTS (SELECT 1 FROM approvals a \
                  WHERE (a.thread = q.thread OR (starts_with(a.thread, q.thread || '/') \
                    AND EXISTS (WITH RECURSIVE up(id) AS (SELECT c.parent FROM threads c WHERE c.id = a.thread \
                          UNION SELECT c.parent FROM threads c JOIN up ON c.id = up.id) \
@@ -53,7 +56,7 @@ const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at FROM run_que
          token = CASE WHEN l.holder = EXCLUDED.holder THEN l.token ELSE l.token + 1 END \
        WHERE l.holder IS NULL OR l.holder = EXCLUDED.holder OR l.expires_at <= $2 \
        RETURNING l.thread, l.holder, l.expires_at) \
-     UPDATE run_queue q SET wait = 'READY', holder = $4, heartbeat_at = $2, claims = q.claims + 1 \
+     UPDATE run_queue q SET wait = 'READY', awaits = '{}', holder = $4, heartbeat_at = $2, claims = q.claims + 1 \
      FROM won WHERE q.thread = won.thread \
      RETURNING q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wait, q.control, q.holder, \
        q.heartbeat_at, q.claims, won.holder, won.expires_at";
@@ -214,7 +217,7 @@ pub(crate) async fn settle<C: GenericClient>(
     if let Some(wait) = park {
         let parked = sql::execute(
             c,
-            "UPDATE run_queue SET wait = $3 WHERE thread = $1 AND holder = $2 AND control IS NULL",
+            "UPDATE run_queue SET wait = $3, awaits = '{}' WHERE thread = $1 AND holder = $2 AND control IS NULL",
             &[&thread, &holder, &wait.as_str()],
         )
         .await?;
@@ -228,9 +231,11 @@ pub(crate) async fn settle<C: GenericClient>(
 }
 
 /// Ends holder `$2`'s claim of thread `$1` and releases its lease, in one statement: with a
-/// wait `$3` the row is parked (unless a control request is set on it), else (or then) removed;
-/// the lease is released if `$2` holds it. Answers whether the row was `$2`'s.
-const SETTLE_AND_RELEASE: &str = "WITH parked AS (UPDATE run_queue SET wait = $3 \
+/// wait `$3` the row is parked (unless a control request is set on it), waiting on the
+/// approvals `$4` (see [`Store::park_run_for_approvals`](crate::Store::park_run_for_approvals)),
+/// else (or then) removed; the lease is released if `$2` holds it. Answers whether the row
+/// was `$2`'s.
+const SETTLE_AND_RELEASE: &str = "WITH parked AS (UPDATE run_queue SET wait = $3, awaits = $4 \
        WHERE thread = $1 AND holder = $2 AND control IS NULL AND $3::text IS NOT NULL RETURNING thread), \
      removed AS (DELETE FROM run_queue WHERE thread = $1 AND holder = $2 \
        AND NOT EXISTS (SELECT 1 FROM parked) RETURNING thread), \
@@ -244,17 +249,18 @@ pub(crate) async fn settle_and_release<C: GenericClient>(
     thread: &str,
     holder: &str,
     park: Option<RunWait>,
+    awaits: &[String],
 ) -> Result<bool, Fail<QueueError>> {
     let wait = park.map(RunWait::as_str);
     let statement = c.prepare_cached(SETTLE_AND_RELEASE).await?;
-    let row = c.query_one(&statement, &[&thread, &holder, &wait]).await?;
+    let row = c.query_one(&statement, &[&thread, &holder, &wait, &awaits]).await?;
     Ok(row.get::<_, i64>(0) > 0)
 }
 
 pub(crate) async fn wake<C: GenericClient>(c: &C, thread: &str, wait: RunWait) -> Result<bool, Fail<QueueError>> {
     let woken = sql::execute(
         c,
-        "UPDATE run_queue SET wait = 'READY' WHERE thread = $1 AND wait = $2",
+        "UPDATE run_queue SET wait = 'READY', awaits = '{}' WHERE thread = $1 AND wait = $2",
         &[&thread, &wait.as_str()],
     )
     .await?;

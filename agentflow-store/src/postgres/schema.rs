@@ -142,6 +142,11 @@ const MIGRATIONS: &[&str] = &[
     UPDATE {s}.threads SET parent = substring(id FROM '^(.+)/[^/]*$')
         WHERE id ~ '^.+/[^./0-9][^./]*(\.[0-9]+)?\.[0-9]+\.[0-9]+\.[^./0-9][^./]*$';
     "#,
+    // 7: the approvals a run parked for approvals waits on (`Store::park_run_for_approvals`;
+    // empty: any of its thread's and children's).
+    r#"
+    ALTER TABLE {s}.run_queue ADD COLUMN awaits text[] NOT NULL DEFAULT '{}';
+    "#,
 ];
 
 /// The version of the PostgreSQL tables this build creates and reads (the number of its
