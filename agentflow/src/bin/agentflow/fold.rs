@@ -39,6 +39,9 @@ pub struct Fields {
     /// `Option`, a collection, a `String` (none for a description written before descriptions
     /// carried types).
     pub optional: BTreeSet<String>,
+    /// Each field's Rust type, whitespace removed, by the field's Rust name (empty for a
+    /// description written before descriptions carried types).
+    pub types: BTreeMap<String, String>,
 }
 
 impl Fields {
@@ -61,12 +64,12 @@ pub fn fields(description: Option<&Value>) -> Option<Fields> {
         .iter()
         .filter_map(|f| Some((f.get("name")?.as_str()?.to_string(), f.get("reducer")?.as_str()?.to_string())))
         .collect();
-    let optional = crate::types::field_types(description)
+    let types: BTreeMap<String, String> = crate::types::field_types(description)
         .into_iter()
-        .filter(|(_, ty)| may_be_skipped(ty))
-        .map(|(name, _)| name)
+        .map(|(name, ty)| (name, ty.chars().filter(|c| !c.is_whitespace()).collect()))
         .collect();
-    Some(Fields { reducers, optional })
+    let optional = types.iter().filter(|(_, ty)| may_be_skipped(ty)).map(|(name, _)| name.clone()).collect();
+    Some(Fields { reducers, optional, types })
 }
 
 /// Whether the Rust type `ty` (whitespace removed) is one `skip_serializing_if` commonly
@@ -159,12 +162,20 @@ pub fn apply(out: &mut Folded, update: &Value, fields: Option<&Fields>, seq: u64
                  without the graph's Rust types"
             ));
         }
+        let ty = fields.and_then(|f| f.types.get(name)).map(String::as_str);
         let current = state.get_mut(name);
         match (reducer, current) {
             ("append", Some(Value::Array(items))) => match value {
                 Value::Array(more) => items.extend(more.iter().cloned()),
                 other => items.push(other.clone()),
             },
+            ("messages", Some(Value::Array(_))) if ty.is_some_and(|ty| !holds_messages(ty)) => {
+                out.warnings.push(format!(
+                    "field `{name}` is a `{}`, whose items the `messages` reducer matches by the graph's own `HasId`, \
+                     so its value after checkpoint {seq} cannot be computed without the graph's Rust types",
+                    ty.unwrap_or_default()
+                ));
+            }
             ("messages", Some(Value::Array(items))) => {
                 for item in value.as_array().into_iter().flatten() {
                     let id = item.get("id");
@@ -174,7 +185,14 @@ pub fn apply(out: &mut Folded, update: &Value, fields: Option<&Fields>, seq: u64
                     }
                 }
             }
-            ("add", Some(current @ Value::Number(_))) => *current = add(current, value),
+            ("add", Some(current @ Value::Number(_))) => match add(current, value, ty) {
+                Some(sum) => *current = sum,
+                None => out.warnings.push(format!(
+                    "field `{name}` is a `{}`, whose sum at checkpoint {seq} cannot be computed exactly without the \
+                     graph's Rust types",
+                    ty.unwrap_or_default()
+                )),
+            },
             ("merge", Some(Value::Object(map))) => {
                 if let Value::Object(more) = value {
                     map.extend(more.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -194,19 +212,46 @@ pub fn apply(out: &mut Folded, update: &Value, fields: Option<&Fields>, seq: u64
     }
 }
 
-/// `add` on JSON numbers: integers saturate (at the 64-bit bounds: the field's own width is
-/// not stored), anything else adds as floats.
-fn add(current: &Value, value: &Value) -> Value {
-    if let (Some(a), Some(b)) = (current.as_u64(), value.as_u64()) {
-        return Value::from(a.saturating_add(b));
+/// `add` on JSON numbers, as the `Add` reducer computes it for a field of Rust type `ty`:
+/// integers saturate at the type's bounds, an `f32` adds in single precision, an `f64` in
+/// double. `None` if that cannot be computed here: another type (a user's own number type, a
+/// 128-bit integer out of the 64-bit range), or a float sum that is not finite. Without a type
+/// (a description from before descriptions carried them), integers saturate at the 64-bit
+/// bounds and anything else adds as `f64`.
+fn add(current: &Value, value: &Value, ty: Option<&str>) -> Option<Value> {
+    let integer = |v: &Value| v.as_i64().map(i128::from).or_else(|| v.as_u64().map(i128::from));
+    let from_integer = |n: i128| match u64::try_from(n) {
+        Ok(n) => Some(Value::from(n)),
+        Err(_) => i64::try_from(n).ok().map(Value::from),
+    };
+    let float = |sum: f64| serde_json::Number::from_f64(sum).filter(|_| sum.is_finite()).map(Value::Number);
+    let bounds = match ty.map(|ty| ty.rsplit("::").next().unwrap_or(ty)) {
+        None => (i128::from(i64::MIN), i128::from(u64::MAX)),
+        Some("f64") => return float(current.as_f64()? + value.as_f64()?),
+        #[allow(clippy::cast_possible_truncation)]
+        Some("f32") => return float(f64::from(current.as_f64()? as f32 + value.as_f64()? as f32)),
+        Some("u128" | "i128") => return from_integer(integer(current)? + integer(value)?),
+        Some(name) => crate::types::integer_bounds(name)?,
+    };
+    match (integer(current), integer(value)) {
+        (Some(a), Some(b)) => from_integer((a + b).clamp(bounds.0, bounds.1)),
+        _ if ty.is_none() => match (current.as_f64(), value.as_f64()) {
+            (Some(a), Some(b)) => float(a + b),
+            _ => Some(value.clone()),
+        },
+        _ => None,
     }
-    if let (Some(a), Some(b)) = (current.as_i64(), value.as_i64()) {
-        return Value::from(a.saturating_add(b));
-    }
-    match (current.as_f64(), value.as_f64()) {
-        (Some(a), Some(b)) => serde_json::Number::from_f64(a + b).map_or(Value::Null, Value::Number),
-        _ => value.clone(),
-    }
+}
+
+/// Whether the Rust type `ty` (whitespace removed) is a `Vec` of agentflow's `Message`, whose
+/// items the `messages` reducer matches by their `id` key.
+fn holds_messages(ty: &str) -> bool {
+    let Some(item) = ty.strip_suffix('>').and_then(|t| t.split_once('<')).map(|(_, item)| item) else {
+        return false;
+    };
+    let head = ty.split('<').next().unwrap_or(ty);
+    head.rsplit("::").next() == Some("Vec")
+        && matches!(item, "Message" | "agentflow::Message" | "agentflow::message::Message")
 }
 
 /// What changed between two JSON values, by JSON pointer (RFC 6901) path.
@@ -281,6 +326,56 @@ mod tests {
 
     fn reducers(pairs: &[(&str, &str)]) -> Fields {
         Fields { reducers: pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(), ..Fields::default() }
+    }
+
+    fn typed(pairs: &[(&str, &str, &str)]) -> Fields {
+        Fields {
+            reducers: pairs.iter().map(|(n, r, _)| (n.to_string(), r.to_string())).collect(),
+            types: pairs.iter().map(|(n, _, t)| (n.to_string(), t.to_string())).collect(),
+            ..Fields::default()
+        }
+    }
+
+    /// `add` folds as the reducer computes it for the field's type: saturating at the type's
+    /// bounds, `f32` in single precision; a type it cannot compute is said so, not guessed.
+    #[test]
+    fn add_folds_as_the_fields_own_type_adds() {
+        let f = typed(&[
+            ("small", "add", "u8"),
+            ("neg", "add", "i16"),
+            ("single", "add", "f32"),
+            ("double", "add", "f64"),
+            ("money", "add", "Decimal"),
+        ]);
+        let mut out = Folded {
+            state: json!({"small": 200, "neg": -32000, "single": 0.1, "double": 0.1, "money": 1}),
+            warnings: vec![],
+        };
+        apply(&mut out, &json!({"small": 100, "neg": -1000, "single": 0.2, "double": 0.2}), Some(&f), 1);
+        assert_eq!(out.state["small"], json!(255), "saturates at u8::MAX as the reducer does");
+        assert_eq!(out.state["neg"], json!(-32768));
+        assert_eq!(out.state["single"].as_f64().map(|v| v as f32), Some(0.1f32 + 0.2f32));
+        assert_eq!(out.state["double"], json!(0.1f64 + 0.2f64));
+        assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+        apply(&mut out, &json!({"money": 2}), Some(&f), 2);
+        assert_eq!(out.state["money"], json!(1), "left as it was");
+        assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+        assert!(out.warnings[0].contains("`Decimal`"), "{:?}", out.warnings);
+    }
+
+    /// The `messages` reducer matches items by the graph's own `HasId`: only agentflow's
+    /// `Message` is folded by its `id` key here.
+    #[test]
+    fn messages_fold_by_id_only_for_agentflows_message() {
+        let f = typed(&[("chat", "messages", "Vec<Message>"), ("notes", "messages", "Vec<Note>")]);
+        let mut out =
+            Folded { state: json!({"chat": [{"id": "a", "t": 1}], "notes": [{"id": "a"}]}), warnings: vec![] };
+        apply(&mut out, &json!({"chat": [{"id": "a", "t": 2}]}), Some(&f), 1);
+        assert_eq!(out.state["chat"], json!([{"id": "a", "t": 2}]));
+        assert!(out.warnings.is_empty());
+        apply(&mut out, &json!({"notes": [{"id": "a", "x": 1}]}), Some(&f), 2);
+        assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+        assert!(out.warnings[0].contains("`Vec<Note>`"), "{:?}", out.warnings);
     }
 
     #[test]

@@ -153,7 +153,14 @@ fn all(checks: impl Iterator<Item = Result<Fit, String>>) -> Result<Fit, String>
 
 /// Whether `value` is an integer in the range of the integer type `name`.
 fn integer_fits(name: &str, value: &Value) -> bool {
-    let (min, max): (i128, i128) = match name {
+    let Some((min, max)) = integer_bounds(name) else { return false };
+    let n = value.as_i64().map(i128::from).or_else(|| value.as_u64().map(i128::from));
+    n.is_some_and(|n| (min..=max).contains(&n))
+}
+
+/// The range of the integer type `name` (of those up to 64 bits), if it is one.
+pub fn integer_bounds(name: &str) -> Option<(i128, i128)> {
+    Some(match name {
         "u8" => (0, u8::MAX.into()),
         "u16" => (0, u16::MAX.into()),
         "u32" => (0, u32::MAX.into()),
@@ -164,10 +171,8 @@ fn integer_fits(name: &str, value: &Value) -> bool {
         "i32" => (i32::MIN.into(), i32::MAX.into()),
         "i64" => (i64::MIN.into(), i64::MAX.into()),
         "isize" => (i128::try_from(isize::MIN).unwrap_or(i128::MIN), i128::try_from(isize::MAX).unwrap_or(i128::MAX)),
-        _ => return false,
-    };
-    let n = value.as_i64().map(i128::from).or_else(|| value.as_u64().map(i128::from));
-    n.is_some_and(|n| (min..=max).contains(&n))
+        _ => return None,
+    })
 }
 
 /// Splits `s` at `sep` outside of `<..>`, `(..)` and `[..]`; empty for an empty `s`.
