@@ -171,3 +171,29 @@ async fn every_durability_mode_runs_on_postgres() {
     }
     assert_eq!(deps.sends.load(Ordering::SeqCst), 3);
 }
+
+#[graph(state = Draft, start = call)]
+mod binary_error_flow {
+    use super::*;
+
+    #[node(goto = [END])]
+    async fn call(_s: &Draft) -> Result<Step<Draft>, NodeError> {
+        // A body decoded from binary, as some HTTP errors are.
+        Err(NodeError::fatal("the provider answered 500: \u{0}\u{1}PK\u{3}\u{4}"))
+    }
+}
+
+/// A run that fails with a message holding a NUL byte is recorded as failed on PostgreSQL too
+/// (whose `text` cannot hold NUL): the byte is stored as U+FFFD. The commit was refused before,
+/// which left the thread `running` (and a compensation it should start, never started).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_message_with_a_nul_byte_is_recorded() {
+    let Some(url) = pg::pg_url() else { return };
+    let store = PostgresStore::builder().schema(fresh_schema("nul")).open(&url).expect("open the PostgreSQL store");
+    let app = binary_error_flow::graph().app().store(Arc::new(store) as Arc<dyn Store>);
+    let run = app.runner(&()).thread("nul").run(Draft::default()).await.expect("the run's end is recorded");
+    assert!(matches!(run.outcome, Outcome::Failed { .. }), "{:?}", run.outcome);
+    let record = app.thread("nul").unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Failed);
+    assert!(record.detail.contains("500: \u{FFFD}\u{1}PK"), "{:?}", record.detail);
+}

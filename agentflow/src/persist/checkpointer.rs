@@ -1056,6 +1056,9 @@ impl Checkpointer {
             (_, Flush::Now) | (Durability::Sync, Flush::Step) => StoreDurability::Immediate,
             (_, Flush::Deferred) | (Durability::Async | Durability::Exit, Flush::Step) => StoreDurability::Eventual,
         };
+        // A NUL byte (an error message decoded from a binary body) is stored as U+FFFD: PostgreSQL
+        // `text` cannot hold it, and a refused commit would leave the thread `running`.
+        let detail = if detail.contains('\0') { detail.replace('\0', "\u{FFFD}") } else { detail };
         let mut record = ThreadRecord::new(&self.thread, &self.owner, &self.fingerprint, self.version, self.created_at);
         // `updated_at` moves when the status or detail does, so a plain step
         // leaves the stored record unchanged and the store can skip it.
