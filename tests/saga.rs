@@ -543,6 +543,38 @@ async fn a_compensation_cut_off_mid_call_that_is_not_idempotent_waits_for_a_huma
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// "Run again" written around the desk (a raw store transition with no decider) does not run a
+/// compensation cut off mid-call again, as it runs no node's call again.
+#[tokio::test]
+async fn a_compensation_moved_to_run_again_without_a_decider_is_not_run_again() {
+    use agentflow::approval::ApprovalStatus;
+    let dir = tempdir("forged");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let acted = Arc::new(tokio::sync::Notify::new());
+    let shop = Shop { hang_in_cancel: Some(Arc::clone(&acted)), ..Shop::new(&dir) };
+    let app = app(Arc::clone(&store));
+    tokio::select! {
+        run = app.runner(&shop).thread("order-6").owner("agent:shop").run(Checkout::default()) => {
+            panic!("the run should hang in cancel_order: {:?}", run.map(|r| r.outcome))
+        }
+        () = acted.notified() => {}
+    }
+    let run = app.runner(&shop).thread("order-6").resume().await.unwrap();
+    let Outcome::CompensationFailed { approval: Some(id), .. } = &run.outcome else {
+        panic!("expected CompensationFailed with a record, got {:?}", run.outcome)
+    };
+    let patch = agentflow_store::ApprovalPatch::by("script", 1);
+    store.transition_approval(id, ApprovalStatus::OutcomeUnknown, ApprovalStatus::Approved, patch).unwrap();
+    let resumed = app.runner(&shop).thread("order-6").resume().await;
+    assert_eq!(count(&lines(&dir, "calls.log"), "cancel_order"), 1, "run again on a decision nobody made: {resumed:?}");
+    let said = match resumed {
+        Ok(run) => format!("{:?}", run.outcome),
+        Err(e) => e.to_string(),
+    };
+    assert!(said.contains("no approver's decision"), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 // ---------------------------------------------------------------- a crash during compensation
 
 /// The child process body: runs (or resumes) the workflow on a redb file.

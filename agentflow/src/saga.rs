@@ -562,8 +562,16 @@ impl Compensator<'_> {
                 })?;
                 Ok(Settled::Acted)
             }
-            // "Run again": the cut-off run is closed and a new one starts.
+            // "Run again": the cut-off run is closed and a new one starts. A decision like an
+            // approval: one written around the desk (a raw store write with no decider) runs
+            // nothing.
             ApprovalStatus::Approved => {
+                if let Err(why) = journal.decision_recorded(&record).await.map_err(journal_error)? {
+                    return Err(PersistError::Saga(format!(
+                        "the compensation `{}` is not run again: {why}",
+                        tool.name()
+                    )));
+                }
                 let detail = json!({ "ended": "settled: run again", "approval": id });
                 journal.mark(SAGA_NODE, key, "ended", run, detail).await.map_err(journal_error)?;
                 Ok(Settled::RunAgain)
