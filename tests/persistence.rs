@@ -1,6 +1,9 @@
 //! Durable execution on the redb store: checkpoints, resume, pending writes,
 //! the effect journal, history, forks, leases and compatibility refusals.
 
+#[path = "fixtures/hooked_store.rs"]
+mod hooked_store;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -387,6 +390,37 @@ async fn a_migrated_thread_that_pauses_again_resumes_again() {
     let run = migrated.runner(&()).thread("m2").resume_with("yes").await.unwrap();
     assert_eq!(run.outcome, Outcome::Completed);
     assert_eq!(run.state, expected);
+}
+
+/// A migrated run whose first step's commit fails leaves the thread as it was stored: of the old
+/// version, so the next resume migrates it again. (The record said the new version over the old
+/// snapshot before, which no resume could read.)
+#[tokio::test]
+async fn a_migrated_run_whose_first_commit_fails_keeps_the_stored_version() {
+    let inner = store();
+    let old = asked_v1::flow::graph().app().store(Arc::clone(&inner));
+    old.runner(&()).thread("m3").run(asked_v1::Person { name: "Ada Lovelace".into() }).await.unwrap();
+    let migrate = |mut old: serde_json::Value| {
+        let name = old["name"].as_str().ok_or("no name")?.to_string();
+        let (first, last) = name.split_once(' ').ok_or("expected a first and a last name")?;
+        old = serde_json::json!({ "first": first, "last": last });
+        Ok(old)
+    };
+    let mut hooked = hooked_store::Hooked::new(Arc::clone(&inner));
+    let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let once = Arc::clone(&failed);
+    hooked.fail_commit = Some(Box::new(move |commit| {
+        (commit.checkpoint.is_some() && !once.swap(true, Ordering::SeqCst))
+            .then(|| agentflow_store::CommitError::Invalid { thread: "m3".into(), reason: "the disk is full".into() })
+    }));
+    let failing = asked_v2::flow::graph().app().store(Arc::new(hooked)).migration(1, migrate);
+    let _ = failing.runner(&()).thread("m3").resume_with("Ada").await;
+    assert!(failed.load(Ordering::SeqCst), "the step's commit was never tried");
+    assert_eq!(inner.thread("m3").unwrap().unwrap().schema_version, 1, "the snapshot is still of version 1");
+    let migrated = asked_v2::flow::graph().app().store(inner).migration(1, migrate);
+    let run = migrated.runner(&()).thread("m3").resume_with("Ada").await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{:?}", run.outcome);
+    assert_eq!(run.state, asked_v2::Person { first: "Ada".into(), last: "Lovelace (checked)".into() });
 }
 
 #[tokio::test]

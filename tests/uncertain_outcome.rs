@@ -879,6 +879,36 @@ async fn an_approval_asked_after_a_policy_change_does_not_rerun_a_call_cut_off_w
     assert_eq!(calls(thread).len(), 2);
 }
 
+/// The same cut-off call settled as done: its result is used, the approved call does not run,
+/// and the approval is set aside as not used (not left `APPROVED` to be cancelled later as a
+/// call the step no longer made).
+#[tokio::test]
+async fn an_approval_asked_after_a_policy_change_is_set_aside_when_the_cut_off_call_is_settled_as_done() {
+    let thread = "U-cut-unapproved-done";
+    let path = db(thread);
+    {
+        let lax = RiskPolicy::default().risk(Risk::Irreversible, Decision::Run);
+        let graph = open(refund_flow::graph(), &path).policy(lax);
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    let graph = open(refund_flow::graph(), &path);
+    let desk = graph.approvals(authorizer()).unwrap();
+    let run = graph.runner(&()).thread(thread).resume().await.unwrap();
+    let (kind, approval) = pending_of(&run);
+    assert_eq!(kind, PendingKind::Approval, "{:?}", run.outcome);
+    desk.approve(&approval, &alice()).unwrap();
+    let run = graph.runner(&()).thread(thread).resume().await.unwrap();
+    let (kind, unknown) = pending_of(&run);
+    assert_eq!(kind, PendingKind::OutcomeUnknown, "{:?}", run.outcome);
+    desk.settle(&unknown, &alice(), Settlement::Succeeded(json!({ "refunded": thread }))).unwrap();
+    let done = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(calls(thread).len(), 1);
+    let record = desk.for_thread(thread).unwrap().into_iter().find(|r| r.id == approval).expect("the approval");
+    assert_eq!(record.status, ApprovalStatus::Cancelled);
+    assert!(record.decision_note.as_deref().unwrap_or_default().contains("not used"), "{record:?}");
+}
+
 /// Under a two-person rule, running an irreversible call again takes two people, as approving
 /// it did; the sign-offs of the first approval do not count.
 #[tokio::test]

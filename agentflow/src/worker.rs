@@ -19,17 +19,20 @@ use crate::state::State;
 /// wake-up, and one passing store fault must not drop it.)
 const MAX_CLAIMS_ON_STORE_ERRORS: u32 = 5;
 
-/// How many times in a row each thread's run failed on the store in this worker; a run that
-/// ends otherwise clears its count.
+/// How many times in a row each thread's run failed on the store, as this worker saw it: by the
+/// claim that failed last ([`QueuedRun::claims`]) and the count. A failure counts on only if
+/// its claim is the very next one (no other claim, by any worker, ran the thread between the
+/// two); a run that ends otherwise here clears the count.
 #[derive(Clone, Default)]
-struct StoreFailures(Arc<std::sync::Mutex<HashMap<String, u32>>>);
+struct StoreFailures(Arc<std::sync::Mutex<HashMap<String, (u32, u32)>>>);
 
 impl StoreFailures {
-    /// Counts one more failure of `thread`'s run; returns how many in a row.
-    fn failed(&self, thread: &str) -> u32 {
+    /// Counts the failure of `claim`'s run; returns how many in a row.
+    fn failed(&self, claim: &QueuedRun) -> u32 {
         let mut counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let count = counts.entry(thread.to_string()).or_default();
-        *count = count.saturating_add(1);
+        let (last, count) = counts.entry(claim.thread.clone()).or_default();
+        *count = if claim.claims == last.saturating_add(1) { count.saturating_add(1) } else { 1 };
+        *last = claim.claims;
         *count
     }
 
@@ -540,7 +543,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         let then = match then {
             // A store failure: the run stays queued for another try, unless it keeps failing.
             Then::Leave if matches!(end, End::Failed) => {
-                let failures = self.store_failures.failed(&claim.thread);
+                let failures = self.store_failures.failed(&claim);
                 if failures >= MAX_CLAIMS_ON_STORE_ERRORS {
                     tracing::warn!(thread = %claim.thread, failures, "a run that keeps failing on the store leaves the queue");
                     self.store_failures.clear(&claim.thread);
@@ -946,6 +949,27 @@ mod tests {
         assert_eq!(random.len(), 16, "{tag}");
         assert!(random.chars().all(|c| c.is_ascii_hexdigit()), "{tag}");
         assert_eq!(process_tag(), tag, "one tag per process");
+    }
+
+    /// Store failures count in a row only over consecutive claims: a claim between two
+    /// failures (another worker ran the thread meanwhile) starts the count again.
+    #[test]
+    fn store_failures_count_over_consecutive_claims_only() {
+        use super::StoreFailures;
+        use agentflow_store::{NewRun, RedbStore, Store};
+        let store = RedbStore::in_memory().unwrap();
+        store.enqueue_run(NewRun::new("t", "g", None, "", 1)).unwrap();
+        let claimed = store.claim_runs("g", "w", 1_000, 2, 1).unwrap().remove(0);
+        let claim = |claims| {
+            let mut claim = claimed.clone();
+            claim.claims = claims;
+            claim
+        };
+        let failures = StoreFailures::default();
+        assert_eq!([6, 7, 8].map(|n| failures.failed(&claim(n))), [1, 2, 3]);
+        assert_eq!(failures.failed(&claim(10)), 1, "claim 9 ran the thread elsewhere");
+        failures.clear("t");
+        assert_eq!(failures.failed(&claim(11)), 1);
     }
 
     #[test]

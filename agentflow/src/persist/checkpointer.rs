@@ -753,12 +753,9 @@ impl Checkpointer {
             None
         };
         let seq = next_seq(&self.thread, self.seq)?;
-        // The migrated state's first snapshot: from this commit on, the thread is of the new version.
-        if snapshot.is_some()
-            && let Some(version) = self.migrated_to.take()
-        {
-            self.version = version;
-        }
+        // The migrated state's first snapshot: the commit that carries it records the thread as of
+        // the new version (below, and only if it succeeds: any other write keeps the stored one).
+        let migrated = self.migrated_to.filter(|_| snapshot.is_some());
         let checkpoint = Checkpoint {
             thread: self.thread.clone(),
             seq,
@@ -793,7 +790,18 @@ impl Checkpointer {
             (UnknownOutcomes::default(), vec![])
         };
         let flush = if last { Flush::Now } else { Flush::Step };
-        self.commit_raw_with(Some(checkpoint), vec![], cut_off, unknown, status, detail, flush).await?;
+        let stored_version = self.version;
+        if let Some(version) = migrated {
+            self.version = version;
+        }
+        let committed = self.commit_raw_with(Some(checkpoint), vec![], cut_off, unknown, status, detail, flush).await;
+        if let Err(e) = committed {
+            self.version = stored_version;
+            return Err(e);
+        }
+        if migrated.is_some() {
+            self.migrated_to = None;
+        }
         self.completed = last;
         self.seq = seq;
         // The new checkpoint has no kept answers of its own.

@@ -32,8 +32,9 @@ pub struct Journal {
     /// The lease holder of the run that journals: what starts an effect is written only while
     /// it still holds the thread (see [`Journal::start_batch`]).
     pub(crate) holder: Option<String>,
-    /// Set once a write fenced by `holder`'s lease was refused: this run no longer holds the
-    /// thread, so nothing it concludes from there (say, that a call failed) is written.
+    /// Set once a write fenced by `holder`'s lease was refused while another holder held the
+    /// thread: this run lost it, so nothing it concludes from there (say, that a call failed)
+    /// is written.
     pub(crate) lost: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -319,8 +320,12 @@ impl Journal {
             Ok(outcomes) => Ok(Ok(outcomes)),
             Err(CommitError::Approval(ApprovalError::AlreadyDecided { current, .. })) => Ok(Err(current)),
             Err(CommitError::LeaseLost { current, .. }) => {
-                self.lost.store(true, std::sync::atomic::Ordering::SeqCst);
                 let now = super::now_ms();
+                // Another holder has the thread (not a lease of this run's that merely lapsed,
+                // which the run renews): nothing this run concludes from here is written.
+                if current.as_ref().is_some_and(|l| l.expires_at > now && self.holder.as_deref() != Some(&l.holder)) {
+                    self.lost.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
                 let who = match current {
                     Some(lease) if lease.expires_at > now => format!("`{}` holds it now", lease.holder),
                     _ => "its lease expired".to_string(),
