@@ -143,29 +143,22 @@ mod gated {
     }
 }
 
-/// A run's lease lapses while its worker still has it in hand (a renewal that came too late,
-/// here refused by the store): the worker's next claim takes the thread back (its clock a minute
-/// ahead makes the lease look lapsed), and the run then ends having lost its lease. The worker
-/// runs the thread under the claim it just made, at once. Before, it dropped that claim ("the
-/// running one goes on") and the row sat claimed, unused, until the new lease expired (over a
-/// minute here).
+/// A run's lease lapses while its worker still has it in hand (a renewal that came too late):
+/// the worker's next claim takes the thread back (its clock a minute ahead makes the lease look
+/// lapsed), which revokes the running run's lease, and the run then ends having lost it. The
+/// worker runs the thread under the claim it just made, at once. Before, it dropped that claim
+/// ("the running one goes on") and the row sat claimed, unused, until the new lease expired
+/// (over a minute here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_that_reclaims_a_thread_it_runs_runs_it_again_once_the_old_run_lost_its_lease() {
     let skew = Arc::new(AtomicU64::new(0));
     let claims = Arc::new(AtomicU32::new(0));
-    let refused = Arc::new(AtomicBool::new(false));
     let mut store = Hooked::new(Arc::new(RedbStore::in_memory().expect("in-memory store")));
     let clock = Arc::clone(&skew);
     store.claim_clock = Some(Box::new(move |now| now + clock.load(Ordering::SeqCst)));
     let counted = Arc::clone(&claims);
     store.after_claim = Some(Box::new(move |_: &dyn Store, claimed: &[agentflow_store::QueuedRun], _| {
         counted.fetch_add(claimed.iter().filter(|c| c.thread == "g").count() as u32, Ordering::SeqCst);
-    }));
-    // The run's first renewal after the claim took the thread back is refused, as a late one is.
-    let (seen, once) = (Arc::clone(&claims), Arc::clone(&refused));
-    store.before_renew = Some(Box::new(move |thread| {
-        (thread == "g" && seen.load(Ordering::SeqCst) >= 2 && !once.swap(true, Ordering::SeqCst))
-            .then(|| LeaseError::NotHeld { thread: thread.to_string(), holder: "the run".to_string(), current: None })
     }));
     let app = gated::graph().app().store(Arc::new(store) as Arc<dyn Store>);
     app.submit("g", &Count::default()).unwrap();
@@ -189,14 +182,13 @@ async fn a_worker_that_reclaims_a_thread_it_runs_runs_it_again_once_the_old_run_
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     skew.store(0, Ordering::SeqCst);
-    // The old run loses its lease at its next renewal (a second); the claim's lease runs over a
-    // minute: only a run started under that claim gets to the node again in time.
+    // The old run, revoked, loses its lease at its next renewal (a second); the claim's lease
+    // runs over a minute: only a run started under that claim gets to the node again in time.
     let began = std::time::Instant::now();
     while deps.started.load(Ordering::SeqCst) < 2 {
         assert!(began.elapsed() < Duration::from_secs(30), "the thread was left claimed and unused");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(refused.load(Ordering::SeqCst));
     deps.open.store(true, Ordering::SeqCst);
     while !app.live_runs().unwrap().is_empty() {
         assert!(began.elapsed() < LIMIT, "timed out waiting for the run to complete");
@@ -248,4 +240,93 @@ async fn one_store_failure_does_not_drop_a_thread_claimed_many_times_from_the_qu
     assert!(failed.load(Ordering::SeqCst));
     assert_eq!((report.failed, report.completed), (1, 1), "{report:?}");
     assert!(app.live_runs().unwrap().is_empty());
+}
+
+/// Set by the test to let the first run's stalled node go on.
+static STALL_RELEASE: AtomicBool = AtomicBool::new(false);
+/// Whether a run of `stalling` already entered its node (the first one stalls).
+static STALL_ENTERED: AtomicBool = AtomicBool::new(false);
+/// Charges made by `stalling`'s effect.
+static STALL_CHARGES: AtomicU32 = AtomicU32::new(0);
+
+#[graph(state = Count, start = charge)]
+mod stalling {
+    use super::*;
+
+    /// The first run stalls, then charges; a later run (the model answered otherwise) ends
+    /// without charging.
+    #[node(goto = [END])]
+    async fn charge(_s: &Count, cx: &Ctx<()>) -> Result<Step<Count>, NodeError> {
+        if STALL_ENTERED.swap(true, Ordering::SeqCst) {
+            return Ok(goto!(END, Count::update().n(1)));
+        }
+        // A stall of this run's task (a blocking call): the lease lapses, nothing of this run
+        // can renew it, while the worker's other tasks go on. (Bounded, so a failed test
+        // cannot hold the runtime for good.)
+        tokio::task::block_in_place(|| {
+            let stalled = std::time::Instant::now();
+            while !STALL_RELEASE.load(Ordering::SeqCst) && stalled.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        cx.effect("charge", |_key| async {
+            STALL_CHARGES.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, NodeError>(())
+        })
+        .await?;
+        Ok(goto!(END, Count::update().n(1)))
+    }
+}
+
+/// A run of a worker that stalls past its lease while another executor runs the thread to the
+/// end, then the same worker claims the thread again (the lease names that worker again): the
+/// stalled run wakes and starts no effect. Its lease is revoked by the worker's own claim; the
+/// store's fence alone could not tell it from the claim (one holder id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_run_whose_worker_claims_its_thread_again_starts_no_effect() {
+    const TTL: Duration = Duration::from_millis(300);
+    let inner: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    // The worker's claims see no time past `cap` until the test lifts it: it cannot claim the
+    // thread back before the other executor ran it.
+    let cap = Arc::new(AtomicU64::new(u64::MAX));
+    let mut hooked = Hooked::new(Arc::clone(&inner));
+    let clock = Arc::clone(&cap);
+    hooked.claim_clock = Some(Box::new(move |now| now.min(clock.load(Ordering::SeqCst))));
+    let app = stalling::graph().app().store(Arc::new(hooked));
+    app.submit("stall", &Count::default()).unwrap();
+    let stop = CancellationToken::new();
+    let worker =
+        Worker::new(app.clone(), Arc::new(())).concurrency(2).lease_ttl(TTL).poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    let began = std::time::Instant::now();
+    while !STALL_ENTERED.load(Ordering::SeqCst) {
+        assert!(began.elapsed() < LIMIT, "the worker never ran the thread");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    cap.store(agentflow::timer::now_ms(), Ordering::SeqCst);
+    tokio::time::sleep(TTL + Duration::from_millis(100)).await;
+    // Another executor takes the lapsed thread and runs it to the end, charging nothing.
+    let other = stalling::graph().app().store(Arc::clone(&inner));
+    let run = other.runner(&()).thread("stall").resume().await.expect("the lapsed thread is taken over");
+    assert_eq!(run.outcome, Outcome::Completed);
+    // The worker claims the thread again (its row is still the worker's), its stalled run
+    // still running; then the stalled run wakes.
+    cap.store(u64::MAX, Ordering::SeqCst);
+    while inner.list_runs().unwrap().first().is_some_and(|r| r.claims < 2) {
+        assert!(began.elapsed() < LIMIT, "the worker never claimed the thread again");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    STALL_RELEASE.store(true, Ordering::SeqCst);
+    while !inner.list_runs().unwrap().is_empty() {
+        assert!(began.elapsed() < LIMIT, "the queue row was never settled: {:?}", inner.list_runs());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!(
+        STALL_CHARGES.load(Ordering::SeqCst),
+        0,
+        "the stalled run charged after the thread moved on: {report:?}"
+    );
+    assert_eq!(report.lost, 1, "{report:?}");
 }

@@ -317,6 +317,7 @@ impl Compensator<'_> {
             seq: SAGA_SEQ,
             holder: Some(self.lease.holder().to_string()),
             lost: Arc::default(),
+            revoked: Some(self.lease.revoked()),
         };
         let mut undone = Vec::new();
         for step in steps.iter().rev() {

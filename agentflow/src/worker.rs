@@ -409,13 +409,15 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                     Ok(Ok(claims)) => {
                         for claim in claims {
                             claimed_any = true;
-                            if running.contains_key(&claim.thread) {
+                            if let Some(stops) = running.get(&claim.thread) {
                                 // Its lease lapsed while this worker still runs it (a renewal came
-                                // too late) and the claim took it back: one run per thread, so
-                                // the running one goes on under the renewed lease. If that run
-                                // ends having lost the lease anyway (its renewal failed before
-                                // the claim), or parks, the claim is run then, not left unused
+                                // too late, a stall) and the claim took it back. Another executor
+                                // may have run the thread in between, and the store's fence cannot
+                                // tell this run from the claim (one holder id): the running one is
+                                // revoked, writes and starts nothing more, and ends lost; the
+                                // claim is run then (or when the run parks), not left unused
                                 // until its lease expires.
+                                stops.revoked.store(true, std::sync::atomic::Ordering::SeqCst);
                                 reclaimed.insert(claim.thread.clone(), claim);
                                 continue;
                             }
@@ -488,6 +490,11 @@ struct Stops {
     pause: CancellationToken,
     /// The control request that stopped the run, if one did (else: shutdown).
     asked: Arc<OnceLock<RunControl>>,
+    /// Set when this worker's own claim took the thread again while the run still ran (its
+    /// lease had lapsed): the run writes and starts nothing more (another executor may have
+    /// run the thread in between, and the store's fence knows one holder id) and ends lost;
+    /// the claim is run then.
+    revoked: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Stops {
@@ -577,7 +584,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             .lease_ttl(self.ttl)
             .cancel_token(cancel)
             .pause_token(pause)
-            .lease_holder(self.holder.clone(), until)
+            .lease_holder(self.holder.clone(), until, Arc::clone(&self.stops.revoked))
     }
 
     async fn run_claimed(&self, claim: &QueuedRun) -> (End, Then) {

@@ -201,8 +201,16 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// (unix millis; a worker's claim took it): the run takes no lease of its own, its commits
     /// are fenced by `holder`, it renews the lease while it runs and leaves it held when it
     /// ends: `holder` releases it.
-    pub(crate) fn lease_holder(mut self, holder: impl Into<String>, until: u64) -> Self {
-        self.holder = Some(LeaseHolder { id: holder.into(), until });
+    ///
+    /// Once `revoked` is set, the run writes and starts nothing more and ends
+    /// [`RunError::LeaseLost`] (see [`LeaseHolder::revoked`]).
+    pub(crate) fn lease_holder(
+        mut self,
+        holder: impl Into<String>,
+        until: u64,
+        revoked: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Self {
+        self.holder = Some(LeaseHolder { id: holder.into(), until, revoked });
         self
     }
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentflow_store::{
@@ -77,6 +77,11 @@ pub(crate) const PAYLOADS: &str = "payloads";
 pub(crate) struct LeaseHolder {
     pub(crate) id: String,
     pub(crate) until: u64,
+    /// Set by the holder once it no longer trusts the lease to be this run's: a worker whose
+    /// own claim took the thread again, the run's lease having lapsed. The store's fence
+    /// cannot tell the two apart (one holder id), and another executor may have run the thread
+    /// in between: the run then writes and starts nothing more, as after a lost lease.
+    pub(crate) revoked: Arc<AtomicBool>,
 }
 
 /// A thread's lease, held by one holder until dropped.
@@ -92,6 +97,8 @@ pub(crate) struct LeaseGuard {
     holder: String,
     ttl_ms: u64,
     until: AtomicU64,
+    /// See [`LeaseHolder::revoked`] (never set for a lease the run took itself).
+    revoked: Arc<AtomicBool>,
     /// Whether dropping the guard releases the lease: not when the holder took the lease
     /// before the run (a worker that claimed the thread releases it itself).
     release_on_drop: bool,
@@ -106,7 +113,15 @@ impl LeaseGuard {
         ttl_ms: u64,
     ) -> Result<Self, LeaseError> {
         let lease = store.acquire_lease(&thread, &holder, ttl_ms, now_ms())?;
-        Ok(LeaseGuard { store, thread, holder, ttl_ms, until: AtomicU64::new(lease.expires_at), release_on_drop: true })
+        Ok(LeaseGuard {
+            store,
+            thread,
+            holder,
+            ttl_ms,
+            until: AtomicU64::new(lease.expires_at),
+            revoked: Arc::default(),
+            release_on_drop: true,
+        })
     }
 
     /// Takes `thread` for a new unique holder id (released when the guard drops), or, for a
@@ -135,9 +150,9 @@ impl LeaseGuard {
         holder: Option<LeaseHolder>,
     ) -> Result<Self, RunError> {
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-        if let Some(LeaseHolder { id, until }) = holder {
+        if let Some(LeaseHolder { id, until, revoked }) = holder {
             let until = AtomicU64::new(until);
-            return Ok(LeaseGuard { store, thread, holder: id, ttl_ms, until, release_on_drop: false });
+            return Ok(LeaseGuard { store, thread, holder: id, ttl_ms, until, revoked, release_on_drop: false });
         }
         LeaseGuard::acquire_now(store, thread, holder_id(), ttl_ms).map_err(lease_error)
     }
@@ -147,8 +162,27 @@ impl LeaseGuard {
         &self.holder
     }
 
+    /// The flag its holder sets once the lease is no longer trusted to be this run's (see
+    /// [`LeaseHolder::revoked`]).
+    pub(crate) fn revoked(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.revoked)
+    }
+
+    /// A lease its holder revoked counts as lost (another executor may have the thread).
+    pub(crate) fn check_not_revoked(&self) -> Result<(), PersistError> {
+        if self.revoked.load(Ordering::SeqCst) {
+            return Err(PersistError::Lease(LeaseError::NotHeld {
+                thread: self.thread.clone(),
+                holder: self.holder.clone(),
+                current: None,
+            }));
+        }
+        Ok(())
+    }
+
     /// Extends the lease by its TTL from now.
     async fn renew(&self) -> Result<(), PersistError> {
+        self.check_not_revoked()?;
         let (thread, holder, ttl, now) = (self.thread.clone(), self.holder.clone(), self.ttl_ms, now_ms());
         let lease = blocking(&self.store, move |s| s.renew_lease(&thread, &holder, ttl, now)).await??;
         self.until.store(lease.expires_at, Ordering::SeqCst);
@@ -881,6 +915,7 @@ impl Checkpointer {
     /// a human to settle and for the outcome to list. Each move is its own compare-and-set,
     /// fenced by the run's lease (one another run moved meanwhile keeps that move).
     pub(crate) async fn settle_cut_off_approvals(&self, step_seq: u64) -> Result<(), PersistError> {
+        self.lease.check_not_revoked()?;
         for transition in self.cut_off_approvals(step_seq).await? {
             let batch =
                 EffectBatch::new(self.thread.clone()).transition(transition).fenced_by(self.lease.holder(), now_ms());
@@ -903,6 +938,9 @@ impl Checkpointer {
     /// same moment keeps that decision, and a crash before it leaves requests
     /// no call can use.
     async fn cancel_orphaned_approvals(&self, step_seq: u64) {
+        if self.lease.check_not_revoked().is_err() {
+            return;
+        }
         let (thread, holder) = (self.thread.clone(), self.lease.holder().to_string());
         let swept = blocking(&self.store, move |s| -> Result<usize, PersistError> {
             let note = format!(
@@ -1026,6 +1064,7 @@ impl Checkpointer {
         detail: String,
         sync: Flush,
     ) -> Result<(), PersistError> {
+        self.lease.check_not_revoked()?;
         self.lease.renew_if_due().await?;
         let mut commit = self.prepare(checkpoint, pending, status, detail, sync);
         commit.approval_transitions = transitions;
@@ -1110,6 +1149,7 @@ impl Checkpointer {
             seq: self.journal_seq,
             holder: Some(self.lease.holder().to_string()),
             lost: Arc::default(),
+            revoked: Some(self.lease.revoked()),
         }
     }
 }

@@ -36,6 +36,11 @@ pub struct Journal {
     /// thread: this run lost it, so nothing it concludes from there (say, that a call failed)
     /// is written.
     pub(crate) lost: Arc<std::sync::atomic::AtomicBool>,
+    /// The run's lease was revoked by its holder (see [`LeaseHolder::revoked`]): a fenced write
+    /// is refused here, as the store refuses one of a lost lease.
+    ///
+    /// [`LeaseHolder::revoked`]: super::LeaseHolder
+    pub(crate) revoked: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl std::fmt::Debug for Journal {
@@ -315,15 +320,27 @@ impl Journal {
         &self,
         batch: EffectBatch,
     ) -> Result<Result<Vec<EffectOutcome>, ApprovalStatus>, NodeError> {
-        let result = blocking(&self.store, move |s| s.commit_effects(batch)).await.map_err(unavailable)?;
+        let revoked = self.revoked.as_ref().is_some_and(|r| r.load(std::sync::atomic::Ordering::SeqCst));
+        let result = if revoked && batch.lease_holder.is_some() {
+            Err(CommitError::LeaseLost {
+                thread: self.thread.clone(),
+                holder: batch.lease_holder.clone().unwrap_or_default(),
+                current: None,
+            })
+        } else {
+            blocking(&self.store, move |s| s.commit_effects(batch)).await.map_err(unavailable)?
+        };
         match result {
             Ok(outcomes) => Ok(Ok(outcomes)),
             Err(CommitError::Approval(ApprovalError::AlreadyDecided { current, .. })) => Ok(Err(current)),
             Err(CommitError::LeaseLost { current, .. }) => {
                 let now = super::now_ms();
                 // Another holder has the thread (not a lease of this run's that merely lapsed,
-                // which the run renews): nothing this run concludes from here is written.
-                if current.as_ref().is_some_and(|l| l.expires_at > now && self.holder.as_deref() != Some(&l.holder)) {
+                // which the run renews), or may have (revoked): nothing this run concludes from
+                // here is written.
+                if revoked
+                    || current.as_ref().is_some_and(|l| l.expires_at > now && self.holder.as_deref() != Some(&l.holder))
+                {
                     self.lost.store(true, std::sync::atomic::Ordering::SeqCst);
                 }
                 let who = match current {
