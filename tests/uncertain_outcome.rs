@@ -750,9 +750,21 @@ async fn a_run_that_lost_the_thread_before_its_step_commit_records_no_unknown_ou
 /// by the run's lease and refused.
 #[tokio::test]
 async fn a_run_that_lost_the_thread_does_not_move_an_executing_approval() {
+    lost_the_thread_then_finds_an_executing_approval("U-cut-stolen", 600_000).await;
+}
+
+/// The same when the other holder's lease has expired by then (it crashed mid-call): the
+/// stored lease is still not this run's, so the refusal is not taken for the call's failure.
+#[tokio::test]
+async fn a_run_refused_under_another_holders_expired_lease_does_not_fail_an_executing_approval() {
+    lost_the_thread_then_finds_an_executing_approval("U-cut-stolen-expired", 0).await;
+}
+
+/// Cuts an approved refund off mid-call, then resumes it while another holder takes the thread
+/// (its lease running `lease_ms` past now) just as the run records the unknown outcome.
+async fn lost_the_thread_then_finds_an_executing_approval(thread: &'static str, lease_ms: u64) {
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    let thread = "U-cut-stolen";
     let path = db(thread);
     {
         let graph = open(refund_flow::graph(), &path);
@@ -764,7 +776,16 @@ async fn a_run_that_lost_the_thread_does_not_move_an_executing_approval() {
         let stolen = Arc::clone(&stolen);
         move |s: &dyn agentflow::Store| {
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
-            s.acquire_lease(thread, "thief", 60_000, now + 600_000).expect("the thief takes the thread");
+            if lease_ms == 0 {
+                // The other holder took the thread (the run's lease released under it) and its
+                // own lease has lapsed since.
+                let holder = s.thread(thread).unwrap().and_then(|t| t.lease).expect("the run's lease").holder;
+                s.release_lease(thread, &holder).unwrap();
+                s.acquire_lease(thread, "thief", 1, now).expect("the thief takes the thread");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            } else {
+                s.acquire_lease(thread, "thief", 60_000, now + lease_ms).expect("the thief takes the thread");
+            }
             stolen.store(true, Ordering::SeqCst);
         }
     };
@@ -907,6 +928,58 @@ async fn an_approval_asked_after_a_policy_change_is_set_aside_when_the_cut_off_c
     let record = desk.for_thread(thread).unwrap().into_iter().find(|r| r.id == approval).expect("the approval");
     assert_eq!(record.status, ApprovalStatus::Cancelled);
     assert!(record.decision_note.as_deref().unwrap_or_default().contains("not used"), "{record:?}");
+}
+
+/// The same, when the step that journals the settled result does not commit (a passing store
+/// fault): the result and the approval set aside were written together, and the node's next
+/// run replays that result; it is not told the approval was cancelled, nor is the call made.
+#[tokio::test]
+async fn a_settled_result_journaled_with_its_set_aside_approval_is_replayed_after_a_failed_step_commit() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let thread = "U-cut-unapproved-retry";
+    let path = db(thread);
+    {
+        let lax = RiskPolicy::default().risk(Risk::Irreversible, Decision::Run);
+        let graph = open(refund_flow::graph(), &path).policy(lax);
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    let unknown = {
+        let graph = open(refund_flow::graph(), &path);
+        let desk = graph.approvals(authorizer()).unwrap();
+        let run = graph.runner(&()).thread(thread).resume().await.unwrap();
+        desk.approve(&pending_of(&run).1, &alice()).unwrap();
+        let run = graph.runner(&()).thread(thread).resume().await.unwrap();
+        let (kind, unknown) = pending_of(&run);
+        assert_eq!(kind, PendingKind::OutcomeUnknown, "{:?}", run.outcome);
+        desk.settle(&unknown, &alice(), Settlement::Succeeded(json!({ "refunded": thread }))).unwrap();
+        unknown
+    };
+    {
+        let mut store = hooked_store::Hooked::new(Arc::new(RedbStore::open(&path).expect("open store")));
+        let failed = Arc::new(AtomicBool::new(false));
+        let once = Arc::clone(&failed);
+        store.fail_commit = Some(Box::new(move |commit| {
+            (commit.checkpoint.is_some() && !once.swap(true, Ordering::SeqCst)).then(|| {
+                agentflow_store::CommitError::Invalid { thread: thread.into(), reason: "the disk is full".into() }
+            })
+        }));
+        let graph = refund_flow::graph().app().store(Arc::new(store));
+        let _ = graph.runner(&()).thread(thread).resume().await;
+        assert!(failed.load(Ordering::SeqCst), "the step never tried to commit");
+    }
+    let graph = open(refund_flow::graph(), &path);
+    let done = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    let receipt = done.state.receipt.expect("a receipt");
+    assert_eq!(receipt["ok"], true, "{receipt}");
+    assert_eq!(receipt["result"], json!({ "refunded": thread }));
+    assert_eq!(calls(thread).len(), 1);
+    let desk = graph.approvals(authorizer()).unwrap();
+    assert_eq!(
+        desk.for_thread(thread).unwrap().iter().find(|r| r.id == unknown).unwrap().status,
+        ApprovalStatus::Succeeded
+    );
 }
 
 /// Under a two-person rule, running an irreversible call again takes two people, as approving

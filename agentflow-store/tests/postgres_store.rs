@@ -171,6 +171,7 @@ fn a_schema_of_version_5_moves_on_and_its_threads_get_the_parents_their_ids_gave
         &url,
         &format!(
             "ALTER TABLE \"{s}\".threads DROP COLUMN parent; \
+             ALTER TABLE \"{s}\".run_queue DROP COLUMN awaits; \
              DELETE FROM \"{s}\".schema_version WHERE version > 5"
         ),
     );

@@ -286,16 +286,21 @@ impl<'a, D> Ctx<'a, D> {
                 // that first, and only "run again" lets the approved call run.
                 if let Some(call) = journal.unapproved_call(self.node, key, started).await? {
                     let subject = Subject::New { tool: call.tool, args: call.args, risk: call.risk };
-                    let settled = match self.settle(journal, key, started, subject).await? {
-                        Verdict::RunAgain => None,
-                        Verdict::Succeeded(value, by) => Some(Journaled::Succeeded(value, by)),
-                        Verdict::Failed(why) => Some(Journaled::Failed(why)),
-                    };
-                    if let (Some(settled), Some(claim)) = (settled, claim.as_ref()) {
-                        // Settled as done or failed: the approved call does not run, so the
-                        // approval is not used.
-                        self.set_aside(journal, &claim.id).await?;
-                        return Ok(settled);
+                    match self.settle(journal, key, started, subject).await? {
+                        Verdict::RunAgain => {}
+                        // Settled as done: the approved call does not run; the caller journals the
+                        // settled result with the approval set aside as not used, in one write.
+                        Verdict::Succeeded(value, by) => return Ok(Journaled::Succeeded(value, by)),
+                        // Settled as failed (its "ended" marker is written): not used either.
+                        Verdict::Failed(why) => {
+                            if let Some(claim) = claim.as_ref() {
+                                journal
+                                    .commit(journal.start_batch().transition(set_aside(self.node, &claim.id)))
+                                    .await?
+                                    .ok();
+                            }
+                            return Ok(Journaled::Failed(why));
+                        }
                     }
                 }
                 let (k, v) = journal.marker_effect(
@@ -472,28 +477,6 @@ impl<'a, D> Ctx<'a, D> {
                 Ok(Verdict::Failed(format!("its outcome was unknown and `{by}` settled it as {status}: {note}")))
             }
         }
-    }
-
-    /// Cancels approval `id` (`APPROVED`), fenced by the run's lease: the call it approved was cut
-    /// off earlier while it ran without an approval, and a human settled that run as done or
-    /// failed, so the approved call is not made. One decided meanwhile keeps that decision.
-    async fn set_aside(&self, journal: &Journal, id: &str) -> Result<(), NodeError> {
-        let patch = ApprovalPatch {
-            note: Some(
-                "not used: the call was cut off earlier while it ran without an approval, and a human settled \
-                 that run as done or failed"
-                    .into(),
-            ),
-            ..ApprovalPatch::by(format!("executor:{}", self.node), crate::persist::now_ms())
-        };
-        let transition = ApprovalTransition {
-            id: id.to_string(),
-            from: ApprovalStatus::Approved,
-            to: ApprovalStatus::Cancelled,
-            patch,
-        };
-        journal.commit(journal.start_batch().transition(transition)).await?.ok();
-        Ok(())
     }
 
     /// A call of this node, described for an `OUTCOME_UNKNOWN` record.
@@ -945,4 +928,19 @@ async fn store_call<T: Send + 'static>(
         .await
         .map_err(|e| NodeError::transient(e.to_string()))?
         .map_err(|e| NodeError::transient(format!("store: {e}")))
+}
+
+/// The move that sets approval `id` (`APPROVED`) aside as not used: the call it approved was cut
+/// off earlier while it ran without an approval, and a human settled that run, so the approved
+/// call is not made. Fenced with the rest of its write; one decided meanwhile keeps that
+/// decision.
+pub(crate) fn set_aside(node: &str, id: &str) -> ApprovalTransition {
+    let patch = ApprovalPatch {
+        note: Some(
+            "not used: the call was cut off earlier while it ran without an approval, and a human settled that run"
+                .into(),
+        ),
+        ..ApprovalPatch::by(format!("executor:{node}"), crate::persist::now_ms())
+    };
+    ApprovalTransition { id: id.to_string(), from: ApprovalStatus::Approved, to: ApprovalStatus::Cancelled, patch }
 }

@@ -423,6 +423,12 @@ impl Compensator<'_> {
                         Some(approval),
                     )));
                 }
+                Settled::Refused(approval, why) => {
+                    return Ok(Err((
+                        format!("`{}` is not run again: {why}; undo the call by hand", tool.name()),
+                        Some(approval),
+                    )));
+                }
             },
         };
         let run = started + 1;
@@ -438,6 +444,8 @@ impl Compensator<'_> {
         let (marker, value) = journal.marker_effect(SAGA_NODE, &key, "started", run, &detail);
         // Fenced by the run's lease: a run that lost the thread ends with `LeaseLost`, undoing nothing.
         let batch = journal.start_batch().effect(marker, value);
+        // (A run its worker revoked is refused here, before the store, which knows one holder.)
+        self.lease.check_not_revoked()?;
         let started = blocking(&self.store, move |s| s.commit_effects(batch)).await?.map_err(PersistError::Commit);
         // The *started* marker was already there: another executor of this thread (one that took
         // it over) started this run of the compensation after this one read the journal. It may
@@ -568,10 +576,7 @@ impl Compensator<'_> {
             // nothing.
             ApprovalStatus::Approved => {
                 if let Err(why) = journal.decision_recorded(&record).await.map_err(journal_error)? {
-                    return Err(PersistError::Saga(format!(
-                        "the compensation `{}` is not run again: {why}",
-                        tool.name()
-                    )));
+                    return Ok(Settled::Refused(id, why));
                 }
                 let detail = json!({ "ended": "settled: run again", "approval": id });
                 journal.mark(SAGA_NODE, key, "ended", run, detail).await.map_err(journal_error)?;
@@ -602,6 +607,9 @@ enum Settled {
     Waiting(String),
     /// It failed: the record's id and the human's note.
     Failed(String, String),
+    /// "Run again" that nobody decided through the desk (a raw store write): the record's id
+    /// and why it runs nothing.
+    Refused(String, String),
 }
 
 fn journal_error(e: NodeError) -> PersistError {

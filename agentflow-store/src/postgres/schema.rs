@@ -145,7 +145,7 @@ const MIGRATIONS: &[&str] = &[
     // 7: the approvals a run parked for approvals waits on (`Store::park_run_for_approvals`;
     // empty: any of its thread's and children's).
     r#"
-    ALTER TABLE {s}.run_queue ADD COLUMN awaits text[] NOT NULL DEFAULT '{}';
+    ALTER TABLE {s}.run_queue ADD COLUMN IF NOT EXISTS awaits text[] NOT NULL DEFAULT '{}';
     "#,
 ];
 

@@ -32,9 +32,9 @@ pub struct Journal {
     /// The lease holder of the run that journals: what starts an effect is written only while
     /// it still holds the thread (see [`Journal::start_batch`]).
     pub(crate) holder: Option<String>,
-    /// Set once a write fenced by `holder`'s lease was refused while another holder held the
-    /// thread: this run lost it, so nothing it concludes from there (say, that a call failed)
-    /// is written.
+    /// Set once a write fenced by `holder`'s lease was refused and the stored lease was not
+    /// this run's: this run lost the thread, so nothing it concludes from there (say, that a
+    /// call failed) is written.
     pub(crate) lost: Arc<std::sync::atomic::AtomicBool>,
     /// The run's lease was revoked by its holder (see [`LeaseHolder::revoked`]): a fenced write
     /// is refused here, as the store refuses one of a lost lease.
@@ -335,12 +335,11 @@ impl Journal {
             Err(CommitError::Approval(ApprovalError::AlreadyDecided { current, .. })) => Ok(Err(current)),
             Err(CommitError::LeaseLost { current, .. }) => {
                 let now = super::now_ms();
-                // Another holder has the thread (not a lease of this run's that merely lapsed,
-                // which the run renews), or may have (revoked): nothing this run concludes from
-                // here is written.
-                if revoked
-                    || current.as_ref().is_some_and(|l| l.expires_at > now && self.holder.as_deref() != Some(&l.holder))
-                {
+                // The stored lease is not this run's (another holder's, even expired, or none), or
+                // its holder revoked it: another executor has or had the thread, so nothing this
+                // run concludes from here is written. (A lease of this run's that merely lapsed
+                // is renewed.)
+                if revoked || current.as_ref().is_none_or(|l| self.holder.as_deref() != Some(&l.holder)) {
                     self.lost.store(true, std::sync::atomic::Ordering::SeqCst);
                 }
                 let who = match current {

@@ -261,7 +261,12 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                         let step = forward_args.as_ref().and_then(|args| {
                             crate::saga::step_entry(journal, node, &key, tool, &call.id, args, Ok(&value))
                         });
-                        let settle = |_: &Result<Value, String>| Settling { transition: None, audit: step };
+                        // Under an approval not yet used (the call was cut off earlier while it ran
+                        // without one): set aside in the same write, so a retry replays the result.
+                        let transition = approval
+                            .filter(|(r, release)| *release && r.status == ApprovalStatus::Approved)
+                            .map(|(r, _)| crate::context::set_aside(self.node, &r.id));
+                        let settle = |_: &Result<Value, String>| Settling { transition, audit: step };
                         logged = true;
                         journal.record_settling(self.node, &key, Ok::<_, String>(value), settle).await?
                     }
@@ -353,6 +358,11 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             }
             ApprovalStatus::Expired => {
                 deny(Code::ApprovalExpired, format!("the approval `{id}` expired; the call did not run"))
+            }
+            // Cancelled with a result journaled for this call (set aside when a human settled the
+            // call's earlier run as done): the result is replayed, as for any call that ran.
+            ApprovalStatus::Cancelled if journaled(journal, self.node, self.call_key(tool, call)).await? => {
+                self.run_approved(journal, tool, call, record).await
             }
             ApprovalStatus::Cancelled => deny(Code::ApprovalInvalid, format!("the approval `{id}` was cancelled")),
             ApprovalStatus::Approved if now >= record.expires_at => {
