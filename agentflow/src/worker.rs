@@ -19,20 +19,26 @@ use crate::state::State;
 /// wake-up, and one passing store fault must not drop it.)
 const MAX_CLAIMS_ON_STORE_ERRORS: u32 = 5;
 
-/// How many times in a row each thread's run failed on the store, as this worker saw it: by the
-/// claim that failed last ([`QueuedRun::claims`]) and the count. A failure counts on only if
-/// its claim is the very next one (no other claim, by any worker, ran the thread between the
-/// two); a run that ends otherwise here clears the count.
+/// How many times in a row each thread's run failed on the store in this worker, the thread
+/// not moving on in between: by where the thread stood at the last failure (its newest
+/// checkpoint, if it could be read) and the count. A failure where the thread stands elsewhere
+/// (a run, here or in another worker, moved it on) starts the count again; a run that ends
+/// otherwise here clears it. (Over consecutive claims alone, a thread failing for good in two
+/// workers taking turns would never reach the limit.)
 #[derive(Clone, Default)]
-struct StoreFailures(Arc<std::sync::Mutex<HashMap<String, (u32, u32)>>>);
+struct StoreFailures(Arc<std::sync::Mutex<HashMap<String, Standing>>>);
+
+/// Where a thread stood at its last store failure in this worker, and how many in a row.
+type Standing = (Option<u64>, u32);
 
 impl StoreFailures {
-    /// Counts the failure of `claim`'s run; returns how many in a row.
-    fn failed(&self, claim: &QueuedRun) -> u32 {
+    /// Counts a failure of `thread`'s run, the thread standing at checkpoint `at`; returns how
+    /// many in a row.
+    fn failed(&self, thread: &str, at: Option<u64>) -> u32 {
         let mut counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let (last, count) = counts.entry(claim.thread.clone()).or_default();
-        *count = if claim.claims == last.saturating_add(1) { count.saturating_add(1) } else { 1 };
-        *last = claim.claims;
+        let (last, count) = counts.entry(thread.to_string()).or_default();
+        *count = if *count > 0 && *last == at { count.saturating_add(1) } else { 1 };
+        *last = at;
         *count
     }
 
@@ -550,7 +556,10 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         let then = match then {
             // A store failure: the run stays queued for another try, unless it keeps failing.
             Then::Leave if matches!(end, End::Failed) => {
-                let failures = self.store_failures.failed(&claim);
+                let t = claim.thread.clone();
+                let at = blocking(&self.store, move |s| s.latest_checkpoint(&t)).await;
+                let at = at.ok().and_then(Result::ok).flatten().map(|cp| cp.seq);
+                let failures = self.store_failures.failed(&claim.thread, at);
                 if failures >= MAX_CLAIMS_ON_STORE_ERRORS {
                     tracing::warn!(thread = %claim.thread, failures, "a run that keeps failing on the store leaves the queue");
                     self.store_failures.clear(&claim.thread);
@@ -958,25 +967,17 @@ mod tests {
         assert_eq!(process_tag(), tag, "one tag per process");
     }
 
-    /// Store failures count in a row only over consecutive claims: a claim between two
-    /// failures (another worker ran the thread meanwhile) starts the count again.
+    /// Store failures count in a row while the thread stands still: one where it moved on (a
+    /// run elsewhere committed a step) starts the count again, whoever claimed in between.
     #[test]
-    fn store_failures_count_over_consecutive_claims_only() {
+    fn store_failures_count_while_the_thread_stands_still() {
         use super::StoreFailures;
-        use agentflow_store::{NewRun, RedbStore, Store};
-        let store = RedbStore::in_memory().unwrap();
-        store.enqueue_run(NewRun::new("t", "g", None, "", 1)).unwrap();
-        let claimed = store.claim_runs("g", "w", 1_000, 2, 1).unwrap().remove(0);
-        let claim = |claims| {
-            let mut claim = claimed.clone();
-            claim.claims = claims;
-            claim
-        };
         let failures = StoreFailures::default();
-        assert_eq!([6, 7, 8].map(|n| failures.failed(&claim(n))), [1, 2, 3]);
-        assert_eq!(failures.failed(&claim(10)), 1, "claim 9 ran the thread elsewhere");
+        assert_eq!([Some(3), Some(3), Some(3)].map(|at| failures.failed("t", at)), [1, 2, 3]);
+        assert_eq!(failures.failed("t", Some(4)), 1, "the thread moved on");
+        assert_eq!([None, None].map(|at| failures.failed("u", at)), [1, 2], "unreadable: still standing");
         failures.clear("t");
-        assert_eq!(failures.failed(&claim(11)), 1);
+        assert_eq!(failures.failed("t", Some(4)), 1);
     }
 
     #[test]
