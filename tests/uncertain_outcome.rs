@@ -869,6 +869,27 @@ async fn a_run_that_lost_the_thread_after_its_step_commit_cancels_no_request() {
     assert_eq!(calls(thread).len(), 1);
 }
 
+/// Runs a refund without an approval (the policy asks for none then) and cuts it off mid-call;
+/// then, the policy tightened (irreversible calls need an approval), resumes, approves the
+/// request it asks for and resumes again. Returns the store file, the approval's id and the
+/// run that followed.
+async fn approved_after_a_policy_change(thread: &str) -> (PathBuf, String, Run<Job>) {
+    let path = db(thread);
+    {
+        let lax = RiskPolicy::default().risk(Risk::Irreversible, Decision::Run);
+        let graph = open(refund_flow::graph(), &path).policy(lax);
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    let graph = open(refund_flow::graph(), &path);
+    let desk = graph.approvals(authorizer()).unwrap();
+    let run = graph.runner(&()).thread(thread).resume().await.unwrap();
+    let (kind, approval) = pending_of(&run);
+    assert_eq!(kind, PendingKind::Approval, "{:?}", run.outcome);
+    desk.approve(&approval, &alice()).unwrap();
+    let run = graph.runner(&()).thread(thread).resume().await.unwrap();
+    (path, approval, run)
+}
+
 /// A call cut off mid-way while it ran without an approval (the policy then asked for none)
 /// is not run again on an approval asked for later (the policy was tightened meanwhile): the
 /// approver approved a call, not a second run of one that may have acted. The run pauses on
@@ -876,20 +897,9 @@ async fn a_run_that_lost_the_thread_after_its_step_commit_cancels_no_request() {
 #[tokio::test]
 async fn an_approval_asked_after_a_policy_change_does_not_rerun_a_call_cut_off_without_one() {
     let thread = "U-cut-unapproved";
-    let path = db(thread);
-    {
-        let lax = RiskPolicy::default().risk(Risk::Irreversible, Decision::Run);
-        let graph = open(refund_flow::graph(), &path).policy(lax);
-        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
-    }
-    // The operator tightens the policy: irreversible calls now need an approval.
+    let (path, _, run) = approved_after_a_policy_change(thread).await;
     let graph = open(refund_flow::graph(), &path);
     let desk = graph.approvals(authorizer()).unwrap();
-    let mut run = graph.runner(&()).thread(thread).resume().await.unwrap();
-    if pending_of(&run).0 == PendingKind::Approval {
-        desk.approve(&pending_of(&run).1, &alice()).unwrap();
-        run = graph.runner(&()).thread(thread).resume().await.unwrap();
-    }
     let (kind, id) = pending_of(&run);
     assert_eq!(kind, PendingKind::OutcomeUnknown, "{:?}", run.outcome);
     assert_eq!(calls(thread).len(), 1, "refunded again on an approval of a new call");
@@ -906,19 +916,9 @@ async fn an_approval_asked_after_a_policy_change_does_not_rerun_a_call_cut_off_w
 #[tokio::test]
 async fn an_approval_asked_after_a_policy_change_is_set_aside_when_the_cut_off_call_is_settled_as_done() {
     let thread = "U-cut-unapproved-done";
-    let path = db(thread);
-    {
-        let lax = RiskPolicy::default().risk(Risk::Irreversible, Decision::Run);
-        let graph = open(refund_flow::graph(), &path).policy(lax);
-        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
-    }
+    let (path, approval, run) = approved_after_a_policy_change(thread).await;
     let graph = open(refund_flow::graph(), &path);
     let desk = graph.approvals(authorizer()).unwrap();
-    let run = graph.runner(&()).thread(thread).resume().await.unwrap();
-    let (kind, approval) = pending_of(&run);
-    assert_eq!(kind, PendingKind::Approval, "{:?}", run.outcome);
-    desk.approve(&approval, &alice()).unwrap();
-    let run = graph.runner(&()).thread(thread).resume().await.unwrap();
     let (kind, unknown) = pending_of(&run);
     assert_eq!(kind, PendingKind::OutcomeUnknown, "{:?}", run.outcome);
     desk.settle(&unknown, &alice(), Settlement::Succeeded(json!({ "refunded": thread }))).unwrap();
@@ -938,18 +938,10 @@ async fn a_settled_result_journaled_with_its_set_aside_approval_is_replayed_afte
     use std::sync::atomic::{AtomicBool, Ordering};
 
     let thread = "U-cut-unapproved-retry";
-    let path = db(thread);
-    {
-        let lax = RiskPolicy::default().risk(Risk::Irreversible, Decision::Run);
-        let graph = open(refund_flow::graph(), &path).policy(lax);
-        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
-    }
+    let (path, _, run) = approved_after_a_policy_change(thread).await;
     let unknown = {
         let graph = open(refund_flow::graph(), &path);
         let desk = graph.approvals(authorizer()).unwrap();
-        let run = graph.runner(&()).thread(thread).resume().await.unwrap();
-        desk.approve(&pending_of(&run).1, &alice()).unwrap();
-        let run = graph.runner(&()).thread(thread).resume().await.unwrap();
         let (kind, unknown) = pending_of(&run);
         assert_eq!(kind, PendingKind::OutcomeUnknown, "{:?}", run.outcome);
         desk.settle(&unknown, &alice(), Settlement::Succeeded(json!({ "refunded": thread }))).unwrap();

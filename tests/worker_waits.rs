@@ -617,7 +617,7 @@ async fn postgres_a_run_parked_for_an_approval_is_claimed_when_the_approval_expi
 /// left for a human no longer keeps it parked (it did, for good, while nothing settled it). The
 /// new branch asks for its own approval; the record still waits for a human.
 async fn a_forked_thread_is_not_held_by_its_old_branchs_unknown_outcome(store: Arc<dyn Store>, thread: &str) {
-    use agentflow_store::{ApprovalRecord, ApprovalStatus};
+    use agentflow_store::ApprovalStatus;
 
     let app = refunding::graph().app().store(Arc::clone(&store));
     app.submit_as(thread, &Refund { order: format!("{thread}-order"), ..Refund::default() }, "support-bot").unwrap();
@@ -628,19 +628,7 @@ async fn a_forked_thread_is_not_held_by_its_old_branchs_unknown_outcome(store: A
         app.live_runs().unwrap().iter().any(|r| r.thread == thread && r.wait == RunWait::Approval && r.lease.is_none())
     };
     wait_until("the run parks for its approval", parked).await;
-    let first = store.list_approvals(thread).unwrap();
-    assert_eq!(first.len(), 1, "{first:?}");
-    let now = agentflow::timer::now_ms();
-    let unknown = ApprovalRecord {
-        id: format!("unk-{thread}"),
-        status: ApprovalStatus::OutcomeUnknown,
-        reason: "an earlier call was cut off mid-way".into(),
-        created_at: now,
-        updated_at: now,
-        expires_at: now + 3_600_000,
-        ..first[0].clone()
-    };
-    store.put_approval(unknown.clone(), "agentflow").unwrap();
+    let (first, unknown) = asked_beside_an_unknown_outcome(&*store, thread);
 
     let seq = app.history(thread).unwrap().first().expect("a checkpoint").seq;
     app.fork(thread, seq, "ops").unwrap();
@@ -650,7 +638,7 @@ async fn a_forked_thread_is_not_held_by_its_old_branchs_unknown_outcome(store: A
             .list_approvals(thread)
             .unwrap()
             .into_iter()
-            .filter(|a| a.status == ApprovalStatus::Pending && a.id != first[0].id)
+            .filter(|a| a.status == ApprovalStatus::Pending && a.id != first.id)
             .collect();
         if !asked.is_empty() {
             break asked;
@@ -662,7 +650,7 @@ async fn a_forked_thread_is_not_held_by_its_old_branchs_unknown_outcome(store: A
     wait_until("the new branch parks for its own approval", parked).await;
     stop.cancel();
     handle.await.unwrap().unwrap();
-    assert_eq!(store.approval(&first[0].id).unwrap().unwrap().status, ApprovalStatus::Cancelled);
+    assert_eq!(store.approval(&first.id).unwrap().unwrap().status, ApprovalStatus::Cancelled);
     assert_eq!(store.approval(&unknown.id).unwrap().unwrap().status, ApprovalStatus::OutcomeUnknown);
     assert_eq!(REFUNDS.load(Ordering::SeqCst), 0);
 }
@@ -706,7 +694,7 @@ mod paying {
 async fn a_decided_approval_wakes_its_run_past_an_unrelated_waiting_record(store: Arc<dyn Store>, thread: &str) {
     use agentflow::approval::{ApprovalDesk, Approver, RoleAuthorizer};
     use agentflow::tool::Risk;
-    use agentflow_store::{ApprovalRecord, ApprovalStatus};
+    use agentflow_store::ApprovalStatus;
 
     let app = paying::graph().app().store(Arc::clone(&store));
     let order = format!("{thread}-order");
@@ -718,21 +706,9 @@ async fn a_decided_approval_wakes_its_run_past_an_unrelated_waiting_record(store
         app.live_runs().unwrap().iter().any(|r| r.thread == thread && r.wait == RunWait::Approval && r.lease.is_none())
     })
     .await;
-    let asked = store.list_approvals(thread).unwrap();
-    assert_eq!(asked.len(), 1, "{asked:?}");
-    let now = agentflow::timer::now_ms();
-    let unrelated = ApprovalRecord {
-        id: format!("unk-{thread}"),
-        status: ApprovalStatus::OutcomeUnknown,
-        reason: "an earlier step's call was cut off mid-way".into(),
-        created_at: now,
-        updated_at: now,
-        expires_at: now + 3_600_000,
-        ..asked[0].clone()
-    };
-    store.put_approval(unrelated.clone(), "agentflow").unwrap();
+    let (asked, unrelated) = asked_beside_an_unknown_outcome(&*store, thread);
     let desk = ApprovalDesk::for_store(Arc::clone(&store), RoleAuthorizer::new().role_for(Risk::Irreversible, "ops"));
-    desk.approve(&asked[0].id, &Approver::new("alice", ["ops"])).unwrap();
+    desk.approve(&asked.id, &Approver::new("alice", ["ops"])).unwrap();
     wait_until("the approved run completes", || app.live_runs().unwrap().iter().all(|r| r.thread != thread)).await;
     stop.cancel();
     handle.await.unwrap().unwrap();
@@ -752,4 +728,26 @@ async fn postgres_a_decided_approval_wakes_its_run_past_an_unrelated_waiting_rec
     let Some(url) = pg::pg_url() else { return };
     a_decided_approval_wakes_its_run_past_an_unrelated_waiting_record(postgres(&url, "unrelated"), "unrelated-pg")
         .await;
+}
+
+/// The one request thread `thread` waits on, and an `OUTCOME_UNKNOWN` record stored beside it
+/// (an earlier call cut off mid-way, left for a human to settle) that the run does not wait on.
+fn asked_beside_an_unknown_outcome(
+    store: &dyn Store,
+    thread: &str,
+) -> (agentflow_store::ApprovalRecord, agentflow_store::ApprovalRecord) {
+    let asked = store.list_approvals(thread).unwrap();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let now = agentflow::timer::now_ms();
+    let unknown = agentflow_store::ApprovalRecord {
+        id: format!("unk-{thread}"),
+        status: agentflow_store::ApprovalStatus::OutcomeUnknown,
+        reason: "an earlier call was cut off mid-way".into(),
+        created_at: now,
+        updated_at: now,
+        expires_at: now + 3_600_000,
+        ..asked[0].clone()
+    };
+    store.put_approval(unknown.clone(), "agentflow").unwrap();
+    (asked.into_iter().next().unwrap(), unknown)
 }
