@@ -620,14 +620,8 @@ async fn a_forked_thread_is_not_held_by_its_old_branchs_unknown_outcome(store: A
     use agentflow_store::ApprovalStatus;
 
     let app = refunding::graph().app().store(Arc::clone(&store));
-    app.submit_as(thread, &Refund { order: format!("{thread}-order"), ..Refund::default() }, "support-bot").unwrap();
-    let stop = CancellationToken::new();
-    let worker = Worker::new(app.clone(), Arc::new(())).poll_interval(Duration::from_millis(10));
-    let handle = tokio::spawn(worker.run(stop.clone()));
-    let parked = || {
-        app.live_runs().unwrap().iter().any(|r| r.thread == thread && r.wait == RunWait::Approval && r.lease.is_none())
-    };
-    wait_until("the run parks for its approval", parked).await;
+    let (stop, handle) = parked_for_its_approval(&app, thread, &format!("{thread}-order")).await;
+    let parked = || parked_on_approvals(&app, thread);
     let (first, unknown) = asked_beside_an_unknown_outcome(&*store, thread);
 
     let seq = app.history(thread).unwrap().first().expect("a checkpoint").seq;
@@ -698,14 +692,7 @@ async fn a_decided_approval_wakes_its_run_past_an_unrelated_waiting_record(store
 
     let app = paying::graph().app().store(Arc::clone(&store));
     let order = format!("{thread}-order");
-    app.submit_as(thread, &Refund { order: order.clone(), ..Refund::default() }, "support-bot").unwrap();
-    let stop = CancellationToken::new();
-    let worker = Worker::new(app.clone(), Arc::new(())).poll_interval(Duration::from_millis(10));
-    let handle = tokio::spawn(worker.run(stop.clone()));
-    wait_until("the run parks for its approval", || {
-        app.live_runs().unwrap().iter().any(|r| r.thread == thread && r.wait == RunWait::Approval && r.lease.is_none())
-    })
-    .await;
+    let (stop, handle) = parked_for_its_approval(&app, thread, &order).await;
     let (asked, unrelated) = asked_beside_an_unknown_outcome(&*store, thread);
     let desk = ApprovalDesk::for_store(Arc::clone(&store), RoleAuthorizer::new().role_for(Risk::Irreversible, "ops"));
     desk.approve(&asked.id, &Approver::new("alice", ["ops"])).unwrap();
@@ -750,4 +737,24 @@ fn asked_beside_an_unknown_outcome(
     };
     store.put_approval(unknown.clone(), "agentflow").unwrap();
     (asked.into_iter().next().unwrap(), unknown)
+}
+
+/// Whether thread `thread`'s run is queued, parked for approvals, with no lease held.
+fn parked_on_approvals(app: &App<Refund, ()>, thread: &str) -> bool {
+    app.live_runs().unwrap().iter().any(|r| r.thread == thread && r.wait == RunWait::Approval && r.lease.is_none())
+}
+
+/// Submits a refund of `order` as thread `thread` and starts a worker, which runs it until it
+/// parks for its approval; returns the worker's stop token and task.
+async fn parked_for_its_approval(
+    app: &App<Refund, ()>,
+    thread: &str,
+    order: &str,
+) -> (CancellationToken, tokio::task::JoinHandle<Result<WorkerReport, WorkerError>>) {
+    app.submit_as(thread, &Refund { order: order.to_string(), ..Refund::default() }, "support-bot").unwrap();
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::new(())).poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    wait_until("the run parks for its approval", || parked_on_approvals(app, thread)).await;
+    (stop, handle)
 }
