@@ -214,7 +214,11 @@ async fn one_store_failure_does_not_drop_a_thread_claimed_many_times_from_the_qu
     for i in 0..5 {
         let at = agentflow::timer::now_ms() + i;
         assert_eq!(inner.claim_runs(two_steps::graph().name(), "earlier", 60_000, at, 1).unwrap().len(), 1);
-        assert!(inner.settle_run("long", "earlier", Some(agentflow_store::RunWait::Ready)).unwrap());
+        assert!(
+            inner
+                .settle_run("long", "earlier", &agentflow_store::Settle::park(agentflow_store::RunWait::Ready))
+                .unwrap()
+        );
         inner.release_lease("long", "earlier").unwrap();
     }
     assert_eq!(app.live_runs().unwrap()[0].claims, 5);

@@ -16,7 +16,7 @@ use agentflow::persist::ThreadStatus;
 use agentflow::prelude::*;
 use agentflow::{CancellationToken, RedbStore, Store};
 use agentflow::{Worker, WorkerError, WorkerReport};
-use agentflow_store::{NewRun, PostgresStore, RunWait};
+use agentflow_store::{NewRun, PostgresStore, RunWait, Settle};
 use serde::{Deserialize, Serialize};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -295,9 +295,17 @@ async fn a_cancel_request_ends_a_sleeping_thread_cancelled() {
     assert_eq!(record.status, ThreadStatus::Cancelled, "{}", record.detail);
 }
 
+/// The pause is moot once the run waits: its row is parked in place, in the write that settles
+/// it, so a store that refuses to queue anything meanwhile loses nothing (the row was removed
+/// and the thread queued again in a second write, which left it out of the queue when that
+/// write failed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_asked_to_pause_that_falls_asleep_first_stays_queued_for_its_timer() {
-    let app = gated_nap::graph().app().store(redb());
+    let mut store = hooked_store::Hooked::new(redb());
+    store.before_enqueue = Some(Box::new(|run: &NewRun| {
+        Some(agentflow_store::QueueError::AlreadyQueued { thread: format!("{} (refused by the test)", run.thread) })
+    }));
+    let app = gated_nap::graph().app().store(Arc::new(store) as Arc<dyn Store>);
     app.submit("nap", &Nap { sleep_ms: 600_000, ..Nap::default() }).unwrap();
     let (stop, handle) = start(&app, ());
     wait_until("the first step runs", || AT_NAP_GATE.load(Ordering::SeqCst)).await;
@@ -433,8 +441,8 @@ async fn an_answer_recorded_just_before_the_worker_parks_the_run_still_wakes_it(
     let mut store = hooked_store::Hooked::new(Arc::clone(&inner));
     store.before_settle = Some({
         let (inner, answered) = (Arc::clone(&inner), Arc::clone(&answered));
-        Box::new(move |_: &dyn Store, thread: &str, holder: &str, park: Option<RunWait>| {
-            if park != Some(RunWait::Answer) || answered.fetch_add(1, Ordering::SeqCst) > 0 {
+        Box::new(move |_: &dyn Store, thread: &str, holder: &str, settle: &Settle| {
+            if settle.park != Some(RunWait::Answer) || answered.fetch_add(1, Ordering::SeqCst) > 0 {
                 return;
             }
             inner.release_lease(thread, holder).unwrap();
@@ -757,4 +765,91 @@ async fn parked_for_its_approval(
     let handle = tokio::spawn(worker.run(stop.clone()));
     wait_until("the run parks for its approval", || parked_on_approvals(app, thread)).await;
     (stop, handle)
+}
+
+/// A cancel asked in the instant after the run stopped to wait for its value, before its worker
+/// parked the queue row: the worker never saw it, so the row stays claimable and the next claim
+/// ends the thread cancelled (the parked row used to drop the request: the cancel was reported
+/// as set, and the thread kept waiting, out of the queue).
+async fn a_cancel_asked_as_the_run_parks_is_not_lost(inner: Arc<dyn Store>) {
+    let asked = Arc::new(AtomicBool::new(false));
+    let mut store = hooked_store::Hooked::new(Arc::clone(&inner));
+    store.before_settle = Some({
+        let (inner, asked) = (Arc::clone(&inner), Arc::clone(&asked));
+        Box::new(move |_: &dyn Store, thread: &str, _: &str, settle: &Settle| {
+            if settle.park != Some(RunWait::Answer) || asked.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            let controller = naps::graph().app().store(Arc::clone(&inner));
+            assert!(controller.cancel_run(thread).unwrap(), "queued: the request is set");
+        })
+    });
+    let app = naps::graph().app().store(Arc::new(store) as Arc<dyn Store>);
+    app.submit("ask", &Nap { ask: true, ..Nap::default() }).unwrap();
+    let (stop, handle) = start(&app, ());
+    wait_until("the run leaves the queue", || asked.load(Ordering::SeqCst) && app.live_runs().unwrap().is_empty())
+        .await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    let record = app.thread("ask").unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Cancelled, "the cancel was kept: {}", record.detail);
+    assert_eq!((report.claimed, report.interrupted, report.controlled), (2, 1, 1), "{report:?}");
+    let kinds: Vec<String> = inner.list_audit("ask").unwrap().into_iter().map(|e| e.kind).collect();
+    assert!(kinds.iter().any(|k| k == "run.cancel_requested"), "{kinds:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_a_cancel_asked_as_the_run_parks_is_not_lost() {
+    a_cancel_asked_as_the_run_parks_is_not_lost(redb()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_cancel_asked_as_the_run_parks_is_not_lost() {
+    let Some(url) = pg::pg_url() else { return };
+    a_cancel_asked_as_the_run_parks_is_not_lost(postgres(&url, "cancel_parks")).await;
+}
+
+/// An answer and the wake of the run parked for it are one write: a process that dies right
+/// after recording the answer leaves no run parked beside it for good. (The answer was
+/// appended, then the run woken in a second write: dying in between left the run parked with
+/// its answer recorded, and answering again was refused as already answered.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_and_the_wake_of_its_parked_run_are_one_write() {
+    use agentflow::approval::{ApprovalDesk, Approver, RoleAuthorizer};
+    let mut store = hooked_store::Hooked::new(redb());
+    store.before_wake =
+        Some(Box::new(|thread: &str, wait: RunWait| panic!("the process dies before it wakes `{thread}` ({wait:?})")));
+    let store: Arc<dyn Store> = Arc::new(store);
+    let app = naps::graph().app().store(Arc::clone(&store));
+    app.submit("ask", &Nap { ask: true, ..Nap::default() }).unwrap();
+    let (stop, handle) = start(&app, ());
+    wait_until("the run parks for its value", || parked_for_an_answer(&app, "ask")).await;
+    let desk = ApprovalDesk::for_store(Arc::clone(&store), RoleAuthorizer::new());
+    let (seq, _) = desk.waiting_interrupt("ask").unwrap();
+    let by = Approver::new("ops", ["x"]);
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        desk.answer_interrupt("ask", seq, serde_json::json!("ada"), &by)
+    }));
+    wait_until("the answered run completes", || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.interrupted, report.completed), (2, 1, 1), "{report:?}");
+    assert_eq!(app.state("ask").unwrap().unwrap().state.answer.as_deref(), Some("ada"));
+}
+
+/// A cancel asked of a run parked for a value: the worker that claims the request ends the
+/// thread cancelled (nobody gives it its value any more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_request_ends_a_thread_waiting_for_a_value_cancelled() {
+    let app = naps::graph().app().store(redb());
+    app.submit("ask", &Nap { ask: true, ..Nap::default() }).unwrap();
+    let (stop, handle) = start(&app, ());
+    wait_until("the run parks for its value", || parked_for_an_answer(&app, "ask")).await;
+    assert!(app.cancel_run("ask").unwrap());
+    wait_until("the run leaves the queue", || app.live_runs().unwrap().is_empty()).await;
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    let record = app.thread("ask").unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Cancelled, "{}", record.detail);
+    assert_eq!((report.interrupted, report.controlled, report.failed), (1, 1, 0), "{report:?}");
 }

@@ -20,7 +20,7 @@ use crate::{
     ApprovalArgs, ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, BoxError,
     BreakerOp, BreakerRule, BreakerState, BreakerUpdate, Checkpoint, CheckpointMetadata, CheckpointSource, CommitError,
     CompactError, Durability, EffectBatch, EffectKey, EffectOutcome, LeaseError, NewAuditEntry, NewRun, PendingWrite,
-    QueueError, RunControl, RunWait, StateChain, StepCommit, Store, ThreadRecord, ThreadStatus,
+    QueueError, RunControl, RunWait, Settle, StateChain, StepCommit, Store, ThreadRecord, ThreadStatus,
 };
 
 /// A fixed clock for the suite (unix millis).
@@ -60,7 +60,9 @@ pub const CASES: &[(&str, Case)] = &[
     ),
     ("run_queue_lifecycle", run_queue_lifecycle),
     ("run_queue_parks_for_approvals", run_queue_parks_for_approvals),
+    ("run_queue_parks_for_named_approvals", run_queue_parks_for_named_approvals),
     ("run_queue_parks_for_answers", run_queue_parks_for_answers),
+    ("run_queue_settle_answers_control_requests", run_queue_settle_answers_control_requests),
     ("run_queue_claim_race", run_queue_claim_race),
     ("timers_follow_the_status", timers_follow_the_status),
     ("breaker_transitions", breaker_transitions),
@@ -1170,9 +1172,10 @@ pub fn run_queue_lifecycle(store: &dyn Store) {
     assert_eq!((q1.heartbeat_at, q1.control), (Some(NOW + 50), Some(RunControl::Cancel)));
     assert_eq!(q1.lease.as_ref().map(|l| l.holder.as_str()), Some("w1"));
 
-    // Only the holder settles; a run with a control request leaves the queue even when parked.
-    assert!(!store.settle_run("q1", "w2", None).unwrap());
-    assert!(store.settle_run("q1", "w1", Some(RunWait::Approval)).unwrap());
+    // Only the holder settles; a run that stopped for the cancel it was asked leaves the queue
+    // (see `run_queue_settle_answers_control_requests` for the other cases).
+    assert!(!store.settle_run("q1", "w2", &Settle::remove()).unwrap());
+    assert!(store.settle_run("q1", "w1", &Settle::remove().handled(Some(RunControl::Cancel))).unwrap());
     assert!(!store.list_runs().unwrap().iter().any(|r| r.thread == "q1"));
 
     // w2 dies holding q2: nobody claims it until the lease expires, then w3 does.
@@ -1184,8 +1187,8 @@ pub fn run_queue_lifecycle(store: &dyn Store) {
     let err = store.commit_step(StepCommit::new(thread("q2")).fenced_by("w2", NOW + 1021)).unwrap_err();
     assert!(matches!(err, CommitError::LeaseLost { .. }), "{err}");
     assert!(store.heartbeat_runs("w2", NOW + 1021).unwrap().is_empty());
-    assert!(!store.settle_run("q2", "w2", None).unwrap());
-    assert!(store.settle_run("q2", "w3", None).unwrap());
+    assert!(!store.settle_run("q2", "w2", &Settle::remove()).unwrap());
+    assert!(store.settle_run("q2", "w3", &Settle::remove()).unwrap());
     assert_eq!(store.list_runs().unwrap().len(), 1);
     // A settled thread can be queued again.
     store.enqueue_run(NewRun::new("q2", "g", None, "", NOW + 2000)).unwrap();
@@ -1197,7 +1200,7 @@ pub fn run_queue_parks_for_approvals(store: &dyn Store) {
     store.enqueue_run(NewRun::new("t", "g", None, "", NOW)).unwrap();
     assert_eq!(store.claim_runs("g", "w1", 1000, NOW, 5).unwrap().len(), 1);
     store.put_approval(approval("a1", "t"), "agent").unwrap();
-    assert!(store.settle_run("t", "w1", Some(RunWait::Approval)).unwrap());
+    assert!(store.settle_run("t", "w1", &Settle::park(RunWait::Approval)).unwrap());
     store.release_lease("t", "w1").unwrap();
     let parked = store.list_runs().unwrap();
     assert_eq!(parked[0].wait, RunWait::Approval);
@@ -1235,12 +1238,28 @@ pub fn run_queue_parks_for_approvals(store: &dyn Store) {
     store.enqueue_run(NewRun::new("u", "g", None, "", NOW)).unwrap();
     assert_eq!(store.claim_runs("g", "w1", 1000, NOW, 5).unwrap().len(), 1);
     store.put_approval(approval("a2", "u"), "agent").unwrap();
-    assert!(store.settle_run("u", "w1", Some(RunWait::Approval)).unwrap());
+    assert!(store.settle_run("u", "w1", &Settle::park(RunWait::Approval)).unwrap());
     store.release_lease("u", "w1").unwrap();
     assert!(store.claim_runs("g", "w3", 1000, NOW + 99, 5).unwrap().is_empty(), "the approval waits, not yet due");
     let due = store.claim_runs("g", "w3", 1000, NOW + 100, 5).unwrap();
     assert_eq!(due.iter().map(|r| r.thread.as_str()).collect::<Vec<_>>(), ["u"], "its expiry is due");
     assert_eq!(store.approval("a2").unwrap().unwrap().status, ApprovalStatus::Pending);
+}
+
+/// A run parked for the approvals it names ([`Settle::await_approvals`]) waits on those only:
+/// a record left waiting from an earlier step, for a human to settle, does not hold it.
+pub fn run_queue_parks_for_named_approvals(store: &dyn Store) {
+    store.enqueue_run(NewRun::new("t", "g", None, "", NOW)).unwrap();
+    assert_eq!(store.claim_runs("g", "w1", 1000, NOW, 5).unwrap().len(), 1);
+    store.put_approval(approval("left", "t"), "agent").unwrap();
+    store.put_approval(approval("asked", "t"), "agent").unwrap();
+    assert!(store.settle_run_and_release("t", "w1", &Settle::await_approvals(vec!["asked".to_string()])).unwrap());
+    assert!(store.claim_runs("g", "w2", 1000, NOW + 1, 5).unwrap().is_empty(), "the approval it names waits");
+    let patch = ApprovalPatch::by("alice", NOW);
+    store.transition_approval("asked", ApprovalStatus::Pending, ApprovalStatus::Approved, patch).unwrap();
+    let claimed = store.claim_runs("g", "w2", 1000, NOW + 2, 5).unwrap();
+    assert_eq!(claimed.len(), 1, "the record it does not name does not hold it");
+    assert_eq!(store.approval("left").unwrap().unwrap().status, ApprovalStatus::Pending);
 }
 
 /// A run parked for an answer (`cx.interrupt`) is claimable once woken, or once its thread
@@ -1254,7 +1273,7 @@ pub fn run_queue_parks_for_answers(store: &dyn Store) {
     store.enqueue_run(NewRun::new("t", "g", None, "", NOW)).unwrap();
     assert!(!store.wake_run("t", RunWait::Answer).unwrap(), "queued, not parked");
     assert_eq!(store.claim_runs("g", "w1", 1000, NOW, 5).unwrap().len(), 1);
-    assert!(store.settle_run("t", "w1", Some(RunWait::Answer)).unwrap());
+    assert!(store.settle_run("t", "w1", &Settle::park(RunWait::Answer)).unwrap());
     store.release_lease("t", "w1").unwrap();
     assert_eq!(store.list_runs().unwrap()[0].wait, RunWait::Answer);
     assert!(store.claim_runs("g", "w2", 1000, NOW + 1, 5).unwrap().is_empty(), "it waits for an answer");
@@ -1266,7 +1285,7 @@ pub fn run_queue_parks_for_answers(store: &dyn Store) {
     assert_eq!(claimed.iter().map(|r| (r.thread.as_str(), r.wait)).collect::<Vec<_>>(), [("t", RunWait::Ready)]);
 
     // Parked again, then the thread moves on without the queue (resumed directly): claimable.
-    assert!(store.settle_run("t", "w2", Some(RunWait::Answer)).unwrap());
+    assert!(store.settle_run("t", "w2", &Settle::park(RunWait::Answer)).unwrap());
     store.release_lease("t", "w2").unwrap();
     assert!(store.claim_runs("g", "w3", 1000, NOW + 3, 5).unwrap().is_empty());
     store.commit_step(StepCommit::new(thread("t"))).unwrap();
@@ -1278,7 +1297,7 @@ pub fn run_queue_parks_for_answers(store: &dyn Store) {
     failed.status = ThreadStatus::Failed;
     store.commit_step(StepCommit::new(failed)).unwrap();
     assert_eq!(store.claim_runs("g", "w3", 1000, NOW + 4, 5).unwrap().len(), 0, "claimed above");
-    assert!(store.settle_run_and_release("t", "w3", Some(RunWait::Answer)).unwrap());
+    assert!(store.settle_run_and_release("t", "w3", &Settle::park(RunWait::Answer)).unwrap());
     assert!(store.claim_runs("g", "w4", 1000, NOW + 5, 5).unwrap().is_empty(), "a failed thread still waits");
     let entry = NewAuditEntry::new(NOW + 5, "ops", "run.resume_requested", serde_json::json!({}));
     assert!(!store.wake_run_audited("t", RunWait::Approval, entry.clone()).unwrap());
@@ -1290,11 +1309,92 @@ pub fn run_queue_parks_for_answers(store: &dyn Store) {
 
     // A control request makes it claimable too (the worker ends it as asked).
     store.commit_step(StepCommit::new(waiting)).unwrap();
-    assert!(store.settle_run("t", "w4", Some(RunWait::Answer)).unwrap());
+    assert!(store.settle_run("t", "w4", &Settle::park(RunWait::Answer)).unwrap());
     store.release_lease("t", "w4").unwrap();
     assert!(store.claim_runs("g", "w5", 1000, NOW + 7, 5).unwrap().is_empty());
     assert!(store.control_run("t", RunControl::Cancel).unwrap());
     assert_eq!(store.claim_runs("g", "w5", 1000, NOW + 8, 5).unwrap().len(), 1, "a cancel was asked");
+}
+
+/// A settle answers the control request set on the row in the same write: the one the worker
+/// acted on is cleared, a pause it did not act on is moot (the run stopped already) and cleared,
+/// and a cancel it did not act on keeps the row claimable at once, so the next claim ends the
+/// thread cancelled.
+pub fn run_queue_settle_answers_control_requests(store: &dyn Store) {
+    let claim = |thread: &str, holder: &str, now: u64| {
+        store.enqueue_run(NewRun::new(thread, "g", None, "", now)).unwrap();
+        let claimed = store.claim_runs("g", holder, 1000, now, 1).unwrap();
+        assert_eq!(claimed.iter().map(|r| r.thread.as_str()).collect::<Vec<_>>(), [thread]);
+    };
+    let row = |thread: &str| store.list_runs().unwrap().into_iter().find(|r| r.thread == thread);
+    let claimable = |thread: &str, holder: &str, now: u64| {
+        let claimed = store.claim_runs("g", holder, 1000, now, 5).unwrap();
+        claimed.iter().any(|r| r.thread == thread)
+    };
+
+    // A cancel asked after the worker's last look, as the run parks for an answer: kept.
+    claim("c1", "w1", NOW);
+    assert!(store.control_run("c1", RunControl::Cancel).unwrap());
+    assert!(store.settle_run_and_release("c1", "w1", &Settle::park(RunWait::Answer)).unwrap());
+    let kept = row("c1").expect("a cancel nobody acted on keeps the row");
+    assert_eq!((kept.wait, kept.control), (RunWait::Ready, Some(RunControl::Cancel)));
+    assert!(claimable("c1", "w2", NOW + 1), "claimable at once, for its cancel");
+    // The claim hands the request on; the worker that acts on it settles it away.
+    assert!(store.settle_run_and_release("c1", "w2", &Settle::remove().handled(Some(RunControl::Cancel))).unwrap());
+    assert_eq!(row("c1"), None);
+
+    // The same as the run ends: kept (the next claim finds out what is left to cancel).
+    claim("c2", "w1", NOW + 2);
+    assert!(store.control_run("c2", RunControl::Cancel).unwrap());
+    assert!(store.settle_run_and_release("c2", "w1", &Settle::remove()).unwrap());
+    assert_eq!(row("c2").and_then(|r| r.control), Some(RunControl::Cancel));
+    let handled = Settle::remove().handled(Some(RunControl::Cancel));
+    assert!(claimable("c2", "w2", NOW + 2));
+    assert!(store.settle_run_and_release("c2", "w2", &handled).unwrap());
+    // A worker that acted on a pause, the request changed to a cancel since: kept too.
+    claim("c3", "w1", NOW + 3);
+    assert!(store.control_run("c3", RunControl::Pause).unwrap());
+    assert!(store.control_run("c3", RunControl::Cancel).unwrap());
+    let paused = Settle::remove().handled(Some(RunControl::Pause));
+    assert!(store.settle_run_and_release("c3", "w1", &paused).unwrap());
+    assert_eq!(row("c3").and_then(|r| r.control), Some(RunControl::Cancel));
+    assert!(claimable("c3", "w2", NOW + 3));
+    assert!(store.settle_run_and_release("c3", "w2", &handled).unwrap());
+
+    // A pause nobody acted on, as the run parks for its timer: moot, cleared, the row parked.
+    let mut sleeping = thread("p1");
+    sleeping.status = ThreadStatus::Sleeping;
+    store.commit_step(StepCommit::new(sleeping).with_wake_at(NOW + 100)).unwrap();
+    claim("p1", "w1", NOW + 4);
+    assert!(store.control_run("p1", RunControl::Pause).unwrap());
+    assert!(store.settle_run_and_release("p1", "w1", &Settle::park(RunWait::Timer)).unwrap());
+    let parked = row("p1").expect("parked");
+    assert_eq!((parked.wait, parked.control), (RunWait::Timer, None));
+    assert!(!claimable("p1", "w2", NOW + 5), "parked for its timer");
+    // As the run ends: the row leaves the queue.
+    claim("p2", "w1", NOW + 6);
+    assert!(store.control_run("p2", RunControl::Pause).unwrap());
+    assert!(store.settle_run_and_release("p2", "w1", &Settle::remove()).unwrap());
+    assert_eq!(row("p2"), None);
+    // Acted on, the run parked anyway (it reached a wait first): cleared, parked for the
+    // approvals named.
+    claim("p3", "w1", NOW + 7);
+    store.put_approval(approval("a-p3", "p3"), "agent").unwrap();
+    assert!(store.control_run("p3", RunControl::Pause).unwrap());
+    let waits = Settle::await_approvals(vec!["a-p3".to_string()]).handled(Some(RunControl::Pause));
+    assert!(store.settle_run_and_release("p3", "w1", &waits).unwrap());
+    let parked = row("p3").expect("parked");
+    assert_eq!((parked.wait, parked.control), (RunWait::Approval, None));
+    // A pause asked after a cancel does not take its place.
+    claim("p5", "w1", NOW + 9);
+    assert!(store.control_run("p5", RunControl::Cancel).unwrap());
+    assert!(store.control_run("p5", RunControl::Pause).unwrap());
+    assert_eq!(row("p5").and_then(|r| r.control), Some(RunControl::Cancel), "the cancel stands");
+    // A holder that lost the claim changes nothing, request or not.
+    claim("p4", "w1", NOW + 8);
+    assert!(store.control_run("p4", RunControl::Cancel).unwrap());
+    assert!(!store.settle_run("p4", "w9", &handled).unwrap());
+    assert_eq!(row("p4").and_then(|r| r.control), Some(RunControl::Cancel));
 }
 
 /// 8 claimers race for 20 runs: every run goes to exactly one.

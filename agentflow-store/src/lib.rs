@@ -95,7 +95,7 @@ pub use error::{
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{POSTGRES_DEFAULT_SCHEMA, POSTGRES_SCHEMA_VERSION, PostgresStore, PostgresStoreBuilder};
-pub use queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait};
+pub use queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
 pub use record::{
     ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, AuditEntry, ChainStep, Checkpoint,
     CheckpointMetadata, CheckpointSource, CheckpointSummary, CommitReceipt, CompactReport, Durability, EffectBatch,

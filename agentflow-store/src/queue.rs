@@ -99,6 +99,62 @@ impl RunControl {
     }
 }
 
+/// How a worker ends its claim of a queued run ([`Store::settle_run`](crate::Store::settle_run)):
+/// the row leaves the queue ([`Settle::remove`]: the run ended) or is parked until what the
+/// thread waits for is there ([`Settle::park`], [`Settle::await_approvals`]).
+///
+/// A control request set on the row is answered by the same write:
+/// - the one the worker acted on ([`Settle::handled`]) is cleared with the claim;
+/// - a pause it did not act on is moot and cleared too: the run stopped already, ended or
+///   waiting (a pause stops a run at a step boundary, not a wait);
+/// - a cancel it did not act on (asked after the worker last read the row's requests, or after
+///   the pause it acted on) keeps the row in the queue, claimable at once, so the next claim
+///   ends the thread cancelled: a request the store took is never dropped by a settle.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Settle {
+    /// `None`: the row leaves the queue; `Some(wait)`: it stays, parked until `wait` is there.
+    pub park: Option<RunWait>,
+    /// Parked for [`RunWait::Approval`]: the records it waits on (requests and
+    /// `OUTCOME_UNKNOWN` records, of the thread or of its subgraph children). Empty: every
+    /// waiting record of the thread and its children holds it. Ignored for other waits.
+    pub awaits: Vec<String>,
+    /// The control request the worker acted on (it stopped the run as asked, or found it moot),
+    /// as it read it from the row: a claim's, or a heartbeat's.
+    pub handled: Option<RunControl>,
+}
+
+impl Settle {
+    /// The run ended: the row leaves the queue.
+    pub fn remove() -> Self {
+        Settle::default()
+    }
+
+    /// The thread waits for `wait`: the row stays, parked until it is there.
+    pub fn park(wait: RunWait) -> Self {
+        Settle { park: Some(wait), ..Settle::default() }
+    }
+
+    /// The thread waits for people to decide the records `ids` (see [`Settle::awaits`]): the
+    /// row stays, parked until none of them waits for a human, or the thread's timer is due.
+    pub fn await_approvals(ids: Vec<String>) -> Self {
+        Settle { park: Some(RunWait::Approval), awaits: ids, handled: None }
+    }
+
+    /// The same, the worker having acted on `control` (see [`Settle::handled`]).
+    #[must_use]
+    pub fn handled(mut self, control: Option<RunControl>) -> Self {
+        self.handled = control;
+        self
+    }
+
+    /// What happens to a row whose control request is `control`: `true` when the request
+    /// stays, the row kept claimable at once (a cancel the worker did not act on).
+    pub(crate) fn keeps(&self, control: Option<RunControl>) -> bool {
+        control == Some(RunControl::Cancel) && self.handled != Some(RunControl::Cancel)
+    }
+}
+
 /// A run to put in the queue ([`Store::enqueue_run`](crate::Store::enqueue_run)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -190,7 +246,7 @@ struct Row {
     heartbeat_at: Option<u64>,
     claims: u32,
     /// Parked for approvals: the ones it waits on (empty: any of the thread's and its
-    /// children's; see [`Store::park_run_for_approvals`](crate::Store::park_run_for_approvals)).
+    /// children's; see [`Settle::awaits`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     awaits: Vec<String>,
 }
@@ -439,18 +495,7 @@ pub(crate) fn stage_heartbeat(tx: &Tx<'_>, holder: &str, now: u64) -> Result<Vec
     Ok(controls)
 }
 
-pub(crate) fn stage_settle(tx: &Tx<'_>, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
-    stage_settle_awaiting(tx, thread, holder, park, Vec::new())
-}
-
-/// [`stage_settle`], a run parked for approvals waiting on `awaits` only (if not empty).
-pub(crate) fn stage_settle_awaiting(
-    tx: &Tx<'_>,
-    thread: &str,
-    holder: &str,
-    park: Option<RunWait>,
-    awaits: Vec<String>,
-) -> Result<bool, QueueError> {
+pub(crate) fn stage_settle(tx: &Tx<'_>, thread: &str, holder: &str, settle: &Settle) -> Result<bool, QueueError> {
     let mut table = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?;
     let row = match table.get(thread).ctx(tx.path)? {
         Some(v) => decode(tx.path, thread, v.value())?,
@@ -460,16 +505,16 @@ pub(crate) fn stage_settle_awaiting(
         return Ok(false);
     }
     tx.wrote();
-    match park {
-        Some(wait) if row.control.is_none() => {
-            let awaits = if wait == RunWait::Approval { awaits } else { Vec::new() };
-            let row = Row { wait, awaits, ..row };
-            table.insert(thread, encode(&row).as_slice()).ctx(tx.path)?;
-        }
-        _ => {
-            table.remove(thread).ctx(tx.path)?;
-        }
-    }
+    let row = if settle.keeps(row.control) {
+        Row { wait: RunWait::Ready, awaits: Vec::new(), ..row }
+    } else if let Some(wait) = settle.park {
+        let awaits = if wait == RunWait::Approval { settle.awaits.clone() } else { Vec::new() };
+        Row { wait, awaits, control: None, ..row }
+    } else {
+        table.remove(thread).ctx(tx.path)?;
+        return Ok(true);
+    };
+    table.insert(thread, encode(&row).as_slice()).ctx(tx.path)?;
     Ok(true)
 }
 
@@ -494,6 +539,8 @@ pub(crate) fn stage_control(tx: &Tx<'_>, thread: &str, control: RunControl) -> R
         Some(v) => decode(tx.path, thread, v.value())?,
         None => return Ok(false),
     };
+    // A pause does not take the place of a cancel: the stronger request stands.
+    let control = if row.control == Some(RunControl::Cancel) { RunControl::Cancel } else { control };
     let row = Row { control: Some(control), ..row };
     tx.wrote();
     table.insert(thread, encode(&row).as_slice()).ctx(tx.path)?;

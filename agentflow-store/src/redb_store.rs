@@ -21,7 +21,7 @@ use crate::error::{
     ApprovalError, AuditError, CommitError, CompactError, Ctx, EffectError, LeaseError, OpenError, ReadError,
     StorageError, storage_error,
 };
-use crate::queue::{self, NewRun, QueueError, QueuedRun, RunControl, RunWait};
+use crate::queue::{self, NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
 use crate::reads::{self, BySeq};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
@@ -769,19 +769,10 @@ impl Store for RedbStore {
         Ok(controls)
     }
 
-    fn settle_run(&self, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
-        let (thread, holder) = (thread.to_string(), holder.to_string());
+    fn settle_run(&self, thread: &str, holder: &str, settle: &Settle) -> Result<bool, QueueError> {
+        let (thread, holder, settle) = (thread.to_string(), holder.to_string(), settle.clone());
         let (settled, _) =
-            self.submit(Durability::Immediate, move |tx: &Tx<'_>| queue::stage_settle(tx, &thread, &holder, park))?;
-        Ok(settled)
-    }
-
-    fn park_run_for_approvals(&self, thread: &str, holder: &str, awaits: &[String]) -> Result<bool, QueueError> {
-        let (t, h, awaits) = (thread.to_string(), holder.to_string(), awaits.to_vec());
-        let (settled, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
-            queue::stage_settle_awaiting(tx, &t, &h, Some(RunWait::Approval), awaits.clone())
-        })?;
-        let _ = self.release_lease(thread, holder);
+            self.submit(Durability::Immediate, move |tx: &Tx<'_>| queue::stage_settle(tx, &thread, &holder, &settle))?;
         Ok(settled)
     }
 

@@ -5,7 +5,7 @@ use crate::dump::ThreadDump;
 use crate::error::{
     ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, LeaseError, ReadError, StorageError,
 };
-use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait};
+use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
     CompactReport, EffectBatch, EffectKey, EffectOutcome, Lease, MAX_CHECKPOINT_SEQ, NewAuditEntry, PendingWrite,
@@ -309,18 +309,20 @@ pub trait Store: Send + Sync {
         Err(unsupported())
     }
 
-    /// Ends `holder`'s claim of `thread`: `park = None` removes the run from the queue (it
-    /// ended); `Some(wait)` keeps it, waiting for `wait` (a run with a control request is removed
-    /// instead). `false`, changing nothing, if the run is not queued or another holder claimed it
-    /// since.
-    fn settle_run(&self, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
-        let _ = (thread, holder, park);
+    /// Ends `holder`'s claim of `thread` as `settle` says: the row leaves the queue or is
+    /// parked, and a control request set on it is cleared or, a cancel the worker did not act
+    /// on, kept with the row claimable at once (see [`Settle`]), all in one write. `false`,
+    /// changing nothing, if the run is not queued or another holder claimed it since; on
+    /// `PostgresStore` also when a control request set at the same moment (after the statement
+    /// read the row) left the row as it was, claimable for that request.
+    fn settle_run(&self, thread: &str, holder: &str, settle: &Settle) -> Result<bool, QueueError> {
+        let _ = (thread, holder, settle);
         Err(unsupported())
     }
 
     /// Sets a control request on a queued run, from any process: its worker stops it at the next
-    /// step boundary (or a worker that claims it next ends it without running it). `false` if
-    /// the thread is not queued.
+    /// step boundary (or a worker that claims it next ends it without running it). A pause does
+    /// not replace a cancel already set (the cancel stands). `false` if the thread is not queued.
     fn control_run(&self, thread: &str, control: RunControl) -> Result<bool, QueueError> {
         let _ = (thread, control);
         Err(unsupported())
@@ -491,25 +493,10 @@ pub trait Store: Send + Sync {
     /// `PostgresStore` makes both one statement, so one commit and one round trip; the default
     /// (redb, whose leases are in memory, and backends outside this crate) calls the two
     /// methods; a failed release is not returned (the lease then expires by itself).
-    fn settle_run_and_release(&self, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
-        let settled = self.settle_run(thread, holder, park);
+    fn settle_run_and_release(&self, thread: &str, holder: &str, settle: &Settle) -> Result<bool, QueueError> {
+        let settled = self.settle_run(thread, holder, settle);
         let _ = self.release_lease(thread, holder);
         settled
-    }
-
-    /// [`Store::settle_run_and_release`] parking the run for the approvals `awaits` names (the
-    /// records its pause waits on: requests and `OUTCOME_UNKNOWN` records, of the thread or of
-    /// its subgraph children): the run is claimable once none of *those* waits for a human, or
-    /// once the thread's timer is due. A record the run does not wait on (one left from an
-    /// earlier step for a human to settle) does not hold it, as it does a run parked with
-    /// [`RunWait::Approval`] alone, until the timer (the approval's expiry) came due and the
-    /// approved call was refused as expired. An empty `awaits` parks as
-    /// `settle_run_and_release(thread, holder, Some(RunWait::Approval))` does.
-    ///
-    /// The default (for backends outside this crate) ignores `awaits`.
-    fn park_run_for_approvals(&self, thread: &str, holder: &str, awaits: &[String]) -> Result<bool, QueueError> {
-        let _ = awaits;
-        self.settle_run_and_release(thread, holder, Some(RunWait::Approval))
     }
 
     /// The control requests set on the queued runs `holder` claimed and still holds the lease of

@@ -6,7 +6,7 @@ use agentflow_store::{
     ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, AuditError, Checkpoint,
     CheckpointSummary, CommitError, CommitReceipt, CompactError, CompactReport, EffectBatch, EffectError, EffectKey,
     EffectOutcome, FoldFn, Lease, LeaseError, NewAuditEntry, NewRun, PendingWrite, QueueError, QueuedRun, ReadError,
-    RedbStore, RunControl, RunWait, StateChain, StepCommit, StorageError, Store, ThreadRecord, conformance,
+    RedbStore, RunControl, RunWait, Settle, StateChain, StepCommit, StorageError, Store, ThreadRecord, conformance,
 };
 
 /// A `RedbStore` behind the methods a backend must write (and those whose defaults refuse),
@@ -123,8 +123,8 @@ impl Store for Plain {
     fn heartbeat_runs(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
         self.0.heartbeat_runs(holder, now)
     }
-    fn settle_run(&self, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
-        self.0.settle_run(thread, holder, park)
+    fn settle_run(&self, thread: &str, holder: &str, settle: &Settle) -> Result<bool, QueueError> {
+        self.0.settle_run(thread, holder, settle)
     }
     fn control_run(&self, thread: &str, control: RunControl) -> Result<bool, QueueError> {
         self.0.control_run(thread, control)

@@ -17,7 +17,7 @@
 //! checkpoint wins; a later one is refused with [`AnswerError::AlreadyAnswered`],
 //! also when two people answer at the same moment from two processes.
 
-use agentflow_store::{AuditEntry, AuditError, NewAuditEntry, ReadError, Store, ThreadStatus};
+use agentflow_store::{AuditEntry, AuditError, NewAuditEntry, ReadError, RunWait, Store, ThreadStatus};
 use serde_json::{Value, json};
 
 use crate::interrupt::{Pending, PendingKind};
@@ -230,7 +230,14 @@ pub(crate) fn record(
     }
     let asks = question_hash(&pending.payload);
     let detail = json!({ "checkpoint": checkpoint, "node": pending.node, "value": value, "asks": asks });
-    store.append_audit(thread, NewAuditEntry::new(now, by, ANSWER_KIND, detail))?;
+    let entry = NewAuditEntry::new(now, by, ANSWER_KIND, detail);
+    // A run parked in the queue for the answer is woken in the write that records it: two
+    // writes, a process dying in between would leave the run parked beside its answer.
+    if !matches!(store.wake_run_audited(thread, RunWait::Answer, entry.clone()), Ok(true)) {
+        // Not parked (not queued, or not yet parked: the worker that parks it afterwards sees
+        // the answer and wakes it), or the queue failed: recorded alone, then woken by the caller.
+        store.append_audit(thread, entry)?;
+    }
     // Two processes may both have seen no answer: the log's order decides, the first wins.
     match recorded(store, thread, checkpoint, &pending.payload)? {
         Some(first) if first.by == by && first.value == value => Ok(first),

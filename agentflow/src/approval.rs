@@ -365,7 +365,11 @@ impl ApprovalDesk {
     ) -> Result<InterruptAnswer, AnswerError> {
         let store = &**self.store();
         let answer = crate::answer::record(store, thread, checkpoint, value, &by.id, now_ms())?;
-        // A worker parked the thread's run for this answer: hand it back to the workers.
+        // A worker parked the thread's run for this answer since it was recorded, or the queue
+        // failed as it was written, or the store's audited wake is two writes (the default for
+        // backends outside this crate wakes first: a claim in between parks the run again
+        // before the answer is there): hand it back to the workers. Already woken, the row is
+        // not parked for an answer any more and nothing is written.
         match store.wake_run(thread, agentflow_store::RunWait::Answer) {
             Ok(_) | Err(agentflow_store::QueueError::Unsupported { .. }) => Ok(answer),
             Err(source) => Err(AnswerError::NotWoken { thread: thread.to_string(), source: Box::new(source) }),

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use agentflow_store::{NewAuditEntry, NewRun, QueueError, QueuedRun, RunControl, RunWait, Store};
+use agentflow_store::{NewAuditEntry, NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle, Store};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -216,8 +216,12 @@ enum End {
 ///   [`App::approval_ttl`]): the resumed node's call then resolves as `APPROVAL_EXPIRED`, as
 ///   with a [`Scheduler`](crate::timer::Scheduler).
 /// - A cancel request ends the thread `cancelled` even if nobody runs it (a worker claims it
-///   and resumes it already cancelled) and even if it comes while the worker shuts down: the
-///   cancel wins over the shutdown's pause.
+///   and resumes it already cancelled), even if it comes while the worker shuts down (the
+///   cancel wins over the shutdown's pause), and even if it comes as the run stops to wait,
+///   after the worker last read its requests: the queue row stays claimable for it
+///   ([`Settle`]), in the same write that would have parked it (`tests/worker_waits.rs`).
+/// - A run asked to pause that reaches a wait (a person, its timer) before the step boundary
+///   where the pause would stop it stays parked for what it waits for, in that one write.
 /// - A run that ends waiting for a person's value (`cx.interrupt`) stays queued, parked
 ///   ([`RunWait::Answer`]), and a worker claims it again once the value is recorded
 ///   ([`ApprovalDesk::answer_interrupt`](crate::approval::ApprovalDesk::answer_interrupt), the
@@ -344,6 +348,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
             durability: self.durability,
             stops,
             store_failures: self.store_failures.clone(),
+            acted_on: OnceLock::new(),
         };
         let (thread, claim_thread) = (claim.thread.clone(), claim.thread.clone());
         let handle = tasks.spawn(async move { (thread, job.run(claim).await) });
@@ -460,12 +465,12 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                     };
                     running.remove(&thread);
                     let again = reclaimed.remove(&thread);
-                    // A claim set aside is run now if the run lost its lease, or if it parked
-                    // (its wait may have been met since, and the claim holds the thread's lease:
-                    // dropped, nobody could claim the thread until that lease expired). A
-                    // parked thread whose wait is not met yet parks again.
-                    let pick_up = matches!(end, End::Lost | End::Interrupted | End::Sleeping);
-                    if let Some(claim) = again.filter(|_| pick_up && !stopping) {
+                    // A claim set aside is run now, however the run ended: it holds the thread's
+                    // lease (dropped, nobody could claim the thread until that lease expired), and
+                    // the row was claimable (the run lost its lease, or it parked and its wait is
+                    // met, or its settle kept a cancel it had not read). A parked thread whose
+                    // wait is not met yet parks again; a finished one leaves the queue.
+                    if let Some(claim) = again.filter(|_| !stopping) {
                         report.claimed += 1;
                         self.start(&store, claim, &mut tasks, &mut running, &mut ids);
                     }
@@ -523,6 +528,10 @@ struct Job<S: State, D> {
     durability: Durability,
     stops: Stops,
     store_failures: StoreFailures,
+    /// The control request the run's end was decided on (read once, when it ended): the one
+    /// its queue row is settled as having handled. One read later by a heartbeat is not: the
+    /// store keeps it for the next claim.
+    acted_on: OnceLock<Option<RunControl>>,
 }
 
 /// What a worker does with a run's queue row once the run ended.
@@ -539,20 +548,11 @@ enum Then {
     Leave,
     /// Nothing: another worker took the thread.
     Nothing,
-    /// Remove it and queue the thread again at once: a run asked to pause that stopped to wait
-    /// (for a person or its timer) first, where a pause is moot; the next claim parks it as it
-    /// waits (a settled row with a control request would leave the queue).
-    Requeue,
 }
 
 impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     async fn run(self, claim: QueuedRun) -> End {
-        let (end, then) = match self.run_claimed(&claim).await {
-            (end, Then::Park(_) | Then::AwaitApprovals(_)) if self.stops.asked.get() == Some(&RunControl::Pause) => {
-                (end, Then::Requeue)
-            }
-            other => other,
-        };
+        let (end, then) = self.run_claimed(&claim).await;
         let then = match then {
             // A store failure: the run stays queued for another try, unless it keeps failing.
             Then::Leave if matches!(end, End::Failed) => {
@@ -639,21 +639,34 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
 
     /// What a run's end means for the report and the queue row.
     async fn ended(&self, claim: &QueuedRun, result: Result<crate::outcome::Run<S>, RunError>) -> (End, Then) {
+        let asked = *self.acted_on.get_or_init(|| self.stops.asked.get().copied());
+        let (end, then) = self.end_of(claim, result, asked).await;
+        match then {
+            // Waiting (for people, a value, its timer), but a cancel was asked: the cancel wins.
+            Then::Park(_) | Then::AwaitApprovals(_) if asked == Some(RunControl::Cancel) => {
+                self.cancel_now(claim).await
+            }
+            then => (end, then),
+        }
+    }
+
+    /// [`Job::ended`] before a cancel asked of a waiting run is applied; `asked` is the control
+    /// request the run was asked, if any.
+    async fn end_of(
+        &self,
+        claim: &QueuedRun,
+        result: Result<crate::outcome::Run<S>, RunError>,
+        asked: Option<RunControl>,
+    ) -> (End, Then) {
         let thread = &claim.thread;
         match result {
             Ok(run) => match run.outcome {
                 Outcome::Completed => (End::Completed, Then::Remove),
-                Outcome::Cancelled | Outcome::Paused if self.stops.asked.get().is_none() => (End::Stopped, Then::Leave),
+                Outcome::Cancelled | Outcome::Paused if asked.is_none() => (End::Stopped, Then::Leave),
                 // A cancel request that came after this worker's shutdown had asked the run to
                 // pause: the cancel wins, the paused thread is cancelled now.
-                Outcome::Paused if self.stops.asked.get() == Some(&RunControl::Cancel) => self.cancel_now(claim).await,
+                Outcome::Paused if asked == Some(RunControl::Cancel) => self.cancel_now(claim).await,
                 Outcome::Cancelled | Outcome::Paused => (End::Controlled, Then::Remove),
-                // Waiting, but a cancel was asked: the cancel wins.
-                Outcome::Sleeping { .. } | Outcome::Interrupted { .. }
-                    if self.stops.asked.get() == Some(&RunControl::Cancel) =>
-                {
-                    self.cancel_now(claim).await
-                }
                 // Waiting for a human (an approval, or a call cut off mid-way to settle): parked,
                 // even if decided meanwhile (then it is claimable at once).
                 Outcome::Interrupted { pending, .. }
@@ -730,43 +743,32 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     /// commit on PostgreSQL, [`Store::settle_run_and_release`]). The run left the lease held,
     /// so no other worker claims the thread between the run's end and the queue update; if the
     /// lease was lost meanwhile, the row is the new holder's and is left alone.
+    ///
+    /// The control request this worker acted on goes with it ([`Settle::handled`]): a cancel
+    /// asked since (after the last read of the row's requests) keeps the row claimable, so the
+    /// next claim ends the thread cancelled; a pause is moot once the run stopped (a run asked
+    /// to pause that reached a wait first stays parked for what it waits for).
     async fn finish(&self, claim: &QueuedRun, then: Then) {
         let thread = claim.thread.as_str();
-        let park = match then {
+        let settle = match then {
             Then::Nothing => return,
-            Then::Remove => None,
-            Then::Requeue => {
-                let (t, holder) = (thread.to_string(), self.holder.clone());
-                let run = NewRun::new(thread, &claim.graph, None, &claim.owner, now_ms());
-                let done = blocking(&self.store, move |s| -> Result<(), QueueError> {
-                    // Queued again only if the row was still this worker's claim.
-                    if s.settle_run_and_release(&t, &holder, None)? { s.enqueue_run(run) } else { Ok(()) }
-                })
-                .await;
-                match done {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => tracing::warn!(thread = %thread, error = %e, "could not queue a waiting run again"),
-                    Err(e) => tracing::warn!(thread = %thread, error = %e, "could not queue a waiting run again"),
-                }
-                return;
-            }
-            Then::Park(wait) => Some(wait),
-            Then::AwaitApprovals(awaits) => {
-                let (t, holder) = (thread.to_string(), self.holder.clone());
-                match blocking(&self.store, move |s| s.park_run_for_approvals(&t, &holder, &awaits)).await {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => tracing::warn!(thread = %thread, error = %e, "could not update the run queue"),
-                    Err(e) => tracing::warn!(thread = %thread, error = %e, "could not update the run queue"),
-                }
-                return;
-            }
             Then::Leave => {
                 let (t, holder) = (thread.to_string(), self.holder.clone());
                 // Taken over meanwhile: not ours to release; otherwise it expires by itself.
                 let _ = blocking(&self.store, move |s| s.release_lease(&t, &holder)).await;
                 return;
             }
+            Then::Remove => Settle::remove(),
+            Then::Park(wait) => Settle::park(wait),
+            Then::AwaitApprovals(awaits) => Settle::await_approvals(awaits),
         };
+        // What the run's end was decided on; a run that ended before that (a claim it could not
+        // start) handled what it was asked so far.
+        let handled = match self.acted_on.get() {
+            Some(acted_on) => *acted_on,
+            None => self.stops.asked.get().copied(),
+        };
+        let settle = settle.handled(handled);
         let (t, holder) = (thread.to_string(), self.holder.clone());
         // `settle_run_and_release` changes the row only while it is still this worker's claim:
         // a worker that claimed the thread since (its lease had expired) owns the row, and its
@@ -776,9 +778,9 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         // park wakes it itself).
         // If that cannot be read, it is woken anyway: a needless wake costs one claim (the run
         // finds no answer and parks again), a missed one would leave the run parked for good.
-        let answer = park == Some(RunWait::Answer);
+        let answer = settle.park == Some(RunWait::Answer);
         let settled = blocking(&self.store, move |s| -> Result<(), agentflow_store::BoxError> {
-            if s.settle_run_and_release(&t, &holder, park)?
+            if s.settle_run_and_release(&t, &holder, &settle)?
                 && answer
                 && crate::answer::answered_now(s, &t).unwrap_or(true)
             {

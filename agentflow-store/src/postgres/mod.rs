@@ -29,7 +29,7 @@ use crate::error::{
 };
 use crate::postgres::error::{Fail, MAX_ATTEMPTS, classify, is_conflict, pool_error};
 use crate::postgres::io::IoThread;
-use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait};
+use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
     CompactReport, Durability, EffectBatch, EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain,
@@ -803,11 +803,15 @@ impl Store for PostgresStore {
         })
     }
 
-    fn settle_run(&self, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
-        let (thread, holder) = (thread.to_string(), holder.to_string());
+    /// One statement: one commit, one round trip.
+    fn settle_run(&self, thread: &str, holder: &str, settle: &Settle) -> Result<bool, QueueError> {
+        let (thread, holder, settle) = (thread.to_string(), holder.to_string(), settle.clone());
         self.call(move |ctx| async move {
             let ctx = &*ctx;
-            in_transaction!(ctx, Durability::Immediate, |tx| queue::settle(&tx, &thread, &holder, park).await)
+            retrying!(ctx, {
+                let client = ctx.client().await?;
+                queue::settle(&client, &thread, &holder, &settle, false).await
+            })
         })
     }
 
@@ -954,25 +958,13 @@ impl Store for PostgresStore {
         })
     }
     /// One statement (settle and release together): one commit, one round trip.
-    fn settle_run_and_release(&self, thread: &str, holder: &str, park: Option<RunWait>) -> Result<bool, QueueError> {
-        let (thread, holder) = (thread.to_string(), holder.to_string());
+    fn settle_run_and_release(&self, thread: &str, holder: &str, settle: &Settle) -> Result<bool, QueueError> {
+        let (thread, holder, settle) = (thread.to_string(), holder.to_string(), settle.clone());
         self.call(move |ctx| async move {
             let ctx = &*ctx;
             retrying!(ctx, {
                 let client = ctx.client().await?;
-                queue::settle_and_release(&client, &thread, &holder, park, &[]).await
-            })
-        })
-    }
-
-    /// One statement, as [`Store::settle_run_and_release`].
-    fn park_run_for_approvals(&self, thread: &str, holder: &str, awaits: &[String]) -> Result<bool, QueueError> {
-        let (thread, holder, awaits) = (thread.to_string(), holder.to_string(), awaits.to_vec());
-        self.call(move |ctx| async move {
-            let ctx = &*ctx;
-            retrying!(ctx, {
-                let client = ctx.client().await?;
-                queue::settle_and_release(&client, &thread, &holder, Some(RunWait::Approval), &awaits).await
+                queue::settle(&client, &thread, &holder, &settle, true).await
             })
         })
     }

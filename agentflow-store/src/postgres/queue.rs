@@ -12,7 +12,7 @@ use crate::error::StorageError;
 use crate::postgres::Ctx;
 use crate::postgres::error::{Fail, decode_error};
 use crate::postgres::sql::{self, time, uint};
-use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait};
+use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
 use crate::record::Lease;
 
 const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wait, q.control, q.holder, \
@@ -208,52 +208,56 @@ pub(crate) async fn controls<C: GenericClient>(
     Ok(controls)
 }
 
+/// The settle of holder `$2`'s claim of thread `$1` (see [`Settle`]), as common table
+/// expressions: a cancel request `$5` (what the worker acted on) does not name keeps the row,
+/// claimable at once (`kept`); otherwise, with a wait `$3` the row is parked waiting on the
+/// approvals `$4`, its request cleared (`parked`), and without one it is removed (`removed`).
+/// The three are exclusive. A request set by a concurrent statement after this one's snapshot
+/// fails the re-check of `parked` or `removed` under the row lock: the row is then left as it
+/// is, claimable for its request.
+macro_rules! settle_ctes {
+    () => {
+        "WITH kept AS (UPDATE run_queue SET wait = 'READY', awaits = '{}' \
+           WHERE thread = $1 AND holder = $2 AND control = 'CANCEL' AND COALESCE($5::text, '') <> 'CANCEL' \
+           RETURNING thread), \
+         parked AS (UPDATE run_queue SET wait = $3, awaits = $4, control = NULL \
+           WHERE thread = $1 AND holder = $2 AND $3::text IS NOT NULL \
+           AND (control IS DISTINCT FROM 'CANCEL' OR COALESCE($5::text, '') = 'CANCEL') RETURNING thread), \
+         removed AS (DELETE FROM run_queue WHERE thread = $1 AND holder = $2 AND $3::text IS NULL \
+           AND (control IS DISTINCT FROM 'CANCEL' OR COALESCE($5::text, '') = 'CANCEL') RETURNING thread)"
+    };
+}
+
+/// [`settle_ctes`] alone: answers whether the row was `$2`'s.
+const SETTLE: &str = concat!(
+    settle_ctes!(),
+    " SELECT (SELECT count(*) FROM kept) + (SELECT count(*) FROM parked) + (SELECT count(*) FROM removed)"
+);
+
+/// [`settle_ctes`], and the lease released if `$2` holds it, in one statement. Answers whether
+/// the row was `$2`'s.
+const SETTLE_AND_RELEASE: &str = concat!(
+    settle_ctes!(),
+    ", released AS (UPDATE leases SET holder = NULL, expires_at = 0 WHERE thread = $1 AND holder = $2 \
+       RETURNING thread) \
+     SELECT (SELECT count(*) FROM kept) + (SELECT count(*) FROM parked) + (SELECT count(*) FROM removed)"
+);
+
+/// Settles `holder`'s claim of `thread` as `settle` says, one statement on `c`; with
+/// `release`, releases its lease in the same statement.
 pub(crate) async fn settle<C: GenericClient>(
     c: &C,
     thread: &str,
     holder: &str,
-    park: Option<RunWait>,
+    settle: &Settle,
+    release: bool,
 ) -> Result<bool, Fail<QueueError>> {
-    if let Some(wait) = park {
-        let parked = sql::execute(
-            c,
-            "UPDATE run_queue SET wait = $3, awaits = '{}' WHERE thread = $1 AND holder = $2 AND control IS NULL",
-            &[&thread, &holder, &wait.as_str()],
-        )
-        .await?;
-        if parked > 0 {
-            return Ok(true);
-        }
-    }
-    let removed =
-        sql::execute(c, "DELETE FROM run_queue WHERE thread = $1 AND holder = $2", &[&thread, &holder]).await?;
-    Ok(removed > 0)
-}
-
-/// Ends holder `$2`'s claim of thread `$1` and releases its lease, in one statement: with a
-/// wait `$3` the row is parked (unless a control request is set on it), waiting on the
-/// approvals `$4` (see [`Store::park_run_for_approvals`](crate::Store::park_run_for_approvals)),
-/// else (or then) removed; the lease is released if `$2` holds it. Answers whether the row
-/// was `$2`'s.
-const SETTLE_AND_RELEASE: &str = "WITH parked AS (UPDATE run_queue SET wait = $3, awaits = $4 \
-       WHERE thread = $1 AND holder = $2 AND control IS NULL AND $3::text IS NOT NULL RETURNING thread), \
-     removed AS (DELETE FROM run_queue WHERE thread = $1 AND holder = $2 \
-       AND NOT EXISTS (SELECT 1 FROM parked) RETURNING thread), \
-     released AS (UPDATE leases SET holder = NULL, expires_at = 0 WHERE thread = $1 AND holder = $2 \
-       RETURNING thread) \
-     SELECT (SELECT count(*) FROM parked) + (SELECT count(*) FROM removed), (SELECT count(*) FROM released)";
-
-/// [`settle`] and the lease's release, one statement on `c` (its own transaction).
-pub(crate) async fn settle_and_release<C: GenericClient>(
-    c: &C,
-    thread: &str,
-    holder: &str,
-    park: Option<RunWait>,
-    awaits: &[String],
-) -> Result<bool, Fail<QueueError>> {
-    let wait = park.map(RunWait::as_str);
-    let statement = c.prepare_cached(SETTLE_AND_RELEASE).await?;
-    let row = c.query_one(&statement, &[&thread, &holder, &wait, &awaits]).await?;
+    let wait = settle.park.map(RunWait::as_str);
+    let no_awaits = Vec::new();
+    let awaits = if settle.park == Some(RunWait::Approval) { &settle.awaits } else { &no_awaits };
+    let handled = settle.handled.map(RunControl::as_str);
+    let statement = c.prepare_cached(if release { SETTLE_AND_RELEASE } else { SETTLE }).await?;
+    let row = c.query_one(&statement, &[&thread, &holder, &wait, awaits, &handled]).await?;
     Ok(row.get::<_, i64>(0) > 0)
 }
 
@@ -272,8 +276,13 @@ pub(crate) async fn control<C: GenericClient>(
     thread: &str,
     control: RunControl,
 ) -> Result<bool, Fail<QueueError>> {
-    let set =
-        sql::execute(c, "UPDATE run_queue SET control = $2 WHERE thread = $1", &[&thread, &control.as_str()]).await?;
+    // A pause does not take the place of a cancel: the stronger request stands.
+    let set = sql::execute(
+        c,
+        "UPDATE run_queue SET control = CASE WHEN control = 'CANCEL' THEN control ELSE $2 END WHERE thread = $1",
+        &[&thread, &control.as_str()],
+    )
+    .await?;
     Ok(set > 0)
 }
 

@@ -142,7 +142,7 @@ const MIGRATIONS: &[&str] = &[
     UPDATE {s}.threads SET parent = substring(id FROM '^(.+)/[^/]*$')
         WHERE id ~ '^.+/[^./0-9][^./]*(\.[0-9]+)?\.[0-9]+\.[0-9]+\.[^./0-9][^./]*$';
     "#,
-    // 7: the approvals a run parked for approvals waits on (`Store::park_run_for_approvals`;
+    // 7: the approvals a run parked for approvals waits on (`Settle::awaits`;
     // empty: any of its thread's and children's).
     r#"
     ALTER TABLE {s}.run_queue ADD COLUMN IF NOT EXISTS awaits text[] NOT NULL DEFAULT '{}';
