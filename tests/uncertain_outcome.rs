@@ -1012,3 +1012,143 @@ async fn an_approved_call_moved_to_run_again_around_the_desk_is_not_run_again() 
     assert_eq!(receipt["ok"], false, "{receipt}");
     assert!(receipt["detail"].as_str().unwrap_or_default().contains("no approver's decision"), "{receipt}");
 }
+
+// ---------------------------------------------------------------- cut off in a subgraph child the parent no longer calls
+
+/// Orders whose parent node is told to decide otherwise on its next run.
+static DECLINED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// The parent's "model": it calls its child the first time; when the node runs again after
+/// the child's provider saw a call, or once told to, it answers another way.
+fn calls_the_child(s: &Job) -> bool {
+    calls(&s.order).is_empty() && !DECLINED.lock().unwrap().contains(&s.order)
+}
+
+#[graph(state = Job, deps = (), start = charge)]
+mod child_effect_flow {
+    use super::*;
+
+    #[node(goto = [END])]
+    async fn charge(s: &Job, cx: &Ctx<()>) -> Result<Step<Job>, NodeError> {
+        let receipt: Value = cx
+            .effect("charge", |key| async move {
+                act(&s.order, &key, s.hold_ms).await;
+                Ok::<_, NodeError>(json!({ "charged": s.order }))
+            })
+            .await?;
+        Ok(goto!(END, Job::update().receipt(Some(receipt))))
+    }
+}
+
+#[graph(state = Job, deps = (), start = settle)]
+mod parent_of_effect_flow {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [child_effect_flow])]
+    async fn settle(s: &Job, cx: &Ctx<()>) -> Result<Step<Job>, NodeError> {
+        if !calls_the_child(s) {
+            return Ok(goto!(END, Job::update().receipt(Some(json!("settled without the child")))));
+        }
+        let done = cx.subgraph(child_effect_flow::graph(), s.clone()).await?;
+        Ok(goto!(END, Job::update().receipt(done.receipt)))
+    }
+}
+
+#[graph(state = Job, deps = (), start = settle)]
+mod parent_of_refund_flow {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [refund_flow])]
+    async fn settle(s: &Job, cx: &Ctx<()>) -> Result<Step<Job>, NodeError> {
+        if !calls_the_child(s) {
+            return Ok(goto!(END, Job::update().receipt(Some(json!("settled without the child")))));
+        }
+        let done = cx.subgraph(refund_flow::graph(), s.clone()).await?;
+        Ok(goto!(END, Job::update().receipt(done.receipt)))
+    }
+}
+
+/// The records waiting for a human in the subgraph children of `thread` (ids under `thread/`).
+fn children_pending(desk: &ApprovalDesk, thread: &str) -> Vec<agentflow::approval::ApprovalRecord> {
+    desk.pending().unwrap().into_iter().filter(|r| r.thread.starts_with(&format!("{thread}/"))).collect()
+}
+
+/// A child's effect cut off mid-way, and the parent's re-run answers without the child: no run
+/// will reach the child again, so the parent's step lists the child's call for a human, as the
+/// child's own next step would have (it stayed an open marker nobody looked at).
+#[tokio::test]
+async fn a_childs_effect_cut_off_when_the_parent_no_longer_calls_the_child_is_listed_as_an_unknown_outcome() {
+    let thread = "U-child-effect";
+    let path = db(thread);
+    {
+        let graph = open(parent_of_effect_flow::graph(), &path);
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    let graph = open(parent_of_effect_flow::graph(), &path);
+    let done = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(done.state.receipt, Some(json!("settled without the child")));
+
+    let desk = graph.approvals(authorizer()).unwrap();
+    let records = children_pending(&desk, thread);
+    assert_eq!(records.len(), 1, "the child's cut-off effect is listed for a human: {records:?}");
+    let record = &records[0];
+    assert_eq!(record.status, ApprovalStatus::OutcomeUnknown);
+    assert_eq!(
+        (record.tool.as_str(), record.args.as_str(), record.node.as_str()),
+        ("effect", r#"{"key":"charge"}"#, "charge")
+    );
+    let log = graph.audit_log(&record.thread).unwrap();
+    assert_eq!(unknown_entries(&log).len(), 1, "{log:?}");
+    // A second resume of the completed parent lists it once, not twice.
+    let _ = graph.runner(&()).thread(thread).resume().await;
+    assert_eq!(children_pending(&desk, thread).len(), 1);
+    assert_eq!(calls(thread).len(), 1, "nothing ran again");
+}
+
+/// An approved irreversible call cut off mid-way in a child, and the parent's re-run answers
+/// without the child: the approval was left `EXECUTING` for good; it is an unknown outcome.
+#[tokio::test]
+async fn a_childs_approved_call_cut_off_when_the_parent_no_longer_calls_the_child_becomes_an_unknown_outcome() {
+    let thread = "U-child-refund";
+    let path = db(thread);
+    let id = {
+        let graph = open(parent_of_refund_flow::graph(), &path);
+        let run = graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0)).await.unwrap();
+        let (kind, id) = pending_of(&run);
+        assert_eq!(kind, PendingKind::Approval);
+        graph.approvals(authorizer()).unwrap().approve(&id, &alice()).unwrap();
+        cut_off(thread, graph.runner(&()).thread(thread).resume()).await;
+        id
+    };
+    let graph = open(parent_of_refund_flow::graph(), &path);
+    let desk = graph.approvals(authorizer()).unwrap();
+    assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::Executing);
+    let done = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert_eq!(done.state.receipt, Some(json!("settled without the child")));
+    let record = desk.get(&id).unwrap().unwrap();
+    assert_eq!(record.status, ApprovalStatus::OutcomeUnknown, "{record:?}");
+    assert!(desk.pending().unwrap().iter().any(|r| r.id == id), "listed for a human to settle");
+    desk.settle(&id, &alice(), Settlement::Failed("the refund bounced".into())).unwrap();
+    assert_eq!(calls(thread).len(), 1, "the refund reached the provider once");
+}
+
+/// A child waits for a request, and the parent's re-run answers without the child: no call
+/// will use the request, so it is cancelled with the parent's step (it stayed in the inbox).
+#[tokio::test]
+async fn a_childs_request_is_cancelled_when_the_parent_no_longer_calls_the_child() {
+    let thread = "U-child-request";
+    let path = db(thread);
+    let graph = open(parent_of_refund_flow::graph(), &path);
+    let run = graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0)).await.unwrap();
+    let (_, id) = pending_of(&run);
+    DECLINED.lock().unwrap().push(thread.to_string());
+    let done = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    let desk = graph.approvals(authorizer()).unwrap();
+    let record = desk.get(&id).unwrap().unwrap();
+    assert_eq!(record.status, ApprovalStatus::Cancelled, "{record:?}");
+    assert!(desk.pending().unwrap().iter().all(|r| r.id != id));
+    assert!(calls(thread).is_empty());
+}

@@ -32,6 +32,7 @@ pub type Case = fn(&dyn Store);
 /// Every case, by name.
 pub const CASES: &[(&str, Case)] = &[
     ("threads_roundtrip", threads_roundtrip),
+    ("child_threads_follow_the_parent_field", child_threads_follow_the_parent_field),
     ("checkpoints_roundtrip", checkpoints_roundtrip),
     ("commit_rules", commit_rules),
     ("state_chain_and_forks", state_chain_and_forks),
@@ -203,6 +204,32 @@ pub fn threads_roundtrip(store: &dyn Store) {
         store.list_threads().unwrap().into_iter().map(|t| (t.id, t.parent)).collect();
     let own = |id: &str| (id.to_string(), None);
     assert_eq!(listed, [own("a"), own("t"), ("t/settle.0.0.pay".into(), Some("t".into())), own("t/settle.0.1.pay")]);
+}
+
+/// `child_threads` lists the threads whose record names the parent, one level down: not a
+/// thread of its own whose id has a child's shape, nor a grandchild, nor the child of a thread
+/// whose id starts the same way.
+pub fn child_threads_follow_the_parent_field(store: &dyn Store) {
+    for record in [
+        thread("a"),
+        thread("a/n.0.0.g").child_of("a"),
+        thread("a/n.1.0.g").child_of("a"),
+        thread("a/n.0.0.g/m.0.0.h").child_of("a/n.0.0.g"),
+        thread("a/own"),
+        thread("ab/n.0.0.g").child_of("ab"),
+        thread("a.b/n.0.0.g").child_of("a.b"),
+    ] {
+        store.commit_step(StepCommit::new(record)).unwrap();
+    }
+    let ids = |parent: &str| {
+        let listing = store.child_threads(parent).unwrap();
+        assert!(listing.skipped.is_empty());
+        listing.items.into_iter().map(|t| t.id).collect::<Vec<_>>()
+    };
+    assert_eq!(ids("a"), ["a/n.0.0.g", "a/n.1.0.g"]);
+    assert_eq!(ids("a/n.0.0.g"), ["a/n.0.0.g/m.0.0.h"]);
+    assert!(ids("a/own").is_empty());
+    assert!(ids("nobody").is_empty());
 }
 
 /// Checkpoints round-trip; latest and history follow seq order.

@@ -525,6 +525,10 @@ impl Store for RedbStore {
         self.threads(Scan::Skip)
     }
 
+    fn child_threads(&self, parent: &str) -> Result<Listing<ThreadRecord>, ReadError> {
+        self.threads_under(parent)
+    }
+
     fn commit_step(&self, commit: StepCommit) -> Result<CommitReceipt, CommitError> {
         let (out, committed) =
             self.submit_job(commit.durability, true, move |tx: &Tx<'_>| stage_commit(tx, &commit))?;
@@ -934,6 +938,35 @@ impl RedbStore {
                             record
                         },
                     );
+                out.push(record)?;
+            }
+            Ok(out.listing)
+        })
+    }
+
+    /// The children of `parent`: a child's id extends its parent's with `/`, so they are among
+    /// the ids under `parent/` (a thread of its own with such an id is not one).
+    fn threads_under(&self, parent: &str) -> Result<Listing<ThreadRecord>, ReadError> {
+        let prefix = format!("{parent}/");
+        self.read(|txn, path| {
+            let threads = txn.open_table(tables::THREADS).ctx(path)?;
+            let mut out = Collect::new(Scan::Skip);
+            for entry in threads.range(prefix.as_str()..).ctx(path)? {
+                let (k, v) = entry.ctx(path)?;
+                let id = k.value();
+                if !id.starts_with(&prefix) {
+                    break;
+                }
+                let record =
+                    reads::decode(path, tables::THREADS, || format!("{id:?}"), v.value(), ThreadRecord::decode).map(
+                        |mut record| {
+                            record.lease = self.shared.leases.get(id);
+                            record
+                        },
+                    );
+                if record.as_ref().is_ok_and(|r| r.parent.as_deref() != Some(parent)) {
+                    continue;
+                }
                 out.push(record)?;
             }
             Ok(out.listing)

@@ -86,6 +86,16 @@ pub trait Store: Send + Sync {
         self.list_threads().map(Listing::complete)
     }
 
+    /// The subgraph children of thread `parent`, one level down: the threads whose record names
+    /// it as their [`ThreadRecord::parent`], ordered by id. Lenient as
+    /// [`Store::scan_threads`]. The default filters [`Store::scan_threads`]; `RedbStore` reads
+    /// the ids under `parent/` and `PostgresStore` the rows of `parent`, without a scan.
+    fn child_threads(&self, parent: &str) -> Result<Listing<ThreadRecord>, ReadError> {
+        let Listing { items, skipped } = self.scan_threads()?;
+        let children = items.into_iter().filter(|t| t.parent.as_deref() == Some(parent)).collect();
+        Ok(Listing { items: children, skipped })
+    }
+
     /// Persists one super-step atomically (see [`StepCommit`] for what and in which order).
     fn commit_step(&self, commit: StepCommit) -> Result<CommitReceipt, CommitError>;
 

@@ -488,6 +488,11 @@ impl Store for PostgresStore {
         self.call(move |ctx| async move { Ok(reads::threads(&ctx, reads::Scan::Skip).await?) })
     }
 
+    fn child_threads(&self, parent: &str) -> Result<Listing<ThreadRecord>, ReadError> {
+        let parent = parent.to_string();
+        self.call(move |ctx| async move { Ok(reads::child_threads(&ctx, &parent).await?) })
+    }
+
     fn commit_step(&self, c: StepCommit) -> Result<CommitReceipt, CommitError> {
         self.call(move |ctx| async move { commit(&ctx, c).await })
     }

@@ -96,6 +96,14 @@ pub(crate) async fn threads(ctx: &Ctx, scan: Scan) -> Result<Listing<ThreadRecor
     collect(scan, rows.iter().map(|row| thread_from_row(&ctx.path, row)))
 }
 
+/// The threads whose record names `parent` as theirs, ordered by id, undecodable ones skipped.
+pub(crate) async fn child_threads(ctx: &Ctx, parent: &str) -> Result<Listing<ThreadRecord>, StorageError> {
+    let client = ctx.client().await?;
+    let sql = format!("{THREAD_COLUMNS} WHERE t.parent = $1 ORDER BY t.id");
+    let rows = sql::query(&client, &sql, &[&parent]).await.map_err(|e| ctx.db(&e))?;
+    collect(Scan::Skip, rows.iter().map(|row| thread_from_row(&ctx.path, row)))
+}
+
 /// A checkpoint from its stored `row` and `snapshot` columns.
 fn checkpoint_from(
     path: &Path,

@@ -147,6 +147,10 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE {s}.run_queue ADD COLUMN IF NOT EXISTS awaits text[] NOT NULL DEFAULT '{}';
     "#,
+    // 8: a thread's subgraph children found without a scan (`Store::child_threads`).
+    r#"
+    CREATE INDEX IF NOT EXISTS threads_by_parent ON {s}.threads (parent, id) WHERE parent IS NOT NULL;
+    "#,
 ];
 
 /// The version of the PostgreSQL tables this build creates and reads (the number of its

@@ -818,10 +818,14 @@ impl Checkpointer {
         // (before the resume) and not made again; so was an approved call still `EXECUTING`.
         // Their records ride the step's commit, fenced by the lease: a crash cannot lose them,
         // and a run that lost the thread writes none.
-        let (unknown, cut_off) = if self.sweep_approvals {
-            (self.unknown_outcomes(self.journal_seq).await?, self.cut_off_approvals(self.journal_seq).await?)
+        let (unknown, cut_off, abandoned) = if self.sweep_approvals {
+            (
+                self.unknown_outcomes(self.journal_seq).await?,
+                self.cut_off_approvals(self.journal_seq).await?,
+                self.record_abandoned_children(self.journal_seq).await?,
+            )
         } else {
-            (UnknownOutcomes::default(), vec![])
+            (UnknownOutcomes::default(), vec![], vec![])
         };
         let flush = if last { Flush::Now } else { Flush::Step };
         let stored_version = self.version;
@@ -843,8 +847,62 @@ impl Checkpointer {
         let finished = std::mem::replace(&mut self.journal_seq, self.seq);
         if std::mem::take(&mut self.sweep_approvals) {
             self.cancel_orphaned_approvals(finished).await;
+            self.cancel_abandoned_requests(abandoned, finished).await;
         }
         Ok(())
+    }
+
+    /// The subgraph children the step at checkpoint `step_seq` started and its re-run did not
+    /// call again ([`abandoned`](super::abandoned)): records what they left open (calls cut
+    /// off mid-way, approved calls still `EXECUTING`) before the step's commit, and returns
+    /// them for [`Checkpointer::cancel_abandoned_requests`] after it.
+    async fn record_abandoned_children(&self, step_seq: u64) -> Result<Vec<ThreadRecord>, PersistError> {
+        self.lease.check_not_revoked()?;
+        let (thread, holder) = (self.thread.clone(), self.lease.holder().to_string());
+        blocking(&self.store, move |s| {
+            let children = super::abandoned::abandoned_children(s, &thread, step_seq)?;
+            let note = format!(
+                "the call started in subgraph run `{{child}}` and left no result (the run stopped mid-call), and \
+                 the step of thread `{thread}` at checkpoint {step_seq} finished without running that subgraph \
+                 again; whether it acted is unknown: settle it"
+            );
+            for child in &children {
+                super::abandoned::record_left_open(s, child, &holder, &note.replace("{child}", &child.id))?;
+            }
+            Ok(children)
+        })
+        .await?
+    }
+
+    /// Cancels the requests still open in the children [`Checkpointer::record_abandoned_children`]
+    /// found, once the step at checkpoint `step_seq` committed: no call will use them. Best
+    /// effort, as [`Checkpointer::cancel_orphaned_approvals`].
+    async fn cancel_abandoned_requests(&self, children: Vec<ThreadRecord>, step_seq: u64) {
+        if children.is_empty() || self.lease.check_not_revoked().is_err() {
+            return;
+        }
+        let thread = self.thread.clone();
+        let swept = blocking(&self.store, move |s| -> Result<usize, PersistError> {
+            let note = format!(
+                "the step of thread `{thread}` at checkpoint {step_seq} finished without running this subgraph \
+                 again; the request can no longer be used"
+            );
+            let mut cancelled = 0;
+            for child in &children {
+                cancelled += super::abandoned::cancel_requests(s, child, &note)?;
+            }
+            Ok(cancelled)
+        })
+        .await;
+        match swept {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => {
+                tracing::info!(thread = %self.thread, cancelled = n, "cancelled requests of abandoned subgraph runs")
+            }
+            Ok(Err(e)) | Err(e) => {
+                tracing::warn!(thread = %self.thread, error = %e, "could not cancel the requests of abandoned subgraph runs");
+            }
+        }
     }
 
     /// A step's checkpoint `extra` holding only `budget`.

@@ -17,6 +17,7 @@
 //! conditions, interrupt payloads, resume values) are held to
 //! [`MAX_JSON_DEPTH`]. Floats round-trip bit for bit.
 
+mod abandoned;
 mod checkpointer;
 pub(crate) mod durability;
 pub(crate) mod encode;

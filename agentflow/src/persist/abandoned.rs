@@ -1,0 +1,169 @@
+//! Subgraph children a step left behind: a child run by an earlier try of a step (cut off by a
+//! crash, say) that the step's re-run did not call again, because its node decided otherwise
+//! (a model that answers differently the second time).
+//!
+//! Once the step commits, no run reaches such a child again: a child is keyed by the checkpoint
+//! its parent's step started from, and the parent has moved past it. What the child left open
+//! would stay open for good, so the parent's run settles it as the child's own next step would:
+//! - a call cut off mid-way that left no result gets an `OUTCOME_UNKNOWN` record and an
+//!   `effect.outcome_unknown` audit entry ([`unknown_outcomes`](super::unknown_outcomes)), and an
+//!   approved call still `EXECUTING` becomes `OUTCOME_UNKNOWN`: it may have acted, a human
+//!   settles it. Before the parent's step commit, so a crash cannot lose them (the records are
+//!   true whatever the commit does: a re-run that calls the child again finds them, as its own
+//!   resume would have made them).
+//! - requests still `PENDING` or `APPROVED` are cancelled: no call will use them. After the
+//!   parent's step commit (before it, a re-run of the step could still call the child and use
+//!   them), best effort, as the parent's own are.
+//!
+//! The records are written under the child's lease, taken for the write by the parent's run's
+//! holder: a child another holder runs (a process finishing it after it lost the parent) is
+//! left to that holder.
+
+use agentflow_store::{
+    ApprovalPatch, ApprovalStatus, ApprovalTransition, CommitError, EffectBatch, LeaseError, StepCommit, Store,
+    ThreadRecord, ThreadStatus,
+};
+
+use super::{PersistError, UnknownOutcomes, now_ms, unknown_outcomes};
+
+/// How long the child's lease is taken for its records (released right after).
+const CHILD_LEASE_MS: u64 = 30_000;
+
+/// The subgraph children of `thread` that the step at checkpoint `seq` started (their ids
+/// name that checkpoint) and that did not complete, each with the threads under it at every
+/// level that did not complete either (nothing runs them again: their parent will not run).
+pub(crate) fn abandoned_children(s: &dyn Store, thread: &str, seq: u64) -> Result<Vec<ThreadRecord>, PersistError> {
+    let mut stack: Vec<ThreadRecord> = s
+        .child_threads(thread)?
+        .items
+        .into_iter()
+        .filter(|t| started_at(thread, &t.id) == Some(seq) && !completed(t))
+        .collect();
+    let mut abandoned = Vec::new();
+    // A chain of parents that loops back (only an edited store holds one) is walked once.
+    let mut seen = std::collections::HashSet::from([thread.to_string()]);
+    while let Some(t) = stack.pop() {
+        if !seen.insert(t.id.clone()) {
+            continue;
+        }
+        stack.extend(s.child_threads(&t.id)?.items.into_iter().filter(|c| !completed(c)));
+        abandoned.push(t);
+    }
+    Ok(abandoned)
+}
+
+fn completed(t: &ThreadRecord) -> bool {
+    t.status == ThreadStatus::Completed
+}
+
+/// The checkpoint of `parent` whose step started child `child`, as its id names it:
+/// `{parent}/{node}[.{instance}].{checkpoint}.{call}.{graph}`.
+fn started_at(parent: &str, child: &str) -> Option<u64> {
+    let level = child.strip_prefix(parent)?.strip_prefix('/')?;
+    let mut parts = level.rsplitn(4, '.');
+    let (_graph, _call, at, _node) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    at.parse().ok()
+}
+
+/// Records what abandoned child `child` left open at its latest checkpoint: `OUTCOME_UNKNOWN`
+/// records for its calls cut off mid-way (one commit), then its approvals still `EXECUTING`
+/// moved to `OUTCOME_UNKNOWN` (a compare-and-set each), under the child's lease, taken by
+/// `holder`. Whether it wrote anything; nothing for a child another holder holds.
+pub(crate) fn record_left_open(
+    s: &dyn Store,
+    child: &ThreadRecord,
+    holder: &str,
+    note: &str,
+) -> Result<bool, PersistError> {
+    let Some(latest) = s.latest_checkpoint(&child.id)? else { return Ok(false) };
+    let UnknownOutcomes { records, audit } = unknown_outcomes(s, &child.id, latest.seq)?;
+    let executing: Vec<String> = s
+        .list_approvals(&child.id)?
+        .into_iter()
+        .filter(|a| a.status == ApprovalStatus::Executing)
+        .map(|a| a.id)
+        .collect();
+    if records.is_empty() && audit.is_empty() && executing.is_empty() {
+        return Ok(false);
+    }
+    match s.acquire_lease(&child.id, holder, CHILD_LEASE_MS, now_ms()) {
+        Ok(_) => {}
+        Err(LeaseError::ThreadBusy { .. }) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    }
+    let wrote = write_left_open(s, &child.id, holder, note, UnknownOutcomes { records, audit }, executing);
+    let _ = s.release_lease(&child.id, holder);
+    wrote
+}
+
+fn write_left_open(
+    s: &dyn Store,
+    child: &str,
+    holder: &str,
+    note: &str,
+    unknown: UnknownOutcomes,
+    executing: Vec<String>,
+) -> Result<bool, PersistError> {
+    let mut wrote = false;
+    if !unknown.is_empty() {
+        // The child's record as it is now (status, detail, timer): only the records are new.
+        let Some(record) = s.thread(child)? else { return Ok(false) };
+        let mut commit = StepCommit::new(ThreadRecord { lease: None, ..record }).fenced_by(holder, now_ms());
+        commit.wake_at = s.thread_timer(child)?;
+        commit.new_approvals = unknown.records;
+        commit.audit = unknown.audit;
+        match s.commit_step(commit) {
+            Ok(_) => wrote = true,
+            // The lease lapsed, or a record was made meanwhile (by a run of the child that
+            // took it between the read and the write): what is stored stands.
+            Err(CommitError::LeaseLost { .. } | CommitError::Approval(_)) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    for id in executing {
+        let patch = ApprovalPatch { note: Some(note.to_string()), ..ApprovalPatch::by("agentflow", now_ms()) };
+        let transition =
+            ApprovalTransition { id, from: ApprovalStatus::Executing, to: ApprovalStatus::OutcomeUnknown, patch };
+        let batch = EffectBatch::new(child).transition(transition).fenced_by(holder, now_ms());
+        match s.commit_effects(batch) {
+            Ok(_) => wrote = true,
+            // Moved meanwhile (its call's result came in): that move stands.
+            Err(CommitError::Approval(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(wrote)
+}
+
+/// Cancels abandoned child `child`'s requests still `PENDING` or `APPROVED`: no call will use
+/// them. One compare-and-set each with its `approval.cancelled` entry; one decided meanwhile
+/// keeps that decision. How many were cancelled.
+pub(crate) fn cancel_requests(s: &dyn Store, child: &ThreadRecord, note: &str) -> Result<usize, PersistError> {
+    let mut cancelled = 0;
+    for a in s.list_approvals(&child.id)? {
+        if !matches!(a.status, ApprovalStatus::Pending | ApprovalStatus::Approved) {
+            continue;
+        }
+        let patch = ApprovalPatch { note: Some(note.to_string()), ..ApprovalPatch::by("agentflow", now_ms()) };
+        if s.transition_approval(&a.id, a.status, ApprovalStatus::Cancelled, patch).is_ok() {
+            cancelled += 1;
+        }
+    }
+    Ok(cancelled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::started_at;
+
+    #[test]
+    fn a_childs_id_names_the_checkpoint_its_parents_step_started_from() {
+        assert_eq!(started_at("t", "t/pay.3.0.payer"), Some(3));
+        assert_eq!(started_at("t", "t/pay.2.12.1.payer"), Some(12), "a map worker's instance");
+        assert_eq!(started_at("acct/x", "acct/x/write.0.0.review"), Some(0));
+        assert_eq!(started_at("t", "t/pay.x.0.payer"), None);
+        assert_eq!(started_at("t", "u/pay.3.0.payer"), None);
+        assert_eq!(started_at("t", "t/payer"), None);
+        assert_eq!(started_at("t", "tt/pay.3.0.payer"), None);
+    }
+}
