@@ -1152,3 +1152,61 @@ async fn a_childs_request_is_cancelled_when_the_parent_no_longer_calls_the_child
     assert!(desk.pending().unwrap().iter().all(|r| r.id != id));
     assert!(calls(thread).is_empty());
 }
+
+/// The same while a process that lost the parent still holds the child's lease (it outlives the
+/// parent's by up to a renewal): the parent's step waits for that lease, as a subgraph call
+/// does, then lists the call (it was left to that holder for good).
+#[tokio::test]
+async fn a_childs_cut_off_effect_held_by_another_run_is_listed_once_that_run_lets_go() {
+    let thread = "U-child-held";
+    let path = db(thread);
+    {
+        let graph = open(parent_of_effect_flow::graph(), &path);
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    let store = Arc::new(RedbStore::open(&path).expect("open store"));
+    let child = format!("{thread}/settle.0.0.child_effect_flow");
+    let now = agentflow::timer::now_ms();
+    agentflow::Store::acquire_lease(&*store, &child, "a-process-that-lost-the-parent", 400, now).unwrap();
+    let graph = parent_of_effect_flow::graph().app().store(store.clone() as Arc<dyn agentflow::Store>);
+    let done = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    let desk = graph.approvals(authorizer()).unwrap();
+    let records = children_pending(&desk, thread);
+    assert_eq!(records.len(), 1, "listed once the other run let go: {records:?}");
+    assert_eq!(records[0].thread, child);
+    let record = agentflow::Store::thread(&*store, &child).unwrap().unwrap();
+    assert!(record.lease.is_none(), "the child's lease was given back: {:?}", record.lease);
+}
+
+/// A child whose records cannot be written (the store refuses its commit, as it would a record
+/// that no longer decodes) does not hold the parent back: it is logged and left, and the parent's
+/// step commits.
+#[tokio::test]
+async fn a_child_that_cannot_be_settled_does_not_keep_its_parent_from_going_on() {
+    let thread = "U-child-refused";
+    let path = db(thread);
+    {
+        let graph = open(parent_of_effect_flow::graph(), &path);
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    let inner: Arc<dyn agentflow::Store> = Arc::new(RedbStore::open(&path).expect("open store"));
+    let mut store = hooked_store::Hooked::new(Arc::clone(&inner));
+    let child = format!("{thread}/settle.0.0.child_effect_flow");
+    let refused = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    store.fail_commit = Some({
+        let (child, refused) = (child.clone(), Arc::clone(&refused));
+        Box::new(move |commit| {
+            (commit.thread.id == child).then(|| {
+                refused.store(true, std::sync::atomic::Ordering::SeqCst);
+                agentflow_store::CommitError::Invalid { thread: child.clone(), reason: "the record is damaged".into() }
+            })
+        })
+    });
+    let graph = parent_of_effect_flow::graph().app().store(Arc::new(store) as Arc<dyn agentflow::Store>);
+    let done = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    assert!(refused.load(std::sync::atomic::Ordering::SeqCst), "the child's records were tried");
+    let record = agentflow::Store::thread(&*inner, &child).unwrap().unwrap();
+    assert!(record.lease.is_none(), "the child's lease was given back: {:?}", record.lease);
+}

@@ -944,8 +944,9 @@ impl RedbStore {
         })
     }
 
-    /// The children of `parent`: a child's id extends its parent's with `/`, so they are among
-    /// the ids under `parent/` (a thread of its own with such an id is not one).
+    /// The children of `parent`: a child's id extends its parent's with `/` and one level
+    /// (`{node}.{seq}.{call}.{graph}`, no `/`), so they are among the ids one level under
+    /// `parent/` (a thread of its own with such an id is not one: its record names no parent).
     fn threads_under(&self, parent: &str) -> Result<Listing<ThreadRecord>, ReadError> {
         let prefix = format!("{parent}/");
         self.read(|txn, path| {
@@ -954,8 +955,10 @@ impl RedbStore {
             for entry in threads.range(prefix.as_str()..).ctx(path)? {
                 let (k, v) = entry.ctx(path)?;
                 let id = k.value();
-                if !id.starts_with(&prefix) {
-                    break;
+                let Some(level) = id.strip_prefix(&prefix) else { break };
+                // Deeper down (a child's own children): not read.
+                if level.contains('/') {
+                    continue;
                 }
                 let record =
                     reads::decode(path, tables::THREADS, || format!("{id:?}"), v.value(), ThreadRecord::decode).map(

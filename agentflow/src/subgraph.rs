@@ -86,16 +86,18 @@
 //!   `subgraph` and `thread` naming the graph and thread that wait (the
 //!   deepest); decide the approval and `resume` the parent, or
 //!   `resume_with(value)` the parent, and the value reaches the child;
-//! - a child the node's re-run no longer calls (the model answered another
-//!   way after a crash) is not run again. Once the parent's step commits
-//!   (the first after a resume), what the child and the threads under it
-//!   left open is settled as their own next step would: a call cut off
-//!   mid-way becomes an `OUTCOME_UNKNOWN` record with an
-//!   `effect.outcome_unknown` entry in the child's log, and an approved
-//!   call still `EXECUTING` becomes `OUTCOME_UNKNOWN` (both before the
-//!   commit, for a human to settle), and its open requests are cancelled
-//!   (after it); a child another holder runs is left to it
-//!   (`tests/uncertain_outcome.rs`);
+//! - a child the node's re-run after a resume no longer calls (the model
+//!   answered another way after a crash) is not run again. Once the
+//!   parent's step commits, what the child and the threads under it left
+//!   open is settled as their own next step would: a call cut off mid-way
+//!   becomes an `OUTCOME_UNKNOWN` record with an `effect.outcome_unknown`
+//!   entry in the child's log, and an approved call still `EXECUTING`
+//!   becomes `OUTCOME_UNKNOWN` (both before the commit, for a human to
+//!   settle), and its open requests are cancelled (after it). Each under the
+//!   child's lease: a child another holder still has is waited for as above,
+//!   and one still held after that is left to its holder (logged); a child
+//!   whose records do not read back is logged and left, and the parent goes
+//!   on (`tests/uncertain_outcome.rs`);
 //! - a child that sleeps makes the parent sleep until the same time; the
 //!   parent's [`Scheduler`](crate::timer::Scheduler) wakes the tree (it
 //!   leaves the child's own timer alone: the child is another graph's thread);

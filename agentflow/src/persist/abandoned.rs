@@ -15,15 +15,21 @@
 //!   parent's step commit (before it, a re-run of the step could still call the child and use
 //!   them), best effort, as the parent's own are.
 //!
-//! The records are written under the child's lease, taken for the write by the parent's run's
-//! holder: a child another holder runs (a process finishing it after it lost the parent) is
-//! left to that holder.
+//! Both are written under the child's lease, taken for the write by the parent's run's holder.
+//! A child another holder still runs (a process finishing it after it lost the parent: the
+//! child's lease outlives the parent's by up to a renewal) is waited for as a subgraph call
+//! waits for it, then settled; one still held after that is left to its holder, logged.
+//!
+//! Best effort for the parent: a child whose records cannot be read or written (a record that
+//! no longer decodes) is logged and left as it is, and the parent's step commits. (A store that
+//! fails for everything fails the parent's commit too, and the next resume looks again.)
 
 use agentflow_store::{
     ApprovalPatch, ApprovalStatus, ApprovalTransition, CommitError, EffectBatch, LeaseError, StepCommit, Store,
     ThreadRecord, ThreadStatus,
 };
 
+use super::checkpointer::journal_seq_of;
 use super::{PersistError, UnknownOutcomes, now_ms, unknown_outcomes};
 
 /// How long the child's lease is taken for its records (released right after).
@@ -65,35 +71,57 @@ fn started_at(parent: &str, child: &str) -> Option<u64> {
     at.parse().ok()
 }
 
-/// Records what abandoned child `child` left open at its latest checkpoint: `OUTCOME_UNKNOWN`
-/// records for its calls cut off mid-way (one commit), then its approvals still `EXECUTING`
-/// moved to `OUTCOME_UNKNOWN` (a compare-and-set each), under the child's lease, taken by
-/// `holder`. Whether it wrote anything; nothing for a child another holder holds.
+/// What [`record_left_open`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Left {
+    /// Recorded what the child left open (or it left nothing).
+    Done,
+    /// Another holder holds the child's lease until `expires_at` (unix millis): nothing written.
+    Busy {
+        /// When that lease expires.
+        expires_at: u64,
+    },
+}
+
+/// Records what abandoned child `child` left open at the journal of its latest checkpoint:
+/// `OUTCOME_UNKNOWN` records for its calls cut off mid-way (one commit), then its approvals
+/// still `EXECUTING` moved to `OUTCOME_UNKNOWN` (a compare-and-set each), under the child's
+/// lease, taken by `holder`.
 pub(crate) fn record_left_open(
     s: &dyn Store,
     child: &ThreadRecord,
     holder: &str,
     note: &str,
-) -> Result<bool, PersistError> {
-    let Some(latest) = s.latest_checkpoint(&child.id)? else { return Ok(false) };
-    let UnknownOutcomes { records, audit } = unknown_outcomes(s, &child.id, latest.seq)?;
+) -> Result<Left, PersistError> {
+    let Some(latest) = s.latest_checkpoint(&child.id)? else { return Ok(Left::Done) };
+    // The journal the child's next step would write to (an update of a thread paused
+    // mid-step keeps the step's journal): where its own resume would look.
+    let journal = journal_seq_of(&latest);
+    let unknown = unknown_outcomes(s, &child.id, journal)?;
     let executing: Vec<String> = s
         .list_approvals(&child.id)?
         .into_iter()
         .filter(|a| a.status == ApprovalStatus::Executing)
         .map(|a| a.id)
         .collect();
-    if records.is_empty() && audit.is_empty() && executing.is_empty() {
-        return Ok(false);
+    if unknown.is_empty() && executing.is_empty() {
+        return Ok(Left::Done);
     }
-    match s.acquire_lease(&child.id, holder, CHILD_LEASE_MS, now_ms()) {
-        Ok(_) => {}
-        Err(LeaseError::ThreadBusy { .. }) => return Ok(false),
-        Err(e) => return Err(e.into()),
+    if let Some(busy) = take_lease(s, &child.id, holder)? {
+        return Ok(busy);
     }
-    let wrote = write_left_open(s, &child.id, holder, note, UnknownOutcomes { records, audit }, executing);
+    let wrote = write_left_open(s, &child.id, holder, note, unknown, executing);
     let _ = s.release_lease(&child.id, holder);
-    wrote
+    wrote.map(|()| Left::Done)
+}
+
+/// Takes `child`'s lease for `holder`; `Some(Left::Busy)` if another holder has it.
+fn take_lease(s: &dyn Store, child: &str, holder: &str) -> Result<Option<Left>, PersistError> {
+    match s.acquire_lease(child, holder, CHILD_LEASE_MS, now_ms()) {
+        Ok(_) => Ok(None),
+        Err(LeaseError::ThreadBusy { expires_at, .. }) => Ok(Some(Left::Busy { expires_at })),
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn write_left_open(
@@ -103,22 +131,15 @@ fn write_left_open(
     note: &str,
     unknown: UnknownOutcomes,
     executing: Vec<String>,
-) -> Result<bool, PersistError> {
-    let mut wrote = false;
+) -> Result<(), PersistError> {
     if !unknown.is_empty() {
         // The child's record as it is now (status, detail, timer): only the records are new.
-        let Some(record) = s.thread(child)? else { return Ok(false) };
+        let Some(record) = s.thread(child)? else { return Ok(()) };
         let mut commit = StepCommit::new(ThreadRecord { lease: None, ..record }).fenced_by(holder, now_ms());
         commit.wake_at = s.thread_timer(child)?;
         commit.new_approvals = unknown.records;
         commit.audit = unknown.audit;
-        match s.commit_step(commit) {
-            Ok(_) => wrote = true,
-            // The lease lapsed, or a record was made meanwhile (by a run of the child that
-            // took it between the read and the write): what is stored stands.
-            Err(CommitError::LeaseLost { .. } | CommitError::Approval(_)) => return Ok(false),
-            Err(e) => return Err(e.into()),
-        }
+        s.commit_step(commit)?;
     }
     for id in executing {
         let patch = ApprovalPatch { note: Some(note.to_string()), ..ApprovalPatch::by("agentflow", now_ms()) };
@@ -126,30 +147,41 @@ fn write_left_open(
             ApprovalTransition { id, from: ApprovalStatus::Executing, to: ApprovalStatus::OutcomeUnknown, patch };
         let batch = EffectBatch::new(child).transition(transition).fenced_by(holder, now_ms());
         match s.commit_effects(batch) {
-            Ok(_) => wrote = true,
             // Moved meanwhile (its call's result came in): that move stands.
-            Err(CommitError::Approval(_)) => {}
+            Ok(_) | Err(CommitError::Approval(_)) => {}
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(wrote)
+    Ok(())
 }
 
 /// Cancels abandoned child `child`'s requests still `PENDING` or `APPROVED`: no call will use
-/// them. One compare-and-set each with its `approval.cancelled` entry; one decided meanwhile
-/// keeps that decision. How many were cancelled.
-pub(crate) fn cancel_requests(s: &dyn Store, child: &ThreadRecord, note: &str) -> Result<usize, PersistError> {
-    let mut cancelled = 0;
-    for a in s.list_approvals(&child.id)? {
-        if !matches!(a.status, ApprovalStatus::Pending | ApprovalStatus::Approved) {
-            continue;
-        }
-        let patch = ApprovalPatch { note: Some(note.to_string()), ..ApprovalPatch::by("agentflow", now_ms()) };
-        if s.transition_approval(&a.id, a.status, ApprovalStatus::Cancelled, patch).is_ok() {
-            cancelled += 1;
-        }
+/// them. Under the child's lease, taken by `holder` (a child another holder holds is left to
+/// it: `Left::Busy`). One compare-and-set each with its `approval.cancelled` entry; one decided
+/// meanwhile keeps that decision.
+pub(crate) fn cancel_requests(
+    s: &dyn Store,
+    child: &ThreadRecord,
+    holder: &str,
+    note: &str,
+) -> Result<Left, PersistError> {
+    let open: Vec<_> = s
+        .list_approvals(&child.id)?
+        .into_iter()
+        .filter(|a| matches!(a.status, ApprovalStatus::Pending | ApprovalStatus::Approved))
+        .collect();
+    if open.is_empty() {
+        return Ok(Left::Done);
     }
-    Ok(cancelled)
+    if let Some(busy) = take_lease(s, &child.id, holder)? {
+        return Ok(busy);
+    }
+    for a in open {
+        let patch = ApprovalPatch { note: Some(note.to_string()), ..ApprovalPatch::by("agentflow", now_ms()) };
+        let _ = s.transition_approval(&a.id, a.status, ApprovalStatus::Cancelled, patch);
+    }
+    let _ = s.release_lease(&child.id, holder);
+    Ok(Left::Done)
 }
 
 #[cfg(test)]

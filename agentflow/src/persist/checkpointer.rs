@@ -292,6 +292,8 @@ pub(crate) struct Checkpointer {
     /// The next step commit cancels the approvals left open: set on resume,
     /// since a paused step may have asked for calls it no longer makes.
     sweep_approvals: bool,
+    /// Whether a node of the graph runs subgraphs: only then can a step leave children behind.
+    runs_subgraphs: bool,
     /// The checkpoint has a list of kept answers (see [`KeptAnswer`]): the next pause replaces it.
     answers_kept: bool,
     /// The state was migrated from an older version on load: the version it has now. Until a
@@ -436,6 +438,11 @@ pub(crate) fn stored_budget(latest: &Checkpoint, writes: &[PendingWrite]) -> Res
 }
 
 /// The checkpoint a step continuing from `latest` keys its effects and approvals by.
+/// How many times settling an abandoned subgraph run waits for another holder's lease on it,
+/// and how long at most each time (as a subgraph call waits for a busy child).
+const CHILD_BUSY_WAITS: u32 = 8;
+const CHILD_BUSY_WAIT_MS: u64 = 5_000;
+
 pub(crate) fn journal_seq_of(latest: &Checkpoint) -> u64 {
     latest.metadata.extra.get(JOURNAL_SEQ).and_then(Value::as_u64).unwrap_or(latest.seq)
 }
@@ -526,6 +533,7 @@ impl Checkpointer {
             updated_at: 0,
             budget: ThreadBudget::default(),
             sweep_approvals: false,
+            runs_subgraphs: false,
             answers_kept: false,
             migrated_to: None,
             wake_at: None,
@@ -729,6 +737,7 @@ impl Checkpointer {
         cp.seq = latest.seq;
         cp.journal_seq = journal_seq_of(&latest);
         cp.sweep_approvals = true;
+        cp.runs_subgraphs = graph.nodes().iter().any(|n| !n.subgraphs.is_empty());
         cp.answers_kept = answers_stored;
         cp.snapshot_len = to_json(&state, "the state")?.len();
         let step = u32::try_from(latest.metadata.step).unwrap_or(u32::MAX);
@@ -855,52 +864,93 @@ impl Checkpointer {
     /// The subgraph children the step at checkpoint `step_seq` started and its re-run did not
     /// call again ([`abandoned`](super::abandoned)): records what they left open (calls cut
     /// off mid-way, approved calls still `EXECUTING`) before the step's commit, and returns
-    /// them for [`Checkpointer::cancel_abandoned_requests`] after it.
+    /// them for [`Checkpointer::cancel_abandoned_requests`] after it. A child another holder
+    /// still runs is waited for, as a subgraph call waits for it. Best effort: a child that
+    /// cannot be settled is logged and left.
     async fn record_abandoned_children(&self, step_seq: u64) -> Result<Vec<ThreadRecord>, PersistError> {
+        if !self.runs_subgraphs {
+            return Ok(Vec::new());
+        }
         self.lease.check_not_revoked()?;
-        let (thread, holder) = (self.thread.clone(), self.lease.holder().to_string());
-        blocking(&self.store, move |s| {
-            let children = super::abandoned::abandoned_children(s, &thread, step_seq)?;
-            let note = format!(
-                "the call started in subgraph run `{{child}}` and left no result (the run stopped mid-call), and \
-                 the step of thread `{thread}` at checkpoint {step_seq} finished without running that subgraph \
-                 again; whether it acted is unknown: settle it"
-            );
-            for child in &children {
-                super::abandoned::record_left_open(s, child, &holder, &note.replace("{child}", &child.id))?;
+        let thread = self.thread.clone();
+        let listed = blocking(&self.store, move |s| super::abandoned::abandoned_children(s, &thread, step_seq)).await?;
+        let children = match listed {
+            Ok(children) => children,
+            Err(e) => {
+                tracing::warn!(thread = %self.thread, error = %e, "could not list the subgraph runs the step left");
+                return Ok(Vec::new());
             }
-            Ok(children)
-        })
-        .await?
+        };
+        let mut settled = Vec::with_capacity(children.len());
+        for child in children {
+            let note = format!(
+                "the call started in subgraph run `{}` and left no result (the run stopped mid-call), and the step \
+                 of thread `{}` at checkpoint {step_seq} finished without running that subgraph again; whether it \
+                 acted is unknown: settle it",
+                child.id, self.thread
+            );
+            let done = self
+                .with_child_lease(&child, move |s, child, holder| {
+                    super::abandoned::record_left_open(s, child, holder, &note)
+                })
+                .await?;
+            if done {
+                settled.push(child);
+            }
+        }
+        Ok(settled)
+    }
+
+    /// Runs `act` on abandoned child `child` with this run's holder id, waiting while another
+    /// holder has the child's lease (up to [`CHILD_BUSY_WAITS`] times, renewing this run's
+    /// lease in between). Whether it was done; a failure, or a child still held, is logged.
+    async fn with_child_lease<F>(&self, child: &ThreadRecord, act: F) -> Result<bool, PersistError>
+    where
+        F: Fn(&dyn Store, &ThreadRecord, &str) -> Result<super::abandoned::Left, PersistError> + Clone + Send + 'static,
+    {
+        for wait in 0..=CHILD_BUSY_WAITS {
+            let (c, holder, act) = (child.clone(), self.lease.holder().to_string(), act.clone());
+            match blocking(&self.store, move |s| act(s, &c, &holder)).await? {
+                Ok(super::abandoned::Left::Done) => return Ok(true),
+                Ok(super::abandoned::Left::Busy { expires_at }) if wait < CHILD_BUSY_WAITS => {
+                    let left = expires_at.saturating_sub(now_ms()).min(CHILD_BUSY_WAIT_MS);
+                    tokio::time::sleep(Duration::from_millis(left + 20)).await;
+                    self.lease.renew_if_due().await?;
+                }
+                Ok(super::abandoned::Left::Busy { .. }) => {
+                    tracing::warn!(thread = %child.id, "an abandoned subgraph run is still held by another run: left to it");
+                    return Ok(false);
+                }
+                Err(e) => {
+                    tracing::warn!(thread = %child.id, error = %e, "could not settle an abandoned subgraph run");
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(false)
     }
 
     /// Cancels the requests still open in the children [`Checkpointer::record_abandoned_children`]
-    /// found, once the step at checkpoint `step_seq` committed: no call will use them. Best
+    /// settled, once the step at checkpoint `step_seq` committed: no call will use them. Best
     /// effort, as [`Checkpointer::cancel_orphaned_approvals`].
     async fn cancel_abandoned_requests(&self, children: Vec<ThreadRecord>, step_seq: u64) {
-        if children.is_empty() || self.lease.check_not_revoked().is_err() {
+        if self.lease.check_not_revoked().is_err() {
             return;
         }
-        let thread = self.thread.clone();
-        let swept = blocking(&self.store, move |s| -> Result<usize, PersistError> {
-            let note = format!(
-                "the step of thread `{thread}` at checkpoint {step_seq} finished without running this subgraph \
-                 again; the request can no longer be used"
-            );
-            let mut cancelled = 0;
-            for child in &children {
-                cancelled += super::abandoned::cancel_requests(s, child, &note)?;
-            }
-            Ok(cancelled)
-        })
-        .await;
-        match swept {
-            Ok(Ok(0)) => {}
-            Ok(Ok(n)) => {
-                tracing::info!(thread = %self.thread, cancelled = n, "cancelled requests of abandoned subgraph runs")
-            }
-            Ok(Err(e)) | Err(e) => {
-                tracing::warn!(thread = %self.thread, error = %e, "could not cancel the requests of abandoned subgraph runs");
+        let note = format!(
+            "the step of thread `{}` at checkpoint {step_seq} finished without running this subgraph again; the \
+             request can no longer be used",
+            self.thread
+        );
+        for child in children {
+            let note = note.clone();
+            let cancelled = self
+                .with_child_lease(&child, move |s, child, holder| {
+                    super::abandoned::cancel_requests(s, child, holder, &note)
+                })
+                .await;
+            if let Err(e) = cancelled {
+                tracing::warn!(thread = %child.id, error = %e, "could not cancel the requests of an abandoned subgraph run");
             }
         }
     }
