@@ -1210,3 +1210,70 @@ async fn a_child_that_cannot_be_settled_does_not_keep_its_parent_from_going_on()
     let record = agentflow::Store::thread(&*inner, &child).unwrap().unwrap();
     assert!(record.lease.is_none(), "the child's lease was given back: {:?}", record.lease);
 }
+
+// ---------------------------------------------------------------- cut off, then forked away
+
+/// A fork moves the thread off the step whose approved call was cut off mid-way: no run will
+/// look at that step's journal again, so the fork itself turns the call into an unknown outcome
+/// for a human (it stayed `EXECUTING` for good, though the refund may have gone out).
+#[tokio::test]
+async fn an_approved_call_cut_off_then_forked_away_becomes_an_unknown_outcome() {
+    let thread = "U-fork-refund";
+    let path = db(thread);
+    let id = {
+        let graph = open(refund_flow::graph(), &path);
+        let run = graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0)).await.unwrap();
+        let (_, id) = pending_of(&run);
+        graph.approvals(authorizer()).unwrap().approve(&id, &alice()).unwrap();
+        cut_off(thread, graph.runner(&()).thread(thread).resume()).await;
+        id
+    };
+    let graph = open(refund_flow::graph(), &path);
+    let desk = graph.approvals(authorizer()).unwrap();
+    assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::Executing);
+    graph.fork(thread, 0, "operator").unwrap();
+    let record = desk.get(&id).unwrap().unwrap();
+    assert_eq!(record.status, ApprovalStatus::OutcomeUnknown, "{record:?}");
+    assert!(desk.pending().unwrap().iter().any(|r| r.id == id), "listed for a human to settle");
+    assert_eq!(calls(thread).len(), 1);
+}
+
+/// The same for a call run without an approval (`cx.effect`): its started marker becomes an
+/// `OUTCOME_UNKNOWN` record with the fork.
+#[tokio::test]
+async fn an_effect_cut_off_then_forked_away_is_listed_as_an_unknown_outcome() {
+    let thread = "U-fork-effect";
+    let path = db(thread);
+    {
+        let graph = open(effect_flow::graph(), &path);
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    let graph = open(effect_flow::graph(), &path);
+    graph.fork(thread, 0, "operator").unwrap();
+    let desk = graph.approvals(authorizer()).unwrap();
+    let pending: Vec<_> = desk.pending().unwrap().into_iter().filter(|r| r.thread == thread).collect();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!((pending[0].status, pending[0].tool.as_str()), (ApprovalStatus::OutcomeUnknown, "effect"));
+    let log = graph.audit_log(thread).unwrap();
+    assert_eq!(unknown_entries(&log).len(), 1, "{log:?}");
+    // The forked branch runs afresh and lists nothing twice.
+    let _ = graph.runner(&()).thread(thread).resume().await;
+    assert_eq!(desk.pending().unwrap().iter().filter(|r| r.thread == thread).count(), 1);
+}
+
+/// And for a subgraph child's cut-off call: the fork abandons the child with its parent's step.
+#[tokio::test]
+async fn a_childs_effect_cut_off_then_forked_away_is_listed_as_an_unknown_outcome() {
+    let thread = "U-fork-child";
+    let path = db(thread);
+    {
+        let graph = open(parent_of_effect_flow::graph(), &path);
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    let graph = open(parent_of_effect_flow::graph(), &path);
+    graph.fork(thread, 0, "operator").unwrap();
+    let desk = graph.approvals(authorizer()).unwrap();
+    let records = children_pending(&desk, thread);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0].status, ApprovalStatus::OutcomeUnknown);
+}

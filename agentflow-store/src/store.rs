@@ -323,8 +323,8 @@ pub trait Store: Send + Sync {
     /// parked, and a control request set on it is cleared or, a cancel the worker did not act
     /// on, kept with the row claimable at once (see [`Settle`]), all in one write. `false`,
     /// changing nothing, if the run is not queued or another holder claimed it since; on
-    /// `PostgresStore` also when a control request set at the same moment (after the statement
-    /// read the row) left the row as it was, claimable for that request.
+    /// `PostgresStore` also when a cancel set at the same moment (after the statement read the
+    /// row) left the row as it was, claimable for that cancel.
     fn settle_run(&self, thread: &str, holder: &str, settle: &Settle) -> Result<bool, QueueError> {
         let _ = (thread, holder, settle);
         Err(unsupported())

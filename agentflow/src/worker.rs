@@ -470,9 +470,17 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                     // the row was claimable (the run lost its lease, or it parked and its wait is
                     // met, or its settle kept a cancel it had not read). A parked thread whose
                     // wait is not met yet parks again; a finished one leaves the queue.
-                    if let Some(claim) = again.filter(|_| !stopping) {
-                        report.claimed += 1;
-                        self.start(&store, claim, &mut tasks, &mut running, &mut ids);
+                    if let Some(mut claim) = again.filter(|_| !stopping) {
+                        // The run that ended let go of the thread's lease as it settled (the
+                        // claim's too: one holder id). Taken again before the claim runs; a
+                        // worker that claimed the row in between keeps it.
+                        let (t, holder) = (claim.thread.clone(), self.id.clone());
+                        let lease = blocking(&store, move |s| s.acquire_lease(&t, &holder, ttl_ms, now_ms())).await;
+                        if let Ok(Ok(lease)) = lease {
+                            claim.lease = Some(lease);
+                            report.claimed += 1;
+                            self.start(&store, claim, &mut tasks, &mut running, &mut ids);
+                        }
                     }
                     match end {
                         End::Completed => report.completed += 1,
@@ -667,6 +675,11 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 // pause: the cancel wins, the paused thread is cancelled now.
                 Outcome::Paused if asked == Some(RunControl::Cancel) => self.cancel_now(claim).await,
                 Outcome::Cancelled | Outcome::Paused => (End::Controlled, Then::Remove),
+                // Waiting (for people, a breakpoint, its timer), but a cancel was asked: the
+                // cancel wins.
+                Outcome::Sleeping { .. } | Outcome::Interrupted { .. } if asked == Some(RunControl::Cancel) => {
+                    self.cancel_now(claim).await
+                }
                 // Waiting for a human (an approval, or a call cut off mid-way to settle): parked,
                 // even if decided meanwhile (then it is claimable at once).
                 Outcome::Interrupted { pending, .. }

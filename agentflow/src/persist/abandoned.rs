@@ -36,14 +36,19 @@ use super::{PersistError, UnknownOutcomes, now_ms, unknown_outcomes};
 const CHILD_LEASE_MS: u64 = 30_000;
 
 /// The subgraph children of `thread` that the step at checkpoint `seq` started (their ids
-/// name that checkpoint) and that did not complete, each with the threads under it at every
-/// level that did not complete either (nothing runs them again: their parent will not run).
-pub(crate) fn abandoned_children(s: &dyn Store, thread: &str, seq: u64) -> Result<Vec<ThreadRecord>, PersistError> {
+/// name that checkpoint; `None`: any step, as a fork abandons them all) and that did not
+/// complete, each with the threads under it at every level that did not complete either
+/// (nothing runs them again: their parent will not run).
+pub(crate) fn abandoned_children(
+    s: &dyn Store,
+    thread: &str,
+    seq: Option<u64>,
+) -> Result<Vec<ThreadRecord>, PersistError> {
     let mut stack: Vec<ThreadRecord> = s
         .child_threads(thread)?
         .items
         .into_iter()
-        .filter(|t| started_at(thread, &t.id) == Some(seq) && !completed(t))
+        .filter(|t| seq.is_none_or(|seq| started_at(thread, &t.id) == Some(seq)) && !completed(t))
         .collect();
     let mut abandoned = Vec::new();
     // A chain of parents that loops back (only an edited store holds one) is walked once.

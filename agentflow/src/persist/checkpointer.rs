@@ -437,12 +437,13 @@ pub(crate) fn stored_budget(latest: &Checkpoint, writes: &[PendingWrite]) -> Res
     }
 }
 
-/// The checkpoint a step continuing from `latest` keys its effects and approvals by.
 /// How many times settling an abandoned subgraph run waits for another holder's lease on it,
-/// and how long at most each time (as a subgraph call waits for a busy child).
+/// and how long at most each time (as a subgraph call waits for a busy child; never more than
+/// a third of this run's own lease, which is renewed after each wait).
 const CHILD_BUSY_WAITS: u32 = 8;
 const CHILD_BUSY_WAIT_MS: u64 = 5_000;
 
+/// The checkpoint a step continuing from `latest` keys its effects and approvals by.
 pub(crate) fn journal_seq_of(latest: &Checkpoint) -> u64 {
     latest.metadata.extra.get(JOURNAL_SEQ).and_then(Value::as_u64).unwrap_or(latest.seq)
 }
@@ -873,7 +874,8 @@ impl Checkpointer {
         }
         self.lease.check_not_revoked()?;
         let thread = self.thread.clone();
-        let listed = blocking(&self.store, move |s| super::abandoned::abandoned_children(s, &thread, step_seq)).await?;
+        let listed =
+            blocking(&self.store, move |s| super::abandoned::abandoned_children(s, &thread, Some(step_seq))).await?;
         let children = match listed {
             Ok(children) => children,
             Err(e) => {
@@ -913,12 +915,21 @@ impl Checkpointer {
             match blocking(&self.store, move |s| act(s, &c, &holder)).await? {
                 Ok(super::abandoned::Left::Done) => return Ok(true),
                 Ok(super::abandoned::Left::Busy { expires_at }) if wait < CHILD_BUSY_WAITS => {
-                    let left = expires_at.saturating_sub(now_ms()).min(CHILD_BUSY_WAIT_MS);
+                    let most = CHILD_BUSY_WAIT_MS.min(self.lease.ttl_ms / 3);
+                    let left = expires_at.saturating_sub(now_ms()).min(most);
                     tokio::time::sleep(Duration::from_millis(left + 20)).await;
-                    self.lease.renew_if_due().await?;
+                    if let Err(e) = self.lease.renew_if_due().await {
+                        // The step's commit finds out whether the thread is still this run's.
+                        tracing::warn!(thread = %child.id, error = %e, "stopped waiting for an abandoned subgraph run");
+                        return Ok(false);
+                    }
                 }
                 Ok(super::abandoned::Left::Busy { .. }) => {
-                    tracing::warn!(thread = %child.id, "an abandoned subgraph run is still held by another run: left to it");
+                    tracing::warn!(
+                        thread = %child.id,
+                        "an abandoned subgraph run is still held by another run: left as it is (its records are \
+                         not settled; a resume of the parent before its next step commits looks again)"
+                    );
                     return Ok(false);
                 }
                 Err(e) => {

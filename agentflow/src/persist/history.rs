@@ -259,6 +259,7 @@ pub fn fork_thread(store: &Arc<dyn Store>, thread: &str, seq: u64, actor: &str) 
         ..CheckpointMetadata::new(from.metadata.step, CheckpointSource::Fork, vec![])
     };
     let note = format!("the thread was forked at checkpoint {seq}: this request belongs to the abandoned branch");
+    settle_abandoned_children(store, thread, lease.holder(), seq);
     let forked = append_checkpoint(
         store,
         &lease,
@@ -293,6 +294,32 @@ fn wake_parked_run(store: &Arc<dyn Store>, thread: &str) {
         match store.wake_run(thread, wait) {
             Ok(_) | Err(QueueError::Unsupported { .. }) => {}
             Err(e) => tracing::warn!(thread, error = %e, "waking the forked thread's queued run"),
+        }
+    }
+}
+
+/// Before a fork: what the thread's unfinished subgraph children (every level) left open, their
+/// calls cut off mid-way and their approved calls still `EXECUTING`, becomes `OUTCOME_UNKNOWN`
+/// records for a human ([`abandoned`](super::abandoned)): the fork's branch runs children of its
+/// own. Under each child's lease, taken by `holder`; best effort (a child another run still
+/// holds, or whose records cannot be written, is logged and left), as the fork must go on.
+fn settle_abandoned_children(store: &Arc<dyn Store>, thread: &str, holder: &str, seq: u64) {
+    let children = match super::abandoned::abandoned_children(&**store, thread, None) {
+        Ok(children) => children,
+        Err(e) => return tracing::warn!(thread, error = %e, "listing the forked thread's children"),
+    };
+    for child in &children {
+        let note = format!(
+            "the call started in subgraph run `{}` and left no result (the run stopped mid-call), and thread \
+             `{thread}` was forked at checkpoint {seq}, away from it; whether it acted is unknown: settle it",
+            child.id
+        );
+        match super::abandoned::record_left_open(&**store, child, holder, &note) {
+            Ok(super::abandoned::Left::Done) => {}
+            Ok(super::abandoned::Left::Busy { .. }) => {
+                tracing::warn!(thread = %child.id, "a forked thread's child is still held by another run: left to it");
+            }
+            Err(e) => tracing::warn!(thread = %child.id, error = %e, "settling a forked thread's child"),
         }
     }
 }
@@ -432,7 +459,30 @@ fn append_checkpoint(
     // The carried writes move to the new head (the commit drops the parent's).
     commit.pending_writes = carry.writes.into_iter().map(|w| PendingWrite { seq, ..w }).collect();
     if let Some(note) = carry.cancel_open_approvals {
+        // The head's step is abandoned: its calls cut off mid-way (started, no result) will not
+        // be made again and no run reads its journal any more. They may have acted: each becomes
+        // an `OUTCOME_UNKNOWN` record for a human, in this commit, as the step's own commit would
+        // have made it; an approved call still `EXECUTING` becomes `OUTCOME_UNKNOWN` below.
+        let head = store.latest_checkpoint(thread).map_err(PersistError::from)?;
+        if let Some(head) = head {
+            let unknown = super::unknown_outcomes(&**store, thread, journal_seq_of(&head))?;
+            commit.new_approvals = unknown.records;
+            commit.audit.splice(0..0, unknown.audit);
+        }
+        let unknown_note = format!(
+            "the call started and left no result (the run stopped mid-call), and the thread was forked at \
+             checkpoint {parent}, away from the step that made it; whether it acted is unknown: settle it"
+        );
         for approval in store.list_approvals(thread).map_err(PersistError::from)? {
+            if approval.status == ApprovalStatus::Executing {
+                commit.approval_transitions.push(ApprovalTransition {
+                    id: approval.id,
+                    from: ApprovalStatus::Executing,
+                    to: ApprovalStatus::OutcomeUnknown,
+                    patch: ApprovalPatch { note: Some(unknown_note.clone()), ..ApprovalPatch::by(actor, now) },
+                });
+                continue;
+            }
             if matches!(approval.status, ApprovalStatus::Pending | ApprovalStatus::Approved) {
                 commit.approval_transitions.push(ApprovalTransition {
                     id: approval.id,
