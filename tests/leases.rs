@@ -312,3 +312,62 @@ async fn a_stream_read_too_slowly_loses_its_thread_before_the_next_step_not_afte
     assert!(matches!(result, Err(RunError::LeaseLost { .. })), "{result:?}");
     assert_eq!(deps.second.load(Ordering::SeqCst), 1, "the step ran again in the run that had lost the thread");
 }
+
+#[graph(state = Work, deps = Deps, start = charge)]
+mod charge_child {
+    use super::*;
+
+    #[node(goto = [END])]
+    async fn charge(_s: &Work, cx: &Ctx<Deps>) -> Result<Step<Work>, NodeError> {
+        let deps = cx.deps();
+        let receipt = cx
+            .effect("charge", |_| async move {
+                deps.effects.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, NodeError>("charged".to_string())
+            })
+            .await?;
+        Ok(goto!(END, Work::update().log(vec![receipt])))
+    }
+}
+
+#[graph(state = Work, deps = Deps, start = delegate, max_steps = 5)]
+mod delegating {
+    use super::*;
+
+    /// Waits like `slow`, then has its child charge the card.
+    #[node(goto = [END], subgraphs = [charge_child])]
+    async fn delegate(s: &Work, cx: &Ctx<Deps>) -> Result<Step<Work>, NodeError> {
+        let deps = cx.deps();
+        if deps.hold.load(Ordering::SeqCst) {
+            deps.started.notify_one();
+            deps.release.notified().await;
+        }
+        let done = cx.subgraph(charge_child::graph(), s.clone()).await?;
+        Ok(goto!(END, Work::update().log(done.log)))
+    }
+}
+
+/// The same inside a subgraph: the child runs under a lease of its own, but its effects are
+/// fenced by its parent's lease too (every level up), so a parent run that wakes after losing
+/// its thread cannot act through a child it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_wakes_after_losing_its_lease_starts_no_effect_in_a_subgraph_child() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let graph = delegating::graph().app().store(Arc::clone(&store));
+    let deps = held_deps();
+    let run = graph.runner(&deps).thread("parent").lease_ttl(Duration::from_secs(60)).run(Work::default());
+    let thief = async {
+        deps.started.notified().await;
+        store.acquire_lease("parent", "thief", 60_000, now_ms() + 120_000).expect("the thief takes the thread");
+        deps.release.notify_one();
+    };
+    let (run, ()) = tokio::time::timeout(GUARD, async { tokio::join!(run, thief) }).await.expect("no hang");
+    assert_eq!(deps.effects.load(Ordering::SeqCst), 0, "the stalled parent charged the card through its child");
+    let said = match &run {
+        Ok(run) => format!("{:?}", run.outcome),
+        Err(e) => e.to_string(),
+    };
+    assert!(said.contains("thief") || said.contains("no longer holds"), "{said}");
+    let record = graph.thread("parent").unwrap().unwrap();
+    assert_eq!(record.lease.map(|l| l.holder).as_deref(), Some("thief"));
+}

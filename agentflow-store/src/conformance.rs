@@ -725,8 +725,25 @@ pub fn effect_batch_fenced_by_the_lease(store: &dyn Store) {
     assert_eq!(store.effect(&key("started")).unwrap(), None, "a refused batch wrote its effect");
     assert_eq!(store.approval("a1").unwrap().unwrap().status, Approved, "a refused batch claimed its approval");
     assert_eq!(audit_len(), before, "a refused batch appended to the audit log");
-    // Its own unexpired lease: all of it is written.
-    assert_eq!(store.commit_effects(batch("w2", NOW + 2)).unwrap(), [EffectOutcome::Recorded]);
+    // Its own unexpired lease, but a parent's lease it is also fenced by is another holder's
+    // (a subgraph child's run whose parent lost its thread), or missing: refused, naming the
+    // parent's thread.
+    store.acquire_lease("p", "thief", 60_000, NOW).unwrap();
+    let parents = |holder: &str| vec![("p".to_string(), holder.to_string()), ("q".to_string(), "wq".to_string())];
+    let err = store.commit_effects(batch("w2", NOW + 2).fenced_by_parents(parents("wp"))).unwrap_err();
+    assert!(
+        matches!(&err, CommitError::LeaseLost { thread, current: Some(l), .. } if thread == "p" && l.holder == "thief"),
+        "a parent's lease lost: {err}"
+    );
+    store.release_lease("p", "thief").unwrap();
+    store.acquire_lease("p", "wp", 60_000, NOW).unwrap();
+    let err = store.commit_effects(batch("w2", NOW + 2).fenced_by_parents(parents("wp"))).unwrap_err();
+    assert!(matches!(&err, CommitError::LeaseLost { thread, .. } if thread == "q"), "a grandparent's lease: {err}");
+    assert_eq!(store.effect(&key("started")).unwrap(), None, "a refused batch wrote its effect");
+    store.acquire_lease("q", "wq", 60_000, NOW).unwrap();
+    // Its own unexpired lease and its parents': all of it is written.
+    let fenced = batch("w2", NOW + 2).fenced_by_parents(parents("wp"));
+    assert_eq!(store.commit_effects(fenced).unwrap(), [EffectOutcome::Recorded]);
     assert_eq!(store.approval("a1").unwrap().unwrap().status, Executing);
     // Unfenced, under another holder's lease: written (a result is a fact, whoever records it).
     let result = EffectBatch::new("t").effect(key("result"), b"done".to_vec());

@@ -47,6 +47,10 @@ pub(crate) fn stage_effect_batch(tx: &Tx<'_>, batch: &EffectBatch) -> Result<Vec
         let current = tx.leases.get(tid);
         return Err(CommitError::LeaseLost { thread: tid.to_string(), holder: holder.clone(), current });
     }
+    if let Some((thread, holder)) = batch.parent_leases.iter().find(|(t, h)| !tx.leases.is_held_by(t, h, batch.now)) {
+        let current = tx.leases.get(thread);
+        return Err(CommitError::LeaseLost { thread: thread.clone(), holder: holder.clone(), current });
+    }
     if let Some((key, _)) = batch.effects.iter().find(|(k, _)| k.thread != tid) {
         return Err(invalid(format!("effect `{}` belongs to thread `{}`", key.key, key.thread)));
     }

@@ -1062,8 +1062,15 @@ pub struct EffectBatch {
     /// batch that says an effect *started* (and claims its approval), so a run that lost its
     /// thread's lease does not act; a result is recorded whoever holds the lease, as a fact.
     pub lease_holder: Option<String>,
-    /// Unix millis used for the lease check.
+    /// Unix millis used for the lease checks.
     pub now: u64,
+    /// `(thread, holder)` pairs: the batch is refused
+    /// ([`CommitError::LeaseLost`](crate::CommitError::LeaseLost), naming that thread) unless
+    /// each holder has an unexpired lease on its thread at `now`, checked in the same
+    /// transaction as `lease_holder`. A subgraph child's run fences what starts its effects by
+    /// the leases of its parent's run and of every run above it, so a parent that lost its
+    /// thread cannot act through a child. (Appended last.)
+    pub parent_leases: Vec<(String, String)>,
 }
 
 impl EffectBatch {
@@ -1076,7 +1083,16 @@ impl EffectBatch {
             audit: Vec::new(),
             lease_holder: None,
             now: 0,
+            parent_leases: Vec::new(),
         }
+    }
+
+    /// Also requires each `(thread, holder)` of `leases` to be held, unexpired, at the batch's
+    /// `now` (see [`EffectBatch::parent_leases`]).
+    #[must_use]
+    pub fn fenced_by_parents(mut self, leases: Vec<(String, String)>) -> Self {
+        self.parent_leases = leases;
+        self
     }
 
     /// Requires `holder` to hold an unexpired lease on the thread at `now`.

@@ -318,6 +318,7 @@ impl Compensator<'_> {
             holder: Some(self.lease.holder().to_string()),
             lost: Arc::default(),
             revoked: Some(self.lease.revoked()),
+            parents: crate::persist::ParentLeases::default(),
         };
         let mut undone = Vec::new();
         for step in steps.iter().rev() {

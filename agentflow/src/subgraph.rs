@@ -98,6 +98,12 @@
 //!   and one still held after that is left to its holder (logged); a child
 //!   whose records do not read back is logged and left, and the parent goes
 //!   on (`tests/uncertain_outcome.rs`);
+//! - what starts a child's effects (an effect's *started* marker, an
+//!   approval's claim) is fenced by the child's lease and, in the same
+//!   transaction, by its parent run's lease and every one above
+//!   ([`EffectBatch::parent_leases`](agentflow_store::EffectBatch::parent_leases)):
+//!   a parent that lost its thread (it stalled past its lease, or its worker
+//!   revoked it) does not act through a child it starts;
 //! - a child that sleeps makes the parent sleep until the same time; the
 //!   parent's [`Scheduler`](crate::timer::Scheduler) wakes the tree (it
 //!   leaves the child's own timer alone: the child is another graph's thread);
@@ -209,6 +215,7 @@ impl<D: Sync> Ctx<'_, D> {
                 .runner(self.deps)
                 .thread(id.clone())
                 .child_of(journal.thread.clone())
+                .fenced_by_parents(journal.leases_for_child())
                 .cancel_token(cancel.clone())
                 .pause_token(pause.clone())
                 .nested_in(outlet.clone(), level.clone(), self.shields());

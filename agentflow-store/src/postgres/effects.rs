@@ -70,6 +70,38 @@ pub(crate) fn check_batch(batch: &EffectBatch) -> Result<(), CommitError> {
     Ok(())
 }
 
+/// Refuses the batch unless `holder` has an unexpired lease on `thread` at `now`. The lease row
+/// is locked (`lock`: `FOR UPDATE` or `FOR SHARE`) until the transaction ends, so the lease
+/// cannot move before the batch commits.
+async fn check_lease<C: GenericClient>(
+    ctx: &Ctx,
+    tx: &C,
+    thread: &str,
+    holder: &str,
+    now: u64,
+    lock: &str,
+) -> Result<(), Fail<CommitError>> {
+    let sql = format!("SELECT holder, expires_at FROM leases WHERE thread = $1 {lock}");
+    let row = sql::query_opt(tx, &sql, &[&thread]).await?;
+    let current = match row {
+        Some(row) => match row.get::<_, Option<String>>(0) {
+            Some(h) => {
+                Some(Lease { holder: h, expires_at: uint(&ctx.path, "leases", || format!("{thread:?}"), row.get(1))? })
+            }
+            None => None,
+        },
+        None => None,
+    };
+    if !current.as_ref().is_some_and(|l| l.holder == holder && l.expires_at > now) {
+        return Err(Fail::Refused(CommitError::LeaseLost {
+            thread: thread.to_string(),
+            holder: holder.to_string(),
+            current,
+        }));
+    }
+    Ok(())
+}
+
 /// Writes a checked batch ([`check_batch`]) in the transaction `tx`; answers one outcome per
 /// effect, in order. A refusal (an approval of another thread, a lost compare-and-set, an
 /// illegal move, an unknown approval) is a [`Fail::Refused`]: the caller rolls `tx` back.
@@ -80,26 +112,11 @@ pub(crate) async fn stage_batch<C: GenericClient>(
 ) -> Result<Vec<EffectOutcome>, Fail<CommitError>> {
     let thread = batch.thread.as_str();
     if let Some(holder) = &batch.lease_holder {
-        // Locked until the transaction ends, so the lease cannot move before the batch commits.
-        let row = sql::query_opt(tx, "SELECT holder, expires_at FROM leases WHERE thread = $1 FOR UPDATE", &[&thread])
-            .await?;
-        let current = match row {
-            Some(row) => match row.get::<_, Option<String>>(0) {
-                Some(h) => Some(Lease {
-                    holder: h,
-                    expires_at: uint(&ctx.path, "leases", || format!("{thread:?}"), row.get(1))?,
-                }),
-                None => None,
-            },
-            None => None,
-        };
-        if !current.as_ref().is_some_and(|l| l.holder == *holder && l.expires_at > batch.now) {
-            return Err(Fail::Refused(CommitError::LeaseLost {
-                thread: thread.to_string(),
-                holder: holder.clone(),
-                current,
-            }));
-        }
+        check_lease(ctx, tx, thread, holder, batch.now, "FOR UPDATE").await?;
+    }
+    for (parent, holder) in &batch.parent_leases {
+        // Shared: two children of one parent do not wait on each other.
+        check_lease(ctx, tx, parent, holder, batch.now, "FOR SHARE").await?;
     }
     let mut outcomes = Vec::with_capacity(batch.effects.len());
     for (key, result) in &batch.effects {

@@ -73,6 +73,7 @@ impl<S: State, D: Sync> App<S, D> {
             outer_shields: Vec::new(),
             pause: CancellationToken::new(),
             child_of: None,
+            parent_leases: None,
         }
     }
 }
@@ -103,6 +104,9 @@ pub struct Runner<'g, S: State, D> {
     lease_ttl: Duration,
     /// The lease holder (a worker's, whose claim took the thread's lease); a new one per run if unset.
     holder: Option<LeaseHolder>,
+    /// A subgraph child's run: the leases of the runs above it, which fence what starts its
+    /// effects too.
+    parent_leases: Option<crate::persist::ParentLeases>,
     /// The stream the run is read as, if it is.
     stream: Option<Arc<Channel<S>>>,
     /// What a stream of this run carries.
@@ -158,6 +162,13 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// so; a resumed one keeps what its record says).
     pub(crate) fn child_of(mut self, parent: String) -> Self {
         self.child_of = Some(parent);
+        self
+    }
+
+    /// A subgraph's run: what starts its effects is fenced by `parents` too, the leases of the
+    /// runs above it, so a parent that lost its thread does not act through its child.
+    pub(crate) fn fenced_by_parents(mut self, parents: crate::persist::ParentLeases) -> Self {
+        self.parent_leases = Some(parents);
         self
     }
 
@@ -526,6 +537,9 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         mut checkpointer: Option<Checkpointer>,
         resume_value: Option<serde_json::Value>,
     ) -> Result<Run<S>, RunError> {
+        if let (Some(cp), Some(parents)) = (checkpointer.as_mut(), &self.parent_leases) {
+            cp.fence_parents(parents.clone());
+        }
         // A thread's stored limits bound it; this run may only tighten them.
         let (limits, base) = match checkpointer.as_ref() {
             None => (self.limits, Default::default()),

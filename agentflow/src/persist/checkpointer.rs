@@ -13,7 +13,7 @@ use agentflow_store::{
 };
 use serde_json::{Value, json};
 
-use super::{Durability, Journal, PersistError, ResumeError, UnknownOutcomes, blocking, now_ms};
+use super::{Durability, Journal, ParentLeases, PersistError, ResumeError, UnknownOutcomes, blocking, now_ms};
 use crate::app::App;
 use crate::budget::{RunUsage, ThreadBudget};
 use crate::graph::{CompiledGraph, NodeId};
@@ -294,6 +294,8 @@ pub(crate) struct Checkpointer {
     sweep_approvals: bool,
     /// Whether a node of the graph runs subgraphs: only then can a step leave children behind.
     runs_subgraphs: bool,
+    /// A subgraph child's run: the leases of the runs above it (see [`ParentLeases`]).
+    parents: ParentLeases,
     /// The checkpoint has a list of kept answers (see [`KeptAnswer`]): the next pause replaces it.
     answers_kept: bool,
     /// The state was migrated from an older version on load: the version it has now. Until a
@@ -535,6 +537,7 @@ impl Checkpointer {
             budget: ThreadBudget::default(),
             sweep_approvals: false,
             runs_subgraphs: false,
+            parents: ParentLeases::default(),
             answers_kept: false,
             migrated_to: None,
             wake_at: None,
@@ -1269,7 +1272,14 @@ impl Checkpointer {
             holder: Some(self.lease.holder().to_string()),
             lost: Arc::default(),
             revoked: Some(self.lease.revoked()),
+            parents: self.parents.clone(),
         }
+    }
+
+    /// Fences what starts this run's effects by the leases of the runs above it too (a
+    /// subgraph child's run; see [`ParentLeases`]).
+    pub(crate) fn fence_parents(&mut self, parents: ParentLeases) {
+        self.parents = parents;
     }
 }
 

@@ -41,6 +41,27 @@ pub struct Journal {
     ///
     /// [`LeaseHolder::revoked`]: super::LeaseHolder
     pub(crate) revoked: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// A subgraph child's run: the runs above it, as `(thread, holder)` leases and their
+    /// revocation flags. What starts an effect is written only while every one of them still
+    /// holds its thread, so a parent that lost its thread does not act through a child.
+    pub(crate) parents: ParentLeases,
+}
+
+/// The leases of the runs above a subgraph child's run (its parent's, and every one above),
+/// which fence what starts its effects as its own lease does (see [`Journal::start_batch`]).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ParentLeases {
+    /// `(thread, holder)`, nearest parent last.
+    pub(crate) leases: Vec<(String, String)>,
+    /// Their runs' revocation flags ([`LeaseHolder::revoked`](super::LeaseHolder)).
+    pub(crate) revoked: Vec<Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl ParentLeases {
+    /// Whether the holder of one of them revoked it.
+    fn revoked(&self) -> bool {
+        self.revoked.iter().any(|r| r.load(std::sync::atomic::Ordering::SeqCst))
+    }
 }
 
 impl std::fmt::Debug for Journal {
@@ -291,9 +312,24 @@ impl Journal {
     /// its lease) does not act. What an effect returned is recorded unfenced, as a fact.
     pub(crate) fn start_batch(&self) -> EffectBatch {
         match &self.holder {
-            Some(holder) => self.batch().fenced_by(holder.clone(), super::now_ms()),
+            Some(holder) => {
+                self.batch().fenced_by(holder.clone(), super::now_ms()).fenced_by_parents(self.parents.leases.clone())
+            }
             None => self.batch(),
         }
+    }
+
+    /// The leases a subgraph child run from this journal's node is fenced by: the ones above
+    /// this run, and this run's own.
+    pub(crate) fn leases_for_child(&self) -> ParentLeases {
+        let mut parents = self.parents.clone();
+        if let Some(holder) = &self.holder {
+            parents.leases.push((self.thread.clone(), holder.clone()));
+        }
+        if let Some(revoked) = &self.revoked {
+            parents.revoked.push(Arc::clone(revoked));
+        }
+        parents
     }
 
     /// Whether a write fenced by this run's lease was refused (the run lost the thread).
@@ -320,7 +356,8 @@ impl Journal {
         &self,
         batch: EffectBatch,
     ) -> Result<Result<Vec<EffectOutcome>, ApprovalStatus>, NodeError> {
-        let revoked = self.revoked.as_ref().is_some_and(|r| r.load(std::sync::atomic::Ordering::SeqCst));
+        let revoked = self.revoked.as_ref().is_some_and(|r| r.load(std::sync::atomic::Ordering::SeqCst))
+            || self.parents.revoked();
         let result = if revoked && batch.lease_holder.is_some() {
             Err(CommitError::LeaseLost {
                 thread: self.thread.clone(),
@@ -333,6 +370,15 @@ impl Journal {
         match result {
             Ok(outcomes) => Ok(Ok(outcomes)),
             Err(CommitError::Approval(ApprovalError::AlreadyDecided { current, .. })) => Ok(Err(current)),
+            Err(CommitError::LeaseLost { thread, current, .. }) if thread != self.thread => {
+                // A run above this one lost its thread: this run acts for it, so it stops too.
+                self.lost.store(true, std::sync::atomic::Ordering::SeqCst);
+                Err(NodeError::fatal(format!(
+                    "the run of thread `{thread}` above this subgraph run no longer holds it ({}), so the \
+                     effect was not started here",
+                    current.map_or("its lease expired".to_string(), |l| format!("`{}` holds it", l.holder))
+                )))
+            }
             Err(CommitError::LeaseLost { current, .. }) => {
                 let now = super::now_ms();
                 // The stored lease is not this run's (another holder's, even expired, or none), or

@@ -36,8 +36,8 @@ pub use history::{fork_thread, update_thread};
 pub(crate) use io::{blocking, now_ms};
 pub use journal::Journal;
 pub(crate) use journal::{
-    Entry, Settling, UNKNOWN_CALL, UnknownCall, UnknownOutcomes, decode as decode_effect, unknown_outcome_id,
-    unknown_outcome_record, unknown_outcomes,
+    Entry, ParentLeases, Settling, UNKNOWN_CALL, UnknownCall, UnknownOutcomes, decode as decode_effect,
+    unknown_outcome_id, unknown_outcome_record, unknown_outcomes,
 };
 
 pub use agentflow_store::{
