@@ -573,6 +573,10 @@ async fn the_authorizer_checks_roles_and_refuses_self_approval() {
     let itself = Approver::new(OWNER, [ROLE]);
     let err = desk.approve(&id, &itself).unwrap_err();
     assert!(err.to_string().contains("cannot approve it"), "{err}");
+    // Nor under its name cased otherwise (the inbox tells its users apart ignoring case).
+    let shouted = Approver::new(OWNER.to_uppercase(), [ROLE]);
+    let err = desk.approve(&id, &shouted).unwrap_err();
+    assert!(err.to_string().contains("cannot approve it"), "{err}");
     let err = desk.approve("apr-does-not-exist", &alice()).unwrap_err();
     assert!(matches!(err, DecisionError::NotFound { .. }), "{err}");
     assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::Pending);
@@ -605,6 +609,9 @@ async fn the_two_person_rule_needs_two_distinct_approvers_of_the_same_arguments(
     assert_eq!(first.status, ApprovalStatus::Pending, "one sign-off is not enough");
     let err = desk.approve(&id, &alice()).unwrap_err();
     assert!(matches!(&err, DecisionError::SameApprover { approver, .. } if approver == "alice"), "{err}");
+    // One person under a name cased otherwise is still one person.
+    let err = desk.approve(&id, &Approver::new("Alice", [ROLE])).unwrap_err();
+    assert!(matches!(&err, DecisionError::SameApprover { approver, .. } if approver == "Alice"), "{err}");
     // Still pending: the run pauses again.
     assert_eq!(waiting_for(&graph.runner(&deps).thread("W-1").resume().await.unwrap()), id);
     let second = desk.approve(&id, &bob()).unwrap();

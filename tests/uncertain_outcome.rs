@@ -1277,3 +1277,35 @@ async fn a_childs_effect_cut_off_then_forked_away_is_listed_as_an_unknown_outcom
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(records[0].status, ApprovalStatus::OutcomeUnknown);
 }
+
+/// "Run again" approves the call again, with a fresh time to live: settled after the first
+/// approval's expiry, the call runs (the approval came back `APPROVED` past its expiry, and the
+/// resumed call was refused as `APPROVAL_EXPIRED`, though the human had just asked for it).
+#[tokio::test]
+async fn a_cut_off_call_settled_as_run_again_after_its_approval_expired_still_runs() {
+    let thread = "U-again-late";
+    let path = db(thread);
+    let ttl = Duration::from_millis(600);
+    {
+        let graph = open(refund_flow::graph(), &path).approval_ttl(ttl);
+        approved_refund(&graph, &(), thread, 0).await;
+        cut_off(thread, graph.runner(&()).thread(thread).resume()).await;
+    }
+    let graph = open(refund_flow::graph(), &path).approval_ttl(ttl);
+    let run = graph.runner(&()).thread(thread).resume().await.unwrap();
+    let (kind, id) = pending_of(&run);
+    assert_eq!(kind, PendingKind::OutcomeUnknown);
+    let desk = graph.approvals(authorizer()).unwrap();
+    let expires_at = desk.get(&id).unwrap().unwrap().expires_at;
+    while agentflow::timer::now_ms() <= expires_at {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let record = desk.settle(&id, &alice(), Settlement::RunAgain).unwrap();
+    assert_eq!(record.status, ApprovalStatus::Approved);
+    assert!(record.expires_at > agentflow::timer::now_ms(), "a fresh time to live: {record:?}");
+    let done = graph.runner(&()).thread(thread).resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed, "{:?}", done.outcome);
+    let receipt = done.state.receipt.expect("a receipt");
+    assert_eq!(receipt["result"], json!({ "refunded": thread }), "the call ran: {receipt}");
+    assert_eq!(calls(thread).len(), 2, "run again, by a human's decision");
+}

@@ -867,6 +867,9 @@ impl ApprovalRecord {
             self.args.clone_from(&args.canonical);
             self.args_hash.clone_from(&args.hash);
         }
+        if let Some(expires_at) = patch.expires_at {
+            self.expires_at = expires_at;
+        }
     }
 }
 
@@ -894,6 +897,10 @@ pub struct ApprovalPatch {
     pub conditions: Option<Value>,
     /// Replaces `args` and `args_hash` (an edit).
     pub args: Option<ApprovalArgs>,
+    /// Sets `expires_at` (a call settled to run again gets a fresh time to live). (Appended
+    /// last.)
+    #[serde(default)]
+    pub expires_at: Option<u64>,
 }
 
 impl ApprovalPatch {

@@ -120,9 +120,15 @@ impl RoleAuthorizer {
     }
 }
 
+/// Whether two names are one person's: compared ignoring case, as the approval inbox tells
+/// its users apart (so `Alice` cannot approve what `alice` requested, nor sign twice).
+fn same_person(a: &str, b: &str) -> bool {
+    a.to_lowercase() == b.to_lowercase()
+}
+
 impl Authorizer for RoleAuthorizer {
     fn authorize(&self, approver: &Approver, approval: &ApprovalRecord) -> Result<(), String> {
-        if approver.id == approval.requester {
+        if same_person(&approver.id, &approval.requester) {
             return Err(format!("`{}` requested this call and cannot approve it", approver.id));
         }
         let Some(role) = self.roles.get(&approval.risk) else {
@@ -518,7 +524,8 @@ impl ApprovalDesk {
     /// - [`Settlement::Failed`]: it did not act; the call is reported failed
     ///   with the reason (an approval is used up; an effect's node fails).
     /// - [`Settlement::RunAgain`]: run it again (the record goes back to
-    ///   `APPROVED`, within its time to live). This approves the call again,
+    ///   `APPROVED`, with a fresh time to live as long as the first one, so a
+    ///   call settled after its first approval expired still runs). This approves the call again,
     ///   so it takes as many distinct sign-offs as approving it does
     ///   ([`Authorizer::sign_offs`]); until the last one, the record is
     ///   returned still `OUTCOME_UNKNOWN`.
@@ -560,9 +567,14 @@ impl ApprovalDesk {
                 (ApprovalStatus::Approved, "run again".to_string())
             }
         };
+        // Approved again: its time to live starts again (the gateway expires an approved call
+        // past it, which would refuse the run a human just asked for).
+        let expires_at = (to == ApprovalStatus::Approved)
+            .then(|| now.saturating_add(record.expires_at.saturating_sub(record.created_at)));
         let patch = ApprovalPatch {
             decided_by: Some(approver.id.clone()),
             note: Some(note),
+            expires_at,
             ..ApprovalPatch::by(&approver.id, now)
         };
         match self.store.transition_approval(id, ApprovalStatus::OutcomeUnknown, to, patch) {
@@ -659,7 +671,7 @@ impl ApprovalDesk {
             return Ok(true);
         }
         let signed = || -> Result<Vec<String>, DecisionError> {
-            let mut who: Vec<String> = self
+            let who: Vec<String> = self
                 .store
                 .list_audit(&record.thread)?
                 .into_iter()
@@ -670,11 +682,13 @@ impl ApprovalDesk {
                 })
                 .map(|e| e.actor)
                 .collect();
+            // One person, however their name is cased (the inbox's users are).
+            let mut who: Vec<String> = who.iter().map(|w| w.to_lowercase()).collect();
             who.sort();
             who.dedup();
             Ok(who)
         };
-        if signed()?.contains(&approver.id) {
+        if signed()?.contains(&approver.id.to_lowercase()) {
             return Err(DecisionError::SameApprover { id: record.id.clone(), approver: approver.id.clone() });
         }
         let entry = NewAuditEntry {
