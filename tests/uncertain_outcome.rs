@@ -1024,32 +1024,16 @@ fn calls_the_child(s: &Job) -> bool {
     calls(&s.order).is_empty() && !DECLINED.lock().unwrap().contains(&s.order)
 }
 
-#[graph(state = Job, deps = (), start = charge)]
-mod child_effect_flow {
-    use super::*;
-
-    #[node(goto = [END])]
-    async fn charge(s: &Job, cx: &Ctx<()>) -> Result<Step<Job>, NodeError> {
-        let receipt: Value = cx
-            .effect("charge", |key| async move {
-                act(&s.order, &key, s.hold_ms).await;
-                Ok::<_, NodeError>(json!({ "charged": s.order }))
-            })
-            .await?;
-        Ok(goto!(END, Job::update().receipt(Some(receipt))))
-    }
-}
-
 #[graph(state = Job, deps = (), start = settle)]
 mod parent_of_effect_flow {
     use super::*;
 
-    #[node(goto = [END], subgraphs = [child_effect_flow])]
+    #[node(goto = [END], subgraphs = [effect_flow])]
     async fn settle(s: &Job, cx: &Ctx<()>) -> Result<Step<Job>, NodeError> {
         if !calls_the_child(s) {
             return Ok(goto!(END, Job::update().receipt(Some(json!("settled without the child")))));
         }
-        let done = cx.subgraph(child_effect_flow::graph(), s.clone()).await?;
+        let done = cx.subgraph(effect_flow::graph(), s.clone()).await?;
         Ok(goto!(END, Job::update().receipt(done.receipt)))
     }
 }
@@ -1165,7 +1149,7 @@ async fn a_childs_cut_off_effect_held_by_another_run_is_listed_once_that_run_let
         cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
     }
     let store = Arc::new(RedbStore::open(&path).expect("open store"));
-    let child = format!("{thread}/settle.0.0.child_effect_flow");
+    let child = format!("{thread}/settle.0.0.effect_flow");
     let now = agentflow::timer::now_ms();
     agentflow::Store::acquire_lease(&*store, &child, "a-process-that-lost-the-parent", 400, now).unwrap();
     let graph = parent_of_effect_flow::graph().app().store(store.clone() as Arc<dyn agentflow::Store>);
@@ -1192,7 +1176,7 @@ async fn a_child_that_cannot_be_settled_does_not_keep_its_parent_from_going_on()
     }
     let inner: Arc<dyn agentflow::Store> = Arc::new(RedbStore::open(&path).expect("open store"));
     let mut store = hooked_store::Hooked::new(Arc::clone(&inner));
-    let child = format!("{thread}/settle.0.0.child_effect_flow");
+    let child = format!("{thread}/settle.0.0.effect_flow");
     let refused = Arc::new(std::sync::atomic::AtomicBool::new(false));
     store.fail_commit = Some({
         let (child, refused) = (child.clone(), Arc::clone(&refused));
