@@ -371,3 +371,34 @@ async fn a_run_that_wakes_after_losing_its_lease_starts_no_effect_in_a_subgraph_
     let record = graph.thread("parent").unwrap().unwrap();
     assert_eq!(record.lease.map(|l| l.holder).as_deref(), Some("thief"));
 }
+
+/// `fork`, `update_state` and `raise_limits` take the thread's lease for their one write: while
+/// a run holds the thread, each is refused as busy and writes nothing (no checkpoint, no audit
+/// entry); once the run let go, they go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_edits_are_refused_while_a_run_holds_the_thread() {
+    use agentflow::persist::{HistoryError, PersistError};
+    use agentflow_store::LeaseError;
+    let (_, graph) = setup();
+    let deps = held_deps();
+    let run = graph.runner(&deps).thread("held").run(Work::default());
+    let busy =
+        |e: &HistoryError| matches!(e, HistoryError::Persist(PersistError::Lease(LeaseError::ThreadBusy { .. })));
+    let edits = async {
+        deps.started.notified().await;
+        let (history, audit) = (graph.history("held").unwrap().len(), graph.audit_log("held").unwrap().len());
+        let forked = graph.fork("held", 0, "operator").unwrap_err();
+        assert!(busy(&forked), "{forked}");
+        let updated = graph.update_state("held", Work::update().log(vec!["edit".into()]), "operator").unwrap_err();
+        assert!(busy(&updated), "{updated}");
+        let raised = graph.raise_limits("held", agentflow::Limits::none().model_calls(9), "operator").unwrap_err();
+        assert!(busy(&raised), "{raised}");
+        assert_eq!(graph.history("held").unwrap().len(), history, "no checkpoint written");
+        assert_eq!(graph.audit_log("held").unwrap().len(), audit, "no audit entry written");
+        deps.release.notify_one();
+    };
+    let (run, ()) = tokio::time::timeout(GUARD, async { tokio::join!(run, edits) }).await.expect("no hang");
+    assert!(run.unwrap().outcome.is_completed());
+    graph.update_state("held", Work::update().log(vec!["edit".into()]), "operator").unwrap();
+    graph.fork("held", 0, "operator").unwrap();
+}
