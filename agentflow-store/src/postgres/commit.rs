@@ -33,7 +33,7 @@ use crate::error::{CommitError, StorageError};
 use crate::postgres::error::{Fail, is_unique_violation};
 use crate::postgres::sql::{self, Params, time, uint};
 use crate::postgres::{Ctx, approvals};
-use crate::record::{Lease, StepCommit, ThreadStatus, seq_too_large};
+use crate::record::{StepCommit, ThreadStatus, seq_too_large};
 
 /// What a staged commit wrote.
 pub(crate) struct CommitOut {
@@ -299,15 +299,7 @@ async fn stage_as<C: GenericClient>(
     begun?;
     let (lease_row, history_row) = checks?;
     if let Some(holder) = &c.lease_holder {
-        let current = match lease_row {
-            Some(row) => match row.get::<_, Option<String>>(0) {
-                Some(h) => {
-                    Some(Lease { holder: h, expires_at: uint(&ctx.path, "leases", || format!("{tid:?}"), row.get(1))? })
-                }
-                None => None,
-            },
-            None => None,
-        };
+        let current = super::leases::lease_in(&ctx.path, tid, lease_row.as_ref())?;
         let held = current.as_ref().is_some_and(|l| l.holder == *holder && l.expires_at > c.now);
         if !held {
             return Err(Fail::Refused(CommitError::LeaseLost {

@@ -14,9 +14,9 @@ use deadpool_postgres::GenericClient;
 use crate::codec::MAX_DOCUMENT_DEPTH;
 use crate::error::{CommitError, JsonTooDeep};
 use crate::postgres::error::Fail;
-use crate::postgres::sql::{self, uint};
+use crate::postgres::sql;
 use crate::postgres::{Ctx, approvals};
-use crate::record::{EffectBatch, EffectKey, EffectOutcome, Lease};
+use crate::record::{EffectBatch, EffectKey, EffectOutcome};
 
 /// Inserts `result` under `key` unless a result is there already; answers
 /// [`EffectOutcome::AlreadyRecorded`] with the kept one. Inside a transaction, an earlier insert
@@ -83,15 +83,7 @@ async fn check_lease<C: GenericClient>(
 ) -> Result<(), Fail<CommitError>> {
     let sql = format!("SELECT holder, expires_at FROM leases WHERE thread = $1 {lock}");
     let row = sql::query_opt(tx, &sql, &[&thread]).await?;
-    let current = match row {
-        Some(row) => match row.get::<_, Option<String>>(0) {
-            Some(h) => {
-                Some(Lease { holder: h, expires_at: uint(&ctx.path, "leases", || format!("{thread:?}"), row.get(1))? })
-            }
-            None => None,
-        },
-        None => None,
-    };
+    let current = super::leases::lease_in(&ctx.path, thread, row.as_ref())?;
     if !current.as_ref().is_some_and(|l| l.holder == holder && l.expires_at > now) {
         return Err(Fail::Refused(CommitError::LeaseLost {
             thread: thread.to_string(),

@@ -8,7 +8,11 @@
 //! process or another. The functions answer a [`Fail`], so a serialization failure (under a
 //! stricter default isolation than READ COMMITTED) is retried by the caller.
 
-use crate::error::LeaseError;
+use std::path::Path;
+
+use tokio_postgres::Row;
+
+use crate::error::{LeaseError, StorageError};
 use crate::postgres::Ctx;
 use crate::postgres::error::Fail;
 use crate::postgres::sql::{self, time, uint};
@@ -27,15 +31,16 @@ async fn current(
     thread: &str,
 ) -> Result<Option<Lease>, Fail<LeaseError>> {
     let row = sql::query_opt(client, "SELECT holder, expires_at FROM leases WHERE thread = $1", &[&thread]).await?;
+    Ok(lease_in(&ctx.path, thread, row.as_ref())?)
+}
+
+/// The lease a `SELECT holder, expires_at FROM leases` row of `thread` holds: none for no row,
+/// or a released one (holder `NULL`).
+pub(crate) fn lease_in(path: &Path, thread: &str, row: Option<&Row>) -> Result<Option<Lease>, StorageError> {
     let Some(row) = row else { return Ok(None) };
-    let holder: Option<String> = row.get(0);
-    match holder {
-        None => Ok(None),
-        Some(holder) => {
-            let expires_at = uint(&ctx.path, "leases", || format!("{thread:?}"), row.get(1))?;
-            Ok(Some(Lease { holder, expires_at }))
-        }
-    }
+    let Some(holder) = row.get::<_, Option<String>>(0) else { return Ok(None) };
+    let expires_at = uint(path, "leases", || format!("{thread:?}"), row.get(1))?;
+    Ok(Some(Lease { holder, expires_at }))
 }
 
 pub(crate) async fn acquire(

@@ -439,10 +439,11 @@ pub(crate) fn stored_budget(latest: &Checkpoint, writes: &[PendingWrite]) -> Res
     }
 }
 
-/// How many times settling an abandoned subgraph run waits for another holder's lease on it,
-/// and how long at most each time (as a subgraph call waits for a busy child; never more than
-/// a third of this run's own lease, which is renewed after each wait).
-const CHILD_BUSY_WAITS: u32 = 8;
+/// How many times settling an abandoned subgraph run waits for another holder's lease on it
+/// (as many as a subgraph call waits for a busy child), and how long at most each time (never
+/// more than a third of this run's own lease, which is renewed after each wait: the step's
+/// nodes have finished, its commit waits).
+const CHILD_BUSY_WAITS: u32 = crate::subgraph::BUSY_WAITS;
 const CHILD_BUSY_WAIT_MS: u64 = 5_000;
 
 /// The checkpoint a step continuing from `latest` keys its effects and approvals by.
