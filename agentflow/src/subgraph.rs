@@ -391,7 +391,7 @@ impl<D: Sync> Ctx<'_, D> {
 
 /// How many times a node waits for another holder's lease on its child
 /// before the node fails with the busy error (transient).
-pub(crate) const BUSY_WAITS: u32 = 8;
+const BUSY_WAITS: u32 = 8;
 
 /// The longest one wait for another holder's lease on a child.
 const MAX_BUSY_WAIT_MS: u64 = 120_000;

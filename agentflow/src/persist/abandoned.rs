@@ -29,7 +29,7 @@ use agentflow_store::{
     ThreadRecord, ThreadStatus,
 };
 
-use super::checkpointer::journal_seq_of;
+use super::journal::journal_seq_of;
 use super::{PersistError, UnknownOutcomes, now_ms, unknown_outcomes};
 
 /// How long the child's lease is taken for its records (released right after).

@@ -13,6 +13,7 @@ use agentflow_store::{
 };
 use serde_json::{Value, json};
 
+use super::journal::journal_seq_of;
 use super::{Durability, Journal, ParentLeases, PersistError, ResumeError, UnknownOutcomes, blocking, now_ms};
 use crate::app::App;
 use crate::budget::{RunUsage, ThreadBudget};
@@ -64,9 +65,6 @@ pub(crate) const INTERRUPTS: &str = "__interrupts__";
 pub(crate) const ANSWERS: &str = "__answers__";
 /// The pending-write key (and checkpoint `extra` key) of the thread's budget.
 pub(crate) const BUDGET: &str = "__budget__";
-/// The checkpoint `extra` key naming the checkpoint whose step a manual
-/// update continues: its effects and approvals stay keyed by that seq.
-pub(crate) const JOURNAL_SEQ: &str = "journal_seq";
 /// The checkpoint `extra` key of the payloads sent to the next step's map
 /// workers: `[[worker, [payload, ..]], ..]`.
 pub(crate) const PAYLOADS: &str = "payloads";
@@ -440,16 +438,11 @@ pub(crate) fn stored_budget(latest: &Checkpoint, writes: &[PendingWrite]) -> Res
 }
 
 /// How many times settling an abandoned subgraph run waits for another holder's lease on it
-/// (as many as a subgraph call waits for a busy child), and how long at most each time (never
+/// (as many as a subgraph call waits for a busy child, `subgraph::BUSY_WAITS`), and how long at most each time (never
 /// more than a third of this run's own lease, which is renewed after each wait: the step's
 /// nodes have finished, its commit waits).
-const CHILD_BUSY_WAITS: u32 = crate::subgraph::BUSY_WAITS;
+const CHILD_BUSY_WAITS: u32 = 8;
 const CHILD_BUSY_WAIT_MS: u64 = 5_000;
-
-/// The checkpoint a step continuing from `latest` keys its effects and approvals by.
-pub(crate) fn journal_seq_of(latest: &Checkpoint) -> u64 {
-    latest.metadata.extra.get(JOURNAL_SEQ).and_then(Value::as_u64).unwrap_or(latest.seq)
-}
 
 /// A pending write holding the thread's budget on checkpoint `seq`.
 pub(crate) fn budget_write(seq: u64, budget: &ThreadBudget) -> Result<PendingWrite, PersistError> {

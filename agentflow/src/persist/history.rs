@@ -11,8 +11,9 @@ use agentflow_store::{
 };
 use serde_json::json;
 
-use super::checkpointer::{BUDGET, JOURNAL_SEQ, LeaseGuard, PAYLOADS, budget_write, journal_seq_of, stored_budget};
+use super::checkpointer::{BUDGET, LeaseGuard, PAYLOADS, budget_write, stored_budget};
 use super::error::HistoryError;
+use super::journal::{JOURNAL_SEQ, journal_seq_of};
 use super::{PersistError, now_ms};
 use crate::app::App;
 use crate::budget::{Limits, ThreadBudget};

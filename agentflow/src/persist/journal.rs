@@ -22,6 +22,15 @@ use std::sync::Arc;
 use super::{PersistError, blocking};
 use crate::error::NodeError;
 
+/// The checkpoint `extra` key naming the checkpoint whose step a manual
+/// update continues: its effects and approvals stay keyed by that seq.
+pub(crate) const JOURNAL_SEQ: &str = "journal_seq";
+
+/// The checkpoint a step continuing from `latest` keys its effects and approvals by.
+pub(crate) fn journal_seq_of(latest: &agentflow_store::Checkpoint) -> u64 {
+    latest.metadata.extra.get(JOURNAL_SEQ).and_then(Value::as_u64).unwrap_or(latest.seq)
+}
+
 /// Where a node's effects are journaled: the thread and the checkpoint its
 /// step started from.
 #[derive(Clone)]
