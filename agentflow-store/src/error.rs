@@ -68,6 +68,18 @@ pub enum StorageError {
         /// What redb reported.
         detail: String,
     },
+    /// A database server refused a value it cannot hold: a NUL byte in a PostgreSQL `text`
+    /// value (an id, a name, a key). Nothing was written.
+    #[error(
+        "{}: the database server cannot hold a value ({detail}); nothing was written: remove the NUL byte from the id, name or key that holds one",
+        path.display()
+    )]
+    Unstorable {
+        /// The store (a server URL without its password).
+        path: PathBuf,
+        /// What the server reported.
+        detail: String,
+    },
     /// A database server could not be reached: the connection was refused, timed out or dropped.
     #[error(
         "{}: cannot reach the database server ({detail}); check that it is running and that the host and port in the URL are right, then retry",

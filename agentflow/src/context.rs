@@ -154,7 +154,9 @@ impl<'a, D> Ctx<'a, D> {
     /// the effect (its node gets a transient error; a retry finds the call
     /// open and asks a human). `effect` receives an idempotency key,
     /// stable across re-runs, to pass on to systems that deduplicate requests.
-    /// `key` may not contain the unit separator character (U+001F), which the journal reserves.
+    /// `key` may not contain the unit separator character (U+001F), which the journal reserves,
+    /// nor a NUL byte, which no store keeps in a key: either fails the node (fatal), the effect
+    /// not run.
     ///
     /// Without a store there is no journal: `effect` simply runs.
     pub async fn effect<T, F, Fut>(&self, key: &str, effect: F) -> Result<T, NodeError>

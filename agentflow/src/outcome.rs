@@ -197,6 +197,15 @@ pub enum RunError {
         /// The thread id.
         thread: String,
     },
+    /// A new thread's id or owner holds a NUL byte, which no store keeps (PostgreSQL `text`
+    /// cannot hold one; refused on every store alike, before anything is written).
+    #[error("the {what} {value:?} contains a NUL byte, which a store cannot keep; choose one without it")]
+    NulByte {
+        /// What holds it: `thread id` or `owner`.
+        what: &'static str,
+        /// The value given.
+        value: String,
+    },
     /// `thread(..)` was set but the graph has no store.
     #[error("a thread id needs a store; attach one with `graph.app().store(store)`")]
     NoStore,

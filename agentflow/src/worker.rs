@@ -95,6 +95,15 @@ pub enum WorkerError {
         /// Its status (`interrupted` or `sleeping`).
         status: String,
     },
+    /// `submit` for a thread id or owner that holds a NUL byte, which no store keeps (refused
+    /// on every store alike, before anything is queued). (Appended last.)
+    #[error("the {what} {value:?} contains a NUL byte, which a store cannot keep; choose one without it")]
+    NulByte {
+        /// What holds it: `thread id` or `owner`.
+        what: &'static str,
+        /// The value given.
+        value: String,
+    },
 }
 
 impl From<agentflow_store::ReadError> for WorkerError {
@@ -829,6 +838,11 @@ impl<S: State, D> App<S, D> {
     /// [`App::submit`] for a thread that belongs to `owner` (stored with it); the
     /// `run.submitted` audit entry names `owner` as who asked (this process if `owner` is empty).
     pub fn submit_as(&self, thread: &str, input: &S, owner: &str) -> Result<(), WorkerError> {
+        for (what, value) in [("thread id", thread), ("owner", owner)] {
+            if value.contains('\0') {
+                return Err(WorkerError::NulByte { what, value: value.to_string() });
+            }
+        }
         let store = self.queue_store()?;
         if store.thread(thread)?.is_some() {
             return Err(WorkerError::ThreadExists { thread: thread.to_string() });

@@ -53,6 +53,11 @@ pub(crate) fn classify(path: &Path, e: &tokio_postgres::Error, attempts: u32) ->
         if *code == SqlState::INVALID_PASSWORD || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION {
             return StorageError::Authentication { path, detail };
         }
+        // A NUL byte in a `text` value (the only character a Rust string holds that the server's
+        // UTF-8 refuses).
+        if *code == SqlState::CHARACTER_NOT_IN_REPERTOIRE {
+            return StorageError::Unstorable { path, detail };
+        }
         if is_conflict(e) {
             return StorageError::Conflict { path, attempts, detail };
         }

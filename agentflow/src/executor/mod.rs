@@ -362,6 +362,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     pub async fn run(self, input: S) -> Result<Run<S>, RunError> {
         let app = &self.app;
         check_ttl(self.lease_ttl)?;
+        if let Some(thread) = &self.thread {
+            check_text("thread id", thread)?;
+            check_text("owner", &self.owner)?;
+        }
         let checkpointer = match (self.thread.clone(), app.store.clone()) {
             (None, _) => None,
             (Some(_), None) => return Err(RunError::NoStore),
@@ -748,6 +752,15 @@ const MIN_LEASE_TTL: Duration = Duration::from_millis(30);
 fn check_ttl(ttl: Duration) -> Result<(), RunError> {
     if ttl < MIN_LEASE_TTL {
         return Err(RunError::LeaseTtlTooShort { min: MIN_LEASE_TTL, asked: ttl });
+    }
+    Ok(())
+}
+
+/// Refuses a new thread's id or owner that holds a NUL byte (PostgreSQL `text` cannot hold
+/// one): the same on every store, before anything is written.
+fn check_text(what: &'static str, value: &str) -> Result<(), RunError> {
+    if value.contains('\0') {
+        return Err(RunError::NulByte { what, value: value.to_string() });
     }
     Ok(())
 }

@@ -120,11 +120,17 @@ impl Journal {
         self.key(node, &format!("{key}{MARK}{what}{MARK}{run}"))
     }
 
-    /// Refuses a user key that could collide with a marker.
+    /// Refuses a user key that could collide with a marker, or that a store cannot keep (a NUL
+    /// byte: PostgreSQL `text` cannot hold one; refused on every store alike).
     pub(crate) fn check_key(key: &str) -> Result<(), NodeError> {
         if key.contains(MARK) {
             return Err(NodeError::fatal(format!(
                 "effect key {key:?} contains the unit separator character (U+001F), which the journal reserves; choose another key"
+            )));
+        }
+        if key.contains('\0') {
+            return Err(NodeError::fatal(format!(
+                "effect key {key:?} contains a NUL byte, which a store cannot keep as a key (PostgreSQL text cannot hold one); choose another key"
             )));
         }
         Ok(())

@@ -601,8 +601,19 @@ impl<D> Ctx<'_, D> {
     /// arguments, so a journaled result is only ever replayed for the same call,
     /// and for a map worker's instance, the instance (its calls share ids with
     /// the other instances').
+    ///
+    /// The call id comes from the model and may hold any character. A NUL byte, which a
+    /// PostgreSQL `text` key cannot hold, is written escaped (`\0`, and `\` as `\\`) under
+    /// the prefix `tool0:`, which no plain key has: every store keeps the key, and two
+    /// distinct ids never share one.
     pub(super) fn call_key(&self, tool: &dyn Tool, call: &ToolCall) -> String {
-        self.instance_key(format!("tool:{}:{}:{}", tool.name(), call.id, &args_hash(&call.arguments)[..16]))
+        let hash = &args_hash(&call.arguments)[..16];
+        let key = if call.id.contains('\0') {
+            format!("tool0:{}:{}:{hash}", tool.name(), call.id.replace('\\', "\\\\").replace('\0', "\\0"))
+        } else {
+            format!("tool:{}:{}:{hash}", tool.name(), call.id)
+        };
+        self.instance_key(key)
     }
 }
 
