@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
+use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -122,27 +123,38 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
             let step_began = Instant::now();
             let journal = checkpointer.as_ref().map(Checkpointer::journal);
-            let work = self.run_step(&state, &active, &payloads, step, std::mem::take(&mut pending), journal.as_ref());
-            // The lease is renewed while the step runs; losing it drops the
-            // nodes' futures and ends the run before anything is committed.
-            let lease = checkpointer.as_ref().map(Checkpointer::lease);
-            let work = async {
-                match lease {
-                    Some(lease) => tokio::select! {
-                        biased;
-                        results = work => Ok(results),
-                        lost = lease.keep_alive() => Err(lost),
+            // The step's futures are pinned where they are built (they are large, and each move
+            // copies them), in a block that ends before the checkpointer is borrowed again.
+            let results = {
+                let work = pin!(self.run_step(
+                    &state,
+                    &active,
+                    &payloads,
+                    step,
+                    std::mem::take(&mut pending),
+                    journal.as_ref()
+                ));
+                // The lease is renewed while the step runs; losing it drops the
+                // nodes' futures and ends the run before anything is committed.
+                let lease = checkpointer.as_ref().map(Checkpointer::lease);
+                let work = pin!(async {
+                    match lease {
+                        Some(lease) => tokio::select! {
+                            biased;
+                            results = work => Ok(results),
+                            lost = lease.keep_alive() => Err(lost),
+                        },
+                        None => Ok(work.await),
+                    }
+                });
+                match deadline {
+                    // An effect in flight when the deadline falls finishes and is journaled first.
+                    Some(at) => match shielded_timeout(at.into(), &self.scope.shield, work).await {
+                        Ok(results) => results?,
+                        Err(_) => break Outcome::BudgetExhausted { which: Budget::Deadline },
                     },
-                    None => Ok(work.await),
+                    None => work.await?,
                 }
-            };
-            let results = match deadline {
-                // An effect in flight when the deadline falls finishes and is journaled first.
-                Some(at) => match shielded_timeout(at.into(), &self.scope.shield, work).await {
-                    Ok(results) => results?,
-                    Err(_) => break Outcome::BudgetExhausted { which: Budget::Deadline },
-                },
-                None => work.await?,
             };
             let Sorted { done, failed, interrupts, kept, exhausted, halted } = self.sort_results(results);
             // A step that ends for a failure or a budget keeps no new answer (a value another node
