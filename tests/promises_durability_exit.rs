@@ -3,7 +3,8 @@
 //! is made durable before the run returns"; with `Async` each step reaches
 //! the disk in the background, and the run's end is made durable before the
 //! run returns as well (agentflow-store docs: `exit` -> `Eventual` on each
-//! step and `Immediate` on the end).
+//! step and `Immediate` on the end); and with `Async`, a crash loses at most the
+//! store's flush interval.
 //!
 //! A child process (this test binary, started on its ignored `durability_child`
 //! test, as tests/crash.rs does) opens a redb file with the background flush
@@ -83,9 +84,13 @@ async fn durability_child() {
         "async" => Durability::Async,
         other => panic!("mode {other}"),
     };
-    // No background flush: only the run's own durable commits reach the disk.
-    let store: Arc<dyn Store> =
-        Arc::new(RedbStore::builder().flush_interval(None).open(dir.join("store.redb")).expect("open store"));
+    // No background flush (only the run's own durable commits reach the disk), unless the test
+    // asks for the store's default one.
+    let builder = match std::env::var("PROMISES_DURABILITY_FLUSH").as_deref() {
+        Ok("default") => RedbStore::builder(),
+        _ => RedbStore::builder().flush_interval(None),
+    };
+    let store: Arc<dyn Store> = Arc::new(builder.open(dir.join("store.redb")).expect("open store"));
     let app = tally::graph().app().store(Arc::clone(&store));
     let cfg = Cfg { fail: end == "fail", hang_marker: (end == "hang").then(|| dir.join("hanging")) };
     let mut runner = app.runner(&cfg).thread("t").durability(durability);
@@ -113,11 +118,18 @@ fn tempdir(name: &str) -> PathBuf {
 
 /// Starts the child, waits for `marker` in `dir` (at most a minute), SIGKILLs it.
 fn run_child_until(dir: &Path, mode: &str, end: &str, marker: &str) {
+    run_child(dir, mode, end, marker, None);
+}
+
+/// [`run_child_until`], with the store's default background flush when `flush_for` is set,
+/// and that long between the marker and the kill.
+fn run_child(dir: &Path, mode: &str, end: &str, marker: &str, flush_for: Option<Duration>) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "durability_child", "--ignored", "--nocapture", "--test-threads=1"])
         .env("PROMISES_DURABILITY_CHILD", dir)
         .env("PROMISES_DURABILITY_MODE", mode)
         .env("PROMISES_DURABILITY_END", end)
+        .env("PROMISES_DURABILITY_FLUSH", if flush_for.is_some() { "default" } else { "none" })
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -134,6 +146,9 @@ fn run_child_until(dir: &Path, mode: &str, end: &str, marker: &str) {
             panic!("the child never wrote `{marker}`");
         }
         std::thread::sleep(Duration::from_millis(2));
+    }
+    if let Some(wait) = flush_for {
+        std::thread::sleep(wait);
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
@@ -189,6 +204,39 @@ fn async_a_completed_run_is_durable_when_the_run_returns() {
     assert_eq!(returned["outcome"], "Completed");
     assert_eq!(status, ThreadStatus::Completed);
     assert_eq!(state, full_tally(true));
+}
+
+/// `Async`: "a crash loses at most the store's flush interval (200 ms for `RedbStore` by
+/// default)". The child runs every `tick` in `Async` mode with the store's default background
+/// flush and hangs in `finish`; killed a second (five intervals) after that, the reopened file
+/// holds every tick. Without the background flush it holds none of them (the control below,
+/// with `Exit`, and `async_without_the_background_flush_the_steps_are_lost`).
+#[test]
+fn async_steps_reach_the_disk_within_the_flush_interval() {
+    let dir = tempdir("async-flush");
+    run_child(&dir, "async", "hang", "hanging", Some(Duration::from_secs(1)));
+    let store: Arc<dyn Store> = Arc::new(RedbStore::open(dir.join("store.redb")).unwrap());
+    let thread = store.thread("t").unwrap().expect("the thread is not in the reopened file");
+    assert_eq!(thread.status, ThreadStatus::Running);
+    let app = tally::graph().app().store(Arc::clone(&store));
+    let state = app.state("t").unwrap().expect("no state in the reopened file").state;
+    assert_eq!(state, full_tally(false), "steps committed a second before the crash were lost");
+    drop((app, store));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The harness of the test above, without the background flush: the ticks are lost, so that
+/// test sees the flush.
+#[test]
+fn async_without_the_background_flush_the_steps_are_lost() {
+    let dir = tempdir("async-control");
+    run_child_until(&dir, "async", "hang", "hanging");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::open(dir.join("store.redb")).unwrap());
+    let app = tally::graph().app().store(Arc::clone(&store));
+    let kept = app.state("t").ok().flatten().map(|s| s.state);
+    assert!(kept.as_ref().is_none_or(|t| t.count < STEPS), "the steps reached the disk anyway ({kept:?})");
+    drop((app, store));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The control: the same harness, killed before the run's end. With `Exit`

@@ -304,6 +304,57 @@ fn approve_goes_through_the_authorizer_and_the_run_completes() {
     assert_eq!(done.state.receipt.unwrap()["result"]["refunded"], 40);
 }
 
+/// `--two-person` (and `AGENTFLOW_TWO_PERSON`) asks two distinct people to approve an
+/// irreversible call; `AGENTFLOW_ROLES` says which role decides which risk class, as
+/// `--roles-for` does.
+#[test]
+fn two_person_and_the_roles_from_the_environment_hold_for_the_cli() {
+    let dir = temp_dir("two-person");
+    let store = dir.join("runs.redb");
+    fill(&store);
+    let id = af_json(&store, &["pending"])["approvals"][0]["id"].as_str().unwrap().to_string();
+    let approve = |user: &str, env: &[(&str, &str)], extra: &[&str]| {
+        let mut args = vec!["--json", "approve", id.as_str(), "--as", user, "--role", "refunds"];
+        args.extend_from_slice(extra);
+        let mut command = af_command(&store, &args);
+        command.envs(env.iter().copied());
+        command.output().expect("run the agentflow binary")
+    };
+    let roles = ("AGENTFLOW_ROLES", "irreversible=refunds");
+    // Without the roles from the environment, `refunds` is not the role an irreversible call
+    // needs.
+    expect_refusal(&approve("alice", &[], &["--two-person"]), 1, "needs the `irreversible` role");
+    // One sign-off is not enough: still pending, and the run still waits.
+    let first = approve("alice", &[roles], &["--two-person"]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let record: Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(record["status"], "PENDING");
+    assert_eq!(af_json(&store, &["pending"])["approvals"][0]["id"], id.as_str());
+    // The same person again, under a name cased otherwise, is refused.
+    expect_refusal(&approve("ALICE", &[roles, ("AGENTFLOW_TWO_PERSON", "true")], &[]), 1, "ALICE");
+    let paused = app(Arc::new(RedbStore::open(&store).unwrap()));
+    let again = runtime().block_on(paused.runner(&()).thread("t-paused").resume()).unwrap();
+    assert!(matches!(again.outcome, Outcome::Interrupted { .. }), "{:?}", again.outcome);
+    drop(paused);
+    // A second person approves it (the rule from the environment this time).
+    let second = approve("carol", &[roles, ("AGENTFLOW_TWO_PERSON", "true")], &[]);
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+    let record: Value = serde_json::from_slice(&second.stdout).unwrap();
+    assert_eq!((&record["status"], &record["decided_by"]), (&json!("APPROVED"), &json!("carol")));
+    let sign_offs: Vec<Value> = af_json(&store, &["audit", "t-paused"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "approval.sign_off")
+        .map(|e| e["actor"].clone())
+        .collect();
+    assert_eq!(sign_offs, [json!("alice"), json!("carol")]);
+    let app = app(Arc::new(RedbStore::open(&store).unwrap()));
+    let done = runtime().block_on(app.runner(&()).thread("t-paused").resume()).unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.receipt.unwrap()["result"]["refunded"], 40);
+}
+
 #[test]
 fn edit_checks_the_arguments_against_the_stored_schema_and_reject_needs_a_reason() {
     let dir = temp_dir("edit");
@@ -1051,6 +1102,62 @@ mod reviewing {
     async fn decide(_s: &Review) -> Step<Review> {
         goto!(END, Review::update().notes(vec!["decided".into()]).verdict(Some("ship".into())))
     }
+}
+
+fn keep_longest(old: &mut String, new: String) {
+    if new.len() > old.len() {
+        *old = new;
+    }
+}
+
+/// A state with a field folded by the user's own function, which the binary cannot run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+struct Draft {
+    title: String,
+    #[reduce(custom = keep_longest)]
+    best: String,
+}
+
+#[graph(state = Draft, start = short)]
+mod drafting {
+    use super::*;
+
+    #[node(goto = [long])]
+    async fn short(_s: &Draft) -> Step<Draft> {
+        goto!(long, Draft::update().best("brief".to_string()))
+    }
+
+    #[node(goto = [END])]
+    async fn long(_s: &Draft) -> Step<Draft> {
+        goto!(END, Draft::update().best("a longer draft".to_string()))
+    }
+}
+
+/// A field with a custom reducer cannot be folded without the graph's Rust types: `show`
+/// leaves it out with a warning (the rest of the state shown), and `compact` refuses with
+/// exit code 5, changing nothing.
+#[test]
+fn a_custom_reducer_is_left_out_by_show_and_refused_by_compact_with_exit_code_5() {
+    let dir = temp_dir("compact-custom");
+    let path = dir.join("drafts.redb");
+    let open = |path: &Path| drafting::graph().app().store(Arc::new(RedbStore::open(path).unwrap()) as Arc<dyn Store>);
+    // A long title keeps the small updates stored as deltas of the first snapshot.
+    let input = Draft { title: "a title long enough to outweigh the updates ".repeat(8), best: String::new() };
+    let expected = Draft { best: "a longer draft".into(), ..input.clone() };
+    runtime().block_on(async {
+        let run = open(&path).runner(&()).thread("d-1").run(input.clone()).await.expect("completed run");
+        assert_eq!((&run.outcome, &run.state), (&Outcome::Completed, &expected));
+    });
+    let history = af_json(&path, &["history", "d-1"]);
+    let shown = af_json(&path, &["show", "d-1"]);
+    assert_eq!(shown["state"]["title"], input.title.as_str(), "{shown}");
+    assert!(shown["state"].get("best").is_none(), "a custom-reduced field was shown: {shown}");
+    let warnings = shown["warnings"].to_string();
+    assert!(warnings.contains("`best` has a custom reducer"), "{shown}");
+    let out = af(&path, &["compact", "d-1", "--keep", "1"]);
+    expect_refusal(&out, 5, "`best` has a custom reducer");
+    assert_eq!(af_json(&path, &["history", "d-1"]), history);
+    assert_eq!(open(&path).state("d-1").unwrap().expect("a checkpoint").state, expected);
 }
 
 /// An update naming a key the stored state does not hold (here a field the state stores under

@@ -820,6 +820,27 @@ async fn hostile_thread_ids_payloads_and_answers_are_escaped_on_every_page() {
     }
 }
 
+/// A login lasts `--session-ttl` (12 h unless said otherwise): once it is over, the pages send
+/// the user to the login form and a decision is refused, the approval untouched.
+#[tokio::test]
+async fn a_session_ends_when_its_time_is_up() {
+    let dir = temp_dir("session-ttl");
+    let store = filled_redb(&dir).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &["--session-ttl", "2s"]);
+    let base = serve.base.as_str();
+    let approve = format!("/approvals/{}/approve", the_approval(&store).id);
+    let alice = login(base, "alice-token").await;
+    assert_eq!(get(base, Some(&alice), "/").await.0, StatusCode::OK);
+    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    assert_eq!(get(base, Some(&alice), "/").await, (StatusCode::SEE_OTHER, "/login".to_string()));
+    let (status, page) = post(base, Some(&alice), &approve, &[]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{page}");
+    assert_untouched(&store);
+    // Logging in again starts a new session.
+    let alice = login(base, "alice-token").await;
+    assert_eq!(get(base, Some(&alice), "/").await.0, StatusCode::OK);
+}
+
 #[tokio::test]
 async fn a_planted_session_id_is_never_adopted_and_an_oversized_form_changes_nothing() {
     let (store, serve) = setup("fixation").await;

@@ -16,7 +16,7 @@
 //! digits, spaces and `. _ - @ + '`). An empty token never logs in. Logging in with a token starts a session: a random
 //! id in an `HttpOnly; SameSite=Strict` cookie, and a random CSRF token that every form of the
 //! session carries and every POST must send back. Sessions live in the server's memory for
-//! 12 hours (a restart logs everyone out).
+//! 12 hours unless `--session-ttl` says otherwise (a restart logs everyone out).
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -34,8 +34,6 @@ use crate::out::now_ms;
 pub const SESSION_COOKIE: &str = "agentflow_session";
 /// The login form's CSRF cookie (double submit: no session exists yet).
 pub const LOGIN_COOKIE: &str = "agentflow_login";
-/// How long a session lasts (millis).
-const SESSION_MS: u64 = 12 * 3_600_000;
 
 #[derive(Deserialize)]
 struct UsersFile {
@@ -81,6 +79,8 @@ pub struct Session {
 pub struct Auth {
     users: Vec<User>,
     sessions: Mutex<HashMap<String, Session>>,
+    /// How long a session lasts after its login (millis).
+    session_ms: u64,
 }
 
 /// Hex SHA-256 of `text`.
@@ -116,7 +116,7 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
 
 impl Auth {
     /// Reads the users file; every way it can be wrong is a usage error naming the file.
-    pub fn load(path: &Path) -> Result<Auth, Failure> {
+    pub fn load(path: &Path, session_ms: u64) -> Result<Auth, Failure> {
         let shown = path.display();
         let text = std::fs::read_to_string(path)
             .map_err(|e| Failure::usage(format!("--users {shown}: cannot read the users file: {e}")))?;
@@ -174,7 +174,7 @@ impl Auth {
         if users.is_empty() {
             return Err(Failure::usage(format!("--users {shown}: the file names no user")));
         }
-        Ok(Auth { users, sessions: Mutex::new(HashMap::new()) })
+        Ok(Auth { users, sessions: Mutex::new(HashMap::new()), session_ms })
     }
 
     /// Logs in with `token`: a new session id and the session, or `None` for an unknown token.
@@ -189,7 +189,7 @@ impl Auth {
             user: user.name.clone(),
             roles: user.roles.clone(),
             csrf: random_token()?,
-            expires_at: now_ms() + SESSION_MS,
+            expires_at: now_ms().saturating_add(self.session_ms),
         };
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         let now = now_ms();
@@ -236,7 +236,7 @@ mod tests {
     }
 
     fn refusal(name: &str, json: &str) -> String {
-        match Auth::load(&users_file(name, json)) {
+        match Auth::load(&users_file(name, json), 60_000) {
             Ok(_) => panic!("the users file {json} was accepted"),
             Err(f) => f.message,
         }
@@ -251,6 +251,7 @@ mod tests {
         let auth = Auth {
             users: vec![User { name: "alice".into(), token_hash: empty, roles: vec![] }],
             sessions: Mutex::new(HashMap::new()),
+            session_ms: 60_000,
         };
         for token in ["", "  ", "\t\n"] {
             assert!(auth.login(token).unwrap().is_none(), "the token {token:?} logged in");
@@ -270,6 +271,6 @@ mod tests {
         assert!(message.contains("spaces"), "{message}");
         // Distinct, plain names are fine.
         let ok = users_file("ok", r#"{"users": [{"name": "alice", "token": "one"}, {"name": "bob", "token": "two"}]}"#);
-        assert!(Auth::load(&ok).is_ok());
+        assert!(Auth::load(&ok, 60_000).is_ok());
     }
 }

@@ -61,6 +61,10 @@ pub struct ServeArgs {
     /// Irreversible calls need two distinct approvers.
     #[arg(long, env = "AGENTFLOW_TWO_PERSON")]
     pub two_person: bool,
+    /// How long a login lasts: after it, the user logs in again (sessions live in the
+    /// server's memory; a restart ends them all).
+    #[arg(long, default_value = "12h", value_name = "DURATION")]
+    pub session_ttl: String,
     /// How long a thread may wait on a person before it counts as stuck.
     #[arg(long, default_value = "1h", value_name = "DURATION")]
     pub stuck_waiting: String,
@@ -150,7 +154,11 @@ pub fn serve(spec: &str, schema: Option<&str>, args: &ServeArgs) -> Outcome {
             if args.secure_cookies { "" } else { " (with one, pass --secure-cookies)" }
         );
     }
-    let users = auth::Auth::load(&args.users)?;
+    let session = parse_duration(&args.session_ttl).map_err(Failure::usage)?;
+    if session == 0 {
+        return Err(Failure::usage("--session-ttl must be longer than 0"));
+    }
+    let users = auth::Auth::load(&args.users, session)?;
     let authorizer = crate::decide::authorizer_from(args.roles_for.as_deref(), args.two_person)?;
     let waiting = parse_duration(&args.stuck_waiting).map_err(Failure::usage)?;
     let overdue = parse_duration(&args.stuck_overdue).map_err(Failure::usage)?;
@@ -198,4 +206,25 @@ pub fn serve(spec: &str, schema: Option<&str>, args: &ServeArgs) -> Outcome {
             .await
             .map_err(|e| Failure::store(format!("the server stopped: {e}")))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    #[test]
+    fn a_session_lasts_12_hours_unless_said_otherwise() {
+        let cli = Cli::try_parse_from(["serve", "--users", "users.json"]).unwrap();
+        assert_eq!(parse_duration(&cli.serve.session_ttl), Ok(12 * 3_600_000));
+        let cli = Cli::try_parse_from(["serve", "--users", "users.json", "--session-ttl", "30m"]).unwrap();
+        assert_eq!(parse_duration(&cli.serve.session_ttl), Ok(30 * 60_000));
+    }
 }
