@@ -372,6 +372,62 @@ async fn a_run_that_wakes_after_losing_its_lease_starts_no_effect_in_a_subgraph_
     assert_eq!(record.lease.map(|l| l.holder).as_deref(), Some("thief"));
 }
 
+#[graph(state = Work, deps = Deps, start = draft)]
+mod drafting_child {
+    use super::*;
+
+    #[node(goto = [polish])]
+    async fn draft(_s: &Work) -> Step<Work> {
+        goto!(polish, Work::update().log(vec!["draft".into()]))
+    }
+
+    #[node(goto = [END])]
+    async fn polish(_s: &Work) -> Step<Work> {
+        goto!(END, Work::update().log(vec!["polished".into()]))
+    }
+}
+
+#[graph(state = Work, deps = Deps, start = delegate, max_steps = 5)]
+mod drafting {
+    use super::*;
+
+    /// Waits like `slow`, then has its child draft something (no effect, only steps).
+    #[node(goto = [END], subgraphs = [drafting_child])]
+    async fn delegate(s: &Work, cx: &Ctx<Deps>) -> Result<Step<Work>, NodeError> {
+        let deps = cx.deps();
+        if deps.hold.load(Ordering::SeqCst) {
+            deps.started.notify_one();
+            deps.release.notified().await;
+        }
+        let done = cx.subgraph(drafting_child::graph(), s.clone()).await?;
+        Ok(goto!(END, Work::update().log(done.log)))
+    }
+}
+
+/// A child's checkpoints are fenced by its parents' leases too: a parent run that wakes after
+/// losing its thread neither creates the child's thread nor moves it on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_wakes_after_losing_its_lease_writes_no_subgraph_child() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let graph = drafting::graph().app().store(Arc::clone(&store));
+    let deps = held_deps();
+    let run = graph.runner(&deps).thread("writer").lease_ttl(Duration::from_secs(60)).run(Work::default());
+    let thief = async {
+        deps.started.notified().await;
+        store.acquire_lease("writer", "thief", 60_000, now_ms() + 120_000).expect("the thief takes the thread");
+        deps.release.notify_one();
+    };
+    let (run, ()) = tokio::time::timeout(GUARD, async { tokio::join!(run, thief) }).await.expect("no hang");
+    let said = match &run {
+        Ok(run) => format!("{:?}", run.outcome),
+        Err(e) => e.to_string(),
+    };
+    assert!(said.contains("thief") || said.contains("lease"), "{said}");
+    let children = store.child_threads("writer").unwrap().items;
+    assert!(children.is_empty(), "the stalled parent wrote its child's thread: {children:?}");
+    assert_eq!(graph.history("writer").unwrap().len(), 1, "the stalled parent committed a step");
+}
+
 /// `fork`, `update_state` and `raise_limits` take the thread's lease for their one write: while
 /// a run holds the thread, each is refused as busy and writes nothing (no checkpoint, no audit
 /// entry); once the run let go, they go through.

@@ -47,6 +47,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("effect_batch_refusal_writes_nothing", effect_batch_refusal_writes_nothing),
     ("effect_batch_applies_every_part_together", effect_batch_applies_every_part_together),
     ("effect_batch_fenced_by_the_lease", effect_batch_fenced_by_the_lease),
+    ("step_commit_fenced_by_parent_leases", step_commit_fenced_by_parent_leases),
     ("approval_cas_race", approval_cas_race),
     ("approvals_outcome_unknown", approvals_outcome_unknown),
     ("lease_rules", lease_rules),
@@ -748,6 +749,65 @@ pub fn effect_batch_fenced_by_the_lease(store: &dyn Store) {
     // Unfenced, under another holder's lease: written (a result is a fact, whoever records it).
     let result = EffectBatch::new("t").effect(key("result"), b"done".to_vec());
     assert_eq!(store.commit_effects(result).unwrap(), [EffectOutcome::Recorded]);
+}
+
+/// A subgraph child's step commit fenced by its parents' leases
+/// ([`StepCommit::fenced_by_parents`]) is refused, naming the parent's thread and writing
+/// nothing, unless every one of them is held by its holder, unexpired at the commit's `now`:
+/// a one-checkpoint commit (which PostgreSQL sends in one round trip) and one with an audit
+/// entry (checked statement by statement) alike.
+pub fn step_commit_fenced_by_parent_leases(store: &dyn Store) {
+    store.acquire_lease("c", "wc", 600_000, NOW).unwrap();
+    let parents = vec![("p".to_string(), "wp".to_string()), ("q".to_string(), "wq".to_string())];
+    let plain = |now: u64| {
+        StepCommit::new(thread("c"))
+            .with_checkpoint(root("c", 0, b"S"))
+            .fenced_by("wc", now)
+            .fenced_by_parents(parents.clone())
+    };
+    let audited = |now: u64| {
+        let mut commit = plain(now);
+        commit.audit.push(NewAuditEntry::new(NOW, "exec", "child.step", json!({})));
+        commit
+    };
+    let written = || store.thread("c").unwrap().is_some() || store.latest_checkpoint("c").unwrap().is_some();
+    // The parent's thread taken by another holder.
+    store.acquire_lease("p", "thief", 60_000, NOW).unwrap();
+    for commit in [plain(NOW + 1), audited(NOW + 1)] {
+        let err = store.commit_step(commit).unwrap_err();
+        assert!(
+            matches!(&err, CommitError::LeaseLost { thread, current: Some(l), .. } if thread == "p" && l.holder == "thief"),
+            "a parent's lease lost: {err}"
+        );
+        assert!(!written(), "a refused child commit wrote its thread");
+    }
+    // The parent's lease back with its run; the grandparent's missing.
+    store.release_lease("p", "thief").unwrap();
+    store.acquire_lease("p", "wp", 60_000, NOW).unwrap();
+    for commit in [plain(NOW + 2), audited(NOW + 2)] {
+        let err = store.commit_step(commit).unwrap_err();
+        assert!(matches!(&err, CommitError::LeaseLost { thread, .. } if thread == "q"), "a grandparent's lease: {err}");
+        assert!(!written(), "a refused child commit wrote its thread");
+    }
+    store.acquire_lease("q", "wq", 60_000, NOW).unwrap();
+    // Both held, but expired at the commit's `now`.
+    for commit in [plain(NOW + 60_000), audited(NOW + 60_000)] {
+        let err = store.commit_step(commit).unwrap_err();
+        assert!(
+            matches!(&err, CommitError::LeaseLost { thread, .. } if thread == "p"),
+            "an expired parent lease: {err}"
+        );
+        assert!(!written(), "a refused child commit wrote its thread");
+    }
+    // Every lease held: written.
+    store.commit_step(audited(NOW + 3)).unwrap();
+    assert_eq!(store.latest_checkpoint("c").unwrap().map(|cp| cp.seq), Some(0));
+    let next = StepCommit::new(thread("c"))
+        .with_checkpoint(step("c", 1, 0, &[b"+1"]))
+        .fenced_by("wc", NOW + 4)
+        .fenced_by_parents(parents.clone());
+    store.commit_step(next).unwrap();
+    assert_eq!(store.latest_checkpoint("c").unwrap().map(|cp| cp.seq), Some(1));
 }
 
 /// A `commit_effects` batch that is not refused is written as one: the outcomes answer its

@@ -938,7 +938,7 @@ pub enum Durability {
 
 /// Everything one super-step persists, written in one write transaction.
 ///
-/// Order of application: lease check, thread record, checkpoint (its parent's pending writes are
+/// Order of application: lease checks, thread record, checkpoint (its parent's pending writes are
 /// cleared), pending writes, effects, audit entries, new approvals, approval transitions. If any
 /// part is refused nothing is written.
 #[derive(Debug, Clone, PartialEq)]
@@ -967,6 +967,13 @@ pub struct StepCommit {
     pub now: u64,
     /// Durability of this commit.
     pub durability: Durability,
+    /// `(thread, holder)` pairs: the commit is refused
+    /// ([`CommitError::LeaseLost`](crate::CommitError::LeaseLost), naming that thread) unless
+    /// each holder has an unexpired lease on its thread at `now`, checked in the same
+    /// transaction as `lease_holder`. A subgraph child's run fences its commits by the leases of
+    /// its parent's run and of every run above it, so a parent that lost its thread cannot move
+    /// a child on (see [`EffectBatch::parent_leases`]). (Appended last.)
+    pub parent_leases: Vec<(String, String)>,
     /// The thread's durable timer (unix millis): when to wake the thread, listed by
     /// [`Store::due_timers`](crate::Store::due_timers). Every commit replaces the thread's
     /// timer with this one, so a commit without it clears the timer (the thread moved on).
@@ -991,7 +998,16 @@ impl StepCommit {
             now,
             durability: Durability::Immediate,
             wake_at: None,
+            parent_leases: Vec::new(),
         }
+    }
+
+    /// Also requires each `(thread, holder)` of `leases` to be held, unexpired, at the commit's
+    /// `now` (see [`StepCommit::parent_leases`]).
+    #[must_use]
+    pub fn fenced_by_parents(mut self, leases: Vec<(String, String)>) -> Self {
+        self.parent_leases = leases;
+        self
     }
 
     /// Adds the checkpoint.

@@ -97,6 +97,10 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
         let current = tx.leases.get(tid);
         return Err(CommitError::LeaseLost { thread: tid.to_string(), holder: holder.clone(), current });
     }
+    if let Some((thread, holder)) = c.parent_leases.iter().find(|(t, h)| !tx.leases.is_held_by(t, h, c.now)) {
+        let current = tx.leases.get(thread);
+        return Err(CommitError::LeaseLost { thread: thread.clone(), holder: holder.clone(), current });
+    }
     if let Some(cp) = &c.checkpoint {
         if cp.thread != tid {
             return Err(invalid(format!("the checkpoint belongs to thread `{}`", cp.thread)));

@@ -101,9 +101,11 @@
 //! - what starts a child's effects (an effect's *started* marker, an
 //!   approval's claim) is fenced by the child's lease and, in the same
 //!   transaction, by its parent run's lease and every one above
-//!   ([`EffectBatch::parent_leases`](agentflow_store::EffectBatch::parent_leases)):
+//!   ([`EffectBatch::parent_leases`](agentflow_store::EffectBatch::parent_leases)),
+//!   and so is every commit of the child's thread, its creation included
+//!   ([`StepCommit::parent_leases`](agentflow_store::StepCommit::parent_leases)):
 //!   a parent that lost its thread (it stalled past its lease, or its worker
-//!   revoked it) does not act through a child it starts;
+//!   revoked it) neither acts through a child it starts nor moves one on;
 //! - a child that sleeps makes the parent sleep until the same time; the
 //!   parent's [`Scheduler`](crate::timer::Scheduler) wakes the tree (it
 //!   leaves the child's own timer alone: the child is another graph's thread);

@@ -27,7 +27,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use deadpool_postgres::GenericClient;
-use futures_util::future::{join3, join4, try_join, try_join_all};
+use futures_util::future::{join3, join5, try_join, try_join_all};
 
 use crate::error::{CommitError, StorageError};
 use crate::postgres::error::{Fail, is_unique_violation};
@@ -89,7 +89,8 @@ pub(crate) fn guardable(c: &StepCommit) -> bool {
 
 /// Commits `c` (see [`guardable`]) in one round trip on `tx`: `begin`, a guard statement that
 /// locks the lease row and fails (division by zero) unless the holder's lease is held and the
-/// history accepts the checkpoint, the writes and `COMMIT`, pipelined. A failed guard aborts the
+/// history accepts the checkpoint, one guard per parent lease, the writes and `COMMIT`,
+/// pipelined. A failed guard aborts the
 /// transaction, so the writes fail and the `COMMIT` rolls back: nothing is written. The guard's
 /// failure is answered as the `Fail::Db` error with code `22012`
 /// ([`is_guard_refusal`]); the caller then commits through [`stage`], whose checks name the
@@ -119,6 +120,12 @@ const GUARD: &str = "SELECT 1 / ( \
           WHEN $5::bigint IS NOT NULL \
             AND NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread = $1 AND seq = $5) THEN 0 \
           ELSE 1 END))";
+
+/// `1 / 1` when the lease of thread `$1` (a parent of the committing child) is held by `$2` past
+/// `$3`, its row then share-locked until the commit ends (two children of one parent do not
+/// wait on each other); `1 / 0` otherwise.
+const PARENT_GUARD: &str = "SELECT 1 / (SELECT count(*) FROM (SELECT 1 FROM leases \
+     WHERE thread = $1 AND holder = $2 AND expires_at > $3 FOR SHARE) held)::int";
 
 /// The lease row of thread `$1`, locked until the commit ends.
 const LEASE_CHECK: &str = "SELECT holder, expires_at FROM leases WHERE thread = $1 FOR UPDATE";
@@ -248,6 +255,7 @@ async fn stage_as<C: GenericClient>(
     try_join_all(
         [
             GUARD,
+            PARENT_GUARD,
             LEASE_CHECK,
             HISTORY_CHECK,
             UPSERT_THREAD,
@@ -271,12 +279,17 @@ async fn stage_as<C: GenericClient>(
             }
             sql::query(tx, GUARD, &[&tid, &c.lease_holder, &now, &seq, &parent]).await.map(drop)
         };
-        let (begun, checked, written, committed) =
-            join4(tx.batch_execute(begin), guard, try_join_all(writes), tx.batch_execute("COMMIT")).await;
+        let parent_guards = try_join_all(c.parent_leases.iter().map(|(parent, holder)| async move {
+            sql::query(tx, PARENT_GUARD, &[parent, holder, &now]).await.map(drop)
+        }));
+        let (begun, checked, parents_held, written, committed) =
+            join5(tx.batch_execute(begin), guard, parent_guards, try_join_all(writes), tx.batch_execute("COMMIT"))
+                .await;
         // In statement order: the first failure aborted the transaction and the `COMMIT` rolled
         // it back.
         begun?;
         checked?;
+        parents_held?;
         written?;
         committed?;
         return Ok(CommitOut { checkpoint: c.checkpoint.as_ref().map(|cp| cp.seq), audit_seqs: Vec::new() });
@@ -308,6 +321,9 @@ async fn stage_as<C: GenericClient>(
                 current,
             }));
         }
+    }
+    for (parent, holder) in &c.parent_leases {
+        super::effects::check_lease(ctx, tx, parent, holder, c.now, "FOR SHARE").await?;
     }
     if let (Some(cp), Some((seq, _))) = (&c.checkpoint, checkpoint_seq) {
         let (latest, parent_found) =

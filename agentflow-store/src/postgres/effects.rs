@@ -73,7 +73,7 @@ pub(crate) fn check_batch(batch: &EffectBatch) -> Result<(), CommitError> {
 /// Refuses the batch unless `holder` has an unexpired lease on `thread` at `now`. The lease row
 /// is locked (`lock`: `FOR UPDATE` or `FOR SHARE`) until the transaction ends, so the lease
 /// cannot move before the batch commits.
-async fn check_lease<C: GenericClient>(
+pub(crate) async fn check_lease<C: GenericClient>(
     ctx: &Ctx,
     tx: &C,
     thread: &str,

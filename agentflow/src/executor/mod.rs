@@ -374,8 +374,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 let (owner, durability, ttl) = (self.owner.clone(), self.durability, self.lease_ttl);
                 let (holder, parent) = (self.holder.clone(), self.child_of.clone());
                 let id = thread.clone();
-                let started =
-                    Checkpointer::start(app, store, thread, parent, owner, durability, ttl, budget, &input, holder);
+                let parents = self.parent_leases.clone().unwrap_or_default();
+                let started = Checkpointer::start(
+                    app, store, thread, parent, owner, durability, ttl, budget, &input, holder, parents,
+                );
                 Some(started.await.map_err(|e| first_commit_lost(e, &id))?)
             }
         };

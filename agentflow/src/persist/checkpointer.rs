@@ -553,6 +553,7 @@ impl Checkpointer {
         budget: ThreadBudget,
         input: &S,
         holder: Option<LeaseHolder>,
+        parents: ParentLeases,
     ) -> Result<Self, RunError> {
         let graph = &app.graph;
         let snapshot = to_json(input, "the input state")?;
@@ -571,6 +572,9 @@ impl Checkpointer {
             let described = matches!(st.graph_description(&fingerprint), Ok(Some(_)));
             let mut cp = Checkpointer::new(s, lease, owner, fingerprint, S::VERSION, durability);
             cp.parent = parent;
+            // A child's thread is created fenced by its parents' leases too: a parent that lost
+            // its thread does not start one.
+            cp.parents = parents;
             cp.budget = budget;
             cp.snapshot_len = snapshot.len();
             let checkpoint = Checkpoint {
@@ -1181,6 +1185,7 @@ impl Checkpointer {
         sync: Flush,
     ) -> Result<(), PersistError> {
         self.lease.check_not_revoked()?;
+        self.check_parents_not_revoked()?;
         self.lease.renew_if_due().await?;
         let mut commit = self.prepare(checkpoint, pending, status, detail, sync);
         commit.approval_transitions = transitions;
@@ -1233,7 +1238,10 @@ impl Checkpointer {
         record.detail = detail;
         record.updated_at = self.updated_at;
         record.parent.clone_from(&self.parent);
-        let mut commit = StepCommit::new(record).fenced_by(self.lease.holder(), now).with_durability(durability);
+        let mut commit = StepCommit::new(record)
+            .fenced_by(self.lease.holder(), now)
+            .fenced_by_parents(self.parents.leases.clone())
+            .with_durability(durability);
         commit.checkpoint = checkpoint;
         commit.pending_writes = pending;
         if matches!(status, ThreadStatus::Sleeping | ThreadStatus::Interrupted) {
@@ -1270,10 +1278,23 @@ impl Checkpointer {
         }
     }
 
-    /// Fences what starts this run's effects by the leases of the runs above it too (a
-    /// subgraph child's run; see [`ParentLeases`]).
+    /// Fences this run's commits and what starts its effects by the leases of the runs above
+    /// it too (a subgraph child's run; see [`ParentLeases`]).
     pub(crate) fn fence_parents(&mut self, parents: ParentLeases) {
         self.parents = parents;
+    }
+
+    /// A lease of a run above this one that its holder revoked counts as lost, as this run's
+    /// own does ([`LeaseGuard::check_not_revoked`]).
+    fn check_parents_not_revoked(&self) -> Result<(), PersistError> {
+        match self.parents.leases.last() {
+            Some((thread, holder)) if self.parents.revoked() => Err(PersistError::Lease(LeaseError::NotHeld {
+                thread: thread.clone(),
+                holder: holder.clone(),
+                current: None,
+            })),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -57,7 +57,8 @@ pub struct Journal {
 }
 
 /// The leases of the runs above a subgraph child's run (its parent's, and every one above),
-/// which fence what starts its effects as its own lease does (see [`Journal::start_batch`]).
+/// which fence what starts its effects (see [`Journal::start_batch`]) and its checkpoints as
+/// its own lease does.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ParentLeases {
     /// `(thread, holder)`, nearest parent last.
@@ -68,7 +69,7 @@ pub(crate) struct ParentLeases {
 
 impl ParentLeases {
     /// Whether the holder of one of them revoked it.
-    fn revoked(&self) -> bool {
+    pub(crate) fn revoked(&self) -> bool {
         self.revoked.iter().any(|r| r.load(std::sync::atomic::Ordering::SeqCst))
     }
 }
