@@ -71,6 +71,8 @@ pub const CASES: &[(&str, Case)] = &[
     ("breaker_race", breaker_race),
     ("graph_descriptions_by_fingerprint", graph_descriptions_by_fingerprint),
     ("restore_thread_writes_a_dump_as_it_was", restore_thread_writes_a_dump_as_it_was),
+    ("restore_refuses_what_would_not_read_back", restore_refuses_what_would_not_read_back),
+    ("restore_threads_writes_all_or_none", restore_threads_writes_all_or_none),
 ];
 
 /// Runs every case on a fresh store from `make`, printing each case's name first.
@@ -219,6 +221,8 @@ pub fn child_threads_follow_the_parent_field(store: &dyn Store) {
         thread("a/own"),
         thread("ab/n.0.0.g").child_of("ab"),
         thread("a.b/n.0.0.g").child_of("a.b"),
+        // A level with a `/` in it (a hand-built graph's name): a child of `a` all the same.
+        thread("a/x/n.0.0.g").child_of("a"),
     ] {
         store.commit_step(StepCommit::new(record)).unwrap();
     }
@@ -227,7 +231,7 @@ pub fn child_threads_follow_the_parent_field(store: &dyn Store) {
         assert!(listing.skipped.is_empty());
         listing.items.into_iter().map(|t| t.id).collect::<Vec<_>>()
     };
-    assert_eq!(ids("a"), ["a/n.0.0.g", "a/n.1.0.g"]);
+    assert_eq!(ids("a"), ["a/n.0.0.g", "a/n.1.0.g", "a/x/n.0.0.g"]);
     assert_eq!(ids("a/n.0.0.g"), ["a/n.0.0.g/m.0.0.h"]);
     assert!(ids("a/own").is_empty());
     assert!(ids("nobody").is_empty());
@@ -1861,4 +1865,84 @@ pub fn restore_thread_writes_a_dump_as_it_was(store: &dyn Store) {
     }
     store.restore_thread(child_dump("u/settle.0.0.pay", "u")).unwrap();
     assert_eq!(store.thread("u/settle.0.0.pay").unwrap().unwrap().parent.as_deref(), Some("u"));
+}
+
+/// A dump to restore as thread `id`: a root checkpoint, a step, one pending write of the step,
+/// one effect, two audit entries and one pending approval.
+fn dump_of(id: &str) -> crate::ThreadDump {
+    let mut d = crate::ThreadDump::new(thread(id));
+    d.checkpoints.push(root(id, 0, b"s"));
+    d.checkpoints.push(step(id, 1, 0, &[b"a"]));
+    d.pending_writes.push(PendingWrite { seq: 1, node: "n".into(), idx: 0, value: b"w".to_vec() });
+    d.effects.push((EffectKey::new(id, 1, "n", "k"), b"r".to_vec()));
+    for (seq, kind) in [(1, "one"), (2, "two")] {
+        d.audit.push(crate::AuditEntry {
+            thread: id.into(),
+            seq,
+            at: NOW,
+            actor: "bob".into(),
+            kind: kind.into(),
+            detail: json!(null),
+        });
+    }
+    d.approvals.push(approval(&format!("{id}-a"), id));
+    d
+}
+
+/// What an edited or hostile dump could hold that would not read back as it was, or read
+/// back differently on another backend, or leave a thread no commit could go on from: each
+/// refused with [`CommitError::Invalid`] saying why, nothing written.
+pub fn restore_refuses_what_would_not_read_back(store: &dyn Store) {
+    type Edit = fn(&mut crate::ThreadDump);
+    let cases: [(&str, Edit, &str); 13] = [
+        ("an audit seq past the last", |d| d.audit[1].seq = u64::MAX, "without gaps"),
+        ("a gap in the audit seqs", |d| d.audit[1].seq = 3, "without gaps"),
+        ("an audit log not from 1", |d| d.audit.remove(0).seq = 0, "without gaps"),
+        ("an approval twice", |d| d.approvals.push(d.approvals[0].clone()), "comes twice"),
+        ("a pending write twice", |d| d.pending_writes.push(d.pending_writes[0].clone()), "comes twice"),
+        ("an effect twice", |d| d.effects.push(d.effects[0].clone()), "comes twice"),
+        ("a pending write of no checkpoint", |d| d.pending_writes[0].seq = 7, "not in the dump"),
+        ("a NUL byte in the owner", |d| d.thread.owner = "o\0wner".into(), "NUL"),
+        ("a NUL byte in an effect key", |d| d.effects[0].0.key = "k\0".into(), "NUL"),
+        ("a NUL byte in an audit actor", |d| d.audit[0].actor = "b\0b".into(), "NUL"),
+        ("a time past i64::MAX", |d| d.thread.updated_at = u64::MAX, "largest time"),
+        ("a parent that is no earlier checkpoint", |d| d.checkpoints[1].parent = Some(1), "not an earlier one"),
+        ("a sleeping thread without its timer", |d| d.thread.status = ThreadStatus::Sleeping, "no timer"),
+    ];
+    for (what, edit, says) in cases {
+        let mut d = dump_of("r");
+        edit(&mut d);
+        let err = store.restore_thread(d).unwrap_err();
+        assert!(matches!(&err, CommitError::Invalid { reason, .. } if reason.contains(says)), "{what}: {err}");
+        assert!(store.thread("r").unwrap().is_none(), "{what}: written");
+        assert!(store.approval("r-a").unwrap().is_none(), "{what}: its approval written");
+    }
+    // The dump itself is restored, and its log goes on after its last entry.
+    let d = dump_of("r");
+    store.restore_thread(d.clone()).unwrap();
+    assert_eq!(store.dump_thread("r").unwrap(), Some(d));
+    assert_eq!(store.append_audit("r", NewAuditEntry::new(NOW + 1, "bob", "after", json!(null))).unwrap(), 3);
+}
+
+/// [`Store::restore_threads`] writes a parent and its children as one: a refusal of any of
+/// them (here a child whose id exists already) writes none of them.
+pub fn restore_threads_writes_all_or_none(store: &dyn Store) {
+    let child = |id: &str, parent: &str| {
+        let mut d = crate::ThreadDump::new(thread(id).child_of(parent));
+        d.checkpoints.push(root(id, 0, b"c"));
+        d
+    };
+    store
+        .commit_step(StepCommit::new(thread("p/n.0.0.g").child_of("p")).with_checkpoint(root("p/n.0.0.g", 0, b"x")))
+        .unwrap();
+    let family = vec![dump_of("p"), child("p/n.0.0.g", "p")];
+    let err = store.restore_threads(family).unwrap_err();
+    assert!(matches!(&err, CommitError::Invalid { reason, .. } if reason.contains("exists already")), "{err}");
+    assert!(store.thread("p").unwrap().is_none(), "the parent was written without its child");
+    assert!(store.approval("p-a").unwrap().is_none());
+    let family = vec![dump_of("q"), child("q/n.0.0.g", "q"), child("q/n.0.0.g/m.0.0.h", "q/n.0.0.g")];
+    store.restore_threads(family.clone()).unwrap();
+    for d in family {
+        assert_eq!(store.dump_thread(&d.thread.id).unwrap(), Some(d));
+    }
 }

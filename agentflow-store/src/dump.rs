@@ -44,8 +44,17 @@ impl ThreadDump {
     }
 }
 
-/// Checks a dump before anything is written: every part belongs to the thread, the
-/// checkpoints are in increasing order and each has its parent (or a snapshot).
+/// The largest time (unix millis) a dump may hold: PostgreSQL keeps times as `bigint`, so a
+/// larger one would read back changed there.
+const MAX_TIME: u64 = i64::MAX as u64;
+
+/// Checks a dump before anything is written, so that what is restored reads back as it was, on
+/// every store alike, and a run or a commit can go on from it: every part belongs to the
+/// thread; the checkpoints are in increasing order and each has its parent (an earlier one) or
+/// a snapshot; the audit seqs run 1, 2, .. without gaps; no approval id, pending-write key or
+/// effect key comes twice; each pending write belongs to a checkpoint of the dump; a sleeping
+/// thread has its timer; no time is past what PostgreSQL holds; no id, name or key holds a NUL
+/// byte (which PostgreSQL `text` cannot).
 pub(crate) fn check_dump(d: &ThreadDump) -> Result<(), CommitError> {
     let tid = d.thread.id.as_str();
     let invalid = |reason: String| CommitError::Invalid { thread: tid.to_string(), reason };
@@ -54,6 +63,11 @@ pub(crate) fn check_dump(d: &ThreadDump) -> Result<(), CommitError> {
     }
     if let Some(reason) = d.thread.parent_problem() {
         return Err(invalid(reason));
+    }
+    check_text(d).map_err(invalid)?;
+    check_times(d).map_err(invalid)?;
+    if d.thread.status == crate::record::ThreadStatus::Sleeping && d.wake_at.is_none() {
+        return Err(invalid("the thread is sleeping but has no timer (`wake_at`) to wake it".to_string()));
     }
     let mut seen: Vec<u64> = Vec::new();
     for cp in &d.checkpoints {
@@ -67,6 +81,12 @@ pub(crate) fn check_dump(d: &ThreadDump) -> Result<(), CommitError> {
             return Err(invalid(format!("checkpoint {} is out of order", cp.seq)));
         }
         match cp.parent {
+            Some(p) if p >= cp.seq => {
+                return Err(invalid(format!(
+                    "checkpoint {} names {p} as its parent, which is not an earlier one",
+                    cp.seq
+                )));
+            }
             Some(p) if !seen.contains(&p) && cp.snapshot.is_none() => {
                 return Err(invalid(format!("checkpoint {} has neither its parent {p} nor a snapshot", cp.seq)));
             }
@@ -86,6 +106,37 @@ pub(crate) fn check_dump(d: &ThreadDump) -> Result<(), CommitError> {
     if let Some((k, _)) = d.effects.iter().find(|(k, _)| k.thread != tid) {
         return Err(invalid(format!("effect `{}` belongs to thread `{}`", k.key, k.thread)));
     }
+    // The log a thread's store appends to: 1, 2, .., so the next append follows the last.
+    if let Some((i, e)) = d.audit.iter().enumerate().find(|(i, e)| e.seq != *i as u64 + 1) {
+        return Err(invalid(format!(
+            "audit entry {} is where entry {} belongs: the seqs run 1, 2, .. without gaps",
+            e.seq,
+            i + 1
+        )));
+    }
+    let mut approval_ids = std::collections::HashSet::new();
+    if let Some(a) = d.approvals.iter().find(|a| !approval_ids.insert(a.id.as_str())) {
+        return Err(invalid(format!("approval `{}` comes twice", a.id)));
+    }
+    let mut writes = std::collections::HashSet::new();
+    for w in &d.pending_writes {
+        if !writes.insert((w.seq, w.node.as_str(), w.idx)) {
+            return Err(invalid(format!(
+                "pending write {} of node `{}` at checkpoint {} comes twice",
+                w.idx, w.node, w.seq
+            )));
+        }
+        if !seen.contains(&w.seq) {
+            return Err(invalid(format!(
+                "pending write {} of node `{}` belongs to checkpoint {}, which is not in the dump",
+                w.idx, w.node, w.seq
+            )));
+        }
+    }
+    let mut effects = std::collections::HashSet::new();
+    if let Some((k, _)) = d.effects.iter().find(|(k, _)| !effects.insert((k.seq, k.node.as_str(), k.key.as_str()))) {
+        return Err(invalid(format!("effect `{}` of node `{}` at checkpoint {} comes twice", k.key, k.node, k.seq)));
+    }
     // The JSON the store reads back itself is held to the limits a commit is (an edited dump
     // must not make the thread unreadable): checkpoint metadata, audit details, conditions.
     let too_deep = |source| CommitError::TooDeep { thread: tid.to_string(), source };
@@ -101,6 +152,48 @@ pub(crate) fn check_dump(d: &ThreadDump) -> Result<(), CommitError> {
         crate::approvals::check_conditions(&a.id, a.conditions.as_ref())?;
     }
     Ok(())
+}
+
+/// Refuses a NUL byte in what a store keeps as text: the thread's id, owner, fingerprint,
+/// detail and parent, audit actors and kinds, approval ids, pending-write nodes, effect nodes
+/// and keys.
+fn check_text(d: &ThreadDump) -> Result<(), String> {
+    let t = &d.thread;
+    let mut fields: Vec<(String, &str)> = vec![
+        ("the thread id".into(), t.id.as_str()),
+        ("the owner".into(), t.owner.as_str()),
+        ("the graph fingerprint".into(), t.graph_fingerprint.as_str()),
+        ("the detail".into(), t.detail.as_str()),
+    ];
+    fields.extend(t.parent.as_deref().map(|p| ("the parent".to_string(), p)));
+    for e in &d.audit {
+        fields.push((format!("the actor of audit entry {}", e.seq), e.actor.as_str()));
+        fields.push((format!("the kind of audit entry {}", e.seq), e.kind.as_str()));
+    }
+    fields.extend(d.approvals.iter().map(|a| (format!("approval id {:?}", a.id), a.id.as_str())));
+    fields.extend(
+        d.pending_writes.iter().map(|w| (format!("the node of a pending write at {}", w.seq), w.node.as_str())),
+    );
+    for (k, _) in &d.effects {
+        fields.push((format!("the node of an effect at {}", k.seq), k.node.as_str()));
+        fields.push((format!("effect key {:?}", k.key), k.key.as_str()));
+    }
+    match fields.into_iter().find(|(_, v)| v.contains('\0')) {
+        Some((what, _)) => Err(format!("{what} contains a NUL byte, which a store cannot keep as text")),
+        None => Ok(()),
+    }
+}
+
+/// Refuses a time past [`MAX_TIME`]: the thread's, its timer's and its audit entries'.
+fn check_times(d: &ThreadDump) -> Result<(), String> {
+    let t = &d.thread;
+    let mut times = vec![("created_at", t.created_at), ("updated_at", t.updated_at)];
+    times.extend(d.wake_at.map(|w| ("wake_at", w)));
+    times.extend(d.audit.iter().map(|e| ("an audit entry's `at`", e.at)));
+    match times.into_iter().find(|(_, v)| *v > MAX_TIME) {
+        Some((what, v)) => Err(format!("{what} is {v}, past the largest time a store keeps ({MAX_TIME})")),
+        None => Ok(()),
+    }
 }
 
 /// A checkpoint whose parent is not in the dump (dropped by compaction) is restored as a root:

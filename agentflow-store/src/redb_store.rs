@@ -856,6 +856,14 @@ impl Store for RedbStore {
         Ok(())
     }
 
+    /// One write transaction.
+    fn restore_threads(&self, dumps: Vec<crate::ThreadDump>) -> Result<(), CommitError> {
+        self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
+            dumps.iter().try_for_each(|dump| crate::restore::stage_restore(tx, dump))
+        })?;
+        Ok(())
+    }
+
     fn graph_description(&self, fingerprint: &str) -> Result<Option<String>, ReadError> {
         self.read(|txn, path| {
             let graphs = txn.open_table(tables::GRAPHS).ctx(path)?;
@@ -956,10 +964,9 @@ impl RedbStore {
                 let (k, v) = entry.ctx(path)?;
                 let id = k.value();
                 let Some(level) = id.strip_prefix(&prefix) else { break };
-                // Deeper down (a child's own children): not read.
-                if level.contains('/') {
-                    continue;
-                }
+                // Deeper down: a child's own children, unless its record names `parent` (an id
+                // whose level holds a `/`), as PostgreSQL selects them by that field.
+                let deeper = level.contains('/');
                 let record =
                     reads::decode(path, tables::THREADS, || format!("{id:?}"), v.value(), ThreadRecord::decode).map(
                         |mut record| {
@@ -968,6 +975,10 @@ impl RedbStore {
                         },
                     );
                 if record.as_ref().is_ok_and(|r| r.parent.as_deref() != Some(parent)) {
+                    continue;
+                }
+                // An unreadable record further down is its own parent's to report.
+                if deeper && record.is_err() {
                     continue;
                 }
                 out.push(record)?;

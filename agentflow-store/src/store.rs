@@ -446,7 +446,9 @@ pub trait Store: Send + Sync {
     /// seqs) and approvals (with their statuses), in one transaction where the backend has
     /// them. Refused with [`CommitError::Invalid`] when the thread, or one of its approvals,
     /// exists already, or when the dump does not hang together (a part of another thread,
-    /// checkpoints out of order, a checkpoint with neither its parent nor a snapshot), and
+    /// checkpoints out of order, a checkpoint with neither its parent nor a snapshot, audit
+    /// seqs that do not run 1, 2, .., an approval id or a record key that comes twice, a NUL
+    /// byte in an id, name or key, a time past `i64::MAX`), and
     /// with [`CommitError::TooDeep`] or [`CommitError::Approval`] when JSON the store reads
     /// back (checkpoint metadata, audit details, approval conditions) nests deeper than a
     /// commit accepts: nothing is written then.
@@ -460,6 +462,21 @@ pub trait Store: Send + Sync {
             reason: "this Store implementation cannot restore threads (it does not override `restore_thread`)"
                 .to_string(),
         })
+    }
+
+    /// [`Store::restore_thread`] for several threads (a parent and its subgraph children) as
+    /// one: every one of them is written, or none (the first refusal is the answer). A parent
+    /// restored without its children would, once resumed, start a child afresh and make its
+    /// calls again.
+    ///
+    /// The default (for backends outside this crate) restores them one by one, so a refusal
+    /// part-way leaves the earlier ones written; `RedbStore` and `PostgresStore` write them in
+    /// one transaction.
+    fn restore_threads(&self, dumps: Vec<ThreadDump>) -> Result<(), CommitError> {
+        for dump in dumps {
+            self.restore_thread(dump)?;
+        }
+        Ok(())
     }
 
     /// [`Store::enqueue_run`] with `entry` appended to the run's thread's audit log (who

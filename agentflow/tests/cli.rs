@@ -588,6 +588,19 @@ fn export_of_a_parent_carries_its_subgraph_children() {
         .collect();
     assert_eq!(records.len(), 2, "the other thread and its child stay out: {records:?}");
     assert_eq!((&records[0]["parent"], &records[1]["parent"]), (&Value::Null, &json!("f-1")));
+    // A store where the child's id is taken: nothing of the file is imported, not the parent
+    // either (resumed without its child, it would start the child afresh and pay again).
+    let taken = dir.join("taken.redb");
+    {
+        let store: Arc<dyn Store> = Arc::new(RedbStore::open(&taken).expect("open store"));
+        let app = front::graph().app().store(store);
+        let input = Pay { order: "B-1".into(), amount: 5, ..Pay::default() };
+        let squatter = app.runner(&()).thread("f-1/delegate.0.0.payments").owner("carol").run(input);
+        assert!(matches!(runtime().block_on(squatter).unwrap().outcome, Outcome::Interrupted { .. }));
+    }
+    let refused = af(&taken, &["import", file.to_str().unwrap()]);
+    expect_refusal(&refused, 1, "nothing of the file was imported");
+    assert!(RedbStore::open(&taken).unwrap().thread("f-1").unwrap().is_none(), "the parent came without its child");
     let imported = af_json(&second, &["import", file.to_str().unwrap()]);
     assert_eq!(imported["imported"], json!(["f-1", "f-1/delegate.0.0.payments"]));
     let f1_approvals = |store: &Path| -> Vec<Value> {

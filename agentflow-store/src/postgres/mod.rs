@@ -907,6 +907,20 @@ impl Store for PostgresStore {
         })
     }
 
+    /// One transaction.
+    fn restore_threads(&self, dumps: Vec<crate::ThreadDump>) -> Result<(), CommitError> {
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| async {
+                for dump in &dumps {
+                    restore::stage(ctx, &tx, dump).await?;
+                }
+                Ok::<_, Fail<CommitError>>(())
+            }
+            .await)
+        })
+    }
+
     fn graph_description(&self, fingerprint: &str) -> Result<Option<String>, ReadError> {
         let fingerprint = fingerprint.to_string();
         self.call(move |ctx| async move {

@@ -339,19 +339,24 @@ pub fn import(store: &std::sync::Arc<dyn Store>, args: &ImportArgs, as_json: boo
     let store = store.as_ref();
     let threads = read(&args.file)?;
     let mut done = Vec::new();
+    let mut dumps = Vec::new();
     for t in threads {
-        let id = t.dump.thread.id.clone();
         if let Some((fingerprint, description)) = &t.graph
             && store.graph_description(fingerprint).map_err(Failure::store)?.is_none()
         {
             store.put_graph_description(fingerprint, description).map_err(Failure::store)?;
         }
-        store.restore_thread(t.dump).map_err(|e| match e {
-            CommitError::Invalid { .. } => Failure::not_found(format!("{e}; nothing of thread `{id}` was imported")),
-            other => Failure::store(other),
-        })?;
-        done.push(id);
+        done.push(t.dump.thread.id.clone());
+        dumps.push(t.dump);
     }
+    // Every thread of the file, or none: a parent without its subgraph children would start
+    // them afresh once resumed, making their calls again.
+    store.restore_threads(dumps).map_err(|e| match e {
+        CommitError::Invalid { .. } | CommitError::TooDeep { .. } | CommitError::Approval(_) => {
+            Failure::not_found(format!("{e}; nothing of the file was imported"))
+        }
+        other => Failure::store(other),
+    })?;
     if as_json {
         out::json(&json!({ "imported": done }))?;
     } else {
