@@ -174,7 +174,8 @@ async fn an_approved_call_runs_once_and_the_audit_log_tells_the_story() {
     assert_eq!(record.args, r#"{"amount":299,"order_id":"A-1"}"#);
     assert_eq!(record.args_hash, args_hash(&json!({ "order_id": "A-1", "amount": 299 })));
     assert_eq!((record.thread.as_str(), record.node.as_str(), record.requester.as_str()), ("A-1", "tools", OWNER));
-    assert!(record.expires_at > record.created_at);
+    // No `approval_ttl` set: valid for the default 24 hours.
+    assert_eq!(record.expires_at - record.created_at, 24 * 3_600_000);
     assert_eq!(graph.pending("A-1").unwrap()[0].kind, PendingKind::Approval);
     assert!(desk.pending().unwrap().iter().any(|r| r.id == id));
 

@@ -524,3 +524,38 @@ async fn an_approved_call_waits_for_the_breaker_and_runs_once_as_its_probe() {
     assert_eq!(store.breaker("restart_service").unwrap().unwrap().state, BreakerState::Closed);
     assert_eq!(app.state("fix").unwrap().unwrap().state.outcome.as_deref(), Some("ok"));
 }
+
+#[graph(state = Check, deps = Upstream, start = check)]
+mod observing {
+    use super::*;
+
+    /// Keeps the whole observation of the call, as a model would read it.
+    #[node(goto = [END], tools = [check_upstream])]
+    async fn check(_s: &Check, cx: &Ctx<Upstream>) -> Result<Step<Check>, NodeError> {
+        let obs = cx.run_tool(check_upstream, json!({ "name": "payments" })).await?;
+        Ok(goto!(END, Check::update().outcome(Some(obs.body.to_string()))))
+    }
+}
+
+/// README: "with `OnOpen::Observe` the call answers an observation with code `CIRCUIT_OPEN`
+/// and `retry_at`": the end of the cool-down the store holds.
+#[tokio::test]
+async fn a_circuit_open_observation_says_when_to_try_again() {
+    use agentflow_store::{BreakerOp, BreakerRule, BreakerUpdate};
+    let store = memory();
+    let up = Upstream::default();
+    let app = observing::graph()
+        .app()
+        .store(Arc::clone(&store))
+        .circuit_breaker("check_upstream", Breaker::after(1).cool_down(COOL_DOWN))
+        .unwrap();
+    let rule = BreakerRule::new(1, 1_500, 60_000);
+    let fail = BreakerUpdate::new("check_upstream", BreakerOp::Failed, "elsewhere", rule, now_ms(), "other", "test");
+    let open_until = store.update_breaker(fail).unwrap().record.open_until;
+    let run = app.runner(&up).thread("observed").run(Check::default()).await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed);
+    let body: serde_json::Value = serde_json::from_str(run.state.outcome.as_deref().unwrap()).unwrap();
+    assert_eq!(body["code"], "CIRCUIT_OPEN", "{body}");
+    assert_eq!(body["retry_at"], open_until, "{body}");
+    assert_eq!(up.runs.load(Ordering::SeqCst), 0);
+}

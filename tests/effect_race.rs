@@ -68,6 +68,43 @@ async fn an_effect_another_executor_started_first_is_not_run_again() {
     assert!(error.message.contains("started by another executor"), "{error}");
 }
 
+#[graph(state = Charges, deps = Card, start = charge)]
+mod retried_billing {
+    use super::*;
+
+    /// `charge` with retries: a retry after the lost race finds the call open.
+    #[node(goto = [END], retry = 3)]
+    async fn charge(_s: &Charges, cx: &Ctx<Card>) -> Result<Step<Charges>, NodeError> {
+        let n = cx
+            .effect("charge-card", |_key| async {
+                Ok::<_, NodeError>(cx.deps().charged.fetch_add(1, Ordering::SeqCst) + 1)
+            })
+            .await?;
+        Ok(goto!(END, Charges::update().n(n)))
+    }
+}
+
+/// `Ctx::effect`: the executor that lost the race "does not run the effect (its node gets a
+/// transient error; a retry finds the call open and asks a human)".
+#[tokio::test]
+async fn a_retry_after_losing_the_race_asks_a_human_and_never_runs_the_effect() {
+    let inner: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = retried_billing::graph().app().store(Arc::new(raced(Arc::clone(&inner))));
+    let card = Card::default();
+    let run = app.runner(&card).thread("race-retry").run(Charges::default()).await.unwrap();
+    assert_eq!(card.charged.load(Ordering::SeqCst), 0, "a retry ran the effect the other executor started");
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{:?}", run.outcome) };
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0].kind, agentflow::PendingKind::OutcomeUnknown, "{pending:?}");
+    let open: Vec<_> = inner
+        .list_approvals("race-retry")
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.status == agentflow::approval::ApprovalStatus::OutcomeUnknown)
+        .collect();
+    assert_eq!(open.len(), 1, "{open:?}");
+}
+
 #[tokio::test]
 async fn without_a_race_the_effect_runs_once() {
     let inner: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());

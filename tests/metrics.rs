@@ -187,6 +187,15 @@ fn a_run_reports_its_runs_steps_nodes_tools_approvals_checkpoints_and_budgets() 
     assert_eq!(counter(&snap, m::RUNS_FINISHED, &[f, ("outcome", "budget_exhausted")]), 1);
     assert_eq!(counter(&snap, m::BUDGETS_EXHAUSTED, &[f, ("budget", "max_steps")]), 1);
     assert_eq!(samples(&snap, m::STEP_SECONDS, &[f]), 5);
+
+    // Labels are graph, node, tool, outcome, status and the like: never a thread id, whose
+    // number is unbounded (the runs above are of thread `t1`, owned by `agent`).
+    for (key, _, _, _) in &snap {
+        for label in key.key().labels() {
+            assert!(!["thread", "owner"].contains(&label.key()), "{:?} has a `{}` label", key.key(), label.key());
+            assert!(!["t1", "agent"].contains(&label.value()), "{:?} carries `{}`", key.key(), label.value());
+        }
+    }
 }
 
 #[test]

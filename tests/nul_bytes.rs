@@ -151,6 +151,23 @@ async fn an_effect_key_with_a_nul_byte_is_refused_on_every_store_and_the_effect_
     }
 }
 
+/// The unit separator (U+001F) is the journal's own: a key holding it could name another
+/// effect's marker. Refused the same way, the effect not run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_effect_key_with_the_journals_separator_is_refused_and_the_effect_never_runs() {
+    for (kind, store) in stores("separator") {
+        let app = keyed::graph().app().store(Arc::clone(&store));
+        let key = "pay\u{1f}started\u{1f}1".to_string();
+        let run = app.runner(&key).thread(format!("separator-{kind}")).run(Log::default()).await.unwrap();
+        let Outcome::Failed { error, .. } = &run.outcome else { panic!("{kind}: {:?}", run.outcome) };
+        assert_eq!(error.class, agentflow::ErrorClass::Fatal, "{kind}: {error}");
+        assert!(error.to_string().contains("U+001F"), "{kind}: {error}");
+        assert!(run.state.log.is_empty(), "{kind}");
+        let journal = store.thread_effects(&format!("separator-{kind}")).unwrap();
+        assert!(journal.is_empty(), "{kind}: {journal:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_id_or_owner_with_a_nul_byte_is_refused_on_every_store_before_anything_is_written() {
     for (kind, store) in stores("thread") {

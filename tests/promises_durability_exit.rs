@@ -4,7 +4,7 @@
 //! the disk in the background, and the run's end is made durable before the
 //! run returns as well (agentflow-store docs: `exit` -> `Eventual` on each
 //! step and `Immediate` on the end); and with `Async`, a crash loses at most the
-//! store's flush interval.
+//! store's flush interval; and with `Sync`, each step is on disk before the next starts.
 //!
 //! A child process (this test binary, started on its ignored `durability_child`
 //! test, as tests/crash.rs does) opens a redb file with the background flush
@@ -82,6 +82,7 @@ async fn durability_child() {
     let durability = match mode.as_str() {
         "exit" => Durability::Exit,
         "async" => Durability::Async,
+        "sync" => Durability::Sync,
         other => panic!("mode {other}"),
     };
     // No background flush (only the run's own durable commits reach the disk), unless the test
@@ -221,6 +222,22 @@ fn async_steps_reach_the_disk_within_the_flush_interval() {
     let app = tally::graph().app().store(Arc::clone(&store));
     let state = app.state("t").unwrap().expect("no state in the reopened file").state;
     assert_eq!(state, full_tally(false), "steps committed a second before the crash were lost");
+    drop((app, store));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `Sync`: "each step is on disk before the next one starts". The child runs every `tick` with
+/// no background flush and hangs in `finish`; killed then, the reopened file holds every tick
+/// (the control below shows this harness loses steps that were not made durable).
+#[test]
+fn sync_each_step_is_on_disk_before_the_next_starts() {
+    let dir = tempdir("sync-steps");
+    run_child_until(&dir, "sync", "hang", "hanging");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::open(dir.join("store.redb")).unwrap());
+    assert_eq!(store.thread("t").unwrap().expect("the thread").status, ThreadStatus::Running);
+    let app = tally::graph().app().store(Arc::clone(&store));
+    let state = app.state("t").unwrap().expect("no state in the reopened file").state;
+    assert_eq!(state, full_tally(false), "a Sync step was lost in the crash");
     drop((app, store));
     let _ = std::fs::remove_dir_all(&dir);
 }

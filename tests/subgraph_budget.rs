@@ -84,3 +84,59 @@ async fn a_completed_childs_calls_still_count_after_the_parent_pauses_and_resume
     assert_eq!(counts.searches.load(Ordering::SeqCst), 3);
     assert_eq!(run.usage.tool_calls, 3);
 }
+
+// ---------------------------------------------------------------- a child's model calls
+
+/// The model a child asks (a scripted test double).
+pub struct Asker {
+    model: agentflow::model::ScriptedModel,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Asked {
+    #[reduce(append)]
+    answers: Vec<String>,
+}
+
+#[graph(state = Asked, deps = Asker, start = ask)]
+pub mod asking_child {
+    use super::*;
+
+    /// Asks the model twice.
+    #[node(goto = [END])]
+    async fn ask(_s: &Asked, cx: &Ctx<Asker>) -> Result<Step<Asked>, NodeError> {
+        let mut answers = Vec::new();
+        for q in ["first?", "second?"] {
+            let request = agentflow::model::ChatRequest::new(vec![agentflow::message::Message::human(q)]);
+            answers.push(cx.chat(&cx.deps().model, &request).await?.text);
+        }
+        Ok(goto!(END, Asked::update().answers(answers)))
+    }
+}
+
+#[graph(state = Asked, deps = Asker, start = delegate)]
+pub mod asking_parent {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [asking_child])]
+    async fn delegate(_s: &Asked, cx: &Ctx<Asker>) -> Result<Step<Asked>, NodeError> {
+        let child = cx.subgraph(asking_child::graph(), Asked::default()).await?;
+        Ok(goto!(END, Asked::update().answers(child.answers)))
+    }
+}
+
+/// README: "the child's model and tool calls count against the parent's budgets": a parent
+/// allowed one model call ends out of budget when its child asks twice, and the model is
+/// asked once.
+#[tokio::test]
+async fn a_childs_model_calls_count_against_the_parents_budget() {
+    let model = agentflow::model::ScriptedModel::new().reply_text("one").reply_text("two");
+    let deps = Asker { model };
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = asking_parent::graph().app().store(store);
+    let run =
+        app.runner(&deps).thread("asker").limits(Limits::none().model_calls(1)).run(Asked::default()).await.unwrap();
+    assert_eq!(run.outcome, Outcome::BudgetExhausted { which: Budget::ModelCalls }, "{:?}", run.outcome);
+    assert_eq!(deps.model.calls(), 1, "the model was asked past the parent's budget");
+    assert_eq!(run.usage.model_calls, 1);
+}

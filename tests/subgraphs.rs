@@ -574,6 +574,10 @@ async fn a_worker_gives_an_answer_once_and_the_next_question_at_the_same_checkpo
     let (seq, asks) = approvals.waiting_interrupt("w").unwrap();
     assert_eq!((seq, &asks.payload), (first_seq, &json!({ "verdict": "fine" })));
     assert_eq!(approvals.recorded_answer("w").unwrap(), None, "the first answer is used");
+    // And the log says so, once, naming the checkpoint whose answer it was.
+    let used: Vec<_> = app.audit_log("w").unwrap().into_iter().filter(|e| e.kind == "interrupt.answer_used").collect();
+    assert_eq!(used.len(), 1, "{used:?}");
+    assert_eq!(used[0].detail["checkpoint"], first_seq, "{:?}", used[0].detail);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(app.live_runs().unwrap()[0].claims, 2, "parked, not claimed again");
 

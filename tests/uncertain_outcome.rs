@@ -1262,6 +1262,31 @@ async fn a_childs_effect_cut_off_then_forked_away_is_listed_as_an_unknown_outcom
     assert_eq!(records[0].status, ApprovalStatus::OutcomeUnknown);
 }
 
+/// And for a child's approved call cut off mid-way: the fork turns it into an unknown outcome
+/// (it stayed `EXECUTING` in the child for good, though the refund may have gone out).
+#[tokio::test]
+async fn a_childs_approved_call_cut_off_then_forked_away_becomes_an_unknown_outcome() {
+    let thread = "U-fork-child-refund";
+    let path = db(thread);
+    let id = {
+        let graph = open(parent_of_refund_flow::graph(), &path);
+        let run = graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0)).await.unwrap();
+        let (kind, id) = pending_of(&run);
+        assert_eq!(kind, PendingKind::Approval);
+        graph.approvals(authorizer()).unwrap().approve(&id, &alice()).unwrap();
+        cut_off(thread, graph.runner(&()).thread(thread).resume()).await;
+        id
+    };
+    let graph = open(parent_of_refund_flow::graph(), &path);
+    let desk = graph.approvals(authorizer()).unwrap();
+    assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::Executing);
+    graph.fork(thread, 0, "operator").unwrap();
+    let record = desk.get(&id).unwrap().unwrap();
+    assert_eq!(record.status, ApprovalStatus::OutcomeUnknown, "{record:?}");
+    assert!(children_pending(&desk, thread).iter().any(|r| r.id == id), "listed for a human to settle");
+    assert_eq!(calls(thread).len(), 1, "the refund reached the provider once");
+}
+
 /// "Run again" approves the call again, with a fresh time to live: settled after the first
 /// approval's expiry, the call runs (the approval came back `APPROVED` past its expiry, and the
 /// resumed call was refused as `APPROVAL_EXPIRED`, though the human had just asked for it).

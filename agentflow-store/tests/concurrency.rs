@@ -107,6 +107,24 @@ fn eventual_commits_survive_close() {
     assert_eq!(store.thread("t").unwrap().unwrap().created_at, NOW);
 }
 
+/// `RedbStore`: dropping the store (no `close()`) makes its eventual commits durable too.
+#[test]
+fn eventual_commits_survive_a_drop() {
+    let dir = TempDir::new("eventual-drop");
+    let path = dir.file("store.redb");
+    {
+        let store = RedbStore::builder().flush_interval(None).open(&path).unwrap();
+        for seq in 0..20u64 {
+            let c = if seq == 0 { root("t", 0, b"S") } else { step("t", seq, seq - 1, &[b"x"]) };
+            let commit = StepCommit::new(thread("t")).with_checkpoint(c).with_durability(Durability::Eventual);
+            assert!(!store.commit_step(commit).unwrap().durable);
+        }
+        drop(store);
+    }
+    let store = RedbStore::open(&path).unwrap();
+    assert_eq!(store.list_checkpoints("t").unwrap().len(), 20);
+}
+
 #[test]
 fn history_of_3000_checkpoints_lists_all_and_rebuilds_from_the_nearest_snapshot() {
     let store = RedbStore::in_memory().unwrap();
