@@ -559,3 +559,71 @@ async fn a_circuit_open_observation_says_when_to_try_again() {
     assert_eq!(body["retry_at"], open_until, "{body}");
     assert_eq!(up.runs.load(Ordering::SeqCst), 0);
 }
+
+// ---------------------------------------------------------------- replays and invalid calls
+
+/// What `replayed` shares: the store (to open the breaker from the node) and the tool's runs.
+pub struct Flips {
+    store: Arc<dyn Store>,
+    runs: AtomicU32,
+    attempts: AtomicU32,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct Flip {
+    switch: String,
+}
+
+/// Flips a switch. Reversible: journaled.
+#[tool(risk = reversible)]
+async fn flip_switch(args: Flip, cx: &ToolCx<Flips>) -> Result<String, ToolError> {
+    let n = cx.deps().runs.fetch_add(1, Ordering::SeqCst) + 1;
+    Ok(format!("{} flipped ({n})", args.switch))
+}
+
+#[graph(state = Check, deps = Flips, start = flip)]
+mod replayed {
+    use super::*;
+
+    /// Flips the switch; the first attempt then sees the breaker open (another thread's
+    /// failure) and fails, so the retry replays the call from the journal.
+    #[node(goto = [END], tools = [flip_switch], retry = 2)]
+    async fn flip(_s: &Check, cx: &Ctx<Flips>) -> Result<Step<Check>, NodeError> {
+        let obs = cx.run_tool(flip_switch, json!({ "switch": "main" })).await?;
+        let deps = cx.deps();
+        if deps.attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+            use agentflow_store::{BreakerOp, BreakerRule, BreakerUpdate};
+            let rule = BreakerRule::new(1, 3_600_000, 60_000);
+            let fail = BreakerUpdate::new("flip_switch", BreakerOp::Failed, "other", rule, now_ms(), "b", "test");
+            deps.store.update_breaker(fail).unwrap();
+            return Err(NodeError::transient("after the call"));
+        }
+        // Invalid arguments are refused before the breaker is asked: no failure counted.
+        let invalid = cx.run_tool(flip_switch, json!({ "lever": 1 })).await?;
+        assert_eq!(invalid.code(), Some(agentflow::tool::Code::InvalidArgument), "{:?}", invalid.body);
+        Ok(goto!(END, Check::update().outcome(Some(obs.body.to_string()))))
+    }
+}
+
+/// README: "invalid arguments, denials, approvals and replayed results are neither" a failure
+/// nor a success for a breaker. A call replayed from the journal while the breaker is open is
+/// answered with its result (not `CIRCUIT_OPEN`, which would tell the model it did not run),
+/// the tool not run again and the breaker left as it was.
+#[tokio::test]
+async fn a_replayed_result_and_invalid_arguments_leave_the_breaker_alone() {
+    let store = memory();
+    let deps = Flips { store: Arc::clone(&store), runs: AtomicU32::new(0), attempts: AtomicU32::new(0) };
+    let app = replayed::graph()
+        .app()
+        .store(Arc::clone(&store))
+        .circuit_breaker("flip_switch", Breaker::after(1).cool_down(Duration::from_secs(3600)))
+        .unwrap();
+    let run = app.runner(&deps).thread("flip").run(Check::default()).await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed, "{:?}", run.outcome);
+    let body: serde_json::Value = serde_json::from_str(run.state.outcome.as_deref().unwrap()).unwrap();
+    assert_eq!(body["ok"], true, "the replayed call was answered otherwise: {body}");
+    assert_eq!(body["result"], "main flipped (1)");
+    assert_eq!(deps.runs.load(Ordering::SeqCst), 1, "the tool ran again");
+    let record = store.breaker("flip_switch").unwrap().unwrap();
+    assert_eq!((record.state, record.failures), (BreakerState::Open, 1), "{record:?}");
+}

@@ -333,6 +333,36 @@ async fn at_most_parallel_instances_run_at_once() {
     assert_eq!(market::graph().nodes()[0].parallel, None, "a node without a payload is no map worker");
 }
 
+#[graph(state = Market, deps = Desk, start = plan)]
+mod unbounded {
+    use super::*;
+
+    #[node(goto = [analyst])]
+    async fn plan(s: &Market) -> Step<Market> {
+        goto!(each(analyst, tasks(s)))
+    }
+
+    /// No `parallel`: the default bound.
+    #[node(goto = [END])]
+    async fn analyst(s: &Market, #[payload] task: &Task, cx: &Ctx<Desk>) -> Result<Step<Market>, NodeError> {
+        analyse(s, task, cx).await?;
+        Ok(goto!(END, Market::update().signals(vec![task.ticker.clone()])))
+    }
+}
+
+/// Without `parallel`, a map worker runs at most 8 instances at once (`DEFAULT_PARALLEL`).
+#[tokio::test]
+async fn without_parallel_at_most_eight_instances_run_at_once() {
+    let desk = Desk::default();
+    let tickers: Vec<String> = (0..20).map(|i| format!("T{i}")).collect();
+    let input = Market { tickers: tickers.clone(), ..Market::default() };
+    let run = tokio::time::timeout(GUARD, unbounded::graph().run(input, &desk)).await.expect("no hang").expect("run");
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert_eq!(run.state.signals, tickers);
+    assert_eq!(agentflow::DEFAULT_PARALLEL, 8);
+    assert_eq!(desk.max_in_flight.load(Ordering::SeqCst), 8, "eight at once, never more");
+}
+
 // ---------------------------------------------------------------------------
 // Property: for random payload lists and random finishing orders, the merged
 // state equals a sequential fold in payload order.

@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 
 const STEPS: usize = 1_000;
 const MIB: u64 = 1 << 20;
+/// The deltas a small state gathers before its first snapshot past the input's (the
+/// checkpointer's `MIN_SNAPSHOT_BYTES`).
+const MIN_SNAPSHOT: usize = 512;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
 pub struct Chat {
@@ -132,4 +135,44 @@ async fn a_thousand_step_thread_grows_storage_linearly_and_rebuilds_exactly() {
     // headroom for allocator and page-fill variation across redb versions
     // while still catching any growth that is not linear in the steps.
     assert!(file_bytes <= 8 * raw + MIB, "file {file_bytes} B > 8x the {raw} B of messages + 1 MiB");
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+pub struct Draft {
+    /// Replaced whole by every step: the state stays ~1 KB while the updates add up.
+    text: String,
+    steps: u32,
+}
+
+#[graph(state = Draft, start = rewrite, max_steps = 200)]
+mod rewriting {
+    use super::*;
+
+    #[node(goto = [rewrite, END])]
+    async fn rewrite(s: &Draft) -> Step<Draft> {
+        let text = format!("{:04}", s.steps).repeat(256);
+        let update = Draft::update().text(text).steps(s.steps + 1);
+        if s.steps + 1 >= 150 { goto!(END, update) } else { goto!(rewrite, update) }
+    }
+}
+
+/// `persist` docs: "rebuilding any checkpoint reads at most about twice the state's size". A
+/// state whose one field every step replaces stays ~1 KB while its updates add up to 150 KB:
+/// each checkpoint is rebuilt from its nearest snapshot and the deltas since, which together
+/// stay under twice the state (plus the smallest amount of deltas a snapshot waits for).
+#[tokio::test]
+async fn rebuilding_a_checkpoint_reads_at_most_about_twice_the_state() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let graph = rewriting::graph().app().store(Arc::clone(&store));
+    let run = graph.runner(&()).thread("draft").run(Draft::default()).await.unwrap();
+    assert!(run.outcome.is_completed(), "{}", run.outcome);
+    let history = graph.history("draft").unwrap();
+    assert_eq!(history.len(), 151);
+    for c in &history {
+        let chain = store.state_chain("draft", c.seq).unwrap().expect("the chain");
+        let read = chain.snapshot.len() + chain.steps.iter().flat_map(|s| &s.delta).map(Vec::len).sum::<usize>();
+        let state = graph.state_at("draft", c.seq).unwrap().expect("the checkpoint").state;
+        let size = serde_json::to_vec(&state).unwrap().len();
+        assert!(read <= 2 * size + MIN_SNAPSHOT, "checkpoint {}: {read} B read for a {size} B state", c.seq);
+    }
 }

@@ -100,6 +100,32 @@ async fn postgres_workers_on_separate_store_instances_run_every_submitted_thread
     }
 }
 
+/// README: a worker runs the queued runs "up to `.concurrency(n)` at a time": with six runs of
+/// slow steps queued, a worker of concurrency 2 holds two of them at once, never more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_runs_at_most_its_concurrency_at_a_time() {
+    let app = redb_app();
+    for i in 0..6 {
+        app.submit(&format!("c{i}"), &Job::new(3, false, 60)).unwrap();
+    }
+    let (stop, handle) = start(&app, 2);
+    let mut most = 0;
+    let began = std::time::Instant::now();
+    loop {
+        let runs = app.live_runs().unwrap();
+        if runs.is_empty() {
+            break;
+        }
+        most = most.max(runs.iter().filter(|r| r.lease.is_some()).count());
+        assert!(began.elapsed() < LIMIT, "timed out waiting for the queue to empty");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.completed), (6, 6), "{report:?}");
+    assert_eq!(most, 2, "runs held at once by a worker of concurrency 2");
+}
+
 async fn approval_parks_then_resumes(app: App<Job, ()>, decider: App<Job, ()>) {
     // A call that needs an approval is requested for the thread's owner.
     app.submit_as("pay-1", &Job::new(2, true, 0), "agent:refund-bot").unwrap();

@@ -758,6 +758,25 @@ fn a_store_held_by_another_process_gives_exit_code_3_and_says_what_to_do() {
     assert_eq!(af(&store, &["threads"]).status.code(), Some(0));
 }
 
+/// Exit code 4 is a store error: a damaged record (here a thread record's bytes overwritten)
+/// is reported, naming the file, not taken for a missing thread or a usage error.
+#[test]
+fn a_damaged_record_gives_exit_code_4() {
+    let dir = temp_dir("damaged");
+    let store = dir.join("runs.redb");
+    fill(&store);
+    {
+        let db = redb::Database::open(&store).unwrap();
+        let txn = db.begin_write().unwrap();
+        let threads: redb::TableDefinition<&str, &[u8]> = agentflow_store::tables::THREADS;
+        txn.open_table(threads).unwrap().insert("t-done", b"\x01\xff\xff".as_slice()).unwrap();
+        txn.commit().unwrap();
+    }
+    let out = af(&store, &["show", "t-done"]);
+    expect_refusal(&out, 4, "cannot be decoded");
+    assert!(stderr(&out).contains("runs.redb"), "{}", stderr(&out));
+}
+
 #[test]
 fn usage_errors_and_missing_stores_have_their_exit_codes() {
     let dir = temp_dir("usage");
