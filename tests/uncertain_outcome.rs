@@ -537,6 +537,40 @@ async fn an_effect_cut_off_mid_way_waits_for_a_human_and_takes_the_settled_resul
     assert_eq!(calls(thread).len(), 1);
 }
 
+/// The `OUTCOME_UNKNOWN` record of an effect cut off mid-way is written fenced by the lease of
+/// the run that finds it: a run that lost the thread just before records nothing (the holder's
+/// run records it).
+#[tokio::test]
+async fn a_run_that_lost_the_thread_records_no_unknown_outcome_for_a_cut_off_effect() {
+    use agentflow::Store;
+    let thread = "U-effect-stale";
+    let path = db(thread);
+    {
+        let graph = open(effect_flow::graph(), &path);
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    let inner: Arc<dyn Store> = Arc::new(RedbStore::open(&path).expect("open store"));
+    let mut store = hooked_store::Hooked::new(Arc::clone(&inner));
+    // Another executor takes the thread (this run's lease lapsed) right before the record.
+    store.before_effects = Some(Box::new(|inner, batch| {
+        if !batch.new_approvals.is_empty() {
+            let later = agentflow::timer::now_ms() + 3_600_000;
+            inner.acquire_lease(&batch.thread, "other-executor", 60_000, later).expect("the other executor");
+        }
+        Ok(())
+    }));
+    let graph = effect_flow::graph().app().store(Arc::new(store));
+    let run = graph.runner(&()).thread(thread).resume().await;
+    let said = match &run {
+        Ok(run) => format!("{:?}", run.outcome),
+        Err(e) => e.to_string(),
+    };
+    assert!(said.contains("no longer holds") || said.contains("was lost"), "{said}");
+    let records = inner.list_approvals(thread).unwrap();
+    assert!(records.is_empty(), "the stale run recorded {records:?}");
+    assert_eq!(calls(thread).len(), 1, "the effect was not run again");
+}
+
 /// An effect cut off mid-way, then resumed: the run pauses on its `OUTCOME_UNKNOWN` record.
 async fn effect_left_unknown(thread: &str) -> (Arc<RedbStore>, App<Job, ()>, String) {
     let path = db(thread);

@@ -48,6 +48,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("effect_batch_applies_every_part_together", effect_batch_applies_every_part_together),
     ("effect_batch_fenced_by_the_lease", effect_batch_fenced_by_the_lease),
     ("step_commit_fenced_by_parent_leases", step_commit_fenced_by_parent_leases),
+    ("effect_batch_creates_records", effect_batch_creates_records),
     ("approval_cas_race", approval_cas_race),
     ("approvals_outcome_unknown", approvals_outcome_unknown),
     ("lease_rules", lease_rules),
@@ -812,6 +813,51 @@ pub fn step_commit_fenced_by_parent_leases(store: &dyn Store) {
         .fenced_by_parents(parents.clone());
     store.commit_step(next).unwrap();
     assert_eq!(store.latest_checkpoint("c").unwrap().map(|cp| cp.seq), Some(1));
+}
+
+/// [`EffectBatch::new_approvals`]: a batch creates its records as `put_approval` does, with an
+/// `approval.requested` entry by the requester, fenced like the rest of the batch; an id that
+/// exists already refuses the whole batch.
+pub fn effect_batch_creates_records(store: &dyn Store) {
+    use ApprovalStatus::{OutcomeUnknown, Pending};
+    let key = EffectKey { thread: "t".into(), seq: 0, node: "n".into(), key: "k".into() };
+    let unknown = ApprovalRecord { status: OutcomeUnknown, ..approval("u1", "t") };
+    let requested = || store.list_audit("t").unwrap().into_iter().filter(|e| e.kind == "approval.requested").count();
+    // Fenced: without the lease, nothing is created.
+    let err =
+        store.commit_effects(EffectBatch::new("t").new_approval(unknown.clone()).fenced_by("w1", NOW)).unwrap_err();
+    assert!(matches!(err, CommitError::LeaseLost { .. }), "{err}");
+    assert!(store.approval("u1").unwrap().is_none());
+    // Under the lease: created, listed for a human, audited by its requester.
+    store.acquire_lease("t", "w1", 60_000, NOW).unwrap();
+    let batch = EffectBatch::new("t").new_approval(unknown.clone()).fenced_by("w1", NOW + 1);
+    store.commit_effects(batch).unwrap();
+    assert_eq!(store.approval("u1").unwrap().map(|a| a.status), Some(OutcomeUnknown));
+    assert!(store.list_pending_approvals().unwrap().iter().any(|a| a.id == "u1"));
+    assert_eq!(requested(), 1);
+    let entry = store.list_audit("t").unwrap().into_iter().find(|e| e.kind == "approval.requested").unwrap();
+    assert_eq!(entry.actor, unknown.requester);
+    // The same id again: the batch is refused as a whole (its effect not written either).
+    let again = EffectBatch::new("t").effect(key.clone(), b"r".to_vec()).new_approval(unknown.clone());
+    let err = store.commit_effects(again).unwrap_err();
+    assert!(matches!(err, CommitError::Approval(ApprovalError::AlreadyExists { .. })), "{err}");
+    assert_eq!(store.effect(&key).unwrap(), None);
+    assert_eq!(requested(), 1);
+    // A record of another thread, or one that is not waiting: refused.
+    let err = store.commit_effects(EffectBatch::new("t").new_approval(approval("o1", "other"))).unwrap_err();
+    assert!(matches!(err, CommitError::Invalid { .. }), "{err}");
+    let decided = ApprovalRecord { status: ApprovalStatus::Approved, ..approval("d1", "t") };
+    assert!(store.commit_effects(EffectBatch::new("t").new_approval(decided)).is_err());
+    assert!(store.approval("o1").unwrap().is_none() && store.approval("d1").unwrap().is_none());
+    // A pending approval created and moved on in one batch.
+    let claim = ApprovalTransition {
+        id: "p1".into(),
+        from: Pending,
+        to: ApprovalStatus::Rejected,
+        patch: ApprovalPatch::by("bob", NOW),
+    };
+    store.commit_effects(EffectBatch::new("t").new_approval(approval("p1", "t")).transition(claim)).unwrap();
+    assert_eq!(store.approval("p1").unwrap().map(|a| a.status), Some(ApprovalStatus::Rejected));
 }
 
 /// A `commit_effects` batch that is not refused is written as one: the outcomes answer its

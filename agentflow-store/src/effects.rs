@@ -5,7 +5,7 @@ use std::path::Path;
 
 use redb::{ReadableTable, Table};
 
-use crate::approvals::{ApprovalTables, check_conditions, check_transition};
+use crate::approvals::{ApprovalTables, check_conditions, check_new_approval, check_transition};
 use crate::audit::append_audit;
 use crate::codec::MAX_DOCUMENT_DEPTH;
 use crate::error::{CommitError, Ctx, JsonTooDeep, StorageError};
@@ -58,7 +58,11 @@ pub(crate) fn stage_effect_batch(tx: &Tx<'_>, batch: &EffectBatch) -> Result<Vec
         JsonTooDeep::check(&entry.detail, MAX_DOCUMENT_DEPTH, "detail")
             .map_err(|source| CommitError::TooDeep { thread: tid.to_string(), source })?;
     }
-    let mut approvals = if batch.approval_transitions.is_empty() { None } else { Some(ApprovalTables::open(tx)?) };
+    if let Some(a) = batch.new_approvals.iter().find(|a| a.thread != tid) {
+        return Err(invalid(format!("approval `{}` belongs to thread `{}`", a.id, a.thread)));
+    }
+    let touches_approvals = !batch.approval_transitions.is_empty() || !batch.new_approvals.is_empty();
+    let mut approvals = if touches_approvals { Some(ApprovalTables::open(tx)?) } else { None };
     let mut audit = if batch.audit.is_empty() && approvals.is_none() {
         None
     } else {
@@ -70,8 +74,17 @@ pub(crate) fn stage_effect_batch(tx: &Tx<'_>, batch: &EffectBatch) -> Result<Vec
     let mut planned = Vec::with_capacity(batch.approval_transitions.len());
     if let Some(approvals) = approvals.as_ref() {
         let mut statuses = std::collections::HashMap::new();
+        for a in &batch.new_approvals {
+            check_new_approval(path, &approvals.approvals, a)?;
+            if statuses.insert(a.id.as_str(), a.status).is_some() {
+                return Err(crate::ApprovalError::AlreadyExists { id: a.id.clone() }.into());
+            }
+        }
         for t in &batch.approval_transitions {
-            let record = approvals.get(path, &t.id)?;
+            let record = match batch.new_approvals.iter().find(|a| a.id == t.id) {
+                Some(created) => created.clone(),
+                None => approvals.get(path, &t.id)?,
+            };
             if record.thread != tid {
                 return Err(invalid(format!("approval `{}` belongs to thread `{}`", t.id, record.thread)));
             }
@@ -112,6 +125,9 @@ pub(crate) fn stage_effect_batch(tx: &Tx<'_>, batch: &EffectBatch) -> Result<Vec
         }
     }
     if let (Some(approvals), Some(audit)) = (approvals.as_mut(), audit.as_mut()) {
+        for a in &batch.new_approvals {
+            approvals.insert(path, audit, a, &a.requester)?;
+        }
         for t in planned {
             let record = approvals.get(path, &t.id)?;
             approvals.apply(path, audit, record, t.to, &t.patch)?;

@@ -1094,6 +1094,13 @@ pub struct EffectBatch {
     /// the leases of its parent's run and of every run above it, so a parent that lost its
     /// thread cannot act through a child. (Appended last.)
     pub parent_leases: Vec<(String, String)>,
+    /// Records to create for `thread`, as [`Store::put_approval`](crate::Store::put_approval)
+    /// would (a `PENDING` approval or an `OUTCOME_UNKNOWN` record), each with an
+    /// `approval.requested` entry by its requester, before the transitions. An id that exists
+    /// already refuses the batch ([`ApprovalError::AlreadyExists`](crate::ApprovalError)). The
+    /// runtime creates the record of a call cut off mid-way this way, fenced by the run's
+    /// lease. (Appended last: a backend outside this crate must write them too.)
+    pub new_approvals: Vec<ApprovalRecord>,
 }
 
 impl EffectBatch {
@@ -1107,7 +1114,15 @@ impl EffectBatch {
             lease_holder: None,
             now: 0,
             parent_leases: Vec::new(),
+            new_approvals: Vec::new(),
         }
+    }
+
+    /// Adds a record to create (see [`EffectBatch::new_approvals`]).
+    #[must_use]
+    pub fn new_approval(mut self, record: ApprovalRecord) -> Self {
+        self.new_approvals.push(record);
+        self
     }
 
     /// Also requires each `(thread, holder)` of `leases` to be held, unexpired, at the batch's

@@ -409,15 +409,9 @@ impl<'a, D> Ctx<'a, D> {
                             ),
                             crate::persist::now_ms(),
                         );
-                        let actor = format!("executor:{}", self.node);
-                        let stored = record.clone();
-                        let result = store_call(journal, move |s| Ok(s.put_approval(stored, &actor))).await?;
-                        match result {
-                            Ok(()) | Err(agentflow_store::ApprovalError::AlreadyExists { .. }) => {}
-                            Err(e) => {
-                                return Err(NodeError::transient(format!("could not record the unknown outcome: {e}")));
-                            }
-                        }
+                        // Fenced by the run's lease (and its parents'): a run that lost the thread
+                        // records nothing, as for what starts an effect.
+                        journal.create_record(record.clone()).await?;
                         record
                     }
                 }

@@ -67,6 +67,18 @@ pub(crate) fn check_batch(batch: &EffectBatch) -> Result<(), CommitError> {
     for t in &batch.approval_transitions {
         crate::approvals::check_conditions(&t.id, t.patch.conditions.as_ref())?;
     }
+    for a in &batch.new_approvals {
+        if a.thread != thread {
+            return Err(CommitError::Invalid {
+                thread: thread.to_string(),
+                reason: format!("approval `{}` belongs to thread `{}`", a.id, a.thread),
+            });
+        }
+        if !a.status.is_waiting() {
+            return Err(crate::ApprovalError::NotPending { id: a.id.clone(), status: a.status }.into());
+        }
+        crate::approvals::check_conditions(&a.id, a.conditions.as_ref())?;
+    }
     Ok(())
 }
 
@@ -113,6 +125,9 @@ pub(crate) async fn stage_batch<C: GenericClient>(
     let mut outcomes = Vec::with_capacity(batch.effects.len());
     for (key, result) in &batch.effects {
         outcomes.push(record(ctx, tx, key, result).await?);
+    }
+    for a in &batch.new_approvals {
+        approvals::insert::<_, CommitError>(ctx, tx, a, &a.requester).await?;
     }
     for t in &batch.approval_transitions {
         // Locked here and kept until the end of the transaction, so the owner cannot change

@@ -365,6 +365,18 @@ impl Journal {
         (self.marker(node, key, what, run), serde_json::to_vec(detail).unwrap_or_default())
     }
 
+    /// Creates `record` (the `OUTCOME_UNKNOWN` record of a call cut off mid-way) in a batch
+    /// fenced by the run's lease and its parents': a run that lost its thread records nothing.
+    /// A record of that id made already (by another run of the same step: ids are
+    /// deterministic) is no failure.
+    pub(crate) async fn create_record(&self, record: ApprovalRecord) -> Result<(), NodeError> {
+        let id = record.id.clone();
+        match self.commit_batch(self.start_batch().new_approval(record)).await? {
+            Ok(_) | Err(CommitError::Approval(ApprovalError::AlreadyExists { .. })) => Ok(()),
+            Err(e) => Err(NodeError::transient(format!("could not record the unknown outcome `{id}`: {e}"))),
+        }
+    }
+
     /// Writes `batch` durably, all of it or (with a backend that has
     /// transactions) none. A lost approval compare-and-set is `Ok(Err(the
     /// approval's current status))`; nothing of the batch is then written.
@@ -372,6 +384,16 @@ impl Journal {
         &self,
         batch: EffectBatch,
     ) -> Result<Result<Vec<EffectOutcome>, ApprovalStatus>, NodeError> {
+        match self.commit_batch(batch).await? {
+            Ok(outcomes) => Ok(Ok(outcomes)),
+            Err(CommitError::Approval(ApprovalError::AlreadyDecided { current, .. })) => Ok(Err(current)),
+            Err(e) => Err(NodeError::transient(format!("effect journal unavailable: {e}"))),
+        }
+    }
+
+    /// Sends `batch`; a lost lease (this run's, or a run's above it) is the node's error, as
+    /// [`Journal::commit`] says; every other answer of the store comes back as it is.
+    async fn commit_batch(&self, batch: EffectBatch) -> Result<Result<Vec<EffectOutcome>, CommitError>, NodeError> {
         let revoked = self.revoked.as_ref().is_some_and(|r| r.load(std::sync::atomic::Ordering::SeqCst))
             || self.parents.revoked();
         let result = if revoked && batch.lease_holder.is_some() {
@@ -384,8 +406,6 @@ impl Journal {
             blocking(&self.store, move |s| s.commit_effects(batch)).await.map_err(unavailable)?
         };
         match result {
-            Ok(outcomes) => Ok(Ok(outcomes)),
-            Err(CommitError::Approval(ApprovalError::AlreadyDecided { current, .. })) => Ok(Err(current)),
             Err(CommitError::LeaseLost { thread, current, .. }) if thread != self.thread => {
                 // A run above this one lost its thread: this run acts for it, so it stops too.
                 self.lost.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -413,7 +433,7 @@ impl Journal {
                     self.thread
                 )))
             }
-            Err(e) => Err(NodeError::transient(format!("effect journal unavailable: {e}"))),
+            other => Ok(other),
         }
     }
 }
