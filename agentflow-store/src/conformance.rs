@@ -807,6 +807,9 @@ pub fn step_commit_fenced_by_parent_leases(store: &dyn Store) {
     // Every lease held: written.
     store.commit_step(audited(NOW + 3)).unwrap();
     assert_eq!(store.latest_checkpoint("c").unwrap().map(|cp| cp.seq), Some(0));
+    // The parents' checks do not hide the commit's own refusal (here a seq taken already).
+    let err = store.commit_step(audited(NOW + 4)).unwrap_err();
+    assert!(matches!(err, CommitError::SeqNotIncreasing { .. }), "{err}");
     let next = StepCommit::new(thread("c"))
         .with_checkpoint(step("c", 1, 0, &[b"+1"]))
         .fenced_by("wc", NOW + 4)

@@ -53,8 +53,8 @@ const MAX_TIME: u64 = i64::MAX as u64;
 /// thread; the checkpoints are in increasing order and each has its parent (an earlier one) or
 /// a snapshot; the audit seqs run 1, 2, .. without gaps; no approval id, pending-write key or
 /// effect key comes twice; each pending write belongs to a checkpoint of the dump; a sleeping
-/// thread has its timer; no time is past what PostgreSQL holds; no id, name or key holds a NUL
-/// byte (which PostgreSQL `text` cannot).
+/// thread has its timer; no time but a timer is past what PostgreSQL holds; no id, name or key
+/// holds a NUL byte (which PostgreSQL `text` cannot).
 pub(crate) fn check_dump(d: &ThreadDump) -> Result<(), CommitError> {
     let tid = d.thread.id.as_str();
     let invalid = |reason: String| CommitError::Invalid { thread: tid.to_string(), reason };
@@ -184,11 +184,12 @@ fn check_text(d: &ThreadDump) -> Result<(), String> {
     }
 }
 
-/// Refuses a time past [`MAX_TIME`]: the thread's, its timer's and its audit entries'.
+/// Refuses a time past [`MAX_TIME`]: the thread's and its audit entries'. A timer past it
+/// (`cx.sleep(Duration::MAX)`, an approval that never expires) means "never" on either store
+/// (PostgreSQL keeps it as `i64::MAX`), so it is let through.
 fn check_times(d: &ThreadDump) -> Result<(), String> {
     let t = &d.thread;
     let mut times = vec![("created_at", t.created_at), ("updated_at", t.updated_at)];
-    times.extend(d.wake_at.map(|w| ("wake_at", w)));
     times.extend(d.audit.iter().map(|e| ("an audit entry's `at`", e.at)));
     match times.into_iter().find(|(_, v)| *v > MAX_TIME) {
         Some((what, v)) => Err(format!("{what} is {v}, past the largest time a store keeps ({MAX_TIME})")),

@@ -27,7 +27,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use deadpool_postgres::GenericClient;
-use futures_util::future::{join3, join5, try_join, try_join_all};
+use futures_util::future::{join3, join5, try_join_all, try_join3};
 
 use crate::error::{CommitError, StorageError};
 use crate::postgres::error::{Fail, is_unique_violation};
@@ -129,6 +129,8 @@ const PARENT_GUARD: &str = "SELECT 1 / (SELECT count(*) FROM (SELECT 1 FROM leas
 
 /// The lease row of thread `$1`, locked until the commit ends.
 const LEASE_CHECK: &str = "SELECT holder, expires_at FROM leases WHERE thread = $1 FOR UPDATE";
+/// The lease row of a parent `$1` of the committing child, share-locked until the commit ends.
+const PARENT_LEASE_CHECK: &str = "SELECT holder, expires_at FROM leases WHERE thread = $1 FOR SHARE";
 /// Two primary-key lookups (the latest seq of thread `$1`, whether parent `$2` exists), not a scan
 /// of the thread's history: a step costs the same on a long thread as on a short one.
 const HISTORY_CHECK: &str = "SELECT (SELECT max(seq) FROM checkpoints WHERE thread = $1), \
@@ -257,6 +259,7 @@ async fn stage_as<C: GenericClient>(
             GUARD,
             PARENT_GUARD,
             LEASE_CHECK,
+            PARENT_LEASE_CHECK,
             HISTORY_CHECK,
             UPSERT_THREAD,
             DELETE_PENDING,
@@ -305,12 +308,20 @@ async fn stage_as<C: GenericClient>(
         let Some((_, parent)) = checkpoint_seq else { return Ok(None) };
         sql::query_opt(tx, HISTORY_CHECK, &[&tid, &parent.unwrap_or(-1)]).await
     };
+    // Sent before the writes too: a write that fails aborts the transaction, and a check sent
+    // after it would answer that instead of the write's own error.
+    let parent_checks = try_join_all(
+        c.parent_leases
+            .iter()
+            .map(|(parent, _)| async move { sql::query_opt(tx, PARENT_LEASE_CHECK, &[parent]).await }),
+    );
 
     // Everything goes out at once; the answers come back in statement order.
     let (begun, checks, written) =
-        join3(tx.batch_execute(begin), try_join(lease_check, history_check), try_join_all(writes)).await;
+        join3(tx.batch_execute(begin), try_join3(lease_check, history_check, parent_checks), try_join_all(writes))
+            .await;
     begun?;
-    let (lease_row, history_row) = checks?;
+    let (lease_row, history_row, parent_rows) = checks?;
     if let Some(holder) = &c.lease_holder {
         let current = super::leases::lease_in(&ctx.path, tid, lease_row.as_ref())?;
         let held = current.as_ref().is_some_and(|l| l.holder == *holder && l.expires_at > c.now);
@@ -322,8 +333,15 @@ async fn stage_as<C: GenericClient>(
             }));
         }
     }
-    for (parent, holder) in &c.parent_leases {
-        super::effects::check_lease(ctx, tx, parent, holder, c.now, "FOR SHARE").await?;
+    for ((parent, holder), row) in c.parent_leases.iter().zip(&parent_rows) {
+        let current = super::leases::lease_in(&ctx.path, parent, row.as_ref())?;
+        if !current.as_ref().is_some_and(|l| l.holder == *holder && l.expires_at > c.now) {
+            return Err(Fail::Refused(CommitError::LeaseLost {
+                thread: parent.clone(),
+                holder: holder.clone(),
+                current,
+            }));
+        }
     }
     if let (Some(cp), Some((seq, _))) = (&c.checkpoint, checkpoint_seq) {
         let (latest, parent_found) =

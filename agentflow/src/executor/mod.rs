@@ -672,6 +672,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
 impl<S: State, D: Sync> Runner<'_, S, D> {
     /// Continues the compensation of a thread left `compensating`.
     async fn compensate_only(self, start: Resumed<S>, mut cp: Checkpointer) -> Result<Run<S>, RunError> {
+        // A subgraph child's compensation is fenced by its parents' leases too.
+        if let Some(parents) = &self.parent_leases {
+            cp.fence_parents(parents.clone());
+        }
         let events = Arc::new(Events::new(self.sink, self.stream, self.parent_outlet.clone()));
         let usage = cp.budget.usage;
         // The compensation keeps the reason it started with (in the audit log).

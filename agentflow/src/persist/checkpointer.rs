@@ -589,6 +589,8 @@ impl Checkpointer {
             };
             // Not synced on its own: it reaches the disk with the first step's
             // durable commit (redb commits in order), or the run never started.
+            // A run above that its holder revoked does not start a child either.
+            cp.check_parents_not_revoked()?;
             let commit = cp.prepare(Some(checkpoint), vec![], ThreadStatus::Running, String::new(), Flush::Deferred);
             let wrote = Written::of(&commit);
             st.commit_step(commit).map_err(PersistError::from)?;
@@ -1287,13 +1289,13 @@ impl Checkpointer {
     /// A lease of a run above this one that its holder revoked counts as lost, as this run's
     /// own does ([`LeaseGuard::check_not_revoked`]).
     fn check_parents_not_revoked(&self) -> Result<(), PersistError> {
-        match self.parents.leases.last() {
-            Some((thread, holder)) if self.parents.revoked() => Err(PersistError::Lease(LeaseError::NotHeld {
+        match self.parents.revoked_lease() {
+            Some((thread, holder)) => Err(PersistError::Lease(LeaseError::NotHeld {
                 thread: thread.clone(),
                 holder: holder.clone(),
                 current: None,
             })),
-            _ => Ok(()),
+            None => Ok(()),
         }
     }
 }

@@ -63,7 +63,8 @@ pub struct Journal {
 pub(crate) struct ParentLeases {
     /// `(thread, holder)`, nearest parent last.
     pub(crate) leases: Vec<(String, String)>,
-    /// Their runs' revocation flags ([`LeaseHolder::revoked`](super::LeaseHolder)).
+    /// Their runs' revocation flags ([`LeaseHolder::revoked`](super::LeaseHolder)), one per
+    /// lease, in the same order.
     pub(crate) revoked: Vec<Arc<std::sync::atomic::AtomicBool>>,
 }
 
@@ -71,6 +72,11 @@ impl ParentLeases {
     /// Whether the holder of one of them revoked it.
     pub(crate) fn revoked(&self) -> bool {
         self.revoked.iter().any(|r| r.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// The first of them whose holder revoked it.
+    pub(crate) fn revoked_lease(&self) -> Option<&(String, String)> {
+        self.leases.iter().zip(&self.revoked).find(|(_, r)| r.load(std::sync::atomic::Ordering::SeqCst)).map(|(l, _)| l)
     }
 }
 
@@ -339,11 +345,10 @@ impl Journal {
     /// this run, and this run's own.
     pub(crate) fn leases_for_child(&self) -> ParentLeases {
         let mut parents = self.parents.clone();
+        // Side by side: a lease and its run's revocation flag.
         if let Some(holder) = &self.holder {
             parents.leases.push((self.thread.clone(), holder.clone()));
-        }
-        if let Some(revoked) = &self.revoked {
-            parents.revoked.push(Arc::clone(revoked));
+            parents.revoked.push(self.revoked.clone().unwrap_or_default());
         }
         parents
     }
