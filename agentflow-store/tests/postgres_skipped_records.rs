@@ -8,7 +8,7 @@
 mod pg_common;
 
 use agentflow_store::conformance::{self, approval, root, thread};
-use agentflow_store::{NewAuditEntry, ReadError, StepCommit, StorageError, Store};
+use agentflow_store::{EffectKey, NewAuditEntry, ReadError, StepCommit, StorageError, Store};
 use pg_common::Schema;
 use serde_json::json;
 
@@ -75,4 +75,78 @@ fn listings_skip_and_report_a_row_that_does_not_decode() {
     // Undamaged listings are complete.
     assert!(store.scan_audit("t1").unwrap().is_complete());
     assert!(store.scan_approvals("t2").unwrap().is_complete());
+}
+
+/// The decode error behind a failed read, whatever family of errors carries it.
+fn decode_table(e: &dyn std::fmt::Debug, table: &str) {
+    let text = format!("{e:?}");
+    assert!(
+        text.contains("Decode") && text.contains(&format!("table: \"{table}\"")),
+        "expected a decode error of `{table}`, got {text}"
+    );
+}
+
+/// A column someone altered to another type (a migration of another program, a DBA's fix) is a
+/// decode error naming its table when a read meets it, never a panic of the reading thread.
+#[test]
+fn a_column_altered_to_another_type_is_a_decode_error() {
+    let Some(url) = pg_common::url() else { return };
+    let schema = Schema::new(&url, "altered");
+    let store = schema.open();
+    conformance::commit(&store, root("t1", 0, b"S"));
+    store.append_audit("t1", NewAuditEntry::new(1, "ops", "note", json!({}))).unwrap();
+    store.record_effect(&EffectKey::new("t1", 0, "node", "key"), b"done").unwrap();
+    store.put_graph_description("fp", "a graph").unwrap();
+    let s = &schema.name;
+    pg_common::sql(
+        &url,
+        &format!(
+            "ALTER TABLE \"{s}\".audit ALTER COLUMN actor TYPE bytea USING convert_to(actor, 'UTF8'); \
+             ALTER TABLE \"{s}\".effects ALTER COLUMN result TYPE text USING encode(result, 'hex'); \
+             ALTER TABLE \"{s}\".graphs ALTER COLUMN description TYPE bytea USING convert_to(description, 'UTF8'); \
+             ALTER TABLE \"{s}\".checkpoints ALTER COLUMN row TYPE text USING encode(row, 'hex');"
+        ),
+    );
+    decode_table(&store.list_audit("t1").unwrap_err(), "audit");
+    assert_eq!(store.scan_audit("t1").unwrap().skipped.len(), 1);
+    decode_table(&store.effect(&EffectKey::new("t1", 0, "node", "key")).unwrap_err(), "effects");
+    decode_table(&store.thread_effects("t1").unwrap_err(), "effects");
+    decode_table(&store.graph_description("fp").unwrap_err(), "graphs");
+    decode_table(&store.list_checkpoints("t1").unwrap_err(), "checkpoints");
+    decode_table(&store.latest_checkpoint("t1").unwrap_err(), "checkpoints");
+    decode_table(&store.dump_thread("t1").unwrap_err(), "checkpoints");
+}
+
+/// A `SQL_ASCII` database takes any bytes but NUL in a text column. Text that is not UTF-8 there
+/// (written by another program) is refused by the server as it sends it: a read of it fails with
+/// an error that says so, not a panic, and not the advice for a NUL byte in a write.
+#[test]
+fn text_that_is_not_utf8_in_a_sql_ascii_database_is_an_error_that_says_so() {
+    let Some(url) = pg_common::url() else { return };
+    let db = pg_common::fresh_schema("ascii");
+    pg_common::sql(
+        &url,
+        &format!("CREATE DATABASE {db} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"),
+    );
+    let (base, query) = url.split_once('?').map_or((url.as_str(), None), |(b, q)| (b, Some(q)));
+    let (server, _) = base.rsplit_once('/').expect("the URL names a database");
+    let db_url = format!("{server}/{db}{}", query.map_or(String::new(), |q| format!("?{q}")));
+    let outcome = std::panic::catch_unwind(|| {
+        let schema = Schema::new(&db_url, "ascii");
+        let store = schema.open();
+        conformance::commit(&store, root("t1", 0, b"S"));
+        store.append_audit("t1", NewAuditEntry::new(1, "ops", "note", json!({}))).unwrap();
+        // What the store wrote reads back.
+        assert_eq!(store.list_audit("t1").unwrap()[0].actor, "ops");
+        let s = &schema.name;
+        pg_common::sql(&db_url, &format!("UPDATE \"{s}\".audit SET actor = E'op\\xff';"));
+        let e = store.list_audit("t1").unwrap_err();
+        let message = e.to_string();
+        assert!(message.contains("not UTF-8") && !message.contains("NUL"), "{message}");
+        drop(store);
+    });
+    pg_common::sql(&url, &format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"));
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
 }

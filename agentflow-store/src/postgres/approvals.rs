@@ -50,7 +50,7 @@ pub(crate) async fn append_entry<C: GenericClient, E>(
 ) -> Result<u64, Fail<E>> {
     let detail = entry.detail.to_string();
     let row = sql::query_opt(c, APPEND_AUDIT, &[&thread, &time(entry.at), &entry.actor, &entry.kind, &detail]).await?;
-    let seq: i64 = row.map_or(0, |r| r.get(0));
+    let seq: i64 = row.map(|r| sql::col(&ctx.path, "audit", &r, 0)).transpose()?.unwrap_or(0);
     Ok(sql::uint(&ctx.path, "audit", || format!("{thread:?}"), seq)?)
 }
 
@@ -102,7 +102,7 @@ pub(crate) async fn transition<C: GenericClient, E: From<ApprovalError>>(
     let refuse = |e: ApprovalError| Fail::Refused(e.into());
     let row = sql::query_opt(c, "SELECT record FROM approvals WHERE id = $1 FOR UPDATE", &[&id]).await?;
     let Some(row) = row else { return Err(refuse(ApprovalError::NotFound { id: id.to_string() })) };
-    let mut record = approval_from(&ctx.path, id, row.get(0))?;
+    let mut record = approval_from(&ctx.path, id, sql::col(&ctx.path, "approvals", &row, 0)?)?;
     if !expected.can_move_to(to) {
         return Err(refuse(ApprovalError::IllegalTransition { id: id.to_string(), from: expected, to }));
     }

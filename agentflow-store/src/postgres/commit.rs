@@ -344,8 +344,13 @@ async fn stage_as<C: GenericClient>(
         }
     }
     if let (Some(cp), Some((seq, _))) = (&c.checkpoint, checkpoint_seq) {
-        let (latest, parent_found) =
-            history_row.map_or((None, 0), |r| (r.get::<_, Option<i64>>(0), r.get::<_, i64>(1)));
+        let (latest, parent_found) = match &history_row {
+            Some(r) => (
+                sql::col::<Option<i64>>(&ctx.path, "checkpoints", r, 0)?,
+                sql::col::<i64>(&ctx.path, "checkpoints", r, 1)?,
+            ),
+            None => (None, 0),
+        };
         if let Some(latest) = latest
             && latest >= seq
         {

@@ -49,7 +49,7 @@ async fn finished<C: GenericClient>(
     let Some(row) = sql::query_opt(c, sql, &[&thread]).await? else {
         return Err(Fail::Refused(CompactError::UnknownThread { thread: thread.to_string() }));
     };
-    let status: String = row.get(0);
+    let status: String = sql::col(&ctx.path, "threads", &row, 0)?;
     match ThreadStatus::ALL.into_iter().find(|s| s.as_str() == status) {
         Some(status) if !status.is_finished() => {
             Err(Fail::Refused(CompactError::NotFinished { thread: thread.to_string(), status }))
@@ -139,7 +139,10 @@ pub(crate) async fn apply<C: GenericClient>(
         &[&thread],
     )
     .await?;
-    let now: Vec<(i64, bool)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let now = rows
+        .iter()
+        .map(|r| Ok((sql::col(&ctx.path, "checkpoints", r, 0)?, sql::col(&ctx.path, "checkpoints", r, 1)?)))
+        .collect::<Result<Vec<(i64, bool)>, crate::StorageError>>()?;
     if now != seen {
         return Ok(false);
     }

@@ -46,7 +46,8 @@ pub(crate) async fn record<C: GenericClient, E>(
         &[&key.thread, &seq, &key.node, &key.key],
     )
     .await?;
-    Ok(EffectOutcome::AlreadyRecorded(row.map(|r| r.get(0)).unwrap_or_default()))
+    let result = row.map(|r| sql::col(&ctx.path, "effects", &r, 0)).transpose()?;
+    Ok(EffectOutcome::AlreadyRecorded(result.unwrap_or_default()))
 }
 
 /// The checks of a batch made before anything is sent, as the trait's default makes them: every
@@ -133,7 +134,7 @@ pub(crate) async fn stage_batch<C: GenericClient>(
         // Locked here and kept until the end of the transaction, so the owner cannot change
         // before the compare-and-set below (which reads the row again under the same lock).
         let owner = sql::query_opt(tx, "SELECT thread FROM approvals WHERE id = $1 FOR UPDATE", &[&t.id]).await?;
-        if let Some(owner) = owner.map(|r| r.get::<_, String>(0))
+        if let Some(owner) = owner.map(|r| sql::col::<String>(&ctx.path, "approvals", &r, 0)).transpose()?
             && owner != thread
         {
             return Err(Fail::Refused(CommitError::Invalid {

@@ -54,9 +54,18 @@ pub(crate) fn classify(path: &Path, e: &tokio_postgres::Error, attempts: u32) ->
             return StorageError::Authentication { path, detail };
         }
         // A NUL byte in a `text` value (the only character a Rust string holds that the server's
-        // UTF-8 refuses).
+        // UTF-8 refuses). Any other byte it refuses is one it holds and cannot send as UTF-8: text
+        // another program wrote into a `SQL_ASCII` database.
         if *code == SqlState::CHARACTER_NOT_IN_REPERTOIRE {
-            return StorageError::Unstorable { path, detail };
+            if e.as_db_error().is_some_and(|d| d.message().ends_with(": 0x00")) {
+                return StorageError::Unstorable { path, detail };
+            }
+            return StorageError::Backend {
+                path,
+                detail: format!(
+                    "{detail}; the database holds text that is not UTF-8 (written into a SQL_ASCII database by another program): fix that row, or keep the store in a database created with ENCODING 'UTF8'"
+                ),
+            };
         }
         if is_conflict(e) {
             return StorageError::Conflict { path, attempts, detail };

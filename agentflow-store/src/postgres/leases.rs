@@ -38,8 +38,8 @@ async fn current(
 /// or a released one (holder `NULL`).
 pub(crate) fn lease_in(path: &Path, thread: &str, row: Option<&Row>) -> Result<Option<Lease>, StorageError> {
     let Some(row) = row else { return Ok(None) };
-    let Some(holder) = row.get::<_, Option<String>>(0) else { return Ok(None) };
-    let expires_at = uint(path, "leases", || format!("{thread:?}"), row.get(1))?;
+    let Some(holder) = sql::col::<Option<String>>(path, "leases", row, 0)? else { return Ok(None) };
+    let expires_at = uint(path, "leases", || format!("{thread:?}"), sql::col(path, "leases", row, 1)?)?;
     Ok(Some(Lease { holder, expires_at }))
 }
 
@@ -57,7 +57,8 @@ pub(crate) async fn acquire(
     for _ in 0..super::error::MAX_ATTEMPTS {
         let won = sql::query_opt(&client, ACQUIRE, &[&thread, &holder, &until, &at]).await?;
         if let Some(row) = won {
-            let expires_at = uint(&ctx.path, "leases", || format!("{thread:?}"), row.get(0))?;
+            let expires_at =
+                uint(&ctx.path, "leases", || format!("{thread:?}"), sql::col(&ctx.path, "leases", &row, 0)?)?;
             return Ok(Lease { holder: holder.to_string(), expires_at });
         }
         if let Some(lease) = current(ctx, &client, thread).await? {
@@ -89,7 +90,7 @@ pub(crate) async fn renew(
     match row {
         Some(row) => Ok(Lease {
             holder: holder.to_string(),
-            expires_at: uint(&ctx.path, "leases", || format!("{thread:?}"), row.get(0))?,
+            expires_at: uint(&ctx.path, "leases", || format!("{thread:?}"), sql::col(&ctx.path, "leases", &row, 0)?)?,
         }),
         None => Err(Fail::Refused(LeaseError::NotHeld {
             thread: thread.to_string(),

@@ -815,7 +815,7 @@ impl Store for PostgresStore {
             let ctx = &*ctx;
             retrying!(ctx, {
                 let client = ctx.client().await?;
-                queue::settle(&client, &thread, &holder, &settle, false).await
+                queue::settle(&ctx, &client, &thread, &holder, &settle, false).await
             })
         })
     }
@@ -928,7 +928,7 @@ impl Store for PostgresStore {
             let row = sql::query_opt(&client, "SELECT description FROM graphs WHERE fingerprint = $1", &[&fingerprint])
                 .await
                 .map_err(|e| ctx.db(&e))?;
-            Ok(row.map(|r| r.get::<_, String>(0)))
+            Ok(row.map(|r| sql::col::<String>(&ctx.path, "graphs", &r, 0)).transpose()?)
         })
     }
 
@@ -983,7 +983,7 @@ impl Store for PostgresStore {
             let ctx = &*ctx;
             retrying!(ctx, {
                 let client = ctx.client().await?;
-                queue::settle(&client, &thread, &holder, &settle, true).await
+                queue::settle(&ctx, &client, &thread, &holder, &settle, true).await
             })
         })
     }

@@ -172,8 +172,8 @@ pub(crate) async fn heartbeat<C: GenericClient>(
     committed?;
     let mut controls = Vec::new();
     for row in rows {
-        let thread: String = row.get(0);
-        if let Some(c) = row.get::<_, Option<String>>(1) {
+        let thread: String = sql::col(&ctx.path, "run_queue", &row, 0)?;
+        if let Some(c) = sql::col::<Option<String>>(&ctx.path, "run_queue", &row, 1)? {
             let control = RunControl::parse(&c).ok_or_else(|| {
                 decode_error(&ctx.path, "run_queue", format!("{thread:?}"), format!("unknown control {c:?}"))
             })?;
@@ -198,8 +198,8 @@ pub(crate) async fn controls<C: GenericClient>(
     let rows = c.query(&statement, &[&holder, &time(now)]).await?;
     let mut controls = Vec::new();
     for row in rows {
-        let thread: String = row.get(0);
-        let control: String = row.get(1);
+        let thread: String = sql::col(&ctx.path, "run_queue", &row, 0)?;
+        let control: String = sql::col(&ctx.path, "run_queue", &row, 1)?;
         let control = RunControl::parse(&control).ok_or_else(|| {
             decode_error(&ctx.path, "run_queue", format!("{thread:?}"), format!("unknown control {control:?}"))
         })?;
@@ -246,6 +246,7 @@ const SETTLE_AND_RELEASE: &str = concat!(
 /// Settles `holder`'s claim of `thread` as `settle` says, one statement on `c`; with
 /// `release`, releases its lease in the same statement.
 pub(crate) async fn settle<C: GenericClient>(
+    ctx: &Ctx,
     c: &C,
     thread: &str,
     holder: &str,
@@ -258,7 +259,7 @@ pub(crate) async fn settle<C: GenericClient>(
     let handled = settle.handled.map(RunControl::as_str);
     let statement = c.prepare_cached(if release { SETTLE_AND_RELEASE } else { SETTLE }).await?;
     let row = c.query_one(&statement, &[&thread, &holder, &wait, awaits, &handled]).await?;
-    Ok(row.get::<_, i64>(0) > 0)
+    Ok(sql::col::<i64>(&ctx.path, "run_queue", &row, 0)? > 0)
 }
 
 pub(crate) async fn wake<C: GenericClient>(c: &C, thread: &str, wait: RunWait) -> Result<bool, Fail<QueueError>> {

@@ -10,7 +10,7 @@ use crate::dump::ThreadDump;
 use crate::error::{ReadError, StorageError};
 use crate::postgres::Ctx;
 use crate::postgres::error::decode_error;
-use crate::postgres::sql::{self, uint};
+use crate::postgres::sql::{self, col, uint};
 use crate::record::{
     ApprovalRecord, AuditEntry, ChainStep, Checkpoint, CheckpointSummary, EffectKey, Lease, PendingWrite, StateChain,
     ThreadRecord, ThreadStatus, Timer,
@@ -136,7 +136,16 @@ pub(crate) async fn checkpoint(ctx: &Ctx, thread: &str, seq: u64) -> Result<Opti
     )
     .await
     .map_err(|e| ctx.db(&e))?;
-    row.map(|r| checkpoint_from(&ctx.path, thread, seq, r.get(0), r.get(1))).transpose()
+    row.map(|r| {
+        checkpoint_from(
+            &ctx.path,
+            thread,
+            seq,
+            col(&ctx.path, "checkpoints", &r, 0)?,
+            col(&ctx.path, "checkpoints", &r, 1)?,
+        )
+    })
+    .transpose()
 }
 
 pub(crate) async fn latest_checkpoint(ctx: &Ctx, thread: &str) -> Result<Option<Checkpoint>, StorageError> {
@@ -148,7 +157,16 @@ pub(crate) async fn latest_checkpoint(ctx: &Ctx, thread: &str) -> Result<Option<
     )
     .await
     .map_err(|e| ctx.db(&e))?;
-    row.map(|r| checkpoint_from(&ctx.path, thread, r.get(0), r.get(1), r.get(2))).transpose()
+    row.map(|r| {
+        checkpoint_from(
+            &ctx.path,
+            thread,
+            col(&ctx.path, "checkpoints", &r, 0)?,
+            col(&ctx.path, "checkpoints", &r, 1)?,
+            col(&ctx.path, "checkpoints", &r, 2)?,
+        )
+    })
+    .transpose()
 }
 
 pub(crate) async fn list_checkpoints(ctx: &Ctx, thread: &str) -> Result<Vec<CheckpointSummary>, StorageError> {
@@ -167,8 +185,8 @@ pub(crate) async fn summaries<C: GenericClient>(
         .map_err(|e| ctx.db(&e))?;
     rows.iter()
         .map(|r| {
-            let seq: i64 = r.get(0);
-            CheckpointSummary::decode(r.get(1))
+            let seq: i64 = col(&ctx.path, "checkpoints", &r, 0)?;
+            CheckpointSummary::decode(col(&ctx.path, "checkpoints", &r, 1)?)
                 .map_err(|reason| decode_error(&ctx.path, "checkpoints", format!("({thread:?}, {seq})"), reason))
         })
         .collect()
@@ -195,11 +213,12 @@ pub(crate) async fn state_chain<C: GenericClient>(
     let mut steps = Vec::new();
     let mut expected = target;
     for row in &rows {
-        let cur: i64 = row.get(0);
+        let cur: i64 = col(path, "checkpoints", &row, 0)?;
         if cur != expected {
             break;
         }
-        let checkpoint = checkpoint_from(path, thread, cur, row.get(2), row.get(3))?;
+        let checkpoint =
+            checkpoint_from(path, thread, cur, col(path, "checkpoints", &row, 2)?, col(path, "checkpoints", &row, 3)?)?;
         let cur_u = uint(path, "checkpoints", || format!("({thread:?}, {cur})"), cur)?;
         if let Some(snapshot) = checkpoint.snapshot {
             steps.reverse();
@@ -207,7 +226,7 @@ pub(crate) async fn state_chain<C: GenericClient>(
         }
         steps.push(ChainStep { seq: cur_u, delta: checkpoint.delta });
         let corrupt = |reason: &str| decode_error(path, "checkpoints", format!("({thread:?}, {cur})"), reason);
-        let parent: Option<i64> = row.get(1);
+        let parent: Option<i64> = col(path, "checkpoints", &row, 1)?;
         match parent {
             None => return Err(corrupt("a root checkpoint without a snapshot").into()),
             Some(p) if p >= cur => return Err(corrupt("its parent link does not go back in history").into()),
@@ -248,12 +267,16 @@ async fn pending_writes_on<C: GenericClient>(
     .map_err(|e| ctx.db(&e))?;
     rows.iter()
         .map(|r| {
-            let (seq, node, idx): (i64, String, i64) = (r.get(0), r.get(1), r.get(2));
+            let (seq, node, idx): (i64, String, i64) = (
+                col(&ctx.path, "pending_writes", &r, 0)?,
+                col(&ctx.path, "pending_writes", &r, 1)?,
+                col(&ctx.path, "pending_writes", &r, 2)?,
+            );
             let key = || format!("({thread:?}, {seq}, {node:?})");
             let seq = uint(&ctx.path, "pending_writes", key, seq)?;
             let idx = u32::try_from(idx)
                 .map_err(|_| decode_error(&ctx.path, "pending_writes", key(), format!("index {idx}")))?;
-            Ok(PendingWrite { seq, node, idx, value: r.get(3) })
+            Ok(PendingWrite { seq, node, idx, value: col(&ctx.path, "pending_writes", &r, 3)? })
         })
         .collect()
 }
@@ -268,7 +291,7 @@ pub(crate) async fn effect(ctx: &Ctx, key: &EffectKey) -> Result<Option<Vec<u8>>
     )
     .await
     .map_err(|e| ctx.db(&e))?;
-    Ok(row.map(|r| r.get(0)))
+    row.map(|r| col(&ctx.path, "effects", &r, 0)).transpose()
 }
 
 pub(crate) async fn effect_keys(ctx: &Ctx, thread: &str, seq: u64) -> Result<Vec<EffectKey>, StorageError> {
@@ -281,7 +304,16 @@ pub(crate) async fn effect_keys(ctx: &Ctx, thread: &str, seq: u64) -> Result<Vec
     )
     .await
     .map_err(|e| ctx.db(&e))?;
-    Ok(rows.iter().map(|r| EffectKey::new(thread, seq, r.get::<_, String>(0), r.get::<_, String>(1))).collect())
+    rows.iter()
+        .map(|r| {
+            Ok(EffectKey::new(
+                thread,
+                seq,
+                col::<String>(&ctx.path, "effects", r, 0)?,
+                col::<String>(&ctx.path, "effects", r, 1)?,
+            ))
+        })
+        .collect()
 }
 
 /// Every effect of the thread with its result, by seq, node and key (byte order).
@@ -304,9 +336,13 @@ async fn thread_effects_on<C: GenericClient>(
     .map_err(|e| ctx.db(&e))?;
     rows.iter()
         .map(|r| {
-            let (seq, node, key): (i64, String, String) = (r.get(0), r.get(1), r.get(2));
+            let (seq, node, key): (i64, String, String) = (
+                col(&ctx.path, "effects", &r, 0)?,
+                col(&ctx.path, "effects", &r, 1)?,
+                col(&ctx.path, "effects", &r, 2)?,
+            );
             let seq = uint(&ctx.path, "effects", || format!("({thread:?}, {seq}, {node:?}, {key:?})"), seq)?;
-            Ok((EffectKey::new(thread, seq, node, key), r.get(3)))
+            Ok((EffectKey::new(thread, seq, node, key), col(&ctx.path, "effects", &r, 3)?))
         })
         .collect()
 }
@@ -328,15 +364,15 @@ async fn audit_on<C: GenericClient>(
             .map_err(|e| ctx.db(&e))?;
     let path = ctx.path.as_path();
     let entries = rows.iter().map(|r| {
-        let seq: i64 = r.get(0);
+        let seq: i64 = col(path, "audit", &r, 0)?;
         let key = || format!("({thread:?}, {seq})");
-        let detail: String = r.get(4);
+        let detail: String = col(path, "audit", &r, 4)?;
         Ok(AuditEntry {
             thread: thread.to_string(),
             seq: uint(path, "audit", key, seq)?,
-            at: uint(path, "audit", key, r.get(1))?,
-            actor: r.get(2),
-            kind: r.get(3),
+            at: uint(path, "audit", key, col(path, "audit", &r, 1)?)?,
+            actor: col(path, "audit", &r, 2)?,
+            kind: col(path, "audit", &r, 3)?,
             detail: serde_json::from_str(&detail)
                 .map_err(|e| decode_error(path, "audit", key(), format!("detail is not JSON: {e}")))?,
         })
@@ -372,7 +408,12 @@ async fn approvals_where_on<C: GenericClient>(
         None => sql::query(c, &sql, &[]).await,
     }
     .map_err(|e| ctx.db(&e))?;
-    collect(scan, rows.iter().map(|r| approval_from(&ctx.path, r.get(0), r.get(1))))
+    collect(
+        scan,
+        rows.iter().map(|r| {
+            approval_from(&ctx.path, col(&ctx.path, "approvals", &r, 0)?, col(&ctx.path, "approvals", &r, 1)?)
+        }),
+    )
 }
 
 pub(crate) async fn approval(ctx: &Ctx, id: &str) -> Result<Option<ApprovalRecord>, StorageError> {
@@ -395,7 +436,7 @@ pub(crate) async fn lease_token(ctx: &Ctx, thread: &str) -> Result<Option<u64>, 
     let row = sql::query_opt(&client, "SELECT token FROM leases WHERE thread = $1", &[&thread])
         .await
         .map_err(|e| ctx.db(&e))?;
-    row.map(|r| uint(&ctx.path, "leases", || format!("{thread:?}"), r.get(0))).transpose()
+    row.map(|r| uint(&ctx.path, "leases", || format!("{thread:?}"), col(&ctx.path, "leases", &r, 0)?)).transpose()
 }
 
 /// The timers due at `until`, earliest first.
@@ -411,8 +452,8 @@ pub(crate) async fn due_timers(ctx: &Ctx, until: u64, limit: usize) -> Result<Ve
     .map_err(|e| ctx.db(&e))?;
     rows.iter()
         .map(|r| {
-            let thread: String = r.get(1);
-            let wake_at = uint(&ctx.path, "threads", || format!("{thread:?}"), r.get(0))?;
+            let thread: String = col(&ctx.path, "threads", &r, 1)?;
+            let wake_at = uint(&ctx.path, "threads", || format!("{thread:?}"), col(&ctx.path, "threads", &r, 0)?)?;
             Ok(Timer { wake_at, thread })
         })
         .collect()
@@ -426,7 +467,7 @@ pub(crate) async fn thread_timer(ctx: &Ctx, thread: &str) -> Result<Option<u64>,
 async fn thread_timer_on<C: GenericClient>(ctx: &Ctx, c: &C, thread: &str) -> Result<Option<u64>, StorageError> {
     let row =
         sql::query_opt(c, "SELECT wake_at FROM threads WHERE id = $1", &[&thread]).await.map_err(|e| ctx.db(&e))?;
-    match row.and_then(|r| r.get::<_, Option<i64>>(0)) {
+    match row.map(|r| col::<Option<i64>>(&ctx.path, "threads", &r, 0)).transpose()?.flatten() {
         Some(at) => Ok(Some(uint(&ctx.path, "threads", || format!("{thread:?}"), at)?)),
         None => Ok(None),
     }
@@ -446,7 +487,13 @@ pub(crate) async fn dump(ctx: &Ctx, thread: &str) -> Result<Option<ThreadDump>, 
         .await
         .map_err(db)?;
     for r in &rows {
-        dump.checkpoints.push(checkpoint_from(&ctx.path, thread, r.get(0), r.get(1), r.get(2))?);
+        dump.checkpoints.push(checkpoint_from(
+            &ctx.path,
+            thread,
+            col(&ctx.path, "checkpoints", &r, 0)?,
+            col(&ctx.path, "checkpoints", &r, 1)?,
+            col(&ctx.path, "checkpoints", &r, 2)?,
+        )?);
     }
     // The pending writes of the thread's checkpoints (a store keeps none of others).
     let seqs: std::collections::BTreeSet<u64> = dump.checkpoints.iter().map(|c| c.seq).collect();

@@ -184,7 +184,7 @@ pub(crate) async fn migrate(client: &mut tokio_postgres::Client, schema: &str, p
     .await
     .map_err(db)?;
     let row = tx.query_one(&format!("SELECT max(version) FROM {s}.schema_version"), &[]).await.map_err(db)?;
-    let found = row.get::<_, Option<i32>>(0).unwrap_or(0);
+    let found = crate::postgres::sql::col::<Option<i32>>(path, "schema_version", &row, 0)?.unwrap_or(0);
     let found = u32::try_from(found).unwrap_or(0);
     if found > POSTGRES_SCHEMA_VERSION {
         return Err(OpenError::UnsupportedFormat {

@@ -1,11 +1,12 @@
-//! Small helpers over a connection or a transaction: cached prepared statements, and the
-//! conversions between the store's `u64` numbers and PostgreSQL's signed `bigint`.
+//! Small helpers over a connection or a transaction: cached prepared statements, reading a
+//! row's columns without panicking, and the conversions between the store's `u64` numbers and
+//! PostgreSQL's signed `bigint`.
 
 use std::path::Path;
 
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{FromSql, ToSql};
 
 use crate::error::StorageError;
 use crate::postgres::error::{decode_error, out_of_range};
@@ -56,4 +57,11 @@ pub(crate) fn time(value: u64) -> i64 {
 /// A stored `bigint` as a store number; a negative one is damage.
 pub(crate) fn uint(path: &Path, table: &str, key: impl FnOnce() -> String, value: i64) -> Result<u64, StorageError> {
     u64::try_from(value).map_err(|_| decode_error(path, table, key(), format!("negative number {value}")))
+}
+
+/// Column `idx` of a row read from `table`, decoded as `T`. A value that does not decode is a
+/// [`StorageError::Decode`] naming the table, never a panic (`Row::get` panics): text that is not
+/// UTF-8 (a `SQL_ASCII` database takes any bytes), or a column someone altered to another type.
+pub(crate) fn col<'a, T: FromSql<'a>>(path: &Path, table: &str, row: &'a Row, idx: usize) -> Result<T, StorageError> {
+    row.try_get(idx).map_err(|e| decode_error(path, table, "?".to_string(), e.to_string()))
 }
