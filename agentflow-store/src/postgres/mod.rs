@@ -815,7 +815,7 @@ impl Store for PostgresStore {
             let ctx = &*ctx;
             retrying!(ctx, {
                 let client = ctx.client().await?;
-                queue::settle(&ctx, &client, &thread, &holder, &settle, false).await
+                queue::settle(ctx, &client, &thread, &holder, &settle, false).await
             })
         })
     }
@@ -983,7 +983,7 @@ impl Store for PostgresStore {
             let ctx = &*ctx;
             retrying!(ctx, {
                 let client = ctx.client().await?;
-                queue::settle(&ctx, &client, &thread, &holder, &settle, true).await
+                queue::settle(ctx, &client, &thread, &holder, &settle, true).await
             })
         })
     }

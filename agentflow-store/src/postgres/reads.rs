@@ -185,8 +185,8 @@ pub(crate) async fn summaries<C: GenericClient>(
         .map_err(|e| ctx.db(&e))?;
     rows.iter()
         .map(|r| {
-            let seq: i64 = col(&ctx.path, "checkpoints", &r, 0)?;
-            CheckpointSummary::decode(col(&ctx.path, "checkpoints", &r, 1)?)
+            let seq: i64 = col(&ctx.path, "checkpoints", r, 0)?;
+            CheckpointSummary::decode(col(&ctx.path, "checkpoints", r, 1)?)
                 .map_err(|reason| decode_error(&ctx.path, "checkpoints", format!("({thread:?}, {seq})"), reason))
         })
         .collect()
@@ -213,12 +213,12 @@ pub(crate) async fn state_chain<C: GenericClient>(
     let mut steps = Vec::new();
     let mut expected = target;
     for row in &rows {
-        let cur: i64 = col(path, "checkpoints", &row, 0)?;
+        let cur: i64 = col(path, "checkpoints", row, 0)?;
         if cur != expected {
             break;
         }
         let checkpoint =
-            checkpoint_from(path, thread, cur, col(path, "checkpoints", &row, 2)?, col(path, "checkpoints", &row, 3)?)?;
+            checkpoint_from(path, thread, cur, col(path, "checkpoints", row, 2)?, col(path, "checkpoints", row, 3)?)?;
         let cur_u = uint(path, "checkpoints", || format!("({thread:?}, {cur})"), cur)?;
         if let Some(snapshot) = checkpoint.snapshot {
             steps.reverse();
@@ -226,7 +226,7 @@ pub(crate) async fn state_chain<C: GenericClient>(
         }
         steps.push(ChainStep { seq: cur_u, delta: checkpoint.delta });
         let corrupt = |reason: &str| decode_error(path, "checkpoints", format!("({thread:?}, {cur})"), reason);
-        let parent: Option<i64> = col(path, "checkpoints", &row, 1)?;
+        let parent: Option<i64> = col(path, "checkpoints", row, 1)?;
         match parent {
             None => return Err(corrupt("a root checkpoint without a snapshot").into()),
             Some(p) if p >= cur => return Err(corrupt("its parent link does not go back in history").into()),
@@ -268,15 +268,15 @@ async fn pending_writes_on<C: GenericClient>(
     rows.iter()
         .map(|r| {
             let (seq, node, idx): (i64, String, i64) = (
-                col(&ctx.path, "pending_writes", &r, 0)?,
-                col(&ctx.path, "pending_writes", &r, 1)?,
-                col(&ctx.path, "pending_writes", &r, 2)?,
+                col(&ctx.path, "pending_writes", r, 0)?,
+                col(&ctx.path, "pending_writes", r, 1)?,
+                col(&ctx.path, "pending_writes", r, 2)?,
             );
             let key = || format!("({thread:?}, {seq}, {node:?})");
             let seq = uint(&ctx.path, "pending_writes", key, seq)?;
             let idx = u32::try_from(idx)
                 .map_err(|_| decode_error(&ctx.path, "pending_writes", key(), format!("index {idx}")))?;
-            Ok(PendingWrite { seq, node, idx, value: col(&ctx.path, "pending_writes", &r, 3)? })
+            Ok(PendingWrite { seq, node, idx, value: col(&ctx.path, "pending_writes", r, 3)? })
         })
         .collect()
 }
@@ -336,13 +336,10 @@ async fn thread_effects_on<C: GenericClient>(
     .map_err(|e| ctx.db(&e))?;
     rows.iter()
         .map(|r| {
-            let (seq, node, key): (i64, String, String) = (
-                col(&ctx.path, "effects", &r, 0)?,
-                col(&ctx.path, "effects", &r, 1)?,
-                col(&ctx.path, "effects", &r, 2)?,
-            );
+            let (seq, node, key): (i64, String, String) =
+                (col(&ctx.path, "effects", r, 0)?, col(&ctx.path, "effects", r, 1)?, col(&ctx.path, "effects", r, 2)?);
             let seq = uint(&ctx.path, "effects", || format!("({thread:?}, {seq}, {node:?}, {key:?})"), seq)?;
-            Ok((EffectKey::new(thread, seq, node, key), col(&ctx.path, "effects", &r, 3)?))
+            Ok((EffectKey::new(thread, seq, node, key), col(&ctx.path, "effects", r, 3)?))
         })
         .collect()
 }
@@ -364,15 +361,15 @@ async fn audit_on<C: GenericClient>(
             .map_err(|e| ctx.db(&e))?;
     let path = ctx.path.as_path();
     let entries = rows.iter().map(|r| {
-        let seq: i64 = col(path, "audit", &r, 0)?;
+        let seq: i64 = col(path, "audit", r, 0)?;
         let key = || format!("({thread:?}, {seq})");
-        let detail: String = col(path, "audit", &r, 4)?;
+        let detail: String = col(path, "audit", r, 4)?;
         Ok(AuditEntry {
             thread: thread.to_string(),
             seq: uint(path, "audit", key, seq)?,
-            at: uint(path, "audit", key, col(path, "audit", &r, 1)?)?,
-            actor: col(path, "audit", &r, 2)?,
-            kind: col(path, "audit", &r, 3)?,
+            at: uint(path, "audit", key, col(path, "audit", r, 1)?)?,
+            actor: col(path, "audit", r, 2)?,
+            kind: col(path, "audit", r, 3)?,
             detail: serde_json::from_str(&detail)
                 .map_err(|e| decode_error(path, "audit", key(), format!("detail is not JSON: {e}")))?,
         })
@@ -410,9 +407,8 @@ async fn approvals_where_on<C: GenericClient>(
     .map_err(|e| ctx.db(&e))?;
     collect(
         scan,
-        rows.iter().map(|r| {
-            approval_from(&ctx.path, col(&ctx.path, "approvals", &r, 0)?, col(&ctx.path, "approvals", &r, 1)?)
-        }),
+        rows.iter()
+            .map(|r| approval_from(&ctx.path, col(&ctx.path, "approvals", r, 0)?, col(&ctx.path, "approvals", r, 1)?)),
     )
 }
 
@@ -452,8 +448,8 @@ pub(crate) async fn due_timers(ctx: &Ctx, until: u64, limit: usize) -> Result<Ve
     .map_err(|e| ctx.db(&e))?;
     rows.iter()
         .map(|r| {
-            let thread: String = col(&ctx.path, "threads", &r, 1)?;
-            let wake_at = uint(&ctx.path, "threads", || format!("{thread:?}"), col(&ctx.path, "threads", &r, 0)?)?;
+            let thread: String = col(&ctx.path, "threads", r, 1)?;
+            let wake_at = uint(&ctx.path, "threads", || format!("{thread:?}"), col(&ctx.path, "threads", r, 0)?)?;
             Ok(Timer { wake_at, thread })
         })
         .collect()
@@ -490,9 +486,9 @@ pub(crate) async fn dump(ctx: &Ctx, thread: &str) -> Result<Option<ThreadDump>, 
         dump.checkpoints.push(checkpoint_from(
             &ctx.path,
             thread,
-            col(&ctx.path, "checkpoints", &r, 0)?,
-            col(&ctx.path, "checkpoints", &r, 1)?,
-            col(&ctx.path, "checkpoints", &r, 2)?,
+            col(&ctx.path, "checkpoints", r, 0)?,
+            col(&ctx.path, "checkpoints", r, 1)?,
+            col(&ctx.path, "checkpoints", r, 2)?,
         )?);
     }
     // The pending writes of the thread's checkpoints (a store keeps none of others).
