@@ -8,11 +8,14 @@
 //! runtime: a call spawns its future on this thread's runtime and waits on a plain channel for
 //! the answer, which is legal in every context.
 
+use std::any::Any;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::mpsc::sync_channel;
 use std::thread::{JoinHandle, ThreadId};
 
+use futures_util::FutureExt;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
@@ -59,10 +62,22 @@ impl IoThread {
     ) -> Result<T, StorageError> {
         let (tx, rx) = sync_channel(1);
         self.handle.spawn(async move {
+            // A panic of the call (a bug) is its answer; the thread and its other calls go on.
+            let answer = AssertUnwindSafe(fut).catch_unwind().await;
             // The caller may have gone away; nothing to do then.
-            let _ = tx.send(fut.await);
+            let _ = tx.send(answer);
         });
-        rx.recv().map_err(|_| self.closed())
+        match rx.recv() {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(panic)) => Err(StorageError::Backend {
+                path: self.path.clone(),
+                detail: format!(
+                    "the call panicked on the store's I/O thread ({}); the call stopped there: please report it as a bug",
+                    panic_message(&*panic)
+                ),
+            }),
+            Err(_) => Err(self.closed()),
+        }
     }
 
     /// Runs `fut` on the I/O thread without waiting; it answers by itself.
@@ -78,6 +93,15 @@ impl IoThread {
     }
 }
 
+/// What a panic said, when it said it with a string.
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message")
+}
+
 impl Drop for IoThread {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
@@ -89,5 +113,21 @@ impl Drop for IoThread {
         {
             let _ = join.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_that_panics_answers_with_an_error_and_the_thread_goes_on() {
+        let io = IoThread::start(PathBuf::from("test-store")).unwrap();
+        let failed = io.run(async { panic!("boom") }).map(|()| ()).unwrap_err();
+        assert!(
+            matches!(&failed, StorageError::Backend { detail, .. } if detail.contains("panicked") && detail.contains("boom")),
+            "{failed:?}"
+        );
+        assert_eq!(io.run(async { 7 }).unwrap(), 7);
     }
 }
