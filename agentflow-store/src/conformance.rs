@@ -14,7 +14,7 @@
 use std::collections::BTreeSet;
 use std::sync::Barrier;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::{
     ApprovalArgs, ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, BoxError,
@@ -533,6 +533,18 @@ pub fn approvals_state_machine(store: &dyn Store) {
     assert_eq!(approved_entry.actor, "reviewer");
     assert_eq!(approved_entry.detail["from"], "PENDING");
     assert_eq!(approved_entry.detail["args_hash"], "h199");
+
+    // Null conditions are no conditions: stored, returned and read back as `None` (a JSON form
+    // of the record, an export, could not tell them apart).
+    let mut null = approval("n1", "v");
+    null.conditions = Some(Value::Null);
+    store.put_approval(null, "agent").unwrap();
+    assert_eq!(store.approval("n1").unwrap().unwrap().conditions, None);
+    let mut patch = ApprovalPatch::by("carol", NOW + 1);
+    patch.conditions = Some(Value::Null);
+    let rec = store.transition_approval("n1", Pending, Approved, patch).unwrap();
+    assert_eq!(rec.conditions, None);
+    assert_eq!(store.approval("n1").unwrap(), Some(rec));
 }
 
 /// Approvals created and moved inside a step commit, all or nothing.

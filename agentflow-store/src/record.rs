@@ -795,7 +795,8 @@ pub struct ApprovalRecord {
     pub decided_by: Option<String>,
     /// Reviewer's note (a rejection reason is fed back to the model).
     pub decision_note: Option<String>,
-    /// Conditions attached to an approval, as JSON.
+    /// Conditions attached to an approval, as JSON. `Some(Value::Null)` is stored as `None`:
+    /// null conditions are no conditions.
     pub conditions: Option<Value>,
     /// Unix millis of the last transition.
     pub updated_at: u64,
@@ -818,7 +819,8 @@ impl ApprovalRecord {
             .u8(self.status as u8)
             .opt_str(self.decided_by.as_deref())
             .opt_str(self.decision_note.as_deref())
-            .opt_json(self.conditions.as_ref())
+            // Null conditions are no conditions (a JSON form of the record cannot tell them apart).
+            .opt_json(self.conditions.as_ref().filter(|c| !c.is_null()))
             .u64(self.updated_at);
         e.finish()
     }
@@ -861,7 +863,7 @@ impl ApprovalRecord {
             self.decision_note = Some(note.clone());
         }
         if let Some(conditions) = &patch.conditions {
-            self.conditions = Some(conditions.clone());
+            self.conditions = Some(conditions.clone()).filter(|c| !c.is_null());
         }
         if let Some(args) = &patch.args {
             self.args.clone_from(&args.canonical);
@@ -893,7 +895,7 @@ pub struct ApprovalPatch {
     pub decided_by: Option<String>,
     /// Sets `decision_note`.
     pub note: Option<String>,
-    /// Sets `conditions`.
+    /// Sets `conditions` (`Some(Value::Null)` clears them).
     pub conditions: Option<Value>,
     /// Replaces `args` and `args_hash` (an edit).
     pub args: Option<ApprovalArgs>,
