@@ -43,9 +43,11 @@
 //!
 //! - where a `Sync` step's time goes (`sync_breakdown`), wall-clock and CPU
 //!   per operation, each measured back to back in every round: the raw redb
-//!   commit above; the same with the checkpoint table's key type and a
-//!   300-byte row (`raw_checkpoint_shape`: what the data's shape costs
-//!   redb); `Store::commit_step` called directly with a step's checkpoint
+//!   commit above; the same with the checkpoint table's key type, a
+//!   300-byte row and a thread id of its own each round, as each executor
+//!   run has (`raw_checkpoint_shape`: what the data's shape costs redb);
+//!   `Store::commit_step` called directly with a step's checkpoint, a
+//!   thread of its own each round taken under a lease and let go
 //!   (`store_commit`: the store's own work on top); the same from a task
 //!   spawned on the runtime, through `block_in_place` as the executor calls it
 //!   (`store_commit_in_task`: what running there costs); and the executor's
@@ -53,7 +55,10 @@
 //!   As many rounds as a `vs_redb_raw` figure has pairs; beside each layer's
 //!   medians, `<layer>_vs_redb_raw` is the median over the rounds of that
 //!   layer's operations/s over raw commits/s, so the same target reads layer
-//!   by layer. `AGENTFLOW_BENCH_LAYERS=executor_step` (a comma-separated
+//!   by layer, and `<layer>_vs_redb_raw_by_third` the same median in the
+//!   first, middle and last third of the rounds (every file grows with each
+//!   round: a ratio that moves with their size shows there).
+//!   `AGENTFLOW_BENCH_LAYERS=executor_step` (a comma-separated
 //!   list of layer names) runs only those layers, to profile one alone;
 //!   `AGENTFLOW_BENCH_LAYERS=` (set, empty) runs none, for the baseline a
 //!   profile subtracts. A ratio is printed only for a layer that ran beside
@@ -525,10 +530,11 @@ fn bench_cycles<S: State + Default>(
     }
 }
 
-/// Raw redb commits shaped like a step's checkpoint row: a `(&str, u64)` key and 300 bytes.
+/// Raw redb commits shaped like a step's checkpoint row: a `(&str, u64)` key and 300 bytes,
+/// each round under a thread id of its own, as each executor run is a thread of its own.
 struct ShapedRedb {
     db: redb::Database,
-    seq: u64,
+    rounds: u64,
     _file: TempPath,
 }
 
@@ -539,56 +545,58 @@ impl ShapedRedb {
     fn new() -> Self {
         let file = TempPath::new("redb-shaped");
         let db = redb::Database::create(&file.0).expect("shaped redb file");
-        ShapedRedb { db, seq: 0, _file: file }
+        ShapedRedb { db, rounds: 0, _file: file }
     }
 
     fn run(&mut self, n: usize) {
         let value = [0x5Au8; 300];
-        for _ in 0..n {
+        let thread = format!("breakdown-{}", self.rounds);
+        self.rounds += 1;
+        for seq in 0..n as u64 {
             let mut txn = self.db.begin_write().unwrap();
             txn.set_durability(redb::Durability::Immediate).unwrap();
             {
                 let mut table = txn.open_table(Self::TABLE).unwrap();
-                table.insert(("bench-thread", self.seq), value.as_slice()).unwrap();
+                table.insert((thread.as_str(), seq), value.as_slice()).unwrap();
             }
             txn.commit().unwrap();
-            self.seq += 1;
         }
     }
 }
 
 /// `Store::commit_step` called directly, with the checkpoint a `cycle_flat` step commits.
+/// Each round commits a thread of its own (under its lease), as each executor run does.
 struct DirectCommits {
     store: RedbStore,
-    seq: u64,
+    tag: &'static str,
+    rounds: u64,
     _file: TempPath,
 }
 
 impl DirectCommits {
-    const THREAD: &'static str = "bench-direct";
     const HOLDER: &'static str = "bench-holder";
 
-    fn new() -> Self {
-        let file = TempPath::new("direct");
+    fn new(tag: &'static str) -> Self {
+        let file = TempPath::new(tag);
         let store = RedbStore::open(&file.0).expect("open the store file");
-        store.acquire_lease(Self::THREAD, Self::HOLDER, 3_600_000, 1).expect("lease");
-        DirectCommits { store, seq: 0, _file: file }
+        DirectCommits { store, tag, rounds: 0, _file: file }
     }
 
     fn run(&mut self, n: usize) {
         use agentflow_store::{Checkpoint, CheckpointMetadata, CheckpointSource, StepCommit, ThreadRecord};
+        let thread = format!("{}-{}", self.tag, self.rounds);
+        self.rounds += 1;
+        self.store.acquire_lease(&thread, Self::HOLDER, 3_600_000, 1).expect("lease");
         // What the executor stores with every step of `cycle_flat`: the thread's budget, with no
         // limits set and nothing used (stored compact).
         let extra = json!({ "__budget__": {} });
-        for _ in 0..n {
-            self.seq += 1;
-            let seq = self.seq;
-            let record = ThreadRecord::new(Self::THREAD, "", "0123456789abcdef", 1, 1);
+        for seq in 1..=n as u64 {
+            let record = ThreadRecord::new(&thread, "", "0123456789abcdef", 1, 1);
             let mut commit = StepCommit::new(record)
                 .fenced_by(Self::HOLDER, 2)
                 .with_durability(agentflow_store::Durability::Immediate);
             commit.checkpoint = Some(Checkpoint {
-                thread: Self::THREAD.to_string(),
+                thread: thread.clone(),
                 seq,
                 parent: (seq > 1).then(|| seq - 1),
                 cursor: vec!["b".to_string()],
@@ -602,6 +610,7 @@ impl DirectCommits {
             });
             self.store.commit_step(commit).expect("commit");
         }
+        self.store.release_lease(&thread, Self::HOLDER).expect("release the lease");
     }
 }
 
@@ -613,12 +622,12 @@ fn bench_sync_breakdown(cfg: &Config, rt: &tokio::runtime::Runtime, raw: &mut Ra
     let graph = cycle_flat::graph();
     let stored = Stored::new("breakdown", graph);
     let deps = Arc::new(Limit { n: n as u64 });
-    let (mut shaped, mut direct) = (ShapedRedb::new(), DirectCommits::new());
+    let (mut shaped, mut direct) = (ShapedRedb::new(), DirectCommits::new("direct"));
     const LAYERS: [&str; 5] =
         ["redb_raw", "raw_checkpoint_shape", "store_commit", "store_commit_in_task", "executor_step"];
     let mut wall: [Vec<f64>; 5] = Default::default();
     let mut cpu: [Vec<Duration>; 5] = Default::default();
-    let mut in_task = Some(DirectCommits::new());
+    let mut in_task = Some(DirectCommits::new("in-task"));
     // `AGENTFLOW_BENCH_LAYERS=a,b` runs only those layers (to profile one alone); set but empty,
     // none of them (the setup alone: a profile's baseline to subtract).
     let profiled: Option<Vec<String>> = std::env::var("AGENTFLOW_BENCH_LAYERS")
@@ -678,6 +687,13 @@ fn bench_sync_breakdown(cfg: &Config, rt: &tokio::runtime::Runtime, raw: &mut Ra
         // This layer's operations per second over raw commits per second, round by round.
         let ratios: Vec<f64> = wall[0].iter().zip(&wall[layer]).map(|(raw, op)| raw / op).collect();
         if !ratios.is_empty() {
+            // The same in the first, middle and last third of the rounds: the files grow with
+            // every round, and a ratio that moves with their size shows here.
+            if ratios.len() >= 3 {
+                let third = ratios.len() / 3;
+                let parts = [&ratios[..third], &ratios[third..ratios.len() - third], &ratios[ratios.len() - third..]];
+                line[format!("{name}_vs_redb_raw_by_third")] = json!(parts.map(|part| round3(median(part.to_vec()))));
+            }
             line[format!("{name}_vs_redb_raw")] = json!(round3(median(ratios)));
         }
     }
