@@ -639,6 +639,25 @@ async fn the_two_person_rule_needs_two_distinct_approvers_of_the_same_arguments(
     let edited = desk.edit(&id, &carol, json!({ "order_id": "W-2", "amount": 5000 })).unwrap();
     assert_eq!(edited.status, ApprovalStatus::Approved);
     assert_eq!(edited.args, r#"{"amount":5000,"order_id":"W-2"}"#);
+    // While it waited for carol, bob's edit was kept with his sign-off, not lost.
+    let sign_offs = |thread: &str| -> Vec<Value> {
+        let log = graph.audit_log(thread).unwrap();
+        log.into_iter().filter(|e| e.kind == "approval.sign_off").map(|e| e.detail).collect()
+    };
+    assert_eq!(sign_offs("W-2")[1]["args"], r#"{"amount":5000,"order_id":"W-2"}"#);
+
+    // The conditions are part of what is signed: a co-signer who leaves out the conditions the
+    // first approver attached does not complete that approval (the call would run without them),
+    // and the conditions are kept with the sign-off meanwhile.
+    let deps = bot("W-3", 500);
+    let id = waiting_for(&start(&graph, &deps, "W-3").await);
+    let max = json!({ "max_amount": 10 });
+    assert_eq!(desk.approve_with_conditions(&id, &alice(), max.clone()).unwrap().status, ApprovalStatus::Pending);
+    assert_eq!(desk.approve(&id, &bob()).unwrap().status, ApprovalStatus::Pending, "bob left alice's conditions out");
+    let approved = desk.approve_with_conditions(&id, &carol, max.clone()).unwrap();
+    assert_eq!((approved.status, approved.conditions), (ApprovalStatus::Approved, Some(max.clone())));
+    let kept: Vec<Value> = sign_offs("W-3").into_iter().map(|d| d["conditions"].clone()).collect();
+    assert_eq!(kept, [max.clone(), Value::Null, max]);
 }
 
 #[tokio::test]

@@ -112,7 +112,10 @@ impl RoleAuthorizer {
         self
     }
 
-    /// Irreversible calls need two distinct approvers.
+    /// Irreversible calls need two distinct approvers, who approve the same arguments (an edit
+    /// needs its own two sign-offs) with the same conditions (a co-signer who leaves out the
+    /// conditions the first one attached does not complete the approval). Each sign-off is an
+    /// `approval.sign_off` audit entry holding the arguments it edited and its conditions.
     #[must_use]
     pub fn two_person_for_irreversible(mut self) -> Self {
         self.two_person_irreversible = true;
@@ -414,6 +417,17 @@ impl ApprovalDesk {
 }
 
 /// What a decision changes besides the status.
+/// What one sign-off of a decision under a rule of several approvers approves.
+#[derive(Clone, Copy)]
+struct SignOff<'a> {
+    /// The hash of the arguments approved (or what a run-again sign-off is for).
+    hash: &'a str,
+    /// The edited arguments' canonical text, for an edit.
+    args: Option<&'a str>,
+    /// The conditions attached.
+    conditions: Option<&'a Value>,
+}
+
 struct Change {
     note: Option<String>,
     conditions: Option<Value>,
@@ -561,7 +575,12 @@ impl ApprovalDesk {
                 // of it takes, counted for this unknown outcome only (`updated_at` is when the
                 // record became `OUTCOME_UNKNOWN`), never those of the first approval.
                 let occurrence = format!("run-again@{}:{}", record.updated_at, record.args_hash);
-                if !self.enough_sign_offs(&record, approver, &occurrence, now)? {
+                if !self.enough_sign_offs(
+                    &record,
+                    approver,
+                    SignOff { hash: &occurrence, args: None, conditions: None },
+                    now,
+                )? {
                     return Ok(record);
                 }
                 (ApprovalStatus::Approved, "run again".to_string())
@@ -627,14 +646,21 @@ impl ApprovalDesk {
         }
         // The arguments this decision approves: the edited ones, or those requested.
         let hash = change.args.as_ref().map_or(record.args_hash.as_str(), |a| a.hash.as_str()).to_string();
+        // Null conditions are no conditions (as the store keeps them).
+        let conditions = change.conditions.filter(|c| !c.is_null());
         let co_signed = to == ApprovalStatus::Approved && self.authorizer.sign_offs(&record) > 1;
-        if to == ApprovalStatus::Approved && !self.enough_sign_offs(&record, approver, &hash, now)? {
+        let sign_off = SignOff {
+            hash: &hash,
+            args: change.args.as_ref().map(|a| a.canonical.as_str()),
+            conditions: conditions.as_ref(),
+        };
+        if to == ApprovalStatus::Approved && !self.enough_sign_offs(&record, approver, sign_off, now)? {
             return Ok(record);
         }
         let patch = ApprovalPatch {
             decided_by: Some(approver.id.clone()),
             note: change.note,
-            conditions: change.conditions,
+            conditions,
             args: change.args,
             ..ApprovalPatch::by(&approver.id, now)
         };
@@ -655,17 +681,21 @@ impl ApprovalDesk {
         }
     }
 
-    /// Records a sign-off on the arguments hashing to `hash`; whether enough
-    /// distinct approvers have now signed off on those same arguments. A
-    /// sign-off on other arguments (before an edit) does not count, so one
-    /// person cannot change what another approved.
+    /// Records a sign-off on the arguments hashing to `sign_off.hash` with `sign_off.conditions`;
+    /// whether enough distinct approvers have now signed off on those same arguments with those
+    /// same conditions. A sign-off on other arguments (before an edit) or other conditions does
+    /// not count, so one person can neither change what another approved nor drop the conditions
+    /// another attached. The entry keeps the edited arguments and the conditions: nothing a
+    /// co-signer proposed is lost while the decision waits for the next.
     fn enough_sign_offs(
         &self,
         record: &ApprovalRecord,
         approver: &Approver,
-        hash: &str,
+        sign_off: SignOff<'_>,
         now: u64,
     ) -> Result<bool, DecisionError> {
+        let SignOff { hash, args, conditions } = sign_off;
+        let conditions_json = conditions.cloned().unwrap_or(Value::Null);
         let needed = self.authorizer.sign_offs(record);
         if needed <= 1 {
             return Ok(true);
@@ -679,6 +709,7 @@ impl ApprovalDesk {
                     e.kind == "approval.sign_off"
                         && e.detail.get("approval") == Some(&json!(record.id))
                         && e.detail.get("args_hash") == Some(&json!(hash))
+                        && e.detail.get("conditions").unwrap_or(&Value::Null) == &conditions_json
                 })
                 .map(|e| e.actor)
                 .collect();
@@ -695,7 +726,16 @@ impl ApprovalDesk {
             at: now,
             actor: approver.id.clone(),
             kind: "approval.sign_off".into(),
-            detail: json!({ "approval": record.id, "needed": needed, "args_hash": hash }),
+            detail: {
+                let mut detail = json!({ "approval": record.id, "needed": needed, "args_hash": hash });
+                if let Some(args) = args {
+                    detail["args"] = json!(args);
+                }
+                if let Some(conditions) = conditions {
+                    detail["conditions"] = conditions.clone();
+                }
+                detail
+            },
         };
         self.store.append_audit(&record.thread, entry)?;
         // Count again with this entry in: of two concurrent sign-offs, the
