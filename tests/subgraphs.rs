@@ -654,6 +654,32 @@ async fn an_answer_left_unmarked_does_not_answer_the_next_question_at_its_checkp
     assert_eq!(done.state.report, "fine true");
 }
 
+/// An answer typed for the question a person read is not recorded for the next question the
+/// thread asked at the same checkpoint meanwhile (as the inbox answers: `answer_question`).
+#[tokio::test]
+async fn an_answer_to_a_question_the_thread_no_longer_asks_is_refused() {
+    use agentflow::approval::{AnswerError, ApprovalDesk};
+    let store = store();
+    let counts = Counts::default();
+    let app = double_check::graph().app().store(Arc::clone(&store));
+    let approvals = ApprovalDesk::for_store(Arc::clone(&store), RoleAuthorizer::new());
+    app.runner(&counts).thread("n").run(desk("draft")).await.unwrap();
+    // A person reads the child's question ...
+    let (seq, read) = approvals.waiting_interrupt("n").unwrap();
+    assert_eq!(read.payload["path"], "check/ask");
+    // ... while the app answers it and the node asks its own question at the same checkpoint.
+    app.runner(&counts).thread("n").resume_with("fine").await.unwrap();
+    let (now_seq, asks) = approvals.waiting_interrupt("n").unwrap();
+    assert_eq!(now_seq, seq);
+    let ops = Approver::new("ops", ["x"]);
+    let refused = approvals.answer_question("n", seq, &read.question_id(), json!("meant for the child"), &ops);
+    assert!(matches!(refused, Err(AnswerError::QuestionChanged { .. })), "{refused:?}");
+    assert_eq!(approvals.recorded_answer("n").unwrap(), None, "nothing was recorded");
+    approvals.answer_question("n", seq, &asks.question_id(), json!(true), &ops).unwrap();
+    let done = app.runner(&counts).thread("n").resume().await.unwrap();
+    assert_eq!(done.state.report, "fine true");
+}
+
 #[graph(state = Desk, deps = Counts, start = brief)]
 pub mod ask_then_review {
     use super::*;

@@ -84,6 +84,18 @@ pub enum AnswerError {
         /// Where the thread is now.
         latest: u64,
     },
+    /// The thread asks another question at the checkpoint than the one answered (a subgraph's
+    /// next question asked since the person read the first).
+    #[error(
+        "thread `{thread}` asks another question at checkpoint {checkpoint} than the one answered; \
+         read what it asks now and answer that"
+    )]
+    QuestionChanged {
+        /// The thread.
+        thread: String,
+        /// The checkpoint answered.
+        checkpoint: u64,
+    },
     /// Someone answered this checkpoint first.
     #[error("thread `{thread}` was already answered at checkpoint {checkpoint} by `{by}`")]
     AlreadyAnswered {
@@ -201,6 +213,7 @@ pub(crate) fn record(
     store: &dyn Store,
     thread: &str,
     checkpoint: u64,
+    question: Option<&str>,
     value: Value,
     by: &str,
     now: u64,
@@ -219,6 +232,9 @@ pub(crate) fn record(
     }
     if latest != checkpoint {
         return Err(AnswerError::Stale { thread: thread.to_string(), checkpoint, latest });
+    }
+    if question.is_some_and(|q| q != pending.question_id()) {
+        return Err(AnswerError::QuestionChanged { thread: thread.to_string(), checkpoint });
     }
     // A run that holds the thread (a `resume_with` with its own value) would leave this
     // answer behind while the person is told it was recorded.
@@ -277,7 +293,8 @@ pub(crate) fn recorded(
     Ok(first)
 }
 
-/// What names a question in its answer's audit entry: the hash of its payload.
+/// What names a question in its answer's audit entry: the hash of its payload
+/// ([`Pending::question_id`]).
 fn question_hash(asks: &Value) -> String {
     crate::tool::args_hash(asks)
 }

@@ -372,8 +372,46 @@ impl ApprovalDesk {
         value: Value,
         by: &Approver,
     ) -> Result<InterruptAnswer, AnswerError> {
+        self.answer(thread, checkpoint, None, value, by)
+    }
+
+    /// [`ApprovalDesk::answer_interrupt`] for the question a person read: also refused, with
+    /// [`AnswerError::QuestionChanged`], unless the thread still asks the question named
+    /// `question_id` ([`Pending::question_id`] of what [`ApprovalDesk::waiting_interrupt`]
+    /// returned). Between reading a question and answering it, the thread may have moved on to
+    /// another question at the same checkpoint (a subgraph's next one): the answer typed for the
+    /// first is not recorded for the second. The approval inbox answers this way.
+    ///
+    /// ```
+    /// # fn answer(desk: &agentflow::ApprovalDesk) -> Result<(), agentflow::Error> {
+    /// let (checkpoint, question) = desk.waiting_interrupt("triage-1")?;
+    /// // ... a person reads `question.payload` and decides ...
+    /// let maria = agentflow::Approver::new("maria", ["reviewer"]);
+    /// desk.answer_question("triage-1", checkpoint, &question.question_id(), serde_json::json!({ "decision": "approve" }), &maria)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn answer_question(
+        &self,
+        thread: &str,
+        checkpoint: u64,
+        question_id: &str,
+        value: Value,
+        by: &Approver,
+    ) -> Result<InterruptAnswer, AnswerError> {
+        self.answer(thread, checkpoint, Some(question_id), value, by)
+    }
+
+    fn answer(
+        &self,
+        thread: &str,
+        checkpoint: u64,
+        question: Option<&str>,
+        value: Value,
+        by: &Approver,
+    ) -> Result<InterruptAnswer, AnswerError> {
         let store = &**self.store();
-        let answer = crate::answer::record(store, thread, checkpoint, value, &by.id, now_ms())?;
+        let answer = crate::answer::record(store, thread, checkpoint, question, value, &by.id, now_ms())?;
         // A worker parked the thread's run for this answer since it was recorded, or the queue
         // failed as it was written, or the store's audited wake is two writes (the default for
         // backends outside this crate wakes first: a claim in between parks the run again

@@ -38,6 +38,16 @@ pub struct Pending {
     pub payload: serde_json::Value,
 }
 
+impl Pending {
+    /// What names the question: a hash of its payload. An answer given with
+    /// [`ApprovalDesk::answer_question`](crate::ApprovalDesk::answer_question) for this id is
+    /// refused if the thread asks another question by then (a subgraph's next one at the same
+    /// checkpoint), so an answer typed for one question never lands on another.
+    pub fn question_id(&self) -> String {
+        crate::tool::args_hash(&self.payload)
+    }
+}
+
 /// Why a thread paused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -77,6 +77,13 @@ async fn login(base: &str, token: &str) -> User {
 }
 
 /// POSTs a form as `user` (with its CSRF token unless `fields` names one).
+/// The id of the question a page's answer form names (a browser sends it back with the answer).
+fn form_question(page: &str) -> String {
+    let field = "name=\"question\" value=\"";
+    let at = page.find(field).unwrap_or_else(|| panic!("an answer form names its question: {page}")) + field.len();
+    page[at..].split('"').next().unwrap_or_default().to_string()
+}
+
 async fn post(base: &str, user: Option<&User>, path: &str, fields: &[(&str, &str)]) -> (StatusCode, String) {
     let mut form: Vec<(&str, &str)> = fields.to_vec();
     let mut req = client().post(format!("{base}{path}"));
@@ -570,7 +577,13 @@ async fn instances_of_a_map_worker_waiting_together_share_one_card_and_one_answe
 
     let seq = with_redb(&store, |s| s.latest_checkpoint("t-reviews").unwrap().unwrap().seq.to_string());
     let path = "/threads/t-reviews/answer";
-    let (status, to) = post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("value", "\"fine\"")]).await;
+    let (status, to) = post(
+        &serve.base,
+        Some(&alice),
+        path,
+        &[("checkpoint", &seq), ("question", &form_question(section)), ("value", "\"fine\"")],
+    )
+    .await;
     assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
     drop(serve);
     let done =
@@ -694,29 +707,44 @@ async fn an_interrupt_answered_on_the_page_is_what_the_apps_resume_continues_wit
     assert!(section.contains("action=\"/threads/t-question/answer\""), "{section}");
     let seq = with_redb(&store, |s| s.latest_checkpoint("t-question").unwrap().unwrap().seq).to_string();
     assert!(section.contains(&format!("name=\"checkpoint\" value=\"{seq}\"")), "{section}");
+    let question = form_question(section);
 
     // Refused, and nothing recorded: anonymous, no CSRF token, not JSON, a checkpoint the
-    // thread is not at.
+    // thread is not at, a question it does not ask (one read before it asked another), none.
     let path = "/threads/t-question/answer";
-    let (status, _) = post(&serve.base, None, path, &[("checkpoint", &seq), ("value", "\"yes\"")]).await;
+    let (status, _) =
+        post(&serve.base, None, path, &[("checkpoint", &seq), ("question", &question), ("value", "\"yes\"")]).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     let forged = [("checkpoint", seq.as_str()), ("value", "\"yes\""), ("csrf", "forged")];
     let (status, _) = post(&serve.base, Some(&alice), path, &forged).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    let (status, body) = post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("value", "yes")]).await;
+    let (status, body) =
+        post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("question", &question), ("value", "yes")]).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    let (status, body) = post(&serve.base, Some(&alice), path, &[("checkpoint", "999"), ("value", "\"yes\"")]).await;
+    let (status, body) =
+        post(&serve.base, Some(&alice), path, &[("checkpoint", "999"), ("question", &question), ("value", "\"yes\"")])
+            .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(body.contains("no longer waits at checkpoint 999"), "{body}");
+    let other = [("checkpoint", seq.as_str()), ("question", "another-question"), ("value", "\"yes\"")];
+    let (status, body) = post(&serve.base, Some(&alice), path, &other).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("asks another question"), "{body}");
+    let (status, _) = post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("value", "\"yes\"")]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
     let none = with_redb(&store, |s| {
         s.list_audit("t-question").unwrap().into_iter().filter(|e| e.kind == "interrupt.answered").count()
     });
     assert_eq!(none, 0);
 
     // Bob answers first; Alice's answer, sent from a page that still showed the form, is refused.
-    let (status, to) = post(&serve.base, Some(&bob), path, &[("checkpoint", &seq), ("value", "\"ship it\"")]).await;
+    let (status, to) =
+        post(&serve.base, Some(&bob), path, &[("checkpoint", &seq), ("question", &question), ("value", "\"ship it\"")])
+            .await;
     assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
-    let (status, body) = post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("value", "\"no\"")]).await;
+    let (status, body) =
+        post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("question", &question), ("value", "\"no\"")])
+            .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(body.contains("already answered") && body.contains("bob"), "{body}");
     let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
@@ -807,7 +835,13 @@ async fn hostile_thread_ids_payloads_and_answers_are_escaped_on_every_page() {
     // the answer leads back to the inbox, nowhere else.
     let seq = with_redb(&store, |s| s.latest_checkpoint(ID).unwrap().unwrap().seq).to_string();
     let path = format!("/threads/{tid}/answer");
-    let (status, to) = post(&serve.base, Some(&alice), &path, &[("checkpoint", &seq), ("value", ANSWER)]).await;
+    let (status, to) = post(
+        &serve.base,
+        Some(&alice),
+        &path,
+        &[("checkpoint", &seq), ("question", &form_question(&inbox)), ("value", ANSWER)],
+    )
+    .await;
     assert_eq!((status, to.as_str()), (StatusCode::SEE_OTHER, "/"));
     let recorded = with_redb(&store, |s| {
         s.list_audit(ID).unwrap().into_iter().filter(|e| e.kind == "interrupt.answered").collect::<Vec<_>>()
@@ -885,7 +919,17 @@ async fn an_answer_of_the_wrong_shape_fails_the_resume_once_and_the_page_asks_ag
     let seq = with_redb(&store, |s| s.latest_checkpoint("t-question").unwrap().unwrap().seq).to_string();
     let path = "/threads/t-question/answer";
     // The node expects a string; a number is valid JSON, so it is recorded.
-    let (status, _) = post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("value", "3")]).await;
+    let (status, _) = post(
+        &serve.base,
+        Some(&alice),
+        path,
+        &[
+            ("checkpoint", &seq),
+            ("question", &form_question(&get(&serve.base, Some(&alice), "/").await.1)),
+            ("value", "3"),
+        ],
+    )
+    .await;
     assert_eq!(status, StatusCode::SEE_OTHER);
     let resume = |store: &Path| {
         let app = questions::graph().app().store(open_redb(store));
@@ -898,7 +942,13 @@ async fn an_answer_of_the_wrong_shape_fails_the_resume_once_and_the_page_asks_ag
     let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
     let section = &inbox[inbox.find("id=\"interrupts\"").expect("the interrupt is listed again")..];
     assert!(section.contains(&format!("action=\"{path}\"")) && !section.contains("Answered by"), "{section}");
-    let (status, body) = post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("value", "\"ship it\"")]).await;
+    let (status, body) = post(
+        &serve.base,
+        Some(&alice),
+        path,
+        &[("checkpoint", &seq), ("question", &form_question(section)), ("value", "\"ship it\"")],
+    )
+    .await;
     assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
     let done = resume(&store).await.expect("resume with the new answer");
     assert_eq!(done.outcome, agentflow::Outcome::Completed);

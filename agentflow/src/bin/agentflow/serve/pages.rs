@@ -175,6 +175,9 @@ pub struct InterruptView {
     pub checkpoint: u64,
     /// Who answered it already and when (unix millis), waiting for the app to resume it.
     pub answered: Option<(String, u64)>,
+    /// The id of the question an answer answers ([`agentflow::Pending::question_id`]): the
+    /// answer is refused if the thread asks another one by then.
+    pub question_id: Option<String>,
 }
 
 /// One waiting item of a paused thread.
@@ -550,7 +553,7 @@ fn interrupt_card(i: &InterruptView, s: &Session, now: u64) -> String {
                 ago(*at, now)
             );
         }
-        None if values > 0 => {
+        None if values > 0 && i.question_id.is_some() => {
             if values > 1 {
                 out.push_str("<p class=\"muted\">One answer goes to every node here that waits for a value.</p>");
             }
@@ -558,10 +561,12 @@ fn interrupt_card(i: &InterruptView, s: &Session, now: u64) -> String {
                 out,
                 "<form method=\"post\" action=\"/threads/{tid}/answer\" class=\"answer\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
                  <input type=\"hidden\" name=\"checkpoint\" value=\"{seq}\">\
+                 <input type=\"hidden\" name=\"question\" value=\"{question}\">\
                  <label>Answer (JSON)<textarea name=\"value\" rows=\"3\" id=\"answer-value-{id}\"></textarea></label>\
                  <p><button id=\"answer-{id}\">Answer</button></p></form>",
                 csrf = esc(&s.csrf),
                 seq = i.checkpoint,
+                question = esc(i.question_id.as_deref().unwrap_or_default()),
                 id = esc(&i.thread.id),
             );
         }

@@ -295,8 +295,15 @@ fn inbox_data(shared: &Arc<dyn Store>, stuck: (u64, u64), decided: Option<String
                 questions.push(Question { node: p.node, instance: p.instance, kind, payload: p.payload });
             }
         }
+        // What an answer answers: the question `answer_question` checks (the first that asks for
+        // a value).
+        let question_id = match desk.waiting_interrupt(&t.id) {
+            Ok((_, asks)) => Some(asks.question_id()),
+            Err(AnswerError::NotWaiting { .. }) => None,
+            Err(e) => return Err(Failure::store(e)),
+        };
         if !questions.is_empty() {
-            interrupts.push(InterruptView { thread: t.clone(), questions, checkpoint, answered });
+            interrupts.push(InterruptView { thread: t.clone(), questions, checkpoint, answered, question_id });
         }
     }
     let stuck = crate::stuck::find(shared, stuck.0, stuck.1, now_ms())?;
@@ -623,6 +630,10 @@ async fn answer(State(server): State<Shared>, headers: HeaderMap, Path(id): Path
     let Ok(checkpoint) = field("checkpoint").parse::<u64>() else {
         return error_page(StatusCode::BAD_REQUEST, "Bad request", "The form names no checkpoint.", Some(&s));
     };
+    let question = field("question");
+    if question.is_empty() {
+        return error_page(StatusCode::BAD_REQUEST, "Bad request", "The form names no question.", Some(&s));
+    }
     let value = match serde_json::from_str::<Value>(&field("value")) {
         Ok(v) => v,
         Err(e) => {
@@ -640,7 +651,7 @@ async fn answer(State(server): State<Shared>, headers: HeaderMap, Path(id): Path
         .store
         .with(move |store| {
             let desk = ApprovalDesk::for_store(Arc::clone(store), RoleAuthorizer::new());
-            Ok(desk.answer_interrupt(&thread, checkpoint, value, &who))
+            Ok(desk.answer_question(&thread, checkpoint, &question, value, &who))
         })
         .await;
     match result {
@@ -650,6 +661,7 @@ async fn answer(State(server): State<Shared>, headers: HeaderMap, Path(id): Path
                 AnswerError::NotFound { .. } => StatusCode::NOT_FOUND,
                 AnswerError::NotWaiting { .. }
                 | AnswerError::Stale { .. }
+                | AnswerError::QuestionChanged { .. }
                 | AnswerError::AlreadyAnswered { .. }
                 | AnswerError::AnswerTheParent { .. }
                 | AnswerError::ParentMovedOn { .. }
