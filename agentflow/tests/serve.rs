@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agentflow::Store;
+use redb::ReadableTable;
 use agentflow::approval::{ApprovalRecord, ApprovalStatus};
 use agentflow::prelude::*;
 use agentflow::tool::args_hash;
@@ -973,4 +974,43 @@ async fn a_question_asked_in_a_subgraph_is_listed_once_as_its_parents() {
     assert!(section.contains("action=\"/threads/t-parent/answer\""), "{section}");
     assert!(!section.contains(&format!("action=\"/threads/{child}/answer\"")), "{section}");
     assert!(section.contains("merge it?"), "{section}");
+}
+
+/// A thread whose records cannot be read (here its state snapshots overwritten) does not take
+/// the inbox down: its approval is shown with a warning in place of the state, and can still be
+/// decided; every other entry is listed as before.
+#[tokio::test]
+async fn a_thread_that_cannot_be_read_leaves_the_rest_of_the_inbox_usable() {
+    let dir = temp_dir("unreadable");
+    let store = filled_redb(&dir).await;
+    add_question(open_redb(&store)).await;
+    {
+        let db = redb::Database::open(&store).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut snapshots = txn.open_table(agentflow_store::tables::SNAPSHOTS).unwrap();
+            let keys: Vec<u64> = snapshots
+                .range(("t-paused", 0)..=("t-paused", u64::MAX))
+                .unwrap()
+                .map(|entry| entry.unwrap().0.value().1)
+                .collect();
+            assert!(!keys.is_empty());
+            for seq in keys {
+                snapshots.insert(("t-paused", seq), b"{not json".as_slice()).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+    }
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let (status, inbox) = get(&serve.base, Some(&alice), "/").await;
+    assert_eq!(status, StatusCode::OK, "{inbox}");
+    assert!(inbox.contains("the state cannot be shown"), "{inbox}");
+    assert!(inbox.contains("action=\"/threads/t-question/answer\""), "{inbox}");
+    let id = the_approval(&store).id;
+    let (status, to) = post(&serve.base, Some(&alice), &format!("/approvals/{id}/approve"), &[]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
+    assert_eq!(the_approval(&store).status, ApprovalStatus::Approved);
+    let (status, page) = get(&serve.base, Some(&alice), "/threads/t-paused").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
 }

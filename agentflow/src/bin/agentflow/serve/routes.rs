@@ -210,14 +210,26 @@ async fn logout(State(server): State<Shared>, headers: HeaderMap, form: FormData
 
 // ---- reading ----
 
-/// The thread's context at its latest checkpoint.
+/// The thread's context at its latest checkpoint. A state that cannot be computed (a damaged
+/// record) is a warning in place of the state: the approval it frames can still be decided.
 fn context(store: &dyn Store, t: &ThreadRecord) -> Result<Context, Failure> {
     let description = fold::description(store, t)?;
     let Some(cp) = store.latest_checkpoint(&t.id).map_err(Failure::store)? else {
         return Ok(Context { description, ..Context::default() });
     };
     let fields = fold::fields(description.as_ref());
-    let folded = fold::state_at(store, &t.id, cp.seq, fields.as_ref())?;
+    let folded = match fold::state_at(store, &t.id, cp.seq, fields.as_ref()) {
+        Ok(folded) => folded,
+        Err(f) => {
+            return Ok(Context {
+                seq: Some(cp.seq),
+                state: Value::Null,
+                warnings: vec![format!("the state cannot be shown: {}", f.message)],
+                description,
+                next: vec![],
+            });
+        }
+    };
     Ok(Context {
         seq: Some(cp.seq),
         state: folded.state,
@@ -263,56 +275,79 @@ fn inbox_data(shared: &Arc<dyn Store>, stuck: (u64, u64), decided: Option<String
     }
     approvals.sort_by(|a, b| (a.record.created_at, &a.record.id).cmp(&(b.record.created_at, &b.record.id)));
     let mut interrupts = Vec::new();
+    // A thread that cannot be read is listed as such; the rest of the inbox still shows.
+    let mut unreadable = Vec::new();
     for t in store.scan_threads().map_err(Failure::store)?.items {
         // A thread whose resume failed with a spent answer still waits in its interrupt.
         if !matches!(t.status, ThreadStatus::Interrupted | ThreadStatus::Failed) {
             continue;
         }
-        // A subgraph run whose question its parent waits on is listed, and answered, as the
-        // parent's; one whose parent moved on (a fork) waits for no one: no run would read its
-        // answer.
-        if desk.parent_waiting_on(&t.id).map_err(Failure::store)?.is_some()
-            || desk.parent_moved_on(&t.id).map_err(Failure::store)?.is_some()
-        {
-            continue;
-        }
-        let (seq, waits) = inspect::waits(store, &t.id)?;
-        let checkpoint = seq.unwrap_or_default();
-        // Read as the library's resume reads it (a spent answer does not count).
-        let answered = match desk.recorded_answer(&t.id) {
-            Ok(answer) => answer.map(|a| (a.by, a.at)),
-            Err(AnswerError::NotWaiting { .. }) => None,
-            Err(e) => return Err(Failure::store(e)),
-        };
-        let mut questions = Vec::new();
-        for p in waits {
-            let breakpoint = matches!(p.kind, PendingKind::Before | PendingKind::After);
-            if p.kind == PendingKind::Interrupt || (breakpoint && t.status == ThreadStatus::Interrupted) {
-                let kind = serde_json::to_value(p.kind)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_else(|| format!("{:?}", p.kind));
-                questions.push(Question { node: p.node, instance: p.instance, kind, payload: p.payload });
-            }
-        }
-        // What an answer answers: the question `answer_question` checks (the first that asks for
-        // a value).
-        let question_id = match desk.waiting_interrupt(&t.id) {
-            Ok((_, asks)) => Some(asks.question_id()),
-            Err(AnswerError::NotWaiting { .. }) => None,
-            Err(e) => return Err(Failure::store(e)),
-        };
-        if !questions.is_empty() {
-            interrupts.push(InterruptView { thread: t.clone(), questions, checkpoint, answered, question_id });
+        match interrupt_view(store, &desk, &t) {
+            Ok(Some(view)) => interrupts.push(view),
+            Ok(None) => {}
+            Err(f) => unreadable.push(crate::stuck::Stuck {
+                thread: t.id.clone(),
+                reason: "unreadable",
+                since: t.updated_at,
+                detail: f.message,
+            }),
         }
     }
-    let stuck = crate::stuck::find(shared, stuck.0, stuck.1, now_ms())?;
+    let mut stuck = crate::stuck::find(shared, stuck.0, stuck.1, now_ms())?;
+    stuck.extend(unreadable);
     let version = live::snapshot(store)?["version"].as_str().unwrap_or_default().to_string();
     let decided = match decided {
         Some(id) => store.approval(&id).map_err(Failure::store)?,
         None => None,
     };
     Ok(InboxData { approvals, interrupts, stuck, version, decided })
+}
+
+/// The inbox's entry for a paused thread `t`: what it asks and whether it was answered; `None`
+/// when it asks nothing the inbox answers (a subgraph run listed as its parent, a breakpoint of a
+/// failed thread).
+fn interrupt_view(store: &dyn Store, desk: &ApprovalDesk, t: &ThreadRecord) -> Result<Option<InterruptView>, Failure> {
+    // A subgraph run whose question its parent waits on is listed, and answered, as the
+    // parent's; one whose parent moved on (a fork) waits for no one: no run would read its
+    // answer.
+    if desk.parent_waiting_on(&t.id).map_err(Failure::store)?.is_some()
+        || desk.parent_moved_on(&t.id).map_err(Failure::store)?.is_some()
+    {
+        return Ok(None);
+    }
+    let (seq, waits) = inspect::waits(store, &t.id)?;
+    let checkpoint = seq.unwrap_or_default();
+    // Read as the library's resume reads it (a spent answer does not count).
+    let answered = match desk.recorded_answer(&t.id) {
+        Ok(answer) => answer.map(|a| (a.by, a.at)),
+        Err(AnswerError::NotWaiting { .. }) => None,
+        Err(e) => return Err(Failure::store(e)),
+    };
+    let mut questions = Vec::new();
+    for p in waits {
+        let breakpoint = matches!(p.kind, PendingKind::Before | PendingKind::After);
+        if p.kind == PendingKind::Interrupt || (breakpoint && t.status == ThreadStatus::Interrupted) {
+            let kind = serde_json::to_value(p.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| format!("{:?}", p.kind));
+            questions.push(Question { node: p.node, instance: p.instance, kind, payload: p.payload });
+        }
+    }
+    // What an answer answers: the question `answer_question` checks (the first that asks for
+    // a value).
+    let question_id = match desk.waiting_interrupt(&t.id) {
+        Ok((_, asks)) => Some(asks.question_id()),
+        Err(AnswerError::NotWaiting { .. }) => None,
+        Err(e) => return Err(Failure::store(e)),
+    };
+    Ok((!questions.is_empty()).then(|| InterruptView {
+        thread: t.clone(),
+        questions,
+        checkpoint,
+        answered,
+        question_id,
+    }))
 }
 
 async fn inbox(State(server): State<Shared>, headers: HeaderMap, Query(q): Query<HashMap<String, String>>) -> Response {
