@@ -404,6 +404,23 @@ async fn a_call_whose_arguments_changed_after_approval_needs_a_new_approval() {
 
 // ---------------------------------------------------------------- expiry
 
+/// A time to live longer than a u64 of milliseconds holds never ends: it is not wrapped around
+/// to one that ended at the request (every approved call would then come back expired).
+#[tokio::test]
+async fn an_approval_time_to_live_past_what_millis_hold_never_ends() {
+    for (n, ttl) in [Duration::from_secs(1 << 62), Duration::MAX].into_iter().enumerate() {
+        let graph = refunds::graph().app().store(store()).approval_ttl(ttl);
+        let desk = graph.approvals(authorizer()).unwrap();
+        let thread = format!("L-{n}");
+        let deps = bot(&thread, 10);
+        let id = waiting_for(&start(&graph, &deps, &thread).await);
+        assert_eq!(desk.get(&id).unwrap().unwrap().expires_at, u64::MAX);
+        desk.approve(&id, &alice()).unwrap();
+        graph.runner(&deps).thread(thread.as_str()).resume().await.unwrap();
+        assert_eq!(refunds_for(&thread), vec![10]);
+    }
+}
+
 #[tokio::test]
 async fn an_expired_approval_is_never_executed() {
     let graph = refunds::graph().app().store(store()).approval_ttl(Duration::from_millis(150));

@@ -458,3 +458,56 @@ async fn history_edits_are_refused_while_a_run_holds_the_thread() {
     graph.update_state("held", Work::update().log(vec!["edit".into()]), "operator").unwrap();
     graph.fork("held", 0, "operator").unwrap();
 }
+
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct Refund {
+    /// The order.
+    order: String,
+}
+
+/// Refunds an order (irreversible: the default policy asks a human first).
+#[tool(risk = irreversible)]
+async fn refund(args: Refund) -> Result<serde_json::Value, ToolError> {
+    Ok(serde_json::json!({ "refunded": args.order }))
+}
+
+#[graph(state = Work, deps = Deps, start = ask, max_steps = 5)]
+mod requesting {
+    use super::*;
+
+    /// Waits like `slow`, then calls a tool that needs a human's approval.
+    #[node(goto = [END], tools = [refund])]
+    async fn ask(_s: &Work, cx: &Ctx<Deps>) -> Result<Step<Work>, NodeError> {
+        let deps = cx.deps();
+        if deps.hold.load(Ordering::SeqCst) {
+            deps.started.notify_one();
+            deps.release.notified().await;
+        }
+        let obs = cx.run_tool(refund, serde_json::json!({ "order": "A-1" })).await?;
+        Ok(goto!(END, Work::update().log(vec![obs.body.to_string()])))
+    }
+}
+
+/// A run that wakes after losing its thread requests no approval: the request is created in a
+/// batch fenced by the run's lease, so no stray request reaches the inbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_wakes_after_losing_its_lease_requests_no_approval() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let graph = requesting::graph().app().store(Arc::clone(&store));
+    let deps = held_deps();
+    let run =
+        graph.runner(&deps).thread("asker").owner("agent").lease_ttl(Duration::from_secs(60)).run(Work::default());
+    let thief = async {
+        deps.started.notified().await;
+        store.acquire_lease("asker", "thief", 60_000, now_ms() + 120_000).expect("the thief takes the thread");
+        deps.release.notify_one();
+    };
+    let (run, ()) = tokio::time::timeout(GUARD, async { tokio::join!(run, thief) }).await.expect("no hang");
+    let said = match &run {
+        Ok(run) => format!("{:?}", run.outcome),
+        Err(e) => e.to_string(),
+    };
+    assert!(said.contains("thief") || said.contains("no longer holds"), "{said}");
+    assert_eq!(store.list_approvals("asker").unwrap(), vec![], "the stalled run requested an approval");
+    assert!(store.list_pending_approvals().unwrap().is_empty());
+}

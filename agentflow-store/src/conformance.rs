@@ -1655,6 +1655,13 @@ pub fn timers_follow_the_status(store: &dyn Store) {
     stale.wake_at = None;
     assert!(store.commit_step(stale).is_err());
     assert_eq!(store.thread_timer("b").unwrap(), Some(NOW + 500));
+
+    // A sleep "for ever" (a wake time past `i64::MAX`, as `Duration::MAX` gives) commits on every
+    // store, and reads back alike: as `i64::MAX`, never due.
+    commit(store, root("d", 0, b"d"));
+    store.commit_step(StepCommit::new(sleeping("d")).with_wake_at(u64::MAX)).unwrap();
+    assert_eq!(store.thread_timer("d").unwrap(), Some(i64::MAX as u64));
+    assert_eq!(due(NOW + 1_000_000, 10), vec![(NOW + 500, "b".into())]);
 }
 
 fn breaker_update(op: BreakerOp, holder: &str, now: u64, thread: &str) -> BreakerUpdate {

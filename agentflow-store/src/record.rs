@@ -980,7 +980,8 @@ pub struct StepCommit {
     /// [`Store::due_timers`](crate::Store::due_timers). Every commit replaces the thread's
     /// timer with this one, so a commit without it clears the timer (the thread moved on).
     /// Required when `thread.status` is [`ThreadStatus::Sleeping`]; a thread paused for a
-    /// human may carry one too (when its approval expires).
+    /// human may carry one too (when its approval expires). A time past `i64::MAX` (never) is
+    /// kept as `i64::MAX` on every store.
     pub wake_at: Option<u64>,
 }
 

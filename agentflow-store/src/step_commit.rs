@@ -250,8 +250,10 @@ fn read_facts(
     Ok(facts)
 }
 
-/// Replaces the thread's durable timer with `wake_at` (none: clears it).
+/// Replaces the thread's durable timer with `wake_at` (none: clears it). A time past `i64::MAX`
+/// (never) is kept as `i64::MAX`, as PostgreSQL's `bigint` keeps it.
 pub(crate) fn set_timer(tx: &Tx<'_>, thread: &str, wake_at: Option<u64>) -> Result<(), StorageError> {
+    let wake_at = wake_at.map(|at| at.min(i64::MAX as u64));
     let path = tx.path;
     let mut of = tx.txn.open_table(tables::TIMER_OF).ctx(path)?;
     let old = of.get(thread).ctx(path)?.map(|v| v.value());

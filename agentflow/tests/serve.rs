@@ -11,12 +11,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agentflow::Store;
-use redb::ReadableTable;
 use agentflow::approval::{ApprovalRecord, ApprovalStatus};
 use agentflow::prelude::*;
 use agentflow::tool::args_hash;
 use agentflow_store::PostgresStore;
 use inbox_common::*;
+use redb::ReadableTable;
 use reqwest::StatusCode;
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use serde_json::{Value, json};

@@ -194,7 +194,8 @@ async fn stage_as<C: GenericClient>(
     let effect_seqs =
         c.effects.iter().map(|(k, _)| sql::int(&ctx.path, "effect seq", k.seq)).collect::<Result<Vec<_>, _>>()?;
     let wake_at = match (t.status, c.wake_at) {
-        (_, Some(at)) => Some(sql::int(&ctx.path, "wake_at", at)?),
+        // Past `i64::MAX` is never: kept as `i64::MAX`, as on redb.
+        (_, Some(at)) => Some(time(at)),
         (ThreadStatus::Sleeping, None) => {
             return Err(invalid(tid, "a sleeping thread needs a wake time (`StepCommit::wake_at`)".to_string()));
         }

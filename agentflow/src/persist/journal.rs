@@ -370,15 +370,16 @@ impl Journal {
         (self.marker(node, key, what, run), serde_json::to_vec(detail).unwrap_or_default())
     }
 
-    /// Creates `record` (the `OUTCOME_UNKNOWN` record of a call cut off mid-way) in a batch
-    /// fenced by the run's lease and its parents': a run that lost its thread records nothing.
-    /// A record of that id made already (by another run of the same step: ids are
-    /// deterministic) is no failure.
-    pub(crate) async fn create_record(&self, record: ApprovalRecord) -> Result<(), NodeError> {
+    /// Creates `record` (a call's approval request, or the `OUTCOME_UNKNOWN` record of a call cut
+    /// off mid-way) in a batch fenced by the run's lease and its parents': a run that lost its
+    /// thread records nothing. A record of that id made already (by another run of the same
+    /// step: ids are deterministic) is no failure; whether this call created it.
+    pub(crate) async fn create_record(&self, record: ApprovalRecord) -> Result<bool, NodeError> {
         let id = record.id.clone();
         match self.commit_batch(self.start_batch().new_approval(record)).await? {
-            Ok(_) | Err(CommitError::Approval(ApprovalError::AlreadyExists { .. })) => Ok(()),
-            Err(e) => Err(NodeError::transient(format!("could not record the unknown outcome `{id}`: {e}"))),
+            Ok(_) => Ok(true),
+            Err(CommitError::Approval(ApprovalError::AlreadyExists { .. })) => Ok(false),
+            Err(e) => Err(NodeError::transient(format!("could not record the approval record `{id}`: {e}"))),
         }
     }
 

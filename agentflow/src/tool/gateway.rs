@@ -456,7 +456,8 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             requester,
             reason: format!("`{}` is {} tool; the policy asks a human first", tool.name(), with_article(tool.risk())),
             created_at: now,
-            expires_at: now.saturating_add(self.scope.approval_ttl.as_millis() as u64),
+            // A time to live past what a u64 of millis holds never ends (not wrapped to none).
+            expires_at: now.saturating_add(u64::try_from(self.scope.approval_ttl.as_millis()).unwrap_or(u64::MAX)),
             status: ApprovalStatus::Pending,
             decided_by: None,
             decision_note: None,
@@ -464,12 +465,9 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             updated_at: now,
         };
         let payload = approval_payload(&record);
-        let actor = record.requester.clone();
-        let result = blocking(journal, move |s| Ok(s.put_approval(record, &actor))).await?;
-        match result {
-            Ok(()) => ::metrics::counter!(crate::metrics::APPROVALS_REQUESTED, "tool" => tool.name()).increment(1),
-            Err(ApprovalError::AlreadyExists { .. }) => {}
-            Err(e) => return Err(NodeError::transient(format!("could not record the approval request: {e}"))),
+        // Fenced by the run's lease and its parents': a run that lost its thread requests nothing.
+        if journal.create_record(record).await? {
+            ::metrics::counter!(crate::metrics::APPROVALS_REQUESTED, "tool" => tool.name()).increment(1);
         }
         (self.scope.activity)(Activity::ApprovalRequested { node: self.node, approval: id, tool: tool.name().into() });
         Err(self.pause_for_approval(payload))
@@ -609,12 +607,18 @@ impl<D> Ctx<'_, D> {
     pub(super) fn call_key(&self, tool: &dyn Tool, call: &ToolCall) -> String {
         let hash = &args_hash(&call.arguments)[..16];
         let key = if call.id.contains('\0') {
-            format!("tool0:{}:{}:{hash}", tool.name(), call.id.replace('\\', "\\\\").replace('\0', "\\0"))
+            format!("tool0:{}:{}:{hash}", tool.name(), escape_nul(&call.id))
         } else {
             format!("tool:{}:{}:{hash}", tool.name(), call.id)
         };
         self.instance_key(key)
     }
+}
+
+/// `text` with its NUL bytes written `\0` (and its backslashes `\\`), for the keys and names a
+/// store keeps in text columns, which refuse NUL on PostgreSQL.
+pub(super) fn escape_nul(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('\0', "\\0")
 }
 
 /// Whether the result of the call journaled under `key` ([`Ctx::call_key`]) is

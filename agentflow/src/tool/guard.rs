@@ -55,7 +55,14 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                 Entry::Clear { .. } => {}
             }
         }
-        let holder = self.instance_key(format!("{}/{}/{}/{}", journal.thread, journal.seq, self.node, call.id));
+        // The probe's holder is kept in a text column: a model's call id with a NUL byte is
+        // escaped, as in its journal key.
+        let id = if call.id.contains('\0') {
+            format!("0:{}", super::gateway::escape_nul(&call.id))
+        } else {
+            call.id.clone()
+        };
+        let holder = self.instance_key(format!("{}/{}/{}/{id}", journal.thread, journal.seq, self.node));
         // Decided from a read when the move would change nothing: a closed
         // breaker admits, an open one in its cool-down (or a half-open one
         // whose probe another call holds) refuses. So neither guarded calls
