@@ -123,6 +123,44 @@ async fn a_react_agent_takes_a_call_id_with_a_nul_byte_on_every_store() {
     }
 }
 
+/// The same call id where a circuit breaker guards the tool and its cool-down is over: the
+/// call takes the probe (its holder, kept in a text column, escapes the NUL), runs once and
+/// closes the breaker, on every store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_id_with_a_nul_byte_takes_a_circuit_breakers_probe_on_every_store() {
+    use agentflow::breaker::Breaker;
+    use agentflow_store::{BreakerOp, BreakerRule, BreakerState, BreakerUpdate};
+    for (kind, store) in stores("probe") {
+        let opened = OPENED.load(Ordering::SeqCst);
+        let app = responder::graph()
+            .app()
+            .store(Arc::clone(&store))
+            .circuit_breaker("open_incident", Breaker::after(1).cool_down(std::time::Duration::from_millis(1)))
+            .unwrap();
+        // Opened by a failure a moment ago; its cool-down of 1 ms is over by the call.
+        let now = agentflow::timer::now_ms();
+        let failed = BreakerUpdate::new(
+            "open_incident",
+            BreakerOp::Failed,
+            "earlier",
+            BreakerRule::new(1, 1, 60_000),
+            now,
+            "other",
+            "executor:x",
+        );
+        store.update_breaker(failed).unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let mut reply = ChatReply::text("");
+        reply.tool_calls = vec![ToolCall::new("probe\0call", "open_incident", json!({ "title": "x" }))];
+        let model = ScriptedModel::new().reply(reply).reply_text("filed");
+        let deps = ReactDeps::new(Arc::new(model));
+        let run = app.runner(&deps).thread(format!("probe-{kind}")).run(ReactState::ask("file it")).await.unwrap();
+        assert_eq!(run.outcome, Outcome::Completed, "{kind}");
+        assert_eq!(OPENED.load(Ordering::SeqCst), opened + 1, "{kind}");
+        assert_eq!(store.breaker("open_incident").unwrap().unwrap().state, BreakerState::Closed, "{kind}");
+    }
+}
+
 // ---------------------------------------------------------------- what is refused alike
 
 #[graph(state = Log, deps = String, start = act)]
