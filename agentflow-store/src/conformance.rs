@@ -2013,4 +2013,23 @@ pub fn restore_threads_writes_all_or_none(store: &dyn Store) {
     for d in family {
         assert_eq!(store.dump_thread(&d.thread.id).unwrap(), Some(d));
     }
+
+    // A thread named twice is refused as such, and nothing is written.
+    let err = store.restore_threads(vec![dump_of("w"), dump_of("w")]).unwrap_err();
+    assert!(matches!(&err, CommitError::Invalid { reason, .. } if reason.contains("twice")), "{err}");
+    assert!(store.thread("w").unwrap().is_none());
+
+    // Records of the thread stored without its record (a run submitted to a worker writes its
+    // audit entry and queue row first): the dump is refused, not merged into them.
+    let submitted = NewRun::new("s", "graph", Some(b"{}".to_vec()), "owner", NOW);
+    store.enqueue_run_audited(submitted, NewAuditEntry::new(NOW, "owner", "run.submitted", json!({}))).unwrap();
+    let err = store.restore_threads(vec![dump_of("s")]).unwrap_err();
+    assert!(matches!(&err, CommitError::Invalid { reason, .. } if reason.contains("holds audit entries")), "{err}");
+    assert!(store.thread("s").unwrap().is_none());
+    assert_eq!(store.list_audit("s").unwrap().len(), 1, "the submitted run's entry is as it was");
+    let mut journaled = crate::ThreadDump::new(thread("j"));
+    journaled.checkpoints.push(root("j", 0, b"j"));
+    store.record_effect(&EffectKey::new("j", 0, "node", "key"), b"done").unwrap();
+    let err = store.restore_thread(journaled).unwrap_err();
+    assert!(matches!(&err, CommitError::Invalid { reason, .. } if reason.contains("journaled results")), "{err}");
 }

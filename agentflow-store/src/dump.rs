@@ -55,6 +55,33 @@ const MAX_TIME: u64 = i64::MAX as u64;
 /// effect key comes twice; each pending write belongs to a checkpoint of the dump; a sleeping
 /// thread has its timer; no time but a timer is past what PostgreSQL holds; no id, name or key
 /// holds a NUL byte (which PostgreSQL `text` cannot).
+/// A set of dumps written together ([`Store::restore_threads`](crate::Store::restore_threads))
+/// names each thread once.
+pub(crate) fn check_distinct(dumps: &[ThreadDump]) -> Result<(), CommitError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for d in dumps {
+        if !seen.insert(d.thread.id.as_str()) {
+            return Err(CommitError::Invalid {
+                thread: d.thread.id.clone(),
+                reason: "the thread comes twice in what is restored".to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The refusal of a restore into a store that holds records of the thread without its thread
+/// record: what a run submitted to a worker, or one starting, writes first.
+pub(crate) fn left_over(thread: &str, what: &str) -> CommitError {
+    CommitError::Invalid {
+        thread: thread.to_string(),
+        reason: format!(
+            "this store holds {what} of the thread already (a run was submitted or started under its id): \
+             restore it into another store, or let that run finish first"
+        ),
+    }
+}
+
 pub(crate) fn check_dump(d: &ThreadDump) -> Result<(), CommitError> {
     let tid = d.thread.id.as_str();
     let invalid = |reason: String| CommitError::Invalid { thread: tid.to_string(), reason };

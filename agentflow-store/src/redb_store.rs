@@ -858,6 +858,7 @@ impl Store for RedbStore {
 
     /// One write transaction.
     fn restore_threads(&self, dumps: Vec<crate::ThreadDump>) -> Result<(), CommitError> {
+        crate::dump::check_distinct(&dumps)?;
         self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
             dumps.iter().try_for_each(|dump| crate::restore::stage_restore(tx, dump))
         })?;

@@ -5,7 +5,7 @@
 
 use redb::ReadableTable;
 
-use crate::dump::{ThreadDump, check_dump, parent_in_dump};
+use crate::dump::{ThreadDump, check_dump, left_over, parent_in_dump};
 use crate::error::{CommitError, Ctx};
 use crate::record::{Checkpoint, Payload, Snapshot, ThreadRecord};
 use crate::tables;
@@ -37,6 +37,28 @@ pub(crate) fn stage_restore(tx: &Tx<'_>, d: &ThreadDump) -> Result<(), CommitErr
     let mut pending = tx.txn.open_table(tables::PENDING_WRITES).ctx(path)?;
     let mut effects = tx.txn.open_table(tables::EFFECTS).ctx(path)?;
     let mut audit = tx.txn.open_table(tables::AUDIT).ctx(path)?;
+    // Records of the thread without its record (a submitted run's audit entry and queue row):
+    // the dump would be merged into them.
+    if audit.range((tid, 0)..=(tid, u64::MAX)).ctx(path)?.next().is_some() {
+        return Err(left_over(tid, "audit entries"));
+    }
+    if tx.txn.open_table(tables::RUN_QUEUE).ctx(path)?.get(tid).ctx(path)?.is_some() {
+        return Err(left_over(tid, "a queued run"));
+    }
+    if checkpoints.range((tid, 0)..=(tid, u64::MAX)).ctx(path)?.next().is_some() {
+        return Err(left_over(tid, "checkpoints"));
+    }
+    let journaled = match effects.range((tid, 0, "", "")..).ctx(path)?.next() {
+        Some(entry) => entry.ctx(path)?.0.value().0 == tid,
+        None => false,
+    };
+    let pending_writes = match pending.range((tid, 0, "", 0)..).ctx(path)?.next() {
+        Some(entry) => entry.ctx(path)?.0.value().0 == tid,
+        None => false,
+    };
+    if journaled || pending_writes {
+        return Err(left_over(tid, "journaled results or pending writes"));
+    }
     let mut by_thread = tx.txn.open_table(tables::APPROVALS_BY_THREAD).ctx(path)?;
     let mut waiting = tx.txn.open_table(tables::APPROVALS_PENDING).ctx(path)?;
     tx.wrote();

@@ -473,6 +473,7 @@ pub trait Store: Send + Sync {
     /// part-way leaves the earlier ones written; `RedbStore` and `PostgresStore` write them in
     /// one transaction.
     fn restore_threads(&self, dumps: Vec<ThreadDump>) -> Result<(), CommitError> {
+        crate::dump::check_distinct(&dumps)?;
         for dump in dumps {
             self.restore_thread(dump)?;
         }

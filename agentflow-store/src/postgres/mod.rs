@@ -909,6 +909,7 @@ impl Store for PostgresStore {
 
     /// One transaction.
     fn restore_threads(&self, dumps: Vec<crate::ThreadDump>) -> Result<(), CommitError> {
+        crate::dump::check_distinct(&dumps)?;
         self.call(move |ctx| async move {
             let ctx = &*ctx;
             in_transaction!(ctx, Durability::Immediate, |tx| async {

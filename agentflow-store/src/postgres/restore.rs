@@ -2,14 +2,24 @@
 
 use deadpool_postgres::GenericClient;
 
-use crate::dump::{ThreadDump, check_dump, parent_in_dump};
+use crate::dump::{ThreadDump, check_dump, left_over, parent_in_dump};
 use crate::error::CommitError;
 use crate::postgres::Ctx;
 use crate::postgres::error::Fail;
 use crate::postgres::sql::{self, time};
 use crate::record::Checkpoint;
 
-/// Writes the dump; refused if the thread or one of its approvals exists already.
+/// What of thread `$1` is stored without its thread record, named for people; no row if nothing.
+const LEFT_OVER: &str = "SELECT what FROM ( \
+       SELECT 1 AS n, 'audit entries' AS what WHERE EXISTS (SELECT 1 FROM audit WHERE thread = $1) \
+       UNION ALL SELECT 2, 'a queued run' WHERE EXISTS (SELECT 1 FROM run_queue WHERE thread = $1) \
+       UNION ALL SELECT 3, 'checkpoints' WHERE EXISTS (SELECT 1 FROM checkpoints WHERE thread = $1) \
+       UNION ALL SELECT 4, 'journaled results or pending writes' WHERE EXISTS (SELECT 1 FROM effects WHERE thread = $1) \
+         OR EXISTS (SELECT 1 FROM pending_writes WHERE thread = $1) \
+     ) found ORDER BY n LIMIT 1";
+
+/// Writes the dump; refused if the thread or one of its approvals exists already, or if records
+/// of the thread are there without it.
 pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, d: &ThreadDump) -> Result<(), Fail<CommitError>> {
     check_dump(d).map_err(Fail::Refused)?;
     let tid = d.thread.id.as_str();
@@ -37,6 +47,13 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, d: &ThreadDump) -
     .await?;
     if inserted == 0 {
         return Err(refused("the thread exists already in this store".to_string()));
+    }
+    // Records of the thread without its record (a submitted run's audit entry and queue row):
+    // the dump would be merged into them.
+    let found = sql::query_opt(tx, LEFT_OVER, &[&tid]).await?;
+    if let Some(row) = found {
+        let what: String = sql::col(&ctx.path, "threads", &row, 0)?;
+        return Err(Fail::Refused(left_over(tid, &what)));
     }
     for cp in &d.checkpoints {
         let cp = Checkpoint { parent: parent_in_dump(d, cp), ..cp.clone() };
