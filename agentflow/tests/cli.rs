@@ -559,6 +559,49 @@ fn export_then_import_moves_a_thread_as_it_was() {
         2,
         "no `agentflow.export` header",
     );
+    assert!(!dir.join("third.redb").exists(), "a file that does not parse leaves no store behind");
+}
+
+/// A graph's description comes in with the threads that carry it: a refused import writes none,
+/// and a graph line naming a fingerprint that is not its thread's is refused.
+#[test]
+fn import_writes_a_graph_description_only_with_its_threads() {
+    let dir = temp_dir("import-graph");
+    let first = dir.join("runs.redb");
+    fill(&first);
+    let file = dir.join("t-paused.jsonl");
+    let out = af(&first, &["export", "t-paused", "--output", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let fingerprint = RedbStore::open(&first).unwrap().thread("t-paused").unwrap().unwrap().graph_fingerprint;
+
+    // Refused (the id is taken by a thread of another graph): no description either.
+    let taken = dir.join("taken.redb");
+    {
+        let store = RedbStore::open(&taken).unwrap();
+        store.commit_step(StepCommit::new(ThreadRecord::new("t-paused", "x", "other", 1, 1))).unwrap();
+    }
+    expect_refusal(&af(&taken, &["import", file.to_str().unwrap()]), 1, "nothing of the file was imported");
+    assert_eq!(RedbStore::open(&taken).unwrap().graph_description(&fingerprint).unwrap(), None);
+
+    // A graph line naming another fingerprint than its thread's.
+    let planted: Vec<String> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if v["type"] == "graph" {
+                v["fingerprint"] = json!("victim-fp");
+            }
+            v.to_string()
+        })
+        .collect();
+    let planted_file = dir.join("planted.jsonl");
+    std::fs::write(&planted_file, planted.join("\n") + "\n").unwrap();
+    let fresh = dir.join("fresh.redb");
+    expect_refusal(&af(&fresh, &["import", planted_file.to_str().unwrap()]), 2, "not the thread's");
+    let fresh = RedbStore::open(&fresh).unwrap();
+    assert_eq!(fresh.graph_description("victim-fp").unwrap(), None);
+    assert!(fresh.thread("t-paused").unwrap().is_none());
 }
 
 /// A paused tree moves whole: the export of a parent holds its subgraph child (which holds
@@ -952,7 +995,7 @@ fn import_refuses_a_hex_blob_that_is_not_ascii_hex() {
         let out = af(&copy, &["import", file.to_str().unwrap()]);
         expect_refusal(&out, 2, &format!("line {}: stored bytes must be", at + 1));
         assert!(!stderr(&out).contains("panicked"), "{hex}: {}", stderr(&out));
-        assert_eq!(af_json(&copy, &["threads"]), json!([]), "{hex}: nothing is imported");
+        assert!(!copy.exists(), "{hex}: nothing is imported, not even a new store");
     }
     // Well-formed hex, in either case, still imports byte for byte.
     let mut good = lines.clone();

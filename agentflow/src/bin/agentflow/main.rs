@@ -255,9 +255,14 @@ fn run(cli: Cli) -> Outcome {
     if let Command::Serve(args) = &cli.command {
         return serve::serve(&spec, cli.schema.as_deref(), args);
     }
-    // Import may create the store; every other command needs it to exist.
-    let create = matches!(cli.command, Command::Import(_));
-    let store = open::open(&spec, cli.schema.as_deref(), create)?;
+    // Import may create the store (once its file parsed: a bad file leaves no store behind);
+    // every other command needs it to exist.
+    if let Command::Import(args) = &cli.command {
+        let threads = transfer::read(&args.file)?;
+        let store = open::open(&spec, cli.schema.as_deref(), true)?;
+        return transfer::import(&store, threads, json);
+    }
+    let store = open::open(&spec, cli.schema.as_deref(), false)?;
     let store = &store;
     match cli.command {
         Command::Threads(args) => inspect::threads(store.as_ref(), &args, json),
@@ -276,7 +281,8 @@ fn run(cli: Cli) -> Outcome {
         Command::Update(args) => operate::update(store, &args, json),
         Command::Compact(args) => operate::compact(store, &args, json),
         Command::Export(args) => transfer::export(store, &args),
-        Command::Import(args) => transfer::import(store, &args, json),
+        // Handled above, before the store is opened.
+        Command::Import(_) => Ok(()),
         Command::Graph { thread } => inspect::graph(store.as_ref(), &thread, json),
         Command::Stuck(args) => stuck::stuck(store, &args, json),
         Command::Serve(_) => Ok(()),

@@ -170,7 +170,7 @@ fn thread_lines(store: &dyn Store, dump: &ThreadDump) -> Result<Vec<Value>, Fail
 }
 
 /// One thread read from a file, with its graph description.
-struct Imported {
+pub struct Imported {
     dump: ThreadDump,
     graph: Option<(String, String)>,
 }
@@ -224,7 +224,7 @@ fn field<T: serde::de::DeserializeOwned>(v: &Value, name: &str, line: usize) -> 
 }
 
 /// Reads the threads of an export file.
-fn read(file: &PathBuf) -> Result<Vec<Imported>, Failure> {
+pub fn read(file: &PathBuf) -> Result<Vec<Imported>, Failure> {
     let reader: Box<dyn BufRead> = if file.as_os_str() == "-" {
         Box::new(BufReader::new(std::io::stdin()))
     } else {
@@ -334,17 +334,24 @@ fn read(file: &PathBuf) -> Result<Vec<Imported>, Failure> {
     Ok(threads)
 }
 
-/// `import`.
-pub fn import(store: &std::sync::Arc<dyn Store>, args: &ImportArgs, as_json: bool) -> Outcome {
+/// `import` of the threads [`read`] from a file (read before the store is opened or created,
+/// so a file that does not parse leaves no new store behind).
+pub fn import(store: &std::sync::Arc<dyn Store>, threads: Vec<Imported>, as_json: bool) -> Outcome {
     let store = store.as_ref();
-    let threads = read(&args.file)?;
     let mut done = Vec::new();
     let mut dumps = Vec::new();
+    let mut graphs = Vec::new();
     for t in threads {
-        if let Some((fingerprint, description)) = &t.graph
-            && store.graph_description(fingerprint).map_err(Failure::store)?.is_none()
-        {
-            store.put_graph_description(fingerprint, description).map_err(Failure::store)?;
+        if let Some((fingerprint, description)) = t.graph {
+            // A description is kept under the fingerprint of the thread that carries it, never
+            // under one the file names for no thread of it.
+            if fingerprint != t.dump.thread.graph_fingerprint {
+                return Err(Failure::usage(format!(
+                    "the graph line of thread `{}` names fingerprint `{fingerprint}`, not the thread's `{}`; nothing of the file was imported",
+                    t.dump.thread.id, t.dump.thread.graph_fingerprint
+                )));
+            }
+            graphs.push((fingerprint, description));
         }
         done.push(t.dump.thread.id.clone());
         dumps.push(t.dump);
@@ -357,6 +364,17 @@ pub fn import(store: &std::sync::Arc<dyn Store>, args: &ImportArgs, as_json: boo
         }
         other => Failure::store(other),
     })?;
+    // The graphs' descriptions once the threads are in (a refused file writes none); one
+    // stored already is kept.
+    for (fingerprint, description) in graphs {
+        if store.graph_description(&fingerprint).map_err(Failure::store)?.is_none() {
+            store.put_graph_description(&fingerprint, &description).map_err(|e| {
+                Failure::store(format!(
+                    "the threads were imported, but the description of graph `{fingerprint}` could not be stored: {e}"
+                ))
+            })?;
+        }
+    }
     if as_json {
         out::json(&json!({ "imported": done }))?;
     } else {
