@@ -597,6 +597,14 @@ async fn the_authorizer_checks_roles_and_refuses_self_approval() {
     assert!(err.to_string().contains("cannot approve it"), "{err}");
     let err = desk.approve("apr-does-not-exist", &alice()).unwrap_err();
     assert!(matches!(err, DecisionError::NotFound { .. }), "{err}");
+    // Nobody without a name decides (the audit log would name no one).
+    for blank in ["", "  "] {
+        let err = desk.approve(&id, &Approver::new(blank, [ROLE])).unwrap_err();
+        assert!(
+            matches!(&err, DecisionError::NotAuthorized { reason, .. } if reason.contains("needs a name")),
+            "{err}"
+        );
+    }
     assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::Pending);
     assert!(refunds_for("Z-1").is_empty());
 

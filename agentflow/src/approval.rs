@@ -590,11 +590,7 @@ impl ApprovalDesk {
         settlement: Settlement,
     ) -> Result<ApprovalRecord, DecisionError> {
         let record = self.load(id)?;
-        self.authorizer.authorize(approver, &record).map_err(|reason| DecisionError::NotAuthorized {
-            id: id.into(),
-            approver: approver.id.clone(),
-            reason,
-        })?;
+        self.authorize(approver, &record)?;
         if record.status != ApprovalStatus::OutcomeUnknown {
             return Err(DecisionError::AlreadyDecided { id: id.into(), current: record.status });
         }
@@ -649,6 +645,21 @@ impl ApprovalDesk {
         self.decide(id, approver, ApprovalStatus::Cancelled, Change { note: None, conditions: None, args: None })
     }
 
+    /// Whether `approver` may decide `record`: nobody without a name (the audit log would name
+    /// no one, and under the two-person rule two blank names would count as two people), then
+    /// what the authorizer says.
+    fn authorize(&self, approver: &Approver, record: &ApprovalRecord) -> Result<(), DecisionError> {
+        let refused = |reason: String| DecisionError::NotAuthorized {
+            id: record.id.clone(),
+            approver: approver.id.clone(),
+            reason,
+        };
+        if approver.id.trim().is_empty() {
+            return Err(refused("an approver needs a name (who decided goes to the audit log)".to_string()));
+        }
+        self.authorizer.authorize(approver, record).map_err(refused)
+    }
+
     fn load(&self, id: &str) -> Result<ApprovalRecord, DecisionError> {
         self.store.approval(id)?.ok_or_else(|| DecisionError::NotFound { id: id.into() })
     }
@@ -661,11 +672,7 @@ impl ApprovalDesk {
         change: Change,
     ) -> Result<ApprovalRecord, DecisionError> {
         let record = self.load(id)?;
-        self.authorizer.authorize(approver, &record).map_err(|reason| DecisionError::NotAuthorized {
-            id: id.into(),
-            approver: approver.id.clone(),
-            reason,
-        })?;
+        self.authorize(approver, &record)?;
         if record.status != ApprovalStatus::Pending {
             return Err(DecisionError::AlreadyDecided { id: id.into(), current: record.status });
         }

@@ -1399,3 +1399,24 @@ fn export_then_import_keeps_a_state_nested_as_deep_as_stored() {
     expect_refusal(&out, 2, "levels deep; an export line nests at most");
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 }
+
+/// Text a model or a user put in a thread (here its id and owner) reaches the terminal with its
+/// control characters escaped: it cannot clear the screen or retitle the window.
+#[test]
+fn control_characters_in_stored_text_are_printed_escaped() {
+    let dir = temp_dir("escapes");
+    let store = dir.join("runs.redb");
+    {
+        let s = RedbStore::open(&store).unwrap();
+        s.commit_step(StepCommit::new(ThreadRecord::new("t\u{1b}[2J", "\u{1b}]0;pwned\u{7}", "fp", 1, 1))).unwrap();
+    }
+    for args in [&["threads"][..], &["threads", "--json"][..]] {
+        let out = af(&store, args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = stdout(&out);
+        assert!(!text.contains('\u{1b}') && !text.contains('\u{7}'), "{text:?}");
+        assert!(text.contains("\\u001b[2J"), "{text}");
+    }
+    let listed = af_json(&store, &["threads"]);
+    assert_eq!(listed[0]["id"], "t\u{1b}[2J", "JSON output reads back the same");
+}

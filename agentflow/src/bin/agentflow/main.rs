@@ -239,7 +239,7 @@ fn main() -> ExitCode {
         // The reader of the output chose to stop reading: nothing went wrong.
         Err(f) if f.code == code::DONE => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("agentflow: {}", f.message);
+            eprintln!("agentflow: {}", out::printable(&f.message));
             ExitCode::from(f.code)
         }
     }

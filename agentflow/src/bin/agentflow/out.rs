@@ -12,14 +12,37 @@ pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// Writes `args` to standard output, the one way commands print (through `outln!`).
+/// Writes `args` to standard output, the one way commands print (through `outln!`), with its
+/// control characters shown escaped ([`printable`]).
 ///
 /// A reader that stopped reading (`agentflow audit | head -1`: a closed pipe) ends the command
 /// quietly with success ([`Failure::output_closed`]), as a tool killed by `SIGPIPE` would; any
 /// other write error is a usage failure saying so.
 pub fn write(args: std::fmt::Arguments<'_>) -> Outcome {
+    let raw = args.to_string();
+    let text = printable(&raw);
     let mut stdout = std::io::stdout().lock();
-    stdout.write_fmt(args).and_then(|()| stdout.flush()).map_err(write_failure)
+    stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).map_err(write_failure)
+}
+
+/// `text` with every control character but newline and tab written as an escape (`\u001b`, as
+/// JSON writes one, so JSON output stays JSON that reads back the same): a thread id, a payload
+/// or a model's text printed to a terminal cannot move its cursor, clear it, retitle it or hide
+/// what follows.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            // JSON's own escape: inside a JSON string it reads back as the same character.
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Writes `bytes` to standard output, as [`write`] does.
@@ -131,6 +154,17 @@ pub fn brief(value: &Value, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_printed_escaped() {
+        assert_eq!(printable("plain\ttext\n"), "plain\ttext\n");
+        assert_eq!(printable("\u{1b}[2J\u{1b}]0;pwned\u{7}"), "\\u001b[2J\\u001b]0;pwned\\u0007");
+        assert_eq!(printable("a\u{9b}b\rc"), "a\\u009bb\\u000dc");
+        // In a JSON string (serde_json leaves C1 controls as they are), the escape is JSON's own.
+        let json = serde_json::to_string(&serde_json::json!({ "t": "x\u{85}y" })).unwrap();
+        let shown: serde_json::Value = serde_json::from_str(&printable(&json)).unwrap();
+        assert_eq!(shown["t"], "x\u{85}y");
+    }
 
     #[test]
     fn durations_parse_with_units() {
