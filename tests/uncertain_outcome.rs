@@ -1086,6 +1086,56 @@ mod parent_of_refund_flow {
     }
 }
 
+/// Stores whose thread (of the same name as its order) another executor takes over while the
+/// parent node runs again: the stalled run, seen from the other side.
+static STOLEN: Mutex<Vec<(String, Arc<dyn agentflow::Store>)>> = Mutex::new(Vec::new());
+
+#[graph(state = Job, deps = (), start = settle)]
+mod stolen_parent_of_effect_flow {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [effect_flow])]
+    async fn settle(s: &Job, cx: &Ctx<()>) -> Result<Step<Job>, NodeError> {
+        if !calls_the_child(s) {
+            let stolen = STOLEN.lock().unwrap().iter().find(|(t, _)| *t == s.order).map(|(_, st)| Arc::clone(st));
+            if let Some(store) = stolen {
+                let later = agentflow::timer::now_ms() + 3_600_000;
+                store
+                    .acquire_lease(&s.order, "thief", 3_600_000, later)
+                    .map_err(|e| NodeError::fatal(e.to_string()))?;
+            }
+            return Ok(goto!(END, Job::update().receipt(Some(json!("settled without the child")))));
+        }
+        let done = cx.subgraph(effect_flow::graph(), s.clone()).await?;
+        Ok(goto!(END, Job::update().receipt(done.receipt)))
+    }
+}
+
+/// The same, but another executor took the parent's thread while its node ran again: the
+/// stalled run that then sweeps the child writes nothing into it (its writes there are fenced
+/// by the parent's lease, which it lost), and its step is refused.
+#[tokio::test]
+async fn a_parent_that_lost_its_thread_records_nothing_in_the_child_it_no_longer_calls() {
+    let thread = "U-child-stolen";
+    let path = db(thread);
+    {
+        let graph = open(stolen_parent_of_effect_flow::graph(), &path);
+        cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
+    }
+    let store: Arc<dyn agentflow::Store> = Arc::new(RedbStore::open(&path).expect("open store"));
+    STOLEN.lock().unwrap().push((thread.to_string(), Arc::clone(&store)));
+    let graph = stolen_parent_of_effect_flow::graph().app().store(Arc::clone(&store));
+    let run = graph.runner(&()).thread(thread).resume().await;
+    let said = match &run {
+        Ok(run) => format!("{:?}", run.outcome),
+        Err(e) => e.to_string(),
+    };
+    assert!(said.contains("thief") || said.contains("no longer holds"), "{said}");
+    let desk = graph.approvals(authorizer()).unwrap();
+    assert_eq!(children_pending(&desk, thread), vec![], "the stalled parent wrote into the child");
+    assert_eq!(calls(thread).len(), 1, "nothing ran again");
+}
+
 /// The records waiting for a human in the subgraph children of `thread` (ids under `thread/`).
 fn children_pending(desk: &ApprovalDesk, thread: &str) -> Vec<agentflow::approval::ApprovalRecord> {
     desk.pending().unwrap().into_iter().filter(|r| r.thread.starts_with(&format!("{thread}/"))).collect()

@@ -256,7 +256,10 @@ impl<D: Sync> Ctx<'_, D> {
                     // may use what the parent has left on top of that.
                     let budget = child_budget(&store, &id).await?;
                     let wanted = remaining.plus(&budget.usage);
-                    if let Err(busy) = raise_child_limits(&app, &id, &budget.limits, &wanted, &journal.thread, name)? {
+                    let fences = journal.leases_for_child().leases;
+                    if let Err(busy) =
+                        raise_child_limits(&app, &id, &budget.limits, &wanted, &journal.thread, fences, name)?
+                    {
                         break 'resumed Err(busy);
                     }
                     let runner = runner.limits(wanted);
@@ -422,6 +425,7 @@ fn raise_child_limits<S2: State, D>(
     stored: &Limits,
     wanted: &Limits,
     parent: &str,
+    fences: Vec<(String, String)>,
     name: &str,
 ) -> Result<Result<(), RunError>, NodeError> {
     if wanted.raises(stored).is_none() {
@@ -439,7 +443,7 @@ fn raise_child_limits<S2: State, D>(
         tokens: higher(wanted.tokens, stored.tokens),
         ..*stored
     };
-    match app.raise_limits(id, raised, &format!("parent thread {parent}")) {
+    match app.raise_limits_fenced(id, raised, &format!("parent thread {parent}"), fences) {
         Ok(_) => Ok(Ok(())),
         Err(HistoryError::Persist(PersistError::Lease(LeaseError::ThreadBusy { thread, holder, expires_at }))) => {
             Ok(Err(RunError::ThreadBusy { thread, holder, expires_at }))

@@ -91,11 +91,14 @@ pub(crate) enum Left {
 /// Records what abandoned child `child` left open at the journal of its latest checkpoint:
 /// `OUTCOME_UNKNOWN` records for its calls cut off mid-way (one commit), then its approvals
 /// still `EXECUTING` moved to `OUTCOME_UNKNOWN` (a compare-and-set each), under the child's
-/// lease, taken by `holder`.
+/// lease, taken by `holder`, and fenced by `fences` (the `(thread, holder)` leases of the run
+/// that sweeps and of every run above it): a run that lost its thread writes nothing into a
+/// child another run now owns.
 pub(crate) fn record_left_open(
     s: &dyn Store,
     child: &ThreadRecord,
     holder: &str,
+    fences: &[(String, String)],
     note: &str,
 ) -> Result<Left, PersistError> {
     let Some(latest) = s.latest_checkpoint(&child.id)? else { return Ok(Left::Done) };
@@ -115,7 +118,7 @@ pub(crate) fn record_left_open(
     if let Some(busy) = take_lease(s, &child.id, holder)? {
         return Ok(busy);
     }
-    let wrote = write_left_open(s, &child.id, holder, note, unknown, executing);
+    let wrote = write_left_open(s, &child.id, holder, fences, note, unknown, executing);
     let _ = s.release_lease(&child.id, holder);
     wrote.map(|()| Left::Done)
 }
@@ -133,6 +136,7 @@ fn write_left_open(
     s: &dyn Store,
     child: &str,
     holder: &str,
+    fences: &[(String, String)],
     note: &str,
     unknown: UnknownOutcomes,
     executing: Vec<String>,
@@ -140,7 +144,9 @@ fn write_left_open(
     if !unknown.is_empty() {
         // The child's record as it is now (status, detail, timer): only the records are new.
         let Some(record) = s.thread(child)? else { return Ok(()) };
-        let mut commit = StepCommit::new(ThreadRecord { lease: None, ..record }).fenced_by(holder, now_ms());
+        let mut commit = StepCommit::new(ThreadRecord { lease: None, ..record })
+            .fenced_by(holder, now_ms())
+            .fenced_by_parents(fences.to_vec());
         commit.wake_at = s.thread_timer(child)?;
         commit.new_approvals = unknown.records;
         commit.audit = unknown.audit;
@@ -150,7 +156,10 @@ fn write_left_open(
         let patch = ApprovalPatch { note: Some(note.to_string()), ..ApprovalPatch::by("agentflow", now_ms()) };
         let transition =
             ApprovalTransition { id, from: ApprovalStatus::Executing, to: ApprovalStatus::OutcomeUnknown, patch };
-        let batch = EffectBatch::new(child).transition(transition).fenced_by(holder, now_ms());
+        let batch = EffectBatch::new(child)
+            .transition(transition)
+            .fenced_by(holder, now_ms())
+            .fenced_by_parents(fences.to_vec());
         match s.commit_effects(batch) {
             // Moved meanwhile (its call's result came in): that move stands.
             Ok(_) | Err(CommitError::Approval(_)) => {}
@@ -162,12 +171,13 @@ fn write_left_open(
 
 /// Cancels abandoned child `child`'s requests still `PENDING` or `APPROVED`: no call will use
 /// them. Under the child's lease, taken by `holder` (a child another holder holds is left to
-/// it: `Left::Busy`). One compare-and-set each with its `approval.cancelled` entry; one decided
-/// meanwhile keeps that decision.
+/// it: `Left::Busy`), fenced by `fences` as [`record_left_open`]. One compare-and-set each with
+/// its `approval.cancelled` entry; one decided meanwhile keeps that decision.
 pub(crate) fn cancel_requests(
     s: &dyn Store,
     child: &ThreadRecord,
     holder: &str,
+    fences: &[(String, String)],
     note: &str,
 ) -> Result<Left, PersistError> {
     let open: Vec<_> = s
@@ -183,7 +193,19 @@ pub(crate) fn cancel_requests(
     }
     for a in open {
         let patch = ApprovalPatch { note: Some(note.to_string()), ..ApprovalPatch::by("agentflow", now_ms()) };
-        let _ = s.transition_approval(&a.id, a.status, ApprovalStatus::Cancelled, patch);
+        let transition = ApprovalTransition { id: a.id, from: a.status, to: ApprovalStatus::Cancelled, patch };
+        let batch = EffectBatch::new(&child.id)
+            .transition(transition)
+            .fenced_by(holder, now_ms())
+            .fenced_by_parents(fences.to_vec());
+        match s.commit_effects(batch) {
+            // Decided meanwhile: that decision stands.
+            Ok(_) | Err(CommitError::Approval(_)) => {}
+            Err(e) => {
+                let _ = s.release_lease(&child.id, holder);
+                return Err(e.into());
+            }
+        }
     }
     let _ = s.release_lease(&child.id, holder);
     Ok(Left::Done)

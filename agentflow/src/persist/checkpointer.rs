@@ -894,9 +894,10 @@ impl Checkpointer {
                  acted is unknown: settle it",
                 child.id, self.thread
             );
+            let fences = self.sweep_fences();
             let done = self
                 .with_child_lease(&child, move |s, child, holder| {
-                    super::abandoned::record_left_open(s, child, holder, &note)
+                    super::abandoned::record_left_open(s, child, holder, &fences, &note)
                 })
                 .await?;
             if done {
@@ -904,6 +905,14 @@ impl Checkpointer {
             }
         }
         Ok(settled)
+    }
+
+    /// What fences this run's writes into an abandoned child: its own lease and those of the
+    /// runs above it. A run that lost its thread writes nothing into a child another run owns.
+    fn sweep_fences(&self) -> Vec<(String, String)> {
+        let mut fences = self.parents.leases.clone();
+        fences.push((self.thread.clone(), self.lease.holder().to_string()));
+        fences
     }
 
     /// Runs `act` on abandoned child `child` with this run's holder id, waiting while another
@@ -957,10 +966,10 @@ impl Checkpointer {
             self.thread
         );
         for child in children {
-            let note = note.clone();
+            let (note, fences) = (note.clone(), self.sweep_fences());
             let cancelled = self
                 .with_child_lease(&child, move |s, child, holder| {
-                    super::abandoned::cancel_requests(s, child, holder, &note)
+                    super::abandoned::cancel_requests(s, child, holder, &fences, &note)
                 })
                 .await;
             if let Err(e) = cancelled {

@@ -206,6 +206,19 @@ impl<S: State, D> App<S, D> {
     /// this is how they are raised. Returns the limits it replaced. Fails
     /// with a busy lease while a run holds the thread.
     pub fn raise_limits(&self, thread: &str, limits: Limits, actor: &str) -> Result<Limits, HistoryError> {
+        self.raise_limits_fenced(thread, limits, actor, Vec::new())
+    }
+
+    /// [`App::raise_limits`] also fenced by `fences` (`(thread, holder)` leases): a parent run
+    /// raising its subgraph child's limits writes only while it, and every run above it, still
+    /// holds its thread.
+    pub(crate) fn raise_limits_fenced(
+        &self,
+        thread: &str,
+        limits: Limits,
+        actor: &str,
+        fences: Vec<(String, String)>,
+    ) -> Result<Limits, HistoryError> {
         let store = self.store_or_err()?;
         // Held before anything is read, so what the commit is built from is what it replaces.
         let lease = hold(store, thread)?;
@@ -217,8 +230,9 @@ impl<S: State, D> App<S, D> {
         let latest = latest_of(store, thread)?;
         let before = stored_budget(&latest, &store.pending_writes(thread, latest.seq).map_err(PersistError::from)?)?;
         let after = ThreadBudget { limits, ..before };
-        let mut commit =
-            StepCommit::new(ThreadRecord { updated_at: now, lease: None, ..record }).fenced_by(lease.holder(), now);
+        let mut commit = StepCommit::new(ThreadRecord { updated_at: now, lease: None, ..record })
+            .fenced_by(lease.holder(), now)
+            .fenced_by_parents(fences);
         commit.pending_writes.push(budget_write(latest.seq, &after)?);
         // The thread does not move: a sleeping or waiting thread keeps its timer.
         commit.wake_at = store.thread_timer(thread).map_err(PersistError::from)?;
@@ -315,7 +329,9 @@ fn settle_abandoned_children(store: &Arc<dyn Store>, thread: &str, holder: &str,
              `{thread}` was forked at checkpoint {seq}, away from it; whether it acted is unknown: settle it",
             child.id
         );
-        match super::abandoned::record_left_open(&**store, child, holder, &note) {
+        // Fenced by the fork's own lease of the thread.
+        let fences = [(thread.to_string(), holder.to_string())];
+        match super::abandoned::record_left_open(&**store, child, holder, &fences, &note) {
             Ok(super::abandoned::Left::Done) => {}
             Ok(super::abandoned::Left::Busy { .. }) => {
                 tracing::warn!(thread = %child.id, "a forked thread's child is still held by another run: left to it");
