@@ -446,6 +446,48 @@ async fn a_crash_right_after_the_step_that_dropped_a_cut_off_call_still_leaves_i
     assert_eq!(calls(thread).len(), 1);
 }
 
+/// The same step that drops a cut-off approved call, while the run that made the call (it
+/// stalled past its lease) records the call's result just before the step commits: that record
+/// stands (`SUCCEEDED`), and the step commits without moving it, instead of failing.
+#[tokio::test]
+async fn a_cut_off_call_whose_result_comes_in_as_the_step_commits_keeps_it_and_the_step_commits() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let thread = "U-cut-race";
+    let path = db(thread);
+    let on = |store: hooked_store::Hooked| maybe_refund_flow::graph().app().store(Arc::new(store));
+    let deps = Route::default();
+    {
+        let inner = Arc::new(RedbStore::open(&path).expect("open store"));
+        let graph = on(hooked_store::Hooked::new(inner));
+        approved_refund(&graph, &deps, thread, 0).await;
+        cut_off(thread, graph.runner(&deps).thread(thread).resume()).await;
+    }
+    let mut store = hooked_store::Hooked::new(Arc::new(RedbStore::open(&path).expect("open store")));
+    let raced = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&raced);
+    store.before_checkpoint = Some(Box::new(move |inner: &dyn agentflow::Store| {
+        if flag.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        for a in inner.list_approvals(thread).unwrap() {
+            if a.status == ApprovalStatus::Executing {
+                let patch = agentflow_store::ApprovalPatch::by("executor:stalled", agentflow::timer::now_ms());
+                inner.transition_approval(&a.id, ApprovalStatus::Executing, ApprovalStatus::Succeeded, patch).unwrap();
+            }
+        }
+    }));
+    let graph = on(store);
+    deps.skip.store(true, Ordering::SeqCst);
+    let run = graph.runner(&deps).thread(thread).resume().await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed, "{:?}", run.outcome);
+    assert!(raced.load(Ordering::SeqCst));
+    let desk = graph.approvals(authorizer()).unwrap();
+    let record = desk.for_thread(thread).unwrap().into_iter().find(|r| r.tool == "refund").expect("the approval");
+    assert_eq!(record.status, ApprovalStatus::Succeeded, "{record:?}");
+    assert_eq!(calls(thread).len(), 1);
+}
+
 #[tokio::test]
 async fn a_cut_off_call_settled_as_failed_is_reported_failed_and_never_run() {
     let (path, id) = cut_off_refund("U-cut-failed").await;

@@ -845,7 +845,11 @@ impl Checkpointer {
         if let Some(version) = migrated {
             self.version = version;
         }
-        let committed = self.commit_raw_with(Some(checkpoint), vec![], cut_off, unknown, status, detail, flush).await;
+        let committed = if cut_off.is_empty() {
+            self.commit_raw_with(Some(checkpoint), vec![], cut_off, unknown, status, detail, flush).await
+        } else {
+            self.commit_with_cut_off(checkpoint, cut_off, unknown, status, detail, flush).await
+        };
         if let Err(e) = committed {
             self.version = stored_version;
             return Err(e);
@@ -863,6 +867,32 @@ impl Checkpointer {
             self.cancel_abandoned_requests(abandoned, finished).await;
         }
         Ok(())
+    }
+
+    /// [`Checkpointer::commit_raw_with`] of a step that moves approved calls cut off mid-way to
+    /// `OUTCOME_UNKNOWN`: one that another run moved meanwhile (its call's result came in from
+    /// the run that made it) keeps that move, and the step commits without it instead of
+    /// failing.
+    async fn commit_with_cut_off(
+        &mut self,
+        checkpoint: Checkpoint,
+        mut cut_off: Vec<ApprovalTransition>,
+        unknown: UnknownOutcomes,
+        status: ThreadStatus,
+        detail: String,
+        flush: Flush,
+    ) -> Result<(), PersistError> {
+        loop {
+            let (cp, moves, records, text) = (checkpoint.clone(), cut_off.clone(), unknown.clone(), detail.clone());
+            match self.commit_raw_with(Some(cp), vec![], moves, records, status, text, flush).await {
+                Err(PersistError::Commit(CommitError::Approval(ApprovalError::AlreadyDecided { id, .. })))
+                    if cut_off.iter().any(|t| t.id == id) =>
+                {
+                    cut_off.retain(|t| t.id != id);
+                }
+                answer => return answer,
+            }
+        }
     }
 
     /// The subgraph children the step at checkpoint `step_seq` started and its re-run did not

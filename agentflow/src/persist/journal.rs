@@ -577,7 +577,7 @@ pub(crate) fn unknown_outcomes(s: &dyn Store, thread: &str, seq: u64) -> Result<
 
 /// What [`unknown_outcomes`] found to write: `OUTCOME_UNKNOWN` records not stored yet, and
 /// `effect.outcome_unknown` audit entries not logged yet.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct UnknownOutcomes {
     pub(crate) records: Vec<ApprovalRecord>,
     pub(crate) audit: Vec<NewAuditEntry>,
