@@ -1014,3 +1014,24 @@ async fn a_thread_that_cannot_be_read_leaves_the_rest_of_the_inbox_usable() {
     let (status, page) = get(&serve.base, Some(&alice), "/threads/t-paused").await;
     assert_eq!(status, StatusCode::OK, "{page}");
 }
+
+/// An address holding a NUL byte names nothing (no id holds one; PostgreSQL cannot even be
+/// asked for one): 404, before any store read, on PostgreSQL as on redb.
+#[tokio::test]
+async fn an_address_with_a_nul_byte_is_not_found_on_postgresql() {
+    let Some(url) = pg::pg_url() else { return };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let schema = format!("inbox_nul_{}_{nanos}", std::process::id());
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::builder().schema(schema.clone()).open(&url).expect("postgres"));
+    fill(Arc::clone(&store)).await;
+    let dir = temp_dir("nul-address");
+    let serve = Serve::start(&url, &users_file(&dir), &["--schema", &schema]);
+    let alice = login(&serve.base, "alice-token").await;
+    for page in ["/threads/a%00b", "/threads/t-paused%00/at/0", "/?decided=a%00b"] {
+        let (status, body) = get(&serve.base, Some(&alice), page).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{page}: {body}");
+    }
+    let (status, _) = post(&serve.base, Some(&alice), "/approvals/a%00b/approve", &[]).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(store.list_approvals("t-paused").unwrap()[0].status, ApprovalStatus::Pending);
+}

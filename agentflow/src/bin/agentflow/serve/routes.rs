@@ -55,7 +55,20 @@ pub fn router(server: Shared) -> Router {
         .route("/approvals/{id}/{action}", post(decide))
         .route("/threads/{id}/answer", post(answer))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(no_nul_in_address))
         .with_state(server)
+}
+
+/// An address whose path or query holds a NUL byte (`%00`) names nothing: no id, checkpoint or
+/// action holds one (PostgreSQL cannot even be asked for one). Answered 404 before any handler
+/// reads the store, instead of a store failure.
+async fn no_nul_in_address(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let uri = req.uri();
+    let holds_nul = |part: &str| part.to_ascii_lowercase().contains("%00");
+    if holds_nul(uri.path()) || uri.query().is_some_and(holds_nul) {
+        return error_page(StatusCode::NOT_FOUND, "Not found", "There is no page at this address.", None);
+    }
+    next.run(req).await
 }
 
 /// An HTML answer with the headers every page carries.
