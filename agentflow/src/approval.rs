@@ -383,10 +383,11 @@ impl ApprovalDesk {
     /// first is not recorded for the second. The approval inbox answers this way.
     ///
     /// ```
-    /// # fn answer(desk: &agentflow::ApprovalDesk) -> Result<(), agentflow::Error> {
+    /// # use agentflow::approval::{ApprovalDesk, Approver};
+    /// # fn answer(desk: &ApprovalDesk) -> Result<(), agentflow::Error> {
     /// let (checkpoint, question) = desk.waiting_interrupt("triage-1")?;
     /// // ... a person reads `question.payload` and decides ...
-    /// let maria = agentflow::Approver::new("maria", ["reviewer"]);
+    /// let maria = Approver::new("maria", ["reviewer"]);
     /// desk.answer_question("triage-1", checkpoint, &question.question_id(), serde_json::json!({ "decision": "approve" }), &maria)?;
     /// # Ok(())
     /// # }

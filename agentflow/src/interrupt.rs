@@ -40,7 +40,7 @@ pub struct Pending {
 
 impl Pending {
     /// What names the question: a hash of its payload. An answer given with
-    /// [`ApprovalDesk::answer_question`](crate::ApprovalDesk::answer_question) for this id is
+    /// [`ApprovalDesk::answer_question`](crate::approval::ApprovalDesk::answer_question) for this id is
     /// refused if the thread asks another question by then (a subgraph's next one at the same
     /// checkpoint), so an answer typed for one question never lands on another.
     pub fn question_id(&self) -> String {

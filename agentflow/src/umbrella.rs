@@ -67,4 +67,37 @@ pub enum Error {
     /// A circuit breaker's configuration was refused.
     #[error(transparent)]
     Breaker(#[from] crate::breaker::BreakerConfigError),
+    /// An answer to a thread's interrupt was refused or failed.
+    #[error(transparent)]
+    Answer(#[from] crate::approval::AnswerError),
+    /// A worker, or a run submitted to one, failed.
+    #[error(transparent)]
+    Worker(#[from] crate::worker::WorkerError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    /// Compiles only if `E` converts into [`Error`].
+    fn converts<E: Into<Error>>() {}
+
+    /// Every public error of an operation converts, so `?` works on each in a `main`.
+    #[test]
+    fn every_operations_error_converts_into_the_umbrella_error() {
+        converts::<crate::outcome::RunError>();
+        converts::<crate::persist::HistoryError>();
+        converts::<crate::approval::DecisionError>();
+        converts::<crate::approval::AnswerError>();
+        converts::<crate::persist::PersistError>();
+        converts::<crate::persist::ResumeError>();
+        converts::<crate::persist::ValueError>();
+        converts::<crate::worker::WorkerError>();
+        converts::<agentflow_store::OpenError>();
+        converts::<agentflow_store::StorageError>();
+        converts::<agentflow_store::ReadError>();
+        converts::<crate::model::ModelError>();
+        converts::<crate::model::StructuredError>();
+        converts::<crate::breaker::BreakerConfigError>();
+    }
 }
