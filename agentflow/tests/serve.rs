@@ -976,9 +976,9 @@ async fn a_question_asked_in_a_subgraph_is_listed_once_as_its_parents() {
     assert!(section.contains("merge it?"), "{section}");
 }
 
-/// A thread whose records cannot be read (here its state snapshots overwritten) does not take
-/// the inbox down: its approval is shown with a warning in place of the state, and can still be
-/// decided; every other entry is listed as before.
+/// Threads whose records cannot be read (here one's state snapshots, another's pending writes
+/// overwritten) do not take the inbox down: an approval is shown with a warning in place of the
+/// state, and can still be decided; a paused thread is listed as unreadable.
 #[tokio::test]
 async fn a_thread_that_cannot_be_read_leaves_the_rest_of_the_inbox_usable() {
     let dir = temp_dir("unreadable");
@@ -998,6 +998,21 @@ async fn a_thread_that_cannot_be_read_leaves_the_rest_of_the_inbox_usable() {
             for seq in keys {
                 snapshots.insert(("t-paused", seq), b"{not json".as_slice()).unwrap();
             }
+            // And what the paused `t-question` waits for: its pending writes' bytes.
+            let mut pending = txn.open_table(agentflow_store::tables::PENDING_WRITES).unwrap();
+            let keys: Vec<(u64, String, u32)> = pending
+                .range(("t-question", 0, "", 0)..=("t-question", u64::MAX, "\u{10FFFF}", u32::MAX))
+                .unwrap()
+                .map(|entry| {
+                    let (key, _) = entry.unwrap();
+                    let (_, seq, node, idx) = key.value();
+                    (seq, node.to_string(), idx)
+                })
+                .collect();
+            assert!(!keys.is_empty());
+            for (seq, node, idx) in keys {
+                pending.insert(("t-question", seq, node.as_str(), idx), b"\x09\xff".as_slice()).unwrap();
+            }
         }
         txn.commit().unwrap();
     }
@@ -1006,7 +1021,10 @@ async fn a_thread_that_cannot_be_read_leaves_the_rest_of_the_inbox_usable() {
     let (status, inbox) = get(&serve.base, Some(&alice), "/").await;
     assert_eq!(status, StatusCode::OK, "{inbox}");
     assert!(inbox.contains("the state cannot be shown"), "{inbox}");
-    assert!(inbox.contains("action=\"/threads/t-question/answer\""), "{inbox}");
+    let stuck = &inbox[inbox.find("id=\"stuck\"").expect("a stuck section")..];
+    assert!(stuck.contains("t-question") && stuck.contains("unreadable"), "{stuck}");
+    let (status, page) = get(&serve.base, Some(&alice), "/stuck").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
     let id = the_approval(&store).id;
     let (status, to) = post(&serve.base, Some(&alice), &format!("/approvals/{id}/approve"), &[]).await;
     assert_eq!(status, StatusCode::SEE_OTHER, "{to}");

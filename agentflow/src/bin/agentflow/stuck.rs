@@ -102,13 +102,20 @@ pub fn find(shared: &Arc<dyn Store>, waiting: u64, overdue: u64, now: u64) -> Re
                 let (since, what) = match oldest.get(&t.id) {
                     Some((at, id)) => (*at, format!("approval {id} waits for a decision")),
                     None => {
-                        let (_, waits) = crate::inspect::waits(store, &t.id)?;
-                        let decided =
-                            waits.iter().any(|p| matches!(p.kind, PendingKind::Approval | PendingKind::OutcomeUnknown));
-                        let what = if decided {
-                            "its approvals are decided; nobody resumed it".to_string()
-                        } else {
-                            "paused for a person's input".to_string()
+                        // A thread whose records cannot be read is listed with why, not a failure
+                        // of the whole list.
+                        let what = match crate::inspect::waits(store, &t.id) {
+                            Ok((_, waits)) => {
+                                let decided = waits
+                                    .iter()
+                                    .any(|p| matches!(p.kind, PendingKind::Approval | PendingKind::OutcomeUnknown));
+                                if decided {
+                                    "its approvals are decided; nobody resumed it".to_string()
+                                } else {
+                                    "paused for a person's input".to_string()
+                                }
+                            }
+                            Err(f) => format!("what it waits for cannot be read: {}", f.message),
                         };
                         (t.updated_at, what)
                     }

@@ -223,11 +223,26 @@ async fn logout(State(server): State<Shared>, headers: HeaderMap, form: FormData
 
 // ---- reading ----
 
-/// The thread's context at its latest checkpoint. A state that cannot be computed (a damaged
+/// The thread's context at its latest checkpoint. What cannot be read or computed (a damaged
 /// record) is a warning in place of the state: the approval it frames can still be decided.
 fn context(store: &dyn Store, t: &ThreadRecord) -> Result<Context, Failure> {
-    let description = fold::description(store, t)?;
-    let Some(cp) = store.latest_checkpoint(&t.id).map_err(Failure::store)? else {
+    let description = match fold::description(store, t) {
+        Ok(description) => description,
+        Err(f) => {
+            return Ok(Context {
+                warnings: vec![format!("the thread cannot be shown: {}", f.message)],
+                ..Context::default()
+            });
+        }
+    };
+    let latest = match store.latest_checkpoint(&t.id) {
+        Ok(latest) => latest,
+        Err(e) => {
+            let warnings = vec![format!("the thread cannot be shown: {e}")];
+            return Ok(Context { warnings, description, ..Context::default() });
+        }
+    };
+    let Some(cp) = latest else {
         return Ok(Context { description, ..Context::default() });
     };
     let fields = fold::fields(description.as_ref());
@@ -263,15 +278,19 @@ struct InboxData {
 fn inbox_data(shared: &Arc<dyn Store>, stuck: (u64, u64), decided: Option<String>) -> Result<InboxData, Failure> {
     let store = shared.as_ref();
     let desk = ApprovalDesk::for_store(Arc::clone(shared), RoleAuthorizer::new());
-    let mut threads: BTreeMap<String, (ThreadRecord, Context)> = BTreeMap::new();
+    let mut threads: BTreeMap<String, Context> = BTreeMap::new();
     let mut approvals = Vec::new();
     for record in store.scan_pending_approvals().map_err(Failure::store)?.items {
         if !threads.contains_key(&record.thread) {
-            let Some(t) = store.thread(&record.thread).map_err(Failure::store)? else { continue };
-            let c = context(store, &t)?;
-            threads.insert(t.id.clone(), (t, c));
+            // A thread record that cannot be read leaves its approval decidable, with a warning.
+            let c = match store.thread(&record.thread) {
+                Ok(Some(t)) => context(store, &t)?,
+                Ok(None) => continue,
+                Err(e) => Context { warnings: vec![format!("the thread cannot be shown: {e}")], ..Context::default() },
+            };
+            threads.insert(record.thread.clone(), c);
         }
-        let (_, c) = &threads[&record.thread];
+        let c = &threads[&record.thread];
         let tool = c
             .description
             .as_ref()
