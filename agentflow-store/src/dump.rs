@@ -48,13 +48,6 @@ impl ThreadDump {
 /// larger one would read back changed there.
 const MAX_TIME: u64 = i64::MAX as u64;
 
-/// Checks a dump before anything is written, so that what is restored reads back as it was, on
-/// every store alike, and a run or a commit can go on from it: every part belongs to the
-/// thread; the checkpoints are in increasing order and each has its parent (an earlier one) or
-/// a snapshot; the audit seqs run 1, 2, .. without gaps; no approval id, pending-write key or
-/// effect key comes twice; each pending write belongs to a checkpoint of the dump; a sleeping
-/// thread has its timer; no time but a timer is past what PostgreSQL holds; no id, name or key
-/// holds a NUL byte (which PostgreSQL `text` cannot).
 /// A set of dumps written together ([`Store::restore_threads`](crate::Store::restore_threads))
 /// names each thread once.
 pub(crate) fn check_distinct(dumps: &[ThreadDump]) -> Result<(), CommitError> {
@@ -82,6 +75,13 @@ pub(crate) fn left_over(thread: &str, what: &str) -> CommitError {
     }
 }
 
+/// Checks a dump before anything is written, so that what is restored reads back as it was, on
+/// every store alike, and a run or a commit can go on from it: every part belongs to the
+/// thread; the checkpoints are in increasing order and each has its parent (an earlier one) or
+/// a snapshot; the audit seqs run 1, 2, .. without gaps; no approval id, pending-write key or
+/// effect key comes twice; each pending write belongs to a checkpoint of the dump; a sleeping
+/// thread has its timer; no time but a timer is past what PostgreSQL holds; no id, name or key
+/// holds a NUL byte (which PostgreSQL `text` cannot).
 pub(crate) fn check_dump(d: &ThreadDump) -> Result<(), CommitError> {
     let tid = d.thread.id.as_str();
     let invalid = |reason: String| CommitError::Invalid { thread: tid.to_string(), reason };

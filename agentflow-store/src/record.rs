@@ -842,7 +842,9 @@ impl ApprovalRecord {
             status: ApprovalStatus::from_tag(d.u8("status")?)?,
             decided_by: d.opt_str("decided_by")?,
             decision_note: d.opt_str("decision_note")?,
-            conditions: d.opt_json("conditions")?,
+            // Null conditions are no conditions, also in a record written before they were
+            // stored as none.
+            conditions: d.opt_json("conditions")?.filter(|c| !c.is_null()),
             updated_at: d.u64("updated_at")?,
         };
         d.end()?;

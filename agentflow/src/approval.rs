@@ -455,7 +455,6 @@ impl ApprovalDesk {
     }
 }
 
-/// What a decision changes besides the status.
 /// What one sign-off of a decision under a rule of several approvers approves.
 #[derive(Clone, Copy)]
 struct SignOff<'a> {
@@ -467,6 +466,7 @@ struct SignOff<'a> {
     conditions: Option<&'a Value>,
 }
 
+/// What a decision changes besides the status.
 struct Change {
     note: Option<String>,
     conditions: Option<Value>,

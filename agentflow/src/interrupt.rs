@@ -39,12 +39,15 @@ pub struct Pending {
 }
 
 impl Pending {
-    /// What names the question: a hash of its payload. An answer given with
+    /// What names the question: a hash of the node (and map instance) that asks and of what it
+    /// asks. An answer given with
     /// [`ApprovalDesk::answer_question`](crate::approval::ApprovalDesk::answer_question) for this id is
     /// refused if the thread asks another question by then (a subgraph's next one at the same
     /// checkpoint), so an answer typed for one question never lands on another.
     pub fn question_id(&self) -> String {
-        crate::tool::args_hash(&self.payload)
+        crate::tool::args_hash(
+            &serde_json::json!({ "node": self.node, "instance": self.instance, "asks": self.payload }),
+        )
     }
 }
 

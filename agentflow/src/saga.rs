@@ -545,16 +545,15 @@ impl Compensator<'_> {
                 reason,
                 now_ms(),
             );
-            let result = blocking(&self.store, move |s| s.put_approval(record, "agentflow")).await?;
-            match result {
-                Ok(()) | Err(agentflow_store::ApprovalError::AlreadyExists { .. }) => {}
-                Err(e) => return Err(PersistError::Saga(format!("could not record the unknown outcome: {e}"))),
-            }
-            self.audit(
+            // Fenced by the run's lease, with its audit entry: a run that lost the thread records
+            // nothing.
+            let entry = NewAuditEntry::new(
+                now_ms(),
+                "agentflow",
                 "effect.outcome_unknown",
                 json!({ "approval": id, "key": key, "seq": SAGA_SEQ, "run": run, "tool": tool.name() }),
-            )
-            .await?;
+            );
+            journal.create_record_logged(record, vec![entry]).await.map_err(journal_error)?;
             return Ok(Settled::Waiting(id));
         };
         match record.status {

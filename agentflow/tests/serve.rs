@@ -77,7 +77,6 @@ async fn login(base: &str, token: &str) -> User {
     User { cookie, csrf }
 }
 
-/// POSTs a form as `user` (with its CSRF token unless `fields` names one).
 /// The id of the question a page's answer form names (a browser sends it back with the answer).
 fn form_question(page: &str) -> String {
     let field = "name=\"question\" value=\"";
@@ -85,6 +84,7 @@ fn form_question(page: &str) -> String {
     page[at..].split('"').next().unwrap_or_default().to_string()
 }
 
+/// POSTs a form as `user` (with its CSRF token unless `fields` names one).
 async fn post(base: &str, user: Option<&User>, path: &str, fields: &[(&str, &str)]) -> (StatusCode, String) {
     let mut form: Vec<(&str, &str)> = fields.to_vec();
     let mut req = client().post(format!("{base}{path}"));

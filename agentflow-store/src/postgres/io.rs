@@ -80,9 +80,12 @@ impl IoThread {
         }
     }
 
-    /// Runs `fut` on the I/O thread without waiting; it answers by itself.
+    /// Runs `fut` on the I/O thread without waiting; it answers by itself (a panic of it, a bug,
+    /// ends it there, and the thread and its other calls go on).
     pub(crate) fn spawn(&self, fut: impl Future<Output = ()> + Send + 'static) {
-        self.handle.spawn(fut);
+        self.handle.spawn(async move {
+            let _ = AssertUnwindSafe(fut).catch_unwind().await;
+        });
     }
 
     fn closed(&self) -> StorageError {
@@ -129,5 +132,8 @@ mod tests {
             "{failed:?}"
         );
         assert_eq!(io.run(async { 7 }).unwrap(), 7);
+        // A call that answers by itself and panics ends there too.
+        io.spawn(async { panic!("boom") });
+        assert_eq!(io.run(async { 8 }).unwrap(), 8);
     }
 }

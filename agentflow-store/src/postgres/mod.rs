@@ -468,7 +468,9 @@ impl Drop for Answer {
         if let Some(done) = self.done.take() {
             done(Err(CommitError::Storage(StorageError::Closed {
                 path: self.path.clone(),
-                detail: "the store was closed before the commit ran".to_string(),
+                detail: "the commit did not answer (the store was closed, or the call stopped on the store's I/O \
+                         thread); whether it was written is unknown: read the thread back"
+                    .to_string(),
             })));
         }
     }

@@ -288,7 +288,7 @@ pub fn fork_thread(store: &Arc<dyn Store>, thread: &str, seq: u64, actor: &str) 
         "state.forked",
         json!({ "from": seq }),
     )?;
-    cancel_children_approvals(store, thread, &note, actor);
+    cancel_children_approvals(store, thread, lease.holder(), &note, actor);
     wake_parked_run(store, thread);
     Ok(forked)
 }
@@ -346,8 +346,9 @@ fn settle_abandoned_children(store: &Arc<dyn Store>, thread: &str, holder: &str,
 /// decision on the old ones' requests would run anything. Each is its own
 /// compare-and-set with an `approval.cancelled` audit entry in the child's
 /// log; one that fails (decided meanwhile, the store unreachable) is left
-/// as it is and logged.
-fn cancel_children_approvals(store: &Arc<dyn Store>, thread: &str, note: &str, actor: &str) {
+/// as it is and logged. Fenced by the fork's lease of the thread (`holder`): a fork that lost
+/// the thread cancels nothing another run's branch asked for.
+fn cancel_children_approvals(store: &Arc<dyn Store>, thread: &str, holder: &str, note: &str, actor: &str) {
     let threads = match store.scan_threads() {
         Ok(listing) => listing.items,
         Err(e) => return tracing::warn!(thread, error = %e, "listing the forked thread's children"),
@@ -364,7 +365,17 @@ fn cancel_children_approvals(store: &Arc<dyn Store>, thread: &str, note: &str, a
             approvals.into_iter().filter(|a| matches!(a.status, ApprovalStatus::Pending | ApprovalStatus::Approved))
         {
             let patch = ApprovalPatch { note: Some(note.to_string()), ..ApprovalPatch::by(actor, now_ms()) };
-            if let Err(e) = store.transition_approval(&a.id, a.status, ApprovalStatus::Cancelled, patch) {
+            let transition = agentflow_store::ApprovalTransition {
+                id: a.id.clone(),
+                from: a.status,
+                to: ApprovalStatus::Cancelled,
+                patch,
+            };
+            let mut batch = agentflow_store::EffectBatch::new(&child.id)
+                .transition(transition)
+                .fenced_by_parents(vec![(thread.to_string(), holder.to_string())]);
+            batch.now = now_ms();
+            if let Err(e) = store.commit_effects(batch) {
                 tracing::warn!(approval = %a.id, error = %e, "cancelling a forked child's approval");
             }
         }

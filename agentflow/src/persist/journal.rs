@@ -375,8 +375,19 @@ impl Journal {
     /// thread records nothing. A record of that id made already (by another run of the same
     /// step: ids are deterministic) is no failure; whether this call created it.
     pub(crate) async fn create_record(&self, record: ApprovalRecord) -> Result<bool, NodeError> {
+        self.create_record_logged(record, Vec::new()).await
+    }
+
+    /// [`Journal::create_record`] with `audit` entries written in the same batch (none if the
+    /// record was made already).
+    pub(crate) async fn create_record_logged(
+        &self,
+        record: ApprovalRecord,
+        audit: Vec<NewAuditEntry>,
+    ) -> Result<bool, NodeError> {
         let id = record.id.clone();
-        match self.commit_batch(self.start_batch().new_approval(record)).await? {
+        let batch = audit.into_iter().fold(self.start_batch().new_approval(record), |batch, entry| batch.audit(entry));
+        match self.commit_batch(batch).await? {
             Ok(_) => Ok(true),
             Err(CommitError::Approval(ApprovalError::AlreadyExists { .. })) => Ok(false),
             Err(e) => Err(NodeError::transient(format!("could not record the approval record `{id}`: {e}"))),

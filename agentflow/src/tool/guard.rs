@@ -56,9 +56,12 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             }
         }
         // The probe's holder is kept in a text column: a model's call id with a NUL byte is
-        // escaped, as in its journal key.
+        // escaped, as in its journal key, under `0:`; an id that starts as an escaped or marked
+        // one would is marked `1:`, so two distinct ids never share a holder.
         let id = if call.id.contains('\0') {
             format!("0:{}", super::gateway::escape_nul(&call.id))
+        } else if call.id.starts_with("0:") || call.id.starts_with("1:") {
+            format!("1:{}", call.id)
         } else {
             call.id.clone()
         };

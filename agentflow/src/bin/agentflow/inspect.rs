@@ -98,7 +98,7 @@ pub fn threads(store: &dyn Store, args: &ThreadsArgs, as_json: bool) -> Outcome 
     let now = now_ms();
     let listing = store.scan_threads().map_err(Failure::store)?;
     for skipped in &listing.skipped {
-        eprintln!("agentflow: skipped a thread record that does not decode: {skipped}");
+        eprintln!("agentflow: skipped a thread record that does not decode: {}", out::printable(&skipped.to_string()));
     }
     let mut names = Names::default();
     let mut rows = Vec::new();
@@ -328,7 +328,7 @@ pub fn diff(store: &dyn Store, thread: &str, a: u64, b: u64, as_json: bool) -> O
         return Ok(());
     }
     for w in &warnings {
-        eprintln!("agentflow: warning: {w}");
+        eprintln!("agentflow: warning: {}", out::printable(w));
     }
     if d.added.is_empty() && d.removed.is_empty() && d.changed.is_empty() {
         outln!("no change between checkpoints {a} and {b}")?;
@@ -352,7 +352,10 @@ pub fn pending(shared: &Arc<dyn Store>, as_json: bool) -> Outcome {
     let desk = ApprovalDesk::for_store(Arc::clone(shared), RoleAuthorizer::new());
     let listing = store.scan_pending_approvals().map_err(Failure::store)?;
     for skipped in &listing.skipped {
-        eprintln!("agentflow: skipped an approval record that does not decode: {skipped}");
+        eprintln!(
+            "agentflow: skipped an approval record that does not decode: {}",
+            out::printable(&skipped.to_string())
+        );
     }
     let approvals = listing.items;
     // Interrupts and breakpoints; approval and unknown-outcome waits are the records above,

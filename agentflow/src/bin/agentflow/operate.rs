@@ -64,7 +64,10 @@ pub fn audit(store: &Arc<dyn Store>, thread: Option<&str>, as_json: bool) -> Out
     for t in &threads {
         let listing = store.scan_audit(t).map_err(Failure::store)?;
         for skipped in &listing.skipped {
-            eprintln!("agentflow: skipped an audit entry that does not decode: {skipped}");
+            eprintln!(
+                "agentflow: skipped an audit entry that does not decode: {}",
+                crate::out::printable(&skipped.to_string())
+            );
         }
         entries.extend(listing.items);
     }

@@ -68,6 +68,10 @@ pub fn json(value: &Value) -> Outcome {
 
 /// Prints a table: a header row, then the rows, each column padded to its widest cell.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> Outcome {
+    // Escaped before the columns are measured, as they will be printed.
+    let rows: Vec<Vec<String>> =
+        rows.iter().map(|row| row.iter().map(|cell| printable(cell).into_owned()).collect()).collect();
+    let rows = rows.as_slice();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {

@@ -123,6 +123,9 @@ pub fn export(store: &std::sync::Arc<dyn Store>, args: &ExportArgs) -> Outcome {
         text.push_str(&line.to_string());
         text.push('\n');
     }
+    // The control characters JSON leaves as they are (DEL, C1) written as JSON escapes: the same
+    // JSON, which no terminal takes for commands.
+    let text = out::printable(&text).into_owned();
     match &args.output {
         Some(path) => std::fs::write(path, text)
             .map_err(|e| Failure::usage(format!("cannot write the export: {}: {e}", path.display()))),

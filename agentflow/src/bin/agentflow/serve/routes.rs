@@ -699,7 +699,12 @@ async fn answer(State(server): State<Shared>, headers: HeaderMap, Path(id): Path
     };
     let question = field("question");
     if question.is_empty() {
-        return error_page(StatusCode::BAD_REQUEST, "Bad request", "The form names no question.", Some(&s));
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "Bad request",
+            "The form names no question: reload the page (it may predate this version of the server) and answer again.",
+            Some(&s),
+        );
     }
     let value = match serde_json::from_str::<Value>(&field("value")) {
         Ok(v) => v,
