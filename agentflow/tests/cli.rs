@@ -336,6 +336,15 @@ fn two_person_and_the_roles_from_the_environment_hold_for_the_cli() {
     let again = runtime().block_on(paused.runner(&()).thread("t-paused").resume()).unwrap();
     assert!(matches!(again.outcome, Outcome::Interrupted { .. }), "{:?}", again.outcome);
     drop(paused);
+    // A sign-off with other conditions does not complete alice's, and says what each approved.
+    let mut other = af_command(
+        &store,
+        &["approve", id.as_str(), "--as", "bob", "--role", "refunds", "--two-person", "--conditions", r#"{"max":1}"#],
+    );
+    let other = other.env(roles.0, roles.1).output().expect("run the agentflow binary");
+    assert_eq!(other.status.code(), Some(0), "{}", stderr(&other));
+    let said = stdout(&other);
+    assert!(said.contains(r#"sign-offs so far: alice without conditions, bob with conditions {"max":1}"#), "{said}");
     // A second person approves it (the rule from the environment this time).
     let second = approve("carol", &[roles, ("AGENTFLOW_TWO_PERSON", "true")], &[]);
     assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
@@ -348,7 +357,7 @@ fn two_person_and_the_roles_from_the_environment_hold_for_the_cli() {
         .filter(|e| e["kind"] == "approval.sign_off")
         .map(|e| e["actor"].clone())
         .collect();
-    assert_eq!(sign_offs, [json!("alice"), json!("carol")]);
+    assert_eq!(sign_offs, [json!("alice"), json!("bob"), json!("carol")]);
     let app = app(Arc::new(RedbStore::open(&store).unwrap()));
     let done = runtime().block_on(app.runner(&()).thread("t-paused").resume()).unwrap();
     assert_eq!(done.outcome, Outcome::Completed);

@@ -687,7 +687,8 @@ async fn roles_for_and_the_two_person_rule_apply_as_in_the_cli() {
     let (status, to) = post(base, Some(&carol), &approve, &[]).await;
     assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
     let (_, page) = get(base, Some(&carol), &to).await;
-    assert!(page.contains("Your sign-off is recorded; another approver is needed"), "{page}");
+    assert!(page.contains("Your sign-off is recorded (sign-offs so far: carol without conditions)"), "{page}");
+    assert!(page.contains("the same arguments with the same conditions"), "{page}");
     assert_eq!(the_approval(&store).status, ApprovalStatus::Pending);
     let (status, page) = post(base, Some(&carol), &approve, &[]).await;
     assert_eq!(status, StatusCode::CONFLICT, "{page}");

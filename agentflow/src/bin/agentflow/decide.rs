@@ -146,10 +146,12 @@ pub fn decide(store: &Arc<dyn Store>, kind: Kind, args: &DecideArgs, as_json: bo
         out::json(&approval_json(&record))?;
     } else if record.status.is_waiting() {
         outln!(
-            "approval {} is still {}: sign-off by {} recorded; another approver is needed",
+            "approval {} is still {}: sign-off by {} recorded (sign-offs so far: {}); another approver must approve \
+             the same arguments with the same conditions",
             record.id,
             record.status,
-            args.user
+            args.user,
+            sign_offs(store.as_ref(), &record)
         )?;
     } else {
         outln!(
@@ -217,6 +219,24 @@ pub fn answer(store: &Arc<dyn Store>, args: &AnswerArgs, as_json: bool) -> Outco
         )?;
     }
     Ok(())
+}
+
+/// What the sign-offs of waiting approval `record` so far approved, for people
+/// (`alice with conditions {"max":10}, bob without conditions`): under a rule of several
+/// approvers they count together only for the same arguments and conditions.
+pub fn sign_offs(store: &dyn Store, record: &agentflow::approval::ApprovalRecord) -> String {
+    let Ok(log) = store.list_audit(&record.thread) else { return String::new() };
+    log.iter()
+        .filter(|e| e.kind == "approval.sign_off" && e.detail.get("approval") == Some(&serde_json::json!(record.id)))
+        .map(|e| {
+            let edited = if e.detail.get("args").is_some() { " (edited arguments)" } else { "" };
+            match e.detail.get("conditions") {
+                Some(c) if !c.is_null() => format!("{}{edited} with conditions {c}", e.actor),
+                _ => format!("{}{edited} without conditions", e.actor),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A refused decision: exit code 1 with the desk's message, or a store failure.

@@ -273,6 +273,8 @@ struct InboxData {
     stuck: Vec<crate::stuck::Stuck>,
     version: String,
     decided: Option<ApprovalRecord>,
+    /// What the decided approval's sign-offs so far approved, while it waits for more.
+    decided_sign_offs: String,
 }
 
 fn inbox_data(shared: &Arc<dyn Store>, stuck: (u64, u64), decided: Option<String>) -> Result<InboxData, Failure> {
@@ -332,7 +334,11 @@ fn inbox_data(shared: &Arc<dyn Store>, stuck: (u64, u64), decided: Option<String
         Some(id) => store.approval(&id).map_err(Failure::store)?,
         None => None,
     };
-    Ok(InboxData { approvals, interrupts, stuck, version, decided })
+    let decided_sign_offs = match &decided {
+        Some(a) if a.status.is_waiting() => crate::decide::sign_offs(store, a),
+        _ => String::new(),
+    };
+    Ok(InboxData { approvals, interrupts, stuck, version, decided, decided_sign_offs })
 }
 
 /// The inbox's entry for a paused thread `t`: what it asks and whether it was answered; `None`
@@ -399,7 +405,11 @@ async fn inbox(State(server): State<Shared>, headers: HeaderMap, Query(q): Query
                 if a.status == ApprovalStatus::Approved {
                     text.push_str(&format!(" It will run with {} when thread {} is resumed.", a.args, a.thread));
                 } else if a.status.is_waiting() {
-                    text.push_str(" Your sign-off is recorded; another approver is needed.");
+                    text.push_str(&format!(
+                        " Your sign-off is recorded (sign-offs so far: {}); another approver must approve the same \
+                         arguments with the same conditions.",
+                        d.decided_sign_offs
+                    ));
                 }
                 text
             });
