@@ -69,8 +69,8 @@ pub(crate) fn left_over(thread: &str, what: &str) -> CommitError {
     CommitError::Invalid {
         thread: thread.to_string(),
         reason: format!(
-            "this store holds {what} of the thread already (a run was submitted or started under its id): \
-             restore it into another store, or let that run finish first"
+            "this store holds {what} of the thread already (a run was submitted or started under its id, \
+             perhaps cancelled before it ran): a restore would mix the two; restore it into another store"
         ),
     }
 }
