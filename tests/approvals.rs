@@ -806,6 +806,42 @@ async fn a_transient_failure_is_retried_under_the_same_approval_and_recorded_onc
 }
 
 #[graph(state = Pay, deps = (), start = pay)]
+mod forgiving_flow {
+    use super::*;
+
+    /// Calls the flaky refund once and, when it fails, goes on without it.
+    #[node(goto = [END], tools = [flaky_refund])]
+    async fn pay(s: &Pay, cx: &Ctx<()>) -> Result<Step<Pay>, NodeError> {
+        let receipt = match cx.run_tool(flaky_refund, json!({ "order_id": s.order, "amount": s.amount })).await {
+            Ok(obs) => obs.body,
+            Err(e) if e.class == agentflow::ErrorClass::Transient => json!({ "gave_up": e.message }),
+            Err(e) => return Err(e),
+        };
+        Ok(goto!(END, Pay::update().receipt(Some(receipt))))
+    }
+}
+
+/// An approved call that fails with a passing fault is left `EXECUTING` for a retry of its
+/// node; a node that goes on without one finishes the call as `FAILED` with its step (it was
+/// left `EXECUTING` for good, or called an unknown outcome after a resume).
+#[tokio::test]
+async fn an_approved_call_whose_passing_fault_the_node_gives_up_on_ends_failed() {
+    let graph = forgiving_flow::graph().app().store(store());
+    let desk = graph.approvals(authorizer()).unwrap();
+    FLAKY.lock().unwrap().push("F-3".into());
+    let run = graph.runner(&()).thread("F-3").owner(OWNER).run(pay_input("F-3", 25)).await.unwrap();
+    let id = waiting_for(&run);
+    desk.approve(&id, &alice()).unwrap();
+    let done = graph.runner(&()).thread("F-3").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert!(done.state.receipt.unwrap()["gave_up"].as_str().unwrap().contains("timed out"));
+    let record = desk.get(&id).unwrap().unwrap();
+    assert_eq!(record.status, ApprovalStatus::Failed, "{record:?}");
+    assert!(refunds_for("F-3").is_empty());
+    assert!(desk.pending().unwrap().iter().all(|r| r.id != id), "not listed for a human");
+}
+
+#[graph(state = Pay, deps = (), start = pay)]
 mod fragile_flow {
     use super::*;
 

@@ -260,6 +260,7 @@ impl<'a, D> Ctx<'a, D> {
     {
         let idempotency_key = journal.idempotency_key(self.node, key);
         let release = claim.is_some();
+        self.signal.lock().unwrap_or_else(|p| p.into_inner()).ended_with_error = false;
         // A non-idempotent call without an approval is described in its
         // started marker, so that if it is cut off and its node never makes
         // it again, the step's commit still asks a human about it.
@@ -378,6 +379,7 @@ impl<'a, D> Ctx<'a, D> {
                 if !ran {
                     let detail = serde_json::json!({ "ended": "error", "error": error.message });
                     journal.mark(self.node, key, "ended", run, detail).await?;
+                    self.signal.lock().unwrap_or_else(|p| p.into_inner()).ended_with_error = true;
                 }
                 Err(error)
             }

@@ -113,6 +113,9 @@ pub(crate) struct Signal {
     /// marker is not closed as "ended with an error" (which would let it run again); the marker
     /// put in its result's place, if it could be written, says it ran.
     pub(crate) ran_unrecorded: bool,
+    /// The journaled call that just ended returned an error, and its *started* marker was closed
+    /// as "ended with an error": the call is known to have failed (not cut off).
+    pub(crate) ended_with_error: bool,
     /// The value `interrupt` returned in this attempt. If the attempt then
     /// pauses for something else (its subgraph's question, an approval, a
     /// timer), it is kept with the pause: the node's re-run gets it back.

@@ -319,6 +319,7 @@ impl Compensator<'_> {
             lost: Arc::default(),
             revoked: Some(self.lease.revoked()),
             parents: crate::persist::ParentLeases::default(),
+            failed_approvals: Arc::default(),
         };
         let mut undone = Vec::new();
         for step in steps.iter().rev() {

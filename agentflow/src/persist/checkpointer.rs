@@ -294,6 +294,9 @@ pub(crate) struct Checkpointer {
     runs_subgraphs: bool,
     /// A subgraph child's run: the leases of the runs above it (see [`ParentLeases`]).
     parents: ParentLeases,
+    /// Approved calls of the running step that failed with a passing fault, left `EXECUTING` for
+    /// a retry of their node (see [`Journal::failed_approvals`]).
+    failed_approvals: Arc<std::sync::Mutex<Vec<String>>>,
     /// The checkpoint has a list of kept answers (see [`KeptAnswer`]): the next pause replaces it.
     answers_kept: bool,
     /// The state was migrated from an older version on load: the version it has now. Until a
@@ -532,6 +535,7 @@ impl Checkpointer {
             sweep_approvals: false,
             runs_subgraphs: false,
             parents: ParentLeases::default(),
+            failed_approvals: Arc::default(),
             answers_kept: false,
             migrated_to: None,
             wake_at: None,
@@ -831,7 +835,7 @@ impl Checkpointer {
         // (before the resume) and not made again; so was an approved call still `EXECUTING`.
         // Their records ride the step's commit, fenced by the lease: a crash cannot lose them,
         // and a run that lost the thread writes none.
-        let (unknown, cut_off, abandoned) = if self.sweep_approvals {
+        let (unknown, mut cut_off, abandoned) = if self.sweep_approvals {
             (
                 self.unknown_outcomes(self.journal_seq).await?,
                 self.cut_off_approvals(self.journal_seq).await?,
@@ -840,6 +844,21 @@ impl Checkpointer {
         } else {
             (UnknownOutcomes::default(), vec![], vec![])
         };
+        // An approved call that failed with a passing fault stayed `EXECUTING` for its node's
+        // retry; its node finished without one that succeeded: the call failed. (Its retry's
+        // success, if any, already moved it: that move stands.)
+        let failed: Vec<String> = std::mem::take(&mut *self.failed_approvals.lock().unwrap_or_else(|p| p.into_inner()));
+        for id in failed {
+            // Known to have failed: not an unknown outcome, whatever the sweep found.
+            cut_off.retain(|t| t.id != id);
+            let note = "the approved call failed (a passing fault) and its step finished without making it again";
+            cut_off.push(ApprovalTransition {
+                id,
+                from: ApprovalStatus::Executing,
+                to: ApprovalStatus::Failed,
+                patch: ApprovalPatch { note: Some(note.to_string()), ..ApprovalPatch::by("agentflow", now_ms()) },
+            });
+        }
         let flush = if last { Flush::Now } else { Flush::Step };
         let stored_version = self.version;
         if let Some(version) = migrated {
@@ -1316,6 +1335,7 @@ impl Checkpointer {
             lost: Arc::default(),
             revoked: Some(self.lease.revoked()),
             parents: self.parents.clone(),
+            failed_approvals: Arc::clone(&self.failed_approvals),
         }
     }
 

@@ -54,6 +54,10 @@ pub struct Journal {
     /// revocation flags. What starts an effect is written only while every one of them still
     /// holds its thread, so a parent that lost its thread does not act through a child.
     pub(crate) parents: ParentLeases,
+    /// The ids of approved calls of this step that failed with a passing fault and were left
+    /// `EXECUTING` for a retry of their node: the step's commit moves those still there to
+    /// `FAILED` (the node finished without a retry that succeeded).
+    pub(crate) failed_approvals: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 /// The leases of the runs above a subgraph child's run (its parent's, and every one above),

@@ -532,11 +532,22 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             Ok((_, true)) => return result.map(|(obs, _)| obs),
             Ok((obs, false)) if obs.is_ok() => ApprovalStatus::Succeeded,
             // A passing fault: the node's retry runs the call again under this
-            // approval, still EXECUTING (the journal knows this run ended).
-            // A pause: the outcome is unknown and a human settles it.
-            Err(e) if matches!(e.class, ErrorClass::Transient | ErrorClass::NeedsInput) => {
+            // approval, still EXECUTING (the journal knows this run ended); if the node
+            // finishes without one that succeeds, the step's commit makes it FAILED.
+            Err(e) if e.class == ErrorClass::Transient => {
+                // Only a call the journal knows ended with its error (not one cut off, or whose
+                // marker could not be written: that one may have acted).
+                let ended = std::mem::take(&mut self.signal.lock().unwrap_or_else(|p| p.into_inner()).ended_with_error);
+                if ended && !journal.lost_lease() {
+                    let mut failed = journal.failed_approvals.lock().unwrap_or_else(|p| p.into_inner());
+                    if !failed.contains(&record.id) {
+                        failed.push(record.id.clone());
+                    }
+                }
                 return result.map(|(obs, _)| obs);
             }
+            // A pause: the outcome is unknown and a human settles it.
+            Err(e) if e.class == ErrorClass::NeedsInput => return result.map(|(obs, _)| obs),
             _ => ApprovalStatus::Failed,
         };
         // A run that lost the thread concludes nothing: its error may be the refusal itself,
