@@ -126,7 +126,7 @@ mod tests {
     #[test]
     fn a_call_that_panics_answers_with_an_error_and_the_thread_goes_on() {
         let io = IoThread::start(PathBuf::from("test-store")).unwrap();
-        let failed = io.run(async { panic!("boom") }).map(|()| ()).unwrap_err();
+        let failed = io.run::<()>(async { panic!("boom") }).unwrap_err();
         assert!(
             matches!(&failed, StorageError::Backend { detail, .. } if detail.contains("panicked") && detail.contains("boom")),
             "{failed:?}"
