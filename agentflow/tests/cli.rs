@@ -882,6 +882,19 @@ fn postgres_smoke_import_and_read_back() {
         .output()
         .unwrap();
     expect_refusal(&busy, 3, "a run holds the thread");
+    // An answer to a thread a run holds is busy too (exit 3), and nothing is recorded.
+    let held: Arc<dyn Store> = Arc::new(held);
+    let asked = asking::graph().app().store(Arc::clone(&held));
+    let run =
+        runtime().block_on(asked.runner(&()).thread("q-held").run(Ask { question: "how many?".into(), answer: None }));
+    assert!(matches!(run.unwrap().outcome, Outcome::Interrupted { .. }));
+    held.acquire_lease("q-held", "worker-elsewhere", 60_000, now).unwrap();
+    let busy = Command::new(env!("CARGO_BIN_EXE_agentflow"))
+        .args(["--store", &url, "--schema", &schema, "answer", "q-held", "--value", "3", "--as", "ops"])
+        .output()
+        .unwrap();
+    expect_refusal(&busy, 3, "worker-elsewhere");
+    assert!(!held.list_audit("q-held").unwrap().iter().any(|e| e.kind == "interrupt.answered"));
     let unreachable = Command::new(env!("CARGO_BIN_EXE_agentflow"))
         .args(["--store", "postgres://agentflow:x@127.0.0.1:1/none", "threads"])
         .output()

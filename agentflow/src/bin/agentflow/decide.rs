@@ -195,6 +195,8 @@ pub fn answer(store: &Arc<dyn Store>, args: &AnswerArgs, as_json: bool) -> Outco
         AnswerError::Anonymous | AnswerError::Value(_) | AnswerError::AnswerTheParent { .. } => {
             Failure::usage(e.to_string())
         }
+        // A run holds the thread: busy, as for `update` and `fork`.
+        AnswerError::Busy { .. } => Failure::new(crate::code::BUSY, e.to_string()),
         other => Failure::not_found(other.to_string()),
     };
     let checkpoint = match args.checkpoint {

@@ -46,7 +46,7 @@
 //! | 0 | done |
 //! | 1 | not found (thread, checkpoint, approval, store file) or refused (a decision the authorizer or the compare-and-set refused, edited arguments that do not fit the tool's schema, a thread that exists already on import, compacting an unfinished thread) |
 //! | 2 | usage: bad arguments, bad JSON in `--set`/`--args`, an update the app could not read back, an unreadable export file, an output that cannot be written |
-//! | 3 | store busy or unreachable: another process has the redb file open, a run holds the thread (`update`, `fork`), or the PostgreSQL server cannot be reached |
+//! | 3 | store busy or unreachable: another process has the redb file open, a run holds the thread (`update`, `fork`, `answer`), or the PostgreSQL server cannot be reached |
 //! | 4 | store error: the store is damaged, of an unsupported format, or a read or write failed |
 //! | 5 | the thread's state cannot be computed without the graph's Rust types (a custom reducer, an update that does not fit, an update naming a key the stored state does not hold) |
 //!
@@ -91,7 +91,7 @@ Exit codes:
   2  usage: bad arguments, bad JSON, an unreadable export file, an output that cannot
      be written (a reader that stops reading, as `| head`, ends the command with 0)
   3  store busy or unreachable: another process has the redb file open, a run holds
-     the thread (update, fork), or the PostgreSQL server cannot be reached
+     the thread (update, fork, answer), or the PostgreSQL server cannot be reached
   4  store error: damaged, unsupported format, a read or write failed
   5  the state cannot be computed without the graph's Rust types (a custom reducer, an
      update naming a key the stored state does not hold)";
