@@ -293,8 +293,8 @@ pub(crate) fn recorded(
     Ok(first)
 }
 
-/// What names a question in its answer's audit entry: the hash of its payload
-/// ([`Pending::question_id`]).
+/// What names a question in its answer's audit entry (`asks`): the hash of its payload alone.
+/// ([`Pending::question_id`], which the inbox sends back, also names the node that asks.)
 fn question_hash(asks: &Value) -> String {
     crate::tool::args_hash(asks)
 }
