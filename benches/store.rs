@@ -44,8 +44,9 @@
 //! - where a `Sync` step's time goes (`sync_breakdown`), wall-clock and CPU
 //!   per operation, each measured back to back in every round: the raw redb
 //!   commit above; the same with the checkpoint table's key type, a
-//!   300-byte row and a thread id of its own each round, as each executor
-//!   run has (`raw_checkpoint_shape`: what the data's shape costs redb);
+//!   300-byte row and a thread number of its own each round, as each
+//!   executor run has (`raw_checkpoint_shape`: what the data's shape costs
+//!   redb);
 //!   `Store::commit_step` called directly with a step's checkpoint, a
 //!   thread of its own each round taken under a lease and let go
 //!   (`store_commit`: the store's own work on top); the same from a task
@@ -530,8 +531,9 @@ fn bench_cycles<S: State + Default>(
     }
 }
 
-/// Raw redb commits shaped like a step's checkpoint row: a `(&str, u64)` key and 300 bytes,
-/// each round under a thread id of its own, as each executor run is a thread of its own.
+/// Raw redb commits shaped like a step's checkpoint row: a `(thread number, seq)` key and 300
+/// bytes, each round under a thread number of its own, as each executor run is a thread of its
+/// own.
 struct ShapedRedb {
     db: redb::Database,
     rounds: u64,
@@ -539,8 +541,7 @@ struct ShapedRedb {
 }
 
 impl ShapedRedb {
-    const TABLE: redb::TableDefinition<'static, (&'static str, u64), &'static [u8]> =
-        redb::TableDefinition::new("checkpoints");
+    const TABLE: redb::TableDefinition<'static, (u64, u64), &'static [u8]> = redb::TableDefinition::new("checkpoints");
 
     fn new() -> Self {
         let file = TempPath::new("redb-shaped");
@@ -550,14 +551,14 @@ impl ShapedRedb {
 
     fn run(&mut self, n: usize) {
         let value = [0x5Au8; 300];
-        let thread = format!("breakdown-{}", self.rounds);
+        let thread = self.rounds;
         self.rounds += 1;
         for seq in 0..n as u64 {
             let mut txn = self.db.begin_write().unwrap();
             txn.set_durability(redb::Durability::Immediate).unwrap();
             {
                 let mut table = txn.open_table(Self::TABLE).unwrap();
-                table.insert((thread.as_str(), seq), value.as_slice()).unwrap();
+                table.insert((thread, seq), value.as_slice()).unwrap();
             }
             txn.commit().unwrap();
         }

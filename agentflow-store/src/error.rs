@@ -494,7 +494,7 @@ pub enum CompactError {
 
 /// What to do about a store file of another format.
 fn format_advice(found: &str, supported: &str) -> &'static str {
-    // `supported` names one format or several (`3 or 4`): older is below the oldest of them.
+    // `supported` names one format or several (`3 to 5`): older is below the oldest of them.
     let oldest = supported.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse::<u64>().ok()).min();
     match (found.parse::<u64>(), oldest) {
         (Ok(found), Some(supported)) if found < supported => {

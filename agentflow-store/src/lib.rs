@@ -80,6 +80,7 @@ mod step_commit;
 mod step_facts;
 mod store;
 pub mod tables;
+mod thread_numbers;
 mod thread_tree;
 mod writer;
 

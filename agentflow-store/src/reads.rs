@@ -11,14 +11,19 @@ use crate::error::{Ctx, ReadError, StorageError};
 use crate::leases::Leases;
 use crate::record::{ChainStep, CheckpointSummary, Row, Snapshot, StateChain, ThreadRecord};
 use crate::tables;
+use crate::thread_numbers::Numbered;
 
 /// A table keyed by a string (threads, leases, approvals).
 pub(crate) trait ByStr: ReadableTable<&'static str, &'static [u8]> {}
 impl<T: ReadableTable<&'static str, &'static [u8]>> ByStr for T {}
 
-/// A table keyed by (thread, seq) (checkpoints, snapshots, audit).
+/// A table keyed by (thread id, seq) (the audit log).
 pub(crate) trait BySeq: ReadableTable<(&'static str, u64), &'static [u8]> {}
 impl<T: ReadableTable<(&'static str, u64), &'static [u8]>> BySeq for T {}
+
+/// A table keyed by (thread number, seq) (checkpoints, snapshots; see [`crate::thread_numbers`]).
+pub(crate) trait ByNumber: ReadableTable<(u64, u64), &'static [u8]> {}
+impl<T: ReadableTable<(u64, u64), &'static [u8]>> ByNumber for T {}
 
 /// Decodes a stored value, naming the table and key on failure.
 pub(crate) fn decode<T>(
@@ -63,24 +68,28 @@ pub(crate) fn thread_record(
 }
 
 /// A checkpoint's row: its summary and delta blobs.
-pub(crate) fn row(path: &Path, checkpoints: &impl BySeq, thread: &str, seq: u64) -> Result<Option<Row>, StorageError> {
-    match checkpoints.get((thread, seq)).ctx(path)? {
+pub(crate) fn row(
+    path: &Path,
+    checkpoints: &impl ByNumber,
+    thread: Numbered<'_>,
+    seq: u64,
+) -> Result<Option<Row>, StorageError> {
+    match checkpoints.get(thread.key(seq)).ctx(path)? {
         None => Ok(None),
-        Some(v) => decode(
-            path,
-            tables::CHECKPOINTS,
-            || format!("({thread:?}, {seq})"),
-            v.value(),
-            CheckpointSummary::decode_row,
-        )
-        .map(Some),
+        Some(v) => decode(path, tables::CHECKPOINTS, || thread.describe(seq), v.value(), CheckpointSummary::decode_row)
+            .map(Some),
     }
 }
 
 /// The snapshot of a checkpoint whose summary says it has one; its absence is corruption.
-pub(crate) fn snapshot(path: &Path, snapshots: &impl BySeq, thread: &str, seq: u64) -> Result<Vec<u8>, StorageError> {
-    let key = || format!("({thread:?}, {seq})");
-    match snapshots.get((thread, seq)).ctx(path)? {
+pub(crate) fn snapshot(
+    path: &Path,
+    snapshots: &impl ByNumber,
+    thread: Numbered<'_>,
+    seq: u64,
+) -> Result<Vec<u8>, StorageError> {
+    let key = || thread.describe(seq);
+    match snapshots.get(thread.key(seq)).ctx(path)? {
         Some(v) => decode(path, tables::SNAPSHOTS, key, v.value(), Snapshot::decode),
         None => Err(StorageError::Decode {
             path: path.to_path_buf(),
@@ -105,22 +114,19 @@ pub(crate) fn thread_range(
     Ok(())
 }
 
+/// The summaries of the thread's checkpoints, in seq order (none: the thread has no number).
 pub(crate) fn summaries(
     path: &Path,
-    checkpoints: &impl BySeq,
-    thread: &str,
+    checkpoints: &impl ByNumber,
+    thread: Option<Numbered<'_>>,
 ) -> Result<Vec<CheckpointSummary>, StorageError> {
+    let Some(thread) = thread else { return Ok(Vec::new()) };
     let mut out = Vec::new();
-    thread_range(path, checkpoints, thread, |seq, bytes| {
-        out.push(decode(
-            path,
-            tables::CHECKPOINTS,
-            || format!("({thread:?}, {seq})"),
-            bytes,
-            CheckpointSummary::decode,
-        )?);
-        Ok(())
-    })?;
+    for entry in checkpoints.range(thread.key(0)..=thread.key(u64::MAX)).ctx(path)? {
+        let (k, v) = entry.ctx(path)?;
+        let seq = k.value().1;
+        out.push(decode(path, tables::CHECKPOINTS, || thread.describe(seq), v.value(), CheckpointSummary::decode)?);
+    }
     Ok(out)
 }
 
@@ -132,19 +138,34 @@ pub(crate) fn latest_seq(path: &Path, table: &impl BySeq, thread: &str) -> Resul
     }
 }
 
+/// The seq of the thread's latest checkpoint (none: no checkpoint, or no number).
+pub(crate) fn latest_checkpoint_seq(
+    path: &Path,
+    checkpoints: &impl ByNumber,
+    thread: Option<Numbered<'_>>,
+) -> Result<Option<u64>, StorageError> {
+    let Some(thread) = thread else { return Ok(None) };
+    let mut range = checkpoints.range(thread.key(0)..=thread.key(u64::MAX)).ctx(path)?;
+    match range.next_back() {
+        None => Ok(None),
+        Some(entry) => Ok(Some(entry.ctx(path)?.0.value().1)),
+    }
+}
+
 /// Walks parent links from `seq` back to the nearest snapshot.
 pub(crate) fn state_chain(
     path: &Path,
-    checkpoints: &impl BySeq,
-    snapshots: &impl BySeq,
-    thread: &str,
+    checkpoints: &impl ByNumber,
+    snapshots: &impl ByNumber,
+    thread: Option<Numbered<'_>>,
     seq: u64,
 ) -> Result<Option<StateChain>, ReadError> {
+    let Some(thread) = thread else { return Ok(None) };
     let mut steps = Vec::new();
     let mut cur = seq;
     loop {
         let broken =
-            || ReadError::BrokenChain { path: path.to_path_buf(), thread: thread.to_string(), seq, missing: cur };
+            || ReadError::BrokenChain { path: path.to_path_buf(), thread: thread.id.to_string(), seq, missing: cur };
         let Some((header, delta)) = row(path, checkpoints, thread, cur)? else {
             return if cur == seq { Ok(None) } else { Err(broken()) };
         };
@@ -157,7 +178,7 @@ pub(crate) fn state_chain(
         let corrupt = |reason: &str| StorageError::Decode {
             path: path.to_path_buf(),
             table: tables::CHECKPOINTS.name().to_string(),
-            key: format!("({thread:?}, {cur})"),
+            key: thread.describe(cur),
             reason: reason.to_string(),
         };
         match header.parent {

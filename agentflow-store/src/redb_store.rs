@@ -22,7 +22,7 @@ use crate::error::{
     StorageError, storage_error,
 };
 use crate::queue::{self, NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
-use crate::reads::{self, BySeq};
+use crate::reads::{self, ByNumber};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
     CompactReport, Durability, EffectBatch, EffectKey, EffectOutcome, Lease, NewAuditEntry, Payload, PendingWrite,
@@ -31,16 +31,21 @@ use crate::record::{
 use crate::step_commit::{CommitOut, remove_pending, stage_commit};
 use crate::store::{CommitCallback, FoldFn, Listing, Store};
 use crate::tables;
+use crate::thread_numbers::{self, Numbered};
 use crate::writer::{self, Committed, Job, OpJob, Reply, Shared, Tx, WriterConfig};
 
 /// Store format written in the `META` table; bump on an incompatible layout change.
 /// 3: every value (records, pending writes, effect results) ends with a checksum.
-/// The layout this build writes (4: a thread record names the thread that started it as a
-/// subgraph child).
-const STORE_FORMAT: u32 = 4;
+/// 4: a thread record names the thread that started it as a subgraph child.
+/// The layout this build writes (5: checkpoints and snapshots are keyed by thread number, see
+/// [`crate::thread_numbers`]).
+const STORE_FORMAT: u32 = 5;
 /// The oldest layout this build opens, and moves to [`STORE_FORMAT`] on open: format 3 differs
-/// only in thread records without a parent, which this build still reads.
+/// in thread records without a parent, which this build still reads, and formats 3 and 4 in
+/// checkpoints and snapshots keyed by thread id, which the move renumbers.
 const OLDEST_FORMAT: u32 = 3;
+/// The first format whose checkpoints and snapshots are keyed by thread number.
+const NUMBERED_FORMAT: u32 = 5;
 const APP: &[u8] = b"agentflow-store";
 const IN_MEMORY: &str = "<in-memory>";
 
@@ -455,6 +460,7 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
         txn.list_tables().ctx(path)?.map(|t| t.name().to_string()).collect()
     };
     let fresh = names.is_empty();
+    let mut format = STORE_FORMAT;
     if !fresh && !names.iter().any(|n| n == tables::META.name()) {
         return Err(OpenError::Foreign { path: path.to_path_buf(), tables: names });
     }
@@ -465,19 +471,18 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
         if app.as_ref().map(redb::AccessGuard::value) != Some(APP) {
             return Err(OpenError::Foreign { path: path.to_path_buf(), tables: names });
         }
-        let format = redb::ReadableTable::get(&meta, "format").ctx(path)?;
-        let format =
-            format.as_ref().and_then(|v| <[u8; 4]>::try_from(v.value()).ok()).map(u32::from_le_bytes).ok_or_else(
-                || OpenError::Corrupted {
-                    path: path.to_path_buf(),
-                    detail: "the store format version is missing or malformed".to_string(),
-                },
-            )?;
+        let stored = redb::ReadableTable::get(&meta, "format").ctx(path)?;
+        format = stored.as_ref().and_then(|v| <[u8; 4]>::try_from(v.value()).ok()).map(u32::from_le_bytes).ok_or_else(
+            || OpenError::Corrupted {
+                path: path.to_path_buf(),
+                detail: "the store format version is missing or malformed".to_string(),
+            },
+        )?;
         if !(OLDEST_FORMAT..=STORE_FORMAT).contains(&format) {
             return Err(OpenError::UnsupportedFormat {
                 path: path.to_path_buf(),
                 found: format.to_string(),
-                supported: format!("{OLDEST_FORMAT} or {STORE_FORMAT}"),
+                supported: format!("{OLDEST_FORMAT} to {STORE_FORMAT}"),
             });
         }
     }
@@ -487,10 +492,16 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
         if fresh {
             meta.insert("app", APP).ctx(path)?;
         }
+        drop(meta);
+        if format < NUMBERED_FORMAT {
+            thread_numbers::renumber(&txn, path)?;
+        }
+        let mut meta = txn.open_table(tables::META).ctx(path)?;
         // An older file is moved to this build's format: from then on, builds that cannot
         // read its new thread records refuse it by its format, not by a record.
         meta.insert("format", STORE_FORMAT.to_le_bytes().as_slice()).ctx(path)?;
         txn.open_table(tables::THREADS).ctx(path)?;
+        txn.open_table(tables::THREAD_NUMBERS).ctx(path)?;
         txn.open_table(tables::CHECKPOINTS).ctx(path)?;
         txn.open_table(tables::SNAPSHOTS).ctx(path)?;
         txn.open_table(tables::PENDING_WRITES).ctx(path)?;
@@ -559,6 +570,7 @@ impl Store for RedbStore {
 
     fn checkpoint(&self, thread: &str, seq: u64) -> Result<Option<Checkpoint>, ReadError> {
         self.read(|txn, path| {
+            let thread = numbered(txn, path, thread)?;
             let checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
             let snapshots = txn.open_table(tables::SNAPSHOTS).ctx(path)?;
             load_checkpoint(path, &checkpoints, &snapshots, thread, seq)
@@ -567,9 +579,10 @@ impl Store for RedbStore {
 
     fn latest_checkpoint(&self, thread: &str) -> Result<Option<Checkpoint>, ReadError> {
         self.read(|txn, path| {
+            let thread = numbered(txn, path, thread)?;
             let checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
             let snapshots = txn.open_table(tables::SNAPSHOTS).ctx(path)?;
-            match reads::latest_seq(path, &checkpoints, thread)? {
+            match reads::latest_checkpoint_seq(path, &checkpoints, thread)? {
                 None => Ok(None),
                 Some(seq) => load_checkpoint(path, &checkpoints, &snapshots, thread, seq),
             }
@@ -578,6 +591,7 @@ impl Store for RedbStore {
 
     fn list_checkpoints(&self, thread: &str) -> Result<Vec<CheckpointSummary>, ReadError> {
         self.read(|txn, path| {
+            let thread = numbered(txn, path, thread)?;
             let checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
             Ok(reads::summaries(path, &checkpoints, thread)?)
         })
@@ -585,6 +599,7 @@ impl Store for RedbStore {
 
     fn state_chain(&self, thread: &str, seq: u64) -> Result<Option<StateChain>, ReadError> {
         self.read(|txn, path| {
+            let thread = numbered(txn, path, thread)?;
             let checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
             let snapshots = txn.open_table(tables::SNAPSHOTS).ctx(path)?;
             reads::state_chain(path, &checkpoints, &snapshots, thread, seq)
@@ -653,10 +668,11 @@ impl Store for RedbStore {
             };
             let mut dump = ThreadDump::new(record);
             dump.wake_at = timer_in(txn, path, thread)?;
+            let numbered = numbered(txn, path, thread)?;
             let checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
             let snapshots = txn.open_table(tables::SNAPSHOTS).ctx(path)?;
-            for summary in reads::summaries(path, &checkpoints, thread)? {
-                dump.checkpoints.extend(load_checkpoint(path, &checkpoints, &snapshots, thread, summary.seq)?);
+            for summary in reads::summaries(path, &checkpoints, numbered)? {
+                dump.checkpoints.extend(load_checkpoint(path, &checkpoints, &snapshots, numbered, summary.seq)?);
             }
             // The pending writes of the thread's checkpoints (a store keeps none of others).
             let seqs: BTreeSet<u64> = dump.checkpoints.iter().map(|c| c.seq).collect();
@@ -1035,9 +1051,11 @@ impl RedbStore {
             // A resume of the thread may still look its journal up under a dropped checkpoint's
             // seq (see `Store::compact`): only a thread no resume runs loses its effects.
             let drop_effects = !record.status.is_resumable();
+            let number = thread_numbers::number_of(path, &txn.open_table(tables::THREAD_NUMBERS).ctx(path)?, thread)?;
+            let numbered = number.map(|number| Numbered { id: thread, number });
             let mut checkpoints = txn.open_table(tables::CHECKPOINTS).ctx(path)?;
             let mut snapshots = txn.open_table(tables::SNAPSHOTS).ctx(path)?;
-            let all = reads::summaries(path, &checkpoints, thread)?;
+            let all = reads::summaries(path, &checkpoints, numbered)?;
             let split = all.len().saturating_sub(keep);
             // No resume runs: the journal below the oldest retained checkpoint goes, what this
             // compaction drops and what earlier ones kept for a resume that has happened since.
@@ -1045,9 +1063,9 @@ impl RedbStore {
                 let mut effects = txn.open_table(tables::EFFECTS).ctx(path)?;
                 remove_effects_below(path, &mut effects, thread, oldest.seq)?;
             }
-            if split == 0 {
+            let Some(numbered) = numbered.filter(|_| split > 0) else {
                 break 'compact;
-            }
+            };
             let dropped: BTreeSet<u64> = all[..split].iter().map(|s| s.seq).collect();
             let mut by_seq: BTreeMap<u64, CheckpointSummary> = all.into_iter().map(|s| (s.seq, s)).collect();
             let retained: Vec<u64> = by_seq.keys().copied().skip(split).collect();
@@ -1056,25 +1074,31 @@ impl RedbStore {
                 if !needs_fold(&by_seq, &dropped, seq) {
                     continue;
                 }
-                let chain = reads::state_chain(path, &checkpoints, &snapshots, thread, seq)?.ok_or_else(|| {
-                    ReadError::BrokenChain { path: path.to_path_buf(), thread: thread.to_string(), seq, missing: seq }
-                })?;
+                let chain =
+                    reads::state_chain(path, &checkpoints, &snapshots, Some(numbered), seq)?.ok_or_else(|| {
+                        ReadError::BrokenChain {
+                            path: path.to_path_buf(),
+                            thread: thread.to_string(),
+                            seq,
+                            missing: seq,
+                        }
+                    })?;
                 let snapshot =
                     fold(&chain).map_err(|source| CompactError::Fold { thread: thread.to_string(), seq, source })?;
-                let (mut summary, delta) = reads::row(path, &checkpoints, thread, seq)?.ok_or_else(|| {
+                let (mut summary, delta) = reads::row(path, &checkpoints, numbered, seq)?.ok_or_else(|| {
                     ReadError::BrokenChain { path: path.to_path_buf(), thread: thread.to_string(), seq, missing: seq }
                 })?;
                 summary.has_snapshot = true;
                 summary.payload_bytes = (snapshot.len() + delta.iter().map(Vec::len).sum::<usize>()) as u64;
-                snapshots.insert((thread, seq), Snapshot::encode(&snapshot).as_slice()).ctx(path)?;
-                checkpoints.insert((thread, seq), summary.encode_row(&delta).as_slice()).ctx(path)?;
+                snapshots.insert(numbered.key(seq), Snapshot::encode(&snapshot).as_slice()).ctx(path)?;
+                checkpoints.insert(numbered.key(seq), summary.encode_row(&delta).as_slice()).ctx(path)?;
                 by_seq.insert(seq, summary);
                 folded += 1;
             }
             let mut pending = txn.open_table(tables::PENDING_WRITES).ctx(path)?;
             for &seq in &dropped {
-                checkpoints.remove((thread, seq)).ctx(path)?;
-                snapshots.remove((thread, seq)).ctx(path)?;
+                checkpoints.remove(numbered.key(seq)).ctx(path)?;
+                snapshots.remove(numbered.key(seq)).ctx(path)?;
                 remove_pending(path, &mut pending, thread, seq)?;
                 dropped_seqs.push(seq);
             }
@@ -1188,13 +1212,19 @@ fn needs_fold(by_seq: &BTreeMap<u64, CheckpointSummary>, dropped: &BTreeSet<u64>
     }
 }
 
+/// The thread as the checkpoint tables key it (`None`: it has no checkpoint).
+fn numbered<'a>(txn: &ReadTransaction, path: &Path, thread: &'a str) -> Result<Option<Numbered<'a>>, StorageError> {
+    Ok(thread_numbers::number_in(txn, path, thread)?.map(|number| Numbered { id: thread, number }))
+}
+
 fn load_checkpoint(
     path: &Path,
-    checkpoints: &impl BySeq,
-    snapshots: &impl BySeq,
-    thread: &str,
+    checkpoints: &impl ByNumber,
+    snapshots: &impl ByNumber,
+    thread: Option<Numbered<'_>>,
     seq: u64,
 ) -> Result<Option<Checkpoint>, ReadError> {
+    let Some(thread) = thread else { return Ok(None) };
     let Some((summary, delta)) = reads::row(path, checkpoints, thread, seq)? else {
         return Ok(None);
     };

@@ -9,6 +9,7 @@ use crate::dump::{ThreadDump, check_dump, left_over, parent_in_dump};
 use crate::error::{CommitError, Ctx};
 use crate::record::{Checkpoint, Payload, Snapshot, ThreadRecord};
 use crate::tables;
+use crate::thread_numbers::{number_for, number_of};
 use crate::writer::Tx;
 
 /// The redb side of `restore_thread`: every part in the transaction of `tx`.
@@ -45,7 +46,11 @@ pub(crate) fn stage_restore(tx: &Tx<'_>, d: &ThreadDump) -> Result<(), CommitErr
     if tx.txn.open_table(tables::RUN_QUEUE).ctx(path)?.get(tid).ctx(path)?.is_some() {
         return Err(left_over(tid, "a queued run"));
     }
-    if checkpoints.range((tid, 0)..=(tid, u64::MAX)).ctx(path)?.next().is_some() {
+    let number = number_of(path, &tx.txn.open_table(tables::THREAD_NUMBERS).ctx(path)?, tid)?;
+    if let Some(n) = number
+        && (checkpoints.range((n, 0)..=(n, u64::MAX)).ctx(path)?.next().is_some()
+            || snapshots.range((n, 0)..=(n, u64::MAX)).ctx(path)?.next().is_some())
+    {
         return Err(left_over(tid, "checkpoints"));
     }
     let journaled = match effects.range((tid, 0, "", "")..).ctx(path)?.next() {
@@ -65,11 +70,17 @@ pub(crate) fn stage_restore(tx: &Tx<'_>, d: &ThreadDump) -> Result<(), CommitErr
     let record = ThreadRecord { lease: None, ..d.thread.clone() };
     threads.insert(tid, record.encode().as_slice()).ctx(path)?;
     crate::step_commit::set_timer(tx, tid, d.wake_at)?;
-    for cp in &d.checkpoints {
-        let cp = Checkpoint { parent: parent_in_dump(d, cp), ..cp.clone() };
-        checkpoints.insert((tid, cp.seq), cp.encode_row().as_slice()).ctx(path)?;
-        if let Some(state) = &cp.snapshot {
-            snapshots.insert((tid, cp.seq), Snapshot::encode(state).as_slice()).ctx(path)?;
+    if !d.checkpoints.is_empty() {
+        let number = match number {
+            Some(number) => number,
+            None => number_for(tx.txn, path, tid)?,
+        };
+        for cp in &d.checkpoints {
+            let cp = Checkpoint { parent: parent_in_dump(d, cp), ..cp.clone() };
+            checkpoints.insert((number, cp.seq), cp.encode_row().as_slice()).ctx(path)?;
+            if let Some(state) = &cp.snapshot {
+                snapshots.insert((number, cp.seq), Snapshot::encode(state).as_slice()).ctx(path)?;
+            }
         }
     }
     for w in &d.pending_writes {

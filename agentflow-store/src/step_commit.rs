@@ -18,10 +18,11 @@ use crate::approvals::{ApprovalTables, check_conditions, check_new_approval, che
 use crate::audit::append_audit;
 use crate::codec::MAX_DOCUMENT_DEPTH;
 use crate::error::{ApprovalError, CommitError, Ctx, JsonTooDeep, StorageError};
-use crate::reads::latest_seq;
+use crate::reads::latest_checkpoint_seq;
 use crate::record::{ApprovalRecord, MAX_CHECKPOINT_SEQ, Payload, Snapshot, StepCommit, ThreadStatus, seq_too_large};
 use crate::step_facts::ThreadFacts;
 use crate::tables;
+use crate::thread_numbers::{Numbered, number_for, number_of};
 use crate::writer::Tx;
 
 /// Output of a staged step commit.
@@ -116,7 +117,7 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
         }
         // The usual case, a step on top of the latest checkpoint, needs no second lookup.
         if let Some(parent) = cp.parent
-            && (parent >= cp.seq || (latest != Some(parent) && checkpoints.get((tid, parent)).ctx(path)?.is_none()))
+            && (parent >= cp.seq || (latest != Some(parent) && !has_checkpoint(path, &checkpoints, &facts, parent)?))
         {
             return Err(CommitError::ParentMissing { thread: tid.to_string(), seq: cp.seq, parent });
         }
@@ -183,9 +184,13 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
             remove_pending(path, pending, tid, parent)?;
             facts.clear_pending(parent);
         }
-        checkpoints.insert((tid, cp.seq), cp.encode_row().as_slice()).ctx(path)?;
+        let number = match facts.number {
+            Some(number) => number,
+            None => *facts.number.insert(number_for(tx.txn, path, tid)?),
+        };
+        checkpoints.insert((number, cp.seq), cp.encode_row().as_slice()).ctx(path)?;
         if let (Some(state), Some(snapshots)) = (&cp.snapshot, snapshots.as_mut()) {
-            snapshots.insert((tid, cp.seq), Snapshot::encode(state).as_slice()).ctx(path)?;
+            snapshots.insert((number, cp.seq), Snapshot::encode(state).as_slice()).ctx(path)?;
         }
         facts.latest = Some(cp.seq);
     }
@@ -226,19 +231,37 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
 /// The pending writes table, as opened in a write transaction.
 type PendingTable<'t> = Table<'t, (&'static str, u64, &'static str, u32), &'static [u8]>;
 
+/// The checkpoints table, as opened in a write transaction.
+type CheckpointTable<'t> = Table<'t, (u64, u64), &'static [u8]>;
+
+/// Whether the thread has checkpoint `seq` (none without a thread number).
+fn has_checkpoint(
+    path: &Path,
+    checkpoints: &CheckpointTable<'_>,
+    facts: &ThreadFacts,
+    seq: u64,
+) -> Result<bool, StorageError> {
+    match facts.number {
+        None => Ok(false),
+        Some(number) => Ok(checkpoints.get((number, seq)).ctx(path)?.is_some()),
+    }
+}
+
 /// Reads what a step commit needs to know about the thread from its tables (when the store
 /// holds no facts about it, e.g. on the first commit of a run).
 fn read_facts(
     tx: &Tx<'_>,
     thread: &str,
     threads: &Table<'_, &'static str, &'static [u8]>,
-    checkpoints: &Table<'_, (&'static str, u64), &'static [u8]>,
+    checkpoints: &CheckpointTable<'_>,
     pending: &PendingTable<'_>,
 ) -> Result<ThreadFacts, StorageError> {
     let path = tx.path;
     let record = threads.get(thread).ctx(path)?.map(|v| v.value().to_vec());
     let timer = tx.txn.open_table(tables::TIMER_OF).ctx(path)?.get(thread).ctx(path)?.map(|v| v.value());
-    let mut facts = ThreadFacts { record, latest: latest_seq(path, checkpoints, thread)?, timer, pending: Vec::new() };
+    let number = number_of(path, &tx.txn.open_table(tables::THREAD_NUMBERS).ctx(path)?, thread)?;
+    let latest = latest_checkpoint_seq(path, checkpoints, number.map(|number| Numbered { id: thread, number }))?;
+    let mut facts = ThreadFacts { record, number, latest, timer, pending: Vec::new() };
     for entry in pending.range((thread, 0u64, "", 0u32)..).ctx(path)? {
         let (k, _) = entry.ctx(path)?;
         let (t, seq, _, _) = k.value();

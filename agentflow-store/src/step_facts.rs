@@ -1,9 +1,10 @@
 //! What a [`RedbStore`](crate::RedbStore) remembers about each thread between its step commits.
 //!
-//! Staging a step commit needs four facts about the thread before it can write: the stored
-//! thread record (to skip an unchanged one), the latest checkpoint seq (to refuse a seq that
+//! Staging a step commit needs five facts about the thread before it can write: the stored
+//! thread record (to skip an unchanged one), its number (the first part of its checkpoint
+//! keys), the latest checkpoint seq (to refuse a seq that
 //! does not increase), the thread's durable timer (to replace it) and which checkpoints have
-//! pending writes (to clear the parent's). Reading them opens four tables per commit, and in
+//! pending writes (to clear the parent's). Reading them opens five tables per commit, and in
 //! redb each table a write transaction opens costs work at its commit too. The writer learns
 //! the facts from the commit it just made, so the next step of the same thread finds them here
 //! and a plain super-step opens one table: the checkpoints.
@@ -34,6 +35,9 @@ const MAX_THREADS: usize = 4096;
 pub(crate) struct ThreadFacts {
     /// The stored thread record's bytes (`None`: no record).
     pub(crate) record: Option<Vec<u8>>,
+    /// The thread's number (`None`: it has none yet; see [`crate::thread_numbers`]). Once
+    /// given, it never changes.
+    pub(crate) number: Option<u64>,
     /// The highest checkpoint seq (`None`: no checkpoint).
     pub(crate) latest: Option<u64>,
     /// The thread's durable timer (`agentflow.timer_of`).

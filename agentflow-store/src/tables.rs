@@ -7,21 +7,34 @@
 
 use redb::TableDefinition;
 
-/// `"format"` -> store format version (u32, little endian); `"app"` -> `b"agentflow-store"`.
-/// Its presence tells an agentflow store apart from another program's redb file.
+/// `"format"` -> store format version (u32, little endian); `"app"` -> `b"agentflow-store"`;
+/// `"next_thread_number"` -> the number [`THREAD_NUMBERS`] gives the next thread (u64, little
+/// endian; absent: 0). Its presence tells an agentflow store apart from another program's redb
+/// file.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.meta");
 
 /// thread id -> `ThreadRecord` (without the lease: leases live in memory beside the open file).
 pub const THREADS: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.threads");
 
-/// (thread id, seq) -> `CheckpointSummary` followed by the step's delta blobs.
+/// thread id -> the thread's number, the first part of its [`CHECKPOINTS`] and [`SNAPSHOTS`]
+/// keys.
+///
+/// A thread gets its number when its first checkpoint is written, in that order, and keeps it;
+/// numbers are never reused (`META`'s `"next_thread_number"`). So the rows of the newest
+/// thread go at the end of those tables whatever its id, as appending to a log does, where
+/// keys of ids that sort anywhere would land amid older threads' rows, which costs each commit
+/// more pages as the file grows.
+pub const THREAD_NUMBERS: TableDefinition<&str, u64> = TableDefinition::new("agentflow.thread_numbers");
+
+/// (thread number, seq) -> `CheckpointSummary` followed by the step's delta blobs; the thread's
+/// number is in [`THREAD_NUMBERS`].
 ///
 /// A plain super-step writes one row here and nothing else, so its commit dirties one B-tree.
-pub const CHECKPOINTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("agentflow.checkpoints");
+pub const CHECKPOINTS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("agentflow.checkpoints");
 
-/// (thread id, seq) -> `Snapshot` (the full state bytes), for the checkpoints whose summary says
-/// `has_snapshot`. Kept apart so listings and step commits never touch the large values.
-pub const SNAPSHOTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("agentflow.snapshots");
+/// (thread number, seq) -> `Snapshot` (the full state bytes), for the checkpoints whose summary
+/// says `has_snapshot`. Kept apart so listings and step commits never touch the large values.
+pub const SNAPSHOTS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("agentflow.snapshots");
 
 /// (thread id, checkpoint seq, node, idx) -> the write's opaque bytes, as a record.
 pub const PENDING_WRITES: TableDefinition<(&str, u64, &str, u32), &[u8]> =

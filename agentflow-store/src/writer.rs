@@ -614,7 +614,8 @@ mod tests {
             let mut table = tx.txn.open_table(T).ctx(tx.path)?;
             tx.wrote();
             table.insert("learner", tries).ctx(tx.path)?;
-            let facts = ThreadFacts { record: None, latest: Some(tries), timer: None, pending: Vec::new() };
+            let facts =
+                ThreadFacts { record: None, number: None, latest: Some(tries), timer: None, pending: Vec::new() };
             tx.learn_facts(&format!("try-{tries}"), facts);
             Ok(())
         };

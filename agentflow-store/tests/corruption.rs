@@ -196,7 +196,7 @@ fn older_store_format_is_refused() {
             "{err:?}"
         );
         assert!(err.to_string().contains("older agentflow-store"), "{err}");
-        assert!(err.to_string().contains("it reads format 3 or 4"), "{err}");
+        assert!(err.to_string().contains("it reads format 3 to 5"), "{err}");
         assert!(!err.to_string().contains("upgrade agentflow-store"), "{err}");
     }
 }
@@ -207,9 +207,10 @@ fn a_missing_snapshot_is_a_decode_error() {
     let path = dir.file("store.redb");
     populated(&path);
     {
+        let t = thread_number(&path, "t");
         let db = Database::create(&path).unwrap();
         let txn = db.begin_write().unwrap();
-        assert!(txn.open_table(tables::SNAPSHOTS).unwrap().remove(("t", 0)).unwrap().is_some());
+        assert!(txn.open_table(tables::SNAPSHOTS).unwrap().remove((t, 0)).unwrap().is_some());
         txn.commit().unwrap();
     }
     let store = RedbStore::open(&path).unwrap();
@@ -263,6 +264,15 @@ fn reopen_keeps_everything() {
     assert_eq!(store.list_pending_approvals().unwrap().len(), 1);
 }
 
+/// The number the file gave `thread`, the first part of its checkpoint and snapshot keys.
+fn thread_number(path: &Path, thread: &str) -> u64 {
+    use redb::ReadableDatabase;
+    let db = Database::create(path).unwrap();
+    let txn = db.begin_read().unwrap();
+    let numbers = txn.open_table(tables::THREAD_NUMBERS).unwrap();
+    numbers.get(thread).unwrap().expect("the thread has checkpoints, so a number").value()
+}
+
 /// Writes `garbage` under `key` of `table`, bypassing the store.
 fn inject<K: redb::Key + 'static>(
     path: &Path,
@@ -293,8 +303,9 @@ fn garbage_records_are_decode_errors() {
     let dir = TempDir::new("garbage");
     let path = dir.file("store.redb");
     populated(&path);
-    inject(&path, tables::CHECKPOINTS, ("t", 1), b"\x01\xff\xff");
-    inject(&path, tables::SNAPSHOTS, ("t", 0), b"\x07garbage");
+    let t = thread_number(&path, "t");
+    inject(&path, tables::CHECKPOINTS, (t, 1), b"\x01\xff\xff");
+    inject(&path, tables::SNAPSHOTS, (t, 0), b"\x07garbage");
     inject(&path, tables::THREADS, "t", b"");
     inject(&path, tables::APPROVALS, "a1", &noise(40, 3));
     inject(&path, tables::AUDIT, ("t", 1), b"\x01\x01t\x01");

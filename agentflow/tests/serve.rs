@@ -989,15 +989,18 @@ async fn a_thread_that_cannot_be_read_leaves_the_rest_of_the_inbox_usable() {
         let db = redb::Database::open(&store).unwrap();
         let txn = db.begin_write().unwrap();
         {
+            let numbers = txn.open_table(agentflow_store::tables::THREAD_NUMBERS).unwrap();
+            let number = numbers.get("t-paused").unwrap().expect("`t-paused` has checkpoints, so a number").value();
+            drop(numbers);
             let mut snapshots = txn.open_table(agentflow_store::tables::SNAPSHOTS).unwrap();
             let keys: Vec<u64> = snapshots
-                .range(("t-paused", 0)..=("t-paused", u64::MAX))
+                .range((number, 0)..=(number, u64::MAX))
                 .unwrap()
                 .map(|entry| entry.unwrap().0.value().1)
                 .collect();
             assert!(!keys.is_empty());
             for seq in keys {
-                snapshots.insert(("t-paused", seq), b"{not json".as_slice()).unwrap();
+                snapshots.insert((number, seq), b"{not json".as_slice()).unwrap();
             }
             // And what the paused `t-question` waits for: its pending writes' bytes.
             let mut pending = txn.open_table(agentflow_store::tables::PENDING_WRITES).unwrap();
