@@ -935,7 +935,19 @@ fn answer_records_the_value_the_apps_next_resume_continues_with() {
         1,
         "no longer waits at checkpoint 42",
     );
-    let answered = af_json(&path, &["answer", "q", "--value", "3", "--as", "ops"]);
+    // The question's id, as `show` and `pending` give it: an answer naming another question is
+    // refused and records nothing.
+    let question = af_json(&path, &["show", "q"])["pending"][0]["question"].as_str().unwrap().to_string();
+    assert_eq!(af_json(&path, &["pending"])["interrupts"][0]["question"], json!(question));
+    assert!(stdout(&af(&path, &["show", "q"])).contains(&format!("question:  {question}")));
+    let other = "0".repeat(64);
+    expect_refusal(
+        &af(&path, &["answer", "q", "--value", "3", "--as", "ops", "--question", &other]),
+        1,
+        "asks another question at checkpoint",
+    );
+    assert!(!af_json(&path, &["audit", "q"]).to_string().contains("interrupt.answered"));
+    let answered = af_json(&path, &["answer", "q", "--value", "3", "--as", "ops", "--question", &question]);
     assert_eq!(
         (answered["by"].as_str(), answered["node"].as_str(), &answered["value"]),
         (Some("ops"), Some("ask"), &json!(3))

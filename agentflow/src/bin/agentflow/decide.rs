@@ -180,6 +180,11 @@ pub struct AnswerArgs {
     /// has moved on. Default: the checkpoint it waits at now.
     #[arg(long, value_name = "SEQ")]
     pub checkpoint: Option<u64>,
+    /// The question the answer is for (`show THREAD` or `pending --json` shows its id);
+    /// refused if the thread asks another question by then, even at the same checkpoint (a
+    /// subgraph's next one). Default: whatever the thread asks now.
+    #[arg(long, value_name = "ID")]
+    pub question: Option<String>,
 }
 
 /// Records an answer to a thread's interrupt; the app's next `resume()` (or a worker, for a
@@ -203,8 +208,11 @@ pub fn answer(store: &Arc<dyn Store>, args: &AnswerArgs, as_json: bool) -> Outco
         Some(seq) => seq,
         None => desk.waiting_interrupt(&args.thread).map_err(refused)?.0,
     };
-    let answer =
-        desk.answer_interrupt(&args.thread, checkpoint, value, &Approver::new(args.user.clone(), Vec::<String>::new()));
+    let by = Approver::new(args.user.clone(), Vec::<String>::new());
+    let answer = match &args.question {
+        Some(question) => desk.answer_question(&args.thread, checkpoint, question, value, &by),
+        None => desk.answer_interrupt(&args.thread, checkpoint, value, &by),
+    };
     let answer = answer.map_err(refused)?;
     if as_json {
         out::json(&serde_json::json!({

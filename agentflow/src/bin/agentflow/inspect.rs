@@ -157,6 +157,11 @@ fn pending_json(p: &Pending) -> Value {
     if let Some(i) = p.instance {
         v["instance"] = json!(i);
     }
+    // What `answer --question` takes: the answer is refused if the thread asks another
+    // question by then.
+    if p.kind == PendingKind::Interrupt {
+        v["question"] = json!(p.question_id());
+    }
     v
 }
 
@@ -237,6 +242,12 @@ pub fn show(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
     }
     for p in &waiting {
         outln!("waits for: {} at `{}`: {}", kind_name(p.kind), p.node, brief(&p.payload, 100))?;
+        if p.kind == PendingKind::Interrupt {
+            outln!(
+                "question:  {} (`answer --question` refuses an answer if the thread asks another by then)",
+                p.question_id()
+            )?;
+        }
     }
     for a in &open {
         outln!(

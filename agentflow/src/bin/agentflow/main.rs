@@ -15,7 +15,9 @@
 //! `answer THREAD --value JSON --as USER` records the answer to a thread waiting in
 //! `cx.interrupt` ([`ApprovalDesk::answer_interrupt`](agentflow::approval::ApprovalDesk::answer_interrupt));
 //! the app's next plain `resume()` of the thread continues with it, or, for a thread a worker
-//! ran, a worker does (the answer wakes the run it parked in the queue).
+//! ran, a worker does (the answer wakes the run it parked in the queue). With `--question ID`
+//! (the id `show THREAD` prints) the answer is refused if the thread asks another question by
+//! then ([`ApprovalDesk::answer_question`](agentflow::approval::ApprovalDesk::answer_question)).
 //!
 //! Decisions (`approve`, `edit`, `reject`, `cancel`, `settle`) go through the
 //! library's [`ApprovalDesk`](agentflow::approval::ApprovalDesk) with a
