@@ -76,9 +76,38 @@ pub(crate) fn row(
 ) -> Result<Option<Row>, StorageError> {
     match checkpoints.get(thread.key(seq)).ctx(path)? {
         None => Ok(None),
-        Some(v) => decode(path, tables::CHECKPOINTS, || thread.describe(seq), v.value(), CheckpointSummary::decode_row)
-            .map(Some),
+        Some(v) => {
+            let row =
+                decode(path, tables::CHECKPOINTS, || thread.describe(seq), v.value(), CheckpointSummary::decode_row)?;
+            owned(path, thread, seq, &row.0)?;
+            Ok(Some(row))
+        }
     }
+}
+
+/// Checks that the row stored under the thread's number and `seq` is that thread's checkpoint
+/// `seq`: the row names its thread, so damage to a thread's number (or to the counter that
+/// gave it) is a decode error, never another thread's history read or extended as this one's.
+pub(crate) fn owned(
+    path: &Path,
+    thread: Numbered<'_>,
+    seq: u64,
+    summary: &CheckpointSummary,
+) -> Result<(), StorageError> {
+    if summary.thread == thread.id && summary.seq == seq {
+        return Ok(());
+    }
+    Err(StorageError::Decode {
+        path: path.to_path_buf(),
+        table: tables::CHECKPOINTS.name().to_string(),
+        key: thread.describe(seq),
+        reason: format!(
+            "the row holds checkpoint {} of thread {:?}: the thread numbers ({}) are damaged",
+            summary.seq,
+            summary.thread,
+            tables::THREAD_NUMBERS.name()
+        ),
+    })
 }
 
 /// The snapshot of a checkpoint whose summary says it has one; its absence is corruption.
@@ -125,7 +154,9 @@ pub(crate) fn summaries(
     for entry in checkpoints.range(thread.key(0)..=thread.key(u64::MAX)).ctx(path)? {
         let (k, v) = entry.ctx(path)?;
         let seq = k.value().1;
-        out.push(decode(path, tables::CHECKPOINTS, || thread.describe(seq), v.value(), CheckpointSummary::decode)?);
+        let summary = decode(path, tables::CHECKPOINTS, || thread.describe(seq), v.value(), CheckpointSummary::decode)?;
+        owned(path, thread, seq, &summary)?;
+        out.push(summary);
     }
     Ok(out)
 }
@@ -148,7 +179,14 @@ pub(crate) fn latest_checkpoint_seq(
     let mut range = checkpoints.range(thread.key(0)..=thread.key(u64::MAX)).ctx(path)?;
     match range.next_back() {
         None => Ok(None),
-        Some(entry) => Ok(Some(entry.ctx(path)?.0.value().1)),
+        Some(entry) => {
+            let (k, v) = entry.ctx(path)?;
+            let seq = k.value().1;
+            let summary =
+                decode(path, tables::CHECKPOINTS, || thread.describe(seq), v.value(), CheckpointSummary::decode)?;
+            owned(path, thread, seq, &summary)?;
+            Ok(Some(seq))
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use crate::dump::{ThreadDump, check_dump, left_over, parent_in_dump};
 use crate::error::{CommitError, Ctx};
 use crate::record::{Checkpoint, Payload, Snapshot, ThreadRecord};
 use crate::tables;
-use crate::thread_numbers::{number_for, number_of};
+use crate::thread_numbers::{has_rows, number_for, number_of};
 use crate::writer::Tx;
 
 /// The redb side of `restore_thread`: every part in the transaction of `tx`.
@@ -48,8 +48,7 @@ pub(crate) fn stage_restore(tx: &Tx<'_>, d: &ThreadDump) -> Result<(), CommitErr
     }
     let number = number_of(path, &tx.txn.open_table(tables::THREAD_NUMBERS).ctx(path)?, tid)?;
     if let Some(n) = number
-        && (checkpoints.range((n, 0)..=(n, u64::MAX)).ctx(path)?.next().is_some()
-            || snapshots.range((n, 0)..=(n, u64::MAX)).ctx(path)?.next().is_some())
+        && (has_rows(path, &checkpoints, n)? || has_rows(path, &snapshots, n)?)
     {
         return Err(left_over(tid, "checkpoints"));
     }
@@ -73,7 +72,7 @@ pub(crate) fn stage_restore(tx: &Tx<'_>, d: &ThreadDump) -> Result<(), CommitErr
     if !d.checkpoints.is_empty() {
         let number = match number {
             Some(number) => number,
-            None => number_for(tx.txn, path, tid)?,
+            None => number_for(tx.txn, path, tid, &|n| has_rows(path, &checkpoints, n))?,
         };
         for cp in &d.checkpoints {
             let cp = Checkpoint { parent: parent_in_dump(d, cp), ..cp.clone() };

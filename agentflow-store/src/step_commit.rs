@@ -22,7 +22,7 @@ use crate::reads::latest_checkpoint_seq;
 use crate::record::{ApprovalRecord, MAX_CHECKPOINT_SEQ, Payload, Snapshot, StepCommit, ThreadStatus, seq_too_large};
 use crate::step_facts::ThreadFacts;
 use crate::tables;
-use crate::thread_numbers::{Numbered, number_for, number_of};
+use crate::thread_numbers::{Numbered, has_rows, number_for, number_of};
 use crate::writer::Tx;
 
 /// Output of a staged step commit.
@@ -186,7 +186,7 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
         }
         let number = match facts.number {
             Some(number) => number,
-            None => *facts.number.insert(number_for(tx.txn, path, tid)?),
+            None => *facts.number.insert(number_for(tx.txn, path, tid, &|n| has_rows(path, &checkpoints, n))?),
         };
         checkpoints.insert((number, cp.seq), cp.encode_row().as_slice()).ctx(path)?;
         if let (Some(state), Some(snapshots)) = (&cp.snapshot, snapshots.as_mut()) {

@@ -20,10 +20,12 @@ pub const THREADS: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflo
 /// keys.
 ///
 /// A thread gets its number when its first checkpoint is written, in that order, and keeps it;
-/// numbers are never reused (`META`'s `"next_thread_number"`). So the rows of the newest
-/// thread go at the end of those tables whatever its id, as appending to a log does, where
-/// keys of ids that sort anywhere would land amid older threads' rows, which costs each commit
-/// more pages as the file grows.
+/// numbers come from a counter (`META`'s `"next_thread_number"`), and one that already holds
+/// rows is refused (a damaged counter), so none is reused. So the rows of the newest thread go
+/// at the end of those tables whatever its id, as appending to a log does, where keys of ids
+/// that sort anywhere would land amid older threads' rows, which costs each commit more pages
+/// as the file grows. Each checkpoint row names its thread: a read that finds another thread's
+/// row under a number is a decode error.
 pub const THREAD_NUMBERS: TableDefinition<&str, u64> = TableDefinition::new("agentflow.thread_numbers");
 
 /// (thread number, seq) -> `CheckpointSummary` followed by the step's delta blobs; the thread's

@@ -3,14 +3,16 @@
 //!
 //! A thread is numbered when its first checkpoint is written, so the newest thread's rows go at
 //! the end of the checkpoint table whatever its id: a `Sync` step then costs redb what an
-//! append does. Numbers are never reused; none is ever removed (no store method deletes a
-//! thread).
+//! append does. None is ever removed (no store method deletes a thread), and a new number that
+//! already holds rows (a damaged counter) is refused, so none is reused; the reads check that a
+//! row found under a thread's number is that thread's (`reads::owned`).
 
 use std::path::Path;
 
 use redb::{ReadTransaction, ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 
 use crate::error::{Ctx, StorageError};
+use crate::reads::ByNumber;
 use crate::tables;
 
 /// The key in [`tables::META`] of the number the next thread gets.
@@ -50,8 +52,18 @@ pub(crate) fn number_in(txn: &ReadTransaction, path: &Path, id: &str) -> Result<
     number_of(path, &txn.open_table(tables::THREAD_NUMBERS).ctx(path)?, id)
 }
 
-/// The thread's number, given it now if it has none.
-pub(crate) fn number_for(txn: &WriteTransaction, path: &Path, id: &str) -> Result<u64, StorageError> {
+/// Whether a number already holds rows (of the table the caller has open): a number the counter
+/// gives a new thread must not.
+pub(crate) type Taken<'a> = &'a dyn Fn(u64) -> Result<bool, StorageError>;
+
+/// Whether `table` holds rows under thread number `number`.
+pub(crate) fn has_rows(path: &Path, table: &impl ByNumber, number: u64) -> Result<bool, StorageError> {
+    Ok(table.range((number, 0)..=(number, u64::MAX)).ctx(path)?.next().is_some())
+}
+
+/// The thread's number, given it now if it has none. A new number that `taken` says holds rows
+/// already (a damaged counter) is refused: the thread would take over another's history.
+pub(crate) fn number_for(txn: &WriteTransaction, path: &Path, id: &str, taken: Taken<'_>) -> Result<u64, StorageError> {
     let mut numbers = txn.open_table(tables::THREAD_NUMBERS).ctx(path)?;
     if let Some(number) = number_of(path, &numbers, id)? {
         return Ok(number);
@@ -68,8 +80,17 @@ pub(crate) fn number_for(txn: &WriteTransaction, path: &Path, id: &str) -> Resul
     };
     let next = number.checked_add(1).ok_or_else(|| StorageError::Corrupted {
         path: path.to_path_buf(),
-        detail: format!("`{NEXT}` is at u64::MAX: no thread number is left"),
+        detail: format!("`{NEXT}` is at u64::MAX: no thread number is left for thread {id:?}"),
     })?;
+    if taken(number)? {
+        return Err(StorageError::Corrupted {
+            path: path.to_path_buf(),
+            detail: format!(
+                "thread number {number}, which `{NEXT}` gives the new thread {id:?}, already holds another thread's \
+                 rows: the counter is damaged"
+            ),
+        });
+    }
     meta.insert(NEXT, next.to_le_bytes().as_slice()).ctx(path)?;
     numbers.insert(id, number).ctx(path)?;
     Ok(number)
@@ -114,7 +135,7 @@ pub(crate) fn renumber(txn: &WriteTransaction, path: &Path) -> Result<(), Storag
             let number = match &last {
                 Some((last_id, number)) if last_id == id => *number,
                 _ => {
-                    let number = number_for(txn, path, id)?;
+                    let number = number_for(txn, path, id, &|n| has_rows(path, &new, n))?;
                     last = Some((id.to_string(), number));
                     number
                 }

@@ -342,3 +342,85 @@ fn garbage_records_are_decode_errors() {
     assert!(message.contains("agentflow.checkpoints"), "{message}");
     assert!(message.contains("restore it from a backup"), "{message}");
 }
+
+/// Two threads, `a` (checkpoints 0 and 1) and `b` (checkpoint 0), closed.
+fn two_threads(path: &Path) {
+    let store = RedbStore::open(path).unwrap();
+    conformance::commit(&store, root("a", 0, b"A"));
+    conformance::commit(&store, step("a", 1, 0, &[b"+a1"]));
+    conformance::commit(&store, root("b", 0, b"B"));
+    store.close().unwrap();
+}
+
+/// Everything the store reads of thread `id`'s history, to compare before and after.
+fn history_of(store: &RedbStore, id: &str) -> (Vec<u64>, Vec<u8>) {
+    let seqs = store.list_checkpoints(id).unwrap().iter().map(|s| s.seq).collect();
+    let latest = store.latest_checkpoint(id).unwrap().unwrap().seq;
+    (seqs, conformance::concat(&store.state_chain(id, latest).unwrap().unwrap()))
+}
+
+#[test]
+fn a_lost_thread_number_counter_refuses_a_new_thread_instead_of_giving_it_another_threads_rows() {
+    let dir = TempDir::new("lost-counter");
+    let path = dir.file("store.redb");
+    two_threads(&path);
+    {
+        let db = Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        assert!(txn.open_table(tables::META).unwrap().remove("next_thread_number").unwrap().is_some());
+        txn.commit().unwrap();
+    }
+    let store = RedbStore::open(&path).unwrap();
+    let err = store.commit_step(StepCommit::new(thread("c")).with_checkpoint(root("c", 0, b"C"))).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        matches!(&err, CommitError::Storage(StorageError::Corrupted { .. })) && message.contains("\"c\""),
+        "{err:?}"
+    );
+    assert!(message.contains("the counter is damaged"), "{message}");
+    // Nothing was written: `a` reads as it was, `c` has no checkpoint.
+    assert_eq!(history_of(&store, "a"), (vec![0, 1], b"A+a1".to_vec()));
+    assert_eq!(store.list_checkpoints("c").unwrap(), vec![]);
+    // The same for a thread moved in with `restore_thread`.
+    let mut dump = store.dump_thread("b").unwrap().unwrap();
+    dump.thread.id = "d".into();
+    for cp in &mut dump.checkpoints {
+        cp.thread = "d".into();
+    }
+    assert!(store.restore_thread(dump).unwrap_err().to_string().contains("the counter is damaged"));
+    assert_eq!(history_of(&store, "b"), (vec![0], b"B".to_vec()));
+}
+
+#[test]
+fn a_damaged_thread_number_is_a_decode_error_never_another_threads_history() {
+    let dir = TempDir::new("damaged-number");
+    let path = dir.file("store.redb");
+    two_threads(&path);
+    {
+        let db = Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            use redb::ReadableTable;
+            let mut numbers = txn.open_table(tables::THREAD_NUMBERS).unwrap();
+            let a = numbers.get("a").unwrap().unwrap().value();
+            let b = numbers.get("b").unwrap().unwrap().value();
+            // `a`'s number becomes `b`'s.
+            numbers.insert("a", b).unwrap();
+            assert_ne!(a, b);
+        }
+        txn.commit().unwrap();
+    }
+    let store = RedbStore::builder().verify_on_open(false).open(&path).unwrap();
+    let damaged = |err: ReadError| {
+        let message = err.to_string();
+        assert!(message.contains("of thread \"b\"") && message.contains("thread numbers"), "{message}");
+    };
+    damaged(store.latest_checkpoint("a").unwrap_err());
+    damaged(store.list_checkpoints("a").unwrap_err());
+    damaged(store.checkpoint("a", 0).unwrap_err());
+    damaged(store.state_chain("a", 0).unwrap_err());
+    // A step of `a` is refused, not written among `b`'s checkpoints.
+    let err = store.commit_step(StepCommit::new(thread("a")).with_checkpoint(step("a", 2, 1, &[b"+a2"]))).unwrap_err();
+    assert!(err.to_string().contains("thread numbers"), "{err:?}");
+    assert_eq!(history_of(&store, "b"), (vec![0], b"B".to_vec()));
+}
