@@ -11,7 +11,7 @@ use crate::error::{Ctx, ReadError, StorageError};
 use crate::leases::Leases;
 use crate::record::{ChainStep, CheckpointSummary, Row, Snapshot, StateChain, ThreadRecord};
 use crate::tables;
-use crate::thread_numbers::Numbered;
+use crate::thread_numbers::{ByNumber, Numbered};
 
 /// A table keyed by a string (threads, leases, approvals).
 pub(crate) trait ByStr: ReadableTable<&'static str, &'static [u8]> {}
@@ -20,10 +20,6 @@ impl<T: ReadableTable<&'static str, &'static [u8]>> ByStr for T {}
 /// A table keyed by (thread id, seq) (the audit log).
 pub(crate) trait BySeq: ReadableTable<(&'static str, u64), &'static [u8]> {}
 impl<T: ReadableTable<(&'static str, u64), &'static [u8]>> BySeq for T {}
-
-/// A table keyed by (thread number, seq) (checkpoints, snapshots; see [`crate::thread_numbers`]).
-pub(crate) trait ByNumber: ReadableTable<(u64, u64), &'static [u8]> {}
-impl<T: ReadableTable<(u64, u64), &'static [u8]>> ByNumber for T {}
 
 /// Decodes a stored value, naming the table and key on failure.
 pub(crate) fn decode<T>(

@@ -22,7 +22,7 @@ use crate::error::{
     StorageError, storage_error,
 };
 use crate::queue::{self, NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
-use crate::reads::{self, ByNumber};
+use crate::reads;
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
     CompactReport, Durability, EffectBatch, EffectKey, EffectOutcome, Lease, NewAuditEntry, Payload, PendingWrite,
@@ -31,7 +31,7 @@ use crate::record::{
 use crate::step_commit::{CommitOut, remove_pending, stage_commit};
 use crate::store::{CommitCallback, FoldFn, Listing, Store};
 use crate::tables;
-use crate::thread_numbers::{self, Numbered};
+use crate::thread_numbers::{self, ByNumber, Numbered};
 use crate::writer::{self, Committed, Job, OpJob, Reply, Shared, Tx, WriterConfig};
 
 /// Store format written in the `META` table; bump on an incompatible layout change.

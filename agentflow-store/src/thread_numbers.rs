@@ -12,11 +12,14 @@ use std::path::Path;
 use redb::{ReadTransaction, ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 
 use crate::error::{Ctx, StorageError};
-use crate::reads::ByNumber;
 use crate::tables;
 
 /// The key in [`tables::META`] of the number the next thread gets.
 const NEXT: &str = "next_thread_number";
+
+/// A table keyed by (thread number, seq): checkpoints and snapshots.
+pub(crate) trait ByNumber: ReadableTable<(u64, u64), &'static [u8]> {}
+impl<T: ReadableTable<(u64, u64), &'static [u8]>> ByNumber for T {}
 
 /// A thread as the checkpoint and snapshot tables key it: its number for the keys, its id for
 /// what an error names.
