@@ -12,6 +12,8 @@ use agentflow::{PendingKind, RedbStore, RunError, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+#[path = "fixtures/hooked_store.rs"]
+mod hooked_store;
 #[path = "pg/mod.rs"]
 mod pg;
 
@@ -412,4 +414,57 @@ async fn an_answer_nested_deeper_than_a_resume_value_may_be_is_refused_and_not_r
     desk.answer_interrupt("t", seq, json!({ "approve": true, "note": "ok" }), &alice()).unwrap();
     let done = app(&store).runner(&deps).thread("t").resume().await.unwrap();
     assert_eq!(done.state.verdict.as_deref(), Some("ok"));
+}
+
+/// The answer holds the thread while it checks and writes: a `resume_with` that starts between
+/// the answer's checks and its write is refused as busy (before, it took the thread and moved
+/// it on with its own value while the person was told their answer was recorded); once the
+/// answer is written, a plain resume continues with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cannot_take_the_thread_while_an_answer_is_being_recorded() {
+    let inner = store();
+    let app = gated::graph().app().store(Arc::clone(&inner));
+    let gate = Arc::new(Gate::default());
+    app.runner(&*gate).thread("g").run(Draft::default()).await.unwrap();
+    let (seq, _) = desk(&inner).waiting_interrupt("g").unwrap();
+
+    // Just before the answer's audit entry is written, the app resumes the thread with its own
+    // value.
+    let tried = Arc::new(std::sync::Mutex::new(None));
+    let mut hooked = hooked_store::Hooked::new(Arc::clone(&inner));
+    hooked.before_audit = Some({
+        let (app, gate, tried) = (app.clone(), Arc::clone(&gate), Arc::clone(&tried));
+        let handle = tokio::runtime::Handle::current();
+        Box::new(move |_thread: &str, _entry: &agentflow_store::NewAuditEntry| {
+            let (app, gate) = (app.clone(), Arc::clone(&gate));
+            let run = handle.block_on(async move {
+                tokio::spawn(async move {
+                    app.runner(&*gate)
+                        .thread("g")
+                        .resume_with(Review { approve: true, note: "from the app".into() })
+                        .await
+                })
+                .await
+                .unwrap()
+            });
+            *tried.lock().unwrap() = Some(run.map(|r| r.outcome));
+        })
+    });
+    let hooked: Arc<dyn Store> = Arc::new(hooked);
+    let answered = tokio::task::spawn_blocking(move || {
+        desk(&hooked).answer_interrupt("g", seq, json!({ "approve": false, "note": "from the inbox" }), &alice())
+    })
+    .await
+    .unwrap();
+    answered.expect("the answer is recorded");
+    let tried = tried.lock().unwrap().take().expect("the app tried to resume while the answer was recorded");
+    assert!(
+        matches!(tried, Err(RunError::ThreadBusy { ref holder, .. }) if holder.starts_with("answer:")),
+        "{tried:?}"
+    );
+
+    // The thread is free again, and continues with the recorded answer.
+    let done = app.runner(&*gate).thread("g").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.verdict.as_deref(), Some("from the inbox"));
 }

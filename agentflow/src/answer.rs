@@ -17,7 +17,7 @@
 //! checkpoint wins; a later one is refused with [`AnswerError::AlreadyAnswered`],
 //! also when two people answer at the same moment from two processes.
 
-use agentflow_store::{AuditEntry, AuditError, NewAuditEntry, ReadError, RunWait, Store, ThreadStatus};
+use agentflow_store::{AuditEntry, AuditError, LeaseError, NewAuditEntry, ReadError, RunWait, Store, ThreadStatus};
 use serde_json::{Value, json};
 
 use crate::interrupt::{Pending, PendingKind};
@@ -180,6 +180,15 @@ pub enum AnswerError {
         /// Its parent.
         parent: String,
     },
+    /// Taking the thread's lease to record the answer failed (not because a run holds it:
+    /// that is [`AnswerError::Busy`]). Nothing was recorded. (Appended last.)
+    #[error("taking thread `{thread}` to record the answer: {source}; nothing was recorded")]
+    Lease {
+        /// The thread.
+        thread: String,
+        /// What the store said.
+        source: LeaseError,
+    },
 }
 
 /// The checkpoint thread `thread` waits at in `interrupt`, and what it asks.
@@ -223,6 +232,11 @@ pub(crate) fn record(
     }
     // Recorded, a value `resume_with` refuses would stop every plain resume of the thread.
     crate::persist::check_json(&value, "answer").map_err(AnswerError::Value)?;
+    // The thread is held while the answer is checked and written: a run (a `resume_with` with
+    // its own value) cannot take it in between and move it on without the answer while the
+    // person is told it was recorded. A run that holds it already refuses the answer; one that
+    // starts meanwhile is refused as busy, for that moment.
+    let _held = AnswerLease::take(store, thread, now)?;
     let (latest, pending) = waiting(store, thread)?;
     if let Some(parent) = parent_waiting_on(store, thread)? {
         return Err(AnswerError::AnswerTheParent { thread: thread.to_string(), parent });
@@ -235,11 +249,6 @@ pub(crate) fn record(
     }
     if question.is_some_and(|q| q != pending.question_id()) {
         return Err(AnswerError::QuestionChanged { thread: thread.to_string(), checkpoint });
-    }
-    // A run that holds the thread (a `resume_with` with its own value) would leave this
-    // answer behind while the person is told it was recorded.
-    if let Some(lease) = store.thread(thread)?.and_then(|r| r.lease).filter(|l| l.expires_at > now) {
-        return Err(AnswerError::Busy { thread: thread.to_string(), holder: lease.holder });
     }
     if let Some(first) = recorded(store, thread, checkpoint, &pending.payload)? {
         return Err(AnswerError::AlreadyAnswered { thread: thread.to_string(), checkpoint, by: first.by });
@@ -259,6 +268,56 @@ pub(crate) fn record(
         Some(first) if first.by == by && first.value == value => Ok(first),
         Some(first) => Err(AnswerError::AlreadyAnswered { thread: thread.to_string(), checkpoint, by: first.by }),
         None => Err(AnswerError::NotReadBack { thread: thread.to_string(), checkpoint }),
+    }
+}
+
+/// How the lease holder of an answer being recorded begins.
+const ANSWER_HOLDER: &str = "answer:";
+
+/// How long an answer holds its thread at most: a process that dies while it records one
+/// leaves the thread to others after this.
+const ANSWER_LEASE_MS: u64 = 10_000;
+
+/// The thread's lease, held while an answer is checked and recorded; released when dropped.
+struct AnswerLease<'a> {
+    store: &'a dyn Store,
+    thread: &'a str,
+    holder: String,
+}
+
+impl<'a> AnswerLease<'a> {
+    /// Takes the thread. Another answer that holds it is waited for (it holds it for a few
+    /// writes; then this one finds it recorded and is refused naming who gave it), a run that
+    /// holds it is not: [`AnswerError::Busy`].
+    fn take(store: &'a dyn Store, thread: &'a str, now: u64) -> Result<Self, AnswerError> {
+        let holder = format!("{ANSWER_HOLDER}{}", crate::persist::holder_id());
+        let began = std::time::Instant::now();
+        let mut now = now;
+        loop {
+            match store.acquire_lease(thread, &holder, ANSWER_LEASE_MS, now) {
+                Ok(_) => return Ok(AnswerLease { store, thread, holder }),
+                Err(LeaseError::ThreadBusy { holder: other, .. })
+                    if other.starts_with(ANSWER_HOLDER)
+                        && began.elapsed() < std::time::Duration::from_millis(ANSWER_LEASE_MS) =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    now = now.max(crate::persist::now_ms());
+                }
+                Err(LeaseError::ThreadBusy { holder, .. }) => {
+                    return Err(AnswerError::Busy { thread: thread.to_string(), holder });
+                }
+                Err(source) => return Err(AnswerError::Lease { thread: thread.to_string(), source }),
+            }
+        }
+    }
+}
+
+impl Drop for AnswerLease<'_> {
+    fn drop(&mut self) {
+        // A failed release leaves the lease to expire (`ANSWER_LEASE_MS`).
+        if let Err(e) = self.store.release_lease(self.thread, &self.holder) {
+            tracing::warn!(thread = %self.thread, error = %e, "could not release the lease an answer held");
+        }
     }
 }
 

@@ -27,7 +27,8 @@ mod io;
 mod journal;
 
 pub(crate) use checkpointer::{
-    Checkpointer, DEFAULT_LEASE_TTL, INTERRUPTS, LeaseGuard, LeaseHolder, Resumed, process_tag, stored_budget,
+    Checkpointer, DEFAULT_LEASE_TTL, INTERRUPTS, LeaseGuard, LeaseHolder, Resumed, holder_id, process_tag,
+    stored_budget,
 };
 pub(crate) use durability::Durability;
 pub use encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, ValueError, check_json};

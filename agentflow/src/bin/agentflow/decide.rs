@@ -196,7 +196,8 @@ pub fn answer(store: &Arc<dyn Store>, args: &AnswerArgs, as_json: bool) -> Outco
         AnswerError::Read(_)
         | AnswerError::Audit(_)
         | AnswerError::NotReadBack { .. }
-        | AnswerError::NotWoken { .. } => Failure::store(e),
+        | AnswerError::NotWoken { .. }
+        | AnswerError::Lease { .. } => Failure::store(e),
         AnswerError::Anonymous | AnswerError::Value(_) | AnswerError::AnswerTheParent { .. } => {
             Failure::usage(e.to_string())
         }
