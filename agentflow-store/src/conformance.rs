@@ -1540,6 +1540,15 @@ pub fn run_queue_settle_answers_control_requests(store: &dyn Store) {
     let parked = row("p1").expect("parked");
     assert_eq!((parked.wait, parked.control), (RunWait::Timer, None));
     assert!(!claimable("p1", "w2", NOW + 5), "parked for its timer");
+    // A pause asked once it is parked is refused, writing nothing: set, it would make the row
+    // claimable, and the woken run would stop paused and leave the queue.
+    let refused = store.control_run("p1", RunControl::Pause).unwrap_err();
+    assert!(
+        matches!(refused, QueueError::Waiting { ref thread, wait: RunWait::Timer } if thread == "p1"),
+        "{refused:?}"
+    );
+    assert_eq!(row("p1").map(|r| (r.wait, r.control)), Some((RunWait::Timer, None)));
+    assert!(!claimable("p1", "w2", NOW + 5), "still parked for its timer");
     // As the run ends: the row leaves the queue.
     claim("p2", "w1", NOW + 6);
     assert!(store.control_run("p2", RunControl::Pause).unwrap());
@@ -1554,6 +1563,15 @@ pub fn run_queue_settle_answers_control_requests(store: &dyn Store) {
     assert!(store.settle_run_and_release("p3", "w1", &waits).unwrap());
     let parked = row("p3").expect("parked");
     assert_eq!((parked.wait, parked.control), (RunWait::Approval, None));
+    let audited = NewAuditEntry::new(NOW + 7, "ops", "run.pause_requested", json!({}));
+    let refused = store.control_run_audited("p3", RunControl::Pause, audited).unwrap_err();
+    assert!(matches!(refused, QueueError::Waiting { wait: RunWait::Approval, .. }), "{refused:?}");
+    assert!(store.list_audit("p3").unwrap().iter().all(|e| e.kind != "run.pause_requested"), "nothing written");
+    assert!(!claimable("p3", "w2", NOW + 7), "still parked for its approval");
+    // A cancel of a parked run is set: the next claim ends it.
+    assert!(store.control_run("p3", RunControl::Cancel).unwrap());
+    assert!(claimable("p3", "w2", NOW + 7));
+    assert!(store.settle_run_and_release("p3", "w2", &handled).unwrap());
     // A pause asked after a cancel does not take its place.
     claim("p5", "w1", NOW + 9);
     assert!(store.control_run("p5", RunControl::Cancel).unwrap());

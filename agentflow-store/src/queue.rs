@@ -230,6 +230,20 @@ pub enum QueueError {
     /// The audit entry of a queue operation was refused (nothing was written). (Appended last.)
     #[error(transparent)]
     Audit(#[from] crate::error::AuditError),
+    /// A pause for a run parked until what its thread waits for is there (a person, its timer):
+    /// it has no step to stop at, and it continues by itself once that is there; a cancel
+    /// stops it for good. Nothing was written. (Appended last.)
+    #[error(
+        "thread `{thread}` waits ({}), so a pause has nothing to stop; it continues by itself once that is \
+         there; cancel it to stop it for good",
+        wait.as_str()
+    )]
+    Waiting {
+        /// The thread.
+        thread: String,
+        /// What its parked run waits for.
+        wait: RunWait,
+    },
 }
 
 /// A queue row as stored in the redb table (JSON, versioned by `v`).
@@ -539,6 +553,11 @@ pub(crate) fn stage_control(tx: &Tx<'_>, thread: &str, control: RunControl) -> R
         Some(v) => decode(tx.path, thread, v.value())?,
         None => return Ok(false),
     };
+    // A pause makes a parked row claimable, and the run it wakes would stop paused at its
+    // first step, out of the queue, while what it waited for (an approval) still waits for it.
+    if control == RunControl::Pause && row.wait != RunWait::Ready {
+        return Err(QueueError::Waiting { thread: thread.to_string(), wait: row.wait });
+    }
     // A pause does not take the place of a cancel: the stronger request stands.
     let control = if row.control == Some(RunControl::Cancel) { RunControl::Cancel } else { control };
     let row = Row { control: Some(control), ..row };

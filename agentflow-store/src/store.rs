@@ -333,6 +333,10 @@ pub trait Store: Send + Sync {
     /// Sets a control request on a queued run, from any process: its worker stops it at the next
     /// step boundary (or a worker that claims it next ends it without running it). A pause does
     /// not replace a cancel already set (the cancel stands). `false` if the thread is not queued.
+    /// A pause for a run parked until what its thread waits for is there is refused with
+    /// [`QueueError::Waiting`], writing nothing: it has no step to stop at, and set, it would
+    /// make the row claimable and the woken run stop paused, out of the queue, with what it
+    /// waited for (an approval) still waiting.
     fn control_run(&self, thread: &str, control: RunControl) -> Result<bool, QueueError> {
         let _ = (thread, control);
         Err(unsupported())

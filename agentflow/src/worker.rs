@@ -944,7 +944,15 @@ impl<S: State, D> App<S, D> {
                 status: record.status.as_str().to_string(),
             });
         }
-        self.control(thread, RunControl::Pause, actor, "run.pause_requested")
+        // The run may have parked since the status was read: the store refuses a pause on a
+        // parked run in the write that would set it.
+        match self.control(thread, RunControl::Pause, actor, "run.pause_requested") {
+            Err(WorkerError::Queue(QueueError::Waiting { thread, wait })) => {
+                let status = if wait == RunWait::Timer { "sleeping" } else { "interrupted" };
+                Err(WorkerError::NotRunning { thread, status: status.to_string() })
+            }
+            other => other,
+        }
     }
 
     /// Sets `control` on the queued run of `thread` with its audit entry, in one transaction.

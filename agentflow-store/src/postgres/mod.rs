@@ -839,7 +839,7 @@ impl Store for PostgresStore {
             let ctx = &*ctx;
             retrying!(ctx, {
                 let client = ctx.client().await?;
-                queue::control(&client, &thread, control).await
+                queue::control(ctx, &client, &thread, control).await
             })
         })
     }
@@ -970,7 +970,7 @@ impl Store for PostgresStore {
         self.call(move |ctx| async move {
             let ctx = &*ctx;
             in_transaction!(ctx, Durability::Immediate, |tx| async {
-                let set = queue::control(&tx, &thread, control).await?;
+                let set = queue::control(ctx, &tx, &thread, control).await?;
                 if set {
                     approvals::append_audit::<_, QueueError>(ctx, &tx, &thread, &entry).await?;
                 }

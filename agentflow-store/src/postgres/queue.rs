@@ -273,18 +273,49 @@ pub(crate) async fn wake<C: GenericClient>(c: &C, thread: &str, wait: RunWait) -
 }
 
 pub(crate) async fn control<C: GenericClient>(
+    ctx: &Ctx,
     c: &C,
     thread: &str,
     control: RunControl,
 ) -> Result<bool, Fail<QueueError>> {
-    // A pause does not take the place of a cancel: the stronger request stands.
-    let set = sql::execute(
-        c,
-        "UPDATE run_queue SET control = CASE WHEN control = 'CANCEL' THEN control ELSE $2 END WHERE thread = $1",
-        &[&thread, &control.as_str()],
-    )
-    .await?;
-    Ok(set > 0)
+    // A pause does not take the place of a cancel: the stronger request stands. A pause is
+    // not set on a parked row (see the redb store's `stage_control`); if a settle parks the row
+    // meanwhile, the condition is checked again on its latest version.
+    for _ in 0..3 {
+        let set = sql::execute(
+            c,
+            "UPDATE run_queue SET control = CASE WHEN control = 'CANCEL' THEN control ELSE $2 END \
+             WHERE thread = $1 AND ($2 <> 'PAUSE' OR wait = 'READY')",
+            &[&thread, &control.as_str()],
+        )
+        .await?;
+        if set > 0 || control != RunControl::Pause {
+            return Ok(set > 0);
+        }
+        // Not set: no row, or a parked one; one woken since is asked again.
+        let Some(row) = sql::query_opt(c, "SELECT wait FROM run_queue WHERE thread = $1", &[&thread]).await? else {
+            return Ok(false);
+        };
+        let wait: String = sql::col(&ctx.path, "run_queue", &row, 0)?;
+        match RunWait::parse(&wait) {
+            Some(RunWait::Ready) => continue,
+            Some(wait) => return Err(Fail::Refused(QueueError::Waiting { thread: thread.to_string(), wait })),
+            None => {
+                return Err(Fail::Storage(decode_error(
+                    &ctx.path,
+                    "run_queue",
+                    format!("{thread:?}"),
+                    format!("unknown wait {wait:?}"),
+                )));
+            }
+        }
+    }
+    Err(Fail::Storage(StorageError::Backend {
+        path: ctx.path.clone(),
+        detail: format!(
+            "the queued run of thread `{thread}` was parked and woken three times while a pause was asked; ask again"
+        ),
+    }))
 }
 
 pub(crate) async fn list<C: GenericClient>(ctx: &Ctx, c: &C) -> Result<Vec<QueuedRun>, Fail<QueueError>> {
