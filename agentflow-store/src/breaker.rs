@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::error::{AuditError, Ctx, StorageError};
-use crate::record::NewAuditEntry;
+use crate::record::{NewAuditEntry, Payload};
 use crate::tables;
 use crate::writer::Tx;
 
@@ -310,7 +310,9 @@ fn decode(path: &Path, tool: &str, bytes: &[u8]) -> Result<BreakerRecord, Storag
         key: format!("{tool:?}"),
         reason,
     };
-    let row: Row = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
+    // JSON in the record encoding every stored value has (a version byte, the bytes, a CRC-32).
+    let json = Payload::decode(bytes).map_err(&bad)?;
+    let row: Row = serde_json::from_slice(&json).map_err(|e| bad(e.to_string()))?;
     if row.v != ROW_VERSION {
         return Err(bad(format!("breaker row version {} is not {ROW_VERSION}", row.v)));
     }
@@ -334,7 +336,7 @@ fn encode(r: &BreakerRecord) -> Vec<u8> {
         updated_at: r.updated_at,
     };
     // A struct of strings and numbers always serialises.
-    serde_json::to_vec(&row).unwrap_or_default()
+    Payload::encode(&serde_json::to_vec(&row).unwrap_or_default())
 }
 
 pub(crate) fn read(

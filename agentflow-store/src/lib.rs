@@ -4,9 +4,10 @@
 //!
 //! The store knows nothing about graphs. It keeps typed records (threads, checkpoint metadata,
 //! approvals, audit entries) and opaque bytes (states, updates, effect results) that the
-//! executor serialises itself. Every stored value carries a format version and a CRC-32; a
-//! value that does not decode or fails its checksum, a damaged file or a file of another program
-//! is a typed error naming the path, never a panic.
+//! executor serialises itself. Every stored record carries a format version and a CRC-32 (the
+//! bare numbers of the redb file's indexes do not; see [`tables`]); a value that does not decode
+//! or fails its checksum, a damaged file or a file of another program is a typed error naming
+//! the path, never a panic.
 //!
 //! ```
 //! use agentflow_store::{
@@ -82,6 +83,7 @@ mod store;
 pub mod tables;
 mod thread_numbers;
 mod thread_tree;
+mod upgrade;
 mod writer;
 
 pub use breaker::{

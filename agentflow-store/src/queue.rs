@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Ctx, StorageError};
 use crate::leases::Leases;
-use crate::record::{ApprovalRecord, Lease, ThreadRecord};
+use crate::record::{ApprovalRecord, Lease, Payload, ThreadRecord};
 use crate::tables;
 use crate::writer::Tx;
 
@@ -267,13 +267,17 @@ struct Row {
 
 const ROW_VERSION: u32 = 1;
 
+/// A row's JSON, in the record encoding every stored value has (a version byte, the bytes, a
+/// CRC-32): a flipped bit in a queued run's input or owner is a decode error, not another run.
 fn decode(path: &Path, thread: &str, bytes: &[u8]) -> Result<Row, StorageError> {
-    let row: Row = serde_json::from_slice(bytes).map_err(|e| StorageError::Decode {
+    let bad = |reason: String| StorageError::Decode {
         path: path.to_path_buf(),
         table: tables::RUN_QUEUE.name().to_string(),
         key: format!("{thread:?}"),
-        reason: e.to_string(),
-    })?;
+        reason,
+    };
+    let json = Payload::decode(bytes).map_err(bad)?;
+    let row: Row = serde_json::from_slice(&json).map_err(|e| bad(e.to_string()))?;
     if row.v != ROW_VERSION {
         return Err(StorageError::Decode {
             path: path.to_path_buf(),
@@ -287,7 +291,7 @@ fn decode(path: &Path, thread: &str, bytes: &[u8]) -> Result<Row, StorageError> 
 
 fn encode(row: &Row) -> Vec<u8> {
     // A struct of strings, numbers and byte vectors always serialises.
-    serde_json::to_vec(row).unwrap_or_default()
+    Payload::encode(&serde_json::to_vec(row).unwrap_or_default())
 }
 
 fn queued(thread: &str, row: Row, lease: Option<Lease>) -> QueuedRun {

@@ -32,19 +32,22 @@ use crate::step_commit::{CommitOut, remove_pending, stage_commit};
 use crate::store::{CommitCallback, FoldFn, Listing, Store};
 use crate::tables;
 use crate::thread_numbers::{self, ByNumber, Numbered};
+use crate::upgrade;
 use crate::writer::{self, Committed, Job, OpJob, Reply, Shared, Tx, WriterConfig};
 
 /// Store format written in the `META` table; bump on an incompatible layout change.
 /// 3: every value (records, pending writes, effect results) ends with a checksum.
 /// 4: a thread record names the thread that started it as a subgraph child.
 /// The layout this build writes (5: checkpoints and snapshots are keyed by thread number, see
-/// [`crate::thread_numbers`]).
+/// [`crate::thread_numbers`]; queue rows and circuit breakers carry a checksum, see
+/// [`crate::upgrade`]).
 const STORE_FORMAT: u32 = 5;
 /// The oldest layout this build opens, and moves to [`STORE_FORMAT`] on open: format 3 differs
 /// in thread records without a parent, which this build still reads, and formats 3 and 4 in
 /// checkpoints and snapshots keyed by thread id, which the move renumbers.
 const OLDEST_FORMAT: u32 = 3;
-/// The first format whose checkpoints and snapshots are keyed by thread number.
+/// The first format whose checkpoints and snapshots are keyed by thread number, and whose queue
+/// rows and breakers carry a checksum.
 const NUMBERED_FORMAT: u32 = 5;
 const APP: &[u8] = b"agentflow-store";
 const IN_MEMORY: &str = "<in-memory>";
@@ -494,7 +497,7 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
         }
         drop(meta);
         if format < NUMBERED_FORMAT {
-            thread_numbers::renumber(&txn, path)?;
+            upgrade::to_format_5(&txn, path)?;
         }
         let mut meta = txn.open_table(tables::META).ctx(path)?;
         // An older file is moved to this build's format: from then on, builds that cannot

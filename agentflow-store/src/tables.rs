@@ -2,8 +2,11 @@
 //!
 //! Values are `&[u8]` holding a record in the crate's versioned encoding (a format version byte,
 //! the fields, then a CRC-32 of both); the caller's opaque bytes (pending writes, effect results,
-//! snapshots) are wrapped in such a record too. The layout is public for tools and tests
-//! that inspect a file; it is not a stable API.
+//! snapshots) and the JSON rows (queued runs, breakers) are wrapped in such a record too. The
+//! exceptions are bare numbers with no checksum: [`META`]'s entries, [`THREAD_NUMBERS`] (a
+//! number is checked against the checkpoint row it finds, which names its thread) and the
+//! durable timers ([`TIMERS`], [`TIMER_OF`]). The layout is public for tools and tests that
+//! inspect a file; it is not a stable API.
 
 use redb::TableDefinition;
 
@@ -58,7 +61,8 @@ pub const APPROVALS_BY_THREAD: TableDefinition<(&str, &str), ()> =
 /// approval id -> (): index of the approvals whose status is `PENDING`.
 pub const APPROVALS_PENDING: TableDefinition<&str, ()> = TableDefinition::new("agentflow.approvals_pending");
 
-/// thread id -> a queued run (JSON with a version field): the run queue that workers claim from.
+/// thread id -> a queued run (JSON with a version field, as a record): the run queue that
+/// workers claim from.
 pub const RUN_QUEUE: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.run_queue");
 /// (wake_at unix millis, thread id) -> (): the durable timers, earliest first.
 pub const TIMERS: TableDefinition<(u64, &str), ()> = TableDefinition::new("agentflow.timers");
@@ -66,7 +70,8 @@ pub const TIMERS: TableDefinition<(u64, &str), ()> = TableDefinition::new("agent
 /// thread id -> wake_at: each sleeping thread's entry in [`TIMERS`].
 pub const TIMER_OF: TableDefinition<&str, u64> = TableDefinition::new("agentflow.timer_of");
 
-/// tool name -> its circuit breaker (JSON with a version field), see [`BreakerRecord`](crate::BreakerRecord).
+/// tool name -> its circuit breaker (JSON with a version field, as a record), see
+/// [`BreakerRecord`](crate::BreakerRecord).
 pub const BREAKERS: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.breakers");
 
 /// graph fingerprint -> the graph's description (opaque UTF-8 text, as a record); see

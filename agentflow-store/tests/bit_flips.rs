@@ -105,3 +105,58 @@ fn a_flipped_bit_in_any_stored_value_is_a_decode_error_without_verify_on_open() 
         assert!(detected > 0, "no flip of {} was detected", String::from_utf8_lossy(marker));
     }
 }
+
+/// A queued run's owner and input, and a circuit breaker's holder: a flipped bit in any is a
+/// decode error (or reads as written, from a stale copy), never another owner, input or probe.
+#[test]
+fn a_flipped_bit_in_a_queue_row_or_a_breaker_is_a_decode_error() {
+    use agentflow_store::{BreakerOp, BreakerRule, BreakerUpdate, NewRun, QueueError};
+    const OWNER: &str = "OWNER-marker-0123456789";
+    const INPUT: &[u8] = br#"{"input":"INPUT-marker-0123456789"}"#;
+    const PROBE: &str = "PROBE-marker-0123456789";
+    let dir = TempDir::new("queue-flips");
+    let original = dir.file("original.redb");
+    {
+        let store = RedbStore::open(&original).unwrap();
+        store.enqueue_run(NewRun::new("q", "graph", Some(INPUT.to_vec()), OWNER, 1)).unwrap();
+        let rule = BreakerRule::new(1, 10, 1_000_000);
+        store.update_breaker(BreakerUpdate::new("tool", BreakerOp::Failed, "c1", rule, 1, "q", "x")).unwrap();
+        let probe =
+            store.update_breaker(BreakerUpdate::new("tool", BreakerOp::Admit, PROBE, rule, 100, "q", "x")).unwrap();
+        assert_eq!(probe.record.probe.as_deref(), Some(PROBE));
+        store.close().unwrap();
+    }
+    let bytes = std::fs::read(&original).unwrap();
+    let positions = |needle: &[u8]| -> Vec<usize> {
+        bytes.windows(needle.len()).enumerate().filter(|(_, w)| *w == needle).map(|(i, _)| i).collect()
+    };
+    let mut cases = 0;
+    for (what, marker) in [("owner", OWNER.as_bytes()), ("probe", PROBE.as_bytes())] {
+        let found = positions(marker);
+        assert!(!found.is_empty(), "the {what} is in the file");
+        for at in found {
+            cases += 1;
+            let mut damaged = bytes.clone();
+            damaged[at + 3] ^= 1;
+            let path = dir.file(&format!("flip-{cases}.redb"));
+            std::fs::write(&path, &damaged).unwrap();
+            let store = RedbStore::builder().verify_on_open(false).open(&path).unwrap();
+            match what {
+                "probe" => match store.breaker("tool") {
+                    Ok(b) => assert_eq!(b.and_then(|b| b.probe).as_deref(), Some(PROBE), "case {cases}"),
+                    Err(ReadError::Storage(StorageError::Decode { .. })) => {}
+                    Err(e) => panic!("case {cases}: {e:?}"),
+                },
+                _ => match store.list_runs() {
+                    Ok(runs) => {
+                        let run = &runs[0];
+                        assert_eq!((run.owner.as_str(), run.input.as_deref()), (OWNER, Some(INPUT)), "case {cases}");
+                    }
+                    Err(QueueError::Storage(StorageError::Decode { .. })) => {}
+                    Err(e) => panic!("case {cases}: {e:?}"),
+                },
+            }
+        }
+    }
+    assert!(cases >= 2, "every value was hit at least once");
+}

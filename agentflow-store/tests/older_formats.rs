@@ -2,12 +2,15 @@
 //! - format 3 wrote thread records without a parent: its threads get the parents their ids'
 //!   shape gave them then;
 //! - formats 3 and 4 keyed checkpoints and snapshots by thread id: each thread with a
-//!   checkpoint gets a number and its rows move under it, history and state unchanged.
+//!   checkpoint gets a number and its rows move under it, history and state unchanged;
+//! - their queue rows and circuit breakers were plain JSON: each gets a checksum.
 
 mod common;
 
 use agentflow_store::conformance::{self, root};
-use agentflow_store::{RedbStore, StepCommit, Store, ThreadRecord, tables};
+use agentflow_store::{
+    BreakerOp, BreakerRule, BreakerState, BreakerUpdate, NewRun, RedbStore, StepCommit, Store, ThreadRecord, tables,
+};
 use common::TempDir;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
@@ -64,6 +67,32 @@ fn write_as_format_4(path: &std::path::Path) -> usize {
             let mut table = txn.open_table(table).unwrap();
             for (id, seq, value) in rows {
                 table.insert((id.as_str(), seq), value.as_slice()).unwrap();
+            }
+        }
+        // Queue rows and breakers were plain JSON: unwrap each from its record (a version byte,
+        // a varint length, the bytes, a CRC-32).
+        for table in [tables::RUN_QUEUE, tables::BREAKERS] {
+            let mut table = txn.open_table(table).unwrap();
+            let rows: Vec<(String, Vec<u8>)> = table
+                .iter()
+                .unwrap()
+                .map(|e| e.unwrap())
+                .map(|(k, v)| (k.value().to_string(), v.value().to_vec()))
+                .collect();
+            for (key, record) in rows {
+                let (mut len, mut shift, mut at) = (0usize, 0, 1);
+                loop {
+                    let byte = record[at];
+                    len |= usize::from(byte & 0x7f) << shift;
+                    at += 1;
+                    shift += 7;
+                    if byte & 0x80 == 0 {
+                        break;
+                    }
+                }
+                let json = &record[at..at + len];
+                assert_eq!(json.first(), Some(&b'{'), "`{key}` holds JSON");
+                table.insert(key.as_str(), json).unwrap();
             }
         }
         let mut meta = txn.open_table(tables::META).unwrap();
@@ -134,6 +163,17 @@ fn a_format_4_file_opens_its_checkpoints_move_under_thread_numbers_and_read_as_b
     let before: Vec<Vec<String>> = {
         let store = RedbStore::open(&path).unwrap();
         fill(&store, &ids);
+        store.enqueue_run(NewRun::new("queued", "g", Some(br#"{"n":1}"#.to_vec()), "maria", 7)).unwrap();
+        let failed = BreakerUpdate::new(
+            "send_email",
+            BreakerOp::Failed,
+            "call-1",
+            BreakerRule::new(1, 60_000, 1_000),
+            8,
+            "zeta",
+            "x",
+        );
+        assert_eq!(store.update_breaker(failed).unwrap().record.state, BreakerState::Open);
         let before = ids.iter().map(|id| history(&store, id)).collect();
         store.close().unwrap();
         before
@@ -145,6 +185,14 @@ fn a_format_4_file_opens_its_checkpoints_move_under_thread_numbers_and_read_as_b
         assert_eq!(&history(&store, id), before, "`{id}` reads as it did");
     }
     assert_eq!(store.list_checkpoints("nobody").unwrap(), vec![]);
+    // The queued run and the breaker read as they were, now under a checksum.
+    let runs = store.list_runs().unwrap();
+    assert_eq!(
+        runs.iter().map(|r| (r.thread.as_str(), r.owner.as_str(), r.input.as_deref())).collect::<Vec<_>>(),
+        [("queued", "maria", Some(br#"{"n":1}"#.as_slice()))]
+    );
+    let breaker = store.breaker("send_email").unwrap().unwrap();
+    assert_eq!((breaker.state, breaker.failures, breaker.updated_at), (BreakerState::Open, 1, 8));
     assert_eq!(store.latest_checkpoint("nobody").unwrap(), None);
     // A step on a moved thread, and a new thread, commit and read.
     conformance::commit(&store, conformance::step("beta", 4, 3, &[b"+4"]));
