@@ -421,8 +421,7 @@ fn descends_from(
 
 /// The thread's durable timer, if it has one.
 fn timer_of(tx: &Tx<'_>, thread: &str) -> Result<Option<u64>, StorageError> {
-    let of = tx.txn.open_table(tables::TIMER_OF).ctx(tx.path)?;
-    Ok(of.get(thread).ctx(tx.path)?.map(|at| at.value()))
+    crate::step_commit::timer_of(tx.path, &tx.txn.open_table(tables::TIMER_OF).ctx(tx.path)?, thread)
 }
 
 /// Whether one of the approvals `ids` still waits for a human (a record that is gone waits for

@@ -524,6 +524,24 @@ impl Payload {
     }
 }
 
+/// A durable timer's wake time as `agentflow.timer_of` keeps it: unix millis, as a record.
+pub(crate) struct WakeAt;
+
+impl WakeAt {
+    pub(crate) fn encode(at: u64) -> Vec<u8> {
+        let mut e = Enc::new(RECORD_VERSION);
+        e.u64(at);
+        e.finish()
+    }
+
+    pub(crate) fn decode(buf: &[u8]) -> DecodeResult<u64> {
+        let mut d = Dec::new(buf, RECORD_VERSION)?;
+        let at = d.u64("wake_at")?;
+        d.end()?;
+        Ok(at)
+    }
+}
+
 /// A stored checkpoint row, decoded: the summary and the step's delta blobs.
 pub(crate) type Row = (CheckpointSummary, Vec<Vec<u8>>);
 

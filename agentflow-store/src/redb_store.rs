@@ -819,6 +819,7 @@ impl Store for RedbStore {
     fn due_timers(&self, until: u64, limit: usize) -> Result<Vec<Timer>, ReadError> {
         self.read(|txn, path| {
             let timers = txn.open_table(tables::TIMERS).ctx(path)?;
+            let of = txn.open_table(tables::TIMER_OF).ctx(path)?;
             let mut out = Vec::new();
             for entry in redb::ReadableTable::iter(&timers).ctx(path)? {
                 if out.len() >= limit {
@@ -828,6 +829,20 @@ impl Store for RedbStore {
                 let (wake_at, thread) = k.value();
                 if wake_at > until {
                     break;
+                }
+                // The index's key has no checksum: it must agree with the thread's record.
+                let recorded = crate::step_commit::timer_of(path, &of, thread)?;
+                if recorded != Some(wake_at) {
+                    return Err(StorageError::Decode {
+                        path: path.to_path_buf(),
+                        table: tables::TIMERS.name().to_string(),
+                        key: format!("({wake_at}, {thread:?})"),
+                        reason: format!(
+                            "the thread's timer ({}) says {recorded:?}: the timer index is damaged",
+                            tables::TIMER_OF.name()
+                        ),
+                    }
+                    .into());
                 }
                 out.push(Timer { wake_at, thread: thread.to_string() });
             }
@@ -1157,8 +1172,7 @@ fn thread_effects_in(
 
 /// The durable timer of `thread`, if it has one.
 fn timer_in(txn: &ReadTransaction, path: &Path, thread: &str) -> Result<Option<u64>, StorageError> {
-    let of = txn.open_table(tables::TIMER_OF).ctx(path)?;
-    Ok(redb::ReadableTable::get(&of, thread).ctx(path)?.map(|v| v.value()))
+    crate::step_commit::timer_of(path, &txn.open_table(tables::TIMER_OF).ctx(path)?, thread)
 }
 
 /// The audit log of `thread`, oldest first.

@@ -19,7 +19,9 @@ use crate::audit::append_audit;
 use crate::codec::MAX_DOCUMENT_DEPTH;
 use crate::error::{ApprovalError, CommitError, Ctx, JsonTooDeep, StorageError};
 use crate::reads::latest_checkpoint_seq;
-use crate::record::{ApprovalRecord, MAX_CHECKPOINT_SEQ, Payload, Snapshot, StepCommit, ThreadStatus, seq_too_large};
+use crate::record::{
+    ApprovalRecord, MAX_CHECKPOINT_SEQ, Payload, Snapshot, StepCommit, ThreadStatus, WakeAt, seq_too_large,
+};
 use crate::step_facts::ThreadFacts;
 use crate::tables;
 use crate::thread_numbers::{Numbered, has_rows, number_for, number_of};
@@ -258,7 +260,7 @@ fn read_facts(
 ) -> Result<ThreadFacts, StorageError> {
     let path = tx.path;
     let record = threads.get(thread).ctx(path)?.map(|v| v.value().to_vec());
-    let timer = tx.txn.open_table(tables::TIMER_OF).ctx(path)?.get(thread).ctx(path)?.map(|v| v.value());
+    let timer = timer_of(path, &tx.txn.open_table(tables::TIMER_OF).ctx(path)?, thread)?;
     let number = number_of(path, &tx.txn.open_table(tables::THREAD_NUMBERS).ctx(path)?, thread)?;
     let latest = latest_checkpoint_seq(path, checkpoints, number.map(|number| Numbered { id: thread, number }))?;
     let mut facts = ThreadFacts { record, number, latest, timer, pending: Vec::new() };
@@ -273,13 +275,27 @@ fn read_facts(
     Ok(facts)
 }
 
+/// The thread's durable timer, as its `agentflow.timer_of` record says.
+pub(crate) fn timer_of(
+    path: &Path,
+    of: &impl ReadableTable<&'static str, &'static [u8]>,
+    thread: &str,
+) -> Result<Option<u64>, StorageError> {
+    match of.get(thread).ctx(path)? {
+        None => Ok(None),
+        Some(v) => {
+            crate::reads::decode(path, tables::TIMER_OF, || format!("{thread:?}"), v.value(), WakeAt::decode).map(Some)
+        }
+    }
+}
+
 /// Replaces the thread's durable timer with `wake_at` (none: clears it). A time past `i64::MAX`
 /// (never) is kept as `i64::MAX`, as PostgreSQL's `bigint` keeps it.
 pub(crate) fn set_timer(tx: &Tx<'_>, thread: &str, wake_at: Option<u64>) -> Result<(), StorageError> {
     let wake_at = wake_at.map(|at| at.min(i64::MAX as u64));
     let path = tx.path;
     let mut of = tx.txn.open_table(tables::TIMER_OF).ctx(path)?;
-    let old = of.get(thread).ctx(path)?.map(|v| v.value());
+    let old = timer_of(path, &of, thread)?;
     if old == wake_at {
         return Ok(());
     }
@@ -290,7 +306,7 @@ pub(crate) fn set_timer(tx: &Tx<'_>, thread: &str, wake_at: Option<u64>) -> Resu
     match wake_at {
         Some(at) => {
             timers.insert((at, thread), ()).ctx(path)?;
-            of.insert(thread, at).ctx(path)?;
+            of.insert(thread, WakeAt::encode(at).as_slice()).ctx(path)?;
         }
         None => {
             of.remove(thread).ctx(path)?;

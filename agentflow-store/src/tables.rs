@@ -4,8 +4,8 @@
 //! the fields, then a CRC-32 of both); the caller's opaque bytes (pending writes, effect results,
 //! snapshots) and the JSON rows (queued runs, breakers) are wrapped in such a record too. The
 //! exceptions are bare numbers with no checksum: [`META`]'s entries, [`THREAD_NUMBERS`] (a
-//! number is checked against the checkpoint row it finds, which names its thread) and the
-//! durable timers ([`TIMERS`], [`TIMER_OF`]). The layout is public for tools and tests that
+//! number is checked against the checkpoint row it finds, which names its thread) and the keys
+//! of [`TIMERS`] (each is checked against the thread's [`TIMER_OF`] record). The layout is public for tools and tests that
 //! inspect a file; it is not a stable API.
 
 use redb::TableDefinition;
@@ -67,8 +67,9 @@ pub const RUN_QUEUE: TableDefinition<&str, &[u8]> = TableDefinition::new("agentf
 /// (wake_at unix millis, thread id) -> (): the durable timers, earliest first.
 pub const TIMERS: TableDefinition<(u64, &str), ()> = TableDefinition::new("agentflow.timers");
 
-/// thread id -> wake_at: each sleeping thread's entry in [`TIMERS`].
-pub const TIMER_OF: TableDefinition<&str, u64> = TableDefinition::new("agentflow.timer_of");
+/// thread id -> wake_at (unix millis, as a record): each sleeping thread's timer. The entry of
+/// [`TIMERS`] that orders it must agree: one that does not is a decode error.
+pub const TIMER_OF: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.timer_of");
 
 /// tool name -> its circuit breaker (JSON with a version field, as a record), see
 /// [`BreakerRecord`](crate::BreakerRecord).

@@ -4,7 +4,8 @@
 //! Formats 3 and 4 differ from 5 in two ways this changes:
 //! - checkpoints and snapshots were keyed by thread id: [`crate::thread_numbers::renumber`];
 //! - the run queue's rows and the circuit breakers were plain JSON: each is wrapped in the record
-//!   encoding every other stored value has (a version byte, the bytes, a CRC-32).
+//!   encoding every other stored value has (a version byte, the bytes, a CRC-32);
+//! - a durable timer's wake time was a bare `u64`: it becomes a record too.
 //!
 //! (Format 3's thread records without a parent are read as they are.)
 
@@ -13,7 +14,7 @@ use std::path::Path;
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 
 use crate::error::{Ctx, StorageError};
-use crate::record::Payload;
+use crate::record::{Payload, WakeAt};
 use crate::tables;
 use crate::thread_numbers;
 
@@ -21,7 +22,32 @@ use crate::thread_numbers;
 pub(crate) fn to_format_5(txn: &WriteTransaction, path: &Path) -> Result<(), StorageError> {
     thread_numbers::renumber(txn, path)?;
     checksum_json_rows(txn, path, tables::RUN_QUEUE)?;
-    checksum_json_rows(txn, path, tables::BREAKERS)
+    checksum_json_rows(txn, path, tables::BREAKERS)?;
+    timers_as_records(txn, path)
+}
+
+/// `agentflow.timer_of` as formats 3 and 4 had it: the bare wake time.
+const BARE_TIMER_OF: TableDefinition<&str, u64> = TableDefinition::new("agentflow.timer_of");
+/// Where [`timers_as_records`] moves it while it copies its entries.
+const OLD_TIMER_OF: TableDefinition<&str, u64> = TableDefinition::new("agentflow.timer_of.bare");
+
+/// Rewrites each wake time of `agentflow.timer_of` as a record.
+fn timers_as_records(txn: &WriteTransaction, path: &Path) -> Result<(), StorageError> {
+    let names: Vec<String> = txn.list_tables().ctx(path)?.map(|t| redb::TableHandle::name(&t).to_string()).collect();
+    if !names.iter().any(|n| n == redb::TableHandle::name(&BARE_TIMER_OF)) {
+        return Ok(());
+    }
+    txn.rename_table(BARE_TIMER_OF, OLD_TIMER_OF).ctx(path)?;
+    {
+        let old = txn.open_table(OLD_TIMER_OF).ctx(path)?;
+        let mut new = txn.open_table(tables::TIMER_OF).ctx(path)?;
+        for entry in old.iter().ctx(path)? {
+            let (thread, at) = entry.ctx(path)?;
+            new.insert(thread.value(), WakeAt::encode(at.value()).as_slice()).ctx(path)?;
+        }
+    }
+    txn.delete_table(OLD_TIMER_OF).ctx(path)?;
+    Ok(())
 }
 
 /// Wraps each value of `table` (plain JSON) in the record encoding.

@@ -160,3 +160,64 @@ fn a_flipped_bit_in_a_queue_row_or_a_breaker_is_a_decode_error() {
     }
     assert!(cases >= 2, "every value was hit at least once");
 }
+
+/// A sleeping thread's wake time, in its timer record and in the key of the timer index: a
+/// flipped bit in either is a decode error (or reads as written), never another wake time.
+#[test]
+fn a_flipped_bit_in_a_durable_timer_is_a_decode_error() {
+    use agentflow_store::ThreadStatus;
+    const WAKE_AT: u64 = 0x0000_01BC_DEF0_1234;
+    let dir = TempDir::new("timer-flips");
+    let original = dir.file("original.redb");
+    {
+        let store = RedbStore::open(&original).unwrap();
+        let mut sleeping = thread("s");
+        sleeping.status = ThreadStatus::Sleeping;
+        store.commit_step(StepCommit::new(sleeping).with_wake_at(WAKE_AT)).unwrap();
+        store.close().unwrap();
+    }
+    let bytes = std::fs::read(&original).unwrap();
+    let positions = |needle: &[u8]| -> Vec<usize> {
+        bytes.windows(needle.len()).enumerate().filter(|(_, w)| *w == needle).map(|(i, _)| i).collect()
+    };
+    // The record holds it as a varint; the index key as 8 little-endian bytes.
+    let mut varint = Vec::new();
+    let mut v = WAKE_AT;
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            varint.push(byte);
+            break;
+        }
+        varint.push(byte | 0x80);
+    }
+    let mut cases = 0;
+    for (what, marker) in [("record", varint), ("index key", WAKE_AT.to_le_bytes().to_vec())] {
+        let found = positions(&marker);
+        assert!(!found.is_empty(), "the timer's {what} is in the file");
+        for at in found {
+            cases += 1;
+            let mut damaged = bytes.clone();
+            damaged[at + 2] ^= 1;
+            let path = dir.file(&format!("flip-{cases}.redb"));
+            std::fs::write(&path, &damaged).unwrap();
+            let store = RedbStore::builder().verify_on_open(false).open(&path).unwrap();
+            match store.thread_timer("s") {
+                Ok(at) => assert_eq!(at, Some(WAKE_AT), "case {cases} ({what})"),
+                Err(ReadError::Storage(StorageError::Decode { .. })) => {}
+                Err(e) => panic!("case {cases}: {e:?}"),
+            }
+            match store.due_timers(u64::MAX, 10) {
+                Ok(due) => assert_eq!(
+                    due.iter().map(|t| (t.thread.as_str(), t.wake_at)).collect::<Vec<_>>(),
+                    [("s", WAKE_AT)],
+                    "case {cases} ({what})"
+                ),
+                Err(ReadError::Storage(StorageError::Decode { .. })) => {}
+                Err(e) => panic!("case {cases}: {e:?}"),
+            }
+        }
+    }
+    assert!(cases >= 2);
+}

@@ -3,13 +3,15 @@
 //!   shape gave them then;
 //! - formats 3 and 4 keyed checkpoints and snapshots by thread id: each thread with a
 //!   checkpoint gets a number and its rows move under it, history and state unchanged;
-//! - their queue rows and circuit breakers were plain JSON: each gets a checksum.
+//! - their queue rows and circuit breakers were plain JSON, their wake times bare numbers: each
+//!   gets a checksum.
 
 mod common;
 
 use agentflow_store::conformance::{self, root};
 use agentflow_store::{
-    BreakerOp, BreakerRule, BreakerState, BreakerUpdate, NewRun, RedbStore, StepCommit, Store, ThreadRecord, tables,
+    BreakerOp, BreakerRule, BreakerState, BreakerUpdate, NewRun, RedbStore, StepCommit, Store, ThreadRecord,
+    ThreadStatus, tables,
 };
 use common::TempDir;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
@@ -95,6 +97,30 @@ fn write_as_format_4(path: &std::path::Path) -> usize {
                 table.insert(key.as_str(), json).unwrap();
             }
         }
+        // Wake times were bare numbers.
+        let timers: Vec<(String, Vec<u8>)> = {
+            let table = txn.open_table(tables::TIMER_OF).unwrap();
+            table
+                .iter()
+                .unwrap()
+                .map(|e| e.unwrap())
+                .map(|(k, v)| (k.value().to_string(), v.value().to_vec()))
+                .collect()
+        };
+        assert!(txn.delete_table(tables::TIMER_OF).unwrap());
+        {
+            let bare: TableDefinition<&str, u64> = TableDefinition::new("agentflow.timer_of");
+            let mut table = txn.open_table(bare).unwrap();
+            for (thread, record) in timers {
+                // A version byte, the varint, a CRC-32.
+                let (mut at, mut shift) = (0u64, 0);
+                for &byte in &record[1..record.len() - 4] {
+                    at |= u64::from(byte & 0x7f) << shift;
+                    shift += 7;
+                }
+                table.insert(thread.as_str(), at).unwrap();
+            }
+        }
         let mut meta = txn.open_table(tables::META).unwrap();
         meta.remove("next_thread_number").unwrap();
         meta.insert("format", 4u32.to_le_bytes().as_slice()).unwrap();
@@ -164,6 +190,9 @@ fn a_format_4_file_opens_its_checkpoints_move_under_thread_numbers_and_read_as_b
         let store = RedbStore::open(&path).unwrap();
         fill(&store, &ids);
         store.enqueue_run(NewRun::new("queued", "g", Some(br#"{"n":1}"#.to_vec()), "maria", 7)).unwrap();
+        let mut sleeping = conformance::thread("sleeper");
+        sleeping.status = ThreadStatus::Sleeping;
+        store.commit_step(StepCommit::new(sleeping).with_wake_at(1_900_000_000_123)).unwrap();
         let failed = BreakerUpdate::new(
             "send_email",
             BreakerOp::Failed,
@@ -190,6 +219,12 @@ fn a_format_4_file_opens_its_checkpoints_move_under_thread_numbers_and_read_as_b
     assert_eq!(
         runs.iter().map(|r| (r.thread.as_str(), r.owner.as_str(), r.input.as_deref())).collect::<Vec<_>>(),
         [("queued", "maria", Some(br#"{"n":1}"#.as_slice()))]
+    );
+    assert_eq!(store.thread_timer("sleeper").unwrap(), Some(1_900_000_000_123));
+    let due = store.due_timers(u64::MAX, 10).unwrap();
+    assert_eq!(
+        due.iter().map(|t| (t.thread.as_str(), t.wake_at)).collect::<Vec<_>>(),
+        [("sleeper", 1_900_000_000_123)]
     );
     let breaker = store.breaker("send_email").unwrap().unwrap();
     assert_eq!((breaker.state, breaker.failures, breaker.updated_at), (BreakerState::Open, 1, 8));
