@@ -820,7 +820,7 @@ impl Store for RedbStore {
         self.read(|txn, path| {
             let timers = txn.open_table(tables::TIMERS).ctx(path)?;
             let of = txn.open_table(tables::TIMER_OF).ctx(path)?;
-            let mut out = Vec::new();
+            let (mut out, mut corrected) = (Vec::new(), Vec::new());
             for entry in redb::ReadableTable::iter(&timers).ctx(path)? {
                 if out.len() >= limit {
                     break;
@@ -830,21 +830,22 @@ impl Store for RedbStore {
                 if wake_at > until {
                     break;
                 }
-                // The index's key has no checksum: it must agree with the thread's record.
-                let recorded = crate::step_commit::timer_of(path, &of, thread)?;
-                if recorded != Some(wake_at) {
-                    return Err(StorageError::Decode {
-                        path: path.to_path_buf(),
-                        table: tables::TIMERS.name().to_string(),
-                        key: format!("({wake_at}, {thread:?})"),
-                        reason: format!(
-                            "the thread's timer ({}) says {recorded:?}: the timer index is damaged",
-                            tables::TIMER_OF.name()
-                        ),
-                    }
-                    .into());
+                // The index's key has no checksum; the thread's record (which has one) is the
+                // timer. A key it does not confirm (damaged) is read at the record's time, or
+                // skipped when the thread has no timer: one bad entry neither moves a wake-up nor
+                // stops the others.
+                match crate::step_commit::timer_of(path, &of, thread)? {
+                    Some(at) if at == wake_at => out.push(Timer { wake_at, thread: thread.to_string() }),
+                    Some(at) if at <= until => corrected.push(Timer { wake_at: at, thread: thread.to_string() }),
+                    _ => {}
                 }
-                out.push(Timer { wake_at, thread: thread.to_string() });
+            }
+            // Corrected entries take their place by time (and a thread is listed once).
+            if !corrected.is_empty() {
+                out.extend(corrected);
+                out.sort_by(|a, b| (a.wake_at, &a.thread).cmp(&(b.wake_at, &b.thread)));
+                out.dedup_by(|a, b| a.thread == b.thread);
+                out.truncate(limit);
             }
             Ok(out)
         })

@@ -68,7 +68,8 @@ pub const RUN_QUEUE: TableDefinition<&str, &[u8]> = TableDefinition::new("agentf
 pub const TIMERS: TableDefinition<(u64, &str), ()> = TableDefinition::new("agentflow.timers");
 
 /// thread id -> wake_at (unix millis, as a record): each sleeping thread's timer. The entry of
-/// [`TIMERS`] that orders it must agree: one that does not is a decode error.
+/// [`TIMERS`] that orders it has no checksum: one this record does not confirm (damaged) is read
+/// at the record's time, or skipped if the thread has no timer.
 pub const TIMER_OF: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.timer_of");
 
 /// tool name -> its circuit breaker (JSON with a version field, as a record), see
