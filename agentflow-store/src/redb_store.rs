@@ -832,12 +832,17 @@ impl Store for RedbStore {
                 }
                 // The index's key has no checksum; the thread's record (which has one) is the
                 // timer. A key it does not confirm (damaged) is read at the record's time, or
-                // skipped when the thread has no timer: one bad entry neither moves a wake-up nor
-                // stops the others.
-                match crate::step_commit::timer_of(path, &of, thread)? {
-                    Some(at) if at == wake_at => out.push(Timer { wake_at, thread: thread.to_string() }),
-                    Some(at) if at <= until => corrected.push(Timer { wake_at: at, thread: thread.to_string() }),
-                    _ => {}
+                // skipped when the thread has no timer. A record that does not decode is listed
+                // at the key's time: waking that thread fails on its own record, and the other
+                // timers still run. (A damaged key that names no sleeping thread, or whose time
+                // moved past `until`, hides its thread's timer until then: the index has no
+                // checksum to tell.)
+                match crate::step_commit::timer_of(path, &of, thread) {
+                    Ok(Some(at)) if at == wake_at => out.push(Timer { wake_at, thread: thread.to_string() }),
+                    Ok(Some(at)) if at <= until => corrected.push(Timer { wake_at: at, thread: thread.to_string() }),
+                    Ok(_) => {}
+                    Err(StorageError::Decode { .. }) => out.push(Timer { wake_at, thread: thread.to_string() }),
+                    Err(e) => return Err(e.into()),
                 }
             }
             // Corrected entries take their place by time (and a thread is listed once).

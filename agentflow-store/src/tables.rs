@@ -69,7 +69,8 @@ pub const TIMERS: TableDefinition<(u64, &str), ()> = TableDefinition::new("agent
 
 /// thread id -> wake_at (unix millis, as a record): each sleeping thread's timer. The entry of
 /// [`TIMERS`] that orders it has no checksum: one this record does not confirm (damaged) is read
-/// at the record's time, or skipped if the thread has no timer.
+/// at the record's time, or skipped if the thread has no timer (a damaged key that names another
+/// thread, or whose time moved later, hides its thread's timer until then).
 pub const TIMER_OF: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.timer_of");
 
 /// tool name -> its circuit breaker (JSON with a version field, as a record), see

@@ -162,8 +162,9 @@ fn a_flipped_bit_in_a_queue_row_or_a_breaker_is_a_decode_error() {
 }
 
 /// A sleeping thread's wake time, in its timer record and in the key of the timer index: a
-/// flipped bit in the record is a decode error, one in the index key is read at the record's
-/// time; never another wake time, and the other thread's timer is still listed.
+/// flipped bit in the record is a decode error when the timer is read, one in the index key is
+/// read at the record's time; never another wake time, and the other thread's timer is still
+/// listed.
 #[test]
 fn a_flipped_bit_in_a_durable_timer_is_a_decode_error() {
     use agentflow_store::ThreadStatus;
@@ -211,17 +212,15 @@ fn a_flipped_bit_in_a_durable_timer_is_a_decode_error() {
                 Err(ReadError::Storage(StorageError::Decode { .. })) => {}
                 Err(e) => panic!("case {cases}: {e:?}"),
             }
-            // A damaged index key is read at the record's time: every timer is still listed,
-            // at its own time. A damaged record is a decode error.
-            match store.due_timers(u64::MAX, 10) {
-                Ok(due) => assert_eq!(
-                    due.iter().map(|t| (t.thread.as_str(), t.wake_at)).collect::<Vec<_>>(),
-                    [("s", WAKE_AT), ("t", WAKE_AT + 1)],
-                    "case {cases} ({what})"
-                ),
-                Err(ReadError::Storage(StorageError::Decode { .. })) if what == "record" => {}
-                Err(e) => panic!("case {cases} ({what}): {e:?}"),
-            }
+            // A damaged index key is read at the record's time, a damaged record at the key's
+            // (waking it fails on the record): every timer is still listed, at its own time,
+            // and one damaged entry does not stop the other.
+            let due = store.due_timers(u64::MAX, 10).unwrap_or_else(|e| panic!("case {cases} ({what}): {e:?}"));
+            assert_eq!(
+                due.iter().map(|t| (t.thread.as_str(), t.wake_at)).collect::<Vec<_>>(),
+                [("s", WAKE_AT), ("t", WAKE_AT + 1)],
+                "case {cases} ({what})"
+            );
         }
     }
     assert!(cases >= 2);

@@ -128,7 +128,8 @@ pub enum AnswerError {
     /// A run holds the thread right now (a `resume_with` or a resume in progress): it could
     /// move the thread on without this answer. (Appended last.)
     #[error(
-        "thread `{thread}` is being resumed right now (`{holder}` holds it); nothing was recorded: \
+        "thread `{thread}` is held right now by `{holder}` (a run resuming it, or another answer being recorded); \
+         nothing was recorded: \
          look at the thread again once that run stopped and answer what it asks then, if anything"
     )]
     Busy {
