@@ -9,7 +9,7 @@ mod hooked_store;
 mod pg;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agentflow::persist::ThreadStatus;
@@ -35,8 +35,6 @@ pub struct Refund {
     pub receipt: Option<serde_json::Value>,
 }
 
-static REFUNDS: AtomicU32 = AtomicU32::new(0);
-
 /// Holds the node until the test opens it (then it stays open).
 pub struct Gate {
     open: tokio::sync::Semaphore,
@@ -57,7 +55,6 @@ pub struct RefundArgs {
 /// Irreversible: the default policy asks a human first.
 #[tool(risk = irreversible)]
 async fn issue_refund(args: RefundArgs) -> Result<serde_json::Value, ToolError> {
-    REFUNDS.fetch_add(1, Ordering::SeqCst);
     Ok(serde_json::json!({ "refunded": args.order_id }))
 }
 

@@ -111,10 +111,8 @@ const OLD_SNAPSHOTS: TableDefinition<(&str, u64), &[u8]> =
 /// Moves a file of store format 3 or 4, whose checkpoints and snapshots are keyed by thread id,
 /// to keys by thread number: numbers every thread that has a checkpoint (in the order of their
 /// ids) and copies each row under its new key, all in `txn`, so a failure leaves the file as
-/// it was.
-pub(crate) fn renumber(txn: &WriteTransaction, path: &Path) -> Result<(), StorageError> {
-    let names: Vec<String> = txn.list_tables().ctx(path)?.map(|t| t.name().to_string()).collect();
-    let has = |table: &str| names.iter().any(|n| n == table);
+/// it was. `has` says whether the file has a table of that name.
+pub(crate) fn renumber(txn: &WriteTransaction, path: &Path, has: impl Fn(&str) -> bool) -> Result<(), StorageError> {
     let pairs = [
         (BY_ID_CHECKPOINTS, OLD_CHECKPOINTS, tables::CHECKPOINTS),
         (BY_ID_SNAPSHOTS, OLD_SNAPSHOTS, tables::SNAPSHOTS),

@@ -20,10 +20,20 @@ use crate::thread_numbers;
 
 /// Moves a file of format 3 or 4 to format 5, in `txn`.
 pub(crate) fn to_format_5(txn: &WriteTransaction, path: &Path) -> Result<(), StorageError> {
-    thread_numbers::renumber(txn, path)?;
-    checksum_json_rows(txn, path, tables::RUN_QUEUE)?;
-    checksum_json_rows(txn, path, tables::BREAKERS)?;
-    timers_as_records(txn, path)
+    // Each step works on tables of formats 3 and 4 that it renames or rewrites in place, so the
+    // names listed before the first are the ones each looks for.
+    let names: Vec<String> = txn.list_tables().ctx(path)?.map(|t| redb::TableHandle::name(&t).to_string()).collect();
+    let has = |table: &str| names.iter().any(|n| n == table);
+    thread_numbers::renumber(txn, path, has)?;
+    for table in [tables::RUN_QUEUE, tables::BREAKERS] {
+        if has(redb::TableHandle::name(&table)) {
+            checksum_json_rows(txn, path, table)?;
+        }
+    }
+    if has(redb::TableHandle::name(&BARE_TIMER_OF)) {
+        timers_as_records(txn, path)?;
+    }
+    Ok(())
 }
 
 /// `agentflow.timer_of` as formats 3 and 4 had it: the bare wake time.
@@ -33,10 +43,6 @@ const OLD_TIMER_OF: TableDefinition<&str, u64> = TableDefinition::new("agentflow
 
 /// Rewrites each wake time of `agentflow.timer_of` as a record.
 fn timers_as_records(txn: &WriteTransaction, path: &Path) -> Result<(), StorageError> {
-    let names: Vec<String> = txn.list_tables().ctx(path)?.map(|t| redb::TableHandle::name(&t).to_string()).collect();
-    if !names.iter().any(|n| n == redb::TableHandle::name(&BARE_TIMER_OF)) {
-        return Ok(());
-    }
     txn.rename_table(BARE_TIMER_OF, OLD_TIMER_OF).ctx(path)?;
     {
         let old = txn.open_table(OLD_TIMER_OF).ctx(path)?;
@@ -56,10 +62,6 @@ fn checksum_json_rows(
     path: &Path,
     table: TableDefinition<&str, &[u8]>,
 ) -> Result<(), StorageError> {
-    let names: Vec<String> = txn.list_tables().ctx(path)?.map(|t| redb::TableHandle::name(&t).to_string()).collect();
-    if !names.iter().any(|n| n == redb::TableHandle::name(&table)) {
-        return Ok(());
-    }
     let mut rows = txn.open_table(table).ctx(path)?;
     let plain: Vec<(String, Vec<u8>)> = rows
         .iter()
