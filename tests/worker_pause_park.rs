@@ -131,13 +131,14 @@ async fn a_pause_racing_an_approval_park(inner: Arc<dyn Store>, thread: &'static
         agentflow::approval::RoleAuthorizer::new().role_for(agentflow::tool::Risk::Irreversible, "ops"),
     );
     desk.approve(&approvals[0].id, &agentflow::approval::Approver::new("alice", ["ops"])).unwrap();
-    wait_until("the approved refund runs and the thread completes", || {
+    // The run commits the thread completed, then its worker settles the row away.
+    wait_until("the approved refund runs, the thread completes and its run leaves the queue", || {
         app.thread(thread).unwrap().unwrap().status == ThreadStatus::Completed
+            && app.live_runs().unwrap().iter().all(|r| r.thread != thread)
     })
     .await;
     stop.cancel();
     handle.await.unwrap().unwrap();
-    assert!(app.live_runs().unwrap().iter().all(|r| r.thread != thread), "the run left the queue");
     let receipt = app.state(thread).unwrap().unwrap().state.receipt;
     let refunded = serde_json::json!({ "ok": true, "result": { "refunded": format!("{thread}-order") } });
     assert_eq!(receipt, Some(refunded), "the refund ran");
