@@ -390,3 +390,56 @@ async fn cancellation_interrupts_a_retry_backoff() {
     assert_eq!(run.state, Wait { n: 1 });
     assert_eq!(deps.started.load(Ordering::SeqCst), 1);
 }
+
+// ------------------------------------------------ a cancel and a budget in one step
+
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct PingArgs {}
+
+/// Answers; each call counts against the thread's tool-call budget.
+#[tool(risk = read)]
+async fn ping(_args: PingArgs) -> Result<serde_json::Value, ToolError> {
+    Ok(serde_json::json!("pong"))
+}
+
+/// The token the node cancels between its two calls.
+pub struct Canceller {
+    token: CancellationToken,
+}
+
+#[graph(state = Loop, deps = Canceller, start = twice)]
+mod pinging {
+    use super::*;
+
+    #[node(goto = [END], tools = [ping])]
+    async fn twice(_s: &Loop, cx: &Ctx<Canceller>) -> Result<Step<Loop>, NodeError> {
+        cx.run_tool(ping, serde_json::json!({})).await?;
+        cx.deps().token.cancel();
+        cx.run_tool(ping, serde_json::json!({})).await?;
+        Ok(goto!(END))
+    }
+}
+
+/// A cancel comes while a step runs, and a node of that step then runs out of the thread's
+/// budget: the cancel wins, as it does over a node's failure in that step. The run used to end
+/// `BudgetExhausted`, leaving the thread resumable (once its limit was raised) although a cancel
+/// had been asked; a worker settled the cancel request as handled with it.
+#[tokio::test]
+async fn a_cancel_wins_over_a_budget_that_runs_out_in_the_same_step() {
+    use agentflow::persist::ThreadStatus;
+    let store: Arc<dyn agentflow::Store> = Arc::new(agentflow::RedbStore::in_memory().unwrap());
+    let app = pinging::graph().app().store(Arc::clone(&store));
+    let deps = Canceller { token: CancellationToken::new() };
+    let limits = agentflow::Limits::none().tool_calls(1);
+    let run = app
+        .runner(&deps)
+        .thread("ping")
+        .limits(limits)
+        .cancel_token(deps.token.clone())
+        .run(Loop::default())
+        .await
+        .unwrap();
+    assert_eq!(run.outcome, Outcome::Cancelled);
+    assert_eq!(store.thread("ping").unwrap().unwrap().status, ThreadStatus::Cancelled);
+    assert_eq!(run.usage.tool_calls, 1);
+}

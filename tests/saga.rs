@@ -29,8 +29,10 @@ pub struct Shop {
     refunds_down: AtomicBool,
     /// The first call of `release_inventory` in this process hangs before it acts.
     hang_in_release: bool,
-    /// `ship` cancels the run instead of failing.
-    cancel: Option<CancellationToken>,
+    /// `ship` succeeds (a carrier serves the address) while set.
+    ships: bool,
+    /// Cancels the run's token from within the node named, which then goes on as usual.
+    cancel: Option<(CancellationToken, &'static str)>,
     /// The first call of `cancel_order` acts, notifies this, and never answers.
     hang_in_cancel: Option<Arc<tokio::sync::Notify>>,
 }
@@ -41,8 +43,18 @@ impl Shop {
             dir: dir.to_path_buf(),
             refunds_down: AtomicBool::new(false),
             hang_in_release: false,
+            ships: false,
             cancel: None,
             hang_in_cancel: None,
+        }
+    }
+
+    /// Cancels the run's token if `node` is the one named to.
+    fn cancel_from(&self, node: &str) {
+        if let Some((token, from)) = &self.cancel
+            && *from == node
+        {
+            token.cancel();
         }
     }
 
@@ -220,6 +232,10 @@ pub struct Parcel {
 #[tool(risk = external)]
 async fn ship(_args: Parcel, cx: &ToolCx<Shop>) -> Result<(), ToolError> {
     cx.deps().called("ship");
+    if cx.deps().ships {
+        cx.deps().act("ship ord-1", None);
+        return Ok(());
+    }
     Err(ToolError::Correctable("no carrier serves this address".into()))
 }
 
@@ -254,14 +270,44 @@ mod checkout {
         if !obs.is_ok() {
             return Err(NodeError::fatal(format!("the charge was refused: {}", obs.body)));
         }
+        cx.deps().cancel_from("charge");
         Ok(goto!(deliver))
     }
 
     #[node(goto = [END], tools = [ship])]
     async fn deliver(s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
-        if let Some(token) = &cx.deps().cancel {
-            token.cancel();
-            return Ok(goto!(END, Checkout::update().shipped(false)));
+        let obs = cx.run_tool(ship, serde_json::json!({ "order_id": s.order_id })).await?;
+        if !obs.is_ok() {
+            return Err(cx.compensate(format!("shipping failed: {}", obs.body)));
+        }
+        cx.deps().cancel_from("deliver");
+        Ok(goto!(END, Checkout::update().shipped(true)))
+    }
+}
+
+/// The order workflow with a person's go-ahead before shipping.
+#[graph(state = Checkout, deps = Shop, start = create)]
+mod confirmed {
+    use super::*;
+
+    #[node(goto = [charge], tools = [create_order])]
+    async fn create(_s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+        let obs = cx.run_tool(create_order, serde_json::json!({ "item": "lamp", "qty": 2 })).await?;
+        let id = obs.body["result"]["order_id"].as_str().map(str::to_string);
+        Ok(goto!(charge, Checkout::update().order_id(id)))
+    }
+
+    #[node(goto = [confirm], tools = [charge_payment])]
+    async fn charge(s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+        cx.run_tool(charge_payment, serde_json::json!({ "order_id": s.order_id, "cents": 4200 })).await?;
+        Ok(goto!(confirm))
+    }
+
+    #[node(goto = [END], tools = [ship], interrupt)]
+    async fn confirm(s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+        let go: bool = cx.interrupt(serde_json::json!({ "ship": s.order_id }))?;
+        if !go {
+            return Err(cx.compensate("the customer called it off"));
         }
         let obs = cx.run_tool(ship, serde_json::json!({ "order_id": s.order_id })).await?;
         if !obs.is_ok() {
@@ -269,6 +315,10 @@ mod checkout {
         }
         Ok(goto!(END, Checkout::update().shipped(true)))
     }
+}
+
+fn confirmed_app(store: Arc<dyn Store>) -> App<Checkout, Shop> {
+    confirmed::graph().app().store(store).policy(RiskPolicy::allow_all())
 }
 
 fn app(store: Arc<dyn Store>) -> App<Checkout, Shop> {
@@ -469,7 +519,8 @@ async fn a_cancelled_run_is_compensated_too() {
     let dir = tempdir("cancel");
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
     let token = CancellationToken::new();
-    let shop = Shop { cancel: Some(token.clone()), ..Shop::new(&dir) };
+    // Cancelled while it charges: the run stops at the next step boundary, before `deliver`.
+    let shop = Shop { cancel: Some((token.clone(), "charge")), ..Shop::new(&dir) };
     let app = app(Arc::clone(&store));
     let run = app.runner(&shop).thread("order-3").cancel_token(token).run(Checkout::default()).await.unwrap();
     let Outcome::Compensated { reason, undone: done, .. } = &run.outcome else {
@@ -477,6 +528,27 @@ async fn a_cancelled_run_is_compensated_too() {
     };
     assert_eq!(reason, "Cancelled");
     assert_eq!(triples(done), undone(&REVERSED));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_cancel_that_comes_as_the_last_step_runs_leaves_the_order_completed() {
+    // The cancel comes while `deliver` ships, the graph's last step: the step commits the thread
+    // `completed`, and there is no step boundary left to stop at. The run used to end
+    // `Cancelled` there, mark the completed thread cancelled and undo the shipped order.
+    let dir = tempdir("cancel-last");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let token = CancellationToken::new();
+    let shop = Shop { ships: true, cancel: Some((token.clone(), "deliver")), ..Shop::new(&dir) };
+    let app = app(Arc::clone(&store));
+    let run = app.runner(&shop).thread("order-4").cancel_token(token.clone()).run(Checkout::default()).await.unwrap();
+    assert!(token.is_cancelled());
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert!(run.state.shipped);
+    assert_eq!(store.thread("order-4").unwrap().unwrap().status, ThreadStatus::Completed);
+    let calls = lines(&dir, "calls.log");
+    assert_eq!(calls, ["create_order", "reserve_inventory", "charge_payment", "ship"], "nothing was undone");
+    assert_eq!(lines(&dir, "effects.log").last().map(String::as_str), Some("ship ord-1"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -685,5 +757,71 @@ async fn sigkill_during_compensation_then_resume_in_a_new_process() {
     assert_eq!(compensated, ["refund_payment", "release_inventory", "cancel_order"]);
     assert_eq!(audit.iter().filter(|e| e.kind == "effect.rerun").count(), 1);
     drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A go-ahead of the wrong shape fails the run, spends the answer and leaves the thread waiting
+/// for a new one (as the README says): it undoes nothing. It used to count as a failure for good
+/// and refund, release and cancel the order.
+#[tokio::test]
+async fn an_answer_of_the_wrong_shape_undoes_nothing_and_the_thread_waits_for_a_new_one() {
+    let dir = tempdir("wrong-shape");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = confirmed_app(Arc::clone(&store));
+    let shop = Shop { ships: true, ..Shop::new(&dir) };
+    let run = app.runner(&shop).thread("order-5").run(Checkout::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+
+    let run = app.runner(&shop).thread("order-5").resume_with("yes please").await.unwrap();
+    let Outcome::Failed { node, error } = &run.outcome else { panic!("expected Failed, got {}", run.outcome) };
+    assert_eq!(node, "confirm");
+    assert!(error.to_string().contains("does not have the shape it expects"), "{error}");
+    assert_eq!(store.thread("order-5").unwrap().unwrap().status, ThreadStatus::Failed);
+    assert_eq!(lines(&dir, "calls.log"), ["create_order", "charge_payment"], "nothing was undone");
+
+    // Answered again with the right shape, the order ships.
+    let run = app.runner(&shop).thread("order-5").resume_with(true).await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert!(run.state.shipped);
+    assert_eq!(lines(&dir, "calls.log"), ["create_order", "charge_payment", "ship"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A thread cancelled while it waits for a go-ahead is compensating; its refund fails, so it
+/// stays `compensating`. A value given to it then is refused: the graph does not run again (it
+/// used to ship the half-undone order and end `Completed`). `resume` finishes the compensation.
+#[tokio::test]
+async fn a_compensating_thread_refuses_a_value_and_its_graph_does_not_run_again() {
+    let dir = tempdir("compensating-value");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = confirmed_app(Arc::clone(&store));
+    let shop = Shop { ships: true, ..Shop::new(&dir) };
+    let run = app.runner(&shop).thread("order-6").run(Checkout::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+
+    shop.refunds_down.store(true, Ordering::SeqCst);
+    let cancelled = CancellationToken::new();
+    cancelled.cancel();
+    let run = app.runner(&shop).thread("order-6").cancel_token(cancelled).resume().await.unwrap();
+    assert!(matches!(run.outcome, Outcome::CompensationFailed { .. }), "{}", run.outcome);
+    assert_eq!(store.thread("order-6").unwrap().unwrap().status, ThreadStatus::Compensating);
+
+    let refused = app.runner(&shop).thread("order-6").resume_with(true).await;
+    assert!(
+        matches!(&refused, Err(RunError::NotWaiting { status, .. }) if status.contains("compensating")),
+        "{:?}",
+        refused.map(|r| r.outcome)
+    );
+    assert_eq!(count(&lines(&dir, "calls.log"), "ship"), 0, "the graph did not run again");
+    assert_eq!(store.thread("order-6").unwrap().unwrap().status, ThreadStatus::Compensating);
+
+    shop.refunds_down.store(false, Ordering::SeqCst);
+    let run = app.runner(&shop).thread("order-6").resume().await.unwrap();
+    let Outcome::Compensated { undone: done, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(
+        triples(done),
+        undone(&[("charge", "charge_payment", "refund_payment"), ("create", "create_order", "cancel_order")])
+    );
+    assert_eq!(count(&lines(&dir, "calls.log"), "ship"), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -485,10 +485,48 @@ async fn a_thread_of_its_own_with_a_childs_id_is_not_taken_for_the_child() {
     assert_eq!(store.thread("q/run_it.0.0.slow").unwrap().unwrap().parent.as_deref(), Some("q"));
 }
 
+/// `slow` with a step after the one that waits: a cancel that comes while it waits has a step
+/// boundary to stop at.
+#[graph(state = Slow, deps = Gate, start = one)]
+pub mod slower {
+    use super::*;
+
+    #[node(goto = [two])]
+    async fn one(_s: &Slow, gate: &Gate) -> Step<Slow> {
+        gate.first.fetch_add(1, Ordering::SeqCst);
+        goto!(two, Slow::update().done(vec!["one".to_string()]))
+    }
+
+    #[node(goto = [three])]
+    async fn two(_s: &Slow, gate: &Gate) -> Step<Slow> {
+        if gate.second.fetch_add(1, Ordering::SeqCst) == 0 {
+            gate.blocked.notify_one();
+            gate.release.notified().await;
+        }
+        goto!(three, Slow::update().done(vec!["two".to_string()]))
+    }
+
+    #[node(goto = [END])]
+    async fn three(_s: &Slow) -> Step<Slow> {
+        goto!(END, Slow::update().done(vec!["three".to_string()]))
+    }
+}
+
+#[graph(state = Slow, deps = Gate, start = run_it)]
+pub mod slower_parent {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [slower])]
+    async fn run_it(_s: &Slow, cx: &Ctx<Gate>) -> Result<Step<Slow>, NodeError> {
+        let child = cx.subgraph(slower::graph(), Slow::default()).await?;
+        Ok(goto!(END, Slow::update().done(child.done)))
+    }
+}
+
 #[tokio::test]
 async fn cancelling_the_parent_cancels_the_child() {
     let store = store();
-    let app = slow_parent::graph().app().store(Arc::clone(&store));
+    let app = slower_parent::graph().app().store(Arc::clone(&store));
     let gate = Arc::new(Gate::default());
     let token = CancellationToken::new();
     let task = tokio::spawn({
@@ -500,7 +538,31 @@ async fn cancelling_the_parent_cancels_the_child() {
     gate.release.notify_one();
     let run = task.await.unwrap().unwrap();
     assert_eq!(run.outcome, Outcome::Cancelled);
-    assert_eq!(store.thread("k/run_it.0.0.slow").unwrap().unwrap().status, ThreadStatus::Cancelled);
+    let child = store.thread("k/run_it.0.0.slower").unwrap().unwrap();
+    assert_eq!(child.status, ThreadStatus::Cancelled);
+    assert_eq!(store.thread("k").unwrap().unwrap().status, ThreadStatus::Cancelled);
+}
+
+/// A cancel that comes during the child's last step, which is the parent's last step too, is too
+/// late for both: the child's step commits it `completed`, and the parent's does the same.
+#[tokio::test]
+async fn a_cancel_during_the_last_step_of_child_and_parent_is_too_late_for_both() {
+    let store = store();
+    let app = slow_parent::graph().app().store(Arc::clone(&store));
+    let gate = Arc::new(Gate::default());
+    let token = CancellationToken::new();
+    let task = tokio::spawn({
+        let (app, gate, token) = (app.clone(), Arc::clone(&gate), token.clone());
+        async move { app.runner(&*gate).thread("late").cancel_token(token).run(Slow::default()).await }
+    });
+    gate.blocked.notified().await;
+    token.cancel();
+    gate.release.notify_one();
+    let run = task.await.unwrap().unwrap();
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert_eq!(run.state.done, ["one", "two"]);
+    assert_eq!(store.thread("late/run_it.0.0.slow").unwrap().unwrap().status, ThreadStatus::Completed);
+    assert_eq!(store.thread("late").unwrap().unwrap().status, ThreadStatus::Completed);
 }
 
 // ------------------------------------------------ one resume value per node run

@@ -74,6 +74,9 @@ pub(crate) struct Exec<'g, S: State, D> {
     pub(crate) resumed_interrupts: Vec<Pending>,
     /// Nodes whose subgraph took the resume value in a run that then halted.
     pub(crate) children_moved: std::sync::Mutex<Vec<NodeId>>,
+    /// The node whose failure came from a resume value of the wrong shape, if one did: the
+    /// thread waits for a new answer where it was answered, so that failure undoes nothing.
+    pub(crate) refused_answer: std::sync::Mutex<Option<&'static str>>,
     pub(crate) resumed_step: u32,
     /// Resuming a step that paused before its nodes or inside one: do not stop
     /// at its breakpoints before nodes again.
@@ -96,11 +99,14 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         let mut next_payloads = Mailbox::new();
         let mut skip_before = self.skip_before;
         let outcome = loop {
-            if self.scope.cancel.is_cancelled() {
-                break self.stopped();
-            }
+            // A run whose last step committed has completed (that commit recorded the thread
+            // `completed`): a cancel or pause that came meanwhile finds no step boundary left to
+            // stop at, and must not mark a finished thread stopped (nor start its compensations).
             if active.is_empty() {
                 break Outcome::Completed;
+            }
+            if self.scope.cancel.is_cancelled() {
+                break self.stopped();
             }
             if step >= max_steps {
                 break Outcome::BudgetExhausted { which: Budget::Steps };
@@ -167,13 +173,16 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 let waiting = self.waiting_after_stop(step, &halted, &interrupts, &kept);
                 cp.keep_pending(&done, waiting.as_deref(), None, |n| self.name(n)).await?;
             }
+            // A stop asked while the step ran wins over how it ended, a budget that ran out or a
+            // node that failed: the thread ends stopped as asked (a cancel is not left behind as
+            // a resumable failure).
+            if (exhausted.is_some() || failed.is_some()) && self.scope.cancel.is_cancelled() {
+                break self.stopped();
+            }
             if let Some(which) = exhausted {
                 break Outcome::BudgetExhausted { which };
             }
             if let Some((id, error)) = failed {
-                if self.scope.cancel.is_cancelled() {
-                    break self.stopped();
-                }
                 break self.failed(id, error);
             }
             if !interrupts.is_empty() {
@@ -561,6 +570,9 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 && attempt < node.retry.max_attempts
                 && !self.scope.cancel.is_cancelled();
             if !retry {
+                if signal.refused_resume {
+                    *self.refused_answer.lock().unwrap_or_else(|p| p.into_inner()) = Some(node.name);
+                }
                 tracing::warn!(parent: &span, %error, attempt, "node failed");
                 self.events.emit(|| Event::NodeFailed { step, node: node.name, instance, error: error.clone() });
                 return Err(Halt::Error(error));

@@ -254,6 +254,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// Cancelling `token` stops the run at the next step boundary ([`Outcome::Cancelled`]).
     /// A [`Runner::resume`] with a token cancelled already ends the thread cancelled at its
     /// first step boundary, also when it waits for a value or a timer that is not due.
+    /// A cancel that comes during the graph's last step is too late: that step's commit records
+    /// the thread `completed`, the run ends [`Outcome::Completed`] and nothing is compensated.
     pub fn cancel_token(mut self, token: CancellationToken) -> Self {
         self.cancel = token;
         self
@@ -487,6 +489,13 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             .map_err(resume_value_error)?;
         let (checkpointer, start) =
             open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
+        // A thread undoing its calls never runs its graph again (`resume` continues the
+        // compensation), even when the step it was cancelled in waits for a value.
+        if checkpointer.opened_as == Some(ThreadStatus::Compensating) {
+            let thread = checkpointer.thread.clone();
+            let status = "it is `compensating`: its calls are being undone and its graph does not run again".into();
+            return Err(RunError::NotWaiting { thread, status });
+        }
         if !start.interrupts.iter().any(|p| p.kind == PendingKind::Interrupt) {
             let thread = checkpointer.thread.clone();
             return Err(RunError::NotWaiting { thread, status: "no node is waiting in `interrupt`".into() });
@@ -613,6 +622,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             kept_answers,
             resumed_interrupts,
             children_moved: std::sync::Mutex::new(Vec::new()),
+            refused_answer: std::sync::Mutex::new(None),
             resumed_step: start.step,
             skip_before,
             metrics,
@@ -633,8 +643,13 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 return Err(e);
             }
         };
+        // A run that failed on an answer of the wrong shape waits for a new answer where it was
+        // answered: that failure is not for good, and undoes nothing.
+        let refused = *exec.refused_answer.lock().unwrap_or_else(|p| p.into_inner());
+        let answer_refused = matches!(&run.outcome, Outcome::Failed { node, .. } if Some(node.as_str()) == refused);
         if let Some(cp) = checkpointer.as_mut()
             && crate::saga::triggers(&run.outcome)
+            && !answer_refused
             && crate::saga::has_steps(&cp.store_handle(), &cp.thread).await?
         {
             let reason = run.outcome.to_string();
