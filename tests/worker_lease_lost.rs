@@ -246,6 +246,84 @@ async fn one_store_failure_does_not_drop_a_thread_claimed_many_times_from_the_qu
     assert!(app.live_runs().unwrap().is_empty());
 }
 
+/// A store that refuses every commit for a while (a restart, a failover): the run that fails on
+/// it is claimed again only after a wait (its worker keeps the thread's lease 1 s), by when the
+/// fault has passed, and completes. It used to be claimed again at the next poll, failing five
+/// times in well under a second, and was taken out of the queue for good.
+async fn a_passing_store_fault_is_waited_out(inner: Arc<dyn Store>) {
+    let mut store = Hooked::new(Arc::clone(&inner));
+    let first_failure = Arc::new(std::sync::Mutex::new(None::<std::time::Instant>));
+    let since = Arc::clone(&first_failure);
+    store.fail_commit = Some(Box::new(move |_| {
+        let mut since = since.lock().unwrap();
+        let began = *since.get_or_insert_with(std::time::Instant::now);
+        (began.elapsed() < Duration::from_millis(700)).then(|| agentflow_store::CommitError::Invalid {
+            thread: "blip".into(),
+            reason: "the database restarts".into(),
+        })
+    }));
+    let app = two_steps::graph().app().store(Arc::new(store));
+    app.submit("blip", &Count::default()).unwrap();
+    let deps = Arc::new(Runs::default());
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::clone(&deps)).poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    let began = std::time::Instant::now();
+    while app.thread("blip").unwrap().is_none_or(|t| t.status != agentflow::persist::ThreadStatus::Completed) {
+        assert!(began.elapsed() < Duration::from_secs(20), "the thread never completed: {:?}", app.live_runs());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.failed, report.completed), (2, 1, 1), "{report:?}");
+    assert!(app.live_runs().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_a_passing_store_fault_is_waited_out_before_the_run_is_claimed_again() {
+    a_passing_store_fault_is_waited_out(Arc::new(RedbStore::in_memory().unwrap())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_passing_store_fault_is_waited_out_before_the_run_is_claimed_again() {
+    let Some(url) = pg::pg_url() else { return };
+    let schema = format!("worker_store_fault_{}", std::process::id());
+    let store =
+        agentflow_store::PostgresStore::builder().schema(&schema).open(&url).expect("open the PostgreSQL store");
+    a_passing_store_fault_is_waited_out(Arc::new(store)).await;
+}
+
+/// A store that keeps refusing the run's commits: after the fifth failure in a row (each claim
+/// waiting longer, at most the lease TTL) the run leaves the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_keeps_failing_on_the_store_leaves_the_queue_after_five_tries() {
+    let inner: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let mut store = Hooked::new(Arc::clone(&inner));
+    store.fail_commit = Some(Box::new(move |_| {
+        Some(agentflow_store::CommitError::Invalid { thread: "down".into(), reason: "the disk is full".into() })
+    }));
+    let app = two_steps::graph().app().store(Arc::new(store));
+    app.submit("down", &Count::default()).unwrap();
+    let deps = Arc::new(Runs::default());
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::clone(&deps))
+        .lease_ttl(Duration::from_secs(1))
+        .poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    let began = std::time::Instant::now();
+    while !app.live_runs().unwrap().is_empty() {
+        assert!(began.elapsed() < Duration::from_secs(30), "the run stayed queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let took = began.elapsed();
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.failed), (5, 5), "{report:?}");
+    // Four waits of (at most) the 1 s lease TTL between the five claims.
+    assert!(took >= Duration::from_secs(3), "the claims did not wait: {took:?}");
+    assert_eq!(deps.nodes.load(Ordering::SeqCst), 0, "nothing ran: the first commit failed each time");
+}
+
 /// Set by the test to let the first run's stalled node go on.
 static STALL_RELEASE: AtomicBool = AtomicBool::new(false);
 /// Whether a run of `stalling` already entered its node (the first one stalls).
@@ -333,4 +411,195 @@ async fn a_stalled_run_whose_worker_claims_its_thread_again_starts_no_effect() {
         "the stalled run charged after the thread moved on: {report:?}"
     );
     assert_eq!(report.lost, 1, "{report:?}");
+}
+
+// ------------------------------------------------ a claim made before the run's settle
+
+#[derive(Default)]
+pub struct Attempts {
+    runs: AtomicU32,
+}
+
+#[graph(state = Count, deps = Attempts, start = refuse)]
+mod refusing {
+    use super::*;
+
+    /// Fails for good, every time it runs.
+    #[node(goto = [END])]
+    async fn refuse(_s: &Count, deps: &Attempts) -> Result<Step<Count>, NodeError> {
+        deps.runs.fetch_add(1, Ordering::SeqCst);
+        Err(NodeError::fatal("the order was refused"))
+    }
+}
+
+/// A run fails for good; before its worker settles the row away, the run's lease looks lapsed
+/// and the worker's own claim takes the thread back (set aside: the run still ends). That claim
+/// is stale: the settle that follows removes the row. The worker used to run the claim anyway,
+/// which resumed the failed thread and ran its failing node (and its effects) a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_made_before_a_failed_run_settles_does_not_run_the_thread_again() {
+    let skew = Arc::new(AtomicU64::new(0));
+    let claims = Arc::new(AtomicU32::new(0));
+    let inner: Arc<dyn Store> = Arc::new(RedbStore::in_memory().expect("in-memory store"));
+    let mut store = Hooked::new(Arc::clone(&inner));
+    let clock = Arc::clone(&skew);
+    store.claim_clock = Some(Box::new(move |now| now + clock.load(Ordering::SeqCst)));
+    let counted = Arc::clone(&claims);
+    store.after_claim = Some(Box::new(move |_: &dyn Store, claimed: &[agentflow_store::QueuedRun], _| {
+        counted.fetch_add(claimed.iter().filter(|c| c.thread == "f").count() as u32, Ordering::SeqCst);
+    }));
+    let (clock, seen) = (Arc::clone(&skew), Arc::clone(&claims));
+    let settles = Arc::new(AtomicU32::new(0));
+    let settled = Arc::clone(&settles);
+    store.before_settle =
+        Some(Box::new(move |_: &dyn Store, thread: &str, _: &str, settle: &agentflow_store::Settle| {
+            if thread != "f" || settled.fetch_add(1, Ordering::SeqCst) > 0 {
+                return;
+            }
+            assert_eq!(settle.park, None, "the failed run leaves the queue");
+            // The worker's next claim sees the run's lease as lapsed and takes the thread back.
+            clock.store(60_000, Ordering::SeqCst);
+            let began = std::time::Instant::now();
+            while seen.load(Ordering::SeqCst) < 2 {
+                assert!(began.elapsed() < Duration::from_secs(10), "the worker did not claim the thread back");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            clock.store(0, Ordering::SeqCst);
+        }));
+    let app = refusing::graph().app().store(Arc::new(store) as Arc<dyn Store>);
+    app.submit("f", &Count::default()).unwrap();
+    let deps = Arc::new(Attempts::default());
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::clone(&deps))
+        .concurrency(4)
+        .lease_ttl(Duration::from_secs(3))
+        .poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    let began = std::time::Instant::now();
+    while settles.load(Ordering::SeqCst) == 0 || !app.live_runs().unwrap().is_empty() {
+        assert!(began.elapsed() < LIMIT, "timed out waiting for the run to leave the queue");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Time for a claim set aside to be started, had it been.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.cancel();
+    let report = tokio::time::timeout(LIMIT, handle).await.expect("the worker stops").unwrap().unwrap();
+    assert_eq!(claims.load(Ordering::SeqCst), 2);
+    assert_eq!(deps.runs.load(Ordering::SeqCst), 1, "the failed node ran once");
+    assert_eq!((report.claimed, report.failed), (1, 1), "{report:?}");
+    let record = inner.thread("f").unwrap().unwrap();
+    assert_eq!(record.status, agentflow::persist::ThreadStatus::Failed);
+    assert!(inner.list_runs().unwrap().is_empty());
+    let now = agentflow::timer::now_ms();
+    assert!(inner.acquire_lease("f", "someone-else", 1_000, now).is_ok(), "the thread's lease was let go");
+}
+
+/// As the reclaim test above, but the worker is shut down once its claim took the thread back:
+/// the old run ends lost, the claim is not run (the worker stops), and its lease is let go at
+/// once. It used to be dropped with its lease held: no other worker could claim the run until
+/// that lease expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_shut_down_with_a_claim_set_aside_lets_its_lease_go() {
+    let skew = Arc::new(AtomicU64::new(0));
+    let claims = Arc::new(AtomicU32::new(0));
+    let inner: Arc<dyn Store> = Arc::new(RedbStore::in_memory().expect("in-memory store"));
+    let mut store = Hooked::new(Arc::clone(&inner));
+    let clock = Arc::clone(&skew);
+    store.claim_clock = Some(Box::new(move |now| now + clock.load(Ordering::SeqCst)));
+    let counted = Arc::clone(&claims);
+    store.after_claim = Some(Box::new(move |_: &dyn Store, claimed: &[agentflow_store::QueuedRun], _| {
+        counted.fetch_add(claimed.iter().filter(|c| c.thread == "g").count() as u32, Ordering::SeqCst);
+    }));
+    let app = gated::graph().app().store(Arc::new(store) as Arc<dyn Store>);
+    app.submit("g", &Count::default()).unwrap();
+    let deps = Arc::new(Gate::default());
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::clone(&deps))
+        .concurrency(4)
+        .lease_ttl(Duration::from_secs(3))
+        .poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    let began = std::time::Instant::now();
+    while deps.started.load(Ordering::SeqCst) == 0 {
+        assert!(began.elapsed() < LIMIT, "timed out waiting for the run to start");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    skew.store(60_000, Ordering::SeqCst);
+    while claims.load(Ordering::SeqCst) < 2 {
+        assert!(began.elapsed() < LIMIT, "timed out waiting for the claim to take the thread back");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    skew.store(0, Ordering::SeqCst);
+    stop.cancel();
+    let report = tokio::time::timeout(LIMIT, handle).await.expect("the worker stops").unwrap().unwrap();
+    assert_eq!((report.claimed, report.lost), (1, 1), "{report:?}");
+    assert_eq!(deps.started.load(Ordering::SeqCst), 1, "the claim set aside was not run");
+    // Another worker may take the thread now, not a minute later.
+    let now = agentflow::timer::now_ms();
+    let taken = inner.acquire_lease("g", "someone-else", 1_000, now);
+    assert!(taken.is_ok(), "the lease of the claim set aside was let go: {taken:?}");
+    assert_eq!(app.live_runs().unwrap().len(), 1, "the run stays queued");
+}
+
+// ------------------------------------------------ a run whose task panics
+
+/// While set, a [`Brittle`] state panics as it is decoded (a bug in a user's `Deserialize`).
+static BRITTLE: AtomicBool = AtomicBool::new(false);
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BrittleRaw {
+    n: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+#[serde(from = "BrittleRaw")]
+pub struct Brittle {
+    #[reduce(add)]
+    pub n: u64,
+}
+
+impl From<BrittleRaw> for Brittle {
+    fn from(raw: BrittleRaw) -> Self {
+        assert!(!BRITTLE.load(Ordering::SeqCst), "a bug in the state's decoding");
+        Brittle { n: raw.n }
+    }
+}
+
+#[graph(state = Brittle, start = bump)]
+mod brittle {
+    use super::*;
+
+    #[node(goto = [END])]
+    async fn bump(_s: &Brittle) -> Step<Brittle> {
+        goto!(END, Brittle::update().n(1))
+    }
+}
+
+/// A run's task panics before its run settles its row (its queued input does not decode: the
+/// state's `Deserialize` panics). The row used to stay queued with the worker's lease held,
+/// to be claimed again and panic again every lease TTL; it now leaves the queue and the lease is
+/// let go at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_task_panics_leaves_the_queue_and_lets_its_lease_go() {
+    let inner: Arc<dyn Store> = Arc::new(RedbStore::in_memory().expect("in-memory store"));
+    let app = brittle::graph().app().store(Arc::clone(&inner));
+    app.submit("p", &Brittle::default()).unwrap();
+    BRITTLE.store(true, Ordering::SeqCst);
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::new(()))
+        .lease_ttl(Duration::from_secs(30))
+        .poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    let began = std::time::Instant::now();
+    while !app.live_runs().unwrap().is_empty() {
+        assert!(began.elapsed() < Duration::from_secs(10), "the row stayed queued: {:?}", app.live_runs());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.cancel();
+    let report = tokio::time::timeout(LIMIT, handle).await.expect("the worker stops").unwrap().unwrap();
+    BRITTLE.store(false, Ordering::SeqCst);
+    assert_eq!((report.claimed, report.failed), (1, 1), "{report:?}");
+    let now = agentflow::timer::now_ms();
+    let taken = inner.acquire_lease("p", "someone-else", 1_000, now);
+    assert!(taken.is_ok(), "the lease was let go: {taken:?}");
 }

@@ -327,6 +327,42 @@ fn rows(
     Ok(out)
 }
 
+/// [`rows`] without the rows whose bytes do not decode (a damaged row stops no one's heartbeat
+/// or control requests; [`list`] reports it).
+fn readable_rows(
+    path: &Path,
+    table: &impl ReadableTable<&'static str, &'static [u8]>,
+) -> Result<Vec<(String, Row)>, StorageError> {
+    let mut out = Vec::new();
+    for entry in table.iter().ctx(path)? {
+        let (k, v) = entry.ctx(path)?;
+        let thread = k.value().to_string();
+        match decode(path, &thread, v.value()) {
+            Ok(row) => out.push((thread, row)),
+            Err(e) if damaged(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// The control requests of `holder`'s runs that it holds the lease of at `now` (the rows whose
+/// bytes decode; see [`readable_rows`]).
+pub(crate) fn controls(
+    path: &Path,
+    txn: &redb::ReadTransaction,
+    leases: &Leases,
+    holder: &str,
+    now: u64,
+) -> Result<Vec<(String, RunControl)>, StorageError> {
+    let table = txn.open_table(tables::RUN_QUEUE).ctx(path)?;
+    Ok(readable_rows(path, &table)?
+        .into_iter()
+        .filter(|(t, row)| row.holder.as_deref() == Some(holder) && leases.is_held_by(t, holder, now))
+        .filter_map(|(t, row)| row.control.map(|c| (t, c)))
+        .collect())
+}
+
 pub(crate) fn list(path: &Path, txn: &redb::ReadTransaction, leases: &Leases) -> Result<Vec<QueuedRun>, StorageError> {
     let table = txn.open_table(tables::RUN_QUEUE).ctx(path)?;
     Ok(rows(path, &table)?.into_iter().map(|(t, row)| queued(&t, row, leases.get(&t))).collect())
@@ -456,9 +492,39 @@ pub(crate) fn stage_claim(
     now: u64,
     max: usize,
 ) -> Result<Vec<QueuedRun>, QueueError> {
+    let mut taken: Vec<String> = Vec::new();
+    let claimed = claim_candidates(tx, graph, holder, ttl_ms, now, max, &mut taken);
+    if claimed.is_err() {
+        // The leases live outside the transaction, which the error rolls back: the claims it
+        // took are let go with it (held, they would keep every worker from those runs a TTL).
+        for thread in &taken {
+            let _ = tx.leases.release(thread, holder);
+        }
+    }
+    claimed
+}
+
+/// Whether a read that failed on one run's stored bytes (a row, or its thread's timer, approval
+/// or record, that does not decode) should skip that run only: a claim goes on with the others
+/// rather than stopping every claim of the graph over one damaged record.
+fn damaged(e: &StorageError) -> bool {
+    matches!(e, StorageError::Decode { .. } | StorageError::Corrupted { .. })
+}
+
+/// [`stage_claim`]; `taken` gathers the threads whose lease it took.
+fn claim_candidates(
+    tx: &Tx<'_>,
+    graph: &str,
+    holder: &str,
+    ttl_ms: u64,
+    now: u64,
+    max: usize,
+    taken: &mut Vec<String>,
+) -> Result<Vec<QueuedRun>, QueueError> {
+    // A row that does not decode is not claimed (`list_runs` reports it); the others are.
     let mut candidates = {
         let table = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?;
-        rows(tx.path, &table)?
+        readable_rows(tx.path, &table)?
     };
     candidates.retain(|(t, row)| row.graph == graph && tx.leases.get(t).is_none_or(|l| l.expires_at <= now));
     candidates.sort_by(|a, b| (a.1.enqueued_at, &a.0).cmp(&(b.1.enqueued_at, &b.0)));
@@ -467,20 +533,30 @@ pub(crate) fn stage_claim(
         if claimed.len() >= max {
             break;
         }
-        if row.wait == RunWait::Approval
-            && row.control.is_none()
-            && (if row.awaits.is_empty() { approval_waits(tx, &thread)? } else { awaited_waits(tx, &row.awaits)? })
-            && timer_of(tx, &thread)?.is_none_or(|at| at > now)
-        {
-            continue;
-        }
-        if row.wait == RunWait::Timer && row.control.is_none() && timer_of(tx, &thread)?.is_some_and(|at| at > now) {
-            continue;
-        }
-        if row.wait == RunWait::Answer && row.control.is_none() && waits_for_answer(tx, &thread)? {
-            continue;
+        let waits = || -> Result<bool, StorageError> {
+            if row.control.is_some() {
+                return Ok(false);
+            }
+            Ok(match row.wait {
+                RunWait::Approval => {
+                    (if row.awaits.is_empty() { approval_waits(tx, &thread)? } else { awaited_waits(tx, &row.awaits)? })
+                        && timer_of(tx, &thread)?.is_none_or(|at| at > now)
+                }
+                RunWait::Timer => timer_of(tx, &thread)?.is_some_and(|at| at > now),
+                RunWait::Answer => waits_for_answer(tx, &thread)?,
+                _ => false,
+            })
+        };
+        match waits() {
+            Ok(false) => {}
+            Ok(true) => continue,
+            // What it waits for cannot be read: not claimed (resuming it would fail on the same
+            // bytes); the other runs are.
+            Err(e) if damaged(&e) => continue,
+            Err(e) => return Err(e.into()),
         }
         let Ok(lease) = tx.leases.acquire(&thread, holder, ttl_ms, now) else { continue };
+        taken.push(thread.clone());
         row.wait = RunWait::Ready;
         row.awaits.clear();
         row.holder = Some(holder.to_string());
@@ -496,7 +572,7 @@ pub(crate) fn stage_claim(
 
 pub(crate) fn stage_heartbeat(tx: &Tx<'_>, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
     let mut table = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?;
-    let mine: Vec<(String, Row)> = rows(tx.path, &table)?
+    let mine: Vec<(String, Row)> = readable_rows(tx.path, &table)?
         .into_iter()
         .filter(|(t, row)| row.holder.as_deref() == Some(holder) && tx.leases.is_held_by(t, holder, now))
         .collect();

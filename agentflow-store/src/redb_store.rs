@@ -816,6 +816,10 @@ impl Store for RedbStore {
         Ok(self.read(|txn, path| queue::list(path, txn, &self.shared.leases))?)
     }
 
+    fn run_controls(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
+        Ok(self.read(|txn, path| queue::controls(path, txn, &self.shared.leases, holder, now))?)
+    }
+
     fn due_timers(&self, until: u64, limit: usize) -> Result<Vec<Timer>, ReadError> {
         self.read(|txn, path| {
             let timers = txn.open_table(tables::TIMERS).ctx(path)?;

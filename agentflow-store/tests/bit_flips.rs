@@ -161,6 +161,52 @@ fn a_flipped_bit_in_a_queue_row_or_a_breaker_is_a_decode_error() {
     assert!(cases >= 2, "every value was hit at least once");
 }
 
+/// One queued run whose row does not decode (a flipped bit) is not claimed, and reported by
+/// `list_runs`; the other runs are still claimed, their heartbeats written and their control
+/// requests read. One damaged row used to stop every claim, heartbeat and control request of
+/// every worker on the store.
+#[test]
+fn a_damaged_queue_row_stops_no_other_run() {
+    use agentflow_store::{NewRun, QueueError, RunControl};
+    const OWNER: &str = "OWNER-marker-0123456789";
+    let dir = TempDir::new("queue-row-flip");
+    let original = dir.file("original.redb");
+    {
+        let store = RedbStore::open(&original).unwrap();
+        store.enqueue_run(NewRun::new("bad", "graph", None, OWNER, 1)).unwrap();
+        store.enqueue_run(NewRun::new("good", "graph", None, "", 2)).unwrap();
+        store.close().unwrap();
+    }
+    let bytes = std::fs::read(&original).unwrap();
+    let found: Vec<usize> =
+        bytes.windows(OWNER.len()).enumerate().filter(|(_, w)| *w == OWNER.as_bytes()).map(|(i, _)| i).collect();
+    assert!(!found.is_empty(), "the owner is in the file");
+    let mut damaged_cases = 0;
+    for (case, at) in found.into_iter().enumerate() {
+        let mut damaged = bytes.clone();
+        damaged[at + 3] ^= 1;
+        let path = dir.file(&format!("flip-{case}.redb"));
+        std::fs::write(&path, &damaged).unwrap();
+        let store = RedbStore::builder().verify_on_open(false).open(&path).unwrap();
+        match store.list_runs() {
+            // The flip hit a copy of the row no longer in use.
+            Ok(runs) => {
+                assert_eq!(runs.len(), 2, "case {case}");
+                continue;
+            }
+            Err(QueueError::Storage(StorageError::Decode { .. })) => damaged_cases += 1,
+            Err(e) => panic!("case {case}: {e:?}"),
+        }
+        let claimed = store.claim_runs("graph", "w", 60_000, 10, 10).unwrap();
+        let threads: Vec<&str> = claimed.iter().map(|r| r.thread.as_str()).collect();
+        assert_eq!(threads, ["good"], "case {case}");
+        assert!(store.control_run("good", RunControl::Cancel).unwrap());
+        assert_eq!(store.run_controls("w", 20).unwrap(), [("good".to_string(), RunControl::Cancel)], "case {case}");
+        assert_eq!(store.heartbeat_runs("w", 30).unwrap(), [("good".to_string(), RunControl::Cancel)], "case {case}");
+    }
+    assert!(damaged_cases >= 1, "the row in use was damaged at least once");
+}
+
 /// A sleeping thread's wake time, in its timer record and in the key of the timer index: a
 /// flipped bit in the record is a decode error when the timer is read, one in the index key is
 /// read at the record's time; never another wake time, and the other thread's timer is still

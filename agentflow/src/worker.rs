@@ -19,6 +19,18 @@ use crate::state::State;
 /// wake-up, and one passing store fault must not drop it.)
 const MAX_CLAIMS_ON_STORE_ERRORS: u32 = 5;
 
+/// How long a run that failed on the store waits before it is claimed again: the first time,
+/// then twice as long each time in a row (1, 2, 4, 8 s: about 15 s from the first failure to
+/// the fifth, which takes it out of the queue), at most the worker's lease TTL. A passing fault
+/// of the store (a restart, a failover) then has time to pass.
+const STORE_FAILURE_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The wait after the `failures`-th store failure in a row (see [`STORE_FAILURE_BACKOFF`]).
+fn store_failure_backoff(failures: u32, ttl: Duration) -> Duration {
+    let doubled = STORE_FAILURE_BACKOFF.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
+    doubled.min(ttl)
+}
+
 /// How many times in a row each thread's run failed on the store in this worker, the thread
 /// not moving on in between: by where the thread stood at the last failure (its newest
 /// checkpoint, if it could be read) and the count. A failure where the thread stands elsewhere
@@ -241,6 +253,11 @@ enum End {
 ///   thread is neither `interrupted` nor `failed` (the worker finds it finished, or continues
 ///   it); if that direct run stops for something else or fails, the parked run stays until
 ///   [`App::submit_resume`] wakes it or [`App::cancel_run`] ends it.
+/// - A run that fails on the store (a commit refused, the database away) stays queued and is
+///   claimed again after 1 s, then 2, 4 and 8 s (its worker holds the thread's lease that
+///   long); the fifth failure in a row takes it out of the queue. A shutdown, a pause or a
+///   cancel that comes during the graph's last step is too late: that step's commit records the
+///   thread `completed` and the run leaves the queue (`tests/worker_stop_races.rs`).
 ///
 /// Any number of workers may share a `PostgresStore` (`agentflow-store`, feature `postgres`), in
 /// one process or many; a [`RedbStore`](crate::RedbStore) is open in one process at a time,
@@ -364,6 +381,56 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
         ids.insert(handle.id(), claim_thread);
     }
 
+    /// What becomes of `claim`, a claim of a thread this worker was still running (set aside
+    /// until the run that held the thread ended as `end`).
+    ///
+    /// - The run ended lost (its lease lapsed and the claim took the thread back): nothing was
+    ///   settled and the claim holds the thread's lease. It is run now; a worker that stops lets
+    ///   the lease go instead, so another worker claims the run at once, not one TTL later.
+    /// - The run settled its row or left it queued (which let go of the claim's lease too: one
+    ///   holder id). A claim made before that settle is stale: run, it would take up a thread
+    ///   that failed, was cancelled or paused again. It is run only if its row is still queued
+    ///   (a parked run whose wait is met, a cancel the settle kept, a store failure to retry),
+    ///   under the lease taken again; a row settled away is left alone.
+    #[allow(clippy::too_many_arguments)]
+    async fn after_reclaim(
+        &self,
+        store: &Arc<dyn Store>,
+        mut claim: QueuedRun,
+        end: &End,
+        stopping: bool,
+        ttl_ms: u64,
+        report: &mut WorkerReport,
+        tasks: &mut JoinSet<(String, End)>,
+        running: &mut HashMap<String, Stops>,
+        ids: &mut HashMap<tokio::task::Id, String>,
+    ) {
+        let (t, holder) = (claim.thread.clone(), self.id.clone());
+        if stopping {
+            if matches!(end, End::Lost) {
+                // Taken over meanwhile: not ours to release.
+                let _ = blocking(store, move |s| s.release_lease(&t, &holder)).await;
+            }
+            return;
+        }
+        if !matches!(end, End::Lost) {
+            let thread = t.clone();
+            let queued =
+                blocking(store, move |s| s.list_runs().map(|runs| runs.iter().any(|r| r.thread == thread))).await;
+            if !matches!(queued, Ok(Ok(true))) {
+                return;
+            }
+        }
+        // Taken again (the ended run let it go as it settled); a worker that claimed the row in
+        // between keeps it.
+        let lease = blocking(store, move |s| s.acquire_lease(&t, &holder, ttl_ms, now_ms())).await;
+        if let Ok(Ok(lease)) = lease {
+            claim.lease = Some(lease);
+            report.claimed += 1;
+            self.start(store, claim, tasks, running, ids);
+        }
+    }
+
     /// Claims and runs queued runs until `shutdown` is cancelled, then lets each running step
     /// finish and commit, stops the runs there, releases their leases (the runs stay queued)
     /// and returns what it did.
@@ -467,29 +534,28 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                             if let Some(thread) = ids.remove(&e.id()) {
                                 running.remove(&thread);
                                 reclaimed.remove(&thread);
+                                // It panicked before settling its row: the row leaves the queue
+                                // (claimed again, it would panic again, every lease TTL) and the
+                                // thread's lease is let go (the lease of a claim set aside too:
+                                // one holder id).
+                                let holder = self.id.clone();
+                                let settled = blocking(&store, move |s| {
+                                    s.settle_run_and_release(&thread, &holder, &Settle::remove())
+                                })
+                                .await;
+                                if !matches!(settled, Ok(Ok(_))) {
+                                    tracing::warn!(worker = %self.id, "could not remove the row of a run whose task failed");
+                                }
                             }
                             report.failed += 1;
                             continue;
                         }
                     };
                     running.remove(&thread);
-                    let again = reclaimed.remove(&thread);
-                    // A claim set aside is run now, however the run ended: it holds the thread's
-                    // lease (dropped, nobody could claim the thread until that lease expired), and
-                    // the row was claimable (the run lost its lease, or it parked and its wait is
-                    // met, or its settle kept a cancel it had not read). A parked thread whose
-                    // wait is not met yet parks again; a finished one leaves the queue.
-                    if let Some(mut claim) = again.filter(|_| !stopping) {
-                        // The run that ended let go of the thread's lease as it settled (the
-                        // claim's too: one holder id). Taken again before the claim runs; a
-                        // worker that claimed the row in between keeps it.
-                        let (t, holder) = (claim.thread.clone(), self.id.clone());
-                        let lease = blocking(&store, move |s| s.acquire_lease(&t, &holder, ttl_ms, now_ms())).await;
-                        if let Ok(Ok(lease)) = lease {
-                            claim.lease = Some(lease);
-                            report.claimed += 1;
-                            self.start(&store, claim, &mut tasks, &mut running, &mut ids);
-                        }
+                    // A claim set aside while the run still ran.
+                    if let Some(claim) = reclaimed.remove(&thread) {
+                        self.after_reclaim(&store, claim, &end, stopping, ttl_ms, &mut report, &mut tasks, &mut running, &mut ids)
+                            .await;
                     }
                     match end {
                         End::Completed => report.completed += 1,
@@ -561,8 +627,11 @@ enum Then {
     /// Keep it, parked until none of these approvals (the records its pause waits on) waits
     /// for a human, or its thread's timer is due.
     AwaitApprovals(Vec<String>),
-    /// Leave it queued for another worker (shutdown, a store failure).
+    /// Leave it queued for another worker (shutdown).
     Leave,
+    /// Leave it queued, claimable again after this wait (a store failure): the lease is kept
+    /// that long instead of let go.
+    Backoff(Duration),
     /// Nothing: another worker took the thread.
     Nothing,
 }
@@ -582,7 +651,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                     self.store_failures.clear(&claim.thread);
                     Then::Remove
                 } else {
-                    Then::Leave
+                    Then::Backoff(store_failure_backoff(failures, self.ttl))
                 }
             }
             then => {
@@ -685,7 +754,8 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 Outcome::Paused if asked == Some(RunControl::Cancel) => self.cancel_now(claim).await,
                 Outcome::Cancelled | Outcome::Paused => (End::Controlled, Then::Remove),
                 // Waiting (for people, a breakpoint, its timer), but a cancel was asked: the
-                // cancel wins.
+                // cancel wins. (A step that failed or ran out of budget as the cancel came ends
+                // the run cancelled itself.)
                 Outcome::Sleeping { .. } | Outcome::Interrupted { .. } if asked == Some(RunControl::Cancel) => {
                     self.cancel_now(claim).await
                 }
@@ -778,6 +848,15 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 let (t, holder) = (thread.to_string(), self.holder.clone());
                 // Taken over meanwhile: not ours to release; otherwise it expires by itself.
                 let _ = blocking(&self.store, move |s| s.release_lease(&t, &holder)).await;
+                return;
+            }
+            Then::Backoff(wait) => {
+                let (t, holder) = (thread.to_string(), self.holder.clone());
+                let wait = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+                // The lease, held that long more, keeps every worker from claiming the run until
+                // then. Taken over meanwhile: not ours; a renewal that fails (the store is still
+                // failing) leaves the lease to expire when it would have.
+                let _ = blocking(&self.store, move |s| s.renew_lease(&t, &holder, wait, now_ms())).await;
                 return;
             }
             Then::Remove => Settle::remove(),
