@@ -633,3 +633,63 @@ async fn each_waiting_instance_is_named_in_its_pending_item() {
         assert_eq!(asked, expected);
     }
 }
+
+// ------------------------------------------------ effects of instances are their own
+
+/// What the charges did: the payload of every effect body that ran.
+#[derive(Default)]
+pub struct Till {
+    bodies: Mutex<Vec<String>>,
+    /// Instance `B` fails after its charge while set.
+    broken: AtomicBool,
+}
+
+#[graph(state = Market, deps = Till, start = plan)]
+mod charging {
+    use super::*;
+
+    #[node(goto = [charge])]
+    async fn plan(s: &Market) -> Step<Market> {
+        goto!(each(charge, tasks(s)))
+    }
+
+    /// Charges its payload under one effect key, the same in every instance.
+    #[node(goto = [END])]
+    async fn charge(_s: &Market, #[payload] task: &Task, cx: &Ctx<Till>) -> Result<Step<Market>, NodeError> {
+        let till = cx.deps();
+        let ticker = task.ticker.clone();
+        let receipt: String = cx
+            .effect("charge", |_key| async move {
+                till.bodies.lock().unwrap().push(ticker.clone());
+                Ok(format!("receipt-{ticker}"))
+            })
+            .await?;
+        if task.ticker == "B" && till.broken.load(Ordering::SeqCst) {
+            return Err(NodeError::fatal("B's ledger is down"));
+        }
+        Ok(goto!(END, Market::update().signals(vec![receipt])))
+    }
+}
+
+/// Each instance of a map worker journals its effects under its own index: one key in the
+/// worker's code is `charge[0]`, `charge[1]`, ... in the journal. Every payload's charge runs
+/// once and returns its own receipt; the instance that failed after charging is run again on
+/// resume and gets its own journaled receipt back, without charging again.
+#[tokio::test]
+async fn each_instance_journals_its_effects_under_its_own_index() {
+    let store: Arc<dyn agentflow::Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = charging::graph().app().store(Arc::clone(&store));
+    let till = Till { broken: AtomicBool::new(true), ..Till::default() };
+    let input = Market { tickers: vec!["A".into(), "B".into(), "C".into()], ..Market::default() };
+    let run = tokio::time::timeout(GUARD, app.runner(&till).thread("till").run(input)).await.unwrap().unwrap();
+    assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
+    let mut bodies = till.bodies.lock().unwrap().clone();
+    bodies.sort();
+    assert_eq!(bodies, ["A", "B", "C"], "each payload charged once");
+
+    till.broken.store(false, Ordering::SeqCst);
+    let run = tokio::time::timeout(GUARD, app.runner(&till).thread("till").resume()).await.unwrap().unwrap();
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert_eq!(run.state.signals, ["receipt-A", "receipt-B", "receipt-C"], "each instance its own receipt");
+    assert_eq!(till.bodies.lock().unwrap().len(), 3, "B's charge was replayed, not made again");
+}

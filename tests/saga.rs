@@ -317,6 +317,39 @@ mod confirmed {
     }
 }
 
+/// The go-ahead asked by a subgraph: its question is answered through the parent.
+#[graph(state = Checkout, deps = Shop, start = ask)]
+mod go_ahead {
+    use super::*;
+
+    #[node(goto = [END], interrupt)]
+    async fn ask(s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+        let go: bool = cx.interrupt(serde_json::json!({ "ship": s.order_id }))?;
+        Ok(goto!(END, Checkout::update().shipped(go)))
+    }
+}
+
+#[graph(state = Checkout, deps = Shop, start = create)]
+mod confirmed_by_child {
+    use super::*;
+
+    #[node(goto = [confirm], tools = [create_order])]
+    async fn create(_s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+        let obs = cx.run_tool(create_order, serde_json::json!({ "item": "lamp", "qty": 2 })).await?;
+        let id = obs.body["result"]["order_id"].as_str().map(str::to_string);
+        Ok(goto!(confirm, Checkout::update().order_id(id)))
+    }
+
+    #[node(goto = [END], subgraphs = [go_ahead])]
+    async fn confirm(s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+        let answered = cx.subgraph(go_ahead::graph(), s.clone()).await?;
+        if !answered.shipped {
+            return Err(cx.compensate("the customer called it off"));
+        }
+        Ok(goto!(END, Checkout::update().shipped(true)))
+    }
+}
+
 fn confirmed_app(store: Arc<dyn Store>) -> App<Checkout, Shop> {
     confirmed::graph().app().store(store).policy(RiskPolicy::allow_all())
 }
@@ -823,5 +856,115 @@ async fn a_compensating_thread_refuses_a_value_and_its_graph_does_not_run_again(
         undone(&[("charge", "charge_payment", "refund_payment"), ("create", "create_order", "cancel_order")])
     );
     assert_eq!(count(&lines(&dir, "calls.log"), "ship"), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same through a subgraph: the parent's `resume_with` hands a go-ahead of the wrong shape
+/// down to the child that asks. The child fails where it waits, and so does the parent's node:
+/// nothing is undone (the parent's order used to be cancelled), and the right answer, given to
+/// the parent again, reaches the child.
+#[tokio::test]
+async fn an_answer_of_the_wrong_shape_to_a_subgraphs_question_undoes_nothing_in_the_parent() {
+    let dir = tempdir("wrong-shape-child");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = confirmed_by_child::graph().app().store(Arc::clone(&store)).policy(RiskPolicy::allow_all());
+    let shop = Shop::new(&dir);
+    let run = app.runner(&shop).thread("order-7").run(Checkout::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+
+    let run = app.runner(&shop).thread("order-7").resume_with("yes please").await.unwrap();
+    let Outcome::Failed { node, error } = &run.outcome else { panic!("expected Failed, got {}", run.outcome) };
+    assert_eq!(node, "confirm");
+    assert_eq!(error.class, agentflow::ErrorClass::NeedsInput, "{error}");
+    assert_eq!(store.thread("order-7").unwrap().unwrap().status, ThreadStatus::Failed);
+    assert_eq!(lines(&dir, "calls.log"), ["create_order"], "nothing was undone");
+
+    let run = app.runner(&shop).thread("order-7").resume_with(true).await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert!(run.state.shipped);
+    assert_eq!(lines(&dir, "calls.log"), ["create_order"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One node of a step refuses an answer of the wrong shape while another fails for good: the
+/// run fails for good (the refusal came first in declaration order, but only a person's new
+/// answer would unblock it, and nothing will unblock the other) and the order is undone.
+#[tokio::test]
+async fn a_failure_for_good_beside_a_refused_answer_in_one_step_undoes_the_order() {
+    #[graph(state = Checkout, deps = Shop, start = create)]
+    mod both {
+        use super::*;
+
+        #[node(goto = [ask, refuse], tools = [create_order])]
+        async fn create(_s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+            cx.run_tool(create_order, serde_json::json!({ "item": "lamp", "qty": 2 })).await?;
+            Ok(goto!([ask, refuse], Checkout::update().order_id(Some("ord-1".to_string()))))
+        }
+
+        #[node(goto = [END], interrupt)]
+        async fn ask(_s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+            let go: bool = cx.interrupt(serde_json::json!({ "ship": "ord-1" }))?;
+            Ok(goto!(END, Checkout::update().shipped(go)))
+        }
+
+        /// Asks too (any value will do), then fails for good.
+        #[node(goto = [END], interrupt)]
+        async fn refuse(_s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+            let _seen: serde_json::Value = cx.interrupt(serde_json::json!({ "stock": "check" }))?;
+            Err(cx.compensate("the warehouse burned down"))
+        }
+    }
+    let dir = tempdir("both");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = both::graph().app().store(Arc::clone(&store)).policy(RiskPolicy::allow_all());
+    let run = app.runner(&Shop::new(&dir)).thread("order-8").run(Checkout::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+    // Both take the one answer: `ask` refuses its shape, `refuse` fails for good.
+    let run = app.runner(&Shop::new(&dir)).thread("order-8").resume_with("yes please").await.unwrap();
+    let Outcome::Compensated { reason, undone: done, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert!(reason.contains("`refuse`") && reason.contains("burned down"), "{reason}");
+    assert_eq!(triples(done), undone(&[("create", "create_order", "cancel_order")]));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Under a worker: a thread waiting for its go-ahead is cancelled from another process's point
+/// of view (`cancel_run`); a worker claims the request, and the cancelled run undoes the order,
+/// newest call first, each compensation once. The row leaves the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_cancelling_a_waiting_order_undoes_it() {
+    let dir = tempdir("worker-cancel");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = confirmed_app(Arc::clone(&store));
+    app.submit("order-9", &Checkout::default()).unwrap();
+    let shop = Arc::new(Shop::new(&dir));
+    let stop = CancellationToken::new();
+    let worker = agentflow::Worker::new(app.clone(), Arc::clone(&shop)).poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    let began = std::time::Instant::now();
+    while store.thread("order-9").unwrap().is_none_or(|t| t.status != ThreadStatus::Interrupted) {
+        assert!(began.elapsed() < Duration::from_secs(30), "the run never waited for its go-ahead");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let asked = tokio::task::spawn_blocking({
+        let app = app.clone();
+        move || app.cancel_run("order-9")
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(asked);
+    while !app.live_runs().unwrap().is_empty() {
+        assert!(began.elapsed() < Duration::from_secs(30), "the cancelled run stayed queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.cancel();
+    let report = handle.await.unwrap().unwrap();
+    assert_eq!(store.thread("order-9").unwrap().unwrap().status, ThreadStatus::Compensated);
+    assert_eq!(
+        lines(&dir, "calls.log"),
+        ["create_order", "charge_payment", "refund_payment", "cancel_order"],
+        "each compensation once, newest first; nothing shipped"
+    );
+    assert_eq!(report.controlled, 1, "{report:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }

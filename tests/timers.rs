@@ -385,3 +385,53 @@ async fn a_pause_for_a_value_gets_no_timer() {
     assert_eq!(store.thread_timer("q-1").unwrap(), None);
     assert!(app.wake("q-1", &()).await.unwrap().is_none());
 }
+
+/// The wall-clock time `cx.sleep_until` names.
+#[derive(Default)]
+struct Alarm {
+    at: AtomicU64,
+    runs: AtomicU32,
+}
+
+#[graph(state = Nap, deps = Alarm, start = wait)]
+mod alarm {
+    use super::*;
+
+    #[node(goto = [END], sleep)]
+    async fn wait(_s: &Nap, cx: &Ctx<Alarm>) -> Result<Step<Nap>, NodeError> {
+        cx.deps().runs.fetch_add(1, Ordering::SeqCst);
+        let at = std::time::UNIX_EPOCH + Duration::from_millis(cx.deps().at.load(Ordering::SeqCst));
+        cx.sleep_until(at).await?;
+        Ok(goto!(END, Nap::update().woke_at(Some(now_ms())).done(true)))
+    }
+}
+
+/// `cx.sleep_until(t)` sleeps until exactly `t`: the run ends `Sleeping { until: t }`, the timer
+/// stored is `t`, a resume before it runs nothing and does not move it, and the first resume
+/// past it runs on. A time in the past returns at once.
+#[tokio::test]
+async fn sleep_until_sleeps_until_the_time_it_names() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = alarm::graph().app().store(Arc::clone(&store));
+    let deps = Alarm::default();
+    let at = now_ms() + NAP_MS;
+    deps.at.store(at, Ordering::SeqCst);
+    let run = app.runner(&deps).thread("alarm").run(Nap::default()).await.unwrap();
+    assert_eq!(run.outcome, Outcome::Sleeping { thread: "alarm".into(), until: at });
+    assert_eq!(store.thread_timer("alarm").unwrap(), Some(at));
+
+    let early = app.runner(&deps).thread("alarm").resume().await.unwrap();
+    assert_eq!(early.outcome, Outcome::Sleeping { thread: "alarm".into(), until: at });
+    assert_eq!(deps.runs.load(Ordering::SeqCst), 1, "nothing ran before the time");
+    assert_eq!(store.thread_timer("alarm").unwrap(), Some(at), "not moved");
+
+    until_past(at).await;
+    let done = app.runner(&deps).thread("alarm").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert!(done.state.woke_at.is_some_and(|woke| woke >= at));
+
+    // Already past: no sleep at all.
+    deps.at.store(now_ms().saturating_sub(10_000), Ordering::SeqCst);
+    let run = app.runner(&deps).thread("past").run(Nap::default()).await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed);
+}

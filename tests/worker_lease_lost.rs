@@ -481,7 +481,7 @@ async fn a_claim_made_before_a_failed_run_settles_does_not_run_the_thread_again(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Time for a claim set aside to be started, had it been.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     stop.cancel();
     let report = tokio::time::timeout(LIMIT, handle).await.expect("the worker stops").unwrap().unwrap();
     assert_eq!(claims.load(Ordering::SeqCst), 2);
@@ -507,13 +507,19 @@ async fn a_worker_shut_down_with_a_claim_set_aside_lets_its_lease_go() {
     let clock = Arc::clone(&skew);
     store.claim_clock = Some(Box::new(move |now| now + clock.load(Ordering::SeqCst)));
     let counted = Arc::clone(&claims);
+    let stop = CancellationToken::new();
+    let stopping = stop.clone();
     store.after_claim = Some(Box::new(move |_: &dyn Store, claimed: &[agentflow_store::QueuedRun], _| {
-        counted.fetch_add(claimed.iter().filter(|c| c.thread == "g").count() as u32, Ordering::SeqCst);
+        let n = counted.fetch_add(claimed.iter().filter(|c| c.thread == "g").count() as u32, Ordering::SeqCst);
+        if n == 1 && claimed.iter().any(|c| c.thread == "g") {
+            // The worker is shut down as its claim takes the thread back: it is stopping by the
+            // time the old run ends, however soon that is.
+            stopping.cancel();
+        }
     }));
     let app = gated::graph().app().store(Arc::new(store) as Arc<dyn Store>);
     app.submit("g", &Count::default()).unwrap();
     let deps = Arc::new(Gate::default());
-    let stop = CancellationToken::new();
     let worker = Worker::new(app.clone(), Arc::clone(&deps))
         .concurrency(4)
         .lease_ttl(Duration::from_secs(3))
@@ -530,7 +536,6 @@ async fn a_worker_shut_down_with_a_claim_set_aside_lets_its_lease_go() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     skew.store(0, Ordering::SeqCst);
-    stop.cancel();
     let report = tokio::time::timeout(LIMIT, handle).await.expect("the worker stops").unwrap().unwrap();
     assert_eq!((report.claimed, report.lost), (1, 1), "{report:?}");
     assert_eq!(deps.started.load(Ordering::SeqCst), 1, "the claim set aside was not run");

@@ -55,7 +55,7 @@ async fn shutdown_as_the_last_step_commits(inner: Arc<dyn Store>, thread: &'stat
                 // The worker's loop (on the runtime's other thread) sees the shutdown and asks
                 // the run to pause before this commit returns to it.
                 stop.cancel();
-                std::thread::sleep(Duration::from_millis(300));
+                std::thread::sleep(Duration::from_secs(1));
             }
             None
         })

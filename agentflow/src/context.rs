@@ -605,9 +605,9 @@ impl<'a, D> Ctx<'a, D> {
             }
             None => {
                 if let Some(value) = self.resume.filter(|_| !std::mem::replace(&mut signal.resume_taken, true)) {
+                    // Not a failure for good: a person answers again (nothing is compensated).
                     let decoded = serde_json::from_value(value.clone()).map_err(|e| {
-                        signal.refused_resume = true;
-                        NodeError::fatal(format!(
+                        NodeError::needs_input(format!(
                             "the resume value for node `{}` does not have the shape it expects ({e}); \
                              resume again with a value of the right shape",
                             self.node

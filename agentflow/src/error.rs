@@ -14,7 +14,10 @@ pub enum ErrorClass {
     /// The caller can fix it (bad tool arguments, malformed model output): fed
     /// back as an observation, a bounded number of times. Never retried blindly.
     Correctable,
-    /// Only a human can unblock it: the run pauses.
+    /// Only a human can unblock it: the run pauses for them. A value given to `interrupt`
+    /// that does not have the shape the node reads fails the run with this class instead: the
+    /// thread waits for a new answer where it was answered, and (not a failure for good) no saga
+    /// compensation starts.
     NeedsInput,
     /// Nothing will fix it by retrying (permission denied, invariant broken):
     /// the run stops and reports it.

@@ -150,7 +150,7 @@ use serde_json::{Value, json};
 use crate::app::App;
 use crate::budget::{Limits, RunUsage, ThreadBudget};
 use crate::context::Ctx;
-use crate::error::NodeError;
+use crate::error::{ErrorClass, NodeError};
 use crate::graph::CompiledGraph;
 use crate::interrupt::{Pending, PendingKind};
 use crate::outcome::{Outcome, Run, RunError};
@@ -354,9 +354,12 @@ impl<D: Sync> Ctx<'_, D> {
             Outcome::BudgetExhausted { which } => Err(self.exhausted(which)),
             // The parent is being paused too; it resumes the child where it stopped.
             Outcome::Paused => Err(NodeError::fatal(format!("subgraph `{name}` was paused with its parent"))),
+            // A child that failed where a person answers again (an answer of the wrong shape)
+            // fails its parent's node the same way: the parent waits too, nothing undone.
             Outcome::Failed { node, error } => {
-                let error = NodeError::fatal(format!("subgraph `{name}` failed in node `{node}`: {}", error.message));
-                Err(error)
+                let class =
+                    if error.class == ErrorClass::NeedsInput { ErrorClass::NeedsInput } else { ErrorClass::Fatal };
+                Err(NodeError::new(class, format!("subgraph `{name}` failed in node `{node}`: {}", error.message)))
             }
             other => Err(NodeError::fatal(format!("subgraph `{name}` ended: {other}"))),
         }

@@ -390,8 +390,9 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
     /// - The run settled its row or left it queued (which let go of the claim's lease too: one
     ///   holder id). A claim made before that settle is stale: run, it would take up a thread
     ///   that failed, was cancelled or paused again. It is run only if its row is still queued
-    ///   (a parked run whose wait is met, a cancel the settle kept, a store failure to retry),
-    ///   under the lease taken again; a row settled away is left alone.
+    ///   as this claim left it (a parked run whose wait is met, a cancel the settle kept), under
+    ///   the lease taken again; a row settled away, queued anew since, or waiting out a store
+    ///   failure's backoff is left alone.
     #[allow(clippy::too_many_arguments)]
     async fn after_reclaim(
         &self,
@@ -414,9 +415,21 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
             return;
         }
         if !matches!(end, End::Lost) {
-            let thread = t.clone();
-            let queued =
-                blocking(store, move |s| s.list_runs().map(|runs| runs.iter().any(|r| r.thread == thread))).await;
+            // Still the row this claim took (not one queued anew since), and let go by the run
+            // that ended (a lease still held is a store failure's backoff, which it waits out).
+            let (thread, me, claims) = (t.clone(), holder.clone(), claim.claims);
+            let now = now_ms();
+            let queued = blocking(store, move |s| {
+                s.list_runs().map(|runs| {
+                    runs.iter().any(|r| {
+                        r.thread == thread
+                            && r.holder.as_deref() == Some(me.as_str())
+                            && r.claims == claims
+                            && r.lease.as_ref().is_none_or(|l| l.expires_at <= now)
+                    })
+                })
+            })
+            .await;
             if !matches!(queued, Ok(Ok(true))) {
                 return;
             }
@@ -539,9 +552,11 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                                 // thread's lease is let go (the lease of a claim set aside too:
                                 // one holder id).
                                 let holder = self.id.clone();
-                                let settled = blocking(&store, move |s| {
-                                    s.settle_run_and_release(&thread, &holder, &Settle::remove())
-                                })
+                                // Removed even with a cancel pending: claimed for it, it would
+                                // panic again at once.
+                                let settle = Settle::remove().handled(Some(RunControl::Cancel));
+                                let settled =
+                                    blocking(&store, move |s| s.settle_run_and_release(&thread, &holder, &settle))
                                 .await;
                                 if !matches!(settled, Ok(Ok(_))) {
                                     tracing::warn!(worker = %self.id, "could not remove the row of a run whose task failed");
@@ -753,6 +768,8 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 // pause: the cancel wins, the paused thread is cancelled now.
                 Outcome::Paused if asked == Some(RunControl::Cancel) => self.cancel_now(claim).await,
                 Outcome::Cancelled | Outcome::Paused => (End::Controlled, Then::Remove),
+                // Cancelled as asked, its calls undone.
+                Outcome::Compensated { .. } if asked == Some(RunControl::Cancel) => (End::Controlled, Then::Remove),
                 // Waiting (for people, a breakpoint, its timer), but a cancel was asked: the
                 // cancel wins. (A step that failed or ran out of budget as the cancel came ends
                 // the run cancelled itself.)
@@ -811,7 +828,15 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         let cancel = CancellationToken::new();
         cancel.cancel();
         match Box::pin(self.runner(claim, cancel, CancellationToken::new()).resume()).await {
-            Ok(run) if matches!(run.outcome, Outcome::Cancelled) => (End::Controlled, Then::Remove),
+            // Cancelled, its calls undone if it made any.
+            Ok(run) if matches!(run.outcome, Outcome::Cancelled | Outcome::Compensated { .. }) => {
+                (End::Controlled, Then::Remove)
+            }
+            // Its compensation waits for a person (a call cut off mid-way to settle): parked for
+            // that, as any run is, so the decision wakes it and the compensation goes on.
+            Ok(run) if matches!(&run.outcome, Outcome::Interrupted { .. }) => {
+                Box::pin(self.end_of(claim, Ok(run), None)).await
+            }
             Err(RunError::LeaseLost { .. } | RunError::ThreadBusy { .. }) => (End::Lost, Then::Nothing),
             Err(RunError::Persist(e)) => self.store_failure(claim, &e),
             other => {

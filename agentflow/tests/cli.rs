@@ -444,6 +444,31 @@ fn reject_cancel_and_settle_move_the_record_and_are_audited() {
         .collect();
     assert!(kinds.contains(&("approval.rejected".into(), "alice".into())), "{kinds:?}");
     assert!(kinds.contains(&("approval.failed".into(), "alice".into())), "{kinds:?}");
+
+    // The other two settlements: it acted, with this result; run it again.
+    {
+        let s = RedbStore::open(&store).unwrap();
+        for other in ["unknown-2", "unknown-3"] {
+            let mut unknown = s.approval("unknown-1").unwrap().unwrap();
+            unknown.id = other.into();
+            unknown.status = ApprovalStatus::OutcomeUnknown;
+            unknown.decided_by = None;
+            unknown.decision_note = None;
+            s.put_approval(unknown, "agent").unwrap();
+        }
+    }
+    expect_refusal(&run(&["settle", "unknown-2", "--succeeded", "{not json"]), 2, "--succeeded");
+    let settled = run(&["settle", "unknown-2", "--succeeded", r#"{"refund": "re_1"}"#]);
+    assert_eq!(settled.status.code(), Some(0), "{}", stderr(&settled));
+    let record: Value = serde_json::from_slice(&settled.stdout).unwrap();
+    assert_eq!(record["status"], "SUCCEEDED");
+    let result: Value = serde_json::from_str(record["decision_note"].as_str().unwrap()).unwrap();
+    assert_eq!(result, json!({ "refund": "re_1" }), "the result the run goes on with");
+    let again = run(&["settle", "unknown-3", "--run-again"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    let record: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(record["status"], "APPROVED", "{record}");
+    expect_refusal(&run(&["settle", "unknown-3", "--run-again"]), 1, "already decided");
 }
 
 #[test]

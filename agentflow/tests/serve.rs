@@ -497,6 +497,36 @@ async fn live_reports_a_decision_made_by_the_cli_in_another_process() {
     assert_ne!(after["version"], before["version"]);
 }
 
+/// A thread whose resume failed on an answer of the wrong shape still waits in its interrupt,
+/// and the inbox lists it: `/live` counts it too, and an answer recorded for it from the CLI
+/// changes the version, so an open inbox page reloads. (`/live` looked at `interrupted` threads
+/// only: the page went on offering the question as unanswered.)
+#[tokio::test]
+async fn live_follows_a_thread_waiting_again_after_an_answer_of_the_wrong_shape() {
+    let dir = temp_dir("live-failed");
+    let store = filled_redb(&dir).await;
+    add_question(open_redb(&store)).await;
+    {
+        let app = questions::graph().app().store(open_redb(&store));
+        let run = app.runner(&()).thread("t-question").resume_with(42).await.unwrap();
+        assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
+    }
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let base = serve.base.as_str();
+    let alice = login(base, "alice-token").await;
+    let (_, inbox) = get(base, Some(&alice), "/").await;
+    assert!(inbox.contains("1 interrupt"), "the inbox lists it: {inbox}");
+    let (_, before) = get(base, Some(&alice), "/live").await;
+    let before: Value = serde_json::from_str(&before).unwrap();
+    // `t-paused`, interrupted for its approval, and `t-question`, waiting again.
+    assert_eq!(before["interrupts"], 2, "{before}");
+    let out = cli(store.to_str().unwrap(), &["answer", "t-question", "--value", "\"ship\"", "--as", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, after) = get(base, Some(&alice), "/live").await;
+    let after: Value = serde_json::from_str(&after).unwrap();
+    assert_ne!(after["version"], before["version"]);
+}
+
 #[tokio::test]
 async fn live_reports_a_cli_decision_on_postgresql() {
     let Some(url) = pg::pg_url() else { return };

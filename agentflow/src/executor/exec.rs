@@ -74,9 +74,6 @@ pub(crate) struct Exec<'g, S: State, D> {
     pub(crate) resumed_interrupts: Vec<Pending>,
     /// Nodes whose subgraph took the resume value in a run that then halted.
     pub(crate) children_moved: std::sync::Mutex<Vec<NodeId>>,
-    /// The node whose failure came from a resume value of the wrong shape, if one did: the
-    /// thread waits for a new answer where it was answered, so that failure undoes nothing.
-    pub(crate) refused_answer: std::sync::Mutex<Option<&'static str>>,
     pub(crate) resumed_step: u32,
     /// Resuming a step that paused before its nodes or inside one: do not stop
     /// at its breakpoints before nodes again.
@@ -157,6 +154,8 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     // An effect in flight when the deadline falls finishes and is journaled first.
                     Some(at) => match shielded_timeout(at.into(), &self.scope.shield, work).await {
                         Ok(results) => results?,
+                        // A stop asked meanwhile wins, as over a budget within the step.
+                        Err(_) if self.scope.cancel.is_cancelled() => break self.stopped(),
                         Err(_) => break Outcome::BudgetExhausted { which: Budget::Deadline },
                     },
                     None => work.await?,
@@ -203,6 +202,9 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     instance: None,
                     error: error.clone(),
                 });
+                if self.scope.cancel.is_cancelled() {
+                    break self.stopped();
+                }
                 break self.failed(id, error);
             }
             std::mem::swap(&mut active, &mut next);
@@ -249,9 +251,15 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             };
             sorted.halted.push(id);
             match halt {
-                Halt::Error(e) => {
-                    sorted.failed.get_or_insert((id, e));
-                }
+                // The first failure in declaration order, but a failure for good before one a person
+                // unblocks (an answer of the wrong shape): the run then fails for good.
+                Halt::Error(e) => match &sorted.failed {
+                    Some((_, first)) if first.class == ErrorClass::NeedsInput && e.class != ErrorClass::NeedsInput => {
+                        sorted.failed = Some((id, e));
+                    }
+                    Some(_) => {}
+                    None => sorted.failed = Some((id, e)),
+                },
                 Halt::Pause(pending, answer) => {
                     sorted.interrupts.push(pending);
                     sorted.kept.extend(answer);
@@ -547,7 +555,9 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 }
             };
             let signal = signal.into_inner().unwrap_or_else(|p| p.into_inner());
-            if signal.child_took_resume {
+            // A child that refused the value (its shape) did not move on: it still waits for a
+            // value where it asked, and so does this node.
+            if signal.child_took_resume && error.class != ErrorClass::NeedsInput {
                 self.children_moved.lock().unwrap_or_else(|p| p.into_inner()).push(id);
             }
             if let Some(which) = signal.exhausted {
@@ -570,9 +580,6 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 && attempt < node.retry.max_attempts
                 && !self.scope.cancel.is_cancelled();
             if !retry {
-                if signal.refused_resume {
-                    *self.refused_answer.lock().unwrap_or_else(|p| p.into_inner()) = Some(node.name);
-                }
                 tracing::warn!(parent: &span, %error, attempt, "node failed");
                 self.events.emit(|| Event::NodeFailed { step, node: node.name, instance, error: error.clone() });
                 return Err(Halt::Error(error));

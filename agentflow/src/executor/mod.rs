@@ -622,7 +622,6 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             kept_answers,
             resumed_interrupts,
             children_moved: std::sync::Mutex::new(Vec::new()),
-            refused_answer: std::sync::Mutex::new(None),
             resumed_step: start.step,
             skip_before,
             metrics,
@@ -643,13 +642,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 return Err(e);
             }
         };
-        // A run that failed on an answer of the wrong shape waits for a new answer where it was
-        // answered: that failure is not for good, and undoes nothing.
-        let refused = *exec.refused_answer.lock().unwrap_or_else(|p| p.into_inner());
-        let answer_refused = matches!(&run.outcome, Outcome::Failed { node, .. } if Some(node.as_str()) == refused);
         if let Some(cp) = checkpointer.as_mut()
             && crate::saga::triggers(&run.outcome)
-            && !answer_refused
             && crate::saga::has_steps(&cp.store_handle(), &cp.thread).await?
         {
             let reason = run.outcome.to_string();

@@ -1,17 +1,19 @@
 //! Live updates and the stuck-thread gauge.
 //!
 //! `GET /live` answers `{"version": .., "approvals": N, "interrupts": M}`: the version is a
-//! hash of every waiting approval (id, status, last change) and every interrupted thread (id,
-//! last change), so it changes whenever a decision is made, from this server, the CLI or an
-//! app, and whenever a thread starts or stops waiting. The inbox page polls it every two
-//! seconds and reloads when it differs from the version the page was drawn from (or, when the
-//! person is typing in a form, shows a banner instead).
+//! hash of every waiting approval (id, status, last change) and every thread that waits (id,
+//! last change, answers recorded): an `interrupted` one, or a `failed` one still waiting in its
+//! interrupt after an answer of the wrong shape, as the inbox lists it. So it changes whenever
+//! a decision is made, from this server, the CLI or an app, and whenever a thread starts or
+//! stops waiting. The inbox page polls it every two seconds and reloads when it differs from
+//! the version the page was drawn from (or, when the person is typing in a form, shows a
+//! banner instead).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use agentflow::Store;
-use agentflow::approval::ANSWER_KIND;
+use agentflow::approval::{ANSWER_KIND, ApprovalDesk, RoleAuthorizer};
 use agentflow_store::ThreadStatus;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -25,7 +27,9 @@ use crate::out::now_ms;
 pub const STUCK_THREADS: &str = "agentflow_stuck_threads";
 
 /// What waits now, as the `/live` JSON.
-pub fn snapshot(store: &dyn Store) -> Result<Value, Failure> {
+pub fn snapshot(shared: &Arc<dyn Store>) -> Result<Value, Failure> {
+    let store = shared.as_ref();
+    let desk = ApprovalDesk::for_store(Arc::clone(shared), RoleAuthorizer::new());
     let mut approvals: Vec<(String, String, u64)> = store
         .scan_pending_approvals()
         .map_err(Failure::store)?
@@ -39,7 +43,12 @@ pub fn snapshot(store: &dyn Store) -> Result<Value, Failure> {
         .map_err(Failure::store)?
         .items
         .into_iter()
-        .filter(|t| t.status == ThreadStatus::Interrupted)
+        // A thread whose resume failed with a spent answer (one of the wrong shape) still waits
+        // in its interrupt, and the inbox lists it: an answer to it changes the version too.
+        .filter(|t| {
+            t.status == ThreadStatus::Interrupted
+                || (t.status == ThreadStatus::Failed && desk.waiting_interrupt(&t.id).is_ok())
+        })
         .map(|t| (t.id, t.updated_at))
         .collect();
     interrupted.sort();

@@ -329,7 +329,7 @@ fn inbox_data(shared: &Arc<dyn Store>, stuck: (u64, u64), decided: Option<String
     }
     let mut stuck = crate::stuck::find(shared, stuck.0, stuck.1, now_ms())?;
     stuck.extend(unreadable);
-    let version = live::snapshot(store)?["version"].as_str().unwrap_or_default().to_string();
+    let version = live::snapshot(shared)?["version"].as_str().unwrap_or_default().to_string();
     let decided = match decided {
         Some(id) => store.approval(&id).map_err(Failure::store)?,
         None => None,
@@ -555,7 +555,7 @@ async fn live_json(State(server): State<Shared>, headers: HeaderMap) -> Response
     if server.auth.session(&headers).is_none() {
         return json(StatusCode::UNAUTHORIZED, serde_json::json!({ "error": "log in first" }));
     }
-    match server.store.with(|store| live::snapshot(store.as_ref())).await {
+    match server.store.with(live::snapshot).await {
         Ok(v) => json(StatusCode::OK, v),
         Err(f) => json(StatusCode::SERVICE_UNAVAILABLE, serde_json::json!({ "error": f.message })),
     }
