@@ -511,3 +511,57 @@ async fn a_run_that_wakes_after_losing_its_lease_requests_no_approval() {
     assert_eq!(store.list_approvals("asker").unwrap(), vec![], "the stalled run requested an approval");
     assert!(store.list_pending_approvals().unwrap().is_empty());
 }
+
+/// Holds the effect's body until released, after announcing it started.
+#[derive(Default)]
+pub struct Charging {
+    in_body: Notify,
+    release: Notify,
+    bodies: AtomicU32,
+}
+
+#[graph(state = Work, deps = Charging, start = charge)]
+mod charging {
+    use super::*;
+
+    #[node(goto = [END])]
+    async fn charge(_s: &Work, cx: &Ctx<Charging>) -> Result<Step<Work>, NodeError> {
+        let deps = cx.deps();
+        let receipt = cx
+            .effect("charge", |_| async move {
+                deps.bodies.fetch_add(1, Ordering::SeqCst);
+                deps.in_body.notify_one();
+                deps.release.notified().await;
+                Ok::<_, NodeError>("charged".to_string())
+            })
+            .await?;
+        Ok(goto!(END, Work::update().log(vec![receipt])))
+    }
+}
+
+/// The lease is taken over while an effect's body runs: the body acted, so its result is
+/// journaled anyway (whoever holds the lease), and the run that took the thread over replays it
+/// instead of charging again or asking a person whether the charge happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_an_effect_returned_is_journaled_even_after_the_lease_was_lost() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = charging::graph().app().store(Arc::clone(&store));
+    let deps = Charging::default();
+    let run = app.runner(&deps).thread("mid-charge").lease_ttl(Duration::from_secs(60)).run(Work::default());
+    let thief = async {
+        deps.in_body.notified().await;
+        store.acquire_lease("mid-charge", "thief", 60_000, now_ms() + 120_000).expect("the thief takes the thread");
+        deps.release.notify_one();
+    };
+    let (run, ()) = tokio::time::timeout(GUARD, async { tokio::join!(run, thief) }).await.expect("no hang");
+    assert!(matches!(run, Err(RunError::LeaseLost { .. })), "{:?}", run.map(|r| r.outcome));
+    assert_eq!(deps.bodies.load(Ordering::SeqCst), 1);
+
+    // The thief goes away; a run takes the thread again and finds the charge journaled.
+    store.release_lease("mid-charge", "thief").unwrap();
+    let done = tokio::time::timeout(GUARD, app.runner(&deps).thread("mid-charge").resume()).await.unwrap().unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.log, ["charged"]);
+    assert_eq!(deps.bodies.load(Ordering::SeqCst), 1, "charged once");
+    assert!(store.list_approvals("mid-charge").unwrap().is_empty(), "no outcome left for a person to settle");
+}

@@ -174,6 +174,9 @@ fn a_run_reports_its_runs_steps_nodes_tools_approvals_checkpoints_and_budgets() 
     assert_eq!(counter(&snap, m::TOOL_CALLS, &[("tool", "lookup"), ("result", "tool_error")]), 1);
     assert_eq!(counter(&snap, m::TOOL_CALLS, &[("tool", "refund"), ("result", "halted")]), 1);
     assert_eq!(counter(&snap, m::TOOL_CALLS, &[("tool", "refund"), ("result", "ok")]), 1);
+    // The time of each call through the gateway: both lookups, and the approved refund.
+    assert_eq!(samples(&snap, m::TOOL_SECONDS, &[("tool", "lookup")]), 2);
+    assert!(samples(&snap, m::TOOL_SECONDS, &[("tool", "refund")]) >= 1);
     assert_eq!(counter(&snap, m::APPROVALS_REQUESTED, &[("tool", "refund")]), 1);
     assert_eq!(counter(&snap, m::APPROVAL_DECISIONS, &[("status", "approved")]), 1);
     assert_eq!(samples(&snap, m::APPROVAL_DECISION_SECONDS, &[("status", "approved")]), 1);

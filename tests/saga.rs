@@ -968,3 +968,33 @@ async fn a_worker_cancelling_a_waiting_order_undoes_it() {
     assert_eq!(report.controlled, 1, "{report:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A compensated order cannot be carried on (`update_state` refuses it), but it can be forked at
+/// a checkpoint to run again, as the README says: the new branch runs its steps afresh, ships
+/// this time, and completes; the old branch's calls and their compensations stay in the log.
+#[tokio::test]
+async fn a_compensated_order_forked_at_a_checkpoint_runs_again() {
+    let dir = tempdir("fork-compensated");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = app(Arc::clone(&store));
+    let run = app.runner(&Shop::new(&dir)).thread("order-10").run(Checkout::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Compensated { .. }), "{}", run.outcome);
+    assert_eq!(store.thread("order-10").unwrap().unwrap().status, ThreadStatus::Compensated);
+    let before_deliver = app
+        .history("order-10")
+        .unwrap()
+        .into_iter()
+        .find(|c| c.cursor == ["deliver"])
+        .expect("the checkpoint before `deliver`")
+        .seq;
+    app.fork("order-10", before_deliver, "ops").unwrap();
+    let shop = Shop { ships: true, ..Shop::new(&dir) };
+    let run = app.runner(&shop).thread("order-10").resume().await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed);
+    assert!(run.state.shipped);
+    let calls = lines(&dir, "calls.log");
+    assert_eq!(calls.last().map(String::as_str), Some("ship"));
+    assert_eq!(count(&calls, "ship"), 2, "shipping failed once, then ran again on the new branch");
+    assert_eq!(count(&calls, "create_order"), 1, "the steps before the fork point are not run again");
+    let _ = std::fs::remove_dir_all(&dir);
+}

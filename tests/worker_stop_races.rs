@@ -153,3 +153,63 @@ async fn postgres_a_cancel_asked_as_the_node_fails_ends_the_thread_cancelled() {
     let store = agentflow_store::PostgresStore::builder().schema(&schema).open(&url).unwrap();
     a_cancel_asked_as_the_node_fails(Arc::new(store), "cancel-fail-pg").await;
 }
+
+/// `cancel_run` or `pause_run` asked (from any process) while the run's last step commits: too
+/// late, the run ends `Completed`, nothing is compensated, and the run leaves the queue (at once,
+/// or at the next claim of the request it kept, which finds the thread finished).
+async fn a_control_asked_as_the_last_step_commits(
+    inner: Arc<dyn Store>,
+    thread: &'static str,
+    control: agentflow_store::RunControl,
+) {
+    let mut hooked = hooked_store::Hooked::new(Arc::clone(&inner));
+    hooked.fail_commit = Some({
+        let inner = Arc::clone(&inner);
+        Box::new(move |commit| {
+            if commit.thread.id == thread && commit.thread.status == ThreadStatus::Completed {
+                assert!(inner.control_run(thread, control).unwrap(), "the run is queued");
+                // The worker reads its runs' requests every poll (10 ms) and stops the run.
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            None
+        })
+    });
+    let app = counting::graph().app().store(Arc::new(hooked) as Arc<dyn Store>);
+    app.submit(thread, &Count::default()).unwrap();
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::new(())).poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    let began = std::time::Instant::now();
+    while !app.live_runs().unwrap().is_empty() || inner.thread(thread).unwrap().is_none() {
+        assert!(began.elapsed() < Duration::from_secs(30), "the run stayed queued: {:?}", app.live_runs());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.cancel();
+    let report =
+        tokio::time::timeout(Duration::from_secs(30), handle).await.expect("the worker stops").unwrap().unwrap();
+    let record = inner.thread(thread).unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Completed, "{record:?}");
+    assert_eq!((report.completed, report.controlled), (report.claimed, 0), "{report:?}");
+    assert_eq!(app.state(thread).unwrap().unwrap().state.n, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_a_cancel_asked_as_the_last_step_commits_is_too_late() {
+    let store = Arc::new(RedbStore::in_memory().unwrap());
+    a_control_asked_as_the_last_step_commits(store, "late-cancel", agentflow_store::RunControl::Cancel).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redb_a_pause_asked_as_the_last_step_commits_is_too_late() {
+    let store = Arc::new(RedbStore::in_memory().unwrap());
+    a_control_asked_as_the_last_step_commits(store, "late-pause", agentflow_store::RunControl::Pause).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_cancel_asked_as_the_last_step_commits_is_too_late() {
+    let Some(url) = pg::pg_url() else { return };
+    let schema = format!("worker_stop_races_late_{}", std::process::id());
+    let store = agentflow_store::PostgresStore::builder().schema(&schema).open(&url).unwrap();
+    a_control_asked_as_the_last_step_commits(Arc::new(store), "late-cancel-pg", agentflow_store::RunControl::Cancel)
+        .await;
+}
