@@ -998,3 +998,88 @@ async fn a_compensated_order_forked_at_a_checkpoint_runs_again() {
     assert_eq!(count(&calls, "create_order"), 1, "the steps before the fork point are not run again");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A node that fails with a needs-input error of its own (no question asked, no answer refused)
+/// fails for good as far as the saga goes: the order is undone, as for any other failure. Only
+/// an answer refused for its shape leaves the order waiting.
+#[tokio::test]
+async fn a_needs_input_failure_that_refused_no_answer_undoes_the_order() {
+    #[graph(state = Checkout, deps = Shop, start = create)]
+    mod stuck_order {
+        use super::*;
+
+        #[node(goto = [address], tools = [create_order])]
+        async fn create(_s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+            cx.run_tool(create_order, serde_json::json!({ "item": "lamp", "qty": 2 })).await?;
+            Ok(goto!(address))
+        }
+
+        #[node(goto = [END])]
+        async fn address(_s: &Checkout) -> Result<Step<Checkout>, NodeError> {
+            Err(NodeError::needs_input("no shipping address on file"))
+        }
+    }
+    let dir = tempdir("needs-input");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = stuck_order::graph().app().store(Arc::clone(&store)).policy(RiskPolicy::allow_all());
+    let run = app.runner(&Shop::new(&dir)).thread("order-11").run(Checkout::default()).await.unwrap();
+    let Outcome::Compensated { undone: done, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(triples(done), undone(&[("create", "create_order", "cancel_order")]));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[graph(state = Checkout, deps = Shop, start = ask)]
+mod go_then_stuck {
+    use super::*;
+
+    #[node(goto = [check], interrupt)]
+    async fn ask(s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+        let go: bool = cx.interrupt(serde_json::json!({ "ship": s.order_id }))?;
+        Ok(goto!(check, Checkout::update().shipped(go)))
+    }
+
+    #[node(goto = [END])]
+    async fn check(_s: &Checkout) -> Result<Step<Checkout>, NodeError> {
+        Err(NodeError::needs_input("no shipping address on file"))
+    }
+}
+
+#[graph(state = Checkout, deps = Shop, start = create)]
+mod stuck_parent {
+    use super::*;
+
+    #[node(goto = [confirm], tools = [create_order])]
+    async fn create(_s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+        cx.run_tool(create_order, serde_json::json!({ "item": "lamp", "qty": 2 })).await?;
+        Ok(goto!(confirm))
+    }
+
+    #[node(goto = [END], subgraphs = [go_then_stuck])]
+    async fn confirm(s: &Checkout, cx: &Ctx<Shop>) -> Result<Step<Checkout>, NodeError> {
+        cx.subgraph(go_then_stuck::graph(), s.clone()).await?;
+        Ok(goto!(END))
+    }
+}
+
+/// The child takes the go-ahead (it decodes), commits that step, and a later step of the child
+/// fails with a needs-input error of its own: the child moved on, so the parent no longer waits
+/// on the question it answered (nobody would read a second answer), and its failure undoes the
+/// order as any other.
+#[tokio::test]
+async fn a_child_that_took_the_answer_and_failed_later_leaves_no_question_behind() {
+    let dir = tempdir("child-moved-on");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = stuck_parent::graph().app().store(Arc::clone(&store)).policy(RiskPolicy::allow_all());
+    let shop = Shop::new(&dir);
+    let run = app.runner(&shop).thread("order-12").run(Checkout::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+    let run = app.runner(&shop).thread("order-12").resume_with(true).await.unwrap();
+    let Outcome::Compensated { undone: done, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(triples(done), undone(&[("create", "create_order", "cancel_order")]));
+    assert!(
+        app.pending("order-12").unwrap().iter().all(|p| p.kind != agentflow::PendingKind::Interrupt),
+        "no question left behind: {:?}",
+        app.pending("order-12")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

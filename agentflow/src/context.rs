@@ -522,7 +522,12 @@ impl<'a, D> Ctx<'a, D> {
     /// subgraph moved on to another question waits at that question; one whose
     /// subgraph took the value and then failed waits for nothing recorded (its
     /// re-run finds out what the child waits for now, and a child whose own step
-    /// failed while it waited still gets the next value).
+    /// failed while it waited still gets the next value); one whose subgraph
+    /// refused the value for its shape (the child failed where it asked, and
+    /// still waits there) waits as it did, and the next value goes down to the
+    /// child again. A value of the wrong shape, here or in such a child, fails
+    /// the run with [`ErrorClass::NeedsInput`](crate::ErrorClass::NeedsInput) and
+    /// starts no saga compensation.
     ///
     /// Only a `#[node(interrupt)]` may call it, once per run of the node.
     ///
@@ -607,6 +612,7 @@ impl<'a, D> Ctx<'a, D> {
                 if let Some(value) = self.resume.filter(|_| !std::mem::replace(&mut signal.resume_taken, true)) {
                     // Not a failure for good: a person answers again (nothing is compensated).
                     let decoded = serde_json::from_value(value.clone()).map_err(|e| {
+                        signal.refused_resume = true;
                         NodeError::needs_input(format!(
                             "the resume value for node `{}` does not have the shape it expects ({e}); \
                              resume again with a value of the right shape",

@@ -116,6 +116,11 @@ pub(crate) struct Signal {
     /// The journaled call that just ended returned an error, and its *started* marker was closed
     /// as "ended with an error": the call is known to have failed (not cut off).
     pub(crate) ended_with_error: bool,
+    /// The resume value was refused in this attempt: it did not decode as the type
+    /// `interrupt` asked for (here, or in the subgraph child it was handed to, which still waits
+    /// for a value where it asked). The attempt's failure is one a person fixes by answering
+    /// again, not a failure for good.
+    pub(crate) refused_resume: bool,
     /// The value `interrupt` returned in this attempt. If the attempt then
     /// pauses for something else (its subgraph's question, an approval, a
     /// timer), it is kept with the pause: the node's re-run gets it back.

@@ -274,13 +274,7 @@ pub(crate) async fn has_steps(store: &Arc<dyn Store>, thread: &str) -> Result<bo
 
 /// Whether a run that ended this way compensates.
 pub(crate) fn triggers(outcome: &Outcome) -> bool {
-    match outcome {
-        // A failure only a person can unblock (an answer of the wrong shape: the thread waits for
-        // a new one where it was answered) is not a failure for good.
-        Outcome::Failed { error, .. } => error.class != crate::error::ErrorClass::NeedsInput,
-        Outcome::Cancelled => true,
-        _ => false,
-    }
+    matches!(outcome, Outcome::Failed { .. } | Outcome::Cancelled)
 }
 
 /// The status a thread is left in by a compensating run's outcome.

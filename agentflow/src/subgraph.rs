@@ -276,10 +276,22 @@ impl<D: Sync> Ctx<'_, D> {
                     match (waits, resume) {
                         (true, Some(value)) => {
                             took_resume = true;
+                            let before = latest_seq(&store, &id).await;
                             let run = runner.resume_with(value.clone()).await;
-                            if !matches!(run, Err(RunError::ThreadBusy { .. })) {
-                                self.signal.lock().unwrap_or_else(|p| p.into_inner()).child_took_resume = true;
+                            // Refused for its shape: the child failed without a step, and still
+                            // waits for a value where it asked (so does this node).
+                            let refused = matches!(&run, Ok(r) if matches!(&r.outcome,
+                                    Outcome::Failed { error, .. } if error.class == ErrorClass::NeedsInput))
+                                && before.is_some()
+                                && latest_seq(&store, &id).await == before
+                                && app.waits_for(&id).is_ok_and(|p| p.iter().any(|p| p.kind == PendingKind::Interrupt));
+                            let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
+                            if refused {
+                                signal.refused_resume = true;
+                            } else if !matches!(run, Err(RunError::ThreadBusy { .. })) {
+                                signal.child_took_resume = true;
                             }
+                            drop(signal);
                             run
                         }
                         // Resumed without a value: still waiting for one.
@@ -405,6 +417,12 @@ const BUSY_WAITS: u32 = 8;
 const MAX_BUSY_WAIT_MS: u64 = 120_000;
 
 /// The child thread's stored limits and what it consumed so far, from its latest checkpoint.
+/// The seq of `thread`'s latest checkpoint (`None` if there is none or it cannot be read).
+async fn latest_seq(store: &Arc<dyn Store>, thread: &str) -> Option<u64> {
+    let thread = thread.to_string();
+    blocking(store, move |s| s.latest_checkpoint(&thread)).await.ok()?.ok()?.map(|cp| cp.seq)
+}
+
 async fn child_budget(store: &Arc<dyn Store>, thread: &str) -> Result<ThreadBudget, NodeError> {
     let id = thread.to_string();
     let read = blocking(store, move |s| -> Result<Option<ThreadBudget>, PersistError> {

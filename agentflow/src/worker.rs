@@ -375,6 +375,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
             stops,
             store_failures: self.store_failures.clone(),
             acted_on: OnceLock::new(),
+            cancelled_now: std::sync::atomic::AtomicBool::new(false),
         };
         let (thread, claim_thread) = (claim.thread.clone(), claim.thread.clone());
         let handle = tasks.spawn(async move { (thread, job.run(claim).await) });
@@ -390,7 +391,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
     /// - The run settled its row or left it queued (which let go of the claim's lease too: one
     ///   holder id). A claim made before that settle is stale: run, it would take up a thread
     ///   that failed, was cancelled or paused again. It is run only if its row is still queued
-    ///   as this claim left it (a parked run whose wait is met, a cancel the settle kept), under
+    ///   as this claim left it, ready (a parked run whose wait is met, a cancel the settle kept), under
     ///   the lease taken again; a row settled away, queued anew since, or waiting out a store
     ///   failure's backoff is left alone.
     #[allow(clippy::too_many_arguments)]
@@ -423,6 +424,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                 s.list_runs().map(|runs| {
                     runs.iter().any(|r| {
                         r.thread == thread
+                            && r.wait == RunWait::Ready
                             && r.holder.as_deref() == Some(me.as_str())
                             && r.claims == claims
                             && r.lease.as_ref().is_none_or(|l| l.expires_at <= now)
@@ -630,6 +632,9 @@ struct Job<S: State, D> {
     /// its queue row is settled as having handled. One read later by a heartbeat is not: the
     /// store keeps it for the next claim.
     acted_on: OnceLock<Option<RunControl>>,
+    /// [`Job::cancel_now`] ran: what it left (a compensation that waits for a person, parked)
+    /// is not cancelled again.
+    cancelled_now: std::sync::atomic::AtomicBool,
 }
 
 /// What a worker does with a run's queue row once the run ended.
@@ -743,8 +748,12 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         let asked = *self.acted_on.get_or_init(|| self.stops.asked.get().copied());
         let (end, then) = self.end_of(claim, result, asked).await;
         match then {
-            // Waiting (for people, a value, its timer), but a cancel was asked: the cancel wins.
-            Then::Park(_) | Then::AwaitApprovals(_) if asked == Some(RunControl::Cancel) => {
+            // Waiting (for people, a value, its timer), but a cancel was asked: the cancel wins
+            // (unless the cancelled run is what waits: its compensation, for a person).
+            Then::Park(_) | Then::AwaitApprovals(_)
+                if asked == Some(RunControl::Cancel)
+                    && !self.cancelled_now.load(std::sync::atomic::Ordering::SeqCst) =>
+            {
                 self.cancel_now(claim).await
             }
             then => (end, then),
@@ -825,6 +834,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     /// Resumes the claimed thread already cancelled, so it ends `cancelled` at its first step
     /// boundary: a cancel request that came when the run had stopped for something else.
     async fn cancel_now(&self, claim: &QueuedRun) -> (End, Then) {
+        self.cancelled_now.store(true, std::sync::atomic::Ordering::SeqCst);
         let cancel = CancellationToken::new();
         cancel.cancel();
         match Box::pin(self.runner(claim, cancel, CancellationToken::new()).resume()).await {

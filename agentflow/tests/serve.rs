@@ -520,6 +520,12 @@ async fn live_follows_a_thread_waiting_again_after_an_answer_of_the_wrong_shape(
     let before: Value = serde_json::from_str(&before).unwrap();
     // `t-paused`, interrupted for its approval, and `t-question`, waiting again.
     assert_eq!(before["interrupts"], 2, "{before}");
+    // `agentflow stuck` counts it as waiting on a person too.
+    let stuck = cli(store.to_str().unwrap(), &["stuck", "--waiting", "0s", "--json"]);
+    assert_eq!(stuck.status.code(), Some(0), "{}", String::from_utf8_lossy(&stuck.stderr));
+    let stuck: Value = serde_json::from_slice(&stuck.stdout).unwrap();
+    let waiting = stuck.as_array().unwrap().iter().find(|s| s["thread"] == "t-question").expect("listed as stuck");
+    assert_eq!(waiting["reason"], "waiting_on_human", "{waiting}");
     let out = cli(store.to_str().unwrap(), &["answer", "t-question", "--value", "\"ship\"", "--as", "ops"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let (_, after) = get(base, Some(&alice), "/live").await;

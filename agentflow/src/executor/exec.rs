@@ -74,6 +74,10 @@ pub(crate) struct Exec<'g, S: State, D> {
     pub(crate) resumed_interrupts: Vec<Pending>,
     /// Nodes whose subgraph took the resume value in a run that then halted.
     pub(crate) children_moved: std::sync::Mutex<Vec<NodeId>>,
+    /// The nodes whose failure came from a refused resume value (see `Signal::refused_resume`):
+    /// the thread waits for a new answer where it was answered, so such a failure undoes
+    /// nothing.
+    pub(crate) refused_answers: std::sync::Mutex<Vec<&'static str>>,
     pub(crate) resumed_step: u32,
     /// Resuming a step that paused before its nodes or inside one: do not stop
     /// at its breakpoints before nodes again.
@@ -280,7 +284,9 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
     /// - A node that paused waits for what it paused on now, unless it took the resume value in
     ///   this step: the step keeps no new answer, so its re-run asks its question again.
     /// - A node whose subgraph took the resume value waits for nothing recorded here: the child
-    ///   moved on in its own thread, and the node's re-run finds out what it waits for now.
+    ///   moved on in its own thread, and the node's re-run finds out what it waits for now. (A
+    ///   child that refused the value for its shape did not take it: it still waits where it
+    ///   asked, and so does the node.)
     /// - Any other node that did not finish will do again what it waited for.
     /// - A breakpoint stays as it was: the resumed step has passed it.
     fn waiting_after_stop(
@@ -555,9 +561,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 }
             };
             let signal = signal.into_inner().unwrap_or_else(|p| p.into_inner());
-            // A child that refused the value (its shape) did not move on: it still waits for a
-            // value where it asked, and so does this node.
-            if signal.child_took_resume && error.class != ErrorClass::NeedsInput {
+            if signal.child_took_resume {
                 self.children_moved.lock().unwrap_or_else(|p| p.into_inner()).push(id);
             }
             if let Some(which) = signal.exhausted {
@@ -580,6 +584,9 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 && attempt < node.retry.max_attempts
                 && !self.scope.cancel.is_cancelled();
             if !retry {
+                if signal.refused_resume && error.class == ErrorClass::NeedsInput {
+                    self.refused_answers.lock().unwrap_or_else(|p| p.into_inner()).push(node.name);
+                }
                 tracing::warn!(parent: &span, %error, attempt, "node failed");
                 self.events.emit(|| Event::NodeFailed { step, node: node.name, instance, error: error.clone() });
                 return Err(Halt::Error(error));

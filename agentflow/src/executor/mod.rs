@@ -622,6 +622,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             kept_answers,
             resumed_interrupts,
             children_moved: std::sync::Mutex::new(Vec::new()),
+            refused_answers: std::sync::Mutex::new(Vec::new()),
             resumed_step: start.step,
             skip_before,
             metrics,
@@ -642,8 +643,15 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 return Err(e);
             }
         };
+        // A run that failed on an answer of the wrong shape waits for a new answer where it was
+        // answered (here or in the subgraph it was handed to): not a failure for good, and it
+        // undoes nothing.
+        let refused = exec.refused_answers.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let answer_refused = matches!(&run.outcome, Outcome::Failed { node, error }
+            if error.class == crate::error::ErrorClass::NeedsInput && refused.iter().any(|r| r == node));
         if let Some(cp) = checkpointer.as_mut()
             && crate::saga::triggers(&run.outcome)
+            && !answer_refused
             && crate::saga::has_steps(&cp.store_handle(), &cp.thread).await?
         {
             let reason = run.outcome.to_string();

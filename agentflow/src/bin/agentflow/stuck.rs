@@ -124,6 +124,17 @@ pub fn find(shared: &Arc<dyn Store>, waiting: u64, overdue: u64, now: u64) -> Re
                     found.push(Stuck { thread: t.id.clone(), reason: "waiting_on_human", since, detail: what });
                 }
             }
+            // Its resume failed on an answer of the wrong shape: it waits in its interrupt for a
+            // new one (the inbox lists it).
+            ThreadStatus::Failed
+                if now.saturating_sub(t.updated_at) >= waiting
+                    && desk.waiting_interrupt(&t.id).is_ok()
+                    && desk.parent_waiting_on(&t.id).map_err(Failure::store)?.is_none()
+                    && desk.parent_moved_on(&t.id).map_err(Failure::store)?.is_none() =>
+            {
+                let detail = "an answer of the wrong shape failed it; it waits for a new one".to_string();
+                found.push(Stuck { thread: t.id.clone(), reason: "waiting_on_human", since: t.updated_at, detail });
+            }
             ThreadStatus::Running | ThreadStatus::Compensating => {
                 let live = t.lease.as_ref().is_some_and(|l| l.expires_at > now);
                 if !live {
