@@ -143,6 +143,32 @@ mod gated {
     }
 }
 
+/// A store over `inner` whose claims see the clock `skew` ahead (a lease looks lapsed to them
+/// when it is set), and that counts the claims of `thread` in `claims`; `on_reclaim` is cancelled
+/// inside the claim that takes `thread` a second time.
+fn skewed(
+    inner: Arc<dyn Store>,
+    thread: &'static str,
+    on_reclaim: Option<CancellationToken>,
+) -> (Hooked, Arc<AtomicU64>, Arc<AtomicU32>) {
+    let (skew, claims) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU32::new(0)));
+    let mut store = Hooked::new(inner);
+    let clock = Arc::clone(&skew);
+    store.claim_clock = Some(Box::new(move |now| now + clock.load(Ordering::SeqCst)));
+    let counted = Arc::clone(&claims);
+    store.after_claim = Some(Box::new(move |_: &dyn Store, claimed: &[agentflow_store::QueuedRun], _| {
+        let mine = claimed.iter().filter(|c| c.thread == thread).count() as u32;
+        let before = counted.fetch_add(mine, Ordering::SeqCst);
+        if let Some(token) = &on_reclaim
+            && before < 2
+            && before + mine >= 2
+        {
+            token.cancel();
+        }
+    }));
+    (store, skew, claims)
+}
+
 /// A run's lease lapses while its worker still has it in hand (a renewal that came too late):
 /// the worker's next claim takes the thread back (its clock a minute ahead makes the lease look
 /// lapsed), which revokes the running run's lease, and the run then ends having lost it. The
@@ -151,15 +177,7 @@ mod gated {
 /// (over a minute here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_that_reclaims_a_thread_it_runs_runs_it_again_once_the_old_run_lost_its_lease() {
-    let skew = Arc::new(AtomicU64::new(0));
-    let claims = Arc::new(AtomicU32::new(0));
-    let mut store = Hooked::new(Arc::new(RedbStore::in_memory().expect("in-memory store")));
-    let clock = Arc::clone(&skew);
-    store.claim_clock = Some(Box::new(move |now| now + clock.load(Ordering::SeqCst)));
-    let counted = Arc::clone(&claims);
-    store.after_claim = Some(Box::new(move |_: &dyn Store, claimed: &[agentflow_store::QueuedRun], _| {
-        counted.fetch_add(claimed.iter().filter(|c| c.thread == "g").count() as u32, Ordering::SeqCst);
-    }));
+    let (store, skew, claims) = skewed(Arc::new(RedbStore::in_memory().expect("in-memory store")), "g", None);
     let app = gated::graph().app().store(Arc::new(store) as Arc<dyn Store>);
     app.submit("g", &Count::default()).unwrap();
     let deps = Arc::new(Gate::default());
@@ -438,16 +456,8 @@ mod refusing {
 /// which resumed the failed thread and ran its failing node (and its effects) a second time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_made_before_a_failed_run_settles_does_not_run_the_thread_again() {
-    let skew = Arc::new(AtomicU64::new(0));
-    let claims = Arc::new(AtomicU32::new(0));
     let inner: Arc<dyn Store> = Arc::new(RedbStore::in_memory().expect("in-memory store"));
-    let mut store = Hooked::new(Arc::clone(&inner));
-    let clock = Arc::clone(&skew);
-    store.claim_clock = Some(Box::new(move |now| now + clock.load(Ordering::SeqCst)));
-    let counted = Arc::clone(&claims);
-    store.after_claim = Some(Box::new(move |_: &dyn Store, claimed: &[agentflow_store::QueuedRun], _| {
-        counted.fetch_add(claimed.iter().filter(|c| c.thread == "f").count() as u32, Ordering::SeqCst);
-    }));
+    let (mut store, skew, claims) = skewed(Arc::clone(&inner), "f", None);
     let (clock, seen) = (Arc::clone(&skew), Arc::clone(&claims));
     let settles = Arc::new(AtomicU32::new(0));
     let settled = Arc::clone(&settles);
@@ -500,23 +510,11 @@ async fn a_claim_made_before_a_failed_run_settles_does_not_run_the_thread_again(
 /// that lease expired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_shut_down_with_a_claim_set_aside_lets_its_lease_go() {
-    let skew = Arc::new(AtomicU64::new(0));
-    let claims = Arc::new(AtomicU32::new(0));
     let inner: Arc<dyn Store> = Arc::new(RedbStore::in_memory().expect("in-memory store"));
-    let mut store = Hooked::new(Arc::clone(&inner));
-    let clock = Arc::clone(&skew);
-    store.claim_clock = Some(Box::new(move |now| now + clock.load(Ordering::SeqCst)));
-    let counted = Arc::clone(&claims);
+    // The worker is shut down as its claim takes the thread back: it is stopping by the time the
+    // old run ends, however soon that is.
     let stop = CancellationToken::new();
-    let stopping = stop.clone();
-    store.after_claim = Some(Box::new(move |_: &dyn Store, claimed: &[agentflow_store::QueuedRun], _| {
-        let n = counted.fetch_add(claimed.iter().filter(|c| c.thread == "g").count() as u32, Ordering::SeqCst);
-        if n == 1 && claimed.iter().any(|c| c.thread == "g") {
-            // The worker is shut down as its claim takes the thread back: it is stopping by the
-            // time the old run ends, however soon that is.
-            stopping.cancel();
-        }
-    }));
+    let (store, skew, claims) = skewed(Arc::clone(&inner), "g", Some(stop.clone()));
     let app = gated::graph().app().store(Arc::new(store) as Arc<dyn Store>);
     app.submit("g", &Count::default()).unwrap();
     let deps = Arc::new(Gate::default());

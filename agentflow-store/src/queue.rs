@@ -312,26 +312,27 @@ fn queued(thread: &str, row: Row, lease: Option<Lease>) -> QueuedRun {
 
 use redb::{ReadableTable, TableHandle};
 
-/// Every row of the queue, by thread id.
+/// Every row of the queue, by thread id; a row whose bytes do not decode is an error.
 fn rows(
     path: &Path,
     table: &impl ReadableTable<&'static str, &'static [u8]>,
 ) -> Result<Vec<(String, Row)>, StorageError> {
-    let mut out = Vec::new();
-    for entry in table.iter().ctx(path)? {
-        let (k, v) = entry.ctx(path)?;
-        let thread = k.value().to_string();
-        let row = decode(path, &thread, v.value())?;
-        out.push((thread, row));
-    }
-    Ok(out)
+    scan_rows(path, table, false)
 }
 
-/// [`rows`] without the rows whose bytes do not decode (a damaged row stops no one's heartbeat
-/// or control requests; [`list`] reports it).
+/// [`rows`] without the rows whose bytes do not decode (a damaged row stops no one's claims,
+/// heartbeat or control requests; [`list`] reports it).
 fn readable_rows(
     path: &Path,
     table: &impl ReadableTable<&'static str, &'static [u8]>,
+) -> Result<Vec<(String, Row)>, StorageError> {
+    scan_rows(path, table, true)
+}
+
+fn scan_rows(
+    path: &Path,
+    table: &impl ReadableTable<&'static str, &'static [u8]>,
+    skip_damaged: bool,
 ) -> Result<Vec<(String, Row)>, StorageError> {
     let mut out = Vec::new();
     for entry in table.iter().ctx(path)? {
@@ -339,7 +340,7 @@ fn readable_rows(
         let thread = k.value().to_string();
         match decode(path, &thread, v.value()) {
             Ok(row) => out.push((thread, row)),
-            Err(e) if damaged(&e) => {}
+            Err(e) if skip_damaged && damaged(&e) => {}
             Err(e) => return Err(e),
         }
     }
