@@ -416,13 +416,13 @@ const BUSY_WAITS: u32 = 8;
 /// The longest one wait for another holder's lease on a child.
 const MAX_BUSY_WAIT_MS: u64 = 120_000;
 
-/// The child thread's stored limits and what it consumed so far, from its latest checkpoint.
 /// The seq of `thread`'s latest checkpoint (`None` if there is none or it cannot be read).
 async fn latest_seq(store: &Arc<dyn Store>, thread: &str) -> Option<u64> {
     let thread = thread.to_string();
     blocking(store, move |s| s.latest_checkpoint(&thread)).await.ok()?.ok()?.map(|cp| cp.seq)
 }
 
+/// The child thread's stored limits and what it consumed so far, from its latest checkpoint.
 async fn child_budget(store: &Arc<dyn Store>, thread: &str) -> Result<ThreadBudget, NodeError> {
     let id = thread.to_string();
     let read = blocking(store, move |s| -> Result<Option<ThreadBudget>, PersistError> {

@@ -391,9 +391,9 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
     /// - The run settled its row or left it queued (which let go of the claim's lease too: one
     ///   holder id). A claim made before that settle is stale: run, it would take up a thread
     ///   that failed, was cancelled or paused again. It is run only if its row is still queued
-    ///   as this claim left it, ready (a parked run whose wait is met, a cancel the settle kept), under
-    ///   the lease taken again; a row settled away, queued anew since, or waiting out a store
-    ///   failure's backoff is left alone.
+    ///   as this claim left it, ready (a parked run whose wait is met, a cancel the settle
+    ///   kept), under the lease taken again; a row settled away, parked again, queued anew
+    ///   since, or waiting out a store failure's backoff is left alone.
     #[allow(clippy::too_many_arguments)]
     async fn after_reclaim(
         &self,
@@ -549,13 +549,11 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
                             if let Some(thread) = ids.remove(&e.id()) {
                                 running.remove(&thread);
                                 reclaimed.remove(&thread);
-                                // It panicked before settling its row: the row leaves the queue
-                                // (claimed again, it would panic again, every lease TTL) and the
-                                // thread's lease is let go (the lease of a claim set aside too:
-                                // one holder id).
+                                // It panicked before settling its row: the row leaves the queue,
+                                // a cancel pending included (claimed again, it would panic again)
+                                // and the thread's lease is let go (that of a claim set aside
+                                // too: one holder id).
                                 let holder = self.id.clone();
-                                // Removed even with a cancel pending: claimed for it, it would
-                                // panic again at once.
                                 let settle = Settle::remove().handled(Some(RunControl::Cancel));
                                 let settled =
                                     blocking(&store, move |s| s.settle_run_and_release(&thread, &holder, &settle))

@@ -646,9 +646,12 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         // A run that failed on an answer of the wrong shape waits for a new answer where it was
         // answered (here or in the subgraph it was handed to): not a failure for good, and it
         // undoes nothing.
-        let refused = exec.refused_answers.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let answer_refused = matches!(&run.outcome, Outcome::Failed { node, error }
-            if error.class == crate::error::ErrorClass::NeedsInput && refused.iter().any(|r| r == node));
+        let answer_refused = match &run.outcome {
+            Outcome::Failed { node, error } if error.class == crate::error::ErrorClass::NeedsInput => {
+                exec.refused_answers.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|r| r == node)
+            }
+            _ => false,
+        };
         if let Some(cp) = checkpointer.as_mut()
             && crate::saga::triggers(&run.outcome)
             && !answer_refused
