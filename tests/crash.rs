@@ -7,7 +7,12 @@
 //! Trials default to 50 (`AGENTFLOW_CRASH_TRIALS`); the seed is printed and can
 //! be replayed with `AGENTFLOW_CRASH_SEED`.
 
+#[path = "crash/fanout_drop.rs"]
+mod fanout_drop;
 mod kill;
+#[path = "crash/map_kill.rs"]
+mod map_kill;
+mod pg;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -47,6 +47,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("effect_batch_refusal_writes_nothing", effect_batch_refusal_writes_nothing),
     ("effect_batch_applies_every_part_together", effect_batch_applies_every_part_together),
     ("effect_batch_fenced_by_the_lease", effect_batch_fenced_by_the_lease),
+    ("effect_batch_keeps_pending_writes", effect_batch_keeps_pending_writes),
     ("step_commit_fenced_by_parent_leases", step_commit_fenced_by_parent_leases),
     ("effect_batch_creates_records", effect_batch_creates_records),
     ("approval_cas_race", approval_cas_race),
@@ -628,6 +629,31 @@ pub fn effect_batch_all_or_nothing(store: &dyn Store) {
     assert_eq!(store.approval("a1").unwrap().unwrap().status, Succeeded);
     let kinds: Vec<String> = store.list_audit("t").unwrap().into_iter().map(|e| e.kind).collect();
     assert_eq!(kinds[3..], ["approval.succeeded", "tool.done"]);
+}
+
+/// `commit_effects` keeps a batch's pending writes as a step commit would (a write under a
+/// stored key replaces it), fenced by the batch's lease: a batch refused for a lost lease keeps
+/// none of them, and the next step commit from their checkpoint drops them.
+pub fn effect_batch_keeps_pending_writes(store: &dyn Store) {
+    commit(store, root("t", 0, b"S"));
+    let write =
+        |seq, node: &str, idx, value: &[u8]| PendingWrite { seq, node: node.to_string(), idx, value: value.to_vec() };
+    store.acquire_lease("t", "w1", 60_000, NOW).unwrap();
+    let batch = |holder: &str, writes: Vec<PendingWrite>| {
+        writes.into_iter().fold(EffectBatch::new("t").fenced_by(holder, NOW + 1), EffectBatch::pending_write)
+    };
+    assert!(store.commit_effects(batch("w1", vec![write(0, "work", 3, b"i3")])).unwrap().is_empty());
+    assert_eq!(store.pending_writes("t", 0).unwrap(), vec![write(0, "work", 3, b"i3")]);
+    // Two together, one of them replacing the stored one.
+    store.commit_effects(batch("w1", vec![write(0, "work", 0, b"i0"), write(0, "work", 3, b"i3'")])).unwrap();
+    assert_eq!(store.pending_writes("t", 0).unwrap(), vec![write(0, "work", 0, b"i0"), write(0, "work", 3, b"i3'")]);
+    // Another holder's batch keeps nothing.
+    let err = store.commit_effects(batch("w2", vec![write(0, "work", 5, b"i5")])).unwrap_err();
+    assert!(matches!(err, CommitError::LeaseLost { .. }), "another holder's batch: {err}");
+    assert_eq!(store.pending_writes("t", 0).unwrap().len(), 2, "a refused batch kept its pending write");
+    // The step's own commit, from checkpoint 0, drops them.
+    commit(store, step("t", 1, 0, &[b"i0", b"i3'"]));
+    assert!(store.pending_writes("t", 0).unwrap().is_empty(), "the step's commit left its pending writes");
 }
 
 /// A refused part of a `commit_effects` batch (a lost compare-and-set, an illegal move, an

@@ -69,6 +69,8 @@ pub(crate) fn stage_effect_batch(tx: &Tx<'_>, batch: &EffectBatch) -> Result<Vec
         Some(tx.txn.open_table(tables::AUDIT).ctx(path)?)
     };
     let mut effects = if batch.effects.is_empty() { None } else { Some(tx.txn.open_table(tables::EFFECTS).ctx(path)?) };
+    let mut pending =
+        if batch.pending_writes.is_empty() { None } else { Some(tx.txn.open_table(tables::PENDING_WRITES).ctx(path)?) };
 
     // Validate everything before the first write.
     let mut planned = Vec::with_capacity(batch.approval_transitions.len());
@@ -136,6 +138,11 @@ pub(crate) fn stage_effect_batch(tx: &Tx<'_>, batch: &EffectBatch) -> Result<Vec
     if let Some(audit) = audit.as_mut() {
         for entry in &batch.audit {
             append_audit(path, audit, tid, entry.clone())?;
+        }
+    }
+    if let Some(pending) = pending.as_mut() {
+        for w in &batch.pending_writes {
+            pending.insert((tid, w.seq, w.node.as_str(), w.idx), Payload::encode(&w.value).as_slice()).ctx(path)?;
         }
     }
     Ok(outcomes)

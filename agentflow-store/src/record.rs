@@ -1124,6 +1124,12 @@ pub struct EffectBatch {
     /// runtime creates the record of a call cut off mid-way this way, fenced by the run's
     /// lease. (Appended last: a backend outside this crate must write them too.)
     pub new_approvals: Vec<ApprovalRecord>,
+    /// Pending writes of `thread` to keep, each replacing one stored under the same
+    /// `(seq, node, idx)`, as a [`StepCommit`]'s pending writes are kept. The runtime commits
+    /// the write of each map instance (and of each node of a fan-out step) as soon as it
+    /// finishes, fenced by its lease, so a resume after a crash runs only the instances that
+    /// had not finished. (Appended last: a backend outside this crate must write them too.)
+    pub pending_writes: Vec<PendingWrite>,
 }
 
 impl EffectBatch {
@@ -1138,7 +1144,15 @@ impl EffectBatch {
             now: 0,
             parent_leases: Vec::new(),
             new_approvals: Vec::new(),
+            pending_writes: Vec::new(),
         }
+    }
+
+    /// Adds a pending write to keep (see [`EffectBatch::pending_writes`]).
+    #[must_use]
+    pub fn pending_write(mut self, write: PendingWrite) -> Self {
+        self.pending_writes.push(write);
+        self
     }
 
     /// Adds a record to create (see [`EffectBatch::new_approvals`]).

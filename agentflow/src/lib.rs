@@ -288,8 +288,13 @@ pub use agentflow_macros::State;
 ///   step, retries on its own under the worker's `retry` policy, learns its
 ///   index from [`Ctx::instance`], and its [`Event`]s carry that index;
 /// - has its own pending write: if the step stops (an instance fails for
-///   good, a crash, a budget), a resume runs only the instances that did not
-///   finish, with the same payloads (they are stored with the checkpoint);
+///   good, a budget), a resume runs only the instances that did not finish,
+///   with the same payloads (they are stored with the checkpoint). Under
+///   [`Durability::Sync`] (the default) each instance's write is committed as
+///   soon as it finishes, before its slot goes to another instance, so after
+///   a crash too only the instances that had not finished run again: at most
+///   `parallel` of those that had started. Under `Async` and `Exit` the
+///   writes are kept with the step, and a crash mid-step runs them all again;
 /// - merges its update through the reducers in **payload order**, never in
 ///   the order the instances finished.
 ///

@@ -148,5 +148,15 @@ pub(crate) async fn stage_batch<C: GenericClient>(
         // Their details were checked by `check_batch`.
         approvals::append_entry::<_, CommitError>(ctx, tx, thread, entry).await?;
     }
+    for w in &batch.pending_writes {
+        let (seq, idx) = (sql::int(&ctx.path, "pending write seq", w.seq)?, i64::from(w.idx));
+        sql::execute(
+            tx,
+            "INSERT INTO pending_writes (thread, seq, node, idx, value) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (thread, seq, node, idx) DO UPDATE SET value = EXCLUDED.value",
+            &[&thread, &seq, &w.node, &idx, &w.value],
+        )
+        .await?;
+    }
     Ok(outcomes)
 }

@@ -6,8 +6,9 @@
 //! finished, and become visible in step N+1.
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -24,7 +25,7 @@ use crate::event::Event;
 use crate::graph::{DEFAULT_PARALLEL, NodeId, Plan};
 use crate::interrupt::{KeptAnswer, Pending, PendingKind, Signal};
 use crate::outcome::{Outcome, Run, RunError};
-use crate::persist::{Checkpointer, Journal, PersistError, Resumed};
+use crate::persist::{Checkpointer, FinishedWrites, Journal, PersistError, Resumed};
 use crate::shield::shielded_timeout;
 use crate::state::State;
 use crate::step::{Mailbox, Step};
@@ -130,6 +131,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
             let step_began = Instant::now();
             let journal = checkpointer.as_ref().map(Checkpointer::journal);
+            let keeper = checkpointer.as_ref().and_then(Checkpointer::finished_writes);
             // The step's futures are pinned where they are built (they are large, and each move
             // copies them), in a block that ends before the checkpointer is borrowed again.
             let results = {
@@ -139,7 +141,8 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     &payloads,
                     step,
                     std::mem::take(&mut pending),
-                    journal.as_ref()
+                    journal.as_ref(),
+                    keeper.as_ref()
                 ));
                 // The lease is renewed while the step runs; losing it drops the
                 // nodes' futures and ends the run before anything is committed.
@@ -148,10 +151,10 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     match lease {
                         Some(lease) => tokio::select! {
                             biased;
-                            results = work => Ok(results),
+                            results = work => results.map_err(RunError::from),
                             lost = lease.keep_alive() => Err(lost),
                         },
-                        None => Ok(work.await),
+                        None => work.await.map_err(RunError::from),
                     }
                 });
                 match deadline {
@@ -392,6 +395,10 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         }
     }
 
+    /// Runs the step's active nodes (a map worker one instance per payload). With a `keeper`
+    /// (a durable run under `Durability::Sync`), each node of a step that runs several, and
+    /// each map instance, has its write committed as soon as it finishes; a failure to keep
+    /// one (the run lost its lease) ends the step.
     async fn run_step(
         &self,
         state: &S,
@@ -400,42 +407,57 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         step: u32,
         mut pending: Vec<(NodeId, Step<S>)>,
         journal: Option<&Journal>,
-    ) -> Vec<(NodeId, Result<Step<S>, Halt>)> {
+        keeper: Option<&FinishedWrites>,
+    ) -> Result<Vec<(NodeId, Result<Step<S>, Halt>)>, PersistError> {
         if pending.is_empty() && payloads.is_empty() {
             if let [id] = active {
-                return vec![(*id, self.run_node(*id, state, step, journal, None).await)];
+                return Ok(vec![(*id, self.run_node(*id, state, step, journal, None).await)]);
             }
-            return join_all(
-                active.iter().map(|&id| async move { (id, self.run_node(id, state, step, journal, None).await) }),
-            )
-            .await;
+            if keeper.is_none() {
+                return Ok(join_all(
+                    active.iter().map(|&id| async move { (id, self.run_node(id, state, step, journal, None).await) }),
+                )
+                .await);
+            }
         }
         // A map worker runs one instance per payload; a step resumed half-way
         // reuses what already finished (per node, or per instance).
         let groups = join_all(active.iter().map(|&id| {
             let items = payloads.iter().find(|(w, _)| *w == id).map(|(_, p)| p.as_slice());
             let kept: Vec<Step<S>> = pending.extract_if(.., |(p, _)| *p == id).map(|(_, s)| s).collect();
+            let keeper = keeper.filter(|_| active.len() > 1 || items.is_some());
             async move {
                 match items {
                     None => {
                         let result = match kept.into_iter().next() {
                             Some(step) => Ok(step),
-                            None => self.run_node(id, state, step, journal, None).await,
+                            None => {
+                                let result = self.run_node(id, state, step, journal, None).await;
+                                if let (Some(keeper), Ok(done)) = (keeper, &result) {
+                                    keeper.keep(vec![keeper.write(self.name(id), done, |n| self.name(n))?]).await?;
+                                }
+                                result
+                            }
                         };
-                        vec![(id, result)]
+                        Ok(vec![(id, result)])
                     }
-                    Some(items) => self.run_instances(id, items, kept, state, step, journal).await,
+                    Some(items) => self.run_instances(id, items, kept, state, step, journal, keeper).await,
                 }
             }
         }))
         .await;
-        groups.into_iter().flatten().collect()
+        let mut results = Vec::with_capacity(groups.len());
+        for group in groups {
+            results.extend(group?);
+        }
+        Ok(results)
     }
 
     /// Runs the instances of map worker `id`, one per payload, at most its
     /// `parallel` at once; returns their results in payload order, whatever
     /// order they finished in. Instances in `kept` finished before (a resumed
-    /// step) and are not run again.
+    /// step) and are not run again. With a `keeper`, see [`Exec::run_kept_instances`].
+    #[allow(clippy::too_many_arguments)]
     async fn run_instances(
         &self,
         id: NodeId,
@@ -444,7 +466,8 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         state: &S,
         step: u32,
         journal: Option<&Journal>,
-    ) -> Vec<(NodeId, Result<Step<S>, Halt>)> {
+        keeper: Option<&FinishedWrites>,
+    ) -> Result<Vec<(NodeId, Result<Step<S>, Halt>)>, PersistError> {
         let parallel = self.plan.spec.nodes.get(id.index()).and_then(|n| n.parallel).unwrap_or(DEFAULT_PARALLEL).max(1);
         let mut slots: Vec<Option<Result<Step<S>, Halt>>> = items.iter().map(|_| None).collect();
         for s in kept {
@@ -453,16 +476,96 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             }
         }
         let todo: Vec<usize> = slots.iter().enumerate().filter(|(_, s)| s.is_none()).map(|(i, _)| i).collect();
-        let mut runs = futures_util::stream::iter(todo)
-            .map(|i| async move {
-                let instance = (u32::try_from(i).unwrap_or(u32::MAX), &items[i]);
-                (i, self.run_node(id, state, step, journal, Some(instance)).await)
-            })
-            .buffer_unordered(parallel);
-        while let Some((i, result)) = runs.next().await {
-            slots[i] = Some(result);
+        let run = |i: usize| async move {
+            let instance = (u32::try_from(i).unwrap_or(u32::MAX), &items[i]);
+            (i, self.run_node(id, state, step, journal, Some(instance)).await)
+        };
+        match keeper {
+            Some(keeper) => self.run_kept_instances(id, todo, parallel, keeper, &mut slots, run).await?,
+            None => {
+                let mut runs = futures_util::stream::iter(todo).map(run).buffer_unordered(parallel);
+                while let Some((i, result)) = runs.next().await {
+                    slots[i] = Some(result);
+                }
+            }
         }
-        slots.into_iter().flatten().map(|r| (id, r)).collect()
+        Ok(slots.into_iter().flatten().map(|r| (id, r)).collect())
+    }
+
+    /// Runs instances `todo` of map worker `id` as [`Exec::run_instances`] does, and commits
+    /// the write of each one that finishes before its slot is given to another: at most
+    /// `parallel` instances have started and not had their write committed, so a crash re-runs
+    /// at most that many of those that started. Writes that finish while a commit is under way
+    /// (or together) share the next commit.
+    async fn run_kept_instances<'a, F, Fut>(
+        &'a self,
+        id: NodeId,
+        todo: Vec<usize>,
+        parallel: usize,
+        keeper: &FinishedWrites,
+        slots: &mut [Option<Result<Step<S>, Halt>>],
+        run: F,
+    ) -> Result<(), PersistError>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = (usize, Result<Step<S>, Halt>)>,
+    {
+        let node = self.name(id);
+        let mut todo = todo.into_iter();
+        let mut running = futures_util::stream::FuturesUnordered::new();
+        // Finished, their writes not yet in a commit.
+        let mut queued: Vec<usize> = Vec::new();
+        // Finished and not yet committed: `queued` and those of the commit under way.
+        let mut held = 0;
+        let mut committing = 0;
+        let mut commit: Option<Pin<Box<dyn Future<Output = Result<(), PersistError>> + Send>>> = None;
+        loop {
+            while running.len() + held < parallel {
+                let Some(i) = todo.next() else { break };
+                running.push(run(i));
+            }
+            if commit.is_none() && !queued.is_empty() {
+                let mut writes = Vec::with_capacity(queued.len());
+                for i in queued.drain(..) {
+                    if let Some(Ok(done)) = &slots[i] {
+                        writes.push(keeper.write(node, done, |n| self.name(n))?);
+                    }
+                }
+                committing = writes.len();
+                let keeper = keeper.clone();
+                commit = Some(Box::pin(async move { keeper.keep(writes).await }));
+            }
+            if running.is_empty() && commit.is_none() {
+                return Ok(());
+            }
+            tokio::select! {
+                Some(first) = running.next(), if !running.is_empty() => {
+                    let mut finished = vec![first];
+                    // What finished together goes into one commit.
+                    while let Some(Some(more)) = running.next().now_or_never() {
+                        finished.push(more);
+                    }
+                    for (i, result) in finished {
+                        if result.is_ok() {
+                            queued.push(i);
+                            held += 1;
+                        }
+                        slots[i] = Some(result);
+                    }
+                }
+                kept = async {
+                    match commit.as_mut() {
+                        Some(commit) => commit.await,
+                        None => std::future::pending().await,
+                    }
+                }, if commit.is_some() => {
+                    commit = None;
+                    kept?;
+                    held -= committing;
+                    committing = 0;
+                }
+            }
+        }
     }
 
     async fn run_node(

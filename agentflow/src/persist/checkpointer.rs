@@ -13,6 +13,7 @@ use agentflow_store::{
 };
 use serde_json::{Value, json};
 
+use super::finished::{FinishedWrites, StoredWrite, stored_write};
 use super::journal::journal_seq_of;
 use super::{Durability, Journal, ParentLeases, PersistError, ResumeError, UnknownOutcomes, blocking, now_ms};
 use crate::app::App;
@@ -1187,10 +1188,7 @@ impl Checkpointer {
             self.answers_kept = !kept.is_empty();
         }
         for (id, step) in done {
-            let next: Vec<&str> = step.next.iter().map(|n| names(*n)).collect();
-            let sends = step.sends.iter().filter_map(|s| Some((names(s.worker), s.payloads.as_ref().ok()?))).collect();
-            let stored = StoredWriteRef { update: &step.update, next, sends, instance: step.instance };
-            let value = to_json(&stored, "a pending write")?;
+            let value = stored_write(step, &names)?;
             let idx = step.instance.unwrap_or(0);
             writes.push(PendingWrite { seq: self.seq, node: names(*id).to_string(), idx, value });
         }
@@ -1325,6 +1323,20 @@ impl Checkpointer {
         &self.owner
     }
 
+    /// Where the next step keeps its finished writes as they finish: under
+    /// [`Durability::Sync`] only (see [`super::finished`]); the other durabilities keep them
+    /// with the step's own commit.
+    pub(crate) fn finished_writes(&self) -> Option<FinishedWrites> {
+        (self.durability == Durability::Sync).then(|| FinishedWrites {
+            store: Arc::clone(&self.store),
+            thread: self.thread.clone(),
+            seq: self.seq,
+            holder: self.lease.holder().to_string(),
+            revoked: self.lease.revoked(),
+            parents: self.parents.clone(),
+        })
+    }
+
     /// Where the effects of the next step are journaled.
     pub(crate) fn journal(&self) -> Journal {
         Journal {
@@ -1399,29 +1411,6 @@ impl Written {
 fn on_multi_thread_runtime() -> bool {
     tokio::runtime::Handle::try_current()
         .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
-}
-
-/// A pending write as stored: the node's update and where it routed.
-#[derive(serde::Deserialize)]
-struct StoredWrite<U> {
-    update: U,
-    next: Vec<String>,
-    /// Payloads it sent to map workers.
-    #[serde(default)]
-    sends: Vec<(String, Vec<serde_json::Value>)>,
-    /// The instance of a map worker that wrote it.
-    #[serde(default)]
-    instance: Option<u32>,
-}
-
-#[derive(serde::Serialize)]
-struct StoredWriteRef<'a, U> {
-    update: &'a U,
-    next: Vec<&'a str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    sends: Vec<(&'a str, &'a Vec<serde_json::Value>)>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    instance: Option<u32>,
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ mod checkpointer;
 pub(crate) mod durability;
 pub(crate) mod encode;
 mod error;
+mod finished;
 pub(crate) mod history;
 mod io;
 mod journal;
@@ -33,6 +34,7 @@ pub(crate) use checkpointer::{
 pub(crate) use durability::Durability;
 pub use encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, ValueError, check_json};
 pub use error::{HistoryError, PersistError, ResumeError};
+pub(crate) use finished::FinishedWrites;
 pub use history::{fork_thread, update_thread};
 pub(crate) use io::{blocking, now_ms};
 pub use journal::Journal;
