@@ -116,7 +116,7 @@ pub use budget::{Budget, Limits, RunUsage};
 pub use context::Ctx;
 pub use error::{ErrorClass, NodeError, NodeResultExt};
 pub use event::{Activity, Event};
-pub use executor::{DEFAULT_STREAM_BUFFER, Runner};
+pub use executor::{DEFAULT_STOP_GRACE, DEFAULT_STREAM_BUFFER, Runner};
 pub use graph::{CompiledGraph, DEFAULT_PARALLEL, NodeId};
 pub use interrupt::{Pending, PendingKind};
 pub use outcome::{Outcome, Run, RunError};
@@ -128,7 +128,7 @@ pub use step::{Payload, Step};
 pub use stream::{RunStream, StreamItem, StreamMode, StreamPart};
 pub use tokio_util::sync::CancellationToken;
 pub use umbrella::Error;
-pub use worker::{Worker, WorkerError, WorkerReport};
+pub use worker::{DEFAULT_NODE_TIME_LIMIT, DEFAULT_SHUTDOWN_DEADLINE, Worker, WorkerError, WorkerReport};
 
 /// Everything a graph definition needs: `use agentflow::prelude::*;`.
 pub mod prelude {

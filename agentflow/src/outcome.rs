@@ -25,7 +25,7 @@ pub enum Outcome {
         /// Why.
         error: NodeError,
     },
-    /// The run was cancelled from outside; it stopped at a step boundary.
+    /// The run was cancelled from outside; it stopped at a step boundary or inside a step.
     Cancelled,
     /// The run paused for a human; the state is the one before the paused
     /// step. Resume the thread to continue.
@@ -79,7 +79,7 @@ pub enum Outcome {
         /// When it is due (unix millis): the latest wake time of its sleeping nodes.
         until: u64,
     },
-    /// The run was paused from outside at a step boundary (a pause request,
+    /// The run was paused from outside, at a step boundary or inside a step (a pause request,
     /// [`App::pause_run`](crate::App::pause_run), read by the [`Worker`](crate::Worker)
     /// running it): the thread's status is `paused`, nothing was undone, and
     /// a resume ([`App::submit_resume`](crate::App::submit_resume) or

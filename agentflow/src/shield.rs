@@ -79,11 +79,57 @@ pub(crate) async fn shielded_timeout<F: Future>(
     }
 }
 
+/// Runs `work` until `stop` completes. Then an effect in flight under `shield` is let finish
+/// first (and `work` kept polling so it can), for at most `grace`: an effect that hangs past it
+/// is dropped with `work`, and its journal shows it started and never ended, so a resume treats
+/// its outcome as unknown. `Err` once `work` is dropped, unless it finished meanwhile.
+pub(crate) async fn shielded_stop<F: Future>(
+    stop: impl Future<Output = ()>,
+    grace: std::time::Duration,
+    shield: &Shield,
+    work: F,
+) -> Result<F::Output, Elapsed> {
+    let mut work = std::pin::pin!(work);
+    tokio::select! {
+        out = &mut work => return Ok(out),
+        () = stop => {}
+    }
+    tokio::select! {
+        biased;
+        out = &mut work => Ok(out),
+        _ = tokio::time::timeout(grace, shield.idle()) => Err(Elapsed),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stop_drops_the_work_once_no_effect_is_in_flight_or_the_grace_ran_out() {
+        let shield = Shield::default();
+        let stop = tokio::time::sleep(Duration::from_millis(10));
+        let out = shielded_stop(stop, Duration::from_secs(5), &shield, std::future::pending::<()>()).await;
+        assert!(out.is_err(), "nothing in flight: dropped at the stop");
+
+        let _hung = shield.enter();
+        let began = tokio::time::Instant::now();
+        let stop = tokio::time::sleep(Duration::from_millis(10));
+        let out = shielded_stop(stop, Duration::from_secs(5), &shield, std::future::pending::<()>()).await;
+        assert!(out.is_err());
+        assert_eq!(
+            began.elapsed(),
+            Duration::from_millis(5010),
+            "an effect that hangs holds the stop off for the grace"
+        );
+
+        let stop = std::future::ready(());
+        let work = tokio::time::sleep(Duration::from_millis(20));
+        let out = shielded_stop(stop, Duration::from_secs(5), &shield, work).await;
+        assert!(out.is_ok(), "work that finishes while an effect holds the stop off is kept");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_deadline_with_no_effect_in_flight_stops_the_work() {

@@ -221,12 +221,17 @@ enum End {
 /// - A worker that dies leaves its runs queued; once their leases expire another worker claims
 ///   them and resumes each thread from its last checkpoint.
 /// - Graceful shutdown (cancelling the token given to [`Worker::run`]) lets each running step
-///   finish and commit, then pauses the runs there (status `paused` until another worker
+///   finish and commit, for up to [`Worker::shutdown_deadline`] (a step still running then is
+///   stopped inside), then pauses the runs there (status `paused` until another worker
 ///   claims them; nothing is undone), releases their leases and leaves them queued for
 ///   another worker.
-/// - A pause request ([`App::pause_run`]) stops the run at its next step boundary with the
-///   thread `paused`; [`App::submit_resume`] continues it with the next step, none lost or
-///   run twice.
+/// - A cancel or pause request reaches a running step: its nodes are dropped at their next
+///   await (a journaled effect in flight is let finish first, for up to the runner's
+///   [`stop_grace`](crate::Runner::stop_grace)), so a node that hangs frees its slot. Each node
+///   attempt has a time limit ([`Worker::node_time_limit`], 10 minutes by default).
+/// - A pause request ([`App::pause_run`]) stops the run (inside its step, as above) with the
+///   thread `paused`; [`App::submit_resume`] continues it at that step, whose nodes that had
+///   not finished run again, none lost.
 ///
 /// - A run that ends sleeping on a durable timer ([`Outcome::Sleeping`]) stays queued, parked
 ///   ([`RunWait::Timer`]) with no lease held, and a worker claims it again once the timer is
@@ -273,7 +278,17 @@ pub struct Worker<S: State, D> {
     durability: Durability,
     id: String,
     store_failures: StoreFailures,
+    node_time_limit: Option<Duration>,
+    shutdown_deadline: Duration,
 }
+
+/// The time limit of a node attempt run by a [`Worker`], unless [`Worker::node_time_limit`]
+/// says otherwise: 10 minutes.
+pub const DEFAULT_NODE_TIME_LIMIT: Duration = Duration::from_secs(600);
+
+/// How long a [`Worker`]'s graceful shutdown lets running steps finish, unless
+/// [`Worker::shutdown_deadline`] says otherwise: 30 seconds.
+pub const DEFAULT_SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
 
 impl<S: State, D> std::fmt::Debug for Worker<S, D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -303,6 +318,8 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
             durability: Durability::default(),
             id: format!("worker-{}-w{n}", process_tag()),
             store_failures: StoreFailures::default(),
+            node_time_limit: Some(DEFAULT_NODE_TIME_LIMIT),
+            shutdown_deadline: DEFAULT_SHUTDOWN_DEADLINE,
         }
     }
 
@@ -341,6 +358,32 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
         self
     }
 
+    /// The time limit of each node attempt of the runs this worker runs (default
+    /// [`DEFAULT_NODE_TIME_LIMIT`], 10 minutes; `None`: no limit), for the nodes without a
+    /// `timeout` of their own (`#[node(timeout = 30s)]`, which wins). It acts as that timeout
+    /// does: the attempt fails as a passing failure, retried under the node's `retry` policy,
+    /// and an effect in flight finishes first. So a node that hangs (a tool or model call
+    /// without a timeout) frees its worker slot instead of holding it, and its lease, for good;
+    /// `agentflow stuck` lists the thread as failed once its retries are spent. Plain
+    /// in-process runs have no such limit unless [`Runner::node_time_limit`](crate::Runner::node_time_limit) sets one.
+    #[must_use]
+    pub fn node_time_limit(mut self, limit: Option<Duration>) -> Self {
+        self.node_time_limit = limit;
+        self
+    }
+
+    /// How long a graceful shutdown (cancelling the token given to [`Worker::run`]) lets each
+    /// running step finish and commit (default [`DEFAULT_SHUTDOWN_DEADLINE`], 30 s). The runs
+    /// stop at their next step boundary; a step still running at the deadline is stopped
+    /// inside, its nodes dropped at their next await (a journaled effect in flight is let finish
+    /// first, for up to the runner's [`stop_grace`](crate::Runner::stop_grace)). Either way the
+    /// thread is left `paused` and queued for another worker.
+    #[must_use]
+    pub fn shutdown_deadline(mut self, deadline: Duration) -> Self {
+        self.shutdown_deadline = deadline;
+        self
+    }
+
     /// When the runs' checkpoints reach the disk (default [`Durability::Sync`]).
     #[must_use]
     pub fn durability(mut self, durability: Durability) -> Self {
@@ -372,6 +415,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
             holder: self.id.clone(),
             ttl: self.lease_ttl,
             durability: self.durability,
+            node_time_limit: self.node_time_limit,
             stops,
             store_failures: self.store_failures.clone(),
             acted_on: OnceLock::new(),
@@ -465,17 +509,24 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
         let mut reclaimed: HashMap<String, QueuedRun> = HashMap::new();
         let mut last_beat = tokio::time::Instant::now();
         let mut last_look = last_beat;
+        let mut stop_began: Option<tokio::time::Instant> = None;
         loop {
             let stopping = shutdown.is_cancelled();
             if stopping {
                 if tasks.is_empty() {
                     break;
                 }
+                let began = *stop_began.get_or_insert_with(tokio::time::Instant::now);
                 // Each run stops at its next step boundary, paused (not cancelled: nothing is
-                // undone) and left queued for another worker; stopping twice is harmless.
+                // undone) and left queued for another worker; past the deadline, inside its step.
+                // Stopping twice is harmless.
+                let late = began.elapsed() >= self.shutdown_deadline;
                 for stops in running.values() {
                     stops.pause.cancel();
                     stops.token.cancel();
+                    if late {
+                        stops.now.cancel();
+                    }
                 }
             }
             if last_look.elapsed() >= self.poll && !running.is_empty() {
@@ -597,6 +648,8 @@ struct Stops {
     /// Cancelled before `token` when the stop is a pause (a pause request, or this worker's
     /// shutdown): the run ends `Outcome::Paused`, nothing undone.
     pause: CancellationToken,
+    /// Drops the running step's nodes: a control request, or a shutdown past its deadline.
+    now: CancellationToken,
     /// The control request that stopped the run, if one did (else: shutdown).
     asked: Arc<OnceLock<RunControl>>,
     /// Set when this worker's own claim took the thread again while the run still ran (its
@@ -613,6 +666,8 @@ impl Stops {
             self.pause.cancel();
         }
         self.token.cancel();
+        // A request reaches the running nodes at once, a hung one included.
+        self.now.cancel();
     }
 }
 
@@ -624,6 +679,7 @@ struct Job<S: State, D> {
     holder: String,
     ttl: Duration,
     durability: Durability,
+    node_time_limit: Option<Duration>,
     stops: Stops,
     store_failures: StoreFailures,
     /// The control request the run's end was decided on (read once, when it ended): the one
@@ -689,7 +745,8 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         pause: CancellationToken,
     ) -> crate::Runner<'a, S, D> {
         let until = claim.lease.as_ref().map_or(0, |l| l.expires_at);
-        self.app
+        let runner = self
+            .app
             .runner(&*self.deps)
             .thread(claim.thread.clone())
             .owner(claim.owner.clone())
@@ -697,7 +754,12 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             .lease_ttl(self.ttl)
             .cancel_token(cancel)
             .pause_token(pause)
-            .lease_holder(self.holder.clone(), until, Arc::clone(&self.stops.revoked))
+            .stop_now_token(self.stops.now.clone())
+            .lease_holder(self.holder.clone(), until, Arc::clone(&self.stops.revoked));
+        match self.node_time_limit {
+            Some(limit) => runner.node_time_limit(limit),
+            None => runner,
+        }
     }
 
     async fn run_claimed(&self, claim: &QueuedRun) -> (End, Then) {

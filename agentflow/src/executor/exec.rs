@@ -26,7 +26,7 @@ use crate::graph::{DEFAULT_PARALLEL, NodeId, Plan};
 use crate::interrupt::{KeptAnswer, Pending, PendingKind, Signal};
 use crate::outcome::{Outcome, Run, RunError};
 use crate::persist::{Checkpointer, FinishedWrites, Journal, PersistError, Resumed};
-use crate::shield::shielded_timeout;
+use crate::shield::{shielded_stop, shielded_timeout};
 use crate::state::State;
 use crate::step::{Mailbox, Step};
 use crate::stream::{StreamMode, StreamPart};
@@ -86,6 +86,12 @@ pub(crate) struct Exec<'g, S: State, D> {
     pub(crate) metrics: crate::metrics::RunMetrics,
     /// Cancelled before the cancel token when the stop is a pause.
     pub(crate) pause: tokio_util::sync::CancellationToken,
+    /// Drops the running step's nodes when cancelled (see `Runner::stop_now_token`).
+    pub(crate) stop_now: tokio_util::sync::CancellationToken,
+    /// How long a stop inside a step waits for a journaled effect in flight.
+    pub(crate) stop_grace: std::time::Duration,
+    /// The time limit of a node attempt without a `timeout` of its own.
+    pub(crate) node_time_limit: Option<std::time::Duration>,
 }
 
 impl<S: State, D: Sync> Exec<'_, S, D> {
@@ -157,15 +163,26 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                         None => work.await.map_err(RunError::from),
                     }
                 });
-                match deadline {
+                // A stop reaches the running nodes: they are dropped at their next await, an
+                // effect in flight let finish first (for up to the grace).
+                let stop = self.stop_now.cancelled();
+                let work = pin!(shielded_stop(stop, self.stop_grace, &self.scope.shield, work));
+                let results = match deadline {
                     // An effect in flight when the deadline falls finishes and is journaled first.
                     Some(at) => match shielded_timeout(at.into(), &self.scope.shield, work).await {
-                        Ok(results) => results?,
+                        Ok(results) => results,
                         // A stop asked meanwhile wins, as over a budget within the step.
                         Err(_) if self.scope.cancel.is_cancelled() => break self.stopped(),
                         Err(_) => break Outcome::BudgetExhausted { which: Budget::Deadline },
                     },
-                    None => work.await?,
+                    None => work.await,
+                };
+                match results {
+                    Ok(results) => results?,
+                    Err(_) => {
+                        tracing::info!(step, "the run was stopped inside the step; its nodes were dropped");
+                        break self.stopped();
+                    }
                 }
             };
             let Sorted { done, failed, interrupts, kept, exhausted, halted } = self.sort_results(results);
@@ -611,12 +628,12 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             };
             let work = AssertUnwindSafe((node.run)(state, &cx)).catch_unwind();
             let attempt_began = Instant::now();
-            let result = match node.timeout {
+            let limit = node.timeout.or(self.node_time_limit);
+            // A limit too far ahead for the clock to represent sets none.
+            let until = limit.and_then(|limit| Some((limit, tokio::time::Instant::now().checked_add(limit)?)));
+            let result = match until {
                 // An effect in flight when the timeout falls finishes and is journaled first.
-                Some(limit) => match shielded_timeout(tokio::time::Instant::now() + limit, &shield, work)
-                    .instrument(span.clone())
-                    .await
-                {
+                Some((limit, until)) => match shielded_timeout(until, &shield, work).instrument(span.clone()).await {
                     Ok(result) => result,
                     Err(_) => Ok(Err(NodeError::transient(format!("node `{}` timed out after {limit:?}", node.name)))),
                 },

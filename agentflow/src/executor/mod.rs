@@ -74,9 +74,16 @@ impl<S: State, D: Sync> App<S, D> {
             pause: CancellationToken::new(),
             child_of: None,
             parent_leases: None,
+            stop_now: None,
+            stop_grace: DEFAULT_STOP_GRACE,
+            node_time_limit: None,
         }
     }
 }
+
+/// How long a stop that reaches a running step waits for a journaled effect in flight, unless
+/// [`Runner::stop_grace`] says otherwise.
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// One run of a graph, configured step by step, started with [`Runner::run`]
 /// or continued with [`Runner::resume`] / [`Runner::resume_with`] (or read as
@@ -124,6 +131,13 @@ pub struct Runner<'g, S: State, D> {
     /// For a subgraph's run on a thread: the parent's thread, which a new child thread's record
     /// names.
     child_of: Option<String>,
+    /// Drops the running step's nodes when cancelled (a worker's shutdown past its deadline);
+    /// the cancel token if unset.
+    stop_now: Option<CancellationToken>,
+    /// How long a stop that reaches a running step waits for an effect in flight.
+    stop_grace: Duration,
+    /// The time limit of each node attempt without a `timeout` of its own.
+    node_time_limit: Option<Duration>,
 }
 
 /// How many items a [`RunStream`] holds before the run waits for its reader,
@@ -232,6 +246,33 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         self
     }
 
+    /// Drops the running step's nodes when `now` is cancelled, instead of when the cancel token
+    /// is: a worker's graceful shutdown stops its runs at their step boundary at once, and in
+    /// the step past its deadline.
+    pub(crate) fn stop_now_token(mut self, now: CancellationToken) -> Self {
+        self.stop_now = Some(now);
+        self
+    }
+
+    /// How long a stop (a cancel, a pause) that reaches a running step lets a journaled effect
+    /// in flight finish and be journaled before the step's nodes are dropped (default
+    /// [`DEFAULT_STOP_GRACE`], 10 s). An effect still running then is dropped too: its journal
+    /// shows it started and never ended, so a resume treats its outcome as unknown (see
+    /// [`Ctx::effect`](crate::Ctx::effect)).
+    pub fn stop_grace(mut self, grace: Duration) -> Self {
+        self.stop_grace = grace;
+        self
+    }
+
+    /// Fails each node attempt that runs longer than `limit`, as a node's own `timeout` does
+    /// (a passing failure, retried under the node's `retry` policy; an effect in flight finishes
+    /// first), for the nodes without a `timeout` of their own. None by default; a
+    /// [`Worker`](crate::Worker) sets its [`Worker::node_time_limit`](crate::Worker::node_time_limit).
+    pub fn node_time_limit(mut self, limit: Duration) -> Self {
+        self.node_time_limit = Some(limit);
+        self
+    }
+
     /// Lowers the super-step bound below the graph's `max_steps`.
     pub fn max_steps(mut self, steps: u32) -> Self {
         self.max_steps = Some(steps);
@@ -251,11 +292,16 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         self
     }
 
-    /// Cancelling `token` stops the run at the next step boundary ([`Outcome::Cancelled`]).
+    /// Cancelling `token` stops the run ([`Outcome::Cancelled`]): at the next step boundary, or
+    /// inside a running step, whose nodes are dropped at their next await (a journaled effect
+    /// in flight is let finish first, for up to [`Runner::stop_grace`]; a node that hangs, in a
+    /// tool or model call without a timeout, is stopped too). Nodes of that step whose writes
+    /// were kept (under [`Durability::Sync`](crate::Durability::Sync)) do not run again.
     /// A [`Runner::resume`] with a token cancelled already ends the thread cancelled at its
     /// first step boundary, also when it waits for a value or a timer that is not due.
-    /// A cancel that comes during the graph's last step is too late: that step's commit records
-    /// the thread `completed`, the run ends [`Outcome::Completed`] and nothing is compensated.
+    /// A cancel that comes once the graph's last step has finished its nodes (as it commits) is
+    /// too late: that step's commit records the thread `completed`, the run ends
+    /// [`Outcome::Completed`] and nothing is compensated.
     pub fn cancel_token(mut self, token: CancellationToken) -> Self {
         self.cancel = token;
         self
@@ -592,6 +638,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         let events = Arc::new(Events::new(self.sink, self.stream, self.parent_outlet.clone()));
         let activity_events = Arc::clone(&events);
         let gateway = &self.app.gateway;
+        let exec_cancel = self.cancel.clone();
         let scope = RunScope {
             cancel: self.cancel,
             meter: Meter::resumed(limits, base),
@@ -626,6 +673,9 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             resumed_step: start.step,
             skip_before,
             metrics,
+            stop_now: self.stop_now.unwrap_or_else(|| exec_cancel.clone()),
+            stop_grace: self.stop_grace,
+            node_time_limit: self.node_time_limit,
             pause: self.pause,
         };
         let span = tracing::info_span!("agentflow.run", graph = plan.spec.name, thread = self.thread.as_deref());
