@@ -344,6 +344,11 @@ impl ApprovalDesk {
     }
 }
 
+/// The one answer recorded for a question named alone.
+fn one(answers: Vec<InterruptAnswer>, thread: &str, checkpoint: u64) -> Result<InterruptAnswer, AnswerError> {
+    answers.into_iter().next().ok_or_else(|| AnswerError::NotReadBack { thread: thread.to_string(), checkpoint })
+}
+
 impl ApprovalDesk {
     /// Records `value` as the answer to the `cx.interrupt` that thread `thread`
     /// waits in at checkpoint `checkpoint`, given by `by`. A thread whose resume with a
@@ -365,6 +370,12 @@ impl ApprovalDesk {
     /// progress would move the thread on without this answer). A run that takes the thread
     /// in the instant between that check and the write is not detected: an explicit
     /// `resume_with` started then still wins over the answer.
+    ///
+    /// An answer that names no question is for a step that asks one: when several nodes (or
+    /// map instances) of the step wait for a value, it is refused with
+    /// [`AnswerError::SeveralQuestions`], naming their ids: answer each with
+    /// [`ApprovalDesk::answer_question`] (the thread goes on once each has its answer), or,
+    /// only when they ask the very same thing, all alike with [`ApprovalDesk::answer_all_alike`].
     pub fn answer_interrupt(
         &self,
         thread: &str,
@@ -372,7 +383,8 @@ impl ApprovalDesk {
         value: Value,
         by: &Approver,
     ) -> Result<InterruptAnswer, AnswerError> {
-        self.answer(thread, checkpoint, None, value, by)
+        self.answer(thread, checkpoint, crate::answer::Target::One(None), value, by)
+            .and_then(|v| one(v, thread, checkpoint))
     }
 
     /// [`ApprovalDesk::answer_interrupt`] for the question a person read: also refused, with
@@ -381,6 +393,12 @@ impl ApprovalDesk {
     /// returned). Between reading a question and answering it, the thread may have moved on to
     /// another question at the same checkpoint (a subgraph's next one): the answer typed for the
     /// first is not recorded for the second. The approval inbox answers this way.
+    ///
+    /// When the step asks several questions (two nodes, map instances, subgraph children of
+    /// several nodes), each is answered on its own by its id; the answers are kept in the audit
+    /// log until the last one is recorded, and only then does a plain resume (or a worker)
+    /// continue the thread, giving each node its own answer.
+    /// [`ApprovalDesk::waiting_questions`] lists them with what is answered so far.
     ///
     /// ```
     /// # use agentflow::approval::{ApprovalDesk, Approver};
@@ -400,19 +418,40 @@ impl ApprovalDesk {
         value: Value,
         by: &Approver,
     ) -> Result<InterruptAnswer, AnswerError> {
-        self.answer(thread, checkpoint, Some(question_id), value, by)
+        self.answer(thread, checkpoint, crate::answer::Target::One(Some(question_id)), value, by)
+            .and_then(|v| one(v, thread, checkpoint))
+    }
+
+    /// Records `value` as the answer to every question thread `thread` waits on at checkpoint
+    /// `checkpoint` that has no answer yet, alike: for a step whose nodes or map instances ask
+    /// the very same thing (the same payload) and one value is meant for all of them. Refused
+    /// with [`AnswerError::QuestionsDiffer`] when they ask different things (answer each with
+    /// [`ApprovalDesk::answer_question`]); otherwise refused as
+    /// [`ApprovalDesk::answer_interrupt`] is. The answers recorded, one per question.
+    pub fn answer_all_alike(
+        &self,
+        thread: &str,
+        checkpoint: u64,
+        value: Value,
+        by: &Approver,
+    ) -> Result<Vec<InterruptAnswer>, AnswerError> {
+        self.answer(thread, checkpoint, crate::answer::Target::Alike, value, by)
     }
 
     fn answer(
         &self,
         thread: &str,
         checkpoint: u64,
-        question: Option<&str>,
+        target: crate::answer::Target<'_>,
         value: Value,
         by: &Approver,
-    ) -> Result<InterruptAnswer, AnswerError> {
+    ) -> Result<Vec<InterruptAnswer>, AnswerError> {
         let store = &**self.store();
-        let answer = crate::answer::record(store, thread, checkpoint, question, value, &by.id, now_ms())?;
+        let (answer, complete) = crate::answer::record(store, thread, checkpoint, target, value, &by.id, now_ms())?;
+        // Questions of the step still wait for answers: the run goes on only with all of them.
+        if !complete {
+            return Ok(answer);
+        }
         // A worker parked the thread's run for this answer since it was recorded, or the queue
         // failed as it was written, or the store's audited wake is two writes (the default for
         // backends outside this crate wakes first: a claim in between parks the run again
@@ -447,11 +486,26 @@ impl ApprovalDesk {
         crate::answer::parent_moved_on(&**self.store(), thread)
     }
 
-    /// The answer recorded for the interrupt thread `thread` waits in now, if any.
+    /// The answer recorded for the interrupt thread `thread` waits in now, if any (for the
+    /// first question of its step; [`ApprovalDesk::waiting_questions`] gives each question's).
     pub fn recorded_answer(&self, thread: &str) -> Result<Option<InterruptAnswer>, AnswerError> {
         let store = &**self.store();
         let (seq, asks) = crate::answer::waiting(store, thread)?;
-        Ok(crate::answer::recorded(store, thread, seq, &asks.payload)?)
+        Ok(crate::answer::recorded(store, thread, seq, &asks)?)
+    }
+
+    /// The checkpoint thread `thread` waits at in `cx.interrupt`, and every question its step
+    /// asks there (one per node, or map instance, that waits for a value), each with the answer
+    /// recorded for it so far. The thread goes on once every one has its answer; until then a
+    /// plain resume asks for the rest.
+    pub fn waiting_questions(
+        &self,
+        thread: &str,
+    ) -> Result<(u64, Vec<(Pending, Option<InterruptAnswer>)>), AnswerError> {
+        let store = &**self.store();
+        let (seq, asks) = crate::answer::waiting_all(store, thread)?;
+        let answers = crate::answer::recorded_all(store, thread, seq, &asks)?;
+        Ok((seq, asks.into_iter().zip(answers).collect()))
     }
 }
 
