@@ -11,11 +11,20 @@
 //! [`Worker`](crate::Worker) ran is parked in the run queue; recording the answer wakes it there
 //! and a worker continues it.
 //!
+//! A step may ask several questions at once (two nodes, map instances, subgraph children of
+//! several nodes). Each answer is for one of them, named by its
+//! [`Pending::question_id`]; the thread goes on once every question of the step has its
+//! answer (and a parked run is woken by the answer that completes the set), each node getting
+//! its own. An answer that names no question is refused while several wait
+//! ([`AnswerError::SeveralQuestions`]); one value for all is recorded only when asked for, and
+//! only for questions that ask the very same thing.
+//!
 //! The answer is an entry of the thread's append-only audit log (kind
 //! [`ANSWER_KIND`], the person as its actor), bound to the checkpoint the thread waits
-//! at: once the thread moves on, the answer no longer applies. The first answer for a
-//! checkpoint wins; a later one is refused with [`AnswerError::AlreadyAnswered`],
-//! also when two people answer at the same moment from two processes.
+//! at and to its question: once the thread moves on, the answer no longer applies. The first
+//! answer to a question at a checkpoint wins; a later one is refused with
+//! [`AnswerError::AlreadyAnswered`], also when two people answer at the same moment from two
+//! processes.
 
 use agentflow_store::{AuditEntry, AuditError, LeaseError, NewAuditEntry, ReadError, RunWait, Store, ThreadStatus};
 use serde_json::{Value, json};
