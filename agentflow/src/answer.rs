@@ -67,6 +67,10 @@ pub struct InterruptAnswer {
     pub at: u64,
 }
 
+/// The questions a thread's step asks at a checkpoint, each with the answer recorded for it so
+/// far ([`ApprovalDesk::waiting_questions`](crate::approval::ApprovalDesk::waiting_questions)).
+pub type QuestionsAnswered = Vec<(Pending, Option<InterruptAnswer>)>;
+
 /// Recording an answer was refused or failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::answer::{AnswerError, InterruptAnswer};
+use crate::answer::{AnswerError, InterruptAnswer, QuestionsAnswered};
 use crate::approval::{ApprovalDesk, Approver};
 use crate::interrupt::Pending;
 use crate::persist::now_ms;
@@ -162,10 +162,7 @@ impl ApprovalDesk {
     /// asks there (one per node, or map instance, that waits for a value), each with the answer
     /// recorded for it so far. The thread goes on once every one has its answer; until then a
     /// plain resume asks for the rest.
-    pub fn waiting_questions(
-        &self,
-        thread: &str,
-    ) -> Result<(u64, Vec<(Pending, Option<InterruptAnswer>)>), AnswerError> {
+    pub fn waiting_questions(&self, thread: &str) -> Result<(u64, QuestionsAnswered), AnswerError> {
         let store = &**self.store();
         let (seq, asks) = crate::answer::waiting_all(store, thread)?;
         let answers = crate::answer::recorded_all(store, thread, seq, &asks)?;

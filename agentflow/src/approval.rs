@@ -54,7 +54,9 @@ use agentflow_store::{ApprovalError, AuditError, NewAuditEntry, ReadError, Store
 // `agentflow` need not depend on `agentflow-store` to match on them.
 pub use agentflow_store::{ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus};
 
-pub use crate::answer::{ANSWER_FAILED_KIND, ANSWER_KIND, ANSWER_USED_KIND, AnswerError, InterruptAnswer};
+pub use crate::answer::{
+    ANSWER_FAILED_KIND, ANSWER_KIND, ANSWER_USED_KIND, AnswerError, InterruptAnswer, QuestionsAnswered,
+};
 use serde_json::{Value, json};
 
 use crate::app::App;

@@ -297,5 +297,11 @@ pub enum RunError {
     /// Recording an answer given with `resume_answering` was refused or failed (the thread does
     /// not ask that question, it was answered already, ...). (Appended last.)
     #[error(transparent)]
-    Answer(#[from] crate::answer::AnswerError),
+    Answer(Box<crate::answer::AnswerError>),
+}
+
+impl From<crate::answer::AnswerError> for RunError {
+    fn from(e: crate::answer::AnswerError) -> Self {
+        RunError::Answer(Box::new(e))
+    }
 }
