@@ -424,18 +424,26 @@ mod two_askers {
     }
 }
 
-/// One value answers both waiting nodes; `check` refuses it and the step fails. The thread still
-/// waits in `interrupt` and is resumed with a corrected value: `ask` must get it too.
+/// Each waiting node gets its own answer; `check` refuses its value and the step fails. The
+/// thread still waits in `interrupt` for both (a failed step keeps no new answer, and the
+/// answers given are spent): answered again, `ask` gets its answer too.
 #[tokio::test]
 async fn a_value_given_after_a_failed_step_reaches_every_node_that_waits_for_it() {
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
     let app = two_askers::graph().app().store(Arc::clone(&store));
     let deps = Asks::default();
     let run = app.runner(&deps).thread("t").run(Pair::default()).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    let id = |node: &str| pending.iter().find(|p| p.node == node).unwrap().question_id();
+    let (ask, check) = (id("ask"), id("check"));
+    let run = app.runner(&deps).thread("t").resume_answering(&ask, "good").await.unwrap();
     assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
-    let run = app.runner(&deps).thread("t").resume_with("bad").await.unwrap();
+    let run = app.runner(&deps).thread("t").resume_answering(&check, "bad").await.unwrap();
     assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
-    let run = app.runner(&deps).thread("t").resume_with("good").await.unwrap();
+    let waiting: Vec<String> = app.pending("t").unwrap().iter().map(|p| p.node.clone()).collect();
+    assert_eq!(waiting, ["ask", "check"]);
+    app.runner(&deps).thread("t").resume_answering(&ask, "good").await.unwrap();
+    let run = app.runner(&deps).thread("t").resume_answering(&check, "good").await.unwrap();
     let run = match run.outcome {
         Outcome::Sleeping { .. } => {
             until_due(&store, "t").await;

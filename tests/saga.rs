@@ -918,9 +918,18 @@ async fn a_failure_for_good_beside_a_refused_answer_in_one_step_undoes_the_order
     let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
     let app = both::graph().app().store(Arc::clone(&store)).policy(RiskPolicy::allow_all());
     let run = app.runner(&Shop::new(&dir)).thread("order-8").run(Checkout::default()).await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    let id = |node: &str| pending.iter().find(|p| p.node == node).unwrap().question_id();
+    // Each gets an answer of the same shape: `ask` refuses its shape, `refuse` fails for good.
+    let answer = |node: &str| {
+        let id = id(node);
+        let shop = Shop::new(&dir);
+        let app = app.clone();
+        async move { app.runner(&shop).thread("order-8").resume_answering(&id, "yes please").await.unwrap() }
+    };
+    let run = answer("ask").await;
     assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
-    // Both take the one answer: `ask` refuses its shape, `refuse` fails for good.
-    let run = app.runner(&Shop::new(&dir)).thread("order-8").resume_with("yes please").await.unwrap();
+    let run = answer("refuse").await;
     let Outcome::Compensated { reason, undone: done, .. } = &run.outcome else { panic!("{}", run.outcome) };
     assert!(reason.contains("`refuse`") && reason.contains("burned down"), "{reason}");
     assert_eq!(triples(done), undone(&[("create", "create_order", "cancel_order")]));

@@ -14,7 +14,7 @@ use agentflow::approval::{Approver, RoleAuthorizer};
 use agentflow::persist::ThreadStatus;
 use agentflow::prelude::*;
 use agentflow::tool::Risk;
-use agentflow::{Budget, CancellationToken, Limits, Outcome, PendingKind, RedbStore, Store};
+use agentflow::{Budget, CancellationToken, Limits, Outcome, PendingKind, RedbStore, Run, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -1167,6 +1167,17 @@ pub mod beside_a_vet {
     }
 }
 
+/// Answers each question thread `thread` waits on with `value`, one at a time by its id; the
+/// run that the last answer continued.
+async fn answer_each<S: State>(app: &App<S, Counts>, counts: &Counts, thread: &str, value: &str) -> Run<S> {
+    let asked = app.pending(thread).unwrap();
+    let mut last = None;
+    for p in asked.iter().filter(|p| p.kind == PendingKind::Interrupt) {
+        last = Some(app.runner(counts).thread(thread).resume_answering(&p.question_id(), value).await.unwrap());
+    }
+    last.expect("the thread asks something")
+}
+
 /// What thread `thread` waits for at its latest checkpoint, as stored (what the inbox, the
 /// `agentflow` tool and an answer given from elsewhere read; `App::pending` shows it while the
 /// thread is paused, and the questions of a failed thread).
@@ -1177,9 +1188,10 @@ fn stored_waits(store: &Arc<dyn Store>, thread: &str) -> Vec<Value> {
     serde_json::from_slice(&w.value).unwrap()
 }
 
-/// One value answers the child's first question and the sibling, which refuses it: the step
-/// fails, but the child moved on to its second question, durably. What the thread waits for says
-/// so (an answer given from elsewhere is read against it), and the next value answers that one.
+/// The child's first question and the sibling are each answered with a value the sibling refuses:
+/// the step fails, but the child moved on to its second question, durably. What the thread waits
+/// for says so (an answer given from elsewhere is read against it), and the next answer to it
+/// answers that one.
 #[tokio::test]
 async fn a_child_that_moved_on_in_a_step_that_failed_is_shown_waiting_at_its_new_question() {
     let counts = Counts::default();
@@ -1188,7 +1200,7 @@ async fn a_child_that_moved_on_in_a_step_that_failed_is_shown_waiting_at_its_new
     let run = app.runner(&counts).thread("v").run(Pair::default()).await.unwrap();
     let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
     assert_eq!(pending.len(), 2, "{pending:?}");
-    let run = app.runner(&counts).thread("v").resume_with("bad").await.unwrap();
+    let run = answer_each(&app, &counts, "v", "bad").await;
     assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
 
     let waits = stored_waits(&store, "v");
@@ -1196,7 +1208,7 @@ async fn a_child_that_moved_on_in_a_step_that_failed_is_shown_waiting_at_its_new
     assert_eq!(child["payload"]["path"], "delegate/second", "{waits:?}");
     assert!(waits.iter().any(|p| p["node"] == "vet"), "{waits:?}");
 
-    let done = app.runner(&counts).thread("v").resume_with("good").await.unwrap();
+    let done = answer_each(&app, &counts, "v", "good").await;
     assert_eq!(done.outcome, Outcome::Completed);
     assert_eq!((done.state.child, done.state.vetted.as_str()), (vec!["bad".to_string(), "good".to_string()], "good"));
 }
@@ -1249,18 +1261,27 @@ pub mod around_a_vet {
 
 /// One level further down, the child's step fails while one of its nodes still waits for a value.
 /// The child is `failed`, yet it waits: resuming the parent shows its question again (instead of
-/// failing with "a value is required" on every resume), and the next value reaches it.
+/// failing with "a value is required" on every resume), and the next value reaches it. The
+/// child's step asks two questions; its parent asks them one after the other, each answer going
+/// to its own question, and the child goes on once both have theirs.
 #[tokio::test]
 async fn a_child_whose_step_failed_while_it_waited_gets_the_next_value() {
     let counts = Counts::default();
     let app = around_a_vet::graph().app().store(store());
     let run = app.runner(&counts).thread("w").run(Pair::default()).await.unwrap();
-    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].payload["path"], "wrap/delegate/first", "{pending:?}");
+    // The child's first question answered, its second (the vet's) is asked next.
+    let run = app.runner(&counts).thread("w").resume_with("bad").await.unwrap();
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
+    assert_eq!(pending[0].payload["path"], "wrap/vet", "{pending:?}");
     let run = app.runner(&counts).thread("w").resume_with("bad").await.unwrap();
     assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
     let run = app.runner(&counts).thread("w").resume().await.unwrap();
     let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
     assert_eq!(pending[0].node, "wrap", "{pending:?}");
+    let run = app.runner(&counts).thread("w").resume_with("good").await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
     let done = app.runner(&counts).thread("w").resume_with("good").await.unwrap();
     assert_eq!(done.outcome, Outcome::Completed);
     assert_eq!((done.state.child, done.state.vetted.as_str()), (vec!["bad".to_string(), "good".to_string()], "good"));

@@ -11,11 +11,20 @@
 //! [`Worker`](crate::Worker) ran is parked in the run queue; recording the answer wakes it there
 //! and a worker continues it.
 //!
+//! A step may ask several questions at once (two nodes, map instances, subgraph children of
+//! several nodes). Each answer is for one of them, named by its
+//! [`Pending::question_id`]; the thread goes on once every question of the step has its
+//! answer (and a parked run is woken by the answer that completes the set), each node getting
+//! its own. An answer that names no question is refused while several wait
+//! ([`AnswerError::SeveralQuestions`]); one value for all is recorded only when asked for, and
+//! only for questions that ask the very same thing.
+//!
 //! The answer is an entry of the thread's append-only audit log (kind
 //! [`ANSWER_KIND`], the person as its actor), bound to the checkpoint the thread waits
-//! at: once the thread moves on, the answer no longer applies. The first answer for a
-//! checkpoint wins; a later one is refused with [`AnswerError::AlreadyAnswered`],
-//! also when two people answer at the same moment from two processes.
+//! at and to its question: once the thread moves on, the answer no longer applies. The first
+//! answer to a question at a checkpoint wins; a later one is refused with
+//! [`AnswerError::AlreadyAnswered`], also when two people answer at the same moment from two
+//! processes.
 
 use agentflow_store::{AuditEntry, AuditError, LeaseError, NewAuditEntry, ReadError, RunWait, Store, ThreadStatus};
 use serde_json::{Value, json};
@@ -45,6 +54,11 @@ pub struct InterruptAnswer {
     pub checkpoint: u64,
     /// The node that asked.
     pub node: String,
+    /// The map worker instance of `node` that asked, if it is one.
+    pub instance: Option<u32>,
+    /// The id of the question answered ([`Pending::question_id`]); `None` for an answer recorded
+    /// before answers named their question.
+    pub question: Option<String>,
     /// The value `cx.interrupt` returns on resume (deserialized into the type the node asks for).
     pub value: Value,
     /// Who answered.
@@ -52,6 +66,10 @@ pub struct InterruptAnswer {
     /// When (unix millis).
     pub at: u64,
 }
+
+/// The questions a thread's step asks at a checkpoint, each with the answer recorded for it so
+/// far ([`ApprovalDesk::waiting_questions`](crate::approval::ApprovalDesk::waiting_questions)).
+pub type QuestionsAnswered = Vec<(Pending, Option<InterruptAnswer>)>;
 
 /// Recording an answer was refused or failed.
 #[derive(Debug, thiserror::Error)]
@@ -190,6 +208,49 @@ pub enum AnswerError {
         /// What the store said.
         source: LeaseError,
     },
+    /// The thread's step waits for answers to several questions and the answer names none:
+    /// one value is not given to all of them unasked. Nothing was recorded. (Appended last.)
+    #[error(
+        "thread `{thread}` waits for answers to {} questions at checkpoint {checkpoint} (ids {}); an answer \
+         that names no question is not recorded: answer each by its id (`ApprovalDesk::answer_question`, \
+         `agentflow answer --question ID`), or, only if one value is meant for all and they ask the very \
+         same thing, answer them alike (`ApprovalDesk::answer_all_alike`, `agentflow answer --all-alike`); \
+         nothing was recorded",
+        questions.len(),
+        questions.join(", ")
+    )]
+    SeveralQuestions {
+        /// The thread.
+        thread: String,
+        /// The checkpoint it waits at.
+        checkpoint: u64,
+        /// The ids of the questions it waits on ([`Pending::question_id`]).
+        questions: Vec<String>,
+    },
+    /// An answer for every question alike, but the questions that wait ask different things:
+    /// each needs its own answer. Nothing was recorded. (Appended last.)
+    #[error(
+        "thread `{thread}` waits on questions that ask different things (ids {}); answer each by its id; \
+         nothing was recorded",
+        questions.join(", ")
+    )]
+    QuestionsDiffer {
+        /// The thread.
+        thread: String,
+        /// The ids of the questions that wait for an answer.
+        questions: Vec<String>,
+    },
+}
+
+/// Which waiting question an answer is for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target<'a> {
+    /// The only question the thread's step asks (refused when it asks several); with an id,
+    /// that question (refused if the thread does not ask it).
+    One(Option<&'a str>),
+    /// Every question of the step that has no answer yet, with the same value: only when they
+    /// all ask the very same thing.
+    Alike,
 }
 
 /// The checkpoint thread `thread` waits at in `interrupt`, and what it asks.
@@ -209,6 +270,15 @@ pub(crate) fn waiting(store: &dyn Store, thread: &str) -> Result<(u64, Pending),
     }
 }
 
+/// The checkpoint thread `thread` waits at in `interrupt`, and every question its step asks
+/// there (one per node, or map instance, that waits for a value), in the order stored.
+pub(crate) fn waiting_all(store: &dyn Store, thread: &str) -> Result<(u64, Vec<Pending>), AnswerError> {
+    let (seq, _) = waiting(store, thread)?;
+    let mut asks = interrupts_at(store, thread, seq)?;
+    asks.retain(|p| p.kind == PendingKind::Interrupt);
+    Ok((seq, asks))
+}
+
 /// What thread `thread` waits for at checkpoint `seq`, as stored there.
 fn interrupts_at(store: &dyn Store, thread: &str, seq: u64) -> Result<Vec<Pending>, ReadError> {
     let writes = store.pending_writes(thread, seq)?;
@@ -219,15 +289,19 @@ fn interrupts_at(store: &dyn Store, thread: &str, seq: u64) -> Result<Vec<Pendin
         .unwrap_or_default())
 }
 
+/// Records `value` as the answer to `target` of the question(s) thread `thread` waits on at
+/// `checkpoint`. The answers recorded (one, or one per question answered alike), and whether
+/// every question of the step has its answer now (a plain resume continues the thread).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn record(
     store: &dyn Store,
     thread: &str,
     checkpoint: u64,
-    question: Option<&str>,
+    target: Target<'_>,
     value: Value,
     by: &str,
     now: u64,
-) -> Result<InterruptAnswer, AnswerError> {
+) -> Result<(Vec<InterruptAnswer>, bool), AnswerError> {
     if by.trim().is_empty() {
         return Err(AnswerError::Anonymous);
     }
@@ -238,7 +312,7 @@ pub(crate) fn record(
     // person is told it was recorded. A run that holds it already refuses the answer; one that
     // starts meanwhile is refused as busy, for that moment.
     let _held = AnswerLease::take(store, thread, now)?;
-    let (latest, pending) = waiting(store, thread)?;
+    let (latest, questions) = waiting_all(store, thread)?;
     if let Some(parent) = parent_waiting_on(store, thread)? {
         return Err(AnswerError::AnswerTheParent { thread: thread.to_string(), parent });
     }
@@ -248,28 +322,114 @@ pub(crate) fn record(
     if latest != checkpoint {
         return Err(AnswerError::Stale { thread: thread.to_string(), checkpoint, latest });
     }
-    if question.is_some_and(|q| q != pending.question_id()) {
-        return Err(AnswerError::QuestionChanged { thread: thread.to_string(), checkpoint });
+    let before = recorded_all(store, thread, checkpoint, &questions)?;
+    let ids = |all: bool| -> Vec<String> {
+        questions.iter().zip(&before).filter(|(_, a)| all || a.is_none()).map(|(p, _)| p.question_id()).collect()
+    };
+    // The questions this answer is for.
+    let chosen: Vec<usize> = match target {
+        Target::One(Some(id)) => match questions.iter().position(|p| p.question_id() == id) {
+            Some(i) => vec![i],
+            None => return Err(AnswerError::QuestionChanged { thread: thread.to_string(), checkpoint }),
+        },
+        Target::One(None) if questions.len() > 1 => {
+            return Err(AnswerError::SeveralQuestions {
+                thread: thread.to_string(),
+                checkpoint,
+                questions: ids(false),
+            });
+        }
+        Target::One(None) => vec![0],
+        Target::Alike => {
+            let open: Vec<usize> = (0..questions.len()).filter(|i| before[*i].is_none()).collect();
+            if open.iter().any(|i| questions[*i].payload != questions[open[0]].payload) {
+                return Err(AnswerError::QuestionsDiffer { thread: thread.to_string(), questions: ids(false) });
+            }
+            open
+        }
+    };
+    for i in &chosen {
+        if let Some(first) = &before[*i] {
+            return Err(AnswerError::AlreadyAnswered { thread: thread.to_string(), checkpoint, by: first.by.clone() });
+        }
     }
-    if let Some(first) = recorded(store, thread, checkpoint, &pending.payload)? {
-        return Err(AnswerError::AlreadyAnswered { thread: thread.to_string(), checkpoint, by: first.by });
-    }
-    let asks = question_hash(&pending.payload);
-    let detail = json!({ "checkpoint": checkpoint, "node": pending.node, "value": value, "asks": asks });
-    let entry = NewAuditEntry::new(now, by, ANSWER_KIND, detail);
-    // A run parked in the queue for the answer is woken in the write that records it: two
-    // writes, a process dying in between would leave the run parked beside its answer.
-    if !matches!(store.wake_run_audited(thread, RunWait::Answer, entry.clone()), Ok(true)) {
-        // Not parked (not queued, or not yet parked: the worker that parks it afterwards sees
-        // the answer and wakes it), or the queue failed: recorded alone, then woken by the caller.
-        store.append_audit(thread, entry)?;
+    // Every question of the step is answered once these are written.
+    let complete = before.iter().enumerate().all(|(i, a)| a.is_some() || chosen.contains(&i));
+    for (n, i) in chosen.iter().enumerate() {
+        let asked = &questions[*i];
+        let detail = json!({
+            "checkpoint": checkpoint, "node": asked.node, "instance": asked.instance, "value": value,
+            "asks": question_hash(&asked.payload), "question": asked.question_id(),
+        });
+        let entry = NewAuditEntry::new(now, by, ANSWER_KIND, detail);
+        // A run parked in the queue for the answers is woken in the write that records the last
+        // one: two writes, a process dying in between would leave the run parked beside it.
+        let last = complete && n + 1 == chosen.len();
+        if !(last && matches!(store.wake_run_audited(thread, RunWait::Answer, entry.clone()), Ok(true))) {
+            // Not parked (not queued, or not yet parked: the worker that parks it afterwards sees
+            // the answers and wakes it), or the queue failed, or more answers are to come:
+            // recorded alone, and woken by the caller once every question has its answer.
+            store.append_audit(thread, entry)?;
+        }
     }
     // Two processes may both have seen no answer: the log's order decides, the first wins.
-    match recorded(store, thread, checkpoint, &pending.payload)? {
-        Some(first) if first.by == by && first.value == value => Ok(first),
-        Some(first) => Err(AnswerError::AlreadyAnswered { thread: thread.to_string(), checkpoint, by: first.by }),
-        None => Err(AnswerError::NotReadBack { thread: thread.to_string(), checkpoint }),
+    let after = recorded_all(store, thread, checkpoint, &questions)?;
+    let mut answers = Vec::new();
+    for i in chosen {
+        match after[i].clone() {
+            Some(first) if first.by == by && first.value == value => answers.push(first),
+            Some(first) => {
+                return Err(AnswerError::AlreadyAnswered { thread: thread.to_string(), checkpoint, by: first.by });
+            }
+            None => return Err(AnswerError::NotReadBack { thread: thread.to_string(), checkpoint }),
+        }
     }
+    Ok((answers, after.iter().all(Option::is_some)))
+}
+
+/// Records `value`, given to a parent thread for its subgraph child `thread`'s question, as the
+/// answer to the first of the child's `questions` at `checkpoint` that has none yet. Written by
+/// the parent's run, which holds the child's lease and hands the answer down: no lease is
+/// taken and the child is not refused for waiting on its parent.
+pub(crate) fn record_handed_down(
+    store: &dyn Store,
+    thread: &str,
+    checkpoint: u64,
+    questions: &[Pending],
+    value: Value,
+    by: &str,
+    now: u64,
+) -> Result<(), AnswerError> {
+    crate::persist::check_json(&value, "answer").map_err(AnswerError::Value)?;
+    let answers = recorded_all(store, thread, checkpoint, questions)?;
+    let Some((asked, _)) = questions.iter().zip(&answers).find(|(_, a)| a.is_none()) else { return Ok(()) };
+    let detail = json!({
+        "checkpoint": checkpoint, "node": asked.node, "instance": asked.instance, "value": value,
+        "asks": question_hash(&asked.payload), "question": asked.question_id(),
+    });
+    store.append_audit(thread, NewAuditEntry::new(now, by, ANSWER_KIND, detail))?;
+    Ok(())
+}
+
+/// What of `pending` (what thread `thread` waits for at its latest checkpoint) still waits:
+/// while some questions of the step have no answer, those answered already are left out.
+pub(crate) fn unanswered(
+    store: &dyn Store,
+    thread: &str,
+    mut pending: Vec<Pending>,
+) -> Result<Vec<Pending>, ReadError> {
+    let asks: Vec<Pending> = pending.iter().filter(|p| p.kind == PendingKind::Interrupt).cloned().collect();
+    if asks.len() < 2 {
+        return Ok(pending);
+    }
+    let Some(latest) = store.latest_checkpoint(thread)? else { return Ok(pending) };
+    let answers = recorded_all(store, thread, latest.seq, &asks)?;
+    let answered: Vec<String> =
+        asks.iter().zip(&answers).filter(|(_, a)| a.is_some()).map(|(p, _)| p.question_id()).collect();
+    if answered.len() < asks.len() {
+        pending.retain(|p| p.kind != PendingKind::Interrupt || !answered.contains(&p.question_id()));
+    }
+    Ok(pending)
 }
 
 /// How the lease holder of an answer being recorded begins.
@@ -322,31 +482,52 @@ impl Drop for AnswerLease<'_> {
     }
 }
 
-/// The first answer recorded for checkpoint `checkpoint` of `thread` since the last one was
-/// spent ([`ANSWER_FAILED_KIND`], [`ANSWER_USED_KIND`]), in the audit log's order.
-///
-/// Only an answer to the question the thread asks there now (`asks`, the pending item's payload)
-/// counts: if a run moved the thread past the answered question without leaving the checkpoint
-/// (a subgraph's next question) and did not get to mark the answer used, the answer does not
-/// answer the next question either. (Answers recorded before answers named their question
-/// count for any question at their checkpoint.)
+/// The first answer recorded for question `asked` at checkpoint `checkpoint` of `thread` since
+/// the last answers there were spent ([`ANSWER_FAILED_KIND`], [`ANSWER_USED_KIND`]), in the
+/// audit log's order.
 pub(crate) fn recorded(
     store: &dyn Store,
     thread: &str,
     checkpoint: u64,
-    asks: &Value,
+    asked: &Pending,
 ) -> Result<Option<InterruptAnswer>, ReadError> {
-    let question = question_hash(asks);
-    let mut first = None;
+    Ok(recorded_all(store, thread, checkpoint, std::slice::from_ref(asked))?.pop().flatten())
+}
+
+/// [`recorded`] for each of `questions`, read in one pass of the audit log.
+///
+/// An answer counts for the question it names ([`Pending::question_id`]: the node, the map
+/// instance and what it asks), and only while the thread asks it there: if a run moved the
+/// thread past the answered question without leaving the checkpoint (a subgraph's next
+/// question) and did not get to mark the answer used, the answer does not answer the next
+/// question either. (An answer recorded before answers named their question counts for any
+/// question with its payload, or any at all if it names no payload either.)
+pub(crate) fn recorded_all(
+    store: &dyn Store,
+    thread: &str,
+    checkpoint: u64,
+    questions: &[Pending],
+) -> Result<Vec<Option<InterruptAnswer>>, ReadError> {
+    let keys: Vec<(String, String)> = questions.iter().map(|p| (p.question_id(), question_hash(&p.payload))).collect();
+    let mut first: Vec<Option<InterruptAnswer>> = vec![None; questions.len()];
     for e in store.list_audit(thread)? {
         if (e.kind == ANSWER_FAILED_KIND || e.kind == ANSWER_USED_KIND)
             && e.detail.get("checkpoint").and_then(Value::as_u64) == Some(checkpoint)
         {
-            first = None;
-        } else if first.is_none() {
-            let other_question = e.detail.get("asks").and_then(Value::as_str).is_some_and(|h| h != question);
-            if !other_question {
-                first = answer_of(&e, checkpoint);
+            first.iter_mut().for_each(|f| *f = None);
+            continue;
+        }
+        let Some(answer) = answer_of(&e, checkpoint) else { continue };
+        let named = e.detail.get("question").and_then(Value::as_str);
+        let asks = e.detail.get("asks").and_then(Value::as_str);
+        for ((id, hash), slot) in keys.iter().zip(first.iter_mut()) {
+            let answers = match (named, asks) {
+                (Some(q), _) => q == id,
+                (None, Some(h)) => h == hash,
+                (None, None) => true,
+            };
+            if answers && slot.is_none() {
+                *slot = Some(answer.clone());
             }
         }
     }
@@ -403,11 +584,11 @@ pub(crate) fn parent_moved_on(store: &dyn Store, thread: &str) -> Result<Option<
     Ok(Some(parent))
 }
 
-/// Whether thread `thread` waits in `cx.interrupt` with an answer recorded for the checkpoint
-/// it waits at (a plain resume continues it).
+/// Whether thread `thread` waits in `cx.interrupt` with an answer recorded for every question
+/// of the checkpoint it waits at (a plain resume continues it).
 pub(crate) fn answered_now(store: &dyn Store, thread: &str) -> Result<bool, ReadError> {
-    match waiting(store, thread) {
-        Ok((seq, p)) => Ok(recorded(store, thread, seq, &p.payload)?.is_some()),
+    match waiting_all(store, thread) {
+        Ok((seq, asks)) => Ok(recorded_all(store, thread, seq, &asks)?.iter().all(Option::is_some)),
         Err(AnswerError::Read(e)) => Err(e),
         Err(_) => Ok(false),
     }
@@ -442,6 +623,8 @@ fn answer_of(entry: &AuditEntry, checkpoint: u64) -> Option<InterruptAnswer> {
         thread: entry.thread.clone(),
         checkpoint,
         node: entry.detail.get("node")?.as_str()?.to_string(),
+        instance: entry.detail.get("instance").and_then(Value::as_u64).and_then(|i| u32::try_from(i).ok()),
+        question: entry.detail.get("question").and_then(Value::as_str).map(str::to_string),
         value: entry.detail.get("value")?.clone(),
         by: entry.actor.clone(),
         at: entry.at,

@@ -516,8 +516,8 @@ impl<'a, D> Ctx<'a, D> {
     /// not for the payload: a re-run whose question differs for another reason
     /// (a clock, a read outside the journal, new node code) gets it back too. A
     /// step that ends failed, or out of budget, keeps no new answer (one kept
-    /// before stays): the thread still waits for the value, and the next one is
-    /// given to every node that asks. What the thread is recorded as waiting for
+    /// before stays): the thread still waits for the value, and the next answer to
+    /// the node's question is given to it. What the thread is recorded as waiting for
     /// follows that step: a node that finished in it no longer waits; one whose
     /// subgraph moved on to another question waits at that question; one whose
     /// subgraph took the value and then failed waits for nothing recorded (its
@@ -530,6 +530,15 @@ impl<'a, D> Ctx<'a, D> {
     /// starts no saga compensation.
     ///
     /// Only a `#[node(interrupt)]` may call it, once per run of the node.
+    ///
+    /// When several nodes (or map instances) of one step ask, each question has its own id
+    /// ([`Pending::question_id`](crate::Pending::question_id)) and its own answer
+    /// ([`Runner::resume_answering`](crate::Runner::resume_answering), or a person's answer to
+    /// that question from the inbox or `agentflow answer --question`); the step runs again once
+    /// every question has its answer. A bare `resume_with(value)` is refused then
+    /// ([`RunError::SeveralQuestions`](crate::RunError::SeveralQuestions)), and one value for
+    /// every question is given only with
+    /// [`Runner::resume_with_all_alike`](crate::Runner::resume_with_all_alike).
     ///
     /// A review that pauses for a person, then sends through [`Ctx::effect`]
     /// (journaled: a resumed node gets the journaled receipt back):

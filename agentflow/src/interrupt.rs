@@ -28,8 +28,9 @@ pub struct Pending {
     pub node: String,
     /// The map worker instance of `node` that paused (its index in the `Send` fan-out, as
     /// [`Ctx::instance`](crate::Ctx::instance) gives it), `None` for a node run of its own and
-    /// for breakpoints. A value given with `resume_with` answers every waiting item of the
-    /// step alike, each instance's included.
+    /// for breakpoints. Each waiting item asks its own question ([`Pending::question_id`]) and
+    /// gets its own answer (`resume_answering`); one value for several items is given only
+    /// when asked for (`resume_with_all_alike`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<u32>,
     /// Why it paused.
@@ -40,7 +41,9 @@ pub struct Pending {
 
 impl Pending {
     /// What names the question: a hash of the node (and map instance) that asks and of what it
-    /// asks. An answer given with
+    /// asks. [`Runner::resume_answering`](crate::Runner::resume_answering) and
+    /// [`ApprovalDesk::answer_question`](crate::approval::ApprovalDesk::answer_question) answer
+    /// the question with this id alone, when a step asks several. An answer given with
     /// [`ApprovalDesk::answer_question`](crate::approval::ApprovalDesk::answer_question) for this id is
     /// refused if the thread asks another question by then (a subgraph's next one at the same
     /// checkpoint), so an answer typed for one question never lands on another.

@@ -74,6 +74,7 @@ extern crate self as agentflow;
 // re-exported below at the root: every public type has one path. The public
 // modules group a family users browse as a unit.
 mod answer;
+mod answer_desk;
 mod app;
 mod app_breakers;
 pub mod approval;

@@ -221,7 +221,10 @@ pub enum RunError {
         status: String,
     },
     /// `resume()` on a thread that waits for a human's value.
-    #[error("thread `{thread}` is waiting at node `{node}` for a value; continue it with `.resume_with(value)`")]
+    #[error(
+        "thread `{thread}` is waiting at node `{node}` for a value; continue it with `.resume_with(value)` \
+         (or, when its step asks several questions, answer each with `.resume_answering(question_id, value)`)"
+    )]
     ValueRequired {
         /// The thread id.
         thread: String,
@@ -261,4 +264,44 @@ pub enum RunError {
     /// The store failed; the run stopped rather than continue unrecorded.
     #[error(transparent)]
     Persist(#[from] PersistError),
+    /// `resume_with(value)` on a thread whose step waits for answers to several questions (two
+    /// nodes, or map instances, each asked in `cx.interrupt`): one value is not given to all of
+    /// them unasked. Nothing ran. (Appended last.)
+    #[error(
+        "thread `{thread}` waits for answers to {} questions (ids {}); a bare value does not answer them all: \
+         answer each with `.resume_answering(question_id, value)` (the ids are `Pending::question_id` of \
+         `app.pending(thread)`), or, only if one value is meant for every one of them and they all ask \
+         the very same thing, with `.resume_with_all_alike(value)`",
+        questions.len(),
+        questions.join(", ")
+    )]
+    SeveralQuestions {
+        /// The thread id.
+        thread: String,
+        /// The ids of the questions that wait for an answer ([`Pending::question_id`]).
+        questions: Vec<String>,
+    },
+    /// `resume_with_all_alike(value)` on a thread whose waiting items do not all ask the same
+    /// thing: each needs its own answer. Nothing ran. (Appended last.)
+    #[error(
+        "thread `{thread}` waits on questions that ask different things (ids {}); answer each with \
+         `.resume_answering(question_id, value)`",
+        questions.join(", ")
+    )]
+    QuestionsDiffer {
+        /// The thread id.
+        thread: String,
+        /// The ids of the questions that wait for an answer ([`Pending::question_id`]).
+        questions: Vec<String>,
+    },
+    /// Recording an answer given with `resume_answering` was refused or failed (the thread does
+    /// not ask that question, it was answered already, ...). (Appended last.)
+    #[error(transparent)]
+    Answer(Box<crate::answer::AnswerError>),
+}
+
+impl From<crate::answer::AnswerError> for RunError {
+    fn from(e: crate::answer::AnswerError) -> Self {
+        RunError::Answer(Box::new(e))
+    }
 }

@@ -267,6 +267,12 @@ impl<D: Sync> Ctx<'_, D> {
                     // value (a sibling's error, say) still waits for it.
                     let pending =
                         app.waits_for(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", name)))?;
+                    // Of a step asking several questions, those answered already wait no more.
+                    let (thread, all) = (id.clone(), pending);
+                    let pending = blocking(&store, move |s| crate::answer::unanswered(s, &thread, all))
+                        .await
+                        .map_err(|e| store_error(name, &e))?
+                        .map_err(|e| store_error(name, &e))?;
                     // The node run's resume value goes to the first that waits for one.
                     let waits = pending.iter().any(|p| p.kind == PendingKind::Interrupt);
                     let resume = self.resume.filter(|_| {
@@ -277,7 +283,7 @@ impl<D: Sync> Ctx<'_, D> {
                         (true, Some(value)) => {
                             took_resume = true;
                             let before = latest_seq(&store, &id).await;
-                            let run = runner.resume_with(value.clone()).await;
+                            let run = runner.resume_child_with(value.clone()).await;
                             // Refused for its shape: the child failed without a step, and still
                             // waits for a value where it asked (so does this node).
                             let refused = matches!(&run, Ok(r) if matches!(&r.outcome,

@@ -1050,11 +1050,13 @@ impl<S: State, D> App<S, D> {
         let record = store.thread(thread)?.ok_or_else(|| WorkerError::UnknownThread { thread: thread.to_string() })?;
         // Waiting in `cx.interrupt` (also a thread an answer of the wrong shape failed there):
         // only an answer lets a worker continue it.
-        match crate::answer::waiting(&**store, thread) {
-            Ok((seq, p)) => {
-                // Answered from another process: the worker's resume continues with that answer.
-                if crate::answer::recorded(&**store, thread, seq, &p.payload)?.is_none() {
-                    return Err(WorkerError::ValueRequired { thread: thread.to_string(), node: p.node });
+        match crate::answer::waiting_all(&**store, thread) {
+            Ok((seq, asks)) => {
+                // Answered from another process: the worker's resume continues with the answers,
+                // one for every question of the step.
+                let answers = crate::answer::recorded_all(&**store, thread, seq, &asks)?;
+                if let Some(open) = asks.into_iter().zip(answers).find(|(_, a)| a.is_none()) {
+                    return Err(WorkerError::ValueRequired { thread: thread.to_string(), node: open.0.node });
                 }
             }
             Err(crate::answer::AnswerError::Read(e)) => return Err(e.into()),
@@ -1145,7 +1147,7 @@ impl<S: State, D> App<S, D> {
 
 /// Who asked, when a control does not say: this process (host name, pid, start time, random
 /// bits), as `process:<tag>`.
-fn process_actor() -> String {
+pub(crate) fn process_actor() -> String {
     format!("process:{}", process_tag())
 }
 

@@ -153,6 +153,9 @@ fn expect_refusal(out: &Output, code: i32, needle: &str) {
     assert!(stderr(out).contains(needle), "expected `{needle}` in: {}", stderr(out));
 }
 
+#[path = "cli/questions.rs"]
+mod questions;
+
 fn by_id<'a>(list: &'a Value, id: &str) -> &'a Value {
     list.as_array().expect("array").iter().find(|t| t["id"] == id).unwrap_or_else(|| panic!("no `{id}` in {list}"))
 }

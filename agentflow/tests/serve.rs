@@ -588,11 +588,13 @@ async fn the_inbox_lists_interrupts_with_what_they_ask() {
     assert!(section.contains("&quot;question&quot;: &quot;ship it?&quot;"), "{section}");
 }
 
-/// Two instances of a map worker wait in one step: the page names each instance with what it
-/// asks, under one card with one answer form (a value answers every waiting instance), and the
-/// run resumed with that answer gives it to both.
+/// Two instances of a map worker wait in one step, each asking about its own draft: the page
+/// names each instance with what it asks, under one card with one answer form per question. An
+/// answer to one is recorded for that question alone: the card shows it answered and still
+/// offers the other, the app's resume does not go on yet, and once the second is answered each
+/// instance gets its own answer.
 #[tokio::test]
-async fn instances_of_a_map_worker_waiting_together_share_one_card_and_one_answer() {
+async fn each_question_of_a_map_step_has_its_own_answer_form_and_answer() {
     let dir = temp_dir("instances");
     let store = filled_redb(&dir).await;
     add_two_instance_questions(open_redb(&store)).await;
@@ -603,32 +605,50 @@ async fn instances_of_a_map_worker_waiting_together_share_one_card_and_one_answe
     assert!(inbox.contains("Inbox: 1 approval, 2 interrupts"), "{inbox}");
     let section = &inbox[inbox.find("id=\"interrupts\"").expect("an interrupts section")..];
     assert_eq!(section.matches("id=\"interrupt-t-reviews\"").count(), 1, "{section}");
-    assert_eq!(section.matches("action=\"/threads/t-reviews/answer\"").count(), 1, "{section}");
-    assert_eq!(section.matches("id=\"answer-value-t-reviews\"").count(), 1, "{section}");
+    assert_eq!(section.matches("action=\"/threads/t-reviews/answer\"").count(), 2, "{section}");
+    let mut forms = Vec::new();
     for (instance, title) in [(0, "intro"), (1, "outro")] {
         let asked = format!("<code>review</code> (instance {instance})");
         let at = section.find(&asked).unwrap_or_else(|| panic!("instance {instance} is named: {section}"));
         assert!(section[at..].contains(&format!("&quot;review&quot;: &quot;{title}&quot;")), "{section}");
+        // The form after what the instance asks is its own.
+        forms.push(form_question(&section[at..]));
+        assert!(section.contains(&format!("id=\"answer-value-t-reviews-{instance}\"")), "{section}");
     }
-    assert!(section.contains("One answer goes to every node here that waits for a value"), "{section}");
+    assert_ne!(forms[0], forms[1]);
 
     let seq = with_redb(&store, |s| s.latest_checkpoint("t-reviews").unwrap().unwrap().seq.to_string());
     let path = "/threads/t-reviews/answer";
-    let (status, to) = post(
-        &serve.base,
-        Some(&alice),
-        path,
-        &[("checkpoint", &seq), ("question", &form_question(section)), ("value", "\"fine\"")],
-    )
-    .await;
+    let answer = |question: String, value: &'static str| {
+        let (base, alice, seq) = (serve.base.clone(), &alice, seq.clone());
+        async move {
+            post(&base, Some(alice), path, &[("checkpoint", &seq), ("question", &question), ("value", value)]).await
+        }
+    };
+    let (status, to) = answer(forms[1].clone(), "\"cut it\"").await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
+    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
+    let section = &inbox[inbox.find("id=\"interrupt-t-reviews\"").expect("the card")..];
+    assert_eq!(section.matches("action=\"/threads/t-reviews/answer\"").count(), 1, "{section}");
+    assert!(section.contains("Answered by <strong>alice</strong>"), "{section}");
+    assert_eq!(form_question(section), forms[0], "the unanswered question is still offered");
+    // One question of two answered: the run does not go on.
+    let app = || reviewers::graph().app().store(open_redb(&store));
+    drop(serve);
+    let early = app().runner(&()).thread("t-reviews").resume().await;
+    assert!(matches!(early, Err(agentflow::RunError::ValueRequired { .. })), "{:?}", early.map(|r| r.outcome));
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let (status, to) =
+        post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("question", &forms[0]), ("value", "\"fine\"")])
+            .await;
     assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
     drop(serve);
-    let done =
-        reviewers::graph().app().store(open_redb(&store)).runner(&()).thread("t-reviews").resume().await.unwrap();
+    let done = app().runner(&()).thread("t-reviews").resume().await.unwrap();
     assert_eq!(done.outcome, agentflow::Outcome::Completed);
     let mut verdicts = done.state.verdicts.clone();
     verdicts.sort();
-    assert_eq!(verdicts, ["intro: fine", "outro: fine"]);
+    assert_eq!(verdicts, ["intro: fine", "outro: cut it"]);
 }
 
 /// After a fork of its parent, a subgraph run's question belongs to the abandoned branch: no

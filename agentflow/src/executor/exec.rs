@@ -64,11 +64,10 @@ pub(crate) struct Exec<'g, S: State, D> {
     /// Static breakpoints.
     pub(crate) before: HashSet<NodeId>,
     pub(crate) after: HashSet<NodeId>,
-    /// The value a human resumed with, for the nodes that interrupted. Like
-    /// `kept_answers`, it belongs to the step the run resumed at (`resumed_step`):
-    /// a later step that runs the same node again asks anew.
-    pub(crate) resume_value: Option<serde_json::Value>,
-    pub(crate) resume_nodes: HashSet<NodeId>,
+    /// The values a human resumed with, each for the node (and map instance) whose question it
+    /// answers. Like `kept_answers`, they belong to the step the run resumed at
+    /// (`resumed_step`): a later step that runs the same node again asks anew.
+    pub(crate) resume_values: Vec<super::answers::ResumeValue>,
     /// What the paused nodes' own `interrupt` returned before their step paused.
     pub(crate) kept_answers: Vec<KeptAnswer>,
     /// What the thread waited for when this run resumed it (at `resumed_step`).
@@ -602,7 +601,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         let instance = payload.map(|(i, _)| i);
         let span = tracing::debug_span!("agentflow.node", node = node.name, step, instance);
         let resumed = step == self.resumed_step;
-        let resume = self.resume_value.as_ref().filter(|_| resumed && self.resume_nodes.contains(&id));
+        let resume = super::answers::resume_value_for(&self.resume_values, node.name, instance).filter(|_| resumed);
         let kept_answer = self.kept_answers.iter().find(|k| resumed && k.node == node.name && k.instance == instance);
         let mut attempt = 1;
         loop {

@@ -1,6 +1,7 @@
 //! The executor: runs a compiled graph in super-steps (see `exec` for the
 //! loop) and reports how each run ended.
 
+mod answers;
 mod events;
 pub(crate) mod exec;
 mod step;
@@ -430,7 +431,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             }
         };
         let start = Resumed::fresh(input, app.graph.start());
-        self.drive(start, checkpointer, None).await
+        self.drive(start, checkpointer, Vec::new()).await
     }
 
     /// Continues thread [`Runner::thread`] from its last checkpoint, in this
@@ -453,40 +454,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         // A resume whose cancel token is cancelled already ends the thread `cancelled` at its
         // first step boundary, even one that waits for a value or a timer.
         let cancelled = self.cancel.is_cancelled() && !self.pause.is_cancelled();
-        if let Some(p) = start.interrupts.iter().find(|p| p.kind == PendingKind::Interrupt)
-            && !cancelled
-        {
-            // Answered from another process (the inbox, `agentflow answer`): continue with that value.
-            let (store, id, seq) = (Arc::clone(checkpointer.store()), checkpointer.thread.clone(), checkpointer.seq);
-            let (thread, asks) = (id.clone(), p.payload.clone());
-            let answer = crate::persist::blocking(&store, move |s| crate::answer::recorded(s, &thread, seq, &asks))
-                .await?
-                .map_err(PersistError::from)?;
-            return match answer {
-                Some(answer) => {
-                    let value = answer.value.clone();
-                    let result = self.drive(start, Some(checkpointer), Some(value)).await;
-                    let now = crate::persist::now_ms();
-                    if asks_again(&result) {
-                        // It asks again where it was answered (its subgraph's next question): the
-                        // answer is used, so neither a worker nor the next resume gives it again.
-                        let answer = answer.clone();
-                        let used = move |s: &dyn agentflow_store::Store| {
-                            crate::answer::used_if_asked_again(s, &answer, now).map(drop)
-                        };
-                        best_effort(&store, &id, "could not mark the answer used", used).await;
-                    }
-                    if let Ok(run) = &result
-                        && matches!(run.outcome, Outcome::Failed { .. })
-                    {
-                        // Spent: a person may answer again (a value of the right shape).
-                        let spent = move |s: &dyn agentflow_store::Store| crate::answer::spent(s, &answer, now);
-                        best_effort(&store, &id, "could not mark the answer spent", spent).await;
-                    }
-                    result
-                }
-                None => Err(RunError::ValueRequired { thread: checkpointer.thread.clone(), node: p.node.clone() }),
-            };
+        if start.interrupts.iter().any(|p| p.kind == PendingKind::Interrupt) && !cancelled {
+            // Answered from another process (the inbox, `agentflow answer`): continue with those
+            // answers, once every question of the step has its own.
+            return self.continue_answered(start, checkpointer, false).await;
         }
         // Woken before its timer is due: nothing runs and nothing is written.
         // (A thread whose step failed is run again now: what it waits for is the failed step's,
@@ -506,7 +477,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 usage_this_run: Default::default(),
             });
         }
-        self.drive(start, Some(checkpointer), None).await
+        self.drive(start, Some(checkpointer), Vec::new()).await
     }
 
     /// Resumes a sleeping thread whose timer is due, checked under its
@@ -525,44 +496,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         if !due || crate::timer::wake::wake_time(&start.interrupts).is_none_or(|at| at > now) {
             return Ok(None);
         }
-        self.drive(start, Some(checkpointer), None).await.map(Some)
-    }
-
-    /// Continues a thread that paused in `cx.interrupt(..)`: the paused
-    /// node(s) run again from their start and `interrupt` returns `value`.
-    pub async fn resume_with<V: serde::Serialize>(self, value: V) -> Result<Run<S>, RunError> {
-        let value = crate::persist::encode::to_value(&value, "resume", crate::persist::MAX_JSON_DEPTH)
-            .map_err(resume_value_error)?;
-        let (checkpointer, start) =
-            open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
-        // A thread undoing its calls never runs its graph again (`resume` continues the
-        // compensation), even when the step it was cancelled in waits for a value.
-        if checkpointer.opened_as == Some(ThreadStatus::Compensating) {
-            let thread = checkpointer.thread.clone();
-            let status = "it is `compensating`: its calls are being undone and its graph does not run again".into();
-            return Err(RunError::NotWaiting { thread, status });
-        }
-        if !start.interrupts.iter().any(|p| p.kind == PendingKind::Interrupt) {
-            let thread = checkpointer.thread.clone();
-            return Err(RunError::NotWaiting { thread, status: "no node is waiting in `interrupt`".into() });
-        }
-        let (store, id, seq) = (Arc::clone(checkpointer.store()), checkpointer.thread.clone(), checkpointer.seq);
-        let thread = id.clone();
-        let asks = start.interrupts.iter().find(|p| p.kind == PendingKind::Interrupt).map(|p| p.payload.clone());
-        let result = self.drive(start, Some(checkpointer), Some(value)).await;
-        // An answer recorded for this checkpoint was not the one given; if the run asks again
-        // here, that answer must not answer the new question either: it is used.
-        if asks_again(&result) {
-            let now = crate::persist::now_ms();
-            let superseded = move |s: &dyn agentflow_store::Store| -> Result<(), crate::answer::AnswerError> {
-                if let Some(answer) = crate::answer::recorded(s, &thread, seq, &asks.unwrap_or_default())? {
-                    crate::answer::used_if_asked_again(s, &answer, now)?;
-                }
-                Ok(())
-            };
-            best_effort(&store, &id, "could not mark a recorded answer used", superseded).await;
-        }
-        result
+        self.drive(start, Some(checkpointer), Vec::new()).await.map(Some)
     }
 
     fn node_set(&self, names: &[String]) -> Result<HashSet<NodeId>, RunError> {
@@ -581,13 +515,13 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         self,
         start: Resumed<S>,
         checkpointer: Option<Checkpointer>,
-        resume_value: Option<serde_json::Value>,
+        resume_values: Vec<answers::ResumeValue>,
     ) -> Result<Run<S>, RunError> {
         let graph = self.app.graph.inner.spec.name;
         let kind = if checkpointer.as_ref().is_some_and(|cp| cp.opened_as.is_some()) { "resume" } else { "start" };
         crate::metrics::run_started(graph, kind);
         let began = Instant::now();
-        let result = self.drive_run(start, checkpointer, resume_value).await;
+        let result = self.drive_run(start, checkpointer, resume_values).await;
         crate::metrics::run_finished(graph, &result, began.elapsed());
         result
     }
@@ -596,7 +530,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         self,
         mut start: Resumed<S>,
         mut checkpointer: Option<Checkpointer>,
-        resume_value: Option<serde_json::Value>,
+        resume_values: Vec<answers::ResumeValue>,
     ) -> Result<Run<S>, RunError> {
         if let (Some(cp), Some(parents)) = (checkpointer.as_mut(), &self.parent_leases) {
             cp.fence_parents(parents.clone());
@@ -621,12 +555,6 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             Ok((self.node_set(&self.before)?, self.node_set(&self.after)?))
         })();
         let (before, after) = config?;
-        let resume_nodes = start
-            .interrupts
-            .iter()
-            .filter(|p| p.kind == PendingKind::Interrupt)
-            .filter_map(|p| self.app.graph.node_id(&p.node))
-            .collect();
         // The step paused before a node or inside one has passed its breakpoints before nodes
         // already; one paused after a node's step has not begun the next.
         let skip_before = start.interrupts.iter().any(|p| p.kind != PendingKind::After);
@@ -664,8 +592,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             events,
             before,
             after,
-            resume_value,
-            resume_nodes,
+            resume_values,
             kept_answers,
             resumed_interrupts,
             children_moved: std::sync::Mutex::new(Vec::new()),

@@ -101,21 +101,27 @@ impl<S: State, D> App<S, D> {
     /// What the thread waits for before it can go on: the pending items of a paused thread
     /// (interrupted or sleeping), and the question of a failed thread whose node still waits
     /// for a value (an answer of the wrong shape failed it where it asked: `resume_with`, or a
-    /// person's answer, continues it). Empty otherwise.
+    /// person's answer, continues it). Empty otherwise. When the step asks several questions
+    /// and some of them are answered on their own already, the list is those still unanswered.
     pub fn pending(&self, thread: &str) -> Result<Vec<Pending>, HistoryError> {
         let store = self.store_or_err()?;
         let Some(record) = store.thread(thread).map_err(PersistError::from)? else {
             return Err(HistoryError::UnknownThread { thread: thread.to_string() });
         };
-        match record.status {
-            ThreadStatus::Interrupted | ThreadStatus::Sleeping => self.waits_for(thread),
+        let waits = match record.status {
+            ThreadStatus::Interrupted | ThreadStatus::Sleeping => self.waits_for(thread)?,
             ThreadStatus::Failed => {
                 let mut waits = self.waits_for(thread)?;
                 waits.retain(|p| p.kind == PendingKind::Interrupt);
-                Ok(waits)
+                waits
             }
-            _ => Ok(Vec::new()),
-        }
+            _ => Vec::new(),
+        };
+        // While some questions of the step wait for their answers, one answered already (its
+        // answer kept until the step's last question has one) is not listed. (Once each has
+        // its answer, all are listed, as one is: the thread waits for a resume to go on.)
+        let waits = crate::answer::unanswered(&**store, thread, waits).map_err(PersistError::from)?;
+        Ok(waits)
     }
 
     /// What the thread's latest checkpoint records it waits for, whatever its status: a thread

@@ -182,9 +182,15 @@ pub struct AnswerArgs {
     pub checkpoint: Option<u64>,
     /// The question the answer is for (`show THREAD` or `pending --json` shows its id);
     /// refused if the thread asks another question by then, even at the same checkpoint (a
-    /// subgraph's next one). Default: whatever the thread asks now.
-    #[arg(long, value_name = "ID")]
+    /// subgraph's next one). When its step asks several questions (two nodes, map instances),
+    /// each is answered on its own this way, and the thread goes on once each has its answer.
+    /// Default: the one question the thread asks now (refused when it asks several).
+    #[arg(long, value_name = "ID", conflicts_with = "all_alike")]
     pub question: Option<String>,
+    /// Answer every question of the step that has no answer yet with this one value: only
+    /// when they all ask the very same thing (refused otherwise).
+    #[arg(long)]
+    pub all_alike: bool,
 }
 
 /// Records an answer to a thread's interrupt; the app's next `resume()` (or a worker, for a
@@ -210,23 +216,42 @@ pub fn answer(store: &Arc<dyn Store>, args: &AnswerArgs, as_json: bool) -> Outco
         None => desk.waiting_interrupt(&args.thread).map_err(refused)?.0,
     };
     let by = Approver::new(args.user.clone(), Vec::<String>::new());
-    let answer = match &args.question {
-        Some(question) => desk.answer_question(&args.thread, checkpoint, question, value, &by),
-        None => desk.answer_interrupt(&args.thread, checkpoint, value, &by),
+    let answers = match &args.question {
+        _ if args.all_alike => desk.answer_all_alike(&args.thread, checkpoint, value, &by),
+        Some(question) => desk.answer_question(&args.thread, checkpoint, question, value, &by).map(|a| vec![a]),
+        None => desk.answer_interrupt(&args.thread, checkpoint, value, &by).map(|a| vec![a]),
     };
-    let answer = answer.map_err(refused)?;
+    let answers = answers.map_err(refused)?;
+    // The questions of the step still without an answer: the thread goes on once there are none.
+    let open: Vec<String> = match desk.waiting_questions(&args.thread) {
+        Ok((_, asks)) => asks.into_iter().filter(|(_, a)| a.is_none()).map(|(p, _)| p.question_id()).collect(),
+        Err(_) => Vec::new(),
+    };
     if as_json {
-        out::json(&serde_json::json!({
-            "thread": answer.thread, "checkpoint": answer.checkpoint, "node": answer.node,
-            "value": answer.value, "by": answer.by, "at": answer.at,
-        }))?;
+        let one = |a: &agentflow::approval::InterruptAnswer| {
+            serde_json::json!({
+                "thread": a.thread, "checkpoint": a.checkpoint, "node": a.node, "instance": a.instance,
+                "question": a.question, "value": a.value, "by": a.by, "at": a.at,
+            })
+        };
+        let mut v = match answers.as_slice() {
+            [a] => one(a),
+            all => serde_json::json!({ "answers": all.iter().map(one).collect::<Vec<_>>() }),
+        };
+        v["unanswered"] = serde_json::json!(open);
+        out::json(&v)?;
+        return Ok(());
+    }
+    for a in &answers {
+        let instance = a.instance.map(|i| format!(" instance {i}")).unwrap_or_default();
+        outln!("thread {} answered at node {}{instance} (checkpoint {}) by {}", a.thread, a.node, a.checkpoint, a.by)?;
+    }
+    if open.is_empty() {
+        outln!("the app's next resume() (or a worker, for a queued run) continues with the answers")?;
     } else {
         outln!(
-            "thread {} answered at node {} (checkpoint {}) by {}; the app's next resume() (or a worker, for a queued run) continues with it",
-            answer.thread,
-            answer.node,
-            answer.checkpoint,
-            answer.by
+            "still unanswered at this step: {} (answer each with `--question ID`); the thread goes on once each has its answer",
+            open.join(", ")
         )?;
     }
     Ok(())

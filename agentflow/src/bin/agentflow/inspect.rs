@@ -388,8 +388,16 @@ pub fn pending(shared: &Arc<dyn Store>, as_json: bool) -> Outcome {
             continue;
         }
         let (seq, waits) = waits(store, &t.id)?;
+        // A question of a step that asks several, answered already while others wait, waits no
+        // more.
+        let answered: Vec<String> = match desk.waiting_questions(&t.id) {
+            Ok((_, asks)) if asks.iter().any(|(_, a)| a.is_none()) => {
+                asks.iter().filter(|(_, a)| a.is_some()).map(|(p, _)| p.question_id()).collect()
+            }
+            _ => Vec::new(),
+        };
         for p in waits {
-            if listed.contains(&p.kind) {
+            if listed.contains(&p.kind) && !(p.kind == PendingKind::Interrupt && answered.contains(&p.question_id())) {
                 interrupts.push((t.clone(), seq, p));
             }
         }

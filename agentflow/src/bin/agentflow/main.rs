@@ -16,8 +16,11 @@
 //! `cx.interrupt` ([`ApprovalDesk::answer_interrupt`](agentflow::approval::ApprovalDesk::answer_interrupt));
 //! the app's next plain `resume()` of the thread continues with it, or, for a thread a worker
 //! ran, a worker does (the answer wakes the run it parked in the queue). With `--question ID`
-//! (the id `show THREAD` prints) the answer is refused if the thread asks another question by
-//! then ([`ApprovalDesk::answer_question`](agentflow::approval::ApprovalDesk::answer_question)).
+//! (the id `show THREAD` prints) the answer is for that question alone, and refused if the thread
+//! asks another question by then ([`ApprovalDesk::answer_question`](agentflow::approval::ApprovalDesk::answer_question)).
+//! A step that asks several questions is answered one question at a time this way (an answer
+//! without `--question` is refused then); it goes on once each has its answer. `--all-alike`
+//! answers every question of the step with one value, when they all ask the very same thing.
 //!
 //! Decisions (`approve`, `edit`, `reject`, `cancel`, `settle`) go through the
 //! library's [`ApprovalDesk`](agentflow::approval::ApprovalDesk) with a

@@ -173,11 +173,6 @@ pub struct InterruptView {
     pub questions: Vec<Question>,
     /// The checkpoint the thread waits at (an answer is bound to it).
     pub checkpoint: u64,
-    /// Who answered it already and when (unix millis), waiting for the app to resume it.
-    pub answered: Option<(String, u64)>,
-    /// The id of the question an answer answers ([`agentflow::Pending::question_id`]): the
-    /// answer is refused if the thread asks another one by then.
-    pub question_id: Option<String>,
 }
 
 /// One waiting item of a paused thread.
@@ -190,6 +185,11 @@ pub struct Question {
     pub kind: String,
     /// What it asks.
     pub payload: Value,
+    /// The id of the question an answer answers ([`agentflow::Pending::question_id`]), for one
+    /// that takes an answer: the answer is refused if the thread asks another one by then.
+    pub id: Option<String>,
+    /// Who answered it already and when (unix millis).
+    pub answered: Option<(String, u64)>,
 }
 
 /// The last messages of a state, if a field holds chat messages (objects with a `role`).
@@ -521,8 +521,8 @@ pub fn inbox(
     layout("Inbox", Some(s), &body)
 }
 
-/// One paused thread: what each waiting node asks, and one answer form (or who answered): a
-/// value answers every node of the step that waits for one.
+/// One paused thread: what each waiting node asks, each question with its own answer form (or
+/// who answered it); the thread goes on once each has its answer.
 fn interrupt_card(i: &InterruptView, s: &Session, now: u64) -> String {
     let tid = url(&i.thread.id);
     let mut out = format!(
@@ -532,7 +532,8 @@ fn interrupt_card(i: &InterruptView, s: &Session, now: u64) -> String {
         seq = i.checkpoint,
         since = ago(i.thread.updated_at, now),
     );
-    for q in &i.questions {
+    let asked = i.questions.iter().filter(|q| q.id.is_some()).count();
+    for (n, q) in i.questions.iter().enumerate() {
         let instance = q.instance.map(|n| format!(" (instance {n})")).unwrap_or_default();
         let _ = write!(
             out,
@@ -542,35 +543,43 @@ fn interrupt_card(i: &InterruptView, s: &Session, now: u64) -> String {
             kind = esc(&q.kind),
             payload = esc(&serde_json::to_string_pretty(&q.payload).unwrap_or_default()),
         );
-    }
-    let values = i.questions.iter().filter(|q| q.kind == "interrupt").count();
-    match &i.answered {
-        Some((by, at)) => {
-            let _ = write!(
-                out,
-                "<p class=\"answered\">Answered by <strong>{}</strong> {}; waiting for the app to resume the thread.</p>",
-                esc(by),
-                ago(*at, now)
-            );
-        }
-        None if values > 0 && i.question_id.is_some() => {
-            if values > 1 {
-                out.push_str("<p class=\"muted\">One answer goes to every node here that waits for a value.</p>");
+        // One form per question: an element id of its own when the step asks several.
+        let id = if asked > 1 { format!("{}-{n}", i.thread.id) } else { i.thread.id.clone() };
+        match (&q.id, &q.answered) {
+            (Some(_), Some((by, at))) => {
+                let _ = write!(
+                    out,
+                    "<p class=\"answered\">Answered by <strong>{}</strong> {}.</p>",
+                    esc(by),
+                    ago(*at, now)
+                );
             }
-            let _ = write!(
-                out,
-                "<form method=\"post\" action=\"/threads/{tid}/answer\" class=\"answer\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
-                 <input type=\"hidden\" name=\"checkpoint\" value=\"{seq}\">\
-                 <input type=\"hidden\" name=\"question\" value=\"{question}\">\
-                 <label>Answer (JSON)<textarea name=\"value\" rows=\"3\" id=\"answer-value-{id}\"></textarea></label>\
-                 <p><button id=\"answer-{id}\">Answer</button></p></form>",
-                csrf = esc(&s.csrf),
-                seq = i.checkpoint,
-                question = esc(i.question_id.as_deref().unwrap_or_default()),
-                id = esc(&i.thread.id),
-            );
+            (Some(question), None) => {
+                let _ = write!(
+                    out,
+                    "<form method=\"post\" action=\"/threads/{tid}/answer\" class=\"answer\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+                     <input type=\"hidden\" name=\"checkpoint\" value=\"{seq}\">\
+                     <input type=\"hidden\" name=\"question\" value=\"{question}\">\
+                     <label>Answer (JSON)<textarea name=\"value\" rows=\"3\" id=\"answer-value-{id}\"></textarea></label>\
+                     <p><button id=\"answer-{id}\">Answer</button></p></form>",
+                    csrf = esc(&s.csrf),
+                    seq = i.checkpoint,
+                    question = esc(question),
+                    id = esc(&id),
+                );
+            }
+            (None, _) => {}
         }
-        None => out.push_str("<p class=\"muted\">A breakpoint: continue it from the app (resume).</p>"),
+    }
+    let open = i.questions.iter().filter(|q| q.id.is_some() && q.answered.is_none()).count();
+    if asked == 0 {
+        out.push_str("<p class=\"muted\">A breakpoint: continue it from the app (resume).</p>");
+    } else if open == 0 {
+        out.push_str("<p class=\"answered\">Answered; waiting for the app to resume the thread.</p>");
+    } else if asked > 1 {
+        out.push_str(
+            "<p class=\"muted\">Each question takes its own answer; the thread goes on once each has one.</p>",
+        );
     }
     out.push_str("</div>");
     out

@@ -355,10 +355,11 @@ fn interrupt_view(store: &dyn Store, desk: &ApprovalDesk, t: &ThreadRecord) -> R
     }
     let (seq, waits) = inspect::waits(store, &t.id)?;
     let checkpoint = seq.unwrap_or_default();
-    // Read as the library's resume reads it (a spent answer does not count).
-    let answered = match desk.recorded_answer(&t.id) {
-        Ok(answer) => answer.map(|a| (a.by, a.at)),
-        Err(AnswerError::NotWaiting { .. }) => None,
+    // Each question's answer, read as the library's resume reads it (a spent answer does not
+    // count): a step that asks several takes one answer per question.
+    let answers = match desk.waiting_questions(&t.id) {
+        Ok((_, asks)) => asks,
+        Err(AnswerError::NotWaiting { .. }) => Vec::new(),
         Err(e) => return Err(Failure::store(e)),
     };
     let mut questions = Vec::new();
@@ -369,23 +370,16 @@ fn interrupt_view(store: &dyn Store, desk: &ApprovalDesk, t: &ThreadRecord) -> R
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_else(|| format!("{:?}", p.kind));
-            questions.push(Question { node: p.node, instance: p.instance, kind, payload: p.payload });
+            let id = p.question_id();
+            // What an answer answers: the question `answer_question` checks.
+            let (id, answered) = match answers.iter().find(|(asked, _)| asked.question_id() == id) {
+                Some((_, answer)) => (Some(id), answer.as_ref().map(|a| (a.by.clone(), a.at))),
+                None => (None, None),
+            };
+            questions.push(Question { node: p.node, instance: p.instance, kind, payload: p.payload, id, answered });
         }
     }
-    // What an answer answers: the question `answer_question` checks (the first that asks for
-    // a value).
-    let question_id = match desk.waiting_interrupt(&t.id) {
-        Ok((_, asks)) => Some(asks.question_id()),
-        Err(AnswerError::NotWaiting { .. }) => None,
-        Err(e) => return Err(Failure::store(e)),
-    };
-    Ok((!questions.is_empty()).then(|| InterruptView {
-        thread: t.clone(),
-        questions,
-        checkpoint,
-        answered,
-        question_id,
-    }))
+    Ok((!questions.is_empty()).then(|| InterruptView { thread: t.clone(), questions, checkpoint }))
 }
 
 async fn inbox(State(server): State<Shared>, headers: HeaderMap, Query(q): Query<HashMap<String, String>>) -> Response {
