@@ -132,8 +132,10 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                 ),
             );
         };
-        if let Err(e) = tool.validate(&call.arguments) {
-            return deny(Code::InvalidArgument, e.0);
+        // Too deep is refused whatever the tool's own check (a hand-written `Tool` may skip it).
+        let checked = crate::persist::check_json(&call.arguments, "args").map_err(|e| e.to_string());
+        if let Err(e) = checked.and_then(|()| tool.validate(&call.arguments).map_err(|e| e.0)) {
+            return deny(Code::InvalidArgument, e);
         }
         match self.scope.policy.decide(tool.name(), tool.risk()) {
             Decision::Deny => {

@@ -17,4 +17,5 @@ mod validate;
 pub use contract::{AnyDeps, Compensation, Risk, Tool, ToolCx, ToolError, ToolSet, schema_of};
 pub use observation::{Code, Observation};
 pub use policy::{Decision, OnReject, Policy, RiskPolicy};
+pub(crate) use validate::clip_deep_args;
 pub use validate::{ArgumentError, args_hash, canonical_json, validate_args};
