@@ -261,4 +261,8 @@ pub enum RunError {
     /// The store failed; the run stopped rather than continue unrecorded.
     #[error(transparent)]
     Persist(#[from] PersistError),
+    /// A new persisted thread with no owner, whose graph (or a subgraph of it) lists a tool the
+    /// policy may hold for a human's approval: set `.owner(..)`. Refused before anything runs.
+    #[error(transparent)]
+    OwnerRequired(#[from] crate::tool::OwnerRequired),
 }

@@ -372,6 +372,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             (None, _) => None,
             (Some(_), None) => return Err(RunError::NoStore),
             (Some(thread), Some(store)) => {
+                app.check_owner(&self.owner)?;
                 let budget = ThreadBudget { limits: self.limits, ..ThreadBudget::default() };
                 let (owner, durability, ttl) = (self.owner.clone(), self.durability, self.lease_ttl);
                 let (holder, parent) = (self.holder.clone(), self.child_of.clone());
