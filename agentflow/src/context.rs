@@ -70,6 +70,9 @@ pub(crate) struct RunScope<'g> {
     pub(crate) breakers: Arc<crate::breaker::Breakers>,
     /// The run's stream, when it carries model chunks or custom values.
     pub(crate) outlet: Option<Arc<dyn Outlet>>,
+    /// For a subgraph's run: the step of the root thread in which it was started, recorded
+    /// with its calls' saga entries so a compensation orders the tree's calls as one.
+    pub(crate) saga_root_step: Option<u64>,
 }
 
 impl<D> std::fmt::Debug for Ctx<'_, D> {
