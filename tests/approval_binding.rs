@@ -245,10 +245,11 @@ async fn a_run_without_an_owner_cannot_request_an_approval() {
     let deps = ChatDeps { model: Arc::new(model) };
     // Without an owner the requester would be the thread id, and whoever
     // started the run could approve their own call.
-    let run = graph.runner(&deps).thread("bind-5").run(Chat::default()).await.unwrap();
-    let Outcome::Failed { node, error } = &run.outcome else { panic!("not failed: {:?}", run.outcome) };
-    assert_eq!(node, "agent");
-    assert!(error.message.contains(".owner("), "{}", error.message);
+    // The run is refused before it starts: its node lists a tool the policy gates.
+    let err = graph.runner(&deps).thread("bind-5").run(Chat::default()).await.unwrap_err();
+    let agentflow::RunError::OwnerRequired(refused) = &err else { panic!("not refused: {err:?}") };
+    assert_eq!((refused.node, refused.tool), ("agent", "refund_order"));
+    assert!(err.to_string().contains(".owner("), "{err}");
     assert!(desk.for_thread("bind-5").unwrap().is_empty(), "no approval was requested");
     assert!(ran("acct-5").is_empty());
 }

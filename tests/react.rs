@@ -63,6 +63,35 @@ async fn bad_arguments_and_unknown_tools_come_back_as_observations() {
 }
 
 #[tokio::test]
+async fn deep_arguments_from_the_model_are_an_invalid_argument_observation_on_a_store() {
+    // 125 levels: within what serde_json reads, past what the store keeps inside a state.
+    let deep = (0..124).fold(json!(1), |inner, _| json!([inner]));
+    let model = Arc::new(
+        ScriptedModel::new()
+            .reply_tool_call("add", json!({ "a": deep, "b": 1 }))
+            .reply_tool_call("add", json!({"a": 3, "b": 4}))
+            .reply_text("3 + 4 = 7"),
+    );
+    let deps = ReactDeps::new(model);
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+    let app = calculator::graph().app().store(store);
+    let run = app.runner(&deps).thread("deep-args").run(ReactState::ask("add")).await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed);
+    let observations: Vec<Value> = run
+        .state
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| serde_json::from_str(&m.content).unwrap())
+        .collect();
+    assert_eq!(observations.len(), 2);
+    assert_eq!(observations[0]["code"], "INVALID_ARGUMENT", "{}", observations[0]);
+    assert!(observations[0]["detail"].as_str().unwrap().contains("nests deeper than"), "{}", observations[0]);
+    assert_eq!(observations[1]["result"], 7.0);
+    assert_eq!(app.state("deep-args").unwrap().unwrap().state, run.state);
+}
+
+#[tokio::test]
 async fn a_model_that_keeps_calling_tools_runs_out_of_budget() {
     let mut model = ScriptedModel::new();
     for i in 0..50 {

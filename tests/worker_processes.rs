@@ -171,7 +171,7 @@ async fn three_worker_processes_finish_every_thread_once_when_one_is_killed() {
     let ops = app(&url, &schema);
     const STEPS: u64 = 6;
     for i in 0..200 {
-        ops.submit(&format!("c{i:03}"), &Job::new(STEPS, false, 20)).unwrap();
+        ops.submit_as(&format!("c{i:03}"), &Job::new(STEPS, false, 20), "agent:jobs").unwrap();
     }
     for i in 0..6 {
         ops.submit_as(&format!("pay{i}"), &Job::new(2, true, 0), "agent:refund-bot").unwrap();
@@ -279,7 +279,7 @@ async fn a_worker_stopped_past_its_lease_is_refused_when_it_wakes() {
     let Some(url) = pg_url() else { return };
     let (schema, dir) = (fresh_schema("stop"), temp_dir("stop"));
     let ops = app(&url, &schema);
-    ops.submit("slow", &Job::new(60, false, 20)).unwrap();
+    ops.submit_as("slow", &Job::new(60, false, 20), "agent:jobs").unwrap();
     let a = WorkerProcess::start(&dir, "a", &url, &schema, 1000);
     let holder = |ops: &App<Job, ()>| ops.thread("slow").unwrap().and_then(|t| t.lease).map(|l| l.holder);
     wait_until("a runs the thread", LIMIT, || {
@@ -323,7 +323,7 @@ async fn a_thread_running_in_a_worker_process_is_cancelled_from_this_process() {
     let Some(url) = pg_url() else { return };
     let (schema, dir) = (fresh_schema("cancel"), temp_dir("cancel"));
     let ops = app(&url, &schema);
-    ops.submit("endless", &Job::new(1_000_000, false, 2)).unwrap();
+    ops.submit_as("endless", &Job::new(1_000_000, false, 2), "agent:jobs").unwrap();
     let w = WorkerProcess::start(&dir, "w", &url, &schema, 5000);
     wait_until("the worker runs it", LIMIT, || ops.history("endless").map(|h| h.len() > 3).unwrap_or(false)).await;
     let live = ops.live_runs().unwrap();
@@ -347,7 +347,7 @@ async fn a_thread_paused_from_this_process_is_resumed_by_a_worker_process_where_
     const STEPS: u64 = 60;
     // The fourth step is held until the run is asked to stop: still running when paused.
     let marker = dir.join("held");
-    ops.submit("paused", &Job::new(STEPS, false, 5).held_at(3, &marker)).unwrap();
+    ops.submit_as("paused", &Job::new(STEPS, false, 5).held_at(3, &marker), "agent:jobs").unwrap();
     let w = WorkerProcess::start(&dir, "w", &url, &schema, 5000);
     wait_until("the worker runs its fourth step", LIMIT, || marker.exists()).await;
     assert!(ops.pause_run("paused").unwrap());

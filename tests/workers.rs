@@ -12,12 +12,15 @@ use std::time::Duration;
 use agentflow::approval::Approver;
 use agentflow::persist::ThreadStatus;
 use agentflow::prelude::*;
+use agentflow::tool::RiskPolicy;
 use agentflow::{CancellationToken, RedbStore, Store};
 use agentflow::{Worker, WorkerError, WorkerReport};
 use agentflow_store::{ApprovalStatus, PostgresStore, QueueError, RunWait};
 use worker_common::{Job, assert_linear_history, authorizer, fresh_schema, hold_marker, job, pg_url, wait_until};
 
 const LIMIT: Duration = Duration::from_secs(60);
+/// Who the submitted runs act for: the jobs' graph lists a tool the default policy gates.
+const OWNER: &str = "agent:jobs";
 
 fn redb_app() -> App<Job, ()> {
     job::graph().app().store(Arc::new(RedbStore::in_memory().expect("in-memory store")))
@@ -52,9 +55,9 @@ fn assert_done(app: &App<Job, ()>, thread: &str, n: u64) {
 
 async fn many_threads_complete(app: App<Job, ()>, workers: usize) {
     for i in 0..24 {
-        app.submit(&format!("t{i:02}"), &Job::new(3 + i % 4, false, 0)).unwrap();
+        app.submit_as(&format!("t{i:02}"), &Job::new(3 + i % 4, false, 0), OWNER).unwrap();
     }
-    let err = app.submit("t00", &Job::new(1, false, 0)).unwrap_err();
+    let err = app.submit_as("t00", &Job::new(1, false, 0), OWNER).unwrap_err();
     assert!(matches!(err, WorkerError::Queue(QueueError::AlreadyQueued { .. })), "{err}");
     let pool: Vec<_> = (0..workers).map(|_| start(&app, 4)).collect();
     wait_until("the queue is empty", LIMIT, || app.live_runs().unwrap().is_empty()).await;
@@ -69,7 +72,7 @@ async fn many_threads_complete(app: App<Job, ()>, workers: usize) {
     for i in 0..24 {
         assert_done(&app, &format!("t{i:02}"), 3 + i % 4);
     }
-    let err = app.submit("t00", &Job::new(1, false, 0)).unwrap_err();
+    let err = app.submit_as("t00", &Job::new(1, false, 0), OWNER).unwrap_err();
     assert!(matches!(err, WorkerError::ThreadExists { .. }), "{err}");
 }
 
@@ -85,7 +88,7 @@ async fn postgres_workers_on_separate_store_instances_run_every_submitted_thread
     // The submitter and the checks use one instance; each worker another (its own pool).
     let app = pg_app(&url, &schema);
     for i in 0..24 {
-        app.submit(&format!("t{i:02}"), &Job::new(3 + i % 4, false, 0)).unwrap();
+        app.submit_as(&format!("t{i:02}"), &Job::new(3 + i % 4, false, 0), OWNER).unwrap();
     }
     let pool: Vec<_> = (0..2).map(|_| start(&pg_app(&url, &schema), 4)).collect();
     wait_until("the queue is empty", LIMIT, || app.live_runs().unwrap().is_empty()).await;
@@ -106,7 +109,7 @@ async fn postgres_workers_on_separate_store_instances_run_every_submitted_thread
 async fn a_worker_runs_at_most_its_concurrency_at_a_time() {
     let app = redb_app();
     for i in 0..6 {
-        app.submit(&format!("c{i}"), &Job::new(3, false, 60)).unwrap();
+        app.submit_as(&format!("c{i}"), &Job::new(3, false, 60), OWNER).unwrap();
     }
     let (stop, handle) = start(&app, 2);
     let mut most = 0;
@@ -164,7 +167,7 @@ async fn postgres_an_approval_decided_on_another_store_instance_resumes_the_park
 
 async fn cancel_stops_at_a_step_boundary(app: App<Job, ()>, controller: App<Job, ()>) {
     // 10 000 steps of 2 ms: it is still running when cancelled.
-    app.submit("long", &Job::new(10_000, false, 2)).unwrap();
+    app.submit_as("long", &Job::new(10_000, false, 2), OWNER).unwrap();
     let (stop, handle) = start(&app, 1);
     wait_until("a few steps ran", LIMIT, || app.history("long").map(|h| h.len() > 3).unwrap_or(false)).await;
     let live = controller.live_runs().unwrap();
@@ -207,7 +210,7 @@ async fn pause_then_resume(app: App<Job, ()>, controller: App<Job, ()>) {
     // 40 steps of 5 ms, the fourth held until the run is asked to stop: still running when
     // paused, however slow the machine.
     let marker = hold_marker("pause");
-    app.submit("long", &Job::new(40, false, 5).held_at(3, &marker)).unwrap();
+    app.submit_as("long", &Job::new(40, false, 5).held_at(3, &marker), OWNER).unwrap();
     let (stop, handle) = start(&app, 2);
     wait_until("the fourth step runs", LIMIT, || marker.exists()).await;
     assert!(controller.pause_run("long").unwrap());
@@ -224,7 +227,7 @@ async fn pause_then_resume(app: App<Job, ()>, controller: App<Job, ()>) {
     stop.cancel();
     let report = handle.await.unwrap().unwrap();
     assert_eq!((report.claimed, report.controlled), (1, 1), "{report:?}");
-    app.submit("queued", &Job::new(5, false, 0)).unwrap();
+    app.submit_as("queued", &Job::new(5, false, 0), OWNER).unwrap();
     assert!(controller.pause_run("queued").unwrap());
     let (stop, handle) = start(&app, 2);
     wait_until("the paused run leaves the queue", LIMIT, || app.live_runs().unwrap().is_empty()).await;
@@ -264,6 +267,9 @@ fn controls_audited(app: &App<Job, ()>, thread: &str) -> Vec<(String, String)> {
 }
 
 async fn controls_are_audited(app: App<Job, ()>, controller: App<Job, ()>) {
+    // The jobs here never refund: a policy that gates nothing lets them be submitted without
+    // an owner, as the last part does.
+    let (app, controller) = (app.policy(RiskPolicy::allow_all()), controller.policy(RiskPolicy::allow_all()));
     let pair = |kind: &str, actor: &str| (kind.to_string(), actor.to_string());
     // Paused before any worker runs it, resumed, then cancelled while it runs: each request
     // names who asked, in order.
@@ -327,7 +333,7 @@ async fn postgres_requests_from_another_store_instance_are_audited_with_who_aske
 async fn shutdown_hands_over(app: App<Job, ()>) {
     // The fourth step is held until the run is asked to stop: still running at the shutdown.
     let marker = hold_marker("shutdown");
-    app.submit("handover", &Job::new(60, false, 5).held_at(3, &marker)).unwrap();
+    app.submit_as("handover", &Job::new(60, false, 5).held_at(3, &marker), OWNER).unwrap();
     let (stop_a, a) = start(&app, 1);
     wait_until("the fourth step runs", LIMIT, || marker.exists()).await;
     let _ = std::fs::remove_file(&marker);

@@ -77,6 +77,62 @@ fn listings_skip_and_report_a_row_that_does_not_decode() {
     assert!(store.scan_approvals("t2").unwrap().is_complete());
 }
 
+/// A queued run whose row this version cannot decode (a control it does not know, a time out of
+/// range) is not claimed, as on redb, and reported by `list_runs`; the other runs are still
+/// claimed, their heartbeats written and their control requests read. Such a row, being the
+/// oldest, used to stop every claim of its graph.
+#[test]
+fn a_queue_row_that_does_not_decode_stops_no_other_run() {
+    use agentflow_store::{NewRun, QueueError, RunControl};
+    let Some(url) = pg_common::url() else { return };
+    let schema = Schema::new(&url, "queue");
+    let store = schema.open();
+    let s = &schema.name;
+    // Damaged after it was claimed: the worker's heartbeat and control reads go on.
+    store.enqueue_run(NewRun::new("held-bad", "g", None, "", 1)).unwrap();
+    store.enqueue_run(NewRun::new("held-good", "g", None, "", 2)).unwrap();
+    assert_eq!(store.claim_runs("g", "w", 60_000, 10, 10).unwrap().len(), 2);
+    pg_common::sql(&url, &format!("UPDATE \"{s}\".run_queue SET control = 'RESTART' WHERE thread = 'held-bad';"));
+    assert!(store.control_run("held-good", RunControl::Cancel).unwrap());
+    assert_eq!(store.heartbeat_runs("w", 20).unwrap(), [("held-good".to_string(), RunControl::Cancel)]);
+    assert_eq!(store.run_controls("w", 30).unwrap(), [("held-good".to_string(), RunControl::Cancel)]);
+
+    // Damaged before any claim, and the oldest rows of their graph: the claim takes the others.
+    for (i, t) in ["bad-control", "bad-time", "good-1", "good-2"].into_iter().enumerate() {
+        store.enqueue_run(NewRun::new(t, "h", None, "", 100 + i as u64)).unwrap();
+    }
+    pg_common::sql(
+        &url,
+        &format!(
+            "UPDATE \"{s}\".run_queue SET control = 'RESTART' WHERE thread = 'bad-control'; \
+             UPDATE \"{s}\".run_queue SET enqueued_at = -5 WHERE thread = 'bad-time';"
+        ),
+    );
+    let claimed = store.claim_runs("h", "w2", 60_000, 40, 1).unwrap();
+    assert_eq!(claimed.iter().map(|r| r.thread.as_str()).collect::<Vec<_>>(), ["good-1"]);
+    let claimed = store.claim_runs("h", "w2", 60_000, 40, 10).unwrap();
+    assert_eq!(claimed.iter().map(|r| r.thread.as_str()).collect::<Vec<_>>(), ["good-2"]);
+    // Nothing of the damaged rows was claimed: no lease taken, no claim counted.
+    let rows = pg_common::sql(
+        &url,
+        &format!(
+            "SELECT q.thread || ':' || q.claims || ':' || COALESCE(l.holder, '-') FROM \"{s}\".run_queue q \
+             LEFT JOIN \"{s}\".leases l ON l.thread = q.thread WHERE q.graph = 'h' ORDER BY q.thread"
+        ),
+    );
+    let rows: Vec<String> = rows.into_iter().flatten().collect();
+    assert_eq!(rows, ["bad-control:0:-", "bad-time:0:-", "good-1:1:w2", "good-2:1:w2"]);
+
+    // The listing reports a damaged row, naming it.
+    match store.list_runs() {
+        Err(QueueError::Storage(StorageError::Decode { table, key, .. })) => {
+            assert_eq!(table, "run_queue");
+            assert!(["\"bad-control\"", "\"bad-time\"", "\"held-bad\""].contains(&key.as_str()), "{key}");
+        }
+        other => panic!("expected a decode error naming the row, got {other:?}"),
+    }
+}
+
 /// The decode error behind a failed read, whatever family of errors carries it.
 fn decode_table(e: &dyn std::fmt::Debug, table: &str) {
     let text = format!("{e:?}");

@@ -2,7 +2,9 @@
 
 pub use serde;
 
-pub use crate::graph::{GraphSpec, NodeFn, NodeFuture, NodeSpec, compile, erase_deps, tool_names, with_tools_below};
+pub use crate::graph::{
+    GraphSpec, NodeFn, NodeFuture, NodeSpec, ToolAt, compile, erase_deps, tool_names, tools_at, with_tools_below,
+};
 pub use crate::reducer::{Add, Append, Merge, Messages};
 pub use crate::step::{each, route};
 pub use agentflow_macros::{State, graph, node};

@@ -10,7 +10,7 @@ use agentflow_store::Store;
 use crate::graph::CompiledGraph;
 use crate::persist::ResumeError;
 use crate::state::State;
-use crate::tool::{OnReject, Policy, RiskPolicy};
+use crate::tool::{OnReject, OwnerRequired, Policy, RiskPolicy};
 
 /// Upgrades a stored state (as JSON) from one schema version to the next.
 pub type Migration = Arc<dyn Fn(serde_json::Value) -> Result<serde_json::Value, String> + Send + Sync>;
@@ -233,6 +233,23 @@ impl<S: State, D> App<S, D> {
     ) -> Self {
         Arc::make_mut(&mut self.migrations).insert(from, Arc::new(migrate));
         self
+    }
+
+    /// Refuses a persisted run with no owner ([`OwnerRequired`]) when a node of the graph, or
+    /// of one of its subgraphs at any level, lists a tool the policy may hold for a human's
+    /// approval ([`Policy::may_gate`]). Called before a new thread is created or queued, and
+    /// only when its owner is empty: the subgraphs are looked at only then.
+    pub(crate) fn check_owner(&self, owner: &str) -> Result<(), OwnerRequired> {
+        if !owner.is_empty() {
+            return Ok(());
+        }
+        let policy = &self.gateway.policy;
+        let own = crate::graph::tools_at(&self.graph);
+        let below = if self.graph.has_subgraphs() { self.graph.tools_below_at() } else { Vec::new() };
+        match own.into_iter().chain(below).find(|(_, _, t)| policy.may_gate(t.name(), t.risk())) {
+            Some((graph, node, tool)) => Err(OwnerRequired { graph, node, tool: tool.name(), risk: tool.risk() }),
+            None => Ok(()),
+        }
     }
 
     /// Runs the registered migrations from `stored` up to `S::VERSION`.

@@ -70,6 +70,9 @@ pub(crate) struct RunScope<'g> {
     pub(crate) breakers: Arc<crate::breaker::Breakers>,
     /// The run's stream, when it carries model chunks or custom values.
     pub(crate) outlet: Option<Arc<dyn Outlet>>,
+    /// For a subgraph's run: the step of the root thread in which it was started, recorded
+    /// with its calls' saga entries so a compensation orders the tree's calls as one.
+    pub(crate) saga_root_step: Option<u64>,
 }
 
 impl<D> std::fmt::Debug for Ctx<'_, D> {
@@ -158,6 +161,11 @@ impl<'a, D> Ctx<'a, D> {
     /// nor a NUL byte, which no store keeps in a key: either fails the node (fatal), the effect
     /// not run.
     ///
+    /// A key names one effect of a node attempt: a second `effect` (or
+    /// [`Ctx::idempotent_effect`]) call with a key already used in the same attempt fails the
+    /// node (fatal), naming the key, its effect not run (it would otherwise get the first call's
+    /// result back). A retry of the node and a re-run after a resume use the same keys again.
+    ///
     /// Without a store there is no journal: `effect` simply runs.
     pub async fn effect<T, F, Fut>(&self, key: &str, effect: F) -> Result<T, NodeError>
     where
@@ -195,6 +203,19 @@ impl<'a, D> Ctx<'a, D> {
         F: FnOnce(String) -> Fut,
         Fut: Future<Output = Result<T, NodeError>>,
     {
+        // A key names one effect of this node attempt. A second call under a
+        // key already used would get the first call's journaled result back
+        // (its own effect never run), so it is refused, with or without a
+        // store. A retry of the node or a re-run after a resume is a new
+        // attempt and uses its keys again, getting their journaled results.
+        let fresh = self.signal.lock().unwrap_or_else(|p| p.into_inner()).effect_keys.insert(key.to_string());
+        if !fresh {
+            return Err(NodeError::fatal(format!(
+                "effect key `{key}` was already used by another effect in this run of node `{}`; the second \
+                 effect did not run. Give every effect of a node its own key (for example `charge-{{customer}}`)",
+                self.node
+            )));
+        }
         let Some(journal) = self.journal else {
             return effect(format!("{}/{}", self.node, self.instance_key(key.to_string()))).await;
         };

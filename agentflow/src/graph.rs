@@ -105,7 +105,7 @@ pub(crate) struct Plan<S: State, D> {
     /// a node (compensations); set by `#[graph]`.
     pub(crate) erase_deps: Option<fn(&D) -> &crate::tool::AnyDeps>,
     /// The tools of the graph's subgraphs, at every level; set by `#[graph]`.
-    pub(crate) tools_below: Option<fn() -> Vec<&'static str>>,
+    pub(crate) tools_below: Option<fn() -> Vec<ToolAt>>,
 }
 
 impl<S: State, D> Clone for CompiledGraph<S, D> {
@@ -158,7 +158,7 @@ pub fn erase_deps<S: State, D>(
 /// the App can configure what guards them. `#[graph]` calls this.
 pub fn with_tools_below<S: State, D>(
     mut graph: CompiledGraph<S, D>,
-    tools_below: fn() -> Vec<&'static str>,
+    tools_below: fn() -> Vec<ToolAt>,
 ) -> CompiledGraph<S, D> {
     if let Some(plan) = Arc::get_mut(&mut graph.inner) {
         plan.tools_below = Some(tools_below);
@@ -171,11 +171,31 @@ pub fn tool_names<S: State, D>(graph: &CompiledGraph<S, D>) -> Vec<&'static str>
     graph.nodes().iter().flat_map(|n| n.tools.iter().map(|t| t.name())).collect()
 }
 
+/// A tool with the graph and the node that list it: `(graph, node, tool)`.
+pub type ToolAt = (&'static str, &'static str, &'static dyn Tool);
+
+/// The tools the graph's nodes list, each with the graph and node, in order, with repeats.
+pub fn tools_at<S: State, D>(graph: &CompiledGraph<S, D>) -> Vec<ToolAt> {
+    let name = graph.name();
+    graph.nodes().iter().flat_map(|n| n.tools.iter().map(move |t| (name, n.name, *t))).collect()
+}
+
 impl<S: State, D> CompiledGraph<S, D> {
-    /// The tools the graph's subgraphs list, at every level (empty for a
-    /// graph built without `#[graph]`).
+    /// The names of the tools the graph's subgraphs list, at every level
+    /// (empty for a graph built without `#[graph]`).
     pub(crate) fn tools_below(&self) -> Vec<&'static str> {
+        self.tools_below_at().into_iter().map(|(_, _, t)| t.name()).collect()
+    }
+
+    /// The tools the graph's subgraphs list, at every level, with the graph
+    /// and node that list each (empty for a graph built without `#[graph]`).
+    pub(crate) fn tools_below_at(&self) -> Vec<ToolAt> {
         self.inner.tools_below.map(|f| f()).unwrap_or_default()
+    }
+
+    /// Whether a node of the graph runs subgraphs.
+    pub(crate) fn has_subgraphs(&self) -> bool {
+        self.nodes().iter().any(|n| !n.subgraphs.is_empty())
     }
 
     /// The tool called `name` in any node's `tools = [..]` list.

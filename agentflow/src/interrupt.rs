@@ -102,6 +102,9 @@ pub(crate) struct Signal {
     /// The call ids the gateway saw in this attempt; a second call under one
     /// of them is refused.
     pub(crate) call_ids: std::collections::HashSet<String>,
+    /// The keys `effect` / `idempotent_effect` used in this attempt; a second
+    /// call under one of them is refused.
+    pub(crate) effect_keys: std::collections::HashSet<String>,
     /// `sleep` / `sleep_until` calls so far in this attempt (each has its own timer).
     pub(crate) sleeps: u32,
     /// `subgraph` calls so far in this attempt (each has its own child thread).

@@ -298,6 +298,11 @@ pub enum RunError {
     /// not ask that question, it was answered already, ...). (Appended last.)
     #[error(transparent)]
     Answer(Box<crate::answer::AnswerError>),
+    /// A new persisted thread with no owner, whose graph (or a subgraph of it) lists a tool the
+    /// policy may hold for a human's approval: set `.owner(..)`. Refused before anything runs.
+    /// (Appended last.)
+    #[error(transparent)]
+    OwnerRequired(#[from] crate::tool::OwnerRequired),
 }
 
 impl From<crate::answer::AnswerError> for RunError {

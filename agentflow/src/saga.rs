@@ -52,10 +52,21 @@
 //! checked when it runs, not at compile time.
 //! [`Outcome::BudgetExhausted`] and [`Outcome::Interrupted`] do not
 //! compensate: the thread can still continue.
+//!
+//! # Subgraph children
+//!
+//! A subgraph child's calls are logged in the child thread's audit log, each
+//! with the step of the root thread that ran the child. A thread's
+//! compensation undoes its children's calls (at every level) with its own:
+//! newest first across the tree (by the root's step, then by when each call
+//! was logged), each once under the thread's journal, and
+//! [`Outcome::Compensated`] lists them all (its `unknown` too lists the
+//! children's calls of unknown outcome). A call a child's own compensation
+//! already undid (the child failed first) is not undone again.
 
 use std::sync::Arc;
 
-use agentflow_store::{ApprovalStatus, AuditEntry, EffectOutcome, NewAuditEntry, Store, ThreadStatus};
+use agentflow_store::{ApprovalStatus, EffectOutcome, NewAuditEntry, Store, ThreadStatus};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -68,6 +79,9 @@ use crate::tool::{AnyDeps, Tool, ToolCx, ToolError, args_hash};
 
 pub use crate::outcome::Undone;
 use crate::tool::Compensation;
+use tree::{tree_logs, tree_steps};
+
+mod tree;
 
 /// A `#[tool]`'s argument struct, for `#[tool(compensate = ..)]`'s check
 /// that the compensation's arguments can be built from the forward call.
@@ -194,6 +208,19 @@ struct Step {
     args: Option<Value>,
     #[serde(default)]
     error: Option<String>,
+    /// The step of the root thread (the one no subgraph runs under) in which the call was made:
+    /// the thread's own step for a call of its own, the step of the parent's node that ran the
+    /// child for a subgraph child's call. It orders the calls of a tree of threads as one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    root_step: Option<u64>,
+}
+
+impl Step {
+    /// Where the call stands in the tree's order: its root step (an entry written before it was
+    /// recorded is the thread's own, and its id starts with its step).
+    fn root_step(&self) -> u64 {
+        self.root_step.or_else(|| self.id.split('/').next().and_then(|s| s.parse().ok())).unwrap_or(0)
+    }
 }
 
 /// The saga log's entry for a completed call of `tool`, if it names a
@@ -201,8 +228,10 @@ struct Step {
 /// stored (the step is then logged with no compensation arguments, for a
 /// human). The gateway writes it in the transaction of the call's journaled
 /// result, so a call whose result is recorded is in the log.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn step_entry(
     journal: &Journal,
+    root_step: Option<u64>,
     node: &str,
     effect_key: &str,
     tool: &dyn Tool,
@@ -232,6 +261,7 @@ pub(crate) fn step_entry(
         compensation: compensation.tool().name().to_string(),
         args: comp_args,
         error,
+        root_step: Some(root_step.unwrap_or(journal.seq)),
     };
     let detail = serde_json::to_value(&step).unwrap_or_default();
     Some(NewAuditEntry::new(now_ms(), "agentflow", STEP, detail))
@@ -266,10 +296,11 @@ pub(crate) struct Compensator<'a> {
     pub lease: &'a crate::persist::LeaseGuard,
 }
 
-/// Whether the thread has completed calls to compensate.
+/// Whether the thread, or a subgraph child under it, has completed calls to compensate.
 pub(crate) async fn has_steps(store: &Arc<dyn Store>, thread: &str) -> Result<bool, PersistError> {
     let thread = thread.to_string();
-    Ok(blocking(store, move |s| s.list_audit(&thread)).await??.iter().any(|e| e.kind == STEP))
+    let logs = blocking(store, move |s| tree_logs(s, &thread)).await??;
+    Ok(logs.iter().any(|(_, log)| log.iter().any(|e| e.kind == STEP)))
 }
 
 /// Whether a run that ended this way compensates.
@@ -293,7 +324,8 @@ impl Compensator<'_> {
     /// compensation that continues keeps the reason it started with.
     pub(crate) async fn run(&self, reason: String) -> Result<Outcome, PersistError> {
         let thread = self.thread.clone();
-        let log: Vec<AuditEntry> = blocking(&self.store, move |s| s.list_audit(&thread)).await??;
+        let logs = blocking(&self.store, move |s| tree_logs(s, &thread)).await??;
+        let log = &logs[0].1;
         let started = log.iter().rev().find(|e| e.kind == STARTED).and_then(|e| e.detail["reason"].as_str());
         let reason = match started {
             Some(r) => r.to_string(),
@@ -305,12 +337,7 @@ impl Compensator<'_> {
         // One per call: two executors of the thread that raced to journal the same result may
         // both have logged it.
         let mut seen = std::collections::HashSet::new();
-        let steps: Vec<Step> = log
-            .iter()
-            .filter(|e| e.kind == STEP)
-            .filter_map(|e| serde_json::from_value::<Step>(e.detail.clone()).ok())
-            .filter(|step| seen.insert(step.id.clone()))
-            .collect();
+        let steps: Vec<Step> = tree_steps(&logs).into_iter().filter(|step| seen.insert(step.id.clone())).collect();
         let journal = Journal {
             store: Arc::clone(&self.store),
             thread: self.thread.clone(),
@@ -363,8 +390,16 @@ impl Compensator<'_> {
                 }
             }
         }
-        let thread = self.thread.clone();
-        let unknown = blocking(&self.store, move |s| s.list_approvals(&thread)).await??;
+        // The calls of unknown outcome, in the thread and in its subgraph children.
+        let threads: Vec<String> = logs.iter().map(|(c, _)| c.clone().unwrap_or_else(|| self.thread.clone())).collect();
+        let unknown = blocking(&self.store, move |s| -> Result<Vec<_>, agentflow_store::ReadError> {
+            let mut all = Vec::new();
+            for thread in &threads {
+                all.extend(s.list_approvals(thread)?);
+            }
+            Ok(all)
+        })
+        .await??;
         let unknown = unknown
             .into_iter()
             .filter(|r| r.status == ApprovalStatus::OutcomeUnknown && r.node != SAGA_NODE)

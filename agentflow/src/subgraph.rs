@@ -217,6 +217,7 @@ impl<D: Sync> Ctx<'_, D> {
                 .runner(self.deps)
                 .thread(id.clone())
                 .child_of(journal.thread.clone())
+                .saga_root_step(self.scope.saga_root_step.unwrap_or(journal.seq))
                 .fenced_by_parents(journal.leases_for_child())
                 .cancel_token(cancel.clone())
                 .pause_token(pause.clone())

@@ -116,6 +116,11 @@ pub enum WorkerError {
         /// The value given.
         value: String,
     },
+    /// `submit` with no owner for a graph (or a subgraph of it) that lists a tool the policy may
+    /// hold for a human's approval: submit with [`App::submit_as`]. Nothing is queued.
+    /// (Appended last.)
+    #[error(transparent)]
+    OwnerRequired(#[from] crate::tool::OwnerRequired),
 }
 
 impl From<agentflow_store::ReadError> for WorkerError {
@@ -1018,6 +1023,7 @@ impl<S: State, D> App<S, D> {
             }
         }
         let store = self.queue_store()?;
+        self.check_owner(owner)?;
         if store.thread(thread)?.is_some() {
             return Err(WorkerError::ThreadExists { thread: thread.to_string() });
         }

@@ -349,19 +349,21 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
             children.push(g);
         }
     }
-    // The tools of its subgraphs, at every level, so the App can configure
-    // what guards them (a circuit breaker for a child's tool).
+    // The tools of its subgraphs, at every level, with the graph and node
+    // that list them, so the App can configure what guards them (a circuit
+    // breaker for a child's tool) and check them before a run starts (a tool
+    // the policy may hold for approval needs an owner).
     extra.push(quote! {
         #[doc(hidden)]
         #[allow(dead_code)]
-        pub fn __agentflow_tools_below() -> ::std::vec::Vec<&'static str> {
+        pub fn __agentflow_tools_below() -> ::std::vec::Vec<::agentflow::__private::ToolAt> {
             #[allow(unused_mut)]
-            let mut names: ::std::vec::Vec<&'static str> = ::std::vec::Vec::new();
+            let mut tools: ::std::vec::Vec<::agentflow::__private::ToolAt> = ::std::vec::Vec::new();
             #(
-                names.extend(::agentflow::__private::tool_names(&#children::graph()));
-                names.extend(#children::__agentflow_tools_below());
+                tools.extend(::agentflow::__private::tools_at(&#children::graph()));
+                tools.extend(#children::__agentflow_tools_below());
             )*
-            names
+            tools
         }
     });
     let max_depth = p.ir.max_depth.unwrap_or(crate::keywords::graph::DEFAULT_MAX_DEPTH) as usize;

@@ -19,7 +19,8 @@ const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wai
      q.heartbeat_at, q.claims, l.holder, l.expires_at";
 
 /// Claims, in one statement: picks the claimable rows of graph `$1` at `$2`, oldest first, at
-/// most `$3`, locked (rows another claimer has locked are skipped). A row is claimable when no
+/// most `$3`, locked (rows another claimer has locked are skipped, and so are the threads `$6`,
+/// whose rows do not decode). A row is claimable when no
 /// unexpired lease holds its thread, not even the claimer's, and it is ready, or has a control
 /// request, or is parked for approvals (those its row `awaits`, or if it names none, those of
 /// the thread and of its subgraph children at every level: threads under `{thread}/` whose
@@ -30,7 +31,7 @@ const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wai
 /// increments the fencing token), marks the queue rows of the threads won and answers them
 /// with their leases.
 const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at FROM run_queue q \
-       WHERE q.graph = $1 \
+       WHERE q.graph = $1 AND q.thread <> ALL($6::text[]) \
          AND (q.wait = 'READY' OR q.control IS NOT NULL \
            OR (q.wait = 'APPROVAL' AND cardinality(q.awaits) > 0 AND NOT EXISTS (SELECT 1 FROM approvals a \
                  WHERE a.id = ANY(q.awaits) AND a.status IN ('PENDING', 'OUTCOME_UNKNOWN'))) \
@@ -118,9 +119,13 @@ pub(crate) async fn enqueue<C: GenericClient>(ctx: &Ctx, c: &C, run: &NewRun) ->
 
 /// Claims runs in a transaction of its own on `c`, opened and committed here (without waiting
 /// for the disk, see [`BEGIN_EVENTUAL`]), in two round trips: `BEGIN` with the claim (one
-/// statement, [`CLAIM`]), then, once every claimed row decoded, `COMMIT`. A failure before
-/// `COMMIT` (a row that does not decode included) leaves the transaction to the caller to roll
-/// back: nothing of the claim is kept, no lease taken.
+/// statement, [`CLAIM`]), then, once every claimed row decoded, `COMMIT`.
+///
+/// A claimed row that does not decode (written by another version, or altered by hand) is not
+/// claimed, as on redb: the transaction is rolled back, nothing of it kept, and the claim made
+/// again without that row (`list_runs` reports it). Each round leaves out at least one more row,
+/// so the rounds end. Any other failure before `COMMIT` leaves the transaction to the caller to
+/// roll back: nothing of the claim is kept, no lease taken.
 pub(crate) async fn claim<C: GenericClient>(
     ctx: &Ctx,
     c: &C,
@@ -134,13 +139,37 @@ pub(crate) async fn claim<C: GenericClient>(
     let limit = i64::try_from(max).unwrap_or(i64::MAX);
     // Prepared first (once per connection), so that the pipelined statements go out in order.
     let claim = c.prepare_cached(CLAIM).await?;
-    let (begun, rows) =
-        join(c.batch_execute(BEGIN_EVENTUAL), c.query(&claim, &[&graph, &at, &limit, &holder, &until])).await;
-    begun?;
-    let mut runs = rows?.iter().map(|r| run_from_row(&ctx.path, r)).collect::<Result<Vec<_>, _>>()?;
-    c.batch_execute("COMMIT").await?;
-    runs.sort_by(|a, b| (a.enqueued_at, &a.thread).cmp(&(b.enqueued_at, &b.thread)));
-    Ok(runs)
+    let mut damaged: Vec<String> = Vec::new();
+    loop {
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [&graph, &at, &limit, &holder, &until, &damaged];
+        let (begun, rows) = join(c.batch_execute(BEGIN_EVENTUAL), c.query(&claim, &params)).await;
+        begun?;
+        let (mut runs, found) = readable_runs(&ctx.path, &rows?)?;
+        if found.is_empty() {
+            c.batch_execute("COMMIT").await?;
+            runs.sort_by(|a, b| (a.enqueued_at, &a.thread).cmp(&(b.enqueued_at, &b.thread)));
+            return Ok(runs);
+        }
+        c.batch_execute("ROLLBACK").await?;
+        damaged.extend(found);
+    }
+}
+
+/// The runs of `rows` that decode, and the threads of those that do not (a row whose thread
+/// itself cannot be read is an error: it could not be left out by name).
+fn readable_runs(path: &Path, rows: &[Row]) -> Result<(Vec<QueuedRun>, Vec<String>), StorageError> {
+    let (mut runs, mut damaged) = (Vec::with_capacity(rows.len()), Vec::new());
+    for row in rows {
+        match run_from_row(path, row) {
+            Ok(run) => runs.push(run),
+            Err(e @ StorageError::Decode { .. }) => match row.try_get::<_, String>(0) {
+                Ok(thread) => damaged.push(thread),
+                Err(_) => return Err(e),
+            },
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((runs, damaged))
 }
 
 /// Sets the heartbeat of holder `$1`'s runs to `$2` and answers their control requests.
@@ -173,10 +202,10 @@ pub(crate) async fn heartbeat<C: GenericClient>(
     let mut controls = Vec::new();
     for row in rows {
         let thread: String = sql::col(&ctx.path, "run_queue", &row, 0)?;
-        if let Some(c) = sql::col::<Option<String>>(&ctx.path, "run_queue", &row, 1)? {
-            let control = RunControl::parse(&c).ok_or_else(|| {
-                decode_error(&ctx.path, "run_queue", format!("{thread:?}"), format!("unknown control {c:?}"))
-            })?;
+        // A control this version does not know is left out, as redb leaves out a row that does
+        // not decode: it stops no other run's heartbeat (`list_runs` reports it).
+        let control = sql::col::<Option<String>>(&ctx.path, "run_queue", &row, 1).ok().flatten();
+        if let Some(control) = control.as_deref().and_then(RunControl::parse) {
             controls.push((thread, control));
         }
     }
@@ -199,11 +228,11 @@ pub(crate) async fn controls<C: GenericClient>(
     let mut controls = Vec::new();
     for row in rows {
         let thread: String = sql::col(&ctx.path, "run_queue", &row, 0)?;
-        let control: String = sql::col(&ctx.path, "run_queue", &row, 1)?;
-        let control = RunControl::parse(&control).ok_or_else(|| {
-            decode_error(&ctx.path, "run_queue", format!("{thread:?}"), format!("unknown control {control:?}"))
-        })?;
-        controls.push((thread, control));
+        // Left out when this version does not know it, as in `heartbeat`.
+        let control = sql::col::<String>(&ctx.path, "run_queue", &row, 1).ok();
+        if let Some(control) = control.as_deref().and_then(RunControl::parse) {
+            controls.push((thread, control));
+        }
     }
     Ok(controls)
 }

@@ -74,6 +74,7 @@ impl<S: State, D: Sync> App<S, D> {
             outer_shields: Vec::new(),
             pause: CancellationToken::new(),
             child_of: None,
+            saga_root_step: None,
             parent_leases: None,
             stop_now: None,
             stop_grace: DEFAULT_STOP_GRACE,
@@ -139,6 +140,8 @@ pub struct Runner<'g, S: State, D> {
     stop_grace: Duration,
     /// The time limit of each node attempt without a `timeout` of its own.
     node_time_limit: Option<Duration>,
+    /// For a subgraph's run: the root thread's step that started it (see [`crate::saga`]).
+    saga_root_step: Option<u64>,
 }
 
 /// How many items a [`RunStream`] holds before the run waits for its reader,
@@ -177,6 +180,13 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// so; a resumed one keeps what its record says).
     pub(crate) fn child_of(mut self, parent: String) -> Self {
         self.child_of = Some(parent);
+        self
+    }
+
+    /// A subgraph's run, started in step `step` of the root thread: its compensable calls are
+    /// logged with that step, so the root's compensation orders them among its own.
+    pub(crate) fn saga_root_step(mut self, step: u64) -> Self {
+        self.saga_root_step = Some(step);
         self
     }
 
@@ -419,6 +429,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             (None, _) => None,
             (Some(_), None) => return Err(RunError::NoStore),
             (Some(thread), Some(store)) => {
+                app.check_owner(&self.owner)?;
                 let budget = ThreadBudget { limits: self.limits, ..ThreadBudget::default() };
                 let (owner, durability, ttl) = (self.owner.clone(), self.durability, self.lease_ttl);
                 let (holder, parent) = (self.holder.clone(), self.child_of.clone());
@@ -583,6 +594,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             children: tokio::sync::Semaphore::new(crate::DEFAULT_PARALLEL),
             breakers: Arc::clone(&gateway.breakers),
             outlet: outlet.map(|c| c as Arc<dyn crate::stream::Outlet>).or(self.parent_outlet),
+            saga_root_step: self.saga_root_step,
         };
         let metrics = crate::metrics::RunMetrics::new(plan.spec.name, plan.spec.nodes.iter().map(|n| &n.name));
         let exec = Exec {
@@ -694,7 +706,13 @@ async fn compensate<S: State, D: Sync>(
     reason: String,
 ) -> Result<Outcome, RunError> {
     let graph = &app.graph;
-    let lookup = |name: &str| graph.tool(name);
+    // A subgraph child's calls are compensated with the parent's, so its tools are looked up too.
+    let below = std::sync::OnceLock::new();
+    let lookup = |name: &str| {
+        graph.tool(name).or_else(|| {
+            below.get_or_init(|| graph.tools_below_at()).iter().find(|(_, _, t)| t.name() == name).map(|(_, _, t)| *t)
+        })
+    };
     let activity = |a: crate::event::Activity| events.emit(|| Event::Activity(a));
     // The graph's deps as a tool sees them (`#[graph]` records how); a
     // graph built by hand passes none.

@@ -88,7 +88,15 @@ impl ChatReply {
         ChatReply { text: text.into(), ..Self::default() }
     }
     /// The reply as an AI message with the given id.
-    pub fn into_message(self, id: impl Into<String>) -> Message {
+    ///
+    /// Tool-call arguments nested deeper than [`MAX_JSON_DEPTH`](crate::persist::MAX_JSON_DEPTH)
+    /// levels are cut to one level past it, so the message can be committed with the state: the
+    /// tool gateway refuses such a call with an `INVALID_ARGUMENT` observation either way, and
+    /// the model can correct it.
+    pub fn into_message(mut self, id: impl Into<String>) -> Message {
+        for call in &mut self.tool_calls {
+            crate::tool::clip_deep_args(&mut call.arguments);
+        }
         Message::ai_with_tool_calls(self.text, self.tool_calls).with_id(id)
     }
 }

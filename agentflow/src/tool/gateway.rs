@@ -132,8 +132,10 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                 ),
             );
         };
-        if let Err(e) = tool.validate(&call.arguments) {
-            return deny(Code::InvalidArgument, e.0);
+        // Too deep is refused whatever the tool's own check (a hand-written `Tool` may skip it).
+        let checked = crate::persist::check_json(&call.arguments, "args").map_err(|e| e.to_string());
+        if let Err(e) = checked.and_then(|()| tool.validate(&call.arguments).map_err(|e| e.0)) {
+            return deny(Code::InvalidArgument, e);
         }
         match self.scope.policy.decide(tool.name(), tool.risk()) {
             Decision::Deny => {
@@ -176,7 +178,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         };
         let held = held.as_ref();
         let key = self.call_key(tool, call);
-        let node = self.node;
+        let (node, root_step) = (self.node, self.scope.saga_root_step);
         // A call that names a compensation is recorded in the saga log once it completed.
         let forward_args = tool.compensation().map(|_| args.clone());
         let (key_ref, forward_ref) = (&key, &forward_args);
@@ -208,7 +210,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                         // Logged for compensation (for a human: no arguments can be built) in the
                         // same write.
                         let step = forward_ref.as_ref().and_then(|args| {
-                            crate::saga::step_entry(journal, node, key_ref, tool, &call.id, args, Err(&why))
+                            crate::saga::step_entry(journal, root_step, node, key_ref, tool, &call.id, args, Err(&why))
                         });
                         journal.record_unjournaled(node, key_ref, &message, step).await?;
                     }
@@ -245,7 +247,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                     }),
                     audit: match (result, &forward_args) {
                         (Ok(value), Some(args)) => {
-                            crate::saga::step_entry(journal, node, &key, tool, &call.id, args, Ok(value))
+                            crate::saga::step_entry(journal, root_step, node, &key, tool, &call.id, args, Ok(value))
                         }
                         _ => None,
                     },
@@ -259,7 +261,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                     // saga entry, as a result the call returned would be.
                     Journaled::Succeeded(value, _) => {
                         let step = forward_args.as_ref().and_then(|args| {
-                            crate::saga::step_entry(journal, node, &key, tool, &call.id, args, Ok(&value))
+                            crate::saga::step_entry(journal, root_step, node, &key, tool, &call.id, args, Ok(&value))
                         });
                         // Under an approval not yet used (the call was cut off earlier while it ran
                         // without one): set aside in the same write, so a retry replays the result.
@@ -286,7 +288,8 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         if !logged
             && tool.risk() != super::Risk::Read
             && let (Some(journal), Some(args), Ok(value)) = (self.journal, &forward_args, &result)
-            && let Some(entry) = crate::saga::step_entry(journal, self.node, &key, tool, &call.id, args, Ok(value))
+            && let Some(entry) =
+                crate::saga::step_entry(journal, root_step, self.node, &key, tool, &call.id, args, Ok(value))
         {
             crate::saga::record_step(journal, entry).await?;
         }

@@ -16,5 +16,6 @@ mod validate;
 
 pub use contract::{AnyDeps, Compensation, Risk, Tool, ToolCx, ToolError, ToolSet, schema_of};
 pub use observation::{Code, Observation};
-pub use policy::{Decision, OnReject, Policy, RiskPolicy};
+pub use policy::{Decision, OnReject, OwnerRequired, Policy, RiskPolicy};
+pub(crate) use validate::clip_deep_args;
 pub use validate::{ArgumentError, args_hash, canonical_json, validate_args};

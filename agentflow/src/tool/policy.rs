@@ -30,6 +30,41 @@ pub enum Decision {
 pub trait Policy: Send + Sync + 'static {
     /// Decides for one call.
     fn decide(&self, tool: &str, risk: Risk) -> Decision;
+
+    /// Whether a call of `tool` (of risk class `risk`) may ever be held for a human's approval
+    /// ([`Decision::NeedsApproval`]): asked before a persisted run starts, so that a run with a
+    /// tool the policy may gate and no owner to request the approval for is refused at once
+    /// ([`OwnerRequired`]), not at the gated call after earlier work.
+    ///
+    /// The default asks [`Policy::decide`], which is exact for a policy that decides on the
+    /// tool and its risk alone ([`RiskPolicy`]). A policy whose decision depends on anything else
+    /// (the time, a counter) overrides it to answer `true` whenever `decide` may say
+    /// `NeedsApproval` for this tool.
+    fn may_gate(&self, tool: &str, risk: Risk) -> bool {
+        self.decide(tool, risk) == Decision::NeedsApproval
+    }
+}
+
+/// A persisted run was started with no owner while one of its tools, or one of its subgraphs'
+/// tools, may be held for a human's approval ([`Policy::may_gate`]). Without an owner there is
+/// no one to request the approval for (nobody may approve a call they requested), so the run
+/// would fail at that call, after earlier work; it is refused before anything runs or is written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+#[error(
+    "node `{node}` of graph `{graph}` may call `{tool}` ({risk} risk), which the tool policy may hold for a \
+     human's approval, but the run has no owner to request it for; set `.owner(\"..\")` on the runner \
+     (or submit with `App::submit_as`) naming the agent or user the run acts for"
+)]
+pub struct OwnerRequired {
+    /// The graph whose node lists the tool (the run's own, or a subgraph's).
+    pub graph: &'static str,
+    /// The node that lists it.
+    pub node: &'static str,
+    /// The tool.
+    pub tool: &'static str,
+    /// Its risk class.
+    pub risk: Risk,
 }
 
 /// The default policy: read and reversible tools run, external and
@@ -88,6 +123,17 @@ impl Policy for RiskPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn may_gate_answers_what_decide_may_hold() {
+        let p = RiskPolicy::default().tool("send_digest", Decision::Run).tool("lookup", Decision::NeedsApproval);
+        assert!(p.may_gate("refund", Risk::Irreversible));
+        assert!(p.may_gate("post", Risk::External));
+        assert!(!p.may_gate("send_digest", Risk::External));
+        assert!(p.may_gate("lookup", Risk::Read));
+        assert!(!p.may_gate("search", Risk::Read));
+        assert!(!RiskPolicy::allow_all().may_gate("refund", Risk::Irreversible));
+    }
 
     #[test]
     fn tool_overrides_risk() {

@@ -40,6 +40,27 @@ pub fn validate_args<A: DeserializeOwned>(args: &Value, schema: &Value) -> Resul
     A::deserialize(args).map_err(|e| ArgumentError(e.to_string()))
 }
 
+/// Cuts tool-call arguments that nest deeper than [`MAX_JSON_DEPTH`] down to one level past it
+/// (the arrays and objects on that level are emptied), so the message that carries them can be
+/// stored, and the gateway still refuses the call with `INVALID_ARGUMENT` as too deep. Arguments
+/// within the limit are left as they are. Recurses at most `MAX_JSON_DEPTH + 1` levels.
+///
+/// [`MAX_JSON_DEPTH`]: crate::persist::MAX_JSON_DEPTH
+pub(crate) fn clip_deep_args(args: &mut Value) {
+    fn clip(v: &mut Value, level: usize) {
+        match v {
+            Value::Array(items) if level > crate::persist::MAX_JSON_DEPTH => items.clear(),
+            Value::Object(map) if level > crate::persist::MAX_JSON_DEPTH => map.clear(),
+            Value::Array(items) => items.iter_mut().for_each(|v| clip(v, level + 1)),
+            Value::Object(map) => map.values_mut().for_each(|v| clip(v, level + 1)),
+            _ => {}
+        }
+    }
+    if crate::persist::check_json(args, "args").is_err() {
+        clip(args, 1);
+    }
+}
+
 /// JSON with object keys sorted, so equal arguments hash equally.
 ///
 /// Exact: the text reads back (`serde_json::from_str`) as the very value it
@@ -113,6 +134,32 @@ mod tests {
         let e = validate_args::<Args>(&json!({"a": deep, "b": 1}), &schema()).unwrap_err();
         assert!(e.0.contains("`args.a[0]"), "{e}");
         assert!(e.0.contains(&format!("nests deeper than {} levels", crate::persist::MAX_JSON_DEPTH)), "{e}");
+    }
+
+    #[test]
+    fn deep_arguments_are_clipped_one_level_past_the_limit_and_still_refused() {
+        let limit = crate::persist::MAX_JSON_DEPTH;
+        let mut deep = json!({"a": (0..200).fold(json!(1), |inner, _| json!([inner])), "b": 1});
+        clip_deep_args(&mut deep);
+        let depth = |v: &Value| {
+            let (mut d, mut cur) = (0, v);
+            while let Some(next) = cur.as_array().map(|a| a.first()).or_else(|| cur.get("a").map(Some)) {
+                d += 1;
+                match next {
+                    Some(n) => cur = n,
+                    None => break,
+                }
+            }
+            d
+        };
+        assert_eq!(depth(&deep), limit + 1);
+        assert_eq!(deep["b"], 1);
+        let e = validate_args::<Args>(&deep, &schema()).unwrap_err();
+        assert!(e.0.contains(&format!("nests deeper than {limit} levels")), "{e}");
+        let mut fits = json!({"a": (1..limit).fold(json!(1), |inner, _| json!([inner])), "b": 2});
+        let before = fits.clone();
+        clip_deep_args(&mut fits);
+        assert_eq!(fits, before);
     }
 
     #[test]
