@@ -178,3 +178,21 @@ async fn a_worker_gives_each_node_attempt_a_time_limit() {
     stop.cancel();
     assert_eq!(handle.await.unwrap().unwrap().failed, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_time_limit_stops_a_node_hung_inside_an_effect_after_the_grace() {
+    let (app, calls) = (app(), Calls::default());
+    let run = app
+        .runner(&calls)
+        .thread("t")
+        .node_time_limit(Duration::from_millis(100))
+        .stop_grace(Duration::from_millis(100))
+        .run(hang("effect"));
+    let run = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("an effect that hangs held the node past its time limit for good")
+        .unwrap();
+    let Outcome::Failed { error, .. } = &run.outcome else { panic!("{:?}", run.outcome) };
+    assert!(error.to_string().contains("timed out after 100ms"), "{error}");
+    assert!(calls.effect_started.load(Ordering::SeqCst));
+}

@@ -307,10 +307,28 @@ fn root() -> PathBuf {
 }
 
 fn report(krate: &Crate) -> String {
+    let edges = krate.edges();
+    let path = |m: &Vec<String>| krate.files[m].0.display().to_string();
     krate
         .cycles()
         .iter()
-        .map(|g| format!("  {}/src: {} files import each other in a circle: {}", krate.name, g.len(), g.join(" <-> ")))
+        .map(|g| {
+            // The imports inside the circle, so the one to cut can be chosen.
+            let inside: Vec<String> = edges
+                .iter()
+                .filter(|(from, _)| g.contains(&path(from)))
+                .flat_map(|(from, to)| {
+                    to.iter().filter(|t| g.contains(&path(t))).map(move |t| format!("{} -> {}", path(from), path(t)))
+                })
+                .collect();
+            format!(
+                "  {}/src: {} files import each other in a circle: {}\n    imports inside it: {}",
+                krate.name,
+                g.len(),
+                g.join(" <-> "),
+                inside.join(", ")
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -51,6 +51,13 @@ pub struct Ctx<'a, D> {
 /// What every node of one run shares.
 pub(crate) struct RunScope<'g> {
     pub(crate) cancel: CancellationToken,
+    /// Drops the running step's nodes when cancelled; a subgraph's run is stopped with it.
+    pub(crate) stop_now: CancellationToken,
+    /// How long a stop or a node's time limit waits for a journaled effect in flight.
+    pub(crate) stop_grace: std::time::Duration,
+    /// The time limit of a node attempt without a `timeout` of its own (a subgraph's nodes
+    /// have it too).
+    pub(crate) node_time_limit: Option<std::time::Duration>,
     pub(crate) meter: Meter,
     pub(crate) policy: Arc<dyn Policy>,
     pub(crate) approval_ttl: Duration,
@@ -58,6 +65,9 @@ pub(crate) struct RunScope<'g> {
     pub(crate) owner: String,
     /// Journaled effects of the run in flight (see [`Shield`]).
     pub(crate) shield: Shield,
+    /// Subgraph runs of this run's nodes in flight: a stop inside a step lets them end first
+    /// (for its grace), as it lets effects.
+    pub(crate) children_running: Shield,
     /// For a subgraph's run: the shields of the node attempts and runs around it.
     pub(crate) outer_shields: Vec<Shield>,
     pub(crate) activity: Box<dyn Fn(Activity) + Send + Sync + 'g>,

@@ -75,6 +75,7 @@ extern crate self as agentflow;
 // modules group a family users browse as a unit.
 mod answer;
 mod answer_desk;
+mod answer_error;
 mod app;
 mod app_breakers;
 pub mod approval;

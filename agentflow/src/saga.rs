@@ -67,8 +67,8 @@
 use std::sync::Arc;
 
 use agentflow_store::{ApprovalStatus, EffectOutcome, NewAuditEntry, Store, ThreadStatus};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::NodeError;
@@ -79,7 +79,7 @@ use crate::tool::{AnyDeps, Tool, ToolCx, ToolError, args_hash};
 
 pub use crate::outcome::Undone;
 use crate::tool::Compensation;
-use tree::{tree_logs, tree_steps};
+use tree::{STEP, Step, tree_logs, tree_steps};
 
 mod tree;
 
@@ -186,8 +186,6 @@ where
     serde_json::to_value(C::Args::from_call(args, result)).map_err(|e| format!("the compensation's arguments: {e}"))
 }
 
-/// The audit entry kind of a completed forward call that names a compensation.
-pub(crate) const STEP: &str = "saga.step";
 /// The audit entry kind that opens a thread's compensation, with its reason.
 const STARTED: &str = "saga.compensating";
 /// The checkpoint number compensations are journaled under: none of the
@@ -195,33 +193,6 @@ const STARTED: &str = "saga.compensating";
 const SAGA_SEQ: u64 = i64::MAX as u64;
 /// The node compensations are journaled and called under.
 const SAGA_NODE: &str = "saga";
-
-/// A recorded forward call, as its `saga.step` entry holds it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Step {
-    id: String,
-    node: String,
-    call_id: String,
-    tool: String,
-    compensation: String,
-    #[serde(default)]
-    args: Option<Value>,
-    #[serde(default)]
-    error: Option<String>,
-    /// The step of the root thread (the one no subgraph runs under) in which the call was made:
-    /// the thread's own step for a call of its own, the step of the parent's node that ran the
-    /// child for a subgraph child's call. It orders the calls of a tree of threads as one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    root_step: Option<u64>,
-}
-
-impl Step {
-    /// Where the call stands in the tree's order: its root step (an entry written before it was
-    /// recorded is the thread's own, and its id starts with its step).
-    fn root_step(&self) -> u64 {
-        self.root_step.or_else(|| self.id.split('/').next().and_then(|s| s.parse().ok())).unwrap_or(0)
-    }
-}
 
 /// The saga log's entry for a completed call of `tool`, if it names a
 /// compensation. `result`: what the call returned, or why that could not be

@@ -86,18 +86,25 @@ pub(crate) async fn shielded_timeout<F: Future>(
 pub(crate) async fn shielded_stop<F: Future>(
     stop: impl Future<Output = ()>,
     grace: std::time::Duration,
-    shield: &Shield,
+    shields: &[&Shield],
     work: F,
 ) -> Result<F::Output, Elapsed> {
     let mut work = std::pin::pin!(work);
+    // Work that finishes as the stop comes is kept.
     tokio::select! {
+        biased;
         out = &mut work => return Ok(out),
         () = stop => {}
     }
+    let idle = async {
+        for shield in shields {
+            shield.idle().await;
+        }
+    };
     tokio::select! {
         biased;
         out = &mut work => Ok(out),
-        _ = tokio::time::timeout(grace, shield.idle()) => Err(Elapsed),
+        _ = tokio::time::timeout(grace, idle) => Err(Elapsed),
     }
 }
 
@@ -111,13 +118,13 @@ mod tests {
     async fn a_stop_drops_the_work_once_no_effect_is_in_flight_or_the_grace_ran_out() {
         let shield = Shield::default();
         let stop = tokio::time::sleep(Duration::from_millis(10));
-        let out = shielded_stop(stop, Duration::from_secs(5), &shield, std::future::pending::<()>()).await;
+        let out = shielded_stop(stop, Duration::from_secs(5), &[&shield], std::future::pending::<()>()).await;
         assert!(out.is_err(), "nothing in flight: dropped at the stop");
 
         let _hung = shield.enter();
         let began = tokio::time::Instant::now();
         let stop = tokio::time::sleep(Duration::from_millis(10));
-        let out = shielded_stop(stop, Duration::from_secs(5), &shield, std::future::pending::<()>()).await;
+        let out = shielded_stop(stop, Duration::from_secs(5), &[&shield], std::future::pending::<()>()).await;
         assert!(out.is_err());
         assert_eq!(
             began.elapsed(),
@@ -127,7 +134,7 @@ mod tests {
 
         let stop = std::future::ready(());
         let work = tokio::time::sleep(Duration::from_millis(20));
-        let out = shielded_stop(stop, Duration::from_secs(5), &shield, work).await;
+        let out = shielded_stop(stop, Duration::from_secs(5), &[&shield], work).await;
         assert!(out.is_ok(), "work that finishes while an effect holds the stop off is kept");
     }
 

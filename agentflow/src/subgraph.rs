@@ -147,6 +147,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::Runner;
 use crate::app::App;
 use crate::budget::{Limits, RunUsage, ThreadBudget};
 use crate::context::Ctx;
@@ -182,6 +183,9 @@ impl<D: Sync> Ctx<'_, D> {
             i
         };
         let _permit = self.scope.children.acquire().await.map_err(|_| NodeError::fatal("the run is over"))?;
+        // A stop that reaches this run's step waits (for its grace) for the child, which is
+        // stopped with it, to record how it ended: dropped before that, it would stay `running`.
+        let _stopping = self.scope.children_running.enter();
         let mut app = child.app();
         app.gateway.policy = Arc::clone(&self.scope.policy);
         app.gateway.approval_ttl = self.scope.approval_ttl;
@@ -200,11 +204,9 @@ impl<D: Sync> Ctx<'_, D> {
         let level = format!("{}{instance}.{at}.{index}.{name}", self.node);
         let outlet = self.scope.outlet.clone();
         let Some(journal) = self.journal else {
-            let runner = app.runner(self.deps).limits(remaining).cancel_token(cancel).pause_token(pause).nested_in(
-                outlet,
-                level,
-                self.shields(),
-            );
+            let runner = self
+                .stops(app.runner(self.deps).limits(remaining).cancel_token(cancel).pause_token(pause))
+                .nested_in(outlet, level, self.shields());
             let run = runner.run(input).await;
             return self.child_result(name, None, run);
         };
@@ -213,8 +215,8 @@ impl<D: Sync> Ctx<'_, D> {
         let id = format!("{}/{level}", journal.thread);
         let mut busy_waits = 0;
         let run = loop {
-            let mut runner = app
-                .runner(self.deps)
+            let mut runner = self
+                .stops(app.runner(self.deps))
                 .thread(id.clone())
                 .child_of(journal.thread.clone())
                 .saga_root_step(self.scope.saga_root_step.unwrap_or(journal.seq))
@@ -328,6 +330,19 @@ impl<D: Sync> Ctx<'_, D> {
             }
         };
         self.child_result(name, Some(&id), run)
+    }
+
+    /// A subgraph's runner stopped as this run is: inside a step when this run is, with the
+    /// same grace and node time limit.
+    pub(crate) fn stops<'r, S: State>(&self, runner: Runner<'r, S, D>) -> Runner<'r, S, D>
+    where
+        D: Sync,
+    {
+        let runner = runner.stop_now_token(self.scope.stop_now.child_token()).stop_grace(self.scope.stop_grace);
+        match self.scope.node_time_limit {
+            Some(limit) => runner.node_time_limit(limit),
+            None => runner,
+        }
     }
 
     /// What the child's run means for this node.

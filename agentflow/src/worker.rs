@@ -236,7 +236,8 @@ enum End {
 ///   attempt has a time limit ([`Worker::node_time_limit`], 10 minutes by default).
 /// - A pause request ([`App::pause_run`]) stops the run (inside its step, as above) with the
 ///   thread `paused`; [`App::submit_resume`] continues it at that step, whose nodes that had
-///   not finished run again, none lost.
+///   not finished run again (under [`Durability::Sync`], the default; under `Async` and `Exit`
+///   a step stopped inside runs all its nodes again).
 ///
 /// - A run that ends sleeping on a durable timer ([`Outcome::Sleeping`]) stays queued, parked
 ///   ([`RunWait::Timer`]) with no lease held, and a worker claims it again once the timer is
@@ -285,6 +286,7 @@ pub struct Worker<S: State, D> {
     store_failures: StoreFailures,
     node_time_limit: Option<Duration>,
     shutdown_deadline: Duration,
+    stop_grace: Duration,
 }
 
 /// The time limit of a node attempt run by a [`Worker`], unless [`Worker::node_time_limit`]
@@ -325,6 +327,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
             store_failures: StoreFailures::default(),
             node_time_limit: Some(DEFAULT_NODE_TIME_LIMIT),
             shutdown_deadline: DEFAULT_SHUTDOWN_DEADLINE,
+            stop_grace: crate::DEFAULT_STOP_GRACE,
         }
     }
 
@@ -367,10 +370,12 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
     /// [`DEFAULT_NODE_TIME_LIMIT`], 10 minutes; `None`: no limit), for the nodes without a
     /// `timeout` of their own (`#[node(timeout = 30s)]`, which wins). It acts as that timeout
     /// does: the attempt fails as a passing failure, retried under the node's `retry` policy,
-    /// and an effect in flight finishes first. So a node that hangs (a tool or model call
-    /// without a timeout) frees its worker slot instead of holding it, and its lease, for good;
-    /// `agentflow stuck` lists the thread as failed once its retries are spent. Plain
-    /// in-process runs have no such limit unless [`Runner::node_time_limit`](crate::Runner::node_time_limit) sets one.
+    /// and an effect in flight finishes first (for up to [`Worker::stop_grace`]). A node that
+    /// runs subgraphs is not limited itself: their nodes are. So a node that hangs (a tool or
+    /// model call without a timeout) frees its worker slot instead of holding it, and its
+    /// lease, for good; the thread ends failed once its retries are spent. Plain in-process
+    /// runs have no such limit unless
+    /// [`Runner::node_time_limit`](crate::Runner::node_time_limit) sets one.
     #[must_use]
     pub fn node_time_limit(mut self, limit: Option<Duration>) -> Self {
         self.node_time_limit = limit;
@@ -386,6 +391,16 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
     #[must_use]
     pub fn shutdown_deadline(mut self, deadline: Duration) -> Self {
         self.shutdown_deadline = deadline;
+        self
+    }
+
+    /// How long a stop inside a step (a cancel or pause request, the shutdown deadline, a node
+    /// time limit) lets a journaled effect in flight finish and be journaled before the node is
+    /// dropped (default [`DEFAULT_STOP_GRACE`](crate::DEFAULT_STOP_GRACE), 10 s; see
+    /// [`Runner::stop_grace`](crate::Runner::stop_grace)).
+    #[must_use]
+    pub fn stop_grace(mut self, grace: Duration) -> Self {
+        self.stop_grace = grace;
         self
     }
 
@@ -421,6 +436,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
             ttl: self.lease_ttl,
             durability: self.durability,
             node_time_limit: self.node_time_limit,
+            stop_grace: self.stop_grace,
             stops,
             store_failures: self.store_failures.clone(),
             acted_on: OnceLock::new(),
@@ -685,6 +701,7 @@ struct Job<S: State, D> {
     ttl: Duration,
     durability: Durability,
     node_time_limit: Option<Duration>,
+    stop_grace: Duration,
     stops: Stops,
     store_failures: StoreFailures,
     /// The control request the run's end was decided on (read once, when it ended): the one
@@ -760,6 +777,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             .cancel_token(cancel)
             .pause_token(pause)
             .stop_now_token(self.stops.now.clone())
+            .stop_grace(self.stop_grace)
             .lease_holder(self.holder.clone(), until, Arc::clone(&self.stops.revoked));
         match self.node_time_limit {
             Some(limit) => runner.node_time_limit(limit),

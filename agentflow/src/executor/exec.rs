@@ -165,7 +165,8 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 // A stop reaches the running nodes: they are dropped at their next await, an
                 // effect in flight let finish first (for up to the grace).
                 let stop = self.stop_now.cancelled();
-                let work = pin!(shielded_stop(stop, self.stop_grace, &self.scope.shield, work));
+                let shields = [&self.scope.shield, &self.scope.children_running];
+                let work = pin!(shielded_stop(stop, self.stop_grace, &shields, work));
                 let results = match deadline {
                     // An effect in flight when the deadline falls finishes and is journaled first.
                     Some(at) => match shielded_timeout(at.into(), &self.scope.shield, work).await {
@@ -627,15 +628,25 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             };
             let work = AssertUnwindSafe((node.run)(state, &cx)).catch_unwind();
             let attempt_began = Instant::now();
-            let limit = node.timeout.or(self.node_time_limit);
+            // A run's time limit is for the nodes' own work: a node that runs subgraphs waits for
+            // their steps, which have the limit themselves.
+            let limit = node.timeout.or(self.node_time_limit.filter(|_| node.subgraphs.is_empty()));
             // A limit too far ahead for the clock to represent sets none.
             let until = limit.and_then(|limit| Some((limit, tokio::time::Instant::now().checked_add(limit)?)));
             let result = match until {
-                // An effect in flight when the timeout falls finishes and is journaled first.
-                Some((limit, until)) => match shielded_timeout(until, &shield, work).instrument(span.clone()).await {
-                    Ok(result) => result,
-                    Err(_) => Ok(Err(NodeError::transient(format!("node `{}` timed out after {limit:?}", node.name)))),
-                },
+                // An effect in flight when the timeout falls finishes and is journaled first, for
+                // up to the grace: one that hangs does not hold the node for good.
+                Some((limit, until)) => {
+                    match shielded_stop(tokio::time::sleep_until(until), self.stop_grace, &[&shield], work)
+                        .instrument(span.clone())
+                        .await
+                    {
+                        Ok(result) => result,
+                        Err(_) => {
+                            Ok(Err(NodeError::transient(format!("node `{}` timed out after {limit:?}", node.name))))
+                        }
+                    }
+                }
                 None => work.instrument(span.clone()).await,
             };
             self.metrics.node(id.index(), attempt_began.elapsed());

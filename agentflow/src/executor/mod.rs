@@ -265,8 +265,9 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         self
     }
 
-    /// How long a stop (a cancel, a pause) that reaches a running step lets a journaled effect
-    /// in flight finish and be journaled before the step's nodes are dropped (default
+    /// How long a stop (a cancel, a pause, a node's time limit or `timeout`) that reaches a
+    /// running node lets a journaled effect in flight finish and be journaled before the node is
+    /// dropped (default
     /// [`DEFAULT_STOP_GRACE`], 10 s). An effect still running then is dropped too: its journal
     /// shows it started and never ended, so a resume treats its outcome as unknown (see
     /// [`Ctx::effect`](crate::Ctx::effect)).
@@ -577,9 +578,12 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         let events = Arc::new(Events::new(self.sink, self.stream, self.parent_outlet.clone()));
         let activity_events = Arc::clone(&events);
         let gateway = &self.app.gateway;
-        let exec_cancel = self.cancel.clone();
+        let stop_now = self.stop_now.unwrap_or_else(|| self.cancel.clone());
         let scope = RunScope {
             cancel: self.cancel,
+            stop_now: stop_now.clone(),
+            stop_grace: self.stop_grace,
+            node_time_limit: self.node_time_limit,
             meter: Meter::resumed(limits, base),
             policy: Arc::clone(&gateway.policy),
             approval_ttl: gateway.approval_ttl,
@@ -588,6 +592,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             // for whoever resumed it (who could then approve its requests).
             owner: checkpointer.as_ref().map_or_else(|| self.owner.clone(), |cp| cp.owner().to_string()),
             shield: crate::shield::Shield::default(),
+            children_running: crate::shield::Shield::default(),
             outer_shields: self.outer_shields,
             activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
             pause: self.pause.clone(),
@@ -612,7 +617,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             resumed_step: start.step,
             skip_before,
             metrics,
-            stop_now: self.stop_now.unwrap_or_else(|| exec_cancel.clone()),
+            stop_now,
             stop_grace: self.stop_grace,
             node_time_limit: self.node_time_limit,
             pause: self.pause,

@@ -63,8 +63,17 @@ impl FinishedWrites {
                 .fenced_by_parents(self.parents.leases.clone()),
             EffectBatch::pending_write,
         );
-        blocking(&self.store, move |s| s.commit_effects(batch)).await??;
-        Ok(())
+        match blocking(&self.store, move |s| s.commit_effects(batch)).await? {
+            Ok(_) => Ok(()),
+            // Another run has the thread: this one stops.
+            Err(e @ CommitError::LeaseLost { .. }) => Err(e.into()),
+            // Keeping a write early only spares a re-run after a crash: the step's own commit
+            // (or its failure's) keeps it too, and says so if the store keeps failing.
+            Err(e) => {
+                tracing::warn!(thread = %self.thread, error = %e, "could not keep finished writes early; they are kept with the step");
+                Ok(())
+            }
+        }
     }
 }
 

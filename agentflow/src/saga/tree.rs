@@ -2,8 +2,40 @@
 
 use agentflow_store::{AuditEntry, Store};
 
-use super::{STEP, Step};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
 use crate::persist::PersistError;
+
+/// The audit entry kind of a completed forward call that names a compensation.
+pub(crate) const STEP: &str = "saga.step";
+
+/// A recorded forward call, as its `saga.step` entry holds it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Step {
+    pub(super) id: String,
+    pub(super) node: String,
+    pub(super) call_id: String,
+    pub(super) tool: String,
+    pub(super) compensation: String,
+    #[serde(default)]
+    pub(super) args: Option<Value>,
+    #[serde(default)]
+    pub(super) error: Option<String>,
+    /// The step of the root thread (the one no subgraph runs under) in which the call was made:
+    /// the thread's own step for a call of its own, the step of the parent's node that ran the
+    /// child for a subgraph child's call. It orders the calls of a tree of threads as one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) root_step: Option<u64>,
+}
+
+impl Step {
+    /// Where the call stands in the tree's order: its root step (an entry written before it was
+    /// recorded is the thread's own, and its id starts with its step).
+    pub(super) fn root_step(&self) -> u64 {
+        self.root_step.or_else(|| self.id.split('/').next().and_then(|s| s.parse().ok())).unwrap_or(0)
+    }
+}
 
 /// A thread's audit log: `None` for the compensating thread, else the child thread's id.
 pub(super) type ThreadLog = (Option<String>, Vec<AuditEntry>);
