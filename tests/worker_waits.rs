@@ -227,23 +227,22 @@ async fn a_cancel_request_during_shutdown_wins_over_the_shutdown_pause() {
     app.submit("gated", &Nap::default()).unwrap();
     let (stop, handle) = start(&app, ());
     wait_until("the first step runs", || AT_GATE.load(Ordering::SeqCst)).await;
-    // The worker shuts down: the running step is to finish and the run to pause there.
+    // The worker shuts down: the running step may finish (until the shutdown's deadline) and
+    // the run is to pause there.
     stop.cancel();
-    // A cancel request comes meanwhile; once a heartbeat after it went through, the worker
-    // has read it.
+    // A cancel request comes meanwhile: the worker reads it, and it reaches the running step.
     assert!(app.cancel_run("gated").unwrap());
-    let asked = agentflow::timer::now_ms();
-    wait_until("a heartbeat reads the request", || {
-        app.live_runs().unwrap().iter().any(|r| r.heartbeat_at.is_some_and(|at| at > asked))
+    wait_until("the cancel ends the thread", || {
+        app.thread("gated").unwrap().is_some_and(|t| t.status == ThreadStatus::Cancelled)
     })
     .await;
-    GATE.add_permits(1);
     let report = handle.await.unwrap().unwrap();
+    GATE.add_permits(1);
     assert_eq!((report.controlled, report.stopped), (1, 0), "{report:?}");
     let record = app.thread("gated").unwrap().unwrap();
     assert_eq!(record.status, ThreadStatus::Cancelled, "the cancel wins: {}", record.detail);
     assert!(app.live_runs().unwrap().is_empty(), "a cancelled run leaves the queue");
-    assert_eq!(app.state("gated").unwrap().unwrap().state.steps, 1, "the running step finished");
+    assert_eq!(app.state("gated").unwrap().unwrap().state.steps, 0, "the running step was stopped inside");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -261,8 +260,8 @@ async fn postgres_a_claim_whose_rows_do_not_decode_is_rolled_back() {
     let claimed = tokio::task::spawn_blocking(move || s.claim_runs("g", "w1", 30_000, agentflow::timer::now_ms(), 4))
         .await
         .unwrap();
-    let err = claimed.unwrap_err();
-    assert!(err.to_string().contains("BOGUS"), "{err}");
+    // The row is skipped, as on redb: nothing of it was claimed.
+    assert!(claimed.unwrap().is_empty());
     // Nothing of the claim was kept: the row is unclaimed and no lease was taken.
     let row = client
         .query_one(&format!("SELECT claims, holder FROM {schema}.run_queue WHERE thread = 'bad'"), &[])
@@ -295,12 +294,11 @@ async fn a_cancel_request_ends_a_sleeping_thread_cancelled() {
     assert_eq!(record.status, ThreadStatus::Cancelled, "{}", record.detail);
 }
 
-/// The pause is moot once the run waits: its row is parked in place, in the write that settles
-/// it, so a store that refuses to queue anything meanwhile loses nothing (the row was removed
-/// and the thread queued again in a second write, which left it out of the queue when that
-/// write failed).
+/// A pause reaches the running step before it goes to sleep: the thread ends `paused` (its
+/// step dropped, to run again when resumed), not asleep, even on a store that refuses to queue
+/// anything meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_asked_to_pause_that_falls_asleep_first_stays_queued_for_its_timer() {
+async fn a_run_asked_to_pause_before_it_falls_asleep_is_paused() {
     let mut store = hooked_store::Hooked::new(redb());
     store.before_enqueue = Some(Box::new(|run: &NewRun| {
         Some(agentflow_store::QueueError::AlreadyQueued { thread: format!("{} (refused by the test)", run.thread) })
@@ -309,24 +307,15 @@ async fn a_run_asked_to_pause_that_falls_asleep_first_stays_queued_for_its_timer
     app.submit("nap", &Nap { sleep_ms: 600_000, ..Nap::default() }).unwrap();
     let (stop, handle) = start(&app, ());
     wait_until("the first step runs", || AT_NAP_GATE.load(Ordering::SeqCst)).await;
-    // The pause is asked while the step runs, and the worker reads it with a heartbeat...
+    // The pause is asked while the step runs: it reaches the step before it goes to sleep.
     assert!(app.pause_run("nap").unwrap());
-    let asked = agentflow::timer::now_ms();
-    wait_until("a heartbeat reads the request", || {
-        app.live_runs().unwrap().iter().any(|r| r.heartbeat_at.is_some_and(|at| at > asked))
-    })
-    .await;
-    // ...but the step goes to sleep before the boundary where the pause would stop it.
+    wait_until("the run is paused", || app.thread("nap").unwrap().is_some_and(|t| t.status == ThreadStatus::Paused))
+        .await;
     NAP_GATE.add_permits(1);
-    wait_until("the run parks for its timer", || {
-        app.live_runs().unwrap().iter().any(|r| r.wait == RunWait::Timer && r.lease.is_none() && r.control.is_none())
-    })
-    .await;
-    assert_eq!(app.thread("nap").unwrap().unwrap().status, ThreadStatus::Sleeping);
+    wait_until("the run leaves the queue", || app.live_runs().unwrap().is_empty()).await;
     stop.cancel();
     let report = handle.await.unwrap().unwrap();
-    assert_eq!(report.failed, 0, "{report:?}");
-    assert_eq!(app.live_runs().unwrap().len(), 1, "still queued for its timer");
+    assert_eq!((report.failed, report.controlled), (0, 1), "{report:?}");
 }
 
 /// `Store::run_controls`: the requests on the holder's runs, read without writing.
