@@ -17,4 +17,4 @@ mod validate;
 pub use contract::{AnyDeps, Compensation, Risk, Tool, ToolCx, ToolError, ToolSet, schema_of};
 pub use observation::{Code, Observation};
 pub use policy::{Decision, OnReject, Policy, RiskPolicy};
-pub use validate::{ArgumentError, args_hash, canonical_json, validate_args};
+pub use validate::{ArgumentError, args_hash, canonical_json, check_args_shape, validate_args};
