@@ -132,14 +132,27 @@ fn look_alike_user_names_are_refused_and_count_as_one_person_for_the_two_person_
             { "name": alike, "token": "two", "roles": [] },
         ]});
         std::fs::write(&users, file.to_string()).unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentflow"))
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agentflow"))
             .args(["serve", "--store", store.to_str().unwrap(), "--bind", "127.0.0.1:0", "--users"])
             .arg(&users)
             .env_remove("AGENTFLOW_STORE")
-            .output()
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .unwrap();
+        // Refused at once; a server that accepted the file keeps running.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        if child.try_wait().unwrap().is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{alike:?} was accepted beside alice: the server started");
+        }
+        let out = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{alike:?} was accepted beside alice: {err}");
+        assert_eq!(out.status.code(), Some(2), "{alike:?}: {err}");
         assert!(err.contains("not confusable"), "{err}");
     }
     // One person cannot give both sign-offs under two spellings of one name.
