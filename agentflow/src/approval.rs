@@ -57,6 +57,7 @@ pub use agentflow_store::{ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalS
 pub use crate::answer::{
     ANSWER_FAILED_KIND, ANSWER_KIND, ANSWER_USED_KIND, AnswerError, InterruptAnswer, QuestionsAnswered,
 };
+pub use crate::person::person_key;
 use serde_json::{Value, json};
 
 use crate::app::App;
@@ -124,10 +125,10 @@ impl RoleAuthorizer {
     }
 }
 
-/// Whether two names are one person's: compared ignoring case, as the approval inbox tells
-/// its users apart (so `Alice` cannot approve what `alice` requested, nor sign twice).
+/// Whether two names are one person's ([`person_key`]), as the approval inbox tells its users
+/// apart (so `Alice` or `аlice` cannot approve what `alice` requested, nor sign twice).
 fn same_person(a: &str, b: &str) -> bool {
-    a.to_lowercase() == b.to_lowercase()
+    person_key(a) == person_key(b)
 }
 
 impl Authorizer for RoleAuthorizer {
@@ -649,13 +650,13 @@ impl ApprovalDesk {
                 })
                 .map(|e| e.actor)
                 .collect();
-            // One person, however their name is cased (the inbox's users are).
-            let mut who: Vec<String> = who.iter().map(|w| w.to_lowercase()).collect();
+            // One person, however their name is cased or spelled alike (the inbox's users are).
+            let mut who: Vec<String> = who.iter().map(|w| person_key(w)).collect();
             who.sort();
             who.dedup();
             Ok(who)
         };
-        if signed()?.contains(&approver.id.to_lowercase()) {
+        if signed()?.contains(&person_key(&approver.id)) {
             return Err(DecisionError::SameApprover { id: record.id.clone(), approver: approver.id.clone() });
         }
         let entry = NewAuditEntry {

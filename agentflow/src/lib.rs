@@ -95,10 +95,13 @@ mod node_id;
 mod outcome;
 mod pace;
 pub mod persist;
+mod person;
 pub mod prebuilt;
 pub mod reducer;
 mod retry;
 pub mod saga;
+#[cfg(feature = "server")]
+pub mod serve_limits;
 mod shield;
 mod state;
 mod step;

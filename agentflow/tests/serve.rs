@@ -15,103 +15,15 @@ use agentflow::approval::{ApprovalRecord, ApprovalStatus};
 use agentflow::prelude::*;
 use agentflow::tool::args_hash;
 use agentflow_store::PostgresStore;
+use inbox_common::http::*;
 use inbox_common::*;
 use redb::ReadableTable;
 use reqwest::StatusCode;
-use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use reqwest::header::{COOKIE, SET_COOKIE};
 use serde_json::{Value, json};
 
 #[path = "../../tests/pg/mod.rs"]
 mod pg;
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client")
-}
-
-/// The `name=value` of the cookie `name` set by a response.
-fn set_cookie(r: &reqwest::Response, name: &str) -> Option<String> {
-    r.headers()
-        .get_all(SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|v| v.starts_with(&format!("{name}=")))
-        .map(|v| v.split(';').next().unwrap_or_default().to_string())
-}
-
-/// A logged-in user: the session cookie and the CSRF token of its forms.
-struct User {
-    cookie: String,
-    csrf: String,
-}
-
-/// Logs in with `token` through the login form, and reads the CSRF token from the inbox.
-async fn login(base: &str, token: &str) -> User {
-    let c = client();
-    let form = c.get(format!("{base}/login")).send().await.unwrap();
-    assert_eq!(form.status(), StatusCode::OK);
-    let login_cookie = set_cookie(&form, "agentflow_login").expect("the login form sets its CSRF cookie");
-    let page = form.text().await.unwrap();
-    let r = c
-        .post(format!("{base}/login"))
-        .header(COOKIE, &login_cookie)
-        .form(&[("token", token), ("csrf", &csrf_in(&page))])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::SEE_OTHER, "login as {token} failed: {}", r.text().await.unwrap_or_default());
-    let raw = r
-        .headers()
-        .get_all(SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|v| v.starts_with("agentflow_session="))
-        .expect("a session cookie")
-        .to_string();
-    assert!(raw.contains("HttpOnly") && raw.contains("SameSite=Strict"), "{raw}");
-    // Plain HTTP on loopback: a `Secure` cookie would never come back (see --secure-cookies).
-    assert!(!raw.contains("Secure"), "{raw}");
-    let cookie = raw.split(';').next().unwrap().to_string();
-    let inbox = c.get(format!("{base}/")).header(COOKIE, &cookie).send().await.unwrap();
-    assert_eq!(inbox.status(), StatusCode::OK);
-    let csrf = csrf_in(&inbox.text().await.unwrap());
-    User { cookie, csrf }
-}
-
-/// The id of the question a page's answer form names (a browser sends it back with the answer).
-fn form_question(page: &str) -> String {
-    let field = "name=\"question\" value=\"";
-    let at = page.find(field).unwrap_or_else(|| panic!("an answer form names its question: {page}")) + field.len();
-    page[at..].split('"').next().unwrap_or_default().to_string()
-}
-
-/// POSTs a form as `user` (with its CSRF token unless `fields` names one).
-async fn post(base: &str, user: Option<&User>, path: &str, fields: &[(&str, &str)]) -> (StatusCode, String) {
-    let mut form: Vec<(&str, &str)> = fields.to_vec();
-    let mut req = client().post(format!("{base}{path}"));
-    if let Some(u) = user {
-        req = req.header(COOKIE, &u.cookie);
-        if !fields.iter().any(|(k, _)| *k == "csrf") {
-            form.push(("csrf", &u.csrf));
-        }
-    }
-    let r = req.form(&form).send().await.unwrap();
-    let status = r.status();
-    let location = r.headers().get(LOCATION).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let body = r.text().await.unwrap();
-    (status, location.unwrap_or(body))
-}
-
-async fn get(base: &str, user: Option<&User>, path: &str) -> (StatusCode, String) {
-    let mut req = client().get(format!("{base}{path}"));
-    if let Some(u) = user {
-        req = req.header(COOKIE, &u.cookie);
-    }
-    let r = req.send().await.unwrap();
-    let status = r.status();
-    let location = r.headers().get(LOCATION).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let body = r.text().await.unwrap();
-    (status, location.unwrap_or(body))
-}
 
 /// The one approval in the store, read with the library (the file is closed again after).
 fn the_approval(store: &Path) -> ApprovalRecord {
@@ -938,7 +850,7 @@ async fn a_planted_session_id_is_never_adopted_and_an_oversized_form_changes_not
     let (store, serve) = setup("fixation").await;
     let base = &serve.base;
     // Someone plants a session id of their choosing in the browser before its user logs in.
-    let planted = format!("agentflow_session={}", "ab".repeat(32));
+    let planted = format!("{}={}", cookie_name(base, "agentflow_session"), "ab".repeat(32));
     let c = client();
     let form = c.get(format!("{base}/login")).header(COOKIE, &planted).send().await.unwrap();
     assert_eq!(form.status(), StatusCode::OK, "a planted id is no session");

@@ -18,4 +18,4 @@ pub use contract::{AnyDeps, Compensation, Risk, Tool, ToolCx, ToolError, ToolSet
 pub use observation::{Code, Observation};
 pub use policy::{Decision, OnReject, OwnerRequired, Policy, RiskPolicy};
 pub(crate) use validate::clip_deep_args;
-pub use validate::{ArgumentError, args_hash, canonical_json, validate_args};
+pub use validate::{ArgumentError, args_hash, canonical_json, check_args_shape, validate_args};

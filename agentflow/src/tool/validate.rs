@@ -18,6 +18,18 @@ pub struct ArgumentError(pub String);
 ///
 /// [`MAX_JSON_DEPTH`]: crate::persist::MAX_JSON_DEPTH
 pub fn validate_args<A: DeserializeOwned>(args: &Value, schema: &Value) -> Result<A, ArgumentError> {
+    check_args_shape(args, schema)?;
+    A::deserialize(args).map_err(|e| ArgumentError(e.to_string()))
+}
+
+/// The part of [`validate_args`] that needs no Rust type, the gateway's own check of a call's
+/// shape: `args` reads back from the store (nested at most [`MAX_JSON_DEPTH`] levels), is a
+/// JSON object, and has no field the schema's `properties` does not list (whether or not the
+/// schema says `additionalProperties: false`). Something that holds only the tool's schema
+/// (the approval inbox checking an edit) checks this, then the schema itself.
+///
+/// [`MAX_JSON_DEPTH`]: crate::persist::MAX_JSON_DEPTH
+pub fn check_args_shape(args: &Value, schema: &Value) -> Result<(), ArgumentError> {
     crate::persist::check_json(args, "args").map_err(|e| ArgumentError(e.to_string()))?;
     let Value::Object(fields) = args else {
         let got = match args {
@@ -37,7 +49,7 @@ pub fn validate_args<A: DeserializeOwned>(args: &Value, schema: &Value) -> Resul
             )));
         }
     }
-    A::deserialize(args).map_err(|e| ArgumentError(e.to_string()))
+    Ok(())
 }
 
 /// Cuts tool-call arguments that nest deeper than [`MAX_JSON_DEPTH`] down to one level past it

@@ -117,7 +117,7 @@ pub fn decide(store: &Arc<dyn Store>, kind: Kind, args: &DecideArgs, as_json: bo
             let edited = out::parse_json("--args", text)?;
             let schema = tool_schema(store.as_ref(), id)?;
             desk.edit_checked(id, &approver, edited, |tool, value| match &schema {
-                Some(schema) => check_schema(schema, value, "args"),
+                Some(schema) => check_edit(schema, value),
                 None => Err(format!(
                     "the store has no schema for `{tool}` (no description of the thread's graph), so the edit \
                      cannot be checked; edit it from the app"
@@ -296,12 +296,31 @@ pub fn tool_schema(store: &dyn Store, id: &str) -> Result<Option<Value>, Failure
         .map(|t| t["parameters"].clone()))
 }
 
+/// Checks edited arguments as the gateway will check them when the approved call runs, with
+/// only the tool's schema at hand: the gateway's own shape check
+/// ([`check_args_shape`](agentflow::tool::check_args_shape): an object that reads back, no
+/// field the tool does not have), then the integer ranges of the formats schemars writes for
+/// Rust's types with the plain checks ([`check_schema`]; a JSON schema validator does not know
+/// the formats), then the whole JSON schema (`$ref`, `oneOf`, `pattern`,
+/// `additionalProperties`, .., by a full validator). An edit that passes is one the tool's own decoding accepts.
+pub fn check_edit(schema: &Value, value: &Value) -> Result<(), String> {
+    agentflow::tool::check_args_shape(value, schema).map_err(|e| e.to_string())?;
+    check_schema(schema, value, "args")?;
+    let validator = jsonschema::validator_for(schema).map_err(|e| {
+        format!("the tool's stored schema cannot be used to check the edit ({e}); edit it from the app")
+    })?;
+    if let Some(e) = validator.iter_errors(value).next() {
+        let at = e.instance_path().to_string();
+        return Err(format!("`args{}`: {e}", at.replace('/', ".")));
+    }
+    Ok(())
+}
+
 /// Checks `value` against the parts of a JSON schema that tool argument schemas use: `type`,
 /// `properties`, `required`, `additionalProperties: false`, `enum`, `items`, number bounds
 /// (`minimum`, `maximum`, and the ranges of the integer `format`s schemars writes, `int32`,
-/// `uint32`, ..) and nullable types (`["string", "null"]`). `$ref` and the
-/// combinators (`anyOf`, `oneOf`, `allOf`) are not followed: such parts pass unchecked, and
-/// the gateway validates the arguments again with the tool's own types before the call runs.
+/// `uint32`, ..) and nullable types (`["string", "null"]`). `$ref` and the combinators
+/// (`anyOf`, `oneOf`, `allOf`) are not followed: [`check_edit`] runs a full validator first.
 pub fn check_schema(schema: &Value, value: &Value, path: &str) -> Result<(), String> {
     let Some(schema) = schema.as_object() else { return Ok(()) };
     if let Some(types) = schema.get("type") {

@@ -98,7 +98,10 @@ pub fn threads(store: &dyn Store, args: &ThreadsArgs, as_json: bool) -> Outcome 
     let now = now_ms();
     let listing = store.scan_threads().map_err(Failure::store)?;
     for skipped in &listing.skipped {
-        eprintln!("agentflow: skipped a thread record that does not decode: {}", out::printable(&skipped.to_string()));
+        eprintln!(
+            "agentflow: skipped a thread record that does not decode: {}",
+            out::printable_line(&skipped.to_string())
+        );
     }
     let mut names = Names::default();
     let mut rows = Vec::new();
@@ -264,7 +267,7 @@ pub fn show(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
         outln!("warning:   {w}")?;
     }
     outln!("state:")?;
-    outln!("{}", serde_json::to_string_pretty(&state.state).unwrap_or_default())?;
+    crate::out::write_block(&format!("{}\n", serde_json::to_string_pretty(&state.state).unwrap_or_default()))?;
     Ok(())
 }
 
@@ -339,7 +342,7 @@ pub fn diff(store: &dyn Store, thread: &str, a: u64, b: u64, as_json: bool) -> O
         return Ok(());
     }
     for w in &warnings {
-        eprintln!("agentflow: warning: {}", out::printable(w));
+        eprintln!("agentflow: warning: {}", out::printable_line(w));
     }
     if d.added.is_empty() && d.removed.is_empty() && d.changed.is_empty() {
         outln!("no change between checkpoints {a} and {b}")?;
@@ -365,7 +368,7 @@ pub fn pending(shared: &Arc<dyn Store>, as_json: bool) -> Outcome {
     for skipped in &listing.skipped {
         eprintln!(
             "agentflow: skipped an approval record that does not decode: {}",
-            out::printable(&skipped.to_string())
+            out::printable_line(&skipped.to_string())
         );
     }
     let approvals = listing.items;
@@ -470,7 +473,7 @@ pub fn graph(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
     if as_json {
         out::json(&json!({ "thread": thread, "fingerprint": record.graph_fingerprint, "mermaid": mermaid }))?;
     } else {
-        out::write(format_args!("{mermaid}"))?;
+        out::write_block(&mermaid)?;
     }
     Ok(())
 }

@@ -65,10 +65,10 @@
 /// command instead of panicking.
 macro_rules! outln {
     () => {
-        $crate::out::write(format_args!("\n"))
+        $crate::out::write(format_args!(""))
     };
     ($($arg:tt)*) => {
-        $crate::out::write(format_args!("{}\n", format_args!($($arg)*)))
+        $crate::out::write(format_args!($($arg)*))
     };
 }
 
@@ -244,7 +244,7 @@ fn main() -> ExitCode {
         // The reader of the output chose to stop reading: nothing went wrong.
         Err(f) if f.code == code::DONE => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("agentflow: {}", out::printable(&f.message));
+            eprintln!("agentflow: {}", out::printable_line(&f.message));
             ExitCode::from(f.code)
         }
     }

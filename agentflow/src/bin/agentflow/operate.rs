@@ -66,7 +66,7 @@ pub fn audit(store: &Arc<dyn Store>, thread: Option<&str>, as_json: bool) -> Out
         for skipped in &listing.skipped {
             eprintln!(
                 "agentflow: skipped an audit entry that does not decode: {}",
-                crate::out::printable(&skipped.to_string())
+                crate::out::printable_line(&skipped.to_string())
             );
         }
         entries.extend(listing.items);

@@ -12,27 +12,31 @@
 //! `token_sha256` keeps the file free of the secret (`printf %s TOKEN | sha256sum`); `token`
 //! (plain) is accepted for local trials. A file is refused when a `token_sha256` is the hash
 //! of the empty token, a plain token has spaces around it, or two user names could be taken
-//! for one another (equal ignoring case; spaces around; characters other than letters,
-//! digits, spaces and `. _ - @ + '`). An empty token never logs in. Logging in with a token starts a session: a random
-//! id in an `HttpOnly; SameSite=Strict` cookie, and a random CSRF token that every form of the
-//! session carries and every POST must send back. Sessions live in the server's memory for
-//! 12 hours unless `--session-ttl` says otherwise (a restart logs everyone out).
+//! for one another (equal ignoring case, or confusable under Unicode's skeleton rules:
+//! `alice` and `аlice` with a Cyrillic a, fullwidth `ａlice`; spaces around; characters other
+//! than letters, digits, spaces and `. _ - @ + '`). An empty token never logs in. Logging in
+//! with a token starts a session: a random id in an `HttpOnly; SameSite=Strict` cookie named
+//! for the server's port, and a random CSRF token that every form of the session carries and
+//! every POST must send back. Sessions live in the server's memory for 12 hours unless
+//! `--session-ttl` says otherwise (a restart logs everyone out), at most
+//! `--sessions-per-user` a user (a new login ends the oldest). Failed logins are limited per
+//! client address (the login asks for a token only, so a wrong one names no user).
 
-use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
-use std::sync::Mutex;
+use std::time::Duration;
 
+use agentflow::approval::person_key;
+use agentflow::serve_limits::{AttemptLimiter, ServeLimits, SessionTable, TooManyAttempts};
 use axum::http::HeaderMap;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::Failure;
-use crate::out::now_ms;
 
-/// The session cookie.
+/// The session cookie's name, before the port (`agentflow_session_8700`).
 pub const SESSION_COOKIE: &str = "agentflow_session";
-/// The login form's CSRF cookie (double submit: no session exists yet).
+/// The login form's CSRF cookie's name (double submit: no session exists yet), before the port.
 pub const LOGIN_COOKIE: &str = "agentflow_login";
 
 #[derive(Deserialize)]
@@ -72,15 +76,20 @@ pub struct Session {
     pub roles: Vec<String>,
     /// The token every POST of this session must carry.
     pub csrf: String,
-    expires_at: u64,
 }
 
-/// Users and live sessions.
+/// Users, live sessions and failed logins.
 pub struct Auth {
     users: Vec<User>,
-    sessions: Mutex<HashMap<String, Session>>,
+    sessions: SessionTable<Session>,
     /// How long a session lasts after its login (millis).
     session_ms: u64,
+    /// Failed logins per client address.
+    attempts: AttemptLimiter,
+    /// The session cookie's name (for the port).
+    pub session_cookie: String,
+    /// The login form's cookie's name (for the port).
+    pub login_cookie: String,
 }
 
 /// Hex SHA-256 of `text`.
@@ -116,7 +125,7 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
 
 impl Auth {
     /// Reads the users file; every way it can be wrong is a usage error naming the file.
-    pub fn load(path: &Path, session_ms: u64) -> Result<Auth, Failure> {
+    pub fn load(path: &Path, session_ms: u64, limits: &ServeLimits) -> Result<Auth, Failure> {
         let shown = path.display();
         let text = std::fs::read_to_string(path)
             .map_err(|e| Failure::usage(format!("--users {shown}: cannot read the users file: {e}")))?;
@@ -153,16 +162,18 @@ impl Auth {
                 }
             };
             // Decisions and the audit log show the name: two names a reader cannot tell apart
-            // (case, spaces, invisible characters) could pass as one person or two.
+            // (case, spaces, invisible characters, look-alike letters) could pass as one person
+            // or two. The two-person rule compares people by the same key.
             let plain = |c: char| c.is_alphanumeric() || " ._-@+'".contains(c);
             if u.name.trim().is_empty()
                 || u.name.trim() != u.name
                 || !u.name.chars().all(plain)
-                || users.iter().any(|x: &User| x.name.to_lowercase() == u.name.to_lowercase())
+                || users.iter().any(|x: &User| person_key(&x.name) == person_key(&u.name))
             {
                 return Err(Failure::usage(format!(
-                    "--users {shown}: user names must be non-empty, distinct ignoring case, without spaces around \
-                     them, and made of letters, digits, spaces and . _ - @ + ' (check {:?})",
+                    "--users {shown}: user names must be non-empty, without spaces around them, made of letters, \
+                     digits, spaces and . _ - @ + ', and not confusable with one another (equal ignoring case, or \
+                     alike to the eye: look-alike letters of another script, fullwidth forms); check {:?}",
                     u.name
                 )));
             }
@@ -174,41 +185,60 @@ impl Auth {
         if users.is_empty() {
             return Err(Failure::usage(format!("--users {shown}: the file names no user")));
         }
-        Ok(Auth { users, sessions: Mutex::new(HashMap::new()), session_ms })
+        Ok(Auth {
+            users,
+            sessions: SessionTable::new(limits.sessions_per_user),
+            session_ms,
+            attempts: limits.attempt_limiter(),
+            session_cookie: SESSION_COOKIE.to_string(),
+            login_cookie: LOGIN_COOKIE.to_string(),
+        })
     }
 
-    /// Logs in with `token`: a new session id and the session, or `None` for an unknown token.
-    pub fn login(&self, token: &str) -> Result<Option<(String, Session)>, Failure> {
-        if token.trim().is_empty() {
-            return Ok(None);
+    /// Names the cookies for the server's `port`: a browser sends a host's cookies to every
+    /// port of it, so two inboxes on one host would otherwise read each other's.
+    pub fn name_cookies_for(&mut self, port: u16) {
+        self.session_cookie = format!("{SESSION_COOKIE}_{port}");
+        self.login_cookie = format!("{LOGIN_COOKIE}_{port}");
+    }
+
+    /// Logs in with `token` from client address `from`: a new session id and the session,
+    /// `Ok(None)` for an unknown token, or the refusal when `from` made too many failed
+    /// attempts (then the token is not even tried).
+    pub fn login(
+        &self,
+        token: &str,
+        from: &str,
+    ) -> Result<Result<Option<(String, Session)>, TooManyAttempts>, Failure> {
+        if let Err(wait) = self.attempts.check(&[from]) {
+            return Ok(Err(wait));
         }
         let hash = sha256_hex(token.trim());
-        let Some(user) = self.users.iter().find(|u| same(&u.token_hash, &hash)) else { return Ok(None) };
-        let id = random_token()?;
-        let session = Session {
-            user: user.name.clone(),
-            roles: user.roles.clone(),
-            csrf: random_token()?,
-            expires_at: now_ms().saturating_add(self.session_ms),
+        let found = if token.trim().is_empty() { None } else { self.users.iter().find(|u| same(&u.token_hash, &hash)) };
+        let Some(user) = found else {
+            self.attempts.fail(&[from]);
+            return Ok(Ok(None));
         };
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        let now = now_ms();
-        sessions.retain(|_, s| s.expires_at > now);
-        sessions.insert(id.clone(), session.clone());
-        Ok(Some((id, session)))
+        let id = random_token()?;
+        let session = Session { user: user.name.clone(), roles: user.roles.clone(), csrf: random_token()? };
+        self.sessions.insert(
+            id.clone(),
+            &person_key(&user.name),
+            session.clone(),
+            Duration::from_millis(self.session_ms),
+        );
+        Ok(Ok(Some((id, session))))
     }
 
     /// The request's live session, if its cookie names one.
     pub fn session(&self, headers: &HeaderMap) -> Option<Session> {
-        let id = cookie(headers, SESSION_COOKIE)?;
-        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        sessions.get(&id).filter(|s| s.expires_at > now_ms()).cloned()
+        self.sessions.get(&cookie(headers, &self.session_cookie)?)
     }
 
     /// Ends the request's session.
     pub fn logout(&self, headers: &HeaderMap) {
-        if let Some(id) = cookie(headers, SESSION_COOKIE) {
-            self.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        if let Some(id) = cookie(headers, &self.session_cookie) {
+            self.sessions.remove(&id);
         }
     }
 }
@@ -236,7 +266,7 @@ mod tests {
     }
 
     fn refusal(name: &str, json: &str) -> String {
-        match Auth::load(&users_file(name, json), 60_000) {
+        match Auth::load(&users_file(name, json), 60_000, &ServeLimits::default()) {
             Ok(_) => panic!("the users file {json} was accepted"),
             Err(f) => f.message,
         }
@@ -250,17 +280,30 @@ mod tests {
         assert!(message.contains("empty token"), "{message}");
         let auth = Auth {
             users: vec![User { name: "alice".into(), token_hash: empty, roles: vec![] }],
-            sessions: Mutex::new(HashMap::new()),
+            sessions: SessionTable::new(8),
             session_ms: 60_000,
+            attempts: AttemptLimiter::new(10, Duration::from_secs(6)),
+            session_cookie: SESSION_COOKIE.into(),
+            login_cookie: LOGIN_COOKIE.into(),
         };
         for token in ["", "  ", "\t\n"] {
-            assert!(auth.login(token).unwrap().is_none(), "the token {token:?} logged in");
+            assert!(auth.login(token, "127.0.0.1").unwrap().unwrap().is_none(), "the token {token:?} logged in");
         }
     }
 
     #[test]
     fn user_names_that_look_alike_and_tokens_with_surrounding_spaces_are_refused() {
-        let alike = [("alice", " alice"), ("alice", "Alice"), ("alice", "alice\\u200b"), ("alice", "ali\\nce")];
+        let alike = [
+            ("alice", " alice"),
+            ("alice", "Alice"),
+            ("alice", "alice\\u200b"),
+            ("alice", "ali\\nce"),
+            // Cyrillic а, Greek ο, fullwidth letters, a zero-width joiner inside the name.
+            ("alice", "\\u0430lice"),
+            ("bob", "b\\u03bfb"),
+            ("alice", "\\uff41\\uff4c\\uff49\\uff43\\uff45"),
+            ("alice", "al\\u200dice"),
+        ];
         for (i, (a, b)) in alike.iter().enumerate() {
             let json =
                 format!(r#"{{"users": [{{"name": "{a}", "token": "one"}}, {{"name": "{b}", "token": "two"}}]}}"#);
@@ -271,6 +314,6 @@ mod tests {
         assert!(message.contains("spaces"), "{message}");
         // Distinct, plain names are fine.
         let ok = users_file("ok", r#"{"users": [{"name": "alice", "token": "one"}, {"name": "bob", "token": "two"}]}"#);
-        assert!(Auth::load(&ok, 60_000).is_ok());
+        assert!(Auth::load(&ok, 60_000, &ServeLimits::default()).is_ok());
     }
 }

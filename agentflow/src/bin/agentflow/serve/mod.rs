@@ -7,9 +7,17 @@
 //! - **Decisions** go through the library's `ApprovalDesk` with the same `RoleAuthorizer`
 //!   the CLI builds (`--roles-for`, `--two-person`), in the logged-in user's name.
 //! - **Security**: users and their roles come from `--users FILE`; logging in with a token
-//!   sets an `HttpOnly; SameSite=Strict` session cookie (`Secure` too with
-//!   `--secure-cookies`); every POST checks the session's CSRF token; GETs change nothing.
-//!   The server binds to loopback unless `--allow-remote` is given.
+//!   sets an `HttpOnly; SameSite=Strict` session cookie named for the port
+//!   (`agentflow_session_8700`; `Secure` too with `--secure-cookies`); every POST checks the
+//!   session's CSRF token; GETs change nothing. The server binds to loopback unless
+//!   `--allow-remote` is given. Under abuse it holds through the library's
+//!   [`agentflow::serve_limits`]: failed logins are limited per client address
+//!   (`--login-attempts`, then 429 with `Retry-After`), a connection that has not sent its
+//!   request head within `--header-timeout` is closed, at most `--max-connections` are served
+//!   at once, a request naming a host other than the bound address or localhost
+//!   (`--allow-host`) is refused with 421, a user holds at most `--sessions-per-user` sessions
+//!   (a new login ends the oldest), and `--answer-role` makes answering a question need a role
+//!   as deciding an approval does.
 //! - **Live**: `GET /live` answers a small JSON fingerprint of what waits; the inbox polls it
 //!   and reloads when it changes (a decision made from the CLI or another browser).
 //! - **Metrics**: `GET /metrics` is the Prometheus text of every `agentflow_*` metric this
@@ -21,6 +29,7 @@
 //! up to two seconds for it, then answers 503 with what to do. A PostgreSQL store is opened
 //! once and shared.
 
+mod acts;
 mod auth;
 mod live;
 mod pages;
@@ -33,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use agentflow::Store;
 use agentflow::approval::RoleAuthorizer;
+use agentflow::serve_limits::{self, ServeLimits};
 use clap::Args;
 
 use crate::out::parse_duration;
@@ -74,6 +84,26 @@ pub struct ServeArgs {
     /// How often the stuck-thread gauge is refreshed.
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub stuck_every: String,
+    /// The role a user needs to answer a thread's question (by default any logged-in user may).
+    #[arg(long, value_name = "ROLE")]
+    pub answer_role: Option<String>,
+    /// Failed logins one client address may make in a row; one more is allowed every 6 s.
+    /// Past it the login answers 429 with `Retry-After`.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub login_attempts: u32,
+    /// Live sessions a user may hold; a new login past it ends the user's oldest.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub sessions_per_user: usize,
+    /// How long a connection may take to send a request's head before it is closed.
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub header_timeout: String,
+    /// Connections served at once; more wait to be accepted.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub max_connections: usize,
+    /// A host name the inbox is reached by (besides the bound address, and localhost on
+    /// loopback), e.g. the TLS proxy's; `NAME` for any port, `NAME:PORT` for one. Repeatable.
+    #[arg(long = "allow-host", value_name = "NAME[:PORT]")]
+    pub allow_hosts: Vec<String>,
 }
 
 /// How the server reaches the store.
@@ -134,6 +164,8 @@ pub struct Server {
     /// The attributes every cookie gets (`HttpOnly; SameSite=Strict`, and `Secure` with
     /// `--secure-cookies`).
     pub cookie_attrs: &'static str,
+    /// The role answering a question needs, if any (`--answer-role`).
+    pub answer_role: Option<String>,
 }
 
 /// `serve`.
@@ -158,7 +190,21 @@ pub fn serve(spec: &str, schema: Option<&str>, args: &ServeArgs) -> Outcome {
     if session == 0 {
         return Err(Failure::usage("--session-ttl must be longer than 0"));
     }
-    let users = auth::Auth::load(&args.users, session)?;
+    let header_timeout = parse_duration(&args.header_timeout).map_err(Failure::usage)?;
+    if header_timeout == 0 || args.max_connections == 0 || args.login_attempts == 0 || args.sessions_per_user == 0 {
+        return Err(Failure::usage(
+            "--header-timeout, --max-connections, --login-attempts and --sessions-per-user must be more than 0",
+        ));
+    }
+    let mut limits = ServeLimits::default()
+        .header_read_timeout(Duration::from_millis(header_timeout))
+        .max_connections(args.max_connections)
+        .login_attempts(args.login_attempts, Duration::from_secs(6))
+        .sessions_per_user(args.sessions_per_user);
+    for host in &args.allow_hosts {
+        limits = limits.allow_host(host.clone());
+    }
+    let mut users = auth::Auth::load(&args.users, session, &limits)?;
     let authorizer = crate::decide::authorizer_from(args.roles_for.as_deref(), args.two_person)?;
     let waiting = parse_duration(&args.stuck_waiting).map_err(Failure::usage)?;
     let overdue = parse_duration(&args.stuck_overdue).map_err(Failure::usage)?;
@@ -170,39 +216,43 @@ pub fn serve(spec: &str, schema: Option<&str>, args: &ServeArgs) -> Outcome {
         drop(crate::open::open(spec, None, false)?);
         StoreAccess::Redb(PathBuf::from(spec))
     };
-    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
-        .install_recorder()
-        .map_err(|e| Failure::store(format!("cannot install the metrics recorder: {e}")))?;
-    live::describe_metrics();
-    let cookie_attrs =
-        if args.secure_cookies { "HttpOnly; SameSite=Strict; Secure" } else { "HttpOnly; SameSite=Strict" };
-    let server = Arc::new(Server {
-        store: Arc::new(access),
-        auth: users,
-        authorizer,
-        metrics,
-        stuck: (waiting, overdue),
-        cookie_attrs,
-    });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| Failure::store(format!("cannot start the server's runtime: {e}")))?;
     runtime.block_on(async move {
-        // The gauge holds a value before the first scrape.
-        live::refresh_stuck(&server).await;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| Failure::new(code::BUSY, format!("cannot listen on {addr}: {e}")))?;
         let local = listener.local_addr().map_err(Failure::store)?;
+        // Cookies are per host, not per port: named for the port, two inboxes on one host
+        // keep their sessions apart.
+        users.name_cookies_for(local.port());
+        let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .map_err(|e| Failure::store(format!("cannot install the metrics recorder: {e}")))?;
+        live::describe_metrics();
+        let cookie_attrs =
+            if args.secure_cookies { "HttpOnly; SameSite=Strict; Secure" } else { "HttpOnly; SameSite=Strict" };
+        let server = Arc::new(Server {
+            store: Arc::new(access),
+            auth: users,
+            authorizer,
+            metrics,
+            stuck: (waiting, overdue),
+            cookie_attrs,
+            answer_role: args.answer_role.clone().filter(|r| !r.trim().is_empty()),
+        });
+        // The gauge holds a value before the first scrape.
+        live::refresh_stuck(&server).await;
         outln!("agentflow serve: the inbox is at http://{local}/ (Ctrl-C stops it)")?;
         tokio::spawn(live::refresh_every(Arc::clone(&server), Duration::from_millis(every)));
         let app = routes::router(server);
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
+        let stop = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        serve_limits::serve(listener, app, limits, stop)
             .await
             .map_err(|e| Failure::store(format!("the server stopped: {e}")))
     })

@@ -16,28 +16,29 @@
 //! are pages with the status and a message saying what to do.
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use agentflow::approval::{AnswerError, ApprovalDesk, Approver, DecisionError, RoleAuthorizer};
+use agentflow::approval::{AnswerError, ApprovalDesk, RoleAuthorizer};
 use agentflow::{PendingKind, Store};
 use agentflow_store::{ApprovalRecord, ApprovalStatus, ThreadRecord, ThreadStatus};
 use axum::Router;
 use axum::extract::rejection::FormRejection;
-use axum::extract::{Form, Path, Query, State};
+use axum::extract::{ConnectInfo, Form, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::Value;
 
-use super::auth::{self, LOGIN_COOKIE, SESSION_COOKIE, Session};
+use super::auth::{self, Session};
 use super::pages::{self, ApprovalView, Context, InterruptView, Question};
 use super::{Server, live};
 use crate::inspect::{self, Names};
 use crate::out::now_ms;
 use crate::{Failure, code, fold};
 
-type Shared = Arc<Server>;
-type FormData = Result<Form<HashMap<String, String>>, FormRejection>;
+pub(super) type Shared = Arc<Server>;
+pub(super) type FormData = Result<Form<HashMap<String, String>>, FormRejection>;
 
 /// The server's routes.
 pub fn router(server: Shared) -> Router {
@@ -52,8 +53,8 @@ pub fn router(server: Shared) -> Router {
         .route("/stuck", get(stuck))
         .route("/live", get(live_json))
         .route("/metrics", get(metrics))
-        .route("/approvals/{id}/{action}", post(decide))
-        .route("/threads/{id}/answer", post(answer))
+        .route("/approvals/{id}/{action}", post(super::acts::decide))
+        .route("/threads/{id}/answer", post(super::acts::answer))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(no_nul_in_address))
         .with_state(server)
@@ -72,7 +73,7 @@ async fn no_nul_in_address(req: axum::extract::Request, next: axum::middleware::
 }
 
 /// An HTML answer with the headers every page carries.
-fn html(status: StatusCode, body: String) -> Response {
+pub(super) fn html(status: StatusCode, body: String) -> Response {
     let mut r = (status, body).into_response();
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
@@ -90,18 +91,18 @@ fn html(status: StatusCode, body: String) -> Response {
     r
 }
 
-fn error_page(status: StatusCode, title: &str, message: &str, session: Option<&Session>) -> Response {
+pub(super) fn error_page(status: StatusCode, title: &str, message: &str, session: Option<&Session>) -> Response {
     html(status, pages::error(title, message, session))
 }
 
-fn redirect(to: &str) -> Response {
+pub(super) fn redirect(to: &str) -> Response {
     let mut r = StatusCode::SEE_OTHER.into_response();
     r.headers_mut().insert(header::LOCATION, HeaderValue::from_str(to).unwrap_or(HeaderValue::from_static("/")));
     r
 }
 
 /// A command failure as a page: not found 404, usage 400, store busy 503, else 500.
-fn failure(f: Failure, session: Option<&Session>) -> Response {
+pub(super) fn failure(f: Failure, session: Option<&Session>) -> Response {
     let (status, title) = match f.code {
         code::NOT_FOUND => (StatusCode::NOT_FOUND, "Not found"),
         code::USAGE => (StatusCode::BAD_REQUEST, "Bad request"),
@@ -133,7 +134,11 @@ fn cross_site(headers: &HeaderMap) -> bool {
 }
 
 /// The session of a state-changing request with a valid CSRF token, or the refusal.
-fn checked(server: &Server, headers: &HeaderMap, form: &HashMap<String, String>) -> Result<Session, Box<Response>> {
+pub(super) fn checked(
+    server: &Server,
+    headers: &HeaderMap,
+    form: &HashMap<String, String>,
+) -> Result<Session, Box<Response>> {
     let Some(session) = server.auth.session(headers) else {
         return Err(Box::new(error_page(
             StatusCode::UNAUTHORIZED,
@@ -171,7 +176,7 @@ async fn login_form(State(server): State<Shared>, headers: HeaderMap) -> Respons
         Err(f) => return failure(f, None),
     };
     let mut r = html(StatusCode::OK, pages::login(&csrf, None));
-    set_cookie(&mut r, &format!("{LOGIN_COOKIE}={csrf}; {}; Path=/login", server.cookie_attrs));
+    set_cookie(&mut r, &format!("{}={csrf}; {}; Path=/login", server.auth.login_cookie, server.cookie_attrs));
     r
 }
 
@@ -181,11 +186,16 @@ fn set_cookie(r: &mut Response, value: &str) {
     }
 }
 
-async fn login(State(server): State<Shared>, headers: HeaderMap, form: FormData) -> Response {
+async fn login(
+    State(server): State<Shared>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    form: FormData,
+) -> Response {
     let Ok(Form(form)) = form else {
         return error_page(StatusCode::BAD_REQUEST, "Bad request", "The login form was not sent as a form.", None);
     };
-    let expected = auth::cookie(&headers, LOGIN_COOKIE).unwrap_or_default();
+    let expected = auth::cookie(&headers, &server.auth.login_cookie).unwrap_or_default();
     let sent = form.get("csrf").map(String::as_str).unwrap_or("");
     if expected.is_empty() || cross_site(&headers) || !auth::same(sent, &expected) {
         return error_page(
@@ -195,14 +205,26 @@ async fn login(State(server): State<Shared>, headers: HeaderMap, form: FormData)
             None,
         );
     }
-    match server.auth.login(form.get("token").map(String::as_str).unwrap_or("")) {
-        Ok(Some((id, _))) => {
+    let from = peer.ip().to_string();
+    match server.auth.login(form.get("token").map(String::as_str).unwrap_or(""), &from) {
+        Ok(Ok(Some((id, _)))) => {
             let mut r = redirect("/");
-            set_cookie(&mut r, &format!("{SESSION_COOKIE}={id}; {}; Path=/", server.cookie_attrs));
-            set_cookie(&mut r, &format!("{LOGIN_COOKIE}=; {}; Path=/login; Max-Age=0", server.cookie_attrs));
+            set_cookie(&mut r, &format!("{}={id}; {}; Path=/", server.auth.session_cookie, server.cookie_attrs));
+            set_cookie(
+                &mut r,
+                &format!("{}=; {}; Path=/login; Max-Age=0", server.auth.login_cookie, server.cookie_attrs),
+            );
             r
         }
-        Ok(None) => html(
+        Ok(Err(wait)) => {
+            let mut r = html(
+                StatusCode::TOO_MANY_REQUESTS,
+                pages::login(&expected, Some(&format!("Too many wrong tokens from your address. {wait}."))),
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(wait.retry_after_secs()));
+            r
+        }
+        Ok(Ok(None)) => html(
             StatusCode::UNAUTHORIZED,
             pages::login(&expected, Some("Unknown token. Check the token you were given.")),
         ),
@@ -217,7 +239,7 @@ async fn logout(State(server): State<Shared>, headers: HeaderMap, form: FormData
     }
     server.auth.logout(&headers);
     let mut r = redirect("/login");
-    set_cookie(&mut r, &format!("{SESSION_COOKIE}=; {}; Path=/; Max-Age=0", server.cookie_attrs));
+    set_cookie(&mut r, &format!("{}=; {}; Path=/; Max-Age=0", server.auth.session_cookie, server.cookie_attrs));
     r
 }
 
@@ -559,204 +581,4 @@ async fn metrics(State(server): State<Shared>) -> Response {
     let mut r = (StatusCode::OK, server.metrics.render()).into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
     r
-}
-
-// ---- deciding ----
-
-/// A refused decision: its status and message.
-fn refused(e: DecisionError) -> (StatusCode, String) {
-    let status = match &e {
-        DecisionError::NotFound { .. } => StatusCode::NOT_FOUND,
-        DecisionError::NotAuthorized { .. } => StatusCode::FORBIDDEN,
-        DecisionError::AlreadyDecided { .. } | DecisionError::Expired { .. } | DecisionError::SameApprover { .. } => {
-            StatusCode::CONFLICT
-        }
-        DecisionError::InvalidEdit { .. } | DecisionError::InvalidResult { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    (status, e.to_string())
-}
-
-enum Decision {
-    Approve(Option<Value>),
-    Edit(Value),
-    Reject(String),
-}
-
-async fn decide(
-    State(server): State<Shared>,
-    headers: HeaderMap,
-    Path((id, action)): Path<(String, String)>,
-    form: FormData,
-) -> Response {
-    let form = match form {
-        Ok(Form(f)) => f,
-        Err(_) => {
-            return error_page(StatusCode::BAD_REQUEST, "Bad request", "A decision is sent as a form.", None);
-        }
-    };
-    let s = match checked(&server, &headers, &form) {
-        Ok(s) => s,
-        Err(r) => return *r,
-    };
-    let field = |name: &str| form.get(name).map(|v| v.trim().to_string()).unwrap_or_default();
-    let decision = match action.as_str() {
-        "approve" => {
-            let text = field("conditions");
-            Decision::Approve(if text.is_empty() {
-                None
-            } else {
-                Some(serde_json::from_str(&text).unwrap_or(Value::String(text)))
-            })
-        }
-        "edit" => match serde_json::from_str::<Value>(&field("args")) {
-            Ok(v) => Decision::Edit(v),
-            Err(e) => {
-                return html(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    pages::error_with(
-                        "The edit was refused",
-                        &format!("The arguments are not valid JSON ({e}). Nothing was changed."),
-                        Some(&s),
-                        &pages::edit_again(&s, &id, &field("args")),
-                    ),
-                );
-            }
-        },
-        "reject" => {
-            let reason = field("reason");
-            if reason.is_empty() {
-                return error_page(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "The rejection was refused",
-                    "A rejection needs a reason (it is handed to the model). Nothing was changed.",
-                    Some(&s),
-                );
-            }
-            Decision::Reject(reason)
-        }
-        _ => return error_page(StatusCode::NOT_FOUND, "Not found", "Unknown decision.", Some(&s)),
-    };
-    let sent_args = matches!(decision, Decision::Edit(_)).then(|| field("args"));
-    let authorizer = server.authorizer.clone();
-    let approver = Approver::new(s.user.clone(), s.roles.clone());
-    let target = id.clone();
-    let result = server
-        .store
-        .with(move |store| {
-            let desk = ApprovalDesk::for_store(Arc::clone(store), authorizer);
-            let id = target.as_str();
-            let outcome = match decision {
-                Decision::Approve(None) => desk.approve(id, &approver),
-                Decision::Approve(Some(c)) => desk.approve_with_conditions(id, &approver, c),
-                Decision::Edit(args) => {
-                    let schema = crate::decide::tool_schema(store.as_ref(), id)?;
-                    desk.edit_checked(id, &approver, args, |tool, value| match &schema {
-                        Some(schema) => crate::decide::check_schema(schema, value, "args"),
-                        None => Err(format!(
-                            "the store has no schema for `{tool}` (no description of the thread's graph), so the \
-                             edit cannot be checked; edit it from the app"
-                        )),
-                    })
-                }
-                Decision::Reject(reason) => desk.reject(id, &approver, &reason),
-            };
-            Ok(outcome.map_err(refused))
-        })
-        .await;
-    match result {
-        Ok(Ok(record)) => redirect(&format!("/?decided={}", pages::url(&record.id))),
-        Ok(Err((status, message))) => {
-            // A refused edit comes back with the arguments as sent, to fix and send again.
-            let again = match &sent_args {
-                Some(sent) if status == StatusCode::UNPROCESSABLE_ENTITY => pages::edit_again(&s, &id, sent),
-                _ => String::new(),
-            };
-            html(
-                status,
-                pages::error_with(
-                    "The decision was refused",
-                    &format!("{message}. Nothing was changed."),
-                    Some(&s),
-                    &again,
-                ),
-            )
-        }
-        Err(f) => failure(f, Some(&s)),
-    }
-}
-
-/// `POST /threads/{id}/answer`: records the answer to the thread's interrupt, bound to the
-/// checkpoint the page showed.
-async fn answer(State(server): State<Shared>, headers: HeaderMap, Path(id): Path<String>, form: FormData) -> Response {
-    let form = match form {
-        Ok(Form(f)) => f,
-        Err(_) => return error_page(StatusCode::BAD_REQUEST, "Bad request", "An answer is sent as a form.", None),
-    };
-    let s = match checked(&server, &headers, &form) {
-        Ok(s) => s,
-        Err(r) => return *r,
-    };
-    let field = |name: &str| form.get(name).map(|v| v.trim().to_string()).unwrap_or_default();
-    let Ok(checkpoint) = field("checkpoint").parse::<u64>() else {
-        return error_page(StatusCode::BAD_REQUEST, "Bad request", "The form names no checkpoint.", Some(&s));
-    };
-    let question = field("question");
-    if question.is_empty() {
-        return error_page(
-            StatusCode::BAD_REQUEST,
-            "Bad request",
-            "The form names no question: reload the page (it may predate this version of the server) and answer again.",
-            Some(&s),
-        );
-    }
-    let value = match serde_json::from_str::<Value>(&field("value")) {
-        Ok(v) => v,
-        Err(e) => {
-            return error_page(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "The answer was refused",
-                &format!("The answer is not valid JSON ({e}). Nothing was recorded."),
-                Some(&s),
-            );
-        }
-    };
-    let who = Approver::new(s.user.clone(), s.roles.clone());
-    let thread = id.clone();
-    let result = server
-        .store
-        .with(move |store| {
-            let desk = ApprovalDesk::for_store(Arc::clone(store), RoleAuthorizer::new());
-            Ok(desk.answer_question(&thread, checkpoint, &question, value, &who))
-        })
-        .await;
-    match result {
-        Ok(Ok(_)) => redirect("/"),
-        Ok(Err(e)) => {
-            let status = match &e {
-                AnswerError::NotFound { .. } => StatusCode::NOT_FOUND,
-                AnswerError::NotWaiting { .. }
-                | AnswerError::Stale { .. }
-                | AnswerError::QuestionChanged { .. }
-                | AnswerError::AlreadyAnswered { .. }
-                | AnswerError::AnswerTheParent { .. }
-                | AnswerError::ParentMovedOn { .. }
-                | AnswerError::Busy { .. } => StatusCode::CONFLICT,
-                AnswerError::Anonymous => StatusCode::UNAUTHORIZED,
-                AnswerError::Value(_) => StatusCode::UNPROCESSABLE_ENTITY,
-                // Recorded, but the run a worker parked for it was not woken.
-                AnswerError::NotWoken { .. } => {
-                    return error_page(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "The answer was recorded, but its run was not woken",
-                        &format!("{e}."),
-                        Some(&s),
-                    );
-                }
-                _ => StatusCode::INTERNAL_SERVER_ERROR,
-            };
-            error_page(status, "The answer was refused", &format!("{e}. Nothing was recorded."), Some(&s))
-        }
-        Err(f) => failure(f, Some(&s)),
-    }
 }
