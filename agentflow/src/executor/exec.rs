@@ -416,6 +416,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
     /// (a durable run under `Durability::Sync`), each node of a step that runs several, and
     /// each map instance, has its write committed as soon as it finishes; a failure to keep
     /// one (the run lost its lease) ends the step.
+    #[allow(clippy::too_many_arguments)]
     async fn run_step(
         &self,
         state: &S,
@@ -514,8 +515,8 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
     /// `parallel` instances have started and not had their write committed, so a crash re-runs
     /// at most that many of those that started. Writes that finish while a commit is under way
     /// (or together) share the next commit.
-    async fn run_kept_instances<'a, F, Fut>(
-        &'a self,
+    async fn run_kept_instances<F, Fut>(
+        &self,
         id: NodeId,
         todo: Vec<usize>,
         parallel: usize,
@@ -535,7 +536,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         // Finished and not yet committed: `queued` and those of the commit under way.
         let mut held = 0;
         let mut committing = 0;
-        let mut commit: Option<Pin<Box<dyn Future<Output = Result<(), PersistError>> + Send>>> = None;
+        let mut commit: Option<KeepCommit> = None;
         loop {
             while running.len() + held < parallel {
                 let Some(i) = todo.next() else { break };
@@ -762,6 +763,9 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         payloads.iter().map(|(w, p)| (self.name(*w).to_string(), p.clone())).collect()
     }
 }
+
+/// The commit of finished writes under way in [`Exec::run_kept_instances`].
+type KeepCommit = Pin<Box<dyn Future<Output = Result<(), PersistError>> + Send>>;
 
 /// Serialises one step's updates, in declaration order, as the checkpoint's delta.
 fn encode_updates<S: State>(done: &[(NodeId, Step<S>)]) -> Result<Vec<Vec<u8>>, PersistError> {
