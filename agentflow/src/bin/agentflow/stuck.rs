@@ -11,6 +11,10 @@
 //!   not, its thread is listed for what it waits for.
 //! - A durable timer more than `--overdue` (default 1m) past its wake time: no scheduler or
 //!   worker woke the thread.
+//! - A thread recorded as running whose lease is live but whose last step committed more than
+//!   `--running` (default 10m, a worker's node time limit) ago: a node may hang (a call without
+//!   a timeout). A worker stops a node attempt at its time limit (`Worker::node_time_limit`);
+//!   `App::cancel_run` or `pause_run` reaches the running step at once.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,13 +37,20 @@ pub struct StuckArgs {
     /// How long past its wake time a timer may be before it counts as overdue.
     #[arg(long, default_value = "1m", value_name = "DURATION")]
     pub overdue: String,
+    /// How long a running thread's step may run before it counts as overdue.
+    #[arg(long, default_value = "10m", value_name = "DURATION")]
+    pub running: String,
 }
+
+/// How long a running thread's step may run before `find` lists it (a worker's default node
+/// time limit).
+pub const STEP_OVERDUE_MS: u64 = 600_000;
 
 /// One stuck thread.
 pub struct Stuck {
     /// The thread id.
     pub thread: String,
-    /// `waiting_on_human`, `lease_expired` or `timer_overdue`.
+    /// `waiting_on_human`, `lease_expired`, `timer_overdue` or `step_overdue`.
     pub reason: &'static str,
     /// Unix millis since when it is stuck.
     pub since: u64,
@@ -48,14 +59,15 @@ pub struct Stuck {
 }
 
 /// The kinds of stuck thread, as `Stuck::reason` names them.
-pub const KINDS: [&str; 3] = ["waiting_on_human", "lease_expired", "timer_overdue"];
+pub const KINDS: [&str; 4] = ["waiting_on_human", "lease_expired", "timer_overdue", "step_overdue"];
 
 /// `stuck`.
 pub fn stuck(store: &Arc<dyn Store>, args: &StuckArgs, as_json: bool) -> Outcome {
     let waiting = out::parse_duration(&args.waiting).map_err(Failure::usage)?;
     let overdue = out::parse_duration(&args.overdue).map_err(Failure::usage)?;
+    let running = out::parse_duration(&args.running).map_err(Failure::usage)?;
     let now = now_ms();
-    let found = find(store, waiting, overdue, now)?;
+    let found = find_with(store, waiting, overdue, running, now)?;
     if as_json {
         out::json(&Value::Array(
             found
@@ -76,6 +88,17 @@ pub fn stuck(store: &Arc<dyn Store>, args: &StuckArgs, as_json: bool) -> Outcome
 /// The stuck threads at `now`: waiting on a person for `waiting` millis or more, with an
 /// expired lease, or with a timer more than `overdue` millis past its wake time; oldest first.
 pub fn find(shared: &Arc<dyn Store>, waiting: u64, overdue: u64, now: u64) -> Result<Vec<Stuck>, Failure> {
+    find_with(shared, waiting, overdue, STEP_OVERDUE_MS, now)
+}
+
+/// [`find`], with running threads whose last step committed `running` millis ago or more.
+pub fn find_with(
+    shared: &Arc<dyn Store>,
+    waiting: u64,
+    overdue: u64,
+    running: u64,
+    now: u64,
+) -> Result<Vec<Stuck>, Failure> {
     let store = shared.as_ref();
     let desk = ApprovalDesk::for_store(Arc::clone(shared), RoleAuthorizer::new());
     let mut found: Vec<Stuck> = Vec::new();
@@ -137,6 +160,19 @@ pub fn find(shared: &Arc<dyn Store>, waiting: u64, overdue: u64, now: u64) -> Re
             }
             ThreadStatus::Running | ThreadStatus::Compensating => {
                 let live = t.lease.as_ref().is_some_and(|l| l.expires_at > now);
+                if live && t.status == ThreadStatus::Running {
+                    // A step that runs far longer than any should: a node may hang.
+                    let last = store.latest_checkpoint(&t.id).map_err(Failure::store)?.map(|c| c.created_at);
+                    let since = last.unwrap_or(t.updated_at).max(t.updated_at);
+                    if now.saturating_sub(since) >= running {
+                        let holder = t.lease.as_ref().map_or("", |l| l.holder.as_str());
+                        let detail = format!(
+                            "a step has run for {} under {holder}; a node may hang (cancel_run or pause_run reaches it)",
+                            span(now.saturating_sub(since))
+                        );
+                        found.push(Stuck { thread: t.id.clone(), reason: "step_overdue", since, detail });
+                    }
+                }
                 if !live {
                     let (since, detail) = match &t.lease {
                         Some(l) => (l.expires_at, format!("lease of {} expired", l.holder)),
@@ -179,4 +215,36 @@ pub fn find(shared: &Arc<dyn Store>, waiting: u64, overdue: u64, now: u64) -> Re
     }
     found.sort_by(|a, b| (a.since, &a.thread).cmp(&(b.since, &b.thread)));
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use agentflow_store::{Checkpoint, CheckpointMetadata, CheckpointSource, RedbStore, StepCommit, ThreadRecord};
+
+    use super::*;
+
+    #[test]
+    fn a_running_thread_whose_step_runs_past_the_limit_is_listed_as_overdue() {
+        let now = 1_700_000_000_000;
+        let shared: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+        for (thread, committed_ago) in [("hung", 11 * 60_000), ("busy", 60_000)] {
+            let record = ThreadRecord::new(thread, "owner", "fp", 1, now - committed_ago);
+            let checkpoint = Checkpoint {
+                thread: thread.to_string(),
+                seq: 0,
+                parent: None,
+                cursor: vec!["work".to_string()],
+                snapshot: Some(b"{}".to_vec()),
+                delta: Vec::new(),
+                metadata: CheckpointMetadata::new(0, CheckpointSource::Input, Vec::new()),
+                created_at: now - committed_ago,
+            };
+            shared.commit_step(StepCommit::new(record).with_checkpoint(checkpoint)).unwrap();
+            shared.acquire_lease(thread, "worker-1", 60_000, now).unwrap();
+        }
+        let found = find_with(&shared, 3_600_000, 60_000, STEP_OVERDUE_MS, now).unwrap();
+        let listed: Vec<(&str, &str)> = found.iter().map(|s| (s.thread.as_str(), s.reason)).collect();
+        assert_eq!(listed, [("hung", "step_overdue")], "only the step past the limit");
+        assert!(found[0].detail.contains("worker-1"), "{}", found[0].detail);
+    }
 }
