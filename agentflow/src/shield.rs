@@ -90,6 +90,11 @@ pub(crate) async fn shielded_stop<F: Future>(
     work: F,
 ) -> Result<F::Output, Elapsed> {
     let mut work = std::pin::pin!(work);
+    // Work that finishes at its first poll (most in-memory steps) never waits for the stop.
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(work.as_mut().poll(cx))).await;
+    if let std::task::Poll::Ready(out) = first {
+        return Ok(out);
+    }
     // Work that finishes as the stop comes is kept.
     tokio::select! {
         biased;
