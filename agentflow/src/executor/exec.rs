@@ -136,7 +136,10 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
             let step_began = Instant::now();
             let journal = checkpointer.as_ref().map(Checkpointer::journal);
-            let keeper = checkpointer.as_ref().and_then(Checkpointer::finished_writes);
+            // Only a step that runs several nodes or map instances keeps writes as they finish: a
+            // plain step's one write goes with its commit.
+            let several = active.len() > 1 || !payloads.is_empty();
+            let keeper = checkpointer.as_ref().filter(|_| several).and_then(Checkpointer::finished_writes);
             // The step's futures are pinned where they are built (they are large, and each move
             // copies them), in a block that ends before the checkpointer is borrowed again.
             let results = {
