@@ -46,7 +46,7 @@ pub struct Claim {
 }
 
 #[graph(state = Claim, start = check)]
-mod refunds {
+pub mod refunds {
     use super::*;
 
     #[node(goto = [pay])]
@@ -59,6 +59,11 @@ mod refunds {
         let obs = cx.run_tool(refund, json!({ "order_id": s.order, "amount": s.amount })).await?;
         Ok(goto!(END, Claim::update().notes(vec!["refund call returned".into()]).outcome(Some(obs.body))))
     }
+}
+
+/// The claim of the store's `n`th refund thread.
+pub fn claim(n: usize) -> Claim {
+    Claim { order: format!("ORD-{}", 1000 + n), amount: 299, ..Claim::default() }
 }
 
 const USERS: &str = r#"{ "users": [
@@ -98,8 +103,7 @@ async fn run(args: &[String]) -> Result<(), String> {
     }
     let n = store.list_threads().map_err(|e| e.to_string())?.len() + 1;
     let thread = format!("refund-{n}");
-    let claim = Claim { order: format!("ORD-{}", 1000 + n), amount: 299, ..Claim::default() };
-    let run = app.runner(&()).thread(&thread).owner("agent").run(claim).await.map_err(|e| e.to_string())?;
+    let run = app.runner(&()).thread(&thread).owner("agent").run(claim(n)).await.map_err(|e| e.to_string())?;
     println!("thread {thread}: {}", said(&run.outcome));
     let users = std::path::Path::new(&db).with_file_name("inbox-users.json");
     if !users.exists() {

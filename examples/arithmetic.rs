@@ -73,23 +73,28 @@ async fn divide(args: NumberPair) -> Result<f64, ToolError> {
     finite(args.a / args.b)
 }
 
-agentflow::react_agent!(mod calculator, tools = [add, multiply, divide], max_steps = 40);
+agentflow::react_agent!(pub mod calculator, tools = [add, multiply, divide], max_steps = 40);
 
 const SYSTEM: &str = "Compute with the arithmetic tools provided; if an input is missing, say so. \
                       When a tool refuses, correct the call from its error or explain it; \
                       never make up a tool result.";
 
 /// One question, with the script the test double plays for it.
-struct Scenario {
-    title: &'static str,
-    question: &'static str,
-    limits: Limits,
-    script: ScriptedModel,
+pub struct Scenario {
+    pub title: &'static str,
+    pub question: &'static str,
+    pub limits: Limits,
+    pub script: ScriptedModel,
     /// For the scripted run: what must have happened.
-    check: fn(&Run<ReactState>) -> Result<(), String>,
+    pub check: fn(&Run<ReactState>) -> Result<(), String>,
 }
 
-fn scenarios() -> Vec<Scenario> {
+/// The agent's deps around `model`.
+pub fn deps(model: Arc<dyn ChatModel>) -> ReactDeps {
+    ReactDeps { max_output_tokens: Some(256), ..ReactDeps::new(model).with_system(SYSTEM) }
+}
+
+pub fn scenarios() -> Vec<Scenario> {
     let standard = Limits::none().model_calls(8).tool_calls(16).tokens(4096);
     vec![
         Scenario {
@@ -278,7 +283,7 @@ async fn main() -> ExitCode {
             Some(model) => model.clone(),
             None => Arc::new(scenario.script),
         };
-        let deps = ReactDeps { max_output_tokens: Some(256), ..ReactDeps::new(model).with_system(SYSTEM) };
+        let deps = deps(model);
         println!();
         println!("== {}. {}: {:?}", i + 1, scenario.title, scenario.question);
         println!("   limits: {}", describe(&scenario.limits));

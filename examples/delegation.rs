@@ -132,6 +132,11 @@ pub mod supervisor {
 
 // ---------------------------------------------------------------- the run
 
+/// The supervisor's assignment: two topics to research, then a post.
+pub fn assignment() -> Assignment {
+    Assignment { topics: vec!["tides".into(), "moon phases".into()], report: String::new() }
+}
+
 /// The store's threads as a tree: a child's id extends its parent's with `/`.
 fn print_tree(store: &dyn Store) -> Result<(), agentflow::Error> {
     let mut threads = store.list_threads()?;
@@ -161,8 +166,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("    {name:<11} {depth}");
     }
 
-    let input = Assignment { topics: vec!["tides".into(), "moon phases".into()], report: String::new() };
-    let run = app.runner(&newsroom).thread("post-1").owner("agent:editor-bot").run(input).await?;
+    let run = app.runner(&newsroom).thread("post-1").owner("agent:editor-bot").run(assignment()).await?;
     let Outcome::Interrupted { pending, .. } = &run.outcome else {
         return Err(format!("expected a pause for approval, got: {}", run.outcome).into());
     };

@@ -236,6 +236,21 @@ pub mod triage {
     }
 }
 
+/// A thread's input: the email as received.
+pub fn input(raw: &str) -> Triage {
+    Triage { raw: raw.to_string(), ..Triage::default() }
+}
+
+/// The reviewer's decisions in the demo, in turn for each later sample that pauses for review.
+pub fn demo_decisions() -> [ReviewDecision; 2] {
+    [
+        ReviewDecision::Edit {
+            text: "Hi Lee, we refunded the duplicate May charge; it shows on your card within 5 days.".into(),
+        },
+        ReviewDecision::Reject { reason: "the on-call team is already handling INC-88".into() },
+    ]
+}
+
 fn parse_email(raw: &str) -> Email {
     let mut email = Email::default();
     let mut lines = raw.lines();
@@ -468,8 +483,7 @@ async fn start(db: &str, file: &str, services: &Services) -> Result<(), CliError
     let mut n = next_thread(&store)?;
     let (thread, run) = loop {
         let thread = format!("triage-{n}");
-        let input = Triage { raw: raw.clone(), ..Triage::default() };
-        match graph.runner(services).thread(&thread).owner("email_triage").run(input).await {
+        match graph.runner(services).thread(&thread).owner("email_triage").run(input(&raw)).await {
             Err(RunError::ThreadExists { .. }) => n += 1,
             Err(e) => return Err(e.into()),
             Ok(run) => break (thread, run),
@@ -545,8 +559,7 @@ async fn demo(services: &Services, model_name: &str) -> Result<(), CliError> {
         println!("store: {db} (temporary; the CLI flags use ./agentflow.redb)\n");
         let (name, raw) = SAMPLES[0];
         println!("== sample `{name}`:\n{}\n", indent(raw.trim_end(), "  | "));
-        let input = Triage { raw: raw.to_string(), ..Triage::default() };
-        let run = graph.runner(services).thread("demo-1").owner("email_triage").run(input).await?;
+        let run = graph.runner(services).thread("demo-1").owner("email_triage").run(input(raw)).await?;
         println!("run: {}", run.outcome);
         print_payload("demo-1", &run);
         println!("\nThe run has ended and the thread waits in the store. Resuming it with the reviewer's");
@@ -555,18 +568,11 @@ async fn demo(services: &Services, model_name: &str) -> Result<(), CliError> {
         print_final("demo-1", &run);
 
         println!("\n== the other routes, briefly");
-        let decisions = [
-            ReviewDecision::Edit {
-                text: "Hi Lee, we refunded the duplicate May charge; it shows on your card within 5 days.".into(),
-            },
-            ReviewDecision::Reject { reason: "the on-call team is already handling INC-88".into() },
-        ];
-        let mut decisions = decisions.into_iter();
+        let mut decisions = demo_decisions().into_iter();
         for (i, (name, raw)) in SAMPLES.iter().enumerate().skip(1) {
             let thread = format!("demo-{}", i + 1);
-            let input = Triage { raw: raw.to_string(), ..Triage::default() };
             println!("sample `{name}`:");
-            let mut run = graph.runner(services).thread(&thread).run(input).await?;
+            let mut run = graph.runner(services).thread(&thread).run(input(raw)).await?;
             if matches!(run.outcome, Outcome::Interrupted { .. }) {
                 let draft = graph.pending(&thread)?[0].payload["draft"].clone();
                 let decision = decisions.next().expect("a decision per paused sample");

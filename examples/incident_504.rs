@@ -51,7 +51,7 @@ pub struct Ops {
 }
 
 impl Ops {
-    fn new(dir: &Path, hang_in_fix: bool) -> Self {
+    pub fn new(dir: &Path, hang_in_fix: bool) -> Self {
         // A test double: fixed answers, in order, for `diagnose` and `plan`.
         let model = ScriptedModel::new()
             .reply_text(
@@ -207,9 +207,14 @@ mod incident {
 
 // ---------------------------------------------------------------- driving it
 
-const THREAD: &str = "incident-504";
+pub const THREAD: &str = "incident-504";
 
-fn app(store: Arc<dyn Store>) -> App<Incident, Ops> {
+/// The alert the incident starts from.
+pub fn alert() -> Incident {
+    Incident { alert: "ALERT: 504 Gateway Timeout on payments (error rate 31%)".into(), ..Default::default() }
+}
+
+pub fn app(store: Arc<dyn Store>) -> App<Incident, Ops> {
     // The upstream check is shared by every incident thread of the store: after 3 failures in a
     // row it stops being called for 30 s, and the calls answer `CIRCUIT_OPEN` instead.
     let breaker = Breaker::after(3).cool_down(Duration::from_secs(30));
@@ -222,9 +227,7 @@ async fn step(dir: &Path, resume: bool, hang_in_fix: bool) -> Outcome {
     let ops = Ops::new(dir, hang_in_fix);
     let app = app(store);
     let runner = app.runner(&ops).thread(THREAD).owner("agent:oncall").on_event(|e| println!("  {e}"));
-    let alert =
-        Incident { alert: "ALERT: 504 Gateway Timeout on payments (error rate 31%)".into(), ..Default::default() };
-    let run = if resume { runner.resume().await } else { runner.run(alert).await }.expect("the run");
+    let run = if resume { runner.resume().await } else { runner.run(alert()).await }.expect("the run");
     println!("outcome: {}", run.outcome);
     run.outcome
 }

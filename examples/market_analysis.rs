@@ -83,7 +83,7 @@ pub struct Desk {
 }
 
 #[graph(state = Market, deps = Desk, start = plan)]
-mod analysis {
+pub mod analysis {
     use super::*;
 
     #[node(goto = [analyst, aggregate])]
@@ -177,11 +177,24 @@ fn scripted_model() -> ScriptedModel {
     })
 }
 
+/// The tickers the example analyses.
+pub const TICKERS: [&str; 5] = ["ACME", "GLOBEX", "INITECH", "HOOLI", "UMBRELLA"];
+
+/// The analysts' desk, with the test double.
+pub fn desk() -> Desk {
+    Desk { model: scripted_model() }
+}
+
+/// The run's input: `tickers` to analyse.
+pub fn input(tickers: &[&str]) -> Market {
+    Market { tickers: tickers.iter().map(|t| t.to_string()).collect(), ..Market::default() }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    let tickers = ["ACME", "GLOBEX", "INITECH", "HOOLI", "UMBRELLA"];
-    let desk = Desk { model: scripted_model() };
-    let input = Market { tickers: tickers.iter().map(|t| t.to_string()).collect(), ..Market::default() };
+    let tickers = TICKERS;
+    let desk = desk();
+    let input = input(&tickers);
     println!("analysing {} tickers, at most 3 at once (model: ScriptedModel, a test double)", tickers.len());
     let graph = analysis::graph();
     let app = graph.app();

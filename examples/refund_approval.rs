@@ -53,7 +53,7 @@ pub struct Refund {
 /// The payment provider's client, in a real agent an HTTP client with its
 /// credentials; here it records every refund that actually ran.
 #[derive(Default)]
-struct Payments {
+pub struct Payments {
     executed: Mutex<Vec<(String, u32)>>,
 }
 
@@ -68,7 +68,7 @@ impl Payments {
 }
 
 /// The agent's deps: the model (for the ReAct loop) and what its tools reach.
-struct RefundDeps {
+pub struct RefundDeps {
     react: ReactDeps,
     payments: Payments,
 }
@@ -92,7 +92,7 @@ async fn process_refund(args: Refund, cx: &ToolCx<RefundDeps>) -> Result<Value, 
     Ok(json!({ "refunded": args.amount, "order_id": args.order_id }))
 }
 
-agentflow::react_agent!(mod refund_agent, deps = RefundDeps, tools = [query_order, process_refund], max_steps = 16);
+agentflow::react_agent!(pub mod refund_agent, deps = RefundDeps, tools = [query_order, process_refund], max_steps = 16);
 
 // ---------------------------------------------------------------- the scripted model
 
@@ -140,13 +140,31 @@ fn plan(req: &ChatRequest) -> Result<ChatReply, ModelError> {
 
 // ---------------------------------------------------------------- helpers
 
-const OWNER: &str = "agent:refund-bot";
+pub const OWNER: &str = "agent:refund-bot";
 
-fn alice() -> Approver {
+/// The agent, under `RiskPolicy::default()`: `process_refund` waits for an approval.
+pub fn agent() -> App<ReactState, RefundDeps> {
+    refund_agent::graph().app().policy(RiskPolicy::default())
+}
+
+/// The agent's deps: the scripted model and the stand-in payment provider.
+pub fn deps() -> RefundDeps {
+    RefundDeps {
+        react: ReactDeps::new(Arc::new(ScriptedModel::new().respond_with(plan))),
+        payments: Payments::default(),
+    }
+}
+
+/// Holders of `refund-approver` decide irreversible calls.
+pub fn authorizer() -> RoleAuthorizer {
+    RoleAuthorizer::new().role_for(Risk::Irreversible, "refund-approver")
+}
+
+pub fn alice() -> Approver {
     Approver::new("alice", ["refund-approver"])
 }
 
-fn question(order: &str, amount: u32) -> ReactState {
+pub fn question(order: &str, amount: u32) -> ReactState {
     ReactState::ask(format!("Customer writes: please refund order={order} amount={amount}."))
 }
 
@@ -204,13 +222,10 @@ async fn main() {
     let path = std::env::temp_dir().join(format!("agentflow-refund-{}.redb", std::process::id()));
     let store = Arc::new(RedbStore::open(&path).expect("open the store"));
     let shared: Arc<dyn Store> = store.clone();
-    let graph = refund_agent::graph().app().store(Arc::clone(&shared)).policy(RiskPolicy::default());
-    let authorizer = RoleAuthorizer::new().role_for(Risk::Irreversible, "refund-approver");
+    let graph = agent().store(Arc::clone(&shared));
+    let authorizer = authorizer();
     let desk = graph.approvals(authorizer.clone()).expect("the graph has a store");
-    let deps = RefundDeps {
-        react: ReactDeps::new(Arc::new(ScriptedModel::new().respond_with(plan))),
-        payments: Payments::default(),
-    };
+    let deps = deps();
     let payments = &deps.payments;
 
     println!("refund_approval: a ReAct agent whose irreversible tool waits for a human");

@@ -24,7 +24,7 @@ pub struct Services {
 }
 
 #[graph(state = Ticket, deps = Services, start = classify, max_steps = 12)]
-mod support {
+pub mod support {
     use super::*;
 
     #[node(goto = [lookup_docs, escalate])]
@@ -69,12 +69,22 @@ mod support {
     }
 }
 
+/// The word list the example classifies with.
+pub fn services() -> Services {
+    Services { billing_words: vec!["refund", "invoice"] }
+}
+
+/// The example's ticket.
+pub fn input() -> Ticket {
+    Ticket { text: "cannot log in".into(), ..Ticket::default() }
+}
+
 #[tokio::main]
 async fn main() {
     let graph = support::graph();
     println!("{}", graph.mermaid());
-    let services = Services { billing_words: vec!["refund", "invoice"] };
-    let input = Ticket { text: "cannot log in".into(), ..Ticket::default() };
+    let services = services();
+    let input = input();
     let run = graph
         .app()
         .runner(&services)

@@ -24,7 +24,7 @@ use agentflow_store::PostgresStore;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
-struct Digest {
+pub struct Digest {
     topic: String,
     #[reduce(append)]
     notes: Vec<String>,
@@ -35,7 +35,7 @@ async fn io_wait() {
 }
 
 #[graph(state = Digest, start = fetch)]
-mod digest {
+pub mod digest {
     use super::*;
 
     #[node(goto = [summarise])]
@@ -55,6 +55,11 @@ mod digest {
         io_wait().await;
         goto!(END, Digest::update().notes(vec![format!("filed (pid {})", std::process::id())]))
     }
+}
+
+/// The `i`th run of a batch.
+pub fn job(i: usize) -> Digest {
+    Digest { topic: format!("topic {i}"), ..Digest::default() }
 }
 
 fn now_ms() -> u64 {
@@ -87,7 +92,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let batch = now_ms();
             for i in 0..n {
                 let thread = format!("digest-{batch}-{i}");
-                app.submit(&thread, &Digest { topic: format!("topic {i}"), ..Digest::default() })?;
+                app.submit(&thread, &job(i))?;
                 println!("queued {thread}");
             }
         }

@@ -22,6 +22,8 @@ pub(crate) struct Gateway {
     pub(crate) approval_ttl: Duration,
     pub(crate) on_reject: OnReject,
     pub(crate) breakers: Arc<crate::breaker::Breakers>,
+    /// What a crash test watches ([`crate::testing`]); `None` otherwise.
+    pub(crate) probe: Option<Arc<dyn crate::probe::Probe>>,
 }
 
 impl Default for Gateway {
@@ -31,6 +33,7 @@ impl Default for Gateway {
             approval_ttl: Duration::from_secs(24 * 3600),
             on_reject: OnReject::default(),
             breakers: Arc::default(),
+            probe: None,
         }
     }
 }

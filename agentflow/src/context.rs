@@ -83,6 +83,8 @@ pub(crate) struct RunScope<'g> {
     /// For a subgraph's run: the step of the root thread in which it was started, recorded
     /// with its calls' saga entries so a compensation orders the tree's calls as one.
     pub(crate) saga_root_step: Option<u64>,
+    /// What a crash test watches (see [`crate::probe`]).
+    pub(crate) probe: Option<Arc<dyn crate::probe::Probe>>,
 }
 
 impl<D> std::fmt::Debug for Ctx<'_, D> {
@@ -291,6 +293,7 @@ impl<'a, D> Ctx<'a, D> {
     {
         let idempotency_key = journal.idempotency_key(self.node, key);
         let release = claim.is_some();
+        let rerunnable = matches!(uncertain, Uncertain::Rerun);
         self.signal.lock().unwrap_or_else(|p| p.into_inner()).ended_with_error = false;
         // A non-idempotent call without an approval is described in its
         // started marker, so that if it is cut off and its node never makes
@@ -402,6 +405,9 @@ impl<'a, D> Ctx<'a, D> {
                 )));
             }
             Ok(_) => {}
+        }
+        if let Some(probe) = &self.scope.probe {
+            probe.body_runs(&idempotency_key, rerunnable);
         }
         match effect(idempotency_key).await {
             Ok(value) => Ok(Journaled::Done(journal.record_settling(self.node, key, value, settle).await?, true)),
@@ -792,14 +798,20 @@ impl<'a, D> Ctx<'a, D> {
             Ok(reserve) => reserve,
             Err(which) => return Err(self.exhausted(which)),
         };
-        let answer = match self.scope.outlet.as_deref().filter(|o| o.wants(StreamMode::Messages)) {
-            Some(outlet) => {
+        let site = self.scope.probe.as_ref().map(|probe| (probe, self.call_site()));
+        let replayed = site.as_ref().and_then(|(probe, site)| probe.model_call(site));
+        let answer = match (replayed, self.scope.outlet.as_deref().filter(|o| o.wants(StreamMode::Messages))) {
+            (Some(replayed), _) => replayed,
+            (None, Some(outlet)) => {
                 let origin = self.origin();
                 let push = move |chunk| outlet.message(origin, chunk);
                 model.chat_stream(request, &ChunkSink::with_room(&push, outlet)).await
             }
-            None => model.chat(request).await,
+            (None, None) => model.chat(request).await,
         };
+        if let Some((probe, site)) = &site {
+            probe.model_reply(site, &answer);
+        }
         match answer {
             Ok(reply) => {
                 self.scope.meter.end_model_call(reserve, reply.usage);
@@ -818,6 +830,24 @@ impl<'a, D> Ctx<'a, D> {
                 self.scope.meter.abort_model_call(reserve);
                 Err(e.into())
             }
+        }
+    }
+
+    /// Where the next model call of this attempt is made, for a crash test's probe.
+    fn call_site(&self) -> crate::probe::CallSite {
+        let call = {
+            let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
+            signal.model_calls += 1;
+            signal.model_calls
+        };
+        crate::probe::CallSite {
+            thread: self.journal.map(|j| j.thread.clone()).unwrap_or_default(),
+            seq: self.journal.map_or(u64::from(self.step), |j| j.seq),
+            node: self.node.to_string(),
+            instance: self.instance(),
+            attempt: self.attempt,
+            answered: self.resume.is_some() || self.kept_answer.is_some(),
+            call,
         }
     }
 

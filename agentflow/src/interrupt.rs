@@ -122,6 +122,8 @@ pub(crate) struct Signal {
     /// The journaled call that just ended returned an error, and its *started* marker was closed
     /// as "ended with an error": the call is known to have failed (not cut off).
     pub(crate) ended_with_error: bool,
+    /// `Ctx::chat` calls so far in this attempt (a crash test names each by its place).
+    pub(crate) model_calls: u32,
     /// The resume value was refused in this attempt: it did not decode as the type
     /// `interrupt` asked for (here, or in the subgraph child it was handed to, which still waits
     /// for a value where it asked). The attempt's failure is one a person fixes by answering

@@ -97,6 +97,7 @@ mod pace;
 pub mod persist;
 mod person;
 pub mod prebuilt;
+mod probe;
 pub mod reducer;
 mod retry;
 pub mod saga;
@@ -107,6 +108,8 @@ mod state;
 mod step;
 mod stream;
 pub mod subgraph;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod timer;
 pub mod tool;
 mod umbrella;

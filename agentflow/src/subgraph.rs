@@ -192,6 +192,7 @@ impl<D: Sync> Ctx<'_, D> {
         app.gateway.on_reject = self.scope.on_reject;
         // The parent's circuit breakers guard the same tools in the child.
         app.gateway.breakers = Arc::clone(&self.scope.breakers);
+        app.gateway.probe = self.scope.probe.clone();
         let remaining = self.scope.meter.remaining();
         let cancel = self.scope.cancel.child_token();
         let pause = self.scope.pause.child_token();

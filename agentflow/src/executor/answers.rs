@@ -204,6 +204,12 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
             .await?
             .map_err(PersistError::from)?;
         if let Some(open) = answers.iter().position(Option::is_none) {
+            // The run that paused here died between keeping what the step waits for and
+            // recording the thread as `interrupted`: the pause is finished now, so the questions
+            // can be answered (nobody answers a `running` thread).
+            if checkpointer.opened_as == Some(ThreadStatus::Running) {
+                return self.finish_pause(start, checkpointer).await;
+            }
             if !partial {
                 return Err(RunError::ValueRequired { thread: id, node: asks[open].node.clone() });
             }
@@ -244,5 +250,20 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
             best_effort(&store, &id, "could not mark the answer spent", spent).await;
         }
         result
+    }
+}
+
+impl<S: State, D: Sync> Runner<'_, S, D> {
+    /// Records a thread found `running` with a step that waits for answers as `interrupted`
+    /// (its run died before it could), and answers as that run would have.
+    async fn finish_pause(self, start: Resumed<S>, mut cp: Checkpointer) -> Result<Run<S>, RunError> {
+        // Woken on its own when an approval it waits for expires, as a pause is.
+        cp.wake_at = crate::timer::wake::wake_time(&start.interrupts);
+        let outcome = Outcome::Interrupted { thread: Some(cp.thread.clone()), pending: start.interrupts };
+        let usage = cp.budget.usage;
+        cp.finish(ThreadStatus::Interrupted, outcome.to_string(), usage)
+            .await
+            .map_err(|e| super::lease_lost(e.into(), Some(&cp)))?;
+        Ok(Run { outcome, state: start.state, steps: start.step, usage, usage_this_run: Default::default() })
     }
 }

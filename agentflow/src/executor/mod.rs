@@ -600,6 +600,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             breakers: Arc::clone(&gateway.breakers),
             outlet: outlet.map(|c| c as Arc<dyn crate::stream::Outlet>).or(self.parent_outlet),
             saga_root_step: self.saga_root_step,
+            probe: gateway.probe.clone(),
         };
         let metrics = crate::metrics::RunMetrics::new(plan.spec.name, plan.spec.nodes.iter().map(|n| &n.name));
         let exec = Exec {
