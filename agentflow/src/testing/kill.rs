@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agentflow_store::Store;
 
@@ -145,7 +146,9 @@ impl<S: State, D: Sync> CrashMatrix<'_, S, D> {
             self.child(&child, &input, open);
         }
         let uncut = self.uncut(&input)?;
-        let run = format!("kill_{}", std::process::id());
+        // Unique to this sample: tests of one binary run at once, each with its own files.
+        static SAMPLES: AtomicUsize = AtomicUsize::new(0);
+        let run = format!("kill_{}_{}", std::process::id(), SAMPLES.fetch_add(1, Ordering::Relaxed));
         let dir = std::env::temp_dir().join(format!("agentflow-{run}"));
         std::fs::create_dir_all(&dir).map_err(|e| CrashMatrixError::Kill(format!("{}: {e}", dir.display())))?;
         let plan = self.plan();
@@ -216,7 +219,8 @@ impl<S: State, D: Sync> CrashMatrix<'_, S, D> {
                 bodies: tally.bodies.into_iter().collect(),
             };
             let text = serde_json::to_string(&hand).unwrap_or_default();
-            if std::fs::write(&file, text).is_err() {
+            if let Err(e) = std::fs::write(&file, text) {
+                eprintln!("kill sample child: cannot hand over what ran to {file}: {e}");
                 std::process::exit(CHILD_FAILED);
             }
         };
