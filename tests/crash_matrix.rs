@@ -10,12 +10,16 @@
 //! - A sample of cuts made by killing a child process (SIGKILL) on a redb file, and on
 //!   PostgreSQL, agrees with the in-memory matrix.
 //! - Every example graph survives every cut (`crash_matrix/examples.rs`).
+//! - Probes of the matrix itself: compensations, subgraphs, retries, determinism, misuse
+//!   (`crash_matrix/probes.rs`).
 
 #[path = "crash_matrix/defects.rs"]
 mod defects;
 #[path = "crash_matrix/examples.rs"]
 mod examples;
 mod pg;
+#[path = "crash_matrix/probes.rs"]
+mod probes;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

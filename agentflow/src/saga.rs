@@ -265,6 +265,8 @@ pub(crate) struct Compensator<'a> {
     pub activity: &'a (dyn Fn(Activity) + Sync),
     /// The thread's lease, renewed between compensations.
     pub lease: &'a crate::persist::LeaseGuard,
+    /// What a crash test watches (see `crate::probe`).
+    pub probe: Option<&'a dyn crate::probe::Probe>,
 }
 
 /// Whether the thread, or a subgraph child under it, has completed calls to compensate.
@@ -468,6 +470,9 @@ impl Compensator<'_> {
             )));
         }
         let cx = ToolCx::new(&step.id, &idempotency_key, SAGA_NODE, self.deps);
+        if let Some(probe) = self.probe {
+            probe.body_runs(&idempotency_key, tool.idempotent());
+        }
         let result = match tool.validate(args) {
             Err(e) => Err(format!("its recorded arguments do not validate: {}", e.0)),
             Ok(()) => match tool.invoke(args.clone(), &cx).await {

@@ -740,6 +740,7 @@ async fn compensate<S: State, D: Sync>(
         deps,
         activity: &activity,
         lease: cp.lease(),
+        probe: app.gateway.probe.as_deref(),
     };
     let outcome = compensator.run(reason).await;
     outcome.map_err(|e| lease_lost(e.into(), Some(cp)))

@@ -36,7 +36,7 @@ pub use encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, ValueError, check_json};
 pub use error::{HistoryError, PersistError, ResumeError};
 pub(crate) use finished::FinishedWrites;
 pub use history::{fork_thread, update_thread};
-pub(crate) use io::{blocking, now_ms};
+pub(crate) use io::{blocking, now_ms, run_store_calls_inline};
 pub use journal::Journal;
 pub(crate) use journal::{
     Entry, ParentLeases, Settling, UNKNOWN_CALL, UnknownCall, UnknownOutcomes, decode as decode_effect,

@@ -17,6 +17,9 @@ use crate::{App, Durability, Limits, Outcome, RunError, State};
 /// How many times a thread is resumed, at most, before the driver gives up.
 const MAX_ROUNDS: usize = 200;
 
+/// The longest durable timer the driver waits out (in real time) before it gives up.
+const MAX_SLEEP_MS: u64 = 60_000;
+
 /// The scripted people of a crash test: the answers to `cx.interrupt` questions (by node) and
 /// the decisions on approvals (by tool).
 ///
@@ -136,6 +139,7 @@ impl Answers {
     /// approval of it (or of its subgraph children) that waits.
     fn answer_all<S: State, D>(&self, app: &App<S, D>, thread: &str) -> Result<(), String> {
         let desk = self.desk(app)?;
+        let mut undecided = Vec::new();
         if let Ok((checkpoint, questions)) = desk.waiting_questions(thread) {
             for (question, answered) in questions {
                 if answered.is_some() {
@@ -170,16 +174,28 @@ impl Answers {
                 desk.reject(&record.id, self.first_approver()?, reason).map_err(|e| e.to_string())?;
                 continue;
             }
+            let mut status = record.status;
             for approver in &self.approvers {
-                let now = match self.edits.get(&record.tool) {
+                status = match self.edits.get(&record.tool) {
                     Some(args) => desk.edit(&record.id, approver, args.clone()),
                     None => desk.approve(&record.id, approver),
                 }
-                .map_err(|e| e.to_string())?;
-                if now.status != ApprovalStatus::Pending {
+                .map_err(|e| e.to_string())?
+                .status;
+                if status != ApprovalStatus::Pending {
                     break;
                 }
             }
+            if status == ApprovalStatus::Pending {
+                undecided.push(format!("`{}` (a call of `{}`)", record.id, record.tool));
+            }
+        }
+        if !undecided.is_empty() {
+            return Err(format!(
+                "the crash test's approvers could not decide approval {}: give `Answers::approvers` enough \
+                 approvers whom the authorizer lets decide it",
+                undecided.join(", ")
+            ));
         }
         Ok(())
     }
@@ -230,9 +246,24 @@ pub(crate) async fn drive<S: State, D: Sync>(
         let answered = match result {
             Ok(run) => match run.outcome {
                 Outcome::Sleeping { until, .. } => {
-                    let now = crate::persist::now_ms();
-                    tokio::time::sleep(std::time::Duration::from_millis(until.saturating_sub(now))).await;
+                    let wait = until.saturating_sub(crate::persist::now_ms());
+                    if wait > MAX_SLEEP_MS {
+                        return Ending::Error {
+                            error: format!(
+                                "the thread sleeps {} s on a durable timer; the crash test waits timers out in real \
+                                 time, at most {} s: give the graph a shorter timer in the test (from its deps)",
+                                wait / 1000,
+                                MAX_SLEEP_MS / 1000
+                            ),
+                        };
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
                     Ok(())
+                }
+                // A compensation cut off mid-call that is not idempotent: whether it acted is
+                // unknown, and the thread waits for a person to settle its record.
+                Outcome::CompensationFailed { approval: Some(_), error, .. } => {
+                    return Ending::WaitsForHuman { reason: error };
                 }
                 Outcome::Paused => Ok(()),
                 Outcome::Interrupted { pending, .. } => {

@@ -19,7 +19,10 @@ pub enum CrashMatrixError {
     #[error("the crash matrix could not make a store: {0}")]
     Store(String),
     /// The uncut run did not end; there is nothing to compare the cut runs with.
-    #[error("the uncut run did not run to its end ({0}); fix the graph, its deps or the scripted answers first")]
+    #[error(
+        "the uncut run did not end as a crash test can use ({0}): fix the graph, its deps or the scripted answers \
+         first (a run that fails is refused unless `.failure_expected()` says the failure is the scenario)"
+    )]
     Reference(Ending),
     /// A snapshot could not be read or restored.
     #[error("the crash matrix could not carry a snapshot over to a fresh store: {0}")]

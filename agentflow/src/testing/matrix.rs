@@ -29,6 +29,7 @@ pub struct CrashMatrix<'d, S: State, D> {
     owner: String,
     limits: Option<Limits>,
     only: Option<String>,
+    failure_expected: bool,
 }
 
 impl<'d, S: State, D: Sync> CrashMatrix<'d, S, D> {
@@ -47,6 +48,7 @@ impl<'d, S: State, D: Sync> CrashMatrix<'d, S, D> {
             owner: "agent:crash-matrix".to_string(),
             limits: None,
             only: None,
+            failure_expected: false,
         }
     }
 
@@ -85,6 +87,15 @@ impl<'d, S: State, D: Sync> CrashMatrix<'d, S, D> {
     /// Who the run acts for (`agent:crash-matrix` by default): the requester of its approvals.
     pub fn owner(mut self, owner: impl Into<String>) -> Self {
         self.owner = owner.into();
+        self
+    }
+
+    /// Accepts an uncut run that ends `failed`. By default such a run is refused
+    /// ([`CrashMatrixError::Reference`]): every cut run would fail alike and the report would
+    /// be clean, though nothing was shown. Call this when the failure is the scenario (a
+    /// compensation, say, starts from one).
+    pub fn failure_expected(mut self) -> Self {
+        self.failure_expected = true;
         self
     }
 
@@ -144,8 +155,12 @@ impl<'d, S: State, D: Sync> CrashMatrix<'d, S, D> {
         let plan = self.plan();
         let ending = on_runtime(&store, driver::drive(&app, self.deps, input, &plan, true))?
             .ok_or_else(|| CrashMatrixError::Snapshot("the uncut run was cut".into()))?;
-        if !matches!(ending, Ending::Finished { .. }) {
-            return Err(CrashMatrixError::Reference(ending));
+        match &ending {
+            Ending::Finished { outcome, .. } if outcome == "failed" && !self.failure_expected => {
+                return Err(CrashMatrixError::Reference(ending));
+            }
+            Ending::Finished { .. } => {}
+            _ => return Err(CrashMatrixError::Reference(ending)),
         }
         let at = checks::At { boundary: "(uncut run)", cut: Cut::After };
         Ok(Uncut {
@@ -210,6 +225,8 @@ pub(super) fn on_runtime<T>(store: &CrashStore, work: impl Future<Output = T>) -
         .build()
         .map_err(|e| CrashMatrixError::Runtime(e.to_string()))?;
     let died = Arc::clone(&store.died);
+    // One thread, store calls inline: the run reaches the store in the same order every time.
+    crate::persist::run_store_calls_inline(true);
     let out = runtime.block_on(async {
         tokio::select! {
             biased;
@@ -217,6 +234,7 @@ pub(super) fn on_runtime<T>(store: &CrashStore, work: impl Future<Output = T>) -
             out = work => Some(out),
         }
     });
+    crate::persist::run_store_calls_inline(false);
     runtime.shutdown_background();
     Ok(out)
 }

@@ -173,9 +173,15 @@ impl CrashReport {
 impl fmt::Display for CrashReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let reached = self.trials.iter().filter(|t| t.reached).count();
+        let uncut = match &self.reference {
+            Ending::Finished { outcome, .. } => outcome.as_str(),
+            Ending::WaitsForHuman { .. } => "waits for a human",
+            Ending::Error { .. } => "error",
+        };
         writeln!(
             f,
-            "crash matrix: {} boundaries, {} cuts tried ({} reached), {} waiting for a human, {} violations",
+            "crash matrix: the uncut run ended {uncut}; {} boundaries, {} cuts tried ({} reached), {} waiting for a \
+             human, {} violations",
             self.boundaries.len(),
             self.trials.len(),
             reached,
