@@ -21,7 +21,7 @@
 //!
 //! JSON nested deeper than the store reads back (checkpoint metadata, audit details, approval
 //! conditions) is refused by the caller before any of this
-//! ([`check_depths`](crate::step_commit::check_depths)).
+//! ([`check_depths`](crate::checks::check_depths)).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -32,7 +32,7 @@ use futures_util::future::{join3, join5, try_join_all, try_join3};
 use crate::error::{CommitError, StorageError};
 use crate::postgres::error::{Fail, is_unique_violation};
 use crate::postgres::sql::{self, Params, time, uint};
-use crate::postgres::{Ctx, approvals};
+use crate::postgres::{PgPool, approvals};
 use crate::record::{StepCommit, ThreadStatus, seq_too_large};
 
 /// What a staged commit wrote.
@@ -64,7 +64,7 @@ type Write<'a> = Pin<Box<dyn Future<Output = Result<(), Fail<CommitError>>> + Se
 /// Opens a transaction on `tx` with `begin` (`BEGIN`, and any `SET LOCAL`), checks and writes
 /// `c` in it, all pipelined; the caller commits, or rolls back on an error.
 pub(crate) async fn stage<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     tx: &C,
     c: &StepCommit,
     begin: &str,
@@ -96,7 +96,7 @@ pub(crate) fn guardable(c: &StepCommit) -> bool {
 /// ([`is_guard_refusal`]); the caller then commits through [`stage`], whose checks name the
 /// refusal (or pass, if the state changed meanwhile).
 pub(crate) async fn stage_guarded<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     tx: &C,
     c: &StepCommit,
     begin: &str,
@@ -144,7 +144,7 @@ const INSERT_EFFECT: &str = "INSERT INTO effects (thread, seq, node, key, result
      ON CONFLICT (thread, seq, node, key) DO NOTHING";
 
 async fn stage_as<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     tx: &C,
     c: &StepCommit,
     begin: &str,

@@ -13,7 +13,7 @@ use deadpool_postgres::GenericClient;
 use crate::error::{CompactError, ReadError};
 use crate::postgres::error::Fail;
 use crate::postgres::sql;
-use crate::postgres::{Ctx, reads};
+use crate::postgres::{PgPool, reads};
 use crate::record::{CheckpointSummary, StateChain, ThreadStatus};
 
 /// What a compaction will do, read before any write.
@@ -36,7 +36,7 @@ pub(crate) struct Folded {
 
 /// The thread's status, or the compaction error for a thread that is absent or unfinished.
 async fn finished<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     thread: &str,
     lock: bool,
@@ -66,7 +66,7 @@ async fn finished<C: GenericClient>(
 
 /// Reads what compacting `thread` down to `keep` checkpoints needs.
 pub(crate) async fn plan<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     thread: &str,
     keep: usize,
@@ -125,7 +125,7 @@ fn needs_fold(by_seq: &BTreeMap<u64, CheckpointSummary>, dropped: &BTreeSet<u64>
 /// The effects below the oldest retained checkpoint go only if the thread's status, read
 /// under the lock, allows no resume (see [`ThreadStatus::is_resumable`]).
 pub(crate) async fn apply<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     thread: &str,
     seen: &[(i64, bool)],

@@ -57,7 +57,7 @@ const COMPACT_ATTEMPTS: u32 = 3;
 /// failure rolls back and answers `Result<T, E>`.
 macro_rules! in_transaction {
     ($ctx:expr, $durability:expr, |$tx:ident| $body:expr) => {{
-        let ctx: &$crate::postgres::Ctx = $ctx;
+        let ctx: &$crate::postgres::PgPool = $ctx;
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
@@ -83,7 +83,7 @@ macro_rules! in_transaction {
 /// again on a serialization failure or deadlock, like [`in_transaction`]; answers `Result<T, E>`.
 macro_rules! retrying {
     ($ctx:expr, $body:expr) => {{
-        let ctx: &$crate::postgres::Ctx = $ctx;
+        let ctx: &$crate::postgres::PgPool = $ctx;
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
@@ -96,12 +96,12 @@ macro_rules! retrying {
 }
 
 /// What every operation of a store shares: the pool and the store's name for errors.
-pub(crate) struct Ctx {
+pub(crate) struct PgPool {
     pool: Pool,
     pub(crate) path: PathBuf,
 }
 
-impl Ctx {
+impl PgPool {
     /// A pooled connection (its `search_path` is the store's schema).
     pub(crate) async fn client(&self) -> Result<Object, StorageError> {
         self.pool.get().await.map_err(|e| pool_error(&self.path, e))
@@ -232,7 +232,7 @@ impl PostgresStoreBuilder {
             .build()
             .map_err(|e| OpenError::Storage(StorageError::Backend { path: path.clone(), detail: e.to_string() }))?;
         let io = IoThread::start(path.clone())?;
-        let ctx = Arc::new(Ctx { pool, path: path.clone() });
+        let ctx = Arc::new(PgPool { pool, path: path.clone() });
         let (c, schema_name) = (ctx.clone(), self.schema.clone());
         io.run(async move {
             let mut client = c.client().await.map_err(OpenError::Storage)?;
@@ -295,7 +295,7 @@ impl PostgresStoreBuilder {
 /// # }
 /// ```
 pub struct PostgresStore {
-    ctx: Arc<Ctx>,
+    ctx: Arc<PgPool>,
     io: IoThread,
     schema: String,
 }
@@ -337,7 +337,7 @@ impl PostgresStore {
     }
 
     /// Runs the future made by `f` on the I/O thread and waits for its answer.
-    fn call<T, E, Fut>(&self, f: impl FnOnce(Arc<Ctx>) -> Fut) -> Result<T, E>
+    fn call<T, E, Fut>(&self, f: impl FnOnce(Arc<PgPool>) -> Fut) -> Result<T, E>
     where
         T: Send + 'static,
         E: From<StorageError> + Send + 'static,
@@ -352,9 +352,9 @@ impl PostgresStore {
 /// [`commit::guardable`]) goes in one round trip with its `COMMIT` ([`commit::stage_guarded`]);
 /// when that guard refuses, or for other steps, the checks are read before `COMMIT`
 /// ([`commit::stage`]), which names the refusal.
-async fn commit(ctx: &Ctx, c: StepCommit) -> Result<CommitReceipt, CommitError> {
+async fn commit(ctx: &PgPool, c: StepCommit) -> Result<CommitReceipt, CommitError> {
     // JSON the reads would refuse is refused before anything is sent, as on redb.
-    crate::step_commit::check_depths(&c)?;
+    crate::checks::check_depths(&c)?;
     let durability = c.durability;
     let begin = match durability {
         Durability::Eventual => "BEGIN; SET LOCAL synchronous_commit = off",
@@ -406,7 +406,7 @@ async fn commit(ctx: &Ctx, c: StepCommit) -> Result<CommitReceipt, CommitError> 
 
 /// The error for an [`OpenTx`] whose connection is gone before its statements ran (cannot
 /// happen: it is set when made).
-fn released(ctx: &Ctx) -> StorageError {
+fn released(ctx: &PgPool) -> StorageError {
     StorageError::Closed {
         path: ctx.path.clone(),
         detail: "the transaction's connection was released early".to_string(),

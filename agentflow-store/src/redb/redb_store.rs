@@ -12,35 +12,37 @@ use std::time::Duration;
 use redb::backends::InMemoryBackend;
 use redb::{Database, DatabaseError, ReadTransaction, ReadableDatabase, TableHandle};
 
-use crate::approvals::{stage_put_approval, stage_transition};
-use crate::audit::stage_append_audit;
-use crate::breaker::{self, BreakerAnswer, BreakerError, BreakerRecord, BreakerUpdate};
+use crate::breaker::{BreakerAnswer, BreakerError, BreakerRecord, BreakerUpdate};
 use crate::dump::ThreadDump;
-use crate::effects::{effect_key, remove_effects_below, stage_effect_batch, stage_record_effect};
 use crate::error::{
-    ApprovalError, AuditError, CommitError, CompactError, Ctx, EffectError, LeaseError, OpenError, ReadError,
-    StorageError, storage_error,
+    ApprovalError, AuditError, CommitError, CompactError, EffectError, LeaseError, OpenError, ReadError, StorageError,
 };
-use crate::queue::{self, NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
-use crate::reads;
+use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
     CompactReport, Durability, EffectBatch, EffectKey, EffectOutcome, Lease, NewAuditEntry, Payload, PendingWrite,
     Snapshot, StateChain, StepCommit, ThreadRecord, Timer,
 };
-use crate::step_commit::{CommitOut, remove_pending, stage_commit};
+use crate::redb::approvals::{stage_put_approval, stage_transition};
+use crate::redb::audit::stage_append_audit;
+use crate::redb::breakers;
+use crate::redb::effects::{effect_key, remove_effects_below, stage_effect_batch, stage_record_effect};
+use crate::redb::error::{WithPath, storage_error};
+use crate::redb::queue;
+use crate::redb::reads;
+use crate::redb::step_commit::{CommitOut, remove_pending, stage_commit};
+use crate::redb::tables;
+use crate::redb::thread_numbers::{self, ByNumber, Numbered};
+use crate::redb::upgrade;
+use crate::redb::writer::{self, Committed, Job, OpJob, Reply, Shared, Tx, WriterConfig};
 use crate::store::{CommitCallback, FoldFn, Listing, Store};
-use crate::tables;
-use crate::thread_numbers::{self, ByNumber, Numbered};
-use crate::upgrade;
-use crate::writer::{self, Committed, Job, OpJob, Reply, Shared, Tx, WriterConfig};
 
 /// Store format written in the `META` table; bump on an incompatible layout change.
 /// 3: every value (records, pending writes, effect results) ends with a checksum.
 /// 4: a thread record names the thread that started it as a subgraph child.
 /// The layout this build writes (5: checkpoints and snapshots are keyed by thread number, see
-/// [`crate::thread_numbers`]; queue rows and circuit breakers carry a checksum, see
-/// [`crate::upgrade`]).
+/// [`crate::redb::thread_numbers`]; queue rows and circuit breakers carry a checksum, see
+/// [`crate::redb::upgrade`]).
 const STORE_FORMAT: u32 = 5;
 /// The oldest layout this build opens, and moves to [`STORE_FORMAT`] on open: format 3 differs
 /// in thread records without a parent, which this build still reads, and formats 3 and 4 in
@@ -841,7 +843,7 @@ impl Store for RedbStore {
                 // timers still run. (A damaged key that names no sleeping thread, or whose time
                 // moved past `until`, hides its thread's timer until then: the index has no
                 // checksum to tell.)
-                match crate::step_commit::timer_of(path, &of, thread) {
+                match crate::redb::step_commit::timer_of(path, &of, thread) {
                     Ok(Some(at)) if at == wake_at => out.push(Timer { wake_at, thread: thread.to_string() }),
                     Ok(Some(at)) if at <= until => corrected.push(Timer { wake_at: at, thread: thread.to_string() }),
                     Ok(_) => {}
@@ -865,12 +867,12 @@ impl Store for RedbStore {
     }
 
     fn breaker(&self, tool: &str) -> Result<Option<BreakerRecord>, ReadError> {
-        Ok(self.read(|txn, path| breaker::read(path, txn, tool))?)
+        Ok(self.read(|txn, path| breakers::read(path, txn, tool))?)
     }
 
     /// Made by the store's one writer thread, so concurrent updates never interleave.
     fn update_breaker(&self, update: BreakerUpdate) -> Result<BreakerAnswer, BreakerError> {
-        let (answer, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| breaker::stage_update(tx, &update))?;
+        let (answer, _) = self.submit(Durability::Immediate, move |tx: &Tx<'_>| breakers::stage_update(tx, &update))?;
         Ok(answer)
     }
 
@@ -896,7 +898,7 @@ impl Store for RedbStore {
     }
 
     fn restore_thread(&self, dump: crate::ThreadDump) -> Result<(), CommitError> {
-        self.submit(Durability::Immediate, move |tx: &Tx<'_>| crate::restore::stage_restore(tx, &dump))?;
+        self.submit(Durability::Immediate, move |tx: &Tx<'_>| crate::redb::restore::stage_restore(tx, &dump))?;
         Ok(())
     }
 
@@ -904,7 +906,7 @@ impl Store for RedbStore {
     fn restore_threads(&self, dumps: Vec<crate::ThreadDump>) -> Result<(), CommitError> {
         crate::dump::check_distinct(&dumps)?;
         self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
-            dumps.iter().try_for_each(|dump| crate::restore::stage_restore(tx, dump))
+            dumps.iter().try_for_each(|dump| crate::redb::restore::stage_restore(tx, dump))
         })?;
         Ok(())
     }
@@ -1182,7 +1184,7 @@ fn thread_effects_in(
 
 /// The durable timer of `thread`, if it has one.
 fn timer_in(txn: &ReadTransaction, path: &Path, thread: &str) -> Result<Option<u64>, StorageError> {
-    crate::step_commit::timer_of(path, &txn.open_table(tables::TIMER_OF).ctx(path)?, thread)
+    crate::redb::step_commit::timer_of(path, &txn.open_table(tables::TIMER_OF).ctx(path)?, thread)
 }
 
 /// The audit log of `thread`, oldest first.

@@ -24,18 +24,18 @@ use std::time::{Duration, Instant};
 
 use redb::{Database, WriteTransaction};
 
-use crate::error::Ctx;
 use crate::error::StorageError;
-use crate::leases::Leases;
 use crate::record::Durability;
-use crate::step_facts::{Learned, StepFacts, ThreadFacts};
+use crate::redb::error::WithPath;
+use crate::redb::leases::Leases;
+use crate::redb::step_facts::{Learned, StepFacts, ThreadFacts};
 
 /// State shared by the store handle and its writer thread.
 pub(crate) struct Shared {
     pub(crate) db: RwLock<Database>,
     pub(crate) path: PathBuf,
     pub(crate) leases: Leases,
-    /// What the step commits made so far know about their threads (see [`crate::step_facts`]).
+    /// What the step commits made so far know about their threads (see [`crate::redb::step_facts`]).
     pub(crate) facts: StepFacts,
     /// Held by whoever stages and commits a transaction: the writer thread for a group, or a
     /// caller committing its own job inline (see [`commit_inline`]).
@@ -97,7 +97,7 @@ pub(crate) struct Tx<'a> {
     pub(crate) path: &'a Path,
     pub(crate) leases: &'a Leases,
     shared_facts: &'a StepFacts,
-    /// Thread facts learned in this transaction (see [`crate::step_facts`]).
+    /// Thread facts learned in this transaction (see [`crate::redb::step_facts`]).
     learned: Learned,
     writes: Cell<u64>,
 }
@@ -114,7 +114,7 @@ impl<'a> Tx<'a> {
         }
     }
 
-    /// Takes what the store knows about `thread` (see [`crate::step_facts`]); a step commit
+    /// Takes what the store knows about `thread` (see [`crate::redb::step_facts`]); a step commit
     /// gives it back with [`Tx::learn_facts`] once staged.
     pub(crate) fn take_facts(&self, thread: &str) -> Option<ThreadFacts> {
         self.learned.take(self.shared_facts, thread)
@@ -146,7 +146,7 @@ pub(crate) struct Committed {
 /// A unit of work for the writer thread.
 pub(crate) trait Job: Send {
     fn durability(&self) -> Durability;
-    /// Whether the job keeps the thread facts of [`crate::step_facts`] exact itself (a step
+    /// Whether the job keeps the thread facts of [`crate::redb::step_facts`] exact itself (a step
     /// commit). Before any other job stages, the writer forgets them all.
     fn keeps_facts(&self) -> bool;
     /// Runs the job inside `tx`; `false` if it was refused.

@@ -1,0 +1,21 @@
+//! The redb backend: [`RedbStore`], the [`Store`](crate::Store) on an embedded redb file, with
+//! its tables, its single writer thread and the staging of every write.
+
+mod approvals;
+mod audit;
+mod breakers;
+mod effects;
+mod error;
+mod leases;
+mod queue;
+mod reads;
+mod redb_store;
+mod restore;
+mod step_commit;
+mod step_facts;
+pub mod tables;
+mod thread_numbers;
+mod upgrade;
+mod writer;
+
+pub use redb_store::{RedbStore, RedbStoreBuilder};
