@@ -27,7 +27,7 @@ pub(crate) fn check_detail(thread: &str, entry: &NewAuditEntry) -> Result<(), Au
 /// Refuses a commit with JSON nested deeper than the store reads back: the checkpoint's
 /// `metadata.extra` and the audit details ([`MAX_DOCUMENT_DEPTH`],
 /// [`CommitError::TooDeep`]), the conditions of the new approvals and of the transitions
-/// ([`MAX_JSON_DEPTH`](crate::MAX_JSON_DEPTH), [`ApprovalError::TooDeep`]). Every backend
+/// ([`MAX_JSON_DEPTH`], [`ApprovalError::TooDeep`]). Every backend
 /// checks this before it writes any part of the commit.
 pub(crate) fn check_depths(c: &StepCommit) -> Result<(), CommitError> {
     let too_deep = |source| CommitError::TooDeep { thread: c.thread.id.clone(), source };

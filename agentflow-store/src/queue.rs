@@ -25,7 +25,7 @@ pub enum RunWait {
     /// Nothing: a worker may claim it (once no live lease holds its thread).
     Ready,
     /// A human's decision: claimable once none of the approvals of the thread and of its
-    /// subgraph children at every level (threads whose [`ThreadRecord::parent`]s lead to it)
+    /// subgraph children at every level (threads whose [`ThreadRecord::parent`](crate::ThreadRecord::parent)s lead to it)
     /// is `PENDING` or `OUTCOME_UNKNOWN`, or
     /// once the thread's durable timer is due (the first approval's expiry: the resumed run
     /// expires it).

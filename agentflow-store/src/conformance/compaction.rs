@@ -116,7 +116,7 @@ pub fn compaction_keeps_the_journal_of_a_resumable_thread(store: &dyn Store) {
     }
 }
 
-/// Not in [`CASES`]: for a backend that reads [`Store::dump_thread`] in one snapshot (the
+/// Not in [`CASES`](super::CASES): for a backend that reads [`Store::dump_thread`] in one snapshot (the
 /// default reads part by part, and fails this). While another thread commits `steps` steps,
 /// each with an effect of its own in the same commit, dumps of the thread taken meanwhile are
 /// each the thread at one moment: the effects are those of its checkpoints, its record's

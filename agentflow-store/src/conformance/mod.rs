@@ -1,4 +1,4 @@
-//! The suite every [`Store`](crate::Store) implementation must pass (feature `testing`).
+//! The suite every [`Store`] implementation must pass (feature `testing`).
 //!
 //! Each case takes a fresh, empty store and panics on a failed expectation. States in the suite
 //! are byte strings and applying a delta appends its blobs, so a chain is checked by

@@ -6,9 +6,9 @@ use deadpool_postgres::GenericClient;
 
 use crate::breaker::{BreakerAnswer, BreakerError, BreakerRecord, BreakerState, BreakerUpdate, audit_entry, step};
 use crate::error::StorageError;
-use crate::postgres::PgPool;
 use crate::postgres::approvals::append_audit;
 use crate::postgres::error::{Fail, decode_error};
+use crate::postgres::pool::PgPool;
 use crate::postgres::sql::{self, time, uint};
 
 const COLUMNS: &str = "state, failures, open_until, probe, updated_at";

@@ -12,8 +12,9 @@ use deadpool_postgres::GenericClient;
 
 use crate::error::{CompactError, ReadError};
 use crate::postgres::error::Fail;
+use crate::postgres::pool::PgPool;
+use crate::postgres::reads;
 use crate::postgres::sql;
-use crate::postgres::{PgPool, reads};
 use crate::record::{CheckpointSummary, StateChain, ThreadStatus};
 
 /// What a compaction will do, read before any write.

@@ -13,9 +13,10 @@ use deadpool_postgres::GenericClient;
 
 use crate::codec::MAX_DOCUMENT_DEPTH;
 use crate::error::{CommitError, JsonTooDeep};
+use crate::postgres::approvals;
 use crate::postgres::error::Fail;
+use crate::postgres::pool::PgPool;
 use crate::postgres::sql;
-use crate::postgres::{PgPool, approvals};
 use crate::record::{EffectBatch, EffectKey, EffectOutcome};
 
 /// Inserts `result` under `key` unless a result is there already; answers

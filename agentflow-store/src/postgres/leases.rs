@@ -13,8 +13,8 @@ use std::path::Path;
 use tokio_postgres::Row;
 
 use crate::error::{LeaseError, StorageError};
-use crate::postgres::PgPool;
 use crate::postgres::error::Fail;
+use crate::postgres::pool::PgPool;
 use crate::postgres::sql::{self, time, uint};
 use crate::record::Lease;
 

@@ -9,8 +9,8 @@ use futures_util::future::{join, join3};
 use tokio_postgres::Row;
 
 use crate::error::StorageError;
-use crate::postgres::PgPool;
 use crate::postgres::error::{Fail, decode_error};
+use crate::postgres::pool::PgPool;
 use crate::postgres::sql::{self, time, uint};
 use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
 use crate::record::Lease;

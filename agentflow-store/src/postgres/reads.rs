@@ -8,8 +8,8 @@ use tokio_postgres::Row;
 
 use crate::dump::ThreadDump;
 use crate::error::{ReadError, StorageError};
-use crate::postgres::PgPool;
 use crate::postgres::error::decode_error;
+use crate::postgres::pool::PgPool;
 use crate::postgres::sql::{self, col, uint};
 use crate::record::{
     ApprovalRecord, AuditEntry, ChainStep, Checkpoint, CheckpointSummary, EffectKey, Lease, PendingWrite, StateChain,

@@ -4,8 +4,8 @@ use deadpool_postgres::GenericClient;
 
 use crate::dump::{ThreadDump, check_dump, left_over, parent_in_dump};
 use crate::error::CommitError;
-use crate::postgres::PgPool;
 use crate::postgres::error::Fail;
+use crate::postgres::pool::PgPool;
 use crate::postgres::sql::{self, time};
 use crate::record::Checkpoint;
 

@@ -4,15 +4,18 @@
 mod approvals;
 mod audit;
 mod breakers;
+mod compact;
 mod effects;
 mod error;
 mod leases;
+mod listings;
 mod queue;
 mod reads;
 mod redb_store;
 mod restore;
 mod step_commit;
 mod step_facts;
+mod store_impl;
 pub mod tables;
 mod thread_numbers;
 mod upgrade;
