@@ -143,7 +143,7 @@ pub(crate) async fn apply<C: GenericClient>(
     let now = rows
         .iter()
         .map(|r| Ok((sql::col(&ctx.path, "checkpoints", r, 0)?, sql::col(&ctx.path, "checkpoints", r, 1)?)))
-        .collect::<Result<Vec<(i64, bool)>, crate::StorageError>>()?;
+        .collect::<Result<Vec<(i64, bool)>, crate::error::StorageError>>()?;
     if now != seen {
         return Ok(false);
     }

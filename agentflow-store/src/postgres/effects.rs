@@ -77,7 +77,7 @@ pub(crate) fn check_batch(batch: &EffectBatch) -> Result<(), CommitError> {
             });
         }
         if !a.status.is_waiting() {
-            return Err(crate::ApprovalError::NotPending { id: a.id.clone(), status: a.status }.into());
+            return Err(crate::error::ApprovalError::NotPending { id: a.id.clone(), status: a.status }.into());
         }
         crate::checks::check_conditions(&a.id, a.conditions.as_ref())?;
     }

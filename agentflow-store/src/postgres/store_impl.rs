@@ -434,7 +434,7 @@ impl Store for PostgresStore {
     }
 
     /// One `REPEATABLE READ` snapshot: the dump is the thread at one moment.
-    fn dump_thread(&self, thread: &str) -> Result<Option<crate::ThreadDump>, ReadError> {
+    fn dump_thread(&self, thread: &str) -> Result<Option<crate::dump::ThreadDump>, ReadError> {
         let thread = thread.to_string();
         self.call(move |ctx| async move { Ok(reads::dump(&ctx, &thread).await?) })
     }
@@ -477,7 +477,7 @@ impl Store for PostgresStore {
         })
     }
 
-    fn restore_thread(&self, dump: crate::ThreadDump) -> Result<(), CommitError> {
+    fn restore_thread(&self, dump: crate::dump::ThreadDump) -> Result<(), CommitError> {
         self.call(move |ctx| async move {
             let ctx = &*ctx;
             in_transaction!(ctx, Durability::Immediate, |tx| restore::stage(ctx, &tx, &dump).await)
@@ -485,7 +485,7 @@ impl Store for PostgresStore {
     }
 
     /// One transaction.
-    fn restore_threads(&self, dumps: Vec<crate::ThreadDump>) -> Result<(), CommitError> {
+    fn restore_threads(&self, dumps: Vec<crate::dump::ThreadDump>) -> Result<(), CommitError> {
         crate::dump::check_distinct(&dumps)?;
         self.call(move |ctx| async move {
             let ctx = &*ctx;

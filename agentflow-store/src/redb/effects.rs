@@ -81,7 +81,7 @@ pub(crate) fn stage_effect_batch(tx: &Tx<'_>, batch: &EffectBatch) -> Result<Vec
         for a in &batch.new_approvals {
             check_new_approval(path, &approvals.approvals, a)?;
             if statuses.insert(a.id.as_str(), a.status).is_some() {
-                return Err(crate::ApprovalError::AlreadyExists { id: a.id.clone() }.into());
+                return Err(crate::error::ApprovalError::AlreadyExists { id: a.id.clone() }.into());
             }
         }
         for t in &batch.approval_transitions {

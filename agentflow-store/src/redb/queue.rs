@@ -249,7 +249,9 @@ fn awaited_waits(tx: &Tx<'_>, ids: &[String]) -> Result<bool, StorageError> {
 fn waits_for_answer(tx: &Tx<'_>, thread: &str) -> Result<bool, StorageError> {
     let threads = tx.txn.open_table(tables::THREADS).ctx(tx.path)?;
     let record = crate::redb::reads::thread_record(tx.path, &threads, tx.leases, thread)?;
-    Ok(record.is_some_and(|r| matches!(r.status, crate::ThreadStatus::Interrupted | crate::ThreadStatus::Failed)))
+    Ok(record.is_some_and(|r| {
+        matches!(r.status, crate::record::ThreadStatus::Interrupted | crate::record::ThreadStatus::Failed)
+    }))
 }
 
 pub(crate) fn stage_claim(

@@ -402,13 +402,13 @@ impl Store for RedbStore {
         Ok(())
     }
 
-    fn restore_thread(&self, dump: crate::ThreadDump) -> Result<(), CommitError> {
+    fn restore_thread(&self, dump: crate::dump::ThreadDump) -> Result<(), CommitError> {
         self.submit(Durability::Immediate, move |tx: &Tx<'_>| crate::redb::restore::stage_restore(tx, &dump))?;
         Ok(())
     }
 
     /// One write transaction.
-    fn restore_threads(&self, dumps: Vec<crate::ThreadDump>) -> Result<(), CommitError> {
+    fn restore_threads(&self, dumps: Vec<crate::dump::ThreadDump>) -> Result<(), CommitError> {
         crate::dump::check_distinct(&dumps)?;
         self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
             dumps.iter().try_for_each(|dump| crate::redb::restore::stage_restore(tx, dump))
