@@ -1,4 +1,5 @@
-//! [`RedbStore`]: the [`Store`] on an embedded redb file.
+//! [`RedbStore`]: the [`Store`] on an embedded redb file; opening it ([`RedbStoreBuilder`], the
+//! format check and the tables every file has) and handing its writes to the writer thread.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
