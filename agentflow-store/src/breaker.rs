@@ -18,16 +18,11 @@
 //! `breaker.half_open`, `breaker.closed`) to the log of the thread named in the update, in the
 //! same transaction.
 
-use std::path::Path;
-
-use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::error::{AuditError, Ctx, StorageError};
-use crate::record::{NewAuditEntry, Payload};
-use crate::tables;
-use crate::writer::Tx;
+use crate::error::{AuditError, StorageError};
+use crate::record::NewAuditEntry;
 
 /// Where a tool's circuit breaker is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -288,84 +283,6 @@ pub fn audit_entry(update: &BreakerUpdate, answer: &BreakerAnswer) -> Option<New
     });
     let kind = format!("breaker.{}", r.state.as_str().to_ascii_lowercase());
     Some(NewAuditEntry::new(update.now, update.actor.clone(), kind, detail))
-}
-
-/// A breaker row as stored in the redb table (JSON, versioned by `v`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Row {
-    v: u32,
-    state: BreakerState,
-    failures: u32,
-    open_until: u64,
-    probe: Option<String>,
-    updated_at: u64,
-}
-
-const ROW_VERSION: u32 = 1;
-
-fn decode(path: &Path, tool: &str, bytes: &[u8]) -> Result<BreakerRecord, StorageError> {
-    let bad = |reason: String| StorageError::Decode {
-        path: path.to_path_buf(),
-        table: redb::TableHandle::name(&tables::BREAKERS).to_string(),
-        key: format!("{tool:?}"),
-        reason,
-    };
-    // JSON in the record encoding every stored value has (a version byte, the bytes, a CRC-32).
-    let json = Payload::decode(bytes).map_err(&bad)?;
-    let row: Row = serde_json::from_slice(&json).map_err(|e| bad(e.to_string()))?;
-    if row.v != ROW_VERSION {
-        return Err(bad(format!("breaker row version {} is not {ROW_VERSION}", row.v)));
-    }
-    Ok(BreakerRecord {
-        tool: tool.to_string(),
-        state: row.state,
-        failures: row.failures,
-        open_until: row.open_until,
-        probe: row.probe,
-        updated_at: row.updated_at,
-    })
-}
-
-fn encode(r: &BreakerRecord) -> Vec<u8> {
-    let row = Row {
-        v: ROW_VERSION,
-        state: r.state,
-        failures: r.failures,
-        open_until: r.open_until,
-        probe: r.probe.clone(),
-        updated_at: r.updated_at,
-    };
-    // A struct of strings and numbers always serialises.
-    Payload::encode(&serde_json::to_vec(&row).unwrap_or_default())
-}
-
-pub(crate) fn read(
-    path: &Path,
-    txn: &redb::ReadTransaction,
-    tool: &str,
-) -> Result<Option<BreakerRecord>, StorageError> {
-    let table = txn.open_table(tables::BREAKERS).ctx(path)?;
-    match table.get(tool).ctx(path)? {
-        Some(v) => Ok(Some(decode(path, tool, v.value())?)),
-        None => Ok(None),
-    }
-}
-
-pub(crate) fn stage_update(tx: &Tx<'_>, update: &BreakerUpdate) -> Result<BreakerAnswer, BreakerError> {
-    let mut table = tx.txn.open_table(tables::BREAKERS).ctx(tx.path)?;
-    let current = match table.get(update.tool.as_str()).ctx(tx.path)? {
-        Some(v) => Some(decode(tx.path, &update.tool, v.value())?),
-        None => None,
-    };
-    let answer = step(current, update);
-    let entry = audit_entry(update, &answer);
-    tx.wrote();
-    table.insert(update.tool.as_str(), encode(&answer.record).as_slice()).ctx(tx.path)?;
-    drop(table);
-    if let Some(entry) = entry {
-        crate::audit::stage_append_audit(tx, &update.thread, &entry)?;
-    }
-    Ok(answer)
 }
 
 #[cfg(test)]

@@ -176,7 +176,7 @@ pub(crate) fn check_dump(d: &ThreadDump) -> Result<(), CommitError> {
             .map_err(too_deep)?;
     }
     for a in &d.approvals {
-        crate::approvals::check_conditions(&a.id, a.conditions.as_ref())?;
+        crate::checks::check_conditions(&a.id, a.conditions.as_ref())?;
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! One error type per family of operations. Each is `#[non_exhaustive]`; failures of the file or
 //! of a stored record are a [`StorageError`], which every family wraps and which names the path.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::codec::too_deep;
 use crate::record::{ApprovalStatus, Lease, ThreadStatus};
@@ -502,35 +502,5 @@ fn format_advice(found: &str, supported: &str) -> &'static str {
              then start a new file (there is no in-place upgrade)"
         }
         _ => "it was written by a newer agentflow-store: upgrade agentflow-store",
-    }
-}
-
-/// Maps any redb error to a [`StorageError`] naming the store's path.
-pub(crate) trait Ctx<T> {
-    fn ctx(self, path: &Path) -> Result<T, StorageError>;
-}
-
-impl<T, E: Into<redb::Error>> Ctx<T> for Result<T, E> {
-    fn ctx(self, path: &Path) -> Result<T, StorageError> {
-        self.map_err(|e| storage_error(path, e.into()))
-    }
-}
-
-pub(crate) fn storage_error(path: &Path, err: redb::Error) -> StorageError {
-    let path = path.to_path_buf();
-    match err {
-        redb::Error::Corrupted(detail) => StorageError::Corrupted { path, detail },
-        redb::Error::Io(e) => StorageError::Io { path, kind: e.kind(), detail: e.to_string() },
-        e @ (redb::Error::DatabaseClosed | redb::Error::PreviousIo) => {
-            StorageError::Closed { path, detail: e.to_string() }
-        }
-        e @ (redb::Error::TableTypeMismatch { .. }
-        | redb::Error::TableIsMultimap(_)
-        | redb::Error::TableIsNotMultimap(_)
-        | redb::Error::TypeDefinitionChanged { .. }
-        | redb::Error::TableDoesNotExist(_)) => {
-            StorageError::Corrupted { path, detail: format!("unexpected table layout: {e}") }
-        }
-        e => StorageError::Backend { path, detail: e.to_string() },
     }
 }

@@ -60,32 +60,22 @@
 
 #![warn(missing_docs)]
 
-mod approvals;
-mod audit;
 mod breaker;
+mod checks;
 mod codec;
 #[cfg(feature = "testing")]
 pub mod conformance;
 mod dump;
-mod effects;
 mod error;
-mod leases;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod queue;
-mod reads;
 mod record;
-mod redb_store;
-mod restore;
-mod step_commit;
-mod step_facts;
+mod redb;
 mod store;
-pub mod tables;
-mod thread_numbers;
 mod thread_tree;
-mod upgrade;
-mod writer;
 
+pub use self::redb::{RedbStore, RedbStoreBuilder, tables};
 pub use breaker::{
     BreakerAnswer, BreakerError, BreakerOp, BreakerRecord, BreakerRule, BreakerState, BreakerUpdate,
     audit_entry as breaker_audit_entry, step as breaker_step,
@@ -105,6 +95,5 @@ pub use record::{
     EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit, ThreadRecord, ThreadStatus,
     Timer,
 };
-pub use redb_store::{RedbStore, RedbStoreBuilder};
 pub use store::{CommitCallback, FoldFn, Listing, Store};
 pub use thread_tree::descendants;

@@ -10,11 +10,11 @@
 use deadpool_postgres::GenericClient;
 use serde_json::json;
 
-use crate::approvals::check_conditions;
-use crate::audit::check_detail;
+use crate::checks::check_conditions;
+use crate::checks::check_detail;
 use crate::error::{ApprovalError, AuditError};
-use crate::postgres::Ctx;
 use crate::postgres::error::Fail;
+use crate::postgres::pool::PgPool;
 use crate::postgres::reads::approval_from;
 use crate::postgres::sql::{self, time};
 use crate::record::{ApprovalPatch, ApprovalRecord, ApprovalStatus, NewAuditEntry};
@@ -30,7 +30,7 @@ const APPEND_AUDIT: &str = "WITH head AS ( \
 /// Appends one audit entry; returns its seq. Refuses, before writing, a detail nested deeper
 /// than the store reads back ([`AuditError::TooDeep`]).
 pub(crate) async fn append_audit<C: GenericClient, E: From<AuditError>>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     thread: &str,
     entry: &NewAuditEntry,
@@ -41,9 +41,9 @@ pub(crate) async fn append_audit<C: GenericClient, E: From<AuditError>>(
 
 /// [`append_audit`] without the depth check, for an entry whose detail fits: one the store
 /// builds around checked conditions, or one of a step commit checked as a whole
-/// ([`check_depths`](crate::step_commit::check_depths)).
+/// ([`check_depths`](crate::checks::check_depths)).
 pub(crate) async fn append_entry<C: GenericClient, E>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     thread: &str,
     entry: &NewAuditEntry,
@@ -57,7 +57,7 @@ pub(crate) async fn append_entry<C: GenericClient, E>(
 /// Inserts a new `PENDING` approval and its `approval.requested` entry by `actor`; returns the
 /// entry's seq.
 pub(crate) async fn insert<C: GenericClient, E: From<ApprovalError>>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     approval: &ApprovalRecord,
     actor: &str,
@@ -92,7 +92,7 @@ pub(crate) async fn insert<C: GenericClient, E: From<ApprovalError>>(
 /// Compare-and-set of an approval's status with its audit entry; returns the new record and
 /// the entry's seq.
 pub(crate) async fn transition<C: GenericClient, E: From<ApprovalError>>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     id: &str,
     expected: ApprovalStatus,

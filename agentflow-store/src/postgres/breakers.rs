@@ -6,14 +6,14 @@ use deadpool_postgres::GenericClient;
 
 use crate::breaker::{BreakerAnswer, BreakerError, BreakerRecord, BreakerState, BreakerUpdate, audit_entry, step};
 use crate::error::StorageError;
-use crate::postgres::Ctx;
 use crate::postgres::approvals::append_audit;
 use crate::postgres::error::{Fail, decode_error};
+use crate::postgres::pool::PgPool;
 use crate::postgres::sql::{self, time, uint};
 
 const COLUMNS: &str = "state, failures, open_until, probe, updated_at";
 
-fn record(ctx: &Ctx, tool: &str, row: &tokio_postgres::Row) -> Result<BreakerRecord, StorageError> {
+fn record(ctx: &PgPool, tool: &str, row: &tokio_postgres::Row) -> Result<BreakerRecord, StorageError> {
     let key = || format!("{tool:?}");
     let bad = |reason: String| decode_error(&ctx.path, "breakers", key(), reason);
     let get = |e: tokio_postgres::Error| bad(e.to_string());
@@ -30,7 +30,7 @@ fn record(ctx: &Ctx, tool: &str, row: &tokio_postgres::Row) -> Result<BreakerRec
 }
 
 pub(crate) async fn read<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     tool: &str,
 ) -> Result<Option<BreakerRecord>, StorageError> {
@@ -41,7 +41,7 @@ pub(crate) async fn read<C: GenericClient>(
 }
 
 pub(crate) async fn update<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     tx: &C,
     u: &BreakerUpdate,
 ) -> Result<BreakerAnswer, Fail<BreakerError>> {

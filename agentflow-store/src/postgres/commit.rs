@@ -21,7 +21,7 @@
 //!
 //! JSON nested deeper than the store reads back (checkpoint metadata, audit details, approval
 //! conditions) is refused by the caller before any of this
-//! ([`check_depths`](crate::step_commit::check_depths)).
+//! ([`check_depths`](crate::checks::check_depths)).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,10 +30,70 @@ use deadpool_postgres::GenericClient;
 use futures_util::future::{join3, join5, try_join_all, try_join3};
 
 use crate::error::{CommitError, StorageError};
+use crate::postgres::approvals;
 use crate::postgres::error::{Fail, is_unique_violation};
+use crate::postgres::pool::PgPool;
 use crate::postgres::sql::{self, Params, time, uint};
-use crate::postgres::{Ctx, approvals};
+use crate::postgres::transaction::{OpenTx, released, retrying};
+use crate::record::{CommitReceipt, Durability};
 use crate::record::{StepCommit, ThreadStatus, seq_too_large};
+
+/// A step commit: one transaction whose `BEGIN` is pipelined with its statements, run again on
+/// a serialization failure or deadlock like [`in_transaction`](crate::postgres::transaction::in_transaction). A plain step (see
+/// [`guardable`]) goes in one round trip with its `COMMIT` ([`stage_guarded`]);
+/// when that guard refuses, or for other steps, the checks are read before `COMMIT`
+/// ([`stage`]), which names the refusal.
+pub(super) async fn commit(ctx: &PgPool, c: StepCommit) -> Result<CommitReceipt, CommitError> {
+    // JSON the reads would refuse is refused before anything is sent, as on redb.
+    crate::checks::check_depths(&c)?;
+    let durability = c.durability;
+    let begin = match durability {
+        Durability::Eventual => "BEGIN; SET LOCAL synchronous_commit = off",
+        _ => "BEGIN",
+    };
+    let mut guarded = guardable(&c);
+    let out = retrying!(ctx, {
+        if guarded {
+            let mut open = OpenTx { client: Some(ctx.client().await?) };
+            let staged = match &open.client {
+                Some(client) => stage_guarded(ctx, client, &c, begin).await,
+                None => Err(Fail::Storage(released(ctx))),
+            };
+            match staged {
+                Ok(out) => {
+                    // Committed in the pipeline: the connection goes back to the pool.
+                    open.client.take();
+                    return Ok(out);
+                }
+                Err(e) => {
+                    // The pipeline's `COMMIT` ended the transaction; this makes sure of it.
+                    let _ = open.end("ROLLBACK").await;
+                    if !is_guard_refusal(&e) {
+                        return Err(e);
+                    }
+                    // Refused: the checked path below names why (from now on, also on retries).
+                    guarded = false;
+                }
+            }
+        }
+        // Held by the guard from before `BEGIN` is sent: a commit dropped half-way closes the
+        // connection rather than pooling it inside a transaction.
+        let mut open = OpenTx { client: Some(ctx.client().await?) };
+        let staged = match &open.client {
+            Some(client) => stage(ctx, client, &c, begin).await,
+            None => Err(Fail::Storage(released(ctx))),
+        };
+        match staged {
+            Ok(out) => open.end("COMMIT").await.map(|()| out).map_err(Fail::Db),
+            Err(e) => {
+                // The statements' failure is the answer, whatever the rollback does.
+                let _ = open.end("ROLLBACK").await;
+                Err(e)
+            }
+        }
+    })?;
+    Ok(CommitReceipt::new(out.checkpoint, out.audit_seqs, durability == Durability::Immediate, 1))
+}
 
 /// What a staged commit wrote.
 pub(crate) struct CommitOut {
@@ -64,7 +124,7 @@ type Write<'a> = Pin<Box<dyn Future<Output = Result<(), Fail<CommitError>>> + Se
 /// Opens a transaction on `tx` with `begin` (`BEGIN`, and any `SET LOCAL`), checks and writes
 /// `c` in it, all pipelined; the caller commits, or rolls back on an error.
 pub(crate) async fn stage<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     tx: &C,
     c: &StepCommit,
     begin: &str,
@@ -96,7 +156,7 @@ pub(crate) fn guardable(c: &StepCommit) -> bool {
 /// ([`is_guard_refusal`]); the caller then commits through [`stage`], whose checks name the
 /// refusal (or pass, if the state changed meanwhile).
 pub(crate) async fn stage_guarded<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     tx: &C,
     c: &StepCommit,
     begin: &str,
@@ -144,7 +204,7 @@ const INSERT_EFFECT: &str = "INSERT INTO effects (thread, seq, node, key, result
      ON CONFLICT (thread, seq, node, key) DO NOTHING";
 
 async fn stage_as<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     tx: &C,
     c: &StepCommit,
     begin: &str,

@@ -12,8 +12,9 @@ use deadpool_postgres::GenericClient;
 
 use crate::error::{CompactError, ReadError};
 use crate::postgres::error::Fail;
+use crate::postgres::pool::PgPool;
+use crate::postgres::reads;
 use crate::postgres::sql;
-use crate::postgres::{Ctx, reads};
 use crate::record::{CheckpointSummary, StateChain, ThreadStatus};
 
 /// What a compaction will do, read before any write.
@@ -36,7 +37,7 @@ pub(crate) struct Folded {
 
 /// The thread's status, or the compaction error for a thread that is absent or unfinished.
 async fn finished<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     thread: &str,
     lock: bool,
@@ -66,7 +67,7 @@ async fn finished<C: GenericClient>(
 
 /// Reads what compacting `thread` down to `keep` checkpoints needs.
 pub(crate) async fn plan<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     thread: &str,
     keep: usize,
@@ -125,7 +126,7 @@ fn needs_fold(by_seq: &BTreeMap<u64, CheckpointSummary>, dropped: &BTreeSet<u64>
 /// The effects below the oldest retained checkpoint go only if the thread's status, read
 /// under the lock, allows no resume (see [`ThreadStatus::is_resumable`]).
 pub(crate) async fn apply<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     thread: &str,
     seen: &[(i64, bool)],
@@ -142,7 +143,7 @@ pub(crate) async fn apply<C: GenericClient>(
     let now = rows
         .iter()
         .map(|r| Ok((sql::col(&ctx.path, "checkpoints", r, 0)?, sql::col(&ctx.path, "checkpoints", r, 1)?)))
-        .collect::<Result<Vec<(i64, bool)>, crate::StorageError>>()?;
+        .collect::<Result<Vec<(i64, bool)>, crate::error::StorageError>>()?;
     if now != seen {
         return Ok(false);
     }

@@ -13,16 +13,17 @@ use deadpool_postgres::GenericClient;
 
 use crate::codec::MAX_DOCUMENT_DEPTH;
 use crate::error::{CommitError, JsonTooDeep};
+use crate::postgres::approvals;
 use crate::postgres::error::Fail;
+use crate::postgres::pool::PgPool;
 use crate::postgres::sql;
-use crate::postgres::{Ctx, approvals};
 use crate::record::{EffectBatch, EffectKey, EffectOutcome};
 
 /// Inserts `result` under `key` unless a result is there already; answers
 /// [`EffectOutcome::AlreadyRecorded`] with the kept one. Inside a transaction, an earlier insert
 /// of the same transaction counts as there.
 pub(crate) async fn record<C: GenericClient, E>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     key: &EffectKey,
     result: &[u8],
@@ -66,7 +67,7 @@ pub(crate) fn check_batch(batch: &EffectBatch) -> Result<(), CommitError> {
             .map_err(|source| CommitError::TooDeep { thread: thread.to_string(), source })?;
     }
     for t in &batch.approval_transitions {
-        crate::approvals::check_conditions(&t.id, t.patch.conditions.as_ref())?;
+        crate::checks::check_conditions(&t.id, t.patch.conditions.as_ref())?;
     }
     for a in &batch.new_approvals {
         if a.thread != thread {
@@ -76,9 +77,9 @@ pub(crate) fn check_batch(batch: &EffectBatch) -> Result<(), CommitError> {
             });
         }
         if !a.status.is_waiting() {
-            return Err(crate::ApprovalError::NotPending { id: a.id.clone(), status: a.status }.into());
+            return Err(crate::error::ApprovalError::NotPending { id: a.id.clone(), status: a.status }.into());
         }
-        crate::approvals::check_conditions(&a.id, a.conditions.as_ref())?;
+        crate::checks::check_conditions(&a.id, a.conditions.as_ref())?;
     }
     Ok(())
 }
@@ -87,7 +88,7 @@ pub(crate) fn check_batch(batch: &EffectBatch) -> Result<(), CommitError> {
 /// is locked (`lock`: `FOR UPDATE` or `FOR SHARE`) until the transaction ends, so the lease
 /// cannot move before the batch commits.
 pub(crate) async fn check_lease<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     tx: &C,
     thread: &str,
     holder: &str,
@@ -111,7 +112,7 @@ pub(crate) async fn check_lease<C: GenericClient>(
 /// effect, in order. A refusal (an approval of another thread, a lost compare-and-set, an
 /// illegal move, an unknown approval) is a [`Fail::Refused`]: the caller rolls `tx` back.
 pub(crate) async fn stage_batch<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     tx: &C,
     batch: &EffectBatch,
 ) -> Result<Vec<EffectOutcome>, Fail<CommitError>> {

@@ -13,8 +13,8 @@ use std::path::Path;
 use tokio_postgres::Row;
 
 use crate::error::{LeaseError, StorageError};
-use crate::postgres::Ctx;
 use crate::postgres::error::Fail;
+use crate::postgres::pool::PgPool;
 use crate::postgres::sql::{self, time, uint};
 use crate::record::Lease;
 
@@ -26,7 +26,7 @@ const ACQUIRE: &str = "INSERT INTO leases AS l (thread, holder, expires_at, toke
 
 /// The lease as stored, if someone holds it (expired or not).
 async fn current(
-    ctx: &Ctx,
+    ctx: &PgPool,
     client: &deadpool_postgres::Object,
     thread: &str,
 ) -> Result<Option<Lease>, Fail<LeaseError>> {
@@ -44,7 +44,7 @@ pub(crate) fn lease_in(path: &Path, thread: &str, row: Option<&Row>) -> Result<O
 }
 
 pub(crate) async fn acquire(
-    ctx: &Ctx,
+    ctx: &PgPool,
     thread: &str,
     holder: &str,
     ttl_ms: u64,
@@ -73,7 +73,7 @@ pub(crate) async fn acquire(
 }
 
 pub(crate) async fn renew(
-    ctx: &Ctx,
+    ctx: &PgPool,
     thread: &str,
     holder: &str,
     ttl_ms: u64,
@@ -100,7 +100,7 @@ pub(crate) async fn renew(
     }
 }
 
-pub(crate) async fn release(ctx: &Ctx, thread: &str, holder: &str) -> Result<(), Fail<LeaseError>> {
+pub(crate) async fn release(ctx: &PgPool, thread: &str, holder: &str) -> Result<(), Fail<LeaseError>> {
     let client = ctx.client().await?;
     let released = sql::execute(
         &client,

@@ -9,8 +9,8 @@ use futures_util::future::{join, join3};
 use tokio_postgres::Row;
 
 use crate::error::StorageError;
-use crate::postgres::Ctx;
 use crate::postgres::error::{Fail, decode_error};
+use crate::postgres::pool::PgPool;
 use crate::postgres::sql::{self, time, uint};
 use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
 use crate::record::Lease;
@@ -102,7 +102,7 @@ fn run_from_row(path: &Path, row: &Row) -> Result<QueuedRun, StorageError> {
     })
 }
 
-pub(crate) async fn enqueue<C: GenericClient>(ctx: &Ctx, c: &C, run: &NewRun) -> Result<(), Fail<QueueError>> {
+pub(crate) async fn enqueue<C: GenericClient>(ctx: &PgPool, c: &C, run: &NewRun) -> Result<(), Fail<QueueError>> {
     let at = sql::int(&ctx.path, "enqueued_at", run.at)?;
     let inserted = sql::execute(
         c,
@@ -127,7 +127,7 @@ pub(crate) async fn enqueue<C: GenericClient>(ctx: &Ctx, c: &C, run: &NewRun) ->
 /// so the rounds end. Any other failure before `COMMIT` leaves the transaction to the caller to
 /// roll back: nothing of the claim is kept, no lease taken.
 pub(crate) async fn claim<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     graph: &str,
     holder: &str,
@@ -187,7 +187,7 @@ const BEGIN_EVENTUAL: &str = "BEGIN; SET LOCAL synchronous_commit = off";
 /// A worker's heartbeat in a transaction of its own on `c`, opened and committed here in one
 /// round trip, without waiting for the disk (see [`BEGIN_EVENTUAL`]).
 pub(crate) async fn heartbeat<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     holder: &str,
     now: u64,
@@ -218,7 +218,7 @@ const CONTROLS: &str = "SELECT q.thread, q.control FROM run_queue q JOIN leases 
 
 /// [`CONTROLS`], read-only (its own implicit transaction, nothing to commit).
 pub(crate) async fn controls<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     holder: &str,
     now: u64,
@@ -275,7 +275,7 @@ const SETTLE_AND_RELEASE: &str = concat!(
 /// Settles `holder`'s claim of `thread` as `settle` says, one statement on `c`; with
 /// `release`, releases its lease in the same statement.
 pub(crate) async fn settle<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     thread: &str,
     holder: &str,
@@ -302,7 +302,7 @@ pub(crate) async fn wake<C: GenericClient>(c: &C, thread: &str, wait: RunWait) -
 }
 
 pub(crate) async fn control<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     thread: &str,
     control: RunControl,
@@ -347,7 +347,7 @@ pub(crate) async fn control<C: GenericClient>(
     }))
 }
 
-pub(crate) async fn list<C: GenericClient>(ctx: &Ctx, c: &C) -> Result<Vec<QueuedRun>, Fail<QueueError>> {
+pub(crate) async fn list<C: GenericClient>(ctx: &PgPool, c: &C) -> Result<Vec<QueuedRun>, Fail<QueueError>> {
     let rows = sql::query(
         c,
         &format!(

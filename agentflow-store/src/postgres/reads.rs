@@ -8,8 +8,8 @@ use tokio_postgres::Row;
 
 use crate::dump::ThreadDump;
 use crate::error::{ReadError, StorageError};
-use crate::postgres::Ctx;
 use crate::postgres::error::decode_error;
+use crate::postgres::pool::PgPool;
 use crate::postgres::sql::{self, col, uint};
 use crate::record::{
     ApprovalRecord, AuditEntry, ChainStep, Checkpoint, CheckpointSummary, EffectKey, Lease, PendingWrite, StateChain,
@@ -78,18 +78,18 @@ fn thread_from_row(path: &Path, row: &Row) -> Result<ThreadRecord, StorageError>
     })
 }
 
-pub(crate) async fn thread(ctx: &Ctx, id: &str) -> Result<Option<ThreadRecord>, StorageError> {
+pub(crate) async fn thread(ctx: &PgPool, id: &str) -> Result<Option<ThreadRecord>, StorageError> {
     thread_on(ctx, &ctx.client().await?, id).await
 }
 
-async fn thread_on<C: GenericClient>(ctx: &Ctx, c: &C, id: &str) -> Result<Option<ThreadRecord>, StorageError> {
+async fn thread_on<C: GenericClient>(ctx: &PgPool, c: &C, id: &str) -> Result<Option<ThreadRecord>, StorageError> {
     let sql = format!("{THREAD_COLUMNS} WHERE t.id = $1");
     let row = sql::query_opt(c, &sql, &[&id]).await.map_err(|e| ctx.db(&e))?;
     row.map(|row| thread_from_row(&ctx.path, &row)).transpose()
 }
 
 /// Every thread, by id.
-pub(crate) async fn threads(ctx: &Ctx, scan: Scan) -> Result<Listing<ThreadRecord>, StorageError> {
+pub(crate) async fn threads(ctx: &PgPool, scan: Scan) -> Result<Listing<ThreadRecord>, StorageError> {
     let client = ctx.client().await?;
     let sql = format!("{THREAD_COLUMNS} ORDER BY t.id");
     let rows = sql::query(&client, &sql, &[]).await.map_err(|e| ctx.db(&e))?;
@@ -97,7 +97,7 @@ pub(crate) async fn threads(ctx: &Ctx, scan: Scan) -> Result<Listing<ThreadRecor
 }
 
 /// The threads whose record names `parent` as theirs, ordered by id, undecodable ones skipped.
-pub(crate) async fn child_threads(ctx: &Ctx, parent: &str) -> Result<Listing<ThreadRecord>, StorageError> {
+pub(crate) async fn child_threads(ctx: &PgPool, parent: &str) -> Result<Listing<ThreadRecord>, StorageError> {
     let client = ctx.client().await?;
     let sql = format!("{THREAD_COLUMNS} WHERE t.parent = $1 ORDER BY t.id");
     let rows = sql::query(&client, &sql, &[&parent]).await.map_err(|e| ctx.db(&e))?;
@@ -126,7 +126,7 @@ fn checkpoint_from(
     Ok(Checkpoint::from_parts(summary, snapshot, delta))
 }
 
-pub(crate) async fn checkpoint(ctx: &Ctx, thread: &str, seq: u64) -> Result<Option<Checkpoint>, StorageError> {
+pub(crate) async fn checkpoint(ctx: &PgPool, thread: &str, seq: u64) -> Result<Option<Checkpoint>, StorageError> {
     let Ok(seq) = i64::try_from(seq) else { return Ok(None) };
     let client = ctx.client().await?;
     let row = sql::query_opt(
@@ -148,7 +148,7 @@ pub(crate) async fn checkpoint(ctx: &Ctx, thread: &str, seq: u64) -> Result<Opti
     .transpose()
 }
 
-pub(crate) async fn latest_checkpoint(ctx: &Ctx, thread: &str) -> Result<Option<Checkpoint>, StorageError> {
+pub(crate) async fn latest_checkpoint(ctx: &PgPool, thread: &str) -> Result<Option<Checkpoint>, StorageError> {
     let client = ctx.client().await?;
     let row = sql::query_opt(
         &client,
@@ -169,14 +169,14 @@ pub(crate) async fn latest_checkpoint(ctx: &Ctx, thread: &str) -> Result<Option<
     .transpose()
 }
 
-pub(crate) async fn list_checkpoints(ctx: &Ctx, thread: &str) -> Result<Vec<CheckpointSummary>, StorageError> {
+pub(crate) async fn list_checkpoints(ctx: &PgPool, thread: &str) -> Result<Vec<CheckpointSummary>, StorageError> {
     let client = ctx.client().await?;
     summaries(ctx, &client, thread).await
 }
 
 /// A thread's checkpoint summaries, by seq.
 pub(crate) async fn summaries<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     client: &C,
     thread: &str,
 ) -> Result<Vec<CheckpointSummary>, StorageError> {
@@ -202,7 +202,7 @@ const CHAIN: &str = "WITH RECURSIVE chain(seq, parent, has_snapshot, row, snapsh
      ) SELECT seq, parent, row, snapshot FROM chain ORDER BY depth";
 
 pub(crate) async fn state_chain<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     client: &C,
     thread: &str,
     seq: u64,
@@ -240,14 +240,14 @@ pub(crate) async fn state_chain<C: GenericClient>(
     Err(ReadError::BrokenChain { path: ctx.path.clone(), thread: thread.to_string(), seq, missing })
 }
 
-pub(crate) async fn pending_writes(ctx: &Ctx, thread: &str, seq: u64) -> Result<Vec<PendingWrite>, StorageError> {
+pub(crate) async fn pending_writes(ctx: &PgPool, thread: &str, seq: u64) -> Result<Vec<PendingWrite>, StorageError> {
     pending_writes_on(ctx, &ctx.client().await?, thread, Some(seq)).await
 }
 
 /// The pending writes of `thread` at checkpoint `seq`, or at every checkpoint (`None`), by seq,
 /// node and index.
 async fn pending_writes_on<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     thread: &str,
     seq: Option<u64>,
@@ -281,7 +281,7 @@ async fn pending_writes_on<C: GenericClient>(
         .collect()
 }
 
-pub(crate) async fn effect(ctx: &Ctx, key: &EffectKey) -> Result<Option<Vec<u8>>, StorageError> {
+pub(crate) async fn effect(ctx: &PgPool, key: &EffectKey) -> Result<Option<Vec<u8>>, StorageError> {
     let Ok(seq) = i64::try_from(key.seq) else { return Ok(None) };
     let client = ctx.client().await?;
     let row = sql::query_opt(
@@ -294,7 +294,7 @@ pub(crate) async fn effect(ctx: &Ctx, key: &EffectKey) -> Result<Option<Vec<u8>>
     row.map(|r| col(&ctx.path, "effects", &r, 0)).transpose()
 }
 
-pub(crate) async fn effect_keys(ctx: &Ctx, thread: &str, seq: u64) -> Result<Vec<EffectKey>, StorageError> {
+pub(crate) async fn effect_keys(ctx: &PgPool, thread: &str, seq: u64) -> Result<Vec<EffectKey>, StorageError> {
     let Ok(stored_seq) = i64::try_from(seq) else { return Ok(Vec::new()) };
     let client = ctx.client().await?;
     let rows = sql::query(
@@ -317,12 +317,12 @@ pub(crate) async fn effect_keys(ctx: &Ctx, thread: &str, seq: u64) -> Result<Vec
 }
 
 /// Every effect of the thread with its result, by seq, node and key (byte order).
-pub(crate) async fn thread_effects(ctx: &Ctx, thread: &str) -> Result<Vec<(EffectKey, Vec<u8>)>, StorageError> {
+pub(crate) async fn thread_effects(ctx: &PgPool, thread: &str) -> Result<Vec<(EffectKey, Vec<u8>)>, StorageError> {
     thread_effects_on(ctx, &ctx.client().await?, thread).await
 }
 
 async fn thread_effects_on<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     thread: &str,
 ) -> Result<Vec<(EffectKey, Vec<u8>)>, StorageError> {
@@ -345,12 +345,12 @@ async fn thread_effects_on<C: GenericClient>(
 }
 
 /// The thread's audit log, by seq.
-pub(crate) async fn audit(ctx: &Ctx, thread: &str, scan: Scan) -> Result<Listing<AuditEntry>, StorageError> {
+pub(crate) async fn audit(ctx: &PgPool, thread: &str, scan: Scan) -> Result<Listing<AuditEntry>, StorageError> {
     audit_on(ctx, &ctx.client().await?, thread, scan).await
 }
 
 async fn audit_on<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     thread: &str,
     scan: Scan,
@@ -384,7 +384,7 @@ pub(crate) fn approval_from(path: &Path, id: &str, record: &[u8]) -> Result<Appr
 
 /// Approvals selected by `filter` (a `WHERE` clause over `$1` when `param` is given), by id.
 async fn approvals_where(
-    ctx: &Ctx,
+    ctx: &PgPool,
     filter: &str,
     param: Option<&str>,
     scan: Scan,
@@ -393,7 +393,7 @@ async fn approvals_where(
 }
 
 async fn approvals_where_on<C: GenericClient>(
-    ctx: &Ctx,
+    ctx: &PgPool,
     c: &C,
     filter: &str,
     param: Option<&str>,
@@ -412,22 +412,22 @@ async fn approvals_where_on<C: GenericClient>(
     )
 }
 
-pub(crate) async fn approval(ctx: &Ctx, id: &str) -> Result<Option<ApprovalRecord>, StorageError> {
+pub(crate) async fn approval(ctx: &PgPool, id: &str) -> Result<Option<ApprovalRecord>, StorageError> {
     Ok(approvals_where(ctx, "id = $1", Some(id), Scan::Strict).await?.items.pop())
 }
 
 /// The thread's approvals, by id.
-pub(crate) async fn approvals(ctx: &Ctx, thread: &str, scan: Scan) -> Result<Listing<ApprovalRecord>, StorageError> {
+pub(crate) async fn approvals(ctx: &PgPool, thread: &str, scan: Scan) -> Result<Listing<ApprovalRecord>, StorageError> {
     approvals_where(ctx, "thread = $1", Some(thread), scan).await
 }
 
 /// The approvals waiting for a human, by id.
-pub(crate) async fn pending_approvals(ctx: &Ctx, scan: Scan) -> Result<Listing<ApprovalRecord>, StorageError> {
+pub(crate) async fn pending_approvals(ctx: &PgPool, scan: Scan) -> Result<Listing<ApprovalRecord>, StorageError> {
     approvals_where(ctx, "status IN ('PENDING', 'OUTCOME_UNKNOWN')", None, scan).await
 }
 
 /// The fencing token of the thread's lease row (kept after release), if it ever had one.
-pub(crate) async fn lease_token(ctx: &Ctx, thread: &str) -> Result<Option<u64>, StorageError> {
+pub(crate) async fn lease_token(ctx: &PgPool, thread: &str) -> Result<Option<u64>, StorageError> {
     let client = ctx.client().await?;
     let row = sql::query_opt(&client, "SELECT token FROM leases WHERE thread = $1", &[&thread])
         .await
@@ -436,7 +436,7 @@ pub(crate) async fn lease_token(ctx: &Ctx, thread: &str) -> Result<Option<u64>, 
 }
 
 /// The timers due at `until`, earliest first.
-pub(crate) async fn due_timers(ctx: &Ctx, until: u64, limit: usize) -> Result<Vec<Timer>, StorageError> {
+pub(crate) async fn due_timers(ctx: &PgPool, until: u64, limit: usize) -> Result<Vec<Timer>, StorageError> {
     let client = ctx.client().await?;
     let (until, limit) = (sql::time(until), i64::try_from(limit).unwrap_or(i64::MAX));
     let rows = sql::query(
@@ -456,11 +456,11 @@ pub(crate) async fn due_timers(ctx: &Ctx, until: u64, limit: usize) -> Result<Ve
 }
 
 /// The thread's timer, if it sleeps.
-pub(crate) async fn thread_timer(ctx: &Ctx, thread: &str) -> Result<Option<u64>, StorageError> {
+pub(crate) async fn thread_timer(ctx: &PgPool, thread: &str) -> Result<Option<u64>, StorageError> {
     thread_timer_on(ctx, &ctx.client().await?, thread).await
 }
 
-async fn thread_timer_on<C: GenericClient>(ctx: &Ctx, c: &C, thread: &str) -> Result<Option<u64>, StorageError> {
+async fn thread_timer_on<C: GenericClient>(ctx: &PgPool, c: &C, thread: &str) -> Result<Option<u64>, StorageError> {
     let row =
         sql::query_opt(c, "SELECT wake_at FROM threads WHERE id = $1", &[&thread]).await.map_err(|e| ctx.db(&e))?;
     match row.map(|r| col::<Option<i64>>(&ctx.path, "threads", &r, 0)).transpose()?.flatten() {
@@ -471,7 +471,7 @@ async fn thread_timer_on<C: GenericClient>(ctx: &Ctx, c: &C, thread: &str) -> Re
 
 /// Everything stored for `thread` (`None`: no such thread), read in one `REPEATABLE READ`
 /// snapshot: the thread at one moment, whatever commits meanwhile.
-pub(crate) async fn dump(ctx: &Ctx, thread: &str) -> Result<Option<ThreadDump>, StorageError> {
+pub(crate) async fn dump(ctx: &PgPool, thread: &str) -> Result<Option<ThreadDump>, StorageError> {
     let db = |e: tokio_postgres::Error| ctx.db(&e);
     let mut client = ctx.client().await?;
     let tx = client.transaction().await.map_err(db)?;

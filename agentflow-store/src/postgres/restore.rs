@@ -4,8 +4,8 @@ use deadpool_postgres::GenericClient;
 
 use crate::dump::{ThreadDump, check_dump, left_over, parent_in_dump};
 use crate::error::CommitError;
-use crate::postgres::Ctx;
 use crate::postgres::error::Fail;
+use crate::postgres::pool::PgPool;
 use crate::postgres::sql::{self, time};
 use crate::record::Checkpoint;
 
@@ -20,7 +20,7 @@ const LEFT_OVER: &str = "SELECT what FROM ( \
 
 /// Writes the dump; refused if the thread or one of its approvals exists already, or if records
 /// of the thread are there without it.
-pub(crate) async fn stage<C: GenericClient>(ctx: &Ctx, tx: &C, d: &ThreadDump) -> Result<(), Fail<CommitError>> {
+pub(crate) async fn stage<C: GenericClient>(ctx: &PgPool, tx: &C, d: &ThreadDump) -> Result<(), Fail<CommitError>> {
     check_dump(d).map_err(Fail::Refused)?;
     let tid = d.thread.id.as_str();
     let refused = |reason: String| Fail::Refused(CommitError::Invalid { thread: tid.to_string(), reason });

@@ -7,11 +7,12 @@ use std::path::Path;
 use redb::{ReadableTable, TableHandle};
 
 use crate::codec::DecodeResult;
-use crate::error::{Ctx, ReadError, StorageError};
-use crate::leases::Leases;
+use crate::error::{ReadError, StorageError};
 use crate::record::{ChainStep, CheckpointSummary, Row, Snapshot, StateChain, ThreadRecord};
-use crate::tables;
-use crate::thread_numbers::{ByNumber, Numbered};
+use crate::redb::error::WithPath;
+use crate::redb::leases::Leases;
+use crate::redb::tables;
+use crate::redb::thread_numbers::{ByNumber, Numbered};
 
 /// A table keyed by a string (threads, leases, approvals).
 pub(crate) trait ByStr: ReadableTable<&'static str, &'static [u8]> {}

@@ -9,21 +9,14 @@ use std::path::Path;
 use redb::Table;
 use serde_json::json;
 
-use crate::audit::append_audit;
-use crate::codec::MAX_JSON_DEPTH;
-use crate::error::{ApprovalError, Ctx, JsonTooDeep, StorageError};
-use crate::reads::{ByStr, get_str};
+use crate::checks::check_conditions;
+use crate::error::{ApprovalError, StorageError};
 use crate::record::{ApprovalPatch, ApprovalRecord, ApprovalStatus, NewAuditEntry};
-use crate::tables;
-use crate::writer::Tx;
-
-pub(crate) fn check_conditions(id: &str, conditions: Option<&serde_json::Value>) -> Result<(), ApprovalError> {
-    match conditions {
-        Some(c) => JsonTooDeep::check(c, MAX_JSON_DEPTH, "conditions")
-            .map_err(|source| ApprovalError::TooDeep { id: id.to_string(), source }),
-        None => Ok(()),
-    }
-}
+use crate::redb::audit::append_audit;
+use crate::redb::error::WithPath;
+use crate::redb::reads::{ByStr, get_str};
+use crate::redb::tables;
+use crate::redb::writer::Tx;
 
 pub(crate) fn check_new_approval(
     path: &Path,

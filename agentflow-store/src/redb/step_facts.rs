@@ -35,7 +35,7 @@ const MAX_THREADS: usize = 4096;
 pub(crate) struct ThreadFacts {
     /// The stored thread record's bytes (`None`: no record).
     pub(crate) record: Option<Vec<u8>>,
-    /// The thread's number (`None`: it has none yet; see [`crate::thread_numbers`]). Once
+    /// The thread's number (`None`: it has none yet; see [`crate::redb::thread_numbers`]). Once
     /// given, it never changes.
     pub(crate) number: Option<u64>,
     /// The highest checkpoint seq (`None`: no checkpoint).

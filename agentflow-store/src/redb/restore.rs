@@ -6,11 +6,12 @@
 use redb::ReadableTable;
 
 use crate::dump::{ThreadDump, check_dump, left_over, parent_in_dump};
-use crate::error::{CommitError, Ctx};
+use crate::error::CommitError;
 use crate::record::{Checkpoint, Payload, Snapshot, ThreadRecord};
-use crate::tables;
-use crate::thread_numbers::{has_rows, number_for, number_of};
-use crate::writer::Tx;
+use crate::redb::error::WithPath;
+use crate::redb::tables;
+use crate::redb::thread_numbers::{has_rows, number_for, number_of};
+use crate::redb::writer::Tx;
 
 /// The redb side of `restore_thread`: every part in the transaction of `tx`.
 pub(crate) fn stage_restore(tx: &Tx<'_>, d: &ThreadDump) -> Result<(), CommitError> {
@@ -68,7 +69,7 @@ pub(crate) fn stage_restore(tx: &Tx<'_>, d: &ThreadDump) -> Result<(), CommitErr
     tx.wrote();
     let record = ThreadRecord { lease: None, ..d.thread.clone() };
     threads.insert(tid, record.encode().as_slice()).ctx(path)?;
-    crate::step_commit::set_timer(tx, tid, d.wake_at)?;
+    crate::redb::step_commit::set_timer(tx, tid, d.wake_at)?;
     if !d.checkpoints.is_empty() {
         let number = match number {
             Some(number) => number,

@@ -11,8 +11,9 @@ use std::path::Path;
 
 use redb::{ReadTransaction, ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 
-use crate::error::{Ctx, StorageError};
-use crate::tables;
+use crate::error::StorageError;
+use crate::redb::error::WithPath;
+use crate::redb::tables;
 
 /// The key in [`tables::META`] of the number the next thread gets.
 const NEXT: &str = "next_thread_number";

@@ -2,7 +2,7 @@
 //! the transaction that opens it (a failure or a crash leaves the file as it was).
 //!
 //! Formats 3 and 4 differ from 5 in two ways this changes:
-//! - checkpoints and snapshots were keyed by thread id: [`crate::thread_numbers::renumber`];
+//! - checkpoints and snapshots were keyed by thread id: [`crate::redb::thread_numbers::renumber`];
 //! - the run queue's rows and the circuit breakers were plain JSON: each is wrapped in the record
 //!   encoding every other stored value has (a version byte, the bytes, a CRC-32);
 //! - a durable timer's wake time was a bare `u64`: it becomes a record too.
@@ -13,10 +13,11 @@ use std::path::Path;
 
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 
-use crate::error::{Ctx, StorageError};
+use crate::error::StorageError;
 use crate::record::{Payload, WakeAt};
-use crate::tables;
-use crate::thread_numbers;
+use crate::redb::error::WithPath;
+use crate::redb::tables;
+use crate::redb::thread_numbers;
 
 /// Moves a file of format 3 or 4 to format 5, in `txn`.
 pub(crate) fn to_format_5(txn: &WriteTransaction, path: &Path) -> Result<(), StorageError> {

@@ -6,7 +6,7 @@
 //!
 //! What the commit needs to know about the thread (its stored record, latest checkpoint,
 //! timer and pending writes) comes from the facts the previous step left (see
-//! [`crate::step_facts`]), or is read from the tables when there are none. A plain
+//! [`crate::redb::step_facts`]), or is read from the tables when there are none. A plain
 //! super-step on top of the thread's latest checkpoint then opens and writes one table.
 
 use std::collections::{HashMap, HashSet};
@@ -14,45 +14,24 @@ use std::path::Path;
 
 use redb::{ReadableTable, Table};
 
-use crate::approvals::{ApprovalTables, check_conditions, check_new_approval, check_transition};
-use crate::audit::append_audit;
-use crate::codec::MAX_DOCUMENT_DEPTH;
-use crate::error::{ApprovalError, CommitError, Ctx, JsonTooDeep, StorageError};
-use crate::reads::latest_checkpoint_seq;
+use crate::checks::check_depths;
+use crate::error::{ApprovalError, CommitError, StorageError};
 use crate::record::{
     ApprovalRecord, MAX_CHECKPOINT_SEQ, Payload, Snapshot, StepCommit, ThreadStatus, WakeAt, seq_too_large,
 };
-use crate::step_facts::ThreadFacts;
-use crate::tables;
-use crate::thread_numbers::{Numbered, has_rows, number_for, number_of};
-use crate::writer::Tx;
+use crate::redb::approvals::{ApprovalTables, check_new_approval, check_transition};
+use crate::redb::audit::append_audit;
+use crate::redb::error::WithPath;
+use crate::redb::reads::latest_checkpoint_seq;
+use crate::redb::step_facts::ThreadFacts;
+use crate::redb::tables;
+use crate::redb::thread_numbers::{Numbered, has_rows, number_for, number_of};
+use crate::redb::writer::Tx;
 
 /// Output of a staged step commit.
 pub(crate) struct CommitOut {
     pub(crate) checkpoint: Option<u64>,
     pub(crate) audit_seqs: Vec<u64>,
-}
-
-/// Refuses a commit with JSON nested deeper than the store reads back: the checkpoint's
-/// `metadata.extra` and the audit details ([`MAX_DOCUMENT_DEPTH`],
-/// [`CommitError::TooDeep`]), the conditions of the new approvals and of the transitions
-/// ([`MAX_JSON_DEPTH`](crate::MAX_JSON_DEPTH), [`ApprovalError::TooDeep`]). Every backend
-/// checks this before it writes any part of the commit.
-pub(crate) fn check_depths(c: &StepCommit) -> Result<(), CommitError> {
-    let too_deep = |source| CommitError::TooDeep { thread: c.thread.id.clone(), source };
-    if let Some(cp) = &c.checkpoint {
-        JsonTooDeep::check(&cp.metadata.extra, MAX_DOCUMENT_DEPTH, "metadata.extra").map_err(too_deep)?;
-    }
-    for entry in &c.audit {
-        JsonTooDeep::check(&entry.detail, MAX_DOCUMENT_DEPTH, "detail").map_err(too_deep)?;
-    }
-    for approval in &c.new_approvals {
-        check_conditions(&approval.id, approval.conditions.as_ref())?;
-    }
-    for t in &c.approval_transitions {
-        check_conditions(&t.id, t.patch.conditions.as_ref())?;
-    }
-    Ok(())
 }
 
 pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, CommitError> {
@@ -284,7 +263,8 @@ pub(crate) fn timer_of(
     match of.get(thread).ctx(path)? {
         None => Ok(None),
         Some(v) => {
-            crate::reads::decode(path, tables::TIMER_OF, || format!("{thread:?}"), v.value(), WakeAt::decode).map(Some)
+            crate::redb::reads::decode(path, tables::TIMER_OF, || format!("{thread:?}"), v.value(), WakeAt::decode)
+                .map(Some)
         }
     }
 }

@@ -4,12 +4,13 @@ use std::path::Path;
 
 use redb::Table;
 
-use crate::codec::MAX_DOCUMENT_DEPTH;
-use crate::error::{AuditError, Ctx, JsonTooDeep, StorageError};
-use crate::reads::latest_seq;
+use crate::checks::check_detail;
+use crate::error::{AuditError, StorageError};
 use crate::record::{AuditEntry, NewAuditEntry};
-use crate::tables;
-use crate::writer::Tx;
+use crate::redb::error::WithPath;
+use crate::redb::reads::latest_seq;
+use crate::redb::tables;
+use crate::redb::writer::Tx;
 
 /// Appends one audit entry; returns its seq.
 pub(crate) fn append_audit(
@@ -29,16 +30,6 @@ pub(crate) fn append_audit(
     };
     audit.insert((thread, seq), entry.encode().as_slice()).ctx(path)?;
     Ok(seq)
-}
-
-/// Refuses an entry whose detail nests deeper than the store reads back
-/// ([`MAX_DOCUMENT_DEPTH`]): every backend checks before it writes a standalone entry.
-pub(crate) fn check_detail(thread: &str, entry: &NewAuditEntry) -> Result<(), AuditError> {
-    JsonTooDeep::check(&entry.detail, MAX_DOCUMENT_DEPTH, "detail").map_err(|source| AuditError::TooDeep {
-        thread: thread.to_string(),
-        kind: entry.kind.clone(),
-        source,
-    })
 }
 
 pub(crate) fn stage_append_audit(tx: &Tx<'_>, thread: &str, entry: &NewAuditEntry) -> Result<u64, AuditError> {

@@ -5,14 +5,16 @@ use std::path::Path;
 
 use redb::{ReadableTable, Table};
 
-use crate::approvals::{ApprovalTables, check_conditions, check_new_approval, check_transition};
-use crate::audit::append_audit;
+use crate::checks::check_conditions;
 use crate::codec::MAX_DOCUMENT_DEPTH;
-use crate::error::{CommitError, Ctx, JsonTooDeep, StorageError};
-use crate::reads::decode;
+use crate::error::{CommitError, JsonTooDeep, StorageError};
 use crate::record::{EffectBatch, EffectKey, EffectOutcome, Payload};
-use crate::tables;
-use crate::writer::Tx;
+use crate::redb::approvals::{ApprovalTables, check_new_approval, check_transition};
+use crate::redb::audit::append_audit;
+use crate::redb::error::WithPath;
+use crate::redb::reads::decode;
+use crate::redb::tables;
+use crate::redb::writer::Tx;
 
 pub(crate) fn stage_record_effect(tx: &Tx<'_>, key: &EffectKey, result: &[u8]) -> Result<EffectOutcome, StorageError> {
     let mut effects = tx.txn.open_table(tables::EFFECTS).ctx(tx.path)?;
@@ -79,7 +81,7 @@ pub(crate) fn stage_effect_batch(tx: &Tx<'_>, batch: &EffectBatch) -> Result<Vec
         for a in &batch.new_approvals {
             check_new_approval(path, &approvals.approvals, a)?;
             if statuses.insert(a.id.as_str(), a.status).is_some() {
-                return Err(crate::ApprovalError::AlreadyExists { id: a.id.clone() }.into());
+                return Err(crate::error::ApprovalError::AlreadyExists { id: a.id.clone() }.into());
             }
         }
         for t in &batch.approval_transitions {

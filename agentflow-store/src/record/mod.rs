@@ -1,0 +1,31 @@
+//! The records a [`Store`](crate::Store) keeps, one file per kind. They hold typed metadata and
+//! opaque bytes: the store never looks inside a state, an update or an effect result.
+
+mod approval;
+mod audit;
+mod checkpoint;
+mod compact;
+mod effect;
+mod lease;
+mod payload;
+mod pending_write;
+mod step_commit;
+mod thread;
+mod timer;
+
+pub use approval::{ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition};
+pub use audit::{AuditEntry, NewAuditEntry};
+pub use checkpoint::{ChainStep, Checkpoint, CheckpointMetadata, CheckpointSource, CheckpointSummary, StateChain};
+pub(crate) use checkpoint::{MAX_CHECKPOINT_SEQ, Row, Snapshot, seq_too_large};
+pub use compact::CompactReport;
+pub use effect::{EffectBatch, EffectKey, EffectOutcome};
+pub use lease::Lease;
+pub(crate) use payload::Payload;
+pub use pending_write::PendingWrite;
+pub use step_commit::{CommitReceipt, Durability, StepCommit};
+pub use thread::{ThreadRecord, ThreadStatus};
+pub use timer::Timer;
+pub(crate) use timer::WakeAt;
+
+#[cfg(test)]
+mod tests;
