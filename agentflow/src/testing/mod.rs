@@ -28,7 +28,7 @@
 //!
 //! ```
 //! use agentflow::prelude::*;
-//! use agentflow::testing::CrashMatrix;
+//! use agentflow::testing::{CrashMatrix, CrashMatrixError};
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
@@ -44,10 +44,12 @@
 //!     }
 //! }
 //!
-//! let report = CrashMatrix::new(shop::graph().app(), &()).input(Order::default()).run()?;
-//! assert!(report.is_clean(), "{report}");
-//! assert!(report.boundaries.len() >= 3); // started marker, result, step commits
-//! # Ok::<(), agentflow::testing::CrashMatrixError>(())
+//! fn main() -> Result<(), CrashMatrixError> {
+//!     let report = CrashMatrix::new(shop::graph().app(), &()).input(Order::default()).run()?;
+//!     assert!(report.is_clean(), "{report}");
+//!     assert!(report.boundaries.len() >= 3); // started marker, result, step commits
+//!     Ok(())
+//! }
 //! ```
 //!
 //! The full matrix runs on in-memory stores and is deterministic. [`CrashMatrix::kill_sample`]
