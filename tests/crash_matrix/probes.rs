@@ -11,7 +11,6 @@ mod graphs;
 mod questions;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use agentflow::approval::{Approver, RoleAuthorizer};
