@@ -1,0 +1,29 @@
+//! The PostgreSQL server the tests of this package use: `AGENTFLOW_PG_URL`
+//! (`source .ci/postgres.sh` starts one and sets it).
+// Each area binary includes this module and uses a part of it.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::sync::Once;
+
+/// The server's URL, or `None` after printing once why the PostgreSQL tests
+/// are skipped; under CI (`CI=true`) a missing URL fails.
+pub fn pg_url() -> Option<String> {
+    static SKIP: Once = Once::new();
+    match std::env::var("AGENTFLOW_PG_URL") {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var("CI").map_or(true, |v| v != "true"),
+                "AGENTFLOW_PG_URL is not set under CI: source .ci/postgres.sh before cargo test"
+            );
+            SKIP.call_once(|| {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIPPED PostgreSQL tests: AGENTFLOW_PG_URL is not set (start a server with `source .ci/postgres.sh`)"
+                );
+            });
+            None
+        }
+    }
+}
