@@ -153,7 +153,7 @@ fn expect_refusal(out: &Output, code: i32, needle: &str) {
     assert!(stderr(out).contains(needle), "expected `{needle}` in: {}", stderr(out));
 }
 
-#[path = "cli/questions.rs"]
+#[path = "questions.rs"]
 mod questions;
 
 fn by_id<'a>(list: &'a Value, id: &str) -> &'a Value {

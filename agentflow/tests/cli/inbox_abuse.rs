@@ -3,7 +3,7 @@
 //! refuse, look-alike user names, stored text that would forge a row of the CLI's output.
 //! The real binary in a subprocess, as in `serve.rs`.
 
-mod inbox_common;
+use crate::inbox_common;
 
 use agentflow::Store;
 use agentflow::approval::ApprovalStatus;

@@ -17,7 +17,7 @@
 //! README's pictures. Without chromedriver the test is skipped with one line, unless
 //! `CI=true`: then it fails.
 
-mod inbox_common;
+use crate::inbox_common;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

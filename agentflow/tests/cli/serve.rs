@@ -5,7 +5,7 @@
 //! Each refusal is checked twice: the answer (status and message) and the record in the store,
 //! read back with the library after the request, still pending with its arguments.
 
-mod inbox_common;
+use crate::inbox_common;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use reqwest::StatusCode;
 use reqwest::header::{COOKIE, SET_COOKIE};
 use serde_json::{Value, json};
 
-#[path = "../../tests/pg/mod.rs"]
+#[path = "../../../tests/support/pg.rs"]
 mod pg;
 
 /// The one approval in the store, read with the library (the file is closed again after).
