@@ -5,7 +5,7 @@
 //! value as written (the flip hit a stale copy) or `StorageError::Decode`,
 //! never other data.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! Group commit on a file: concurrent committers share transactions and none is lost, even when
 //! some of them are refused.
 
-mod common;
+use crate::common;
 
 use std::sync::Barrier;
 

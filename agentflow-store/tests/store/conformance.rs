@@ -1,6 +1,6 @@
 //! The conformance suite on `RedbStore`, in memory and on files.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

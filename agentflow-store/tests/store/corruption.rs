@@ -1,6 +1,6 @@
 //! Damaged, foreign and locked files give typed errors that name the path, never a panic.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

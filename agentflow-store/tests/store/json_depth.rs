@@ -4,9 +4,9 @@
 //! (feature `postgres`) against the server at `AGENTFLOW_PG_URL` (skipped with
 //! one line when it is unset): both backends refuse the same inputs.
 
-mod common;
+use crate::common;
 #[cfg(feature = "postgres")]
-mod pg_common;
+use crate::pg_common;
 
 use agentflow_store::conformance::{self, approval, root, step, thread};
 use agentflow_store::{

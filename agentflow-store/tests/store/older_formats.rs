@@ -6,7 +6,7 @@
 //! - their queue rows and circuit breakers were plain JSON, their wake times bare numbers: each
 //!   gets a checksum.
 
-mod common;
+use crate::common;
 
 use agentflow_store::conformance::{self, root};
 use agentflow_store::{

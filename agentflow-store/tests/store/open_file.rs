@@ -1,7 +1,7 @@
 //! How `RedbStore::open` treats the file it is pointed at: a new file is
 //! created whole, an empty file is refused.
 
-mod common;
+use crate::common;
 
 use agentflow_store::conformance::{self, root};
 use agentflow_store::{OpenError, RedbStore, Store};

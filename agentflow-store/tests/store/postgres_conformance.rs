@@ -3,7 +3,7 @@
 
 #![cfg(feature = "postgres")]
 
-mod pg_common;
+use crate::pg_common;
 
 use std::sync::Mutex;
 

@@ -5,7 +5,7 @@
 
 #![cfg(feature = "postgres")]
 
-mod pg_common;
+use crate::pg_common;
 
 use agentflow_store::conformance::{self, approval, root, thread};
 use agentflow_store::{EffectKey, NewAuditEntry, ReadError, StepCommit, StorageError, Store};

@@ -4,7 +4,7 @@
 
 #![cfg(feature = "postgres")]
 
-mod pg_common;
+use crate::pg_common;
 
 use std::sync::Barrier;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! return every record that decodes and report each one that does not, with
 //! its table and key; the strict `list_*` listings refuse the whole listing.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
