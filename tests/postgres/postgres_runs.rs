@@ -6,7 +6,7 @@
 use crate::support::pg;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use agentflow::persist::ThreadStatus;
 use agentflow::prelude::*;
@@ -71,9 +71,7 @@ mod review_flow {
     }
 }
 fn fresh_schema(tag: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    format!("runs_{tag}_{}_{}_{nanos}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    pg::unique_schema("runs", tag)
 }
 
 /// A graph on a new store instance (its own pool) on `schema`.

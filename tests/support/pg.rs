@@ -5,6 +5,7 @@
 
 use std::io::Write;
 use std::sync::Once;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The server's URL, or `None` after printing once why the PostgreSQL tests
 /// are skipped; under CI (`CI=true`) a missing URL fails.
@@ -26,4 +27,11 @@ pub fn pg_url() -> Option<String> {
             None
         }
     }
+}
+
+/// A schema name no other test uses: `prefix` and `tag`, this process, a counter and the clock.
+pub fn unique_schema(prefix: &str, tag: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    format!("{prefix}_{tag}_{}_{}_{nanos}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }

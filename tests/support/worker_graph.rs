@@ -175,9 +175,7 @@ pub fn authorizer() -> RoleAuthorizer {
 }
 /// A schema no other test uses.
 pub fn fresh_schema(tag: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    format!("workers_{tag}_{}_{}_{nanos}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    super::pg::unique_schema("workers", tag)
 }
 
 /// Waits (polling every 10 ms, at most `limit`) until `done` holds; panics with `what` if it
