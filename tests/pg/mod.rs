@@ -1,29 +1,6 @@
-//! The PostgreSQL server the tests of this package use: `AGENTFLOW_PG_URL`
-//! (`source .ci/postgres.sh` starts one and sets it).
-// Each test crate includes this module and uses a part of it.
-#![allow(dead_code)]
+//! The PostgreSQL server the tests use, for the binaries that include `tests/pg` by name
+//! (`tests/crash_matrix.rs`); the area binaries use `tests/support/pg.rs` directly.
 
-use std::io::Write;
-use std::sync::Once;
-
-/// The server's URL, or `None` after printing once why the PostgreSQL tests
-/// are skipped; under CI (`CI=true`) a missing URL fails.
-pub fn pg_url() -> Option<String> {
-    static SKIP: Once = Once::new();
-    match std::env::var("AGENTFLOW_PG_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("CI").map_or(true, |v| v != "true"),
-                "AGENTFLOW_PG_URL is not set under CI: source .ci/postgres.sh before cargo test"
-            );
-            SKIP.call_once(|| {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "SKIPPED PostgreSQL tests: AGENTFLOW_PG_URL is not set (start a server with `source .ci/postgres.sh`)"
-                );
-            });
-            None
-        }
-    }
-}
+#[path = "../support/pg.rs"]
+mod server;
+pub use server::*;

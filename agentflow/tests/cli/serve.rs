@@ -1,0 +1,1027 @@
+//! `agentflow serve`, the approval inbox, over HTTP: the real binary in a subprocess, on a
+//! store this test fills (a refund of 40 waiting for approval, requested by `agent`), and
+//! requests made with reqwest (cookies handled by hand, redirects not followed).
+//!
+//! Each refusal is checked twice: the answer (status and message) and the record in the store,
+//! read back with the library after the request, still pending with its arguments.
+
+use crate::inbox_common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use agentflow::Store;
+use agentflow::approval::{ApprovalRecord, ApprovalStatus};
+use agentflow::prelude::*;
+use agentflow::tool::args_hash;
+use agentflow_store::PostgresStore;
+use inbox_common::http::*;
+use inbox_common::*;
+use redb::ReadableTable;
+use reqwest::StatusCode;
+use reqwest::header::{COOKIE, SET_COOKIE};
+use serde_json::{Value, json};
+
+#[path = "../../../tests/support/pg.rs"]
+mod pg;
+
+/// The one approval in the store, read with the library (the file is closed again after).
+fn the_approval(store: &Path) -> ApprovalRecord {
+    with_redb(store, |s| {
+        let list = s.list_approvals("t-paused").unwrap();
+        assert_eq!(list.len(), 1, "{list:?}");
+        list.into_iter().next().unwrap()
+    })
+}
+
+fn assert_untouched(store: &Path) {
+    let a = the_approval(store);
+    assert_eq!(a.status, ApprovalStatus::Pending, "{a:?}");
+    assert_eq!(a.decided_by, None);
+    assert_eq!(serde_json::from_str::<Value>(&a.args).unwrap(), json!({ "order_id": "A-1", "amount": 40 }));
+}
+
+async fn setup(name: &str) -> (std::path::PathBuf, Serve) {
+    let dir = temp_dir(name);
+    let store = filled_redb(&dir).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    (store, serve)
+}
+
+/// Every `Set-Cookie` of a response, whole.
+fn cookies_set(r: &reqwest::Response) -> Vec<String> {
+    r.headers().get_all(SET_COOKIE).iter().filter_map(|v| v.to_str().ok()).map(str::to_string).collect()
+}
+
+#[tokio::test]
+async fn secure_cookies_mark_every_cookie_the_server_sets_secure() {
+    let dir = temp_dir("serve-secure");
+    let store = filled_redb(&dir).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &["--secure-cookies"]);
+    let c = client();
+    let form = c.get(format!("{}/login", serve.base)).send().await.unwrap();
+    let mut set = cookies_set(&form);
+    let login_cookie = set_cookie(&form, "agentflow_login").expect("the login form sets its CSRF cookie");
+    let page = form.text().await.unwrap();
+    let r = c
+        .post(format!("{}/login", serve.base))
+        .header(COOKIE, &login_cookie)
+        .form(&[("token", "alice-token"), ("csrf", &csrf_in(&page))])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let session = set_cookie(&r, "agentflow_session").expect("a session cookie");
+    set.extend(cookies_set(&r));
+    let csrf = csrf_in(
+        &c.get(format!("{}/", serve.base)).header(COOKIE, &session).send().await.unwrap().text().await.unwrap(),
+    );
+    let out = c
+        .post(format!("{}/logout", serve.base))
+        .header(COOKIE, &session)
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), StatusCode::SEE_OTHER);
+    set.extend(cookies_set(&out));
+    // The login form's cookie, the session, the login cookie's removal and the session's.
+    assert_eq!(set.len(), 4, "{set:?}");
+    for cookie in &set {
+        let attrs: Vec<&str> = cookie.split(';').map(str::trim).collect();
+        for wanted in ["Secure", "HttpOnly", "SameSite=Strict"] {
+            assert!(attrs.contains(&wanted), "`{cookie}` lacks {wanted}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn anonymous_and_forged_requests_are_refused_and_change_nothing() {
+    let (store, serve) = setup("forged").await;
+    let base = serve.base.as_str();
+    let id = the_approval(&store).id;
+    let approve = format!("/approvals/{id}/approve");
+
+    // Pages without a session redirect to the login form; a decision is refused outright.
+    assert_eq!(get(base, None, "/").await, (StatusCode::SEE_OTHER, "/login".to_string()));
+    assert_eq!(get(base, None, "/threads/t-paused").await.0, StatusCode::SEE_OTHER);
+    let (status, page) = post(base, None, &approve, &[("csrf", "x")]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{page}");
+    assert!(page.contains("Decisions need a logged-in user"), "{page}");
+    let (status, body) = get(base, None, "/live").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_untouched(&store);
+
+    // A wrong token does not log in.
+    let c = client();
+    let form = c.get(format!("{base}/login")).send().await.unwrap();
+    let login_cookie = set_cookie(&form, "agentflow_login").unwrap();
+    let csrf = csrf_in(&form.text().await.unwrap());
+    let r = c
+        .post(format!("{base}/login"))
+        .header(COOKIE, &login_cookie)
+        .form(&[("token", "guess"), ("csrf", &csrf)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(set_cookie(&r, "agentflow_session").is_none());
+    // A login form posted without its CSRF cookie is refused even with a good token.
+    let r = c.post(format!("{base}/login")).form(&[("token", "alice-token"), ("csrf", &csrf)]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+
+    // Logged in, but without the CSRF token, with a wrong one, or from another site.
+    let alice = login(base, "alice-token").await;
+    let no_token = client().post(format!("{base}{approve}")).header(COOKIE, &alice.cookie).form(&[("conditions", "")]);
+    let r = no_token.send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert!(r.text().await.unwrap().contains("CSRF token is missing or wrong"));
+    let (status, page) = post(base, Some(&alice), &approve, &[("csrf", "0000")]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    let r = client()
+        .post(format!("{base}{approve}"))
+        .header(COOKIE, &alice.cookie)
+        .header("Origin", "http://evil.example")
+        .form(&[("csrf", alice.csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    // Another user's CSRF token does not fit this session.
+    let bob = login(base, "bob-token").await;
+    let (status, _) = post(base, Some(&alice), &approve, &[("csrf", &bob.csrf)]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_untouched(&store);
+
+    // Logging out is a POST like the others: a wrong token ends nothing.
+    let (status, _) = post(base, Some(&alice), "/logout", &[("csrf", "0000")]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(get(base, Some(&alice), "/threads").await.0, StatusCode::OK);
+    // After logout the session is gone.
+    let (status, to) = post(base, Some(&alice), "/logout", &[]).await;
+    assert_eq!((status, to.as_str()), (StatusCode::SEE_OTHER, "/login"));
+    let (status, _) = post(base, Some(&alice), &approve, &[]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_untouched(&store);
+}
+
+#[tokio::test]
+async fn a_user_without_the_role_and_the_requester_are_refused() {
+    let (store, serve) = setup("roles").await;
+    let base = serve.base.as_str();
+    let id = the_approval(&store).id;
+
+    let bob = login(base, "bob-token").await;
+    let (status, page) = post(base, Some(&bob), &format!("/approvals/{id}/approve"), &[]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("deciding irreversible calls needs the `irreversible` role"), "{page}");
+    let (status, page) = post(base, Some(&bob), &format!("/approvals/{id}/reject"), &[("reason", "no")]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert_untouched(&store);
+
+    // `agent` holds the role but requested the call: the library's authorizer refuses it.
+    let agent = login(base, "agent-token").await;
+    let (status, page) = post(base, Some(&agent), &format!("/approvals/{id}/approve"), &[]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("`agent` requested this call and cannot approve it"), "{page}");
+    assert_untouched(&store);
+
+    // An unknown approval, an unknown decision.
+    let alice = login(base, "alice-token").await;
+    let (status, page) = post(base, Some(&alice), "/approvals/nope/approve", &[]).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{page}");
+    assert!(page.contains("no approval `nope`"), "{page}");
+    let (status, _) = post(base, Some(&alice), &format!("/approvals/{id}/settle"), &[]).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_untouched(&store);
+}
+
+#[tokio::test]
+async fn an_approval_is_recorded_and_audited_with_the_user_and_the_run_goes_on() {
+    let (store, serve) = setup("approve").await;
+    let base = serve.base.as_str();
+    let id = the_approval(&store).id;
+    let alice = login(base, "alice-token").await;
+
+    // The inbox shows what is needed to judge the call.
+    let (status, inbox) = get(base, Some(&alice), "/").await;
+    assert_eq!(status, StatusCode::OK);
+    let a = the_approval(&store);
+    for needle in [
+        "refund",
+        "risk-irreversible",
+        "&quot;order_id&quot;: &quot;A-1&quot;",
+        "&quot;amount&quot;: 40",
+        a.args_hash.as_str(),
+        "Requested by</td><td class=\"requester\">agent",
+        "left (expires in",
+        "checked order A-1",
+        "data-node=\"pay\"",
+        "Refunds an order.",
+    ] {
+        assert!(inbox.contains(needle), "the inbox lacks {needle}: {inbox}");
+    }
+
+    let (status, to) = post(base, Some(&alice), &format!("/approvals/{id}/approve"), &[("conditions", "")]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
+    assert_eq!(to, format!("/?decided={id}"));
+    let (_, page) = get(base, Some(&alice), &to).await;
+    assert!(page.contains(&format!("Approval {id} (refund) is APPROVED by alice")), "{page}");
+    assert!(page.contains("Nothing waits for a decision"), "{page}");
+
+    let a = the_approval(&store);
+    assert_eq!(a.status, ApprovalStatus::Approved);
+    assert_eq!(a.decided_by.as_deref(), Some("alice"));
+    let audit = with_redb(&store, |s| s.scan_audit("t-paused").unwrap().items);
+    let entry = audit.iter().find(|e| e.kind == "approval.approved").unwrap_or_else(|| panic!("{audit:?}"));
+    assert_eq!(entry.actor, "alice");
+    // The audit page names her too.
+    let (_, audit_page) = get(base, Some(&alice), "/audit").await;
+    assert!(audit_page.contains("<td class=\"actor\">alice</td><td>approval.approved</td>"), "{audit_page}");
+
+    // Deciding again loses the compare-and-set.
+    let (status, page) = post(base, Some(&alice), &format!("/approvals/{id}/reject"), &[("reason", "late")]).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{page}");
+    assert!(page.contains("already decided"), "{page}");
+
+    // The executor accepts the decision: the resumed run makes the call.
+    let done = resume(&store).await;
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.receipt.unwrap()["result"], json!({ "refunded": 40, "order_id": "A-1" }));
+
+    // The decision reached the metrics through the library's desk.
+    let (status, text) = get(base, None, "/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(text.contains("agentflow_approval_decisions_total{status=\"approved\"} 1"), "{text}");
+}
+
+#[tokio::test]
+async fn edits_are_checked_against_the_schema_and_rejections_need_a_reason() {
+    let (store, serve) = setup("edit").await;
+    let base = serve.base.as_str();
+    let id = the_approval(&store).id;
+    let alice = login(base, "alice-token").await;
+    let edit = format!("/approvals/{id}/edit");
+
+    let (status, page) = post(base, Some(&alice), &edit, &[("args", r#"{"order_id": "A-1", "amount": "lots"}"#)]).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{page}");
+    assert!(page.contains("`args.amount` must be integer"), "{page}");
+    // The page offers the edit again, with the arguments as sent.
+    assert!(page.contains("&quot;amount&quot;: &quot;lots&quot;}</textarea>"), "{page}");
+    let (status, page) = post(base, Some(&alice), &edit, &[("args", r#"{"order_id": "A-1"}"#)]).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(page.contains("`args.amount` is required"), "{page}");
+    let (status, page) = post(base, Some(&alice), &edit, &[("args", "{not json")]).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(page.contains("not valid JSON"), "{page}");
+    let (status, page) = post(base, Some(&alice), &format!("/approvals/{id}/reject"), &[("reason", "  ")]).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(page.contains("A rejection needs a reason"), "{page}");
+    assert_untouched(&store);
+
+    let (status, to) = post(base, Some(&alice), &edit, &[("args", r#"{"order_id": "A-1", "amount": 25}"#)]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
+    let a = the_approval(&store);
+    assert_eq!(a.status, ApprovalStatus::Approved);
+    assert_eq!(a.decided_by.as_deref(), Some("alice"));
+    let edited = json!({ "order_id": "A-1", "amount": 25 });
+    assert_eq!(serde_json::from_str::<Value>(&a.args).unwrap(), edited);
+    assert_eq!(a.args_hash, args_hash(&edited), "the record is re-hashed for the edited arguments");
+    let done = resume(&store).await;
+    assert_eq!(done.state.receipt.unwrap()["result"], json!({ "refunded": 25, "order_id": "A-1" }));
+}
+
+#[tokio::test]
+async fn a_rejection_with_a_reason_and_conditions_on_an_approval_are_recorded() {
+    let dir = temp_dir("reject");
+    let store = filled_redb(&dir).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let id = the_approval(&store).id;
+    let alice = login(&serve.base, "alice-token").await;
+    let (status, _) =
+        post(&serve.base, Some(&alice), &format!("/approvals/{id}/reject"), &[("reason", "wrong order")]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let a = the_approval(&store);
+    assert_eq!(a.status, ApprovalStatus::Rejected);
+    assert_eq!(a.decision_note.as_deref(), Some("wrong order"));
+    assert_eq!(a.decided_by.as_deref(), Some("alice"));
+
+    // Conditions: JSON as given, plain text as a JSON string.
+    let dir = temp_dir("conditions");
+    let store = filled_redb(&dir).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let id = the_approval(&store).id;
+    let alice = login(&serve.base, "alice-token").await;
+    let (status, _) = post(
+        &serve.base,
+        Some(&alice),
+        &format!("/approvals/{id}/approve"),
+        &[("conditions", "only after the customer confirms")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let a = the_approval(&store);
+    assert_eq!(a.status, ApprovalStatus::Approved);
+    assert_eq!(a.conditions, Some(json!("only after the customer confirms")));
+}
+
+#[tokio::test]
+async fn pages_show_threads_their_timeline_a_checkpoint_and_errors_as_pages() {
+    let (store, serve) = setup("pages").await;
+    let base = serve.base.as_str();
+    let alice = login(base, "alice-token").await;
+
+    let (status, list) = get(base, Some(&alice), "/threads").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(list.contains("t-paused") && list.contains("t-done") && list.contains("interrupted"), "{list}");
+    let (status, page) = get(base, Some(&alice), "/threads/t-paused").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("id=\"timeline\""), "{page}");
+    assert!(page.contains("/threads/t-paused/at/0"), "{page}");
+    // The graph with the node the thread waits at highlighted.
+    assert!(page.contains("class=\"current\" data-node=\"pay\""), "{page}");
+    assert!(page.contains("style pay fill:#ffd84d"), "{page}");
+    let (status, page) = get(base, Some(&alice), "/threads/t-done/at/1").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(page.contains("checked order A-2"), "{page}");
+
+    for (path, status, needle) in [
+        ("/threads/nope", StatusCode::NOT_FOUND, "no thread `nope` in the store"),
+        ("/threads/t-done/at/99", StatusCode::NOT_FOUND, "has no checkpoint 99"),
+        ("/threads/t-done/at/x", StatusCode::BAD_REQUEST, "A checkpoint is a number"),
+        ("/no/such/page", StatusCode::NOT_FOUND, "There is no page at this address"),
+    ] {
+        let (got, page) = get(base, Some(&alice), path).await;
+        assert_eq!(got, status, "{path}: {page}");
+        assert!(page.contains(needle), "{path}: {page}");
+    }
+    let (status, page) = get(base, Some(&alice), "/stuck").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("None."), "nothing is stuck after a moment with the default thresholds: {page}");
+
+    // While another process holds the redb file, a page waits for it, then says so (503).
+    let held = open_redb(&store);
+    let (status, page) = get(base, Some(&alice), "/threads").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{page}");
+    assert!(page.contains("another process (a running app or worker) has this redb file open"), "{page}");
+    drop(held);
+    assert_eq!(get(base, Some(&alice), "/threads").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn metrics_serve_the_stuck_gauge_by_kind() {
+    let dir = temp_dir("metrics");
+    let store = filled_redb(&dir).await;
+    // Everything waiting on a person counts as stuck at once.
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &["--stuck-waiting", "0s"]);
+    let (status, text) = get(&serve.base, None, "/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(text.contains("# TYPE agentflow_stuck_threads gauge"), "{text}");
+    assert!(text.contains("agentflow_stuck_threads{kind=\"waiting_on_human\"} 1"), "{text}");
+    assert!(text.contains("agentflow_stuck_threads{kind=\"lease_expired\"} 0"), "{text}");
+    assert!(text.contains("agentflow_stuck_threads{kind=\"timer_overdue\"} 0"), "{text}");
+    // The inbox lists it as the `stuck` command does.
+    let alice = login(&serve.base, "alice-token").await;
+    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
+    assert!(inbox.contains("id=\"stuck\"") && inbox.contains("waiting_on_human"), "{inbox}");
+}
+
+#[tokio::test]
+async fn live_reports_a_decision_made_by_the_cli_in_another_process() {
+    let (store, serve) = setup("live").await;
+    let base = serve.base.as_str();
+    let id = the_approval(&store).id;
+    let alice = login(base, "alice-token").await;
+    let (status, before) = get(base, Some(&alice), "/live").await;
+    assert_eq!(status, StatusCode::OK, "{before}");
+    let before: Value = serde_json::from_str(&before).unwrap();
+    assert_eq!(before["approvals"], 1);
+    // Nothing changed: the same version.
+    let (_, again) = get(base, Some(&alice), "/live").await;
+    assert_eq!(serde_json::from_str::<Value>(&again).unwrap(), before);
+
+    // The server holds the redb file only during a request, so the CLI can open it now.
+    let out = cli(store.to_str().unwrap(), &["approve", &id, "--as", "carol", "--role", "irreversible"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, after) = get(base, Some(&alice), "/live").await;
+    let after: Value = serde_json::from_str(&after).unwrap();
+    assert_eq!(after["approvals"], 0);
+    assert_ne!(after["version"], before["version"]);
+}
+
+/// A thread whose resume failed on an answer of the wrong shape still waits in its interrupt,
+/// and the inbox lists it: `/live` counts it too, and an answer recorded for it from the CLI
+/// changes the version, so an open inbox page reloads. (`/live` looked at `interrupted` threads
+/// only: the page went on offering the question as unanswered.)
+#[tokio::test]
+async fn live_follows_a_thread_waiting_again_after_an_answer_of_the_wrong_shape() {
+    let dir = temp_dir("live-failed");
+    let store = filled_redb(&dir).await;
+    add_question(open_redb(&store)).await;
+    {
+        let app = questions::graph().app().store(open_redb(&store));
+        let run = app.runner(&()).thread("t-question").resume_with(42).await.unwrap();
+        assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
+    }
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let base = serve.base.as_str();
+    let alice = login(base, "alice-token").await;
+    let (_, inbox) = get(base, Some(&alice), "/").await;
+    assert!(inbox.contains("1 interrupt"), "the inbox lists it: {inbox}");
+    let (_, before) = get(base, Some(&alice), "/live").await;
+    let before: Value = serde_json::from_str(&before).unwrap();
+    // `t-paused`, interrupted for its approval, and `t-question`, waiting again.
+    assert_eq!(before["interrupts"], 2, "{before}");
+    // `agentflow stuck` counts it as waiting on a person too.
+    let stuck = cli(store.to_str().unwrap(), &["stuck", "--waiting", "0s", "--json"]);
+    assert_eq!(stuck.status.code(), Some(0), "{}", String::from_utf8_lossy(&stuck.stderr));
+    let stuck: Value = serde_json::from_slice(&stuck.stdout).unwrap();
+    let waiting = stuck.as_array().unwrap().iter().find(|s| s["thread"] == "t-question").expect("listed as stuck");
+    assert_eq!(waiting["reason"], "waiting_on_human", "{waiting}");
+    let out = cli(store.to_str().unwrap(), &["answer", "t-question", "--value", "\"ship\"", "--as", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, after) = get(base, Some(&alice), "/live").await;
+    let after: Value = serde_json::from_str(&after).unwrap();
+    assert_ne!(after["version"], before["version"]);
+}
+
+#[tokio::test]
+async fn live_reports_a_cli_decision_on_postgresql() {
+    let Some(url) = pg::pg_url() else { return };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let schema = format!("inbox_live_{}_{nanos}", std::process::id());
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::builder().schema(schema.clone()).open(&url).expect("postgres"));
+    fill(Arc::clone(&store)).await;
+    let dir = temp_dir("live-pg");
+    let serve = Serve::start(&url, &users_file(&dir), &["--schema", &schema]);
+    {
+        let alice = login(&serve.base, "alice-token").await;
+        let (_, before) = get(&serve.base, Some(&alice), "/live").await;
+        let before: Value = serde_json::from_str(&before).unwrap();
+        assert_eq!(before["approvals"], 1);
+        let id = store.list_approvals("t-paused").unwrap()[0].id.clone();
+        let out = cli(&url, &["--schema", &schema, "approve", &id, "--as", "carol", "--role", "irreversible"]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let (_, after) = get(&serve.base, Some(&alice), "/live").await;
+        let after: Value = serde_json::from_str(&after).unwrap();
+        assert_eq!(after["approvals"], 0);
+        assert_ne!(after["version"], before["version"]);
+    }
+}
+
+#[tokio::test]
+async fn serve_refuses_a_non_loopback_address_and_a_bad_users_file() {
+    let dir = temp_dir("bind");
+    let store = filled_redb(&dir).await;
+    let users = users_file(&dir);
+    let out = cli(store.to_str().unwrap(), &["serve", "--bind", "0.0.0.0:0", "--users", users.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a loopback address"));
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, r#"{"users": [{"name": "x", "roles": []}]}"#).unwrap();
+    let out = cli(store.to_str().unwrap(), &["serve", "--bind", "127.0.0.1:0", "--users", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs exactly one of `token` or `token_sha256`"));
+}
+
+#[tokio::test]
+async fn the_inbox_lists_interrupts_with_what_they_ask() {
+    let dir = temp_dir("interrupts");
+    let store = filled_redb(&dir).await;
+    add_question(open_redb(&store)).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let (status, inbox) = get(&serve.base, Some(&alice), "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(inbox.contains("Inbox: 1 approval, 1 interrupt"), "{inbox}");
+    let section = &inbox[inbox.find("id=\"interrupts\"").expect("an interrupts section")..];
+    assert!(section.contains("t-question") && section.contains("<code>ask</code>"), "{section}");
+    // Shown pretty-printed.
+    assert!(section.contains("&quot;question&quot;: &quot;ship it?&quot;"), "{section}");
+}
+
+/// Two instances of a map worker wait in one step, each asking about its own draft: the page
+/// names each instance with what it asks, under one card with one answer form per question. An
+/// answer to one is recorded for that question alone: the card shows it answered and still
+/// offers the other, the app's resume does not go on yet, and once the second is answered each
+/// instance gets its own answer.
+#[tokio::test]
+async fn each_question_of_a_map_step_has_its_own_answer_form_and_answer() {
+    let dir = temp_dir("instances");
+    let store = filled_redb(&dir).await;
+    add_two_instance_questions(open_redb(&store)).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let (status, inbox) = get(&serve.base, Some(&alice), "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(inbox.contains("Inbox: 1 approval, 2 interrupts"), "{inbox}");
+    let section = &inbox[inbox.find("id=\"interrupts\"").expect("an interrupts section")..];
+    assert_eq!(section.matches("id=\"interrupt-t-reviews\"").count(), 1, "{section}");
+    assert_eq!(section.matches("action=\"/threads/t-reviews/answer\"").count(), 2, "{section}");
+    let mut forms = Vec::new();
+    for (instance, title) in [(0, "intro"), (1, "outro")] {
+        let asked = format!("<code>review</code> (instance {instance})");
+        let at = section.find(&asked).unwrap_or_else(|| panic!("instance {instance} is named: {section}"));
+        assert!(section[at..].contains(&format!("&quot;review&quot;: &quot;{title}&quot;")), "{section}");
+        // The form after what the instance asks is its own.
+        forms.push(form_question(&section[at..]));
+        assert!(section.contains(&format!("id=\"answer-value-t-reviews-{instance}\"")), "{section}");
+    }
+    assert_ne!(forms[0], forms[1]);
+
+    let seq = with_redb(&store, |s| s.latest_checkpoint("t-reviews").unwrap().unwrap().seq.to_string());
+    let path = "/threads/t-reviews/answer";
+    let answer = |question: String, value: &'static str| {
+        let (base, alice, seq) = (serve.base.clone(), &alice, seq.clone());
+        async move {
+            post(&base, Some(alice), path, &[("checkpoint", &seq), ("question", &question), ("value", value)]).await
+        }
+    };
+    let (status, to) = answer(forms[1].clone(), "\"cut it\"").await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
+    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
+    let section = &inbox[inbox.find("id=\"interrupt-t-reviews\"").expect("the card")..];
+    assert_eq!(section.matches("action=\"/threads/t-reviews/answer\"").count(), 1, "{section}");
+    assert!(section.contains("Answered by <strong>alice</strong>"), "{section}");
+    assert_eq!(form_question(section), forms[0], "the unanswered question is still offered");
+    // One question of two answered: the run does not go on.
+    let app = || reviewers::graph().app().store(open_redb(&store));
+    drop(serve);
+    let early = app().runner(&()).thread("t-reviews").resume().await;
+    assert!(matches!(early, Err(agentflow::RunError::ValueRequired { .. })), "{:?}", early.map(|r| r.outcome));
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let (status, to) =
+        post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("question", &forms[0]), ("value", "\"fine\"")])
+            .await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
+    drop(serve);
+    let done = app().runner(&()).thread("t-reviews").resume().await.unwrap();
+    assert_eq!(done.outcome, agentflow::Outcome::Completed);
+    let mut verdicts = done.state.verdicts.clone();
+    verdicts.sort();
+    assert_eq!(verdicts, ["intro: fine", "outro: cut it"]);
+}
+
+/// After a fork of its parent, a subgraph run's question belongs to the abandoned branch: no
+/// run would read an answer to it. The desk refuses one (`ParentMovedOn`, nothing recorded),
+/// and the inbox no longer offers the question (it offered it, and took the answer, before).
+#[tokio::test]
+async fn after_a_fork_of_its_parent_a_subgraphs_question_is_neither_offered_nor_answered() {
+    use agentflow::approval::{AnswerError, Approver, RoleAuthorizer};
+
+    let dir = temp_dir("moved-on");
+    let store = filled_redb(&dir).await;
+    add_delegated_question(open_redb(&store)).await;
+    let child = with_redb(&store, |s| {
+        let ids: Vec<String> = s.list_threads().unwrap().into_iter().map(|t| t.id).collect();
+        ids.into_iter().find(|id| id.starts_with("t-parent/")).expect("the subgraph's thread")
+    });
+    {
+        let app = delegating::graph().app().store(open_redb(&store));
+        let first = app.history("t-parent").unwrap().first().expect("a checkpoint").seq;
+        app.fork("t-parent", first, "ops").unwrap();
+        let desk = app.approvals(RoleAuthorizer::new()).unwrap();
+        let (seq, _) = desk.waiting_interrupt(&child).expect("the child still waits in its interrupt");
+        let refused = desk.answer_interrupt(&child, seq, json!("merge"), &Approver::new("alice", ["x"])).unwrap_err();
+        assert!(matches!(&refused, AnswerError::ParentMovedOn { parent, .. } if parent == "t-parent"), "{refused}");
+        assert_eq!(desk.recorded_answer(&child).unwrap(), None, "nothing recorded");
+    }
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
+    assert!(!inbox.contains("merge it?"), "{inbox}");
+    assert!(!inbox.contains(&format!("action=\"/threads/{}/answer\"", segment(&child))), "{inbox}");
+}
+
+#[tokio::test]
+async fn the_stuck_gauge_is_refreshed_periodically() {
+    let dir = temp_dir("refresh");
+    let store = filled_redb(&dir).await;
+    // Waiting on a person counts as stuck at once; the gauge is refreshed every 200 ms.
+    let serve =
+        Serve::start(store.to_str().unwrap(), &users_file(&dir), &["--stuck-waiting", "0s", "--stuck-every", "200ms"]);
+    let waiting = "agentflow_stuck_threads{kind=\"waiting_on_human\"}";
+    let (_, first) = get(&serve.base, None, "/metrics").await;
+    assert!(first.contains(&format!("{waiting} 1")), "{first}");
+    // Another process decides, this one runs the thread to its end: nothing waits any more,
+    // and only the periodic refresh (no request reads the store) can bring the gauge to 0.
+    let id = the_approval(&store).id;
+    // (The refresh opens the file for a moment every 200 ms: a CLI run that meets it exits 3.)
+    let mut tries = 0;
+    loop {
+        let out = cli(store.to_str().unwrap(), &["approve", &id, "--as", "carol", "--role", "irreversible"]);
+        tries += 1;
+        if out.status.code() == Some(3) && tries < 20 {
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        break;
+    }
+    assert_eq!(resume(&store).await.outcome, Outcome::Completed);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (_, text) = get(&serve.base, None, "/metrics").await;
+        if text.contains(&format!("{waiting} 0")) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the gauge was not refreshed: {text}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn roles_for_and_the_two_person_rule_apply_as_in_the_cli() {
+    // Irreversible calls need the `refunds` role here, and two approvers.
+    let dir = temp_dir("two-person");
+    let store = filled_redb(&dir).await;
+    let serve = Serve::start(
+        store.to_str().unwrap(),
+        &users_file(&dir),
+        &["--roles-for", "irreversible=refunds", "--two-person"],
+    );
+    let base = serve.base.as_str();
+    let id = the_approval(&store).id;
+    let approve = format!("/approvals/{id}/approve");
+
+    let alice = login(base, "alice-token").await;
+    let (status, page) = post(base, Some(&alice), &approve, &[]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("needs the `refunds` role"), "{page}");
+    assert_untouched(&store);
+
+    // Carol's sign-off is the first of two: the record still waits.
+    let carol = login(base, "carol-token").await;
+    let (status, to) = post(base, Some(&carol), &approve, &[]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
+    let (_, page) = get(base, Some(&carol), &to).await;
+    assert!(page.contains("Your sign-off is recorded (sign-offs so far: carol without conditions)"), "{page}");
+    assert!(page.contains("the same arguments with the same conditions"), "{page}");
+    assert_eq!(the_approval(&store).status, ApprovalStatus::Pending);
+    let (status, page) = post(base, Some(&carol), &approve, &[]).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{page}");
+    assert!(page.contains("needs a second approver other than `carol`"), "{page}");
+    assert_eq!(the_approval(&store).status, ApprovalStatus::Pending);
+}
+
+#[tokio::test]
+async fn an_interrupt_answered_on_the_page_is_what_the_apps_resume_continues_with() {
+    let dir = temp_dir("answer");
+    let store = filled_redb(&dir).await;
+    add_question(open_redb(&store)).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let bob = login(&serve.base, "bob-token").await;
+    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
+    let section = &inbox[inbox.find("id=\"interrupts\"").expect("an interrupts section")..];
+    assert!(section.contains("action=\"/threads/t-question/answer\""), "{section}");
+    let seq = with_redb(&store, |s| s.latest_checkpoint("t-question").unwrap().unwrap().seq).to_string();
+    assert!(section.contains(&format!("name=\"checkpoint\" value=\"{seq}\"")), "{section}");
+    let question = form_question(section);
+
+    // Refused, and nothing recorded: anonymous, no CSRF token, not JSON, a checkpoint the
+    // thread is not at, a question it does not ask (one read before it asked another), none.
+    let path = "/threads/t-question/answer";
+    let (status, _) =
+        post(&serve.base, None, path, &[("checkpoint", &seq), ("question", &question), ("value", "\"yes\"")]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let forged = [("checkpoint", seq.as_str()), ("value", "\"yes\""), ("csrf", "forged")];
+    let (status, _) = post(&serve.base, Some(&alice), path, &forged).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, body) =
+        post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("question", &question), ("value", "yes")]).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (status, body) =
+        post(&serve.base, Some(&alice), path, &[("checkpoint", "999"), ("question", &question), ("value", "\"yes\"")])
+            .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("no longer waits at checkpoint 999"), "{body}");
+    let other = [("checkpoint", seq.as_str()), ("question", "another-question"), ("value", "\"yes\"")];
+    let (status, body) = post(&serve.base, Some(&alice), path, &other).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("asks another question"), "{body}");
+    let (status, _) = post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("value", "\"yes\"")]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let none = with_redb(&store, |s| {
+        s.list_audit("t-question").unwrap().into_iter().filter(|e| e.kind == "interrupt.answered").count()
+    });
+    assert_eq!(none, 0);
+
+    // Bob answers first; Alice's answer, sent from a page that still showed the form, is refused.
+    let (status, to) =
+        post(&serve.base, Some(&bob), path, &[("checkpoint", &seq), ("question", &question), ("value", "\"ship it\"")])
+            .await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
+    let (status, body) =
+        post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("question", &question), ("value", "\"no\"")])
+            .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("already answered") && body.contains("bob"), "{body}");
+    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
+    assert!(inbox.contains("Answered by <strong>bob</strong>"), "{inbox}");
+
+    // The app's plain resume, in this process, continues with Bob's answer.
+    let done = questions::graph()
+        .app()
+        .store(open_redb(&store))
+        .runner(&())
+        .thread("t-question")
+        .resume()
+        .await
+        .expect("resume with the recorded answer");
+    assert_eq!(done.outcome, agentflow::Outcome::Completed);
+    assert_eq!(done.state.answer.as_deref(), Some("ship it"));
+}
+
+/// A path segment, percent-encoded as the pages write links.
+fn segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn hostile_thread_ids_payloads_and_answers_are_escaped_on_every_page() {
+    // Markup in a thread id (with a slash, `..`, `?` and `#`), in what the interrupt asks and
+    // in the answer: every page shows it as text, and links reach the thread.
+    const ID: &str = "q\"'><script>alert(1)</script>/../x?y#z";
+    const ASKS: &str = "</script><script>alert(2)</script><!--";
+    const ANSWER: &str = "\"</script><script>alert(3)</script>\"";
+    let dir = temp_dir("hostile");
+    let store = filled_redb(&dir).await;
+    {
+        let run = questions::graph()
+            .app()
+            .store(open_redb(&store))
+            .runner(&())
+            .thread(ID)
+            .run(Question { text: ASKS.into(), answer: None })
+            .await
+            .expect("interrupted run");
+        assert!(matches!(run.outcome, agentflow::Outcome::Interrupted { .. }), "{:?}", run.outcome);
+    }
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let tid = segment(ID);
+    let no_markup = |page: &str, body: &str| {
+        assert!(!body.contains("<script>alert"), "{page} lets markup through: {body}");
+        assert!(!body.contains("\"'><"), "{page} lets an attribute be closed: {body}");
+    };
+
+    let (status, inbox) = get(&serve.base, Some(&alice), "/").await;
+    assert_eq!(status, StatusCode::OK);
+    no_markup("the inbox", &inbox);
+    // The page's only script is the live poll.
+    assert_eq!(inbox.matches("<script>").count(), 1, "{inbox}");
+    assert!(inbox.contains(&format!("action=\"/threads/{tid}/answer\"")), "{inbox}");
+    assert!(inbox.contains("&lt;/script&gt;&lt;script&gt;alert(2)"), "{inbox}");
+
+    for page in ["/threads".to_string(), format!("/threads/{tid}"), format!("/threads/{tid}/at/0"), "/audit".into()] {
+        let (status, body) = get(&serve.base, Some(&alice), &page).await;
+        assert_eq!(status, StatusCode::OK, "{page}: {body}");
+        no_markup(&page, &body);
+    }
+    let (_, threads) = get(&serve.base, Some(&alice), "/threads").await;
+    assert!(threads.contains(&format!("href=\"/threads/{tid}\"")), "{threads}");
+
+    // A flash for an approval id that is markup names no approval and shows nothing.
+    let (status, body) = get(&serve.base, Some(&alice), "/?decided=%22%3E%3Cscript%3Ealert(4)%3C%2Fscript%3E").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!body.contains("alert(4)"), "{body}");
+
+    // A decision route asked with GET changes nothing.
+    let a = the_approval(&store);
+    let (status, _) = get(&serve.base, Some(&alice), &format!("/approvals/{}/approve", a.id)).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_untouched(&store);
+
+    // The answer, through the encoded path, is recorded for this thread and shown as text;
+    // the answer leads back to the inbox, nowhere else.
+    let seq = with_redb(&store, |s| s.latest_checkpoint(ID).unwrap().unwrap().seq).to_string();
+    let path = format!("/threads/{tid}/answer");
+    let (status, to) = post(
+        &serve.base,
+        Some(&alice),
+        &path,
+        &[("checkpoint", &seq), ("question", &form_question(&inbox)), ("value", ANSWER)],
+    )
+    .await;
+    assert_eq!((status, to.as_str()), (StatusCode::SEE_OTHER, "/"));
+    let recorded = with_redb(&store, |s| {
+        s.list_audit(ID).unwrap().into_iter().filter(|e| e.kind == "interrupt.answered").collect::<Vec<_>>()
+    });
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0].detail["value"], json!("</script><script>alert(3)</script>"));
+    for page in ["/".to_string(), format!("/threads/{tid}"), "/audit".into()] {
+        let (_, body) = get(&serve.base, Some(&alice), &page).await;
+        no_markup(&page, &body);
+    }
+}
+
+/// A login lasts `--session-ttl` (12 h unless said otherwise): once it is over, the pages send
+/// the user to the login form and a decision is refused, the approval untouched.
+#[tokio::test]
+async fn a_session_ends_when_its_time_is_up() {
+    let dir = temp_dir("session-ttl");
+    let store = filled_redb(&dir).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &["--session-ttl", "2s"]);
+    let base = serve.base.as_str();
+    let approve = format!("/approvals/{}/approve", the_approval(&store).id);
+    let alice = login(base, "alice-token").await;
+    assert_eq!(get(base, Some(&alice), "/").await.0, StatusCode::OK);
+    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    assert_eq!(get(base, Some(&alice), "/").await, (StatusCode::SEE_OTHER, "/login".to_string()));
+    let (status, page) = post(base, Some(&alice), &approve, &[]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{page}");
+    assert_untouched(&store);
+    // Logging in again starts a new session.
+    let alice = login(base, "alice-token").await;
+    assert_eq!(get(base, Some(&alice), "/").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_planted_session_id_is_never_adopted_and_an_oversized_form_changes_nothing() {
+    let (store, serve) = setup("fixation").await;
+    let base = &serve.base;
+    // Someone plants a session id of their choosing in the browser before its user logs in.
+    let planted = format!("{}={}", cookie_name(base, "agentflow_session"), "ab".repeat(32));
+    let c = client();
+    let form = c.get(format!("{base}/login")).header(COOKIE, &planted).send().await.unwrap();
+    assert_eq!(form.status(), StatusCode::OK, "a planted id is no session");
+    let login_cookie = set_cookie(&form, "agentflow_login").expect("the login form's CSRF cookie");
+    let csrf = csrf_in(&form.text().await.unwrap());
+    let r = c
+        .post(format!("{base}/login"))
+        .header(COOKIE, format!("{planted}; {login_cookie}"))
+        .form(&[("token", "alice-token"), ("csrf", &csrf)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let session = set_cookie(&r, "agentflow_session").expect("a new session cookie");
+    assert_ne!(session, planted, "the login starts a session of its own");
+    // The planted id gives no access after the login either.
+    let (status, to) = get(base, Some(&User { cookie: planted.clone(), csrf: String::new() }), "/").await;
+    assert_eq!((status, to.as_str()), (StatusCode::SEE_OTHER, "/login"));
+
+    // A form far larger than any decision is refused before it is read; nothing changes.
+    let alice = login(base, "alice-token").await;
+    let a = the_approval(&store);
+    let huge = "x".repeat(3 * 1024 * 1024);
+    let (status, _) = post(base, Some(&alice), &format!("/approvals/{}/reject", a.id), &[("reason", &huge)]).await;
+    assert!(status.is_client_error(), "{status}");
+    assert_untouched(&store);
+}
+
+#[tokio::test]
+async fn an_answer_of_the_wrong_shape_fails_the_resume_once_and_the_page_asks_again() {
+    let dir = temp_dir("spent");
+    let store = filled_redb(&dir).await;
+    add_question(open_redb(&store)).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let seq = with_redb(&store, |s| s.latest_checkpoint("t-question").unwrap().unwrap().seq).to_string();
+    let path = "/threads/t-question/answer";
+    // The node expects a string; a number is valid JSON, so it is recorded.
+    let (status, _) = post(
+        &serve.base,
+        Some(&alice),
+        path,
+        &[
+            ("checkpoint", &seq),
+            ("question", &form_question(&get(&serve.base, Some(&alice), "/").await.1)),
+            ("value", "3"),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let resume = |store: &Path| {
+        let app = questions::graph().app().store(open_redb(store));
+        async move { app.runner(&()).thread("t-question").resume().await }
+    };
+    let failed = resume(&store).await.expect("the run ends failed");
+    assert!(matches!(failed.outcome, agentflow::Outcome::Failed { .. }), "{:?}", failed.outcome);
+
+    // The answer is spent: the page shows the form again, and a new answer is taken.
+    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
+    let section = &inbox[inbox.find("id=\"interrupts\"").expect("the interrupt is listed again")..];
+    assert!(section.contains(&format!("action=\"{path}\"")) && !section.contains("Answered by"), "{section}");
+    let (status, body) = post(
+        &serve.base,
+        Some(&alice),
+        path,
+        &[("checkpoint", &seq), ("question", &form_question(section)), ("value", "\"ship it\"")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    let done = resume(&store).await.expect("resume with the new answer");
+    assert_eq!(done.outcome, agentflow::Outcome::Completed);
+    assert_eq!(done.state.answer.as_deref(), Some("ship it"));
+}
+
+#[tokio::test]
+async fn a_question_asked_in_a_subgraph_is_listed_once_as_its_parents() {
+    let dir = temp_dir("delegated");
+    let store = filled_redb(&dir).await;
+    add_delegated_question(open_redb(&store)).await;
+    let child = with_redb(&store, |s| {
+        let ids: Vec<String> = s.list_threads().unwrap().into_iter().map(|t| t.id).collect();
+        ids.into_iter().find(|id| id.starts_with("t-parent/")).expect("the subgraph's thread")
+    });
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
+    let section = &inbox[inbox.find("id=\"interrupts\"").expect("an interrupts section")..];
+    // The parent's form only: the subgraph's thread waits too, but is answered through it.
+    assert_eq!(section.matches("/answer\"").count(), 1, "{section}");
+    assert!(section.contains("action=\"/threads/t-parent/answer\""), "{section}");
+    assert!(!section.contains(&format!("action=\"/threads/{child}/answer\"")), "{section}");
+    assert!(section.contains("merge it?"), "{section}");
+}
+
+/// Threads whose records cannot be read (here one's state snapshots, another's pending writes
+/// overwritten) do not take the inbox down: an approval is shown with a warning in place of the
+/// state, and can still be decided; a paused thread is listed as unreadable.
+#[tokio::test]
+async fn a_thread_that_cannot_be_read_leaves_the_rest_of_the_inbox_usable() {
+    let dir = temp_dir("unreadable");
+    let store = filled_redb(&dir).await;
+    add_question(open_redb(&store)).await;
+    {
+        let db = redb::Database::open(&store).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let numbers = txn.open_table(agentflow_store::tables::THREAD_NUMBERS).unwrap();
+            let number = numbers.get("t-paused").unwrap().expect("`t-paused` has checkpoints, so a number").value();
+            drop(numbers);
+            let mut snapshots = txn.open_table(agentflow_store::tables::SNAPSHOTS).unwrap();
+            let keys: Vec<u64> = snapshots
+                .range((number, 0)..=(number, u64::MAX))
+                .unwrap()
+                .map(|entry| entry.unwrap().0.value().1)
+                .collect();
+            assert!(!keys.is_empty());
+            for seq in keys {
+                snapshots.insert((number, seq), b"{not json".as_slice()).unwrap();
+            }
+            // And what the paused `t-question` waits for: its pending writes' bytes.
+            let mut pending = txn.open_table(agentflow_store::tables::PENDING_WRITES).unwrap();
+            let keys: Vec<(u64, String, u32)> = pending
+                .range(("t-question", 0, "", 0)..=("t-question", u64::MAX, "\u{10FFFF}", u32::MAX))
+                .unwrap()
+                .map(|entry| {
+                    let (key, _) = entry.unwrap();
+                    let (_, seq, node, idx) = key.value();
+                    (seq, node.to_string(), idx)
+                })
+                .collect();
+            assert!(!keys.is_empty());
+            for (seq, node, idx) in keys {
+                pending.insert(("t-question", seq, node.as_str(), idx), b"\x09\xff".as_slice()).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+    }
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let (status, inbox) = get(&serve.base, Some(&alice), "/").await;
+    assert_eq!(status, StatusCode::OK, "{inbox}");
+    assert!(inbox.contains("the state cannot be shown"), "{inbox}");
+    let stuck = &inbox[inbox.find("id=\"stuck\"").expect("a stuck section")..];
+    assert!(stuck.contains("t-question") && stuck.contains("unreadable"), "{stuck}");
+    let (status, page) = get(&serve.base, Some(&alice), "/stuck").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let id = the_approval(&store).id;
+    let (status, to) = post(&serve.base, Some(&alice), &format!("/approvals/{id}/approve"), &[]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
+    assert_eq!(the_approval(&store).status, ApprovalStatus::Approved);
+    let (status, page) = get(&serve.base, Some(&alice), "/threads/t-paused").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+}
+
+/// An address holding a NUL byte names nothing (no id holds one; PostgreSQL cannot even be
+/// asked for one): 404, before any store read, on PostgreSQL as on redb.
+#[tokio::test]
+async fn an_address_with_a_nul_byte_is_not_found_on_postgresql() {
+    let Some(url) = pg::pg_url() else { return };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let schema = format!("inbox_nul_{}_{nanos}", std::process::id());
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::builder().schema(schema.clone()).open(&url).expect("postgres"));
+    fill(Arc::clone(&store)).await;
+    let dir = temp_dir("nul-address");
+    let serve = Serve::start(&url, &users_file(&dir), &["--schema", &schema]);
+    let alice = login(&serve.base, "alice-token").await;
+    for page in ["/threads/a%00b", "/threads/t-paused%00/at/0", "/?decided=a%00b"] {
+        let (status, body) = get(&serve.base, Some(&alice), page).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{page}: {body}");
+    }
+    let (status, _) = post(&serve.base, Some(&alice), "/approvals/a%00b/approve", &[]).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(store.list_approvals("t-paused").unwrap()[0].status, ApprovalStatus::Pending);
+}

@@ -1,0 +1,15 @@
+//! Approvals and interrupts: approval requests bound to their call, their commits, owners,
+//! questions asked of people and the answers.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod approval_binding;
+mod approval_commits;
+mod approvals;
+mod interrupt_answers;
+mod interrupt_questions;
+mod interrupt_questions_api;
+mod interrupts;
+mod owner_required;
+mod promises_fork_approved;

@@ -1,0 +1,17 @@
+//! Durable runs: what a store keeps across resumes (checkpoints, values read back, storage growth
+//! and compaction, leases, budgets, state updates of a paused thread).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod budgets_resume;
+mod compaction_keeps_journal;
+mod leases;
+mod nul_bytes;
+mod option_clear;
+mod persistence;
+mod promises_resume_writes;
+mod storage_growth;
+mod umbrella_error;
+mod update_state_paused;
+mod values_read_back;

@@ -1,0 +1,12 @@
+//! Several processes: runs killed (SIGKILL) or left by one process and resumed in another, and
+//! workers in separate processes.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod crash;
+mod crash_open;
+mod promises_durability_exit;
+mod second_process;
+mod subgraph_crash;
+mod worker_processes;

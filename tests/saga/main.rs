@@ -1,0 +1,11 @@
+//! Sagas and circuit breakers: compensations of a failed run, outcomes left unknown, and breakers
+//! on the tools a run calls.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod breaker_child_tools;
+mod circuit_breaker;
+mod promises_saga_unknown;
+mod saga;
+mod saga_subgraph;

@@ -1,0 +1,13 @@
+//! Workers: claiming queued threads, commits, lost leases, parking paused runs, stopping, subgraph
+//! approvals and waits.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod worker_commits;
+mod worker_lease_lost;
+mod worker_pause_park;
+mod worker_stop_races;
+mod worker_subgraph_approvals;
+mod worker_waits;
+mod workers;
