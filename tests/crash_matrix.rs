@@ -17,6 +17,7 @@
 mod defects;
 #[path = "crash_matrix/examples.rs"]
 mod examples;
+#[path = "support/pg.rs"]
 mod pg;
 #[path = "crash_matrix/probes.rs"]
 mod probes;

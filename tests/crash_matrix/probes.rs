@@ -7,7 +7,7 @@
 mod faulty;
 #[path = "probe_graphs.rs"]
 mod graphs;
-#[path = "../fixtures/questions.rs"]
+#[path = "../support/questions.rs"]
 mod questions;
 
 use std::collections::BTreeSet;
