@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Headless Chromium and its WebDriver for the inbox browser test
-# (agentflow/tests/inbox_browser.rs), installed from Debian's packages when
+# (agentflow/tests/cli/inbox_browser.rs), installed from Debian's packages when
 # chromedriver is missing. Needs root (CI runs as root). Run by .ci/run.
 set -euo pipefail
 

@@ -97,7 +97,7 @@
 //!   child's lease: a child another holder still has is waited for as above,
 //!   and one still held after that is left to its holder (logged); a child
 //!   whose records do not read back is logged and left, and the parent goes
-//!   on (`tests/uncertain_outcome.rs`);
+//!   on (`tests/tools/uncertain_outcome.rs`);
 //! - what starts a child's effects (an effect's *started* marker, an
 //!   approval's claim) is fenced by the child's lease and, in the same
 //!   transaction, by its parent run's lease and every one above

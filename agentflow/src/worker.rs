@@ -215,14 +215,14 @@ enum End {
 ///   The run goes on under that lease (renewed while it runs) and takes none of its own; the
 ///   queue row is settled and the lease released together ([`Store::settle_run_and_release`]).
 ///   On PostgreSQL a new thread's run of `n` steps costs `n + 3` write transactions: the claim, the input
-///   checkpoint, one per step and the settle (`tests/worker_commits.rs`), besides the
+///   checkpoint, one per step and the settle (`tests/workers/worker_commits.rs`), besides the
 ///   heartbeat, written once a second while the worker runs anything.
 /// - Every commit of a run is fenced by its worker's lease: once the lease expired or another
 ///   worker took the thread, the commit is refused inside the store's transaction and the run
 ///   ends with [`RunError::LeaseLost`] without writing anything (see [`Runner::lease_ttl`](crate::Runner::lease_ttl)),
 ///   also a lease lost between the claim and the run's first commit (the new thread's input
 ///   checkpoint): the worker counts it in [`WorkerReport::lost`] and leaves the queue row to the
-///   new holder (`tests/worker_lease_lost.rs`).
+///   new holder (`tests/workers/worker_lease_lost.rs`).
 /// - A worker that dies leaves its runs queued; once their leases expire another worker claims
 ///   them and resumes each thread from its last checkpoint.
 /// - Graceful shutdown (cancelling the token given to [`Worker::run`]) lets each running step
@@ -251,7 +251,7 @@ enum End {
 ///   and resumes it already cancelled), even if it comes while the worker shuts down (the
 ///   cancel wins over the shutdown's pause), and even if it comes as the run stops to wait,
 ///   after the worker last read its requests: the queue row stays claimable for it
-///   ([`Settle`]), in the same write that would have parked it (`tests/worker_waits.rs`).
+///   ([`Settle`]), in the same write that would have parked it (`tests/workers/worker_waits.rs`).
 /// - A run asked to pause that reaches a wait (a person, its timer) before the step boundary
 ///   where the pause would stop it stays parked for what it waits for, in that one write.
 /// - A run that ends waiting for a person's value (`cx.interrupt`) stays queued, parked
@@ -268,7 +268,7 @@ enum End {
 ///   claimed again after 1 s, then 2, 4 and 8 s (its worker holds the thread's lease that
 ///   long); the fifth failure in a row takes it out of the queue. A shutdown, a pause or a
 ///   cancel that comes during the graph's last step is too late: that step's commit records the
-///   thread `completed` and the run leaves the queue (`tests/worker_stop_races.rs`).
+///   thread `completed` and the run leaves the queue (`tests/workers/worker_stop_races.rs`).
 ///
 /// Any number of workers may share a `PostgresStore` (`agentflow-store`, feature `postgres`), in
 /// one process or many; a [`RedbStore`](crate::RedbStore) is open in one process at a time,
