@@ -229,6 +229,7 @@ impl<'a, D> Ctx<'a, D> {
             )));
         }
         let Some(journal) = self.journal else {
+            self.no_effect_after_a_stop().await;
             return effect(format!("{}/{}", self.node, self.instance_key(key.to_string()))).await;
         };
         Journal::check_key(key)?;
@@ -252,6 +253,16 @@ impl<'a, D> Ctx<'a, D> {
             Journaled::ClaimLost(current) => {
                 Err(NodeError::fatal(format!("effect `{key}`: its approval was claimed elsewhere ({current})")))
             }
+        }
+    }
+
+    /// No effect starts once a stop that drops the step's nodes was asked (a cancel or pause
+    /// request, a worker's shutdown past its deadline): the node waits here, as at any other
+    /// await, until the stop drops it. An effect already in flight is let finish (the shield);
+    /// one that would start after the stop does not, however the wake-ups fall.
+    async fn no_effect_after_a_stop(&self) {
+        if self.scope.stop_now.is_cancelled() {
+            std::future::pending::<()>().await;
         }
     }
 
@@ -381,6 +392,7 @@ impl<'a, D> Ctx<'a, D> {
             },
         };
         let run = started + 1;
+        self.no_effect_after_a_stop().await;
         let _shield = self.shield();
         let mut detail = serde_json::json!({ "at": crate::persist::now_ms() });
         if let Some(call) = unknown_call {

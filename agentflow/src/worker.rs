@@ -232,7 +232,8 @@ enum End {
 ///   another worker.
 /// - A cancel or pause request reaches a running step: its nodes are dropped at their next
 ///   await (a journaled effect in flight is let finish first, for up to the runner's
-///   [`stop_grace`](crate::Runner::stop_grace)), so a node that hangs frees its slot. Each node
+///   [`stop_grace`](crate::Runner::stop_grace), and none starts after the request), so a node
+///   that hangs frees its slot. Each node
 ///   attempt has a time limit ([`Worker::node_time_limit`], 10 minutes by default).
 /// - A pause request ([`App::pause_run`]) stops the run (inside its step, as above) with the
 ///   thread `paused`; [`App::submit_resume`] continues it at that step, whose nodes that had

@@ -41,6 +41,15 @@ mod hanging {
                 })
                 .await?;
             }
+            // Waits for the stop, then tries to start an effect: too late, it never starts.
+            Some("effect after the stop") => {
+                cx.cancelled().await;
+                cx.effect("late", |_key| async {
+                    cx.deps().effect_started.store(true, Ordering::SeqCst);
+                    Ok::<_, NodeError>("ran".to_string())
+                })
+                .await?;
+            }
             _ => {}
         }
         Ok(goto!(END, Task::update().done(true)))
@@ -98,6 +107,32 @@ async fn a_cancel_waits_for_an_effect_in_flight_only_for_the_grace() {
     let run = run.expect("a hung effect held the cancel off for good").unwrap();
     assert!(cancelled_at.elapsed() >= Duration::from_millis(200), "the effect in flight was given its grace");
     assert_eq!(run.outcome, Outcome::Cancelled);
+}
+
+/// Whether an effect a node would start right after a stop started: never, with or without a
+/// store, however the node's wake-up and the stop's fall (the node wakes on the stop itself).
+async fn effect_started_after_a_stop(app: App<Task, Calls>) -> (Outcome, bool) {
+    let (calls, token) = (Calls::default(), CancellationToken::new());
+    let runner = app.runner(&calls).cancel_token(token.clone());
+    let runner = if app.backing_store().is_some() { runner.thread("t") } else { runner };
+    let run = runner.run(hang("effect after the stop"));
+    let cancel = async {
+        wait_until("the node runs", || calls.work.load(Ordering::SeqCst) == 1).await;
+        token.cancel();
+    };
+    let (run, ()) = tokio::join!(tokio::time::timeout(Duration::from_secs(10), run), cancel);
+    let run = run.expect("the node that waits for the stop was not dropped").unwrap();
+    (run.outcome, calls.effect_started.load(Ordering::SeqCst))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_effect_starts_after_a_stop() {
+    for trial in 0..20 {
+        let (outcome, started) = effect_started_after_a_stop(app()).await;
+        assert_eq!((outcome, started), (Outcome::Cancelled, false), "with a store, trial {trial}");
+        let (outcome, started) = effect_started_after_a_stop(hanging::graph().app()).await;
+        assert_eq!((outcome, started), (Outcome::Cancelled, false), "without a store, trial {trial}");
+    }
 }
 
 fn worker(app: &App<Task, Calls>, calls: Arc<Calls>) -> Worker<Task, Calls> {

@@ -43,7 +43,8 @@ pub struct Job {
 pub struct Hold {
     /// The step, by the count of steps done before it.
     pub at: u64,
-    /// Created when the step starts to wait.
+    /// Created when the step starts to wait. A step that finds it there already (the step run
+    /// again after the stop) is not held; the test removes it at its end.
     pub marker: PathBuf,
 }
 
@@ -101,8 +102,9 @@ async fn tick(s: &Job, cx: &Ctx<'_, ()>, node: &str) -> Result<JobUpdate, NodeEr
     if s.wait_ms > 0 {
         tokio::time::sleep(Duration::from_millis(s.wait_ms)).await;
     }
-    if let Some(hold) = s.hold.as_ref().filter(|h| h.at == s.counter) {
-        std::fs::write(&hold.marker, "").expect("create the hold's marker");
+    // Held once: the step run again after the stop (on resume) finds its marker and goes on.
+    let first = |h: &Hold| std::fs::OpenOptions::new().write(true).create_new(true).open(&h.marker).is_ok();
+    if s.hold.as_ref().is_some_and(|h| h.at == s.counter && first(h)) {
         tokio::select! {
             () = cx.cancelled() => {}
             () = tokio::time::sleep(HOLD_LIMIT) => {}

@@ -216,7 +216,6 @@ async fn pause_then_resume(app: App<Job, ()>, controller: App<Job, ()>) {
     wait_until("the fourth step runs", LIMIT, || marker.exists()).await;
     assert!(controller.pause_run("long").unwrap());
     wait_until("the run leaves the queue", LIMIT, || app.live_runs().unwrap().is_empty()).await;
-    let _ = std::fs::remove_file(&marker);
     let record = app.thread("long").unwrap().unwrap();
     assert_eq!(record.status, ThreadStatus::Paused, "{}", record.detail);
     assert_eq!(paused(&controller), ["long"], "listed as paused");
@@ -246,6 +245,7 @@ async fn pause_then_resume(app: App<Job, ()>, controller: App<Job, ()>) {
     assert_done(&app, "long", 40);
     assert_done(&app, "queued", 5);
     assert!(paused(&controller).is_empty());
+    let _ = std::fs::remove_file(&marker);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -337,7 +337,6 @@ async fn shutdown_hands_over(app: App<Job, ()>) {
     app.submit_as("handover", &Job::new(60, false, 5).held_at(3, &marker), OWNER).unwrap();
     let (stop_a, a) = start(&app, 1);
     wait_until("the fourth step runs", LIMIT, || marker.exists()).await;
-    let _ = std::fs::remove_file(&marker);
     stop_a.cancel();
     let report = a.await.unwrap().unwrap();
     assert_eq!((report.claimed, report.stopped), (1, 1), "{report:?}");
@@ -357,6 +356,7 @@ async fn shutdown_hands_over(app: App<Job, ()>) {
     assert_done(&app, "handover", 60);
     let trail = app.state("handover").unwrap().unwrap().state.trail;
     assert_eq!(trail.len(), 60);
+    let _ = std::fs::remove_file(&marker);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

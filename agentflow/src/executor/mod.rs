@@ -306,8 +306,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
 
     /// Cancelling `token` stops the run ([`Outcome::Cancelled`]): at the next step boundary, or
     /// inside a running step, whose nodes are dropped at their next await (a journaled effect
-    /// in flight is let finish first, for up to [`Runner::stop_grace`]; a node that hangs, in a
-    /// tool or model call without a timeout, is stopped too). Nodes of that step whose writes
+    /// in flight is let finish first, for up to [`Runner::stop_grace`], and none starts after
+    /// the stop; a node that hangs, in a tool or model call without a timeout, is stopped too). Nodes of that step whose writes
     /// were kept (under [`Durability::Sync`](crate::Durability::Sync)) do not run again.
     /// A [`Runner::resume`] with a token cancelled already ends the thread cancelled at its
     /// first step boundary, also when it waits for a value or a timer that is not due.
