@@ -270,10 +270,7 @@ impl<'a, D> Ctx<'a, D> {
     /// map worker share a node and a step, so each keys its effects, tool
     /// calls and approvals apart (`key[i]`).
     pub(crate) fn instance_key(&self, key: String) -> String {
-        match self.payload {
-            Some((i, _)) => format!("{key}[{i}]"),
-            None => key,
-        }
+        crate::run::instances::instance_key(key, self.payload.map(|(i, _)| i))
     }
 
     /// The journal's protocol around one effect: replay a recorded result;

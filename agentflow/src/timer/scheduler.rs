@@ -201,7 +201,7 @@ impl<S: State, D: Send + Sync + 'static> App<S, D> {
         let task = tokio::spawn(async move {
             // Said where it happens: nothing else would show that sleeping threads stopped waking.
             if let Err(panic) = std::panic::AssertUnwindSafe(looped.run()).catch_unwind().await {
-                let message = crate::executor::exec::panic_message(panic.as_ref());
+                let message = crate::run::node::panic_message(panic.as_ref());
                 tracing::error!(
                     panic = message,
                     "the timer scheduler stopped: its loop panicked; no sleeping thread is woken until a scheduler starts again"

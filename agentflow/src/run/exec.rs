@@ -6,24 +6,20 @@
 //! finished, and become visible in step N+1.
 
 use std::collections::HashSet;
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
-use std::pin::{Pin, pin};
-use std::sync::{Arc, Mutex};
+use std::pin::pin;
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::future::join_all;
-use futures_util::{FutureExt, StreamExt};
-use tracing::Instrument;
 
 use super::events::Events;
 use super::step;
 use crate::budget::Budget;
-use crate::context::{Ctx, RunScope};
+use crate::context::RunScope;
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Event;
-use crate::graph::{DEFAULT_PARALLEL, NodeId, Plan};
-use crate::interrupt::{KeptAnswer, Pending, PendingKind, Signal};
+use crate::graph::{NodeId, Plan};
+use crate::interrupt::{KeptAnswer, Pending, PendingKind};
 use crate::outcome::{Outcome, Run, RunError};
 use crate::persist::{Checkpointer, FinishedWrites, Journal, PersistError, Resumed};
 use crate::shield::{shielded_stop, shielded_timeout};
@@ -474,276 +470,6 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         Ok(results)
     }
 
-    /// Runs the instances of map worker `id`, one per payload, at most its
-    /// `parallel` at once; returns their results in payload order, whatever
-    /// order they finished in. Instances in `kept` finished before (a resumed
-    /// step) and are not run again. With a `keeper`, see [`Exec::run_kept_instances`].
-    #[allow(clippy::too_many_arguments)]
-    async fn run_instances(
-        &self,
-        id: NodeId,
-        items: &[serde_json::Value],
-        kept: Vec<Step<S>>,
-        state: &S,
-        step: u32,
-        journal: Option<&Journal>,
-        keeper: Option<&FinishedWrites>,
-    ) -> Result<Vec<(NodeId, Result<Step<S>, Halt>)>, PersistError> {
-        let parallel = self.plan.spec.nodes.get(id.index()).and_then(|n| n.parallel).unwrap_or(DEFAULT_PARALLEL).max(1);
-        let mut slots: Vec<Option<Result<Step<S>, Halt>>> = items.iter().map(|_| None).collect();
-        for s in kept {
-            if let Some(slot) = s.instance.and_then(|i| slots.get_mut(i as usize)) {
-                *slot = Some(Ok(s));
-            }
-        }
-        let todo: Vec<usize> = slots.iter().enumerate().filter(|(_, s)| s.is_none()).map(|(i, _)| i).collect();
-        let run = |i: usize| async move {
-            let instance = (u32::try_from(i).unwrap_or(u32::MAX), &items[i]);
-            (i, self.run_node(id, state, step, journal, Some(instance)).await)
-        };
-        match keeper {
-            Some(keeper) => self.run_kept_instances(id, todo, parallel, keeper, &mut slots, run).await?,
-            None => {
-                let mut runs = futures_util::stream::iter(todo).map(run).buffer_unordered(parallel);
-                while let Some((i, result)) = runs.next().await {
-                    slots[i] = Some(result);
-                }
-            }
-        }
-        Ok(slots.into_iter().flatten().map(|r| (id, r)).collect())
-    }
-
-    /// Runs instances `todo` of map worker `id` as [`Exec::run_instances`] does, and commits
-    /// the write of each one that finishes before its slot is given to another: at most
-    /// `parallel` instances have started and not had their write committed, so a crash re-runs
-    /// at most that many of those that started. Writes that finish while a commit is under way
-    /// (or together) share the next commit.
-    async fn run_kept_instances<F, Fut>(
-        &self,
-        id: NodeId,
-        todo: Vec<usize>,
-        parallel: usize,
-        keeper: &FinishedWrites,
-        slots: &mut [Option<Result<Step<S>, Halt>>],
-        run: F,
-    ) -> Result<(), PersistError>
-    where
-        F: Fn(usize) -> Fut,
-        Fut: Future<Output = (usize, Result<Step<S>, Halt>)>,
-    {
-        let node = self.name(id);
-        let mut todo = todo.into_iter();
-        let mut running = futures_util::stream::FuturesUnordered::new();
-        // Finished, their writes not yet in a commit.
-        let mut queued: Vec<usize> = Vec::new();
-        // Finished and not yet committed: `queued` and those of the commit under way.
-        let mut held = 0;
-        let mut committing = 0;
-        let mut commit: Option<KeepCommit> = None;
-        loop {
-            while running.len() + held < parallel {
-                let Some(i) = todo.next() else { break };
-                running.push(run(i));
-            }
-            if commit.is_none() && !queued.is_empty() {
-                let mut writes = Vec::with_capacity(queued.len());
-                for i in queued.drain(..) {
-                    if let Some(Ok(done)) = &slots[i] {
-                        writes.push(keeper.write(node, done, |n| self.name(n))?);
-                    }
-                }
-                committing = writes.len();
-                let keeper = keeper.clone();
-                commit = Some(Box::pin(async move { keeper.keep(writes).await }));
-            }
-            if running.is_empty() && commit.is_none() {
-                return Ok(());
-            }
-            tokio::select! {
-                Some(first) = running.next(), if !running.is_empty() => {
-                    let mut finished = vec![first];
-                    // What finished together goes into one commit.
-                    while let Some(Some(more)) = running.next().now_or_never() {
-                        finished.push(more);
-                    }
-                    for (i, result) in finished {
-                        if result.is_ok() {
-                            queued.push(i);
-                            held += 1;
-                        }
-                        slots[i] = Some(result);
-                    }
-                }
-                kept = async {
-                    match commit.as_mut() {
-                        Some(commit) => commit.await,
-                        None => std::future::pending().await,
-                    }
-                }, if commit.is_some() => {
-                    commit = None;
-                    kept?;
-                    held -= committing;
-                    committing = 0;
-                }
-            }
-        }
-    }
-
-    async fn run_node(
-        &self,
-        id: NodeId,
-        state: &S,
-        step: u32,
-        journal: Option<&Journal>,
-        payload: Option<(u32, &serde_json::Value)>,
-    ) -> Result<Step<S>, Halt> {
-        let Some(node) = self.plan.spec.nodes.get(id.index()) else {
-            return Err(Halt::Error(NodeError::fatal(format!(
-                "node {id} is not part of graph `{}`",
-                self.plan.spec.name
-            ))));
-        };
-        let instance = payload.map(|(i, _)| i);
-        let span = tracing::debug_span!("agentflow.node", node = node.name, step, instance);
-        let resumed = step == self.resumed_step;
-        let resume = super::answers::resume_value_for(&self.resume_values, node.name, instance).filter(|_| resumed);
-        let kept_answer = self.kept_answers.iter().find(|k| resumed && k.node == node.name && k.instance == instance);
-        let mut attempt = 1;
-        loop {
-            self.events.room().await;
-            self.events.emit(|| Event::NodeStarted { step, node: node.name, instance, attempt });
-            let signal = Mutex::new(Signal::default());
-            let shield = signal.lock().unwrap_or_else(|p| p.into_inner()).shield.clone();
-            let cx = Ctx {
-                deps: self.deps,
-                node: node.name,
-                step,
-                attempt,
-                scope: &self.scope,
-                journal,
-                tools: node.tools,
-                subgraphs: node.subgraphs,
-                may_interrupt: node.interrupt,
-                may_sleep: node.sleep,
-                signal: &signal,
-                resume,
-                kept_answer,
-                payload,
-            };
-            let work = AssertUnwindSafe((node.run)(state, &cx)).catch_unwind();
-            let attempt_began = Instant::now();
-            // A run's time limit is for the nodes' own work: a node that runs subgraphs waits for
-            // their steps, which have the limit themselves.
-            let limit = node.timeout.or(self.node_time_limit.filter(|_| node.subgraphs.is_empty()));
-            // A limit too far ahead for the clock to represent sets none.
-            let until = limit.and_then(|limit| Some((limit, tokio::time::Instant::now().checked_add(limit)?)));
-            let result = match until {
-                // An effect in flight when the timeout falls finishes and is journaled first, for
-                // up to the grace: one that hangs does not hold the node for good.
-                Some((limit, until)) => {
-                    match shielded_stop(tokio::time::sleep_until(until), self.stop_grace, &[&shield], work)
-                        .instrument(span.clone())
-                        .await
-                    {
-                        Ok(result) => result,
-                        Err(_) => {
-                            Ok(Err(NodeError::transient(format!("node `{}` timed out after {limit:?}", node.name))))
-                        }
-                    }
-                }
-                None => work.instrument(span.clone()).await,
-            };
-            self.metrics.node(id.index(), attempt_began.elapsed());
-            // A budget that ran out in this attempt ends the run as `BudgetExhausted`, even when the
-            // node caught the refusal and returned a step: a run that hit a budget never completes.
-            let (exhausted, child_took_resume) = {
-                let signal = signal.lock().unwrap_or_else(|p| p.into_inner());
-                (signal.exhausted, signal.child_took_resume)
-            };
-            if let (Some(which), Ok(Ok(_))) = (exhausted, &result) {
-                tracing::info!(parent: &span, budget = %which, "budget exhausted; the node's step is not applied");
-                if child_took_resume {
-                    self.children_moved.lock().unwrap_or_else(|p| p.into_inner()).push(id);
-                }
-                return Err(Halt::Budget(which));
-            }
-            let error = match result {
-                Ok(Ok(mut out)) => {
-                    out.instance = instance;
-                    // A payload that cannot be stored fails its sender, where the list was built.
-                    return match out.sends.iter().find_map(|s| s.payloads.as_ref().err().map(|e| (s.worker, e))) {
-                        None => Ok(out),
-                        Some((worker, e)) => {
-                            let error = NodeError::fatal(format!(
-                                "node `{}` sent payloads to `{}`: {e}",
-                                node.name,
-                                self.name(worker)
-                            ));
-                            self.events.emit(|| Event::NodeFailed {
-                                step,
-                                node: node.name,
-                                instance,
-                                error: error.clone(),
-                            });
-                            Err(Halt::Error(error))
-                        }
-                    };
-                }
-                Ok(Err(error)) => error,
-                Err(panic) => {
-                    NodeError::fatal(format!("node `{}` panicked: {}", node.name, panic_message(panic.as_ref())))
-                }
-            };
-            let signal = signal.into_inner().unwrap_or_else(|p| p.into_inner());
-            if signal.child_took_resume {
-                self.children_moved.lock().unwrap_or_else(|p| p.into_inner()).push(id);
-            }
-            if let Some(which) = signal.exhausted {
-                tracing::info!(parent: &span, budget = %which, "budget exhausted");
-                return Err(Halt::Budget(which));
-            }
-            if error.class == ErrorClass::NeedsInput
-                && let Some(pending) = signal.pause
-            {
-                tracing::info!(parent: &span, kind = ?pending.kind, "node paused for a human");
-                let kept = signal.answered.map(|value| KeptAnswer {
-                    node: node.name.to_string(),
-                    instance,
-                    value,
-                    stale: false,
-                });
-                return Err(Halt::Pause(pending, kept));
-            }
-            let retry = error.class == ErrorClass::Transient
-                && attempt < node.retry.max_attempts
-                && !self.scope.cancel.is_cancelled();
-            if !retry {
-                if signal.refused_resume && error.class == ErrorClass::NeedsInput {
-                    self.refused_answers.lock().unwrap_or_else(|p| p.into_inner()).push(node.name);
-                }
-                tracing::warn!(parent: &span, %error, attempt, "node failed");
-                self.events.emit(|| Event::NodeFailed { step, node: node.name, instance, error: error.clone() });
-                return Err(Halt::Error(error));
-            }
-            let delay = node.retry.delay(attempt, error.retry_after);
-            tracing::info!(parent: &span, %error, attempt, ?delay, "retrying node");
-            self.metrics.retry(id.index());
-            self.events.emit(|| Event::NodeRetrying {
-                step,
-                node: node.name,
-                instance,
-                attempt,
-                error: error.clone(),
-                delay,
-            });
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
-                () = self.scope.cancel.cancelled() => return Err(Halt::Error(error)),
-            }
-            attempt += 1;
-        }
-    }
-
     /// How a run stopped from outside ends: paused if the stop was a pause, else cancelled.
     fn stopped(&self) -> Outcome {
         if self.pause.is_cancelled() { Outcome::Paused } else { Outcome::Cancelled }
@@ -767,18 +493,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
     }
 }
 
-/// The commit of finished writes under way in [`Exec::run_kept_instances`].
-type KeepCommit = Pin<Box<dyn Future<Output = Result<(), PersistError>> + Send>>;
-
 /// Serialises one step's updates, in declaration order, as the checkpoint's delta.
 fn encode_updates<S: State>(done: &[(NodeId, Step<S>)]) -> Result<Vec<Vec<u8>>, PersistError> {
     done.iter().map(|(_, s)| crate::persist::encode::document(&s.update, "an update")).collect()
-}
-
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(non-string panic payload)")
 }

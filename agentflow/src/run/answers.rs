@@ -17,7 +17,9 @@ use crate::outcome::{Outcome, Run, RunError};
 use crate::persist::{Checkpointer, PersistError, Resumed, ThreadStatus};
 use crate::state::State;
 
-use super::{Runner, asks_again, best_effort, open, resume_value_error};
+use super::Runner;
+use super::drive::{asks_again, best_effort, lease_lost};
+use super::start::{open, resume_value_error};
 
 /// The value given for the question of one waiting item: what its node's (or map instance's)
 /// `interrupt` returns when the step runs again.
@@ -263,7 +265,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
         let usage = cp.budget.usage;
         cp.finish(ThreadStatus::Interrupted, outcome.to_string(), usage)
             .await
-            .map_err(|e| super::lease_lost(e.into(), Some(&cp)))?;
+            .map_err(|e| lease_lost(e.into(), Some(&cp)))?;
         Ok(Run { outcome, state: start.state, steps: start.step, usage, usage_this_run: Default::default() })
     }
 }

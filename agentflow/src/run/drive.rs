@@ -1,0 +1,278 @@
+//! Driving a run to its end: the super-step loop set up, the run's end recorded, and the
+//! compensations of a thread that ends in a failure.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::Instrument;
+
+use super::answers;
+use super::events::Events;
+use super::exec::Exec;
+use crate::app::App;
+use crate::budget::Meter;
+use crate::context::RunScope;
+use crate::event::Event;
+use crate::graph::Plan;
+use crate::interrupt::PendingKind;
+use crate::outcome::{Outcome, Run, RunError};
+use crate::persist::{Checkpointer, PersistError, Resumed, ThreadStatus};
+use crate::state::State;
+
+use super::Runner;
+
+impl<'g, S: State, D: Sync> Runner<'g, S, D> {
+    pub(super) async fn drive(
+        self,
+        start: Resumed<S>,
+        checkpointer: Option<Checkpointer>,
+        resume_values: Vec<answers::ResumeValue>,
+    ) -> Result<Run<S>, RunError> {
+        let graph = self.app.graph.inner.spec.name;
+        let kind = if checkpointer.as_ref().is_some_and(|cp| cp.opened_as.is_some()) { "resume" } else { "start" };
+        crate::metrics::run_started(graph, kind);
+        let began = Instant::now();
+        let result = self.drive_run(start, checkpointer, resume_values).await;
+        crate::metrics::run_finished(graph, &result, began.elapsed());
+        result
+    }
+
+    async fn drive_run(
+        self,
+        mut start: Resumed<S>,
+        mut checkpointer: Option<Checkpointer>,
+        resume_values: Vec<answers::ResumeValue>,
+    ) -> Result<Run<S>, RunError> {
+        if let (Some(cp), Some(parents)) = (checkpointer.as_mut(), &self.parent_leases) {
+            cp.fence_parents(parents.clone());
+        }
+        // A thread's stored limits bound it; this run may only tighten them.
+        let (limits, base) = match checkpointer.as_ref() {
+            None => (self.limits, Default::default()),
+            Some(cp) => {
+                if let Some((which, stored, asked)) = self.limits.raises(&cp.budget.limits) {
+                    return Err(RunError::LimitRaised { thread: cp.thread.clone(), which, stored, asked });
+                }
+                (self.limits.tightest(&cp.budget.limits), cp.budget.usage)
+            }
+        };
+        let plan: &Plan<S, D> = &self.app.graph.inner;
+        // A runner may lower the graph's bound, never raise it.
+        let max_steps = self.max_steps.map_or(plan.default_max_steps, |n| n.min(plan.default_max_steps));
+        let config = (|| {
+            if max_steps == 0 {
+                return Err(RunError::ZeroMaxSteps);
+            }
+            Ok((self.node_set(&self.before)?, self.node_set(&self.after)?))
+        })();
+        let (before, after) = config?;
+        // The step paused before a node or inside one has passed its breakpoints before nodes
+        // already; one paused after a node's step has not begun the next.
+        let skip_before = start.interrupts.iter().any(|p| p.kind != PendingKind::After);
+        let kept_answers = std::mem::take(&mut start.kept_answers);
+        let resumed_interrupts = start.interrupts.clone();
+        // The context reaches the stream for model chunks and custom values, and passes it on
+        // to subgraphs, which send up every mode the stream carries.
+        let outlet = self.stream.clone();
+        let events = Arc::new(Events::new(self.sink, self.stream, self.parent_outlet.clone()));
+        let activity_events = Arc::clone(&events);
+        let gateway = &self.app.gateway;
+        let stop_now = self.stop_now.unwrap_or_else(|| self.cancel.clone());
+        let scope = RunScope {
+            cancel: self.cancel,
+            stop_now: stop_now.clone(),
+            stop_grace: self.stop_grace,
+            node_time_limit: self.node_time_limit,
+            meter: Meter::resumed(limits, base),
+            policy: Arc::clone(&gateway.policy),
+            approval_ttl: gateway.approval_ttl,
+            on_reject: gateway.on_reject,
+            // A resumed run acts for the owner stored with the thread, not
+            // for whoever resumed it (who could then approve its requests).
+            owner: checkpointer.as_ref().map_or_else(|| self.owner.clone(), |cp| cp.owner().to_string()),
+            shield: crate::shield::Shield::default(),
+            children_running: crate::shield::Shield::default(),
+            outer_shields: self.outer_shields,
+            activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
+            pause: self.pause.clone(),
+            children: tokio::sync::Semaphore::new(crate::DEFAULT_PARALLEL),
+            breakers: Arc::clone(&gateway.breakers),
+            outlet: outlet.map(|c| c as Arc<dyn crate::stream::Outlet>).or(self.parent_outlet),
+            saga_root_step: self.saga_root_step,
+            probe: gateway.probe.clone(),
+        };
+        let metrics = crate::metrics::RunMetrics::new(plan.spec.name, plan.spec.nodes.iter().map(|n| &n.name));
+        let exec = Exec {
+            plan,
+            deps: self.deps,
+            scope,
+            events,
+            before,
+            after,
+            resume_values,
+            kept_answers,
+            resumed_interrupts,
+            children_moved: std::sync::Mutex::new(Vec::new()),
+            refused_answers: std::sync::Mutex::new(Vec::new()),
+            resumed_step: start.step,
+            skip_before,
+            metrics,
+            stop_now,
+            stop_grace: self.stop_grace,
+            node_time_limit: self.node_time_limit,
+            pause: self.pause,
+        };
+        let span = tracing::info_span!("agentflow.run", graph = plan.spec.name, thread = self.thread.as_deref());
+        let result = exec.run_loop(start, max_steps, self.deadline, &mut checkpointer).instrument(span).await;
+        let usage = exec.scope.meter.usage();
+        let mut run = match result.map_err(|e| lease_lost(e, checkpointer.as_ref())) {
+            Ok(run) => run,
+            // Another executor has the thread: write nothing more.
+            Err(e @ RunError::LeaseLost { .. }) => return Err(e),
+            Err(e) => {
+                if let Some(cp) = checkpointer.as_mut() {
+                    // Best effort: the store already failed once.
+                    let _ = cp.finish(ThreadStatus::Failed, e.to_string(), usage).await;
+                }
+                return Err(e);
+            }
+        };
+        // A run that failed on an answer of the wrong shape waits for a new answer where it was
+        // answered (here or in the subgraph it was handed to): not a failure for good, and it
+        // undoes nothing.
+        let answer_refused = match &run.outcome {
+            Outcome::Failed { node, error } if error.class == crate::error::ErrorClass::NeedsInput => {
+                exec.refused_answers.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|r| r == node)
+            }
+            _ => false,
+        };
+        if let Some(cp) = checkpointer.as_mut()
+            && crate::saga::triggers(&run.outcome)
+            && !answer_refused
+            && crate::saga::has_steps(&cp.store_handle(), &cp.thread).await?
+        {
+            let reason = run.outcome.to_string();
+            cp.finish(ThreadStatus::Compensating, format!("compensating after {reason}"), usage)
+                .await
+                .map_err(|e| lease_lost(e.into(), Some(cp)))?;
+            let events = Arc::clone(&exec.events);
+            run.outcome = compensate(&self.app, cp, self.deps, &events, reason).await?;
+        }
+        if let Some(cp) = checkpointer.as_mut() {
+            let status = match &run.outcome {
+                Outcome::Completed => ThreadStatus::Completed,
+                Outcome::BudgetExhausted { .. } => ThreadStatus::BudgetExhausted,
+                Outcome::Failed { .. } => ThreadStatus::Failed,
+                Outcome::Cancelled => ThreadStatus::Cancelled,
+                Outcome::Paused => ThreadStatus::Paused,
+                Outcome::Interrupted { pending, .. } => {
+                    // Woken on its own when an approval it waits for expires.
+                    cp.wake_at = crate::timer::wake::wake_time(pending);
+                    ThreadStatus::Interrupted
+                }
+                Outcome::Sleeping { until, .. } => {
+                    cp.wake_at = Some(*until);
+                    ThreadStatus::Sleeping
+                }
+                other => crate::saga::status_of(other).unwrap_or(ThreadStatus::Failed),
+            };
+            cp.finish(status, run.outcome.to_string(), usage).await.map_err(|e| lease_lost(e.into(), Some(cp)))?;
+        }
+        exec.events.emit(|| Event::Finished { outcome: run.outcome.clone(), steps: run.steps });
+        Ok(run)
+    }
+}
+
+impl<S: State, D: Sync> Runner<'_, S, D> {
+    /// Continues the compensation of a thread left `compensating`.
+    pub(super) async fn compensate_only(self, start: Resumed<S>, mut cp: Checkpointer) -> Result<Run<S>, RunError> {
+        // A subgraph child's compensation is fenced by its parents' leases too.
+        if let Some(parents) = &self.parent_leases {
+            cp.fence_parents(parents.clone());
+        }
+        let events = Arc::new(Events::new(self.sink, self.stream, self.parent_outlet.clone()));
+        let usage = cp.budget.usage;
+        // The compensation keeps the reason it started with (in the audit log).
+        let reason = "resumed while compensating".to_string();
+        let outcome = compensate(&self.app, &mut cp, self.deps, &events, reason).await?;
+        let status = crate::saga::status_of(&outcome).unwrap_or(ThreadStatus::Compensating);
+        cp.finish(status, outcome.to_string(), usage).await.map_err(|e| lease_lost(e.into(), Some(&cp)))?;
+        events.emit(|| Event::Finished { outcome: outcome.clone(), steps: start.step });
+        Ok(Run { outcome, state: start.state, steps: start.step, usage, usage_this_run: Default::default() })
+    }
+}
+
+/// Runs the compensations of thread `cp` (see [`crate::saga`]).
+async fn compensate<S: State, D: Sync>(
+    app: &App<S, D>,
+    cp: &mut Checkpointer,
+    deps: &D,
+    events: &Arc<Events<'_, S>>,
+    reason: String,
+) -> Result<Outcome, RunError> {
+    let graph = &app.graph;
+    // A subgraph child's calls are compensated with the parent's, so its tools are looked up too.
+    let below = std::sync::OnceLock::new();
+    let lookup = |name: &str| {
+        graph.tool(name).or_else(|| {
+            below.get_or_init(|| graph.tools_below_at()).iter().find(|(_, _, t)| t.name() == name).map(|(_, _, t)| *t)
+        })
+    };
+    let activity = |a: crate::event::Activity| events.emit(|| Event::Activity(a));
+    // The graph's deps as a tool sees them (`#[graph]` records how); a
+    // graph built by hand passes none.
+    let deps: &crate::tool::AnyDeps = match graph.inner.erase_deps {
+        Some(erase) => erase(deps),
+        None => &(),
+    };
+    // A call of the failed step cut off in an earlier run and not made again (its *started*
+    // marker has no result) has an unknown outcome: record it so, before the compensation lists
+    // the unknown ones, so a human is asked about it and the outcome names it.
+    let seq = cp.journal().seq;
+    cp.record_unknown_outcomes(seq).await.map_err(|e| lease_lost(e.into(), Some(cp)))?;
+    // So is an approved call cut off mid-way that the step did not make again.
+    cp.settle_cut_off_approvals(seq).await.map_err(|e| lease_lost(e.into(), Some(cp)))?;
+    let compensator = crate::saga::Compensator {
+        store: cp.store_handle(),
+        thread: cp.thread.clone(),
+        tool: &lookup,
+        deps,
+        activity: &activity,
+        lease: cp.lease(),
+        probe: app.gateway.probe.as_deref(),
+    };
+    let outcome = compensator.run(reason).await;
+    outcome.map_err(|e| lease_lost(e.into(), Some(cp)))
+}
+
+/// A commit or renewal refused because another holder has the thread is a lost lease.
+pub(super) fn lease_lost(e: RunError, cp: Option<&Checkpointer>) -> RunError {
+    use agentflow_store::{CommitError, LeaseError};
+    let (Some(cp), RunError::Persist(p)) = (cp, &e) else { return e };
+    match p {
+        PersistError::Commit(CommitError::LeaseLost { current, .. })
+        | PersistError::Lease(LeaseError::NotHeld { current, .. }) => cp.lease().lost(current.clone()),
+        _ => e,
+    }
+}
+
+/// Runs `write`, bookkeeping after a run whose result stands either way: a failure is logged
+/// with `what`, not returned.
+pub(super) async fn best_effort<E: std::fmt::Display + Send + 'static>(
+    store: &Arc<dyn agentflow_store::Store>,
+    thread: &str,
+    what: &'static str,
+    write: impl FnOnce(&dyn agentflow_store::Store) -> Result<(), E> + Send + 'static,
+) {
+    match crate::persist::blocking(store, write).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(thread, error = %e, "{what}"),
+        Err(e) => tracing::warn!(thread, error = %e, "{what}"),
+    }
+}
+
+/// Whether a run ended waiting in `cx.interrupt` (again).
+pub(super) fn asks_again<S>(result: &Result<Run<S>, RunError>) -> bool {
+    matches!(result, Ok(Run { outcome: Outcome::Interrupted { pending, .. }, .. })
+        if pending.iter().any(|p| p.kind == PendingKind::Interrupt))
+}

@@ -1,0 +1,16 @@
+//! The executor: runs a compiled graph in super-steps and reports how each run ended. The
+//! [`Runner`] (`runner`) is configured step by step, starts or resumes a run (`start`), and
+//! drives it (`drive`) through the super-step loop (`exec`), whose nodes run in `node`, map
+//! instances in `instances`.
+
+mod answers;
+mod drive;
+mod events;
+pub(crate) mod exec;
+pub(crate) mod instances;
+pub(crate) mod node;
+mod runner;
+mod start;
+mod step;
+
+pub use runner::{DEFAULT_STOP_GRACE, DEFAULT_STREAM_BUFFER, Runner};

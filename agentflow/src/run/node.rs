@@ -1,0 +1,185 @@
+//! One node run inside a step: its attempts under the retry policy and the time limit, its
+//! pauses for a human, and a panic turned into a failure.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use futures_util::FutureExt;
+use tracing::Instrument;
+
+use super::exec::{Exec, Halt};
+use crate::context::Ctx;
+use crate::error::{ErrorClass, NodeError};
+use crate::event::Event;
+use crate::graph::NodeId;
+use crate::interrupt::{KeptAnswer, Signal};
+use crate::persist::Journal;
+use crate::shield::shielded_stop;
+use crate::state::State;
+use crate::step::Step;
+
+impl<S: State, D: Sync> Exec<'_, S, D> {
+    pub(super) async fn run_node(
+        &self,
+        id: NodeId,
+        state: &S,
+        step: u32,
+        journal: Option<&Journal>,
+        payload: Option<(u32, &serde_json::Value)>,
+    ) -> Result<Step<S>, Halt> {
+        let Some(node) = self.plan.spec.nodes.get(id.index()) else {
+            return Err(Halt::Error(NodeError::fatal(format!(
+                "node {id} is not part of graph `{}`",
+                self.plan.spec.name
+            ))));
+        };
+        let instance = payload.map(|(i, _)| i);
+        let span = tracing::debug_span!("agentflow.node", node = node.name, step, instance);
+        let resumed = step == self.resumed_step;
+        let resume = super::answers::resume_value_for(&self.resume_values, node.name, instance).filter(|_| resumed);
+        let kept_answer = self.kept_answers.iter().find(|k| resumed && k.node == node.name && k.instance == instance);
+        let mut attempt = 1;
+        loop {
+            self.events.room().await;
+            self.events.emit(|| Event::NodeStarted { step, node: node.name, instance, attempt });
+            let signal = Mutex::new(Signal::default());
+            let shield = signal.lock().unwrap_or_else(|p| p.into_inner()).shield.clone();
+            let cx = Ctx {
+                deps: self.deps,
+                node: node.name,
+                step,
+                attempt,
+                scope: &self.scope,
+                journal,
+                tools: node.tools,
+                subgraphs: node.subgraphs,
+                may_interrupt: node.interrupt,
+                may_sleep: node.sleep,
+                signal: &signal,
+                resume,
+                kept_answer,
+                payload,
+            };
+            let work = AssertUnwindSafe((node.run)(state, &cx)).catch_unwind();
+            let attempt_began = Instant::now();
+            // A run's time limit is for the nodes' own work: a node that runs subgraphs waits for
+            // their steps, which have the limit themselves.
+            let limit = node.timeout.or(self.node_time_limit.filter(|_| node.subgraphs.is_empty()));
+            // A limit too far ahead for the clock to represent sets none.
+            let until = limit.and_then(|limit| Some((limit, tokio::time::Instant::now().checked_add(limit)?)));
+            let result = match until {
+                // An effect in flight when the timeout falls finishes and is journaled first, for
+                // up to the grace: one that hangs does not hold the node for good.
+                Some((limit, until)) => {
+                    match shielded_stop(tokio::time::sleep_until(until), self.stop_grace, &[&shield], work)
+                        .instrument(span.clone())
+                        .await
+                    {
+                        Ok(result) => result,
+                        Err(_) => {
+                            Ok(Err(NodeError::transient(format!("node `{}` timed out after {limit:?}", node.name))))
+                        }
+                    }
+                }
+                None => work.instrument(span.clone()).await,
+            };
+            self.metrics.node(id.index(), attempt_began.elapsed());
+            // A budget that ran out in this attempt ends the run as `BudgetExhausted`, even when the
+            // node caught the refusal and returned a step: a run that hit a budget never completes.
+            let (exhausted, child_took_resume) = {
+                let signal = signal.lock().unwrap_or_else(|p| p.into_inner());
+                (signal.exhausted, signal.child_took_resume)
+            };
+            if let (Some(which), Ok(Ok(_))) = (exhausted, &result) {
+                tracing::info!(parent: &span, budget = %which, "budget exhausted; the node's step is not applied");
+                if child_took_resume {
+                    self.children_moved.lock().unwrap_or_else(|p| p.into_inner()).push(id);
+                }
+                return Err(Halt::Budget(which));
+            }
+            let error = match result {
+                Ok(Ok(mut out)) => {
+                    out.instance = instance;
+                    // A payload that cannot be stored fails its sender, where the list was built.
+                    return match out.sends.iter().find_map(|s| s.payloads.as_ref().err().map(|e| (s.worker, e))) {
+                        None => Ok(out),
+                        Some((worker, e)) => {
+                            let error = NodeError::fatal(format!(
+                                "node `{}` sent payloads to `{}`: {e}",
+                                node.name,
+                                self.name(worker)
+                            ));
+                            self.events.emit(|| Event::NodeFailed {
+                                step,
+                                node: node.name,
+                                instance,
+                                error: error.clone(),
+                            });
+                            Err(Halt::Error(error))
+                        }
+                    };
+                }
+                Ok(Err(error)) => error,
+                Err(panic) => {
+                    NodeError::fatal(format!("node `{}` panicked: {}", node.name, panic_message(panic.as_ref())))
+                }
+            };
+            let signal = signal.into_inner().unwrap_or_else(|p| p.into_inner());
+            if signal.child_took_resume {
+                self.children_moved.lock().unwrap_or_else(|p| p.into_inner()).push(id);
+            }
+            if let Some(which) = signal.exhausted {
+                tracing::info!(parent: &span, budget = %which, "budget exhausted");
+                return Err(Halt::Budget(which));
+            }
+            if error.class == ErrorClass::NeedsInput
+                && let Some(pending) = signal.pause
+            {
+                tracing::info!(parent: &span, kind = ?pending.kind, "node paused for a human");
+                let kept = signal.answered.map(|value| KeptAnswer {
+                    node: node.name.to_string(),
+                    instance,
+                    value,
+                    stale: false,
+                });
+                return Err(Halt::Pause(pending, kept));
+            }
+            let retry = error.class == ErrorClass::Transient
+                && attempt < node.retry.max_attempts
+                && !self.scope.cancel.is_cancelled();
+            if !retry {
+                if signal.refused_resume && error.class == ErrorClass::NeedsInput {
+                    self.refused_answers.lock().unwrap_or_else(|p| p.into_inner()).push(node.name);
+                }
+                tracing::warn!(parent: &span, %error, attempt, "node failed");
+                self.events.emit(|| Event::NodeFailed { step, node: node.name, instance, error: error.clone() });
+                return Err(Halt::Error(error));
+            }
+            let delay = node.retry.delay(attempt, error.retry_after);
+            tracing::info!(parent: &span, %error, attempt, ?delay, "retrying node");
+            self.metrics.retry(id.index());
+            self.events.emit(|| Event::NodeRetrying {
+                step,
+                node: node.name,
+                instance,
+                attempt,
+                error: error.clone(),
+                delay,
+            });
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = self.scope.cancel.cancelled() => return Err(Halt::Error(error)),
+            }
+            attempt += 1;
+        }
+    }
+}
+
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(non-string panic payload)")
+}

@@ -1,0 +1,184 @@
+//! Starting a run, resuming a thread from its last checkpoint, and the checks before either.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::app::App;
+use crate::budget::ThreadBudget;
+use crate::graph::NodeId;
+use crate::interrupt::PendingKind;
+use crate::outcome::{Outcome, Run, RunError};
+use crate::persist::{Checkpointer, Durability, LeaseHolder, PersistError, Resumed, ThreadStatus};
+use crate::state::State;
+
+use super::Runner;
+
+impl<'g, S: State, D: Sync> Runner<'g, S, D> {
+    /// Runs the graph from `input` until it completes, fails, pauses, runs
+    /// out of a budget or is cancelled. With [`Runner::thread`], starts that thread.
+    pub async fn run(self, input: S) -> Result<Run<S>, RunError> {
+        let app = &self.app;
+        check_ttl(self.lease_ttl)?;
+        if let Some(thread) = &self.thread {
+            check_text("thread id", thread)?;
+            check_text("owner", &self.owner)?;
+        }
+        let checkpointer = match (self.thread.clone(), app.store.clone()) {
+            (None, _) => None,
+            (Some(_), None) => return Err(RunError::NoStore),
+            (Some(thread), Some(store)) => {
+                app.check_owner(&self.owner)?;
+                let budget = ThreadBudget { limits: self.limits, ..ThreadBudget::default() };
+                let (owner, durability, ttl) = (self.owner.clone(), self.durability, self.lease_ttl);
+                let (holder, parent) = (self.holder.clone(), self.child_of.clone());
+                let id = thread.clone();
+                let parents = self.parent_leases.clone().unwrap_or_default();
+                let started = Checkpointer::start(
+                    app, store, thread, parent, owner, durability, ttl, budget, &input, holder, parents,
+                );
+                Some(started.await.map_err(|e| first_commit_lost(e, &id))?)
+            }
+        };
+        let start = Resumed::fresh(input, app.graph.start());
+        self.drive(start, checkpointer, Vec::new()).await
+    }
+
+    /// Continues thread [`Runner::thread`] from its last checkpoint, in this
+    /// or another process: after a crash, a failure, a breakpoint or a fork.
+    /// Nodes that finished in a step that then stopped are not run again;
+    /// their stored writes are used. A thread waiting in `cx.interrupt` needs
+    /// [`Runner::resume_with`], unless a person answered it from another
+    /// process ([`ApprovalDesk::answer_interrupt`](crate::approval::ApprovalDesk::answer_interrupt),
+    /// the approval inbox, `agentflow answer`): then it continues with that
+    /// answer, exactly as `resume_with(answer)` would. If that run ends
+    /// [`Outcome::Failed`] (a value of the wrong shape), the answer is spent: the
+    /// next plain resume asks for a value again, and a person may answer anew.
+    pub async fn resume(self) -> Result<Run<S>, RunError> {
+        let (checkpointer, start) =
+            open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
+        // A thread that stopped while undoing its calls continues undoing them.
+        if checkpointer.opened_as == Some(ThreadStatus::Compensating) {
+            return self.compensate_only(start, checkpointer).await;
+        }
+        // A resume whose cancel token is cancelled already ends the thread `cancelled` at its
+        // first step boundary, even one that waits for a value or a timer.
+        let cancelled = self.cancel.is_cancelled() && !self.pause.is_cancelled();
+        if start.interrupts.iter().any(|p| p.kind == PendingKind::Interrupt) && !cancelled {
+            // Answered from another process (the inbox, `agentflow answer`): continue with those
+            // answers, once every question of the step has its own.
+            return self.continue_answered(start, checkpointer, false).await;
+        }
+        // Woken before its timer is due: nothing runs and nothing is written.
+        // (A thread whose step failed is run again now: what it waits for is the failed step's,
+        // and no timer of it is armed.)
+        if let Some(until) = crate::timer::wake::sleeping_until(&start.interrupts)
+            && checkpointer.opened_as == Some(ThreadStatus::Sleeping)
+            && crate::persist::now_ms() < until
+            && !cancelled
+        {
+            let usage = checkpointer.budget.usage;
+            let outcome = Outcome::Sleeping { thread: checkpointer.thread.clone(), until };
+            return Ok(Run {
+                outcome,
+                state: start.state,
+                steps: start.step,
+                usage,
+                usage_this_run: Default::default(),
+            });
+        }
+        self.drive(start, Some(checkpointer), Vec::new()).await
+    }
+
+    /// Resumes a sleeping thread whose timer is due, checked under its
+    /// lease; `Ok(None)` when it is not sleeping, not due, or finished.
+    pub(crate) async fn resume_due(self) -> Result<Option<Run<S>>, RunError> {
+        let opened = open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await;
+        let (checkpointer, start) = match opened {
+            Err(RunError::Resume(crate::persist::ResumeError::Finished { .. })) => return Ok(None),
+            other => other?,
+        };
+        let (thread, now) = (checkpointer.thread.clone(), crate::persist::now_ms());
+        let store = Arc::clone(checkpointer.store());
+        let due = crate::persist::blocking(&store, move |s| crate::timer::wake::still_due(s, &thread, now))
+            .await?
+            .map_err(PersistError::from)?;
+        if !due || crate::timer::wake::wake_time(&start.interrupts).is_none_or(|at| at > now) {
+            return Ok(None);
+        }
+        self.drive(start, Some(checkpointer), Vec::new()).await.map(Some)
+    }
+
+    pub(super) fn node_set(&self, names: &[String]) -> Result<HashSet<NodeId>, RunError> {
+        names
+            .iter()
+            .map(|n| {
+                self.app
+                    .graph
+                    .node_id(n)
+                    .ok_or_else(|| RunError::UnknownBreakpoint { node: n.clone(), nodes: self.app.graph.node_names() })
+            })
+            .collect()
+    }
+}
+
+pub(super) fn resume_value_error(source: crate::persist::encode::ValueError) -> crate::persist::PersistError {
+    crate::persist::PersistError::Value { what: "the resume value", source }
+}
+
+/// Opens the thread to resume. A free function, so the future of a resume
+/// holds no reference to the (non-`Sync`) runner across an await.
+pub(super) async fn open<S: State, D>(
+    app: &App<S, D>,
+    thread: Option<String>,
+    durability: Durability,
+    lease_ttl: Duration,
+    holder: Option<LeaseHolder>,
+) -> Result<(Checkpointer, Resumed<S>), RunError> {
+    check_ttl(lease_ttl)?;
+    let (Some(thread), Some(store)) = (thread.clone(), app.store.clone()) else {
+        return Err(match thread {
+            None => RunError::ResumeNeedsThread,
+            Some(_) => RunError::NoStore,
+        });
+    };
+    let graph = app.graph.inner.spec.name;
+    let began = Instant::now();
+    let opened = Checkpointer::resume(app, store, thread, durability, lease_ttl, holder).await?;
+    ::metrics::counter!(crate::metrics::RECOVERIES, "graph" => graph).increment(1);
+    ::metrics::histogram!(crate::metrics::RECOVERY_SECONDS, "graph" => graph).record(began.elapsed().as_secs_f64());
+    Ok(opened)
+}
+
+/// The shortest lease a run accepts: renewals every third of it must be possible.
+const MIN_LEASE_TTL: Duration = Duration::from_millis(30);
+
+fn check_ttl(ttl: Duration) -> Result<(), RunError> {
+    if ttl < MIN_LEASE_TTL {
+        return Err(RunError::LeaseTtlTooShort { min: MIN_LEASE_TTL, asked: ttl });
+    }
+    Ok(())
+}
+
+/// Refuses a new thread's id or owner that holds a NUL byte (PostgreSQL `text` cannot hold
+/// one): the same on every store, before anything is written.
+fn check_text(what: &'static str, value: &str) -> Result<(), RunError> {
+    if value.contains('\0') {
+        return Err(RunError::NulByte { what, value: value.to_string() });
+    }
+    Ok(())
+}
+
+/// A new thread's first commit (its input checkpoint) refused because another holder has the
+/// thread is a lost lease too: a worker's claim took the lease, and it can be lost before the
+/// run writes anything.
+fn first_commit_lost(e: RunError, thread: &str) -> RunError {
+    use agentflow_store::{CommitError, LeaseError};
+    match &e {
+        RunError::Persist(
+            PersistError::Commit(CommitError::LeaseLost { current, .. })
+            | PersistError::Lease(LeaseError::NotHeld { current, .. }),
+        ) => RunError::LeaseLost { thread: thread.to_string(), holder: current.as_ref().map(|l| l.holder.clone()) },
+        _ => e,
+    }
+}
