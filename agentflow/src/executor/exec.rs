@@ -19,7 +19,7 @@ use tracing::Instrument;
 use super::events::Events;
 use super::step;
 use crate::budget::Budget;
-use crate::context::{Ctx, RunScope};
+use crate::ctx::{Ctx, RunScope};
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Event;
 use crate::graph::{DEFAULT_PARALLEL, NodeId, Plan};

@@ -20,7 +20,7 @@ use exec::Exec;
 
 use crate::app::App;
 use crate::budget::{Limits, Meter, ThreadBudget};
-use crate::context::RunScope;
+use crate::ctx::RunScope;
 use crate::event::Event;
 use crate::graph::{CompiledGraph, NodeId, Plan};
 use crate::interrupt::PendingKind;
