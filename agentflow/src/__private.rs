@@ -9,7 +9,7 @@ pub use crate::reducer::{Add, Append, Merge, Messages};
 pub use crate::step::{each, route};
 pub use agentflow_macros::{State, graph, node};
 
-use crate::context::Ctx;
+use crate::ctx::Ctx;
 use crate::error::NodeError;
 use crate::state::{Field, State};
 use crate::step::Step;

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::context::Ctx;
+use crate::ctx::Ctx;
 use crate::error::NodeError;
 pub use crate::node_id::NodeId;
 use crate::retry::RetryPolicy;

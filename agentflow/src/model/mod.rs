@@ -22,6 +22,7 @@ pub use chunk::{ChatChunk, ChunkSink, ToolCallDelta};
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiCompatible, OpenAiConfig};
 pub use scripted::{SCRIPTED_MODEL_NAME, ScriptedModel, estimate_tokens};
+pub(crate) use structured::{Ask, Fed};
 pub use structured::{
     Structured, StructuredError, parse_reply, response_schema, schema_instruction, structured, structured_request,
 };

@@ -4,7 +4,6 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 use super::{ChatModel, ChatReply, ChatRequest, ModelError, ResponseSchema, UsageTally};
-use crate::context::Ctx;
 use crate::error::{ErrorClass, NodeError};
 use crate::message::{Message, Role};
 
@@ -103,50 +102,18 @@ where
     }
 }
 
-impl<D> Ctx<'_, D> {
-    /// Asks `model` for a `T` like [`structured_request`], but every call,
-    /// re-asks included, goes through [`Ctx::chat`]: it counts against the
-    /// run's model-call and token budgets and is reported as an activity.
-    ///
-    /// A reply that still does not parse after `max_reasks` re-asks is a
-    /// correctable [`NodeError`] naming the problem; an exhausted budget ends
-    /// the run as `BudgetExhausted`.
-    pub async fn structured<T, M>(
-        &self,
-        model: &M,
-        req: ChatRequest,
-        max_reasks: u32,
-    ) -> Result<Structured<T>, NodeError>
-    where
-        T: JsonSchema + DeserializeOwned,
-        M: ChatModel + ?Sized,
-    {
-        let mut ask = Ask::<T>::new(req, max_reasks);
-        loop {
-            let reply = self.chat(model, &ask.req).await?;
-            match ask.feed(reply) {
-                Fed::Done(done) => return Ok(done),
-                Fed::Again => {}
-                Fed::Invalid(error) => {
-                    return Err(NodeError::correctable(format!("{error} (after {} re-asks)", ask.reasks)));
-                }
-            }
-        }
-    }
-}
-
 /// The re-ask loop's state, shared by [`structured_request`] and
-/// [`Ctx::structured`], which differ only in how they call the model.
-struct Ask<T> {
-    req: ChatRequest,
+/// [`Ctx::structured`](crate::Ctx::structured), which differ only in how they call the model.
+pub(crate) struct Ask<T> {
+    pub(crate) req: ChatRequest,
     usage: UsageTally,
-    reasks: u32,
+    pub(crate) reasks: u32,
     max_reasks: u32,
     _value: std::marker::PhantomData<fn() -> T>,
 }
 
 /// What to do after a reply.
-enum Fed<T> {
+pub(crate) enum Fed<T> {
     /// It parsed.
     Done(Structured<T>),
     /// It did not; the correction is appended to the request: ask again.
@@ -157,14 +124,14 @@ enum Fed<T> {
 
 impl<T: JsonSchema + DeserializeOwned> Ask<T> {
     /// `req` plus `T`'s schema (as [`ResponseSchema`] and in the system instruction).
-    fn new(mut req: ChatRequest, max_reasks: u32) -> Self {
+    pub(crate) fn new(mut req: ChatRequest, max_reasks: u32) -> Self {
         let schema = response_schema::<T>();
         add_instruction(&mut req.messages, &schema_instruction(&schema));
         req.response_schema = Some(schema);
         Ask { req, usage: UsageTally::default(), reasks: 0, max_reasks, _value: std::marker::PhantomData }
     }
 
-    fn feed(&mut self, reply: ChatReply) -> Fed<T> {
+    pub(crate) fn feed(&mut self, reply: ChatReply) -> Fed<T> {
         self.usage.record(reply.usage);
         let detail = match parse_reply::<T>(&reply.text) {
             Ok(value) => return Fed::Done(Structured { value, usage: self.usage, reasks: self.reasks }),

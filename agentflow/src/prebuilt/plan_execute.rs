@@ -94,7 +94,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use crate::context::Ctx;
+use crate::ctx::Ctx;
 use crate::error::NodeError;
 use crate::message::{Message, Role};
 use crate::model::{ChatModel, ChatRequest};

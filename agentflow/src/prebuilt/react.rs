@@ -46,7 +46,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::context::Ctx;
+use crate::ctx::Ctx;
 use crate::error::NodeError;
 use crate::message::{Message, Role};
 use crate::model::{ChatModel, ChatRequest};

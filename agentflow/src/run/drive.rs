@@ -11,7 +11,7 @@ use super::events::Events;
 use super::exec::Exec;
 use crate::app::App;
 use crate::budget::Meter;
-use crate::context::RunScope;
+use crate::ctx::RunScope;
 use crate::event::Event;
 use crate::graph::Plan;
 use crate::interrupt::PendingKind;

@@ -15,7 +15,7 @@ use futures_util::future::join_all;
 use super::events::Events;
 use super::step;
 use crate::budget::Budget;
-use crate::context::RunScope;
+use crate::ctx::RunScope;
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Event;
 use crate::graph::{NodeId, Plan};

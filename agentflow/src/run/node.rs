@@ -9,7 +9,7 @@ use futures_util::FutureExt;
 use tracing::Instrument;
 
 use super::exec::{Exec, Halt};
-use crate::context::Ctx;
+use crate::ctx::Ctx;
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Event;
 use crate::graph::NodeId;

@@ -8,8 +8,6 @@
 //! applies the [`Policy`] and, where the policy says so, asks a human first.
 
 mod contract;
-mod gateway;
-mod guard;
 mod observation;
 mod policy;
 mod validate;

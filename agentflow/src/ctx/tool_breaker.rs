@@ -4,14 +4,14 @@
 
 use serde_json::{Value, json};
 
-use super::{Code, Observation, Risk, Tool};
+use super::Ctx;
 use crate::breaker::{Breaker, BreakerState, OnOpen};
-use crate::context::Ctx;
 use crate::error::NodeError;
 use crate::event::Activity;
 use crate::interrupt::{Pending, PendingKind};
 use crate::message::ToolCall;
 use crate::persist::{Entry, Journal, now_ms};
+use crate::tool::{Code, Observation, Risk, Tool};
 use agentflow_store::{BreakerAnswer, BreakerError, BreakerOp, BreakerRecord, BreakerUpdate};
 
 /// A call the breaker let through: it reports its outcome under `holder`.
@@ -59,7 +59,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         // escaped, as in its journal key, under `0:`; an id that starts as an escaped or marked
         // one would is marked `1:`, so two distinct ids never share a holder.
         let id = if call.id.contains('\0') {
-            format!("0:{}", super::gateway::escape_nul(&call.id))
+            format!("0:{}", super::tools::escape_nul(&call.id))
         } else if call.id.starts_with("0:") || call.id.starts_with("1:") {
             format!("1:{}", call.id)
         } else {
