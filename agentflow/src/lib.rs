@@ -83,6 +83,7 @@ pub mod breaker;
 mod budget;
 mod context;
 pub mod describe;
+mod durable;
 mod error;
 mod event;
 mod executor;
