@@ -3,30 +3,37 @@
 //! through [`persist`](crate::persist).
 
 mod abandoned;
+mod budget;
+mod chain;
 mod checkpointer;
+mod cut_off;
 pub(crate) mod durability;
 pub(crate) mod encode;
 mod error;
+mod fingerprint;
 mod finished;
 pub(crate) mod history;
 mod io;
 mod journal;
+mod keys;
+mod lease;
+mod value_check;
 
-pub(crate) use checkpointer::{
-    Checkpointer, DEFAULT_LEASE_TTL, INTERRUPTS, LeaseGuard, LeaseHolder, Resumed, holder_id, process_tag,
-    stored_budget,
-};
+pub(crate) use budget::stored_budget;
+pub(crate) use checkpointer::Checkpointer;
+pub(crate) use checkpointer::open::Resumed;
+pub(crate) use cut_off::{UNKNOWN_CALL, UnknownCall, unknown_outcome_id, unknown_outcome_record};
 pub(crate) use durability::Durability;
-pub use encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, ValueError, check_json};
+pub use encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH};
 pub use error::{HistoryError, PersistError, ResumeError};
 pub(crate) use finished::FinishedWrites;
 pub use history::{fork_thread, update_thread};
 pub(crate) use io::{blocking, now_ms, run_store_calls_inline};
 pub use journal::Journal;
-pub(crate) use journal::{
-    Entry, ParentLeases, Settling, UNKNOWN_CALL, UnknownCall, UnknownOutcomes, decode as decode_effect,
-    unknown_outcome_id, unknown_outcome_record, unknown_outcomes,
-};
+pub(crate) use journal::{Entry, ParentLeases, Settling, decode as decode_effect};
+pub(crate) use keys::INTERRUPTS;
+pub(crate) use lease::{DEFAULT_LEASE_TTL, LeaseGuard, LeaseHolder, holder_id, process_tag};
+pub use value_check::{ValueError, check_json};
 
 pub use agentflow_store::{
     AuditEntry, CheckpointMetadata, CheckpointSource, CheckpointSummary, Listing, ThreadRecord, ThreadStatus,
