@@ -7,8 +7,8 @@ use super::error::PersistError;
 use crate::state::State;
 
 /// The seq after `seq`, for thread `thread`'s next checkpoint. A store holds none past
-/// `i64::MAX`, so this fails only for a [`Store`](agentflow_store::Store) of another origin that handed out a seq at the
-/// end of the range: a typed error, not an overflow.
+/// `i64::MAX`, so this fails only for a [`Store`](agentflow_store::Store) of another origin that
+/// handed out a seq at the end of the range: a typed error, not an overflow.
 pub(crate) fn next_seq(thread: &str, seq: u64) -> Result<u64, PersistError> {
     seq.checked_add(1).ok_or_else(|| {
         PersistError::Commit(agentflow_store::CommitError::Invalid {

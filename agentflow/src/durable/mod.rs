@@ -1,6 +1,21 @@
 //! Durable execution inside the crate: a run's checkpoints and lease, the effect
 //! journal, what a stopped step leaves behind, and a thread's history. Users reach it
 //! through [`persist`](crate::persist).
+//!
+//! - `checkpointer`: a run's commits, one checkpoint per super-step; `checkpointer/open`
+//!   opens a thread for a run, `checkpointer/sweep` settles what earlier runs left.
+//! - `lease`: the thread's lease and the holder id it is taken under.
+//! - `keys`: the reserved keys of checkpoints and of the effect journal's markers;
+//!   `budget`: the thread's budget kept under one of them.
+//! - `chain`: the next checkpoint's seq, and a state rebuilt from a snapshot and its deltas.
+//! - `fingerprint`: the graph a thread was stored with, and what changed since.
+//! - `journal`: the effect journal; `cut_off`: calls cut off mid-way, whose outcome is
+//!   unknown; `abandoned`: subgraph runs a step no longer calls; `finished`: finished work
+//!   kept as it finishes.
+//! - `history`: reading, forking and updating a thread's history.
+//! - `encode` and `value_check`: how a value is turned into stored JSON, and the check it
+//!   passes first; `error`, `io`, `durability`: errors, store calls off the async threads,
+//!   and when checkpoints reach the disk.
 
 mod abandoned;
 mod budget;
