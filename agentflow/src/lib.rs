@@ -83,6 +83,7 @@ pub mod breaker;
 mod budget;
 mod ctx;
 pub mod describe;
+mod durable;
 mod error;
 mod event;
 mod graph;

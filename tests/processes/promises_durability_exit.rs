@@ -1,4 +1,4 @@
-//! Promise (`Durability` docs, agentflow/src/persist/durability.rs): with
+//! Promise (`Durability` docs, agentflow/src/durable/durability.rs): with
 //! `Durability::Exit` "only the end of the run (completion, failure, pause)
 //! is made durable before the run returns"; with `Async` each step reaches
 //! the disk in the background, and the run's end is made durable before the

@@ -6,7 +6,7 @@
 //! its parent's step started from, and the parent has moved past it. What the child left open
 //! would stay open for good, so the parent's run settles it as the child's own next step would:
 //! - a call cut off mid-way that left no result gets an `OUTCOME_UNKNOWN` record and an
-//!   `effect.outcome_unknown` audit entry ([`unknown_outcomes`](super::unknown_outcomes)), and an
+//!   `effect.outcome_unknown` audit entry ([`unknown_outcomes`]), and an
 //!   approved call still `EXECUTING` becomes `OUTCOME_UNKNOWN`: it may have acted, a human
 //!   settles it. Before the parent's step commit, so a crash cannot lose them (the records are
 //!   true whatever the commit does: a re-run that calls the child again finds them, as its own
@@ -29,8 +29,10 @@ use agentflow_store::{
     ThreadRecord, ThreadStatus,
 };
 
+use super::cut_off::{UnknownOutcomes, unknown_outcomes};
+use super::error::PersistError;
+use super::io::now_ms;
 use super::journal::journal_seq_of;
-use super::{PersistError, UnknownOutcomes, now_ms, unknown_outcomes};
 
 /// How long the child's lease is taken for its records (released right after).
 const CHILD_LEASE_MS: u64 = 30_000;

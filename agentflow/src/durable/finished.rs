@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use agentflow_store::{CommitError, EffectBatch, PendingWrite, Store};
 
+use super::error::PersistError;
+use super::io::{blocking, now_ms};
 use super::journal::ParentLeases;
-use super::{PersistError, blocking, now_ms};
 use crate::graph::NodeId;
 use crate::state::State;
 use crate::step::Step;

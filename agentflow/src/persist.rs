@@ -17,32 +17,15 @@
 //! conditions, interrupt payloads, resume values) are held to
 //! [`MAX_JSON_DEPTH`]. Floats round-trip bit for bit.
 
-mod abandoned;
-mod checkpointer;
-pub(crate) mod durability;
-pub(crate) mod encode;
-mod error;
-mod finished;
-pub(crate) mod history;
-mod io;
-mod journal;
-
-pub(crate) use checkpointer::{
-    Checkpointer, DEFAULT_LEASE_TTL, INTERRUPTS, LeaseGuard, LeaseHolder, Resumed, holder_id, process_tag,
-    stored_budget,
-};
-pub(crate) use durability::Durability;
-pub use encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, ValueError, check_json};
-pub use error::{HistoryError, PersistError, ResumeError};
-pub(crate) use finished::FinishedWrites;
-pub use history::{fork_thread, update_thread};
-pub(crate) use io::{blocking, now_ms, run_store_calls_inline};
-pub use journal::Journal;
-pub(crate) use journal::{
-    Entry, ParentLeases, Settling, UNKNOWN_CALL, UnknownCall, UnknownOutcomes, decode as decode_effect,
-    unknown_outcome_id, unknown_outcome_record, unknown_outcomes,
+pub use crate::durable::{
+    AuditEntry, CheckpointMetadata, CheckpointSource, CheckpointSummary, HistoryError, Journal, Listing,
+    MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, PersistError, ResumeError, ThreadRecord, ThreadStatus, ValueError, check_json,
+    fork_thread, update_thread,
 };
 
-pub use agentflow_store::{
-    AuditEntry, CheckpointMetadata, CheckpointSource, CheckpointSummary, Listing, ThreadRecord, ThreadStatus,
+// The crate's own paths into durable execution, kept while the crate still names them here.
+pub(crate) use crate::durable::{
+    Checkpointer, DEFAULT_LEASE_TTL, Durability, Entry, FinishedWrites, INTERRUPTS, LeaseGuard, LeaseHolder,
+    ParentLeases, Resumed, Settling, UNKNOWN_CALL, UnknownCall, blocking, decode_effect, durability, encode, history,
+    holder_id, now_ms, process_tag, run_store_calls_inline, stored_budget, unknown_outcome_id, unknown_outcome_record,
 };

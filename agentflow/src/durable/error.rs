@@ -42,7 +42,7 @@ pub enum PersistError {
         what: &'static str,
         /// Which part and why.
         #[source]
-        source: super::ValueError,
+        source: super::value_check::ValueError,
     },
     /// A value could not be serialised.
     #[error("could not serialise {what}: {source}")]

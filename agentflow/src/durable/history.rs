@@ -11,10 +11,13 @@ use agentflow_store::{
 };
 use serde_json::json;
 
-use super::checkpointer::{BUDGET, LeaseGuard, PAYLOADS, budget_write, stored_budget};
-use super::error::HistoryError;
-use super::journal::{JOURNAL_SEQ, journal_seq_of};
-use super::{PersistError, now_ms};
+use super::budget::{budget_write, stored_budget};
+use super::chain::{fold_chain, next_seq};
+use super::error::{HistoryError, PersistError};
+use super::io::now_ms;
+use super::journal::journal_seq_of;
+use super::keys::{BUDGET, INTERRUPTS, JOURNAL_SEQ, PAYLOADS};
+use super::lease::{LeaseGuard, holder_id};
 use crate::app::App;
 use crate::budget::{Limits, ThreadBudget};
 use crate::interrupt::{Pending, PendingKind};
@@ -35,20 +38,6 @@ pub struct Snapshot<S> {
     pub metadata: CheckpointMetadata,
     /// Unix millis.
     pub created_at: u64,
-}
-
-/// Applies a chain of deltas to its snapshot.
-pub(crate) fn fold_chain<S: State>(thread: &str, chain: &StateChain) -> Result<S, PersistError> {
-    let decode = |what, seq, source| PersistError::Decode { thread: thread.to_string(), seq, what, source };
-    let mut state: S =
-        serde_json::from_slice(&chain.snapshot).map_err(|e| decode("state snapshot", chain.snapshot_seq, e))?;
-    for step in &chain.steps {
-        for blob in &step.delta {
-            let update: S::Update = serde_json::from_slice(blob).map_err(|e| decode("update", step.seq, e))?;
-            state.apply(update);
-        }
-    }
-    Ok(state)
 }
 
 impl<S: State, D> App<S, D> {
@@ -130,7 +119,7 @@ impl<S: State, D> App<S, D> {
         let store = self.store_or_err()?;
         let Some(latest) = store.latest_checkpoint(thread).map_err(PersistError::from)? else { return Ok(Vec::new()) };
         for w in store.pending_writes(thread, latest.seq).map_err(PersistError::from)? {
-            if w.node == super::checkpointer::INTERRUPTS {
+            if w.node == super::keys::INTERRUPTS {
                 return serde_json::from_slice(&w.value).map_err(|source| {
                     HistoryError::Persist(PersistError::Decode {
                         thread: thread.to_string(),
@@ -461,7 +450,7 @@ fn append_checkpoint(
     }
     let now = now_ms();
     let last = store.list_checkpoints(thread).map_err(PersistError::from)?.last().map_or(0, |c| c.seq);
-    let seq = super::checkpointer::next_seq(thread, last)?;
+    let seq = next_seq(thread, last)?;
     let checkpoint = Checkpoint {
         thread: thread.to_string(),
         seq,
@@ -477,7 +466,7 @@ fn append_checkpoint(
     let waits: Vec<Pending> = carry
         .writes
         .iter()
-        .find(|w| w.node == super::checkpointer::INTERRUPTS)
+        .find(|w| w.node == INTERRUPTS)
         .and_then(|w| serde_json::from_slice(&w.value).ok())
         .unwrap_or_default();
     let status = match (checkpoint.cursor.is_empty(), crate::timer::wake::sleeping_until(&waits)) {
@@ -499,7 +488,7 @@ fn append_checkpoint(
         // have made it; an approved call still `EXECUTING` becomes `OUTCOME_UNKNOWN` below.
         let head = store.latest_checkpoint(thread).map_err(PersistError::from)?;
         if let Some(head) = head {
-            let unknown = super::unknown_outcomes(&**store, thread, journal_seq_of(&head))?;
+            let unknown = super::cut_off::unknown_outcomes(&**store, thread, journal_seq_of(&head))?;
             commit.new_approvals = unknown.records;
             commit.audit.splice(0..0, unknown.audit);
         }
@@ -551,6 +540,6 @@ fn latest_of(store: &Arc<dyn Store>, thread: &str) -> Result<Checkpoint, History
 
 /// Takes the thread's lease for one write; dropping the guard releases it.
 fn hold(store: &Arc<dyn Store>, thread: &str) -> Result<LeaseGuard, HistoryError> {
-    let holder = format!("history-{}", super::checkpointer::holder_id());
+    let holder = format!("history-{}", holder_id());
     Ok(LeaseGuard::acquire_now(Arc::clone(store), thread.to_string(), holder, 10_000).map_err(PersistError::from)?)
 }

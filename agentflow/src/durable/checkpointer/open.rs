@@ -1,0 +1,291 @@
+//! Opening a thread for a run: a new thread at its input, or a stored one rebuilt where it
+//! stopped, with what its paused step left.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentflow_store::{Checkpoint, CheckpointMetadata, CheckpointSource, Store, ThreadStatus};
+use serde_json::{Value, json};
+
+use super::{Checkpointer, Flush, Written, to_json};
+use crate::app::App;
+use crate::budget::ThreadBudget;
+use crate::durable::budget::stored_budget;
+use crate::durable::chain::fold_chain;
+use crate::durable::durability::Durability;
+use crate::durable::error::{PersistError, ResumeError};
+use crate::durable::fingerprint::{describe, explain_change, keep_description};
+use crate::durable::finished::StoredWrite;
+use crate::durable::io::{blocking, now_ms};
+use crate::durable::journal::{ParentLeases, journal_seq_of};
+use crate::durable::keys::{ANSWERS, BUDGET, GRAPH, INTERRUPTS, PAYLOADS};
+use crate::durable::lease::{LeaseGuard, LeaseHolder};
+use crate::graph::NodeId;
+use crate::interrupt::{KeptAnswer, KeptAnswers, Pending};
+use crate::outcome::RunError;
+use crate::state::State;
+use crate::step::{Mailbox, Sends, Step};
+
+/// Where a resumed thread stands.
+pub(crate) struct Resumed<S: State> {
+    pub state: S,
+    pub active: Vec<NodeId>,
+    pub step: u32,
+    /// Results of nodes that finished in the step that then stopped.
+    pub pending: Vec<(NodeId, Step<S>)>,
+    /// What the thread was waiting for when it paused.
+    pub interrupts: Vec<Pending>,
+    /// What its nodes' own `interrupt` returned before the step paused.
+    pub kept_answers: Vec<KeptAnswer>,
+    /// The payloads of the map workers in `active`.
+    pub payloads: Mailbox,
+}
+
+impl<S: State> Resumed<S> {
+    /// A new run at `input`.
+    pub(crate) fn fresh(state: S, start: NodeId) -> Self {
+        Resumed {
+            state,
+            active: vec![start],
+            step: 0,
+            pending: Vec::new(),
+            interrupts: Vec::new(),
+            kept_answers: Vec::new(),
+            payloads: Vec::new(),
+        }
+    }
+}
+
+impl Checkpointer {
+    /// Starts a new thread at `input` (a subgraph child of thread `parent`, if given):
+    /// checkpoint 0 holds its snapshot and the thread's `budget`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn start<S: State, D>(
+        app: &App<S, D>,
+        store: Arc<dyn Store>,
+        thread: String,
+        parent: Option<String>,
+        owner: String,
+        durability: Durability,
+        lease_ttl: Duration,
+        budget: ThreadBudget,
+        input: &S,
+        holder: Option<LeaseHolder>,
+        parents: ParentLeases,
+    ) -> Result<Self, RunError> {
+        let graph = &app.graph;
+        let snapshot = to_json(input, "the input state")?;
+        let mut metadata = CheckpointMetadata::new(0, CheckpointSource::Input, vec![]);
+        metadata.extra = json!({ GRAPH: describe(graph), BUDGET: budget });
+        let cursor = vec![graph.node_name(graph.start()).to_string()];
+        let fingerprint = graph.fingerprint().to_string();
+        // One trip off the async threads for everything a new thread needs before its first
+        // step: the check that it is new, its lease and its input checkpoint.
+        let s = Arc::clone(&store);
+        let (cp, described, wrote) = blocking(&store, move |st| -> Result<(Checkpointer, bool, Written), RunError> {
+            if st.thread(&thread).map_err(PersistError::from)?.is_some() {
+                return Err(RunError::ThreadExists { thread });
+            }
+            let lease = LeaseGuard::take(Arc::clone(&s), thread, lease_ttl, holder)?;
+            let described = matches!(st.graph_description(&fingerprint), Ok(Some(_)));
+            let mut cp = Checkpointer::new(s, lease, owner, fingerprint, S::VERSION, durability);
+            cp.parent = parent;
+            // A child's thread is created fenced by its parents' leases too: a parent that lost
+            // its thread does not start one.
+            cp.parents = parents;
+            cp.budget = budget;
+            cp.snapshot_len = snapshot.len();
+            let checkpoint = Checkpoint {
+                thread: cp.thread.clone(),
+                seq: 0,
+                parent: None,
+                cursor,
+                snapshot: Some(snapshot),
+                delta: vec![],
+                metadata,
+                created_at: now_ms(),
+            };
+            // Not synced on its own: it reaches the disk with the first step's
+            // durable commit (redb commits in order), or the run never started.
+            // A run above that its holder revoked does not start a child either.
+            cp.check_parents_not_revoked()?;
+            let commit = cp.prepare(Some(checkpoint), vec![], ThreadStatus::Running, String::new(), Flush::Deferred);
+            let wrote = Written::of(&commit);
+            st.commit_step(commit).map_err(PersistError::from)?;
+            Ok((cp, described, wrote.done()))
+        })
+        .await??;
+        // Recorded here: a metrics recorder may be installed for this thread only.
+        wrote.record();
+        if !described {
+            keep_description(&store, graph).await;
+        }
+        Ok(cp)
+    }
+
+    /// Opens an existing thread where it stopped.
+    pub(crate) async fn resume<S: State, D>(
+        app: &App<S, D>,
+        store: Arc<dyn Store>,
+        thread: String,
+        durability: Durability,
+        lease_ttl: Duration,
+        holder: Option<LeaseHolder>,
+    ) -> Result<(Self, Resumed<S>), RunError> {
+        let graph = &app.graph;
+        let id = thread.clone();
+        let record = blocking(&store, move |s| s.thread(&id))
+            .await?
+            .map_err(PersistError::from)?
+            .ok_or_else(|| ResumeError::UnknownThread { thread: thread.clone() })?;
+        if !record.status.is_resumable() {
+            return Err(ResumeError::Finished { thread, status: record.status.as_str().into() }.into());
+        }
+        let lease = LeaseGuard::acquire(Arc::clone(&store), thread, lease_ttl, holder).await?;
+        let mut cp = Checkpointer::new(
+            store,
+            lease,
+            record.owner.clone(),
+            graph.fingerprint().to_string(),
+            S::VERSION,
+            durability,
+        );
+        cp.created_at = record.created_at;
+        cp.parent = record.parent.clone();
+        cp.opened_as = Some(record.status);
+        let id = cp.thread.clone();
+        let latest = blocking(&cp.store, move |s| s.latest_checkpoint(&id))
+            .await?
+            .map_err(PersistError::from)?
+            .ok_or_else(|| ResumeError::NoCheckpoint { thread: cp.thread.clone() })?;
+        if record.graph_fingerprint != graph.fingerprint() {
+            let id = cp.thread.clone();
+            let root = blocking(&cp.store, move |s| s.checkpoint(&id, 0)).await?.map_err(PersistError::from)?;
+            let stored = root.as_ref().and_then(|c| c.metadata.extra.get(GRAPH));
+            let changes = explain_change(stored, &describe(graph));
+            return Err(ResumeError::GraphChanged {
+                thread: cp.thread.clone(),
+                stored: record.graph_fingerprint,
+                current: graph.fingerprint().to_string(),
+                changes,
+            }
+            .into());
+        }
+        let state = cp.rebuild(app, latest.seq, record.schema_version).await?;
+        if record.schema_version != S::VERSION {
+            cp.migrated_to = Some(S::VERSION);
+            cp.version = record.schema_version;
+        }
+        let mut active = Vec::new();
+        for name in &latest.cursor {
+            active.push(graph.node_id(name).ok_or_else(|| ResumeError::GraphChanged {
+                thread: cp.thread.clone(),
+                stored: record.graph_fingerprint.clone(),
+                current: graph.fingerprint().to_string(),
+                changes: format!("node `{name}` was removed"),
+            })?);
+        }
+        active.sort_unstable();
+        let (id, seq) = (cp.thread.clone(), latest.seq);
+        let writes = blocking(&cp.store, move |s| s.pending_writes(&id, seq)).await?.map_err(PersistError::from)?;
+        let mut pending = Vec::new();
+        let mut interrupts = Vec::new();
+        let mut kept_answers = Vec::new();
+        let mut answers_stored = false;
+        cp.budget = stored_budget(&latest, &writes)?;
+        for w in writes {
+            if w.node == BUDGET {
+                continue;
+            }
+            if w.node == INTERRUPTS {
+                interrupts = serde_json::from_slice(&w.value).map_err(|source| PersistError::Decode {
+                    thread: cp.thread.clone(),
+                    seq,
+                    what: "interrupts",
+                    source,
+                })?;
+                continue;
+            }
+            if w.node == ANSWERS {
+                answers_stored = true;
+                let (kept_at, mut kept) = match serde_json::from_slice::<KeptAnswers<Vec<KeptAnswer>>>(&w.value) {
+                    Ok(kept) => (Some(kept.seq), kept.answers),
+                    // The bare list of an earlier build: where it was kept is unknown.
+                    Err(e) => (
+                        None,
+                        serde_json::from_slice(&w.value).map_err(|_| PersistError::Decode {
+                            thread: cp.thread.clone(),
+                            seq,
+                            what: "kept answers",
+                            source: e,
+                        })?,
+                    ),
+                };
+                // Carried here by a manual update, the state they answered about changed: each of
+                // those nodes asks anew (and takes no value meant for what paused its step).
+                if kept_at != Some(seq) {
+                    for answer in &mut kept {
+                        answer.stale = true;
+                    }
+                }
+                kept_answers = kept;
+                continue;
+            }
+            let Some(node) = graph.node_id(&w.node) else { continue };
+            let stored: StoredWrite<S::Update> = serde_json::from_slice(&w.value).map_err(|source| {
+                PersistError::Decode { thread: cp.thread.clone(), seq, what: "pending write", source }
+            })?;
+            let next = stored.next.iter().filter_map(|n| graph.node_id(n)).collect();
+            let sends = stored
+                .sends
+                .into_iter()
+                .filter_map(|(w, p)| Some(Sends { worker: graph.node_id(&w)?, payloads: Ok(p) }))
+                .collect();
+            pending.push((node, Step::restored(next, stored.update, sends, stored.instance)));
+        }
+        let payloads = match latest.metadata.extra.get(PAYLOADS) {
+            None => Vec::new(),
+            Some(v) => {
+                let stored: Vec<(String, Vec<serde_json::Value>)> =
+                    serde_json::from_value(v.clone()).map_err(|source| PersistError::Decode {
+                        thread: cp.thread.clone(),
+                        seq,
+                        what: "map payloads",
+                        source,
+                    })?;
+                stored.into_iter().filter_map(|(w, p)| Some((graph.node_id(&w)?, p))).collect()
+            }
+        };
+        cp.seq = latest.seq;
+        cp.journal_seq = journal_seq_of(&latest);
+        cp.sweep_approvals = true;
+        cp.runs_subgraphs = graph.nodes().iter().any(|n| !n.subgraphs.is_empty());
+        cp.answers_kept = answers_stored;
+        cp.snapshot_len = to_json(&state, "the state")?.len();
+        let step = u32::try_from(latest.metadata.step).unwrap_or(u32::MAX);
+        Ok((cp, Resumed { state, active, step, pending, interrupts, kept_answers, payloads }))
+    }
+
+    /// Rebuilds the state at `seq`: the nearest snapshot, migrated if needed,
+    /// then every delta after it in order.
+    async fn rebuild<S: State, D>(&self, app: &App<S, D>, seq: u64, stored_version: u32) -> Result<S, RunError> {
+        let id = self.thread.clone();
+        let chain = blocking(&self.store, move |s| s.state_chain(&id, seq))
+            .await?
+            .map_err(PersistError::from)?
+            .ok_or_else(|| ResumeError::NoCheckpoint { thread: self.thread.clone() })?;
+        let decode = |what, seq, source| PersistError::Decode { thread: self.thread.clone(), seq, what, source };
+        if stored_version != S::VERSION {
+            if !chain.steps.iter().all(|s| s.delta.is_empty()) {
+                return Err(
+                    ResumeError::NeedsSnapshot { thread: self.thread.clone(), seq, stored: stored_version }.into()
+                );
+            }
+            let old: Value =
+                serde_json::from_slice(&chain.snapshot).map_err(|e| decode("state snapshot", chain.snapshot_seq, e))?;
+            let migrated = app.migrate(&self.thread, stored_version, old)?;
+            return Ok(serde_json::from_value(migrated).map_err(|e| decode("migrated state", seq, e))?);
+        }
+        Ok(fold_chain(&self.thread, &chain)?)
+    }
+}

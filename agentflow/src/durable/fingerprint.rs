@@ -1,0 +1,148 @@
+//! The graph a thread was stored with: its description, kept under the graph's fingerprint
+//! and in the thread's first checkpoint, and what changed when a resume finds another
+//! fingerprint.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use agentflow_store::Store;
+use serde_json::{Value, json};
+
+use super::io::blocking;
+use crate::graph::CompiledGraph;
+use crate::state::State;
+
+/// The stored description of a graph, to explain a fingerprint change.
+/// Stores the graph's description under its fingerprint unless the store has
+/// it already (see [`CompiledGraph::description`]). The description only
+/// serves tools that read the store, so a failure is logged, not fatal.
+pub(super) async fn keep_description<S: State, D>(store: &Arc<dyn Store>, graph: &CompiledGraph<S, D>) {
+    let fingerprint = graph.fingerprint().to_string();
+    let fp = fingerprint.clone();
+    match blocking(store, move |s| s.graph_description(&fp)).await {
+        Ok(Ok(Some(_))) => return,
+        Ok(Ok(None)) => {}
+        Ok(Err(e)) => return tracing::warn!(fingerprint, error = %e, "reading the graph's description"),
+        Err(e) => return tracing::warn!(fingerprint, error = %e, "reading the graph's description"),
+    }
+    let text = graph.description().to_string();
+    match blocking(store, move |s| s.put_graph_description(&fingerprint, &text)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "storing the graph's description"),
+        Err(e) => tracing::warn!(error = %e, "storing the graph's description"),
+    }
+}
+
+pub(super) fn describe<S: State, D>(graph: &CompiledGraph<S, D>) -> Value {
+    let nodes: BTreeMap<&str, Vec<&str>> = graph
+        .nodes()
+        .iter()
+        .map(|n| {
+            let mut targets: Vec<&str> = n.targets.iter().map(|t| graph.node_name(*t)).collect();
+            if n.may_end {
+                targets.push("END");
+            }
+            (n.name, targets)
+        })
+        .collect();
+    let tools: BTreeMap<&str, Vec<String>> = graph
+        .nodes()
+        .iter()
+        .filter(|n| !n.tools.is_empty())
+        .map(|n| (n.name, n.tools.iter().map(|t| format!("{}:{}", t.name(), t.risk())).collect()))
+        .collect();
+    // The rest of what the fingerprint covers, so a refused resume can name it.
+    let writes: BTreeMap<&str, Vec<&str>> =
+        graph.nodes().iter().filter_map(|n| Some((n.name, S::field_names(n.writes?)))).collect();
+    json!({
+        "name": graph.name(),
+        "nodes": nodes,
+        "tools": tools,
+        "state": S::NAME,
+        "start": graph.node_name(graph.start()),
+        "max_steps": graph.max_steps(),
+        "writes": writes,
+    })
+}
+
+pub(super) fn explain_change(stored: Option<&Value>, current: &Value) -> String {
+    let (stored_all, current_all) = (stored.unwrap_or(&Value::Null), current);
+    let Some(stored) = stored.and_then(|s| s.get("nodes")).and_then(Value::as_object) else {
+        return "the stored thread carries no description of its graph".into();
+    };
+    let Some(current) = current.get("nodes").and_then(Value::as_object) else { return String::new() };
+    let mut changes = Vec::new();
+    for (name, routes) in stored {
+        match current.get(name) {
+            None => changes.push(format!("node `{name}` was removed")),
+            Some(now) if now != routes => changes.push(format!("routes of `{name}` changed from {routes} to {now}")),
+            Some(_) => {}
+        }
+    }
+    for name in current.keys().filter(|n| !stored.contains_key(*n)) {
+        changes.push(format!("node `{name}` was added"));
+    }
+    // Per node: its tools, and the fields it may write (threads stored before these were
+    // described carry none, and are compared on what they carry).
+    for (key, what) in [("tools", "tools"), ("writes", "`writes`")] {
+        let of = |v: &Value| v.get(key).and_then(Value::as_object).cloned();
+        if let (Some(before), Some(now)) = (of(stored_all), of(current_all)) {
+            for name in before.keys().chain(now.keys().filter(|n| !before.contains_key(*n))) {
+                let (b, n) = (before.get(name).unwrap_or(&Value::Null), now.get(name).unwrap_or(&Value::Null));
+                if b != n {
+                    changes.push(format!("{what} of `{name}` changed from {b} to {n}"));
+                }
+            }
+        }
+    }
+    for (key, what) in [("state", "the state type"), ("start", "the start node"), ("max_steps", "the step bound")] {
+        if let (Some(b), Some(n)) = (stored_all.get(key), current_all.get(key))
+            && b != n
+        {
+            changes.push(format!("{what} changed from {b} to {n}"));
+        }
+    }
+
+    if changes.is_empty() {
+        "the state type, start node, `writes` lists, step bound or tools changed".into()
+    } else {
+        changes.join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::explain_change;
+
+    fn described(writes: serde_json::Value, max_steps: u32) -> serde_json::Value {
+        json!({
+            "name": "g",
+            "nodes": { "a": ["b"], "b": ["END"] },
+            "tools": {},
+            "state": "Doc",
+            "start": "a",
+            "max_steps": max_steps,
+            "writes": writes,
+        })
+    }
+
+    #[test]
+    fn a_changed_writes_list_or_step_bound_is_named() {
+        let before = described(json!({ "a": ["x", "y"] }), 10);
+        let after = described(json!({ "a": ["x"], "b": ["y"] }), 12);
+        let changes = explain_change(Some(&before), &after);
+        assert!(changes.contains("`writes` of `a` changed from [\"x\",\"y\"] to [\"x\"]"), "{changes}");
+        assert!(changes.contains("`writes` of `b` changed from null to [\"y\"]"), "{changes}");
+        assert!(changes.contains("the step bound changed from 10 to 12"), "{changes}");
+    }
+
+    #[test]
+    fn a_description_stored_before_writes_were_described_is_compared_on_what_it_holds() {
+        let old = json!({ "name": "g", "nodes": { "a": ["b"], "b": ["END"] }, "tools": {} });
+        let now = described(json!({ "a": ["x"] }), 10);
+        let changes = explain_change(Some(&old), &now);
+        assert_eq!(changes, "the state type, start node, `writes` lists, step bound or tools changed");
+    }
+}

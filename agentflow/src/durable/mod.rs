@@ -1,0 +1,55 @@
+//! Durable execution inside the crate: a run's checkpoints and lease, the effect
+//! journal, what a stopped step leaves behind, and a thread's history. Users reach it
+//! through [`persist`](crate::persist).
+//!
+//! - `checkpointer`: a run's commits, one checkpoint per super-step; `checkpointer/open`
+//!   opens a thread for a run, `checkpointer/sweep` settles what earlier runs left.
+//! - `lease`: the thread's lease and the holder id it is taken under.
+//! - `keys`: the reserved keys of checkpoints and of the effect journal's markers;
+//!   `budget`: the thread's budget kept under one of them.
+//! - `chain`: the next checkpoint's seq, and a state rebuilt from a snapshot and its deltas.
+//! - `fingerprint`: the graph a thread was stored with, and what changed since.
+//! - `journal`: the effect journal; `cut_off`: calls cut off mid-way, whose outcome is
+//!   unknown; `abandoned`: subgraph runs a step no longer calls; `finished`: finished work
+//!   kept as it finishes.
+//! - `history`: reading, forking and updating a thread's history.
+//! - `encode` and `value_check`: how a value is turned into stored JSON, and the check it
+//!   passes first; `error`, `io`, `durability`: errors, store calls off the async threads,
+//!   and when checkpoints reach the disk.
+
+mod abandoned;
+mod budget;
+mod chain;
+mod checkpointer;
+mod cut_off;
+pub(crate) mod durability;
+pub(crate) mod encode;
+mod error;
+mod fingerprint;
+mod finished;
+pub(crate) mod history;
+mod io;
+mod journal;
+mod keys;
+mod lease;
+mod value_check;
+
+pub(crate) use budget::stored_budget;
+pub(crate) use checkpointer::Checkpointer;
+pub(crate) use checkpointer::open::Resumed;
+pub(crate) use cut_off::{UNKNOWN_CALL, UnknownCall, unknown_outcome_id, unknown_outcome_record};
+pub(crate) use durability::Durability;
+pub use encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH};
+pub use error::{HistoryError, PersistError, ResumeError};
+pub(crate) use finished::FinishedWrites;
+pub use history::{fork_thread, update_thread};
+pub(crate) use io::{blocking, now_ms, run_store_calls_inline};
+pub use journal::Journal;
+pub(crate) use journal::{Entry, ParentLeases, Settling, decode as decode_effect};
+pub(crate) use keys::INTERRUPTS;
+pub(crate) use lease::{DEFAULT_LEASE_TTL, LeaseGuard, LeaseHolder, holder_id, process_tag};
+pub use value_check::{ValueError, check_json};
+
+pub use agentflow_store::{
+    AuditEntry, CheckpointMetadata, CheckpointSource, CheckpointSummary, Listing, ThreadRecord, ThreadStatus,
+};
