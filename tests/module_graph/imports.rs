@@ -1,21 +1,17 @@
-//! No circular imports between the files of `agentflow/src` and
-//! `agentflow-store/src`.
-//!
-//! Builds the file-level import graph of each crate from its `use` paths
-//! (`crate::`, `super::`, `self::`, child modules) and inline `crate::` paths,
-//! following `use` re-exports to the file that defines the item, and fails
-//! listing every cycle (each strongly connected group of files), by crate.
+//! The file-level import graph of a crate, read from its sources: `use` paths (`crate::`,
+//! `super::`, `self::`, child modules) and inline `crate::`, `super::` and `self::` paths,
+//! each followed through `use` re-exports to the file that defines the item.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// One crate's files: module path (`["persist", "error"]`) -> source.
-struct Crate {
-    name: &'static str,
-    files: BTreeMap<Vec<String>, (PathBuf, String)>,
+pub(crate) struct Crate {
+    pub(crate) name: &'static str,
+    pub(crate) files: BTreeMap<Vec<String>, (PathBuf, String)>,
 }
 
-fn load(name: &'static str, src: &Path) -> Crate {
+pub(crate) fn load(name: &'static str, src: &Path) -> Crate {
     let mut files = BTreeMap::new();
     let mut stack = vec![src.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -45,7 +41,7 @@ fn load(name: &'static str, src: &Path) -> Crate {
 /// The source without comments, string literals, `macro_rules!` bodies
 /// (expanded in the caller's module, so their paths are the caller's
 /// imports), and the `#[cfg(test)]` tail.
-fn strip(text: &str) -> String {
+pub(crate) fn strip(text: &str) -> String {
     without_macro_bodies(&strip_comments_and_strings(text))
 }
 
@@ -176,29 +172,32 @@ fn uses(text: &str) -> Vec<(Vec<String>, String)> {
     out
 }
 
-/// Inline `crate::a::b` paths outside `use` declarations.
+/// Inline paths (`crate::a::b`, `super::a`, `self::a`), also outside `use` declarations: a
+/// file that names `super::checkpointer::KEY` in an expression imports that file as surely as
+/// a `use` would.
 fn inline_paths(text: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(at) = rest.find("crate::") {
-        let boundary = at == 0
-            || !(rest.as_bytes()[at - 1].is_ascii_alphanumeric()
-                || rest.as_bytes()[at - 1] == b'_'
-                || rest.as_bytes()[at - 1] == b':');
-        let tail = &rest[at..];
-        let len = tail.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(tail.len());
-        // `crate::a::{..}` is a `use` list, which `uses` expands item by item.
-        if boundary && !tail[..len].ends_with("::") {
-            out.push(tail[..len].split("::").filter(|s| !s.is_empty()).map(String::from).collect());
+    for root in ["crate::", "super::", "self::"] {
+        let mut rest = text;
+        while let Some(at) = rest.find(root) {
+            let before = if at == 0 { None } else { Some(rest.as_bytes()[at - 1]) };
+            // `a::crate::` is no path root, nor is the `super::` of `super::super::`.
+            let boundary = before.is_none_or(|b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b':'));
+            let tail = &rest[at..];
+            let len = tail.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(tail.len());
+            // `crate::a::{..}` is a `use` list, which `uses` expands item by item.
+            if boundary && !tail[..len].ends_with("::") {
+                out.push(tail[..len].split("::").filter(|s| !s.is_empty()).map(String::from).collect());
+            }
+            rest = &rest[at + len.max(1)..];
         }
-        rest = &rest[at + len.max(1)..];
     }
     out
 }
 
 impl Crate {
     /// Makes `path`, written in module `here`, absolute (without `crate`); `None` for other crates.
-    fn absolute(&self, here: &[String], path: &[String]) -> Option<Vec<String>> {
+    pub(crate) fn absolute(&self, here: &[String], path: &[String]) -> Option<Vec<String>> {
         let mut segs = path.iter();
         let first = segs.next()?;
         let mut base: Vec<String> = match first.as_str() {
@@ -228,7 +227,7 @@ impl Crate {
     }
 
     /// The file that defines what `path` (absolute) names, following re-exports.
-    fn resolve(&self, path: &[String], depth: u32) -> Option<Vec<String>> {
+    pub(crate) fn resolve(&self, path: &[String], depth: u32) -> Option<Vec<String>> {
         let mut module = path.to_vec();
         while !self.files.contains_key(&module) {
             module.pop()?;
@@ -251,7 +250,7 @@ impl Crate {
     }
 
     /// File -> files it imports.
-    fn edges(&self) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    pub(crate) fn edges(&self) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
         let mut edges = BTreeMap::new();
         for (module, (_, text)) in &self.files {
             let mut to = BTreeSet::new();
@@ -272,7 +271,7 @@ impl Crate {
     }
 
     /// Every group of files that import each other in a circle.
-    fn cycles(&self) -> Vec<Vec<String>> {
+    pub(crate) fn cycles(&self) -> Vec<Vec<String>> {
         let edges = self.edges();
         let reach = |from: &Vec<String>| {
             let mut seen = BTreeSet::new();
@@ -302,11 +301,11 @@ impl Crate {
     }
 }
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn report(krate: &Crate) -> String {
+pub(crate) fn report(krate: &Crate) -> String {
     let edges = krate.edges();
     let path = |m: &Vec<String>| krate.files[m].0.display().to_string();
     krate
@@ -331,84 +330,4 @@ fn report(krate: &Crate) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-#[test]
-fn agentflow_src_has_no_circular_imports_between_files() {
-    let krate = load("agentflow", &root().join("agentflow/src"));
-    assert!(krate.files.len() > 20, "found the sources");
-    let cycles = report(&krate);
-    assert!(cycles.is_empty(), "circular imports:\n{cycles}");
-}
-
-#[test]
-fn agentflow_store_src_has_no_circular_imports_between_files() {
-    let krate = load("agentflow-store", &root().join("agentflow-store/src"));
-    assert!(krate.files.len() > 5, "found the sources");
-    let cycles = report(&krate);
-    assert!(cycles.is_empty(), "circular imports:\n{cycles}");
-}
-
-#[test]
-fn the_checker_finds_a_two_file_circle_and_follows_re_exports() {
-    let mut files = BTreeMap::new();
-    let file = |p: &str, t: &str| (PathBuf::from(p), strip(t));
-    files.insert(vec![], file("lib.rs", "mod a; mod b; mod c; pub use c::Thing;"));
-    files.insert(vec!["a".into()], file("a.rs", "use crate::b::B; pub struct A;"));
-    files.insert(vec!["b".into()], file("b.rs", "use crate::{a::A, Thing}; pub struct B;"));
-    files.insert(vec!["c".into()], file("c.rs", "// use crate::a::A;\npub struct Thing;"));
-    let krate = Crate { name: "fixture", files };
-    let edges = krate.edges();
-    assert!(edges[&vec!["b".to_string()]].contains(&vec!["c".to_string()]), "Thing is defined in c.rs: {edges:?}");
-    assert_eq!(krate.cycles(), vec![vec!["a.rs".to_string(), "b.rs".to_string()]]);
-}
-
-/// A `macro_rules!` body is expanded in the caller's module: its
-/// `use super::*;` and `$crate::` paths are the caller's imports, not the
-/// defining file's.
-#[test]
-fn the_checker_does_not_count_a_macro_body_as_an_import_of_its_file() {
-    let mut files = BTreeMap::new();
-    let file = |p: &str, t: &str| (PathBuf::from(p), strip(t));
-    files.insert(vec![], file("lib.rs", "pub mod kit;"));
-    files.insert(vec!["kit".into()], file("kit/mod.rs", "pub mod agent; pub use agent::Agent;"));
-    files.insert(
-        vec!["kit".into(), "agent".into()],
-        file(
-            "kit/agent.rs",
-            "pub struct Agent;\nmacro_rules! agent { ($n:ident) => { mod $n { use super::*; type A = $crate::kit::Agent; } }; }\npub struct After;",
-        ),
-    );
-    let krate = Crate { name: "fixture", files };
-    assert!(
-        krate.files[&vec!["kit".to_string(), "agent".to_string()]].1.contains("pub struct After"),
-        "code after the macro is kept"
-    );
-    assert!(krate.cycles().is_empty(), "{:?}", krate.edges());
-}
-
-/// `use crate::kit::{A}` imports the file defining `A`, not `kit/mod.rs`
-/// that re-exports it.
-#[test]
-fn the_checker_follows_a_use_list_to_the_defining_file_only() {
-    let mut files = BTreeMap::new();
-    let file = |p: &str, t: &str| (PathBuf::from(p), strip(t));
-    files.insert(vec![], file("lib.rs", "pub mod kit; pub mod user;"));
-    files.insert(vec!["kit".into()], file("kit/mod.rs", "mod a; pub use a::A;"));
-    files.insert(vec!["kit".into(), "a".into()], file("kit/a.rs", "pub struct A;"));
-    files.insert(vec!["user".into()], file("user.rs", "use crate::kit::{A};"));
-    let krate = Crate { name: "fixture", files };
-    let edges = krate.edges();
-    let kit_a = BTreeSet::from([vec!["kit".to_string(), "a".to_string()]]);
-    assert_eq!(edges[&vec!["user".to_string()]], kit_a);
-}
-
-#[test]
-#[ignore = "prints the edges, for working on a cycle"]
-fn print_edges() {
-    let krate = load("agentflow", &root().join("agentflow/src"));
-    for (from, to) in krate.edges() {
-        let to: Vec<_> = to.iter().map(|t| t.join("::")).collect();
-        println!("{} -> {}", from.join("::"), to.join(", "));
-    }
 }
