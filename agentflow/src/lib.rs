@@ -77,7 +77,6 @@ mod answer;
 mod answer_desk;
 mod answer_error;
 mod app;
-mod app_breakers;
 pub mod approval;
 pub mod breaker;
 mod budget;

@@ -1,4 +1,12 @@
 //! What runs a graph: the `App` handle.
+//!
+//! The struct and its configuration are here; what the App does is in one file per concern.
+
+mod approvals;
+mod breakers;
+mod controls;
+mod threads;
+mod timers;
 
 use std::collections::BTreeMap;
 use std::fmt;
