@@ -260,7 +260,7 @@ impl<T: serde::Serialize> ToolReturn for Result<T, crate::tool::ToolError> {
     type Value = T;
     fn into_json(self) -> Result<serde_json::Value, crate::tool::ToolError> {
         let value = self?;
-        crate::persist::encode::to_value(&value, "result", crate::persist::MAX_JSON_DEPTH)
+        crate::durable::encode::to_value(&value, "result", crate::durable::MAX_JSON_DEPTH)
             .map_err(|e| crate::tool::ToolError::Unrecorded(format!("the tool's result cannot be stored: {e}")))
     }
 }

@@ -115,7 +115,7 @@ fn interrupts_at(store: &dyn Store, thread: &str, seq: u64) -> Result<Vec<Pendin
     let writes = store.pending_writes(thread, seq)?;
     Ok(writes
         .iter()
-        .find(|w| w.node == crate::persist::INTERRUPTS)
+        .find(|w| w.node == crate::durable::INTERRUPTS)
         .and_then(|w| serde_json::from_slice(&w.value).ok())
         .unwrap_or_default())
 }
@@ -137,7 +137,7 @@ pub(crate) fn record(
         return Err(AnswerError::Anonymous);
     }
     // Recorded, a value `resume_with` refuses would stop every plain resume of the thread.
-    crate::persist::check_json(&value, "answer").map_err(AnswerError::Value)?;
+    crate::durable::check_json(&value, "answer").map_err(AnswerError::Value)?;
     // The thread is held while the answer is checked and written: a run (a `resume_with` with
     // its own value) cannot take it in between and move it on without the answer while the
     // person is told it was recorded. A run that holds it already refuses the answer; one that
@@ -231,7 +231,7 @@ pub(crate) fn record_handed_down(
     by: &str,
     now: u64,
 ) -> Result<(), AnswerError> {
-    crate::persist::check_json(&value, "answer").map_err(AnswerError::Value)?;
+    crate::durable::check_json(&value, "answer").map_err(AnswerError::Value)?;
     let answers = recorded_all(store, thread, checkpoint, questions)?;
     let Some((asked, _)) = questions.iter().zip(&answers).find(|(_, a)| a.is_none()) else { return Ok(()) };
     let detail = json!({
@@ -282,7 +282,7 @@ impl<'a> AnswerLease<'a> {
     /// writes; then this one finds it recorded and is refused naming who gave it), a run that
     /// holds it is not: [`AnswerError::Busy`].
     fn take(store: &'a dyn Store, thread: &'a str, now: u64) -> Result<Self, AnswerError> {
-        let holder = format!("{ANSWER_HOLDER}{}", crate::persist::holder_id());
+        let holder = format!("{ANSWER_HOLDER}{}", crate::durable::holder_id());
         let began = std::time::Instant::now();
         let mut now = now;
         loop {
@@ -293,7 +293,7 @@ impl<'a> AnswerLease<'a> {
                         && began.elapsed() < std::time::Duration::from_millis(ANSWER_LEASE_MS) =>
                 {
                     std::thread::sleep(std::time::Duration::from_millis(5));
-                    now = now.max(crate::persist::now_ms());
+                    now = now.max(crate::durable::now_ms());
                 }
                 Err(LeaseError::ThreadBusy { holder, .. }) => {
                     return Err(AnswerError::Busy { thread: thread.to_string(), holder });

@@ -5,8 +5,8 @@ use serde_json::Value;
 
 use crate::answer::{AnswerError, InterruptAnswer, QuestionsAnswered};
 use crate::approval::{ApprovalDesk, Approver};
+use crate::durable::now_ms;
 use crate::interrupt::Pending;
-use crate::persist::now_ms;
 
 /// The one answer recorded for a question named alone.
 fn one(answers: Vec<InterruptAnswer>, thread: &str, checkpoint: u64) -> Result<InterruptAnswer, AnswerError> {

@@ -91,7 +91,7 @@ pub enum AnswerError {
     /// [`MAX_JSON_DEPTH`](crate::persist::MAX_JSON_DEPTH), as `resume_with` refuses it);
     /// nothing was recorded. (Appended last.)
     #[error("the answer cannot be a resume value: {0}")]
-    Value(crate::persist::ValueError),
+    Value(crate::durable::ValueError),
     /// The thread is a subgraph child whose question its parent thread waits on as its own:
     /// answer the parent, whose resume hands the answer down. Nothing was recorded. (Appended
     /// last.)

@@ -60,9 +60,9 @@ pub use crate::answer::{
 pub use crate::person::person_key;
 use serde_json::{Value, json};
 
+#[cfg(doc)]
 use crate::app::App;
-use crate::persist::{HistoryError, now_ms};
-use crate::state::State;
+use crate::durable::now_ms;
 use crate::tool::{Risk, Tool, args_hash, canonical_json};
 
 /// A person (or service) deciding approvals.
@@ -214,7 +214,7 @@ pub enum DecisionError {
         id: String,
         /// What is wrong with the value.
         #[source]
-        source: crate::persist::ValueError,
+        source: crate::durable::ValueError,
     },
     /// The same approver signed off twice where two people are needed.
     #[error("approval `{id}` needs a second approver other than `{approver}`")]
@@ -317,20 +317,6 @@ impl std::fmt::Debug for ApprovalDesk {
     }
 }
 
-impl<S: State, D> App<S, D> {
-    /// The desk for deciding this graph's approvals, in its store.
-    pub fn approvals(&self, authorizer: impl Authorizer) -> Result<ApprovalDesk, HistoryError> {
-        let store = self.store.clone().ok_or(HistoryError::NoStore)?;
-        let mut tools: Vec<&'static dyn Tool> = Vec::new();
-        for t in self.graph.nodes().iter().flat_map(|n| n.tools.iter().copied()) {
-            if !tools.iter().any(|k| k.name() == t.name()) {
-                tools.push(t);
-            }
-        }
-        Ok(ApprovalDesk { store, tools, authorizer: Arc::new(authorizer) })
-    }
-}
-
 impl ApprovalDesk {
     /// A desk on `store` without the graph, for tools that open a store
     /// directly (the `agentflow` command-line tool). It decides exactly as a
@@ -339,6 +325,15 @@ impl ApprovalDesk {
     /// refuses every edit; use [`ApprovalDesk::edit_checked`].
     pub fn for_store(store: Arc<dyn Store>, authorizer: impl Authorizer) -> Self {
         ApprovalDesk { store, tools: Vec::new(), authorizer: Arc::new(authorizer) }
+    }
+
+    /// A desk on `store` that knows `tools`, the graph's ([`App::approvals`]).
+    pub(crate) fn with_tools(
+        store: Arc<dyn Store>,
+        tools: Vec<&'static dyn Tool>,
+        authorizer: Arc<dyn Authorizer>,
+    ) -> Self {
+        ApprovalDesk { store, tools, authorizer }
     }
 
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
@@ -491,7 +486,7 @@ impl ApprovalDesk {
             Settlement::Succeeded(result) => {
                 // Read back by the run as the call's result: refused here, while a human can give
                 // another, rather than failing every resume of the thread.
-                crate::persist::check_json(&result, "result")
+                crate::durable::check_json(&result, "result")
                     .map_err(|source| DecisionError::InvalidResult { id: id.into(), source })?;
                 (ApprovalStatus::Succeeded, canonical_json(&result))
             }

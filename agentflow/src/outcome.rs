@@ -3,9 +3,9 @@
 use std::fmt;
 
 use crate::budget::{Budget, RunUsage};
+use crate::durable::{PersistError, ResumeError};
 use crate::error::NodeError;
 use crate::interrupt::Pending;
-use crate::persist::{PersistError, ResumeError};
 
 /// How a run ended. A run that hit a budget is never reported as completed.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

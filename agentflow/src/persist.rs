@@ -22,10 +22,3 @@ pub use crate::durable::{
     MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, PersistError, ResumeError, ThreadRecord, ThreadStatus, ValueError, check_json,
     fork_thread, update_thread,
 };
-
-// The crate's own paths into durable execution, kept while the crate still names them here.
-pub(crate) use crate::durable::{
-    Checkpointer, DEFAULT_LEASE_TTL, Durability, Entry, FinishedWrites, INTERRUPTS, LeaseGuard, LeaseHolder,
-    ParentLeases, Resumed, Settling, UNKNOWN_CALL, UnknownCall, blocking, decode_effect, durability, encode, history,
-    holder_id, now_ms, process_tag, run_store_calls_inline, stored_budget, unknown_outcome_id, unknown_outcome_record,
-};

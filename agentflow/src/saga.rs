@@ -71,10 +71,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::durable::{Entry, Journal, PersistError, blocking, now_ms};
 use crate::error::NodeError;
 use crate::event::Activity;
 use crate::outcome::Outcome;
-use crate::persist::{Entry, Journal, PersistError, blocking, now_ms};
 use crate::tool::{AnyDeps, Tool, ToolCx, ToolError, args_hash};
 
 pub use crate::outcome::Undone;
@@ -264,7 +264,7 @@ pub(crate) struct Compensator<'a> {
     pub deps: &'a AnyDeps,
     pub activity: &'a (dyn Fn(Activity) + Sync),
     /// The thread's lease, renewed between compensations.
-    pub lease: &'a crate::persist::LeaseGuard,
+    pub lease: &'a crate::durable::LeaseGuard,
     /// What a crash test watches (see `crate::probe`).
     pub probe: Option<&'a dyn crate::probe::Probe>,
 }
@@ -318,7 +318,7 @@ impl Compensator<'_> {
             holder: Some(self.lease.holder().to_string()),
             lost: Arc::default(),
             revoked: Some(self.lease.revoked()),
-            parents: crate::persist::ParentLeases::default(),
+            parents: crate::durable::ParentLeases::default(),
             failed_approvals: Arc::default(),
         };
         let mut undone = Vec::new();
@@ -443,14 +443,14 @@ impl Compensator<'_> {
         };
         let run = started + 1;
         let idempotency_key = journal.idempotency_key(SAGA_NODE, &key);
-        let call = crate::persist::UnknownCall {
+        let call = crate::durable::UnknownCall {
             tool: tool.name().to_string(),
             args: args.clone(),
             risk: tool.risk().to_string(),
             requester: "agentflow".into(),
             ttl_ms: 7 * 24 * 3_600_000,
         };
-        let detail = json!({ "at": now_ms(), crate::persist::UNKNOWN_CALL: call });
+        let detail = json!({ "at": now_ms(), crate::durable::UNKNOWN_CALL: call });
         let (marker, value) = journal.marker_effect(SAGA_NODE, &key, "started", run, &detail);
         // Fenced by the run's lease: a run that lost the thread ends with `LeaseLost`, undoing nothing.
         let batch = journal.start_batch().effect(marker, value);
@@ -529,13 +529,13 @@ impl Compensator<'_> {
         tool: &dyn Tool,
         args: &Value,
     ) -> Result<Settled, PersistError> {
-        let id = crate::persist::unknown_outcome_id(&self.thread, SAGA_SEQ, SAGA_NODE, key, run);
+        let id = crate::durable::unknown_outcome_id(&self.thread, SAGA_SEQ, SAGA_NODE, key, run);
         let found = {
             let id = id.clone();
             blocking(&self.store, move |s| s.approval(&id)).await??
         };
         let Some(record) = found else {
-            let call = crate::persist::UnknownCall {
+            let call = crate::durable::UnknownCall {
                 tool: tool.name().to_string(),
                 args: args.clone(),
                 risk: tool.risk().to_string(),
@@ -547,7 +547,7 @@ impl Compensator<'_> {
                  acted is unknown: settle it as succeeded if it did, run again if it did not",
                 tool.name()
             );
-            let record = crate::persist::unknown_outcome_record(
+            let record = crate::durable::unknown_outcome_record(
                 &self.thread,
                 SAGA_SEQ,
                 SAGA_NODE,

@@ -82,7 +82,7 @@ pub fn each<S: State, T: Payload>(mut step: Step<S>, worker: NodeId, payloads: i
         .into_iter()
         .enumerate()
         .map(|(i, p)| {
-            crate::persist::encode::to_value(&p, "payload", crate::persist::MAX_JSON_DEPTH)
+            crate::durable::encode::to_value(&p, "payload", crate::durable::MAX_JSON_DEPTH)
                 .map_err(|e| format!("payload {i} cannot be stored: {e}"))
         })
         .collect();

@@ -3,9 +3,9 @@
 //! approvals and opens stores.
 
 use crate::approval::DecisionError;
+use crate::durable::{HistoryError, PersistError, ResumeError, ValueError};
 use crate::model::{ModelError, StructuredError};
 use crate::outcome::RunError;
-use crate::persist::{HistoryError, PersistError, ResumeError, ValueError};
 use agentflow_store::{OpenError, ReadError, StorageError};
 
 /// Any error of agentflow, by the operation that failed.
@@ -86,12 +86,12 @@ mod tests {
     #[test]
     fn every_operations_error_converts_into_the_umbrella_error() {
         converts::<crate::outcome::RunError>();
-        converts::<crate::persist::HistoryError>();
+        converts::<crate::durable::HistoryError>();
         converts::<crate::approval::DecisionError>();
         converts::<crate::approval::AnswerError>();
-        converts::<crate::persist::PersistError>();
-        converts::<crate::persist::ResumeError>();
-        converts::<crate::persist::ValueError>();
+        converts::<crate::durable::PersistError>();
+        converts::<crate::durable::ResumeError>();
+        converts::<crate::durable::ValueError>();
         converts::<crate::worker::WorkerError>();
         converts::<agentflow_store::OpenError>();
         converts::<agentflow_store::StorageError>();

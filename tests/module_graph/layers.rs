@@ -72,7 +72,8 @@ fn module_cycles(edges: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<Vec<
         if done.contains(m) || !reaches[m].contains(m) {
             continue;
         }
-        let group: Vec<String> = edges.keys().filter(|n| reaches[m].contains(*n) && reaches[*n].contains(m)).cloned().collect();
+        let group: Vec<String> =
+            edges.keys().filter(|n| reaches[m].contains(*n) && reaches[*n].contains(m)).cloned().collect();
         done.extend(group.iter().cloned());
         groups.push(group);
     }
@@ -91,10 +92,8 @@ fn agentflow_src_top_level_modules_import_each_other_in_no_circle() {
     let described: Vec<String> = cycles
         .iter()
         .map(|g| {
-            let inside: Vec<&String> = g
-                .iter()
-                .flat_map(|a| edges[a].iter().filter(|(b, _)| g.contains(b)).map(|(_, why)| why))
-                .collect();
+            let inside: Vec<&String> =
+                g.iter().flat_map(|a| edges[a].iter().filter(|(b, _)| g.contains(b)).map(|(_, why)| why)).collect();
             format!("  {}: {inside:?}", g.join(" <-> "))
         })
         .collect();
@@ -144,7 +143,11 @@ fn core_imports_no_runtime_store_app_or_ctx() {
         }
     }
     assert!(krate.files.keys().any(|m| top(m) == Some("core")), "found core/");
-    assert!(found.is_empty(), "core/ is vocabulary without a runtime, a store, an App or a Ctx:\n  {}", found.join("\n  "));
+    assert!(
+        found.is_empty(),
+        "core/ is vocabulary without a runtime, a store, an App or a Ctx:\n  {}",
+        found.join("\n  ")
+    );
 }
 
 /// The layers as `ARCHITECTURE.md` lists them: the rows of the table under `## Layers`, top

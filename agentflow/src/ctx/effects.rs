@@ -7,9 +7,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::Ctx;
+use crate::durable::{Entry, Journal, UnknownCall, decode_effect};
 use crate::error::NodeError;
 use crate::interrupt::PendingKind;
-use crate::persist::{Entry, Journal, UnknownCall, decode_effect};
 use crate::shield::{Shield, ShieldGuard};
 use agentflow_store::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, EffectOutcome, NewAuditEntry,
@@ -116,7 +116,7 @@ impl<D> Ctx<'_, D> {
         Journal::check_key(key)?;
         let journal_key = self.instance_key(key.to_string());
         match self
-            .journaled(journal, &journal_key, None, uncertain, |_| crate::persist::Settling::default(), effect)
+            .journaled(journal, &journal_key, None, uncertain, |_| crate::durable::Settling::default(), effect)
             .await?
         {
             Journaled::Done(value, _) => Ok(value),
@@ -165,7 +165,7 @@ impl<D> Ctx<'_, D> {
         key: &str,
         claim: Option<ApprovalTransition>,
         uncertain: Uncertain,
-        settle: impl FnOnce(&T) -> crate::persist::Settling,
+        settle: impl FnOnce(&T) -> crate::durable::Settling,
         effect: F,
     ) -> Result<Journaled<T>, NodeError>
     where
@@ -251,7 +251,7 @@ impl<D> Ctx<'_, D> {
                     );
                     let actor = format!("executor:{}", self.node);
                     start = start
-                        .audit(NewAuditEntry::new(crate::persist::now_ms(), actor, "effect.rerun", detail))
+                        .audit(NewAuditEntry::new(crate::durable::now_ms(), actor, "effect.rerun", detail))
                         .effect(k, v);
                     started
                 }
@@ -265,9 +265,9 @@ impl<D> Ctx<'_, D> {
         let run = started + 1;
         self.no_effect_after_a_stop().await;
         let _shield = self.shield();
-        let mut detail = serde_json::json!({ "at": crate::persist::now_ms() });
+        let mut detail = serde_json::json!({ "at": crate::durable::now_ms() });
         if let Some(call) = unknown_call {
-            detail[crate::persist::UNKNOWN_CALL] = serde_json::to_value(call).unwrap_or_default();
+            detail[crate::durable::UNKNOWN_CALL] = serde_json::to_value(call).unwrap_or_default();
         }
         let (k, v) = journal.marker_effect(self.node, key, "started", run, &detail);
         start = start.effect(k, v);
@@ -313,12 +313,12 @@ impl<D> Ctx<'_, D> {
             Subject::Approval(record) => *record,
             Subject::New { tool, args, risk } => {
                 let call = self.unknown_call(tool, args, risk);
-                let id = crate::persist::unknown_outcome_id(&journal.thread, journal.seq, self.node, key, run);
+                let id = crate::durable::unknown_outcome_id(&journal.thread, journal.seq, self.node, key, run);
                 let found = store_call(journal, move |s| s.approval(&id).map_err(|e| e.to_string())).await?;
                 match found {
                     Some(record) => record,
                     None => {
-                        let record = crate::persist::unknown_outcome_record(
+                        let record = crate::durable::unknown_outcome_record(
                             &journal.thread,
                             journal.seq,
                             self.node,
@@ -329,7 +329,7 @@ impl<D> Ctx<'_, D> {
                                 "`{key}` started and left no result (the run stopped mid-call); whether it acted \
                                  is unknown and it is not idempotent, so it is not run again without a decision"
                             ),
-                            crate::persist::now_ms(),
+                            crate::durable::now_ms(),
                         );
                         // Fenced by the run's lease (and its parents'): a run that lost the thread
                         // records nothing, as for what starts an effect.
@@ -346,7 +346,7 @@ impl<D> Ctx<'_, D> {
                 // new holder is making right now for one cut off.
                 let patch = ApprovalPatch {
                     note: Some("the call started and left no result; its outcome is unknown".into()),
-                    ..ApprovalPatch::by(format!("executor:{}", self.node), crate::persist::now_ms())
+                    ..ApprovalPatch::by(format!("executor:{}", self.node), crate::durable::now_ms())
                 };
                 let transition = ApprovalTransition {
                     id: record.id.clone(),
@@ -469,7 +469,7 @@ async fn store_call<T: Send + 'static>(
     journal: &Journal,
     f: impl FnOnce(&dyn agentflow_store::Store) -> Result<T, String> + Send + 'static,
 ) -> Result<T, NodeError> {
-    crate::persist::blocking(&journal.store, f)
+    crate::durable::blocking(&journal.store, f)
         .await
         .map_err(|e| NodeError::transient(e.to_string()))?
         .map_err(|e| NodeError::transient(format!("store: {e}")))
@@ -485,7 +485,7 @@ pub(crate) fn set_aside(node: &str, id: &str) -> ApprovalTransition {
             "not used: the call was cut off earlier while it ran without an approval, and a human settled that run"
                 .into(),
         ),
-        ..ApprovalPatch::by(format!("executor:{node}"), crate::persist::now_ms())
+        ..ApprovalPatch::by(format!("executor:{node}"), crate::durable::now_ms())
     };
     ApprovalTransition { id: id.to_string(), from: ApprovalStatus::Approved, to: ApprovalStatus::Cancelled, patch }
 }

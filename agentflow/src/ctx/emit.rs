@@ -57,7 +57,7 @@ impl<D> Ctx<'_, D> {
     pub fn emit<T: Serialize>(&self, value: T) -> impl Future<Output = Result<(), NodeError>> + Send + '_ {
         let outlet = self.scope.outlet.as_deref().filter(|o| o.wants(StreamMode::Custom));
         let value = outlet.map(|_| {
-            crate::persist::encode::to_value(&value, "value", crate::persist::MAX_JSON_DEPTH).map_err(|e| {
+            crate::durable::encode::to_value(&value, "value", crate::durable::MAX_JSON_DEPTH).map_err(|e| {
                 NodeError::fatal(format!("node `{}` emitted a value that cannot be serialised: {e}", self.node))
             })
         });

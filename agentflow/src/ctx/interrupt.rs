@@ -113,7 +113,7 @@ impl<D> Ctx<'_, D> {
             )));
         }
         let payload =
-            crate::persist::encode::to_value(&payload, "payload", crate::persist::MAX_JSON_DEPTH).map_err(|e| {
+            crate::durable::encode::to_value(&payload, "payload", crate::durable::MAX_JSON_DEPTH).map_err(|e| {
                 NodeError::fatal(format!("the interrupt payload of node `{}` cannot be stored: {e}", self.node))
             })?;
         match self.kept_answer {

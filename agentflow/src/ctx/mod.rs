@@ -21,10 +21,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::budget::Budget;
 use crate::budget::Meter;
+use crate::durable::Journal;
 use crate::error::NodeError;
 use crate::event::Activity;
 use crate::interrupt::Signal;
-use crate::persist::Journal;
 use crate::shield::Shield;
 use crate::stream::{Origin, Outlet};
 use crate::tool::{OnReject, Policy, ToolSet};

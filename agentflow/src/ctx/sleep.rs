@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use super::Ctx;
+use crate::durable::{Entry, decode_effect};
 use crate::error::NodeError;
 use crate::interrupt::{Pending, PendingKind};
-use crate::persist::{Entry, decode_effect};
 
 impl<D> Ctx<'_, D> {
     /// Waits `duration` on a durable timer, holding nothing in memory.
@@ -87,7 +87,7 @@ impl<D> Ctx<'_, D> {
             signal.sleeps += 1;
             signal.sleeps
         };
-        let now = crate::persist::now_ms();
+        let now = crate::durable::now_ms();
         let Some(journal) = self.journal else {
             let left = Duration::from_millis(wake(now).saturating_sub(now));
             return tokio::select! {
@@ -103,7 +103,7 @@ impl<D> Ctx<'_, D> {
             Entry::Recorded(bytes) => decode_effect(&bytes, &key)?,
             _ => journal.record(self.node, &key, wake(now)).await?,
         };
-        if crate::persist::now_ms() >= until {
+        if crate::durable::now_ms() >= until {
             return Ok(());
         }
         let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());

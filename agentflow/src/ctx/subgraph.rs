@@ -10,11 +10,11 @@ use super::Ctx;
 use crate::Runner;
 use crate::app::App;
 use crate::budget::{Limits, RunUsage, ThreadBudget};
+use crate::durable::{HistoryError, PersistError, blocking};
 use crate::error::{ErrorClass, NodeError};
 use crate::graph::CompiledGraph;
 use crate::interrupt::{Pending, PendingKind};
 use crate::outcome::{Outcome, Run, RunError};
-use crate::persist::{HistoryError, PersistError, blocking};
 use crate::state::State;
 use agentflow_store::{LeaseError, Store, ThreadStatus};
 
@@ -181,7 +181,7 @@ impl<D: Sync> Ctx<'_, D> {
             if took_resume {
                 self.signal.lock().unwrap_or_else(|p| p.into_inner()).resume_taken = false;
             }
-            let wait = Duration::from_millis(expires_at.saturating_sub(crate::persist::now_ms()).min(MAX_BUSY_WAIT_MS))
+            let wait = Duration::from_millis(expires_at.saturating_sub(crate::durable::now_ms()).min(MAX_BUSY_WAIT_MS))
                 + Duration::from_millis(20);
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
@@ -310,7 +310,7 @@ async fn child_budget(store: &Arc<dyn Store>, thread: &str) -> Result<ThreadBudg
     let read = blocking(store, move |s| -> Result<Option<ThreadBudget>, PersistError> {
         let Some(latest) = s.latest_checkpoint(&id)? else { return Ok(None) };
         let writes = s.pending_writes(&id, latest.seq)?;
-        Ok(Some(crate::persist::stored_budget(&latest, &writes)?))
+        Ok(Some(crate::durable::stored_budget(&latest, &writes)?))
     })
     .await
     .map_err(|e| store_error(thread, &e))?;

@@ -4,10 +4,10 @@
 use serde_json::{Value, json};
 
 use super::Ctx;
+use crate::durable::{Journal, now_ms};
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Activity;
 use crate::message::ToolCall;
-use crate::persist::{Journal, now_ms};
 use crate::tool::{Code, Observation, OnReject, Tool, args_hash, canonical_json};
 use agentflow_store::{
     ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, EffectKey, Store,
@@ -349,7 +349,7 @@ async fn blocking<T: Send + 'static>(
     journal: &Journal,
     f: impl FnOnce(&dyn Store) -> Result<T, String> + Send + 'static,
 ) -> Result<T, NodeError> {
-    crate::persist::blocking(&journal.store, f)
+    crate::durable::blocking(&journal.store, f)
         .await
         .map_err(|e| NodeError::transient(e.to_string()))?
         .map_err(|e| NodeError::transient(format!("approval store: {e}")))

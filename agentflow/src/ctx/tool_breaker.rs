@@ -6,11 +6,11 @@ use serde_json::{Value, json};
 
 use super::Ctx;
 use crate::breaker::{Breaker, BreakerState, OnOpen};
+use crate::durable::{Entry, Journal, now_ms};
 use crate::error::NodeError;
 use crate::event::Activity;
 use crate::interrupt::{Pending, PendingKind};
 use crate::message::ToolCall;
-use crate::persist::{Entry, Journal, now_ms};
 use crate::tool::{Code, Observation, Risk, Tool};
 use agentflow_store::{BreakerAnswer, BreakerError, BreakerOp, BreakerRecord, BreakerUpdate};
 
@@ -190,7 +190,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
 
     async fn breaker_read(&self, journal: &Journal, tool: &str) -> Result<Option<BreakerRecord>, NodeError> {
         let name = tool.to_string();
-        crate::persist::blocking(&journal.store, move |s| s.breaker(&name))
+        crate::durable::blocking(&journal.store, move |s| s.breaker(&name))
             .await
             .map_err(|e| NodeError::transient(e.to_string()))?
             .map_err(|e| NodeError::transient(format!("circuit breaker of `{tool}`: {e}")))
@@ -206,7 +206,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
     ) -> Result<BreakerAnswer, NodeError> {
         let actor = format!("executor:{}", self.node);
         let update = BreakerUpdate::new(tool, op, holder, breaker.rule(), now_ms(), &journal.thread, &actor);
-        let answer = crate::persist::blocking(&journal.store, move |s| s.update_breaker(update))
+        let answer = crate::durable::blocking(&journal.store, move |s| s.update_breaker(update))
             .await
             .map_err(|e| NodeError::transient(e.to_string()))?
             .map_err(|e| match e {

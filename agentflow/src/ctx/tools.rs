@@ -10,10 +10,10 @@ use serde_json::Value;
 
 use super::Ctx;
 use super::effects::{Journaled, Subject, Uncertain};
+use crate::durable::Settling;
 use crate::error::NodeError;
 use crate::event::Activity;
 use crate::message::{ToolCall, ToolSpec};
-use crate::persist::Settling;
 use crate::tool::{Code, Decision, Observation, Tool, ToolCx, ToolError, args_hash};
 use agentflow_store::{ApprovalRecord, ApprovalStatus};
 
@@ -37,8 +37,8 @@ impl<D: Sync + 'static> Ctx<'_, D> {
     /// `tools = [..]` list. The call id is the tool's name and its position
     /// among this attempt's direct calls, stable when the node re-runs.
     pub async fn run_tool<T: Tool, A: serde::Serialize>(&self, tool: T, args: A) -> Result<Observation, NodeError> {
-        let args = match crate::persist::encode::to_value(&args, "args", crate::persist::MAX_JSON_DEPTH) {
-            Err(e @ crate::persist::ValueError::Unserializable { .. }) => {
+        let args = match crate::durable::encode::to_value(&args, "args", crate::durable::MAX_JSON_DEPTH) {
+            Err(e @ crate::durable::ValueError::Unserializable { .. }) => {
                 return Err(NodeError::fatal(format!("arguments for `{}` do not serialise: {e}", tool.name())));
             }
             other => other,
@@ -132,7 +132,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             );
         };
         // Too deep is refused whatever the tool's own check (a hand-written `Tool` may skip it).
-        let checked = crate::persist::check_json(&call.arguments, "args").map_err(|e| e.to_string());
+        let checked = crate::durable::check_json(&call.arguments, "args").map_err(|e| e.to_string());
         if let Err(e) = checked.and_then(|()| tool.validate(&call.arguments).map_err(|e| e.0)) {
             return deny(Code::InvalidArgument, e);
         }

@@ -35,6 +35,7 @@ mod lease;
 mod value_check;
 
 pub(crate) use budget::stored_budget;
+pub(crate) use chain::fold_chain;
 pub(crate) use checkpointer::Checkpointer;
 pub(crate) use checkpointer::open::Resumed;
 pub(crate) use cut_off::{UNKNOWN_CALL, UnknownCall, unknown_outcome_id, unknown_outcome_record};

@@ -12,9 +12,9 @@
 use std::sync::Arc;
 
 use crate::answer::{AnswerError, Target};
+use crate::durable::{Checkpointer, PersistError, Resumed, ThreadStatus};
 use crate::interrupt::{Pending, PendingKind};
 use crate::outcome::{Outcome, Run, RunError};
-use crate::persist::{Checkpointer, PersistError, Resumed, ThreadStatus};
 use crate::state::State;
 
 use super::Runner;
@@ -64,7 +64,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
     /// each with [`Runner::resume_answering`], or, only when one value is meant for all of them
     /// and they ask the very same thing, use [`Runner::resume_with_all_alike`].
     pub async fn resume_with<V: serde::Serialize>(self, value: V) -> Result<Run<S>, RunError> {
-        let value = crate::persist::encode::to_value(&value, "resume", crate::persist::MAX_JSON_DEPTH)
+        let value = crate::durable::encode::to_value(&value, "resume", crate::durable::MAX_JSON_DEPTH)
             .map_err(resume_value_error)?;
         self.resume_given(value, false).await
     }
@@ -74,7 +74,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
     /// answer is meant for all. Refused with [`RunError::QuestionsDiffer`] when they ask
     /// different things; nothing runs then.
     pub async fn resume_with_all_alike<V: serde::Serialize>(self, value: V) -> Result<Run<S>, RunError> {
-        let value = crate::persist::encode::to_value(&value, "resume", crate::persist::MAX_JSON_DEPTH)
+        let value = crate::durable::encode::to_value(&value, "resume", crate::durable::MAX_JSON_DEPTH)
             .map_err(resume_value_error)?;
         self.resume_given(value, true).await
     }
@@ -91,15 +91,15 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
     /// own question. Refused ([`RunError::Answer`]) when the thread does not ask that question
     /// (it moved on) or it has an answer already.
     pub async fn resume_answering<V: serde::Serialize>(self, question_id: &str, value: V) -> Result<Run<S>, RunError> {
-        let value = crate::persist::encode::to_value(&value, "resume", crate::persist::MAX_JSON_DEPTH)
+        let value = crate::durable::encode::to_value(&value, "resume", crate::durable::MAX_JSON_DEPTH)
             .map_err(resume_value_error)?;
         let thread = self.thread.clone().ok_or(RunError::ResumeNeedsThread)?;
         let store = self.app.store.clone().ok_or(RunError::NoStore)?;
         let by = if self.owner.trim().is_empty() { crate::worker::process_actor() } else { self.owner.clone() };
         let question = question_id.to_string();
-        let recorded = crate::persist::blocking(&store, move |s| -> Result<(), AnswerError> {
+        let recorded = crate::durable::blocking(&store, move |s| -> Result<(), AnswerError> {
             let (seq, _) = crate::answer::waiting_all(s, &thread)?;
-            let now = crate::persist::now_ms();
+            let now = crate::durable::now_ms();
             crate::answer::record(s, &thread, seq, Target::One(Some(&question)), value, &by, now).map(drop)
         });
         recorded.await??;
@@ -136,9 +136,9 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
         let by = format!("thread:{}", self.child_of.clone().unwrap_or_default());
         // This run holds the child's lease: the answer is written under it.
         let handed = move |s: &dyn agentflow_store::Store| {
-            crate::answer::record_handed_down(s, &thread, seq, &asks, value, &by, crate::persist::now_ms())
+            crate::answer::record_handed_down(s, &thread, seq, &asks, value, &by, crate::durable::now_ms())
         };
-        crate::persist::blocking(&store, handed).await??;
+        crate::durable::blocking(&store, handed).await??;
         self.continue_answered(start, checkpointer, true).await
     }
 
@@ -175,7 +175,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
         // An answer recorded for this checkpoint was not the one given; if the run asks again
         // here, that answer must not answer the new question either: it is used.
         if asks_again(&result) {
-            let now = crate::persist::now_ms();
+            let now = crate::durable::now_ms();
             let id = thread.clone();
             let superseded = move |s: &dyn agentflow_store::Store| -> Result<(), AnswerError> {
                 let recorded = crate::answer::recorded_all(s, &id, seq, &asks)?;
@@ -202,7 +202,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
         let asks = questions(&start.interrupts);
         let (store, id, seq) = (Arc::clone(checkpointer.store()), checkpointer.thread.clone(), checkpointer.seq);
         let (thread, read) = (id.clone(), asks.clone());
-        let answers = crate::persist::blocking(&store, move |s| crate::answer::recorded_all(s, &thread, seq, &read))
+        let answers = crate::durable::blocking(&store, move |s| crate::answer::recorded_all(s, &thread, seq, &read))
             .await?
             .map_err(PersistError::from)?;
         if let Some(open) = answers.iter().position(Option::is_none) {
@@ -235,7 +235,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
         let result = self.drive(start, Some(checkpointer), values).await;
         // One mark spends, or uses, every answer of the checkpoint.
         let Some(answer) = answers.into_iter().next() else { return result };
-        let now = crate::persist::now_ms();
+        let now = crate::durable::now_ms();
         if asks_again(&result) {
             // It asks again where it was answered (its subgraph's next question): the answers
             // are used, so neither a worker nor the next resume gives them again.

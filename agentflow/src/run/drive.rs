@@ -12,11 +12,11 @@ use super::exec::Exec;
 use crate::app::App;
 use crate::budget::Meter;
 use crate::ctx::RunScope;
+use crate::durable::{Checkpointer, PersistError, Resumed, ThreadStatus};
 use crate::event::Event;
 use crate::graph::Plan;
 use crate::interrupt::PendingKind;
 use crate::outcome::{Outcome, Run, RunError};
-use crate::persist::{Checkpointer, PersistError, Resumed, ThreadStatus};
 use crate::state::State;
 
 use super::Runner;
@@ -264,7 +264,7 @@ pub(super) async fn best_effort<E: std::fmt::Display + Send + 'static>(
     what: &'static str,
     write: impl FnOnce(&dyn agentflow_store::Store) -> Result<(), E> + Send + 'static,
 ) {
-    match crate::persist::blocking(store, write).await {
+    match crate::durable::blocking(store, write).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(thread, error = %e, "{what}"),
         Err(e) => tracing::warn!(thread, error = %e, "{what}"),

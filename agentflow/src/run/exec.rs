@@ -16,12 +16,12 @@ use super::events::Events;
 use super::step;
 use crate::budget::Budget;
 use crate::ctx::RunScope;
+use crate::durable::{Checkpointer, FinishedWrites, Journal, PersistError, Resumed};
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Event;
 use crate::graph::{NodeId, Plan};
 use crate::interrupt::{KeptAnswer, Pending, PendingKind};
 use crate::outcome::{Outcome, Run, RunError};
-use crate::persist::{Checkpointer, FinishedWrites, Journal, PersistError, Resumed};
 use crate::shield::{shielded_stop, shielded_timeout};
 use crate::state::State;
 use crate::step::{Mailbox, Step};
@@ -495,5 +495,5 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
 
 /// Serialises one step's updates, in declaration order, as the checkpoint's delta.
 fn encode_updates<S: State>(done: &[(NodeId, Step<S>)]) -> Result<Vec<Vec<u8>>, PersistError> {
-    done.iter().map(|(_, s)| crate::persist::encode::document(&s.update, "an update")).collect()
+    done.iter().map(|(_, s)| crate::durable::encode::document(&s.update, "an update")).collect()
 }

@@ -8,8 +8,8 @@ use std::pin::Pin;
 use futures_util::{FutureExt, StreamExt};
 
 use super::exec::{Exec, Halt};
+use crate::durable::{FinishedWrites, Journal, PersistError};
 use crate::graph::{DEFAULT_PARALLEL, NodeId};
-use crate::persist::{FinishedWrites, Journal, PersistError};
 use crate::state::State;
 use crate::step::Step;
 

@@ -10,11 +10,11 @@ use tracing::Instrument;
 
 use super::exec::{Exec, Halt};
 use crate::ctx::Ctx;
+use crate::durable::Journal;
 use crate::error::{ErrorClass, NodeError};
 use crate::event::Event;
 use crate::graph::NodeId;
 use crate::interrupt::{KeptAnswer, Signal};
-use crate::persist::Journal;
 use crate::shield::shielded_stop;
 use crate::state::State;
 use crate::step::Step;

@@ -9,10 +9,10 @@ use super::events::Sink;
 use super::start::resume_value_error;
 use crate::app::App;
 use crate::budget::Limits;
+use crate::durable::{DEFAULT_LEASE_TTL, Durability, LeaseHolder};
 use crate::event::Event;
 use crate::graph::CompiledGraph;
 use crate::outcome::{Run, RunError};
-use crate::persist::{DEFAULT_LEASE_TTL, Durability, LeaseHolder};
 use crate::state::State;
 use crate::stream::{Channel, Modes, RunStream, StreamMode};
 
@@ -59,7 +59,7 @@ pub struct Runner<'g, S: State, D> {
     pub(super) holder: Option<LeaseHolder>,
     /// A subgraph child's run: the leases of the runs above it, which fence what starts its
     /// effects too.
-    pub(super) parent_leases: Option<crate::persist::ParentLeases>,
+    pub(super) parent_leases: Option<crate::durable::ParentLeases>,
     /// The stream the run is read as, if it is.
     pub(super) stream: Option<Arc<Channel<S>>>,
     /// What a stream of this run carries.
@@ -168,7 +168,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
 
     /// A subgraph's run: what starts its effects is fenced by `parents` too, the leases of the
     /// runs above it, so a parent that lost its thread does not act through its child.
-    pub(crate) fn fenced_by_parents(mut self, parents: crate::persist::ParentLeases) -> Self {
+    pub(crate) fn fenced_by_parents(mut self, parents: crate::durable::ParentLeases) -> Self {
         self.parent_leases = Some(parents);
         self
     }
@@ -369,7 +369,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// Like [`Runner::resume_with`], read as a [`RunStream`] (see [`Runner::stream`]).
     pub fn stream_resume_with<V: serde::Serialize>(mut self, value: V) -> RunStream<'g, S> {
         let channel = self.open_stream();
-        let value = crate::persist::encode::to_value(&value, "resume", crate::persist::MAX_JSON_DEPTH);
+        let value = crate::durable::encode::to_value(&value, "resume", crate::durable::MAX_JSON_DEPTH);
         RunStream::new(channel, Box::pin(async move { self.resume_with(value.map_err(resume_value_error)?).await }))
     }
 
@@ -391,22 +391,5 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     pub fn interrupt_after<N: AsRef<str>>(mut self, nodes: impl IntoIterator<Item = N>) -> Self {
         self.after.extend(nodes.into_iter().map(|n| n.as_ref().to_string()));
         self
-    }
-}
-
-impl<S: State, D: Sync> App<S, D> {
-    /// Runs the graph from `input` to an [`Outcome`] with default limits,
-    /// in memory (no thread).
-    ///
-    /// Use [`App::runner`] to set a thread, a deadline, a cancellation
-    /// token, breakpoints or an event sink.
-    pub async fn run(&self, input: S, deps: &D) -> Result<Run<S>, RunError> {
-        self.runner(deps).run(input).await
-    }
-
-    /// A run with options. The runner holds its own handle to the plan,
-    /// store and policy (they are shared), so it may outlive `self`.
-    pub fn runner<'g>(&self, deps: &'g D) -> Runner<'g, S, D> {
-        Runner::new(self.clone(), deps)
     }
 }

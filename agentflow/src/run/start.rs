@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use crate::app::App;
 use crate::budget::ThreadBudget;
+use crate::durable::{Checkpointer, Durability, LeaseHolder, PersistError, Resumed, ThreadStatus};
 use crate::graph::NodeId;
 use crate::interrupt::PendingKind;
 use crate::outcome::{Outcome, Run, RunError};
-use crate::persist::{Checkpointer, Durability, LeaseHolder, PersistError, Resumed, ThreadStatus};
 use crate::state::State;
 
 use super::Runner;
@@ -74,7 +74,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         // and no timer of it is armed.)
         if let Some(until) = crate::timer::wake::sleeping_until(&start.interrupts)
             && checkpointer.opened_as == Some(ThreadStatus::Sleeping)
-            && crate::persist::now_ms() < until
+            && crate::durable::now_ms() < until
             && !cancelled
         {
             let usage = checkpointer.budget.usage;
@@ -95,12 +95,12 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     pub(crate) async fn resume_due(self) -> Result<Option<Run<S>>, RunError> {
         let opened = open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await;
         let (checkpointer, start) = match opened {
-            Err(RunError::Resume(crate::persist::ResumeError::Finished { .. })) => return Ok(None),
+            Err(RunError::Resume(crate::durable::ResumeError::Finished { .. })) => return Ok(None),
             other => other?,
         };
-        let (thread, now) = (checkpointer.thread.clone(), crate::persist::now_ms());
+        let (thread, now) = (checkpointer.thread.clone(), crate::durable::now_ms());
         let store = Arc::clone(checkpointer.store());
-        let due = crate::persist::blocking(&store, move |s| crate::timer::wake::still_due(s, &thread, now))
+        let due = crate::durable::blocking(&store, move |s| crate::timer::wake::still_due(s, &thread, now))
             .await?
             .map_err(PersistError::from)?;
         if !due || crate::timer::wake::wake_time(&start.interrupts).is_none_or(|at| at > now) {
@@ -122,8 +122,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     }
 }
 
-pub(super) fn resume_value_error(source: crate::persist::encode::ValueError) -> crate::persist::PersistError {
-    crate::persist::PersistError::Value { what: "the resume value", source }
+pub(super) fn resume_value_error(source: crate::durable::encode::ValueError) -> crate::durable::PersistError {
+    crate::durable::PersistError::Value { what: "the resume value", source }
 }
 
 /// Opens the thread to resume. A free function, so the future of a resume

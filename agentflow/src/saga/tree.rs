@@ -5,7 +5,7 @@ use agentflow_store::{AuditEntry, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::persist::PersistError;
+use crate::durable::PersistError;
 
 /// The audit entry kind of a completed forward call that names a compensation.
 pub(crate) const STEP: &str = "saga.step";

@@ -130,7 +130,7 @@ pub(crate) fn stored(at: &At<'_>, store: &dyn Store) -> Vec<Violation> {
             }
             for run in marks.started.difference(&marks.ended) {
                 let n: u32 = run.parse().unwrap_or(0);
-                let unknown = crate::persist::unknown_outcome_id(&t.id, seq, &node, &key, n);
+                let unknown = crate::durable::unknown_outcome_id(&t.id, seq, &node, &key, n);
                 let listed = approvals
                     .iter()
                     .any(|a| a.id == unknown || (a.node == node && a.status == ApprovalStatus::OutcomeUnknown));

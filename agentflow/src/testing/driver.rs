@@ -9,9 +9,9 @@ use serde::Serialize;
 
 use super::report::Ending;
 use crate::approval::{ApprovalDesk, Approver, Authorizer};
+use crate::durable::ResumeError;
+use crate::durable::ThreadStatus;
 use crate::interrupt::PendingKind;
-use crate::persist::ResumeError;
-use crate::persist::ThreadStatus;
 use crate::{App, Durability, Limits, Outcome, RunError, State};
 
 /// How many times a thread is resumed, at most, before the driver gives up.
@@ -246,7 +246,7 @@ pub(crate) async fn drive<S: State, D: Sync>(
         let answered = match result {
             Ok(run) => match run.outcome {
                 Outcome::Sleeping { until, .. } => {
-                    let wait = until.saturating_sub(crate::persist::now_ms());
+                    let wait = until.saturating_sub(crate::durable::now_ms());
                     if wait > MAX_SLEEP_MS {
                         return Ending::Error {
                             error: format!(
@@ -281,7 +281,7 @@ pub(crate) async fn drive<S: State, D: Sync>(
             Err(RunError::ValueRequired { .. } | RunError::SeveralQuestions { .. }) => answers.answer_all(app, thread),
             // The lease of a process that died holds the thread until it expires.
             Err(RunError::ThreadBusy { expires_at, .. }) => {
-                let wait = expires_at.saturating_sub(crate::persist::now_ms()) + 10;
+                let wait = expires_at.saturating_sub(crate::durable::now_ms()) + 10;
                 tokio::time::sleep(std::time::Duration::from_millis(wait.min(60_000))).await;
                 Ok(())
             }

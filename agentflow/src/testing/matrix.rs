@@ -226,7 +226,7 @@ pub(super) fn on_runtime<T>(store: &CrashStore, work: impl Future<Output = T>) -
         .map_err(|e| CrashMatrixError::Runtime(e.to_string()))?;
     let died = Arc::clone(&store.died);
     // One thread, store calls inline: the run reaches the store in the same order every time.
-    crate::persist::run_store_calls_inline(true);
+    crate::durable::run_store_calls_inline(true);
     let out = runtime.block_on(async {
         tokio::select! {
             biased;
@@ -234,7 +234,7 @@ pub(super) fn on_runtime<T>(store: &CrashStore, work: impl Future<Output = T>) -
             out = work => Some(out),
         }
     });
-    crate::persist::run_store_calls_inline(false);
+    crate::durable::run_store_calls_inline(false);
     runtime.shutdown_background();
     Ok(out)
 }

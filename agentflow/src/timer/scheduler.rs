@@ -10,8 +10,8 @@ use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
-use crate::outcome::{Outcome, Run, RunError};
-use crate::persist::blocking;
+use crate::durable::blocking;
+use crate::outcome::Outcome;
 use crate::state::State;
 
 use super::wake::now_ms;
@@ -146,51 +146,17 @@ impl WokenStream {
 }
 
 impl Scheduler {
-    /// Wake-ups from now on. The first call sees every wake-up since the
-    /// scheduler started; later calls, those after the call.
-    pub fn subscribe(&self) -> WokenStream {
-        let first = self.first.lock().unwrap_or_else(|p| p.into_inner()).take();
-        WokenStream { rx: first.unwrap_or_else(|| self.woken.subscribe()) }
-    }
-
-    /// Stops the loop and waits for it; the runs it started finish first.
-    pub async fn shutdown(mut self) {
-        self.cancel.cancel();
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-    }
-}
-
-impl Drop for Scheduler {
-    fn drop(&mut self) {
-        self.cancel.cancel();
-    }
-}
-
-impl<S: State, D: Send + Sync + 'static> App<S, D> {
-    /// Starts a [`Scheduler`] that resumes this graph's sleeping threads in
-    /// its store, with the default [`SchedulerConfig`]. Must be called
-    /// within a tokio runtime.
-    ///
-    /// # Panics
-    ///
-    /// Outside a tokio runtime (as [`tokio::spawn`] does).
-    pub fn scheduler(&self, deps: Arc<D>) -> Scheduler {
-        self.scheduler_with(deps, SchedulerConfig::default())
-    }
-
-    /// Like [`App::scheduler`], with a configuration. Without a store the
-    /// scheduler has nothing to do and stops at once.
-    ///
-    /// # Panics
-    ///
-    /// Outside a tokio runtime (as [`tokio::spawn`] does).
-    pub fn scheduler_with(&self, deps: Arc<D>, config: SchedulerConfig) -> Scheduler {
+    /// Starts the loop that resumes `app`'s sleeping threads (what
+    /// [`App::scheduler_with`] does).
+    pub(crate) fn start<S: State, D: Send + Sync + 'static>(
+        app: App<S, D>,
+        deps: Arc<D>,
+        config: SchedulerConfig,
+    ) -> Scheduler {
         let cancel = CancellationToken::new();
         let (woken, first) = broadcast::channel(1024);
         let looped = Loop {
-            app: self.clone(),
+            app,
             deps,
             config,
             cancel: cancel.clone(),
@@ -211,47 +177,25 @@ impl<S: State, D: Send + Sync + 'static> App<S, D> {
         Scheduler { cancel, task: Some(task), woken, first: Mutex::new(Some(first)) }
     }
 
-    /// Resumes `thread` if its timer is due, as a scheduler does: the lease
-    /// is taken first, then the thread's status, timer and what it waits for
-    /// are checked under it. `Ok(None)` when there is nothing to do (no
-    /// timer, not due yet, it waits for a person's value, it finished, or
-    /// another executor holds it).
-    ///
-    /// A thread of another graph in the same store (one whose stored graph
-    /// description names another graph, such as a subgraph's child thread)
-    /// is not this graph's to wake: `Ok(None)`, nothing logged.
-    pub async fn wake(&self, thread: &str, deps: &D) -> Result<Option<Run<S>>, RunError> {
-        if self.of_another_graph(thread).await {
-            return Ok(None);
-        }
-        match self.runner(deps).thread(thread).resume_due().await {
-            Err(RunError::ThreadBusy { .. }) => Ok(None),
-            other => other,
+    /// Wake-ups from now on. The first call sees every wake-up since the
+    /// scheduler started; later calls, those after the call.
+    pub fn subscribe(&self) -> WokenStream {
+        let first = self.first.lock().unwrap_or_else(|p| p.into_inner()).take();
+        WokenStream { rx: first.unwrap_or_else(|| self.woken.subscribe()) }
+    }
+
+    /// Stops the loop and waits for it; the runs it started finish first.
+    pub async fn shutdown(mut self) {
+        self.cancel.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
         }
     }
 }
 
-impl<S: State, D> App<S, D> {
-    /// Whether `thread` belongs to a graph other than this one: its
-    /// fingerprint is not this graph's and the store describes that
-    /// fingerprint as a graph of another name. (A thread of an older
-    /// version of this graph is not: resuming it reports the change.)
-    async fn of_another_graph(&self, thread: &str) -> bool {
-        let Some(store) = self.store.clone() else { return false };
-        let (id, mine) = (thread.to_string(), self.graph.fingerprint().to_string());
-        let name = blocking(&store, move |s| {
-            let record = s.thread(&id).ok()??;
-            if record.graph_fingerprint == mine {
-                return None;
-            }
-            let description = s.graph_description(&record.graph_fingerprint).ok()??;
-            let description: serde_json::Value = serde_json::from_str(&description).ok()?;
-            description.get("name").and_then(serde_json::Value::as_str).map(str::to_string)
-        })
-        .await
-        .ok()
-        .flatten();
-        name.is_some_and(|name| name != self.graph.name())
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        self.cancel.cancel();
     }
 }
 

@@ -11,7 +11,7 @@ pub(crate) const SLEEP_KEY: &str = "sleep#";
 /// The current wall-clock time in unix millis, the clock timers are set and
 /// compared with.
 pub fn now_ms() -> u64 {
-    crate::persist::now_ms()
+    crate::durable::now_ms()
 }
 
 /// When a pause made only of timers is due: the latest of their wake times;

@@ -30,7 +30,7 @@ pub fn validate_args<A: DeserializeOwned>(args: &Value, schema: &Value) -> Resul
 ///
 /// [`MAX_JSON_DEPTH`]: crate::persist::MAX_JSON_DEPTH
 pub fn check_args_shape(args: &Value, schema: &Value) -> Result<(), ArgumentError> {
-    crate::persist::check_json(args, "args").map_err(|e| ArgumentError(e.to_string()))?;
+    crate::durable::check_json(args, "args").map_err(|e| ArgumentError(e.to_string()))?;
     let Value::Object(fields) = args else {
         let got = match args {
             Value::String(s) => format!("a string ({s:?}); arguments must be a JSON object"),
@@ -61,14 +61,14 @@ pub fn check_args_shape(args: &Value, schema: &Value) -> Result<(), ArgumentErro
 pub(crate) fn clip_deep_args(args: &mut Value) {
     fn clip(v: &mut Value, level: usize) {
         match v {
-            Value::Array(items) if level > crate::persist::MAX_JSON_DEPTH => items.clear(),
-            Value::Object(map) if level > crate::persist::MAX_JSON_DEPTH => map.clear(),
+            Value::Array(items) if level > crate::durable::MAX_JSON_DEPTH => items.clear(),
+            Value::Object(map) if level > crate::durable::MAX_JSON_DEPTH => map.clear(),
             Value::Array(items) => items.iter_mut().for_each(|v| clip(v, level + 1)),
             Value::Object(map) => map.values_mut().for_each(|v| clip(v, level + 1)),
             _ => {}
         }
     }
-    if crate::persist::check_json(args, "args").is_err() {
+    if crate::durable::check_json(args, "args").is_err() {
         clip(args, 1);
     }
 }
@@ -142,15 +142,15 @@ mod tests {
 
     #[test]
     fn arguments_nested_deeper_than_the_limit_are_refused() {
-        let deep = (0..crate::persist::MAX_JSON_DEPTH).fold(json!(1), |inner, _| json!([inner]));
+        let deep = (0..crate::durable::MAX_JSON_DEPTH).fold(json!(1), |inner, _| json!([inner]));
         let e = validate_args::<Args>(&json!({"a": deep, "b": 1}), &schema()).unwrap_err();
         assert!(e.0.contains("`args.a[0]"), "{e}");
-        assert!(e.0.contains(&format!("nests deeper than {} levels", crate::persist::MAX_JSON_DEPTH)), "{e}");
+        assert!(e.0.contains(&format!("nests deeper than {} levels", crate::durable::MAX_JSON_DEPTH)), "{e}");
     }
 
     #[test]
     fn deep_arguments_are_clipped_one_level_past_the_limit_and_still_refused() {
-        let limit = crate::persist::MAX_JSON_DEPTH;
+        let limit = crate::durable::MAX_JSON_DEPTH;
         let mut deep = json!({"a": (0..200).fold(json!(1), |inner, _| json!([inner])), "b": 1});
         clip_deep_args(&mut deep);
         let depth = |v: &Value| {

@@ -1,4 +1,13 @@
 //! What runs a graph: the `App` handle.
+//!
+//! The struct and its configuration are here; what the App does is in one file per concern.
+
+mod approvals;
+mod breakers;
+mod controls;
+mod run;
+mod threads;
+mod timers;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -7,8 +16,8 @@ use std::time::Duration;
 
 use agentflow_store::Store;
 
+use crate::durable::ResumeError;
 use crate::graph::CompiledGraph;
-use crate::persist::ResumeError;
 use crate::state::State;
 use crate::tool::{OnReject, OwnerRequired, Policy, RiskPolicy};
 

@@ -1,0 +1,23 @@
+//! The App's approval desk: [`App::approvals`], the desk for deciding the graph's approvals.
+
+use std::sync::Arc;
+
+use crate::app::App;
+use crate::approval::{ApprovalDesk, Authorizer};
+use crate::durable::HistoryError;
+use crate::state::State;
+use crate::tool::Tool;
+
+impl<S: State, D> App<S, D> {
+    /// The desk for deciding this graph's approvals, in its store.
+    pub fn approvals(&self, authorizer: impl Authorizer) -> Result<ApprovalDesk, HistoryError> {
+        let store = self.store.clone().ok_or(HistoryError::NoStore)?;
+        let mut tools: Vec<&'static dyn Tool> = Vec::new();
+        for t in self.graph.nodes().iter().flat_map(|n| n.tools.iter().copied()) {
+            if !tools.iter().any(|k| k.name() == t.name()) {
+                tools.push(t);
+            }
+        }
+        Ok(ApprovalDesk::with_tools(store, tools, Arc::new(authorizer)))
+    }
+}

@@ -1,0 +1,206 @@
+//! The App's stored threads: reading a thread's state, history, waits and audit log, and
+//! changing it (forks, manual updates, raised limits, compaction). History is never
+//! rewritten: a fork or an update is a new checkpoint.
+
+use std::sync::Arc;
+
+use agentflow_store::{
+    AuditEntry, Checkpoint, CheckpointSummary, CompactReport, Listing, StateChain, Store, ThreadRecord, ThreadStatus,
+};
+
+use crate::app::App;
+use crate::budget::Limits;
+use crate::durable::fold_chain;
+use crate::durable::history::Snapshot;
+use crate::durable::{HistoryError, INTERRUPTS, PersistError, fork_thread, update_thread};
+use crate::interrupt::{Pending, PendingKind};
+use crate::state::State;
+
+impl<S: State, D> App<S, D> {
+    fn store_or_err(&self) -> Result<&Arc<dyn Store>, HistoryError> {
+        self.store.as_ref().ok_or(HistoryError::NoStore)
+    }
+
+    /// The thread's record (owner, status, fingerprint, lease).
+    ///
+    /// These history calls block on the store; they are quick reads, but call
+    /// them from `spawn_blocking` if the store may be slow.
+    pub fn thread(&self, thread: &str) -> Result<Option<ThreadRecord>, HistoryError> {
+        Ok(self.store_or_err()?.thread(thread).map_err(PersistError::from)?)
+    }
+
+    /// The latest state of a thread, or `None` if there is no such thread.
+    pub fn state(&self, thread: &str) -> Result<Option<Snapshot<S>>, HistoryError> {
+        let store = self.store_or_err()?;
+        match store.latest_checkpoint(thread).map_err(PersistError::from)? {
+            Some(cp) => self.snapshot_of(store, cp).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The state at checkpoint `seq`, or `None` if there is no such checkpoint.
+    pub fn state_at(&self, thread: &str, seq: u64) -> Result<Option<Snapshot<S>>, HistoryError> {
+        let store = self.store_or_err()?;
+        match store.checkpoint(thread, seq).map_err(PersistError::from)? {
+            Some(cp) => self.snapshot_of(store, cp).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn snapshot_of(&self, store: &Arc<dyn Store>, cp: Checkpoint) -> Result<Snapshot<S>, HistoryError> {
+        let chain = store
+            .state_chain(&cp.thread, cp.seq)
+            .map_err(PersistError::from)?
+            .ok_or(HistoryError::UnknownCheckpoint { thread: cp.thread.clone(), seq: cp.seq })?;
+        let state = fold_chain(&cp.thread, &chain)?;
+        Ok(Snapshot {
+            seq: cp.seq,
+            parent: cp.parent,
+            state,
+            next: cp.cursor,
+            metadata: cp.metadata,
+            created_at: cp.created_at,
+        })
+    }
+
+    /// What the thread waits for before it can go on: the pending items of a paused thread
+    /// (interrupted or sleeping), and the question of a failed thread whose node still waits
+    /// for a value (an answer of the wrong shape failed it where it asked: `resume_with`, or a
+    /// person's answer, continues it). Empty otherwise. When the step asks several questions
+    /// and some of them are answered on their own already, the list is those still unanswered.
+    pub fn pending(&self, thread: &str) -> Result<Vec<Pending>, HistoryError> {
+        let store = self.store_or_err()?;
+        let Some(record) = store.thread(thread).map_err(PersistError::from)? else {
+            return Err(HistoryError::UnknownThread { thread: thread.to_string() });
+        };
+        let waits = match record.status {
+            ThreadStatus::Interrupted | ThreadStatus::Sleeping => self.waits_for(thread)?,
+            ThreadStatus::Failed => {
+                let mut waits = self.waits_for(thread)?;
+                waits.retain(|p| p.kind == PendingKind::Interrupt);
+                waits
+            }
+            _ => Vec::new(),
+        };
+        // While some questions of the step wait for their answers, one answered already (its
+        // answer kept until the step's last question has one) is not listed. (Once each has
+        // its answer, all are listed, as one is: the thread waits for a resume to go on.)
+        let waits = crate::answer::unanswered(&**store, thread, waits).map_err(PersistError::from)?;
+        Ok(waits)
+    }
+
+    /// What the thread's latest checkpoint records it waits for, whatever its status: a thread
+    /// whose step failed while a node waited for a value still needs one to go on.
+    pub(crate) fn waits_for(&self, thread: &str) -> Result<Vec<Pending>, HistoryError> {
+        let store = self.store_or_err()?;
+        let Some(latest) = store.latest_checkpoint(thread).map_err(PersistError::from)? else { return Ok(Vec::new()) };
+        for w in store.pending_writes(thread, latest.seq).map_err(PersistError::from)? {
+            if w.node == INTERRUPTS {
+                return serde_json::from_slice(&w.value).map_err(|source| {
+                    HistoryError::Persist(PersistError::Decode {
+                        thread: thread.to_string(),
+                        seq: latest.seq,
+                        what: "interrupts",
+                        source,
+                    })
+                });
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    /// Every checkpoint of the thread, oldest first, without snapshots or deltas.
+    pub fn history(&self, thread: &str) -> Result<Vec<CheckpointSummary>, HistoryError> {
+        Ok(self.store_or_err()?.list_checkpoints(thread).map_err(PersistError::from)?)
+    }
+
+    /// The thread's audit log, oldest first. Fails if an entry does not
+    /// decode; [`App::scan_audit_log`] goes on past it.
+    pub fn audit_log(&self, thread: &str) -> Result<Vec<AuditEntry>, HistoryError> {
+        Ok(self.store_or_err()?.list_audit(thread).map_err(PersistError::from)?)
+    }
+
+    /// The thread's audit log, oldest first, with every entry that decodes;
+    /// each entry that does not is reported in [`Listing::skipped`].
+    pub fn scan_audit_log(&self, thread: &str) -> Result<Listing<AuditEntry>, HistoryError> {
+        Ok(self.store_or_err()?.scan_audit(thread).map_err(PersistError::from)?)
+    }
+
+    /// Branches the thread at checkpoint `seq`: a new checkpoint whose parent
+    /// is `seq` becomes the latest, so the next `resume` continues from the
+    /// state at `seq`. The older branch stays in the history.
+    ///
+    /// The branch runs its steps afresh: effects journaled on the old branch
+    /// run again, subgraph children run anew, and no approval of the old
+    /// branch can be used on the new one. So every approval of the thread
+    /// still `PENDING` or `APPROVED` is cancelled in the same commit, each
+    /// with an `approval.cancelled` audit entry by `actor` saying why; those
+    /// of its subgraph children are cancelled just after, the same way. The thread's budget usage carries over
+    /// (a fork does not refund model or tool calls). A record of the old branch that waits for a
+    /// human to settle it (`OUTCOME_UNKNOWN`: a call cut off mid-way may have acted) stays
+    /// listed, and a worker-queued run parked for approvals is handed back to the workers: the
+    /// new branch waits for none of the old one's records.
+    pub fn fork(&self, thread: &str, seq: u64, actor: &str) -> Result<u64, HistoryError> {
+        fork_thread(self.store_or_err()?, thread, seq, actor)
+    }
+
+    /// Writes `update` through the reducers as a new checkpoint after the
+    /// latest one, with an audit entry naming `actor`. The run continues from
+    /// it on the next `resume`.
+    ///
+    /// A thread paused or stopped mid-step keeps that step: the writes of
+    /// the nodes that finished in it, what it waits for (so `resume_with`
+    /// still answers an `interrupt`, and an approval pause still waits for
+    /// its approval) and its journal. Effects journaled by the step are not
+    /// run again, and its approvals stay valid, because the continued step
+    /// keys both by the checkpoint it started from. The update applies to
+    /// the state the paused nodes see when they run again; the writes of
+    /// nodes that already finished were computed before it and are kept as
+    /// they were.
+    ///
+    /// A `compensating` or `compensated` thread is refused with
+    /// [`HistoryError::Undone`]: its step's journal records calls that its
+    /// compensations undid, so carrying the step on would take them for
+    /// done. [`fork`](Self::fork) it to run again from a checkpoint.
+    pub fn update_state(&self, thread: &str, update: S::Update, actor: &str) -> Result<u64, HistoryError> {
+        let store = self.store_or_err()?;
+        // Checked before the thread is looked up, as before.
+        let blob = crate::durable::encode::document(&update, "the update")?;
+        update_thread(store, thread, blob, actor)
+    }
+
+    /// Sets the model-call, tool-call and token limits of a persisted thread
+    /// (counted over all its runs), with a `limits.raised` audit entry by
+    /// `actor` recording the old and new limits and the usage so far.
+    ///
+    /// A run may only tighten a thread's limits ([`Runner::limits`](crate::Runner::limits));
+    /// this is how they are raised. Returns the limits it replaced. Fails
+    /// with a busy lease while a run holds the thread.
+    pub fn raise_limits(&self, thread: &str, limits: Limits, actor: &str) -> Result<Limits, HistoryError> {
+        self.raise_limits_fenced(thread, limits, actor, Vec::new())
+    }
+
+    /// [`App::raise_limits`] also fenced by `fences` (`(thread, holder)` leases): a parent run
+    /// raising its subgraph child's limits writes only while it, and every run above it, still
+    /// holds its thread.
+    pub(crate) fn raise_limits_fenced(
+        &self,
+        thread: &str,
+        limits: Limits,
+        actor: &str,
+        fences: Vec<(String, String)>,
+    ) -> Result<Limits, HistoryError> {
+        crate::durable::history::raise_limits(self.store_or_err()?, thread, limits, actor, fences)
+    }
+
+    /// Retention for a finished thread: keeps the `keep_last` newest
+    /// checkpoints (each stays readable) and compacts the file.
+    pub fn compact(&self, thread: &str, keep_last: usize) -> Result<CompactReport, HistoryError> {
+        let store = self.store_or_err()?;
+        let fold = |chain: &StateChain| -> Result<Vec<u8>, agentflow_store::BoxError> {
+            let state: S = fold_chain(thread, chain)?;
+            Ok(crate::durable::encode::document(&state, "the state")?)
+        };
+        Ok(store.compact(thread, keep_last, &fold)?)
+    }
+}

@@ -1,0 +1,76 @@
+//! What goes wrong submitting, controlling or working on queued runs: [`WorkerError`].
+
+use agentflow_store::QueueError;
+
+#[cfg(doc)]
+use crate::app::App;
+use crate::durable::PersistError;
+
+/// Submitting, controlling or working on queued runs failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkerError {
+    /// The app has no store to queue runs in.
+    #[error("queued runs need a store; attach one with `graph.app().store(store)`")]
+    NoStore,
+    /// `submit` for a thread that exists already.
+    #[error("thread `{thread}` already exists; continue it with `app.submit_resume(thread)` or pick a new thread id")]
+    ThreadExists {
+        /// The thread.
+        thread: String,
+    },
+    /// `submit_resume` for a thread that does not exist.
+    #[error("thread `{thread}` does not exist; start it with `app.submit(thread, input)`")]
+    UnknownThread {
+        /// The thread.
+        thread: String,
+    },
+    /// The run queue refused or failed.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    /// Reading or encoding failed.
+    #[error(transparent)]
+    Persist(#[from] PersistError),
+    /// `submit_resume` for a thread that waits in `cx.interrupt` for a person's value, which a
+    /// worker cannot give. (Appended last.)
+    #[error(
+        "thread `{thread}` waits at node `{node}` for a value; answer it (the approval inbox, `agentflow answer`, `ApprovalDesk::answer_interrupt`: a run a worker parked is then woken, otherwise submit it again), continue it with `app.runner(deps).thread(..).resume_with(value)`, or cancel it with `app.cancel_run`"
+    )]
+    ValueRequired {
+        /// The thread.
+        thread: String,
+        /// The node that asked.
+        node: String,
+    },
+    /// `pause_run` for a thread that is not running: it waits for a person (`interrupted`) or
+    /// for its timer (`sleeping`), so there is no step to pause it at. (Appended last.)
+    #[error(
+        "thread `{thread}` is {status}, not running: there is nothing to pause; it continues once decided or due, or stop it for good with `app.cancel_run`"
+    )]
+    NotRunning {
+        /// The thread.
+        thread: String,
+        /// Its status (`interrupted` or `sleeping`).
+        status: String,
+    },
+    /// `submit` for a thread id or owner that holds a NUL byte, which no store keeps (refused
+    /// on every store alike, before anything is queued). (Appended last.)
+    #[error("the {what} {value:?} contains a NUL byte, which a store cannot keep; choose one without it")]
+    NulByte {
+        /// What holds it: `thread id` or `owner`.
+        what: &'static str,
+        /// The value given.
+        value: String,
+    },
+    /// `submit` with no owner for a graph (or a subgraph of it) that lists a tool the policy may
+    /// hold for a human's approval: submit with [`App::submit_as`]. Nothing is queued.
+    /// (Appended last.)
+    #[error(transparent)]
+    OwnerRequired(#[from] crate::tool::OwnerRequired),
+}
+
+impl From<agentflow_store::ReadError> for WorkerError {
+    fn from(e: agentflow_store::ReadError) -> Self {
+        WorkerError::Persist(e.into())
+    }
+}
