@@ -2,17 +2,17 @@
 
 pub use serde;
 
+pub use crate::core::reducer::{Add, Append, Merge, Messages};
+pub use crate::core::step::{each, route};
 pub use crate::graph::{
     GraphSpec, NodeFn, NodeFuture, NodeSpec, ToolAt, compile, erase_deps, tool_names, tools_at, with_tools_below,
 };
-pub use crate::reducer::{Add, Append, Merge, Messages};
-pub use crate::step::{each, route};
 pub use agentflow_macros::{State, graph, node};
 
+use crate::core::error::NodeError;
+use crate::core::state::{Field, State};
+use crate::core::step::Step;
 use crate::ctx::Ctx;
-use crate::error::NodeError;
-use crate::state::{Field, State};
-use crate::step::Step;
 
 // The impls of the traits below are `do_not_recommend`: the trait's message
 // already names the accepted forms, better than a list of impls in this file.
@@ -100,7 +100,7 @@ impl<'a, D> DepsParam<'a, D> for &'a D {
 ///
 /// A worker reached without a payload (a plan built by hand) fails instead of
 /// guessing.
-pub fn payload_of<T: crate::step::Payload, D>(cx: &Ctx<'_, D>) -> Result<T, NodeError> {
+pub fn payload_of<T: crate::core::step::Payload, D>(cx: &Ctx<'_, D>) -> Result<T, NodeError> {
     let Some((i, value)) = cx.payload else {
         return Err(NodeError::fatal(format!(
             "node `{}` takes a payload but was started without one; reach it with `goto!(each({}, payloads))`",
@@ -260,7 +260,7 @@ impl<T: serde::Serialize> ToolReturn for Result<T, crate::tool::ToolError> {
     type Value = T;
     fn into_json(self) -> Result<serde_json::Value, crate::tool::ToolError> {
         let value = self?;
-        crate::durable::encode::to_value(&value, "result", crate::durable::MAX_JSON_DEPTH)
+        crate::core::encode::to_value(&value, "result", crate::durable::MAX_JSON_DEPTH)
             .map_err(|e| crate::tool::ToolError::Unrecorded(format!("the tool's result cannot be stored: {e}")))
     }
 }

@@ -5,8 +5,8 @@
 
 use serde_json::{Value, json};
 
+use crate::core::state::{ReducerKind, State};
 use crate::graph::CompiledGraph;
-use crate::state::{ReducerKind, State};
 
 /// The version of the layout written by [`CompiledGraph::description`].
 pub const DESCRIPTION_FORMAT: u32 = 1;

@@ -1,151 +1,103 @@
-//! Errors: the four classes a node failure falls into, and the typed errors of
-//! each operation.
+//! [`Error`]: one error type every operation's error converts into, so `?`
+//! works in a `main` (or a handler) that runs graphs, reads history, decides
+//! approvals and opens stores.
 
-use std::fmt;
-use std::time::Duration;
+use crate::approval::DecisionError;
+use crate::durable::{HistoryError, PersistError, ResumeError, ValueError};
+use crate::model::{ModelError, StructuredError};
+use crate::outcome::RunError;
+use agentflow_store::{OpenError, ReadError, StorageError};
 
-/// What the executor should do with a failure (the four classes of the design brief).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[non_exhaustive]
-pub enum ErrorClass {
-    /// A passing fault (timeout, rate limit, connection reset): retried per the
-    /// node's retry policy with capped exponential backoff and jitter.
-    Transient,
-    /// The caller can fix it (bad tool arguments, malformed model output): fed
-    /// back as an observation, a bounded number of times. Never retried blindly.
-    Correctable,
-    /// Only a human can unblock it: the run pauses for them. A value given to `interrupt`
-    /// that does not have the shape the node reads fails the run with this class instead: the
-    /// thread waits for a new answer where it was answered, and (not a failure for good) no saga
-    /// compensation starts.
-    NeedsInput,
-    /// Nothing will fix it by retrying (permission denied, invariant broken):
-    /// the run stops and reports it.
-    Fatal,
-}
-
-impl fmt::Display for ErrorClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ErrorClass::Transient => "transient",
-            ErrorClass::Correctable => "correctable",
-            ErrorClass::NeedsInput => "needs-input",
-            ErrorClass::Fatal => "fatal",
-        })
-    }
-}
-
-/// The error a node returns. It carries its [`ErrorClass`] so the executor
-/// knows whether to retry, report or stop.
+/// Any error of agentflow, by the operation that failed.
 ///
-/// `?` converts the library's own errors into it. For any other error (an
-/// `std::io::Error`, an HTTP client's error) say how the executor should
-/// treat it: `.transient()?`, `.fatal()?` and the like, from
-/// [`NodeResultExt`] in the prelude.
-#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
-#[error("{class} error: {message}")]
-pub struct NodeError {
-    /// How the executor treats this error.
-    pub class: ErrorClass,
-    /// What went wrong, for people.
-    pub message: String,
-    /// For transient errors: how long the source asked us to wait (e.g. `Retry-After`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry_after: Option<Duration>,
-}
-
-impl NodeError {
-    /// A new error of the given class.
-    pub fn new(class: ErrorClass, message: impl Into<String>) -> Self {
-        NodeError { class, message: message.into(), retry_after: None }
-    }
-    /// A passing fault worth retrying.
-    pub fn transient(message: impl Into<String>) -> Self {
-        Self::new(ErrorClass::Transient, message)
-    }
-    /// A fault the caller (often a model) can correct.
-    pub fn correctable(message: impl Into<String>) -> Self {
-        Self::new(ErrorClass::Correctable, message)
-    }
-    /// A fault only a human can resolve.
-    pub fn needs_input(message: impl Into<String>) -> Self {
-        Self::new(ErrorClass::NeedsInput, message)
-    }
-    /// A fault that stops the run.
-    pub fn fatal(message: impl Into<String>) -> Self {
-        Self::new(ErrorClass::Fatal, message)
-    }
-    /// Ask the retry loop to wait at least `delay` before the next attempt,
-    /// up to the node's retry `max_delay` (a longer `delay` waits `max_delay`).
-    pub fn with_retry_after(mut self, delay: Duration) -> Self {
-        self.retry_after = Some(delay);
-        self
-    }
-}
-
-/// Classifies any other error for `?` in a node: `?` converts only errors
-/// that implement `Into<NodeError>`, and whether a foreign error (an
-/// `std::io::Error`, an HTTP client's error) is worth a retry is the node's
-/// call, not the library's. In the prelude.
-///
-/// Each method keeps the error's `Display` text as the message.
+/// Each per-operation error converts into it with `From`, so
+/// `fn main() -> Result<(), agentflow::Error>` can use `?` on runs, resumes,
+/// history reads, approval decisions and store opens alike. Match on the
+/// variant (or keep the per-operation error) to react to a specific failure.
 ///
 /// ```
-/// use agentflow::ErrorClass;
-/// use agentflow::prelude::*;
-///
-/// fn load(path: &str) -> Result<u32, NodeError> {
-///     // A read that fails may work next time: retried per the node's `retry`.
-///     let text = std::fs::read_to_string(path).transient()?;
-///     // Bad content will not get better: the run stops.
-///     let n: u32 = text.trim().parse().fatal()?;
-///     Ok(n)
+/// fn open(path: &std::path::Path) -> Result<agentflow::RedbStore, agentflow::Error> {
+///     Ok(agentflow::RedbStore::open(path)?)
 /// }
-///
-/// let err = load("/no/such/file").unwrap_err();
-/// assert_eq!(err.class, ErrorClass::Transient);
+/// let dir = std::env::temp_dir().join(format!("agentflow-error-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// let first = open(&dir.join("a.redb"));
+/// assert!(first.is_ok());
+/// // While it is open, a second open is refused, as an `agentflow::Error`.
+/// let err = open(&dir.join("a.redb")).unwrap_err();
+/// assert!(matches!(err, agentflow::Error::Open(_)), "{err}");
+/// # std::fs::remove_dir_all(&dir).ok();
 /// ```
-pub trait NodeResultExt<T> {
-    /// Maps the error to [`ErrorClass::Transient`]: retried per the node's retry policy.
-    fn transient(self) -> Result<T, NodeError>;
-    /// Maps the error to [`ErrorClass::Correctable`].
-    fn correctable(self) -> Result<T, NodeError>;
-    /// Maps the error to [`ErrorClass::NeedsInput`].
-    fn needs_input(self) -> Result<T, NodeError>;
-    /// Maps the error to [`ErrorClass::Fatal`]: the run stops.
-    fn fatal(self) -> Result<T, NodeError>;
-}
-
-impl<T, E: fmt::Display> NodeResultExt<T> for Result<T, E> {
-    fn transient(self) -> Result<T, NodeError> {
-        self.map_err(|e| NodeError::transient(e.to_string()))
-    }
-    fn correctable(self) -> Result<T, NodeError> {
-        self.map_err(|e| NodeError::correctable(e.to_string()))
-    }
-    fn needs_input(self) -> Result<T, NodeError> {
-        self.map_err(|e| NodeError::needs_input(e.to_string()))
-    }
-    fn fatal(self) -> Result<T, NodeError> {
-        self.map_err(|e| NodeError::fatal(e.to_string()))
-    }
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A run, resume or `resume_with` failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// A history read or change (state, fork, update_state, ...) failed.
+    #[error(transparent)]
+    History(#[from] HistoryError),
+    /// An approval decision was refused.
+    #[error(transparent)]
+    Decision(#[from] DecisionError),
+    /// Persisting or reading a thread failed.
+    #[error(transparent)]
+    Persist(#[from] PersistError),
+    /// A stored thread cannot be resumed.
+    #[error(transparent)]
+    Resume(#[from] ResumeError),
+    /// A value cannot be stored as JSON.
+    #[error(transparent)]
+    Value(#[from] ValueError),
+    /// A store file could not be opened.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// The store failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// Reading from the store failed.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// A model call failed.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// A structured-output call failed.
+    #[error(transparent)]
+    Structured(#[from] StructuredError),
+    /// A circuit breaker's configuration was refused.
+    #[error(transparent)]
+    Breaker(#[from] crate::breaker::BreakerConfigError),
+    /// An answer to a thread's interrupt was refused or failed.
+    #[error(transparent)]
+    Answer(#[from] crate::approval::AnswerError),
+    /// A worker, or a run submitted to one, failed.
+    #[error(transparent)]
+    Worker(#[from] crate::app::WorkerError),
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::Error;
 
+    /// Compiles only if `E` converts into [`Error`].
+    fn converts<E: Into<Error>>() {}
+
+    /// Every public error of an operation converts, so `?` works on each in a `main`.
     #[test]
-    fn result_ext_classifies_a_foreign_error_and_keeps_its_text() {
-        let io = || -> Result<(), std::io::Error> { Err(std::io::Error::other("disk on fire")) };
-        for (got, class) in [
-            (io().transient(), ErrorClass::Transient),
-            (io().correctable(), ErrorClass::Correctable),
-            (io().needs_input(), ErrorClass::NeedsInput),
-            (io().fatal(), ErrorClass::Fatal),
-        ] {
-            assert_eq!(got, Err(NodeError::new(class, "disk on fire")));
-        }
-        assert_eq!(Ok::<u8, std::io::Error>(7).fatal(), Ok(7));
+    fn every_operations_error_converts_into_the_umbrella_error() {
+        converts::<crate::outcome::RunError>();
+        converts::<crate::durable::HistoryError>();
+        converts::<crate::approval::DecisionError>();
+        converts::<crate::approval::AnswerError>();
+        converts::<crate::durable::PersistError>();
+        converts::<crate::durable::ResumeError>();
+        converts::<crate::durable::ValueError>();
+        converts::<crate::app::WorkerError>();
+        converts::<agentflow_store::OpenError>();
+        converts::<agentflow_store::StorageError>();
+        converts::<agentflow_store::ReadError>();
+        converts::<crate::model::ModelError>();
+        converts::<crate::model::StructuredError>();
+        converts::<crate::breaker::BreakerConfigError>();
     }
 }

@@ -3,9 +3,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::NodeError;
+use crate::core::error::NodeError;
+use crate::core::state::State;
 use crate::outcome::Outcome;
-use crate::state::State;
 
 /// One thing that happened during a run.
 ///

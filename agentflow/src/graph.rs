@@ -6,12 +6,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::core::error::NodeError;
+pub use crate::core::node_id::NodeId;
+use crate::core::retry::RetryPolicy;
+use crate::core::state::{FieldMask, State};
+use crate::core::step::Step;
 use crate::ctx::Ctx;
-use crate::error::NodeError;
-pub use crate::node_id::NodeId;
-use crate::retry::RetryPolicy;
-use crate::state::{FieldMask, State};
-use crate::step::Step;
 use crate::tool::{Tool, ToolSet};
 
 /// A boxed node future borrowing the state snapshot and the context.

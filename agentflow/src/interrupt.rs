@@ -90,13 +90,13 @@ pub enum PendingKind {
 pub(crate) struct Signal {
     /// Journaled effects of this attempt in flight: the node's timeout waits
     /// for them to finish.
-    pub(crate) shield: crate::shield::Shield,
+    pub(crate) shield: crate::in_flight::Shield,
     /// `interrupt` was called in this attempt.
     pub(crate) interrupt_called: bool,
     /// The attempt paused for a human.
     pub(crate) pause: Option<Pending>,
     /// The attempt ran out of a run budget.
-    pub(crate) exhausted: Option<crate::budget::Budget>,
+    pub(crate) exhausted: Option<crate::core::budget::Budget>,
     /// Tools called from the node's own code so far (for their call ids).
     pub(crate) direct_calls: u32,
     /// The call ids the gateway saw in this attempt; a second call under one

@@ -73,46 +73,36 @@ extern crate self as agentflow;
 // The crate's vocabulary lives in private modules, one concept each, and is
 // re-exported below at the root: every public type has one path. The public
 // modules group a family users browse as a unit.
-mod answer;
-mod answer_desk;
 mod answer_error;
 mod app;
 pub mod approval;
+mod back_pressure;
 pub mod breaker;
-mod budget;
+mod core;
 mod ctx;
 pub mod describe;
 mod durable;
 mod error;
 mod event;
 mod graph;
+mod in_flight;
 mod interrupt;
-pub mod message;
 pub mod metrics;
 pub mod model;
-mod node_id;
 mod outcome;
-mod pace;
 pub mod persist;
-mod person;
 pub mod prebuilt;
 mod probe;
-pub mod reducer;
-mod retry;
 mod run;
 pub mod saga;
 #[cfg(feature = "server")]
 pub mod serve_limits;
-mod shield;
-mod state;
-mod step;
 mod stream;
 pub mod subgraph;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod timer;
 pub mod tool;
-mod umbrella;
 mod worker;
 
 #[doc(hidden)]
@@ -120,22 +110,23 @@ pub mod __private;
 
 pub use agentflow_store::{RedbStore, Store};
 pub use app::{App, Migration};
-pub use budget::{Budget, Limits, RunUsage};
+pub use core::budget::{Budget, Limits, RunUsage};
+pub use core::error::{ErrorClass, NodeError, NodeResultExt};
+pub use core::retry::RetryPolicy;
+pub use core::state::{Field, FieldMask, ReducerKind, State, Update};
+pub use core::step::{Payload, Step};
+pub use core::{message, reducer};
 pub use ctx::Ctx;
 pub use durable::durability::Durability;
 pub use durable::history::Snapshot;
-pub use error::{ErrorClass, NodeError, NodeResultExt};
+pub use error::Error;
 pub use event::{Activity, Event};
 pub use graph::{CompiledGraph, DEFAULT_PARALLEL, NodeId};
 pub use interrupt::{Pending, PendingKind};
 pub use outcome::{Outcome, Run, RunError};
-pub use retry::RetryPolicy;
 pub use run::{DEFAULT_STOP_GRACE, DEFAULT_STREAM_BUFFER, Runner};
-pub use state::{Field, FieldMask, ReducerKind, State, Update};
-pub use step::{Payload, Step};
 pub use stream::{RunStream, StreamItem, StreamMode, StreamPart};
 pub use tokio_util::sync::CancellationToken;
-pub use umbrella::Error;
 pub use worker::{DEFAULT_NODE_TIME_LIMIT, DEFAULT_SHUTDOWN_DEADLINE, Worker, WorkerError, WorkerReport};
 
 /// Everything a graph definition needs: `use agentflow::prelude::*;`.

@@ -42,8 +42,6 @@
 
 use std::time::Duration;
 
-use crate::Outcome;
-
 /// Counter: runs begun. Labels `graph`, `kind` (`start` or `resume`).
 pub const RUNS_STARTED: &str = "agentflow_runs_started_total";
 /// Counter: runs ended. Labels `graph`, `outcome`.
@@ -111,39 +109,4 @@ impl RunMetrics {
             c.increment(1);
         }
     }
-}
-
-/// The `outcome` label of a run's end.
-pub(crate) fn outcome_label(outcome: &Outcome) -> &'static str {
-    match outcome {
-        Outcome::Completed => "completed",
-        Outcome::BudgetExhausted { .. } => "budget_exhausted",
-        Outcome::Failed { .. } => "failed",
-        Outcome::Cancelled => "cancelled",
-        Outcome::Interrupted { .. } => "interrupted",
-        Outcome::Compensated { .. } => "compensated",
-        Outcome::CompensationFailed { .. } => "compensation_failed",
-        Outcome::Sleeping { .. } => "sleeping",
-        Outcome::Paused => "paused",
-    }
-}
-
-/// Records a run's end (`Err` counts as outcome `error`).
-pub(crate) fn run_finished<S>(graph: &'static str, result: &Result<crate::Run<S>, crate::RunError>, took: Duration) {
-    let outcome = match result {
-        Ok(run) => {
-            if let Outcome::BudgetExhausted { which } = &run.outcome {
-                ::metrics::counter!(BUDGETS_EXHAUSTED, "graph" => graph, "budget" => which.to_string()).increment(1);
-            }
-            outcome_label(&run.outcome)
-        }
-        Err(_) => "error",
-    };
-    ::metrics::counter!(RUNS_FINISHED, "graph" => graph, "outcome" => outcome).increment(1);
-    ::metrics::histogram!(RUN_SECONDS, "graph" => graph, "outcome" => outcome).record(took.as_secs_f64());
-}
-
-/// Records a run's start.
-pub(crate) fn run_started(graph: &'static str, kind: &'static str) {
-    ::metrics::counter!(RUNS_STARTED, "graph" => graph, "kind" => kind).increment(1);
 }

@@ -2,9 +2,9 @@
 
 use std::fmt;
 
-use crate::budget::{Budget, RunUsage};
+use crate::core::budget::{Budget, RunUsage};
+use crate::core::error::NodeError;
 use crate::durable::{PersistError, ResumeError};
-use crate::error::NodeError;
 use crate::interrupt::Pending;
 
 /// How a run ended. A run that hit a budget is never reported as completed.
@@ -297,7 +297,7 @@ pub enum RunError {
     /// Recording an answer given with `resume_answering` was refused or failed (the thread does
     /// not ask that question, it was answered already, ...). (Appended last.)
     #[error(transparent)]
-    Answer(Box<crate::answer::AnswerError>),
+    Answer(Box<crate::approval::answer::AnswerError>),
     /// A new persisted thread with no owner, whose graph (or a subgraph of it) lists a tool the
     /// policy may hold for a human's approval: set `.owner(..)`. Refused before anything runs.
     /// (Appended last.)
@@ -305,8 +305,38 @@ pub enum RunError {
     OwnerRequired(#[from] crate::tool::OwnerRequired),
 }
 
-impl From<crate::answer::AnswerError> for RunError {
-    fn from(e: crate::answer::AnswerError) -> Self {
+impl From<crate::approval::answer::AnswerError> for RunError {
+    fn from(e: crate::approval::answer::AnswerError) -> Self {
         RunError::Answer(Box::new(e))
+    }
+}
+
+impl Outcome {
+    /// The `outcome` label of a run's end in the metrics (see [`crate::metrics`]).
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::BudgetExhausted { .. } => "budget_exhausted",
+            Outcome::Failed { .. } => "failed",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Interrupted { .. } => "interrupted",
+            Outcome::Compensated { .. } => "compensated",
+            Outcome::CompensationFailed { .. } => "compensation_failed",
+            Outcome::Sleeping { .. } => "sleeping",
+            Outcome::Paused => "paused",
+        }
+    }
+}
+
+impl From<crate::durable::ThreadError> for RunError {
+    fn from(e: crate::durable::ThreadError) -> Self {
+        use crate::durable::ThreadError;
+        match e {
+            ThreadError::Exists { thread } => RunError::ThreadExists { thread },
+            ThreadError::Busy { thread, holder, expires_at } => RunError::ThreadBusy { thread, holder, expires_at },
+            ThreadError::LeaseLost { thread, holder } => RunError::LeaseLost { thread, holder },
+            ThreadError::Persist(e) => RunError::Persist(e),
+            ThreadError::Resume(e) => RunError::Resume(e),
+        }
     }
 }

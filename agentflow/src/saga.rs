@@ -71,8 +71,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::core::error::NodeError;
 use crate::durable::{Entry, Journal, PersistError, blocking, now_ms};
-use crate::error::NodeError;
 use crate::event::Activity;
 use crate::outcome::Outcome;
 use crate::tool::{AnyDeps, Tool, ToolCx, ToolError, args_hash};

@@ -19,11 +19,11 @@ use std::task::{Context, Poll, Waker};
 
 use futures_util::Stream;
 
+use crate::back_pressure::Room;
+use crate::core::state::State;
 use crate::event::Event;
 use crate::model::ChatChunk;
 use crate::outcome::{Run, RunError};
-use crate::pace::Room;
-use crate::state::State;
 
 /// What a [`RunStream`] carries. Select several with
 /// [`Runner::stream_modes`](crate::Runner::stream_modes); the items of all

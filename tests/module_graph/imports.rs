@@ -42,7 +42,27 @@ pub(crate) fn load(name: &'static str, src: &Path) -> Crate {
 /// (expanded in the caller's module, so their paths are the caller's
 /// imports), and the `#[cfg(test)]` tail.
 pub(crate) fn strip(text: &str) -> String {
-    without_macro_bodies(&strip_comments_and_strings(text))
+    without_doc_imports(&without_macro_bodies(&strip_comments_and_strings(text)))
+}
+
+/// Drops the `use` declarations under `#[cfg(doc)]`: they only bring names into scope for doc
+/// links, and no build of the crate has them.
+fn without_doc_imports(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("#[cfg(doc)]") {
+        out.push_str(&rest[..at]);
+        let after = rest[at + "#[cfg(doc)]".len()..].trim_start();
+        match after.strip_prefix("use ").and_then(|u| u.find(';').map(|end| &u[end + 1..])) {
+            Some(tail) => rest = tail,
+            None => {
+                out.push_str("#[cfg(doc)]");
+                rest = &rest[at + "#[cfg(doc)]".len()..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Drops the brace-delimited body of every `macro_rules!` (run after

@@ -9,15 +9,17 @@ use super::imports::{Crate, load, root};
 /// list stands in `ARCHITECTURE.md`, top first (a test compares them).
 pub(crate) const LAYERS: &[(&str, &[&str])] = &[
     ("core", &["core"]),
-    ("capabilities", &["tool", "model", "stream", "metrics", "breaker", "serve_limits"]),
-    ("durable", &["durable", "persist", "timer"]),
+    ("capabilities", &["tool", "model", "back_pressure", "in_flight", "breaker", "serve_limits", "probe"]),
+    ("pauses", &["interrupt", "answer_error", "metrics"]),
+    ("durable", &["durable", "persist"]),
+    ("outcomes", &["outcome", "event", "stream"]),
     ("saga", &["saga"]),
     ("approval", &["approval"]),
     ("ctx", &["ctx"]),
-    ("graph", &["graph"]),
+    ("graph", &["graph", "describe"]),
     ("run", &["run", "subgraph"]),
-    ("app", &["app"]),
-    ("worker", &["worker"]),
+    ("app", &["app", "error"]),
+    ("worker", &["worker", "timer"]),
     ("kits", &["prebuilt", "testing", "__private"]),
 ];
 
@@ -84,8 +86,14 @@ fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|(_, modules)| modules.contains(&module))
 }
 
+/// The one circle of top-level modules left, and why (see `ARCHITECTURE.md`): a node's `Ctx`
+/// runs a child `CompiledGraph` (`Ctx::subgraph`), whose node functions take a `Ctx`; a child
+/// runs through a `Runner`, which holds the `App` that `App::runner` hands it. No module may
+/// join it, and no other circle may form.
+const KNOWN_CIRCLE: &[&str] = &["app", "ctx", "graph", "run"];
+
 #[test]
-fn agentflow_src_top_level_modules_import_each_other_in_no_circle() {
+fn agentflow_src_top_level_modules_import_each_other_in_no_circle_but_the_known_one() {
     let krate = load("agentflow", &root().join("agentflow/src"));
     let edges = module_edges(&krate);
     let cycles = module_cycles(&edges);
@@ -97,7 +105,31 @@ fn agentflow_src_top_level_modules_import_each_other_in_no_circle() {
             format!("  {}: {inside:?}", g.join(" <-> "))
         })
         .collect();
-    assert!(cycles.is_empty(), "top-level modules in a circle:\n{}", described.join("\n"));
+    let unexpected: Vec<&Vec<String>> =
+        cycles.iter().filter(|g| !g.iter().all(|m| KNOWN_CIRCLE.contains(&m.as_str()))).collect();
+    assert!(
+        unexpected.is_empty() && cycles.len() <= 1,
+        "top-level modules in a circle beyond the known one ({KNOWN_CIRCLE:?}):\n{}",
+        described.join("\n")
+    );
+}
+
+/// The checker sees a circle of top-level modules that no file circle shows (`a/x.rs -> b.rs
+/// -> a/y.rs`), which is how the known one stays visible.
+#[test]
+fn the_checker_finds_a_circle_of_modules_through_different_files() {
+    use std::collections::BTreeMap as Map;
+    use std::path::PathBuf;
+    let mut files = Map::new();
+    let file = |p: &str, t: &str| (PathBuf::from(p), super::strip(t));
+    files.insert(vec![], file("lib.rs", "mod a; mod b;"));
+    files.insert(vec!["a".into()], file("a/mod.rs", "mod x; mod y; pub struct A;"));
+    files.insert(vec!["a".into(), "x".into()], file("a/x.rs", "use crate::b::B;"));
+    files.insert(vec!["a".into(), "y".into()], file("a/y.rs", "pub struct Y;"));
+    files.insert(vec!["b".into()], file("b.rs", "pub struct B; fn f() -> crate::a::y::Y { todo!() }"));
+    let krate = Crate { name: "fixture", files };
+    assert!(krate.cycles().is_empty(), "no circle of files");
+    assert_eq!(module_cycles(&module_edges(&krate)), vec![vec!["a".to_string(), "b".to_string()]]);
 }
 
 #[test]
@@ -125,7 +157,7 @@ fn agentflow_src_imports_run_down_the_layers() {
 #[test]
 fn core_imports_no_runtime_store_app_or_ctx() {
     let krate = load("agentflow", &root().join("agentflow/src"));
-    let words = ["tokio", "agentflow_store", "Store", "App", "Ctx"];
+    let words = ["tokio", "Store", "App", "Ctx"];
     let mut found = Vec::new();
     for (module, (path, text)) in &krate.files {
         if top(module) != Some("core") {

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use crate::app::App;
 use crate::approval::{ApprovalDesk, Authorizer};
+use crate::core::state::State;
 use crate::durable::HistoryError;
-use crate::state::State;
 use crate::tool::Tool;
 
 impl<S: State, D> App<S, D> {

@@ -4,7 +4,7 @@
 
 use crate::app::App;
 use crate::breaker::{Breaker, BreakerConfigError};
-use crate::state::State;
+use crate::core::state::State;
 
 impl<S: State, D> App<S, D> {
     /// Guards `tool` with a circuit breaker (replacing an earlier one for

@@ -6,13 +6,14 @@ use std::sync::Arc;
 use agentflow_store::{NewAuditEntry, NewRun, QueueError, QueuedRun, RunControl, RunWait, Store};
 
 use crate::app::App;
+use crate::app::WorkerError;
+use crate::core::state::State;
 use crate::durable::now_ms;
+use crate::durable::process_actor;
 #[cfg(doc)]
 use crate::outcome::Outcome;
-use crate::state::State;
 #[cfg(doc)]
 use crate::worker::Worker;
-use crate::worker::{WorkerError, process_actor};
 
 impl<S: State, D> App<S, D> {
     fn queue_store(&self) -> Result<&Arc<dyn Store>, WorkerError> {
@@ -44,7 +45,7 @@ impl<S: State, D> App<S, D> {
         if store.thread(thread)?.is_some() {
             return Err(WorkerError::ThreadExists { thread: thread.to_string() });
         }
-        let input = crate::durable::encode::document(input, "the input state")?;
+        let input = crate::durable::document(input, "the input state")?;
         let at = now_ms();
         let actor = if owner.is_empty() { process_actor() } else { owner.to_string() };
         let detail = serde_json::json!({ "graph": self.graph.name(), "owner": owner });
@@ -73,16 +74,16 @@ impl<S: State, D> App<S, D> {
         let record = store.thread(thread)?.ok_or_else(|| WorkerError::UnknownThread { thread: thread.to_string() })?;
         // Waiting in `cx.interrupt` (also a thread an answer of the wrong shape failed there):
         // only an answer lets a worker continue it.
-        match crate::answer::waiting_all(&**store, thread) {
+        match crate::approval::answer::waiting_all(&**store, thread) {
             Ok((seq, asks)) => {
                 // Answered from another process: the worker's resume continues with the answers,
                 // one for every question of the step.
-                let answers = crate::answer::recorded_all(&**store, thread, seq, &asks)?;
+                let answers = crate::approval::answer::recorded_all(&**store, thread, seq, &asks)?;
                 if let Some(open) = asks.into_iter().zip(answers).find(|(_, a)| a.is_none()) {
                     return Err(WorkerError::ValueRequired { thread: thread.to_string(), node: open.0.node });
                 }
             }
-            Err(crate::answer::AnswerError::Read(e)) => return Err(e.into()),
+            Err(crate::approval::answer::AnswerError::Read(e)) => return Err(e.into()),
             Err(_) => {}
         }
         let at = now_ms();

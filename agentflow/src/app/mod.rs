@@ -5,9 +5,14 @@
 mod approvals;
 mod breakers;
 mod controls;
+mod identity;
 mod run;
+pub(crate) mod scheduler;
 mod threads;
 mod timers;
+mod worker_error;
+
+pub use worker_error::WorkerError;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -16,9 +21,9 @@ use std::time::Duration;
 
 use agentflow_store::Store;
 
+use crate::core::state::State;
 use crate::durable::ResumeError;
 use crate::graph::CompiledGraph;
-use crate::state::State;
 use crate::tool::{OnReject, OwnerRequired, Policy, RiskPolicy};
 
 /// Upgrades a stored state (as JSON) from one schema version to the next.

@@ -1,9 +1,9 @@
 //! Running the app's graph: in memory from an input, or with options through a [`Runner`].
 
 use crate::app::App;
+use crate::core::state::State;
 use crate::outcome::{Run, RunError};
 use crate::run::Runner;
-use crate::state::State;
 
 impl<S: State, D: Sync> App<S, D> {
     /// Runs the graph from `input` to an [`Outcome`] with default limits,

@@ -9,12 +9,12 @@ use agentflow_store::{
 };
 
 use crate::app::App;
-use crate::budget::Limits;
+use crate::core::budget::Limits;
+use crate::core::state::State;
 use crate::durable::fold_chain;
 use crate::durable::history::Snapshot;
 use crate::durable::{HistoryError, INTERRUPTS, PersistError, fork_thread, update_thread};
 use crate::interrupt::{Pending, PendingKind};
-use crate::state::State;
 
 impl<S: State, D> App<S, D> {
     fn store_or_err(&self) -> Result<&Arc<dyn Store>, HistoryError> {
@@ -85,7 +85,7 @@ impl<S: State, D> App<S, D> {
         // While some questions of the step wait for their answers, one answered already (its
         // answer kept until the step's last question has one) is not listed. (Once each has
         // its answer, all are listed, as one is: the thread waits for a resume to go on.)
-        let waits = crate::answer::unanswered(&**store, thread, waits).map_err(PersistError::from)?;
+        let waits = crate::approval::answer::unanswered(&**store, thread, waits).map_err(PersistError::from)?;
         Ok(waits)
     }
 
@@ -165,7 +165,7 @@ impl<S: State, D> App<S, D> {
     pub fn update_state(&self, thread: &str, update: S::Update, actor: &str) -> Result<u64, HistoryError> {
         let store = self.store_or_err()?;
         // Checked before the thread is looked up, as before.
-        let blob = crate::durable::encode::document(&update, "the update")?;
+        let blob = crate::durable::document(&update, "the update")?;
         update_thread(store, thread, blob, actor)
     }
 
@@ -199,7 +199,7 @@ impl<S: State, D> App<S, D> {
         let store = self.store_or_err()?;
         let fold = |chain: &StateChain| -> Result<Vec<u8>, agentflow_store::BoxError> {
             let state: S = fold_chain(thread, chain)?;
-            Ok(crate::durable::encode::document(&state, "the state")?)
+            Ok(crate::durable::document(&state, "the state")?)
         };
         Ok(store.compact(thread, keep_last, &fold)?)
     }

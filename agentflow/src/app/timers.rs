@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
+use super::scheduler::{Scheduler, SchedulerConfig};
 use crate::app::App;
+use crate::core::state::State;
 use crate::durable::blocking;
 use crate::outcome::{Run, RunError};
-use crate::state::State;
-use crate::timer::{Scheduler, SchedulerConfig};
 
 impl<S: State, D: Send + Sync + 'static> App<S, D> {
     /// Starts a [`Scheduler`] that resumes this graph's sleeping threads in

@@ -5,8 +5,8 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 use super::Ctx;
-use crate::budget::Budget;
-use crate::error::NodeError;
+use crate::core::budget::Budget;
+use crate::core::error::NodeError;
 use crate::event::Activity;
 use crate::model::{Ask, ChatModel, ChatReply, ChatRequest, ChunkSink, Fed, Structured};
 use crate::stream::StreamMode;

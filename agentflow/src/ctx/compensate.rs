@@ -1,7 +1,7 @@
 //! Asking for saga compensation: a node that ends the run and has its calls undone.
 
 use super::Ctx;
-use crate::error::NodeError;
+use crate::core::error::NodeError;
 
 impl<D> Ctx<'_, D> {
     /// Ends the run and undoes what it did: returns the fatal error to

@@ -7,10 +7,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::Ctx;
+use crate::core::error::NodeError;
 use crate::durable::{Entry, Journal, UnknownCall, decode_effect};
-use crate::error::NodeError;
+use crate::in_flight::{Shield, ShieldGuard};
 use crate::interrupt::PendingKind;
-use crate::shield::{Shield, ShieldGuard};
 use agentflow_store::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, EffectOutcome, NewAuditEntry,
 };

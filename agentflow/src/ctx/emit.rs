@@ -5,7 +5,7 @@ use std::future::Future;
 use serde::Serialize;
 
 use super::Ctx;
-use crate::error::NodeError;
+use crate::core::error::NodeError;
 use crate::stream::StreamMode;
 
 impl<D> Ctx<'_, D> {
@@ -57,7 +57,7 @@ impl<D> Ctx<'_, D> {
     pub fn emit<T: Serialize>(&self, value: T) -> impl Future<Output = Result<(), NodeError>> + Send + '_ {
         let outlet = self.scope.outlet.as_deref().filter(|o| o.wants(StreamMode::Custom));
         let value = outlet.map(|_| {
-            crate::durable::encode::to_value(&value, "value", crate::durable::MAX_JSON_DEPTH).map_err(|e| {
+            crate::core::encode::to_value(&value, "value", crate::durable::MAX_JSON_DEPTH).map_err(|e| {
                 NodeError::fatal(format!("node `{}` emitted a value that cannot be serialised: {e}", self.node))
             })
         });
@@ -65,7 +65,7 @@ impl<D> Ctx<'_, D> {
         async move {
             let (Some(outlet), Some(value)) = (outlet, value) else { return Ok(()) };
             let value = value?;
-            crate::pace::room(outlet).await;
+            crate::back_pressure::room(outlet).await;
             outlet.custom(origin, value);
             Ok(())
         }

@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::Ctx;
-use crate::error::NodeError;
+use crate::core::error::NodeError;
 use crate::interrupt::{Pending, PendingKind};
 
 impl<D> Ctx<'_, D> {
@@ -113,7 +113,7 @@ impl<D> Ctx<'_, D> {
             )));
         }
         let payload =
-            crate::durable::encode::to_value(&payload, "payload", crate::durable::MAX_JSON_DEPTH).map_err(|e| {
+            crate::core::encode::to_value(&payload, "payload", crate::durable::MAX_JSON_DEPTH).map_err(|e| {
                 NodeError::fatal(format!("the interrupt payload of node `{}` cannot be stored: {e}", self.node))
             })?;
         match self.kept_answer {

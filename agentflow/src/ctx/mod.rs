@@ -19,13 +19,13 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::budget::Budget;
-use crate::budget::Meter;
+use crate::core::budget::Budget;
+use crate::core::budget::Meter;
+use crate::core::error::NodeError;
 use crate::durable::Journal;
-use crate::error::NodeError;
 use crate::event::Activity;
+use crate::in_flight::Shield;
 use crate::interrupt::Signal;
-use crate::shield::Shield;
 use crate::stream::{Origin, Outlet};
 use crate::tool::{OnReject, Policy, ToolSet};
 
@@ -144,7 +144,7 @@ impl<'a, D> Ctx<'a, D> {
     /// map worker share a node and a step, so each keys its effects, tool
     /// calls and approvals apart (`key[i]`).
     pub(crate) fn instance_key(&self, key: String) -> String {
-        crate::run::instances::instance_key(key, self.payload.map(|(i, _)| i))
+        crate::core::instance_key::instance_key(key, self.payload.map(|(i, _)| i))
     }
 
     /// For an instance of a map worker (`goto!(each(worker, payloads))`):

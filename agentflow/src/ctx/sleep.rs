@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::Ctx;
+use crate::core::error::NodeError;
 use crate::durable::{Entry, decode_effect};
-use crate::error::NodeError;
 use crate::interrupt::{Pending, PendingKind};
 
 impl<D> Ctx<'_, D> {
@@ -98,7 +98,7 @@ impl<D> Ctx<'_, D> {
             };
         };
         // The wake time is journaled by the first call and read back by every re-run.
-        let key = format!("{}{n}", crate::timer::wake::SLEEP_KEY);
+        let key = format!("{}{n}", crate::durable::wake::SLEEP_KEY);
         let until: u64 = match journal.entry(self.node, &key).await? {
             Entry::Recorded(bytes) => decode_effect(&bytes, &key)?,
             _ => journal.record(self.node, &key, wake(now)).await?,

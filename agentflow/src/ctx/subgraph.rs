@@ -9,13 +9,13 @@ use serde_json::{Value, json};
 use super::Ctx;
 use crate::Runner;
 use crate::app::App;
-use crate::budget::{Limits, RunUsage, ThreadBudget};
+use crate::core::budget::{Limits, RunUsage, ThreadBudget};
+use crate::core::error::{ErrorClass, NodeError};
+use crate::core::state::State;
 use crate::durable::{HistoryError, PersistError, blocking};
-use crate::error::{ErrorClass, NodeError};
 use crate::graph::CompiledGraph;
 use crate::interrupt::{Pending, PendingKind};
 use crate::outcome::{Outcome, Run, RunError};
-use crate::state::State;
 use agentflow_store::{LeaseError, Store, ThreadStatus};
 
 impl<D: Sync> Ctx<'_, D> {
@@ -132,7 +132,7 @@ impl<D: Sync> Ctx<'_, D> {
                         app.waits_for(&id).map_err(|e| NodeError::fatal(format!("subgraph `{}`: {e}", name)))?;
                     // Of a step asking several questions, those answered already wait no more.
                     let (thread, all) = (id.clone(), pending);
-                    let pending = blocking(&store, move |s| crate::answer::unanswered(s, &thread, all))
+                    let pending = blocking(&store, move |s| crate::approval::answer::unanswered(s, &thread, all))
                         .await
                         .map_err(|e| store_error(name, &e))?
                         .map_err(|e| store_error(name, &e))?;

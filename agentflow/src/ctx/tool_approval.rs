@@ -4,10 +4,10 @@
 use serde_json::{Value, json};
 
 use super::Ctx;
+use crate::core::error::{ErrorClass, NodeError};
+use crate::core::message::ToolCall;
 use crate::durable::{Journal, now_ms};
-use crate::error::{ErrorClass, NodeError};
 use crate::event::Activity;
-use crate::message::ToolCall;
 use crate::tool::{Code, Observation, OnReject, Tool, args_hash, canonical_json};
 use agentflow_store::{
     ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, EffectKey, Store,

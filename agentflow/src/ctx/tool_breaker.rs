@@ -6,11 +6,11 @@ use serde_json::{Value, json};
 
 use super::Ctx;
 use crate::breaker::{Breaker, BreakerState, OnOpen};
+use crate::core::error::NodeError;
+use crate::core::message::ToolCall;
 use crate::durable::{Entry, Journal, now_ms};
-use crate::error::NodeError;
 use crate::event::Activity;
 use crate::interrupt::{Pending, PendingKind};
-use crate::message::ToolCall;
 use crate::tool::{Code, Observation, Risk, Tool};
 use agentflow_store::{BreakerAnswer, BreakerError, BreakerOp, BreakerRecord, BreakerUpdate};
 

@@ -10,10 +10,10 @@ use serde_json::Value;
 
 use super::Ctx;
 use super::effects::{Journaled, Subject, Uncertain};
+use crate::core::error::NodeError;
+use crate::core::message::{ToolCall, ToolSpec};
 use crate::durable::Settling;
-use crate::error::NodeError;
 use crate::event::Activity;
-use crate::message::{ToolCall, ToolSpec};
 use crate::tool::{Code, Decision, Observation, Tool, ToolCx, ToolError, args_hash};
 use agentflow_store::{ApprovalRecord, ApprovalStatus};
 
@@ -37,7 +37,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
     /// `tools = [..]` list. The call id is the tool's name and its position
     /// among this attempt's direct calls, stable when the node re-runs.
     pub async fn run_tool<T: Tool, A: serde::Serialize>(&self, tool: T, args: A) -> Result<Observation, NodeError> {
-        let args = match crate::durable::encode::to_value(&args, "args", crate::durable::MAX_JSON_DEPTH) {
+        let args = match crate::core::encode::to_value(&args, "args", crate::durable::MAX_JSON_DEPTH) {
             Err(e @ crate::durable::ValueError::Unserializable { .. }) => {
                 return Err(NodeError::fatal(format!("arguments for `{}` do not serialise: {e}", tool.name())));
             }

@@ -31,8 +31,8 @@ use agentflow_store::{
 
 use super::cut_off::{UnknownOutcomes, unknown_outcomes};
 use super::error::PersistError;
-use super::io::now_ms;
 use super::journal::journal_seq_of;
+use crate::core::clock::now_ms;
 
 /// How long the child's lease is taken for its records (released right after).
 const CHILD_LEASE_MS: u64 = 30_000;

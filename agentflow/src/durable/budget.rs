@@ -5,7 +5,7 @@ use agentflow_store::{Checkpoint, PendingWrite};
 
 use super::error::PersistError;
 use super::keys::BUDGET;
-use crate::budget::ThreadBudget;
+use crate::core::budget::ThreadBudget;
 
 /// The thread's budget as of checkpoint `latest`: a pending `__budget__`
 /// write on it (a pause, a failure, a raised limit) wins over the one stored
@@ -32,6 +32,6 @@ pub(crate) fn budget_write(seq: u64, budget: &ThreadBudget) -> Result<PendingWri
         seq,
         node: BUDGET.to_string(),
         idx: 0,
-        value: super::encode::document(budget, "the thread's budget")?,
+        value: super::document::document(budget, "the thread's budget")?,
     })
 }

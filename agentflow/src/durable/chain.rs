@@ -4,7 +4,7 @@
 use agentflow_store::StateChain;
 
 use super::error::PersistError;
-use crate::state::State;
+use crate::core::state::State;
 
 /// The seq after `seq`, for thread `thread`'s next checkpoint. A store holds none past
 /// `i64::MAX`, so this fails only for a [`Store`](agentflow_store::Store) of another origin that

@@ -20,15 +20,15 @@ use super::cut_off::UnknownOutcomes;
 use super::durability::Durability;
 use super::error::PersistError;
 use super::finished::{FinishedWrites, stored_write};
-use super::io::now_ms;
 use super::journal::{Journal, ParentLeases};
 use super::keys::{ANSWERS, BUDGET, INTERRUPTS, PAYLOADS};
 use super::lease::LeaseGuard;
-use crate::budget::{RunUsage, ThreadBudget};
+use crate::core::budget::{RunUsage, ThreadBudget};
+use crate::core::clock::now_ms;
+use crate::core::state::State;
+use crate::core::step::Step;
 use crate::graph::NodeId;
 use crate::interrupt::{KeptAnswer, KeptAnswers, Pending};
-use crate::state::State;
-use crate::step::Step;
 
 /// Below this size a snapshot is never worth skipping.
 const MIN_SNAPSHOT_BYTES: usize = 512;
@@ -100,7 +100,7 @@ enum Flush {
 }
 
 fn to_json<T: serde::Serialize>(value: &T, what: &'static str) -> Result<Vec<u8>, PersistError> {
-    super::encode::document(value, what)
+    super::document::document(value, what)
 }
 
 impl Checkpointer {

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::PersistError;
-use super::io::now_ms;
 use super::keys::MARK;
+use crate::core::clock::now_ms;
 
 /// A non-idempotent call run without an approval, as its *started* marker
 /// describes it: enough to ask a human about it if it is cut off mid-way,

@@ -42,7 +42,7 @@ pub enum PersistError {
         what: &'static str,
         /// Which part and why.
         #[source]
-        source: super::value_check::ValueError,
+        source: crate::core::value_check::ValueError,
     },
     /// A value could not be serialised.
     #[error("could not serialise {what}: {source}")]
@@ -196,4 +196,32 @@ pub enum HistoryError {
         /// `compensating` or `compensated`.
         status: &'static str,
     },
+}
+
+/// Why a run could not open, or keep, its thread: what durable execution tells the run, which
+/// reads it as the matching `RunError`.
+#[derive(Debug)]
+pub(crate) enum ThreadError {
+    /// A new thread was asked for under an id that exists.
+    Exists { thread: String },
+    /// Another holder has the thread's lease until `expires_at` (unix millis).
+    Busy { thread: String, holder: String, expires_at: u64 },
+    /// The run lost the thread's lease (to `holder`, when known).
+    LeaseLost { thread: String, holder: Option<String> },
+    /// The store failed, or a value was refused.
+    Persist(PersistError),
+    /// The thread cannot be resumed as it is.
+    Resume(ResumeError),
+}
+
+impl From<PersistError> for ThreadError {
+    fn from(e: PersistError) -> Self {
+        ThreadError::Persist(e)
+    }
+}
+
+impl From<ResumeError> for ThreadError {
+    fn from(e: ResumeError) -> Self {
+        ThreadError::Resume(e)
+    }
 }

@@ -2,21 +2,19 @@
 //! and in the thread's first checkpoint, and what changed when a resume finds another
 //! fingerprint.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agentflow_store::Store;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::graph_identity::GraphIdentity;
 use super::io::blocking;
-use crate::graph::CompiledGraph;
-use crate::state::State;
 
 /// The stored description of a graph, to explain a fingerprint change.
 /// Stores the graph's description under its fingerprint unless the store has
-/// it already (see [`CompiledGraph::description`]). The description only
+/// it already (see [`GraphIdentity::description`]). The description only
 /// serves tools that read the store, so a failure is logged, not fatal.
-pub(super) async fn keep_description<S: State, D>(store: &Arc<dyn Store>, graph: &CompiledGraph<S, D>) {
+pub(super) async fn keep_description(store: &Arc<dyn Store>, graph: &impl GraphIdentity) {
     let fingerprint = graph.fingerprint().to_string();
     let fp = fingerprint.clone();
     match blocking(store, move |s| s.graph_description(&fp)).await {
@@ -25,44 +23,12 @@ pub(super) async fn keep_description<S: State, D>(store: &Arc<dyn Store>, graph:
         Ok(Err(e)) => return tracing::warn!(fingerprint, error = %e, "reading the graph's description"),
         Err(e) => return tracing::warn!(fingerprint, error = %e, "reading the graph's description"),
     }
-    let text = graph.description().to_string();
+    let text = graph.description();
     match blocking(store, move |s| s.put_graph_description(&fingerprint, &text)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "storing the graph's description"),
         Err(e) => tracing::warn!(error = %e, "storing the graph's description"),
     }
-}
-
-pub(super) fn describe<S: State, D>(graph: &CompiledGraph<S, D>) -> Value {
-    let nodes: BTreeMap<&str, Vec<&str>> = graph
-        .nodes()
-        .iter()
-        .map(|n| {
-            let mut targets: Vec<&str> = n.targets.iter().map(|t| graph.node_name(*t)).collect();
-            if n.may_end {
-                targets.push("END");
-            }
-            (n.name, targets)
-        })
-        .collect();
-    let tools: BTreeMap<&str, Vec<String>> = graph
-        .nodes()
-        .iter()
-        .filter(|n| !n.tools.is_empty())
-        .map(|n| (n.name, n.tools.iter().map(|t| format!("{}:{}", t.name(), t.risk())).collect()))
-        .collect();
-    // The rest of what the fingerprint covers, so a refused resume can name it.
-    let writes: BTreeMap<&str, Vec<&str>> =
-        graph.nodes().iter().filter_map(|n| Some((n.name, S::field_names(n.writes?)))).collect();
-    json!({
-        "name": graph.name(),
-        "nodes": nodes,
-        "tools": tools,
-        "state": S::NAME,
-        "start": graph.node_name(graph.start()),
-        "max_steps": graph.max_steps(),
-        "writes": writes,
-    })
 }
 
 pub(super) fn explain_change(stored: Option<&Value>, current: &Value) -> String {

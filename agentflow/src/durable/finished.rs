@@ -15,11 +15,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use agentflow_store::{CommitError, EffectBatch, PendingWrite, Store};
 
 use super::error::PersistError;
-use super::io::{blocking, now_ms};
+use super::io::blocking;
 use super::journal::ParentLeases;
+use crate::core::clock::now_ms;
+use crate::core::state::State;
+use crate::core::step::Step;
 use crate::graph::NodeId;
-use crate::state::State;
-use crate::step::Step;
 
 /// Where a step's finished writes are kept as they finish (see the module docs).
 #[derive(Clone)]
@@ -109,5 +110,5 @@ pub(crate) fn stored_write<S: State>(
     let next: Vec<&str> = step.next.iter().map(|n| names(*n)).collect();
     let sends = step.sends.iter().filter_map(|s| Some((names(s.worker), s.payloads.as_ref().ok()?))).collect();
     let stored = StoredWriteRef { update: &step.update, next, sends, instance: step.instance };
-    super::encode::document(&stored, "a pending write")
+    super::document::document(&stored, "a pending write")
 }

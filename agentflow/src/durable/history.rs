@@ -13,13 +13,13 @@ use serde_json::json;
 use super::budget::{budget_write, stored_budget};
 use super::chain::next_seq;
 use super::error::{HistoryError, PersistError};
-use super::io::now_ms;
 use super::journal::journal_seq_of;
 use super::keys::{BUDGET, INTERRUPTS, JOURNAL_SEQ, PAYLOADS};
 use super::lease::{LeaseGuard, holder_id};
 #[cfg(doc)]
 use crate::app::App;
-use crate::budget::{Limits, ThreadBudget};
+use crate::core::budget::{Limits, ThreadBudget};
+use crate::core::clock::now_ms;
 use crate::interrupt::Pending;
 
 /// The state of a thread at one checkpoint.
@@ -290,7 +290,7 @@ fn append_checkpoint(
         .find(|w| w.node == INTERRUPTS)
         .and_then(|w| serde_json::from_slice(&w.value).ok())
         .unwrap_or_default();
-    let status = match (checkpoint.cursor.is_empty(), crate::timer::wake::sleeping_until(&waits)) {
+    let status = match (checkpoint.cursor.is_empty(), crate::durable::wake::sleeping_until(&waits)) {
         (true, _) => record.status,
         (false, Some(_)) => ThreadStatus::Sleeping,
         (false, None) => ThreadStatus::Interrupted,
@@ -298,7 +298,7 @@ fn append_checkpoint(
     let mut commit = StepCommit::new(ThreadRecord { updated_at: now, lease: None, status, ..record })
         .with_checkpoint(checkpoint)
         .fenced_by(lease.holder(), now);
-    commit.wake_at = if status.is_finished() { None } else { crate::timer::wake::wake_time(&waits) };
+    commit.wake_at = if status.is_finished() { None } else { crate::durable::wake::wake_time(&waits) };
     commit.audit.push(NewAuditEntry { at: now, actor: actor.to_string(), kind: kind.to_string(), detail });
     // The carried writes move to the new head (the commit drops the parent's).
     commit.pending_writes = carry.writes.into_iter().map(|w| PendingWrite { seq, ..w }).collect();

@@ -1,15 +1,10 @@
-//! Store calls off the async worker threads, and the clock stamped on records.
+//! Store calls off the async worker threads.
 
 use std::cell::Cell;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use agentflow_store::Store;
 
 use super::error::PersistError;
-
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
 
 thread_local! {
     /// Store calls made on this thread run inline (see [`run_store_calls_inline`]).

@@ -23,7 +23,7 @@ use super::cut_off::{UNKNOWN_CALL, UnknownCall};
 use super::error::PersistError;
 use super::io::blocking;
 use super::keys::{JOURNAL_SEQ, MARK};
-use crate::error::NodeError;
+use crate::core::error::NodeError;
 
 /// The checkpoint a step continuing from `latest` keys its effects and approvals by.
 pub(crate) fn journal_seq_of(latest: &agentflow_store::Checkpoint) -> u64 {
@@ -228,7 +228,7 @@ impl Journal {
         // A result that would not read back (a NaN, nesting too deep) is not
         // stored changed; the effect did run, so a marker is journaled in its
         // place and the effect is never run again.
-        let (bytes, refused) = match super::encode::to_bytes(&value, "result") {
+        let (bytes, refused) = match crate::core::encode::to_bytes(&value, "result") {
             Ok(bytes) => (bytes, None),
             Err(e) => {
                 let message = format!(
@@ -335,7 +335,7 @@ impl Journal {
         match &self.holder {
             Some(holder) => self
                 .batch()
-                .fenced_by(holder.clone(), super::io::now_ms())
+                .fenced_by(holder.clone(), crate::core::clock::now_ms())
                 .fenced_by_parents(self.parents.leases.clone()),
             None => self.batch(),
         }
@@ -433,7 +433,7 @@ impl Journal {
                 )))
             }
             Err(CommitError::LeaseLost { current, .. }) => {
-                let now = super::io::now_ms();
+                let now = crate::core::clock::now_ms();
                 // The stored lease is not this run's (another holder's, even expired, or none), or
                 // its holder revoked it: another executor has or had the thread, so nothing this
                 // run concludes from here is written. (A lease of this run's that merely lapsed

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use agentflow_store::{Lease, LeaseError, Store};
 
-use super::error::PersistError;
-use super::io::{blocking, now_ms};
-use crate::outcome::RunError;
+use super::error::{PersistError, ThreadError};
+use super::io::blocking;
+use crate::core::clock::now_ms;
 
 /// How long a run's lease lasts unless [`Runner::lease_ttl`](crate::Runner::lease_ttl) says otherwise.
 pub(crate) const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
@@ -77,7 +77,7 @@ impl LeaseGuard {
         thread: String,
         ttl: Duration,
         holder: Option<LeaseHolder>,
-    ) -> Result<Self, RunError> {
+    ) -> Result<Self, ThreadError> {
         if holder.is_some() {
             return LeaseGuard::take(store, thread, ttl, holder);
         }
@@ -91,7 +91,7 @@ impl LeaseGuard {
         thread: String,
         ttl: Duration,
         holder: Option<LeaseHolder>,
-    ) -> Result<Self, RunError> {
+    ) -> Result<Self, ThreadError> {
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
         if let Some(LeaseHolder { id, until, revoked }) = holder {
             let until = AtomicU64::new(until);
@@ -155,7 +155,7 @@ impl LeaseGuard {
     /// Renews the lease every third of its TTL; completes only when the lease
     /// is lost (another holder has it, or it could not be renewed before it
     /// expired), with the error that ends the run.
-    pub(crate) async fn keep_alive(&self) -> RunError {
+    pub(crate) async fn keep_alive(&self) -> ThreadError {
         let every = Duration::from_millis((self.ttl_ms / 3).max(1));
         loop {
             tokio::time::sleep(every).await;
@@ -184,8 +184,8 @@ impl LeaseGuard {
         }
     }
 
-    pub(crate) fn lost(&self, current: Option<Lease>) -> RunError {
-        RunError::LeaseLost { thread: self.thread.clone(), holder: current.map(|l| l.holder) }
+    pub(crate) fn lost(&self, current: Option<Lease>) -> ThreadError {
+        ThreadError::LeaseLost { thread: self.thread.clone(), holder: current.map(|l| l.holder) }
     }
 }
 
@@ -231,9 +231,15 @@ pub(crate) fn process_tag() -> &'static str {
     })
 }
 
-fn lease_error(e: LeaseError) -> RunError {
+fn lease_error(e: LeaseError) -> ThreadError {
     match e {
-        LeaseError::ThreadBusy { thread, holder, expires_at } => RunError::ThreadBusy { thread, holder, expires_at },
-        other => RunError::Persist(other.into()),
+        LeaseError::ThreadBusy { thread, holder, expires_at } => ThreadError::Busy { thread, holder, expires_at },
+        other => ThreadError::Persist(other.into()),
     }
+}
+
+/// Who asked, when a control does not say: this process (host name, pid, start time, random
+/// bits), as `process:<tag>`.
+pub(crate) fn process_actor() -> String {
+    format!("process:{}", process_tag())
 }

@@ -22,34 +22,39 @@ mod budget;
 mod chain;
 mod checkpointer;
 mod cut_off;
+mod document;
 pub(crate) mod durability;
-pub(crate) mod encode;
 mod error;
 mod fingerprint;
 mod finished;
+mod graph_identity;
 pub(crate) mod history;
 mod io;
 mod journal;
 mod keys;
 mod lease;
-mod value_check;
+pub(crate) mod wake;
 
+pub(crate) use crate::core::clock::now_ms;
+pub use crate::core::encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH};
+pub use crate::core::value_check::{ValueError, check_json};
 pub(crate) use budget::stored_budget;
 pub(crate) use chain::fold_chain;
 pub(crate) use checkpointer::Checkpointer;
 pub(crate) use checkpointer::open::Resumed;
 pub(crate) use cut_off::{UNKNOWN_CALL, UnknownCall, unknown_outcome_id, unknown_outcome_record};
+pub(crate) use document::document;
 pub(crate) use durability::Durability;
-pub use encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH};
+pub(crate) use error::ThreadError;
 pub use error::{HistoryError, PersistError, ResumeError};
 pub(crate) use finished::FinishedWrites;
+pub(crate) use graph_identity::GraphIdentity;
 pub use history::{fork_thread, update_thread};
-pub(crate) use io::{blocking, now_ms, run_store_calls_inline};
+pub(crate) use io::{blocking, run_store_calls_inline};
 pub use journal::Journal;
 pub(crate) use journal::{Entry, ParentLeases, Settling, decode as decode_effect};
 pub(crate) use keys::INTERRUPTS;
-pub(crate) use lease::{DEFAULT_LEASE_TTL, LeaseGuard, LeaseHolder, holder_id, process_tag};
-pub use value_check::{ValueError, check_json};
+pub(crate) use lease::{DEFAULT_LEASE_TTL, LeaseGuard, LeaseHolder, holder_id, process_actor, process_tag};
 
 pub use agentflow_store::{
     AuditEntry, CheckpointMetadata, CheckpointSource, CheckpointSummary, Listing, ThreadRecord, ThreadStatus,

@@ -3,10 +3,10 @@
 
 use serde_json::{Value, json};
 
-use crate::message::ToolCall;
+use crate::core::message::ToolCall;
+use crate::core::usage::Usage;
 use crate::model::chat::ChatReply;
 use crate::model::chunk::{ChatChunk, ToolCallDelta};
-use crate::model::usage::Usage;
 
 impl ChatChunk {
     /// A whole reply as one chunk: what a model that cannot stream sends

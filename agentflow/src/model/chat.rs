@@ -8,10 +8,10 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{ErrorClass, NodeError};
-use crate::message::{Message, ToolCall, ToolSpec};
+use crate::core::error::{ErrorClass, NodeError};
+use crate::core::message::{Message, ToolCall, ToolSpec};
+use crate::core::usage::Usage;
 use crate::model::chunk::{ChatChunk, ChunkSink};
-use crate::model::usage::Usage;
 
 /// What to send to a model.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::usage::Usage;
-use crate::pace::Room;
+use crate::back_pressure::Room;
+use crate::core::usage::Usage;
 
 /// One piece of a model's reply, as it arrives from a streaming call
 /// ([`ChatModel::chat_stream`](super::ChatModel::chat_stream)).
@@ -117,7 +117,7 @@ impl<'a> ChunkSink<'a> {
     /// Hands over one chunk (after waiting for room, in a run's stream).
     pub async fn send(&self, chunk: ChatChunk) {
         if let Some(room) = self.room {
-            crate::pace::room(room).await;
+            crate::back_pressure::room(room).await;
         }
         (self.push)(chunk);
     }

@@ -14,8 +14,8 @@ mod chunk;
 mod openai;
 mod scripted;
 mod structured;
-mod usage;
 
+pub use crate::core::usage::{Usage, UsageTally};
 pub use assemble::ReplyAssembler;
 pub use chat::{ChatModel, ChatReply, ChatRequest, ModelError, ResponseSchema};
 pub use chunk::{ChatChunk, ChunkSink, ToolCallDelta};
@@ -26,4 +26,3 @@ pub(crate) use structured::{Ask, Fed};
 pub use structured::{
     Structured, StructuredError, parse_reply, response_schema, schema_instruction, structured, structured_request,
 };
-pub use usage::{Usage, UsageTally};

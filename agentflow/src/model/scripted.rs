@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::{ChatChunk, ChatModel, ChatReply, ChatRequest, ChunkSink, ModelError, ToolCallDelta, Usage};
-use crate::message::ToolCall;
+use crate::core::message::ToolCall;
 
 /// The name every [`ScriptedModel`] reports, in events and in
 /// [`ChatReply::model`].

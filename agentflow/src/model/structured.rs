@@ -4,8 +4,8 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 use super::{ChatModel, ChatReply, ChatRequest, ModelError, ResponseSchema, UsageTally};
-use crate::error::{ErrorClass, NodeError};
-use crate::message::{Message, Role};
+use crate::core::error::{ErrorClass, NodeError};
+use crate::core::message::{Message, Role};
 
 /// A validated structured reply.
 #[derive(Debug, Clone, PartialEq)]

@@ -94,9 +94,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use crate::core::error::NodeError;
+use crate::core::message::{Message, Role};
 use crate::ctx::Ctx;
-use crate::error::NodeError;
-use crate::message::{Message, Role};
 use crate::model::{ChatModel, ChatRequest};
 
 /// The fewest steps a plan may have.

@@ -46,9 +46,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::error::NodeError;
+use crate::core::message::{Message, Role};
 use crate::ctx::Ctx;
-use crate::error::NodeError;
-use crate::message::{Message, Role};
 use crate::model::{ChatModel, ChatRequest};
 use crate::tool::canonical_json;
 

@@ -11,15 +11,16 @@
 
 use std::sync::Arc;
 
-use crate::answer::{AnswerError, Target};
+use crate::approval::answer::{AnswerError, Target};
+use crate::core::state::State;
 use crate::durable::{Checkpointer, PersistError, Resumed, ThreadStatus};
 use crate::interrupt::{Pending, PendingKind};
 use crate::outcome::{Outcome, Run, RunError};
-use crate::state::State;
 
 use super::Runner;
-use super::drive::{asks_again, best_effort, lease_lost};
-use super::start::{open, resume_value_error};
+use super::ending::{asks_again, best_effort, lease_lost};
+use super::runner::resume_value_error;
+use super::start::open;
 
 /// The value given for the question of one waiting item: what its node's (or map instance's)
 /// `interrupt` returns when the step runs again.
@@ -64,7 +65,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
     /// each with [`Runner::resume_answering`], or, only when one value is meant for all of them
     /// and they ask the very same thing, use [`Runner::resume_with_all_alike`].
     pub async fn resume_with<V: serde::Serialize>(self, value: V) -> Result<Run<S>, RunError> {
-        let value = crate::durable::encode::to_value(&value, "resume", crate::durable::MAX_JSON_DEPTH)
+        let value = crate::core::encode::to_value(&value, "resume", crate::durable::MAX_JSON_DEPTH)
             .map_err(resume_value_error)?;
         self.resume_given(value, false).await
     }
@@ -74,7 +75,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
     /// answer is meant for all. Refused with [`RunError::QuestionsDiffer`] when they ask
     /// different things; nothing runs then.
     pub async fn resume_with_all_alike<V: serde::Serialize>(self, value: V) -> Result<Run<S>, RunError> {
-        let value = crate::durable::encode::to_value(&value, "resume", crate::durable::MAX_JSON_DEPTH)
+        let value = crate::core::encode::to_value(&value, "resume", crate::durable::MAX_JSON_DEPTH)
             .map_err(resume_value_error)?;
         self.resume_given(value, true).await
     }
@@ -91,16 +92,16 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
     /// own question. Refused ([`RunError::Answer`]) when the thread does not ask that question
     /// (it moved on) or it has an answer already.
     pub async fn resume_answering<V: serde::Serialize>(self, question_id: &str, value: V) -> Result<Run<S>, RunError> {
-        let value = crate::durable::encode::to_value(&value, "resume", crate::durable::MAX_JSON_DEPTH)
+        let value = crate::core::encode::to_value(&value, "resume", crate::durable::MAX_JSON_DEPTH)
             .map_err(resume_value_error)?;
         let thread = self.thread.clone().ok_or(RunError::ResumeNeedsThread)?;
         let store = self.app.store.clone().ok_or(RunError::NoStore)?;
-        let by = if self.owner.trim().is_empty() { crate::worker::process_actor() } else { self.owner.clone() };
+        let by = if self.owner.trim().is_empty() { crate::durable::process_actor() } else { self.owner.clone() };
         let question = question_id.to_string();
         let recorded = crate::durable::blocking(&store, move |s| -> Result<(), AnswerError> {
-            let (seq, _) = crate::answer::waiting_all(s, &thread)?;
+            let (seq, _) = crate::approval::answer::waiting_all(s, &thread)?;
             let now = crate::durable::now_ms();
-            crate::answer::record(s, &thread, seq, Target::One(Some(&question)), value, &by, now).map(drop)
+            crate::approval::answer::record(s, &thread, seq, Target::One(Some(&question)), value, &by, now).map(drop)
         });
         recorded.await??;
         let (checkpointer, start) =
@@ -136,7 +137,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
         let by = format!("thread:{}", self.child_of.clone().unwrap_or_default());
         // This run holds the child's lease: the answer is written under it.
         let handed = move |s: &dyn agentflow_store::Store| {
-            crate::answer::record_handed_down(s, &thread, seq, &asks, value, &by, crate::durable::now_ms())
+            crate::approval::answer::record_handed_down(s, &thread, seq, &asks, value, &by, crate::durable::now_ms())
         };
         crate::durable::blocking(&store, handed).await??;
         self.continue_answered(start, checkpointer, true).await
@@ -178,9 +179,9 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
             let now = crate::durable::now_ms();
             let id = thread.clone();
             let superseded = move |s: &dyn agentflow_store::Store| -> Result<(), AnswerError> {
-                let recorded = crate::answer::recorded_all(s, &id, seq, &asks)?;
+                let recorded = crate::approval::answer::recorded_all(s, &id, seq, &asks)?;
                 if let Some(answer) = recorded.into_iter().flatten().next() {
-                    crate::answer::used_if_asked_again(s, &answer, now)?;
+                    crate::approval::answer::used_if_asked_again(s, &answer, now)?;
                 }
                 Ok(())
             };
@@ -202,9 +203,10 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
         let asks = questions(&start.interrupts);
         let (store, id, seq) = (Arc::clone(checkpointer.store()), checkpointer.thread.clone(), checkpointer.seq);
         let (thread, read) = (id.clone(), asks.clone());
-        let answers = crate::durable::blocking(&store, move |s| crate::answer::recorded_all(s, &thread, seq, &read))
-            .await?
-            .map_err(PersistError::from)?;
+        let answers =
+            crate::durable::blocking(&store, move |s| crate::approval::answer::recorded_all(s, &thread, seq, &read))
+                .await?
+                .map_err(PersistError::from)?;
         if let Some(open) = answers.iter().position(Option::is_none) {
             // The run that paused here died between keeping what the step waits for and
             // recording the thread as `interrupted`: the pause is finished now, so the questions
@@ -240,15 +242,16 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
             // It asks again where it was answered (its subgraph's next question): the answers
             // are used, so neither a worker nor the next resume gives them again.
             let answer = answer.clone();
-            let used =
-                move |s: &dyn agentflow_store::Store| crate::answer::used_if_asked_again(s, &answer, now).map(drop);
+            let used = move |s: &dyn agentflow_store::Store| {
+                crate::approval::answer::used_if_asked_again(s, &answer, now).map(drop)
+            };
             best_effort(&store, &id, "could not mark the answer used", used).await;
         }
         if let Ok(run) = &result
             && matches!(run.outcome, Outcome::Failed { .. })
         {
             // Spent: a person may answer again (a value of the right shape).
-            let spent = move |s: &dyn agentflow_store::Store| crate::answer::spent(s, &answer, now);
+            let spent = move |s: &dyn agentflow_store::Store| crate::approval::answer::spent(s, &answer, now);
             best_effort(&store, &id, "could not mark the answer spent", spent).await;
         }
         result
@@ -260,7 +263,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
     /// (its run died before it could), and answers as that run would have.
     async fn finish_pause(self, start: Resumed<S>, mut cp: Checkpointer) -> Result<Run<S>, RunError> {
         // Woken on its own when an approval it waits for expires, as a pause is.
-        cp.wake_at = crate::timer::wake::wake_time(&start.interrupts);
+        cp.wake_at = crate::durable::wake::wake_time(&start.interrupts);
         let outcome = Outcome::Interrupted { thread: Some(cp.thread.clone()), pending: start.interrupts };
         let usage = cp.budget.usage;
         cp.finish(ThreadStatus::Interrupted, outcome.to_string(), usage)

@@ -10,16 +10,17 @@ use super::answers;
 use super::events::Events;
 use super::exec::Exec;
 use crate::app::App;
-use crate::budget::Meter;
+use crate::core::budget::Meter;
+use crate::core::state::State;
 use crate::ctx::RunScope;
-use crate::durable::{Checkpointer, PersistError, Resumed, ThreadStatus};
+use crate::durable::{Checkpointer, Resumed, ThreadStatus};
 use crate::event::Event;
 use crate::graph::Plan;
 use crate::interrupt::PendingKind;
 use crate::outcome::{Outcome, Run, RunError};
-use crate::state::State;
 
 use super::Runner;
+use super::ending::lease_lost;
 
 impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     pub(super) async fn drive(
@@ -30,10 +31,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     ) -> Result<Run<S>, RunError> {
         let graph = self.app.graph.inner.spec.name;
         let kind = if checkpointer.as_ref().is_some_and(|cp| cp.opened_as.is_some()) { "resume" } else { "start" };
-        crate::metrics::run_started(graph, kind);
+        ::metrics::counter!(crate::metrics::RUNS_STARTED, "graph" => graph, "kind" => kind).increment(1);
         let began = Instant::now();
         let result = self.drive_run(start, checkpointer, resume_values).await;
-        crate::metrics::run_finished(graph, &result, began.elapsed());
+        super::ending::run_finished(graph, &result, began.elapsed());
         result
     }
 
@@ -90,8 +91,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             // A resumed run acts for the owner stored with the thread, not
             // for whoever resumed it (who could then approve its requests).
             owner: checkpointer.as_ref().map_or_else(|| self.owner.clone(), |cp| cp.owner().to_string()),
-            shield: crate::shield::Shield::default(),
-            children_running: crate::shield::Shield::default(),
+            shield: crate::in_flight::Shield::default(),
+            children_running: crate::in_flight::Shield::default(),
             outer_shields: self.outer_shields,
             activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
             pause: self.pause.clone(),
@@ -141,7 +142,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         // answered (here or in the subgraph it was handed to): not a failure for good, and it
         // undoes nothing.
         let answer_refused = match &run.outcome {
-            Outcome::Failed { node, error } if error.class == crate::error::ErrorClass::NeedsInput => {
+            Outcome::Failed { node, error } if error.class == crate::core::error::ErrorClass::NeedsInput => {
                 exec.refused_answers.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|r| r == node)
             }
             _ => false,
@@ -167,7 +168,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 Outcome::Paused => ThreadStatus::Paused,
                 Outcome::Interrupted { pending, .. } => {
                     // Woken on its own when an approval it waits for expires.
-                    cp.wake_at = crate::timer::wake::wake_time(pending);
+                    cp.wake_at = crate::durable::wake::wake_time(pending);
                     ThreadStatus::Interrupted
                 }
                 Outcome::Sleeping { until, .. } => {
@@ -243,36 +244,4 @@ async fn compensate<S: State, D: Sync>(
     };
     let outcome = compensator.run(reason).await;
     outcome.map_err(|e| lease_lost(e.into(), Some(cp)))
-}
-
-/// A commit or renewal refused because another holder has the thread is a lost lease.
-pub(super) fn lease_lost(e: RunError, cp: Option<&Checkpointer>) -> RunError {
-    use agentflow_store::{CommitError, LeaseError};
-    let (Some(cp), RunError::Persist(p)) = (cp, &e) else { return e };
-    match p {
-        PersistError::Commit(CommitError::LeaseLost { current, .. })
-        | PersistError::Lease(LeaseError::NotHeld { current, .. }) => cp.lease().lost(current.clone()),
-        _ => e,
-    }
-}
-
-/// Runs `write`, bookkeeping after a run whose result stands either way: a failure is logged
-/// with `what`, not returned.
-pub(super) async fn best_effort<E: std::fmt::Display + Send + 'static>(
-    store: &Arc<dyn agentflow_store::Store>,
-    thread: &str,
-    what: &'static str,
-    write: impl FnOnce(&dyn agentflow_store::Store) -> Result<(), E> + Send + 'static,
-) {
-    match crate::durable::blocking(store, write).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!(thread, error = %e, "{what}"),
-        Err(e) => tracing::warn!(thread, error = %e, "{what}"),
-    }
-}
-
-/// Whether a run ended waiting in `cx.interrupt` (again).
-pub(super) fn asks_again<S>(result: &Result<Run<S>, RunError>) -> bool {
-    matches!(result, Ok(Run { outcome: Outcome::Interrupted { pending, .. }, .. })
-        if pending.iter().any(|p| p.kind == PendingKind::Interrupt))
 }

@@ -4,8 +4,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
+use crate::core::state::State;
 use crate::event::Event;
-use crate::state::State;
 use crate::stream::{Channel, Outlet, StreamMode, StreamPart};
 
 pub(crate) type Sink<'g, S> = Box<dyn FnMut(Event<S>) + Send + 'g>;
@@ -91,9 +91,9 @@ impl<'g, S: State> Events<'g, S> {
     /// Waits while the stream's buffer is full (see [`crate::stream::RunStream`]).
     pub(crate) async fn room(&self) {
         if let Some(stream) = &self.stream {
-            crate::pace::room(&**stream).await;
+            crate::back_pressure::room(&**stream).await;
         } else if let Some(parent) = &self.parent {
-            crate::pace::room(&**parent).await;
+            crate::back_pressure::room(&**parent).await;
         }
     }
 }

@@ -14,17 +14,17 @@ use futures_util::future::join_all;
 
 use super::events::Events;
 use super::step;
-use crate::budget::Budget;
+use crate::core::budget::Budget;
+use crate::core::error::{ErrorClass, NodeError};
+use crate::core::state::State;
+use crate::core::step::{Mailbox, Step};
 use crate::ctx::RunScope;
 use crate::durable::{Checkpointer, FinishedWrites, Journal, PersistError, Resumed};
-use crate::error::{ErrorClass, NodeError};
 use crate::event::Event;
 use crate::graph::{NodeId, Plan};
+use crate::in_flight::{shielded_stop, shielded_timeout};
 use crate::interrupt::{KeptAnswer, Pending, PendingKind};
 use crate::outcome::{Outcome, Run, RunError};
-use crate::shield::{shielded_stop, shielded_timeout};
-use crate::state::State;
-use crate::step::{Mailbox, Step};
 use crate::stream::{StreamMode, StreamPart};
 
 /// A step's results, sorted by how each node run ended.
@@ -156,7 +156,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                         Some(lease) => tokio::select! {
                             biased;
                             results = work => results.map_err(RunError::from),
-                            lost = lease.keep_alive() => Err(lost),
+                            lost = lease.keep_alive() => Err(lost.into()),
                         },
                         None => work.await.map_err(RunError::from),
                     }
@@ -379,7 +379,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         // Only timers to wait for: the thread sleeps until the last is due
         // (waking earlier would only put the others back to sleep).
         if let Some(thread) = &thread
-            && let Some(until) = crate::timer::wake::sleeping_until(&pending)
+            && let Some(until) = crate::durable::wake::sleeping_until(&pending)
         {
             return Ok(Outcome::Sleeping { thread: thread.clone(), until });
         }
@@ -495,5 +495,5 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
 
 /// Serialises one step's updates, in declaration order, as the checkpoint's delta.
 fn encode_updates<S: State>(done: &[(NodeId, Step<S>)]) -> Result<Vec<Vec<u8>>, PersistError> {
-    done.iter().map(|(_, s)| crate::durable::encode::document(&s.update, "an update")).collect()
+    done.iter().map(|(_, s)| crate::durable::document(&s.update, "an update")).collect()
 }

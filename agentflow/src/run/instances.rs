@@ -1,6 +1,6 @@
 //! Map-reduce: the instances of a map worker, one per payload, at most its `parallel` at once,
-//! each finished write kept before its slot is reused; and the one key scheme that sets an
-//! instance's effects, tool calls and approvals apart.
+//! each finished write kept before its slot is reused. What sets one instance's effects, tool
+//! calls and approvals apart is [`instance_key`](crate::core::instance_key).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -8,20 +8,10 @@ use std::pin::Pin;
 use futures_util::{FutureExt, StreamExt};
 
 use super::exec::{Exec, Halt};
+use crate::core::state::State;
+use crate::core::step::Step;
 use crate::durable::{FinishedWrites, Journal, PersistError};
 use crate::graph::{DEFAULT_PARALLEL, NodeId};
-use crate::state::State;
-use crate::step::Step;
-
-/// The key under which instance `instance` of a map worker journals `key` (its effects, tool
-/// calls and approvals' holders): the instances of a worker share a node and a step, so each
-/// keys them apart as `key[i]`. A node run that is not a map instance keeps `key`.
-pub(crate) fn instance_key(key: String, instance: Option<u32>) -> String {
-    match instance {
-        Some(i) => format!("{key}[{i}]"),
-        None => key,
-    }
-}
 
 impl<S: State, D: Sync> Exec<'_, S, D> {
     /// Runs the instances of map worker `id`, one per payload, at most its

@@ -5,6 +5,7 @@
 
 mod answers;
 mod drive;
+mod ending;
 mod events;
 pub(crate) mod exec;
 pub(crate) mod instances;

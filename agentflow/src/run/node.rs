@@ -9,15 +9,15 @@ use futures_util::FutureExt;
 use tracing::Instrument;
 
 use super::exec::{Exec, Halt};
+use crate::core::error::{ErrorClass, NodeError};
+use crate::core::state::State;
+use crate::core::step::Step;
 use crate::ctx::Ctx;
 use crate::durable::Journal;
-use crate::error::{ErrorClass, NodeError};
 use crate::event::Event;
 use crate::graph::NodeId;
+use crate::in_flight::shielded_stop;
 use crate::interrupt::{KeptAnswer, Signal};
-use crate::shield::shielded_stop;
-use crate::state::State;
-use crate::step::Step;
 
 impl<S: State, D: Sync> Exec<'_, S, D> {
     pub(super) async fn run_node(

@@ -6,14 +6,13 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::events::Sink;
-use super::start::resume_value_error;
 use crate::app::App;
-use crate::budget::Limits;
+use crate::core::budget::Limits;
+use crate::core::state::State;
 use crate::durable::{DEFAULT_LEASE_TTL, Durability, LeaseHolder};
 use crate::event::Event;
 use crate::graph::CompiledGraph;
 use crate::outcome::{Run, RunError};
-use crate::state::State;
 use crate::stream::{Channel, Modes, RunStream, StreamMode};
 
 impl<S: State, D: Sync> CompiledGraph<S, D> {
@@ -71,7 +70,7 @@ pub struct Runner<'g, S: State, D> {
     pub(super) parent_outlet: Option<Arc<dyn crate::stream::Outlet>>,
     /// For a subgraph's run: the shields of the node attempts and runs around it, which its
     /// effects hold off too (a parent node's timeout waits for a child's call in flight).
-    pub(super) outer_shields: Vec<crate::shield::Shield>,
+    pub(super) outer_shields: Vec<crate::in_flight::Shield>,
     /// Cancelled (before `cancel`) when the stop is a pause: the run ends `Outcome::Paused`.
     pub(super) pause: CancellationToken,
     /// For a subgraph's run on a thread: the parent's thread, which a new child thread's record
@@ -145,7 +144,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         mut self,
         parent: Option<Arc<dyn crate::stream::Outlet>>,
         level: String,
-        shields: Vec<crate::shield::Shield>,
+        shields: Vec<crate::in_flight::Shield>,
     ) -> Self {
         self.parent_outlet = parent.map(|parent| Arc::new(crate::stream::Nested { parent, level }) as Arc<_>);
         self.outer_shields = shields;
@@ -369,7 +368,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// Like [`Runner::resume_with`], read as a [`RunStream`] (see [`Runner::stream`]).
     pub fn stream_resume_with<V: serde::Serialize>(mut self, value: V) -> RunStream<'g, S> {
         let channel = self.open_stream();
-        let value = crate::durable::encode::to_value(&value, "resume", crate::durable::MAX_JSON_DEPTH);
+        let value = crate::core::encode::to_value(&value, "resume", crate::durable::MAX_JSON_DEPTH);
         RunStream::new(channel, Box::pin(async move { self.resume_with(value.map_err(resume_value_error)?).await }))
     }
 
@@ -392,4 +391,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         self.after.extend(nodes.into_iter().map(|n| n.as_ref().to_string()));
         self
     }
+}
+
+pub(super) fn resume_value_error(source: crate::core::encode::ValueError) -> crate::durable::PersistError {
+    crate::durable::PersistError::Value { what: "the resume value", source }
 }

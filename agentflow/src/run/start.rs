@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::app::App;
-use crate::budget::ThreadBudget;
+use crate::core::budget::ThreadBudget;
+use crate::core::state::State;
 use crate::durable::{Checkpointer, Durability, LeaseHolder, PersistError, Resumed, ThreadStatus};
 use crate::graph::NodeId;
 use crate::interrupt::PendingKind;
 use crate::outcome::{Outcome, Run, RunError};
-use crate::state::State;
 
 use super::Runner;
 
@@ -37,7 +37,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 let started = Checkpointer::start(
                     app, store, thread, parent, owner, durability, ttl, budget, &input, holder, parents,
                 );
-                Some(started.await.map_err(|e| first_commit_lost(e, &id))?)
+                Some(started.await.map_err(|e| first_commit_lost(e.into(), &id))?)
             }
         };
         let start = Resumed::fresh(input, app.graph.start());
@@ -72,7 +72,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         // Woken before its timer is due: nothing runs and nothing is written.
         // (A thread whose step failed is run again now: what it waits for is the failed step's,
         // and no timer of it is armed.)
-        if let Some(until) = crate::timer::wake::sleeping_until(&start.interrupts)
+        if let Some(until) = crate::durable::wake::sleeping_until(&start.interrupts)
             && checkpointer.opened_as == Some(ThreadStatus::Sleeping)
             && crate::durable::now_ms() < until
             && !cancelled
@@ -100,10 +100,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         };
         let (thread, now) = (checkpointer.thread.clone(), crate::durable::now_ms());
         let store = Arc::clone(checkpointer.store());
-        let due = crate::durable::blocking(&store, move |s| crate::timer::wake::still_due(s, &thread, now))
+        let due = crate::durable::blocking(&store, move |s| crate::durable::wake::still_due(s, &thread, now))
             .await?
             .map_err(PersistError::from)?;
-        if !due || crate::timer::wake::wake_time(&start.interrupts).is_none_or(|at| at > now) {
+        if !due || crate::durable::wake::wake_time(&start.interrupts).is_none_or(|at| at > now) {
             return Ok(None);
         }
         self.drive(start, Some(checkpointer), Vec::new()).await.map(Some)
@@ -120,10 +120,6 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             })
             .collect()
     }
-}
-
-pub(super) fn resume_value_error(source: crate::durable::encode::ValueError) -> crate::durable::PersistError {
-    crate::durable::PersistError::Value { what: "the resume value", source }
 }
 
 /// Opens the thread to resume. A free function, so the future of a resume

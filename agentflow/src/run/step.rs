@@ -2,10 +2,10 @@
 //!
 //! Kept apart from the async loop so it can be tested without a runtime.
 
-use crate::error::NodeError;
+use crate::core::error::NodeError;
+use crate::core::state::{FieldMask, State, Update};
+use crate::core::step::{Mailbox, Step};
 use crate::graph::{NodeId, Plan};
-use crate::state::{FieldMask, State, Update};
-use crate::step::{Mailbox, Step};
 
 /// Checks the step's writes, then merges them into `state` in declaration
 /// order (`results` is sorted by node id, and a map worker's instances by

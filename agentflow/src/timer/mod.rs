@@ -21,8 +21,5 @@
 //! ([`Code::ApprovalExpired`](crate::tool::Code::ApprovalExpired)): the
 //! node routes on it (escalate, remind, auto-reject) or the model sees it.
 
-mod scheduler;
-pub(crate) mod wake;
-
-pub use scheduler::{Scheduler, SchedulerConfig, Woken, WokenStream};
-pub use wake::now_ms;
+pub use crate::app::scheduler::{Scheduler, SchedulerConfig, Woken, WokenStream};
+pub use crate::durable::wake::now_ms;

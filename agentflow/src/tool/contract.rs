@@ -6,7 +6,7 @@ use std::fmt;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::message::ToolSpec;
+use crate::core::message::ToolSpec;
 use crate::tool::validate::ArgumentError;
 
 /// How much harm a tool call can do (seed 004 §6). The [`Policy`](crate::tool::Policy) maps it

@@ -9,10 +9,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::failures::{MAX_CLAIMS_ON_STORE_ERRORS, StoreFailures, store_failure_backoff};
 use crate::app::App;
+use crate::core::state::State;
 use crate::durable::{Durability, PersistError, ResumeError, blocking, now_ms};
 use crate::interrupt::{Pending, PendingKind};
 use crate::outcome::{Outcome, RunError};
-use crate::state::State;
 
 /// How one run ended, for the report.
 pub(super) enum End {
@@ -275,7 +275,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     /// that cannot be read.
     async fn still_waits_in_interrupt(&self, thread: &str) -> bool {
         let t = thread.to_string();
-        matches!(blocking(&self.store, move |s| crate::answer::waiting(s, &t).is_ok()).await, Ok(true))
+        matches!(blocking(&self.store, move |s| crate::approval::answer::waiting(s, &t).is_ok()).await, Ok(true))
     }
 
     /// Resumes the claimed thread already cancelled, so it ends `cancelled` at its first step
@@ -365,7 +365,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         let settled = blocking(&self.store, move |s| -> Result<(), agentflow_store::BoxError> {
             if s.settle_run_and_release(&t, &holder, &settle)?
                 && answer
-                && crate::answer::answered_now(s, &t).unwrap_or(true)
+                && crate::approval::answer::answered_now(s, &t).unwrap_or(true)
             {
                 s.wake_run(&t, RunWait::Answer)?;
             }

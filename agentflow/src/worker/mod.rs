@@ -1,6 +1,5 @@
 //! Workers: run a graph's threads from the store's run queue.
 
-mod error;
 mod failures;
 mod job;
 
@@ -12,15 +11,15 @@ use agentflow_store::{QueuedRun, RunControl, RunWait, Settle, Store};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-pub use error::WorkerError;
+pub use crate::app::WorkerError;
 use failures::StoreFailures;
 use job::{End, Job, Stops};
 
 use crate::app::App;
+use crate::core::state::State;
 use crate::durable::{DEFAULT_LEASE_TTL, Durability, blocking, now_ms, process_tag};
 #[cfg(doc)]
 use crate::outcome::{Outcome, RunError};
-use crate::state::State;
 
 /// How a worker's runs ended, counted over [`Worker::run`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -542,12 +541,6 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
         }
         Ok(report)
     }
-}
-
-/// Who asked, when a control does not say: this process (host name, pid, start time, random
-/// bits), as `process:<tag>`.
-pub(crate) fn process_actor() -> String {
-    format!("process:{}", process_tag())
 }
 
 #[cfg(test)]

@@ -8,23 +8,23 @@ use agentflow_store::{Checkpoint, CheckpointMetadata, CheckpointSource, Store, T
 use serde_json::{Value, json};
 
 use super::{Checkpointer, Flush, Written, to_json};
-use crate::app::App;
-use crate::budget::ThreadBudget;
+use crate::core::budget::ThreadBudget;
+use crate::core::clock::now_ms;
+use crate::core::state::State;
+use crate::core::step::{Mailbox, Sends, Step};
 use crate::durable::budget::stored_budget;
 use crate::durable::chain::fold_chain;
 use crate::durable::durability::Durability;
-use crate::durable::error::{PersistError, ResumeError};
-use crate::durable::fingerprint::{describe, explain_change, keep_description};
+use crate::durable::error::{PersistError, ResumeError, ThreadError};
+use crate::durable::fingerprint::{explain_change, keep_description};
 use crate::durable::finished::StoredWrite;
-use crate::durable::io::{blocking, now_ms};
+use crate::durable::graph_identity::GraphIdentity;
+use crate::durable::io::blocking;
 use crate::durable::journal::{ParentLeases, journal_seq_of};
 use crate::durable::keys::{ANSWERS, BUDGET, GRAPH, INTERRUPTS, PAYLOADS};
 use crate::durable::lease::{LeaseGuard, LeaseHolder};
 use crate::graph::NodeId;
 use crate::interrupt::{KeptAnswer, KeptAnswers, Pending};
-use crate::outcome::RunError;
-use crate::state::State;
-use crate::step::{Mailbox, Sends, Step};
 
 /// Where a resumed thread stands.
 pub(crate) struct Resumed<S: State> {
@@ -60,8 +60,8 @@ impl Checkpointer {
     /// Starts a new thread at `input` (a subgraph child of thread `parent`, if given):
     /// checkpoint 0 holds its snapshot and the thread's `budget`.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn start<S: State, D>(
-        app: &App<S, D>,
+    pub(crate) async fn start<S: State>(
+        graph: &impl GraphIdentity,
         store: Arc<dyn Store>,
         thread: String,
         parent: Option<String>,
@@ -72,49 +72,50 @@ impl Checkpointer {
         input: &S,
         holder: Option<LeaseHolder>,
         parents: ParentLeases,
-    ) -> Result<Self, RunError> {
-        let graph = &app.graph;
+    ) -> Result<Self, ThreadError> {
         let snapshot = to_json(input, "the input state")?;
         let mut metadata = CheckpointMetadata::new(0, CheckpointSource::Input, vec![]);
-        metadata.extra = json!({ GRAPH: describe(graph), BUDGET: budget });
-        let cursor = vec![graph.node_name(graph.start()).to_string()];
+        metadata.extra = json!({ GRAPH: graph.shape(), BUDGET: budget });
+        let cursor = vec![graph.start_name().to_string()];
         let fingerprint = graph.fingerprint().to_string();
         // One trip off the async threads for everything a new thread needs before its first
         // step: the check that it is new, its lease and its input checkpoint.
         let s = Arc::clone(&store);
-        let (cp, described, wrote) = blocking(&store, move |st| -> Result<(Checkpointer, bool, Written), RunError> {
-            if st.thread(&thread).map_err(PersistError::from)?.is_some() {
-                return Err(RunError::ThreadExists { thread });
-            }
-            let lease = LeaseGuard::take(Arc::clone(&s), thread, lease_ttl, holder)?;
-            let described = matches!(st.graph_description(&fingerprint), Ok(Some(_)));
-            let mut cp = Checkpointer::new(s, lease, owner, fingerprint, S::VERSION, durability);
-            cp.parent = parent;
-            // A child's thread is created fenced by its parents' leases too: a parent that lost
-            // its thread does not start one.
-            cp.parents = parents;
-            cp.budget = budget;
-            cp.snapshot_len = snapshot.len();
-            let checkpoint = Checkpoint {
-                thread: cp.thread.clone(),
-                seq: 0,
-                parent: None,
-                cursor,
-                snapshot: Some(snapshot),
-                delta: vec![],
-                metadata,
-                created_at: now_ms(),
-            };
-            // Not synced on its own: it reaches the disk with the first step's
-            // durable commit (redb commits in order), or the run never started.
-            // A run above that its holder revoked does not start a child either.
-            cp.check_parents_not_revoked()?;
-            let commit = cp.prepare(Some(checkpoint), vec![], ThreadStatus::Running, String::new(), Flush::Deferred);
-            let wrote = Written::of(&commit);
-            st.commit_step(commit).map_err(PersistError::from)?;
-            Ok((cp, described, wrote.done()))
-        })
-        .await??;
+        let (cp, described, wrote) =
+            blocking(&store, move |st| -> Result<(Checkpointer, bool, Written), ThreadError> {
+                if st.thread(&thread).map_err(PersistError::from)?.is_some() {
+                    return Err(ThreadError::Exists { thread });
+                }
+                let lease = LeaseGuard::take(Arc::clone(&s), thread, lease_ttl, holder)?;
+                let described = matches!(st.graph_description(&fingerprint), Ok(Some(_)));
+                let mut cp = Checkpointer::new(s, lease, owner, fingerprint, S::VERSION, durability);
+                cp.parent = parent;
+                // A child's thread is created fenced by its parents' leases too: a parent that lost
+                // its thread does not start one.
+                cp.parents = parents;
+                cp.budget = budget;
+                cp.snapshot_len = snapshot.len();
+                let checkpoint = Checkpoint {
+                    thread: cp.thread.clone(),
+                    seq: 0,
+                    parent: None,
+                    cursor,
+                    snapshot: Some(snapshot),
+                    delta: vec![],
+                    metadata,
+                    created_at: now_ms(),
+                };
+                // Not synced on its own: it reaches the disk with the first step's
+                // durable commit (redb commits in order), or the run never started.
+                // A run above that its holder revoked does not start a child either.
+                cp.check_parents_not_revoked()?;
+                let commit =
+                    cp.prepare(Some(checkpoint), vec![], ThreadStatus::Running, String::new(), Flush::Deferred);
+                let wrote = Written::of(&commit);
+                st.commit_step(commit).map_err(PersistError::from)?;
+                Ok((cp, described, wrote.done()))
+            })
+            .await??;
         // Recorded here: a metrics recorder may be installed for this thread only.
         wrote.record();
         if !described {
@@ -124,15 +125,14 @@ impl Checkpointer {
     }
 
     /// Opens an existing thread where it stopped.
-    pub(crate) async fn resume<S: State, D>(
-        app: &App<S, D>,
+    pub(crate) async fn resume<S: State>(
+        graph: &impl GraphIdentity,
         store: Arc<dyn Store>,
         thread: String,
         durability: Durability,
         lease_ttl: Duration,
         holder: Option<LeaseHolder>,
-    ) -> Result<(Self, Resumed<S>), RunError> {
-        let graph = &app.graph;
+    ) -> Result<(Self, Resumed<S>), ThreadError> {
         let id = thread.clone();
         let record = blocking(&store, move |s| s.thread(&id))
             .await?
@@ -162,7 +162,7 @@ impl Checkpointer {
             let id = cp.thread.clone();
             let root = blocking(&cp.store, move |s| s.checkpoint(&id, 0)).await?.map_err(PersistError::from)?;
             let stored = root.as_ref().and_then(|c| c.metadata.extra.get(GRAPH));
-            let changes = explain_change(stored, &describe(graph));
+            let changes = explain_change(stored, &graph.shape());
             return Err(ResumeError::GraphChanged {
                 thread: cp.thread.clone(),
                 stored: record.graph_fingerprint,
@@ -171,7 +171,7 @@ impl Checkpointer {
             }
             .into());
         }
-        let state = cp.rebuild(app, latest.seq, record.schema_version).await?;
+        let state = cp.rebuild(graph, latest.seq, record.schema_version).await?;
         if record.schema_version != S::VERSION {
             cp.migrated_to = Some(S::VERSION);
             cp.version = record.schema_version;
@@ -259,7 +259,7 @@ impl Checkpointer {
         cp.seq = latest.seq;
         cp.journal_seq = journal_seq_of(&latest);
         cp.sweep_approvals = true;
-        cp.runs_subgraphs = graph.nodes().iter().any(|n| !n.subgraphs.is_empty());
+        cp.runs_subgraphs = graph.runs_subgraphs();
         cp.answers_kept = answers_stored;
         cp.snapshot_len = to_json(&state, "the state")?.len();
         let step = u32::try_from(latest.metadata.step).unwrap_or(u32::MAX);
@@ -268,7 +268,12 @@ impl Checkpointer {
 
     /// Rebuilds the state at `seq`: the nearest snapshot, migrated if needed,
     /// then every delta after it in order.
-    async fn rebuild<S: State, D>(&self, app: &App<S, D>, seq: u64, stored_version: u32) -> Result<S, RunError> {
+    async fn rebuild<S: State>(
+        &self,
+        graph: &impl GraphIdentity,
+        seq: u64,
+        stored_version: u32,
+    ) -> Result<S, ThreadError> {
         let id = self.thread.clone();
         let chain = blocking(&self.store, move |s| s.state_chain(&id, seq))
             .await?
@@ -283,7 +288,7 @@ impl Checkpointer {
             }
             let old: Value =
                 serde_json::from_slice(&chain.snapshot).map_err(|e| decode("state snapshot", chain.snapshot_seq, e))?;
-            let migrated = app.migrate(&self.thread, stored_version, old)?;
+            let migrated = graph.migrate(&self.thread, stored_version, old)?;
             return Ok(serde_json::from_value(migrated).map_err(|e| decode("migrated state", seq, e))?);
         }
         Ok(fold_chain(&self.thread, &chain)?)

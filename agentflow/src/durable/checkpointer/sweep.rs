@@ -10,9 +10,10 @@ use agentflow_store::{
 };
 
 use super::{Checkpointer, Flush};
+use crate::core::clock::now_ms;
 use crate::durable::cut_off::UnknownOutcomes;
 use crate::durable::error::PersistError;
-use crate::durable::io::{blocking, now_ms};
+use crate::durable::io::blocking;
 
 /// How many times settling an abandoned subgraph run waits for another holder's lease on it
 /// (as many as a subgraph call waits for a busy child, `subgraph::BUSY_WAITS`), and how long at most each time (never

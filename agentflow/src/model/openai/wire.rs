@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::super::assemble::parse_arguments;
 use super::super::{ChatChunk, ChatReply, ChatRequest, ModelError, ToolCallDelta, Usage};
-use crate::message::{Message, Role, ToolCall};
+use crate::core::message::{Message, Role, ToolCall};
 
 /// Splits a server-sent event stream into the data of its events, across
 /// network reads that may cut a line (or a UTF-8 character) anywhere.

@@ -9,7 +9,7 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::pages;
-use super::routes::{FormData, Shared, checked, error_page, failure, html, redirect};
+use super::respond::{FormData, Shared, checked, error_page, failure, html, redirect};
 
 /// A refused decision: its status and message.
 fn refused(e: DecisionError) -> (StatusCode, String) {

@@ -33,6 +33,7 @@ mod acts;
 mod auth;
 mod live;
 mod pages;
+mod respond;
 mod routes;
 
 use std::net::SocketAddr;

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::answer::{AnswerError, InterruptAnswer, QuestionsAnswered};
+use crate::approval::answer::{AnswerError, InterruptAnswer, QuestionsAnswered};
 use crate::approval::{ApprovalDesk, Approver};
 use crate::durable::now_ms;
 use crate::interrupt::Pending;
@@ -47,7 +47,7 @@ impl ApprovalDesk {
         value: Value,
         by: &Approver,
     ) -> Result<InterruptAnswer, AnswerError> {
-        self.answer(thread, checkpoint, crate::answer::Target::One(None), value, by)
+        self.answer(thread, checkpoint, crate::approval::answer::Target::One(None), value, by)
             .and_then(|v| one(v, thread, checkpoint))
     }
 
@@ -82,7 +82,7 @@ impl ApprovalDesk {
         value: Value,
         by: &Approver,
     ) -> Result<InterruptAnswer, AnswerError> {
-        self.answer(thread, checkpoint, crate::answer::Target::One(Some(question_id)), value, by)
+        self.answer(thread, checkpoint, crate::approval::answer::Target::One(Some(question_id)), value, by)
             .and_then(|v| one(v, thread, checkpoint))
     }
 
@@ -99,19 +99,20 @@ impl ApprovalDesk {
         value: Value,
         by: &Approver,
     ) -> Result<Vec<InterruptAnswer>, AnswerError> {
-        self.answer(thread, checkpoint, crate::answer::Target::Alike, value, by)
+        self.answer(thread, checkpoint, crate::approval::answer::Target::Alike, value, by)
     }
 
     fn answer(
         &self,
         thread: &str,
         checkpoint: u64,
-        target: crate::answer::Target<'_>,
+        target: crate::approval::answer::Target<'_>,
         value: Value,
         by: &Approver,
     ) -> Result<Vec<InterruptAnswer>, AnswerError> {
         let store = &**self.store();
-        let (answer, complete) = crate::answer::record(store, thread, checkpoint, target, value, &by.id, now_ms())?;
+        let (answer, complete) =
+            crate::approval::answer::record(store, thread, checkpoint, target, value, &by.id, now_ms())?;
         // Questions of the step still wait for answers: the run goes on only with all of them.
         if !complete {
             return Ok(answer);
@@ -131,14 +132,14 @@ impl ApprovalDesk {
     /// (its payload): what a person reads before answering with
     /// [`ApprovalDesk::answer_interrupt`].
     pub fn waiting_interrupt(&self, thread: &str) -> Result<(u64, Pending), AnswerError> {
-        crate::answer::waiting(&**self.store(), thread)
+        crate::approval::answer::waiting(&**self.store(), thread)
     }
 
     /// The thread that waits on subgraph child `thread`'s question as its own, if `thread` is
     /// such a child: that thread is the one to answer (its resume hands the answer down), and
     /// [`ApprovalDesk::answer_interrupt`] refuses the child with [`AnswerError::AnswerTheParent`].
     pub fn parent_waiting_on(&self, thread: &str) -> Result<Option<String>, AnswerError> {
-        crate::answer::parent_waiting_on(&**self.store(), thread)
+        crate::approval::answer::parent_waiting_on(&**self.store(), thread)
     }
 
     /// The parent of subgraph child `thread` when its parent does not wait on the child's
@@ -147,15 +148,15 @@ impl ApprovalDesk {
     /// refuses it with [`AnswerError::ParentMovedOn`]. `None` for a thread that is no child, or
     /// that its parents wait on. Lists of questions for people leave such a child out.
     pub fn parent_moved_on(&self, thread: &str) -> Result<Option<String>, AnswerError> {
-        crate::answer::parent_moved_on(&**self.store(), thread)
+        crate::approval::answer::parent_moved_on(&**self.store(), thread)
     }
 
     /// The answer recorded for the interrupt thread `thread` waits in now, if any (for the
     /// first question of its step; [`ApprovalDesk::waiting_questions`] gives each question's).
     pub fn recorded_answer(&self, thread: &str) -> Result<Option<InterruptAnswer>, AnswerError> {
         let store = &**self.store();
-        let (seq, asks) = crate::answer::waiting(store, thread)?;
-        Ok(crate::answer::recorded(store, thread, seq, &asks)?)
+        let (seq, asks) = crate::approval::answer::waiting(store, thread)?;
+        Ok(crate::approval::answer::recorded(store, thread, seq, &asks)?)
     }
 
     /// The checkpoint thread `thread` waits at in `cx.interrupt`, and every question its step
@@ -164,8 +165,8 @@ impl ApprovalDesk {
     /// plain resume asks for the rest.
     pub fn waiting_questions(&self, thread: &str) -> Result<(u64, QuestionsAnswered), AnswerError> {
         let store = &**self.store();
-        let (seq, asks) = crate::answer::waiting_all(store, thread)?;
-        let answers = crate::answer::recorded_all(store, thread, seq, &asks)?;
+        let (seq, asks) = crate::approval::answer::waiting_all(store, thread)?;
+        let answers = crate::approval::answer::recorded_all(store, thread, seq, &asks)?;
         Ok((seq, asks.into_iter().zip(answers).collect()))
     }
 }

@@ -18,16 +18,6 @@ pub use agentflow_store::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH};
 pub use super::value_check::ValueError;
 use super::value_check::inspect;
 
-/// Serialises `value` as the stored document `what` ("the state", "an
-/// update"); a refusal names the place from the last word of `what`
-/// (`state.prices[3]`).
-pub(crate) fn document<T: Serialize + ?Sized>(
-    value: &T,
-    what: &'static str,
-) -> Result<Vec<u8>, super::error::PersistError> {
-    to_bytes(value, last_word(what)).map_err(|source| super::error::PersistError::Value { what, source })
-}
-
 /// `what` ("the input state") to the root of a path (`state`).
 pub(crate) fn last_word(what: &'static str) -> &'static str {
     what.rsplit(' ').next().unwrap_or(what)
@@ -59,7 +49,7 @@ fn unserializable(root: &str, e: &serde_json::Error) -> ValueError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durable::value_check::check_json;
+    use crate::core::value_check::check_json;
     use serde::ser;
     use serde_json::json;
     use std::collections::BTreeMap;

@@ -17,7 +17,7 @@
 //! answering "yes" twice), give them ids with [`Message::with_id`], e.g. from
 //! the step number.
 
-use crate::reducer::HasId;
+use crate::core::reducer::HasId;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -9,12 +9,12 @@ use futures_util::FutureExt;
 use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
 
-use crate::app::App;
+use super::App;
+use crate::core::state::State;
 use crate::durable::blocking;
 use crate::outcome::Outcome;
-use crate::state::State;
 
-use super::wake::now_ms;
+use crate::durable::wake::now_ms;
 
 /// How a [`Scheduler`] polls and how much it runs at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

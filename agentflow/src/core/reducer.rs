@@ -82,7 +82,7 @@ impl<K: Ord, V> Merge for BTreeMap<K, V> {
 /// Something with a stable identity, so a newer version can replace it: the
 /// identity the `#[reduce(messages)]` reducer matches on. Implement it for
 /// your own item type to use that reducer; it is implemented for
-/// [`Message`](crate::message::Message).
+/// [`Message`](crate::core::message::Message).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has no id: it does not implement `HasId`",
     label = "needed by `#[reduce(messages)]`, which replaces items by id",

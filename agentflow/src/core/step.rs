@@ -2,8 +2,8 @@
 
 use std::borrow::Cow;
 
-use crate::node_id::NodeId;
-use crate::state::State;
+use crate::core::node_id::NodeId;
+use crate::core::state::State;
 
 /// The result of one node execution: the next node(s) and the node's update.
 ///
@@ -82,7 +82,7 @@ pub fn each<S: State, T: Payload>(mut step: Step<S>, worker: NodeId, payloads: i
         .into_iter()
         .enumerate()
         .map(|(i, p)| {
-            crate::durable::encode::to_value(&p, "payload", crate::durable::MAX_JSON_DEPTH)
+            crate::core::encode::to_value(&p, "payload", crate::durable::MAX_JSON_DEPTH)
                 .map_err(|e| format!("payload {i} cannot be stored: {e}"))
         })
         .collect();

@@ -47,6 +47,9 @@
 //! nothing below the desk can stop that.
 
 use std::collections::BTreeMap;
+pub(crate) mod answer;
+pub(crate) mod desk;
+
 use std::sync::Arc;
 
 use agentflow_store::{ApprovalError, AuditError, NewAuditEntry, ReadError, Store};
@@ -54,10 +57,10 @@ use agentflow_store::{ApprovalError, AuditError, NewAuditEntry, ReadError, Store
 // `agentflow` need not depend on `agentflow-store` to match on them.
 pub use agentflow_store::{ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus};
 
-pub use crate::answer::{
+pub use crate::approval::answer::{
     ANSWER_FAILED_KIND, ANSWER_KIND, ANSWER_USED_KIND, AnswerError, InterruptAnswer, QuestionsAnswered,
 };
-pub use crate::person::person_key;
+pub use crate::core::person::person_key;
 use serde_json::{Value, json};
 
 #[cfg(doc)]

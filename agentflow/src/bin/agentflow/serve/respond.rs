@@ -1,0 +1,106 @@
+//! What every page and action answers with: the HTML headers every page carries, error pages,
+//! redirects, store failures as pages, and the session check of a state-changing request.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::Form;
+use axum::extract::rejection::FormRejection;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::Server;
+use super::auth::{self, Session};
+use super::pages;
+use crate::{Failure, code};
+
+pub(super) type Shared = Arc<Server>;
+pub(super) type FormData = Result<Form<HashMap<String, String>>, FormRejection>;
+
+/// An HTML answer with the headers every page carries.
+pub(super) fn html(status: StatusCode, body: String) -> Response {
+    let mut r = (status, body).into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; \
+             img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    r
+}
+
+pub(super) fn error_page(status: StatusCode, title: &str, message: &str, session: Option<&Session>) -> Response {
+    html(status, pages::error(title, message, session))
+}
+
+pub(super) fn redirect(to: &str) -> Response {
+    let mut r = StatusCode::SEE_OTHER.into_response();
+    r.headers_mut().insert(header::LOCATION, HeaderValue::from_str(to).unwrap_or(HeaderValue::from_static("/")));
+    r
+}
+
+/// A command failure as a page: not found 404, usage 400, store busy 503, else 500.
+pub(super) fn failure(f: Failure, session: Option<&Session>) -> Response {
+    let (status, title) = match f.code {
+        code::NOT_FOUND => (StatusCode::NOT_FOUND, "Not found"),
+        code::USAGE => (StatusCode::BAD_REQUEST, "Bad request"),
+        code::BUSY => (StatusCode::SERVICE_UNAVAILABLE, "The store is busy"),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "The store failed"),
+    };
+    let message = if f.code == code::BUSY {
+        format!("{} (the page can be reloaded once that process has closed the store)", f.message)
+    } else {
+        f.message
+    };
+    error_page(status, title, &message, session)
+}
+
+/// Refuses a POST whose `Origin` names another site (browsers send it on form posts; `null`,
+/// sent from privacy-restricted contexts, names none, and the CSRF token decides).
+pub(super) fn cross_site(headers: &HeaderMap) -> bool {
+    let (Some(origin), Some(host)) = (
+        headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()),
+        headers.get(header::HOST).and_then(|v| v.to_str().ok()),
+    ) else {
+        return false;
+    };
+    if origin == "null" {
+        return false;
+    }
+    let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+    origin_host != host
+}
+
+/// The session of a state-changing request with a valid CSRF token, or the refusal.
+pub(super) fn checked(
+    server: &Server,
+    headers: &HeaderMap,
+    form: &HashMap<String, String>,
+) -> Result<Session, Box<Response>> {
+    let Some(session) = server.auth.session(headers) else {
+        return Err(Box::new(error_page(
+            StatusCode::UNAUTHORIZED,
+            "Log in first",
+            "Decisions need a logged-in user: log in at /login with your token, then try again.",
+            None,
+        )));
+    };
+    let sent = form.get("csrf").map(String::as_str).unwrap_or("");
+    if cross_site(headers) || !auth::same(sent, &session.csrf) {
+        return Err(Box::new(error_page(
+            StatusCode::FORBIDDEN,
+            "Request refused",
+            "The form's CSRF token is missing or wrong (or the request came from another site). Nothing was \
+             changed. Reload the page and submit the form again.",
+            Some(&session),
+        )));
+    }
+    Ok(session)
+}
