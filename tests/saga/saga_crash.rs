@@ -2,10 +2,11 @@
 
 use crate::saga_shop::*;
 use crate::support::process::own_test;
+use crate::support::stores::open_redb;
 use crate::support::temp::temp_dir as tempdir;
 use agentflow::persist::ThreadStatus;
 use agentflow::prelude::*;
-use agentflow::{Event, RedbStore, Store};
+use agentflow::{Event, Store};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -22,7 +23,7 @@ async fn saga_child() {
     let Ok(dir) = std::env::var("AGENTFLOW_SAGA_CHILD") else { return };
     let dir = PathBuf::from(dir);
     let resume = std::env::var("AGENTFLOW_SAGA_RESUME").is_ok();
-    let store: Arc<dyn Store> = Arc::new(RedbStore::open(dir.join("store.redb")).unwrap());
+    let store: Arc<dyn Store> = Arc::new(open_redb(dir.join("store.redb")).unwrap());
     let shop = Shop { hang_in_release: !resume, ..Shop::new(&dir) };
     let app = app(store);
     let mut nodes_run = Vec::new();
@@ -66,7 +67,7 @@ async fn sigkill_during_compensation_then_resume_in_a_new_process() {
     first.wait().unwrap();
     assert!(!dir.join("outcome.json").exists());
     {
-        let store = RedbStore::open(dir.join("store.redb")).unwrap();
+        let store = open_redb(dir.join("store.redb")).unwrap();
         assert_eq!(store.thread("order-k").unwrap().unwrap().status, ThreadStatus::Compensating);
     }
 
@@ -105,7 +106,7 @@ async fn sigkill_during_compensation_then_resume_in_a_new_process() {
             "cancel ord-1"
         ]
     );
-    let store = RedbStore::open(dir.join("store.redb")).unwrap();
+    let store = open_redb(dir.join("store.redb")).unwrap();
     assert_eq!(store.thread("order-k").unwrap().unwrap().status, ThreadStatus::Compensated);
     let audit = store.list_audit("order-k").unwrap();
     let compensated: Vec<&str> = audit

@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 pub struct Counts {
     pub searches: AtomicU32,
     pub reviews: AtomicU32,
-    pub refunds: AtomicU32,
     pub drafts: AtomicU32,
     /// `flaky_after_review` fails after its child while this is set.
     pub fail: AtomicBool,
@@ -31,18 +30,6 @@ pub struct Query {
 pub async fn search(args: Query, deps: &Counts) -> Result<Value, ToolError> {
     deps.searches.fetch_add(1, Ordering::SeqCst);
     Ok(json!({ "hits": [format!("about {}", args.q)] }))
-}
-
-#[derive(Deserialize, schemars::JsonSchema)]
-pub struct Refund {
-    pub amount: u32,
-}
-
-/// Refunds. Irreversible: every call needs a human's approval.
-#[tool(risk = irreversible)]
-pub async fn refund(args: Refund, deps: &Counts) -> Result<Value, ToolError> {
-    deps.refunds.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({ "refunded": args.amount }))
 }
 
 // ------------------------------------------------ review: the deepest graph

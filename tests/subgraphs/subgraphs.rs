@@ -7,6 +7,7 @@
 //! node re-runs; a subgraph the node does not list is refused.
 
 use crate::subgraph_tree::*;
+use crate::support::refund_subgraph;
 use crate::support::stores::store;
 use agentflow::approval::{Approver, RoleAuthorizer};
 use agentflow::persist::ThreadStatus;
@@ -14,7 +15,7 @@ use agentflow::prelude::*;
 use agentflow::tool::Risk;
 use agentflow::{Budget, Limits, Outcome, PendingKind};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -112,47 +113,19 @@ async fn without_a_store_a_child_runs_in_memory_and_a_pause_fails_the_node() {
 
 // ------------------------------------------------ approvals inside a child
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
-pub struct Pay {
-    amount: u32,
-    receipt: Option<Value>,
-}
-
-#[graph(state = Pay, deps = Counts, start = pay)]
-pub mod payer {
-    use super::*;
-
-    #[node(goto = [END], tools = [refund])]
-    async fn pay(s: &Pay, cx: &Ctx<Counts>) -> Result<Step<Pay>, NodeError> {
-        let obs = cx.run_tool(refund, json!({ "amount": s.amount })).await?;
-        Ok(goto!(END, Pay::update().receipt(Some(obs.body))))
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
-pub struct Case {
-    amount: u32,
-    outcome: Option<Value>,
-}
-
-#[graph(state = Case, deps = Counts, start = settle)]
-pub mod support {
-    use super::*;
-
-    #[node(goto = [END], subgraphs = [payer])]
-    async fn settle(s: &Case, cx: &Ctx<Counts>) -> Result<Step<Case>, NodeError> {
-        let paid = cx.subgraph(payer::graph(), Pay { amount: s.amount, receipt: None }).await?;
-        Ok(goto!(END, Case::update().outcome(paid.receipt)))
-    }
-}
-
 #[tokio::test]
 async fn an_approval_inside_a_child_pauses_the_parent_and_the_approved_call_runs_once() {
     let store = store();
-    let app = support::graph().app().store(Arc::clone(&store));
+    let app = refund_subgraph::support::graph().app().store(Arc::clone(&store));
     let desk = app.approvals(RoleAuthorizer::new().role_for(Risk::Irreversible, "approver")).unwrap();
-    let counts = Counts::default();
-    let run = app.runner(&counts).thread("c").owner("agent").run(Case { amount: 40, outcome: None }).await.unwrap();
+    let counts = refund_subgraph::Counts::default();
+    let run = app
+        .runner(&counts)
+        .thread("c")
+        .owner("agent")
+        .run(refund_subgraph::Case { amount: 40, outcome: None })
+        .await
+        .unwrap();
     let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("{}", run.outcome) };
     assert_eq!(pending[0].kind, PendingKind::Approval);
     assert_eq!(pending[0].payload["path"], "settle/pay");

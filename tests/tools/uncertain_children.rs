@@ -2,10 +2,11 @@
 //! by the parent's step, and the child's requests cancelled.
 
 use crate::support::hooked_store;
+use crate::support::stores::open_redb;
 use crate::uncertain_world::*;
+use agentflow::PendingKind;
 use agentflow::approval::{ApprovalStatus, Settlement};
 use agentflow::prelude::*;
-use agentflow::{PendingKind, RedbStore};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -20,7 +21,7 @@ async fn a_parent_that_lost_its_thread_records_nothing_in_the_child_it_no_longer
         let graph = open(stolen_parent_of_effect_flow::graph(), &path);
         cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
     }
-    let store: Arc<dyn agentflow::Store> = Arc::new(RedbStore::open(&path).expect("open store"));
+    let store: Arc<dyn agentflow::Store> = Arc::new(open_redb(&path).expect("open store"));
     STOLEN.lock().unwrap().push((thread.to_string(), Arc::clone(&store)));
     let graph = stolen_parent_of_effect_flow::graph().app().store(Arc::clone(&store));
     let run = graph.runner(&()).thread(thread).resume().await;
@@ -125,7 +126,7 @@ async fn a_childs_cut_off_effect_held_by_another_run_is_listed_once_that_run_let
         let graph = open(parent_of_effect_flow::graph(), &path);
         cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
     }
-    let store = Arc::new(RedbStore::open(&path).expect("open store"));
+    let store = Arc::new(open_redb(&path).expect("open store"));
     let child = format!("{thread}/settle.0.0.effect_flow");
     let now = agentflow::timer::now_ms();
     agentflow::Store::acquire_lease(&*store, &child, "a-process-that-lost-the-parent", 400, now).unwrap();
@@ -151,7 +152,7 @@ async fn a_child_that_cannot_be_settled_does_not_keep_its_parent_from_going_on()
         let graph = open(parent_of_effect_flow::graph(), &path);
         cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
     }
-    let inner: Arc<dyn agentflow::Store> = Arc::new(RedbStore::open(&path).expect("open store"));
+    let inner: Arc<dyn agentflow::Store> = Arc::new(open_redb(&path).expect("open store"));
     let mut store = hooked_store::Hooked::new(Arc::clone(&inner));
     let child = format!("{thread}/settle.0.0.effect_flow");
     let refused = Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -2,6 +2,7 @@
 //! key, and a run that lost the thread records no unknown outcome.
 
 use crate::support::hooked_store;
+use crate::support::stores::open_redb;
 use crate::uncertain_world::*;
 use agentflow::approval::{ApprovalStatus, Settlement};
 use agentflow::prelude::*;
@@ -46,7 +47,7 @@ async fn a_run_that_lost_the_thread_records_no_unknown_outcome_for_a_cut_off_eff
         let graph = open(effect_flow::graph(), &path);
         cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
     }
-    let inner: Arc<dyn Store> = Arc::new(RedbStore::open(&path).expect("open store"));
+    let inner: Arc<dyn Store> = Arc::new(open_redb(&path).expect("open store"));
     let mut store = hooked_store::Hooked::new(Arc::clone(&inner));
     // Another executor takes the thread (this run's lease lapsed) right before the record.
     store.before_effects = Some(Box::new(|inner, batch| {
@@ -75,7 +76,7 @@ async fn effect_left_unknown(thread: &str) -> (Arc<RedbStore>, App<Job, ()>, Str
         let graph = open(effect_flow::graph(), &path);
         cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
     }
-    let store = Arc::new(RedbStore::open(&path).expect("open store"));
+    let store = Arc::new(open_redb(&path).expect("open store"));
     let graph = effect_flow::graph().app().store(Arc::clone(&store) as Arc<dyn agentflow::Store>);
     let run = graph.runner(&()).thread(thread).resume().await.unwrap();
     let (kind, id) = pending_of(&run);

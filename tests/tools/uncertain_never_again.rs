@@ -2,11 +2,12 @@
 //! outcomes, with approvals asked after a policy change set aside.
 
 use crate::support::hooked_store;
+use crate::support::stores::open_redb;
 use crate::uncertain_world::*;
 use agentflow::approval::{ApprovalStatus, Approver, Settlement};
 use agentflow::prelude::*;
 use agentflow::tool::{Decision, Risk, RiskPolicy};
-use agentflow::{PendingKind, RedbStore, Run};
+use agentflow::{PendingKind, Run};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -140,7 +141,7 @@ async fn a_run_that_lost_the_thread_before_its_step_commit_records_no_unknown_ou
         cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
     }
     {
-        let mut store = hooked_store::Hooked::new(Arc::new(RedbStore::open(&path).expect("open store")));
+        let mut store = hooked_store::Hooked::new(Arc::new(open_redb(&path).expect("open store")));
         // Another executor takes the thread while this run's step is about to commit.
         store.before_checkpoint = Some(Box::new(move |s| {
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
@@ -201,7 +202,7 @@ async fn lost_the_thread_then_finds_an_executing_approval(thread: &'static str, 
             stolen.store(true, Ordering::SeqCst);
         }
     };
-    let inner: Arc<dyn agentflow::Store> = Arc::new(RedbStore::open(&path).expect("open store"));
+    let inner: Arc<dyn agentflow::Store> = Arc::new(open_redb(&path).expect("open store"));
     let mut store = hooked_store::Hooked::new(Arc::clone(&inner));
     // Another executor takes the thread just as this run is about to record the unknown outcome.
     let on_batch = steal.clone();
@@ -243,7 +244,7 @@ async fn a_run_that_lost_the_thread_after_its_step_commit_cancels_no_request() {
         let graph = open(wavering_tool_flow::graph(), &path).policy(policy());
         cut_off(thread, graph.runner(&()).thread(thread).owner(OWNER).run(job(thread, 0))).await;
     }
-    let inner: Arc<dyn agentflow::Store> = Arc::new(RedbStore::open(&path).expect("open store"));
+    let inner: Arc<dyn agentflow::Store> = Arc::new(open_redb(&path).expect("open store"));
     let mut store = hooked_store::Hooked::new(Arc::clone(&inner));
     let held = Arc::clone(&inner);
     // Right after the resumed step's commit, another executor takes the thread and asks for a
@@ -360,7 +361,7 @@ async fn a_settled_result_journaled_with_its_set_aside_approval_is_replayed_afte
         unknown
     };
     {
-        let mut store = hooked_store::Hooked::new(Arc::new(RedbStore::open(&path).expect("open store")));
+        let mut store = hooked_store::Hooked::new(Arc::new(open_redb(&path).expect("open store")));
         let failed = Arc::new(AtomicBool::new(false));
         let once = Arc::clone(&failed);
         store.fail_commit = Some(Box::new(move |commit| {
@@ -413,7 +414,7 @@ async fn running_a_cut_off_irreversible_call_again_takes_two_people_under_a_two_
 async fn an_approved_call_moved_to_run_again_around_the_desk_is_not_run_again() {
     use agentflow::Store;
     let (path, id) = cut_off_refund("U-cut-forged").await;
-    let store = Arc::new(RedbStore::open(&path).expect("open store"));
+    let store = Arc::new(open_redb(&path).expect("open store"));
     let patch = agentflow_store::ApprovalPatch::by("script", 1);
     store.transition_approval(&id, ApprovalStatus::OutcomeUnknown, ApprovalStatus::Approved, patch).unwrap();
     let graph = refund_flow::graph().app().store(Arc::clone(&store) as Arc<dyn Store>);

@@ -5,6 +5,7 @@
 //! is idempotent, else the run pauses until a human settles it.
 
 use crate::support::hooked_store;
+use crate::support::stores::open_redb;
 use crate::uncertain_world::*;
 use agentflow::approval::{ApprovalStatus, Approver, Settlement};
 use agentflow::prelude::*;
@@ -90,7 +91,7 @@ async fn an_open_breaker_leaves_an_approved_call_cut_off_mid_way_to_a_human() {
         // holds the file until it is done: the next process opens it after that.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         let store: Arc<dyn agentflow::Store> = loop {
-            match RedbStore::open(path) {
+            match open_redb(path) {
                 Ok(store) => break Arc::new(store),
                 Err(e) if std::time::Instant::now() < deadline => {
                     eprintln!("waiting for the file: {e}");
@@ -185,7 +186,7 @@ async fn a_crash_right_after_the_step_that_dropped_a_cut_off_call_still_leaves_i
     let on = |store: hooked_store::Hooked| maybe_refund_flow::graph().app().store(Arc::new(store));
     let deps = Route::default();
     {
-        let inner = Arc::new(RedbStore::open(&path).expect("open store"));
+        let inner = Arc::new(open_redb(&path).expect("open store"));
         let graph = on(hooked_store::Hooked::new(inner));
         approved_refund(&graph, &deps, thread, 0).await;
         cut_off(thread, graph.runner(&deps).thread(thread).resume()).await;
@@ -194,7 +195,7 @@ async fn a_crash_right_after_the_step_that_dropped_a_cut_off_call_still_leaves_i
         // The next process: the model takes another path, and the process dies as soon as the
         // step's commit returns (nothing it would write after that is written).
         let crashed = Arc::new(AtomicBool::new(false));
-        let mut store = hooked_store::Hooked::new(Arc::new(RedbStore::open(&path).expect("open store")));
+        let mut store = hooked_store::Hooked::new(Arc::new(open_redb(&path).expect("open store")));
         let flag = Arc::clone(&crashed);
         store.after_checkpoint = Some(Box::new(move || flag.store(true, Ordering::SeqCst)));
         let flag = Arc::clone(&crashed);
@@ -227,12 +228,12 @@ async fn a_cut_off_call_whose_result_comes_in_as_the_step_commits_keeps_it_and_t
     let on = |store: hooked_store::Hooked| maybe_refund_flow::graph().app().store(Arc::new(store));
     let deps = Route::default();
     {
-        let inner = Arc::new(RedbStore::open(&path).expect("open store"));
+        let inner = Arc::new(open_redb(&path).expect("open store"));
         let graph = on(hooked_store::Hooked::new(inner));
         approved_refund(&graph, &deps, thread, 0).await;
         cut_off(thread, graph.runner(&deps).thread(thread).resume()).await;
     }
-    let mut store = hooked_store::Hooked::new(Arc::new(RedbStore::open(&path).expect("open store")));
+    let mut store = hooked_store::Hooked::new(Arc::new(open_redb(&path).expect("open store")));
     let raced = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&raced);
     store.before_checkpoint = Some(Box::new(move |inner: &dyn agentflow::Store| {

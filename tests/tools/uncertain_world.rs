@@ -2,10 +2,11 @@
 //! and graphs that call them, a refund cut off mid-call, and the parent graphs whose child
 //! calls them.
 
+use crate::support::stores::open_redb;
 use agentflow::approval::{ApprovalDesk, ApprovalStatus, Approver, RoleAuthorizer};
 use agentflow::prelude::*;
 use agentflow::tool::Risk;
-use agentflow::{PendingKind, RedbStore, Run};
+use agentflow::{PendingKind, Run};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -182,7 +183,7 @@ pub fn db(name: &str) -> PathBuf {
 }
 
 pub fn open<S: State, D>(graph: CompiledGraph<S, D>, path: &PathBuf) -> App<S, D> {
-    graph.app().store(Arc::new(RedbStore::open(path).expect("open store")))
+    graph.app().store(Arc::new(open_redb(path).expect("open store")))
 }
 
 pub fn pending_of<S>(run: &Run<S>) -> (PendingKind, String) {
