@@ -21,16 +21,19 @@ mod examples;
 mod pg;
 #[path = "crash_matrix/probes.rs"]
 mod probes;
+#[path = "support/stores.rs"]
+mod stores;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use agentflow::Store;
 use agentflow::model::{ChatReply, ChatRequest, ScriptedModel};
 use agentflow::prelude::*;
 use agentflow::testing::{Answers, BoundaryKind, Check, CrashMatrix, CrashMatrixError, Ending};
-use agentflow::{RedbStore, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use stores::open_redb;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
 pub struct Vendor {
@@ -226,7 +229,7 @@ fn killed_processes_agree_with_the_matrix_on_redb() {
     let dir = std::env::temp_dir().join("agentflow-kill-samples");
     std::fs::create_dir_all(&dir).unwrap();
     kills_agree("killed_processes_agree_with_the_matrix_on_redb", |name| {
-        Ok(Arc::new(RedbStore::open(dir.join(format!("{name}.redb"))).map_err(|e| e.to_string())?))
+        Ok(Arc::new(open_redb(dir.join(format!("{name}.redb"))).map_err(|e| e.to_string())?))
     });
 }
 

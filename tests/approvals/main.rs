@@ -6,6 +6,9 @@ mod support;
 
 mod approval_binding;
 mod approval_commits;
+mod approval_decisions;
+mod approval_execution;
+mod approval_refunds;
 mod approvals;
 mod interrupt_answers;
 mod interrupt_questions;

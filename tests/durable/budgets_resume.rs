@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::support::stores::open_redb;
 use agentflow::model::ScriptedModel;
 use agentflow::prebuilt::react::{ReactDeps, ReactState};
 use agentflow::prelude::*;
@@ -149,12 +150,12 @@ async fn usage_survives_reopening_the_store() {
     let model = endless_adder();
     let deps = ReactDeps::new(model.clone());
     {
-        let graph = graph_on(Arc::new(RedbStore::open(&path).unwrap()));
+        let graph = graph_on(Arc::new(open_redb(&path).unwrap()));
         let run = graph.runner(&deps).thread("p").limits(Limits::none().model_calls(3)).run(ReactState::ask("n"));
         assert_eq!(run.await.unwrap().outcome, exhausted(Budget::ModelCalls));
     }
     // As a new process would: a fresh store on the same file.
-    let graph = graph_on(Arc::new(RedbStore::open(&path).unwrap()));
+    let graph = graph_on(Arc::new(open_redb(&path).unwrap()));
     let again = graph.runner(&deps).thread("p").resume().await.unwrap();
     assert_eq!(again.outcome, exhausted(Budget::ModelCalls));
     assert_eq!(model.calls(), 3);

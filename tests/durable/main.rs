@@ -6,6 +6,7 @@ mod support;
 
 mod budgets_resume;
 mod compaction_keeps_journal;
+mod fixtures_in_support;
 mod leases;
 mod nul_bytes;
 mod option_clear;

@@ -13,9 +13,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::support::stores::open_redb;
 use agentflow::persist::{ResumeError, ThreadStatus};
 use agentflow::prelude::*;
-use agentflow::{RedbStore, RunError, Store};
+use agentflow::{RunError, Store};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
@@ -66,7 +67,7 @@ fn db(name: &str) -> PathBuf {
 /// Runs `v1` on a new store file until the breakpoint before `second`, then closes the store.
 async fn paused_by_v1(name: &str) -> PathBuf {
     let path = db(name);
-    let store = Arc::new(RedbStore::open(&path).unwrap());
+    let store = Arc::new(open_redb(&path).unwrap());
     let app = v1::graph().app().store(Arc::clone(&store) as Arc<dyn Store>);
     let run = app.runner(&()).thread("doc").interrupt_before(["second"]).run(Doc::default()).await.unwrap();
     assert!(matches!(run.outcome, Outcome::Interrupted { .. }), "{}", run.outcome);
@@ -78,7 +79,7 @@ async fn paused_by_v1(name: &str) -> PathBuf {
 
 /// Resumes the thread with `v2` from a freshly opened store; returns the error and the store.
 async fn resume_with_v2(path: &PathBuf) -> (RunError, Arc<dyn Store>) {
-    let store: Arc<dyn Store> = Arc::new(RedbStore::open(path).unwrap());
+    let store: Arc<dyn Store> = Arc::new(open_redb(path).unwrap());
     let app = v2::graph().app().store(Arc::clone(&store));
     let err = match app.runner(&()).thread("doc").resume().await {
         Ok(run) => panic!("resumed under a changed `writes` list: {} with {:?}", run.outcome, run.state),

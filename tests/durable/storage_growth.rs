@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::support::stores::open_redb;
 use agentflow::prelude::*;
 use agentflow::{Durability, RedbStore, Store};
 use serde::{Deserialize, Serialize};
@@ -60,7 +61,7 @@ impl Drop for TempFile {
 async fn a_thousand_step_thread_grows_storage_linearly_and_rebuilds_exactly() {
     assert_eq!(message(0).len(), 40);
     let file = TempFile::new("storage-growth");
-    let store = Arc::new(RedbStore::open(&file.0).expect("open the store file"));
+    let store = Arc::new(open_redb(&file.0).expect("open the store file"));
     let graph = chat::graph().app().store(Arc::clone(&store) as Arc<dyn Store>);
     let began = std::time::Instant::now();
     // Sync (the default): one durable commit per step, ~1 s in release, a few in debug.

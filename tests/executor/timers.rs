@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::stores::open_redb;
 use agentflow::approval::ApprovalStatus;
 use agentflow::prelude::*;
 use agentflow::timer::{SchedulerConfig, now_ms};
@@ -222,7 +223,7 @@ async fn an_overdue_timer_fires_once_after_a_restart() {
 
     // First process: the run goes to sleep; the process "stops" (store closed).
     let until = {
-        let store: Arc<dyn Store> = Arc::new(RedbStore::open(&path).unwrap());
+        let store: Arc<dyn Store> = Arc::new(open_redb(&path).unwrap());
         let run = app(store).runner(&*log).thread("r-1").run(Nap::default()).await.unwrap();
         let Outcome::Sleeping { until, .. } = run.outcome else { panic!("{:?}", run.outcome) };
         until
@@ -231,7 +232,7 @@ async fn an_overdue_timer_fires_once_after_a_restart() {
 
     // Second process: a new store instance on the same file; the overdue
     // timer fires as soon as a scheduler starts.
-    let store: Arc<dyn Store> = Arc::new(RedbStore::open(&path).unwrap());
+    let store: Arc<dyn Store> = Arc::new(open_redb(&path).unwrap());
     let app = app(Arc::clone(&store));
     assert_eq!(store.thread_timer("r-1").unwrap(), Some(until));
     let scheduler = app.scheduler_with(Arc::clone(&log), fast());

@@ -70,10 +70,6 @@ mod review_flow {
         Ok(goto!(END, Draft::update().receipt(Some(receipt)).trail(vec!["send".into()])))
     }
 }
-fn fresh_schema(tag: &str) -> String {
-    pg::unique_schema("runs", tag)
-}
-
 /// A graph on a new store instance (its own pool) on `schema`.
 fn graph(url: &str, schema: &str) -> App<Draft, Deps> {
     let store = PostgresStore::builder().schema(schema).open(url).expect("open the PostgreSQL store");
@@ -83,7 +79,7 @@ fn graph(url: &str, schema: &str) -> App<Draft, Deps> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_paused_on_one_store_is_resumed_from_a_second_store_instance() {
     let Some(url) = pg::pg_url() else { return };
-    let schema = fresh_schema("resume");
+    let schema = pg::unique_schema("runs", "resume");
     let deps = Deps::default();
 
     let first = graph(&url, &schema);
@@ -120,7 +116,7 @@ async fn a_run_paused_on_one_store_is_resumed_from_a_second_store_instance() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_running_on_one_store_instance_is_busy_for_another() {
     let Some(url) = pg::pg_url() else { return };
-    let schema = fresh_schema("busy");
+    let schema = pg::unique_schema("runs", "busy");
     let holding = Arc::new(Deps { hold: Some((Notify::new(), Notify::new())), ..Deps::default() });
 
     let first = Arc::new(graph(&url, &schema));
@@ -149,7 +145,7 @@ async fn a_thread_running_on_one_store_instance_is_busy_for_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_durability_mode_runs_on_postgres() {
     let Some(url) = pg::pg_url() else { return };
-    let schema = fresh_schema("durability");
+    let schema = pg::unique_schema("runs", "durability");
     let g = graph(&url, &schema);
     let deps = Deps::default();
     for (i, durability) in [Durability::Sync, Durability::Async, Durability::Exit].into_iter().enumerate() {
@@ -187,7 +183,10 @@ mod binary_error_flow {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failure_message_with_a_nul_byte_is_recorded() {
     let Some(url) = pg::pg_url() else { return };
-    let store = PostgresStore::builder().schema(fresh_schema("nul")).open(&url).expect("open the PostgreSQL store");
+    let store = PostgresStore::builder()
+        .schema(pg::unique_schema("runs", "nul"))
+        .open(&url)
+        .expect("open the PostgreSQL store");
     let app = binary_error_flow::graph().app().store(Arc::new(store) as Arc<dyn Store>);
     let run = app.runner(&()).thread("nul").run(Draft::default()).await.expect("the run's end is recorded");
     assert!(matches!(run.outcome, Outcome::Failed { .. }), "{:?}", run.outcome);

@@ -20,9 +20,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::process::own_test;
+use crate::support::stores::open_redb;
 use agentflow::persist::ResumeError;
 use agentflow::prelude::*;
-use agentflow::{Durability, RedbStore, RunError};
+use agentflow::{Durability, RunError};
 use serde::{Deserialize, Serialize};
 
 const STEPS: u64 = 45;
@@ -98,7 +99,7 @@ mod work {
 }
 
 async fn run_child(db: &Path, dir: &Path, resume: bool) -> Result<Work, RunError> {
-    let store = Arc::new(RedbStore::open(db).expect("open store"));
+    let store = Arc::new(open_redb(db).expect("open store"));
     let graph = work::graph().app().store(store);
     let provider = Provider { dir: dir.to_path_buf() };
     let runner = || graph.runner(&provider).thread("crash").durability(Durability::Sync);
@@ -268,7 +269,7 @@ fn refund_desk_role() -> agentflow::approval::RoleAuthorizer {
 async fn approval_crash_child() {
     let Ok(dir) = std::env::var("AGENTFLOW_APPROVAL_CHILD") else { return };
     let dir = PathBuf::from(dir);
-    let store = Arc::new(RedbStore::open(dir.join("store.redb")).expect("open store"));
+    let store = Arc::new(open_redb(dir.join("store.redb")).expect("open store"));
     let graph = refunding::graph().app().store(store);
     let runner = || graph.runner(&()).thread("refund").owner(APPROVAL_OWNER).durability(Durability::Sync);
     let run = if std::env::var("AGENTFLOW_CRASH_RESUME").is_ok() {
@@ -314,7 +315,7 @@ fn run_approval_child(dir: &Path, resume: bool) -> serde_json::Value {
 /// the refund; settles an unknown outcome from what the outside world shows
 /// (the provider's log): it happened, or run it again.
 fn decide(dir: &Path, outcome: &serde_json::Value) {
-    let store = Arc::new(RedbStore::open(dir.join("store.redb")).expect("open store"));
+    let store = Arc::new(open_redb(dir.join("store.redb")).expect("open store"));
     let desk = refunding::graph().app().store(store).approvals(refund_desk_role()).unwrap();
     let ops = agentflow::approval::Approver::new("ops-1", ["ops"]);
     let id = outcome["approval"].as_str().expect("a record id");

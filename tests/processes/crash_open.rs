@@ -21,8 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::process::own_test;
+use crate::support::stores::open_redb;
 use agentflow::prelude::*;
-use agentflow::{Durability, RedbStore, Store};
+use agentflow::{Durability, Store};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
@@ -48,7 +49,7 @@ async fn crash_open_child() {
     let dir = PathBuf::from(dir);
     for k in 0u64.. {
         eprintln!("opening {k}");
-        let store: Arc<dyn Store> = Arc::new(RedbStore::open(dir.join("store.redb")).expect("open store"));
+        let store: Arc<dyn Store> = Arc::new(open_redb(dir.join("store.redb")).expect("open store"));
         let graph = marking::graph().app().store(store);
         let thread = format!("t-{k}");
         if graph.thread(&thread).unwrap().is_none() {
@@ -111,7 +112,7 @@ fn sigkill_while_the_store_is_created_or_opened() {
             first_open += 1;
         }
         // A fresh open succeeds, whatever the kill interrupted.
-        let store = RedbStore::open(&path)
+        let store = open_redb(&path)
             .unwrap_or_else(|e| panic!("trial {trial} (kill at {delay}): the store does not open: {e}"));
         let graph = marking::graph().app().store(Arc::new(store) as Arc<dyn Store>);
         for k in done {

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::support::process::own_test;
+use crate::support::stores::open_redb;
 use agentflow::persist::ThreadStatus;
 use agentflow::prelude::*;
 use agentflow::{Durability, RedbStore, Store};
@@ -156,7 +157,7 @@ fn killed_after_return(name: &str, mode: &str, end: &str) -> (serde_json::Value,
     run_child_until(&dir, mode, end, "returned.json");
     let returned: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("returned.json")).unwrap()).unwrap();
-    let store: Arc<dyn Store> = Arc::new(RedbStore::open(dir.join("store.redb")).unwrap());
+    let store: Arc<dyn Store> = Arc::new(open_redb(dir.join("store.redb")).unwrap());
     let thread = store.thread("t").unwrap().expect("the thread is not in the reopened file");
     let app = tally::graph().app().store(Arc::clone(&store));
     let state = app.state("t").unwrap().expect("no state in the reopened file").state;
@@ -211,7 +212,7 @@ fn async_a_completed_run_is_durable_when_the_run_returns() {
 fn async_steps_reach_the_disk_within_the_flush_interval() {
     let dir = tempdir("async-flush");
     run_child(&dir, "async", "hang", "hanging", Some(Duration::from_secs(1)));
-    let store: Arc<dyn Store> = Arc::new(RedbStore::open(dir.join("store.redb")).unwrap());
+    let store: Arc<dyn Store> = Arc::new(open_redb(dir.join("store.redb")).unwrap());
     let thread = store.thread("t").unwrap().expect("the thread is not in the reopened file");
     assert_eq!(thread.status, ThreadStatus::Running);
     let app = tally::graph().app().store(Arc::clone(&store));
@@ -228,7 +229,7 @@ fn async_steps_reach_the_disk_within_the_flush_interval() {
 fn sync_each_step_is_on_disk_before_the_next_starts() {
     let dir = tempdir("sync-steps");
     run_child_until(&dir, "sync", "hang", "hanging");
-    let store: Arc<dyn Store> = Arc::new(RedbStore::open(dir.join("store.redb")).unwrap());
+    let store: Arc<dyn Store> = Arc::new(open_redb(dir.join("store.redb")).unwrap());
     assert_eq!(store.thread("t").unwrap().expect("the thread").status, ThreadStatus::Running);
     let app = tally::graph().app().store(Arc::clone(&store));
     let state = app.state("t").unwrap().expect("no state in the reopened file").state;
@@ -243,7 +244,7 @@ fn sync_each_step_is_on_disk_before_the_next_starts() {
 fn async_without_the_background_flush_the_steps_are_lost() {
     let dir = tempdir("async-control");
     run_child_until(&dir, "async", "hang", "hanging");
-    let store: Arc<dyn Store> = Arc::new(RedbStore::open(dir.join("store.redb")).unwrap());
+    let store: Arc<dyn Store> = Arc::new(open_redb(dir.join("store.redb")).unwrap());
     let app = tally::graph().app().store(Arc::clone(&store));
     let kept = app.state("t").ok().flatten().map(|s| s.state);
     assert!(kept.as_ref().is_none_or(|t| t.count < STEPS), "the steps reached the disk anyway ({kept:?})");
@@ -259,7 +260,7 @@ fn async_without_the_background_flush_the_steps_are_lost() {
 fn control_exit_steps_killed_before_the_end_are_not_on_disk() {
     let dir = tempdir("exit-control");
     run_child_until(&dir, "exit", "hang", "hanging");
-    let store: Arc<dyn Store> = Arc::new(RedbStore::open(dir.join("store.redb")).unwrap());
+    let store: Arc<dyn Store> = Arc::new(open_redb(dir.join("store.redb")).unwrap());
     let app = tally::graph().app().store(Arc::clone(&store));
     let kept = app.state("t").ok().flatten().map(|s| s.state);
     println!("control: the reopened file holds {kept:?}");

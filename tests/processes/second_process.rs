@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::support::process::own_test;
+use crate::support::stores::open_redb;
 use agentflow::approval::{ApprovalStatus, Approver, RoleAuthorizer};
 use agentflow::persist::{ResumeError, ThreadStatus};
 use agentflow::prelude::*;
@@ -104,7 +105,7 @@ fn authorizer() -> RoleAuthorizer {
 // ---------------------------------------------------------------- the child process
 
 fn open(dir: &Path) -> Arc<RedbStore> {
-    Arc::new(RedbStore::open(dir.join("hitl.redb")).expect("open the store"))
+    Arc::new(open_redb(dir.join("hitl.redb")).expect("open the store"))
 }
 
 /// The child process body. Not a test on its own: it only runs when the

@@ -24,9 +24,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::process::own_test;
+use crate::support::stores::open_redb;
 use agentflow::persist::ResumeError;
 use agentflow::prelude::*;
-use agentflow::{Durability, RedbStore, RunError};
+use agentflow::{Durability, RunError};
 use serde::{Deserialize, Serialize};
 
 const CHILD_STEPS: u64 = 30;
@@ -101,7 +102,7 @@ pub mod parent_job {
 }
 
 async fn run_parent(db: &Path, dir: &Path, resume: bool) -> Result<Job, RunError> {
-    let store = Arc::new(RedbStore::open(db).expect("open store"));
+    let store = Arc::new(open_redb(db).expect("open store"));
     // The test's kill timer starts at this line.
     eprintln!("store open");
     let app = parent_job::graph().app().store(store);
@@ -176,7 +177,7 @@ fn sigkill_while_a_child_graph_runs_then_resume() {
         let _ = first.wait();
         if !dir.join("final.json").exists() {
             // Was the child thread there, unfinished, when the process died?
-            let store = RedbStore::open(dir.join("store.redb")).unwrap();
+            let store = open_redb(dir.join("store.redb")).unwrap();
             let child = agentflow::Store::thread(&store, "p/delegate.0.0.child_job").unwrap();
             if child.is_some_and(|t| t.status.as_str() == "running") {
                 mid_child += 1;

@@ -8,4 +8,7 @@ mod breaker_child_tools;
 mod circuit_breaker;
 mod promises_saga_unknown;
 mod saga;
+mod saga_crash;
+mod saga_questions;
+mod saga_shop;
 mod saga_subgraph;

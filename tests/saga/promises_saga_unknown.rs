@@ -21,12 +21,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::support::stores::open_redb;
 use agentflow::approval::{ApprovalStatus, RoleAuthorizer};
 use agentflow::persist::ThreadStatus;
 use agentflow::prelude::*;
 use agentflow::saga::Compensates;
 use agentflow::tool::{Risk, RiskPolicy};
-use agentflow::{PendingKind, RedbStore, Store};
+use agentflow::{PendingKind, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::Notify;
@@ -173,7 +174,7 @@ fn db(name: &str) -> PathBuf {
 }
 
 fn open(path: &PathBuf) -> (Arc<dyn Store>, App<Checkout, Shop>) {
-    let store: Arc<dyn Store> = Arc::new(RedbStore::open(path).expect("open store"));
+    let store: Arc<dyn Store> = Arc::new(open_redb(path).expect("open store"));
     let app = checkout::graph().app().store(Arc::clone(&store)).policy(RiskPolicy::allow_all());
     (store, app)
 }
@@ -310,7 +311,7 @@ async fn a_call_settled_as_done_is_in_the_saga_log_with_its_result() {
 
     let shop = Shop::new();
     let path = approved_charge_cut_off("settled-done", &shop).await;
-    let inner: Arc<dyn Store> = Arc::new(RedbStore::open(&path).expect("open store"));
+    let inner: Arc<dyn Store> = Arc::new(open_redb(&path).expect("open store"));
     let mut hooked = hooked_store::Hooked::new(Arc::clone(&inner));
     hooked.before_audit = Some(Box::new(|_, entry| {
         assert_ne!(entry.kind, "saga.step", "the process dies here: the saga entry is written on its own");

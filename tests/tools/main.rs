@@ -5,6 +5,9 @@
 mod support;
 
 mod adversarial;
+mod adversarial_driver;
+mod adversarial_script;
+mod adversarial_world;
 mod effect_keys;
 mod effect_race;
 mod plan_execute;
@@ -12,4 +15,9 @@ mod react;
 mod tool_deps;
 mod tool_results_read_back;
 mod tools;
+mod uncertain_children;
+mod uncertain_effects;
+mod uncertain_forked;
+mod uncertain_never_again;
 mod uncertain_outcome;
+mod uncertain_world;

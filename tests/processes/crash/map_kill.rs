@@ -19,9 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::process::own_test;
+use crate::support::stores::open_redb;
 use agentflow::persist::ResumeError;
 use agentflow::prelude::*;
-use agentflow::{Durability, RedbStore, RunError, Store};
+use agentflow::{Durability, RunError, Store};
 use agentflow_store::PostgresStore;
 use serde::{Deserialize, Serialize};
 
@@ -84,7 +85,7 @@ enum Backend {
 
 fn open(backend: Backend, dir: &Path) -> Arc<dyn Store> {
     match backend {
-        Backend::Redb => Arc::new(RedbStore::open(dir.join("store.redb")).expect("open the redb file")),
+        Backend::Redb => Arc::new(open_redb(dir.join("store.redb")).expect("open the redb file")),
         Backend::Postgres => {
             let url = std::env::var("AGENTFLOW_PG_URL").expect("AGENTFLOW_PG_URL");
             let schema = std::fs::read_to_string(dir.join("schema")).expect("the trial's schema");
