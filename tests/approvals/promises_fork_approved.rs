@@ -1,4 +1,4 @@
-//! Promise (`App::fork` docs, agentflow/src/durable/history.rs): "every
+//! Promise (`App::fork` docs, agentflow/src/app/threads.rs): "every
 //! approval of the thread still `PENDING` or `APPROVED` is cancelled in the
 //! same commit, each with an `approval.cancelled` audit entry by `actor`
 //! saying why; those of its subgraph children are cancelled just after, the
