@@ -1,6 +1,7 @@
 //! The vocabulary every layer above speaks, with no runtime, no store, no `App` and no `Ctx`:
 //! the state and its reducers, a node's step and errors, messages, retry policies, budgets and
-//! usage, value checks and encoding, node ids, people, and the clock.
+//! usage, value checks and encoding, node ids, people, the clock, and the key that sets a map
+//! instance's effects apart.
 
 pub(crate) mod budget;
 pub(crate) mod clock;

@@ -13,9 +13,11 @@
 //!   unknown; `abandoned`: subgraph runs a step no longer calls; `finished`: finished work
 //!   kept as it finishes.
 //! - `history`: reading, forking and updating a thread's history.
-//! - `encode` and `value_check`: how a value is turned into stored JSON, and the check it
-//!   passes first; `error`, `io`, `durability`: errors, store calls off the async threads,
-//!   and when checkpoints reach the disk.
+//! - `graph_identity`: what the checkpointer knows of a thread's graph (the app provides it).
+//! - `wake`: when a waiting thread wakes (its timers and the approvals it waits on).
+//! - `document`: a value serialised as a stored document (the value checks are in `core`);
+//!   `error`, `io`, `durability`: errors, store calls off the async threads, and when
+//!   checkpoints reach the disk.
 
 mod abandoned;
 mod budget;

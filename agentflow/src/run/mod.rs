@@ -1,7 +1,8 @@
 //! The executor: runs a compiled graph in super-steps and reports how each run ended. The
 //! [`Runner`] (`runner`) is configured step by step, starts or resumes a run (`start`), and
 //! drives it (`drive`) through the super-step loop (`exec`), whose nodes run in `node`, map
-//! instances in `instances`.
+//! instances in `instances`; `answers` resumes with a person's answers, `ending` records how a
+//! run ended, `events` and `step` are the loop's events and the merge of a step's writes.
 
 mod answers;
 mod drive;
