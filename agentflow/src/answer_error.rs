@@ -155,7 +155,7 @@ pub enum AnswerError {
         thread: String,
         /// The checkpoint it waits at.
         checkpoint: u64,
-        /// The ids of the questions it waits on ([`Pending::question_id`]).
+        /// The ids of the questions it waits on ([`Pending::question_id`](crate::Pending::question_id)).
         questions: Vec<String>,
     },
     /// An answer for every question alike, but the questions that wait ask different things:

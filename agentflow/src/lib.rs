@@ -61,7 +61,7 @@
 //! # }
 //! ```
 //!
-//! Where to go next: [`executor::Runner`] (threads, budgets, breakpoints,
+//! Where to go next: [`Runner`] (threads, budgets, breakpoints,
 //! events), [`persist`] (durable runs and history), [`tool`](mod@tool) (tools and the
 //! approval gateway), [`approval`] (deciding approvals), [`model`] (chat
 //! models, including the scripted test double), [`prebuilt`] (ReAct).

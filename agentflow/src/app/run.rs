@@ -2,6 +2,8 @@
 
 use crate::app::App;
 use crate::core::state::State;
+#[cfg(doc)]
+use crate::outcome::Outcome;
 use crate::outcome::{Run, RunError};
 use crate::run::Runner;
 

@@ -12,6 +12,10 @@ use crate::core::state::State;
 use crate::durable::{DEFAULT_LEASE_TTL, Durability, LeaseHolder};
 use crate::event::Event;
 use crate::graph::CompiledGraph;
+#[cfg(doc)]
+use crate::interrupt::PendingKind;
+#[cfg(doc)]
+use crate::outcome::Outcome;
 use crate::outcome::{Run, RunError};
 use crate::stream::{Channel, Modes, RunStream, StreamMode};
 

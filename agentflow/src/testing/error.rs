@@ -2,7 +2,7 @@
 
 use super::report::Ending;
 
-/// Why a crash matrix could not run (a violation is not an error: see [`CrashReport`]).
+/// Why a crash matrix could not run (a violation is not an error: see [`CrashReport`](super::CrashReport)).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CrashMatrixError {
@@ -30,7 +30,7 @@ pub enum CrashMatrixError {
     /// A runtime for a run could not be started.
     #[error("the crash matrix could not start a tokio runtime: {0}")]
     Runtime(String),
-    /// A child process of [`CrashMatrix::kill_sample`] could not be started or ended oddly.
+    /// A child process of [`CrashMatrix::kill_sample`](super::CrashMatrix::kill_sample) could not be started or ended oddly.
     #[error("kill sample: {0}")]
     Kill(String),
 }
