@@ -292,33 +292,44 @@ impl Crate {
 
     /// Every group of files that import each other in a circle.
     pub(crate) fn cycles(&self) -> Vec<Vec<String>> {
-        let edges = self.edges();
-        let reach = |from: &Vec<String>| {
-            let mut seen = BTreeSet::new();
-            let mut stack = vec![from.clone()];
-            while let Some(m) = stack.pop() {
-                for n in &edges[&m] {
-                    if seen.insert(n.clone()) {
-                        stack.push(n.clone());
-                    }
+        circles(&self.edges())
+            .into_iter()
+            .map(|group| group.iter().map(|g| self.files[g].0.display().to_string()).collect())
+            .collect()
+    }
+}
+
+/// Every group of nodes that reach each other (a circle), in key order; `edges` maps a node to
+/// the nodes it points at (files, or top-level modules).
+pub(crate) fn circles<K: Ord + Clone, V>(edges: &BTreeMap<K, V>) -> Vec<Vec<K>>
+where
+    for<'a> &'a V: IntoIterator<Item = &'a K>,
+{
+    let reach = |from: &K| {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from.clone()];
+        while let Some(m) = stack.pop() {
+            for n in edges.get(&m).into_iter().flatten() {
+                if seen.insert(n.clone()) {
+                    stack.push(n.clone());
                 }
             }
-            seen
-        };
-        let reaches: BTreeMap<_, _> = edges.keys().map(|m| (m.clone(), reach(m))).collect();
-        let mut done = BTreeSet::new();
-        let mut groups = Vec::new();
-        for m in edges.keys() {
-            if done.contains(m) || !reaches[m].contains(m) {
-                continue;
-            }
-            let group: Vec<_> =
-                edges.keys().filter(|n| reaches[m].contains(*n) && reaches[*n].contains(m)).cloned().collect();
-            done.extend(group.iter().cloned());
-            groups.push(group.iter().map(|g| self.files[g].0.display().to_string()).collect());
         }
-        groups
+        seen
+    };
+    let reaches: BTreeMap<_, _> = edges.keys().map(|m| (m.clone(), reach(m))).collect();
+    let mut done = BTreeSet::new();
+    let mut groups = Vec::new();
+    for m in edges.keys() {
+        if done.contains(m) || !reaches[m].contains(m) {
+            continue;
+        }
+        let group: Vec<K> =
+            edges.keys().filter(|n| reaches[m].contains(*n) && reaches[*n].contains(m)).cloned().collect();
+        done.extend(group.iter().cloned());
+        groups.push(group);
     }
+    groups
 }
 
 pub(crate) fn root() -> PathBuf {

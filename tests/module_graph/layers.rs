@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::imports::{Crate, load, root};
+use super::imports::{Crate, circles, load, root};
 
 /// The layers of `agentflow/src`, lowest first, each with its top-level modules. The same
 /// list stands in `ARCHITECTURE.md`, top first (a test compares them).
@@ -55,31 +55,9 @@ pub(crate) fn module_edges(krate: &Crate) -> BTreeMap<String, BTreeMap<String, S
 
 /// Every group of top-level modules that import each other in a circle.
 fn module_cycles(edges: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<Vec<String>> {
-    let reach = |from: &String| {
-        let mut seen = BTreeSet::new();
-        let mut stack = vec![from.clone()];
-        while let Some(m) = stack.pop() {
-            for n in edges.get(&m).map(|e| e.keys()).into_iter().flatten() {
-                if seen.insert(n.clone()) {
-                    stack.push(n.clone());
-                }
-            }
-        }
-        seen
-    };
-    let reaches: BTreeMap<_, _> = edges.keys().map(|m| (m.clone(), reach(m))).collect();
-    let mut done = BTreeSet::new();
-    let mut groups = Vec::new();
-    for m in edges.keys() {
-        if done.contains(m) || !reaches[m].contains(m) {
-            continue;
-        }
-        let group: Vec<String> =
-            edges.keys().filter(|n| reaches[m].contains(*n) && reaches[*n].contains(m)).cloned().collect();
-        done.extend(group.iter().cloned());
-        groups.push(group);
-    }
-    groups
+    let targets: BTreeMap<String, BTreeSet<String>> =
+        edges.iter().map(|(a, to)| (a.clone(), to.keys().cloned().collect())).collect();
+    circles(&targets)
 }
 
 fn layer_of(module: &str) -> Option<usize> {
