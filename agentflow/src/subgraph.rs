@@ -141,3 +141,5 @@
 //! thread only, not in the parent's.
 //!
 //! [`DEFAULT_PARALLEL`]: crate::DEFAULT_PARALLEL
+
+pub use crate::ctx::subgraph::ChildGraph;

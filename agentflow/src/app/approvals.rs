@@ -11,9 +11,9 @@ use crate::tool::Tool;
 impl<S: State, D> App<S, D> {
     /// The desk for deciding this graph's approvals, in its store.
     pub fn approvals(&self, authorizer: impl Authorizer) -> Result<ApprovalDesk, HistoryError> {
-        let store = self.store.clone().ok_or(HistoryError::NoStore)?;
+        let store = self.setup.store.clone().ok_or(HistoryError::NoStore)?;
         let mut tools: Vec<&'static dyn Tool> = Vec::new();
-        for t in self.graph.nodes().iter().flat_map(|n| n.tools.iter().copied()) {
+        for t in self.setup.graph.nodes().iter().flat_map(|n| n.tools.iter().copied()) {
             if !tools.iter().any(|k| k.name() == t.name()) {
                 tools.push(t);
             }

@@ -17,15 +17,19 @@ impl<S: State, D> App<S, D> {
     /// its subgraphs (whose tools the App's breakers guard too), lists `tool`
     /// in its `tools = [..]`.
     pub fn circuit_breaker(mut self, tool: &str, breaker: Breaker) -> Result<Self, BreakerConfigError> {
-        let below = self.graph.tools_below();
-        if self.graph.tool(tool).is_none() && !below.contains(&tool) {
-            let mut tools: Vec<&'static str> = crate::graph::tool_names(&self.graph);
+        let below = self.setup.graph.tools_below();
+        if self.setup.graph.tool(tool).is_none() && !below.contains(&tool) {
+            let mut tools: Vec<&'static str> = crate::graph::tool_names(&self.setup.graph);
             tools.extend(below);
             tools.sort_unstable();
             tools.dedup();
-            return Err(BreakerConfigError::UnknownTool { graph: self.graph.name(), tool: tool.to_string(), tools });
+            return Err(BreakerConfigError::UnknownTool {
+                graph: self.setup.graph.name(),
+                tool: tool.to_string(),
+                tools,
+            });
         }
-        std::sync::Arc::make_mut(&mut self.gateway.breakers).per_tool.insert(tool.to_string(), breaker);
+        std::sync::Arc::make_mut(&mut self.setup.gateway.breakers).per_tool.insert(tool.to_string(), breaker);
         Ok(self)
     }
 
@@ -34,7 +38,7 @@ impl<S: State, D> App<S, D> {
     /// each tool with its own state.
     #[must_use]
     pub fn circuit_breakers(mut self, breaker: Breaker) -> Self {
-        std::sync::Arc::make_mut(&mut self.gateway.breakers).every = Some(breaker);
+        std::sync::Arc::make_mut(&mut self.setup.gateway.breakers).every = Some(breaker);
         self
     }
 }

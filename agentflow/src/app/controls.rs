@@ -17,7 +17,7 @@ use crate::worker::Worker;
 
 impl<S: State, D> App<S, D> {
     fn queue_store(&self) -> Result<&Arc<dyn Store>, WorkerError> {
-        self.store.as_ref().ok_or(WorkerError::NoStore)
+        self.setup.store.as_ref().ok_or(WorkerError::NoStore)
     }
 
     /// Submits a new run of thread `thread` from `input` for a [`Worker`] (in any process that
@@ -41,16 +41,16 @@ impl<S: State, D> App<S, D> {
             }
         }
         let store = self.queue_store()?;
-        self.check_owner(owner)?;
+        self.setup.check_owner(owner)?;
         if store.thread(thread)?.is_some() {
             return Err(WorkerError::ThreadExists { thread: thread.to_string() });
         }
         let input = crate::durable::document(input, "the input state")?;
         let at = now_ms();
         let actor = if owner.is_empty() { process_actor() } else { owner.to_string() };
-        let detail = serde_json::json!({ "graph": self.graph.name(), "owner": owner });
+        let detail = serde_json::json!({ "graph": self.setup.graph.name(), "owner": owner });
         let entry = NewAuditEntry::new(at, actor, "run.submitted", detail);
-        store.enqueue_run_audited(NewRun::new(thread, self.graph.name(), Some(input), owner, at), entry)?;
+        store.enqueue_run_audited(NewRun::new(thread, self.setup.graph.name(), Some(input), owner, at), entry)?;
         Ok(())
     }
 
@@ -87,14 +87,14 @@ impl<S: State, D> App<S, D> {
             Err(_) => {}
         }
         let at = now_ms();
-        let detail = serde_json::json!({ "graph": self.graph.name(), "status": record.status.as_str() });
+        let detail = serde_json::json!({ "graph": self.setup.graph.name(), "status": record.status.as_str() });
         let entry = NewAuditEntry::new(at, actor, "run.resume_requested", detail);
         // Parked for an answer (recording it could not wake the run, or the thread was continued
         // otherwise and now waits for something else): woken in place of a new queued run.
         if store.wake_run_audited(thread, RunWait::Answer, entry.clone())? {
             return Ok(());
         }
-        store.enqueue_run_audited(NewRun::new(thread, self.graph.name(), None, &record.owner, at), entry)?;
+        store.enqueue_run_audited(NewRun::new(thread, self.setup.graph.name(), None, &record.owner, at), entry)?;
         Ok(())
     }
 

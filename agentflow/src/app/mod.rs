@@ -5,16 +5,15 @@
 mod approvals;
 mod breakers;
 mod controls;
-mod identity;
 mod run;
 pub(crate) mod scheduler;
 mod threads;
 mod timers;
 mod worker_error;
 
+pub use crate::run::Migration;
 pub use worker_error::WorkerError;
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,35 +21,9 @@ use std::time::Duration;
 use agentflow_store::Store;
 
 use crate::core::state::State;
-use crate::durable::ResumeError;
 use crate::graph::CompiledGraph;
-use crate::tool::{OnReject, OwnerRequired, Policy, RiskPolicy};
-
-/// Upgrades a stored state (as JSON) from one schema version to the next.
-pub type Migration = Arc<dyn Fn(serde_json::Value) -> Result<serde_json::Value, String> + Send + Sync>;
-
-/// How the graph's tool calls are governed.
-#[derive(Clone)]
-pub(crate) struct Gateway {
-    pub(crate) policy: Arc<dyn Policy>,
-    pub(crate) approval_ttl: Duration,
-    pub(crate) on_reject: OnReject,
-    pub(crate) breakers: Arc<crate::breaker::Breakers>,
-    /// What a crash test watches ([`crate::testing`]); `None` otherwise.
-    pub(crate) probe: Option<Arc<dyn crate::probe::Probe>>,
-}
-
-impl Default for Gateway {
-    fn default() -> Self {
-        Gateway {
-            policy: Arc::new(RiskPolicy::default()),
-            approval_ttl: Duration::from_secs(24 * 3600),
-            on_reject: OnReject::default(),
-            breakers: Arc::default(),
-            probe: None,
-        }
-    }
-}
+use crate::run::Setup;
+use crate::tool::{OnReject, Policy};
 
 /// What runs a graph: [`App`], the one handle that owns a graph's runtime
 /// configuration (store, tool policy, approval TTL, what a rejection does,
@@ -154,36 +127,29 @@ impl Default for Gateway {
 /// # }
 /// ```
 pub struct App<S: State, D = ()> {
-    pub(crate) graph: CompiledGraph<S, D>,
-    pub(crate) store: Option<Arc<dyn Store>>,
-    pub(crate) migrations: Arc<BTreeMap<u32, Migration>>,
-    pub(crate) gateway: Gateway,
+    /// The plan, store, migrations and gateway, which each run gets its own handle to.
+    pub(crate) setup: Setup<S, D>,
 }
 
 impl<S: State, D> Clone for App<S, D> {
     fn clone(&self) -> Self {
-        App {
-            graph: self.graph.clone(),
-            store: self.store.clone(),
-            migrations: Arc::clone(&self.migrations),
-            gateway: self.gateway.clone(),
-        }
+        App { setup: self.setup.clone() }
     }
 }
 
 impl<S: State, D> fmt::Debug for App<S, D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("App")
-            .field("graph", &self.graph)
-            .field("store", &self.store.is_some())
-            .field("migrations", &self.migrations.keys().collect::<Vec<_>>())
+            .field("graph", &self.setup.graph)
+            .field("store", &self.setup.store.is_some())
+            .field("migrations", &self.setup.migrations.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }
 
 impl<S: State, D> CompiledGraph<S, D> {
     /// This graph with the default runtime configuration: no store, the
-    /// default [`RiskPolicy`], approvals valid for 24 hours, a rejection
+    /// default [`RiskPolicy`](crate::tool::RiskPolicy), approvals valid for 24 hours, a rejection
     /// lets the model re-plan, no migrations.
     pub fn app(&self) -> App<S, D> {
         App::new(self.clone())
@@ -193,12 +159,12 @@ impl<S: State, D> CompiledGraph<S, D> {
 impl<S: State, D> App<S, D> {
     /// `graph` with the default runtime configuration (see [`CompiledGraph::app`]).
     pub fn new(graph: CompiledGraph<S, D>) -> Self {
-        App { graph, store: None, migrations: Arc::default(), gateway: Gateway::default() }
+        App { setup: Setup::new(graph) }
     }
 
     /// The plan this handle runs.
     pub fn graph(&self) -> &CompiledGraph<S, D> {
-        &self.graph
+        &self.setup.graph
     }
 
     /// Persists every run that names a thread into `store`.
@@ -207,34 +173,34 @@ impl<S: State, D> App<S, D> {
     /// time; share the `Arc` within the process.
     #[must_use]
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
-        self.store = Some(store);
+        self.setup.store = Some(store);
         self
     }
 
     /// The attached store, if any.
     pub fn backing_store(&self) -> Option<&Arc<dyn Store>> {
-        self.store.as_ref()
+        self.setup.store.as_ref()
     }
 
     /// Sets the policy that decides which tool calls run, wait for a human,
-    /// or are denied (default: [`RiskPolicy::default`]).
+    /// or are denied (default: [`RiskPolicy::default`](crate::tool::RiskPolicy::default)).
     #[must_use]
     pub fn policy(mut self, policy: impl Policy) -> Self {
-        self.gateway.policy = Arc::new(policy);
+        self.setup.gateway.policy = Arc::new(policy);
         self
     }
 
     /// How long an approval request stays valid (default 24 hours).
     #[must_use]
     pub fn approval_ttl(mut self, ttl: Duration) -> Self {
-        self.gateway.approval_ttl = ttl;
+        self.setup.gateway.approval_ttl = ttl;
         self
     }
 
     /// What a human's rejection does (default: the model re-plans).
     #[must_use]
     pub fn on_reject(mut self, on_reject: OnReject) -> Self {
-        self.gateway.on_reject = on_reject;
+        self.setup.gateway.on_reject = on_reject;
         self
     }
 
@@ -248,43 +214,7 @@ impl<S: State, D> App<S, D> {
         from: u32,
         migrate: impl Fn(serde_json::Value) -> Result<serde_json::Value, String> + Send + Sync + 'static,
     ) -> Self {
-        Arc::make_mut(&mut self.migrations).insert(from, Arc::new(migrate));
+        Arc::make_mut(&mut self.setup.migrations).insert(from, Arc::new(migrate));
         self
-    }
-
-    /// Refuses a persisted run with no owner ([`OwnerRequired`]) when a node of the graph, or
-    /// of one of its subgraphs at any level, lists a tool the policy may hold for a human's
-    /// approval ([`Policy::may_gate`]). Called before a new thread is created or queued, and
-    /// only when its owner is empty: the subgraphs are looked at only then.
-    pub(crate) fn check_owner(&self, owner: &str) -> Result<(), OwnerRequired> {
-        if !owner.is_empty() {
-            return Ok(());
-        }
-        let policy = &self.gateway.policy;
-        let own = crate::graph::tools_at(&self.graph);
-        let below = if self.graph.has_subgraphs() { self.graph.tools_below_at() } else { Vec::new() };
-        match own.into_iter().chain(below).find(|(_, _, t)| policy.may_gate(t.name(), t.risk())) {
-            Some((graph, node, tool)) => Err(OwnerRequired { graph, node, tool: tool.name(), risk: tool.risk() }),
-            None => Ok(()),
-        }
-    }
-
-    /// Runs the registered migrations from `stored` up to `S::VERSION`.
-    pub(crate) fn migrate(
-        &self,
-        thread: &str,
-        stored: u32,
-        mut state: serde_json::Value,
-    ) -> Result<serde_json::Value, ResumeError> {
-        let refused =
-            || ResumeError::SchemaVersion { thread: thread.into(), state: S::NAME, stored, current: S::VERSION };
-        if stored > S::VERSION {
-            return Err(refused());
-        }
-        for from in stored..S::VERSION {
-            let step = self.migrations.get(&from).ok_or_else(refused)?;
-            state = step(state).map_err(|message| ResumeError::Migration { thread: thread.into(), from, message })?;
-        }
-        Ok(state)
     }
 }

@@ -20,6 +20,6 @@ impl<S: State, D: Sync> App<S, D> {
     /// A run with options. The runner holds its own handle to the plan,
     /// store and policy (they are shared), so it may outlive `self`.
     pub fn runner<'g>(&self, deps: &'g D) -> Runner<'g, S, D> {
-        Runner::new(self.clone(), deps)
+        Runner::new(self.setup.clone(), deps)
     }
 }

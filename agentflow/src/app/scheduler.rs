@@ -213,7 +213,7 @@ struct Loop<S: State, D> {
 
 impl<S: State, D: Send + Sync + 'static> Loop<S, D> {
     async fn run(mut self) {
-        let Some(store) = self.app.store.clone() else { return };
+        let Some(store) = self.app.setup.store.clone() else { return };
         // A semaphore holds at most `MAX_PERMITS`: a larger figure means "no limit" just as well.
         let permits = Arc::new(Semaphore::new(self.config.concurrency.clamp(1, Semaphore::MAX_PERMITS)));
         let mut tasks = tokio::task::JoinSet::new();

@@ -13,12 +13,12 @@ use crate::core::budget::Limits;
 use crate::core::state::State;
 use crate::durable::fold_chain;
 use crate::durable::history::Snapshot;
-use crate::durable::{HistoryError, INTERRUPTS, PersistError, fork_thread, update_thread};
+use crate::durable::{HistoryError, PersistError, fork_thread, update_thread};
 use crate::interrupt::{Pending, PendingKind};
 
 impl<S: State, D> App<S, D> {
     fn store_or_err(&self) -> Result<&Arc<dyn Store>, HistoryError> {
-        self.store.as_ref().ok_or(HistoryError::NoStore)
+        self.setup.store.as_ref().ok_or(HistoryError::NoStore)
     }
 
     /// The thread's record (owner, status, fingerprint, lease).
@@ -92,21 +92,7 @@ impl<S: State, D> App<S, D> {
     /// What the thread's latest checkpoint records it waits for, whatever its status: a thread
     /// whose step failed while a node waited for a value still needs one to go on.
     pub(crate) fn waits_for(&self, thread: &str) -> Result<Vec<Pending>, HistoryError> {
-        let store = self.store_or_err()?;
-        let Some(latest) = store.latest_checkpoint(thread).map_err(PersistError::from)? else { return Ok(Vec::new()) };
-        for w in store.pending_writes(thread, latest.seq).map_err(PersistError::from)? {
-            if w.node == INTERRUPTS {
-                return serde_json::from_slice(&w.value).map_err(|source| {
-                    HistoryError::Persist(PersistError::Decode {
-                        thread: thread.to_string(),
-                        seq: latest.seq,
-                        what: "interrupts",
-                        source,
-                    })
-                });
-            }
-        }
-        Ok(Vec::new())
+        crate::durable::history::waits_for(&**self.store_or_err()?, thread)
     }
 
     /// Every checkpoint of the thread, oldest first, without snapshots or deltas.

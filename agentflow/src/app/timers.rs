@@ -56,8 +56,8 @@ impl<S: State, D> App<S, D> {
     /// fingerprint as a graph of another name. (A thread of an older
     /// version of this graph is not: resuming it reports the change.)
     async fn of_another_graph(&self, thread: &str) -> bool {
-        let Some(store) = self.store.clone() else { return false };
-        let (id, mine) = (thread.to_string(), self.graph.fingerprint().to_string());
+        let Some(store) = self.setup.store.clone() else { return false };
+        let (id, mine) = (thread.to_string(), self.setup.graph.fingerprint().to_string());
         let name = blocking(&store, move |s| {
             let record = s.thread(&id).ok()??;
             if record.graph_fingerprint == mine {
@@ -70,6 +70,6 @@ impl<S: State, D> App<S, D> {
         .await
         .ok()
         .flatten();
-        name.is_some_and(|name| name != self.graph.name())
+        name.is_some_and(|name| name != self.setup.graph.name())
     }
 }

@@ -9,7 +9,7 @@ mod effects;
 mod emit;
 mod interrupt;
 mod sleep;
-mod subgraph;
+pub(crate) mod subgraph;
 mod tool_approval;
 mod tool_breaker;
 mod tools;

@@ -25,9 +25,9 @@ use super::keys::{ANSWERS, BUDGET, INTERRUPTS, PAYLOADS};
 use super::lease::LeaseGuard;
 use crate::core::budget::{RunUsage, ThreadBudget};
 use crate::core::clock::now_ms;
+use crate::core::node_id::NodeId;
 use crate::core::state::State;
 use crate::core::step::Step;
-use crate::graph::NodeId;
 use crate::interrupt::{KeptAnswer, KeptAnswers, Pending};
 
 /// Below this size a snapshot is never worth skipping.

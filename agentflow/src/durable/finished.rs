@@ -18,9 +18,9 @@ use super::error::PersistError;
 use super::io::blocking;
 use super::journal::ParentLeases;
 use crate::core::clock::now_ms;
+use crate::core::node_id::NodeId;
 use crate::core::state::State;
 use crate::core::step::Step;
-use crate::graph::NodeId;
 
 /// Where a step's finished writes are kept as they finish (see the module docs).
 #[derive(Clone)]

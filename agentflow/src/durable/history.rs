@@ -20,6 +20,7 @@ use super::lease::{LeaseGuard, holder_id};
 use crate::app::App;
 use crate::core::budget::{Limits, ThreadBudget};
 use crate::core::clock::now_ms;
+use crate::core::state::State;
 use crate::interrupt::Pending;
 
 /// The state of a thread at one checkpoint.
@@ -37,6 +38,35 @@ pub struct Snapshot<S> {
     pub metadata: CheckpointMetadata,
     /// Unix millis.
     pub created_at: u64,
+}
+
+/// What the thread's latest checkpoint waits for: its pending interrupts, approvals and
+/// sleeps (none if it has no checkpoint).
+pub(crate) fn waits_for(store: &dyn Store, thread: &str) -> Result<Vec<Pending>, HistoryError> {
+    let Some(latest) = store.latest_checkpoint(thread).map_err(PersistError::from)? else { return Ok(Vec::new()) };
+    for w in store.pending_writes(thread, latest.seq).map_err(PersistError::from)? {
+        if w.node == INTERRUPTS {
+            return serde_json::from_slice(&w.value).map_err(|source| {
+                HistoryError::Persist(PersistError::Decode {
+                    thread: thread.to_string(),
+                    seq: latest.seq,
+                    what: "interrupts",
+                    source,
+                })
+            });
+        }
+    }
+    Ok(Vec::new())
+}
+
+/// The thread's state at its latest checkpoint (`None` if it has none).
+pub(crate) fn latest_state<S: State>(store: &dyn Store, thread: &str) -> Result<Option<S>, HistoryError> {
+    let Some(latest) = store.latest_checkpoint(thread).map_err(PersistError::from)? else { return Ok(None) };
+    let chain = store
+        .state_chain(thread, latest.seq)
+        .map_err(PersistError::from)?
+        .ok_or(HistoryError::UnknownCheckpoint { thread: thread.to_string(), seq: latest.seq })?;
+    Ok(Some(super::chain::fold_chain(thread, &chain)?))
 }
 
 /// [`App::raise_limits`] on a store, also fenced by `fences` (`(thread, holder)` leases): the

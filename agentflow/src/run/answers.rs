@@ -95,7 +95,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
         let value = crate::core::encode::to_value(&value, "resume", crate::durable::MAX_JSON_DEPTH)
             .map_err(resume_value_error)?;
         let thread = self.thread.clone().ok_or(RunError::ResumeNeedsThread)?;
-        let store = self.app.store.clone().ok_or(RunError::NoStore)?;
+        let store = self.setup.store.clone().ok_or(RunError::NoStore)?;
         let by = if self.owner.trim().is_empty() { crate::durable::process_actor() } else { self.owner.clone() };
         let question = question_id.to_string();
         let recorded = crate::durable::blocking(&store, move |s| -> Result<(), AnswerError> {
@@ -105,7 +105,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
         });
         recorded.await??;
         let (checkpointer, start) =
-            open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
+            open(&self.setup, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
         if checkpointer.opened_as == Some(ThreadStatus::Compensating) {
             let thread = checkpointer.thread.clone();
             let status = "it is `compensating`: its calls are being undone and its graph does not run again".into();
@@ -116,7 +116,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
 
     async fn resume_given(self, value: serde_json::Value, alike: bool) -> Result<Run<S>, RunError> {
         let (checkpointer, start) =
-            open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
+            open(&self.setup, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
         self.resume_opened(checkpointer, start, value, alike).await
     }
 
@@ -128,7 +128,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
     /// parent asks next.
     pub(crate) async fn resume_child_with(self, value: serde_json::Value) -> Result<Run<S>, RunError> {
         let (checkpointer, start) =
-            open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
+            open(&self.setup, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
         let asks = questions(&start.interrupts);
         if asks.len() <= 1 || checkpointer.opened_as == Some(ThreadStatus::Compensating) {
             return self.resume_opened(checkpointer, start, value, false).await;

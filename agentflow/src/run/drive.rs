@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
+use super::Setup;
 use super::answers;
 use super::events::Events;
 use super::exec::Exec;
-use crate::app::App;
 use crate::core::budget::Meter;
 use crate::core::state::State;
 use crate::ctx::RunScope;
@@ -29,7 +29,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         checkpointer: Option<Checkpointer>,
         resume_values: Vec<answers::ResumeValue>,
     ) -> Result<Run<S>, RunError> {
-        let graph = self.app.graph.inner.spec.name;
+        let graph = self.setup.graph.inner.spec.name;
         let kind = if checkpointer.as_ref().is_some_and(|cp| cp.opened_as.is_some()) { "resume" } else { "start" };
         ::metrics::counter!(crate::metrics::RUNS_STARTED, "graph" => graph, "kind" => kind).increment(1);
         let began = Instant::now();
@@ -57,7 +57,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 (self.limits.tightest(&cp.budget.limits), cp.budget.usage)
             }
         };
-        let plan: &Plan<S, D> = &self.app.graph.inner;
+        let plan: &Plan<S, D> = &self.setup.graph.inner;
         // A runner may lower the graph's bound, never raise it.
         let max_steps = self.max_steps.map_or(plan.default_max_steps, |n| n.min(plan.default_max_steps));
         let config = (|| {
@@ -77,7 +77,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         let outlet = self.stream.clone();
         let events = Arc::new(Events::new(self.sink, self.stream, self.parent_outlet.clone()));
         let activity_events = Arc::clone(&events);
-        let gateway = &self.app.gateway;
+        let gateway = &self.setup.gateway;
         let stop_now = self.stop_now.unwrap_or_else(|| self.cancel.clone());
         let scope = RunScope {
             cancel: self.cancel,
@@ -157,7 +157,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 .await
                 .map_err(|e| lease_lost(e.into(), Some(cp)))?;
             let events = Arc::clone(&exec.events);
-            run.outcome = compensate(&self.app, cp, self.deps, &events, reason).await?;
+            run.outcome = compensate(&self.setup, cp, self.deps, &events, reason).await?;
         }
         if let Some(cp) = checkpointer.as_mut() {
             let status = match &run.outcome {
@@ -195,7 +195,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
         let usage = cp.budget.usage;
         // The compensation keeps the reason it started with (in the audit log).
         let reason = "resumed while compensating".to_string();
-        let outcome = compensate(&self.app, &mut cp, self.deps, &events, reason).await?;
+        let outcome = compensate(&self.setup, &mut cp, self.deps, &events, reason).await?;
         let status = crate::saga::status_of(&outcome).unwrap_or(ThreadStatus::Compensating);
         cp.finish(status, outcome.to_string(), usage).await.map_err(|e| lease_lost(e.into(), Some(&cp)))?;
         events.emit(|| Event::Finished { outcome: outcome.clone(), steps: start.step });
@@ -205,13 +205,13 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
 
 /// Runs the compensations of thread `cp` (see [`crate::saga`]).
 async fn compensate<S: State, D: Sync>(
-    app: &App<S, D>,
+    setup: &Setup<S, D>,
     cp: &mut Checkpointer,
     deps: &D,
     events: &Arc<Events<'_, S>>,
     reason: String,
 ) -> Result<Outcome, RunError> {
-    let graph = &app.graph;
+    let graph = &setup.graph;
     // A subgraph child's calls are compensated with the parent's, so its tools are looked up too.
     let below = std::sync::OnceLock::new();
     let lookup = |name: &str| {
@@ -240,7 +240,7 @@ async fn compensate<S: State, D: Sync>(
         deps,
         activity: &activity,
         lease: cp.lease(),
-        probe: app.gateway.probe.as_deref(),
+        probe: setup.gateway.probe.as_deref(),
     };
     let outcome = compensator.run(reason).await;
     outcome.map_err(|e| lease_lost(e.into(), Some(cp)))

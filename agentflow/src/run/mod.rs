@@ -5,14 +5,19 @@
 //! run ended, `events` and `step` are the loop's events and the merge of a step's writes.
 
 mod answers;
+mod child;
 mod drive;
 mod ending;
 mod events;
 pub(crate) mod exec;
+mod identity;
 pub(crate) mod instances;
 pub(crate) mod node;
 mod runner;
+pub(crate) mod setup;
 mod start;
 mod step;
 
 pub use runner::{DEFAULT_STOP_GRACE, DEFAULT_STREAM_BUFFER, Runner};
+pub use setup::Migration;
+pub(crate) use setup::Setup;

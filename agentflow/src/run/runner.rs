@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use super::Setup;
 use super::events::Sink;
-use crate::app::App;
 use crate::core::budget::Limits;
 use crate::core::state::State;
 use crate::durable::{DEFAULT_LEASE_TTL, Durability, LeaseHolder};
@@ -24,7 +24,7 @@ impl<S: State, D: Sync> CompiledGraph<S, D> {
     /// limits: sugar for `graph.app().run(input, deps)`.
     ///
     /// For a durable thread, a tool policy, breakpoints, limits or events,
-    /// build an [`App`] with [`CompiledGraph::app`] and use [`App::runner`].
+    /// build an [`App`](crate::App) with [`CompiledGraph::app`] and use [`App::runner`](crate::App::runner).
     pub async fn run(&self, input: S, deps: &D) -> Result<Run<S>, RunError> {
         self.app().run(input, deps).await
     }
@@ -45,7 +45,7 @@ pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
 /// where it stands and releases the thread at once.
 #[must_use = "a runner does nothing until `.run(input).await`"]
 pub struct Runner<'g, S: State, D> {
-    pub(super) app: App<S, D>,
+    pub(super) setup: Setup<S, D>,
     pub(super) deps: &'g D,
     pub(super) max_steps: Option<u32>,
     pub(super) deadline: Option<Instant>,
@@ -96,10 +96,10 @@ pub struct Runner<'g, S: State, D> {
 pub const DEFAULT_STREAM_BUFFER: usize = 64;
 
 impl<'g, S: State, D: Sync> Runner<'g, S, D> {
-    /// A run of `app`'s graph with the default options (see [`App::runner`]).
-    pub(crate) fn new(app: App<S, D>, deps: &'g D) -> Self {
+    /// A run of `setup`'s graph with the default options (see [`App::runner`](crate::App::runner)).
+    pub(crate) fn new(setup: Setup<S, D>, deps: &'g D) -> Self {
         Runner {
-            app,
+            setup,
             deps,
             max_steps: None,
             deadline: None,
@@ -190,7 +190,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// thread, and a resume starts from the thread's stored usage. A resume
     /// may set lower limits (they apply to that run); a limit above the
     /// stored one is refused with [`RunError::LimitRaised`] — raise it with
-    /// [`App::raise_limits`], which writes an audit entry.
+    /// [`App::raise_limits`](crate::App::raise_limits), which writes an audit entry.
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::app::App;
+use super::Setup;
 use crate::core::budget::ThreadBudget;
 use crate::core::state::State;
 use crate::durable::{Checkpointer, Durability, LeaseHolder, PersistError, Resumed, ThreadStatus};
@@ -18,29 +18,29 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// Runs the graph from `input` until it completes, fails, pauses, runs
     /// out of a budget or is cancelled. With [`Runner::thread`], starts that thread.
     pub async fn run(self, input: S) -> Result<Run<S>, RunError> {
-        let app = &self.app;
+        let setup = &self.setup;
         check_ttl(self.lease_ttl)?;
         if let Some(thread) = &self.thread {
             check_text("thread id", thread)?;
             check_text("owner", &self.owner)?;
         }
-        let checkpointer = match (self.thread.clone(), app.store.clone()) {
+        let checkpointer = match (self.thread.clone(), setup.store.clone()) {
             (None, _) => None,
             (Some(_), None) => return Err(RunError::NoStore),
             (Some(thread), Some(store)) => {
-                app.check_owner(&self.owner)?;
+                setup.check_owner(&self.owner)?;
                 let budget = ThreadBudget { limits: self.limits, ..ThreadBudget::default() };
                 let (owner, durability, ttl) = (self.owner.clone(), self.durability, self.lease_ttl);
                 let (holder, parent) = (self.holder.clone(), self.child_of.clone());
                 let id = thread.clone();
                 let parents = self.parent_leases.clone().unwrap_or_default();
                 let started = Checkpointer::start(
-                    app, store, thread, parent, owner, durability, ttl, budget, &input, holder, parents,
+                    setup, store, thread, parent, owner, durability, ttl, budget, &input, holder, parents,
                 );
                 Some(started.await.map_err(|e| first_commit_lost(e.into(), &id))?)
             }
         };
-        let start = Resumed::fresh(input, app.graph.start());
+        let start = Resumed::fresh(input, setup.graph.start());
         self.drive(start, checkpointer, Vec::new()).await
     }
 
@@ -56,7 +56,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// next plain resume asks for a value again, and a person may answer anew.
     pub async fn resume(self) -> Result<Run<S>, RunError> {
         let (checkpointer, start) =
-            open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
+            open(&self.setup, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
         // A thread that stopped while undoing its calls continues undoing them.
         if checkpointer.opened_as == Some(ThreadStatus::Compensating) {
             return self.compensate_only(start, checkpointer).await;
@@ -93,7 +93,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// Resumes a sleeping thread whose timer is due, checked under its
     /// lease; `Ok(None)` when it is not sleeping, not due, or finished.
     pub(crate) async fn resume_due(self) -> Result<Option<Run<S>>, RunError> {
-        let opened = open(&self.app, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await;
+        let opened = open(&self.setup, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await;
         let (checkpointer, start) = match opened {
             Err(RunError::Resume(crate::durable::ResumeError::Finished { .. })) => return Ok(None),
             other => other?,
@@ -113,10 +113,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         names
             .iter()
             .map(|n| {
-                self.app
-                    .graph
-                    .node_id(n)
-                    .ok_or_else(|| RunError::UnknownBreakpoint { node: n.clone(), nodes: self.app.graph.node_names() })
+                self.setup.graph.node_id(n).ok_or_else(|| RunError::UnknownBreakpoint {
+                    node: n.clone(),
+                    nodes: self.setup.graph.node_names(),
+                })
             })
             .collect()
     }
@@ -125,22 +125,22 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
 /// Opens the thread to resume. A free function, so the future of a resume
 /// holds no reference to the (non-`Sync`) runner across an await.
 pub(super) async fn open<S: State, D>(
-    app: &App<S, D>,
+    setup: &Setup<S, D>,
     thread: Option<String>,
     durability: Durability,
     lease_ttl: Duration,
     holder: Option<LeaseHolder>,
 ) -> Result<(Checkpointer, Resumed<S>), RunError> {
     check_ttl(lease_ttl)?;
-    let (Some(thread), Some(store)) = (thread.clone(), app.store.clone()) else {
+    let (Some(thread), Some(store)) = (thread.clone(), setup.store.clone()) else {
         return Err(match thread {
             None => RunError::ResumeNeedsThread,
             Some(_) => RunError::NoStore,
         });
     };
-    let graph = app.graph.inner.spec.name;
+    let graph = setup.graph.inner.spec.name;
     let began = Instant::now();
-    let opened = Checkpointer::resume(app, store, thread, durability, lease_ttl, holder).await?;
+    let opened = Checkpointer::resume(setup, store, thread, durability, lease_ttl, holder).await?;
     ::metrics::counter!(crate::metrics::RECOVERIES, "graph" => graph).increment(1);
     ::metrics::histogram!(crate::metrics::RECOVERY_SECONDS, "graph" => graph).record(began.elapsed().as_secs_f64());
     Ok(opened)

@@ -401,8 +401,8 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
     /// [`WorkerError::NoStore`] without a store; a store failure while claiming is logged and
     /// retried at the next poll, not returned.
     pub async fn run(self, shutdown: CancellationToken) -> Result<WorkerReport, WorkerError> {
-        let store = self.app.store.clone().ok_or(WorkerError::NoStore)?;
-        let graph = self.app.graph.name();
+        let store = self.app.setup.store.clone().ok_or(WorkerError::NoStore)?;
+        let graph = self.app.setup.graph.name();
         let ttl_ms = u64::try_from(self.lease_ttl.as_millis()).unwrap_or(u64::MAX);
         let mut report = WorkerReport::default();
         let mut tasks: JoinSet<(String, End)> = JoinSet::new();

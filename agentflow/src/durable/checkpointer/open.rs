@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::{Checkpointer, Flush, Written, to_json};
 use crate::core::budget::ThreadBudget;
 use crate::core::clock::now_ms;
+use crate::core::node_id::NodeId;
 use crate::core::state::State;
 use crate::core::step::{Mailbox, Sends, Step};
 use crate::durable::budget::stored_budget;
@@ -23,7 +24,6 @@ use crate::durable::io::blocking;
 use crate::durable::journal::{ParentLeases, journal_seq_of};
 use crate::durable::keys::{ANSWERS, BUDGET, GRAPH, INTERRUPTS, PAYLOADS};
 use crate::durable::lease::{LeaseGuard, LeaseHolder};
-use crate::graph::NodeId;
 use crate::interrupt::{KeptAnswer, KeptAnswers, Pending};
 
 /// Where a resumed thread stands.

@@ -1,17 +1,17 @@
-//! The app's graph as durable execution sees it: its fingerprint, node names, shape and
+//! A run's graph as durable execution sees it: its fingerprint, node names, shape and
 //! description, and the state migrations (see [`GraphIdentity`]).
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::App;
+use super::Setup;
 use crate::core::node_id::NodeId;
 use crate::core::state::State;
 use crate::durable::{GraphIdentity, ResumeError};
 use crate::graph::CompiledGraph;
 
-impl<S: State, D> GraphIdentity for App<S, D> {
+impl<S: State, D> GraphIdentity for Setup<S, D> {
     fn fingerprint(&self) -> &str {
         self.graph.fingerprint()
     }
@@ -37,7 +37,7 @@ impl<S: State, D> GraphIdentity for App<S, D> {
     }
 
     fn migrate(&self, thread: &str, stored: u32, state: Value) -> Result<Value, ResumeError> {
-        App::migrate(self, thread, stored, state)
+        Setup::migrate(self, thread, stored, state)
     }
 }
 

@@ -1,0 +1,104 @@
+//! What every run of a graph uses: the plan, the store, the state migrations and the tool
+//! gateway (the parts an [`App`](crate::App) is made of and hands each run it starts).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentflow_store::Store;
+
+use crate::core::state::State;
+use crate::durable::ResumeError;
+use crate::graph::CompiledGraph;
+use crate::tool::{OnReject, OwnerRequired, Policy, RiskPolicy};
+
+/// Upgrades a stored state (as JSON) from one schema version to the next.
+pub type Migration = Arc<dyn Fn(serde_json::Value) -> Result<serde_json::Value, String> + Send + Sync>;
+
+/// How the graph's tool calls are governed.
+#[derive(Clone)]
+pub(crate) struct Gateway {
+    pub(crate) policy: Arc<dyn Policy>,
+    pub(crate) approval_ttl: Duration,
+    pub(crate) on_reject: OnReject,
+    pub(crate) breakers: Arc<crate::breaker::Breakers>,
+    /// What a crash test watches ([`crate::testing`]); `None` otherwise.
+    pub(crate) probe: Option<Arc<dyn crate::probe::Probe>>,
+}
+
+impl Default for Gateway {
+    fn default() -> Self {
+        Gateway {
+            policy: Arc::new(RiskPolicy::default()),
+            approval_ttl: Duration::from_secs(24 * 3600),
+            on_reject: OnReject::default(),
+            breakers: Arc::default(),
+            probe: None,
+        }
+    }
+}
+
+/// A graph with what its runs use: the plan, the store (if any), the state migrations and
+/// the tool gateway. An `App` is one of these with the operations on it; a [`Runner`]
+/// (crate::Runner) holds its own (the parts are shared).
+pub(crate) struct Setup<S: State, D> {
+    pub(crate) graph: CompiledGraph<S, D>,
+    pub(crate) store: Option<Arc<dyn Store>>,
+    pub(crate) migrations: Arc<BTreeMap<u32, Migration>>,
+    pub(crate) gateway: Gateway,
+}
+
+impl<S: State, D> Clone for Setup<S, D> {
+    fn clone(&self) -> Self {
+        Setup {
+            graph: self.graph.clone(),
+            store: self.store.clone(),
+            migrations: Arc::clone(&self.migrations),
+            gateway: self.gateway.clone(),
+        }
+    }
+}
+
+impl<S: State, D> Setup<S, D> {
+    /// `graph` with the default runtime configuration: no store, the default gateway, no
+    /// migrations.
+    pub(crate) fn new(graph: CompiledGraph<S, D>) -> Self {
+        Setup { graph, store: None, migrations: Arc::default(), gateway: Gateway::default() }
+    }
+
+    /// Refuses a persisted run with no owner ([`OwnerRequired`]) when a node of the graph, or
+    /// of one of its subgraphs at any level, lists a tool the policy may hold for a human's
+    /// approval ([`Policy::may_gate`]). Called before a new thread is created or queued, and
+    /// only when its owner is empty: the subgraphs are looked at only then.
+    pub(crate) fn check_owner(&self, owner: &str) -> Result<(), OwnerRequired> {
+        if !owner.is_empty() {
+            return Ok(());
+        }
+        let policy = &self.gateway.policy;
+        let own = crate::graph::tools_at(&self.graph);
+        let below = if self.graph.has_subgraphs() { self.graph.tools_below_at() } else { Vec::new() };
+        match own.into_iter().chain(below).find(|(_, _, t)| policy.may_gate(t.name(), t.risk())) {
+            Some((graph, node, tool)) => Err(OwnerRequired { graph, node, tool: tool.name(), risk: tool.risk() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs the registered migrations from `stored` up to `S::VERSION`.
+    pub(crate) fn migrate(
+        &self,
+        thread: &str,
+        stored: u32,
+        mut state: serde_json::Value,
+    ) -> Result<serde_json::Value, ResumeError> {
+        let refused =
+            || ResumeError::SchemaVersion { thread: thread.into(), state: S::NAME, stored, current: S::VERSION };
+        if stored > S::VERSION {
+            return Err(refused());
+        }
+        for from in stored..S::VERSION {
+            let step = self.migrations.get(&from).ok_or_else(refused)?;
+            state = step(state).map_err(|message| ResumeError::Migration { thread: thread.into(), from, message })?;
+        }
+        Ok(state)
+    }
+}
