@@ -4,6 +4,7 @@
 //! cargo bench --bench engine              # full: 21 samples, median (and min)
 //! cargo bench --bench engine -- --quick   # CI smoke check, a few seconds
 //! cargo bench --bench engine -- stream    # only the streaming figure
+//! cargo bench --bench engine -- cycle_flat  # only the per-node cost of a plain cycle
 //! AGENTFLOW_BENCH_QUICK=1 cargo bench --bench engine
 //! ```
 //!
@@ -545,6 +546,14 @@ fn main() {
     let began = Instant::now();
     let only_map = std::env::args().any(|a| a == "map_reduce");
     let only_stream = std::env::args().any(|a| a == "stream");
+    let only_cycle_flat = std::env::args().any(|a| a == "cycle_flat");
+    if only_cycle_flat {
+        for flavor in [Flavor::CurrentThread, Flavor::MultiThread] {
+            bench_cycle_flat(&cfg, flavor);
+        }
+        eprintln!("engine bench (cycle_flat only) done in {:.1} s", began.elapsed().as_secs_f64());
+        return;
+    }
     for flavor in [Flavor::CurrentThread, Flavor::MultiThread] {
         if only_stream {
             bench_stream(&cfg, flavor);

@@ -89,8 +89,8 @@ pub enum PendingKind {
 #[derive(Debug, Default)]
 pub(crate) struct Signal {
     /// Journaled effects of this attempt in flight: the node's timeout waits
-    /// for them to finish.
-    pub(crate) shield: crate::in_flight::Shield,
+    /// for them to finish. `None` for an attempt without a time limit, which nothing waits on.
+    pub(crate) shield: Option<crate::in_flight::Shield>,
     /// `interrupt` was called in this attempt.
     pub(crate) interrupt_called: bool,
     /// The attempt paused for a human.

@@ -13,8 +13,8 @@ impl<S: State, D: Sync> App<S, D> {
     ///
     /// Use [`App::runner`] to set a thread, a deadline, a cancellation
     /// token, breakpoints or an event sink.
-    pub async fn run(&self, input: S, deps: &D) -> Result<Run<S>, RunError> {
-        self.runner(deps).run(input).await
+    pub fn run<'g>(&self, input: S, deps: &'g D) -> impl Future<Output = Result<Run<S>, RunError>> + use<'g, S, D> {
+        self.runner(deps).run(input)
     }
 
     /// A run with options. The runner holds its own handle to the plan,

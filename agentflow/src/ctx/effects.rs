@@ -412,7 +412,9 @@ impl<D> Ctx<'_, D> {
     /// run's, and for a subgraph's run those of the attempts and runs around it.
     pub(crate) fn shields(&self) -> Vec<Shield> {
         let attempt = self.signal.lock().unwrap_or_else(|p| p.into_inner()).shield.clone();
-        let mut all = vec![attempt, self.scope.shield.clone()];
+        let mut all = Vec::with_capacity(2 + self.scope.outer_shields.len());
+        all.extend(attempt);
+        all.push(self.scope.shield.clone());
         all.extend(self.scope.outer_shields.iter().cloned());
         all
     }

@@ -172,7 +172,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
         }
         let values = asks.iter().map(|p| ResumeValue::answering(p, value.clone())).collect();
         let (store, seq) = (Arc::clone(checkpointer.store()), checkpointer.seq);
-        let result = self.drive(start, Some(checkpointer), values).await;
+        let result = Box::new(self).drive(start, Some(checkpointer), values).await;
         // An answer recorded for this checkpoint was not the one given; if the run asks again
         // here, that answer must not answer the new question either: it is used.
         if asks_again(&result) {
@@ -234,7 +234,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
         }
         let answers: Vec<_> = answers.into_iter().flatten().collect();
         let values = asks.iter().zip(&answers).map(|(p, a)| ResumeValue::answering(p, a.value.clone())).collect();
-        let result = self.drive(start, Some(checkpointer), values).await;
+        let result = Box::new(self).drive(start, Some(checkpointer), values).await;
         // One mark spends, or uses, every answer of the checkpoint.
         let Some(answer) = answers.into_iter().next() else { return result };
         let now = crate::durable::now_ms();

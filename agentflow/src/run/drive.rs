@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures_util::FutureExt;
 use tracing::Instrument;
 
 use super::Setup;
@@ -23,164 +24,172 @@ use super::Runner;
 use super::ending::lease_lost;
 
 impl<'g, S: State, D: Sync> Runner<'g, S, D> {
-    pub(super) async fn drive(
-        self,
+    /// Drives the run to its end and records it in the metrics. Neither this nor `drive_run`
+    /// is an `async fn`: an `async fn` keeps a second copy of its arguments (the runner, the
+    /// checkpointer) in its future, and every in-flight run pays for it in memory.
+    pub(super) fn drive(
+        self: Box<Self>,
         start: Resumed<S>,
         checkpointer: Option<Checkpointer>,
         resume_values: Vec<answers::ResumeValue>,
-    ) -> Result<Run<S>, RunError> {
+    ) -> impl Future<Output = Result<Run<S>, RunError>> {
         let graph = self.setup.graph.inner.spec.name;
         let kind = if checkpointer.as_ref().is_some_and(|cp| cp.opened_as.is_some()) { "resume" } else { "start" };
         ::metrics::counter!(crate::metrics::RUNS_STARTED, "graph" => graph, "kind" => kind).increment(1);
         let began = Instant::now();
-        let result = self.drive_run(start, checkpointer, resume_values).await;
-        super::ending::run_finished(graph, &result, began.elapsed());
-        result
+        // Boxed, so the future holds a pointer instead of the whole checkpointer, which an
+        // in-memory run does not have (and the runner comes boxed for the same reason).
+        self.drive_run(start, checkpointer.map(Box::new), resume_values).map(move |result| {
+            super::ending::run_finished(graph, &result, began.elapsed());
+            result
+        })
     }
 
-    async fn drive_run(
-        self,
+    fn drive_run(
+        self: Box<Self>,
         mut start: Resumed<S>,
-        mut checkpointer: Option<Checkpointer>,
+        mut checkpointer: Option<Box<Checkpointer>>,
         resume_values: Vec<answers::ResumeValue>,
-    ) -> Result<Run<S>, RunError> {
-        if let (Some(cp), Some(parents)) = (checkpointer.as_mut(), &self.parent_leases) {
-            cp.fence_parents(parents.clone());
-        }
-        // A thread's stored limits bound it; this run may only tighten them.
-        let (limits, base) = match checkpointer.as_ref() {
-            None => (self.limits, Default::default()),
-            Some(cp) => {
-                if let Some((which, stored, asked)) = self.limits.raises(&cp.budget.limits) {
-                    return Err(RunError::LimitRaised { thread: cp.thread.clone(), which, stored, asked });
-                }
-                (self.limits.tightest(&cp.budget.limits), cp.budget.usage)
+    ) -> impl Future<Output = Result<Run<S>, RunError>> {
+        async move {
+            if let (Some(cp), Some(parents)) = (checkpointer.as_mut(), &self.parent_leases) {
+                cp.fence_parents(parents.clone());
             }
-        };
-        let plan: &Plan<S, D> = &self.setup.graph.inner;
-        // A runner may lower the graph's bound, never raise it.
-        let max_steps = self.max_steps.map_or(plan.default_max_steps, |n| n.min(plan.default_max_steps));
-        let config = (|| {
-            if max_steps == 0 {
-                return Err(RunError::ZeroMaxSteps);
-            }
-            Ok((self.node_set(&self.before)?, self.node_set(&self.after)?))
-        })();
-        let (before, after) = config?;
-        // The step paused before a node or inside one has passed its breakpoints before nodes
-        // already; one paused after a node's step has not begun the next.
-        let skip_before = start.interrupts.iter().any(|p| p.kind != PendingKind::After);
-        let kept_answers = std::mem::take(&mut start.kept_answers);
-        let resumed_interrupts = start.interrupts.clone();
-        // The context reaches the stream for model chunks and custom values, and passes it on
-        // to subgraphs, which send up every mode the stream carries.
-        let outlet = self.stream.clone();
-        let events = Arc::new(Events::new(self.sink, self.stream, self.parent_outlet.clone()));
-        let activity_events = Arc::clone(&events);
-        let gateway = &self.setup.gateway;
-        let stop_now = self.stop_now.unwrap_or_else(|| self.cancel.clone());
-        let scope = RunScope {
-            cancel: self.cancel,
-            stop_now: stop_now.clone(),
-            stop_grace: self.stop_grace,
-            node_time_limit: self.node_time_limit,
-            meter: Meter::resumed(limits, base),
-            policy: Arc::clone(&gateway.policy),
-            approval_ttl: gateway.approval_ttl,
-            on_reject: gateway.on_reject,
-            // A resumed run acts for the owner stored with the thread, not
-            // for whoever resumed it (who could then approve its requests).
-            owner: checkpointer.as_ref().map_or_else(|| self.owner.clone(), |cp| cp.owner().to_string()),
-            shield: crate::in_flight::Shield::default(),
-            children_running: crate::in_flight::Shield::default(),
-            outer_shields: self.outer_shields,
-            activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
-            pause: self.pause.clone(),
-            children: tokio::sync::Semaphore::new(crate::DEFAULT_PARALLEL),
-            breakers: Arc::clone(&gateway.breakers),
-            outlet: outlet.map(|c| c as Arc<dyn crate::stream::Outlet>).or(self.parent_outlet),
-            saga_root_step: self.saga_root_step,
-            probe: gateway.probe.clone(),
-        };
-        let metrics = crate::metrics::RunMetrics::new(plan.spec.name, plan.spec.nodes.iter().map(|n| &n.name));
-        let exec = Exec {
-            plan,
-            deps: self.deps,
-            scope,
-            events,
-            before,
-            after,
-            resume_values,
-            kept_answers,
-            resumed_interrupts,
-            children_moved: std::sync::Mutex::new(Vec::new()),
-            refused_answers: std::sync::Mutex::new(Vec::new()),
-            resumed_step: start.step,
-            skip_before,
-            metrics,
-            stop_now,
-            stop_grace: self.stop_grace,
-            node_time_limit: self.node_time_limit,
-            pause: self.pause,
-        };
-        let span = tracing::info_span!("agentflow.run", graph = plan.spec.name, thread = self.thread.as_deref());
-        let result = exec.run_loop(start, max_steps, self.deadline, &mut checkpointer).instrument(span).await;
-        let usage = exec.scope.meter.usage();
-        let mut run = match result.map_err(|e| lease_lost(e, checkpointer.as_ref())) {
-            Ok(run) => run,
-            // Another executor has the thread: write nothing more.
-            Err(e @ RunError::LeaseLost { .. }) => return Err(e),
-            Err(e) => {
-                if let Some(cp) = checkpointer.as_mut() {
-                    // Best effort: the store already failed once.
-                    let _ = cp.finish(ThreadStatus::Failed, e.to_string(), usage).await;
+            // A thread's stored limits bound it; this run may only tighten them.
+            let (limits, base) = match checkpointer.as_ref() {
+                None => (self.limits, Default::default()),
+                Some(cp) => {
+                    if let Some((which, stored, asked)) = self.limits.raises(&cp.budget.limits) {
+                        return Err(RunError::LimitRaised { thread: cp.thread.clone(), which, stored, asked });
+                    }
+                    (self.limits.tightest(&cp.budget.limits), cp.budget.usage)
                 }
-                return Err(e);
-            }
-        };
-        // A run that failed on an answer of the wrong shape waits for a new answer where it was
-        // answered (here or in the subgraph it was handed to): not a failure for good, and it
-        // undoes nothing.
-        let answer_refused = match &run.outcome {
-            Outcome::Failed { node, error } if error.class == crate::core::error::ErrorClass::NeedsInput => {
-                exec.refused_answers.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|r| r == node)
-            }
-            _ => false,
-        };
-        if let Some(cp) = checkpointer.as_mut()
-            && crate::saga::triggers(&run.outcome)
-            && !answer_refused
-            && crate::saga::has_steps(&cp.store_handle(), &cp.thread).await?
-        {
-            let reason = run.outcome.to_string();
-            cp.finish(ThreadStatus::Compensating, format!("compensating after {reason}"), usage)
-                .await
-                .map_err(|e| lease_lost(e.into(), Some(cp)))?;
-            let events = Arc::clone(&exec.events);
-            run.outcome = compensate(&self.setup, cp, self.deps, &events, reason).await?;
-        }
-        if let Some(cp) = checkpointer.as_mut() {
-            let status = match &run.outcome {
-                Outcome::Completed => ThreadStatus::Completed,
-                Outcome::BudgetExhausted { .. } => ThreadStatus::BudgetExhausted,
-                Outcome::Failed { .. } => ThreadStatus::Failed,
-                Outcome::Cancelled => ThreadStatus::Cancelled,
-                Outcome::Paused => ThreadStatus::Paused,
-                Outcome::Interrupted { pending, .. } => {
-                    // Woken on its own when an approval it waits for expires.
-                    cp.wake_at = crate::durable::wake::wake_time(pending);
-                    ThreadStatus::Interrupted
-                }
-                Outcome::Sleeping { until, .. } => {
-                    cp.wake_at = Some(*until);
-                    ThreadStatus::Sleeping
-                }
-                other => crate::saga::status_of(other).unwrap_or(ThreadStatus::Failed),
             };
-            cp.finish(status, run.outcome.to_string(), usage).await.map_err(|e| lease_lost(e.into(), Some(cp)))?;
+            let plan: &Plan<S, D> = &self.setup.graph.inner;
+            // A runner may lower the graph's bound, never raise it.
+            let max_steps = self.max_steps.map_or(plan.default_max_steps, |n| n.min(plan.default_max_steps));
+            let config = (|| {
+                if max_steps == 0 {
+                    return Err(RunError::ZeroMaxSteps);
+                }
+                Ok((self.node_set(&self.before)?, self.node_set(&self.after)?))
+            })();
+            let (before, after) = config?;
+            // The step paused before a node or inside one has passed its breakpoints before nodes
+            // already; one paused after a node's step has not begun the next.
+            let skip_before = start.interrupts.iter().any(|p| p.kind != PendingKind::After);
+            let kept_answers = std::mem::take(&mut start.kept_answers);
+            let resumed_interrupts = start.interrupts.clone();
+            // The context reaches the stream for model chunks and custom values, and passes it on
+            // to subgraphs, which send up every mode the stream carries.
+            let outlet = self.stream.clone();
+            let events = Arc::new(Events::new(self.sink, self.stream, self.parent_outlet.clone()));
+            let activity_events = Arc::clone(&events);
+            let gateway = &self.setup.gateway;
+            let stop_now = self.stop_now.unwrap_or_else(|| self.cancel.clone());
+            let scope = RunScope {
+                cancel: self.cancel,
+                stop_now: stop_now.clone(),
+                stop_grace: self.stop_grace,
+                node_time_limit: self.node_time_limit,
+                meter: Meter::resumed(limits, base),
+                policy: Arc::clone(&gateway.policy),
+                approval_ttl: gateway.approval_ttl,
+                on_reject: gateway.on_reject,
+                // A resumed run acts for the owner stored with the thread, not
+                // for whoever resumed it (who could then approve its requests).
+                owner: checkpointer.as_ref().map_or_else(|| self.owner.clone(), |cp| cp.owner().to_string()),
+                shield: crate::in_flight::Shield::default(),
+                children_running: crate::in_flight::Shield::default(),
+                outer_shields: self.outer_shields,
+                activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
+                pause: self.pause.clone(),
+                children: tokio::sync::Semaphore::new(crate::DEFAULT_PARALLEL),
+                breakers: Arc::clone(&gateway.breakers),
+                outlet: outlet.map(|c| c as Arc<dyn crate::stream::Outlet>).or(self.parent_outlet),
+                saga_root_step: self.saga_root_step,
+                probe: gateway.probe.clone(),
+            };
+            let metrics = crate::metrics::RunMetrics::new(plan.spec.name, plan.spec.nodes.iter().map(|n| &n.name));
+            let exec = Exec {
+                plan,
+                deps: self.deps,
+                scope,
+                events,
+                before,
+                after,
+                resume_values,
+                kept_answers,
+                resumed_interrupts,
+                children_moved: std::sync::Mutex::new(Vec::new()),
+                refused_answers: std::sync::Mutex::new(Vec::new()),
+                resumed_step: start.step,
+                skip_before,
+                metrics,
+                stop_now,
+                stop_grace: self.stop_grace,
+                node_time_limit: self.node_time_limit,
+                pause: self.pause,
+            };
+            let span = tracing::info_span!("agentflow.run", graph = plan.spec.name, thread = self.thread.as_deref());
+            let result = exec.run_loop(start, max_steps, self.deadline, &mut checkpointer).instrument(span).await;
+            let usage = exec.scope.meter.usage();
+            let mut run = match result.map_err(|e| lease_lost(e, checkpointer.as_deref())) {
+                Ok(run) => run,
+                // Another executor has the thread: write nothing more.
+                Err(e @ RunError::LeaseLost { .. }) => return Err(e),
+                Err(e) => {
+                    if let Some(cp) = checkpointer.as_mut() {
+                        // Best effort: the store already failed once.
+                        let _ = cp.finish(ThreadStatus::Failed, e.to_string(), usage).await;
+                    }
+                    return Err(e);
+                }
+            };
+            // A run that failed on an answer of the wrong shape waits for a new answer where it was
+            // answered (here or in the subgraph it was handed to): not a failure for good, and it
+            // undoes nothing.
+            let answer_refused = match &run.outcome {
+                Outcome::Failed { node, error } if error.class == crate::core::error::ErrorClass::NeedsInput => {
+                    exec.refused_answers.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|r| r == node)
+                }
+                _ => false,
+            };
+            if let Some(cp) = checkpointer.as_mut()
+                && crate::saga::triggers(&run.outcome)
+                && !answer_refused
+                && crate::saga::has_steps(&cp.store_handle(), &cp.thread).await?
+            {
+                let reason = run.outcome.to_string();
+                cp.finish(ThreadStatus::Compensating, format!("compensating after {reason}"), usage)
+                    .await
+                    .map_err(|e| lease_lost(e.into(), Some(cp)))?;
+                let events = Arc::clone(&exec.events);
+                run.outcome = Box::pin(compensate(&self.setup, cp, self.deps, &events, reason)).await?;
+            }
+            if let Some(cp) = checkpointer.as_mut() {
+                let status = match &run.outcome {
+                    Outcome::Completed => ThreadStatus::Completed,
+                    Outcome::BudgetExhausted { .. } => ThreadStatus::BudgetExhausted,
+                    Outcome::Failed { .. } => ThreadStatus::Failed,
+                    Outcome::Cancelled => ThreadStatus::Cancelled,
+                    Outcome::Paused => ThreadStatus::Paused,
+                    Outcome::Interrupted { pending, .. } => {
+                        // Woken on its own when an approval it waits for expires.
+                        cp.wake_at = crate::durable::wake::wake_time(pending);
+                        ThreadStatus::Interrupted
+                    }
+                    Outcome::Sleeping { until, .. } => {
+                        cp.wake_at = Some(*until);
+                        ThreadStatus::Sleeping
+                    }
+                    other => crate::saga::status_of(other).unwrap_or(ThreadStatus::Failed),
+                };
+                cp.finish(status, run.outcome.to_string(), usage).await.map_err(|e| lease_lost(e.into(), Some(cp)))?;
+            }
+            exec.events.emit(|| Event::Finished { outcome: run.outcome.clone(), steps: run.steps });
+            Ok(run)
         }
-        exec.events.emit(|| Event::Finished { outcome: run.outcome.clone(), steps: run.steps });
-        Ok(run)
     }
 }
 

@@ -90,167 +90,181 @@ pub(crate) struct Exec<'g, S: State, D> {
 }
 
 impl<S: State, D: Sync> Exec<'_, S, D> {
-    pub(crate) async fn run_loop(
+    /// Runs steps until the run ends. Not an `async fn`, which would keep a second copy of
+    /// its arguments in the future every run in flight holds.
+    pub(crate) fn run_loop(
         &self,
         start: Resumed<S>,
         max_steps: u32,
         deadline: Option<Instant>,
-        checkpointer: &mut Option<Checkpointer>,
-    ) -> Result<Run<S>, RunError> {
-        let Resumed { mut state, mut active, mut step, mut pending, mut payloads, .. } = start;
-        let mut next = Vec::new();
-        let mut next_payloads = Mailbox::new();
-        let mut skip_before = self.skip_before;
-        let outcome = loop {
-            // A run whose last step committed has completed (that commit recorded the thread
-            // `completed`): a cancel or pause that came meanwhile finds no step boundary left to
-            // stop at, and must not mark a finished thread stopped (nor start its compensations).
-            if active.is_empty() {
-                break Outcome::Completed;
-            }
-            if self.scope.cancel.is_cancelled() {
-                break self.stopped();
-            }
-            if step >= max_steps {
-                break Outcome::BudgetExhausted { which: Budget::Steps };
-            }
-            if deadline.is_some_and(|at| Instant::now() >= at) {
-                break Outcome::BudgetExhausted { which: Budget::Deadline };
-            }
-            if !std::mem::take(&mut skip_before) {
-                let stops = self.breakpoints(&active, &self.before, PendingKind::Before);
-                if !stops.is_empty() {
-                    break self.pause(checkpointer, &[], stops, None).await?;
+        checkpointer: &mut Option<Box<Checkpointer>>,
+    ) -> impl Future<Output = Result<Run<S>, RunError>> {
+        async move {
+            let Resumed { mut state, mut active, mut step, mut pending, mut payloads, .. } = start;
+            let mut next = Vec::new();
+            let mut next_payloads = Mailbox::new();
+            let mut skip_before = self.skip_before;
+            let outcome = loop {
+                // A run whose last step committed has completed (that commit recorded the thread
+                // `completed`): a cancel or pause that came meanwhile finds no step boundary left to
+                // stop at, and must not mark a finished thread stopped (nor start its compensations).
+                if active.is_empty() {
+                    break Outcome::Completed;
                 }
-            }
-            self.events.room().await;
-            // Nothing renews the lease between steps (a stream read slowly stops the run there):
-            // make sure it is still this run's before the step's nodes run.
-            if let Some(cp) = checkpointer.as_ref() {
-                cp.lease().check_before_step().await?;
-            }
-            self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
-            let step_began = Instant::now();
-            let journal = checkpointer.as_ref().map(Checkpointer::journal);
-            // Only a step that runs several nodes or map instances keeps writes as they finish: a
-            // plain step's one write goes with its commit.
-            let several = active.len() > 1 || !payloads.is_empty();
-            let keeper = checkpointer.as_ref().filter(|_| several).and_then(Checkpointer::finished_writes);
-            // The step's futures are pinned where they are built (they are large, and each move
-            // copies them), in a block that ends before the checkpointer is borrowed again.
-            let results = {
-                let work = pin!(self.run_step(
-                    &state,
-                    &active,
-                    &payloads,
-                    step,
-                    std::mem::take(&mut pending),
-                    journal.as_ref(),
-                    keeper.as_ref()
-                ));
-                // The lease is renewed while the step runs; losing it drops the
-                // nodes' futures and ends the run before anything is committed.
-                let lease = checkpointer.as_ref().map(Checkpointer::lease);
-                let work = pin!(async {
-                    match lease {
-                        Some(lease) => tokio::select! {
-                            biased;
-                            results = work => results.map_err(RunError::from),
-                            lost = lease.keep_alive() => Err(lost.into()),
-                        },
-                        None => work.await.map_err(RunError::from),
-                    }
-                });
-                // A stop reaches the running nodes: they are dropped at their next await, an
-                // effect in flight let finish first (for up to the grace).
-                let stop = self.stop_now.cancelled();
-                let shields = [&self.scope.shield, &self.scope.children_running];
-                let work = pin!(shielded_stop(stop, self.stop_grace, &shields, work));
-                let results = match deadline {
-                    // An effect in flight when the deadline falls finishes and is journaled first.
-                    Some(at) => match shielded_timeout(at.into(), &self.scope.shield, work).await {
-                        Ok(results) => results,
-                        // A stop asked meanwhile wins, as over a budget within the step.
-                        Err(_) if self.scope.cancel.is_cancelled() => break self.stopped(),
-                        Err(_) => break Outcome::BudgetExhausted { which: Budget::Deadline },
-                    },
-                    None => work.await,
-                };
-                match results {
-                    Ok(results) => results?,
-                    Err(_) => {
-                        tracing::info!(step, "the run was stopped inside the step; its nodes were dropped");
-                        break self.stopped();
-                    }
-                }
-            };
-            let Sorted { done, failed, interrupts, kept, exhausted, halted } = self.sort_results(results);
-            // A step that ends for a failure or a budget keeps no new answer (a value another node
-            // refused must reach every node that waits for a value when the thread resumes), and
-            // leaves those kept before as they were. What the thread waits for is brought up to
-            // date with what the step's nodes did.
-            if (exhausted.is_some() || failed.is_some())
-                && let Some(cp) = checkpointer.as_mut()
-            {
-                let waiting = self.waiting_after_stop(step, &halted, &interrupts, &kept);
-                cp.keep_pending(&done, waiting.as_deref(), None, |n| self.name(n)).await?;
-            }
-            // A stop asked while the step ran wins over how it ended, a budget that ran out or a
-            // node that failed: the thread ends stopped as asked (a cancel is not left behind as
-            // a resumable failure).
-            if (exhausted.is_some() || failed.is_some()) && self.scope.cancel.is_cancelled() {
-                break self.stopped();
-            }
-            if let Some(which) = exhausted {
-                break Outcome::BudgetExhausted { which };
-            }
-            if let Some((id, error)) = failed {
-                break self.failed(id, error);
-            }
-            if !interrupts.is_empty() {
-                break self.pause(checkpointer, &done, interrupts, Some(kept)).await?;
-            }
-            self.emit_finished(step, &done).await;
-            let delta = match checkpointer {
-                Some(_) => Some(encode_updates(&done)?),
-                None => None,
-            };
-            let mut ran: Vec<NodeId> = done.iter().map(|(id, _)| *id).collect();
-            // A map worker's instances are contiguous: name the worker once.
-            ran.dedup();
-            if let Err((id, error)) = step::apply(self.plan, &mut state, done, &mut next, &mut next_payloads) {
-                self.events.emit(|| Event::NodeFailed {
-                    step,
-                    node: self.name(id),
-                    instance: None,
-                    error: error.clone(),
-                });
                 if self.scope.cancel.is_cancelled() {
                     break self.stopped();
                 }
-                break self.failed(id, error);
-            }
-            std::mem::swap(&mut active, &mut next);
-            std::mem::swap(&mut payloads, &mut next_payloads);
-            step += 1;
-            if let (Some(cp), Some(delta)) = (checkpointer.as_mut(), delta) {
-                let cursor = self.names(&active).into_iter().map(String::from).collect();
-                let nodes = self.names(&ran).into_iter().map(String::from).collect();
-                let sends = self.stored_payloads(&payloads);
-                cp.commit_step(step, &state, delta, cursor, nodes, sends, self.scope.meter.usage()).await?;
-            }
-            self.metrics.step(step_began.elapsed());
-            if self.events.streams(StreamMode::Values) {
+                if step >= max_steps {
+                    break Outcome::BudgetExhausted { which: Budget::Steps };
+                }
+                if deadline.is_some_and(|at| Instant::now() >= at) {
+                    break Outcome::BudgetExhausted { which: Budget::Deadline };
+                }
+                if !std::mem::take(&mut skip_before) {
+                    let stops = self.breakpoints(&active, &self.before, PendingKind::Before);
+                    if !stops.is_empty() {
+                        break Box::pin(self.pause(checkpointer, &[], stops, None)).await?;
+                    }
+                }
                 self.events.room().await;
-                self.events.push(StreamMode::Values, || StreamPart::Values { step, state: state.clone() });
-            }
-            let stops = self.breakpoints(&ran, &self.after, PendingKind::After);
-            if !stops.is_empty() && !active.is_empty() {
-                break self.pause(checkpointer, &[], stops, None).await?;
-            }
-        };
-        let (usage, usage_this_run) = (self.scope.meter.usage(), self.scope.meter.usage_this_run());
-        Ok(Run { outcome, state, steps: step, usage, usage_this_run })
+                // Nothing renews the lease between steps (a stream read slowly stops the run there):
+                // make sure it is still this run's before the step's nodes run.
+                if let Some(cp) = checkpointer.as_ref() {
+                    cp.lease().check_before_step().await?;
+                }
+                self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
+                let step_began = Instant::now();
+                // Boxed (as the keeper): an in-memory run's future does not carry room for them.
+                let journal = checkpointer.as_deref().map(|cp| Box::new(cp.journal()));
+                // Only a step that runs several nodes or map instances keeps writes as they finish: a
+                // plain step's one write goes with its commit.
+                let several = active.len() > 1 || !payloads.is_empty();
+                let keeper =
+                    checkpointer.as_deref().filter(|_| several).and_then(Checkpointer::finished_writes).map(Box::new);
+                // The step's futures are pinned where they are built (they are large, and each move
+                // copies them), in a block that ends before the checkpointer is borrowed again.
+                let results = {
+                    let work = pin!(self.run_step(
+                        &state,
+                        &active,
+                        &payloads,
+                        step,
+                        std::mem::take(&mut pending),
+                        journal.as_deref(),
+                        keeper.as_deref(),
+                        step_began,
+                    ));
+                    // The lease is renewed while the step runs; losing it drops the
+                    // nodes' futures and ends the run before anything is committed.
+                    let lease = checkpointer.as_deref().map(Checkpointer::lease);
+                    let work = pin!(async {
+                        match lease {
+                            Some(lease) => tokio::select! {
+                                biased;
+                                results = work => results.map_err(RunError::from),
+                                lost = lease.keep_alive() => Err(lost.into()),
+                            },
+                            None => work.await.map_err(RunError::from),
+                        }
+                    });
+                    // A stop reaches the running nodes: they are dropped at their next await, an
+                    // effect in flight let finish first (for up to the grace).
+                    let stop = self.stop_now.cancelled();
+                    let shields = [&self.scope.shield, &self.scope.children_running];
+                    let work = pin!(shielded_stop(stop, self.stop_grace, &shields, work));
+                    let results = match deadline {
+                        // An effect in flight when the deadline falls finishes and is journaled first.
+                        Some(at) => match shielded_timeout(at.into(), &self.scope.shield, work).await {
+                            Ok(results) => results,
+                            // A stop asked meanwhile wins, as over a budget within the step.
+                            Err(_) if self.scope.cancel.is_cancelled() => break self.stopped(),
+                            Err(_) => break Outcome::BudgetExhausted { which: Budget::Deadline },
+                        },
+                        None => work.await,
+                    };
+                    match results {
+                        Ok(results) => results?,
+                        Err(_) => {
+                            tracing::info!(step, "the run was stopped inside the step; its nodes were dropped");
+                            break self.stopped();
+                        }
+                    }
+                };
+                let Sorted { done, failed, interrupts, kept, exhausted, halted } = self.sort_results(results);
+                // A step that ends for a failure or a budget keeps no new answer (a value another node
+                // refused must reach every node that waits for a value when the thread resumes), and
+                // leaves those kept before as they were. What the thread waits for is brought up to
+                // date with what the step's nodes did.
+                if (exhausted.is_some() || failed.is_some())
+                    && let Some(cp) = checkpointer.as_mut()
+                {
+                    let waiting = self.waiting_after_stop(step, &halted, &interrupts, &kept);
+                    Box::pin(cp.keep_pending(&done, waiting.as_deref(), None, |n| self.name(n))).await?;
+                }
+                // A stop asked while the step ran wins over how it ended, a budget that ran out or a
+                // node that failed: the thread ends stopped as asked (a cancel is not left behind as
+                // a resumable failure).
+                if (exhausted.is_some() || failed.is_some()) && self.scope.cancel.is_cancelled() {
+                    break self.stopped();
+                }
+                if let Some(which) = exhausted {
+                    break Outcome::BudgetExhausted { which };
+                }
+                if let Some((id, error)) = failed {
+                    break self.failed(id, error);
+                }
+                if !interrupts.is_empty() {
+                    break Box::pin(self.pause(checkpointer, &done, interrupts, Some(kept))).await?;
+                }
+                self.emit_finished(step, &done).await;
+                let delta = match checkpointer {
+                    Some(_) => Some(encode_updates(&done)?),
+                    None => None,
+                };
+                // Only a checkpoint and breakpoints after nodes ask which nodes ran.
+                let mut ran: Vec<NodeId> = if checkpointer.is_some() || !self.after.is_empty() {
+                    done.iter().map(|(id, _)| *id).collect()
+                } else {
+                    Vec::new()
+                };
+                // A map worker's instances are contiguous: name the worker once.
+                ran.dedup();
+                if let Err((id, error)) = step::apply(self.plan, &mut state, done, &mut next, &mut next_payloads) {
+                    self.events.emit(|| Event::NodeFailed {
+                        step,
+                        node: self.name(id),
+                        instance: None,
+                        error: error.clone(),
+                    });
+                    if self.scope.cancel.is_cancelled() {
+                        break self.stopped();
+                    }
+                    break self.failed(id, error);
+                }
+                std::mem::swap(&mut active, &mut next);
+                std::mem::swap(&mut payloads, &mut next_payloads);
+                step += 1;
+                if let (Some(cp), Some(delta)) = (checkpointer.as_mut(), delta) {
+                    let cursor = self.names(&active).into_iter().map(String::from).collect();
+                    let nodes = self.names(&ran).into_iter().map(String::from).collect();
+                    let sends = self.stored_payloads(&payloads);
+                    // Boxed, as the other durable calls of the loop: an in-memory run does not carry them.
+                    Box::pin(cp.commit_step(step, &state, delta, cursor, nodes, sends, self.scope.meter.usage()))
+                        .await?;
+                }
+                self.metrics.step(step_began.elapsed());
+                if self.events.streams(StreamMode::Values) {
+                    self.events.room().await;
+                    self.events.push(StreamMode::Values, || StreamPart::Values { step, state: state.clone() });
+                }
+                let stops = self.breakpoints(&ran, &self.after, PendingKind::After);
+                if !stops.is_empty() && !active.is_empty() {
+                    break Box::pin(self.pause(checkpointer, &[], stops, None)).await?;
+                }
+            };
+            let (usage, usage_this_run) = (self.scope.meter.usage(), self.scope.meter.usage_this_run());
+            Ok(Run { outcome, state, steps: step, usage, usage_this_run })
+        }
     }
 
     /// Splits a step's results into finished nodes, the first failure (in
@@ -364,7 +378,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
     /// replaces the kept answers (`None` for a breakpoint: no node ran).
     async fn pause(
         &self,
-        checkpointer: &mut Option<Checkpointer>,
+        checkpointer: &mut Option<Box<Checkpointer>>,
         done: &[(NodeId, Step<S>)],
         pending: Vec<Pending>,
         kept: Option<Vec<KeptAnswer>>,
@@ -425,15 +439,16 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         mut pending: Vec<(NodeId, Step<S>)>,
         journal: Option<&Journal>,
         keeper: Option<&FinishedWrites>,
+        began: Instant,
     ) -> Result<Vec<(NodeId, Result<Step<S>, Halt>)>, PersistError> {
         if pending.is_empty() && payloads.is_empty() {
             if let [id] = active {
-                return Ok(vec![(*id, self.run_node(*id, state, step, journal, None).await)]);
+                return Ok(vec![(*id, self.run_node(*id, state, step, journal, None, Some(began)).await)]);
             }
             if keeper.is_none() {
-                return Ok(join_all(
-                    active.iter().map(|&id| async move { (id, self.run_node(id, state, step, journal, None).await) }),
-                )
+                return Ok(join_all(active.iter().map(|&id| async move {
+                    (id, self.run_node(id, state, step, journal, None, Some(began)).await)
+                }))
                 .await);
             }
         }
@@ -449,7 +464,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                         let result = match kept.into_iter().next() {
                             Some(step) => Ok(step),
                             None => {
-                                let result = self.run_node(id, state, step, journal, None).await;
+                                let result = self.run_node(id, state, step, journal, None, Some(began)).await;
                                 if let (Some(keeper), Ok(done)) = (keeper, &result) {
                                     keeper.keep(vec![keeper.write(self.name(id), done, |n| self.name(n))?]).await?;
                                 }

@@ -39,7 +39,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         let todo: Vec<usize> = slots.iter().enumerate().filter(|(_, s)| s.is_none()).map(|(i, _)| i).collect();
         let run = |i: usize| async move {
             let instance = (u32::try_from(i).unwrap_or(u32::MAX), &items[i]);
-            (i, self.run_node(id, state, step, journal, Some(instance)).await)
+            (i, self.run_node(id, state, step, journal, Some(instance), None).await)
         };
         match keeper {
             Some(keeper) => self.run_kept_instances(id, todo, parallel, keeper, &mut slots, run).await?,

@@ -16,7 +16,7 @@ use crate::ctx::Ctx;
 use crate::durable::Journal;
 use crate::event::Event;
 use crate::graph::NodeId;
-use crate::in_flight::shielded_stop;
+use crate::in_flight::{Shield, shielded_stop};
 use crate::interrupt::{KeptAnswer, Signal};
 
 impl<S: State, D: Sync> Exec<'_, S, D> {
@@ -27,6 +27,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         step: u32,
         journal: Option<&Journal>,
         payload: Option<(u32, &serde_json::Value)>,
+        step_began: Option<Instant>,
     ) -> Result<Step<S>, Halt> {
         let Some(node) = self.plan.spec.nodes.get(id.index()) else {
             return Err(Halt::Error(NodeError::fatal(format!(
@@ -43,8 +44,14 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         loop {
             self.events.room().await;
             self.events.emit(|| Event::NodeStarted { step, node: node.name, instance, attempt });
-            let signal = Mutex::new(Signal::default());
-            let shield = signal.lock().unwrap_or_else(|p| p.into_inner()).shield.clone();
+            // A run's time limit is for the nodes' own work: a node that runs subgraphs waits for
+            // their steps, which have the limit themselves.
+            let limit = node.timeout.or(self.node_time_limit.filter(|_| node.subgraphs.is_empty()));
+            // A limit too far ahead for the clock to represent sets none.
+            let until = limit.and_then(|limit| Some((limit, tokio::time::Instant::now().checked_add(limit)?)));
+            // Only an attempt with a time limit has effects to wait for when it runs out.
+            let shield = until.map(|_| Shield::default());
+            let signal = Mutex::new(Signal { shield: shield.clone(), ..Signal::default() });
             let cx = Ctx {
                 deps: self.deps,
                 node: node.name,
@@ -62,27 +69,24 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 payload,
             };
             let work = AssertUnwindSafe((node.run)(state, &cx)).catch_unwind();
-            let attempt_began = Instant::now();
-            // A run's time limit is for the nodes' own work: a node that runs subgraphs waits for
-            // their steps, which have the limit themselves.
-            let limit = node.timeout.or(self.node_time_limit.filter(|_| node.subgraphs.is_empty()));
-            // A limit too far ahead for the clock to represent sets none.
-            let until = limit.and_then(|limit| Some((limit, tokio::time::Instant::now().checked_add(limit)?)));
-            let result = match until {
+            // A node the step starts at once began with the step (one clock read less per node);
+            // a retry, or a map instance that waited for a slot, reads its own.
+            let attempt_began = step_began.filter(|_| attempt == 1).unwrap_or_else(Instant::now);
+            let result = match (until, &shield) {
                 // An effect in flight when the timeout falls finishes and is journaled first, for
                 // up to the grace: one that hangs does not hold the node for good.
-                Some((limit, until)) => {
-                    match shielded_stop(tokio::time::sleep_until(until), self.stop_grace, &[&shield], work)
-                        .instrument(span.clone())
-                        .await
-                    {
+                // Boxed: a node without a time limit (most, in memory) does not carry the timer.
+                (Some((limit, until)), Some(shield)) => {
+                    let shields = [shield];
+                    let limited = shielded_stop(tokio::time::sleep_until(until), self.stop_grace, &shields, work);
+                    match Box::pin(limited.instrument(span.clone())).await {
                         Ok(result) => result,
                         Err(_) => {
                             Ok(Err(NodeError::transient(format!("node `{}` timed out after {limit:?}", node.name))))
                         }
                     }
                 }
-                None => work.instrument(span.clone()).await,
+                _ => work.instrument(span.clone()).await,
             };
             self.metrics.node(id.index(), attempt_began.elapsed());
             // A budget that ran out in this attempt ends the run as `BudgetExhausted`, even when the

@@ -25,8 +25,8 @@ impl<S: State, D: Sync> CompiledGraph<S, D> {
     ///
     /// For a durable thread, a tool policy, breakpoints, limits or events,
     /// build an [`App`](crate::App) with [`CompiledGraph::app`] and use [`App::runner`](crate::App::runner).
-    pub async fn run(&self, input: S, deps: &D) -> Result<Run<S>, RunError> {
-        self.app().run(input, deps).await
+    pub fn run<'g>(&self, input: S, deps: &'g D) -> impl Future<Output = Result<Run<S>, RunError>> + use<'g, S, D> {
+        self.app().run(input, deps)
     }
 }
 

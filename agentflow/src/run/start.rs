@@ -17,31 +17,36 @@ use super::Runner;
 impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// Runs the graph from `input` until it completes, fails, pauses, runs
     /// out of a budget or is cancelled. With [`Runner::thread`], starts that thread.
-    pub async fn run(self, input: S) -> Result<Run<S>, RunError> {
-        let setup = &self.setup;
-        check_ttl(self.lease_ttl)?;
-        if let Some(thread) = &self.thread {
-            check_text("thread id", thread)?;
-            check_text("owner", &self.owner)?;
-        }
-        let checkpointer = match (self.thread.clone(), setup.store.clone()) {
-            (None, _) => None,
-            (Some(_), None) => return Err(RunError::NoStore),
-            (Some(thread), Some(store)) => {
-                setup.check_owner(&self.owner)?;
-                let budget = ThreadBudget { limits: self.limits, ..ThreadBudget::default() };
-                let (owner, durability, ttl) = (self.owner.clone(), self.durability, self.lease_ttl);
-                let (holder, parent) = (self.holder.clone(), self.child_of.clone());
-                let id = thread.clone();
-                let parents = self.parent_leases.clone().unwrap_or_default();
-                let started = Checkpointer::start(
-                    setup, store, thread, parent, owner, durability, ttl, budget, &input, holder, parents,
-                );
-                Some(started.await.map_err(|e| first_commit_lost(e.into(), &id))?)
+    pub fn run(self, input: S) -> impl Future<Output = Result<Run<S>, RunError>> {
+        // Not an `async fn`, which would keep a second copy of the runner in its future: the
+        // runner is boxed before the future is built, so a run in flight holds a pointer to it.
+        let this = Box::new(self);
+        async move {
+            let setup = &this.setup;
+            check_ttl(this.lease_ttl)?;
+            if let Some(thread) = &this.thread {
+                check_text("thread id", thread)?;
+                check_text("owner", &this.owner)?;
             }
-        };
-        let start = Resumed::fresh(input, setup.graph.start());
-        self.drive(start, checkpointer, Vec::new()).await
+            let checkpointer = match (this.thread.clone(), setup.store.clone()) {
+                (None, _) => None,
+                (Some(_), None) => return Err(RunError::NoStore),
+                (Some(thread), Some(store)) => {
+                    setup.check_owner(&this.owner)?;
+                    let budget = ThreadBudget { limits: this.limits, ..ThreadBudget::default() };
+                    let (owner, durability, ttl) = (this.owner.clone(), this.durability, this.lease_ttl);
+                    let (holder, parent) = (this.holder.clone(), this.child_of.clone());
+                    let id = thread.clone();
+                    let parents = this.parent_leases.clone().unwrap_or_default();
+                    let started = Checkpointer::start(
+                        setup, store, thread, parent, owner, durability, ttl, budget, &input, holder, parents,
+                    );
+                    Some(started.await.map_err(|e| first_commit_lost(e.into(), &id))?)
+                }
+            };
+            let start = Resumed::fresh(input, setup.graph.start());
+            this.drive(start, checkpointer, Vec::new()).await
+        }
     }
 
     /// Continues thread [`Runner::thread`] from its last checkpoint, in this
@@ -87,7 +92,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 usage_this_run: Default::default(),
             });
         }
-        self.drive(start, Some(checkpointer), Vec::new()).await
+        Box::new(self).drive(start, Some(checkpointer), Vec::new()).await
     }
 
     /// Resumes a sleeping thread whose timer is due, checked under its
@@ -106,7 +111,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         if !due || crate::durable::wake::wake_time(&start.interrupts).is_none_or(|at| at > now) {
             return Ok(None);
         }
-        self.drive(start, Some(checkpointer), Vec::new()).await.map(Some)
+        Box::new(self).drive(start, Some(checkpointer), Vec::new()).await.map(Some)
     }
 
     pub(super) fn node_set(&self, names: &[String]) -> Result<HashSet<NodeId>, RunError> {
