@@ -45,6 +45,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         })
     }
 
+    #[expect(clippy::manual_async_fn, reason = "an async fn keeps a second copy of its arguments")]
     fn drive_run(
         self: Box<Self>,
         mut start: Resumed<S>,

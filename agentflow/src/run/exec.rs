@@ -92,6 +92,7 @@ pub(crate) struct Exec<'g, S: State, D> {
 impl<S: State, D: Sync> Exec<'_, S, D> {
     /// Runs steps until the run ends. Not an `async fn`, which would keep a second copy of
     /// its arguments in the future every run in flight holds.
+    #[expect(clippy::manual_async_fn, reason = "an async fn keeps a second copy of its arguments")]
     pub(crate) fn run_loop(
         &self,
         start: Resumed<S>,
