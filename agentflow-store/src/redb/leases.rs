@@ -29,6 +29,12 @@ impl Leases {
         self.held().get(thread).cloned()
     }
 
+    /// Every lease held now, expired or not: for a listing, which looks up every thread it
+    /// reads (one lock instead of one per thread; few threads hold a lease at a time).
+    pub(crate) fn snapshot(&self) -> HashMap<String, Lease> {
+        self.held().clone()
+    }
+
     /// Whether `holder` holds `thread` at `now`.
     pub(crate) fn is_held_by(&self, thread: &str, holder: &str, now: u64) -> bool {
         self.held().get(thread).is_some_and(|l| l.holder == holder && l.expires_at > now)

@@ -51,6 +51,7 @@ impl RedbStore {
     pub(super) fn threads(&self, scan: Scan) -> Result<Listing<ThreadRecord>, ReadError> {
         self.read(|txn, path| {
             let threads = txn.open_table(tables::THREADS).ctx(path)?;
+            let leases = self.shared.leases.snapshot();
             let mut out = Collect::new(scan);
             for entry in redb::ReadableTable::iter(&threads).ctx(path)? {
                 let (k, v) = entry.ctx(path)?;
@@ -58,7 +59,7 @@ impl RedbStore {
                 let record =
                     reads::decode(path, tables::THREADS, || format!("{id:?}"), v.value(), ThreadRecord::decode).map(
                         |mut record| {
-                            record.lease = self.shared.leases.get(id);
+                            record.lease = leases.get(id).cloned();
                             record
                         },
                     );
@@ -75,6 +76,7 @@ impl RedbStore {
         let prefix = format!("{parent}/");
         self.read(|txn, path| {
             let threads = txn.open_table(tables::THREADS).ctx(path)?;
+            let leases = self.shared.leases.snapshot();
             let mut out = Collect::new(Scan::Skip);
             for entry in threads.range(prefix.as_str()..).ctx(path)? {
                 let (k, v) = entry.ctx(path)?;
@@ -86,7 +88,7 @@ impl RedbStore {
                 let record =
                     reads::decode(path, tables::THREADS, || format!("{id:?}"), v.value(), ThreadRecord::decode).map(
                         |mut record| {
-                            record.lease = self.shared.leases.get(id);
+                            record.lease = leases.get(id).cloned();
                             record
                         },
                     );
