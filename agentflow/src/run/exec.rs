@@ -28,9 +28,7 @@ use crate::outcome::{Outcome, Run, RunError};
 use crate::stream::{StreamMode, StreamPart};
 
 /// A step's results, sorted by how each node run ended.
-struct Sorted<S: State> {
-    /// The runs that finished, with their steps.
-    done: Vec<(NodeId, Step<S>)>,
+struct Sorted {
     /// The first failure, in declaration order.
     failed: Option<(NodeId, NodeError)>,
     /// What the paused runs wait for.
@@ -104,6 +102,10 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             let Resumed { mut state, mut active, mut step, mut pending, mut payloads, .. } = start;
             let mut next = Vec::new();
             let mut next_payloads = Mailbox::new();
+            // A step's results, and the steps of the nodes that finished: kept from step to step,
+            // so a step allocates neither.
+            let mut results = Vec::new();
+            let mut done = Vec::new();
             let mut skip_before = self.skip_before;
             let outcome = loop {
                 // A run whose last step committed has completed (that commit recorded the thread
@@ -144,7 +146,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     checkpointer.as_deref().filter(|_| several).and_then(Checkpointer::finished_writes).map(Box::new);
                 // The step's futures are pinned where they are built (they are large, and each move
                 // copies them), in a block that ends before the checkpointer is borrowed again.
-                let results = {
+                {
                     let work = pin!(self.run_step(
                         &state,
                         &active,
@@ -154,6 +156,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                         journal.as_deref(),
                         keeper.as_deref(),
                         step_began,
+                        &mut results,
                     ));
                     // The lease is renewed while the step runs; losing it drops the
                     // nodes' futures and ends the run before anything is committed.
@@ -162,7 +165,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                         match lease {
                             Some(lease) => tokio::select! {
                                 biased;
-                                results = work => results.map_err(RunError::from),
+                                ran = work => ran.map_err(RunError::from),
                                 lost = lease.keep_alive() => Err(lost.into()),
                             },
                             None => work.await.map_err(RunError::from),
@@ -173,25 +176,25 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     let stop = self.stop_now.cancelled();
                     let shields = [&self.scope.shield, &self.scope.children_running];
                     let work = pin!(shielded_stop(stop, self.stop_grace, &shields, work));
-                    let results = match deadline {
+                    let ran = match deadline {
                         // An effect in flight when the deadline falls finishes and is journaled first.
                         Some(at) => match shielded_timeout(at.into(), &self.scope.shield, work).await {
-                            Ok(results) => results,
+                            Ok(ran) => ran,
                             // A stop asked meanwhile wins, as over a budget within the step.
                             Err(_) if self.scope.cancel.is_cancelled() => break self.stopped(),
                             Err(_) => break Outcome::BudgetExhausted { which: Budget::Deadline },
                         },
                         None => work.await,
                     };
-                    match results {
-                        Ok(results) => results?,
+                    match ran {
+                        Ok(ran) => ran?,
                         Err(_) => {
                             tracing::info!(step, "the run was stopped inside the step; its nodes were dropped");
                             break self.stopped();
                         }
                     }
                 };
-                let Sorted { done, failed, interrupts, kept, exhausted, halted } = self.sort_results(results);
+                let Sorted { failed, interrupts, kept, exhausted, halted } = self.sort_results(&mut results, &mut done);
                 // A step that ends for a failure or a budget keeps no new answer (a value another node
                 // refused must reach every node that waits for a value when the thread resumes), and
                 // leaves those kept before as they were. What the thread waits for is brought up to
@@ -230,7 +233,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 };
                 // A map worker's instances are contiguous: name the worker once.
                 ran.dedup();
-                if let Err((id, error)) = step::apply(self.plan, &mut state, done, &mut next, &mut next_payloads) {
+                if let Err((id, error)) = step::apply(self.plan, &mut state, &mut done, &mut next, &mut next_payloads) {
                     self.events.emit(|| Event::NodeFailed {
                         step,
                         node: self.name(id),
@@ -270,19 +273,19 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
 
     /// Splits a step's results into finished nodes, the first failure (in
     /// declaration order), interrupts and the answers the paused nodes keep.
-    fn sort_results(&self, results: Vec<(NodeId, Result<Step<S>, Halt>)>) -> Sorted<S> {
-        let mut sorted = Sorted {
-            done: Vec::with_capacity(results.len()),
-            failed: None,
-            interrupts: Vec::new(),
-            kept: Vec::new(),
-            exhausted: None,
-            halted: Vec::new(),
-        };
-        for (id, result) in results {
+    /// `results` is emptied; `done` receives the finished runs with their steps.
+    fn sort_results(
+        &self,
+        results: &mut Vec<(NodeId, Result<Step<S>, Halt>)>,
+        done: &mut Vec<(NodeId, Step<S>)>,
+    ) -> Sorted {
+        done.clear();
+        let mut sorted =
+            Sorted { failed: None, interrupts: Vec::new(), kept: Vec::new(), exhausted: None, halted: Vec::new() };
+        for (id, result) in results.drain(..) {
             let halt = match result {
                 Ok(s) => {
-                    sorted.done.push((id, s));
+                    done.push((id, s));
                     continue;
                 }
                 Err(halt) => halt,
@@ -441,16 +444,21 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         journal: Option<&Journal>,
         keeper: Option<&FinishedWrites>,
         began: Instant,
-    ) -> Result<Vec<(NodeId, Result<Step<S>, Halt>)>, PersistError> {
+        out: &mut Vec<(NodeId, Result<Step<S>, Halt>)>,
+    ) -> Result<(), PersistError> {
         if pending.is_empty() && payloads.is_empty() {
             if let [id] = active {
-                return Ok(vec![(*id, self.run_node(*id, state, step, journal, None, Some(began)).await)]);
+                out.push((*id, self.run_node(*id, state, step, journal, None, Some(began)).await));
+                return Ok(());
             }
             if keeper.is_none() {
-                return Ok(join_all(active.iter().map(|&id| async move {
-                    (id, self.run_node(id, state, step, journal, None, Some(began)).await)
-                }))
-                .await);
+                out.extend(
+                    join_all(active.iter().map(|&id| async move {
+                        (id, self.run_node(id, state, step, journal, None, Some(began)).await)
+                    }))
+                    .await,
+                );
+                return Ok(());
             }
         }
         // A map worker runs one instance per payload; a step resumed half-way
@@ -479,11 +487,10 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             }
         }))
         .await;
-        let mut results = Vec::with_capacity(groups.len());
         for group in groups {
-            results.extend(group?);
+            out.extend(group?);
         }
-        Ok(results)
+        Ok(())
     }
 
     /// How a run stopped from outside ends: paused if the stop was a pause, else cancelled.

@@ -18,15 +18,15 @@ use crate::graph::{NodeId, Plan};
 pub(crate) fn apply<S: State, D>(
     plan: &Plan<S, D>,
     state: &mut S,
-    results: Vec<(NodeId, Step<S>)>,
+    results: &mut Vec<(NodeId, Step<S>)>,
     next: &mut Vec<NodeId>,
     payloads: &mut Mailbox,
 ) -> Result<(), (NodeId, NodeError)> {
-    check_routes(plan, &results)?;
-    check_writes(plan, &results)?;
+    check_routes(plan, results)?;
+    check_writes(plan, results)?;
     next.clear();
     payloads.clear();
-    for (id, step) in results {
+    for (id, step) in results.drain(..) {
         next.extend_from_slice(&step.next);
         for sends in step.sends {
             let items = sends.payloads.map_err(|e| (id, NodeError::fatal(e)))?;
