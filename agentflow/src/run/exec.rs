@@ -106,6 +106,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             // so a step allocates neither.
             let mut results = Vec::new();
             let mut done = Vec::new();
+            let mut last_step_end: Option<Instant> = None;
             let mut skip_before = self.skip_before;
             let outcome = loop {
                 // A run whose last step committed has completed (that commit recorded the thread
@@ -136,7 +137,9 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     cp.lease().check_before_step().await?;
                 }
                 self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
-                let step_began = Instant::now();
+                // In memory, a step begins when the one before it ended (its clock read serves
+                // both); a durable run reads the clock again after its lease check.
+                let step_began = last_step_end.take().filter(|_| checkpointer.is_none()).unwrap_or_else(Instant::now);
                 // Boxed (as the keeper): an in-memory run's future does not carry room for them.
                 let journal = checkpointer.as_deref().map(|cp| Box::new(cp.journal()));
                 // Only a step that runs several nodes or map instances keeps writes as they finish: a
@@ -256,7 +259,9 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     Box::pin(cp.commit_step(step, &state, delta, cursor, nodes, sends, self.scope.meter.usage()))
                         .await?;
                 }
-                self.metrics.step(step_began.elapsed());
+                let step_end = Instant::now();
+                self.metrics.step(step_end.duration_since(step_began));
+                last_step_end = Some(step_end);
                 if self.events.streams(StreamMode::Values) {
                     self.events.room().await;
                     self.events.push(StreamMode::Values, || StreamPart::Values { step, state: state.clone() });
