@@ -15,7 +15,7 @@ thread_local! {
 /// on tokio's blocking pool (`on = false` undoes it). A crash test sets it around the
 /// single-threaded runtime it drives a run on: its map instances then reach the store in one
 /// order, run after run, so a cut falls on the same committed state every time.
-#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+#[cfg(feature = "testing")]
 pub(crate) fn run_store_calls_inline(on: bool) {
     INLINE.with(|inline| inline.set(on));
 }

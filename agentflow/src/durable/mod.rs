@@ -52,7 +52,9 @@ pub use error::{HistoryError, PersistError, ResumeError};
 pub(crate) use finished::FinishedWrites;
 pub(crate) use graph_identity::GraphIdentity;
 pub use history::{fork_thread, update_thread};
-pub(crate) use io::{blocking, run_store_calls_inline};
+pub(crate) use io::blocking;
+#[cfg(feature = "testing")]
+pub(crate) use io::run_store_calls_inline;
 pub use journal::Journal;
 pub(crate) use journal::{Entry, ParentLeases, Settling, decode as decode_effect};
 pub(crate) use keys::INTERRUPTS;
