@@ -254,15 +254,7 @@ impl Compensator<'_> {
                     "idempotency_key": idempotency_key,
                 });
                 let bytes = serde_json::to_vec(&value).unwrap_or_default();
-                let batch = journal.batch().effect(journal.key(SAGA_NODE, &key), bytes).audit(NewAuditEntry::new(
-                    now_ms(),
-                    "agentflow",
-                    "saga.compensated",
-                    detail,
-                ));
-                journal.commit(batch).await.map_err(journal_error)?.map_err(|current| {
-                    PersistError::Saga(format!("an approval moved while recording a compensation ({current:?})"))
-                })?;
+                record_compensated(journal, &key, bytes, detail).await?;
                 (self.activity)(Activity::Compensation {
                     tool: step.tool.clone(),
                     compensation: tool.name().to_string(),
@@ -332,15 +324,7 @@ impl Compensator<'_> {
             ApprovalStatus::Succeeded => {
                 let bytes = serde_json::to_vec(&Value::Null).unwrap_or_default();
                 let detail = json!({ "key": key, "compensation": tool.name(), "settled_by": record.decided_by });
-                let batch = journal.batch().effect(journal.key(SAGA_NODE, key), bytes).audit(NewAuditEntry::new(
-                    now_ms(),
-                    "agentflow",
-                    "saga.compensated",
-                    detail,
-                ));
-                journal.commit(batch).await.map_err(journal_error)?.map_err(|current| {
-                    PersistError::Saga(format!("an approval moved while recording a compensation ({current:?})"))
-                })?;
+                record_compensated(journal, key, bytes, detail).await?;
                 Ok(Settled::Acted)
             }
             // "Run again": the cut-off run is closed and a new one starts. A decision like an
@@ -382,6 +366,17 @@ enum Settled {
     /// "Run again" that nobody decided through the desk (a raw store write): the record's id
     /// and why it runs nothing.
     Refused(String, String),
+}
+
+/// Journals a compensation's result under `key` with its `saga.compensated` audit entry, in
+/// one commit.
+async fn record_compensated(journal: &Journal, key: &str, bytes: Vec<u8>, detail: Value) -> Result<(), PersistError> {
+    let entry = NewAuditEntry::new(now_ms(), "agentflow", "saga.compensated", detail);
+    let batch = journal.batch().effect(journal.key(SAGA_NODE, key), bytes).audit(entry);
+    journal.commit(batch).await.map_err(journal_error)?.map_err(|current| {
+        PersistError::Saga(format!("an approval moved while recording a compensation ({current:?})"))
+    })?;
+    Ok(())
 }
 
 fn journal_error(e: NodeError) -> PersistError {
