@@ -6,62 +6,13 @@
 //! lease rather than fail its node (and, with no retry policy, the thread).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
 use agentflow::persist::ThreadStatus;
-use agentflow::prelude::*;
+use agentflow::timer::now_ms;
 use agentflow::{Outcome, RedbStore, Store};
-use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
-pub struct Slow {
-    #[reduce(append)]
-    done: Vec<String>,
-}
-
-/// Steps of `slow` run so far; the second blocks the first time until released.
-#[derive(Default)]
-pub struct Gate {
-    first: AtomicU32,
-    second: AtomicU32,
-    release: tokio::sync::Notify,
-    blocked: tokio::sync::Notify,
-}
-
-#[graph(state = Slow, deps = Gate, start = one)]
-pub mod slow {
-    use super::*;
-
-    #[node(goto = [two])]
-    async fn one(_s: &Slow, gate: &Gate) -> Step<Slow> {
-        gate.first.fetch_add(1, Ordering::SeqCst);
-        goto!(two, Slow::update().done(vec!["one".to_string()]))
-    }
-
-    #[node(goto = [END])]
-    async fn two(_s: &Slow, gate: &Gate) -> Step<Slow> {
-        if gate.second.fetch_add(1, Ordering::SeqCst) == 0 {
-            gate.blocked.notify_one();
-            gate.release.notified().await;
-        }
-        goto!(END, Slow::update().done(vec!["two".to_string()]))
-    }
-}
-
-#[graph(state = Slow, deps = Gate, start = run_it)]
-pub mod slow_parent {
-    use super::*;
-
-    #[node(goto = [END], subgraphs = [slow])]
-    async fn run_it(_s: &Slow, cx: &Ctx<Gate>) -> Result<Step<Slow>, NodeError> {
-        let child = cx.subgraph(slow::graph(), Slow::default()).await?;
-        Ok(goto!(END, Slow::update().done(child.done)))
-    }
-}
-
-fn now_ms() -> u64 {
-    u64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()).unwrap()
-}
+use crate::subgraph_tree::{Gate, Slow, slow_parent};
 
 #[tokio::test]
 async fn a_takeover_waits_for_the_dead_processs_lease_on_the_child_instead_of_failing_the_parent() {

@@ -138,3 +138,36 @@ pub struct Gate {
     pub release: tokio::sync::Notify,
     pub blocked: tokio::sync::Notify,
 }
+
+/// Two steps; the second blocks the first time until `Gate::release`.
+#[graph(state = Slow, deps = Gate, start = one)]
+pub mod slow {
+    use super::*;
+
+    #[node(goto = [two])]
+    async fn one(_s: &Slow, gate: &Gate) -> Step<Slow> {
+        gate.first.fetch_add(1, Ordering::SeqCst);
+        goto!(two, Slow::update().done(vec!["one".to_string()]))
+    }
+
+    #[node(goto = [END])]
+    async fn two(_s: &Slow, gate: &Gate) -> Step<Slow> {
+        if gate.second.fetch_add(1, Ordering::SeqCst) == 0 {
+            gate.blocked.notify_one();
+            gate.release.notified().await;
+        }
+        goto!(END, Slow::update().done(vec!["two".to_string()]))
+    }
+}
+
+/// Runs `slow` as its one node's child.
+#[graph(state = Slow, deps = Gate, start = run_it)]
+pub mod slow_parent {
+    use super::*;
+
+    #[node(goto = [END], subgraphs = [slow])]
+    async fn run_it(_s: &Slow, cx: &Ctx<Gate>) -> Result<Step<Slow>, NodeError> {
+        let child = cx.subgraph(slow::graph(), Slow::default()).await?;
+        Ok(goto!(END, Slow::update().done(child.done)))
+    }
+}
