@@ -91,24 +91,44 @@ impl Drop for Diagnostics {
 /// The parser's side of [`Loc`]: a table of spans.
 #[derive(Default)]
 pub struct Spans {
-    spans: Vec<Span>,
+    /// Where each place starts, and where it ends when it spans more than one token.
+    spans: Vec<(Span, Option<Span>)>,
 }
 
 impl Spans {
     pub fn loc(&mut self, span: Span) -> Loc {
-        self.spans.push(span);
+        self.spans.push((span, None));
         Loc(self.spans.len() as u32 - 1)
     }
 
+    /// A place from the token at `start` to the token at `end`, both included.
+    pub fn range(&mut self, start: Span, end: Span) -> Loc {
+        self.spans.push((start, Some(end)));
+        Loc(self.spans.len() as u32 - 1)
+    }
+
+    /// Where `loc` starts.
     pub fn span(&self, loc: Loc) -> Span {
-        self.spans.get(loc.0 as usize).copied().unwrap_or_else(Span::call_site)
+        self.spans.get(loc.0 as usize).map_or_else(Span::call_site, |s| s.0)
+    }
+
+    /// An error underlining all of `loc`.
+    fn error(&self, loc: Loc, message: String) -> syn::Error {
+        match self.spans.get(loc.0 as usize) {
+            Some(&(start, Some(end))) => {
+                // `new_spanned` underlines from its first token to its last.
+                let (first, last) = (proc_macro2::Ident::new("start", start), proc_macro2::Ident::new("end", end));
+                syn::Error::new_spanned(quote::quote!(#first #last), message)
+            }
+            _ => syn::Error::new(self.span(loc), message),
+        }
     }
 
     /// Renders diagnostics as one combined `syn::Error` (None when empty).
     pub fn render(&self, diags: Diagnostics, syntax: Option<syn::Error>) -> Option<syn::Error> {
         let mut all = syntax;
         for d in diags.into_vec() {
-            let e = syn::Error::new(self.span(d.loc), d.message);
+            let e = self.error(d.loc, d.message);
             match &mut all {
                 Some(all) => all.combine(e),
                 None => all = Some(e),

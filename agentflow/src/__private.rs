@@ -2,6 +2,7 @@
 
 pub use serde;
 
+pub use crate::core::clock::{Civil, civil};
 pub use crate::core::reducer::{Add, Append, Merge, Messages};
 pub use crate::core::step::{each, route};
 pub use crate::graph::{

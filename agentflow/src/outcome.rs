@@ -1,6 +1,7 @@
 //! How a run ends.
 
 use std::fmt;
+use std::time::{Duration, SystemTime};
 
 use crate::core::budget::{Budget, RunUsage};
 use crate::core::error::NodeError;
@@ -72,12 +73,14 @@ pub enum Outcome {
     /// thread's status is `sleeping` and its timer is stored; resume it at
     /// or after `until` (a [`Scheduler`](crate::timer::Scheduler) does) and
     /// the sleeping nodes run again from their start, their `sleep` calls
-    /// returning at once.
+    /// returning at once. [`Outcome::remaining`] says how long is left.
     Sleeping {
         /// The thread to resume.
         thread: String,
-        /// When it is due (unix millis): the latest wake time of its sleeping nodes.
-        until: u64,
+        /// When it is due: the latest wake time of its sleeping nodes (whole milliseconds;
+        /// serialized as unix milliseconds).
+        #[serde(with = "unix_ms")]
+        until: SystemTime,
     },
     /// The run was paused from outside, at a step boundary or inside a step (a pause request,
     /// [`App::pause_run`](crate::App::pause_run), read by the [`Worker`](crate::Worker)
@@ -93,6 +96,59 @@ impl Outcome {
     pub fn is_completed(&self) -> bool {
         matches!(self, Outcome::Completed)
     }
+
+    /// For [`Outcome::Sleeping`], how long until the thread is due: zero once `until` has
+    /// passed. `None` for every other outcome.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use agentflow::Outcome;
+    ///
+    /// let until = SystemTime::now() + Duration::from_secs(3600);
+    /// let sleeping = Outcome::Sleeping { thread: "t-1".into(), until };
+    /// assert!(sleeping.remaining().is_some_and(|left| left <= Duration::from_secs(3600)));
+    /// assert_eq!(Outcome::Completed.remaining(), None);
+    /// ```
+    pub fn remaining(&self) -> Option<Duration> {
+        match self {
+            Outcome::Sleeping { until, .. } => Some(until.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO)),
+            _ => None,
+        }
+    }
+}
+
+/// `until` of [`Outcome::Sleeping`] as unix milliseconds, the form timers are stored in (and
+/// the serialized form of the outcome).
+pub(crate) mod unix_ms {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    /// The wall-clock time `ms` unix milliseconds stand for (a time past what the platform
+    /// can hold reads as the farthest it can: year 9999, else the epoch itself).
+    pub(crate) fn to_time(ms: u64) -> SystemTime {
+        UNIX_EPOCH
+            .checked_add(Duration::from_millis(ms))
+            .or_else(|| UNIX_EPOCH.checked_add(Duration::from_secs(253_402_300_799)))
+            .unwrap_or(UNIX_EPOCH)
+    }
+
+    /// `time` in unix milliseconds (0 before the epoch, saturating at `u64::MAX`).
+    pub(crate) fn of(time: SystemTime) -> u64 {
+        time.duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub(crate) fn serialize<S: serde::Serializer>(time: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(of(*time))
+    }
+
+    pub(crate) fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+        <u64 as serde::Deserialize>::deserialize(d).map(to_time)
+    }
+}
+
+/// `time` as RFC 3339 in UTC with milliseconds (`2026-12-06T15:04:05.123Z`), for people.
+fn utc(time: SystemTime) -> String {
+    let c = crate::core::clock::civil(unix_ms::of(time));
+    format!("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", c.year, c.month, c.day, c.hour, c.minute, c.second, c.milli)
 }
 
 impl fmt::Display for Outcome {
@@ -115,7 +171,7 @@ impl fmt::Display for Outcome {
             Outcome::CompensationFailed { compensation, tool, error, .. } => {
                 write!(f, "CompensationFailed {{ compensation: {compensation}, undoing: {tool}, error: {error} }}")
             }
-            Outcome::Sleeping { until, .. } => write!(f, "Sleeping {{ until: unix ms {until} }}"),
+            Outcome::Sleeping { until, .. } => write!(f, "Sleeping {{ until: {} }}", utc(*until)),
             Outcome::Paused => f.write_str("Paused"),
         }
     }
@@ -137,6 +193,7 @@ pub struct Undone {
 
 /// The result of a run: how it ended and the state it ended with.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Run<S> {
     /// How the run ended.
     pub outcome: Outcome,
@@ -338,5 +395,52 @@ impl From<crate::durable::ThreadError> for RunError {
             ThreadError::Persist(e) => RunError::Persist(e),
             ThreadError::Resume(e) => RunError::Resume(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use super::Outcome;
+
+    fn sleeping(until: SystemTime) -> Outcome {
+        Outcome::Sleeping { thread: "t-1".into(), until }
+    }
+
+    #[test]
+    fn remaining_is_the_time_left_until_the_wake_zero_once_past_and_none_when_not_asleep() {
+        let left = sleeping(SystemTime::now() + Duration::from_secs(3600)).remaining().expect("asleep");
+        assert!(left <= Duration::from_secs(3600) && left > Duration::from_secs(3590), "{left:?}");
+        assert_eq!(sleeping(SystemTime::now() - Duration::from_secs(5)).remaining(), Some(Duration::ZERO));
+        assert_eq!(sleeping(UNIX_EPOCH).remaining(), Some(Duration::ZERO));
+        assert_eq!(Outcome::Completed.remaining(), None);
+        assert_eq!(Outcome::Paused.remaining(), None);
+    }
+
+    #[test]
+    fn until_is_a_system_time_serialized_as_unix_millis_and_shown_in_utc() {
+        let until = UNIX_EPOCH + Duration::from_millis(1_796_569_445_123);
+        let outcome = sleeping(until);
+        let json = serde_json::to_value(&outcome).unwrap();
+        assert_eq!(json, serde_json::json!({ "Sleeping": { "thread": "t-1", "until": 1_796_569_445_123_u64 } }));
+        assert_eq!(serde_json::from_value::<Outcome>(json).unwrap(), outcome);
+        assert_eq!(outcome.to_string(), "Sleeping { until: 2026-12-06T15:04:05.123Z }");
+        assert_eq!(sleeping(UNIX_EPOCH).to_string(), "Sleeping { until: 1970-01-01T00:00:00.000Z }");
+        // A leap day, and the last millisecond of a year.
+        let leap = UNIX_EPOCH + Duration::from_millis(951_782_400_000);
+        assert_eq!(sleeping(leap).to_string(), "Sleeping { until: 2000-02-29T00:00:00.000Z }");
+        let eve = UNIX_EPOCH + Duration::from_millis(1_798_761_599_999);
+        assert_eq!(sleeping(eve).to_string(), "Sleeping { until: 2026-12-31T23:59:59.999Z }");
+    }
+
+    #[test]
+    fn unix_millis_convert_both_ways_and_absurd_ones_do_not_panic() {
+        use super::unix_ms::{of, to_time};
+        for ms in [0, 1, 1_796_569_445_123, 253_402_300_799_999] {
+            assert_eq!(of(to_time(ms)), ms);
+        }
+        assert!(of(to_time(u64::MAX)) > 0);
+        assert_eq!(of(UNIX_EPOCH - Duration::from_secs(1)), 0);
     }
 }

@@ -1,4 +1,4 @@
-//! Saga compensation (seed 004): a reversible tool names the tool that
+//! Saga compensation: a reversible tool names the tool that
 //! undoes it, `#[tool(risk = reversible, compensate = cancel_order)]`, and
 //! when a thread's run fails for good or is cancelled, the runtime undoes
 //! the thread's completed calls, newest first.

@@ -89,6 +89,11 @@ fn fast() -> SchedulerConfig {
     SchedulerConfig::default().poll(Duration::from_millis(10))
 }
 
+/// `t` in unix millis, the form the store keeps timers in.
+fn ms(t: std::time::SystemTime) -> u64 {
+    u64::try_from(t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()).unwrap()
+}
+
 /// Waits (on the wall clock the timers use) until `at` has passed.
 async fn until_past(at: u64) {
     while now_ms() <= at {
@@ -104,6 +109,7 @@ async fn a_sleep_ends_the_run_with_its_wake_time_stored_and_the_scheduler_wakes_
     let before = now_ms();
     let run = app.runner(&*log).thread("t-1").run(Nap::default()).await.unwrap();
     let Outcome::Sleeping { thread, until } = run.outcome.clone() else { panic!("{:?}", run.outcome) };
+    let until = ms(until);
     assert_eq!(thread, "t-1");
     assert!(until >= before + NAP_MS, "wakes {until}, slept at {before}");
     assert_eq!(run.state.woke_at, None);
@@ -162,6 +168,7 @@ async fn resuming_before_the_wake_time_runs_nothing() {
     let log = log(60_000);
     let run = app.runner(&*log).thread("early").run(Nap::default()).await.unwrap();
     let Outcome::Sleeping { until, .. } = run.outcome else { panic!("{:?}", run.outcome) };
+    assert!(run.outcome.remaining().is_some_and(|left| left > Duration::from_secs(50)), "{}", run.outcome);
 
     // Too early: the same outcome, the node does not run, nothing is written.
     let history = app.history("early").unwrap().len();
@@ -169,7 +176,7 @@ async fn resuming_before_the_wake_time_runs_nothing() {
     assert_eq!(again.outcome, Outcome::Sleeping { thread: "early".into(), until });
     assert_eq!(log.naps("early"), 1);
     assert_eq!(app.history("early").unwrap().len(), history);
-    assert_eq!(store.thread_timer("early").unwrap(), Some(until));
+    assert_eq!(store.thread_timer("early").unwrap(), Some(ms(until)));
     // The scheduler's entry point does nothing either.
     assert!(app.wake("early", &log).await.unwrap().is_none());
     assert_eq!(log.naps("early"), 1);
@@ -177,14 +184,14 @@ async fn resuming_before_the_wake_time_runs_nothing() {
     // A person's edit of the state keeps the thread asleep, with its timer.
     app.update_state("early", Nap::update(), "tester").unwrap();
     assert_eq!(store.thread("early").unwrap().unwrap().status, ThreadStatus::Sleeping);
-    assert_eq!(store.thread_timer("early").unwrap(), Some(until));
+    assert_eq!(store.thread_timer("early").unwrap(), Some(ms(until)));
     let again = app.runner(&*log).thread("early").resume().await.unwrap();
     assert_eq!(again.outcome, Outcome::Sleeping { thread: "early".into(), until });
     assert_eq!(log.naps("early"), 1);
     // So does raising its limits.
     app.raise_limits("early", agentflow::Limits::none().tool_calls(5), "tester").unwrap();
     assert_eq!(store.thread("early").unwrap().unwrap().status, ThreadStatus::Sleeping);
-    assert_eq!(store.thread_timer("early").unwrap(), Some(until));
+    assert_eq!(store.thread_timer("early").unwrap(), Some(ms(until)));
 }
 
 #[tokio::test]
@@ -194,6 +201,7 @@ async fn the_wake_time_is_fixed_by_the_first_call() {
     let log = log(NAP_MS);
     let run = app.runner(&*log).thread("fixed").run(Nap::default()).await.unwrap();
     let Outcome::Sleeping { until, .. } = run.outcome else { panic!("{:?}", run.outcome) };
+    let until = ms(until);
     until_past(until).await;
     // The re-run node asks for a much longer sleep; the journaled wake time
     // (now past) is what counts, so `sleep` returns at once.
@@ -226,7 +234,7 @@ async fn an_overdue_timer_fires_once_after_a_restart() {
         let store: Arc<dyn Store> = Arc::new(open_redb(&path).unwrap());
         let run = app(store).runner(&*log).thread("r-1").run(Nap::default()).await.unwrap();
         let Outcome::Sleeping { until, .. } = run.outcome else { panic!("{:?}", run.outcome) };
-        until
+        ms(until)
     };
     until_past(until).await;
 
@@ -418,11 +426,17 @@ async fn sleep_until_sleeps_until_the_time_it_names() {
     let at = now_ms() + NAP_MS;
     deps.at.store(at, Ordering::SeqCst);
     let run = app.runner(&deps).thread("alarm").run(Nap::default()).await.unwrap();
-    assert_eq!(run.outcome, Outcome::Sleeping { thread: "alarm".into(), until: at });
+    assert_eq!(
+        run.outcome,
+        Outcome::Sleeping { thread: "alarm".into(), until: std::time::UNIX_EPOCH + Duration::from_millis(at) }
+    );
     assert_eq!(store.thread_timer("alarm").unwrap(), Some(at));
 
     let early = app.runner(&deps).thread("alarm").resume().await.unwrap();
-    assert_eq!(early.outcome, Outcome::Sleeping { thread: "alarm".into(), until: at });
+    assert_eq!(
+        early.outcome,
+        Outcome::Sleeping { thread: "alarm".into(), until: std::time::UNIX_EPOCH + Duration::from_millis(at) }
+    );
     assert_eq!(deps.runs.load(Ordering::SeqCst), 1, "nothing ran before the time");
     assert_eq!(store.thread_timer("alarm").unwrap(), Some(at), "not moved");
 

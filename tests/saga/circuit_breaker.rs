@@ -317,7 +317,7 @@ async fn with_the_wait_policy_a_run_sleeps_until_half_open_and_the_scheduler_com
     // Refused: the run sleeps on a durable timer until the cool-down ends; the tool did not run.
     let run = app.runner(&*up).thread("w").run(Check::default()).await.unwrap();
     let Outcome::Sleeping { until, .. } = run.outcome else { panic!("{:?}", run.outcome) };
-    assert_eq!(until, open_until);
+    assert_eq!(until, std::time::UNIX_EPOCH + Duration::from_millis(open_until));
     assert_eq!(store.thread_timer("w").unwrap(), Some(open_until));
     assert_eq!(up.runs.load(Ordering::SeqCst), 2);
 
@@ -510,6 +510,7 @@ async fn an_approved_call_waits_for_the_breaker_and_runs_once_as_its_probe() {
     // sleeps until it half-opens, and the approval is left unused.
     desk.approve(&id, &Approver::new("alice", ["sre"])).unwrap();
     let run = app.runner(&*up).thread("fix").resume().await.unwrap();
+    let open_until = std::time::UNIX_EPOCH + Duration::from_millis(open_until);
     assert!(matches!(run.outcome, Outcome::Sleeping { until, .. } if until == open_until), "{:?}", run.outcome);
     assert_eq!(up.runs.load(Ordering::SeqCst), 0);
     assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::Approved);

@@ -1,4 +1,4 @@
-//! Saga compensation, on seed 004's order workflow: create order -> reserve
+//! Saga compensation, on an order workflow: create order -> reserve
 //! inventory -> charge payment -> ship fails -> refund -> release -> cancel.
 //! Each compensation runs once, newest first; a failed one is named and retried on resume; a
 //! cancelled run is compensated too; a compensation cut off mid-call waits for a human.

@@ -1,4 +1,4 @@
-//! The order workflow of the saga tests (seed 004): create order -> reserve inventory ->
+//! The order workflow of the saga tests: create order -> reserve inventory ->
 //! charge payment -> ship, each step with the tool that undoes it, over an outside world that
 //! is a directory: every call that reaches a tool body appends a line to `calls.log`, and every
 //! change a tool makes appends one to `effects.log` (an idempotent tool makes its change once

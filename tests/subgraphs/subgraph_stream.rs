@@ -112,6 +112,7 @@ async fn a_sleeping_child_makes_the_parent_sleep_and_the_parents_scheduler_wakes
     let app = nap_parent::graph().app().store(Arc::clone(&store));
     let run = app.runner(&Counts::default()).thread("n").run(Talk::default()).await.unwrap();
     let Outcome::Sleeping { until, .. } = run.outcome else { panic!("{}", run.outcome) };
+    let until = u64::try_from(until.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()).unwrap();
     let child = "n/wait.0.0.napper";
     assert_eq!(store.thread(child).unwrap().unwrap().status, ThreadStatus::Sleeping);
     assert_eq!(store.thread_timer(child).unwrap(), Some(until), "the parent sleeps until the child wakes");

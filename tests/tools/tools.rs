@@ -217,7 +217,7 @@ async fn a_token_reservation_past_the_limit_is_refused_before_the_call() {
 #[tokio::test]
 async fn unknown_usage_is_flagged_and_charged_at_the_reservation() {
     let reply = ChatReply { text: "no usage reported".into(), usage: None, ..ChatReply::default() };
-    let model = Arc::new(ScriptedModel::new().reply(reply));
+    let model = Arc::new(ScriptedModel::new().reply(reply).unknown_usage());
     let deps = Asker { model, max_output: 64 };
     let run = asker::graph().run(Chat::default(), &deps).await.unwrap();
     assert_eq!(run.outcome, Outcome::Completed);

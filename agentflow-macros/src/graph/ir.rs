@@ -100,8 +100,12 @@ pub struct Signature {
     pub state: Param,
     /// Each parameter's type (for `&mut S`, its `mut`), in order.
     pub params: Vec<Loc>,
+    /// Each parameter as a whole, for messages that show it as it should be written.
+    pub written: Vec<Written>,
     /// The position of the `#[payload]` parameter, if there is one.
     pub payload_at: Option<usize>,
+    /// The positions of the parameters written `&Ctx<..>` (told by the type's name).
+    pub ctx_at: Vec<usize>,
     /// The generic parameters, if the fn has any.
     pub generics: Option<Loc>,
     /// The `fn` token.
@@ -116,11 +120,22 @@ impl Signature {
             is_async: true,
             state: Param::Ref,
             params: vec![Loc::DUMMY; 2],
+            written: Vec::new(),
             payload_at: None,
+            ctx_at: vec![1],
             generics: None,
             loc: Loc::DUMMY,
         }
     }
+}
+
+/// One parameter of a node fn, as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// Its pattern and type, without its attributes: `ticker: &String`.
+    pub text: String,
+    /// From the start of its pattern to the end of its type.
+    pub loc: Loc,
 }
 
 /// How the state parameter is taken.

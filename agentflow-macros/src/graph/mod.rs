@@ -8,3 +8,4 @@ pub mod expand;
 pub mod ir;
 pub mod parse;
 pub mod resolve;
+pub mod signature;

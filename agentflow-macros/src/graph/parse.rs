@@ -9,7 +9,8 @@ use syn::spanned::Spanned;
 use syn::visit::Visit;
 use syn::{Token, bracketed};
 
-use super::ir::{GraphIr, Named, NodeIr, Param, Route, Signature};
+use super::ir::{GraphIr, Named, NodeIr, Route};
+use super::signature::{ParsedSignature, as_written, parse_signature};
 use crate::diag::{Spans, combine, list, unknown};
 use crate::keywords::{self as kw, body, graph as graph_kw, node as node_kw, retry as retry_kw};
 
@@ -167,11 +168,7 @@ pub fn parse(args: TokenStream, input: TokenStream) -> syn::Result<Parsed> {
 
 /// A type as a user would write it: `crate::Ticket`, not `crate :: Ticket`.
 pub fn type_name(ty: &syn::Type) -> String {
-    let mut s = quote!(#ty).to_string();
-    for (from, to) in [(" :: ", "::"), (":: ", "::"), (" <", "<"), ("< ", "<"), (" >", ">"), (" ,", ","), ("& ", "&")] {
-        s = s.replace(from, to);
-    }
-    s
+    as_written(ty)
 }
 
 fn is_node_attr(attr: &syn::Attribute) -> bool {
@@ -280,78 +277,7 @@ fn parse_node(
         }
     }
     let ident = f.sig.ident.clone();
-    // `cx: &Ctx<Deps>` is the documented form, but an `async fn` may not
-    // elide the lifetime inside a path; write the `'_` for the user.
-    // `#[payload]` marks a map worker's payload parameter; the attribute is
-    // the macro's, so it is taken off before rustc sees the fn.
-    let mut payload = None;
-    let mut payload_loc = None;
-    for (i, input) in f.sig.inputs.iter_mut().enumerate() {
-        if let syn::FnArg::Typed(t) = input {
-            elide_ctx_lifetime(&mut t.ty);
-            let before = t.attrs.len();
-            t.attrs.retain(|a| !a.path().is_ident(node_kw::PAYLOAD));
-            if t.attrs.len() != before {
-                if payload.is_some() {
-                    combine(errors, syn::Error::new(t.span(), "a node takes at most one `#[payload]` parameter"));
-                    continue;
-                }
-                payload_loc = Some(spans.loc(t.ty.span()));
-                let (ty, by_ref) = match &*t.ty {
-                    // `&str` and `&[T]` borrow a decoded `String` and `Vec<T>`.
-                    syn::Type::Reference(r) if r.mutability.is_none() => match &*r.elem {
-                        syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("str") => {
-                            (syn::parse_quote!(String), true)
-                        }
-                        syn::Type::Slice(slice) => {
-                            let elem = &slice.elem;
-                            (syn::parse_quote!(Vec<#elem>), true)
-                        }
-                        elem => (elem.clone(), true),
-                    },
-                    other => (other.clone(), false),
-                };
-                payload = Some(PayloadSyn { at: i, ty, by_ref });
-            }
-        }
-    }
-    let mut params = Vec::new();
-    let mut param_locs = Vec::new();
-    let mut state = Param::Missing;
-    for (i, input) in f.sig.inputs.iter().enumerate() {
-        match input {
-            syn::FnArg::Receiver(r) => {
-                state = Param::Receiver;
-                param_locs.push(spans.loc(r.self_token.span));
-            }
-            syn::FnArg::Typed(t) => {
-                let mut span = t.ty.span();
-                if i == 0 {
-                    state = match &*t.ty {
-                        syn::Type::Reference(r) if r.mutability.is_some() => {
-                            span = r.mutability.map_or(span, |m| m.span);
-                            Param::RefMut
-                        }
-                        syn::Type::Reference(_) => Param::Ref,
-                        _ => Param::Value,
-                    };
-                }
-                param_locs.push(spans.loc(span));
-                params.push((*t.ty).clone());
-            }
-        }
-    }
-    let payload_at = payload.as_ref().map(|p| p.at);
-    let cx_at = (1..params.len()).find(|&i| Some(i) != payload_at);
-    let ctx_param = cx_at.and_then(|i| params.get(i)).is_some_and(is_ctx_type);
-    let sig = Signature {
-        is_async: f.sig.asyncness.is_some(),
-        state,
-        params: param_locs,
-        payload_at,
-        generics: (!f.sig.generics.params.is_empty()).then(|| spans.loc(f.sig.generics.params.span())),
-        loc: spans.loc(f.sig.fn_token.span),
-    };
+    let ParsedSignature { sig, params, ctx_param, payload, payload_loc } = parse_signature(f, spans, errors);
     let ret_span = match &f.sig.output {
         syn::ReturnType::Type(_, ty) => ty.span(),
         syn::ReturnType::Default => ident.span(),
@@ -427,32 +353,6 @@ fn step_state(ty: &syn::Type) -> Option<syn::Type> {
         }
     };
     first_arg(ty, "Step").or_else(|| first_arg(&first_arg(ty, "Result")?, "Step"))
-}
-
-/// Adds `'_` to a `&Ctx<D>` parameter type.
-fn elide_ctx_lifetime(ty: &mut syn::Type) {
-    let syn::Type::Reference(r) = ty else { return };
-    let syn::Type::Path(p) = &mut *r.elem else { return };
-    let Some(last) = p.path.segments.last_mut() else { return };
-    if last.ident != body::CTX {
-        return;
-    }
-    if let syn::PathArguments::AngleBracketed(args) = &mut last.arguments
-        && !args.args.iter().any(|a| matches!(a, syn::GenericArgument::Lifetime(_)))
-    {
-        args.args.insert(0, syn::parse_quote!('_));
-    }
-}
-
-/// `&Ctx<..>` (any path ending in `Ctx`).
-fn is_ctx_type(ty: &syn::Type) -> bool {
-    let syn::Type::Reference(r) = ty else {
-        return false;
-    };
-    let syn::Type::Path(p) = &*r.elem else {
-        return false;
-    };
-    p.path.segments.last().is_some_and(|s| s.ident == body::CTX)
 }
 
 fn names(input: ParseStream, spans: &mut Spans) -> syn::Result<Vec<Named>> {

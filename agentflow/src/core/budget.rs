@@ -97,6 +97,7 @@ impl Limits {
 /// What a run (or a thread, over all its runs) consumed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
+#[non_exhaustive]
 pub struct RunUsage {
     /// Model calls made.
     pub model_calls: u32,

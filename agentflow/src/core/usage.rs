@@ -47,6 +47,7 @@ impl AddAssign for Usage {
 /// Usage summed over several calls, remembering how many calls did not report
 /// it: a total with unknown calls is a lower bound, not the full cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct UsageTally {
     /// Sum of the usage the calls reported.
     pub known: Usage,

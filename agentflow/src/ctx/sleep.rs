@@ -20,9 +20,14 @@ impl<D> Ctx<'_, D> {
     /// fixed by the first call: a re-run reads it back, it does not extend it.
     /// Resuming earlier runs nothing and reports the same `Sleeping` outcome.
     ///
+    /// After the wake the node re-runs **from its start**, not from the `sleep`
+    /// call: everything before the `sleep` runs again. Put effects (sending a
+    /// message, calling a service) after the `sleep`, or in another node the
+    /// sleeping one routes to; an effect that must come before it goes through
+    /// [`Ctx::effect`], so its recorded result is replayed instead of running twice.
+    ///
     /// Only a `#[node(sleep)]` may call it. A node may sleep more than once
-    /// (each call has its own timer, in call order); effects before a `sleep`
-    /// must go through [`Ctx::effect`] so they do not run twice.
+    /// (each call has its own timer, in call order).
     ///
     /// Without a store there is nothing to resume: the node simply waits
     /// in memory (and returns early, with an error, if the run is cancelled).
@@ -55,7 +60,7 @@ impl<D> Ctx<'_, D> {
     /// let scheduler = app.scheduler(Arc::new(()));
     /// let woken = scheduler.subscribe().wait_for("r-1").await.expect("the scheduler runs");
     /// assert_eq!(woken.result, Ok(Outcome::Completed));
-    /// assert!(agentflow::timer::now_ms() >= until);
+    /// assert!(std::time::SystemTime::now() >= until);
     /// assert!(app.state("r-1")?.unwrap().state.sent);
     /// scheduler.shutdown().await;
     /// # Ok(())

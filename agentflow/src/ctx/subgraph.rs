@@ -110,6 +110,7 @@ impl<D: Sync> Ctx<'_, D> {
                 ))),
             },
             Outcome::Sleeping { until, thread } => {
+                let until = crate::outcome::unix_ms::of(until);
                 let payload = json!({ "until": until, "subgraph": name, "thread": thread });
                 let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
                 signal.pause = Some(Pending {

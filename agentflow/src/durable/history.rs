@@ -25,6 +25,7 @@ use crate::interrupt::Pending;
 
 /// The state of a thread at one checkpoint.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Snapshot<S> {
     /// The checkpoint's sequence number.
     pub seq: u64,

@@ -27,13 +27,23 @@ type Predicate = dyn Fn(&ChatRequest) -> bool + Send + Sync;
 /// Calls are served in the order they arrive; concurrent callers get a
 /// deterministic script only if they call in a deterministic order.
 ///
-/// Replies built with [`reply_text`](Self::reply_text) and the
-/// `reply_tool_call*` methods report an *estimated* [`Usage`]: one token per
-/// whitespace-separated word of the request's messages (input) and of the
-/// reply (output), with tool calls counted as their name plus their JSON
-/// arguments. Real tokenizers count differently. Replies given whole with
-/// [`reply`](Self::reply) or returned by the closure are served unchanged, so
-/// a test can script unknown usage (`usage: None`).
+/// A reply reports a [`Usage`] unless the script says otherwise, so token
+/// budgets count what a test scripts and nothing more:
+///
+/// - [`reply_text`](Self::reply_text) and the `reply_tool_call*` methods
+///   report an *estimate*: one token per whitespace-separated word of the
+///   request's messages (input) and of the reply (output), with tool calls
+///   counted as their name plus their JSON arguments. Real tokenizers count
+///   differently.
+/// - A reply given whole with [`reply`](Self::reply) or returned by the
+///   [`respond_with`](Self::respond_with) closure reports the usage it
+///   carries, and zero tokens when it carries none (`usage: None`).
+/// - [`with_usage`](Self::with_usage) sets the usage the step scripted last
+///   reports.
+/// - [`unknown_usage`](Self::unknown_usage) makes the step scripted last
+///   report none, as a server that does not say: a run's budget then keeps
+///   the call's reservation charged and counts it in
+///   [`RunUsage::unknown_usage_calls`](crate::RunUsage::unknown_usage_calls).
 ///
 /// [`chat_stream`](ChatModel::chat_stream) serves the same script and hands
 /// the reply over in pieces: the text word by word (each word with the
@@ -66,6 +76,8 @@ pub struct ScriptedModel {
     responder: Option<Box<Responder>>,
     fresh_call_ids: bool,
     chunk_chars: Option<usize>,
+    /// Whether a `respond_with` reply without a usage keeps `None` (unknown) instead of zero.
+    responder_usage_unknown: bool,
 }
 
 #[derive(Default)]
@@ -78,8 +90,28 @@ struct Script {
 
 struct Step {
     outcome: Result<ChatReply, ModelError>,
-    estimate: bool,
+    usage: Report,
     expectations: Vec<(String, Box<Predicate>)>,
+}
+
+/// The usage a scripted step reports.
+#[derive(Debug, Clone, Copy)]
+enum Report {
+    /// The word-count estimate.
+    Estimate,
+    /// The reply's own; zero tokens when it has none.
+    AsGiven,
+    /// This one.
+    Set(Usage),
+    /// None at all: unknown usage.
+    Unknown,
+}
+
+/// A reply from the `respond_with` closure, reporting zero tokens when it carries no usage
+/// (not unknown usage).
+fn or_zero(mut reply: ChatReply) -> ChatReply {
+    reply.usage.get_or_insert_with(Usage::default);
+    reply
 }
 
 impl Default for ScriptedModel {
@@ -104,27 +136,44 @@ impl std::fmt::Debug for ScriptedModel {
 impl ScriptedModel {
     /// An empty script.
     pub fn new() -> Self {
-        ScriptedModel { script: Mutex::default(), responder: None, fresh_call_ids: false, chunk_chars: None }
+        ScriptedModel {
+            script: Mutex::default(),
+            responder: None,
+            fresh_call_ids: false,
+            chunk_chars: None,
+            responder_usage_unknown: false,
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Script> {
         self.script.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn push(mut self, outcome: Result<ChatReply, ModelError>, estimate: bool) -> Self {
+    fn push(mut self, outcome: Result<ChatReply, ModelError>, usage: Report) -> Self {
         let script = self.script.get_mut().unwrap_or_else(PoisonError::into_inner);
-        script.steps.push_back(Step { outcome, estimate, expectations: Vec::new() });
+        script.steps.push_back(Step { outcome, usage, expectations: Vec::new() });
         self
     }
 
-    /// Then serve `reply` exactly as given (usage included, even `None`).
-    pub fn reply(self, reply: ChatReply) -> Self {
-        self.push(Ok(reply), false)
+    /// The step scripted last, for the methods that change it.
+    fn last_step(&mut self, method: &str) -> &mut Step {
+        let script = self.script.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let Some(step) = script.steps.back_mut() else {
+            panic!("`{method}` applies to the step scripted last; script a reply first")
+        };
+        step
     }
 
-    /// Then answer with text and no tool calls.
+    /// Then serve `reply` as given, with the usage it carries, or zero tokens
+    /// when it carries none (script unknown usage with
+    /// [`unknown_usage`](Self::unknown_usage)).
+    pub fn reply(self, reply: ChatReply) -> Self {
+        self.push(Ok(reply), Report::AsGiven)
+    }
+
+    /// Then answer with text and no tool calls, with an estimated usage.
     pub fn reply_text(self, text: impl Into<String>) -> Self {
-        self.push(Ok(ChatReply::text(text)), true)
+        self.push(Ok(ChatReply::text(text)), Report::Estimate)
     }
 
     /// Then ask for one tool call. Call ids are `call_1`, `call_2`, … in
@@ -144,12 +193,50 @@ impl ScriptedModel {
             })
             .collect();
         let reply = ChatReply { tool_calls, ..ChatReply::default() };
-        self.push(Ok(reply), true)
+        self.push(Ok(reply), Report::Estimate)
     }
 
     /// Then fail with `error` (e.g. a rate limit, to exercise retries).
     pub fn fail(self, error: ModelError) -> Self {
-        self.push(Err(error), false)
+        self.push(Err(error), Report::AsGiven)
+    }
+
+    /// Make the step scripted last report `usage` (instead of the estimate, or
+    /// of the usage its reply carries). A step that fails reports nothing.
+    ///
+    /// ```
+    /// use agentflow::model::{ChatModel, ChatRequest, ScriptedModel, Usage};
+    /// use agentflow::message::Message;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let model = ScriptedModel::new().reply_text("a long answer").with_usage(Usage::new(900, 300));
+    /// let reply = model.chat(&ChatRequest::new(vec![Message::human("hi")])).await.unwrap();
+    /// assert_eq!(reply.usage, Some(Usage::new(900, 300)));
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If nothing has been scripted yet.
+    #[must_use]
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        self.last_step("with_usage").usage = Report::Set(usage);
+        self
+    }
+
+    /// Make the step scripted last report no usage (`usage: None`), as a
+    /// server that does not say: a run's budget keeps the call's reservation
+    /// charged (its `max_output_tokens`, or
+    /// [`Limits::reserve_per_call`](crate::Limits::reserve_per_call)) and
+    /// counts it in [`RunUsage::unknown_usage_calls`](crate::RunUsage::unknown_usage_calls).
+    ///
+    /// # Panics
+    ///
+    /// If nothing has been scripted yet.
+    #[must_use]
+    pub fn unknown_usage(mut self) -> Self {
+        self.last_step("unknown_usage").usage = Report::Unknown;
+        self
     }
 
     /// Attach an expectation to the step scripted last: when the request it
@@ -171,12 +258,24 @@ impl ScriptedModel {
     }
 
     /// Once the scripted steps are used up, answer every further call with
-    /// `respond` instead of failing.
+    /// `respond` instead of failing. A reply without a usage reports zero
+    /// tokens, unless [`respond_with_unknown_usage`](Self::respond_with_unknown_usage)
+    /// is set.
     pub fn respond_with(
         mut self,
         respond: impl Fn(&ChatRequest) -> Result<ChatReply, ModelError> + Send + Sync + 'static,
     ) -> Self {
         self.responder = Some(Box::new(respond));
+        self
+    }
+
+    /// Let the replies of [`respond_with`](Self::respond_with) that carry no
+    /// usage report none (`usage: None`, unknown usage, as
+    /// [`unknown_usage`](Self::unknown_usage) does for a scripted step)
+    /// instead of zero tokens.
+    #[must_use]
+    pub fn respond_with_unknown_usage(mut self) -> Self {
+        self.responder_usage_unknown = true;
         self
     }
 
@@ -291,7 +390,8 @@ impl ChatModel for ScriptedModel {
         };
         let Some(step) = script.steps.pop_front() else {
             return match &self.responder {
-                Some(respond) => respond(req).map(fresh),
+                Some(respond) if self.responder_usage_unknown => respond(req).map(fresh),
+                Some(respond) => respond(req).map(or_zero).map(fresh),
                 None => Err(ModelError::ScriptExhausted { served: script.served }),
             };
         };
@@ -300,9 +400,12 @@ impl ChatModel for ScriptedModel {
             return Err(ModelError::UnexpectedRequest { call, expectation: expectation.clone() });
         }
         let mut reply = step.outcome?;
-        if step.estimate {
-            reply.usage = Some(estimate_usage(req, &reply));
-        }
+        reply.usage = match step.usage {
+            Report::Estimate => Some(estimate_usage(req, &reply)),
+            Report::AsGiven => Some(reply.usage.unwrap_or_default()),
+            Report::Set(usage) => Some(usage),
+            Report::Unknown => None,
+        };
         if reply.model.is_empty() {
             reply.model = SCRIPTED_MODEL_NAME.to_owned();
         }

@@ -9,6 +9,7 @@ use crate::core::message::{Message, Role};
 
 /// A validated structured reply.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Structured<T> {
     /// The parsed value.
     pub value: T,
@@ -21,6 +22,7 @@ pub struct Structured<T> {
 /// Why [`structured`] failed, with the usage spent before it did.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{error} (after {reasks} re-asks)")]
+#[non_exhaustive]
 pub struct StructuredError {
     /// The last error: [`ModelError::InvalidOutput`] when the re-asks ran
     /// out, or the model call's own error.

@@ -181,7 +181,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                         ThreadStatus::Interrupted
                     }
                     Outcome::Sleeping { until, .. } => {
-                        cp.wake_at = Some(*until);
+                        cp.wake_at = Some(crate::outcome::unix_ms::of(*until));
                         ThreadStatus::Sleeping
                     }
                     other => crate::saga::status_of(other).unwrap_or(ThreadStatus::Failed),

@@ -404,7 +404,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         if let Some(thread) = &thread
             && let Some(until) = crate::durable::wake::sleeping_until(&pending)
         {
-            return Ok(Outcome::Sleeping { thread: thread.clone(), until });
+            return Ok(Outcome::Sleeping { thread: thread.clone(), until: crate::outcome::unix_ms::to_time(until) });
         }
         Ok(Outcome::Interrupted { thread, pending })
     }

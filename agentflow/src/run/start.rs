@@ -83,7 +83,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             && !cancelled
         {
             let usage = checkpointer.budget.usage;
-            let outcome = Outcome::Sleeping { thread: checkpointer.thread.clone(), until };
+            let outcome = Outcome::Sleeping {
+                thread: checkpointer.thread.clone(),
+                until: crate::outcome::unix_ms::to_time(until),
+            };
             return Ok(Run {
                 outcome,
                 state: start.state,

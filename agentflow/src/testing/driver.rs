@@ -246,7 +246,7 @@ pub(crate) async fn drive<S: State, D: Sync>(
         let answered = match result {
             Ok(run) => match run.outcome {
                 Outcome::Sleeping { until, .. } => {
-                    let wait = until.saturating_sub(crate::durable::now_ms());
+                    let wait = crate::outcome::unix_ms::of(until).saturating_sub(crate::durable::now_ms());
                     if wait > MAX_SLEEP_MS {
                         return Ending::Error {
                             error: format!(

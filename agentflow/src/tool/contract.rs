@@ -9,10 +9,11 @@ use serde_json::Value;
 use crate::core::message::ToolSpec;
 use crate::tool::validate::ArgumentError;
 
-/// How much harm a tool call can do (seed 004 §6). The [`Policy`](crate::tool::Policy) maps it
+/// How much harm a tool call can do. The [`Policy`](crate::tool::Policy) maps it
 /// to run, ask a human, or deny.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Risk {
     /// Reads only: search, lookups, arithmetic.
     Read,

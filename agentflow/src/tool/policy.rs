@@ -6,6 +6,7 @@ use super::Risk;
 
 /// What happens when a human rejects a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum OnReject {
     /// The model gets a `REJECTED` observation with the reason and may re-plan.
     #[default]

@@ -51,10 +51,10 @@ async fn arithmetic_tool_loop_script() {
 
 #[tokio::test]
 async fn usage_is_a_word_count_estimate() {
-    let model = ScriptedModel::new().reply_text("seven it is").reply(ChatReply::text("usage unknown"));
+    let model = ScriptedModel::new().reply_text("seven it is").reply(ChatReply::text("usage unknown")).unknown_usage();
     let reply = model.chat(&ask("three plus four")).await.unwrap();
     assert_eq!(reply.usage, Some(Usage::new(3, 3)));
-    // A reply given whole is served as is, unknown usage included.
+    // Unknown usage, when the script asks for it.
     let reply = model.chat(&ask("again")).await.unwrap();
     assert_eq!(reply.usage, None);
 
@@ -62,6 +62,56 @@ async fn usage_is_a_word_count_estimate() {
     tally.record(Some(Usage::new(3, 3)));
     tally.record(None);
     assert_eq!((tally.known.total(), tally.calls, tally.is_complete()), (6, 2, false));
+}
+
+/// A reply given whole without a usage, or from the closure, reports zero tokens, not unknown
+/// usage (which a budget would charge at the call's reservation); a script may set a reply's
+/// usage, or ask for unknown usage, explicitly.
+#[tokio::test]
+async fn usage_is_zero_unless_the_script_gives_one_or_asks_for_none() {
+    let given = ChatReply { usage: Some(Usage::new(7, 2)), ..ChatReply::text("carries its own") };
+    let model = ScriptedModel::new()
+        .reply(ChatReply::text("no usage given"))
+        .reply(given)
+        .reply_text("set by the script")
+        .with_usage(Usage::new(40, 2))
+        .reply_tool_call("add", json!({"a": 1}))
+        .unknown_usage()
+        .reply(ChatReply::text("set, over the reply's own"))
+        .with_usage(Usage::new(1, 1))
+        .respond_with(|_| Ok(ChatReply::text("from the closure")));
+    let mut usages = Vec::new();
+    for _ in 0..6 {
+        usages.push(model.chat(&ask("q")).await.unwrap().usage);
+    }
+    assert_eq!(
+        usages,
+        [
+            Some(Usage::new(0, 0)),
+            Some(Usage::new(7, 2)),
+            Some(Usage::new(40, 2)),
+            None,
+            Some(Usage::new(1, 1)),
+            Some(Usage::new(0, 0))
+        ]
+    );
+    // The closure's replies may report unknown usage too, when asked to.
+    let model = ScriptedModel::new().respond_with(|_| Ok(ChatReply::text("unknown"))).respond_with_unknown_usage();
+    assert_eq!(model.chat(&ask("q")).await.unwrap().usage, None);
+    // A stream hands the same usage over last.
+    let model = ScriptedModel::new().reply(ChatReply::text("streamed"));
+    let chunks = std::sync::Mutex::new(Vec::new());
+    let push = |chunk: agentflow::model::ChatChunk| chunks.lock().unwrap().push(chunk);
+    let reply = model.chat_stream(&ask("q"), &agentflow::model::ChunkSink::new(&push)).await.unwrap();
+    assert_eq!(reply.usage, Some(Usage::new(0, 0)));
+    let last = chunks.lock().unwrap().last().and_then(|c| c.usage);
+    assert_eq!(last, Some(Usage::new(0, 0)));
+}
+
+#[test]
+#[should_panic(expected = "script a reply first")]
+fn with_usage_needs_a_scripted_step() {
+    let _ = ScriptedModel::new().with_usage(Usage::new(1, 1));
 }
 
 #[tokio::test]

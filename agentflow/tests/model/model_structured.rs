@@ -86,7 +86,7 @@ async fn zero_reasks_means_one_attempt() {
 
 #[tokio::test]
 async fn model_errors_pass_through_with_usage_so_far() {
-    let model = ScriptedModel::new().reply(ChatReply::text("not json")).fail(ModelError::Timeout);
+    let model = ScriptedModel::new().reply(ChatReply::text("not json")).unknown_usage().fail(ModelError::Timeout);
     let err = structured::<Classification, _>(&model, email(), 3).await.unwrap_err();
     assert_eq!(err.error, ModelError::Timeout);
     assert_eq!(err.class(), ErrorClass::Transient);

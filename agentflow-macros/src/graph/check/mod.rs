@@ -50,7 +50,7 @@ pub struct GuardedWrite {
 /// Runs every rule over a resolved graph.
 pub fn check_all(ir: &GraphIr, r: &Resolved, diags: &mut Diagnostics) -> Checked {
     check_duplicate_nodes(ir, diags);
-    let sig_ok = check_signatures(ir, diags);
+    let sig_ok = check_signatures(ir, r, diags);
     check_start(ir, r, diags);
     check_targets(ir, r, diags);
     check_routes(ir, r, diags);
@@ -199,7 +199,8 @@ fn check_map(ir: &GraphIr, r: &Resolved, diags: &mut Diagnostics) {
                         ),
                     );
                 }
-                if each && !takes_payload(to) {
+                // A worker that takes its payload without `#[payload]` is told so by its signature.
+                if each && !takes_payload(to) && unmarked_payload(ir, r, to).is_none() {
                     diags.push(
                         Kind::MapPayload,
                         t.loc,
@@ -264,10 +265,13 @@ fn check_duplicate_nodes(ir: &GraphIr, diags: &mut Diagnostics) {
 
 // Nodes are called by the executor with the state snapshot and the context,
 // so the shape of the fn is fixed; the types themselves are left to rustc.
-// `fn classify(s: Ticket)` is neither async nor borrowing.
-fn check_signatures(ir: &GraphIr, diags: &mut Diagnostics) -> Vec<bool> {
+// `fn classify(s: Ticket)` is neither async nor borrowing. A node that is sent
+// payloads but marks no parameter `#[payload]` is a map worker missing the
+// attribute, not a node with a parameter too many:
+// `async fn analyst(s: &Market, ticker: &String, cx: &Ctx<D>)`.
+fn check_signatures(ir: &GraphIr, r: &Resolved, diags: &mut Diagnostics) -> Vec<bool> {
     let mut sig_ok = Vec::new();
-    for node in &ir.nodes {
+    for (i, node) in ir.nodes.iter().enumerate() {
         let mut ok = true;
         let n = &node.name.name;
         let sig = &node.sig;
@@ -299,6 +303,23 @@ fn check_signatures(ir: &GraphIr, diags: &mut Diagnostics) -> Vec<bool> {
                 sig.params[at],
                 "has its `#[payload]` parameter in the wrong place; it comes second, right after the state".into(),
             );
+        } else if let Some((at, sender)) = unmarked_payload(ir, r, i) {
+            ok = false;
+            let place = match at {
+                1 => "its second parameter",
+                _ => "its third parameter",
+            };
+            let moved = if at == 1 { "" } else { ", and move it second, right after the state" };
+            // The parameter as the user wrote it, with the attribute added.
+            let (loc, param) = sig.written.get(at).map_or((sig.params[at], "item: &Item"), |w| (w.loc, &w.text));
+            diags.push(
+                Kind::Signature,
+                loc,
+                format!(
+                    "node `{n}` is a map worker (node `{sender}` sends it payloads with `each({n}, ..)`), \
+                     so {place}, the payload, needs `#[payload]`: `#[payload] {param}`{moved}"
+                ),
+            );
         } else if let Some(&extra) = sig.params.get(2 + usize::from(sig.payload_at.is_some())) {
             let most = if sig.payload_at.is_some() {
                 "a map worker takes at most 3: the state, the `#[payload]`, then the context or the deps"
@@ -310,6 +331,25 @@ fn check_signatures(ir: &GraphIr, diags: &mut Diagnostics) -> Vec<bool> {
         sig_ok.push(ok);
     }
     sig_ok
+}
+
+/// For a node that marks no parameter `#[payload]`, takes three parameters and is sent
+/// payloads with `each(..)`: the parameter the payload is (the one after the state not
+/// written `&Ctx<..>`, else the second), and the first node that sends it payloads.
+fn unmarked_payload<'a>(ir: &'a GraphIr, r: &Resolved, node: usize) -> Option<(usize, &'a str)> {
+    let worker = ir.nodes.get(node)?;
+    let sig = &worker.sig;
+    if worker.payload.is_some() || sig.payload_at.is_some() || sig.params.len() != 3 {
+        return None;
+    }
+    let sender = ir.nodes.iter().zip(&r.routes).find(|(n, resolved)| {
+        n.routes
+            .iter()
+            .zip(resolved.iter())
+            .any(|(route, targets)| route.each.iter().any(|&k| targets.get(k) == Some(&Target::Node(node))))
+    })?;
+    let at = if sig.ctx_at.contains(&1) && !sig.ctx_at.contains(&2) { 2 } else { 1 };
+    Some((at, sender.0.name.name.as_str()))
 }
 
 fn expected_signature(ir: &GraphIr, node: &str) -> String {

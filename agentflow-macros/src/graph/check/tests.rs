@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::diag::Diagnostic;
-use crate::graph::ir::{Named, NodeIr, Route, Signature};
+use crate::graph::ir::{Named, NodeIr, Route, Signature, Written};
 use crate::graph::resolve::resolve;
 
 /// `("a", &["b", "END"], &[&["b"]])`: name, goto list, goto! call sites.
@@ -397,6 +397,54 @@ fn a_payload_parameter_comes_second_and_allows_a_third() {
     assert!(sig[0].message.contains("`#[payload]` parameter in the wrong place"), "{}", sig[0].message);
 }
 
+/// A map worker whose payload parameter lacks `#[payload]` takes three parameters: reported
+/// once, at the payload, as a missing `#[payload]`; not as a parameter too many, nor as `each`
+/// to a node without a payload.
+#[test]
+fn a_payload_without_its_attribute_is_reported_once_at_the_payload() {
+    let mut ir = graph("plan", None, &[("plan", &["analyst"], &[&["analyst"]]), ("analyst", &["END"], &[&["END"]])]);
+    ir.nodes[0].routes[0].each = vec![0];
+    // `async fn analyst(s: &S, ticker: &String, cx: &Ctx<D>)`.
+    ir.nodes[1].sig.params = vec![Loc(0), Loc(1), Loc(2)];
+    let written = |text: &str, at: u32| Written { text: text.into(), loc: Loc(at) };
+    ir.nodes[1].sig.written = vec![written("s: &S", 3), written("ticker: &String", 4), written("cx: &Ctx<D>", 5)];
+    ir.nodes[1].sig.ctx_at = vec![2];
+    let (checked, d) = run(&ir);
+    assert_eq!(d.len(), 1, "{d:?}");
+    // At the whole parameter, which the help shows as written, with the attribute added.
+    assert_eq!((d[0].kind, d[0].loc), (Kind::Signature, Loc(4)));
+    assert_eq!(
+        d[0].message,
+        "node `analyst` is a map worker (node `plan` sends it payloads with `each(analyst, ..)`), so its second \
+         parameter, the payload, needs `#[payload]`: `#[payload] ticker: &String`"
+    );
+    assert_eq!(checked.sig_ok, [true, false]);
+    // `async fn analyst(s: &S, cx: &Ctx<D>, ticker: &String)`: the third, which must move too.
+    ir.nodes[1].sig.written = vec![written("s: &S", 3), written("cx: &Ctx<D>", 4), written("ticker: &String", 5)];
+    ir.nodes[1].sig.ctx_at = vec![1];
+    let (_, d) = run(&ir);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].loc, Loc(5));
+    assert!(
+        d[0].message.contains(
+            "so its third parameter, the payload, needs `#[payload]`: `#[payload] ticker: &String`, and move it second"
+        ),
+        "{}",
+        d[0].message
+    );
+    // Not sent payloads: a parameter too many, as before.
+    ir.nodes[0].routes[0].each = vec![];
+    let msgs = messages(&ir);
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert!(msgs[0].starts_with("node `analyst` takes 3 parameters; a node takes at most 2"), "{msgs:?}");
+    // Sent payloads with two parameters: the `each` rule says to add one.
+    ir.nodes[0].routes[0].each = vec![0];
+    ir.nodes[1].sig.params = vec![Loc(0), Loc(1)];
+    let msgs = messages(&ir);
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert!(msgs[0].contains("but `analyst` takes no payload; add a `#[payload] item: &Item` parameter"), "{msgs:?}");
+}
+
 #[test]
 fn each_check_reads_only_the_resolved_graph() {
     // Every rule run alone reports the same errors as in `check_all`:
@@ -410,7 +458,7 @@ fn each_check_reads_only_the_resolved_graph() {
     let mut alone = Vec::new();
     let rules: [&dyn Fn(&mut Diagnostics); 12] = [
         &|d| check_duplicate_nodes(&ir, d),
-        &|d| drop(check_signatures(&ir, d)),
+        &|d| drop(check_signatures(&ir, &r, d)),
         &|d| check_start(&ir, &r, d),
         &|d| check_targets(&ir, &r, d),
         &|d| check_routes(&ir, &r, d),

@@ -13,7 +13,7 @@ use crate::{RedbStore, Store};
 const NOW: u64 = 1_700_000_000_000;
 const THREADS: [&str; 3] = ["a", "b", "c"];
 
-/// xorshift64*: a small deterministic generator, so a failing seed can be replayed.
+/// xorshift64*: a small deterministic generator, so a failing case can be replayed from its starting number.
 struct Rng(u64);
 
 impl Rng {
