@@ -5,11 +5,25 @@
 #[cfg(feature = "cli")]
 mod cli;
 #[cfg(feature = "cli")]
+mod cli_common;
+#[cfg(feature = "cli")]
+mod cli_state;
+#[cfg(feature = "cli")]
+mod cli_transfer;
+#[cfg(feature = "cli")]
 mod inbox_abuse;
 #[cfg(feature = "cli")]
 mod inbox_browser;
 #[cfg(feature = "cli")]
+mod inbox_browser_layout;
+#[cfg(feature = "cli")]
 mod inbox_common;
 #[cfg(feature = "cli")]
 mod serve;
+#[cfg(feature = "cli")]
+mod serve_decisions;
+#[cfg(feature = "cli")]
+mod serve_interrupts;
 mod serve_limits;
+#[cfg(feature = "cli")]
+mod thread_page;

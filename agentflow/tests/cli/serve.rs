@@ -1,19 +1,20 @@
 //! `agentflow serve`, the approval inbox, over HTTP: the real binary in a subprocess, on a
 //! store this test fills (a refund of 40 waiting for approval, requested by `agent`), and
-//! requests made with reqwest (cookies handled by hand, redirects not followed).
+//! requests made with reqwest (cookies handled by hand, redirects not followed). Here: logging
+//! in and out, refused and forged requests, the pages and their errors, markup in stored
+//! text, `/live` and the metrics; deciding approvals is in `serve_decisions.rs`, answering
+//! interrupts in `serve_interrupts.rs`.
 //!
 //! Each refusal is checked twice: the answer (status and message) and the record in the store,
 //! read back with the library after the request, still pending with its arguments.
 
 use crate::inbox_common;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use agentflow::Store;
-use agentflow::approval::{ApprovalRecord, ApprovalStatus};
+use agentflow::approval::ApprovalStatus;
 use agentflow::prelude::*;
-use agentflow::tool::args_hash;
 use agentflow_store::PostgresStore;
 use inbox_common::http::*;
 use inbox_common::*;
@@ -24,29 +25,6 @@ use serde_json::{Value, json};
 
 #[path = "../../../tests/support/pg.rs"]
 mod pg;
-
-/// The one approval in the store, read with the library (the file is closed again after).
-fn the_approval(store: &Path) -> ApprovalRecord {
-    with_redb(store, |s| {
-        let list = s.list_approvals("t-paused").unwrap();
-        assert_eq!(list.len(), 1, "{list:?}");
-        list.into_iter().next().unwrap()
-    })
-}
-
-fn assert_untouched(store: &Path) {
-    let a = the_approval(store);
-    assert_eq!(a.status, ApprovalStatus::Pending, "{a:?}");
-    assert_eq!(a.decided_by, None);
-    assert_eq!(serde_json::from_str::<Value>(&a.args).unwrap(), json!({ "order_id": "A-1", "amount": 40 }));
-}
-
-async fn setup(name: &str) -> (std::path::PathBuf, Serve) {
-    let dir = temp_dir(name);
-    let store = filled_redb(&dir).await;
-    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
-    (store, serve)
-}
 
 /// Every `Set-Cookie` of a response, whole.
 fn cookies_set(r: &reqwest::Response) -> Vec<String> {
@@ -163,166 +141,6 @@ async fn anonymous_and_forged_requests_are_refused_and_change_nothing() {
     let (status, _) = post(base, Some(&alice), &approve, &[]).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_untouched(&store);
-}
-
-#[tokio::test]
-async fn a_user_without_the_role_and_the_requester_are_refused() {
-    let (store, serve) = setup("roles").await;
-    let base = serve.base.as_str();
-    let id = the_approval(&store).id;
-
-    let bob = login(base, "bob-token").await;
-    let (status, page) = post(base, Some(&bob), &format!("/approvals/{id}/approve"), &[]).await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
-    assert!(page.contains("deciding irreversible calls needs the `irreversible` role"), "{page}");
-    let (status, page) = post(base, Some(&bob), &format!("/approvals/{id}/reject"), &[("reason", "no")]).await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
-    assert_untouched(&store);
-
-    // `agent` holds the role but requested the call: the library's authorizer refuses it.
-    let agent = login(base, "agent-token").await;
-    let (status, page) = post(base, Some(&agent), &format!("/approvals/{id}/approve"), &[]).await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
-    assert!(page.contains("`agent` requested this call and cannot approve it"), "{page}");
-    assert_untouched(&store);
-
-    // An unknown approval, an unknown decision.
-    let alice = login(base, "alice-token").await;
-    let (status, page) = post(base, Some(&alice), "/approvals/nope/approve", &[]).await;
-    assert_eq!(status, StatusCode::NOT_FOUND, "{page}");
-    assert!(page.contains("no approval `nope`"), "{page}");
-    let (status, _) = post(base, Some(&alice), &format!("/approvals/{id}/settle"), &[]).await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
-    assert_untouched(&store);
-}
-
-#[tokio::test]
-async fn an_approval_is_recorded_and_audited_with_the_user_and_the_run_goes_on() {
-    let (store, serve) = setup("approve").await;
-    let base = serve.base.as_str();
-    let id = the_approval(&store).id;
-    let alice = login(base, "alice-token").await;
-
-    // The inbox shows what is needed to judge the call.
-    let (status, inbox) = get(base, Some(&alice), "/").await;
-    assert_eq!(status, StatusCode::OK);
-    let a = the_approval(&store);
-    for needle in [
-        "refund",
-        "risk-irreversible",
-        "&quot;order_id&quot;: &quot;A-1&quot;",
-        "&quot;amount&quot;: 40",
-        a.args_hash.as_str(),
-        "Requested by</td><td class=\"requester\">agent",
-        "left (expires in",
-        "checked order A-1",
-        "data-node=\"pay\"",
-        "Refunds an order.",
-    ] {
-        assert!(inbox.contains(needle), "the inbox lacks {needle}: {inbox}");
-    }
-
-    let (status, to) = post(base, Some(&alice), &format!("/approvals/{id}/approve"), &[("conditions", "")]).await;
-    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
-    assert_eq!(to, format!("/?decided={id}"));
-    let (_, page) = get(base, Some(&alice), &to).await;
-    assert!(page.contains(&format!("Approval {id} (refund) is APPROVED by alice")), "{page}");
-    assert!(page.contains("Nothing waits for a decision"), "{page}");
-
-    let a = the_approval(&store);
-    assert_eq!(a.status, ApprovalStatus::Approved);
-    assert_eq!(a.decided_by.as_deref(), Some("alice"));
-    let audit = with_redb(&store, |s| s.scan_audit("t-paused").unwrap().items);
-    let entry = audit.iter().find(|e| e.kind == "approval.approved").unwrap_or_else(|| panic!("{audit:?}"));
-    assert_eq!(entry.actor, "alice");
-    // The audit page names her too.
-    let (_, audit_page) = get(base, Some(&alice), "/audit").await;
-    assert!(audit_page.contains("<td class=\"actor\">alice</td><td>approval.approved</td>"), "{audit_page}");
-
-    // Deciding again loses the compare-and-set.
-    let (status, page) = post(base, Some(&alice), &format!("/approvals/{id}/reject"), &[("reason", "late")]).await;
-    assert_eq!(status, StatusCode::CONFLICT, "{page}");
-    assert!(page.contains("already decided"), "{page}");
-
-    // The executor accepts the decision: the resumed run makes the call.
-    let done = resume(&store).await;
-    assert_eq!(done.outcome, Outcome::Completed);
-    assert_eq!(done.state.receipt.unwrap()["result"], json!({ "refunded": 40, "order_id": "A-1" }));
-
-    // The decision reached the metrics through the library's desk.
-    let (status, text) = get(base, None, "/metrics").await;
-    assert_eq!(status, StatusCode::OK);
-    assert!(text.contains("agentflow_approval_decisions_total{status=\"approved\"} 1"), "{text}");
-}
-
-#[tokio::test]
-async fn edits_are_checked_against_the_schema_and_rejections_need_a_reason() {
-    let (store, serve) = setup("edit").await;
-    let base = serve.base.as_str();
-    let id = the_approval(&store).id;
-    let alice = login(base, "alice-token").await;
-    let edit = format!("/approvals/{id}/edit");
-
-    let (status, page) = post(base, Some(&alice), &edit, &[("args", r#"{"order_id": "A-1", "amount": "lots"}"#)]).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{page}");
-    assert!(page.contains("`args.amount` must be integer"), "{page}");
-    // The page offers the edit again, with the arguments as sent.
-    assert!(page.contains("&quot;amount&quot;: &quot;lots&quot;}</textarea>"), "{page}");
-    let (status, page) = post(base, Some(&alice), &edit, &[("args", r#"{"order_id": "A-1"}"#)]).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert!(page.contains("`args.amount` is required"), "{page}");
-    let (status, page) = post(base, Some(&alice), &edit, &[("args", "{not json")]).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert!(page.contains("not valid JSON"), "{page}");
-    let (status, page) = post(base, Some(&alice), &format!("/approvals/{id}/reject"), &[("reason", "  ")]).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert!(page.contains("A rejection needs a reason"), "{page}");
-    assert_untouched(&store);
-
-    let (status, to) = post(base, Some(&alice), &edit, &[("args", r#"{"order_id": "A-1", "amount": 25}"#)]).await;
-    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
-    let a = the_approval(&store);
-    assert_eq!(a.status, ApprovalStatus::Approved);
-    assert_eq!(a.decided_by.as_deref(), Some("alice"));
-    let edited = json!({ "order_id": "A-1", "amount": 25 });
-    assert_eq!(serde_json::from_str::<Value>(&a.args).unwrap(), edited);
-    assert_eq!(a.args_hash, args_hash(&edited), "the record is re-hashed for the edited arguments");
-    let done = resume(&store).await;
-    assert_eq!(done.state.receipt.unwrap()["result"], json!({ "refunded": 25, "order_id": "A-1" }));
-}
-
-#[tokio::test]
-async fn a_rejection_with_a_reason_and_conditions_on_an_approval_are_recorded() {
-    let dir = temp_dir("reject");
-    let store = filled_redb(&dir).await;
-    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
-    let id = the_approval(&store).id;
-    let alice = login(&serve.base, "alice-token").await;
-    let (status, _) =
-        post(&serve.base, Some(&alice), &format!("/approvals/{id}/reject"), &[("reason", "wrong order")]).await;
-    assert_eq!(status, StatusCode::SEE_OTHER);
-    let a = the_approval(&store);
-    assert_eq!(a.status, ApprovalStatus::Rejected);
-    assert_eq!(a.decision_note.as_deref(), Some("wrong order"));
-    assert_eq!(a.decided_by.as_deref(), Some("alice"));
-
-    // Conditions: JSON as given, plain text as a JSON string.
-    let dir = temp_dir("conditions");
-    let store = filled_redb(&dir).await;
-    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
-    let id = the_approval(&store).id;
-    let alice = login(&serve.base, "alice-token").await;
-    let (status, _) = post(
-        &serve.base,
-        Some(&alice),
-        &format!("/approvals/{id}/approve"),
-        &[("conditions", "only after the customer confirms")],
-    )
-    .await;
-    assert_eq!(status, StatusCode::SEE_OTHER);
-    let a = the_approval(&store);
-    assert_eq!(a.status, ApprovalStatus::Approved);
-    assert_eq!(a.conditions, Some(json!("only after the customer confirms")));
 }
 
 #[tokio::test]
@@ -485,116 +303,6 @@ async fn serve_refuses_a_non_loopback_address_and_a_bad_users_file() {
 }
 
 #[tokio::test]
-async fn the_inbox_lists_interrupts_with_what_they_ask() {
-    let dir = temp_dir("interrupts");
-    let store = filled_redb(&dir).await;
-    add_question(open_redb(&store)).await;
-    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
-    let alice = login(&serve.base, "alice-token").await;
-    let (status, inbox) = get(&serve.base, Some(&alice), "/").await;
-    assert_eq!(status, StatusCode::OK);
-    assert!(inbox.contains("Inbox: 1 approval, 1 interrupt"), "{inbox}");
-    let section = &inbox[inbox.find("id=\"interrupts\"").expect("an interrupts section")..];
-    assert!(section.contains("t-question") && section.contains("<code>ask</code>"), "{section}");
-    // Shown pretty-printed.
-    assert!(section.contains("&quot;question&quot;: &quot;ship it?&quot;"), "{section}");
-}
-
-/// Two instances of a map worker wait in one step, each asking about its own draft: the page
-/// names each instance with what it asks, under one card with one answer form per question. An
-/// answer to one is recorded for that question alone: the card shows it answered and still
-/// offers the other, the app's resume does not go on yet, and once the second is answered each
-/// instance gets its own answer.
-#[tokio::test]
-async fn each_question_of_a_map_step_has_its_own_answer_form_and_answer() {
-    let dir = temp_dir("instances");
-    let store = filled_redb(&dir).await;
-    add_two_instance_questions(open_redb(&store)).await;
-    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
-    let alice = login(&serve.base, "alice-token").await;
-    let (status, inbox) = get(&serve.base, Some(&alice), "/").await;
-    assert_eq!(status, StatusCode::OK);
-    assert!(inbox.contains("Inbox: 1 approval, 2 interrupts"), "{inbox}");
-    let section = &inbox[inbox.find("id=\"interrupts\"").expect("an interrupts section")..];
-    assert_eq!(section.matches("id=\"interrupt-t-reviews\"").count(), 1, "{section}");
-    assert_eq!(section.matches("action=\"/threads/t-reviews/answer\"").count(), 2, "{section}");
-    let mut forms = Vec::new();
-    for (instance, title) in [(0, "intro"), (1, "outro")] {
-        let asked = format!("<code>review</code> (instance {instance})");
-        let at = section.find(&asked).unwrap_or_else(|| panic!("instance {instance} is named: {section}"));
-        assert!(section[at..].contains(&format!("&quot;review&quot;: &quot;{title}&quot;")), "{section}");
-        // The form after what the instance asks is its own.
-        forms.push(form_question(&section[at..]));
-        assert!(section.contains(&format!("id=\"answer-value-t-reviews-{instance}\"")), "{section}");
-    }
-    assert_ne!(forms[0], forms[1]);
-
-    let seq = with_redb(&store, |s| s.latest_checkpoint("t-reviews").unwrap().unwrap().seq.to_string());
-    let path = "/threads/t-reviews/answer";
-    let answer = |question: String, value: &'static str| {
-        let (base, alice, seq) = (serve.base.clone(), &alice, seq.clone());
-        async move {
-            post(&base, Some(alice), path, &[("checkpoint", &seq), ("question", &question), ("value", value)]).await
-        }
-    };
-    let (status, to) = answer(forms[1].clone(), "\"cut it\"").await;
-    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
-    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
-    let section = &inbox[inbox.find("id=\"interrupt-t-reviews\"").expect("the card")..];
-    assert_eq!(section.matches("action=\"/threads/t-reviews/answer\"").count(), 1, "{section}");
-    assert!(section.contains("Answered by <strong>alice</strong>"), "{section}");
-    assert_eq!(form_question(section), forms[0], "the unanswered question is still offered");
-    // One question of two answered: the run does not go on.
-    let app = || reviewers::graph().app().store(open_redb(&store));
-    drop(serve);
-    let early = app().runner(&()).thread("t-reviews").resume().await;
-    assert!(matches!(early, Err(agentflow::RunError::ValueRequired { .. })), "{:?}", early.map(|r| r.outcome));
-    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
-    let alice = login(&serve.base, "alice-token").await;
-    let (status, to) =
-        post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("question", &forms[0]), ("value", "\"fine\"")])
-            .await;
-    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
-    drop(serve);
-    let done = app().runner(&()).thread("t-reviews").resume().await.unwrap();
-    assert_eq!(done.outcome, agentflow::Outcome::Completed);
-    let mut verdicts = done.state.verdicts.clone();
-    verdicts.sort();
-    assert_eq!(verdicts, ["intro: fine", "outro: cut it"]);
-}
-
-/// After a fork of its parent, a subgraph run's question belongs to the abandoned branch: no
-/// run would read an answer to it. The desk refuses one (`ParentMovedOn`, nothing recorded),
-/// and the inbox no longer offers the question (it offered it, and took the answer, before).
-#[tokio::test]
-async fn after_a_fork_of_its_parent_a_subgraphs_question_is_neither_offered_nor_answered() {
-    use agentflow::approval::{AnswerError, Approver, RoleAuthorizer};
-
-    let dir = temp_dir("moved-on");
-    let store = filled_redb(&dir).await;
-    add_delegated_question(open_redb(&store)).await;
-    let child = with_redb(&store, |s| {
-        let ids: Vec<String> = s.list_threads().unwrap().into_iter().map(|t| t.id).collect();
-        ids.into_iter().find(|id| id.starts_with("t-parent/")).expect("the subgraph's thread")
-    });
-    {
-        let app = delegating::graph().app().store(open_redb(&store));
-        let first = app.history("t-parent").unwrap().first().expect("a checkpoint").seq;
-        app.fork("t-parent", first, "ops").unwrap();
-        let desk = app.approvals(RoleAuthorizer::new()).unwrap();
-        let (seq, _) = desk.waiting_interrupt(&child).expect("the child still waits in its interrupt");
-        let refused = desk.answer_interrupt(&child, seq, json!("merge"), &Approver::new("alice", ["x"])).unwrap_err();
-        assert!(matches!(&refused, AnswerError::ParentMovedOn { parent, .. } if parent == "t-parent"), "{refused}");
-        assert_eq!(desk.recorded_answer(&child).unwrap(), None, "nothing recorded");
-    }
-    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
-    let alice = login(&serve.base, "alice-token").await;
-    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
-    assert!(!inbox.contains("merge it?"), "{inbox}");
-    assert!(!inbox.contains(&format!("action=\"/threads/{}/answer\"", segment(&child))), "{inbox}");
-}
-
-#[tokio::test]
 async fn the_stuck_gauge_is_refreshed_periodically() {
     let dir = temp_dir("refresh");
     let store = filled_redb(&dir).await;
@@ -628,122 +336,6 @@ async fn the_stuck_gauge_is_refreshed_periodically() {
         assert!(std::time::Instant::now() < deadline, "the gauge was not refreshed: {text}");
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-}
-
-#[tokio::test]
-async fn roles_for_and_the_two_person_rule_apply_as_in_the_cli() {
-    // Irreversible calls need the `refunds` role here, and two approvers.
-    let dir = temp_dir("two-person");
-    let store = filled_redb(&dir).await;
-    let serve = Serve::start(
-        store.to_str().unwrap(),
-        &users_file(&dir),
-        &["--roles-for", "irreversible=refunds", "--two-person"],
-    );
-    let base = serve.base.as_str();
-    let id = the_approval(&store).id;
-    let approve = format!("/approvals/{id}/approve");
-
-    let alice = login(base, "alice-token").await;
-    let (status, page) = post(base, Some(&alice), &approve, &[]).await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
-    assert!(page.contains("needs the `refunds` role"), "{page}");
-    assert_untouched(&store);
-
-    // Carol's sign-off is the first of two: the record still waits.
-    let carol = login(base, "carol-token").await;
-    let (status, to) = post(base, Some(&carol), &approve, &[]).await;
-    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
-    let (_, page) = get(base, Some(&carol), &to).await;
-    assert!(page.contains("Your sign-off is recorded (sign-offs so far: carol without conditions)"), "{page}");
-    assert!(page.contains("the same arguments with the same conditions"), "{page}");
-    assert_eq!(the_approval(&store).status, ApprovalStatus::Pending);
-    let (status, page) = post(base, Some(&carol), &approve, &[]).await;
-    assert_eq!(status, StatusCode::CONFLICT, "{page}");
-    assert!(page.contains("needs a second approver other than `carol`"), "{page}");
-    assert_eq!(the_approval(&store).status, ApprovalStatus::Pending);
-}
-
-#[tokio::test]
-async fn an_interrupt_answered_on_the_page_is_what_the_apps_resume_continues_with() {
-    let dir = temp_dir("answer");
-    let store = filled_redb(&dir).await;
-    add_question(open_redb(&store)).await;
-    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
-    let alice = login(&serve.base, "alice-token").await;
-    let bob = login(&serve.base, "bob-token").await;
-    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
-    let section = &inbox[inbox.find("id=\"interrupts\"").expect("an interrupts section")..];
-    assert!(section.contains("action=\"/threads/t-question/answer\""), "{section}");
-    let seq = with_redb(&store, |s| s.latest_checkpoint("t-question").unwrap().unwrap().seq).to_string();
-    assert!(section.contains(&format!("name=\"checkpoint\" value=\"{seq}\"")), "{section}");
-    let question = form_question(section);
-
-    // Refused, and nothing recorded: anonymous, no CSRF token, not JSON, a checkpoint the
-    // thread is not at, a question it does not ask (one read before it asked another), none.
-    let path = "/threads/t-question/answer";
-    let (status, _) =
-        post(&serve.base, None, path, &[("checkpoint", &seq), ("question", &question), ("value", "\"yes\"")]).await;
-    assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let forged = [("checkpoint", seq.as_str()), ("value", "\"yes\""), ("csrf", "forged")];
-    let (status, _) = post(&serve.base, Some(&alice), path, &forged).await;
-    assert_eq!(status, StatusCode::FORBIDDEN);
-    let (status, body) =
-        post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("question", &question), ("value", "yes")]).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    let (status, body) =
-        post(&serve.base, Some(&alice), path, &[("checkpoint", "999"), ("question", &question), ("value", "\"yes\"")])
-            .await;
-    assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert!(body.contains("no longer waits at checkpoint 999"), "{body}");
-    let other = [("checkpoint", seq.as_str()), ("question", "another-question"), ("value", "\"yes\"")];
-    let (status, body) = post(&serve.base, Some(&alice), path, &other).await;
-    assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert!(body.contains("asks another question"), "{body}");
-    let (status, _) = post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("value", "\"yes\"")]).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-    let none = with_redb(&store, |s| {
-        s.list_audit("t-question").unwrap().into_iter().filter(|e| e.kind == "interrupt.answered").count()
-    });
-    assert_eq!(none, 0);
-
-    // Bob answers first; Alice's answer, sent from a page that still showed the form, is refused.
-    let (status, to) =
-        post(&serve.base, Some(&bob), path, &[("checkpoint", &seq), ("question", &question), ("value", "\"ship it\"")])
-            .await;
-    assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
-    let (status, body) =
-        post(&serve.base, Some(&alice), path, &[("checkpoint", &seq), ("question", &question), ("value", "\"no\"")])
-            .await;
-    assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert!(body.contains("already answered") && body.contains("bob"), "{body}");
-    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
-    assert!(inbox.contains("Answered by <strong>bob</strong>"), "{inbox}");
-
-    // The app's plain resume, in this process, continues with Bob's answer.
-    let done = questions::graph()
-        .app()
-        .store(open_redb(&store))
-        .runner(&())
-        .thread("t-question")
-        .resume()
-        .await
-        .expect("resume with the recorded answer");
-    assert_eq!(done.outcome, agentflow::Outcome::Completed);
-    assert_eq!(done.state.answer.as_deref(), Some("ship it"));
-}
-
-/// A path segment, percent-encoded as the pages write links.
-fn segment(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -877,72 +469,6 @@ async fn a_planted_session_id_is_never_adopted_and_an_oversized_form_changes_not
     let (status, _) = post(base, Some(&alice), &format!("/approvals/{}/reject", a.id), &[("reason", &huge)]).await;
     assert!(status.is_client_error(), "{status}");
     assert_untouched(&store);
-}
-
-#[tokio::test]
-async fn an_answer_of_the_wrong_shape_fails_the_resume_once_and_the_page_asks_again() {
-    let dir = temp_dir("spent");
-    let store = filled_redb(&dir).await;
-    add_question(open_redb(&store)).await;
-    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
-    let alice = login(&serve.base, "alice-token").await;
-    let seq = with_redb(&store, |s| s.latest_checkpoint("t-question").unwrap().unwrap().seq).to_string();
-    let path = "/threads/t-question/answer";
-    // The node expects a string; a number is valid JSON, so it is recorded.
-    let (status, _) = post(
-        &serve.base,
-        Some(&alice),
-        path,
-        &[
-            ("checkpoint", &seq),
-            ("question", &form_question(&get(&serve.base, Some(&alice), "/").await.1)),
-            ("value", "3"),
-        ],
-    )
-    .await;
-    assert_eq!(status, StatusCode::SEE_OTHER);
-    let resume = |store: &Path| {
-        let app = questions::graph().app().store(open_redb(store));
-        async move { app.runner(&()).thread("t-question").resume().await }
-    };
-    let failed = resume(&store).await.expect("the run ends failed");
-    assert!(matches!(failed.outcome, agentflow::Outcome::Failed { .. }), "{:?}", failed.outcome);
-
-    // The answer is spent: the page shows the form again, and a new answer is taken.
-    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
-    let section = &inbox[inbox.find("id=\"interrupts\"").expect("the interrupt is listed again")..];
-    assert!(section.contains(&format!("action=\"{path}\"")) && !section.contains("Answered by"), "{section}");
-    let (status, body) = post(
-        &serve.base,
-        Some(&alice),
-        path,
-        &[("checkpoint", &seq), ("question", &form_question(section)), ("value", "\"ship it\"")],
-    )
-    .await;
-    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
-    let done = resume(&store).await.expect("resume with the new answer");
-    assert_eq!(done.outcome, agentflow::Outcome::Completed);
-    assert_eq!(done.state.answer.as_deref(), Some("ship it"));
-}
-
-#[tokio::test]
-async fn a_question_asked_in_a_subgraph_is_listed_once_as_its_parents() {
-    let dir = temp_dir("delegated");
-    let store = filled_redb(&dir).await;
-    add_delegated_question(open_redb(&store)).await;
-    let child = with_redb(&store, |s| {
-        let ids: Vec<String> = s.list_threads().unwrap().into_iter().map(|t| t.id).collect();
-        ids.into_iter().find(|id| id.starts_with("t-parent/")).expect("the subgraph's thread")
-    });
-    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
-    let alice = login(&serve.base, "alice-token").await;
-    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
-    let section = &inbox[inbox.find("id=\"interrupts\"").expect("an interrupts section")..];
-    // The parent's form only: the subgraph's thread waits too, but is answered through it.
-    assert_eq!(section.matches("/answer\"").count(), 1, "{section}");
-    assert!(section.contains("action=\"/threads/t-parent/answer\""), "{section}");
-    assert!(!section.contains(&format!("action=\"/threads/{child}/answer\"")), "{section}");
-    assert!(section.contains("merge it?"), "{section}");
 }
 
 /// Threads whose records cannot be read (here one's state snapshots, another's pending writes

@@ -154,15 +154,83 @@ pub fn decide(store: &Arc<dyn Store>, kind: Kind, args: &DecideArgs, as_json: bo
             sign_offs(store.as_ref(), &record)
         )?;
     } else {
-        outln!(
-            "approval {} is {} (by {}); resume thread {} to go on",
-            record.id,
-            record.status,
-            args.user,
-            record.thread
-        )?;
+        outln!("approval {} is {} (by {}); {}", record.id, record.status, args.user, who_goes_on(store, &record))?;
     }
     Ok(())
+}
+
+/// What makes the thread of decided approval `record` go on: a worker, by itself, when the run
+/// of the thread (or of the parent thread it is a subgraph child of) is in the store's run queue
+/// (submitted to workers, it stays queued while it waits for approvals); otherwise the app's
+/// resume of that thread. Either waits for the approvals and questions still open anywhere in
+/// the tree of that thread (its own and its subgraph children's, at every level).
+fn who_goes_on(store: &Arc<dyn Store>, record: &agentflow::approval::ApprovalRecord) -> String {
+    // A subgraph child goes on with its parent: the top thread is the one resumed or queued.
+    let mut top = record.thread.clone();
+    for _ in 0..64 {
+        match store.thread(&top) {
+            Ok(Some(t)) => match t.parent {
+                Some(parent) => top = parent,
+                None => break,
+            },
+            _ => break,
+        }
+    }
+    let once = still_waiting(store, &top, &record.id);
+    let queued = match store.list_runs() {
+        Ok(runs) => runs.iter().any(|r| r.thread == top),
+        Err(agentflow_store::QueueError::Unsupported { .. }) => false,
+        Err(e) => {
+            return format!(
+                "resume thread {top} to go on{once}, unless workers run it (the run queue could not be read: {e})"
+            );
+        }
+    };
+    if queued {
+        format!("a worker resumes thread {top} by itself (its run is in the run queue){once}; nothing to resume")
+    } else {
+        format!("resume thread {top} to go on{once} (it is not in the run queue, so no worker resumes it)")
+    }
+}
+
+/// `" once the other 2 waiting approvals are decided"` when the tree of thread `top` still
+/// waits for approvals other than `decided`, or for answers; else `""`. What cannot be read
+/// counts as nothing waiting.
+fn still_waiting(store: &Arc<dyn Store>, top: &str, decided: &str) -> String {
+    // The tree, parents before children; a chain that loops back (an edited store) is walked
+    // once, and a tree past a bound is read no further.
+    let mut tree = vec![top.to_string()];
+    let mut seen = std::collections::HashSet::from([top.to_string()]);
+    let mut next = 0;
+    while next < tree.len() && tree.len() < 10_000 {
+        if let Ok(children) = store.child_threads(&tree[next]) {
+            tree.extend(children.items.into_iter().map(|t| t.id).filter(|id| seen.insert(id.clone())));
+        }
+        next += 1;
+    }
+    let approvals: usize = tree
+        .iter()
+        .filter_map(|thread| store.list_approvals(thread).ok())
+        .map(|all| all.iter().filter(|a| a.id != decided && a.status.is_waiting()).count())
+        .sum();
+    // A question asked inside a subgraph waits as its top thread's.
+    let desk = ApprovalDesk::for_store(Arc::clone(store), RoleAuthorizer::new());
+    let questions = desk.waiting_questions(top).map_or(0, |(_, asks)| asks.iter().filter(|(_, a)| a.is_none()).count());
+    let mut parts = Vec::new();
+    match approvals {
+        0 => {}
+        1 => parts.push("the other waiting approval is decided".to_string()),
+        n => parts.push(format!("the other {n} waiting approvals are decided")),
+    }
+    match questions {
+        0 => {}
+        1 => parts.push("its waiting question is answered".to_string()),
+        n => parts.push(format!("its {n} waiting questions are answered")),
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    format!(" once {}", parts.join(" and "))
 }
 
 /// Who answers which thread's interrupt, with what.

@@ -168,6 +168,22 @@ fn pending_json(p: &Pending) -> Value {
     v
 }
 
+/// `show`'s line for the thread's timer `at`: when it wakes from a sleep, or, for a timer set
+/// at an approval's expiry (the run wakes then to resolve the call as `APPROVAL_EXPIRED`), when
+/// that approval expires.
+fn timer_line(at: u64, now: u64, waiting: &[Pending]) -> String {
+    let expiring = waiting.iter().find(|p| {
+        matches!(p.kind, PendingKind::Approval) && p.payload.get("expires_at").and_then(Value::as_u64) == Some(at)
+    });
+    let Some(p) = expiring else { return format!("wakes:     {}", ago(at, now)) };
+    let id = p.payload.get("approval").and_then(Value::as_str).map(|id| format!(" ({id})")).unwrap_or_default();
+    if at > now {
+        format!("timer:     approval expires {}{id}", ago(at, now))
+    } else {
+        format!("timer:     approval expired {}{id}", ago(at, now))
+    }
+}
+
 fn kind_name(kind: PendingKind) -> String {
     serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_else(|| format!("{kind:?}"))
 }
@@ -235,7 +251,7 @@ pub fn show(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
     outln!("seq:       {}", seq.map_or("-".to_string(), |s| s.to_string()))?;
     outln!("next:      {}", if next.is_empty() { "-".to_string() } else { next.join(", ") })?;
     if let Some(at) = wake_at {
-        outln!("wakes:     {}", ago(at, now))?;
+        outln!("{}", timer_line(at, now, &waiting))?;
     }
     if let Some(limits) = budget.get("limits") {
         outln!("limits:    {}", limits)?;

@@ -1,7 +1,7 @@
 //! `agentflow`: inspect and operate the threads of an agentflow store from a
 //! shell, without the graph's Rust types (build with the `cli` feature:
-//! `cargo install agentflow --features cli`, or `cargo run -p agentflow
-//! --features cli --bin agentflow -- ...`).
+//! `cargo install agentflow-runtime --features cli`, or `cargo run -p
+//! agentflow-runtime --features cli --bin agentflow -- ...`).
 //!
 //! The tool opens the store a graph persists to (`--store PATH` for a redb
 //! file, `--store postgres://...` for PostgreSQL, or the `AGENTFLOW_STORE`
@@ -27,7 +27,9 @@
 //! [`RoleAuthorizer`](agentflow::approval::RoleAuthorizer): the same
 //! authorization (no self-approval, the role the risk class needs, the
 //! two-person rule when asked for) and the same compare-and-set as an app's
-//! own desk, and the same audit entries, naming the `--as` user.
+//! own desk, and the same audit entries, naming the `--as` user. A decision
+//! says who goes on with the thread: a worker, by itself, for a thread whose
+//! run is in the run queue (submitted to workers); otherwise the app's resume.
 //!
 //! The tool holds the store, and holding the store permits everything (see
 //! the `Store` trait's trust boundary): `--as` and `--role` are asserted by

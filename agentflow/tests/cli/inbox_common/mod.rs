@@ -1,15 +1,21 @@
 //! What the inbox tests share: a graph whose refund waits for an approval, a store filled
-//! with one such paused thread, a users file, and `agentflow serve` run as a subprocess.
+//! with one such paused thread (and that approval read back), a users file, and `agentflow
+//! serve` run as a subprocess; a large graph (`escalation`), and driving a browser (`browser`).
 // Each test crate includes this module and uses a part of it.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod http;
+mod large;
+
+pub use large::*;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
+use agentflow::approval::{ApprovalRecord, ApprovalStatus};
 use agentflow::prelude::*;
 use agentflow::{RedbStore, Store};
 use serde::{Deserialize, Serialize};
@@ -306,4 +312,42 @@ pub fn csrf_in(page: &str) -> String {
     let key = "name=\"csrf\" value=\"";
     let at = page.find(key).unwrap_or_else(|| panic!("no CSRF field in the page: {page}")) + key.len();
     page[at..].split('"').next().unwrap_or_default().to_string()
+}
+
+/// The one approval in the store, read with the library (the file is closed again after).
+pub fn the_approval(store: &Path) -> ApprovalRecord {
+    with_redb(store, |s| {
+        let list = s.list_approvals("t-paused").unwrap();
+        assert_eq!(list.len(), 1, "{list:?}");
+        list.into_iter().next().unwrap()
+    })
+}
+
+/// Asserts the approval is still pending, undecided, with the arguments it was asked with.
+pub fn assert_untouched(store: &Path) {
+    let a = the_approval(store);
+    assert_eq!(a.status, ApprovalStatus::Pending, "{a:?}");
+    assert_eq!(a.decided_by, None);
+    assert_eq!(serde_json::from_str::<Value>(&a.args).unwrap(), json!({ "order_id": "A-1", "amount": 40 }));
+}
+
+/// A store filled by [`filled_redb`] in a new directory, and `agentflow serve` on it.
+pub async fn setup(name: &str) -> (std::path::PathBuf, Serve) {
+    let dir = temp_dir(name);
+    let store = filled_redb(&dir).await;
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    (store, serve)
+}
+
+/// A path segment, percent-encoded as the pages write links.
+pub fn segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }

@@ -35,6 +35,7 @@ mod live;
 mod pages;
 mod respond;
 mod routes;
+mod timeline;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -33,6 +33,7 @@ use super::auth;
 use super::live;
 use super::pages::{self, ApprovalView, Context, InterruptView, Question};
 use super::respond::{FormData, Shared, checked, cross_site, error_page, failure, html, redirect};
+use super::timeline;
 use crate::inspect::{self, Names};
 use crate::out::now_ms;
 use crate::{Failure, fold};
@@ -370,25 +371,6 @@ async fn threads(State(server): State<Shared>, headers: HeaderMap) -> Response {
     }
 }
 
-fn steps(store: &dyn Store, thread: &str) -> Result<Vec<pages::Step>, Failure> {
-    Ok(store
-        .list_checkpoints(thread)
-        .map_err(Failure::store)?
-        .iter()
-        .map(|c| pages::Step {
-            seq: c.seq,
-            step: c.metadata.step,
-            source: serde_json::to_value(c.metadata.source)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            nodes: c.metadata.nodes.clone(),
-            next: c.cursor.clone(),
-            at: c.created_at,
-        })
-        .collect())
-}
-
 async fn thread(State(server): State<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     let Some(s) = server.auth.session(&headers) else { return redirect("/login") };
     let result = server
@@ -397,15 +379,16 @@ async fn thread(State(server): State<Shared>, headers: HeaderMap, Path(id): Path
             let store = store.as_ref();
             let t = inspect::thread_or_fail(store, &id)?;
             let c = context(store, &t)?;
-            let steps = steps(store, &id)?;
             let approvals = store.list_approvals(&id).map_err(Failure::store)?;
             let audit = store.scan_audit(&id).map_err(Failure::store)?.items;
-            Ok((t, c, steps, approvals, audit))
+            let steps = timeline::steps(store, &id, &approvals, &audit)?;
+            let waiting = timeline::now(store, &t);
+            Ok((t, c, steps, waiting, approvals, audit))
         })
         .await;
     match result {
-        Ok((t, c, steps, approvals, audit)) => {
-            html(StatusCode::OK, pages::thread(&s, &t, &c, &steps, &approvals, &audit))
+        Ok((t, c, steps, waiting, approvals, audit)) => {
+            html(StatusCode::OK, pages::thread(&s, &t, &c, &steps, &waiting, &approvals, &audit))
         }
         Err(f) => failure(f, Some(&s)),
     }
@@ -429,7 +412,9 @@ async fn checkpoint(
             let description = fold::description(store, &t)?;
             let fields = fold::fields(description.as_ref());
             let folded = fold::state_at(store, &thread, seq, fields.as_ref())?;
-            let step = steps(store, &thread)?.into_iter().find(|st| st.seq == seq);
+            let approvals = store.list_approvals(&thread).map_err(Failure::store)?;
+            let audit = store.scan_audit(&thread).map_err(Failure::store)?.items;
+            let step = timeline::steps(store, &thread, &approvals, &audit)?.into_iter().find(|st| st.seq == seq);
             Ok((folded, step))
         })
         .await;

@@ -12,10 +12,13 @@ use crate::stuck::Stuck;
 
 mod context;
 mod escape;
+mod timeline;
 
 pub use context::Context;
 use context::{context_html, graph_html};
 pub use escape::{esc, url};
+pub use timeline::{Now, Step, Wait};
+use timeline::{step_summary, timeline_html};
 
 fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
@@ -35,7 +38,12 @@ table{border-collapse:collapse;width:100%}td code{overflow-wrap:anywhere;word-br
 .risk-irreversible{background:#ffd7d2;color:#8a1500}.risk-external{background:#ffe9c2;color:#7a4a00}
 .risk-reversible{background:#dff3dc;color:#1d5b12}.risk-read{background:#e1ecff;color:#123f86}
 .meta td:first-child{color:#5a6275;width:11em}
-.actions{display:flex;gap:1em;flex-wrap:wrap;margin-top:.6em}.actions form{flex:1;min-width:16em;background:#f8f9fb;padding:.6em;border-radius:4px}
+h3{font-size:1em;margin:.7em 0 .35em}.call>h3:first-child,.decision>h3:first-child{margin-top:0}
+.actions{display:flex;flex-direction:column;gap:.6em}.actions form{background:#f8f9fb;padding:.6em;border-radius:4px}
+.actions form p{margin:.4em 0 0}.approval>.grid+.grid{margin-top:1em;border-top:1px solid #e2e4ea;padding-top:.4em}
+summary{cursor:pointer}summary h2,summary h3{display:inline}.graph-box svg{max-width:100%;height:auto}
+.timeline td.took,.timeline td.when{white-space:nowrap}.timeline tr.waiting td{background:#fff8dc}
+@media(max-width:800px){.grid{grid-template-columns:1fr}}
 textarea,input[type=text],input[type=password]{width:100%;box-sizing:border-box;font:13px monospace}
 button{padding:.35em .9em;border-radius:4px;border:1px solid #567;background:#2f5fd0;color:#fff;cursor:pointer}
 button.reject{background:#b3261e}button.plain{background:#fff;color:#234}
@@ -166,13 +174,12 @@ fn time_left(a: &ApprovalRecord, now: u64) -> String {
     }
 }
 
-/// One approval card with its decision forms.
-fn approval_card(v: &ApprovalView, s: &Session, now: u64) -> String {
+/// One approval card: the call's arguments and facts beside the decision forms, the thread's
+/// context and graph below them (the graph folds away; `graph_open` unfolds it).
+fn approval_card(v: &ApprovalView, s: &Session, now: u64, graph_open: bool) -> String {
     let a = &v.record;
     let args: Value = serde_json::from_str(&a.args).unwrap_or(Value::String(a.args.clone()));
     let id = esc(&a.id);
-    let uid = url(&a.id);
-    let csrf = esc(&s.csrf);
     let tool_desc = v.tool.as_ref().and_then(|t| t["description"].as_str()).unwrap_or("");
     let schema = v.tool.as_ref().map(|t| pretty(&t["parameters"]));
     let mut out = format!(
@@ -186,7 +193,7 @@ fn approval_card(v: &ApprovalView, s: &Session, now: u64) -> String {
     }
     let _ = write!(
         out,
-        "<div class=\"grid\"><div><h3>Arguments</h3><pre class=\"args\" id=\"args-{id}\">{}</pre>\
+        "<div class=\"grid\"><div class=\"call\"><h3>Arguments</h3><pre class=\"args\" id=\"args-{id}\">{}</pre>\
          <table class=\"meta\"><tr><td>Argument hash</td><td><code class=\"hash\">{}</code></td></tr>\
          <tr><td>Requested by</td><td class=\"requester\">{}</td></tr><tr><td>Reason</td><td>{}</td></tr>\
          <tr><td>Requested</td><td>{}</td></tr><tr><td>Time left</td><td class=\"expiry\">{}</td></tr>\
@@ -206,38 +213,46 @@ fn approval_card(v: &ApprovalView, s: &Session, now: u64) -> String {
         let _ =
             write!(out, "<details><summary>The tool's argument schema</summary><pre>{}</pre></details>", esc(schema));
     }
+    let _ = write!(out, "</div><div class=\"decision\"><h3>Decision</h3>{}</div></div>", decision_forms(a, &args, s));
     let _ = write!(
         out,
-        "</div><div>{}<h3>Graph</h3>{}</div></div>",
+        "<div class=\"grid\"><div class=\"context\">{}</div><details class=\"graph-box\"{}>\
+         <summary><h3>Graph</h3> <span class=\"muted\">where the thread stands</span></summary>{}</details></div>",
         context_html(&v.context),
+        if graph_open { " open" } else { "" },
         graph_html(v.context.description.as_ref(), std::slice::from_ref(&a.node))
     );
-    if a.status == agentflow_store::ApprovalStatus::Pending {
-        let _ = write!(
-            out,
-            "<div class=\"actions\">\
-             <form method=\"post\" action=\"/approvals/{uid}/approve\" class=\"approve\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
-             <label>Conditions (optional; JSON or a note, recorded and handed to the model)<br>\
-             <textarea name=\"conditions\" rows=\"2\" id=\"conditions-{id}\"></textarea></label>\
-             <p><button id=\"approve-{id}\">Approve</button></p></form>\
-             <form method=\"post\" action=\"/approvals/{uid}/edit\" class=\"edit\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
-             <label>Arguments to run with (checked against the tool's schema)<br>\
-             <textarea name=\"args\" rows=\"6\" id=\"edit-args-{id}\">{}</textarea></label>\
-             <p><button id=\"edit-{id}\">Approve with these arguments</button></p></form>\
-             <form method=\"post\" action=\"/approvals/{uid}/reject\" class=\"reject\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
-             <label>Reason (required; handed to the model)<br><input type=\"text\" name=\"reason\" id=\"reason-{id}\" required></label>\
-             <p><button class=\"reject\" id=\"reject-{id}\">Reject</button></p></form></div>",
-            esc(&pretty(&args)),
-        );
-    } else {
-        let _ = write!(
-            out,
+    out.push_str("</section>");
+    out
+}
+
+/// The Approve, Reject and Edit forms of a pending approval, the decisions first; for one whose
+/// call was cut off, how to settle it.
+fn decision_forms(a: &ApprovalRecord, args: &Value, s: &Session) -> String {
+    let id = esc(&a.id);
+    if a.status != agentflow_store::ApprovalStatus::Pending {
+        return format!(
             "<p class=\"muted\">This call's outcome is unknown (it started and was cut off); settle it with \
              <code>agentflow settle {id}</code>.</p>"
         );
     }
-    out.push_str("</section>");
-    out
+    let uid = url(&a.id);
+    let csrf = esc(&s.csrf);
+    format!(
+        "<div class=\"actions\">\
+         <form method=\"post\" action=\"/approvals/{uid}/approve\" class=\"approve\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+         <label>Conditions (optional; JSON or a note, recorded and handed to the model)<br>\
+         <textarea name=\"conditions\" rows=\"2\" id=\"conditions-{id}\"></textarea></label>\
+         <p><button id=\"approve-{id}\">Approve</button></p></form>\
+         <form method=\"post\" action=\"/approvals/{uid}/reject\" class=\"reject\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+         <label>Reason (required; handed to the model)<br><input type=\"text\" name=\"reason\" id=\"reason-{id}\" required></label>\
+         <p><button class=\"reject\" id=\"reject-{id}\">Reject</button></p></form>\
+         <form method=\"post\" action=\"/approvals/{uid}/edit\" class=\"edit\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+         <label>Arguments to run with (checked against the tool's schema)<br>\
+         <textarea name=\"args\" rows=\"6\" id=\"edit-args-{id}\">{}</textarea></label>\
+         <p><button id=\"edit-{id}\">Approve with these arguments</button></p></form></div>",
+        esc(&pretty(args)),
+    )
 }
 
 /// The live poll: reloads when `/live` reports another version, unless a form is being
@@ -284,8 +299,9 @@ pub fn inbox(
     if approvals.is_empty() && interrupts.is_empty() {
         body.push_str("<p class=\"muted\" id=\"empty\">Nothing waits for a decision.</p>");
     }
-    for v in approvals {
-        body.push_str(&approval_card(v, s, now));
+    // The first card's graph is unfolded; the others' fold away, so the next decision is near.
+    for (n, v) in approvals.iter().enumerate() {
+        body.push_str(&approval_card(v, s, now, n == 0));
     }
     if !interrupts.is_empty() {
         body.push_str("<section class=\"card\" id=\"interrupts\"><h2>Interrupts</h2><p class=\"muted\">A paused node waits for input. Answer with the JSON value the node expects; the app's next resume of the thread continues with it (a value of the wrong shape fails the node there). Breakpoints are continued from the app.</p>");
@@ -418,62 +434,35 @@ pub fn threads(s: &Session, list: &[(ThreadRecord, Option<String>)]) -> String {
     layout("Threads", Some(s), &body)
 }
 
-/// One checkpoint in a thread's timeline.
-pub struct Step {
-    /// Its sequence number.
-    pub seq: u64,
-    /// The super-step.
-    pub step: u64,
-    /// How it was written (`input`, `loop`, `update`, `fork`).
-    pub source: String,
-    /// The nodes that ran.
-    pub nodes: Vec<String>,
-    /// The nodes to run next.
-    pub next: Vec<String>,
-    /// Unix millis.
-    pub at: u64,
-}
-
-/// A thread: status, graph, timeline, approvals, audit.
+/// A thread: status, timeline, state and graph, approvals, audit.
 pub fn thread(
     s: &Session,
     t: &ThreadRecord,
     context: &Context,
     steps: &[Step],
+    waiting: &[Now],
     approvals: &[ApprovalRecord],
     audit: &[AuditEntry],
 ) -> String {
     let now = now_ms();
+    // What it is and what happened first; its state and graph below.
     let mut body = format!(
-        "<h1>Thread <code>{}</code></h1><div class=\"grid\"><div class=\"card\"><table class=\"meta\">\
+        "<h1>Thread <code>{}</code></h1><div class=\"card\"><table class=\"meta\">\
          <tr><td>Status</td><td id=\"status\">{}</td></tr><tr><td>Detail</td><td>{}</td></tr><tr><td>Owner</td><td>{}</td></tr>\
-         <tr><td>Updated</td><td>{}</td></tr><tr><td>Next</td><td>{}</td></tr></table>{}</div>\
-         <div class=\"card\"><h2>Graph</h2>{}</div></div>",
+         <tr><td>Updated</td><td>{}</td></tr><tr><td>Next</td><td>{}</td></tr></table></div>\
+         <div class=\"card\"><h2>Timeline</h2>{}</div>\
+         <div class=\"grid\"><div class=\"card\">{}</div><div class=\"card\"><details class=\"graph-box\" open>\
+         <summary><h2>Graph</h2></summary>{}</details></div></div>",
         esc(&t.id),
         esc(t.status.as_str()),
         esc(&t.detail),
         esc(&t.owner),
         ago(t.updated_at, now),
         esc(&if context.next.is_empty() { "-".to_string() } else { context.next.join(", ") }),
+        timeline_html(&t.id, steps, waiting, now),
         context_html(context),
         graph_html(context.description.as_ref(), &context.next)
     );
-    body.push_str("<div class=\"card\"><h2>Timeline</h2><table id=\"timeline\"><tr><th>Checkpoint</th><th>Step</th><th>Source</th><th>Ran</th><th>Next</th><th>When</th></tr>");
-    for st in steps {
-        let _ = write!(
-            body,
-            "<tr><td><a href=\"/threads/{}/at/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            url(&t.id),
-            st.seq,
-            st.seq,
-            st.step,
-            esc(&st.source),
-            esc(&st.nodes.join(", ")),
-            esc(&st.next.join(", ")),
-            ago(st.at, now)
-        );
-    }
-    body.push_str("</table></div>");
     if !approvals.is_empty() {
         body.push_str("<div class=\"card\"><h2>Approvals</h2><table id=\"approvals\"><tr><th>Id</th><th>Tool</th><th>Status</th><th>Arguments</th><th>Decided by</th><th>Note</th></tr>");
         for a in approvals {
@@ -520,6 +509,10 @@ pub fn checkpoint(
             esc(&if st.nodes.is_empty() { "-".to_string() } else { st.nodes.join(", ") }),
             esc(&if st.next.is_empty() { "-".to_string() } else { st.next.join(", ") })
         );
+        let summary = step_summary(st);
+        if !summary.is_empty() {
+            let _ = write!(body, "<p id=\"took\">{summary}</p>");
+        }
     }
     for w in warnings {
         let _ = write!(body, "<p class=\"muted\">Note: {}</p>", esc(w));
