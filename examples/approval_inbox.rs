@@ -22,7 +22,7 @@ use agentflow::{RedbStore, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-#[derive(Deserialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RefundArgs {
     /// The order to refund.
     order_id: String,
@@ -56,7 +56,7 @@ pub mod refunds {
 
     #[node(goto = [END], tools = [refund])]
     async fn pay(s: &Claim, cx: &Ctx<()>) -> Result<Step<Claim>, NodeError> {
-        let obs = cx.run_tool(refund, json!({ "order_id": s.order, "amount": s.amount })).await?;
+        let obs = cx.run_tool(refund, RefundArgs { order_id: s.order.clone(), amount: s.amount }).await?;
         Ok(goto!(END, Claim::update().notes(vec!["refund call returned".into()]).outcome(Some(obs.body))))
     }
 }

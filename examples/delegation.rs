@@ -33,7 +33,7 @@ pub struct Newsroom {
     published: Mutex<Vec<String>>,
 }
 
-#[derive(Deserialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Query {
     /// What to look for.
     topic: String,
@@ -45,7 +45,7 @@ async fn search_docs(args: Query) -> Result<Value, ToolError> {
     Ok(json!({ "hits": [format!("{}: three sources agree", args.topic), format!("{}: one dissent", args.topic)] }))
 }
 
-#[derive(Deserialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Post {
     /// The text to publish.
     body: String,
@@ -72,7 +72,7 @@ pub mod research {
 
     #[node(goto = [END], tools = [search_docs])]
     async fn gather(s: &Research, cx: &Ctx<Newsroom>) -> Result<Step<Research>, NodeError> {
-        let found = cx.run_tool(search_docs, json!({ "topic": s.topic })).await?;
+        let found = cx.run_tool(search_docs, Query { topic: s.topic.clone() }).await?;
         let findings = serde_json::from_value(found.body["result"]["hits"].clone()).unwrap_or_default();
         Ok(goto!(END, Research::update().findings(findings)))
     }
@@ -98,7 +98,7 @@ pub mod writer {
 
     #[node(goto = [END], tools = [publish_post])]
     async fn publish(s: &Draft, cx: &Ctx<Newsroom>) -> Result<Step<Draft>, NodeError> {
-        let done = cx.run_tool(publish_post, json!({ "body": s.body })).await?;
+        let done = cx.run_tool(publish_post, Post { body: s.body.clone() }).await?;
         Ok(goto!(END, Draft::update().receipt(Some(done.body))))
     }
 }

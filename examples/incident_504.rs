@@ -160,7 +160,7 @@ mod incident {
 
     #[node(goto = [diagnose], tools = [fetch_logs, query_metrics, check_upstream])]
     async fn triage(_s: &Incident, cx: &Ctx<Ops>) -> Result<Step<Incident>, NodeError> {
-        let service = json!({ "service": "payments" });
+        let service = ServiceArg { service: "payments".into() };
         let mut found = Vec::new();
         for obs in [
             cx.run_tool(fetch_logs, &service).await?,
@@ -188,7 +188,7 @@ mod incident {
 
     #[node(goto = [verify], tools = [restart_service])]
     async fn fix(_s: &Incident, cx: &Ctx<Ops>) -> Result<Step<Incident>, NodeError> {
-        let obs = cx.run_tool(restart_service, json!({ "service": "payments", "deploy": "v43" })).await?;
+        let obs = cx.run_tool(restart_service, Restart { service: "payments".into(), deploy: "v43".into() }).await?;
         if !obs.is_ok() {
             return Err(NodeError::fatal(format!("the fix did not run: {}", obs.body)));
         }
@@ -197,7 +197,7 @@ mod incident {
 
     #[node(goto = [END], tools = [check_health])]
     async fn verify(_s: &Incident, cx: &Ctx<Ops>) -> Result<Step<Incident>, NodeError> {
-        let health = cx.run_tool(check_health, json!({ "service": "payments" })).await?;
+        let health = cx.run_tool(check_health, ServiceArg { service: "payments".into() }).await?;
         if health.body["result"]["healthy"] != json!(true) {
             return Err(cx.compensate(format!("verification failed: {}", health.body["result"])));
         }

@@ -18,6 +18,12 @@ mod delegation;
 #[path = "../../examples/email_triage.rs"]
 #[allow(dead_code)]
 mod email_triage;
+#[path = "../../examples/flaky_service.rs"]
+#[allow(dead_code)]
+mod flaky_service;
+#[path = "../../examples/follow_up.rs"]
+#[allow(dead_code)]
+mod follow_up;
 #[path = "../../examples/incident_504.rs"]
 #[allow(dead_code)]
 mod incident_504;
@@ -152,6 +158,41 @@ fn email_triage() {
     for (name, report) in &reports {
         clean(name, report);
     }
+}
+
+/// One lookup through the breaker, against the example's service (here one that never fails),
+/// started on a runtime of its own while the matrix runs the graph.
+#[test]
+fn flaky_service() {
+    let server = tokio::runtime::Runtime::new().unwrap();
+    let service = server.block_on(flaky_service::FlakyService::start(0)).unwrap();
+    let client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(5)).build().unwrap();
+    let inventory = flaky_service::Inventory { url: service.url.clone(), client };
+    // The app with its circuit breaker; the matrix replaces the store.
+    let app = flaky_service::app(Arc::new(RedbStore::in_memory().unwrap()), std::time::Duration::from_secs(1)).unwrap();
+    let report = CrashMatrix::new(app, &inventory).thread("lookup-1").input(flaky_service::input(1)).run().unwrap();
+    survives("flaky_service", &report);
+    assert_eq!(outcome(&report), "completed");
+}
+
+/// The follow-up sleeps 50 ms on its durable timer (the matrix waits timers out in real time);
+/// both messages go to an outbox file.
+#[test]
+fn follow_up() {
+    let dir = std::env::temp_dir().join(format!("agentflow-crash-matrix-follow-up-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let services = follow_up::Services {
+        model: Arc::new(follow_up::scripted_model()),
+        outbox: follow_up::Outbox { path: dir.join("outbox.txt") },
+    };
+    let report = CrashMatrix::new(follow_up::reminder::graph().app(), &services)
+        .thread("follow-up-1")
+        .input(follow_up::input(std::time::Duration::from_millis(50)))
+        .run();
+    let _ = std::fs::remove_dir_all(&dir);
+    let report = report.unwrap();
+    survives("follow_up", &report);
+    assert_eq!(outcome(&report), "completed");
 }
 
 #[test]

@@ -1,11 +1,12 @@
 //! Several processes: runs killed (SIGKILL) or left by one process and resumed in another, and
-//! workers in separate processes.
+//! workers in separate processes, and examples run as their own processes.
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod crash;
 mod crash_open;
+mod examples_run;
 mod promises_durability_exit;
 mod second_process;
 mod subgraph_crash;
