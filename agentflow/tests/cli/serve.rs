@@ -479,9 +479,7 @@ async fn a_thread_that_cannot_be_read_leaves_the_rest_of_the_inbox_usable() {
     let dir = temp_dir("unreadable");
     let store = filled_redb(&dir).await;
     add_question(open_redb(&store)).await;
-    {
-        let db = redb::Database::open(&store).unwrap();
-        let txn = db.begin_write().unwrap();
+    with_write(&store, |txn| {
         {
             let numbers = txn.open_table(agentflow_store::tables::THREAD_NUMBERS).unwrap();
             let number = numbers.get("t-paused").unwrap().expect("`t-paused` has checkpoints, so a number").value();
@@ -496,24 +494,10 @@ async fn a_thread_that_cannot_be_read_leaves_the_rest_of_the_inbox_usable() {
             for seq in keys {
                 snapshots.insert((number, seq), b"{not json".as_slice()).unwrap();
             }
-            // And what the paused `t-question` waits for: its pending writes' bytes.
-            let mut pending = txn.open_table(agentflow_store::tables::PENDING_WRITES).unwrap();
-            let keys: Vec<(u64, String, u32)> = pending
-                .range(("t-question", 0, "", 0)..=("t-question", u64::MAX, "\u{10FFFF}", u32::MAX))
-                .unwrap()
-                .map(|entry| {
-                    let (key, _) = entry.unwrap();
-                    let (_, seq, node, idx) = key.value();
-                    (seq, node.to_string(), idx)
-                })
-                .collect();
-            assert!(!keys.is_empty());
-            for (seq, node, idx) in keys {
-                pending.insert(("t-question", seq, node.as_str(), idx), b"\x09\xff".as_slice()).unwrap();
-            }
         }
-        txn.commit().unwrap();
-    }
+        // And what the paused `t-question` waits for: its pending writes' bytes.
+        damage_pending_writes(txn, "t-question");
+    });
     let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
     let alice = login(&serve.base, "alice-token").await;
     let (status, inbox) = get(&serve.base, Some(&alice), "/").await;

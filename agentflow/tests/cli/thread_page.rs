@@ -10,7 +10,6 @@ use std::time::Duration;
 use agentflow::prelude::*;
 use inbox_common::http::{get, login};
 use inbox_common::*;
-use redb::ReadableTable;
 use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
 
@@ -102,27 +101,7 @@ async fn a_thread_whose_wait_cannot_be_read_still_shows_its_page_and_says_so() {
     let store = dir.join("runs.redb");
     add_question(open_redb(&store)).await;
     // What the paused `t-question` waits for: its pending writes' bytes, damaged.
-    {
-        let db = redb::Database::open(&store).unwrap();
-        let txn = db.begin_write().unwrap();
-        {
-            let mut pending = txn.open_table(agentflow_store::tables::PENDING_WRITES).unwrap();
-            let keys: Vec<(u64, String, u32)> = pending
-                .range(("t-question", 0, "", 0)..=("t-question", u64::MAX, "\u{10FFFF}", u32::MAX))
-                .unwrap()
-                .map(|entry| {
-                    let (key, _) = entry.unwrap();
-                    let (_, seq, node, idx) = key.value();
-                    (seq, node.to_string(), idx)
-                })
-                .collect();
-            assert!(!keys.is_empty());
-            for (seq, node, idx) in keys {
-                pending.insert(("t-question", seq, node.as_str(), idx), b"\x09\xff".as_slice()).unwrap();
-            }
-        }
-        txn.commit().unwrap();
-    }
+    with_write(&store, |txn| damage_pending_writes(txn, "t-question"));
     let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
     let alice = login(&serve.base, "alice-token").await;
     let (status, page) = get(&serve.base, Some(&alice), "/threads/t-question").await;

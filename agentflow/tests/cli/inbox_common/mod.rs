@@ -351,3 +351,30 @@ pub fn segment(text: &str) -> String {
         })
         .collect()
 }
+
+/// Runs `f` in one write transaction of the redb file at `store`, committed after it.
+pub fn with_write(store: &Path, f: impl FnOnce(&redb::WriteTransaction)) {
+    let db = redb::Database::open(store).unwrap();
+    let txn = db.begin_write().unwrap();
+    f(&txn);
+    txn.commit().unwrap();
+}
+
+/// Overwrites every pending write of `thread` with bytes no decoder accepts.
+pub fn damage_pending_writes(txn: &redb::WriteTransaction, thread: &str) {
+    use redb::ReadableTable;
+    let mut pending = txn.open_table(agentflow_store::tables::PENDING_WRITES).unwrap();
+    let keys: Vec<(u64, String, u32)> = pending
+        .range((thread, 0, "", 0)..=(thread, u64::MAX, "\u{10FFFF}", u32::MAX))
+        .unwrap()
+        .map(|entry| {
+            let (key, _) = entry.unwrap();
+            let (_, seq, node, idx) = key.value();
+            (seq, node.to_string(), idx)
+        })
+        .collect();
+    assert!(!keys.is_empty(), "{thread} has pending writes to damage");
+    for (seq, node, idx) in keys {
+        pending.insert((thread, seq, node.as_str(), idx), b"\x09\xff".as_slice()).unwrap();
+    }
+}
