@@ -496,7 +496,9 @@ async fn start(db: &str, file: &str, services: &Services) -> Result<(), CliError
         for flag in ["--approve", "--edit \"TEXT\"", "--reject \"REASON\""] {
             println!("  cargo run --example email_triage --{db_flag} --thread {thread} {flag}");
         }
-        println!("or answer it in the approval inbox (`agentflow serve --store {db} --users FILE`) with");
+        println!(
+            "or answer it in the approval inbox (`cargo run -p agentflow-runtime --features cli --bin agentflow -- serve --store {db} --users USERS.json`; `cargo run --example approval_inbox` writes a users file) with"
+        );
         println!(
             "  {{\"decision\": \"approve\"}}, {{\"decision\": \"edit\", \"text\": \"..\"}} or {{\"decision\": \"reject\", \"reason\": \"..\"}}"
         );
@@ -574,9 +576,12 @@ async fn demo(services: &Services, model_name: &str) -> Result<(), CliError> {
             println!("sample `{name}`:");
             let mut run = graph.runner(services).thread(&thread).run(input(raw)).await?;
             if matches!(run.outcome, Outcome::Interrupted { .. }) {
-                let draft = graph.pending(&thread)?[0].payload["draft"].clone();
+                let draft = match &graph.pending(&thread)?[0].payload["draft"] {
+                    serde_json::Value::String(d) => format!("draft: {}", one_line(d)),
+                    _ => "no draft: it goes straight to a person".into(),
+                };
                 let decision = decisions.next().expect("a decision per paused sample");
-                println!("  paused for review (draft: {draft}); resuming with {}", flag(&decision));
+                println!("  paused for review ({draft}); resuming with {}", flag(&decision));
                 run = graph.runner(services).thread(&thread).resume_with(decision).await?;
             }
             let s = &run.state;

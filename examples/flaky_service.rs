@@ -203,7 +203,7 @@ async fn lookup(app: &App<Lookup, Inventory>, inventory: &Inventory, n: u32) -> 
     };
     println!("lookup {n} SKU-{n}: {result}{why}");
     for m in moves {
-        println!("    breaker check_stock: {m}");
+        println!("    breaker check_stock, during lookup {n}: {m}");
     }
     Ok(result)
 }

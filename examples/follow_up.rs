@@ -186,8 +186,10 @@ async fn wake(graph: &Graph, store: &RedbStore, services: &Services) -> Result<B
     let mut due = Vec::new();
     for t in store.list_threads()?.into_iter().filter(|t| t.status == ThreadStatus::Sleeping) {
         let at = store.thread_timer(&t.id)?.unwrap_or(0);
-        let due_in = Duration::from_millis(at.saturating_sub(now_ms()));
-        println!("{} sleeps; due in {:.1} s", t.id, due_in.as_secs_f64());
+        match Duration::from_millis(at.saturating_sub(now_ms())) {
+            Duration::ZERO => println!("{} was due; firing now", t.id),
+            due_in => println!("{} sleeps; due in {:.1} s", t.id, due_in.as_secs_f64()),
+        }
         due.push((at, t.id));
     }
     if due.is_empty() {

@@ -82,13 +82,20 @@ fn check_tools(ir: &GraphIr, diags: &mut Diagnostics) {
         }
         for used in &node.tool_uses {
             if !allowed.contains(&used.name.as_str()) {
-                let allowed =
-                    if allowed.is_empty() { "none (add a `tools = [..]` list)".to_string() } else { list(&allowed) };
-                diags.push(
-                    Kind::ToolNotAllowed,
-                    used.loc,
-                    format!("tool `{}` is not allowed in node `{}`; allowed: {allowed}", used.name, node.name.name),
-                );
+                let (tool, name) = (&used.name, &node.name.name);
+                let message = if allowed.is_empty() {
+                    format!(
+                        "tool `{tool}` is not allowed in node `{name}`, which lists no tools\n\
+                         to allow it, list it in the node's attribute: `#[node(.., tools = [{tool}])]`"
+                    )
+                } else {
+                    format!(
+                        "tool `{tool}` is not allowed in node `{name}`; allowed: {}\n\
+                         to allow it, add `{tool}` to the `tools` list of `{name}`",
+                        list(&allowed)
+                    )
+                };
+                diags.push(Kind::ToolNotAllowed, used.loc, message);
             }
         }
     }

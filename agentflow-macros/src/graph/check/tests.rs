@@ -257,12 +257,28 @@ fn tools_outside_the_list_and_undeclared_interrupts_are_named() {
     assert_eq!(
         msgs,
         vec![
-            "tool `divide` is not allowed in node `llm_call`; allowed: `add`, `multiply`".to_string(),
+            "tool `divide` is not allowed in node `llm_call`; allowed: `add`, `multiply`\n\
+             to allow it, add `divide` to the `tools` list of `llm_call`"
+                .to_string(),
             "node `llm_call` calls `interrupt` but is not marked as one that may pause; add `interrupt` to its attribute: `#[node(.., interrupt)]`".to_string(),
         ]
     );
     ir.nodes[0].interrupt = true;
     assert_eq!(messages(&ir).len(), 1);
+}
+
+#[test]
+fn a_tool_in_a_node_with_no_tools_says_how_to_list_it() {
+    let mut ir = graph("compute", None, &[("compute", &["END"], &[&["END"]])]);
+    ir.nodes[0].tool_uses = vec![Named::new("add")];
+    assert_eq!(
+        messages(&ir),
+        vec![
+            "tool `add` is not allowed in node `compute`, which lists no tools\n\
+             to allow it, list it in the node's attribute: `#[node(.., tools = [add])]`"
+                .to_string()
+        ]
+    );
 }
 
 #[test]
