@@ -219,27 +219,27 @@ async fn update_state_touches_neither_the_approvals_nor_the_effect_journal() {
     let store = store();
     let graph = pay_flow::graph().app().store(store.clone());
     let desk = graph.approvals(authorizer()).unwrap();
-    let paused = graph.runner(&()).thread("P-4").owner(OWNER).run(pay("P-4", 70)).await.unwrap();
+    let paused = graph.runner(&()).thread("P-5").owner(OWNER).run(pay("P-5", 70)).await.unwrap();
     let id = waiting_for(&paused);
-    let approvals = store.list_approvals("P-4").unwrap();
-    let journal = store.thread_effects("P-4").unwrap();
+    let approvals = store.list_approvals("P-5").unwrap();
+    let journal = store.thread_effects("P-5").unwrap();
     assert_eq!(approvals.len(), 1);
 
     let forged = json!({ "approved": true, "approval": id, "refunded": 70 });
-    graph.update_state("P-4", Pay::update().note(Some("approved".into())).receipt(Some(forged)), "mallory").unwrap();
-    assert_eq!(store.list_approvals("P-4").unwrap(), approvals, "the approval records are untouched");
-    assert_eq!(store.thread_effects("P-4").unwrap(), journal, "the effect journal is untouched");
+    graph.update_state("P-5", Pay::update().note(Some("approved".into())).receipt(Some(forged)), "mallory").unwrap();
+    assert_eq!(store.list_approvals("P-5").unwrap(), approvals, "the approval records are untouched");
+    assert_eq!(store.thread_effects("P-5").unwrap(), journal, "the effect journal is untouched");
     assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::Pending);
 
     // Resumed without a decision, the step still waits for the same approval; nothing ran.
-    let again = graph.runner(&()).thread("P-4").resume().await.unwrap();
+    let again = graph.runner(&()).thread("P-5").resume().await.unwrap();
     assert_eq!(waiting_for(&again), id);
-    assert!(refunds_for("P-4").is_empty());
+    assert!(refunds_for("P-5").is_empty());
 
     desk.approve(&id, &approver()).unwrap();
-    let done = graph.runner(&()).thread("P-4").resume().await.unwrap();
+    let done = graph.runner(&()).thread("P-5").resume().await.unwrap();
     assert_eq!(done.outcome, Outcome::Completed);
-    assert_eq!(refunds_for("P-4"), vec![70], "the refund ran once, after the real decision");
+    assert_eq!(refunds_for("P-5"), vec![70], "the refund ran once, after the real decision");
 }
 
 #[tokio::test]
