@@ -11,17 +11,8 @@ use agentflow::{RedbStore, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-#[derive(Deserialize, schemars::JsonSchema)]
-pub struct RefundArgs {
-    pub order_id: String,
-    pub amount: u32,
-}
-
-/// Refunds an order. Irreversible, so every call waits for a person.
-#[tool(risk = irreversible)]
-pub async fn refund(args: RefundArgs) -> Result<Value, ToolError> {
-    Ok(json!({ "refunded": args.amount, "order_id": args.order_id }))
-}
+// The irreversible refund tool and the runtime are the inbox tests' own.
+pub use crate::inbox_common::{refund, runtime};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
 pub struct Pay {
@@ -65,10 +56,6 @@ pub mod front {
             cx.subgraph(payments::graph(), Pay { order: s.order.clone(), amount: s.amount, ..Pay::default() }).await?;
         Ok(goto!(END, Pay::update().receipt(done.receipt)))
     }
-}
-
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
 }
 
 /// A fresh directory for one test's store files.
