@@ -59,6 +59,10 @@ pub mod circuit_breakers {}
 #[doc = include_str!("../docs/guides/workers-and-postgres.md")]
 pub mod workers_and_postgres {}
 
+/// Who may do what: roles, tenants and the audit log.
+#[doc = include_str!("../docs/guides/access-and-tenants.md")]
+pub mod access_and_tenants {}
+
 /// The CLI and operating runs.
 #[doc = include_str!("../docs/guides/cli-and-operations.md")]
 pub mod cli_and_operations {}

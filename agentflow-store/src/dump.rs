@@ -193,9 +193,12 @@ fn check_text(d: &ThreadDump) -> Result<(), String> {
         ("the detail".into(), t.detail.as_str()),
     ];
     fields.extend(t.parent.as_deref().map(|p| ("the parent".to_string(), p)));
+    fields.extend(t.tenant.as_deref().map(|p| ("the tenant".to_string(), p)));
     for e in &d.audit {
         fields.push((format!("the actor of audit entry {}", e.seq), e.actor.as_str()));
         fields.push((format!("the kind of audit entry {}", e.seq), e.kind.as_str()));
+        fields.push((format!("the detail hash of audit entry {}", e.seq), e.detail_hash.as_str()));
+        fields.push((format!("the link of audit entry {}", e.seq), e.link.as_str()));
     }
     fields.extend(d.approvals.iter().map(|a| (format!("approval id {:?}", a.id), a.id.as_str())));
     fields.extend(
@@ -222,6 +225,24 @@ fn check_times(d: &ThreadDump) -> Result<(), String> {
         Some((what, v)) => Err(format!("{what} is {v}, past the largest time a store keeps ({MAX_TIME})")),
         None => Ok(()),
     }
+}
+
+/// The dump's audit log as a store writes it: an entry with its hashes keeps them (a verify
+/// then finds what was changed in the dump), one without (an export of a build before the
+/// chain) is chained after the entry before it.
+pub(crate) fn chained_audit(d: &ThreadDump) -> Vec<AuditEntry> {
+    let mut prev = String::new();
+    d.audit
+        .iter()
+        .map(|e| {
+            let mut e = e.clone();
+            if e.detail_hash.is_empty() && e.link.is_empty() {
+                crate::audit_chain::seal(&mut e, &prev);
+            }
+            prev.clone_from(&e.link);
+            e
+        })
+        .collect()
 }
 
 /// A checkpoint whose parent is not in the dump (dropped by compaction) is restored as a root:

@@ -60,6 +60,7 @@
 
 #![warn(missing_docs)]
 
+pub mod audit_chain;
 mod breaker;
 mod checks;
 mod codec;
@@ -73,9 +74,14 @@ mod queue;
 mod record;
 mod redb;
 mod store;
+/// Helpers for tests of this crate and of the crates built on it (upgrades of older store
+/// files); not part of the API.
+#[doc(hidden)]
+pub mod testing_support;
 mod thread_tree;
 
 pub use self::redb::{RedbStore, RedbStoreBuilder, tables};
+pub use audit_chain::{BrokenLink, BrokenReason, ChainReport};
 pub use breaker::{
     BreakerAnswer, BreakerError, BreakerOp, BreakerRecord, BreakerRule, BreakerState, BreakerUpdate,
     audit_entry as breaker_audit_entry, step as breaker_step,

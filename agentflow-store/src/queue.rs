@@ -164,12 +164,29 @@ pub struct NewRun {
     pub owner: String,
     /// When it was submitted (unix millis).
     pub at: u64,
+    /// The tenant a new thread is created for (its [`ThreadRecord::tenant`](crate::ThreadRecord::tenant));
+    /// `None`: no tenant. A resumed thread keeps the tenant it was created with. (Appended last.)
+    pub tenant: Option<String>,
 }
 
 impl NewRun {
-    /// A run of `graph` on `thread`, submitted at `at`; see the fields.
+    /// A run of `graph` on `thread`, submitted at `at`, for no tenant; see the fields.
     pub fn new(thread: &str, graph: &str, input: Option<Vec<u8>>, owner: &str, at: u64) -> Self {
-        NewRun { thread: thread.to_string(), graph: graph.to_string(), input, owner: owner.to_string(), at }
+        NewRun {
+            thread: thread.to_string(),
+            graph: graph.to_string(),
+            input,
+            owner: owner.to_string(),
+            at,
+            tenant: None,
+        }
+    }
+
+    /// The same run, for `tenant` (see [`NewRun::tenant`]).
+    #[must_use]
+    pub fn with_tenant(mut self, tenant: impl Into<String>) -> Self {
+        self.tenant = Some(tenant.into());
+        self
     }
 }
 
@@ -200,6 +217,8 @@ pub struct QueuedRun {
     pub claims: u32,
     /// The thread's lease now (expired or not), if one is held.
     pub lease: Option<Lease>,
+    /// The tenant it was submitted for ([`NewRun::tenant`]), if any. (Appended last.)
+    pub tenant: Option<String>,
 }
 
 /// The run queue refused or failed an operation.

@@ -1,5 +1,6 @@
 //! The [`Store`] trait: what the executor needs from persistence, independent of the backend.
 
+use crate::audit_chain::{BrokenLink, ChainReport};
 use crate::breaker::{BreakerAnswer, BreakerError, BreakerRecord, BreakerUpdate};
 use crate::dump::ThreadDump;
 use crate::error::{
@@ -70,7 +71,9 @@ pub type CommitCallback = Box<dyn FnOnce(Result<CommitReceipt, CommitError>) + S
 /// actor's name; and deciding approvals, for any call with any arguments, in anyone's name
 /// ([`Store::transition_approval`], or the `approval_transitions` of a [`StepCommit`]).
 /// Who may decide what is checked above the store, by `agentflow`'s approval desk and its
-/// `Authorizer`. Treat a store handle and its file like a database credential: hand them only
+/// `Authorizer`. The audit log is chained ([`crate::audit_chain`]): an entry changed, removed
+/// or moved after it was written shows in [`Store::verify_audit`], unless whoever changed it
+/// also recomputed every later link (keep a verified [`ChainReport::head`] elsewhere to tell). Treat a store handle and its file like a database credential: hand them only
 /// to code trusted to decide approvals, and protect the file with filesystem permissions.
 pub trait Store: Send + Sync {
     /// Reads a thread, with its current lease.
@@ -210,6 +213,15 @@ pub trait Store: Send + Sync {
     /// [`Listing::skipped`] (its seq is missing from `items`). The default lists strictly.
     fn scan_audit(&self, thread: &str) -> Result<Listing<AuditEntry>, ReadError> {
         self.list_audit(thread).map(Listing::complete)
+    }
+
+    /// Verifies the thread's audit log against its hash chain (see [`crate::audit_chain`]):
+    /// `Ok(Ok(report))` when every entry is as it was written, `Ok(Err(broken))` naming the
+    /// first entry that was changed, removed or moved since, and `Err` when the log cannot be
+    /// read (an entry that does not decode is an error here, not skipped). An empty log (or an
+    /// unknown thread) verifies with no entries. The default reads [`Store::list_audit`].
+    fn verify_audit(&self, thread: &str) -> Result<Result<ChainReport, BrokenLink>, ReadError> {
+        Ok(crate::audit_chain::verify_chain(thread, &self.list_audit(thread)?))
     }
 
     /// Creates a `PENDING` approval (or an `OUTCOME_UNKNOWN` record, see

@@ -171,4 +171,7 @@ pub enum AnswerError {
         /// The ids of the questions that wait for an answer.
         questions: Vec<String>,
     },
+    /// The desk's access policy does not let the person answer. (Appended last.)
+    #[error(transparent)]
+    Access(#[from] crate::access::AccessError),
 }

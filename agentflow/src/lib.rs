@@ -73,6 +73,7 @@ extern crate self as agentflow;
 // The crate's vocabulary lives in private modules, one concept each, and is
 // re-exported below at the root: every public type has one path. The public
 // modules group a family users browse as a unit.
+pub mod access;
 mod answer_error;
 mod app;
 pub mod approval;
@@ -109,7 +110,7 @@ mod worker;
 pub mod __private;
 
 pub use agentflow_store::{RedbStore, Store};
-pub use app::{App, Migration};
+pub use app::{App, Migration, RunControls};
 pub use core::budget::{Budget, Limits, RunUsage};
 pub use core::error::{ErrorClass, NodeError, NodeResultExt};
 pub use core::retry::RetryPolicy;

@@ -360,6 +360,16 @@ pub enum RunError {
     /// (Appended last.)
     #[error(transparent)]
     OwnerRequired(#[from] crate::tool::OwnerRequired),
+    /// The app's access policy refused to start or resume the thread for the app's actor
+    /// ([`App::acting_as`](crate::App::acting_as)). Nothing ran. (Appended last.)
+    #[error(transparent)]
+    Access(Box<crate::access::AccessError>),
+}
+
+impl From<crate::access::AccessError> for RunError {
+    fn from(e: crate::access::AccessError) -> Self {
+        RunError::Access(Box::new(e))
+    }
 }
 
 impl From<crate::approval::answer::AnswerError> for RunError {

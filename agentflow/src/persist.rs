@@ -22,3 +22,4 @@ pub use crate::durable::{
     MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, PersistError, ResumeError, ThreadRecord, ThreadStatus, ValueError, check_json,
     fork_thread, update_thread,
 };
+pub use agentflow_store::{BrokenLink, BrokenReason, ChainReport};

@@ -36,6 +36,9 @@ mod refund_approval;
 #[path = "../../examples/support_router.rs"]
 #[allow(dead_code)]
 mod support_router;
+#[path = "../../examples/two_tenants.rs"]
+#[allow(dead_code)]
+mod two_tenants;
 #[path = "../../examples/workers.rs"]
 #[allow(dead_code)]
 mod workers;
@@ -284,5 +287,22 @@ fn workers() {
     // The pool's graph, run by the matrix rather than a worker on PostgreSQL.
     let report = CrashMatrix::new(workers::digest::graph().app(), &()).input(workers::job(0)).run().unwrap();
     survives("workers", &report);
+    assert_eq!(outcome(&report), "completed");
+}
+
+#[test]
+fn two_tenants() {
+    // acme's refund, in a thread of tenant acme, approved by acme's `alice` (an approver of
+    // every tenant here: the matrix's desk checks roles, the example's policy is the app's).
+    let answers = Answers::new().approvers(two_tenants::authorizer(), [Approver::new("alice", ["approver"])]);
+    let report = CrashMatrix::new(two_tenants::refunds::graph().app(), &())
+        .thread("acme-refund-1")
+        .owner("acme-agent")
+        .tenant("acme")
+        .input(two_tenants::Claim { amount: 40, outcome: None })
+        .answers(answers)
+        .run()
+        .unwrap();
+    survives("two_tenants", &report);
     assert_eq!(outcome(&report), "completed");
 }

@@ -14,5 +14,6 @@ mod option_clear;
 mod persistence;
 mod promises_resume_writes;
 mod storage_growth;
+mod tenants;
 mod update_state_paused;
 mod values_read_back;

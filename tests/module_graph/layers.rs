@@ -9,6 +9,7 @@ use super::imports::{Crate, circles, load, root};
 /// list stands in `ARCHITECTURE.md`, top first (a test compares them).
 pub(crate) const LAYERS: &[(&str, &[&str])] = &[
     ("core", &["core"]),
+    ("access", &["access"]),
     ("capabilities", &["tool", "model", "back_pressure", "in_flight", "breaker", "serve_limits", "probe"]),
     ("pauses", &["interrupt", "answer_error", "metrics"]),
     ("durable", &["durable", "persist"]),

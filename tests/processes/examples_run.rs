@@ -17,6 +17,9 @@ mod flaky_service;
 #[path = "../../examples/follow_up.rs"]
 #[allow(dead_code, reason = "this test calls only the example's `main`")]
 mod follow_up;
+#[path = "../../examples/two_tenants.rs"]
+#[allow(dead_code, reason = "this test calls only the example's `main`")]
+mod two_tenants;
 
 use std::path::Path;
 use std::process::{Command, ExitCode, Output, Stdio};
@@ -56,6 +59,7 @@ async fn example_child() {
     let code = match name.as_str() {
         "follow_up" => follow_up::run_with_args(args.clone()).await,
         "flaky_service" => flaky_service::run_with_args(args.clone()).await,
+        "two_tenants" => two_tenants::run_with_args(args.clone()).await,
         other => panic!("no example `{other}` in this file"),
     };
     assert_eq!(code, ExitCode::SUCCESS, "example `{name}` {args:?} failed");
@@ -300,4 +304,34 @@ fn flaky_service_with_its_own_service_counts_no_request_while_open() {
     let served: Vec<&str> = out.lines().filter(|l| l.contains("[service] request")).collect();
     assert_eq!(served.len(), 5, "{out}");
     assert!(served.iter().all(|l| !["SKU-4", "SKU-5", "SKU-6"].iter().any(|sku| l.contains(sku))), "{out}");
+}
+
+/// `two_tenants`, as a user runs it: each tenant's thread is seen and decided only by its own
+/// people, the refund runs once approved, and the audit logs verify; the store it leaves (with
+/// `--db`) says the same.
+#[test]
+fn two_tenants_keeps_each_companys_threads_to_its_own_people() {
+    let dir = temp_dir("two-tenants");
+    let db = dir.join("tenants.redb");
+    let out = run(&mut example("two_tenants", &["--db", db.to_str().unwrap()]), Duration::from_secs(60));
+    // Support of acme lists acme's thread only.
+    let listed = out.split("2. ").nth(1).and_then(|s| s.split("3. ").next()).unwrap_or_default();
+    assert!(listed.contains("acme-refund-1 (tenant acme"), "{out}");
+    assert!(!listed.contains("globex"), "acme's support saw globex's thread:\n{out}");
+    // globex's approver cannot find acme's approval; acme's viewer may not decide it.
+    assert!(out.contains("gina: refused: no approval `apr-"), "{out}");
+    assert!(out.contains("vic: refused: `vic` may not decide approvals: only the `approver` role may"), "{out}");
+    assert!(out.contains("alice: APPROVED"), "{out}");
+    assert!(out.contains("acme-refund-1 resumed: Completed"), "{out}");
+    assert!(
+        out.contains("acme-refund-1: 4 entries, intact") && out.contains("globex-refund-1: 1 entry, intact"),
+        "{out}"
+    );
+    // What the store holds: acme's refund completed, globex's still waits, each with its tenant.
+    let store = open_redb(&db).unwrap();
+    let acme = store.thread("acme-refund-1").unwrap().unwrap();
+    let globex = store.thread("globex-refund-1").unwrap().unwrap();
+    assert_eq!((acme.status, acme.tenant.as_deref()), (ThreadStatus::Completed, Some("acme")));
+    assert_eq!((globex.status, globex.tenant.as_deref()), (ThreadStatus::Interrupted, Some("globex")));
+    assert!(store.verify_audit("acme-refund-1").unwrap().is_ok());
 }

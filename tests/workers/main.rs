@@ -12,5 +12,6 @@ mod worker_naps;
 mod worker_pause_park;
 mod worker_stop_races;
 mod worker_subgraph_approvals;
+mod worker_tenants;
 mod worker_waits;
 mod workers;

@@ -22,11 +22,12 @@ mod graph_descriptions;
 mod leases;
 mod queue;
 mod restore;
+mod tenants;
 mod threads;
 mod timers;
 
 pub use approvals::{approval_cas_race, approvals_in_step_commit, approvals_outcome_unknown, approvals_state_machine};
-pub use audit::audit_is_append_only;
+pub use audit::{audit_is_append_only, audit_log_is_chained};
 pub use breakers::{breaker_race, breaker_transitions};
 pub use compaction::{
     compaction_after_a_resume_drops_the_journal_kept_for_it, compaction_keeps_retained_readable,
@@ -51,6 +52,7 @@ pub use restore::{
     restore_refuses_what_would_not_read_back, restore_thread_writes_a_dump_as_it_was,
     restore_threads_writes_all_or_none,
 };
+pub use tenants::{queued_run_keeps_its_tenant, thread_tenant_is_fixed_at_creation};
 pub use threads::{
     checkpoints_roundtrip, child_threads_follow_the_parent_field, commit_rules, eventual_then_flush,
     group_commit_concurrent, pending_writes_lifecycle, state_chain_and_forks, threads_roundtrip,
@@ -74,6 +76,9 @@ pub const CASES: &[(&str, Case)] = &[
     ("effect_keys_of_one_checkpoint", effect_keys_of_one_checkpoint),
     ("thread_effects_lists_the_whole_journal", thread_effects_lists_the_whole_journal),
     ("audit_is_append_only", audit_is_append_only),
+    ("audit_log_is_chained", audit_log_is_chained),
+    ("thread_tenant_is_fixed_at_creation", thread_tenant_is_fixed_at_creation),
+    ("queued_run_keeps_its_tenant", queued_run_keeps_its_tenant),
     ("approvals_state_machine", approvals_state_machine),
     ("approvals_in_step_commit", approvals_in_step_commit),
     ("effect_batch_all_or_nothing", effect_batch_all_or_nothing),

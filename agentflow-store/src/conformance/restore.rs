@@ -163,15 +163,21 @@ pub(crate) fn dump_of(id: &str) -> crate::ThreadDump {
     d.checkpoints.push(step(id, 1, 0, &[b"a"]));
     d.pending_writes.push(PendingWrite { seq: 1, node: "n".into(), idx: 0, value: b"w".to_vec() });
     d.effects.push((EffectKey::new(id, 1, "n", "k"), b"r".to_vec()));
+    let mut prev = String::new();
     for (seq, kind) in [(1, "one"), (2, "two")] {
-        d.audit.push(crate::AuditEntry {
+        let mut e = crate::AuditEntry {
             thread: id.into(),
             seq,
             at: NOW,
             actor: "bob".into(),
             kind: kind.into(),
             detail: json!(null),
-        });
+            detail_hash: String::new(),
+            link: String::new(),
+        };
+        crate::audit_chain::seal(&mut e, &prev);
+        prev.clone_from(&e.link);
+        d.audit.push(e);
     }
     d.approvals.push(approval(&format!("{id}-a"), id));
     d

@@ -10,6 +10,7 @@
 use deadpool_postgres::GenericClient;
 use serde_json::json;
 
+use crate::audit_chain;
 use crate::checks::check_conditions;
 use crate::checks::check_detail;
 use crate::error::{ApprovalError, AuditError};
@@ -19,13 +20,15 @@ use crate::postgres::reads::approval_from;
 use crate::postgres::sql::{self, time};
 use crate::record::{ApprovalPatch, ApprovalRecord, ApprovalStatus, NewAuditEntry};
 
-/// Takes the thread's next audit seq (the `audit_heads` row lock orders concurrent appends) and
-/// writes the entry, in one statement.
-const APPEND_AUDIT: &str = "WITH head AS ( \
-       INSERT INTO audit_heads AS h (thread, last) VALUES ($1, 1) \
-       ON CONFLICT (thread) DO UPDATE SET last = h.last + 1 RETURNING last \
-     ) INSERT INTO audit (thread, seq, at, actor, kind, detail) \
-       SELECT $1, last, $2, $3, $4, $5 FROM head RETURNING seq";
+/// Takes the thread's next audit seq (the `audit_heads` row lock orders concurrent appends, and
+/// holds it until the transaction ends) and answers the link of the entry before it.
+const NEXT_AUDIT_SEQ: &str = "INSERT INTO audit_heads AS h (thread, last) VALUES ($1, 1) \
+       ON CONFLICT (thread) DO UPDATE SET last = h.last + 1 RETURNING last, link";
+
+/// Writes the entry at the seq [`NEXT_AUDIT_SEQ`] took, and its link beside the thread's seq.
+const INSERT_AUDIT: &str = "WITH head AS (UPDATE audit_heads SET link = $8 WHERE thread = $1) \
+     INSERT INTO audit (thread, seq, at, actor, kind, detail, detail_hash, link) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 
 /// Appends one audit entry; returns its seq. Refuses, before writing, a detail nested deeper
 /// than the store reads back ([`AuditError::TooDeep`]).
@@ -48,10 +51,26 @@ pub(crate) async fn append_entry<C: GenericClient, E>(
     thread: &str,
     entry: &NewAuditEntry,
 ) -> Result<u64, Fail<E>> {
-    let detail = entry.detail.to_string();
-    let row = sql::query_opt(c, APPEND_AUDIT, &[&thread, &time(entry.at), &entry.actor, &entry.kind, &detail]).await?;
-    let seq: i64 = row.map(|r| sql::col(&ctx.path, "audit", &r, 0)).transpose()?.unwrap_or(0);
-    Ok(sql::uint(&ctx.path, "audit", || format!("{thread:?}"), seq)?)
+    // The upsert always answers its row; none would read as seq 0, refused below.
+    let row = sql::query_opt(c, NEXT_AUDIT_SEQ, &[&thread]).await?;
+    let seq: i64 = row.as_ref().map(|r| sql::col(&ctx.path, "audit_heads", r, 0)).transpose()?.unwrap_or(0);
+    let prev: String = row.as_ref().map(|r| sql::col(&ctx.path, "audit_heads", r, 1)).transpose()?.unwrap_or_default();
+    if seq < 1 {
+        let reason = format!("the next audit seq of the thread is {seq}: the audit_heads row is damaged");
+        return Err(Fail::Storage(crate::postgres::error::decode_error(
+            &ctx.path,
+            "audit_heads",
+            format!("{thread:?}"),
+            reason,
+        )));
+    }
+    let seq_u = sql::uint(&ctx.path, "audit_heads", || format!("{thread:?}"), seq)?;
+    let hash = audit_chain::detail_hash(&entry.detail);
+    let link = audit_chain::link(&prev, thread, seq_u, entry.at, &entry.actor, &entry.kind, &hash);
+    let params: &sql::Params<'_> =
+        &[&thread, &seq, &time(entry.at), &entry.actor, &entry.kind, &entry.detail.to_string(), &hash, &link];
+    sql::execute(c, INSERT_AUDIT, params).await?;
+    Ok(seq_u)
 }
 
 /// Inserts a new `PENDING` approval and its `approval.requested` entry by `actor`; returns the

@@ -101,9 +101,12 @@ pub(crate) struct CommitOut {
     pub(crate) audit_seqs: Vec<u64>,
 }
 
+/// Writes the thread row. The tenant is written when the row is created and never updated: it is
+/// fixed when the thread is created, whatever a later commit's record says.
 const UPSERT_THREAD: &str = "INSERT INTO threads AS t \
-       (id, owner, graph_fingerprint, schema_version, status, detail, created_at, updated_at, wake_at, parent) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+       (id, owner, graph_fingerprint, schema_version, status, detail, created_at, updated_at, wake_at, parent, \
+        tenant) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
      ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, graph_fingerprint = EXCLUDED.graph_fingerprint, \
        schema_version = EXCLUDED.schema_version, status = EXCLUDED.status, detail = EXCLUDED.detail, \
        created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, wake_at = EXCLUDED.wake_at, \
@@ -275,6 +278,7 @@ async fn stage_as<C: GenericClient>(
             &updated_at,
             &wake_at,
             &t.parent,
+            &t.tenant,
         ];
         sql::execute(tx, UPSERT_THREAD, params).await?;
         Ok(())

@@ -16,7 +16,7 @@ use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
 use crate::record::Lease;
 
 const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wait, q.control, q.holder, \
-     q.heartbeat_at, q.claims, l.holder, l.expires_at";
+     q.heartbeat_at, q.claims, l.holder, l.expires_at, q.tenant";
 
 /// Claims, in one statement: picks the claimable rows of graph `$1` at `$2`, oldest first, at
 /// most `$3`, locked (rows another claimer has locked are skipped, and so are the threads `$6`,
@@ -60,7 +60,7 @@ const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at FROM run_que
      UPDATE run_queue q SET wait = 'READY', awaits = '{}', holder = $4, heartbeat_at = $2, claims = q.claims + 1 \
      FROM won WHERE q.thread = won.thread \
      RETURNING q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wait, q.control, q.holder, \
-       q.heartbeat_at, q.claims, won.holder, won.expires_at";
+       q.heartbeat_at, q.claims, won.holder, won.expires_at, q.tenant";
 
 fn run_from_row(path: &Path, row: &Row) -> Result<QueuedRun, StorageError> {
     let thread: String = row.try_get(0).map_err(|e| decode_error(path, "run_queue", "?".into(), e.to_string()))?;
@@ -98,6 +98,7 @@ fn run_from_row(path: &Path, row: &Row) -> Result<QueuedRun, StorageError> {
         },
         claims: u32::try_from(claims).unwrap_or(0),
         lease,
+        tenant: row.try_get(12).map_err(get)?,
         thread,
     })
 }
@@ -106,9 +107,9 @@ pub(crate) async fn enqueue<C: GenericClient>(ctx: &PgPool, c: &C, run: &NewRun)
     let at = sql::int(&ctx.path, "enqueued_at", run.at)?;
     let inserted = sql::execute(
         c,
-        "INSERT INTO run_queue (thread, graph, input, owner, enqueued_at, wait, claims) \
-         VALUES ($1, $2, $3, $4, $5, 'READY', 0) ON CONFLICT (thread) DO NOTHING",
-        &[&run.thread, &run.graph, &run.input, &run.owner, &at],
+        "INSERT INTO run_queue (thread, graph, input, owner, enqueued_at, wait, claims, tenant) \
+         VALUES ($1, $2, $3, $4, $5, 'READY', 0, $6) ON CONFLICT (thread) DO NOTHING",
+        &[&run.thread, &run.graph, &run.input, &run.owner, &at, &run.tenant],
     )
     .await?;
     if inserted == 0 {

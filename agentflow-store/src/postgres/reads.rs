@@ -41,7 +41,7 @@ fn collect<T>(scan: Scan, rows: impl IntoIterator<Item = Result<T, StorageError>
 }
 
 const THREAD_COLUMNS: &str = "SELECT t.id, t.owner, t.graph_fingerprint, t.schema_version, t.status, t.detail, \
-     t.created_at, t.updated_at, l.holder, l.expires_at, t.parent \
+     t.created_at, t.updated_at, l.holder, l.expires_at, t.parent, t.tenant \
      FROM threads t LEFT JOIN leases l ON l.thread = t.id AND l.holder IS NOT NULL";
 
 /// A row of [`THREAD_COLUMNS`] as a record, with its lease.
@@ -74,6 +74,7 @@ fn thread_from_row(path: &Path, row: &Row) -> Result<ThreadRecord, StorageError>
         updated_at: uint(path, "threads", key, row.try_get(7).map_err(get_err)?)?,
         lease,
         parent: row.try_get(10).map_err(get_err)?,
+        tenant: row.try_get(11).map_err(get_err)?,
         id: id.clone(),
     })
 }
@@ -355,10 +356,13 @@ async fn audit_on<C: GenericClient>(
     thread: &str,
     scan: Scan,
 ) -> Result<Listing<AuditEntry>, StorageError> {
-    let rows =
-        sql::query(c, "SELECT seq, at, actor, kind, detail FROM audit WHERE thread = $1 ORDER BY seq", &[&thread])
-            .await
-            .map_err(|e| ctx.db(&e))?;
+    let rows = sql::query(
+        c,
+        "SELECT seq, at, actor, kind, detail, detail_hash, link FROM audit WHERE thread = $1 ORDER BY seq",
+        &[&thread],
+    )
+    .await
+    .map_err(|e| ctx.db(&e))?;
     let path = ctx.path.as_path();
     let entries = rows.iter().map(|r| {
         let seq: i64 = col(path, "audit", r, 0)?;
@@ -372,6 +376,8 @@ async fn audit_on<C: GenericClient>(
             kind: col(path, "audit", r, 3)?,
             detail: serde_json::from_str(&detail)
                 .map_err(|e| decode_error(path, "audit", key(), format!("detail is not JSON: {e}")))?,
+            detail_hash: col(path, "audit", r, 5)?,
+            link: col(path, "audit", r, 6)?,
         })
     });
     collect(scan, entries)

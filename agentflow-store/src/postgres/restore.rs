@@ -2,7 +2,7 @@
 
 use deadpool_postgres::GenericClient;
 
-use crate::dump::{ThreadDump, check_dump, left_over, parent_in_dump};
+use crate::dump::{ThreadDump, chained_audit, check_dump, left_over, parent_in_dump};
 use crate::error::CommitError;
 use crate::postgres::error::Fail;
 use crate::postgres::pool::PgPool;
@@ -29,8 +29,8 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &PgPool, tx: &C, d: &ThreadDump
     let inserted = sql::execute(
         tx,
         "INSERT INTO threads (id, owner, graph_fingerprint, schema_version, status, detail, created_at, updated_at, \
-           wake_at, parent) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
+           wake_at, parent, tenant) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING",
         &[
             &tid,
             &t.owner,
@@ -42,6 +42,7 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &PgPool, tx: &C, d: &ThreadDump
             &time(t.updated_at),
             &wake_at,
             &t.parent,
+            &t.tenant,
         ],
     )
     .await?;
@@ -86,21 +87,25 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &PgPool, tx: &C, d: &ThreadDump
         .await?;
     }
     let mut last = 0i64;
-    for e in &d.audit {
+    let mut head = String::new();
+    for e in &chained_audit(d) {
         let seq = sql::int(&ctx.path, "audit seq", e.seq)?;
         last = last.max(seq);
         sql::execute(
             tx,
-            "INSERT INTO audit (thread, seq, at, actor, kind, detail) VALUES ($1, $2, $3, $4, $5, $6)",
-            &[&tid, &seq, &time(e.at), &e.actor, &e.kind, &e.detail.to_string()],
+            "INSERT INTO audit (thread, seq, at, actor, kind, detail, detail_hash, link) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[&tid, &seq, &time(e.at), &e.actor, &e.kind, &e.detail.to_string(), &e.detail_hash, &e.link],
         )
         .await?;
+        head.clone_from(&e.link);
     }
     if last > 0 {
         sql::execute(
             tx,
-            "INSERT INTO audit_heads (thread, last) VALUES ($1, $2) ON CONFLICT (thread) DO UPDATE SET last = EXCLUDED.last",
-            &[&tid, &last],
+            "INSERT INTO audit_heads (thread, last, link) VALUES ($1, $2, $3) \
+             ON CONFLICT (thread) DO UPDATE SET last = EXCLUDED.last, link = EXCLUDED.link",
+            &[&tid, &last, &head],
         )
         .await?;
     }

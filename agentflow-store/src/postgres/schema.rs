@@ -151,7 +151,23 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX IF NOT EXISTS threads_by_parent ON {s}.threads (parent, id) WHERE parent IS NOT NULL;
     "#,
+    // 9: the tenant a thread belongs to (`ThreadRecord::tenant`, fixed when the thread is
+    // created) and the tenant a queued run was submitted for (`NewRun::tenant`), and the audit log's hash chain (`crate::audit_chain`): each entry's
+    // `detail_hash` and `link`, and beside each thread's last seq the link of its last entry
+    // (what the next append chains to). The existing logs are chained by `chain_audit` in the
+    // same transaction, as they stand.
+    r#"
+    ALTER TABLE {s}.threads ADD COLUMN IF NOT EXISTS tenant text COLLATE "C";
+    ALTER TABLE {s}.run_queue ADD COLUMN IF NOT EXISTS tenant text COLLATE "C";
+    ALTER TABLE {s}.audit ADD COLUMN IF NOT EXISTS detail_hash text NOT NULL DEFAULT '';
+    ALTER TABLE {s}.audit ADD COLUMN IF NOT EXISTS link text NOT NULL DEFAULT '';
+    ALTER TABLE {s}.audit_heads ADD COLUMN IF NOT EXISTS link text NOT NULL DEFAULT '';
+    "#,
 ];
+
+/// The version whose migration adds the audit chain's columns, after which [`chain_audit`]
+/// chains the logs written before.
+const CHAINED_VERSION: u32 = 9;
 
 /// The version of the PostgreSQL tables this build creates and reads (the number of its
 /// migrations). A schema at a higher version is refused on open.
@@ -199,9 +215,61 @@ pub(crate) async fn migrate(client: &mut tokio_postgres::Client, schema: &str, p
         tx.execute(&format!("INSERT INTO {s}.schema_version (version) VALUES ($1)"), &[&(version as i32)])
             .await
             .map_err(db)?;
+        if version == CHAINED_VERSION {
+            chain_audit(&tx, &s).await.map_err(db)?;
+        }
     }
     tx.commit().await.map_err(db)?;
     Ok(POSTGRES_SCHEMA_VERSION)
+}
+
+/// Chains the audit logs written before schema version 9, thread by thread in seq order, and
+/// records each thread's last link in `audit_heads`. A detail that is not JSON is left without
+/// hashes (reading it reports it, as before) and the next entry chained after the last that had.
+async fn chain_audit(tx: &tokio_postgres::Transaction<'_>, s: &str) -> Result<(), tokio_postgres::Error> {
+    let threads = tx.query(&format!("SELECT DISTINCT thread FROM {s}.audit WHERE link = ''"), &[]).await?;
+    for t in threads {
+        let thread: String = t.try_get(0)?;
+        let rows = tx
+            .query(
+                &format!("SELECT seq, at, actor, kind, detail FROM {s}.audit WHERE thread = $1 ORDER BY seq"),
+                &[&thread],
+            )
+            .await?;
+        let (mut seqs, mut hashes, mut links) = (Vec::new(), Vec::new(), Vec::new());
+        let mut prev = String::new();
+        for r in rows {
+            let seq: i64 = r.try_get(0)?;
+            let at: i64 = r.try_get(1)?;
+            let detail: String = r.try_get(4)?;
+            let Ok(detail) = serde_json::from_str::<serde_json::Value>(&detail) else { continue };
+            let hash = crate::audit_chain::detail_hash(&detail);
+            let link = crate::audit_chain::link(
+                &prev,
+                &thread,
+                u64::try_from(seq).unwrap_or(0),
+                u64::try_from(at).unwrap_or(0),
+                &r.try_get::<_, String>(2)?,
+                &r.try_get::<_, String>(3)?,
+                &hash,
+            );
+            seqs.push(seq);
+            hashes.push(hash);
+            prev.clone_from(&link);
+            links.push(link);
+        }
+        tx.execute(
+            &format!(
+                "UPDATE {s}.audit a SET detail_hash = u.hash, link = u.link \
+                 FROM unnest($2::bigint[], $3::text[], $4::text[]) AS u(seq, hash, link) \
+                 WHERE a.thread = $1 AND a.seq = u.seq"
+            ),
+            &[&thread, &seqs, &hashes, &links],
+        )
+        .await?;
+        tx.execute(&format!("UPDATE {s}.audit_heads SET link = $2 WHERE thread = $1"), &[&thread, &prev]).await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -130,8 +130,13 @@ fn records_round_trip_and_refuse_damage() {
         actor: "a".into(),
         kind: "k".into(),
         detail: serde_json::json!(null),
+        detail_hash: "d".into(),
+        link: "l".into(),
     };
     strict(&entry.encode(), AuditEntry::decode, &entry);
+    // Store format 5 wrote no hashes: they read back empty.
+    let old = AuditEntry { detail_hash: String::new(), link: String::new(), ..entry.clone() };
+    strict(&entry.encode_format_5(), AuditEntry::decode, &old);
     strict(&approval().encode(), ApprovalRecord::decode, &approval());
 }
 

@@ -135,6 +135,12 @@ pub struct ThreadRecord {
     /// fork, answers and the run queue follow it from parent to child.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// The tenant the thread belongs to, `None` for a thread of no tenant. Fixed when the
+    /// thread is created: a store keeps the tenant of the record it holds whatever a later
+    /// write says, a subgraph child and a fork take their parent's, and actors see and act
+    /// on the threads of the tenants they act for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 impl ThreadRecord {
@@ -157,7 +163,15 @@ impl ThreadRecord {
             updated_at: now,
             lease: None,
             parent: None,
+            tenant: None,
         }
+    }
+
+    /// The same record belonging to `tenant`.
+    #[must_use]
+    pub fn with_tenant(mut self, tenant: impl Into<String>) -> Self {
+        self.tenant = Some(tenant.into());
+        self
     }
 
     /// The same record as a subgraph child of thread `parent`.
@@ -194,6 +208,23 @@ impl ThreadRecord {
     }
 
     pub(crate) fn encode(&self) -> Vec<u8> {
+        self.encode_with_tenant(self.tenant.as_deref())
+    }
+
+    /// The record encoded with `tenant` in place of its own: a store writing a thread it holds
+    /// already keeps the tenant the thread was created with.
+    pub(crate) fn encode_with_tenant(&self, tenant: Option<&str>) -> Vec<u8> {
+        let mut e = self.encode_fields();
+        e.opt_str(tenant);
+        e.finish()
+    }
+
+    /// The record as store format 5 and older wrote it, without the tenant.
+    pub(crate) fn encode_format_5(&self) -> Vec<u8> {
+        self.encode_fields().finish()
+    }
+
+    fn encode_fields(&self) -> Enc {
         let mut e = Enc::new(RECORD_VERSION);
         e.str(&self.id)
             .str(&self.owner)
@@ -204,7 +235,7 @@ impl ThreadRecord {
             .u64(self.created_at)
             .u64(self.updated_at)
             .opt_str(self.parent.as_deref());
-        e.finish()
+        e
     }
 
     pub(crate) fn decode(buf: &[u8]) -> DecodeResult<Self> {
@@ -220,13 +251,16 @@ impl ThreadRecord {
             updated_at: d.u64("updated_at")?,
             lease: None,
             parent: None,
+            tenant: None,
         };
         // A record of store format 3 ends here, without its parent: it gets the one its id's
         // shape gave it then.
         let parent =
             if d.at_end() { Self::legacy_parent(&record.id).map(str::to_string) } else { d.opt_str("parent")? };
+        // A record of store format 5 or older ends here, without its tenant: it has none.
+        let tenant = if d.at_end() { None } else { d.opt_str("tenant")? };
         d.end()?;
-        Ok(ThreadRecord { parent, ..record })
+        Ok(ThreadRecord { parent, tenant, ..record })
     }
 }
 

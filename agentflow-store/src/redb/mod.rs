@@ -6,7 +6,7 @@ mod audit;
 mod breakers;
 mod compact;
 mod effects;
-mod error;
+pub(crate) mod error;
 mod leases;
 mod listings;
 mod queue;

@@ -31,6 +31,9 @@ struct Row {
     /// children's; see [`Settle::awaits`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     awaits: Vec<String>,
+    /// The tenant it was submitted for (rows written before tenants have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tenant: Option<String>,
 }
 
 const ROW_VERSION: u32 = 1;
@@ -75,6 +78,7 @@ fn queued(thread: &str, row: Row, lease: Option<Lease>) -> QueuedRun {
         heartbeat_at: row.heartbeat_at,
         claims: row.claims,
         lease,
+        tenant: row.tenant,
     }
 }
 
@@ -152,6 +156,7 @@ pub(crate) fn stage_enqueue(tx: &Tx<'_>, run: &NewRun) -> Result<(), QueueError>
         heartbeat_at: None,
         claims: 0,
         awaits: Vec::new(),
+        tenant: run.tenant.clone(),
     };
     tx.wrote();
     table.insert(run.thread.as_str(), encode(&row).as_slice()).ctx(tx.path)?;

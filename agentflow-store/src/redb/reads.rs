@@ -158,14 +158,6 @@ pub(crate) fn summaries(
     Ok(out)
 }
 
-pub(crate) fn latest_seq(path: &Path, table: &impl BySeq, thread: &str) -> Result<Option<u64>, StorageError> {
-    let mut range = table.range((thread, 0u64)..=(thread, u64::MAX)).ctx(path)?;
-    match range.next_back() {
-        None => Ok(None),
-        Some(entry) => Ok(Some(entry.ctx(path)?.0.value().1)),
-    }
-}
-
 /// The seq of the thread's latest checkpoint (none: no checkpoint, or no number).
 pub(crate) fn latest_checkpoint_seq(
     path: &Path,

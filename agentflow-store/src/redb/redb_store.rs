@@ -23,17 +23,22 @@ use crate::store::Store;
 /// Store format written in the `META` table; bump on an incompatible layout change.
 /// 3: every value (records, pending writes, effect results) ends with a checksum.
 /// 4: a thread record names the thread that started it as a subgraph child.
-/// The layout this build writes (5: checkpoints and snapshots are keyed by thread number, see
+/// 5: checkpoints and snapshots are keyed by thread number, see
 /// [`crate::redb::thread_numbers`]; queue rows and circuit breakers carry a checksum, see
-/// [`crate::redb::upgrade`]).
-const STORE_FORMAT: u32 = 5;
+/// [`crate::redb::upgrade`].
+/// The layout this build writes (6: audit entries carry their hash chain, see
+/// [`crate::audit_chain`]; thread records may name a tenant).
+const STORE_FORMAT: u32 = 6;
 /// The oldest layout this build opens, and moves to [`STORE_FORMAT`] on open: format 3 differs
-/// in thread records without a parent, which this build still reads, and formats 3 and 4 in
-/// checkpoints and snapshots keyed by thread id, which the move renumbers.
+/// in thread records without a parent, which this build still reads, formats 3 and 4 in
+/// checkpoints and snapshots keyed by thread id, which the move renumbers, and formats 3 to 5
+/// in audit entries without their hash chain, which the move chains.
 const OLDEST_FORMAT: u32 = 3;
 /// The first format whose checkpoints and snapshots are keyed by thread number, and whose queue
 /// rows and breakers carry a checksum.
 const NUMBERED_FORMAT: u32 = 5;
+/// The first format whose audit entries carry their hash chain.
+const CHAINED_FORMAT: u32 = 6;
 const APP: &[u8] = b"agentflow-store";
 const IN_MEMORY: &str = "<in-memory>";
 
@@ -491,6 +496,9 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
         drop(meta);
         if format < NUMBERED_FORMAT {
             upgrade::to_format_5(&txn, path)?;
+        }
+        if format < CHAINED_FORMAT {
+            upgrade::to_format_6(&txn, path)?;
         }
         let mut meta = txn.open_table(tables::META).ctx(path)?;
         // An older file is moved to this build's format: from then on, builds that cannot

@@ -5,7 +5,7 @@
 
 use redb::ReadableTable;
 
-use crate::dump::{ThreadDump, check_dump, left_over, parent_in_dump};
+use crate::dump::{ThreadDump, chained_audit, check_dump, left_over, parent_in_dump};
 use crate::error::CommitError;
 use crate::record::{Checkpoint, Payload, Snapshot, ThreadRecord};
 use crate::redb::error::WithPath;
@@ -89,7 +89,7 @@ pub(crate) fn stage_restore(tx: &Tx<'_>, d: &ThreadDump) -> Result<(), CommitErr
     for (k, result) in &d.effects {
         effects.insert((tid, k.seq, k.node.as_str(), k.key.as_str()), Payload::encode(result).as_slice()).ctx(path)?;
     }
-    for e in &d.audit {
+    for e in &chained_audit(d) {
         audit.insert((tid, e.seq), e.encode().as_slice()).ctx(path)?;
     }
     for a in &d.approvals {

@@ -17,7 +17,8 @@ use redb::{ReadableTable, Table};
 use crate::checks::check_depths;
 use crate::error::{ApprovalError, CommitError, StorageError};
 use crate::record::{
-    ApprovalRecord, MAX_CHECKPOINT_SEQ, Payload, Snapshot, StepCommit, ThreadStatus, WakeAt, seq_too_large,
+    ApprovalRecord, MAX_CHECKPOINT_SEQ, Payload, Snapshot, StepCommit, ThreadRecord, ThreadStatus, WakeAt,
+    seq_too_large,
 };
 use crate::redb::approvals::{ApprovalTables, check_new_approval, check_transition};
 use crate::redb::audit::append_audit;
@@ -138,10 +139,21 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
         statuses.insert(t.id.as_str(), next);
     }
 
+    // The tenant is fixed when the thread is created: a thread the store holds keeps its own.
+    let tenant = match (&facts.record, facts.tenant.take()) {
+        (None, _) => c.thread.tenant.clone(),
+        (Some(_), Some(known)) => known,
+        (Some(stored), None) => {
+            crate::redb::reads::decode(path, tables::THREADS, || format!("{tid:?}"), stored, ThreadRecord::decode)?
+                .tenant
+        }
+    };
+
     tx.wrote();
     // Most steps leave the thread record as it was: skip the write (and the
     // page it would dirty) when the bytes are the same.
-    let record = c.thread.encode();
+    let record = c.thread.encode_with_tenant(tenant.as_deref());
+    facts.tenant = Some(tenant);
     if facts.record.as_deref() != Some(record.as_slice()) {
         let threads = match threads.as_mut() {
             Some(threads) => threads,
@@ -242,7 +254,7 @@ fn read_facts(
     let timer = timer_of(path, &tx.txn.open_table(tables::TIMER_OF).ctx(path)?, thread)?;
     let number = number_of(path, &tx.txn.open_table(tables::THREAD_NUMBERS).ctx(path)?, thread)?;
     let latest = latest_checkpoint_seq(path, checkpoints, number.map(|number| Numbered { id: thread, number }))?;
-    let mut facts = ThreadFacts { record, number, latest, timer, pending: Vec::new() };
+    let mut facts = ThreadFacts { record, number, latest, timer, pending: Vec::new(), tenant: None };
     for entry in pending.range((thread, 0u64, "", 0u32)..).ctx(path)? {
         let (k, _) = entry.ctx(path)?;
         let (t, seq, _, _) = k.value();

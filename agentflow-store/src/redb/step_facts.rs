@@ -44,6 +44,9 @@ pub(crate) struct ThreadFacts {
     pub(crate) timer: Option<u64>,
     /// The checkpoint seqs that have pending writes, ascending, each once.
     pub(crate) pending: Vec<u64>,
+    /// The stored record's tenant, once a commit decoded it (`None`: not known yet). A commit
+    /// keeps it whatever its own record says: the tenant is fixed when the thread is created.
+    pub(crate) tenant: Option<Option<String>>,
 }
 
 impl ThreadFacts {

@@ -8,13 +8,19 @@
 //! - a durable timer's wake time was a bare `u64`: it becomes a record too.
 //!
 //! (Format 3's thread records without a parent are read as they are.)
+//!
+//! Format 6 adds to each audit entry its `detail_hash` and `link` (the audit log's hash chain,
+//! see [`crate::audit_chain`]): [`to_format_6`] chains every thread's log as it stands, so a
+//! change made to a log before the move cannot be detected. Thread records of format 5 and
+//! older end before the tenant, and are read with none.
 
 use std::path::Path;
 
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 
+use crate::audit_chain::seal;
 use crate::error::StorageError;
-use crate::record::{Payload, WakeAt};
+use crate::record::{AuditEntry, Payload, WakeAt};
 use crate::redb::error::WithPath;
 use crate::redb::tables;
 use crate::redb::thread_numbers;
@@ -35,6 +41,47 @@ pub(crate) fn to_format_5(txn: &WriteTransaction, path: &Path) -> Result<(), Sto
         timers_as_records(txn, path)?;
     }
     Ok(())
+}
+
+/// How many audit entries [`to_format_6`] reads before it writes them back.
+const AUDIT_BATCH: usize = 1024;
+
+/// Moves a file of format 5 to format 6, in `txn`: every audit entry gets its `detail_hash`
+/// and its `link` to the entry before it, thread by thread in seq order. An entry that does not
+/// decode is left as it is (reading it reports it, as before) and the next one is chained after
+/// the last that did.
+pub(crate) fn to_format_6(txn: &WriteTransaction, path: &Path) -> Result<(), StorageError> {
+    let mut audit = txn.open_table(tables::AUDIT).ctx(path)?;
+    let mut from: Option<(String, u64)> = None;
+    let mut prev = (String::new(), String::new());
+    loop {
+        let batch: Vec<((String, u64), Vec<u8>)> = {
+            let rows = match &from {
+                None => audit.range::<(&str, u64)>(..).ctx(path)?,
+                Some((thread, seq)) => audit.range((thread.as_str(), *seq)..).ctx(path)?,
+            };
+            rows.skip(usize::from(from.is_some()))
+                .take(AUDIT_BATCH)
+                .map(|row| {
+                    row.ctx(path).map(|(k, v)| {
+                        let (thread, seq) = k.value();
+                        ((thread.to_string(), seq), v.value().to_vec())
+                    })
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let Some((last, _)) = batch.last() else { return Ok(()) };
+        from = Some(last.clone());
+        for ((thread, seq), bytes) in batch {
+            if prev.0 != thread {
+                prev = (thread.clone(), String::new());
+            }
+            let Ok(mut entry) = AuditEntry::decode(&bytes) else { continue };
+            seal(&mut entry, &prev.1);
+            audit.insert((thread.as_str(), seq), entry.encode().as_slice()).ctx(path)?;
+            prev.1 = entry.link;
+        }
+    }
 }
 
 /// `agentflow.timer_of` as formats 3 and 4 had it: the bare wake time.

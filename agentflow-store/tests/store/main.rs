@@ -5,6 +5,7 @@ mod common;
 #[cfg(feature = "postgres")]
 mod pg_common;
 
+mod audit_chain;
 mod bit_flips;
 mod concurrency;
 mod conformance;

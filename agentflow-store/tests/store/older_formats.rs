@@ -1,20 +1,23 @@
-//! Store files of older formats open in this build and are moved to its format (5):
+//! Store files of older formats open in this build and are moved to its format (6):
 //! - format 3 wrote thread records without a parent: its threads get the parents their ids'
 //!   shape gave them then;
 //! - formats 3 and 4 keyed checkpoints and snapshots by thread id: each thread with a
 //!   checkpoint gets a number and its rows move under it, history and state unchanged;
 //! - their queue rows and circuit breakers were plain JSON, their wake times bare numbers: each
-//!   gets a checksum.
+//!   gets a checksum;
+//! - formats 3 to 5 wrote audit entries without their hash chain and thread records without a
+//!   tenant: each thread's log is chained as it stands, and the threads have no tenant.
 
 use crate::common;
 
 use agentflow_store::conformance::{self, root};
 use agentflow_store::{
-    BreakerOp, BreakerRule, BreakerState, BreakerUpdate, NewRun, RedbStore, StepCommit, Store, ThreadRecord,
-    ThreadStatus, tables,
+    AuditEntry, BreakerOp, BreakerRule, BreakerState, BreakerUpdate, NewAuditEntry, NewRun, RedbStore, StepCommit,
+    Store, ThreadRecord, ThreadStatus, tables,
 };
 use common::TempDir;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use serde_json::json;
 
 /// CRC-32 (IEEE), as the store checks its records with.
 fn crc32(bytes: &[u8]) -> u32 {
@@ -38,11 +41,50 @@ fn format_of(db: &Database) -> u32 {
 const BY_ID_CHECKPOINTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("agentflow.checkpoints");
 const BY_ID_SNAPSHOTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("agentflow.snapshots");
 
-/// Rewrites a file of this build as format 4 wrote it: checkpoints and snapshots keyed by
-/// thread id, no thread numbers. Returns how many checkpoint rows moved.
-fn write_as_format_4(path: &std::path::Path) -> usize {
+/// Rewrites a file of this build as format 5 wrote it: audit entries without `detail_hash` and
+/// `link`, thread records without the tenant (none here: one byte before the checksum).
+/// Returns how many audit entries were rewritten.
+fn write_as_format_5(path: &std::path::Path) -> usize {
     let db = Database::create(path).unwrap();
-    assert_eq!(format_of(&db), 5, "this build writes format 5");
+    assert_eq!(format_of(&db), 6, "this build writes format 6");
+    let txn = db.begin_write().unwrap();
+    let rewritten;
+    {
+        let mut audit = txn.open_table(tables::AUDIT).unwrap();
+        let entries: Vec<AuditEntry> =
+            audit.iter().unwrap().map(|e| AuditEntry::decode_stored(e.unwrap().1.value()).unwrap()).collect();
+        rewritten = entries.len();
+        for e in entries {
+            assert_eq!(e.link.len(), 64, "this build chains every entry");
+            audit.insert((e.thread.as_str(), e.seq), e.encode_format_5().as_slice()).unwrap();
+        }
+        let mut threads = txn.open_table(tables::THREADS).unwrap();
+        let records: Vec<(String, Vec<u8>)> = threads
+            .iter()
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|(k, v)| (k.value().to_string(), v.value().to_vec()))
+            .collect();
+        for (id, record) in records {
+            let (body, _) = record.split_at(record.len() - 4);
+            let (old, tenant) = body.split_at(body.len() - 1);
+            assert_eq!(tenant, [0], "`{id}` was written without a tenant");
+            let mut old = old.to_vec();
+            old.extend_from_slice(&crc32(&old).to_le_bytes());
+            threads.insert(id.as_str(), old.as_slice()).unwrap();
+        }
+        txn.open_table(tables::META).unwrap().insert("format", 5u32.to_le_bytes().as_slice()).unwrap();
+    }
+    txn.commit().unwrap();
+    rewritten
+}
+
+/// Rewrites a file of this build as format 4 wrote it (first as format 5): checkpoints and
+/// snapshots keyed by thread id, no thread numbers. Returns how many checkpoint rows moved.
+fn write_as_format_4(path: &std::path::Path) -> usize {
+    write_as_format_5(path);
+    let db = Database::create(path).unwrap();
+    assert_eq!(format_of(&db), 5, "rewritten as format 5");
     let txn = db.begin_write().unwrap();
     let moved;
     {
@@ -237,7 +279,7 @@ fn a_format_4_file_opens_its_checkpoints_move_under_thread_numbers_and_read_as_b
     store.close().unwrap();
 
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 5, "the file was moved to format 5");
+    assert_eq!(format_of(&db), 6, "the file was moved to format 6");
     {
         let txn = db.begin_read().unwrap();
         let names: Vec<String> = txn.list_tables().unwrap().map(|t| redb::TableHandle::name(&t).to_string()).collect();
@@ -280,7 +322,7 @@ fn a_new_threads_checkpoints_go_at_the_end_of_the_table_whatever_its_id() {
 }
 
 #[test]
-fn a_format_3_file_opens_moves_to_format_5_and_its_children_keep_their_parents() {
+fn a_format_3_file_opens_moves_to_format_6_and_its_children_keep_their_parents() {
     let dir = TempDir::new("format-3");
     let path = dir.file("store.redb");
     let ids = ["acct", "acct/write.0.0.review", "acct/write.0.0.review/check.2.1.0.vet", "acct/2"];
@@ -309,9 +351,65 @@ fn a_format_3_file_opens_moves_to_format_5_and_its_children_keep_their_parents()
     store.commit_step(StepCommit::new(ThreadRecord { lease: None, ..child }).with_checkpoint(step)).unwrap();
     store.close().unwrap();
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 5, "the file was moved to format 5");
+    assert_eq!(format_of(&db), 6, "the file was moved to format 6");
     drop(db);
     let store = RedbStore::open(&path).unwrap();
     assert_eq!(store.thread("acct/write.0.0.review").unwrap().unwrap().parent.as_deref(), Some("acct"));
     assert_eq!(conformance::concat(&store.state_chain("acct/write.0.0.review", 1).unwrap().unwrap()), b"Sa");
+}
+
+#[test]
+fn a_format_5_file_opens_moves_to_format_6_and_its_audit_log_is_chained() {
+    let dir = TempDir::new("format-5");
+    let path = dir.file("store.redb");
+    let ids = ["a", "b", "a/write.0.0.review"];
+    let fields = |e: &AuditEntry| (e.seq, e.at, e.actor.clone(), e.kind.clone(), e.detail.clone());
+    let before: Vec<Vec<_>> = {
+        let store = RedbStore::open(&path).unwrap();
+        fill(&store, &ids[..2]);
+        let child = conformance::thread(ids[2]).child_of("a");
+        store.commit_step(StepCommit::new(child).with_checkpoint(root(ids[2], 0, b"C"))).unwrap();
+        for i in 0..3u64 {
+            let detail = json!({ "i": i, "who": { "z": 1, "a": [i] } });
+            store.append_audit("a", NewAuditEntry::new(10 + i, "alice", "note", detail)).unwrap();
+        }
+        let mut c = StepCommit::new(conformance::thread("b"));
+        c.audit = vec![NewAuditEntry::new(20, "exec", "update_state", json!({ "field": "x" }))];
+        store.commit_step(c).unwrap();
+        store.put_approval(conformance::approval("ap", "b"), "agent").unwrap();
+        let before = ids.iter().map(|id| store.list_audit(id).unwrap().iter().map(fields).collect()).collect();
+        store.close().unwrap();
+        before
+    };
+    assert_eq!(write_as_format_5(&path), 5);
+    {
+        // As format 5 left it: no hashes.
+        let db = Database::create(&path).unwrap();
+        let txn = db.begin_read().unwrap();
+        let audit = txn.open_table(tables::AUDIT).unwrap();
+        let entry = AuditEntry::decode_stored(audit.get(("a", 1)).unwrap().unwrap().value()).unwrap();
+        assert_eq!((entry.detail_hash.as_str(), entry.link.as_str()), ("", ""));
+    }
+
+    let store = RedbStore::open(&path).unwrap();
+    for (id, before) in ids.iter().zip(&before) {
+        let log = store.list_audit(id).unwrap();
+        assert_eq!(&log.iter().map(fields).collect::<Vec<_>>(), before, "`{id}` reads as it did");
+        assert!(log.iter().all(|e| e.detail_hash.len() == 64 && e.link.len() == 64), "`{id}` is chained");
+        let report = store.verify_audit(id).unwrap().unwrap();
+        assert_eq!(report.entries, before.len() as u64);
+        let thread = store.thread(id).unwrap().unwrap();
+        assert_eq!(thread.tenant, None, "`{id}` has no tenant");
+    }
+    assert_eq!(store.thread(ids[2]).unwrap().unwrap().parent.as_deref(), Some("a"));
+    // The log goes on after the chained entries; a thread created now keeps its tenant.
+    assert_eq!(store.append_audit("a", NewAuditEntry::new(30, "bob", "note", json!(null))).unwrap(), 4);
+    assert_eq!(store.verify_audit("a").unwrap().unwrap().entries, 4);
+    store.commit_step(StepCommit::new(conformance::thread("n").with_tenant("acme"))).unwrap();
+    store.commit_step(StepCommit::new(conformance::thread("b"))).unwrap();
+    assert_eq!(store.thread("n").unwrap().unwrap().tenant.as_deref(), Some("acme"));
+    assert_eq!(conformance::concat(&store.state_chain("b", 1).unwrap().unwrap()), b"S1+1");
+    store.close().unwrap();
+    let db = Database::create(&path).unwrap();
+    assert_eq!(format_of(&db), 6, "the file was moved to format 6");
 }

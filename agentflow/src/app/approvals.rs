@@ -9,7 +9,8 @@ use crate::durable::HistoryError;
 use crate::tool::Tool;
 
 impl<S: State, D> App<S, D> {
-    /// The desk for deciding this graph's approvals, in its store.
+    /// The desk for deciding this graph's approvals, in its store, checking deciding and
+    /// answering with the app's access policy ([`App::access`]) besides `authorizer`.
     pub fn approvals(&self, authorizer: impl Authorizer) -> Result<ApprovalDesk, HistoryError> {
         let store = self.setup.store.clone().ok_or(HistoryError::NoStore)?;
         let mut tools: Vec<&'static dyn Tool> = Vec::new();
@@ -18,6 +19,8 @@ impl<S: State, D> App<S, D> {
                 tools.push(t);
             }
         }
-        Ok(ApprovalDesk::with_tools(store, tools, Arc::new(authorizer)))
+        Ok(ApprovalDesk::with_tools(store, tools, Arc::new(authorizer))
+            .access_shared(Arc::clone(self.setup.access.policy()))
+            .reading_as(self.actor()))
     }
 }

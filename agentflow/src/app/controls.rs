@@ -3,9 +3,11 @@
 
 use std::sync::Arc;
 
-use agentflow_store::{NewAuditEntry, NewRun, QueueError, QueuedRun, RunControl, RunWait, Store};
+use agentflow_store::{NewAuditEntry, NewRun, QueuedRun, Store};
 
+use crate::access::{Actor, Operation};
 use crate::app::App;
+use crate::app::RunControls;
 use crate::app::WorkerError;
 use crate::core::state::State;
 use crate::durable::now_ms;
@@ -14,6 +16,8 @@ use crate::durable::process_actor;
 use crate::outcome::Outcome;
 #[cfg(doc)]
 use crate::worker::Worker;
+#[cfg(doc)]
+use agentflow_store::QueueError;
 
 impl<S: State, D> App<S, D> {
     fn queue_store(&self) -> Result<&Arc<dyn Store>, WorkerError> {
@@ -35,12 +39,29 @@ impl<S: State, D> App<S, D> {
     /// [`App::submit`] for a thread that belongs to `owner` (stored with it); the
     /// `run.submitted` audit entry names `owner` as who asked (this process if `owner` is empty).
     pub fn submit_as(&self, thread: &str, input: &S, owner: &str) -> Result<(), WorkerError> {
-        for (what, value) in [("thread id", thread), ("owner", owner)] {
+        self.submit_queued(thread, input, owner, None)
+    }
+
+    /// [`App::submit_as`] for a thread of tenant `tenant`: the worker that runs it creates the
+    /// thread for that tenant ([`ThreadRecord::tenant`](agentflow_store::ThreadRecord::tenant),
+    /// fixed from then on), and the `run.submitted` audit entry names it.
+    ///
+    /// # Errors
+    /// Those of [`App::submit`], and [`WorkerError::Access`] if the app's actor does not act for
+    /// `tenant`.
+    pub fn submit_for(&self, thread: &str, input: &S, owner: &str, tenant: &str) -> Result<(), WorkerError> {
+        self.submit_queued(thread, input, owner, Some(tenant))
+    }
+
+    /// [`App::submit_as`], for `tenant` if one is given.
+    fn submit_queued(&self, thread: &str, input: &S, owner: &str, tenant: Option<&str>) -> Result<(), WorkerError> {
+        for (what, value) in [("thread id", thread), ("owner", owner), ("tenant", tenant.unwrap_or_default())] {
             if value.contains('\0') {
                 return Err(WorkerError::NulByte { what, value: value.to_string() });
             }
         }
         let store = self.queue_store()?;
+        self.setup.access.check_start(thread, tenant)?;
         self.setup.check_owner(owner)?;
         if store.thread(thread)?.is_some() {
             return Err(WorkerError::ThreadExists { thread: thread.to_string() });
@@ -48,9 +69,14 @@ impl<S: State, D> App<S, D> {
         let input = crate::durable::document(input, "the input state")?;
         let at = now_ms();
         let actor = if owner.is_empty() { process_actor() } else { owner.to_string() };
-        let detail = serde_json::json!({ "graph": self.setup.graph.name(), "owner": owner });
+        let mut detail = serde_json::json!({ "graph": self.setup.graph.name(), "owner": owner });
+        let mut run = NewRun::new(thread, self.setup.graph.name(), Some(input), owner, at);
+        if let Some(tenant) = tenant {
+            detail["tenant"] = tenant.into();
+            run = run.with_tenant(tenant);
+        }
         let entry = NewAuditEntry::new(at, actor, "run.submitted", detail);
-        store.enqueue_run_audited(NewRun::new(thread, self.setup.graph.name(), Some(input), owner, at), entry)?;
+        store.enqueue_run_audited(run, entry)?;
         Ok(())
     }
 
@@ -65,37 +91,13 @@ impl<S: State, D> App<S, D> {
     /// the worker's resume then continues with, or use
     /// [`Runner::resume_with`](crate::Runner::resume_with)); [`QueueError::AlreadyQueued`].
     pub fn submit_resume(&self, thread: &str) -> Result<(), WorkerError> {
-        self.submit_resume_as(thread, &process_actor())
+        self.submit_resume_as(thread, self.actor())
     }
 
-    /// [`App::submit_resume`], audited as asked by `actor`.
-    pub fn submit_resume_as(&self, thread: &str, actor: &str) -> Result<(), WorkerError> {
-        let store = self.queue_store()?;
-        let record = store.thread(thread)?.ok_or_else(|| WorkerError::UnknownThread { thread: thread.to_string() })?;
-        // Waiting in `cx.interrupt` (also a thread an answer of the wrong shape failed there):
-        // only an answer lets a worker continue it.
-        match crate::approval::answer::waiting_all(&**store, thread) {
-            Ok((seq, asks)) => {
-                // Answered from another process: the worker's resume continues with the answers,
-                // one for every question of the step.
-                let answers = crate::approval::answer::recorded_all(&**store, thread, seq, &asks)?;
-                if let Some(open) = asks.into_iter().zip(answers).find(|(_, a)| a.is_none()) {
-                    return Err(WorkerError::ValueRequired { thread: thread.to_string(), node: open.0.node });
-                }
-            }
-            Err(crate::approval::answer::AnswerError::Read(e)) => return Err(e.into()),
-            Err(_) => {}
-        }
-        let at = now_ms();
-        let detail = serde_json::json!({ "graph": self.setup.graph.name(), "status": record.status.as_str() });
-        let entry = NewAuditEntry::new(at, actor, "run.resume_requested", detail);
-        // Parked for an answer (recording it could not wake the run, or the thread was continued
-        // otherwise and now waits for something else): woken in place of a new queued run.
-        if store.wake_run_audited(thread, RunWait::Answer, entry.clone())? {
-            return Ok(());
-        }
-        store.enqueue_run_audited(NewRun::new(thread, self.setup.graph.name(), None, &record.owner, at), entry)?;
-        Ok(())
+    /// [`App::submit_resume`], checked for and audited as asked by `actor`
+    /// ([`Operation::Resume`]).
+    pub fn submit_resume_as(&self, thread: &str, actor: impl Into<Actor>) -> Result<(), WorkerError> {
+        self.controls_for(actor)?.submit_resume(thread, Some(self.setup.graph.name()))
     }
 
     /// Asks, from any process, that queued or running thread `thread` stop at its next step
@@ -103,12 +105,12 @@ impl<S: State, D> App<S, D> {
     /// is not queued. Blocking. A `run.cancel_requested` audit entry, written with the request,
     /// names this process as who asked (see [`App::cancel_run_as`]).
     pub fn cancel_run(&self, thread: &str) -> Result<bool, WorkerError> {
-        self.cancel_run_as(thread, &process_actor())
+        self.cancel_run_as(thread, self.actor())
     }
 
-    /// [`App::cancel_run`], audited as asked by `actor`.
-    pub fn cancel_run_as(&self, thread: &str, actor: &str) -> Result<bool, WorkerError> {
-        self.control(thread, RunControl::Cancel, actor, "run.cancel_requested")
+    /// [`App::cancel_run`], checked for and audited as asked by `actor` ([`Operation::Cancel`]).
+    pub fn cancel_run_as(&self, thread: &str, actor: impl Into<Actor>) -> Result<bool, WorkerError> {
+        self.controls_for(actor)?.cancel_run(thread)
     }
 
     /// Asks, from any process, that queued or running thread `thread` pause at its next step
@@ -127,44 +129,48 @@ impl<S: State, D> App<S, D> {
     /// good). A run that reaches such a wait before the step boundary where the pause would
     /// stop it ends waiting, not paused.
     pub fn pause_run(&self, thread: &str) -> Result<bool, WorkerError> {
-        self.pause_run_as(thread, &process_actor())
+        self.pause_run_as(thread, self.actor())
     }
 
-    /// [`App::pause_run`], audited as asked by `actor`.
-    pub fn pause_run_as(&self, thread: &str, actor: &str) -> Result<bool, WorkerError> {
-        let record = self.queue_store()?.thread(thread)?;
-        if let Some(record) = record
-            && matches!(
-                record.status,
-                agentflow_store::ThreadStatus::Interrupted | agentflow_store::ThreadStatus::Sleeping
-            )
-        {
-            return Err(WorkerError::NotRunning {
-                thread: thread.to_string(),
-                status: record.status.as_str().to_string(),
-            });
-        }
-        // The run may have parked since the status was read: the store refuses a pause on a
-        // parked run in the write that would set it.
-        match self.control(thread, RunControl::Pause, actor, "run.pause_requested") {
-            Err(WorkerError::Queue(QueueError::Waiting { thread, wait })) => {
-                let status = if wait == RunWait::Timer { "sleeping" } else { "interrupted" };
-                Err(WorkerError::NotRunning { thread, status: status.to_string() })
-            }
-            other => other,
-        }
+    /// [`App::pause_run`], checked for and audited as asked by `actor` ([`Operation::Pause`]).
+    pub fn pause_run_as(&self, thread: &str, actor: impl Into<Actor>) -> Result<bool, WorkerError> {
+        self.controls_for(actor)?.pause_run(thread)
     }
 
-    /// Sets `control` on the queued run of `thread` with its audit entry, in one transaction.
-    fn control(&self, thread: &str, control: RunControl, actor: &str, kind: &str) -> Result<bool, WorkerError> {
-        let detail = serde_json::json!({ "control": control.as_str() });
-        let entry = NewAuditEntry::new(now_ms(), actor, kind, detail);
-        Ok(self.queue_store()?.control_run_audited(thread, control, entry)?)
+    /// The run controls of this app's store for `actor`, checked by the app's policy.
+    pub fn run_controls(&self, actor: impl Into<Actor>) -> Result<RunControls, WorkerError> {
+        self.controls_for(actor)
+    }
+
+    fn controls_for(&self, actor: impl Into<Actor>) -> Result<RunControls, WorkerError> {
+        Ok(RunControls::new(Arc::clone(self.queue_store()?), self.access_of(actor)))
     }
 
     /// Every queued or running thread of the store, with the worker that claimed it, its last
     /// heartbeat and its lease; blocking.
+    ///
+    /// Checked for the app's actor ([`Operation::List`]); only the runs of threads of its
+    /// tenants are listed.
     pub fn live_runs(&self) -> Result<Vec<QueuedRun>, WorkerError> {
-        Ok(self.queue_store()?.list_runs()?)
+        let store = self.queue_store()?;
+        let access = &self.setup.access;
+        access.allow(Operation::List, None)?;
+        let mut runs = store.list_runs()?;
+        if !access.is_open() {
+            let mut kept = Vec::with_capacity(runs.len());
+            for run in runs {
+                // A run submitted for a new thread no worker has started has no record yet: its
+                // queue row says its tenant.
+                let tenant = match store.thread(&run.thread)? {
+                    Some(t) => t.tenant,
+                    None => run.tenant.clone(),
+                };
+                if access.actor().acts_for(tenant.as_deref()) {
+                    kept.push(run);
+                }
+            }
+            runs = kept;
+        }
+        Ok(runs)
     }
 }

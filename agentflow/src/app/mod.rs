@@ -2,16 +2,19 @@
 //!
 //! The struct and its configuration are here; what the App does is in one file per concern.
 
+mod access;
 mod approvals;
 mod breakers;
 mod controls;
 mod run;
+mod run_controls;
 pub(crate) mod scheduler;
 mod threads;
 mod timers;
 mod worker_error;
 
 pub use crate::run::Migration;
+pub use run_controls::RunControls;
 pub use worker_error::WorkerError;
 
 use std::fmt;
@@ -69,7 +72,9 @@ use crate::tool::{OnReject, Policy};
 /// ([`App::runner`], [`App::run`]) and reads and changes its stored threads
 /// ([`App::state`], [`App::history`], [`App::fork`], [`App::update_state`],
 /// [`App::raise_limits`], [`App::compact`], [`App::audit_log`]) and
-/// approvals ([`App::approvals`]).
+/// approvals ([`App::approvals`]), each checked for an actor by the app's
+/// access policy ([`App::access`], [`App::acting_as`]; by default every
+/// operation is allowed).
 ///
 /// Built with [`CompiledGraph::app`]; cheap to clone (the plan, the store
 /// and the policy are shared).

@@ -253,7 +253,7 @@ impl<S: State, D: Send + Sync + 'static> Loop<S, D> {
                     (self.app.clone(), Arc::clone(&self.deps), self.woken.clone(), Arc::clone(&self.running));
                 let done = done_tx.clone();
                 tasks.spawn(async move {
-                    let result = app.wake(&thread, &deps).await;
+                    let result = app.wake_due(&thread, &deps).await;
                     running.lock().unwrap_or_else(|p| p.into_inner()).remove(&thread);
                     drop(permit);
                     // Not resumed (failed, busy elsewhere, no longer due): not

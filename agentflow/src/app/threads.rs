@@ -8,6 +8,7 @@ use agentflow_store::{
     AuditEntry, Checkpoint, CheckpointSummary, CompactReport, Listing, StateChain, Store, ThreadRecord, ThreadStatus,
 };
 
+use crate::access::{Actor, Operation};
 use crate::app::App;
 use crate::core::budget::Limits;
 use crate::core::state::State;
@@ -21,17 +22,30 @@ impl<S: State, D> App<S, D> {
         self.setup.store.as_ref().ok_or(HistoryError::NoStore)
     }
 
+    /// Whether the app's actor may perform `operation` on `thread`: `false` when the thread is
+    /// not there for it (missing, or of another tenant), an error when the policy refuses.
+    fn visible(&self, operation: Operation, thread: &str) -> Result<bool, HistoryError> {
+        match self.check(operation, thread) {
+            Ok(()) => Ok(true),
+            Err(HistoryError::UnknownThread { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The thread's record (owner, status, fingerprint, lease).
     ///
     /// These history calls block on the store; they are quick reads, but call
     /// them from `spawn_blocking` if the store may be slow.
     pub fn thread(&self, thread: &str) -> Result<Option<ThreadRecord>, HistoryError> {
-        Ok(self.store_or_err()?.thread(thread).map_err(PersistError::from)?)
+        App::<S, D>::checked(self.store_or_err()?, &self.setup.access, Operation::ReadState, thread)
     }
 
     /// The latest state of a thread, or `None` if there is no such thread.
     pub fn state(&self, thread: &str) -> Result<Option<Snapshot<S>>, HistoryError> {
         let store = self.store_or_err()?;
+        if !self.visible(Operation::ReadState, thread)? {
+            return Ok(None);
+        }
         match store.latest_checkpoint(thread).map_err(PersistError::from)? {
             Some(cp) => self.snapshot_of(store, cp).map(Some),
             None => Ok(None),
@@ -41,6 +55,9 @@ impl<S: State, D> App<S, D> {
     /// The state at checkpoint `seq`, or `None` if there is no such checkpoint.
     pub fn state_at(&self, thread: &str, seq: u64) -> Result<Option<Snapshot<S>>, HistoryError> {
         let store = self.store_or_err()?;
+        if !self.visible(Operation::ReadState, thread)? {
+            return Ok(None);
+        }
         match store.checkpoint(thread, seq).map_err(PersistError::from)? {
             Some(cp) => self.snapshot_of(store, cp).map(Some),
             None => Ok(None),
@@ -70,7 +87,7 @@ impl<S: State, D> App<S, D> {
     /// and some of them are answered on their own already, the list is those still unanswered.
     pub fn pending(&self, thread: &str) -> Result<Vec<Pending>, HistoryError> {
         let store = self.store_or_err()?;
-        let Some(record) = store.thread(thread).map_err(PersistError::from)? else {
+        let Some(record) = App::<S, D>::checked(store, &self.setup.access, Operation::ReadState, thread)? else {
             return Err(HistoryError::UnknownThread { thread: thread.to_string() });
         };
         let waits = match record.status {
@@ -97,19 +114,42 @@ impl<S: State, D> App<S, D> {
 
     /// Every checkpoint of the thread, oldest first, without snapshots or deltas.
     pub fn history(&self, thread: &str) -> Result<Vec<CheckpointSummary>, HistoryError> {
+        if !self.visible(Operation::ReadHistory, thread)? {
+            return Ok(Vec::new());
+        }
         Ok(self.store_or_err()?.list_checkpoints(thread).map_err(PersistError::from)?)
     }
 
     /// The thread's audit log, oldest first. Fails if an entry does not
     /// decode; [`App::scan_audit_log`] goes on past it.
     pub fn audit_log(&self, thread: &str) -> Result<Vec<AuditEntry>, HistoryError> {
+        if !self.visible(Operation::ReadHistory, thread)? {
+            return Ok(Vec::new());
+        }
         Ok(self.store_or_err()?.list_audit(thread).map_err(PersistError::from)?)
     }
 
     /// The thread's audit log, oldest first, with every entry that decodes;
     /// each entry that does not is reported in [`Listing::skipped`].
     pub fn scan_audit_log(&self, thread: &str) -> Result<Listing<AuditEntry>, HistoryError> {
+        if !self.visible(Operation::ReadHistory, thread)? {
+            return Ok(Listing::complete(Vec::new()));
+        }
         Ok(self.store_or_err()?.scan_audit(thread).map_err(PersistError::from)?)
+    }
+
+    /// Verifies the thread's audit log: each entry chained by hash to the one before it
+    /// (`Ok(Err(link))`: the first entry changed, removed or moved since it was written). A
+    /// thread that is not there for the app's actor verifies as an empty log.
+    /// Checked for the app's actor ([`Operation::ReadHistory`]).
+    pub fn verify_audit(
+        &self,
+        thread: &str,
+    ) -> Result<Result<agentflow_store::ChainReport, agentflow_store::BrokenLink>, HistoryError> {
+        if !self.visible(Operation::ReadHistory, thread)? {
+            return Ok(agentflow_store::audit_chain::verify_chain(thread, &[]));
+        }
+        Ok(self.store_or_err()?.verify_audit(thread).map_err(PersistError::from)?)
     }
 
     /// Branches the thread at checkpoint `seq`: a new checkpoint whose parent
@@ -126,8 +166,13 @@ impl<S: State, D> App<S, D> {
     /// human to settle it (`OUTCOME_UNKNOWN`: a call cut off mid-way may have acted) stays
     /// listed, and a worker-queued run parked for approvals is handed back to the workers: the
     /// new branch waits for none of the old one's records.
-    pub fn fork(&self, thread: &str, seq: u64, actor: &str) -> Result<u64, HistoryError> {
-        fork_thread(self.store_or_err()?, thread, seq, actor)
+    ///
+    /// Checked for `actor` ([`Operation::Fork`]); a name alone is an actor of no roles and every
+    /// tenant ([`Actor::from`]).
+    pub fn fork(&self, thread: &str, seq: u64, actor: impl Into<Actor>) -> Result<u64, HistoryError> {
+        let access = self.access_of(actor);
+        self.check_for(&access, Operation::Fork, thread)?;
+        fork_thread(self.store_or_err()?, thread, seq, &access.actor().id)
     }
 
     /// Writes `update` through the reducers as a new checkpoint after the
@@ -148,11 +193,17 @@ impl<S: State, D> App<S, D> {
     /// [`HistoryError::Undone`]: its step's journal records calls that its
     /// compensations undid, so carrying the step on would take them for
     /// done. [`fork`](Self::fork) it to run again from a checkpoint.
-    pub fn update_state(&self, thread: &str, update: S::Update, actor: &str) -> Result<u64, HistoryError> {
+    ///
+    /// Checked for `actor` ([`Operation::UpdateState`]). The update goes through the reducers
+    /// into the state alone: approval records and the effect journal are not part of the state,
+    /// so no update can approve a call or mark one done.
+    pub fn update_state(&self, thread: &str, update: S::Update, actor: impl Into<Actor>) -> Result<u64, HistoryError> {
         let store = self.store_or_err()?;
         // Checked before the thread is looked up, as before.
         let blob = crate::durable::document(&update, "the update")?;
-        update_thread(store, thread, blob, actor)
+        let access = self.access_of(actor);
+        self.check_for(&access, Operation::UpdateState, thread)?;
+        update_thread(store, thread, blob, &access.actor().id)
     }
 
     /// Sets the model-call, tool-call and token limits of a persisted thread
@@ -162,8 +213,12 @@ impl<S: State, D> App<S, D> {
     /// A run may only tighten a thread's limits ([`Runner::limits`](crate::Runner::limits));
     /// this is how they are raised. Returns the limits it replaced. Fails
     /// with a busy lease while a run holds the thread.
-    pub fn raise_limits(&self, thread: &str, limits: Limits, actor: &str) -> Result<Limits, HistoryError> {
-        self.raise_limits_fenced(thread, limits, actor, Vec::new())
+    ///
+    /// Checked for `actor` ([`Operation::UpdateState`]).
+    pub fn raise_limits(&self, thread: &str, limits: Limits, actor: impl Into<Actor>) -> Result<Limits, HistoryError> {
+        let access = self.access_of(actor);
+        self.check_for(&access, Operation::UpdateState, thread)?;
+        self.raise_limits_fenced(thread, limits, &access.actor().id, Vec::new())
     }
 
     /// [`App::raise_limits`] also fenced by `fences` (`(thread, holder)` leases): a parent run
@@ -181,12 +236,19 @@ impl<S: State, D> App<S, D> {
 
     /// Retention for a finished thread: keeps the `keep_last` newest
     /// checkpoints (each stays readable) and compacts the file.
+    ///
+    /// Checked for the app's actor ([`Operation::Compact`]).
     pub fn compact(&self, thread: &str, keep_last: usize) -> Result<CompactReport, HistoryError> {
         let store = self.store_or_err()?;
+        self.check(Operation::Compact, thread)?;
         let fold = |chain: &StateChain| -> Result<Vec<u8>, agentflow_store::BoxError> {
             let state: S = fold_chain(thread, chain)?;
             Ok(crate::durable::document(&state, "the state")?)
         };
-        Ok(store.compact(thread, keep_last, &fold)?)
+        match store.compact(thread, keep_last, &fold) {
+            // Said as any other read of a missing thread says it (a thread of another tenant too).
+            Err(agentflow_store::CompactError::UnknownThread { thread }) => Err(HistoryError::UnknownThread { thread }),
+            other => Ok(other?),
+        }
     }
 }

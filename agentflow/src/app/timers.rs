@@ -39,7 +39,17 @@ impl<S: State, D: Send + Sync + 'static> App<S, D> {
     /// A thread of another graph in the same store (one whose stored graph
     /// description names another graph, such as a subgraph's child thread)
     /// is not this graph's to wake: `Ok(None)`, nothing logged.
+    ///
+    /// Checked for the app's actor ([`Operation::Resume`](crate::access::Operation::Resume)): a
+    /// thread not there for it is an unknown thread. (The [`Scheduler`] wakes for the app
+    /// itself, unchecked.)
     pub async fn wake(&self, thread: &str, deps: &D) -> Result<Option<Run<S>>, RunError> {
+        self.runner(deps).thread(thread).resume_check().run().await?;
+        self.wake_due(thread, deps).await
+    }
+
+    /// [`App::wake`] without the access check: the scheduler's.
+    pub(crate) async fn wake_due(&self, thread: &str, deps: &D) -> Result<Option<Run<S>>, RunError> {
         if self.of_another_graph(thread).await {
             return Ok(None);
         }

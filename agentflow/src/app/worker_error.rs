@@ -53,11 +53,11 @@ pub enum WorkerError {
         /// Its status (`interrupted` or `sleeping`).
         status: String,
     },
-    /// `submit` for a thread id or owner that holds a NUL byte, which no store keeps (refused
+    /// `submit` for a thread id, owner or tenant that holds a NUL byte, which no store keeps (refused
     /// on every store alike, before anything is queued). (Appended last.)
     #[error("the {what} {value:?} contains a NUL byte, which a store cannot keep; choose one without it")]
     NulByte {
-        /// What holds it: `thread id` or `owner`.
+        /// What holds it: `thread id`, `owner` or `tenant`.
         what: &'static str,
         /// The value given.
         value: String,
@@ -67,6 +67,19 @@ pub enum WorkerError {
     /// (Appended last.)
     #[error(transparent)]
     OwnerRequired(#[from] crate::tool::OwnerRequired),
+    /// The app's access policy refused the operation. (Appended last.)
+    #[error(transparent)]
+    Access(#[from] crate::access::AccessError),
+    /// A resume asked for without the graph (the CLI's) of a thread whose graph the store does
+    /// not describe: no worker can be named for it. (Appended last.)
+    #[error(
+        "the store has no description of thread `{thread}`'s graph, so the workers to resume it cannot be named; \
+         resume it from the app (`app.submit_resume`)"
+    )]
+    GraphUnknown {
+        /// The thread.
+        thread: String,
+    },
 }
 
 impl From<agentflow_store::ReadError> for WorkerError {

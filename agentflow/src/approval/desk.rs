@@ -111,6 +111,7 @@ impl ApprovalDesk {
         by: &Approver,
     ) -> Result<Vec<InterruptAnswer>, AnswerError> {
         let store = &**self.store();
+        self.may_answer(thread, by)?;
         let (answer, complete) =
             crate::approval::answer::record(store, thread, checkpoint, target, value, &by.id, now_ms())?;
         // Questions of the step still wait for answers: the run goes on only with all of them.
@@ -132,6 +133,7 @@ impl ApprovalDesk {
     /// (its payload): what a person reads before answering with
     /// [`ApprovalDesk::answer_interrupt`].
     pub fn waiting_interrupt(&self, thread: &str) -> Result<(u64, Pending), AnswerError> {
+        self.reader_reads(thread)?;
         crate::approval::answer::waiting(&**self.store(), thread)
     }
 
@@ -139,6 +141,7 @@ impl ApprovalDesk {
     /// such a child: that thread is the one to answer (its resume hands the answer down), and
     /// [`ApprovalDesk::answer_interrupt`] refuses the child with [`AnswerError::AnswerTheParent`].
     pub fn parent_waiting_on(&self, thread: &str) -> Result<Option<String>, AnswerError> {
+        self.reader_reads(thread)?;
         crate::approval::answer::parent_waiting_on(&**self.store(), thread)
     }
 
@@ -148,12 +151,14 @@ impl ApprovalDesk {
     /// refuses it with [`AnswerError::ParentMovedOn`]. `None` for a thread that is no child, or
     /// that its parents wait on. Lists of questions for people leave such a child out.
     pub fn parent_moved_on(&self, thread: &str) -> Result<Option<String>, AnswerError> {
+        self.reader_reads(thread)?;
         crate::approval::answer::parent_moved_on(&**self.store(), thread)
     }
 
     /// The answer recorded for the interrupt thread `thread` waits in now, if any (for the
     /// first question of its step; [`ApprovalDesk::waiting_questions`] gives each question's).
     pub fn recorded_answer(&self, thread: &str) -> Result<Option<InterruptAnswer>, AnswerError> {
+        self.reader_reads(thread)?;
         let store = &**self.store();
         let (seq, asks) = crate::approval::answer::waiting(store, thread)?;
         Ok(crate::approval::answer::recorded(store, thread, seq, &asks)?)
@@ -164,6 +169,7 @@ impl ApprovalDesk {
     /// recorded for it so far. The thread goes on once every one has its answer; until then a
     /// plain resume asks for the rest.
     pub fn waiting_questions(&self, thread: &str) -> Result<(u64, QuestionsAnswered), AnswerError> {
+        self.reader_reads(thread)?;
         let store = &**self.store();
         let (seq, asks) = crate::approval::answer::waiting_all(store, thread)?;
         let answers = crate::approval::answer::recorded_all(store, thread, seq, &asks)?;

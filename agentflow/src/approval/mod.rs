@@ -47,6 +47,7 @@
 //! nothing below the desk can stop that.
 
 use std::collections::BTreeMap;
+mod access;
 pub(crate) mod answer;
 pub(crate) mod desk;
 
@@ -63,26 +64,15 @@ pub use crate::approval::answer::{
 pub use crate::core::person::person_key;
 use serde_json::{Value, json};
 
+use crate::access::Access;
 #[cfg(doc)]
 use crate::app::App;
 use crate::durable::now_ms;
 use crate::tool::{Risk, Tool, args_hash, canonical_json};
 
-/// A person (or service) deciding approvals.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Approver {
-    /// A stable identity, recorded with the decision.
-    pub id: String,
-    /// What the identity is allowed to do (checked by the [`Authorizer`]).
-    pub roles: Vec<String>,
-}
-
-impl Approver {
-    /// An approver with these roles.
-    pub fn new(id: impl Into<String>, roles: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        Approver { id: id.into(), roles: roles.into_iter().map(Into::into).collect() }
-    }
-}
+/// A person (or service) deciding approvals: an [`Actor`](crate::access::Actor), whose roles
+/// the [`Authorizer`] checks and whose tenants scope the approvals it sees and decides.
+pub use crate::access::Actor as Approver;
 
 /// Decides who may decide which approval.
 pub trait Authorizer: Send + Sync + 'static {
@@ -236,6 +226,9 @@ pub enum DecisionError {
     /// Writing the decision's audit entry failed.
     #[error("auditing the decision: {0}")]
     Audit(#[from] AuditError),
+    /// The desk's access policy does not let the approver decide, or list. (Appended last.)
+    #[error(transparent)]
+    Access(#[from] crate::access::AccessError),
 }
 
 /// Where people decide a graph's approvals.
@@ -312,6 +305,9 @@ pub struct ApprovalDesk {
     store: Arc<dyn Store>,
     tools: Vec<&'static dyn Tool>,
     authorizer: Arc<dyn Authorizer>,
+    /// The policy that checks deciding and answering for the approver, and reads for the
+    /// desk's reader (its actor): the app's actor for a desk from [`App::approvals`].
+    access: crate::access::Access,
 }
 
 impl std::fmt::Debug for ApprovalDesk {
@@ -327,7 +323,7 @@ impl ApprovalDesk {
     /// compare-and-set), but it knows no tools, so [`ApprovalDesk::edit`]
     /// refuses every edit; use [`ApprovalDesk::edit_checked`].
     pub fn for_store(store: Arc<dyn Store>, authorizer: impl Authorizer) -> Self {
-        ApprovalDesk { store, tools: Vec::new(), authorizer: Arc::new(authorizer) }
+        ApprovalDesk { store, tools: Vec::new(), authorizer: Arc::new(authorizer), access: Access::default() }
     }
 
     /// A desk on `store` that knows `tools`, the graph's ([`App::approvals`]).
@@ -336,7 +332,7 @@ impl ApprovalDesk {
         tools: Vec<&'static dyn Tool>,
         authorizer: Arc<dyn Authorizer>,
     ) -> Self {
-        ApprovalDesk { store, tools, authorizer }
+        ApprovalDesk { store, tools, authorizer, access: Access::default() }
     }
 
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
@@ -364,18 +360,31 @@ struct Change {
 
 impl ApprovalDesk {
     /// One approval.
+    ///
+    /// Read for the desk's reader ([`ApprovalDesk::reading_as`]): an approval of a thread of
+    /// another tenant is not there for it.
     pub fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, DecisionError> {
-        Ok(self.store.approval(id)?)
+        let Some(record) = self.store.approval(id)? else { return Ok(None) };
+        Ok(self.readable(&self.access, crate::access::Operation::ReadState, &record.thread)?.then_some(record))
     }
 
     /// Every record waiting for a human in the store: approvals to decide
     /// (`PENDING`) and unknown outcomes to settle (`OUTCOME_UNKNOWN`).
+    ///
+    /// Listed for the desk's reader ([`ApprovalDesk::reading_as`]; see
+    /// [`ApprovalDesk::pending_for`]).
     pub fn pending(&self) -> Result<Vec<ApprovalRecord>, DecisionError> {
-        Ok(self.store.list_pending_approvals()?)
+        self.pending_for(self.access.actor())
     }
 
     /// The approvals of one thread.
+    ///
+    /// Read for the desk's reader ([`ApprovalDesk::reading_as`]): a thread of another tenant
+    /// has none for it.
     pub fn for_thread(&self, thread: &str) -> Result<Vec<ApprovalRecord>, DecisionError> {
+        if !self.readable(&self.access, crate::access::Operation::ReadState, thread)? {
+            return Ok(Vec::new());
+        }
         Ok(self.store.list_approvals(thread)?)
     }
 
@@ -429,6 +438,9 @@ impl ApprovalDesk {
         check: impl FnOnce(&str, &Value) -> Result<(), String>,
     ) -> Result<ApprovalRecord, DecisionError> {
         let record = self.load(id)?;
+        // Who may decide comes first: an approval another tenant's approver cannot see is not
+        // there for them, whatever the arguments.
+        self.authorize(approver, &record)?;
         check(&record.tool, &args)
             .map_err(|detail| DecisionError::InvalidEdit { tool: record.tool.clone(), detail })?;
         let edited = ApprovalArgs { canonical: canonical_json(&args), hash: args_hash(&args) };
@@ -533,21 +545,6 @@ impl ApprovalDesk {
     /// Withdraws the request; the call will not run.
     pub fn cancel(&self, id: &str, approver: &Approver) -> Result<ApprovalRecord, DecisionError> {
         self.decide(id, approver, ApprovalStatus::Cancelled, Change { note: None, conditions: None, args: None })
-    }
-
-    /// Whether `approver` may decide `record`: nobody without a name (the audit log would name
-    /// no one, and under the two-person rule two blank names would count as two people), then
-    /// what the authorizer says.
-    fn authorize(&self, approver: &Approver, record: &ApprovalRecord) -> Result<(), DecisionError> {
-        let refused = |reason: String| DecisionError::NotAuthorized {
-            id: record.id.clone(),
-            approver: approver.id.clone(),
-            reason,
-        };
-        if approver.id.trim().is_empty() {
-            return Err(refused("an approver needs a name (who decided goes to the audit log)".to_string()));
-        }
-        self.authorizer.authorize(approver, record).map_err(refused)
     }
 
     fn load(&self, id: &str) -> Result<ApprovalRecord, DecisionError> {

@@ -11,6 +11,7 @@ pub(crate) mod instance_key;
 pub mod message;
 pub(crate) mod node_id;
 pub(crate) mod person;
+pub(crate) mod process;
 pub mod reducer;
 pub(crate) mod retry;
 pub(crate) mod state;

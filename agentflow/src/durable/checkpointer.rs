@@ -41,6 +41,8 @@ pub(crate) struct Checkpointer {
     owner: String,
     /// The thread whose run started this one as a subgraph child, stored in its record.
     parent: Option<String>,
+    /// The tenant stored in its record (fixed when the thread was created).
+    tenant: Option<String>,
     lease: LeaseGuard,
     fingerprint: String,
     version: u32,
@@ -117,6 +119,7 @@ impl Checkpointer {
             thread: lease.thread.clone(),
             owner,
             parent: None,
+            tenant: None,
             lease,
             fingerprint,
             version,
@@ -401,6 +404,7 @@ impl Checkpointer {
         record.detail = detail;
         record.updated_at = self.updated_at;
         record.parent.clone_from(&self.parent);
+        record.tenant.clone_from(&self.tenant);
         let mut commit = StepCommit::new(record)
             .fenced_by(self.lease.holder(), now)
             .fenced_by_parents(self.parents.leases.clone())

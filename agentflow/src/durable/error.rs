@@ -196,6 +196,9 @@ pub enum HistoryError {
         /// `compensating` or `compensated`.
         status: &'static str,
     },
+    /// The app's access policy refused the operation. (Appended last.)
+    #[error(transparent)]
+    Access(#[from] crate::access::AccessError),
 }
 
 /// Why a run could not open, or keep, its thread: what durable execution tells the run, which

@@ -10,6 +10,7 @@ use agentflow_store::{Lease, LeaseError, Store};
 use super::error::{PersistError, ThreadError};
 use super::io::blocking;
 use crate::core::clock::now_ms;
+pub(crate) use crate::core::process::{process_actor, process_tag};
 
 /// How long a run's lease lasts unless [`Runner::lease_ttl`](crate::Runner::lease_ttl) says otherwise.
 pub(crate) const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
@@ -211,35 +212,9 @@ pub(crate) fn holder_id() -> String {
     format!("{}-{}", process_tag(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-/// Names this process among every process that shares a store, on this machine or another:
-/// the host name, the pid, the start time and 64 random bits (a pid alone repeats across
-/// machines and containers, and after a restart).
-pub(crate) fn process_tag() -> &'static str {
-    use std::hash::{BuildHasher, Hasher};
-    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    TAG.get_or_init(|| {
-        let host = std::env::var("HOSTNAME")
-            .ok()
-            .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-            .map(|h| h.trim().chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.').collect())
-            .filter(|h: &String| !h.is_empty())
-            .unwrap_or_else(|| "host".to_string());
-        // `RandomState` is seeded from the operating system's randomness.
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u64(now_ms());
-        format!("{host}-pid{}-{}-{:016x}", std::process::id(), now_ms(), hasher.finish())
-    })
-}
-
 fn lease_error(e: LeaseError) -> ThreadError {
     match e {
         LeaseError::ThreadBusy { thread, holder, expires_at } => ThreadError::Busy { thread, holder, expires_at },
         other => ThreadError::Persist(other.into()),
     }
-}
-
-/// Who asked, when a control does not say: this process (host name, pid, start time, random
-/// bits), as `process:<tag>`.
-pub(crate) fn process_actor() -> String {
-    format!("process:{}", process_tag())
 }

@@ -43,7 +43,7 @@ pub use crate::core::value_check::{ValueError, check_json};
 pub(crate) use budget::stored_budget;
 pub(crate) use chain::fold_chain;
 pub(crate) use checkpointer::Checkpointer;
-pub(crate) use checkpointer::open::Resumed;
+pub(crate) use checkpointer::open::{NewThread, Resumed};
 pub(crate) use cut_off::{UNKNOWN_CALL, UnknownCall, unknown_outcome_id, unknown_outcome_record};
 pub(crate) use document::document;
 pub(crate) use durability::Durability;

@@ -96,6 +96,8 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
             .map_err(resume_value_error)?;
         let thread = self.thread.clone().ok_or(RunError::ResumeNeedsThread)?;
         let store = self.setup.store.clone().ok_or(RunError::NoStore)?;
+        // Checked before the answer is written: giving a value is answering, then resuming.
+        self.resume_check().answering().run().await?;
         let by = if self.owner.trim().is_empty() { crate::durable::process_actor() } else { self.owner.clone() };
         let question = question_id.to_string();
         let recorded = crate::durable::blocking(&store, move |s| -> Result<(), AnswerError> {
@@ -115,8 +117,10 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
     }
 
     async fn resume_given(self, value: serde_json::Value, alike: bool) -> Result<Run<S>, RunError> {
-        let (checkpointer, start) =
-            open(&self.setup, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
+        let (checkpointer, start) = {
+            self.resume_check().answering().run().await?;
+            open(&self.setup, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?
+        };
         self.resume_opened(checkpointer, start, value, alike).await
     }
 
@@ -127,8 +131,10 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
     /// each has its answer; until then the run comes back interrupted on the rest, which its
     /// parent asks next.
     pub(crate) async fn resume_child_with(self, value: serde_json::Value) -> Result<Run<S>, RunError> {
-        let (checkpointer, start) =
-            open(&self.setup, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
+        let (checkpointer, start) = {
+            self.resume_check().run().await?;
+            open(&self.setup, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?
+        };
         let asks = questions(&start.interrupts);
         if asks.len() <= 1 || checkpointer.opened_as == Some(ThreadStatus::Compensating) {
             return self.resume_opened(checkpointer, start, value, false).await;

@@ -96,11 +96,20 @@ async fn run_child<S2: State, D: Sync>(
         if !cx.scope.owner.is_empty() {
             runner = runner.owner(cx.scope.owner.clone());
         }
-        let lookup = id.clone();
-        let existing = blocking(&store, move |s| s.thread(&lookup))
-            .await
-            .map_err(|e| store_error(name, &e))?
-            .map_err(|e| store_error(name, &e))?;
+        // The child's thread, if it exists, and its parent's tenant (read here, not carried by
+        // every run: only a subgraph's child needs it).
+        let (lookup, parent) = (id.clone(), journal.thread.clone());
+        let (existing, tenant) = blocking(&store, move |s| -> Result<_, agentflow_store::ReadError> {
+            let tenant = s.thread(&parent)?.and_then(|p| p.tenant);
+            Ok((s.thread(&lookup)?, tenant))
+        })
+        .await
+        .map_err(|e| store_error(name, &e))?
+        .map_err(|e| store_error(name, &e))?;
+        // A child belongs to its parent's tenant.
+        if let Some(tenant) = &tenant {
+            runner = runner.tenant(tenant.clone());
+        }
         // A thread of its own that merely has the child's id is not taken for the child: its
         // state is not the child's result, and it is not run as the child.
         if let Some(t) = &existing
@@ -112,6 +121,17 @@ async fn run_child<S2: State, D: Sync>(
                  child of thread `{}` (its parent: {parent}); ids of that shape belong to subgraph \
                  children: run the parent on a thread id that no other thread extends",
                 journal.thread
+            )));
+        }
+        // Nor is a child of another tenant (a child's tenant is its parent's; one planted under
+        // this parent with another tenant would carry this run's data out of its tenant).
+        if let Some(t) = &existing
+            && t.tenant != tenant
+        {
+            let theirs = t.tenant.as_deref().map_or("none".to_string(), |p| format!("`{p}`"));
+            return Err(NodeError::fatal(format!(
+                "subgraph `{name}`: thread `{id}`, where this call keeps its child, belongs to tenant {theirs}, \
+                 not to its parent's; a child belongs to its parent's tenant: remove thread `{id}`"
             )));
         }
         let mut took_resume = false;

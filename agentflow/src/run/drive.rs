@@ -73,9 +73,11 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 if max_steps == 0 {
                     return Err(RunError::ZeroMaxSteps);
                 }
-                Ok((self.node_set(&self.before)?, self.node_set(&self.after)?))
+                let Some(names) = &self.breakpoints else { return Ok(None) };
+                let (before, after) = (self.node_set(&names.before)?, self.node_set(&names.after)?);
+                Ok(Some(Box::new(super::exec::Breaks { before, after })))
             })();
-            let (before, after) = config?;
+            let breaks = config?;
             // The step paused before a node or inside one has passed its breakpoints before nodes
             // already; one paused after a node's step has not begun the next.
             let skip_before = start.interrupts.iter().any(|p| p.kind != PendingKind::After);
@@ -117,8 +119,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 deps: self.deps,
                 scope,
                 events,
-                before,
-                after,
+                breaks,
                 resume_values,
                 kept_answers,
                 resumed_interrupts,

@@ -49,15 +49,20 @@ pub(crate) enum Halt {
     Budget(Budget),
 }
 
+/// A run's static breakpoints: the nodes it pauses before, and after.
+pub(crate) struct Breaks {
+    pub(crate) before: HashSet<NodeId>,
+    pub(crate) after: HashSet<NodeId>,
+}
+
 /// What the loop and its node tasks share for the length of one run.
 pub(crate) struct Exec<'g, S: State, D> {
     pub(crate) plan: &'g Plan<S, D>,
     pub(crate) deps: &'g D,
     pub(crate) scope: RunScope<'g>,
     pub(crate) events: Arc<Events<'g, S>>,
-    /// Static breakpoints.
-    pub(crate) before: HashSet<NodeId>,
-    pub(crate) after: HashSet<NodeId>,
+    /// Static breakpoints, if any (boxed: most runs have none).
+    pub(crate) breaks: Option<Box<Breaks>>,
     /// The values a human resumed with, each for the node (and map instance) whose question it
     /// answers. Like `kept_answers`, they belong to the step the run resumed at
     /// (`resumed_step`): a later step that runs the same node again asks anew.
@@ -125,7 +130,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     break Outcome::BudgetExhausted { which: Budget::Deadline };
                 }
                 if !std::mem::take(&mut skip_before) {
-                    let stops = self.breakpoints(&active, &self.before, PendingKind::Before);
+                    let stops = self.breakpoints(&active, PendingKind::Before);
                     if !stops.is_empty() {
                         break Box::pin(self.pause(checkpointer, &[], stops, None)).await?;
                     }
@@ -229,11 +234,12 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     None => None,
                 };
                 // Only a checkpoint and breakpoints after nodes ask which nodes ran.
-                let mut ran: Vec<NodeId> = if checkpointer.is_some() || !self.after.is_empty() {
-                    done.iter().map(|(id, _)| *id).collect()
-                } else {
-                    Vec::new()
-                };
+                let mut ran: Vec<NodeId> =
+                    if checkpointer.is_some() || self.breaks.as_ref().is_some_and(|b| !b.after.is_empty()) {
+                        done.iter().map(|(id, _)| *id).collect()
+                    } else {
+                        Vec::new()
+                    };
                 // A map worker's instances are contiguous: name the worker once.
                 ran.dedup();
                 if let Err((id, error)) = step::apply(self.plan, &mut state, &mut done, &mut next, &mut next_payloads) {
@@ -266,7 +272,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     self.events.room().await;
                     self.events.push(StreamMode::Values, || StreamPart::Values { step, state: state.clone() });
                 }
-                let stops = self.breakpoints(&ran, &self.after, PendingKind::After);
+                let stops = self.breakpoints(&ran, PendingKind::After);
                 if !stops.is_empty() && !active.is_empty() {
                     break Box::pin(self.pause(checkpointer, &[], stops, None)).await?;
                 }
@@ -369,7 +375,9 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         (waiting != self.resumed_interrupts).then_some(waiting)
     }
 
-    fn breakpoints(&self, nodes: &[NodeId], set: &HashSet<NodeId>, kind: PendingKind) -> Vec<Pending> {
+    fn breakpoints(&self, nodes: &[NodeId], kind: PendingKind) -> Vec<Pending> {
+        let Some(breaks) = &self.breaks else { return Vec::new() };
+        let set = if kind == PendingKind::Before { &breaks.before } else { &breaks.after };
         nodes
             .iter()
             .filter(|n| set.contains(n))

@@ -53,9 +53,11 @@ pub struct Runner<'g, S: State, D> {
     pub(super) sink: Option<Sink<'g, S>>,
     pub(super) thread: Option<String>,
     pub(super) owner: String,
+    /// The tenant a new thread belongs to (a resumed one keeps its own).
+    pub(super) tenant: Option<Box<str>>,
     pub(super) durability: Durability,
-    pub(super) before: Vec<String>,
-    pub(super) after: Vec<String>,
+    /// Breakpoints by node name, if any were asked for (boxed: most runs have none).
+    pub(super) breakpoints: Option<Box<Breakpoints>>,
     pub(super) limits: Limits,
     pub(super) lease_ttl: Duration,
     /// The lease holder (a worker's, whose claim took the thread's lease); a new one per run if unset.
@@ -91,6 +93,14 @@ pub struct Runner<'g, S: State, D> {
     pub(super) saga_root_step: Option<u64>,
 }
 
+/// The nodes a run pauses before or after ([`Runner::interrupt_before`],
+/// [`Runner::interrupt_after`]).
+#[derive(Default)]
+pub(super) struct Breakpoints {
+    pub(super) before: Vec<String>,
+    pub(super) after: Vec<String>,
+}
+
 /// How many items a [`RunStream`] holds before the run waits for its reader,
 /// unless [`Runner::stream_buffer`] says otherwise.
 pub const DEFAULT_STREAM_BUFFER: usize = 64;
@@ -107,9 +117,9 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             sink: None,
             thread: None,
             owner: String::new(),
+            tenant: None,
             durability: Durability::default(),
-            before: Vec::new(),
-            after: Vec::new(),
+            breakpoints: None,
             limits: Limits::none(),
             lease_ttl: DEFAULT_LEASE_TTL,
             holder: None,
@@ -141,6 +151,15 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         self
     }
 
+    /// The tenant a new thread belongs to, fixed from then on: its subgraph children belong to
+    /// it too, and actors that do not act for it neither see nor touch the thread (see
+    /// [`access`](crate::access)). The app's actor must act for it. A resumed thread keeps
+    /// the tenant it was created with; this is ignored then.
+    pub fn tenant(mut self, tenant: impl Into<String>) -> Self {
+        self.tenant = Some(tenant.into().into_boxed_str());
+        self
+    }
+
     /// A subgraph's run sends its model chunks and custom values to its
     /// parent's stream, under `level`, and its effects in flight hold off the
     /// timeouts and deadlines of `shields` (its parent's, and theirs).
@@ -160,6 +179,13 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     pub(crate) fn child_of(mut self, parent: String) -> Self {
         self.child_of = Some(parent);
         self
+    }
+
+    /// A run the app starts for itself, not checked against the app's access policy (which
+    /// checked who asked for it when it was asked): a subgraph's child, a worker's claim (the
+    /// only runs with a lease holder of their own). A due timer's wake is not checked either.
+    pub(super) fn trusted(&self) -> bool {
+        self.child_of.is_some() || self.holder.is_some()
     }
 
     /// A subgraph's run, started in step `step` of the root thread: its compensable calls are
@@ -385,14 +411,16 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// Pauses before a step in which any of `nodes` would run
     /// ([`Outcome::Interrupted`] with [`PendingKind::Before`]).
     pub fn interrupt_before<N: AsRef<str>>(mut self, nodes: impl IntoIterator<Item = N>) -> Self {
-        self.before.extend(nodes.into_iter().map(|n| n.as_ref().to_string()));
+        let names = nodes.into_iter().map(|n| n.as_ref().to_string());
+        self.breakpoints.get_or_insert_with(Box::default).before.extend(names);
         self
     }
 
     /// Pauses after a step in which any of `nodes` ran
     /// ([`Outcome::Interrupted`] with [`PendingKind::After`]).
     pub fn interrupt_after<N: AsRef<str>>(mut self, nodes: impl IntoIterator<Item = N>) -> Self {
-        self.after.extend(nodes.into_iter().map(|n| n.as_ref().to_string()));
+        let names = nodes.into_iter().map(|n| n.as_ref().to_string());
+        self.breakpoints.get_or_insert_with(Box::default).after.extend(names);
         self
     }
 }

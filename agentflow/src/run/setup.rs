@@ -46,6 +46,8 @@ pub(crate) struct Setup<S: State, D> {
     pub(crate) store: Option<Arc<dyn Store>>,
     pub(crate) migrations: Arc<BTreeMap<u32, Migration>>,
     pub(crate) gateway: Gateway,
+    /// Who the app's operations are checked for, and by which policy.
+    pub(crate) access: crate::access::Access,
 }
 
 impl<S: State, D> Clone for Setup<S, D> {
@@ -55,6 +57,7 @@ impl<S: State, D> Clone for Setup<S, D> {
             store: self.store.clone(),
             migrations: Arc::clone(&self.migrations),
             gateway: self.gateway.clone(),
+            access: self.access.clone(),
         }
     }
 }
@@ -63,7 +66,13 @@ impl<S: State, D> Setup<S, D> {
     /// `graph` with the default runtime configuration: no store, the default gateway, no
     /// migrations.
     pub(crate) fn new(graph: CompiledGraph<S, D>) -> Self {
-        Setup { graph, store: None, migrations: Arc::default(), gateway: Gateway::default() }
+        Setup {
+            graph,
+            store: None,
+            migrations: Arc::default(),
+            gateway: Gateway::default(),
+            access: crate::access::Access::default(),
+        }
     }
 
     /// Refuses a persisted run with no owner ([`OwnerRequired`]) when a node of the graph, or

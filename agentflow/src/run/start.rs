@@ -27,6 +27,12 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             if let Some(thread) = &this.thread {
                 check_text("thread id", thread)?;
                 check_text("owner", &this.owner)?;
+                if let Some(tenant) = &this.tenant {
+                    check_text("tenant", tenant)?;
+                }
+                if !this.trusted() {
+                    setup.access.check_start(thread, this.tenant.as_deref())?;
+                }
             }
             let checkpointer = match (this.thread.clone(), setup.store.clone()) {
                 (None, _) => None,
@@ -38,9 +44,10 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                     let (holder, parent) = (this.holder.clone(), this.child_of.clone());
                     let id = thread.clone();
                     let parents = this.parent_leases.clone().unwrap_or_default();
-                    let started = Checkpointer::start(
-                        setup, store, thread, parent, owner, durability, ttl, budget, &input, holder, parents,
-                    );
+                    let tenant = this.tenant.as_deref().map(str::to_string);
+                    let ids = crate::durable::NewThread { thread, parent, owner, tenant };
+                    let started =
+                        Checkpointer::start(setup, store, ids, durability, ttl, budget, &input, holder, parents);
                     Some(started.await.map_err(|e| first_commit_lost(e.into(), &id))?)
                 }
             };
@@ -60,6 +67,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     /// [`Outcome::Failed`] (a value of the wrong shape), the answer is spent: the
     /// next plain resume asks for a value again, and a person may answer anew.
     pub async fn resume(self) -> Result<Run<S>, RunError> {
+        self.resume_check().run().await?;
         let (checkpointer, start) =
             open(&self.setup, self.thread.clone(), self.durability, self.lease_ttl, self.holder.clone()).await?;
         // A thread that stopped while undoing its calls continues undoing them.
@@ -115,6 +123,20 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             return Ok(None);
         }
         Box::new(self).drive(start, Some(checkpointer), Vec::new()).await.map(Some)
+    }
+
+    /// What refuses a resume the app's access policy does not allow its actor (a run the app
+    /// starts for itself is not checked); built before the await, so the resume's future holds
+    /// no reference to the runner. An open policy for an actor of every tenant reads nothing.
+    pub(crate) fn resume_check(&self) -> ResumeCheck {
+        let access = &self.setup.access;
+        let checked = !self.trusted() && !access.is_open();
+        ResumeCheck {
+            access: checked.then(|| access.clone()),
+            store: self.setup.store.clone(),
+            thread: self.thread.clone(),
+            answering: false,
+        }
     }
 
     pub(super) fn node_set(&self, names: &[String]) -> Result<HashSet<NodeId>, RunError> {
@@ -184,5 +206,41 @@ fn first_commit_lost(e: RunError, thread: &str) -> RunError {
             | PersistError::Lease(LeaseError::NotHeld { current, .. }),
         ) => RunError::LeaseLost { thread: thread.to_string(), holder: current.as_ref().map(|l| l.holder.clone()) },
         _ => e,
+    }
+}
+
+/// The access check of a resume (see [`Runner::resume_check`]).
+pub(crate) struct ResumeCheck {
+    access: Option<crate::access::Access>,
+    store: Option<Arc<dyn agentflow_store::Store>>,
+    thread: Option<String>,
+    /// The resume gives a value: the actor must also be allowed to answer.
+    answering: bool,
+}
+
+impl ResumeCheck {
+    /// The check of a resume that gives a value: [`Operation::Answer`](crate::access::Operation::Answer)
+    /// as well as [`Operation::Resume`](crate::access::Operation::Resume).
+    pub(super) fn answering(mut self) -> Self {
+        self.answering = true;
+        self
+    }
+
+    pub(crate) async fn run(self) -> Result<(), RunError> {
+        let (Some(access), Some(thread), Some(store)) = (self.access, self.thread, self.store) else {
+            return Ok(());
+        };
+        let id = thread.clone();
+        let record = crate::durable::blocking(&store, move |s| s.thread(&id)).await?.map_err(PersistError::from)?;
+        match record {
+            Some(record) if access.sees(&record) => {
+                if self.answering {
+                    access.check(crate::access::Operation::Answer, &record)?;
+                }
+                Ok(access.check(crate::access::Operation::Resume, &record)?)
+            }
+            // Not there for this actor, exactly as a thread that does not exist.
+            _ => Err(crate::durable::ResumeError::UnknownThread { thread }.into()),
+        }
     }
 }

@@ -27,6 +27,7 @@ pub struct CrashMatrix<'d, S: State, D> {
     store: StoreFactory,
     pub(super) thread: String,
     owner: String,
+    tenant: Option<String>,
     limits: Option<Limits>,
     only: Option<String>,
     failure_expected: bool,
@@ -46,6 +47,7 @@ impl<'d, S: State, D: Sync> CrashMatrix<'d, S, D> {
             store,
             thread: "crash-matrix".to_string(),
             owner: "agent:crash-matrix".to_string(),
+            tenant: None,
             limits: None,
             only: None,
             failure_expected: false,
@@ -90,6 +92,12 @@ impl<'d, S: State, D: Sync> CrashMatrix<'d, S, D> {
         self
     }
 
+    /// The tenant the run's thread belongs to (none by default; see [`Runner::tenant`](crate::Runner::tenant)).
+    pub fn tenant(mut self, tenant: impl Into<String>) -> Self {
+        self.tenant = Some(tenant.into());
+        self
+    }
+
     /// Accepts an uncut run that ends `failed`. By default such a run is refused
     /// ([`CrashMatrixError::Reference`]): every cut run would fail alike and the report would
     /// be clean, though nothing was shown. Call this when the failure is the scenario (a
@@ -106,7 +114,13 @@ impl<'d, S: State, D: Sync> CrashMatrix<'d, S, D> {
     }
 
     pub(super) fn plan(&self) -> driver::Plan<'_> {
-        driver::Plan { thread: &self.thread, owner: &self.owner, limits: self.limits, answers: &self.answers }
+        driver::Plan {
+            thread: &self.thread,
+            owner: &self.owner,
+            tenant: self.tenant.as_deref(),
+            limits: self.limits,
+            answers: &self.answers,
+        }
     }
 
     pub(super) fn app_on(&self, store: Arc<dyn Store>, recorder: &Arc<Recorder>) -> App<S, D> {

@@ -131,7 +131,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         pause: CancellationToken,
     ) -> crate::Runner<'a, S, D> {
         let until = claim.lease.as_ref().map_or(0, |l| l.expires_at);
-        let runner = self
+        let mut runner = self
             .app
             .runner(&*self.deps)
             .thread(claim.thread.clone())
@@ -143,6 +143,10 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             .stop_now_token(self.stops.now.clone())
             .stop_grace(self.stop_grace)
             .lease_holder(self.holder.clone(), until, Arc::clone(&self.stops.revoked));
+        // A run submitted for a tenant creates its thread for that tenant.
+        if let Some(tenant) = &claim.tenant {
+            runner = runner.tenant(tenant.clone());
+        }
         match self.node_time_limit {
             Some(limit) => runner.node_time_limit(limit),
             None => runner,

@@ -102,7 +102,9 @@ pub fn af_command(store: &Path, args: &[&str]) -> Command {
         .env_remove("AGENTFLOW_STORE")
         .env_remove("AGENTFLOW_ROLES")
         .env_remove("AGENTFLOW_TWO_PERSON")
-        .env_remove("AGENTFLOW_PG_SCHEMA");
+        .env_remove("AGENTFLOW_PG_SCHEMA")
+        .env_remove("AGENTFLOW_AS")
+        .env_remove("AGENTFLOW_ACCESS");
     command
 }
 

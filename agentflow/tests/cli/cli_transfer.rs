@@ -27,13 +27,47 @@ fn export_then_import_moves_a_thread_as_it_was() {
 
     let imported = af_json(&second, &["import", file.to_str().unwrap()]);
     assert_eq!(imported["imported"], json!(["t-paused"]));
-    // Everything reads back the same: the export of the copy is the same file.
-    assert_eq!(stdout(&af(&second, &["export", "t-paused"])), std::fs::read_to_string(&file).unwrap());
+    // Everything reads back the same: the export of the copy is the same file, and its audit
+    // log one entry longer, saying who imported it.
+    let (copy, imported_by) = without_import_entry(&stdout(&af(&second, &["export", "t-paused"])));
+    assert_eq!(copy, std::fs::read_to_string(&file).unwrap());
+    assert_eq!(imported_by, ["process"], "one `thread.imported` entry, by the importer");
     assert_eq!(af_json(&second, &["show", "t-paused"]), af_json(&first, &["show", "t-paused"]));
-    assert_eq!(af_json(&second, &["audit", "t-paused"]), af_json(&first, &["audit", "t-paused"]));
+    let mut copied_log = af_json(&second, &["audit", "t-paused"]);
+    assert_eq!(copied_log.as_array_mut().unwrap().pop().unwrap()["kind"], "thread.imported");
+    assert_eq!(copied_log, af_json(&first, &["audit", "t-paused"]));
     assert_eq!(stdout(&af(&second, &["graph", "t-paused"])), payments::graph().mermaid());
     // Importing again is refused; nothing changes.
     expect_refusal(&af(&second, &["import", file.to_str().unwrap()]), 1, "exists already");
+    // The audit log keeps its hash chain: each line carries the entry's hash and link, the copy
+    // holds the same ones, and its log verifies.
+    let audit_lines: Vec<Value> =
+        export_lines(&first, "t-paused").into_iter().filter(|l| l["type"] == "audit").collect();
+    assert!(!audit_lines.is_empty());
+    for line in &audit_lines {
+        for key in ["detail_hash", "link"] {
+            assert_eq!(line[key].as_str().map(str::len), Some(64), "{key} of {line}");
+        }
+    }
+    {
+        // The entries of the export, and after them (in the copy) the import's own, chained on.
+        let chain = |path: &Path, more: u64| -> Vec<(String, String)> {
+            let store = RedbStore::open(path).unwrap();
+            let mut links: Vec<(String, String)> =
+                store.list_audit("t-paused").unwrap().into_iter().map(|e| (e.detail_hash, e.link)).collect();
+            let report = store.verify_audit("t-paused").unwrap().expect("the audit log verifies");
+            assert_eq!(report.entries, audit_lines.len() as u64 + more);
+            store.close().unwrap();
+            links.truncate(audit_lines.len());
+            links
+        };
+        let exported: Vec<(String, String)> = audit_lines
+            .iter()
+            .map(|l| (l["detail_hash"].as_str().unwrap().to_string(), l["link"].as_str().unwrap().to_string()))
+            .collect();
+        assert_eq!(chain(&first, 0), exported);
+        assert_eq!(chain(&second, 1), exported, "the import keeps every link");
+    }
 
     // The copy is a working thread: approve it there, and the run completes there.
     let id = af_json(&second, &["pending"])["approvals"][0]["id"].as_str().unwrap().to_string();
@@ -236,6 +270,30 @@ fn postgres_smoke_import_and_read_back() {
 }
 
 /// The lines of an export of `thread` from `store`, parsed.
+/// An export's text without its `thread.imported` audit lines, and who each of those names
+/// (`process` for this process's actor).
+fn without_import_entry(text: &str) -> (String, Vec<String>) {
+    let mut by = Vec::new();
+    let kept: String = text
+        .lines()
+        .filter(|line| {
+            // Only the candidates are read as JSON: a state line may nest deeper than the parser.
+            if !line.contains("thread.imported") {
+                return true;
+            }
+            let v: Value = serde_json::from_str(line).expect("an export line is JSON");
+            let imported = v["type"] == "audit" && v["kind"] == "thread.imported";
+            if imported {
+                let actor = v["actor"].as_str().unwrap_or_default();
+                by.push(if actor.starts_with("process:") { "process".to_string() } else { actor.to_string() });
+            }
+            !imported
+        })
+        .map(|line| format!("{line}\n"))
+        .collect();
+    (kept, by)
+}
+
 fn export_lines(store: &Path, thread: &str) -> Vec<Value> {
     let out = af(store, &["export", thread]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -437,7 +495,8 @@ fn export_then_import_keeps_a_state_nested_as_deep_as_stored() {
     let out = af(&first, &["export", "d-1", "--output", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(af_json(&second, &["import", file.to_str().unwrap()])["imported"], json!(["d-1"]));
-    assert_eq!(stdout(&af(&second, &["export", "d-1"])), std::fs::read_to_string(&file).unwrap());
+    let (copy, _) = without_import_entry(&stdout(&af(&second, &["export", "d-1"])));
+    assert_eq!(copy, std::fs::read_to_string(&file).unwrap());
     let copied = open(&second).state("d-1").unwrap().expect("a checkpoint").state;
     assert_eq!(copied, Deep { doc, label: "copied".into() });
     // A line nested deeper than any export writes (an edited file) is refused, not parsed.

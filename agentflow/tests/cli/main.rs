@@ -3,7 +3,17 @@
 //! `serve_limits` (feature `server`; the rest needs feature `cli`).
 
 #[cfg(feature = "cli")]
+mod access_fixture;
+#[cfg(feature = "cli")]
+mod access_matrix;
+#[cfg(feature = "cli")]
+mod access_tenants;
+#[cfg(feature = "cli")]
 mod cli;
+#[cfg(feature = "cli")]
+mod cli_access;
+#[cfg(feature = "cli")]
+mod cli_audit;
 #[cfg(feature = "cli")]
 mod cli_common;
 #[cfg(feature = "cli")]

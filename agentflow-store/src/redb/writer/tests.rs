@@ -78,7 +78,14 @@ fn learning_job() -> (Box<dyn Job>, Reply) {
         let mut table = tx.txn.open_table(T).ctx(tx.path)?;
         tx.wrote();
         table.insert("learner", tries).ctx(tx.path)?;
-        let facts = ThreadFacts { record: None, number: None, latest: Some(tries), timer: None, pending: Vec::new() };
+        let facts = ThreadFacts {
+            record: None,
+            number: None,
+            latest: Some(tries),
+            timer: None,
+            pending: Vec::new(),
+            tenant: None,
+        };
         tx.learn_facts(&format!("try-{tries}"), facts);
         Ok(())
     };

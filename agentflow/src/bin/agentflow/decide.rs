@@ -5,11 +5,13 @@
 use std::sync::Arc;
 
 use agentflow::Store;
+use agentflow::access::Operation;
 use agentflow::approval::{AnswerError, ApprovalDesk, Approver, DecisionError, RoleAuthorizer, Settlement};
 use agentflow::tool::Risk;
 use clap::Args;
 use serde_json::Value;
 
+use crate::access::{Guard, denied};
 use crate::inspect::approval_json;
 use crate::out;
 use crate::{Failure, Outcome};
@@ -32,14 +34,9 @@ pub enum Kind {
 /// Who decides which approval, and how.
 #[derive(Args, Debug)]
 pub struct DecideArgs {
-    /// The approval id (see `agentflow pending`).
+    /// The approval id (see `agentflow pending`). Who decides is `--as` with the roles of
+    /// `--role` (recorded in the audit log); nobody may decide their own request.
     pub approval: String,
-    /// Who decides (recorded in the audit log). Nobody may decide their own request.
-    #[arg(long = "as", value_name = "USER")]
-    pub user: String,
-    /// A role the user holds (repeatable).
-    #[arg(long = "role", value_name = "ROLE", required = true)]
-    pub roles: Vec<String>,
     /// Which role may decide which risk class, as RISK=ROLE pairs separated by commas
     /// (`irreversible=refunds,external=ops`). A risk class left out is decided by the role
     /// named like it (`irreversible` by `irreversible`).
@@ -103,9 +100,19 @@ pub fn authorizer_from(roles_for: Option<&str>, two_person: bool) -> Result<Role
 }
 
 /// Makes the decision and prints the record as it is now.
-pub fn decide(store: &Arc<dyn Store>, kind: Kind, args: &DecideArgs, as_json: bool) -> Outcome {
-    let desk = ApprovalDesk::for_store(Arc::clone(store), authorizer(args)?);
-    let approver = Approver::new(args.user.clone(), args.roles.clone());
+pub fn decide(store: &Arc<dyn Store>, guard: &Guard, kind: Kind, args: &DecideArgs, as_json: bool) -> Outcome {
+    let verb = match kind {
+        Kind::Approve => "approve",
+        Kind::Edit => "edit",
+        Kind::Reject => "reject",
+        Kind::Cancel => "cancel",
+        Kind::Settle => "settle",
+    };
+    let approver: Approver = guard.named(verb)?.clone();
+    let desk = ApprovalDesk::for_store(Arc::clone(store), authorizer(args)?)
+        .access_shared(guard.policy())
+        .reading_as(guard.actor().clone());
+    let user = approver.id.as_str();
     let id = args.approval.as_str();
     let result = match kind {
         Kind::Approve => match &args.conditions {
@@ -150,11 +157,11 @@ pub fn decide(store: &Arc<dyn Store>, kind: Kind, args: &DecideArgs, as_json: bo
              the same arguments with the same conditions",
             record.id,
             record.status,
-            args.user,
+            user,
             sign_offs(store.as_ref(), &record)
         )?;
     } else {
-        outln!("approval {} is {} (by {}); {}", record.id, record.status, args.user, who_goes_on(store, &record))?;
+        outln!("approval {} is {} (by {user}); {}", record.id, record.status, who_goes_on(store, &record))?;
     }
     Ok(())
 }
@@ -238,12 +245,10 @@ fn still_waiting(store: &Arc<dyn Store>, top: &str, decided: &str) -> String {
 pub struct AnswerArgs {
     /// The thread waiting in `cx.interrupt` (see `agentflow pending`).
     pub thread: String,
-    /// The answer (JSON): the value the node's `interrupt` call returns on resume.
+    /// The answer (JSON): the value the node's `interrupt` call returns on resume. Who
+    /// answers is `--as` (recorded in the audit log).
     #[arg(long, value_name = "JSON")]
     pub value: String,
-    /// Who answers (recorded in the audit log).
-    #[arg(long = "as", value_name = "USER")]
-    pub user: String,
     /// The checkpoint the answer is for (`pending --json` shows it); refused if the thread
     /// has moved on. Default: the checkpoint it waits at now.
     #[arg(long, value_name = "SEQ")]
@@ -263,9 +268,15 @@ pub struct AnswerArgs {
 
 /// Records an answer to a thread's interrupt; the app's next `resume()` (or a worker, for a
 /// run parked in the queue) continues with it.
-pub fn answer(store: &Arc<dyn Store>, args: &AnswerArgs, as_json: bool) -> Outcome {
-    let desk = ApprovalDesk::for_store(Arc::clone(store), RoleAuthorizer::new());
+pub fn answer(store: &Arc<dyn Store>, guard: &Guard, args: &AnswerArgs, as_json: bool) -> Outcome {
+    let by: Approver = guard.named("answer")?.clone();
+    let desk = ApprovalDesk::for_store(Arc::clone(store), RoleAuthorizer::new())
+        .access_shared(guard.policy())
+        .reading_as(guard.actor().clone());
     let value = out::parse_json("--value", &args.value)?;
+    // A thread of another tenant is not there, as a missing one; the desk checks again as it
+    // records the answer.
+    guard.thread(store.as_ref(), Operation::Answer, &args.thread)?;
     let refused = |e: AnswerError| match e {
         AnswerError::Read(_)
         | AnswerError::Audit(_)
@@ -277,13 +288,13 @@ pub fn answer(store: &Arc<dyn Store>, args: &AnswerArgs, as_json: bool) -> Outco
         }
         // A run holds the thread: busy, as for `update` and `fork`.
         AnswerError::Busy { .. } => Failure::new(crate::code::BUSY, e.to_string()),
+        AnswerError::Access(e) => denied(e),
         other => Failure::not_found(other.to_string()),
     };
     let checkpoint = match args.checkpoint {
         Some(seq) => seq,
         None => desk.waiting_interrupt(&args.thread).map_err(refused)?.0,
     };
-    let by = Approver::new(args.user.clone(), Vec::<String>::new());
     let answers = match &args.question {
         _ if args.all_alike => desk.answer_all_alike(&args.thread, checkpoint, value, &by),
         Some(question) => desk.answer_question(&args.thread, checkpoint, question, value, &by).map(|a| vec![a]),
@@ -346,6 +357,7 @@ pub fn sign_offs(store: &dyn Store, record: &agentflow::approval::ApprovalRecord
 /// A refused decision: exit code 1 with the desk's message, or a store failure.
 fn refusal(e: DecisionError) -> Failure {
     match e {
+        DecisionError::Access(e) => denied(e),
         DecisionError::Read(_) | DecisionError::Transition(_) | DecisionError::Audit(_) => Failure::store(e),
         other => Failure::not_found(other.to_string()),
     }

@@ -9,6 +9,7 @@ use agentflow_store::{ApprovalRecord, ApprovalStatus, ThreadRecord, ThreadStatus
 use clap::Args;
 use serde_json::{Value, json};
 
+use crate::access::Guard;
 use crate::fold::{self, Folded};
 use crate::out::{self, ago, brief, now_ms};
 use crate::{Failure, Outcome};
@@ -92,7 +93,8 @@ fn status_of(name: &str) -> Result<ThreadStatus, Failure> {
 }
 
 /// `threads`.
-pub fn threads(store: &dyn Store, args: &ThreadsArgs, as_json: bool) -> Outcome {
+pub fn threads(store: &dyn Store, guard: &Guard, args: &ThreadsArgs, as_json: bool) -> Outcome {
+    guard.list()?;
     let statuses = args.status.iter().map(|s| status_of(s)).collect::<Result<Vec<_>, _>>()?;
     let older = args.older_than.as_deref().map(out::parse_duration).transpose().map_err(Failure::usage)?;
     let now = now_ms();
@@ -105,7 +107,7 @@ pub fn threads(store: &dyn Store, args: &ThreadsArgs, as_json: bool) -> Outcome 
     }
     let mut names = Names::default();
     let mut rows = Vec::new();
-    for t in &listing.items {
+    for t in listing.items.iter().filter(|t| guard.sees(t)) {
         if !statuses.is_empty() && !statuses.contains(&t.status) {
             continue;
         }
@@ -377,7 +379,8 @@ pub fn diff(store: &dyn Store, thread: &str, a: u64, b: u64, as_json: bool) -> O
 
 /// `pending`: a question asked inside a subgraph is listed once, as the parent thread's (the
 /// thread to answer; its resume hands the answer down).
-pub fn pending(shared: &Arc<dyn Store>, as_json: bool) -> Outcome {
+pub fn pending(shared: &Arc<dyn Store>, guard: &Guard, as_json: bool) -> Outcome {
+    guard.list()?;
     let store = shared.as_ref();
     let desk = ApprovalDesk::for_store(Arc::clone(shared), RoleAuthorizer::new());
     let listing = store.scan_pending_approvals().map_err(Failure::store)?;
@@ -387,11 +390,13 @@ pub fn pending(shared: &Arc<dyn Store>, as_json: bool) -> Outcome {
             out::printable_line(&skipped.to_string())
         );
     }
-    let approvals = listing.items;
+    // Only what the actor may see: the approvals of threads of its tenants.
+    let approvals: Vec<ApprovalRecord> =
+        listing.items.into_iter().filter(|a| guard.sees_id(store, &a.thread)).collect();
     // Interrupts and breakpoints; approval and unknown-outcome waits are the records above,
     // and a sleep waits for a timer, not a person.
     let mut interrupts = Vec::new();
-    for t in store.scan_threads().map_err(Failure::store)?.items {
+    for t in store.scan_threads().map_err(Failure::store)?.items.into_iter().filter(|t| guard.sees(t)) {
         // A failed thread still waits for a value where a node asked (an answer of the wrong
         // shape failed it there).
         let listed: &[PendingKind] = match t.status {

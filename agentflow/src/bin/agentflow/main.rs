@@ -31,12 +31,43 @@
 //! says who goes on with the thread: a worker, by itself, for a thread whose
 //! run is in the run queue (submitted to workers); otherwise the app's resume.
 //!
-//! The tool holds the store, and holding the store permits everything (see
-//! the `Store` trait's trust boundary): `--as` and `--role` are asserted by
-//! whoever runs it, not proven. The checks keep honest operators from
-//! mistakes (approving their own request, deciding outside their role,
-//! deciding twice); give the tool, like the store file or URL, only to
-//! people trusted to decide approvals.
+//! # Who acts: `--as`, `--role`, `--tenant`, `--access`
+//!
+//! These global flags (given before or after the command) say who runs a command and what
+//! they may do; every command is checked through the library's
+//! [`Access`](agentflow::access::Access):
+//!
+//! - `--as USER` (or `AGENTFLOW_AS`): who acts. Required by the commands that record who
+//!   acted (`approve`, `edit`, `reject`, `cancel`, `settle`, `answer`, `fork`, `update`,
+//!   `run`), and by every command under `--access`.
+//! - `--role ROLE` (repeatable): the user's roles, checked by the approval authorizer and by
+//!   the `--access` policy.
+//! - `--tenant TENANT` (repeatable): the tenants the user acts for. A thread of another
+//!   tenant reads exactly like a missing one (exit code 1, the same message) and is left out
+//!   of listings. None: every tenant.
+//! - `--access FILE` (or `AGENTFLOW_ACCESS`): a role-access policy, JSON of operation names
+//!   to lists of roles (`{"read_state": ["viewer", "operator"], "fork": ["operator"]}`); an
+//!   operation it gives no role is denied (exit code 1 with the reason). Without it every
+//!   operation is allowed, as before these flags. The operations: `threads`, `pending`,
+//!   `stuck` need `list`; `show`, `graph` need `read_state`; `history`, `diff`, `export`
+//!   need `read_history`; `update` needs `update_state`; `fork` `fork`; `compact` `compact`;
+//!   `import` `start` (for each thread of the file, of its tenant); the decisions `decide`;
+//!   `answer` `answer`; `run resume|cancel|pause` `resume`, `cancel`, `pause`.
+//!
+//! **Trust boundary.** The tool opens the store itself, and holding the store permits
+//! everything (see the `Store` trait's trust boundary): `--as`, `--role` and `--tenant` are
+//! asserted by whoever runs it, not proven, and whoever can run it can run it with other
+//! flags, or open the store file or URL without it. Its checks guard against mistakes of the
+//! people who use it (acting outside their role or tenant, approving their own request,
+//! deciding twice), not against whoever holds the store: give the tool, like the store file
+//! or URL, only to people trusted with every thread, and give others the inbox (`serve`),
+//! which checks each logged-in user on the server's side.
+//!
+//! `run resume|cancel|pause THREAD --as USER` asks the run queue, as an app's
+//! `submit_resume`, `cancel_run` and `pause_run` do ([`RunControls`](agentflow::RunControls)):
+//! resume queues the thread for a worker of its graph (named by the graph's stored
+//! description); cancel and pause ask its queued or running run to stop at its next step
+//! boundary (exit code 1 when the thread has no queued run).
 //!
 //! Every command prints a table for people, or JSON with stable field names
 //! with `--json`.
@@ -44,15 +75,17 @@
 //! `serve` is the approval inbox: a web page (loopback by default) where
 //! users named in a `--users` file log in with a token and decide approvals
 //! through the same desk and authorizer, with CSRF-checked forms, live
-//! updates and `/metrics` (see the `serve` module).
+//! updates and `/metrics` (see the `serve` module). `serve --access FILE`
+//! checks every page and form for the logged-in user (their roles, and the
+//! `tenants` the users file gives them).
 //!
 //! # Exit codes
 //!
 //! | code | meaning |
 //! | --- | --- |
 //! | 0 | done |
-//! | 1 | not found (thread, checkpoint, approval, store file) or refused (a decision the authorizer or the compare-and-set refused, edited arguments that do not fit the tool's schema, a thread that exists already on import, compacting an unfinished thread) |
-//! | 2 | usage: bad arguments, bad JSON in `--set`/`--args`, an update the app could not read back, an unreadable export file, an output that cannot be written |
+//! | 1 | not found (thread, checkpoint, approval, store file; a thread of a tenant the user does not act for) or refused (an operation the `--access` policy denies, a decision the authorizer or the compare-and-set refused, edited arguments that do not fit the tool's schema, a thread that exists already on import, compacting an unfinished thread, a run control for a thread with no queued run) |
+//! | 2 | usage: bad arguments (a command that records who acted without `--as`, `--access` without `--as`, an unreadable `--access` file), bad JSON in `--set`/`--args`, an update the app could not read back, an unreadable export file, an output that cannot be written |
 //! | 3 | store busy or unreachable: another process has the redb file open, a run holds the thread (`update`, `fork`, `answer`), or the PostgreSQL server cannot be reached |
 //! | 4 | store error: the store is damaged, of an unsupported format, or a read or write failed |
 //! | 5 | the thread's state cannot be computed without the graph's Rust types (a custom reducer, an update that does not fit, an update naming a key the stored state does not hold) |
@@ -74,12 +107,15 @@ macro_rules! outln {
     };
 }
 
+mod access;
+mod audit;
 mod decide;
 mod fold;
 mod inspect;
 mod open;
 mod operate;
 mod out;
+mod runs;
 mod serve;
 mod stuck;
 mod transfer;
@@ -87,16 +123,20 @@ mod types;
 
 use std::process::ExitCode;
 
+use agentflow::access::Operation;
 use clap::{Parser, Subcommand};
 
 /// What `--help` prints after the commands.
 const EXIT_CODES: &str = "\
 Exit codes:
   0  done
-  1  not found (thread, checkpoint, approval, store file) or refused (a decision the
-     authorizer or the compare-and-set refused; a thread that exists already on import)
-  2  usage: bad arguments, bad JSON, an unreadable export file, an output that cannot
-     be written (a reader that stops reading, as `| head`, ends the command with 0)
+  1  not found (thread, checkpoint, approval, store file; a thread of another tenant
+     than --tenant names) or refused (an operation the --access policy denies, a
+     decision the authorizer or the compare-and-set refused, a thread that exists
+     already on import, a run control for a thread with no queued run)
+  2  usage: bad arguments (no --as where it is needed), bad JSON, an unreadable export
+     or access file, an output that cannot be written (a reader that stops reading,
+     as `| head`, ends the command with 0)
   3  store busy or unreachable: another process has the redb file open, a run holds
      the thread (update, fork, answer), or the PostgreSQL server cannot be reached
   4  store error: damaged, unsupported format, a read or write failed
@@ -104,7 +144,8 @@ Exit codes:
      update naming a key the stored state does not hold)";
 
 /// Inspect and operate agentflow threads: list, show, diff, decide approvals, audit, fork,
-/// update, compact, export/import, draw the graph, find stuck threads.
+/// update, compact, export/import, draw the graph, find stuck threads, control queued runs.
+/// `--as`, `--role`, `--tenant` and `--access` say who acts and what they may do.
 #[derive(Parser, Debug)]
 #[command(name = "agentflow", version, after_help = EXIT_CODES)]
 pub struct Cli {
@@ -117,6 +158,9 @@ pub struct Cli {
     /// Print JSON (stable field names) instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Who acts, their roles and tenants, and the access policy checked.
+    #[command(flatten)]
+    pub who: access::AccessArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -159,11 +203,8 @@ pub enum Command {
     Settle(decide::DecideArgs),
     /// Answer a thread waiting in `cx.interrupt` (--value JSON); the app's next resume() (or a worker) uses it.
     Answer(decide::AnswerArgs),
-    /// The audit log of one thread, or of every thread.
-    Audit {
-        /// The thread id (every thread when left out).
-        thread: Option<String>,
-    },
+    /// The audit log of one thread, or of every thread; `audit verify` checks it was not changed.
+    Audit(audit::AuditArgs),
     /// Branch a thread at a checkpoint: the next resume continues from there.
     Fork(operate::ForkArgs),
     /// Write a manual update (JSON object of state fields) as a new checkpoint, audited; each
@@ -183,6 +224,8 @@ pub enum Command {
     },
     /// Threads waiting on a person too long, runs whose lease expired with no worker, overdue timers.
     Stuck(stuck::StuckArgs),
+    /// Resume, cancel or pause a thread's run in the run queue (workers act on it).
+    Run(runs::RunArgs),
     /// The approval inbox: a web page to judge and decide approvals, with /metrics.
     Serve(serve::ServeArgs),
 }
@@ -260,38 +303,94 @@ fn run(cli: Cli) -> Outcome {
     })?;
     let json = cli.json;
     if let Command::Serve(args) = &cli.command {
-        return serve::serve(&spec, cli.schema.as_deref(), args);
+        // The inbox checks each logged-in user: who runs the server is not who acts.
+        if cli.who.user.is_some() || !cli.who.roles.is_empty() || !cli.who.tenants.is_empty() {
+            return Err(Failure::usage(
+                "serve checks each logged-in user (their roles and tenants come from the --users file); \
+                 --as, --role and --tenant do not apply to it (unset AGENTFLOW_AS if it is set)",
+            ));
+        }
+        let policy = access::policy(cli.who.access.as_ref())?;
+        return serve::serve(&spec, cli.schema.as_deref(), args, policy);
     }
+    let guard = access::Guard::new(&cli.who)?;
+    let guard = &guard;
     // Import may create the store (once its file parsed: a bad file leaves no store behind);
     // every other command needs it to exist.
     if let Command::Import(args) = &cli.command {
         let threads = transfer::read(&args.file)?;
+        // An import writes approvals as decided, effects as done and audit entries as the file
+        // says: it needs `update_state` and `decide` besides `start`.
+        for t in &threads {
+            let id = &t.thread().id;
+            guard.access().check_start(id, t.thread().tenant.as_deref()).map_err(access::denied)?;
+            for op in [Operation::UpdateState, Operation::Decide] {
+                guard.access().allow(op, Some(id)).map_err(access::denied)?;
+            }
+        }
+        transfer::check_parents(&threads, |parent| {
+            open::open(&spec, cli.schema.as_deref(), false).ok().and_then(|s| s.thread(parent).ok().flatten())
+        })?;
         let store = open::open(&spec, cli.schema.as_deref(), true)?;
-        return transfer::import(&store, threads, json);
+        let importer = guard.actor().id.clone();
+        return transfer::import(&store, threads, &importer, json);
     }
     let store = open::open(&spec, cli.schema.as_deref(), false)?;
     let store = &store;
+    let read = |op: Operation, thread: &str| guard.thread(store.as_ref(), op, thread).map(drop);
     match cli.command {
-        Command::Threads(args) => inspect::threads(store.as_ref(), &args, json),
-        Command::Show { thread } => inspect::show(store.as_ref(), &thread, json),
-        Command::History { thread } => inspect::history(store.as_ref(), &thread, json),
-        Command::Diff { thread, seq_a, seq_b } => inspect::diff(store.as_ref(), &thread, seq_a, seq_b, json),
-        Command::Pending => inspect::pending(store, json),
-        Command::Approve(args) => decide::decide(store, decide::Kind::Approve, &args, json),
-        Command::Edit(args) => decide::decide(store, decide::Kind::Edit, &args, json),
-        Command::Reject(args) => decide::decide(store, decide::Kind::Reject, &args, json),
-        Command::Cancel(args) => decide::decide(store, decide::Kind::Cancel, &args, json),
-        Command::Answer(args) => decide::answer(store, &args, json),
-        Command::Settle(args) => decide::decide(store, decide::Kind::Settle, &args, json),
-        Command::Audit { thread } => operate::audit(store, thread.as_deref(), json),
-        Command::Fork(args) => operate::fork(store, &args, json),
-        Command::Update(args) => operate::update(store, &args, json),
-        Command::Compact(args) => operate::compact(store, &args, json),
-        Command::Export(args) => transfer::export(store, &args),
+        Command::Threads(args) => inspect::threads(store.as_ref(), guard, &args, json),
+        Command::Show { thread } => {
+            read(Operation::ReadState, &thread)?;
+            inspect::show(store.as_ref(), &thread, json)
+        }
+        Command::History { thread } => {
+            read(Operation::ReadHistory, &thread)?;
+            inspect::history(store.as_ref(), &thread, json)
+        }
+        Command::Diff { thread, seq_a, seq_b } => {
+            read(Operation::ReadHistory, &thread)?;
+            inspect::diff(store.as_ref(), &thread, seq_a, seq_b, json)
+        }
+        Command::Pending => inspect::pending(store, guard, json),
+        Command::Approve(args) => decide::decide(store, guard, decide::Kind::Approve, &args, json),
+        Command::Edit(args) => decide::decide(store, guard, decide::Kind::Edit, &args, json),
+        Command::Reject(args) => decide::decide(store, guard, decide::Kind::Reject, &args, json),
+        Command::Cancel(args) => decide::decide(store, guard, decide::Kind::Cancel, &args, json),
+        Command::Answer(args) => decide::answer(store, guard, &args, json),
+        Command::Settle(args) => decide::decide(store, guard, decide::Kind::Settle, &args, json),
+        Command::Audit(audit::AuditArgs { action: Some(audit::AuditAction::Verify { thread }), .. }) => {
+            audit::verify(store.as_ref(), guard, thread.as_deref(), json)
+        }
+        Command::Audit(audit::AuditArgs { thread, action: None }) => {
+            operate::audit(store, guard, thread.as_deref(), json)
+        }
+        Command::Fork(args) => {
+            let actor = guard.named("fork")?;
+            read(Operation::Fork, &args.thread)?;
+            operate::fork(store, &args, &actor.id, json)
+        }
+        Command::Update(args) => {
+            let actor = guard.named("update")?;
+            read(Operation::UpdateState, &args.thread)?;
+            operate::update(store, &args, &actor.id, json)
+        }
+        Command::Compact(args) => {
+            read(Operation::Compact, &args.thread)?;
+            operate::compact(store, &args, json)
+        }
+        Command::Export(args) => {
+            read(Operation::ReadHistory, &args.thread)?;
+            transfer::export(store, &args)
+        }
         // Handled above, before the store is opened.
         Command::Import(_) => Ok(()),
-        Command::Graph { thread } => inspect::graph(store.as_ref(), &thread, json),
-        Command::Stuck(args) => stuck::stuck(store, &args, json),
+        Command::Graph { thread } => {
+            read(Operation::ReadState, &thread)?;
+            inspect::graph(store.as_ref(), &thread, json)
+        }
+        Command::Stuck(args) => stuck::stuck(store, guard, &args, json),
+        Command::Run(args) => runs::run(store, guard, &args, json),
         Command::Serve(_) => Ok(()),
     }
 }

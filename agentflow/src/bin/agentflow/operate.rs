@@ -11,6 +11,9 @@ use agentflow_store::{AuditEntry, CompactError, LeaseError, StateChain};
 use clap::Args;
 use serde_json::{Value, json};
 
+use agentflow::access::Operation;
+
+use crate::access::Guard;
 use crate::inspect::thread_or_fail;
 use crate::out::{self, ago, brief, now_ms};
 use crate::{Failure, Outcome, code, fold, types};
@@ -20,11 +23,9 @@ use crate::{Failure, Outcome, code, fold, types};
 pub struct ForkArgs {
     /// The thread id.
     pub thread: String,
-    /// The checkpoint to branch from (see `agentflow history`).
+    /// The checkpoint to branch from (see `agentflow history`). Who forks is `--as`
+    /// (recorded in the audit log).
     pub seq: u64,
-    /// Who forks (recorded in the audit log).
-    #[arg(long = "as", value_name = "USER")]
-    pub user: String,
 }
 
 /// `update` arguments.
@@ -32,12 +33,10 @@ pub struct ForkArgs {
 pub struct UpdateArgs {
     /// The thread id.
     pub thread: String,
-    /// The update: a JSON object of state fields, merged through each field's reducer.
+    /// The update: a JSON object of state fields, merged through each field's reducer. Who
+    /// changes the state is `--as` (recorded in the audit log).
     #[arg(long, value_name = "JSON")]
     pub set: String,
-    /// Who changes the state (recorded in the audit log).
-    #[arg(long = "as", value_name = "USER")]
-    pub user: String,
 }
 
 /// `compact` arguments.
@@ -55,10 +54,16 @@ fn entry_json(e: &AuditEntry) -> Value {
 }
 
 /// `audit`.
-pub fn audit(store: &Arc<dyn Store>, thread: Option<&str>, as_json: bool) -> Outcome {
+/// One thread's log needs `read_history` on it; every thread's needs `list` and shows the
+/// threads of the actor's tenants.
+pub fn audit(store: &Arc<dyn Store>, guard: &Guard, thread: Option<&str>, as_json: bool) -> Outcome {
     let threads: Vec<String> = match thread {
-        Some(t) => vec![thread_or_fail(store.as_ref(), t)?.id],
-        None => store.scan_threads().map_err(Failure::store)?.items.into_iter().map(|t| t.id).collect(),
+        Some(t) => vec![guard.thread(store.as_ref(), Operation::ReadHistory, t)?.id],
+        None => {
+            guard.list()?;
+            let listing = store.scan_threads().map_err(Failure::store)?;
+            listing.items.into_iter().filter(|t| guard.sees(t)).map(|t| t.id).collect()
+        }
     };
     let mut entries = Vec::new();
     for t in &threads {
@@ -112,9 +117,9 @@ fn history_failure(e: HistoryError) -> Failure {
 }
 
 /// `fork`.
-pub fn fork(store: &Arc<dyn Store>, args: &ForkArgs, as_json: bool) -> Outcome {
+pub fn fork(store: &Arc<dyn Store>, args: &ForkArgs, user: &str, as_json: bool) -> Outcome {
     thread_or_fail(store.as_ref(), &args.thread)?;
-    let seq = fork_thread(store, &args.thread, args.seq, &args.user).map_err(history_failure)?;
+    let seq = fork_thread(store, &args.thread, args.seq, user).map_err(history_failure)?;
     if as_json {
         out::json(&json!({ "thread": args.thread, "from": args.seq, "seq": seq }))?;
     } else {
@@ -129,7 +134,7 @@ pub fn fork(store: &Arc<dyn Store>, args: &ForkArgs, as_json: bool) -> Outcome {
 
 /// `update`: the fields must be the state's (when the graph's description is stored), and
 /// the value is checked as the library checks values it stores.
-pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, as_json: bool) -> Outcome {
+pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, user: &str, as_json: bool) -> Outcome {
     let record = thread_or_fail(store.as_ref(), &args.thread)?;
     let update = out::parse_json("--set", &args.set)?;
     let Some(fields) = update.as_object() else {
@@ -179,11 +184,11 @@ pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, as_json: bool) -> Outco
     }
     agentflow::persist::check_json(&update, "update").map_err(|e| Failure::usage(e.to_string()))?;
     let blob = serde_json::to_vec(&update).map_err(|e| Failure::usage(e.to_string()))?;
-    let seq = update_thread(store, &args.thread, blob, &args.user).map_err(history_failure)?;
+    let seq = update_thread(store, &args.thread, blob, user).map_err(history_failure)?;
     if as_json {
         out::json(&json!({ "thread": args.thread, "seq": seq, "update": update }))?;
     } else {
-        outln!("thread {} updated by {}: checkpoint {seq}", args.thread, args.user)?;
+        outln!("thread {} updated by {user}: checkpoint {seq}", args.thread)?;
     }
     Ok(())
 }

@@ -62,12 +62,14 @@ pub struct Stuck {
 pub const KINDS: [&str; 4] = ["waiting_on_human", "lease_expired", "timer_overdue", "step_overdue"];
 
 /// `stuck`.
-pub fn stuck(store: &Arc<dyn Store>, args: &StuckArgs, as_json: bool) -> Outcome {
+pub fn stuck(store: &Arc<dyn Store>, guard: &crate::access::Guard, args: &StuckArgs, as_json: bool) -> Outcome {
+    guard.list()?;
     let waiting = out::parse_duration(&args.waiting).map_err(Failure::usage)?;
     let overdue = out::parse_duration(&args.overdue).map_err(Failure::usage)?;
     let running = out::parse_duration(&args.running).map_err(Failure::usage)?;
     let now = now_ms();
-    let found = find_with(store, waiting, overdue, running, now)?;
+    let mut found = find_with(store, waiting, overdue, running, now)?;
+    found.retain(|s| guard.sees_id(store.as_ref(), &s.thread));
     if as_json {
         out::json(&Value::Array(
             found

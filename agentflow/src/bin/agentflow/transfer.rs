@@ -162,9 +162,11 @@ fn thread_lines(store: &dyn Store, dump: &ThreadDump) -> Result<Vec<Value>, Fail
         lines.push(json!({ "type": "effect", "seq": k.seq, "node": k.node, "key": k.key, "result": blob(result) }));
     }
     for e in &dump.audit {
-        lines.push(
-            json!({ "type": "audit", "seq": e.seq, "at": e.at, "actor": e.actor, "kind": e.kind, "detail": e.detail }),
-        );
+        // With its place in the thread's hash chain, which an import keeps.
+        lines.push(json!({
+            "type": "audit", "seq": e.seq, "at": e.at, "actor": e.actor, "kind": e.kind, "detail": e.detail,
+            "detail_hash": e.detail_hash, "link": e.link,
+        }));
     }
     for a in &dump.approvals {
         lines.push(json!({ "type": "approval", "record": a }));
@@ -176,6 +178,13 @@ fn thread_lines(store: &dyn Store, dump: &ThreadDump) -> Result<Vec<Value>, Fail
 pub struct Imported {
     dump: ThreadDump,
     graph: Option<(String, String)>,
+}
+
+impl Imported {
+    /// The thread's record as the file gives it.
+    pub fn thread(&self) -> &ThreadRecord {
+        &self.dump.thread
+    }
 }
 
 /// How deep `text` nests arrays and objects, brackets inside strings not counted (a count that
@@ -326,6 +335,10 @@ pub fn read(file: &PathBuf) -> Result<Vec<Imported>, Failure> {
                 actor: field(&v, "actor", n)?,
                 kind: field(&v, "kind", n)?,
                 detail: v.get("detail").cloned().unwrap_or(Value::Null),
+                // The entry's place in the thread's hash chain; a line of an older export has
+                // none, and the store chains it on restore.
+                detail_hash: v.get("detail_hash").and_then(Value::as_str).unwrap_or_default().to_string(),
+                link: v.get("link").and_then(Value::as_str).unwrap_or_default().to_string(),
             }),
             "approval" => t.dump.approvals.push(field::<ApprovalRecord>(&v, "record", n)?),
             other => return Err(Failure::usage(format!("line {n}: unknown line type `{other}`"))),
@@ -337,9 +350,40 @@ pub fn read(file: &PathBuf) -> Result<Vec<Imported>, Failure> {
     Ok(threads)
 }
 
+/// Refuses a file whose subgraph child names a parent that is neither in the file nor a
+/// stored thread of the child's tenant (`stored` reads one from the target store, if it
+/// exists): a child planted under another tenant's parent would be taken for its child.
+pub fn check_parents(
+    threads: &[Imported],
+    stored: impl Fn(&str) -> Option<agentflow::persist::ThreadRecord>,
+) -> Outcome {
+    let ids: std::collections::HashSet<&str> = threads.iter().map(|t| t.thread().id.as_str()).collect();
+    for t in threads {
+        let child = t.thread();
+        let Some(parent) = child.parent.as_deref() else { continue };
+        if ids.contains(parent) {
+            let in_file = threads.iter().map(|t| t.thread()).find(|p| p.id == parent);
+            if in_file.is_some_and(|p| p.tenant == child.tenant) {
+                continue;
+            }
+        } else if stored(parent).is_some_and(|p| p.tenant == child.tenant) {
+            continue;
+        }
+        return Err(Failure::not_found(format!(
+            "thread `{}` is a subgraph child of `{parent}`, which is neither in the file nor a thread of the same \
+             tenant in this store; export the parent with its children; nothing of the file was imported",
+            child.id
+        )));
+    }
+    Ok(())
+}
+
 /// `import` of the threads [`read`] from a file (read before the store is opened or created,
 /// so a file that does not parse leaves no new store behind).
-pub fn import(store: &std::sync::Arc<dyn Store>, threads: Vec<Imported>, as_json: bool) -> Outcome {
+///
+/// Each imported thread's audit log ends with a `thread.imported` entry naming `importer`: the
+/// log says the thread came from a file, and who brought it.
+pub fn import(store: &std::sync::Arc<dyn Store>, threads: Vec<Imported>, importer: &str, as_json: bool) -> Outcome {
     let store = store.as_ref();
     let mut done = Vec::new();
     let mut dumps = Vec::new();
@@ -367,6 +411,16 @@ pub fn import(store: &std::sync::Arc<dyn Store>, threads: Vec<Imported>, as_json
         }
         other => Failure::store(other),
     })?;
+    let at = crate::out::now_ms();
+    for id in &done {
+        let entry =
+            agentflow_store::NewAuditEntry::new(at, importer, "thread.imported", json!({ "threads": done.len() }));
+        store.append_audit(id, entry).map_err(|e| {
+            Failure::store(format!(
+                "the threads were imported, but thread `{id}`'s `thread.imported` audit entry was not: {e}"
+            ))
+        })?;
+    }
     // The graphs' descriptions once the threads are in (a refused file writes none); one
     // stored already is kept.
     for (fingerprint, description) in graphs {

@@ -56,6 +56,15 @@ impl<S: State> Resumed<S> {
     }
 }
 
+/// Who a new thread is: its id, the thread it is a subgraph child of, who it belongs to and
+/// its tenant.
+pub(crate) struct NewThread {
+    pub(crate) thread: String,
+    pub(crate) parent: Option<String>,
+    pub(crate) owner: String,
+    pub(crate) tenant: Option<String>,
+}
+
 impl Checkpointer {
     /// Starts a new thread at `input` (a subgraph child of thread `parent`, if given):
     /// checkpoint 0 holds its snapshot and the thread's `budget`.
@@ -63,9 +72,7 @@ impl Checkpointer {
     pub(crate) async fn start<S: State>(
         graph: &impl GraphIdentity,
         store: Arc<dyn Store>,
-        thread: String,
-        parent: Option<String>,
-        owner: String,
+        ids: NewThread,
         durability: Durability,
         lease_ttl: Duration,
         budget: ThreadBudget,
@@ -73,6 +80,7 @@ impl Checkpointer {
         holder: Option<LeaseHolder>,
         parents: ParentLeases,
     ) -> Result<Self, ThreadError> {
+        let NewThread { thread, parent, owner, tenant } = ids;
         let snapshot = to_json(input, "the input state")?;
         let mut metadata = CheckpointMetadata::new(0, CheckpointSource::Input, vec![]);
         metadata.extra = json!({ GRAPH: graph.shape(), BUDGET: budget });
@@ -90,6 +98,7 @@ impl Checkpointer {
                 let described = matches!(st.graph_description(&fingerprint), Ok(Some(_)));
                 let mut cp = Checkpointer::new(s, lease, owner, fingerprint, S::VERSION, durability);
                 cp.parent = parent;
+                cp.tenant = tenant;
                 // A child's thread is created fenced by its parents' leases too: a parent that lost
                 // its thread does not start one.
                 cp.parents = parents;
@@ -152,6 +161,7 @@ impl Checkpointer {
         );
         cp.created_at = record.created_at;
         cp.parent = record.parent.clone();
+        cp.tenant = record.tenant.clone();
         cp.opened_as = Some(record.status);
         let id = cp.thread.clone();
         let latest = blocking(&cp.store, move |s| s.latest_checkpoint(&id))

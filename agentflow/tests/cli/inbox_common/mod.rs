@@ -269,6 +269,8 @@ impl Serve {
             .env_remove("AGENTFLOW_ROLES")
             .env_remove("AGENTFLOW_TWO_PERSON")
             .env_remove("AGENTFLOW_PG_SCHEMA")
+            .env_remove("AGENTFLOW_AS")
+            .env_remove("AGENTFLOW_ACCESS")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -303,6 +305,8 @@ pub fn cli(store: &str, args: &[&str]) -> std::process::Output {
         .env_remove("AGENTFLOW_ROLES")
         .env_remove("AGENTFLOW_TWO_PERSON")
         .env_remove("AGENTFLOW_PG_SCHEMA")
+        .env_remove("AGENTFLOW_AS")
+        .env_remove("AGENTFLOW_ACCESS")
         .output()
         .expect("run the agentflow binary")
 }

@@ -3,13 +3,13 @@
 use std::sync::Arc;
 
 use agentflow::approval::{AnswerError, ApprovalDesk, Approver, DecisionError, RoleAuthorizer};
-use axum::extract::{Form, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::Value;
 
 use super::pages;
-use super::respond::{FormData, Shared, checked, error_page, failure, html, redirect};
+use super::respond::{FormData, Shared, error_page, failure, html, posted, redirect};
 
 /// A refused decision: its status and message.
 fn refused(e: DecisionError) -> (StatusCode, String) {
@@ -20,6 +20,9 @@ fn refused(e: DecisionError) -> (StatusCode, String) {
             StatusCode::CONFLICT
         }
         DecisionError::InvalidEdit { .. } | DecisionError::InvalidResult { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        // The access policy refused (a thread of another tenant is not found, above).
+        DecisionError::Access(agentflow::access::AccessError::NotVisible { .. }) => StatusCode::NOT_FOUND,
+        DecisionError::Access(_) => StatusCode::FORBIDDEN,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (status, e.to_string())
@@ -37,14 +40,8 @@ pub async fn decide(
     Path((id, action)): Path<(String, String)>,
     form: FormData,
 ) -> Response {
-    let form = match form {
-        Ok(Form(f)) => f,
-        Err(_) => {
-            return error_page(StatusCode::BAD_REQUEST, "Bad request", "A decision is sent as a form.", None);
-        }
-    };
-    let s = match checked(&server, &headers, &form) {
-        Ok(s) => s,
+    let (form, s) = match posted(&server, &headers, form, "A decision") {
+        Ok(posted) => posted,
         Err(r) => return *r,
     };
     let field = |name: &str| form.get(name).map(|v| v.trim().to_string()).unwrap_or_default();
@@ -87,12 +84,15 @@ pub async fn decide(
     };
     let sent_args = matches!(decision, Decision::Edit(_)).then(|| field("args"));
     let authorizer = server.authorizer.clone();
-    let approver = Approver::new(s.user.clone(), s.roles.clone());
+    let policy = Arc::clone(&server.access);
+    let approver: Approver = s.actor();
     let target = id.clone();
     let result = server
         .store
         .with(move |store| {
-            let desk = ApprovalDesk::for_store(Arc::clone(store), authorizer);
+            let desk = ApprovalDesk::for_store(Arc::clone(store), authorizer)
+                .access_shared(policy)
+                .reading_as(approver.clone());
             let id = target.as_str();
             let outcome = match decision {
                 Decision::Approve(None) => desk.approve(id, &approver),
@@ -142,12 +142,8 @@ pub async fn answer(
     Path(id): Path<String>,
     form: FormData,
 ) -> Response {
-    let form = match form {
-        Ok(Form(f)) => f,
-        Err(_) => return error_page(StatusCode::BAD_REQUEST, "Bad request", "An answer is sent as a form.", None),
-    };
-    let s = match checked(&server, &headers, &form) {
-        Ok(s) => s,
+    let (form, s) = match posted(&server, &headers, form, "An answer") {
+        Ok(posted) => posted,
         Err(r) => return *r,
     };
     if let Some(role) = &server.answer_role
@@ -188,12 +184,15 @@ pub async fn answer(
             );
         }
     };
-    let who = Approver::new(s.user.clone(), s.roles.clone());
+    let who: Approver = s.actor();
     let thread = id.clone();
+    let policy = Arc::clone(&server.access);
     let result = server
         .store
         .with(move |store| {
-            let desk = ApprovalDesk::for_store(Arc::clone(store), RoleAuthorizer::new());
+            let desk = ApprovalDesk::for_store(Arc::clone(store), RoleAuthorizer::new())
+                .access_shared(policy)
+                .reading_as(who.clone());
             Ok(desk.answer_question(&thread, checkpoint, &question, value, &who))
         })
         .await;
@@ -211,6 +210,8 @@ pub async fn answer(
                 | AnswerError::Busy { .. } => StatusCode::CONFLICT,
                 AnswerError::Anonymous => StatusCode::UNAUTHORIZED,
                 AnswerError::Value(_) => StatusCode::UNPROCESSABLE_ENTITY,
+                AnswerError::Access(agentflow::access::AccessError::NotVisible { .. }) => StatusCode::NOT_FOUND,
+                AnswerError::Access(_) => StatusCode::FORBIDDEN,
                 // Recorded, but the run a worker parked for it was not woken.
                 AnswerError::NotWoken { .. } => {
                     return error_page(

@@ -4,13 +4,16 @@
 //!
 //! ```json
 //! { "users": [
-//!     { "name": "alice", "token_sha256": "<hex SHA-256 of her token>", "roles": ["irreversible"] },
+//!     { "name": "alice", "token_sha256": "<hex SHA-256 of her token>", "roles": ["irreversible"],
+//!       "tenants": ["acme"] },
 //!     { "name": "bob", "token": "a-plain-token", "roles": [] }
 //! ] }
 //! ```
 //!
 //! `token_sha256` keeps the file free of the secret (`printf %s TOKEN | sha256sum`); `token`
-//! (plain) is accepted for local trials. A file is refused when a `token_sha256` is the hash
+//! (plain) is accepted for local trials. `tenants` (optional; absent: every tenant) lists the
+//! tenants whose threads the user sees and acts on; `roles` are checked by the authorizer and
+//! by the `--access` policy. A file is refused when a `token_sha256` is the hash
 //! of the empty token, a plain token has spaces around it, or two user names could be taken
 //! for one another (equal ignoring case, or confusable under Unicode's skeleton rules:
 //! `alice` and `аlice` with a Cyrillic a, fullwidth `ａlice`; spaces around; characters other
@@ -54,6 +57,9 @@ struct UserEntry {
     token_sha256: Option<String>,
     #[serde(default)]
     roles: Vec<String>,
+    /// The tenants whose threads the user sees and acts on; absent: every tenant.
+    #[serde(default)]
+    tenants: Option<Vec<String>>,
 }
 
 /// A configured user.
@@ -65,6 +71,8 @@ pub struct User {
     token_hash: String,
     /// The roles, checked by the authorizer.
     pub roles: Vec<String>,
+    /// The tenants the user acts for (`None`: every tenant).
+    pub tenants: Option<Vec<String>>,
 }
 
 /// A logged-in session.
@@ -74,8 +82,21 @@ pub struct Session {
     pub user: String,
     /// The user's roles.
     pub roles: Vec<String>,
+    /// The tenants the user acts for (`None`: every tenant).
+    pub tenants: Option<Vec<String>>,
     /// The token every POST of this session must carry.
     pub csrf: String,
+}
+
+impl Session {
+    /// The user as the access policy and the desk check them: name, roles and tenants.
+    pub fn actor(&self) -> agentflow::access::Actor {
+        let actor = agentflow::access::Actor::new(self.user.clone(), self.roles.iter().cloned());
+        match &self.tenants {
+            Some(tenants) => actor.for_tenants(tenants.iter().cloned()),
+            None => actor,
+        }
+    }
 }
 
 /// Users, live sessions and failed logins.
@@ -180,7 +201,7 @@ impl Auth {
             if users.iter().any(|x: &User| x.token_hash == token_hash) {
                 return Err(Failure::usage(format!("--users {shown}: two users have the same token")));
             }
-            users.push(User { name: u.name, token_hash, roles: u.roles });
+            users.push(User { name: u.name, token_hash, roles: u.roles, tenants: u.tenants });
         }
         if users.is_empty() {
             return Err(Failure::usage(format!("--users {shown}: the file names no user")));
@@ -220,7 +241,12 @@ impl Auth {
             return Ok(Ok(None));
         };
         let id = random_token()?;
-        let session = Session { user: user.name.clone(), roles: user.roles.clone(), csrf: random_token()? };
+        let session = Session {
+            user: user.name.clone(),
+            roles: user.roles.clone(),
+            tenants: user.tenants.clone(),
+            csrf: random_token()?,
+        };
         self.sessions.insert(
             id.clone(),
             &person_key(&user.name),
@@ -279,7 +305,7 @@ mod tests {
         let message = refusal("empty", &format!(r#"{{"users": [{{"name": "alice", "token_sha256": "{empty}"}}]}}"#));
         assert!(message.contains("empty token"), "{message}");
         let auth = Auth {
-            users: vec![User { name: "alice".into(), token_hash: empty, roles: vec![] }],
+            users: vec![User { name: "alice".into(), token_hash: empty, roles: vec![], tenants: None }],
             sessions: SessionTable::new(8),
             session_ms: 60_000,
             attempts: AttemptLimiter::new(10, Duration::from_secs(6)),

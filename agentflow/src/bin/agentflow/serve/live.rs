@@ -1,7 +1,7 @@
 //! Live updates and the stuck-thread gauge.
 //!
-//! `GET /live` answers `{"version": .., "approvals": N, "interrupts": M}`: the version is a
-//! hash of every waiting approval (id, status, last change) and every thread that waits (id,
+//! `GET /live` answers `{"version": .., "approvals": N, "interrupts": M}` for the logged-in
+//! user (the threads of their tenants): the version is a hash of every waiting approval (id, status, last change) and every thread that waits (id,
 //! last change, answers recorded): an `interrupted` one, or a `failed` one still waiting in its
 //! interrupt after an answer of the wrong shape, as the inbox lists it. So it changes whenever
 //! a decision is made, from this server, the CLI or an app, and whenever a thread starts or
@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentflow::Store;
+use agentflow::access::Access;
 use agentflow::approval::{ANSWER_KIND, ApprovalDesk, RoleAuthorizer};
 use agentflow_store::ThreadStatus;
 use serde_json::{Value, json};
@@ -26,8 +27,8 @@ use crate::out::now_ms;
 /// as `agentflow stuck` lists them with the server's thresholds.
 pub const STUCK_THREADS: &str = "agentflow_stuck_threads";
 
-/// What waits now, as the `/live` JSON.
-pub fn snapshot(shared: &Arc<dyn Store>) -> Result<Value, Failure> {
+/// What waits now for the user of `access` (the threads of their tenants), as the `/live` JSON.
+pub fn snapshot(shared: &Arc<dyn Store>, access: &Access) -> Result<Value, Failure> {
     let store = shared.as_ref();
     let desk = ApprovalDesk::for_store(Arc::clone(shared), RoleAuthorizer::new());
     let mut approvals: Vec<(String, String, u64)> = store
@@ -35,6 +36,7 @@ pub fn snapshot(shared: &Arc<dyn Store>) -> Result<Value, Failure> {
         .map_err(Failure::store)?
         .items
         .into_iter()
+        .filter(|a| super::checks::sees_id(store, access, &a.thread))
         .map(|a| (a.id, a.status.as_str().to_string(), a.updated_at))
         .collect();
     approvals.sort();
@@ -45,6 +47,7 @@ pub fn snapshot(shared: &Arc<dyn Store>) -> Result<Value, Failure> {
         .into_iter()
         // A thread whose resume failed with a spent answer (one of the wrong shape) still waits
         // in its interrupt, and the inbox lists it: an answer to it changes the version too.
+        .filter(|t| access.sees(t))
         .filter(|t| {
             t.status == ThreadStatus::Interrupted
                 || (t.status == ThreadStatus::Failed && desk.waiting_interrupt(&t.id).is_ok())

@@ -18,6 +18,13 @@
 //!   (`--allow-host`) is refused with 421, a user holds at most `--sessions-per-user` sessions
 //!   (a new login ends the oldest), and `--answer-role` makes answering a question need a role
 //!   as deciding an approval does.
+//! - **Access**: with `--access FILE` (the CLI's role-access policy) every page and form is
+//!   checked for the logged-in user, with the roles and the `tenants` the users file gives
+//!   them: listings need `list` and show only the threads of the user's tenants, a thread page
+//!   `read_state`, a checkpoint page and the audit log `read_history`, decisions `decide`,
+//!   answers `answer`, and the thread page's controls `resume`, `pause`, `cancel`, `fork`. A
+//!   refused operation answers 403 with the reason; a thread of another tenant answers 404,
+//!   as a missing one. The inbox starts no thread, updates no state and compacts nothing.
 //! - **Live**: `GET /live` answers a small JSON fingerprint of what waits; the inbox polls it
 //!   and reloads when it changes (a decision made from the CLI or another browser).
 //! - **Metrics**: `GET /metrics` is the Prometheus text of every `agentflow_*` metric this
@@ -31,6 +38,8 @@
 
 mod acts;
 mod auth;
+mod checks;
+mod controls;
 mod live;
 mod pages;
 mod respond;
@@ -43,6 +52,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentflow::Store;
+use agentflow::access::AccessPolicy;
 use agentflow::approval::RoleAuthorizer;
 use agentflow::serve_limits::{self, ServeLimits};
 use clap::Args;
@@ -64,7 +74,8 @@ pub struct ServeArgs {
     /// Use it when a TLS proxy serves the inbox (with plain HTTP, logins would not stick).
     #[arg(long)]
     pub secure_cookies: bool,
-    /// The users file (JSON): `{"users": [{"name": .., "token_sha256": .., "roles": [..]}]}`.
+    /// The users file (JSON): `{"users": [{"name": .., "token_sha256": .., "roles": [..],
+    /// "tenants": [..]}]}` (`tenants` optional: absent, the user acts for every tenant).
     #[arg(long, value_name = "FILE")]
     pub users: PathBuf,
     /// Which role may decide which risk class, as RISK=ROLE pairs (as for `approve`).
@@ -168,10 +179,13 @@ pub struct Server {
     pub cookie_attrs: &'static str,
     /// The role answering a question needs, if any (`--answer-role`).
     pub answer_role: Option<String>,
+    /// The access policy every route checks for the logged-in user (`--access`; every
+    /// operation allowed without it).
+    pub access: Arc<dyn AccessPolicy>,
 }
 
 /// `serve`.
-pub fn serve(spec: &str, schema: Option<&str>, args: &ServeArgs) -> Outcome {
+pub fn serve(spec: &str, schema: Option<&str>, args: &ServeArgs, policy: Arc<dyn AccessPolicy>) -> Outcome {
     let addr: SocketAddr = args.bind.parse().map_err(|_| {
         Failure::usage(format!("--bind `{}` is not an address and port, like 127.0.0.1:8700", args.bind))
     })?;
@@ -245,6 +259,7 @@ pub fn serve(spec: &str, schema: Option<&str>, args: &ServeArgs) -> Outcome {
             stuck: (waiting, overdue),
             cookie_attrs,
             answer_role: args.answer_role.clone().filter(|r| !r.trim().is_empty()),
+            access: policy,
         });
         // The gauge holds a value before the first scrape.
         live::refresh_stuck(&server).await;

@@ -78,6 +78,22 @@ pub(super) fn cross_site(headers: &HeaderMap) -> bool {
     origin_host != host
 }
 
+/// The fields of a POSTed form and its session, CSRF-checked (see [`checked`]); the error page
+/// to answer otherwise. `what` names what the form sends ("A decision").
+pub(super) fn posted(
+    server: &Server,
+    headers: &HeaderMap,
+    form: FormData,
+    what: &str,
+) -> Result<(HashMap<String, String>, Session), Box<Response>> {
+    let Ok(Form(form)) = form else {
+        let message = format!("{what} is sent as a form.");
+        return Err(Box::new(error_page(StatusCode::BAD_REQUEST, "Bad request", &message, None)));
+    };
+    let session = checked(server, headers, &form)?;
+    Ok((form, session))
+}
+
 /// The session of a state-changing request with a valid CSRF token, or the refusal.
 pub(super) fn checked(
     server: &Server,

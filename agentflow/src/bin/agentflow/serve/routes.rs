@@ -9,7 +9,17 @@
 //! | `GET /audit`, `GET /stuck` | yes | the audit log, the stuck threads |
 //! | `GET /live` | yes | the live fingerprint (JSON) |
 //! | `POST /approvals/{id}/approve`, `/edit`, `/reject` | yes + CSRF | a decision, in the user's name |
+//! | `POST /threads/{id}/answer` | yes + CSRF | an answer to the thread's question |
+//! | `POST /threads/{id}/resume`, `/cancel`, `/pause`, `/fork` | yes + CSRF | a run control (the run queue), a fork at a checkpoint |
 //! | `GET /metrics` | no | Prometheus text (counts only; nothing from the threads' states) |
+//!
+//! Every route is checked for the logged-in user (name, roles and tenants from the users file)
+//! by the `--access` policy: listings (inbox, threads, stuck, live) need `list` and show only
+//! the threads of the user's tenants; a thread page needs `read_state`, a checkpoint page and
+//! the audit log `read_history`; decisions `decide`, answers `answer`, the controls `resume`,
+//! `cancel`, `pause`, `fork`. A refused operation answers 403 with the reason; a thread of
+//! another tenant answers 404, exactly as a missing one. Starting threads, updating a state
+//! and compacting are not offered here (the CLI does them).
 //!
 //! A page asked for without a session redirects to `/login`; a POST without one is refused
 //! with 401, with a wrong or missing CSRF token (or a cross-site `Origin`) with 403. Errors
@@ -19,6 +29,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use agentflow::access::{Access, Operation};
 use agentflow::approval::{AnswerError, ApprovalDesk, RoleAuthorizer};
 use agentflow::{PendingKind, Store};
 use agentflow_store::{ApprovalRecord, ApprovalStatus, ThreadRecord, ThreadStatus};
@@ -30,6 +41,7 @@ use axum::routing::{get, post};
 use serde_json::Value;
 
 use super::auth;
+use super::checks;
 use super::live;
 use super::pages::{self, ApprovalView, Context, InterruptView, Question};
 use super::respond::{FormData, Shared, checked, cross_site, error_page, failure, html, redirect};
@@ -53,6 +65,7 @@ pub fn router(server: Shared) -> Router {
         .route("/metrics", get(metrics))
         .route("/approvals/{id}/{action}", post(super::acts::decide))
         .route("/threads/{id}/answer", post(super::acts::answer))
+        .route("/threads/{id}/{action}", post(super::controls::act))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(no_nul_in_address))
         .with_state(server)
@@ -209,17 +222,25 @@ struct InboxData {
     decided_sign_offs: String,
 }
 
-fn inbox_data(shared: &Arc<dyn Store>, stuck: (u64, u64), decided: Option<String>) -> Result<InboxData, Failure> {
+fn inbox_data(
+    shared: &Arc<dyn Store>,
+    access: &Access,
+    stuck: (u64, u64),
+    decided: Option<String>,
+) -> Result<InboxData, Failure> {
     let store = shared.as_ref();
     let desk = ApprovalDesk::for_store(Arc::clone(shared), RoleAuthorizer::new());
     let mut threads: BTreeMap<String, Context> = BTreeMap::new();
     let mut approvals = Vec::new();
     for record in store.scan_pending_approvals().map_err(Failure::store)?.items {
         if !threads.contains_key(&record.thread) {
-            // A thread record that cannot be read leaves its approval decidable, with a warning.
+            // A thread record that cannot be read leaves its approval decidable, with a warning,
+            // when every tenant may see it; under tenants, whose it is cannot be told: not listed.
             let c = match store.thread(&record.thread) {
-                Ok(Some(t)) => context(store, &t)?,
-                Ok(None) => continue,
+                // Only the approvals of threads of the user's tenants are listed.
+                Ok(Some(t)) if access.sees(&t) => context(store, &t)?,
+                Ok(_) => continue,
+                Err(_) if access.actor().tenants != agentflow::access::Tenants::All => continue,
                 Err(e) => Context { warnings: vec![format!("the thread cannot be shown: {e}")], ..Context::default() },
             };
             threads.insert(record.thread.clone(), c);
@@ -245,7 +266,7 @@ fn inbox_data(shared: &Arc<dyn Store>, stuck: (u64, u64), decided: Option<String
     let mut unreadable = Vec::new();
     for t in store.scan_threads().map_err(Failure::store)?.items {
         // A thread whose resume failed with a spent answer still waits in its interrupt.
-        if !matches!(t.status, ThreadStatus::Interrupted | ThreadStatus::Failed) {
+        if !matches!(t.status, ThreadStatus::Interrupted | ThreadStatus::Failed) || !access.sees(&t) {
             continue;
         }
         match interrupt_view(store, &desk, &t) {
@@ -260,10 +281,11 @@ fn inbox_data(shared: &Arc<dyn Store>, stuck: (u64, u64), decided: Option<String
         }
     }
     let mut stuck = crate::stuck::find(shared, stuck.0, stuck.1, now_ms())?;
+    stuck.retain(|s| checks::sees_id(store, access, &s.thread));
     stuck.extend(unreadable);
-    let version = live::snapshot(shared)?["version"].as_str().unwrap_or_default().to_string();
+    let version = live::snapshot(shared, access)?["version"].as_str().unwrap_or_default().to_string();
     let decided = match decided {
-        Some(id) => store.approval(&id).map_err(Failure::store)?,
+        Some(id) => store.approval(&id).map_err(Failure::store)?.filter(|a| checks::sees_id(store, access, &a.thread)),
         None => None,
     };
     let decided_sign_offs = match &decided {
@@ -316,9 +338,13 @@ fn interrupt_view(store: &dyn Store, desk: &ApprovalDesk, t: &ThreadRecord) -> R
 
 async fn inbox(State(server): State<Shared>, headers: HeaderMap, Query(q): Query<HashMap<String, String>>) -> Response {
     let Some(s) = server.auth.session(&headers) else { return redirect("/login") };
+    let access = checks::access(&server, &s);
+    if let Err(e) = access.allow(Operation::List, None) {
+        return checks::refused(&e, &s);
+    }
     let limits = server.stuck;
     let decided = q.get("decided").cloned();
-    match server.store.with(move |store| inbox_data(store, limits, decided)).await {
+    match server.store.with(move |store| inbox_data(store, &access, limits, decided)).await {
         Ok(d) => {
             let flash = d.decided.as_ref().map(|a| {
                 let mut text = format!(
@@ -347,15 +373,20 @@ async fn inbox(State(server): State<Shared>, headers: HeaderMap, Query(q): Query
 
 async fn threads(State(server): State<Shared>, headers: HeaderMap) -> Response {
     let Some(s) = server.auth.session(&headers) else { return redirect("/login") };
+    let access = checks::access(&server, &s);
+    if let Err(e) = access.allow(Operation::List, None) {
+        return checks::refused(&e, &s);
+    }
     let result = server
         .store
-        .with(|store| {
+        .with(move |store| {
             let mut names = Names::default();
             let mut list: Vec<(ThreadRecord, Option<String>)> = store
                 .scan_threads()
                 .map_err(Failure::store)?
                 .items
                 .into_iter()
+                .filter(|t| access.sees(t))
                 .map(|t| {
                     let n = names.of(store.as_ref(), &t);
                     (t, n)
@@ -373,23 +404,28 @@ async fn threads(State(server): State<Shared>, headers: HeaderMap) -> Response {
 
 async fn thread(State(server): State<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     let Some(s) = server.auth.session(&headers) else { return redirect("/login") };
+    let access = checks::access(&server, &s);
     let result = server
         .store
         .with(move |store| {
             let store = store.as_ref();
-            let t = inspect::thread_or_fail(store, &id)?;
+            let t = match checks::thread(store, &access, Operation::ReadState, &id)? {
+                Ok(t) => t,
+                Err(e) => return Ok(Err(e)),
+            };
             let c = context(store, &t)?;
             let approvals = store.list_approvals(&id).map_err(Failure::store)?;
             let audit = store.scan_audit(&id).map_err(Failure::store)?.items;
             let steps = timeline::steps(store, &id, &approvals, &audit)?;
             let waiting = timeline::now(store, &t);
-            Ok((t, c, steps, waiting, approvals, audit))
+            Ok(Ok((t, c, steps, waiting, approvals, audit)))
         })
         .await;
     match result {
-        Ok((t, c, steps, waiting, approvals, audit)) => {
+        Ok(Ok((t, c, steps, waiting, approvals, audit))) => {
             html(StatusCode::OK, pages::thread(&s, &t, &c, &steps, &waiting, &approvals, &audit))
         }
+        Ok(Err(e)) => checks::refused(&e, &s),
         Err(f) => failure(f, Some(&s)),
     }
 }
@@ -404,35 +440,45 @@ async fn checkpoint(
         return error_page(StatusCode::BAD_REQUEST, "Bad request", "A checkpoint is a number.", Some(&s));
     };
     let thread = id.clone();
+    let access = checks::access(&server, &s);
     let result = server
         .store
         .with(move |store| {
             let store = store.as_ref();
-            let t = inspect::thread_or_fail(store, &thread)?;
+            let t = match checks::thread(store, &access, Operation::ReadHistory, &thread)? {
+                Ok(t) => t,
+                Err(e) => return Ok(Err(e)),
+            };
             let description = fold::description(store, &t)?;
             let fields = fold::fields(description.as_ref());
             let folded = fold::state_at(store, &thread, seq, fields.as_ref())?;
             let approvals = store.list_approvals(&thread).map_err(Failure::store)?;
             let audit = store.scan_audit(&thread).map_err(Failure::store)?.items;
             let step = timeline::steps(store, &thread, &approvals, &audit)?.into_iter().find(|st| st.seq == seq);
-            Ok((folded, step))
+            Ok(Ok((folded, step)))
         })
         .await;
     match result {
-        Ok((folded, step)) => {
+        Ok(Ok((folded, step))) => {
             html(StatusCode::OK, pages::checkpoint(&s, &id, seq, &folded.state, &folded.warnings, step.as_ref()))
         }
+        Ok(Err(e)) => checks::refused(&e, &s),
         Err(f) => failure(f, Some(&s)),
     }
 }
 
 async fn audit(State(server): State<Shared>, headers: HeaderMap) -> Response {
     let Some(s) = server.auth.session(&headers) else { return redirect("/login") };
+    // The audit log of every thread the user sees: a read of their histories.
+    let access = checks::access(&server, &s);
+    if let Err(e) = access.allow(Operation::ReadHistory, None) {
+        return checks::refused(&e, &s);
+    }
     let result = server
         .store
-        .with(|store| {
+        .with(move |store| {
             let mut entries = Vec::new();
-            for t in store.scan_threads().map_err(Failure::store)?.items {
+            for t in store.scan_threads().map_err(Failure::store)?.items.into_iter().filter(|t| access.sees(t)) {
                 entries.extend(store.scan_audit(&t.id).map_err(Failure::store)?.items);
             }
             entries.sort_by(|a, b| (b.at, &b.thread, b.seq).cmp(&(a.at, &a.thread, a.seq)));
@@ -448,8 +494,17 @@ async fn audit(State(server): State<Shared>, headers: HeaderMap) -> Response {
 
 async fn stuck(State(server): State<Shared>, headers: HeaderMap) -> Response {
     let Some(s) = server.auth.session(&headers) else { return redirect("/login") };
+    let access = checks::access(&server, &s);
+    if let Err(e) = access.allow(Operation::List, None) {
+        return checks::refused(&e, &s);
+    }
     let (waiting, overdue) = server.stuck;
-    match server.store.with(move |store| crate::stuck::find(store, waiting, overdue, now_ms())).await {
+    let found = server.store.with(move |store| {
+        let mut found = crate::stuck::find(store, waiting, overdue, now_ms())?;
+        found.retain(|st| checks::sees_id(store.as_ref(), &access, &st.thread));
+        Ok(found)
+    });
+    match found.await {
         Ok(found) => html(StatusCode::OK, pages::stuck(&s, &found, waiting, overdue)),
         Err(f) => failure(f, Some(&s)),
     }
@@ -462,10 +517,14 @@ async fn live_json(State(server): State<Shared>, headers: HeaderMap) -> Response
         r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         r
     };
-    if server.auth.session(&headers).is_none() {
+    let Some(s) = server.auth.session(&headers) else {
         return json(StatusCode::UNAUTHORIZED, serde_json::json!({ "error": "log in first" }));
+    };
+    let access = checks::access(&server, &s);
+    if let Err(e) = access.allow(Operation::List, None) {
+        return json(StatusCode::FORBIDDEN, serde_json::json!({ "error": e.to_string() }));
     }
-    match server.store.with(live::snapshot).await {
+    match server.store.with(move |store| live::snapshot(store, &access)).await {
         Ok(v) => json(StatusCode::OK, v),
         Err(f) => json(StatusCode::SERVICE_UNAVAILABLE, serde_json::json!({ "error": f.message })),
     }

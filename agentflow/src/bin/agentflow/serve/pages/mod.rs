@@ -11,11 +11,13 @@ use crate::out::{ago, brief, now_ms, span};
 use crate::stuck::Stuck;
 
 mod context;
+mod controls;
 mod escape;
 mod timeline;
 
 pub use context::Context;
 use context::{context_html, graph_html};
+use controls::controls_html;
 pub use escape::{esc, url};
 pub use timeline::{Now, Step, Wait};
 use timeline::{step_summary, timeline_html};
@@ -480,6 +482,7 @@ pub fn thread(
         }
         body.push_str("</table></div>");
     }
+    body.push_str(&controls_html(s, t, context.seq));
     body.push_str("<div class=\"card\"><h2>Audit</h2>");
     body.push_str(&audit_table(audit, false));
     body.push_str("</div>");
