@@ -12,9 +12,14 @@
 //!
 //! An [`App`](crate::App) checks its operations for the actor the call names (`fork`,
 //! `update_state`, the `_as` controls) or else for its own actor ([`App::acting_as`],
-//! default [`Actor::process`]); the approval desk checks deciding and answering for the
-//! approver; the `agentflow` CLI and its inbox check each command for the user they are
-//! told (`--as`, the users file).
+//! default [`Actor::process`]); an actor a call names acts only within the tenants of the
+//! app's actor ([`Access::on_behalf_of`]). The approval desk checks deciding and answering
+//! for the approver and its reads for its reader; the `agentflow` CLI and its inbox check
+//! each command for the user they are told (`--as`, the users file). Runs the app starts for
+//! itself (subgraph children, a worker's claims, the scheduler's wakes) are not checked again.
+//!
+//! Thread ids are one namespace per store: starting a thread under an id another tenant
+//! uses is refused as existing. Give threads ids that reveal nothing.
 //!
 //! **Trust boundary.** These checks run in the process that holds the store. Whoever holds
 //! the store file or its URL holds every thread: the CLI opens the store itself, so its checks
