@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use agentflow_store::ThreadRecord;
+use agentflow_store::{ReadError, Store, ThreadRecord};
 
 use super::actor::Actor;
 use super::operation::Operation;
@@ -132,6 +132,35 @@ impl Access {
             return Err(AccessError::NotVisible { actor: self.0.actor.id.clone(), thread: thread.id.clone() });
         }
         self.allow(operation, Some(&thread.id))
+    }
+
+    /// Thread `thread`'s record if the actor may perform `operation` on it: `None` when it is
+    /// not there for the actor (missing, or of a tenant it does not act for: the two are not
+    /// told apart), the policy's refusal as an error. The one lookup every surface makes.
+    pub fn lookup<E: From<ReadError> + From<AccessError>>(
+        &self,
+        store: &dyn Store,
+        operation: Operation,
+        thread: &str,
+    ) -> Result<Option<ThreadRecord>, E> {
+        match store.thread(thread)? {
+            Some(record) if self.sees(&record) => {
+                self.check(operation, &record)?;
+                Ok(Some(record))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// [`Access::lookup`] for a caller that needs no record: `true` without reading anything
+    /// when every check passes anyway ([`Access::is_open`]).
+    pub fn reaches<E: From<ReadError> + From<AccessError>>(
+        &self,
+        store: &dyn Store,
+        operation: Operation,
+        thread: &str,
+    ) -> Result<bool, E> {
+        Ok(self.is_open() || self.lookup::<E>(store, operation, thread)?.is_some())
     }
 
     /// `Ok` if the actor may start thread `thread` of `tenant` (`None`: no tenant).

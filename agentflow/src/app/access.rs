@@ -1,9 +1,7 @@
 //! Who the App acts for: its access policy, its actor, and the check each of its operations
 //! on a stored thread goes through (see [`crate::access`]).
 
-use std::sync::Arc;
-
-use agentflow_store::{Store, ThreadRecord};
+use agentflow_store::ThreadRecord;
 
 use crate::access::{Access, AccessPolicy, Actor, Operation};
 use crate::app::App;
@@ -91,24 +89,7 @@ impl<S: State, D> App<S, D> {
         Ok(threads)
     }
 
-    /// The check of `operation` on `thread` for `access`: the thread's record, `None` when it
-    /// is not there for the actor (missing, or of a tenant it does not act for: the two are
-    /// not told apart), or the policy's refusal.
-    pub(crate) fn checked(
-        store: &Arc<dyn Store>,
-        access: &Access,
-        operation: Operation,
-        thread: &str,
-    ) -> Result<Option<ThreadRecord>, HistoryError> {
-        let Some(record) = store.thread(thread).map_err(PersistError::from)? else { return Ok(None) };
-        if !access.sees(&record) {
-            return Ok(None);
-        }
-        access.check(operation, &record)?;
-        Ok(Some(record))
-    }
-
-    /// [`App::checked`] for the app's actor, skipped (reading nothing) when every check
+    /// [`Access::lookup`] for the app's actor, skipped (reading nothing) when every check
     /// passes anyway; `Err(UnknownThread)` when the thread is not there for the actor.
     pub(crate) fn check(&self, operation: Operation, thread: &str) -> Result<(), HistoryError> {
         self.check_for(&self.setup.access, operation, thread)
@@ -116,13 +97,11 @@ impl<S: State, D> App<S, D> {
 
     /// [`App::check`] for another access.
     pub(crate) fn check_for(&self, access: &Access, operation: Operation, thread: &str) -> Result<(), HistoryError> {
-        if access.is_open() {
-            return Ok(());
-        }
         let store = self.setup.store.as_ref().ok_or(HistoryError::NoStore)?;
-        match Self::checked(store, access, operation, thread)? {
-            Some(_) => Ok(()),
-            None => Err(HistoryError::UnknownThread { thread: thread.to_string() }),
+        if access.reaches::<HistoryError>(&**store, operation, thread)? {
+            Ok(())
+        } else {
+            Err(HistoryError::UnknownThread { thread: thread.to_string() })
         }
     }
 

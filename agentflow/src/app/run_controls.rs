@@ -33,22 +33,12 @@ impl RunControls {
         RunControls { store, access }
     }
 
-    /// The thread's record if the actor may perform `operation` on it; `None` if the thread
-    /// is not there for the actor.
-    fn checked(&self, operation: Operation, thread: &str) -> Result<Option<ThreadRecord>, WorkerError> {
-        let Some(record) = self.store.thread(thread)? else { return Ok(None) };
-        if !self.access.sees(&record) {
-            return Ok(None);
-        }
-        self.access.check(operation, &record)?;
-        Ok(Some(record))
-    }
-
     /// Queues thread `thread` to be resumed by a worker of graph `graph` (`None`: the graph
     /// the store's description of the thread's graph names); see [`App::submit_resume`].
     pub fn submit_resume(&self, thread: &str, graph: Option<&str>) -> Result<(), WorkerError> {
         let record = self
-            .checked(Operation::Resume, thread)?
+            .access
+            .lookup::<WorkerError>(&*self.store, Operation::Resume, thread)?
             .ok_or_else(|| WorkerError::UnknownThread { thread: thread.to_string() })?;
         let graph = match graph {
             Some(g) => g.to_string(),
@@ -96,12 +86,8 @@ impl RunControls {
     /// run of it is there for the actor. A run submitted for a new thread that no worker has
     /// started yet has no record: its queue row says its tenant.
     fn controllable(&self, operation: Operation, thread: &str) -> Result<Option<Option<ThreadRecord>>, WorkerError> {
-        if let Some(record) = self.store.thread(thread)? {
-            if !self.access.sees(&record) {
-                return Ok(None);
-            }
-            self.access.check(operation, &record)?;
-            return Ok(Some(Some(record)));
+        if self.store.thread(thread)?.is_some() {
+            return Ok(self.access.lookup::<WorkerError>(&*self.store, operation, thread)?.map(Some));
         }
         if self.access.is_open() {
             return Ok(Some(None));

@@ -37,7 +37,7 @@ impl<S: State, D> App<S, D> {
     /// These history calls block on the store; they are quick reads, but call
     /// them from `spawn_blocking` if the store may be slow.
     pub fn thread(&self, thread: &str) -> Result<Option<ThreadRecord>, HistoryError> {
-        App::<S, D>::checked(self.store_or_err()?, &self.setup.access, Operation::ReadState, thread)
+        self.setup.access.lookup(&**self.store_or_err()?, Operation::ReadState, thread)
     }
 
     /// The latest state of a thread, or `None` if there is no such thread.
@@ -87,7 +87,7 @@ impl<S: State, D> App<S, D> {
     /// and some of them are answered on their own already, the list is those still unanswered.
     pub fn pending(&self, thread: &str) -> Result<Vec<Pending>, HistoryError> {
         let store = self.store_or_err()?;
-        let Some(record) = App::<S, D>::checked(store, &self.setup.access, Operation::ReadState, thread)? else {
+        let Some(record) = self.setup.access.lookup::<HistoryError>(&**store, Operation::ReadState, thread)? else {
             return Err(HistoryError::UnknownThread { thread: thread.to_string() });
         };
         let waits = match record.status {

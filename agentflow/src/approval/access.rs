@@ -47,27 +47,16 @@ impl ApprovalDesk {
     /// Whether `access` may perform `operation` on `thread`: `false` when the thread is not
     /// there for its actor (missing, or of another tenant), an error when the policy refuses.
     pub(super) fn readable(&self, access: &Access, operation: Operation, thread: &str) -> Result<bool, DecisionError> {
-        if access.is_open() {
-            return Ok(true);
-        }
-        match self.store.thread(thread)? {
-            Some(record) if access.sees(&record) => {
-                access.check(operation, &record)?;
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
+        access.reaches(&*self.store, operation, thread)
     }
 
     /// `Ok` if the desk's reader may read `thread`'s state (what it asks, what was answered):
     /// a thread of another tenant is not found for it.
     pub(crate) fn reader_reads(&self, thread: &str) -> Result<(), AnswerError> {
-        if self.access.is_open() {
-            return Ok(());
-        }
-        match self.store.thread(thread).map_err(AnswerError::Read)? {
-            Some(record) if self.access.sees(&record) => Ok(self.access.check(Operation::ReadState, &record)?),
-            _ => Err(AnswerError::NotFound { thread: thread.to_string() }),
+        if self.access.reaches::<AnswerError>(&*self.store, Operation::ReadState, thread)? {
+            Ok(())
+        } else {
+            Err(AnswerError::NotFound { thread: thread.to_string() })
         }
     }
 
@@ -103,13 +92,8 @@ impl ApprovalDesk {
         }
         // The approval's thread must be the approver's to see (else it is not there for them)
         // and the access policy must let them decide.
-        let access = self.access_for(approver);
-        if !access.is_open() {
-            let thread = self.store.thread(&record.thread)?;
-            match thread {
-                Some(thread) if access.sees(&thread) => access.check(Operation::Decide, &thread)?,
-                _ => return Err(DecisionError::NotFound { id: record.id.clone() }),
-            }
+        if !self.access_for(approver).reaches::<DecisionError>(&*self.store, Operation::Decide, &record.thread)? {
+            return Err(DecisionError::NotFound { id: record.id.clone() });
         }
         self.authorizer.authorize(approver, record).map_err(refused)
     }
@@ -117,14 +101,10 @@ impl ApprovalDesk {
     /// Whether `by` may answer the questions of `thread`: a thread of another tenant is not
     /// found for them, and the access policy must let them answer.
     pub(crate) fn may_answer(&self, thread: &str, by: &Approver) -> Result<(), AnswerError> {
-        let access = self.access_for(by);
-        if access.is_open() {
-            return Ok(());
-        }
-        let record = self.store.thread(thread).map_err(AnswerError::Read)?;
-        match record {
-            Some(record) if access.sees(&record) => Ok(access.check(Operation::Answer, &record)?),
-            _ => Err(AnswerError::NotFound { thread: thread.to_string() }),
+        if self.access_for(by).reaches::<AnswerError>(&*self.store, Operation::Answer, thread)? {
+            Ok(())
+        } else {
+            Err(AnswerError::NotFound { thread: thread.to_string() })
         }
     }
 }

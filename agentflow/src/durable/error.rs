@@ -201,6 +201,12 @@ pub enum HistoryError {
     Access(#[from] crate::access::AccessError),
 }
 
+impl From<ReadError> for HistoryError {
+    fn from(e: ReadError) -> Self {
+        HistoryError::Persist(e.into())
+    }
+}
+
 /// Why a run could not open, or keep, its thread: what durable execution tells the run, which
 /// reads it as the matching `RunError`.
 #[derive(Debug)]

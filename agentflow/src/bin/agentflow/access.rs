@@ -106,13 +106,12 @@ impl Guard {
     /// Thread `id` if the actor may perform `operation` on it; a thread of another tenant is
     /// not found, as a missing one.
     pub fn thread(&self, store: &dyn Store, operation: Operation, id: &str) -> Result<ThreadRecord, Failure> {
-        let record = store.thread(id).map_err(Failure::store)?;
+        let record: Result<Option<ThreadRecord>, Refusal> = self.access.lookup(store, operation, id);
         match record {
-            Some(t) if self.access.sees(&t) => {
-                self.access.check(operation, &t).map_err(denied)?;
-                Ok(t)
-            }
-            _ => Err(missing(id)),
+            Ok(Some(t)) => Ok(t),
+            Ok(None) => Err(missing(id)),
+            Err(Refusal::Read(e)) => Err(Failure::store(e)),
+            Err(Refusal::Denied(e)) => Err(denied(e)),
         }
     }
 
@@ -129,6 +128,24 @@ impl Guard {
     /// Whether thread `id` is there for the actor (unreadable or missing: not).
     pub fn sees_id(&self, store: &dyn Store, id: &str) -> bool {
         self.access.is_open() || store.thread(id).ok().flatten().is_some_and(|t| self.sees(&t))
+    }
+}
+
+/// Why a lookup failed: the store, or the policy.
+enum Refusal {
+    Read(agentflow_store::ReadError),
+    Denied(AccessError),
+}
+
+impl From<agentflow_store::ReadError> for Refusal {
+    fn from(e: agentflow_store::ReadError) -> Self {
+        Refusal::Read(e)
+    }
+}
+
+impl From<AccessError> for Refusal {
+    fn from(e: AccessError) -> Self {
+        Refusal::Denied(e)
     }
 }
 
