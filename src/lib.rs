@@ -63,6 +63,10 @@ pub mod workers_and_postgres {}
 #[doc = include_str!("../docs/guides/access-and-tenants.md")]
 pub mod access_and_tenants {}
 
+/// What is stored, and for how long: secrets, personal data, encryption, purge, retention.
+#[doc = include_str!("../docs/guides/storage-rules.md")]
+pub mod storage_rules {}
+
 /// The CLI and operating runs.
 #[doc = include_str!("../docs/guides/cli-and-operations.md")]
 pub mod cli_and_operations {}

@@ -46,6 +46,10 @@ pub enum Kind {
     MapPayload,
     SubgraphNotAllowed,
     SubgraphSelf,
+    /// A reducer on a `Secret` field.
+    SecretReducer,
+    /// A field mark given twice, or one that does not fit the field.
+    FieldMark,
 }
 
 /// Collects every error of one macro invocation so they are emitted together.

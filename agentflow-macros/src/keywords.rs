@@ -71,7 +71,8 @@ pub mod tool {
     pub const RISKS: &[&str] = &["read", "reversible", "external", "irreversible"];
 }
 
-/// `#[derive(State)]` with `#[state(version = N)]` and `#[reduce(..)]`.
+/// `#[derive(State)]` with `#[state(version = N)]`, `#[reduce(..)]` and the field marks
+/// `#[state(pii)]`, `#[state(credential)]`.
 pub mod state {
     /// The container attribute.
     pub const ATTR: &str = "state";
@@ -85,6 +86,14 @@ pub mod state {
     pub const CUSTOM: &str = "custom";
     /// The reducer names `#[reduce(..)]` accepts.
     pub const REDUCERS: &[&str] = &[APPEND, ADD, MERGE, MESSAGES, CUSTOM];
+    /// The field mark for personal data: `#[state(pii)]`.
+    pub const PII: &str = "pii";
+    /// The field mark for values that may look like credentials: `#[state(credential)]`.
+    pub const CREDENTIAL: &str = "credential";
+    /// The marks a field's `#[state(..)]` accepts.
+    pub const FIELD_MARKS: &[&str] = &[PII, CREDENTIAL];
+    /// The type name whose fields may not take a reducer.
+    pub const SECRET: &str = "Secret";
 }
 
 /// Names the scan of a node body recognises.

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::codec::too_deep;
-use crate::record::{ApprovalStatus, Lease, ThreadStatus};
+use crate::record::{ApprovalStatus, Lease, LegalHold, ThreadStatus};
 
 /// A boxed error returned by a caller-supplied callback.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -114,6 +114,19 @@ pub enum StorageError {
         /// How many times it was tried.
         attempts: u32,
         /// What the server reported last.
+        detail: String,
+    },
+    /// A sealed payload (feature `encryption`) could not be sealed or opened: its thread's data
+    /// key is gone (destroyed by a purge, or the key store is not the one the data was written
+    /// with), the key-encryption key that wraps it is not available, or the sealed bytes were
+    /// changed or moved to another thread or field. Nothing was written.
+    #[error("thread `{thread}`: a sealed {what} cannot be used ({detail})")]
+    Sealed {
+        /// The thread whose payload it is.
+        thread: String,
+        /// Which payload (`checkpoint snapshot`, `effect result`, ..).
+        what: String,
+        /// Why, and what to do about it.
         detail: String,
     },
 }
@@ -490,6 +503,75 @@ pub enum CompactError {
     /// The file failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// The thread, or a thread it is a subgraph child of, is under legal hold: its history is
+    /// kept whole. Nothing was changed.
+    #[error(
+        "thread `{thread}` is under legal hold (set on `{held}` by `{}` at {}: {}); nothing was compacted: release the hold first if the case allows it",
+        hold.by, hold.at, hold.reason
+    )]
+    Held {
+        /// The thread asked for.
+        thread: String,
+        /// The held thread: `thread` itself or one of its ancestors.
+        held: String,
+        /// The hold.
+        hold: LegalHold,
+    },
+}
+
+/// [`Store::purge_thread`](crate::Store::purge_thread) or
+/// [`Store::set_legal_hold`](crate::Store::set_legal_hold) failed; nothing was changed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum PurgeError {
+    /// The thread, one of its subgraph children or a thread it is a subgraph child of is
+    /// under legal hold.
+    #[error(
+        "thread `{thread}` is under legal hold (set by `{}` at {}: {}); nothing was purged: release the hold first if the case allows it",
+        hold.by, hold.at, hold.reason
+    )]
+    Held {
+        /// The held thread (the one asked for, one of its subgraph children or an ancestor).
+        thread: String,
+        /// The hold.
+        hold: LegalHold,
+    },
+    /// The thread does not exist.
+    #[error("thread `{thread}` does not exist; check the id (`agentflow threads` lists them)")]
+    UnknownThread {
+        /// Thread.
+        thread: String,
+    },
+    /// The tombstone entry's detail nests too deep to be read back.
+    #[error("thread `{thread}`: {source}")]
+    TooDeep {
+        /// Thread.
+        thread: String,
+        /// Where.
+        #[source]
+        source: JsonTooDeep,
+    },
+    /// The store does not implement purge or legal holds.
+    #[error("this store cannot purge threads or hold them ({detail}); use a store that does (redb, PostgreSQL)")]
+    Unsupported {
+        /// Which method is missing.
+        detail: String,
+    },
+    /// Reading the threads to purge failed.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The file or a record failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+impl From<AuditError> for PurgeError {
+    fn from(err: AuditError) -> Self {
+        match err {
+            AuditError::TooDeep { thread, source, .. } => PurgeError::TooDeep { thread, source },
+            AuditError::Storage(e) => PurgeError::Storage(e),
+        }
+    }
 }
 
 /// What to do about a store file of another format.

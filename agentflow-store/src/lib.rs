@@ -73,6 +73,8 @@ mod postgres;
 mod queue;
 mod record;
 mod redb;
+#[cfg(feature = "encryption")]
+pub mod sealed;
 mod store;
 /// Helpers for tests of this crate and of the crates built on it (upgrades of older store
 /// files); not part of the API.
@@ -90,7 +92,7 @@ pub use codec::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH};
 pub use dump::ThreadDump;
 pub use error::{
     ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, JsonTooDeep, LeaseError, OpenError,
-    ReadError, StorageError,
+    PurgeError, ReadError, StorageError,
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{POSTGRES_DEFAULT_SCHEMA, POSTGRES_SCHEMA_VERSION, PostgresStore, PostgresStoreBuilder};
@@ -98,8 +100,8 @@ pub use queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
 pub use record::{
     ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, AuditEntry, ChainStep, Checkpoint,
     CheckpointMetadata, CheckpointSource, CheckpointSummary, CommitReceipt, CompactReport, Durability, EffectBatch,
-    EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain, StepCommit, ThreadRecord, ThreadStatus,
-    Timer,
+    EffectKey, EffectOutcome, HELD_KINDS, Lease, LegalHold, NewAuditEntry, PURGED_KIND, PendingWrite, PurgeReport,
+    StateChain, StepCommit, ThreadRecord, ThreadStatus, Timer,
 };
 pub use store::{CommitCallback, FoldFn, Listing, Store};
 pub use thread_tree::descendants;

@@ -4,13 +4,14 @@ use crate::audit_chain::{BrokenLink, ChainReport};
 use crate::breaker::{BreakerAnswer, BreakerError, BreakerRecord, BreakerUpdate};
 use crate::dump::ThreadDump;
 use crate::error::{
-    ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, LeaseError, ReadError, StorageError,
+    ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, LeaseError, PurgeError, ReadError,
+    StorageError,
 };
 use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
-    CompactReport, EffectBatch, EffectKey, EffectOutcome, Lease, MAX_CHECKPOINT_SEQ, NewAuditEntry, PendingWrite,
-    StateChain, StepCommit, ThreadRecord, Timer,
+    CompactReport, EffectBatch, EffectKey, EffectOutcome, Lease, LegalHold, MAX_CHECKPOINT_SEQ, NewAuditEntry,
+    PendingWrite, PurgeReport, StateChain, StepCommit, ThreadRecord, Timer,
 };
 
 /// How many checkpoint seqs the default [`Store::thread_effects`] reads the journal of, at most.
@@ -291,9 +292,10 @@ pub trait Store: Send + Sync {
     /// checkpoint, those that earlier compactions kept included, even when it drops no
     /// checkpoint itself.
     ///
-    /// Refused for an unknown thread ([`CompactError::UnknownThread`]) and for one that is not
+    /// Refused for an unknown thread ([`CompactError::UnknownThread`]), for one that is not
     /// finished ([`CompactError::NotFinished`], see
-    /// [`is_finished`](crate::ThreadStatus::is_finished)).
+    /// [`is_finished`](crate::ThreadStatus::is_finished)) and for one under legal hold, or
+    /// whose parent (at any level) is ([`CompactError::Held`]).
     fn compact(&self, thread: &str, keep_last: usize, fold: &FoldFn<'_>) -> Result<CompactReport, CompactError>;
     /// Puts a run in the queue for a worker of `run.graph` to claim
     /// ([`QueueError::AlreadyQueued`] if the thread is queued already), durably.
@@ -541,6 +543,60 @@ pub trait Store: Send + Sync {
         let settled = self.settle_run(thread, holder, settle);
         let _ = self.release_lease(thread, holder);
         settled
+    }
+
+    /// Removes the data of `thread` and of its subgraph children (every level, told by
+    /// [`Store::child_threads`]) in one transaction: their checkpoints (states and updates),
+    /// pending writes, effect journal, timers and queued runs; the arguments and conditions of
+    /// their approvals (each record stays, with its status and who decided); and the detail of
+    /// their audit entries, replaced by the [purge marker](crate::audit_chain::PURGED_DETAIL)
+    /// so [`Store::verify_audit`] still verifies. The thread records stay as tombstones with
+    /// status [`ThreadStatus::Purged`](crate::ThreadStatus::Purged), and `entry` (a
+    /// `thread.purged` entry: who, when) is appended to `thread`'s audit log, with the report's
+    /// counts merged into its detail.
+    ///
+    /// Refused with [`PurgeError::Held`] if the thread, one of its children or a thread it is
+    /// a subgraph child of (at any level) is under legal hold ([`Store::set_legal_hold`]): a
+    /// hold keeps the held thread's subgraph children too. Refused with
+    /// [`PurgeError::UnknownThread`] for an unknown thread; nothing is changed then. Purging a purged thread succeeds (and removes nothing more). The store does
+    /// not look at leases: a caller checks that no run holds the thread.
+    ///
+    /// What was removed is gone from the live store; the backend may keep its bytes in freed
+    /// pages (redb, until they are reused) or dead rows (PostgreSQL, until `VACUUM FULL`).
+    /// [`RedbStore`](crate::RedbStore) compacts its file after a purge that removed anything
+    /// ([`PurgeReport::file_compacted`]).
+    ///
+    /// The default refuses ([`PurgeError::Unsupported`]): a purge made of the other methods
+    /// could stop half way.
+    fn purge_thread(&self, thread: &str, entry: NewAuditEntry) -> Result<PurgeReport, PurgeError> {
+        let _ = (thread, entry);
+        Err(PurgeError::Unsupported { detail: "it does not override `purge_thread`".to_string() })
+    }
+
+    /// Sets (`Some`) or releases (`None`) the legal hold of `thread`, with `entry` (a
+    /// `thread.held` or `thread.released` entry) appended to its audit log in the same
+    /// transaction. Setting a hold replaces the one before. [`PurgeError::UnknownThread`] if
+    /// there is no such thread.
+    ///
+    /// The default refuses ([`PurgeError::Unsupported`]).
+    fn set_legal_hold(&self, thread: &str, hold: Option<LegalHold>, entry: NewAuditEntry) -> Result<(), PurgeError> {
+        let _ = (thread, hold, entry);
+        Err(PurgeError::Unsupported { detail: "it does not override `set_legal_hold`".to_string() })
+    }
+
+    /// The legal hold of `thread`, if one is set. The default: none (a store without holds
+    /// cannot purge either).
+    fn legal_hold(&self, thread: &str) -> Result<Option<LegalHold>, ReadError> {
+        let _ = thread;
+        Ok(None)
+    }
+
+    /// Whether this store seals the payloads it keeps (states, updates, pending writes, effect
+    /// results, approval arguments, audit details) so that its files or tables do not hold them
+    /// in clear: `SealedStore` (feature `encryption`) answers `true`. The runtime allows state
+    /// fields marked as credentials only on a store that seals. The default: `false`.
+    fn seals_payloads(&self) -> bool {
+        false
     }
 
     /// The control requests set on the queued runs `holder` claimed and still holds the lease of

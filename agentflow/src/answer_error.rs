@@ -174,4 +174,16 @@ pub enum AnswerError {
     /// The desk's access policy does not let the person answer. (Appended last.)
     #[error(transparent)]
     Access(#[from] crate::access::AccessError),
+    /// The answer holds text that looks like a credential; nothing was recorded, and the error
+    /// names where, never the value. (Appended last.)
+    #[error(
+        "the answer's `{pointer}` looks like a {kind}; nothing was recorded: keep the secret in a secret store \
+         and answer with its reference (`{{\"secretRef\": \"scheme:name\"}}`)"
+    )]
+    Credential {
+        /// The JSON pointer (RFC 6901) of the string in the answer.
+        pointer: String,
+        /// What it looks like.
+        kind: crate::secret::CredentialKind,
+    },
 }

@@ -33,7 +33,10 @@ impl<S: State, D> CompiledGraph<S, D> {
     /// `start`, `mermaid` (as [`CompiledGraph::mermaid`]), `nodes` (each
     /// node's targets, `END` included), `state` (`name`, `version` and the
     /// `fields` in declaration order, each with its `reducer` named as by
-    /// [`reducer_name`] and its Rust `type` as written, [`Field::ty`](crate::Field::ty))
+    /// [`reducer_name`], its Rust `type` as written, [`Field::ty`](crate::Field::ty), and
+    /// whether it is `personal` ([`Field::personal()`](crate::Field::personal())) or may hold a
+    /// `credential` ([`Field::credential()`](crate::Field::credential())); a description stored
+    /// before these marks reads as neither)
     /// and `tools` (each with the `nodes` that may call it,
     /// `risk`, `idempotent`, `description` and the JSON schema of its
     /// `parameters`).
@@ -70,7 +73,15 @@ impl<S: State, D> CompiledGraph<S, D> {
         }
         let fields: Vec<Value> = S::FIELDS
             .iter()
-            .map(|f| json!({ "name": f.name, "reducer": reducer_name(f.reducer), "type": f.ty }))
+            .map(|f| {
+                json!({
+                    "name": f.name,
+                    "reducer": reducer_name(f.reducer),
+                    "type": f.ty,
+                    "personal": f.personal,
+                    "credential": f.credential,
+                })
+            })
             .collect();
         json!({
             "format": DESCRIPTION_FORMAT,

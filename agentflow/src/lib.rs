@@ -96,6 +96,7 @@ pub mod prebuilt;
 mod probe;
 mod run;
 pub mod saga;
+pub mod secret;
 #[cfg(feature = "server")]
 pub mod serve_limits;
 mod stream;
@@ -109,7 +110,13 @@ mod worker;
 #[doc(hidden)]
 pub mod __private;
 
+/// Encryption at rest (feature `encryption`): [`sealed::SealedStore`] wraps any store and seals
+/// the payloads it keeps with a data key per thread.
+#[cfg(feature = "encryption")]
+pub use agentflow_store::sealed;
 pub use agentflow_store::{RedbStore, Store};
+pub use app::governance::{HELD_KIND, RELEASED_KIND, purge_thread};
+pub use app::retention::{RetentionPolicy, RetentionReport};
 pub use app::{App, Migration, RunControls};
 pub use core::budget::{Budget, Limits, RunUsage};
 pub use core::error::{ErrorClass, NodeError, NodeResultExt};
@@ -177,7 +184,27 @@ pub mod prelude {
 /// | `#[reduce(messages)]` | `Vec<M>` with `M: HasId`, e.g. [`message::Message`] | is appended, replacing the messages of equal id |
 /// | `#[reduce(custom = path::to::f)]` | any `T` | is combined by `fn f(current: &mut T, write: T)` |
 ///
+/// A field whose type is written `Secret<..>` or `Option<Secret<..>>` takes no
+/// reducer (a reducer would combine secret values): a compile error.
+///
 /// The struct may not be generic and has at most 64 fields.
+///
+/// # `#[state(pii)]` and `#[state(credential)]` on a field
+///
+/// - `pii`: the field holds personal data ([`Field`]`::personal`). Wherever a
+///   state or an update is shown (the `agentflow` CLI, the inbox, a stream or
+///   the events of an [`App`] acting as someone) it reads as `•••` for anyone
+///   without [`access::Operation::SeePersonalData`], and every unmasked read
+///   through the CLI, the inbox or an app's typed reads is recorded in the
+///   thread's audit log (`personal_data.read`). The update's `Debug` (what
+///   event lines, logs and traces print) always shows it as `•••`. See
+///   [`access::personal`].
+/// - `credential`: the field may hold values that look like credentials
+///   ([`Field`]`::credential`); the credential scan lets them through, and only
+///   a store that seals payloads keeps them. Not for a `Secret` field, which
+///   holds only its reference.
+///
+/// Each mark is given once per field; both may be combined (`#[state(pii, credential)]`).
 ///
 /// # Example
 ///

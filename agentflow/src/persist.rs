@@ -23,3 +23,4 @@ pub use crate::durable::{
     fork_thread, update_thread,
 };
 pub use agentflow_store::{BrokenLink, BrokenReason, ChainReport};
+pub use agentflow_store::{LegalHold, PURGED_KIND, PurgeError, PurgeReport};

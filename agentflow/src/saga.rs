@@ -177,7 +177,9 @@ where
     C: ToolArgsOf,
     C::Args: Compensates<F> + Serialize,
 {
-    let args: F::Args = serde_json::from_value(args.clone()).map_err(|e| format!("the arguments: {e}"))?;
-    let result: F::Output = serde_json::from_value(result.clone()).map_err(|e| format!("the result: {e}"))?;
+    // The decoder's message quotes the value: only what the type expected is kept.
+    let shape = crate::secret::describe_decode_error;
+    let args: F::Args = serde_json::from_value(args.clone()).map_err(|e| format!("the arguments: {}", shape(&e)))?;
+    let result: F::Output = serde_json::from_value(result.clone()).map_err(|e| format!("the result: {}", shape(&e)))?;
     serde_json::to_value(C::Args::from_call(args, result)).map_err(|e| format!("the compensation's arguments: {e}"))
 }

@@ -173,6 +173,17 @@ pub enum StreamPart<S: State> {
         /// The item, as above.
         value: serde_json::Value,
     },
+    /// A value or an update of this graph, for an app whose actor may not see personal data
+    /// ([`Operation::SeePersonalData`](crate::access::Operation::SeePersonalData)) when the
+    /// state has personal fields (`#[state(pii)]`): in place of [`StreamPart::Values`] and
+    /// [`StreamPart::Update`], as JSON of the shapes [`StreamPart::Child`] uses, each personal
+    /// field's value replaced by `"•••"` (a typed value cannot hold it).
+    Masked {
+        /// [`StreamMode::Values`] or [`StreamMode::Updates`].
+        mode: StreamMode,
+        /// The item, personal fields masked.
+        value: serde_json::Value,
+    },
     /// The run ended: what `Runner::run` (or the resume) would have
     /// returned. Always the last item, whatever the modes.
     Done(Result<Run<S>, RunError>),

@@ -37,6 +37,12 @@
 //! - store size of a `cycle` thread after 500, 1000, 2000 steps [linear,
 //!   < 1.5 MB at 2000]: file size after `close()` and the sum of `payload_bytes`.
 //!
+//! - encryption at rest (`cycle_sealed`): ns per seal and open of one payload
+//!   of 64 B to 64 KiB (`sealed_codec`), and steps/s of `cycle` on a
+//!   `SealedStore` over a redb file, `Sync` and `Async`, beside the plain store
+//!   (`vs_plain`, pairs back to back) and in `Sync` raw redb commits
+//!   (`vs_redb_raw`).
+//!
 //! - durable commits per approved tool call (`approved_call`): counted by a
 //!   `Store` wrapper from just after the approver's decision to the end of
 //!   the resumed run, step commits apart from the gateway's own writes.
@@ -97,6 +103,7 @@ mod cycles;
 mod floor;
 mod parallel;
 mod reads;
+mod sealed;
 mod size;
 mod support;
 mod sync_breakdown;
@@ -122,6 +129,10 @@ fn main() {
     }
     if cfg.selected("cycle") {
         bench_cycles(&cfg, &rt, &mut raw, "cycle", cycle::graph(), check_cycle);
+    }
+    if cfg.selected("cycle_sealed") {
+        sealed::bench_codec(&cfg);
+        sealed::bench_cycle_sealed(&cfg, &rt, &mut raw);
     }
     if cfg.selected("sync_breakdown") {
         bench_sync_breakdown(&cfg, &rt, &mut raw);

@@ -24,6 +24,9 @@ mod flaky_service;
 #[path = "../../examples/follow_up.rs"]
 #[allow(dead_code)]
 mod follow_up;
+#[path = "../../examples/governance.rs"]
+#[allow(dead_code)]
+mod governance;
 #[path = "../../examples/incident_504.rs"]
 #[allow(dead_code)]
 mod incident_504;
@@ -45,11 +48,12 @@ mod workers;
 
 use std::sync::Arc;
 
-use agentflow::RedbStore;
 use agentflow::approval::{Approver, RoleAuthorizer};
 use agentflow::model::ChatModel;
+use agentflow::sealed::{Kek, MemoryKeyStore, SealedStore, StaticKeyProvider};
 use agentflow::testing::{Answers, CrashMatrix, CrashReport, Ending};
 use agentflow::tool::Risk;
+use agentflow::{RedbStore, Store};
 
 /// Prints the report's line and asserts that no check was broken and every cut was reached.
 fn survives(name: &str, report: &CrashReport) {
@@ -287,6 +291,27 @@ fn workers() {
     // The pool's graph, run by the matrix rather than a worker on PostgreSQL.
     let report = CrashMatrix::new(workers::digest::graph().app(), &()).input(workers::job(0)).run().unwrap();
     survives("workers", &report);
+    assert_eq!(outcome(&report), "completed");
+}
+
+#[test]
+fn governance() {
+    // The support case on a sealed store (payloads sealed with per-thread data keys kept in a
+    // key store beside it): every cut resumes and opens what the run before it sealed.
+    let secrets = std::env::temp_dir().join(format!("agentflow-crash-matrix-governance-{}", std::process::id()));
+    std::fs::create_dir_all(&secrets).unwrap();
+    let vault = governance::Vault::in_dir(&secrets);
+    let report = CrashMatrix::new(governance::support::graph().app(), &vault)
+        .store(|| {
+            let inner = RedbStore::in_memory().map_err(|e| e.to_string())?;
+            let provider = StaticKeyProvider::new(Kek::new([7; 32]), vec![]);
+            Ok(Arc::new(SealedStore::new(inner, MemoryKeyStore::new(), provider)) as Arc<dyn Store>)
+        })
+        .thread("case-1")
+        .input(governance::Case { customer: "ada@example.com".into(), ..Default::default() })
+        .run()
+        .unwrap();
+    survives("governance", &report);
     assert_eq!(outcome(&report), "completed");
 }
 

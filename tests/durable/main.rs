@@ -6,6 +6,7 @@ mod support;
 
 mod budgets_resume;
 mod compaction_keeps_journal;
+mod encryption;
 mod fixtures_in_support;
 mod leases;
 mod nul_bytes;
@@ -13,6 +14,8 @@ mod one_error_type;
 mod option_clear;
 mod persistence;
 mod promises_resume_writes;
+mod purge;
+mod secrets;
 mod storage_growth;
 mod tenants;
 mod update_state_paused;

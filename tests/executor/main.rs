@@ -11,6 +11,7 @@ mod executor_limits;
 mod hung_runs;
 mod map_reduce;
 mod metrics;
+mod personal_data;
 mod proptest_executor;
 mod send_futures;
 mod stream_pause_resume;

@@ -10,7 +10,7 @@ use super::imports::{Crate, circles, load, root};
 pub(crate) const LAYERS: &[(&str, &[&str])] = &[
     ("core", &["core"]),
     ("access", &["access"]),
-    ("capabilities", &["tool", "model", "back_pressure", "in_flight", "breaker", "serve_limits", "probe"]),
+    ("capabilities", &["tool", "model", "back_pressure", "in_flight", "breaker", "serve_limits", "probe", "secret"]),
     ("pauses", &["interrupt", "answer_error", "metrics"]),
     ("durable", &["durable", "persist"]),
     ("outcomes", &["outcome", "event", "stream"]),

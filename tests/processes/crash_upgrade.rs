@@ -88,7 +88,7 @@ fn chains(path: &Path, what: &str) -> Vec<(String, u64)> {
         })
         .collect();
     store.close().unwrap();
-    assert_eq!(redb_format(path).unwrap(), 6, "{what}: opening the file moved it to format 6");
+    assert_eq!(redb_format(path).unwrap(), 7, "{what}: opening the file moved it to format 7");
     heads
 }
 

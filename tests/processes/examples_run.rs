@@ -17,6 +17,9 @@ mod flaky_service;
 #[path = "../../examples/follow_up.rs"]
 #[allow(dead_code, reason = "this test calls only the example's `main`")]
 mod follow_up;
+#[path = "../../examples/governance.rs"]
+#[allow(dead_code, reason = "this test calls only the example's `main`")]
+mod governance;
 #[path = "../../examples/two_tenants.rs"]
 #[allow(dead_code, reason = "this test calls only the example's `main`")]
 mod two_tenants;
@@ -60,6 +63,7 @@ async fn example_child() {
         "follow_up" => follow_up::run_with_args(args.clone()).await,
         "flaky_service" => flaky_service::run_with_args(args.clone()).await,
         "two_tenants" => two_tenants::run_with_args(args.clone()).await,
+        "governance" => governance::run_with_args(args.clone()).await,
         other => panic!("no example `{other}` in this file"),
     };
     assert_eq!(code, ExitCode::SUCCESS, "example `{name}` {args:?} failed");
@@ -334,4 +338,25 @@ fn two_tenants_keeps_each_companys_threads_to_its_own_people() {
     assert_eq!((acme.status, acme.tenant.as_deref()), (ThreadStatus::Completed, Some("acme")));
     assert_eq!((globex.status, globex.tenant.as_deref()), (ThreadStatus::Interrupted, Some("globex")));
     assert!(store.verify_audit("acme-refund-1").unwrap().is_ok());
+}
+
+/// `governance`, as a user runs it: the sealed data file holds neither the customer's address
+/// nor the token; support may not read the address and the privacy officer's read is audited;
+/// the careless node is refused before writing; the hold refuses the purge; after the purge the
+/// copy taken before no longer opens the thread.
+#[test]
+fn governance_seals_masks_refuses_holds_and_erases() {
+    let out = run(&mut example("governance", &[]), Duration::from_secs(60));
+    assert!(out.contains("case-1: Completed"), "{out}");
+    assert!(out.contains("looked up with •••(file:session-desk-7)"), "{out}");
+    assert!(out.contains("the data file holds the address: false; the token: false; the thread id: true"), "{out}");
+    assert!(out.contains("sam (support): refused: `sam` may not see personal data unmasked"), "{out}");
+    assert!(out.contains("pia (privacy): ada.lovelace@example.com"), "{out}");
+    assert!(out.contains("audit log: personal_data.read by pia"), "{out}");
+    assert!(out.contains("case-2: refused: refused to store an update: `/notes/0` looks like a GitHub token"), "{out}");
+    assert!(!out.contains("ghp_Q3w8"), "the token was printed:\n{out}");
+    assert!(out.contains("the data file holds the token: false"), "{out}");
+    assert!(out.contains("purge refused: thread `case-1` is under legal hold"), "{out}");
+    assert!(out.contains("case-1 is now purged; its audit log verifies: true"), "{out}");
+    assert!(out.contains("has no data key of generation 1 (it was destroyed)"), "{out}");
 }

@@ -6,6 +6,7 @@ mod support;
 
 mod crash;
 mod crash_open;
+mod crash_purge;
 mod crash_upgrade;
 mod examples_run;
 mod promises_durability_exit;

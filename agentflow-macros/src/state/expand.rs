@@ -3,7 +3,7 @@
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 
-use super::ir::Reducer;
+use super::ir::{Mark, Reducer};
 use super::parse::{Parsed, parse};
 use crate::diag::Diagnostics;
 
@@ -62,13 +62,17 @@ fn expand(p: &Parsed) -> TokenStream {
     let mut debugs = Vec::new();
     let mut helpers = Vec::new();
     let mut hints = Vec::new();
+    let mut clears = Vec::new();
     for (i, f) in p.ir.fields.iter().enumerate() {
         let fname = format_ident!("{}", f.name);
         let ty = &p.types[i];
         let (fname_str, hint) = (&f.name, reducer_hint(ty));
         hints.push(quote!((#fname_str, #hint)));
         let span = p.spans.span(f.loc);
-        let reducer_tokens = match f.reducer {
+        // A `Secret` field with a reducer was reported; it expands as overwrite so
+        // the error is not followed by "trait not implemented" ones.
+        let reducer = if f.secret { &Reducer::Overwrite } else { &f.reducer };
+        let reducer_tokens = match reducer {
             Reducer::Overwrite => quote!(Overwrite),
             Reducer::Append => quote!(Append),
             Reducer::Add => quote!(Add),
@@ -78,7 +82,7 @@ fn expand(p: &Parsed) -> TokenStream {
         };
         let reduce = |dst: TokenStream, value: TokenStream| -> TokenStream {
             let call = |t: TokenStream, m: TokenStream| quote_spanned!(span=> <#ty as ::agentflow::__private::#t>::#m(#dst, #value));
-            match f.reducer {
+            match reducer {
                 Reducer::Overwrite => quote!(*#dst = #value),
                 Reducer::Append => call(quote!(Append), quote!(append)),
                 Reducer::Add => call(quote!(Add), quote!(add)),
@@ -92,7 +96,7 @@ fn expand(p: &Parsed) -> TokenStream {
         };
         // The custom reducer is named once, in a helper both call sites share,
         // so a wrong signature is reported once, at the path.
-        if let (Reducer::Custom, Some(path)) = (&f.reducer, &p.custom[i]) {
+        if let (Reducer::Custom, Some(path)) = (reducer, &p.custom[i]) {
             let helper = format_ident!("__agentflow_reduce_{}", f.name);
             let path_span = path.segments.last().map_or(span, |s| s.ident.span());
             let ty_at_path = respan(quote!(#ty), path_span);
@@ -105,7 +109,7 @@ fn expand(p: &Parsed) -> TokenStream {
                 }
             });
         }
-        let kind = match f.reducer {
+        let kind = match reducer {
             Reducer::Overwrite => "replaces the current value".to_string(),
             Reducer::Append => "is appended (`append` reducer)".to_string(),
             Reducer::Add => "is added (`add` reducer)".to_string(),
@@ -146,12 +150,28 @@ fn expand(p: &Parsed) -> TokenStream {
             if self.#fname.is_some() { mask |= 1u64 << #bit; }
         });
         let fname_str = &f.name;
-        debugs.push(quote! {
-            if let ::core::option::Option::Some(value) = &self.#fname { out.field(#fname_str, value); }
+        // Debug output reaches logs and traces: a personal or credential field's value never does.
+        let hidden = f.has(Mark::Personal) || f.has(Mark::Credential);
+        if hidden {
+            clears.push(quote! {
+                if names.contains(&#fname_str) { self.#fname = ::core::option::Option::None; }
+            });
+        }
+        debugs.push(if hidden {
+            quote! {
+                if self.#fname.is_some() { out.field(#fname_str, &::core::format_args!("•••")); }
+            }
+        } else {
+            quote! {
+                if let ::core::option::Option::Some(value) = &self.#fname { out.field(#fname_str, value); }
+            }
         });
         let ty_str: String = quote!(#ty).to_string().chars().filter(|c| !c.is_whitespace()).collect();
+        let personal = f.has(Mark::Personal).then(|| quote!(.personal()));
+        let credential = f.has(Mark::Credential).then(|| quote!(.credential()));
         infos.push(quote! {
-            ::agentflow::Field { name: #fname_str, reducer: ::agentflow::ReducerKind::#reducer_tokens, ty: #ty_str }
+            ::agentflow::Field::new(#fname_str, ::agentflow::ReducerKind::#reducer_tokens, #ty_str)
+                #personal #credential
         });
     }
     let update_doc = format!(
@@ -188,6 +208,12 @@ fn expand(p: &Parsed) -> TokenStream {
                 let mut mask = 0u64;
                 #(#touched)*
                 mask
+            }
+
+            #[doc(hidden)]
+            fn __clear_fields(&mut self, names: &[&str]) {
+                let _ = names;
+                #(#clears)*
             }
         }
 

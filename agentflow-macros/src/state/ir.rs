@@ -24,6 +24,38 @@ pub struct FieldIr {
     pub reducer: Reducer,
     /// The reducer attribute (or the field name when there is none).
     pub loc: Loc,
+    /// The marks of `#[state(pii, credential)]`, each where it is written, repeats included
+    /// so the check can report them.
+    pub marks: Vec<(Mark, Loc)>,
+    /// The type is written as `Secret<..>` or `Option<Secret<..>>` (judged by the last path
+    /// segment's name, as the derive sees only tokens).
+    pub secret: bool,
+}
+
+/// A field mark of `#[state(..)]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// `pii`: personal data, masked for anyone who may not see it.
+    Personal,
+    /// `credential`: may hold credential-like values, stored only sealed.
+    Credential,
+}
+
+impl Mark {
+    /// The keyword, as written in the attribute.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Mark::Personal => crate::keywords::state::PII,
+            Mark::Credential => crate::keywords::state::CREDENTIAL,
+        }
+    }
+}
+
+impl FieldIr {
+    /// Whether the field carries `mark`.
+    pub fn has(&self, mark: Mark) -> bool {
+        self.marks.iter().any(|(m, _)| *m == mark)
+    }
 }
 
 /// The reducer named in `#[reduce(..)]`.

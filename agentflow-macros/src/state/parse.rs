@@ -2,7 +2,7 @@
 
 use syn::spanned::Spanned;
 
-use super::ir::{FieldIr, REDUCERS, Reducer, StateIr};
+use super::ir::{FieldIr, Mark, REDUCERS, Reducer, StateIr};
 use crate::diag::{Spans, combine, hint, unknown};
 use crate::keywords::state as kw;
 
@@ -62,7 +62,14 @@ pub fn parse(input: syn::DeriveInput) -> syn::Result<Parsed> {
     for field in &named.named {
         let Some(ident) = &field.ident else { continue };
         let (reducer, path, span) = parse_reducer(field, &mut errors);
-        fields.push(FieldIr { name: ident.to_string(), reducer, loc: spans.loc(span.unwrap_or_else(|| ident.span())) });
+        let marks = parse_marks(field, &mut errors).into_iter().map(|(m, s)| (m, spans.loc(s))).collect();
+        fields.push(FieldIr {
+            name: ident.to_string(),
+            reducer,
+            loc: spans.loc(span.unwrap_or_else(|| ident.span())),
+            marks,
+            secret: is_secret(&field.ty),
+        });
         types.push(field.ty.clone());
         custom.push(path);
     }
@@ -80,6 +87,11 @@ fn parse_version(attrs: &[syn::Attribute], errors: &mut Option<syn::Error>) -> u
                 Ok(())
             } else {
                 let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
+                if kw::FIELD_MARKS.contains(&key.as_str()) {
+                    return Err(meta.error(format!(
+                        "`{key}` marks a field, not the struct: write `#[state({key})]` on each field it applies to"
+                    )));
+                }
                 Err(meta.error(unknown("`#[state]` argument", &key, &[kw::VERSION], "`version = N`")))
             }
         });
@@ -126,5 +138,113 @@ fn parse_reducer(
     match found {
         Some((r, p, s)) => (r, p, Some(s)),
         None => (Reducer::Overwrite, None, None),
+    }
+}
+
+/// The marks of a field's `#[state(..)]` attributes, each with where it is written.
+fn parse_marks(field: &syn::Field, errors: &mut Option<syn::Error>) -> Vec<(Mark, proc_macro2::Span)> {
+    let mut marks = Vec::new();
+    for attr in field.attrs.iter().filter(|a| a.path().is_ident(kw::ATTR)) {
+        let result = attr.parse_nested_meta(|meta| {
+            let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
+            let mark = match key.as_str() {
+                kw::PII => Mark::Personal,
+                kw::CREDENTIAL => Mark::Credential,
+                kw::VERSION => {
+                    return Err(meta.error(
+                        "`version` belongs to the struct: write `#[state(version = N)]` above `struct`, not on a field",
+                    ));
+                }
+                other => {
+                    return Err(meta.error(unknown(
+                        "field `#[state]` argument",
+                        other,
+                        kw::FIELD_MARKS,
+                        "`pii` (personal data, masked) or `credential` (may hold credential-like values)",
+                    )));
+                }
+            };
+            marks.push((mark, meta.path.span()));
+            Ok(())
+        });
+        if let Err(e) = result {
+            combine(errors, e);
+        }
+    }
+    marks
+}
+
+/// Whether `ty` is written as `Secret<..>` or `Option<Secret<..>>` (any path ending so).
+pub fn is_secret(ty: &syn::Type) -> bool {
+    let syn::Type::Path(p) = ty else { return false };
+    let Some(last) = p.path.segments.last() else { return false };
+    if last.ident == kw::SECRET {
+        return true;
+    }
+    if last.ident != "Option" {
+        return false;
+    }
+    matches!(&last.arguments, syn::PathArguments::AngleBracketed(args)
+        if matches!(args.args.first(), Some(syn::GenericArgument::Type(inner)) if is_secret_itself(inner)))
+}
+
+fn is_secret_itself(ty: &syn::Type) -> bool {
+    matches!(ty, syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == kw::SECRET))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_types_are_found_by_their_last_segment() {
+        let secret = |ty: &str| is_secret(&syn::parse_str(ty).unwrap());
+        assert!(secret("Secret<String>"));
+        assert!(secret("agentflow::Secret<String>"));
+        assert!(secret("Option<Secret<String>>"));
+        assert!(secret("std::option::Option<agentflow::Secret<u32>>"));
+        assert!(!secret("String"));
+        assert!(!secret("Vec<Secret<String>>"));
+        assert!(!secret("Option<String>"));
+        assert!(!secret("SecretNote"));
+    }
+
+    #[test]
+    fn field_marks_are_kept_in_order_with_repeats() {
+        let input: syn::DeriveInput = syn::parse_quote! {
+            struct S {
+                #[state(pii)]
+                email: String,
+                #[state(credential, pii)]
+                #[state(pii)]
+                token: String,
+                plain: u32,
+            }
+        };
+        let parsed = parse(input).unwrap();
+        assert!(parsed.errors.is_none());
+        let marks = |i: usize| parsed.ir.fields[i].marks.iter().map(|(m, _)| *m).collect::<Vec<_>>();
+        assert_eq!(marks(0), [Mark::Personal]);
+        assert_eq!(marks(1), [Mark::Credential, Mark::Personal, Mark::Personal]);
+        assert!(marks(2).is_empty());
+    }
+
+    #[test]
+    fn unknown_and_misplaced_marks_are_errors() {
+        let input: syn::DeriveInput = syn::parse_quote! {
+            #[state(pii)]
+            struct S {
+                #[state(pi)]
+                email: String,
+                #[state(version = 2)]
+                other: String,
+            }
+        };
+        let parsed = parse(input).unwrap();
+        let messages: Vec<String> = parsed.errors.unwrap().into_iter().map(|e| e.to_string()).collect();
+        assert_eq!(messages.len(), 3, "{messages:?}");
+        assert!(messages[0].contains("marks a field, not the struct"), "{messages:?}");
+        assert!(messages[1].contains("did you mean `pii`?"), "{messages:?}");
+        assert!(messages[2].contains("belongs to the struct"), "{messages:?}");
     }
 }

@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::record::AuditEntry;
+use crate::record::{AuditEntry, PURGED_KIND};
 
 /// The detail of an audit entry whose detail was purged: `{"purged":true}`, exactly.
 ///
@@ -166,11 +166,15 @@ impl BrokenReason {
 
 /// Verifies `thread`'s audit log, `entries` oldest first as the store lists them: seqs run 1,
 /// 2, .. without gaps, each detail matches its `detail_hash` (unless it is the
-/// [`PURGED_DETAIL`] marker) and each link matches the entry and the link before it.
+/// [`PURGED_DETAIL`] marker of a purge, which a later `thread.purged` entry of the same log
+/// records) and each link matches the entry and the link before it.
 pub fn verify_chain(thread: &str, entries: &[AuditEntry]) -> Result<ChainReport, BrokenLink> {
     let broken = |seq: u64, reason: BrokenReason| BrokenLink { thread: thread.to_string(), seq, reason };
     let mut prev = String::new();
     let mut purged = 0u64;
+    // The first purged detail not yet followed by the purge's own `thread.purged` entry: a
+    // marker nobody's purge explains is a changed detail.
+    let mut unexplained: Option<u64> = None;
     for (i, e) in entries.iter().enumerate() {
         let expected = i as u64 + 1;
         if e.seq != expected {
@@ -182,13 +186,20 @@ pub fn verify_chain(thread: &str, entries: &[AuditEntry]) -> Result<ChainReport,
         }
         if is_purged(&e.detail) {
             purged += 1;
+            unexplained.get_or_insert(e.seq);
         } else if detail_hash(&e.detail) != e.detail_hash {
             return Err(broken(e.seq, BrokenReason::DetailChanged));
         }
         if e.thread != thread || link_of(e, thread, &prev) != e.link {
             return Err(broken(e.seq, moved_from(thread, entries, e).unwrap_or(BrokenReason::EntryChanged)));
         }
+        if e.kind == PURGED_KIND {
+            unexplained = None;
+        }
         prev.clone_from(&e.link);
+    }
+    if let Some(seq) = unexplained {
+        return Err(broken(seq, BrokenReason::DetailChanged));
     }
     Ok(ChainReport { thread: thread.to_string(), entries: entries.len() as u64, purged, head: prev })
 }

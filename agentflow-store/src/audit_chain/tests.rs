@@ -111,9 +111,23 @@ fn swapped_entries_are_out_of_order() {
     }
 }
 
+/// A log of `n` entries whose last one is a purge's `thread.purged` entry.
+fn purged_log(n: u64) -> Vec<AuditEntry> {
+    let mut entries = log(n);
+    let mut prev = String::new();
+    for e in entries.iter_mut() {
+        if e.seq == n {
+            e.kind = crate::record::PURGED_KIND.into();
+        }
+        seal(e, &prev);
+        prev.clone_from(&e.link);
+    }
+    entries
+}
+
 #[test]
 fn a_purged_detail_still_verifies_and_is_counted() {
-    let mut entries = log(4);
+    let mut entries = purged_log(4);
     entries[1].detail = purged_detail();
     let report = verify_chain("t-1", &entries).unwrap();
     assert_eq!((report.entries, report.purged), (4, 1));
@@ -122,6 +136,25 @@ fn a_purged_detail_still_verifies_and_is_counted() {
     // Only the exact marker is exempt.
     entries[2].detail = json!({ "purged": true, "i": 3 });
     assert_eq!(broken(&entries), (3, BrokenReason::DetailChanged));
+}
+
+#[test]
+fn a_purged_detail_no_purge_explains_is_a_changed_detail() {
+    // The marker written over a detail by someone with the store, not by a purge.
+    let mut entries = log(4);
+    entries[1].detail = purged_detail();
+    assert_eq!(broken(&entries), (2, BrokenReason::DetailChanged));
+    // Nor does a purge explain a marker written after it.
+    let mut entries = purged_log(3);
+    entries.extend(log(5).into_iter().skip(3));
+    let mut prev = entries[2].link.clone();
+    for e in entries.iter_mut().skip(3) {
+        seal(e, &prev);
+        prev.clone_from(&e.link);
+    }
+    assert!(verify_chain("t-1", &entries).is_ok());
+    entries[4].detail = purged_detail();
+    assert_eq!(broken(&entries), (5, BrokenReason::DetailChanged));
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod effects;
 mod fixtures;
 mod graph_descriptions;
 mod leases;
+mod purge;
 mod queue;
 mod restore;
 mod tenants;
@@ -44,6 +45,10 @@ pub use effects::{
 pub use fixtures::{NOW, approval, commit, concat, root, step, thread};
 pub use graph_descriptions::graph_descriptions_by_fingerprint;
 pub use leases::{lease_race, lease_rules};
+pub use purge::{
+    a_hold_keeps_the_subgraph_children_of_the_held_thread, legal_hold_refuses_purge,
+    purge_removes_a_thread_and_its_children,
+};
 pub use queue::{
     run_queue_claim_race, run_queue_lifecycle, run_queue_parks_for_answers, run_queue_parks_for_approvals,
     run_queue_parks_for_named_approvals, run_queue_settle_answers_control_requests,
@@ -113,6 +118,9 @@ pub const CASES: &[(&str, Case)] = &[
     ("restore_thread_writes_a_dump_as_it_was", restore_thread_writes_a_dump_as_it_was),
     ("restore_refuses_what_would_not_read_back", restore_refuses_what_would_not_read_back),
     ("restore_threads_writes_all_or_none", restore_threads_writes_all_or_none),
+    ("purge_removes_a_thread_and_its_children", purge_removes_a_thread_and_its_children),
+    ("legal_hold_refuses_purge", legal_hold_refuses_purge),
+    ("a_hold_keeps_the_subgraph_children_of_the_held_thread", a_hold_keeps_the_subgraph_children_of_the_held_thread),
 ];
 
 /// Runs every case on a fresh store from `make`, printing each case's name first.

@@ -13,6 +13,7 @@ use deadpool_postgres::GenericClient;
 use crate::error::{CompactError, ReadError};
 use crate::postgres::error::Fail;
 use crate::postgres::pool::PgPool;
+use crate::postgres::purge;
 use crate::postgres::reads;
 use crate::postgres::sql;
 use crate::record::{CheckpointSummary, StateChain, ThreadStatus};
@@ -35,8 +36,25 @@ pub(crate) struct Folded {
     pub(crate) snapshot: Vec<u8>,
 }
 
-/// The thread's status, or the compaction error for a thread that is absent or unfinished.
+/// The thread's status, or the compaction error for a thread that is absent, unfinished or
+/// under legal hold (itself or a thread above it: see [`purge::hold_above`], which locks
+/// those threads, before this one, as a purge does).
 async fn finished<C: GenericClient>(
+    ctx: &PgPool,
+    c: &C,
+    thread: &str,
+    lock: bool,
+) -> Result<ThreadStatus, Fail<CompactError>> {
+    let above = purge::hold_above(ctx, c, thread).await?;
+    let status = status_of(ctx, c, thread, lock).await?;
+    if let Some((held, hold)) = purge::hold_on(ctx, c, thread).await?.or(above) {
+        return Err(Fail::Refused(CompactError::Held { thread: thread.to_string(), held, hold }));
+    }
+    Ok(status)
+}
+
+/// The thread's status, or the compaction error for a thread that is absent or unfinished.
+async fn status_of<C: GenericClient>(
     ctx: &PgPool,
     c: &C,
     thread: &str,

@@ -163,6 +163,16 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE {s}.audit ADD COLUMN IF NOT EXISTS link text NOT NULL DEFAULT '';
     ALTER TABLE {s}.audit_heads ADD COLUMN IF NOT EXISTS link text NOT NULL DEFAULT '';
     "#,
+    // 10: legal holds (`Store::set_legal_hold`), and thread status `purged`, which older builds
+    // cannot read (`Store::purge_thread`).
+    r#"
+    CREATE TABLE IF NOT EXISTS {s}.holds (
+        thread text COLLATE "C" PRIMARY KEY,
+        held_by text NOT NULL,
+        reason text NOT NULL,
+        at bigint NOT NULL
+    );
+    "#,
 ];
 
 /// The version whose migration adds the audit chain's columns, after which [`chain_audit`]

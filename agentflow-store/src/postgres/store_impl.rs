@@ -5,18 +5,18 @@ use std::path::PathBuf;
 
 use crate::breaker::{BreakerAnswer, BreakerError, BreakerRecord, BreakerUpdate};
 use crate::error::{
-    ApprovalError, AuditError, CommitError, CompactError, EffectError, LeaseError, ReadError, StorageError,
+    ApprovalError, AuditError, CommitError, CompactError, EffectError, LeaseError, PurgeError, ReadError, StorageError,
 };
 use crate::postgres::PostgresStore;
 use crate::postgres::commit::commit;
 use crate::postgres::error::Fail;
 use crate::postgres::transaction::{OpenTx, in_transaction, released, retrying};
-use crate::postgres::{approvals, breakers, compact, effects, leases, queue, reads, restore, sql};
+use crate::postgres::{approvals, breakers, compact, effects, leases, purge, queue, reads, restore, sql};
 use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
-    CompactReport, Durability, EffectBatch, EffectKey, EffectOutcome, Lease, NewAuditEntry, PendingWrite, StateChain,
-    StepCommit, ThreadRecord, Timer,
+    CompactReport, Durability, EffectBatch, EffectKey, EffectOutcome, Lease, LegalHold, NewAuditEntry, PendingWrite,
+    PurgeReport, StateChain, StepCommit, ThreadRecord, Timer,
 };
 use crate::store::{CommitCallback, FoldFn, Listing, Store};
 
@@ -576,5 +576,29 @@ impl Store for PostgresStore {
                 queue::controls(ctx, &client, &holder, now).await
             })
         })
+    }
+
+    /// One transaction; the threads' rows are locked.
+    fn purge_thread(&self, thread: &str, entry: NewAuditEntry) -> Result<PurgeReport, PurgeError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| purge::purge(ctx, &tx, &thread, &entry).await)
+        })
+    }
+
+    /// One transaction.
+    fn set_legal_hold(&self, thread: &str, hold: Option<LegalHold>, entry: NewAuditEntry) -> Result<(), PurgeError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| purge::set_hold(ctx, &tx, &thread, hold.as_ref(), &entry)
+                .await)
+        })
+    }
+
+    fn legal_hold(&self, thread: &str) -> Result<Option<LegalHold>, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move { Ok(purge::hold(&ctx, &thread).await?) })
     }
 }

@@ -58,8 +58,10 @@ fn every_thread_status_round_trips_and_only_compensating_may_continue_besides_ru
     assert_eq!(ThreadStatus::Compensating.as_str(), "compensating");
     assert_eq!(ThreadStatus::Compensated.as_str(), "compensated");
     // Stored tags never change: the later statuses were appended.
-    assert_eq!((ThreadStatus::Sleeping.tag(), ThreadStatus::Paused.tag()), (8, 9));
+    assert_eq!((ThreadStatus::Sleeping.tag(), ThreadStatus::Paused.tag(), ThreadStatus::Purged.tag()), (8, 9, 10));
     assert_eq!(ThreadStatus::Paused.as_str(), "paused");
+    assert_eq!(ThreadStatus::Purged.as_str(), "purged");
+    assert!(!ThreadStatus::Purged.is_resumable(), "a purged thread has nothing to resume");
 }
 
 #[test]

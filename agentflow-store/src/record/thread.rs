@@ -37,11 +37,15 @@ pub enum ThreadStatus {
     /// nothing was undone and no timer wakes it; a resume continues with the next step.
     /// (Appended last, like `Sleeping`.)
     Paused,
+    /// Its data was removed by [`Store::purge_thread`](crate::Store::purge_thread): the record
+    /// stays as a tombstone (who owned it, when it ran) and its audit log keeps who did what,
+    /// without details. Finished and not resumable. (Appended last, like `Sleeping`.)
+    Purged,
 }
 
 impl ThreadStatus {
     /// Every status, in tag order.
-    pub const ALL: [ThreadStatus; 10] = [
+    pub const ALL: [ThreadStatus; 11] = [
         ThreadStatus::Running,
         ThreadStatus::Interrupted,
         ThreadStatus::Completed,
@@ -52,6 +56,7 @@ impl ThreadStatus {
         ThreadStatus::Compensated,
         ThreadStatus::Sleeping,
         ThreadStatus::Paused,
+        ThreadStatus::Purged,
     ];
 
     /// Whether the run has stopped, which makes the thread eligible for compaction.
@@ -69,12 +74,12 @@ impl ThreadStatus {
         )
     }
 
-    /// Whether a resume may still run the thread: every status but `Completed` and
-    /// `Compensated`. A `Failed`, `Cancelled` or `BudgetExhausted` thread is finished (it may
+    /// Whether a resume may still run the thread: every status but `Completed`,
+    /// `Compensated` and `Purged`. A `Failed`, `Cancelled` or `BudgetExhausted` thread is finished (it may
     /// be compacted) and resumable at once, so [`Store::compact`](crate::Store::compact) keeps
     /// its whole effect journal.
     pub fn is_resumable(self) -> bool {
-        !matches!(self, ThreadStatus::Completed | ThreadStatus::Compensated)
+        !matches!(self, ThreadStatus::Completed | ThreadStatus::Compensated | ThreadStatus::Purged)
     }
 
     /// The snake_case name used in messages and JSON.
@@ -90,6 +95,7 @@ impl ThreadStatus {
             ThreadStatus::Compensated => "compensated",
             ThreadStatus::Sleeping => "sleeping",
             ThreadStatus::Paused => "paused",
+            ThreadStatus::Purged => "purged",
         }
     }
 

@@ -7,6 +7,7 @@ use crate::error::{CompactError, ReadError};
 use crate::record::{CheckpointSummary, Snapshot};
 use crate::redb::effects::remove_effects_below;
 use crate::redb::error::WithPath;
+use crate::redb::purge::{hold_above, hold_in};
 use crate::redb::reads;
 use crate::redb::redb_store::RedbStore;
 use crate::redb::step_commit::remove_pending;
@@ -39,6 +40,16 @@ impl RedbStore {
             if !record.status.is_finished() {
                 return Err(CompactError::NotFinished { thread: thread.to_string(), status: record.status });
             }
+            // A legal hold keeps the whole history of the thread and of its subgraph children.
+            let holds = txn.open_table(tables::HOLDS).ctx(path)?;
+            let held = match hold_in(path, &holds, thread)? {
+                Some(hold) => Some((thread.to_string(), hold)),
+                None => hold_above(path, &threads, &holds, record.parent.clone())?,
+            };
+            if let Some((held, hold)) = held {
+                return Err(CompactError::Held { thread: thread.to_string(), held, hold });
+            }
+            drop(holds);
             // A resume of the thread may still look its journal up under a dropped checkpoint's
             // seq (see `Store::compact`): only a thread no resume runs loses its effects.
             let drop_effects = !record.status.is_resumable();

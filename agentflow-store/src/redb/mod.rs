@@ -9,6 +9,7 @@ mod effects;
 pub(crate) mod error;
 mod leases;
 mod listings;
+mod purge;
 mod queue;
 mod reads;
 mod redb_store;

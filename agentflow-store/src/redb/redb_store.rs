@@ -26,13 +26,16 @@ use crate::store::Store;
 /// 5: checkpoints and snapshots are keyed by thread number, see
 /// [`crate::redb::thread_numbers`]; queue rows and circuit breakers carry a checksum, see
 /// [`crate::redb::upgrade`].
-/// The layout this build writes (6: audit entries carry their hash chain, see
-/// [`crate::audit_chain`]; thread records may name a tenant).
-const STORE_FORMAT: u32 = 6;
+/// 6: audit entries carry their hash chain, see [`crate::audit_chain`]; thread records may
+/// name a tenant.
+/// The layout this build writes (7: a thread record may have status `purged`, which older
+/// builds cannot read, and legal holds have their table, [`tables::HOLDS`]).
+const STORE_FORMAT: u32 = 7;
 /// The oldest layout this build opens, and moves to [`STORE_FORMAT`] on open: format 3 differs
 /// in thread records without a parent, which this build still reads, formats 3 and 4 in
 /// checkpoints and snapshots keyed by thread id, which the move renumbers, and formats 3 to 5
-/// in audit entries without their hash chain, which the move chains.
+/// in audit entries without their hash chain, which the move chains; format 6 lacks only the
+/// holds table, which the move creates.
 const OLDEST_FORMAT: u32 = 3;
 /// The first format whose checkpoints and snapshots are keyed by thread number, and whose queue
 /// rows and breakers carry a checksum.
@@ -519,6 +522,7 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
         txn.open_table(tables::TIMER_OF).ctx(path)?;
         txn.open_table(tables::BREAKERS).ctx(path)?;
         txn.open_table(tables::GRAPHS).ctx(path)?;
+        txn.open_table(tables::HOLDS).ctx(path)?;
     }
     txn.commit().ctx(path)?;
     Ok(())

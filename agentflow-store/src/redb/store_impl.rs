@@ -6,13 +6,13 @@ use std::collections::BTreeSet;
 use crate::breaker::{BreakerAnswer, BreakerError, BreakerRecord, BreakerUpdate};
 use crate::dump::ThreadDump;
 use crate::error::{
-    ApprovalError, AuditError, CommitError, CompactError, EffectError, LeaseError, ReadError, StorageError,
+    ApprovalError, AuditError, CommitError, CompactError, EffectError, LeaseError, PurgeError, ReadError, StorageError,
 };
 use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
-    CompactReport, Durability, EffectBatch, EffectKey, EffectOutcome, Lease, NewAuditEntry, Payload, PendingWrite,
-    StateChain, StepCommit, ThreadRecord, Timer,
+    CompactReport, Durability, EffectBatch, EffectKey, EffectOutcome, Lease, LegalHold, NewAuditEntry, Payload,
+    PendingWrite, PurgeReport, StateChain, StepCommit, ThreadRecord, Timer,
 };
 use crate::redb::approvals::{stage_put_approval, stage_transition};
 use crate::redb::audit::stage_append_audit;
@@ -448,5 +448,34 @@ impl Store for RedbStore {
             Ok::<_, QueueError>(set)
         })?;
         Ok(set)
+    }
+
+    /// One write transaction, then the file is compacted (waiting for reads in flight) when the
+    /// purge removed anything: the purge is done whether or not the compaction worked.
+    fn purge_thread(&self, thread: &str, entry: NewAuditEntry) -> Result<PurgeReport, PurgeError> {
+        let thread = thread.to_string();
+        let (mut report, _) = self
+            .submit(Durability::Immediate, move |tx: &Tx<'_>| crate::redb::purge::stage_purge(tx, &thread, &entry))?;
+        let removed = report.checkpoints + report.pending_writes + report.effects + report.audit_details;
+        if removed + report.approvals + report.queued_runs > 0 {
+            report.file_compacted = self.compact_file().unwrap_or(false);
+        }
+        Ok(report)
+    }
+
+    /// One write transaction.
+    fn set_legal_hold(&self, thread: &str, hold: Option<LegalHold>, entry: NewAuditEntry) -> Result<(), PurgeError> {
+        let thread = thread.to_string();
+        self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
+            crate::redb::purge::stage_hold(tx, &thread, hold.as_ref(), &entry)
+        })?;
+        Ok(())
+    }
+
+    fn legal_hold(&self, thread: &str) -> Result<Option<LegalHold>, ReadError> {
+        self.read(|txn, path| {
+            let holds = txn.open_table(tables::HOLDS).ctx(path)?;
+            Ok(crate::redb::purge::hold_in(path, &holds, thread)?)
+        })
     }
 }

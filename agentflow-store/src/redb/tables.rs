@@ -80,3 +80,7 @@ pub const BREAKERS: TableDefinition<&str, &[u8]> = TableDefinition::new("agentfl
 /// graph fingerprint -> the graph's description (opaque UTF-8 text, as a record); see
 /// [`Store::put_graph_description`](crate::Store::put_graph_description).
 pub const GRAPHS: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.graphs");
+
+/// thread id -> its legal hold (`LegalHold`, as a record), see
+/// [`Store::set_legal_hold`](crate::Store::set_legal_hold). Format 7.
+pub const HOLDS: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.holds");

@@ -16,5 +16,6 @@ mod open_file;
 mod postgres_conformance;
 mod postgres_skipped_records;
 mod postgres_store;
+mod sealed_conformance;
 mod skipped_records;
 mod store_defaults;

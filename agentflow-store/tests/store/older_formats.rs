@@ -46,7 +46,7 @@ const BY_ID_SNAPSHOTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::ne
 /// Returns how many audit entries were rewritten.
 fn write_as_format_5(path: &std::path::Path) -> usize {
     let db = Database::create(path).unwrap();
-    assert_eq!(format_of(&db), 6, "this build writes format 6");
+    assert_eq!(format_of(&db), 7, "this build writes format 7");
     let txn = db.begin_write().unwrap();
     let rewritten;
     {
@@ -279,7 +279,7 @@ fn a_format_4_file_opens_its_checkpoints_move_under_thread_numbers_and_read_as_b
     store.close().unwrap();
 
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 6, "the file was moved to format 6");
+    assert_eq!(format_of(&db), 7, "the file was moved to format 7");
     {
         let txn = db.begin_read().unwrap();
         let names: Vec<String> = txn.list_tables().unwrap().map(|t| redb::TableHandle::name(&t).to_string()).collect();
@@ -351,7 +351,7 @@ fn a_format_3_file_opens_moves_to_format_6_and_its_children_keep_their_parents()
     store.commit_step(StepCommit::new(ThreadRecord { lease: None, ..child }).with_checkpoint(step)).unwrap();
     store.close().unwrap();
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 6, "the file was moved to format 6");
+    assert_eq!(format_of(&db), 7, "the file was moved to format 7");
     drop(db);
     let store = RedbStore::open(&path).unwrap();
     assert_eq!(store.thread("acct/write.0.0.review").unwrap().unwrap().parent.as_deref(), Some("acct"));
@@ -411,5 +411,5 @@ fn a_format_5_file_opens_moves_to_format_6_and_its_audit_log_is_chained() {
     assert_eq!(conformance::concat(&store.state_chain("b", 1).unwrap().unwrap()), b"S1+1");
     store.close().unwrap();
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 6, "the file was moved to format 6");
+    assert_eq!(format_of(&db), 7, "the file was moved to format 7");
 }

@@ -107,6 +107,24 @@ impl Store for Plain {
     fn restore_thread(&self, dump: agentflow_store::ThreadDump) -> Result<(), CommitError> {
         self.0.restore_thread(dump)
     }
+    fn purge_thread(
+        &self,
+        thread: &str,
+        entry: NewAuditEntry,
+    ) -> Result<agentflow_store::PurgeReport, agentflow_store::PurgeError> {
+        self.0.purge_thread(thread, entry)
+    }
+    fn set_legal_hold(
+        &self,
+        thread: &str,
+        hold: Option<agentflow_store::LegalHold>,
+        entry: NewAuditEntry,
+    ) -> Result<(), agentflow_store::PurgeError> {
+        self.0.set_legal_hold(thread, hold, entry)
+    }
+    fn legal_hold(&self, thread: &str) -> Result<Option<agentflow_store::LegalHold>, ReadError> {
+        self.0.legal_hold(thread)
+    }
     // The default restores one thread after the other, which a backend with transactions
     // should not keep (see `Store::restore_threads`); the suite holds it to all or none.
     fn restore_threads(&self, dumps: Vec<agentflow_store::ThreadDump>) -> Result<(), CommitError> {

@@ -32,6 +32,7 @@
 mod actor;
 mod check;
 mod operation;
+pub mod personal;
 mod policy;
 
 pub use actor::{Actor, Tenants};

@@ -33,11 +33,16 @@ pub enum Operation {
     Pause,
     /// Drop a finished thread's older checkpoints (retention).
     Compact,
+    /// See the fields a state marks as personal (`#[state(pii)]`) unmasked. Without it they
+    /// read as `•••` on every surface, and every unmasked read is audited.
+    SeePersonalData,
+    /// Remove a thread's data (and its children's) for good, or place and lift a legal hold.
+    Purge,
 }
 
 impl Operation {
     /// Every operation, in declaration order.
-    pub const ALL: [Operation; 12] = [
+    pub const ALL: [Operation; 14] = [
         Operation::List,
         Operation::ReadState,
         Operation::ReadHistory,
@@ -50,6 +55,8 @@ impl Operation {
         Operation::Cancel,
         Operation::Pause,
         Operation::Compact,
+        Operation::SeePersonalData,
+        Operation::Purge,
     ];
 
     /// The snake_case name used in policy files, messages and audit entries.
@@ -67,6 +74,8 @@ impl Operation {
             Operation::Cancel => "cancel",
             Operation::Pause => "pause",
             Operation::Compact => "compact",
+            Operation::SeePersonalData => "see_personal_data",
+            Operation::Purge => "purge",
         }
     }
 
@@ -85,6 +94,8 @@ impl Operation {
             Operation::Cancel => "cancel runs",
             Operation::Pause => "pause runs",
             Operation::Compact => "compact threads",
+            Operation::SeePersonalData => "see personal data unmasked",
+            Operation::Purge => "purge threads",
         }
     }
 }
@@ -127,9 +138,11 @@ mod tests {
             Operation::Cancel => 9,
             Operation::Pause => 10,
             Operation::Compact => 11,
+            Operation::SeePersonalData => 12,
+            Operation::Purge => 13,
         };
         // The last variant closes the list: a variant added after it takes its place here.
-        assert_eq!(index(Operation::Compact), Operation::ALL.len() - 1);
+        assert_eq!(index(Operation::Purge), Operation::ALL.len() - 1);
         for (i, op) in Operation::ALL.into_iter().enumerate() {
             assert_eq!(index(op), i, "{op} is out of place in Operation::ALL");
             assert_eq!(op.as_str().parse::<Operation>(), Ok(op));

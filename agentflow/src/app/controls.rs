@@ -66,7 +66,8 @@ impl<S: State, D> App<S, D> {
         if store.thread(thread)?.is_some() {
             return Err(WorkerError::ThreadExists { thread: thread.to_string() });
         }
-        let input = crate::durable::document(input, "the input state")?;
+        crate::durable::check_sealed::<S>(store.as_ref())?;
+        let input = crate::durable::state_document(input, "the input state", crate::durable::Allowed::of::<S>())?;
         let at = now_ms();
         let actor = if owner.is_empty() { process_actor() } else { owner.to_string() };
         let mut detail = serde_json::json!({ "graph": self.setup.graph.name(), "owner": owner });

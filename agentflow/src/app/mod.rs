@@ -6,6 +6,8 @@ mod access;
 mod approvals;
 mod breakers;
 mod controls;
+pub(crate) mod governance;
+pub(crate) mod retention;
 mod run;
 mod run_controls;
 pub(crate) mod scheduler;

@@ -10,6 +10,7 @@ use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
 
 use super::App;
+use super::retention::RetentionPolicy;
 use crate::core::state::State;
 use crate::durable::blocking;
 use crate::outcome::Outcome;
@@ -32,6 +33,9 @@ pub struct SchedulerConfig {
     /// executor holds the thread, ..), how long before it is tried again
     /// (default 1 s).
     pub retry_after: Duration,
+    /// The graph's retention policy, applied every [`RetentionPolicy::every`] (default none:
+    /// the scheduler removes nothing). (Appended last.)
+    pub retention: Option<RetentionPolicy>,
 }
 
 impl Default for SchedulerConfig {
@@ -41,6 +45,7 @@ impl Default for SchedulerConfig {
             concurrency: 64,
             batch: 256,
             retry_after: Duration::from_secs(1),
+            retention: None,
         }
     }
 }
@@ -50,6 +55,14 @@ impl SchedulerConfig {
     #[must_use]
     pub fn poll(mut self, poll: Duration) -> Self {
         self.poll = poll;
+        self
+    }
+
+    /// Sets [`SchedulerConfig::retention`]: the scheduler applies `policy` to the graph's
+    /// finished threads (first when it starts, then every [`RetentionPolicy::every`]).
+    #[must_use]
+    pub fn retention(mut self, policy: RetentionPolicy) -> Self {
+        self.retention = Some(policy);
         self
     }
 
@@ -218,7 +231,18 @@ impl<S: State, D: Send + Sync + 'static> Loop<S, D> {
         let permits = Arc::new(Semaphore::new(self.config.concurrency.clamp(1, Semaphore::MAX_PERMITS)));
         let mut tasks = tokio::task::JoinSet::new();
         let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<(String, bool)>();
+        let mut next_sweep = 0u64;
+        // The retention sweep runs beside the loop, one at a time, so timers fire while it purges.
+        let mut sweep: Option<tokio::task::JoinHandle<()>> = None;
         loop {
+            if let Some(policy) = self.config.retention
+                && now_ms() >= next_sweep
+                && sweep.as_ref().is_none_or(|s| s.is_finished())
+            {
+                let app = self.app.clone();
+                sweep = Some(tokio::spawn(async move { app.retention_sweep(policy, "scheduler").await }));
+                next_sweep = now_ms().saturating_add(u64::try_from(policy.every.as_millis()).unwrap_or(u64::MAX));
+            }
             let now = now_ms();
             self.backoff.retain(|_, at| *at > now);
             // Look at one more than is in flight, so the next timer is known

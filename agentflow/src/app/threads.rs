@@ -8,13 +8,14 @@ use agentflow_store::{
     AuditEntry, Checkpoint, CheckpointSummary, CompactReport, Listing, StateChain, Store, ThreadRecord, ThreadStatus,
 };
 
+use crate::access::personal::{AuditMask, credential_names, personal_names, read_entry, sees_personal_data};
 use crate::access::{Actor, Operation};
 use crate::app::App;
 use crate::core::budget::Limits;
 use crate::core::state::State;
-use crate::durable::fold_chain;
 use crate::durable::history::Snapshot;
 use crate::durable::{HistoryError, PersistError, fork_thread, update_thread};
+use crate::durable::{fold_chain, now_ms};
 use crate::interrupt::{Pending, PendingKind};
 
 impl<S: State, D> App<S, D> {
@@ -64,7 +65,23 @@ impl<S: State, D> App<S, D> {
         }
     }
 
+    /// A typed state cannot be masked: reading one whose type has personal fields
+    /// (`#[state(pii)]`) needs [`Operation::SeePersonalData`], and is audited.
+    fn read_personal(&self, store: &Arc<dyn Store>, thread: &str) -> Result<(), HistoryError> {
+        let personal = personal_names(S::FIELDS);
+        if personal.is_empty() {
+            return Ok(());
+        }
+        self.setup.access.allow(Operation::SeePersonalData, Some(thread))?;
+        let entry = read_entry(now_ms(), &self.setup.access.actor().id, "app", &personal);
+        store
+            .append_audit(thread, entry)
+            .map_err(|e| HistoryError::PersonalDataAudit { thread: thread.to_string(), source: Box::new(e) })?;
+        Ok(())
+    }
+
     fn snapshot_of(&self, store: &Arc<dyn Store>, cp: Checkpoint) -> Result<Snapshot<S>, HistoryError> {
+        self.read_personal(store, &cp.thread)?;
         let chain = store
             .state_chain(&cp.thread, cp.seq)
             .map_err(PersistError::from)?
@@ -126,7 +143,10 @@ impl<S: State, D> App<S, D> {
         if !self.visible(Operation::ReadHistory, thread)? {
             return Ok(Vec::new());
         }
-        Ok(self.store_or_err()?.list_audit(thread).map_err(PersistError::from)?)
+        let store = self.store_or_err()?;
+        let mut entries = store.list_audit(thread).map_err(PersistError::from)?;
+        self.mask_audit(store, thread, &mut entries)?;
+        Ok(entries)
     }
 
     /// The thread's audit log, oldest first, with every entry that decodes;
@@ -135,7 +155,28 @@ impl<S: State, D> App<S, D> {
         if !self.visible(Operation::ReadHistory, thread)? {
             return Ok(Listing::complete(Vec::new()));
         }
-        Ok(self.store_or_err()?.scan_audit(thread).map_err(PersistError::from)?)
+        let store = self.store_or_err()?;
+        let mut listing = store.scan_audit(thread).map_err(PersistError::from)?;
+        self.mask_audit(store, thread, &mut listing.items)?;
+        Ok(listing)
+    }
+
+    /// The values `entries` (of `thread`'s log) carry of the state, masked for the app's actor
+    /// (see [`AuditMask`]); an unmasked read of personal fields is audited, as [`App::state`]'s.
+    fn mask_audit(&self, store: &Arc<dyn Store>, thread: &str, entries: &mut [AuditEntry]) -> Result<(), HistoryError> {
+        let (personal, credential) = (personal_names(S::FIELDS), credential_names(S::FIELDS));
+        if personal.is_empty() && credential.is_empty() {
+            return Ok(());
+        }
+        let sees = sees_personal_data(&self.setup.access, Some(thread));
+        let mask = AuditMask::new(&personal, &credential, sees, crate::approval::ANSWER_KIND);
+        if mask.apply(entries) {
+            let entry = read_entry(now_ms(), &self.setup.access.actor().id, "app audit", &personal);
+            store
+                .append_audit(thread, entry)
+                .map_err(|e| HistoryError::PersonalDataAudit { thread: thread.to_string(), source: Box::new(e) })?;
+        }
+        Ok(())
     }
 
     /// Verifies the thread's audit log: each entry chained by hash to the one before it
@@ -200,7 +241,8 @@ impl<S: State, D> App<S, D> {
     pub fn update_state(&self, thread: &str, update: S::Update, actor: impl Into<Actor>) -> Result<u64, HistoryError> {
         let store = self.store_or_err()?;
         // Checked before the thread is looked up, as before.
-        let blob = crate::durable::document(&update, "the update")?;
+        crate::durable::check_sealed::<S>(store.as_ref())?;
+        let blob = crate::durable::state_document(&update, "the update", crate::durable::Allowed::of::<S>())?;
         let access = self.access_of(actor);
         self.check_for(&access, Operation::UpdateState, thread)?;
         update_thread(store, thread, blob, &access.actor().id)
@@ -237,13 +279,17 @@ impl<S: State, D> App<S, D> {
     /// Retention for a finished thread: keeps the `keep_last` newest
     /// checkpoints (each stays readable) and compacts the file.
     ///
+    /// A thread under legal hold, or a subgraph child of a held thread, keeps its whole
+    /// history: refused with [`HistoryError::Compact`] holding
+    /// [`CompactError::Held`](agentflow_store::CompactError::Held), nothing changed.
+    ///
     /// Checked for the app's actor ([`Operation::Compact`]).
     pub fn compact(&self, thread: &str, keep_last: usize) -> Result<CompactReport, HistoryError> {
         let store = self.store_or_err()?;
         self.check(Operation::Compact, thread)?;
         let fold = |chain: &StateChain| -> Result<Vec<u8>, agentflow_store::BoxError> {
             let state: S = fold_chain(thread, chain)?;
-            Ok(crate::durable::document(&state, "the state")?)
+            Ok(crate::durable::state_document(&state, "the state", crate::durable::Allowed::of::<S>())?)
         };
         match store.compact(thread, keep_last, &fold) {
             // Said as any other read of a missing thread says it (a thread of another tenant too).

@@ -138,6 +138,7 @@ pub(crate) fn record(
     }
     // Recorded, a value `resume_with` refuses would stop every plain resume of the thread.
     crate::durable::check_json(&value, "answer").map_err(AnswerError::Value)?;
+    refuse_credentials(&value)?;
     // The thread is held while the answer is checked and written: a run (a `resume_with` with
     // its own value) cannot take it in between and move it on without the answer while the
     // person is told it was recorded. A run that holds it already refuses the answer; one that
@@ -232,6 +233,7 @@ pub(crate) fn record_handed_down(
     now: u64,
 ) -> Result<(), AnswerError> {
     crate::durable::check_json(&value, "answer").map_err(AnswerError::Value)?;
+    refuse_credentials(&value)?;
     let answers = recorded_all(store, thread, checkpoint, questions)?;
     let Some((asked, _)) = questions.iter().zip(&answers).find(|(_, a)| a.is_none()) else { return Ok(()) };
     let detail = json!({
@@ -460,4 +462,13 @@ fn answer_of(entry: &AuditEntry, checkpoint: u64) -> Option<InterruptAnswer> {
         by: entry.actor.clone(),
         at: entry.at,
     })
+}
+
+/// Refuses an answer holding text that looks like a credential: it would be kept in the audit
+/// log and the thread's checkpoint.
+fn refuse_credentials(value: &Value) -> Result<(), AnswerError> {
+    match crate::secret::scan_value(value) {
+        Some(hit) => Err(AnswerError::Credential { pointer: hit.pointer, kind: hit.kind }),
+        None => Ok(()),
+    }
 }

@@ -443,6 +443,15 @@ impl ApprovalDesk {
         self.authorize(approver, &record)?;
         check(&record.tool, &args)
             .map_err(|detail| DecisionError::InvalidEdit { tool: record.tool.clone(), detail })?;
+        // The edited arguments are stored with the approval: none may hold a credential.
+        if let Some(hit) = crate::secret::scan_value(&args) {
+            let detail = format!(
+                "`{}` looks like a {}; keep the secret in a secret store and pass its reference \
+                 (`{{\"secretRef\": \"scheme:name\"}}`)",
+                hit.pointer, hit.kind
+            );
+            return Err(DecisionError::InvalidEdit { tool: record.tool.clone(), detail });
+        }
         let edited = ApprovalArgs { canonical: canonical_json(&args), hash: args_hash(&args) };
         let note = format!("arguments edited from {} to {}", record.args, edited.canonical);
         self.decide(

@@ -39,7 +39,11 @@ impl ReducerKind {
 }
 
 /// One field of a [`State`], as the derive describes it.
+///
+/// Made with [`Field::new`] and the marks [`Field::personal`] and [`Field::credential`];
+/// new marks may be added.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Field {
     /// The field's name.
     pub name: &'static str,
@@ -50,6 +54,32 @@ pub struct Field {
     /// tool without the graph's types (the `agentflow` command-line tool)
     /// can refuse an update the state's types could not read back.
     pub ty: &'static str,
+    /// The field holds personal data (`#[state(pii)]`): it is masked as `•••` for anyone
+    /// without [`Operation::SeePersonalData`](crate::access::Operation::SeePersonalData).
+    pub personal: bool,
+    /// The field may hold values that look like credentials (`#[state(credential)]`): the
+    /// credential scan lets them through, and they are stored only by a store that seals
+    /// payloads.
+    pub credential: bool,
+}
+
+impl Field {
+    /// A field with no marks.
+    pub const fn new(name: &'static str, reducer: ReducerKind, ty: &'static str) -> Self {
+        Field { name, reducer, ty, personal: false, credential: false }
+    }
+
+    /// The same field, marked as personal data.
+    pub const fn personal(mut self) -> Self {
+        self.personal = true;
+        self
+    }
+
+    /// The same field, marked as allowed to hold credential-like values.
+    pub const fn credential(mut self) -> Self {
+        self.credential = true;
+        self
+    }
 }
 
 /// The state of a graph: a struct whose fields each have a reducer.
@@ -99,4 +129,10 @@ pub trait Update: Default + Clone + Debug + Send + Sync + Serialize + Deserializ
     fn is_empty(&self) -> bool {
         self.touched() == 0
     }
+
+    /// Unsets the marked fields (`#[state(pii)]`, `#[state(credential)]`) among `names`: what
+    /// an event shows an actor who may not see them. The derive implements it; the default
+    /// unsets none.
+    #[doc(hidden)]
+    fn __clear_fields(&mut self, _names: &[&str]) {}
 }

@@ -124,7 +124,8 @@ impl<D> Ctx<'_, D> {
                 let value: T = serde_json::from_value(value).map_err(|e| {
                     NodeError::fatal(format!(
                         "`{by}` settled effect `{key}` as succeeded with a result that does not decode as the \
-                         expected type: {e}"
+                         expected type: {}",
+                        crate::secret::describe_decode_error(&e)
                     ))
                 })?;
                 journal.record(self.node, &journal_key, value).await

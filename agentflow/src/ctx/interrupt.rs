@@ -134,10 +134,13 @@ impl<D> Ctx<'_, D> {
                     // Not a failure for good: a person answers again (nothing is compensated).
                     let decoded = serde_json::from_value(value.clone()).map_err(|e| {
                         signal.refused_resume = true;
+                        // Not the serde message as it is: it quotes the value, and the text
+                        // becomes the thread's status line.
                         NodeError::needs_input(format!(
-                            "the resume value for node `{}` does not have the shape it expects ({e}); \
+                            "the resume value for node `{}` does not have the shape it expects ({}); \
                              resume again with a value of the right shape",
-                            self.node
+                            self.node,
+                            crate::secret::describe_decode_error(&e)
                         ))
                     })?;
                     signal.answered = Some(value.clone());

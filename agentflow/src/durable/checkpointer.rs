@@ -166,13 +166,16 @@ impl Checkpointer {
         let last = cursor.is_empty();
         let threshold = if last { self.snapshot_len / 4 } else { self.snapshot_len.max(MIN_SNAPSHOT_BYTES) };
         let snapshot = if self.delta_since >= threshold || self.migrated_to.is_some() {
-            let bytes = to_json(state, "the state")?;
+            let bytes = super::document::state_document(state, "the state", super::document::Allowed::of::<S>())?;
             self.snapshot_len = bytes.len();
             self.delta_since = 0;
             Some(bytes)
         } else {
             None
         };
+        for value in payloads.iter().flat_map(|(_, values)| values) {
+            super::document::refuse_credentials_in(value, "a worker's payload", super::document::Allowed::NONE)?;
+        }
         let seq = next_seq(&self.thread, self.seq)?;
         // The migrated state's first snapshot: the commit that carries it records the thread as of
         // the new version (below, and only if it succeeds: any other write keeps the stored one).
@@ -393,6 +396,12 @@ impl Checkpointer {
         // A NUL byte (an error message decoded from a binary body) is stored as U+FFFD: PostgreSQL
         // `text` cannot hold it, and a refused commit would leave the thread `running`.
         let detail = if detail.contains('\0') { detail.replace('\0', "\u{FFFD}") } else { detail };
+        // The status line is kept in clear (sealed stores too) and shown everywhere: an error
+        // message quoting a credential-like value keeps only its kind.
+        let detail = match crate::secret::redact_credentials(&detail) {
+            std::borrow::Cow::Borrowed(_) => detail,
+            std::borrow::Cow::Owned(redacted) => redacted,
+        };
         let mut record = ThreadRecord::new(&self.thread, &self.owner, &self.fingerprint, self.version, self.created_at);
         // `updated_at` moves when the status or detail does, so a plain step
         // leaves the stored record unchanged and the store can skip it.

@@ -72,6 +72,34 @@ pub enum PersistError {
     /// commit may or may not be on disk. Resume the thread to find out.
     #[error("the store dropped a commit without answering; resume the thread to see what was stored")]
     CommitDropped,
+    /// A value holds text that looks like a credential (an API key, a token, a private key);
+    /// nothing of it was stored. The error names where, never the value.
+    #[error(
+        "refused to store {what}: `{pointer}` looks like a {kind}; keep the secret in a secret store and put \
+         only its reference (`agentflow::secret::Secret`) into the state or the call, or, for a state field that \
+         must hold it, mark the field `#[state(credential)]` and use a store with encryption at rest"
+    )]
+    Credential {
+        /// What was being written.
+        what: &'static str,
+        /// The JSON pointer (RFC 6901) of the string inside it (`/messages/3/content`).
+        pointer: String,
+        /// What it looks like.
+        kind: crate::secret::CredentialKind,
+    },
+    /// The state has fields marked `#[state(credential)]`, and the store keeps payloads in
+    /// clear; the run did not start.
+    #[error(
+        "`{state}` marks field `{field}` as holding credentials, but this store does not encrypt payloads; \
+         enable encryption at rest (the store's `encryption` feature) or keep the credential out of the state \
+         as a `Secret<T>` reference"
+    )]
+    CredentialsUnsealed {
+        /// The state type.
+        state: &'static str,
+        /// The first field marked as holding credentials.
+        field: &'static str,
+    },
     /// Journaling a compensation (saga) failed; the thread stays
     /// `compensating`, and a resume continues where it stopped.
     #[error("could not journal the compensation: {0}; resume the thread to continue compensating")]
@@ -199,6 +227,34 @@ pub enum HistoryError {
     /// The app's access policy refused the operation. (Appended last.)
     #[error(transparent)]
     Access(#[from] crate::access::AccessError),
+    /// A purge or a legal hold was refused by the store (a hold, a store without purge).
+    /// (Appended last.)
+    #[error(transparent)]
+    Purge(#[from] agentflow_store::PurgeError),
+    /// A run holds the thread (or one of its subgraph children): it is not purged under a
+    /// running run. (Appended last.)
+    #[error(
+        "thread `{thread}` is in use: `{holder}` holds it until {expires_at}; cancel the run (`agentflow cancel`) \
+         and purge once it has stopped"
+    )]
+    InUse {
+        /// The thread held (the one asked for, or one of its subgraph children).
+        thread: String,
+        /// Who holds its lease.
+        holder: String,
+        /// Unix millis when the lease expires.
+        expires_at: u64,
+    },
+    /// A read of personal data could not be recorded in the thread's audit log, so the state
+    /// was not handed out. (Appended last.)
+    #[error("the read of thread `{thread}`'s personal data could not be audited, so it was not returned: {source}")]
+    PersonalDataAudit {
+        /// The thread read.
+        thread: String,
+        /// Why the entry was not written.
+        #[source]
+        source: Box<agentflow_store::AuditError>,
+    },
 }
 
 impl From<ReadError> for HistoryError {

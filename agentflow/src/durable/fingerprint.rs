@@ -14,11 +14,17 @@ use super::io::blocking;
 /// Stores the graph's description under its fingerprint unless the store has
 /// it already (see [`GraphIdentity::description`]). The description only
 /// serves tools that read the store, so a failure is logged, not fatal.
-pub(super) async fn keep_description(store: &Arc<dyn Store>, graph: &impl GraphIdentity) {
+/// One stored before the state's fields were marked as they are now is replaced.
+pub(super) async fn keep_description(
+    store: &Arc<dyn Store>,
+    graph: &impl GraphIdentity,
+    fields: &'static [crate::core::state::Field],
+) {
     let fingerprint = graph.fingerprint().to_string();
     let fp = fingerprint.clone();
     match blocking(store, move |s| s.graph_description(&fp)).await {
-        Ok(Ok(Some(_))) => return,
+        Ok(Ok(Some(text))) if marks_current(&text, fields) => return,
+        Ok(Ok(Some(_))) => {}
         Ok(Ok(None)) => {}
         Ok(Err(e)) => return tracing::warn!(fingerprint, error = %e, "reading the graph's description"),
         Err(e) => return tracing::warn!(fingerprint, error = %e, "reading the graph's description"),
@@ -29,6 +35,27 @@ pub(super) async fn keep_description(store: &Arc<dyn Store>, graph: &impl GraphI
         Ok(Err(e)) => tracing::warn!(error = %e, "storing the graph's description"),
         Err(e) => tracing::warn!(error = %e, "storing the graph's description"),
     }
+}
+
+/// Whether a stored description marks the same fields personal and credential as `fields`
+/// (the marks do not change the fingerprint). Reads the text only when either side has marks.
+pub(super) fn marks_current(text: &str, fields: &[crate::core::state::Field]) -> bool {
+    let marked = fields.iter().any(|f| f.personal || f.credential);
+    if !marked && !text.contains("\"personal\":true") && !text.contains("\"credential\":true") {
+        return true;
+    }
+    let Ok(stored) = serde_json::from_str::<Value>(text) else { return true };
+    let Some(listed) = stored.pointer("/state/fields").and_then(Value::as_array) else { return !marked };
+    let flag = |f: &Value, key: &str| f.get(key).and_then(Value::as_bool).unwrap_or(false);
+    fields.iter().all(|field| {
+        listed
+            .iter()
+            .find(|f| f.get("name").and_then(Value::as_str) == Some(field.name))
+            .is_none_or(|f| flag(f, "personal") == field.personal && flag(f, "credential") == field.credential)
+    }) && listed.iter().all(|f| {
+        !(flag(f, "personal") || flag(f, "credential"))
+            || fields.iter().any(|field| f.get("name").and_then(Value::as_str) == Some(field.name))
+    })
 }
 
 pub(super) fn explain_change(stored: Option<&Value>, current: &Value) -> String {
@@ -110,5 +137,19 @@ mod tests {
         let now = described(json!({ "a": ["x"] }), 10);
         let changes = explain_change(Some(&old), &now);
         assert_eq!(changes, "the state type, start node, `writes` lists, step bound or tools changed");
+    }
+
+    #[test]
+    fn a_description_without_the_current_marks_is_stale() {
+        use super::marks_current;
+        use crate::core::state::{Field, ReducerKind};
+        let plain = [Field::new("email", ReducerKind::Overwrite, "String")];
+        let marked = [Field::new("email", ReducerKind::Overwrite, "String").personal()];
+        let old = r#"{"state":{"fields":[{"name":"email","reducer":"overwrite","type":"String"}]}}"#;
+        let now = r#"{"state":{"fields":[{"name":"email","personal":true,"credential":false}]}}"#;
+        assert!(marks_current(old, &plain));
+        assert!(!marks_current(old, &marked));
+        assert!(marks_current(now, &marked));
+        assert!(!marks_current(now, &plain));
     }
 }

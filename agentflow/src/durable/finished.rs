@@ -110,5 +110,6 @@ pub(crate) fn stored_write<S: State>(
     let next: Vec<&str> = step.next.iter().map(|n| names(*n)).collect();
     let sends = step.sends.iter().filter_map(|s| Some((names(s.worker), s.payloads.as_ref().ok()?))).collect();
     let stored = StoredWriteRef { update: &step.update, next, sends, instance: step.instance };
-    super::document::document(&stored, "a pending write")
+    let allowed = super::document::Allowed { fields: S::FIELDS, under: "/update" };
+    super::document::state_document(&stored, "a pending write", allowed)
 }

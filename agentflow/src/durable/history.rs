@@ -12,6 +12,7 @@ use serde_json::json;
 
 use super::budget::{budget_write, stored_budget};
 use super::chain::next_seq;
+use super::document::refuse_credentials_skipping;
 use super::error::{HistoryError, PersistError};
 use super::journal::journal_seq_of;
 use super::keys::{BUDGET, INTERRUPTS, JOURNAL_SEQ, PAYLOADS};
@@ -239,6 +240,9 @@ pub fn update_thread(store: &Arc<dyn Store>, thread: &str, blob: Vec<u8>, actor:
     // Held before anything is read, so no run commits a step in between.
     let lease = hold(store, thread)?;
     let latest = latest_of(store, thread)?;
+    // Refused before anything is written, as a run's updates are: the update's credential-like
+    // text outside the fields the graph marks `#[state(credential)]` (on a store that seals).
+    refuse_credentials_skipping(&blob, "the update", &credential_fields(store, thread))?;
     // The same check passed for the blob, so the detail is the same JSON.
     let detail: serde_json::Value = serde_json::from_slice(&blob).map_err(|source| PersistError::Decode {
         thread: thread.to_string(),
@@ -381,6 +385,22 @@ struct Carry {
     /// The new head carries on the head's step (its journal and waits), so a thread whose
     /// calls were compensated is refused.
     continues_step: bool,
+}
+
+/// The JSON pointers of the fields the stored description of `thread`'s graph marks as
+/// holding credentials; none on a store that keeps payloads in clear, or without a readable
+/// description.
+fn credential_fields(store: &Arc<dyn Store>, thread: &str) -> Vec<String> {
+    if !store.seals_payloads() {
+        return Vec::new();
+    }
+    let Ok(Some(record)) = store.thread(thread) else { return Vec::new() };
+    let Ok(Some(text)) = store.graph_description(&record.graph_fingerprint) else { return Vec::new() };
+    let Ok(description) = serde_json::from_str::<serde_json::Value>(&text) else { return Vec::new() };
+    crate::access::personal::credential_in_description(&description)
+        .into_iter()
+        .map(|name| format!("/{}", name.replace('~', "~0").replace('/', "~1")))
+        .collect()
 }
 
 fn latest_of(store: &Arc<dyn Store>, thread: &str) -> Result<Checkpoint, HistoryError> {

@@ -228,13 +228,25 @@ impl Journal {
         // A result that would not read back (a NaN, nesting too deep) is not
         // stored changed; the effect did run, so a marker is journaled in its
         // place and the effect is never run again.
-        let (bytes, refused) = match crate::core::encode::to_bytes(&value, "result") {
+        // So is a result holding a credential: its value is never written.
+        let checked = match crate::core::encode::to_bytes(&value, "result") {
+            Err(e) => Err(format!(
+                "effect `{key}` ran, but its result cannot be journaled ({e}); it will not run again: \
+                 return a value that JSON holds exactly"
+            )),
+            Ok(bytes) => match super::document::refuse_credentials(&bytes, "the result", Default::default()) {
+                Ok(()) => Ok(bytes),
+                Err(e) => {
+                    Err(format!("effect `{key}` ran, but its result was not journaled: {e}; it will not run again"))
+                }
+            },
+        };
+        let (bytes, refused) = match checked {
             Ok(bytes) => (bytes, None),
-            Err(e) => {
-                let message = format!(
-                    "effect `{key}` ran, but its result cannot be journaled ({e}); it will not run again: \
-                     return a value that JSON holds exactly"
-                );
+            Err(message) => {
+                // The marker is journaled and the message becomes the thread's status line: a
+                // credential-like part of the key or of the encoder's message is not kept.
+                let message = crate::secret::redact_credentials(&message).into_owned();
                 (unjournaled_marker(&message), Some(message))
             }
         };
@@ -386,6 +398,9 @@ impl Journal {
         audit: Vec<NewAuditEntry>,
     ) -> Result<bool, NodeError> {
         let id = record.id.clone();
+        // The arguments of a call waiting for approval are stored: none may hold a credential.
+        super::document::refuse_credentials(record.args.as_bytes(), "the approval's arguments", Default::default())
+            .map_err(|e| NodeError::fatal(format!("approval `{id}`: {e}")))?;
         let batch = audit.into_iter().fold(self.start_batch().new_approval(record), |batch, entry| batch.audit(entry));
         match self.commit_batch(batch).await? {
             Ok(_) => Ok(true),
@@ -472,7 +487,10 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8], key: &str) -> Result<T, 
         }
     }
     serde_json::from_slice(bytes).map_err(|e| {
-        NodeError::fatal(format!("the journaled result of effect `{key}` does not decode as the expected type: {e}"))
+        NodeError::fatal(format!(
+            "the journaled result of effect `{key}` does not decode as the expected type: {}",
+            crate::secret::describe_decode_error(&e)
+        ))
     })
 }
 

@@ -45,7 +45,7 @@ pub(crate) use chain::fold_chain;
 pub(crate) use checkpointer::Checkpointer;
 pub(crate) use checkpointer::open::{NewThread, Resumed};
 pub(crate) use cut_off::{UNKNOWN_CALL, UnknownCall, unknown_outcome_id, unknown_outcome_record};
-pub(crate) use document::document;
+pub(crate) use document::{Allowed, check_sealed, refuse_credentials_in, state_document};
 pub(crate) use durability::Durability;
 pub(crate) use error::ThreadError;
 pub use error::{HistoryError, PersistError, ResumeError};

@@ -19,7 +19,7 @@ use crate::outcome::{Outcome, Run, RunError};
 
 use super::Runner;
 use super::ending::{asks_again, best_effort, lease_lost};
-use super::runner::resume_value_error;
+use super::runner::resume_value;
 use super::start::open;
 
 /// The value given for the question of one waiting item: what its node's (or map instance's)
@@ -65,8 +65,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
     /// each with [`Runner::resume_answering`], or, only when one value is meant for all of them
     /// and they ask the very same thing, use [`Runner::resume_with_all_alike`].
     pub async fn resume_with<V: serde::Serialize>(self, value: V) -> Result<Run<S>, RunError> {
-        let value = crate::core::encode::to_value(&value, "resume", crate::durable::MAX_JSON_DEPTH)
-            .map_err(resume_value_error)?;
+        let value = resume_value(&value)?;
         self.resume_given(value, false).await
     }
 
@@ -75,8 +74,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
     /// answer is meant for all. Refused with [`RunError::QuestionsDiffer`] when they ask
     /// different things; nothing runs then.
     pub async fn resume_with_all_alike<V: serde::Serialize>(self, value: V) -> Result<Run<S>, RunError> {
-        let value = crate::core::encode::to_value(&value, "resume", crate::durable::MAX_JSON_DEPTH)
-            .map_err(resume_value_error)?;
+        let value = resume_value(&value)?;
         self.resume_given(value, true).await
     }
 
@@ -92,8 +90,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
     /// own question. Refused ([`RunError::Answer`]) when the thread does not ask that question
     /// (it moved on) or it has an answer already.
     pub async fn resume_answering<V: serde::Serialize>(self, question_id: &str, value: V) -> Result<Run<S>, RunError> {
-        let value = crate::core::encode::to_value(&value, "resume", crate::durable::MAX_JSON_DEPTH)
-            .map_err(resume_value_error)?;
+        let value = resume_value(&value)?;
         let thread = self.thread.clone().ok_or(RunError::ResumeNeedsThread)?;
         let store = self.setup.store.clone().ok_or(RunError::NoStore)?;
         // Checked before the answer is written: giving a value is answering, then resuming.

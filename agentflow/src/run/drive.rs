@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use super::Setup;
 use super::answers;
-use super::events::Events;
+use super::events::{Events, hidden_fields};
 use super::exec::Exec;
 use crate::core::budget::Meter;
 use crate::core::state::State;
@@ -86,7 +86,12 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             // The context reaches the stream for model chunks and custom values, and passes it on
             // to subgraphs, which send up every mode the stream carries.
             let outlet = self.stream.clone();
-            let events = Arc::new(Events::new(self.sink, self.stream, self.parent_outlet.clone()));
+            let events = Arc::new(Events::new(
+                self.sink,
+                self.stream,
+                self.parent_outlet.clone(),
+                hidden_fields::<S>(&self.setup.access),
+            ));
             let activity_events = Arc::clone(&events);
             let gateway = &self.setup.gateway;
             let stop_now = self.stop_now.unwrap_or_else(|| self.cancel.clone());
@@ -202,7 +207,12 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
         if let Some(parents) = &self.parent_leases {
             cp.fence_parents(parents.clone());
         }
-        let events = Arc::new(Events::new(self.sink, self.stream, self.parent_outlet.clone()));
+        let events = Arc::new(Events::new(
+            self.sink,
+            self.stream,
+            self.parent_outlet.clone(),
+            hidden_fields::<S>(&self.setup.access),
+        ));
         let usage = cp.budget.usage;
         // The compensation keeps the reason it started with (in the audit log).
         let reason = "resumed while compensating".to_string();

@@ -531,5 +531,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
 
 /// Serialises one step's updates, in declaration order, as the checkpoint's delta.
 fn encode_updates<S: State>(done: &[(NodeId, Step<S>)]) -> Result<Vec<Vec<u8>>, PersistError> {
-    done.iter().map(|(_, s)| crate::durable::document(&s.update, "an update")).collect()
+    done.iter()
+        .map(|(_, s)| crate::durable::state_document(&s.update, "an update", crate::durable::Allowed::of::<S>()))
+        .collect()
 }

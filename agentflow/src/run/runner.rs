@@ -425,6 +425,15 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     }
 }
 
+/// An answer to a question as the thread keeps it: refused when it would not read back, or holds
+/// text that looks like a credential.
+pub(super) fn resume_value<V: serde::Serialize>(value: &V) -> Result<serde_json::Value, crate::durable::PersistError> {
+    let value =
+        crate::core::encode::to_value(value, "resume", crate::durable::MAX_JSON_DEPTH).map_err(resume_value_error)?;
+    crate::durable::refuse_credentials_in(&value, "the resume value", Default::default())?;
+    Ok(value)
+}
+
 pub(super) fn resume_value_error(source: crate::core::encode::ValueError) -> crate::durable::PersistError {
     crate::durable::PersistError::Value { what: "the resume value", source }
 }

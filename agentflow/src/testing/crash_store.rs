@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use agentflow_store::{
     ApprovalError, ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, AuditError, BreakerAnswer, BreakerError,
     BreakerRecord, BreakerUpdate, Checkpoint, CheckpointSummary, CommitError, CommitReceipt, CompactError,
-    CompactReport, EffectBatch, EffectError, EffectKey, EffectOutcome, FoldFn, Lease, LeaseError, Listing,
-    NewAuditEntry, NewRun, PendingWrite, QueueError, QueuedRun, ReadError, RunControl, RunWait, Settle, StateChain,
-    StepCommit, StorageError, Store, ThreadDump, ThreadRecord, Timer,
+    CompactReport, EffectBatch, EffectError, EffectKey, EffectOutcome, FoldFn, Lease, LeaseError, LegalHold, Listing,
+    NewAuditEntry, NewRun, PendingWrite, PurgeError, PurgeReport, QueueError, QueuedRun, ReadError, RunControl,
+    RunWait, Settle, StateChain, StepCommit, StorageError, Store, ThreadDump, ThreadRecord, Timer,
 };
 use tokio::sync::Notify;
 
@@ -273,6 +273,13 @@ impl Store for CrashStore {
         fn control_run_audited(&self, thread: &str, control: RunControl, entry: NewAuditEntry) -> Result<bool, QueueError>;
         fn settle_run_and_release(&self, thread: &str, holder: &str, settle: &Settle) -> Result<bool, QueueError>;
         fn run_controls(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError>;
+        fn purge_thread(&self, thread: &str, entry: NewAuditEntry) -> Result<PurgeReport, PurgeError>;
+        fn set_legal_hold(&self, thread: &str, hold: Option<LegalHold>, entry: NewAuditEntry) -> Result<(), PurgeError>;
+        fn legal_hold(&self, thread: &str) -> Result<Option<LegalHold>, ReadError>;
+    }
+
+    fn seals_payloads(&self) -> bool {
+        self.inner.seals_payloads()
     }
 
     fn compact(&self, thread: &str, keep_last: usize, fold: &FoldFn<'_>) -> Result<CompactReport, CompactError> {

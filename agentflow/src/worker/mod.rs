@@ -169,6 +169,7 @@ pub struct Worker<S: State, D> {
     node_time_limit: Option<Duration>,
     shutdown_deadline: Duration,
     stop_grace: Duration,
+    retention: Option<crate::app::retention::RetentionPolicy>,
 }
 
 /// The time limit of a node attempt run by a [`Worker`], unless [`Worker::node_time_limit`]
@@ -210,7 +211,18 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
             node_time_limit: Some(DEFAULT_NODE_TIME_LIMIT),
             shutdown_deadline: DEFAULT_SHUTDOWN_DEADLINE,
             stop_grace: crate::DEFAULT_STOP_GRACE,
+            retention: None,
         }
+    }
+
+    /// Applies the graph's retention `policy` (see [`RetentionPolicy`](crate::RetentionPolicy))
+    /// while it runs: when it starts, then every [`RetentionPolicy::every`](crate::RetentionPolicy::every).
+    /// Default none: the worker removes nothing. Several workers may apply one policy: a purge
+    /// or compaction done twice removes nothing more.
+    #[must_use]
+    pub fn retention(mut self, policy: crate::app::retention::RetentionPolicy) -> Self {
+        self.retention = Some(policy);
+        self
     }
 
     /// Most runs this worker runs at once (default 1, at least 1).
@@ -413,8 +425,19 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
         let mut last_beat = tokio::time::Instant::now();
         let mut last_look = last_beat;
         let mut stop_began: Option<tokio::time::Instant> = None;
+        let mut next_sweep = 0u64;
+        // The retention sweep runs beside the loop, one at a time, so heartbeats, controls and
+        // claims go on while it purges.
+        let mut sweep: Option<tokio::task::JoinHandle<()>> = None;
         loop {
             let stopping = shutdown.is_cancelled();
+            if let Some(policy) = self.retention.filter(|_| !stopping && now_ms() >= next_sweep)
+                && sweep.as_ref().is_none_or(|s| s.is_finished())
+            {
+                let (app, who) = (self.app.clone(), self.id.clone());
+                sweep = Some(tokio::spawn(async move { app.retention_sweep(policy, &who).await }));
+                next_sweep = now_ms().saturating_add(u64::try_from(policy.every.as_millis()).unwrap_or(u64::MAX));
+            }
             if stopping {
                 if tasks.is_empty() {
                     break;

@@ -57,15 +57,32 @@ impl Who {
     }
 }
 
-/// Every operation to the role `ok`, and no other role.
+/// The role that may read a thread's state but not see personal data: held only by
+/// [`READER`], the actor the denied cells of [`Operation::SeePersonalData`] use (the denied
+/// actor of the other cells may not read the state at all).
+pub const READER_ROLE: &str = "reader";
+/// The actor holding [`READER_ROLE`].
+pub const READER: &str = "vic";
+
+/// `vic`: may read thread state (of `acme`) and nothing else.
+pub fn reader() -> Actor {
+    Actor::new(READER, [READER_ROLE]).for_tenants([TENANT])
+}
+
+/// The roles each operation needs: `ok`, and for [`Operation::ReadState`] [`READER_ROLE`] too.
+fn roles(op: Operation) -> Vec<&'static str> {
+    if op == Operation::ReadState { vec![ROLE, READER_ROLE] } else { vec![ROLE] }
+}
+
+/// Every operation to the role `ok` (and reading state to [`READER_ROLE`]), and no other role.
 pub fn policy() -> RoleAccess {
-    Operation::ALL.iter().fold(RoleAccess::new(), |p, op| p.allow(*op, ROLE))
+    Operation::ALL.iter().fold(RoleAccess::new(), |p, op| roles(*op).into_iter().fold(p, |p, r| p.allow(*op, r)))
 }
 
 /// [`policy`] as the JSON file `--access` reads.
 pub fn policy_file(dir: &Path) -> PathBuf {
     let map: serde_json::Map<String, serde_json::Value> =
-        Operation::ALL.iter().map(|op| (op.as_str().to_string(), json!([ROLE]))).collect();
+        Operation::ALL.iter().map(|op| (op.as_str().to_string(), json!(roles(*op)))).collect();
     let path = dir.join("access.json");
     std::fs::write(&path, serde_json::Value::Object(map).to_string()).expect("access file");
     path
@@ -77,7 +94,33 @@ pub fn authorizer() -> RoleAuthorizer {
     RoleAuthorizer::new().role_for(Risk::Irreversible, "irreversible")
 }
 
+/// A thread whose state has a personal field: `email` holds [`EMAIL`].
+pub const PERSONAL: &str = "t-pii";
+/// The personal value of [`PERSONAL`].
+pub const EMAIL: &str = "ada@example.com";
+
+/// A contact: `email` is personal data.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, State)]
+pub struct Contact {
+    #[state(pii)]
+    pub email: String,
+    #[reduce(add)]
+    pub visits: u32,
+}
+
+/// One node that counts a visit.
+#[graph(state = Contact, start = visit)]
+pub mod contacts {
+    use super::*;
+
+    #[node(goto = [END])]
+    async fn visit(_c: &Contact) -> Step<Contact> {
+        goto!(END, Contact::update().visits(1))
+    }
+}
+
 /// Fills `store`, every thread of `acme` but [`OTHER`]:
+/// - [`PERSONAL`] completed, its state holding a personal field (see personal data);
 /// - `t-pay` waits for the approval of a refund requested by `agent` (decide);
 /// - `t-ask` waits in `cx.interrupt` for an answer (answer);
 /// - `t-res` waits there too, answered already (resume);
@@ -111,6 +154,20 @@ pub async fn seed(store: Arc<dyn Store>) {
     for thread in ["t-q1", "t-q2"] {
         pay.submit_resume(thread).expect("queue");
     }
+    let contact = contacts::graph().app().store(Arc::clone(&store));
+    let input = Contact { email: EMAIL.into(), visits: 0 };
+    let run = contact.runner(&()).thread(PERSONAL).tenant(TENANT).run(input).await.expect("run t-pii");
+    assert_eq!(run.outcome, Outcome::Completed);
+}
+
+/// The `personal_data.read` entries of `thread`'s audit log, as (actor, surface).
+pub fn personal_reads(store: &dyn Store, thread: &str) -> Vec<(String, String)> {
+    let entries = store.list_audit(thread).expect("audit log");
+    entries
+        .into_iter()
+        .filter(|e| e.kind == agentflow::access::personal::PERSONAL_DATA_READ)
+        .map(|e| (e.actor, e.detail["surface"].as_str().unwrap_or_default().to_string()))
+        .collect()
 }
 
 /// A redb file at `path` filled by [`seed`], closed again.

@@ -35,6 +35,7 @@ struct Library {
     store: Arc<dyn Store>,
     pay: App<Pay>,
     ask: App<Ask>,
+    contact: App<fx::Contact>,
 }
 
 fn is_denied<E: std::fmt::Display>(what: &str, e: &E) {
@@ -44,6 +45,11 @@ fn is_denied<E: std::fmt::Display>(what: &str, e: &E) {
 
 fn denied_access(e: &AccessError) -> bool {
     matches!(e, AccessError::Denied { .. })
+}
+
+/// Whether `t-old` (the thread the purge cells purge) was purged.
+fn purged(store: &dyn Store) -> bool {
+    store.thread("t-old").unwrap().is_some_and(|t| t.status == agentflow::persist::ThreadStatus::Purged)
 }
 
 /// A library cell.
@@ -163,6 +169,32 @@ async fn library(lib: &Library, op: Operation, who: Who) -> Offered {
             }
             assert_eq!(look::checkpoints(store, "t-old") < before, allowed);
         }
+        // The denied cell is `vic`, who may read the state but not see personal data: a
+        // typed state cannot be masked, so the library refuses it to them.
+        Operation::SeePersonalData => {
+            let contact = lib.contact.acting_as(if allowed { actor.clone() } else { fx::reader() });
+            let before = fx::personal_reads(store, fx::PERSONAL);
+            match contact.state(fx::PERSONAL) {
+                Ok(Some(snapshot)) if allowed => assert_eq!(snapshot.state.email, fx::EMAIL),
+                Err(HistoryError::Access(AccessError::Denied { operation, .. })) if !allowed => {
+                    assert_eq!(operation, Operation::SeePersonalData)
+                }
+                other => panic!("personal state for {who:?}: {other:?}"),
+            }
+            let reads = fx::personal_reads(store, fx::PERSONAL);
+            assert_eq!(reads.len(), before.len() + usize::from(allowed), "{reads:?}");
+            if allowed {
+                assert_eq!(reads.last(), Some(&("olga".to_string(), "app".to_string())));
+            }
+        }
+        Operation::Purge => {
+            match pay.purge_thread("t-old", actor.clone()) {
+                Ok(report) if allowed => assert_eq!(report.threads, ["t-old"], "{report:?}"),
+                Err(HistoryError::Access(e)) if !allowed => assert!(denied_access(&e), "{e}"),
+                other => panic!("purge for {who:?}: {other:?}"),
+            }
+            assert_eq!(purged(store), allowed);
+        }
         _ => panic!("operation {op} has no case in the matrix"),
     }
     Offered::Yes
@@ -268,6 +300,34 @@ fn cli(c: &Cli, op: Operation, who: Who) -> Offered {
             c.run(who, &["compact", "t-old", "--keep", "1"]);
             assert_eq!(c.read(|s| look::checkpoints(s.as_ref(), "t-old")) < before, allowed);
         }
+        // The denied cell is `vic`, who may read the state but not see personal data.
+        Operation::SeePersonalData => {
+            let access = c.access.display().to_string();
+            let flags: Vec<&str> = if allowed {
+                vec!["--as", "olga", "--role", fx::ROLE]
+            } else {
+                vec!["--as", fx::READER, "--role", fx::READER_ROLE]
+            };
+            let mut args = vec!["--json", "show", fx::PERSONAL, "--tenant", TENANT, "--access", &access];
+            args.extend(flags);
+            let before = c.read(|s| fx::personal_reads(s.as_ref(), fx::PERSONAL));
+            let out = af(&c.store, &args);
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            let shown: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+            let want = if allowed { fx::EMAIL } else { "•••" };
+            assert_eq!(shown["state"]["email"], want, "{shown}");
+            assert_eq!(shown["state"]["visits"], 1, "{shown}");
+            assert_eq!(stdout(&out).contains(fx::EMAIL), allowed);
+            let reads = c.read(|s| fx::personal_reads(s.as_ref(), fx::PERSONAL));
+            assert_eq!(reads.len(), before.len() + usize::from(allowed), "{reads:?}");
+            if allowed {
+                assert_eq!(reads.last(), Some(&("olga".to_string(), "cli".to_string())));
+            }
+        }
+        Operation::Purge => {
+            c.run(who, &["purge", "t-old"]);
+            assert_eq!(c.read(|store| purged(store.as_ref())), allowed);
+        }
         _ => panic!("operation {op} has no case in the matrix"),
     }
     Offered::Yes
@@ -279,6 +339,8 @@ struct Inbox {
     serve: Serve,
     olga: User,
     dan: User,
+    /// May read state but not see personal data.
+    vic: User,
 }
 
 impl Inbox {
@@ -405,19 +467,41 @@ async fn inbox(i: &Inbox, op: Operation, who: Who) -> Offered {
             assert_eq!(i.read(|s| look::checkpoints(s.as_ref(), "t-old")), before);
             return Offered::No;
         }
+        // The denied cell is `vic`, who may read the state but not see personal data.
+        Operation::SeePersonalData => {
+            let user = if allowed { &i.olga } else { &i.vic };
+            let before = i.read(|s| fx::personal_reads(s.as_ref(), fx::PERSONAL));
+            let (status, page) = http::get(&i.serve.base, Some(user), &format!("/threads/{}", fx::PERSONAL)).await;
+            assert_eq!(status.as_u16(), 200, "{page}");
+            assert_eq!(page.contains(fx::EMAIL), allowed, "{page}");
+            assert_eq!(page.contains("•••"), !allowed, "{page}");
+            let reads = i.read(|s| fx::personal_reads(s.as_ref(), fx::PERSONAL));
+            assert_eq!(reads.len(), before.len() + usize::from(allowed), "{reads:?}");
+            if allowed {
+                assert_eq!(reads.last(), Some(&("olga".to_string(), "inbox".to_string())));
+            }
+        }
+        // Not offered by design: purge and legal holds are the CLI's and the app's.
+        Operation::Purge => {
+            i.not_offered(who, &["/threads/t-old/purge", "/threads/t-old/hold"]).await;
+            assert!(!i.read(|store| purged(store.as_ref())));
+            return Offered::No;
+        }
         _ => panic!("operation {op} has no case in the matrix"),
     }
     Offered::Yes
 }
 
-/// The users file of the inbox: `olga` and `dan`, with the actors' roles and tenant.
+/// The users file of the inbox: `olga`, `dan` and the reader `vic`, with the actors' roles and tenant.
 pub fn users_file(dir: &Path) -> PathBuf {
     let user = |who: Who| {
         let (name, role) = who.parts();
         json!({ "name": name, "token": format!("{name}-token"), "roles": [role, "irreversible"], "tenants": [TENANT] })
     };
     let path = dir.join("users.json");
-    std::fs::write(&path, json!({ "users": [user(Who::Allowed), user(Who::Denied)] }).to_string()).unwrap();
+    let vic = json!({ "name": fx::READER, "token": "vic-token", "roles": [fx::READER_ROLE], "tenants": [TENANT] });
+    let users = json!({ "users": [user(Who::Allowed), user(Who::Denied), vic] });
+    std::fs::write(&path, users.to_string()).unwrap();
     path
 }
 
@@ -452,6 +536,7 @@ async fn surfaces(dir: &Path) -> (Library, Cli, Inbox) {
     let lib = Library {
         pay: payments::graph().app().store(Arc::clone(&store)).access(fx::policy()),
         ask: asking::graph().app().store(Arc::clone(&store)).access(fx::policy()),
+        contact: fx::contacts::graph().app().store(Arc::clone(&store)).access(fx::policy()),
         store,
     };
     let access = fx::policy_file(dir);
@@ -473,7 +558,8 @@ async fn surfaces(dir: &Path) -> (Library, Cli, Inbox) {
     let serve = Serve::start(inbox_store.to_str().unwrap(), &users_file(dir), &["--access", access.to_str().unwrap()]);
     let olga = login(&serve.base, "olga-token").await;
     let dan = login(&serve.base, "dan-token").await;
-    let inbox = Inbox { store: inbox_store, serve, olga, dan };
+    let vic = login(&serve.base, "vic-token").await;
+    let inbox = Inbox { store: inbox_store, serve, olga, dan, vic };
     (lib, Cli { store: cli_store, access, import }, inbox)
 }
 
@@ -504,7 +590,7 @@ fn every_operation_is_checked_on_every_surface_for_the_allowed_and_the_denied() 
             assert_eq!(ops.len(), Operation::ALL.len(), "{surface} covers {ops:?}");
         }
         let inbox_missing: Vec<Operation> = not_offered.get("inbox").into_iter().flatten().copied().collect();
-        assert_eq!(inbox_missing, [Operation::Start, Operation::UpdateState, Operation::Compact]);
+        assert_eq!(inbox_missing, [Operation::Start, Operation::UpdateState, Operation::Compact, Operation::Purge]);
         assert!(!not_offered.contains_key("library") && !not_offered.contains_key("cli"), "{not_offered:?}");
     });
 }

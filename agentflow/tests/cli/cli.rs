@@ -436,7 +436,8 @@ fn graph_prints_the_mermaid_drawing_stored_with_the_thread() {
         &RedbStore::open(&store).unwrap().graph_description(payments::graph().fingerprint()).unwrap().unwrap(),
     )
     .unwrap();
-    assert_eq!(desc["state"]["fields"][2], json!({ "name": "steps", "reducer": "add", "type": "u32" }));
+    let steps = json!({ "name": "steps", "reducer": "add", "type": "u32", "personal": false, "credential": false });
+    assert_eq!(desc["state"]["fields"][2], steps);
     assert_eq!(desc["tools"][0]["name"], "refund");
     assert_eq!(desc["tools"][0]["risk"], "irreversible");
 }

@@ -17,6 +17,14 @@ mod cli_audit;
 #[cfg(feature = "cli")]
 mod cli_common;
 #[cfg(feature = "cli")]
+mod cli_personal;
+#[cfg(feature = "cli")]
+mod cli_purge;
+#[cfg(feature = "cli")]
+mod cli_sealed;
+#[cfg(feature = "cli")]
+mod cli_secrets;
+#[cfg(feature = "cli")]
 mod cli_state;
 #[cfg(feature = "cli")]
 mod cli_transfer;

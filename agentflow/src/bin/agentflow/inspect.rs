@@ -191,17 +191,20 @@ fn kind_name(kind: PendingKind) -> String {
 }
 
 /// `show`.
-pub fn show(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
+pub fn show(store: &dyn Store, guard: &Guard, thread: &str, as_json: bool) -> Outcome {
     let record = thread_or_fail(store, thread)?;
     let description = fold::description(store, &record)?;
     let latest = store.latest_checkpoint(thread).map_err(Failure::store)?;
-    let (state, next, seq) = match &latest {
+    let (mut state, next, seq) = match &latest {
         Some(cp) => {
             let fields = fold::fields(description.as_ref());
             (fold::state_at(store, thread, cp.seq, fields.as_ref())?, cp.cursor.clone(), Some(cp.seq))
         }
         None => (Folded::default(), vec![], None),
     };
+    // A stored secret shows as `••• reference`.
+    agentflow::secret::mask_secret_refs(&mut state.state);
+    crate::personal::show(store, guard.access(), "cli", thread, description.as_ref(), &mut [&mut state.state])?;
     // A failed thread still waits for a value where a node asked (an answer of the wrong shape
     // failed it there); other finished threads wait for nothing.
     let waiting = match record.status {
@@ -337,12 +340,16 @@ pub fn history(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
 }
 
 /// `diff`.
-pub fn diff(store: &dyn Store, thread: &str, a: u64, b: u64, as_json: bool) -> Outcome {
+pub fn diff(store: &dyn Store, guard: &Guard, thread: &str, a: u64, b: u64, as_json: bool) -> Outcome {
     let record = thread_or_fail(store, thread)?;
     let description = fold::description(store, &record)?;
     let fields = fold::fields(description.as_ref());
-    let before = fold::state_at(store, thread, a, fields.as_ref())?;
-    let after = fold::state_at(store, thread, b, fields.as_ref())?;
+    let mut before = fold::state_at(store, thread, a, fields.as_ref())?;
+    let mut after = fold::state_at(store, thread, b, fields.as_ref())?;
+    agentflow::secret::mask_secret_refs(&mut before.state);
+    agentflow::secret::mask_secret_refs(&mut after.state);
+    let states = &mut [&mut before.state, &mut after.state];
+    crate::personal::show(store, guard.access(), "cli", thread, description.as_ref(), states)?;
     let d = fold::diff(&before.state, &after.state);
     let mut warnings = before.warnings;
     warnings.extend(after.warnings);

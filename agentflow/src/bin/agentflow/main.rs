@@ -50,7 +50,7 @@
 //!   operation it gives no role is denied (exit code 1 with the reason). Without it every
 //!   operation is allowed, as before these flags. The operations: `threads`, `pending`,
 //!   `stuck` need `list`; `show`, `graph` need `read_state`; `history`, `diff`, `export`
-//!   need `read_history`; `update` needs `update_state`; `fork` `fork`; `compact` `compact`;
+//!   need `read_history`; `update` needs `update_state`; `fork` `fork`; `compact` `compact`; `purge` and `hold` `purge`;
 //!   `import` `start` (for each thread of the file, of its tenant); the decisions `decide`;
 //!   `answer` `answer`; `run resume|cancel|pause` `resume`, `cancel`, `pause`.
 //!
@@ -84,9 +84,9 @@
 //! | code | meaning |
 //! | --- | --- |
 //! | 0 | done |
-//! | 1 | not found (thread, checkpoint, approval, store file; a thread of a tenant the user does not act for) or refused (an operation the `--access` policy denies, a decision the authorizer or the compare-and-set refused, edited arguments that do not fit the tool's schema, a thread that exists already on import, compacting an unfinished thread, a run control for a thread with no queued run) |
+//! | 1 | not found (thread, checkpoint, approval, store file; a thread of a tenant the user does not act for) or refused (an operation the `--access` policy denies, a decision the authorizer or the compare-and-set refused, edited arguments that do not fit the tool's schema, a thread that exists already on import, compacting an unfinished thread, purging a thread under legal hold, a run control for a thread with no queued run) |
 //! | 2 | usage: bad arguments (a command that records who acted without `--as`, `--access` without `--as`, an unreadable `--access` file), bad JSON in `--set`/`--args`, an update the app could not read back, an unreadable export file, an output that cannot be written |
-//! | 3 | store busy or unreachable: another process has the redb file open, a run holds the thread (`update`, `fork`, `answer`), or the PostgreSQL server cannot be reached |
+//! | 3 | store busy or unreachable: another process has the redb file open, a run holds the thread (`update`, `fork`, `answer`, `purge`), or the PostgreSQL server cannot be reached |
 //! | 4 | store error: the store is damaged, of an unsupported format, or a read or write failed |
 //! | 5 | the thread's state cannot be computed without the graph's Rust types (a custom reducer, an update that does not fit, an update naming a key the stored state does not hold) |
 //!
@@ -111,10 +111,12 @@ mod access;
 mod audit;
 mod decide;
 mod fold;
+mod governance;
 mod inspect;
 mod open;
 mod operate;
 mod out;
+mod personal;
 mod runs;
 mod serve;
 mod stuck;
@@ -161,6 +163,9 @@ pub struct Cli {
     /// Who acts, their roles and tenants, and the access policy checked.
     #[command(flatten)]
     pub who: access::AccessArgs,
+    /// The key store and key-encryption key of a sealed store.
+    #[command(flatten)]
+    pub sealing: open::SealingArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -212,6 +217,12 @@ pub enum Command {
     Update(operate::UpdateArgs),
     /// Drop a finished thread's older checkpoints, keeping the newest ones.
     Compact(operate::CompactArgs),
+    /// Remove a thread's data and its subgraph children's for good (states, writes, journal,
+    /// approval arguments, audit details); their records and audit logs stay as tombstones.
+    Purge(governance::PurgeArgs),
+    /// Place a legal hold on a thread (`--reason`), which refuses its purge, or lift it
+    /// (`--release`).
+    Hold(governance::HoldArgs),
     /// Write a thread (checkpoints, writes, effects, approvals, audit log, graph) as JSON lines,
     /// followed by its subgraph children's threads.
     Export(transfer::ExportArgs),
@@ -296,6 +307,7 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Outcome {
+    open::configure(&cli.sealing, matches!(cli.command, Command::Import(_)))?;
     let spec = cli.store.clone().ok_or_else(|| {
         Failure::usage(
             "no store given: pass --store PATH (a redb file) or --store postgres://..., or set AGENTFLOW_STORE",
@@ -342,7 +354,7 @@ fn run(cli: Cli) -> Outcome {
         Command::Threads(args) => inspect::threads(store.as_ref(), guard, &args, json),
         Command::Show { thread } => {
             read(Operation::ReadState, &thread)?;
-            inspect::show(store.as_ref(), &thread, json)
+            inspect::show(store.as_ref(), guard, &thread, json)
         }
         Command::History { thread } => {
             read(Operation::ReadHistory, &thread)?;
@@ -350,7 +362,7 @@ fn run(cli: Cli) -> Outcome {
         }
         Command::Diff { thread, seq_a, seq_b } => {
             read(Operation::ReadHistory, &thread)?;
-            inspect::diff(store.as_ref(), &thread, seq_a, seq_b, json)
+            inspect::diff(store.as_ref(), guard, &thread, seq_a, seq_b, json)
         }
         Command::Pending => inspect::pending(store, guard, json),
         Command::Approve(args) => decide::decide(store, guard, decide::Kind::Approve, &args, json),
@@ -379,8 +391,19 @@ fn run(cli: Cli) -> Outcome {
             read(Operation::Compact, &args.thread)?;
             operate::compact(store, &args, json)
         }
+        Command::Purge(args) => {
+            let actor = guard.named("purge")?;
+            read(Operation::Purge, &args.thread)?;
+            governance::purge(store, &args, &actor.id, json)
+        }
+        Command::Hold(args) => {
+            let actor = guard.named("hold")?;
+            read(Operation::Purge, &args.thread)?;
+            governance::hold(store, &args, &actor.id, json)
+        }
         Command::Export(args) => {
             read(Operation::ReadHistory, &args.thread)?;
+            personal::export(store.as_ref(), guard.access(), &args.thread)?;
             transfer::export(store, &args)
         }
         // Handled above, before the store is opened.

@@ -57,17 +57,19 @@ fn entry_json(e: &AuditEntry) -> Value {
 /// One thread's log needs `read_history` on it; every thread's needs `list` and shows the
 /// threads of the actor's tenants.
 pub fn audit(store: &Arc<dyn Store>, guard: &Guard, thread: Option<&str>, as_json: bool) -> Outcome {
-    let threads: Vec<String> = match thread {
-        Some(t) => vec![guard.thread(store.as_ref(), Operation::ReadHistory, t)?.id],
+    let threads: Vec<agentflow_store::ThreadRecord> = match thread {
+        Some(t) => vec![guard.thread(store.as_ref(), Operation::ReadHistory, t)?],
         None => {
             guard.list()?;
             let listing = store.scan_threads().map_err(Failure::store)?;
-            listing.items.into_iter().filter(|t| guard.sees(t)).map(|t| t.id).collect()
+            listing.items.into_iter().filter(|t| guard.sees(t)).collect()
         }
     };
     let mut entries = Vec::new();
     for t in &threads {
-        let listing = store.scan_audit(t).map_err(Failure::store)?;
+        let mut listing = store.scan_audit(&t.id).map_err(Failure::store)?;
+        // The values of state updates and answers, masked as `show` masks the state.
+        crate::personal::audit(store.as_ref(), guard.access(), t, &mut listing.items)?;
         for skipped in &listing.skipped {
             eprintln!(
                 "agentflow: skipped an audit entry that does not decode: {}",
@@ -112,6 +114,10 @@ fn history_failure(e: HistoryError) -> Failure {
             format!("{e}; a run holds the thread: wait for it to pause or finish, then try again"),
         ),
         HistoryError::Persist(PersistError::Value { .. }) => Failure::usage(e.to_string()),
+        // Names the place and the kind, never the value.
+        HistoryError::Persist(PersistError::Credential { .. }) => {
+            Failure::usage(format!("{e}; the update was not written"))
+        }
         other => Failure::store(other),
     }
 }
@@ -149,7 +155,8 @@ pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, user: &str, as_json: bo
     {
         let names: Vec<&str> = known.reducers.keys().map(String::as_str).collect();
         return Err(Failure::usage(format!(
-            "`{bad}` is not a field of the thread's state; its fields: {}",
+            "`{}` is not a field of the thread's state; its fields: {}",
+            agentflow::secret::redact_credentials(bad),
             names.join(", ")
         )));
     }
@@ -248,6 +255,8 @@ pub fn compact(store: &Arc<dyn Store>, args: &CompactArgs, as_json: bool) -> Out
                  the graph's Rust types"
             ),
         ),
+        // Held (the thread or a thread above it): refused as a purge of it is (exit 1).
+        CompactError::Held { .. } => Failure::not_found(e.to_string()),
         _ => Failure::store(e),
     })?;
     if as_json {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use agentflow_store::{Checkpoint, CheckpointMetadata, CheckpointSource, Store, ThreadStatus};
 use serde_json::{Value, json};
 
-use super::{Checkpointer, Flush, Written, to_json};
+use super::{Checkpointer, Flush, Written};
 use crate::core::budget::ThreadBudget;
 use crate::core::clock::now_ms;
 use crate::core::node_id::NodeId;
@@ -15,9 +15,10 @@ use crate::core::state::State;
 use crate::core::step::{Mailbox, Sends, Step};
 use crate::durable::budget::stored_budget;
 use crate::durable::chain::fold_chain;
+use crate::durable::document::{Allowed, check_sealed, state_document};
 use crate::durable::durability::Durability;
 use crate::durable::error::{PersistError, ResumeError, ThreadError};
-use crate::durable::fingerprint::{explain_change, keep_description};
+use crate::durable::fingerprint::{explain_change, keep_description, marks_current};
 use crate::durable::finished::StoredWrite;
 use crate::durable::graph_identity::GraphIdentity;
 use crate::durable::io::blocking;
@@ -81,7 +82,8 @@ impl Checkpointer {
         parents: ParentLeases,
     ) -> Result<Self, ThreadError> {
         let NewThread { thread, parent, owner, tenant } = ids;
-        let snapshot = to_json(input, "the input state")?;
+        check_sealed::<S>(store.as_ref())?;
+        let snapshot = state_document(input, "the input state", Allowed::of::<S>())?;
         let mut metadata = CheckpointMetadata::new(0, CheckpointSource::Input, vec![]);
         metadata.extra = json!({ GRAPH: graph.shape(), BUDGET: budget });
         let cursor = vec![graph.start_name().to_string()];
@@ -95,7 +97,10 @@ impl Checkpointer {
                     return Err(ThreadError::Exists { thread });
                 }
                 let lease = LeaseGuard::take(Arc::clone(&s), thread, lease_ttl, holder)?;
-                let described = matches!(st.graph_description(&fingerprint), Ok(Some(_)));
+                // A description stored before the state's fields were marked (`#[state(pii)]`) is
+                // replaced, so the tools that mask by it see the marks.
+                let described = matches!(st.graph_description(&fingerprint),
+                    Ok(Some(text)) if marks_current(&text, S::FIELDS));
                 let mut cp = Checkpointer::new(s, lease, owner, fingerprint, S::VERSION, durability);
                 cp.parent = parent;
                 cp.tenant = tenant;
@@ -128,7 +133,7 @@ impl Checkpointer {
         // Recorded here: a metrics recorder may be installed for this thread only.
         wrote.record();
         if !described {
-            keep_description(&store, graph).await;
+            keep_description(&store, graph, S::FIELDS).await;
         }
         Ok(cp)
     }
@@ -142,6 +147,7 @@ impl Checkpointer {
         lease_ttl: Duration,
         holder: Option<LeaseHolder>,
     ) -> Result<(Self, Resumed<S>), ThreadError> {
+        check_sealed::<S>(store.as_ref())?;
         let id = thread.clone();
         let record = blocking(&store, move |s| s.thread(&id))
             .await?
@@ -271,7 +277,7 @@ impl Checkpointer {
         cp.sweep_approvals = true;
         cp.runs_subgraphs = graph.runs_subgraphs();
         cp.answers_kept = answers_stored;
-        cp.snapshot_len = to_json(&state, "the state")?.len();
+        cp.snapshot_len = state_document(&state, "the state", Allowed::of::<S>())?.len();
         let step = u32::try_from(latest.metadata.step).unwrap_or(u32::MAX);
         Ok((cp, Resumed { state, active, step, pending, interrupts, kept_answers, payloads }))
     }

@@ -170,7 +170,8 @@ async fn logout(State(server): State<Shared>, headers: HeaderMap, form: FormData
 
 /// The thread's context at its latest checkpoint. What cannot be read or computed (a damaged
 /// record) is a warning in place of the state: the approval it frames can still be decided.
-fn context(store: &dyn Store, t: &ThreadRecord) -> Result<Context, Failure> {
+/// Personal fields are masked for a user who may not see them (see [`crate::personal::show`]).
+fn context(store: &dyn Store, access: &Access, t: &ThreadRecord) -> Result<Context, Failure> {
     let description = match fold::description(store, t) {
         Ok(description) => description,
         Err(f) => {
@@ -203,9 +204,11 @@ fn context(store: &dyn Store, t: &ThreadRecord) -> Result<Context, Failure> {
             });
         }
     };
+    let mut state = folded.state;
+    crate::personal::show(store, access, "inbox", &t.id, description.as_ref(), &mut [&mut state])?;
     Ok(Context {
         seq: Some(cp.seq),
-        state: folded.state,
+        state,
         warnings: folded.warnings,
         description,
         next: if t.status.is_finished() { vec![] } else { cp.cursor.clone() },
@@ -238,7 +241,7 @@ fn inbox_data(
             // when every tenant may see it; under tenants, whose it is cannot be told: not listed.
             let c = match store.thread(&record.thread) {
                 // Only the approvals of threads of the user's tenants are listed.
-                Ok(Some(t)) if access.sees(&t) => context(store, &t)?,
+                Ok(Some(t)) if access.sees(&t) => context(store, access, &t)?,
                 Ok(_) => continue,
                 Err(_) if access.actor().tenants != agentflow::access::Tenants::All => continue,
                 Err(e) => Context { warnings: vec![format!("the thread cannot be shown: {e}")], ..Context::default() },
@@ -413,7 +416,7 @@ async fn thread(State(server): State<Shared>, headers: HeaderMap, Path(id): Path
                 Ok(t) => t,
                 Err(e) => return Ok(Err(e)),
             };
-            let c = context(store, &t)?;
+            let c = context(store, &access, &t)?;
             let approvals = store.list_approvals(&id).map_err(Failure::store)?;
             let audit = store.scan_audit(&id).map_err(Failure::store)?.items;
             let steps = timeline::steps(store, &id, &approvals, &audit)?;
@@ -451,7 +454,9 @@ async fn checkpoint(
             };
             let description = fold::description(store, &t)?;
             let fields = fold::fields(description.as_ref());
-            let folded = fold::state_at(store, &thread, seq, fields.as_ref())?;
+            let mut folded = fold::state_at(store, &thread, seq, fields.as_ref())?;
+            let states = &mut [&mut folded.state];
+            crate::personal::show(store, &access, "inbox", &thread, description.as_ref(), states)?;
             let approvals = store.list_approvals(&thread).map_err(Failure::store)?;
             let audit = store.scan_audit(&thread).map_err(Failure::store)?.items;
             let step = timeline::steps(store, &thread, &approvals, &audit)?.into_iter().find(|st| st.seq == seq);
