@@ -322,7 +322,7 @@ fn a_new_threads_checkpoints_go_at_the_end_of_the_table_whatever_its_id() {
 }
 
 #[test]
-fn a_format_3_file_opens_moves_to_format_6_and_its_children_keep_their_parents() {
+fn a_format_3_file_opens_moves_to_the_current_format_and_its_children_keep_their_parents() {
     let dir = TempDir::new("format-3");
     let path = dir.file("store.redb");
     let ids = ["acct", "acct/write.0.0.review", "acct/write.0.0.review/check.2.1.0.vet", "acct/2"];
@@ -359,7 +359,7 @@ fn a_format_3_file_opens_moves_to_format_6_and_its_children_keep_their_parents()
 }
 
 #[test]
-fn a_format_5_file_opens_moves_to_format_6_and_its_audit_log_is_chained() {
+fn a_format_5_file_opens_moves_to_the_current_format_and_its_audit_log_is_chained() {
     let dir = TempDir::new("format-5");
     let path = dir.file("store.redb");
     let ids = ["a", "b", "a/write.0.0.review"];
