@@ -177,8 +177,9 @@ pub enum AnswerError {
     /// The answer holds text that looks like a credential; nothing was recorded, and the error
     /// names where, never the value. (Appended last.)
     #[error(
-        "the answer's `{pointer}` looks like a {kind}; nothing was recorded: keep the secret in a secret store \
-         and answer with its reference (`{{\"secretRef\": \"scheme:name\"}}`)"
+        "the answer's `{pointer}` looks like {}; nothing was recorded: keep the secret in a secret store \
+         and answer with its reference (`{{\"secretRef\": \"scheme:name\"}}`)",
+        kind.with_article()
     )]
     Credential {
         /// The JSON pointer (RFC 6901) of the string in the answer.

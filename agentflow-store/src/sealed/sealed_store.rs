@@ -3,7 +3,9 @@
 
 use crate::dump::ThreadDump;
 use crate::error::{CommitError, PurgeError, StorageError};
-use crate::record::{AuditEntry, EffectBatch, EffectKey, StepCommit};
+use crate::record::{
+    ApprovalRecord, ApprovalTransition, AuditEntry, EffectBatch, EffectKey, NewAuditEntry, PendingWrite, StepCommit,
+};
 use crate::sealed::audit_view::{rechain, rechain_but};
 use crate::sealed::error::SealError;
 use crate::sealed::key_store::KeyStore;
@@ -120,12 +122,8 @@ impl<S: Store> SealedStore<S> {
         if has_payload {
             let s = self.sealer(&thread)?;
             c.checkpoint = c.checkpoint.map(|cp| s.checkpoint(cp)).transpose()?;
-            c.pending_writes = c.pending_writes.into_iter().map(|w| s.pending(w)).collect::<Result<_, _>>()?;
-            c.audit = c.audit.into_iter().map(|e| s.audit(e)).collect::<Result<_, _>>()?;
-            c.new_approvals = c.new_approvals.into_iter().map(|a| s.approval(a)).collect::<Result<_, _>>()?;
-            for t in &mut c.approval_transitions {
-                t.patch = s.patch(std::mem::take(&mut t.patch))?;
-            }
+            let shared = (&mut c.pending_writes, &mut c.audit, &mut c.new_approvals, &mut c.approval_transitions);
+            seal_shared(&s, shared)?;
         }
         c.effects = self.seal_effects(c.effects)?;
         Ok(c)
@@ -140,12 +138,7 @@ impl<S: Store> SealedStore<S> {
             || !b.approval_transitions.is_empty()
         {
             let s = self.sealer(&thread)?;
-            b.pending_writes = b.pending_writes.into_iter().map(|w| s.pending(w)).collect::<Result<_, _>>()?;
-            b.audit = b.audit.into_iter().map(|e| s.audit(e)).collect::<Result<_, _>>()?;
-            b.new_approvals = b.new_approvals.into_iter().map(|a| s.approval(a)).collect::<Result<_, _>>()?;
-            for t in &mut b.approval_transitions {
-                t.patch = s.patch(std::mem::take(&mut t.patch))?;
-            }
+            seal_shared(&s, (&mut b.pending_writes, &mut b.audit, &mut b.new_approvals, &mut b.approval_transitions))?;
         }
         b.effects = self.seal_effects(b.effects)?;
         Ok(b)
@@ -233,4 +226,24 @@ impl<S: Store> SealedStore<S> {
         }
         Ok(report)
     }
+}
+
+/// The payload lists a step commit and an effect batch share: pending writes, audit entries,
+/// new approvals and approval transitions.
+type Shared<'c> = (
+    &'c mut Vec<PendingWrite>,
+    &'c mut Vec<NewAuditEntry>,
+    &'c mut Vec<ApprovalRecord>,
+    &'c mut Vec<ApprovalTransition>,
+);
+
+/// Seals, in place, the payload lists a step commit and an effect batch share.
+fn seal_shared(s: &Sealer<'_>, (pending, audit, approvals, transitions): Shared<'_>) -> Result<(), StorageError> {
+    *pending = std::mem::take(pending).into_iter().map(|w| s.pending(w)).collect::<Result<_, _>>()?;
+    *audit = std::mem::take(audit).into_iter().map(|e| s.audit(e)).collect::<Result<_, _>>()?;
+    *approvals = std::mem::take(approvals).into_iter().map(|a| s.approval(a)).collect::<Result<_, _>>()?;
+    for t in transitions.iter_mut() {
+        t.patch = s.patch(std::mem::take(&mut t.patch))?;
+    }
+    Ok(())
 }

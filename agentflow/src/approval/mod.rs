@@ -446,9 +446,10 @@ impl ApprovalDesk {
         // The edited arguments are stored with the approval: none may hold a credential.
         if let Some(hit) = crate::secret::scan_value(&args) {
             let detail = format!(
-                "`{}` looks like a {}; keep the secret in a secret store and pass its reference \
+                "`{}` looks like {}; keep the secret in a secret store and pass its reference \
                  (`{{\"secretRef\": \"scheme:name\"}}`)",
-                hit.pointer, hit.kind
+                hit.pointer,
+                hit.kind.with_article()
             );
             return Err(DecisionError::InvalidEdit { tool: record.tool.clone(), detail });
         }

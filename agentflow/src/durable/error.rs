@@ -75,9 +75,10 @@ pub enum PersistError {
     /// A value holds text that looks like a credential (an API key, a token, a private key);
     /// nothing of it was stored. The error names where, never the value.
     #[error(
-        "refused to store {what}: `{pointer}` looks like a {kind}; keep the secret in a secret store and put \
+        "refused to store {what}: `{pointer}` looks like {}; keep the secret in a secret store and put \
          only its reference (`agentflow::secret::Secret`) into the state or the call, or, for a state field that \
-         must hold it, mark the field `#[state(credential)]` and use a store with encryption at rest"
+         must hold it, mark the field `#[state(credential)]` and use a store with encryption at rest",
+        kind.with_article()
     )]
     Credential {
         /// What was being written.

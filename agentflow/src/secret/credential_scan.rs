@@ -53,6 +53,13 @@ impl CredentialKind {
             CredentialKind::BearerToken => "bearer token",
         }
     }
+
+    /// The name with its article, for a sentence: `an OpenAI API key`, `a GitHub token`.
+    pub fn with_article(self) -> String {
+        let name = self.as_str();
+        let article = if name.starts_with(['A', 'E', 'I', 'O', 'U', 'a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+        format!("{article} {name}")
+    }
 }
 
 impl fmt::Display for CredentialKind {

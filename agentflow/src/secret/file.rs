@@ -24,7 +24,8 @@ pub struct FileSecrets {
 static TEMP: AtomicU64 = AtomicU64::new(0);
 
 impl FileSecrets {
-    /// The store over `dir`, which must exist (create it with mode 0700).
+    /// The store over `dir`; the first [`put`](SecretStore::put) creates it (mode 0700) if it
+    /// does not exist.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         FileSecrets { dir: dir.into() }
     }
@@ -35,6 +36,14 @@ impl FileSecrets {
     }
 
     fn write(&self, reference: &SecretRef, value: &str) -> std::io::Result<()> {
+        if !self.dir.is_dir() {
+            // The first secret makes the directory, readable by this user only.
+            let mut builder = std::fs::DirBuilder::new();
+            builder.recursive(true);
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+            builder.create(&self.dir)?;
+        }
         let n = TEMP.fetch_add(1, Ordering::Relaxed);
         let temp = self.dir.join(format!(".{}.tmp-{}-{n}", reference.name(), std::process::id()));
         let mut options = std::fs::OpenOptions::new();

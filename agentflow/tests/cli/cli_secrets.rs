@@ -27,10 +27,10 @@ mod keyed {
     }
 }
 
-#[test]
-fn show_and_diff_print_a_secret_as_dots_and_its_reference() {
-    let dir = temp_dir("cli-secrets");
-    let path = dir.join("store.redb");
+/// A store file in a new temp folder `name` with thread `k`, run to its end: its state holds a
+/// secret's reference.
+fn seeded(name: &str) -> std::path::PathBuf {
+    let path = temp_dir(name).join("store.redb");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let store: Arc<dyn Store> = Arc::new(RedbStore::open(&path).unwrap());
@@ -38,6 +38,12 @@ fn show_and_diff_print_a_secret_as_dots_and_its_reference() {
         let run = graph.runner(&()).thread("k").run(Keyed::default()).await.unwrap();
         assert_eq!(run.outcome, Outcome::Completed);
     });
+    path
+}
+
+#[test]
+fn show_and_diff_print_a_secret_as_dots_and_its_reference() {
+    let path = seeded("cli-secrets");
     let shown = af_json(&path, &["show", "k"]);
     assert_eq!(shown["state"]["key"], "••• env:PAYMENTS_API_KEY");
     let text = stdout(&af(&path, &["show", "k"]));
@@ -51,18 +57,10 @@ const KEY: &str = "sk-ant-api03-Zk9fJ2mQ8xL5vN7cB1zR4tW6yH0sA9eG2uP5iO8tY3rE7wQ-
 
 #[test]
 fn update_refuses_a_credential_and_writes_nothing() {
-    let dir = temp_dir("cli-secrets-update");
-    let path = dir.join("store.redb");
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async {
-        let store: Arc<dyn Store> = Arc::new(RedbStore::open(&path).unwrap());
-        let graph = keyed::graph().app().store(store);
-        let run = graph.runner(&()).thread("k").run(Keyed::default()).await.unwrap();
-        assert_eq!(run.outcome, Outcome::Completed);
-    });
+    let path = seeded("cli-secrets-update");
     let before = af_json(&path, &["history", "k"]);
     for (set, says) in [
-        (format!(r#"{{"note": "use {KEY} for billing"}}"#), "`/note` looks like a Anthropic API key"),
+        (format!(r#"{{"note": "use {KEY} for billing"}}"#), "`/note` looks like an Anthropic API key"),
         (format!(r#"{{"note": "x", "{KEY}": 1}}"#), "`[redacted Anthropic API key]` is not a field"),
     ] {
         let out = af(&path, &["update", "k", "--set", &set, "--as", "ops"]);
