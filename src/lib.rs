@@ -82,3 +82,7 @@ pub mod guarantees {}
 /// Benchmarks: how to run them.
 #[doc = include_str!("../docs/guides/benchmarks.md")]
 pub mod benchmarks {}
+
+/// MCP: tools from MCP servers, and a graph served as one.
+#[doc = include_str!("../docs/guides/mcp.md")]
+pub mod mcp {}

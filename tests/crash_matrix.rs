@@ -9,7 +9,8 @@
 //!   leaves a finished thread `running`.
 //! - A sample of cuts made by killing a child process (SIGKILL) on a redb file, and on
 //!   PostgreSQL, agrees with the in-memory matrix.
-//! - Every example graph survives every cut (`crash_matrix/examples.rs`).
+//! - Every example graph survives every cut (`crash_matrix/examples.rs`), and so do calls of an
+//!   MCP server's tools (`crash_matrix/mcp.rs`).
 //! - Probes of the matrix itself: compensations, subgraphs, retries, determinism, misuse
 //!   (`crash_matrix/probes.rs`).
 
@@ -17,6 +18,8 @@
 mod defects;
 #[path = "crash_matrix/examples.rs"]
 mod examples;
+#[path = "crash_matrix/mcp.rs"]
+mod mcp;
 #[path = "support/pg.rs"]
 mod pg;
 #[path = "crash_matrix/probes.rs"]

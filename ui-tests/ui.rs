@@ -1,7 +1,8 @@
 //! Compile-time checks of the agentflow macros, driven by trybuild.
 //!
-//! The cases are grouped by area (`graph`, `node`, `state`, `tool`, `subgraph`, `map`), one
-//! folder per area under `pass/` and `fail/`.
+//! The cases are grouped by area (`graph`, `node`, `state`, `tool`, `subgraph`, `map`, `mcp`),
+//! one folder per area under `pass/` and `fail/`; an `mcp` case reads a snapshot (`.json`)
+//! by a path relative to its own file.
 #[test]
 fn ui() {
     let t = trybuild::TestCases::new();

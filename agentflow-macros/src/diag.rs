@@ -50,6 +50,12 @@ pub enum Kind {
     SecretReducer,
     /// A field mark given twice, or one that does not fit the field.
     FieldMark,
+    /// A name in `mcp_tools!`'s risk map that is no tool of the snapshot.
+    UnknownTool,
+    /// A snapshot tool `mcp_tools!` is given no risk class for.
+    MissingRisk,
+    /// Two MCP tools with one Rust name.
+    NameClash,
 }
 
 /// Collects every error of one macro invocation so they are emitted together.

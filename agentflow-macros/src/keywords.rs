@@ -71,6 +71,21 @@ pub mod tool {
     pub const RISKS: &[&str] = &["read", "reversible", "external", "irreversible"];
 }
 
+/// `mcp_tools! { pub mod name from "snapshot.json" { tool: risk [idempotent], .. } }`.
+pub mod mcp {
+    /// The word between the module's name and the snapshot's path.
+    pub const FROM: &str = "from";
+    /// After a tool's risk: the server honours the call's idempotency key (as `#[tool(idempotent)]`).
+    pub const IDEMPOTENT: &str = super::tool::IDEMPOTENT;
+    /// The risk classes a tool may be given (as `#[tool(risk = ..)]`).
+    pub const RISKS: &[&str] = super::tool::RISKS;
+    /// The module's items the macro adds besides the tools: a tool whose Rust name is one of
+    /// these gets a `_` after it (`connect_`).
+    pub const RESERVED: &[&str] = &["connect"];
+    /// How deep the argument types nest before a level is typed `serde_json::Value`.
+    pub const MAX_TYPE_DEPTH: usize = 16;
+}
+
 /// `#[derive(State)]` with `#[state(version = N)]`, `#[reduce(..)]` and the field marks
 /// `#[state(pii)]`, `#[state(credential)]`.
 pub mod state {

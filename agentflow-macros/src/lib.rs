@@ -1,5 +1,5 @@
-//! Procedural macros of agentflow: `#[derive(State)]`, `#[graph]`, `#[node]`
-//! and `#[tool]`. Use them through the `agentflow` crate, which re-exports
+//! Procedural macros of agentflow: `#[derive(State)]`, `#[graph]`, `#[node]`,
+//! `#[tool]` and `mcp_tools!`. Use them through the `agentflow` crate, which re-exports
 //! them and documents each one, every argument with an example.
 //!
 //! # Pipeline
@@ -28,6 +28,7 @@
 mod diag;
 mod graph;
 mod keywords;
+mod mcp;
 mod state;
 mod tool;
 
@@ -55,4 +56,10 @@ pub fn node(args: TokenStream, input: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
     tool::expand::tool(args.into(), input.into()).into()
+}
+
+// Types an MCP server's tools from its committed snapshot. Documented where `agentflow` re-exports it.
+#[proc_macro]
+pub fn mcp_tools(input: TokenStream) -> TokenStream {
+    mcp::expand::mcp_tools(input.into()).into()
 }

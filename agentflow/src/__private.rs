@@ -277,6 +277,9 @@ pub fn tool_result<R: ToolReturn>(result: R) -> Result<serde_json::Value, crate:
 pub trait ToolDeps {
     /// The tool's deps type.
     type Deps: ?Sized;
+    /// The tool's `Tool::name()`, known to the compiler: `#[graph]` refuses a
+    /// node whose listed tools share one (the gateway finds a tool by name).
+    const NAME: &'static str;
 }
 
 /// Stands for "no deps" in [`ToolDeps::Deps`]: unsized, so it is never a
@@ -432,4 +435,122 @@ pub const fn check_depth(name: &str, max: usize, chain: &Chain) {
         .push_num(depth)
         .push(")]` or fold a level into a node");
     panic!("{}", message.as_str());
+}
+
+/// Calls `tool` of the MCP server `server` for a tool `mcp_tools!` generated.
+#[cfg(feature = "mcp")]
+pub async fn mcp_call(
+    cx: &crate::tool::ToolCx<'_, crate::tool::AnyDeps>,
+    server: &'static str,
+    tool: &'static str,
+    args: serde_json::Value,
+) -> Result<serde_json::Value, crate::tool::ToolError> {
+    let Some(remote) = cx.remote() else {
+        return Err(crate::tool::ToolError::Fatal(format!(
+            "`{tool}` is a tool of the MCP server `{server}`, and this run has no MCP connections: connect with \
+             `{server}::connect(..)` and pass the client to `App::mcp` (an in-memory `CompiledGraph::run` has none)"
+        )));
+    };
+    remote.call(server, tool, args).await
+}
+
+/// The input schema `mcp_tools!` embedded for a tool, as the model is shown it. The macro
+/// wrote the text from parsed JSON; were it unreadable, the schema of any object stands in.
+#[cfg(feature = "mcp")]
+pub fn mcp_schema(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|_| serde_json::json!({ "type": "object" }))
+}
+
+/// Checks arguments for a tool `mcp_tools!` generated: the shape (an object, no unknown field,
+/// not too deep), then that they decode as its argument struct `A`.
+#[cfg(feature = "mcp")]
+pub fn mcp_args<A: serde::de::DeserializeOwned>(
+    args: &serde_json::Value,
+    schema: &serde_json::Value,
+) -> Result<A, crate::tool::ArgumentError> {
+    crate::tool::validate_args(args, schema)
+}
+
+/// Whether two listed tools share a `Tool::name()` (`#[graph]`'s check that
+/// a node's tools can be told apart by the name the model calls).
+#[doc(hidden)]
+pub const fn same_tool_name(a: &str, b: &str) -> bool {
+    str_eq(a, b)
+}
+
+/// A tool's input schema as `mcp_tools!` embedded it, parsed and compiled once (a `static` per
+/// tool): what `parameters()` shows the model and what `validate` checks arguments against.
+#[cfg(feature = "mcp")]
+pub struct McpSchema {
+    text: &'static str,
+    value: std::sync::OnceLock<serde_json::Value>,
+    validator: std::sync::OnceLock<Option<jsonschema::Validator>>,
+}
+
+#[cfg(feature = "mcp")]
+impl McpSchema {
+    /// The schema of `text` (JSON the macro wrote), parsed on first use.
+    pub const fn new(text: &'static str) -> Self {
+        Self { text, value: std::sync::OnceLock::new(), validator: std::sync::OnceLock::new() }
+    }
+
+    /// The schema as JSON (see [`mcp_schema`]).
+    pub fn value(&self) -> &serde_json::Value {
+        self.value.get_or_init(|| mcp_schema(self.text))
+    }
+
+    /// Checks `args`: the shape (an object that reads back, no unknown field), then the whole
+    /// JSON schema (`enum`, `minimum`, `pattern`, ..; skipped when the snapshot's schema does not
+    /// compile: the struct check still holds), then that they decode as `A`, whose structs refuse
+    /// fields their schema does not declare at every level. An integral float (`1.0`) passes for
+    /// an `integer`, as JSON Schema counts it.
+    pub fn check<A: serde::de::DeserializeOwned>(
+        &self,
+        args: &serde_json::Value,
+    ) -> Result<A, crate::tool::ArgumentError> {
+        let schema = self.value();
+        crate::tool::check_args_shape(args, schema)?;
+        let validator = self.validator.get_or_init(|| jsonschema::validator_for(schema).ok());
+        if let Some(e) = validator.as_ref().and_then(|v| v.iter_errors(args).next()) {
+            let at = e.instance_path().to_string();
+            let at = if at.is_empty() { "/".to_string() } else { at };
+            return Err(crate::tool::ArgumentError(format!(
+                "argument `{at}` breaks the schema's `{}` rule: {e}",
+                e.kind().keyword()
+            )));
+        }
+        let decoded = match integral_floats_as_ints(args) {
+            Some(normal) => A::deserialize(&normal),
+            None => A::deserialize(args),
+        };
+        decoded.map_err(|e| crate::tool::ArgumentError(e.to_string()))
+    }
+}
+
+/// `args` with every integral float (`1.0`) written as an integer, or `None` when there is none.
+#[cfg(feature = "mcp")]
+fn integral_floats_as_ints(args: &serde_json::Value) -> Option<serde_json::Value> {
+    use serde_json::Value;
+    fn has(v: &Value) -> bool {
+        match v {
+            Value::Number(n) => as_int(n).is_some(),
+            Value::Array(items) => items.iter().any(has),
+            Value::Object(map) => map.values().any(has),
+            _ => false,
+        }
+    }
+    fn as_int(n: &serde_json::Number) -> Option<i64> {
+        let f = n.as_f64().filter(|_| n.is_f64())?;
+        // Within the range where every integral f64 is exact: no rounding passes as a match.
+        (f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0).then_some(f as i64)
+    }
+    fn normal(v: &Value) -> Value {
+        match v {
+            Value::Number(n) => as_int(n).map_or_else(|| v.clone(), Value::from),
+            Value::Array(items) => Value::Array(items.iter().map(normal).collect()),
+            Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), normal(v))).collect()),
+            other => other.clone(),
+        }
+    }
+    has(args).then(|| normal(args))
 }

@@ -122,6 +122,10 @@ pub(crate) struct Signal {
     /// The journaled call that just ended returned an error, and its *started* marker was closed
     /// as "ended with an error": the call is known to have failed (not cut off).
     pub(crate) ended_with_error: bool,
+    /// The journaled call that just ended was sent and no answer came back
+    /// ([`ToolError::OutcomeUnknown`](crate::tool::ToolError::OutcomeUnknown)): its *started*
+    /// marker stays open and a human settles it, as for a call cut off by a crash.
+    pub(crate) outcome_unknown: bool,
     /// `Ctx::chat` calls so far in this attempt (a crash test names each by its place).
     pub(crate) model_calls: u32,
     /// The resume value was refused in this attempt: it did not decode as the type

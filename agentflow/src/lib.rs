@@ -88,6 +88,10 @@ mod event;
 mod graph;
 mod in_flight;
 mod interrupt;
+#[cfg(feature = "mcp")]
+mod mcp_client;
+#[cfg(feature = "mcp")]
+mod mcp_server;
 pub mod metrics;
 pub mod model;
 mod outcome;
@@ -136,6 +140,18 @@ pub use run::{DEFAULT_STOP_GRACE, DEFAULT_STREAM_BUFFER, Runner};
 pub use stream::{RunStream, StreamItem, StreamMode, StreamPart};
 pub use tokio_util::sync::CancellationToken;
 pub use worker::{DEFAULT_NODE_TIME_LIMIT, DEFAULT_SHUTDOWN_DEADLINE, Worker, WorkerError, WorkerReport};
+
+/// Tools from [Model Context Protocol](https://modelcontextprotocol.io) servers, typed at
+/// compile time from a committed snapshot ([`mcp_tools!`](crate::mcp_tools)), and a graph
+/// served as an MCP tool ([`serve_stdio`](mcp::serve_stdio)) (feature `mcp`). The guide:
+/// `docs/guides/mcp.md`.
+#[cfg(feature = "mcp")]
+pub mod mcp {
+    #[doc(inline)]
+    pub use crate::mcp_client::*;
+    #[doc(inline)]
+    pub use crate::mcp_server::{ServeOptions, serve_io, serve_stdio};
+}
 
 /// Everything a graph definition needs: `use agentflow::prelude::*;`.
 pub mod prelude {
@@ -668,3 +684,7 @@ pub use agentflow_macros::node;
 /// # }
 /// ```
 pub use agentflow_macros::tool;
+
+#[doc = include_str!("mcp_tools.md")]
+#[cfg(feature = "mcp")]
+pub use agentflow_macros::mcp_tools;

@@ -10,7 +10,10 @@ use super::imports::{Crate, circles, load, root};
 pub(crate) const LAYERS: &[(&str, &[&str])] = &[
     ("core", &["core"]),
     ("access", &["access"]),
-    ("capabilities", &["tool", "model", "back_pressure", "in_flight", "breaker", "serve_limits", "probe", "secret"]),
+    (
+        "capabilities",
+        &["tool", "model", "back_pressure", "in_flight", "breaker", "serve_limits", "probe", "secret", "mcp_client"],
+    ),
     ("pauses", &["interrupt", "answer_error", "metrics"]),
     ("durable", &["durable", "persist"]),
     ("outcomes", &["outcome", "event", "stream"]),
@@ -21,7 +24,7 @@ pub(crate) const LAYERS: &[(&str, &[&str])] = &[
     ("run", &["run", "subgraph"]),
     ("app", &["app", "error"]),
     ("worker", &["worker", "timer"]),
-    ("kits", &["prebuilt", "testing", "__private"]),
+    ("kits", &["prebuilt", "testing", "__private", "mcp_server"]),
 ];
 
 /// The top-level module of a file's module path (`["durable", "lease"]` -> `durable`); the

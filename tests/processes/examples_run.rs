@@ -20,6 +20,9 @@ mod follow_up;
 #[path = "../../examples/governance.rs"]
 #[allow(dead_code, reason = "this test calls only the example's `main`")]
 mod governance;
+#[path = "../../examples/mcp_tools.rs"]
+#[allow(dead_code, reason = "this test calls only the example's `main`")]
+mod mcp_tools;
 #[path = "../../examples/two_tenants.rs"]
 #[allow(dead_code, reason = "this test calls only the example's `main`")]
 mod two_tenants;
@@ -64,6 +67,7 @@ async fn example_child() {
         "flaky_service" => flaky_service::run_with_args(args.clone()).await,
         "two_tenants" => two_tenants::run_with_args(args.clone()).await,
         "governance" => governance::run_with_args(args.clone()).await,
+        "mcp_tools" => mcp_tools::run_with_args(args.clone()).await,
         other => panic!("no example `{other}` in this file"),
     };
     assert_eq!(code, ExitCode::SUCCESS, "example `{name}` {args:?} failed");
@@ -359,4 +363,24 @@ fn governance_seals_masks_refuses_holds_and_erases() {
     assert!(out.contains("purge refused: thread `case-1` is under legal hold"), "{out}");
     assert!(out.contains("case-1 is now purged; its audit log verifies: true"), "{out}");
     assert!(out.contains("has no data key of generation 1 (it was destroyed)"), "{out}");
+}
+
+/// `mcp_tools`, as a user runs it against the MCP reference server: the read runs at once, the
+/// external call waits for an approval and runs once after it.
+#[test]
+fn mcp_tools_calls_a_read_at_once_and_an_external_call_after_its_approval() {
+    if crate::support::mcp::everything_bin().is_none() {
+        return;
+    }
+    let out = run(&mut example("mcp_tools", &[]), Duration::from_secs(120));
+    assert!(out.contains("connected to MCP server `everything`: its tools match mcp/everything.json"), "{out}");
+    assert!(out.contains("node `toggle` may call: toggle-simulated-logging (external)"), "{out}");
+    assert!(out.contains("run `ops-1`: Interrupted { Approval at toggle }"), "{out}");
+    assert!(out.contains("get-sum answered: Some(\"The sum of 2 and 3 is 5.\")"), "{out}");
+    assert!(out.contains("resumed `ops-1`: Completed"), "{out}");
+    assert!(out.contains("toggle-simulated-logging answered: Some(\"Started simulated"), "{out}");
+    assert!(
+        out.contains("audit log: approval.requested, approval.approved, approval.executing, approval.succeeded"),
+        "{out}"
+    );
 }

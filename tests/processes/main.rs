@@ -9,6 +9,7 @@ mod crash_open;
 mod crash_purge;
 mod crash_upgrade;
 mod examples_run;
+mod mcp_served;
 mod promises_durability_exit;
 mod second_process;
 mod subgraph_crash;

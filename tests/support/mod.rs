@@ -5,6 +5,7 @@
 pub mod calculator;
 pub mod hooked_store;
 pub mod kill;
+pub mod mcp;
 pub mod pg;
 pub mod process;
 pub mod questions;

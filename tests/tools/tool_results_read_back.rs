@@ -1,6 +1,7 @@
 //! A `#[tool]` whose result cannot be stored (a NaN, an infinity) has still acted: the run
 //! stops with an error naming the value, and the call is journaled as run, so a resume of the
-//! failed thread never makes it again (as `Ctx::effect` does with such a result).
+//! failed thread never makes it again (as `Ctx::effect` does with such a result). A read's such
+//! result is an observation the model acts on: nothing was changed, nothing is journaled.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -102,4 +103,32 @@ async fn a_call_whose_ran_marker_cannot_be_written_is_left_for_a_human_not_run_a
     assert_eq!(FAXED.load(Ordering::SeqCst), 1, "the call ran again");
     let Outcome::Interrupted { pending, .. } = &again.outcome else { panic!("{:?}", again.outcome) };
     assert_eq!(pending[0].kind, agentflow::PendingKind::OutcomeUnknown);
+}
+
+/// Looks a ratio up; the ratio of a zero credit line is not finite.
+#[tool(risk = read)]
+async fn credit_ratio(args: Invoice) -> Result<f64, ToolError> {
+    Ok(args.amount / 0.0)
+}
+
+#[graph(state = Billing, deps = (), start = look)]
+mod lookup {
+    use super::*;
+
+    #[node(goto = [END], tools = [credit_ratio])]
+    async fn look(_s: &Billing, cx: &Ctx<()>) -> Result<Step<Billing>, NodeError> {
+        let observation = cx.run_tool(credit_ratio, json!({ "amount": 120.0 })).await?;
+        Ok(goto!(END, Billing::update().log(vec![observation.body.to_string()])))
+    }
+}
+
+/// A read changed nothing: a result it cannot keep is the model's to act on (ask for less), not
+/// the run's end.
+#[tokio::test]
+async fn a_read_whose_result_cannot_be_kept_is_an_observation_and_the_run_goes_on() {
+    let run = lookup::graph().run(Billing::default(), &()).await.unwrap();
+    assert_eq!(run.outcome, Outcome::Completed, "{:?}", run.outcome);
+    let body = &run.state.log[0];
+    assert!(body.contains("\"ok\":false") && body.contains("cannot be kept"), "{body}");
+    assert!(body.contains("ask for less"), "{body}");
 }

@@ -70,6 +70,10 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
             let step_state = node.ret_state.as_ref().unwrap_or(&state);
             let workers = &p.nodes;
             ReplaceGoto(|mac: &syn::Macro| route(ir, r, workers, step_state, mac)).visit_block_mut(&mut f.block);
+            // The allow-list again, resolved by rustc (after our own errors, none).
+            if !has_errors {
+                super::listed::check_run_tool_calls(&mut f.block, &ir.name.name, &node.tools);
+            }
         }
         // Fields named in `writes` must exist.
         for w in ir.writes.iter().flatten() {
@@ -165,13 +169,15 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
         // a graph whose deps are `D`; one that reads none fits any. Checked
         // here, per entry, so the error names the tool and both types.
         let entries = node.tools.iter().map(|t| {
-            let msg = format!("`{t}` is not a tool");
+            let span = t.segments.last().map_or_else(proc_macro2::Span::call_site, |s| s.ident.span());
+            let t_name = super::parse::path_name(t);
+            let msg = format!("`{t_name}` is not a tool");
             let deps_msg = format!(
-                "tool `{t}` takes `&{{Self}}` as its deps, but node `{}` is in a graph whose deps are `{{D}}`",
+                "tool `{t_name}` takes `&{{Self}}` as its deps, but node `{}` is in a graph whose deps are `{{D}}`",
                 ir.name.name
             );
             let deps_label = "this tool reads `{Self}`, not the graph's `{D}`".to_string();
-            quote_spanned! {t.span()=> {
+            quote_spanned! {span=> {
                 #[diagnostic::on_unimplemented(
                     message = #deps_msg,
                     label = #deps_label,
@@ -191,23 +197,52 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
                 )]
                 trait ListedTool: ::agentflow::tool::Tool {
                     type Deps: ?Sized;
+                    const NAME: &'static str;
                 }
                 #[diagnostic::do_not_recommend]
                 impl<T: ::agentflow::tool::Tool + ::agentflow::__private::ToolDeps> ListedTool for T {
                     type Deps = <T as ::agentflow::__private::ToolDeps>::Deps;
+                    const NAME: &'static str = <T as ::agentflow::__private::ToolDeps>::NAME;
                 }
-                const fn __agentflow_listed<T: ListedTool>(tool: &'static T) -> &'static dyn ::agentflow::tool::Tool
+                const fn __agentflow_listed<T: ListedTool>(
+                    tool: &'static T,
+                ) -> (&'static dyn ::agentflow::tool::Tool, &'static str)
                 where
                     <T as ListedTool>::Deps: ToolDepsFit<#deps>,
                 {
-                    tool
+                    (tool, <T as ListedTool>::NAME)
                 }
                 __agentflow_listed(&#t)
             }}
         });
+        // The gateway finds a tool by its name: two listed tools of one name
+        // (two MCP servers offering `echo`) would run one for the other.
+        let n = node.tools.len();
+        let mut clashes = Vec::new();
+        for j in 0..n {
+            for i in 0..j {
+                let (a, b) = (super::parse::path_name(&node.tools[i]), super::parse::path_name(&node.tools[j]));
+                let span = node.tools[j].segments.last().map_or_else(proc_macro2::Span::call_site, |s| s.ident.span());
+                let msg = format!(
+                    "node `{}` lists two tools the model would call by one name: `{a}` and `{b}`; \
+                     the gateway finds a tool by its name, so one would run in place of the other. \
+                     List only one of them in this node (split the work into two nodes), or take one \
+                     server's snapshot without that tool (`agentflow mcp snapshot .. --exclude NAME`)",
+                    ir.name.name
+                );
+                clashes.push(quote_spanned! {span=>
+                    const _: () = if ::agentflow::__private::same_tool_name(__AGENTFLOW_TOOLS[#i].1, __AGENTFLOW_TOOLS[#j].1) {
+                        ::core::panic!(#msg)
+                    };
+                });
+            }
+        }
+        let picks = (0..n).map(|i| quote!(__AGENTFLOW_TOOLS[#i].0));
         let tools = quote! {{
-            const __AGENTFLOW_TOOLS: ::agentflow::tool::ToolSet = &[#(#entries),*];
-            __AGENTFLOW_TOOLS
+            const __AGENTFLOW_TOOLS: [(&'static dyn ::agentflow::tool::Tool, &'static str); #n] = [#(#entries),*];
+            #(#clashes)*
+            const __AGENTFLOW_TOOL_SET: ::agentflow::tool::ToolSet = &[#(#picks),*];
+            __AGENTFLOW_TOOL_SET
         }};
         let subgraph_names = ir.subgraphs.iter().map(|g| &g.name);
         specs.push(quote! {

@@ -6,6 +6,7 @@ pub mod algo;
 pub mod check;
 pub mod expand;
 pub mod ir;
+pub mod listed;
 pub mod parse;
 pub mod resolve;
 pub mod signature;

@@ -48,8 +48,8 @@ pub struct NodeSyn {
     pub timeout_ms: Option<u64>,
     pub interrupt: bool,
     pub sleep: bool,
-    /// `tools = [..]`, as written.
-    pub tools: Vec<syn::Ident>,
+    /// `tools = [..]`, as written: a name, or a path (`everything::get_sum`).
+    pub tools: Vec<syn::Path>,
     /// `subgraphs = [..]`, as written.
     pub subgraphs: Vec<syn::Ident>,
 }
@@ -218,7 +218,7 @@ fn parse_node(
     let mut goto = Vec::new();
     let mut goto_loc = None;
     let mut writes = None;
-    let mut tools: Vec<syn::Ident> = Vec::new();
+    let mut tools: Vec<syn::Path> = Vec::new();
     let mut subgraphs: Vec<syn::Ident> = Vec::new();
     let mut retry = quote!(::agentflow::RetryPolicy::none());
     let mut timeout_ms = None;
@@ -241,7 +241,7 @@ fn parse_node(
                         let input = meta.value()?;
                         let content;
                         bracketed!(content in input);
-                        tools = Punctuated::<syn::Ident, Token![,]>::parse_terminated(&content)?.into_iter().collect();
+                        tools = Punctuated::<syn::Path, Token![,]>::parse_terminated(&content)?.into_iter().collect();
                     }
                     node_kw::SUBGRAPHS => {
                         let input = meta.value()?;
@@ -307,7 +307,7 @@ fn parse_node(
         writes,
         routes: scan.routes,
         sets: scan.sets,
-        tools: tools.iter().map(|t| Named { name: t.to_string(), loc: scan.spans.loc(t.span()) }).collect(),
+        tools: tools.iter().map(|t| Named { name: path_name(t), loc: path_loc(t, scan.spans) }).collect(),
         tool_uses: scan.tool_uses,
         subgraphs: subgraphs.iter().map(|t| Named { name: t.to_string(), loc: scan.spans.loc(t.span()) }).collect(),
         subgraph_uses: scan.subgraph_uses,
@@ -555,9 +555,9 @@ impl<'ast> Visit<'ast> for BodyScan<'_> {
             // `cx.run_tool(tool, args)`: a direct call of one of the node's tools.
             if link.method == body::RUN_TOOL
                 && let Some(syn::Expr::Path(p)) = link.args.first()
-                && let Some(tool) = p.path.get_ident()
+                && p.qself.is_none()
             {
-                self.tool_uses.push(Named { name: tool.to_string(), loc: self.spans.loc(tool.span()) });
+                self.tool_uses.push(Named { name: path_name(&p.path), loc: path_loc(&p.path, self.spans) });
             }
             // `cx.subgraph(graph::graph(), input)`: a child graph the node runs.
             if link.method == body::SUBGRAPH
@@ -591,5 +591,20 @@ impl<'ast> Visit<'ast> for BodyScan<'_> {
             }
         }
         self.visit_expr(receiver);
+    }
+}
+
+/// A tool's path as the checks compare it: `everything::get_sum` (a leading `::` kept).
+pub fn path_name(path: &syn::Path) -> String {
+    let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+    let lead = if path.leading_colon.is_some() { "::" } else { "" };
+    format!("{lead}{}", segments.join("::"))
+}
+
+/// The place of a whole path, first segment to last.
+fn path_loc(path: &syn::Path, spans: &mut Spans) -> crate::diag::Loc {
+    match (path.segments.first(), path.segments.last()) {
+        (Some(first), Some(last)) if path.segments.len() > 1 => spans.range(first.ident.span(), last.ident.span()),
+        _ => spans.loc(path.span()),
     }
 }

@@ -77,6 +77,7 @@ fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
             #[automatically_derived]
             impl ::agentflow::__private::ToolDeps for #ident {
                 type Deps = dyn ::agentflow::__private::NoDeps;
+                const NAME: &'static str = #name;
             }
         };
     }
@@ -215,6 +216,7 @@ fn expand(p: &Parsed, has_errors: bool) -> TokenStream {
             #[automatically_derived]
             impl #private::ToolDeps for #ident {
                 type Deps = #deps_ty;
+                const NAME: &'static str = #name;
             }
 
             #[cfg(test)]

@@ -29,7 +29,9 @@ impl<S: State, D> App<S, D> {
                 tools,
             });
         }
-        std::sync::Arc::make_mut(&mut self.setup.gateway.breakers).per_tool.insert(tool.to_string(), breaker);
+        std::sync::Arc::make_mut(&mut std::sync::Arc::make_mut(&mut self.setup.gateway).breakers)
+            .per_tool
+            .insert(tool.to_string(), breaker);
         Ok(self)
     }
 
@@ -38,7 +40,7 @@ impl<S: State, D> App<S, D> {
     /// each tool with its own state.
     #[must_use]
     pub fn circuit_breakers(mut self, breaker: Breaker) -> Self {
-        std::sync::Arc::make_mut(&mut self.setup.gateway.breakers).every = Some(breaker);
+        std::sync::Arc::make_mut(&mut std::sync::Arc::make_mut(&mut self.setup.gateway).breakers).every = Some(breaker);
         self
     }
 }

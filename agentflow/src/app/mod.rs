@@ -7,6 +7,8 @@ mod approvals;
 mod breakers;
 mod controls;
 pub(crate) mod governance;
+#[cfg(feature = "mcp")]
+mod mcp;
 pub(crate) mod retention;
 mod run;
 mod run_controls;
@@ -193,21 +195,21 @@ impl<S: State, D> App<S, D> {
     /// or are denied (default: [`RiskPolicy::default`](crate::tool::RiskPolicy::default)).
     #[must_use]
     pub fn policy(mut self, policy: impl Policy) -> Self {
-        self.setup.gateway.policy = Arc::new(policy);
+        Arc::make_mut(&mut self.setup.gateway).policy = Arc::new(policy);
         self
     }
 
     /// How long an approval request stays valid (default 24 hours).
     #[must_use]
     pub fn approval_ttl(mut self, ttl: Duration) -> Self {
-        self.setup.gateway.approval_ttl = ttl;
+        Arc::make_mut(&mut self.setup.gateway).approval_ttl = ttl;
         self
     }
 
     /// What a human's rejection does (default: the model re-plans).
     #[must_use]
     pub fn on_reject(mut self, on_reject: OnReject) -> Self {
-        self.setup.gateway.on_reject = on_reject;
+        Arc::make_mut(&mut self.setup.gateway).on_reject = on_reject;
         self
     }
 

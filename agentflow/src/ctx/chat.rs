@@ -26,7 +26,7 @@ impl<D> Ctx<'_, D> {
             Ok(reserve) => reserve,
             Err(which) => return Err(self.exhausted(which)),
         };
-        let site = self.scope.probe.as_ref().map(|probe| (probe, self.call_site()));
+        let site = self.scope.gateway.probe.as_ref().map(|probe| (probe, self.call_site()));
         let replayed = site.as_ref().and_then(|(probe, site)| probe.model_call(site));
         let answer = match (replayed, self.scope.outlet.as_deref().filter(|o| o.wants(StreamMode::Messages))) {
             (Some(replayed), _) => replayed,

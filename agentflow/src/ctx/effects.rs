@@ -177,6 +177,11 @@ impl<D> Ctx<'_, D> {
         let idempotency_key = journal.idempotency_key(self.node, key);
         let release = claim.is_some();
         let rerunnable = matches!(uncertain, Uncertain::Rerun);
+        // Who settles this run if it is sent and no answer comes back (`None`: it runs again).
+        let on_no_answer = match &uncertain {
+            Uncertain::Ask(subject) => Some(subject.clone()),
+            Uncertain::Rerun => None,
+        };
         self.signal.lock().unwrap_or_else(|p| p.into_inner()).ended_with_error = false;
         // A non-idempotent call without an approval is described in its
         // started marker, so that if it is cut off and its node never makes
@@ -290,13 +295,25 @@ impl<D> Ctx<'_, D> {
             }
             Ok(_) => {}
         }
-        if let Some(probe) = &self.scope.probe {
+        if let Some(probe) = &self.scope.gateway.probe {
             probe.body_runs(&idempotency_key, rerunnable);
         }
         match effect(idempotency_key).await {
             Ok(value) => Ok(Journaled::Done(journal.record_settling(self.node, key, value, settle).await?, true)),
             Err(error) => {
-                let ran = std::mem::take(&mut self.signal.lock().unwrap_or_else(|p| p.into_inner()).ran_unrecorded);
+                let (ran, no_answer) = {
+                    let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
+                    (std::mem::take(&mut signal.ran_unrecorded), std::mem::take(&mut signal.outcome_unknown))
+                };
+                // Sent, and no answer came back: as for a run cut off mid-call, the *started*
+                // marker stays open and a human settles this run before anything else happens.
+                if let (true, Some(subject)) = (no_answer, on_no_answer) {
+                    return match self.settle(journal, key, run, subject).await? {
+                        Verdict::RunAgain => Err(error),
+                        Verdict::Succeeded(value, by) => Ok(Journaled::Succeeded(value, by)),
+                        Verdict::Failed(why) => Ok(Journaled::Failed(why)),
+                    };
+                }
                 if !ran {
                     let detail = serde_json::json!({ "ended": "error", "error": error.message });
                     journal.mark(self.node, key, "ended", run, detail).await?;
@@ -400,7 +417,7 @@ impl<D> Ctx<'_, D> {
     fn unknown_call(&self, tool: String, args: serde_json::Value, risk: String) -> UnknownCall {
         let requester =
             if self.scope.owner.is_empty() { format!("executor:{}", self.node) } else { self.scope.owner.clone() };
-        let ttl_ms = u64::try_from(self.scope.approval_ttl.as_millis()).unwrap_or(u64::MAX);
+        let ttl_ms = u64::try_from(self.scope.gateway.approval_ttl.as_millis()).unwrap_or(u64::MAX);
         UnknownCall { tool, args, risk, requester, ttl_ms }
     }
 
@@ -430,6 +447,7 @@ pub(crate) enum Uncertain {
 }
 
 /// The record a human settles an unknown outcome on.
+#[derive(Clone)]
 pub(crate) enum Subject {
     /// The approval the call ran under.
     Approval(Box<ApprovalRecord>),

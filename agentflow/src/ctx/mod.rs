@@ -7,6 +7,7 @@ mod chat;
 mod compensate;
 mod effects;
 mod emit;
+mod gateway;
 mod interrupt;
 mod sleep;
 pub(crate) mod subgraph;
@@ -15,7 +16,6 @@ mod tool_breaker;
 mod tools;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -27,7 +27,9 @@ use crate::event::Activity;
 use crate::in_flight::Shield;
 use crate::interrupt::Signal;
 use crate::stream::{Origin, Outlet};
-use crate::tool::{OnReject, Policy, ToolSet};
+pub(crate) use gateway::Gateway;
+
+use crate::tool::ToolSet;
 
 /// The context handed to a node: `async fn n(s: &S, cx: &Ctx<D>) -> Step<S>`.
 ///
@@ -64,9 +66,9 @@ pub(crate) struct RunScope<'g> {
     /// have it too).
     pub(crate) node_time_limit: Option<std::time::Duration>,
     pub(crate) meter: Meter,
-    pub(crate) policy: Arc<dyn Policy>,
-    pub(crate) approval_ttl: Duration,
-    pub(crate) on_reject: OnReject,
+    /// The App's tool gateway: policy, approvals' lifetime, rejections, circuit breakers, the
+    /// crash test's probe, remote tools. Subgraph runs share it.
+    pub(crate) gateway: Arc<Gateway>,
     pub(crate) owner: String,
     /// Journaled effects of the run in flight (see [`Shield`]).
     pub(crate) shield: Shield,
@@ -81,15 +83,11 @@ pub(crate) struct RunScope<'g> {
     pub(crate) pause: CancellationToken,
     /// Subgraphs running at once in this run: at most [`crate::DEFAULT_PARALLEL`].
     pub(crate) children: tokio::sync::Semaphore,
-    /// The App's circuit breakers.
-    pub(crate) breakers: Arc<crate::breaker::Breakers>,
     /// The run's stream, when it carries model chunks or custom values.
     pub(crate) outlet: Option<Arc<dyn Outlet>>,
     /// For a subgraph's run: the step of the root thread in which it was started, recorded
     /// with its calls' saga entries so a compensation orders the tree's calls as one.
     pub(crate) saga_root_step: Option<u64>,
-    /// What a crash test watches (see [`crate::probe`]).
-    pub(crate) probe: Option<Arc<dyn crate::probe::Probe>>,
 }
 
 impl<D> std::fmt::Debug for Ctx<'_, D> {

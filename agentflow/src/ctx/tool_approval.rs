@@ -71,7 +71,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             ApprovalStatus::Rejected => {
                 let reason = record.decision_note.clone().unwrap_or_else(|| "no reason given".into());
                 let who = record.decided_by.clone().unwrap_or_default();
-                match self.scope.on_reject {
+                match self.scope.gateway.on_reject {
                     OnReject::Replan => deny(Code::Rejected, format!("rejected by {who}: {reason}")),
                     OnReject::EndRun => {
                         Err(NodeError::fatal(format!("the call to `{}` was rejected by {who}: {reason}", tool.name())))
@@ -179,7 +179,8 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             reason: format!("`{}` is {} tool; the policy asks a human first", tool.name(), with_article(tool.risk())),
             created_at: now,
             // A time to live past what a u64 of millis holds never ends (not wrapped to none).
-            expires_at: now.saturating_add(u64::try_from(self.scope.approval_ttl.as_millis()).unwrap_or(u64::MAX)),
+            expires_at: now
+                .saturating_add(u64::try_from(self.scope.gateway.approval_ttl.as_millis()).unwrap_or(u64::MAX)),
             status: ApprovalStatus::Pending,
             decided_by: None,
             decision_note: None,

@@ -37,7 +37,8 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         call: &ToolCall,
         journaled: bool,
     ) -> Result<Result<Option<Held>, Observation>, NodeError> {
-        let (Some(journal), Some(breaker)) = (self.journal, self.scope.breakers.of(tool.name()).copied()) else {
+        let (Some(journal), Some(breaker)) = (self.journal, self.scope.gateway.breakers.of(tool.name()).copied())
+        else {
             return Ok(Ok(None));
         };
         // A call whose result is journaled is replayed, and one cut off mid-way (started, never

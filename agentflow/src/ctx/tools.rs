@@ -136,7 +136,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         if let Err(e) = checked.and_then(|()| tool.validate(&call.arguments).map_err(|e| e.0)) {
             return deny(Code::InvalidArgument, e);
         }
-        match self.scope.policy.decide(tool.name(), tool.risk()) {
+        match self.scope.gateway.policy.decide(tool.name(), tool.risk()) {
             Decision::Deny => {
                 deny(Code::PermissionDenied, format!("the policy denies `{}` ({} risk)", tool.name(), tool.risk()))
             }
@@ -184,6 +184,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         let invoke = |idempotency_key: String| async move {
             let deps: &crate::tool::AnyDeps = self.deps;
             let tcx = ToolCx::new(&call.id, &idempotency_key, node, deps);
+            let tcx = tcx.with_remote(self.scope.gateway.remote.as_deref());
             // A call cut off before it ends (a node timeout) counts as a failure.
             let watch = held.map(|held| (held, self.breaker_watch(tool, held)));
             let outcome = tool.invoke(args, &tcx).await;
@@ -196,6 +197,27 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                 Err(ToolError::Correctable(msg)) => Ok(Err(msg)),
                 Err(ToolError::Transient(msg)) => Err(NodeError::transient(format!("tool `{}`: {msg}", tool.name()))),
                 Err(ToolError::Fatal(msg)) => Err(NodeError::fatal(format!("tool `{}`: {msg}", tool.name()))),
+                // A read (or an idempotent call) changed nothing another run would repeat: it runs
+                // again. Any other call, journaled, is settled by a human (see `journaled`).
+                Err(ToolError::OutcomeUnknown(msg)) => {
+                    let message = format!("tool `{}`: no answer came back: {msg}", tool.name());
+                    if tool.idempotent() || tool.risk() == crate::tool::Risk::Read {
+                        return Err(NodeError::transient(message));
+                    }
+                    if self.journal.is_none() {
+                        return Err(NodeError::fatal(format!(
+                            "{message}; whether it acted is unknown, and a run without a store cannot ask a human"
+                        )));
+                    }
+                    self.signal.lock().unwrap_or_else(|p| p.into_inner()).outcome_unknown = true;
+                    Err(NodeError::transient(message))
+                }
+                // A read changed nothing: the model hears why and may ask for less (a search
+                // whose results are too large); nothing is journaled.
+                Err(ToolError::Unrecorded(why)) if tool.risk() == crate::tool::Risk::Read => Ok(Err(format!(
+                    "the result of `{}` cannot be kept ({why}); nothing was stored: ask for less",
+                    tool.name()
+                ))),
                 // The call ran: journal it as run (never run again) and log it for compensation.
                 Err(ToolError::Unrecorded(why)) => {
                     let message = format!(
@@ -203,7 +225,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                          value that JSON holds exactly",
                         tool.name()
                     );
-                    if let Some(journal) = self.journal.filter(|_| tool.risk() != crate::tool::Risk::Read) {
+                    if let Some(journal) = self.journal {
                         // Whatever fails from here, the call is never taken for one that did not run.
                         self.signal.lock().unwrap_or_else(|p| p.into_inner()).ran_unrecorded = true;
                         // Logged for compensation (for a human: no arguments can be built) in the

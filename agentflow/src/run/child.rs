@@ -56,12 +56,9 @@ async fn run_child<S2: State, D: Sync>(
     // stopped with it, to record how it ended: dropped before that, it would stay `running`.
     let _stopping = cx.scope.children_running.enter();
     let mut setup = Setup::new(child);
-    setup.gateway.policy = Arc::clone(&cx.scope.policy);
-    setup.gateway.approval_ttl = cx.scope.approval_ttl;
-    setup.gateway.on_reject = cx.scope.on_reject;
-    // The parent's circuit breakers guard the same tools in the child.
-    setup.gateway.breakers = Arc::clone(&cx.scope.breakers);
-    setup.gateway.probe = cx.scope.probe.clone();
+    // The parent's gateway governs the child's calls: its policy, circuit breakers (guarding
+    // the same tools), probe and remote tools (MCP servers).
+    setup.gateway = Arc::clone(&cx.scope.gateway);
     let remaining = cx.scope.meter.remaining();
     let cancel = cx.scope.cancel.child_token();
     let pause = cx.scope.pause.child_token();

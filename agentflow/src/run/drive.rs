@@ -101,9 +101,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 stop_grace: self.stop_grace,
                 node_time_limit: self.node_time_limit,
                 meter: Meter::resumed(limits, base),
-                policy: Arc::clone(&gateway.policy),
-                approval_ttl: gateway.approval_ttl,
-                on_reject: gateway.on_reject,
+                gateway: Arc::clone(gateway),
                 // A resumed run acts for the owner stored with the thread, not
                 // for whoever resumed it (who could then approve its requests).
                 owner: checkpointer.as_ref().map_or_else(|| self.owner.clone(), |cp| cp.owner().to_string()),
@@ -113,10 +111,8 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 activity: Box::new(move |a| activity_events.emit(|| Event::Activity(a))),
                 pause: self.pause.clone(),
                 children: tokio::sync::Semaphore::new(crate::DEFAULT_PARALLEL),
-                breakers: Arc::clone(&gateway.breakers),
                 outlet: outlet.map(|c| c as Arc<dyn crate::stream::Outlet>).or(self.parent_outlet),
                 saga_root_step: self.saga_root_step,
-                probe: gateway.probe.clone(),
             };
             let metrics = crate::metrics::RunMetrics::new(plan.spec.name, plan.spec.nodes.iter().map(|n| &n.name));
             let exec = Exec {
@@ -262,6 +258,7 @@ async fn compensate<S: State, D: Sync>(
         activity: &activity,
         lease: cp.lease(),
         probe: setup.gateway.probe.as_deref(),
+        remote: setup.gateway.remote.as_deref(),
     };
     let outcome = compensator.run(reason).await;
     outcome.map_err(|e| lease_lost(e.into(), Some(cp)))

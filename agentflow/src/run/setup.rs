@@ -3,40 +3,17 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use agentflow_store::Store;
 
 use crate::core::state::State;
+use crate::ctx::Gateway;
 use crate::durable::ResumeError;
 use crate::graph::CompiledGraph;
-use crate::tool::{OnReject, OwnerRequired, Policy, RiskPolicy};
+use crate::tool::OwnerRequired;
 
 /// Upgrades a stored state (as JSON) from one schema version to the next.
 pub type Migration = Arc<dyn Fn(serde_json::Value) -> Result<serde_json::Value, String> + Send + Sync>;
-
-/// How the graph's tool calls are governed.
-#[derive(Clone)]
-pub(crate) struct Gateway {
-    pub(crate) policy: Arc<dyn Policy>,
-    pub(crate) approval_ttl: Duration,
-    pub(crate) on_reject: OnReject,
-    pub(crate) breakers: Arc<crate::breaker::Breakers>,
-    /// What a crash test watches ([`crate::testing`]); `None` otherwise.
-    pub(crate) probe: Option<Arc<dyn crate::probe::Probe>>,
-}
-
-impl Default for Gateway {
-    fn default() -> Self {
-        Gateway {
-            policy: Arc::new(RiskPolicy::default()),
-            approval_ttl: Duration::from_secs(24 * 3600),
-            on_reject: OnReject::default(),
-            breakers: Arc::default(),
-            probe: None,
-        }
-    }
-}
 
 /// A graph with what its runs use: the plan, the store (if any), the state migrations and
 /// the tool gateway. An `App` is one of these with the operations on it; a [`Runner`]
@@ -45,7 +22,9 @@ pub(crate) struct Setup<S: State, D> {
     pub(crate) graph: CompiledGraph<S, D>,
     pub(crate) store: Option<Arc<dyn Store>>,
     pub(crate) migrations: Arc<BTreeMap<u32, Migration>>,
-    pub(crate) gateway: Gateway,
+    /// How its tool calls are governed; shared by every run (a builder method changes the
+    /// App's own copy).
+    pub(crate) gateway: Arc<Gateway>,
     /// Who the app's operations are checked for, and by which policy.
     pub(crate) access: crate::access::Access,
 }
@@ -56,7 +35,7 @@ impl<S: State, D> Clone for Setup<S, D> {
             graph: self.graph.clone(),
             store: self.store.clone(),
             migrations: Arc::clone(&self.migrations),
-            gateway: self.gateway.clone(),
+            gateway: Arc::clone(&self.gateway),
             access: self.access.clone(),
         }
     }
@@ -70,7 +49,7 @@ impl<S: State, D> Setup<S, D> {
             graph,
             store: None,
             migrations: Arc::default(),
-            gateway: Gateway::default(),
+            gateway: Arc::default(),
             access: crate::access::Access::default(),
         }
     }

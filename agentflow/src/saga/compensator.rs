@@ -34,6 +34,8 @@ pub(crate) struct Compensator<'a> {
     pub lease: &'a crate::durable::LeaseGuard,
     /// What a crash test watches (see `crate::probe`).
     pub probe: Option<&'a dyn crate::probe::Probe>,
+    /// Where the App's remote tools are called, for a compensation that is one.
+    pub remote: Option<&'a dyn crate::tool::RemoteTools>,
 }
 
 /// Whether a run that ended this way compensates.
@@ -230,6 +232,7 @@ impl Compensator<'_> {
             )));
         }
         let cx = ToolCx::new(&step.id, &idempotency_key, SAGA_NODE, self.deps);
+        let cx = cx.with_remote(self.remote);
         if let Some(probe) = self.probe {
             probe.body_runs(&idempotency_key, tool.idempotent());
         }
@@ -240,6 +243,7 @@ impl Compensator<'_> {
                 // It ran: done, though what it returned cannot be kept.
                 Err(ToolError::Unrecorded(why)) => Ok(json!({ "unrecorded": why })),
                 Err(ToolError::Correctable(m) | ToolError::Transient(m) | ToolError::Fatal(m)) => Err(m),
+                Err(ToolError::OutcomeUnknown(m)) => Err(format!("no answer came back, its outcome is unknown: {m}")),
             },
         };
         match result {

@@ -125,7 +125,7 @@ impl<'d, S: State, D: Sync> CrashMatrix<'d, S, D> {
 
     pub(super) fn app_on(&self, store: Arc<dyn Store>, recorder: &Arc<Recorder>) -> App<S, D> {
         let mut app = self.app.clone().store(store);
-        app.setup.gateway.probe = Some(Arc::clone(recorder) as Arc<dyn crate::probe::Probe>);
+        Arc::make_mut(&mut app.setup.gateway).probe = Some(Arc::clone(recorder) as Arc<dyn crate::probe::Probe>);
         app
     }
 

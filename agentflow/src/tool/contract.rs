@@ -59,6 +59,16 @@ pub enum ToolError {
     /// [`Ctx::effect`]: crate::Ctx::effect
     #[error("{0}")]
     Unrecorded(String),
+    /// The call was sent and no answer came back (the process serving it
+    /// died mid-call, the connection dropped): whether it acted is unknown.
+    /// For a read or an idempotent tool the node runs again, as for a
+    /// [`Transient`](Self::Transient) error; for any other tool the run
+    /// pauses on an `OUTCOME_UNKNOWN` record
+    /// ([`PendingKind::OutcomeUnknown`](crate::PendingKind::OutcomeUnknown)),
+    /// exactly as when the run itself was cut off mid-call, and a human says
+    /// whether it succeeded, failed or runs again. MCP tools return it.
+    #[error("{0}")]
+    OutcomeUnknown(String),
 }
 
 /// What a tool sees besides its arguments: its call id, an idempotency key,
@@ -122,6 +132,8 @@ pub struct ToolCx<'a, D: ?Sized = ()> {
     idempotency_key: &'a str,
     node: &'static str,
     deps: &'a D,
+    /// Where the App's remote tools (MCP servers) are called, if it has any.
+    remote: Option<&'a dyn RemoteTools>,
 }
 
 /// The graph's deps as the gateway passes them to [`Tool::invoke`], their
@@ -142,7 +154,20 @@ impl<'a, D: ?Sized> ToolCx<'a, D> {
     /// Only the gateway (and, for a tool's own unit test, the method
     /// `#[tool]` generates under `cfg(test)`) makes a context.
     pub(crate) fn new(call_id: &'a str, idempotency_key: &'a str, node: &'static str, deps: &'a D) -> Self {
-        ToolCx { call_id, idempotency_key, node, deps }
+        ToolCx { call_id, idempotency_key, node, deps, remote: None }
+    }
+
+    /// The same context with where the App's remote tools are called.
+    pub(crate) fn with_remote(mut self, remote: Option<&'a dyn RemoteTools>) -> Self {
+        self.remote = remote;
+        self
+    }
+
+    /// Where the App's remote tools (MCP servers) are called, if the call was made through an
+    /// App that has any.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code, reason = "only MCP tools are remote so far"))]
+    pub(crate) fn remote(&self) -> Option<&'a dyn RemoteTools> {
+        self.remote
     }
 
     /// The model's id for this call.
@@ -176,12 +201,24 @@ impl<'a> ToolCx<'a, AnyDeps> {
     /// graph's deps are of another type.
     pub(crate) fn typed<D: std::any::Any>(&self) -> Option<ToolCx<'a, D>> {
         let deps: &'a dyn std::any::Any = self.deps;
-        Some(ToolCx::new(self.call_id, self.idempotency_key, self.node, deps.downcast_ref::<D>()?))
+        Some(ToolCx {
+            call_id: self.call_id,
+            idempotency_key: self.idempotency_key,
+            node: self.node,
+            deps: deps.downcast_ref::<D>()?,
+            remote: self.remote,
+        })
     }
 
     /// The same call's context without deps, for a tool that needs none.
     pub(crate) fn without_deps(&self) -> ToolCx<'a, ()> {
-        ToolCx::new(self.call_id, self.idempotency_key, self.node, &())
+        ToolCx {
+            call_id: self.call_id,
+            idempotency_key: self.idempotency_key,
+            node: self.node,
+            deps: &(),
+            remote: self.remote,
+        }
     }
 }
 
@@ -287,3 +324,19 @@ impl Compensation {
 
 /// The tools a node may use, in the order of its `tools = [..]` list.
 pub type ToolSet = &'static [&'static dyn Tool];
+
+/// The future a remote call returns.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code, reason = "only MCP tools are remote so far"))]
+pub(crate) type RemoteCall<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, ToolError>> + Send + 'a>>;
+
+/// Tools whose bodies run in another process: the servers an App's remote tools are called
+/// on, by server name. The App's MCP connections implement it (`crate::mcp_client`, feature `mcp`);
+/// the tool layer knows only this trait, not MCP.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code, reason = "only MCP tools are remote so far"))]
+pub(crate) trait RemoteTools: Send + Sync + std::any::Any {
+    /// Calls `tool` of `server` with `args` (checked by the gateway, which journals the call).
+    fn call<'a>(&'a self, server: &'a str, tool: &'a str, args: Value) -> RemoteCall<'a>;
+    /// For the App, to add a server to the ones it has.
+    fn as_any(&self) -> &dyn std::any::Any;
+}

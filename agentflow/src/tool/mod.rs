@@ -12,6 +12,9 @@ mod observation;
 mod policy;
 mod validate;
 
+#[cfg(feature = "mcp")]
+pub(crate) use contract::RemoteCall;
+pub(crate) use contract::RemoteTools;
 pub use contract::{AnyDeps, Compensation, Risk, Tool, ToolCx, ToolError, ToolSet, schema_of};
 pub use observation::{Code, Observation};
 pub use policy::{Decision, OnReject, OwnerRequired, Policy, RiskPolicy};

@@ -17,6 +17,8 @@ mod cli_audit;
 #[cfg(feature = "cli")]
 mod cli_common;
 #[cfg(feature = "cli")]
+mod cli_mcp;
+#[cfg(feature = "cli")]
 mod cli_personal;
 #[cfg(feature = "cli")]
 mod cli_purge;

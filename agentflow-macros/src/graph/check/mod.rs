@@ -81,7 +81,7 @@ fn check_tools(ir: &GraphIr, diags: &mut Diagnostics) {
             }
         }
         for used in &node.tool_uses {
-            if !allowed.contains(&used.name.as_str()) {
+            if !allowed.iter().any(|a| same_tool(a, &used.name)) {
                 let (tool, name) = (&used.name, &node.name.name);
                 let message = if allowed.is_empty() {
                     format!(
@@ -99,6 +99,14 @@ fn check_tools(ir: &GraphIr, diags: &mut Diagnostics) {
             }
         }
     }
+}
+
+/// Whether two written tool paths name one tool: the shorter is the end of the longer
+/// (`get_sum` after a `use`, `everything::get_sum`, `crate::everything::get_sum`).
+fn same_tool(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.split("::").collect(), b.split("::").collect());
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    long.ends_with(&short)
 }
 
 // Pausing for a human is part of a node's contract (the run stops there and

@@ -268,6 +268,28 @@ fn tools_outside_the_list_and_undeclared_interrupts_are_named() {
 }
 
 #[test]
+fn tools_named_by_path_match_by_their_end() {
+    let mut ir = graph("llm_call", None, &[("llm_call", &["END"], &[&["END"]])]);
+    ir.nodes[0].tools = vec![Named::new("everything::get_sum"), Named::new("echo")];
+    ir.nodes[0].tool_uses = vec![
+        Named::new("everything::get_sum"),
+        Named::new("get_sum"),
+        Named::new("crate::everything::get_sum"),
+        Named::new("everything::echo"),
+    ];
+    assert!(messages(&ir).is_empty(), "{:?}", messages(&ir));
+    ir.nodes[0].tool_uses = vec![Named::new("other::get_sum"), Named::new("everything::get_sum_x")];
+    let msgs = messages(&ir);
+    assert_eq!(msgs.len(), 2, "{msgs:?}");
+    assert!(
+        msgs[0].starts_with(
+            "tool `other::get_sum` is not allowed in node `llm_call`; allowed: `everything::get_sum`, `echo`"
+        ),
+        "{msgs:?}"
+    );
+}
+
+#[test]
 fn a_tool_in_a_node_with_no_tools_says_how_to_list_it() {
     let mut ir = graph("compute", None, &[("compute", &["END"], &[&["END"]])]);
     ir.nodes[0].tool_uses = vec![Named::new("add")];

@@ -113,6 +113,7 @@ mod decide;
 mod fold;
 mod governance;
 mod inspect;
+mod mcp;
 mod open;
 mod operate;
 mod out;
@@ -140,7 +141,8 @@ Exit codes:
      or access file, an output that cannot be written (a reader that stops reading,
      as `| head`, ends the command with 0)
   3  store busy or unreachable: another process has the redb file open, a run holds
-     the thread (update, fork, answer), or the PostgreSQL server cannot be reached
+     the thread (update, fork, answer), or the PostgreSQL server cannot be reached;
+     for `mcp snapshot`, the MCP server cannot be started or reached
   4  store error: damaged, unsupported format, a read or write failed
   5  the state cannot be computed without the graph's Rust types (a custom reducer, an
      update naming a key the stored state does not hold)";
@@ -239,6 +241,8 @@ pub enum Command {
     Run(runs::RunArgs),
     /// The approval inbox: a web page to judge and decide approvals, with /metrics.
     Serve(serve::ServeArgs),
+    /// MCP servers: `mcp snapshot` prints the snapshot of a server's tools to commit.
+    Mcp(mcp::McpArgs),
 }
 
 /// A command's failure: the exit code and the one-line message.
@@ -307,6 +311,10 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Outcome {
+    // MCP commands open no store.
+    if let Command::Mcp(args) = &cli.command {
+        return mcp::mcp(args);
+    }
     open::configure(&cli.sealing, matches!(cli.command, Command::Import(_)))?;
     let spec = cli.store.clone().ok_or_else(|| {
         Failure::usage(
@@ -414,6 +422,6 @@ fn run(cli: Cli) -> Outcome {
         }
         Command::Stuck(args) => stuck::stuck(store, guard, &args, json),
         Command::Run(args) => runs::run(store, guard, &args, json),
-        Command::Serve(_) => Ok(()),
+        Command::Serve(_) | Command::Mcp(_) => Ok(()),
     }
 }

@@ -1,0 +1,13 @@
+agentflow::mcp_tools! {
+    pub mod everything "../../../mcp/everything.json" {
+        echo: read,
+    }
+}
+
+agentflow::mcp_tools! {
+    pub mod other from "../../../mcp/everything.json" {
+        echo: read idempotnet,
+    }
+}
+
+fn main() {}
