@@ -177,11 +177,6 @@ impl<D> Ctx<'_, D> {
         let idempotency_key = journal.idempotency_key(self.node, key);
         let release = claim.is_some();
         let rerunnable = matches!(uncertain, Uncertain::Rerun);
-        // Who settles this run if it is sent and no answer comes back (`None`: it runs again).
-        let on_no_answer = match &uncertain {
-            Uncertain::Ask(subject) => Some(subject.clone()),
-            Uncertain::Rerun => None,
-        };
         self.signal.lock().unwrap_or_else(|p| p.into_inner()).ended_with_error = false;
         // A non-idempotent call without an approval is described in its
         // started marker, so that if it is cut off and its node never makes
@@ -238,7 +233,7 @@ impl<D> Ctx<'_, D> {
                 start = start.effect(k, v);
                 started
             }
-            Entry::Open { started } => match uncertain {
+            Entry::Open { started } => match &uncertain {
                 Uncertain::Rerun => {
                     let detail = serde_json::json!({
                         "node": self.node,
@@ -261,7 +256,8 @@ impl<D> Ctx<'_, D> {
                         .effect(k, v);
                     started
                 }
-                Uncertain::Ask(subject) => match self.settle(journal, key, started, subject).await? {
+                // (A cut-off earlier run: rare, so the subject is cloned here, not up front.)
+                Uncertain::Ask(subject) => match self.settle(journal, key, started, subject.clone()).await? {
                     Verdict::RunAgain => started,
                     Verdict::Succeeded(value, by) => return Ok(Journaled::Succeeded(value, by)),
                     Verdict::Failed(why) => return Ok(Journaled::Failed(why)),
@@ -307,7 +303,8 @@ impl<D> Ctx<'_, D> {
                 };
                 // Sent, and no answer came back: as for a run cut off mid-call, the *started*
                 // marker stays open and a human settles this run before anything else happens.
-                if let (true, Some(subject)) = (no_answer, on_no_answer) {
+                // (The subject is who settles it: the approval, or a new record.)
+                if let (true, Uncertain::Ask(subject)) = (no_answer, uncertain) {
                     return match self.settle(journal, key, run, subject).await? {
                         Verdict::RunAgain => Err(error),
                         Verdict::Succeeded(value, by) => Ok(Journaled::Succeeded(value, by)),
