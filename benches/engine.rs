@@ -5,6 +5,7 @@
 //! cargo bench --bench engine -- --quick   # CI smoke check, a few seconds
 //! cargo bench --bench engine -- stream    # only the streaming figure
 //! cargo bench --bench engine -- cycle_flat  # only the per-node cost of a plain cycle
+//! cargo bench --bench engine -- cycle_flat_otel  # only that cost with OpenTelemetry export
 //! AGENTFLOW_BENCH_QUICK=1 cargo bench --bench engine
 //! ```
 //!
@@ -31,6 +32,14 @@
 //!   the node's update, the state) by a reader that only counts the items,
 //!   beside the same run without a stream: µs of streaming per item
 //!   [target < 1 µs per item].
+//! - `cycle_flat_otel` (run last: it installs the global `tracing` subscriber): the
+//!   `cycle_flat` runs with `agentflow::otel`'s layer installed, every run's `invoke_agent`,
+//!   step and node spans batched and exported over OTLP/HTTP to a local receiver that
+//!   answers and discards, beside the same runs just before with no subscriber: µs per node
+//!   [target < 2 µs per node]; the `cycle_flat_otel_export` line counts the spans the receiver
+//!   got against the spans the runs made (a full export queue drops spans silently, which
+//!   would understate the cost). Every other figure is taken with the `otel` feature compiled
+//!   in and no subscriber.
 //!
 //! Each workload is also done by a hand-written loop making the same
 //! `State::apply` calls on the same state without the executor; `ratio` is
@@ -98,6 +107,10 @@ use workload_map_reduce::{Mapped, map_reduce};
 #[allow(dead_code)]
 #[path = "workloads/approved.rs"]
 mod workload_approved;
+
+#[path = "../tests/support/otlp.rs"]
+#[allow(dead_code, reason = "the benchmark uses the discarding receiver only")]
+mod otlp;
 
 // ---------------------------------------------------------------------------
 // Measurement.
@@ -541,12 +554,115 @@ fn bench_stream(cfg: &Config, flavor: Flavor) {
     }));
 }
 
+/// `n` nodes of `cycle_flat` on `flavor`: seconds per sample.
+fn time_cycle_flat(cfg: &Config, flavor: Flavor, n: u64) -> Stat {
+    let (rt, graph, deps) = (flavor.runtime(), cycle_flat::graph(), Arc::new(Limit { n }));
+    sample(cfg.samples, || {
+        let (graph, deps) = (graph.clone(), Arc::clone(&deps));
+        time_on(&rt, flavor, 1, move || {
+            let (graph, deps) = (graph.clone(), Arc::clone(&deps));
+            async move {
+                let run = graph.run(Flat::default(), &deps).await.expect("config");
+                assert_eq!(run.state.counter, deps.n);
+                black_box(run);
+            }
+        })
+    })
+}
+
+/// The receiver's socket, bound before any thread starts, and the exporter's variables set to
+/// it: `agentflow::otel::Otel` takes its endpoint and batching from the environment only.
+///
+/// # Safety
+///
+/// No other thread of this process may run (none may read or write the environment): call it
+/// first in `main`, before any runtime, receiver or other thread is started.
+unsafe fn prepare_otel_export(cfg: &Config) -> std::net::TcpListener {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let endpoint = format!("http://{}", listener.local_addr().expect("an address"));
+    // A run's spans (two per node) fit the queue: none is dropped before it is exported (the
+    // bench prints the spans received beside the spans made, so a drop would show).
+    let queue = (cfg.cycle_sizes.iter().max().copied().unwrap_or(0) * 4).max(2048);
+    // SAFETY: the caller guarantees that this thread is the only one.
+    unsafe {
+        std::env::set_var("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint);
+        std::env::set_var("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf");
+        std::env::set_var("OTEL_BSP_MAX_QUEUE_SIZE", queue.to_string());
+        std::env::set_var("OTEL_BSP_SCHEDULE_DELAY", "100");
+        std::env::remove_var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT");
+    }
+    listener
+}
+
+/// `cycle_flat` with the OpenTelemetry layer installed and its spans exported (OTLP/HTTP,
+/// batched) to a receiver in this process (on `listener`, see [`prepare_otel_export`]) that
+/// counts and discards them, beside the same runs with no subscriber. Installs the global
+/// subscriber: call it last.
+fn bench_cycle_flat_otel(cfg: &Config, listener: std::net::TcpListener) {
+    let flavors = [Flavor::CurrentThread, Flavor::MultiThread];
+    let mut plain = Vec::new();
+    for flavor in flavors {
+        for &n in &cfg.cycle_sizes {
+            plain.push(time_cycle_flat(cfg, flavor, n));
+        }
+    }
+    let receiver = otlp::OtlpReceiver::discarding_on(listener);
+    let guard = agentflow::otel::Otel::from_env().service_name("engine-bench").init().expect("install the OTel layer");
+    let mut timed = Vec::new();
+    for flavor in flavors {
+        for &n in &cfg.cycle_sizes {
+            timed.push((flavor, n, time_cycle_flat(cfg, flavor, n)));
+        }
+    }
+    guard.shutdown().expect("the exporter flushes and shuts down");
+    // Each run (`sample`: one warm-up, then `samples`) makes an `invoke_agent` span and, per
+    // node, a `step` and a `node` span.
+    let runs = (cfg.samples + 1) as u64 * flavors.len() as u64;
+    let made: u64 = cfg.cycle_sizes.iter().map(|n| runs * (2 * n + 1)).sum();
+    for ((flavor, n, otel), plain) in timed.into_iter().zip(plain) {
+        let (us, us_min) = (otel.median * 1e6 / n as f64, otel.min * 1e6 / n as f64);
+        let plain_us = plain.median * 1e6 / n as f64;
+        emit(json!({
+            "bench": "cycle_flat_otel",
+            "runtime": flavor.name(),
+            "nodes": n,
+            "samples": cfg.samples,
+            "us_per_node": round_us(us),
+            "us_per_node_min": round_us(us_min),
+            "no_subscriber_us_per_node": round_us(plain_us),
+            "otel_us_per_node": round_us(us - plain_us),
+            "quick": cfg.quick,
+        }));
+    }
+    emit(json!({
+        "bench": "cycle_flat_otel_export",
+        "export_requests": receiver.requests(),
+        "export_bytes": receiver.bytes(),
+        "refused": receiver.refused(),
+        "spans_expected": made,
+        "spans_received": receiver.span_count(),
+        "spans_dropped": made.saturating_sub(receiver.span_count()),
+        "quick": cfg.quick,
+    }));
+}
+
 fn main() {
     let cfg = Config::from_env();
     let began = Instant::now();
     let only_map = std::env::args().any(|a| a == "map_reduce");
     let only_stream = std::env::args().any(|a| a == "stream");
     let only_cycle_flat = std::env::args().any(|a| a == "cycle_flat");
+    let only_otel = std::env::args().any(|a| a == "cycle_flat_otel");
+    let mut otel = (only_otel || !(only_map || only_stream || only_cycle_flat)).then(|| {
+        // SAFETY: nothing has started a thread yet (`harness = false`: `main` is this process's
+        // only thread until the first runtime below).
+        unsafe { prepare_otel_export(&cfg) }
+    });
+    if only_otel && let Some(listener) = otel.take() {
+        bench_cycle_flat_otel(&cfg, listener);
+        eprintln!("engine bench (cycle_flat_otel only) done in {:.1} s", began.elapsed().as_secs_f64());
+        return;
+    }
     if only_cycle_flat {
         for flavor in [Flavor::CurrentThread, Flavor::MultiThread] {
             bench_cycle_flat(&cfg, flavor);
@@ -572,6 +688,9 @@ fn main() {
         return;
     }
     bench_map_reduce_durable(&cfg);
+    if let Some(listener) = otel {
+        bench_cycle_flat_otel(&cfg, listener);
+    }
     eprintln!(
         "engine bench ({}) done in {:.1} s",
         if cfg.quick { "quick" } else { "full" },

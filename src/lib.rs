@@ -86,3 +86,7 @@ pub mod benchmarks {}
 /// MCP: tools from MCP servers, and a graph served as one.
 #[doc = include_str!("../docs/guides/mcp.md")]
 pub mod mcp {}
+
+/// OpenTelemetry: runs as traces, one per thread.
+#[doc = include_str!("../docs/guides/opentelemetry.md")]
+pub mod opentelemetry {}

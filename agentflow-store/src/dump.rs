@@ -182,7 +182,7 @@ pub(crate) fn check_dump(d: &ThreadDump) -> Result<(), CommitError> {
 }
 
 /// Refuses a NUL byte in what a store keeps as text: the thread's id, owner, fingerprint,
-/// detail and parent, audit actors and kinds, approval ids, pending-write nodes, effect nodes
+/// detail, parent, tenant and trace context, audit actors and kinds, approval ids, pending-write nodes, effect nodes
 /// and keys.
 fn check_text(d: &ThreadDump) -> Result<(), String> {
     let t = &d.thread;
@@ -194,6 +194,7 @@ fn check_text(d: &ThreadDump) -> Result<(), String> {
     ];
     fields.extend(t.parent.as_deref().map(|p| ("the parent".to_string(), p)));
     fields.extend(t.tenant.as_deref().map(|p| ("the tenant".to_string(), p)));
+    fields.extend(t.trace.as_deref().map(|p| ("the trace context".to_string(), p)));
     for e in &d.audit {
         fields.push((format!("the actor of audit entry {}", e.seq), e.actor.as_str()));
         fields.push((format!("the kind of audit entry {}", e.seq), e.kind.as_str()));

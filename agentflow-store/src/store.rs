@@ -101,6 +101,9 @@ pub trait Store: Send + Sync {
     }
 
     /// Persists one super-step atomically (see [`StepCommit`] for what and in which order).
+    /// The thread record is written as given, but for what a thread keeps from its first
+    /// write: its [`tenant`](ThreadRecord::tenant), and its [`trace`](ThreadRecord::trace) once
+    /// a write stored one.
     fn commit_step(&self, commit: StepCommit) -> Result<CommitReceipt, CommitError>;
 
     /// Like [`Store::commit_step`], but answers by calling `done` instead of
@@ -551,7 +554,8 @@ pub trait Store: Send + Sync {
     /// their approvals (each record stays, with its status and who decided); and the detail of
     /// their audit entries, replaced by the [purge marker](crate::audit_chain::PURGED_DETAIL)
     /// so [`Store::verify_audit`] still verifies. The thread records stay as tombstones with
-    /// status [`ThreadStatus::Purged`](crate::ThreadStatus::Purged), and `entry` (a
+    /// status [`ThreadStatus::Purged`](crate::ThreadStatus::Purged), an empty detail and no
+    /// [trace context](crate::ThreadRecord::trace), and `entry` (a
     /// `thread.purged` entry: who, when) is appended to `thread`'s audit log, with the report's
     /// counts merged into its detail.
     ///

@@ -94,6 +94,8 @@ mod mcp_client;
 mod mcp_server;
 pub mod metrics;
 pub mod model;
+#[cfg(feature = "otel")]
+pub mod otel;
 mod outcome;
 pub mod persist;
 pub mod prebuilt;
@@ -105,6 +107,7 @@ pub mod secret;
 pub mod serve_limits;
 mod stream;
 pub mod subgraph;
+mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod timer;

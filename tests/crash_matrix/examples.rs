@@ -33,6 +33,9 @@ mod incident_504;
 #[path = "../../examples/market_analysis.rs"]
 #[allow(dead_code)]
 mod market_analysis;
+#[path = "../../examples/otel.rs"]
+#[allow(dead_code)]
+mod otel;
 #[path = "../../examples/refund_approval.rs"]
 #[allow(dead_code)]
 mod refund_approval;
@@ -329,5 +332,33 @@ fn two_tenants() {
         .run()
         .unwrap();
     survives("two_tenants", &report);
+    assert_eq!(outcome(&report), "completed");
+}
+
+#[test]
+fn otel() {
+    // The traced refund: the model asks for it, `alice` approves it, it runs once and the model
+    // answers. No OpenTelemetry layer is installed here: the graph's durability is the matrix's.
+    let o = otel::Options {
+        store: std::path::PathBuf::new(),
+        thread: "refund-1".into(),
+        customer: "Ada Lovelace".into(),
+        message: "Hello, this is Ada Lovelace. Please refund order=ORD-1001 amount=120.".into(),
+        instructions: "You are a refund agent.".into(),
+    };
+    let answers = Answers::new().approvers(
+        RoleAuthorizer::new().role_for(Risk::Irreversible, otel::APPROVER_ROLE),
+        [Approver::new("alice", [otel::APPROVER_ROLE])],
+    );
+    let deps = otel::deps(&o.instructions);
+    let app = otel::refunds::graph().app().policy(agentflow::tool::RiskPolicy::default());
+    let report = CrashMatrix::new(app, &deps)
+        .thread(&o.thread)
+        .owner(otel::OWNER)
+        .input(otel::RefundCase { customer: o.customer, message: o.message, ..Default::default() })
+        .answers(answers)
+        .run()
+        .unwrap();
+    survives("otel", &report);
     assert_eq!(outcome(&report), "completed");
 }

@@ -10,6 +10,8 @@ mod crash_purge;
 mod crash_upgrade;
 mod examples_run;
 mod mcp_served;
+mod otel_grpc;
+mod otel_trace;
 mod promises_durability_exit;
 mod second_process;
 mod subgraph_crash;

@@ -26,6 +26,7 @@ mod restore;
 mod tenants;
 mod threads;
 mod timers;
+mod traces;
 
 pub use approvals::{approval_cas_race, approvals_in_step_commit, approvals_outcome_unknown, approvals_state_machine};
 pub use audit::{audit_is_append_only, audit_log_is_chained};
@@ -63,6 +64,7 @@ pub use threads::{
     group_commit_concurrent, pending_writes_lifecycle, state_chain_and_forks, threads_roundtrip,
 };
 pub use timers::timers_follow_the_status;
+pub use traces::thread_trace_first_one_wins;
 
 use crate::Store;
 
@@ -84,6 +86,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("audit_log_is_chained", audit_log_is_chained),
     ("thread_tenant_is_fixed_at_creation", thread_tenant_is_fixed_at_creation),
     ("queued_run_keeps_its_tenant", queued_run_keeps_its_tenant),
+    ("thread_trace_first_one_wins", thread_trace_first_one_wins),
     ("approvals_state_machine", approvals_state_machine),
     ("approvals_in_step_commit", approvals_in_step_commit),
     ("effect_batch_all_or_nothing", effect_batch_all_or_nothing),

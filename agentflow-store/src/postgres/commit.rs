@@ -102,20 +102,22 @@ pub(crate) struct CommitOut {
 }
 
 /// Writes the thread row. The tenant is written when the row is created and never updated: it is
-/// fixed when the thread is created, whatever a later commit's record says.
+/// fixed when the thread is created, whatever a later commit's record says. The trace context
+/// is written while the row has none: the first one stored wins, and a commit without one
+/// leaves it.
 const UPSERT_THREAD: &str = "INSERT INTO threads AS t \
        (id, owner, graph_fingerprint, schema_version, status, detail, created_at, updated_at, wake_at, parent, \
-        tenant) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+        tenant, trace) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
      ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, graph_fingerprint = EXCLUDED.graph_fingerprint, \
        schema_version = EXCLUDED.schema_version, status = EXCLUDED.status, detail = EXCLUDED.detail, \
        created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, wake_at = EXCLUDED.wake_at, \
-       parent = EXCLUDED.parent \
+       parent = EXCLUDED.parent, trace = COALESCE(t.trace, EXCLUDED.trace) \
      WHERE (t.owner, t.graph_fingerprint, t.schema_version, t.status, t.detail, t.created_at, t.updated_at, \
-         t.wake_at, t.parent) \
+         t.wake_at, t.parent, t.trace) \
        IS DISTINCT FROM (EXCLUDED.owner, EXCLUDED.graph_fingerprint, EXCLUDED.schema_version, \
          EXCLUDED.status, EXCLUDED.detail, EXCLUDED.created_at, EXCLUDED.updated_at, EXCLUDED.wake_at, \
-         EXCLUDED.parent)";
+         EXCLUDED.parent, COALESCE(t.trace, EXCLUDED.trace))";
 
 fn invalid(tid: &str, reason: String) -> Fail<CommitError> {
     Fail::Refused(CommitError::Invalid { thread: tid.to_string(), reason })
@@ -279,6 +281,7 @@ async fn stage_as<C: GenericClient>(
             &wake_at,
             &t.parent,
             &t.tenant,
+            &t.trace,
         ];
         sql::execute(tx, UPSERT_THREAD, params).await?;
         Ok(())

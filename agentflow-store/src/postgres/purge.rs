@@ -119,8 +119,8 @@ pub(crate) async fn purge<C: GenericClient>(
     .await?;
     sql::execute(
         c,
-        "UPDATE threads SET status = $2, detail = '', updated_at = $3 \
-         WHERE id = ANY($1) AND (status <> $2 OR detail <> '')",
+        "UPDATE threads SET status = $2, detail = '', trace = NULL, updated_at = $3 \
+         WHERE id = ANY($1) AND (status <> $2 OR detail <> '' OR trace IS NOT NULL)",
         &[&ids, &ThreadStatus::Purged.as_str(), &time(entry.at)],
     )
     .await?;

@@ -41,7 +41,7 @@ fn collect<T>(scan: Scan, rows: impl IntoIterator<Item = Result<T, StorageError>
 }
 
 const THREAD_COLUMNS: &str = "SELECT t.id, t.owner, t.graph_fingerprint, t.schema_version, t.status, t.detail, \
-     t.created_at, t.updated_at, l.holder, l.expires_at, t.parent, t.tenant \
+     t.created_at, t.updated_at, l.holder, l.expires_at, t.parent, t.tenant, t.trace \
      FROM threads t LEFT JOIN leases l ON l.thread = t.id AND l.holder IS NOT NULL";
 
 /// A row of [`THREAD_COLUMNS`] as a record, with its lease.
@@ -75,6 +75,7 @@ fn thread_from_row(path: &Path, row: &Row) -> Result<ThreadRecord, StorageError>
         lease,
         parent: row.try_get(10).map_err(get_err)?,
         tenant: row.try_get(11).map_err(get_err)?,
+        trace: row.try_get(12).map_err(get_err)?,
         id: id.clone(),
     })
 }

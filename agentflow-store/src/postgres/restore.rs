@@ -29,8 +29,8 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &PgPool, tx: &C, d: &ThreadDump
     let inserted = sql::execute(
         tx,
         "INSERT INTO threads (id, owner, graph_fingerprint, schema_version, status, detail, created_at, updated_at, \
-           wake_at, parent, tenant) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING",
+           wake_at, parent, tenant, trace) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING",
         &[
             &tid,
             &t.owner,
@@ -43,6 +43,7 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &PgPool, tx: &C, d: &ThreadDump
             &wake_at,
             &t.parent,
             &t.tenant,
+            &t.trace,
         ],
     )
     .await?;

@@ -173,6 +173,11 @@ const MIGRATIONS: &[&str] = &[
         at bigint NOT NULL
     );
     "#,
+    // 11: the W3C `traceparent` of a thread's root span (`ThreadRecord::trace`): the first one
+    // stored wins, a purge clears it. The threads of earlier versions have none.
+    r#"
+    ALTER TABLE {s}.threads ADD COLUMN IF NOT EXISTS trace text;
+    "#,
 ];
 
 /// The version whose migration adds the audit chain's columns, after which [`chain_audit`]

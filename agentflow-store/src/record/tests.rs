@@ -84,6 +84,28 @@ fn a_thread_record_names_its_parent_and_an_older_one_gets_the_parent_its_id_shap
 }
 
 #[test]
+fn a_thread_record_keeps_its_trace_and_an_older_one_has_none() {
+    const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let traced = ThreadRecord::new("t/c", "o", "fp", 1, 2).child_of("t").with_tenant("acme").with_trace(TRACE);
+    assert_eq!(traced.trace.as_deref(), Some(TRACE));
+    strict(&traced.encode(), ThreadRecord::decode, &traced);
+    // Store format 7 and older wrote no trace: it reads back as none, the rest as it was.
+    let untraced = ThreadRecord { trace: None, ..traced.clone() };
+    strict(&traced.encode_format_7(), ThreadRecord::decode, &untraced);
+    assert_ne!(traced.encode_format_7(), untraced.encode(), "format 8 marks the absent trace");
+    // A store writing a thread it holds encodes the tenant and trace it keeps.
+    let kept = ThreadRecord::decode(&untraced.encode_kept(Some("globex"), Some(TRACE))).unwrap();
+    assert_eq!((kept.tenant.as_deref(), kept.trace.as_deref()), (Some("globex"), Some(TRACE)));
+    // In JSON (exports), an absent trace is left out and a missing one reads as none.
+    let json = serde_json::to_value(&untraced).unwrap();
+    assert!(json.get("trace").is_none(), "{json}");
+    assert_eq!(serde_json::from_value::<ThreadRecord>(json).unwrap(), untraced);
+    let json = serde_json::to_value(&traced).unwrap();
+    assert_eq!(json["trace"], TRACE);
+    assert_eq!(serde_json::from_value::<ThreadRecord>(json).unwrap(), traced);
+}
+
+#[test]
 fn legacy_parents_follow_the_shape_of_a_child_level() {
     let parent = ThreadRecord::legacy_parent;
     assert_eq!(parent("acct/write.0.0.review"), Some("acct"));

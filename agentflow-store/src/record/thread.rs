@@ -147,6 +147,14 @@ pub struct ThreadRecord {
     /// on the threads of the tenants they act for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
+    /// The W3C `traceparent` of the thread's root span (`00-{trace id}-{span id}-{flags}`),
+    /// which puts every run of the thread, in any process, in one OpenTelemetry trace. `None`
+    /// for a thread created without OpenTelemetry (or before records held it) and for a
+    /// subgraph child. The first trace stored wins: a store sets it only on a record that has
+    /// none, a write without one never clears it, and once set it is fixed. A store keeps it
+    /// as given (the runtime writes only valid ones); a purge clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 impl ThreadRecord {
@@ -170,6 +178,7 @@ impl ThreadRecord {
             lease: None,
             parent: None,
             tenant: None,
+            trace: None,
         }
     }
 
@@ -177,6 +186,14 @@ impl ThreadRecord {
     #[must_use]
     pub fn with_tenant(mut self, tenant: impl Into<String>) -> Self {
         self.tenant = Some(tenant.into());
+        self
+    }
+
+    /// The same record carrying the W3C `traceparent` of the thread's root span (see
+    /// [`trace`](Self::trace)).
+    #[must_use]
+    pub fn with_trace(mut self, traceparent: impl Into<String>) -> Self {
+        self.trace = Some(traceparent.into());
         self
     }
 
@@ -214,14 +231,23 @@ impl ThreadRecord {
     }
 
     pub(crate) fn encode(&self) -> Vec<u8> {
-        self.encode_with_tenant(self.tenant.as_deref())
+        self.encode_kept(self.tenant.as_deref(), self.trace.as_deref())
     }
 
-    /// The record encoded with `tenant` in place of its own: a store writing a thread it holds
-    /// already keeps the tenant the thread was created with.
-    pub(crate) fn encode_with_tenant(&self, tenant: Option<&str>) -> Vec<u8> {
+    /// The record encoded with `tenant` and `trace` in place of its own: a store writing a
+    /// thread it holds already keeps the tenant the thread was created with and the first
+    /// trace stored.
+    pub(crate) fn encode_kept(&self, tenant: Option<&str>, trace: Option<&str>) -> Vec<u8> {
         let mut e = self.encode_fields();
-        e.opt_str(tenant);
+        e.opt_str(tenant).opt_str(trace);
+        e.finish()
+    }
+
+    /// The record as store format 7 and older wrote it, without the trace context.
+    #[cfg(test)]
+    pub(crate) fn encode_format_7(&self) -> Vec<u8> {
+        let mut e = self.encode_fields();
+        e.opt_str(self.tenant.as_deref());
         e.finish()
     }
 
@@ -258,6 +284,7 @@ impl ThreadRecord {
             lease: None,
             parent: None,
             tenant: None,
+            trace: None,
         };
         // A record of store format 3 ends here, without its parent: it gets the one its id's
         // shape gave it then.
@@ -265,8 +292,10 @@ impl ThreadRecord {
             if d.at_end() { Self::legacy_parent(&record.id).map(str::to_string) } else { d.opt_str("parent")? };
         // A record of store format 5 or older ends here, without its tenant: it has none.
         let tenant = if d.at_end() { None } else { d.opt_str("tenant")? };
+        // A record of store format 7 or older ends here, without its trace context: it has none.
+        let trace = if d.at_end() { None } else { d.opt_str("trace")? };
         d.end()?;
-        Ok(ThreadRecord { parent, tenant, ..record })
+        Ok(ThreadRecord { parent, tenant, trace, ..record })
     }
 }
 

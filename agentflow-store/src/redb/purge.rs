@@ -195,13 +195,13 @@ fn purge_one(tx: &Tx<'_>, mut record: ThreadRecord, entry: &NewAuditEntry) -> Re
     drop(queue);
     report.approvals = purge_approvals(tx, id, entry)?;
     report.audit_details = purge_audit(path, &mut tx.txn.open_table(tables::AUDIT).ctx(path)?, id)?;
-    if record.status != ThreadStatus::Purged || !record.detail.is_empty() {
-        let tenant = record.tenant.clone();
+    if record.status != ThreadStatus::Purged || !record.detail.is_empty() || record.trace.is_some() {
         record.status = ThreadStatus::Purged;
         record.detail.clear();
+        record.trace = None;
         record.updated_at = entry.at;
         let mut threads = tx.txn.open_table(tables::THREADS).ctx(path)?;
-        threads.insert(id, record.encode_with_tenant(tenant.as_deref()).as_slice()).ctx(path)?;
+        threads.insert(id, record.encode().as_slice()).ctx(path)?;
     }
     Ok(report)
 }

@@ -28,14 +28,17 @@ use crate::store::Store;
 /// [`crate::redb::upgrade`].
 /// 6: audit entries carry their hash chain, see [`crate::audit_chain`]; thread records may
 /// name a tenant.
-/// The layout this build writes (7: a thread record may have status `purged`, which older
-/// builds cannot read, and legal holds have their table, [`tables::HOLDS`]).
-const STORE_FORMAT: u32 = 7;
+/// 7: a thread record may have status `purged`, which older builds cannot read, and legal
+/// holds have their table, [`tables::HOLDS`].
+/// The layout this build writes (8: a thread record may end with the trace context of the
+/// thread's root span, which older builds cannot read).
+const STORE_FORMAT: u32 = 8;
 /// The oldest layout this build opens, and moves to [`STORE_FORMAT`] on open: format 3 differs
 /// in thread records without a parent, which this build still reads, formats 3 and 4 in
 /// checkpoints and snapshots keyed by thread id, which the move renumbers, and formats 3 to 5
 /// in audit entries without their hash chain, which the move chains; format 6 lacks only the
-/// holds table, which the move creates.
+/// holds table, which the move creates; format 7 differs only in thread records without a
+/// trace context, which this build reads as having none (the move changes no record).
 const OLDEST_FORMAT: u32 = 3;
 /// The first format whose checkpoints and snapshots are keyed by thread number, and whose queue
 /// rows and breakers carry a checksum.

@@ -24,7 +24,7 @@ use crate::redb::approvals::{ApprovalTables, check_new_approval, check_transitio
 use crate::redb::audit::append_audit;
 use crate::redb::error::WithPath;
 use crate::redb::reads::latest_checkpoint_seq;
-use crate::redb::step_facts::ThreadFacts;
+use crate::redb::step_facts::{Kept, ThreadFacts};
 use crate::redb::tables;
 use crate::redb::thread_numbers::{Numbered, has_rows, number_for, number_of};
 use crate::redb::writer::Tx;
@@ -140,20 +140,26 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
     }
 
     // The tenant is fixed when the thread is created: a thread the store holds keeps its own.
-    let tenant = match (&facts.record, facts.tenant.take()) {
-        (None, _) => c.thread.tenant.clone(),
+    // So is its trace context once it has one; a thread without one takes the commit's.
+    let kept = match (&facts.record, facts.kept.take()) {
+        (None, _) => Kept { tenant: c.thread.tenant.clone(), trace: None },
         (Some(_), Some(known)) => known,
         (Some(stored), None) => {
-            crate::redb::reads::decode(path, tables::THREADS, || format!("{tid:?}"), stored, ThreadRecord::decode)?
-                .tenant
+            let stored =
+                crate::redb::reads::decode(path, tables::THREADS, || format!("{tid:?}"), stored, ThreadRecord::decode)?;
+            Kept { tenant: stored.tenant, trace: stored.trace }
         }
+    };
+    let kept = match kept.trace {
+        Some(_) => kept,
+        None => Kept { trace: c.thread.trace.clone(), ..kept },
     };
 
     tx.wrote();
     // Most steps leave the thread record as it was: skip the write (and the
     // page it would dirty) when the bytes are the same.
-    let record = c.thread.encode_with_tenant(tenant.as_deref());
-    facts.tenant = Some(tenant);
+    let record = c.thread.encode_kept(kept.tenant.as_deref(), kept.trace.as_deref());
+    facts.kept = Some(kept);
     if facts.record.as_deref() != Some(record.as_slice()) {
         let threads = match threads.as_mut() {
             Some(threads) => threads,
@@ -254,7 +260,7 @@ fn read_facts(
     let timer = timer_of(path, &tx.txn.open_table(tables::TIMER_OF).ctx(path)?, thread)?;
     let number = number_of(path, &tx.txn.open_table(tables::THREAD_NUMBERS).ctx(path)?, thread)?;
     let latest = latest_checkpoint_seq(path, checkpoints, number.map(|number| Numbered { id: thread, number }))?;
-    let mut facts = ThreadFacts { record, number, latest, timer, pending: Vec::new(), tenant: None };
+    let mut facts = ThreadFacts { record, number, latest, timer, pending: Vec::new(), kept: None };
     for entry in pending.range((thread, 0u64, "", 0u32)..).ctx(path)? {
         let (k, _) = entry.ctx(path)?;
         let (t, seq, _, _) = k.value();

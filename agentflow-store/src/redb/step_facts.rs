@@ -44,9 +44,18 @@ pub(crate) struct ThreadFacts {
     pub(crate) timer: Option<u64>,
     /// The checkpoint seqs that have pending writes, ascending, each once.
     pub(crate) pending: Vec<u64>,
-    /// The stored record's tenant, once a commit decoded it (`None`: not known yet). A commit
-    /// keeps it whatever its own record says: the tenant is fixed when the thread is created.
-    pub(crate) tenant: Option<Option<String>>,
+    /// The stored record's tenant and trace context, once a commit decoded them (`None`: not
+    /// known yet). A commit keeps them whatever its own record says.
+    pub(crate) kept: Option<Kept>,
+}
+
+/// What a step commit keeps of the stored thread record rather than take from its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Kept {
+    /// The tenant, fixed when the thread is created.
+    pub(crate) tenant: Option<String>,
+    /// The trace context: the first one stored wins, a record without one takes the commit's.
+    pub(crate) trace: Option<String>,
 }
 
 impl ThreadFacts {

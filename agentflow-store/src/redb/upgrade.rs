@@ -13,6 +13,10 @@
 //! see [`crate::audit_chain`]): [`to_format_6`] chains every thread's log as it stands, so a
 //! change made to a log before the move cannot be detected. Thread records of format 5 and
 //! older end before the tenant, and are read with none.
+//!
+//! Format 7 adds the legal holds table, which opening any file creates. Format 8 changes no
+//! stored row: thread records of format 7 and older end before the trace context, and are read
+//! with none (the first commit that brings one stores it).
 
 use std::path::Path;
 

@@ -1,4 +1,4 @@
-//! Store files of older formats open in this build and are moved to its format (6):
+//! Store files of older formats open in this build and are moved to its format (8):
 //! - format 3 wrote thread records without a parent: its threads get the parents their ids'
 //!   shape gave them then;
 //! - formats 3 and 4 keyed checkpoints and snapshots by thread id: each thread with a
@@ -6,7 +6,9 @@
 //! - their queue rows and circuit breakers were plain JSON, their wake times bare numbers: each
 //!   gets a checksum;
 //! - formats 3 to 5 wrote audit entries without their hash chain and thread records without a
-//!   tenant: each thread's log is chained as it stands, and the threads have no tenant.
+//!   tenant: each thread's log is chained as it stands, and the threads have no tenant;
+//! - formats 3 to 7 wrote thread records without a trace context: the threads have none, and
+//!   gain the first one a commit brings.
 
 use crate::common;
 
@@ -42,11 +44,12 @@ const BY_ID_CHECKPOINTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::
 const BY_ID_SNAPSHOTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("agentflow.snapshots");
 
 /// Rewrites a file of this build as format 5 wrote it: audit entries without `detail_hash` and
-/// `link`, thread records without the tenant (none here: one byte before the checksum).
+/// `link`, thread records without the tenant and the trace context (none here: two bytes before
+/// the checksum).
 /// Returns how many audit entries were rewritten.
 fn write_as_format_5(path: &std::path::Path) -> usize {
     let db = Database::create(path).unwrap();
-    assert_eq!(format_of(&db), 7, "this build writes format 7");
+    assert_eq!(format_of(&db), 8, "this build writes format 8");
     let txn = db.begin_write().unwrap();
     let rewritten;
     {
@@ -67,8 +70,8 @@ fn write_as_format_5(path: &std::path::Path) -> usize {
             .collect();
         for (id, record) in records {
             let (body, _) = record.split_at(record.len() - 4);
-            let (old, tenant) = body.split_at(body.len() - 1);
-            assert_eq!(tenant, [0], "`{id}` was written without a tenant");
+            let (old, tenant_and_trace) = body.split_at(body.len() - 2);
+            assert_eq!(tenant_and_trace, [0, 0], "`{id}` was written without a tenant and a trace");
             let mut old = old.to_vec();
             old.extend_from_slice(&crc32(&old).to_le_bytes());
             threads.insert(id.as_str(), old.as_slice()).unwrap();
@@ -279,7 +282,7 @@ fn a_format_4_file_opens_its_checkpoints_move_under_thread_numbers_and_read_as_b
     store.close().unwrap();
 
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 7, "the file was moved to format 7");
+    assert_eq!(format_of(&db), 8, "the file was moved to format 8");
     {
         let txn = db.begin_read().unwrap();
         let names: Vec<String> = txn.list_tables().unwrap().map(|t| redb::TableHandle::name(&t).to_string()).collect();
@@ -351,11 +354,71 @@ fn a_format_3_file_opens_moves_to_the_current_format_and_its_children_keep_their
     store.commit_step(StepCommit::new(ThreadRecord { lease: None, ..child }).with_checkpoint(step)).unwrap();
     store.close().unwrap();
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 7, "the file was moved to format 7");
+    assert_eq!(format_of(&db), 8, "the file was moved to format 8");
     drop(db);
     let store = RedbStore::open(&path).unwrap();
     assert_eq!(store.thread("acct/write.0.0.review").unwrap().unwrap().parent.as_deref(), Some("acct"));
     assert_eq!(conformance::concat(&store.state_chain("acct/write.0.0.review", 1).unwrap().unwrap()), b"Sa");
+}
+
+/// Rewrites a file of this build as format 7 wrote it: thread records without the trace context
+/// (none here: one byte before the checksum).
+fn write_as_format_7(path: &std::path::Path) {
+    let db = Database::create(path).unwrap();
+    assert_eq!(format_of(&db), 8, "this build writes format 8");
+    let txn = db.begin_write().unwrap();
+    {
+        let mut threads = txn.open_table(tables::THREADS).unwrap();
+        let records: Vec<(String, Vec<u8>)> = threads
+            .iter()
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|(k, v)| (k.value().to_string(), v.value().to_vec()))
+            .collect();
+        for (id, record) in records {
+            let (body, _) = record.split_at(record.len() - 4);
+            let (old, trace) = body.split_at(body.len() - 1);
+            assert_eq!(trace, [0], "`{id}` was written without a trace");
+            let mut old = old.to_vec();
+            old.extend_from_slice(&crc32(&old).to_le_bytes());
+            threads.insert(id.as_str(), old.as_slice()).unwrap();
+        }
+        txn.open_table(tables::META).unwrap().insert("format", 7u32.to_le_bytes().as_slice()).unwrap();
+    }
+    txn.commit().unwrap();
+}
+
+#[test]
+fn a_format_7_file_opens_its_threads_have_no_trace_and_gain_the_first_one_committed() {
+    const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let dir = TempDir::new("format-7");
+    let path = dir.file("store.redb");
+    let ids = ["a", "b"];
+    {
+        let store = RedbStore::open(&path).unwrap();
+        fill(&store, &ids);
+        store.commit_step(StepCommit::new(conformance::thread("c").with_tenant("acme"))).unwrap();
+        store.close().unwrap();
+    }
+    write_as_format_7(&path);
+
+    let store = RedbStore::open(&path).unwrap();
+    let c = store.thread("c").unwrap().unwrap();
+    assert_eq!((c.tenant.as_deref(), c.trace.as_deref()), (Some("acme"), None));
+    assert_eq!(store.thread("b").unwrap().unwrap().trace, None);
+    assert_eq!(conformance::concat(&store.state_chain("b", 1).unwrap().unwrap()), b"S1+1");
+    // A commit without one adds none; the first that brings one stores it, and it stays.
+    store.commit_step(StepCommit::new(conformance::thread("b"))).unwrap();
+    assert_eq!(store.thread("b").unwrap().unwrap().trace, None);
+    store.commit_step(StepCommit::new(conformance::thread("c").with_trace(TRACE))).unwrap();
+    store.commit_step(StepCommit::new(conformance::thread("c"))).unwrap();
+    let c = store.thread("c").unwrap().unwrap();
+    assert_eq!((c.tenant.as_deref(), c.trace.as_deref()), (Some("acme"), Some(TRACE)));
+    store.close().unwrap();
+    let db = Database::create(&path).unwrap();
+    assert_eq!(format_of(&db), 8, "the file was moved to format 8");
+    drop(db);
+    assert_eq!(RedbStore::open(&path).unwrap().thread("c").unwrap().unwrap().trace.as_deref(), Some(TRACE));
 }
 
 #[test]
@@ -411,5 +474,5 @@ fn a_format_5_file_opens_moves_to_the_current_format_and_its_audit_log_is_chaine
     assert_eq!(conformance::concat(&store.state_chain("b", 1).unwrap().unwrap()), b"S1+1");
     store.close().unwrap();
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 7, "the file was moved to format 7");
+    assert_eq!(format_of(&db), 8, "the file was moved to format 8");
 }

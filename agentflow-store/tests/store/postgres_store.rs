@@ -190,6 +190,35 @@ fn a_schema_of_version_5_moves_on_and_its_threads_get_the_parents_their_ids_gave
     assert_eq!(versions, [Some(POSTGRES_SCHEMA_VERSION.to_string())]);
 }
 
+/// A schema of version 10 (threads without a trace context) moves on: its threads have none,
+/// and gain the first one a commit brings, which stays.
+#[test]
+fn a_schema_of_version_10_moves_on_and_its_threads_gain_the_first_trace_committed() {
+    const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let Some(url) = pg_common::url() else { return };
+    let schema = Schema::new(&url, "v10");
+    schema.open().commit_step(StepCommit::new(thread("t").with_tenant("acme"))).unwrap();
+    let s = &schema.name;
+    pg_common::sql(
+        &url,
+        &format!(
+            "ALTER TABLE \"{s}\".threads DROP COLUMN trace; \
+             DELETE FROM \"{s}\".schema_version WHERE version > 10"
+        ),
+    );
+    let store = schema.open();
+    let t = store.thread("t").unwrap().unwrap();
+    assert_eq!((t.tenant.as_deref(), t.trace.as_deref()), (Some("acme"), None));
+    store.commit_step(StepCommit::new(thread("t"))).unwrap();
+    assert_eq!(store.thread("t").unwrap().unwrap().trace, None);
+    store.commit_step(StepCommit::new(thread("t").with_trace(TRACE))).unwrap();
+    store.commit_step(StepCommit::new(thread("t"))).unwrap();
+    assert_eq!(store.thread("t").unwrap().unwrap().trace.as_deref(), Some(TRACE));
+    let versions = pg_common::sql(&url, &format!("SELECT max(version) FROM \"{s}\".schema_version"));
+    assert_eq!(versions, [Some(POSTGRES_SCHEMA_VERSION.to_string())]);
+    assert_eq!(POSTGRES_SCHEMA_VERSION, 11);
+}
+
 /// A dump read while another process commits steps is the thread at one moment (one
 /// `REPEATABLE READ` snapshot), not parts read at different times.
 #[test]

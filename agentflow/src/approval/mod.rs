@@ -49,6 +49,7 @@
 use std::collections::BTreeMap;
 mod access;
 pub(crate) mod answer;
+mod decided;
 pub(crate) mod desk;
 
 use std::sync::Arc;
@@ -69,6 +70,7 @@ use crate::access::Access;
 use crate::app::App;
 use crate::durable::now_ms;
 use crate::tool::{Risk, Tool, args_hash, canonical_json};
+use decided::decided;
 
 /// A person (or service) deciding approvals: an [`Actor`](crate::access::Actor), whose roles
 /// the [`Authorizer`] checks and whose tenants scope the approvals it sees and decides.
@@ -543,7 +545,7 @@ impl ApprovalDesk {
             ..ApprovalPatch::by(&approver.id, now)
         };
         match self.store.transition_approval(id, ApprovalStatus::OutcomeUnknown, to, patch) {
-            Ok(record) => Ok(decided(record)),
+            Ok(record) => Ok(decided(self.store.as_ref(), record, false)),
             Err(ApprovalError::AlreadyDecided { current, .. }) => {
                 Err(DecisionError::AlreadyDecided { id: id.into(), current })
             }
@@ -599,6 +601,7 @@ impl ApprovalDesk {
         if to == ApprovalStatus::Approved && !self.enough_sign_offs(&record, approver, sign_off, now)? {
             return Ok(record);
         }
+        let edited = change.args.is_some();
         let patch = ApprovalPatch {
             decided_by: Some(approver.id.clone()),
             note: change.note,
@@ -607,7 +610,7 @@ impl ApprovalDesk {
             ..ApprovalPatch::by(&approver.id, now)
         };
         match self.store.transition_approval(id, ApprovalStatus::Pending, to, patch) {
-            Ok(record) => Ok(decided(record)),
+            Ok(record) => Ok(decided(self.store.as_ref(), record, edited)),
             // Two co-signers finished at once: the other one's transition
             // approved the same arguments, so this sign-off is part of it.
             Err(ApprovalError::AlreadyDecided { current: ApprovalStatus::Approved, .. })
@@ -684,13 +687,4 @@ impl ApprovalDesk {
         // later append sees both, so the approval cannot be left waiting.
         Ok(signed()?.len() >= needed)
     }
-}
-
-/// Counts a decision this desk made, and how long the request waited for it.
-fn decided(record: ApprovalRecord) -> ApprovalRecord {
-    let status = record.status.as_str().to_ascii_lowercase();
-    let waited = record.updated_at.saturating_sub(record.created_at) as f64 / 1e3;
-    ::metrics::counter!(crate::metrics::APPROVAL_DECISIONS, "status" => status.clone()).increment(1);
-    ::metrics::histogram!(crate::metrics::APPROVAL_DECISION_SECONDS, "status" => status).record(waited);
-    record
 }

@@ -8,8 +8,27 @@ use super::Ctx;
 use crate::core::budget::Budget;
 use crate::core::error::NodeError;
 use crate::event::Activity;
-use crate::model::{Ask, ChatModel, ChatReply, ChatRequest, ChunkSink, Fed, Structured};
+use crate::model::{Ask, ChatModel, ChatReply, ChatRequest, ChunkSink, Fed, ModelError, Structured};
 use crate::stream::StreamMode;
+use crate::telemetry::{attrs, capture, content, names, spans};
+use tracing::Instrument;
+
+/// The class of a model error for the `error.type` attribute (never its message).
+fn model_error_type(e: &ModelError) -> &'static str {
+    match e {
+        ModelError::RateLimited { .. } => "rate_limited",
+        ModelError::Timeout => "timeout",
+        ModelError::Http { .. } => "http",
+        ModelError::Transport(_) => "transport",
+        ModelError::MalformedReply(_) => "malformed_reply",
+        ModelError::Auth { .. } => "auth",
+        ModelError::InvalidOutput { .. } => "invalid_output",
+        ModelError::ResponseTooLarge { .. } => "response_too_large",
+        ModelError::Config(_) => "config",
+        ModelError::ScriptExhausted { .. } => "script_exhausted",
+        ModelError::UnexpectedRequest { .. } => "unexpected_request",
+    }
+}
 
 impl<D> Ctx<'_, D> {
     /// Calls a model, counted against the run's budgets: the call and its
@@ -22,6 +41,45 @@ impl<D> Ctx<'_, D> {
     /// stream as it arrives (waiting while the stream's buffer is full); the
     /// call is counted the same way, from the whole reply.
     pub async fn chat<M: ChatModel + ?Sized>(&self, model: &M, request: &ChatRequest) -> Result<ChatReply, NodeError> {
+        let span = spans::chat(model.provider_name(), model.request_model());
+        if capture::enabled() && !span.is_disabled() {
+            let (system, input) = content::input_messages(&request.messages, self.masked);
+            if let Some(system) = system {
+                attrs::set_text(&span, names::SYSTEM_INSTRUCTIONS, system);
+            }
+            attrs::set_text(&span, names::INPUT_MESSAGES, input);
+        }
+        let answer = self.chat_call(model, request).instrument(span.clone()).await;
+        match &answer {
+            Ok(Ok(reply)) => {
+                spans::end_chat(&span, &reply.model, reply.usage, reply.finish_reason.as_deref());
+                if capture::enabled() && !span.is_disabled() {
+                    let output = content::output_messages(
+                        &reply.text,
+                        &reply.tool_calls,
+                        reply.finish_reason.as_deref(),
+                        self.masked,
+                    );
+                    attrs::set_text(&span, names::OUTPUT_MESSAGES, output);
+                }
+            }
+            Ok(Err(e)) => spans::failed(&span, model_error_type(e)),
+            Err(_) => spans::failed(&span, "budget_exhausted"),
+        }
+        let reply = answer??;
+        if self.scope.meter.tokens_exhausted() {
+            return Err(self.exhausted(Budget::Tokens));
+        }
+        Ok(reply)
+    }
+
+    /// The model call of [`Ctx::chat`]: `Err` when a budget refuses it, `Ok(Err)` when the model
+    /// fails.
+    async fn chat_call<M: ChatModel + ?Sized>(
+        &self,
+        model: &M,
+        request: &ChatRequest,
+    ) -> Result<Result<ChatReply, ModelError>, NodeError> {
         let reserve = match self.scope.meter.begin_model_call(request.max_output_tokens) {
             Ok(reserve) => reserve,
             Err(which) => return Err(self.exhausted(which)),
@@ -49,14 +107,11 @@ impl<D> Ctx<'_, D> {
                     tool_calls: reply.tool_calls.len(),
                     usage: reply.usage,
                 });
-                if self.scope.meter.tokens_exhausted() {
-                    return Err(self.exhausted(Budget::Tokens));
-                }
-                Ok(reply)
+                Ok(Ok(reply))
             }
             Err(e) => {
                 self.scope.meter.abort_model_call(reserve);
-                Err(e.into())
+                Ok(Err(e))
             }
         }
     }

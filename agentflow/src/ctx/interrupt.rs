@@ -163,6 +163,16 @@ impl<D> Ctx<'_, D> {
     }
 
     pub(super) fn pause(&self, kind: PendingKind, payload: serde_json::Value) -> NodeError {
+        // An approval's wait has its own span (`await_approval`).
+        if kind != PendingKind::Approval {
+            let name = match kind {
+                PendingKind::Interrupt => "interrupt",
+                PendingKind::OutcomeUnknown => "outcome_unknown",
+                PendingKind::Sleep => "sleep",
+                _ => "other",
+            };
+            crate::telemetry::spans::interrupt(name).in_scope(|| ());
+        }
         let mut signal = self.signal.lock().unwrap_or_else(|p| p.into_inner());
         signal.pause = Some(Pending { node: self.node.to_string(), instance: self.instance(), kind, payload });
         let what = if kind == PendingKind::OutcomeUnknown { "a decision on an unknown outcome" } else { "an approval" };

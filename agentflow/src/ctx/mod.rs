@@ -53,6 +53,9 @@ pub struct Ctx<'a, D> {
     pub(crate) kept_answer: Option<&'a crate::interrupt::KeptAnswer>,
     /// For an instance of a map worker: its index and its payload.
     pub(crate) payload: Option<(u32, &'a serde_json::Value)>,
+    /// The values captured contents must not show (the state's personal and credential field
+    /// values when the node started); empty unless contents are captured on spans.
+    pub(crate) masked: &'a [String],
 }
 
 /// What every node of one run shares.

@@ -67,7 +67,10 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                     format!("the approval `{id}` expired before a decision; the call did not run"),
                 )
             }
-            ApprovalStatus::Pending => Err(self.pause_for_approval(approval_payload(&record))),
+            ApprovalStatus::Pending => {
+                crate::telemetry::spans::await_approval(tool.name(), &id).in_scope(|| ());
+                Err(self.pause_for_approval(approval_payload(&record)))
+            }
             ApprovalStatus::Rejected => {
                 let reason = record.decision_note.clone().unwrap_or_else(|| "no reason given".into());
                 let who = record.decided_by.clone().unwrap_or_default();
@@ -192,6 +195,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         if journal.create_record(record).await? {
             ::metrics::counter!(crate::metrics::APPROVALS_REQUESTED, "tool" => tool.name()).increment(1);
         }
+        crate::telemetry::spans::await_approval(tool.name(), &id).in_scope(|| ());
         (self.scope.activity)(Activity::ApprovalRequested { node: self.node, approval: id, tool: tool.name().into() });
         Err(self.pause_for_approval(payload))
     }

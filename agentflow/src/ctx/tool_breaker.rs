@@ -185,7 +185,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         }
         let op = if failed { BreakerOp::Failed } else { BreakerOp::Succeeded };
         if let Err(e) = self.breaker_move(journal, tool.name(), op, &held.holder, &held.breaker).await {
-            tracing::warn!(tool = tool.name(), error = %e, "the circuit breaker could not record a call's outcome");
+            tracing::warn!(parent: None, tool = tool.name(), error = %e, "the circuit breaker could not record a call's outcome");
         }
     }
 
@@ -248,7 +248,7 @@ impl Drop for CutOff {
         update.now = now_ms();
         runtime.spawn_blocking(move || {
             if let Err(e) = store.update_breaker(update) {
-                tracing::warn!(error = %e, "the circuit breaker could not record a call cut off by a timeout");
+                tracing::warn!(parent: None, error = %e, "the circuit breaker could not record a call cut off by a timeout");
             }
         });
     }

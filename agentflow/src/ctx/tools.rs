@@ -14,8 +14,10 @@ use crate::core::error::NodeError;
 use crate::core::message::{ToolCall, ToolSpec};
 use crate::durable::Settling;
 use crate::event::Activity;
+use crate::telemetry::{attrs, capture, content, names, spans};
 use crate::tool::{Code, Decision, Observation, Tool, ToolCx, ToolError, args_hash};
 use agentflow_store::{ApprovalRecord, ApprovalStatus};
+use tracing::Instrument;
 
 impl<D> Ctx<'_, D> {
     /// The tools this node may use (its `tools = [..]` list).
@@ -77,8 +79,11 @@ impl<D: Sync + 'static> Ctx<'_, D> {
     /// fatal tool error come back as the node's error (propagate with `?`).
     pub async fn call_tool(&self, call: &ToolCall) -> Result<Observation, NodeError> {
         let began = std::time::Instant::now();
-        let gated = self.gate(call).await;
-        let tool = self.tools.iter().map(|t| t.name()).find(|t| *t == call.name).unwrap_or("(not allowed)");
+        let allowed = self.tools.iter().map(|t| t.name()).find(|t| *t == call.name);
+        let span = spans::execute_tool(allowed.map(|tool| (tool, call.id.as_str())));
+        let gated = self.gate(call).instrument(span.clone()).await;
+        self.end_tool_span(&span, call, &gated);
+        let tool = allowed.unwrap_or(spans::NOT_ALLOWED);
         let result = match &gated {
             Ok(observation) => observation.code().map_or("ok", |code| code.as_str()),
             Err(_) => "halted",
@@ -96,6 +101,30 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             },
         });
         Ok(observation)
+    }
+
+    /// Records how a tool call ended on its span: an error's class, and with contents captured,
+    /// the masked arguments and result.
+    fn end_tool_span(&self, span: &tracing::Span, call: &ToolCall, gated: &Result<Observation, NodeError>) {
+        if span.is_disabled() {
+            return;
+        }
+        match gated {
+            Ok(observation) => {
+                if let Some(code) = observation.code() {
+                    spans::failed(span, code.as_str());
+                }
+            }
+            // A pause for a person is no failure.
+            Err(e) if e.class == crate::core::error::ErrorClass::NeedsInput => {}
+            Err(e) => spans::failed(span, e.class),
+        }
+        if capture::enabled() {
+            attrs::set_text(span, names::TOOL_CALL_ARGUMENTS, content::json_text(&call.arguments, self.masked));
+            if let Ok(observation) = gated {
+                attrs::set_text(span, names::TOOL_CALL_RESULT, content::json_text(&observation.body, self.masked));
+            }
+        }
     }
 
     async fn gate(&self, call: &ToolCall) -> Result<Observation, NodeError> {
@@ -181,7 +210,11 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         // A call that names a compensation is recorded in the saga log once it completed.
         let forward_args = tool.compensation().map(|_| args.clone());
         let (key_ref, forward_ref) = (&key, &forward_args);
+        // Whether the tool ran here, or the journal answered for it.
+        let ran = std::sync::atomic::AtomicBool::new(false);
+        let ran_ref = &ran;
         let invoke = |idempotency_key: String| async move {
+            ran_ref.store(true, std::sync::atomic::Ordering::Relaxed);
             let deps: &crate::tool::AnyDeps = self.deps;
             let tcx = ToolCx::new(&call.id, &idempotency_key, node, deps);
             let tcx = tcx.with_remote(self.scope.gateway.remote.as_deref());
@@ -313,6 +346,10 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                 crate::saga::step_entry(journal, root_step, self.node, &key, tool, &call.id, args, Ok(value))
         {
             crate::saga::record_step(journal, entry).await?;
+        }
+        let span = tracing::Span::current();
+        if !span.is_disabled() {
+            span.record(names::TOOL_REPLAYED, !ran.load(std::sync::atomic::Ordering::Relaxed));
         }
         let mut obs = match result {
             Ok(value) => Observation::ok(&call.id, tool.name(), value),

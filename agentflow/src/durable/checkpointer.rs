@@ -43,6 +43,9 @@ pub(crate) struct Checkpointer {
     parent: Option<String>,
     /// The tenant stored in its record (fixed when the thread was created).
     tenant: Option<String>,
+    /// The W3C `traceparent` of the thread's root span, stored in its record (the first one
+    /// stored wins); `None` without OpenTelemetry and for a subgraph child.
+    trace: Option<String>,
     lease: LeaseGuard,
     fingerprint: String,
     version: u32,
@@ -120,6 +123,7 @@ impl Checkpointer {
             owner,
             parent: None,
             tenant: None,
+            trace: None,
             lease,
             fingerprint,
             version,
@@ -414,6 +418,7 @@ impl Checkpointer {
         record.updated_at = self.updated_at;
         record.parent.clone_from(&self.parent);
         record.tenant.clone_from(&self.tenant);
+        record.trace.clone_from(&self.trace);
         let mut commit = StepCommit::new(record)
             .fenced_by(self.lease.holder(), now)
             .fenced_by_parents(self.parents.leases.clone())
@@ -424,6 +429,22 @@ impl Checkpointer {
             commit.wake_at = self.wake_at;
         }
         commit
+    }
+
+    /// The trace context stored with the thread (or set by this run), if any.
+    pub(crate) fn trace(&self) -> Option<&str> {
+        self.trace.as_deref()
+    }
+
+    /// Sets the thread's trace context, written with every record from now on (a store keeps
+    /// the first one stored).
+    pub(crate) fn set_trace(&mut self, traceparent: String) {
+        self.trace = Some(traceparent);
+    }
+
+    /// Whether this is a subgraph child's thread (nested in its parent's trace, never a root).
+    pub(crate) fn is_child(&self) -> bool {
+        self.parent.is_some()
     }
 
     /// The store the thread is in.

@@ -26,14 +26,14 @@ pub(super) async fn keep_description(
         Ok(Ok(Some(text))) if marks_current(&text, fields) => return,
         Ok(Ok(Some(_))) => {}
         Ok(Ok(None)) => {}
-        Ok(Err(e)) => return tracing::warn!(fingerprint, error = %e, "reading the graph's description"),
-        Err(e) => return tracing::warn!(fingerprint, error = %e, "reading the graph's description"),
+        Ok(Err(e)) => return tracing::warn!(parent: None, fingerprint, error = %e, "reading the graph's description"),
+        Err(e) => return tracing::warn!(parent: None, fingerprint, error = %e, "reading the graph's description"),
     }
     let text = graph.description();
     match blocking(store, move |s| s.put_graph_description(&fingerprint, &text)).await {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!(error = %e, "storing the graph's description"),
-        Err(e) => tracing::warn!(error = %e, "storing the graph's description"),
+        Ok(Err(e)) => tracing::warn!(parent: None, error = %e, "storing the graph's description"),
+        Err(e) => tracing::warn!(parent: None, error = %e, "storing the graph's description"),
     }
 }
 

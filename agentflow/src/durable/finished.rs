@@ -72,7 +72,7 @@ impl FinishedWrites {
             // Keeping a write early only spares a re-run after a crash: the step's own commit
             // (or its failure's) keeps it too, and says so if the store keeps failing.
             Err(e) => {
-                tracing::warn!(thread = %self.thread, error = %e, "could not keep finished writes early; they are kept with the step");
+                tracing::warn!(parent: None, thread = %self.thread, error = %e, "could not keep finished writes early; they are kept with the step");
                 Ok(())
             }
         }

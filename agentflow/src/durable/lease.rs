@@ -179,7 +179,7 @@ impl LeaseGuard {
             e @ PersistError::Lease(LeaseError::NotHeld { .. }) => Err(e),
             e if now_ms() >= self.until.load(Ordering::SeqCst) => Err(e),
             e => {
-                tracing::warn!(thread = %self.thread, error = %e, "could not renew the thread's lease {when}");
+                tracing::warn!(parent: None, thread = %self.thread, error = %e, "could not renew the thread's lease {when}");
                 Ok(())
             }
         }
@@ -200,7 +200,9 @@ impl Drop for LeaseGuard {
             // Taken over after it expired: it is not ours to release.
             Err(LeaseError::NotHeld { .. }) => {}
             // A lease we cannot release expires by itself; nothing is lost.
-            Err(e) => tracing::warn!(thread = %self.thread, error = %e, "could not release the thread's lease"),
+            Err(e) => {
+                tracing::warn!(parent: None, thread = %self.thread, error = %e, "could not release the thread's lease")
+            }
         }
     }
 }

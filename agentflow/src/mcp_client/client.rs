@@ -228,21 +228,32 @@ impl McpClient {
             )));
         }
         *last = Some(Instant::now());
-        let (session, new_tools) = match open_checked(server, &self.inner.snapshot, &self.inner.transport).await {
-            Ok(opened) => opened,
-            Err(e @ McpError::Drift { .. }) => {
+        // On a task of its own, so outside the calling tool's span: the connection (rmcp's spans
+        // and events for its whole life) belongs to no one call's trace. Dropping the call
+        // stops the attempt.
+        let inner = Arc::clone(&self.inner);
+        let opening = tokio::spawn(async move { open_checked(&inner.server, &inner.snapshot, &inner.transport).await });
+        let _stop = AbortOnDrop(opening.abort_handle());
+        let (session, new_tools) = match opening.await {
+            Ok(Ok(opened)) => opened,
+            Ok(Err(e @ McpError::Drift { .. })) => {
                 return Err(ToolError::Fatal(format!(
                     "{e}\n(found when connecting again; the call of `{tool}` was not sent)"
                 )));
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 return Err(ToolError::Transient(format!(
                     "MCP server `{server}` is not running: its connection closed and connecting again failed, so the \
                      call of `{tool}` was not sent: {e}"
                 )));
             }
+            Err(e) => {
+                return Err(ToolError::Transient(format!(
+                    "MCP server `{server}`: connecting again stopped ({e}), so the call of `{tool}` was not sent"
+                )));
+            }
         };
-        tracing::info!(server, new_tools = ?new_tools, "MCP server connected again; its tools match the snapshot");
+        tracing::info!(parent: None, server, new_tools = ?new_tools, "MCP server connected again; its tools match the snapshot");
         let fresh = Conn::new(session);
         let old = match self.inner.conn.lock() {
             Ok(mut slot) => std::mem::replace(&mut *slot, fresh.clone()),
@@ -434,4 +445,13 @@ pub async fn snapshot_of(transport: McpTransport) -> Result<Snapshot, McpError> 
     let server = transport::server_info(&session);
     end(session.running).await;
     Ok(Snapshot { format: SNAPSHOT_FORMAT, server, tools: listed? })
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

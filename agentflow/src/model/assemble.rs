@@ -23,7 +23,12 @@ impl ChatChunk {
                 arguments: arguments_text(&call.arguments),
             })
             .collect();
-        ChatChunk { text: reply.text.clone(), tool_calls, usage: reply.usage }
+        ChatChunk {
+            text: reply.text.clone(),
+            tool_calls,
+            usage: reply.usage,
+            finish_reason: reply.finish_reason.clone(),
+        }
     }
 }
 
@@ -63,6 +68,7 @@ pub struct ReplyAssembler {
     calls: Vec<(u32, Option<String>, String, String)>,
     usage: Option<Usage>,
     model: String,
+    finish_reason: Option<String>,
 }
 
 impl ReplyAssembler {
@@ -94,11 +100,19 @@ impl ReplyAssembler {
         if chunk.usage.is_some() {
             self.usage = chunk.usage;
         }
+        if chunk.finish_reason.is_some() {
+            self.finish_reason.clone_from(&chunk.finish_reason);
+        }
     }
 
     /// Records the model that answered, as the server named it.
     pub fn set_model(&mut self, model: impl Into<String>) {
         self.model = model.into();
+    }
+
+    /// Records why the model stopped, as the server said.
+    pub fn set_finish_reason(&mut self, reason: impl Into<String>) {
+        self.finish_reason = Some(reason.into());
     }
 
     /// The reply the chunks make.
@@ -112,7 +126,13 @@ impl ReplyAssembler {
                 ToolCall::new(id, name, parse_arguments(Value::String(arguments)))
             })
             .collect();
-        ChatReply { text: self.text, tool_calls, usage: self.usage, model: self.model }
+        ChatReply {
+            text: self.text,
+            tool_calls,
+            usage: self.usage,
+            model: self.model,
+            finish_reason: self.finish_reason,
+        }
     }
 }
 
@@ -150,6 +170,7 @@ mod tests {
             tool_calls: vec![ToolCall::new("x", "add", json!({"a": 1})), ToolCall::new("y", "raw", json!("{no"))],
             usage: Some(Usage::new(1, 2)),
             model: String::new(),
+            finish_reason: None,
         };
         let mut asm = ReplyAssembler::new();
         asm.push(&ChatChunk::whole(&reply));

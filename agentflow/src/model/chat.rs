@@ -80,6 +80,10 @@ pub struct ChatReply {
     pub usage: Option<Usage>,
     /// The model that answered, as reported by the server.
     pub model: String,
+    /// Why the model stopped (`stop`, `length`, `tool_calls`, ...), as the server said;
+    /// `None` when it did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
 }
 
 impl ChatReply {
@@ -106,6 +110,15 @@ impl ChatReply {
 pub trait ChatModel: Send + Sync {
     /// A name for events and logs (the adapter and model).
     fn name(&self) -> &str;
+    /// The provider, as the OpenTelemetry `gen_ai.provider.name` attribute names it (`openai`,
+    /// `anthropic`, ...); `unknown` unless the adapter says.
+    fn provider_name(&self) -> &str {
+        "unknown"
+    }
+    /// The model a request asks for (the `gen_ai.request.model` attribute); the name by default.
+    fn request_model(&self) -> &str {
+        self.name()
+    }
     /// Send one request and wait for the reply.
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError>;
 
@@ -130,6 +143,12 @@ impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
     fn name(&self) -> &str {
         (**self).name()
     }
+    fn provider_name(&self) -> &str {
+        (**self).provider_name()
+    }
+    fn request_model(&self) -> &str {
+        (**self).request_model()
+    }
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
         (**self).chat(req).await
     }
@@ -143,6 +162,12 @@ impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
     fn name(&self) -> &str {
         (**self).name()
     }
+    fn provider_name(&self) -> &str {
+        (**self).provider_name()
+    }
+    fn request_model(&self) -> &str {
+        (**self).request_model()
+    }
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
         (**self).chat(req).await
     }
@@ -155,6 +180,12 @@ impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
 impl<M: ChatModel + ?Sized> ChatModel for &M {
     fn name(&self) -> &str {
         (**self).name()
+    }
+    fn provider_name(&self) -> &str {
+        (**self).provider_name()
+    }
+    fn request_model(&self) -> &str {
+        (**self).request_model()
     }
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
         (**self).chat(req).await

@@ -25,6 +25,9 @@ pub struct ChatChunk {
     /// The reply's token usage, when this chunk reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// Why the model stopped, when this chunk says it (the last one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
 }
 
 impl ChatChunk {
@@ -41,6 +44,11 @@ impl ChatChunk {
     /// A chunk reporting the reply's usage.
     pub fn usage(usage: Usage) -> Self {
         ChatChunk { usage: Some(usage), ..Self::default() }
+    }
+
+    /// A chunk saying why the model stopped (`stop`, `tool_calls`, ...).
+    pub fn finish(reason: impl Into<String>) -> Self {
+        ChatChunk { finish_reason: Some(reason.into()), ..Self::default() }
     }
 }
 

@@ -361,6 +361,13 @@ fn chunks_of(reply: &ChatReply, chunk_chars: Option<usize>) -> Vec<ChatChunk> {
     if let Some(usage) = reply.usage {
         out.push(ChatChunk::usage(usage));
     }
+    // The last chunk says why the model stopped.
+    if let Some(reason) = &reply.finish_reason {
+        match out.last_mut() {
+            Some(last) => last.finish_reason = Some(reason.clone()),
+            None => out.push(ChatChunk::finish(reason.clone())),
+        }
+    }
     out
 }
 
@@ -376,6 +383,10 @@ impl ChatModel for ScriptedModel {
         SCRIPTED_MODEL_NAME
     }
 
+    fn provider_name(&self) -> &str {
+        "agentflow.scripted"
+    }
+
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
         let mut script = self.lock();
         let call = script.requests.len();
@@ -385,6 +396,13 @@ impl ChatModel for ScriptedModel {
                 for tool_call in &mut reply.tool_calls {
                     tool_call.id = format!("{}-{}", tool_call.id, call + 1);
                 }
+            }
+            if reply.model.is_empty() {
+                reply.model = SCRIPTED_MODEL_NAME.to_owned();
+            }
+            if reply.finish_reason.is_none() {
+                let reason = if reply.tool_calls.is_empty() { "stop" } else { "tool_calls" };
+                reply.finish_reason = Some(reason.to_owned());
             }
             reply
         };

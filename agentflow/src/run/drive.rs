@@ -30,16 +30,20 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
     pub(super) fn drive(
         self: Box<Self>,
         start: Resumed<S>,
-        checkpointer: Option<Checkpointer>,
+        mut checkpointer: Option<Checkpointer>,
         resume_values: Vec<answers::ResumeValue>,
     ) -> impl Future<Output = Result<Run<S>, RunError>> {
         let graph = self.setup.graph.inner.spec.name;
-        let kind = if checkpointer.as_ref().is_some_and(|cp| cp.opened_as.is_some()) { "resume" } else { "start" };
+        let resumed = checkpointer.as_ref().is_some_and(|cp| cp.opened_as.is_some());
+        let kind = if resumed { "resume" } else { "start" };
         ::metrics::counter!(crate::metrics::RUNS_STARTED, "graph" => graph, "kind" => kind).increment(1);
         let began = Instant::now();
+        // The whole invocation, compensations and the thread's last record included.
+        let span = super::trace::invoke_span(graph, checkpointer.as_mut(), resumed);
         // Boxed, so the future holds a pointer instead of the whole checkpointer, which an
         // in-memory run does not have (and the runner comes boxed for the same reason).
-        self.drive_run(start, checkpointer.map(Box::new), resume_values).map(move |result| {
+        self.drive_run(start, checkpointer.map(Box::new), resume_values).instrument(span.clone()).map(move |result| {
+            super::trace::end(&span, &result);
             super::ending::run_finished(graph, &result, began.elapsed());
             result
         })
@@ -134,8 +138,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 node_time_limit: self.node_time_limit,
                 pause: self.pause,
             };
-            let span = tracing::info_span!("agentflow.run", graph = plan.spec.name, thread = self.thread.as_deref());
-            let result = exec.run_loop(start, max_steps, self.deadline, &mut checkpointer).instrument(span).await;
+            let result = exec.run_loop(start, max_steps, self.deadline, &mut checkpointer).await;
             let usage = exec.scope.meter.usage();
             let mut run = match result.map_err(|e| lease_lost(e, checkpointer.as_deref())) {
                 Ok(run) => run,
@@ -199,6 +202,13 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
 impl<S: State, D: Sync> Runner<'_, S, D> {
     /// Continues the compensation of a thread left `compensating`.
     pub(super) async fn compensate_only(self, start: Resumed<S>, mut cp: Checkpointer) -> Result<Run<S>, RunError> {
+        let span = super::trace::invoke_span(self.setup.graph.inner.spec.name, Some(&mut cp), true);
+        let result = self.compensate_only_in(start, cp).instrument(span.clone()).await;
+        super::trace::end(&span, &result);
+        result
+    }
+
+    async fn compensate_only_in(self, start: Resumed<S>, mut cp: Checkpointer) -> Result<Run<S>, RunError> {
         // A subgraph child's compensation is fenced by its parents' leases too.
         if let Some(parents) = &self.parent_leases {
             cp.fence_parents(parents.clone());

@@ -30,8 +30,8 @@ pub(super) async fn best_effort<E: std::fmt::Display + Send + 'static>(
 ) {
     match crate::durable::blocking(store, write).await {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!(thread, error = %e, "{what}"),
-        Err(e) => tracing::warn!(thread, error = %e, "{what}"),
+        Ok(Err(e)) => tracing::warn!(parent: None, thread, error = %e, "{what}"),
+        Err(e) => tracing::warn!(parent: None, thread, error = %e, "{what}"),
     }
 }
 

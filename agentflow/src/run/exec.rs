@@ -155,11 +155,14 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 // The step's futures are pinned where they are built (they are large, and each move
                 // copies them), in a block that ends before the checkpointer is borrowed again.
                 {
+                    // The nodes' spans name it their parent: instrumenting the step's future would
+                    // move it.
+                    let step_span = crate::telemetry::spans::step(step);
                     let work = pin!(self.run_step(
                         &state,
                         &active,
                         &payloads,
-                        step,
+                        (step, &step_span),
                         std::mem::take(&mut pending),
                         journal.as_deref(),
                         keeper.as_deref(),
@@ -197,7 +200,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     match ran {
                         Ok(ran) => ran?,
                         Err(_) => {
-                            tracing::info!(step, "the run was stopped inside the step; its nodes were dropped");
+                            tracing::info!(parent: None, step, "the run was stopped inside the step; its nodes were dropped");
                             break self.stopped();
                         }
                     }
@@ -452,7 +455,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         state: &S,
         active: &[NodeId],
         payloads: &Mailbox,
-        step: u32,
+        (step, step_span): (u32, &tracing::Span),
         mut pending: Vec<(NodeId, Step<S>)>,
         journal: Option<&Journal>,
         keeper: Option<&FinishedWrites>,
@@ -461,13 +464,13 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
     ) -> Result<(), PersistError> {
         if pending.is_empty() && payloads.is_empty() {
             if let [id] = active {
-                out.push((*id, self.run_node(*id, state, step, journal, None, Some(began)).await));
+                out.push((*id, self.run_node(*id, state, (step, step_span), journal, None, Some(began)).await));
                 return Ok(());
             }
             if keeper.is_none() {
                 out.extend(
                     join_all(active.iter().map(|&id| async move {
-                        (id, self.run_node(id, state, step, journal, None, Some(began)).await)
+                        (id, self.run_node(id, state, (step, step_span), journal, None, Some(began)).await)
                     }))
                     .await,
                 );
@@ -486,7 +489,8 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                         let result = match kept.into_iter().next() {
                             Some(step) => Ok(step),
                             None => {
-                                let result = self.run_node(id, state, step, journal, None, Some(began)).await;
+                                let result =
+                                    self.run_node(id, state, (step, step_span), journal, None, Some(began)).await;
                                 if let (Some(keeper), Ok(done)) = (keeper, &result) {
                                     keeper.keep(vec![keeper.write(self.name(id), done, |n| self.name(n))?]).await?;
                                 }
@@ -495,7 +499,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                         };
                         Ok(vec![(id, result)])
                     }
-                    Some(items) => self.run_instances(id, items, kept, state, step, journal, keeper).await,
+                    Some(items) => self.run_instances(id, items, kept, state, (step, step_span), journal, keeper).await,
                 }
             }
         }))

@@ -25,7 +25,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         items: &[serde_json::Value],
         kept: Vec<Step<S>>,
         state: &S,
-        step: u32,
+        (step, step_span): (u32, &tracing::Span),
         journal: Option<&Journal>,
         keeper: Option<&FinishedWrites>,
     ) -> Result<Vec<(NodeId, Result<Step<S>, Halt>)>, PersistError> {
@@ -39,7 +39,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         let todo: Vec<usize> = slots.iter().enumerate().filter(|(_, s)| s.is_none()).map(|(i, _)| i).collect();
         let run = |i: usize| async move {
             let instance = (u32::try_from(i).unwrap_or(u32::MAX), &items[i]);
-            (i, self.run_node(id, state, step, journal, Some(instance), None).await)
+            (i, self.run_node(id, state, (step, step_span), journal, Some(instance), None).await)
         };
         match keeper {
             Some(keeper) => self.run_kept_instances(id, todo, parallel, keeper, &mut slots, run).await?,

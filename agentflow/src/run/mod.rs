@@ -17,6 +17,7 @@ mod runner;
 pub(crate) mod setup;
 mod start;
 mod step;
+mod trace;
 
 pub use runner::{DEFAULT_STOP_GRACE, DEFAULT_STREAM_BUFFER, Runner};
 pub use setup::Migration;

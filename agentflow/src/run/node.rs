@@ -3,6 +3,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
 use futures_util::FutureExt;
@@ -24,7 +25,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
         &self,
         id: NodeId,
         state: &S,
-        step: u32,
+        (step, step_span): (u32, &tracing::Span),
         journal: Option<&Journal>,
         payload: Option<(u32, &serde_json::Value)>,
         step_began: Option<Instant>,
@@ -36,14 +37,20 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             ))));
         };
         let instance = payload.map(|(i, _)| i);
-        let span = tracing::debug_span!("agentflow.node", node = node.name, step, instance);
+        let span = crate::telemetry::spans::node(step_span, node.name, step, instance);
+        // With contents captured on spans: the values they must not show (one atomic load else).
+        let masked = if crate::telemetry::capture::enabled() { sensitive_values(state) } else { Vec::new() };
         let resumed = step == self.resumed_step;
         let resume = super::answers::resume_value_for(&self.resume_values, node.name, instance).filter(|_| resumed);
         let kept_answer = self.kept_answers.iter().find(|k| resumed && k.node == node.name && k.instance == instance);
         let mut attempt = 1;
+        // The span shows the number of attempts once, when the node run ends however it ends (an
+        // attribute recorded twice would be exported twice).
+        let attempts = AttemptsOnSpan { span: &span, last: AtomicU32::new(1) };
         loop {
             self.events.room().await;
             self.events.emit(|| Event::NodeStarted { step, node: node.name, instance, attempt });
+            attempts.last.store(attempt, Ordering::Relaxed);
             // A run's time limit is for the nodes' own work: a node that runs subgraphs waits for
             // their steps, which have the limit themselves.
             let limit = node.timeout.or(self.node_time_limit.filter(|_| node.subgraphs.is_empty()));
@@ -67,6 +74,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 resume,
                 kept_answer,
                 payload,
+                masked: &masked,
             };
             let work = AssertUnwindSafe((node.run)(state, &cx)).catch_unwind();
             // A node the step starts at once began with the step (one clock read less per node);
@@ -96,7 +104,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 (signal.exhausted, signal.child_took_resume)
             };
             if let (Some(which), Ok(Ok(_))) = (exhausted, &result) {
-                tracing::info!(parent: &span, budget = %which, "budget exhausted; the node's step is not applied");
+                tracing::info!(parent: None, node = node.name, step, budget = %which, "budget exhausted; the node's step is not applied");
                 if child_took_resume {
                     self.children_moved.lock().unwrap_or_else(|p| p.into_inner()).push(id);
                 }
@@ -134,13 +142,13 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 self.children_moved.lock().unwrap_or_else(|p| p.into_inner()).push(id);
             }
             if let Some(which) = signal.exhausted {
-                tracing::info!(parent: &span, budget = %which, "budget exhausted");
+                tracing::info!(parent: None, node = node.name, step, budget = %which, "budget exhausted");
                 return Err(Halt::Budget(which));
             }
             if error.class == ErrorClass::NeedsInput
                 && let Some(pending) = signal.pause
             {
-                tracing::info!(parent: &span, kind = ?pending.kind, "node paused for a human");
+                tracing::info!(parent: None, node = node.name, step, "node paused for a human");
                 let kept = signal.answered.map(|value| KeptAnswer {
                     node: node.name.to_string(),
                     instance,
@@ -156,12 +164,14 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 if signal.refused_resume && error.class == ErrorClass::NeedsInput {
                     self.refused_answers.lock().unwrap_or_else(|p| p.into_inner()).push(node.name);
                 }
-                tracing::warn!(parent: &span, %error, attempt, "node failed");
+                // Root events (no parent span): a log line, never a span event carrying the message.
+                tracing::warn!(parent: None, node = node.name, step, attempt, class = %error.class, %error, "node failed");
+                crate::telemetry::spans::failed(&span, error.class);
                 self.events.emit(|| Event::NodeFailed { step, node: node.name, instance, error: error.clone() });
                 return Err(Halt::Error(error));
             }
             let delay = node.retry.delay(attempt, error.retry_after);
-            tracing::info!(parent: &span, %error, attempt, ?delay, "retrying node");
+            tracing::info!(parent: None, node = node.name, step, attempt, class = %error.class, %error, ?delay, "retrying node");
             self.metrics.retry(id.index());
             self.events.emit(|| Event::NodeRetrying {
                 step,
@@ -178,6 +188,30 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
             attempt += 1;
         }
     }
+}
+
+/// Records a node run's number of attempts on its span when the run ends.
+struct AttemptsOnSpan<'a> {
+    span: &'a tracing::Span,
+    last: AtomicU32,
+}
+
+impl Drop for AttemptsOnSpan<'_> {
+    fn drop(&mut self) {
+        if !self.span.is_disabled() {
+            self.span.record(crate::telemetry::names::ATTEMPT, i64::from(self.last.load(Ordering::Relaxed)));
+        }
+    }
+}
+
+/// The string values of `state`'s personal and credential fields (none when it has none).
+fn sensitive_values<S: State>(state: &S) -> Vec<String> {
+    if !S::FIELDS.iter().any(|f| f.personal || f.credential) {
+        return Vec::new();
+    }
+    serde_json::to_value(state)
+        .map(|json| crate::telemetry::content::sensitive_values(&json, S::FIELDS))
+        .unwrap_or_default()
 }
 
 pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {

@@ -92,7 +92,12 @@ impl Compensator<'_> {
                 compensation: step.compensation.clone(),
             };
             self.lease.renew_if_due().await?;
-            match self.undo(&journal, step).await? {
+            let span = crate::telemetry::spans::compensate(&step.compensation, &step.tool);
+            let undo = tracing::Instrument::instrument(self.undo(&journal, step), span.clone()).await;
+            if !matches!(undo, Ok(Ok(()))) {
+                crate::telemetry::spans::failed(&span, "compensation_failed");
+            }
+            match undo? {
                 Ok(()) => undone.push(done),
                 Err((error, approval)) => {
                     let detail = json!({

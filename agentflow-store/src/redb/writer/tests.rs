@@ -84,7 +84,7 @@ fn learning_job() -> (Box<dyn Job>, Reply) {
             latest: Some(tries),
             timer: None,
             pending: Vec::new(),
-            tenant: None,
+            kept: None,
         };
         tx.learn_facts(&format!("try-{tries}"), facts);
         Ok(())

@@ -168,6 +168,7 @@ impl Checkpointer {
         cp.created_at = record.created_at;
         cp.parent = record.parent.clone();
         cp.tenant = record.tenant.clone();
+        cp.trace = record.trace.clone();
         cp.opened_as = Some(record.status);
         let id = cp.thread.clone();
         let latest = blocking(&cp.store, move |s| s.latest_checkpoint(&id))

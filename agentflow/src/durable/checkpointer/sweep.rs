@@ -67,7 +67,7 @@ impl Checkpointer {
         let children = match listed {
             Ok(children) => children,
             Err(e) => {
-                tracing::warn!(thread = %self.thread, error = %e, "could not list the subgraph runs the step left");
+                tracing::warn!(parent: None, thread = %self.thread, error = %e, "could not list the subgraph runs the step left");
                 return Ok(Vec::new());
             }
         };
@@ -120,20 +120,19 @@ impl Checkpointer {
                     tokio::time::sleep(Duration::from_millis(left + 20)).await;
                     if let Err(e) = self.lease.renew_if_due().await {
                         // The step's commit finds out whether the thread is still this run's.
-                        tracing::warn!(thread = %child.id, error = %e, "stopped waiting for an abandoned subgraph run");
+                        tracing::warn!(parent: None, thread = %child.id, error = %e, "stopped waiting for an abandoned subgraph run");
                         return Ok(false);
                     }
                 }
                 Ok(crate::durable::abandoned::Left::Busy { .. }) => {
-                    tracing::warn!(
-                        thread = %child.id,
+                    tracing::warn!(parent: None, thread = %child.id,
                         "an abandoned subgraph run is still held by another run: left as it is (its records are \
                          not settled; a resume of the parent before its next step commits looks again)"
                     );
                     return Ok(false);
                 }
                 Err(e) => {
-                    tracing::warn!(thread = %child.id, error = %e, "could not settle an abandoned subgraph run");
+                    tracing::warn!(parent: None, thread = %child.id, error = %e, "could not settle an abandoned subgraph run");
                     return Ok(false);
                 }
             }
@@ -161,7 +160,7 @@ impl Checkpointer {
                 })
                 .await;
             if let Err(e) = cancelled {
-                tracing::warn!(thread = %child.id, error = %e, "could not cancel the requests of an abandoned subgraph run");
+                tracing::warn!(parent: None, thread = %child.id, error = %e, "could not cancel the requests of an abandoned subgraph run");
             }
         }
     }
@@ -274,7 +273,7 @@ impl Checkpointer {
                 match s.commit_effects(batch) {
                     Ok(_) => cancelled += 1,
                     Err(e @ CommitError::LeaseLost { .. }) => return Err(PersistError::Commit(e)),
-                    Err(e) => tracing::info!(thread = %thread, approval = %approval.id, error = %e, "left as decided"),
+                    Err(e) => tracing::info!(parent: None, thread = %thread, approval = %approval.id, error = %e, "left as decided"),
                 }
             }
             Ok(cancelled)
@@ -282,9 +281,11 @@ impl Checkpointer {
         .await;
         match swept {
             Ok(Ok(0)) => {}
-            Ok(Ok(n)) => tracing::info!(thread = %self.thread, cancelled = n, "cancelled approvals of a finished step"),
+            Ok(Ok(n)) => {
+                tracing::info!(parent: None, thread = %self.thread, cancelled = n, "cancelled approvals of a finished step")
+            }
             Ok(Err(e)) | Err(e) => {
-                tracing::warn!(thread = %self.thread, error = %e, "could not cancel the approvals of a finished step");
+                tracing::warn!(parent: None, thread = %self.thread, error = %e, "could not cancel the approvals of a finished step");
             }
         }
     }

@@ -206,6 +206,14 @@ impl ChatModel for OpenAiCompatible {
         &self.name
     }
 
+    fn provider_name(&self) -> &str {
+        "openai"
+    }
+
+    fn request_model(&self) -> &str {
+        &self.config.model
+    }
+
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
         let response = self.send(&wire_request(&self.config.model, req)).await?;
         let body = read_bounded(response, self.config.max_response_bytes).await?;
@@ -254,7 +262,10 @@ impl ChatModel for OpenAiCompatible {
                 if let Some(model) = parsed.model {
                     reply.set_model(model);
                 }
-                finished |= parsed.finished;
+                if let Some(reason) = parsed.finish_reason {
+                    finished = true;
+                    reply.set_finish_reason(reason);
+                }
                 if parsed.chunk != ChatChunk::default() {
                     reply.push(&parsed.chunk);
                     chunks.send(parsed.chunk).await;
@@ -349,5 +360,13 @@ mod tests {
         assert!(OpenAiCompatible::new(OpenAiConfig::ollama("")).is_err());
         let https = OpenAiCompatible::new(OpenAiConfig::new(OpenAiConfig::OPENAI_BASE_URL, "m"));
         assert_eq!(https.is_ok(), cfg!(feature = "tls"));
+    }
+
+    #[test]
+    fn a_streamed_chunk_carries_its_finish_reason() {
+        let last = super::wire::parse_chunk(r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#, 2).expect("chunk");
+        assert_eq!(last.chunk.finish_reason.as_deref(), Some("stop"));
+        let first = super::wire::parse_chunk(r#"{"choices":[{"delta":{"content":"hi"}}]}"#, 1).expect("chunk");
+        assert_eq!((first.chunk.text.as_str(), first.chunk.finish_reason), ("hi", None));
     }
 }

@@ -50,7 +50,8 @@ impl SseLines {
 pub(super) struct ParsedChunk {
     pub(super) chunk: ChatChunk,
     pub(super) model: Option<String>,
-    pub(super) finished: bool,
+    /// Why the model stopped, on the chunk that says it (the stream is then complete).
+    pub(super) finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -111,9 +112,9 @@ pub(super) fn parse_chunk(data: &str, n: usize) -> Result<ParsedChunk, ModelErro
         return Err(ModelError::Transport(format!("the server sent an error mid-stream: {message}")));
     }
     let mut chunk = ChatChunk::default();
-    let mut finished = false;
+    let mut finish_reason = None;
     if let Some(choice) = wire.choices.into_iter().next() {
-        finished = choice.finish_reason.is_some();
+        finish_reason = choice.finish_reason;
         if let Some(delta) = choice.delta {
             chunk.text = delta.content.or(delta.refusal).unwrap_or_default();
             chunk.tool_calls = delta
@@ -129,7 +130,8 @@ pub(super) fn parse_chunk(data: &str, n: usize) -> Result<ParsedChunk, ModelErro
         }
     }
     chunk.usage = wire.usage.and_then(|u| Some(Usage::new(u.prompt_tokens?, u.completion_tokens?)));
-    Ok(ParsedChunk { chunk, model: wire.model.filter(|m| !m.is_empty()), finished })
+    chunk.finish_reason.clone_from(&finish_reason);
+    Ok(ParsedChunk { chunk, model: wire.model.filter(|m| !m.is_empty()), finish_reason })
 }
 
 /// How much of an error status's body is read, for its message.
@@ -313,6 +315,8 @@ pub(super) struct WireReply {
 #[derive(Deserialize)]
 pub(super) struct WireChoice {
     pub(super) message: WireReplyMessage,
+    #[serde(default)]
+    pub(super) finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -353,7 +357,7 @@ pub(super) fn parse_reply(body: &str) -> Result<ChatReply, ModelError> {
         .into_iter()
         .next()
         .ok_or_else(|| ModelError::MalformedReply("the reply has no choices".into()))?;
-    let message = choice.message;
+    let (message, finish_reason) = (choice.message, choice.finish_reason);
     let tool_calls = message
         .tool_calls
         .unwrap_or_default()
@@ -370,5 +374,6 @@ pub(super) fn parse_reply(body: &str) -> Result<ChatReply, ModelError> {
         tool_calls,
         usage,
         model: reply.model,
+        finish_reason,
     })
 }
