@@ -6,6 +6,10 @@
 //! cargo run --example approval_inbox -- --resume refund-1        # the refund runs with what was decided
 //! ```
 //!
+//! `agentflow serve` holds the store file while it runs, so stop it (Ctrl-C) before `--resume`:
+//! a redb file is open in one process at a time. `cargo run --example server` hosts a graph like
+//! this one next to the inbox, in one process, and the refund goes on as soon as it is approved.
+//!
 //! The graph checks an order, then calls `refund` (risk `irreversible`, so the default
 //! policy asks a person first) and stops: the thread waits in the store with an approval
 //! record, and this process exits. In the inbox, `alice` (role `irreversible`) approves,

@@ -90,3 +90,7 @@ pub mod mcp {}
 /// OpenTelemetry: runs as traces, one per thread.
 #[doc = include_str!("../docs/guides/opentelemetry.md")]
 pub mod opentelemetry {}
+
+/// The server: graphs hosted over HTTP.
+#[doc = include_str!("../docs/guides/server.md")]
+pub mod server {}

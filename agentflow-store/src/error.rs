@@ -162,14 +162,16 @@ impl JsonTooDeep {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenError {
-    /// The file is locked by another open store.
-    #[error(
-        "{}: another process has this store open; stop it or use another file",
-        path.display()
-    )]
+    /// The file is locked by another open store: another process, or another `RedbStore` in
+    /// this one.
+    #[error("{}: {}", path.display(), already_open(held_by.as_deref()))]
     AlreadyOpen {
         /// The store file.
         path: PathBuf,
+        /// The server holding it, as its [sidecar](crate::redb_owner) describes it
+        /// ([`Owner::describe`](crate::redb_owner::Owner::describe): program, pid and socket),
+        /// when a live process left one; `None` for any other holder.
+        held_by: Option<String>,
     },
     /// The file is not a redb database at all (a text file, random bytes, a truncated header).
     #[error(
@@ -584,5 +586,17 @@ fn format_advice(found: &str, supported: &str) -> &'static str {
              then start a new file (there is no in-place upgrade)"
         }
         _ => "it was written by a newer agentflow-store: upgrade agentflow-store",
+    }
+}
+
+/// What [`OpenError::AlreadyOpen`] says after the path: who holds the file and what to do.
+fn already_open(held_by: Option<&str>) -> String {
+    match held_by {
+        Some(server) => format!(
+            "held by the agentflow server {server}, which owns it while it runs (a redb file is open in one process \
+             at a time); `agentflow pending`, `approve`, `reject` and `show` reach it through its socket, and \
+             programs through its HTTP API; host this app in that server, or stop the server and run again"
+        ),
+        None => "another process has this store open; stop it or use another file".to_string(),
     }
 }

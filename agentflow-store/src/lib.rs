@@ -82,6 +82,7 @@ mod store;
 pub mod testing_support;
 mod thread_tree;
 
+pub use self::redb::owner as redb_owner;
 pub use self::redb::{RedbStore, RedbStoreBuilder, tables};
 pub use audit_chain::{BrokenLink, BrokenReason, ChainReport};
 pub use breaker::{

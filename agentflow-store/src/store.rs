@@ -603,6 +603,15 @@ pub trait Store: Send + Sync {
         false
     }
 
+    /// The file this store keeps its data in, when it is a file one process opens at a time:
+    /// [`RedbStore`](crate::RedbStore) answers its path (`None` in memory), and a store that
+    /// wraps another passes the wrapped one's answer through. A server uses it to know it holds
+    /// the file, and writes the [sidecar](crate::redb_owner) that names it beside the file.
+    /// The default: `None` (a store many processes share, as PostgreSQL, or none on disk).
+    fn file_path(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+
     /// The control requests set on the queued runs `holder` claimed and still holds the lease of
     /// at `now`, as [`Store::heartbeat_runs`] answers them, without writing anything: a worker
     /// reads them often and writes its heartbeat seldom.

@@ -105,6 +105,8 @@ pub mod saga;
 pub mod secret;
 #[cfg(feature = "server")]
 pub mod serve_limits;
+#[cfg(feature = "server")]
+pub mod server;
 mod stream;
 pub mod subgraph;
 mod telemetry;

@@ -1,5 +1,5 @@
 //! Approvals and interrupts: approval requests bound to their call, their commits, owners,
-//! questions asked of people and the answers.
+//! questions asked of people and the answers; deciding and answering through the server's API.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -16,3 +16,7 @@ mod interrupt_questions_api;
 mod interrupts;
 mod owner_required;
 mod promises_fork_approved;
+mod server_abuse;
+mod server_access;
+mod server_api;
+mod server_client;

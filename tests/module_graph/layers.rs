@@ -37,6 +37,7 @@ pub(crate) const LAYERS: &[(&str, &[&str])] = &[
     ("app", &["app", "error"]),
     ("worker", &["worker", "timer"]),
     ("kits", &["prebuilt", "testing", "__private", "mcp_server"]),
+    ("server", &["server"]),
 ];
 
 /// The top-level module of a file's module path (`["durable", "lease"]` -> `durable`); the

@@ -14,5 +14,7 @@ mod otel_grpc;
 mod otel_trace;
 mod promises_durability_exit;
 mod second_process;
+mod server;
+mod server_stop;
 mod subgraph_crash;
 mod worker_processes;

@@ -6,6 +6,7 @@ pub mod calculator;
 pub mod hooked_store;
 pub mod kill;
 pub mod mcp;
+pub mod openapi;
 pub mod otlp;
 pub mod pg;
 pub mod process;

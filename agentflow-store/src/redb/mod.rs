@@ -9,6 +9,7 @@ mod effects;
 pub(crate) mod error;
 mod leases;
 mod listings;
+pub mod owner;
 mod purge;
 mod queue;
 mod reads;

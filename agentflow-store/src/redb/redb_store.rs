@@ -15,6 +15,7 @@ use redb::{Database, DatabaseError, ReadTransaction, ReadableDatabase, TableHand
 use crate::error::{CommitError, OpenError, StorageError};
 use crate::record::Durability;
 use crate::redb::error::{WithPath, storage_error};
+use crate::redb::owner;
 use crate::redb::tables;
 use crate::redb::upgrade;
 use crate::redb::writer::{self, Committed, Job, OpJob, Reply, Shared, Tx, WriterConfig};
@@ -161,7 +162,7 @@ impl RedbStoreBuilder {
                 detail: format!("redb failed reading it: {}", panic_message(&*panic)),
             })?
             .map_err(|e| open_error(&path, e))?;
-        RedbStore::start(db, path, self)
+        RedbStore::start(db, path, true, self)
     }
 
     /// Creates an initialised store file at `path`, atomically (see [`RedbStoreBuilder::open`]).
@@ -201,7 +202,7 @@ impl RedbStoreBuilder {
     pub fn in_memory(&self) -> Result<RedbStore, OpenError> {
         let path = PathBuf::from(IN_MEMORY);
         let db = self.redb().create_with_backend(InMemoryBackend::new()).map_err(|e| open_error(&path, e))?;
-        RedbStore::start(db, path, self)
+        RedbStore::start(db, path, false, self)
     }
 }
 
@@ -222,7 +223,11 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 fn open_error(path: &Path, err: DatabaseError) -> OpenError {
     let path = path.to_path_buf();
     match err {
-        DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => OpenError::AlreadyOpen { path },
+        DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => {
+            // The server holding it, if it left its sidecar; else any process.
+            let held_by = owner::read(&path).map(|o| o.describe());
+            OpenError::AlreadyOpen { path, held_by }
+        }
         DatabaseError::UpgradeRequired(found) => OpenError::UnsupportedFormat {
             path,
             found: format!("redb file format {found}"),
@@ -263,6 +268,8 @@ pub struct RedbStore {
     pub(super) shared: Arc<Shared>,
     sender: Option<Sender<Box<dyn Job>>>,
     writer: Option<JoinHandle<()>>,
+    /// A file, not redb's in-memory backend.
+    on_disk: bool,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -313,7 +320,12 @@ impl RedbStore {
         }
     }
 
-    pub(super) fn start(db: Database, path: PathBuf, options: &RedbStoreBuilder) -> Result<Self, OpenError> {
+    pub(super) fn start(
+        db: Database,
+        path: PathBuf,
+        on_disk: bool,
+        options: &RedbStoreBuilder,
+    ) -> Result<Self, OpenError> {
         init(&db, &path)?;
         let shared = Arc::new(Shared::new(db, path));
         let (sender, receiver) = mpsc::channel::<Box<dyn Job>>();
@@ -327,7 +339,7 @@ impl RedbStore {
             .name("agentflow-store-writer".to_string())
             .spawn(move || writer::run(&for_writer, &receiver, config))
             .map_err(|source| OpenError::Io { path: shared.path.clone(), source })?;
-        Ok(RedbStore { shared, sender: Some(sender), writer: Some(writer) })
+        Ok(RedbStore { shared, sender: Some(sender), writer: Some(writer), on_disk })
     }
 
     pub(super) fn stop_writer(&mut self) {
@@ -339,6 +351,11 @@ impl RedbStore {
 
     pub(super) fn path_buf(&self) -> PathBuf {
         self.shared.path.clone()
+    }
+
+    /// Whether the store is a file (not redb's in-memory backend).
+    pub(super) fn on_disk(&self) -> bool {
+        self.on_disk
     }
 
     /// Refuses a request once the store was closed.

@@ -478,4 +478,8 @@ impl Store for RedbStore {
             Ok(crate::redb::purge::hold_in(path, &holds, thread)?)
         })
     }
+
+    fn file_path(&self) -> Option<std::path::PathBuf> {
+        self.on_disk().then(|| self.path_buf())
+    }
 }

@@ -458,6 +458,10 @@ impl<S: Store> Store for SealedStore<S> {
         true
     }
 
+    fn file_path(&self) -> Option<std::path::PathBuf> {
+        self.inner.file_path()
+    }
+
     fn run_controls(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
         self.inner.run_controls(holder, now)
     }

@@ -282,6 +282,10 @@ impl Store for CrashStore {
         self.inner.seals_payloads()
     }
 
+    fn file_path(&self) -> Option<std::path::PathBuf> {
+        self.inner.file_path()
+    }
+
     fn compact(&self, thread: &str, keep_last: usize, fold: &FoldFn<'_>) -> Result<CompactReport, CompactError> {
         self.alive()?;
         self.inner.compact(thread, keep_last, fold)

@@ -20,7 +20,7 @@ use serde_json::json;
 use crate::access_fixture::{self as fx, OTHER, TENANT, Who, look};
 use crate::cli_common::{Ask, Pay, af, asking, payments, stderr, stdout};
 use crate::inbox_common::http::{self, User};
-use crate::inbox_common::{Serve, temp_dir, with_redb};
+use crate::inbox_common::{Serve, Stopped, temp_dir, with_redb};
 
 /// Whether a surface offers an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -333,9 +333,19 @@ fn cli(c: &Cli, op: Operation, who: Who) -> Offered {
     Offered::Yes
 }
 
-/// The inbox surface: the server on a redb file, and each actor logged in.
+/// The inbox surface: the server on a redb file, and each actor logged in. A redb file is open
+/// in one process at a time, and the server may hold it while it runs: reading the store stops
+/// the server, and the next request starts it again, each actor logging in anew.
 struct Inbox {
     store: PathBuf,
+    /// How the server was started, to start it again.
+    server: Stopped,
+    /// The server and the sessions, while it runs.
+    up: Option<Up>,
+}
+
+/// A running server and each actor's session on it.
+struct Up {
     serve: Serve,
     olga: User,
     dan: User,
@@ -344,11 +354,35 @@ struct Inbox {
 }
 
 impl Inbox {
-    fn user(&self, who: Who) -> &User {
-        match who {
-            Who::Allowed => &self.olga,
-            Who::Denied => &self.dan,
+    /// The server, started (and the actors logged in) if it is not running.
+    async fn up(&mut self) -> &Up {
+        if self.up.is_none() {
+            let serve = self.server.start();
+            let olga = login(&serve.base, "olga-token").await;
+            let dan = login(&serve.base, "dan-token").await;
+            let vic = login(&serve.base, "vic-token").await;
+            self.up = Some(Up { serve, olga, dan, vic });
         }
+        self.up.as_ref().expect("started")
+    }
+
+    /// GETs `path` as `name` (`olga`, `dan` or `vic`), whatever the answer.
+    async fn get_as(&mut self, name: &str, path: &str) -> (reqwest::StatusCode, String) {
+        let up = self.up().await;
+        let user = match name {
+            "olga" => &up.olga,
+            "dan" => &up.dan,
+            "vic" => &up.vic,
+            other => panic!("no user `{other}` in the inbox's users file"),
+        };
+        http::get(&up.serve.base, Some(user), path).await
+    }
+
+    /// POSTs `fields` to `path` as `who`, whatever the answer.
+    async fn post_as(&mut self, who: Who, path: &str, fields: &[(&str, &str)]) -> (reqwest::StatusCode, String) {
+        let up = self.up().await;
+        let user = if who == Who::Allowed { &up.olga } else { &up.dan };
+        http::post(&up.serve.base, Some(user), path, fields).await
     }
 
     /// Expects 200 (a page) or 303 (an action done) when allowed, 403 with the access error
@@ -363,34 +397,38 @@ impl Inbox {
         }
     }
 
-    async fn get(&self, who: Who, path: &str) -> String {
-        let r = http::get(&self.serve.base, Some(self.user(who)), path).await;
+    async fn get(&mut self, who: Who, path: &str) -> String {
+        let r = self.get_as(who.parts().0, path).await;
         let body = r.1.clone();
         self.expect(who, path, r, 200);
         body
     }
 
-    async fn post(&self, who: Who, path: &str, fields: &[(&str, &str)]) {
-        let r = http::post(&self.serve.base, Some(self.user(who)), path, fields).await;
+    async fn post(&mut self, who: Who, path: &str, fields: &[(&str, &str)]) {
+        let r = self.post_as(who, path, fields).await;
         self.expect(who, path, r, 303);
     }
 
     /// POSTs that a route would take for an operation the inbox does not offer: each is
     /// answered 404 (no such action) or 405 (no such method).
-    async fn not_offered(&self, who: Who, paths: &[&str]) {
+    async fn not_offered(&mut self, who: Who, paths: &[&str]) {
         for path in paths {
-            let (status, body) = http::post(&self.serve.base, Some(self.user(who)), path, &[("seq", "1")]).await;
+            let (status, body) = self.post_as(who, path, &[("seq", "1")]).await;
             assert!(matches!(status.as_u16(), 404 | 405), "POST {path} for {who:?}: {status} {body}");
         }
     }
 
-    fn read<T>(&self, f: impl FnOnce(&Arc<dyn Store>) -> T) -> T {
+    /// Reads the store, the server stopped.
+    fn read<T>(&mut self, f: impl FnOnce(&Arc<dyn Store>) -> T) -> T {
+        if let Some(up) = self.up.take() {
+            up.serve.stop();
+        }
         with_redb(&self.store, f)
     }
 }
 
 /// An inbox cell.
-async fn inbox(i: &Inbox, op: Operation, who: Who) -> Offered {
+async fn inbox(i: &mut Inbox, op: Operation, who: Who) -> Offered {
     let allowed = who == Who::Allowed;
     match op {
         Operation::List => {
@@ -469,9 +507,9 @@ async fn inbox(i: &Inbox, op: Operation, who: Who) -> Offered {
         }
         // The denied cell is `vic`, who may read the state but not see personal data.
         Operation::SeePersonalData => {
-            let user = if allowed { &i.olga } else { &i.vic };
+            let user = if allowed { "olga" } else { fx::READER };
             let before = i.read(|s| fx::personal_reads(s.as_ref(), fx::PERSONAL));
-            let (status, page) = http::get(&i.serve.base, Some(user), &format!("/threads/{}", fx::PERSONAL)).await;
+            let (status, page) = i.get_as(user, &format!("/threads/{}", fx::PERSONAL)).await;
             assert_eq!(status.as_u16(), 200, "{page}");
             assert_eq!(page.contains(fx::EMAIL), allowed, "{page}");
             assert_eq!(page.contains("•••"), !allowed, "{page}");
@@ -555,11 +593,8 @@ async fn surfaces(dir: &Path) -> (Library, Cli, Inbox) {
     fx::seeded_file(&cli_store).await;
     let inbox_store = dir.join("inbox.redb");
     fx::seeded_file(&inbox_store).await;
-    let serve = Serve::start(inbox_store.to_str().unwrap(), &users_file(dir), &["--access", access.to_str().unwrap()]);
-    let olga = login(&serve.base, "olga-token").await;
-    let dan = login(&serve.base, "dan-token").await;
-    let vic = login(&serve.base, "vic-token").await;
-    let inbox = Inbox { store: inbox_store, serve, olga, dan, vic };
+    let server = Stopped::new(inbox_store.to_str().unwrap(), &users_file(dir), &["--access", access.to_str().unwrap()]);
+    let inbox = Inbox { store: inbox_store, server, up: None };
     (lib, Cli { store: cli_store, access, import }, inbox)
 }
 
@@ -567,7 +602,7 @@ async fn surfaces(dir: &Path) -> (Library, Cli, Inbox) {
 fn every_operation_is_checked_on_every_surface_for_the_allowed_and_the_denied() {
     crate::inbox_common::runtime().block_on(async {
         let dir = temp_dir("access-matrix");
-        let (lib, cli_surface, inbox_surface) = surfaces(&dir).await;
+        let (lib, cli_surface, mut inbox_surface) = surfaces(&dir).await;
         let mut covered: BTreeMap<&str, BTreeSet<Operation>> = BTreeMap::new();
         let mut not_offered: BTreeMap<&str, BTreeSet<Operation>> = BTreeMap::new();
         for op in Operation::ALL {
@@ -576,7 +611,7 @@ fn every_operation_is_checked_on_every_surface_for_the_allowed_and_the_denied() 
                 let cells = [
                     ("library", library(&lib, op, who).await),
                     ("cli", cli(&cli_surface, op, who)),
-                    ("inbox", inbox(&inbox_surface, op, who).await),
+                    ("inbox", inbox(&mut inbox_surface, op, who).await),
                 ];
                 for (surface, offered) in cells {
                     covered.entry(surface).or_default().insert(op);

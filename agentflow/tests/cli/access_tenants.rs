@@ -71,6 +71,7 @@ fn another_tenants_thread_reads_like_a_missing_one_in_the_inbox() {
         let dir = temp_dir("tenants-inbox");
         let store = dir.join("inbox.redb");
         fx::seeded_file(&store).await;
+        let (id, _) = with_redb(&store, |s| look::approval(s.as_ref(), OTHER));
         // No --access: every operation allowed, the users' tenants still apply.
         let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
         let olga = login(&serve.base, "olga-token").await;
@@ -94,7 +95,6 @@ fn another_tenants_thread_reads_like_a_missing_one_in_the_inbox() {
             assert_eq!((a.as_u16(), b.as_u16()), (404, 404), "{theirs}: {page_a}");
             assert_eq!(said(&page_a, OTHER), said(&page_b, "t-nowhere"));
         }
-        let (id, _) = with_redb(&store, |s| look::approval(s.as_ref(), OTHER));
         let (a, page_a) = http::post(base, Some(&olga), &format!("/approvals/{id}/approve"), &[]).await;
         let (b, page_b) = http::post(base, Some(&olga), "/approvals/a-nowhere/approve", &[]).await;
         assert_eq!((a.as_u16(), b.as_u16()), (404, 404), "{page_a}");
@@ -105,6 +105,8 @@ fn another_tenants_thread_reads_like_a_missing_one_in_the_inbox() {
             assert_eq!((a.as_u16(), b.as_u16()), (404, 404), "{action}: {page_a}");
             assert_eq!(said(&page_a, OTHER), said(&page_b, "t-nowhere"));
         }
+        // The store, read once the server is stopped: nothing decided, nothing queued.
+        serve.stop();
         let (_, status) = with_redb(&store, |s| look::approval(s.as_ref(), OTHER));
         assert!(status.is_waiting(), "{status:?}");
         assert!(!with_redb(&store, |s| look::queued(s.as_ref(), OTHER)));

@@ -1,7 +1,7 @@
 //! The inbox and the CLI under abuse: wrong tokens in a row, a foreign `Host`, one user's many
 //! logins, a cookie from another port, an answer without the role, an edit the tool would
 //! refuse, look-alike user names, stored text that would forge a row of the CLI's output.
-//! The real binary in a subprocess, as in `serve.rs`.
+//! The real binary in a subprocess, as in `serve.rs`; the store is read once it is stopped.
 
 use crate::inbox_common;
 
@@ -82,9 +82,9 @@ async fn answering_a_question_needs_the_answer_role_when_one_is_set() {
     let dir = temp_dir("abuse-answer-role");
     let store = filled_redb(&dir).await;
     add_question(open_redb(&store)).await;
+    let seq = with_redb(&store, |s| s.latest_checkpoint("t-question").unwrap().unwrap().seq).to_string();
     let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &["--answer-role", "refunds"]);
     let base = &serve.base;
-    let seq = with_redb(&store, |s| s.latest_checkpoint("t-question").unwrap().unwrap().seq).to_string();
     let bob = login(base, "bob-token").await;
     let (_, inbox) = get(base, Some(&bob), "/").await;
     let question = form_question(&inbox);
@@ -92,26 +92,31 @@ async fn answering_a_question_needs_the_answer_role_when_one_is_set() {
     let (status, page) = post(base, Some(&bob), "/threads/t-question/answer", &form).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
     assert!(page.contains("needs the role `refunds`"), "{page}");
-    let audit = with_redb(&store, |s| s.list_audit("t-question").unwrap());
-    assert!(audit.iter().all(|e| !e.kind.contains("answer")), "nothing recorded: {audit:?}");
     let carol = login(base, "carol-token").await;
     let (status, to) = post(base, Some(&carol), "/threads/t-question/answer", &form).await;
     assert_eq!((status, to.as_str()), (StatusCode::SEE_OTHER, "/"));
+    // Carol's answer is the one recorded; Bob's left nothing.
+    serve.stop();
+    let audit = with_redb(&store, |s| s.list_audit("t-question").unwrap());
+    let answers: Vec<(&str, &str)> =
+        audit.iter().filter(|e| e.kind.contains("answer")).map(|e| (e.kind.as_str(), e.actor.as_str())).collect();
+    assert_eq!(answers, [("interrupt.answered", "carol")], "{audit:?}");
 }
 
 #[tokio::test]
 async fn an_edit_with_a_field_the_tool_does_not_have_is_refused_and_the_approval_stays_pending() {
     let dir = temp_dir("abuse-edit");
     let store = filled_redb(&dir).await;
+    let id = with_redb(&store, |s| s.list_approvals("t-paused").unwrap()[0].id.clone());
     let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
     let base = &serve.base;
-    let id = with_redb(&store, |s| s.list_approvals("t-paused").unwrap()[0].id.clone());
     let alice = login(base, "alice-token").await;
     let edit = format!("/approvals/{id}/edit");
     let sent = r#"{"order_id": "A-1", "amount": 25, "to_account": "attacker"}"#;
     let (status, page) = post(base, Some(&alice), &edit, &[("args", sent)]).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{page}");
     assert!(page.contains("to_account"), "the page names the field: {page}");
+    serve.stop();
     let a = with_redb(&store, |s| s.list_approvals("t-paused").unwrap().remove(0));
     assert_eq!(a.status, ApprovalStatus::Pending, "not spent: {a:?}");
     assert_eq!(a.decided_by, None);
@@ -132,25 +137,8 @@ fn look_alike_user_names_are_refused_and_count_as_one_person_for_the_two_person_
             { "name": alike, "token": "two", "roles": [] },
         ]});
         std::fs::write(&users, file.to_string()).unwrap();
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agentflow"))
-            .args(["serve", "--store", store.to_str().unwrap(), "--bind", "127.0.0.1:0", "--users"])
-            .arg(&users)
-            .env_remove("AGENTFLOW_STORE")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        // Refused at once; a server that accepted the file keeps running.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        if child.try_wait().unwrap().is_none() {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{alike:?} was accepted beside alice: the server started");
-        }
-        let out = child.wait_with_output().unwrap();
+        // Refused at once; a server that accepted the file keeps running, and fails the test.
+        let out = start_refused(store.to_str().unwrap(), &users, &[]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{alike:?}: {err}");
         assert!(err.contains("not confusable"), "{err}");

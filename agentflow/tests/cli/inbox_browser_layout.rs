@@ -12,7 +12,8 @@
 //!   timeline shows each step's duration, the wait for the approval and the sleep.
 //!
 //! The inbox and the thread's page are saved as `inbox.png` and `thread.png` (see
-//! `inbox_browser.rs` for where).
+//! `inbox_browser.rs` for where). The store is read and the thread resumed with the server
+//! stopped (it may hold the redb file while it runs), started again after (Alice logs in anew).
 
 use crate::inbox_common;
 
@@ -42,9 +43,9 @@ async fn the_decision_is_in_view_beside_a_large_graph_and_the_timeline_shows_the
     let dir = temp_dir("layout");
     let store = dir.join("runs.redb");
     add_large(open_redb(&store)).await;
+    let id = with_redb(&store, |s| s.list_approvals("t-large").unwrap()[0].id.clone());
     let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
     let base = serve.base.clone();
-    let id = with_redb(&store, |s| s.list_approvals("t-large").unwrap()[0].id.clone());
     let driver = start_driver(&driver_path);
 
     let alice = browser(&driver, &dir.join("profile-alice"), WINDOW).await;
@@ -77,21 +78,29 @@ async fn the_decision_is_in_view_beside_a_large_graph_and_the_timeline_shows_the
     alice.find(Locator::Id(&format!("approve-{id}"))).await.unwrap().click().await.unwrap();
     let flash = text_of(&alice, "flash").await;
     assert!(flash.contains("is APPROVED by alice"), "{flash}");
+    let stopped = serve.stop();
     assert_eq!(with_redb(&store, |s| s.approval(&id).unwrap().unwrap().status), ApprovalStatus::Approved);
 
     // The refund runs; `settle` sleeps on its timer, and the thread's page says until when.
     let slept = resume_large(open_redb(&store)).await;
     assert!(matches!(slept.outcome, Outcome::Sleeping { .. }), "{:?}", slept.outcome);
     assert_eq!(slept.state.receipt.clone().unwrap()["result"], json!({ "refunded": 120, "order_id": "B-7" }));
+    let serve = stopped.start();
+    let base = serve.base.clone();
+    log_in(&alice, &base, "alice-token").await;
     alice.goto(&format!("{base}/threads/t-large")).await.unwrap();
     let waiting = text_of(&alice, "waiting").await;
     assert!(waiting.contains("Sleeping until") && waiting.contains("settle"), "{waiting}");
 
     // Due: resumed, it completes.
+    let stopped = serve.stop();
     tokio::time::sleep(SETTLE).await;
     let done = resume_large(open_redb(&store)).await;
     assert_eq!(done.outcome, Outcome::Completed);
     assert!(done.state.settled);
+    let serve = stopped.start();
+    let base = serve.base.clone();
+    log_in(&alice, &base, "alice-token").await;
     alice.goto(&format!("{base}/threads/t-large")).await.unwrap();
     assert_eq!(text_of(&alice, "status").await, "completed");
     let timeline = text_of(&alice, "timeline").await;

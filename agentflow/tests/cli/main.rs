@@ -39,6 +39,8 @@ mod inbox_browser_layout;
 #[cfg(feature = "cli")]
 mod inbox_common;
 #[cfg(feature = "cli")]
+mod owner_socket;
+#[cfg(feature = "cli")]
 mod serve;
 #[cfg(feature = "cli")]
 mod serve_decisions;

@@ -6,7 +6,8 @@
 //! interrupts in `serve_interrupts.rs`.
 //!
 //! Each refusal is checked twice: the answer (status and message) and the record in the store,
-//! read back with the library after the request, still pending with its arguments.
+//! read back with the library once the server is stopped (it may hold the redb file while it
+//! runs), still pending with its arguments.
 
 use crate::inbox_common;
 
@@ -29,6 +30,13 @@ mod pg;
 /// Every `Set-Cookie` of a response, whole.
 fn cookies_set(r: &reqwest::Response) -> Vec<String> {
     r.headers().get_all(SET_COOKIE).iter().filter_map(|v| v.to_str().ok()).map(str::to_string).collect()
+}
+
+/// What `/live` answers `user`.
+async fn live(base: &str, user: &User) -> Value {
+    let (status, body) = get(base, Some(user), "/live").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
 }
 
 #[tokio::test]
@@ -75,10 +83,9 @@ async fn secure_cookies_mark_every_cookie_the_server_sets_secure() {
 
 #[tokio::test]
 async fn anonymous_and_forged_requests_are_refused_and_change_nothing() {
-    let (store, serve) = setup("forged").await;
+    let (store, serve, approval) = setup("forged").await;
     let base = serve.base.as_str();
-    let id = the_approval(&store).id;
-    let approve = format!("/approvals/{id}/approve");
+    let approve = format!("/approvals/{}/approve", approval.id);
 
     // Pages without a session redirect to the login form; a decision is refused outright.
     assert_eq!(get(base, None, "/").await, (StatusCode::SEE_OTHER, "/login".to_string()));
@@ -88,7 +95,6 @@ async fn anonymous_and_forged_requests_are_refused_and_change_nothing() {
     assert!(page.contains("Decisions need a logged-in user"), "{page}");
     let (status, body) = get(base, None, "/live").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
-    assert_untouched(&store);
 
     // A wrong token does not log in.
     let c = client();
@@ -129,7 +135,6 @@ async fn anonymous_and_forged_requests_are_refused_and_change_nothing() {
     let bob = login(base, "bob-token").await;
     let (status, _) = post(base, Some(&alice), &approve, &[("csrf", &bob.csrf)]).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    assert_untouched(&store);
 
     // Logging out is a POST like the others: a wrong token ends nothing.
     let (status, _) = post(base, Some(&alice), "/logout", &[("csrf", "0000")]).await;
@@ -140,12 +145,14 @@ async fn anonymous_and_forged_requests_are_refused_and_change_nothing() {
     assert_eq!((status, to.as_str()), (StatusCode::SEE_OTHER, "/login"));
     let (status, _) = post(base, Some(&alice), &approve, &[]).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // None of the refused requests changed the record (a decision cannot be undone).
+    serve.stop();
     assert_untouched(&store);
 }
 
 #[tokio::test]
 async fn pages_show_threads_their_timeline_a_checkpoint_and_errors_as_pages() {
-    let (store, serve) = setup("pages").await;
+    let (store, serve, _) = setup("pages").await;
     let base = serve.base.as_str();
     let alice = login(base, "alice-token").await;
 
@@ -177,13 +184,18 @@ async fn pages_show_threads_their_timeline_a_checkpoint_and_errors_as_pages() {
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains("None."), "nothing is stuck after a moment with the default thresholds: {page}");
 
-    // While another process holds the redb file, a page waits for it, then says so (503).
+    // A redb file is open in one process at a time: while another process holds it, the server
+    // does not start on it (exit 3) and says so; once it is free, the server starts again.
+    let stopped = serve.stop();
     let held = open_redb(&store);
-    let (status, page) = get(base, Some(&alice), "/threads").await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{page}");
-    assert!(page.contains("another process (a running app or worker) has this redb file open"), "{page}");
+    let out = stopped.start_refused();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("another process"), "{err}");
     drop(held);
-    assert_eq!(get(base, Some(&alice), "/threads").await.0, StatusCode::OK);
+    let serve = stopped.start();
+    let alice = login(&serve.base, "alice-token").await;
+    assert_eq!(get(&serve.base, Some(&alice), "/threads").await.0, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -206,9 +218,9 @@ async fn metrics_serve_the_stuck_gauge_by_kind() {
 
 #[tokio::test]
 async fn live_reports_a_decision_made_by_the_cli_in_another_process() {
-    let (store, serve) = setup("live").await;
+    let (store, serve, approval) = setup("live").await;
     let base = serve.base.as_str();
-    let id = the_approval(&store).id;
+    let id = approval.id;
     let alice = login(base, "alice-token").await;
     let (status, before) = get(base, Some(&alice), "/live").await;
     assert_eq!(status, StatusCode::OK, "{before}");
@@ -218,7 +230,8 @@ async fn live_reports_a_decision_made_by_the_cli_in_another_process() {
     let (_, again) = get(base, Some(&alice), "/live").await;
     assert_eq!(serde_json::from_str::<Value>(&again).unwrap(), before);
 
-    // The server holds the redb file only during a request, so the CLI can open it now.
+    // `agentflow approve` decides while the server holds the file, through its socket: the OS
+    // user running the tests is `carol` in the users file.
     let out = cli(store.to_str().unwrap(), &["approve", &id, "--as", "carol", "--role", "irreversible"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let (_, after) = get(base, Some(&alice), "/live").await;
@@ -230,7 +243,9 @@ async fn live_reports_a_decision_made_by_the_cli_in_another_process() {
 /// A thread whose resume failed on an answer of the wrong shape still waits in its interrupt,
 /// and the inbox lists it: `/live` counts it too, and an answer recorded for it from the CLI
 /// changes the version, so an open inbox page reloads. (`/live` looked at `interrupted` threads
-/// only: the page went on offering the question as unanswered.)
+/// only: the page went on offering the question as unanswered.) The version is a hash of what
+/// waits in the store, the same from every server on it: `answer` runs on the file itself, with
+/// the server stopped, and the version is compared with the one of the server started after.
 #[tokio::test]
 async fn live_follows_a_thread_waiting_again_after_an_answer_of_the_wrong_shape() {
     let dir = temp_dir("live-failed");
@@ -241,25 +256,29 @@ async fn live_follows_a_thread_waiting_again_after_an_answer_of_the_wrong_shape(
         let run = app.runner(&()).thread("t-question").resume_with(42).await.unwrap();
         assert!(matches!(run.outcome, Outcome::Failed { .. }), "{}", run.outcome);
     }
-    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
-    let base = serve.base.as_str();
-    let alice = login(base, "alice-token").await;
-    let (_, inbox) = get(base, Some(&alice), "/").await;
-    assert!(inbox.contains("1 interrupt"), "the inbox lists it: {inbox}");
-    let (_, before) = get(base, Some(&alice), "/live").await;
-    let before: Value = serde_json::from_str(&before).unwrap();
-    // `t-paused`, interrupted for its approval, and `t-question`, waiting again.
-    assert_eq!(before["interrupts"], 2, "{before}");
-    // `agentflow stuck` counts it as waiting on a person too.
+    // `agentflow stuck` counts it as waiting on a person.
     let stuck = cli(store.to_str().unwrap(), &["stuck", "--waiting", "0s", "--json"]);
     assert_eq!(stuck.status.code(), Some(0), "{}", String::from_utf8_lossy(&stuck.stderr));
     let stuck: Value = serde_json::from_slice(&stuck.stdout).unwrap();
     let waiting = stuck.as_array().unwrap().iter().find(|s| s["thread"] == "t-question").expect("listed as stuck");
     assert_eq!(waiting["reason"], "waiting_on_human", "{waiting}");
+    let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
+    let alice = login(&serve.base, "alice-token").await;
+    let (_, inbox) = get(&serve.base, Some(&alice), "/").await;
+    assert!(inbox.contains("1 interrupt"), "the inbox lists it: {inbox}");
+    let before = live(&serve.base, &alice).await;
+    // `t-paused`, interrupted for its approval, and `t-question`, waiting again.
+    assert_eq!(before["interrupts"], 2, "{before}");
+    // Another server on the unchanged store: the same version.
+    let serve = serve.stop().start();
+    let alice = login(&serve.base, "alice-token").await;
+    assert_eq!(live(&serve.base, &alice).await, before);
+    let stopped = serve.stop();
     let out = cli(store.to_str().unwrap(), &["answer", "t-question", "--value", "\"ship\"", "--as", "ops"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let (_, after) = get(base, Some(&alice), "/live").await;
-    let after: Value = serde_json::from_str(&after).unwrap();
+    let serve = stopped.start();
+    let alice = login(&serve.base, "alice-token").await;
+    let after = live(&serve.base, &alice).await;
     assert_ne!(after["version"], before["version"]);
 }
 
@@ -302,40 +321,32 @@ async fn serve_refuses_a_non_loopback_address_and_a_bad_users_file() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs exactly one of `token` or `token_sha256`"));
 }
 
+/// The gauge follows what waits without a request reading the store: `t-paused` counts as
+/// stuck once it has waited five seconds on a person, and only the periodic refresh (scraping
+/// `/metrics` reads nothing) can move the gauge from 0 to 1 then.
 #[tokio::test]
 async fn the_stuck_gauge_is_refreshed_periodically() {
     let dir = temp_dir("refresh");
+    // Taken before: the thread waits since a moment after this.
+    let filled = std::time::Instant::now();
     let store = filled_redb(&dir).await;
-    // Waiting on a person counts as stuck at once; the gauge is refreshed every 200 ms.
+    // Waiting on a person counts as stuck after 5 s; the gauge is refreshed every 200 ms.
     let serve =
-        Serve::start(store.to_str().unwrap(), &users_file(&dir), &["--stuck-waiting", "0s", "--stuck-every", "200ms"]);
+        Serve::start(store.to_str().unwrap(), &users_file(&dir), &["--stuck-waiting", "5s", "--stuck-every", "200ms"]);
     let waiting = "agentflow_stuck_threads{kind=\"waiting_on_human\"}";
     let (_, first) = get(&serve.base, None, "/metrics").await;
-    assert!(first.contains(&format!("{waiting} 1")), "{first}");
-    // Another process decides, this one runs the thread to its end: nothing waits any more,
-    // and only the periodic refresh (no request reads the store) can bring the gauge to 0.
-    let id = the_approval(&store).id;
-    // (The refresh opens the file for a moment every 200 ms: a CLI run that meets it exits 3.)
-    let mut tries = 0;
-    loop {
-        let out = cli(store.to_str().unwrap(), &["approve", &id, "--as", "carol", "--role", "irreversible"]);
-        tries += 1;
-        if out.status.code() == Some(3) && tries < 20 {
-            continue;
-        }
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-        break;
-    }
-    assert_eq!(resume(&store).await.outcome, Outcome::Completed);
+    assert!(filled.elapsed() < std::time::Duration::from_secs(5), "the server took 5 s to start and answer");
+    assert!(first.contains(&format!("{waiting} 0")), "nothing has waited 5 s yet: {first}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let (_, text) = get(&serve.base, None, "/metrics").await;
-        if text.contains(&format!("{waiting} 0")) {
+        if text.contains(&format!("{waiting} 1")) {
             break;
         }
         assert!(std::time::Instant::now() < deadline, "the gauge was not refreshed: {text}");
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+    assert!(filled.elapsed() >= std::time::Duration::from_secs(5), "counted before it waited 5 s");
 }
 
 #[tokio::test]
@@ -358,6 +369,8 @@ async fn hostile_thread_ids_payloads_and_answers_are_escaped_on_every_page() {
             .expect("interrupted run");
         assert!(matches!(run.outcome, agentflow::Outcome::Interrupted { .. }), "{:?}", run.outcome);
     }
+    let a = the_approval(&store);
+    let seq = with_redb(&store, |s| s.latest_checkpoint(ID).unwrap().unwrap().seq).to_string();
     let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
     let alice = login(&serve.base, "alice-token").await;
     let tid = segment(ID);
@@ -387,15 +400,12 @@ async fn hostile_thread_ids_payloads_and_answers_are_escaped_on_every_page() {
     assert_eq!(status, StatusCode::OK);
     assert!(!body.contains("alert(4)"), "{body}");
 
-    // A decision route asked with GET changes nothing.
-    let a = the_approval(&store);
+    // A decision route asked with GET changes nothing (the record is read at the end).
     let (status, _) = get(&serve.base, Some(&alice), &format!("/approvals/{}/approve", a.id)).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
-    assert_untouched(&store);
 
     // The answer, through the encoded path, is recorded for this thread and shown as text;
     // the answer leads back to the inbox, nowhere else.
-    let seq = with_redb(&store, |s| s.latest_checkpoint(ID).unwrap().unwrap().seq).to_string();
     let path = format!("/threads/{tid}/answer");
     let (status, to) = post(
         &serve.base,
@@ -405,15 +415,17 @@ async fn hostile_thread_ids_payloads_and_answers_are_escaped_on_every_page() {
     )
     .await;
     assert_eq!((status, to.as_str()), (StatusCode::SEE_OTHER, "/"));
+    for page in ["/".to_string(), format!("/threads/{tid}"), "/audit".into()] {
+        let (_, body) = get(&serve.base, Some(&alice), &page).await;
+        no_markup(&page, &body);
+    }
+    serve.stop();
     let recorded = with_redb(&store, |s| {
         s.list_audit(ID).unwrap().into_iter().filter(|e| e.kind == "interrupt.answered").collect::<Vec<_>>()
     });
     assert_eq!(recorded.len(), 1);
     assert_eq!(recorded[0].detail["value"], json!("</script><script>alert(3)</script>"));
-    for page in ["/".to_string(), format!("/threads/{tid}"), "/audit".into()] {
-        let (_, body) = get(&serve.base, Some(&alice), &page).await;
-        no_markup(&page, &body);
-    }
+    assert_untouched(&store);
 }
 
 /// A login lasts `--session-ttl` (12 h unless said otherwise): once it is over, the pages send
@@ -422,24 +434,25 @@ async fn hostile_thread_ids_payloads_and_answers_are_escaped_on_every_page() {
 async fn a_session_ends_when_its_time_is_up() {
     let dir = temp_dir("session-ttl");
     let store = filled_redb(&dir).await;
+    let approve = format!("/approvals/{}/approve", the_approval(&store).id);
     let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &["--session-ttl", "2s"]);
     let base = serve.base.as_str();
-    let approve = format!("/approvals/{}/approve", the_approval(&store).id);
     let alice = login(base, "alice-token").await;
     assert_eq!(get(base, Some(&alice), "/").await.0, StatusCode::OK);
     tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
     assert_eq!(get(base, Some(&alice), "/").await, (StatusCode::SEE_OTHER, "/login".to_string()));
     let (status, page) = post(base, Some(&alice), &approve, &[]).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{page}");
-    assert_untouched(&store);
     // Logging in again starts a new session.
     let alice = login(base, "alice-token").await;
     assert_eq!(get(base, Some(&alice), "/").await.0, StatusCode::OK);
+    serve.stop();
+    assert_untouched(&store);
 }
 
 #[tokio::test]
 async fn a_planted_session_id_is_never_adopted_and_an_oversized_form_changes_nothing() {
-    let (store, serve) = setup("fixation").await;
+    let (store, serve, a) = setup("fixation").await;
     let base = &serve.base;
     // Someone plants a session id of their choosing in the browser before its user logs in.
     let planted = format!("{}={}", cookie_name(base, "agentflow_session"), "ab".repeat(32));
@@ -464,10 +477,10 @@ async fn a_planted_session_id_is_never_adopted_and_an_oversized_form_changes_not
 
     // A form far larger than any decision is refused before it is read; nothing changes.
     let alice = login(base, "alice-token").await;
-    let a = the_approval(&store);
     let huge = "x".repeat(3 * 1024 * 1024);
     let (status, _) = post(base, Some(&alice), &format!("/approvals/{}/reject", a.id), &[("reason", &huge)]).await;
     assert!(status.is_client_error(), "{status}");
+    serve.stop();
     assert_untouched(&store);
 }
 
@@ -498,6 +511,7 @@ async fn a_thread_that_cannot_be_read_leaves_the_rest_of_the_inbox_usable() {
         // And what the paused `t-question` waits for: its pending writes' bytes.
         damage_pending_writes(txn, "t-question");
     });
+    let id = the_approval(&store).id;
     let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
     let alice = login(&serve.base, "alice-token").await;
     let (status, inbox) = get(&serve.base, Some(&alice), "/").await;
@@ -507,12 +521,12 @@ async fn a_thread_that_cannot_be_read_leaves_the_rest_of_the_inbox_usable() {
     assert!(stuck.contains("t-question") && stuck.contains("unreadable"), "{stuck}");
     let (status, page) = get(&serve.base, Some(&alice), "/stuck").await;
     assert_eq!(status, StatusCode::OK, "{page}");
-    let id = the_approval(&store).id;
     let (status, to) = post(&serve.base, Some(&alice), &format!("/approvals/{id}/approve"), &[]).await;
     assert_eq!(status, StatusCode::SEE_OTHER, "{to}");
-    assert_eq!(the_approval(&store).status, ApprovalStatus::Approved);
     let (status, page) = get(&serve.base, Some(&alice), "/threads/t-paused").await;
     assert_eq!(status, StatusCode::OK, "{page}");
+    serve.stop();
+    assert_eq!(the_approval(&store).status, ApprovalStatus::Approved);
 }
 
 /// An address holding a NUL byte names nothing (no id holds one; PostgreSQL cannot even be

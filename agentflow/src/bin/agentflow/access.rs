@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use agentflow::Store;
 use agentflow::access::{Access, AccessError, AccessPolicy, Actor, AllowAll, Operation, RoleAccess};
+use agentflow::server::inspect::InspectError;
 use agentflow_store::ThreadRecord;
 use clap::Args;
 
@@ -151,7 +152,7 @@ impl From<AccessError> for Refusal {
 
 /// The message of a thread that is not there (or not there for the actor).
 pub fn missing(id: &str) -> Failure {
-    Failure::not_found(format!("no thread `{id}` in the store; list them with `agentflow threads`"))
+    InspectError::missing_thread(id).into()
 }
 
 /// A refused operation: exit code 1 with the policy's message (a thread of another tenant is

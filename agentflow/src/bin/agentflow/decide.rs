@@ -7,9 +7,10 @@ use std::sync::Arc;
 use agentflow::Store;
 use agentflow::access::Operation;
 use agentflow::approval::{AnswerError, ApprovalDesk, Approver, DecisionError, RoleAuthorizer, Settlement};
+use agentflow::server::inspect::edit_check::{check_edit, tool_schema};
+use agentflow::server::inspect::sign_offs::sign_offs;
 use agentflow::tool::Risk;
 use clap::Args;
-use serde_json::Value;
 
 use crate::access::{Guard, denied};
 use crate::inspect::approval_json;
@@ -123,13 +124,7 @@ pub fn decide(store: &Arc<dyn Store>, guard: &Guard, kind: Kind, args: &DecideAr
             let text = args.args.as_deref().ok_or_else(|| Failure::usage("edit needs --args JSON"))?;
             let edited = out::parse_json("--args", text)?;
             let schema = tool_schema(store.as_ref(), id)?;
-            desk.edit_checked(id, &approver, edited, |tool, value| match &schema {
-                Some(schema) => check_edit(schema, value),
-                None => Err(format!(
-                    "the store has no schema for `{tool}` (no description of the thread's graph), so the edit \
-                     cannot be checked; edit it from the app"
-                )),
-            })
+            desk.edit_checked(id, &approver, edited, |tool, value| check_edit(tool, schema.as_ref(), value))
         }
         Kind::Reject => {
             let reason = args.reason.as_deref().ok_or_else(|| Failure::usage("reject needs --reason"))?;
@@ -336,187 +331,11 @@ pub fn answer(store: &Arc<dyn Store>, guard: &Guard, args: &AnswerArgs, as_json:
     Ok(())
 }
 
-/// What the sign-offs of waiting approval `record` so far approved, for people
-/// (`alice with conditions {"max":10}, bob without conditions`): under a rule of several
-/// approvers they count together only for the same arguments and conditions.
-pub fn sign_offs(store: &dyn Store, record: &agentflow::approval::ApprovalRecord) -> String {
-    let Ok(log) = store.list_audit(&record.thread) else { return String::new() };
-    log.iter()
-        .filter(|e| e.kind == "approval.sign_off" && e.detail.get("approval") == Some(&serde_json::json!(record.id)))
-        .map(|e| {
-            let edited = if e.detail.get("args").is_some() { " (edited arguments)" } else { "" };
-            match e.detail.get("conditions") {
-                Some(c) if !c.is_null() => format!("{}{edited} with conditions {c}", e.actor),
-                _ => format!("{}{edited} without conditions", e.actor),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// A refused decision: exit code 1 with the desk's message, or a store failure.
 fn refusal(e: DecisionError) -> Failure {
     match e {
         DecisionError::Access(e) => denied(e),
         DecisionError::Read(_) | DecisionError::Transition(_) | DecisionError::Audit(_) => Failure::store(e),
         other => Failure::not_found(other.to_string()),
-    }
-}
-
-/// The JSON schema of the approval's tool, from the thread's stored graph description.
-pub fn tool_schema(store: &dyn Store, id: &str) -> Result<Option<Value>, Failure> {
-    let Some(record) = store.approval(id).map_err(Failure::store)? else { return Ok(None) };
-    let Some(thread) = store.thread(&record.thread).map_err(Failure::store)? else { return Ok(None) };
-    let Some(description) = crate::fold::description(store, &thread)? else { return Ok(None) };
-    Ok(description["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|t| t["name"] == record.tool.as_str())
-        .map(|t| t["parameters"].clone()))
-}
-
-/// Checks edited arguments as the gateway will check them when the approved call runs, with
-/// only the tool's schema at hand: the gateway's own shape check
-/// ([`check_args_shape`](agentflow::tool::check_args_shape): an object that reads back, no
-/// field the tool does not have), then the integer ranges of the formats schemars writes for
-/// Rust's types with the plain checks ([`check_schema`]; a JSON schema validator does not know
-/// the formats), then the whole JSON schema (`$ref`, `oneOf`, `pattern`,
-/// `additionalProperties`, .., by a full validator). An edit that passes is one the tool's own decoding accepts.
-pub fn check_edit(schema: &Value, value: &Value) -> Result<(), String> {
-    agentflow::tool::check_args_shape(value, schema).map_err(|e| e.to_string())?;
-    check_schema(schema, value, "args")?;
-    let validator = jsonschema::validator_for(schema).map_err(|e| {
-        format!("the tool's stored schema cannot be used to check the edit ({e}); edit it from the app")
-    })?;
-    if let Some(e) = validator.iter_errors(value).next() {
-        let at = e.instance_path().to_string();
-        return Err(format!("`args{}`: {e}", at.replace('/', ".")));
-    }
-    Ok(())
-}
-
-/// Checks `value` against the parts of a JSON schema that tool argument schemas use: `type`,
-/// `properties`, `required`, `additionalProperties: false`, `enum`, `items`, number bounds
-/// (`minimum`, `maximum`, and the ranges of the integer `format`s schemars writes, `int32`,
-/// `uint32`, ..) and nullable types (`["string", "null"]`). `$ref` and the combinators
-/// (`anyOf`, `oneOf`, `allOf`) are not followed: [`check_edit`] runs a full validator first.
-pub fn check_schema(schema: &Value, value: &Value, path: &str) -> Result<(), String> {
-    let Some(schema) = schema.as_object() else { return Ok(()) };
-    if let Some(types) = schema.get("type") {
-        let names: Vec<&str> = match types {
-            Value::String(s) => vec![s.as_str()],
-            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
-            _ => vec![],
-        };
-        let fits = |t: &str| match t {
-            "object" => value.is_object(),
-            "array" => value.is_array(),
-            "string" => value.is_string(),
-            "boolean" => value.is_boolean(),
-            "null" => value.is_null(),
-            "number" => value.is_number(),
-            "integer" => value.is_i64() || value.is_u64(),
-            _ => true,
-        };
-        if !names.is_empty() && !names.iter().any(|t| fits(t)) {
-            return Err(format!("`{path}` must be {}, not {}", names.join(" or "), value));
-        }
-    }
-    if let Some(Value::Array(allowed)) = schema.get("enum")
-        && !allowed.contains(value)
-    {
-        return Err(format!("`{path}` must be one of {}", Value::Array(allowed.clone())));
-    }
-    // The integer formats schemars writes for Rust's integer types: a value out of the type's
-    // range would be refused by the tool's own decoding when the approved call runs.
-    if let Some(format) = schema.get("format").and_then(Value::as_str)
-        && (value.is_i64() || value.is_u64())
-    {
-        let n = value.as_i64().map(i128::from).or_else(|| value.as_u64().map(i128::from)).unwrap_or_default();
-        let range: Option<(i128, i128)> = match format {
-            "int32" => Some((i32::MIN.into(), i32::MAX.into())),
-            "int64" => Some((i64::MIN.into(), i64::MAX.into())),
-            "uint32" => Some((0, u32::MAX.into())),
-            "uint64" | "uint" | "uint128" => Some((0, i128::MAX)),
-            _ => None,
-        };
-        if let Some((min, max)) = range
-            && !(min..=max).contains(&n)
-        {
-            return Err(format!("`{path}` must fit the tool's `{format}` field, not {value}"));
-        }
-    }
-    if let Some(n) = value.as_f64() {
-        if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
-            && n < min
-        {
-            return Err(format!("`{path}` must be at least {min}"));
-        }
-        if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
-            && n > max
-        {
-            return Err(format!("`{path}` must be at most {max}"));
-        }
-    }
-    if let Value::Object(map) = value {
-        let props = schema.get("properties").and_then(Value::as_object);
-        for name in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
-            if !map.contains_key(name) {
-                return Err(format!("`{path}.{name}` is required"));
-            }
-        }
-        for (k, v) in map {
-            match props.and_then(|p| p.get(k)) {
-                Some(sub) => check_schema(sub, v, &format!("{path}.{k}"))?,
-                None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                    return Err(format!("`{path}.{k}` is not a field of the tool's arguments"));
-                }
-                None => {}
-            }
-        }
-    }
-    if let (Value::Array(items), Some(item)) = (value, schema.get("items")) {
-        for (i, v) in items.iter().enumerate() {
-            check_schema(item, v, &format!("{path}[{i}]"))?;
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn schema_checks_types_required_and_unknown_fields() {
-        let schema = json!({
-            "type": "object",
-            "properties": { "order_id": { "type": "string" }, "amount": { "type": "integer", "minimum": 0 } },
-            "required": ["order_id", "amount"],
-            "additionalProperties": false
-        });
-        assert_eq!(check_schema(&schema, &json!({"order_id": "A", "amount": 3}), "args"), Ok(()));
-        assert!(check_schema(&schema, &json!({"order_id": "A"}), "args").unwrap_err().contains("args.amount"));
-        assert!(
-            check_schema(&schema, &json!({"order_id": "A", "amount": "3"}), "args").unwrap_err().contains("integer")
-        );
-        assert!(
-            check_schema(&schema, &json!({"order_id": "A", "amount": -1}), "args").unwrap_err().contains("at least")
-        );
-        assert!(
-            check_schema(&schema, &json!({"order_id": "A", "amount": 1, "x": 1}), "args")
-                .unwrap_err()
-                .contains("args.x")
-        );
-        assert!(check_schema(&schema, &json!([1]), "args").is_err());
-        // schemars writes `u32` as `{"type": "integer", "format": "uint32", "minimum": 0}`.
-        let amount = json!({ "type": "integer", "format": "uint32", "minimum": 0 });
-        assert!(check_schema(&amount, &json!(4_294_967_296u64), "args.amount").unwrap_err().contains("uint32"));
-        assert_eq!(check_schema(&amount, &json!(4_294_967_295u64), "args.amount"), Ok(()));
-        let small = json!({ "type": "integer", "format": "int32" });
-        assert!(check_schema(&small, &json!(-2_147_483_649i64), "n").is_err());
     }
 }

@@ -1,21 +1,22 @@
 //! Read-only commands: `threads`, `show`, `history`, `diff`, `pending`, `graph`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agentflow::approval::{ApprovalDesk, RoleAuthorizer};
+use agentflow::server::inspect::description::{Names, description};
+use agentflow::server::inspect::display::{ago, brief};
+use agentflow::server::inspect::fold::{self, Folded};
+use agentflow::server::inspect::personal;
+use agentflow::server::inspect::waits::waits;
 use agentflow::{Pending, PendingKind, Store};
 use agentflow_store::{ApprovalRecord, ApprovalStatus, ThreadRecord, ThreadStatus};
 use clap::Args;
 use serde_json::{Value, json};
 
 use crate::access::Guard;
-use crate::fold::{self, Folded};
-use crate::out::{self, ago, brief, now_ms};
+use crate::out::{self, now_ms};
 use crate::{Failure, Outcome};
 
-/// The pending write in which a paused step records what it waits for.
-pub const INTERRUPTS: &str = "__interrupts__";
 /// The pending write (or checkpoint metadata key) holding the thread's budget.
 pub const BUDGET: &str = "__budget__";
 
@@ -36,25 +37,7 @@ pub struct ThreadsArgs {
 
 /// Reads a thread or fails with "not found".
 pub fn thread_or_fail(store: &dyn Store, thread: &str) -> Result<ThreadRecord, Failure> {
-    store.thread(thread).map_err(Failure::store)?.ok_or_else(|| {
-        Failure::not_found(format!("no thread `{thread}` in the store; list them with `agentflow threads`"))
-    })
-}
-
-/// Graph names by fingerprint, read from the stored descriptions once each.
-#[derive(Default)]
-pub struct Names(BTreeMap<String, Option<String>>);
-
-impl Names {
-    /// The name of the graph with this fingerprint, if its description is stored.
-    pub fn of(&mut self, store: &dyn Store, thread: &ThreadRecord) -> Option<String> {
-        self.0
-            .entry(thread.graph_fingerprint.clone())
-            .or_insert_with(|| {
-                fold::description(store, thread).ok().flatten().and_then(|d| d["name"].as_str().map(str::to_string))
-            })
-            .clone()
-    }
+    store.thread(thread).map_err(Failure::store)?.ok_or_else(|| crate::access::missing(thread))
 }
 
 /// A thread as JSON (stable field names).
@@ -144,19 +127,6 @@ pub fn threads(store: &dyn Store, guard: &Guard, args: &ThreadsArgs, as_json: bo
     Ok(())
 }
 
-/// What the thread's latest step waits for (empty when it waits for nothing).
-pub fn waits(store: &dyn Store, thread: &str) -> Result<(Option<u64>, Vec<Pending>), Failure> {
-    let Some(latest) = store.latest_checkpoint(thread).map_err(Failure::store)? else { return Ok((None, vec![])) };
-    let writes = store.pending_writes(thread, latest.seq).map_err(Failure::store)?;
-    let waits = match writes.iter().find(|w| w.node == INTERRUPTS) {
-        Some(w) => serde_json::from_slice(&w.value).map_err(|e| {
-            Failure::store(format!("thread `{thread}`: what checkpoint {} waits for does not decode: {e}", latest.seq))
-        })?,
-        None => Vec::new(),
-    };
-    Ok((Some(latest.seq), waits))
-}
-
 fn pending_json(p: &Pending) -> Value {
     let mut v = json!({ "node": p.node, "kind": kind_name(p.kind), "payload": p.payload });
     if let Some(i) = p.instance {
@@ -193,7 +163,7 @@ fn kind_name(kind: PendingKind) -> String {
 /// `show`.
 pub fn show(store: &dyn Store, guard: &Guard, thread: &str, as_json: bool) -> Outcome {
     let record = thread_or_fail(store, thread)?;
-    let description = fold::description(store, &record)?;
+    let description = description(store, &record)?;
     let latest = store.latest_checkpoint(thread).map_err(Failure::store)?;
     let (mut state, next, seq) = match &latest {
         Some(cp) => {
@@ -204,7 +174,7 @@ pub fn show(store: &dyn Store, guard: &Guard, thread: &str, as_json: bool) -> Ou
     };
     // A stored secret shows as `••• reference`.
     agentflow::secret::mask_secret_refs(&mut state.state);
-    crate::personal::show(store, guard.access(), "cli", thread, description.as_ref(), &mut [&mut state.state])?;
+    personal::show(store, guard.access(), "cli", thread, description.as_ref(), &mut [&mut state.state])?;
     // A failed thread still waits for a value where a node asked (an answer of the wrong shape
     // failed it there); other finished threads wait for nothing.
     let waiting = match record.status {
@@ -342,14 +312,14 @@ pub fn history(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
 /// `diff`.
 pub fn diff(store: &dyn Store, guard: &Guard, thread: &str, a: u64, b: u64, as_json: bool) -> Outcome {
     let record = thread_or_fail(store, thread)?;
-    let description = fold::description(store, &record)?;
+    let description = description(store, &record)?;
     let fields = fold::fields(description.as_ref());
     let mut before = fold::state_at(store, thread, a, fields.as_ref())?;
     let mut after = fold::state_at(store, thread, b, fields.as_ref())?;
     agentflow::secret::mask_secret_refs(&mut before.state);
     agentflow::secret::mask_secret_refs(&mut after.state);
     let states = &mut [&mut before.state, &mut after.state];
-    crate::personal::show(store, guard.access(), "cli", thread, description.as_ref(), states)?;
+    personal::show(store, guard.access(), "cli", thread, description.as_ref(), states)?;
     let d = fold::diff(&before.state, &after.state);
     let mut warnings = before.warnings;
     warnings.extend(after.warnings);
@@ -484,7 +454,7 @@ pub fn pending(shared: &Arc<dyn Store>, guard: &Guard, as_json: bool) -> Outcome
 /// `graph`.
 pub fn graph(store: &dyn Store, thread: &str, as_json: bool) -> Outcome {
     let record = thread_or_fail(store, thread)?;
-    let mermaid = match fold::description(store, &record)? {
+    let mermaid = match description(store, &record)? {
         Some(d) => d["mermaid"].as_str().map(str::to_string),
         None => None,
     };

@@ -63,6 +63,15 @@
 //! or URL, only to people trusted with every thread, and give others the inbox (`serve`),
 //! which checks each logged-in user on the server's side.
 //!
+//! **A file a server holds.** A redb file is open in one process at a time. While an
+//! agentflow server (`agentflow::server::Server`, or `serve`) holds it, `pending`, `show`,
+//! `approve`, `reject` and `edit` go through the server's Unix socket, which the file's sidecar
+//! (`<file>.owner`) names: the server acts as the person its users file maps the OS user running
+//! the tool to (`"os_user"`), checks that person's roles and tenants, and records decisions in
+//! their name (`--as`, if given, must name that person; `--role`, `--tenant`, `--access` and
+//! `--roles-for` are the server's settings then). Every other command fails with exit code 3,
+//! naming the server.
+//!
 //! `run resume|cancel|pause THREAD --as USER` asks the run queue, as an app's
 //! `submit_resume`, `cancel_run` and `pause_run` do ([`RunControls`](agentflow::RunControls)):
 //! resume queues the thread for a worker of its graph (named by the graph's stored
@@ -86,7 +95,7 @@
 //! | 0 | done |
 //! | 1 | not found (thread, checkpoint, approval, store file; a thread of a tenant the user does not act for) or refused (an operation the `--access` policy denies, a decision the authorizer or the compare-and-set refused, edited arguments that do not fit the tool's schema, a thread that exists already on import, compacting an unfinished thread, purging a thread under legal hold, a run control for a thread with no queued run) |
 //! | 2 | usage: bad arguments (a command that records who acted without `--as`, `--access` without `--as`, an unreadable `--access` file), bad JSON in `--set`/`--args`, an update the app could not read back, an unreadable export file, an output that cannot be written |
-//! | 3 | store busy or unreachable: another process has the redb file open, a run holds the thread (`update`, `fork`, `answer`, `purge`), or the PostgreSQL server cannot be reached |
+//! | 3 | store busy or unreachable: another process has the redb file open (a server holding it answers `pending`, `show`, `approve`, `reject` and `edit` only), a run holds the thread (`update`, `fork`, `answer`, `purge`), or the PostgreSQL server cannot be reached |
 //! | 4 | store error: the store is damaged, of an unsupported format, or a read or write failed |
 //! | 5 | the thread's state cannot be computed without the graph's Rust types (a custom reducer, an update that does not fit, an update naming a key the stored state does not hold) |
 //!
@@ -110,7 +119,6 @@ macro_rules! outln {
 mod access;
 mod audit;
 mod decide;
-mod fold;
 mod governance;
 mod inspect;
 mod mcp;
@@ -118,11 +126,11 @@ mod open;
 mod operate;
 mod out;
 mod personal;
+mod remote;
 mod runs;
 mod serve;
 mod stuck;
 mod transfer;
-mod types;
 
 use std::process::ExitCode;
 
@@ -140,7 +148,8 @@ Exit codes:
   2  usage: bad arguments (no --as where it is needed), bad JSON, an unreadable export
      or access file, an output that cannot be written (a reader that stops reading,
      as `| head`, ends the command with 0)
-  3  store busy or unreachable: another process has the redb file open, a run holds
+  3  store busy or unreachable: another process has the redb file open (a server
+     holding it answers pending, show, approve, reject and edit only), a run holds
      the thread (update, fork, answer), or the PostgreSQL server cannot be reached;
      for `mcp snapshot`, the MCP server cannot be started or reached
   4  store error: damaged, unsupported format, a read or write failed
@@ -294,6 +303,16 @@ impl Failure {
     }
 }
 
+impl From<agentflow::server::inspect::InspectError> for Failure {
+    /// Not there: exit code 1; anything else is the store's (exit code 4).
+    fn from(e: agentflow::server::inspect::InspectError) -> Self {
+        match e {
+            agentflow::server::inspect::InspectError::NotFound(message) => Failure::not_found(message),
+            other => Failure::store(other),
+        }
+    }
+}
+
 /// The result of a command.
 pub type Outcome = Result<(), Failure>;
 
@@ -355,7 +374,11 @@ fn run(cli: Cli) -> Outcome {
         let importer = guard.actor().id.clone();
         return transfer::import(&store, threads, &importer, json);
     }
-    let store = open::open(&spec, cli.schema.as_deref(), false)?;
+    let store = match open::open(&spec, cli.schema.as_deref(), false) {
+        // A redb file a server holds: some commands go through the server's socket.
+        Err(busy) if busy.code == code::BUSY => return remote::held(&spec, &cli.command, &cli.who, json, busy),
+        opened => opened?,
+    };
     let store = &store;
     let read = |op: Operation, thread: &str| guard.thread(store.as_ref(), op, thread).map(drop);
     match cli.command {

@@ -34,7 +34,15 @@ pub fn open(spec: &str, schema: Option<&str>, create: bool) -> Result<Arc<dyn St
         return Err(Failure::not_found(format!("{spec}: no such store file; check --store (or AGENTFLOW_STORE)")));
     }
     RedbStore::open(path).map(sealed).map_err(|e| match e {
-        OpenError::AlreadyOpen { .. } => Failure::new(
+        OpenError::AlreadyOpen { held_by: Some(server), .. } => Failure::new(
+            code::BUSY,
+            format!(
+                "{spec}: the store is held by the agentflow server {server}, which owns the file while it runs; \
+                 {}; stop the server to run this command",
+                crate::remote::THROUGH_SOCKET
+            ),
+        ),
+        OpenError::AlreadyOpen { held_by: None, .. } => Failure::new(
             code::BUSY,
             format!(
                 "{spec}: the store is busy: another process (a running app or worker) has this redb file open, \

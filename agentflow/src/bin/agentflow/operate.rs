@@ -6,17 +6,19 @@
 use std::sync::Arc;
 
 use agentflow::Store;
+use agentflow::access::Operation;
 use agentflow::persist::{HistoryError, PersistError, fork_thread, update_thread};
+use agentflow::server::inspect::description::description;
+use agentflow::server::inspect::display::{ago, brief};
+use agentflow::server::inspect::{field_type, fold};
 use agentflow_store::{AuditEntry, CompactError, LeaseError, StateChain};
 use clap::Args;
 use serde_json::{Value, json};
 
-use agentflow::access::Operation;
-
 use crate::access::Guard;
 use crate::inspect::thread_or_fail;
-use crate::out::{self, ago, brief, now_ms};
-use crate::{Failure, Outcome, code, fold, types};
+use crate::out::{self, now_ms};
+use crate::{Failure, Outcome, code};
 
 /// `fork` arguments.
 #[derive(Args, Debug)]
@@ -149,7 +151,7 @@ pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, user: &str, as_json: bo
     if fields.is_empty() {
         return Err(Failure::usage("--set sets no field"));
     }
-    let description = fold::description(store.as_ref(), &record)?;
+    let description = description(store.as_ref(), &record)?;
     if let Some(known) = fold::fields(description.as_ref())
         && let Some(bad) = fields.keys().find(|k| !known.reducers.contains_key(*k))
     {
@@ -164,15 +166,16 @@ pub fn update(store: &Arc<dyn Store>, args: &UpdateArgs, user: &str, as_json: bo
     // field's Rust type (as the description names it) cannot hold. Where that type is not
     // understood here, refuse a value whose JSON kind differs from the one the field holds now
     // (a string for a number, ...). `null` sets the field to null (clears an `Option`).
-    let types = types::field_types(description.as_ref());
+    let types = field_type::field_types(description.as_ref());
     let mut checked = std::collections::BTreeSet::new();
     for (name, value) in fields {
         let Some(ty) = types.get(name) else { continue };
-        match types::check(ty, value, &format!("`{name}`")) {
-            Ok(types::Fit::Checked) => {
+        match field_type::check(ty, value, &format!("`{name}`")) {
+            Ok(field_type::Fit::Checked) => {
                 checked.insert(name.clone());
             }
-            Ok(types::Fit::Partly) => {}
+            // Partly checked (or a fit a later release adds): compared with the value held now.
+            Ok(_) => {}
             Err(why) => return Err(Failure::usage(format!("{why}; the app's state could not hold it"))),
         }
     }
@@ -230,7 +233,7 @@ pub fn compact(store: &Arc<dyn Store>, args: &CompactArgs, as_json: bool) -> Out
             args.thread, record.status
         )));
     }
-    let description = fold::description(store.as_ref(), &record)?;
+    let description = description(store.as_ref(), &record)?;
     let fields = fold::fields(description.as_ref());
     if fields.is_none() {
         return Err(Failure::new(
@@ -243,7 +246,7 @@ pub fn compact(store: &Arc<dyn Store>, args: &CompactArgs, as_json: bool) -> Out
     }
     let thread = args.thread.clone();
     let fold_fn = |chain: &StateChain| -> Result<Vec<u8>, agentflow_store::BoxError> {
-        let folded = fold::fold(&thread, chain, fields.as_ref()).map_err(|f| f.message)?;
+        let folded = fold::fold(&thread, chain, fields.as_ref())?;
         fold::require_exact(&folded)?;
         Ok(serde_json::to_vec(&folded.state)?)
     };

@@ -1,4 +1,5 @@
-//! Output: aligned tables for people, JSON for scripts, and the time helpers both use.
+//! Output: aligned tables for people, JSON for scripts, and the clock and durations the
+//! commands read (times and values are shown by the library's `agentflow::server::inspect::display`).
 
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -148,25 +149,6 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> Outcome {
     Ok(())
 }
 
-/// How long ago `at` (unix millis) was, for people: `45s ago`, `3m ago`, `2h ago`, `4d ago`.
-pub fn ago(at: u64, now: u64) -> String {
-    if at > now {
-        return format!("in {}", span(at - now));
-    }
-    format!("{} ago", span(now - at))
-}
-
-/// A duration in millis, for people: `45s`, `3m`, `2h`, `4d`.
-pub fn span(ms: u64) -> String {
-    let s = ms / 1000;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m", s / 60),
-        3600..86_400 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86_400),
-    }
-}
-
 /// Parses a duration: a number and a unit (`500ms`, `30s`, `5m`, `2h`, `3d`), in millis.
 pub fn parse_duration(text: &str) -> Result<u64, String> {
     let text = text.trim();
@@ -187,19 +169,6 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
 /// Parses a JSON argument; bad JSON is a usage error naming the option.
 pub fn parse_json(option: &str, text: &str) -> Result<Value, Failure> {
     serde_json::from_str(text).map_err(|e| Failure::usage(format!("{option} is not valid JSON: {e}")))
-}
-
-/// A JSON value on one line, cut to `max` characters for a table cell.
-pub fn brief(value: &Value, max: usize) -> String {
-    let text = match value {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    if text.chars().count() <= max {
-        return text;
-    }
-    let cut: String = text.chars().take(max.saturating_sub(1)).collect();
-    format!("{cut}…")
 }
 
 #[cfg(test)]

@@ -205,22 +205,17 @@ pub async fn filled_redb(dir: &Path) -> PathBuf {
     path
 }
 
-/// Opens the redb file; while the server has it open for a request (a page's live poll),
-/// tries again, for up to ten seconds.
+/// Opens the redb file. A running server may hold it for as long as it runs: [`Serve::stop`]
+/// it first.
 pub fn open_redb(path: &Path) -> Arc<dyn Store> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match RedbStore::open(path) {
-            Ok(s) => return Arc::new(s),
-            Err(agentflow_store::OpenError::AlreadyOpen { .. }) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(e) => panic!("open the store: {e}"),
-        }
+    match RedbStore::open(path) {
+        Ok(s) => Arc::new(s),
+        Err(e) => panic!("open the store (stop a server running on it first): {e}"),
     }
 }
 
-/// Resumes `t-paused` in this process (the file is open only during the run).
+/// Resumes `t-paused` in this process (the file is open only during the run; a server on it
+/// must be stopped).
 pub async fn resume(path: &Path) -> agentflow::Run<Pay> {
     app(open_redb(path)).runner(&()).thread("t-paused").resume().await.expect("resume")
 }
@@ -230,8 +225,16 @@ pub fn with_redb<T>(path: &Path, f: impl FnOnce(&Arc<dyn Store>) -> T) -> T {
     f(&open_redb(path))
 }
 
+/// The OS user running the tests, as `id -un` names it.
+pub fn os_user() -> String {
+    let out = Command::new("id").arg("-un").output().expect("run `id -un`");
+    assert!(out.status.success(), "id -un: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("a UTF-8 user name").trim().to_string()
+}
+
 /// The users: `alice` and `carol` may decide irreversible calls, `bob` has no role, `agent`
 /// (who requests the refunds) has the role too. Tokens: `<name>-token`; alice's is given hashed.
+/// `carol` is the OS user running the tests: the CLI reaches a server holding the file as her.
 pub fn users_file(dir: &Path) -> PathBuf {
     use sha2::Digest;
     let hash: String = sha2::Sha256::digest(b"alice-token").iter().map(|b| format!("{b:02x}")).collect();
@@ -240,41 +243,43 @@ pub fn users_file(dir: &Path) -> PathBuf {
         { "name": "alice", "token_sha256": hash, "roles": ["irreversible"] },
         { "name": "bob", "token": "bob-token", "roles": ["support"] },
         { "name": "agent", "token": "agent-token", "roles": ["irreversible"] },
-        { "name": "carol", "token": "carol-token", "roles": ["irreversible", "refunds"] },
+        { "name": "carol", "token": "carol-token", "roles": ["irreversible", "refunds"], "os_user": os_user() },
     ]});
     std::fs::write(&path, users.to_string()).expect("users file");
     path
 }
 
 /// `agentflow serve` running in a subprocess on a free loopback port; killed on drop.
+///
+/// A redb file is open in one process at a time, and the server may hold it for as long as it
+/// runs: a test reads or changes the store itself, or runs a CLI command other than
+/// `pending`, `approve`, `reject` and `show` on it, only after [`Serve::stop`]; to go on with
+/// the inbox after that, [`Stopped::start`] starts it again (on another port: users log in again).
 pub struct Serve {
     child: Child,
     // Kept open: the server's stdout stays a pipe with a reader.
     _stdout: BufReader<std::process::ChildStdout>,
     /// `http://127.0.0.1:PORT`
     pub base: String,
+    /// How it was started.
+    how: Stopped,
+}
+
+/// A server that was stopped, and how it was started, to start it again.
+#[derive(Debug, Clone)]
+pub struct Stopped {
+    store: String,
+    users: PathBuf,
+    extra: Vec<String>,
 }
 
 impl Serve {
     /// Starts the server on `store` (a redb path or a postgres URL) and waits for the line
     /// that names its address.
     pub fn start(store: &str, users: &Path, extra: &[&str]) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agentflow"))
-            .args(["serve", "--store", store, "--bind", "127.0.0.1:0", "--users"])
-            .arg(users)
-            // The gauge's refresh stays out of the tests' way unless a test asks for it.
-            .args(if extra.contains(&"--stuck-every") { &[][..] } else { &["--stuck-every", "1h"][..] })
-            .args(extra)
-            .env_remove("AGENTFLOW_STORE")
-            .env_remove("AGENTFLOW_ROLES")
-            .env_remove("AGENTFLOW_TWO_PERSON")
-            .env_remove("AGENTFLOW_PG_SCHEMA")
-            .env_remove("AGENTFLOW_AS")
-            .env_remove("AGENTFLOW_ACCESS")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start agentflow serve");
+        let how = Stopped::new(store, users, extra);
+        let mut child =
+            serve_command(store, users, extra).stdout(Stdio::piped()).spawn().expect("start agentflow serve");
         let stdout = child.stdout.take().expect("stdout");
         let mut line = String::new();
         let mut reader = BufReader::new(stdout);
@@ -284,7 +289,36 @@ impl Serve {
             panic!("agentflow serve did not start: {line:?}");
         };
         let base = line[at..].split_whitespace().next().unwrap_or_default().trim_end_matches('/').to_string();
-        Serve { child, _stdout: reader, base }
+        Serve { child, _stdout: reader, base, how }
+    }
+
+    /// Stops the server (it must still be running) and waits until it has exited, so the store
+    /// file is free; what it returns starts it again.
+    pub fn stop(mut self) -> Stopped {
+        let exited = self.child.try_wait().expect("ask whether the server exited");
+        assert!(exited.is_none(), "agentflow serve exited by itself: {exited:?}");
+        self.child.kill().expect("stop agentflow serve");
+        self.child.wait().expect("wait for agentflow serve to exit");
+        self.how.clone()
+    }
+}
+
+impl Stopped {
+    /// A server not started yet: [`Stopped::start`] starts it on `store` as [`Serve::start`] does.
+    pub fn new(store: &str, users: &Path, extra: &[&str]) -> Stopped {
+        Stopped { store: store.to_string(), users: users.to_path_buf(), extra: to_strings(extra) }
+    }
+
+    /// Starts the server again as it was started (on another port: log in again).
+    pub fn start(&self) -> Serve {
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        Serve::start(&self.store, &self.users, &extra)
+    }
+
+    /// Starts the server as it was started, expecting it to refuse to (see [`start_refused`]).
+    pub fn start_refused(&self) -> std::process::Output {
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        start_refused(&self.store, &self.users, &extra)
     }
 }
 
@@ -293,6 +327,51 @@ impl Drop for Serve {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn to_strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
+}
+
+/// `agentflow serve` on `store` on a free loopback port, free of the environment that would
+/// change what it does.
+fn serve_command(store: &str, users: &Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentflow"));
+    command
+        .args(["serve", "--store", store, "--bind", "127.0.0.1:0", "--users"])
+        .arg(users)
+        // The gauge's refresh stays out of the tests' way unless a test asks for it.
+        .args(if extra.contains(&"--stuck-every") { &[][..] } else { &["--stuck-every", "1h"][..] })
+        .args(extra)
+        .env_remove("AGENTFLOW_STORE")
+        .env_remove("AGENTFLOW_ROLES")
+        .env_remove("AGENTFLOW_TWO_PERSON")
+        .env_remove("AGENTFLOW_PG_SCHEMA")
+        .env_remove("AGENTFLOW_AS")
+        .env_remove("AGENTFLOW_ACCESS")
+        .stderr(Stdio::inherit());
+    command
+}
+
+/// Runs `agentflow serve` on `store` expecting it to refuse to start: its output (stderr
+/// captured) once it exited by itself, within ten seconds. A server that starts instead is
+/// stopped, and the test fails.
+pub fn start_refused(store: &str, users: &Path, extra: &[&str]) -> std::process::Output {
+    let mut child = serve_command(store, users, extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start agentflow serve");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while child.try_wait().expect("ask whether the server exited").is_none() {
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("agentflow serve started on {store} (users {}): it was expected to refuse", users.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("the refused server's output")
 }
 
 /// Runs the CLI on `store`.
@@ -335,12 +414,14 @@ pub fn assert_untouched(store: &Path) {
     assert_eq!(serde_json::from_str::<Value>(&a.args).unwrap(), json!({ "order_id": "A-1", "amount": 40 }));
 }
 
-/// A store filled by [`filled_redb`] in a new directory, and `agentflow serve` on it.
-pub async fn setup(name: &str) -> (std::path::PathBuf, Serve) {
+/// A store filled by [`filled_redb`] in a new directory, its one approval as filled (read
+/// before the server starts), and `agentflow serve` on it.
+pub async fn setup(name: &str) -> (PathBuf, Serve, ApprovalRecord) {
     let dir = temp_dir(name);
     let store = filled_redb(&dir).await;
+    let approval = the_approval(&store);
     let serve = Serve::start(store.to_str().unwrap(), &users_file(&dir), &[]);
-    (store, serve)
+    (store, serve, approval)
 }
 
 /// A path segment, percent-encoded as the pages write links.

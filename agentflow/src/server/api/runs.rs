@@ -1,0 +1,265 @@
+//! Starting and resuming runs: `POST /api/threads` and `POST /api/threads/{thread}/resume`.
+//!
+//! Every run goes through the run queue, where the server's workers claim it. In the background
+//! (the default) the answer is 202 at once; with `wait` the request waits until the run stops
+//! (it parks, waiting for a person or its timer, or it ends: 200) or `wait_ms` passes (202, with
+//! where it stands then). Waiting reads the thread's state, so it needs `read_state` besides the
+//! route's operation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentflow_store::{QueuedRun, RunWait, ThreadRecord};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use tokio::time::Instant;
+
+use super::bodies::{ResumeRun, RunView, StartRun};
+use super::body::{Body, MaybeBody};
+use super::caller::Caller;
+use super::path::Path;
+use super::problem::{Problem, blocking};
+use super::reads::{approvals_waiting, queued_run, state_view};
+use super::state::ApiState;
+use crate::access::{Operation, Tenants};
+use crate::app::{RunControls, WorkerError};
+use crate::approval::ApprovalDesk;
+use crate::durable::now_ms;
+use crate::server::inspect::description::Names;
+
+/// How long `wait` waits unless `wait_ms` says otherwise: 30 s.
+pub(crate) const DEFAULT_WAIT_MS: u64 = 30_000;
+/// The longest `wait_ms` honoured: 300 s.
+pub(crate) const MAX_WAIT_MS: u64 = 300_000;
+/// The longest pause between two looks at the run queue while waiting.
+const MOST_BETWEEN_LOOKS: Duration = Duration::from_millis(200);
+
+/// An answer with a status and a run.
+type Answer = (StatusCode, Json<RunView>);
+
+/// `POST /api/threads`: queues a new thread's run.
+pub(crate) async fn start(
+    State(state): State<Arc<ApiState>>,
+    caller: Caller,
+    Body(body): Body<StartRun>,
+) -> Result<Answer, Problem> {
+    caller.allow(Operation::Start)?;
+    if body.wait {
+        caller.allow(Operation::ReadState)?;
+    }
+    let graph = state.graph(&body.graph).cloned().ok_or_else(|| {
+        Problem::not_found(format!("no graph `{}` is hosted here; GET /api/graphs lists them", body.graph))
+    })?;
+    // Thread ids are one namespace for every tenant: a caller of some tenants choosing one could
+    // tell from a refusal that another tenant's thread has it.
+    if body.thread.is_some() && matches!(caller.actor().tenants, Tenants::Only(_)) {
+        return Err(Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "thread_id_not_allowed",
+            "you act for some tenants only, so the server names your new thread (the answer gives its id): thread \
+             ids are shared by all tenants, and one you chose could be taken by another tenant's thread. Leave \
+             `thread` out",
+        ));
+    }
+    let thread = match body.thread {
+        Some(t) if t.trim().is_empty() || t.trim() != t || t.chars().any(char::is_control) => {
+            return Err(Problem::unprocessable(format!(
+                "the thread id {t:?} is empty, has spaces around it or holds control characters; choose another"
+            )));
+        }
+        Some(t) => t,
+        None => new_thread_id(graph.name())?,
+    };
+    // A caller of one tenant starts its threads for it unless told otherwise.
+    let tenant = body.tenant.or_else(|| match &caller.actor().tenants {
+        Tenants::Only(set) if set.len() == 1 => set.iter().next().cloned(),
+        _ => None,
+    });
+    let (access, id, input) = (caller.access().clone(), thread.clone(), body.input);
+    blocking(move || Ok(graph.submit(&access, &id, input, tenant.as_deref())?)).await?;
+    if !body.wait {
+        return Ok((StatusCode::ACCEPTED, Json(RunView::queued(thread))));
+    }
+    outcome(&state, &caller, thread, body.wait_ms).await
+}
+
+/// `POST /api/threads/{thread}/resume`: answers the question the thread waits on (when a value
+/// is given) and queues the thread to go on.
+pub(crate) async fn resume(
+    State(state): State<Arc<ApiState>>,
+    caller: Caller,
+    Path(thread): Path<String>,
+    MaybeBody(body): MaybeBody<ResumeRun>,
+) -> Result<Answer, Problem> {
+    let record = caller.thread(&state, Operation::Resume, &thread).await?;
+    if !record.status.is_resumable() {
+        return Err(Problem::conflict(format!(
+            "thread `{thread}` is {}: there is nothing to resume; start a new thread instead",
+            record.status.as_str()
+        )));
+    }
+    if body.wait {
+        caller.access().check(Operation::ReadState, &record)?;
+    }
+    let value = body.value.filter(|v| !v.is_null());
+    if value.is_some() {
+        caller.access().check(Operation::Answer, &record)?;
+        state.may_answer(caller.actor()).map_err(|m| Problem::new(StatusCode::FORBIDDEN, "forbidden", m))?;
+    }
+    // A person sees what they answer: the question's id names it, and the answer is refused if
+    // the thread asks another by then.
+    let question = match (&value, body.question) {
+        (Some(_), None) => {
+            return Err(Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "question_required",
+                format!(
+                    "an answer (`value`) names the question it answers: send its id in `question`, as \
+                     GET /api/threads/{thread}/pending lists it; nothing was recorded"
+                ),
+            ));
+        }
+        (_, question) => question,
+    };
+    let answering = value.is_some();
+    let (shared, access, id, held) = (Arc::clone(&state), caller.access().clone(), thread.clone(), record.clone());
+    let queued = blocking(move || {
+        let store = Arc::clone(&shared.store);
+        hosts_graph_of(&shared, &held)?;
+        if let (Some(value), Some(question)) = (value, &question) {
+            let actor = access.actor().clone();
+            let desk = ApprovalDesk::for_store(Arc::clone(&store), shared.authorizer.clone())
+                .access_shared(Arc::clone(&shared.access))
+                .reading_as(actor.clone());
+            let (seq, _) = desk.waiting_questions(&id)?;
+            desk.answer_question(&id, seq, question, value, &actor)?;
+            // Recording the last answer of the step woke the run a worker parked for it; one
+            // still parked waits for the step's other answers.
+            if let Some(run) = queued_run(&shared, &id)? {
+                return Ok(run.wait == RunWait::Ready);
+            }
+        }
+        match RunControls::new(store, access).submit_resume(&id, None) {
+            Ok(()) => Ok(true),
+            // Answered, and the step asks more: the thread waits for those answers.
+            Err(WorkerError::ValueRequired { .. }) if answering => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await?;
+    if !body.wait {
+        let mut view = RunView::queued(thread);
+        if !queued {
+            view.status = record.status.as_str().to_string();
+            view.stopped = true;
+        }
+        return Ok((StatusCode::ACCEPTED, Json(view)));
+    }
+    outcome(&state, &caller, thread, body.wait_ms).await
+}
+
+/// `Ok` unless a run of thread `record` would wait in the queue for good: the store is a file
+/// this server holds (no other process can open it, so none runs a worker on it) and the server
+/// hosts no graph of the thread's name (409 `graph_not_hosted`). A thread whose graph's name is
+/// not stored is refused by the resume itself.
+fn hosts_graph_of(state: &ApiState, record: &ThreadRecord) -> Result<(), Problem> {
+    if state.store.file_path().is_none() || state.graph_of(&record.graph_fingerprint).is_some() {
+        return Ok(());
+    }
+    match Names::default().of(state.store.as_ref(), record) {
+        Some(name) if state.graph(&name).is_none() => Err(Problem::new(
+            StatusCode::CONFLICT,
+            "graph_not_hosted",
+            format!(
+                "thread `{}` runs graph `{name}`, which this server does not host; while the server holds the store \
+                 file no other process can run it, so its run would wait in the queue for good: host graph \
+                 `{name}` in this server (`Server::app`) and start it again; nothing was recorded or queued",
+                record.id
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A new thread id for graph `graph`: its name and 16 random hex digits.
+fn new_thread_id(graph: &str) -> Result<String, Problem> {
+    let random = crate::server::auth::random_token().map_err(|e| {
+        Problem::unavailable(format!(
+            "no random thread id can be made ({e}); try again (a caller acting for every tenant may name the thread)"
+        ))
+    })?;
+    Ok(format!("{graph}-{}", &random[..16]))
+}
+
+impl RunView {
+    /// A run just queued.
+    pub(crate) fn queued(thread: String) -> Self {
+        RunView {
+            thread,
+            status: "queued".to_string(),
+            stopped: false,
+            detail: None,
+            state: None,
+            pending: Vec::new(),
+            approvals: Vec::new(),
+        }
+    }
+
+    /// A run still in the queue's hands: claimed by a worker whose lease holds (`running`), or
+    /// waiting for one (`queued`).
+    fn moving(run: &QueuedRun) -> Self {
+        let mut view = RunView::queued(run.thread.clone());
+        if run.lease.as_ref().is_some_and(|l| l.expires_at > now_ms()) {
+            view.status = "running".to_string();
+        }
+        view
+    }
+}
+
+/// Waits until thread `thread`'s run stops (it leaves the queue, or parks waiting for a person or
+/// its timer) or `wait_ms` passes: 200 with the thread's status, state and waits, or 202 with
+/// where the run stands.
+async fn outcome(
+    state: &Arc<ApiState>,
+    caller: &Caller,
+    thread: String,
+    wait_ms: Option<u64>,
+) -> Result<Answer, Problem> {
+    let deadline = Instant::now() + Duration::from_millis(wait_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS));
+    let mut pause = Duration::from_millis(5);
+    loop {
+        let (shared, id) = (Arc::clone(state), thread.clone());
+        let run = blocking(move || queued_run(&shared, &id)).await?;
+        let Some(run) = run.filter(|r| r.wait == RunWait::Ready) else { break };
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok((StatusCode::ACCEPTED, Json(RunView::moving(&run))));
+        }
+        tokio::time::sleep(pause.min(deadline - now)).await;
+        pause = (pause * 2).min(MOST_BETWEEN_LOOKS);
+    }
+    let (shared, access) = (Arc::clone(state), caller.access().clone());
+    blocking(move || {
+        let Some(record) = access.lookup::<Problem>(shared.store.as_ref(), Operation::ReadState, &thread)? else {
+            // The run left the queue without creating its thread (it could not be run).
+            let mut view = RunView::queued(thread);
+            view.status = "not_started".to_string();
+            view.stopped = true;
+            view.detail = Some("the run left the queue before it created the thread; the server's log says why".into());
+            return Ok((StatusCode::OK, Json(view)));
+        };
+        let read = state_view(&shared, &access, &record)?;
+        let view = RunView {
+            status: record.status.as_str().to_string(),
+            stopped: true,
+            detail: Some(record.detail.clone()).filter(|d| !d.is_empty()),
+            state: Some(read.state),
+            pending: read.pending,
+            approvals: approvals_waiting(&shared, &record.id)?,
+            thread,
+        };
+        Ok((StatusCode::OK, Json(view)))
+    })
+    .await
+}

@@ -1,0 +1,156 @@
+//! One graph a server hosts, its Rust types erased: [`Hosted`], JSON in and out, implemented
+//! by [`HostedApp`] for every `App<S, D>` and its dependencies. The server keeps one per graph,
+//! by graph name, and runs a worker and a timer scheduler for each.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::access::{Access, AccessPolicy, Actor};
+use crate::app::{App, WorkerError};
+use crate::approval::{ApprovalDesk, RoleAuthorizer};
+use crate::core::state::State;
+use crate::durable::{HistoryError, PersistError, fold_chain};
+use crate::worker::Worker;
+
+/// What a hosted graph's worker and scheduler are: a future that runs them until its token is
+/// cancelled, then stops them.
+pub(crate) type Running = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Why a hosted graph refused a new run.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SubmitError {
+    /// The input is not the graph's state.
+    #[error(
+        "the input is not a `{state}` (the state of graph `{graph}`): {reason}; send the state's fields as a JSON object"
+    )]
+    Input {
+        /// The graph.
+        graph: &'static str,
+        /// The state's name.
+        state: &'static str,
+        /// What serde said.
+        reason: String,
+    },
+    /// The run queue, the store or the access policy refused it.
+    #[error(transparent)]
+    Worker(#[from] WorkerError),
+}
+
+/// A graph the server hosts, its state and dependency types erased: what the API needs of it.
+pub(crate) trait Hosted: Send + Sync + 'static {
+    /// The graph's name: the key runs are queued under and the API names it by.
+    fn name(&self) -> &'static str;
+
+    /// The graph's fingerprint.
+    fn fingerprint(&self) -> &str;
+
+    /// The graph's description ([`CompiledGraph::description`](crate::graph::CompiledGraph::description)).
+    fn description(&self) -> Value;
+
+    /// Queues a new run of thread `thread` from `input` (the graph's state as JSON) for
+    /// `access`'s actor, checked by `access`'s policy, owned by and audited as that actor, for
+    /// `tenant` if one is given. Blocking.
+    fn submit(&self, access: &Access, thread: &str, input: Value, tenant: Option<&str>) -> Result<(), SubmitError>;
+
+    /// The state of thread `thread` at checkpoint `seq`, folded with the graph's own types and
+    /// reducers, as JSON; `None` when the checkpoint is not there. Unchecked and unmasked: the
+    /// caller checks and masks. Blocking.
+    fn state_json(&self, thread: &str, seq: u64) -> Result<Option<Value>, HistoryError>;
+
+    /// The approval desk of this graph (it knows the graph's tools, so an edit is checked
+    /// against the tool's own validation), with `authorizer` and the app's access policy.
+    fn desk(&self, authorizer: RoleAuthorizer) -> Result<ApprovalDesk, HistoryError>;
+
+    /// A worker running up to `concurrency` runs at once and a timer scheduler, both stopped
+    /// when `stop` is cancelled (the worker lets running steps finish first).
+    fn run(&self, stop: CancellationToken, concurrency: usize) -> Running;
+}
+
+/// The server's access policy, shared, as the policy of a hosted app's calls.
+struct SharedPolicy(Arc<dyn AccessPolicy>);
+
+impl AccessPolicy for SharedPolicy {
+    fn permits(&self, actor: &Actor, operation: crate::access::Operation, thread: Option<&str>) -> Result<(), String> {
+        self.0.permits(actor, operation, thread)
+    }
+
+    fn allows_all(&self) -> bool {
+        self.0.allows_all()
+    }
+}
+
+/// An `App<S, D>` with its dependencies, hosted.
+pub(crate) struct HostedApp<S: State, D> {
+    app: App<S, D>,
+    deps: Arc<D>,
+}
+
+impl<S: State, D: Send + Sync + 'static> HostedApp<S, D> {
+    /// `app`, run with `deps`.
+    pub(crate) fn new(app: App<S, D>, deps: Arc<D>) -> Self {
+        HostedApp { app, deps }
+    }
+}
+
+impl<S: State, D: Send + Sync + 'static> Hosted for HostedApp<S, D> {
+    fn name(&self) -> &'static str {
+        self.app.graph().name()
+    }
+
+    fn fingerprint(&self) -> &str {
+        self.app.graph().fingerprint()
+    }
+
+    fn description(&self) -> Value {
+        self.app.graph().description()
+    }
+
+    fn submit(&self, access: &Access, thread: &str, input: Value, tenant: Option<&str>) -> Result<(), SubmitError> {
+        let input: S = serde_json::from_value(input).map_err(|e| SubmitError::Input {
+            graph: self.name(),
+            state: S::NAME,
+            reason: e.to_string(),
+        })?;
+        // Acting as the caller, under the server's policy: the start is checked for them, and
+        // the thread is theirs, so the `run.submitted` audit entry names them.
+        let actor = access.actor();
+        let app = self.app.clone().access(SharedPolicy(Arc::clone(access.policy()))).acting_as(actor);
+        match tenant {
+            Some(tenant) => app.submit_for(thread, &input, &actor.id, tenant)?,
+            None => app.submit_as(thread, &input, &actor.id)?,
+        }
+        Ok(())
+    }
+
+    fn state_json(&self, thread: &str, seq: u64) -> Result<Option<Value>, HistoryError> {
+        let store = self.app.backing_store().ok_or(HistoryError::NoStore)?;
+        let Some(chain) = store.state_chain(thread, seq).map_err(PersistError::from)? else { return Ok(None) };
+        let state: S = fold_chain(thread, &chain)?;
+        let value =
+            serde_json::to_value(&state).map_err(|source| PersistError::Encode { what: "the state", source })?;
+        Ok(Some(value))
+    }
+
+    fn desk(&self, authorizer: RoleAuthorizer) -> Result<ApprovalDesk, HistoryError> {
+        self.app.approvals(authorizer)
+    }
+
+    fn run(&self, stop: CancellationToken, concurrency: usize) -> Running {
+        let (app, deps) = (self.app.clone(), Arc::clone(&self.deps));
+        Box::pin(async move {
+            let graph = app.graph().name();
+            let scheduler = app.scheduler(Arc::clone(&deps));
+            match Worker::new(app, deps).concurrency(concurrency).run(stop).await {
+                Ok(report) => tracing::debug!(graph, ?report, "the server's worker stopped"),
+                Err(e) => {
+                    tracing::error!(graph, error = %e, "the server's worker stopped: no run of this graph is claimed until the server starts again")
+                }
+            }
+            scheduler.shutdown().await;
+        })
+    }
+}
