@@ -250,7 +250,7 @@ async fn a_run_started_over_http_is_approved_in_the_inbox_and_completes_on_a_red
     }
 
     // The server holds the file: a program that opens it is told which process has it.
-    match agentflow::RedbStore::open(&db) {
+    match crate::support::stores::open_redb(&db) {
         Err(e @ agentflow_store::OpenError::AlreadyOpen { .. }) => {
             let message = e.to_string();
             assert!(message.contains(&format!("pid {}", served.pid())), "the message names the server: {message}");
