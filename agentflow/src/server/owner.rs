@@ -57,7 +57,7 @@ pub(crate) async fn claim(
     })?;
     let claimed = Claimed::take(&file)?;
     let bound = socket::bind(&file)?;
-    let owner = Owner::new(program(), bound.path.clone(), now_ms());
+    let owner = Owner::new(program(), bound.path.clone(), crate::core::clock::now_ms());
     let guard_parts = (bound.path.clone(), bound.private_dir.clone());
     if let Err(e) = redb_owner::write(&file, &owner) {
         remove_socket(&guard_parts.0, guard_parts.1.as_deref());
@@ -162,10 +162,4 @@ fn program() -> String {
         .ok()
         .and_then(|exe| exe.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_else(|| "agentflow server".to_string())
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
