@@ -1,5 +1,7 @@
-//! A refund graph served over HTTP: the approval inbox, the JSON API and its OpenAPI document, in
-//! one process that runs the graph's threads.
+//! Two graphs served over HTTP: refunds that wait for a person's approval, and a digest written
+//! step by step whose events a client follows as they are committed. The approval inbox, the
+//! JSON API and its OpenAPI document, and the threads' event streams, in one process that runs
+//! the graphs' threads.
 //!
 //! ```text
 //! cargo run --example server                       # ./server.redb, ./server-users.json, http://127.0.0.1:8700/
@@ -27,20 +29,39 @@
 //! `approver`) approves, edits or rejects it. `agent` (role `agent`) starts and resumes refunds,
 //! `bob` (role `viewer`) only reads. No model is involved.
 //!
+//! A second graph, `digest`, writes a short digest of a topic in several steps, as an agent
+//! would: it calls the tool `outline` (no approval needed) and keeps the call and its result in
+//! its conversation, then writes one section per step, each a message of its own, waiting
+//! `pause_ms` before each (a stand-in for the model's call: no model is involved here either).
+//! Its run is slow enough to watch: follow a thread's events as they are committed with
+//!
+//! ```text
+//! curl -s -H 'Authorization: Bearer agent-demo-token' -H 'content-type: application/json' \
+//!   -d '{"graph": "digest", "thread": "digest-1", "input": {"topic": "tides", "sections": 5, "pause_ms": 500}}' \
+//!   http://127.0.0.1:8700/api/threads
+//! curl -N -H 'Authorization: Bearer bob-demo-token' http://127.0.0.1:8700/api/threads/digest-1/stream
+//! ```
+//!
+//! (the stream stays open for the thread's next runs: Ctrl-C ends it).
+//!
 //! Options: `--db PATH` (default `server.redb`) or `--store postgres://...` (in `--schema NAME`,
 //! default `agentflow`; any number of servers may share it); `--users FILE`
 //! (default `server-users.json` beside the store file; written with demo tokens when missing,
 //! readable by this OS account only);
-//! `--bind ADDR` (default `127.0.0.1:8700`). The first line printed is
+//! `--bind ADDR` (default `127.0.0.1:8700`); `--workers N` (default 8): how many runs of each
+//! graph this server runs at once; `0` runs none: the server answers the API and serves streams
+//! while other servers sharing its PostgreSQL store run the threads. The first line printed is
 //! `agentflow server: http://ADDR/ ...`. Ctrl-C stops it: running steps finish first.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use agentflow::access::RoleAccess;
 use agentflow::approval::RoleAuthorizer;
+use agentflow::message::{Message, ToolCall};
 use agentflow::prelude::*;
 use agentflow::server::Server;
 use agentflow::{RedbStore, Store};
@@ -87,6 +108,74 @@ pub mod refunds {
         // The tool's result when it ran; what came back instead otherwise (a rejection's reason).
         let outcome = obs.body.get("result").cloned().unwrap_or(obs.body);
         Ok(goto!(END, Claim::update().notes(vec!["refund call returned".into()]).outcome(Some(outcome))))
+    }
+}
+
+/// The longest digest the example writes, in sections.
+pub const MAX_SECTIONS: u32 = 50;
+/// The longest pause before a section, in milliseconds.
+pub const MAX_PAUSE_MS: u64 = 10_000;
+
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+pub struct OutlineArgs {
+    /// What the digest is about.
+    topic: String,
+    /// How many sections it has.
+    sections: u32,
+}
+
+/// Plans a digest: the titles of its sections (here: the topic, numbered).
+#[tool(risk = read)]
+async fn outline(args: OutlineArgs) -> Result<Value, ToolError> {
+    let titles: Vec<String> = (1..=args.sections).map(|n| format!("{} ({n})", args.topic)).collect();
+    Ok(json!({ "titles": titles }))
+}
+
+/// A digest of a topic, written one section per step. Fields left out of a new thread's input
+/// take the defaults: 3 sections, 200 ms before each.
+#[derive(Debug, Clone, Serialize, Deserialize, State)]
+#[serde(default)]
+pub struct Digest {
+    pub topic: String,
+    /// How many sections to write (at most [`MAX_SECTIONS`]).
+    pub sections: u32,
+    /// How long each section takes, in milliseconds (at most [`MAX_PAUSE_MS`]).
+    pub pause_ms: u64,
+    /// The conversation: the `outline` call and its result, then one message per section.
+    #[reduce(messages)]
+    pub messages: Vec<Message>,
+    /// How many sections are written.
+    pub written: u32,
+}
+
+impl Default for Digest {
+    fn default() -> Self {
+        Digest { topic: String::new(), sections: 3, pause_ms: 200, messages: Vec::new(), written: 0 }
+    }
+}
+
+#[graph(state = Digest, start = plan, max_steps = 64)]
+pub mod digest {
+    use super::*;
+
+    #[node(goto = [write], tools = [outline])]
+    async fn plan(s: &Digest, cx: &Ctx<()>) -> Result<Step<Digest>, NodeError> {
+        let sections = s.sections.clamp(1, MAX_SECTIONS);
+        let call = ToolCall::new("outline-1", "outline", json!({ "topic": s.topic, "sections": sections }));
+        let obs = cx.run_tool(outline, OutlineArgs { topic: s.topic.clone(), sections }).await?;
+        let result = obs.body.get("result").cloned().unwrap_or(obs.body);
+        let asked = Message::ai_with_tool_calls("", vec![call]);
+        let answered = Message::tool("outline-1", result.to_string());
+        Ok(goto!(write, Digest::update().sections(sections).messages(vec![asked, answered])))
+    }
+
+    #[node(goto = [write, END])]
+    async fn write(s: &Digest) -> Step<Digest> {
+        tokio::time::sleep(Duration::from_millis(s.pause_ms.min(MAX_PAUSE_MS))).await;
+        let n = s.written + 1;
+        let text = format!("Section {n} of {}: what is known about {}.", s.sections, s.topic);
+        let update = Digest::update().written(n).messages(vec![Message::ai(text)]);
+        if n >= s.sections { goto!(END, update) } else { goto!(write, update) }
     }
 }
 
@@ -145,16 +234,19 @@ struct Options {
     schema: Option<String>,
     users: Option<PathBuf>,
     bind: SocketAddr,
+    workers: usize,
 }
 
 fn options(args: Vec<String>) -> Result<Options, String> {
-    let usage = "usage: server [--db PATH | --store postgres://... [--schema NAME]] [--users FILE] [--bind ADDR]";
+    let usage =
+        "usage: server [--db PATH | --store postgres://... [--schema NAME]] [--users FILE] [--bind ADDR] [--workers N]";
     let mut o = Options {
         db: "server.redb".into(),
         url: None,
         schema: None,
         users: None,
         bind: SocketAddr::from(([127, 0, 0, 1], 8700)),
+        workers: agentflow::server::DEFAULT_CONCURRENCY,
     };
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
@@ -169,6 +261,12 @@ fn options(args: Vec<String>) -> Result<Options, String> {
                 o.bind = text
                     .parse()
                     .map_err(|_| format!("--bind `{text}` is not an address and port, like 127.0.0.1:8700"))?;
+            }
+            "--workers" => {
+                let text = value()?;
+                o.workers = text
+                    .parse()
+                    .map_err(|_| format!("--workers `{text}` is not a number of runs (0: run none, only serve)"))?;
             }
             other => return Err(format!("unknown argument `{other}`; {usage}")),
         }
@@ -200,12 +298,13 @@ async fn run(args: Vec<String>) -> Result<(), Box<dyn std::error::Error>> {
     if wrote {
         write_private(&users, USERS).map_err(|e| format!("cannot write {}: {e}", users.display()))?;
     }
-    let app = refunds::graph().app().store(Arc::clone(&store));
     let running = Server::new()
         .users_file(&users)?
         .access(RoleAccess::from_json(POLICY)?)
         .authorizer(RoleAuthorizer::new().role_for(Risk::Irreversible, "approver"))
-        .app(app, ())
+        .concurrency(o.workers)
+        .app(refunds::graph().app().store(Arc::clone(&store)), ())
+        .app(digest::graph().app().store(Arc::clone(&store)), ())
         .listen(o.bind)
         .await?;
     let at = running.local_addr().ok_or("the server has no address")?;

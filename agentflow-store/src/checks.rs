@@ -27,8 +27,9 @@ pub(crate) fn check_detail(thread: &str, entry: &NewAuditEntry) -> Result<(), Au
 /// Refuses a commit with JSON nested deeper than the store reads back: the checkpoint's
 /// `metadata.extra` and the audit details ([`MAX_DOCUMENT_DEPTH`],
 /// [`CommitError::TooDeep`]), the conditions of the new approvals and of the transitions
-/// ([`MAX_JSON_DEPTH`], [`ApprovalError::TooDeep`]). Every backend
-/// checks this before it writes any part of the commit.
+/// ([`MAX_JSON_DEPTH`], [`ApprovalError::TooDeep`]), and events the log cannot keep
+/// ([`CommitError::Invalid`]). Every backend checks this before it writes any part of the
+/// commit.
 pub(crate) fn check_depths(c: &StepCommit) -> Result<(), CommitError> {
     let too_deep = |source| CommitError::TooDeep { thread: c.thread.id.clone(), source };
     if let Some(cp) = &c.checkpoint {
@@ -42,6 +43,19 @@ pub(crate) fn check_depths(c: &StepCommit) -> Result<(), CommitError> {
     }
     for t in &c.approval_transitions {
         check_conditions(&t.id, t.patch.conditions.as_ref())?;
+    }
+    check_events(c)
+}
+
+/// Refuses a commit whose events the log cannot number or keep: more than `u32::MAX` of them
+/// (each has a `u32` place), or a kind with a NUL byte (which PostgreSQL `text` cannot hold).
+fn check_events(c: &StepCommit) -> Result<(), CommitError> {
+    let invalid = |reason: String| CommitError::Invalid { thread: c.thread.id.clone(), reason };
+    if u32::try_from(c.events.len()).is_err() {
+        return Err(invalid(format!("a commit carries at most {} events; split them over commits", u32::MAX)));
+    }
+    if let Some(at) = c.events.iter().position(|e| e.kind.contains('\0')) {
+        return Err(invalid(format!("the kind of event {at} contains a NUL byte, which a store cannot keep as text")));
     }
     Ok(())
 }

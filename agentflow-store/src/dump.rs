@@ -5,11 +5,13 @@
 use crate::codec::MAX_DOCUMENT_DEPTH;
 use crate::error::{CommitError, JsonTooDeep};
 use crate::record::{
-    ApprovalRecord, AuditEntry, Checkpoint, EffectKey, MAX_CHECKPOINT_SEQ, PendingWrite, ThreadRecord, seq_too_large,
+    ApprovalRecord, AuditEntry, Checkpoint, EffectKey, MAX_CHECKPOINT_SEQ, PendingWrite, StoredEvent, ThreadRecord,
+    seq_too_large,
 };
 
-/// Everything a store keeps for one thread. The thread's lease and its place in a run queue
-/// are not part of it (they belong to the processes running it).
+/// Everything a store keeps for one thread. The thread's lease, its place in a run queue (with
+/// the follow-up runs behind it) and its webhook deliveries are not part of it (they belong to
+/// the processes running it and to the servers telling of it).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct ThreadDump {
@@ -27,6 +29,10 @@ pub struct ThreadDump {
     pub audit: Vec<AuditEntry>,
     /// The thread's approvals, ordered by id, each with its current status.
     pub approvals: Vec<ApprovalRecord>,
+    /// The thread's event log as kept ([`Store::read_events`](crate::Store::read_events)),
+    /// oldest first, with its ids: a restored thread's log goes on after the newest. (Appended
+    /// last.)
+    pub events: Vec<StoredEvent>,
 }
 
 impl ThreadDump {
@@ -40,8 +46,27 @@ impl ThreadDump {
             effects: Vec::new(),
             audit: Vec::new(),
             approvals: Vec::new(),
+            events: Vec::new(),
         }
     }
+}
+
+/// How many checkpoint seqs the default [`Store::thread_effects`](crate::Store::thread_effects)
+/// reads the journal of, at most.
+const SCANNED_SEQS: u64 = 1 << 20;
+
+/// The seqs whose journal the default `thread_effects` reads, given the kept checkpoints' seqs:
+/// every seq from 0 to the latest (past [`SCANNED_SEQS`] of them, the kept ones alone), and the
+/// last seq, where a compensation journals its calls.
+pub(crate) fn journal_seqs(kept: Vec<u64>) -> Vec<u64> {
+    let mut seqs = match kept.iter().max() {
+        Some(&latest) if latest < SCANNED_SEQS => (0..=latest).collect(),
+        _ => kept,
+    };
+    if seqs.last() != Some(&MAX_CHECKPOINT_SEQ) {
+        seqs.push(MAX_CHECKPOINT_SEQ);
+    }
+    seqs
 }
 
 /// The largest time (unix millis) a dump may hold: PostgreSQL keeps times as `bigint`, so a
@@ -78,7 +103,7 @@ pub(crate) fn left_over(thread: &str, what: &str) -> CommitError {
 /// Checks a dump before anything is written, so that what is restored reads back as it was, on
 /// every store alike, and a run or a commit can go on from it: every part belongs to the
 /// thread; the checkpoints are in increasing order and each has its parent (an earlier one) or
-/// a snapshot; the audit seqs run 1, 2, .. without gaps; no approval id, pending-write key or
+/// a snapshot; the audit seqs run 1, 2, .. without gaps; the events' ids increase; no approval id, pending-write key or
 /// effect key comes twice; each pending write belongs to a checkpoint of the dump; a sleeping
 /// thread has its timer; no time but a timer is past what PostgreSQL holds; no id, name or key
 /// holds a NUL byte (which PostgreSQL `text` cannot).
@@ -160,6 +185,13 @@ pub(crate) fn check_dump(d: &ThreadDump) -> Result<(), CommitError> {
             )));
         }
     }
+    // The log goes on after its newest event: ids strictly increasing, seqs from 1.
+    if let Some(e) = d.events.iter().find(|e| e.id.seq == 0 || e.id.seq > MAX_TIME) {
+        return Err(invalid(format!("event {} has a seq a log does not give (1 to {MAX_TIME})", e.id)));
+    }
+    if let Some(pair) = d.events.windows(2).find(|p| p[0].id >= p[1].id) {
+        return Err(invalid(format!("event {} comes after event {}: the log's ids increase", pair[1].id, pair[0].id)));
+    }
     let mut effects = std::collections::HashSet::new();
     if let Some((k, _)) = d.effects.iter().find(|(k, _)| !effects.insert((k.seq, k.node.as_str(), k.key.as_str()))) {
         return Err(invalid(format!("effect `{}` of node `{}` at checkpoint {} comes twice", k.key, k.node, k.seq)));
@@ -182,8 +214,8 @@ pub(crate) fn check_dump(d: &ThreadDump) -> Result<(), CommitError> {
 }
 
 /// Refuses a NUL byte in what a store keeps as text: the thread's id, owner, fingerprint,
-/// detail, parent, tenant and trace context, audit actors and kinds, approval ids, pending-write nodes, effect nodes
-/// and keys.
+/// detail, parent, tenant and trace context, audit actors and kinds, approval ids, pending-write
+/// nodes, effect nodes and keys, event kinds.
 fn check_text(d: &ThreadDump) -> Result<(), String> {
     let t = &d.thread;
     let mut fields: Vec<(String, &str)> = vec![
@@ -209,19 +241,21 @@ fn check_text(d: &ThreadDump) -> Result<(), String> {
         fields.push((format!("the node of an effect at {}", k.seq), k.node.as_str()));
         fields.push((format!("effect key {:?}", k.key), k.key.as_str()));
     }
+    fields.extend(d.events.iter().map(|e| (format!("the kind of event {}", e.id), e.kind.as_str())));
     match fields.into_iter().find(|(_, v)| v.contains('\0')) {
         Some((what, _)) => Err(format!("{what} contains a NUL byte, which a store cannot keep as text")),
         None => Ok(()),
     }
 }
 
-/// Refuses a time past [`MAX_TIME`]: the thread's and its audit entries'. A timer past it
+/// Refuses a time past [`MAX_TIME`]: the thread's, its audit entries' and its events'. A timer past it
 /// (`cx.sleep(Duration::MAX)`, an approval that never expires) means "never" on either store
 /// (PostgreSQL keeps it as `i64::MAX`), so it is let through.
 fn check_times(d: &ThreadDump) -> Result<(), String> {
     let t = &d.thread;
     let mut times = vec![("created_at", t.created_at), ("updated_at", t.updated_at)];
     times.extend(d.audit.iter().map(|e| ("an audit entry's `at`", e.at)));
+    times.extend(d.events.iter().map(|e| ("an event's `at`", e.at)));
     match times.into_iter().find(|(_, v)| *v > MAX_TIME) {
         Some((what, v)) => Err(format!("{what} is {v}, past the largest time a store keeps ({MAX_TIME})")),
         None => Ok(()),

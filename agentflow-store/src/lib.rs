@@ -1,6 +1,7 @@
 //! Embedded persistence for agentflow: threads, checkpoints, pending writes, an effect journal,
-//! an audit log, approvals and leases, behind the [`Store`] trait, with [`RedbStore`] on a redb
-//! file.
+//! an audit log, approvals, leases, each thread's event log, and the run queue with its
+//! follow-up runs, cron schedules and webhook deliveries, behind the [`Store`] trait, with
+//! [`RedbStore`] on a redb file.
 //!
 //! The store knows nothing about graphs. It keeps typed records (threads, checkpoint metadata,
 //! approvals, audit entries) and opaque bytes (states, updates, effect results) that the
@@ -68,6 +69,8 @@ mod codec;
 pub mod conformance;
 mod dump;
 mod error;
+mod event_wakes;
+mod listing;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod queue;
@@ -97,12 +100,16 @@ pub use error::{
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{POSTGRES_DEFAULT_SCHEMA, POSTGRES_SCHEMA_VERSION, PostgresStore, PostgresStoreBuilder};
-pub use queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
+pub use queue::{
+    FollowUpPlace, FollowUpQueued, NewRun, QueueError, QueuedRun, RunControl, RunWait, ScheduleFire, Settle,
+};
 pub use record::{
-    ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, AuditEntry, ChainStep, Checkpoint,
-    CheckpointMetadata, CheckpointSource, CheckpointSummary, CommitReceipt, CompactReport, Durability, EffectBatch,
-    EffectKey, EffectOutcome, HELD_KINDS, Lease, LegalHold, NewAuditEntry, PURGED_KIND, PendingWrite, PurgeReport,
-    StateChain, StepCommit, ThreadRecord, ThreadStatus, Timer,
+    ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, AuditEntry, BadEventId, ChainStep,
+    Checkpoint, CheckpointMetadata, CheckpointSource, CheckpointSummary, CommitReceipt, CompactReport, DeliveryStatus,
+    Durability, EVENT_LOG_KEEP_COMMITS, EffectBatch, EffectKey, EffectOutcome, EventId, EventPage, EventWake,
+    HELD_KINDS, IDEMPOTENCY_KEY_TTL_MS, IdempotencyKey, Lease, LegalHold, NewAuditEntry, NewEvent, NewWebhookDelivery,
+    PURGED_KIND, PendingWrite, PurgeReport, ScheduleRecord, StateChain, StepCommit, StoredEvent, ThreadRecord,
+    ThreadStatus, Timer, WebhookDelivery, WebhookSettle,
 };
 pub use store::{CommitCallback, FoldFn, Listing, Store};
 pub use thread_tree::descendants;

@@ -16,7 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::StorageError;
-use crate::record::Lease;
+use crate::record::{IdempotencyKey, Lease, NewAuditEntry, NewWebhookDelivery};
 
 /// What a queued run waits for before a worker may claim it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -117,10 +117,16 @@ pub struct Settle {
     /// The control request the worker acted on (it stopped the run as asked, or found it moot),
     /// as it read it from the row: a claim's, or a heartbeat's.
     pub handled: Option<RunControl>,
+    /// The delivery of the run's webhook ([`QueuedRun::webhook`]), written in the same
+    /// transaction as the settle (the row's webhook is cleared); ignored when the row has none.
+    /// (Appended last.)
+    pub webhook: Option<NewWebhookDelivery>,
 }
 
 impl Settle {
-    /// The run ended: the row leaves the queue.
+    /// The run ended: the row leaves the queue, or, when the thread has follow-up runs
+    /// ([`Store::enqueue_follow_up`](crate::Store::enqueue_follow_up)), the first of them takes
+    /// its place, ready, in the same transaction.
     pub fn remove() -> Self {
         Settle::default()
     }
@@ -133,10 +139,17 @@ impl Settle {
     /// The thread waits for people to decide the records `ids` (see [`Settle::awaits`]): the
     /// row stays, parked until none of them waits for a human, or the thread's timer is due.
     pub fn await_approvals(ids: Vec<String>) -> Self {
-        Settle { park: Some(RunWait::Approval), awaits: ids, handled: None }
+        Settle { park: Some(RunWait::Approval), awaits: ids, ..Settle::default() }
     }
 
-    /// The same, the worker having acted on `control` (see [`Settle::handled`]).
+    /// The same settle, writing the run's webhook delivery (see [`Settle::webhook`]).
+    #[must_use]
+    pub fn with_webhook(mut self, delivery: NewWebhookDelivery) -> Self {
+        self.webhook = Some(delivery);
+        self
+    }
+
+    /// The same settle, answering the control request `control` (see [`Settle::handled`]).
     #[must_use]
     pub fn handled(mut self, control: Option<RunControl>) -> Self {
         self.handled = control;
@@ -167,6 +180,21 @@ pub struct NewRun {
     /// The tenant a new thread is created for (its [`ThreadRecord::tenant`](crate::ThreadRecord::tenant));
     /// `None`: no tenant. A resumed thread keeps the tenant it was created with. (Appended last.)
     pub tenant: Option<String>,
+    /// The start's idempotency key: the run is queued and the key kept in one transaction; a
+    /// run whose key is kept already (unexpired, see
+    /// [`IDEMPOTENCY_KEY_TTL_MS`](crate::IDEMPOTENCY_KEY_TTL_MS)) is refused with
+    /// [`QueueError::KeyUsed`], which names the thread the first request started. (Appended last.)
+    pub idempotency: Option<IdempotencyKey>,
+    /// A follow-up run of an existing thread ([`Store::enqueue_follow_up`](crate::Store::enqueue_follow_up)):
+    /// `input` is an update (JSON) applied to the thread's state through its reducers before the
+    /// graph runs again from its start node. (Appended last.)
+    pub follow_up: bool,
+    /// For a follow-up: fork the thread at this checkpoint first (audited), so the update
+    /// applies to the state before the run it replaces (the `rollback` strategy). (Appended last.)
+    pub fork_from: Option<u64>,
+    /// A URL to tell when the run first stops (ends, or waits for a person or its timer): the
+    /// worker's settle writes the delivery ([`Settle::webhook`]). (Appended last.)
+    pub webhook: Option<String>,
 }
 
 impl NewRun {
@@ -179,7 +207,34 @@ impl NewRun {
             owner: owner.to_string(),
             at,
             tenant: None,
+            idempotency: None,
+            follow_up: false,
+            fork_from: None,
+            webhook: None,
         }
+    }
+
+    /// The same run as a follow-up of the existing thread: `input` is an update (see
+    /// [`NewRun::follow_up`]), applied after forking at `fork_from` if given.
+    #[must_use]
+    pub fn as_follow_up(mut self, fork_from: Option<u64>) -> Self {
+        self.follow_up = true;
+        self.fork_from = fork_from;
+        self
+    }
+
+    /// The same run, telling `url` when it first stops (see [`NewRun::webhook`]).
+    #[must_use]
+    pub fn with_webhook(mut self, url: impl Into<String>) -> Self {
+        self.webhook = Some(url.into());
+        self
+    }
+
+    /// The same run, started under idempotency key `key` (see [`NewRun::idempotency`]).
+    #[must_use]
+    pub fn with_idempotency(mut self, key: IdempotencyKey) -> Self {
+        self.idempotency = Some(key);
+        self
     }
 
     /// The same run, for `tenant` (see [`NewRun::tenant`]).
@@ -219,6 +274,68 @@ pub struct QueuedRun {
     pub lease: Option<Lease>,
     /// The tenant it was submitted for ([`NewRun::tenant`]), if any. (Appended last.)
     pub tenant: Option<String>,
+    /// A follow-up run: `input` is an update of the existing thread ([`NewRun::follow_up`]).
+    /// (Appended last.)
+    pub follow_up: bool,
+    /// For a follow-up: the checkpoint to fork at first ([`NewRun::fork_from`]). (Appended last.)
+    pub fork_from: Option<u64>,
+    /// The URL to tell when the run first stops ([`NewRun::webhook`]); cleared once a settle
+    /// wrote its delivery. (Appended last.)
+    pub webhook: Option<String>,
+}
+
+/// One fire of a schedule ([`Store::fire_schedule`](crate::Store::fire_schedule)): if the
+/// schedule's `next_at` is still `expected_next`, it becomes `next_at`, the schedule records the
+/// fire, and `run` is queued with `entry` in its thread's audit log, all in one transaction.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ScheduleFire {
+    /// The schedule.
+    pub id: String,
+    /// The `next_at` the firer read: the fire is claimed only if it is still so.
+    pub expected_next: u64,
+    /// The schedule's next fire after this one (after now: the fires missed in between are
+    /// not made one by one).
+    pub next_at: u64,
+    /// When it fired (unix millis).
+    pub fired_at: u64,
+    /// The run it starts (a new thread).
+    pub run: NewRun,
+    /// The `run.submitted` entry of the run's thread.
+    pub entry: NewAuditEntry,
+}
+
+impl ScheduleFire {
+    /// A fire of schedule `id`; see the fields.
+    pub fn new(id: &str, expected_next: u64, next_at: u64, fired_at: u64, run: NewRun, entry: NewAuditEntry) -> Self {
+        ScheduleFire { id: id.to_string(), expected_next, next_at, fired_at, run, entry }
+    }
+}
+
+/// Where [`Store::enqueue_follow_up`](crate::Store::enqueue_follow_up) puts a follow-up run
+/// when its thread has a run in the queue already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FollowUpPlace {
+    /// After the thread's other follow-ups (`enqueue`).
+    Back,
+    /// Before them: it runs as soon as the run in the queue ends (`interrupt`, `rollback`,
+    /// which cancel that run).
+    Front,
+}
+
+/// What [`Store::enqueue_follow_up`](crate::Store::enqueue_follow_up) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FollowUpQueued {
+    /// The thread had no run in the queue: the follow-up is its queued run now.
+    Now,
+    /// The thread has a run in the queue: the follow-up waits with `ahead` follow-ups before it,
+    /// and becomes the queued run once those and the run end.
+    Behind {
+        /// How many follow-ups run before it.
+        ahead: usize,
+    },
 }
 
 /// The run queue refused or failed an operation.
@@ -258,4 +375,37 @@ pub enum QueueError {
         /// What its parked run waits for.
         wait: RunWait,
     },
+    /// `enqueue_run` with an idempotency key kept already: an earlier request with it started
+    /// thread `thread`. Nothing was written. `same_request` tells whether that request was the
+    /// same as this one (a retry: attach to its run) or another (a key used twice: choose a new
+    /// key). (Appended last.)
+    #[error(
+        "idempotency key `{key}` was used already, for thread `{thread}`{}",
+        if *same_request { "" } else { " by a different request: send a new key with a new request" }
+    )]
+    KeyUsed {
+        /// The key.
+        key: String,
+        /// The thread the first request with it started.
+        thread: String,
+        /// Whether that request was the same as this one.
+        same_request: bool,
+    },
+}
+
+/// What the queue methods of a `Store` without a queue answer.
+pub(crate) fn unsupported() -> QueueError {
+    QueueError::Unsupported { detail: "the Store implementation does not override the queue methods".to_string() }
+}
+
+/// The control requests set on the runs of `runs` that `holder` claimed and holds the lease of
+/// at `now` (what [`Store::run_controls`](crate::Store::run_controls) answers by default).
+pub(crate) fn controls_of(runs: Vec<QueuedRun>, holder: &str, now: u64) -> Vec<(String, RunControl)> {
+    runs.into_iter()
+        .filter(|r| {
+            r.holder.as_deref() == Some(holder)
+                && r.lease.as_ref().is_some_and(|l| l.holder == holder && l.expires_at > now)
+        })
+        .filter_map(|r| Some((r.thread, r.control?)))
+        .collect()
 }

@@ -7,47 +7,21 @@ use crate::error::{
     ApprovalError, AuditError, BoxError, CommitError, CompactError, EffectError, LeaseError, PurgeError, ReadError,
     StorageError,
 };
-use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
+pub use crate::listing::Listing;
+use crate::queue::{
+    FollowUpPlace, FollowUpQueued, NewRun, QueueError, QueuedRun, RunControl, RunWait, ScheduleFire, Settle,
+    unsupported,
+};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
-    CompactReport, EffectBatch, EffectKey, EffectOutcome, Lease, LegalHold, MAX_CHECKPOINT_SEQ, NewAuditEntry,
-    PendingWrite, PurgeReport, StateChain, StepCommit, ThreadRecord, Timer,
+    CompactReport, EffectBatch, EffectKey, EffectOutcome, EventId, EventPage, EventWake, Lease, LegalHold,
+    NewAuditEntry, PendingWrite, PurgeReport, ScheduleRecord, StateChain, StepCommit, ThreadRecord, Timer,
+    WebhookDelivery, WebhookSettle,
 };
-
-/// How many checkpoint seqs the default [`Store::thread_effects`] reads the journal of, at most.
-const SCANNED_SEQS: u64 = 1 << 20;
 
 /// Rebuilds the full state from a [`StateChain`] and returns it serialised; supplied by the
 /// executor to [`Store::compact`] because only it knows how to apply deltas.
 pub type FoldFn<'a> = dyn Fn(&StateChain) -> Result<Vec<u8>, BoxError> + 'a;
-
-/// What a `scan_*` listing returns: the records that decoded, and one error for each record that
-/// did not, so a damaged record neither hides the others nor goes unnoticed.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct Listing<T> {
-    /// The records that decoded, in the listing's order.
-    pub items: Vec<T>,
-    /// The records that did not, each as the [`StorageError::Decode`] naming its table and key.
-    pub skipped: Vec<StorageError>,
-}
-
-impl<T> Listing<T> {
-    /// A listing in which every record decoded.
-    pub fn complete(items: Vec<T>) -> Self {
-        Listing { items, skipped: Vec::new() }
-    }
-
-    /// A listing with skipped records (for `Store` implementations outside this crate).
-    pub fn new(items: Vec<T>, skipped: Vec<StorageError>) -> Self {
-        Listing { items, skipped }
-    }
-
-    /// Whether every record decoded.
-    pub fn is_complete(&self) -> bool {
-        self.skipped.is_empty()
-    }
-}
 
 /// Receives the answer of [`Store::commit_step_then`].
 pub type CommitCallback = Box<dyn FnOnce(Result<CommitReceipt, CommitError>) + Send>;
@@ -164,14 +138,7 @@ pub trait Store: Send + Sync {
     /// from 0 to the latest checkpoint's (past 2^20 of them, the kept checkpoints' alone) and
     /// the last seq.
     fn thread_effects(&self, thread: &str) -> Result<Vec<(EffectKey, Vec<u8>)>, ReadError> {
-        let kept: Vec<u64> = self.list_checkpoints(thread)?.iter().map(|c| c.seq).collect();
-        let mut seqs = match kept.iter().max() {
-            Some(&latest) if latest < SCANNED_SEQS => (0..=latest).collect(),
-            _ => kept,
-        };
-        if seqs.last() != Some(&MAX_CHECKPOINT_SEQ) {
-            seqs.push(MAX_CHECKPOINT_SEQ);
-        }
+        let seqs = crate::dump::journal_seqs(self.list_checkpoints(thread)?.iter().map(|c| c.seq).collect());
         let mut effects = Vec::new();
         for seq in seqs {
             for key in self.effect_keys(thread, seq)? {
@@ -300,8 +267,12 @@ pub trait Store: Send + Sync {
     /// [`is_finished`](crate::ThreadStatus::is_finished)) and for one under legal hold, or
     /// whose parent (at any level) is ([`CompactError::Held`]).
     fn compact(&self, thread: &str, keep_last: usize, fold: &FoldFn<'_>) -> Result<CompactReport, CompactError>;
-    /// Puts a run in the queue for a worker of `run.graph` to claim
-    /// ([`QueueError::AlreadyQueued`] if the thread is queued already), durably.
+
+    /// Puts a run in the queue for a worker of `run.graph` to claim, with its follow-up,
+    /// fork and webhook fields ([`QueueError::AlreadyQueued`] if the thread is queued already), durably. With an
+    /// [idempotency key](NewRun::idempotency), the key is kept in the same transaction, or the
+    /// run is refused with [`QueueError::KeyUsed`] (writing nothing) while an earlier start's
+    /// key is kept: of concurrent starts with one key, exactly one queues.
     ///
     /// The default has no queue: [`QueueError::Unsupported`].
     fn enqueue_run(&self, run: NewRun) -> Result<(), QueueError> {
@@ -336,12 +307,13 @@ pub trait Store: Send + Sync {
         Err(unsupported())
     }
 
-    /// Ends `holder`'s claim of `thread` as `settle` says: the row leaves the queue or is
-    /// parked, and a control request set on it is cleared or, a cancel the worker did not act
-    /// on, kept with the row claimable at once (see [`Settle`]), all in one write. `false`,
-    /// changing nothing, if the run is not queued or another holder claimed it since; on
-    /// `PostgresStore` also when a cancel set at the same moment (after the statement read the
-    /// row) left the row as it was, claimable for that cancel.
+    /// Ends `holder`'s claim of `thread` as `settle` says, in one transaction: the row leaves the
+    /// queue (or the thread's first follow-up takes its place, ready) or is parked; a control
+    /// request set on it is cleared or, a cancel the worker did not act on, kept with the row
+    /// claimable at once (see [`Settle`]); and when the row has a webhook and `settle` a
+    /// delivery ([`Settle::webhook`]), the delivery is written and the row's webhook cleared.
+    /// `true` when the row was `holder`'s; `false`, changing nothing, if the run is not queued
+    /// or another holder claimed it since.
     fn settle_run(&self, thread: &str, holder: &str, settle: &Settle) -> Result<bool, QueueError> {
         let _ = (thread, holder, settle);
         Err(unsupported())
@@ -438,15 +410,12 @@ pub trait Store: Send + Sync {
 
     /// Everything this store keeps for `thread` (`None`: no such thread), as
     /// [`Store::restore_thread`] writes it back: its record, timer, checkpoints with their
-    /// pending writes, the whole effect journal ([`Store::thread_effects`]: that of every
-    /// checkpoint seq, whether or not the checkpoint was compacted away, and that of the last
-    /// seq, where a compensation journals its calls), the audit log and the approvals.
+    /// pending writes, the whole effect journal ([`Store::thread_effects`]), the audit log, the
+    /// approvals and the event log as kept, with its ids.
     ///
     /// The built-in backends read it in one read transaction (redb) or one snapshot
-    /// (PostgreSQL, `REPEATABLE READ`): the dump is the thread at one moment, even while a run
-    /// commits its steps. The default reads part by part through the other methods, which is
-    /// right for a thread no run changes meanwhile; a backend whose commits can run during the
-    /// reads should override it.
+    /// (PostgreSQL, `REPEATABLE READ`): the thread at one moment, even while a run commits. The
+    /// default reads part by part, which is right for a thread no run changes meanwhile.
     fn dump_thread(&self, thread: &str) -> Result<Option<ThreadDump>, ReadError> {
         let Some(record) = self.thread(thread)? else { return Ok(None) };
         let mut dump = ThreadDump::new(record);
@@ -459,24 +428,22 @@ pub trait Store: Send + Sync {
         dump.effects = self.thread_effects(thread)?;
         dump.audit = self.list_audit(thread)?;
         dump.approvals = self.list_approvals(thread)?;
+        dump.events = crate::record::whole_log(|after| self.read_events(thread, after, 1_000))?;
         Ok(Some(dump))
     }
 
-    /// Writes a thread read by [`Store::dump_thread`] (from this store or another)
-    /// as it was: its record, timer, checkpoints, pending writes, effects, audit log (with its
-    /// seqs) and approvals (with their statuses), in one transaction where the backend has
-    /// them. Refused with [`CommitError::Invalid`] when the thread, or one of its approvals,
-    /// exists already, or when the dump does not hang together (a part of another thread,
-    /// checkpoints out of order, a checkpoint with neither its parent nor a snapshot, audit
-    /// seqs that do not run 1, 2, .., an approval id or a record key that comes twice, a NUL
-    /// byte in an id, name or key, a time past `i64::MAX`), and
-    /// with [`CommitError::TooDeep`] or [`CommitError::Approval`] when JSON the store reads
-    /// back (checkpoint metadata, audit details, approval conditions) nests deeper than a
-    /// commit accepts: nothing is written then.
+    /// Writes a thread read by [`Store::dump_thread`] (from this store or another) as it was,
+    /// in one transaction where the backend has them: record, timer, checkpoints, pending
+    /// writes, effects, audit log (with its seqs), approvals (with their statuses) and event log
+    /// (with its ids: the log's next commit goes on after the newest). Refused, writing nothing,
+    /// with [`CommitError::Invalid`] when the thread, or one of its approvals, exists already,
+    /// or when the dump does not hang together (a part of another thread, checkpoints or event
+    /// ids out of order, a checkpoint with neither its parent nor a snapshot, audit seqs that do
+    /// not run 1, 2, .., an id or key that comes twice, a NUL byte in an id, name or key, a time
+    /// past `i64::MAX`), and with [`CommitError::TooDeep`] or [`CommitError::Approval`] when JSON
+    /// the store reads back nests deeper than a commit accepts.
     ///
-    /// The default refuses every dump: a backend must write the records as they are, which
-    /// the other methods cannot do (they number audit entries and create approvals as
-    /// `PENDING`).
+    /// The default refuses every dump: the other methods cannot write records as they are.
     fn restore_thread(&self, dump: ThreadDump) -> Result<(), CommitError> {
         Err(CommitError::Invalid {
             thread: dump.thread.id,
@@ -549,26 +516,26 @@ pub trait Store: Send + Sync {
     }
 
     /// Removes the data of `thread` and of its subgraph children (every level, told by
-    /// [`Store::child_threads`]) in one transaction: their checkpoints (states and updates),
-    /// pending writes, effect journal, timers and queued runs; the arguments and conditions of
-    /// their approvals (each record stays, with its status and who decided); and the detail of
-    /// their audit entries, replaced by the [purge marker](crate::audit_chain::PURGED_DETAIL)
-    /// so [`Store::verify_audit`] still verifies. The thread records stay as tombstones with
-    /// status [`ThreadStatus::Purged`](crate::ThreadStatus::Purged), an empty detail and no
-    /// [trace context](crate::ThreadRecord::trace), and `entry` (a
-    /// `thread.purged` entry: who, when) is appended to `thread`'s audit log, with the report's
-    /// counts merged into its detail.
+    /// [`Store::child_threads`]) in one transaction: their checkpoints, pending writes, effect
+    /// journal, timers, queued runs (with their follow-ups), webhook deliveries, event logs (a
+    /// log's next commit still goes on after its last seq) and the idempotency keys of their
+    /// starts; the arguments and conditions of their approvals (the records stay, with status
+    /// and decider); and their audit details, replaced by the
+    /// [purge marker](crate::audit_chain::PURGED_DETAIL) so [`Store::verify_audit`] still
+    /// verifies. The thread records stay as tombstones with status
+    /// [`ThreadStatus::Purged`](crate::ThreadStatus::Purged), an empty detail and no
+    /// [trace context](crate::ThreadRecord::trace), and `entry` (a `thread.purged` entry: who,
+    /// when) is appended to `thread`'s audit log, with the report's counts merged into its detail.
     ///
-    /// Refused with [`PurgeError::Held`] if the thread, one of its children or a thread it is
-    /// a subgraph child of (at any level) is under legal hold ([`Store::set_legal_hold`]): a
-    /// hold keeps the held thread's subgraph children too. Refused with
-    /// [`PurgeError::UnknownThread`] for an unknown thread; nothing is changed then. Purging a purged thread succeeds (and removes nothing more). The store does
-    /// not look at leases: a caller checks that no run holds the thread.
+    /// Refused, changing nothing, with [`PurgeError::Held`] if the thread, one of its children or
+    /// a thread above it is under legal hold ([`Store::set_legal_hold`]), and with
+    /// [`PurgeError::UnknownThread`] for an unknown thread. Purging a purged thread succeeds (and
+    /// removes nothing more). The store does not look at leases: a caller checks that no run
+    /// holds the thread.
     ///
-    /// What was removed is gone from the live store; the backend may keep its bytes in freed
-    /// pages (redb, until they are reused) or dead rows (PostgreSQL, until `VACUUM FULL`).
-    /// [`RedbStore`](crate::RedbStore) compacts its file after a purge that removed anything
-    /// ([`PurgeReport::file_compacted`]).
+    /// What was removed is gone from the live store; its bytes may stay in freed pages (redb,
+    /// until reused; [`RedbStore`](crate::RedbStore) compacts its file after a purge that removed
+    /// anything) or dead rows (PostgreSQL, until `VACUUM FULL`).
     ///
     /// The default refuses ([`PurgeError::Unsupported`]): a purge made of the other methods
     /// could stop half way.
@@ -612,24 +579,114 @@ pub trait Store: Send + Sync {
         None
     }
 
+    /// The events of thread `thread`'s log after `after` (from the oldest kept when `None`),
+    /// oldest first, at most `limit` (see [`StepCommit::events`](crate::StepCommit::events));
+    /// the page also says which are the oldest and newest the log keeps. A thread without a log
+    /// (or unknown) reads as an empty page. The default: an empty page (a store without a log).
+    fn read_events(&self, thread: &str, after: Option<EventId>, limit: usize) -> Result<EventPage, ReadError> {
+        let _ = (thread, after, limit);
+        Ok(EventPage::default())
+    }
+
+    /// Asks the store to call `wake` with a thread's id after each commit that added events to
+    /// its log: [`RedbStore`](crate::RedbStore) for its own commits, `PostgresStore` for the
+    /// commits of every process that shares its schema (by `LISTEN`/`NOTIFY`). `false`: the store
+    /// cannot, and readers poll [`Store::read_events`]. A store that wraps another passes it
+    /// through. The default: `false`.
+    fn on_events(&self, wake: EventWake) -> bool {
+        let _ = wake;
+        false
+    }
+
+    /// Queues follow-up run `run` of thread `run.thread` (stored with [`NewRun::follow_up`] set),
+    /// with `entry` in the thread's audit log and `run`'s idempotency key, in one transaction: the
+    /// thread's queued run at once when it has none ([`FollowUpQueued::Now`]), else at `place`
+    /// among the follow-ups waiting behind that run ([`FollowUpQueued::Behind`]). The settle that
+    /// removes the run ([`Settle::remove`]) puts the first follow-up in its place, ready and never
+    /// claimed. A purge removes them. The caller checks that the thread exists.
+    fn enqueue_follow_up(
+        &self,
+        run: NewRun,
+        entry: NewAuditEntry,
+        place: FollowUpPlace,
+    ) -> Result<FollowUpQueued, QueueError> {
+        let _ = (run, entry, place);
+        Err(unsupported())
+    }
+
+    /// The follow-up runs waiting behind thread `thread`'s queued run, first first (ready, never
+    /// claimed, no lease).
+    fn list_follow_ups(&self, thread: &str) -> Result<Vec<QueuedRun>, QueueError> {
+        let _ = thread;
+        Err(unsupported())
+    }
+
+    /// Keeps cron schedule `schedule`, replacing one of its id.
+    fn put_schedule(&self, schedule: ScheduleRecord) -> Result<(), QueueError> {
+        let _ = schedule;
+        Err(unsupported())
+    }
+
+    /// Removes schedule `id`; `false` if there was none.
+    fn delete_schedule(&self, id: &str) -> Result<bool, QueueError> {
+        let _ = id;
+        Err(unsupported())
+    }
+
+    /// Schedule `id`, if kept.
+    fn schedule(&self, id: &str) -> Result<Option<ScheduleRecord>, QueueError> {
+        let _ = id;
+        Err(unsupported())
+    }
+
+    /// Every schedule, by id.
+    fn list_schedules(&self) -> Result<Vec<ScheduleRecord>, QueueError> {
+        Err(unsupported())
+    }
+
+    /// Makes fire `fire` of a schedule ([`ScheduleFire`]) in one transaction: `true` when its
+    /// `next_at` was `fire.expected_next` (it moves to `fire.next_at`, the fire is recorded, and
+    /// `fire.run` is queued as [`Store::enqueue_run_audited`] queues it); `false`, writing
+    /// nothing, when the schedule is gone or moved on (another process fired it). A refused run
+    /// ([`QueueError::AlreadyQueued`], [`QueueError::KeyUsed`]) writes nothing either.
+    fn fire_schedule(&self, fire: ScheduleFire) -> Result<bool, QueueError> {
+        let _ = fire;
+        Err(unsupported())
+    }
+
+    /// Webhook deliveries due at `now` (pending, `next_at <= now`, held by nobody at `now`), the
+    /// longest due first (by `next_at`, then id), at most `limit`.
+    fn due_webhooks(&self, now: u64, limit: usize) -> Result<Vec<WebhookDelivery>, QueueError> {
+        let _ = (now, limit);
+        Err(unsupported())
+    }
+
+    /// Holds delivery `id` for `holder` until `until` for an attempt: `true` if it is pending and
+    /// nobody else holds it at `now` (of concurrent claims, one wins).
+    fn claim_webhook(&self, id: u64, holder: &str, now: u64, until: u64) -> Result<bool, QueueError> {
+        let _ = (id, holder, now, until);
+        Err(unsupported())
+    }
+
+    /// Records how `holder`'s attempt at pending delivery `id` ended ([`WebhookSettle`]): one more
+    /// attempt counted, the hold released. `false`, writing nothing, if `holder` does not hold it.
+    fn settle_webhook(&self, id: u64, holder: &str, settle: WebhookSettle) -> Result<bool, QueueError> {
+        let _ = (id, holder, settle);
+        Err(unsupported())
+    }
+
+    /// Thread `thread`'s webhook deliveries, oldest first.
+    fn list_webhooks(&self, thread: &str) -> Result<Vec<WebhookDelivery>, QueueError> {
+        let _ = thread;
+        Err(unsupported())
+    }
+
     /// The control requests set on the queued runs `holder` claimed and still holds the lease of
     /// at `now`, as [`Store::heartbeat_runs`] answers them, without writing anything: a worker
     /// reads them often and writes its heartbeat seldom.
     ///
     /// The default reads [`Store::list_runs`]; `PostgresStore` reads only `holder`'s rows.
     fn run_controls(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
-        Ok(self
-            .list_runs()?
-            .into_iter()
-            .filter(|r| {
-                r.holder.as_deref() == Some(holder)
-                    && r.lease.as_ref().is_some_and(|l| l.holder == holder && l.expires_at > now)
-            })
-            .filter_map(|r| Some((r.thread, r.control?)))
-            .collect())
+        Ok(crate::queue::controls_of(self.list_runs()?, holder, now))
     }
-}
-
-fn unsupported() -> QueueError {
-    QueueError::Unsupported { detail: "the Store implementation does not override the queue methods".to_string() }
 }

@@ -102,6 +102,7 @@ pub mod prebuilt;
 mod probe;
 mod run;
 pub mod saga;
+pub mod schedule;
 pub mod secret;
 #[cfg(feature = "server")]
 pub mod serve_limits;
@@ -114,6 +115,7 @@ mod telemetry;
 pub mod testing;
 pub mod timer;
 pub mod tool;
+pub mod webhook;
 mod worker;
 
 #[doc(hidden)]
@@ -123,10 +125,10 @@ pub mod __private;
 /// the payloads it keeps with a data key per thread.
 #[cfg(feature = "encryption")]
 pub use agentflow_store::sealed;
-pub use agentflow_store::{RedbStore, Store};
+pub use agentflow_store::{FollowUpQueued, RedbStore, Store};
 pub use app::governance::{HELD_KIND, RELEASED_KIND, purge_thread};
 pub use app::retention::{RetentionPolicy, RetentionReport};
-pub use app::{App, Migration, RunControls};
+pub use app::{App, Migration, Multitask, RunControls, Submission};
 pub use core::budget::{Budget, Limits, RunUsage};
 pub use core::error::{ErrorClass, NodeError, NodeResultExt};
 pub use core::retry::RetryPolicy;

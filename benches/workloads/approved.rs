@@ -171,6 +171,17 @@ impl Store for CountingStore {
         self.other();
         self.inner.update_breaker(update)
     }
+    fn read_events(
+        &self,
+        thread: &str,
+        after: Option<agentflow_store::EventId>,
+        limit: usize,
+    ) -> Result<agentflow_store::EventPage, ReadError> {
+        self.inner.read_events(thread, after, limit)
+    }
+    fn on_events(&self, wake: agentflow_store::EventWake) -> bool {
+        self.inner.on_events(wake)
+    }
 }
 
 /// Durable commits of one approved call: (all, of which step commits), counted

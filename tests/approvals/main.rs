@@ -1,5 +1,7 @@
 //! Approvals and interrupts: approval requests bound to their call, their commits, owners,
-//! questions asked of people and the answers; deciding and answering through the server's API.
+//! questions asked of people and the answers; deciding and answering through the server's API,
+//! following a thread's runs through its stream, its follow-up runs and completion webhooks, and
+//! cron schedules.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -20,3 +22,7 @@ mod server_abuse;
 mod server_access;
 mod server_api;
 mod server_client;
+mod server_follow_ups;
+mod server_schedules;
+mod server_stream;
+mod server_stream_client;

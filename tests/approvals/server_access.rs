@@ -14,7 +14,10 @@ fn all_but(operation: &str) -> Vec<String> {
 
 /// `path` with its parameters filled in.
 fn concrete(path: &str, thread: &str, approval: &str) -> String {
-    path.replace("{thread}", thread).replace("{approval}", approval).replace("{graph}", "refunds")
+    path.replace("{thread}", thread)
+        .replace("{approval}", approval)
+        .replace("{graph}", "refunds")
+        .replace("{id}", "s-1")
 }
 
 /// A body the route takes, for a request that would do something if it were let through.
@@ -24,6 +27,9 @@ fn body_for(id: &str) -> Option<Value> {
             Some(json!({ "graph": "refunds", "input": { "amount": 5 }, "thread": "new-1", "tenant": "acme" }))
         }
         "rejectCall" => Some(json!({ "reason": "no" })),
+        "createSchedule" => Some(
+            json!({ "id": "s-1", "graph": "refunds", "cron": "* * * * *", "input": { "amount": 5 }, "tenant": "acme" }),
+        ),
         "editCall" => Some(json!({ "args": { "amount": 1 } })),
         "resumeThread" | "approveCall" => Some(json!({})),
         _ => None,
@@ -79,6 +85,7 @@ async fn every_route_refuses_a_caller_without_its_operation() {
     assert!(checked >= 15, "every route but the document was tried: {checked}");
     // Nothing was done: no new thread, the approval still waits, no new audit entry.
     assert!(served.store.thread("new-1").unwrap().is_none());
+    assert!(served.store.list_schedules().unwrap().is_empty(), "no schedule was made");
     let pending = served.client.get("/api/threads/acme-1/pending", &Who::Token("root-token")).await;
     assert_eq!(pending.json["approvals"][0]["status"], "PENDING", "{}", pending.json);
     assert_eq!(served.store.list_audit("acme-1").unwrap().len(), audit_before);

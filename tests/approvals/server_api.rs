@@ -142,9 +142,10 @@ async fn a_background_run_answers_at_once_and_a_wait_ends_when_wait_ms_passes() 
     let state = served.client.get("/api/threads/held/state", &agent).await.json;
     assert_eq!(state["state"]["passed"], true);
 
-    // A thread id taken is a conflict; an input that is not the state is refused.
+    // A thread id taken names a follow-up run of that thread, which needs `update_state` too;
+    // an input that is not the state is refused.
     let again = json!({ "graph": "gated", "input": {}, "thread": "held" });
-    assert_eq!(served.client.post("/api/threads", &agent, Some(again)).await.status, 409);
+    assert_eq!(served.client.post("/api/threads", &agent, Some(again)).await.status, 403);
     let wrong = json!({ "graph": "gated", "input": { "passed": "yes" } });
     let reply = served.client.post("/api/threads", &agent, Some(wrong)).await;
     assert_eq!(reply.status, 422, "{}", reply.json);

@@ -118,6 +118,11 @@ pub struct Served {
 /// Starts a server hosting `refunds`, `two_questions` and `gated` for `users`, under
 /// [`policy`]; `refunds` are decided by the `refunds` role.
 pub async fn serve(users: &[Value]) -> Served {
+    serve_with(users, |server, _| server).await
+}
+
+/// [`serve`], with what `more` adds to the server (more graphs on the store, other limits).
+pub async fn serve_with(users: &[Value], more: impl FnOnce(Server, &Arc<dyn Store>) -> Server) -> Served {
     let dir = temp_dir("server-api");
     let store: Arc<dyn Store> = Arc::new(open_redb(dir.join("runs.redb")).expect("the store file"));
     let users_file = dir.join("users.json");
@@ -130,10 +135,8 @@ pub async fn serve(users: &[Value]) -> Served {
         .authorizer(RoleAuthorizer::new().role_for(Risk::Irreversible, "refunds"))
         .app(refunds::graph().app().store(Arc::clone(&store)), ())
         .app(two_questions::graph().app().store(Arc::clone(&store)), Ran::default())
-        .app(gated::graph().app().store(Arc::clone(&store)), Arc::clone(&gate))
-        .listen("127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("the server starts");
+        .app(gated::graph().app().store(Arc::clone(&store)), Arc::clone(&gate));
+    let running = more(running, &store).listen("127.0.0.1:0".parse().unwrap()).await.expect("the server starts");
     let base = format!("http://{}", running.local_addr().expect("bound"));
     let stop = CancellationToken::new();
     let task = tokio::spawn(running.serve(stop.clone().cancelled_owned()));
@@ -214,6 +217,11 @@ impl Client {
         Client { base, http }
     }
 
+    /// The server's address, `http://HOST:PORT`.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
     /// Sends `method path` from `who`, with `body` as JSON and an `Origin` header if given.
     pub async fn send(
         &self,
@@ -252,6 +260,32 @@ impl Client {
     /// `POST path` with `body`.
     pub async fn post(&self, path: &str, who: &Who<'_>, body: Option<Value>) -> Reply {
         self.send(reqwest::Method::POST, path, who, body.as_ref(), None).await
+    }
+
+    /// `POST path` with `body` and `headers`.
+    pub async fn post_with(&self, path: &str, who: &Who<'_>, body: &Value, headers: &[(&str, &str)]) -> Reply {
+        let mut request = self.http.post(format!("{}{path}", self.base)).header("content-type", "application/json");
+        if let Who::Token(token) = who {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        reply(request.body(body.to_string()).send().await.expect("the server answers")).await
+    }
+
+    /// `GET path` from `who` with `headers`, its answer left to read as it comes (a stream).
+    pub async fn open(&self, path: &str, who: &Who<'_>, headers: &[(&str, &str)]) -> reqwest::Response {
+        let mut request = self.http.get(format!("{}{path}", self.base));
+        request = match who {
+            Who::Nobody => request,
+            Who::Token(token) => request.header("authorization", format!("Bearer {token}")),
+            Who::Session { cookie, .. } => request.header("cookie", *cookie),
+        };
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send().await.expect("the server answers")
     }
 
     /// Posts the inbox's login form with `token` as a browser does: its answer.

@@ -69,6 +69,11 @@ impl Store for Faulty {
         fn transition_approval(&self, id: &str, expected: ApprovalStatus, to: ApprovalStatus, patch: ApprovalPatch) -> Result<ApprovalRecord, ApprovalError>;
         fn dump_thread(&self, thread: &str) -> Result<Option<ThreadDump>, ReadError>;
         fn restore_threads(&self, dumps: Vec<ThreadDump>) -> Result<(), CommitError>;
+        fn read_events(&self, thread: &str, after: Option<agentflow_store::EventId>, limit: usize) -> Result<agentflow_store::EventPage, ReadError>;
+    }
+
+    fn on_events(&self, wake: agentflow_store::EventWake) -> bool {
+        self.inner.on_events(wake)
     }
 
     fn compact(&self, thread: &str, keep_last: usize, fold: &FoldFn<'_>) -> Result<CompactReport, CompactError> {

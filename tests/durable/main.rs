@@ -7,6 +7,7 @@ mod support;
 mod budgets_resume;
 mod compaction_keeps_journal;
 mod encryption;
+mod event_log;
 mod fixtures_in_support;
 mod leases;
 mod nul_bytes;

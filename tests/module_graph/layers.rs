@@ -27,7 +27,7 @@ pub(crate) const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("pauses", &["interrupt", "answer_error", "metrics"]),
-    ("durable", &["durable", "persist"]),
+    ("durable", &["durable", "persist", "schedule"]),
     ("outcomes", &["outcome", "event", "stream"]),
     ("saga", &["saga"]),
     ("approval", &["approval"]),
@@ -35,7 +35,7 @@ pub(crate) const LAYERS: &[(&str, &[&str])] = &[
     ("graph", &["graph", "describe"]),
     ("run", &["run", "subgraph"]),
     ("app", &["app", "error"]),
-    ("worker", &["worker", "timer"]),
+    ("worker", &["worker", "timer", "webhook"]),
     ("kits", &["prebuilt", "testing", "__private", "mcp_server"]),
     ("server", &["server"]),
 ];

@@ -20,7 +20,7 @@ use crate::support::temp::temp_dir;
 
 #[path = "../../examples/server.rs"]
 #[allow(dead_code, reason = "the test runs the example's `main` in a child process")]
-mod server_example;
+pub(crate) mod server_example;
 
 /// Set in a child process: the example's command-line arguments, as a JSON array of strings.
 const CHILD_ARGS: &str = "AGENTFLOW_SERVER_EXAMPLE_ARGS";
@@ -36,18 +36,18 @@ async fn server_example_child() {
 }
 
 /// The example serving in a child process; killed (SIGKILL) when dropped.
-struct Served {
+pub(crate) struct Served {
     child: Child,
     // Kept open: the server's stdout stays a pipe with a reader.
     _stdout: BufReader<ChildStdout>,
     /// `http://127.0.0.1:PORT`
-    base: String,
+    pub(crate) base: String,
 }
 
 impl Served {
     /// Starts the example with `args` on a free port and waits (at most 2 minutes) for the
     /// line naming its address.
-    fn start(args: &[&str]) -> Served {
+    pub(crate) fn start(args: &[&str]) -> Served {
         let mut all: Vec<&str> = vec!["--bind", "127.0.0.1:0"];
         all.extend_from_slice(args);
         let mut child = own_test(module_path!(), "server_example_child")
@@ -82,12 +82,12 @@ impl Served {
         }
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// SIGKILL, and waits for the process to be gone.
-    fn kill(mut self) {
+    pub(crate) fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -101,12 +101,12 @@ impl Drop for Served {
 }
 
 /// A client that follows no redirect.
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
 }
 
 /// A JSON request to the API with a bearer token: its status and body.
-async fn api(base: &str, token: &str, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+pub(crate) async fn api(base: &str, token: &str, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
     let c = client();
     let url = format!("{base}{path}");
     let req = match method {
@@ -161,7 +161,7 @@ fn csrf_in(page: &str) -> String {
 
 /// Logs in to the inbox with `token` through its form: the session cookie and the CSRF token
 /// of the inbox's forms.
-async fn login(base: &str, token: &str) -> (String, String) {
+pub(crate) async fn login(base: &str, token: &str) -> (String, String) {
     let c = client();
     let form = c.get(format!("{base}/login")).send().await.unwrap();
     assert_eq!(form.status(), StatusCode::OK);
@@ -197,7 +197,7 @@ async fn approve_in_inbox(base: &str, session: &(String, String), approval: &str
 }
 
 /// Polls the thread (at most 60 s) until its status is `status`; its state then.
-async fn wait_for_status(base: &str, thread: &str, status: &str) -> Value {
+pub(crate) async fn wait_for_status(base: &str, thread: &str, status: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let (code, view) = api(base, "bob-demo-token", "GET", &format!("/api/threads/{thread}"), None).await;

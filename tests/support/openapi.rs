@@ -7,7 +7,6 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Once;
 
 /// The repository's `web/` folder.
 pub fn web_dir() -> PathBuf {
@@ -17,8 +16,14 @@ pub fn web_dir() -> PathBuf {
 /// Whether the validator is installed (and `node` runs); when not, prints once why the check
 /// is skipped. Under CI (`CI=true`) a missing install fails.
 pub fn validator_installed() -> bool {
-    static SKIP: Once = Once::new();
-    let installed = web_dir().join("node_modules/@apidevtools/swagger-parser/package.json").exists();
+    web_package_installed("@apidevtools/swagger-parser", "the OpenAPI validation")
+}
+
+/// Whether npm package `package` is installed under `web/` and `node` runs; when not, prints
+/// once why `what` is skipped. Under CI (`CI=true`) a missing install fails.
+pub fn web_package_installed(package: &str, what: &str) -> bool {
+    static SKIPPED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let installed = web_dir().join("node_modules").join(package).join("package.json").exists();
     let node = Command::new("node").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
     let why = match (installed, node.is_ok_and(|s| s.success())) {
         (true, true) => return true,
@@ -29,9 +34,11 @@ pub fn validator_installed() -> bool {
         std::env::var("CI").map_or(true, |v| v != "true"),
         "{why} under CI: run `npm ci --prefix web` (with Node.js installed) before cargo test"
     );
-    SKIP.call_once(|| {
-        let _ = writeln!(std::io::stderr(), "SKIPPED the OpenAPI validation: {why} (run `npm ci --prefix web`)");
-    });
+    let mut skipped = SKIPPED.lock().unwrap_or_else(|p| p.into_inner());
+    if !skipped.iter().any(|w| w == what) {
+        skipped.push(what.to_string());
+        let _ = writeln!(std::io::stderr(), "SKIPPED {what}: {why} (run `npm ci --prefix web`)");
+    }
     false
 }
 

@@ -1,9 +1,15 @@
 //! Workers: claiming queued threads, commits, lost leases, parking paused runs, stopping, subgraph
-//! approvals and waits.
+//! approvals and waits, follow-up runs and their strategies, completion webhooks, cron schedules
+//! (fired once however late and however many processes race for a fire, on `RedbStore` and on
+//! `PostgresStore`, skipped with one line without `AGENTFLOW_PG_URL`).
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod follow_ups;
+mod schedules;
+mod schedules_racing;
+mod webhooks;
 mod worker_answers;
 mod worker_approval_waits;
 mod worker_commits;

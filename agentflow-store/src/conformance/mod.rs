@@ -17,16 +17,21 @@ mod breakers;
 mod compaction;
 mod effect_batches;
 mod effects;
+mod events;
 mod fixtures;
+mod follow_ups;
 mod graph_descriptions;
+mod idempotency;
 mod leases;
 mod purge;
 mod queue;
 mod restore;
+mod schedules;
 mod tenants;
 mod threads;
 mod timers;
 mod traces;
+mod webhooks;
 
 pub use approvals::{approval_cas_race, approvals_in_step_commit, approvals_outcome_unknown, approvals_state_machine};
 pub use audit::{audit_is_append_only, audit_log_is_chained};
@@ -43,8 +48,17 @@ pub use effects::{
     effect_batch_all_or_nothing, effect_batch_keeps_pending_writes, effect_keys_of_one_checkpoint,
     effects_never_overwrite, thread_effects_lists_the_whole_journal,
 };
+pub use events::{
+    event_log_keeps_the_newest_commits, event_log_numbers_each_commit, event_log_purge_removes_it,
+    event_log_reads_after_an_id, event_log_refused_commit_writes_none, event_log_wakes_readers,
+};
 pub use fixtures::{NOW, approval, commit, concat, root, step, thread};
+pub use follow_ups::{
+    follow_ups_race_the_settle, follow_ups_take_the_place_of_the_ended_run,
+    purge_removes_follow_ups_and_webhook_deliveries, settle_writes_the_webhook_delivery_once,
+};
 pub use graph_descriptions::graph_descriptions_by_fingerprint;
+pub use idempotency::{idempotency_key_attaches_a_retry, idempotency_key_race};
 pub use leases::{lease_race, lease_rules};
 pub use purge::{
     a_hold_keeps_the_subgraph_children_of_the_held_thread, legal_hold_refuses_purge,
@@ -55,9 +69,10 @@ pub use queue::{
     run_queue_parks_for_named_approvals, run_queue_settle_answers_control_requests,
 };
 pub use restore::{
-    restore_refuses_what_would_not_read_back, restore_thread_writes_a_dump_as_it_was,
+    restore_carries_the_event_log, restore_refuses_what_would_not_read_back, restore_thread_writes_a_dump_as_it_was,
     restore_threads_writes_all_or_none,
 };
+pub use schedules::{schedule_fire_moves_next_at_and_queues_the_run, schedule_fire_race, schedules_roundtrip};
 pub use tenants::{queued_run_keeps_its_tenant, thread_tenant_is_fixed_at_creation};
 pub use threads::{
     checkpoints_roundtrip, child_threads_follow_the_parent_field, commit_rules, eventual_then_flush,
@@ -65,6 +80,7 @@ pub use threads::{
 };
 pub use timers::timers_follow_the_status;
 pub use traces::thread_trace_first_one_wins;
+pub use webhooks::{due_webhooks_longest_due_first, webhook_attempts_retry_give_up_and_deliver, webhook_claim_race};
 
 use crate::Store;
 
@@ -124,6 +140,24 @@ pub const CASES: &[(&str, Case)] = &[
     ("purge_removes_a_thread_and_its_children", purge_removes_a_thread_and_its_children),
     ("legal_hold_refuses_purge", legal_hold_refuses_purge),
     ("a_hold_keeps_the_subgraph_children_of_the_held_thread", a_hold_keeps_the_subgraph_children_of_the_held_thread),
+    ("event_log_numbers_each_commit", event_log_numbers_each_commit),
+    ("event_log_refused_commit_writes_none", event_log_refused_commit_writes_none),
+    ("event_log_reads_after_an_id", event_log_reads_after_an_id),
+    ("event_log_purge_removes_it", event_log_purge_removes_it),
+    ("event_log_wakes_readers", event_log_wakes_readers),
+    ("idempotency_key_attaches_a_retry", idempotency_key_attaches_a_retry),
+    ("idempotency_key_race", idempotency_key_race),
+    ("restore_carries_the_event_log", restore_carries_the_event_log),
+    ("follow_ups_take_the_place_of_the_ended_run", follow_ups_take_the_place_of_the_ended_run),
+    ("settle_writes_the_webhook_delivery_once", settle_writes_the_webhook_delivery_once),
+    ("purge_removes_follow_ups_and_webhook_deliveries", purge_removes_follow_ups_and_webhook_deliveries),
+    ("follow_ups_race_the_settle", follow_ups_race_the_settle),
+    ("schedules_roundtrip", schedules_roundtrip),
+    ("schedule_fire_moves_next_at_and_queues_the_run", schedule_fire_moves_next_at_and_queues_the_run),
+    ("schedule_fire_race", schedule_fire_race),
+    ("webhook_attempts_retry_give_up_and_deliver", webhook_attempts_retry_give_up_and_deliver),
+    ("due_webhooks_longest_due_first", due_webhooks_longest_due_first),
+    ("webhook_claim_race", webhook_claim_race),
 ];
 
 /// Runs every case on a fresh store from `make`, printing each case's name first.

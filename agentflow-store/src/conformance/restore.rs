@@ -259,3 +259,50 @@ pub fn restore_threads_writes_all_or_none(store: &dyn Store) {
     let err = store.restore_thread(journaled).unwrap_err();
     assert!(matches!(&err, CommitError::Invalid { reason, .. } if reason.contains("journaled results")), "{err}");
 }
+
+/// A dump carries the thread's event log with its ids; restored, the log reads back as it was,
+/// and its next commit goes on after the newest event (also when the oldest kept is not the
+/// first). Events out of order refuse the restore, which writes nothing.
+pub fn restore_carries_the_event_log(store: &dyn Store) {
+    let event = |kind: &str, n: u64| crate::NewEvent::new(kind, json!({ "n": n }).to_string().into_bytes());
+    let mut first = StepCommit::new(thread("t")).with_checkpoint(root("t", 0, b"s"));
+    first.events = vec![event("run.started", 0), event("step", 1)];
+    store.commit_step(first).unwrap();
+    store.commit_step(StepCommit::new(thread("t")).with_events(vec![event("run.finished", 2)])).unwrap();
+    let dump = store.dump_thread("t").unwrap().unwrap();
+    let ids: Vec<(u64, u32)> = dump.events.iter().map(|e| (e.id.seq, e.id.idx)).collect();
+    assert_eq!(ids, [(1, 0), (1, 1), (2, 0)]);
+    assert_eq!(dump.events, store.read_events("t", None, 10).unwrap().events);
+
+    // Under another id, its oldest commits trimmed away (seqs 5 and 6 kept).
+    let mut moved = dump.clone();
+    moved.thread.id = "u".into();
+    moved.checkpoints.iter_mut().for_each(|cp| cp.thread = "u".into());
+    moved.events.remove(0);
+    for e in &mut moved.events {
+        e.id.seq += 4;
+    }
+    store.restore_thread(moved.clone()).unwrap();
+    assert_eq!(store.read_events("u", None, 10).unwrap().events, moved.events);
+    assert_eq!(store.dump_thread("u").unwrap().unwrap().events, moved.events);
+    store.commit_step(StepCommit::new(thread("u")).with_events(vec![event("step", 3)])).unwrap();
+    let page = store.read_events("u", None, 10).unwrap();
+    let ids: Vec<(u64, u32)> = page.events.iter().map(|e| (e.id.seq, e.id.idx)).collect();
+    assert_eq!(ids, [(5, 1), (6, 0), (7, 0)], "the log goes on after the newest");
+
+    // Ids out of order (or repeated) are refused.
+    for swap in [true, false] {
+        let mut bad = dump.clone();
+        bad.thread.id = "v".into();
+        bad.checkpoints.iter_mut().for_each(|cp| cp.thread = "v".into());
+        if swap {
+            bad.events.swap(0, 2);
+        } else {
+            bad.events[1].id = bad.events[0].id;
+        }
+        let err = store.restore_thread(bad).unwrap_err();
+        assert!(matches!(&err, CommitError::Invalid { thread, .. } if thread == "v"), "{err}");
+        assert_eq!(store.thread("v").unwrap(), None);
+        assert!(store.read_events("v", None, 10).unwrap().events.is_empty());
+    }
+}

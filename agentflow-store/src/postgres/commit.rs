@@ -9,8 +9,9 @@
 //!
 //! A plain step (no audit entries or approval changes) is one round trip: `BEGIN`, a guard
 //! statement (it locks the lease row and divides by zero unless the holder's lease is held and
-//! the history accepts the checkpoint), the writes of the thread, checkpoint, pending writes and
-//! effects, and `COMMIT` are sent together on the connection. A failed guard aborts the
+//! the history accepts the checkpoint), the writes of the thread, checkpoint, pending writes,
+//! effects and events (one statement that appends them to the thread's log, trims it and
+//! notifies the schema's channel), and `COMMIT` are sent together on the connection. A failed guard aborts the
 //! transaction, so the writes after it fail and the `COMMIT` rolls back: nothing is written. The
 //! commit is then made again through the checked path, which reads the lease row and the
 //! history before deciding, and so names the refusal (or commits, if the state changed
@@ -32,6 +33,7 @@ use futures_util::future::{join3, join5, try_join_all, try_join3};
 use crate::error::{CommitError, StorageError};
 use crate::postgres::approvals;
 use crate::postgres::error::{Fail, is_unique_violation};
+use crate::postgres::event_log;
 use crate::postgres::pool::PgPool;
 use crate::postgres::sql::{self, Params, time, uint};
 use crate::postgres::transaction::{OpenTx, released, retrying};
@@ -266,6 +268,9 @@ async fn stage_as<C: GenericClient>(
         }
         _ => None,
     };
+    let event_kinds: Vec<&str> = c.events.iter().map(|e| e.kind.as_str()).collect();
+    let event_data: Vec<&[u8]> = c.events.iter().map(|e| e.data.as_slice()).collect();
+    let event_at = time(c.now);
     let mut writes: Vec<Write<'_>> = Vec::new();
     writes.push(Box::pin(async move {
         // The thread's timer is replaced by this commit's (none clears it).
@@ -320,6 +325,14 @@ async fn stage_as<C: GenericClient>(
             Ok(())
         }));
     }
+    if !c.events.is_empty() {
+        let (kinds, data, at) = (&event_kinds, &event_data, &event_at);
+        writes.push(Box::pin(async move {
+            let params: &Params<'_> = &[&tid, kinds, data, at, &ctx.event_keep, &ctx.events_channel];
+            sql::execute(tx, event_log::APPEND, params).await?;
+            Ok(())
+        }));
+    }
     // Every statement is prepared first (once per connection), so that the pipeline goes out in
     // statement order: a statement still being prepared would be sent after the ones behind it.
     try_join_all(
@@ -334,6 +347,7 @@ async fn stage_as<C: GenericClient>(
             INSERT_CHECKPOINT,
             UPSERT_PENDING,
             INSERT_EFFECT,
+            event_log::APPEND,
         ]
         .map(|sql| tx.prepare_cached(sql)),
     )

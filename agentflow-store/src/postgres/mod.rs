@@ -7,17 +7,23 @@ mod commit;
 mod compact;
 mod effects;
 pub(crate) mod error;
+mod event_log;
+mod follow_ups;
+mod idempotency;
 pub(crate) mod io;
 mod leases;
+mod listener;
 mod pool;
 mod purge;
 mod queue;
 mod reads;
 mod restore;
+mod schedules;
 mod schema;
 mod sql;
 mod store_impl;
 mod transaction;
+mod webhooks;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -29,7 +35,9 @@ use tokio_postgres::NoTls;
 
 use crate::error::{OpenError, ReadError, StorageError};
 use crate::postgres::io::IoThread;
+use crate::postgres::listener::EventListener;
 use crate::postgres::pool::PgPool;
+use crate::record::EVENT_LOG_KEEP_COMMITS;
 
 pub use schema::POSTGRES_SCHEMA_VERSION;
 
@@ -51,6 +59,7 @@ pub struct PostgresStoreBuilder {
     schema: String,
     max_connections: usize,
     connect_timeout: Duration,
+    event_log_keep: u64,
 }
 
 impl Default for PostgresStoreBuilder {
@@ -59,6 +68,7 @@ impl Default for PostgresStoreBuilder {
             schema: POSTGRES_DEFAULT_SCHEMA.to_string(),
             max_connections: 8,
             connect_timeout: Duration::from_secs(10),
+            event_log_keep: EVENT_LOG_KEEP_COMMITS,
         }
     }
 }
@@ -86,6 +96,16 @@ impl PostgresStoreBuilder {
     #[must_use]
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// How many commits' events each thread's log keeps (default and at most
+    /// [`EVENT_LOG_KEEP_COMMITS`], at least 1): tests of the log's retention set a small bound.
+    /// Processes that share a schema should agree on it.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn event_log_keep(mut self, commits: u64) -> Self {
+        self.event_log_keep = commits.clamp(1, EVENT_LOG_KEEP_COMMITS);
         self
     }
 
@@ -129,6 +149,8 @@ impl PostgresStoreBuilder {
             _ => format!("-c {IDLE_IN_TRANSACTION} -c search_path={}", self.schema),
         };
         config.options(options).application_name("agentflow").connect_timeout(self.connect_timeout);
+        let channel = event_log::channel(&self.schema);
+        let events = EventListener::new(config.clone(), channel.clone());
         let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(self.max_connections)
@@ -138,13 +160,14 @@ impl PostgresStoreBuilder {
             .build()
             .map_err(|e| OpenError::Storage(StorageError::Backend { path: path.clone(), detail: e.to_string() }))?;
         let io = IoThread::start(path.clone())?;
-        let ctx = Arc::new(PgPool { pool, path: path.clone() });
+        let event_keep = i64::try_from(self.event_log_keep).unwrap_or(i64::MAX);
+        let ctx = Arc::new(PgPool { pool, path: path.clone(), events_channel: channel, event_keep });
         let (c, schema_name) = (ctx.clone(), self.schema.clone());
         io.run(async move {
             let mut client = c.client().await.map_err(OpenError::Storage)?;
             schema::migrate(&mut client, &schema_name, &c.path).await
         })??;
-        Ok(PostgresStore { ctx, io, schema: self.schema.clone() })
+        Ok(PostgresStore { ctx, io, schema: self.schema.clone(), events })
     }
 }
 
@@ -177,6 +200,16 @@ impl PostgresStoreBuilder {
 ///   guarantee above (the conformance suite runs that way too).
 /// - [`Durability::Eventual`](crate::Durability::Eventual) commits with `synchronous_commit = off` (visible at once, durable
 ///   within the server's `wal_writer_delay`, or at the next [`Store::flush`](crate::Store::flush)).
+/// - A step commit's events ([`StepCommit::events`](crate::StepCommit::events)) are written in
+///   its transaction, which also notifies channel `agentflow_events_<schema>` (`NOTIFY`, sent
+///   when it commits); [`Store::on_events`](crate::Store::on_events) listens on it, so a wake
+///   hears the commits of every process on the schema. A start's idempotency key is kept in the
+///   transaction that queues its run: of concurrent starts with one key, one queues.
+/// - A follow-up run is added under the lock of its thread's queued run, so the settle that
+///   ends that run puts it in the run's place (a settle whose snapshot missed it runs again); a
+///   schedule's fire is a compare-and-set of its `next_at` with the run queued in the same
+///   transaction (of concurrent fires, one is made); a webhook delivery is held by one
+///   dispatcher at a time (a conditional `UPDATE`).
 ///
 /// Times (`now`, lease expiries) are the callers' clocks, as with redb: processes that share
 /// a store need clocks that agree to well within the lease TTL.
@@ -204,6 +237,8 @@ pub struct PostgresStore {
     pub(super) ctx: Arc<PgPool>,
     pub(super) io: IoThread,
     schema: String,
+    /// The wakes of [`Store::on_events`](crate::Store::on_events) and their `LISTEN` connection.
+    pub(super) events: EventListener,
 }
 
 impl std::fmt::Debug for PostgresStore {

@@ -12,6 +12,11 @@ use crate::postgres::error::{self, Fail, MAX_ATTEMPTS, classify, is_conflict, po
 pub(crate) struct PgPool {
     pub(super) pool: Pool,
     pub(crate) path: PathBuf,
+    /// The channel the step commits with events notify (see
+    /// [`channel`](crate::postgres::event_log::channel)).
+    pub(crate) events_channel: String,
+    /// How many commits' events each thread's log keeps.
+    pub(crate) event_keep: i64,
 }
 
 impl PgPool {

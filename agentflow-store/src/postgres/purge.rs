@@ -91,6 +91,11 @@ pub(crate) async fn purge<C: GenericClient>(
     report.pending_writes = sql::execute(c, "DELETE FROM pending_writes WHERE thread = ANY($1)", &[&ids]).await?;
     report.effects = sql::execute(c, "DELETE FROM effects WHERE thread = ANY($1)", &[&ids]).await?;
     report.queued_runs = sql::execute(c, "DELETE FROM run_queue WHERE thread = ANY($1)", &[&ids]).await?;
+    report.queued_runs += sql::execute(c, "DELETE FROM follow_ups WHERE thread = ANY($1)", &[&ids]).await?;
+    report.webhooks = sql::execute(c, "DELETE FROM webhooks WHERE thread = ANY($1)", &[&ids]).await?;
+    // The log goes; its `event_heads` row stays, so its seqs never start again.
+    report.events = sql::execute(c, "DELETE FROM events WHERE thread = ANY($1)", &[&ids]).await?;
+    sql::execute(c, "DELETE FROM idempotency_keys WHERE thread = ANY($1)", &[&ids]).await?;
     report.timers =
         sql::execute(c, "UPDATE threads SET wake_at = NULL WHERE id = ANY($1) AND wake_at IS NOT NULL", &[&ids])
             .await?;

@@ -16,7 +16,7 @@ use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
 use crate::record::Lease;
 
 const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wait, q.control, q.holder, \
-     q.heartbeat_at, q.claims, l.holder, l.expires_at, q.tenant";
+     q.heartbeat_at, q.claims, l.holder, l.expires_at, q.tenant, q.follow_up, q.fork_from, q.webhook";
 
 /// Claims, in one statement: picks the claimable rows of graph `$1` at `$2`, oldest first, at
 /// most `$3`, locked (rows another claimer has locked are skipped, and so are the threads `$6`,
@@ -60,7 +60,7 @@ const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at FROM run_que
      UPDATE run_queue q SET wait = 'READY', awaits = '{}', holder = $4, heartbeat_at = $2, claims = q.claims + 1 \
      FROM won WHERE q.thread = won.thread \
      RETURNING q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wait, q.control, q.holder, \
-       q.heartbeat_at, q.claims, won.holder, won.expires_at, q.tenant";
+       q.heartbeat_at, q.claims, won.holder, won.expires_at, q.tenant, q.follow_up, q.fork_from, q.webhook";
 
 fn run_from_row(path: &Path, row: &Row) -> Result<QueuedRun, StorageError> {
     let thread: String = row.try_get(0).map_err(|e| decode_error(path, "run_queue", "?".into(), e.to_string()))?;
@@ -99,17 +99,25 @@ fn run_from_row(path: &Path, row: &Row) -> Result<QueuedRun, StorageError> {
         claims: u32::try_from(claims).unwrap_or(0),
         lease,
         tenant: row.try_get(12).map_err(get)?,
+        follow_up: row.try_get(13).map_err(get)?,
+        fork_from: match row.try_get::<_, Option<i64>>(14).map_err(get)? {
+            Some(seq) => Some(uint(path, "run_queue", key, seq)?),
+            None => None,
+        },
+        webhook: row.try_get(15).map_err(get)?,
         thread,
     })
 }
 
 pub(crate) async fn enqueue<C: GenericClient>(ctx: &PgPool, c: &C, run: &NewRun) -> Result<(), Fail<QueueError>> {
     let at = sql::int(&ctx.path, "enqueued_at", run.at)?;
+    let fork_from = run.fork_from.map(|seq| sql::int(&ctx.path, "fork_from", seq)).transpose()?;
     let inserted = sql::execute(
         c,
-        "INSERT INTO run_queue (thread, graph, input, owner, enqueued_at, wait, claims, tenant) \
-         VALUES ($1, $2, $3, $4, $5, 'READY', 0, $6) ON CONFLICT (thread) DO NOTHING",
-        &[&run.thread, &run.graph, &run.input, &run.owner, &at, &run.tenant],
+        "INSERT INTO run_queue (thread, graph, input, owner, enqueued_at, wait, claims, tenant, follow_up, fork_from, \
+           webhook) \
+         VALUES ($1, $2, $3, $4, $5, 'READY', 0, $6, $7, $8, $9) ON CONFLICT (thread) DO NOTHING",
+        &[&run.thread, &run.graph, &run.input, &run.owner, &at, &run.tenant, &run.follow_up, &fork_from, &run.webhook],
     )
     .await?;
     if inserted == 0 {
@@ -241,40 +249,66 @@ pub(crate) async fn controls<C: GenericClient>(
 /// The settle of holder `$2`'s claim of thread `$1` (see [`Settle`]), as common table
 /// expressions: a cancel request `$5` (what the worker acted on) does not name keeps the row,
 /// claimable at once (`kept`); otherwise, with a wait `$3` the row is parked waiting on the
-/// approvals `$4`, its request cleared (`parked`), and without one it is removed (`removed`).
-/// The three are exclusive. A request set by a concurrent statement after this one's snapshot
-/// fails the re-check of `parked` or `removed` under the row lock: the row is then left as it
-/// is, claimable for its request.
+/// approvals `$4`, its request cleared (`parked`), and without one it is removed (`removed`),
+/// or, when follow-up runs wait behind it (its `follow_ups` count, kept under the row's lock),
+/// it becomes the first of them, ready (`replaced`, which `popped` takes from `follow_ups`). The
+/// four are exclusive. With a delivery (URL `$6`, payload `$7`, made at `$8`) and a row that has
+/// a webhook, the delivery is written (`told`) and the row's webhook cleared. A change a
+/// concurrent statement made to the row after this one's snapshot (a cancel, a follow-up) fails
+/// the re-check under the row lock: the row is then left as it is, and [`settle`] runs the
+/// statement again.
 macro_rules! settle_ctes {
     () => {
-        "WITH kept AS (UPDATE run_queue SET wait = 'READY', awaits = '{}' \
+        "WITH before AS (SELECT webhook FROM run_queue WHERE thread = $1 AND holder = $2), \
+         next AS (SELECT pos, graph, input, owner, enqueued_at, tenant, fork_from, webhook FROM follow_ups \
+           WHERE thread = $1 ORDER BY pos LIMIT 1), \
+         kept AS (UPDATE run_queue SET wait = 'READY', awaits = '{}', \
+             webhook = CASE WHEN $6::text IS NULL THEN webhook END \
            WHERE thread = $1 AND holder = $2 AND control = 'CANCEL' AND COALESCE($5::text, '') <> 'CANCEL' \
            RETURNING thread), \
-         parked AS (UPDATE run_queue SET wait = $3, awaits = $4, control = NULL \
+         parked AS (UPDATE run_queue SET wait = $3, awaits = $4, control = NULL, \
+             webhook = CASE WHEN $6::text IS NULL THEN webhook END \
            WHERE thread = $1 AND holder = $2 AND $3::text IS NOT NULL \
            AND (control IS DISTINCT FROM 'CANCEL' OR COALESCE($5::text, '') = 'CANCEL') RETURNING thread), \
          removed AS (DELETE FROM run_queue WHERE thread = $1 AND holder = $2 AND $3::text IS NULL \
-           AND (control IS DISTINCT FROM 'CANCEL' OR COALESCE($5::text, '') = 'CANCEL') RETURNING thread)"
+           AND follow_ups = 0 \
+           AND (control IS DISTINCT FROM 'CANCEL' OR COALESCE($5::text, '') = 'CANCEL') RETURNING thread), \
+         replaced AS (UPDATE run_queue q SET graph = n.graph, input = n.input, owner = n.owner, \
+             enqueued_at = n.enqueued_at, tenant = n.tenant, follow_up = true, fork_from = n.fork_from, \
+             webhook = n.webhook, wait = 'READY', awaits = '{}', control = NULL, holder = NULL, \
+             heartbeat_at = NULL, claims = 0, follow_ups = q.follow_ups - 1 \
+           FROM next n WHERE q.thread = $1 AND q.holder = $2 AND $3::text IS NULL AND q.follow_ups > 0 \
+           AND (q.control IS DISTINCT FROM 'CANCEL' OR COALESCE($5::text, '') = 'CANCEL') RETURNING q.thread), \
+         popped AS (DELETE FROM follow_ups f USING next n WHERE f.thread = $1 AND f.pos = n.pos \
+           AND EXISTS (SELECT 1 FROM replaced)), \
+         settled AS (SELECT thread FROM kept UNION ALL SELECT thread FROM parked \
+           UNION ALL SELECT thread FROM removed UNION ALL SELECT thread FROM replaced), \
+         told AS (INSERT INTO webhooks (thread, url, payload, created_at, attempts, next_at, status, held_until) \
+           SELECT $1, $6::text, $7::bytea, $8::bigint, 0, $8::bigint, 'PENDING', 0 FROM before \
+           WHERE before.webhook IS NOT NULL AND $6::text IS NOT NULL AND EXISTS (SELECT 1 FROM settled))"
     };
 }
 
 /// [`settle_ctes`] alone: answers whether the row was `$2`'s.
-const SETTLE: &str = concat!(
-    settle_ctes!(),
-    " SELECT (SELECT count(*) FROM kept) + (SELECT count(*) FROM parked) + (SELECT count(*) FROM removed)"
-);
+const SETTLE: &str = concat!(settle_ctes!(), " SELECT count(*) FROM settled");
 
 /// [`settle_ctes`], and the lease released if `$2` holds it, in one statement. Answers whether
 /// the row was `$2`'s.
 const SETTLE_AND_RELEASE: &str = concat!(
     settle_ctes!(),
     ", released AS (UPDATE leases SET holder = NULL, expires_at = 0 WHERE thread = $1 AND holder = $2 \
-       RETURNING thread) \
-     SELECT (SELECT count(*) FROM kept) + (SELECT count(*) FROM parked) + (SELECT count(*) FROM removed)"
+       AND EXISTS (SELECT 1 FROM settled) RETURNING thread) \
+     SELECT count(*) FROM settled"
 );
 
+/// How many times [`settle`] runs its statement when a concurrent change to the row kept it
+/// from applying.
+const SETTLE_ATTEMPTS: usize = 4;
+
 /// Settles `holder`'s claim of `thread` as `settle` says, one statement on `c`; with
-/// `release`, releases its lease in the same statement.
+/// `release`, releases its lease in the same statement. When the statement changed nothing
+/// though the row is still `holder`'s (a concurrent change to it came after its snapshot), it
+/// is run again.
 pub(crate) async fn settle<C: GenericClient>(
     ctx: &PgPool,
     c: &C,
@@ -287,9 +321,26 @@ pub(crate) async fn settle<C: GenericClient>(
     let no_awaits = Vec::new();
     let awaits = if settle.park == Some(RunWait::Approval) { &settle.awaits } else { &no_awaits };
     let handled = settle.handled.map(RunControl::as_str);
+    let url = settle.webhook.as_ref().map(|w| w.url.as_str());
+    let payload = settle.webhook.as_ref().map(|w| w.payload.as_slice());
+    let made = settle.webhook.as_ref().map(|w| time(w.at));
     let statement = c.prepare_cached(if release { SETTLE_AND_RELEASE } else { SETTLE }).await?;
-    let row = c.query_one(&statement, &[&thread, &holder, &wait, awaits, &handled]).await?;
-    Ok(sql::col::<i64>(&ctx.path, "run_queue", &row, 0)? > 0)
+    for _ in 0..SETTLE_ATTEMPTS {
+        let params: &sql::Params<'_> = &[&thread, &holder, &wait, awaits, &handled, &url, &payload, &made];
+        let row = c.query_one(&statement, params).await?;
+        if sql::col::<i64>(&ctx.path, "run_queue", &row, 0)? > 0 {
+            return Ok(true);
+        }
+        let mine = "SELECT 1 FROM run_queue WHERE thread = $1 AND holder = $2";
+        if sql::query_opt(c, mine, &[&thread, &holder]).await?.is_none() {
+            if release {
+                let free = "UPDATE leases SET holder = NULL, expires_at = 0 WHERE thread = $1 AND holder = $2";
+                sql::execute(c, free, &[&thread, &holder]).await?;
+            }
+            return Ok(false);
+        }
+    }
+    Err(Fail::Storage(ctx.conflict("the queued run kept changing while it was settled")))
 }
 
 pub(crate) async fn wake<C: GenericClient>(c: &C, thread: &str, wait: RunWait) -> Result<bool, Fail<QueueError>> {

@@ -505,6 +505,7 @@ pub(crate) async fn dump(ctx: &PgPool, thread: &str) -> Result<Option<ThreadDump
     dump.effects = thread_effects_on(ctx, &tx, thread).await?;
     dump.audit = audit_on(ctx, &tx, thread, Scan::Strict).await?.items;
     dump.approvals = approvals_where_on(ctx, &tx, "thread = $1", Some(thread), Scan::Strict).await?.items;
+    dump.events = crate::postgres::event_log::all_on(ctx, &tx, thread).await?;
     tx.commit().await.map_err(db)?;
     Ok(Some(dump))
 }

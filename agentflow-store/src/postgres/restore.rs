@@ -16,6 +16,7 @@ const LEFT_OVER: &str = "SELECT what FROM ( \
        UNION ALL SELECT 3, 'checkpoints' WHERE EXISTS (SELECT 1 FROM checkpoints WHERE thread = $1) \
        UNION ALL SELECT 4, 'journaled results or pending writes' WHERE EXISTS (SELECT 1 FROM effects WHERE thread = $1) \
          OR EXISTS (SELECT 1 FROM pending_writes WHERE thread = $1) \
+       UNION ALL SELECT 5, 'an event log' WHERE EXISTS (SELECT 1 FROM events WHERE thread = $1) \
      ) found ORDER BY n LIMIT 1";
 
 /// Writes the dump; refused if the thread or one of its approvals exists already, or if records
@@ -110,6 +111,7 @@ pub(crate) async fn stage<C: GenericClient>(ctx: &PgPool, tx: &C, d: &ThreadDump
         )
         .await?;
     }
+    crate::postgres::event_log::restore(ctx, tx, tid, &d.events).await?;
     for a in &d.approvals {
         let inserted = sql::execute(
             tx,

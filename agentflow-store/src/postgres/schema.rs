@@ -178,6 +178,82 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE {s}.threads ADD COLUMN IF NOT EXISTS trace text;
     "#,
+    // 12: each thread's event log (`Store::read_events`): its events by (seq, idx), and beside
+    // it the log's last seq, whose row lock orders a thread's appends and which a purge keeps
+    // so the seqs never start again; the idempotency keys of run starts
+    // (`NewRun::idempotency`), by (scope, key), with their thread (for a purge) and age (expired
+    // ones are removed); a queued run's follow-up, fork and webhook fields, and how many
+    // follow-up runs wait behind it (kept under the row's lock, so a settle sees them), the
+    // follow-up runs by (thread, place); cron schedules; and webhook deliveries.
+    r#"
+    CREATE TABLE IF NOT EXISTS {s}.events (
+        thread text COLLATE "C" NOT NULL,
+        seq bigint NOT NULL,
+        idx bigint NOT NULL,
+        kind text NOT NULL,
+        data bytea NOT NULL,
+        at bigint NOT NULL,
+        PRIMARY KEY (thread, seq, idx)
+    );
+    CREATE TABLE IF NOT EXISTS {s}.event_heads (
+        thread text COLLATE "C" PRIMARY KEY,
+        last bigint NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS {s}.idempotency_keys (
+        scope text COLLATE "C" NOT NULL,
+        key text COLLATE "C" NOT NULL,
+        thread text COLLATE "C" NOT NULL,
+        request text NOT NULL,
+        created bigint NOT NULL,
+        PRIMARY KEY (scope, key)
+    );
+    CREATE INDEX IF NOT EXISTS idempotency_keys_by_thread ON {s}.idempotency_keys (thread);
+    CREATE INDEX IF NOT EXISTS idempotency_keys_by_age ON {s}.idempotency_keys (created);
+    ALTER TABLE {s}.run_queue ADD COLUMN IF NOT EXISTS follow_up boolean NOT NULL DEFAULT false;
+    ALTER TABLE {s}.run_queue ADD COLUMN IF NOT EXISTS fork_from bigint;
+    ALTER TABLE {s}.run_queue ADD COLUMN IF NOT EXISTS webhook text;
+    ALTER TABLE {s}.run_queue ADD COLUMN IF NOT EXISTS follow_ups integer NOT NULL DEFAULT 0;
+    CREATE TABLE IF NOT EXISTS {s}.follow_ups (
+        thread text COLLATE "C" NOT NULL,
+        pos bigint NOT NULL,
+        graph text NOT NULL,
+        input bytea,
+        owner text NOT NULL,
+        enqueued_at bigint NOT NULL,
+        tenant text COLLATE "C",
+        fork_from bigint,
+        webhook text,
+        PRIMARY KEY (thread, pos)
+    );
+    CREATE TABLE IF NOT EXISTS {s}.schedules (
+        id text COLLATE "C" PRIMARY KEY,
+        graph text NOT NULL,
+        cron text NOT NULL,
+        input bytea NOT NULL,
+        owner text NOT NULL,
+        tenant text COLLATE "C",
+        webhook text,
+        next_at bigint NOT NULL,
+        created_at bigint NOT NULL,
+        last_fired_at bigint,
+        last_thread text COLLATE "C"
+    );
+    CREATE TABLE IF NOT EXISTS {s}.webhooks (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        thread text COLLATE "C" NOT NULL,
+        url text NOT NULL,
+        payload bytea NOT NULL,
+        created_at bigint NOT NULL,
+        attempts integer NOT NULL,
+        next_at bigint NOT NULL,
+        status text NOT NULL,
+        last_error text,
+        holder text,
+        held_until bigint NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS webhooks_by_thread ON {s}.webhooks (thread, id);
+    CREATE INDEX IF NOT EXISTS webhooks_due ON {s}.webhooks (next_at, id) WHERE status = 'PENDING';
+    "#,
 ];
 
 /// The version whose migration adds the audit chain's columns, after which [`chain_audit`]

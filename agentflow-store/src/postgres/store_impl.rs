@@ -11,12 +11,18 @@ use crate::postgres::PostgresStore;
 use crate::postgres::commit::commit;
 use crate::postgres::error::Fail;
 use crate::postgres::transaction::{OpenTx, in_transaction, released, retrying};
-use crate::postgres::{approvals, breakers, compact, effects, leases, purge, queue, reads, restore, sql};
-use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
+use crate::postgres::{
+    approvals, breakers, compact, effects, event_log, follow_ups, idempotency, leases, purge, queue, reads, restore,
+    schedules, sql, webhooks,
+};
+use crate::queue::{
+    FollowUpPlace, FollowUpQueued, NewRun, QueueError, QueuedRun, RunControl, RunWait, ScheduleFire, Settle,
+};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
-    CompactReport, Durability, EffectBatch, EffectKey, EffectOutcome, Lease, LegalHold, NewAuditEntry, PendingWrite,
-    PurgeReport, StateChain, StepCommit, ThreadRecord, Timer,
+    CompactReport, Durability, EffectBatch, EffectKey, EffectOutcome, EventId, EventPage, EventWake, Lease, LegalHold,
+    NewAuditEntry, PendingWrite, PurgeReport, ScheduleRecord, StateChain, StepCommit, ThreadRecord, Timer,
+    WebhookDelivery, WebhookSettle,
 };
 use crate::store::{CommitCallback, FoldFn, Listing, Store};
 
@@ -49,6 +55,20 @@ impl Drop for Answer {
             })));
         }
     }
+}
+
+/// Runs `$body` (a `Result<T, Fail<QueueError>>` expression using `$ctx` and `$c`, a pooled
+/// connection) on the store's I/O thread, again on a serialization failure or deadlock.
+macro_rules! on_client {
+    ($self:ident, |$ctx:ident, $c:ident| $body:expr) => {
+        $self.call(move |pool| async move {
+            let $ctx = &*pool;
+            retrying!($ctx, {
+                let $c = $ctx.client().await?;
+                $body
+            })
+        })
+    };
 }
 
 impl Store for PostgresStore {
@@ -309,9 +329,17 @@ impl Store for PostgresStore {
         }))
     }
 
+    /// One statement; with an idempotency key, one transaction (the key, then the run).
     fn enqueue_run(&self, run: NewRun) -> Result<(), QueueError> {
         self.call(move |ctx| async move {
             let ctx = &*ctx;
+            if run.idempotency.is_some() {
+                return in_transaction!(ctx, Durability::Immediate, |tx| async {
+                    idempotency::keep(ctx, &tx, &run).await?;
+                    queue::enqueue(ctx, &tx, &run).await
+                }
+                .await);
+            }
             retrying!(ctx, {
                 let client = ctx.client().await?;
                 queue::enqueue(ctx, &client, &run).await
@@ -385,48 +413,25 @@ impl Store for PostgresStore {
         })
     }
 
-    /// One statement: one commit, one round trip.
+    /// One statement: one commit, one round trip (run again when a concurrent change to the row,
+    /// a cancel or a follow-up, came after its snapshot).
     fn settle_run(&self, thread: &str, holder: &str, settle: &Settle) -> Result<bool, QueueError> {
         let (thread, holder, settle) = (thread.to_string(), holder.to_string(), settle.clone());
-        self.call(move |ctx| async move {
-            let ctx = &*ctx;
-            retrying!(ctx, {
-                let client = ctx.client().await?;
-                queue::settle(ctx, &client, &thread, &holder, &settle, false).await
-            })
-        })
+        on_client!(self, |ctx, c| queue::settle(ctx, &c, &thread, &holder, &settle, false).await)
     }
 
     fn wake_run(&self, thread: &str, wait: RunWait) -> Result<bool, QueueError> {
         let thread = thread.to_string();
-        self.call(move |ctx| async move {
-            let ctx = &*ctx;
-            retrying!(ctx, {
-                let client = ctx.client().await?;
-                queue::wake(&client, &thread, wait).await
-            })
-        })
+        on_client!(self, |ctx, c| queue::wake(&c, &thread, wait).await)
     }
 
     fn control_run(&self, thread: &str, control: RunControl) -> Result<bool, QueueError> {
         let thread = thread.to_string();
-        self.call(move |ctx| async move {
-            let ctx = &*ctx;
-            retrying!(ctx, {
-                let client = ctx.client().await?;
-                queue::control(ctx, &client, &thread, control).await
-            })
-        })
+        on_client!(self, |ctx, c| queue::control(ctx, &c, &thread, control).await)
     }
 
     fn list_runs(&self) -> Result<Vec<QueuedRun>, QueueError> {
-        self.call(move |ctx| async move {
-            let ctx = &*ctx;
-            retrying!(ctx, {
-                let client = ctx.client().await?;
-                queue::list(ctx, &client).await
-            })
-        })
+        on_client!(self, |ctx, c| queue::list(ctx, &c).await)
     }
 
     fn due_timers(&self, until: u64, limit: usize) -> Result<Vec<Timer>, ReadError> {
@@ -515,6 +520,7 @@ impl Store for PostgresStore {
         self.call(move |ctx| async move {
             let ctx = &*ctx;
             in_transaction!(ctx, Durability::Immediate, |tx| async {
+                idempotency::keep(ctx, &tx, &run).await?;
                 queue::enqueue(ctx, &tx, &run).await?;
                 approvals::append_audit::<_, QueueError>(ctx, &tx, &run.thread, &entry).await?;
                 Ok::<_, Fail<QueueError>>(())
@@ -554,28 +560,16 @@ impl Store for PostgresStore {
             .await)
         })
     }
-    /// One statement (settle and release together): one commit, one round trip.
+    /// One statement (settle and release together), as [`Store::settle_run`].
     fn settle_run_and_release(&self, thread: &str, holder: &str, settle: &Settle) -> Result<bool, QueueError> {
         let (thread, holder, settle) = (thread.to_string(), holder.to_string(), settle.clone());
-        self.call(move |ctx| async move {
-            let ctx = &*ctx;
-            retrying!(ctx, {
-                let client = ctx.client().await?;
-                queue::settle(ctx, &client, &thread, &holder, &settle, true).await
-            })
-        })
+        on_client!(self, |ctx, c| queue::settle(ctx, &c, &thread, &holder, &settle, true).await)
     }
 
     /// One read-only statement on `holder`'s rows: no commit to wait for.
     fn run_controls(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
         let holder = holder.to_string();
-        self.call(move |ctx| async move {
-            let ctx = &*ctx;
-            retrying!(ctx, {
-                let client = ctx.client().await?;
-                queue::controls(ctx, &client, &holder, now).await
-            })
-        })
+        on_client!(self, |ctx, c| queue::controls(ctx, &c, &holder, now).await)
     }
 
     /// One transaction; the threads' rows are locked.
@@ -600,5 +594,92 @@ impl Store for PostgresStore {
     fn legal_hold(&self, thread: &str) -> Result<Option<LegalHold>, ReadError> {
         let thread = thread.to_string();
         self.call(move |ctx| async move { Ok(purge::hold(&ctx, &thread).await?) })
+    }
+
+    /// One statement, so one snapshot.
+    fn read_events(&self, thread: &str, after: Option<EventId>, limit: usize) -> Result<EventPage, ReadError> {
+        let thread = thread.to_string();
+        self.call(move |ctx| async move { Ok(event_log::read(&ctx, &thread, after, limit).await?) })
+    }
+
+    /// The wakes hear the commits of every process on this store's schema, through one
+    /// `LISTEN` connection the first call opens beside the pool's (it waits until that
+    /// connection listens, at most the connect timeout and a second). They are called on the store's I/O thread: a wake
+    /// must not block, nor call the store (that waits on the same thread). While the connection
+    /// is down (it reconnects by itself), commits are not heard: readers also poll.
+    fn on_events(&self, wake: EventWake) -> bool {
+        self.events.add(&self.io, wake);
+        true
+    }
+
+    /// One transaction: the follow-up is added under the lock of its thread's queued run.
+    fn enqueue_follow_up(
+        &self,
+        run: NewRun,
+        entry: NewAuditEntry,
+        place: FollowUpPlace,
+    ) -> Result<FollowUpQueued, QueueError> {
+        let run = NewRun { follow_up: true, ..run };
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| async {
+                crate::checks::check_detail(&run.thread, &entry).map_err(|e| Fail::Refused(e.into()))?;
+                idempotency::keep(ctx, &tx, &run).await?;
+                let queued = follow_ups::enqueue(ctx, &tx, &run, place).await?;
+                approvals::append_audit::<_, QueueError>(ctx, &tx, &run.thread, &entry).await?;
+                Ok::<_, Fail<QueueError>>(queued)
+            }
+            .await)
+        })
+    }
+
+    fn list_follow_ups(&self, thread: &str) -> Result<Vec<QueuedRun>, QueueError> {
+        let thread = thread.to_string();
+        on_client!(self, |ctx, c| follow_ups::list(ctx, &c, &thread).await)
+    }
+
+    fn put_schedule(&self, schedule: ScheduleRecord) -> Result<(), QueueError> {
+        on_client!(self, |ctx, c| schedules::put(ctx, &c, &schedule).await)
+    }
+
+    fn delete_schedule(&self, id: &str) -> Result<bool, QueueError> {
+        let id = id.to_string();
+        on_client!(self, |ctx, c| schedules::delete(&c, &id).await)
+    }
+
+    fn schedule(&self, id: &str) -> Result<Option<ScheduleRecord>, QueueError> {
+        let id = id.to_string();
+        on_client!(self, |ctx, c| schedules::get(ctx, &c, &id).await)
+    }
+
+    fn list_schedules(&self) -> Result<Vec<ScheduleRecord>, QueueError> {
+        on_client!(self, |ctx, c| schedules::list(ctx, &c).await)
+    }
+
+    /// One transaction: a compare-and-set `UPDATE` of the schedule's row, then the run.
+    fn fire_schedule(&self, fire: ScheduleFire) -> Result<bool, QueueError> {
+        self.call(move |ctx| async move {
+            let ctx = &*ctx;
+            in_transaction!(ctx, Durability::Immediate, |tx| schedules::fire(ctx, &tx, &fire).await)
+        })
+    }
+
+    fn due_webhooks(&self, now: u64, limit: usize) -> Result<Vec<WebhookDelivery>, QueueError> {
+        on_client!(self, |ctx, c| webhooks::due(ctx, &c, now, limit).await)
+    }
+
+    fn claim_webhook(&self, id: u64, holder: &str, now: u64, until: u64) -> Result<bool, QueueError> {
+        let holder = holder.to_string();
+        on_client!(self, |ctx, c| webhooks::claim(&c, id, &holder, now, until).await)
+    }
+
+    fn settle_webhook(&self, id: u64, holder: &str, settle: WebhookSettle) -> Result<bool, QueueError> {
+        let holder = holder.to_string();
+        on_client!(self, |ctx, c| webhooks::settle(&c, id, &holder, &settle).await)
+    }
+
+    fn list_webhooks(&self, thread: &str) -> Result<Vec<WebhookDelivery>, QueueError> {
+        let thread = thread.to_string();
+        on_client!(self, |ctx, c| webhooks::list(ctx, &c, &thread).await)
     }
 }

@@ -41,11 +41,18 @@ pub struct PurgeReport {
     pub audit_details: u64,
     /// Timers removed.
     pub timers: u64,
-    /// Queued runs removed (with their payloads).
+    /// Queued runs removed (with their payloads), the follow-up runs waiting behind them
+    /// included.
     pub queued_runs: u64,
     /// Whether the backing file was compacted after the purge (`RedbStore`: the purge's freed
     /// pages are given back where redb can, see [`Store::purge_thread`](crate::Store::purge_thread)).
     pub file_compacted: bool,
+    /// Events removed from the threads' event logs ([`Store::read_events`](crate::Store::read_events)).
+    /// (Appended last.)
+    pub events: u64,
+    /// Webhook deliveries removed ([`Store::list_webhooks`](crate::Store::list_webhooks)), sent
+    /// or not. (Appended last.)
+    pub webhooks: u64,
 }
 
 impl PurgeReport {
@@ -65,6 +72,8 @@ impl PurgeReport {
         self.timers += other.timers;
         self.queued_runs += other.queued_runs;
         self.file_compacted |= other.file_compacted;
+        self.events += other.events;
+        self.webhooks += other.webhooks;
         self
     }
 
@@ -95,6 +104,8 @@ impl PurgeReport {
             "audit_details": self.audit_details,
             "timers": self.timers,
             "queued_runs": self.queued_runs,
+            "events": self.events,
+            "webhooks": self.webhooks,
         })
     }
 }

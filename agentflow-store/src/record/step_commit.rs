@@ -6,6 +6,7 @@ use crate::record::approval::{ApprovalRecord, ApprovalTransition};
 use crate::record::audit::NewAuditEntry;
 use crate::record::checkpoint::Checkpoint;
 use crate::record::effect::EffectKey;
+use crate::record::event_log::NewEvent;
 use crate::record::pending_write::PendingWrite;
 use crate::record::thread::ThreadRecord;
 
@@ -67,6 +68,12 @@ pub struct StepCommit {
     /// human may carry one too (when its approval expires). A time past `i64::MAX` (never) is
     /// kept as `i64::MAX` on every store.
     pub wake_at: Option<u64>,
+    /// Events to append to the thread's log ([`Store::read_events`](crate::Store::read_events)),
+    /// in order, as one commit of it: the store gives them the log's next commit number and
+    /// their places, and removes the oldest commit's events past
+    /// [`EVENT_LOG_KEEP_COMMITS`](crate::EVENT_LOG_KEEP_COMMITS). Empty: the log is untouched.
+    /// (Appended last.)
+    pub events: Vec<NewEvent>,
 }
 
 impl StepCommit {
@@ -86,6 +93,7 @@ impl StepCommit {
             durability: Durability::Immediate,
             wake_at: None,
             parent_leases: Vec::new(),
+            events: Vec::new(),
         }
     }
 
@@ -116,6 +124,13 @@ impl StepCommit {
     #[must_use]
     pub fn with_durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// Appends `events` to the thread's log with this commit (see [`StepCommit::events`]).
+    #[must_use]
+    pub fn with_events(mut self, events: Vec<NewEvent>) -> Self {
+        self.events = events;
         self
     }
 

@@ -193,6 +193,10 @@ fn purge_one(tx: &Tx<'_>, mut record: ThreadRecord, entry: &NewAuditEntry) -> Re
     let mut queue = tx.txn.open_table(tables::RUN_QUEUE).ctx(path)?;
     report.queued_runs = u64::from(queue.remove(id).ctx(path)?.is_some());
     drop(queue);
+    report.queued_runs += crate::redb::follow_ups::purge(tx, id)?;
+    report.webhooks = crate::redb::webhooks::purge(tx, id)?;
+    report.events = crate::redb::event_log::purge(tx, id)?;
+    crate::redb::idempotency::purge(tx, id)?;
     report.approvals = purge_approvals(tx, id, entry)?;
     report.audit_details = purge_audit(path, &mut tx.txn.open_table(tables::AUDIT).ctx(path)?, id)?;
     if record.status != ThreadStatus::Purged || !record.detail.is_empty() || record.trace.is_some() {

@@ -7,12 +7,12 @@ use redb::{ReadableTable, TableHandle};
 use serde::{Deserialize, Serialize};
 
 use crate::error::StorageError;
-use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
-use crate::record::{ApprovalRecord, Lease, Payload, ThreadRecord};
+use crate::queue::{FollowUpPlace, FollowUpQueued, NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
+use crate::record::{ApprovalRecord, Lease, NewAuditEntry, Payload, ThreadRecord};
 use crate::redb::error::WithPath;
 use crate::redb::leases::Leases;
-use crate::redb::tables;
 use crate::redb::writer::Tx;
+use crate::redb::{follow_ups, idempotency, tables};
 
 /// A queue row as stored in the redb table (JSON, versioned by `v`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -34,6 +34,15 @@ struct Row {
     /// The tenant it was submitted for (rows written before tenants have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tenant: Option<String>,
+    /// A follow-up run (its input is an update); rows written before follow-ups are not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    follow_up: bool,
+    /// For a follow-up: the checkpoint to fork at first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fork_from: Option<u64>,
+    /// The URL told when the run first stops, until a settle wrote its delivery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    webhook: Option<String>,
 }
 
 const ROW_VERSION: u32 = 1;
@@ -79,6 +88,30 @@ fn queued(thread: &str, row: Row, lease: Option<Lease>) -> QueuedRun {
         claims: row.claims,
         lease,
         tenant: row.tenant,
+        follow_up: row.follow_up,
+        fork_from: row.fork_from,
+        webhook: row.webhook,
+    }
+}
+
+/// The row of `run` as it is queued: ready, never claimed.
+fn row_of(run: NewRun) -> Row {
+    Row {
+        v: ROW_VERSION,
+        graph: run.graph,
+        input: run.input,
+        owner: run.owner,
+        enqueued_at: run.at,
+        wait: RunWait::Ready,
+        control: None,
+        holder: None,
+        heartbeat_at: None,
+        claims: 0,
+        awaits: Vec::new(),
+        tenant: run.tenant,
+        follow_up: run.follow_up,
+        fork_from: run.fork_from,
+        webhook: run.webhook,
     }
 }
 
@@ -144,23 +177,45 @@ pub(crate) fn stage_enqueue(tx: &Tx<'_>, run: &NewRun) -> Result<(), QueueError>
     if table.get(run.thread.as_str()).ctx(tx.path)?.is_some() {
         return Err(QueueError::AlreadyQueued { thread: run.thread.clone() });
     }
-    let row = Row {
-        v: ROW_VERSION,
-        graph: run.graph.clone(),
-        input: run.input.clone(),
-        owner: run.owner.clone(),
-        enqueued_at: run.at,
-        wait: RunWait::Ready,
-        control: None,
-        holder: None,
-        heartbeat_at: None,
-        claims: 0,
-        awaits: Vec::new(),
-        tenant: run.tenant.clone(),
-    };
     tx.wrote();
-    table.insert(run.thread.as_str(), encode(&row).as_slice()).ctx(tx.path)?;
+    table.insert(run.thread.as_str(), encode(&row_of(run.clone())).as_slice()).ctx(tx.path)?;
     Ok(())
+}
+
+/// Queues follow-up `run` with `entry` in its thread's audit log: the thread's queued run when
+/// it has none, else at `place` among the follow-ups behind it (see
+/// [`Store::enqueue_follow_up`](crate::Store::enqueue_follow_up)).
+pub(crate) fn stage_follow_up(
+    tx: &Tx<'_>,
+    run: &NewRun,
+    entry: &NewAuditEntry,
+    place: FollowUpPlace,
+) -> Result<FollowUpQueued, QueueError> {
+    // Everything that may refuse it is checked before its first write.
+    crate::checks::check_detail(&run.thread, entry)?;
+    idempotency::refuse_used(tx, run)?;
+    let run = NewRun { follow_up: true, ..run.clone() };
+    let queued = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?.get(run.thread.as_str()).ctx(tx.path)?.is_some();
+    let answer = if queued {
+        tx.wrote();
+        FollowUpQueued::Behind { ahead: follow_ups::push(tx, &run, place)? }
+    } else {
+        stage_enqueue(tx, &run)?;
+        FollowUpQueued::Now
+    };
+    idempotency::keep(tx, &run)?;
+    crate::redb::audit::stage_append_audit(tx, &run.thread, entry)?;
+    Ok(answer)
+}
+
+/// The follow-ups waiting behind `thread`'s queued run, first first, as queued runs (ready,
+/// never claimed).
+pub(crate) fn follow_ups_of(
+    txn: &redb::ReadTransaction,
+    path: &Path,
+    thread: &str,
+) -> Result<Vec<QueuedRun>, StorageError> {
+    Ok(follow_ups::list(txn, path, thread)?.into_iter().map(|run| queued(thread, row_of(run), None)).collect())
 }
 
 /// Whether an approval of `thread`, or of one of its subgraph children at any level, waits for
@@ -373,11 +428,22 @@ pub(crate) fn stage_settle(tx: &Tx<'_>, thread: &str, holder: &str, settle: &Set
         return Ok(false);
     }
     tx.wrote();
+    // The run's webhook is told once: by the first settle that writes its delivery.
+    let webhook = match (&row.webhook, &settle.webhook) {
+        (Some(_), Some(delivery)) => {
+            crate::redb::webhooks::insert(tx, thread, delivery)?;
+            None
+        }
+        _ => row.webhook.clone(),
+    };
     let row = if settle.keeps(row.control) {
-        Row { wait: RunWait::Ready, awaits: Vec::new(), ..row }
+        Row { wait: RunWait::Ready, awaits: Vec::new(), webhook, ..row }
     } else if let Some(wait) = settle.park {
         let awaits = if wait == RunWait::Approval { settle.awaits.clone() } else { Vec::new() };
-        Row { wait, awaits, control: None, ..row }
+        Row { wait, awaits, control: None, webhook, ..row }
+    } else if let Some(next) = follow_ups::pop(tx, thread)? {
+        // The thread's first follow-up takes the ended run's place.
+        row_of(next)
     } else {
         table.remove(thread).ctx(tx.path)?;
         return Ok(true);

@@ -13,7 +13,8 @@ use redb::backends::InMemoryBackend;
 use redb::{Database, DatabaseError, ReadTransaction, ReadableDatabase, TableHandle};
 
 use crate::error::{CommitError, OpenError, StorageError};
-use crate::record::Durability;
+use crate::event_wakes::EventWakes;
+use crate::record::{Durability, EVENT_LOG_KEEP_COMMITS};
 use crate::redb::error::{WithPath, storage_error};
 use crate::redb::owner;
 use crate::redb::tables;
@@ -31,15 +32,20 @@ use crate::store::Store;
 /// name a tenant.
 /// 7: a thread record may have status `purged`, which older builds cannot read, and legal
 /// holds have their table, [`tables::HOLDS`].
-/// The layout this build writes (8: a thread record may end with the trace context of the
-/// thread's root span, which older builds cannot read).
-const STORE_FORMAT: u32 = 8;
+/// 8: a thread record may end with the trace context of the thread's root span, which older
+/// builds cannot read.
+/// The layout this build writes (9: each thread's event log, the idempotency keys of run
+/// starts, follow-up runs, cron schedules and webhook deliveries have their tables,
+/// [`tables::EVENTS`] and the ones after it; queue rows may name a follow-up and a webhook;
+/// older builds would purge a thread and leave its log).
+const STORE_FORMAT: u32 = 9;
 /// The oldest layout this build opens, and moves to [`STORE_FORMAT`] on open: format 3 differs
 /// in thread records without a parent, which this build still reads, formats 3 and 4 in
 /// checkpoints and snapshots keyed by thread id, which the move renumbers, and formats 3 to 5
 /// in audit entries without their hash chain, which the move chains; format 6 lacks only the
 /// holds table, which the move creates; format 7 differs only in thread records without a
-/// trace context, which this build reads as having none (the move changes no record).
+/// trace context, which this build reads as having none (the move changes no record); format 8
+/// lacks only the tables of format 9, which the move creates.
 const OLDEST_FORMAT: u32 = 3;
 /// The first format whose checkpoints and snapshots are keyed by thread number, and whose queue
 /// rows and breakers carry a checksum.
@@ -65,6 +71,7 @@ pub struct RedbStoreBuilder {
     max_group: usize,
     linger: Duration,
     cache_size: Option<usize>,
+    event_log_keep: u64,
 }
 
 impl Default for RedbStoreBuilder {
@@ -75,6 +82,7 @@ impl Default for RedbStoreBuilder {
             max_group: 256,
             linger: Duration::from_micros(60),
             cache_size: None,
+            event_log_keep: EVENT_LOG_KEEP_COMMITS,
         }
     }
 }
@@ -125,6 +133,15 @@ impl RedbStoreBuilder {
     #[must_use]
     pub fn cache_size(mut self, bytes: usize) -> Self {
         self.cache_size = Some(bytes);
+        self
+    }
+
+    /// How many commits' events each thread's log keeps (default and at most
+    /// [`EVENT_LOG_KEEP_COMMITS`], at least 1): tests of the log's retention set a small bound.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn event_log_keep(mut self, commits: u64) -> Self {
+        self.event_log_keep = commits.clamp(1, EVENT_LOG_KEEP_COMMITS);
         self
     }
 
@@ -259,6 +276,9 @@ fn open_error(path: &Path, err: DatabaseError) -> OpenError {
 /// lease check is made on every commit as before.
 /// Dropping the store flushes pending eventual commits and closes the file; [`RedbStore::close`]
 /// does the same and reports errors.
+/// Each thread's event log ([`Store::read_events`]) is written by the step commits that carry
+/// events, in their transactions; the wakes given to [`Store::on_events`] are called after each
+/// of them (the file is open in this process only, so its commits are all there is to hear).
 ///
 /// The file is neither encrypted nor signed, and this handle checks no caller: whoever holds
 /// the handle, or can open the file, can do everything [`Store`] permits, deciding approvals
@@ -270,6 +290,10 @@ pub struct RedbStore {
     writer: Option<JoinHandle<()>>,
     /// A file, not redb's in-memory backend.
     on_disk: bool,
+    /// How many commits' events each thread's log keeps.
+    pub(super) event_keep: u64,
+    /// Called after each commit that added events (see [`Store::on_events`]).
+    pub(super) wakes: Arc<EventWakes>,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -339,7 +363,14 @@ impl RedbStore {
             .name("agentflow-store-writer".to_string())
             .spawn(move || writer::run(&for_writer, &receiver, config))
             .map_err(|source| OpenError::Io { path: shared.path.clone(), source })?;
-        Ok(RedbStore { shared, sender: Some(sender), writer: Some(writer), on_disk })
+        Ok(RedbStore {
+            shared,
+            sender: Some(sender),
+            writer: Some(writer),
+            on_disk,
+            event_keep: options.event_log_keep,
+            wakes: Arc::new(EventWakes::default()),
+        })
     }
 
     pub(super) fn stop_writer(&mut self) {
@@ -543,6 +574,16 @@ fn init(db: &Database, path: &Path) -> Result<(), OpenError> {
         txn.open_table(tables::BREAKERS).ctx(path)?;
         txn.open_table(tables::GRAPHS).ctx(path)?;
         txn.open_table(tables::HOLDS).ctx(path)?;
+        txn.open_table(tables::EVENTS).ctx(path)?;
+        txn.open_table(tables::EVENT_LOG_ENDS).ctx(path)?;
+        txn.open_table(tables::IDEMPOTENCY_KEYS).ctx(path)?;
+        txn.open_table(tables::IDEMPOTENCY_BY_TIME).ctx(path)?;
+        txn.open_table(tables::IDEMPOTENCY_BY_THREAD).ctx(path)?;
+        txn.open_table(tables::FOLLOW_UPS).ctx(path)?;
+        txn.open_table(tables::SCHEDULES).ctx(path)?;
+        txn.open_table(tables::WEBHOOKS).ctx(path)?;
+        txn.open_table(tables::WEBHOOKS_BY_THREAD).ctx(path)?;
+        txn.open_table(tables::WEBHOOKS_DUE).ctx(path)?;
     }
     txn.commit().ctx(path)?;
     Ok(())

@@ -64,6 +64,11 @@ pub(crate) fn stage_restore(tx: &Tx<'_>, d: &ThreadDump) -> Result<(), CommitErr
     if journaled || pending_writes {
         return Err(left_over(tid, "journaled results or pending writes"));
     }
+    let events = tx.txn.open_table(tables::EVENTS).ctx(path)?;
+    if events.range((tid, 0, 0)..=(tid, u64::MAX, u32::MAX)).ctx(path)?.next().is_some() {
+        return Err(left_over(tid, "an event log"));
+    }
+    drop(events);
     let mut by_thread = tx.txn.open_table(tables::APPROVALS_BY_THREAD).ctx(path)?;
     let mut waiting = tx.txn.open_table(tables::APPROVALS_PENDING).ctx(path)?;
     tx.wrote();
@@ -92,6 +97,7 @@ pub(crate) fn stage_restore(tx: &Tx<'_>, d: &ThreadDump) -> Result<(), CommitErr
     for e in &chained_audit(d) {
         audit.insert((tid, e.seq), e.encode().as_slice()).ctx(path)?;
     }
+    crate::redb::event_log::restore(tx, tid, &d.events)?;
     for a in &d.approvals {
         approvals.insert(a.id.as_str(), a.encode().as_slice()).ctx(path)?;
         by_thread.insert((tid, a.id.as_str()), ()).ctx(path)?;

@@ -1,5 +1,5 @@
 //! Staging a [`StepCommit`]: validate every part, then write the thread record, the
-//! checkpoint, pending writes, effects, audit entries and approvals in one transaction.
+//! checkpoint, pending writes, effects, audit entries, approvals and events in one transaction.
 //!
 //! Validation comes first and [`Tx::wrote`] is called just before the first write, so a
 //! refused commit never leaves half a job in a group transaction.
@@ -23,6 +23,7 @@ use crate::record::{
 use crate::redb::approvals::{ApprovalTables, check_new_approval, check_transition};
 use crate::redb::audit::append_audit;
 use crate::redb::error::WithPath;
+use crate::redb::event_log;
 use crate::redb::reads::latest_checkpoint_seq;
 use crate::redb::step_facts::{Kept, ThreadFacts};
 use crate::redb::tables;
@@ -35,7 +36,8 @@ pub(crate) struct CommitOut {
     pub(crate) audit_seqs: Vec<u64>,
 }
 
-pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, CommitError> {
+/// Stages `c` in `tx`; its events go to the thread's log, which keeps `event_keep` commits.
+pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit, event_keep: u64) -> Result<CommitOut, CommitError> {
     let path = tx.path;
     let tid = c.thread.id.as_str();
     let invalid = |reason: String| CommitError::Invalid { thread: tid.to_string(), reason };
@@ -222,6 +224,9 @@ pub(crate) fn stage_commit(tx: &Tx<'_>, c: &StepCommit) -> Result<CommitOut, Com
                 audit_seqs.push(seq);
             }
         }
+    }
+    if !c.events.is_empty() {
+        event_log::append(tx, tid, &c.events, c.now, event_keep)?;
     }
     tx.learn_facts(tid, facts);
     Ok(CommitOut { checkpoint: c.checkpoint.as_ref().map(|cp| cp.seq), audit_seqs })

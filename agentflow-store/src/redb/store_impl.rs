@@ -2,23 +2,29 @@
 //! writer thread.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use crate::breaker::{BreakerAnswer, BreakerError, BreakerRecord, BreakerUpdate};
 use crate::dump::ThreadDump;
 use crate::error::{
     ApprovalError, AuditError, CommitError, CompactError, EffectError, LeaseError, PurgeError, ReadError, StorageError,
 };
-use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
+use crate::queue::{
+    FollowUpPlace, FollowUpQueued, NewRun, QueueError, QueuedRun, RunControl, RunWait, ScheduleFire, Settle,
+};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
-    CompactReport, Durability, EffectBatch, EffectKey, EffectOutcome, Lease, LegalHold, NewAuditEntry, Payload,
-    PendingWrite, PurgeReport, StateChain, StepCommit, ThreadRecord, Timer,
+    CompactReport, Durability, EffectBatch, EffectKey, EffectOutcome, EventId, EventPage, EventWake, Lease, LegalHold,
+    NewAuditEntry, Payload, PendingWrite, PurgeReport, ScheduleRecord, StateChain, StepCommit, ThreadRecord, Timer,
+    WebhookDelivery, WebhookSettle,
 };
 use crate::redb::approvals::{stage_put_approval, stage_transition};
 use crate::redb::audit::stage_append_audit;
 use crate::redb::breakers;
 use crate::redb::effects::{effect_key, stage_effect_batch, stage_record_effect};
 use crate::redb::error::WithPath;
+use crate::redb::event_log;
+use crate::redb::idempotency;
 use crate::redb::listings::{
     Scan, approvals_in, audit_in, load_checkpoint, numbered, pending_writes_in, thread_effects_in, timer_in,
 };
@@ -28,6 +34,7 @@ use crate::redb::redb_store::RedbStore;
 use crate::redb::step_commit::{CommitOut, stage_commit};
 use crate::redb::tables;
 use crate::redb::writer::{Reply, Tx};
+use crate::redb::{schedules, webhooks};
 use crate::store::{CommitCallback, FoldFn, Listing, Store};
 
 impl Store for RedbStore {
@@ -50,9 +57,16 @@ impl Store for RedbStore {
         self.threads_under(parent)
     }
 
+    /// The wakes of [`Store::on_events`] are called on the calling thread once the commit is
+    /// made (visible; durable too unless it is [`Durability::Eventual`]), before it returns.
     fn commit_step(&self, commit: StepCommit) -> Result<CommitReceipt, CommitError> {
+        let logged = (!commit.events.is_empty()).then(|| commit.thread.id.clone());
+        let keep = self.event_keep;
         let (out, committed) =
-            self.submit_job(commit.durability, true, move |tx: &Tx<'_>| stage_commit(tx, &commit))?;
+            self.submit_job(commit.durability, true, move |tx: &Tx<'_>| stage_commit(tx, &commit, keep))?;
+        if let Some(thread) = logged {
+            self.wakes.wake(&thread);
+        }
         Ok(CommitReceipt {
             checkpoint: out.checkpoint,
             audit_seqs: out.audit_seqs,
@@ -61,8 +75,15 @@ impl Store for RedbStore {
         })
     }
 
+    /// The wakes of [`Store::on_events`] are called on the store's writer thread once the
+    /// commit is made, before `done`.
     fn commit_step_then(&self, commit: StepCommit, done: CommitCallback) {
+        let logged = (!commit.events.is_empty()).then(|| (commit.thread.id.clone(), Arc::clone(&self.wakes)));
+        let keep = self.event_keep;
         let reply: Reply<CommitOut, CommitError> = Box::new(move |answer| {
+            if let (Ok(_), Some((thread, wakes))) = (&answer, &logged) {
+                wakes.wake(thread);
+            }
             done(answer.map(|(out, committed)| CommitReceipt {
                 checkpoint: out.checkpoint,
                 audit_seqs: out.audit_seqs,
@@ -70,7 +91,7 @@ impl Store for RedbStore {
                 group_size: committed.group_size,
             }))
         });
-        self.submit_step_then(commit.durability, move |tx: &Tx<'_>| stage_commit(tx, &commit), reply);
+        self.submit_step_then(commit.durability, move |tx: &Tx<'_>| stage_commit(tx, &commit, keep), reply);
     }
 
     fn flush(&self) -> Result<(), CommitError> {
@@ -191,6 +212,7 @@ impl Store for RedbStore {
             dump.effects = thread_effects_in(txn, path, thread)?;
             dump.audit = audit_in(txn, path, thread, Scan::Strict)?.items;
             dump.approvals = approvals_in(txn, path, thread, Scan::Strict)?.items;
+            dump.events = event_log::all(txn, path, thread)?;
             Ok(Some(dump))
         })
     }
@@ -271,8 +293,14 @@ impl Store for RedbStore {
         Ok(CompactReport { dropped, folded, file_compacted })
     }
 
+    /// One write transaction, with the run's idempotency key.
     fn enqueue_run(&self, run: NewRun) -> Result<(), QueueError> {
-        self.submit(Durability::Immediate, move |tx: &Tx<'_>| queue::stage_enqueue(tx, &run))?;
+        self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
+            idempotency::refuse_used(tx, &run)?;
+            queue::stage_enqueue(tx, &run)?;
+            idempotency::keep(tx, &run)?;
+            Ok::<_, QueueError>(())
+        })?;
         Ok(())
     }
 
@@ -395,7 +423,9 @@ impl Store for RedbStore {
     /// One write transaction.
     fn enqueue_run_audited(&self, run: NewRun, entry: NewAuditEntry) -> Result<(), QueueError> {
         self.submit(Durability::Immediate, move |tx: &Tx<'_>| {
+            idempotency::refuse_used(tx, &run)?;
             queue::stage_enqueue(tx, &run)?;
+            idempotency::keep(tx, &run)?;
             stage_append_audit(tx, &run.thread, &entry)?;
             Ok::<_, QueueError>(())
         })?;
@@ -456,7 +486,12 @@ impl Store for RedbStore {
         let thread = thread.to_string();
         let (mut report, _) = self
             .submit(Durability::Immediate, move |tx: &Tx<'_>| crate::redb::purge::stage_purge(tx, &thread, &entry))?;
-        let removed = report.checkpoints + report.pending_writes + report.effects + report.audit_details;
+        let removed = report.checkpoints
+            + report.pending_writes
+            + report.effects
+            + report.audit_details
+            + report.events
+            + report.webhooks;
         if removed + report.approvals + report.queued_runs > 0 {
             report.file_compacted = self.compact_file().unwrap_or(false);
         }
@@ -481,5 +516,78 @@ impl Store for RedbStore {
 
     fn file_path(&self) -> Option<std::path::PathBuf> {
         self.on_disk().then(|| self.path_buf())
+    }
+
+    fn read_events(&self, thread: &str, after: Option<EventId>, limit: usize) -> Result<EventPage, ReadError> {
+        self.read(|txn, path| Ok(event_log::read(txn, path, thread, after, limit)?))
+    }
+
+    /// One write transaction.
+    fn enqueue_follow_up(
+        &self,
+        run: NewRun,
+        entry: NewAuditEntry,
+        place: FollowUpPlace,
+    ) -> Result<FollowUpQueued, QueueError> {
+        let (queued, _) =
+            self.submit(Durability::Immediate, move |tx: &Tx<'_>| queue::stage_follow_up(tx, &run, &entry, place))?;
+        Ok(queued)
+    }
+
+    fn list_follow_ups(&self, thread: &str) -> Result<Vec<QueuedRun>, QueueError> {
+        Ok(self.read(|txn, path| queue::follow_ups_of(txn, path, thread))?)
+    }
+
+    fn put_schedule(&self, schedule: ScheduleRecord) -> Result<(), QueueError> {
+        self.submit(Durability::Immediate, move |tx: &Tx<'_>| schedules::stage_put(tx, &schedule))?;
+        Ok(())
+    }
+
+    fn delete_schedule(&self, id: &str) -> Result<bool, QueueError> {
+        let id = id.to_string();
+        Ok(self.submit(Durability::Immediate, move |tx: &Tx<'_>| schedules::stage_delete(tx, &id))?.0)
+    }
+
+    fn schedule(&self, id: &str) -> Result<Option<ScheduleRecord>, QueueError> {
+        Ok(self.read(|txn, path| schedules::get(txn, path, id))?)
+    }
+
+    fn list_schedules(&self) -> Result<Vec<ScheduleRecord>, QueueError> {
+        Ok(self.read(schedules::list)?)
+    }
+
+    /// One write transaction, made by the store's one writer thread: of two fires of one
+    /// `next_at`, the second finds it moved.
+    fn fire_schedule(&self, fire: ScheduleFire) -> Result<bool, QueueError> {
+        Ok(self.submit(Durability::Immediate, move |tx: &Tx<'_>| schedules::stage_fire(tx, &fire))?.0)
+    }
+
+    fn due_webhooks(&self, now: u64, limit: usize) -> Result<Vec<WebhookDelivery>, QueueError> {
+        Ok(self.read(|txn, path| webhooks::due(txn, path, now, limit))?)
+    }
+
+    fn claim_webhook(&self, id: u64, holder: &str, now: u64, until: u64) -> Result<bool, QueueError> {
+        let holder = holder.to_string();
+        let job = move |tx: &Tx<'_>| webhooks::stage_claim(tx, id, &holder, now, until);
+        Ok(self.submit(Durability::Immediate, job)?.0)
+    }
+
+    fn settle_webhook(&self, id: u64, holder: &str, settle: WebhookSettle) -> Result<bool, QueueError> {
+        let holder = holder.to_string();
+        let job = move |tx: &Tx<'_>| webhooks::stage_settle(tx, id, &holder, &settle);
+        Ok(self.submit(Durability::Immediate, job)?.0)
+    }
+
+    fn list_webhooks(&self, thread: &str) -> Result<Vec<WebhookDelivery>, QueueError> {
+        Ok(self.read(|txn, path| webhooks::list(txn, path, thread))?)
+    }
+
+    /// The wakes are called after this store's own commits (a redb file is open in one
+    /// process): by [`Store::commit_step`] on the committing thread, by
+    /// [`Store::commit_step_then`] on the writer thread. A wake that blocks holds up that commit's
+    /// answer (and, on the writer thread, every later commit); one that panics is skipped.
+    fn on_events(&self, wake: EventWake) -> bool {
+        self.wakes.add(wake);
+        true
     }
 }

@@ -84,3 +84,48 @@ pub const GRAPHS: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow
 /// thread id -> its legal hold (`LegalHold`, as a record), see
 /// [`Store::set_legal_hold`](crate::Store::set_legal_hold). Format 7.
 pub const HOLDS: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.holds");
+
+/// (thread id, seq, idx) -> a logged event (`kind`, `data`, `at`, as a record): each thread's
+/// event log, see [`Store::read_events`](crate::Store::read_events). `seq` numbers the commits
+/// that wrote events, from 1 in each thread; `idx` is an event's place in its commit. A commit
+/// past the kept bound removes the thread's oldest seqs. Format 9.
+pub const EVENTS: TableDefinition<(&str, u64, u32), &[u8]> = TableDefinition::new("agentflow.events");
+
+/// thread id -> the last seq of the thread's event log when a purge emptied it (u64, as a
+/// record), so the log's next commit goes on after it: a log's seqs never start again. A log
+/// that holds events has its last seq in [`EVENTS`]. Format 9.
+pub const EVENT_LOG_ENDS: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.event_log_ends");
+
+/// (scope, key) -> the run an idempotency key started (thread, request digest, when, as a
+/// record), see [`NewRun::idempotency`](crate::NewRun::idempotency). Format 9.
+pub const IDEMPOTENCY_KEYS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("agentflow.idempotency_keys");
+
+/// (created unix millis, scope, key) -> (): the idempotency keys by age, oldest first, so
+/// expired ones are removed without a scan. Format 9.
+pub const IDEMPOTENCY_BY_TIME: TableDefinition<(u64, &str, &str), ()> =
+    TableDefinition::new("agentflow.idempotency_by_time");
+
+/// (thread id, scope, key) -> (): the idempotency keys of each thread, removed with it by a
+/// purge. Format 9.
+pub const IDEMPOTENCY_BY_THREAD: TableDefinition<(&str, &str, &str), ()> =
+    TableDefinition::new("agentflow.idempotency_by_thread");
+
+/// (thread id, place) -> a follow-up run waiting behind the thread's queued run (as a record),
+/// the first to run at the lowest place; see
+/// [`Store::enqueue_follow_up`](crate::Store::enqueue_follow_up). Format 9.
+pub const FOLLOW_UPS: TableDefinition<(&str, i64), &[u8]> = TableDefinition::new("agentflow.follow_ups");
+
+/// schedule id -> a cron schedule (`ScheduleRecord`, as a record); see
+/// [`Store::put_schedule`](crate::Store::put_schedule). Format 9.
+pub const SCHEDULES: TableDefinition<&str, &[u8]> = TableDefinition::new("agentflow.schedules");
+
+/// delivery id -> a completion webhook delivery (`WebhookDelivery`, as a record); ids come from
+/// `META`'s `"next_webhook_id"` (u64, little endian; absent: 1). Format 9.
+pub const WEBHOOKS: TableDefinition<u64, &[u8]> = TableDefinition::new("agentflow.webhooks");
+
+/// (thread id, delivery id) -> (): each thread's deliveries, removed with it by a purge. Format 9.
+pub const WEBHOOKS_BY_THREAD: TableDefinition<(&str, u64), ()> = TableDefinition::new("agentflow.webhooks_by_thread");
+
+/// (next attempt unix millis, delivery id) -> (): the pending deliveries by when they are due
+/// (no checksum: each key is checked against its [`WEBHOOKS`] row). Format 9.
+pub const WEBHOOKS_DUE: TableDefinition<(u64, u64), ()> = TableDefinition::new("agentflow.webhooks_due");

@@ -16,7 +16,9 @@
 //!
 //! Format 7 adds the legal holds table, which opening any file creates. Format 8 changes no
 //! stored row: thread records of format 7 and older end before the trace context, and are read
-//! with none (the first commit that brings one stores it).
+//! with none (the first commit that brings one stores it). Format 9 adds the tables of the
+//! threads' event logs and of the idempotency keys, which opening any file creates (the move
+//! changes no row).
 
 use std::path::Path;
 

@@ -4,8 +4,10 @@
 //! - **Payloads sealed**: checkpoint states, updates and metadata, pending writes (map
 //!   instances' and interrupts' and their answers included), effect results (tool arguments
 //!   and results), approval arguments, conditions and decision notes, audit entry details,
-//!   queued runs' inputs. Ids, statuses, times, leases, the queue, timers, breakers and graph
-//!   descriptions stay readable, so listings and queries are unchanged.
+//!   queued and follow-up runs' inputs, event data, webhook payloads, and cron schedules'
+//!   inputs (under a key of each schedule's own, destroyed when it is deleted). Ids, statuses,
+//!   times, leases, the queue, timers, breakers, URLs and graph descriptions stay readable, so
+//!   listings and queries are unchanged.
 //! - **Cipher**: XChaCha20-Poly1305 with a random 192-bit nonce per payload; the thread id and
 //!   the payload's kind are its associated data, so a sealed value moved to another thread or
 //!   field does not open. A sealed payload is `0xA7 || version || key generation || nonce ||
@@ -31,6 +33,7 @@
 //! value that is not sealed (written before the store was wrapped, or by the store itself, such
 //! as the `approval.requested` entry or a purge marker) is read as it is.
 
+mod admission;
 mod audit_view;
 mod cipher;
 mod error;

@@ -42,6 +42,9 @@ pub(crate) mod kind {
     pub(crate) const NOTE: &str = "approval note";
     pub(crate) const INPUT: &str = "queued run input";
     pub(crate) const DETAIL: &str = "thread detail";
+    pub(crate) const EVENT: &str = "event data";
+    pub(crate) const SCHEDULE: &str = "schedule input";
+    pub(crate) const WEBHOOK: &str = "webhook payload";
 }
 
 /// What a thread's sealed detail reads as when it does not open (its key is destroyed, or

@@ -18,7 +18,8 @@ use crate::store::{Listing, Store};
 /// opens it again when it is read: checkpoint states, updates and metadata, pending writes
 /// (map instances' included), effect results (tool arguments and results), interrupts and their
 /// answers (kept as pending writes), approval arguments, conditions and notes, audit entry
-/// details and queued runs' inputs. Ids, statuses, times, leases, the queue's fields, timers,
+/// details, queued and follow-up runs' inputs, event data, webhook payloads and schedules'
+/// inputs. Ids, statuses, times, leases, the queue's fields, timers,
 /// breakers and graph descriptions stay as they are, so listings and queries work unchanged.
 ///
 /// Each thread has its own data key (XChaCha20-Poly1305, 256 bits), made the first time the
@@ -118,12 +119,17 @@ impl<S: Store> SealedStore<S> {
             || !c.pending_writes.is_empty()
             || !c.audit.is_empty()
             || !c.new_approvals.is_empty()
-            || !c.approval_transitions.is_empty();
+            || !c.approval_transitions.is_empty()
+            || !c.events.is_empty();
         if has_payload {
             let s = self.sealer(&thread)?;
             c.checkpoint = c.checkpoint.map(|cp| s.checkpoint(cp)).transpose()?;
             let shared = (&mut c.pending_writes, &mut c.audit, &mut c.new_approvals, &mut c.approval_transitions);
             seal_shared(&s, shared)?;
+            // An event's kind stays clear: readers filter on it.
+            for event in &mut c.events {
+                event.data = s.bytes(kind::EVENT, &event.data)?;
+            }
         }
         c.effects = self.seal_effects(c.effects)?;
         Ok(c)
@@ -155,6 +161,9 @@ impl<S: Store> SealedStore<S> {
             d.audit = d.audit.into_iter().map(|e| s.audit_entry(e)).collect::<Result<_, _>>()?;
             d.approvals = d.approvals.into_iter().map(|a| s.approval(a)).collect::<Result<_, _>>()?;
             d.effects = self.seal_effects(d.effects)?;
+            for e in &mut d.events {
+                e.data = s.bytes(kind::EVENT, &e.data)?;
+            }
             rechain(&thread, &mut d.audit);
             Ok(d)
         };
@@ -177,6 +186,9 @@ impl<S: Store> SealedStore<S> {
                 Ok::<_, SealError>((k, opened))
             })
             .collect::<Result<_, _>>()?;
+        for e in &mut d.events {
+            e.data = o.bytes(kind::EVENT, std::mem::take(&mut e.data))?;
+        }
         Ok(d)
     }
 

@@ -8,11 +8,14 @@ use crate::dump::ThreadDump;
 use crate::error::{
     ApprovalError, AuditError, CommitError, CompactError, EffectError, LeaseError, PurgeError, ReadError, StorageError,
 };
-use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
+use crate::queue::{
+    FollowUpPlace, FollowUpQueued, NewRun, QueueError, QueuedRun, RunControl, RunWait, ScheduleFire, Settle,
+};
 use crate::record::{
     ApprovalPatch, ApprovalRecord, ApprovalStatus, AuditEntry, Checkpoint, CheckpointSummary, CommitReceipt,
-    CompactReport, EffectBatch, EffectKey, EffectOutcome, Lease, LegalHold, NewAuditEntry, PendingWrite, PurgeReport,
-    StateChain, StepCommit, ThreadRecord, Timer,
+    CompactReport, EffectBatch, EffectKey, EffectOutcome, EventId, EventPage, EventWake, Lease, LegalHold,
+    NewAuditEntry, PendingWrite, PurgeReport, ScheduleRecord, StateChain, StepCommit, ThreadRecord, Timer,
+    WebhookDelivery, WebhookSettle,
 };
 use crate::sealed::cipher::SEAL_OVERHEAD;
 use crate::sealed::error::SealError;
@@ -63,13 +66,13 @@ impl<S: Store> SealedStore<S> {
             .collect()
     }
 
-    fn open_run(&self, mut run: QueuedRun) -> Result<QueuedRun, SealError> {
+    pub(crate) fn open_run(&self, mut run: QueuedRun) -> Result<QueuedRun, SealError> {
         let thread = run.thread.clone();
         run.input = run.input.map(|i| self.opener(&thread).bytes(kind::INPUT, i)).transpose()?;
         Ok(run)
     }
 
-    fn seal_run(&self, mut run: NewRun) -> Result<NewRun, StorageError> {
+    pub(crate) fn seal_run(&self, mut run: NewRun) -> Result<NewRun, StorageError> {
         if let Some(input) = &run.input {
             run.input = Some(self.sealer(&run.thread)?.bytes(kind::INPUT, input)?);
         }
@@ -353,7 +356,7 @@ impl<S: Store> Store for SealedStore<S> {
     }
 
     fn settle_run(&self, thread: &str, holder: &str, settle: &Settle) -> Result<bool, QueueError> {
-        self.inner.settle_run(thread, holder, settle)
+        self.inner.settle_run(thread, holder, &self.seal_settle(thread, settle)?)
     }
 
     fn control_run(&self, thread: &str, control: RunControl) -> Result<bool, QueueError> {
@@ -436,7 +439,7 @@ impl<S: Store> Store for SealedStore<S> {
     }
 
     fn settle_run_and_release(&self, thread: &str, holder: &str, settle: &Settle) -> Result<bool, QueueError> {
-        self.inner.settle_run_and_release(thread, holder, settle)
+        self.inner.settle_run_and_release(thread, holder, &self.seal_settle(thread, settle)?)
     }
 
     /// Destroys the data keys of the thread and of its subgraph children, then purges them in
@@ -464,6 +467,79 @@ impl<S: Store> Store for SealedStore<S> {
 
     fn run_controls(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
         self.inner.run_controls(holder, now)
+    }
+
+    /// Each event's data opened (its kind was never sealed); one that does not open (its key
+    /// destroyed, or its bytes changed) fails the read.
+    fn read_events(&self, thread: &str, after: Option<EventId>, limit: usize) -> Result<EventPage, ReadError> {
+        let mut page = self.inner.read_events(thread, after, limit)?;
+        let mut o = self.opener(thread);
+        for event in &mut page.events {
+            event.data = o.bytes(kind::EVENT, std::mem::take(&mut event.data)).st()?;
+        }
+        Ok(page)
+    }
+
+    fn on_events(&self, wake: EventWake) -> bool {
+        self.inner.on_events(wake)
+    }
+
+    fn enqueue_follow_up(
+        &self,
+        run: NewRun,
+        entry: NewAuditEntry,
+        place: FollowUpPlace,
+    ) -> Result<FollowUpQueued, QueueError> {
+        check_detail(&run.thread, &entry)?;
+        let entry = self.seal_entry(&run.thread, entry)?;
+        self.inner.enqueue_follow_up(self.seal_run(run)?, entry, place)
+    }
+
+    fn list_follow_ups(&self, thread: &str) -> Result<Vec<QueuedRun>, QueueError> {
+        Ok(self.open_runs(self.inner.list_follow_ups(thread)?)?)
+    }
+
+    fn put_schedule(&self, schedule: ScheduleRecord) -> Result<(), QueueError> {
+        self.inner.put_schedule(self.seal_schedule(schedule)?)
+    }
+
+    /// Destroys the schedule's data key once the wrapped store removed it.
+    fn delete_schedule(&self, id: &str) -> Result<bool, QueueError> {
+        self.delete_sealed_schedule(id)
+    }
+
+    fn schedule(&self, id: &str) -> Result<Option<ScheduleRecord>, QueueError> {
+        Ok(self.inner.schedule(id)?.map(|s| self.open_schedule(s)).transpose().st()?)
+    }
+
+    fn list_schedules(&self) -> Result<Vec<ScheduleRecord>, QueueError> {
+        let schedules = self.inner.list_schedules()?;
+        Ok(schedules.into_iter().map(|s| self.open_schedule(s)).collect::<Result<_, _>>().st()?)
+    }
+
+    fn fire_schedule(&self, fire: ScheduleFire) -> Result<bool, QueueError> {
+        check_detail(&fire.run.thread, &fire.entry)?;
+        self.inner.fire_schedule(self.seal_fire(fire)?)
+    }
+
+    /// A delivery whose payload does not open (its bytes changed) is left out: it is never sent
+    /// sealed ([`Store::list_webhooks`] reports it).
+    fn due_webhooks(&self, now: u64, limit: usize) -> Result<Vec<WebhookDelivery>, QueueError> {
+        let due = self.inner.due_webhooks(now, limit)?;
+        Ok(due.into_iter().filter_map(|w| self.open_delivery(w).ok()).collect())
+    }
+
+    fn claim_webhook(&self, id: u64, holder: &str, now: u64, until: u64) -> Result<bool, QueueError> {
+        self.inner.claim_webhook(id, holder, now, until)
+    }
+
+    fn settle_webhook(&self, id: u64, holder: &str, settle: WebhookSettle) -> Result<bool, QueueError> {
+        self.inner.settle_webhook(id, holder, settle)
+    }
+
+    fn list_webhooks(&self, thread: &str) -> Result<Vec<WebhookDelivery>, QueueError> {
+        let listed = self.inner.list_webhooks(thread)?;
+        Ok(listed.into_iter().map(|w| self.open_delivery(w)).collect::<Result<_, _>>().st()?)
     }
 }
 

@@ -346,3 +346,102 @@ fn a_key_made_for_a_commit_that_did_not_happen_is_used_by_the_next_one() {
     assert_eq!(keys.get("t").unwrap(), Some(made));
     assert_eq!(again.latest_checkpoint("t").unwrap().unwrap().snapshot.as_deref(), Some(b"second".as_slice()));
 }
+
+#[test]
+fn event_data_is_sealed_on_write_and_opened_on_read_its_kind_left_clear() {
+    const CANARY: &str = "canary-event-9c1";
+    let store = sealed(Arc::new(MemoryKeyStore::new()), provider(1));
+    let data = |n: u32| json!({ "text": format!("{CANARY}-{n}") }).to_string().into_bytes();
+    let events = vec![crate::NewEvent::new("step", data(0)), crate::NewEvent::new("run.finished", data(1))];
+    store.commit_step(StepCommit::new(thread("t")).with_events(events)).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let then = StepCommit::new(thread("t")).with_events(vec![crate::NewEvent::new("step", data(2))]);
+    store.commit_step_then(then, Box::new(move |r| tx.send(r.map(drop)).unwrap()));
+    rx.recv().unwrap().unwrap();
+
+    let page = store.read_events("t", None, 10).unwrap();
+    let opened: Vec<(&str, Vec<u8>)> = page.events.iter().map(|e| (e.kind.as_str(), e.data.clone())).collect();
+    assert_eq!(opened, [("step", data(0)), ("run.finished", data(1)), ("step", data(2))]);
+    let raw = store.inner().read_events("t", None, 10).unwrap();
+    assert_eq!(raw.events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(), ["step", "run.finished", "step"]);
+    for e in &raw.events {
+        assert!(!String::from_utf8_lossy(&e.data).contains(CANARY), "stored in clear: {e:?}");
+    }
+    assert_eq!((raw.oldest, raw.newest), (page.oldest, page.newest));
+
+    // Its key destroyed, the log does not open.
+    store.ring.destroy("t").unwrap();
+    assert!(store.read_events("t", None, 10).is_err());
+}
+
+#[test]
+fn a_wake_given_to_the_sealed_store_hears_the_wrapped_stores_commits() {
+    let store = sealed(Arc::new(MemoryKeyStore::new()), provider(1));
+    let woken = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&woken);
+    assert!(store.on_events(Arc::new(move |t: &str| seen.lock().unwrap().push(t.to_string()))));
+    store
+        .commit_step(StepCommit::new(thread("t")).with_events(vec![crate::NewEvent::new("step", b"{}".to_vec())]))
+        .unwrap();
+    assert_eq!(*woken.lock().unwrap(), ["t"]);
+}
+
+#[test]
+fn follow_up_inputs_schedule_inputs_webhook_payloads_and_dumped_events_are_sealed() {
+    use crate::{FollowUpPlace, NewEvent, NewRun, NewWebhookDelivery, RunWait, ScheduleFire, ScheduleRecord, Settle};
+    const CANARY: &str = "canary-admission-4d2";
+    let keys = Arc::new(MemoryKeyStore::new());
+    let store = sealed(keys.clone(), provider(1));
+    let secret = |part: &str| format!("{CANARY}-{part}").into_bytes();
+    let entry = || NewAuditEntry::new(NOW, "alice", "run.submitted", json!({ "who": format!("{CANARY}-entry") }));
+    let clear = |bytes: &[u8]| String::from_utf8_lossy(bytes).contains(CANARY);
+
+    // A schedule's input, under its own key; its fire's run and entry under the thread's.
+    let schedule = ScheduleRecord::new("s", "g", "0 * * * *", secret("schedule"), "alice", NOW, NOW);
+    store.put_schedule(schedule.clone()).unwrap();
+    assert!(!clear(&store.inner().schedule("s").unwrap().unwrap().input));
+    assert_eq!(store.schedule("s").unwrap().unwrap().input, secret("schedule"));
+    assert_eq!(store.list_schedules().unwrap(), [schedule]);
+    let run = NewRun::new("t", "g", Some(secret("fired")), "alice", NOW).with_webhook("https://example.test/t");
+    assert!(store.fire_schedule(ScheduleFire::new("s", NOW, NOW + 1, NOW, run, entry())).unwrap());
+    assert!(!clear(store.inner().list_runs().unwrap()[0].input.as_deref().unwrap()));
+    assert!(!format!("{:?}", store.inner().list_audit("t").unwrap()).contains(CANARY));
+    assert_eq!(store.list_audit("t").unwrap()[0].detail["who"], format!("{CANARY}-entry"));
+
+    // A follow-up's input, as a run input.
+    let follow_up = NewRun::new("t", "g", Some(secret("follow-up")), "alice", NOW + 1).as_follow_up(None);
+    store.enqueue_follow_up(follow_up, entry(), FollowUpPlace::Back).unwrap();
+    assert!(!clear(store.inner().list_follow_ups("t").unwrap()[0].input.as_deref().unwrap()));
+    assert_eq!(store.list_follow_ups("t").unwrap()[0].input.as_deref(), Some(secret("follow-up").as_slice()));
+
+    // The webhook payload written by the settle; the follow-up claimed after it opens.
+    assert_eq!(
+        store.claim_runs("g", "w", 1000, NOW + 2, 1).unwrap()[0].input.as_deref(),
+        Some(secret("fired").as_slice())
+    );
+    let hook = NewWebhookDelivery::new("https://example.test/t", secret("payload")).at(NOW + 3);
+    assert!(store.settle_run_and_release("t", "w", &Settle::remove().with_webhook(hook)).unwrap());
+    assert!(!clear(&store.inner().list_webhooks("t").unwrap()[0].payload));
+    assert_eq!(store.list_webhooks("t").unwrap()[0].payload, secret("payload"));
+    assert_eq!(store.due_webhooks(NOW + 3, 10).unwrap()[0].payload, secret("payload"));
+    let next = store.claim_runs("g", "w", 1000, NOW + 4, 1).unwrap();
+    assert_eq!(next[0].input.as_deref(), Some(secret("follow-up").as_slice()));
+    assert!(store.settle_run_and_release("t", "w", &Settle::park(RunWait::Answer)).unwrap());
+
+    // A dump's events open through the wrapper and are sealed again where it is restored.
+    let events = vec![NewEvent::new("step", secret("event"))];
+    store.commit_step(StepCommit::new(thread("t")).with_events(events)).unwrap();
+    let dump = store.dump_thread("t").unwrap().unwrap();
+    assert_eq!(dump.events[0].data, secret("event"));
+    assert!(!clear(&store.inner().dump_thread("t").unwrap().unwrap().events[0].data));
+    let other = sealed(keys.clone(), provider(1));
+    other.restore_thread(dump).unwrap();
+    assert!(!clear(&other.inner().read_events("t", None, 10).unwrap().events[0].data));
+    assert_eq!(other.read_events("t", None, 10).unwrap().events[0].data, secret("event"));
+
+    // Deleting the schedule destroys its key: a copy of its row no longer opens.
+    let copy = store.inner().schedule("s").unwrap().unwrap();
+    assert!(store.delete_schedule("s").unwrap());
+    store.inner().put_schedule(copy).unwrap();
+    assert!(store.schedule("s").is_err(), "its key is destroyed");
+}

@@ -14,6 +14,7 @@ mod json_depth;
 mod older_formats;
 mod open_file;
 mod postgres_conformance;
+mod postgres_events;
 mod postgres_skipped_records;
 mod postgres_store;
 mod sealed_conformance;

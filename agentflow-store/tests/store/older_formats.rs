@@ -1,4 +1,4 @@
-//! Store files of older formats open in this build and are moved to its format (8):
+//! Store files of older formats open in this build and are moved to its format (9):
 //! - format 3 wrote thread records without a parent: its threads get the parents their ids'
 //!   shape gave them then;
 //! - formats 3 and 4 keyed checkpoints and snapshots by thread id: each thread with a
@@ -9,6 +9,8 @@
 //!   tenant: each thread's log is chained as it stands, and the threads have no tenant;
 //! - formats 3 to 7 wrote thread records without a trace context: the threads have none, and
 //!   gain the first one a commit brings.
+//! - formats 3 to 8 had no event logs nor idempotency keys: their tables are created, and the
+//!   threads' logs start at seq 1.
 
 use crate::common;
 
@@ -49,7 +51,7 @@ const BY_ID_SNAPSHOTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::ne
 /// Returns how many audit entries were rewritten.
 fn write_as_format_5(path: &std::path::Path) -> usize {
     let db = Database::create(path).unwrap();
-    assert_eq!(format_of(&db), 8, "this build writes format 8");
+    assert_eq!(format_of(&db), 9, "this build writes format 9");
     let txn = db.begin_write().unwrap();
     let rewritten;
     {
@@ -282,7 +284,7 @@ fn a_format_4_file_opens_its_checkpoints_move_under_thread_numbers_and_read_as_b
     store.close().unwrap();
 
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 8, "the file was moved to format 8");
+    assert_eq!(format_of(&db), 9, "the file was moved to format 9");
     {
         let txn = db.begin_read().unwrap();
         let names: Vec<String> = txn.list_tables().unwrap().map(|t| redb::TableHandle::name(&t).to_string()).collect();
@@ -354,7 +356,7 @@ fn a_format_3_file_opens_moves_to_the_current_format_and_its_children_keep_their
     store.commit_step(StepCommit::new(ThreadRecord { lease: None, ..child }).with_checkpoint(step)).unwrap();
     store.close().unwrap();
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 8, "the file was moved to format 8");
+    assert_eq!(format_of(&db), 9, "the file was moved to format 9");
     drop(db);
     let store = RedbStore::open(&path).unwrap();
     assert_eq!(store.thread("acct/write.0.0.review").unwrap().unwrap().parent.as_deref(), Some("acct"));
@@ -365,7 +367,7 @@ fn a_format_3_file_opens_moves_to_the_current_format_and_its_children_keep_their
 /// (none here: one byte before the checksum).
 fn write_as_format_7(path: &std::path::Path) {
     let db = Database::create(path).unwrap();
-    assert_eq!(format_of(&db), 8, "this build writes format 8");
+    assert_eq!(format_of(&db), 9, "this build writes format 9");
     let txn = db.begin_write().unwrap();
     {
         let mut threads = txn.open_table(tables::THREADS).unwrap();
@@ -416,7 +418,7 @@ fn a_format_7_file_opens_its_threads_have_no_trace_and_gain_the_first_one_commit
     assert_eq!((c.tenant.as_deref(), c.trace.as_deref()), (Some("acme"), Some(TRACE)));
     store.close().unwrap();
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 8, "the file was moved to format 8");
+    assert_eq!(format_of(&db), 9, "the file was moved to format 9");
     drop(db);
     assert_eq!(RedbStore::open(&path).unwrap().thread("c").unwrap().unwrap().trace.as_deref(), Some(TRACE));
 }
@@ -474,5 +476,60 @@ fn a_format_5_file_opens_moves_to_the_current_format_and_its_audit_log_is_chaine
     assert_eq!(conformance::concat(&store.state_chain("b", 1).unwrap().unwrap()), b"S1+1");
     store.close().unwrap();
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 8, "the file was moved to format 8");
+    assert_eq!(format_of(&db), 9, "the file was moved to format 9");
+}
+
+#[test]
+fn a_format_8_file_opens_and_gains_the_tables_of_format_9() {
+    use agentflow_store::{EventId, IdempotencyKey, NewEvent, QueueError};
+
+    let dir = TempDir::new("format-8");
+    let path = dir.file("store.redb");
+    {
+        let store = RedbStore::open(&path).unwrap();
+        fill(&store, &["a", "b"]);
+        store.close().unwrap();
+    }
+    // As format 8 left a file: without the new tables.
+    {
+        let db = Database::create(&path).unwrap();
+        assert_eq!(format_of(&db), 9, "this build writes format 9");
+        let txn = db.begin_write().unwrap();
+        assert!(txn.delete_table(tables::EVENTS).unwrap());
+        assert!(txn.delete_table(tables::EVENT_LOG_ENDS).unwrap());
+        assert!(txn.delete_table(tables::IDEMPOTENCY_KEYS).unwrap());
+        assert!(txn.delete_table(tables::IDEMPOTENCY_BY_TIME).unwrap());
+        assert!(txn.delete_table(tables::IDEMPOTENCY_BY_THREAD).unwrap());
+        assert!(txn.delete_table(tables::FOLLOW_UPS).unwrap());
+        assert!(txn.delete_table(tables::SCHEDULES).unwrap());
+        assert!(txn.delete_table(tables::WEBHOOKS).unwrap());
+        assert!(txn.delete_table(tables::WEBHOOKS_BY_THREAD).unwrap());
+        assert!(txn.delete_table(tables::WEBHOOKS_DUE).unwrap());
+        txn.open_table(tables::META).unwrap().insert("format", 8u32.to_le_bytes().as_slice()).unwrap();
+        txn.commit().unwrap();
+    }
+
+    let store = RedbStore::open(&path).unwrap();
+    assert_eq!(conformance::concat(&store.state_chain("b", 1).unwrap().unwrap()), b"S1+1");
+    assert_eq!(store.read_events("b", None, 10).unwrap().newest, None);
+    let events = vec![NewEvent::new("step", b"{}".to_vec())];
+    store.commit_step(StepCommit::new(conformance::thread("b")).with_events(events)).unwrap();
+    assert_eq!(store.read_events("b", None, 10).unwrap().newest, Some(EventId::new(1, 0)));
+    let start = |thread: &str| {
+        NewRun::new(thread, "g", None, "alice", 1).with_idempotency(IdempotencyKey::new("alice", "k", "r"))
+    };
+    store.enqueue_run(start("q1")).unwrap();
+    assert!(matches!(store.enqueue_run(start("q2")), Err(QueueError::KeyUsed { .. })));
+    // Follow-ups, schedules and webhook deliveries have their tables too.
+    let follow_up = NewRun::new("q1", "g", None, "alice", 2).as_follow_up(None);
+    let entry = agentflow_store::NewAuditEntry::new(2, "alice", "run.submitted", serde_json::json!({}));
+    let queued = store.enqueue_follow_up(follow_up, entry, agentflow_store::FollowUpPlace::Back).unwrap();
+    assert_eq!(queued, agentflow_store::FollowUpQueued::Behind { ahead: 0 });
+    let schedule = agentflow_store::ScheduleRecord::new("s", "g", "0 * * * *", b"{}".to_vec(), "alice", 5, 1);
+    store.put_schedule(schedule.clone()).unwrap();
+    assert_eq!(store.list_schedules().unwrap(), [schedule]);
+    assert!(store.due_webhooks(u64::MAX, 10).unwrap().is_empty());
+    store.close().unwrap();
+    let db = Database::create(&path).unwrap();
+    assert_eq!(format_of(&db), 9, "the file was moved to format 9");
 }

@@ -216,7 +216,56 @@ fn a_schema_of_version_10_moves_on_and_its_threads_gain_the_first_trace_committe
     assert_eq!(store.thread("t").unwrap().unwrap().trace.as_deref(), Some(TRACE));
     let versions = pg_common::sql(&url, &format!("SELECT max(version) FROM \"{s}\".schema_version"));
     assert_eq!(versions, [Some(POSTGRES_SCHEMA_VERSION.to_string())]);
-    assert_eq!(POSTGRES_SCHEMA_VERSION, 11);
+}
+
+/// A schema of version 11 (no event logs, idempotency keys, follow-ups, schedules or webhook
+/// deliveries) moves on: its threads' logs start at seq 1, keyed starts are kept, its queued
+/// runs read as no follow-ups, and the new tables work.
+#[test]
+fn a_schema_of_version_11_moves_on_and_gains_the_event_log_and_idempotency_keys() {
+    use agentflow_store::{EventId, IdempotencyKey, NewEvent, NewRun, QueueError};
+
+    let Some(url) = pg_common::url() else { return };
+    let schema = Schema::new(&url, "v11");
+    {
+        let store = schema.open();
+        store.commit_step(StepCommit::new(thread("t"))).unwrap();
+        store.enqueue_run(NewRun::new("q0", "g", Some(b"{}".to_vec()), "alice", 1)).unwrap();
+    }
+    let s = &schema.name;
+    pg_common::sql(
+        &url,
+        &format!(
+            "DROP TABLE \"{s}\".events; DROP TABLE \"{s}\".event_heads; DROP TABLE \"{s}\".idempotency_keys; \
+             DROP TABLE \"{s}\".follow_ups; DROP TABLE \"{s}\".schedules; DROP TABLE \"{s}\".webhooks; \
+             ALTER TABLE \"{s}\".run_queue DROP COLUMN follow_up, DROP COLUMN fork_from, DROP COLUMN webhook, \
+               DROP COLUMN follow_ups; \
+             DELETE FROM \"{s}\".schema_version WHERE version > 11"
+        ),
+    );
+    let store = schema.open();
+    assert_eq!(store.read_events("t", None, 10).unwrap().newest, None);
+    store.commit_step(StepCommit::new(thread("t")).with_events(vec![NewEvent::new("step", b"{}".to_vec())])).unwrap();
+    assert_eq!(store.read_events("t", None, 10).unwrap().newest, Some(EventId::new(1, 0)));
+    let start =
+        |id: &str| NewRun::new(id, "g", None, "alice", 1).with_idempotency(IdempotencyKey::new("alice", "k", "r"));
+    store.enqueue_run(start("q1")).unwrap();
+    assert!(matches!(store.enqueue_run(start("q2")), Err(QueueError::KeyUsed { .. })));
+    // A run queued before is no follow-up and has no webhook; follow-ups and schedules work.
+    let q0 = store.list_runs().unwrap().into_iter().find(|r| r.thread == "q0").unwrap();
+    assert_eq!((q0.follow_up, q0.fork_from, q0.webhook), (false, None, None));
+    let follow_up = NewRun::new("q0", "g", None, "alice", 2).as_follow_up(Some(3));
+    let entry = agentflow_store::NewAuditEntry::new(2, "alice", "run.submitted", serde_json::json!({}));
+    let queued = store.enqueue_follow_up(follow_up, entry, agentflow_store::FollowUpPlace::Back).unwrap();
+    assert_eq!(queued, agentflow_store::FollowUpQueued::Behind { ahead: 0 });
+    assert_eq!(store.list_follow_ups("q0").unwrap()[0].fork_from, Some(3));
+    let schedule = agentflow_store::ScheduleRecord::new("s", "g", "0 * * * *", b"{}".to_vec(), "alice", 5, 1);
+    store.put_schedule(schedule.clone()).unwrap();
+    assert_eq!(store.list_schedules().unwrap(), [schedule]);
+    assert!(store.due_webhooks(u64::MAX, 10).unwrap().is_empty());
+    let versions = pg_common::sql(&url, &format!("SELECT max(version) FROM \"{s}\".schema_version"));
+    assert_eq!(versions, [Some(POSTGRES_SCHEMA_VERSION.to_string())]);
+    assert_eq!(POSTGRES_SCHEMA_VERSION, 12);
 }
 
 /// A dump read while another process commits steps is the thread at one moment (one

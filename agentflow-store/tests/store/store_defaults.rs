@@ -167,6 +167,62 @@ impl Store for Plain {
     ) -> Result<agentflow_store::BreakerAnswer, agentflow_store::BreakerError> {
         self.0.update_breaker(update)
     }
+    // The event log is kept by the backend's commits: no other method can provide it.
+    fn read_events(
+        &self,
+        thread: &str,
+        after: Option<agentflow_store::EventId>,
+        limit: usize,
+    ) -> Result<agentflow_store::EventPage, ReadError> {
+        self.0.read_events(thread, after, limit)
+    }
+    fn on_events(&self, wake: agentflow_store::EventWake) -> bool {
+        self.0.on_events(wake)
+    }
+    // Follow-ups, schedules and webhook deliveries: their defaults refuse.
+    fn enqueue_follow_up(
+        &self,
+        run: NewRun,
+        entry: NewAuditEntry,
+        place: agentflow_store::FollowUpPlace,
+    ) -> Result<agentflow_store::FollowUpQueued, QueueError> {
+        self.0.enqueue_follow_up(run, entry, place)
+    }
+    fn list_follow_ups(&self, thread: &str) -> Result<Vec<QueuedRun>, QueueError> {
+        self.0.list_follow_ups(thread)
+    }
+    fn put_schedule(&self, schedule: agentflow_store::ScheduleRecord) -> Result<(), QueueError> {
+        self.0.put_schedule(schedule)
+    }
+    fn delete_schedule(&self, id: &str) -> Result<bool, QueueError> {
+        self.0.delete_schedule(id)
+    }
+    fn schedule(&self, id: &str) -> Result<Option<agentflow_store::ScheduleRecord>, QueueError> {
+        self.0.schedule(id)
+    }
+    fn list_schedules(&self) -> Result<Vec<agentflow_store::ScheduleRecord>, QueueError> {
+        self.0.list_schedules()
+    }
+    fn fire_schedule(&self, fire: agentflow_store::ScheduleFire) -> Result<bool, QueueError> {
+        self.0.fire_schedule(fire)
+    }
+    fn due_webhooks(&self, now: u64, limit: usize) -> Result<Vec<agentflow_store::WebhookDelivery>, QueueError> {
+        self.0.due_webhooks(now, limit)
+    }
+    fn claim_webhook(&self, id: u64, holder: &str, now: u64, until: u64) -> Result<bool, QueueError> {
+        self.0.claim_webhook(id, holder, now, until)
+    }
+    fn settle_webhook(
+        &self,
+        id: u64,
+        holder: &str,
+        settle: agentflow_store::WebhookSettle,
+    ) -> Result<bool, QueueError> {
+        self.0.settle_webhook(id, holder, settle)
+    }
+    fn list_webhooks(&self, thread: &str) -> Result<Vec<agentflow_store::WebhookDelivery>, QueueError> {
+        self.0.list_webhooks(thread)
+    }
 }
 
 fn plain() -> Plain {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use agentflow_store::{NewAuditEntry, NewRun, QueuedRun, Store};
+use agentflow_store::{IDEMPOTENCY_KEY_TTL_MS, IdempotencyKey, NewAuditEntry, NewRun, QueueError, QueuedRun, Store};
 
 use crate::access::{Actor, Operation};
 use crate::app::App;
@@ -16,8 +16,6 @@ use crate::durable::process_actor;
 use crate::outcome::Outcome;
 #[cfg(doc)]
 use crate::worker::Worker;
-#[cfg(doc)]
-use agentflow_store::QueueError;
 
 impl<S: State, D> App<S, D> {
     fn queue_store(&self) -> Result<&Arc<dyn Store>, WorkerError> {
@@ -39,7 +37,7 @@ impl<S: State, D> App<S, D> {
     /// [`App::submit`] for a thread that belongs to `owner` (stored with it); the
     /// `run.submitted` audit entry names `owner` as who asked (this process if `owner` is empty).
     pub fn submit_as(&self, thread: &str, input: &S, owner: &str) -> Result<(), WorkerError> {
-        self.submit_queued(thread, input, owner, None)
+        self.submit_keyed(thread, input, owner, None, None)
     }
 
     /// [`App::submit_as`] for a thread of tenant `tenant`: the worker that runs it creates the
@@ -50,11 +48,22 @@ impl<S: State, D> App<S, D> {
     /// Those of [`App::submit`], and [`WorkerError::Access`] if the app's actor does not act for
     /// `tenant`.
     pub fn submit_for(&self, thread: &str, input: &S, owner: &str, tenant: &str) -> Result<(), WorkerError> {
-        self.submit_queued(thread, input, owner, Some(tenant))
+        self.submit_keyed(thread, input, owner, Some(tenant), None)
     }
 
-    /// [`App::submit_as`], for `tenant` if one is given.
-    fn submit_queued(&self, thread: &str, input: &S, owner: &str, tenant: Option<&str>) -> Result<(), WorkerError> {
+    /// [`App::submit_as`], for `tenant` if one is given, under idempotency `key` if one is given:
+    /// the key is kept with the run, in the same transaction, and a submit with a key kept
+    /// already (the same request sent again, or another request with the same key) is refused
+    /// with [`WorkerError::KeyUsed`], naming the thread the first one started, queueing
+    /// nothing. The `run.submitted` audit entry records the key.
+    pub(crate) fn submit_keyed(
+        &self,
+        thread: &str,
+        input: &S,
+        owner: &str,
+        tenant: Option<&str>,
+        key: Option<IdempotencyKey>,
+    ) -> Result<(), WorkerError> {
         for (what, value) in [("thread id", thread), ("owner", owner), ("tenant", tenant.unwrap_or_default())] {
             if value.contains('\0') {
                 return Err(WorkerError::NulByte { what, value: value.to_string() });
@@ -64,6 +73,10 @@ impl<S: State, D> App<S, D> {
         self.setup.access.check_start(thread, tenant)?;
         self.setup.check_owner(owner)?;
         if store.thread(thread)?.is_some() {
+            // The same thread asked for again under the key that started it: a retry.
+            if let Some(used) = key.as_ref().map(|key| kept_key(store.as_ref(), thread, key)).transpose()?.flatten() {
+                return Err(used);
+            }
             return Err(WorkerError::ThreadExists { thread: thread.to_string() });
         }
         crate::durable::check_sealed::<S>(store.as_ref())?;
@@ -76,9 +89,15 @@ impl<S: State, D> App<S, D> {
             detail["tenant"] = tenant.into();
             run = run.with_tenant(tenant);
         }
+        if let Some(key) = key {
+            detail[IDEMPOTENCY] = key_detail(&key);
+            run = run.with_idempotency(key);
+        }
         let entry = NewAuditEntry::new(at, actor, "run.submitted", detail);
-        store.enqueue_run_audited(run, entry)?;
-        Ok(())
+        store.enqueue_run_audited(run, entry).map_err(|e| match e {
+            QueueError::KeyUsed { key, thread, same_request } => WorkerError::KeyUsed { key, thread, same_request },
+            e => WorkerError::Queue(e),
+        })
     }
 
     /// Queues an existing thread to be resumed by a worker (after a pause, a cancel, a
@@ -173,5 +192,64 @@ impl<S: State, D> App<S, D> {
             runs = kept;
         }
         Ok(runs)
+    }
+}
+
+/// Where the `run.submitted` audit entry keeps the idempotency key a run was submitted under.
+const IDEMPOTENCY: &str = "idempotency";
+
+/// How the `run.submitted` audit entry records idempotency key `key`.
+fn key_detail(key: &IdempotencyKey) -> serde_json::Value {
+    serde_json::json!({ "scope": key.scope, "key": key.key, "request": key.request })
+}
+
+/// [`WorkerError::KeyUsed`] if existing thread `thread` was submitted under `key` (its scope and
+/// key) less than [`IDEMPOTENCY_KEY_TTL_MS`] ago, as its `run.submitted` audit entry records.
+fn kept_key(store: &dyn Store, thread: &str, key: &IdempotencyKey) -> Result<Option<WorkerError>, WorkerError> {
+    let now = now_ms();
+    let submitted = store.list_audit(thread)?.into_iter().find(|e| e.kind == "run.submitted");
+    let Some(entry) = submitted.filter(|e| now.saturating_sub(e.at) < IDEMPOTENCY_KEY_TTL_MS) else { return Ok(None) };
+    let kept = &entry.detail[IDEMPOTENCY];
+    if kept["scope"] != key.scope.as_str() || kept["key"] != key.key.as_str() {
+        return Ok(None);
+    }
+    Ok(Some(WorkerError::KeyUsed {
+        key: key.key.clone(),
+        thread: thread.to_string(),
+        same_request: kept["request"] == key.request.as_str(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use agentflow_store::{IDEMPOTENCY_KEY_TTL_MS, IdempotencyKey, NewAuditEntry, RedbStore, Store};
+
+    use super::{IDEMPOTENCY, WorkerError, kept_key, key_detail};
+    use crate::durable::now_ms;
+
+    #[test]
+    fn a_thread_submitted_under_a_key_answers_that_key_until_it_expires() {
+        let store = RedbStore::in_memory().unwrap();
+        let key = IdempotencyKey::new("alice", "k-1", "digest-1");
+        let detail = serde_json::json!({ "graph": "g", "owner": "alice", IDEMPOTENCY: key_detail(&key) });
+        store.append_audit("t-1", NewAuditEntry::new(now_ms(), "alice", "run.submitted", detail.clone())).unwrap();
+        let used = |key: &IdempotencyKey| match kept_key(&store, "t-1", key).unwrap() {
+            Some(WorkerError::KeyUsed { key, thread, same_request }) => Some((key, thread, same_request)),
+            None => None,
+            Some(other) => panic!("{other}"),
+        };
+        assert_eq!(used(&key), Some(("k-1".into(), "t-1".into(), true)));
+        let other_request = IdempotencyKey::new("alice", "k-1", "digest-2");
+        assert_eq!(used(&other_request), Some(("k-1".into(), "t-1".into(), false)));
+        // Another caller's key, or another key: not this thread's.
+        assert_eq!(used(&IdempotencyKey::new("bob", "k-1", "digest-1")), None);
+        assert_eq!(used(&IdempotencyKey::new("alice", "k-2", "digest-1")), None);
+        // A thread submitted without a key, or under one kept longer than kept: none.
+        let old = now_ms() - IDEMPOTENCY_KEY_TTL_MS - 1;
+        store.append_audit("t-2", NewAuditEntry::new(old, "alice", "run.submitted", detail)).unwrap();
+        assert!(kept_key(&store, "t-2", &key).unwrap().is_none());
+        let plain = serde_json::json!({ "graph": "g", "owner": "alice" });
+        store.append_audit("t-3", NewAuditEntry::new(now_ms(), "alice", "run.submitted", plain)).unwrap();
+        assert!(kept_key(&store, "t-3", &key).unwrap().is_none());
     }
 }

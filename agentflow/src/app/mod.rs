@@ -6,19 +6,26 @@ mod access;
 mod approvals;
 mod breakers;
 mod controls;
+mod follow_up;
 pub(crate) mod governance;
 #[cfg(feature = "mcp")]
 mod mcp;
+mod multitask;
 pub(crate) mod retention;
 mod run;
 mod run_controls;
 pub(crate) mod scheduler;
+mod schedules;
+mod submission;
+mod submit_with;
 mod threads;
 mod timers;
 mod worker_error;
 
 pub use crate::run::Migration;
+pub use multitask::Multitask;
 pub use run_controls::RunControls;
+pub use submission::Submission;
 pub use worker_error::WorkerError;
 
 use std::fmt;
@@ -183,6 +190,34 @@ impl<S: State, D> App<S, D> {
     #[must_use]
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.setup.store = Some(store);
+        self
+    }
+
+    /// Writes each thread's event log (off by default): every commit a durable run of this app
+    /// makes tells what it did, in the same transaction, for a reader that follows the thread
+    /// (the server's stream of a thread, `agentflow tail`) through
+    /// [`Store::read_events`](agentflow_store::Store::read_events). A run logs, each event in
+    /// the commit it tells of:
+    ///
+    /// - `run.started` (`{"run", "graph", "resumed"}`) with its first commit: a new thread's
+    ///   input checkpoint, or whatever a resumed run commits first;
+    /// - `step` (`{"run", "step", "checkpoint", "nodes", "updates": [{"node", "instance",
+    ///   "update"}]}`) with each super-step's checkpoint: every node's update as stored, less
+    ///   the fields marked `#[state(credential)]` (never logged; fields marked `#[state(pii)]`
+    ///   are logged, sealed by a store that seals payloads, and masked by readers who may not
+    ///   see them);
+    /// - `interrupt` (`{"run", "questions": [{"id", "node", "instance", "kind", "question"}],
+    ///   "approvals": [{"id", "tool", "node", "instance", "kind"}]}`) with the commit that
+    ///   records the thread waiting for a person;
+    /// - `run.finished` (`{"run", "status", "detail"}`: the thread's status and status line)
+    ///   with the commit that records how the run ended.
+    ///
+    /// `run` is the run's id in its thread (`<unix ms>-<8 hex digits>`). The events pass the
+    /// credential scan of every stored value. Subgraph runs log to their own threads alike.
+    /// With the log off, nothing of it is built.
+    #[must_use]
+    pub fn event_log(mut self, on: bool) -> Self {
+        self.setup.event_log = on;
         self
     }
 

@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentflow_store::Timer;
+use agentflow_store::{QueueError, Timer};
 use futures_util::FutureExt;
 use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
@@ -14,6 +14,7 @@ use super::retention::RetentionPolicy;
 use crate::core::state::State;
 use crate::durable::blocking;
 use crate::outcome::Outcome;
+use crate::schedule::ScheduleError;
 
 use crate::durable::wake::now_ms;
 
@@ -36,6 +37,10 @@ pub struct SchedulerConfig {
     /// The graph's retention policy, applied every [`RetentionPolicy::every`] (default none:
     /// the scheduler removes nothing). (Appended last.)
     pub retention: Option<RetentionPolicy>,
+    /// How often the scheduler looks for the graph's due cron schedules and fires them
+    /// ([`App::fire_due_schedules`]; default 1 s). A schedule fires at most this late. (Appended
+    /// last.)
+    pub schedules_every: Duration,
 }
 
 impl Default for SchedulerConfig {
@@ -46,6 +51,7 @@ impl Default for SchedulerConfig {
             batch: 256,
             retry_after: Duration::from_secs(1),
             retention: None,
+            schedules_every: Duration::from_secs(1),
         }
     }
 }
@@ -63,6 +69,13 @@ impl SchedulerConfig {
     #[must_use]
     pub fn retention(mut self, policy: RetentionPolicy) -> Self {
         self.retention = Some(policy);
+        self
+    }
+
+    /// Sets [`SchedulerConfig::schedules_every`] (at least 1 ms).
+    #[must_use]
+    pub fn schedules_every(mut self, every: Duration) -> Self {
+        self.schedules_every = every.max(Duration::from_millis(1));
         self
     }
 
@@ -106,6 +119,12 @@ pub struct Woken {
 ///
 /// Wake-up lag is bounded by [`SchedulerConfig::poll`] for timers set after
 /// the scheduler's last look, and by the store's read time otherwise.
+///
+/// It also fires the graph's due cron schedules ([`App::schedule`]), every
+/// [`SchedulerConfig::schedules_every`], beside the timers: each fire queues a run for a
+/// [`Worker`](crate::Worker), once across every scheduler that shares the store (see
+/// [`crate::schedule`]). On a store that keeps no schedules it stops looking after the first
+/// answer saying so.
 ///
 /// The scheduler resumes the due threads of this graph. A thread of another
 /// graph in the same store (its stored graph description names another
@@ -234,7 +253,10 @@ impl<S: State, D: Send + Sync + 'static> Loop<S, D> {
         let mut next_sweep = 0u64;
         // The retention sweep runs beside the loop, one at a time, so timers fire while it purges.
         let mut sweep: Option<tokio::task::JoinHandle<()>> = None;
+        // The cron schedules fire beside the loop too, one look at a time.
+        let mut schedules = Schedules::default();
         loop {
+            schedules.look(&self.app, self.config.schedules_every);
             if let Some(policy) = self.config.retention
                 && now_ms() >= next_sweep
                 && sweep.as_ref().is_none_or(|s| s.is_finished())
@@ -314,5 +336,44 @@ impl<S: State, D: Send + Sync + 'static> Loop<S, D> {
             }
         }
         while tasks.join_next().await.is_some() {}
+    }
+}
+
+/// The scheduler's looks at the graph's cron schedules, each on the blocking pool, one at a time.
+#[derive(Default)]
+struct Schedules {
+    /// The look under way, if any.
+    firing: Option<tokio::task::JoinHandle<Result<Vec<String>, ScheduleError>>>,
+    /// When to look next (unix ms).
+    next: u64,
+    /// The store keeps no schedules: not looked at again.
+    unsupported: bool,
+}
+
+impl Schedules {
+    /// Notes how the last look ended, and starts the next one when it is time.
+    fn look<S: State, D: Send + Sync + 'static>(&mut self, app: &App<S, D>, every: Duration) {
+        if let Some(done) = self.firing.take_if(|f| f.is_finished()) {
+            // Finished: `now_or_never` takes its result without waiting.
+            match done.now_or_never() {
+                Some(Ok(Ok(threads))) if !threads.is_empty() => {
+                    tracing::debug!(threads = ?threads, "scheduler: fired cron schedules");
+                }
+                Some(Ok(Ok(_))) | None => {}
+                Some(Ok(Err(ScheduleError::Queue(QueueError::Unsupported { detail })))) => {
+                    tracing::debug!(detail = %detail, "scheduler: the store keeps no cron schedules");
+                    self.unsupported = true;
+                }
+                Some(Ok(Err(e))) => tracing::warn!(error = %e, "scheduler: could not fire the cron schedules"),
+                Some(Err(e)) => tracing::warn!(error = %e, "scheduler: the cron schedules' look panicked"),
+            }
+        }
+        let now = now_ms();
+        if self.unsupported || self.firing.is_some() || now < self.next || app.setup.store.is_none() {
+            return;
+        }
+        let app = app.clone();
+        self.firing = Some(tokio::task::spawn_blocking(move || app.fire_due_schedules(now)));
+        self.next = now.saturating_add(u64::try_from(every.as_millis()).unwrap_or(u64::MAX));
     }
 }

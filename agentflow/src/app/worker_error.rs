@@ -80,6 +80,42 @@ pub enum WorkerError {
         /// The thread.
         thread: String,
     },
+    /// A submit under an idempotency key kept already: an earlier submit with it started thread
+    /// `thread`, and nothing was queued now. `same_request`: that submit was the same as this
+    /// one (a retry: its run is the answer); otherwise the key was used for another request.
+    /// (Appended last.)
+    #[error(
+        "idempotency key `{key}` was used already, for thread `{thread}`{}",
+        if *same_request {
+            " by the same request: that run is its answer"
+        } else {
+            " by a different request: send a new key with a new request"
+        }
+    )]
+    KeyUsed {
+        /// The key.
+        key: String,
+        /// The thread the first submit with it started.
+        thread: String,
+        /// Whether that submit was the same request as this one.
+        same_request: bool,
+    },
+    /// A follow-up run refused ([`App::submit_follow_up`]): the thread has a run that is
+    /// `status` and the strategy is `reject`, or the strategy (`interrupt`, `rollback`) would
+    /// cancel a run no worker has started yet, so that the thread would never exist. Nothing
+    /// was queued. (Appended last.)
+    #[error(
+        "thread `{thread}` has a run that is {status}, so strategy `{strategy}` refuses this follow-up; send it again \
+         once that run ended, or with strategy `enqueue` to run it after that run"
+    )]
+    FollowUpRefused {
+        /// The thread.
+        thread: String,
+        /// How its run stands (its status, or `queued`).
+        status: String,
+        /// The strategy that refused it (`reject`, `interrupt`, `rollback`).
+        strategy: &'static str,
+    },
 }
 
 impl From<agentflow_store::ReadError> for WorkerError {

@@ -91,6 +91,8 @@ pub(crate) struct RunScope<'g> {
     /// For a subgraph's run: the step of the root thread in which it was started, recorded
     /// with its calls' saga entries so a compensation orders the tree's calls as one.
     pub(crate) saga_root_step: Option<u64>,
+    /// The run writes its thread's event log; so do its subgraphs' runs, to their threads.
+    pub(crate) event_log: bool,
 }
 
 impl<D> std::fmt::Debug for Ctx<'_, D> {

@@ -1,7 +1,8 @@
 //! The checkpointer: one checkpoint per super-step of a run, the pending writes of a step
 //! that paused or failed, and the thread's record, each commit fenced by the run's lease.
 //! Opening a thread for a run is in [`open`]; what a step's commit settles of the runs before
-//! it, in [`sweep`].
+//! it, in [`sweep`]. With the app's event log on, each commit carries the run's events
+//! ([`event_log`](super::event_log)).
 
 pub(super) mod open;
 mod sweep;
@@ -10,7 +11,7 @@ use std::sync::Arc;
 
 use agentflow_store::{
     ApprovalPatch, ApprovalStatus, ApprovalTransition, Checkpoint, CheckpointMetadata, CheckpointSource,
-    Durability as StoreDurability, LeaseError, PendingWrite, StepCommit, Store, ThreadRecord, ThreadStatus,
+    Durability as StoreDurability, LeaseError, NewEvent, PendingWrite, StepCommit, Store, ThreadRecord, ThreadStatus,
 };
 use serde_json::{Value, json};
 
@@ -19,6 +20,7 @@ use super::chain::next_seq;
 use super::cut_off::UnknownOutcomes;
 use super::durability::Durability;
 use super::error::PersistError;
+use super::event_log::RunLog;
 use super::finished::{FinishedWrites, stored_write};
 use super::journal::{Journal, ParentLeases};
 use super::keys::{ANSWERS, BUDGET, INTERRUPTS, PAYLOADS};
@@ -91,6 +93,24 @@ pub(crate) struct Checkpointer {
     /// next step reuses it while the budget is unchanged (no model or tool
     /// call), instead of serialising the same value again.
     step_extra: Option<(ThreadBudget, Value)>,
+    /// The run's part of the thread's event log; `None` when the app keeps none (nothing is
+    /// built then).
+    log: Option<Box<RunLog>>,
+}
+
+/// What a commit writes besides the thread's record.
+#[derive(Default)]
+struct Changes {
+    /// The step's checkpoint.
+    checkpoint: Option<Checkpoint>,
+    /// Writes kept at the current checkpoint.
+    pending: Vec<PendingWrite>,
+    /// Approval compare-and-sets.
+    transitions: Vec<ApprovalTransition>,
+    /// The records of calls whose outcome is unknown.
+    unknown: UnknownOutcomes,
+    /// The run's events for the thread's log.
+    events: Vec<NewEvent>,
 }
 
 /// When a commit must be on disk.
@@ -146,11 +166,26 @@ impl Checkpointer {
             migrated_to: None,
             wake_at: None,
             step_extra: None,
+            log: None,
+        }
+    }
+
+    /// Whether this run's commits carry events for the thread's log.
+    pub(crate) fn logs_events(&self) -> bool {
+        self.log.is_some()
+    }
+
+    /// The run ends waiting for `pending` (`interrupted`): the commit that records it logs what
+    /// for (an `interrupt` event). Nothing is kept without the event log.
+    pub(crate) fn parked_on(&mut self, pending: &[Pending]) {
+        if let Some(log) = &mut self.log {
+            log.parked = Some(pending.to_vec());
         }
     }
 
     /// Persists a finished super-step: its updates (already merged into
-    /// `state`) and where the run goes next.
+    /// `state`) and where the run goes next. `ran` names the node (and map instance) of each
+    /// update of `delta`, for the event log's `step` event (empty without the log).
     // One argument per part of the checkpoint; a struct would only rename them.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn commit_step<S: State>(
@@ -160,6 +195,7 @@ impl Checkpointer {
         delta: Vec<Vec<u8>>,
         cursor: Vec<String>,
         nodes: Vec<String>,
+        ran: &[(&str, Option<u32>)],
         payloads: Vec<(String, Vec<serde_json::Value>)>,
         usage: RunUsage,
     ) -> Result<(), PersistError> {
@@ -181,6 +217,17 @@ impl Checkpointer {
             super::document::refuse_credentials_in(value, "a worker's payload", super::document::Allowed::NONE)?;
         }
         let seq = next_seq(&self.thread, self.seq)?;
+        // The step's event, and the run's end with the step that completes it.
+        let events = match &self.log {
+            None => Vec::new(),
+            Some(log) => {
+                let mut events = vec![log.step(step, seq, &nodes, ran, &delta, S::FIELDS)?];
+                if last {
+                    events.push(log.finished(ThreadStatus::Completed, seq, "Completed")?);
+                }
+                events
+            }
+        };
         // The migrated state's first snapshot: the commit that carries it records the thread as of
         // the new version (below, and only if it succeeds: any other write keeps the stored one).
         let migrated = self.migrated_to.filter(|_| snapshot.is_some());
@@ -242,9 +289,11 @@ impl Checkpointer {
             self.version = version;
         }
         let committed = if cut_off.is_empty() {
-            self.commit_raw_with(Some(checkpoint), vec![], cut_off, unknown, status, detail, flush).await
+            let changes =
+                Changes { checkpoint: Some(checkpoint), transitions: cut_off, unknown, events, ..Changes::default() };
+            self.commit_raw_with(changes, status, detail, flush).await
         } else {
-            self.commit_with_cut_off(checkpoint, cut_off, unknown, status, detail, flush).await
+            self.commit_with_cut_off(checkpoint, cut_off, unknown, events, status, detail, flush).await
         };
         if let Err(e) = committed {
             self.version = stored_version;
@@ -313,8 +362,10 @@ impl Checkpointer {
         Ok(())
     }
 
-    /// Records how the run ended and the thread's usage, durably. The lease
-    /// is released when the checkpointer is dropped.
+    /// Records how the run ended and the thread's usage, durably; with the event log, in a
+    /// commit that logs it (`run.finished`, after an `interrupt` event for a run that ends
+    /// waiting for a person: see [`Checkpointer::parked_on`]). The lease is released when the
+    /// checkpointer is dropped.
     pub(crate) async fn finish(
         &mut self,
         status: ThreadStatus,
@@ -324,8 +375,39 @@ impl Checkpointer {
         if self.completed && status == ThreadStatus::Completed {
             return Ok(());
         }
+        let detail = stored_detail(detail);
+        let events = match &self.log {
+            None => Vec::new(),
+            Some(log) => {
+                let mut events = Vec::with_capacity(2);
+                if let (ThreadStatus::Interrupted, Some(pending)) = (status, &log.parked) {
+                    events.push(log.interrupt(pending)?);
+                }
+                events.push(log.finished(status, self.seq, &detail)?);
+                events
+            }
+        };
+        self.record_status(status, detail, usage, events).await
+    }
+
+    /// Records the thread as `compensating` (its run stopped, its calls are undone next) and
+    /// its usage, durably. Not the run's end: the compensation's [`Checkpointer::finish`] logs
+    /// that.
+    pub(crate) async fn start_compensating(&mut self, detail: String, usage: RunUsage) -> Result<(), PersistError> {
+        self.record_status(ThreadStatus::Compensating, detail, usage, Vec::new()).await
+    }
+
+    /// Records the thread as `status` with the thread's usage, and `events`, durably.
+    async fn record_status(
+        &mut self,
+        status: ThreadStatus,
+        detail: String,
+        usage: RunUsage,
+        events: Vec<NewEvent>,
+    ) -> Result<(), PersistError> {
         let writes = vec![budget_write(self.seq, &ThreadBudget { usage, ..self.budget })?];
-        self.commit_raw(None, writes, status, detail, Flush::Now).await
+        self.commit_raw_with(Changes { pending: writes, events, ..Changes::default() }, status, detail, Flush::Now)
+            .await
     }
 
     /// The lease this run holds, to keep alive while a step runs.
@@ -341,22 +423,20 @@ impl Checkpointer {
         detail: String,
         sync: Flush,
     ) -> Result<(), PersistError> {
-        self.commit_raw_with(checkpoint, pending, vec![], UnknownOutcomes::default(), status, detail, sync).await
+        self.commit_raw_with(Changes { checkpoint, pending, ..Changes::default() }, status, detail, sync).await
     }
 
-    /// [`Checkpointer::commit_raw`] with approval compare-and-sets, and the records of calls
-    /// whose outcome is unknown, in the same commit.
-    #[allow(clippy::too_many_arguments)]
+    /// [`Checkpointer::commit_raw`] with approval compare-and-sets, the records of calls whose
+    /// outcome is unknown and the run's events, in the same commit. The events that wait for
+    /// the run's next commit (a resumed run's `run.started`) go first, and are sent once.
     async fn commit_raw_with(
         &mut self,
-        checkpoint: Option<Checkpoint>,
-        pending: Vec<PendingWrite>,
-        transitions: Vec<ApprovalTransition>,
-        unknown: UnknownOutcomes,
+        changes: Changes,
         status: ThreadStatus,
         detail: String,
         sync: Flush,
     ) -> Result<(), PersistError> {
+        let Changes { checkpoint, pending, transitions, unknown, events } = changes;
         self.lease.check_not_revoked()?;
         self.check_parents_not_revoked()?;
         self.lease.renew_if_due().await?;
@@ -364,6 +444,10 @@ impl Checkpointer {
         commit.approval_transitions = transitions;
         commit.new_approvals = unknown.records;
         commit.audit = unknown.audit;
+        commit.events = match self.log.as_deref().filter(|log| !log.waiting.is_empty()) {
+            Some(log) => log.waiting.iter().cloned().chain(events).collect(),
+            None => events,
+        };
         let durability = commit.durability;
         let wrote = Written::of(&commit);
         // A durable commit on a multi-threaded runtime is made from this task's thread, the
@@ -379,6 +463,9 @@ impl Checkpointer {
             rx.await.map_err(|_| PersistError::CommitDropped)??;
         }
         wrote.done().record();
+        if let Some(log) = &mut self.log {
+            log.waiting.clear();
+        }
         Ok(())
     }
 
@@ -397,15 +484,7 @@ impl Checkpointer {
             (_, Flush::Now) | (Durability::Sync, Flush::Step) => StoreDurability::Immediate,
             (_, Flush::Deferred) | (Durability::Async | Durability::Exit, Flush::Step) => StoreDurability::Eventual,
         };
-        // A NUL byte (an error message decoded from a binary body) is stored as U+FFFD: PostgreSQL
-        // `text` cannot hold it, and a refused commit would leave the thread `running`.
-        let detail = if detail.contains('\0') { detail.replace('\0', "\u{FFFD}") } else { detail };
-        // The status line is kept in clear (sealed stores too) and shown everywhere: an error
-        // message quoting a credential-like value keeps only its kind.
-        let detail = match crate::secret::redact_credentials(&detail) {
-            std::borrow::Cow::Borrowed(_) => detail,
-            std::borrow::Cow::Owned(redacted) => redacted,
-        };
+        let detail = stored_detail(detail);
         let mut record = ThreadRecord::new(&self.thread, &self.owner, &self.fingerprint, self.version, self.created_at);
         // `updated_at` moves when the status or detail does, so a plain step
         // leaves the stored record unchanged and the store can skip it.
@@ -542,6 +621,19 @@ impl Written {
         }
         ::metrics::histogram!(crate::metrics::CHECKPOINT_WRITE_SECONDS, "durability" => self.durability)
             .record(self.took.as_secs_f64());
+    }
+}
+
+/// A status line as the thread record keeps it. A NUL byte (an error message decoded from a
+/// binary body) is stored as U+FFFD: PostgreSQL `text` cannot hold it, and a refused commit
+/// would leave the thread `running`. The line is kept in clear (sealed stores too) and shown
+/// everywhere: an error message quoting a credential-like value keeps only its kind. (A line
+/// already as stored comes back unchanged, without an allocation.)
+fn stored_detail(detail: String) -> String {
+    let detail = if detail.contains('\0') { detail.replace('\0', "\u{FFFD}") } else { detail };
+    match crate::secret::redact_credentials(&detail) {
+        std::borrow::Cow::Borrowed(_) => detail,
+        std::borrow::Cow::Owned(redacted) => redacted,
     }
 }
 

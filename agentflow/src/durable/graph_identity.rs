@@ -10,6 +10,11 @@ use crate::core::node_id::NodeId;
 pub(crate) trait GraphIdentity: Sync {
     /// What a stored thread's graph must match to resume.
     fn fingerprint(&self) -> &str;
+    /// The graph's name.
+    fn name(&self) -> &str;
+    /// Whether its runs write their thread's event log (the app's
+    /// [`App::event_log`](crate::App::event_log)).
+    fn event_log(&self) -> bool;
     /// The name of the node a new thread starts at.
     fn start_name(&self) -> &'static str;
     /// The node named `name`, if the graph has it.

@@ -166,7 +166,7 @@ fn wake_parked_run(store: &Arc<dyn Store>, thread: &str) {
 /// records for a human ([`abandoned`](super::abandoned)): the fork's branch runs children of its
 /// own. Under each child's lease, taken by `holder`; best effort (a child another run still
 /// holds, or whose records cannot be written, is logged and left), as the fork must go on.
-fn settle_abandoned_children(store: &Arc<dyn Store>, thread: &str, holder: &str, seq: u64) {
+pub(super) fn settle_abandoned_children(store: &Arc<dyn Store>, thread: &str, holder: &str, seq: u64) {
     let children = match super::abandoned::abandoned_children(&**store, thread, None) {
         Ok(children) => children,
         Err(e) => return tracing::warn!(thread, error = %e, "listing the forked thread's children"),
@@ -196,7 +196,7 @@ fn settle_abandoned_children(store: &Arc<dyn Store>, thread: &str, holder: &str,
 /// log; one that fails (decided meanwhile, the store unreachable) is left
 /// as it is and logged. Fenced by the fork's lease of the thread (`holder`): a fork that lost
 /// the thread cancels nothing another run's branch asked for.
-fn cancel_children_approvals(store: &Arc<dyn Store>, thread: &str, holder: &str, note: &str, actor: &str) {
+pub(super) fn cancel_children_approvals(store: &Arc<dyn Store>, thread: &str, holder: &str, note: &str, actor: &str) {
     let threads = match store.scan_threads() {
         Ok(listing) => listing.items,
         Err(e) => return tracing::warn!(thread, error = %e, "listing the forked thread's children"),
@@ -338,42 +338,57 @@ fn append_checkpoint(
     // The carried writes move to the new head (the commit drops the parent's).
     commit.pending_writes = carry.writes.into_iter().map(|w| PendingWrite { seq, ..w }).collect();
     if let Some(note) = carry.cancel_open_approvals {
-        // The head's step is abandoned: its calls cut off mid-way (started, no result) will not
-        // be made again and no run reads its journal any more. They may have acted: each becomes
-        // an `OUTCOME_UNKNOWN` record for a human, in this commit, as the step's own commit would
-        // have made it; an approved call still `EXECUTING` becomes `OUTCOME_UNKNOWN` below.
-        let head = store.latest_checkpoint(thread).map_err(PersistError::from)?;
-        if let Some(head) = head {
-            let unknown = super::cut_off::unknown_outcomes(&**store, thread, journal_seq_of(&head))?;
-            commit.new_approvals = unknown.records;
-            commit.audit.splice(0..0, unknown.audit);
-        }
-        let unknown_note = format!(
-            "the call started and left no result (the run stopped mid-call), and the thread was forked at \
-             checkpoint {parent}, away from the step that made it; whether it acted is unknown: settle it"
-        );
-        for approval in store.list_approvals(thread).map_err(PersistError::from)? {
-            if approval.status == ApprovalStatus::Executing {
-                commit.approval_transitions.push(ApprovalTransition {
-                    id: approval.id,
-                    from: ApprovalStatus::Executing,
-                    to: ApprovalStatus::OutcomeUnknown,
-                    patch: ApprovalPatch { note: Some(unknown_note.clone()), ..ApprovalPatch::by(actor, now) },
-                });
-                continue;
-            }
-            if matches!(approval.status, ApprovalStatus::Pending | ApprovalStatus::Approved) {
-                commit.approval_transitions.push(ApprovalTransition {
-                    id: approval.id,
-                    from: approval.status,
-                    to: ApprovalStatus::Cancelled,
-                    patch: ApprovalPatch { note: Some(note.clone()), ..ApprovalPatch::by(actor, now) },
-                });
-            }
-        }
+        abandon_head(store, thread, parent, actor, &note, now, &mut commit)?;
     }
     let receipt = store.commit_step(commit).map_err(PersistError::from)?;
     Ok(receipt.checkpoint.unwrap_or(seq))
+}
+
+/// The head's step is abandoned (a fork, a follow-up run that starts over): what it left open
+/// goes with `commit`, the new head's. Its calls cut off mid-way (started, no result) will not
+/// be made again and no run reads its journal any more: they may have acted, so each becomes an
+/// `OUTCOME_UNKNOWN` record for a human, as the step's own commit would have made it; an
+/// approved call still `EXECUTING` becomes `OUTCOME_UNKNOWN`; every approval still `PENDING` or
+/// `APPROVED` is cancelled with `note`. `parent` is the checkpoint the new head follows.
+pub(super) fn abandon_head(
+    store: &Arc<dyn Store>,
+    thread: &str,
+    parent: u64,
+    actor: &str,
+    note: &str,
+    now: u64,
+    commit: &mut StepCommit,
+) -> Result<(), HistoryError> {
+    let head = store.latest_checkpoint(thread).map_err(PersistError::from)?;
+    if let Some(head) = head {
+        let unknown = super::cut_off::unknown_outcomes(&**store, thread, journal_seq_of(&head))?;
+        commit.new_approvals = unknown.records;
+        commit.audit.splice(0..0, unknown.audit);
+    }
+    let unknown_note = format!(
+        "the call started and left no result (the run stopped mid-call), and the thread was forked at \
+         checkpoint {parent}, away from the step that made it; whether it acted is unknown: settle it"
+    );
+    for approval in store.list_approvals(thread).map_err(PersistError::from)? {
+        if approval.status == ApprovalStatus::Executing {
+            commit.approval_transitions.push(ApprovalTransition {
+                id: approval.id,
+                from: ApprovalStatus::Executing,
+                to: ApprovalStatus::OutcomeUnknown,
+                patch: ApprovalPatch { note: Some(unknown_note.clone()), ..ApprovalPatch::by(actor, now) },
+            });
+            continue;
+        }
+        if matches!(approval.status, ApprovalStatus::Pending | ApprovalStatus::Approved) {
+            commit.approval_transitions.push(ApprovalTransition {
+                id: approval.id,
+                from: approval.status,
+                to: ApprovalStatus::Cancelled,
+                patch: ApprovalPatch { note: Some(note.to_string()), ..ApprovalPatch::by(actor, now) },
+            });
+        }
+    }
+    Ok(())
 }
 
 /// What a new checkpoint takes over from the thread's head.
@@ -390,7 +405,7 @@ struct Carry {
 /// The JSON pointers of the fields the stored description of `thread`'s graph marks as
 /// holding credentials; none on a store that keeps payloads in clear, or without a readable
 /// description.
-fn credential_fields(store: &Arc<dyn Store>, thread: &str) -> Vec<String> {
+pub(super) fn credential_fields(store: &Arc<dyn Store>, thread: &str) -> Vec<String> {
     if !store.seals_payloads() {
         return Vec::new();
     }
@@ -403,7 +418,7 @@ fn credential_fields(store: &Arc<dyn Store>, thread: &str) -> Vec<String> {
         .collect()
 }
 
-fn latest_of(store: &Arc<dyn Store>, thread: &str) -> Result<Checkpoint, HistoryError> {
+pub(super) fn latest_of(store: &Arc<dyn Store>, thread: &str) -> Result<Checkpoint, HistoryError> {
     store
         .latest_checkpoint(thread)
         .map_err(PersistError::from)?

@@ -9,10 +9,12 @@
 //!   `budget`: the thread's budget kept under one of them.
 //! - `chain`: the next checkpoint's seq, and a state rebuilt from a snapshot and its deltas.
 //! - `fingerprint`: the graph a thread was stored with, and what changed since.
+//! - `event_log`: the events a run writes to its thread's log, in its commits.
 //! - `journal`: the effect journal; `cut_off`: calls cut off mid-way, whose outcome is
 //!   unknown; `abandoned`: subgraph runs a step no longer calls; `finished`: finished work
 //!   kept as it finishes.
-//! - `history`: reading, forking and updating a thread's history.
+//! - `history`: reading, forking and updating a thread's history; `restart`: the checkpoint
+//!   that starts a follow-up run of a thread.
 //! - `graph_identity`: what the checkpointer knows of a thread's graph (the app provides it).
 //! - `wake`: when a waiting thread wakes (its timers and the approvals it waits on).
 //! - `document`: a value serialised as a stored document (the value checks are in `core`);
@@ -27,6 +29,7 @@ mod cut_off;
 mod document;
 pub(crate) mod durability;
 mod error;
+mod event_log;
 mod fingerprint;
 mod finished;
 mod graph_identity;
@@ -35,6 +38,7 @@ mod io;
 mod journal;
 mod keys;
 mod lease;
+pub(crate) mod restart;
 pub(crate) mod wake;
 
 pub(crate) use crate::core::clock::now_ms;

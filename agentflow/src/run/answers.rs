@@ -267,6 +267,7 @@ impl<S: State, D: Sync> Runner<'_, S, D> {
     async fn finish_pause(self, start: Resumed<S>, mut cp: Checkpointer) -> Result<Run<S>, RunError> {
         // Woken on its own when an approval it waits for expires, as a pause is.
         cp.wake_at = crate::durable::wake::wake_time(&start.interrupts);
+        cp.parked_on(&start.interrupts);
         let outcome = Outcome::Interrupted { thread: Some(cp.thread.clone()), pending: start.interrupts };
         let usage = cp.budget.usage;
         cp.finish(ThreadStatus::Interrupted, outcome.to_string(), usage)

@@ -59,6 +59,8 @@ async fn run_child<S2: State, D: Sync>(
     // The parent's gateway governs the child's calls: its policy, circuit breakers (guarding
     // the same tools), probe and remote tools (MCP servers).
     setup.gateway = Arc::clone(&cx.scope.gateway);
+    // A child's thread has an event log if its parent's has.
+    setup.event_log = cx.scope.event_log;
     let remaining = cx.scope.meter.remaining();
     let cancel = cx.scope.cancel.child_token();
     let pause = cx.scope.pause.child_token();

@@ -117,6 +117,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 children: tokio::sync::Semaphore::new(crate::DEFAULT_PARALLEL),
                 outlet: outlet.map(|c| c as Arc<dyn crate::stream::Outlet>).or(self.parent_outlet),
                 saga_root_step: self.saga_root_step,
+                event_log: self.setup.event_log,
             };
             let metrics = crate::metrics::RunMetrics::new(plan.spec.name, plan.spec.nodes.iter().map(|n| &n.name));
             let exec = Exec {
@@ -167,7 +168,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 && crate::saga::has_steps(&cp.store_handle(), &cp.thread).await?
             {
                 let reason = run.outcome.to_string();
-                cp.finish(ThreadStatus::Compensating, format!("compensating after {reason}"), usage)
+                cp.start_compensating(format!("compensating after {reason}"), usage)
                     .await
                     .map_err(|e| lease_lost(e.into(), Some(cp)))?;
                 let events = Arc::clone(&exec.events);
@@ -183,6 +184,7 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                     Outcome::Interrupted { pending, .. } => {
                         // Woken on its own when an approval it waits for expires.
                         cp.wake_at = crate::durable::wake::wake_time(pending);
+                        cp.parked_on(pending);
                         ThreadStatus::Interrupted
                     }
                     Outcome::Sleeping { until, .. } => {

@@ -245,6 +245,11 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     };
                 // A map worker's instances are contiguous: name the worker once.
                 ran.dedup();
+                // The event log's `step` event names each update's node and instance.
+                let updates: Vec<(&str, Option<u32>)> = match checkpointer {
+                    Some(cp) if cp.logs_events() => done.iter().map(|(id, s)| (self.name(*id), s.instance)).collect(),
+                    _ => Vec::new(),
+                };
                 if let Err((id, error)) = step::apply(self.plan, &mut state, &mut done, &mut next, &mut next_payloads) {
                     self.events.emit(|| Event::NodeFailed {
                         step,
@@ -265,8 +270,8 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                     let nodes = self.names(&ran).into_iter().map(String::from).collect();
                     let sends = self.stored_payloads(&payloads);
                     // Boxed, as the other durable calls of the loop: an in-memory run does not carry them.
-                    Box::pin(cp.commit_step(step, &state, delta, cursor, nodes, sends, self.scope.meter.usage()))
-                        .await?;
+                    let usage = self.scope.meter.usage();
+                    Box::pin(cp.commit_step(step, &state, delta, cursor, nodes, &updates, sends, usage)).await?;
                 }
                 let step_end = Instant::now();
                 self.metrics.step(step_end.duration_since(step_began));

@@ -16,6 +16,14 @@ impl<S: State, D> GraphIdentity for Setup<S, D> {
         self.graph.fingerprint()
     }
 
+    fn name(&self) -> &str {
+        self.graph.name()
+    }
+
+    fn event_log(&self) -> bool {
+        self.event_log
+    }
+
     fn start_name(&self) -> &'static str {
         self.graph.node_name(self.graph.start())
     }

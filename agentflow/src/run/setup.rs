@@ -27,6 +27,9 @@ pub(crate) struct Setup<S: State, D> {
     pub(crate) gateway: Arc<Gateway>,
     /// Who the app's operations are checked for, and by which policy.
     pub(crate) access: crate::access::Access,
+    /// Whether each run's commits write the thread's event log
+    /// ([`App::event_log`](crate::App::event_log)); off by default.
+    pub(crate) event_log: bool,
 }
 
 impl<S: State, D> Clone for Setup<S, D> {
@@ -37,6 +40,7 @@ impl<S: State, D> Clone for Setup<S, D> {
             migrations: Arc::clone(&self.migrations),
             gateway: Arc::clone(&self.gateway),
             access: self.access.clone(),
+            event_log: self.event_log,
         }
     }
 }
@@ -51,6 +55,7 @@ impl<S: State, D> Setup<S, D> {
             migrations: Arc::default(),
             gateway: Arc::default(),
             access: crate::access::Access::default(),
+            event_log: false,
         }
     }
 

@@ -19,6 +19,7 @@
 //! [`AttemptLimiter`] (failed login attempts, per client address and per user name: past the
 //! limit a handler answers `429 Too Many Requests` with `Retry-After`) and [`SessionTable`]
 //! (live sessions, at most [`ServeLimits::sessions_per_user`] per person, the oldest dropped).
+//! A server also holds at most [`ServeLimits::streams_per_user`] open streams per person.
 
 mod attempts;
 mod hosts;
@@ -65,6 +66,9 @@ pub struct ServeLimits {
     pub login_refill: Duration,
     /// Live sessions one user may hold; a new login past it ends the user's oldest. Default 8.
     pub sessions_per_user: usize,
+    /// Streams (`GET /api/threads/{thread}/stream`) one user may hold open at once on a server;
+    /// one more answers `429 Too Many Requests`. Default 16.
+    pub streams_per_user: usize,
 }
 
 impl Default for ServeLimits {
@@ -76,6 +80,7 @@ impl Default for ServeLimits {
             login_burst: 10,
             login_refill: Duration::from_secs(6),
             sessions_per_user: 8,
+            streams_per_user: 16,
         }
     }
 }
@@ -111,6 +116,12 @@ impl ServeLimits {
     /// Sets [`sessions_per_user`](Self::sessions_per_user) (at least 1).
     pub fn sessions_per_user(mut self, n: usize) -> Self {
         self.sessions_per_user = n.max(1);
+        self
+    }
+
+    /// Sets [`streams_per_user`](Self::streams_per_user) (at least 1).
+    pub fn streams_per_user(mut self, n: usize) -> Self {
+        self.streams_per_user = n.max(1);
         self
     }
 

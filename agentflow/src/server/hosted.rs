@@ -6,14 +6,17 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use agentflow_store::{FollowUpQueued, IdempotencyKey};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::personal::{credential_names, mask_fields, personal_names};
 use crate::access::{Access, AccessPolicy, Actor};
-use crate::app::{App, WorkerError};
+use crate::app::{App, Multitask, Submission, WorkerError};
 use crate::approval::{ApprovalDesk, RoleAuthorizer};
 use crate::core::state::State;
 use crate::durable::{HistoryError, PersistError, fold_chain};
+use crate::schedule::{ScheduleError, ScheduleOptions, ScheduleRecord};
 use crate::worker::Worker;
 
 /// What a hosted graph's worker and scheduler are: a future that runs them until its token is
@@ -38,6 +41,22 @@ pub(crate) enum SubmitError {
     /// The run queue, the store or the access policy refused it.
     #[error(transparent)]
     Worker(#[from] WorkerError),
+    /// A follow-up run's input is not an update of the graph's state.
+    #[error(
+        "the input of a follow-up run is an update of `{state}` (the state of graph `{graph}`): {reason}; send some \
+         of the state's fields as a JSON object"
+    )]
+    Update {
+        /// The graph.
+        graph: &'static str,
+        /// The state's name.
+        state: &'static str,
+        /// What serde said.
+        reason: String,
+    },
+    /// A schedule was refused (its id, its cron expression, the access policy, the store).
+    #[error(transparent)]
+    Schedule(#[from] ScheduleError),
 }
 
 /// A graph the server hosts, its state and dependency types erased: what the API needs of it.
@@ -53,8 +72,32 @@ pub(crate) trait Hosted: Send + Sync + 'static {
 
     /// Queues a new run of thread `thread` from `input` (the graph's state as JSON) for
     /// `access`'s actor, checked by `access`'s policy, owned by and audited as that actor, for
-    /// `tenant` if one is given. Blocking.
-    fn submit(&self, access: &Access, thread: &str, input: Value, tenant: Option<&str>) -> Result<(), SubmitError>;
+    /// `tenant` if one is given, under idempotency key `key` if one is given: a key kept already
+    /// is refused with [`WorkerError::KeyUsed`] (naming the thread its first submit started, and
+    /// whether that was the same request), queueing nothing; telling `webhook`, if one is given,
+    /// when the run first stops. Blocking.
+    fn submit_keyed(
+        &self,
+        access: &Access,
+        thread: &str,
+        input: Value,
+        tenant: Option<&str>,
+        key: Option<IdempotencyKey>,
+        webhook: Option<&str>,
+    ) -> Result<(), SubmitError>;
+
+    /// Queues a follow-up run of existing thread `thread` from `update` (an update of the
+    /// graph's state as JSON) for `access`'s actor, checked by `access`'s policy, as `strategy`
+    /// says about the thread's run in the queue ([`App::submit_follow_up`]); telling `webhook`,
+    /// if one is given, when it first stops. Blocking.
+    fn submit_follow_up(
+        &self,
+        access: &Access,
+        thread: &str,
+        update: Value,
+        strategy: Multitask,
+        webhook: Option<&str>,
+    ) -> Result<FollowUpQueued, SubmitError>;
 
     /// The state of thread `thread` at checkpoint `seq`, folded with the graph's own types and
     /// reducers, as JSON; `None` when the checkpoint is not there. Unchecked and unmasked: the
@@ -68,6 +111,22 @@ pub(crate) trait Hosted: Send + Sync + 'static {
     /// A worker running up to `concurrency` runs at once and a timer scheduler, both stopped
     /// when `stop` is cancelled (the worker lets running steps finish first).
     fn run(&self, stop: CancellationToken, concurrency: usize) -> Running;
+
+    /// Keeps cron schedule `id` of this graph ([`App::schedule_with`]), starting runs from
+    /// `input` (the graph's state as JSON) owned by `access`'s actor, checked by `access`'s
+    /// policy. Blocking.
+    fn schedule(
+        &self,
+        access: &Access,
+        id: &str,
+        cron: &str,
+        input: Value,
+        options: ScheduleOptions,
+    ) -> Result<ScheduleRecord, SubmitError>;
+
+    /// A schedule's stored `input` as JSON, its personal and credential fields masked (`•••`);
+    /// `null` if it does not read as JSON.
+    fn schedule_input(&self, input: &[u8]) -> Value;
 }
 
 /// The server's access policy, shared, as the policy of a hosted app's calls.
@@ -109,7 +168,15 @@ impl<S: State, D: Send + Sync + 'static> Hosted for HostedApp<S, D> {
         self.app.graph().description()
     }
 
-    fn submit(&self, access: &Access, thread: &str, input: Value, tenant: Option<&str>) -> Result<(), SubmitError> {
+    fn submit_keyed(
+        &self,
+        access: &Access,
+        thread: &str,
+        input: Value,
+        tenant: Option<&str>,
+        key: Option<IdempotencyKey>,
+        webhook: Option<&str>,
+    ) -> Result<(), SubmitError> {
         let input: S = serde_json::from_value(input).map_err(|e| SubmitError::Input {
             graph: self.name(),
             state: S::NAME,
@@ -119,11 +186,34 @@ impl<S: State, D: Send + Sync + 'static> Hosted for HostedApp<S, D> {
         // the thread is theirs, so the `run.submitted` audit entry names them.
         let actor = access.actor();
         let app = self.app.clone().access(SharedPolicy(Arc::clone(access.policy()))).acting_as(actor);
-        match tenant {
-            Some(tenant) => app.submit_for(thread, &input, &actor.id, tenant)?,
-            None => app.submit_as(thread, &input, &actor.id)?,
-        }
+        let mut submission = Submission::new().owner(actor.id.clone());
+        submission.tenant = tenant.map(str::to_string);
+        submission.webhook = webhook.map(str::to_string);
+        submission.idempotency = key;
+        app.submit_with(thread, &input, submission)?;
         Ok(())
+    }
+
+    fn submit_follow_up(
+        &self,
+        access: &Access,
+        thread: &str,
+        update: Value,
+        strategy: Multitask,
+        webhook: Option<&str>,
+    ) -> Result<FollowUpQueued, SubmitError> {
+        let update: S::Update = serde_json::from_value(update).map_err(|e| SubmitError::Update {
+            graph: self.name(),
+            state: S::NAME,
+            reason: e.to_string(),
+        })?;
+        let actor = access.actor();
+        let app = self.app.clone().access(SharedPolicy(Arc::clone(access.policy()))).acting_as(actor);
+        let queued = match webhook {
+            Some(url) => app.submit_follow_up_with_webhook(thread, &update, strategy, actor, url)?,
+            None => app.submit_follow_up(thread, &update, strategy, actor)?,
+        };
+        Ok(queued)
     }
 
     fn state_json(&self, thread: &str, seq: u64) -> Result<Option<Value>, HistoryError> {
@@ -152,5 +242,31 @@ impl<S: State, D: Send + Sync + 'static> Hosted for HostedApp<S, D> {
             }
             scheduler.shutdown().await;
         })
+    }
+
+    fn schedule(
+        &self,
+        access: &Access,
+        id: &str,
+        cron: &str,
+        input: Value,
+        options: ScheduleOptions,
+    ) -> Result<ScheduleRecord, SubmitError> {
+        let input: S = serde_json::from_value(input).map_err(|e| SubmitError::Input {
+            graph: self.name(),
+            state: S::NAME,
+            reason: e.to_string(),
+        })?;
+        // As for a start: checked for the caller under the server's policy, and theirs.
+        let actor = access.actor();
+        let app = self.app.clone().access(SharedPolicy(Arc::clone(access.policy()))).acting_as(actor);
+        Ok(app.schedule_with(id, cron, &input, &actor.id, options)?)
+    }
+
+    fn schedule_input(&self, input: &[u8]) -> Value {
+        let Ok(mut value) = serde_json::from_slice::<Value>(input) else { return Value::Null };
+        mask_fields(&mut value, &personal_names(S::FIELDS));
+        mask_fields(&mut value, &credential_names(S::FIELDS));
+        value
     }
 }

@@ -9,7 +9,9 @@
 //! - a [`Worker`](crate::Worker) and a timer [`Scheduler`](crate::timer::Scheduler) for each
 //!   graph: every run goes through the run queue, so a run started over HTTP, a decision or an
 //!   answer lets the worker go on by itself;
-//! - the JSON API under `/api` and its OpenAPI document at `/openapi.json` ([`api`]);
+//! - the JSON API under `/api` and its OpenAPI document at `/openapi.json` ([`api`]), with each
+//!   thread's runs as a stream of server-sent events in the AG-UI vocabulary ([`stream`]), read
+//!   from the thread's event log (each hosted app's [`App::event_log`] is turned on);
 //! - the approval inbox's pages ([`inbox`]), which share the API's users and sessions, and show
 //!   threads as [`inspect`] reads them from the store;
 //! - for a redb store, the owner's Unix socket beside the file, which the `agentflow`
@@ -63,8 +65,11 @@ mod owner;
 mod peer;
 mod running;
 mod socket;
+pub mod stream;
 pub mod users;
 
+/// What a receiver of the server's webhooks checks: [`webhook::verify`](crate::webhook::verify).
+pub use crate::webhook::verify as verify_webhook;
 pub use error::ServerError;
 pub use running::RunningServer;
 pub use socket::PERSON_HEADER;
@@ -85,10 +90,12 @@ use crate::app::App;
 use crate::approval::RoleAuthorizer;
 use crate::core::state::State;
 use crate::serve_limits::ServeLimits;
+use crate::webhook::{WebhookConfig, WebhookDispatcher};
 use api::{ApiState, api_router};
 use auth::Auth;
 use hosted::{Hosted, HostedApp};
 use inbox::{InboxConfig, answer_role_of, by_risk_name};
+use stream::Streams;
 use users::Users;
 
 /// How many runs of each graph a server runs at once, unless [`Server::concurrency`] says
@@ -138,6 +145,8 @@ pub struct Server {
     stuck: Option<(Duration, Duration, Duration)>,
     inbox: bool,
     owner_socket: bool,
+    /// The completion webhooks the server takes and sends; `None`: none.
+    webhooks: Option<WebhookConfig>,
     /// The first setting refused, answered by [`Server::start`].
     refused: Option<ServerError>,
 }
@@ -184,6 +193,7 @@ impl Server {
             stuck: None,
             inbox: true,
             owner_socket: true,
+            webhooks: None,
             refused: None,
         }
     }
@@ -235,10 +245,12 @@ impl Server {
         self
     }
 
-    /// How many runs of each graph the server runs at once (at least 1).
+    /// How many runs of each graph the server runs at once. 0: the server runs no worker and no
+    /// timer scheduler: it serves the API and the streams only, and other processes sharing the
+    /// store (PostgreSQL) run the threads it starts.
     #[must_use]
     pub fn concurrency(mut self, n: usize) -> Self {
-        self.concurrency = n.max(1);
+        self.concurrency = n;
         self
     }
 
@@ -288,6 +300,18 @@ impl Server {
         self
     }
 
+    /// Takes completion webhooks as `config` allows them (default: none; a start naming a
+    /// `webhook` is refused, 422 `webhook_not_allowed`): a start or follow-up may name a URL
+    /// under one of its prefixes, told when the run first stops. The server runs a
+    /// [`WebhookDispatcher`] beside its workers (also with [`Server::concurrency`] 0), which
+    /// signs each delivery with the config's secret and tries it again as the config says; see
+    /// [`webhook`](crate::webhook). A receiver checks the signature with [`verify_webhook`].
+    #[must_use]
+    pub fn webhooks(mut self, config: WebhookConfig) -> Self {
+        self.webhooks = Some(config);
+        self
+    }
+
     /// The store of a server that hosts no graph (the inbox and the API over a store), or the
     /// one its apps are given. Every hosted app's store must be this very store (the same
     /// `Arc`).
@@ -300,9 +324,12 @@ impl Server {
     /// Hosts `app`'s graph, run with `deps`: the server runs a worker and a timer scheduler for
     /// it, and the API starts its threads by the graph's name. The app's store is the server's:
     /// every app must have the same store (the same `Arc`, opened once), and graph names are
-    /// one per server. A setting refused here is the error of [`Server::start`].
+    /// one per server. The app's [`App::event_log`] is turned on: each thread's stream reads it.
+    /// A setting refused here is the error of [`Server::start`].
     #[must_use]
     pub fn app<S: State, D: Send + Sync + 'static>(mut self, app: App<S, D>, deps: impl Into<Arc<D>>) -> Self {
+        // Every thread the server runs keeps its event log, which its stream reads.
+        let app = app.event_log(true);
         let name = app.graph().name();
         match app.backing_store() {
             Some(store) => self.hold(Arc::clone(store), &format!("graph `{name}`'s app")),
@@ -423,6 +450,17 @@ impl Server {
             self.graphs.iter().map(|g| (g.name(), Arc::clone(g))).collect();
         // Wrong tokens at the inbox's login and at the API count together, per client address.
         let attempts = Arc::clone(auth.attempts());
+        // The streams of the API and of the owner's socket: one registry, one count per user.
+        let streams = Arc::new(Streams::new(self.limits.streams_per_user));
+        let woken = Arc::downgrade(&streams);
+        let wakes = store.on_events(Arc::new(move |thread: &str| {
+            if let Some(streams) = woken.upgrade() {
+                streams.wakes.wake(thread);
+            }
+        }));
+        if !wakes {
+            tracing::debug!("the store cannot wake stream readers; they read its event logs every 500 ms");
+        }
         let api_state = |auth: Option<Arc<Auth>>| {
             Arc::new(ApiState {
                 store: Arc::clone(&store),
@@ -433,6 +471,8 @@ impl Server {
                 access: Arc::clone(&self.access),
                 authorizer: authorizer.clone(),
                 answer_role: self.answer_role.clone(),
+                streams: Arc::clone(&streams),
+                webhooks: self.webhooks.clone(),
             })
         };
         let mut router = api_router(api_state(Some(Arc::clone(&auth))));
@@ -462,8 +502,18 @@ impl Server {
             None
         };
         let stop = CancellationToken::new();
-        let workers = self.graphs.iter().map(|g| tokio::spawn(g.run(stop.child_token(), self.concurrency))).collect();
-        Ok(RunningServer { router, listener, local_addr, limits: self.limits, stop, workers, owner })
+        let mut workers: Vec<_> = if self.concurrency == 0 {
+            Vec::new()
+        } else {
+            self.graphs.iter().map(|g| tokio::spawn(g.run(stop.child_token(), self.concurrency))).collect()
+        };
+        if let Some(config) = self.webhooks {
+            let dispatcher = WebhookDispatcher::new(Arc::clone(&store), config)
+                .map_err(|e| ServerError::Config(format!("the webhooks cannot be sent: {e}")))?;
+            workers.push(tokio::spawn(dispatcher.run(stop.child_token())));
+        }
+        let streams = streams.stop.clone();
+        Ok(RunningServer { router, listener, local_addr, limits: self.limits, stop, streams, workers, owner })
     }
 }
 

@@ -21,9 +21,9 @@ use crate::serve_limits::{self, ServeLimits};
 /// your own) or [`Server::listen`](super::Server::listen) (bound to an address, to
 /// [`serve`](RunningServer::serve)).
 ///
-/// [`RunningServer::shutdown`] stops the workers (a running step finishes first), the
-/// schedulers and the socket, and removes the sidecar; dropping it does the same without
-/// waiting.
+/// [`RunningServer::shutdown`] ends the open streams, stops the workers (a running step
+/// finishes first), the schedulers and the socket, and removes the sidecar; dropping it does the
+/// same without waiting.
 #[derive(Debug)]
 pub struct RunningServer {
     pub(crate) router: Router,
@@ -31,6 +31,8 @@ pub struct RunningServer {
     pub(crate) local_addr: Option<SocketAddr>,
     pub(crate) limits: ServeLimits,
     pub(crate) stop: CancellationToken,
+    /// Ends every open stream (at shutdown, before the connections are waited for).
+    pub(crate) streams: CancellationToken,
     pub(crate) workers: Vec<JoinHandle<()>>,
     pub(crate) owner: Option<OwnerGuard>,
 }
@@ -57,8 +59,9 @@ impl RunningServer {
     }
 
     /// Serves the router on the address the server was bound to, under its
-    /// [`ServeLimits`], until `shutdown` completes; then lets each open connection finish the
-    /// request it serves and shuts the server down ([`RunningServer::shutdown`]).
+    /// [`ServeLimits`], until `shutdown` completes; then ends the open streams, lets each open
+    /// connection finish the request it serves and shuts the server down
+    /// ([`RunningServer::shutdown`]).
     ///
     /// # Errors
     ///
@@ -74,6 +77,12 @@ impl RunningServer {
             ));
         };
         let addr = self.local_addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+        // Open streams never end by themselves: they end first, so their connections close.
+        let streams = self.streams.clone();
+        let shutdown = async move {
+            shutdown.await;
+            streams.cancel();
+        };
         let served = serve_limits::serve(listener, self.router.clone(), self.limits.clone(), shutdown).await;
         self.shutdown().await;
         served.map_err(|source| ServerError::Bind { addr, source })
@@ -84,6 +93,7 @@ impl RunningServer {
     /// schedulers stop; the owner's socket stops answering and the sidecar is removed. The store
     /// is closed once the last handle to it (the apps', the router's) is dropped.
     pub async fn shutdown(mut self) {
+        self.streams.cancel();
         self.stop.cancel();
         for worker in std::mem::take(&mut self.workers) {
             if let Err(e) = worker.await {
@@ -100,6 +110,7 @@ impl Drop for RunningServer {
     fn drop(&mut self) {
         // The workers stop on their own (a running step finishes first); the guard's drop
         // removes the socket and the sidecar.
+        self.streams.cancel();
         self.stop.cancel();
     }
 }

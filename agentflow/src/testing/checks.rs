@@ -16,7 +16,7 @@ pub(crate) struct At<'a> {
 }
 
 impl At<'_> {
-    fn violation(&self, check: Check, detail: String) -> Violation {
+    pub(crate) fn violation(&self, check: Check, detail: String) -> Violation {
         Violation { boundary: self.boundary.to_string(), cut: self.cut, check, detail }
     }
 }

@@ -276,6 +276,18 @@ impl Store for CrashStore {
         fn purge_thread(&self, thread: &str, entry: NewAuditEntry) -> Result<PurgeReport, PurgeError>;
         fn set_legal_hold(&self, thread: &str, hold: Option<LegalHold>, entry: NewAuditEntry) -> Result<(), PurgeError>;
         fn legal_hold(&self, thread: &str) -> Result<Option<LegalHold>, ReadError>;
+        fn read_events(&self, thread: &str, after: Option<agentflow_store::EventId>, limit: usize) -> Result<agentflow_store::EventPage, ReadError>;
+        fn enqueue_follow_up(&self, run: NewRun, entry: NewAuditEntry, place: agentflow_store::FollowUpPlace) -> Result<agentflow_store::FollowUpQueued, QueueError>;
+        fn list_follow_ups(&self, thread: &str) -> Result<Vec<QueuedRun>, QueueError>;
+        fn put_schedule(&self, schedule: agentflow_store::ScheduleRecord) -> Result<(), QueueError>;
+        fn delete_schedule(&self, id: &str) -> Result<bool, QueueError>;
+        fn schedule(&self, id: &str) -> Result<Option<agentflow_store::ScheduleRecord>, QueueError>;
+        fn list_schedules(&self) -> Result<Vec<agentflow_store::ScheduleRecord>, QueueError>;
+        fn fire_schedule(&self, fire: agentflow_store::ScheduleFire) -> Result<bool, QueueError>;
+        fn due_webhooks(&self, now: u64, limit: usize) -> Result<Vec<agentflow_store::WebhookDelivery>, QueueError>;
+        fn claim_webhook(&self, id: u64, holder: &str, now: u64, until: u64) -> Result<bool, QueueError>;
+        fn settle_webhook(&self, id: u64, holder: &str, settle: agentflow_store::WebhookSettle) -> Result<bool, QueueError>;
+        fn list_webhooks(&self, thread: &str) -> Result<Vec<agentflow_store::WebhookDelivery>, QueueError>;
     }
 
     fn seals_payloads(&self) -> bool {
@@ -284,6 +296,10 @@ impl Store for CrashStore {
 
     fn file_path(&self) -> Option<std::path::PathBuf> {
         self.inner.file_path()
+    }
+
+    fn on_events(&self, wake: agentflow_store::EventWake) -> bool {
+        self.inner.on_events(wake)
     }
 
     fn compact(&self, thread: &str, keep_last: usize, fold: &FoldFn<'_>) -> Result<CompactReport, CompactError> {

@@ -9,6 +9,7 @@ use super::checks;
 use super::crash_store::{Aim, CrashStore};
 use super::driver::{self, Answers};
 use super::error::CrashMatrixError;
+use super::event_log_check;
 use super::recorder::{self, Recorder};
 use super::report::{Boundary, CrashReport, Cut, Ending, Trial, Violation};
 use crate::{App, Limits, State};
@@ -124,7 +125,8 @@ impl<'d, S: State, D: Sync> CrashMatrix<'d, S, D> {
     }
 
     pub(super) fn app_on(&self, store: Arc<dyn Store>, recorder: &Arc<Recorder>) -> App<S, D> {
-        let mut app = self.app.clone().store(store);
+        // The event log is on for every run the matrix makes: each cut tries it too.
+        let mut app = self.app.clone().store(store).event_log(true);
         Arc::make_mut(&mut app.setup.gateway).probe = Some(Arc::clone(recorder) as Arc<dyn crate::probe::Probe>);
         app
     }
@@ -178,7 +180,7 @@ impl<'d, S: State, D: Sync> CrashMatrix<'d, S, D> {
         }
         let at = checks::At { boundary: "(uncut run)", cut: Cut::After };
         Ok(Uncut {
-            violations: checks::stored(&at, &*inner),
+            violations: [checks::stored(&at, &*inner), event_log_check::event_logs(&at, &*inner)].concat(),
             ending,
             boundaries: store.boundaries(),
             tally: recorder.take_tally(),
@@ -218,6 +220,7 @@ impl<'d, S: State, D: Sync> CrashMatrix<'d, S, D> {
         let mut violations = checks::ran(&at, &uncut.tally, &before, &after, &acked);
         violations.extend(checks::ending(&at, &uncut.ending, &ending));
         violations.extend(checks::stored(&at, &*inner));
+        violations.extend(event_log_check::event_logs(&at, &*inner));
         Ok((Trial { boundary: boundary.to_string(), cut, reached: true, ending: Some(ending) }, violations))
     }
 }

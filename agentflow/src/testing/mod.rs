@@ -18,7 +18,10 @@
 //!   or listed as an unknown outcome for a human ([`Check::CallCutOffUnlisted`]);
 //! - **the ending**: the resumed run ends as the uncut one did (same outcome, same state), or
 //!   waits for a human who must settle a call cut off mid-way ([`Check::EndingDiffers`]);
-//! - **nothing left running** ([`Check::LeftRunning`]).
+//! - **nothing left running** ([`Check::LeftRunning`]);
+//! - **the event log** (on for every run the matrix makes, see
+//!   [`App::event_log`](crate::App::event_log)): ids without a gap, one `step` event per step
+//!   of the run loop, a thread that ended saying so last ([`Check::EventLogBroken`]).
 //!
 //! The models are the graph's own (a [`ScriptedModel`](crate::model::ScriptedModel) in the
 //! deps, say): the uncut run asks them and records each reply by the place it was asked
@@ -65,6 +68,7 @@ mod checks;
 mod crash_store;
 mod driver;
 mod error;
+mod event_log_check;
 mod kill;
 mod matrix;
 mod recorder;

@@ -91,6 +91,10 @@ pub enum Check {
     EndingDiffers,
     /// A thread was left `running` after the resumed run returned.
     LeftRunning,
+    /// A thread's event log is not what was committed: an id skipped or repeated, a step of the
+    /// run loop without its one `step` event, or a thread that ended without saying so last.
+    /// (Appended last.)
+    EventLogBroken,
 }
 
 impl fmt::Display for Check {
@@ -101,6 +105,7 @@ impl fmt::Display for Check {
             Check::CallCutOffUnlisted => "call cut off and not listed",
             Check::EndingDiffers => "ending differs",
             Check::LeftRunning => "thread left running",
+            Check::EventLogBroken => "event log broken",
         })
     }
 }

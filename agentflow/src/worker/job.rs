@@ -78,7 +78,7 @@ pub(super) struct Job<S: State, D> {
 }
 
 /// What a worker does with a run's queue row once the run ended.
-enum Then {
+pub(super) enum Then {
     /// Remove it: the run ended.
     Remove,
     /// Keep it, parked until what it waits for is there (no approval of the thread waits, the
@@ -124,7 +124,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     }
 
     /// A runner for the claimed thread, under the claim's lease.
-    fn runner<'a>(
+    pub(super) fn runner<'a>(
         &'a self,
         claim: &QueuedRun,
         cancel: CancellationToken,
@@ -154,6 +154,9 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     }
 
     async fn run_claimed(&self, claim: &QueuedRun) -> (End, Then) {
+        if claim.follow_up {
+            return self.run_follow_up(claim).await;
+        }
         let thread = claim.thread.clone();
         match claim.control {
             // Cancelled while nobody ran it: a thread that exists is resumed already cancelled,
@@ -195,7 +198,11 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     }
 
     /// What a run's end means for the report and the queue row.
-    async fn ended(&self, claim: &QueuedRun, result: Result<crate::outcome::Run<S>, RunError>) -> (End, Then) {
+    pub(super) async fn ended(
+        &self,
+        claim: &QueuedRun,
+        result: Result<crate::outcome::Run<S>, RunError>,
+    ) -> (End, Then) {
         let asked = *self.acted_on.get_or_init(|| self.stops.asked.get().copied());
         let (end, then) = self.end_of(claim, result, asked).await;
         match then {
@@ -312,7 +319,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     }
 
     /// A store failure: the run stays queued for another try (see [`MAX_CLAIMS_ON_STORE_ERRORS`]).
-    fn store_failure(&self, claim: &QueuedRun, e: &PersistError) -> (End, Then) {
+    pub(super) fn store_failure(&self, claim: &QueuedRun, e: &PersistError) -> (End, Then) {
         tracing::warn!(thread = %claim.thread, error = %e, claims = claim.claims, "a queued run failed on the store");
         (End::Failed, Then::Leave)
     }
@@ -355,7 +362,13 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             Some(acted_on) => *acted_on,
             None => self.stops.asked.get().copied(),
         };
-        let settle = settle.handled(handled);
+        let mut settle = settle.handled(handled);
+        // The run's webhook: its delivery is written by the settle that first ends or parks it.
+        if let Some(url) = &claim.webhook {
+            let (t, graph, to) = (thread.to_string(), claim.graph.clone(), url.clone());
+            let delivery = blocking(&self.store, move |s| crate::webhook::delivery::<S>(s, &t, &graph, &to)).await;
+            settle = settle.with_webhook(delivery.unwrap_or_else(|_| crate::webhook::bare(thread, &claim.graph, url)));
+        }
         let (t, holder) = (thread.to_string(), self.holder.clone());
         // `settle_run_and_release` changes the row only while it is still this worker's claim:
         // a worker that claimed the thread since (its lease had expired) owns the row, and its

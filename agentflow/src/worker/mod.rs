@@ -1,6 +1,7 @@
 //! Workers: run a graph's threads from the store's run queue.
 
 mod failures;
+mod follow_up;
 mod job;
 
 use std::collections::HashMap;
@@ -151,6 +152,15 @@ pub struct WorkerReport {
 ///   long); the fifth failure in a row takes it out of the queue. A shutdown, a pause or a
 ///   cancel that comes during the graph's last step is too late: that step's commit records the
 ///   thread `completed` and the run leaves the queue (`tests/workers/worker_stop_races.rs`).
+/// - A follow-up run ([`App::submit_follow_up`]) takes its thread's queue row in the
+///   transaction of the settle that ends the run before it. The worker that claims it restarts
+///   the thread (its update applied, the cursor at the start node) in one commit fenced by the
+///   claim's lease, then runs it as a resume; a claim after a worker died past the restart
+///   finds the restart made and does not apply the update again
+///   (`tests/processes/follow_up_kill.rs`). A cancel asked of a follow-up before it started
+///   drops it, leaving the thread as it is.
+/// - A run submitted with a webhook ([`webhook`](crate::webhook)): the settle that first ends or
+///   parks it writes the delivery (the thread's status and state) in the same transaction.
 ///
 /// Any number of workers may share a `PostgresStore` (`agentflow-store`, feature `postgres`), in
 /// one process or many; a [`RedbStore`](crate::RedbStore) is open in one process at a time,

@@ -66,8 +66,9 @@ pub fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The payments app on `store`, its runs logged (so exports carry a thread's event log).
 pub fn app(store: Arc<dyn Store>) -> App<Pay> {
-    payments::graph().app().store(store)
+    payments::graph().app().store(store).event_log(true)
 }
 
 /// Fills a store file: `t-paused` waits for an approval of a refund requested by `agent`,

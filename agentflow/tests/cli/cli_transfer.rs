@@ -37,6 +37,20 @@ fn export_then_import_moves_a_thread_as_it_was() {
     assert_eq!(copied_log.as_array_mut().unwrap().pop().unwrap()["kind"], "thread.imported");
     assert_eq!(copied_log, af_json(&first, &["audit", "t-paused"]));
     assert_eq!(stdout(&af(&second, &["graph", "t-paused"])), payments::graph().mermaid());
+    // The thread's event log travels with it, ids and all.
+    let event_ids: Vec<Value> = export_lines(&first, "t-paused")
+        .into_iter()
+        .filter(|l| l["type"] == "event")
+        .map(|l| l["id"].clone())
+        .collect();
+    assert_eq!(event_ids.first(), Some(&json!("1-0")), "{event_ids:?}");
+    {
+        let store = RedbStore::open(&second).unwrap();
+        let copied: Vec<Value> =
+            store.read_events("t-paused", None, 100).unwrap().events.iter().map(|e| json!(e.id.to_string())).collect();
+        store.close().unwrap();
+        assert_eq!(copied, event_ids);
+    }
     // Importing again is refused; nothing changes.
     expect_refusal(&af(&second, &["import", file.to_str().unwrap()]), 1, "exists already");
     // The audit log keeps its hash chain: each line carries the entry's hash and link, the copy

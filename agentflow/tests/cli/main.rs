@@ -23,11 +23,15 @@ mod cli_personal;
 #[cfg(feature = "cli")]
 mod cli_purge;
 #[cfg(feature = "cli")]
+mod cli_schedules;
+#[cfg(feature = "cli")]
 mod cli_sealed;
 #[cfg(feature = "cli")]
 mod cli_secrets;
 #[cfg(feature = "cli")]
 mod cli_state;
+#[cfg(feature = "cli")]
+mod cli_tail;
 #[cfg(feature = "cli")]
 mod cli_transfer;
 #[cfg(feature = "cli")]

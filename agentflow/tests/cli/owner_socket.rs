@@ -124,7 +124,10 @@ fn the_cli_reaches_the_server_that_holds_the_file() {
         busy.contains("held by the agentflow server") && busy.contains(&format!("pid {}", std::process::id())),
         "{busy}"
     );
-    assert!(busy.contains("`agentflow pending`, `show`, `approve`, `reject` and `edit`"), "{busy}");
+    assert!(
+        busy.contains("`agentflow pending`, `show`, `tail`, `approve`, `reject`, `edit` and `schedules`"),
+        "{busy}"
+    );
 
     // The server decides as the person the OS user is mapped to, not as anyone `--as` names.
     let out = cli(spec, &["approve", &approval.id, "--as", "mallory"]);

@@ -49,7 +49,7 @@
 //!   to lists of roles (`{"read_state": ["viewer", "operator"], "fork": ["operator"]}`); an
 //!   operation it gives no role is denied (exit code 1 with the reason). Without it every
 //!   operation is allowed, as before these flags. The operations: `threads`, `pending`,
-//!   `stuck` need `list`; `show`, `graph` need `read_state`; `history`, `diff`, `export`
+//!   `stuck` need `list`; `show`, `graph`, `tail` need `read_state`; `history`, `diff`, `export`
 //!   need `read_history`; `update` needs `update_state`; `fork` `fork`; `compact` `compact`; `purge` and `hold` `purge`;
 //!   `import` `start` (for each thread of the file, of its tenant); the decisions `decide`;
 //!   `answer` `answer`; `run resume|cancel|pause` `resume`, `cancel`, `pause`.
@@ -65,7 +65,7 @@
 //!
 //! **A file a server holds.** A redb file is open in one process at a time. While an
 //! agentflow server (`agentflow::server::Server`, or `serve`) holds it, `pending`, `show`,
-//! `approve`, `reject` and `edit` go through the server's Unix socket, which the file's sidecar
+//! `tail`, `approve`, `reject`, `edit` and `schedules` go through the server's Unix socket, which the file's sidecar
 //! (`<file>.owner`) names: the server acts as the person its users file maps the OS user running
 //! the tool to (`"os_user"`), checks that person's roles and tenants, and records decisions in
 //! their name (`--as`, if given, must name that person; `--role`, `--tenant`, `--access` and
@@ -95,7 +95,7 @@
 //! | 0 | done |
 //! | 1 | not found (thread, checkpoint, approval, store file; a thread of a tenant the user does not act for) or refused (an operation the `--access` policy denies, a decision the authorizer or the compare-and-set refused, edited arguments that do not fit the tool's schema, a thread that exists already on import, compacting an unfinished thread, purging a thread under legal hold, a run control for a thread with no queued run) |
 //! | 2 | usage: bad arguments (a command that records who acted without `--as`, `--access` without `--as`, an unreadable `--access` file), bad JSON in `--set`/`--args`, an update the app could not read back, an unreadable export file, an output that cannot be written |
-//! | 3 | store busy or unreachable: another process has the redb file open (a server holding it answers `pending`, `show`, `approve`, `reject` and `edit` only), a run holds the thread (`update`, `fork`, `answer`, `purge`), or the PostgreSQL server cannot be reached |
+//! | 3 | store busy or unreachable: another process has the redb file open (a server holding it answers `pending`, `show`, `tail`, `approve`, `reject`, `edit` and `schedules` only), a run holds the thread (`update`, `fork`, `answer`, `purge`), or the PostgreSQL server cannot be reached |
 //! | 4 | store error: the store is damaged, of an unsupported format, or a read or write failed |
 //! | 5 | the thread's state cannot be computed without the graph's Rust types (a custom reducer, an update that does not fit, an update naming a key the stored state does not hold) |
 //!
@@ -128,8 +128,10 @@ mod out;
 mod personal;
 mod remote;
 mod runs;
+mod schedules;
 mod serve;
 mod stuck;
+mod tail;
 mod transfer;
 
 use std::process::ExitCode;
@@ -149,7 +151,7 @@ Exit codes:
      or access file, an output that cannot be written (a reader that stops reading,
      as `| head`, ends the command with 0)
   3  store busy or unreachable: another process has the redb file open (a server
-     holding it answers pending, show, approve, reject and edit only), a run holds
+     holding it answers pending, show, tail, approve, reject and edit only), a run holds
      the thread (update, fork, answer), or the PostgreSQL server cannot be reached;
      for `mcp snapshot`, the MCP server cannot be started or reached
   4  store error: damaged, unsupported format, a read or write failed
@@ -248,6 +250,12 @@ pub enum Command {
     Stuck(stuck::StuckArgs),
     /// Resume, cancel or pause a thread's run in the run queue (workers act on it).
     Run(runs::RunArgs),
+    /// The cron schedules (when each fires next, what its last fire started); `schedules delete
+    /// ID` removes one.
+    Schedules(schedules::SchedulesArgs),
+    /// A thread's event log, one line an entry (`--json`: its AG-UI events); `--follow` waits
+    /// for more until the run ends.
+    Tail(tail::TailArgs),
     /// The approval inbox: a web page to judge and decide approvals, with /metrics.
     Serve(serve::ServeArgs),
     /// MCP servers: `mcp snapshot` prints the snapshot of a server's tools to commit.
@@ -445,6 +453,8 @@ fn run(cli: Cli) -> Outcome {
         }
         Command::Stuck(args) => stuck::stuck(store, guard, &args, json),
         Command::Run(args) => runs::run(store, guard, &args, json),
+        Command::Tail(args) => tail::tail(store, guard, &args, json),
+        Command::Schedules(args) => schedules::schedules(store.as_ref(), guard, &args, json),
         Command::Serve(_) | Command::Mcp(_) => Ok(()),
     }
 }

@@ -1,6 +1,6 @@
 //! A redb file held by a running agentflow server: the file is open in one process at a time,
-//! so instead of failing, `pending`, `show`, `approve`, `reject` and `edit` ask the server
-//! through the Unix socket its sidecar names (`<file>.owner`, see
+//! so instead of failing, `pending`, `show`, `tail`, `approve`, `reject`, `edit` and `schedules`
+//! ask the server through the Unix socket its sidecar names (`<file>.owner`, see
 //! [`agentflow_store::redb_owner`]). The server acts as the person its users file maps this OS
 //! user to (`"os_user"`), checks that person's roles and tenants, and records decisions in
 //! their name; `--as`, `--role`, `--tenant`, `--access` and `--roles-for` are the server's to
@@ -9,8 +9,9 @@
 //!
 //! Each request is HTTP/1.1 on its own connection to the socket, on the server's JSON API
 //! (`GET /api/approvals`, `GET /api/threads/{thread}`, `.../state`, `.../pending`,
-//! `POST /api/threads/{thread}/approvals/{id}/approve|reject|edit`); `--json` prints its
-//! answers as they are.
+//! `POST /api/threads/{thread}/approvals/{id}/approve|reject|edit`, `GET /api/schedules`,
+//! `DELETE /api/schedules/{id}`); `--json` prints its answers as they are. `tail` reads the stream route (`GET /api/threads/{thread}/stream`) as
+//! its events come ([`tail`]).
 //!
 //! A server is asked only when the sidecar, the socket and the process answering on it are all
 //! the store file's owner's, and that process is the one the sidecar names ([`trust`]);
@@ -26,6 +27,8 @@ use axum::http::{Method, Request, StatusCode, header};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
+mod schedules;
+mod tail;
 mod trust;
 
 use crate::access::AccessArgs;
@@ -35,7 +38,7 @@ use crate::{Command, Failure, Outcome, code};
 
 /// What the commands that go through a server's socket are, for messages.
 pub const THROUGH_SOCKET: &str =
-    "`agentflow pending`, `show`, `approve`, `reject` and `edit` reach it through its socket";
+    "`agentflow pending`, `show`, `tail`, `approve`, `reject`, `edit` and `schedules` reach it through its socket";
 /// The response header naming the person the server acted as (percent-encoded UTF-8).
 const PERSON_HEADER: &str = agentflow::server::PERSON_HEADER;
 /// How long one request may take.
@@ -59,6 +62,8 @@ pub fn held(spec: &str, command: &Command, who: &AccessArgs, json: bool, busy: F
     match command {
         Command::Pending => server.pending(json),
         Command::Show { thread } => server.show(thread, json),
+        Command::Tail(args) => server.tail(args, json),
+        Command::Schedules(args) => server.schedules(args, json),
         Command::Approve(args) => decide(Kind::Approve, args),
         Command::Reject(args) => decide(Kind::Reject, args),
         Command::Edit(args) => decide(Kind::Edit, args),
@@ -349,25 +354,33 @@ impl Server {
         )
     }
 
+    /// A runtime for a client of the server's socket, once the socket is checked ([`trust`]).
+    pub(super) fn client_runtime(&self) -> Result<tokio::runtime::Runtime, Failure> {
+        trust::check_socket(&self.owner, self.uid).map_err(|why| self.untrusted(&why))?;
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Failure::store(format!("cannot start the client for the server's socket: {e}")))
+    }
+
+    /// The failure of a socket that did not answer (`e` says how).
+    pub(super) fn unanswered(&self, e: &str) -> Failure {
+        Failure::new(
+            code::BUSY,
+            format!(
+                "{}: the store is held by the agentflow server {}, and its socket did not answer ({e}); try again, or \
+                 stop the server to open the file",
+                self.spec,
+                self.owner.describe()
+            ),
+        )
+    }
+
     /// One request on a connection of its own, sent only once the socket and the process on
     /// its other end are checked ([`trust`]).
     fn call(&self, method: Method, path: &str, body: Option<Value>) -> Result<Answer, Failure> {
-        trust::check_socket(&self.owner, self.uid).map_err(|why| self.untrusted(&why))?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| Failure::store(format!("cannot start the client for the server's socket: {e}")))?;
-        let unanswered = |e: String| {
-            Failure::new(
-                code::BUSY,
-                format!(
-                    "{}: the store is held by the agentflow server {}, and its socket did not answer ({e}); try again, \
-                     or stop the server to open the file",
-                    self.spec,
-                    self.owner.describe()
-                ),
-            )
-        };
+        let runtime = self.client_runtime()?;
+        let unanswered = |e: String| self.unanswered(&e);
         runtime.block_on(async {
             let stream =
                 tokio::net::UnixStream::connect(&self.owner.socket).await.map_err(|e| unanswered(e.to_string()))?;

@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use agentflow::Store;
 use agentflow::persist::MAX_DOCUMENT_DEPTH;
 use agentflow_store::{
-    ApprovalRecord, AuditEntry, Checkpoint, CheckpointMetadata, CommitError, EffectKey, PendingWrite, ThreadDump,
-    ThreadRecord,
+    ApprovalRecord, AuditEntry, Checkpoint, CheckpointMetadata, CommitError, EffectKey, EventId, PendingWrite,
+    StoredEvent, ThreadDump, ThreadRecord,
 };
 use clap::Args;
 use serde::Deserialize;
@@ -170,6 +170,11 @@ fn thread_lines(store: &dyn Store, dump: &ThreadDump) -> Result<Vec<Value>, Fail
     }
     for a in &dump.approvals {
         lines.push(json!({ "type": "approval", "record": a }));
+    }
+    for e in &dump.events {
+        lines.push(
+            json!({ "type": "event", "id": e.id.to_string(), "kind": e.kind, "at": e.at, "data": blob(&e.data) }),
+        );
     }
     Ok(lines)
 }
@@ -341,6 +346,12 @@ pub fn read(file: &PathBuf) -> Result<Vec<Imported>, Failure> {
                 link: v.get("link").and_then(Value::as_str).unwrap_or_default().to_string(),
             }),
             "approval" => t.dump.approvals.push(field::<ApprovalRecord>(&v, "record", n)?),
+            "event" => {
+                let id: String = field(&v, "id", n)?;
+                let id = id.parse::<EventId>().map_err(|e| Failure::usage(format!("line {n}: {e}")))?;
+                let data = unblob(v.get("data").unwrap_or(&Value::Null), n)?;
+                t.dump.events.push(StoredEvent::new(id, field::<String>(&v, "kind", n)?, data, field(&v, "at", n)?));
+            }
             other => return Err(Failure::usage(format!("line {n}: unknown line type `{other}`"))),
         }
     }

@@ -18,6 +18,7 @@ use crate::durable::chain::fold_chain;
 use crate::durable::document::{Allowed, check_sealed, state_document};
 use crate::durable::durability::Durability;
 use crate::durable::error::{PersistError, ResumeError, ThreadError};
+use crate::durable::event_log::RunLog;
 use crate::durable::fingerprint::{explain_change, keep_description, marks_current};
 use crate::durable::finished::StoredWrite;
 use crate::durable::graph_identity::GraphIdentity;
@@ -68,7 +69,8 @@ pub(crate) struct NewThread {
 
 impl Checkpointer {
     /// Starts a new thread at `input` (a subgraph child of thread `parent`, if given):
-    /// checkpoint 0 holds its snapshot and the thread's `budget`.
+    /// checkpoint 0 holds its snapshot and the thread's `budget` (and, with the event log, the
+    /// run's `run.started`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn start<S: State>(
         graph: &impl GraphIdentity,
@@ -88,6 +90,9 @@ impl Checkpointer {
         metadata.extra = json!({ GRAPH: graph.shape(), BUDGET: budget });
         let cursor = vec![graph.start_name().to_string()];
         let fingerprint = graph.fingerprint().to_string();
+        let log = graph.event_log().then(|| Box::new(RunLog::new(graph.name())));
+        // The run starts from the input checkpoint, 0.
+        let started = log.as_ref().map(|log| log.started(false, 0)).transpose()?;
         // One trip off the async threads for everything a new thread needs before its first
         // step: the check that it is new, its lease and its input checkpoint.
         let s = Arc::clone(&store);
@@ -109,6 +114,7 @@ impl Checkpointer {
                 cp.parents = parents;
                 cp.budget = budget;
                 cp.snapshot_len = snapshot.len();
+                cp.log = log;
                 let checkpoint = Checkpoint {
                     thread: cp.thread.clone(),
                     seq: 0,
@@ -123,8 +129,9 @@ impl Checkpointer {
                 // durable commit (redb commits in order), or the run never started.
                 // A run above that its holder revoked does not start a child either.
                 cp.check_parents_not_revoked()?;
-                let commit =
+                let mut commit =
                     cp.prepare(Some(checkpoint), vec![], ThreadStatus::Running, String::new(), Flush::Deferred);
+                commit.events.extend(started);
                 let wrote = Written::of(&commit);
                 st.commit_step(commit).map_err(PersistError::from)?;
                 Ok((cp, described, wrote.done()))
@@ -138,7 +145,8 @@ impl Checkpointer {
         Ok(cp)
     }
 
-    /// Opens an existing thread where it stopped.
+    /// Opens an existing thread where it stopped. With the event log, the run's `run.started`
+    /// waits for its first commit.
     pub(crate) async fn resume<S: State>(
         graph: &impl GraphIdentity,
         store: Arc<dyn Store>,
@@ -175,6 +183,12 @@ impl Checkpointer {
             .await?
             .map_err(PersistError::from)?
             .ok_or_else(|| ResumeError::NoCheckpoint { thread: cp.thread.clone() })?;
+        if graph.event_log() {
+            // The run goes on from the thread's latest checkpoint.
+            let mut log = Box::new(RunLog::new(graph.name()));
+            log.waiting.push(log.started(true, latest.seq)?);
+            cp.log = Some(log);
+        }
         if record.graph_fingerprint != graph.fingerprint() {
             let id = cp.thread.clone();
             let root = blocking(&cp.store, move |s| s.checkpoint(&id, 0)).await?.map_err(PersistError::from)?;

@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use agentflow_store::{
-    ApprovalError, ApprovalPatch, ApprovalStatus, ApprovalTransition, Checkpoint, CommitError, EffectBatch, Store,
-    ThreadRecord, ThreadStatus,
+    ApprovalError, ApprovalPatch, ApprovalStatus, ApprovalTransition, Checkpoint, CommitError, EffectBatch, NewEvent,
+    Store, ThreadRecord, ThreadStatus,
 };
 
-use super::{Checkpointer, Flush};
+use super::{Changes, Checkpointer, Flush};
 use crate::core::clock::now_ms;
 use crate::durable::cut_off::UnknownOutcomes;
 use crate::durable::error::PersistError;
@@ -26,19 +26,27 @@ impl Checkpointer {
     /// [`Checkpointer::commit_raw_with`] of a step that moves approved calls cut off mid-way to
     /// `OUTCOME_UNKNOWN`: one that another run moved meanwhile (its call's result came in from
     /// the run that made it) keeps that move, and the step commits without it instead of
-    /// failing.
+    /// failing. Each try carries the step's `events`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn commit_with_cut_off(
         &mut self,
         checkpoint: Checkpoint,
         mut cut_off: Vec<ApprovalTransition>,
         unknown: UnknownOutcomes,
+        events: Vec<NewEvent>,
         status: ThreadStatus,
         detail: String,
         flush: Flush,
     ) -> Result<(), PersistError> {
         loop {
-            let (cp, moves, records, text) = (checkpoint.clone(), cut_off.clone(), unknown.clone(), detail.clone());
-            match self.commit_raw_with(Some(cp), vec![], moves, records, status, text, flush).await {
+            let changes = Changes {
+                checkpoint: Some(checkpoint.clone()),
+                transitions: cut_off.clone(),
+                unknown: unknown.clone(),
+                events: events.clone(),
+                ..Changes::default()
+            };
+            match self.commit_raw_with(changes, status, detail.clone(), flush).await {
                 Err(PersistError::Commit(CommitError::Approval(ApprovalError::AlreadyDecided { id, .. })))
                     if cut_off.iter().any(|t| t.id == id) =>
                 {
@@ -187,7 +195,7 @@ impl Checkpointer {
             .last_status
             .clone()
             .unwrap_or_else(|| (ThreadStatus::Compensating, "resumed while compensating".to_string()));
-        self.commit_raw_with(None, vec![], vec![], unknown, status, detail, Flush::Now).await
+        self.commit_raw_with(Changes { unknown, ..Changes::default() }, status, detail, Flush::Now).await
     }
 
     /// The moves that go with the commit of the step at checkpoint `step_seq`: an approval of

@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::app::Multitask;
 use crate::interrupt::{Pending, PendingKind};
 
 /// Starts a thread: a run of a hosted graph from an input, queued for the server's workers.
@@ -33,6 +34,19 @@ pub(crate) struct StartRun {
     /// How long `wait` waits, in milliseconds (default 30000, at most 300000).
     #[serde(default)]
     pub(crate) wait_ms: Option<u64>,
+    /// With `thread` naming a thread that exists: a follow-up run of it, `input` then being an
+    /// update of its state (some of its fields, through their reducers), run from the graph's
+    /// start node. What it does about a run the thread has in the queue (running, or waiting for
+    /// a person or its timer): `enqueue` (the default) runs it after that run, `reject` refuses
+    /// it (409), `interrupt` cancels that run and runs it next, `rollback` does too, on the state
+    /// the cancelled run started from. Without a run in the queue, it is queued at once.
+    #[serde(default)]
+    pub(crate) multitask_strategy: Option<Multitask>,
+    /// A URL told when the run first stops (ends, or waits for a person or its timer): a signed
+    /// `POST` of the thread's status and state. Only URLs under the prefixes the server's
+    /// operator allows are taken (422 `webhook_not_allowed` names them).
+    #[serde(default)]
+    pub(crate) webhook: Option<String>,
 }
 
 /// Resumes a thread through the run queue, answering the question it waits on first when a
@@ -275,7 +289,8 @@ pub(crate) struct ThreadWaits {
 pub(crate) struct RunView {
     /// The thread.
     pub(crate) thread: String,
-    /// `queued` or `running` while its run is in the queue's hands; `not_started` when the run
+    /// `queued` or `running` while its run is in the queue's hands (`behind` for a follow-up run
+    /// waiting behind the thread's run); `not_started` when the run
     /// left the queue without creating the thread (it could not be run: `detail` says where to
     /// look); else the thread's status (`interrupted`, `sleeping`, `completed`, `failed`, ...).
     pub(crate) status: String,
@@ -289,6 +304,9 @@ pub(crate) struct RunView {
     pub(crate) pending: Vec<PendingView>,
     /// The thread's approvals waiting for a person, once the run stopped.
     pub(crate) approvals: Vec<ApprovalView>,
+    /// For a follow-up run queued behind the thread's run (status `behind`): how many other
+    /// follow-ups run before it.
+    pub(crate) ahead: Option<usize>,
 }
 
 /// The answer to a cancel request.
@@ -317,11 +335,15 @@ pub(crate) struct ErrorBody {
 pub(crate) struct ErrorDetail {
     /// A stable snake_case code: `bad_request` (400), `unauthorized` (401), `forbidden` and
     /// `csrf` (403: a session's request without its CSRF token), `not_found` (404),
-    /// `method_not_allowed` (405), `conflict` and `graph_not_hosted` (409: a resume of a thread
-    /// whose graph the server does not host), `payload_too_large` (413), `unprocessable`,
-    /// `thread_id_not_allowed` (a caller of some tenants naming a new thread) and
-    /// `question_required` (an answer without its question's id) (422), `too_many_attempts`
-    /// (429), `internal` (500), `store_unavailable` (503).
+    /// `method_not_allowed` (405), `conflict`, `graph_not_hosted` (409: a resume of a thread
+    /// whose graph the server does not host) and `follow_up_refused` (409: a follow-up run with
+    /// strategy `reject` while its thread has a run), `payload_too_large` (413), `unprocessable`,
+    /// `thread_id_not_allowed` (a caller of some tenants naming a new thread),
+    /// `question_required` (an answer without its question's id), `idempotency_key_reused`
+    /// (a start's `Idempotency-Key` sent with another request), `idempotency_key_not_supported`
+    /// (a follow-up run sent with one) and `webhook_not_allowed` (a webhook URL outside the
+    /// operator's prefixes) (422), `too_many_attempts` and
+    /// `too_many_streams` (429), `internal` (500), `store_unavailable` (503).
     pub(crate) code: String,
     /// What went wrong and what to do.
     pub(crate) message: String,

@@ -6,11 +6,12 @@
 //! | `GET /api/graphs` | `list` | the hosted graphs: name, fingerprint, description |
 //! | `GET /api/graphs/{graph}` | `list` | a graph's description (by name, or a stored one by fingerprint) |
 //! | `GET /api/threads` | `list` | the threads of the caller's tenants |
-//! | `POST /api/threads` | `start` | `{graph, input, thread?, tenant?, wait?, wait_ms?}` -> 202 queued, or 200 once the run stopped |
+//! | `POST /api/threads` | `start` | `{graph, input, thread?, tenant?, wait?, wait_ms?}` (header `Idempotency-Key`) -> 202 queued, or 200 once the run stopped |
 //! | `GET /api/threads/{thread}` | `read_state` | the thread's record and queued run |
 //! | `GET /api/threads/{thread}/state` | `read_state` | `{seq, state, next, pending}`, personal fields masked |
 //! | `GET /api/threads/{thread}/history` | `read_history` | its checkpoints |
 //! | `GET /api/threads/{thread}/pending` | `read_state` | what it waits on, with question ids |
+//! | `GET /api/threads/{thread}/stream` | `read_state` | its event log as AG-UI server-sent events (`Last-Event-ID`) |
 //! | `GET /api/approvals` | `list` | every approval and question waiting for a person |
 //! | `POST /api/threads/{thread}/resume` | `resume` (+ `answer` with a value) | `{value?, question?, wait?, wait_ms?}`; a `value` needs its `question`'s id |
 //! | `POST /api/threads/{thread}/approvals/{approval}/approve` | `decide` | `{conditions?}` |
@@ -18,6 +19,9 @@
 //! | `POST /api/threads/{thread}/approvals/{approval}/edit` | `decide` | `{args}` |
 //! | `POST /api/threads/{thread}/cancel` | `cancel` | `{cancelled}` |
 //! | `POST /api/threads/{thread}/pause` | `pause` | `{paused}` |
+//! | `GET /api/schedules` | `list` | the cron schedules of the caller's tenants |
+//! | `POST /api/schedules` | `start` | `{id, graph, cron, input, tenant?}` -> 201 the schedule, with its next fire |
+//! | `DELETE /api/schedules/{id}` | `cancel` | `{unscheduled}` |
 //!
 //! The router and the document are made from one table ([`ROUTES`] lists it). Who calls is found
 //! as [`caller`] says; wrong bearer tokens count per client address with the inbox's failed
@@ -41,14 +45,18 @@ mod body;
 pub mod caller;
 mod controls;
 mod decisions;
+mod follow_ups;
 mod graphs;
+mod idempotency;
 mod path;
 mod problem;
 mod reads;
 mod router;
 mod runs;
+mod schedules;
 mod spec;
 mod state;
+mod stream;
 mod table;
 mod threads;
 mod waiting;

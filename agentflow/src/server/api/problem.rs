@@ -150,6 +150,16 @@ impl From<WorkerError> for Problem {
                  /api/threads/{thread}/resume with {{\"value\": ..., \"question\": ...}}, the question's id as GET \
                  /api/threads/{thread}/pending lists it), or cancel it"
             )),
+            // Sent again with the same request, a start is answered as the first (see `runs`).
+            WorkerError::KeyUsed { same_request: false, .. } => Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency_key_reused",
+                format!("{e}; nothing was started"),
+            ),
+            WorkerError::KeyUsed { .. } => Problem::conflict(e.to_string()),
+            WorkerError::FollowUpRefused { .. } => {
+                Problem::new(StatusCode::CONFLICT, "follow_up_refused", e.to_string())
+            }
             WorkerError::NotRunning { .. } | WorkerError::GraphUnknown { .. } => Problem::conflict(e.to_string()),
             WorkerError::Queue(QueueError::Unsupported { .. }) => Problem::conflict(e.to_string()),
             WorkerError::NulByte { .. } | WorkerError::OwnerRequired(_) => Problem::unprocessable(e.to_string()),
@@ -164,8 +174,9 @@ impl From<WorkerError> for Problem {
 impl From<SubmitError> for Problem {
     fn from(e: SubmitError) -> Self {
         match e {
-            SubmitError::Input { .. } => Problem::unprocessable(e.to_string()),
+            SubmitError::Input { .. } | SubmitError::Update { .. } => Problem::unprocessable(e.to_string()),
             SubmitError::Worker(e) => e.into(),
+            SubmitError::Schedule(e) => e.into(),
         }
     }
 }

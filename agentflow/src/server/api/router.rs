@@ -14,13 +14,14 @@ use axum::routing::{MethodFilter, MethodRouter, any, on};
 use super::problem::Problem;
 use super::state::ApiState;
 use super::table::{Endpoint, Route, TABLE, Verb};
-use super::{controls, decisions, graphs, runs, threads, waiting};
+use super::{controls, decisions, graphs, runs, schedules, stream, threads, waiting};
 
 /// The handler of `route`, on its method.
 fn method_router(route: &Route) -> MethodRouter<Arc<ApiState>> {
     let filter = match route.verb {
         Verb::Get => MethodFilter::GET,
         Verb::Post => MethodFilter::POST,
+        Verb::Delete => MethodFilter::DELETE,
     };
     match route.endpoint {
         Endpoint::OpenApi => on(filter, graphs::openapi),
@@ -39,6 +40,10 @@ fn method_router(route: &Route) -> MethodRouter<Arc<ApiState>> {
         Endpoint::Edit => on(filter, decisions::edit),
         Endpoint::Cancel => on(filter, controls::cancel),
         Endpoint::Pause => on(filter, controls::pause),
+        Endpoint::Stream => on(filter, stream::stream),
+        Endpoint::ListSchedules => on(filter, schedules::list),
+        Endpoint::CreateSchedule => on(filter, schedules::create),
+        Endpoint::DeleteSchedule => on(filter, schedules::delete),
     }
 }
 

@@ -12,12 +12,14 @@ use std::time::Duration;
 use agentflow_store::{QueuedRun, RunWait, ThreadRecord};
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use tokio::time::Instant;
 
 use super::bodies::{ResumeRun, RunView, StartRun};
 use super::body::{Body, MaybeBody};
 use super::caller::Caller;
+use super::follow_ups::{FollowUp, allowed_webhook, follow_up, is_there};
+use super::idempotency;
 use super::path::Path;
 use super::problem::{Problem, blocking};
 use super::reads::{approvals_waiting, queued_run, state_view};
@@ -26,6 +28,7 @@ use crate::access::{Operation, Tenants};
 use crate::app::{RunControls, WorkerError};
 use crate::approval::ApprovalDesk;
 use crate::durable::now_ms;
+use crate::server::hosted::SubmitError;
 use crate::server::inspect::description::Names;
 
 /// How long `wait` waits unless `wait_ms` says otherwise: 30 s.
@@ -38,19 +41,36 @@ const MOST_BETWEEN_LOOKS: Duration = Duration::from_millis(200);
 /// An answer with a status and a run.
 type Answer = (StatusCode, Json<RunView>);
 
-/// `POST /api/threads`: queues a new thread's run.
+/// `POST /api/threads`: queues a new thread's run; a start sent again under its
+/// `Idempotency-Key` answers as the first did ([`idempotency`](super::idempotency)).
 pub(crate) async fn start(
     State(state): State<Arc<ApiState>>,
     caller: Caller,
-    Body(body): Body<StartRun>,
+    headers: HeaderMap,
+    Body(mut body): Body<StartRun>,
 ) -> Result<Answer, Problem> {
     caller.allow(Operation::Start)?;
+    let key = idempotency::key_of(&headers, &caller, &body)?;
     if body.wait {
         caller.allow(Operation::ReadState)?;
     }
     let graph = state.graph(&body.graph).cloned().ok_or_else(|| {
         Problem::not_found(format!("no graph `{}` is hosted here; GET /api/graphs lists them", body.graph))
     })?;
+    let webhook = allowed_webhook(&state, body.webhook.take())?;
+    // A thread there for the caller takes a follow-up run.
+    if let Some(named) = body.thread.take() {
+        if is_there(&state, caller.access(), &named).await? {
+            let strategy = body.multitask_strategy.unwrap_or_default();
+            let ask = FollowUp { thread: named, input: body.input, strategy, webhook, key, tenant: body.tenant };
+            let view = follow_up(&state, caller.access(), graph, ask).await?;
+            if !body.wait {
+                return Ok((StatusCode::ACCEPTED, Json(view)));
+            }
+            return outcome(&state, &caller, view.thread, body.wait_ms).await;
+        }
+        body.thread = Some(named);
+    }
     // Thread ids are one namespace for every tenant: a caller of some tenants choosing one could
     // tell from a refusal that another tenant's thread has it.
     if body.thread.is_some() && matches!(caller.actor().tenants, Tenants::Only(_)) {
@@ -76,8 +96,17 @@ pub(crate) async fn start(
         Tenants::Only(set) if set.len() == 1 => set.iter().next().cloned(),
         _ => None,
     });
-    let (access, id, input) = (caller.access().clone(), thread.clone(), body.input);
-    blocking(move || Ok(graph.submit(&access, &id, input, tenant.as_deref())?)).await?;
+    let (access, input) = (caller.access().clone(), body.input);
+    let thread = blocking(move || {
+        match graph.submit_keyed(&access, &thread, input, tenant.as_deref(), key, webhook.as_deref()) {
+            Ok(()) => Ok(thread),
+            // Sent again: the first start's thread is the answer.
+            Err(SubmitError::Worker(WorkerError::KeyUsed { thread, same_request: true, .. })) => Ok(thread),
+            // The key with another request: 422 `idempotency_key_reused`.
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await?;
     if !body.wait {
         return Ok((StatusCode::ACCEPTED, Json(RunView::queued(thread))));
     }
@@ -203,6 +232,7 @@ impl RunView {
             state: None,
             pending: Vec::new(),
             approvals: Vec::new(),
+            ahead: None,
         }
     }
 
@@ -257,6 +287,7 @@ async fn outcome(
             state: Some(read.state),
             pending: read.pending,
             approvals: approvals_waiting(&shared, &record.id)?,
+            ahead: None,
             thread,
         };
         Ok((StatusCode::OK, Json(view)))

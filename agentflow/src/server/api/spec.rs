@@ -10,7 +10,7 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
 use super::bodies::ErrorBody;
-use super::table::{Route, TABLE, example, parameters};
+use super::table::{Place, Route, TABLE, example, parameters};
 use crate::server::auth::SESSION_COOKIE;
 
 /// What each error status means, for every route that may answer it.
@@ -29,7 +29,8 @@ fn error_description(status: u16) -> &'static str {
         422 => "The body's values are refused (the message says which).",
         429 => {
             "Too many wrong tokens from the client's address (at the API and the inbox's login together): the \
-                token was not checked; wait for the `Retry-After` header's seconds."
+                token was not checked; wait for the `Retry-After` header's seconds. On the stream route also \
+                `too_many_streams`: the caller holds as many streams open as one user may."
         }
         500 => "The server failed (`internal`); try again, and check the server's log if it persists.",
         503 => "The store failed; try again.",
@@ -75,7 +76,7 @@ fn operation(route: &Route, generator: &mut schemars::SchemaGenerator, error: &V
             "threads"
         }]),
     );
-    let params: Vec<Value> = parameters(route.path)
+    let mut params: Vec<Value> = parameters(route.path)
         .into_iter()
         .map(|name| {
             json!({
@@ -87,6 +88,15 @@ fn operation(route: &Route, generator: &mut schemars::SchemaGenerator, error: &V
             })
         })
         .collect();
+    params.extend(route.params.iter().map(|p| {
+        json!({
+            "name": p.name,
+            "in": match p.place { Place::Header => "header", Place::Query => "query" },
+            "required": false,
+            "description": p.description,
+            "schema": { "type": p.kind },
+        })
+    }));
     if !params.is_empty() {
         op.insert("parameters".into(), Value::Array(params));
     }
@@ -105,7 +115,7 @@ fn operation(route: &Route, generator: &mut schemars::SchemaGenerator, error: &V
             reply.status.to_string(),
             json!({
                 "description": reply.description,
-                "content": { "application/json": { "schema": (reply.body)(generator).to_value() } },
+                "content": { reply.media.as_str(): { "schema": (reply.body)(generator).to_value() } },
             }),
         );
     }

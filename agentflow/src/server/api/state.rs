@@ -11,7 +11,9 @@ use crate::approval::RoleAuthorizer;
 use crate::serve_limits::AttemptLimiter;
 use crate::server::auth::Auth;
 use crate::server::hosted::Hosted;
+use crate::server::stream::Streams;
 use crate::server::users::Users;
+use crate::webhook::WebhookConfig;
 
 /// The shared state of the API's routes ([`api_router`](super::api_router)), made by
 /// [`Server::start`](crate::server::Server::start).
@@ -34,6 +36,12 @@ pub(crate) struct ApiState {
     pub(crate) authorizer: RoleAuthorizer,
     /// The role answering a question needs, if any.
     pub(crate) answer_role: Option<String>,
+    /// The server's thread streams: their readers waiting for more, and how many each user holds
+    /// open.
+    pub(crate) streams: Arc<Streams>,
+    /// The webhook URLs a run may name, when the server takes webhooks
+    /// ([`Server::webhooks`](crate::server::Server::webhooks)).
+    pub(crate) webhooks: Option<WebhookConfig>,
 }
 
 impl std::fmt::Debug for ApiState {

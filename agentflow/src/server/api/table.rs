@@ -9,6 +9,7 @@ use super::bodies::{
     ApprovalView, Approve, Cancelled, Edit, GraphView, HistoryEntry, Paused, Reject, ResumeRun, RunView, StartRun,
     StateView, ThreadView, ThreadWaits, Waiting,
 };
+use super::schedules::{NewSchedule, ScheduleView, Unscheduled};
 use crate::access::Operation;
 
 /// An HTTP method the API uses.
@@ -18,6 +19,8 @@ pub(crate) enum Verb {
     Get,
     /// `POST`: actions.
     Post,
+    /// `DELETE`: removals.
+    Delete,
 }
 
 impl Verb {
@@ -26,6 +29,7 @@ impl Verb {
         match self {
             Verb::Get => "GET",
             Verb::Post => "POST",
+            Verb::Delete => "DELETE",
         }
     }
 }
@@ -49,6 +53,10 @@ pub(crate) enum Endpoint {
     Edit,
     Cancel,
     Pause,
+    Stream,
+    ListSchedules,
+    CreateSchedule,
+    DeleteSchedule,
 }
 
 /// A function adding a type's JSON schema to the document's components, giving its `$ref`.
@@ -68,6 +76,27 @@ pub(crate) struct Reply {
     pub(crate) description: &'static str,
     /// Its body's schema.
     pub(crate) body: SchemaFn,
+    /// Its body's media type.
+    pub(crate) media: Media,
+}
+
+/// The media type of an answer's body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Media {
+    /// `application/json`.
+    Json,
+    /// `text/event-stream`: server-sent events, each `data:` line a JSON document.
+    EventStream,
+}
+
+impl Media {
+    /// Its name.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Media::Json => "application/json",
+            Media::EventStream => "text/event-stream",
+        }
+    }
 }
 
 /// A route's request body.
@@ -104,6 +133,30 @@ pub(crate) struct Route {
     /// document adds by the route's kind ([`errors`](super::spec::errors): 400 for a bad address,
     /// 401 and 429 for a caller, 404, 405 and 500 everywhere).
     pub(crate) errors: &'static [u16],
+    /// Its header and query parameters (its path's are read from the path).
+    pub(crate) params: &'static [Param],
+}
+
+/// Where a parameter comes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// A request header.
+    Header,
+    /// The query string.
+    Query,
+}
+
+/// A header or query parameter of a route.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Param {
+    /// Its name.
+    pub(crate) name: &'static str,
+    /// Where it comes.
+    pub(crate) place: Place,
+    /// What it does.
+    pub(crate) description: &'static str,
+    /// Its JSON schema type (`string`, `boolean`).
+    pub(crate) kind: &'static str,
 }
 
 /// Any JSON.
@@ -114,6 +167,29 @@ fn any_json(_: &mut SchemaGenerator) -> Schema {
 /// A list of `T`.
 fn list<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
     generator.subschema_for::<Vec<T>>()
+}
+
+/// The `Idempotency-Key` header of a start.
+const IDEMPOTENCY_KEY: Param = Param {
+    name: "Idempotency-Key",
+    place: Place::Header,
+    description: "1 to 200 printable ASCII characters: a start sent again with the same key (by the same caller, \
+                  within 24 hours) starts nothing and answers as the first did, naming its thread; the same key \
+                  with another body answers 422 `idempotency_key_reused`.",
+    kind: "string",
+};
+
+/// An AG-UI event: a JSON object with its `type`.
+fn ag_ui_event(_: &mut SchemaGenerator) -> Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "description": "An AG-UI event (https://docs.ag-ui.com): `RUN_STARTED`, `STEP_STARTED`, \
+            `TEXT_MESSAGE_START`, `TEXT_MESSAGE_CONTENT`, `TEXT_MESSAGE_END`, `TOOL_CALL_START`, \
+            `TOOL_CALL_ARGS`, `TOOL_CALL_END`, `TOOL_CALL_RESULT`, `STATE_DELTA`, `STEP_FINISHED`, \
+            `STATE_SNAPSHOT`, `RUN_FINISHED`, `RUN_ERROR` or `CUSTOM` (`agentflow.interrupt`, `agentflow.gap`).",
+        "required": ["type"],
+        "properties": { "type": { "type": "string" }, "timestamp": { "type": "integer" } },
+    })
 }
 
 const READ_ERRORS: &[u16] = &[401, 403, 404, 503];
@@ -131,8 +207,14 @@ pub(crate) const TABLE: &[Route] = &[
         summary: "This OpenAPI document",
         description: "Needs no login.",
         request: None,
-        replies: &[Reply { status: 200, description: "The OpenAPI 3.1 document of the API.", body: any_json }],
+        replies: &[Reply {
+            status: 200,
+            description: "The OpenAPI 3.1 document of the API.",
+            body: any_json,
+            media: Media::Json,
+        }],
         errors: &[],
+        params: &[],
     },
     Route {
         verb: Verb::Get,
@@ -143,8 +225,14 @@ pub(crate) const TABLE: &[Route] = &[
         summary: "The graphs this server hosts",
         description: "Each with its name (what a new thread names), fingerprint and description. Needs `list`.",
         request: None,
-        replies: &[Reply { status: 200, description: "The hosted graphs, by name.", body: list::<GraphView> }],
+        replies: &[Reply {
+            status: 200,
+            description: "The hosted graphs, by name.",
+            body: list::<GraphView>,
+            media: Media::Json,
+        }],
         errors: LIST_ERRORS,
+        params: &[],
     },
     Route {
         verb: Verb::Get,
@@ -156,8 +244,9 @@ pub(crate) const TABLE: &[Route] = &[
         description: "A hosted graph by name, or the description the store keeps under a fingerprint (a graph a \
                       thread ran with). Needs `list`.",
         request: None,
-        replies: &[Reply { status: 200, description: "The graph's description.", body: any_json }],
+        replies: &[Reply { status: 200, description: "The graph's description.", body: any_json, media: Media::Json }],
         errors: READ_ERRORS,
+        params: &[],
     },
     Route {
         verb: Verb::Get,
@@ -168,8 +257,9 @@ pub(crate) const TABLE: &[Route] = &[
         summary: "The threads of the caller's tenants",
         description: "The most recently changed first. Needs `list`.",
         request: None,
-        replies: &[Reply { status: 200, description: "The threads.", body: list::<ThreadView> }],
+        replies: &[Reply { status: 200, description: "The threads.", body: list::<ThreadView>, media: Media::Json }],
         errors: LIST_ERRORS,
+        params: &[],
     },
     Route {
         verb: Verb::Post,
@@ -177,26 +267,37 @@ pub(crate) const TABLE: &[Route] = &[
         endpoint: Endpoint::StartRun,
         operation: Some(Operation::Start),
         id: "startThread",
-        summary: "Start a thread",
+        summary: "Start a thread, or a follow-up run of one",
         description: "Queues a run of a hosted graph from an input for the server's workers, owned by and \
                       audited as the caller (`run.submitted`). With `wait`, answers once the run parks or ends \
                       (200) or `wait_ms` passed (202); waiting needs `read_state` too. Only a caller acting for \
-                      every tenant names the thread (`thread`); for others the server names it (422 \
-                      `thread_id_not_allowed`). Needs `start`.",
+                      every tenant names a new thread (`thread`); for others the server names it (422 \
+                      `thread_id_not_allowed`). Naming a thread that exists (of the caller's tenants) queues a \
+                      follow-up run of it: `input` is an update of its state and `multitask_strategy` says what \
+                      happens to the run it has in the queue (`enqueue`, the default: after it, answered \
+                      `behind` with `ahead`; `reject`: 409 `follow_up_refused`; `interrupt`: cancel it; \
+                      `rollback`: cancel it and start over from where it started); a follow-up needs `resume` \
+                      and `update_state` too (`cancel` to interrupt, `fork` to roll back). A `webhook` URL is \
+                      told when the run first stops, if the server's operator allows it (422 \
+                      `webhook_not_allowed`). Needs `start`.",
         request: Some(Request { body: schema::<StartRun>, required: true }),
         replies: &[
             Reply {
                 status: 200,
                 description: "With `wait`: the run stopped (it waits for a person or its timer, or ended).",
                 body: schema::<RunView>,
+                media: Media::Json,
             },
             Reply {
                 status: 202,
-                description: "Queued (or, with `wait`, still in the queue's hands when `wait_ms` passed).",
+                description: "Queued (a follow-up: `queued`, or `behind` the thread's run; with `wait`, still in \
+                              the queue's hands when `wait_ms` passed).",
                 body: schema::<RunView>,
+                media: Media::Json,
             },
         ],
         errors: ACT_ERRORS,
+        params: &[IDEMPOTENCY_KEY],
     },
     Route {
         verb: Verb::Get,
@@ -207,8 +308,9 @@ pub(crate) const TABLE: &[Route] = &[
         summary: "A thread",
         description: "Its record and its run in the queue. Needs `read_state`.",
         request: None,
-        replies: &[Reply { status: 200, description: "The thread.", body: schema::<ThreadView> }],
+        replies: &[Reply { status: 200, description: "The thread.", body: schema::<ThreadView>, media: Media::Json }],
         errors: READ_ERRORS,
+        params: &[],
     },
     Route {
         verb: Verb::Get,
@@ -220,8 +322,9 @@ pub(crate) const TABLE: &[Route] = &[
         description: "At its latest checkpoint, with what it waits for. Personal fields read `•••` unless the \
                       caller has `see_personal_data` (that read is audited). Needs `read_state`.",
         request: None,
-        replies: &[Reply { status: 200, description: "The state.", body: schema::<StateView> }],
+        replies: &[Reply { status: 200, description: "The state.", body: schema::<StateView>, media: Media::Json }],
         errors: READ_ERRORS,
+        params: &[],
     },
     Route {
         verb: Verb::Get,
@@ -232,8 +335,14 @@ pub(crate) const TABLE: &[Route] = &[
         summary: "A thread's checkpoints",
         description: "Oldest first. Needs `read_history`.",
         request: None,
-        replies: &[Reply { status: 200, description: "The checkpoints.", body: list::<HistoryEntry> }],
+        replies: &[Reply {
+            status: 200,
+            description: "The checkpoints.",
+            body: list::<HistoryEntry>,
+            media: Media::Json,
+        }],
         errors: READ_ERRORS,
+        params: &[],
     },
     Route {
         verb: Verb::Get,
@@ -245,8 +354,59 @@ pub(crate) const TABLE: &[Route] = &[
         description: "Its questions (with the ids a resume names), breakpoints, approvals and timers. Needs \
                       `read_state`.",
         request: None,
-        replies: &[Reply { status: 200, description: "What it waits on.", body: schema::<ThreadWaits> }],
+        replies: &[Reply {
+            status: 200,
+            description: "What it waits on.",
+            body: schema::<ThreadWaits>,
+            media: Media::Json,
+        }],
         errors: READ_ERRORS,
+        params: &[],
+    },
+    Route {
+        verb: Verb::Get,
+        path: "/api/threads/{thread}/stream",
+        endpoint: Endpoint::Stream,
+        operation: Some(Operation::ReadState),
+        id: "streamThread",
+        summary: "A thread's runs as server-sent events",
+        description: "The thread's event log (written in each step's commit) as AG-UI events, one JSON document a \
+                      `data:` line, each with the id `SEQ-IDX-K`; from `Last-Event-ID` (or `after`) on, then \
+                      each new commit's as it is made, until the client goes away (`follow=false`: until the \
+                      reader caught up). A position older than the log keeps gets a `CUSTOM` \
+                      `agentflow.gap` event first. Personal fields read `•••` unless the caller has \
+                      `see_personal_data`. A model's tokens are not streamed: each message comes whole once its \
+                      step is committed. A session cookie needs no CSRF token here (a GET). 429 \
+                      `too_many_streams` past the streams one user may hold open. Needs `read_state`.",
+        request: None,
+        replies: &[Reply {
+            status: 200,
+            description: "The events (a keep-alive comment every 15 s while none comes).",
+            body: ag_ui_event,
+            media: Media::EventStream,
+        }],
+        errors: READ_ERRORS,
+        params: &[
+            Param {
+                name: "Last-Event-ID",
+                place: Place::Header,
+                description: "The id of the last event received (`SEQ-IDX-K`, or a log entry's `SEQ-IDX`): the \
+                              stream goes on after it. An `EventSource` sends it by itself when it reconnects.",
+                kind: "string",
+            },
+            Param {
+                name: "after",
+                place: Place::Query,
+                description: "As `Last-Event-ID`, for a client that cannot send headers (the header wins).",
+                kind: "string",
+            },
+            Param {
+                name: "follow",
+                place: Place::Query,
+                description: "`false`: end the stream once the events the log holds are sent (default `true`).",
+                kind: "boolean",
+            },
+        ],
     },
     Route {
         verb: Verb::Get,
@@ -258,8 +418,9 @@ pub(crate) const TABLE: &[Route] = &[
         description: "The approvals and questions of the caller's tenants' threads, as `agentflow pending` \
                       lists them. Needs `list`.",
         request: None,
-        replies: &[Reply { status: 200, description: "What waits.", body: schema::<Waiting> }],
+        replies: &[Reply { status: 200, description: "What waits.", body: schema::<Waiting>, media: Media::Json }],
         errors: LIST_ERRORS,
+        params: &[],
     },
     Route {
         verb: Verb::Post,
@@ -276,14 +437,21 @@ pub(crate) const TABLE: &[Route] = &[
                       `resume`.",
         request: Some(Request { body: schema::<ResumeRun>, required: false }),
         replies: &[
-            Reply { status: 200, description: "With `wait`: the run stopped.", body: schema::<RunView> },
+            Reply {
+                status: 200,
+                description: "With `wait`: the run stopped.",
+                body: schema::<RunView>,
+                media: Media::Json,
+            },
             Reply {
                 status: 202,
                 description: "Queued (or still running when `wait_ms` passed).",
                 body: schema::<RunView>,
+                media: Media::Json,
             },
         ],
         errors: ACT_ERRORS,
+        params: &[],
     },
     Route {
         verb: Verb::Post,
@@ -300,8 +468,10 @@ pub(crate) const TABLE: &[Route] = &[
             status: 200,
             description: "The approval as decided (still `PENDING` while it needs more sign-offs).",
             body: schema::<ApprovalView>,
+            media: Media::Json,
         }],
         errors: ACT_ERRORS,
+        params: &[],
     },
     Route {
         verb: Verb::Post,
@@ -312,8 +482,14 @@ pub(crate) const TABLE: &[Route] = &[
         summary: "Reject a call",
         description: "In the caller's name, with a reason handed to the model. Needs `decide`.",
         request: Some(Request { body: schema::<Reject>, required: true }),
-        replies: &[Reply { status: 200, description: "The approval as decided.", body: schema::<ApprovalView> }],
+        replies: &[Reply {
+            status: 200,
+            description: "The approval as decided.",
+            body: schema::<ApprovalView>,
+            media: Media::Json,
+        }],
         errors: ACT_ERRORS,
+        params: &[],
     },
     Route {
         verb: Verb::Post,
@@ -325,8 +501,14 @@ pub(crate) const TABLE: &[Route] = &[
         description: "In the caller's name; the arguments are checked against the tool's schema first. Needs \
                       `decide`.",
         request: Some(Request { body: schema::<Edit>, required: true }),
-        replies: &[Reply { status: 200, description: "The approval as decided.", body: schema::<ApprovalView> }],
+        replies: &[Reply {
+            status: 200,
+            description: "The approval as decided.",
+            body: schema::<ApprovalView>,
+            media: Media::Json,
+        }],
         errors: ACT_ERRORS,
+        params: &[],
     },
     Route {
         verb: Verb::Post,
@@ -338,8 +520,14 @@ pub(crate) const TABLE: &[Route] = &[
         description: "Stops its queued or running run for good at its next step boundary, audited as the \
                       caller (`run.cancel_requested`). Needs `cancel`.",
         request: None,
-        replies: &[Reply { status: 200, description: "Whether a run was asked to stop.", body: schema::<Cancelled> }],
+        replies: &[Reply {
+            status: 200,
+            description: "Whether a run was asked to stop.",
+            body: schema::<Cancelled>,
+            media: Media::Json,
+        }],
         errors: &[401, 403, 404, 409, 503],
+        params: &[],
     },
     Route {
         verb: Verb::Post,
@@ -352,8 +540,70 @@ pub(crate) const TABLE: &[Route] = &[
                       (`run.pause_requested`); resume it to go on. A thread waiting for a person or its timer \
                       is not running: 409. Needs `pause`.",
         request: None,
-        replies: &[Reply { status: 200, description: "Whether a run was asked to pause.", body: schema::<Paused> }],
+        replies: &[Reply {
+            status: 200,
+            description: "Whether a run was asked to pause.",
+            body: schema::<Paused>,
+            media: Media::Json,
+        }],
         errors: &[401, 403, 404, 409, 503],
+        params: &[],
+    },
+    Route {
+        verb: Verb::Get,
+        path: "/api/schedules",
+        endpoint: Endpoint::ListSchedules,
+        operation: Some(Operation::List),
+        id: "listSchedules",
+        summary: "The cron schedules of the caller's tenants",
+        description: "Every schedule of the store the caller sees (of its tenants), by id, with when each fires \
+                      next and what its last fire started. Needs `list`.",
+        request: None,
+        replies: &[Reply {
+            status: 200,
+            description: "The schedules.",
+            body: list::<ScheduleView>,
+            media: Media::Json,
+        }],
+        errors: LIST_ERRORS,
+        params: &[],
+    },
+    Route {
+        verb: Verb::Post,
+        path: "/api/schedules",
+        endpoint: Endpoint::CreateSchedule,
+        operation: Some(Operation::Start),
+        id: "createSchedule",
+        summary: "Make a cron schedule",
+        description: "Keeps a schedule of a hosted graph: at every time its five-field cron expression names \
+                      (UTC), a run of a new thread `<id>-<YYYYMMDDTHHMMZ>` from `input` is queued for the \
+                      workers, owned by the caller; one run per fire across every server of the store, and one for \
+                      all the fires missed while none ran. A schedule of the same id and graph is replaced (409 \
+                      for another graph's, or an id another tenant's schedule holds). 422 for an expression that \
+                      is not five valid fields. Needs `start`.",
+        request: Some(Request { body: schema::<NewSchedule>, required: true }),
+        replies: &[Reply {
+            status: 201,
+            description: "The schedule as kept, with its first fire.",
+            body: schema::<ScheduleView>,
+            media: Media::Json,
+        }],
+        errors: ACT_ERRORS,
+        params: &[],
+    },
+    Route {
+        verb: Verb::Delete,
+        path: "/api/schedules/{id}",
+        endpoint: Endpoint::DeleteSchedule,
+        operation: Some(Operation::Cancel),
+        id: "deleteSchedule",
+        summary: "Remove a cron schedule",
+        description: "It fires no more; the runs it started are left as they are. 404 for none, or one of a tenant \
+                      the caller does not act for. Needs `cancel`.",
+        request: None,
+        replies: &[Reply { status: 200, description: "It is gone.", body: schema::<Unscheduled>, media: Media::Json }],
+        errors: &[401, 403, 404, 503],
+        params: &[],
     },
 ];
 

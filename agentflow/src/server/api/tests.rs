@@ -50,6 +50,8 @@ fn state_with(auth: Option<Arc<Auth>>, attempts: Arc<AttemptLimiter>) -> Arc<Api
         access: Arc::new(AllowAll),
         authorizer: RoleAuthorizer::new(),
         answer_role: None,
+        streams: Arc::new(crate::server::stream::Streams::new(16)),
+        webhooks: None,
     })
 }
 
@@ -130,6 +132,7 @@ async fn an_address_of_no_route_answers_404_and_another_method_405_as_json() {
             let verb = match method {
                 Method::GET => Some(Verb::Get),
                 Method::POST => Some(Verb::Post),
+                Method::DELETE => Some(Verb::Delete),
                 _ => None,
             };
             if verb.is_some_and(|v| taken.contains(&v)) {
@@ -319,6 +322,9 @@ fn every_error_code_the_api_sends_is_in_the_documented_list() {
         include_str!("runs.rs"),
         include_str!("body.rs"),
         include_str!("path.rs"),
+        include_str!("stream.rs"),
+        include_str!("idempotency.rs"),
+        include_str!("follow_ups.rs"),
     ];
     let mut sent = BTreeSet::new();
     for source in sources {
@@ -337,6 +343,9 @@ fn every_error_code_the_api_sends_is_in_the_documented_list() {
     }
     for code in
         ["csrf", "too_many_attempts", "thread_id_not_allowed", "question_required", "graph_not_hosted", "internal"]
+            .into_iter()
+            .chain(["too_many_streams", "idempotency_key_reused"])
+            .chain(["follow_up_refused", "webhook_not_allowed", "idempotency_key_not_supported"])
     {
         assert!(sent.contains(code) && codes.contains(code), "{code}");
     }

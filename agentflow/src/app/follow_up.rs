@@ -1,0 +1,275 @@
+//! Follow-up runs, from the App: a new input for a thread that ran already (a conversation's
+//! next message), queued for a [`Worker`] with a strategy for the run the thread may still have
+//! in the queue ([`Multitask`]).
+
+use std::sync::Arc;
+
+use agentflow_store::{
+    FollowUpPlace, FollowUpQueued, NewAuditEntry, NewRun, QueuedRun, RunControl, RunWait, Store, ThreadRecord,
+    ThreadStatus,
+};
+
+use crate::access::{Access, Actor, Operation};
+use crate::app::App;
+use crate::app::WorkerError;
+use crate::app::multitask::Multitask;
+use crate::core::state::State;
+use crate::durable::now_ms;
+use crate::durable::restart::{follow_up_mark, restarted_at, run_started_from};
+#[cfg(doc)]
+use crate::worker::Worker;
+
+/// The kind of the audit entry that records a follow-up run submitted.
+const SUBMITTED: &str = "run.submitted";
+
+impl<S: State, D> App<S, D> {
+    /// Queues a follow-up run of existing thread `thread` for a [`Worker`]: the worker that
+    /// claims it applies `update` through the reducers as a new checkpoint after the thread's
+    /// latest (source `Input`; history is never rewritten), then runs the graph from its start
+    /// node, under the same lease and fence as any run. The run counts its super-steps from 0
+    /// (the graph's `max_steps` bounds each run); the thread's budget carries over. A
+    /// `run.submitted` audit entry (`"follow_up": true`) is written with the run, and the
+    /// worker's restart writes `run.follow_up`. Blocking.
+    ///
+    /// With a run of the thread in the queue (running, or parked waiting for a person or its
+    /// timer), `strategy` decides ([`Multitask`]); without one, the follow-up is the thread's
+    /// queued run at once ([`FollowUpQueued::Now`]). A worker that dies between the settle of
+    /// the run before it and its own claim, or after its restart, leaves it queued: the next
+    /// claim runs it, applying the update once.
+    ///
+    /// For `rollback`, the checkpoint the cancelled run started from is the latest whose source
+    /// is `Input` or `Fork` (the thread's input, a fork, a follow-up's restart), or, for a
+    /// follow-up's restart, the checkpoint before its input; a follow-up still waiting in the
+    /// queue has changed nothing, so replacing it goes back nowhere.
+    ///
+    /// Checked for `actor` ([`Operation::Resume`] and [`Operation::UpdateState`];
+    /// [`Operation::Cancel`] to interrupt a run, and [`Operation::Fork`] to roll one back).
+    ///
+    /// # Errors
+    /// [`WorkerError::UnknownThread`] for a thread that neither exists nor is queued (for the
+    /// actor); [`WorkerError::FollowUpRefused`] for `reject` while the thread has a run, and for
+    /// `interrupt` or `rollback` of a run no worker has started yet (the thread does not exist
+    /// yet: `enqueue` waits for it); [`WorkerError::Access`]; a store without follow-ups answers
+    /// [`QueueError::Unsupported`](agentflow_store::QueueError::Unsupported).
+    ///
+    /// ```
+    /// # use agentflow::prelude::*;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+    /// # struct Chat { #[reduce(append)] said: Vec<String>, #[reduce(add)] turns: u32 }
+    /// # #[graph(state = Chat, start = answer)]
+    /// # mod chat {
+    /// #     use super::*;
+    /// #     #[node(goto = [END])]
+    /// #     async fn answer(_c: &Chat) -> Step<Chat> { goto!(END, Chat::update().turns(1)) }
+    /// # }
+    /// use agentflow::{FollowUpQueued, Multitask, RedbStore, WorkerError};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let app = chat::graph().app().store(std::sync::Arc::new(RedbStore::in_memory()?));
+    /// app.submit("chat-1", &Chat { said: vec!["hello".into()], turns: 0 })?;
+    /// // The next message waits for the first run to end (a worker runs both).
+    /// let next = Chat::update().said(vec!["and another thing".into()]);
+    /// let queued = app.submit_follow_up("chat-1", &next, Multitask::Enqueue, "ada")?;
+    /// assert_eq!(queued, FollowUpQueued::Behind { ahead: 0 });
+    /// // `reject` refuses while the thread has a run in the queue.
+    /// let refused = app.submit_follow_up("chat-1", &next, Multitask::Reject, "ada");
+    /// assert!(matches!(refused, Err(WorkerError::FollowUpRefused { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn submit_follow_up(
+        &self,
+        thread: &str,
+        update: &S::Update,
+        strategy: Multitask,
+        actor: impl Into<Actor>,
+    ) -> Result<FollowUpQueued, WorkerError> {
+        self.queue_follow_up(thread, update, strategy, &self.access_of(actor), None)
+    }
+
+    /// [`App::submit_follow_up`], telling `webhook` when the follow-up run first stops (ends,
+    /// or waits for a person or its timer): the worker's settle writes the delivery, which a
+    /// server's dispatcher sends ([`webhook`](crate::webhook)). The URL is the caller's to check
+    /// (the server refuses those its operator did not allow).
+    pub fn submit_follow_up_with_webhook(
+        &self,
+        thread: &str,
+        update: &S::Update,
+        strategy: Multitask,
+        actor: impl Into<Actor>,
+        webhook: &str,
+    ) -> Result<FollowUpQueued, WorkerError> {
+        self.queue_follow_up(thread, update, strategy, &self.access_of(actor), Some(webhook))
+    }
+
+    /// [`App::submit_follow_up`] for `access`.
+    pub(crate) fn queue_follow_up(
+        &self,
+        thread: &str,
+        update: &S::Update,
+        strategy: Multitask,
+        access: &Access,
+        webhook: Option<&str>,
+    ) -> Result<FollowUpQueued, WorkerError> {
+        let store = self.setup.store.as_ref().ok_or(WorkerError::NoStore)?;
+        crate::durable::check_sealed::<S>(store.as_ref())?;
+        let blob = crate::durable::state_document(update, "the follow-up's input", crate::durable::Allowed::of::<S>())?;
+        let row = store.list_runs()?.into_iter().find(|r| r.thread == thread);
+        let record = target(store, access, thread, row.as_ref(), strategy)?;
+        let active = row.is_some()
+            || record.as_ref().is_some_and(|r| {
+                matches!(
+                    r.status,
+                    ThreadStatus::Running
+                        | ThreadStatus::Interrupted
+                        | ThreadStatus::Sleeping
+                        | ThreadStatus::Compensating
+                )
+            });
+        let refused = |status: String| WorkerError::FollowUpRefused {
+            thread: thread.to_string(),
+            status,
+            strategy: strategy.as_str(),
+        };
+        let Some(record) = record else {
+            // Queued, and no worker has started it: the thread does not exist yet.
+            return match strategy {
+                Multitask::Enqueue => {
+                    let (owner, back) = (Owner::of_row(row), FollowUpPlace::Back);
+                    self.enqueue_at(store, access, thread, blob, None, &owner, webhook, back, strategy)
+                }
+                _ => Err(refused("queued, not started yet".to_string())),
+            };
+        };
+        if strategy == Multitask::Reject && active {
+            return Err(refused(status_of(&record, row.as_ref())));
+        }
+        let fork_from = match strategy {
+            Multitask::Rollback if active => rollback_point(&**store, thread, row.as_ref())?,
+            _ => None,
+        };
+        if strategy.cancels() && row.is_some() {
+            let detail = serde_json::json!({ "control": RunControl::Cancel.as_str(), "follow_up": strategy.as_str() });
+            let entry = NewAuditEntry::new(now_ms(), &access.actor().id, "run.cancel_requested", detail);
+            store.control_run_audited(thread, RunControl::Cancel, entry)?;
+        }
+        let owner = Owner { owner: record.owner.clone(), tenant: record.tenant.clone() };
+        let place = if strategy.cancels() { FollowUpPlace::Front } else { FollowUpPlace::Back };
+        self.enqueue_at(store, access, thread, blob, fork_from, &owner, webhook, place, strategy)
+    }
+
+    /// Queues the follow-up run, at `place` behind the thread's run if it has one.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_at(
+        &self,
+        store: &Arc<dyn Store>,
+        access: &Access,
+        thread: &str,
+        blob: Vec<u8>,
+        fork_from: Option<u64>,
+        owner: &Owner,
+        webhook: Option<&str>,
+        place: FollowUpPlace,
+        strategy: Multitask,
+    ) -> Result<FollowUpQueued, WorkerError> {
+        let at = now_ms();
+        let graph = self.setup.graph.name();
+        let mut run = NewRun::new(thread, graph, Some(blob), &owner.owner, at).as_follow_up(fork_from);
+        let mut detail = serde_json::json!({
+            "graph": graph,
+            "owner": owner.owner,
+            "follow_up": true,
+            "strategy": strategy.as_str(),
+        });
+        if let Some(from) = fork_from {
+            detail["fork_from"] = from.into();
+        }
+        if let Some(tenant) = &owner.tenant {
+            detail["tenant"] = tenant.as_str().into();
+            run = run.with_tenant(tenant.clone());
+        }
+        if let Some(url) = webhook {
+            run = run.with_webhook(url);
+        }
+        let entry = NewAuditEntry::new(at, &access.actor().id, SUBMITTED, detail);
+        Ok(store.enqueue_follow_up(run, entry, place)?)
+    }
+}
+
+/// Who a follow-up's run belongs to: its thread's owner and tenant.
+struct Owner {
+    owner: String,
+    tenant: Option<String>,
+}
+
+impl Owner {
+    /// The owner and tenant a queued run was submitted with.
+    fn of_row(row: Option<QueuedRun>) -> Self {
+        match row {
+            Some(row) => Owner { owner: row.owner, tenant: row.tenant },
+            None => Owner { owner: String::new(), tenant: None },
+        }
+    }
+}
+
+/// The thread a follow-up is for, checked for `access`: its record, or `None` for a thread
+/// queued (`row`) that no worker has started yet.
+fn target(
+    store: &Arc<dyn Store>,
+    access: &Access,
+    thread: &str,
+    row: Option<&QueuedRun>,
+    strategy: Multitask,
+) -> Result<Option<ThreadRecord>, WorkerError> {
+    let unknown = || WorkerError::UnknownThread { thread: thread.to_string() };
+    let mut operations = vec![Operation::Resume, Operation::UpdateState];
+    if strategy.cancels() {
+        operations.push(Operation::Cancel);
+    }
+    if strategy == Multitask::Rollback {
+        operations.push(Operation::Fork);
+    }
+    if let Some(record) = store.thread(thread)? {
+        if !access.sees(&record) {
+            return Err(unknown());
+        }
+        for operation in operations {
+            access.check(operation, &record)?;
+        }
+        return Ok(Some(record));
+    }
+    // A run submitted for a new thread that no worker has started: its queue row says its tenant.
+    let row = row.ok_or_else(unknown)?;
+    if !access.actor().acts_for(row.tenant.as_deref()) {
+        return Err(unknown());
+    }
+    for operation in operations {
+        access.allow(operation, Some(thread))?;
+    }
+    Ok(None)
+}
+
+/// How the thread's run stands, for a refusal: the thread's status while it is not finished,
+/// else what its queued run waits for.
+fn status_of(record: &ThreadRecord, row: Option<&QueuedRun>) -> String {
+    if !record.status.is_finished() {
+        return record.status.as_str().to_string();
+    }
+    match row {
+        Some(row) if row.wait != RunWait::Ready => format!("queued, waiting ({})", row.wait.as_str().to_lowercase()),
+        _ => "queued".to_string(),
+    }
+}
+
+/// Where a rollback goes back to: the checkpoint the thread's current run started from, or
+/// nowhere when its run in the queue is a follow-up that has not started (it changed nothing).
+fn rollback_point(store: &dyn Store, thread: &str, row: Option<&QueuedRun>) -> Result<Option<u64>, WorkerError> {
+    let checkpoints = store.list_checkpoints(thread)?;
+    if let Some(row) = row.filter(|r| r.follow_up) {
+        let mark = follow_up_mark(row.enqueued_at, row.input.as_deref().unwrap_or_default());
+        if restarted_at(&checkpoints, &mark).is_none() {
+            return Ok(None);
+        }
+    }
+    Ok(run_started_from(&checkpoints))
+}

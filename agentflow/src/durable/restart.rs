@@ -1,0 +1,265 @@
+//! A follow-up run's restart: the checkpoint that starts a thread's next run. Its input, an
+//! update of the thread's state, goes through the reducers onto the thread's latest state (or,
+//! for a rollback, onto the state at an earlier checkpoint), and the graph runs again from its
+//! start node. History is never rewritten: the restart is a new checkpoint (source `Input`), and
+//! the branch it leaves stays in the history.
+//!
+//! The restart is written by the worker that claimed the follow-up, fenced by that claim's
+//! lease, and marked with the follow-up's identity ([`follow_up_mark`]): a worker that claims the
+//! same follow-up again (the first one died after the restart) finds the mark and resumes the
+//! run instead of applying the input twice.
+
+use std::sync::Arc;
+
+use agentflow_store::{
+    Checkpoint, CheckpointMetadata, CheckpointSource, CheckpointSummary, EventId, NewAuditEntry, StepCommit, Store,
+    ThreadRecord, ThreadStatus,
+};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::budget::stored_budget;
+use super::chain::next_seq;
+use super::document::refuse_credentials_skipping;
+use super::error::{HistoryError, PersistError};
+use super::event_log::RUN_STARTED;
+use super::history::{
+    abandon_head, cancel_children_approvals, credential_fields, latest_of, settle_abandoned_children,
+};
+use super::keys::BUDGET;
+use crate::core::clock::now_ms;
+
+/// The checkpoint `extra` key of a restart: the mark of the follow-up run it started.
+pub(crate) const FOLLOW_UP: &str = "follow_up";
+
+/// The audit entry kind of a follow-up run's restart.
+pub(crate) const FOLLOW_UP_KIND: &str = "run.follow_up";
+
+/// The audit entry kind of a restart that first went back to an earlier checkpoint (the
+/// `rollback` strategy).
+pub(crate) const ROLLED_BACK_KIND: &str = "thread.rolled_back";
+
+/// The identity of the follow-up run queued at `enqueued_at` (unix millis) with input `update`:
+/// the time and the first 64 bits of the input's SHA-256, in hex.
+pub(crate) fn follow_up_mark(enqueued_at: u64, update: &[u8]) -> String {
+    use std::fmt::Write;
+    let digest = Sha256::digest(update);
+    let mut mark = format!("{enqueued_at}-");
+    for byte in &digest[..8] {
+        // Writing to a `String` cannot fail.
+        let _ = write!(mark, "{byte:02x}");
+    }
+    mark
+}
+
+/// The checkpoint that the restart marked `mark` made, if the thread has it.
+pub(crate) fn restarted_at(checkpoints: &[CheckpointSummary], mark: &str) -> Option<u64> {
+    checkpoints
+        .iter()
+        .rev()
+        .find(|c| c.metadata.extra.get(FOLLOW_UP).and_then(Value::as_str) == Some(mark))
+        .map(|c| c.seq)
+}
+
+/// The checkpoint the thread's current run started from, for a rollback: the latest checkpoint
+/// whose source is `Input` or `Fork` (a new thread's input, a fork by a person, the restart of a
+/// follow-up run), or, for a follow-up's restart, the checkpoint it followed (the state before
+/// that run's input). `None` for a thread without checkpoints.
+pub(crate) fn run_started_from(checkpoints: &[CheckpointSummary]) -> Option<u64> {
+    let start = checkpoints
+        .iter()
+        .rev()
+        .find(|c| matches!(c.metadata.source, CheckpointSource::Input | CheckpointSource::Fork))?;
+    match (start.metadata.extra.get(FOLLOW_UP), start.parent) {
+        (Some(_), Some(parent)) => Some(parent),
+        _ => Some(start.seq),
+    }
+}
+
+/// What a restart writes.
+pub(crate) struct Restart<'a> {
+    /// The thread.
+    pub(crate) thread: &'a str,
+    /// The lease holder its commit is fenced by: the worker that claimed the follow-up.
+    pub(crate) holder: &'a str,
+    /// The follow-up's input: the JSON of an update of the thread's state.
+    pub(crate) update: Vec<u8>,
+    /// Go back to this checkpoint first (the `rollback` strategy).
+    pub(crate) fork_from: Option<u64>,
+    /// The graph's start node.
+    pub(crate) start: &'a str,
+    /// Who the audit entries name.
+    pub(crate) actor: &'a str,
+    /// The follow-up's identity ([`follow_up_mark`]).
+    pub(crate) mark: String,
+}
+
+/// What a restart did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Restarted {
+    /// It wrote this checkpoint.
+    Now(u64),
+    /// The follow-up had restarted the thread already, at this checkpoint: nothing written.
+    Already(u64),
+}
+
+/// Writes the restart of a follow-up run (see the module docs): one step-like commit, fenced by
+/// `r.holder`'s lease, with a `run.follow_up` audit entry (and a `thread.rolled_back` entry
+/// naming the checkpoint gone back to and the run it replaced, for a rollback). What the
+/// abandoned head left open (approvals, calls cut off mid-way) is settled as a fork settles it.
+/// The new checkpoint counts its super-steps from 0: the graph's `max_steps` bounds each run,
+/// while the thread's budget (model calls, tool calls, tokens) carries over.
+pub(crate) fn restart_thread(store: &Arc<dyn Store>, r: Restart<'_>) -> Result<Restarted, HistoryError> {
+    let thread = r.thread;
+    let checkpoints = store.list_checkpoints(thread).map_err(PersistError::from)?;
+    if let Some(seq) = restarted_at(&checkpoints, &r.mark) {
+        return Ok(Restarted::Already(seq));
+    }
+    let record = store
+        .thread(thread)
+        .map_err(PersistError::from)?
+        .ok_or(HistoryError::UnknownThread { thread: thread.to_string() })?;
+    let latest = latest_of(store, thread)?;
+    let base = match r.fork_from {
+        Some(seq) if checkpoints.iter().any(|c| c.seq == seq) => seq,
+        Some(seq) => return Err(HistoryError::UnknownCheckpoint { thread: thread.to_string(), seq }),
+        None => latest.seq,
+    };
+    // Refused before anything is written, as a run's updates are.
+    refuse_credentials_skipping(&r.update, "the follow-up's input", &credential_fields(store, thread))?;
+    let fields: Vec<String> = match serde_json::from_slice::<Value>(&r.update) {
+        Ok(Value::Object(map)) => map.keys().cloned().collect(),
+        _ => Vec::new(),
+    };
+    let writes = store.pending_writes(thread, latest.seq).map_err(PersistError::from)?;
+    let budget = stored_budget(&latest, &writes)?;
+    let seq = next_seq(thread, checkpoints.last().map_or(latest.seq, |c| c.seq))?;
+    let now = now_ms();
+    let metadata = CheckpointMetadata {
+        extra: json!({ BUDGET: budget, FOLLOW_UP: r.mark }),
+        ..CheckpointMetadata::new(0, CheckpointSource::Input, vec![])
+    };
+    let checkpoint = Checkpoint {
+        thread: thread.to_string(),
+        seq,
+        parent: Some(base),
+        cursor: vec![r.start.to_string()],
+        snapshot: None,
+        delta: vec![r.update],
+        metadata,
+        created_at: now,
+    };
+    let record =
+        ThreadRecord { updated_at: now, lease: None, status: ThreadStatus::Running, detail: String::new(), ..record };
+    let mut commit = StepCommit::new(record).with_checkpoint(checkpoint).fenced_by(r.holder, now);
+    let note = match r.fork_from {
+        Some(from) => {
+            format!(
+                "the thread was rolled back to checkpoint {from} for a follow-up run: this request belongs to the run it replaced"
+            )
+        }
+        None => "a follow-up run started the thread over: this request belongs to the run before it".to_string(),
+    };
+    if r.fork_from.is_some() {
+        settle_abandoned_children(store, thread, r.holder, base);
+    }
+    abandon_head(store, thread, base, r.actor, &note, now, &mut commit)?;
+    commit.audit.push(NewAuditEntry::new(
+        now,
+        r.actor,
+        FOLLOW_UP_KIND,
+        json!({ "from": base, "checkpoint": seq, "fields": fields }),
+    ));
+    if let Some(from) = r.fork_from {
+        let replaced = json!({ "head": latest.seq, "run": last_run(&**store, thread) });
+        commit.audit.push(NewAuditEntry::new(
+            now,
+            r.actor,
+            ROLLED_BACK_KIND,
+            json!({ "from": from, "checkpoint": seq, "replaced": replaced }),
+        ));
+    }
+    let receipt = store.commit_step(commit).map_err(PersistError::from)?;
+    if r.fork_from.is_some() {
+        cancel_children_approvals(store, thread, r.holder, &note, r.actor);
+    }
+    Ok(Restarted::Now(receipt.checkpoint.unwrap_or(seq)))
+}
+
+/// How many of the newest commits of a thread's event log are read to find its last run's id.
+const RECENT_LOG_COMMITS: u64 = 256;
+
+/// The id of the thread's last run, as the `run.started` event of its event log names it: among
+/// the newest [`RECENT_LOG_COMMITS`] commits of the log; `None` without a log (or when that
+/// cannot be read).
+fn last_run(store: &dyn Store, thread: &str) -> Option<String> {
+    let newest = store.read_events(thread, None, 1).ok()?.newest?;
+    let mut after = newest.seq.checked_sub(RECENT_LOG_COMMITS).map(|seq| EventId::new(seq, u32::MAX));
+    let mut run = None;
+    loop {
+        let page = store.read_events(thread, after, 512).ok()?;
+        let Some(last) = page.events.last() else { break };
+        after = Some(last.id);
+        for event in page.events.iter().filter(|e| e.kind == RUN_STARTED) {
+            if let Ok(data) = serde_json::from_slice::<Value>(&event.data) {
+                run = data.get("run").and_then(Value::as_str).map(str::to_string);
+            }
+        }
+    }
+    run
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(seq: u64, parent: Option<u64>, source: CheckpointSource, extra: Value) -> CheckpointSummary {
+        CheckpointSummary {
+            thread: "t".into(),
+            seq,
+            parent,
+            cursor: vec![],
+            metadata: CheckpointMetadata { extra, ..CheckpointMetadata::new(0, source, vec![]) },
+            created_at: 0,
+            has_snapshot: false,
+            delta_len: 0,
+            payload_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn a_mark_names_the_time_and_the_input() {
+        let mark = follow_up_mark(1_700_000_000_000, br#"{"n":1}"#);
+        let (at, digest) = mark.split_once('-').unwrap();
+        assert_eq!(at, "1700000000000");
+        assert_eq!(digest.len(), 16);
+        assert!(digest.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(mark, follow_up_mark(1_700_000_000_000, br#"{"n":2}"#));
+        assert_ne!(mark, follow_up_mark(1_700_000_000_001, br#"{"n":1}"#));
+    }
+
+    #[test]
+    fn a_run_started_from_its_input_a_fork_or_before_its_follow_up_input() {
+        use CheckpointSource::{Fork, Input, Loop, UpdateState};
+        let plain = [summary(0, None, Input, Value::Null), summary(1, Some(0), Loop, Value::Null)];
+        assert_eq!(run_started_from(&plain), Some(0));
+        let forked = [
+            summary(0, None, Input, Value::Null),
+            summary(1, Some(0), Loop, Value::Null),
+            summary(2, Some(0), Fork, Value::Null),
+            summary(3, Some(2), UpdateState, Value::Null),
+            summary(4, Some(3), Loop, Value::Null),
+        ];
+        assert_eq!(run_started_from(&forked), Some(2));
+        let followed = [
+            summary(0, None, Input, Value::Null),
+            summary(1, Some(0), Loop, Value::Null),
+            summary(2, Some(1), Input, json!({ FOLLOW_UP: "5-00" })),
+            summary(3, Some(2), Loop, Value::Null),
+        ];
+        assert_eq!(run_started_from(&followed), Some(1));
+        assert_eq!(restarted_at(&followed, "5-00"), Some(2));
+        assert_eq!(restarted_at(&followed, "6-00"), None);
+        assert_eq!(run_started_from(&[]), None);
+    }
+}

@@ -1,0 +1,134 @@
+//! `POST /api/threads` naming a thread that exists: a follow-up run of it, and the webhook URL a
+//! start or follow-up names, checked against what the operator allows.
+//!
+//! A follow-up's `input` is an update of the thread's state; `multitask_strategy` says what
+//! happens to the run the thread has in the queue ([`Multitask`], `enqueue` by default). The
+//! answer is 202 with where the run stands: `queued` (the thread had no run in the queue) or
+//! `behind` (after the thread's run, with `ahead` other follow-ups before it); 409
+//! `follow_up_refused` for `reject` while the thread has a run.
+
+use std::sync::Arc;
+
+use agentflow_store::{FollowUpQueued, IdempotencyKey};
+use axum::http::StatusCode;
+use serde_json::Value;
+
+use super::bodies::RunView;
+use super::problem::{Problem, blocking};
+use super::reads::queued_run;
+use super::state::ApiState;
+use crate::access::Access;
+use crate::app::{Multitask, WorkerError};
+use crate::server::hosted::{Hosted, SubmitError};
+use crate::server::inspect::description::Names;
+
+/// `webhook`, if the server takes it: 422 `webhook_not_allowed` naming the allowed prefixes (or
+/// saying the server takes none).
+pub(crate) fn allowed_webhook(state: &ApiState, webhook: Option<String>) -> Result<Option<String>, Problem> {
+    let Some(url) = webhook else { return Ok(None) };
+    let refused = |message: String| Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "webhook_not_allowed", message);
+    let Some(config) = &state.webhooks else {
+        return Err(refused(
+            "this server takes no webhooks (its operator configures them with `Server::webhooks`); leave `webhook` \
+             out; nothing was started"
+                .to_string(),
+        ));
+    };
+    config.check(&url).map_err(|e| refused(format!("{e}; nothing was started")))?;
+    Ok(Some(url))
+}
+
+/// Whether thread `thread` is there for `access`'s actor to follow up: it exists, or a run
+/// submitted for it waits in the queue, of a tenant the actor acts for.
+pub(crate) async fn is_there(state: &Arc<ApiState>, access: &Access, thread: &str) -> Result<bool, Problem> {
+    let (shared, access, id) = (Arc::clone(state), access.clone(), thread.to_string());
+    blocking(move || {
+        if let Some(record) = shared.store.thread(&id)? {
+            return Ok(access.sees(&record));
+        }
+        Ok(queued_run(&shared, &id)?.is_some_and(|run| access.actor().acts_for(run.tenant.as_deref())))
+    })
+    .await
+}
+
+/// What a follow-up request asks.
+pub(crate) struct FollowUp {
+    /// The thread.
+    pub(crate) thread: String,
+    /// The update (JSON).
+    pub(crate) input: Value,
+    /// The strategy.
+    pub(crate) strategy: Multitask,
+    /// The webhook URL, checked.
+    pub(crate) webhook: Option<String>,
+    /// The start's idempotency key, if the request sent one.
+    pub(crate) key: Option<IdempotencyKey>,
+    /// The tenant the request named, if any.
+    pub(crate) tenant: Option<String>,
+}
+
+/// Queues follow-up `ask` of graph `graph` for `access`'s actor: 202 with where it stands. A
+/// request under an `Idempotency-Key` is a start sent again when that key started the thread
+/// (answered as the first was, queueing nothing); a follow-up is not deduplicated by a key (422
+/// `idempotency_key_not_supported`).
+pub(crate) async fn follow_up(
+    state: &Arc<ApiState>,
+    access: &Access,
+    graph: Arc<dyn Hosted>,
+    ask: FollowUp,
+) -> Result<RunView, Problem> {
+    if ask.tenant.is_some() {
+        return Err(Problem::unprocessable(format!(
+            "thread `{}` exists: a follow-up run keeps its thread's tenant; leave `tenant` out",
+            ask.thread
+        )));
+    }
+    let (shared, access) = (Arc::clone(state), access.clone());
+    blocking(move || {
+        let FollowUp { thread, input, strategy, webhook, key, .. } = ask;
+        same_graph(&shared, graph.as_ref(), &thread)?;
+        if let Some(key) = key {
+            // The start of this thread sent again under its key answers as the first did.
+            return match graph.submit_keyed(&access, &thread, input, None, Some(key), webhook.as_deref()) {
+                Err(SubmitError::Worker(WorkerError::KeyUsed { thread, same_request: true, .. })) => {
+                    Ok(RunView::queued(thread))
+                }
+                Err(SubmitError::Worker(e @ WorkerError::KeyUsed { .. })) => Err(e.into()),
+                Ok(()) => Ok(RunView::queued(thread)),
+                Err(_) => Err(Problem::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "idempotency_key_not_supported",
+                    format!(
+                        "thread `{thread}` exists and this key did not start it: a follow-up run is not deduplicated by \
+                         an Idempotency-Key; send it without the header; nothing was queued"
+                    ),
+                )),
+            };
+        }
+        let queued = graph.submit_follow_up(&access, &thread, input, strategy, webhook.as_deref())?;
+        let mut view = RunView::queued(thread);
+        if let FollowUpQueued::Behind { ahead } = queued {
+            view.status = "behind".to_string();
+            view.ahead = Some(ahead);
+        }
+        Ok(view)
+    })
+    .await
+}
+
+/// `Ok` when thread `thread` (if it exists) runs graph `graph`, as the store's description of
+/// its graph names it: 422 otherwise (a follow-up runs the thread's own graph).
+fn same_graph(state: &ApiState, graph: &dyn Hosted, thread: &str) -> Result<(), Problem> {
+    let Some(record) = state.store.thread(thread)? else { return Ok(()) };
+    if record.graph_fingerprint == graph.fingerprint() {
+        return Ok(());
+    }
+    match Names::default().of(state.store.as_ref(), &record) {
+        Some(name) if name == graph.name() => Ok(()),
+        name => Err(Problem::unprocessable(format!(
+            "thread `{thread}` runs graph `{}`, not `{}`: a follow-up run names its thread's graph; nothing was queued",
+            name.as_deref().unwrap_or("(not described)"),
+            graph.name()
+        ))),
+    }
+}

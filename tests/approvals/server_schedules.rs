@@ -1,0 +1,92 @@
+//! Cron schedules through the server's API: made, listed and removed over HTTP in the caller's
+//! name and tenants, refused with a 422 that says the syntax, and fired by the server's
+//! scheduler into a run its worker runs to its end.
+
+use std::time::Duration;
+
+use agentflow::timer::now_ms;
+use serde_json::json;
+
+use crate::server_client::{Who, serve, user};
+
+fn roles(names: &[&str]) -> Vec<String> {
+    names.iter().map(|r| r.to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_schedule_made_over_http_fires_on_the_servers_scheduler_and_its_run_completes() {
+    let people = vec![
+        user("agent", &roles(&["start", "list", "cancel", "read_state"]), None),
+        user("bob", &roles(&["list"]), None),
+        user("ann", &roles(&["start", "list", "cancel"]), Some(&["acme"])),
+    ];
+    let served = serve(&people).await;
+    let (agent, bob, ann) = (Who::Token("agent-token"), Who::Token("bob-token"), Who::Token("ann-token"));
+    let client = &served.client;
+
+    // Refused: six fields, a graph not hosted, no `start`.
+    let six = json!({ "id": "hourly", "graph": "gated", "cron": "0 0 * * * *", "input": {} });
+    let reply = client.post("/api/schedules", &agent, Some(six)).await;
+    assert_eq!((reply.status, reply.json["error"]["code"].as_str()), (422, Some("unprocessable")), "{}", reply.json);
+    let message = reply.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("it has 6 fields, not 5") && message.contains("minute hour"), "{message}");
+    let elsewhere = json!({ "id": "x", "graph": "nothing", "cron": "* * * * *", "input": {} });
+    assert_eq!(client.post("/api/schedules", &agent, Some(elsewhere)).await.status, 404);
+    let made = json!({ "id": "hourly", "graph": "gated", "cron": "0 * * * *", "input": { "passed": false } });
+    assert_eq!(client.post("/api/schedules", &bob, Some(made.clone())).await.status, 403);
+
+    let reply = client.post("/api/schedules", &agent, Some(made)).await;
+    assert_eq!(reply.status, 201, "{}", reply.json);
+    let schedule = &reply.json;
+    assert_eq!((schedule["id"].as_str(), schedule["owner"].as_str()), (Some("hourly"), Some("agent")));
+    assert_eq!(schedule["input"], json!({ "passed": false }));
+    let next_at = schedule["next_at"].as_u64().unwrap();
+    assert!(next_at > now_ms() && next_at.is_multiple_of(3_600_000), "the next whole hour: {schedule}");
+    assert!(schedule["last_thread"].is_null());
+
+    // Listed for who may list and acts for its tenant (none); another tenant's caller sees
+    // nothing, and removing it is a 404 for them.
+    let listed = client.get("/api/schedules", &bob).await;
+    assert_eq!(listed.status, 200, "{}", listed.json);
+    assert_eq!(listed.json.as_array().map(Vec::len), Some(1), "{}", listed.json);
+    assert_eq!(client.get("/api/schedules", &ann).await.json, json!([]));
+    let delete = |who| client.send(reqwest::Method::DELETE, "/api/schedules/hourly", who, None, None);
+    assert_eq!(delete(&ann).await.status, 404);
+    assert_eq!(delete(&bob).await.status, 403, "removing needs `cancel`");
+    // Its id is taken for ann's tenant, without saying whose it is.
+    let taken = json!({ "id": "hourly", "graph": "gated", "cron": "0 * * * *", "input": {} });
+    let reply = client.post("/api/schedules", &ann, Some(taken)).await;
+    assert_eq!(reply.status, 409, "{}", reply.json);
+    assert!(!reply.json.to_string().contains("agent"), "{}", reply.json);
+
+    // The clock moves past its time (as after a restart): the server's scheduler fires it
+    // once, and its worker runs the run to its end.
+    let mut record = served.store.schedule("hourly").unwrap().unwrap();
+    record.next_at = now_ms() - 3 * 3_600_000 - 1_800_000;
+    served.store.put_schedule(record).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let thread = loop {
+        let listed = client.get("/api/schedules", &agent).await.json;
+        if let Some(thread) = listed[0]["last_thread"].as_str() {
+            assert!(listed[0]["next_at"].as_u64().unwrap() > now_ms(), "{listed}");
+            break thread.to_string();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the schedule never fired: {listed}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(thread.starts_with("hourly-") && thread.ends_with('Z'), "{thread}");
+    served.gate.add_permits(1);
+    let view = served.until_settled(&agent, &thread, "completed").await;
+    assert_eq!(view["owner"], "agent", "{view}");
+    let submitted = served.audit(&thread, "run.submitted");
+    assert_eq!(submitted.len(), 1, "fired once: {submitted:?}");
+    assert_eq!(submitted[0].actor, "schedule:hourly");
+    let threads = served.store.list_threads().unwrap();
+    assert_eq!(threads.iter().filter(|t| t.id.starts_with("hourly-")).count(), 1);
+
+    let reply = delete(&agent).await;
+    assert_eq!((reply.status, &reply.json), (200, &json!({ "unscheduled": true })));
+    assert_eq!(delete(&agent).await.status, 404);
+    assert_eq!(client.get("/api/schedules", &agent).await.json, json!([]));
+    served.stop().await;
+}

@@ -1,0 +1,233 @@
+//! Follow-up runs and their multitask strategies, on a redb file: `reject` refuses while the
+//! thread's run waits for a person, `enqueue` runs after it ends (two follow-ups in order),
+//! `interrupt` cancels a running node and runs the follow-up next, `rollback` goes back to the
+//! checkpoint the cancelled run started from, keeping the history and auditing it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::support::stores::open_redb;
+use crate::support::temp::temp_dir;
+use crate::support::worker_graph::{Job, authorizer, hold_marker, job, wait_until};
+use agentflow::approval::Approver;
+use agentflow::persist::{CheckpointSource, ThreadStatus};
+use agentflow::prelude::*;
+use agentflow::{CancellationToken, FollowUpQueued, Multitask, Store};
+use agentflow::{Worker, WorkerError, WorkerReport};
+use agentflow_store::RunWait;
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(60);
+/// Who the submitted runs act for: the jobs' graph lists a tool the default policy gates.
+const OWNER: &str = "agent:jobs";
+
+/// The jobs' app on a new redb file, with its event log.
+fn app(tag: &str) -> App<Job, ()> {
+    let store = open_redb(temp_dir(tag).join("follow-ups.redb")).expect("open the redb file");
+    job::graph().app().store(Arc::new(store) as Arc<dyn Store>).event_log(true)
+}
+
+fn start(app: &App<Job, ()>) -> (CancellationToken, tokio::task::JoinHandle<Result<WorkerReport, WorkerError>>) {
+    let stop = CancellationToken::new();
+    let worker = Worker::new(app.clone(), Arc::new(())).poll_interval(Duration::from_millis(10));
+    (stop.clone(), tokio::spawn(worker.run(stop)))
+}
+
+async fn stop(
+    stop: CancellationToken,
+    handle: tokio::task::JoinHandle<Result<WorkerReport, WorkerError>>,
+) -> WorkerReport {
+    stop.cancel();
+    handle.await.unwrap().unwrap()
+}
+
+/// Waits until `thread` has no run in the queue and its status is `completed`.
+async fn completes(app: &App<Job, ()>, thread: &str) {
+    wait_until(&format!("{thread} completes"), LIMIT, || {
+        app.live_runs().unwrap().iter().all(|r| r.thread != thread)
+            && app.thread(thread).unwrap().is_some_and(|t| t.status == ThreadStatus::Completed)
+    })
+    .await;
+}
+
+/// Waits until `thread`'s run is parked waiting for its refund's approval.
+async fn parks_for_approval(app: &App<Job, ()>, thread: &str) {
+    wait_until(&format!("{thread} parks for its approval"), LIMIT, || {
+        app.live_runs().unwrap().iter().any(|r| r.thread == thread && r.wait == RunWait::Approval && r.lease.is_none())
+    })
+    .await;
+}
+
+fn approve(app: &App<Job, ()>) {
+    let desk = app.approvals(authorizer()).unwrap();
+    let pending = desk.pending().unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    desk.approve(&pending[0].id, &Approver::new("alice", ["refund-approver"])).unwrap();
+}
+
+/// The nodes that ran, in order, as the state's trail records them, and the follow-ups' notes.
+fn trail(app: &App<Job, ()>, thread: &str) -> Vec<String> {
+    let state = app.state(thread).unwrap().unwrap().state;
+    state.trail.iter().map(|t| t.split(':').next().unwrap().to_string()).collect()
+}
+
+fn audit_kinds(app: &App<Job, ()>, thread: &str) -> Vec<String> {
+    app.audit_log(thread).unwrap().into_iter().map(|e| e.kind).collect()
+}
+
+fn count(kinds: &[String], kind: &str) -> usize {
+    kinds.iter().filter(|k| *k == kind).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reject_refuses_while_the_run_waits_for_a_person_and_queues_once_it_ended() {
+    let app = app("follow-up-reject");
+    app.submit_as("rej", &Job::new(1, true, 0), OWNER).unwrap();
+    let (token, handle) = start(&app);
+    parks_for_approval(&app, "rej").await;
+    let next = Job::update().n(3).pay(false);
+    let refused = app.submit_follow_up("rej", &next, Multitask::Reject, "ada").unwrap_err();
+    match &refused {
+        WorkerError::FollowUpRefused { thread, status, strategy } => {
+            assert_eq!((thread.as_str(), status.as_str(), *strategy), ("rej", "interrupted", "reject"));
+        }
+        other => panic!("refused otherwise: {other}"),
+    }
+    assert!(refused.to_string().contains("enqueue"), "{refused}");
+    assert_eq!(app.backing_store().unwrap().list_follow_ups("rej").unwrap(), vec![], "nothing was queued");
+
+    approve(&app);
+    completes(&app, "rej").await;
+    assert_eq!(app.submit_follow_up("rej", &next, Multitask::Reject, "ada").unwrap(), FollowUpQueued::Now);
+    wait_until("the follow-up runs", LIMIT, || app.state("rej").unwrap().unwrap().state.counter == 3).await;
+    completes(&app, "rej").await;
+    let report = stop(token, handle).await;
+    assert_eq!((report.interrupted, report.completed, report.failed), (1, 2, 0), "{report:?}");
+    // The first run's steps, its refund, then the follow-up's two steps from the start node.
+    assert_eq!(trail(&app, "rej"), ["a", "a", "b"]);
+    let kinds = audit_kinds(&app, "rej");
+    assert_eq!(count(&kinds, "run.follow_up"), 1, "{kinds:?}");
+    // The restart is a checkpoint of its own after the first run's last, never a rewrite.
+    let history = app.history("rej").unwrap();
+    let restart = history.iter().find(|c| c.seq > 0 && c.metadata.source == CheckpointSource::Input).unwrap();
+    assert_eq!(restart.parent, Some(restart.seq - 1));
+    assert_eq!(restart.cursor, ["a"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_runs_each_follow_up_after_the_run_before_it_ended_in_order() {
+    let app = app("follow-up-enqueue");
+    app.submit_as("enq", &Job::new(1, true, 0), OWNER).unwrap();
+    let (token, handle) = start(&app);
+    parks_for_approval(&app, "enq").await;
+    let first = Job::update().n(3).pay(false).trail(vec!["first-follow-up".into()]);
+    let second = Job::update().n(5).trail(vec!["second-follow-up".into()]);
+    let queued = app.submit_follow_up("enq", &first, Multitask::Enqueue, "ada").unwrap();
+    assert_eq!(queued, FollowUpQueued::Behind { ahead: 0 });
+    let queued = app.submit_follow_up("enq", &second, Multitask::default(), "bob").unwrap();
+    assert_eq!(queued, FollowUpQueued::Behind { ahead: 1 });
+    assert_eq!(app.backing_store().unwrap().list_follow_ups("enq").unwrap().len(), 2);
+    // Nothing of them applies while the run waits.
+    assert_eq!(app.state("enq").unwrap().unwrap().state.counter, 1);
+    assert_eq!(app.thread("enq").unwrap().unwrap().status, ThreadStatus::Interrupted);
+
+    approve(&app);
+    wait_until("both follow-ups ran", LIMIT, || app.state("enq").unwrap().unwrap().state.counter == 5).await;
+    completes(&app, "enq").await;
+    let report = stop(token, handle).await;
+    assert_eq!((report.interrupted, report.completed, report.failed), (1, 3, 0), "{report:?}");
+    let state = app.state("enq").unwrap().unwrap().state;
+    assert!(state.receipt.is_some(), "the first run ended (its refund made) before the follow-ups");
+    assert_eq!(trail(&app, "enq"), ["a", "first-follow-up", "a", "b", "second-follow-up", "a", "b"]);
+    assert_eq!(count(&audit_kinds(&app, "enq"), "run.follow_up"), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupt_cancels_the_running_node_and_runs_the_follow_up_next() {
+    let app = app("follow-up-interrupt");
+    let marker = hold_marker("follow-up-interrupt");
+    // Step `b` (after one step) holds until the run is asked to stop.
+    app.submit_as("int", &Job::new(3, false, 0).held_at(1, &marker), OWNER).unwrap();
+    let (token, handle) = start(&app);
+    wait_until("step b holds", LIMIT, || marker.exists()).await;
+    let next = Job::update().n(4).hold(None);
+    let queued = app.submit_follow_up("int", &next, Multitask::Interrupt, "ada").unwrap();
+    assert_eq!(queued, FollowUpQueued::Behind { ahead: 0 });
+    completes(&app, "int").await;
+    let report = stop(token, handle).await;
+    std::fs::remove_file(&marker).ok();
+    assert_eq!((report.controlled, report.completed, report.failed), (1, 1, 0), "{report:?}");
+    // The held step never committed (the cancel dropped its node); the follow-up ran from the
+    // start node on the state the cancelled run left: one step of it, then three.
+    assert_eq!(trail(&app, "int"), ["a", "a", "b", "c"]);
+    assert_eq!(app.state("int").unwrap().unwrap().state.counter, 4);
+    let kinds = audit_kinds(&app, "int");
+    assert_eq!((count(&kinds, "run.cancel_requested"), count(&kinds, "run.follow_up")), (1, 1), "{kinds:?}");
+    assert_eq!(count(&kinds, "thread.rolled_back"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_goes_back_to_where_the_cancelled_run_started_and_keeps_its_history() {
+    let app = app("follow-up-rollback");
+    let marker = hold_marker("follow-up-rollback");
+    app.submit_as("rb", &Job::new(3, false, 0).held_at(1, &marker), OWNER).unwrap();
+    let (token, handle) = start(&app);
+    wait_until("step b holds", LIMIT, || marker.exists()).await;
+    let before: Vec<u64> = app.history("rb").unwrap().iter().map(|c| c.seq).collect();
+    assert_eq!(before, [0, 1]);
+    let next = Job::update().n(2).hold(None);
+    let queued = app.submit_follow_up("rb", &next, Multitask::Rollback, "ada").unwrap();
+    assert_eq!(queued, FollowUpQueued::Behind { ahead: 0 });
+    completes(&app, "rb").await;
+    let report = stop(token, handle).await;
+    std::fs::remove_file(&marker).ok();
+    assert_eq!((report.controlled, report.completed, report.failed), (1, 1, 0), "{report:?}");
+    // From the input again (the cancelled run's step is gone from the state): two steps.
+    assert_eq!(trail(&app, "rb"), ["a", "b"]);
+    assert_eq!(app.state("rb").unwrap().unwrap().state.counter, 2);
+    // The history keeps the replaced branch; the restart follows checkpoint 0.
+    let history = app.history("rb").unwrap();
+    assert!(history.iter().any(|c| c.seq == 1 && c.parent == Some(0)), "{history:?}");
+    let restart = history.iter().find(|c| c.seq > 1 && c.metadata.source == CheckpointSource::Input).unwrap();
+    assert_eq!(restart.parent, Some(0));
+    let audit = app.audit_log("rb").unwrap();
+    let rolled: Vec<&Value> = audit.iter().filter(|e| e.kind == "thread.rolled_back").map(|e| &e.detail).collect();
+    assert_eq!(rolled.len(), 1, "{audit:?}");
+    assert_eq!(rolled[0]["from"], 0);
+    assert_eq!(rolled[0]["checkpoint"], restart.seq);
+    assert_eq!(rolled[0]["replaced"]["head"], 1);
+    // The run it replaced, as the thread's event log named it.
+    let events = app.backing_store().unwrap().read_events("rb", None, 100).unwrap().events;
+    let first = events.iter().find(|e| e.kind == "run.started").expect("the replaced run's start");
+    let first: Value = serde_json::from_slice(&first.data).unwrap();
+    assert_eq!(rolled[0]["replaced"]["run"], first["run"]);
+    let submitted = audit.iter().rfind(|e| e.kind == "run.submitted").unwrap();
+    assert_eq!(
+        (submitted.detail["strategy"].as_str(), submitted.detail["fork_from"].as_u64()),
+        (Some("rollback"), Some(0))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_of_an_unknown_thread_is_refused_and_the_strategies_read_back_by_name() {
+    let app = app("follow-up-unknown");
+    let next = Job::update().n(1);
+    assert!(matches!(
+        app.submit_follow_up("nobody", &next, Multitask::Enqueue, "ada"),
+        Err(WorkerError::UnknownThread { .. })
+    ));
+    // Submitted, no worker started it yet: enqueue waits behind it, interrupt would leave no thread.
+    app.submit_as("fresh", &Job::new(1, false, 0), OWNER).unwrap();
+    assert!(matches!(
+        app.submit_follow_up("fresh", &next, Multitask::Interrupt, "ada"),
+        Err(WorkerError::FollowUpRefused { strategy: "interrupt", .. })
+    ));
+    assert_eq!(
+        app.submit_follow_up("fresh", &next, Multitask::Enqueue, "ada").unwrap(),
+        FollowUpQueued::Behind { ahead: 0 }
+    );
+    for strategy in Multitask::ALL {
+        assert_eq!(Multitask::parse(strategy.as_str()), Some(strategy));
+    }
+    assert_eq!(Multitask::parse("queue"), None);
+}
