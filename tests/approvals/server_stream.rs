@@ -344,7 +344,15 @@ async fn a_start_sent_again_with_its_idempotency_key_answers_as_the_first() {
     served.until_status(&agent, "named-1", "running").await;
     let again = served.client.post_with("/api/threads", &agent, &named, &[("idempotency-key", "key-2")]).await;
     assert_eq!((again.status, &again.json), (202, &first.json));
-    served.gate.add_permits(3);
+    // One that named its tenant too, sent again once the thread is queued: the same answer, not
+    // the follow-up's "leave `tenant` out".
+    let tenanted = json!({ "graph": "gated", "input": {}, "thread": "named-2", "tenant": "acme" });
+    let first = served.client.post_with("/api/threads", &agent, &tenanted, &[("idempotency-key", "key-3")]).await;
+    assert_eq!(first.status, 202, "{}", first.json);
+    let again = served.client.post_with("/api/threads", &agent, &tenanted, &[("idempotency-key", "key-3")]).await;
+    assert_eq!((again.status, &again.json), (202, &first.json));
+    assert_eq!(served.audit("named-2", "run.submitted").len(), 1);
+    served.gate.add_permits(4);
     served.stop().await;
 }
 

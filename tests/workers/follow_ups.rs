@@ -143,6 +143,49 @@ async fn enqueue_runs_each_follow_up_after_the_run_before_it_ended_in_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_follow_ups_submitted_at_once_each_apply() {
+    let app = app("follow-up-identical");
+    app.submit_as("same", &Job::new(1, false, 0), OWNER).unwrap();
+    let again = Job::update().trail(vec!["again".into()]);
+    // In a tight loop: the same input, very likely within one millisecond.
+    for ahead in 0..3 {
+        let queued = app.submit_follow_up("same", &again, Multitask::Enqueue, "ada").unwrap();
+        assert_eq!(queued, FollowUpQueued::Behind { ahead });
+    }
+    let waiting = app.backing_store().unwrap().list_follow_ups("same").unwrap();
+    let mut times: Vec<u64> = waiting.iter().map(|r| r.enqueued_at).collect();
+    times.dedup();
+    assert_eq!(times.len(), 3, "each follow-up is its own: {waiting:?}");
+    let (token, handle) = start(&app);
+    wait_until("the three follow-ups ran", LIMIT, || count(&audit_kinds(&app, "same"), "run.follow_up") == 3).await;
+    completes(&app, "same").await;
+    let report = stop(token, handle).await;
+    assert_eq!((report.completed, report.failed), (4, 0), "{report:?}");
+    assert_eq!(trail(&app, "same"), ["a", "again", "a", "again", "a", "again", "a"]);
+}
+
+/// A follow-up that restarted its thread and then parked for an approval, cancelled: the thread
+/// ends `cancelled` (its row is still a follow-up's; the restart is not made again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_cancelled_while_it_waits_for_a_person_ends_its_thread_cancelled() {
+    let app = app("follow-up-cancel-parked");
+    app.submit_as("cx", &Job::new(1, false, 0), OWNER).unwrap();
+    let (token, handle) = start(&app);
+    completes(&app, "cx").await;
+    let next = Job::update().pay(true);
+    assert_eq!(app.submit_follow_up("cx", &next, Multitask::Enqueue, OWNER).unwrap(), FollowUpQueued::Now);
+    parks_for_approval(&app, "cx").await;
+    assert!(app.live_runs().unwrap().iter().any(|r| r.thread == "cx" && r.follow_up));
+    assert!(app.cancel_run("cx").unwrap());
+    wait_until("the run leaves the queue", LIMIT, || app.live_runs().unwrap().iter().all(|r| r.thread != "cx")).await;
+    let report = stop(token, handle).await;
+    let record = app.thread("cx").unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Cancelled, "{}", record.detail);
+    assert_eq!((report.interrupted, report.controlled, report.failed), (1, 1, 0), "{report:?}");
+    assert_eq!(count(&audit_kinds(&app, "cx"), "run.follow_up"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupt_cancels_the_running_node_and_runs_the_follow_up_next() {
     let app = app("follow-up-interrupt");
     let marker = hold_marker("follow-up-interrupt");

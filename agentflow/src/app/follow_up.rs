@@ -3,6 +3,7 @@
 //! in the queue ([`Multitask`]).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use agentflow_store::{
     FollowUpPlace, FollowUpQueued, NewAuditEntry, NewRun, QueuedRun, RunControl, RunWait, Store, ThreadRecord,
@@ -172,7 +173,7 @@ impl<S: State, D> App<S, D> {
         place: FollowUpPlace,
         strategy: Multitask,
     ) -> Result<FollowUpQueued, WorkerError> {
-        let at = now_ms();
+        let at = submitted_at(&**store, thread)?;
         let graph = self.setup.graph.name();
         let mut run = NewRun::new(thread, graph, Some(blob), &owner.owner, at).as_follow_up(fork_from);
         let mut detail = serde_json::json!({
@@ -194,6 +195,28 @@ impl<S: State, D> App<S, D> {
         let entry = NewAuditEntry::new(at, &access.actor().id, SUBMITTED, detail);
         Ok(store.enqueue_follow_up(run, entry, place)?)
     }
+}
+
+/// The last submission time [`submitted_at`] handed out in this process (unix millis).
+static LAST_AT: AtomicU64 = AtomicU64::new(0);
+
+/// The submission time of a new follow-up of `thread` (unix millis): now, but later than every
+/// run of the thread in the queue and every follow-up this process submitted before, so that
+/// the follow-up's identity (its time and input, see `durable::restart::follow_up_mark`) is
+/// its own even for identical inputs submitted in the same millisecond. (Two processes that
+/// submit the same input for one thread in the same millisecond, each before the other's row
+/// is written, may still pick one time: the second then applies as the first.)
+fn submitted_at(store: &dyn Store, thread: &str) -> Result<u64, WorkerError> {
+    let queued = store.list_runs()?.into_iter().filter(|r| r.thread == thread).map(|r| r.enqueued_at);
+    let waiting = store.list_follow_ups(thread)?.into_iter().map(|r| r.enqueued_at);
+    let after = queued.chain(waiting).max().map_or(0, |at| at.saturating_add(1));
+    let mut at = now_ms().max(after);
+    // `fetch_update` with a closure that always answers `Some` cannot fail.
+    let _ = LAST_AT.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| {
+        at = at.max(last.saturating_add(1));
+        Some(at)
+    });
+    Ok(at)
 }
 
 /// Who a follow-up's run belongs to: its thread's owner and tenant.
@@ -272,4 +295,24 @@ fn rollback_point(store: &dyn Store, thread: &str, row: Option<&QueuedRun>) -> R
         }
     }
     Ok(run_started_from(&checkpoints))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_follow_up_is_submitted_after_the_thread_s_queued_runs_and_the_one_before() {
+        let store = agentflow_store::RedbStore::in_memory().unwrap();
+        let later = now_ms() + 2_000;
+        store.enqueue_run(NewRun::new("t", "g", None, "ada", later)).unwrap();
+        let first = submitted_at(&store, "t").unwrap();
+        assert!(first > later, "after the queued run: {first} vs {later}");
+        // In a tight loop (within one millisecond, likely): each time its own.
+        let mut times = vec![submitted_at(&store, "other").unwrap()];
+        for _ in 0..3 {
+            times.push(submitted_at(&store, "other").unwrap());
+        }
+        assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+    }
 }

@@ -40,7 +40,9 @@ pub(crate) const FOLLOW_UP_KIND: &str = "run.follow_up";
 pub(crate) const ROLLED_BACK_KIND: &str = "thread.rolled_back";
 
 /// The identity of the follow-up run queued at `enqueued_at` (unix millis) with input `update`:
-/// the time and the first 64 bits of the input's SHA-256, in hex.
+/// the time and the first 64 bits of the input's SHA-256, in hex. Submissions give each
+/// follow-up of a thread its own time (`App::submit_follow_up`), so identical inputs submitted
+/// at once are told apart.
 pub(crate) fn follow_up_mark(enqueued_at: u64, update: &[u8]) -> String {
     use std::fmt::Write;
     let digest = Sha256::digest(update);

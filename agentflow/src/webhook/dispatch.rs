@@ -10,8 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::config::{WebhookConfig, WebhookError};
 use super::sign::sign;
 use crate::core::clock::now_ms;
-use crate::core::process::process_tag;
-use crate::durable::blocking;
+use crate::durable::{blocking, holder_id};
 
 /// How long a dispatcher holds a delivery for one attempt: no other dispatcher tries it then.
 const HOLD: Duration = Duration::from_secs(30);
@@ -78,7 +77,9 @@ impl WebhookDispatcher {
             store,
             config,
             client,
-            holder: format!("webhooks-{}", process_tag()),
+            // Its own holder: a claim is re-taken by the holder that made it, so two dispatchers
+            // of one process must not share one (they would send a delivery twice at once).
+            holder: format!("webhooks-{}", holder_id()),
             every: Duration::from_millis(500),
         })
     }
@@ -218,4 +219,19 @@ fn describe(e: &reqwest::Error) -> String {
         source = s.source();
     }
     detail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_dispatcher_claims_as_its_own_holder() {
+        let store: Arc<dyn Store> = Arc::new(agentflow_store::RedbStore::in_memory().unwrap());
+        let config = || WebhookConfig::new(b"secret".to_vec()).allow("https://hooks.example/");
+        let one = WebhookDispatcher::new(Arc::clone(&store), config()).unwrap();
+        let two = WebhookDispatcher::new(store, config()).unwrap();
+        assert_ne!(one.holder, two.holder);
+        assert!(one.holder.starts_with("webhooks-"), "{}", one.holder);
+    }
 }

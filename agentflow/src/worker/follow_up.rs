@@ -5,22 +5,34 @@
 use std::sync::Arc;
 
 use agentflow_store::{CommitError, LeaseError, QueuedRun, RunControl};
+use tokio_util::sync::CancellationToken;
 
 use super::job::{End, Job, Then};
 use crate::core::state::State;
-use crate::durable::restart::{Restart, Restarted, follow_up_mark, restart_thread};
+use crate::durable::restart::{Restart, Restarted, follow_up_mark, restart_thread, restarted_at};
 use crate::durable::{HistoryError, PersistError, blocking};
 
 impl<S: State, D: Send + Sync + 'static> Job<S, D> {
-    /// Runs follow-up `claim`: a cancel asked before it started drops it (the thread is left as
-    /// it is); otherwise the thread is restarted, once (a claim after a worker died past the
+    /// Runs follow-up `claim`: a cancel asked before its restart drops it (the thread is left as
+    /// it is), one asked after it ends the thread `cancelled`; otherwise the thread is restarted, once (a claim after a worker died past the
     /// restart finds it made), and resumed. A pause asked before it started stops it at its
     /// first step boundary, after the restart.
     pub(super) async fn run_follow_up(&self, claim: &QueuedRun) -> (End, Then) {
         match claim.control {
+            // Cancelled before its restart: it leaves the queue, the thread as it is. Cancelled
+            // after it (the follow-up parked, or its worker died past the restart): the thread
+            // is resumed already cancelled, as any cancelled claim, and ends `cancelled`.
             Some(RunControl::Cancel) => {
                 self.stops.ask(RunControl::Cancel);
-                return (End::Controlled, Then::Remove);
+                match self.is_restarted(claim).await {
+                    Ok(false) => return (End::Controlled, Then::Remove),
+                    Ok(true) => {}
+                    Err(end) => return end,
+                }
+                // A fresh pause token: a cancel wins over this worker's shutdown asking for a pause.
+                let runner = self.runner(claim, self.stops.token.clone(), CancellationToken::new());
+                let result = runner.resume().await;
+                return self.ended(claim, result).await;
             }
             Some(control) => self.stops.ask(control),
             None => {}
@@ -30,6 +42,18 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         }
         let result = self.runner(claim, self.stops.token.clone(), self.stops.pause.clone()).resume().await;
         self.ended(claim, result).await
+    }
+
+    /// Whether follow-up `claim` restarted its thread already; `Err` with how the run ends when
+    /// the thread's history cannot be read.
+    async fn is_restarted(&self, claim: &QueuedRun) -> Result<bool, (End, Then)> {
+        let Some(update) = claim.input.as_deref() else { return Ok(false) };
+        let (thread, mark) = (claim.thread.clone(), follow_up_mark(claim.enqueued_at, update));
+        match blocking(&self.store, move |s| s.list_checkpoints(&thread)).await {
+            Ok(Ok(checkpoints)) => Ok(restarted_at(&checkpoints, &mark).is_some()),
+            Ok(Err(e)) => Err(self.store_failure(claim, &PersistError::from(e))),
+            Err(e) => Err(self.store_failure(claim, &e)),
+        }
     }
 
     /// Writes the restart of follow-up `claim`'s thread, fenced by the claim's lease; `Err`

@@ -77,24 +77,29 @@ pub(crate) async fn follow_up(
     graph: Arc<dyn Hosted>,
     ask: FollowUp,
 ) -> Result<RunView, Problem> {
-    if ask.tenant.is_some() {
-        return Err(Problem::unprocessable(format!(
-            "thread `{}` exists: a follow-up run keeps its thread's tenant; leave `tenant` out",
-            ask.thread
-        )));
+    let tenant_named = |thread: &str| {
+        Problem::unprocessable(format!(
+            "thread `{thread}` exists: a follow-up run keeps its thread's tenant; leave `tenant` out"
+        ))
+    };
+    if ask.tenant.is_some() && ask.key.is_none() {
+        return Err(tenant_named(&ask.thread));
     }
     let (shared, access) = (Arc::clone(state), access.clone());
     blocking(move || {
-        let FollowUp { thread, input, strategy, webhook, key, .. } = ask;
+        let FollowUp { thread, input, strategy, webhook, key, tenant } = ask;
         same_graph(&shared, graph.as_ref(), &thread)?;
         if let Some(key) = key {
-            // The start of this thread sent again under its key answers as the first did.
-            return match graph.submit_keyed(&access, &thread, input, None, Some(key), webhook.as_deref()) {
+            // The start of this thread sent again under its key (the same body, so the same
+            // tenant) answers as the first did, before anything a follow-up refuses.
+            let keyed = graph.submit_keyed(&access, &thread, input, tenant.as_deref(), Some(key), webhook.as_deref());
+            return match keyed {
                 Err(SubmitError::Worker(WorkerError::KeyUsed { thread, same_request: true, .. })) => {
                     Ok(RunView::queued(thread))
                 }
                 Err(SubmitError::Worker(e @ WorkerError::KeyUsed { .. })) => Err(e.into()),
                 Ok(()) => Ok(RunView::queued(thread)),
+                Err(_) if tenant.is_some() => Err(tenant_named(&thread)),
                 Err(_) => Err(Problem::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "idempotency_key_not_supported",
