@@ -94,3 +94,7 @@ pub mod opentelemetry {}
 /// The server: graphs hosted over HTTP.
 #[doc = include_str!("../docs/guides/server.md")]
 pub mod server {}
+
+/// Releasing a graph: versions, locks and migrations.
+#[doc = include_str!("../docs/guides/releases.md")]
+pub mod releases {}

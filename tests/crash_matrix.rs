@@ -13,6 +13,8 @@
 //!   MCP server's tools (`crash_matrix/mcp.rs`).
 //! - Probes of the matrix itself: compensations, subgraphs, retries, determinism, misuse
 //!   (`crash_matrix/probes.rs`).
+//! - A thread parked on one version of its graph and resumed on the next moves to it wholly or
+//!   not at all at every cut (`crash_matrix/upgrade.rs`).
 
 #[path = "crash_matrix/defects.rs"]
 mod defects;
@@ -26,6 +28,8 @@ mod pg;
 mod probes;
 #[path = "support/stores.rs"]
 mod stores;
+#[path = "crash_matrix/upgrade.rs"]
+mod upgrade;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

@@ -56,6 +56,16 @@ pub enum Kind {
     MissingRisk,
     /// Two MCP tools with one Rust name.
     NameClash,
+    /// A wrong `id`, `version`, `locks` or `migrate(..)` of a released graph.
+    ReleaseArg,
+    /// A lock file that cannot be read or is malformed.
+    LockUnreadable,
+    /// The graph's shape differs from the lock of its own version.
+    LockChanged,
+    /// A node of an older version that threads may wait in, gone without a mapping.
+    NodeGone,
+    /// A tool of an older version that approvals may be pending for, gone without a mapping.
+    ApprovalGone,
 }
 
 /// Collects every error of one macro invocation so they are emitted together.

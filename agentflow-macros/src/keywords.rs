@@ -6,7 +6,7 @@
 /// The route target that ends a branch.
 pub const END: &str = "END";
 
-/// `#[graph(state = S, deps = D, start = node, max_steps = N)]`.
+/// `#[graph(state = S, deps = D, start = node, max_steps = N, id = "..", version = N, locks = "..", migrate(..))]`.
 pub mod graph {
     pub const STATE: &str = "state";
     pub const DEPS: &str = "deps";
@@ -16,8 +16,45 @@ pub mod graph {
     pub const MAX_DEPTH: &str = "max_depth";
     /// `max_depth` when none is given.
     pub const DEFAULT_MAX_DEPTH: u32 = 3;
+    /// The graph's stable id, naming its lock directory; declaring it (or `version`) releases the graph.
+    pub const ID: &str = "id";
+    /// The graph's version, 1 and up.
+    pub const VERSION: &str = "version";
+    /// The lock directory, relative to the source file holding the `#[graph]`.
+    pub const LOCKS: &str = "locks";
+    /// `locks` when none is given.
+    pub const DEFAULT_LOCKS: &str = "graphs";
+    /// `migrate(from = K, nodes(..), tools(..), args(..))`: how threads of version K move on.
+    pub const MIGRATE: &str = "migrate";
     /// Every argument, in the order the docs list them.
-    pub const ARGS: &[&str] = &[STATE, DEPS, START, MAX_STEPS, MAX_DEPTH];
+    pub const ARGS: &[&str] = &[STATE, DEPS, START, MAX_STEPS, MAX_DEPTH, ID, VERSION, LOCKS, MIGRATE];
+}
+
+/// `migrate(from = K, nodes(a -> b), tools(a -> b, c -> cancel), args(tool = path, other = cancel))`.
+pub mod migrate {
+    /// The version the migration starts from; it leads to `from + 1`.
+    pub const FROM: &str = "from";
+    /// Node renames: `nodes(old -> new, gone -> END)`.
+    pub const NODES: &str = "nodes";
+    /// Tool renames: `tools(old -> new, gone -> cancel)`.
+    pub const TOOLS: &str = "tools";
+    /// Argument rewrites of pending approvals: `args(tool = path::to::fn, other = cancel)`.
+    pub const ARGS_MAP: &str = "args";
+    /// Cancels the pending approvals of a tool.
+    pub const CANCEL: &str = "cancel";
+    /// The lock file of version N is `v<N>.lock`.
+    pub const LOCK_PREFIX: &str = "v";
+    /// See [`LOCK_PREFIX`].
+    pub const LOCK_SUFFIX: &str = ".lock";
+    /// The variable that, set to [`LOCK_WRITE`] at compile time, lets the current version's lock
+    /// be rewritten (the generated test writes it).
+    pub const LOCK_ENV: &str = "AGENTFLOW_LOCK";
+    /// See [`LOCK_ENV`].
+    pub const LOCK_WRITE: &str = "write";
+    /// The lock format the macro reads.
+    pub const LOCK_FORMAT: u64 = 1;
+    /// Every argument of `migrate(..)`.
+    pub const ARGS: &[&str] = &[FROM, NODES, TOOLS, ARGS_MAP];
 }
 
 /// `#[node(goto = [..], writes = [..], tools = [..], retry = N, timeout = 2s, interrupt, sleep)]`.

@@ -29,6 +29,7 @@ mod diag;
 mod graph;
 mod keywords;
 mod mcp;
+mod source_path;
 mod state;
 mod tool;
 

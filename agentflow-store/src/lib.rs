@@ -101,7 +101,8 @@ pub use error::{
 #[cfg(feature = "postgres")]
 pub use postgres::{POSTGRES_DEFAULT_SCHEMA, POSTGRES_SCHEMA_VERSION, PostgresStore, PostgresStoreBuilder};
 pub use queue::{
-    FollowUpPlace, FollowUpQueued, NewRun, QueueError, QueuedRun, RunControl, RunWait, ScheduleFire, Settle,
+    FollowUpPlace, FollowUpQueued, FollowUpRule, NewRun, QueueError, QueuedRun, RunControl, RunWait, ScheduleFire,
+    Settle,
 };
 pub use record::{
     ApprovalArgs, ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, AuditEntry, BadEventId, ChainStep,

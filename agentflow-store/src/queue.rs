@@ -16,7 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::StorageError;
-use crate::record::{IdempotencyKey, Lease, NewAuditEntry, NewWebhookDelivery};
+use crate::record::{IdempotencyKey, Lease, NewAuditEntry, NewWebhookDelivery, ThreadStatus};
 
 /// What a queued run waits for before a worker may claim it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -38,6 +38,17 @@ pub enum RunWait {
     /// once the thread's status is neither `interrupted` nor `failed` (a value of the wrong shape
     /// fails a thread where it waits): it moved on without the queue. (Appended last.)
     Answer,
+    /// Held behind a thread that waits outside the queue for a person (stopped at a breakpoint,
+    /// paused, waiting for an approval or an answer) or for its timer, with follow-up runs
+    /// behind it ([`Settle::hold`], or a follow-up queued for a thread that waits with no run in
+    /// the queue, see [`FollowUpRule::Enqueue`]): claimable once
+    /// [`Store::wake_run`](crate::Store::wake_run) makes it ready (a resume submitted for the
+    /// thread does), once a control request is set on it, once the thread's timer is due while
+    /// it sleeps, or once the thread's status is neither `interrupted`, `paused` nor `sleeping`
+    /// (it moved on without the queue: the claim finds its run ended, and the settle that
+    /// removes the row puts the first follow-up in its place). (Appended last; store format 10,
+    /// PostgreSQL schema 13.)
+    Held,
 }
 
 impl RunWait {
@@ -48,6 +59,7 @@ impl RunWait {
             RunWait::Approval => "APPROVAL",
             RunWait::Timer => "TIMER",
             RunWait::Answer => "ANSWER",
+            RunWait::Held => "HELD",
         }
     }
 
@@ -58,6 +70,7 @@ impl RunWait {
             "APPROVAL" => Some(RunWait::Approval),
             "TIMER" => Some(RunWait::Timer),
             "ANSWER" => Some(RunWait::Answer),
+            "HELD" => Some(RunWait::Held),
             _ => None,
         }
     }
@@ -142,6 +155,14 @@ impl Settle {
         Settle { park: Some(RunWait::Approval), awaits: ids, ..Settle::default() }
     }
 
+    /// The run stopped where a person continues it (at a breakpoint, or paused): the row leaves
+    /// the queue as [`Settle::remove`] removes it, unless follow-up runs wait behind it; then it
+    /// stays, parked as [`RunWait::Held`], so they wait until the thread's run ends (a follow-up
+    /// must not start the thread over the step it stopped at).
+    pub fn hold() -> Self {
+        Settle { park: Some(RunWait::Held), ..Settle::default() }
+    }
+
     /// The same settle, writing the run's webhook delivery (see [`Settle::webhook`]).
     #[must_use]
     pub fn with_webhook(mut self, delivery: NewWebhookDelivery) -> Self {
@@ -189,8 +210,13 @@ pub struct NewRun {
     /// `input` is an update (JSON) applied to the thread's state through its reducers before the
     /// graph runs again from its start node. (Appended last.)
     pub follow_up: bool,
-    /// For a follow-up: fork the thread at this checkpoint first (audited), so the update
-    /// applies to the state before the run it replaces (the `rollback` strategy). (Appended last.)
+    /// For a follow-up: roll the thread back first (audited, the `rollback` strategy), so the
+    /// update applies to the state before the run it replaces. The value bounds which run that
+    /// is, and the worker that claims the follow-up decides the checkpoint then: the run
+    /// replaced is the earliest one of the thread whose starting checkpoint (its input, a fork,
+    /// a follow-up's restart) is at or after this seq, and the thread goes back to the
+    /// checkpoint that run started from; with no such run, nothing is rolled back.
+    /// (Appended last.)
     pub fork_from: Option<u64>,
     /// A URL to tell when the run first stops (ends, or waits for a person or its timer): the
     /// worker's settle writes the delivery ([`Settle::webhook`]). (Appended last.)
@@ -319,9 +345,38 @@ impl ScheduleFire {
 pub enum FollowUpPlace {
     /// After the thread's other follow-ups (`enqueue`).
     Back,
-    /// Before them: it runs as soon as the run in the queue ends (`interrupt`, `rollback`,
-    /// which cancel that run).
+    /// Before the follow-ups put at the back, after the ones put at the front before it (in
+    /// the order they were submitted): it runs as soon as the run in the queue and those end
+    /// (`interrupt`, `rollback`, which cancel that run).
     Front,
+}
+
+/// What [`Store::enqueue_follow_up_as`](crate::Store::enqueue_follow_up_as) does about the run
+/// the thread may have, decided in the transaction that queues the follow-up (so a concurrent
+/// submission, settle or claim sees either all of it or none).
+///
+/// A thread is active while it has a run in the queue or its status is not finished
+/// ([`ThreadStatus::is_finished`](crate::ThreadStatus::is_finished): running, waiting for a
+/// person or its timer, paused, compensating).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum FollowUpRule {
+    /// Refuse the follow-up while the thread is active ([`QueueError::Active`]); queue it at
+    /// once otherwise.
+    Reject,
+    /// Queue it behind the thread's run, after its other follow-ups
+    /// ([`FollowUpPlace::Back`]). A thread with no run in the queue that waits for a person or
+    /// its timer (status `interrupted`, `paused` or `sleeping`) first gets a run held for it
+    /// ([`RunWait::Held`], a resume of the thread, owned as the thread is), so the follow-up
+    /// waits until the thread's run ends.
+    Enqueue,
+    /// Ask the thread's run in the queue to stop for good (a cancel request, with `cancel`, the
+    /// `run.cancel_requested` entry, in the thread's audit log) and queue the follow-up at
+    /// [`FollowUpPlace::Front`]; with no run in the queue it is queued at once.
+    Interrupt {
+        /// The audit entry of the cancel request (written only when a run is asked to stop).
+        cancel: NewAuditEntry,
+    },
 }
 
 /// What [`Store::enqueue_follow_up`](crate::Store::enqueue_follow_up) did.
@@ -391,6 +446,27 @@ pub enum QueueError {
         /// Whether that request was the same as this one.
         same_request: bool,
     },
+    /// [`FollowUpRule::Reject`] for a thread that is active: how its run stands is `status`
+    /// (the thread's status, or `queued`, `queued, waiting (..)` for a run no worker has started
+    /// or that waits). Nothing was written. (Appended last.)
+    #[error("thread `{thread}` has a run that is {status}; nothing was queued")]
+    Active {
+        /// The thread.
+        thread: String,
+        /// How its run stands.
+        status: String,
+    },
+}
+
+/// How the run of a thread whose status is `status` and whose queued run waits for `queued`
+/// stands, when the thread is active (see [`FollowUpRule`]); `None` when it is not.
+pub(crate) fn active_as(status: Option<ThreadStatus>, queued: Option<RunWait>) -> Option<String> {
+    match (status, queued) {
+        (Some(status), _) if !status.is_finished() => Some(status.as_str().to_string()),
+        (_, Some(RunWait::Ready)) => Some("queued".to_string()),
+        (_, Some(wait)) => Some(format!("queued, waiting ({})", wait.as_str().to_lowercase())),
+        (_, None) => None,
+    }
 }
 
 /// What the queue methods of a `Store` without a queue answer.

@@ -26,6 +26,7 @@ pub type FoldFn<'a> = dyn Fn(&StateChain) -> Result<Vec<u8>, BoxError> + 'a;
 /// Receives the answer of [`Store::commit_step_then`].
 pub type CommitCallback = Box<dyn FnOnce(Result<CommitReceipt, CommitError>) + Send>;
 
+type Followed = Result<FollowUpQueued, QueueError>;
 /// Persistence for agentflow threads.
 ///
 /// Synchronous and blocking: call it from `spawn_blocking` in async code. Implementations are
@@ -342,9 +343,15 @@ pub trait Store: Send + Sync {
         Err(unsupported())
     }
 
-    /// Every queued run, ordered by thread id, with its worker, last heartbeat and lease.
+    /// Every queued run, by thread id, with its worker, last heartbeat and lease; strict (see [`Store::scan_runs`]).
     fn list_runs(&self) -> Result<Vec<QueuedRun>, QueueError> {
         Err(unsupported())
+    }
+
+    /// Like [`Store::list_runs`], but a row that does not decode is skipped and reported in
+    /// [`Listing::skipped`] (the default lists strictly).
+    fn scan_runs(&self) -> Result<Listing<QueuedRun>, QueueError> {
+        self.list_runs().map(Listing::complete)
     }
 
     /// The durable timers due at `until` (`wake_at <= until`), earliest first (ties by thread
@@ -598,19 +605,18 @@ pub trait Store: Send + Sync {
         false
     }
 
-    /// Queues follow-up run `run` of thread `run.thread` (stored with [`NewRun::follow_up`] set),
-    /// with `entry` in the thread's audit log and `run`'s idempotency key, in one transaction: the
-    /// thread's queued run at once when it has none ([`FollowUpQueued::Now`]), else at `place`
-    /// among the follow-ups waiting behind that run ([`FollowUpQueued::Behind`]). The settle that
-    /// removes the run ([`Settle::remove`]) puts the first follow-up in its place, ready and never
-    /// claimed. A purge removes them. The caller checks that the thread exists.
-    fn enqueue_follow_up(
-        &self,
-        run: NewRun,
-        entry: NewAuditEntry,
-        place: FollowUpPlace,
-    ) -> Result<FollowUpQueued, QueueError> {
+    /// Queues follow-up run `run` of thread `run.thread` ([`NewRun::follow_up`] set) with `entry`
+    /// in its audit log, in one transaction: the thread's queued run when it has none, else at
+    /// `place` behind it ([`FollowUpQueued`]); the settle that removes the run puts the first
+    /// follow-up in its place ([`Settle::remove`]). The caller checks that the thread exists.
+    fn enqueue_follow_up(&self, run: NewRun, entry: NewAuditEntry, place: FollowUpPlace) -> Followed {
         let _ = (run, entry, place);
+        Err(unsupported())
+    }
+
+    /// [`Store::enqueue_follow_up`], deciding about the thread's run by `rule` in one transaction.
+    fn enqueue_follow_up_as(&self, run: NewRun, entry: NewAuditEntry, rule: crate::FollowUpRule) -> Followed {
+        let _ = (run, entry, rule);
         Err(unsupported())
     }
 
@@ -639,8 +645,8 @@ pub trait Store: Send + Sync {
         Err(unsupported())
     }
 
-    /// Every schedule, by id.
-    fn list_schedules(&self) -> Result<Vec<ScheduleRecord>, QueueError> {
+    /// Every schedule, by id; one that does not decode is skipped and reported in [`Listing::skipped`].
+    fn scan_schedules(&self) -> Result<Listing<ScheduleRecord>, QueueError> {
         Err(unsupported())
     }
 
@@ -655,8 +661,9 @@ pub trait Store: Send + Sync {
     }
 
     /// Webhook deliveries due at `now` (pending, `next_at <= now`, held by nobody at `now`), the
-    /// longest due first (by `next_at`, then id), at most `limit`.
-    fn due_webhooks(&self, now: u64, limit: usize) -> Result<Vec<WebhookDelivery>, QueueError> {
+    /// longest due first (by `next_at`, then id), at most `limit`; one that does not decode is
+    /// skipped (not counted) and reported in [`Listing::skipped`].
+    fn due_webhooks(&self, now: u64, limit: usize) -> Result<Listing<WebhookDelivery>, QueueError> {
         let _ = (now, limit);
         Err(unsupported())
     }

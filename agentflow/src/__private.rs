@@ -2,11 +2,14 @@
 
 pub use serde;
 
+pub use crate::release::{ArgsMigration, GraphMigration, Release, ToolMigration};
+
 pub use crate::core::clock::{Civil, civil};
 pub use crate::core::reducer::{Add, Append, Merge, Messages};
 pub use crate::core::step::{each, route};
 pub use crate::graph::{
-    GraphSpec, NodeFn, NodeFuture, NodeSpec, ToolAt, compile, erase_deps, tool_names, tools_at, with_tools_below,
+    GraphSpec, NodeFn, NodeFuture, NodeSpec, ToolAt, compile, erase_deps, tool_names, tools_at, with_release,
+    with_tools_below,
 };
 pub use agentflow_macros::{State, graph, node};
 

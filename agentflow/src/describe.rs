@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use crate::core::state::{ReducerKind, State};
 use crate::graph::CompiledGraph;
+use crate::release::{LockParts, Lockable};
 
 /// The version of the layout written by [`CompiledGraph::description`].
 pub const DESCRIPTION_FORMAT: u32 = 1;
@@ -29,7 +30,9 @@ impl<S: State, D> CompiledGraph<S, D> {
     /// fingerprint ([`Store::put_graph_description`](agentflow_store::Store::put_graph_description))
     /// when a thread of the graph is created.
     ///
-    /// Fields: `format` ([`DESCRIPTION_FORMAT`]), `name`, `fingerprint`,
+    /// Fields: `format` ([`DESCRIPTION_FORMAT`]), `name`, `id` and `version` (the graph's
+    /// release, [`CompiledGraph::release`]; a description stored before these were written is
+    /// of version 1), `fingerprint`,
     /// `start`, `mermaid` (as [`CompiledGraph::mermaid`]), `nodes` (each
     /// node's targets, `END` included), `state` (`name`, `version` and the
     /// `fields` in declaration order, each with its `reducer` named as by
@@ -71,18 +74,6 @@ impl<S: State, D> CompiledGraph<S, D> {
                 }));
             }
         }
-        let fields: Vec<Value> = S::FIELDS
-            .iter()
-            .map(|f| {
-                json!({
-                    "name": f.name,
-                    "reducer": reducer_name(f.reducer),
-                    "type": f.ty,
-                    "personal": f.personal,
-                    "credential": f.credential,
-                })
-            })
-            .collect();
         json!({
             "format": DESCRIPTION_FORMAT,
             "name": self.name(),
@@ -90,8 +81,42 @@ impl<S: State, D> CompiledGraph<S, D> {
             "start": self.node_name(self.start()),
             "mermaid": self.mermaid(),
             "nodes": nodes,
-            "state": { "name": S::NAME, "version": S::VERSION, "fields": fields },
+            "id": self.release().id,
+            "version": self.version(),
+            "state": state_description::<S>(),
             "tools": tools,
         })
+    }
+}
+
+/// The state as a description gives it: `name`, `version` and the `fields` in declaration
+/// order, each with its `reducer`, Rust `type` and `personal` and `credential` marks.
+fn state_description<S: State>() -> Value {
+    let fields: Vec<Value> = S::FIELDS
+        .iter()
+        .map(|f| {
+            json!({
+                "name": f.name,
+                "reducer": reducer_name(f.reducer),
+                "type": f.ty,
+                "personal": f.personal,
+                "credential": f.credential,
+            })
+        })
+        .collect();
+    json!({ "name": S::NAME, "version": S::VERSION, "fields": fields })
+}
+
+impl<S: State, D> Lockable for CompiledGraph<S, D> {
+    fn lock_parts(&self) -> LockParts<'_> {
+        LockParts {
+            release: self.release(),
+            name: self.name(),
+            fingerprint: self.fingerprint(),
+            start: self.node_name(self.start()),
+            max_steps: self.max_steps(),
+            tools: self.nodes().iter().flat_map(|n| n.tools.iter().copied()).collect(),
+            state: state_description::<S>(),
+        }
     }
 }

@@ -106,6 +106,8 @@ pub(crate) struct Plan<S: State, D> {
     pub(crate) erase_deps: Option<fn(&D) -> &crate::tool::AnyDeps>,
     /// The tools of the graph's subgraphs, at every level; set by `#[graph]`.
     pub(crate) tools_below: Option<fn() -> Vec<ToolAt>>,
+    /// Its id, version and migrations; set by `#[graph]`.
+    pub(crate) release: crate::release::Release,
 }
 
 impl<S: State, D> Clone for CompiledGraph<S, D> {
@@ -135,9 +137,10 @@ pub fn compile<S: State, D>(spec: GraphSpec<S, D>) -> CompiledGraph<S, D> {
             overwrite_mask: S::overwrite_mask(),
             default_max_steps,
             fingerprint,
-            spec,
             erase_deps: None,
             tools_below: None,
+            release: crate::release::Release::unversioned(spec.name),
+            spec,
         }),
     }
 }
@@ -162,6 +165,25 @@ pub fn with_tools_below<S: State, D>(
 ) -> CompiledGraph<S, D> {
     if let Some(plan) = Arc::get_mut(&mut graph.inner) {
         plan.tools_below = Some(tools_below);
+    }
+    graph
+}
+
+/// Records the graph's id, version and declared migrations. `#[graph]` calls this.
+///
+/// From version 2 on, the version is part of the fingerprint: a thread stored on an older
+/// version always resumes through the migrations, even when only what the fingerprint cannot
+/// see changed (a tool's argument schema, a field's type). Version 1 keeps the fingerprint the
+/// graph had before it was versioned, so its stored threads resume as they did.
+pub fn with_release<S: State, D>(
+    mut graph: CompiledGraph<S, D>,
+    release: crate::release::Release,
+) -> CompiledGraph<S, D> {
+    if let Some(plan) = Arc::get_mut(&mut graph.inner) {
+        if release.version > 1 {
+            plan.fingerprint = fnv(&format!("{};version={}", plan.fingerprint, release.version));
+        }
+        plan.release = release;
     }
     graph
 }
@@ -206,6 +228,16 @@ impl<S: State, D> CompiledGraph<S, D> {
     /// The graph's name.
     pub fn name(&self) -> &'static str {
         self.inner.spec.name
+    }
+
+    /// Its id, version and declared migrations (`#[graph(id = .., version = ..)]`).
+    pub fn release(&self) -> &crate::release::Release {
+        &self.inner.release
+    }
+
+    /// Its version (`#[graph(version = N)]`, 1 when absent).
+    pub fn version(&self) -> u32 {
+        self.inner.release.version
     }
 
     /// The structural fingerprint: changes whenever nodes, routes, `writes`,
@@ -283,7 +315,11 @@ fn with_tools<S: State, D>(spec: &GraphSpec<S, D>) -> String {
         }
         canon.push_str("];");
     }
-    // FNV-1a, 64 bit, as the compile-time part.
+    fnv(&canon)
+}
+
+/// FNV-1a, 64 bit, as the compile-time part, in 16 hex digits.
+fn fnv(canon: &str) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for b in canon.bytes() {
         hash ^= u64::from(b);

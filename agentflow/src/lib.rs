@@ -100,6 +100,7 @@ mod outcome;
 pub mod persist;
 pub mod prebuilt;
 mod probe;
+pub mod release;
 mod run;
 pub mod saga;
 pub mod schedule;
@@ -302,6 +303,8 @@ pub use agentflow_macros::State;
 ///   delegate through [subgraphs](subgraph): 1 for the graph itself, plus the
 ///   depth of its deepest subgraph. A deeper graph is a compile error naming
 ///   the chain (`supervisor -> research -> search -> fetch`).
+/// - `id`, `version`, `locks`, `migrate(..)` (optional): a released graph, checked against
+///   its committed locks; see [`release`].
 ///
 /// In the module, the macro declares `pub fn graph()` (the compiled graph;
 /// another graph's node runs it as its child with

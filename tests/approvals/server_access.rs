@@ -85,7 +85,7 @@ async fn every_route_refuses_a_caller_without_its_operation() {
     assert!(checked >= 15, "every route but the document was tried: {checked}");
     // Nothing was done: no new thread, the approval still waits, no new audit entry.
     assert!(served.store.thread("new-1").unwrap().is_none());
-    assert!(served.store.list_schedules().unwrap().is_empty(), "no schedule was made");
+    assert!(served.store.scan_schedules().unwrap().items.is_empty(), "no schedule was made");
     let pending = served.client.get("/api/threads/acme-1/pending", &Who::Token("root-token")).await;
     assert_eq!(pending.json["approvals"][0]["status"], "PENDING", "{}", pending.json);
     assert_eq!(served.store.list_audit("acme-1").unwrap().len(), audit_before);

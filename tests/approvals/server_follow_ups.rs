@@ -1,6 +1,7 @@
 //! Follow-up runs and completion webhooks through the server's API: `POST /api/threads` naming a
 //! thread that waits for a person refused (409) with `reject` and queued behind its run with the
-//! default `enqueue`, run once the person decided; a start's webhook delivered by the server's
+//! default `enqueue` (with `wait`, answered at once as behind a waiting run), run once the person
+//! decided; a start's webhook delivered by the server's
 //! dispatcher, signed with the operator's secret, and a URL outside the allowed prefixes refused.
 
 use std::sync::{Arc, Mutex};
@@ -69,6 +70,16 @@ async fn a_follow_up_is_refused_with_reject_and_queued_behind_the_waiting_run_by
     assert_eq!(reply.status, 202, "{}", reply.json);
     assert_eq!((reply.json["status"].as_str(), reply.json["ahead"].as_u64()), (Some("behind"), Some(0)));
     assert_eq!(reply.json["thread"], "chat-1");
+    // Waited for behind a run that waits for a person: answered at once, saying so.
+    let waited = json!({ "graph": "refunds", "thread": "chat-1", "input": { "amount": 5 }, "wait": true });
+    let reply = served.client.post("/api/threads", &agent, Some(waited)).await;
+    assert_eq!(reply.status, 202, "{}", reply.json);
+    assert_eq!(
+        (reply.json["status"].as_str(), reply.json["ahead"].as_u64(), reply.json["stopped"].as_bool()),
+        (Some("behind_waiting"), Some(1), Some(false)),
+        "{}",
+        reply.json
+    );
     // An update that is not one of the graph's is refused, nothing queued.
     let wrong = json!({ "graph": "refunds", "thread": "chat-1", "input": { "amount": "five" } });
     let reply = served.client.post("/api/threads", &agent, Some(wrong)).await;
@@ -86,11 +97,14 @@ async fn a_follow_up_is_refused_with_reject_and_queued_behind_the_waiting_run_by
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     assert_eq!(second["arguments"]["amount"], 5, "{second}");
+    // The one sent with `wait` waits behind it; none failed.
+    let view = served.client.get("/api/threads/chat-1", &agent).await.json;
+    assert_eq!((view["follow_ups"]["waiting"].as_u64(), &view["follow_ups"]["last_failed"]), (Some(1), &Value::Null));
     let state = served.client.get("/api/threads/chat-1/state", &agent).await.json;
     assert_eq!(state["state"]["amount"], 5, "{state}");
     assert_eq!(state["state"]["outcome"]["result"]["refunded"], 40, "the first run's refund is kept: {state}");
     let submitted = served.audit("chat-1", "run.submitted");
-    assert_eq!(submitted.len(), 2);
+    assert_eq!(submitted.len(), 3);
     assert_eq!((submitted[1].actor.as_str(), &submitted[1].detail["follow_up"]), ("agent", &json!(true)));
     assert_eq!(served.audit("chat-1", "run.follow_up").len(), 1);
     served.stop().await;

@@ -90,3 +90,50 @@ async fn a_schedule_made_over_http_fires_on_the_servers_scheduler_and_its_run_co
     assert_eq!(client.get("/api/schedules", &agent).await.json, json!([]));
     served.stop().await;
 }
+
+/// A schedule is checked again at each fire, for its owner as the users file names them now:
+/// one whose owner lost `start` (the file changed since it was made), or is no longer in the
+/// file, starts nothing, is kept as it was, and its refusal is audited once, naming why; the
+/// schedule of an owner who may still start runs fires.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_schedule_whose_owner_lost_the_right_to_start_runs_is_refused_at_its_fire() {
+    use agentflow::schedule::{SCHEDULE_REFUSED_KIND, ScheduleRecord};
+    let people = vec![user("agent", &roles(&["start", "list"]), None), user("bob", &roles(&["list"]), None)];
+    let served = serve(&people).await;
+    // Made when their owners could start runs, due long ago (2024-03-10 12:00 UTC).
+    const DUE: u64 = 1_710_072_000_000;
+    for (id, owner) in [("by-agent", "agent"), ("by-bob", "bob"), ("by-gone", "gone")] {
+        let record = ScheduleRecord::new(id, "gated", "0 * * * *", br#"{"passed": false}"#.to_vec(), owner, DUE, 1);
+        served.store.put_schedule(record).unwrap();
+    }
+    let refusals = |id: &str| served.audit(&format!("{id}-20240310T1200Z"), SCHEDULE_REFUSED_KIND);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let fired = served.store.schedule("by-agent").unwrap().unwrap().last_thread.is_some();
+        if fired && refusals("by-bob").len() == 1 && refusals("by-gone").len() == 1 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the scheduler never looked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A later look of the scheduler (it fires a schedule made since): still refused, still
+    // audited once.
+    let later = ScheduleRecord::new("later", "gated", "0 * * * *", br#"{"passed": false}"#.to_vec(), "agent", DUE, 1);
+    served.store.put_schedule(later).unwrap();
+    while served.store.schedule("later").unwrap().unwrap().last_thread.is_none() {
+        assert!(tokio::time::Instant::now() < deadline, "the scheduler never looked again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for (id, why) in [("by-bob", "`bob` may not start"), ("by-gone", "`gone` is no longer a known user")] {
+        let kept = served.store.schedule(id).unwrap().unwrap();
+        assert_eq!((kept.next_at, kept.last_thread.as_deref()), (DUE, None), "{id}: kept as it was");
+        let audited = refusals(id);
+        assert_eq!(audited.len(), 1, "{id}: {audited:?}");
+        assert_eq!(audited[0].actor, format!("schedule:{id}"));
+        let reason = audited[0].detail["reason"].as_str().unwrap();
+        assert!(reason.contains(why), "{id}: {reason}");
+    }
+    let runs = served.store.list_runs().unwrap();
+    assert!(runs.iter().all(|r| r.owner == "agent"), "only the allowed owner's run was queued: {runs:?}");
+    served.stop().await;
+}

@@ -1,5 +1,6 @@
 //! Durable runs: what a store keeps across resumes (checkpoints, values read back, storage growth
-//! and compaction, leases, budgets, state updates of a paused thread).
+//! and compaction, leases, budgets, state updates of a paused thread, threads moved to a newer
+//! version of their graph).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -9,6 +10,8 @@ mod compaction_keeps_journal;
 mod encryption;
 mod event_log;
 mod fixtures_in_support;
+mod graph_locks;
+mod graph_versions;
 mod leases;
 mod nul_bytes;
 mod one_error_type;

@@ -27,7 +27,7 @@ pub(crate) const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("pauses", &["interrupt", "answer_error", "metrics"]),
-    ("durable", &["durable", "persist", "schedule"]),
+    ("durable", &["durable", "persist", "schedule", "release"]),
     ("outcomes", &["outcome", "event", "stream"]),
     ("saga", &["saga"]),
     ("approval", &["approval"]),

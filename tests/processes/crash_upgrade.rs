@@ -1,9 +1,9 @@
-//! SIGKILL while a store file of format 5 is moved to the current format (9): a child process opens a copy
+//! SIGKILL while a store file of format 5 is moved to the current format (10): a child process opens a copy
 //! of a format-5 file (which chains every thread's audit log, in the transaction that opens
 //! it) and says on stderr when it starts the open and when the open returned. The parent kills
 //! it a random 0-N ms after it started, N being about twice what the upgrade takes here. After
-//! every kill the file is of format 5 (the kill landed before the upgrade committed) or 9,
-//! never in between: it opens (moving it to format 9 if it was not), every thread's audit log
+//! every kill the file is of format 5 (the kill landed before the upgrade committed) or 10,
+//! never in between: it opens (moving it to format 10 if it was not), every thread's audit log
 //! verifies with the same links as an upgrade left alone makes, and each thread has as many
 //! entries as before.
 //!
@@ -88,7 +88,7 @@ fn chains(path: &Path, what: &str) -> Vec<(String, u64)> {
         })
         .collect();
     store.close().unwrap();
-    assert_eq!(redb_format(path).unwrap(), 9, "{what}: opening the file moved it to format 9");
+    assert_eq!(redb_format(path).unwrap(), 10, "{what}: opening the file moved it to format 10");
     heads
 }
 
@@ -141,7 +141,7 @@ fn sigkill_while_a_format_5_file_is_upgraded() {
                 assert!(!opened, "{what}: the child opened the file, which is still of format 5");
                 before_commit += 1;
             }
-            9 => {}
+            10 => {}
             other => panic!("{what}: the file is of format {other}"),
         }
         assert_eq!(chains(&path, &what), expected, "{what}: the chains differ from an upgrade left alone");

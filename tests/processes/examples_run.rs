@@ -26,6 +26,9 @@ mod mcp_tools;
 #[path = "../../examples/two_tenants.rs"]
 #[allow(dead_code, reason = "this test calls only the example's `main`")]
 mod two_tenants;
+#[path = "../../examples/upgrade.rs"]
+#[allow(dead_code, reason = "this test calls only the example's `main`")]
+mod upgrade;
 
 use std::path::Path;
 use std::process::{Command, ExitCode, Output, Stdio};
@@ -68,6 +71,7 @@ async fn example_child() {
         "two_tenants" => two_tenants::run_with_args(args.clone()).await,
         "governance" => governance::run_with_args(args.clone()).await,
         "mcp_tools" => mcp_tools::run_with_args(args.clone()).await,
+        "upgrade" => upgrade::run_with_args(args.clone()).await,
         other => panic!("no example `{other}` in this file"),
     };
     assert_eq!(code, ExitCode::SUCCESS, "example `{name}` {args:?} failed");
@@ -383,4 +387,38 @@ fn mcp_tools_calls_a_read_at_once_and_an_external_call_after_its_approval() {
         out.contains("audit log: approval.requested, approval.approved, approval.executing, approval.succeeded"),
         "{out}"
     );
+}
+
+/// `upgrade`, one version per process: a process with version 1 parks two threads (a review, an
+/// approval) and exits; a process with version 2 completes both through the declared migrations.
+/// The store then holds both threads completed under version 2's fingerprint, each with exactly
+/// one `graph.migrated` entry, and the renamed tool ran under its new name with mapped arguments.
+#[test]
+fn upgrade_parks_on_version_1_in_one_process_and_completes_on_version_2_in_another() {
+    let dir = temp_dir("upgrade");
+    let db = dir.join("upgrade.redb");
+    let file = db.to_str().unwrap();
+    let parked = run(&mut example("upgrade", &["park", "--store", file]), Duration::from_secs(60));
+    assert!(parked.contains("ticket-1 waits for a review in `review`"), "{parked}");
+    assert!(parked.contains("ticket-2 waits for an approval in `reply`"), "{parked}");
+    {
+        let store = open_redb(&db).unwrap();
+        for thread in ["ticket-1", "ticket-2"] {
+            assert_eq!(store.thread(thread).unwrap().unwrap().status, ThreadStatus::Interrupted);
+        }
+    }
+    let done = run(&mut example("upgrade", &["finish", "--store", file]), Duration::from_secs(60));
+    assert!(done.contains("sent a message to ticket-2@example.com: we are on it"), "{done}");
+    assert!(!done.contains("sent an email"), "version 1's tool ran: {done}");
+    let store = open_redb(&db).unwrap();
+    let fingerprint = upgrade::v2::tickets::graph().fingerprint().to_string();
+    for thread in ["ticket-1", "ticket-2"] {
+        let record = store.thread(thread).unwrap().unwrap();
+        assert_eq!(record.status, ThreadStatus::Completed, "{thread}");
+        assert_eq!(record.graph_fingerprint, fingerprint, "{thread}");
+        let audit = store.list_audit(thread).unwrap();
+        let migrated: Vec<_> = audit.iter().filter(|e| e.kind == "graph.migrated").collect();
+        assert_eq!(migrated.len(), 1, "{thread}: {audit:?}");
+        assert_eq!((migrated[0].detail["from"].as_u64(), migrated[0].detail["to"].as_u64()), (Some(1), Some(2)));
+    }
 }

@@ -12,6 +12,7 @@ mod crash_purge;
 mod crash_upgrade;
 mod examples_run;
 mod follow_up_kill;
+mod graph_upgrade;
 mod idempotent_start;
 mod mcp_served;
 mod otel_grpc;

@@ -1,7 +1,9 @@
 //! Follow-up runs and their multitask strategies, on a redb file: `reject` refuses while the
-//! thread's run waits for a person, `enqueue` runs after it ends (two follow-ups in order),
-//! `interrupt` cancels a running node and runs the follow-up next, `rollback` goes back to the
-//! checkpoint the cancelled run started from, keeping the history and auditing it.
+//! thread's run waits for a person, `enqueue` runs after it ends (two follow-ups in order, and
+//! held behind a paused run until it is resumed and ends), `interrupt` cancels a running node and
+//! runs the follow-up next (two in the order they came), `rollback` goes back to the checkpoint
+//! the cancelled run started from, keeping the history and auditing it (a newer rollback is not
+//! undone by an older one); a follow-up that cannot run is refused or audited.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -273,4 +275,158 @@ async fn a_follow_up_of_an_unknown_thread_is_refused_and_the_strategies_read_bac
         assert_eq!(Multitask::parse(strategy.as_str()), Some(strategy));
     }
     assert_eq!(Multitask::parse("queue"), None);
+}
+
+/// Waits until `thread`'s run is held behind it (parked `HELD`, no lease).
+async fn is_held(app: &App<Job, ()>, thread: &str) {
+    wait_until(&format!("{thread}'s run is held"), LIMIT, || {
+        app.live_runs().unwrap().iter().any(|r| r.thread == thread && r.wait == RunWait::Held && r.lease.is_none())
+    })
+    .await;
+}
+
+/// A run paused with a follow-up behind it is held, not ended: the follow-up waits (nothing of
+/// it applies) until a resume lets the run end, then runs after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_run_holds_its_follow_ups_until_it_is_resumed_and_ends() {
+    let app = app("follow-up-paused");
+    let marker = hold_marker("follow-up-paused");
+    app.submit_as("pz", &Job::new(3, false, 0).held_at(1, &marker), OWNER).unwrap();
+    let (token, handle) = start(&app);
+    wait_until("step b holds", LIMIT, || marker.exists()).await;
+    let next = Job::update().n(4).hold(None).trail(vec!["follow-up".into()]);
+    assert_eq!(
+        app.submit_follow_up("pz", &next, Multitask::Enqueue, "ada").unwrap(),
+        FollowUpQueued::Behind { ahead: 0 }
+    );
+    assert!(app.pause_run("pz").unwrap());
+    is_held(&app, "pz").await;
+    assert_eq!(app.thread("pz").unwrap().unwrap().status, ThreadStatus::Paused);
+    assert_eq!(app.backing_store().unwrap().list_follow_ups("pz").unwrap().len(), 1, "the follow-up waits");
+    assert_eq!(trail(&app, "pz"), ["a"], "nothing of the follow-up applied");
+    let refused = app.submit_follow_up("pz", &next, Multitask::Reject, "ada").unwrap_err();
+    assert!(matches!(&refused, WorkerError::FollowUpRefused { status, .. } if status == "paused"), "{refused}");
+
+    app.submit_resume("pz").unwrap();
+    wait_until("the follow-up ran", LIMIT, || count(&audit_kinds(&app, "pz"), "run.follow_up") == 1).await;
+    completes(&app, "pz").await;
+    let report = stop(token, handle).await;
+    std::fs::remove_file(&marker).ok();
+    assert_eq!((report.controlled, report.completed, report.failed), (1, 2, 0), "{report:?}");
+    // The paused run went on from its last step and ended; then the follow-up ran.
+    assert_eq!(trail(&app, "pz"), ["a", "b", "c", "follow-up", "a"]);
+}
+
+/// A follow-up of a thread paused with no run in the queue gets a run held for the thread: it
+/// waits for the thread's resume and end, then runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_of_a_thread_waiting_outside_the_queue_waits_for_its_run_to_end() {
+    let app = app("follow-up-paused-idle");
+    let marker = hold_marker("follow-up-paused-idle");
+    app.submit_as("pi", &Job::new(3, false, 0).held_at(1, &marker), OWNER).unwrap();
+    let (token, handle) = start(&app);
+    wait_until("step b holds", LIMIT, || marker.exists()).await;
+    assert!(app.pause_run("pi").unwrap());
+    wait_until("the run left the queue, paused", LIMIT, || {
+        app.live_runs().unwrap().iter().all(|r| r.thread != "pi")
+            && app.thread("pi").unwrap().is_some_and(|t| t.status == ThreadStatus::Paused)
+    })
+    .await;
+    let next = Job::update().n(4).hold(None).trail(vec!["follow-up".into()]);
+    assert_eq!(
+        app.submit_follow_up("pi", &next, Multitask::Enqueue, "ada").unwrap(),
+        FollowUpQueued::Behind { ahead: 0 }
+    );
+    is_held(&app, "pi").await;
+    assert_eq!(trail(&app, "pi"), ["a"], "nothing of the follow-up applied");
+    app.submit_resume("pi").unwrap();
+    wait_until("the follow-up ran", LIMIT, || count(&audit_kinds(&app, "pi"), "run.follow_up") == 1).await;
+    completes(&app, "pi").await;
+    stop(token, handle).await;
+    std::fs::remove_file(&marker).ok();
+    assert_eq!(trail(&app, "pi"), ["a", "b", "c", "follow-up", "a"]);
+}
+
+/// Two interrupts in a row run in the order they were submitted, each after the one before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupts_run_in_the_order_they_were_submitted() {
+    let app = app("follow-up-two-interrupts");
+    let marker = hold_marker("follow-up-two-interrupts");
+    app.submit_as("ii", &Job::new(3, false, 0).held_at(1, &marker), OWNER).unwrap();
+    let (token, handle) = start(&app);
+    wait_until("step b holds", LIMIT, || marker.exists()).await;
+    let first = Job::update().n(2).hold(None).trail(vec!["i1".into()]);
+    let second = Job::update().n(3).hold(None).trail(vec!["i2".into()]);
+    assert_eq!(
+        app.submit_follow_up("ii", &first, Multitask::Interrupt, "ada").unwrap(),
+        FollowUpQueued::Behind { ahead: 0 }
+    );
+    assert_eq!(
+        app.submit_follow_up("ii", &second, Multitask::Interrupt, "bob").unwrap(),
+        FollowUpQueued::Behind { ahead: 1 }
+    );
+    wait_until("both ran", LIMIT, || count(&audit_kinds(&app, "ii"), "run.follow_up") == 2).await;
+    completes(&app, "ii").await;
+    stop(token, handle).await;
+    std::fs::remove_file(&marker).ok();
+    assert_eq!(trail(&app, "ii"), ["a", "i1", "a", "i2", "a"]);
+}
+
+/// Two rollbacks of one run: the older runs first, and the newer, run after it, replaces the
+/// older's run too (its point decided at its claim), so the newer's input is the one that stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_rollback_is_not_undone_by_an_older_one() {
+    let app = app("follow-up-two-rollbacks");
+    let marker = hold_marker("follow-up-two-rollbacks");
+    app.submit_as("rr", &Job::new(3, false, 0).held_at(1, &marker), OWNER).unwrap();
+    let (token, handle) = start(&app);
+    wait_until("step b holds", LIMIT, || marker.exists()).await;
+    let older = Job::update().n(1).hold(None).trail(vec!["r1".into()]);
+    let newer = Job::update().n(2).hold(None).trail(vec!["r2".into()]);
+    app.submit_follow_up("rr", &older, Multitask::Rollback, "ada").unwrap();
+    app.submit_follow_up("rr", &newer, Multitask::Rollback, "bob").unwrap();
+    wait_until("both ran", LIMIT, || count(&audit_kinds(&app, "rr"), "run.follow_up") == 2).await;
+    completes(&app, "rr").await;
+    stop(token, handle).await;
+    std::fs::remove_file(&marker).ok();
+    // Back to the input for each: the newer's run is the thread's state.
+    assert_eq!(trail(&app, "rr"), ["r2", "a", "b"]);
+    let rolled: Vec<Value> = app
+        .audit_log("rr")
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "thread.rolled_back")
+        .map(|e| e.detail["from"].clone())
+        .collect();
+    assert_eq!(rolled, [0, 0]);
+}
+
+/// A follow-up of a thread another version of the graph wrote is refused at submission; one
+/// accepted before the thread changed fails at its claim with a `run.follow_up_failed` audit
+/// entry saying why, the thread left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_that_cannot_run_is_refused_or_audited() {
+    let app = app("follow-up-other-graph");
+    app.submit_as("og", &Job::new(1, false, 0), OWNER).unwrap();
+    let (token, handle) = start(&app);
+    completes(&app, "og").await;
+    stop(token, handle).await;
+    let next = Job::update().n(2);
+    assert_eq!(app.submit_follow_up("og", &next, Multitask::Enqueue, "ada").unwrap(), FollowUpQueued::Now);
+    let store = app.backing_store().unwrap();
+    let record = store.thread("og").unwrap().unwrap();
+    let other = agentflow::persist::ThreadRecord { graph_fingerprint: "another-version".into(), ..record };
+    store.commit_step(agentflow_store::StepCommit::new(other)).unwrap();
+    let refused = app.submit_follow_up("og", &next, Multitask::Enqueue, "ada").unwrap_err();
+    assert!(matches!(refused, WorkerError::FollowUpOtherGraph { ref stored, .. } if stored == "another-version"));
+
+    let (token, handle) = start(&app);
+    wait_until("the follow-up left the queue", LIMIT, || app.live_runs().unwrap().iter().all(|r| r.thread != "og"))
+        .await;
+    stop(token, handle).await;
+    let audit = app.audit_log("og").unwrap();
+    let failed = audit.iter().find(|e| e.kind == "run.follow_up_failed").expect("the failure is audited");
+    assert!(failed.detail["reason"].as_str().unwrap().contains("another version"), "{:?}", failed.detail);
+    assert_eq!(count(&audit_kinds(&app, "og"), "run.follow_up"), 0);
+    assert_eq!(app.state("og").unwrap().unwrap().state.counter, 1, "the thread is left as it was");
 }

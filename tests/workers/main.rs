@@ -6,9 +6,11 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod follow_up_rollback_retry;
 mod follow_ups;
 mod schedules;
 mod schedules_racing;
+mod schedules_revoked;
 mod webhooks;
 mod worker_answers;
 mod worker_approval_waits;

@@ -8,9 +8,9 @@ use crate::support::worker_graph::{Job, job, wait_until};
 use agentflow::access::{AccessError, Actor, Operation, RoleAccess};
 use agentflow::persist::ThreadStatus;
 use agentflow::prelude::*;
-use agentflow::schedule::{Cron, CronError, ScheduleError, ScheduleOptions, ScheduleRecord};
+use agentflow::schedule::{Cron, CronError, ScheduleError, ScheduleRecord};
 use agentflow::timer::{SchedulerConfig, now_ms};
-use agentflow::{CancellationToken, RedbStore, Store, Worker};
+use agentflow::{CancellationToken, RedbStore, Store, Submission, Worker};
 
 /// Who the scheduled runs act for: the jobs' graph lists a tool the default policy gates.
 pub const OWNER: &str = "agent:jobs";
@@ -145,9 +145,10 @@ fn schedules_are_the_graphs_and_the_tenants_they_belong_to() {
     let acme = app.acting_as(Actor::new("ann", ["ops"]).for_tenants(["acme"]));
     let globex = app.acting_as(Actor::new("gus", ["ops"]).for_tenants(["globex"]));
     let made =
-        acme.schedule_with("nightly", "0 2 * * *", &input, OWNER, ScheduleOptions::new().tenant("acme")).unwrap();
+        acme.schedule_with("nightly", "0 2 * * *", &input, Submission::new().owner(OWNER).tenant("acme")).unwrap();
     assert_eq!(made.tenant.as_deref(), Some("acme"));
-    let err = acme.schedule_with("x", "0 2 * * *", &input, OWNER, ScheduleOptions::new().tenant("globex")).unwrap_err();
+    let err =
+        acme.schedule_with("x", "0 2 * * *", &input, Submission::new().owner(OWNER).tenant("globex")).unwrap_err();
     assert!(matches!(err, ScheduleError::Access(AccessError::Denied { operation: Operation::Start, .. })), "{err}");
     let err = acme.schedule("x", "0 2 * * *", &input, OWNER).unwrap_err();
     assert!(matches!(err, ScheduleError::Access(_)), "an actor of named tenants makes no tenant-less schedule: {err}");
@@ -155,7 +156,7 @@ fn schedules_are_the_graphs_and_the_tenants_they_belong_to() {
     assert!(globex.schedules().unwrap().is_empty());
     assert!(!globex.unschedule("nightly").unwrap());
     assert!(matches!(
-        globex.schedule_with("nightly", "* * * * *", &input, OWNER, ScheduleOptions::new().tenant("globex")),
+        globex.schedule_with("nightly", "* * * * *", &input, Submission::new().owner(OWNER).tenant("globex")),
         Err(ScheduleError::Taken { .. })
     ));
     assert_eq!(acme.schedules().unwrap(), vec![made.clone()]);

@@ -16,7 +16,7 @@ use crate::support::temp::temp_dir;
 use crate::support::worker_graph::{Job, job, wait_until};
 use agentflow::prelude::*;
 use agentflow::webhook::{WebhookConfig, WebhookDispatcher, verify};
-use agentflow::{CancellationToken, Store, Worker};
+use agentflow::{CancellationToken, Store, Submission, Worker};
 use agentflow_store::{DeliveryStatus, NewAuditEntry, NewRun, WebhookDelivery};
 use serde_json::Value;
 
@@ -121,9 +121,10 @@ async fn a_webhook_is_tried_again_after_its_receiver_failed_and_its_signature_ve
 async fn a_delivery_is_given_up_after_its_last_attempt_or_at_once_outside_the_allow_list() {
     let (base, seen) = receiver(usize::MAX).await;
     let app = app("webhook-give-up");
-    run_with_webhook(&app, "failing", &format!("{base}/hooks/done")).await;
+    // Each URL carries a token: the audit entries name them masked.
+    run_with_webhook(&app, "failing", &format!("{base}/hooks/done?token=s3cret-1")).await;
     // A URL the operator does not allow (any more): never sent, given up at its first attempt.
-    run_with_webhook(&app, "elsewhere", "http://127.0.0.1:9/not-allowed").await;
+    run_with_webhook(&app, "elsewhere", "http://127.0.0.1:9/not-allowed?token=s3cret-2").await;
     let config = WebhookConfig::new(SECRET)
         .allow(format!("{base}/hooks/"))
         .attempts(3)
@@ -144,5 +145,23 @@ async fn a_delivery_is_given_up_after_its_last_attempt_or_at_once_outside_the_al
         assert_eq!(failed.len(), 1, "{thread}: {audit:?}");
         let said = failed[0].detail["error"].as_str().unwrap();
         assert!(said.contains(error), "{thread}: {said}");
+        let url = failed[0].detail["url"].as_str().unwrap();
+        assert!(url.ends_with("?token=***"), "{thread}: {url}");
+        assert!(!failed[0].detail.to_string().contains("s3cret"), "{thread}: {}", failed[0].detail);
     }
+}
+
+#[test]
+fn a_submitted_runs_audit_entry_names_its_webhook_masked() {
+    let app = app("webhook-masked");
+    let url = "https://ops:pa55@hooks.example.com/done?token=s3cret&v=2";
+    let submission = Submission::new().owner("agent:jobs").webhook(url);
+    app.submit_with("masked", &Job::new(1, false, 0), submission).unwrap();
+    let store = app.backing_store().unwrap();
+    let audit = store.list_audit("masked").unwrap();
+    let submitted = audit.iter().find(|e| e.kind == "run.submitted").expect("the submit is audited");
+    assert_eq!(submitted.detail["webhook"], "https://***@hooks.example.com/done?token=***&v=***");
+    assert!(!submitted.detail.to_string().contains("s3cret"), "{}", submitted.detail);
+    // The run itself keeps the URL as given: the delivery goes there.
+    assert_eq!(store.list_runs().unwrap()[0].webhook.as_deref(), Some(url));
 }

@@ -28,8 +28,9 @@ pub fn graph(args: TokenStream, input: TokenStream) -> TokenStream {
     let resolved = resolve(&parsed.ir);
     let mut diags = Diagnostics::default();
     let checked = check_all(&parsed.ir, &resolved, &mut diags);
+    let release = super::expand_release::prepare(&parsed, &mut diags);
     let errors = parsed.spans.render(diags, parsed.errors.take());
-    let module = expand(parsed, &resolved, &checked, errors.is_some());
+    let module = expand(parsed, &resolved, &checked, release.as_ref(), errors.is_some());
     let mut out = errors.map(|e| e.to_compile_error()).unwrap_or_default();
     out.extend(module);
     out
@@ -52,7 +53,14 @@ pub fn stray_node(_args: TokenStream, input: TokenStream) -> TokenStream {
     }
 }
 
-fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenStream {
+fn expand(
+    mut p: Parsed,
+    r: &Resolved,
+    c: &Checked,
+    release: Option<&super::expand_release::Prepared>,
+    has_errors: bool,
+) -> TokenStream {
+    let release_items = release.map(|rel| super::expand_release::items(&p, rel, has_errors));
     let state = p.state.clone();
     let deps = p.deps.clone();
     let mut extra: Vec<TokenStream> = Vec::new();
@@ -354,16 +362,22 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
             None => quote!(::core::option::Option::None),
         };
         let fingerprint = fingerprint(&p.ir, &state_name);
+        let compiled = super::expand_release::wrap(
+            quote! {
+                ::agentflow::__private::compile(::agentflow::__private::GraphSpec {
+                    name: #graph_name,
+                    start: ::agentflow::NodeId::new(#start),
+                    max_steps: #max_steps,
+                    fingerprint: #fingerprint,
+                    nodes: ::std::vec![#(#specs),*],
+                })
+            },
+            release,
+        );
         quote! {
             ::agentflow::__private::with_tools_below(
                 ::agentflow::__private::erase_deps(
-                    ::agentflow::__private::compile(::agentflow::__private::GraphSpec {
-                        name: #graph_name,
-                        start: ::agentflow::NodeId::new(#start),
-                        max_steps: #max_steps,
-                        fingerprint: #fingerprint,
-                        nodes: ::std::vec![#(#specs),*],
-                    }),
+                    #compiled,
                     |deps| deps,
                 ),
                 __agentflow_tools_below,
@@ -416,6 +430,7 @@ fn expand(mut p: Parsed, r: &Resolved, c: &Checked, has_errors: bool) -> TokenSt
     extra.push(quote_spanned! {name_span=>
         const _: () = ::agentflow::__private::check_depth(#graph_name, #max_depth, &SUBGRAPH_TREE);
     });
+    extra.extend(release_items);
     for tokens in extra {
         items.push(syn::Item::Verbatim(tokens));
     }

@@ -152,3 +152,57 @@ pub enum Param {
     /// No parameter.
     Missing,
 }
+
+/// What `#[graph(id = .., version = .., locks = .., migrate(..))]` declares.
+#[derive(Debug, Clone, Default)]
+pub struct ReleaseIr {
+    /// `id = ".."`, if written.
+    pub id: Option<(String, Loc)>,
+    /// `version = N`, if written (0 included, reported by the checks).
+    pub version: Option<(u32, Loc)>,
+    /// `locks = ".."`, if written.
+    pub locks: Option<(String, Loc)>,
+    /// Each `migrate(..)`, in the order written.
+    pub migrations: Vec<MigrationIr>,
+}
+
+impl ReleaseIr {
+    /// Whether the graph declares `id` or `version`: it has locks and a generated test.
+    pub fn is_released(&self) -> bool {
+        self.id.is_some() || self.version.is_some()
+    }
+
+    /// The declared version, 1 when absent.
+    pub fn version(&self) -> u32 {
+        self.version.as_ref().map_or(1, |v| v.0)
+    }
+
+    /// Where errors about the graph's version go: `version = N`, else `id = ".."`, else `fallback`.
+    pub fn version_loc(&self, fallback: Loc) -> Loc {
+        self.version.as_ref().map(|v| v.1).or(self.id.as_ref().map(|i| i.1)).unwrap_or(fallback)
+    }
+}
+
+/// One `migrate(from = K, ..)`.
+#[derive(Debug, Clone)]
+pub struct MigrationIr {
+    /// `from = K`.
+    pub from: u32,
+    /// Where `K` is written.
+    pub from_loc: Loc,
+    /// `nodes(a -> b)`, in order; `b` may be `END`.
+    pub nodes: Vec<(Named, Named)>,
+    /// `tools(a -> b | cancel)`, in order.
+    pub tools: Vec<(Named, ToolTarget)>,
+    /// `args(tool = path | cancel)`, in order: the tool, and whether its approvals are cancelled.
+    pub args: Vec<(Named, bool)>,
+}
+
+/// What a pending approval for a renamed or removed tool becomes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolTarget {
+    /// It asks for this tool.
+    Rename(Named),
+    /// It is cancelled.
+    Cancel,
+}

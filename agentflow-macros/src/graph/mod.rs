@@ -5,8 +5,11 @@
 pub mod algo;
 pub mod check;
 pub mod expand;
+pub mod expand_release;
 pub mod ir;
 pub mod listed;
+pub mod lock;
 pub mod parse;
+pub mod release_parse;
 pub mod resolve;
 pub mod signature;

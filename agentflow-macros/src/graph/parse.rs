@@ -9,7 +9,8 @@ use syn::spanned::Spanned;
 use syn::visit::Visit;
 use syn::{Token, bracketed};
 
-use super::ir::{GraphIr, Named, NodeIr, Route};
+use super::ir::{GraphIr, Named, NodeIr, ReleaseIr, Route};
+use super::release_parse::{ReleaseSyn, is_release_arg, parse_arg as parse_release_arg};
 use super::signature::{ParsedSignature, as_written, parse_signature};
 use crate::diag::{Spans, combine, list, unknown};
 use crate::keywords::{self as kw, body, graph as graph_kw, node as node_kw, retry as retry_kw};
@@ -22,6 +23,10 @@ pub struct Parsed {
     pub state: syn::Type,
     pub deps: syn::Type,
     pub nodes: Vec<NodeSyn>,
+    /// `id`, `version`, `locks` and `migrate(..)`.
+    pub release: ReleaseIr,
+    /// The fns of `migrate(.., args(tool = path))`.
+    pub release_syn: ReleaseSyn,
     pub errors: Option<syn::Error>,
 }
 
@@ -79,6 +84,8 @@ pub fn parse(args: TokenStream, input: TokenStream) -> syn::Result<Parsed> {
     let mut start = None;
     let mut max_steps = None;
     let mut max_depth = None;
+    let mut release = ReleaseIr::default();
+    let mut release_syn = ReleaseSyn::default();
     let mut arg_errors = None;
     let parser = syn::meta::parser(|meta| {
         let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
@@ -109,6 +116,7 @@ pub fn parse(args: TokenStream, input: TokenStream) -> syn::Result<Parsed> {
                     }
                     max_depth = Some(n);
                 }
+                k if is_release_arg(k) => parse_release_arg(&meta, k, &mut spans, &mut release, &mut release_syn)?,
                 _ => return Err(meta.error(unknown_arg("#[graph]", &key, graph_kw::ARGS))),
             }
             Ok(())
@@ -163,7 +171,7 @@ pub fn parse(args: TokenStream, input: TokenStream) -> syn::Result<Parsed> {
         max_depth,
         nodes: node_irs,
     };
-    Ok(Parsed { ir, spans, module, state, deps, nodes, errors })
+    Ok(Parsed { ir, spans, module, state, deps, nodes, release, release_syn, errors })
 }
 
 /// A type as a user would write it: `crate::Ticket`, not `crate :: Ticket`.

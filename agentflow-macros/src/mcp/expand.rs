@@ -1,7 +1,7 @@
 //! `mcp_tools!` IR -> tokens: per module, the snapshot embedded, `connect`, and per tool a unit
 //! struct implementing `agentflow::tool::Tool` with its argument structs.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
@@ -11,6 +11,7 @@ use super::names::ident_text;
 use super::parse::{ModuleSyn, parse};
 use super::schema::read_snapshot;
 use crate::diag::{Diagnostics, combine};
+use crate::source_path::resolve;
 
 pub fn mcp_tools(input: TokenStream) -> TokenStream {
     let parsed = match parse(input) {
@@ -37,37 +38,6 @@ pub fn mcp_tools(input: TokenStream) -> TokenStream {
     let mut tokens = parsed.spans.render(diags, unreadable).map(|e| e.to_compile_error()).unwrap_or_default();
     tokens.extend(out);
     tokens
-}
-
-/// The snapshot's path, relative to the directory of the file that calls the macro (or, where
-/// the compiler does not say which file that is, to the crate's manifest directory), made absolute.
-fn resolve(path: &str) -> PathBuf {
-    let path = Path::new(path);
-    let base = proc_macro::Span::call_site()
-        .local_file()
-        .filter(|f| f.is_file())
-        .and_then(|f| f.parent().map(Path::to_path_buf))
-        .or_else(|| std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from))
-        .unwrap_or_default();
-    let joined = base.join(path);
-    joined.canonicalize().unwrap_or_else(|_| lexical(&std::path::absolute(&joined).unwrap_or(joined)))
-}
-
-/// `a/b/../c` -> `a/c`, for a path that does not exist (so cannot be canonicalized) in a message.
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            std::path::Component::ParentDir if out.file_name().is_some() => {
-                out.pop();
-            }
-            // Above the root is the root.
-            std::path::Component::ParentDir if out.has_root() => {}
-            std::path::Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// An identifier for `name`, raw where it is a keyword.
@@ -312,12 +282,6 @@ fn ty(t: &Ty) -> TokenStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_missing_snapshot_is_named_without_dot_dots() {
-        assert_eq!(lexical(Path::new("/w/ui/fail/../../mcp/./x.json")), PathBuf::from("/w/mcp/x.json"));
-        assert_eq!(lexical(Path::new("/../x.json")), PathBuf::from("/x.json"));
-    }
 
     #[test]
     fn keywords_become_raw_identifiers_and_the_rest_plain_ones() {

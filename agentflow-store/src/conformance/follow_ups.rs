@@ -65,14 +65,15 @@ pub fn follow_ups_take_the_place_of_the_ended_run(store: &dyn Store) {
     let mut forked = follow_up("t", "f2", NOW + 4).as_follow_up(Some(7));
     forked.follow_up = false;
     let place = FollowUpPlace::Front;
+    // Those put at the front run in the order they were put there, before those at the back.
     assert_eq!(
         store.enqueue_follow_up(forked, submitted(NOW + 4), place).unwrap(),
-        FollowUpQueued::Behind { ahead: 0 }
+        FollowUpQueued::Behind { ahead: 1 }
     );
     let waiting = store.list_follow_ups("t").unwrap();
-    assert_eq!(inputs(&waiting), ["f2", "f1", "b1", "b2"]);
+    assert_eq!(inputs(&waiting), ["f1", "f2", "b1", "b2"]);
     assert!(waiting.iter().all(|r| r.follow_up && r.thread == "t" && r.wait == RunWait::Ready && r.claims == 0));
-    assert_eq!((waiting[0].fork_from, waiting[0].enqueued_at), (Some(7), NOW + 4));
+    assert_eq!((waiting[1].fork_from, waiting[1].enqueued_at), (Some(7), NOW + 4));
     assert_eq!(store.list_audit("t").unwrap().len(), 5);
     assert_eq!(store.list_runs().unwrap().len(), 1, "follow-ups are not queued runs");
 
@@ -91,21 +92,25 @@ pub fn follow_ups_take_the_place_of_the_ended_run(store: &dyn Store) {
     claim(store, "w3", NOW + 30);
     assert!(store.settle_run_and_release("t", "w3", &Settle::remove().handled(Some(RunControl::Cancel))).unwrap());
     let next = row(store, "t").expect("the first follow-up is queued");
-    assert_eq!(vec![input(&next)], ["f2"]);
+    assert_eq!(vec![input(&next)], ["f1"]);
     assert!(next.follow_up && next.control.is_none() && next.holder.is_none() && next.heartbeat_at.is_none());
-    assert_eq!((next.claims, next.wait, next.fork_from, next.webhook.as_deref()), (0, RunWait::Ready, Some(7), None));
-    assert_eq!(inputs(&store.list_follow_ups("t").unwrap()), ["f1", "b1", "b2"]);
+    assert_eq!((next.claims, next.wait, next.fork_from, next.webhook.as_deref()), (0, RunWait::Ready, None, None));
+    assert_eq!(inputs(&store.list_follow_ups("t").unwrap()), ["f2", "b1", "b2"]);
+    // One more put at the front goes after `f2`, before those at the back.
+    assert_eq!(enqueue("f3", NOW + 5, FollowUpPlace::Front).unwrap(), FollowUpQueued::Behind { ahead: 1 });
+    assert_eq!(enqueue("b3", NOW + 6, FollowUpPlace::Back).unwrap(), FollowUpQueued::Behind { ahead: 4 });
+    assert_eq!(inputs(&store.list_follow_ups("t").unwrap()), ["f2", "f3", "b1", "b2", "b3"]);
 
     // A settle by another holder changes nothing.
     claim(store, "w4", NOW + 40);
     assert!(!store.settle_run("t", "w5", &Settle::remove()).unwrap());
-    assert_eq!(inputs(&store.list_follow_ups("t").unwrap()), ["f1", "b1", "b2"]);
-    for (i, want) in ["f1", "b1", "b2"].into_iter().enumerate() {
+    assert_eq!(inputs(&store.list_follow_ups("t").unwrap()).len(), 5);
+    for (i, want) in ["f2", "f3", "b1", "b2", "b3"].into_iter().enumerate() {
         assert!(store.settle_run_and_release("t", &format!("w{}", 4 + i), &Settle::remove()).unwrap());
         assert_eq!(vec![input(&row(store, "t").expect("next"))], [want]);
         claim(store, &format!("w{}", 5 + i), NOW + 50 + i as u64);
     }
-    assert!(store.settle_run_and_release("t", "w7", &Settle::remove()).unwrap());
+    assert!(store.settle_run_and_release("t", "w9", &Settle::remove()).unwrap());
     assert!(row(store, "t").is_none() && store.list_follow_ups("t").unwrap().is_empty(), "the queue is empty");
     // A thread with no run: its next follow-up is queued at once again.
     assert_eq!(enqueue("again", NOW + 90, FollowUpPlace::Front).unwrap(), FollowUpQueued::Now);
@@ -187,7 +192,7 @@ pub fn purge_removes_follow_ups_and_webhook_deliveries(store: &dyn Store) {
     assert!(row(store, "t").is_none());
     assert!(store.list_follow_ups("t").unwrap().is_empty());
     assert!(store.list_webhooks("t").unwrap().is_empty());
-    assert!(store.due_webhooks(u64::MAX, 10).unwrap().iter().all(|d| d.thread == "other"));
+    assert!(store.due_webhooks(u64::MAX, 10).unwrap().items.iter().all(|d| d.thread == "other"));
     // The other thread keeps its own.
     assert_eq!(store.list_follow_ups("other").unwrap().len(), 2);
     assert_eq!(store.list_webhooks("other").unwrap().len(), 1);

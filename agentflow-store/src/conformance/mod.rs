@@ -19,6 +19,7 @@ mod effect_batches;
 mod effects;
 mod events;
 mod fixtures;
+mod follow_up_rules;
 mod follow_ups;
 mod graph_descriptions;
 mod idempotency;
@@ -53,6 +54,10 @@ pub use events::{
     event_log_reads_after_an_id, event_log_refused_commit_writes_none, event_log_wakes_readers,
 };
 pub use fixtures::{NOW, approval, commit, concat, root, step, thread};
+pub use follow_up_rules::{
+    a_held_run_keeps_follow_ups_until_the_thread_s_run_ends, follow_up_rules_decide_about_the_thread_s_run,
+    reject_race_queues_one,
+};
 pub use follow_ups::{
     follow_ups_race_the_settle, follow_ups_take_the_place_of_the_ended_run,
     purge_removes_follow_ups_and_webhook_deliveries, settle_writes_the_webhook_delivery_once,
@@ -152,6 +157,12 @@ pub const CASES: &[(&str, Case)] = &[
     ("settle_writes_the_webhook_delivery_once", settle_writes_the_webhook_delivery_once),
     ("purge_removes_follow_ups_and_webhook_deliveries", purge_removes_follow_ups_and_webhook_deliveries),
     ("follow_ups_race_the_settle", follow_ups_race_the_settle),
+    (
+        "a_held_run_keeps_follow_ups_until_the_thread_s_run_ends",
+        a_held_run_keeps_follow_ups_until_the_thread_s_run_ends,
+    ),
+    ("follow_up_rules_decide_about_the_thread_s_run", follow_up_rules_decide_about_the_thread_s_run),
+    ("reject_race_queues_one", reject_race_queues_one),
     ("schedules_roundtrip", schedules_roundtrip),
     ("schedule_fire_moves_next_at_and_queues_the_run", schedule_fire_moves_next_at_and_queues_the_run),
     ("schedule_fire_race", schedule_fire_race),

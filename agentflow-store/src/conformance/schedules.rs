@@ -32,7 +32,7 @@ fn fire_of(schedule: &ScheduleRecord, now: u64, next_at: u64) -> ScheduleFire {
 
 /// Schedules are kept by id (a put replaces), read, listed by id and removed.
 pub fn schedules_roundtrip(store: &dyn Store) {
-    assert!(store.list_schedules().unwrap().is_empty());
+    assert!(store.scan_schedules().unwrap().items.is_empty());
     assert_eq!(store.schedule("nightly").unwrap(), None);
     let s = nightly(NOW + HOUR);
     store.put_schedule(s.clone()).unwrap();
@@ -45,10 +45,10 @@ pub fn schedules_roundtrip(store: &dyn Store) {
     replaced.cron = "30 2 * * *".to_string();
     replaced.webhook = None;
     store.put_schedule(replaced.clone()).unwrap();
-    assert_eq!(store.list_schedules().unwrap(), [other.clone(), replaced]);
+    assert_eq!(store.scan_schedules().unwrap().items, [other.clone(), replaced]);
     assert!(store.delete_schedule("nightly").unwrap());
     assert!(!store.delete_schedule("nightly").unwrap());
-    assert_eq!(store.list_schedules().unwrap(), [other]);
+    assert_eq!(store.scan_schedules().unwrap().items, [other]);
 }
 
 /// A fire whose `next_at` is still the schedule's moves it and queues the run with its audit

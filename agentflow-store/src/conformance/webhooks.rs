@@ -29,12 +29,12 @@ fn ids(deliveries: &[WebhookDelivery]) -> Vec<u64> {
 pub fn webhook_attempts_retry_give_up_and_deliver(store: &dyn Store) {
     let d = deliver(store, "t", NOW);
     assert_eq!((d.status, d.attempts, d.next_at, d.created_at), (DeliveryStatus::Pending, 0, NOW, NOW));
-    assert!(store.due_webhooks(NOW - 1, 10).unwrap().is_empty(), "not due before it was made");
-    assert_eq!(store.due_webhooks(NOW, 10).unwrap(), std::slice::from_ref(&d));
+    assert!(store.due_webhooks(NOW - 1, 10).unwrap().items.is_empty(), "not due before it was made");
+    assert_eq!(store.due_webhooks(NOW, 10).unwrap().items, std::slice::from_ref(&d));
 
     assert!(store.claim_webhook(d.id, "d1", NOW, NOW + 30_000).unwrap());
     assert!(!store.claim_webhook(d.id, "d2", NOW + 1, NOW + 30_001).unwrap(), "held by d1");
-    assert!(store.due_webhooks(NOW + 1, 10).unwrap().is_empty(), "a held delivery is not due");
+    assert!(store.due_webhooks(NOW + 1, 10).unwrap().items.is_empty(), "a held delivery is not due");
     assert!(store.claim_webhook(d.id, "d1", NOW + 2, NOW + 30_002).unwrap(), "its holder holds it again");
     assert!(!store.claim_webhook(d.id + 1_000, "d1", NOW, NOW + 1).unwrap(), "no such delivery");
     let retry = || WebhookSettle::Retry { next_at: NOW + 1_000, error: "HTTP 503".to_string() };
@@ -44,13 +44,13 @@ pub fn webhook_attempts_retry_give_up_and_deliver(store: &dyn Store) {
     assert_eq!((after.attempts, after.next_at, after.last_error.as_deref()), (1, NOW + 1_000, Some("HTTP 503")));
     assert_eq!((after.status, after.holder.as_deref()), (DeliveryStatus::Pending, None));
     assert!(!store.settle_webhook(d.id, "d1", retry()).unwrap(), "its hold ended with the attempt");
-    assert!(store.due_webhooks(NOW + 999, 10).unwrap().is_empty());
-    assert_eq!(ids(&store.due_webhooks(NOW + 1_000, 10).unwrap()), [d.id]);
+    assert!(store.due_webhooks(NOW + 999, 10).unwrap().items.is_empty());
+    assert_eq!(ids(&store.due_webhooks(NOW + 1_000, 10).unwrap().items), [d.id]);
 
     // A hold that expired is taken over.
     assert!(store.claim_webhook(d.id, "d1", NOW + 1_000, NOW + 1_500).unwrap());
     assert!(!store.claim_webhook(d.id, "d2", NOW + 1_499, NOW + 2_000).unwrap());
-    assert_eq!(ids(&store.due_webhooks(NOW + 1_500, 10).unwrap()), [d.id], "due again once its hold expired");
+    assert_eq!(ids(&store.due_webhooks(NOW + 1_500, 10).unwrap().items), [d.id], "due again once its hold expired");
     assert!(store.claim_webhook(d.id, "d2", NOW + 1_500, NOW + 2_000).unwrap());
     assert!(!store.settle_webhook(d.id, "d1", retry()).unwrap(), "d1's hold was taken over");
     assert!(store.settle_webhook(d.id, "d2", WebhookSettle::GiveUp { error: "HTTP 410".to_string() }).unwrap());
@@ -59,7 +59,7 @@ pub fn webhook_attempts_retry_give_up_and_deliver(store: &dyn Store) {
         (failed.status, failed.attempts, failed.last_error.as_deref()),
         (DeliveryStatus::Failed, 2, Some("HTTP 410"))
     );
-    assert!(store.due_webhooks(u64::MAX, 10).unwrap().is_empty(), "given up");
+    assert!(store.due_webhooks(u64::MAX, 10).unwrap().items.is_empty(), "given up");
     assert!(!store.claim_webhook(d.id, "d3", NOW + 3_000, NOW + 4_000).unwrap(), "a failed delivery is not claimed");
 
     let e = deliver(store, "u", NOW + 10);
@@ -71,7 +71,7 @@ pub fn webhook_attempts_retry_give_up_and_deliver(store: &dyn Store) {
         (delivered.status, delivered.attempts, delivered.holder.as_deref()),
         (DeliveryStatus::Delivered, 1, None)
     );
-    assert!(store.due_webhooks(u64::MAX, 10).unwrap().is_empty(), "delivered");
+    assert!(store.due_webhooks(u64::MAX, 10).unwrap().items.is_empty(), "delivered");
     assert!(!store.settle_webhook(e.id, "d1", WebhookSettle::Delivered { at: NOW + 30 }).unwrap());
 }
 
@@ -80,14 +80,14 @@ pub fn due_webhooks_longest_due_first(store: &dyn Store) {
     let late = deliver(store, "a", NOW + 2);
     let early = deliver(store, "b", NOW);
     let middle = deliver(store, "c", NOW + 1);
-    assert_eq!(ids(&store.due_webhooks(NOW + 5, 10).unwrap()), [early.id, middle.id, late.id]);
-    assert_eq!(ids(&store.due_webhooks(NOW + 5, 2).unwrap()), [early.id, middle.id]);
-    assert_eq!(ids(&store.due_webhooks(NOW + 1, 10).unwrap()), [early.id, middle.id]);
+    assert_eq!(ids(&store.due_webhooks(NOW + 5, 10).unwrap().items), [early.id, middle.id, late.id]);
+    assert_eq!(ids(&store.due_webhooks(NOW + 5, 2).unwrap().items), [early.id, middle.id]);
+    assert_eq!(ids(&store.due_webhooks(NOW + 1, 10).unwrap().items), [early.id, middle.id]);
     // A retry moves a delivery behind the ones due before it.
     assert!(store.claim_webhook(early.id, "d", NOW + 5, NOW + 10).unwrap());
     let retry = WebhookSettle::Retry { next_at: NOW + 3, error: "timeout".to_string() };
     assert!(store.settle_webhook(early.id, "d", retry).unwrap());
-    assert_eq!(ids(&store.due_webhooks(NOW + 5, 10).unwrap()), [middle.id, late.id, early.id]);
+    assert_eq!(ids(&store.due_webhooks(NOW + 5, 10).unwrap().items), [middle.id, late.id, early.id]);
 }
 
 /// Eight dispatchers claim one delivery at once: one holds it.

@@ -9,6 +9,7 @@ use futures_util::future::{join, join3};
 use tokio_postgres::Row;
 
 use crate::error::StorageError;
+use crate::listing::Listing;
 use crate::postgres::error::{Fail, decode_error};
 use crate::postgres::pool::PgPool;
 use crate::postgres::sql::{self, time, uint};
@@ -26,7 +27,9 @@ const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wai
 /// the thread and of its subgraph children at every level: threads under `{thread}/` whose
 /// parents lead to it) none of which waits any more or whose thread's timer (the first expiry)
 /// is not later than `$2`, or is parked for a timer not later than `$2`, or is parked for an
-/// answer and its thread is neither `interrupted` nor `failed` any more. Takes their threads'
+/// answer and its thread is neither `interrupted` nor `failed` any more, or is held
+/// (`HELD`) and its thread is neither `interrupted`, `paused`, nor `sleeping` on a timer later
+/// than `$2` (or on none). Takes their threads'
 /// leases for holder `$4` until `$5` (as `acquire_lease` does at `$2`: a new holder
 /// increments the fencing token), marks the queue rows of the threads won and answers them
 /// with their leases.
@@ -46,7 +49,10 @@ const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at FROM run_que
            OR (q.wait = 'TIMER' AND NOT EXISTS (SELECT 1 FROM threads t \
                  WHERE t.id = q.thread AND t.wake_at > $2)) \
            OR (q.wait = 'ANSWER' AND NOT EXISTS (SELECT 1 FROM threads t \
-                 WHERE t.id = q.thread AND t.status IN ('interrupted', 'failed')))) \
+                 WHERE t.id = q.thread AND t.status IN ('interrupted', 'failed'))) \
+           OR (q.wait = 'HELD' AND NOT EXISTS (SELECT 1 FROM threads t \
+                 WHERE t.id = q.thread AND (t.status IN ('interrupted', 'paused') \
+                   OR (t.status = 'sleeping' AND (t.wake_at IS NULL OR t.wake_at > $2)))))) \
          AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.thread = q.thread AND l.holder IS NOT NULL \
                AND l.expires_at > $2) \
        ORDER BY q.enqueued_at, q.thread LIMIT $3 \
@@ -249,7 +255,8 @@ pub(crate) async fn controls<C: GenericClient>(
 /// The settle of holder `$2`'s claim of thread `$1` (see [`Settle`]), as common table
 /// expressions: a cancel request `$5` (what the worker acted on) does not name keeps the row,
 /// claimable at once (`kept`); otherwise, with a wait `$3` the row is parked waiting on the
-/// approvals `$4`, its request cleared (`parked`), and without one it is removed (`removed`),
+/// approvals `$4`, its request cleared (`parked`; held, `HELD`, only while follow-ups wait
+/// behind it), and without one (or held with none behind it) it is removed (`removed`),
 /// or, when follow-up runs wait behind it (its `follow_ups` count, kept under the row's lock),
 /// it becomes the first of them, ready (`replaced`, which `popped` takes from `follow_ups`). The
 /// four are exclusive. With a delivery (URL `$6`, payload `$7`, made at `$8`) and a row that has
@@ -268,10 +275,10 @@ macro_rules! settle_ctes {
            RETURNING thread), \
          parked AS (UPDATE run_queue SET wait = $3, awaits = $4, control = NULL, \
              webhook = CASE WHEN $6::text IS NULL THEN webhook END \
-           WHERE thread = $1 AND holder = $2 AND $3::text IS NOT NULL \
+           WHERE thread = $1 AND holder = $2 AND $3::text IS NOT NULL AND ($3::text <> 'HELD' OR follow_ups > 0) \
            AND (control IS DISTINCT FROM 'CANCEL' OR COALESCE($5::text, '') = 'CANCEL') RETURNING thread), \
-         removed AS (DELETE FROM run_queue WHERE thread = $1 AND holder = $2 AND $3::text IS NULL \
-           AND follow_ups = 0 \
+         removed AS (DELETE FROM run_queue WHERE thread = $1 AND holder = $2 \
+           AND ($3::text IS NULL OR $3::text = 'HELD') AND follow_ups = 0 \
            AND (control IS DISTINCT FROM 'CANCEL' OR COALESCE($5::text, '') = 'CANCEL') RETURNING thread), \
          replaced AS (UPDATE run_queue q SET graph = n.graph, input = n.input, owner = n.owner, \
              enqueued_at = n.enqueued_at, tenant = n.tenant, follow_up = true, fork_from = n.fork_from, \
@@ -399,15 +406,21 @@ pub(crate) async fn control<C: GenericClient>(
     }))
 }
 
-pub(crate) async fn list<C: GenericClient>(ctx: &PgPool, c: &C) -> Result<Vec<QueuedRun>, Fail<QueueError>> {
-    let rows = sql::query(
-        c,
-        &format!(
-            "SELECT {COLUMNS} FROM run_queue q LEFT JOIN leases l ON l.thread = q.thread AND l.holder IS NOT NULL \
-             ORDER BY q.thread"
-        ),
-        &[],
+/// Every queued run with its lease, by thread.
+fn list_sql() -> String {
+    format!(
+        "SELECT {COLUMNS} FROM run_queue q LEFT JOIN leases l ON l.thread = q.thread AND l.holder IS NOT NULL \
+         ORDER BY q.thread"
     )
-    .await?;
+}
+
+pub(crate) async fn list<C: GenericClient>(ctx: &PgPool, c: &C) -> Result<Vec<QueuedRun>, Fail<QueueError>> {
+    let rows = sql::query(c, &list_sql(), &[]).await?;
     Ok(rows.iter().map(|r| run_from_row(&ctx.path, r)).collect::<Result<_, _>>()?)
+}
+
+/// [`list`], but a row that does not decode is skipped and reported.
+pub(crate) async fn scan<C: GenericClient>(ctx: &PgPool, c: &C) -> Result<Listing<QueuedRun>, Fail<QueueError>> {
+    let rows = sql::query(c, &list_sql(), &[]).await?;
+    Ok(sql::lenient(rows.iter().map(|r| run_from_row(&ctx.path, r)))?)
 }

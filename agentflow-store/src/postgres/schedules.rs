@@ -10,6 +10,7 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
 use crate::error::StorageError;
+use crate::listing::Listing;
 use crate::postgres::approvals::append_audit;
 use crate::postgres::error::{Fail, decode_error};
 use crate::postgres::pool::PgPool;
@@ -67,9 +68,9 @@ pub(crate) async fn get<C: GenericClient>(
 }
 
 /// Every schedule, by id.
-pub(crate) async fn list<C: GenericClient>(ctx: &PgPool, c: &C) -> Result<Vec<ScheduleRecord>, Fail<QueueError>> {
+pub(crate) async fn scan<C: GenericClient>(ctx: &PgPool, c: &C) -> Result<Listing<ScheduleRecord>, Fail<QueueError>> {
     let rows = sql::query(c, &format!("SELECT {COLUMNS} FROM schedules ORDER BY id"), &[]).await?;
-    Ok(rows.iter().map(|r| schedule_from(&ctx.path, r)).collect::<Result<_, _>>()?)
+    Ok(sql::lenient(rows.iter().map(|r| schedule_from(&ctx.path, r)))?)
 }
 
 /// The fire `fire` in the caller's transaction: `false` when the schedule is gone or moved on

@@ -254,6 +254,12 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX IF NOT EXISTS webhooks_by_thread ON {s}.webhooks (thread, id);
     CREATE INDEX IF NOT EXISTS webhooks_due ON {s}.webhooks (next_at, id) WHERE status = 'PENDING';
     "#,
+    // 13: a queued run may be held behind a thread that waits outside the queue (`wait` =
+    // 'HELD', `RunWait::Held`), which older builds cannot read; follow-ups put at the front take
+    // negative places in the order they were put there (the index finds them).
+    r#"
+    CREATE INDEX IF NOT EXISTS follow_ups_front ON {s}.follow_ups (thread, pos) WHERE pos < 0;
+    "#,
 ];
 
 /// The version whose migration adds the audit chain's columns, after which [`chain_audit`]

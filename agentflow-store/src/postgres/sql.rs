@@ -9,6 +9,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::{FromSql, ToSql};
 
 use crate::error::StorageError;
+use crate::listing::Listing;
 use crate::postgres::error::{decode_error, out_of_range};
 
 /// Parameters of a statement.
@@ -64,4 +65,18 @@ pub(crate) fn uint(path: &Path, table: &str, key: impl FnOnce() -> String, value
 /// UTF-8 (a `SQL_ASCII` database takes any bytes), or a column someone altered to another type.
 pub(crate) fn col<'a, T: FromSql<'a>>(path: &Path, table: &str, row: &'a Row, idx: usize) -> Result<T, StorageError> {
     row.try_get(idx).map_err(|e| decode_error(path, table, "?".to_string(), e.to_string()))
+}
+
+/// The records of `read` that decode, and the decode error of each that does not (a lenient
+/// listing); another error fails the listing.
+pub(crate) fn lenient<T>(read: impl Iterator<Item = Result<T, StorageError>>) -> Result<Listing<T>, StorageError> {
+    let (mut items, mut skipped) = (Vec::new(), Vec::new());
+    for record in read {
+        match record {
+            Ok(record) => items.push(record),
+            Err(e @ StorageError::Decode { .. }) => skipped.push(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Listing::new(items, skipped))
 }

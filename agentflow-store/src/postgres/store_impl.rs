@@ -434,6 +434,10 @@ impl Store for PostgresStore {
         on_client!(self, |ctx, c| queue::list(ctx, &c).await)
     }
 
+    fn scan_runs(&self) -> Result<Listing<QueuedRun>, QueueError> {
+        on_client!(self, |ctx, c| queue::scan(ctx, &c).await)
+    }
+
     fn due_timers(&self, until: u64, limit: usize) -> Result<Vec<Timer>, ReadError> {
         self.call(move |ctx| async move { Ok(reads::due_timers(&ctx, until, limit).await?) })
     }
@@ -619,18 +623,18 @@ impl Store for PostgresStore {
         entry: NewAuditEntry,
         place: FollowUpPlace,
     ) -> Result<FollowUpQueued, QueueError> {
-        let run = NewRun { follow_up: true, ..run };
-        self.call(move |ctx| async move {
-            let ctx = &*ctx;
-            in_transaction!(ctx, Durability::Immediate, |tx| async {
-                crate::checks::check_detail(&run.thread, &entry).map_err(|e| Fail::Refused(e.into()))?;
-                idempotency::keep(ctx, &tx, &run).await?;
-                let queued = follow_ups::enqueue(ctx, &tx, &run, place).await?;
-                approvals::append_audit::<_, QueueError>(ctx, &tx, &run.thread, &entry).await?;
-                Ok::<_, Fail<QueueError>>(queued)
-            }
-            .await)
-        })
+        self.call(move |ctx| async move { follow_ups::submit(&ctx, run, entry, Err(place)).await })
+    }
+
+    /// One transaction: the thread's queued run is read, and the follow-up added, under its
+    /// row's lock.
+    fn enqueue_follow_up_as(
+        &self,
+        run: NewRun,
+        entry: NewAuditEntry,
+        rule: crate::FollowUpRule,
+    ) -> Result<FollowUpQueued, QueueError> {
+        self.call(move |ctx| async move { follow_ups::submit(&ctx, run, entry, Ok(rule)).await })
     }
 
     fn list_follow_ups(&self, thread: &str) -> Result<Vec<QueuedRun>, QueueError> {
@@ -652,8 +656,8 @@ impl Store for PostgresStore {
         on_client!(self, |ctx, c| schedules::get(ctx, &c, &id).await)
     }
 
-    fn list_schedules(&self) -> Result<Vec<ScheduleRecord>, QueueError> {
-        on_client!(self, |ctx, c| schedules::list(ctx, &c).await)
+    fn scan_schedules(&self) -> Result<Listing<ScheduleRecord>, QueueError> {
+        on_client!(self, |ctx, c| schedules::scan(ctx, &c).await)
     }
 
     /// One transaction: a compare-and-set `UPDATE` of the schedule's row, then the run.
@@ -664,7 +668,7 @@ impl Store for PostgresStore {
         })
     }
 
-    fn due_webhooks(&self, now: u64, limit: usize) -> Result<Vec<WebhookDelivery>, QueueError> {
+    fn due_webhooks(&self, now: u64, limit: usize) -> Result<Listing<WebhookDelivery>, QueueError> {
         on_client!(self, |ctx, c| webhooks::due(ctx, &c, now, limit).await)
     }
 

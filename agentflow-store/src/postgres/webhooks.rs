@@ -10,6 +10,7 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
 use crate::error::StorageError;
+use crate::listing::Listing;
 use crate::postgres::error::{Fail, decode_error};
 use crate::postgres::pool::PgPool;
 use crate::postgres::sql::{self, time, uint};
@@ -39,10 +40,19 @@ pub(crate) async fn due<C: GenericClient>(
     c: &C,
     now: u64,
     limit: usize,
-) -> Result<Vec<WebhookDelivery>, Fail<QueueError>> {
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let rows = sql::query(c, DUE, &[&time(now), &limit]).await?;
-    Ok(rows.iter().map(|r| delivery_from(&ctx.path, r)).collect::<Result<_, _>>()?)
+) -> Result<Listing<WebhookDelivery>, Fail<QueueError>> {
+    // A row that does not decode is not counted in `limit`: asked again for as many more.
+    let mut ask = limit;
+    loop {
+        let rows = sql::query(c, DUE, &[&time(now), &i64::try_from(ask).unwrap_or(i64::MAX)]).await?;
+        let mut due = sql::lenient(rows.iter().map(|r| delivery_from(&ctx.path, r)))?;
+        let more = limit.saturating_add(due.skipped.len());
+        if due.skipped.is_empty() || rows.len() < ask || due.items.len() >= limit || more <= ask {
+            due.items.truncate(limit);
+            return Ok(due);
+        }
+        ask = more;
+    }
 }
 
 pub(crate) async fn claim<C: GenericClient>(

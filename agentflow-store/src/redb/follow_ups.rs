@@ -1,8 +1,9 @@
 //! The follow-up runs waiting behind a thread's queued run in a [`RedbStore`](crate::RedbStore)
 //! file (see [`Store::enqueue_follow_up`](crate::Store::enqueue_follow_up)): table
 //! [`tables::FOLLOW_UPS`], keyed by (thread, place), the first to run at the lowest place. A
-//! follow-up put at the back takes the place after the last, one put at the front the place
-//! before the first.
+//! follow-up put at the front takes a negative place, after the other negative ones (from
+//! [`FRONT_FIRST`] on: those run in the order they were put there); one put at the back the
+//! place after the last, never negative.
 
 use std::path::Path;
 
@@ -16,6 +17,9 @@ use crate::redb::error::WithPath;
 use crate::redb::reads::decode;
 use crate::redb::tables;
 use crate::redb::writer::Tx;
+
+/// The place of the first follow-up put at the front of a thread that has none there.
+const FRONT_FIRST: i64 = i64::MIN / 2;
 
 /// A follow-up as its row keeps it (its thread is the row's key; it is a follow-up run).
 fn encode(run: &NewRun) -> Vec<u8> {
@@ -77,13 +81,10 @@ pub(crate) fn push(tx: &Tx<'_>, run: &NewRun, place: FollowUpPlace) -> Result<us
     let path = tx.path;
     let thread = run.thread.as_str();
     let mut table = tx.txn.open_table(tables::FOLLOW_UPS).ctx(path)?;
-    let (first, last, count) = {
-        let mut keys = Vec::new();
-        for row in table.range(bounds(thread)).ctx(path)? {
-            keys.push(row.ctx(path)?.0.value().1);
-        }
-        (keys.first().copied(), keys.last().copied(), keys.len())
-    };
+    let mut keys = Vec::new();
+    for row in table.range(bounds(thread)).ctx(path)? {
+        keys.push(row.ctx(path)?.0.value().1);
+    }
     let overflow = || StorageError::Decode {
         path: path.to_path_buf(),
         table: tables::FOLLOW_UPS.name().to_string(),
@@ -91,11 +92,27 @@ pub(crate) fn push(tx: &Tx<'_>, run: &NewRun, place: FollowUpPlace) -> Result<us
         reason: "the thread's follow-ups leave no place at that end".to_string(),
     };
     let (at, ahead) = match place {
-        FollowUpPlace::Front => (first.map_or(Some(0), |p| p.checked_sub(1)).ok_or_else(overflow)?, 0),
-        _ => (last.map_or(Some(0), |p| p.checked_add(1)).ok_or_else(overflow)?, count),
+        FollowUpPlace::Front => {
+            let fronts = keys.iter().filter(|k| **k < 0).count();
+            // After the last one put at the front; a file of format 9 may have put one at -1
+            // (just before the first): then before the first.
+            let at = match keys.iter().copied().filter(|k| *k < 0).max() {
+                None => Some(FRONT_FIRST),
+                Some(last) if last < -1 => Some(last + 1),
+                Some(_) => keys.first().and_then(|p| p.checked_sub(1)),
+            };
+            (at.ok_or_else(overflow)?, fronts)
+        }
+        _ => (keys.last().map_or(Some(0), |p| p.checked_add(1).map(|p| p.max(0))).ok_or_else(overflow)?, keys.len()),
     };
     table.insert((thread, at), encode(run).as_slice()).ctx(path)?;
     Ok(ahead)
+}
+
+/// Whether follow-ups wait behind `thread`'s queued run.
+pub(crate) fn any(tx: &Tx<'_>, thread: &str) -> Result<bool, StorageError> {
+    let table = tx.txn.open_table(tables::FOLLOW_UPS).ctx(tx.path)?;
+    Ok(table.range(bounds(thread)).ctx(tx.path)?.next().is_some())
 }
 
 /// Removes and answers `thread`'s first follow-up, if it has one.

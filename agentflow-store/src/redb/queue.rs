@@ -7,8 +7,11 @@ use redb::{ReadableTable, TableHandle};
 use serde::{Deserialize, Serialize};
 
 use crate::error::StorageError;
-use crate::queue::{FollowUpPlace, FollowUpQueued, NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
-use crate::record::{ApprovalRecord, Lease, NewAuditEntry, Payload, ThreadRecord};
+use crate::listing::Listing;
+use crate::queue::{
+    FollowUpPlace, FollowUpQueued, FollowUpRule, NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle,
+};
+use crate::record::{ApprovalRecord, Lease, NewAuditEntry, Payload, ThreadRecord, ThreadStatus};
 use crate::redb::error::WithPath;
 use crate::redb::leases::Leases;
 use crate::redb::writer::Tx;
@@ -172,6 +175,26 @@ pub(crate) fn list(path: &Path, txn: &redb::ReadTransaction, leases: &Leases) ->
     Ok(rows(path, &table)?.into_iter().map(|(t, row)| queued(&t, row, leases.get(&t))).collect())
 }
 
+/// [`list`], but a row that does not decode is skipped and reported.
+pub(crate) fn scan(
+    path: &Path,
+    txn: &redb::ReadTransaction,
+    leases: &Leases,
+) -> Result<Listing<QueuedRun>, StorageError> {
+    let table = txn.open_table(tables::RUN_QUEUE).ctx(path)?;
+    let (mut items, mut skipped) = (Vec::new(), Vec::new());
+    for entry in table.iter().ctx(path)? {
+        let (k, v) = entry.ctx(path)?;
+        let thread = k.value();
+        match decode(path, thread, v.value()) {
+            Ok(row) => items.push(queued(thread, row, leases.get(thread))),
+            Err(e) if damaged(&e) => skipped.push(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Listing::new(items, skipped))
+}
+
 pub(crate) fn stage_enqueue(tx: &Tx<'_>, run: &NewRun) -> Result<(), QueueError> {
     let mut table = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?;
     if table.get(run.thread.as_str()).ctx(tx.path)?.is_some() {
@@ -206,6 +229,63 @@ pub(crate) fn stage_follow_up(
     idempotency::keep(tx, &run)?;
     crate::redb::audit::stage_append_audit(tx, &run.thread, entry)?;
     Ok(answer)
+}
+
+/// Queues follow-up `run` with `entry` as `rule` decides about the thread's run, all in the
+/// caller's transaction (see [`Store::enqueue_follow_up_as`](crate::Store::enqueue_follow_up_as)).
+pub(crate) fn stage_follow_up_as(
+    tx: &Tx<'_>,
+    run: &NewRun,
+    entry: &NewAuditEntry,
+    rule: &FollowUpRule,
+) -> Result<FollowUpQueued, QueueError> {
+    let thread = run.thread.as_str();
+    crate::checks::check_detail(thread, entry)?;
+    if let FollowUpRule::Interrupt { cancel } = rule {
+        crate::checks::check_detail(thread, cancel)?;
+    }
+    let row = {
+        let table = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?;
+        let value = table.get(thread).ctx(tx.path)?;
+        value.map(|v| decode(tx.path, thread, v.value())).transpose()?
+    };
+    let record = {
+        let threads = tx.txn.open_table(tables::THREADS).ctx(tx.path)?;
+        crate::redb::reads::thread_record(tx.path, &threads, tx.leases, thread)?
+    };
+    let status = record.as_ref().map(|r| r.status);
+    match rule {
+        FollowUpRule::Reject => {
+            if let Some(status) = crate::queue::active_as(status, row.as_ref().map(|r| r.wait)) {
+                return Err(QueueError::Active { thread: thread.to_string(), status });
+            }
+            stage_follow_up(tx, run, entry, FollowUpPlace::Back)
+        }
+        FollowUpRule::Interrupt { cancel } => {
+            if row.is_some() {
+                idempotency::refuse_used(tx, run)?;
+                stage_control(tx, thread, RunControl::Cancel)?;
+                crate::redb::audit::stage_append_audit(tx, thread, cancel)?;
+            }
+            stage_follow_up(tx, run, entry, FollowUpPlace::Front)
+        }
+        _ => {
+            let waits =
+                matches!(status, Some(ThreadStatus::Interrupted | ThreadStatus::Paused | ThreadStatus::Sleeping));
+            if let (None, true, Some(record)) = (&row, waits, &record) {
+                // The thread waits outside the queue: a run held for it keeps the follow-up
+                // from starting it over where it waits.
+                idempotency::refuse_used(tx, run)?;
+                let mut held = NewRun::new(thread, &run.graph, None, &record.owner, run.at);
+                held.tenant = record.tenant.clone();
+                stage_enqueue(tx, &held)?;
+                let mut table = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?;
+                let row = Row { wait: RunWait::Held, ..row_of(held) };
+                table.insert(thread, encode(&row).as_slice()).ctx(tx.path)?;
+            }
+            stage_follow_up(tx, run, entry, FollowUpPlace::Back)
+        }
+    }
 }
 
 /// The follow-ups waiting behind `thread`'s queued run, first first, as queued runs (ready,
@@ -314,6 +394,18 @@ fn waits_for_answer(tx: &Tx<'_>, thread: &str) -> Result<bool, StorageError> {
     }))
 }
 
+/// Whether a run held behind `thread` ([`RunWait::Held`]) still waits at `now`: the thread is
+/// `interrupted` or `paused`, or `sleeping` on a timer later than `now`.
+fn held_waits(tx: &Tx<'_>, thread: &str, now: u64) -> Result<bool, StorageError> {
+    let threads = tx.txn.open_table(tables::THREADS).ctx(tx.path)?;
+    let record = crate::redb::reads::thread_record(tx.path, &threads, tx.leases, thread)?;
+    Ok(match record.map(|r| r.status) {
+        Some(ThreadStatus::Interrupted | ThreadStatus::Paused) => true,
+        Some(ThreadStatus::Sleeping) => timer_of(tx, thread)?.is_none_or(|at| at > now),
+        _ => false,
+    })
+}
+
 pub(crate) fn stage_claim(
     tx: &Tx<'_>,
     graph: &str,
@@ -374,6 +466,7 @@ fn claim_candidates(
                 }
                 RunWait::Timer => timer_of(tx, &thread)?.is_some_and(|at| at > now),
                 RunWait::Answer => waits_for_answer(tx, &thread)?,
+                RunWait::Held => held_waits(tx, &thread, now)?,
                 _ => false,
             })
         };
@@ -428,6 +521,8 @@ pub(crate) fn stage_settle(tx: &Tx<'_>, thread: &str, holder: &str, settle: &Set
         return Ok(false);
     }
     tx.wrote();
+    // Held for the follow-ups behind it; without any, the row leaves the queue.
+    let held_for_follow_ups = settle.park == Some(RunWait::Held) && follow_ups::any(tx, thread)?;
     // The run's webhook is told once: by the first settle that writes its delivery.
     let webhook = match (&row.webhook, &settle.webhook) {
         (Some(_), Some(delivery)) => {
@@ -438,7 +533,7 @@ pub(crate) fn stage_settle(tx: &Tx<'_>, thread: &str, holder: &str, settle: &Set
     };
     let row = if settle.keeps(row.control) {
         Row { wait: RunWait::Ready, awaits: Vec::new(), webhook, ..row }
-    } else if let Some(wait) = settle.park {
+    } else if let Some(wait) = settle.park.filter(|w| *w != RunWait::Held || held_for_follow_ups) {
         let awaits = if wait == RunWait::Approval { settle.awaits.clone() } else { Vec::new() };
         Row { wait, awaits, control: None, webhook, ..row }
     } else if let Some(next) = follow_ups::pop(tx, thread)? {

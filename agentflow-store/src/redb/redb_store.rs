@@ -38,14 +38,19 @@ use crate::store::Store;
 /// starts, follow-up runs, cron schedules and webhook deliveries have their tables,
 /// [`tables::EVENTS`] and the ones after it; queue rows may name a follow-up and a webhook;
 /// older builds would purge a thread and leave its log).
-const STORE_FORMAT: u32 = 9;
+/// 10: a queue row may be held behind a thread that waits outside the queue
+/// ([`RunWait::Held`](crate::RunWait::Held)), which older builds cannot read, and follow-ups put
+/// at the front take negative places in the order they were put there.
+const STORE_FORMAT: u32 = 10;
 /// The oldest layout this build opens, and moves to [`STORE_FORMAT`] on open: format 3 differs
 /// in thread records without a parent, which this build still reads, formats 3 and 4 in
 /// checkpoints and snapshots keyed by thread id, which the move renumbers, and formats 3 to 5
 /// in audit entries without their hash chain, which the move chains; format 6 lacks only the
 /// holds table, which the move creates; format 7 differs only in thread records without a
 /// trace context, which this build reads as having none (the move changes no record); format 8
-/// lacks only the tables of format 9, which the move creates.
+/// lacks only the tables of format 9, which the move creates; format 9 differs only in that no
+/// queue row is held and follow-ups put at the front went before the first (the move changes
+/// no row).
 const OLDEST_FORMAT: u32 = 3;
 /// The first format whose checkpoints and snapshots are keyed by thread number, and whose queue
 /// rows and breakers carry a checksum.

@@ -10,6 +10,7 @@ use redb::{ReadTransaction, ReadableTable};
 use crate::checks::check_detail;
 use crate::codec::{Dec, DecodeResult, Enc};
 use crate::error::StorageError;
+use crate::listing::Listing;
 use crate::queue::{QueueError, ScheduleFire};
 use crate::record::{RECORD_VERSION, ScheduleRecord};
 use crate::redb::audit::stage_append_audit;
@@ -52,16 +53,20 @@ pub(crate) fn get(txn: &ReadTransaction, path: &Path, id: &str) -> Result<Option
     Ok(get_str(path, &table, tables::SCHEDULES, id, decode_row)?.map(|s| with_id(s, id)))
 }
 
-/// Every schedule, by id.
-pub(crate) fn list(txn: &ReadTransaction, path: &Path) -> Result<Vec<ScheduleRecord>, StorageError> {
+/// Every schedule, by id, but those whose row does not decode: each is reported instead.
+pub(crate) fn scan(txn: &ReadTransaction, path: &Path) -> Result<Listing<ScheduleRecord>, StorageError> {
     let table = txn.open_table(tables::SCHEDULES).ctx(path)?;
-    let mut out = Vec::new();
+    let (mut items, mut skipped) = (Vec::new(), Vec::new());
     for row in table.iter().ctx(path)? {
         let (k, v) = row.ctx(path)?;
         let id = k.value();
-        out.push(with_id(decode(path, tables::SCHEDULES, || format!("{id:?}"), v.value(), decode_row)?, id));
+        match decode(path, tables::SCHEDULES, || format!("{id:?}"), v.value(), decode_row) {
+            Ok(s) => items.push(with_id(s, id)),
+            Err(e @ StorageError::Decode { .. }) => skipped.push(e),
+            Err(e) => return Err(e),
+        }
     }
-    Ok(out)
+    Ok(Listing::new(items, skipped))
 }
 
 /// Keeps `schedule`, replacing one of its id.

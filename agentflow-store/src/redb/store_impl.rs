@@ -351,6 +351,10 @@ impl Store for RedbStore {
         Ok(self.read(|txn, path| queue::list(path, txn, &self.shared.leases))?)
     }
 
+    fn scan_runs(&self) -> Result<Listing<QueuedRun>, QueueError> {
+        Ok(self.read(|txn, path| queue::scan(path, txn, &self.shared.leases))?)
+    }
+
     fn run_controls(&self, holder: &str, now: u64) -> Result<Vec<(String, RunControl)>, QueueError> {
         Ok(self.read(|txn, path| queue::controls(path, txn, &self.shared.leases, holder, now))?)
     }
@@ -534,6 +538,19 @@ impl Store for RedbStore {
         Ok(queued)
     }
 
+    /// One write transaction.
+    fn enqueue_follow_up_as(
+        &self,
+        run: NewRun,
+        entry: NewAuditEntry,
+        rule: crate::FollowUpRule,
+    ) -> Result<FollowUpQueued, QueueError> {
+        let run = NewRun { follow_up: true, ..run };
+        let (queued, _) =
+            self.submit(Durability::Immediate, move |tx: &Tx<'_>| queue::stage_follow_up_as(tx, &run, &entry, &rule))?;
+        Ok(queued)
+    }
+
     fn list_follow_ups(&self, thread: &str) -> Result<Vec<QueuedRun>, QueueError> {
         Ok(self.read(|txn, path| queue::follow_ups_of(txn, path, thread))?)
     }
@@ -552,8 +569,8 @@ impl Store for RedbStore {
         Ok(self.read(|txn, path| schedules::get(txn, path, id))?)
     }
 
-    fn list_schedules(&self) -> Result<Vec<ScheduleRecord>, QueueError> {
-        Ok(self.read(schedules::list)?)
+    fn scan_schedules(&self) -> Result<Listing<ScheduleRecord>, QueueError> {
+        Ok(self.read(schedules::scan)?)
     }
 
     /// One write transaction, made by the store's one writer thread: of two fires of one
@@ -562,7 +579,7 @@ impl Store for RedbStore {
         Ok(self.submit(Durability::Immediate, move |tx: &Tx<'_>| schedules::stage_fire(tx, &fire))?.0)
     }
 
-    fn due_webhooks(&self, now: u64, limit: usize) -> Result<Vec<WebhookDelivery>, QueueError> {
+    fn due_webhooks(&self, now: u64, limit: usize) -> Result<Listing<WebhookDelivery>, QueueError> {
         Ok(self.read(|txn, path| webhooks::due(txn, path, now, limit))?)
     }
 

@@ -13,6 +13,7 @@ use redb::{ReadTransaction, ReadableTable, TableHandle};
 
 use crate::codec::{Dec, DecodeResult, Enc};
 use crate::error::StorageError;
+use crate::listing::Listing;
 use crate::queue::QueueError;
 use crate::record::{DeliveryStatus, NewWebhookDelivery, RECORD_VERSION, WebhookDelivery, WebhookSettle};
 use crate::redb::error::WithPath;
@@ -109,28 +110,37 @@ pub(crate) fn insert(tx: &Tx<'_>, thread: &str, delivery: &NewWebhookDelivery) -
 }
 
 /// The pending deliveries due at `now` that nobody holds at `now`, by `next_at` then id, at
-/// most `limit`. An index key its row does not confirm (the index has no checksum) is skipped.
+/// most `limit`. An index key its row does not confirm (the index has no checksum) is skipped;
+/// a row that does not decode is skipped and reported (not counted in `limit`).
 pub(crate) fn due(
     txn: &ReadTransaction,
     path: &Path,
     now: u64,
     limit: usize,
-) -> Result<Vec<WebhookDelivery>, StorageError> {
+) -> Result<Listing<WebhookDelivery>, StorageError> {
     let index = txn.open_table(tables::WEBHOOKS_DUE).ctx(path)?;
     let rows = txn.open_table(tables::WEBHOOKS).ctx(path)?;
-    let mut out = Vec::new();
+    let (mut out, mut skipped) = (Vec::new(), Vec::new());
     for key in index.range((0u64, 0u64)..=(now, u64::MAX)).ctx(path)? {
         if out.len() >= limit {
             break;
         }
         let (k, _) = key.ctx(path)?;
         let (next_at, id) = k.value();
-        let Some(w) = get(path, &rows, id)? else { continue };
+        let w = match get(path, &rows, id) {
+            Ok(Some(w)) => w,
+            Ok(None) => continue,
+            Err(e @ StorageError::Decode { .. }) => {
+                skipped.push(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         if w.status == DeliveryStatus::Pending && w.next_at == next_at && !held(&w, None, now) {
             out.push(w);
         }
     }
-    Ok(out)
+    Ok(Listing::new(out, skipped))
 }
 
 /// Whether someone other than `by` holds `w` at `now`.

@@ -372,6 +372,10 @@ impl<S: Store> Store for SealedStore<S> {
         Ok(runs.into_iter().map(|r| self.open_run(r)).collect::<Result<_, _>>().st()?)
     }
 
+    fn scan_runs(&self) -> Result<Listing<QueuedRun>, QueueError> {
+        Ok(open_listing(self.inner.scan_runs()?, |r| self.open_run(r)))
+    }
+
     fn due_timers(&self, until: u64, limit: usize) -> Result<Vec<Timer>, ReadError> {
         self.inner.due_timers(until, limit)
     }
@@ -495,6 +499,24 @@ impl<S: Store> Store for SealedStore<S> {
         self.inner.enqueue_follow_up(self.seal_run(run)?, entry, place)
     }
 
+    fn enqueue_follow_up_as(
+        &self,
+        run: NewRun,
+        entry: NewAuditEntry,
+        rule: crate::FollowUpRule,
+    ) -> Result<FollowUpQueued, QueueError> {
+        check_detail(&run.thread, &entry)?;
+        let rule = match rule {
+            crate::FollowUpRule::Interrupt { cancel } => {
+                check_detail(&run.thread, &cancel)?;
+                crate::FollowUpRule::Interrupt { cancel: self.seal_entry(&run.thread, cancel)? }
+            }
+            rule => rule,
+        };
+        let entry = self.seal_entry(&run.thread, entry)?;
+        self.inner.enqueue_follow_up_as(self.seal_run(run)?, entry, rule)
+    }
+
     fn list_follow_ups(&self, thread: &str) -> Result<Vec<QueuedRun>, QueueError> {
         Ok(self.open_runs(self.inner.list_follow_ups(thread)?)?)
     }
@@ -512,9 +534,8 @@ impl<S: Store> Store for SealedStore<S> {
         Ok(self.inner.schedule(id)?.map(|s| self.open_schedule(s)).transpose().st()?)
     }
 
-    fn list_schedules(&self) -> Result<Vec<ScheduleRecord>, QueueError> {
-        let schedules = self.inner.list_schedules()?;
-        Ok(schedules.into_iter().map(|s| self.open_schedule(s)).collect::<Result<_, _>>().st()?)
+    fn scan_schedules(&self) -> Result<Listing<ScheduleRecord>, QueueError> {
+        Ok(open_listing(self.inner.scan_schedules()?, |s| self.open_schedule(s)))
     }
 
     fn fire_schedule(&self, fire: ScheduleFire) -> Result<bool, QueueError> {
@@ -522,11 +543,10 @@ impl<S: Store> Store for SealedStore<S> {
         self.inner.fire_schedule(self.seal_fire(fire)?)
     }
 
-    /// A delivery whose payload does not open (its bytes changed) is left out: it is never sent
-    /// sealed ([`Store::list_webhooks`] reports it).
-    fn due_webhooks(&self, now: u64, limit: usize) -> Result<Vec<WebhookDelivery>, QueueError> {
-        let due = self.inner.due_webhooks(now, limit)?;
-        Ok(due.into_iter().filter_map(|w| self.open_delivery(w).ok()).collect())
+    /// A delivery whose payload does not open (its bytes changed) is skipped and reported: it is
+    /// never sent sealed.
+    fn due_webhooks(&self, now: u64, limit: usize) -> Result<Listing<WebhookDelivery>, QueueError> {
+        Ok(open_listing(self.inner.due_webhooks(now, limit)?, |w| self.open_delivery(w)))
     }
 
     fn claim_webhook(&self, id: u64, holder: &str, now: u64, until: u64) -> Result<bool, QueueError> {

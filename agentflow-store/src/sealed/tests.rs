@@ -401,7 +401,7 @@ fn follow_up_inputs_schedule_inputs_webhook_payloads_and_dumped_events_are_seale
     store.put_schedule(schedule.clone()).unwrap();
     assert!(!clear(&store.inner().schedule("s").unwrap().unwrap().input));
     assert_eq!(store.schedule("s").unwrap().unwrap().input, secret("schedule"));
-    assert_eq!(store.list_schedules().unwrap(), [schedule]);
+    assert_eq!(store.scan_schedules().unwrap().items, [schedule]);
     let run = NewRun::new("t", "g", Some(secret("fired")), "alice", NOW).with_webhook("https://example.test/t");
     assert!(store.fire_schedule(ScheduleFire::new("s", NOW, NOW + 1, NOW, run, entry())).unwrap());
     assert!(!clear(store.inner().list_runs().unwrap()[0].input.as_deref().unwrap()));
@@ -423,7 +423,7 @@ fn follow_up_inputs_schedule_inputs_webhook_payloads_and_dumped_events_are_seale
     assert!(store.settle_run_and_release("t", "w", &Settle::remove().with_webhook(hook)).unwrap());
     assert!(!clear(&store.inner().list_webhooks("t").unwrap()[0].payload));
     assert_eq!(store.list_webhooks("t").unwrap()[0].payload, secret("payload"));
-    assert_eq!(store.due_webhooks(NOW + 3, 10).unwrap()[0].payload, secret("payload"));
+    assert_eq!(store.due_webhooks(NOW + 3, 10).unwrap().items[0].payload, secret("payload"));
     let next = store.claim_runs("g", "w", 1000, NOW + 4, 1).unwrap();
     assert_eq!(next[0].input.as_deref(), Some(secret("follow-up").as_slice()));
     assert!(store.settle_run_and_release("t", "w", &Settle::park(RunWait::Answer)).unwrap());
@@ -444,4 +444,10 @@ fn follow_up_inputs_schedule_inputs_webhook_payloads_and_dumped_events_are_seale
     assert!(store.delete_schedule("s").unwrap());
     store.inner().put_schedule(copy).unwrap();
     assert!(store.schedule("s").is_err(), "its key is destroyed");
+    // A row that does not open hides no other schedule: it is skipped and reported.
+    let kept = ScheduleRecord::new("s-kept", "g", "0 * * * *", secret("kept"), "alice", NOW, NOW);
+    store.put_schedule(kept.clone()).unwrap();
+    let listing = store.scan_schedules().unwrap();
+    assert_eq!(listing.items, [kept]);
+    assert_eq!(listing.skipped.len(), 1, "{:?}", listing.skipped);
 }

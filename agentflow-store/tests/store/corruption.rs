@@ -196,7 +196,7 @@ fn older_store_format_is_refused() {
             "{err:?}"
         );
         assert!(err.to_string().contains("older agentflow-store"), "{err}");
-        assert!(err.to_string().contains("it reads format 3 to 9"), "{err}");
+        assert!(err.to_string().contains("it reads format 3 to 10"), "{err}");
         assert!(!err.to_string().contains("upgrade agentflow-store"), "{err}");
     }
 }

@@ -1,4 +1,4 @@
-//! Store files of older formats open in this build and are moved to its format (9):
+//! Store files of older formats open in this build and are moved to its format (10):
 //! - format 3 wrote thread records without a parent: its threads get the parents their ids'
 //!   shape gave them then;
 //! - formats 3 and 4 keyed checkpoints and snapshots by thread id: each thread with a
@@ -51,7 +51,7 @@ const BY_ID_SNAPSHOTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::ne
 /// Returns how many audit entries were rewritten.
 fn write_as_format_5(path: &std::path::Path) -> usize {
     let db = Database::create(path).unwrap();
-    assert_eq!(format_of(&db), 9, "this build writes format 9");
+    assert_eq!(format_of(&db), 10, "this build writes format 10");
     let txn = db.begin_write().unwrap();
     let rewritten;
     {
@@ -284,7 +284,7 @@ fn a_format_4_file_opens_its_checkpoints_move_under_thread_numbers_and_read_as_b
     store.close().unwrap();
 
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 9, "the file was moved to format 9");
+    assert_eq!(format_of(&db), 10, "the file was moved to format 10");
     {
         let txn = db.begin_read().unwrap();
         let names: Vec<String> = txn.list_tables().unwrap().map(|t| redb::TableHandle::name(&t).to_string()).collect();
@@ -356,7 +356,7 @@ fn a_format_3_file_opens_moves_to_the_current_format_and_its_children_keep_their
     store.commit_step(StepCommit::new(ThreadRecord { lease: None, ..child }).with_checkpoint(step)).unwrap();
     store.close().unwrap();
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 9, "the file was moved to format 9");
+    assert_eq!(format_of(&db), 10, "the file was moved to format 10");
     drop(db);
     let store = RedbStore::open(&path).unwrap();
     assert_eq!(store.thread("acct/write.0.0.review").unwrap().unwrap().parent.as_deref(), Some("acct"));
@@ -367,7 +367,7 @@ fn a_format_3_file_opens_moves_to_the_current_format_and_its_children_keep_their
 /// (none here: one byte before the checksum).
 fn write_as_format_7(path: &std::path::Path) {
     let db = Database::create(path).unwrap();
-    assert_eq!(format_of(&db), 9, "this build writes format 9");
+    assert_eq!(format_of(&db), 10, "this build writes format 10");
     let txn = db.begin_write().unwrap();
     {
         let mut threads = txn.open_table(tables::THREADS).unwrap();
@@ -418,7 +418,7 @@ fn a_format_7_file_opens_its_threads_have_no_trace_and_gain_the_first_one_commit
     assert_eq!((c.tenant.as_deref(), c.trace.as_deref()), (Some("acme"), Some(TRACE)));
     store.close().unwrap();
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 9, "the file was moved to format 9");
+    assert_eq!(format_of(&db), 10, "the file was moved to format 10");
     drop(db);
     assert_eq!(RedbStore::open(&path).unwrap().thread("c").unwrap().unwrap().trace.as_deref(), Some(TRACE));
 }
@@ -476,7 +476,7 @@ fn a_format_5_file_opens_moves_to_the_current_format_and_its_audit_log_is_chaine
     assert_eq!(conformance::concat(&store.state_chain("b", 1).unwrap().unwrap()), b"S1+1");
     store.close().unwrap();
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 9, "the file was moved to format 9");
+    assert_eq!(format_of(&db), 10, "the file was moved to format 10");
 }
 
 #[test]
@@ -493,7 +493,7 @@ fn a_format_8_file_opens_and_gains_the_tables_of_format_9() {
     // As format 8 left a file: without the new tables.
     {
         let db = Database::create(&path).unwrap();
-        assert_eq!(format_of(&db), 9, "this build writes format 9");
+        assert_eq!(format_of(&db), 10, "this build writes format 10");
         let txn = db.begin_write().unwrap();
         assert!(txn.delete_table(tables::EVENTS).unwrap());
         assert!(txn.delete_table(tables::EVENT_LOG_ENDS).unwrap());
@@ -527,9 +527,9 @@ fn a_format_8_file_opens_and_gains_the_tables_of_format_9() {
     assert_eq!(queued, agentflow_store::FollowUpQueued::Behind { ahead: 0 });
     let schedule = agentflow_store::ScheduleRecord::new("s", "g", "0 * * * *", b"{}".to_vec(), "alice", 5, 1);
     store.put_schedule(schedule.clone()).unwrap();
-    assert_eq!(store.list_schedules().unwrap(), [schedule]);
-    assert!(store.due_webhooks(u64::MAX, 10).unwrap().is_empty());
+    assert_eq!(store.scan_schedules().unwrap().items, [schedule]);
+    assert!(store.due_webhooks(u64::MAX, 10).unwrap().items.is_empty());
     store.close().unwrap();
     let db = Database::create(&path).unwrap();
-    assert_eq!(format_of(&db), 9, "the file was moved to format 9");
+    assert_eq!(format_of(&db), 10, "the file was moved to format 10");
 }

@@ -131,6 +131,50 @@ fn a_queue_row_that_does_not_decode_stops_no_other_run() {
         }
         other => panic!("expected a decode error naming the row, got {other:?}"),
     }
+    // The lenient listing lists the others and reports each damaged row.
+    let runs = store.scan_runs().unwrap();
+    let mut listed: Vec<&str> = runs.items.iter().map(|r| r.thread.as_str()).collect();
+    listed.sort_unstable();
+    assert_eq!(listed, ["good-1", "good-2", "held-good"]);
+    let mut skipped: Vec<String> = runs.skipped.iter().map(|e| skipped_key(e).1).collect();
+    skipped.sort();
+    assert_eq!(skipped, ["\"bad-control\"", "\"bad-time\"", "\"held-bad\""]);
+}
+
+/// A damaged schedule or webhook delivery row hides none of the others: `scan_schedules` and
+/// `due_webhooks` list the rows that decode and report the damaged one, which takes no place in
+/// the due deliveries' limit.
+#[test]
+fn schedule_and_webhook_listings_skip_a_damaged_row() {
+    use agentflow_store::{NewRun, NewWebhookDelivery, ScheduleRecord, Settle};
+    let Some(url) = pg_common::url() else { return };
+    let schema = Schema::new(&url, "admission");
+    let store = schema.open();
+    for id in ["s1", "s2", "s3"] {
+        store.put_schedule(ScheduleRecord::new(id, "g", "0 * * * *", b"{}".to_vec(), "alice", 100, 1)).unwrap();
+    }
+    for (i, t) in ["w1", "w2", "w3"].into_iter().enumerate() {
+        let at = 1 + i as u64;
+        store.enqueue_run(NewRun::new(t, "h", None, "alice", at).with_webhook("https://example.test/done")).unwrap();
+        assert_eq!(store.claim_runs("h", "worker", 1000, at, 1).unwrap().len(), 1);
+        let delivery = NewWebhookDelivery::new("https://example.test/done", b"{}".to_vec()).at(at);
+        assert!(store.settle_run_and_release(t, "worker", &Settle::remove().with_webhook(delivery)).unwrap());
+    }
+    let first = store.list_webhooks("w1").unwrap()[0].id;
+    let s = &schema.name;
+    pg_common::sql(
+        &url,
+        &format!(
+            "UPDATE \"{s}\".schedules SET created_at = -5 WHERE id = 's2'; \
+             UPDATE \"{s}\".webhooks SET created_at = -5 WHERE id = {first};"
+        ),
+    );
+    let schedules = store.scan_schedules().unwrap();
+    assert_eq!(schedules.items.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["s1", "s3"]);
+    assert_eq!(schedules.skipped.iter().map(skipped_key).collect::<Vec<_>>(), [("schedules".into(), r#""s2""#.into())]);
+    let due = store.due_webhooks(10, 2).unwrap();
+    assert_eq!(due.items.iter().map(|d| d.thread.as_str()).collect::<Vec<_>>(), ["w2", "w3"]);
+    assert_eq!(due.skipped.iter().map(skipped_key).collect::<Vec<_>>(), [("webhooks".into(), first.to_string())]);
 }
 
 /// The decode error behind a failed read, whatever family of errors carries it.

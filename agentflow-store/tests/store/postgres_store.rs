@@ -261,11 +261,11 @@ fn a_schema_of_version_11_moves_on_and_gains_the_event_log_and_idempotency_keys(
     assert_eq!(store.list_follow_ups("q0").unwrap()[0].fork_from, Some(3));
     let schedule = agentflow_store::ScheduleRecord::new("s", "g", "0 * * * *", b"{}".to_vec(), "alice", 5, 1);
     store.put_schedule(schedule.clone()).unwrap();
-    assert_eq!(store.list_schedules().unwrap(), [schedule]);
-    assert!(store.due_webhooks(u64::MAX, 10).unwrap().is_empty());
+    assert_eq!(store.scan_schedules().unwrap().items, [schedule]);
+    assert!(store.due_webhooks(u64::MAX, 10).unwrap().items.is_empty());
     let versions = pg_common::sql(&url, &format!("SELECT max(version) FROM \"{s}\".schema_version"));
     assert_eq!(versions, [Some(POSTGRES_SCHEMA_VERSION.to_string())]);
-    assert_eq!(POSTGRES_SCHEMA_VERSION, 12);
+    assert_eq!(POSTGRES_SCHEMA_VERSION, 13);
 }
 
 /// A dump read while another process commits steps is the thread at one moment (one

@@ -96,3 +96,63 @@ fn listings_skip_and_report_a_record_that_does_not_decode() {
     // Undamaged listings are complete.
     assert!(store.scan_audit("t1").unwrap().is_complete());
 }
+
+/// One damaged row of the run queue, the schedules or the webhook deliveries hides none of the
+/// others: `scan_runs`, `scan_schedules` and `due_webhooks` list every row that decodes and
+/// report the damaged one by table and key (a due delivery that does not decode is not counted
+/// in the limit); the strict `list_runs` refuses the whole listing.
+#[test]
+fn queue_schedule_and_webhook_listings_skip_a_damaged_row() {
+    use agentflow_store::{NewRun, NewWebhookDelivery, QueueError, ScheduleRecord, Settle};
+    let dir = TempDir::new("skip-admission");
+    let path = dir.file("store.redb");
+    {
+        let store = RedbStore::open(&path).unwrap();
+        for (i, t) in ["q1", "q2", "q3"].into_iter().enumerate() {
+            store.enqueue_run(NewRun::new(t, "g", None, "alice", 10 + i as u64)).unwrap();
+        }
+        for id in ["s1", "s2", "s3"] {
+            store.put_schedule(ScheduleRecord::new(id, "g", "0 * * * *", b"{}".to_vec(), "alice", 100, 1)).unwrap();
+        }
+        // Three deliveries, due at 1, 2 and 3 (ids 1, 2, 3), from the settles of runs of "h".
+        for (i, t) in ["w1", "w2", "w3"].into_iter().enumerate() {
+            let at = 1 + i as u64;
+            store
+                .enqueue_run(NewRun::new(t, "h", None, "alice", at).with_webhook("https://example.test/done"))
+                .unwrap();
+            assert_eq!(store.claim_runs("h", "worker", 1000, at, 1).unwrap().len(), 1);
+            let delivery = NewWebhookDelivery::new("https://example.test/done", b"{}".to_vec()).at(at);
+            assert!(store.settle_run_and_release(t, "worker", &Settle::remove().with_webhook(delivery)).unwrap());
+        }
+        store.close().unwrap();
+    }
+    inject(&path, tables::RUN_QUEUE, "q2", b"\x02garbage");
+    inject(&path, tables::SCHEDULES, "s2", b"\x02");
+    // The longest due delivery is the damaged one.
+    inject(&path, tables::WEBHOOKS, 1u64, b"\x02\x00");
+    let store = RedbStore::open(&path).unwrap();
+
+    let runs = store.scan_runs().unwrap();
+    assert_eq!(runs.items.iter().map(|r| r.thread.as_str()).collect::<Vec<_>>(), ["q1", "q3"]);
+    assert_eq!(
+        runs.skipped.iter().map(skipped_key).collect::<Vec<_>>(),
+        [("agentflow.run_queue".into(), r#""q2""#.into())]
+    );
+    match store.list_runs() {
+        Err(QueueError::Storage(StorageError::Decode { .. })) => {}
+        other => panic!("expected a decode error, got {other:?}"),
+    }
+
+    let schedules = store.scan_schedules().unwrap();
+    assert_eq!(schedules.items.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["s1", "s3"]);
+    assert_eq!(
+        schedules.skipped.iter().map(skipped_key).collect::<Vec<_>>(),
+        [("agentflow.schedules".into(), r#""s2""#.into())]
+    );
+
+    let due = store.due_webhooks(10, 2).unwrap();
+    assert_eq!(due.items.iter().map(|d| d.id).collect::<Vec<_>>(), [2, 3], "the damaged one takes no place");
+    assert_eq!(due.skipped.iter().map(skipped_key).collect::<Vec<_>>(), [("agentflow.webhooks".into(), "1".into())]);
+    // The others are still held and settled as ever.
+    assert!(store.claim_webhook(2, "d", 10, 100).unwrap());
+}

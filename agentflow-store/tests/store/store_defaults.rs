@@ -188,6 +188,14 @@ impl Store for Plain {
     ) -> Result<agentflow_store::FollowUpQueued, QueueError> {
         self.0.enqueue_follow_up(run, entry, place)
     }
+    fn enqueue_follow_up_as(
+        &self,
+        run: NewRun,
+        entry: NewAuditEntry,
+        rule: agentflow_store::FollowUpRule,
+    ) -> Result<agentflow_store::FollowUpQueued, QueueError> {
+        self.0.enqueue_follow_up_as(run, entry, rule)
+    }
     fn list_follow_ups(&self, thread: &str) -> Result<Vec<QueuedRun>, QueueError> {
         self.0.list_follow_ups(thread)
     }
@@ -200,13 +208,17 @@ impl Store for Plain {
     fn schedule(&self, id: &str) -> Result<Option<agentflow_store::ScheduleRecord>, QueueError> {
         self.0.schedule(id)
     }
-    fn list_schedules(&self) -> Result<Vec<agentflow_store::ScheduleRecord>, QueueError> {
-        self.0.list_schedules()
+    fn scan_schedules(&self) -> Result<agentflow_store::Listing<agentflow_store::ScheduleRecord>, QueueError> {
+        self.0.scan_schedules()
     }
     fn fire_schedule(&self, fire: agentflow_store::ScheduleFire) -> Result<bool, QueueError> {
         self.0.fire_schedule(fire)
     }
-    fn due_webhooks(&self, now: u64, limit: usize) -> Result<Vec<agentflow_store::WebhookDelivery>, QueueError> {
+    fn due_webhooks(
+        &self,
+        now: u64,
+        limit: usize,
+    ) -> Result<agentflow_store::Listing<agentflow_store::WebhookDelivery>, QueueError> {
         self.0.due_webhooks(now, limit)
     }
     fn claim_webhook(&self, id: u64, holder: &str, now: u64, until: u64) -> Result<bool, QueueError> {

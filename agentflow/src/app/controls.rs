@@ -3,15 +3,15 @@
 
 use std::sync::Arc;
 
-use agentflow_store::{IDEMPOTENCY_KEY_TTL_MS, IdempotencyKey, NewAuditEntry, NewRun, QueueError, QueuedRun, Store};
+use agentflow_store::{IDEMPOTENCY_KEY_TTL_MS, IdempotencyKey, QueuedRun, Store};
 
 use crate::access::{Actor, Operation};
 use crate::app::App;
 use crate::app::RunControls;
 use crate::app::WorkerError;
+use crate::app::submission::Submission;
 use crate::core::state::State;
 use crate::durable::now_ms;
-use crate::durable::process_actor;
 #[cfg(doc)]
 use crate::outcome::Outcome;
 #[cfg(doc)]
@@ -55,7 +55,8 @@ impl<S: State, D> App<S, D> {
     /// the key is kept with the run, in the same transaction, and a submit with a key kept
     /// already (the same request sent again, or another request with the same key) is refused
     /// with [`WorkerError::KeyUsed`], naming the thread the first one started, queueing
-    /// nothing. The `run.submitted` audit entry records the key.
+    /// nothing. The `run.submitted` audit entry records the key. [`App::submit_with`] without
+    /// a webhook.
     pub(crate) fn submit_keyed(
         &self,
         thread: &str,
@@ -64,40 +65,10 @@ impl<S: State, D> App<S, D> {
         tenant: Option<&str>,
         key: Option<IdempotencyKey>,
     ) -> Result<(), WorkerError> {
-        for (what, value) in [("thread id", thread), ("owner", owner), ("tenant", tenant.unwrap_or_default())] {
-            if value.contains('\0') {
-                return Err(WorkerError::NulByte { what, value: value.to_string() });
-            }
-        }
-        let store = self.queue_store()?;
-        self.setup.access.check_start(thread, tenant)?;
-        self.setup.check_owner(owner)?;
-        if store.thread(thread)?.is_some() {
-            // The same thread asked for again under the key that started it: a retry.
-            if let Some(used) = key.as_ref().map(|key| kept_key(store.as_ref(), thread, key)).transpose()?.flatten() {
-                return Err(used);
-            }
-            return Err(WorkerError::ThreadExists { thread: thread.to_string() });
-        }
-        crate::durable::check_sealed::<S>(store.as_ref())?;
-        let input = crate::durable::state_document(input, "the input state", crate::durable::Allowed::of::<S>())?;
-        let at = now_ms();
-        let actor = if owner.is_empty() { process_actor() } else { owner.to_string() };
-        let mut detail = serde_json::json!({ "graph": self.setup.graph.name(), "owner": owner });
-        let mut run = NewRun::new(thread, self.setup.graph.name(), Some(input), owner, at);
-        if let Some(tenant) = tenant {
-            detail["tenant"] = tenant.into();
-            run = run.with_tenant(tenant);
-        }
-        if let Some(key) = key {
-            detail[IDEMPOTENCY] = key_detail(&key);
-            run = run.with_idempotency(key);
-        }
-        let entry = NewAuditEntry::new(at, actor, "run.submitted", detail);
-        store.enqueue_run_audited(run, entry).map_err(|e| match e {
-            QueueError::KeyUsed { key, thread, same_request } => WorkerError::KeyUsed { key, thread, same_request },
-            e => WorkerError::Queue(e),
-        })
+        let mut submission = Submission::new().owner(owner);
+        submission.tenant = tenant.map(str::to_string);
+        submission.idempotency = key;
+        self.submit_with(thread, input, submission)
     }
 
     /// Queues an existing thread to be resumed by a worker (after a pause, a cancel, a
@@ -170,12 +141,17 @@ impl<S: State, D> App<S, D> {
     /// heartbeat and its lease; blocking.
     ///
     /// Checked for the app's actor ([`Operation::List`]); only the runs of threads of its
-    /// tenants are listed.
+    /// tenants are listed. A queue row that does not decode is left out and logged (it hides
+    /// no other run).
     pub fn live_runs(&self) -> Result<Vec<QueuedRun>, WorkerError> {
         let store = self.queue_store()?;
         let access = &self.setup.access;
         access.allow(Operation::List, None)?;
-        let mut runs = store.list_runs()?;
+        let listing = store.scan_runs()?;
+        for e in &listing.skipped {
+            tracing::warn!(error = %e, "a queued run cannot be read; it is left out of the listing");
+        }
+        let mut runs = listing.items;
         if !access.is_open() {
             let mut kept = Vec::with_capacity(runs.len());
             for run in runs {
@@ -196,16 +172,20 @@ impl<S: State, D> App<S, D> {
 }
 
 /// Where the `run.submitted` audit entry keeps the idempotency key a run was submitted under.
-const IDEMPOTENCY: &str = "idempotency";
+pub(super) const IDEMPOTENCY: &str = "idempotency";
 
 /// How the `run.submitted` audit entry records idempotency key `key`.
-fn key_detail(key: &IdempotencyKey) -> serde_json::Value {
+pub(super) fn key_detail(key: &IdempotencyKey) -> serde_json::Value {
     serde_json::json!({ "scope": key.scope, "key": key.key, "request": key.request })
 }
 
 /// [`WorkerError::KeyUsed`] if existing thread `thread` was submitted under `key` (its scope and
 /// key) less than [`IDEMPOTENCY_KEY_TTL_MS`] ago, as its `run.submitted` audit entry records.
-fn kept_key(store: &dyn Store, thread: &str, key: &IdempotencyKey) -> Result<Option<WorkerError>, WorkerError> {
+pub(super) fn kept_key(
+    store: &dyn Store,
+    thread: &str,
+    key: &IdempotencyKey,
+) -> Result<Option<WorkerError>, WorkerError> {
     let now = now_ms();
     let submitted = store.list_audit(thread)?.into_iter().find(|e| e.kind == "run.submitted");
     let Some(entry) = submitted.filter(|e| now.saturating_sub(e.at) < IDEMPOTENCY_KEY_TTL_MS) else { return Ok(None) };

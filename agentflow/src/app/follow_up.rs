@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use agentflow_store::{
-    FollowUpPlace, FollowUpQueued, NewAuditEntry, NewRun, QueuedRun, RunControl, RunWait, Store, ThreadRecord,
-    ThreadStatus,
+    FollowUpQueued, FollowUpRule, NewAuditEntry, NewRun, QueueError, QueuedRun, RunControl, Store, ThreadRecord,
 };
 
 use crate::access::{Access, Actor, Operation};
@@ -16,7 +15,7 @@ use crate::app::WorkerError;
 use crate::app::multitask::Multitask;
 use crate::core::state::State;
 use crate::durable::now_ms;
-use crate::durable::restart::{follow_up_mark, restarted_at, run_started_from};
+use crate::durable::restart::{follow_up_mark, restarted_at, run_start};
 #[cfg(doc)]
 use crate::worker::Worker;
 
@@ -34,21 +33,30 @@ impl<S: State, D> App<S, D> {
     ///
     /// With a run of the thread in the queue (running, or parked waiting for a person or its
     /// timer), `strategy` decides ([`Multitask`]); without one, the follow-up is the thread's
-    /// queued run at once ([`FollowUpQueued::Now`]). A worker that dies between the settle of
-    /// the run before it and its own claim, or after its restart, leaves it queued: the next
-    /// claim runs it, applying the update once.
+    /// queued run at once ([`FollowUpQueued::Now`]), except that `enqueue` for a thread that
+    /// waits outside the queue (paused, at a breakpoint, for a person or its timer) waits behind
+    /// a run held for it until the thread's run ends. The store decides, in the transaction that
+    /// queues the follow-up, whether the thread is active and what the strategy does about it
+    /// ([`Store::enqueue_follow_up_as`]). A worker that dies between the settle of the run
+    /// before it and its own claim, or after its restart, leaves it queued: the next claim runs
+    /// it, applying the update once.
     ///
-    /// For `rollback`, the checkpoint the cancelled run started from is the latest whose source
-    /// is `Input` or `Fork` (the thread's input, a fork, a follow-up's restart), or, for a
-    /// follow-up's restart, the checkpoint before its input; a follow-up still waiting in the
-    /// queue has changed nothing, so replacing it goes back nowhere.
+    /// For `rollback`, the worker that claims the follow-up decides where the thread goes back
+    /// to: the checkpoint the earliest run started since the submission (the one it cancelled,
+    /// or the next one when that had not started) started from: the latest checkpoint whose
+    /// source is `Input` or `Fork` (the thread's input, a fork, a follow-up's restart), or, for
+    /// a follow-up's restart, the checkpoint before its input. No run started since: nothing is
+    /// rolled back. A follow-up that cannot run when claimed leaves the queue with a
+    /// `run.follow_up_failed` audit entry saying why.
     ///
     /// Checked for `actor` ([`Operation::Resume`] and [`Operation::UpdateState`];
     /// [`Operation::Cancel`] to interrupt a run, and [`Operation::Fork`] to roll one back).
     ///
     /// # Errors
     /// [`WorkerError::UnknownThread`] for a thread that neither exists nor is queued (for the
-    /// actor); [`WorkerError::FollowUpRefused`] for `reject` while the thread has a run, and for
+    /// actor); [`WorkerError::FollowUpOtherGraph`] for a thread another graph, or another
+    /// version of this one, wrote; [`WorkerError::FollowUpRefused`] for `reject` while the
+    /// thread is active (a run in the queue, or a status that is not finished), and for
     /// `interrupt` or `rollback` of a run no worker has started yet (the thread does not exist
     /// yet: `enqueue` waits for it); [`WorkerError::Access`]; a store without follow-ups answers
     /// [`QueueError::Unsupported`](agentflow_store::QueueError::Unsupported).
@@ -115,51 +123,53 @@ impl<S: State, D> App<S, D> {
         let store = self.setup.store.as_ref().ok_or(WorkerError::NoStore)?;
         crate::durable::check_sealed::<S>(store.as_ref())?;
         let blob = crate::durable::state_document(update, "the follow-up's input", crate::durable::Allowed::of::<S>())?;
-        let row = store.list_runs()?.into_iter().find(|r| r.thread == thread);
+        let row = store.scan_runs()?.items.into_iter().find(|r| r.thread == thread);
         let record = target(store, access, thread, row.as_ref(), strategy)?;
-        let active = row.is_some()
-            || record.as_ref().is_some_and(|r| {
-                matches!(
-                    r.status,
-                    ThreadStatus::Running
-                        | ThreadStatus::Interrupted
-                        | ThreadStatus::Sleeping
-                        | ThreadStatus::Compensating
-                )
-            });
-        let refused = |status: String| WorkerError::FollowUpRefused {
-            thread: thread.to_string(),
-            status,
-            strategy: strategy.as_str(),
-        };
         let Some(record) = record else {
             // Queued, and no worker has started it: the thread does not exist yet.
             return match strategy {
                 Multitask::Enqueue => {
-                    let (owner, back) = (Owner::of_row(row), FollowUpPlace::Back);
-                    self.enqueue_at(store, access, thread, blob, None, &owner, webhook, back, strategy)
+                    let owner = Owner::of_row(row);
+                    self.enqueue_at(store, access, thread, blob, None, &owner, webhook, FollowUpRule::Enqueue, strategy)
                 }
-                _ => Err(refused("queued, not started yet".to_string())),
+                _ => Err(WorkerError::FollowUpRefused {
+                    thread: thread.to_string(),
+                    status: "queued, not started yet".to_string(),
+                    strategy: strategy.as_str(),
+                }),
             };
         };
-        if strategy == Multitask::Reject && active {
-            return Err(refused(status_of(&record, row.as_ref())));
+        // Refused now rather than dropped by the worker that claims it.
+        let current = self.setup.graph.fingerprint();
+        if record.graph_fingerprint != current {
+            return Err(WorkerError::FollowUpOtherGraph {
+                thread: thread.to_string(),
+                stored: record.graph_fingerprint.clone(),
+                current: current.to_string(),
+            });
         }
         let fork_from = match strategy {
-            Multitask::Rollback if active => rollback_point(&**store, thread, row.as_ref())?,
+            Multitask::Rollback => Some(rollback_bound(&**store, &record, row.as_ref())?),
             _ => None,
         };
-        if strategy.cancels() && row.is_some() {
-            let detail = serde_json::json!({ "control": RunControl::Cancel.as_str(), "follow_up": strategy.as_str() });
-            let entry = NewAuditEntry::new(now_ms(), &access.actor().id, "run.cancel_requested", detail);
-            store.control_run_audited(thread, RunControl::Cancel, entry)?;
-        }
+        // Whether the thread's run is active, and what to do about it, is decided by the store in
+        // the transaction that queues the follow-up.
+        let rule = match strategy {
+            Multitask::Reject => FollowUpRule::Reject,
+            Multitask::Enqueue => FollowUpRule::Enqueue,
+            _ => {
+                let detail =
+                    serde_json::json!({ "control": RunControl::Cancel.as_str(), "follow_up": strategy.as_str() });
+                FollowUpRule::Interrupt {
+                    cancel: NewAuditEntry::new(now_ms(), &access.actor().id, "run.cancel_requested", detail),
+                }
+            }
+        };
         let owner = Owner { owner: record.owner.clone(), tenant: record.tenant.clone() };
-        let place = if strategy.cancels() { FollowUpPlace::Front } else { FollowUpPlace::Back };
-        self.enqueue_at(store, access, thread, blob, fork_from, &owner, webhook, place, strategy)
+        self.enqueue_at(store, access, thread, blob, fork_from, &owner, webhook, rule, strategy)
     }
 
-    /// Queues the follow-up run, at `place` behind the thread's run if it has one.
+    /// Queues the follow-up run as `rule` decides about the thread's run.
     #[allow(clippy::too_many_arguments)]
     fn enqueue_at(
         &self,
@@ -170,7 +180,7 @@ impl<S: State, D> App<S, D> {
         fork_from: Option<u64>,
         owner: &Owner,
         webhook: Option<&str>,
-        place: FollowUpPlace,
+        rule: FollowUpRule,
         strategy: Multitask,
     ) -> Result<FollowUpQueued, WorkerError> {
         let at = submitted_at(&**store, thread)?;
@@ -193,7 +203,12 @@ impl<S: State, D> App<S, D> {
             run = run.with_webhook(url);
         }
         let entry = NewAuditEntry::new(at, &access.actor().id, SUBMITTED, detail);
-        Ok(store.enqueue_follow_up(run, entry, place)?)
+        store.enqueue_follow_up_as(run, entry, rule).map_err(|e| match e {
+            QueueError::Active { thread, status } => {
+                WorkerError::FollowUpRefused { thread, status, strategy: strategy.as_str() }
+            }
+            e => e.into(),
+        })
     }
 }
 
@@ -207,7 +222,7 @@ static LAST_AT: AtomicU64 = AtomicU64::new(0);
 /// submit the same input for one thread in the same millisecond, each before the other's row
 /// is written, may still pick one time: the second then applies as the first.)
 fn submitted_at(store: &dyn Store, thread: &str) -> Result<u64, WorkerError> {
-    let queued = store.list_runs()?.into_iter().filter(|r| r.thread == thread).map(|r| r.enqueued_at);
+    let queued = store.scan_runs()?.items.into_iter().filter(|r| r.thread == thread).map(|r| r.enqueued_at);
     let waiting = store.list_follow_ups(thread)?.into_iter().map(|r| r.enqueued_at);
     let after = queued.chain(waiting).max().map_or(0, |at| at.saturating_add(1));
     let mut at = now_ms().max(after);
@@ -272,29 +287,22 @@ fn target(
     Ok(None)
 }
 
-/// How the thread's run stands, for a refusal: the thread's status while it is not finished,
-/// else what its queued run waits for.
-fn status_of(record: &ThreadRecord, row: Option<&QueuedRun>) -> String {
-    if !record.status.is_finished() {
-        return record.status.as_str().to_string();
-    }
-    match row {
-        Some(row) if row.wait != RunWait::Ready => format!("queued, waiting ({})", row.wait.as_str().to_lowercase()),
-        _ => "queued".to_string(),
-    }
-}
-
-/// Where a rollback goes back to: the checkpoint the thread's current run started from, or
-/// nowhere when its run in the queue is a follow-up that has not started (it changed nothing).
-fn rollback_point(store: &dyn Store, thread: &str, row: Option<&QueuedRun>) -> Result<Option<u64>, WorkerError> {
-    let checkpoints = store.list_checkpoints(thread)?;
-    if let Some(row) = row.filter(|r| r.follow_up) {
+/// What bounds a rollback's run (see [`NewRun::fork_from`]; the worker that claims the
+/// follow-up decides where the thread goes back to): the checkpoint that started the thread's
+/// current run while it has one under way, else the thread's next checkpoint (the run queued
+/// for it has not started: the run that starts next is the one replaced, if any does before
+/// the follow-up's claim).
+fn rollback_bound(store: &dyn Store, record: &ThreadRecord, row: Option<&QueuedRun>) -> Result<u64, WorkerError> {
+    let checkpoints = store.list_checkpoints(&record.id)?;
+    let next = checkpoints.last().map_or(0, |c| c.seq.saturating_add(1));
+    let unstarted = row.filter(|r| r.follow_up).is_some_and(|row| {
         let mark = follow_up_mark(row.enqueued_at, row.input.as_deref().unwrap_or_default());
-        if restarted_at(&checkpoints, &mark).is_none() {
-            return Ok(None);
-        }
+        restarted_at(&checkpoints, &mark).is_none()
+    });
+    if record.status.is_finished() || unstarted {
+        return Ok(next);
     }
-    Ok(run_started_from(&checkpoints))
+    Ok(run_start(&checkpoints).unwrap_or(next))
 }
 
 #[cfg(test)]

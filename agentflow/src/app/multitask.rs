@@ -9,7 +9,8 @@ use crate::app::WorkerError;
 /// What a follow-up run does about the run its thread has in the queue (running, or waiting for
 /// a person or its timer): the `multitask_strategy` of the server's `POST /api/threads`. A thread
 /// with no run in the queue takes the follow-up at once, whatever the strategy (but `reject`
-/// also refuses a thread that runs or waits outside the queue).
+/// also refuses a thread that runs or waits outside the queue, and `enqueue` waits behind a
+/// thread that waits outside it until its run ended).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
 )]
@@ -22,11 +23,15 @@ pub enum Multitask {
     #[default]
     Enqueue,
     /// Cancel the run (the cancel reaches a running node, as [`App::cancel_run`]'s does; the run
-    /// ends `cancelled`) and run the follow-up next.
+    /// ends `cancelled`) and run the follow-up next: after the `interrupt` and `rollback`
+    /// follow-ups submitted before it, in the order they came, and before the `enqueue` ones.
     Interrupt,
-    /// As `Interrupt`, and the follow-up's input applies to the state the cancelled run started
-    /// from: the thread goes back to that checkpoint first (a new checkpoint: the replaced run
-    /// stays in the history, and a `thread.rolled_back` audit entry names both).
+    /// As `Interrupt`, and the follow-up's input applies to the state the run it replaces
+    /// started from: the thread goes back to that checkpoint first (a new checkpoint: the
+    /// replaced run stays in the history, and a `thread.rolled_back` audit entry names both).
+    /// The run replaced is decided when a worker claims the follow-up: the earliest run started
+    /// since it was submitted, so a newer rollback that runs after an older one replaces the
+    /// older one's run too.
     Rollback,
 }
 

@@ -67,6 +67,11 @@ impl RunControls {
         if store.wake_run_audited(thread, RunWait::Answer, entry.clone())? {
             return Ok(());
         }
+        // Held for the follow-ups queued behind it (stopped at a breakpoint, paused): woken, so
+        // the thread goes on and they run once its run ended.
+        if store.wake_run_audited(thread, RunWait::Held, entry.clone())? {
+            return Ok(());
+        }
         store.enqueue_run_audited(NewRun::new(thread, &graph, None, &record.owner, at), entry)?;
         Ok(())
     }
@@ -92,7 +97,9 @@ impl RunControls {
         if self.access.is_open() {
             return Ok(Some(None));
         }
-        let Some(queued) = self.store.list_runs()?.into_iter().find(|r| r.thread == thread) else { return Ok(None) };
+        let Some(queued) = self.store.scan_runs()?.items.into_iter().find(|r| r.thread == thread) else {
+            return Ok(None);
+        };
         if !self.access.actor().acts_for(queued.tenant.as_deref()) {
             return Ok(None);
         }

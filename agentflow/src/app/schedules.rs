@@ -1,15 +1,17 @@
 //! The App's cron schedules: making, removing and listing them, and firing those due
 //! ([`App::schedule`], [`App::fire_due_schedules`]).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use agentflow_store::{QueueError, ScheduleRecord, Store};
 
-use crate::access::{AccessError, Operation};
+use crate::access::{AccessError, Actor, Operation};
 use crate::app::App;
+use crate::app::submission::Submission;
 use crate::core::state::State;
 use crate::durable::{Allowed, check_sealed, now_ms, state_document};
-use crate::schedule::{Cron, ScheduleError, ScheduleOptions, check_id, fire_of, fire_thread};
+use crate::schedule::{Cron, FireCheck, ScheduleError, check_id, fire_of, fire_thread, refused_entry};
 
 /// How many thread names a fire tries (`<id>-<minute>`, then `-2`, `-3`, ..) before it leaves
 /// the schedule due for the next look.
@@ -64,29 +66,56 @@ impl<S: State, D> App<S, D> {
     /// actor does not act for), [`ScheduleError::Persist`] (an input that cannot be stored),
     /// [`ScheduleError::Queue`].
     pub fn schedule(&self, id: &str, cron: &str, input: &S, owner: &str) -> Result<ScheduleRecord, ScheduleError> {
-        self.schedule_with(id, cron, input, owner, ScheduleOptions::default())
+        self.schedule_with(id, cron, input, Submission::new().owner(owner))
     }
 
-    /// [`App::schedule`] with its runs' tenant and webhook: the app's actor must act for the
-    /// tenant.
+    /// [`App::schedule`] with the options of its runs as a [`Submission`] names them: their
+    /// owner, tenant (the app's actor must act for it) and webhook. A schedule takes no
+    /// idempotency key ([`ScheduleError::KeyNotAllowed`]): each fire starts a run of its own.
+    ///
+    /// ```
+    /// # use agentflow::prelude::*;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+    /// # struct Count { #[reduce(add)] n: u32 }
+    /// # #[graph(state = Count, start = bump)]
+    /// # mod counter {
+    /// #     use super::*;
+    /// #     #[node(goto = [END])]
+    /// #     async fn bump(_c: &Count) -> Step<Count> { goto!(END, Count::update().n(1)) }
+    /// # }
+    /// use std::sync::Arc;
+    /// use agentflow::{RedbStore, Submission};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let app = counter::graph().app().store(Arc::new(RedbStore::in_memory()?));
+    /// let runs = Submission::new().owner("ops").tenant("acme").webhook("https://hooks.example.com/done");
+    /// let made = app.schedule_with("hourly", "@hourly", &Count::default(), runs)?;
+    /// assert_eq!((made.owner.as_str(), made.tenant.as_deref()), ("ops", Some("acme")));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn schedule_with(
         &self,
         id: &str,
         cron: &str,
         input: &S,
-        owner: &str,
-        options: ScheduleOptions,
+        submission: Submission,
     ) -> Result<ScheduleRecord, ScheduleError> {
+        let Submission { owner, tenant, webhook, idempotency } = submission;
         check_id(id)?;
         let cron = Cron::parse(cron)?;
-        for (what, value) in [("owner", owner), ("tenant", options.tenant.as_deref().unwrap_or_default())] {
+        if idempotency.is_some() {
+            return Err(ScheduleError::KeyNotAllowed);
+        }
+        for (what, value) in [("owner", owner.as_str()), ("tenant", tenant.as_deref().unwrap_or_default())] {
             if value.contains('\0') {
                 return Err(ScheduleError::NulByte { what, value: value.to_string() });
             }
         }
         let store = self.schedule_store()?;
-        self.check_schedule_start(options.tenant.as_deref())?;
-        self.setup.check_owner(owner)?;
+        self.check_schedule_start(tenant.as_deref())?;
+        self.setup.check_owner(&owner)?;
         check_sealed::<S>(store.as_ref())?;
         let input = state_document(input, "the input state", Allowed::of::<S>())?;
         let now = now_ms();
@@ -102,9 +131,9 @@ impl<S: State, D> App<S, D> {
                 return Err(ScheduleError::OtherGraph { id: id.to_string(), graph: kept.graph.clone() });
             }
         }
-        let mut record = ScheduleRecord::new(id, graph, cron.as_str(), input, owner, next_at, now);
-        record.tenant = options.tenant;
-        record.webhook = options.webhook;
+        let mut record = ScheduleRecord::new(id, graph, cron.as_str(), input, &owner, next_at, now);
+        record.tenant = tenant;
+        record.webhook = webhook;
         if let Some(kept) = kept {
             record.last_fired_at = kept.last_fired_at;
             record.last_thread = kept.last_thread;
@@ -142,9 +171,39 @@ impl<S: State, D> App<S, D> {
         self.setup.access.allow(Operation::List, None)?;
         let actor = self.actor();
         let graph = self.setup.graph.name();
-        let mut kept = store.list_schedules()?;
+        let listing = store.scan_schedules()?;
+        for e in &listing.skipped {
+            tracing::warn!(error = %e, "a cron schedule cannot be read; it is left out of the listing");
+        }
+        let mut kept = listing.items;
         kept.retain(|s| s.graph == graph && actor.acts_for(s.tenant.as_deref()));
         Ok(kept)
+    }
+
+    /// Checks each fire of this app's cron schedules as a start by the schedule's owner as
+    /// `lookup` finds them at that time (their roles and tenants now), under the app's access
+    /// policy: a schedule whose owner is gone (`None`), no longer acts for its tenant or may no
+    /// longer start threads does not fire (see [`App::fire_due_schedules`]). How a server
+    /// checks its schedules against its users file.
+    ///
+    /// Without it, each fire is checked for the app's own actor, as making the schedule was:
+    /// with the default policy and actor ([`AllowAll`](crate::access::AllowAll), every tenant)
+    /// every fire passes.
+    #[must_use]
+    pub fn schedule_owners(mut self, lookup: impl Fn(&str) -> Option<Actor> + Send + Sync + 'static) -> Self {
+        self.setup.fire_check = FireCheck::owners(None, Arc::new(lookup));
+        self
+    }
+
+    /// [`App::schedule_owners`] under `policy` rather than the app's own (a server's).
+    #[cfg(feature = "server")]
+    pub(crate) fn schedule_owners_under(
+        mut self,
+        policy: Arc<dyn crate::access::AccessPolicy>,
+        lookup: crate::schedule::OwnerLookup,
+    ) -> Self {
+        self.setup.fire_check = FireCheck::owners(Some(policy), lookup);
+        self
     }
 
     /// Fires this graph's schedules due at `now` (unix millis: `next_at <= now`), as a
@@ -154,9 +213,13 @@ impl<S: State, D> App<S, D> {
     /// `now`, in one transaction claimed only if no other process fired it first: however many
     /// times a schedule fell due before `now`, it fires once. Answers the threads it started.
     ///
-    /// The runs start as the schedules were made (their owner and tenant, checked then); the
-    /// app's actor is not checked. A schedule whose stored expression no longer reads is
-    /// skipped (logged).
+    /// Each run starts for the schedule's owner and tenant, checked again at the fire: as a start
+    /// by the owner as [`App::schedule_owners`] finds them now, or else by the app's actor. A
+    /// refused fire starts nothing and the schedule stays as it is, due: it is logged and a
+    /// `schedule.refused` entry naming why goes to the audit log of the thread the fire would
+    /// have started (once per due time and process), and the schedule fires once its owner may
+    /// start it again (or is removed). A schedule whose stored expression no longer reads, or
+    /// whose row does not decode, is skipped (logged); the others fire.
     ///
     /// # Errors
     /// [`ScheduleError::NoStore`]; [`ScheduleError::Queue`] if the store fails (fires made
@@ -164,9 +227,25 @@ impl<S: State, D> App<S, D> {
     pub fn fire_due_schedules(&self, now: u64) -> Result<Vec<String>, ScheduleError> {
         let store = self.schedule_store()?;
         let graph = self.setup.graph.name();
-        let mut started = Vec::new();
-        for record in store.list_schedules()? {
+        let check = &self.setup.fire_check;
+        let listing = store.scan_schedules()?;
+        for e in listing.skipped.iter().map(ToString::to_string).filter(|e| check.first_skip(e)) {
+            tracing::warn!(error = %e, "a cron schedule cannot be read; the others fire");
+        }
+        let (mut started, mut refused) = (Vec::new(), BTreeSet::new());
+        for record in listing.items {
             if record.graph != graph || record.next_at > now {
+                continue;
+            }
+            let due_thread = fire_thread(&record.id, record.next_at, 0);
+            if let Some(reason) = check.refusal(&self.setup.access, &record, &due_thread) {
+                refused.insert((record.id.clone(), record.next_at));
+                if check.first_refusal(&record) {
+                    tracing::warn!(schedule = %record.id, owner = %record.owner, reason = %reason, "a cron schedule's fire was refused");
+                    if let Err(e) = store.append_audit(&due_thread, refused_entry(&record, now, &reason)) {
+                        tracing::warn!(schedule = %record.id, error = %e, "a refused cron schedule could not be audited");
+                    }
+                }
                 continue;
             }
             if let Some(thread) = fire_one(store.as_ref(), &record, now)? {
@@ -174,6 +253,7 @@ impl<S: State, D> App<S, D> {
                 started.push(thread);
             }
         }
+        check.forget_others(&refused);
         Ok(started)
     }
 

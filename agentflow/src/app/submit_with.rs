@@ -4,9 +4,11 @@ use agentflow_store::{NewAuditEntry, NewRun, QueueError};
 
 use crate::app::App;
 use crate::app::WorkerError;
+use crate::app::controls::{IDEMPOTENCY, kept_key, key_detail};
 use crate::app::submission::Submission;
 use crate::core::state::State;
 use crate::durable::{now_ms, process_actor};
+use crate::secret::mask_url;
 #[cfg(doc)]
 use crate::worker::Worker;
 
@@ -19,9 +21,6 @@ impl<S: State, D> App<S, D> {
     /// Those of [`App::submit_for`], and [`WorkerError::KeyUsed`] for a key kept already.
     pub fn submit_with(&self, thread: &str, input: &S, submission: Submission) -> Result<(), WorkerError> {
         let Submission { owner, tenant, webhook, idempotency } = submission;
-        let Some(url) = webhook else {
-            return self.submit_keyed(thread, input, &owner, tenant.as_deref(), idempotency);
-        };
         for (what, value) in
             [("thread id", thread), ("owner", &owner), ("tenant", tenant.as_deref().unwrap_or_default())]
         {
@@ -33,24 +32,33 @@ impl<S: State, D> App<S, D> {
         self.setup.access.check_start(thread, tenant.as_deref())?;
         self.setup.check_owner(&owner)?;
         if store.thread(thread)?.is_some() {
-            // Refused as a submit without a webhook is (a retry under the key that started it
-            // answers `KeyUsed`), nothing queued.
-            return self.submit_keyed(thread, input, &owner, tenant.as_deref(), idempotency);
+            // The same thread asked for again under the key that started it: a retry.
+            if let Some(key) = &idempotency
+                && let Some(used) = kept_key(store.as_ref(), thread, key)?
+            {
+                return Err(used);
+            }
+            return Err(WorkerError::ThreadExists { thread: thread.to_string() });
         }
         crate::durable::check_sealed::<S>(store.as_ref())?;
         let input = crate::durable::state_document(input, "the input state", crate::durable::Allowed::of::<S>())?;
         let at = now_ms();
         let actor = if owner.is_empty() { process_actor() } else { owner.clone() };
         let graph = self.setup.graph.name();
-        let mut detail = serde_json::json!({ "graph": graph, "owner": owner, "webhook": url });
-        let mut run = NewRun::new(thread, graph, Some(input), &owner, at).with_webhook(url);
+        let mut detail = serde_json::json!({ "graph": graph, "owner": owner });
+        let mut run = NewRun::new(thread, graph, Some(input), &owner, at);
+        if let Some(url) = webhook {
+            // Named masked: the URL may carry a token.
+            detail["webhook"] = mask_url(&url).into();
+            run = run.with_webhook(url);
+        }
         if let Some(tenant) = tenant {
             detail["tenant"] = tenant.as_str().into();
             run = run.with_tenant(tenant);
         }
         if let Some(key) = idempotency {
-            // As every submit records it, so a retry of this one is told apart.
-            detail["idempotency"] = serde_json::json!({ "scope": key.scope, "key": key.key, "request": key.request });
+            // Recorded so a retry of this one is told apart (`kept_key`).
+            detail[IDEMPOTENCY] = key_detail(&key);
             run = run.with_idempotency(key);
         }
         let entry = NewAuditEntry::new(at, actor, "run.submitted", detail);

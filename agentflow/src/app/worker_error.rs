@@ -116,6 +116,23 @@ pub enum WorkerError {
         /// The strategy that refused it (`reject`, `interrupt`, `rollback`).
         strategy: &'static str,
     },
+    /// A follow-up run refused ([`App::submit_follow_up`]): thread `thread` was written by
+    /// another graph, or another version of this one (its graph fingerprint is `stored`, this
+    /// app's `current`), so no worker of this graph could restart it. Nothing was queued.
+    /// (Appended last.)
+    #[error(
+        "thread `{thread}` was written by another graph or another version of it (fingerprint {stored}, this \
+         graph's {current}), so a follow-up run of this graph cannot continue it; send it to the graph that wrote \
+         the thread; nothing was queued"
+    )]
+    FollowUpOtherGraph {
+        /// The thread.
+        thread: String,
+        /// The fingerprint of the graph that wrote the thread.
+        stored: String,
+        /// This app's graph fingerprint.
+        current: String,
+    },
 }
 
 impl From<agentflow_store::ReadError> for WorkerError {

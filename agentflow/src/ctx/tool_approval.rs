@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::Ctx;
 use crate::core::error::{ErrorClass, NodeError};
 use crate::core::message::ToolCall;
-use crate::durable::{Journal, now_ms};
+use crate::durable::{CallAt, Journal, approval_id_at, approval_payload, now_ms};
 use crate::event::Activity;
 use crate::tool::{Code, Observation, OnReject, Tool, args_hash, canonical_json};
 use agentflow_store::{
@@ -311,11 +311,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
 /// call to another tool or with other arguments, under the same call id, does
 /// not, nor does the same call made by another instance of the worker.
 fn approval_id(journal: &Journal, node: &str, instance: Option<u32>, tool: &str, call_id: &str, hash: &str) -> String {
-    let key = match instance {
-        None => json!([journal.thread, journal.seq, node, tool, call_id, hash]),
-        Some(i) => json!([journal.thread, journal.seq, node, i, tool, call_id, hash]),
-    };
-    format!("apr-{}", &args_hash(&key)[..24])
+    approval_id_at(&journal.thread, journal.seq, &CallAt { node, instance, tool, call_id, hash })
 }
 
 /// Which field of `record` does not belong to the call that looked it up.
@@ -337,17 +333,6 @@ fn binding_mismatch(record: &ApprovalRecord, id: &str, thread: &str, node: &str,
 pub(super) async fn journaled(journal: &Journal, node: &str, key: String) -> Result<bool, NodeError> {
     let key = EffectKey { thread: journal.thread.clone(), seq: journal.seq, node: node.to_string(), key };
     blocking(journal, move |s| s.effect(&key).map(|r| r.is_some()).map_err(|e| e.to_string())).await
-}
-
-fn approval_payload(record: &ApprovalRecord) -> Value {
-    json!({
-        "approval": record.id,
-        "tool": record.tool,
-        "args": serde_json::from_str::<Value>(&record.args).unwrap_or(Value::Null),
-        "risk": record.risk,
-        "reason": record.reason,
-        "expires_at": record.expires_at,
-    })
 }
 
 async fn blocking<T: Send + 'static>(

@@ -50,7 +50,7 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             signal.direct_calls += 1;
             signal.direct_calls
         };
-        let id = format!("{}-{}-{n}", self.node, tool.name());
+        let id = crate::durable::direct_call_id(self.node, tool.name(), n);
         match args {
             Ok(args) => self.call_tool(&ToolCall::new(id, tool.name(), args)).await,
             // A NaN or nesting too deep is refused like a model's bad

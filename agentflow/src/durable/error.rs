@@ -184,6 +184,65 @@ pub enum ResumeError {
         /// How it ended.
         status: String,
     },
+    /// The thread was stored by a newer version of its graph than the one resuming it: a
+    /// thread never moves back to an older version. (Appended last.)
+    #[error(
+        "thread `{thread}` was stored by version {stored} of graph `{graph}`, and this build runs version \
+         {current}; resume it with a build of version {stored} or later (a thread never moves back to an \
+         older version)"
+    )]
+    GraphNewer {
+        /// The thread id.
+        thread: String,
+        /// The graph's id.
+        graph: String,
+        /// The version the thread is stored on.
+        stored: u32,
+        /// This graph's version.
+        current: u32,
+    },
+    /// The thread waits in a node the current version no longer has, and no `migrate(..)` of the
+    /// graph says where it goes; nothing was changed. (Appended last.)
+    #[error(
+        "thread `{thread}` was stored by version {from} of graph `{graph}` and is parked in node `{node}`, \
+         which version {to} no longer has: declare where it goes with \
+         `migrate(from = {declare_from}, nodes({node} -> <node or END>))`; the thread stays on version {from}"
+    )]
+    NodeUnmapped {
+        /// The thread id.
+        thread: String,
+        /// The graph's id.
+        graph: String,
+        /// The node, as the last declared migration names it.
+        node: String,
+        /// The version the thread is stored on.
+        from: u32,
+        /// This graph's version.
+        to: u32,
+        /// The `migrate(from = ..)` to declare the node's fate in.
+        declare_from: u32,
+    },
+    /// A declared `args(tool = ..)` function refused the arguments of an approval the thread
+    /// waits for; nothing was changed. (Appended last.)
+    #[error(
+        "thread `{thread}` stays on version {from} of its graph: the arguments of its pending approval \
+         `{approval}` of `{tool}` could not be migrated to version {to}: {reason}; fix the function given in \
+         `args({tool} = ..)`, or declare `args({tool} = cancel)`"
+    )]
+    ArgsRefused {
+        /// The thread id.
+        thread: String,
+        /// The approval.
+        approval: String,
+        /// The tool, as the version the function maps to names it.
+        tool: String,
+        /// The version the thread is stored on.
+        from: u32,
+        /// This graph's version.
+        to: u32,
+        /// What the function returned.
+        reason: String,
+    },
 }
 
 /// Reading or branching a thread's history failed.

@@ -136,7 +136,7 @@ pub fn fork_thread(store: &Arc<dyn Store>, thread: &str, seq: u64, actor: &str) 
         "state.forked",
         json!({ "from": seq }),
     )?;
-    cancel_children_approvals(store, thread, lease.holder(), &note, actor);
+    cancel_children_approvals(store, thread, lease.holder(), &note, actor, u64::MAX);
     wake_parked_run(store, thread);
     Ok(forked)
 }
@@ -195,8 +195,16 @@ pub(super) fn settle_abandoned_children(store: &Arc<dyn Store>, thread: &str, ho
 /// compare-and-set with an `approval.cancelled` audit entry in the child's
 /// log; one that fails (decided meanwhile, the store unreachable) is left
 /// as it is and logged. Fenced by the fork's lease of the thread (`holder`): a fork that lost
-/// the thread cancels nothing another run's branch asked for.
-pub(super) fn cancel_children_approvals(store: &Arc<dyn Store>, thread: &str, holder: &str, note: &str, actor: &str) {
+/// the thread cancels nothing another run's branch asked for. Only approvals requested before
+/// `before` (unix millis) are cancelled: ones the new branch asked for since are its own.
+pub(super) fn cancel_children_approvals(
+    store: &Arc<dyn Store>,
+    thread: &str,
+    holder: &str,
+    note: &str,
+    actor: &str,
+    before: u64,
+) {
     let threads = match store.scan_threads() {
         Ok(listing) => listing.items,
         Err(e) => return tracing::warn!(thread, error = %e, "listing the forked thread's children"),
@@ -209,8 +217,9 @@ pub(super) fn cancel_children_approvals(store: &Arc<dyn Store>, thread: &str, ho
                 continue;
             }
         };
-        for a in
-            approvals.into_iter().filter(|a| matches!(a.status, ApprovalStatus::Pending | ApprovalStatus::Approved))
+        for a in approvals
+            .into_iter()
+            .filter(|a| a.created_at < before && matches!(a.status, ApprovalStatus::Pending | ApprovalStatus::Approved))
         {
             let patch = ApprovalPatch { note: Some(note.to_string()), ..ApprovalPatch::by(actor, now_ms()) };
             let transition = agentflow_store::ApprovalTransition {

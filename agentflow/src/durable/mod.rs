@@ -15,13 +15,19 @@
 //!   kept as it finishes.
 //! - `history`: reading, forking and updating a thread's history; `restart`: the checkpoint
 //!   that starts a follow-up run of a thread.
-//! - `graph_identity`: what the checkpointer knows of a thread's graph (the app provides it).
+//! - `graph_identity`: what the checkpointer knows of a thread's graph (the app provides it);
+//!   `graph_migration`: a thread stored by an older version of its graph moved to the current one;
+//!   `migration_chain`: the declared migrations it goes through; `state_fold`: its old state
+//!   folded as JSON, for the state migrations.
 //! - `wake`: when a waiting thread wakes (its timers and the approvals it waits on).
+//! - `approval_key`: what names a tool call's approval, and what a step paused for it hands a
+//!   human.
 //! - `document`: a value serialised as a stored document (the value checks are in `core`);
 //!   `error`, `io`, `durability`: errors, store calls off the async threads, and when
 //!   checkpoints reach the disk.
 
 mod abandoned;
+mod approval_key;
 mod budget;
 mod chain;
 mod checkpointer;
@@ -33,17 +39,21 @@ mod event_log;
 mod fingerprint;
 mod finished;
 mod graph_identity;
+mod graph_migration;
 pub(crate) mod history;
 mod io;
 mod journal;
 mod keys;
 mod lease;
+mod migration_chain;
 pub(crate) mod restart;
+mod state_fold;
 pub(crate) mod wake;
 
 pub(crate) use crate::core::clock::now_ms;
 pub use crate::core::encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH};
 pub use crate::core::value_check::{ValueError, check_json};
+pub(crate) use approval_key::{CallAt, approval_id_at, approval_payload, direct_call_id};
 pub(crate) use budget::stored_budget;
 pub(crate) use chain::fold_chain;
 pub(crate) use checkpointer::Checkpointer;
@@ -55,6 +65,7 @@ pub(crate) use error::ThreadError;
 pub use error::{HistoryError, PersistError, ResumeError};
 pub(crate) use finished::FinishedWrites;
 pub(crate) use graph_identity::GraphIdentity;
+pub(crate) use graph_migration::Versions;
 pub use history::{fork_thread, update_thread};
 pub(crate) use io::blocking;
 #[cfg(feature = "testing")]

@@ -32,8 +32,16 @@ use crate::core::clock::now_ms;
 /// The checkpoint `extra` key of a restart: the mark of the follow-up run it started.
 pub(crate) const FOLLOW_UP: &str = "follow_up";
 
+/// The checkpoint `extra` key of a restart that first went back to an earlier checkpoint: that
+/// checkpoint's seq.
+pub(crate) const ROLLED_BACK: &str = "rolled_back";
+
 /// The audit entry kind of a follow-up run's restart.
 pub(crate) const FOLLOW_UP_KIND: &str = "run.follow_up";
+
+/// The audit entry kind of a follow-up run that could not run (its worker says why): it left
+/// the queue, the thread as it was.
+pub(crate) const FOLLOW_UP_FAILED: &str = "run.follow_up_failed";
 
 /// The audit entry kind of a restart that first went back to an earlier checkpoint (the
 /// `rollback` strategy).
@@ -63,19 +71,33 @@ pub(crate) fn restarted_at(checkpoints: &[CheckpointSummary], mark: &str) -> Opt
         .map(|c| c.seq)
 }
 
-/// The checkpoint the thread's current run started from, for a rollback: the latest checkpoint
-/// whose source is `Input` or `Fork` (a new thread's input, a fork by a person, the restart of a
-/// follow-up run), or, for a follow-up's restart, the checkpoint it followed (the state before
-/// that run's input). `None` for a thread without checkpoints.
-pub(crate) fn run_started_from(checkpoints: &[CheckpointSummary]) -> Option<u64> {
-    let start = checkpoints
-        .iter()
-        .rev()
-        .find(|c| matches!(c.metadata.source, CheckpointSource::Input | CheckpointSource::Fork))?;
-    match (start.metadata.extra.get(FOLLOW_UP), start.parent) {
-        (Some(_), Some(parent)) => Some(parent),
-        _ => Some(start.seq),
+/// The checkpoint that started the thread's current run, for a rollback: the latest whose
+/// source is `Input` or `Fork` (a new thread's input, a fork by a person, the restart of a
+/// follow-up run). `None` for a thread without checkpoints.
+pub(crate) fn run_start(checkpoints: &[CheckpointSummary]) -> Option<u64> {
+    checkpoints.iter().rev().find(|c| starts_a_run(c)).map(|c| c.seq)
+}
+
+/// Whether checkpoint `c` starts a run (see [`run_start`]).
+fn starts_a_run(c: &CheckpointSummary) -> bool {
+    matches!(c.metadata.source, CheckpointSource::Input | CheckpointSource::Fork)
+}
+
+/// Where a rollback bounded by `bound` goes back to, decided when its follow-up is claimed
+/// (see `NewRun::fork_from`): the earliest run whose starting checkpoint is at or after `bound`
+/// is the one replaced, and the thread goes back to the checkpoint it started from (its own,
+/// or for a follow-up's restart the one before its input). `Ok(None)`: no run started since,
+/// nothing to roll back. `Err` with the seq when the checkpoint `bound` names is gone (the
+/// thread was compacted past the run's start) and runs were written since.
+pub(crate) fn rollback_point(checkpoints: &[CheckpointSummary], bound: u64) -> Result<Option<u64>, u64> {
+    let Some(start) = checkpoints.iter().find(|c| c.seq >= bound && starts_a_run(c)) else { return Ok(None) };
+    if start.seq != bound && !checkpoints.iter().any(|c| c.seq == bound) {
+        return Err(bound);
     }
+    Ok(Some(match (start.metadata.extra.get(FOLLOW_UP), start.parent) {
+        (Some(_), Some(parent)) => parent,
+        _ => start.seq,
+    }))
 }
 
 /// What a restart writes.
@@ -86,8 +108,9 @@ pub(crate) struct Restart<'a> {
     pub(crate) holder: &'a str,
     /// The follow-up's input: the JSON of an update of the thread's state.
     pub(crate) update: Vec<u8>,
-    /// Go back to this checkpoint first (the `rollback` strategy).
-    pub(crate) fork_from: Option<u64>,
+    /// Roll back first (the `rollback` strategy), the run replaced bounded by this seq (see
+    /// [`rollback_point`]).
+    pub(crate) rollback: Option<u64>,
     /// The graph's start node.
     pub(crate) start: &'a str,
     /// Who the audit entries name.
@@ -115,14 +138,26 @@ pub(crate) fn restart_thread(store: &Arc<dyn Store>, r: Restart<'_>) -> Result<R
     let thread = r.thread;
     let checkpoints = store.list_checkpoints(thread).map_err(PersistError::from)?;
     if let Some(seq) = restarted_at(&checkpoints, &r.mark) {
+        // A worker that died between the restart and the cancels after it: they are made now
+        // (of the approvals requested before the restart, so none of the new branch's).
+        let restart = checkpoints.iter().find(|c| c.seq == seq);
+        if let Some(c) = restart.filter(|c| c.metadata.extra.get(ROLLED_BACK).is_some()) {
+            let note = rolled_back_note(c.metadata.extra.get(ROLLED_BACK).and_then(Value::as_u64).unwrap_or(0));
+            cancel_children_approvals(store, thread, r.holder, &note, r.actor, c.created_at);
+        }
         return Ok(Restarted::Already(seq));
     }
+    let fork_from = match r.rollback {
+        Some(bound) => rollback_point(&checkpoints, bound)
+            .map_err(|seq| HistoryError::UnknownCheckpoint { thread: thread.to_string(), seq })?,
+        None => None,
+    };
     let record = store
         .thread(thread)
         .map_err(PersistError::from)?
         .ok_or(HistoryError::UnknownThread { thread: thread.to_string() })?;
     let latest = latest_of(store, thread)?;
-    let base = match r.fork_from {
+    let base = match fork_from {
         Some(seq) if checkpoints.iter().any(|c| c.seq == seq) => seq,
         Some(seq) => return Err(HistoryError::UnknownCheckpoint { thread: thread.to_string(), seq }),
         None => latest.seq,
@@ -137,10 +172,11 @@ pub(crate) fn restart_thread(store: &Arc<dyn Store>, r: Restart<'_>) -> Result<R
     let budget = stored_budget(&latest, &writes)?;
     let seq = next_seq(thread, checkpoints.last().map_or(latest.seq, |c| c.seq))?;
     let now = now_ms();
-    let metadata = CheckpointMetadata {
-        extra: json!({ BUDGET: budget, FOLLOW_UP: r.mark }),
-        ..CheckpointMetadata::new(0, CheckpointSource::Input, vec![])
-    };
+    let mut extra = json!({ BUDGET: budget, FOLLOW_UP: r.mark });
+    if let Some(from) = fork_from {
+        extra[ROLLED_BACK] = from.into();
+    }
+    let metadata = CheckpointMetadata { extra, ..CheckpointMetadata::new(0, CheckpointSource::Input, vec![]) };
     let checkpoint = Checkpoint {
         thread: thread.to_string(),
         seq,
@@ -154,15 +190,11 @@ pub(crate) fn restart_thread(store: &Arc<dyn Store>, r: Restart<'_>) -> Result<R
     let record =
         ThreadRecord { updated_at: now, lease: None, status: ThreadStatus::Running, detail: String::new(), ..record };
     let mut commit = StepCommit::new(record).with_checkpoint(checkpoint).fenced_by(r.holder, now);
-    let note = match r.fork_from {
-        Some(from) => {
-            format!(
-                "the thread was rolled back to checkpoint {from} for a follow-up run: this request belongs to the run it replaced"
-            )
-        }
+    let note = match fork_from {
+        Some(from) => rolled_back_note(from),
         None => "a follow-up run started the thread over: this request belongs to the run before it".to_string(),
     };
-    if r.fork_from.is_some() {
+    if fork_from.is_some() {
         settle_abandoned_children(store, thread, r.holder, base);
     }
     abandon_head(store, thread, base, r.actor, &note, now, &mut commit)?;
@@ -172,7 +204,7 @@ pub(crate) fn restart_thread(store: &Arc<dyn Store>, r: Restart<'_>) -> Result<R
         FOLLOW_UP_KIND,
         json!({ "from": base, "checkpoint": seq, "fields": fields }),
     ));
-    if let Some(from) = r.fork_from {
+    if let Some(from) = fork_from {
         let replaced = json!({ "head": latest.seq, "run": last_run(&**store, thread) });
         commit.audit.push(NewAuditEntry::new(
             now,
@@ -182,10 +214,17 @@ pub(crate) fn restart_thread(store: &Arc<dyn Store>, r: Restart<'_>) -> Result<R
         ));
     }
     let receipt = store.commit_step(commit).map_err(PersistError::from)?;
-    if r.fork_from.is_some() {
-        cancel_children_approvals(store, thread, r.holder, &note, r.actor);
+    if fork_from.is_some() {
+        cancel_children_approvals(store, thread, r.holder, &note, r.actor, now);
     }
     Ok(Restarted::Now(receipt.checkpoint.unwrap_or(seq)))
+}
+
+/// The note of the approvals a rollback to checkpoint `from` cancels.
+fn rolled_back_note(from: u64) -> String {
+    format!(
+        "the thread was rolled back to checkpoint {from} for a follow-up run: this request belongs to the run it replaced"
+    )
 }
 
 /// How many of the newest commits of a thread's event log are read to find its last run's id.
@@ -241,10 +280,12 @@ mod tests {
     }
 
     #[test]
-    fn a_run_started_from_its_input_a_fork_or_before_its_follow_up_input() {
+    fn a_rollback_goes_back_to_where_the_run_it_replaces_started() {
         use CheckpointSource::{Fork, Input, Loop, UpdateState};
         let plain = [summary(0, None, Input, Value::Null), summary(1, Some(0), Loop, Value::Null)];
-        assert_eq!(run_started_from(&plain), Some(0));
+        assert_eq!(run_start(&plain), Some(0));
+        assert_eq!(rollback_point(&plain, 0), Ok(Some(0)));
+        assert_eq!(rollback_point(&plain, 2), Ok(None), "no run started since");
         let forked = [
             summary(0, None, Input, Value::Null),
             summary(1, Some(0), Loop, Value::Null),
@@ -252,16 +293,25 @@ mod tests {
             summary(3, Some(2), UpdateState, Value::Null),
             summary(4, Some(3), Loop, Value::Null),
         ];
-        assert_eq!(run_started_from(&forked), Some(2));
+        assert_eq!(run_start(&forked), Some(2));
+        assert_eq!(rollback_point(&forked, 2), Ok(Some(2)));
         let followed = [
             summary(0, None, Input, Value::Null),
             summary(1, Some(0), Loop, Value::Null),
             summary(2, Some(1), Input, json!({ FOLLOW_UP: "5-00" })),
             summary(3, Some(2), Loop, Value::Null),
         ];
-        assert_eq!(run_started_from(&followed), Some(1));
+        assert_eq!(run_start(&followed), Some(2));
+        assert_eq!(rollback_point(&followed, 2), Ok(Some(1)), "before the follow-up's input");
+        // Bounded after the thread's latest checkpoint when the rollback came (its run was still
+        // queued): the run that started since is the one replaced.
+        assert_eq!(rollback_point(&followed[..2], 2), Ok(None));
         assert_eq!(restarted_at(&followed, "5-00"), Some(2));
         assert_eq!(restarted_at(&followed, "6-00"), None);
-        assert_eq!(run_started_from(&[]), None);
+        assert_eq!(run_start(&[]), None);
+        // The run replaced started at a checkpoint compaction removed: refused, not guessed.
+        let compacted =
+            [summary(2, Some(1), Input, json!({ FOLLOW_UP: "5-00" })), summary(3, Some(2), Loop, Value::Null)];
+        assert_eq!(rollback_point(&compacted, 0), Err(0));
     }
 }

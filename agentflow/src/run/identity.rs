@@ -73,6 +73,9 @@ fn shape<S: State, D>(graph: &CompiledGraph<S, D>) -> Value {
         graph.nodes().iter().filter_map(|n| Some((n.name, S::field_names(n.writes?)))).collect();
     json!({
         "name": graph.name(),
+        // The release: a shape stored before these were kept is of version 1.
+        "id": graph.release().id,
+        "version": graph.version(),
         "nodes": nodes,
         "tools": tools,
         "state": S::NAME,

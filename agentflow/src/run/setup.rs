@@ -30,6 +30,8 @@ pub(crate) struct Setup<S: State, D> {
     /// Whether each run's commits write the thread's event log
     /// ([`App::event_log`](crate::App::event_log)); off by default.
     pub(crate) event_log: bool,
+    /// How each fire of its cron schedules is checked ([`App::schedule_owners`](crate::App::schedule_owners)).
+    pub(crate) fire_check: crate::schedule::FireCheck,
 }
 
 impl<S: State, D> Clone for Setup<S, D> {
@@ -41,6 +43,7 @@ impl<S: State, D> Clone for Setup<S, D> {
             gateway: Arc::clone(&self.gateway),
             access: self.access.clone(),
             event_log: self.event_log,
+            fire_check: self.fire_check.clone(),
         }
     }
 }
@@ -56,6 +59,7 @@ impl<S: State, D> Setup<S, D> {
             gateway: Arc::default(),
             access: crate::access::Access::default(),
             event_log: false,
+            fire_check: crate::schedule::FireCheck::default(),
         }
     }
 

@@ -36,6 +36,13 @@ pub enum ScheduleError {
         /// The value given.
         value: String,
     },
+    /// The schedule's [`Submission`](crate::Submission) names an idempotency key: each fire
+    /// starts a run of its own, and one key would refuse every fire after the first.
+    #[error(
+        "a schedule starts a new run at each fire, so it takes no idempotency key (one key would refuse every fire \
+         after the first); leave `Submission::idempotency` unset"
+    )]
+    KeyNotAllowed,
     /// The app has no store to keep schedules in.
     #[error("cron schedules need a store; attach one with `graph.app().store(store)`")]
     NoStore,

@@ -17,15 +17,18 @@
 //! Each run's thread gets a `run.submitted` audit entry naming `schedule:<id>` as who asked,
 //! with the schedule, its expression and the time that fell due.
 
+mod authority;
 mod cron;
 mod error;
 mod fire;
-mod options;
 
 pub use agentflow_store::ScheduleRecord;
+#[cfg(feature = "server")]
+pub(crate) use authority::OwnerLookup;
+pub use authority::SCHEDULE_REFUSED_KIND;
+pub(crate) use authority::{FireCheck, refused_entry};
 pub use cron::{CRON_SYNTAX, Cron, CronError, MAX_CRON_LEN};
 pub(crate) use error::check_id;
 pub use error::{MAX_SCHEDULE_ID_LEN, ScheduleError};
 pub use fire::schedule_actor;
 pub(crate) use fire::{fire_of, fire_thread};
-pub use options::ScheduleOptions;

@@ -17,13 +17,16 @@
 //! Durable runs refuse to store a value that looks like a credential
 //! ([`scan_json_text`], [`scan_value`]): the run fails before anything is written, naming the
 //! JSON pointer and the kind of credential, never the value. Text stored or shown in clear
-//! (a thread's status line) has credential-like parts replaced ([`redact_credentials`]).
+//! (a thread's status line) has credential-like parts replaced ([`redact_credentials`]). A URL
+//! that may carry a token (a webhook's) is named in audit entries and logs as [`mask_url`]
+//! shows it.
 
 mod credential_scan;
 mod env;
 mod error;
 mod exposed;
 mod file;
+mod mask_url;
 mod redact;
 mod reference;
 mod registry;
@@ -38,6 +41,7 @@ pub use env::EnvSecrets;
 pub use error::SecretError;
 pub use exposed::Exposed;
 pub use file::FileSecrets;
+pub use mask_url::mask_url;
 pub use redact::{describe_decode_error, redact_credentials};
 pub use reference::SecretRef;
 pub use registry::Secrets;

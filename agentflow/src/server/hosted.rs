@@ -16,7 +16,7 @@ use crate::app::{App, Multitask, Submission, WorkerError};
 use crate::approval::{ApprovalDesk, RoleAuthorizer};
 use crate::core::state::State;
 use crate::durable::{HistoryError, PersistError, fold_chain};
-use crate::schedule::{ScheduleError, ScheduleOptions, ScheduleRecord};
+use crate::schedule::{OwnerLookup, ScheduleError, ScheduleRecord};
 use crate::worker::Worker;
 
 /// What a hosted graph's worker and scheduler are: a future that runs them until its token is
@@ -109,19 +109,27 @@ pub(crate) trait Hosted: Send + Sync + 'static {
     fn desk(&self, authorizer: RoleAuthorizer) -> Result<ApprovalDesk, HistoryError>;
 
     /// A worker running up to `concurrency` runs at once and a timer scheduler, both stopped
-    /// when `stop` is cancelled (the worker lets running steps finish first).
-    fn run(&self, stop: CancellationToken, concurrency: usize) -> Running;
+    /// when `stop` is cancelled (the worker lets running steps finish first). The scheduler
+    /// checks each fire of a cron schedule for its owner as `owners` finds them now, under
+    /// `policy` (the server's users and access policy).
+    fn run(
+        &self,
+        stop: CancellationToken,
+        concurrency: usize,
+        policy: Arc<dyn AccessPolicy>,
+        owners: OwnerLookup,
+    ) -> Running;
 
     /// Keeps cron schedule `id` of this graph ([`App::schedule_with`]), starting runs from
-    /// `input` (the graph's state as JSON) owned by `access`'s actor, checked by `access`'s
-    /// policy. Blocking.
+    /// `input` (the graph's state as JSON) owned by `access`'s actor, for `tenant` if one is
+    /// given, checked by `access`'s policy. Blocking.
     fn schedule(
         &self,
         access: &Access,
         id: &str,
         cron: &str,
         input: Value,
-        options: ScheduleOptions,
+        tenant: Option<String>,
     ) -> Result<ScheduleRecord, SubmitError>;
 
     /// A schedule's stored `input` as JSON, its personal and credential fields masked (`•••`);
@@ -229,11 +237,18 @@ impl<S: State, D: Send + Sync + 'static> Hosted for HostedApp<S, D> {
         self.app.approvals(authorizer)
     }
 
-    fn run(&self, stop: CancellationToken, concurrency: usize) -> Running {
+    fn run(
+        &self,
+        stop: CancellationToken,
+        concurrency: usize,
+        policy: Arc<dyn AccessPolicy>,
+        owners: OwnerLookup,
+    ) -> Running {
         let (app, deps) = (self.app.clone(), Arc::clone(&self.deps));
         Box::pin(async move {
             let graph = app.graph().name();
-            let scheduler = app.scheduler(Arc::clone(&deps));
+            // Each fire checked again for the schedule's owner, as the API checks a start.
+            let scheduler = app.clone().schedule_owners_under(policy, owners).scheduler(Arc::clone(&deps));
             match Worker::new(app, deps).concurrency(concurrency).run(stop).await {
                 Ok(report) => tracing::debug!(graph, ?report, "the server's worker stopped"),
                 Err(e) => {
@@ -250,7 +265,7 @@ impl<S: State, D: Send + Sync + 'static> Hosted for HostedApp<S, D> {
         id: &str,
         cron: &str,
         input: Value,
-        options: ScheduleOptions,
+        tenant: Option<String>,
     ) -> Result<ScheduleRecord, SubmitError> {
         let input: S = serde_json::from_value(input).map_err(|e| SubmitError::Input {
             graph: self.name(),
@@ -260,7 +275,9 @@ impl<S: State, D: Send + Sync + 'static> Hosted for HostedApp<S, D> {
         // As for a start: checked for the caller under the server's policy, and theirs.
         let actor = access.actor();
         let app = self.app.clone().access(SharedPolicy(Arc::clone(access.policy()))).acting_as(actor);
-        Ok(app.schedule_with(id, cron, &input, &actor.id, options)?)
+        let mut runs = Submission::new().owner(actor.id.clone());
+        runs.tenant = tenant;
+        Ok(app.schedule_with(id, cron, &input, runs)?)
     }
 
     fn schedule_input(&self, input: &[u8]) -> Value {

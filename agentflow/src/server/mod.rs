@@ -89,6 +89,7 @@ use crate::access::{AccessPolicy, AllowAll};
 use crate::app::App;
 use crate::approval::RoleAuthorizer;
 use crate::core::state::State;
+use crate::schedule::OwnerLookup;
 use crate::serve_limits::ServeLimits;
 use crate::webhook::{WebhookConfig, WebhookDispatcher};
 use api::{ApiState, api_router};
@@ -96,7 +97,7 @@ use auth::Auth;
 use hosted::{Hosted, HostedApp};
 use inbox::{InboxConfig, answer_role_of, by_risk_name};
 use stream::Streams;
-use users::Users;
+use users::{User, Users};
 
 /// How many runs of each graph a server runs at once, unless [`Server::concurrency`] says
 /// otherwise.
@@ -505,7 +506,14 @@ impl Server {
         let mut workers: Vec<_> = if self.concurrency == 0 {
             Vec::new()
         } else {
-            self.graphs.iter().map(|g| tokio::spawn(g.run(stop.child_token(), self.concurrency))).collect()
+            // The schedules' owners as the users file names them now.
+            let known = Arc::clone(&users);
+            let owners: OwnerLookup =
+                Arc::new(move |name: &str| known.iter().find(|u| u.name == name).map(User::actor));
+            let run = |g: &Arc<dyn Hosted>| {
+                g.run(stop.child_token(), self.concurrency, Arc::clone(&self.access), Arc::clone(&owners))
+            };
+            self.graphs.iter().map(|g| tokio::spawn(run(g))).collect()
         };
         if let Some(config) = self.webhooks {
             let dispatcher = WebhookDispatcher::new(Arc::clone(&store), config)

@@ -259,6 +259,7 @@ impl Store for CrashStore {
         fn control_run(&self, thread: &str, control: RunControl) -> Result<bool, QueueError>;
         fn wake_run(&self, thread: &str, wait: RunWait) -> Result<bool, QueueError>;
         fn list_runs(&self) -> Result<Vec<QueuedRun>, QueueError>;
+        fn scan_runs(&self) -> Result<Listing<QueuedRun>, QueueError>;
         fn due_timers(&self, until: u64, limit: usize) -> Result<Vec<Timer>, ReadError>;
         fn thread_timer(&self, thread: &str) -> Result<Option<u64>, ReadError>;
         fn breaker(&self, tool: &str) -> Result<Option<BreakerRecord>, ReadError>;
@@ -278,13 +279,14 @@ impl Store for CrashStore {
         fn legal_hold(&self, thread: &str) -> Result<Option<LegalHold>, ReadError>;
         fn read_events(&self, thread: &str, after: Option<agentflow_store::EventId>, limit: usize) -> Result<agentflow_store::EventPage, ReadError>;
         fn enqueue_follow_up(&self, run: NewRun, entry: NewAuditEntry, place: agentflow_store::FollowUpPlace) -> Result<agentflow_store::FollowUpQueued, QueueError>;
+        fn enqueue_follow_up_as(&self, run: NewRun, entry: NewAuditEntry, rule: agentflow_store::FollowUpRule) -> Result<agentflow_store::FollowUpQueued, QueueError>;
         fn list_follow_ups(&self, thread: &str) -> Result<Vec<QueuedRun>, QueueError>;
         fn put_schedule(&self, schedule: agentflow_store::ScheduleRecord) -> Result<(), QueueError>;
         fn delete_schedule(&self, id: &str) -> Result<bool, QueueError>;
         fn schedule(&self, id: &str) -> Result<Option<agentflow_store::ScheduleRecord>, QueueError>;
-        fn list_schedules(&self) -> Result<Vec<agentflow_store::ScheduleRecord>, QueueError>;
+        fn scan_schedules(&self) -> Result<Listing<agentflow_store::ScheduleRecord>, QueueError>;
         fn fire_schedule(&self, fire: agentflow_store::ScheduleFire) -> Result<bool, QueueError>;
-        fn due_webhooks(&self, now: u64, limit: usize) -> Result<Vec<agentflow_store::WebhookDelivery>, QueueError>;
+        fn due_webhooks(&self, now: u64, limit: usize) -> Result<Listing<agentflow_store::WebhookDelivery>, QueueError>;
         fn claim_webhook(&self, id: u64, holder: &str, now: u64, until: u64) -> Result<bool, QueueError>;
         fn settle_webhook(&self, id: u64, holder: &str, settle: agentflow_store::WebhookSettle) -> Result<bool, QueueError>;
         fn list_webhooks(&self, thread: &str) -> Result<Vec<agentflow_store::WebhookDelivery>, QueueError>;

@@ -232,6 +232,22 @@ pub(crate) async fn drive<S: State, D: Sync>(
     deps: &D,
     input: &S,
     plan: &Plan<'_>,
+    fresh: bool,
+) -> Ending {
+    drive_from(app, deps, Some(input), plan, fresh).await
+}
+
+/// Resumes the plan's thread, stored already (by another version of its graph, say), to its
+/// end.
+pub(crate) async fn drive_stored<S: State, D: Sync>(app: &App<S, D>, deps: &D, plan: &Plan<'_>) -> Ending {
+    drive_from(app, deps, None, plan, false).await
+}
+
+async fn drive_from<S: State, D: Sync>(
+    app: &App<S, D>,
+    deps: &D,
+    input: Option<&S>,
+    plan: &Plan<'_>,
     mut fresh: bool,
 ) -> Ending {
     let (thread, answers) = (plan.thread, plan.answers);
@@ -243,10 +259,11 @@ pub(crate) async fn drive<S: State, D: Sync>(
         if let Some(tenant) = plan.tenant {
             runner = runner.tenant(tenant);
         }
-        let result = match (fresh, plan.limits) {
-            (true, Some(limits)) => runner.owner(plan.owner).limits(limits).run(input.clone()).await,
-            (true, None) => runner.owner(plan.owner).run(input.clone()).await,
-            (false, _) => runner.resume().await,
+        let result = match (fresh.then_some(input).flatten(), plan.limits) {
+            (Some(input), Some(limits)) => runner.owner(plan.owner).limits(limits).run(input.clone()).await,
+            (Some(input), None) => runner.owner(plan.owner).run(input.clone()).await,
+            (None, _) if fresh => return Ending::Error { error: format!("thread `{thread}` is not stored") },
+            (None, _) => runner.resume().await,
         };
         let started = fresh;
         fresh = false;

@@ -55,6 +55,11 @@
 //! }
 //! ```
 //!
+//! [`UpgradeMatrix`] does the same for a graph's upgrade: a thread parked by one version and
+//! resumed by the next, killed at every write of that resume, the commit that moves the thread
+//! to the new version (`graph.migrated`) among them; each cut leaves the thread wholly on one
+//! version ([`Check::MigrationTorn`]).
+//!
 //! The full matrix runs on in-memory stores and is deterministic. [`CrashMatrix::kill_sample`]
 //! checks the snapshot model against real processes: a child process runs the graph on a real
 //! store (a redb file, or PostgreSQL) and is killed with SIGKILL at a boundary.
@@ -73,9 +78,11 @@ mod kill;
 mod matrix;
 mod recorder;
 mod report;
+mod upgrade;
 
 pub use driver::Answers;
 pub use error::CrashMatrixError;
 pub use kill::{KillReport, KillTrial};
 pub use matrix::{CrashMatrix, StoreFactory};
 pub use report::{Boundary, BoundaryKind, Check, CrashReport, Cut, Ending, Trial, Violation};
+pub use upgrade::UpgradeMatrix;

@@ -95,6 +95,11 @@ pub enum Check {
     /// run loop without its one `step` event, or a thread that ended without saying so last.
     /// (Appended last.)
     EventLogBroken,
+    /// A thread's move to a newer version of its graph was cut in half: its fingerprint and
+    /// its `graph.migrated` audit entries disagree (moved without the entry, the entry without
+    /// the move), or it says `graph.migrated` other than once by its end
+    /// ([`UpgradeMatrix`](super::UpgradeMatrix)). (Appended last.)
+    MigrationTorn,
 }
 
 impl fmt::Display for Check {
@@ -106,6 +111,7 @@ impl fmt::Display for Check {
             Check::EndingDiffers => "ending differs",
             Check::LeftRunning => "thread left running",
             Check::EventLogBroken => "event log broken",
+            Check::MigrationTorn => "graph migration torn",
         })
     }
 }

@@ -25,7 +25,7 @@ pub enum WebhookError {
         if allowed.is_empty() { "no prefix (this server allows no webhook URL)".to_string() } else { format!("{allowed:?}") }
     )]
     NotAllowed {
-        /// The URL.
+        /// The URL, masked ([`mask_url`](crate::secret::mask_url)), its first 200 characters.
         url: String,
         /// The prefixes allowed.
         allowed: Vec<String>,
@@ -35,7 +35,7 @@ pub enum WebhookError {
         "webhook URL `{url}` is refused: {reason}; give an http:// or https:// URL without a user name or password"
     )]
     BadUrl {
-        /// The URL (as given, or its first 200 characters).
+        /// The URL, masked ([`mask_url`](crate::secret::mask_url)), its first 200 characters.
         url: String,
         /// What is wrong with it.
         reason: String,
@@ -179,8 +179,7 @@ impl WebhookConfig {
     /// # Errors
     /// [`WebhookError::BadUrl`], [`WebhookError::NotAllowed`] naming the allowed prefixes.
     pub fn check(&self, url: &str) -> Result<(), WebhookError> {
-        let bad =
-            |reason: &str| WebhookError::BadUrl { url: url.chars().take(200).collect(), reason: reason.to_string() };
+        let bad = |reason: &str| WebhookError::BadUrl { url: shown(url), reason: reason.to_string() };
         let parsed = Url::parse(url).map_err(|e| bad(&format!("it is not a URL ({e})")))?;
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(bad("its scheme is not http or https"));
@@ -192,8 +191,13 @@ impl WebhookConfig {
         if self.allow.iter().any(|prefix| continues(written, &normalized(prefix))) {
             return Ok(());
         }
-        Err(WebhookError::NotAllowed { url: url.chars().take(200).collect(), allowed: self.allow.clone() })
+        Err(WebhookError::NotAllowed { url: shown(url), allowed: self.allow.clone() })
     }
+}
+
+/// `url` as an error names it: masked ([`mask_url`](crate::secret::mask_url)), its first 200 characters.
+fn shown(url: &str) -> String {
+    crate::secret::mask_url(url).chars().take(200).collect()
 }
 
 /// `prefix` as a parsed URL writes it, when it parses (else as given).

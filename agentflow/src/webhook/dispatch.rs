@@ -1,7 +1,8 @@
 //! The dispatcher: sends the webhook deliveries that are due, signed, and records how each
 //! attempt ended (delivered, tried again later, given up).
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentflow_store::{NewAuditEntry, Store, WebhookDelivery, WebhookSettle};
@@ -11,6 +12,7 @@ use super::config::{WebhookConfig, WebhookError};
 use super::sign::sign;
 use crate::core::clock::now_ms;
 use crate::durable::{blocking, holder_id};
+use crate::secret::mask_url;
 
 /// How long a dispatcher holds a delivery for one attempt: no other dispatcher tries it then.
 const HOLD: Duration = Duration::from_secs(30);
@@ -42,6 +44,8 @@ pub struct WebhookDispatcher {
     client: reqwest::Client,
     holder: String,
     every: Duration,
+    /// The unreadable deliveries logged already, by their error: each is logged once.
+    skipped: Mutex<BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for WebhookDispatcher {
@@ -81,6 +85,7 @@ impl WebhookDispatcher {
             // of one process must not share one (they would send a delivery twice at once).
             holder: format!("webhooks-{}", holder_id()),
             every: Duration::from_millis(500),
+            skipped: Mutex::default(),
         })
     }
 
@@ -107,7 +112,8 @@ impl WebhookDispatcher {
 
     /// One look: takes the deliveries due now (at most 32), sends them at once and records how
     /// each ended. Answers how many it attempted (a delivery another dispatcher took first is
-    /// not counted).
+    /// not counted). A delivery whose stored row cannot be read is left out and logged (once per
+    /// dispatcher); the others are sent.
     ///
     /// # Errors
     /// [`WebhookError::Store`] (or [`WebhookError::Persist`]) reading the due deliveries; one that fails to hold or settle a delivery is
@@ -115,8 +121,13 @@ impl WebhookDispatcher {
     pub async fn dispatch_due(&self) -> Result<usize, WebhookError> {
         let now = now_ms();
         let due = blocking(&self.store, move |s| s.due_webhooks(now, PER_LOOK)).await??;
-        let mut attempts = Vec::with_capacity(due.len());
-        for delivery in due {
+        for e in due.skipped.iter().map(ToString::to_string) {
+            if self.first_skip(&e) {
+                tracing::warn!(error = %e, "a webhook delivery cannot be read; the others are sent");
+            }
+        }
+        let mut attempts = Vec::with_capacity(due.items.len());
+        for delivery in due.items {
             let (id, holder) = (delivery.id, self.holder.clone());
             let until = now.saturating_add(u64::try_from(HOLD.as_millis()).unwrap_or(u64::MAX));
             match blocking(&self.store, move |s| s.claim_webhook(id, &holder, now, until)).await {
@@ -129,6 +140,11 @@ impl WebhookDispatcher {
         let made = attempts.len();
         futures_util::future::join_all(attempts).await;
         Ok(made)
+    }
+
+    /// Whether unreadable-delivery error `error` is new (then noted).
+    fn first_skip(&self, error: &str) -> bool {
+        self.skipped.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(error.to_string())
     }
 
     /// Sends `delivery` once and records how it ended.
@@ -187,7 +203,7 @@ impl WebhookDispatcher {
     async fn audit_failure(&self, delivery: &WebhookDelivery, attempts: u32, error: String) {
         let detail = serde_json::json!({
             "delivery": delivery.id,
-            "url": delivery.url,
+            "url": mask_url(&delivery.url),
             "attempts": attempts,
             "error": error,
         });

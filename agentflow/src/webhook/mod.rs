@@ -29,6 +29,9 @@
 //!
 //! A delivery is sent at least once: a dispatcher that dies mid-attempt leaves it to another
 //! once its hold lapses, so a receiver deduplicates by `x-agentflow-delivery`.
+//!
+//! A URL may carry a token (in its query or user name): audit entries, logs and the errors
+//! that name one show it through [`mask_url`](crate::secret::mask_url) (scheme, host and path kept, the rest `***`).
 
 #[cfg(feature = "server")]
 mod config;

@@ -4,13 +4,13 @@
 
 use std::sync::Arc;
 
-use agentflow_store::{CommitError, LeaseError, QueuedRun, RunControl};
+use agentflow_store::{CommitError, LeaseError, NewAuditEntry, QueuedRun, RunControl};
 use tokio_util::sync::CancellationToken;
 
 use super::job::{End, Job, Then};
 use crate::core::state::State;
-use crate::durable::restart::{Restart, Restarted, follow_up_mark, restart_thread, restarted_at};
-use crate::durable::{HistoryError, PersistError, blocking};
+use crate::durable::restart::{FOLLOW_UP_FAILED, Restart, Restarted, follow_up_mark, restart_thread, restarted_at};
+use crate::durable::{HistoryError, PersistError, blocking, now_ms};
 
 impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     /// Runs follow-up `claim`: a cancel asked before its restart drops it (the thread is left as
@@ -61,12 +61,11 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     async fn restart(&self, claim: &QueuedRun) -> Result<(), (End, Then)> {
         let thread = claim.thread.clone();
         let Some(update) = claim.input.clone() else {
-            tracing::error!(thread = %thread, "a follow-up run without an input leaves the queue");
-            return Err((End::Failed, Then::Remove));
+            return Err(self.failed(claim, "the follow-up run has no input".to_string()).await);
         };
         if let Err(e) = serde_json::from_slice::<S::Update>(&update) {
-            tracing::error!(thread = %thread, error = %e, "the follow-up's input does not decode as the graph's update");
-            return Err((End::Failed, Then::Remove));
+            let why = format!("the follow-up's input does not decode as the graph's update: {e}");
+            return Err(self.failed(claim, why).await);
         }
         let graph = &self.app.setup.graph;
         // A thread of another graph (or of another version of this one, which a resume refuses
@@ -75,17 +74,19 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         let other =
             blocking(&self.store, move |s| s.thread(&t).map(|r| r.filter(|r| r.graph_fingerprint != fingerprint)));
         if let Ok(Ok(Some(record))) = other.await {
-            tracing::warn!(
-                thread = %thread, stored = %record.graph_fingerprint,
-                "a follow-up run of a thread of another graph (or version) leaves the queue; the thread is left as it is"
+            let why = format!(
+                "the thread runs another graph or another version of it (fingerprint {}, this worker's {}); the thread \
+                 is left as it is",
+                record.graph_fingerprint,
+                graph.fingerprint()
             );
-            return Err((End::Failed, Then::Remove));
+            return Err(self.failed(claim, why).await);
         }
         let start = graph.node_name(graph.start());
         let mark = follow_up_mark(claim.enqueued_at, &update);
-        let (store, holder, fork_from) = (Arc::clone(&self.store), self.holder.clone(), claim.fork_from);
+        let (store, holder, rollback) = (Arc::clone(&self.store), self.holder.clone(), claim.fork_from);
         let restarted = blocking(&self.store, move |_| {
-            let restart = Restart { thread: &thread, holder: &holder, update, fork_from, start, actor: &holder, mark };
+            let restart = Restart { thread: &thread, holder: &holder, update, rollback, start, actor: &holder, mark };
             restart_thread(&store, restart)
         })
         .await;
@@ -101,10 +102,27 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 Err(self.store_failure(claim, &e))
             }
             Err(e) => Err(self.store_failure(claim, &e)),
-            Ok(Err(e)) => {
-                tracing::warn!(thread = %claim.thread, error = %e, "a follow-up run could not restart its thread; it leaves the queue");
-                Err((End::Failed, Then::Remove))
-            }
+            Ok(Err(e)) => Err(self.failed(claim, format!("the follow-up could not restart its thread: {e}")).await),
         }
+    }
+
+    /// Follow-up `claim` cannot run (`why`): it leaves the queue, the thread as it was, with a
+    /// `run.follow_up_failed` audit entry in the thread's log saying why (what submitted it was
+    /// answered already).
+    async fn failed(&self, claim: &QueuedRun, why: String) -> (End, Then) {
+        tracing::warn!(thread = %claim.thread, why, "a follow-up run leaves the queue without running");
+        let detail = serde_json::json!({
+            "reason": why,
+            "submitted_at": claim.enqueued_at,
+            "rollback": claim.fork_from.is_some(),
+        });
+        let entry = NewAuditEntry::new(now_ms(), &self.holder, FOLLOW_UP_FAILED, detail);
+        let thread = claim.thread.clone();
+        match blocking(&self.store, move |s| s.append_audit(&thread, entry)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(thread = %claim.thread, error = %e, "could not audit a failed follow-up run"),
+            Err(e) => tracing::warn!(thread = %claim.thread, error = %e, "could not audit a failed follow-up run"),
+        }
+        (End::Failed, Then::Remove)
     }
 }

@@ -82,7 +82,8 @@ pub(super) enum Then {
     /// Remove it: the run ended.
     Remove,
     /// Keep it, parked until what it waits for is there (no approval of the thread waits, the
-    /// thread's timer is due, or an answer woke it).
+    /// thread's timer is due, or an answer woke it); held (only while follow-ups wait behind it)
+    /// until the thread's run ends or a resume wakes it.
     Park(RunWait),
     /// Keep it, parked until none of these approvals (the records its pause waits on) waits
     /// for a human, or its thread's timer is due.
@@ -234,7 +235,10 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 // A cancel request that came after this worker's shutdown had asked the run to
                 // pause: the cancel wins, the paused thread is cancelled now.
                 Outcome::Paused if asked == Some(RunControl::Cancel) => self.cancel_now(claim).await,
-                Outcome::Cancelled | Outcome::Paused => (End::Controlled, Then::Remove),
+                // Paused as asked: a person resumes it. Follow-ups queued behind it wait until its
+                // run ends (`Settle::hold`: the row leaves the queue when none waits).
+                Outcome::Paused => (End::Controlled, Then::Park(RunWait::Held)),
+                Outcome::Cancelled => (End::Controlled, Then::Remove),
                 // Cancelled as asked, its calls undone.
                 Outcome::Compensated { .. } if asked == Some(RunControl::Cancel) => (End::Controlled, Then::Remove),
                 // Waiting (for people, a breakpoint, its timer), but a cancel was asked: the
@@ -258,7 +262,8 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 Outcome::Interrupted { pending, .. } if pending.iter().any(|p| p.kind == PendingKind::Interrupt) => {
                     (End::Interrupted, Then::Park(RunWait::Answer))
                 }
-                Outcome::Interrupted { .. } => (End::Interrupted, Then::Remove),
+                // Stopped at a breakpoint: held as a paused run is.
+                Outcome::Interrupted { .. } => (End::Interrupted, Then::Park(RunWait::Held)),
                 // A durable timer: parked until it is due, then claimed and resumed by a worker.
                 Outcome::Sleeping { .. } => (End::Sleeping, Then::Park(RunWait::Timer)),
                 // The run failed after taking an answer (a value of the wrong shape, say): the
@@ -353,6 +358,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 return;
             }
             Then::Remove => Settle::remove(),
+            Then::Park(RunWait::Held) => Settle::hold(),
             Then::Park(wait) => Settle::park(wait),
             Then::AwaitApprovals(awaits) => Settle::await_approvals(awaits),
         };

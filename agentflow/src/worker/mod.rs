@@ -390,8 +390,8 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
             let (thread, me, claims) = (t.clone(), holder.clone(), claim.claims);
             let now = now_ms();
             let queued = blocking(store, move |s| {
-                s.list_runs().map(|runs| {
-                    runs.iter().any(|r| {
+                s.scan_runs().map(|runs| {
+                    runs.items.iter().any(|r| {
                         r.thread == thread
                             && r.wait == RunWait::Ready
                             && r.holder.as_deref() == Some(me.as_str())

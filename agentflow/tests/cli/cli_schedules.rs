@@ -84,7 +84,7 @@ fn schedules_of_a_file_a_server_holds_go_through_its_socket() {
     assert!(stdout(&out).contains("removed schedule `yearly`"), "{}", stdout(&out));
     let out = cli(spec, &["schedules", "delete", "yearly"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(store.list_schedules().unwrap().is_empty());
+    assert!(store.scan_schedules().unwrap().items.is_empty());
     rt.block_on(server.shutdown());
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -35,6 +35,8 @@ mod cli_tail;
 #[cfg(feature = "cli")]
 mod cli_transfer;
 #[cfg(feature = "cli")]
+mod cli_versions;
+#[cfg(feature = "cli")]
 mod inbox_abuse;
 #[cfg(feature = "cli")]
 mod inbox_browser;

@@ -7,6 +7,8 @@
 //! a reducer); for those the checks produce [`Conflict`]s and
 //! [`GuardedWrite`]s that the expansion turns into compile-time assertions.
 
+pub mod release;
+
 use super::algo::co_active;
 use super::ir::{END, GraphIr, NodeIr, Param};
 use super::resolve::{Resolved, Target};

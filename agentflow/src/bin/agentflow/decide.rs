@@ -179,8 +179,8 @@ fn who_goes_on(store: &Arc<dyn Store>, record: &agentflow::approval::ApprovalRec
         }
     }
     let once = still_waiting(store, &top, &record.id);
-    let queued = match store.list_runs() {
-        Ok(runs) => runs.iter().any(|r| r.thread == top),
+    let queued = match store.scan_runs() {
+        Ok(runs) => runs.items.iter().any(|r| r.thread == top),
         Err(agentflow_store::QueueError::Unsupported { .. }) => false,
         Err(e) => {
             return format!(

@@ -33,6 +33,11 @@ pub struct ThreadsArgs {
     /// Only threads not updated for this long (`30m`, `2h`, `7d`).
     #[arg(long, value_name = "DURATION")]
     pub older_than: Option<String>,
+    /// Count the threads by graph id and version instead of listing them (from the stored graph
+    /// descriptions; one stored before versions is version 1), with how many may still resume:
+    /// once a version has none, the migrations from it can go.
+    #[arg(long = "versions", visible_alias = "version")]
+    pub versions: bool,
 }
 
 /// Reads a thread or fails with "not found".
@@ -105,6 +110,10 @@ pub fn threads(store: &dyn Store, guard: &Guard, args: &ThreadsArgs, as_json: bo
             continue;
         }
         rows.push((t, name));
+    }
+    if args.versions {
+        let threads: Vec<&ThreadRecord> = rows.iter().map(|(t, _)| *t).collect();
+        return crate::versions::print(store, &threads, as_json);
     }
     if as_json {
         out::json(&Value::Array(rows.iter().map(|(t, n)| thread_json(t, n.as_deref())).collect()))?;

@@ -81,6 +81,16 @@
 //! Every command prints a table for people, or JSON with stable field names
 //! with `--json`.
 //!
+//! `threads --versions` counts the threads by graph id and version (from the stored graph
+//! descriptions; one stored before graphs had versions is version 1) with how many may still
+//! resume: once a version has none, the `migrate(from = ..)` of that version can be dropped.
+//!
+//! `graphs lock [CARGO TEST ARGS..]` and `graphs check [CARGO TEST ARGS..]` open no store: they
+//! run `cargo test ARGS agentflow_graph_lock` (the cargo `CARGO` names, else `cargo` from
+//! `PATH`), the test `#[graph]` generates for each released graph, with `AGENTFLOW_LOCK=write`
+//! for `lock` (each graph's version gets its lock written) and without it for `check` (each graph
+//! is compared with its locks); the command ends with cargo's exit code.
+//!
 //! `serve` is the approval inbox: a web page (loopback by default) where
 //! users named in a `--users` file log in with a token and decide approvals
 //! through the same desk and authorizer, with CSRF-checked forms, live
@@ -120,6 +130,7 @@ mod access;
 mod audit;
 mod decide;
 mod governance;
+mod graphs;
 mod inspect;
 mod mcp;
 mod open;
@@ -133,6 +144,7 @@ mod serve;
 mod stuck;
 mod tail;
 mod transfer;
+mod versions;
 
 use std::process::ExitCode;
 
@@ -260,6 +272,9 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// MCP servers: `mcp snapshot` prints the snapshot of a server's tools to commit.
     Mcp(mcp::McpArgs),
+    /// Released graphs' locks: `graphs lock` writes the lock of each graph's version, `graphs
+    /// check` checks each graph against its locks (both run `cargo test` on the lock tests).
+    Graphs(graphs::GraphsArgs),
 }
 
 /// A command's failure: the exit code and the one-line message.
@@ -338,9 +353,12 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Outcome {
-    // MCP commands open no store.
+    // MCP and lock commands open no store.
     if let Command::Mcp(args) = &cli.command {
         return mcp::mcp(args);
+    }
+    if let Command::Graphs(args) = &cli.command {
+        return graphs::graphs(args);
     }
     open::configure(&cli.sealing, matches!(cli.command, Command::Import(_)))?;
     let spec = cli.store.clone().ok_or_else(|| {
@@ -455,6 +473,6 @@ fn run(cli: Cli) -> Outcome {
         Command::Run(args) => runs::run(store, guard, &args, json),
         Command::Tail(args) => tail::tail(store, guard, &args, json),
         Command::Schedules(args) => schedules::schedules(store.as_ref(), guard, &args, json),
-        Command::Serve(_) | Command::Mcp(_) => Ok(()),
+        Command::Serve(_) | Command::Mcp(_) | Command::Graphs(_) => Ok(()),
     }
 }

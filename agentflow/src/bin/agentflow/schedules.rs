@@ -85,7 +85,14 @@ pub fn print(rows: &[Value], as_json: bool) -> Outcome {
 
 fn list(store: &dyn Store, guard: &Guard, as_json: bool) -> Outcome {
     guard.list()?;
-    let mut kept = store.list_schedules().map_err(failure)?;
+    let listing = store.scan_schedules().map_err(failure)?;
+    for skipped in &listing.skipped {
+        eprintln!(
+            "agentflow: skipped a schedule that does not decode: {}",
+            crate::out::printable_line(&skipped.to_string())
+        );
+    }
+    let mut kept = listing.items;
     kept.retain(|s| guard.actor().acts_for(s.tenant.as_deref()));
     print(&kept.iter().map(view).collect::<Vec<_>>(), as_json)
 }

@@ -19,9 +19,10 @@ use crate::durable::document::{Allowed, check_sealed, state_document};
 use crate::durable::durability::Durability;
 use crate::durable::error::{PersistError, ResumeError, ThreadError};
 use crate::durable::event_log::RunLog;
-use crate::durable::fingerprint::{explain_change, keep_description, marks_current};
+use crate::durable::fingerprint::{keep_description, marks_current};
 use crate::durable::finished::StoredWrite;
 use crate::durable::graph_identity::GraphIdentity;
+use crate::durable::graph_migration::{Versions, migrate_thread};
 use crate::durable::io::blocking;
 use crate::durable::journal::{ParentLeases, journal_seq_of};
 use crate::durable::keys::{ANSWERS, BUDGET, GRAPH, INTERRUPTS, PAYLOADS};
@@ -146,9 +147,12 @@ impl Checkpointer {
     }
 
     /// Opens an existing thread where it stopped. With the event log, the run's `run.started`
-    /// waits for its first commit.
+    /// waits for its first commit. A thread stored by an older version of the graph is moved to
+    /// this one first, by the graph's declared migrations (see `durable::graph_migration`).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn resume<S: State>(
         graph: &impl GraphIdentity,
+        versions: &Versions<'_>,
         store: Arc<dyn Store>,
         thread: String,
         durability: Durability,
@@ -178,6 +182,9 @@ impl Checkpointer {
         cp.tenant = record.tenant.clone();
         cp.trace = record.trace.clone();
         cp.opened_as = Some(record.status);
+        if record.graph_fingerprint != graph.fingerprint() {
+            migrate_thread::<S>(graph, versions, &cp.store, cp.lease.holder(), &record).await?;
+        }
         let id = cp.thread.clone();
         let latest = blocking(&cp.store, move |s| s.latest_checkpoint(&id))
             .await?
@@ -188,19 +195,6 @@ impl Checkpointer {
             let mut log = Box::new(RunLog::new(graph.name()));
             log.waiting.push(log.started(true, latest.seq)?);
             cp.log = Some(log);
-        }
-        if record.graph_fingerprint != graph.fingerprint() {
-            let id = cp.thread.clone();
-            let root = blocking(&cp.store, move |s| s.checkpoint(&id, 0)).await?.map_err(PersistError::from)?;
-            let stored = root.as_ref().and_then(|c| c.metadata.extra.get(GRAPH));
-            let changes = explain_change(stored, &graph.shape());
-            return Err(ResumeError::GraphChanged {
-                thread: cp.thread.clone(),
-                stored: record.graph_fingerprint,
-                current: graph.fingerprint().to_string(),
-                changes,
-            }
-            .into());
         }
         let state = cp.rebuild(graph, latest.seq, record.schema_version).await?;
         if record.schema_version != S::VERSION {

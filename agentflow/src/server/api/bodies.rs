@@ -137,13 +137,37 @@ pub(crate) struct ThreadView {
     pub(crate) updated_at: u64,
     /// Its run in the run queue, while it has one.
     pub(crate) run: Option<QueuedView>,
+    /// Its follow-up runs (`GET /api/threads/{thread}` only): how many wait behind its run, and
+    /// the last one that could not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) follow_ups: Option<FollowUpsView>,
+}
+
+/// A thread's follow-up runs.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct FollowUpsView {
+    /// How many wait behind the thread's run.
+    pub(crate) waiting: usize,
+    /// The last follow-up that left the queue without running (its `run.follow_up_failed` audit
+    /// entry), if one did.
+    pub(crate) last_failed: Option<FailedFollowUpView>,
+}
+
+/// A follow-up run that could not run.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct FailedFollowUpView {
+    /// When the worker that claimed it gave it up (unix milliseconds).
+    pub(crate) at: u64,
+    /// Why.
+    pub(crate) reason: String,
 }
 
 /// A thread's run in the run queue.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct QueuedView {
     /// What it waits for before a worker claims it: `ready` (nothing: queued or running),
-    /// `approval`, `timer`, `answer`.
+    /// `approval`, `timer`, `answer`, `held` (behind a thread that waits outside the queue, with
+    /// follow-up runs behind it: until a resume or the thread's run ends).
     pub(crate) wait: String,
     /// A stop asked for and not yet acted on: `cancel` or `pause`.
     pub(crate) control: Option<String>,
@@ -436,6 +460,7 @@ impl ThreadView {
             created_at: t.created_at,
             updated_at: t.updated_at,
             run: run.map(QueuedView::from),
+            follow_ups: None,
         }
     }
 }

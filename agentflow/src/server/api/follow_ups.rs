@@ -5,13 +5,21 @@
 //! happens to the run the thread has in the queue ([`Multitask`], `enqueue` by default). The
 //! answer is 202 with where the run stands: `queued` (the thread had no run in the queue) or
 //! `behind` (after the thread's run, with `ahead` other follow-ups before it); 409
-//! `follow_up_refused` for `reject` while the thread has a run.
+//! `follow_up_refused` for `reject` while the thread has a run, and for a thread another graph
+//! (or another version of this one) wrote.
+//!
+//! With `wait`, a follow-up queued behind the thread's run is waited for until it becomes the
+//! thread's run (then its own run is waited for, as a start's); while the run before it waits
+//! for a person or its timer (or is held for a thread that does), the answer is 202 at once with
+//! status `behind_waiting`: the follow-up runs only once that run ended.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use agentflow_store::{FollowUpQueued, IdempotencyKey};
+use agentflow_store::{FollowUpQueued, IdempotencyKey, RunWait};
 use axum::http::StatusCode;
 use serde_json::Value;
+use tokio::time::Instant;
 
 use super::bodies::RunView;
 use super::problem::{Problem, blocking};
@@ -71,12 +79,14 @@ pub(crate) struct FollowUp {
 /// request under an `Idempotency-Key` is a start sent again when that key started the thread
 /// (answered as the first was, queueing nothing); a follow-up is not deduplicated by a key (422
 /// `idempotency_key_not_supported`).
+/// With the view, the submission time of the follow-up when it waits behind the thread's run
+/// (the newest of the thread's follow-ups just after it was queued), for [`wait_for_turn`].
 pub(crate) async fn follow_up(
     state: &Arc<ApiState>,
     access: &Access,
     graph: Arc<dyn Hosted>,
     ask: FollowUp,
-) -> Result<RunView, Problem> {
+) -> Result<(RunView, Option<u64>), Problem> {
     let tenant_named = |thread: &str| {
         Problem::unprocessable(format!(
             "thread `{thread}` exists: a follow-up run keeps its thread's tenant; leave `tenant` out"
@@ -95,10 +105,10 @@ pub(crate) async fn follow_up(
             let keyed = graph.submit_keyed(&access, &thread, input, tenant.as_deref(), Some(key), webhook.as_deref());
             return match keyed {
                 Err(SubmitError::Worker(WorkerError::KeyUsed { thread, same_request: true, .. })) => {
-                    Ok(RunView::queued(thread))
+                    Ok((RunView::queued(thread), None))
                 }
                 Err(SubmitError::Worker(e @ WorkerError::KeyUsed { .. })) => Err(e.into()),
-                Ok(()) => Ok(RunView::queued(thread)),
+                Ok(()) => Ok((RunView::queued(thread), None)),
                 Err(_) if tenant.is_some() => Err(tenant_named(&thread)),
                 Err(_) => Err(Problem::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
@@ -112,13 +122,55 @@ pub(crate) async fn follow_up(
         }
         let queued = graph.submit_follow_up(&access, &thread, input, strategy, webhook.as_deref())?;
         let mut view = RunView::queued(thread);
+        let mut mine = None;
         if let FollowUpQueued::Behind { ahead } = queued {
             view.status = "behind".to_string();
             view.ahead = Some(ahead);
+            mine = shared.store.list_follow_ups(&view.thread).map_err(Problem::store)?.iter().map(|r| r.enqueued_at).max();
         }
-        Ok(view)
+        Ok((view, mine))
     })
     .await
+}
+
+/// Waits, for `wait: true`, until follow-up `view` (submitted at `mine`) queued behind its
+/// thread's run is the thread's run or ran, or `deadline` passes: `None` then (the caller waits
+/// for its run as for a start's), or the 202 view to answer at once: `behind_waiting` while the
+/// run before it is parked (for a person, its timer, or held for a thread that waits), `behind`
+/// at the deadline.
+pub(crate) async fn wait_for_turn(
+    state: &Arc<ApiState>,
+    mut view: RunView,
+    mine: Option<u64>,
+    deadline: Instant,
+) -> Result<Option<RunView>, Problem> {
+    let Some(mine) = mine else { return Ok(None) };
+    let mut pause = Duration::from_millis(5);
+    loop {
+        let (shared, id) = (Arc::clone(state), view.thread.clone());
+        let (run, waiting) = blocking(move || {
+            let waiting = shared.store.list_follow_ups(&id).map_err(Problem::store)?;
+            Ok((queued_run(&shared, &id)?, waiting))
+        })
+        .await?;
+        let Some(at) = waiting.iter().position(|r| r.enqueued_at == mine) else { return Ok(None) };
+        view.ahead = Some(at);
+        if run.is_some_and(|r| r.wait != RunWait::Ready && r.control.is_none()) {
+            view.status = "behind_waiting".to_string();
+            view.detail = Some(
+                "queued behind a run that waits for a person or its timer: this follow-up runs once that run \
+                 ended; GET the thread to follow it"
+                    .to_string(),
+            );
+            return Ok(Some(view));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(Some(view));
+        }
+        tokio::time::sleep(pause.min(deadline - now)).await;
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
 }
 
 /// `Ok` when thread `thread` (if it exists) runs graph `graph`, as the store's description of

@@ -157,7 +157,7 @@ impl From<WorkerError> for Problem {
                 format!("{e}; nothing was started"),
             ),
             WorkerError::KeyUsed { .. } => Problem::conflict(e.to_string()),
-            WorkerError::FollowUpRefused { .. } => {
+            WorkerError::FollowUpRefused { .. } | WorkerError::FollowUpOtherGraph { .. } => {
                 Problem::new(StatusCode::CONFLICT, "follow_up_refused", e.to_string())
             }
             WorkerError::NotRunning { .. } | WorkerError::GraphUnknown { .. } => Problem::conflict(e.to_string()),

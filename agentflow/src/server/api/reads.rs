@@ -92,5 +92,5 @@ pub(crate) fn approvals_waiting(state: &ApiState, thread: &str) -> Result<Vec<Ap
 
 /// Thread `thread`'s run in the run queue, if it has one.
 pub(crate) fn queued_run(state: &ApiState, thread: &str) -> Result<Option<QueuedRun>, Problem> {
-    Ok(state.store.list_runs().map_err(Problem::store)?.into_iter().find(|r| r.thread == thread))
+    Ok(state.store.scan_runs().map_err(Problem::store)?.items.into_iter().find(|r| r.thread == thread))
 }

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use super::bodies::{ResumeRun, RunView, StartRun};
 use super::body::{Body, MaybeBody};
 use super::caller::Caller;
-use super::follow_ups::{FollowUp, allowed_webhook, follow_up, is_there};
+use super::follow_ups::{FollowUp, allowed_webhook, follow_up, is_there, wait_for_turn};
 use super::idempotency;
 use super::path::Path;
 use super::problem::{Problem, blocking};
@@ -63,11 +63,19 @@ pub(crate) async fn start(
         if is_there(&state, caller.access(), &named).await? {
             let strategy = body.multitask_strategy.unwrap_or_default();
             let ask = FollowUp { thread: named, input: body.input, strategy, webhook, key, tenant: body.tenant };
-            let view = follow_up(&state, caller.access(), graph, ask).await?;
+            let (view, mine) = follow_up(&state, caller.access(), graph, ask).await?;
             if !body.wait {
                 return Ok((StatusCode::ACCEPTED, Json(view)));
             }
-            return outcome(&state, &caller, view.thread, body.wait_ms).await;
+            // Behind the thread's run: its own run is waited for once it is the thread's.
+            let wait = Duration::from_millis(body.wait_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS));
+            let deadline = Instant::now() + wait;
+            let thread = view.thread.clone();
+            if let Some(view) = wait_for_turn(&state, view, mine, deadline).await? {
+                return Ok((StatusCode::ACCEPTED, Json(view)));
+            }
+            let left = u64::try_from(deadline.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(0);
+            return outcome(&state, &caller, thread, Some(left)).await;
         }
         body.thread = Some(named);
     }
@@ -164,8 +172,9 @@ pub(crate) async fn resume(
             let (seq, _) = desk.waiting_questions(&id)?;
             desk.answer_question(&id, seq, question, value, &actor)?;
             // Recording the last answer of the step woke the run a worker parked for it; one
-            // still parked waits for the step's other answers.
-            if let Some(run) = queued_run(&shared, &id)? {
+            // still parked waits for the step's other answers. A run held behind the thread
+            // (follow-ups wait behind it) is woken by the resume below.
+            if let Some(run) = queued_run(&shared, &id)?.filter(|r| r.wait != RunWait::Held) {
                 return Ok(run.wait == RunWait::Ready);
             }
         }

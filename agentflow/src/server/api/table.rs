@@ -306,7 +306,7 @@ pub(crate) const TABLE: &[Route] = &[
         operation: Some(Operation::ReadState),
         id: "getThread",
         summary: "A thread",
-        description: "Its record and its run in the queue. Needs `read_state`.",
+        description: "Its record, its run in the queue and its follow-up runs. Needs `read_state`.",
         request: None,
         replies: &[Reply { status: 200, description: "The thread.", body: schema::<ThreadView>, media: Media::Json }],
         errors: READ_ERRORS,

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::State;
 
-use super::bodies::{HistoryEntry, PendingView, StateView, ThreadView, ThreadWaits};
+use super::bodies::{FailedFollowUpView, FollowUpsView, HistoryEntry, PendingView, StateView, ThreadView, ThreadWaits};
 use super::caller::Caller;
 use super::path::Path;
 use super::problem::{Problem, blocking};
 use super::reads::{approvals_waiting, pending_of, queued_run, state_view};
 use super::state::ApiState;
 use crate::access::Operation;
+use crate::durable::restart::FOLLOW_UP_FAILED;
 use crate::server::inspect::description::Names;
 use crate::server::inspect::waits::waits;
 
@@ -23,7 +24,7 @@ pub(crate) async fn list(State(state): State<Arc<ApiState>>, caller: Caller) -> 
     let access = caller.access().clone();
     blocking(move || {
         let store = state.store.as_ref();
-        let runs = store.list_runs().map_err(Problem::store)?;
+        let runs = store.scan_runs().map_err(Problem::store)?.items;
         let mut names = Names::default();
         let mut threads: Vec<ThreadView> = store
             .scan_threads()?
@@ -51,9 +52,22 @@ pub(crate) async fn get(
     blocking(move || {
         let graph = Names::default().of(state.store.as_ref(), &record);
         let run = queued_run(&state, &record.id)?;
-        Ok(Json(ThreadView::new(&record, graph, run.as_ref())))
+        let mut view = ThreadView::new(&record, graph, run.as_ref());
+        view.follow_ups = Some(follow_ups(&state, &record.id)?);
+        Ok(Json(view))
     })
     .await
+}
+
+/// Thread `thread`'s follow-up runs: how many wait, and the last that could not run.
+fn follow_ups(state: &ApiState, thread: &str) -> Result<FollowUpsView, Problem> {
+    let waiting = state.store.list_follow_ups(thread).map_err(Problem::store)?.len();
+    let audit = state.store.list_audit(thread).map_err(Problem::store)?;
+    let last_failed = audit
+        .into_iter()
+        .rfind(|e| e.kind == FOLLOW_UP_FAILED)
+        .map(|e| FailedFollowUpView { at: e.at, reason: e.detail["reason"].as_str().unwrap_or_default().to_string() });
+    Ok(FollowUpsView { waiting, last_failed })
 }
 
 /// `GET /api/threads/{thread}/state`.

@@ -154,8 +154,8 @@ pub fn find_with(
     // Queued runs claimed by a worker that stopped heartbeating (stores with a run queue). A
     // parked run keeps the worker that parked it, with no lease: it waits for what its wait
     // names, and a worker claims it again then.
-    if let Ok(runs) = store.list_runs() {
-        for r in runs {
+    if let Ok(runs) = store.scan_runs() {
+        for r in runs.items {
             let Some(holder) = &r.holder else { continue };
             if r.wait != RunWait::Ready {
                 continue;

@@ -1,0 +1,467 @@
+//! Threads parked on version 1 of a graph resume on version 2 through its declared migrations:
+//! one parked in `interrupt`, one on a durable timer, one waiting for the approval of a tool
+//! whose name and arguments changed, one whose step failed half-way (a finished write kept),
+//! one in a map step with some instances' writes kept. Version 2 renames nodes, renames the
+//! tool (arguments mapped), adds a state field and changes a field's type (a state
+//! migration). Each thread completes as it would have, and says `graph.migrated` once. A
+//! thread stored by a newer version, one parked in a node no migration maps, and one whose
+//! arguments the mapping refuses are refused, and stay as they were.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use agentflow::__private::with_release;
+use agentflow::approval::{ApprovalStatus, Approver, RoleAuthorizer};
+use agentflow::persist::ResumeError;
+use agentflow::prelude::*;
+use agentflow::release::{GraphMigration, Release};
+use agentflow::tool::Risk;
+use agentflow::{PendingKind, RunError, Store};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::support::stores::store;
+
+/// Every message a tool sent: (tool, arguments).
+static SENT: Mutex<Vec<(String, Value)>> = Mutex::new(Vec::new());
+
+fn sent_to(customer: &str) -> Vec<(String, Value)> {
+    SENT.lock().unwrap().iter().filter(|(_, args)| args.to_string().contains(customer)).cloned().collect()
+}
+
+/// How often the nodes whose finished writes a resume must reuse ran.
+#[derive(Default)]
+pub struct Deps {
+    packs: AtomicU32,
+    plain_inspections: AtomicU32,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct Email {
+    to: String,
+    body: String,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct Message {
+    recipient: String,
+    text: String,
+}
+
+/// Sends an email.
+#[tool(risk = irreversible)]
+pub async fn send_email(args: Email) -> Result<Value, ToolError> {
+    SENT.lock().unwrap().push(("send_email".into(), json!({ "to": args.to, "body": args.body })));
+    Ok(json!({ "sent": true }))
+}
+
+/// Sends a message.
+#[tool(risk = irreversible)]
+pub async fn send_message(args: Message) -> Result<Value, ToolError> {
+    SENT.lock().unwrap().push(("send_message".into(), json!({ "recipient": args.recipient, "text": args.text })));
+    Ok(json!({ "sent": true }))
+}
+
+fn body_for(customer: &str) -> String {
+    format!("your refund, {customer}")
+}
+
+mod v1 {
+    use super::*;
+
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+    pub struct Order {
+        pub kind: String,
+        pub customer: String,
+        /// In cents.
+        pub amount: u32,
+        pub items: Vec<String>,
+        #[reduce(append)]
+        pub log: Vec<String>,
+    }
+
+    #[graph(state = Order, deps = Deps, start = intake, max_steps = 10, id = "orders")]
+    pub mod flow {
+        use super::*;
+
+        #[node(goto = [review, wait, pay, split, spread])]
+        async fn intake(s: &Order) -> Step<Order> {
+            match s.kind.as_str() {
+                "review" => goto!(review),
+                "wait" => goto!(wait),
+                "pay" => goto!(pay),
+                "crash" => goto!(split),
+                _ => goto!(spread),
+            }
+        }
+
+        #[node(goto = [END], interrupt)]
+        async fn review(s: &Order, cx: &Ctx<Deps>) -> Result<Step<Order>, NodeError> {
+            let answer: String = cx.interrupt(json!({ "order": s.customer }))?;
+            Ok(goto!(END, Order::update().log(vec![format!("reviewed: {answer}")])))
+        }
+
+        #[node(goto = [END], sleep)]
+        async fn wait(_s: &Order, cx: &Ctx<Deps>) -> Result<Step<Order>, NodeError> {
+            cx.sleep(Duration::from_millis(200)).await?;
+            Ok(goto!(END, Order::update().log(vec!["woke".into()])))
+        }
+
+        #[node(goto = [END], tools = [send_email])]
+        async fn pay(s: &Order, cx: &Ctx<Deps>) -> Result<Step<Order>, NodeError> {
+            let obs = cx.run_tool(send_email, json!({ "to": s.customer, "body": body_for(&s.customer) })).await?;
+            Ok(goto!(END, Order::update().log(vec![format!("sent: {}", obs.body)])))
+        }
+
+        #[node(goto = [pack, flaky])]
+        async fn split(_s: &Order) -> Step<Order> {
+            goto!([pack, flaky])
+        }
+
+        #[node(goto = [END])]
+        async fn pack(_s: &Order, deps: &Deps) -> Step<Order> {
+            deps.packs.fetch_add(1, Ordering::SeqCst);
+            goto!(END, Order::update().log(vec!["packed".into()]))
+        }
+
+        /// The process "dies" in this node: its step fails after `pack` finished.
+        #[node(goto = [END])]
+        async fn flaky(_s: &Order) -> Result<Step<Order>, NodeError> {
+            Err(NodeError::fatal("the process died mid-step"))
+        }
+
+        #[node(goto = [inspect])]
+        async fn spread(s: &Order) -> Step<Order> {
+            goto!(each(inspect, s.items.clone()))
+        }
+
+        #[node(goto = [END], interrupt)]
+        async fn inspect(_s: &Order, #[payload] item: &String, cx: &Ctx<Deps>) -> Result<Step<Order>, NodeError> {
+            let verdict = if item.starts_with("fragile") {
+                cx.interrupt::<_, String>(json!({ "open": item }))?
+            } else {
+                cx.deps().plain_inspections.fetch_add(1, Ordering::SeqCst);
+                "ok".into()
+            };
+            Ok(goto!(END, Order::update().log(vec![format!("{item}: {verdict}")])))
+        }
+    }
+}
+
+mod v2 {
+    use super::*;
+
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, State)]
+    #[state(version = 2)]
+    pub struct Order {
+        pub kind: String,
+        pub customer: String,
+        /// In currency units (was cents).
+        pub amount: f64,
+        pub items: Vec<String>,
+        #[reduce(append)]
+        pub log: Vec<String>,
+        /// New in version 2.
+        #[serde(default)]
+        pub note: String,
+    }
+
+    #[graph(state = Order, deps = Deps, start = intake, max_steps = 10, id = "orders", version = 2,
+            migrate(from = 1, nodes(review -> human_review, pack -> boxing, inspect -> check),
+                              tools(send_email -> send_message),
+                              args(send_message = super::email_to_message)))]
+    pub mod flow {
+        use super::*;
+
+        #[node(goto = [human_review, wait, pay, split, spread])]
+        async fn intake(s: &Order) -> Step<Order> {
+            match s.kind.as_str() {
+                "review" => goto!(human_review),
+                "wait" => goto!(wait),
+                "pay" => goto!(pay),
+                "crash" => goto!(split),
+                _ => goto!(spread),
+            }
+        }
+
+        #[node(goto = [END], interrupt)]
+        async fn human_review(s: &Order, cx: &Ctx<Deps>) -> Result<Step<Order>, NodeError> {
+            let answer: String = cx.interrupt(json!({ "order": s.customer }))?;
+            Ok(goto!(END, Order::update().log(vec![format!("reviewed: {answer}")]).note("reviewed".into())))
+        }
+
+        #[node(goto = [END], sleep)]
+        async fn wait(_s: &Order, cx: &Ctx<Deps>) -> Result<Step<Order>, NodeError> {
+            cx.sleep(Duration::from_millis(200)).await?;
+            Ok(goto!(END, Order::update().log(vec!["woke".into()])))
+        }
+
+        #[node(goto = [END], tools = [send_message])]
+        async fn pay(s: &Order, cx: &Ctx<Deps>) -> Result<Step<Order>, NodeError> {
+            let args = json!({ "recipient": s.customer, "text": body_for(&s.customer) });
+            let obs = cx.run_tool(send_message, args).await?;
+            Ok(goto!(END, Order::update().log(vec![format!("sent: {}", obs.body)])))
+        }
+
+        #[node(goto = [boxing, flaky])]
+        async fn split(_s: &Order) -> Step<Order> {
+            goto!([boxing, flaky])
+        }
+
+        #[node(goto = [END])]
+        async fn boxing(_s: &Order, deps: &Deps) -> Step<Order> {
+            deps.packs.fetch_add(1, Ordering::SeqCst);
+            goto!(END, Order::update().log(vec!["packed".into()]))
+        }
+
+        #[node(goto = [END])]
+        async fn flaky(_s: &Order) -> Step<Order> {
+            goto!(END, Order::update().log(vec!["flaky ran".into()]))
+        }
+
+        #[node(goto = [check])]
+        async fn spread(s: &Order) -> Step<Order> {
+            goto!(each(check, s.items.clone()))
+        }
+
+        #[node(goto = [END], interrupt)]
+        async fn check(_s: &Order, #[payload] item: &String, cx: &Ctx<Deps>) -> Result<Step<Order>, NodeError> {
+            let verdict = if item.starts_with("fragile") {
+                cx.interrupt::<_, String>(json!({ "open": item }))?
+            } else {
+                cx.deps().plain_inspections.fetch_add(1, Ordering::SeqCst);
+                "ok".into()
+            };
+            Ok(goto!(END, Order::update().log(vec![format!("{item}: {verdict}")])))
+        }
+    }
+}
+
+/// `send_email {to, body}` became `send_message {recipient, text}`; a body that mentions
+/// "forbidden" is refused.
+fn email_to_message(args: Value) -> Result<Value, String> {
+    let field = |name: &str| args.get(name).and_then(Value::as_str).map(str::to_string);
+    let (Some(to), Some(body)) = (field("to"), field("body")) else { return Err("no `to` or `body`".into()) };
+    if body.contains("forbidden") {
+        return Err(format!("a message to {to} cannot say that"));
+    }
+    Ok(json!({ "recipient": to, "text": body }))
+}
+
+/// Version 2 declaring that threads in `review` end there.
+static REVIEW_ENDS: [GraphMigration; 1] = [GraphMigration::new(1, &[("review", "END")], &[], &[])];
+
+fn old_app(store: &Arc<dyn Store>) -> App<v1::Order, Deps> {
+    v1::flow::graph().app().store(Arc::clone(store))
+}
+
+/// Version 2 as `#[graph(version = 2, migrate(..))]` declares it.
+fn new_app(store: &Arc<dyn Store>) -> App<v2::Order, Deps> {
+    with_state_migration(v2::flow::graph().app().store(Arc::clone(store)))
+}
+
+/// Version 2 with other migrations declared.
+fn new_app_with(store: &Arc<dyn Store>, migrations: &'static [GraphMigration]) -> App<v2::Order, Deps> {
+    let release = Release::new("orders", 2, migrations, "{}", "");
+    with_state_migration(with_release(v2::flow::graph(), release).app().store(Arc::clone(store)))
+}
+
+fn with_state_migration(app: App<v2::Order, Deps>) -> App<v2::Order, Deps> {
+    app.migration(1, |mut old| {
+        let cents = old["amount"].as_u64().ok_or("`amount` is not a number of cents")?;
+        old["amount"] = json!(cents as f64 / 100.0);
+        Ok(old)
+    })
+}
+
+const OWNER: &str = "agent:orders";
+
+fn order(kind: &str, customer: &str) -> v1::Order {
+    let items = ["a", "fragile-b", "c"].map(String::from).to_vec();
+    v1::Order { kind: kind.into(), customer: customer.into(), amount: 1250, items, log: vec![] }
+}
+
+fn migrated_entries<S: State, D>(app: &App<S, D>, thread: &str) -> Vec<Value> {
+    app.audit_log(thread).unwrap().into_iter().filter(|e| e.kind == "graph.migrated").map(|e| e.detail).collect()
+}
+
+fn authorizer() -> RoleAuthorizer {
+    RoleAuthorizer::new().role_for(Risk::Irreversible, "payments")
+}
+
+fn waits_for_approval<S>(run: &agentflow::Run<S>) -> (String, Value) {
+    let Outcome::Interrupted { pending, .. } = &run.outcome else { panic!("not paused: {:?}", run.outcome) };
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0].kind, PendingKind::Approval, "{pending:?}");
+    (pending[0].payload["approval"].as_str().expect("an approval id").to_string(), pending[0].payload.clone())
+}
+
+/// Parks one thread of each kind on version 1; returns the old approval's id.
+async fn park_all(store: &Arc<dyn Store>, deps: &Deps, prefix: &str) -> String {
+    let old = old_app(store);
+    let mut kinds = std::collections::BTreeMap::<&str, u32>::new();
+    let mut approval = String::new();
+    for kind in ["review", "wait", "pay", "crash", "map"] {
+        let thread = format!("{prefix}-{kind}");
+        let run = old.runner(deps).thread(thread.as_str()).owner(OWNER).run(order(kind, &thread)).await;
+        let seen = match run {
+            Ok(run) => match &run.outcome {
+                Outcome::Interrupted { pending, .. } if pending[0].kind == PendingKind::Approval => {
+                    approval = waits_for_approval(&run).0;
+                    "approval"
+                }
+                Outcome::Interrupted { .. } => "interrupt",
+                Outcome::Sleeping { .. } => "sleep",
+                Outcome::Failed { .. } => "failed",
+                other => panic!("{kind}: {other:?}"),
+            },
+            Err(e) => panic!("{kind}: {e}"),
+        };
+        *kinds.entry(seen).or_default() += 1;
+    }
+    let counts: Vec<_> = kinds.into_iter().collect();
+    assert_eq!(counts, [("approval", 1), ("failed", 1), ("interrupt", 2), ("sleep", 1)]);
+    approval
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_parked_on_version_1_complete_on_version_2() {
+    let store = store();
+    let deps = Deps::default();
+    let old_approval = park_all(&store, &deps, "t").await;
+    assert_eq!(deps.packs.load(Ordering::SeqCst), 1);
+    assert_eq!(deps.plain_inspections.load(Ordering::SeqCst), 2);
+    let new = new_app(&store);
+    let fingerprint = new.graph().fingerprint().to_string();
+
+    // In `interrupt`, in a node renamed.
+    let done = new.runner(&deps).thread("t-review").resume_with("fine").await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.log, ["reviewed: fine"]);
+    assert_eq!(done.state.note, "reviewed", "the new field, from its default");
+    assert_eq!(done.state.amount, 12.5, "the state migration ran");
+
+    // On a durable timer: resumed early it keeps sleeping (moved, once), then wakes.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let done = loop {
+        let run = new.runner(&deps).thread("t-wait").resume().await.unwrap();
+        match run.outcome {
+            Outcome::Sleeping { .. } if Instant::now() < deadline => tokio::task::yield_now().await,
+            _ => break run,
+        }
+    };
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.log, ["woke"]);
+
+    // Waiting for the approval of a tool renamed, its arguments mapped: asked again under the
+    // new name, the old request cancelled.
+    let desk = new.approvals(authorizer()).unwrap();
+    let again = new.runner(&deps).thread("t-pay").resume().await.unwrap();
+    let (moved, payload) = waits_for_approval(&again);
+    assert_ne!(moved, old_approval);
+    assert_eq!(payload["tool"], "send_message");
+    assert_eq!(payload["args"], json!({ "recipient": "t-pay", "text": body_for("t-pay") }));
+    assert_eq!(desk.get(&old_approval).unwrap().unwrap().status, ApprovalStatus::Cancelled);
+    desk.approve(&moved, &Approver::new("alice", ["payments"])).unwrap();
+    let done = new.runner(&deps).thread("t-pay").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    let expected = ("send_message".to_string(), json!({ "recipient": "t-pay", "text": body_for("t-pay") }));
+    assert_eq!(sent_to("t-pay"), [expected], "sent once, under the new tool");
+    assert_eq!(desk.get(&moved).unwrap().unwrap().status, ApprovalStatus::Succeeded);
+
+    // A step that failed half-way: the write of the node renamed is kept, not run again.
+    let done = new.runner(&deps).thread("t-crash").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.log, ["packed", "flaky ran"]);
+    assert_eq!(deps.packs.load(Ordering::SeqCst), 1, "the kept write of `pack` served `boxing`");
+
+    // A map step with two instances' writes kept.
+    let done = new.runner(&deps).thread("t-map").resume_with("intact").await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.log, ["a: ok", "fragile-b: intact", "c: ok"]);
+    assert_eq!(deps.plain_inspections.load(Ordering::SeqCst), 2, "finished instances did not run again");
+
+    for kind in ["review", "wait", "pay", "crash", "map"] {
+        let thread = format!("t-{kind}");
+        let entries = migrated_entries(&new, &thread);
+        assert_eq!(entries.len(), 1, "{thread}: {entries:?}");
+        assert_eq!((entries[0]["from"].as_u64(), entries[0]["to"].as_u64()), (Some(1), Some(2)));
+        assert_eq!(store.thread(&thread).unwrap().unwrap().graph_fingerprint, fingerprint);
+    }
+    let by_kind = |kind: &str| migrated_entries(&new, &format!("t-{kind}")).remove(0);
+    assert_eq!(by_kind("review")["nodes"], json!({ "review": "human_review" }));
+    assert_eq!(by_kind("crash")["nodes"], json!({ "pack": "boxing" }));
+    assert_eq!(by_kind("map")["nodes"], json!({ "inspect": "check" }));
+    assert_eq!(by_kind("pay")["tools"], json!({ "send_email": "send_message" }));
+    assert_eq!(by_kind("wait")["nodes"], json!({}));
+}
+
+#[tokio::test]
+async fn a_thread_stored_by_a_newer_version_is_refused() {
+    let store = store();
+    let deps = Deps::default();
+    old_app(&store).runner(&deps).thread("n").owner(OWNER).run(order("review", "n")).await.unwrap();
+    // Opened by version 2 (moved there), the thread asks for its value.
+    let err = new_app(&store).runner(&deps).thread("n").resume().await.unwrap_err();
+    assert!(matches!(err, RunError::ValueRequired { .. }), "{err}");
+    let err = old_app(&store).runner(&deps).thread("n").resume_with("late").await.unwrap_err();
+    let RunError::Resume(ResumeError::GraphNewer { stored: 2, current: 1, .. }) = &err else { panic!("{err}") };
+    assert!(err.to_string().contains("version 2 or later"), "{err}");
+    let done = new_app(&store).runner(&deps).thread("n").resume_with("ok").await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(migrated_entries(&old_app(&store), "n").len(), 1);
+}
+
+#[tokio::test]
+async fn a_node_no_migration_maps_is_refused_by_name_and_the_thread_stays() {
+    let store = store();
+    let deps = Deps::default();
+    let old = old_app(&store);
+    old.runner(&deps).thread("u").owner(OWNER).run(order("review", "u")).await.unwrap();
+    let err = new_app_with(&store, &[]).runner(&deps).thread("u").resume_with("x").await.unwrap_err();
+    let RunError::Resume(ResumeError::NodeUnmapped { node, .. }) = &err else { panic!("{err}") };
+    assert_eq!(node, "review");
+    assert!(err.to_string().contains("migrate(from = 1, nodes(review -> <node or END>))"), "{err}");
+    assert!(migrated_entries(&old, "u").is_empty());
+    // Still wholly on version 1.
+    let done = old.runner(&deps).thread("u").resume_with("still here").await.unwrap();
+    assert_eq!(done.state.log, ["reviewed: still here"]);
+}
+
+#[tokio::test]
+async fn arguments_the_mapping_refuses_leave_the_thread_on_its_version() {
+    let store = store();
+    let deps = Deps::default();
+    let old = old_app(&store);
+    let paused = old.runner(&deps).thread("forbidden-1").owner(OWNER).run(order("pay", "forbidden-1")).await.unwrap();
+    let (id, _) = waits_for_approval(&paused);
+    let err = new_app(&store).runner(&deps).thread("forbidden-1").resume().await.unwrap_err();
+    let RunError::Resume(ResumeError::ArgsRefused { approval, tool, reason, .. }) = &err else { panic!("{err}") };
+    assert_eq!((approval.as_str(), tool.as_str()), (id.as_str(), "send_message"));
+    assert!(reason.contains("cannot say that"), "{reason}");
+    assert!(migrated_entries(&old, "forbidden-1").is_empty());
+    let desk = old.approvals(authorizer()).unwrap();
+    assert_eq!(desk.get(&id).unwrap().unwrap().status, ApprovalStatus::Pending, "the request is untouched");
+    // Version 1 still runs it.
+    desk.approve(&id, &Approver::new("alice", ["payments"])).unwrap();
+    let done = old.runner(&deps).thread("forbidden-1").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(sent_to("forbidden-1").len(), 1);
+}
+
+#[tokio::test]
+async fn a_thread_whose_only_node_maps_to_end_completes() {
+    let store = store();
+    let deps = Deps::default();
+    old_app(&store).runner(&deps).thread("e").owner(OWNER).run(order("review", "e")).await.unwrap();
+    let new = new_app_with(&store, &REVIEW_ENDS);
+    let done = new.runner(&deps).thread("e").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert!(done.state.log.is_empty(), "{:?}", done.state.log);
+    let entries = migrated_entries(&new, "e");
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0]["nodes"], json!({ "review": "END" }));
+    assert_eq!(store.thread("e").unwrap().unwrap().status.as_str(), "completed");
+}

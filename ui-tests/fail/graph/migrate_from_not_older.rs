@@ -1,0 +1,29 @@
+// `migrate(from = K)` leads from version K to K + 1, so K must be older than the graph's version.
+use agentflow::prelude::*;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+struct Ticket {
+    text: String,
+    answer: Option<String>,
+}
+
+#[graph(state = Ticket, start = triage, max_steps = 10,
+        id = "from_not_older", version = 2, migrate(from = 2, nodes(answer -> triage)))]
+mod support {
+    use super::*;
+
+    #[node(goto = [answer, END])]
+    async fn triage(t: &Ticket) -> Step<Ticket> {
+        if t.text.is_empty() { goto!(END) } else { goto!(answer) }
+    }
+
+    #[node(goto = [END])]
+    async fn answer(_t: &Ticket) -> Step<Ticket> {
+        goto!(END)
+    }
+}
+
+fn main() {
+    let _ = support::graph();
+}

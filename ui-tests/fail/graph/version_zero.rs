@@ -1,0 +1,28 @@
+// Versions count from 1.
+use agentflow::prelude::*;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, State)]
+struct Ticket {
+    text: String,
+    answer: Option<String>,
+}
+
+#[graph(state = Ticket, start = triage, max_steps = 10, id = "version_zero", version = 0)]
+mod support {
+    use super::*;
+
+    #[node(goto = [answer, END])]
+    async fn triage(t: &Ticket) -> Step<Ticket> {
+        if t.text.is_empty() { goto!(END) } else { goto!(answer) }
+    }
+
+    #[node(goto = [END])]
+    async fn answer(_t: &Ticket) -> Step<Ticket> {
+        goto!(END)
+    }
+}
+
+fn main() {
+    let _ = support::graph();
+}
