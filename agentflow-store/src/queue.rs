@@ -45,9 +45,9 @@ pub enum RunWait {
     /// [`Store::wake_run`](crate::Store::wake_run) makes it ready (a resume submitted for the
     /// thread does), once a control request is set on it, once the thread's timer is due while
     /// it sleeps, or once the thread's status is neither `interrupted`, `paused` nor `sleeping`
-    /// (it moved on without the queue: the claim finds its run ended, and the settle that
-    /// removes the row puts the first follow-up in its place). (Appended last; store format 10,
-    /// PostgreSQL schema 13.)
+    /// (it moved on without the queue: the claim, marked [`QueuedRun::held`], finds its run
+    /// ended, and the settle that removes the row puts the first follow-up in its place).
+    /// (Appended last; store format 10, PostgreSQL schema 13.)
     Held,
 }
 
@@ -308,6 +308,11 @@ pub struct QueuedRun {
     /// The URL to tell when the run first stops ([`NewRun::webhook`]); cleared once a settle
     /// wrote its delivery. (Appended last.)
     pub webhook: Option<String>,
+    /// Claimed while it was held ([`RunWait::Held`]), not woken by a resume: its thread's run
+    /// ended without the queue (or a control request was set on it, or its thread's timer is
+    /// due), so the worker looks at the thread before resuming it: a run that ended is not run
+    /// again. `false` for a run listed rather than claimed. (Appended last.)
+    pub held: bool,
 }
 
 /// One fire of a schedule ([`Store::fire_schedule`](crate::Store::fire_schedule)): if the

@@ -288,7 +288,8 @@ pub trait Store: Send + Sync {
     /// it waits for its thread's timer and the thread has no timer later than `now`, or it waits
     /// for an answer and the thread is neither `interrupted` nor `failed` any more, or a control
     /// request was set on it; [`Store::wake_run`] makes a parked run ready). Of concurrent
-    /// claimers (in any process), each run goes to one. The claimed rows record `holder`, `heartbeat_at = now` and one more claim.
+    /// claimers (in any process), each run goes to one. The claimed rows record `holder`, `heartbeat_at = now` and one more claim,
+    /// and are answered ready, each saying whether it was held when claimed ([`QueuedRun::held`]).
     fn claim_runs(
         &self,
         graph: &str,

@@ -54,6 +54,19 @@ impl Pending {
     }
 }
 
+/// The audit kind of a recorded answer.
+pub const ANSWER_KIND: &str = "interrupt.answered";
+
+/// The audit kind written when a plain resume that continued with a recorded answer ended
+/// `failed` (a value of the wrong shape, for instance): the answer is spent, and a person may
+/// answer the checkpoint again.
+pub const ANSWER_FAILED_KIND: &str = "interrupt.answer_failed";
+
+/// The audit kind written when a plain resume that continued with a recorded answer stopped to
+/// ask again at the same checkpoint (a subgraph's next question, or the node's own question after
+/// its subgraph took the answer): the answer is used, and the new question takes a new answer.
+pub const ANSWER_USED_KIND: &str = "interrupt.answer_used";
+
 /// Why a thread paused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,6 +1,7 @@
-//! Threads parked on version 1 of a graph resume on version 2 through its declared migrations:
-//! one parked in `interrupt`, one on a durable timer, one waiting for the approval of a tool
-//! whose name and arguments changed, one whose step failed half-way (a finished write kept),
+//! Threads parked on version 1 of a graph, by a process of version 1, resume on version 2 in
+//! another process, through its declared migrations: one parked in `interrupt`, one on a durable
+//! timer, one waiting for the approval of a tool whose name and arguments changed, one whose step
+//! failed half-way (a finished write kept),
 //! one in a map step with some instances' writes kept. Version 2 renames nodes, renames the
 //! tool (arguments mapped), adds a state field and changes a field's type (a state
 //! migration). Each thread completes as it would have, and says `graph.migrated` once. A
@@ -22,7 +23,9 @@ use agentflow::{PendingKind, RunError, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::support::stores::store;
+use crate::support::process::own_test;
+use crate::support::stores::{open_redb, store};
+use crate::support::temp::temp_dir;
 
 /// Every message a tool sent: (tool, arguments).
 static SENT: Mutex<Vec<(String, Value)>> = Mutex::new(Vec::new());
@@ -326,13 +329,33 @@ async fn park_all(store: &Arc<dyn Store>, deps: &Deps, prefix: &str) -> String {
     approval
 }
 
+/// Set in the child process: the directory of the redb file it parks the threads in.
+const PARK_DIR: &str = "AGENTFLOW_GRAPH_VERSIONS_PARK";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn threads_parked_on_version_1_complete_on_version_2() {
-    let store = store();
+#[ignore = "child process of `threads_parked_on_version_1_complete_on_version_2`: version 1 parks"]
+async fn park_on_version_1_child() {
+    let Ok(dir) = std::env::var(PARK_DIR) else { return };
+    let dir = std::path::PathBuf::from(dir);
+    let store: Arc<dyn Store> = Arc::new(open_redb(dir.join("runs.redb")).expect("create the store file"));
     let deps = Deps::default();
     let old_approval = park_all(&store, &deps, "t").await;
     assert_eq!(deps.packs.load(Ordering::SeqCst), 1);
     assert_eq!(deps.plain_inspections.load(Ordering::SeqCst), 2);
+    std::fs::write(dir.join("approval"), old_approval).expect("write the approval's id");
+}
+
+/// A process of version 1 parks one thread of each kind and exits; this process, of version 2,
+/// completes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_parked_on_version_1_complete_on_version_2() {
+    let dir = temp_dir("graph-versions");
+    let status = own_test(module_path!(), "park_on_version_1_child").env(PARK_DIR, &dir).status().unwrap();
+    assert!(status.success(), "the version 1 process failed: {status}");
+    let old_approval = std::fs::read_to_string(dir.join("approval")).expect("the parked approval's id");
+    let store: Arc<dyn Store> = Arc::new(open_redb(dir.join("runs.redb")).expect("open the store file"));
+    // This process's counters: what runs here ran on version 2.
+    let deps = Deps::default();
     let new = new_app(&store);
     let fingerprint = new.graph().fingerprint().to_string();
 
@@ -375,13 +398,13 @@ async fn threads_parked_on_version_1_complete_on_version_2() {
     let done = new.runner(&deps).thread("t-crash").resume().await.unwrap();
     assert_eq!(done.outcome, Outcome::Completed);
     assert_eq!(done.state.log, ["packed", "flaky ran"]);
-    assert_eq!(deps.packs.load(Ordering::SeqCst), 1, "the kept write of `pack` served `boxing`");
+    assert_eq!(deps.packs.load(Ordering::SeqCst), 0, "the kept write of `pack` served `boxing`");
 
     // A map step with two instances' writes kept.
     let done = new.runner(&deps).thread("t-map").resume_with("intact").await.unwrap();
     assert_eq!(done.outcome, Outcome::Completed);
     assert_eq!(done.state.log, ["a: ok", "fragile-b: intact", "c: ok"]);
-    assert_eq!(deps.plain_inspections.load(Ordering::SeqCst), 2, "finished instances did not run again");
+    assert_eq!(deps.plain_inspections.load(Ordering::SeqCst), 0, "finished instances did not run again");
 
     for kind in ["review", "wait", "pay", "crash", "map"] {
         let thread = format!("t-{kind}");
@@ -464,4 +487,26 @@ async fn a_thread_whose_only_node_maps_to_end_completes() {
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0]["nodes"], json!({ "review": "END" }));
     assert_eq!(store.thread("e").unwrap().unwrap().status.as_str(), "completed");
+}
+
+/// An answer given through the desk (as the inbox, the API and `agentflow answer` give it) while
+/// the thread still stands on version 1 answers the question as version 2 asks it, in the node
+/// renamed: the move records it again for the new checkpoint, by the person who gave it.
+#[tokio::test]
+async fn an_answer_recorded_before_the_move_answers_the_question_after_it() {
+    let store = store();
+    let deps = Deps::default();
+    old_app(&store).runner(&deps).thread("early").owner(OWNER).run(order("review", "early")).await.unwrap();
+    let desk = agentflow::approval::ApprovalDesk::for_store(Arc::clone(&store), RoleAuthorizer::new());
+    let (seq, _) = desk.waiting_interrupt("early").unwrap();
+    desk.answer_interrupt("early", seq, json!("answered early"), &Approver::new("ops", ["x"])).unwrap();
+    let new = new_app(&store);
+    let done = new.runner(&deps).thread("early").resume().await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.log, ["reviewed: answered early"]);
+    assert_eq!(migrated_entries(&new, "early").len(), 1);
+    let answers: Vec<_> =
+        new.audit_log("early").unwrap().into_iter().filter(|e| e.kind == agentflow::approval::ANSWER_KIND).collect();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!((answers[1].actor.as_str(), answers[1].detail["node"].as_str()), ("ops", Some("human_review")));
 }

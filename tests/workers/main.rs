@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod follow_up_reclaims;
 mod follow_up_rollback_retry;
 mod follow_ups;
 mod schedules;
@@ -21,5 +22,6 @@ mod worker_pause_park;
 mod worker_stop_races;
 mod worker_subgraph_approvals;
 mod worker_tenants;
+mod worker_versions;
 mod worker_waits;
 mod workers;

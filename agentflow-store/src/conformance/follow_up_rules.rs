@@ -72,7 +72,7 @@ pub fn a_held_run_keeps_follow_ups_until_the_thread_s_run_ends(store: &dyn Store
     // A resume wakes it; stopped again, it is held again.
     assert!(!store.wake_run("t", RunWait::Answer).unwrap());
     assert!(store.wake_run("t", RunWait::Held).unwrap());
-    assert_eq!(claim("w3", NOW + 11).len(), 1);
+    assert_eq!(claim("w3", NOW + 11).iter().map(|r| r.held).collect::<Vec<_>>(), [false], "woken, not held");
     assert!(store.settle_run_and_release("t", "w3", &Settle::hold()).unwrap());
     assert_eq!(row(store, "t").map(|r| r.wait), Some(RunWait::Held));
 
@@ -81,7 +81,11 @@ pub fn a_held_run_keeps_follow_ups_until_the_thread_s_run_ends(store: &dyn Store
     assert!(claim("w4", NOW + 20).is_empty());
     status(store, "t", ThreadStatus::Completed);
     let claimed = claim("w4", NOW + 21);
-    assert_eq!(claimed.iter().map(|r| (r.thread.as_str(), r.input.is_none())).collect::<Vec<_>>(), [("t", true)]);
+    assert_eq!(
+        claimed.iter().map(|r| (r.thread.as_str(), r.input.is_none(), r.wait, r.held)).collect::<Vec<_>>(),
+        [("t", true, RunWait::Ready, true)],
+        "claimed held: its thread's run ended without the queue"
+    );
     assert_eq!(inputs(&store.list_follow_ups("t").unwrap()), ["f1"], "the follow-up waited");
     assert!(store.settle_run_and_release("t", "w4", &Settle::remove()).unwrap());
     let next = row(store, "t").expect("the follow-up takes the run's place");
@@ -124,8 +128,8 @@ pub fn follow_up_rules_decide_about_the_thread_s_run(store: &dyn Store) {
     );
     // The held run, asked to stop, is claimable; its end puts the first interrupt in its place.
     let claimed = store.claim_runs("g", "w1", 1000, NOW + 10, 10).unwrap();
-    let claimed: Vec<_> = claimed.into_iter().filter(|r| r.thread == "w").map(|r| r.control).collect();
-    assert_eq!(claimed, [Some(RunControl::Cancel)]);
+    let claimed: Vec<_> = claimed.into_iter().filter(|r| r.thread == "w").map(|r| (r.control, r.held)).collect();
+    assert_eq!(claimed, [(Some(RunControl::Cancel), true)]);
     let handled = Settle::remove().handled(Some(RunControl::Cancel));
     assert!(store.settle_run_and_release("w", "w1", &handled).unwrap());
     assert_eq!(row(store, "w").map(|r| inputs(&[r])), Some(vec!["i1".to_string()]));

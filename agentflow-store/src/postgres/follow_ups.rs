@@ -245,5 +245,6 @@ fn queued(run: NewRun) -> QueuedRun {
         follow_up: true,
         fork_from: run.fork_from,
         webhook: run.webhook,
+        held: false,
     }
 }

@@ -32,8 +32,8 @@ const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wai
 /// than `$2` (or on none). Takes their threads'
 /// leases for holder `$4` until `$5` (as `acquire_lease` does at `$2`: a new holder
 /// increments the fencing token), marks the queue rows of the threads won and answers them
-/// with their leases.
-const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at FROM run_queue q \
+/// with their leases, and last whether each was held when picked ([`QueuedRun::held`]).
+const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at, q.wait FROM run_queue q \
        WHERE q.graph = $1 AND q.thread <> ALL($6::text[]) \
          AND (q.wait = 'READY' OR q.control IS NOT NULL \
            OR (q.wait = 'APPROVAL' AND cardinality(q.awaits) > 0 AND NOT EXISTS (SELECT 1 FROM approvals a \
@@ -64,9 +64,10 @@ const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at FROM run_que
        WHERE l.holder IS NULL OR l.holder = EXCLUDED.holder OR l.expires_at <= $2 \
        RETURNING l.thread, l.holder, l.expires_at) \
      UPDATE run_queue q SET wait = 'READY', awaits = '{}', holder = $4, heartbeat_at = $2, claims = q.claims + 1 \
-     FROM won WHERE q.thread = won.thread \
+     FROM won JOIN picked p ON p.thread = won.thread WHERE q.thread = won.thread \
      RETURNING q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wait, q.control, q.holder, \
-       q.heartbeat_at, q.claims, won.holder, won.expires_at, q.tenant, q.follow_up, q.fork_from, q.webhook";
+       q.heartbeat_at, q.claims, won.holder, won.expires_at, q.tenant, q.follow_up, q.fork_from, q.webhook, \
+       p.wait = 'HELD'";
 
 fn run_from_row(path: &Path, row: &Row) -> Result<QueuedRun, StorageError> {
     let thread: String = row.try_get(0).map_err(|e| decode_error(path, "run_queue", "?".into(), e.to_string()))?;
@@ -111,6 +112,7 @@ fn run_from_row(path: &Path, row: &Row) -> Result<QueuedRun, StorageError> {
             None => None,
         },
         webhook: row.try_get(15).map_err(get)?,
+        held: false,
         thread,
     })
 }
@@ -170,12 +172,19 @@ pub(crate) async fn claim<C: GenericClient>(
     }
 }
 
-/// The runs of `rows` that decode, and the threads of those that do not (a row whose thread
-/// itself cannot be read is an error: it could not be left out by name).
+/// The runs of `rows` (as [`CLAIM`] answers them) that decode, and the threads of those that
+/// do not (a row whose thread itself cannot be read is an error: it could not be left out by
+/// name).
 fn readable_runs(path: &Path, rows: &[Row]) -> Result<(Vec<QueuedRun>, Vec<String>), StorageError> {
     let (mut runs, mut damaged) = (Vec::with_capacity(rows.len()), Vec::new());
     for row in rows {
-        match run_from_row(path, row) {
+        let held = |run: QueuedRun| -> Result<QueuedRun, StorageError> {
+            let held = row
+                .try_get::<_, bool>(16)
+                .map_err(|e| decode_error(path, "run_queue", format!("{:?}", run.thread), e.to_string()))?;
+            Ok(QueuedRun { held, ..run })
+        };
+        match run_from_row(path, row).and_then(held) {
             Ok(run) => runs.push(run),
             Err(e @ StorageError::Decode { .. }) => match row.try_get::<_, String>(0) {
                 Ok(thread) => damaged.push(thread),

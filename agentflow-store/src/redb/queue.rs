@@ -94,6 +94,7 @@ fn queued(thread: &str, row: Row, lease: Option<Lease>) -> QueuedRun {
         follow_up: row.follow_up,
         fork_from: row.fork_from,
         webhook: row.webhook,
+        held: false,
     }
 }
 
@@ -480,6 +481,7 @@ fn claim_candidates(
         }
         let Ok(lease) = tx.leases.acquire(&thread, holder, ttl_ms, now) else { continue };
         taken.push(thread.clone());
+        let held = row.wait == RunWait::Held;
         row.wait = RunWait::Ready;
         row.awaits.clear();
         row.holder = Some(holder.to_string());
@@ -488,7 +490,7 @@ fn claim_candidates(
         tx.wrote();
         let mut table = tx.txn.open_table(tables::RUN_QUEUE).ctx(tx.path)?;
         table.insert(thread.as_str(), encode(&row).as_slice()).ctx(tx.path)?;
-        claimed.push(queued(&thread, row, Some(lease)));
+        claimed.push(QueuedRun { held, ..queued(&thread, row, Some(lease)) });
     }
     Ok(claimed)
 }

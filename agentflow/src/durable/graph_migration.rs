@@ -33,10 +33,11 @@ use super::io::blocking;
 use super::journal::journal_seq_of;
 use super::keys::{ANSWERS, GRAPH, INTERRUPTS, JOURNAL_SEQ, PAYLOADS};
 use super::migration_chain::{Chain, END, NodeFate, ToolFate};
+use super::recorded_answers::answers_at;
 use super::state_fold::fold_exactly;
 use crate::core::clock::now_ms;
 use crate::core::state::State;
-use crate::interrupt::{Pending, PendingKind};
+use crate::interrupt::{ANSWER_KIND, Pending, PendingKind};
 use crate::release::Release;
 use crate::tool::{args_hash, canonical_json};
 
@@ -148,6 +149,8 @@ struct Found {
     /// The state's chain at `latest`, and the description of the graph it was stored by.
     chain: Option<StateChain>,
     description: Option<Value>,
+    /// The answers recorded for the questions it waits on at `latest`, by question id.
+    answers: BTreeMap<String, agentflow_store::AuditEntry>,
 }
 
 impl Found {
@@ -156,8 +159,9 @@ impl Found {
         let writes = s.pending_writes(thread, latest.seq)?;
         let jseq = journal_seq_of(&latest);
         let effects = s.thread_effects(thread)?.into_iter().filter(|(k, _)| k.seq == jseq).collect();
-        let requested = s
-            .list_audit(thread)?
+        let audit = s.list_audit(thread)?;
+        let answers = answers_at(&audit, latest.seq);
+        let requested = audit
             .into_iter()
             .filter(|e| e.kind == "approval.requested")
             .filter_map(|e| {
@@ -174,6 +178,7 @@ impl Found {
             writes,
             effects,
             requested,
+            answers,
         }))
     }
 }
@@ -195,6 +200,8 @@ struct Plan<'a> {
     /// Tools of its approvals renamed or cancelled: old -> new or `cancel`.
     tools: BTreeMap<String, String>,
     cancelled: Vec<String>,
+    /// The answers recorded for its questions, recorded again for them as they are asked now.
+    answers: Vec<NewAuditEntry>,
     new_approvals: Vec<ApprovalRecord>,
     transitions: Vec<ApprovalTransition>,
 }
@@ -220,6 +227,7 @@ impl<'a> Plan<'a> {
             nodes: BTreeMap::new(),
             tools: BTreeMap::new(),
             cancelled: Vec::new(),
+            answers: Vec::new(),
             new_approvals: Vec::new(),
             transitions: Vec::new(),
         }
@@ -282,7 +290,7 @@ impl<'a> Plan<'a> {
                 INTERRUPTS => {
                     let pending: Vec<Pending> =
                         serde_json::from_slice(&w.value).map_err(|e| self.decode("interrupts", e))?;
-                    waits = self.questions(pending, jseq)?;
+                    waits = self.questions(pending, jseq, seq)?;
                     Some(PendingWrite { seq, value: Self::encode("interrupts", &waits)?, ..w.clone() })
                 }
                 ANSWERS => Some(PendingWrite { seq, value: self.answers(&w.value, seq)?, ..w.clone() }),
@@ -365,6 +373,7 @@ impl<'a> Plan<'a> {
                 "checkpoint": seq,
             }),
         ));
+        commit.audit.append(&mut self.answers);
         commit.new_approvals = std::mem::take(&mut self.new_approvals);
         commit.approval_transitions = std::mem::take(&mut self.transitions);
         Ok(commit)
@@ -463,15 +472,27 @@ impl<'a> Plan<'a> {
     }
 
     /// What the thread waits for, its nodes renamed and its approvals moved.
-    fn questions(&mut self, pending: Vec<Pending>, jseq: u64) -> Result<Vec<Pending>, ThreadError> {
+    /// An answer already recorded for a question is recorded again for the question as it is
+    /// asked at the new checkpoint `seq`, by the person who gave it.
+    fn questions(&mut self, pending: Vec<Pending>, jseq: u64, seq: u64) -> Result<Vec<Pending>, ThreadError> {
         let mut kept = Vec::new();
         for mut p in pending {
             let old = p.node.clone();
+            let asked = p.question_id();
             let Some(now) = self.rename(&old)? else {
                 self.cancel_asked(&p, "its node was mapped to END");
                 continue;
             };
             p.node = now;
+            if let Some(answer) = self.found.answers.get(&asked) {
+                let mut detail = answer.detail.clone();
+                if let Some(d) = detail.as_object_mut() {
+                    d.insert("checkpoint".into(), json!(seq));
+                    d.insert("node".into(), json!(p.node));
+                    d.insert("question".into(), json!(p.question_id()));
+                }
+                self.answers.push(NewAuditEntry::new(self.now, &answer.actor, ANSWER_KIND, detail));
+            }
             if p.kind == PendingKind::Approval {
                 match self.approval(&p, &old, jseq)? {
                     Some(payload) => p.payload = payload,

@@ -46,6 +46,7 @@ mod journal;
 mod keys;
 mod lease;
 mod migration_chain;
+mod recorded_answers;
 pub(crate) mod restart;
 mod state_fold;
 pub(crate) mod wake;

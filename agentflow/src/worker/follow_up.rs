@@ -14,9 +14,10 @@ use crate::durable::{HistoryError, PersistError, blocking, now_ms};
 
 impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     /// Runs follow-up `claim`: a cancel asked before its restart drops it (the thread is left as
-    /// it is), one asked after it ends the thread `cancelled`; otherwise the thread is restarted, once (a claim after a worker died past the
-    /// restart finds it made), and resumed. A pause asked before it started stops it at its
-    /// first step boundary, after the restart.
+    /// it is), one asked after it ends the thread `cancelled`; otherwise the thread is restarted,
+    /// once (a claim after the follow-up parked, or after a worker died past the restart, finds
+    /// it made, and goes on even under a newer version of the graph), and resumed. A pause asked
+    /// before it started stops it at its first step boundary, after the restart.
     pub(super) async fn run_follow_up(&self, claim: &QueuedRun) -> (End, Then) {
         match claim.control {
             // Cancelled before its restart: it leaves the queue, the thread as it is. Cancelled
@@ -58,30 +59,22 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
 
     /// Writes the restart of follow-up `claim`'s thread, fenced by the claim's lease; `Err`
     /// with how the run ends when it cannot.
+    ///
+    /// A claim after the restart was written (the follow-up parked, or its worker died past
+    /// it) goes on with the run the restart began, even on another version of the graph: the
+    /// resume moves the thread through the declared migrations as any resume does. Only a
+    /// restart not written yet is refused for its input or for a thread of another graph.
     async fn restart(&self, claim: &QueuedRun) -> Result<(), (End, Then)> {
         let thread = claim.thread.clone();
         let Some(update) = claim.input.clone() else {
             return Err(self.failed(claim, "the follow-up run has no input".to_string()).await);
         };
-        if let Err(e) = serde_json::from_slice::<S::Update>(&update) {
-            let why = format!("the follow-up's input does not decode as the graph's update: {e}");
+        if !self.is_restarted(claim).await?
+            && let Some(why) = self.refusal(&thread, &update).await
+        {
             return Err(self.failed(claim, why).await);
         }
         let graph = &self.app.setup.graph;
-        // A thread of another graph (or of another version of this one, which a resume refuses
-        // too) is left as it is.
-        let (t, fingerprint) = (thread.clone(), graph.fingerprint().to_string());
-        let other =
-            blocking(&self.store, move |s| s.thread(&t).map(|r| r.filter(|r| r.graph_fingerprint != fingerprint)));
-        if let Ok(Ok(Some(record))) = other.await {
-            let why = format!(
-                "the thread runs another graph or another version of it (fingerprint {}, this worker's {}); the thread \
-                 is left as it is",
-                record.graph_fingerprint,
-                graph.fingerprint()
-            );
-            return Err(self.failed(claim, why).await);
-        }
         let start = graph.node_name(graph.start());
         let mark = follow_up_mark(claim.enqueued_at, &update);
         let (store, holder, rollback) = (Arc::clone(&self.store), self.holder.clone(), claim.fork_from);
@@ -103,6 +96,28 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             }
             Err(e) => Err(self.store_failure(claim, &e)),
             Ok(Err(e)) => Err(self.failed(claim, format!("the follow-up could not restart its thread: {e}")).await),
+        }
+    }
+
+    /// Why a follow-up with input `update` cannot restart `thread`, if it cannot: the input is
+    /// not an update of the graph's state, or the thread runs another graph (or another version
+    /// of this one); the thread is left as it is.
+    async fn refusal(&self, thread: &str, update: &[u8]) -> Option<String> {
+        if let Err(e) = serde_json::from_slice::<S::Update>(update) {
+            return Some(format!("the follow-up's input does not decode as the graph's update: {e}"));
+        }
+        let graph = &self.app.setup.graph;
+        let (t, fingerprint) = (thread.to_string(), graph.fingerprint().to_string());
+        let other =
+            blocking(&self.store, move |s| s.thread(&t).map(|r| r.filter(|r| r.graph_fingerprint != fingerprint)));
+        match other.await {
+            Ok(Ok(Some(record))) => Some(format!(
+                "the thread runs another graph or another version of it (fingerprint {}, this worker's {}); the thread \
+                 is left as it is",
+                record.graph_fingerprint,
+                graph.fingerprint()
+            )),
+            _ => None,
         }
     }
 

@@ -4,7 +4,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use agentflow_store::{QueuedRun, RunControl, RunWait, Settle, Store};
+use agentflow_store::{QueuedRun, RunControl, RunWait, Settle, Store, ThreadStatus};
 use tokio_util::sync::CancellationToken;
 
 use super::failures::{MAX_CLAIMS_ON_STORE_ERRORS, StoreFailures, store_failure_backoff};
@@ -78,6 +78,9 @@ pub(super) struct Job<S: State, D> {
 }
 
 /// What a worker does with a run's queue row once the run ended.
+/// How long a queued run this build's graph cannot continue waits before it is claimed again.
+const OTHER_BUILD_RETRY: Duration = Duration::from_secs(60);
+
 pub(super) enum Then {
     /// Remove it: the run ended.
     Remove,
@@ -155,6 +158,18 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     }
 
     async fn run_claimed(&self, claim: &QueuedRun) -> (End, Then) {
+        if claim.held {
+            match self.ended_without_the_queue(claim).await {
+                Ok(Some(end)) => {
+                    tracing::debug!(thread = %claim.thread, "a held run's thread ended without the queue; it leaves the queue");
+                    // A control request set on the row is moot: the run it would stop ended.
+                    let _ = self.acted_on.set(claim.control);
+                    return (end, Then::Remove);
+                }
+                Ok(None) => {}
+                Err(end) => return end,
+            }
+        }
         if claim.follow_up {
             return self.run_follow_up(claim).await;
         }
@@ -196,6 +211,28 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             None => self.runner(claim, self.stops.token.clone(), self.stops.pause.clone()).resume().await,
         };
         self.ended(claim, result).await
+    }
+
+    /// For a run claimed while held ([`QueuedRun::held`]): how its thread's run ended without
+    /// the queue (the thread is finished, or compensating a cancel), for the report; the row
+    /// then leaves the queue (its first follow-up takes its place) and the thread is not resumed,
+    /// so a step that failed, or a run that was cancelled, is not run again. `Ok(None)`: the
+    /// thread is resumed as any claim's (a control request or its due timer made the row
+    /// claimable, or a run of it stopped midway); `Err` with how the run ends when the thread
+    /// cannot be read.
+    async fn ended_without_the_queue(&self, claim: &QueuedRun) -> Result<Option<End>, (End, Then)> {
+        let thread = claim.thread.clone();
+        let status = match blocking(&self.store, move |s| s.thread(&thread)).await {
+            Ok(Ok(record)) => record.map(|r| r.status),
+            Ok(Err(e)) => return Err(self.store_failure(claim, &PersistError::from(e))),
+            Err(e) => return Err(self.store_failure(claim, &e)),
+        };
+        Ok(match status {
+            Some(ThreadStatus::Cancelled | ThreadStatus::Compensating) => Some(End::Controlled),
+            Some(ThreadStatus::Failed | ThreadStatus::BudgetExhausted) => Some(End::Failed),
+            Some(status) if status.is_finished() => Some(End::Completed),
+            _ => None,
+        })
     }
 
     /// What a run's end means for the report and the queue row.
@@ -280,6 +317,20 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             // failure; parked until an answer is recorded, as above.
             Err(RunError::ValueRequired { .. }) => (End::Interrupted, Then::Park(RunWait::Answer)),
             Err(RunError::Persist(e)) => self.store_failure(claim, &e),
+            // A thread this build's graph cannot continue: moved on by a newer version (a worker
+            // of that version takes it), or a deploy that declares no way for it. It stays
+            // queued, retried after a while, for a worker of a build that can run it.
+            Err(
+                e @ RunError::Resume(
+                    ResumeError::GraphNewer { .. }
+                    | ResumeError::GraphChanged { .. }
+                    | ResumeError::NodeUnmapped { .. }
+                    | ResumeError::ArgsRefused { .. },
+                ),
+            ) => {
+                tracing::warn!(thread = %thread, error = %e, "a queued run this build cannot continue; retried later");
+                (End::Failed, Then::Backoff(OTHER_BUILD_RETRY))
+            }
             Err(e) => {
                 tracing::warn!(thread = %thread, error = %e, "a queued run could not be run; it leaves the queue");
                 (End::Failed, Then::Remove)
