@@ -39,12 +39,14 @@ pub enum RunWait {
     /// fails a thread where it waits): it moved on without the queue. (Appended last.)
     Answer,
     /// Held behind a thread that waits outside the queue for a person (stopped at a breakpoint,
-    /// paused, waiting for an approval or an answer) or for its timer, with follow-up runs
+    /// paused, waiting for an approval or an answer, or compensating: its compensation stopped
+    /// midway and waits for a resume) or for its timer, with follow-up runs
     /// behind it ([`Settle::hold`], or a follow-up queued for a thread that waits with no run in
     /// the queue, see [`FollowUpRule::Enqueue`]): claimable once
     /// [`Store::wake_run`](crate::Store::wake_run) makes it ready (a resume submitted for the
     /// thread does), once a control request is set on it, once the thread's timer is due while
-    /// it sleeps, or once the thread's status is neither `interrupted`, `paused` nor `sleeping`
+    /// it sleeps, or once the thread's status is neither `interrupted`, `paused`, `compensating`
+    /// nor `sleeping`
     /// (it moved on without the queue: the claim, marked [`QueuedRun::held`], finds its run
     /// ended, and the settle that removes the row puts the first follow-up in its place).
     /// (Appended last; store format 10, PostgreSQL schema 13.)
@@ -371,7 +373,8 @@ pub enum FollowUpRule {
     Reject,
     /// Queue it behind the thread's run, after its other follow-ups
     /// ([`FollowUpPlace::Back`]). A thread with no run in the queue that waits for a person or
-    /// its timer (status `interrupted`, `paused` or `sleeping`) first gets a run held for it
+    /// its timer (status `interrupted`, `paused`, `compensating` or `sleeping`) first gets a run
+    /// held for it
     /// ([`RunWait::Held`], a resume of the thread, owned as the thread is), so the follow-up
     /// waits until the thread's run ends.
     Enqueue,
@@ -472,6 +475,17 @@ pub(crate) fn active_as(status: Option<ThreadStatus>, queued: Option<RunWait>) -
         (_, Some(wait)) => Some(format!("queued, waiting ({})", wait.as_str().to_lowercase())),
         (_, None) => None,
     }
+}
+
+/// Whether a thread of status `status` with no run in the queue waits outside it, for a person
+/// (stopped at a breakpoint, paused, waiting for an approval or an answer, or compensating
+/// midway) or its timer: a follow-up queued with [`FollowUpRule::Enqueue`] waits behind a run
+/// held for it.
+pub(crate) fn waits_outside_the_queue(status: ThreadStatus) -> bool {
+    matches!(
+        status,
+        ThreadStatus::Interrupted | ThreadStatus::Paused | ThreadStatus::Sleeping | ThreadStatus::Compensating
+    )
 }
 
 /// What the queue methods of a `Store` without a queue answer.

@@ -83,15 +83,14 @@ pub(crate) async fn shielded_timeout<F: Future>(
 /// first (and `work` kept polling so it can), for at most `grace`: an effect that hangs past it
 /// is dropped with `work`, and its journal shows it started and never ended, so a resume treats
 /// its outcome as unknown. `Err` once `work` is dropped, unless it finished meanwhile.
-pub(crate) async fn shielded_stop<F: Future>(
-    stop: impl Future<Output = ()>,
+pub(crate) async fn shielded_stop<F: Future + Unpin, P: Future<Output = ()>>(
+    mut stop: std::pin::Pin<&mut P>,
     grace: std::time::Duration,
     shields: &[&Shield],
-    work: F,
+    mut work: F,
 ) -> Result<F::Output, Elapsed> {
-    let mut work = std::pin::pin!(work);
     // Work that finishes at its first poll (most in-memory steps) never waits for the stop.
-    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(work.as_mut().poll(cx))).await;
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut work).poll(cx))).await;
     if let std::task::Poll::Ready(out) = first {
         return Ok(out);
     }
@@ -99,8 +98,18 @@ pub(crate) async fn shielded_stop<F: Future>(
     tokio::select! {
         biased;
         out = &mut work => return Ok(out),
-        () = stop => {}
+        () = &mut stop => {}
     }
+    // Reached only after a stop: boxed, so the future of every step does not carry its timer.
+    Box::pin(grace_period(&mut work, grace, shields)).await
+}
+
+/// Polls `work` until it finishes or every shield is idle, for at most `grace`.
+async fn grace_period<F: Future + Unpin>(
+    work: &mut F,
+    grace: std::time::Duration,
+    shields: &[&Shield],
+) -> Result<F::Output, Elapsed> {
     let idle = async {
         for shield in shields {
             shield.idle().await;
@@ -108,7 +117,7 @@ pub(crate) async fn shielded_stop<F: Future>(
     };
     tokio::select! {
         biased;
-        out = &mut work => Ok(out),
+        out = work => Ok(out),
         _ = tokio::time::timeout(grace, idle) => Err(Elapsed),
     }
 }
@@ -122,13 +131,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_stop_drops_the_work_once_no_effect_is_in_flight_or_the_grace_ran_out() {
         let shield = Shield::default();
-        let stop = tokio::time::sleep(Duration::from_millis(10));
+        let stop = std::pin::pin!(tokio::time::sleep(Duration::from_millis(10)));
         let out = shielded_stop(stop, Duration::from_secs(5), &[&shield], std::future::pending::<()>()).await;
         assert!(out.is_err(), "nothing in flight: dropped at the stop");
 
         let _hung = shield.enter();
         let began = tokio::time::Instant::now();
-        let stop = tokio::time::sleep(Duration::from_millis(10));
+        let stop = std::pin::pin!(tokio::time::sleep(Duration::from_millis(10)));
         let out = shielded_stop(stop, Duration::from_secs(5), &[&shield], std::future::pending::<()>()).await;
         assert!(out.is_err());
         assert_eq!(
@@ -137,8 +146,8 @@ mod tests {
             "an effect that hangs holds the stop off for the grace"
         );
 
-        let stop = std::future::ready(());
-        let work = tokio::time::sleep(Duration::from_millis(20));
+        let stop = std::pin::pin!(std::future::ready(()));
+        let work = Box::pin(tokio::time::sleep(Duration::from_millis(20)));
         let out = shielded_stop(stop, Duration::from_secs(5), &[&shield], work).await;
         assert!(out.is_ok(), "work that finishes while an effect holds the stop off is kept");
     }

@@ -17,6 +17,7 @@
 //! conditions, interrupt payloads, resume values) are held to
 //! [`MAX_JSON_DEPTH`]. Floats round-trip bit for bit.
 
+pub use crate::durable::stored_version::{MIGRATED_KIND, stored_version};
 pub use crate::durable::{
     AuditEntry, CheckpointMetadata, CheckpointSource, CheckpointSummary, HistoryError, Journal, Listing,
     MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH, PersistError, ResumeError, ThreadRecord, ThreadStatus, ValueError, check_json,

@@ -1,7 +1,8 @@
 //! Follow-up runs and completion webhooks through the server's API: `POST /api/threads` naming a
 //! thread that waits for a person refused (409) with `reject` and queued behind its run with the
 //! default `enqueue` (with `wait`, answered at once as behind a waiting run), run once the person
-//! decided; a start's webhook delivered by the server's
+//! decided; with `wait`, a follow-up answered once its own run ended, not the next one's; a
+//! start's webhook delivered by the server's
 //! dispatcher, signed with the operator's secret, and a URL outside the allowed prefixes refused.
 
 use std::sync::{Arc, Mutex};
@@ -107,6 +108,60 @@ async fn a_follow_up_is_refused_with_reject_and_queued_behind_the_waiting_run_by
     assert_eq!(submitted.len(), 3);
     assert_eq!((submitted[1].actor.as_str(), &submitted[1].detail["follow_up"]), ("agent", &json!(true)));
     assert_eq!(served.audit("chat-1", "run.follow_up").len(), 1);
+    served.stop().await;
+}
+
+/// The thread's run in the queue: a follow-up (`true`) or its first run, once one is there.
+fn queued_follow_up(served: &Served, thread: &str) -> Option<bool> {
+    served.store.scan_runs().unwrap().items.into_iter().find(|r| r.thread == thread).map(|r| r.follow_up)
+}
+
+/// Polls `done` until it holds (30 s at most).
+async fn until(what: &str, done: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_follow_up_sent_with_wait_is_answered_when_its_own_run_ends_not_the_next_one() {
+    let served = serve_with(&people(), |server, _| {
+        server.access(policy().allow(Operation::UpdateState, "update_state").allow(Operation::Fork, "fork"))
+    })
+    .await;
+    let agent = Who::Token("agent-token");
+    // Each run of `gated` holds until the test adds a permit.
+    let start = json!({ "graph": "gated", "input": {}, "thread": "g-1" });
+    assert_eq!(served.client.post("/api/threads", &agent, Some(start)).await.status, 202);
+    served.until_status(&agent, "g-1", "running").await;
+
+    let mine =
+        json!({ "graph": "gated", "thread": "g-1", "input": { "passed": false }, "wait": true, "wait_ms": 20_000 });
+    let waited = served.client.post("/api/threads", &agent, Some(mine));
+    let drive = async {
+        until("the follow-up is queued", || served.store.list_follow_ups("g-1").unwrap().len() == 1).await;
+        // The next follow-up, queued behind the one waited for.
+        let next = json!({ "graph": "gated", "thread": "g-1", "input": { "passed": false } });
+        let reply = served.client.post("/api/threads", &agent, Some(next)).await;
+        assert_eq!((reply.status, reply.json["ahead"].as_u64()), (202, Some(1)), "{}", reply.json);
+        // The first run ends; the follow-up waited for runs, then ends too; the next one holds.
+        served.gate.add_permits(1);
+        until("the follow-up runs", || {
+            queued_follow_up(&served, "g-1") == Some(true) && served.store.list_follow_ups("g-1").unwrap().len() == 1
+        })
+        .await;
+        served.gate.add_permits(1);
+    };
+    let (reply, ()) = tokio::join!(waited, drive);
+    assert_eq!(reply.status, 200, "answered when its own run ended: {}", reply.json);
+    assert_eq!((reply.json["stopped"].as_bool(), reply.json["thread"].as_str()), (Some(true), Some("g-1")));
+    // The run waited for was its own: the next one still holds, queued.
+    assert_eq!(queued_follow_up(&served, "g-1"), Some(true));
+    assert!(served.store.list_follow_ups("g-1").unwrap().is_empty());
+    served.gate.add_permits(1);
+    until("the next follow-up ends", || queued_follow_up(&served, "g-1").is_none()).await;
     served.stop().await;
 }
 

@@ -97,7 +97,7 @@ async fn a_schedule_made_over_http_fires_on_the_servers_scheduler_and_its_run_co
 /// schedule of an owner who may still start runs fires.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_schedule_whose_owner_lost_the_right_to_start_runs_is_refused_at_its_fire() {
-    use agentflow::schedule::{SCHEDULE_REFUSED_KIND, ScheduleRecord};
+    use agentflow::schedule::{SCHEDULE_REFUSED_KIND, ScheduleRecord, refusal_stream};
     let people = vec![user("agent", &roles(&["start", "list"]), None), user("bob", &roles(&["list"]), None)];
     let served = serve(&people).await;
     // Made when their owners could start runs, due long ago (2024-03-10 12:00 UTC).
@@ -106,7 +106,9 @@ async fn a_schedule_whose_owner_lost_the_right_to_start_runs_is_refused_at_its_f
         let record = ScheduleRecord::new(id, "gated", "0 * * * *", br#"{"passed": false}"#.to_vec(), owner, DUE, 1);
         served.store.put_schedule(record).unwrap();
     }
-    let refusals = |id: &str| served.audit(&format!("{id}-20240310T1200Z"), SCHEDULE_REFUSED_KIND);
+    // Audited in the schedule's own stream, never in a thread of the due minute's name (which
+    // another tenant's thread may have).
+    let refusals = |id: &str| served.audit(&refusal_stream(id), SCHEDULE_REFUSED_KIND);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let fired = served.store.schedule("by-agent").unwrap().unwrap().last_thread.is_some();
@@ -132,7 +134,18 @@ async fn a_schedule_whose_owner_lost_the_right_to_start_runs_is_refused_at_its_f
         assert_eq!(audited[0].actor, format!("schedule:{id}"));
         let reason = audited[0].detail["reason"].as_str().unwrap();
         assert!(reason.contains(why), "{id}: {reason}");
+        assert!(served.audit(&format!("{id}-20240310T1200Z"), SCHEDULE_REFUSED_KIND).is_empty());
     }
+    // The listing says why, to who may list the schedule.
+    let listed = served.client.get("/api/schedules", &Who::Token("bob-token")).await.json;
+    let by_bob = listed.as_array().unwrap().iter().find(|s| s["id"] == "by-bob").unwrap();
+    assert!(by_bob["refused"].as_str().unwrap().contains("`bob` may not start"), "{by_bob}");
+    let by_agent = listed.as_array().unwrap().iter().find(|s| s["id"] == "by-agent").unwrap();
+    assert!(by_agent["refused"].is_null(), "{by_agent}");
+    // A new thread may not take a schedule's stream.
+    let taken = json!({ "graph": "gated", "input": {}, "thread": "schedule:by-bob" });
+    let reply = served.client.post("/api/threads", &Who::Token("agent-token"), Some(taken)).await;
+    assert_eq!(reply.status, 422, "{}", reply.json);
     let runs = served.store.list_runs().unwrap();
     assert!(runs.iter().all(|r| r.owner == "agent"), "only the allowed owner's run was queued: {runs:?}");
     served.stop().await;

@@ -1,6 +1,6 @@
 //! Durable runs: what a store keeps across resumes (checkpoints, values read back, storage growth
 //! and compaction, leases, budgets, state updates of a paused thread, threads moved to a newer
-//! version of their graph).
+//! version of their graph and forked back before the move).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -10,12 +10,17 @@ mod compaction_keeps_journal;
 mod encryption;
 mod event_log;
 mod fixtures_in_support;
+mod fork_across_versions;
 mod graph_locks;
+mod graph_version_gates;
+mod graph_version_keys;
+mod graph_version_moves;
 mod graph_versions;
 mod leases;
 mod nul_bytes;
 mod one_error_type;
 mod option_clear;
+mod orders_versions;
 mod persistence;
 mod promises_resume_writes;
 mod purge;

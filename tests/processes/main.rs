@@ -7,6 +7,7 @@
 mod support;
 
 mod crash;
+mod crash_graph_migration;
 mod crash_open;
 mod crash_purge;
 mod crash_upgrade;

@@ -4,6 +4,7 @@
 
 pub mod calculator;
 pub mod hooked_store;
+pub mod job_worker;
 pub mod kill;
 pub mod mcp;
 pub mod openapi;

@@ -4,8 +4,8 @@
 //! without running the thread again, the follow-up behind it running next.
 
 use std::sync::Arc;
-use std::time::Duration;
 
+use crate::support::job_worker::{LIMIT, completes, count, start, stop, trail};
 use crate::support::stores::open_redb;
 use crate::support::temp::temp_dir;
 use crate::support::worker_graph::{Job, authorizer, hold_marker, job, wait_until};
@@ -15,45 +15,10 @@ use agentflow::persist::ThreadStatus;
 use agentflow::prelude::*;
 use agentflow::release::Release;
 use agentflow::{CancellationToken, FollowUpQueued, Multitask, Store};
-use agentflow::{Worker, WorkerError, WorkerReport};
 use agentflow_store::RunWait;
 
-const LIMIT: Duration = Duration::from_secs(60);
 /// Who the submitted runs act for: the jobs' graph lists a tool the default policy gates.
 const OWNER: &str = "agent:jobs";
-
-fn start(app: &App<Job, ()>) -> (CancellationToken, tokio::task::JoinHandle<Result<WorkerReport, WorkerError>>) {
-    let stop = CancellationToken::new();
-    let worker = Worker::new(app.clone(), Arc::new(())).poll_interval(Duration::from_millis(10));
-    (stop.clone(), tokio::spawn(worker.run(stop)))
-}
-
-async fn stop(
-    stop: CancellationToken,
-    handle: tokio::task::JoinHandle<Result<WorkerReport, WorkerError>>,
-) -> WorkerReport {
-    stop.cancel();
-    handle.await.unwrap().unwrap()
-}
-
-/// Waits until `thread` has no run in the queue and its status is `completed`.
-async fn completes(app: &App<Job, ()>, thread: &str) {
-    wait_until(&format!("{thread} completes"), LIMIT, || {
-        app.live_runs().unwrap().iter().all(|r| r.thread != thread)
-            && app.thread(thread).unwrap().is_some_and(|t| t.status == ThreadStatus::Completed)
-    })
-    .await;
-}
-
-/// The nodes that ran, in order, as the state's trail records them, and the follow-ups' notes.
-fn trail(app: &App<Job, ()>, thread: &str) -> Vec<String> {
-    let state = app.state(thread).unwrap().unwrap().state;
-    state.trail.iter().map(|t| t.split(':').next().unwrap().to_string()).collect()
-}
-
-fn count(app: &App<Job, ()>, thread: &str, kind: &str) -> usize {
-    app.audit_log(thread).unwrap().into_iter().filter(|e| e.kind == kind).count()
-}
 
 /// A follow-up that restarted its thread and parked for an approval, then claimed by a worker
 /// of the graph's next version (another fingerprint): it goes on from where it parked, the

@@ -8,6 +8,7 @@ mod support;
 
 mod follow_up_reclaims;
 mod follow_up_rollback_retry;
+mod follow_up_versions;
 mod follow_ups;
 mod schedules;
 mod schedules_racing;

@@ -10,7 +10,7 @@ use crate::schedules::{MINUTE, redb_app, stamp, store_of};
 use crate::support::worker_graph::Job;
 use agentflow::Submission;
 use agentflow::access::{Actor, Operation, RoleAccess};
-use agentflow::schedule::SCHEDULE_REFUSED_KIND;
+use agentflow::schedule::{SCHEDULE_REFUSED_KIND, refusal_stream};
 
 /// The known users, as a server's users file would name them now.
 type Directory = Arc<Mutex<BTreeMap<String, Actor>>>;
@@ -39,10 +39,10 @@ fn a_schedule_whose_owner_lost_the_right_to_start_its_runs_does_not_fire() {
     };
     // Each scheduler below is a process started anew: it reports a refusal once.
     let scheduler = || app.clone().schedule_owners(lookup(&directory));
-    let due_thread = format!("nightly-{}", stamp(made.next_at));
+    // In the schedule's own stream, not in the thread of the due minute's name.
     let refusals = || {
         store
-            .list_audit(&due_thread)
+            .list_audit(&refusal_stream("nightly"))
             .unwrap()
             .into_iter()
             .filter(|e| e.kind == SCHEDULE_REFUSED_KIND)
@@ -60,6 +60,8 @@ fn a_schedule_whose_owner_lost_the_right_to_start_its_runs_does_not_fire() {
     let audited = refusals();
     assert_eq!(audited.len(), 1, "audited once for its due time: {audited:?}");
     assert_eq!(audited[0].actor, "schedule:nightly");
+    let due_thread = format!("nightly-{}", stamp(made.next_at));
+    assert!(store.list_audit(&due_thread).unwrap().is_empty(), "nothing in the due minute's thread");
     assert_eq!(audited[0].detail["owner"], "ann");
     assert_eq!(audited[0].detail["due"], made.next_at);
     let reason = audited[0].detail["reason"].as_str().unwrap();

@@ -63,6 +63,9 @@ pub struct Locks {
     pub files: Vec<LockFile>,
     /// Why the directory could not be listed (it exists but is unreadable).
     pub error: Option<String>,
+    /// Files named like a lock whose version is written with leading zeros (`v01.lock`), which
+    /// no version reads.
+    pub misnamed: Vec<PathBuf>,
 }
 
 impl Locks {
@@ -85,6 +88,10 @@ pub fn read_locks(dir: PathBuf, id: &str, version: u32) -> Locks {
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
+        if name.to_str().and_then(zero_padded_version).is_some() {
+            locks.misnamed.push(entry.path());
+            continue;
+        }
         let Some(n) = name.to_str().and_then(lock_version) else { continue };
         if n == 0 || n > version {
             continue;
@@ -97,16 +104,24 @@ pub fn read_locks(dir: PathBuf, id: &str, version: u32) -> Locks {
         locks.files.push(LockFile { version: n, path, readable, lock });
     }
     locks.files.sort_by_key(|f| f.version);
+    locks.misnamed.sort();
     locks
 }
 
-/// `N` of a file named `v<N>.lock`.
-pub fn lock_version(file_name: &str) -> Option<u32> {
+/// The digits of a file named `v<digits>.lock`.
+fn lock_digits(file_name: &str) -> Option<&str> {
     let digits = file_name.strip_prefix(kw::LOCK_PREFIX)?.strip_suffix(kw::LOCK_SUFFIX)?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some(digits)
+}
+
+/// `N` of a file named `v<N>.lock`, `N` written without leading zeros.
+pub fn lock_version(file_name: &str) -> Option<u32> {
+    lock_digits(file_name).filter(|d| !d.starts_with('0')).and_then(|d| d.parse().ok())
+}
+
+/// `N` of a file named like a lock with `N` written with leading zeros (`v01.lock` -> 1).
+pub fn zero_padded_version(file_name: &str) -> Option<u32> {
+    lock_digits(file_name).filter(|d| d.len() > 1 && d.starts_with('0')).and_then(|d| d.parse().ok()).filter(|&n| n > 0)
 }
 
 /// The `nodes` and `tools` of the lock of version `version` of graph `id`, or what is wrong
@@ -278,5 +293,20 @@ mod tests {
         assert_eq!(lock_version("v.lock"), None);
         assert_eq!(lock_version("v1.lock.bak"), None);
         assert_eq!(lock_version("v-1.lock"), None);
+        assert_eq!(lock_version("v01.lock"), None);
+        assert_eq!(zero_padded_version("v01.lock"), Some(1));
+        assert_eq!(zero_padded_version("v1.lock"), None);
+        assert_eq!(zero_padded_version("v00.lock"), None);
+    }
+
+    #[test]
+    fn a_lock_named_with_leading_zeros_is_listed_as_misnamed_not_read() {
+        let dir = std::env::temp_dir().join(format!("agentflow-macro-locks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("v01.lock"), LOCK).unwrap();
+        let locks = read_locks(dir.clone(), "support", 2);
+        assert!(locks.files.is_empty(), "{:?}", locks.files);
+        assert_eq!(locks.misnamed, [dir.join("v01.lock")]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -166,3 +166,19 @@ pub fn reject_race_queues_one(store: &dyn Store) {
     assert_eq!(kinds(store, "t").len(), 1);
     assert!(store.list_follow_ups("t").unwrap().is_empty());
 }
+
+/// `Enqueue` beside a thread whose compensation stopped midway (status `compensating`, no run
+/// in the queue) holds a run for it, as beside a paused thread: the follow-up waits until the
+/// compensation is resumed (a resume wakes the held run) or the thread moved on.
+pub fn enqueue_beside_a_compensating_thread_is_held(store: &dyn Store) {
+    status(store, "c", ThreadStatus::Compensating);
+    let queued = store.enqueue_follow_up_as(follow_up("c", "e1", NOW), submitted(NOW), FollowUpRule::Enqueue);
+    assert_eq!(queued.unwrap(), FollowUpQueued::Behind { ahead: 0 });
+    let held = row(store, "c").expect("a run held for the compensating thread");
+    assert_eq!((held.wait, held.follow_up, held.input), (RunWait::Held, false, None));
+    assert_eq!(inputs(&store.list_follow_ups("c").unwrap()), ["e1"]);
+    let claim = |now: u64| store.claim_runs("g", "w1", 1000, now, 10).unwrap().into_iter().filter(|r| r.thread == "c");
+    assert_eq!(claim(NOW + 10).count(), 0, "held while the thread compensates");
+    status(store, "c", ThreadStatus::Compensated);
+    assert_eq!(claim(NOW + 11).map(|r| r.held).collect::<Vec<_>>(), [true], "claimable once it moved on");
+}

@@ -55,8 +55,8 @@ pub use events::{
 };
 pub use fixtures::{NOW, approval, commit, concat, root, step, thread};
 pub use follow_up_rules::{
-    a_held_run_keeps_follow_ups_until_the_thread_s_run_ends, follow_up_rules_decide_about_the_thread_s_run,
-    reject_race_queues_one,
+    a_held_run_keeps_follow_ups_until_the_thread_s_run_ends, enqueue_beside_a_compensating_thread_is_held,
+    follow_up_rules_decide_about_the_thread_s_run, reject_race_queues_one,
 };
 pub use follow_ups::{
     follow_ups_race_the_settle, follow_ups_take_the_place_of_the_ended_run,
@@ -162,6 +162,7 @@ pub const CASES: &[(&str, Case)] = &[
         a_held_run_keeps_follow_ups_until_the_thread_s_run_ends,
     ),
     ("follow_up_rules_decide_about_the_thread_s_run", follow_up_rules_decide_about_the_thread_s_run),
+    ("enqueue_beside_a_compensating_thread_is_held", enqueue_beside_a_compensating_thread_is_held),
     ("reject_race_queues_one", reject_race_queues_one),
     ("schedules_roundtrip", schedules_roundtrip),
     ("schedule_fire_moves_next_at_and_queues_the_run", schedule_fire_moves_next_at_and_queues_the_run),

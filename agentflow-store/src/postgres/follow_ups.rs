@@ -177,8 +177,7 @@ pub(crate) async fn enqueue_as<C: GenericClient>(
                 return Ok((queued, cancels));
             }
             _ => {
-                let waits =
-                    matches!(status, Some(ThreadStatus::Interrupted | ThreadStatus::Paused | ThreadStatus::Sleeping));
+                let waits = status.is_some_and(crate::queue::waits_outside_the_queue);
                 if wait.is_none() && waits {
                     let mut held = NewRun::new(&run.thread, &run.graph, None, &owner, run.at);
                     held.tenant = tenant;

@@ -13,6 +13,7 @@ use crate::listing::Listing;
 use crate::postgres::error::{Fail, decode_error};
 use crate::postgres::pool::PgPool;
 use crate::postgres::sql::{self, time, uint};
+use crate::postgres::transaction::retrying;
 use crate::queue::{NewRun, QueueError, QueuedRun, RunControl, RunWait, Settle};
 use crate::record::Lease;
 
@@ -28,7 +29,7 @@ const COLUMNS: &str = "q.thread, q.graph, q.input, q.owner, q.enqueued_at, q.wai
 /// parents lead to it) none of which waits any more or whose thread's timer (the first expiry)
 /// is not later than `$2`, or is parked for a timer not later than `$2`, or is parked for an
 /// answer and its thread is neither `interrupted` nor `failed` any more, or is held
-/// (`HELD`) and its thread is neither `interrupted`, `paused`, nor `sleeping` on a timer later
+/// (`HELD`) and its thread is neither `interrupted`, `paused`, `compensating`, nor `sleeping` on a timer later
 /// than `$2` (or on none). Takes their threads'
 /// leases for holder `$4` until `$5` (as `acquire_lease` does at `$2`: a new holder
 /// increments the fencing token), marks the queue rows of the threads won and answers them
@@ -51,7 +52,7 @@ const CLAIM: &str = "WITH picked AS (SELECT q.thread, q.enqueued_at, q.wait FROM
            OR (q.wait = 'ANSWER' AND NOT EXISTS (SELECT 1 FROM threads t \
                  WHERE t.id = q.thread AND t.status IN ('interrupted', 'failed'))) \
            OR (q.wait = 'HELD' AND NOT EXISTS (SELECT 1 FROM threads t \
-                 WHERE t.id = q.thread AND (t.status IN ('interrupted', 'paused') \
+                 WHERE t.id = q.thread AND (t.status IN ('interrupted', 'paused', 'compensating') \
                    OR (t.status = 'sleeping' AND (t.wake_at IS NULL OR t.wake_at > $2)))))) \
          AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.thread = q.thread AND l.holder IS NOT NULL \
                AND l.expires_at > $2) \
@@ -267,15 +268,18 @@ pub(crate) async fn controls<C: GenericClient>(
 /// approvals `$4`, its request cleared (`parked`; held, `HELD`, only while follow-ups wait
 /// behind it), and without one (or held with none behind it) it is removed (`removed`),
 /// or, when follow-up runs wait behind it (its `follow_ups` count, kept under the row's lock),
-/// it becomes the first of them, ready (`replaced`, which `popped` takes from `follow_ups`). The
-/// four are exclusive. With a delivery (URL `$6`, payload `$7`, made at `$8`) and a row that has
+/// it becomes the first of them, ready (`replaced`, which `popped` takes from `follow_ups`), only
+/// while the row's count is still the one read with that first (`before`): a follow-up queued
+/// after the statement's snapshot (an `interrupt` one at the front, say) fails it, so the
+/// statement runs again and reads the new first, never taking a follow-up that is no longer the
+/// first. The four are exclusive. With a delivery (URL `$6`, payload `$7`, made at `$8`) and a row that has
 /// a webhook, the delivery is written (`told`) and the row's webhook cleared. A change a
 /// concurrent statement made to the row after this one's snapshot (a cancel, a follow-up) fails
 /// the re-check under the row lock: the row is then left as it is, and [`settle`] runs the
-/// statement again.
+/// statement again, in a transaction that locked the row first.
 macro_rules! settle_ctes {
     () => {
-        "WITH before AS (SELECT webhook FROM run_queue WHERE thread = $1 AND holder = $2), \
+        "WITH before AS (SELECT webhook, follow_ups FROM run_queue WHERE thread = $1 AND holder = $2), \
          next AS (SELECT pos, graph, input, owner, enqueued_at, tenant, fork_from, webhook FROM follow_ups \
            WHERE thread = $1 ORDER BY pos LIMIT 1), \
          kept AS (UPDATE run_queue SET wait = 'READY', awaits = '{}', \
@@ -294,6 +298,7 @@ macro_rules! settle_ctes {
              webhook = n.webhook, wait = 'READY', awaits = '{}', control = NULL, holder = NULL, \
              heartbeat_at = NULL, claims = 0, follow_ups = q.follow_ups - 1 \
            FROM next n WHERE q.thread = $1 AND q.holder = $2 AND $3::text IS NULL AND q.follow_ups > 0 \
+           AND q.follow_ups = (SELECT follow_ups FROM before) \
            AND (q.control IS DISTINCT FROM 'CANCEL' OR COALESCE($5::text, '') = 'CANCEL') RETURNING q.thread), \
          popped AS (DELETE FROM follow_ups f USING next n WHERE f.thread = $1 AND f.pos = n.pos \
            AND EXISTS (SELECT 1 FROM replaced)), \
@@ -317,17 +322,28 @@ const SETTLE_AND_RELEASE: &str = concat!(
      SELECT count(*) FROM settled"
 );
 
-/// How many times [`settle`] runs its statement when a concurrent change to the row kept it
-/// from applying.
-const SETTLE_ATTEMPTS: usize = 4;
+/// [`settle`] on a client of the pool, again on a conflict.
+pub(crate) async fn settle_on(
+    ctx: &PgPool,
+    thread: &str,
+    holder: &str,
+    how: &Settle,
+    release: bool,
+) -> Result<bool, QueueError> {
+    retrying!(ctx, {
+        let mut c = ctx.client().await?;
+        settle(ctx, &mut c, thread, holder, how, release).await
+    })
+}
 
 /// Settles `holder`'s claim of `thread` as `settle` says, one statement on `c`; with
 /// `release`, releases its lease in the same statement. When the statement changed nothing
-/// though the row is still `holder`'s (a concurrent change to it came after its snapshot), it
-/// is run again.
+/// though the row is still `holder`'s (a concurrent change to it, a cancel or a follow-up, came
+/// after its snapshot), it is run again in a transaction that locks the row first: its snapshot
+/// then holds every change to the row, and none comes before it commits.
 pub(crate) async fn settle<C: GenericClient>(
     ctx: &PgPool,
-    c: &C,
+    c: &mut C,
     thread: &str,
     holder: &str,
     settle: &Settle,
@@ -340,23 +356,28 @@ pub(crate) async fn settle<C: GenericClient>(
     let url = settle.webhook.as_ref().map(|w| w.url.as_str());
     let payload = settle.webhook.as_ref().map(|w| w.payload.as_slice());
     let made = settle.webhook.as_ref().map(|w| time(w.at));
-    let statement = c.prepare_cached(if release { SETTLE_AND_RELEASE } else { SETTLE }).await?;
-    for _ in 0..SETTLE_ATTEMPTS {
-        let params: &sql::Params<'_> = &[&thread, &holder, &wait, awaits, &handled, &url, &payload, &made];
-        let row = c.query_one(&statement, params).await?;
-        if sql::col::<i64>(&ctx.path, "run_queue", &row, 0)? > 0 {
-            return Ok(true);
-        }
-        let mine = "SELECT 1 FROM run_queue WHERE thread = $1 AND holder = $2";
-        if sql::query_opt(c, mine, &[&thread, &holder]).await?.is_none() {
-            if release {
-                let free = "UPDATE leases SET holder = NULL, expires_at = 0 WHERE thread = $1 AND holder = $2";
-                sql::execute(c, free, &[&thread, &holder]).await?;
-            }
-            return Ok(false);
-        }
+    let text = if release { SETTLE_AND_RELEASE } else { SETTLE };
+    let params: &sql::Params<'_> = &[&thread, &holder, &wait, awaits, &handled, &url, &payload, &made];
+    let statement = c.prepare_cached(text).await?;
+    let row = c.query_one(&statement, params).await?;
+    if sql::col::<i64>(&ctx.path, "run_queue", &row, 0)? > 0 {
+        return Ok(true);
     }
-    Err(Fail::Storage(ctx.conflict("the queued run kept changing while it was settled")))
+    // On the same connection: a pool of one has no other.
+    let tx = c.transaction().await?;
+    let mine = "SELECT 1 FROM run_queue WHERE thread = $1 AND holder = $2 FOR UPDATE";
+    let settled = if sql::query_opt(&tx, mine, &[&thread, &holder]).await?.is_some() {
+        let row = tx.query_one(text, params).await?;
+        sql::col::<i64>(&ctx.path, "run_queue", &row, 0)? > 0
+    } else {
+        if release {
+            let free = "UPDATE leases SET holder = NULL, expires_at = 0 WHERE thread = $1 AND holder = $2";
+            sql::execute(&tx, free, &[&thread, &holder]).await?;
+        }
+        false
+    };
+    tx.commit().await?;
+    Ok(settled)
 }
 
 pub(crate) async fn wake<C: GenericClient>(c: &C, thread: &str, wait: RunWait) -> Result<bool, Fail<QueueError>> {

@@ -417,7 +417,7 @@ impl Store for PostgresStore {
     /// a cancel or a follow-up, came after its snapshot).
     fn settle_run(&self, thread: &str, holder: &str, settle: &Settle) -> Result<bool, QueueError> {
         let (thread, holder, settle) = (thread.to_string(), holder.to_string(), settle.clone());
-        on_client!(self, |ctx, c| queue::settle(ctx, &c, &thread, &holder, &settle, false).await)
+        self.call(move |ctx| async move { queue::settle_on(&ctx, &thread, &holder, &settle, false).await })
     }
 
     fn wake_run(&self, thread: &str, wait: RunWait) -> Result<bool, QueueError> {
@@ -567,7 +567,7 @@ impl Store for PostgresStore {
     /// One statement (settle and release together), as [`Store::settle_run`].
     fn settle_run_and_release(&self, thread: &str, holder: &str, settle: &Settle) -> Result<bool, QueueError> {
         let (thread, holder, settle) = (thread.to_string(), holder.to_string(), settle.clone());
-        on_client!(self, |ctx, c| queue::settle(ctx, &c, &thread, &holder, &settle, true).await)
+        self.call(move |ctx| async move { queue::settle_on(&ctx, &thread, &holder, &settle, true).await })
     }
 
     /// One read-only statement on `holder`'s rows: no commit to wait for.

@@ -271,8 +271,7 @@ pub(crate) fn stage_follow_up_as(
             stage_follow_up(tx, run, entry, FollowUpPlace::Front)
         }
         _ => {
-            let waits =
-                matches!(status, Some(ThreadStatus::Interrupted | ThreadStatus::Paused | ThreadStatus::Sleeping));
+            let waits = status.is_some_and(crate::queue::waits_outside_the_queue);
             if let (None, true, Some(record)) = (&row, waits, &record) {
                 // The thread waits outside the queue: a run held for it keeps the follow-up
                 // from starting it over where it waits.
@@ -396,12 +395,12 @@ fn waits_for_answer(tx: &Tx<'_>, thread: &str) -> Result<bool, StorageError> {
 }
 
 /// Whether a run held behind `thread` ([`RunWait::Held`]) still waits at `now`: the thread is
-/// `interrupted` or `paused`, or `sleeping` on a timer later than `now`.
+/// `interrupted`, `paused` or `compensating`, or `sleeping` on a timer later than `now`.
 fn held_waits(tx: &Tx<'_>, thread: &str, now: u64) -> Result<bool, StorageError> {
     let threads = tx.txn.open_table(tables::THREADS).ctx(tx.path)?;
     let record = crate::redb::reads::thread_record(tx.path, &threads, tx.leases, thread)?;
     Ok(match record.map(|r| r.status) {
-        Some(ThreadStatus::Interrupted | ThreadStatus::Paused) => true,
+        Some(ThreadStatus::Interrupted | ThreadStatus::Paused | ThreadStatus::Compensating) => true,
         Some(ThreadStatus::Sleeping) => timer_of(tx, thread)?.is_none_or(|at| at > now),
         _ => false,
     })

@@ -39,6 +39,7 @@ mod cipher;
 mod error;
 mod key_store;
 mod keyring;
+mod open_listing;
 #[cfg(feature = "postgres")]
 mod postgres_key_store;
 mod provider;
@@ -57,5 +58,7 @@ pub use provider::{EnvKeyProvider, FileKeyProvider, Kek, KeyProvider, StaticKeyP
 pub use redb_key_store::RedbKeyStore;
 pub use sealed_store::SealedStore;
 
+#[cfg(test)]
+mod listing_tests;
 #[cfg(test)]
 mod tests;

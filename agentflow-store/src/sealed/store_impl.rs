@@ -19,6 +19,7 @@ use crate::record::{
 };
 use crate::sealed::cipher::SEAL_OVERHEAD;
 use crate::sealed::error::SealError;
+use crate::sealed::open_listing::open_listing;
 use crate::sealed::records::{is_sealed_text, kind};
 use crate::sealed::sealed_store::SealedStore;
 use crate::store::{CommitCallback, FoldFn, Listing, Store};
@@ -32,19 +33,6 @@ impl<T> Sealing<T> for Result<T, SealError> {
     fn st(self) -> Result<T, StorageError> {
         self.map_err(StorageError::from)
     }
-}
-
-/// Opens each item of a lenient listing; an item that does not open joins the skipped ones.
-fn open_listing<T>(listing: Listing<T>, mut open: impl FnMut(T) -> Result<T, SealError>) -> Listing<T> {
-    let Listing { items, mut skipped } = listing;
-    let mut opened = Vec::with_capacity(items.len());
-    for item in items {
-        match open(item) {
-            Ok(item) => opened.push(item),
-            Err(e) => skipped.push(e.into()),
-        }
-    }
-    Listing::new(opened, skipped)
 }
 
 impl<S: Store> SealedStore<S> {
@@ -286,7 +274,7 @@ impl<S: Store> Store for SealedStore<S> {
     }
 
     fn scan_approvals(&self, thread: &str) -> Result<Listing<ApprovalRecord>, ReadError> {
-        Ok(open_listing(self.inner.scan_approvals(thread)?, |a| self.open_approval(a)))
+        Ok(open_listing(self.inner.scan_approvals(thread)?, |a| self.open_approval(a))?)
     }
 
     fn list_pending_approvals(&self) -> Result<Vec<ApprovalRecord>, ReadError> {
@@ -295,7 +283,7 @@ impl<S: Store> Store for SealedStore<S> {
     }
 
     fn scan_pending_approvals(&self) -> Result<Listing<ApprovalRecord>, ReadError> {
-        Ok(open_listing(self.inner.scan_pending_approvals()?, |a| self.open_approval(a)))
+        Ok(open_listing(self.inner.scan_pending_approvals()?, |a| self.open_approval(a))?)
     }
 
     fn transition_approval(
@@ -373,7 +361,7 @@ impl<S: Store> Store for SealedStore<S> {
     }
 
     fn scan_runs(&self) -> Result<Listing<QueuedRun>, QueueError> {
-        Ok(open_listing(self.inner.scan_runs()?, |r| self.open_run(r)))
+        Ok(open_listing(self.inner.scan_runs()?, |r| self.open_run(r))?)
     }
 
     fn due_timers(&self, until: u64, limit: usize) -> Result<Vec<Timer>, ReadError> {
@@ -535,7 +523,7 @@ impl<S: Store> Store for SealedStore<S> {
     }
 
     fn scan_schedules(&self) -> Result<Listing<ScheduleRecord>, QueueError> {
-        Ok(open_listing(self.inner.scan_schedules()?, |s| self.open_schedule(s)))
+        Ok(open_listing(self.inner.scan_schedules()?, |s| self.open_schedule(s))?)
     }
 
     fn fire_schedule(&self, fire: ScheduleFire) -> Result<bool, QueueError> {
@@ -546,7 +534,20 @@ impl<S: Store> Store for SealedStore<S> {
     /// A delivery whose payload does not open (its bytes changed) is skipped and reported: it is
     /// never sent sealed.
     fn due_webhooks(&self, now: u64, limit: usize) -> Result<Listing<WebhookDelivery>, QueueError> {
-        Ok(open_listing(self.inner.due_webhooks(now, limit)?, |w| self.open_delivery(w)))
+        // A delivery that does not open is not counted in `limit` (as the wrapped store does not
+        // count a row that does not decode): asked again for as many more.
+        let mut ask = limit;
+        loop {
+            let listed = self.inner.due_webhooks(now, ask)?;
+            let listed_items = listed.items.len();
+            let mut due = open_listing(listed, |w| self.open_delivery(w))?;
+            let more = limit.saturating_add(listed_items - due.items.len());
+            if due.items.len() >= limit || listed_items < ask || more <= ask {
+                due.items.truncate(limit);
+                return Ok(due);
+            }
+            ask = more;
+        }
     }
 
     fn claim_webhook(&self, id: u64, holder: &str, now: u64, until: u64) -> Result<bool, QueueError> {

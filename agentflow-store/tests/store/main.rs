@@ -15,6 +15,7 @@ mod older_formats;
 mod open_file;
 mod postgres_conformance;
 mod postgres_events;
+mod postgres_settle_race;
 mod postgres_skipped_records;
 mod postgres_store;
 mod sealed_conformance;

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use agentflow_store::{
     FollowUpQueued, FollowUpRule, NewAuditEntry, NewRun, QueueError, QueuedRun, RunControl, Store, ThreadRecord,
+    ThreadStatus,
 };
 
 use crate::access::{Access, Actor, Operation};
@@ -14,8 +15,8 @@ use crate::app::App;
 use crate::app::WorkerError;
 use crate::app::multitask::Multitask;
 use crate::core::state::State;
-use crate::durable::now_ms;
 use crate::durable::restart::{follow_up_mark, restarted_at, run_start};
+use crate::durable::{StoredRelease, now_ms, stored_release};
 #[cfg(doc)]
 use crate::worker::Worker;
 
@@ -49,13 +50,22 @@ impl<S: State, D> App<S, D> {
     /// rolled back. A follow-up that cannot run when claimed leaves the queue with a
     /// `run.follow_up_failed` audit entry saying why.
     ///
+    /// A thread an older version of this graph wrote (the same `#[graph(id)]`, a lower
+    /// `version`) takes follow-ups as any other, finished or waiting: the worker that claims
+    /// the follow-up moves it to this version first, through the declared migrations, in the
+    /// same commit and with the same `graph.migrated` audit entry as a resume's. A `rollback` may
+    /// go back to a checkpoint from before that move: the run starts over at this version's
+    /// start node. A follow-up claimed by a worker of an older build than the thread's version
+    /// (a rolling deploy) stays queued for a worker of that version.
+    ///
     /// Checked for `actor` ([`Operation::Resume`] and [`Operation::UpdateState`];
     /// [`Operation::Cancel`] to interrupt a run, and [`Operation::Fork`] to roll one back).
     ///
     /// # Errors
     /// [`WorkerError::UnknownThread`] for a thread that neither exists nor is queued (for the
-    /// actor); [`WorkerError::FollowUpOtherGraph`] for a thread another graph, or another
-    /// version of this one, wrote; [`WorkerError::FollowUpRefused`] for `reject` while the
+    /// actor); [`WorkerError::FollowUpPurged`] for a purged thread;
+    /// [`WorkerError::FollowUpOtherGraph`] for a thread another graph wrote, or a newer version
+    /// of this one, or this version built otherwise (another fingerprint); [`WorkerError::FollowUpRefused`] for `reject` while the
     /// thread is active (a run in the queue, or a status that is not finished), and for
     /// `interrupt` or `rollback` of a run no worker has started yet (the thread does not exist
     /// yet: `enqueue` waits for it); [`WorkerError::Access`]; a store without follow-ups answers
@@ -93,7 +103,7 @@ impl<S: State, D> App<S, D> {
         strategy: Multitask,
         actor: impl Into<Actor>,
     ) -> Result<FollowUpQueued, WorkerError> {
-        self.queue_follow_up(thread, update, strategy, &self.access_of(actor), None)
+        Ok(self.queue_follow_up(thread, update, strategy, &self.access_of(actor), None)?.queued)
     }
 
     /// [`App::submit_follow_up`], telling `webhook` when the follow-up run first stops (ends,
@@ -108,10 +118,10 @@ impl<S: State, D> App<S, D> {
         actor: impl Into<Actor>,
         webhook: &str,
     ) -> Result<FollowUpQueued, WorkerError> {
-        self.queue_follow_up(thread, update, strategy, &self.access_of(actor), Some(webhook))
+        Ok(self.queue_follow_up(thread, update, strategy, &self.access_of(actor), Some(webhook))?.queued)
     }
 
-    /// [`App::submit_follow_up`] for `access`.
+    /// [`App::submit_follow_up`] for `access`, with the queued run's identity.
     pub(crate) fn queue_follow_up(
         &self,
         thread: &str,
@@ -119,7 +129,7 @@ impl<S: State, D> App<S, D> {
         strategy: Multitask,
         access: &Access,
         webhook: Option<&str>,
-    ) -> Result<FollowUpQueued, WorkerError> {
+    ) -> Result<QueuedFollowUp, WorkerError> {
         let store = self.setup.store.as_ref().ok_or(WorkerError::NoStore)?;
         crate::durable::check_sealed::<S>(store.as_ref())?;
         let blob = crate::durable::state_document(update, "the follow-up's input", crate::durable::Allowed::of::<S>())?;
@@ -139,9 +149,15 @@ impl<S: State, D> App<S, D> {
                 }),
             };
         };
-        // Refused now rather than dropped by the worker that claims it.
+        // Refused now rather than dropped by the worker that claims it. A thread an older
+        // version of this graph wrote is moved to this one by that worker first.
         let current = self.setup.graph.fingerprint();
-        if record.graph_fingerprint != current {
+        if record.graph_fingerprint != current
+            && !matches!(
+                stored_release(&**store, thread, &record.graph_fingerprint, self.setup.graph.release())?,
+                StoredRelease::Older(_)
+            )
+        {
             return Err(WorkerError::FollowUpOtherGraph {
                 thread: thread.to_string(),
                 stored: record.graph_fingerprint.clone(),
@@ -182,8 +198,9 @@ impl<S: State, D> App<S, D> {
         webhook: Option<&str>,
         rule: FollowUpRule,
         strategy: Multitask,
-    ) -> Result<FollowUpQueued, WorkerError> {
+    ) -> Result<QueuedFollowUp, WorkerError> {
         let at = submitted_at(&**store, thread)?;
+        let mark = follow_up_mark(at, &blob);
         let graph = self.setup.graph.name();
         let mut run = NewRun::new(thread, graph, Some(blob), &owner.owner, at).as_follow_up(fork_from);
         let mut detail = serde_json::json!({
@@ -203,13 +220,31 @@ impl<S: State, D> App<S, D> {
             run = run.with_webhook(url);
         }
         let entry = NewAuditEntry::new(at, &access.actor().id, SUBMITTED, detail);
-        store.enqueue_follow_up_as(run, entry, rule).map_err(|e| match e {
+        let queued = store.enqueue_follow_up_as(run, entry, rule).map_err(|e| match e {
             QueueError::Active { thread, status } => {
                 WorkerError::FollowUpRefused { thread, status, strategy: strategy.as_str() }
             }
             e => e.into(),
-        })
+        })?;
+        Ok(QueuedFollowUp { queued, mark })
     }
+}
+
+/// A follow-up run just queued: where it stands, and its identity in the queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct QueuedFollowUp {
+    /// Where it stands.
+    pub(crate) queued: FollowUpQueued,
+    /// Its mark ([`follow_up_mark`] of its submission time and input): the run it is, told
+    /// apart from every other run of its thread, in the follow-ups behind the thread's run and
+    /// once it is the thread's run ([`is_follow_up`]).
+    pub(crate) mark: String,
+}
+
+/// Whether queued run `run` is the follow-up marked `mark` ([`QueuedFollowUp::mark`]).
+#[cfg(feature = "server")]
+pub(crate) fn is_follow_up(run: &QueuedRun, mark: &str) -> bool {
+    run.follow_up && follow_up_mark(run.enqueued_at, run.input.as_deref().unwrap_or_default()) == mark
 }
 
 /// The last submission time [`submitted_at`] handed out in this process (unix millis).
@@ -273,6 +308,9 @@ fn target(
         }
         for operation in operations {
             access.check(operation, &record)?;
+        }
+        if record.status == ThreadStatus::Purged {
+            return Err(WorkerError::FollowUpPurged { thread: thread.to_string() });
         }
         return Ok(Some(record));
     }

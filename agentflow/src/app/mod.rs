@@ -6,7 +6,7 @@ mod access;
 mod approvals;
 mod breakers;
 mod controls;
-mod follow_up;
+pub(crate) mod follow_up;
 pub(crate) mod governance;
 #[cfg(feature = "mcp")]
 mod mcp;

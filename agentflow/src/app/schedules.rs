@@ -11,7 +11,7 @@ use crate::app::App;
 use crate::app::submission::Submission;
 use crate::core::state::State;
 use crate::durable::{Allowed, check_sealed, now_ms, state_document};
-use crate::schedule::{Cron, FireCheck, ScheduleError, check_id, fire_of, fire_thread, refused_entry};
+use crate::schedule::{Cron, FireCheck, ScheduleError, check_id, fire_of, fire_thread, refusal_stream, refused_entry};
 
 /// How many thread names a fire tries (`<id>-<minute>`, then `-2`, `-3`, ..) before it leaves
 /// the schedule due for the next look.
@@ -188,7 +188,12 @@ impl<S: State, D> App<S, D> {
     ///
     /// Without it, each fire is checked for the app's own actor, as making the schedule was:
     /// with the default policy and actor ([`AllowAll`](crate::access::AllowAll), every tenant)
-    /// every fire passes.
+    /// every fire passes. There is nothing more to check then: an app without a lookup has no
+    /// source of who people are, so a schedule's owner is only the name it was made with, and
+    /// the app's own code (its actor and policy) is the authority behind every fire, as it is
+    /// behind every run it submits. Whenever schedules are made for people the app learns about
+    /// elsewhere (a users file, a directory), set this lookup: a `Server`
+    /// always sets it to its users file.
     #[must_use]
     pub fn schedule_owners(mut self, lookup: impl Fn(&str) -> Option<Actor> + Send + Sync + 'static) -> Self {
         self.setup.fire_check = FireCheck::owners(None, Arc::new(lookup));
@@ -216,8 +221,9 @@ impl<S: State, D> App<S, D> {
     /// Each run starts for the schedule's owner and tenant, checked again at the fire: as a start
     /// by the owner as [`App::schedule_owners`] finds them now, or else by the app's actor. A
     /// refused fire starts nothing and the schedule stays as it is, due: it is logged and a
-    /// `schedule.refused` entry naming why goes to the audit log of the thread the fire would
-    /// have started (once per due time and process), and the schedule fires once its owner may
+    /// `schedule.refused` entry naming why goes to the schedule's own audit stream
+    /// ([`refusal_stream`](crate::schedule::refusal_stream): `schedule:<id>`, never a thread
+    /// another tenant may own; once per due time and process), and the schedule fires once its owner may
     /// start it again (or is removed). A schedule whose stored expression no longer reads, or
     /// whose row does not decode, is skipped (logged); the others fire.
     ///
@@ -242,7 +248,8 @@ impl<S: State, D> App<S, D> {
                 refused.insert((record.id.clone(), record.next_at));
                 if check.first_refusal(&record) {
                     tracing::warn!(schedule = %record.id, owner = %record.owner, reason = %reason, "a cron schedule's fire was refused");
-                    if let Err(e) = store.append_audit(&due_thread, refused_entry(&record, now, &reason)) {
+                    let stream = refusal_stream(&record.id);
+                    if let Err(e) = store.append_audit(&stream, refused_entry(&record, now, &reason)) {
                         tracing::warn!(schedule = %record.id, error = %e, "a refused cron schedule could not be audited");
                     }
                 }

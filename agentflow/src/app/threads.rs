@@ -208,6 +208,12 @@ impl<S: State, D> App<S, D> {
     /// listed, and a worker-queued run parked for approvals is handed back to the workers: the
     /// new branch waits for none of the old one's records.
     ///
+    /// A checkpoint written before the thread moved to a newer version of its graph gives the
+    /// thread that older version back (its graph fingerprint and state version then), so its
+    /// next resume moves it through the declared migrations again; a move audited by an earlier
+    /// build, which did not record them, refuses such a fork with
+    /// [`HistoryError::ForkAcrossVersions`].
+    ///
     /// Checked for `actor` ([`Operation::Fork`]); a name alone is an actor of no roles and every
     /// tenant ([`Actor::from`]).
     pub fn fork(&self, thread: &str, seq: u64, actor: impl Into<Actor>) -> Result<u64, HistoryError> {

@@ -117,13 +117,14 @@ pub enum WorkerError {
         strategy: &'static str,
     },
     /// A follow-up run refused ([`App::submit_follow_up`]): thread `thread` was written by
-    /// another graph, or another version of this one (its graph fingerprint is `stored`, this
-    /// app's `current`), so no worker of this graph could restart it. Nothing was queued.
-    /// (Appended last.)
+    /// another graph, by a newer version of this one, or by this version built otherwise (its
+    /// graph fingerprint is `stored`, this app's `current`), so no worker of this build could
+    /// restart it. A thread an older version of this graph wrote is not refused: the worker
+    /// moves it to this version first. Nothing was queued. (Appended last.)
     #[error(
-        "thread `{thread}` was written by another graph or another version of it (fingerprint {stored}, this \
-         graph's {current}), so a follow-up run of this graph cannot continue it; send it to the graph that wrote \
-         the thread; nothing was queued"
+        "thread `{thread}` was written by another graph, a newer version of this one, or this version built \
+         otherwise (fingerprint {stored}, this graph's {current}), so a follow-up run of this build cannot continue \
+         it; send it to the graph and version that wrote the thread; nothing was queued"
     )]
     FollowUpOtherGraph {
         /// The thread.
@@ -132,6 +133,16 @@ pub enum WorkerError {
         stored: String,
         /// This app's graph fingerprint.
         current: String,
+    },
+    /// A follow-up run refused ([`App::submit_follow_up`]): thread `thread` was purged (its
+    /// history and state are gone), so there is nothing for a follow-up to continue. Nothing
+    /// was queued. (Appended last.)
+    #[error(
+        "thread `{thread}` was purged: its history and state are gone, so a follow-up run cannot continue it; start          a new thread instead; nothing was queued"
+    )]
+    FollowUpPurged {
+        /// The thread.
+        thread: String,
     },
 }
 

@@ -9,6 +9,7 @@ mod effects;
 mod emit;
 mod gateway;
 mod interrupt;
+mod moved_calls;
 mod sleep;
 pub(crate) mod subgraph;
 mod tool_approval;

@@ -12,7 +12,7 @@ use super::Ctx;
 use super::effects::{Journaled, Subject, Uncertain};
 use crate::core::error::NodeError;
 use crate::core::message::{ToolCall, ToolSpec};
-use crate::durable::Settling;
+use crate::durable::{MovedCall, Settling};
 use crate::event::Activity;
 use crate::telemetry::{attrs, capture, content, names, spans};
 use crate::tool::{Code, Decision, Observation, Tool, ToolCx, ToolError, args_hash};
@@ -79,9 +79,13 @@ impl<D: Sync + 'static> Ctx<'_, D> {
     /// fatal tool error come back as the node's error (propagate with `?`).
     pub async fn call_tool(&self, call: &ToolCall) -> Result<Observation, NodeError> {
         let began = std::time::Instant::now();
+        // A call of a model's reply journaled before the thread moved to this version of its
+        // graph runs as this version names it, or not at all.
+        let moved = self.moved_call(call).await?;
+        let call = moved.as_ref().and_then(|m| m.to.as_ref()).unwrap_or(call);
         let allowed = self.tools.iter().map(|t| t.name()).find(|t| *t == call.name);
         let span = spans::execute_tool(allowed.map(|tool| (tool, call.id.as_str())));
-        let gated = self.gate(call).instrument(span.clone()).await;
+        let gated = self.gate(call, moved.as_ref()).instrument(span.clone()).await;
         self.end_tool_span(&span, call, &gated);
         let tool = allowed.unwrap_or(spans::NOT_ALLOWED);
         let result = match &gated {
@@ -127,7 +131,8 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         }
     }
 
-    async fn gate(&self, call: &ToolCall) -> Result<Observation, NodeError> {
+    /// `moved`: what the thread's move to this graph version made of the call, if anything.
+    async fn gate(&self, call: &ToolCall, moved: Option<&MovedCall>) -> Result<Observation, NodeError> {
         let deny = |code, detail: String| Ok(Observation::error(&call.id, &call.name, code, detail));
         // Every call the model asks for counts, refused ones included: a
         // model that keeps asking for a tool it may not use is stopped too.
@@ -148,6 +153,9 @@ impl<D: Sync + 'static> Ctx<'_, D> {
                 ),
             );
         }
+        if let Some(withdrawn) = moved.filter(|m| m.withdrawn.is_some()) {
+            return Ok(withdrawn.observation());
+        }
         let Some(tool) = self.tools.iter().copied().find(|t| t.name() == call.name) else {
             let allowed: Vec<&str> = self.tools.iter().map(|t| t.name()).collect();
             return deny(
@@ -164,6 +172,20 @@ impl<D: Sync + 'static> Ctx<'_, D> {
         let checked = crate::durable::check_json(&call.arguments, "args").map_err(|e| e.to_string());
         if let Err(e) = checked.and_then(|()| tool.validate(&call.arguments).map_err(|e| e.0)) {
             return deny(Code::InvalidArgument, e);
+        }
+        // A call that ran before the thread's move replays its journaled result (its approval,
+        // if it ran under one, was used under the tool's old name). Only a result the journal
+        // holds for this very call (this map instance's) is replayed: any other goes through the
+        // policy and its approval.
+        if moved.is_some_and(|m| m.ran)
+            && let Some(replayed) = self.replayed_move(tool, call).await?
+        {
+            // A call that changes anything replays through the journal (which holds its result),
+            // so its saga entry is logged as for any replay.
+            if tool.risk() == crate::tool::Risk::Read {
+                return Ok(replayed);
+            }
+            return self.execute(tool, call, call.arguments.clone(), None).await.map(|(obs, _)| obs);
         }
         match self.scope.gateway.policy.decide(tool.name(), tool.risk()) {
             Decision::Deny => {

@@ -58,6 +58,12 @@ pub(crate) struct Checkpointer {
     /// `seq`, or for a step continued after a manual update, the checkpoint
     /// that step started from.
     journal_seq: u64,
+    /// The next step continues a thread's move to this version of its graph (the checkpoint it
+    /// continues is the move's).
+    pub(crate) moved_to: Option<u32>,
+    /// With `moved_to`: the names the renamed nodes' attempt started under (see
+    /// [`Journal::started_as`]).
+    pub(crate) started_as: Arc<std::collections::BTreeMap<String, String>>,
     created_at: u64,
     snapshot_len: usize,
     delta_since: usize,
@@ -150,6 +156,8 @@ impl Checkpointer {
             durability,
             seq: 0,
             journal_seq: 0,
+            moved_to: None,
+            started_as: Arc::default(),
             created_at: now_ms(),
             snapshot_len: 0,
             delta_since: 0,
@@ -307,6 +315,8 @@ impl Checkpointer {
         // The new checkpoint has no kept answers of its own.
         self.answers_kept = false;
         let finished = std::mem::replace(&mut self.journal_seq, self.seq);
+        self.moved_to = None;
+        self.started_as = Arc::default();
         if std::mem::take(&mut self.sweep_approvals) {
             self.cancel_orphaned_approvals(finished).await;
             self.cancel_abandoned_requests(abandoned, finished).await;
@@ -566,6 +576,8 @@ impl Checkpointer {
             revoked: Some(self.lease.revoked()),
             parents: self.parents.clone(),
             failed_approvals: Arc::clone(&self.failed_approvals),
+            moved_to: self.moved_to,
+            started_as: Arc::clone(&self.started_as),
         }
     }
 

@@ -243,6 +243,77 @@ pub enum ResumeError {
         /// What the function returned.
         reason: String,
     },
+    /// A declared argument mapping (`args(tool = path)`) refused the arguments of a tool call
+    /// the model asked for in a reply journaled before the move; nothing was changed. (Appended
+    /// last.)
+    #[error(
+        "thread `{thread}` stays on version {from} of its graph: the arguments of the call `{call}` of `{tool}` its \
+         model asked for (in a reply journaled before the move) could not be migrated to version {to}: {reason}; fix \
+         the function given in `args({tool} = ..)`, or declare `args({tool} = cancel)`"
+    )]
+    CallArgsRefused {
+        /// The thread id.
+        thread: String,
+        /// The call's id.
+        call: String,
+        /// The tool, as the version the function maps to names it.
+        tool: String,
+        /// The version the thread is stored on.
+        from: u32,
+        /// This graph's version.
+        to: u32,
+        /// What the function returned.
+        reason: String,
+    },
+    /// Two nodes the thread stands at (or has kept writes of, or asks questions from) would both
+    /// take the same name on the current version (`nodes(a -> c)` with `c` kept): one's work
+    /// would be lost; nothing was changed. (Appended last.)
+    #[error(
+        "thread `{thread}` stays on version {from} of its graph: its nodes `{first}` and `{second}` would both \
+         become `{node}` on version {to}, and one's work would be lost; resume the thread on version {from} until \
+         that step finishes, or map one of them elsewhere in `migrate(from = {from}, nodes(..))`"
+    )]
+    NodesMerged {
+        /// The thread id.
+        thread: String,
+        /// One of the two nodes, as the stored version names it.
+        first: String,
+        /// The other.
+        second: String,
+        /// The name both take on this graph's version.
+        node: String,
+        /// The version the thread is stored on.
+        from: u32,
+        /// This graph's version.
+        to: u32,
+    },
+    /// A direct call ([`Ctx::run_tool`](crate::Ctx::run_tool)) of a tool whose arguments
+    /// `args(..)` maps ran (or began) in the step the move would continue, and the arguments it
+    /// was made with are not kept (no approval holds them): on the current version it could not
+    /// be found and would run again; nothing was changed. (Appended last.)
+    #[error(
+        "thread `{thread}` stays on version {from} of its graph: direct call number {call} of `{tool}` by node `{node}` \
+         ran before the move, and its arguments, which `args({now} = ..)` maps for version {to}, are not kept, so \
+         version {to} would run it again; resume the thread on version {from} until that step finishes, or drop the \
+         `args({now} = ..)` mapping"
+    )]
+    DirectCallArgsUnknown {
+        /// The thread id.
+        thread: String,
+        /// The node that made the call, as the stored version names it.
+        node: String,
+        /// The call's position among the direct calls of the node's attempt (its id is
+        /// `{node}-{tool}-{call}`).
+        call: u32,
+        /// The tool, as the stored version names it.
+        tool: String,
+        /// The tool, as this graph's version names it.
+        now: String,
+        /// The version the thread is stored on.
+        from: u32,
+        /// This graph's version.
+        to: u32,
+    },
 }
 
 /// Reading or branching a thread's history failed.
@@ -314,6 +385,27 @@ pub enum HistoryError {
         /// Why the entry was not written.
         #[source]
         source: Box<agentflow_store::AuditError>,
+    },
+    /// A fork to a checkpoint written by an older version of the thread's graph, before the
+    /// thread moved to a newer one, when that move was made by a build that did not record which
+    /// graph the thread had before it: the forked thread could not be moved again. Nothing was
+    /// written. (Appended last.)
+    #[error(
+        "checkpoint {seq} of thread `{thread}` was written by version {from} of its graph, before the thread moved \
+         to version {to} at checkpoint {moved_at}, and that move did not record the graph the thread had before it; \
+         fork at checkpoint {moved_at} or later"
+    )]
+    ForkAcrossVersions {
+        /// The thread id.
+        thread: String,
+        /// The checkpoint asked for.
+        seq: u64,
+        /// The checkpoint the thread's move to a newer version wrote.
+        moved_at: u64,
+        /// The version that wrote checkpoint `seq`.
+        from: u32,
+        /// The version the thread moved to.
+        to: u32,
     },
 }
 

@@ -9,45 +9,41 @@
 //! older one is moved in ONE commit, fenced by the resuming run's lease: a new checkpoint (same
 //! step, same state, keyed for its journal by the step it continues) whose cursor, kept writes,
 //! questions, kept answers and map payloads name the current nodes, the node's journaled
-//! effects under the new names, the pending approvals renamed (cancelled and asked anew under
-//! the new tool, arguments mapped) or cancelled, the thread's fingerprint set to the current
-//! one, and the audit entry `graph.migrated`. Killed before that commit, the thread is wholly on
+//! effects under the new names (with the names the step's attempt started under, which its
+//! idempotency keys and subgraph children are named by), the tool calls of its model's
+//! journaled replies moved ([`migrated_calls`](super::migrated_calls)), the pending approvals
+//! renamed (cancelled and asked anew under the new tool, arguments mapped, a decision taken
+//! carried over) or cancelled ([`migrated_approvals`](super::migrated_approvals)), the thread's
+//! fingerprint set to the current one, and the audit entry `graph.migrated`. Killed before that commit, the thread is wholly on
 //! its old version; after it, wholly on the new one.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agentflow_store::{
-    ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, Checkpoint, CheckpointMetadata,
-    CheckpointSource, EffectKey, NewAuditEntry, PendingWrite, StateChain, StepCommit, Store, ThreadRecord,
-    ThreadStatus,
+    ApprovalRecord, ApprovalTransition, Checkpoint, CheckpointMetadata, CheckpointSource, EffectKey, NewAuditEntry,
+    PendingWrite, StateChain, StepCommit, Store, ThreadRecord, ThreadStatus,
 };
 use serde_json::{Value, json};
 
-use super::approval_key::{CallAt, approval_id_at, approval_payload, direct_call_id};
 use super::chain::next_seq;
 use super::error::{PersistError, ResumeError, ThreadError};
 use super::fingerprint::{explain_change, keep_description};
 use super::graph_identity::GraphIdentity;
 use super::io::blocking;
 use super::journal::journal_seq_of;
-use super::keys::{ANSWERS, GRAPH, INTERRUPTS, JOURNAL_SEQ, PAYLOADS};
-use super::migration_chain::{Chain, END, NodeFate, ToolFate};
+use super::keys::{ANSWERS, GRAPH, INTERRUPTS, JOURNAL_SEQ, MOVED, PAYLOADS, STARTED_AS};
+use super::migration_chain::{Chain, END, NodeFate};
 use super::recorded_answers::answers_at;
 use super::state_fold::fold_exactly;
+use super::stored_version::{MIGRATED_KIND, stored_version};
 use crate::core::clock::now_ms;
 use crate::core::state::State;
-use crate::interrupt::{ANSWER_KIND, Pending, PendingKind};
+use crate::interrupt::Pending;
 use crate::release::Release;
-use crate::tool::{args_hash, canonical_json};
 
-/// The audit kind of a thread's move to a newer version of its graph.
-pub(crate) const MIGRATED: &str = "graph.migrated";
 /// Who the migration's audit entries and approval moves are by.
-const ACTOR: &str = "agentflow";
-/// How many direct calls of one tool a node's attempt is searched for when the id of the call an
-/// approval was asked for is recovered.
-const DIRECT_CALLS_SEARCHED: u32 = 256;
+pub(super) const ACTOR: &str = "agentflow";
 
 /// What the resuming build knows of its graph's versions: the release `#[graph]` declared and
 /// the risk class of each of its tools (by name), which an approval moved to a renamed tool
@@ -105,21 +101,6 @@ pub(crate) async fn migrate_thread<S: State>(
     Ok(())
 }
 
-/// The version thread `thread`, stored under `fingerprint`, was stored by.
-fn stored_version(s: &dyn Store, thread: &str, fingerprint: &str) -> Result<u32, agentflow_store::ReadError> {
-    let version_of = |v: &Value| v.get("version").and_then(Value::as_u64).and_then(|v| u32::try_from(v).ok());
-    let described = s.graph_description(fingerprint)?.and_then(|text| serde_json::from_str::<Value>(&text).ok());
-    if let Some(v) = described.as_ref().and_then(version_of) {
-        return Ok(v);
-    }
-    let migrated = s.list_audit(thread)?.into_iter().rev().find(|e| e.kind == MIGRATED);
-    if let Some(v) = migrated.and_then(|e| e.detail.get("to").and_then(Value::as_u64)) {
-        return Ok(u32::try_from(v).unwrap_or(u32::MAX));
-    }
-    let root = s.checkpoint(thread, 0)?;
-    Ok(root.as_ref().and_then(|c| c.metadata.extra.get(GRAPH)).and_then(version_of).unwrap_or(1))
-}
-
 /// The refusal of a thread stored by the same version under another fingerprint.
 async fn graph_changed(
     graph: &impl GraphIdentity,
@@ -138,19 +119,19 @@ async fn graph_changed(
 }
 
 /// What a thread's move reads, in one trip to the store under its lease.
-struct Found {
-    latest: Checkpoint,
-    writes: Vec<PendingWrite>,
-    approvals: Vec<ApprovalRecord>,
-    effects: Vec<(EffectKey, Vec<u8>)>,
+pub(super) struct Found {
+    pub(super) latest: Checkpoint,
+    pub(super) writes: Vec<PendingWrite>,
+    pub(super) approvals: Vec<ApprovalRecord>,
+    pub(super) effects: Vec<(EffectKey, Vec<u8>)>,
     /// The arguments' hash each approval was asked with (an edit replaces the record's).
-    requested: BTreeMap<String, String>,
-    timer: Option<u64>,
+    pub(super) requested: BTreeMap<String, String>,
+    pub(super) timer: Option<u64>,
     /// The state's chain at `latest`, and the description of the graph it was stored by.
-    chain: Option<StateChain>,
-    description: Option<Value>,
+    pub(super) chain: Option<StateChain>,
+    pub(super) description: Option<Value>,
     /// The answers recorded for the questions it waits on at `latest`, by question id.
-    answers: BTreeMap<String, agentflow_store::AuditEntry>,
+    pub(super) answers: BTreeMap<String, agentflow_store::AuditEntry>,
 }
 
 impl Found {
@@ -184,26 +165,31 @@ impl Found {
 }
 
 /// The move of one thread, built from what it stored (pure: no store call).
-struct Plan<'a> {
-    chain: &'a Chain<'a>,
-    record: &'a ThreadRecord,
-    found: &'a Found,
+pub(super) struct Plan<'a> {
+    pub(super) chain: &'a Chain<'a>,
+    pub(super) record: &'a ThreadRecord,
+    pub(super) found: &'a Found,
     /// The current graph's fingerprint, the thread's from now on.
-    fingerprint: &'a str,
+    pub(super) fingerprint: &'a str,
     /// The current state's version (`#[state(version = N)]`).
-    state_version: u32,
-    known: &'a dyn Fn(&str) -> bool,
-    tool_risk: &'a (dyn Fn(&str) -> Option<String> + Sync),
-    now: u64,
+    pub(super) state_version: u32,
+    pub(super) known: &'a dyn Fn(&str) -> bool,
+    pub(super) tool_risk: &'a (dyn Fn(&str) -> Option<String> + Sync),
+    pub(super) now: u64,
     /// Renames that applied to this thread: old node -> new node or `END`.
-    nodes: BTreeMap<String, String>,
+    pub(super) nodes: BTreeMap<String, String>,
     /// Tools of its approvals renamed or cancelled: old -> new or `cancel`.
-    tools: BTreeMap<String, String>,
-    cancelled: Vec<String>,
+    pub(super) tools: BTreeMap<String, String>,
+    pub(super) cancelled: Vec<String>,
+    /// The model's calls moved or withdrawn in the journal of the step continued (see
+    /// [`migrated_calls`](super::migrated_calls)).
+    pub(super) calls: Vec<Value>,
+    /// The approvals asked again: both ids, tools and argument hashes, and the decision carried.
+    pub(super) approvals: Vec<Value>,
     /// The answers recorded for its questions, recorded again for them as they are asked now.
-    answers: Vec<NewAuditEntry>,
-    new_approvals: Vec<ApprovalRecord>,
-    transitions: Vec<ApprovalTransition>,
+    pub(super) answers: Vec<NewAuditEntry>,
+    pub(super) new_approvals: Vec<ApprovalRecord>,
+    pub(super) transitions: Vec<ApprovalTransition>,
 }
 
 impl<'a> Plan<'a> {
@@ -227,18 +213,20 @@ impl<'a> Plan<'a> {
             nodes: BTreeMap::new(),
             tools: BTreeMap::new(),
             cancelled: Vec::new(),
+            calls: Vec::new(),
+            approvals: Vec::new(),
             answers: Vec::new(),
             new_approvals: Vec::new(),
             transitions: Vec::new(),
         }
     }
 
-    fn thread(&self) -> &str {
+    pub(super) fn thread(&self) -> &str {
         &self.record.id
     }
 
     /// The current name of stored node `name`, `None` when it was mapped to `END`.
-    fn rename(&mut self, name: &str) -> Result<Option<String>, ResumeError> {
+    pub(super) fn rename(&mut self, name: &str) -> Result<Option<String>, ResumeError> {
         match self.chain.node(name) {
             NodeFate::End => {
                 self.nodes.insert(name.to_string(), END.to_string());
@@ -264,11 +252,11 @@ impl<'a> Plan<'a> {
         }
     }
 
-    fn decode(&self, what: &'static str, source: serde_json::Error) -> PersistError {
+    pub(super) fn decode(&self, what: &'static str, source: serde_json::Error) -> PersistError {
         PersistError::Decode { thread: self.thread().to_string(), seq: self.found.latest.seq, what, source }
     }
 
-    fn encode(what: &'static str, value: &impl serde::Serialize) -> Result<Vec<u8>, PersistError> {
+    pub(super) fn encode(what: &'static str, value: &impl serde::Serialize) -> Result<Vec<u8>, PersistError> {
         serde_json::to_vec(value).map_err(|source| PersistError::Encode { what, source })
     }
 
@@ -277,6 +265,7 @@ impl<'a> Plan<'a> {
         let latest = &self.found.latest;
         let seq = next_seq(self.thread(), latest.seq)?;
         let jseq = journal_seq_of(latest);
+        self.refuse_merged()?;
         let mut cursor = Vec::new();
         for name in &latest.cursor {
             cursor.extend(self.rename(name)?);
@@ -313,13 +302,18 @@ impl<'a> Plan<'a> {
         };
         if let Some(map) = extra.as_object_mut() {
             map.insert(JOURNAL_SEQ.to_string(), json!(jseq));
-            map.insert("migrated".to_string(), json!({ "from": self.chain.from, "to": self.chain.to() }));
+            let started_as = self.started_as();
+            map.insert(
+                MOVED.to_string(),
+                json!({ "from": self.chain.from, "to": self.chain.to(), STARTED_AS: started_as }),
+            );
             match payloads {
                 Some(p) => map.insert(PAYLOADS.to_string(), p),
                 None => map.remove(PAYLOADS),
             };
         }
-        let effects = self.effects();
+        let mut effects = self.effects()?;
+        effects.extend(self.move_calls()?);
         // Every node the thread stood at went to `END`.
         let finished = cursor.is_empty() && !latest.cursor.is_empty();
         if finished {
@@ -363,20 +357,64 @@ impl<'a> Plan<'a> {
         commit.audit.push(NewAuditEntry::new(
             self.now,
             ACTOR,
-            MIGRATED,
+            MIGRATED_KIND,
             json!({
                 "from": self.chain.from,
                 "to": self.chain.to(),
                 "nodes": self.nodes,
                 "tools": self.tools,
                 "cancelled": self.cancelled,
+                "calls": self.calls,
+                "approvals": self.approvals,
                 "checkpoint": seq,
+                // What a fork to a checkpoint on either side of this one gives the thread.
+                "fingerprints": { "from": self.record.graph_fingerprint, "to": self.fingerprint },
+                "state": { "from": self.record.schema_version, "to": self.state_version },
             }),
         ));
         commit.audit.append(&mut self.answers);
         commit.new_approvals = std::mem::take(&mut self.new_approvals);
         commit.approval_transitions = std::mem::take(&mut self.transitions);
         Ok(commit)
+    }
+
+    /// Refuses a move that would give two of the nodes the thread stands at, has kept writes of
+    /// or asks questions from the same current name (`nodes(a -> c)` with `c` kept): one's work
+    /// would be lost under the other's.
+    fn refuse_merged(&self) -> Result<(), ThreadError> {
+        let mut names = self.found.latest.cursor.clone();
+        for w in &self.found.writes {
+            match w.node.as_str() {
+                INTERRUPTS => {
+                    let pending: Vec<Pending> =
+                        serde_json::from_slice(&w.value).map_err(|e| self.decode("interrupts", e))?;
+                    names.extend(pending.into_iter().map(|p| p.node));
+                }
+                reserved if reserved.starts_with("__") => {}
+                node => names.push(node.to_string()),
+            }
+        }
+        let mut by_now: BTreeMap<String, String> = BTreeMap::new();
+        for name in names {
+            let NodeFate::At(now) = self.chain.node(&name) else { continue };
+            match by_now.get(&now) {
+                Some(other) if *other != name => {
+                    return Err(ResumeError::NodesMerged {
+                        thread: self.thread().to_string(),
+                        first: other.clone(),
+                        second: name,
+                        node: now,
+                        from: self.chain.from,
+                        to: self.chain.to(),
+                    }
+                    .into());
+                }
+                _ => {
+                    by_now.insert(now, name);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The old state as of the thread's last checkpoint, when the state's version changed too
@@ -471,215 +509,32 @@ impl<'a> Plan<'a> {
         Ok(Self::encode("kept answers", &json!({ "seq": at, "answers": renamed }))?)
     }
 
-    /// What the thread waits for, its nodes renamed and its approvals moved.
-    /// An answer already recorded for a question is recorded again for the question as it is
-    /// asked at the new checkpoint `seq`, by the person who gave it.
-    fn questions(&mut self, pending: Vec<Pending>, jseq: u64, seq: u64) -> Result<Vec<Pending>, ThreadError> {
-        let mut kept = Vec::new();
-        for mut p in pending {
-            let old = p.node.clone();
-            let asked = p.question_id();
-            let Some(now) = self.rename(&old)? else {
-                self.cancel_asked(&p, "its node was mapped to END");
-                continue;
-            };
-            p.node = now;
-            if let Some(answer) = self.found.answers.get(&asked) {
-                let mut detail = answer.detail.clone();
-                if let Some(d) = detail.as_object_mut() {
-                    d.insert("checkpoint".into(), json!(seq));
-                    d.insert("node".into(), json!(p.node));
-                    d.insert("question".into(), json!(p.question_id()));
-                }
-                self.answers.push(NewAuditEntry::new(self.now, &answer.actor, ANSWER_KIND, detail));
-            }
-            if p.kind == PendingKind::Approval {
-                match self.approval(&p, &old, jseq)? {
-                    Some(payload) => p.payload = payload,
-                    None => continue,
+    /// The name each node the thread continues at had when its step's attempt started (under
+    /// the node's current name; only the names that differ): what the journal derives the
+    /// attempt's idempotency keys and subgraph children's ids from. An earlier move of this
+    /// step's thread (the latest checkpoint is its) named them first.
+    fn started_as(&self) -> BTreeMap<String, String> {
+        let earlier = self.found.latest.metadata.extra.get(MOVED).and_then(|m| m.get(STARTED_AS));
+        let first = |name: &str| earlier.and_then(|e| e.get(name)).and_then(Value::as_str).map(str::to_string);
+        let mut names: BTreeMap<String, String> = BTreeMap::new();
+        if let Some(Value::Object(map)) = earlier {
+            for (now, was) in map {
+                if !self.nodes.contains_key(now) {
+                    names.insert(now.clone(), was.as_str().unwrap_or(now).to_string());
                 }
             }
-            kept.push(p);
         }
-        Ok(kept)
-    }
-
-    /// The stored approval a question of kind `Approval` waits on, if it is still open.
-    fn asked(&self, p: &Pending) -> Option<&'a ApprovalRecord> {
-        let id = p.payload.get("approval").and_then(Value::as_str)?;
-        self.found
-            .approvals
-            .iter()
-            .find(|a| a.id == id)
-            .filter(|a| matches!(a.status, ApprovalStatus::Pending | ApprovalStatus::Approved))
-    }
-
-    /// Cancels the open approval `p` waits on, if any, noting `why`.
-    fn cancel_asked(&mut self, p: &Pending, why: &str) {
-        if p.kind != PendingKind::Approval {
-            return;
-        }
-        if let Some(record) = self.asked(p) {
-            self.cancel(record, why);
-        }
-    }
-
-    /// Cancels `record`, noting `why`, and lists it as cancelled in the audit entry.
-    fn cancel(&mut self, record: &ApprovalRecord, why: &str) {
-        self.withdraw(record, why);
-        self.cancelled.push(record.id.clone());
-    }
-
-    /// Cancels `record`, noting `why`.
-    fn withdraw(&mut self, record: &ApprovalRecord, why: &str) {
-        let note = format!(
-            "cancelled by the migration of the thread from version {} to version {} of graph `{}`: {why}",
-            self.chain.from,
-            self.chain.to(),
-            self.chain.release.id
-        );
-        self.transitions.push(ApprovalTransition {
-            id: record.id.clone(),
-            from: record.status,
-            to: ApprovalStatus::Cancelled,
-            patch: ApprovalPatch { note: Some(note), ..ApprovalPatch::by(ACTOR, self.now) },
-        });
-    }
-
-    /// The payload of question `p` (asked by node `old`) for its approval after the move; `None`
-    /// when the approval was cancelled and the thread no longer waits on it.
-    fn approval(&mut self, p: &Pending, old: &str, jseq: u64) -> Result<Option<Value>, ThreadError> {
-        let Some(record) = self.asked(p) else { return Ok(Some(p.payload.clone())) };
-        let (name, maps) = match self.chain.tool(&record.tool) {
-            ToolFate::Cancel => {
-                self.tools.insert(record.tool.clone(), "cancel".into());
-                self.cancel(record, &format!("version {} no longer calls `{}`", self.chain.to(), record.tool));
-                return Ok(None);
+        for (old, now) in &self.nodes {
+            if now != END {
+                names.insert(now.clone(), first(old).unwrap_or_else(|| old.clone()));
             }
-            ToolFate::Keep(name, maps) => (name, maps),
-        };
-        if name == record.tool && maps.is_empty() && p.node == old {
-            return Ok(Some(p.payload.clone()));
         }
-        if name != record.tool {
-            self.tools.insert(record.tool.clone(), name.clone());
-        }
-        let mut args: Value = serde_json::from_str(&record.args).map_err(|e| self.decode("approval arguments", e))?;
-        for map in &maps {
-            args = map(args).map_err(|reason| ResumeError::ArgsRefused {
-                thread: self.thread().to_string(),
-                approval: record.id.clone(),
-                tool: name.clone(),
-                from: self.chain.from,
-                to: self.chain.to(),
-                reason,
-            })?;
-        }
-        let requested = self.found.requested.get(&record.id).unwrap_or(&record.args_hash).clone();
-        let Some(call_id) = self.call_id(record, p.instance, old, jseq, &requested) else {
-            self.cancel(record, "the call it was asked for could not be found again; the node asks anew");
-            return Ok(None);
-        };
-        let renamed_call = match call_id.strip_prefix(&format!("{old}-{}-", record.tool)) {
-            Some(n) if n.parse::<u32>().is_ok() => format!("{}-{name}-{n}", p.node),
-            _ => call_id,
-        };
-        let hash = args_hash(&args);
-        let call = CallAt { node: &p.node, instance: p.instance, tool: &name, call_id: &renamed_call, hash: &hash };
-        let id = approval_id_at(self.thread(), jseq, &call);
-        let moved = ApprovalRecord {
-            id: id.clone(),
-            node: p.node.clone(),
-            tool: name.clone(),
-            args: canonical_json(&args),
-            args_hash: hash,
-            risk: (self.tool_risk)(&name).unwrap_or_else(|| record.risk.clone()),
-            status: ApprovalStatus::Pending,
-            decided_by: None,
-            decision_note: None,
-            conditions: None,
-            updated_at: self.now,
-            ..record.clone()
-        };
-        // A decision carries over when the call is the same but for names: the same arguments.
-        if record.status == ApprovalStatus::Approved && maps.is_empty() {
-            let patch = ApprovalPatch {
-                decided_by: record.decided_by.clone(),
-                note: record.decision_note.clone(),
-                conditions: record.conditions.clone(),
-                ..ApprovalPatch::by(ACTOR, self.now)
-            };
-            self.transitions.push(ApprovalTransition {
-                id: id.clone(),
-                from: ApprovalStatus::Pending,
-                to: ApprovalStatus::Approved,
-                patch,
-            });
-        }
-        let payload = approval_payload(&moved);
-        self.new_approvals.push(moved);
-        self.withdraw(record, &format!("asked again as `{id}` for `{name}`"));
-        Ok(Some(payload))
-    }
-
-    /// The id of the call `record` was asked for by node `old` (map instance `instance`): among
-    /// the ids a direct call of its tool takes and the strings its node's journaled replies
-    /// hold, the one its id was made from.
-    fn call_id(
-        &self,
-        record: &ApprovalRecord,
-        instance: Option<u32>,
-        old: &str,
-        jseq: u64,
-        requested: &str,
-    ) -> Option<String> {
-        let matches = |call_id: &str| {
-            let call = CallAt { node: old, instance, tool: &record.tool, call_id, hash: requested };
-            approval_id_at(self.thread(), jseq, &call) == record.id
-        };
-        if let Some(n) = (1..=DIRECT_CALLS_SEARCHED).find(|n| matches(&direct_call_id(old, &record.tool, *n))) {
-            return Some(direct_call_id(old, &record.tool, n));
-        }
-        let mut seen = BTreeSet::new();
-        for (key, value) in &self.found.effects {
-            if key.node != old {
-                continue;
-            }
-            let Ok(reply) = serde_json::from_slice::<Value>(value) else { continue };
-            strings(&reply, &mut seen);
-        }
-        seen.into_iter().find(|s| matches(s))
-    }
-
-    /// The node's journaled effects of the paused step, under its new name (a direct call's key
-    /// names its node too).
-    fn effects(&self) -> Vec<(EffectKey, Vec<u8>)> {
-        let mut moved = Vec::new();
-        for (key, value) in &self.found.effects {
-            let Some(now) = self.nodes.get(&key.node) else { continue };
-            if now == END {
-                continue;
-            }
-            let renamed = key.key.replace(&format!(":{}-", key.node), &format!(":{now}-"));
-            moved.push((EffectKey { node: now.clone(), key: renamed, ..key.clone() }, value.clone()));
-        }
-        moved
+        names.retain(|now, was| now != was);
+        names
     }
 }
 
 /// The checkpoint a chain ends at.
 fn chain_seq(chain: &StateChain) -> u64 {
     chain.steps.last().map_or(chain.snapshot_seq, |s| s.seq)
-}
-
-/// Every string in `value`, into `out`.
-fn strings(value: &Value, out: &mut BTreeSet<String>) {
-    match value {
-        Value::String(s) => {
-            out.insert(s.clone());
-        }
-        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
-        Value::Object(map) => map.values().for_each(|v| strings(v, out)),
-        _ => {}
-    }
 }

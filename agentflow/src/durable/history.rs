@@ -12,10 +12,11 @@ use serde_json::json;
 
 use super::budget::{budget_write, stored_budget};
 use super::chain::next_seq;
+use super::checkpoint_version::written_by;
 use super::document::refuse_credentials_skipping;
 use super::error::{HistoryError, PersistError};
 use super::journal::journal_seq_of;
-use super::keys::{BUDGET, INTERRUPTS, JOURNAL_SEQ, PAYLOADS};
+use super::keys::{BUDGET, INTERRUPTS, JOURNAL_SEQ, MOVED, PAYLOADS};
 use super::lease::{LeaseGuard, holder_id};
 #[cfg(doc)]
 use crate::app::App;
@@ -131,7 +132,12 @@ pub fn fork_thread(store: &Arc<dyn Store>, thread: &str, seq: u64, actor: &str) 
         from.cursor,
         vec![],
         metadata,
-        Carry { writes: vec![], cancel_open_approvals: Some(note.clone()), continues_step: false },
+        Carry {
+            writes: vec![],
+            cancel_open_approvals: Some(note.clone()),
+            continues_step: false,
+            forked_to: Some(seq),
+        },
         actor,
         "state.forked",
         json!({ "from": seq }),
@@ -261,8 +267,14 @@ pub fn update_thread(store: &Arc<dyn Store>, thread: &str, blob: Vec<u8>, actor:
     })?;
     let writes = store.pending_writes(thread, latest.seq).map_err(PersistError::from)?;
     let budget = stored_budget(&latest, &writes)?;
+    let mut extra = with_payloads(json!({ BUDGET: budget, JOURNAL_SEQ: journal_seq_of(&latest) }), &latest.metadata);
+    // The update continues the step, and a move to a newer graph version it continues stays
+    // with it: the names its renamed nodes started under, and the calls moved in its journal.
+    if let (Some(moved), Some(map)) = (latest.metadata.extra.get(MOVED), extra.as_object_mut()) {
+        map.insert(MOVED.to_string(), moved.clone());
+    }
     let metadata = CheckpointMetadata {
-        extra: with_payloads(json!({ BUDGET: budget, JOURNAL_SEQ: journal_seq_of(&latest) }), &latest.metadata),
+        extra,
         ..CheckpointMetadata::new(latest.metadata.step, CheckpointSource::UpdateState, vec![])
     };
     let writes = writes.into_iter().filter(|w| w.node != BUDGET).collect();
@@ -274,7 +286,7 @@ pub fn update_thread(store: &Arc<dyn Store>, thread: &str, blob: Vec<u8>, actor:
         latest.cursor,
         vec![blob],
         metadata,
-        Carry { writes, cancel_open_approvals: None, continues_step: true },
+        Carry { writes, cancel_open_approvals: None, continues_step: true, forked_to: None },
         actor,
         "state.updated",
         detail,
@@ -313,6 +325,18 @@ fn append_checkpoint(
         // carried on, the step would take the undone calls for done.
         return Err(HistoryError::Undone { thread: thread.to_string(), status: record.status.as_str() });
     }
+    // Forked to a checkpoint an older version of the graph wrote: the thread takes that version
+    // again, and its next resume moves it as the first move did.
+    let mut detail = detail;
+    let record = match carry.forked_to.map(|seq| written_by(&**store, &record, seq)).transpose()?.flatten() {
+        Some(by) => {
+            if let Some(d) = detail.as_object_mut() {
+                d.insert("graph_fingerprint".into(), json!(by.fingerprint));
+            }
+            ThreadRecord { graph_fingerprint: by.fingerprint, schema_version: by.schema_version, ..record }
+        }
+        None => record,
+    };
     let now = now_ms();
     let last = store.list_checkpoints(thread).map_err(PersistError::from)?.last().map_or(0, |c| c.seq);
     let seq = next_seq(thread, last)?;
@@ -409,6 +433,9 @@ struct Carry {
     /// The new head carries on the head's step (its journal and waits), so a thread whose
     /// calls were compensated is refused.
     continues_step: bool,
+    /// The checkpoint a fork goes back to: the thread takes the version of its graph that
+    /// wrote it ([`checkpoint_version`](super::checkpoint_version)).
+    forked_to: Option<u64>,
 }
 
 /// The JSON pointers of the fields the stored description of `thread`'s graph marks as

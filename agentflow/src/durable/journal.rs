@@ -57,6 +57,13 @@ pub struct Journal {
     /// `EXECUTING` for a retry of their node: the step's commit moves those still there to
     /// `FAILED` (the node finished without a retry that succeeded).
     pub(crate) failed_approvals: Arc<std::sync::Mutex<Vec<String>>>,
+    /// The step continues a thread's move to this version of its graph: the model's calls its
+    /// journaled replies hold may have been moved (see [`moved_calls`](super::moved_calls)).
+    pub(crate) moved_to: Option<u32>,
+    /// For a step that continues a thread's move to a newer graph version: the name each
+    /// renamed node had when the step's attempt started (by its current name). The attempt's
+    /// idempotency keys and subgraph children are named by it, so a rename moves neither.
+    pub(crate) started_as: Arc<std::collections::BTreeMap<String, String>>,
 }
 
 /// The leases of the runs above a subgraph child's run (its parent's, and every one above),
@@ -115,7 +122,13 @@ impl Journal {
     /// The idempotency key of an effect, stable across re-runs: pass it to
     /// external systems that deduplicate requests.
     pub fn idempotency_key(&self, node: &str, key: &str) -> String {
-        format!("{}/{}/{}/{}", self.thread, self.seq, node, key)
+        format!("{}/{}/{}/{}", self.thread, self.seq, self.started_as(node), key)
+    }
+
+    /// The name node `node` had when this step's attempt started: its own, unless the thread
+    /// was moved to a newer graph version that renamed it since.
+    pub(crate) fn started_as<'a>(&'a self, node: &'a str) -> &'a str {
+        self.started_as.get(node).map_or(node, String::as_str)
     }
 
     pub(crate) fn key(&self, node: &str, key: &str) -> EffectKey {

@@ -18,6 +18,12 @@ pub(crate) const GRAPH: &str = "graph";
 /// The checkpoint `extra` key naming the checkpoint whose step a manual
 /// update continues: its effects and approvals stay keyed by that seq.
 pub(crate) const JOURNAL_SEQ: &str = "journal_seq";
+/// The checkpoint `extra` key of a thread's move to a newer version of its graph: `{from, to,
+/// started_as}` (see [`graph_migration`](super::graph_migration)).
+pub(crate) const MOVED: &str = "migrated";
+/// The key, in [`MOVED`], of the names the nodes the thread continues at had when their step's
+/// attempt started: `{current name: name then}`.
+pub(crate) const STARTED_AS: &str = "started_as";
 /// The separator of marker keys; user keys may not contain it, so a marker
 /// never collides with an effect's own key.
 pub(crate) const MARK: char = '\u{1f}';

@@ -14,11 +14,16 @@
 //!   unknown; `abandoned`: subgraph runs a step no longer calls; `finished`: finished work
 //!   kept as it finishes.
 //! - `history`: reading, forking and updating a thread's history; `restart`: the checkpoint
-//!   that starts a follow-up run of a thread.
+//!   that starts a follow-up run of a thread; `checkpoint_version`: the version of its graph a
+//!   checkpoint was written by, which a thread forked to it takes.
 //! - `graph_identity`: what the checkpointer knows of a thread's graph (the app provides it);
 //!   `graph_migration`: a thread stored by an older version of its graph moved to the current one;
+//!   `migrated_approvals`: its questions and approvals moved, decisions carried over;
+//!   `migrated_calls`: the tool calls of its model's journaled replies moved;
+//!   `migrated_direct_calls`: its journal under the current names, direct calls re-keyed;
 //!   `migration_chain`: the declared migrations it goes through; `state_fold`: its old state
-//!   folded as JSON, for the state migrations.
+//!   folded as JSON, for the state migrations; `stored_release`: how the graph a thread was
+//!   stored by stands to the current one (an older version of it, a newer one, another graph).
 //! - `wake`: when a waiting thread wakes (its timers and the approvals it waits on).
 //! - `approval_key`: what names a tool call's approval, and what a step paused for it hands a
 //!   human.
@@ -30,6 +35,7 @@ mod abandoned;
 mod approval_key;
 mod budget;
 mod chain;
+mod checkpoint_version;
 mod checkpointer;
 mod cut_off;
 mod document;
@@ -45,10 +51,15 @@ mod io;
 mod journal;
 mod keys;
 mod lease;
+mod migrated_approvals;
+mod migrated_calls;
+mod migrated_direct_calls;
 mod migration_chain;
 mod recorded_answers;
 pub(crate) mod restart;
 mod state_fold;
+mod stored_release;
+pub(crate) mod stored_version;
 pub(crate) mod wake;
 
 pub(crate) use crate::core::clock::now_ms;
@@ -66,7 +77,7 @@ pub(crate) use error::ThreadError;
 pub use error::{HistoryError, PersistError, ResumeError};
 pub(crate) use finished::FinishedWrites;
 pub(crate) use graph_identity::GraphIdentity;
-pub(crate) use graph_migration::Versions;
+pub(crate) use graph_migration::{Versions, migrate_thread};
 pub use history::{fork_thread, update_thread};
 pub(crate) use io::blocking;
 #[cfg(feature = "testing")]
@@ -75,6 +86,8 @@ pub use journal::Journal;
 pub(crate) use journal::{Entry, ParentLeases, Settling, decode as decode_effect};
 pub(crate) use keys::INTERRUPTS;
 pub(crate) use lease::{DEFAULT_LEASE_TTL, LeaseGuard, LeaseHolder, holder_id, process_actor, process_tag};
+pub(crate) use migrated_calls::{MovedCall, moved_calls};
+pub(crate) use stored_release::{StoredRelease, stored_release};
 
 pub use agentflow_store::{
     AuditEntry, CheckpointMetadata, CheckpointSource, CheckpointSummary, Listing, ThreadRecord, ThreadStatus,

@@ -87,10 +87,23 @@ fn starts_a_run(c: &CheckpointSummary) -> bool {
 /// (see `NewRun::fork_from`): the earliest run whose starting checkpoint is at or after `bound`
 /// is the one replaced, and the thread goes back to the checkpoint it started from (its own,
 /// or for a follow-up's restart the one before its input). `Ok(None)`: no run started since,
-/// nothing to roll back. `Err` with the seq when the checkpoint `bound` names is gone (the
-/// thread was compacted past the run's start) and runs were written since.
+/// nothing to roll back. A run that wrote steps at or after `bound` before any checkpoint
+/// starting a run (the resume of a finished thread, a failed one retried: it continues the
+/// thread without an `Input` checkpoint of its own) is the one replaced: the thread goes back to
+/// the checkpoint its first step continued from. `Err` with the seq when the checkpoint the run
+/// started from is gone (the thread was compacted past the run's start) and runs were written
+/// since.
 pub(crate) fn rollback_point(checkpoints: &[CheckpointSummary], bound: u64) -> Result<Option<u64>, u64> {
-    let Some(start) = checkpoints.iter().find(|c| c.seq >= bound && starts_a_run(c)) else { return Ok(None) };
+    let since =
+        |c: &&CheckpointSummary| c.seq >= bound && (starts_a_run(c) || c.metadata.source == CheckpointSource::Loop);
+    let Some(start) = checkpoints.iter().find(since) else { return Ok(None) };
+    if !starts_a_run(start) {
+        return match start.parent {
+            Some(parent) if checkpoints.iter().any(|c| c.seq == parent) => Ok(Some(parent)),
+            Some(parent) => Err(parent),
+            None => Ok(None),
+        };
+    }
     if start.seq != bound && !checkpoints.iter().any(|c| c.seq == bound) {
         return Err(bound);
     }
@@ -313,5 +326,30 @@ mod tests {
         let compacted =
             [summary(2, Some(1), Input, json!({ FOLLOW_UP: "5-00" })), summary(3, Some(2), Loop, Value::Null)];
         assert_eq!(rollback_point(&compacted, 0), Err(0));
+    }
+
+    #[test]
+    fn a_rollback_bounded_after_a_finished_thread_replaces_the_resume_that_ran_since() {
+        use CheckpointSource::{Input, Loop, UpdateState};
+        // Failed at 1; the rollback came then (bounded at 2); a resume retried the step since.
+        let resumed = [
+            summary(0, None, Input, Value::Null),
+            summary(1, Some(0), Loop, Value::Null),
+            summary(2, Some(1), Loop, Value::Null),
+            summary(3, Some(2), Loop, Value::Null),
+        ];
+        assert_eq!(rollback_point(&resumed, 2), Ok(Some(1)), "back to where the resume started");
+        assert_eq!(rollback_point(&resumed[..2], 2), Ok(None), "nothing ran since");
+        // A person's edit since is kept: the resume started from it.
+        let edited = [
+            summary(0, None, Input, Value::Null),
+            summary(1, Some(0), Loop, Value::Null),
+            summary(2, Some(1), UpdateState, Value::Null),
+            summary(3, Some(2), Loop, Value::Null),
+        ];
+        assert_eq!(rollback_point(&edited, 2), Ok(Some(2)));
+        assert_eq!(rollback_point(&edited[..3], 2), Ok(None), "an edit alone is no run");
+        // The checkpoint it started from compacted away: refused, not guessed.
+        assert_eq!(rollback_point(&resumed[2..], 2), Err(1));
     }
 }

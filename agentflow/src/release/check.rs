@@ -194,7 +194,8 @@ fn write(file: &Path, lock: &GraphLock) -> Result<bool, LockError> {
     Ok(true)
 }
 
-/// The locks `v<K>.lock` in a graph's lock directory with `K` below `version`, oldest first.
+/// The locks `v<K>.lock` in a graph's lock directory with `K` below `version`, oldest first;
+/// a file named like a lock whose version has leading zeros (`v01.lock`) is refused.
 fn older_locks(dir: &Path, version: u32) -> Result<Vec<(u32, PathBuf)>, LockError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -205,6 +206,9 @@ fn older_locks(dir: &Path, version: u32) -> Result<Vec<(u32, PathBuf)>, LockErro
     for entry in entries {
         let entry = entry.map_err(|source| LockError::Unreadable { path: dir.into(), source })?;
         let name = entry.file_name();
+        if let Some(version) = name.to_str().and_then(zero_padded_version) {
+            return Err(LockError::Misnamed { path: entry.path(), version });
+        }
         let Some(k) = name.to_str().and_then(lock_version) else { continue };
         if k < version {
             found.push((k, entry.path()));
@@ -214,13 +218,21 @@ fn older_locks(dir: &Path, version: u32) -> Result<Vec<(u32, PathBuf)>, LockErro
     Ok(found)
 }
 
-/// The version a lock file's name gives: `v3.lock` -> 3.
-fn lock_version(name: &str) -> Option<u32> {
+/// The digits of a file name of the form `v<digits>.lock`.
+fn lock_digits(name: &str) -> Option<&str> {
     let digits = name.strip_prefix('v')?.strip_suffix(".lock")?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some(digits)
+}
+
+/// The version a lock file's name gives: `v3.lock` -> 3; none for a version written with
+/// leading zeros (`v03.lock`).
+fn lock_version(name: &str) -> Option<u32> {
+    lock_digits(name).filter(|d| !d.starts_with('0')).and_then(|d| d.parse().ok())
+}
+
+/// The version a file named like a lock writes with leading zeros: `v03.lock` -> 3.
+fn zero_padded_version(name: &str) -> Option<u32> {
+    lock_digits(name).filter(|d| d.len() > 1 && d.starts_with('0')).and_then(|d| d.parse().ok()).filter(|&v| v > 0)
 }
 
 #[cfg(test)]

@@ -69,6 +69,18 @@ pub enum LockError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A file in the lock directory named like a lock with its version written with leading
+    /// zeros (`v01.lock`): no version reads it, so it would silently check nothing.
+    #[error(
+        "{} is not a lock name agentflow reads: the lock of version {version} is named `v{version}.lock`, its version written without leading zeros; rename the file, or delete it",
+        path.display()
+    )]
+    Misnamed {
+        /// The file.
+        path: PathBuf,
+        /// The version its name writes with leading zeros.
+        version: u32,
+    },
     /// The graph differs from the lock of its own version, or threads of an older locked
     /// version could not resume on it.
     #[error("{}", mismatch(id, *version, lock, changes, problems))]

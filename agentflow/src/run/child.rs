@@ -70,7 +70,10 @@ async fn run_child<S2: State, D: Sync>(
     // of the node finds the same child, and a fork's branch, which starts
     // from a new checkpoint, runs its own.
     let at = cx.journal.map_or(u64::from(cx.step), |j| j.seq);
-    let level = format!("{}{instance}.{at}.{index}.{name}", cx.node);
+    // Named by the node the step's attempt started in: a thread moved to a newer graph version
+    // that renamed the node continues the child it had.
+    let node = cx.journal.map_or(cx.node, |j| j.started_as(cx.node));
+    let level = format!("{node}{instance}.{at}.{index}.{name}");
     let outlet = cx.scope.outlet.clone();
     let Some(journal) = cx.journal else {
         let runner =

@@ -42,17 +42,19 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
         let span = super::trace::invoke_span(graph, checkpointer.as_mut(), resumed);
         // Boxed, so the future holds a pointer instead of the whole checkpointer, which an
         // in-memory run does not have (and the runner comes boxed for the same reason).
-        self.drive_run(start, checkpointer.map(Box::new), resume_values).instrument(span.clone()).map(move |result| {
-            super::trace::end(&span, &result);
-            super::ending::run_finished(graph, &result, began.elapsed());
-            result
-        })
+        self.drive_run(Box::new(start), checkpointer.map(Box::new), resume_values).instrument(span.clone()).map(
+            move |result| {
+                super::trace::end(&span, &result);
+                super::ending::run_finished(graph, &result, began.elapsed());
+                result
+            },
+        )
     }
 
     #[expect(clippy::manual_async_fn, reason = "an async fn keeps a second copy of its arguments")]
     fn drive_run(
         self: Box<Self>,
-        mut start: Resumed<S>,
+        mut start: Box<Resumed<S>>,
         mut checkpointer: Option<Box<Checkpointer>>,
         resume_values: Vec<answers::ResumeValue>,
     ) -> impl Future<Output = Result<Run<S>, RunError>> {
@@ -140,65 +142,76 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
                 pause: self.pause,
             };
             let result = exec.run_loop(start, max_steps, self.deadline, &mut checkpointer).await;
-            let usage = exec.scope.meter.usage();
-            let mut run = match result.map_err(|e| lease_lost(e, checkpointer.as_deref())) {
-                Ok(run) => run,
-                // Another executor has the thread: write nothing more.
-                Err(e @ RunError::LeaseLost { .. }) => return Err(e),
-                Err(e) => {
-                    if let Some(cp) = checkpointer.as_mut() {
-                        // Best effort: the store already failed once.
-                        let _ = cp.finish(ThreadStatus::Failed, e.to_string(), usage).await;
-                    }
-                    return Err(e);
-                }
+            let run = match checkpointer {
+                None => result?,
+                // Boxed: what a durable run's end awaits is not carried by the future of every run.
+                Some(mut cp) => Box::pin(settle(&self.setup, self.deps, &exec, result, &mut cp)).await?,
             };
-            // A run that failed on an answer of the wrong shape waits for a new answer where it was
-            // answered (here or in the subgraph it was handed to): not a failure for good, and it
-            // undoes nothing.
-            let answer_refused = match &run.outcome {
-                Outcome::Failed { node, error } if error.class == crate::core::error::ErrorClass::NeedsInput => {
-                    exec.refused_answers.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|r| r == node)
-                }
-                _ => false,
-            };
-            if let Some(cp) = checkpointer.as_mut()
-                && crate::saga::triggers(&run.outcome)
-                && !answer_refused
-                && crate::saga::has_steps(&cp.store_handle(), &cp.thread).await?
-            {
-                let reason = run.outcome.to_string();
-                cp.start_compensating(format!("compensating after {reason}"), usage)
-                    .await
-                    .map_err(|e| lease_lost(e.into(), Some(cp)))?;
-                let events = Arc::clone(&exec.events);
-                run.outcome = Box::pin(compensate(&self.setup, cp, self.deps, &events, reason)).await?;
-            }
-            if let Some(cp) = checkpointer.as_mut() {
-                let status = match &run.outcome {
-                    Outcome::Completed => ThreadStatus::Completed,
-                    Outcome::BudgetExhausted { .. } => ThreadStatus::BudgetExhausted,
-                    Outcome::Failed { .. } => ThreadStatus::Failed,
-                    Outcome::Cancelled => ThreadStatus::Cancelled,
-                    Outcome::Paused => ThreadStatus::Paused,
-                    Outcome::Interrupted { pending, .. } => {
-                        // Woken on its own when an approval it waits for expires.
-                        cp.wake_at = crate::durable::wake::wake_time(pending);
-                        cp.parked_on(pending);
-                        ThreadStatus::Interrupted
-                    }
-                    Outcome::Sleeping { until, .. } => {
-                        cp.wake_at = Some(crate::outcome::unix_ms::of(*until));
-                        ThreadStatus::Sleeping
-                    }
-                    other => crate::saga::status_of(other).unwrap_or(ThreadStatus::Failed),
-                };
-                cp.finish(status, run.outcome.to_string(), usage).await.map_err(|e| lease_lost(e.into(), Some(cp)))?;
-            }
             exec.events.emit(|| Event::Finished { outcome: run.outcome.clone(), steps: run.steps });
             Ok(run)
         }
     }
+}
+
+/// A durable run's end: a failure recorded, the compensations of a thread that ends in one
+/// run, the thread's status written.
+async fn settle<S: State, D: Sync>(
+    setup: &Setup<S, D>,
+    deps: &D,
+    exec: &Exec<'_, S, D>,
+    result: Result<Run<S>, RunError>,
+    cp: &mut Checkpointer,
+) -> Result<Run<S>, RunError> {
+    let usage = exec.scope.meter.usage();
+    let mut run = match result.map_err(|e| lease_lost(e, Some(&*cp))) {
+        Ok(run) => run,
+        // Another executor has the thread: write nothing more.
+        Err(e @ RunError::LeaseLost { .. }) => return Err(e),
+        Err(e) => {
+            // Best effort: the store already failed once.
+            let _ = cp.finish(ThreadStatus::Failed, e.to_string(), usage).await;
+            return Err(e);
+        }
+    };
+    // A run that failed on an answer of the wrong shape waits for a new answer where it was
+    // answered (here or in the subgraph it was handed to): not a failure for good, and it
+    // undoes nothing.
+    let answer_refused = match &run.outcome {
+        Outcome::Failed { node, error } if error.class == crate::core::error::ErrorClass::NeedsInput => {
+            exec.refused_answers.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|r| r == node)
+        }
+        _ => false,
+    };
+    if crate::saga::triggers(&run.outcome)
+        && !answer_refused
+        && crate::saga::has_steps(&cp.store_handle(), &cp.thread).await?
+    {
+        let reason = run.outcome.to_string();
+        cp.start_compensating(format!("compensating after {reason}"), usage)
+            .await
+            .map_err(|e| lease_lost(e.into(), Some(&*cp)))?;
+        run.outcome = Box::pin(compensate(setup, cp, deps, &exec.events, reason)).await?;
+    }
+    let status = match &run.outcome {
+        Outcome::Completed => ThreadStatus::Completed,
+        Outcome::BudgetExhausted { .. } => ThreadStatus::BudgetExhausted,
+        Outcome::Failed { .. } => ThreadStatus::Failed,
+        Outcome::Cancelled => ThreadStatus::Cancelled,
+        Outcome::Paused => ThreadStatus::Paused,
+        Outcome::Interrupted { pending, .. } => {
+            // Woken on its own when an approval it waits for expires.
+            cp.wake_at = crate::durable::wake::wake_time(pending);
+            cp.parked_on(pending);
+            ThreadStatus::Interrupted
+        }
+        Outcome::Sleeping { until, .. } => {
+            cp.wake_at = Some(crate::outcome::unix_ms::of(*until));
+            ThreadStatus::Sleeping
+        }
+        other => crate::saga::status_of(other).unwrap_or(ThreadStatus::Failed),
+    };
+    cp.finish(status, run.outcome.to_string(), usage).await.map_err(|e| lease_lost(e.into(), Some(&*cp)))?;
+    Ok(run)
 }
 
 impl<S: State, D: Sync> Runner<'_, S, D> {
@@ -259,9 +272,9 @@ async fn compensate<S: State, D: Sync>(
     // marker has no result) has an unknown outcome: record it so, before the compensation lists
     // the unknown ones, so a human is asked about it and the outcome names it.
     let seq = cp.journal().seq;
-    cp.record_unknown_outcomes(seq).await.map_err(|e| lease_lost(e.into(), Some(cp)))?;
+    cp.record_unknown_outcomes(seq).await.map_err(|e| lease_lost(e.into(), Some(&*cp)))?;
     // So is an approved call cut off mid-way that the step did not make again.
-    cp.settle_cut_off_approvals(seq).await.map_err(|e| lease_lost(e.into(), Some(cp)))?;
+    cp.settle_cut_off_approvals(seq).await.map_err(|e| lease_lost(e.into(), Some(&*cp)))?;
     let compensator = crate::saga::Compensator {
         store: cp.store_handle(),
         thread: cp.thread.clone(),
@@ -273,5 +286,5 @@ async fn compensate<S: State, D: Sync>(
         remote: setup.gateway.remote.as_deref(),
     };
     let outcome = compensator.run(reason).await;
-    outcome.map_err(|e| lease_lost(e.into(), Some(cp)))
+    outcome.map_err(|e| lease_lost(e.into(), Some(&*cp)))
 }

@@ -98,13 +98,13 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
     #[expect(clippy::manual_async_fn, reason = "an async fn keeps a second copy of its arguments")]
     pub(crate) fn run_loop(
         &self,
-        start: Resumed<S>,
+        start: Box<Resumed<S>>,
         max_steps: u32,
         deadline: Option<Instant>,
         checkpointer: &mut Option<Box<Checkpointer>>,
     ) -> impl Future<Output = Result<Run<S>, RunError>> {
         async move {
-            let Resumed { mut state, mut active, mut step, mut pending, mut payloads, .. } = start;
+            let Resumed { mut state, mut active, mut step, mut pending, mut payloads, .. } = *start;
             let mut next = Vec::new();
             let mut next_payloads = Mailbox::new();
             // A step's results, and the steps of the nodes that finished: kept from step to step,
@@ -139,7 +139,7 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                 // Nothing renews the lease between steps (a stream read slowly stops the run there):
                 // make sure it is still this run's before the step's nodes run.
                 if let Some(cp) = checkpointer.as_ref() {
-                    cp.lease().check_before_step().await?;
+                    Box::pin(cp.lease().check_before_step()).await?;
                 }
                 self.events.emit(|| Event::StepStarted { step, nodes: self.names(&active) });
                 // In memory, a step begins when the one before it ended (its clock read serves
@@ -177,19 +177,21 @@ impl<S: State, D: Sync> Exec<'_, S, D> {
                             Some(lease) => tokio::select! {
                                 biased;
                                 ran = work => ran.map_err(RunError::from),
-                                lost = lease.keep_alive() => Err(lost.into()),
+                                // Boxed: an in-memory run's step does not carry the renewals.
+                                lost = Box::pin(lease.keep_alive()) => Err(lost.into()),
                             },
                             None => work.await.map_err(RunError::from),
                         }
                     });
                     // A stop reaches the running nodes: they are dropped at their next await, an
                     // effect in flight let finish first (for up to the grace).
-                    let stop = self.stop_now.cancelled();
+                    let stop = pin!(self.stop_now.cancelled());
                     let shields = [&self.scope.shield, &self.scope.children_running];
                     let work = pin!(shielded_stop(stop, self.stop_grace, &shields, work));
                     let ran = match deadline {
                         // An effect in flight when the deadline falls finishes and is journaled first.
-                        Some(at) => match shielded_timeout(at.into(), &self.scope.shield, work).await {
+                        // Boxed: a run without a deadline does not carry its timer.
+                        Some(at) => match Box::pin(shielded_timeout(at.into(), &self.scope.shield, work)).await {
                             Ok(ran) => ran,
                             // A stop asked meanwhile wins, as over a budget within the step.
                             Err(_) if self.scope.cancel.is_cancelled() => break self.stopped(),

@@ -82,6 +82,8 @@ impl Compensator<'_> {
             revoked: Some(self.lease.revoked()),
             parents: crate::durable::ParentLeases::default(),
             failed_approvals: Arc::default(),
+            moved_to: None,
+            started_as: Arc::default(),
         };
         let mut undone = Vec::new();
         for step in steps.iter().rev() {

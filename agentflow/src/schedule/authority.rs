@@ -15,6 +15,16 @@ use crate::access::{Access, AccessPolicy, Actor};
 /// runs.
 pub const SCHEDULE_REFUSED_KIND: &str = "schedule.refused";
 
+/// The audit stream the refused fires of schedule `id` are written to: `schedule:<id>`, the
+/// name its fires' `run.submitted` entries give as actor ([`schedule_actor`]). No thread a fire
+/// starts has that id (schedule ids hold no `:`), and a server refuses it as the id of a new
+/// thread, so no other tenant's thread shares the stream: it is read with the schedule
+/// (`GET /api/schedules` shows the refusal of its current due time) or with
+/// [`App::audit_log`](crate::App::audit_log).
+pub fn refusal_stream(id: &str) -> String {
+    schedule_actor(id)
+}
+
 /// Finds the person a schedule's owner names, as they are now (`None`: no such person any more).
 pub(crate) type OwnerLookup = Arc<dyn Fn(&str) -> Option<Actor> + Send + Sync>;
 

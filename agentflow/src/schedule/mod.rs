@@ -25,8 +25,8 @@ mod fire;
 pub use agentflow_store::ScheduleRecord;
 #[cfg(feature = "server")]
 pub(crate) use authority::OwnerLookup;
-pub use authority::SCHEDULE_REFUSED_KIND;
 pub(crate) use authority::{FireCheck, refused_entry};
+pub use authority::{SCHEDULE_REFUSED_KIND, refusal_stream};
 pub use cron::{CRON_SYNTAX, Cron, CronError, MAX_CRON_LEN};
 pub(crate) use error::check_id;
 pub use error::{MAX_SCHEDULE_ID_LEN, ScheduleError};

@@ -5,9 +5,12 @@
 const HIDDEN: &str = "***";
 
 /// `url` with what may carry a credential hidden: the user name and password (`***@`), each
-/// query value (`?key=***`; a query part without `=` is `***` whole) and the fragment (`#***`).
-/// The scheme, host, port and path stay, so the receiver is still told apart. Audit entries
-/// and logs name a webhook URL only this way; the delivery itself goes to the URL as given.
+/// query value (`?key=***`; a query part without `=` is `***` whole), the fragment (`#***`),
+/// and each path segment that looks like a token (16 characters or
+/// more of letters, digits, `-` and `_`, mixing at least two of lower case, upper case and
+/// digits, as the keys some services put in their webhook paths). The scheme, host, port and
+/// the other path segments stay, so the receiver is still told apart. Audit entries and logs
+/// name a webhook URL only this way; the delivery itself goes to the URL as given.
 ///
 /// ```
 /// use agentflow::secret::mask_url;
@@ -16,6 +19,10 @@ const HIDDEN: &str = "***";
 ///     "https://***@hooks.example.com/done?token=***&v=***#***"
 /// );
 /// assert_eq!(mask_url("https://hooks.example.com/done"), "https://hooks.example.com/done");
+/// assert_eq!(
+///     mask_url("https://hooks.example.com/services/T0001/B0001/aZ3kP9qLmN4rT7vX2bC8dE5f"),
+///     "https://hooks.example.com/services/T0001/B0001/***"
+/// );
 /// ```
 pub fn mask_url(url: &str) -> String {
     let (before_fragment, fragment) = match url.split_once('#') {
@@ -39,7 +46,7 @@ pub fn mask_url(url: &str) -> String {
             } else {
                 out.push_str(authority);
             }
-            out.push_str(path);
+            out.push_str(&mask_path(path));
         }
         None => out.push_str(base),
     }
@@ -60,6 +67,26 @@ pub fn mask_url(url: &str) -> String {
         out.push_str(fragment);
     }
     out
+}
+
+/// `path` with each segment that [`looks_like_a_token`] hidden.
+fn mask_path(path: &str) -> String {
+    path.split('/')
+        .map(|segment| if looks_like_a_token(segment) { HIDDEN } else { segment })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Whether path segment `segment` looks like a key rather than a name: at least 16 characters,
+/// all letters, digits, `-` or `_`, mixing at least two of lower case, upper case and digits.
+fn looks_like_a_token(segment: &str) -> bool {
+    let token_chars = segment.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let kinds = [
+        segment.chars().any(|c| c.is_ascii_lowercase()),
+        segment.chars().any(|c| c.is_ascii_uppercase()),
+        segment.chars().any(|c| c.is_ascii_digit()),
+    ];
+    segment.len() >= 16 && token_chars && kinds.iter().filter(|k| **k).count() >= 2
 }
 
 #[cfg(test)]
@@ -85,6 +112,27 @@ mod tests {
             assert_eq!(mask_url(url), shown, "{url}");
         }
         // Nothing of a secret stays.
+        let paths = [
+            (
+                "https://hooks.example/services/T000/B000/XXXXSECRETXXXX1234abcd",
+                "https://hooks.example/services/T000/B000/***",
+            ),
+            (
+                "https://discord.example/api/webhooks/123456789012345678/Ab-cD_ef0123456789GhIjKlMn",
+                "https://discord.example/api/webhooks/123456789012345678/***",
+            ),
+            (
+                "https://teams.example/webhook/1f0e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b/in",
+                "https://teams.example/webhook/***/in",
+            ),
+            (
+                "https://h.example/agentflow/notifications-webhook/done",
+                "https://h.example/agentflow/notifications-webhook/done",
+            ),
+        ];
+        for (url, shown) in paths {
+            assert_eq!(mask_url(url), shown, "{url}");
+        }
         let masked = mask_url("https://admin:hunter2@h.example/p?api_key=hunter3#hunter4");
         for secret in ["admin", "hunter2", "hunter3", "hunter4"] {
             assert!(!masked.contains(secret), "{masked}");

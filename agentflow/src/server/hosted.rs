@@ -6,12 +6,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use agentflow_store::{FollowUpQueued, IdempotencyKey};
+use agentflow_store::IdempotencyKey;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::access::personal::{credential_names, mask_fields, personal_names};
 use crate::access::{Access, AccessPolicy, Actor};
+use crate::app::follow_up::QueuedFollowUp;
 use crate::app::{App, Multitask, Submission, WorkerError};
 use crate::approval::{ApprovalDesk, RoleAuthorizer};
 use crate::core::state::State;
@@ -89,7 +90,8 @@ pub(crate) trait Hosted: Send + Sync + 'static {
     /// Queues a follow-up run of existing thread `thread` from `update` (an update of the
     /// graph's state as JSON) for `access`'s actor, checked by `access`'s policy, as `strategy`
     /// says about the thread's run in the queue ([`App::submit_follow_up`]); telling `webhook`,
-    /// if one is given, when it first stops. Blocking.
+    /// if one is given, when it first stops: where it stands and its identity in the queue.
+    /// Blocking.
     fn submit_follow_up(
         &self,
         access: &Access,
@@ -97,7 +99,7 @@ pub(crate) trait Hosted: Send + Sync + 'static {
         update: Value,
         strategy: Multitask,
         webhook: Option<&str>,
-    ) -> Result<FollowUpQueued, SubmitError>;
+    ) -> Result<QueuedFollowUp, SubmitError>;
 
     /// The state of thread `thread` at checkpoint `seq`, folded with the graph's own types and
     /// reducers, as JSON; `None` when the checkpoint is not there. Unchecked and unmasked: the
@@ -161,6 +163,23 @@ impl<S: State, D: Send + Sync + 'static> HostedApp<S, D> {
     pub(crate) fn new(app: App<S, D>, deps: Arc<D>) -> Self {
         HostedApp { app, deps }
     }
+
+    /// The app acting as `access`'s actor under `access`'s policy (the server's): what it does
+    /// is checked for the caller, and what it queues is theirs.
+    fn acting_for(&self, access: &Access) -> App<S, D> {
+        self.app.clone().access(SharedPolicy(Arc::clone(access.policy()))).acting_as(access.actor())
+    }
+
+    /// `input` read as the graph's state (422 `SubmitError::Input` otherwise), and the app acting
+    /// for `access` ([`HostedApp::acting_for`]): what a start and a schedule begin with.
+    fn as_caller(&self, access: &Access, input: Value) -> Result<(S, App<S, D>), SubmitError> {
+        let input: S = serde_json::from_value(input).map_err(|e| SubmitError::Input {
+            graph: self.name(),
+            state: S::NAME,
+            reason: e.to_string(),
+        })?;
+        Ok((input, self.acting_for(access)))
+    }
 }
 
 impl<S: State, D: Send + Sync + 'static> Hosted for HostedApp<S, D> {
@@ -185,15 +204,10 @@ impl<S: State, D: Send + Sync + 'static> Hosted for HostedApp<S, D> {
         key: Option<IdempotencyKey>,
         webhook: Option<&str>,
     ) -> Result<(), SubmitError> {
-        let input: S = serde_json::from_value(input).map_err(|e| SubmitError::Input {
-            graph: self.name(),
-            state: S::NAME,
-            reason: e.to_string(),
-        })?;
         // Acting as the caller, under the server's policy: the start is checked for them, and
         // the thread is theirs, so the `run.submitted` audit entry names them.
+        let (input, app) = self.as_caller(access, input)?;
         let actor = access.actor();
-        let app = self.app.clone().access(SharedPolicy(Arc::clone(access.policy()))).acting_as(actor);
         let mut submission = Submission::new().owner(actor.id.clone());
         submission.tenant = tenant.map(str::to_string);
         submission.webhook = webhook.map(str::to_string);
@@ -209,19 +223,15 @@ impl<S: State, D: Send + Sync + 'static> Hosted for HostedApp<S, D> {
         update: Value,
         strategy: Multitask,
         webhook: Option<&str>,
-    ) -> Result<FollowUpQueued, SubmitError> {
+    ) -> Result<QueuedFollowUp, SubmitError> {
         let update: S::Update = serde_json::from_value(update).map_err(|e| SubmitError::Update {
             graph: self.name(),
             state: S::NAME,
             reason: e.to_string(),
         })?;
         let actor = access.actor();
-        let app = self.app.clone().access(SharedPolicy(Arc::clone(access.policy()))).acting_as(actor);
-        let queued = match webhook {
-            Some(url) => app.submit_follow_up_with_webhook(thread, &update, strategy, actor, url)?,
-            None => app.submit_follow_up(thread, &update, strategy, actor)?,
-        };
-        Ok(queued)
+        let app = self.acting_for(access);
+        Ok(app.queue_follow_up(thread, &update, strategy, &app.access_of(actor.clone()), webhook)?)
     }
 
     fn state_json(&self, thread: &str, seq: u64) -> Result<Option<Value>, HistoryError> {
@@ -267,14 +277,9 @@ impl<S: State, D: Send + Sync + 'static> Hosted for HostedApp<S, D> {
         input: Value,
         tenant: Option<String>,
     ) -> Result<ScheduleRecord, SubmitError> {
-        let input: S = serde_json::from_value(input).map_err(|e| SubmitError::Input {
-            graph: self.name(),
-            state: S::NAME,
-            reason: e.to_string(),
-        })?;
         // As for a start: checked for the caller under the server's policy, and theirs.
+        let (input, app) = self.as_caller(access, input)?;
         let actor = access.actor();
-        let app = self.app.clone().access(SharedPolicy(Arc::clone(access.policy()))).acting_as(actor);
         let mut runs = Submission::new().owner(actor.id.clone());
         runs.tenant = tenant;
         Ok(app.schedule_with(id, cron, &input, runs)?)

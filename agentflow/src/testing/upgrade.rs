@@ -14,8 +14,7 @@ use super::matrix::{StoreFactory, on_runtime};
 use super::report::{Check, CrashReport, Cut, Ending, Trial, Violation};
 use crate::{App, Outcome, State};
 
-/// The audit kind of a thread's move to a newer version of its graph.
-const MIGRATED: &str = "graph.migrated";
+use crate::persist::MIGRATED_KIND as MIGRATED;
 
 /// A crash test of a graph's upgrade: a thread is run on the old version until it parks (a
 /// question for a person, a timer, an approval), then resumed to its end on the new version,

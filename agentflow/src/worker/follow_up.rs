@@ -1,16 +1,21 @@
 //! A claimed follow-up run ([`App::submit_follow_up`](crate::App::submit_follow_up)): its
 //! worker restarts the thread (the follow-up's input applied, the cursor at the start node;
-//! see `durable::restart`) under the claim's lease, then runs it as a resume.
+//! see `durable::restart`) under the claim's lease, then runs it as a resume. A thread an
+//! older version of the graph wrote is moved to the current one first
+//! (`durable::graph_migration`).
 
 use std::sync::Arc;
 
-use agentflow_store::{CommitError, LeaseError, NewAuditEntry, QueuedRun, RunControl};
+use agentflow_store::{CommitError, LeaseError, NewAuditEntry, QueuedRun, RunControl, ThreadRecord};
 use tokio_util::sync::CancellationToken;
 
-use super::job::{End, Job, Then};
+use super::job::{End, Job, OTHER_BUILD_RETRY, Then};
 use crate::core::state::State;
 use crate::durable::restart::{FOLLOW_UP_FAILED, Restart, Restarted, follow_up_mark, restart_thread, restarted_at};
-use crate::durable::{HistoryError, PersistError, blocking, now_ms};
+use crate::durable::{
+    HistoryError, PersistError, ResumeError, StoredRelease, ThreadError, Versions, blocking, migrate_thread, now_ms,
+    stored_release,
+};
 
 impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     /// Runs follow-up `claim`: a cancel asked before its restart drops it (the thread is left as
@@ -62,17 +67,26 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     ///
     /// A claim after the restart was written (the follow-up parked, or its worker died past
     /// it) goes on with the run the restart began, even on another version of the graph: the
-    /// resume moves the thread through the declared migrations as any resume does. Only a
-    /// restart not written yet is refused for its input or for a thread of another graph.
+    /// resume moves the thread through the declared migrations as any resume does. A restart not
+    /// written yet is refused for its input or for a thread of another graph; a thread an older
+    /// version of this graph wrote is moved to this one first (finished or waiting), and one a
+    /// newer version wrote leaves the follow-up queued for a worker of that version.
     async fn restart(&self, claim: &QueuedRun) -> Result<(), (End, Then)> {
         let thread = claim.thread.clone();
         let Some(update) = claim.input.clone() else {
             return Err(self.failed(claim, "the follow-up run has no input".to_string()).await);
         };
-        if !self.is_restarted(claim).await?
-            && let Some(why) = self.refusal(&thread, &update).await
-        {
-            return Err(self.failed(claim, why).await);
+        if !self.is_restarted(claim).await? {
+            match self.fit(&thread, &update).await {
+                Fit::Runs => {}
+                Fit::Moves(record) => self.move_thread(claim, &record).await?,
+                Fit::Newer(why) => {
+                    tracing::warn!(thread = %claim.thread, why, "a follow-up this build cannot run; retried later");
+                    return Err((End::Failed, Then::Backoff(OTHER_BUILD_RETRY)));
+                }
+                Fit::Refused(why) => return Err(self.failed(claim, why).await),
+                Fit::Store(e) => return Err(self.store_failure(claim, &e)),
+            }
         }
         let graph = &self.app.setup.graph;
         let start = graph.node_name(graph.start());
@@ -99,25 +113,81 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         }
     }
 
-    /// Why a follow-up with input `update` cannot restart `thread`, if it cannot: the input is
-    /// not an update of the graph's state, or the thread runs another graph (or another version
-    /// of this one); the thread is left as it is.
-    async fn refusal(&self, thread: &str, update: &[u8]) -> Option<String> {
+    /// Whether a follow-up with input `update` can restart `thread`: refused when the input is
+    /// not an update of the graph's state or the thread runs another graph (or another build of
+    /// this version: see `durable::stored_release`), the thread left as it is; moved first when an older version of this graph
+    /// wrote it; left queued when a newer version did.
+    async fn fit(&self, thread: &str, update: &[u8]) -> Fit {
         if let Err(e) = serde_json::from_slice::<S::Update>(update) {
-            return Some(format!("the follow-up's input does not decode as the graph's update: {e}"));
+            return Fit::Refused(format!("the follow-up's input does not decode as the graph's update: {e}"));
         }
         let graph = &self.app.setup.graph;
         let (t, fingerprint) = (thread.to_string(), graph.fingerprint().to_string());
         let other =
             blocking(&self.store, move |s| s.thread(&t).map(|r| r.filter(|r| r.graph_fingerprint != fingerprint)));
-        match other.await {
-            Ok(Ok(Some(record))) => Some(format!(
-                "the thread runs another graph or another version of it (fingerprint {}, this worker's {}); the thread \
-                 is left as it is",
+        let Ok(Ok(Some(record))) = other.await else { return Fit::Runs };
+        let (t, stored_fp, release) = (thread.to_string(), record.graph_fingerprint.clone(), *graph.release());
+        let stands = blocking(&self.store, move |s| stored_release(s, &t, &stored_fp, &release)).await;
+        let refused = || {
+            Fit::Refused(format!(
+                "the thread runs another graph, or another version of it built under the same number (fingerprint {}, \
+                 this worker's {}); the thread is left as it is",
                 record.graph_fingerprint,
                 graph.fingerprint()
+            ))
+        };
+        match stands {
+            Ok(Ok(StoredRelease::Older(_))) => Fit::Moves(record),
+            Ok(Ok(StoredRelease::Newer(stored))) => Fit::Newer(format!(
+                "the thread is on version {stored} of graph `{}`, this worker's is {}",
+                graph.release().id,
+                graph.version()
             )),
-            _ => None,
+            Ok(Ok(StoredRelease::SameVersion | StoredRelease::OtherGraph(_))) => refused(),
+            Ok(Err(e)) => Fit::Store(PersistError::from(e)),
+            Err(e) => Fit::Store(e),
+        }
+    }
+
+    /// Moves `record`, stored by an older version of the graph, to this one before the
+    /// follow-up restarts it: the same commit (fenced by the claim's lease) and `graph.migrated`
+    /// audit entry as a resume's. `Err` with how the run ends when it cannot: left queued for a
+    /// later build when the declared migrations do not carry it, as a resume is.
+    async fn move_thread(&self, claim: &QueuedRun, record: &ThreadRecord) -> Result<(), (End, Then)> {
+        let setup = &self.app.setup;
+        let tool_risk = |name: &str| {
+            let mut tools = setup.graph.nodes().iter().flat_map(|n| n.tools.iter());
+            tools.find(|t| t.name() == name).map(|t| t.risk().to_string())
+        };
+        let versions = Versions { release: setup.graph.release(), tool_risk: &tool_risk };
+        match migrate_thread::<S>(setup, &versions, &self.store, &self.holder, record).await {
+            Ok(()) => Ok(()),
+            Err(
+                ThreadError::Persist(
+                    PersistError::Commit(CommitError::LeaseLost { .. })
+                    | PersistError::Lease(LeaseError::NotHeld { .. }),
+                )
+                | ThreadError::LeaseLost { .. }
+                | ThreadError::Busy { .. },
+            ) => Err((End::Lost, Then::Nothing)),
+            Err(ThreadError::Persist(e)) => Err(self.store_failure(claim, &e)),
+            Err(ThreadError::Resume(
+                e @ (ResumeError::GraphNewer { .. }
+                | ResumeError::GraphChanged { .. }
+                | ResumeError::NodeUnmapped { .. }
+                | ResumeError::ArgsRefused { .. }
+                | ResumeError::CallArgsRefused { .. }
+                | ResumeError::DirectCallArgsUnknown { .. }
+                | ResumeError::NodesMerged { .. }),
+            )) => {
+                tracing::warn!(thread = %claim.thread, error = %e, "a follow-up's thread this build cannot move; retried later");
+                Err((End::Failed, Then::Backoff(OTHER_BUILD_RETRY)))
+            }
+            Err(e) => {
+                let why =
+                    format!("the follow-up could not move its thread to this version: {}", crate::RunError::from(e));
+                Err(self.failed(claim, why).await)
+            }
         }
     }
 
@@ -140,4 +210,18 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         }
         (End::Failed, Then::Remove)
     }
+}
+
+/// Whether a follow-up not restarted yet can restart its thread.
+enum Fit {
+    /// The thread runs this graph's build.
+    Runs,
+    /// An older version of the graph wrote it: moved to this one first.
+    Moves(ThreadRecord),
+    /// A newer version wrote it (why): left queued for a build of that version.
+    Newer(String),
+    /// It cannot run (why): it leaves the queue, audited.
+    Refused(String),
+    /// The store failed: it stays queued for another try.
+    Store(PersistError),
 }

@@ -79,7 +79,7 @@ pub(super) struct Job<S: State, D> {
 
 /// What a worker does with a run's queue row once the run ended.
 /// How long a queued run this build's graph cannot continue waits before it is claimed again.
-const OTHER_BUILD_RETRY: Duration = Duration::from_secs(60);
+pub(super) const OTHER_BUILD_RETRY: Duration = Duration::from_secs(60);
 
 pub(super) enum Then {
     /// Remove it: the run ended.
@@ -325,7 +325,10 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                     ResumeError::GraphNewer { .. }
                     | ResumeError::GraphChanged { .. }
                     | ResumeError::NodeUnmapped { .. }
-                    | ResumeError::ArgsRefused { .. },
+                    | ResumeError::ArgsRefused { .. }
+                    | ResumeError::CallArgsRefused { .. }
+                    | ResumeError::DirectCallArgsUnknown { .. }
+                    | ResumeError::NodesMerged { .. },
                 ),
             ) => {
                 tracing::warn!(thread = %thread, error = %e, "a queued run this build cannot continue; retried later");

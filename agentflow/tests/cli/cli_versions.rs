@@ -114,6 +114,57 @@ fn threads_are_counted_by_graph_version_with_those_that_may_still_resume() {
     assert_eq!(counts, vec![(1, 1, 0), (2, 1, 0)]);
 }
 
+/// Threads whose fingerprint has no stored description: `t-moved` moved to version 3 (its last
+/// `graph.migrated` says so), `t-root` whose first checkpoint recorded version 2, and `t-bare`
+/// with neither (version 1).
+#[test]
+fn a_thread_without_a_stored_description_counts_at_the_version_a_resume_reads() {
+    use agentflow_store::{Checkpoint, CheckpointMetadata, CheckpointSource, NewAuditEntry, StepCommit, ThreadRecord};
+    let dir = temp_dir("versions-undescribed");
+    let path = dir.join("runs.redb");
+    let store = RedbStore::open(&path).expect("create the store");
+    let root = |thread: &str, graph: Value| {
+        let mut metadata = CheckpointMetadata::new(0, CheckpointSource::Input, vec![]);
+        metadata.extra = json!({ "graph": graph });
+        Checkpoint {
+            thread: thread.into(),
+            seq: 0,
+            parent: None,
+            cursor: vec!["check".into()],
+            snapshot: Some(b"{}".to_vec()),
+            delta: vec![],
+            metadata,
+            created_at: 1,
+        }
+    };
+    for (thread, fingerprint, graph, moved_to) in [
+        ("t-moved", "fp-moved", json!({ "name": "payments", "version": 2 }), Some(3)),
+        ("t-root", "fp-root", json!({ "name": "payments", "version": 2 }), None),
+        ("t-bare", "fp-bare", json!({ "name": "payments" }), None),
+    ] {
+        let mut commit = StepCommit::new(ThreadRecord::new(thread, "agent", fingerprint, 1, 1));
+        commit.checkpoint = Some(root(thread, graph));
+        commit.audit = moved_to
+            .map(|to| NewAuditEntry::new(2, "agentflow", "graph.migrated", json!({ "from": 2, "to": to })))
+            .into_iter()
+            .collect();
+        store.commit_step(commit).expect("write a thread");
+        assert_eq!(store.graph_description(fingerprint).unwrap(), None);
+    }
+    drop(store);
+    let listed = af_json(&path, &["threads", "--versions"]);
+    let rows: Vec<(String, Value)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["graph"].as_str().unwrap().to_string(), r["version"].clone()))
+        .collect();
+    let expected = [("fp-bare", json!(1)), ("fp-moved", json!(3)), ("fp-root", json!(2))];
+    assert_eq!(rows, expected.map(|(g, v)| (g.to_string(), v)));
+    let out = af(&path, &["threads", "--versions"]);
+    assert!(!stdout(&out).contains('?'), "{}", stdout(&out));
+}
+
 /// A stand-in for cargo that records its arguments and `AGENTFLOW_LOCK`, then exits with 7.
 #[cfg(unix)]
 fn fake_cargo(dir: &Path) -> std::path::PathBuf {

@@ -3,12 +3,12 @@
 //! lock of its own version, and every thread an older version may have left waiting (in a node,
 //! or on an approval for a tool) has somewhere to go in version N.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::same_tool;
 use crate::diag::{Diagnostics, Kind, Loc, hint, list};
 use crate::graph::ir::{END, GraphIr, MigrationIr, ReleaseIr, ToolTarget};
-use crate::graph::lock::{Lock, Locks, NodeShape, Shape, lock_path};
+use crate::graph::lock::{Lock, Locks, NodeShape, Shape, lock_path, zero_padded_version};
 use crate::keywords::{graph as graph_kw, migrate as kw};
 
 /// The token-level shape of the graph, as a lock's `nodes` records it.
@@ -70,6 +70,7 @@ pub fn check_release(ir: &GraphIr, rel: &ReleaseIr, locks: &Locks, rewriting: bo
     }
     let current = shape(ir);
     check_migrations(ir, rel, locks, &current, diags);
+    check_merged_nodes(rel, locks, diags);
     check_files(locks, version_loc, diags);
     if !rewriting && let Some(lock) = locks.get(n) {
         check_same_version(ir, n, lock, locks, &current, version_loc, diags);
@@ -249,6 +250,81 @@ fn check_tool_maps(m: &MigrationIr, old: Option<&Shape>, new: Option<&Shape>, di
     }
 }
 
+/// A name of version `k` on its way through the migrations: what it is called now, the
+/// nodes of version `k` that continue there, and whether a mapping moved any of them.
+struct Tracked {
+    name: String,
+    origins: Vec<String>,
+    mapped: bool,
+}
+
+// Two nodes of one version mapped to one node would make a thread waiting in both wait twice in
+// one node: their kept writes and questions collide. A mapping onto a node that stays (a node
+// removed, its threads sent to one that exists) is fine; a second node mapped there is not,
+// whether in one `migrate(..)` or along the chain.
+fn check_merged_nodes(rel: &ReleaseIr, locks: &Locks, diags: &mut Diagnostics) {
+    let n = rel.version();
+    let mut reported = BTreeSet::new();
+    for k in 1..n {
+        // The nodes of version K: its lock's, else those its own migration names.
+        let mut names: Vec<String> = match locks.get(k) {
+            Some(lock) => lock.nodes.keys().cloned().collect(),
+            None => rel
+                .migrations
+                .iter()
+                .filter(|m| m.from == k)
+                .flat_map(|m| &m.nodes)
+                .map(|(a, _)| a.name.clone())
+                .collect(),
+        };
+        names.sort();
+        names.dedup();
+        let mut tracked: Vec<Tracked> =
+            names.into_iter().map(|name| Tracked { origins: vec![name.clone()], name, mapped: false }).collect();
+        for from in k..n {
+            let Some(m) = rel.migrations.iter().find(|m| m.from == from) else { continue };
+            let mut moved = Vec::new();
+            let mut stayed = Vec::new();
+            for t in tracked {
+                match m.nodes.iter().position(|(a, _)| a.name == t.name) {
+                    Some(i) if m.nodes[i].1.name == END => {}
+                    Some(i) => moved.push((i, Tracked { name: m.nodes[i].1.name.clone(), mapped: true, ..t })),
+                    None => stayed.push(t),
+                }
+            }
+            moved.sort_by_key(|(i, _)| *i);
+            for (i, t) in moved {
+                let Some(there) = stayed.iter_mut().find(|s| s.name == t.name) else {
+                    stayed.push(t);
+                    continue;
+                };
+                if there.mapped && reported.insert((from, i)) {
+                    let (old, new) = &m.nodes[i];
+                    let mut origins = there.origins.clone();
+                    origins.extend(t.origins.iter().cloned());
+                    diags.push(
+                        Kind::ReleaseArg,
+                        old.loc,
+                        format!(
+                            "`{} -> {}` maps a second node to `{}`: nodes {} of version {k} would all continue at `{}`, \
+                             and a thread waiting in more than one of them would have their kept writes and questions \
+                             collide; map each old node to a node of its own",
+                            old.name,
+                            new.name,
+                            new.name,
+                            list(&origins),
+                            new.name
+                        ),
+                    );
+                }
+                there.origins.extend(t.origins);
+                there.mapped = true;
+            }
+            tracked = stayed;
+        }
+    }
+}
+
 fn lists_tool(shape: &Shape, tool: &str) -> bool {
     shape.values().any(|n| n.tools.iter().any(|t| same_tool(t, tool)))
 }
@@ -260,6 +336,19 @@ fn check_files(locks: &Locks, at: Loc, diags: &mut Diagnostics) {
             Kind::LockUnreadable,
             at,
             format!("the lock directory `{}` cannot be used: {e}", locks.dir.display()),
+        );
+    }
+    for path in &locks.misnamed {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let Some(n) = zero_padded_version(name) else { continue };
+        diags.push(
+            Kind::LockUnreadable,
+            at,
+            format!(
+                "`{}` is not a lock name agentflow reads: the lock of version {n} is named `v{n}.lock`, \
+                 its version written without leading zeros; rename the file, or delete it",
+                path.display()
+            ),
         );
     }
     for f in &locks.files {

@@ -48,11 +48,12 @@ fn failure(e: QueueError) -> Failure {
     }
 }
 
-/// A schedule, as `--json` prints it (the input left out: it reads with the graph's types).
+/// A schedule, as `--json` prints it (the input left out: it reads with the graph's types; the
+/// webhook URL masked, [`mask_url`](agentflow::secret::mask_url)).
 pub fn view(s: &ScheduleRecord) -> Value {
     json!({
         "id": s.id, "graph": s.graph, "cron": s.cron, "owner": s.owner, "tenant": s.tenant,
-        "webhook": s.webhook, "next_at": s.next_at, "created_at": s.created_at,
+        "webhook": s.webhook.as_deref().map(agentflow::secret::mask_url), "next_at": s.next_at, "created_at": s.created_at,
         "last_fired_at": s.last_fired_at, "last_thread": s.last_thread,
     })
 }

@@ -25,7 +25,7 @@ use crate::durable::graph_identity::GraphIdentity;
 use crate::durable::graph_migration::{Versions, migrate_thread};
 use crate::durable::io::blocking;
 use crate::durable::journal::{ParentLeases, journal_seq_of};
-use crate::durable::keys::{ANSWERS, BUDGET, GRAPH, INTERRUPTS, PAYLOADS};
+use crate::durable::keys::{ANSWERS, BUDGET, GRAPH, INTERRUPTS, MOVED, PAYLOADS, STARTED_AS};
 use crate::durable::lease::{LeaseGuard, LeaseHolder};
 use crate::interrupt::{KeptAnswer, KeptAnswers, Pending};
 
@@ -168,7 +168,17 @@ impl Checkpointer {
         if !record.status.is_resumable() {
             return Err(ResumeError::Finished { thread, status: record.status.as_str().into() }.into());
         }
+        let id = record.id.clone();
         let lease = LeaseGuard::acquire(Arc::clone(&store), thread, lease_ttl, holder).await?;
+        // Read again under the lease: a run that held the thread before may have moved it to this
+        // version of its graph (or finished it) since; what it stands on now is what counts.
+        let record = blocking(&store, move |s| s.thread(&id))
+            .await?
+            .map_err(PersistError::from)?
+            .ok_or_else(|| ResumeError::UnknownThread { thread: record.id.clone() })?;
+        if !record.status.is_resumable() {
+            return Err(ResumeError::Finished { thread: record.id, status: record.status.as_str().into() }.into());
+        }
         let mut cp = Checkpointer::new(
             store,
             lease,
@@ -283,6 +293,11 @@ impl Checkpointer {
         };
         cp.seq = latest.seq;
         cp.journal_seq = journal_seq_of(&latest);
+        let moved = latest.metadata.extra.get(MOVED);
+        cp.moved_to =
+            moved.and_then(|m| m.get("to")).and_then(serde_json::Value::as_u64).and_then(|v| u32::try_from(v).ok());
+        cp.started_as =
+            Arc::new(moved.and_then(|m| serde_json::from_value(m.get(STARTED_AS)?.clone()).ok()).unwrap_or_default());
         cp.sweep_approvals = true;
         cp.runs_subgraphs = graph.runs_subgraphs();
         cp.answers_kept = answers_stored;

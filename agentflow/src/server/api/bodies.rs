@@ -361,7 +361,8 @@ pub(crate) struct ErrorDetail {
     /// `csrf` (403: a session's request without its CSRF token), `not_found` (404),
     /// `method_not_allowed` (405), `conflict`, `graph_not_hosted` (409: a resume of a thread
     /// whose graph the server does not host) and `follow_up_refused` (409: a follow-up run with
-    /// strategy `reject` while its thread has a run), `payload_too_large` (413), `unprocessable`,
+    /// strategy `reject` while its thread has a run) and `thread_purged` (409: a follow-up run of
+    /// a purged thread), `payload_too_large` (413), `unprocessable`,
     /// `thread_id_not_allowed` (a caller of some tenants naming a new thread),
     /// `question_required` (an answer without its question's id), `idempotency_key_reused`
     /// (a start's `Idempotency-Key` sent with another request), `idempotency_key_not_supported`

@@ -26,6 +26,7 @@ use super::problem::{Problem, blocking};
 use super::reads::queued_run;
 use super::state::ApiState;
 use crate::access::Access;
+use crate::app::follow_up::{QueuedFollowUp, is_follow_up};
 use crate::app::{Multitask, WorkerError};
 use crate::server::hosted::{Hosted, SubmitError};
 use crate::server::inspect::description::Names;
@@ -79,14 +80,14 @@ pub(crate) struct FollowUp {
 /// request under an `Idempotency-Key` is a start sent again when that key started the thread
 /// (answered as the first was, queueing nothing); a follow-up is not deduplicated by a key (422
 /// `idempotency_key_not_supported`).
-/// With the view, the submission time of the follow-up when it waits behind the thread's run
-/// (the newest of the thread's follow-ups just after it was queued), for [`wait_for_turn`].
+/// With the view, the queued run's own mark ([`QueuedFollowUp::mark`], as the store queued it)
+/// for [`wait_for_turn`] and the wait for its run; `None` for a start sent again.
 pub(crate) async fn follow_up(
     state: &Arc<ApiState>,
     access: &Access,
     graph: Arc<dyn Hosted>,
     ask: FollowUp,
-) -> Result<(RunView, Option<u64>), Problem> {
+) -> Result<(RunView, Option<String>), Problem> {
     let tenant_named = |thread: &str| {
         Problem::unprocessable(format!(
             "thread `{thread}` exists: a follow-up run keeps its thread's tenant; leave `tenant` out"
@@ -120,31 +121,30 @@ pub(crate) async fn follow_up(
                 )),
             };
         }
-        let queued = graph.submit_follow_up(&access, &thread, input, strategy, webhook.as_deref())?;
+        let QueuedFollowUp { queued, mark } =
+            graph.submit_follow_up(&access, &thread, input, strategy, webhook.as_deref())?;
         let mut view = RunView::queued(thread);
-        let mut mine = None;
         if let FollowUpQueued::Behind { ahead } = queued {
             view.status = "behind".to_string();
             view.ahead = Some(ahead);
-            mine = shared.store.list_follow_ups(&view.thread).map_err(Problem::store)?.iter().map(|r| r.enqueued_at).max();
         }
-        Ok((view, mine))
+        Ok((view, Some(mark)))
     })
     .await
 }
 
-/// Waits, for `wait: true`, until follow-up `view` (submitted at `mine`) queued behind its
-/// thread's run is the thread's run or ran, or `deadline` passes: `None` then (the caller waits
-/// for its run as for a start's), or the 202 view to answer at once: `behind_waiting` while the
-/// run before it is parked (for a person, its timer, or held for a thread that waits), `behind`
-/// at the deadline.
+/// Waits, for `wait: true`, until follow-up `view` (the queued run marked `mine`) queued behind
+/// its thread's run is the thread's run or ran, or `deadline` passes: `None` then (the caller
+/// waits for that run, told by its mark, as for a start's), or the 202 view to answer at once:
+/// `behind_waiting` while the run before it is parked (for a person, its timer, or held for a
+/// thread that waits), `behind` at the deadline.
 pub(crate) async fn wait_for_turn(
     state: &Arc<ApiState>,
     mut view: RunView,
-    mine: Option<u64>,
+    mine: Option<&str>,
     deadline: Instant,
 ) -> Result<Option<RunView>, Problem> {
-    let Some(mine) = mine else { return Ok(None) };
+    let Some(mine) = mine.filter(|_| view.status == "behind") else { return Ok(None) };
     let mut pause = Duration::from_millis(5);
     loop {
         let (shared, id) = (Arc::clone(state), view.thread.clone());
@@ -153,7 +153,7 @@ pub(crate) async fn wait_for_turn(
             Ok((queued_run(&shared, &id)?, waiting))
         })
         .await?;
-        let Some(at) = waiting.iter().position(|r| r.enqueued_at == mine) else { return Ok(None) };
+        let Some(at) = waiting.iter().position(|r| is_follow_up(r, mine)) else { return Ok(None) };
         view.ahead = Some(at);
         if run.is_some_and(|r| r.wait != RunWait::Ready && r.control.is_none()) {
             view.status = "behind_waiting".to_string();

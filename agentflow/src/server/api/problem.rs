@@ -160,6 +160,7 @@ impl From<WorkerError> for Problem {
             WorkerError::FollowUpRefused { .. } | WorkerError::FollowUpOtherGraph { .. } => {
                 Problem::new(StatusCode::CONFLICT, "follow_up_refused", e.to_string())
             }
+            WorkerError::FollowUpPurged { .. } => Problem::new(StatusCode::CONFLICT, "thread_purged", e.to_string()),
             WorkerError::NotRunning { .. } | WorkerError::GraphUnknown { .. } => Problem::conflict(e.to_string()),
             WorkerError::Queue(QueueError::Unsupported { .. }) => Problem::conflict(e.to_string()),
             WorkerError::NulByte { .. } | WorkerError::OwnerRequired(_) => Problem::unprocessable(e.to_string()),

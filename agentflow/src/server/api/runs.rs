@@ -25,6 +25,7 @@ use super::problem::{Problem, blocking};
 use super::reads::{approvals_waiting, queued_run, state_view};
 use super::state::ApiState;
 use crate::access::{Operation, Tenants};
+use crate::app::follow_up::is_follow_up;
 use crate::app::{RunControls, WorkerError};
 use crate::approval::ApprovalDesk;
 use crate::durable::now_ms;
@@ -71,11 +72,11 @@ pub(crate) async fn start(
             let wait = Duration::from_millis(body.wait_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS));
             let deadline = Instant::now() + wait;
             let thread = view.thread.clone();
-            if let Some(view) = wait_for_turn(&state, view, mine, deadline).await? {
+            if let Some(view) = wait_for_turn(&state, view, mine.as_deref(), deadline).await? {
                 return Ok((StatusCode::ACCEPTED, Json(view)));
             }
             let left = u64::try_from(deadline.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(0);
-            return outcome(&state, &caller, thread, Some(left)).await;
+            return outcome(&state, &caller, thread, Some(left), mine.as_deref()).await;
         }
         body.thread = Some(named);
     }
@@ -94,6 +95,13 @@ pub(crate) async fn start(
         Some(t) if t.trim().is_empty() || t.trim() != t || t.chars().any(char::is_control) => {
             return Err(Problem::unprocessable(format!(
                 "the thread id {t:?} is empty, has spaces around it or holds control characters; choose another"
+            )));
+        }
+        // The audit streams of schedules' refused fires (`schedule::refusal_stream`).
+        Some(t) if t.starts_with("schedule:") => {
+            return Err(Problem::unprocessable(format!(
+                "the thread id {t:?} starts with `schedule:`, which names the audit streams of cron schedules; \
+                 choose another"
             )));
         }
         Some(t) => t,
@@ -118,7 +126,7 @@ pub(crate) async fn start(
     if !body.wait {
         return Ok((StatusCode::ACCEPTED, Json(RunView::queued(thread))));
     }
-    outcome(&state, &caller, thread, body.wait_ms).await
+    outcome(&state, &caller, thread, body.wait_ms, None).await
 }
 
 /// `POST /api/threads/{thread}/resume`: answers the question the thread waits on (when a value
@@ -194,7 +202,7 @@ pub(crate) async fn resume(
         }
         return Ok((StatusCode::ACCEPTED, Json(view)));
     }
-    outcome(&state, &caller, thread, body.wait_ms).await
+    outcome(&state, &caller, thread, body.wait_ms, None).await
 }
 
 /// `Ok` unless a run of thread `record` would wait in the queue for good: the store is a file
@@ -258,19 +266,27 @@ impl RunView {
 
 /// Waits until thread `thread`'s run stops (it leaves the queue, or parks waiting for a person or
 /// its timer) or `wait_ms` passes: 200 with the thread's status, state and waits, or 202 with
-/// where the run stands.
+/// where the run stands. With `mark`, the run waited for is the follow-up so marked
+/// ([`QueuedFollowUp::mark`](crate::app::follow_up::QueuedFollowUp)): once the thread's run is
+/// another (the next follow-up), that one stopped, and the next is not waited for.
 async fn outcome(
     state: &Arc<ApiState>,
     caller: &Caller,
     thread: String,
     wait_ms: Option<u64>,
+    mark: Option<&str>,
 ) -> Result<Answer, Problem> {
     let deadline = Instant::now() + Duration::from_millis(wait_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS));
     let mut pause = Duration::from_millis(5);
+    let mut next_started = false;
     loop {
         let (shared, id) = (Arc::clone(state), thread.clone());
         let run = blocking(move || queued_run(&shared, &id)).await?;
         let Some(run) = run.filter(|r| r.wait == RunWait::Ready) else { break };
+        if mark.is_some_and(|mark| !is_follow_up(&run, mark)) {
+            next_started = true;
+            break;
+        }
         let now = Instant::now();
         if now >= deadline {
             return Ok((StatusCode::ACCEPTED, Json(RunView::moving(&run))));
@@ -289,10 +305,19 @@ async fn outcome(
             return Ok((StatusCode::OK, Json(view)));
         };
         let read = state_view(&shared, &access, &record)?;
+        let detail = if next_started {
+            Some(
+                "the run ended and the thread's next run (another follow-up) is under way: the status and state are \
+                 the thread's now; GET the thread to follow it"
+                    .to_string(),
+            )
+        } else {
+            Some(record.detail.clone()).filter(|d| !d.is_empty())
+        };
         let view = RunView {
             status: record.status.as_str().to_string(),
             stopped: true,
-            detail: Some(record.detail.clone()).filter(|d| !d.is_empty()),
+            detail,
             state: Some(read.state),
             pending: read.pending,
             approvals: approvals_waiting(&shared, &record.id)?,

@@ -18,7 +18,7 @@ use super::problem::{Problem, blocking};
 use super::state::ApiState;
 use crate::access::{Operation, Tenants};
 use crate::durable::PersistError;
-use crate::schedule::{ScheduleError, ScheduleRecord};
+use crate::schedule::{SCHEDULE_REFUSED_KIND, ScheduleError, ScheduleRecord, refusal_stream};
 
 /// Makes a cron schedule: runs of a hosted graph started at the times a five-field cron
 /// expression names (UTC), each on a new thread `<id>-<YYYYMMDDTHHMMZ>` owned by the caller.
@@ -59,7 +59,8 @@ pub(crate) struct ScheduleView {
     /// The state each run starts from, personal and credential fields read `•••`; `null` for a
     /// graph this server does not host.
     pub(crate) input: Value,
-    /// The URL told when each of its runs stops, if any.
+    /// The URL told when each of its runs stops, if any, masked
+    /// ([`mask_url`](crate::secret::mask_url): its credentials hidden).
     pub(crate) webhook: Option<String>,
     /// When it fires next (unix ms).
     pub(crate) next_at: u64,
@@ -69,6 +70,10 @@ pub(crate) struct ScheduleView {
     pub(crate) last_fired_at: Option<u64>,
     /// The thread its last fire started, if any.
     pub(crate) last_thread: Option<String>,
+    /// Why the fire of its current due time (`next_at`) was refused, if it was: its owner may
+    /// no longer start its runs (it fires once they may again). From the schedule's own audit
+    /// stream, `schedule:<id>`.
+    pub(crate) refused: Option<String>,
 }
 
 /// A schedule removed.
@@ -89,13 +94,25 @@ impl ScheduleView {
             owner: record.owner,
             tenant: record.tenant,
             input,
-            webhook: record.webhook,
+            webhook: record.webhook.as_deref().map(crate::secret::mask_url),
             next_at: record.next_at,
             created_at: record.created_at,
             last_fired_at: record.last_fired_at,
             last_thread: record.last_thread,
+            refused: None,
         }
     }
+}
+
+/// Why the fire of `record`'s current due time was refused, if it was: the reason of the
+/// latest `schedule.refused` entry of its audit stream for its `next_at`.
+fn refused(store: &dyn agentflow_store::Store, record: &ScheduleRecord) -> Result<Option<String>, Problem> {
+    let entries = store.list_audit(&refusal_stream(&record.id)).map_err(Problem::store)?;
+    Ok(entries
+        .into_iter()
+        .rev()
+        .find(|e| e.kind == SCHEDULE_REFUSED_KIND && e.detail["due"].as_u64() == Some(record.next_at))
+        .and_then(|e| e.detail["reason"].as_str().map(str::to_string)))
 }
 
 impl From<ScheduleError> for Problem {
@@ -124,17 +141,18 @@ pub(crate) async fn list(
     caller.allow(Operation::List)?;
     let actor = caller.actor().clone();
     let store = Arc::clone(&state.store);
-    let kept = blocking(move || -> Result<Vec<ScheduleRecord>, Problem> {
+    let kept = blocking(move || -> Result<Vec<(Option<String>, ScheduleRecord)>, Problem> {
         let listing = store.scan_schedules().map_err(ScheduleError::from)?;
         for e in &listing.skipped {
             tracing::warn!(error = %e, "a cron schedule cannot be read; it is left out of the listing");
         }
         let mut kept = listing.items;
         kept.retain(|s| actor.acts_for(s.tenant.as_deref()));
-        Ok(kept)
+        kept.into_iter().map(|s| Ok((refused(store.as_ref(), &s)?, s))).collect()
     })
     .await?;
-    Ok(Json(kept.into_iter().map(|r| ScheduleView::of(&state, r)).collect()))
+    let views = kept.into_iter().map(|(refused, r)| ScheduleView { refused, ..ScheduleView::of(&state, r) });
+    Ok(Json(views.collect()))
 }
 
 /// `POST /api/schedules`: makes (or replaces) a schedule of a hosted graph in the caller's name.

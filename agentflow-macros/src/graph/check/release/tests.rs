@@ -67,7 +67,7 @@ fn locks(files: Vec<(u32, Result<Lock, String>)>) -> Locks {
         .into_iter()
         .map(|(version, lock)| LockFile { version, path: lock_path(&dir, version), readable: true, lock })
         .collect();
-    Locks { dir, files, error: None }
+    Locks { dir, files, error: None, misnamed: vec![] }
 }
 
 fn release(version: u32, migrations: Vec<MigrationIr>) -> ReleaseIr {
@@ -332,4 +332,90 @@ fn an_id_names_a_directory_inside_the_lock_directory() {
     let rel = ReleaseIr { id: Some(("../up".into(), Loc(5))), ..release(1, vec![]) };
     let d = only(run(&v1(), &rel, &locks(vec![]), false));
     assert_eq!((d.kind, d.loc), (Kind::ReleaseArg, Loc(5)));
+}
+
+/// `migrate(from = K, nodes(..))` with each mapping's old name at a place of its own (`Loc(40)`,
+/// `Loc(41)`, ..).
+fn migrate_nodes(from: u32, nodes: &[(&str, &str)]) -> MigrationIr {
+    let mut m = migrate(from, &[], &[]);
+    m.nodes = nodes.iter().zip(40..).map(|((a, b), at)| (named(a, at), named(b, 21))).collect();
+    m
+}
+
+/// `triage -> review | escalate -> END`.
+fn three_nodes() -> GraphIr {
+    graph(vec![
+        node("triage", &["review", "escalate", "END"], &["lookup"]),
+        node("review", &["END"], &["send_email"]),
+        node("escalate", &["END"], &[]),
+    ])
+}
+
+#[test]
+fn two_nodes_mapped_to_one_are_refused_at_the_second_mapping() {
+    let v2 = graph(vec![node("triage", &["desk", "END"], &["lookup"]), node("desk", &["END"], &["send_email"])]);
+    let rel = release(2, vec![migrate_nodes(1, &[("review", "desk"), ("escalate", "desk")])]);
+    let expected = "`escalate -> desk` maps a second node to `desk`: nodes `review`, `escalate` of version 1 would \
+                    all continue at `desk`, and a thread waiting in more than one of them would have their kept \
+                    writes and questions collide; map each old node to a node of its own";
+    // With the lock of version 1, and without it (the mappings name the old nodes).
+    for locked in [locks(vec![(1, Ok(lock_of(&three_nodes())))]), locks(vec![])] {
+        let d = only(run(&v2, &rel, &locked, false));
+        assert_eq!((d.kind, d.loc), (Kind::ReleaseArg, Loc(41)));
+        assert_eq!(d.message, expected);
+    }
+    // Each to a node of its own, or one of them dropped, is fine.
+    let v2 = graph(vec![
+        node("triage", &["desk", "bench", "END"], &["lookup"]),
+        node("desk", &["END"], &["send_email"]),
+        node("bench", &["END"], &[]),
+    ]);
+    let one = locks(vec![(1, Ok(lock_of(&three_nodes())))]);
+    let apart = release(2, vec![migrate_nodes(1, &[("review", "desk"), ("escalate", "bench")])]);
+    assert_eq!(run(&v2, &apart, &one, false), vec![]);
+    let dropped = release(2, vec![migrate_nodes(1, &[("review", "desk"), ("escalate", "END")])]);
+    let v2_without_bench =
+        graph(vec![node("triage", &["desk", "END"], &["lookup"]), node("desk", &["END"], &["send_email"])]);
+    assert_eq!(run(&v2_without_bench, &dropped, &one, false), vec![]);
+}
+
+#[test]
+fn two_nodes_of_one_version_mapped_to_one_along_the_chain_are_refused() {
+    // Version 2 moves `review` to `desk` and keeps `escalate`; version 3 moves `escalate` to
+    // `desk` too: threads of version 1 in `review` and `escalate` would both end at `desk`.
+    let v2 = graph(vec![
+        node("triage", &["desk", "escalate", "END"], &["lookup"]),
+        node("desk", &["END"], &["send_email"]),
+        node("escalate", &["END"], &[]),
+    ]);
+    let v3 = graph(vec![node("triage", &["desk", "END"], &["lookup"]), node("desk", &["END"], &["send_email"])]);
+    let rel = release(3, vec![migrate_nodes(1, &[("review", "desk")]), migrate_nodes(2, &[("escalate", "desk")])]);
+    let both = locks(vec![(1, Ok(lock_of(&three_nodes()))), (2, Ok(lock_of(&v2)))]);
+    let d = only(run(&v3, &rel, &both, false));
+    assert_eq!((d.kind, d.loc), (Kind::ReleaseArg, Loc(40)));
+    assert!(
+        d.message.starts_with(
+            "`escalate -> desk` maps a second node to `desk`: nodes `review`, `escalate` of version 1 would all continue"
+        ),
+        "{}",
+        d.message
+    );
+    // A thread of version 2 in `escalate` alone goes to `desk`, which stayed: fine, as is a
+    // node removed and its threads sent to a node that stays.
+    let v1_lock = locks(vec![(2, Ok(lock_of(&v2)))]);
+    assert_eq!(run(&v3, &release(3, vec![migrate_nodes(2, &[("escalate", "desk")])]), &v1_lock, false), vec![]);
+}
+
+#[test]
+fn a_lock_named_with_leading_zeros_is_an_error_naming_the_file() {
+    let ir = v1();
+    let mut misnamed = locks(vec![]);
+    misnamed.misnamed.push(PathBuf::from("/crate/graphs/support/v01.lock"));
+    let d = only(run(&ir, &release(1, vec![]), &misnamed, false));
+    assert_eq!((d.kind, d.loc), (Kind::LockUnreadable, VERSION_AT));
+    assert_eq!(
+        d.message,
+        "`/crate/graphs/support/v01.lock` is not a lock name agentflow reads: the lock of version 1 is named \
+         `v1.lock`, its version written without leading zeros; rename the file, or delete it"
+    );
 }
