@@ -170,11 +170,7 @@ pub(super) async fn open<S: State, D>(
     };
     let graph = setup.graph.inner.spec.name;
     let began = Instant::now();
-    let graph_tools = &setup.graph;
-    let tool_risk = move |name: &str| {
-        let mut tools = graph_tools.nodes().iter().flat_map(|n| n.tools.iter());
-        tools.find(|t| t.name() == name).map(|t| t.risk().to_string())
-    };
+    let tool_risk = |name: &str| setup.graph.tool(name).map(|t| t.risk().to_string());
     let versions = crate::durable::Versions { release: setup.graph.release(), tool_risk: &tool_risk };
     let opened = Checkpointer::resume(setup, &versions, store, thread, durability, lease_ttl, holder).await?;
     ::metrics::counter!(crate::metrics::RECOVERIES, "graph" => graph).increment(1);

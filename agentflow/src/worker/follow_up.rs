@@ -155,10 +155,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     /// later build when the declared migrations do not carry it, as a resume is.
     async fn move_thread(&self, claim: &QueuedRun, record: &ThreadRecord) -> Result<(), (End, Then)> {
         let setup = &self.app.setup;
-        let tool_risk = |name: &str| {
-            let mut tools = setup.graph.nodes().iter().flat_map(|n| n.tools.iter());
-            tools.find(|t| t.name() == name).map(|t| t.risk().to_string())
-        };
+        let tool_risk = |name: &str| setup.graph.tool(name).map(|t| t.risk().to_string());
         let versions = Versions { release: setup.graph.release(), tool_risk: &tool_risk };
         match migrate_thread::<S>(setup, &versions, &self.store, &self.holder, record).await {
             Ok(()) => Ok(()),
