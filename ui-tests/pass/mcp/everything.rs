@@ -1,4 +1,4 @@
-//! Every tool of the reference server's committed snapshot, classed.
+// Every tool of the reference server's committed snapshot, classed.
 use agentflow::prelude::*;
 use agentflow::tool::{Risk, Tool};
 use serde::{Deserialize, Serialize};

@@ -1,6 +1,6 @@
-//! An MCP tool whose arguments nest: an object, an array of objects, optional fields and
-//! an object that refuses unknown fields, built as typed structs and listed in a node; `validate`
-//! refuses unknown fields at every level and checks the whole schema (`enum`, `maximum`, ..).
+// An MCP tool whose arguments nest: an object, an array of objects, optional fields and
+// an object that refuses unknown fields, built as typed structs and listed in a node; `validate`
+// refuses unknown fields at every level and checks the whole schema (`enum`, `maximum`, ..).
 use agentflow::prelude::*;
 use agentflow::tool::{Risk, Tool};
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,5 @@
-//! A node marked `sleep` may wait on a durable timer, with `sleep` or
-//! `sleep_until`, and may also be an `interrupt` node.
+// A node marked `sleep` may wait on a durable timer, with `sleep` or
+// `sleep_until`, and may also be an `interrupt` node.
 use std::time::{Duration, SystemTime};
 
 use agentflow::prelude::*;
