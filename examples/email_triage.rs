@@ -1,12 +1,11 @@
 //! Email triage with a human review that can wait across processes.
 //!
-//! read -> classify (structured output: intent and urgency) -> route:
-//! billing, complex or critical -> human review; question or feature ->
-//! retrieve docs -> draft; bug -> ticket lookup -> draft. A draft goes to
-//! review when the urgency is high or critical, else it is sent as is.
-//! `review` is a `#[node(interrupt)]`: it hands the reviewer the email, the
-//! classification and the draft (if any) and the run stops; nothing stays in
-//! memory. Any later process resumes the thread with the decision.
+//! read -> classify (structured output: intent and urgency) -> route: billing, complex or
+//! critical -> human review; question or feature -> retrieve docs -> draft; bug -> ticket
+//! lookup -> draft. A draft goes to review when the urgency is high or critical, else it is
+//! sent as is. `review` is a `#[node(interrupt)]`: it hands the reviewer the email, the
+//! classification and the draft (if any) and the run stops; nothing stays in memory. Any
+//! later process resumes the thread with the decision.
 //!
 //! ```text
 //! cargo run --example email_triage                      # built-in sample, pause and approve in one go
@@ -18,10 +17,9 @@
 //! cargo run --example email_triage -- --thread triage-1 --reject "not a bug"
 //! ```
 //!
-//! `--db PATH` picks another store file. The model is `ScriptedModel`, a
-//! deterministic test double with keyword rules, unless `AGENTFLOW_MODEL` is
-//! set: then an OpenAI-compatible server is used (`OPENAI_BASE_URL`,
-//! `OPENAI_API_KEY`), with the same structured-output schema.
+//! `--db PATH` picks another store file. The model is `ScriptedModel`, a deterministic test
+//! double with keyword rules, unless `AGENTFLOW_MODEL` is set: then an OpenAI-compatible
+//! server is used (`OPENAI_BASE_URL`, `OPENAI_API_KEY`), with the same structured-output schema.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -34,7 +32,6 @@ use agentflow::{PendingKind, RedbStore, Run, RunError, Store};
 use serde::{Deserialize, Serialize};
 
 // ---------------------------------------------------------------- state
-
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Email {
     from: String,
@@ -105,7 +102,6 @@ pub enum ReviewDecision {
 }
 
 // ---------------------------------------------------------------- dependencies
-
 pub struct Services {
     pub model: Arc<dyn ChatModel>,
 }
@@ -148,7 +144,6 @@ impl Services {
 }
 
 // ---------------------------------------------------------------- the graph
-
 #[graph(state = Triage, deps = Services, start = read)]
 pub mod triage {
     use super::*;
@@ -269,7 +264,6 @@ fn parse_email(raw: &str) -> Email {
 }
 
 // ---------------------------------------------------------------- the model
-
 /// The test double: keyword rules standing in for an LLM, for both calls.
 pub fn scripted_model() -> ScriptedModel {
     ScriptedModel::new().respond_with(|req: &ChatRequest| {
@@ -339,7 +333,6 @@ fn model() -> (Arc<dyn ChatModel>, String) {
 }
 
 // ---------------------------------------------------------------- samples
-
 pub const SAMPLES: [(&str, &str); 4] = [
     (
         "urgent-bug",
@@ -365,7 +358,6 @@ pub const SAMPLES: [(&str, &str); 4] = [
 ];
 
 // ---------------------------------------------------------------- output
-
 fn print_payload(thread: &str, run: &Run<Triage>) -> bool {
     let Outcome::Interrupted { pending, .. } = &run.outcome else { return false };
     for p in pending.iter().filter(|p| p.kind == PendingKind::Interrupt) {
@@ -413,7 +405,6 @@ fn indent(text: &str, by: &str) -> String {
 }
 
 // ---------------------------------------------------------------- commands
-
 type Graph = App<Triage, Services>;
 
 /// A command's failure: a usage or file problem, or any agentflow error

@@ -364,6 +364,18 @@ pub enum RunError {
     /// ([`App::acting_as`](crate::App::acting_as)). Nothing ran. (Appended last.)
     #[error(transparent)]
     Access(Box<crate::access::AccessError>),
+    /// A new thread's id starts with
+    /// [`RESERVED_THREAD_PREFIX`](crate::schedule::RESERVED_THREAD_PREFIX) (`schedule:`), the
+    /// prefix of the schedules' own audit streams, which no thread may share. Nothing ran.
+    /// (Appended last.)
+    #[error(
+        "the thread id {thread:?} starts with `schedule:`, which names the audit streams of cron schedules; \
+         choose another"
+    )]
+    ReservedThreadId {
+        /// The thread id.
+        thread: String,
+    },
 }
 
 impl From<crate::access::AccessError> for RunError {

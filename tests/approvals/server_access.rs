@@ -98,6 +98,12 @@ async fn every_route_refuses_a_caller_without_its_operation() {
     let reply = served.client.post("/api/threads", &Who::Token("no-read-state-token"), Some(start)).await;
     assert_eq!(reply.status, 403, "{}", reply.json);
     assert!(served.store.thread("new-2").unwrap().is_none());
+    // So does a webhook, which posts the run's end state.
+    let start = json!({ "graph": "refunds", "input": {}, "thread": "new-3", "tenant": "acme",
+                        "webhook": "http://127.0.0.1:9/hook" });
+    let reply = served.client.post("/api/threads", &Who::Token("no-read-state-token"), Some(start)).await;
+    assert_eq!(reply.status, 403, "{}", reply.json);
+    assert!(served.store.thread("new-3").unwrap().is_none());
     served.stop().await;
 }
 

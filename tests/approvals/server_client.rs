@@ -123,8 +123,17 @@ pub async fn serve(users: &[Value]) -> Served {
 
 /// [`serve`], with what `more` adds to the server (more graphs on the store, other limits).
 pub async fn serve_with(users: &[Value], more: impl FnOnce(Server, &Arc<dyn Store>) -> Server) -> Served {
+    serve_wrapped(users, |store| store, more).await
+}
+
+/// [`serve_with`] on the store `wrap` makes of the redb file's (a store with hooks).
+pub async fn serve_wrapped(
+    users: &[Value],
+    wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>,
+    more: impl FnOnce(Server, &Arc<dyn Store>) -> Server,
+) -> Served {
     let dir = temp_dir("server-api");
-    let store: Arc<dyn Store> = Arc::new(open_redb(dir.join("runs.redb")).expect("the store file"));
+    let store: Arc<dyn Store> = wrap(Arc::new(open_redb(dir.join("runs.redb")).expect("the store file")));
     let users_file = dir.join("users.json");
     std::fs::write(&users_file, json!({ "users": users }).to_string()).unwrap();
     let gate = Arc::new(Semaphore::new(0));

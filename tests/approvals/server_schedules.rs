@@ -1,13 +1,14 @@
 //! Cron schedules through the server's API: made, listed and removed over HTTP in the caller's
 //! name and tenants, refused with a 422 that says the syntax, and fired by the server's
-//! scheduler into a run its worker runs to its end.
+//! scheduler into a run its worker runs to its end; one schedule whose refusals cannot be read
+//! is listed saying so, among the others.
 
 use std::time::Duration;
 
 use agentflow::timer::now_ms;
 use serde_json::json;
 
-use crate::server_client::{Who, serve, user};
+use crate::server_client::{Who, serve, serve_wrapped, user};
 
 fn roles(names: &[&str]) -> Vec<String> {
     names.iter().map(|r| r.to_string()).collect()
@@ -148,5 +149,46 @@ async fn a_schedule_whose_owner_lost_the_right_to_start_runs_is_refused_at_its_f
     assert_eq!(reply.status, 422, "{}", reply.json);
     let runs = served.store.list_runs().unwrap();
     assert!(runs.iter().all(|r| r.owner == "agent"), "only the allowed owner's run was queued: {runs:?}");
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_schedule_whose_refusals_cannot_be_read_is_listed_saying_so_among_the_others() {
+    use std::sync::Arc;
+
+    use crate::support::hooked_store::Hooked;
+    use agentflow::Store;
+    use agentflow::schedule::{ScheduleRecord, refusal_stream};
+    use agentflow_store::ReadError;
+
+    let people = vec![user("agent", &roles(&["start", "list"]), None)];
+    let wrap = |inner: Arc<dyn Store>| {
+        let mut hooked = Hooked::new(inner);
+        hooked.fail_list_audit = Some(Box::new(|stream: &str| {
+            (stream == refusal_stream("broken")).then(|| ReadError::BrokenChain {
+                path: "store".into(),
+                thread: stream.to_string(),
+                seq: 1,
+                missing: 0,
+            })
+        }));
+        Arc::new(hooked) as Arc<dyn Store>
+    };
+    let served = serve_wrapped(&people, wrap, |server, _| server).await;
+    // Not due for a day: the scheduler leaves them alone.
+    let later = now_ms() + 86_400_000;
+    for id in ["broken", "fine"] {
+        let record = ScheduleRecord::new(id, "gated", "0 * * * *", br#"{"passed": false}"#.to_vec(), "agent", later, 1);
+        served.store.put_schedule(record).unwrap();
+    }
+    let reply = served.client.get("/api/schedules", &Who::Token("agent-token")).await;
+    assert_eq!(reply.status, 200, "{}", reply.json);
+    let listed = reply.json.as_array().unwrap();
+    let ids: Vec<&str> = listed.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["broken", "fine"]);
+    let unread = listed[0]["refused_unread"].as_str().unwrap();
+    assert!(unread.contains("cannot be rebuilt"), "{unread}");
+    assert!(listed[0]["refused"].is_null());
+    assert!(listed[1].get("refused_unread").is_none(), "{}", listed[1]);
     served.stop().await;
 }

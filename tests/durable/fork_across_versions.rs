@@ -115,3 +115,53 @@ async fn a_fork_to_before_a_move_an_earlier_build_recorded_is_refused_by_type() 
     assert!(err.to_string().contains("fork at checkpoint 2 or later"), "{err}");
     assert_eq!(store.latest_checkpoint("legacy").unwrap().unwrap().seq, head, "nothing was written");
 }
+
+/// Two branches, each moved once: version 1 wrote checkpoints 0 and 1, the first move wrote 2
+/// and version 2 ran on to 3; a fork back to 1 gave a second branch that moved again later.
+/// Checkpoint 3 is numbered before the second move but lies on the first branch, after its
+/// move; a fork to the first move's checkpoint holds the state as version 1 stored it, though
+/// it is numbered after both moves.
+#[tokio::test]
+async fn a_fork_between_moves_of_two_branches_takes_the_version_of_its_own_branch() {
+    let store = store();
+    let moved_at = moved_and_completed(&store, "branches").await;
+    let (old, new) = (old_app(&store), new_app(&store));
+    let deps = Deps::default();
+    let ran_on = new.history("branches").unwrap().last().unwrap().seq;
+    assert_eq!((moved_at, ran_on), (2, 3));
+
+    // The second branch: back to version 1's checkpoint in `review`, moved again.
+    let forked = new.fork("branches", 1, "ada").unwrap();
+    asks_in_human_review(&new, &deps, "branches").await;
+    let done = new.runner(&deps).thread("branches").resume_with("second").await.unwrap();
+    assert_eq!(done.state.log, ["reviewed: second"]);
+    let moves = migrated_entries(&new, "branches");
+    assert_eq!(moves.len(), 2, "{moves:?}");
+    let second = moves[1]["checkpoint"].as_u64().unwrap();
+    assert!(ran_on < forked && forked < second, "{ran_on} {forked} {second}");
+
+    // Checkpoint 3: version 2 wrote it, with the state migrated.
+    new.fork("branches", ran_on, "ada").unwrap();
+    let record = store.thread("branches").unwrap().unwrap();
+    assert_eq!((record.graph_fingerprint.as_str(), record.schema_version), (new.graph().fingerprint(), 2));
+    assert_eq!(new.state("branches").unwrap().unwrap().state.amount, 12.5);
+
+    // The fork checkpoint of the second branch: version 1's, as the checkpoint it forked to.
+    new.fork("branches", forked, "ada").unwrap();
+    let record = store.thread("branches").unwrap().unwrap();
+    assert_eq!((record.graph_fingerprint.as_str(), record.schema_version), (old.graph().fingerprint(), 1));
+
+    // A fork to the first move's checkpoint, then to that fork's own checkpoint: version 2's
+    // nodes, the state as version 1 stored it; resumed, the state migration runs on it.
+    let at_move = new.fork("branches", moved_at, "ada").unwrap();
+    let again = new.fork("branches", at_move, "ada").unwrap();
+    assert!(again > second);
+    let record = store.thread("branches").unwrap().unwrap();
+    assert_eq!((record.graph_fingerprint.as_str(), record.schema_version), (new.graph().fingerprint(), 1));
+    asks_in_human_review(&new, &deps, "branches").await;
+    let done = new.runner(&deps).thread("branches").resume_with("third").await.unwrap();
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.state.log, ["reviewed: third"]);
+    assert_eq!(done.state.amount, 12.5, "the state migration ran on the state version 1 stored");
+    assert_eq!(migrated_entries(&new, "branches").len(), 2, "not moved again");
+}

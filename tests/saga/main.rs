@@ -9,6 +9,7 @@ mod circuit_breaker;
 mod promises_saga_unknown;
 mod saga;
 mod saga_crash;
+mod saga_follow_up;
 mod saga_questions;
 mod saga_shop;
 mod saga_subgraph;

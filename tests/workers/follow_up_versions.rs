@@ -139,6 +139,18 @@ async fn a_thread_of_an_older_version_waiting_for_a_person_takes_a_follow_up() {
     assert_eq!(trail(&new, "interrupt"), ["a", "a", "b"]);
     assert_eq!(trail(&new, "rollback"), ["a", "b", "c"]);
     assert_eq!(count(&new, "rollback", "thread.rolled_back"), 1);
+
+    // The rollback's restart went back to before the move: a fork to it, or to a checkpoint
+    // after it, is still version 2's (its parent links lead to version 1's checkpoints).
+    let history = new.history("rollback").unwrap();
+    let restart = history.iter().rfind(|c| c.metadata.source == CheckpointSource::Input && c.seq > 0).unwrap();
+    let after = history.iter().find(|c| c.seq > restart.seq).expect("a step after the restart");
+    for seq in [restart.seq, after.seq] {
+        new.fork("rollback", seq, "ada").unwrap();
+        let record = new.thread("rollback").unwrap().unwrap();
+        assert_eq!(record.graph_fingerprint, new.graph().fingerprint(), "forked to {seq}");
+    }
+    assert_eq!(count(&new, "rollback", "graph.migrated"), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

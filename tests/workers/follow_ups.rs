@@ -378,9 +378,9 @@ async fn a_newer_rollback_is_not_undone_by_an_older_one() {
     assert_eq!(rolled, [0, 0]);
 }
 
-/// A follow-up of a thread another version of the graph wrote is refused at submission; one
-/// accepted before the thread changed fails at its claim with a `run.follow_up_failed` audit
-/// entry saying why, the thread left as it was.
+/// A follow-up of a thread another graph wrote is refused at submission; one accepted before
+/// the thread changed fails at its claim with a `run.follow_up_failed` audit entry saying why,
+/// the thread left as it was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follow_up_that_cannot_run_is_refused_or_audited() {
     let app = app("follow-up-other-graph");
@@ -389,13 +389,16 @@ async fn a_follow_up_that_cannot_run_is_refused_or_audited() {
     completes(&app, "og").await;
     stop(token, handle).await;
     let next = Job::update().n(2);
-    assert_eq!(app.submit_follow_up("og", &next, Multitask::Enqueue, "ada").unwrap(), FollowUpQueued::Now);
+    let hook = "http://127.0.0.1:9/hook";
+    let queued = app.submit_follow_up_with_webhook("og", &next, Multitask::Enqueue, "ada", hook).unwrap();
+    assert_eq!(queued, FollowUpQueued::Now);
     let store = app.backing_store().unwrap();
     let record = store.thread("og").unwrap().unwrap();
-    let other = agentflow::persist::ThreadRecord { graph_fingerprint: "another-version".into(), ..record };
+    store.put_graph_description("another-graph", r#"{"id":"billing"}"#).unwrap();
+    let other = agentflow::persist::ThreadRecord { graph_fingerprint: "another-graph".into(), ..record };
     store.commit_step(agentflow_store::StepCommit::new(other)).unwrap();
     let refused = app.submit_follow_up("og", &next, Multitask::Enqueue, "ada").unwrap_err();
-    assert!(matches!(refused, WorkerError::FollowUpOtherGraph { ref stored, .. } if stored == "another-version"));
+    assert!(matches!(refused, WorkerError::FollowUpOtherGraph { ref stored, .. } if stored == "another-graph"));
 
     let (token, handle) = start(&app);
     wait_until("the follow-up left the queue", LIMIT, || app.live_runs().unwrap().iter().all(|r| r.thread != "og"))
@@ -403,9 +406,50 @@ async fn a_follow_up_that_cannot_run_is_refused_or_audited() {
     stop(token, handle).await;
     let audit = app.audit_log("og").unwrap();
     let failed = audit.iter().find(|e| e.kind == "run.follow_up_failed").expect("the failure is audited");
-    assert!(failed.detail["reason"].as_str().unwrap().contains("another version"), "{:?}", failed.detail);
+    assert!(failed.detail["reason"].as_str().unwrap().contains("another graph"), "{:?}", failed.detail);
+    // Its webhook says it did not run, not the thread's earlier run's end.
+    let deliveries = store.list_webhooks("og").unwrap();
+    assert_eq!(deliveries.len(), 1);
+    let body: serde_json::Value = serde_json::from_slice(&deliveries[0].payload).unwrap();
+    assert_eq!(body["status"], "follow_up_failed", "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("another graph"), "{body}");
+    assert_eq!(body["values"], serde_json::Value::Null);
     assert_eq!(count(&audit_kinds(&app, "og"), "run.follow_up"), 0);
     assert_eq!(app.state("og").unwrap().unwrap().state.counter, 1, "the thread is left as it was");
+}
+
+/// In a rolling deploy a worker of another build of the same version may claim a follow-up a
+/// server of the thread's build accepted: it leaves it queued for a worker of that build, as it
+/// leaves a resume, rather than drop it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_of_another_build_of_the_same_version_stays_queued() {
+    let app = app("follow-up-other-build");
+    app.submit_as("ob", &Job::new(1, false, 0), OWNER).unwrap();
+    let (token, handle) = start(&app);
+    completes(&app, "ob").await;
+    stop(token, handle).await;
+    app.submit_follow_up("ob", &Job::update().n(2), Multitask::Enqueue, "ada").unwrap();
+    // The thread as another build of this version (same graph id, same version) stored it.
+    let store = app.backing_store().unwrap();
+    let record = store.thread("ob").unwrap().unwrap();
+    let other = agentflow::persist::ThreadRecord { graph_fingerprint: "same-version-other-build".into(), ..record };
+    store.commit_step(agentflow_store::StepCommit::new(other)).unwrap();
+
+    let (token, handle) = start(&app);
+    // Let go for a while: its lease held for the retry's wait (a minute), not a step's.
+    let later =
+        || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64 + 40_000;
+    wait_until("the worker claimed the follow-up and let it go for a while", LIMIT, || {
+        app.live_runs()
+            .unwrap()
+            .iter()
+            .any(|r| r.thread == "ob" && r.claims >= 1 && r.lease.as_ref().is_some_and(|l| l.expires_at > later()))
+    })
+    .await;
+    stop(token, handle).await;
+    assert!(app.live_runs().unwrap().iter().any(|r| r.thread == "ob" && r.follow_up), "still queued");
+    assert_eq!(count(&audit_kinds(&app, "ob"), "run.follow_up_failed"), 0);
+    assert_eq!(app.state("ob").unwrap().unwrap().state.counter, 1, "the thread is left as it was");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

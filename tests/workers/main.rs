@@ -1,5 +1,5 @@
 //! Workers: claiming queued threads, commits, lost leases, parking paused runs, stopping, subgraph
-//! approvals and waits, follow-up runs and their strategies, completion webhooks, cron schedules
+//! approvals and waits, follow-up runs and their strategies (a rollback during a resume), completion webhooks, cron schedules
 //! (fired once however late and however many processes race for a fire, on `RedbStore` and on
 //! `PostgresStore`, skipped with one line without `AGENTFLOW_PG_URL`).
 
@@ -7,6 +7,7 @@
 mod support;
 
 mod follow_up_reclaims;
+mod follow_up_rollback_resume;
 mod follow_up_rollback_retry;
 mod follow_up_versions;
 mod follow_ups;

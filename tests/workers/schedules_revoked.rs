@@ -1,16 +1,16 @@
 //! A schedule's fire is checked again for its owner: once the owner loses the role that lets
 //! them start runs, the tenant, or their place among the known users, the schedule starts
 //! nothing, stays as it was (due), and its refusal is audited once, naming why; given the right
-//! back, it fires.
+//! back, it fires. No thread, whoever names it, takes a schedule's refusal stream.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use crate::schedules::{MINUTE, redb_app, stamp, store_of};
 use crate::support::worker_graph::Job;
-use agentflow::Submission;
 use agentflow::access::{Actor, Operation, RoleAccess};
 use agentflow::schedule::{SCHEDULE_REFUSED_KIND, refusal_stream};
+use agentflow::{RunError, Submission, WorkerError};
 
 /// The known users, as a server's users file would name them now.
 type Directory = Arc<Mutex<BTreeMap<String, Actor>>>;
@@ -94,4 +94,26 @@ fn a_schedule_whose_owner_lost_the_right_to_start_its_runs_does_not_fire() {
     assert_eq!(queued.len(), 1);
     assert_eq!((queued[0].owner.as_str(), queued[0].tenant.as_deref()), ("ann", Some("acme")));
     assert!(store.schedule("nightly").unwrap().unwrap().next_at > now, "moved on");
+}
+
+/// A library app that passes ids its users chose: a thread named as a schedule's refusal stream
+/// is refused on every path that creates a thread (queued for a tenant, queued with every
+/// option, run in this process), so no tenant reads another's refusals as its thread's audit.
+#[tokio::test]
+async fn no_thread_takes_the_name_of_a_schedule_s_refusal_stream() {
+    let app = redb_app();
+    let store = store_of(&app);
+    let stream = refusal_stream("nightly");
+    let input = Job::new(1, false, 0);
+    let refused = |e: WorkerError| matches!(e, WorkerError::ReservedThreadId { ref thread } if *thread == stream);
+    assert!(refused(app.submit_for(&stream, &input, "eve", "globex").unwrap_err()));
+    let submission = Submission::new().owner("eve").tenant("globex");
+    assert!(refused(app.submit_with(&stream, &input, submission).unwrap_err()));
+    assert!(refused(app.submit(&stream, &input).unwrap_err()));
+    let run = app.runner(&()).thread(&stream).owner("eve").tenant("globex").run(input.clone()).await.err();
+    assert!(matches!(run, Some(RunError::ReservedThreadId { ref thread }) if *thread == stream), "{run:?}");
+    assert!(store.list_runs().unwrap().is_empty(), "nothing was queued");
+    assert!(store.thread(&stream).unwrap().is_none(), "no such thread");
+    // Other ids holding `schedule` are threads like any other.
+    app.submit_for("schedule-nightly", &input, "eve", "globex").unwrap();
 }

@@ -112,3 +112,56 @@ async fn a_queued_run_whose_model_call_a_mapping_refuses_stays_queued() {
     assert_eq!(store.list_checkpoints("m").unwrap().len(), before, "the refused move wrote nothing");
     assert_eq!(store.thread("m").unwrap().unwrap().graph_fingerprint, older.graph().fingerprint());
 }
+
+/// A refusal the same build would make again (the mapping refuses the journaled call's
+/// arguments): the worker lets the thread go at once, so a state update is not refused as busy,
+/// and parks the run: it stays queued, not claimed again for a long while, with a `run.parked`
+/// audit entry saying why. The update changed the thread: its run is claimed again at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_a_mapping_refuses_lets_its_thread_go_and_is_tried_again_once_it_changes() {
+    let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory().expect("in-memory store"));
+    let older = asker::graph().app().store(Arc::clone(&store));
+    let run = older.runner(&()).thread("p").run(Asked::default()).await.unwrap();
+    assert!(matches!(run.outcome, Outcome::Failed { .. }), "{:?}", run.outcome);
+    let newer =
+        with_release(asker::graph(), Release::new("asker", 2, &REFUSING, "{}", "")).app().store(Arc::clone(&store));
+    newer.submit_resume("p").unwrap();
+    let parked = || {
+        let audit = store.list_audit("p").unwrap();
+        audit.iter().filter(|e| e.kind == "run.parked").map(|e| e.detail.clone()).collect::<Vec<_>>()
+    };
+    let stop = CancellationToken::new();
+    let worker = Worker::new(newer.clone(), Arc::new(())).poll_interval(Duration::from_millis(10));
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    wait_until("the worker parks the run", LIMIT, || !parked().is_empty()).await;
+
+    let entry = parked().remove(0);
+    let reason = entry["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("this build cannot map a look-up"), "{entry}");
+    let queued: Vec<_> = store.list_runs().unwrap().into_iter().filter(|r| r.thread == "p").collect();
+    assert_eq!(queued.len(), 1, "the run stays queued");
+    assert_eq!(queued[0].claims, 1);
+    let until = queued[0].lease.as_ref().expect("parked").expires_at;
+    assert_eq!(entry["until"].as_u64(), Some(until), "{entry}");
+    let minutes = until.saturating_sub(entry_time(&store)) / 60_000;
+    assert!(minutes >= 5, "parked for {minutes} minutes only");
+
+    // Not busy: the update takes the thread at once, and lets it go.
+    newer.update_state("p", Asked::update().n(7), "ada").unwrap();
+    let claims = || store.list_runs().unwrap().iter().filter(|r| r.thread == "p").map(|r| r.claims).max();
+    wait_until("the changed thread's run is claimed again", LIMIT, || claims() >= Some(2)).await;
+    wait_until("and parked again", LIMIT, || parked().len() == 2).await;
+    // A resume asked of the parked run lets it be claimed now, not when the parking ends.
+    newer.submit_resume("p").unwrap();
+    wait_until("the resumed run is claimed again", LIMIT, || claims() >= Some(3)).await;
+    wait_until("and parked again", LIMIT, || parked().len() == 3).await;
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+    assert_eq!(store.list_runs().unwrap().iter().filter(|r| r.thread == "p").count(), 1, "still queued");
+    assert_eq!(store.thread("p").unwrap().unwrap().graph_fingerprint, older.graph().fingerprint());
+}
+
+/// When the first `run.parked` entry of thread `p` was written.
+fn entry_time(store: &Arc<dyn Store>) -> u64 {
+    store.list_audit("p").unwrap().iter().find(|e| e.kind == "run.parked").map_or(0, |e| e.at)
+}

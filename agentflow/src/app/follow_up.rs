@@ -14,11 +14,13 @@ use crate::access::{Access, Actor, Operation};
 use crate::app::App;
 use crate::app::WorkerError;
 use crate::app::multitask::Multitask;
+use crate::app::run_controls::{RESUME_REQUESTED, RESUMED_FROM};
 use crate::core::state::State;
 use crate::durable::restart::{follow_up_mark, restarted_at, run_start};
 use crate::durable::{StoredRelease, now_ms, stored_release};
 #[cfg(doc)]
 use crate::worker::Worker;
+use serde_json::Value;
 
 /// The kind of the audit entry that records a follow-up run submitted.
 const SUBMITTED: &str = "run.submitted";
@@ -46,7 +48,9 @@ impl<S: State, D> App<S, D> {
     /// to: the checkpoint the earliest run started since the submission (the one it cancelled,
     /// or the next one when that had not started) started from: the latest checkpoint whose
     /// source is `Input` or `Fork` (the thread's input, a fork, a follow-up's restart), or, for
-    /// a follow-up's restart, the checkpoint before its input. No run started since: nothing is
+    /// a follow-up's restart, the checkpoint before its input; for a resume queued as a run of
+    /// its own ([`App::submit_resume`] of a failed, cancelled or paused thread: no such
+    /// checkpoint of its own), the checkpoint its first step continued from. No run started since: nothing is
     /// rolled back. A follow-up that cannot run when claimed leaves the queue with a
     /// `run.follow_up_failed` audit entry saying why.
     ///
@@ -340,7 +344,28 @@ fn rollback_bound(store: &dyn Store, record: &ThreadRecord, row: Option<&QueuedR
     if record.status.is_finished() || unstarted {
         return Ok(next);
     }
-    Ok(run_start(&checkpoints).unwrap_or(next))
+    // A resume queued as a run of its own (a failed run retried, a cancelled or paused one
+    // continued) starts without a checkpoint that starts a run: the run replaced began after
+    // where the resume was asked for, not at the thread's last input.
+    let resumed = resumed_after(store, &record.id)?;
+    Ok(match (run_start(&checkpoints), resumed) {
+        (Some(start), Some(resumed)) => start.max(resumed),
+        (start, resumed) => start.or(resumed).unwrap_or(next),
+    })
+}
+
+/// The first checkpoint the latest resume of thread `thread` queued as a run of its own may
+/// have written: the one after the thread's latest checkpoint when it was asked for (recorded
+/// in its `run.resume_requested` audit entry). `None`: no such resume (or only ones recorded
+/// before that was).
+fn resumed_after(store: &dyn Store, thread: &str) -> Result<Option<u64>, WorkerError> {
+    let audit = store.list_audit(thread)?;
+    let from = audit.iter().rev().filter(|e| e.kind == RESUME_REQUESTED).find_map(|e| e.detail.get(RESUMED_FROM));
+    Ok(match from {
+        Some(Value::Null) => Some(0),
+        Some(seq) => seq.as_u64().map(|seq| seq.saturating_add(1)),
+        None => None,
+    })
 }
 
 #[cfg(test)]

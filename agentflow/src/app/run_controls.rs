@@ -4,13 +4,23 @@
 
 use std::sync::Arc;
 
-use agentflow_store::{NewAuditEntry, NewRun, QueueError, RunControl, RunWait, Store, ThreadRecord, ThreadStatus};
+use agentflow_store::{
+    LeaseError, NewAuditEntry, NewRun, QueueError, RunControl, RunWait, Store, ThreadRecord, ThreadStatus,
+};
 
 use crate::access::{Access, Operation};
 #[cfg(doc)]
 use crate::app::App;
 use crate::app::WorkerError;
-use crate::durable::now_ms;
+use crate::durable::{PersistError, now_ms};
+
+/// The audit entry kind of a resume asked for ([`RunControls::submit_resume`]).
+pub(crate) const RESUME_REQUESTED: &str = "run.resume_requested";
+
+/// The key, in a [`RESUME_REQUESTED`] entry that queued a new run (the thread's run before it
+/// had left the queue: failed, cancelled, paused, ...), of the thread's latest checkpoint then
+/// (`null`: none): the run continues from it or from a later one.
+pub(crate) const RESUMED_FROM: &str = "checkpoint";
 
 /// Resumes, cancels and pauses the queued runs of a store for one actor, each checked by the
 /// actor's [`Access`] and audited under its id. A thread of a tenant the actor does not act
@@ -61,7 +71,7 @@ impl RunControls {
         }
         let at = now_ms();
         let detail = serde_json::json!({ "graph": graph, "status": record.status.as_str() });
-        let entry = NewAuditEntry::new(at, &self.access.actor().id, "run.resume_requested", detail);
+        let entry = NewAuditEntry::new(at, &self.access.actor().id, RESUME_REQUESTED, detail);
         // Parked for an answer (recording it could not wake the run, or the thread was continued
         // otherwise and now waits for something else): woken in place of a new queued run.
         if store.wake_run_audited(thread, RunWait::Answer, entry.clone())? {
@@ -72,8 +82,29 @@ impl RunControls {
         if store.wake_run_audited(thread, RunWait::Held, entry.clone())? {
             return Ok(());
         }
-        store.enqueue_run_audited(NewRun::new(thread, &graph, None, &record.owner, at), entry)?;
-        Ok(())
+        // A new run, queued: where it continues from, which a rollback while it runs goes back
+        // to and no further (see `App::submit_follow_up`).
+        let mut entry = entry;
+        entry.detail[RESUMED_FROM] = store.latest_checkpoint(thread)?.map(|c| c.seq).into();
+        match store.enqueue_run_audited(NewRun::new(thread, &graph, None, &record.owner, at), entry) {
+            // Its queued run is parked (a build refused to move the thread): claimable now.
+            Err(QueueError::AlreadyQueued { .. }) if self.unpark(thread)? => Ok(()),
+            other => Ok(other?),
+        }
+    }
+
+    /// Lets go of a lease that only parks thread `thread`'s queued run (its worker's build
+    /// refused to move the thread), so that a worker claims the run now: `false` if there is none.
+    fn unpark(&self, thread: &str) -> Result<bool, WorkerError> {
+        let Some(lease) = self.store.thread(thread)?.and_then(|r| r.lease) else { return Ok(false) };
+        if !crate::durable::is_parked_holder(&lease.holder) {
+            return Ok(false);
+        }
+        match self.store.release_lease(thread, &lease.holder) {
+            Ok(()) => Ok(true),
+            Err(LeaseError::NotHeld { .. }) => Ok(false),
+            Err(e) => Err(PersistError::Lease(e).into()),
+        }
     }
 
     /// The name of the thread's graph in the store's description of it.
@@ -143,6 +174,11 @@ impl RunControls {
     fn control(&self, thread: &str, control: RunControl, kind: &str) -> Result<bool, WorkerError> {
         let detail = serde_json::json!({ "control": control.as_str() });
         let entry = NewAuditEntry::new(now_ms(), &self.access.actor().id, kind, detail);
-        Ok(self.store.control_run_audited(thread, control, entry)?)
+        let set = self.store.control_run_audited(thread, control, entry)?;
+        if set {
+            // Parked: a worker takes the request now, not when the parking ends.
+            self.unpark(thread)?;
+        }
+        Ok(set)
     }
 }

@@ -28,6 +28,9 @@ impl<S: State, D> App<S, D> {
                 return Err(WorkerError::NulByte { what, value: value.to_string() });
             }
         }
+        if crate::schedule::is_reserved_thread_id(thread) {
+            return Err(WorkerError::ReservedThreadId { thread: thread.to_string() });
+        }
         let store = self.setup.store.as_ref().ok_or(WorkerError::NoStore)?;
         self.setup.access.check_start(thread, tenant.as_deref())?;
         self.setup.check_owner(&owner)?;

@@ -13,8 +13,8 @@ use crate::access::{Actor, Operation};
 use crate::app::App;
 use crate::core::budget::Limits;
 use crate::core::state::State;
-use crate::durable::history::Snapshot;
-use crate::durable::{HistoryError, PersistError, fork_thread, update_thread};
+use crate::durable::history::{Migrating, Snapshot, update_thread_migrating};
+use crate::durable::{HistoryError, PersistError, ResumeError, fork_thread};
 use crate::durable::{fold_chain, now_ms};
 use crate::interrupt::{Pending, PendingKind};
 
@@ -251,7 +251,40 @@ impl<S: State, D> App<S, D> {
         let blob = crate::durable::state_document(&update, "the update", crate::durable::Allowed::of::<S>())?;
         let access = self.access_of(actor);
         self.check_for(&access, Operation::UpdateState, thread)?;
-        update_thread(store, thread, blob, &access.actor().id)
+        let rebuild = |chain: &StateChain, stored: u32| self.migrated_with(thread, chain, stored, &blob);
+        let migrating = Migrating { version: S::VERSION, rebuild: &rebuild };
+        update_thread_migrating(store, thread, blob.clone(), &access.actor().id, Some(migrating))
+    }
+
+    /// The whole state of `thread` as the chain `chain` stores it at state version `stored`,
+    /// migrated to the current version, with the update `blob` applied: the state an update of
+    /// a thread moved to this version (before its first step here) writes.
+    fn migrated_with(
+        &self,
+        thread: &str,
+        chain: &StateChain,
+        stored: u32,
+        blob: &[u8],
+    ) -> Result<Vec<u8>, HistoryError> {
+        let refused = |source: ResumeError| HistoryError::StateMigration {
+            thread: thread.to_string(),
+            stored,
+            current: S::VERSION,
+            source: Box::new(source),
+        };
+        let decode = |what, seq, source| PersistError::Decode { thread: thread.to_string(), seq, what, source };
+        // The state migrations take a whole state, as a resume's do.
+        if let Some(step) = chain.steps.iter().rev().find(|s| !s.delta.is_empty()) {
+            return Err(refused(ResumeError::NeedsSnapshot { thread: thread.to_string(), seq: step.seq, stored }));
+        }
+        let old =
+            serde_json::from_slice(&chain.snapshot).map_err(|e| decode("state snapshot", chain.snapshot_seq, e))?;
+        let migrated = self.setup.migrate(thread, stored, old).map_err(refused)?;
+        let seq = chain.steps.last().map_or(chain.snapshot_seq, |s| s.seq);
+        let mut state: S = serde_json::from_value(migrated).map_err(|e| decode("migrated state", seq, e))?;
+        let update: S::Update = serde_json::from_slice(blob).map_err(|e| decode("update", seq, e))?;
+        state.apply(update);
+        Ok(crate::durable::state_document(&state, "the state", crate::durable::Allowed::of::<S>())?)
     }
 
     /// Sets the model-call, tool-call and token limits of a persisted thread

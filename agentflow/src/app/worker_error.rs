@@ -144,6 +144,18 @@ pub enum WorkerError {
         /// The thread.
         thread: String,
     },
+    /// `submit` of a new thread whose id starts with
+    /// [`RESERVED_THREAD_PREFIX`](crate::schedule::RESERVED_THREAD_PREFIX) (`schedule:`), the
+    /// prefix of the schedules' own audit streams, which no thread may share. Nothing was
+    /// queued. (Appended last.)
+    #[error(
+        "the thread id {thread:?} starts with `schedule:`, which names the audit streams of cron schedules; \
+         choose another; nothing was queued"
+    )]
+    ReservedThreadId {
+        /// The thread id.
+        thread: String,
+    },
 }
 
 impl From<agentflow_store::ReadError> for WorkerError {

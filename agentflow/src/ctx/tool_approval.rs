@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::Ctx;
 use crate::core::error::{ErrorClass, NodeError};
 use crate::core::message::ToolCall;
-use crate::durable::{CallAt, Journal, approval_id_at, approval_payload, now_ms};
+use crate::durable::{CallAt, Journal, approval_id_at, approval_payload, now_ms, reasked_id};
 use crate::event::Activity;
 use crate::tool::{Code, Observation, OnReject, Tool, args_hash, canonical_json};
 use agentflow_store::{
@@ -42,15 +42,30 @@ impl<D: Sync + 'static> Ctx<'_, D> {
             );
         };
         let hash = args_hash(&call.arguments);
-        let id = approval_id(journal, self.node, self.instance(), tool.name(), &call.id, &hash);
-        let record = blocking(journal, {
-            let id = id.clone();
-            move |s| s.approval(&id).map_err(|e| e.to_string())
-        })
-        .await?;
-        let Some(record) = record else {
+        let mut id = approval_id(journal, self.node, self.instance(), tool.name(), &call.id, &hash);
+        let Some(mut record) = lookup(journal, &id).await? else {
             return self.request_approval(journal, tool, call, id, hash).await;
         };
+        // Asked (or decided, not yet used) for another risk class than the tool's now (a newer
+        // version of the graph changed it): whoever may decide this class is asked, under the
+        // call's second id, which a thread's move may have asked under already. Cancelled, the
+        // call may have been asked again there by a move. A rejection stands whatever the class.
+        let risk = tool.risk().to_string();
+        let ask_again = match record.status {
+            ApprovalStatus::Pending | ApprovalStatus::Approved => record.risk != risk,
+            ApprovalStatus::Cancelled => true,
+            _ => false,
+        };
+        if ask_again {
+            let again = reasked_id(&id, &risk);
+            match lookup(journal, &again).await? {
+                Some(found) => (id, record) = (again, found),
+                None if record.status != ApprovalStatus::Cancelled => {
+                    return self.request_approval(journal, tool, call, again, hash).await;
+                }
+                None => {}
+            }
+        }
         if let Err(why) = self.check_binding(journal, tool, &record, &id, &hash).await? {
             return deny(
                 Code::ApprovalInvalid,
@@ -312,6 +327,12 @@ impl<D: Sync + 'static> Ctx<'_, D> {
 /// not, nor does the same call made by another instance of the worker.
 fn approval_id(journal: &Journal, node: &str, instance: Option<u32>, tool: &str, call_id: &str, hash: &str) -> String {
     approval_id_at(&journal.thread, journal.seq, &CallAt { node, instance, tool, call_id, hash })
+}
+
+/// The approval stored under `id`.
+async fn lookup(journal: &Journal, id: &str) -> Result<Option<ApprovalRecord>, NodeError> {
+    let id = id.to_string();
+    blocking(journal, move |s| s.approval(&id).map_err(|e| e.to_string())).await
 }
 
 /// Which field of `record` does not belong to the call that looked it up.

@@ -1,5 +1,6 @@
 //! What names a tool call's approval: the id it is asked under (the same call asks under the
-//! same id when its node runs again), the id of a node's direct call, and what a step paused for
+//! same id when its node runs again, and under a second id once its tool's risk class is not
+//! the one it was first asked for), the id of a node's direct call, and what a step paused for
 //! the approval hands to a human.
 
 use agentflow_store::ApprovalRecord;
@@ -26,6 +27,14 @@ pub(crate) fn approval_id_at(thread: &str, seq: u64, call: &CallAt<'_>) -> Strin
         Some(i) => json!([thread, seq, node, i, tool, call_id, hash]),
     };
     format!("apr-{}", &args_hash(&key)[..24])
+}
+
+/// The id the approval of a call is asked under again when its tool's risk class is `risk` and
+/// the approval asked under `id` (the call's id, [`approval_id_at`]) was asked for another
+/// class: a decision taken for one class does not authorize a call of another (whoever may
+/// decide the other class is asked). One id per call and class.
+pub(crate) fn reasked_id(id: &str, risk: &str) -> String {
+    format!("apr-{}", &args_hash(&json!(["asked again", id, risk]))[..24])
 }
 
 /// The id a direct call ([`Ctx::run_tool`](crate::Ctx::run_tool)) of `tool` from `node` gets:

@@ -407,6 +407,24 @@ pub enum HistoryError {
         /// The version the thread moved to.
         to: u32,
     },
+    /// An update of a thread whose state is stored at an older state version (moved to a newer
+    /// version of its graph, no step run there yet) could not bring the state to the current
+    /// version: the state migration refused it (`source`), or the latest checkpoint holds only
+    /// updates since its last whole state ([`ResumeError::NeedsSnapshot`]). Nothing was written.
+    #[error(
+        "the update of thread `{thread}` must migrate its state from state version {stored} to {current}: {source}"
+    )]
+    StateMigration {
+        /// The thread id.
+        thread: String,
+        /// The state version the thread's state is stored at.
+        stored: u32,
+        /// The current state version.
+        current: u32,
+        /// Why the state could not be migrated.
+        #[source]
+        source: Box<ResumeError>,
+    },
 }
 
 impl From<ReadError> for HistoryError {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use agentflow_store::{
     ApprovalPatch, ApprovalStatus, ApprovalTransition, Checkpoint, CheckpointMetadata, CheckpointSource, NewAuditEntry,
-    PendingWrite, QueueError, RunWait, StepCommit, Store, ThreadRecord, ThreadStatus,
+    PendingWrite, QueueError, RunWait, StateChain, StepCommit, Store, ThreadRecord, ThreadStatus,
 };
 use serde_json::json;
 
@@ -137,6 +137,7 @@ pub fn fork_thread(store: &Arc<dyn Store>, thread: &str, seq: u64, actor: &str) 
             cancel_open_approvals: Some(note.clone()),
             continues_step: false,
             forked_to: Some(seq),
+            rebuilt: None,
         },
         actor,
         "state.forked",
@@ -252,9 +253,54 @@ pub(super) fn cancel_children_approvals(
 /// blob decodes as the state's update type; a resume of the thread fails on
 /// one that does not.
 pub fn update_thread(store: &Arc<dyn Store>, thread: &str, blob: Vec<u8>, actor: &str) -> Result<u64, HistoryError> {
+    update_thread_migrating(store, thread, blob, actor, None)
+}
+
+/// The whole state at the current state version with an update applied, as a stored document,
+/// from the state's chain at the thread's latest checkpoint and the state version it is stored
+/// at (see [`Migrating`]).
+pub(crate) type Rebuild<'a> = &'a dyn Fn(&StateChain, u32) -> Result<Vec<u8>, HistoryError>;
+
+/// How an update brings a state stored at an older state version to the current one (a thread
+/// moved to a newer version of its graph whose state version changed too, before its first
+/// step there): the update's checkpoint holds the whole state at the current version.
+pub(crate) struct Migrating<'a> {
+    /// The current state version (`S::VERSION`).
+    pub(crate) version: u32,
+    /// The whole state at `version` with the update applied.
+    pub(crate) rebuild: Rebuild<'a>,
+}
+
+/// [`update_thread`]; with `migrating`, a state stored at another state version is rebuilt at
+/// the current one under the update's lease, and the thread takes that version.
+pub(crate) fn update_thread_migrating(
+    store: &Arc<dyn Store>,
+    thread: &str,
+    blob: Vec<u8>,
+    actor: &str,
+    migrating: Option<Migrating<'_>>,
+) -> Result<u64, HistoryError> {
     // Held before anything is read, so no run commits a step in between.
     let lease = hold(store, thread)?;
     let latest = latest_of(store, thread)?;
+    let rebuilt = match migrating {
+        Some(m) => {
+            let record = store
+                .thread(thread)
+                .map_err(PersistError::from)?
+                .ok_or(HistoryError::UnknownThread { thread: thread.to_string() })?;
+            if record.schema_version == m.version {
+                None
+            } else {
+                let chain = store
+                    .state_chain(thread, latest.seq)
+                    .map_err(PersistError::from)?
+                    .ok_or(HistoryError::UnknownCheckpoint { thread: thread.to_string(), seq: latest.seq })?;
+                Some(((m.rebuild)(&chain, record.schema_version)?, m.version))
+            }
+        }
+        None => None,
+    };
     // Refused before anything is written, as a run's updates are: the update's credential-like
     // text outside the fields the graph marks `#[state(credential)]` (on a store that seals).
     refuse_credentials_skipping(&blob, "the update", &credential_fields(store, thread))?;
@@ -286,7 +332,7 @@ pub fn update_thread(store: &Arc<dyn Store>, thread: &str, blob: Vec<u8>, actor:
         latest.cursor,
         vec![blob],
         metadata,
-        Carry { writes, cancel_open_approvals: None, continues_step: true, forked_to: None },
+        Carry { writes, cancel_open_approvals: None, continues_step: true, forked_to: None, rebuilt },
         actor,
         "state.updated",
         detail,
@@ -337,6 +383,10 @@ fn append_checkpoint(
         }
         None => record,
     };
+    let (snapshot, record) = match carry.rebuilt {
+        Some((state, version)) => (Some(state), ThreadRecord { schema_version: version, ..record }),
+        None => (None, record),
+    };
     let now = now_ms();
     let last = store.list_checkpoints(thread).map_err(PersistError::from)?.last().map_or(0, |c| c.seq);
     let seq = next_seq(thread, last)?;
@@ -345,7 +395,7 @@ fn append_checkpoint(
         seq,
         parent: Some(parent),
         cursor,
-        snapshot: None,
+        snapshot,
         delta,
         metadata,
         created_at: now,
@@ -436,6 +486,8 @@ struct Carry {
     /// The checkpoint a fork goes back to: the thread takes the version of its graph that
     /// wrote it ([`checkpoint_version`](super::checkpoint_version)).
     forked_to: Option<u64>,
+    /// The whole state the new checkpoint holds, and the state version the thread takes with it.
+    rebuilt: Option<(Vec<u8>, u32)>,
 }
 
 /// The JSON pointers of the fields the stored description of `thread`'s graph marks as

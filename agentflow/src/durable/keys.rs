@@ -24,6 +24,11 @@ pub(crate) const MOVED: &str = "migrated";
 /// The key, in [`MOVED`], of the names the nodes the thread continues at had when their step's
 /// attempt started: `{current name: name then}`.
 pub(crate) const STARTED_AS: &str = "started_as";
+/// The checkpoint `extra` key of a checkpoint whose parent another version of the graph may
+/// have written (a rollback's restart goes back to a checkpoint from before a move): the graph
+/// fingerprint and state version it was written under, `{fingerprint, state}`, for a fork to it
+/// (see `checkpoint_version`).
+pub(crate) const WRITTEN_BY: &str = "written_by";
 /// The separator of marker keys; user keys may not contain it, so a marker
 /// never collides with an effect's own key.
 pub(crate) const MARK: char = '\u{1f}';

@@ -15,6 +15,23 @@ pub(crate) use crate::core::process::{process_actor, process_tag};
 /// How long a run's lease lasts unless [`Runner::lease_ttl`](crate::Runner::lease_ttl) says otherwise.
 pub(crate) const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 
+/// How the holder id of a lease that only parks a queued run begins ([`parked_holder`]).
+const PARKED: &str = "parked:";
+
+/// The holder id under which worker `worker` parks a queued run it cannot continue (a thread
+/// its build refuses to move): a lease that keeps every worker from claiming the run until it
+/// expires, while nothing runs under it. Anyone else who takes the thread (a fork, a state
+/// update, a resume: [`LeaseGuard`]) takes such a lease over; once they let the thread go, the
+/// run is claimable again.
+pub(crate) fn parked_holder(worker: &str) -> String {
+    format!("{PARKED}{worker}")
+}
+
+/// Whether lease holder `holder` only parks a queued run ([`parked_holder`]).
+pub(crate) fn is_parked_holder(holder: &str) -> bool {
+    holder.starts_with(PARKED)
+}
+
 /// A lease a run's holder took before the run (a worker's claim takes the thread's lease):
 /// the holder's id and when the lease expires (unix millis).
 #[derive(Debug, Clone)]
@@ -49,14 +66,25 @@ pub(crate) struct LeaseGuard {
 }
 
 impl LeaseGuard {
-    /// Takes `thread` for a new holder (blocking).
+    /// Takes `thread` for a new holder (blocking); a lease that only parks a queued run
+    /// ([`parked_holder`]) is taken over.
     pub(crate) fn acquire_now(
         store: Arc<dyn Store>,
         thread: String,
         holder: String,
         ttl_ms: u64,
     ) -> Result<Self, LeaseError> {
-        let lease = store.acquire_lease(&thread, &holder, ttl_ms, now_ms())?;
+        let lease = match store.acquire_lease(&thread, &holder, ttl_ms, now_ms()) {
+            Err(LeaseError::ThreadBusy { holder: parked, .. }) if parked.starts_with(PARKED) => {
+                // Nothing runs under it. Released by someone else meanwhile: taken as it comes.
+                match store.release_lease(&thread, &parked) {
+                    Ok(()) | Err(LeaseError::NotHeld { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+                store.acquire_lease(&thread, &holder, ttl_ms, now_ms())?
+            }
+            lease => lease?,
+        };
         Ok(LeaseGuard {
             store,
             thread,

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use agentflow_store::{ApprovalPatch, ApprovalRecord, ApprovalStatus, ApprovalTransition, NewAuditEntry};
 use serde_json::{Value, json};
 
-use super::approval_key::{CallAt, approval_id_at, approval_payload, direct_call_id};
+use super::approval_key::{CallAt, approval_id_at, approval_payload, direct_call_id, reasked_id};
 use super::error::{ResumeError, ThreadError};
 use super::graph_migration::{ACTOR, Plan};
 use super::migration_chain::ToolFate;
@@ -121,7 +121,12 @@ impl<'a> Plan<'a> {
             ToolFate::Keep(name, maps) => (name, maps),
         };
         if name == record.tool && maps.is_empty() && p.node == old {
-            return Ok(Some(p.payload.clone()));
+            // The same call under the same id; its decision holds within its risk class only.
+            let risk = (self.tool_risk)(&name).unwrap_or_else(|| record.risk.clone());
+            if risk == record.risk || rejected {
+                return Ok(Some(p.payload.clone()));
+            }
+            return Ok(self.ask_again(record, risk));
         }
         if name != record.tool {
             self.tools.insert(record.tool.clone(), name.clone());
@@ -216,6 +221,50 @@ impl<'a> Plan<'a> {
         Ok(Some(payload))
     }
 
+    /// Asks again for the call `record` was asked for, now that its tool (same name, same node,
+    /// same arguments) is of risk class `risk`: a new pending approval under the call's second
+    /// id ([`reasked_id`]), audited with the old and new class, `record` withdrawn. `None` when
+    /// the call was asked again for that class before (a class changed back and forth): then
+    /// `record` is cancelled and the call is refused when its node runs.
+    fn ask_again(&mut self, record: &ApprovalRecord, risk: String) -> Option<Value> {
+        let why = format!("risk changed from {} to {}", record.risk, risk);
+        let first = self.found.approvals.iter().find(|a| reasked_id(&a.id, &record.risk) == record.id);
+        let id = reasked_id(first.map_or(&record.id, |a| &a.id), &risk);
+        if self.found.approvals.iter().any(|a| a.id == id) {
+            self.cancel(record, &format!("{why}, and the call was asked for that class before"));
+            return None;
+        }
+        let moved = ApprovalRecord {
+            id: id.clone(),
+            reason: format!(
+                "`{}` is of risk class {risk} now (was {}); the policy asks a human first",
+                record.tool, record.risk
+            ),
+            risk,
+            status: ApprovalStatus::Pending,
+            decided_by: None,
+            decision_note: None,
+            conditions: None,
+            updated_at: self.now,
+            ..record.clone()
+        };
+        self.approvals.push(json!({
+            "from": record.id,
+            "to": id,
+            "tool": record.tool,
+            "to_tool": record.tool,
+            "args_hash": record.args_hash,
+            "to_args_hash": moved.args_hash,
+            "decision": Value::Null,
+            "decided_by": Value::Null,
+            "reason": why,
+        }));
+        self.withdraw(record, &format!("asked again as `{id}`: {why}"));
+        let payload = approval_payload(&moved);
+        self.new_approvals.push(moved);
+        Some(payload)
+    }
+
     /// The note of a decision carried over from `record`: the decider's own note, and that the
     /// decision was carried by the move (`carried_from`: the approval it was taken on).
     fn carried_note(&self, record: &ApprovalRecord) -> String {
@@ -243,9 +292,11 @@ impl<'a> Plan<'a> {
         jseq: u64,
         requested: &str,
     ) -> Option<String> {
+        // Asked under the call's id, or asked again under its second id for another risk class.
         let matches = |call_id: &str| {
             let call = CallAt { node: old, instance, tool: &record.tool, call_id, hash: requested };
-            approval_id_at(self.thread(), jseq, &call) == record.id
+            let id = approval_id_at(self.thread(), jseq, &call);
+            id == record.id || reasked_id(&id, &record.risk) == record.id
         };
         if let Some(n) = (1..=DIRECT_CALLS_SEARCHED).find(|n| matches(&direct_call_id(old, &record.tool, *n))) {
             return Some(direct_call_id(old, &record.tool, n));

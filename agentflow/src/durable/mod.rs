@@ -65,7 +65,7 @@ pub(crate) mod wake;
 pub(crate) use crate::core::clock::now_ms;
 pub use crate::core::encode::{MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH};
 pub use crate::core::value_check::{ValueError, check_json};
-pub(crate) use approval_key::{CallAt, approval_id_at, approval_payload, direct_call_id};
+pub(crate) use approval_key::{CallAt, approval_id_at, approval_payload, direct_call_id, reasked_id};
 pub(crate) use budget::stored_budget;
 pub(crate) use chain::fold_chain;
 pub(crate) use checkpointer::Checkpointer;
@@ -85,7 +85,9 @@ pub(crate) use io::run_store_calls_inline;
 pub use journal::Journal;
 pub(crate) use journal::{Entry, ParentLeases, Settling, decode as decode_effect};
 pub(crate) use keys::INTERRUPTS;
-pub(crate) use lease::{DEFAULT_LEASE_TTL, LeaseGuard, LeaseHolder, holder_id, process_actor, process_tag};
+pub(crate) use lease::{
+    DEFAULT_LEASE_TTL, LeaseGuard, LeaseHolder, holder_id, is_parked_holder, parked_holder, process_actor, process_tag,
+};
 pub(crate) use migrated_calls::{MovedCall, moved_calls};
 pub(crate) use stored_release::{StoredRelease, stored_release};
 

@@ -26,7 +26,7 @@ use super::event_log::RUN_STARTED;
 use super::history::{
     abandon_head, cancel_children_approvals, credential_fields, latest_of, settle_abandoned_children,
 };
-use super::keys::BUDGET;
+use super::keys::{BUDGET, WRITTEN_BY};
 use crate::core::clock::now_ms;
 
 /// The checkpoint `extra` key of a restart: the mark of the follow-up run it started.
@@ -169,6 +169,10 @@ pub(crate) fn restart_thread(store: &Arc<dyn Store>, r: Restart<'_>) -> Result<R
         .thread(thread)
         .map_err(PersistError::from)?
         .ok_or(HistoryError::UnknownThread { thread: thread.to_string() })?;
+    if record.status == ThreadStatus::Compensating {
+        // Being undone: restarted now, the rest of the undo would never be done.
+        return Err(HistoryError::Undone { thread: thread.to_string(), status: record.status.as_str() });
+    }
     let latest = latest_of(store, thread)?;
     let base = match fork_from {
         Some(seq) if checkpoints.iter().any(|c| c.seq == seq) => seq,
@@ -188,6 +192,8 @@ pub(crate) fn restart_thread(store: &Arc<dyn Store>, r: Restart<'_>) -> Result<R
     let mut extra = json!({ BUDGET: budget, FOLLOW_UP: r.mark });
     if let Some(from) = fork_from {
         extra[ROLLED_BACK] = from.into();
+        // Its parent may be from before a move to this version: say which version wrote it.
+        extra[WRITTEN_BY] = json!({ "fingerprint": record.graph_fingerprint, "state": record.schema_version });
     }
     let metadata = CheckpointMetadata { extra, ..CheckpointMetadata::new(0, CheckpointSource::Input, vec![]) };
     let checkpoint = Checkpoint {

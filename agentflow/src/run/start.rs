@@ -26,6 +26,9 @@ impl<'g, S: State, D: Sync> Runner<'g, S, D> {
             check_ttl(this.lease_ttl)?;
             if let Some(thread) = &this.thread {
                 check_text("thread id", thread)?;
+                if crate::schedule::is_reserved_thread_id(thread) {
+                    return Err(RunError::ReservedThreadId { thread: thread.clone() });
+                }
                 check_text("owner", &this.owner)?;
                 if let Some(tenant) = &this.tenant {
                     check_text("tenant", tenant)?;

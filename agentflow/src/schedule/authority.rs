@@ -15,12 +15,24 @@ use crate::access::{Access, AccessPolicy, Actor};
 /// runs.
 pub const SCHEDULE_REFUSED_KIND: &str = "schedule.refused";
 
+/// The prefix no thread id may take: the audit streams of schedules' refused fires
+/// ([`refusal_stream`]) are named with it. Every path that creates a thread refuses an id that
+/// starts with it ([`RunError::ReservedThreadId`](crate::RunError::ReservedThreadId),
+/// [`WorkerError::ReservedThreadId`](crate::WorkerError::ReservedThreadId)), so no thread,
+/// whoever chose its id, shares a schedule's stream.
+pub const RESERVED_THREAD_PREFIX: &str = "schedule:";
+
+/// Whether `thread` is an id no thread may take (it starts with [`RESERVED_THREAD_PREFIX`]).
+pub fn is_reserved_thread_id(thread: &str) -> bool {
+    thread.starts_with(RESERVED_THREAD_PREFIX)
+}
+
 /// The audit stream the refused fires of schedule `id` are written to: `schedule:<id>`, the
-/// name its fires' `run.submitted` entries give as actor ([`schedule_actor`]). No thread a fire
-/// starts has that id (schedule ids hold no `:`), and a server refuses it as the id of a new
-/// thread, so no other tenant's thread shares the stream: it is read with the schedule
-/// (`GET /api/schedules` shows the refusal of its current due time) or with
-/// [`App::audit_log`](crate::App::audit_log).
+/// name its fires' `run.submitted` entries give as actor ([`schedule_actor`]). No thread has
+/// that id ([`is_reserved_thread_id`]: refused wherever a thread is created, and no thread a
+/// fire starts takes it, schedule ids holding no `:`), so no other tenant's thread shares the
+/// stream: it is read with the schedule (`GET /api/schedules` shows the refusal of its current
+/// due time) or with [`App::audit_log`](crate::App::audit_log).
 pub fn refusal_stream(id: &str) -> String {
     schedule_actor(id)
 }

@@ -26,7 +26,7 @@ pub use agentflow_store::ScheduleRecord;
 #[cfg(feature = "server")]
 pub(crate) use authority::OwnerLookup;
 pub(crate) use authority::{FireCheck, refused_entry};
-pub use authority::{SCHEDULE_REFUSED_KIND, refusal_stream};
+pub use authority::{RESERVED_THREAD_PREFIX, SCHEDULE_REFUSED_KIND, is_reserved_thread_id, refusal_stream};
 pub use cron::{CRON_SYNTAX, Cron, CronError, MAX_CRON_LEN};
 pub(crate) use error::check_id;
 pub use error::{MAX_SCHEDULE_ID_LEN, ScheduleError};

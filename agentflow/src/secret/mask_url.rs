@@ -4,13 +4,15 @@
 /// What stands for a hidden part of a URL.
 const HIDDEN: &str = "***";
 
-/// `url` with what may carry a credential hidden: the user name and password (`***@`), each
-/// query value (`?key=***`; a query part without `=` is `***` whole), the fragment (`#***`),
-/// and each path segment that looks like a token (16 characters or
-/// more of letters, digits, `-` and `_`, mixing at least two of lower case, upper case and
-/// digits, as the keys some services put in their webhook paths). The scheme, host, port and
-/// the other path segments stay, so the receiver is still told apart. Audit entries and logs
-/// name a webhook URL only this way; the delivery itself goes to the URL as given.
+/// `url` with what may carry a credential hidden: the user name and password (`***@`, also in
+/// a URL whose scheme has no `//`, as `redis:user:pass@host`), each query value (`?key=***`; a
+/// query part without `=` is `***` whole), the fragment (`#***`), and each path segment that
+/// is not plainly a name. A name is kept: lower-case letters in words of at most 15 letters
+/// (those over three with a vowel), joined by `-`, `_` or `.` (`done`, `notifications-webhook`), or an API
+/// version (`v1`, `v2`). Every other segment (digits, capitals, a `:`, a `%` escape, a long or
+/// vowel-less run of letters: what keys and ids look like) is `***`. The scheme, host and port
+/// stay, so the receiver is still told apart. Audit entries and logs name a webhook URL only
+/// this way; the delivery itself goes to the URL as given.
 ///
 /// ```
 /// use agentflow::secret::mask_url;
@@ -21,8 +23,9 @@ const HIDDEN: &str = "***";
 /// assert_eq!(mask_url("https://hooks.example.com/done"), "https://hooks.example.com/done");
 /// assert_eq!(
 ///     mask_url("https://hooks.example.com/services/T0001/B0001/aZ3kP9qLmN4rT7vX2bC8dE5f"),
-///     "https://hooks.example.com/services/T0001/B0001/***"
+///     "https://hooks.example.com/services/***/***/***"
 /// );
+/// assert_eq!(mask_url("redis:user:pass@cache.example:6379/0"), "redis:***@cache.example:6379/***");
 /// ```
 pub fn mask_url(url: &str) -> String {
     let (before_fragment, fragment) = match url.split_once('#') {
@@ -34,11 +37,16 @@ pub fn mask_url(url: &str) -> String {
         None => (before_fragment, None),
     };
     let mut out = String::with_capacity(url.len());
-    match base.split_once("://") {
+    match split_scheme(base) {
         Some((scheme, rest)) => {
+            let (slashes, rest) = match rest.strip_prefix("//") {
+                Some(rest) => ("//", rest),
+                None => ("", rest),
+            };
             let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
             out.push_str(scheme);
-            out.push_str("://");
+            out.push(':');
+            out.push_str(slashes);
             if let Some((_, host)) = authority.rsplit_once('@') {
                 out.push_str(HIDDEN);
                 out.push('@');
@@ -69,24 +77,42 @@ pub fn mask_url(url: &str) -> String {
     out
 }
 
-/// `path` with each segment that [`looks_like_a_token`] hidden.
-fn mask_path(path: &str) -> String {
-    path.split('/')
-        .map(|segment| if looks_like_a_token(segment) { HIDDEN } else { segment })
-        .collect::<Vec<_>>()
-        .join("/")
+/// `url`'s scheme and what follows its `:`, if it starts with one (a letter, then letters,
+/// digits, `+`, `-` or `.`).
+fn split_scheme(url: &str) -> Option<(&str, &str)> {
+    let (scheme, rest) = url.split_once(':')?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    let valid = first.is_ascii_alphabetic() && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    valid.then_some((scheme, rest))
 }
 
-/// Whether path segment `segment` looks like a key rather than a name: at least 16 characters,
-/// all letters, digits, `-` or `_`, mixing at least two of lower case, upper case and digits.
-fn looks_like_a_token(segment: &str) -> bool {
-    let token_chars = segment.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    let kinds = [
-        segment.chars().any(|c| c.is_ascii_lowercase()),
-        segment.chars().any(|c| c.is_ascii_uppercase()),
-        segment.chars().any(|c| c.is_ascii_digit()),
-    ];
-    segment.len() >= 16 && token_chars && kinds.iter().filter(|k| **k).count() >= 2
+/// `path` with each segment that is not [`a_name`] hidden.
+fn mask_path(path: &str) -> String {
+    path.split('/').map(|segment| if a_name(segment) { segment } else { HIDDEN }).collect::<Vec<_>>().join("/")
+}
+
+/// The longest word of a path segment kept as a name.
+const LONGEST_WORD: usize = 15;
+
+/// Whether path segment `segment` is plainly a name, kept as it is: empty, an API version
+/// (`v` and one to three digits), or words of lower-case letters (at most [`LONGEST_WORD`]
+/// each, those over three letters with a vowel) joined by `-`, `_` or `.`.
+fn a_name(segment: &str) -> bool {
+    if segment.is_empty() {
+        return true;
+    }
+    if let Some(version) = segment.strip_prefix('v')
+        && (1..=3).contains(&version.len())
+        && version.chars().all(|c| c.is_ascii_digit())
+    {
+        return true;
+    }
+    segment.split(['-', '_', '.']).all(|word| {
+        (1..=LONGEST_WORD).contains(&word.len())
+            && word.chars().all(|c| c.is_ascii_lowercase())
+            && (word.len() <= 3 || word.chars().any(|c| matches!(c, 'a' | 'e' | 'i' | 'o' | 'u' | 'y')))
+    })
 }
 
 #[cfg(test)]
@@ -96,8 +122,8 @@ mod tests {
     #[test]
     fn credentials_in_the_user_info_the_query_and_the_fragment_are_hidden() {
         let cases = [
-            ("https://hooks.example.com/a/b", "https://hooks.example.com/a/b"),
-            ("https://hooks.example.com:8443/a", "https://hooks.example.com:8443/a"),
+            ("https://hooks.example.com/api/done", "https://hooks.example.com/api/done"),
+            ("https://hooks.example.com:8443/v2/in", "https://hooks.example.com:8443/v2/in"),
             ("https://user@hooks.example.com/a", "https://***@hooks.example.com/a"),
             ("http://u:p@ss@hooks.example.com", "http://***@hooks.example.com"),
             ("https://h.example/x?token=T0K3N", "https://h.example/x?token=***"),
@@ -115,11 +141,11 @@ mod tests {
         let paths = [
             (
                 "https://hooks.example/services/T000/B000/XXXXSECRETXXXX1234abcd",
-                "https://hooks.example/services/T000/B000/***",
+                "https://hooks.example/services/***/***/***",
             ),
             (
                 "https://discord.example/api/webhooks/123456789012345678/Ab-cD_ef0123456789GhIjKlMn",
-                "https://discord.example/api/webhooks/123456789012345678/***",
+                "https://discord.example/api/webhooks/***/***",
             ),
             (
                 "https://teams.example/webhook/1f0e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b/in",
@@ -137,5 +163,37 @@ mod tests {
         for secret in ["admin", "hunter2", "hunter3", "hunter4"] {
             assert!(!masked.contains(secret), "{masked}");
         }
+    }
+
+    /// Each kind of path token, and credentials in a URL without `//`: nothing of them stays.
+    #[test]
+    fn short_single_class_escaped_and_colon_holding_tokens_are_hidden() {
+        let cases = [
+            // Short (under 16 characters), mixing classes.
+            ("https://h.example/hook/aZ3kP9q", "https://h.example/hook/***"),
+            // One class only: digits, capitals, a long run of lower-case letters.
+            ("https://h.example/hook/84613920571", "https://h.example/hook/***"),
+            ("https://h.example/hook/QWERTYUIOPASDFGH", "https://h.example/hook/***"),
+            ("https://h.example/hook/qwhdkslapzmxncbvtr", "https://h.example/hook/***"),
+            ("https://h.example/hook/xkcdq", "https://h.example/hook/***"),
+            // A `:` or a `%` escape.
+            ("https://h.example/hook/user:pass", "https://h.example/hook/***"),
+            ("https://h.example/hook/s3cr%2Ft", "https://h.example/hook/***"),
+            ("https://h.example/hook/secret%20key", "https://h.example/hook/***"),
+            // A scheme without `//`.
+            ("redis:user:pass@cache.example:6379/0", "redis:***@cache.example:6379/***"),
+            ("mailto:ops@example.com", "mailto:***@example.com"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(mask_url(url), shown, "{url}");
+        }
+        for secret in ["aZ3kP9q", "84613920571", "user", "pass", "s3cr", "ops", "qwhdks"] {
+            for (url, _) in cases {
+                assert!(!mask_url(url).contains(secret), "{url}: {}", mask_url(url));
+            }
+        }
+        // Names stay.
+        let kept = "https://h.example/agentflow/notifications-webhook/run.done/v1";
+        assert_eq!(mask_url(kept), kept);
     }
 }

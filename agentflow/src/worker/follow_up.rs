@@ -10,12 +10,16 @@ use agentflow_store::{CommitError, LeaseError, NewAuditEntry, QueuedRun, RunCont
 use tokio_util::sync::CancellationToken;
 
 use super::job::{End, Job, OTHER_BUILD_RETRY, Then};
+use super::parked::refused_for_good;
 use crate::core::state::State;
 use crate::durable::restart::{FOLLOW_UP_FAILED, Restart, Restarted, follow_up_mark, restart_thread, restarted_at};
 use crate::durable::{
     HistoryError, PersistError, ResumeError, StoredRelease, ThreadError, Versions, blocking, migrate_thread, now_ms,
     stored_release,
 };
+
+/// How long a follow-up of a thread being undone waits before it is claimed again.
+const COMPENSATING_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     /// Runs follow-up `claim`: a cancel asked before its restart drops it (the thread is left as
@@ -109,44 +113,69 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 Err(self.store_failure(claim, &e))
             }
             Err(e) => Err(self.store_failure(claim, &e)),
+            // The thread is being undone (its compensation waits for a person or a retry): the
+            // follow-up waits for the compensation to end.
+            Ok(Err(e @ HistoryError::Undone { status: "compensating", .. })) => {
+                tracing::info!(thread = %claim.thread, error = %e, "a follow-up waits for its thread's compensation");
+                Err((End::Failed, Then::Backoff(COMPENSATING_RETRY)))
+            }
             Ok(Err(e)) => Err(self.failed(claim, format!("the follow-up could not restart its thread: {e}")).await),
         }
     }
 
-    /// Whether a follow-up with input `update` can restart `thread`: refused when the input is
-    /// not an update of the graph's state or the thread runs another graph (or another build of
-    /// this version: see `durable::stored_release`), the thread left as it is; moved first when an older version of this graph
-    /// wrote it; left queued when a newer version did.
+    /// Whether a follow-up with input `update` can restart `thread`: moved first when an older
+    /// version of this graph wrote it; left queued when a newer version did, or another build of
+    /// this version (a rolling deploy: a worker of that build takes it, as it takes a resume, see
+    /// `durable::stored_release`); refused when the thread runs another graph or the input is not
+    /// an update of this graph's state, the thread left as it is.
     async fn fit(&self, thread: &str, update: &[u8]) -> Fit {
-        if let Err(e) = serde_json::from_slice::<S::Update>(update) {
-            return Fit::Refused(format!("the follow-up's input does not decode as the graph's update: {e}"));
-        }
         let graph = &self.app.setup.graph;
         let (t, fingerprint) = (thread.to_string(), graph.fingerprint().to_string());
         let other =
             blocking(&self.store, move |s| s.thread(&t).map(|r| r.filter(|r| r.graph_fingerprint != fingerprint)));
-        let Ok(Ok(Some(record))) = other.await else { return Fit::Runs };
-        let (t, stored_fp, release) = (thread.to_string(), record.graph_fingerprint.clone(), *graph.release());
-        let stands = blocking(&self.store, move |s| stored_release(s, &t, &stored_fp, &release)).await;
-        let refused = || {
-            Fit::Refused(format!(
-                "the thread runs another graph, or another version of it built under the same number (fingerprint {}, \
-                 this worker's {}); the thread is left as it is",
-                record.graph_fingerprint,
-                graph.fingerprint()
-            ))
+        let fit = match other.await {
+            Ok(Ok(Some(record))) => {
+                let (t, stored_fp, release) = (thread.to_string(), record.graph_fingerprint.clone(), *graph.release());
+                match blocking(&self.store, move |s| stored_release(s, &t, &stored_fp, &release)).await {
+                    Ok(Ok(StoredRelease::Older(_))) => Fit::Moves(record),
+                    Ok(Ok(StoredRelease::Newer(stored))) => {
+                        return Fit::Newer(format!(
+                            "the thread is on version {stored} of graph `{}`, this worker's is {}",
+                            graph.release().id,
+                            graph.version()
+                        ));
+                    }
+                    Ok(Ok(StoredRelease::SameVersion)) => {
+                        return Fit::Newer(format!(
+                            "the thread runs another build of version {} of graph `{}` (fingerprint {}, this \
+                             worker's {})",
+                            graph.version(),
+                            graph.release().id,
+                            record.graph_fingerprint,
+                            graph.fingerprint()
+                        ));
+                    }
+                    Ok(Ok(StoredRelease::OtherGraph(_))) => {
+                        return Fit::Refused(format!(
+                            "the thread runs another graph (fingerprint {}, this worker's {}); the thread is left \
+                             as it is",
+                            record.graph_fingerprint,
+                            graph.fingerprint()
+                        ));
+                    }
+                    Ok(Err(e)) => return Fit::Store(PersistError::from(e)),
+                    Err(e) => return Fit::Store(e),
+                }
+            }
+            _ => Fit::Runs,
         };
-        match stands {
-            Ok(Ok(StoredRelease::Older(_))) => Fit::Moves(record),
-            Ok(Ok(StoredRelease::Newer(stored))) => Fit::Newer(format!(
-                "the thread is on version {stored} of graph `{}`, this worker's is {}",
-                graph.release().id,
-                graph.version()
-            )),
-            Ok(Ok(StoredRelease::SameVersion | StoredRelease::OtherGraph(_))) => refused(),
-            Ok(Err(e)) => Fit::Store(PersistError::from(e)),
-            Err(e) => Fit::Store(e),
+        // The input is this build's to decode: checked only once the thread is this build's.
+        if let Err(e) = serde_json::from_slice::<S::Update>(update) {
+            // serde's message quotes the value: say only where it went wrong.
+            let why = crate::secret::describe_decode_error(&e);
+            return Fit::Refused(format!("the follow-up's input does not decode as the graph's update: {why}"));
         }
+        fit
     }
 
     /// Moves `record`, stored by an older version of the graph, to this one before the
@@ -168,14 +197,14 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 | ThreadError::Busy { .. },
             ) => Err((End::Lost, Then::Nothing)),
             Err(ThreadError::Persist(e)) => Err(self.store_failure(claim, &e)),
+            Err(ThreadError::Resume(e)) if refused_for_good(&e) => {
+                tracing::warn!(thread = %claim.thread, error = %e, "a follow-up's thread this build refuses for good; parked");
+                Err((End::Failed, Then::Parked(e.to_string())))
+            }
             Err(ThreadError::Resume(
                 e @ (ResumeError::GraphNewer { .. }
                 | ResumeError::GraphChanged { .. }
-                | ResumeError::NodeUnmapped { .. }
-                | ResumeError::ArgsRefused { .. }
-                | ResumeError::CallArgsRefused { .. }
-                | ResumeError::DirectCallArgsUnknown { .. }
-                | ResumeError::NodesMerged { .. }),
+                | ResumeError::NodeUnmapped { .. }),
             )) => {
                 tracing::warn!(thread = %claim.thread, error = %e, "a follow-up's thread this build cannot move; retried later");
                 Err((End::Failed, Then::Backoff(OTHER_BUILD_RETRY)))
@@ -193,6 +222,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     /// answered already).
     async fn failed(&self, claim: &QueuedRun, why: String) -> (End, Then) {
         tracing::warn!(thread = %claim.thread, why, "a follow-up run leaves the queue without running");
+        let _ = self.follow_up_failed.set(why.clone());
         let detail = serde_json::json!({
             "reason": why,
             "submitted_at": claim.enqueued_at,
@@ -215,7 +245,8 @@ enum Fit {
     Runs,
     /// An older version of the graph wrote it: moved to this one first.
     Moves(ThreadRecord),
-    /// A newer version wrote it (why): left queued for a build of that version.
+    /// A newer version wrote it, or another build of this version (why): left queued for a
+    /// build that runs it.
     Newer(String),
     /// It cannot run (why): it leaves the queue, audited.
     Refused(String),

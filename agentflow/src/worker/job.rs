@@ -8,6 +8,7 @@ use agentflow_store::{QueuedRun, RunControl, RunWait, Settle, Store, ThreadStatu
 use tokio_util::sync::CancellationToken;
 
 use super::failures::{MAX_CLAIMS_ON_STORE_ERRORS, StoreFailures, store_failure_backoff};
+use super::parked::{REFUSED_RETRY, park, refused_for_good};
 use crate::app::App;
 use crate::core::state::State;
 use crate::durable::{Durability, PersistError, ResumeError, blocking, now_ms};
@@ -75,6 +76,9 @@ pub(super) struct Job<S: State, D> {
     /// [`Job::cancel_now`] ran: what it left (a compensation that waits for a person, parked)
     /// is not cancelled again.
     pub(super) cancelled_now: std::sync::atomic::AtomicBool,
+    /// Why a follow-up left the queue without restarting its thread (audited
+    /// `run.follow_up_failed`): its webhook says so instead of the thread's earlier run's end.
+    pub(super) follow_up_failed: OnceLock<String>,
 }
 
 /// What a worker does with a run's queue row once the run ended.
@@ -96,6 +100,9 @@ pub(super) enum Then {
     /// Leave it queued, claimable again after this wait (a store failure): the lease is kept
     /// that long instead of let go.
     Backoff(Duration),
+    /// Leave it queued, parked: its thread refused for good by this build (why), let go at
+    /// once, and tried again once someone took it or after [`REFUSED_RETRY`] (see `parked`).
+    Parked(String),
     /// Nothing: another worker took the thread.
     Nothing,
 }
@@ -204,7 +211,8 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                     }
                 }
                 Err(e) => {
-                    tracing::error!(thread = %thread, error = %e, "the queued input does not decode as the graph's state");
+                    let error = crate::secret::describe_decode_error(&e);
+                    tracing::error!(thread = %thread, %error, "the queued input does not decode as the graph's state");
                     return (End::Failed, Then::Remove);
                 }
             },
@@ -214,12 +222,12 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     }
 
     /// For a run claimed while held ([`QueuedRun::held`]): how its thread's run ended without
-    /// the queue (the thread is finished, or compensating a cancel), for the report; the row
-    /// then leaves the queue (its first follow-up takes its place) and the thread is not resumed,
-    /// so a step that failed, or a run that was cancelled, is not run again. `Ok(None)`: the
-    /// thread is resumed as any claim's (a control request or its due timer made the row
-    /// claimable, or a run of it stopped midway); `Err` with how the run ends when the thread
-    /// cannot be read.
+    /// the queue (the thread is finished), for the report; the row then leaves the queue (its
+    /// first follow-up takes its place) and the thread is not resumed, so a step that failed,
+    /// or a run that was cancelled, is not run again. `Ok(None)`: the thread is resumed as any
+    /// claim's (a control request or its due timer made the row claimable, or a run of it
+    /// stopped midway); `Err` with how the run ends when the thread cannot be read, or, for a
+    /// compensating thread, held again (a control request is moot there).
     async fn ended_without_the_queue(&self, claim: &QueuedRun) -> Result<Option<End>, (End, Then)> {
         let thread = claim.thread.clone();
         let status = match blocking(&self.store, move |s| s.thread(&thread)).await {
@@ -228,7 +236,16 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             Err(e) => return Err(self.store_failure(claim, &e)),
         };
         Ok(match status {
-            Some(ThreadStatus::Cancelled | ThreadStatus::Compensating) => Some(End::Controlled),
+            // Being undone (a cancel or a failure's compensation waits for a person or a retry):
+            // its run has not ended, whatever control request made the row claimable (a cancel
+            // is moot, the thread is being undone already). Held again, so the follow-ups
+            // behind it wait for the compensation's end.
+            Some(ThreadStatus::Compensating) => {
+                // Answered: the settle parks the row without the request.
+                let _ = self.acted_on.set(claim.control);
+                return Err((End::Interrupted, Then::Park(RunWait::Held)));
+            }
+            Some(ThreadStatus::Cancelled) => Some(End::Controlled),
             Some(ThreadStatus::Failed | ThreadStatus::BudgetExhausted) => Some(End::Failed),
             Some(status) if status.is_finished() => Some(End::Completed),
             _ => None,
@@ -317,6 +334,12 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             // failure; parked until an answer is recorded, as above.
             Err(RunError::ValueRequired { .. }) => (End::Interrupted, Then::Park(RunWait::Answer)),
             Err(RunError::Persist(e)) => self.store_failure(claim, &e),
+            // A thread whose declared migrations this build refuses for good: parked, the thread
+            // let go at once (see `parked`).
+            Err(RunError::Resume(e)) if refused_for_good(&e) => {
+                tracing::warn!(thread = %thread, error = %e, "a queued run this build refuses for good; parked");
+                (End::Failed, Then::Parked(e.to_string()))
+            }
             // A thread this build's graph cannot continue: moved on by a newer version (a worker
             // of that version takes it), or a deploy that declares no way for it. It stays
             // queued, retried after a while, for a worker of a build that can run it.
@@ -324,11 +347,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 e @ RunError::Resume(
                     ResumeError::GraphNewer { .. }
                     | ResumeError::GraphChanged { .. }
-                    | ResumeError::NodeUnmapped { .. }
-                    | ResumeError::ArgsRefused { .. }
-                    | ResumeError::CallArgsRefused { .. }
-                    | ResumeError::DirectCallArgsUnknown { .. }
-                    | ResumeError::NodesMerged { .. },
+                    | ResumeError::NodeUnmapped { .. },
                 ),
             ) => {
                 tracing::warn!(thread = %thread, error = %e, "a queued run this build cannot continue; retried later");
@@ -411,6 +430,15 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 let _ = blocking(&self.store, move |s| s.renew_lease(&t, &holder, wait, now_ms())).await;
                 return;
             }
+            Then::Parked(why) => {
+                let (t, holder) = (thread.to_string(), self.holder.clone());
+                match blocking(&self.store, move |s| park(s, &t, &holder, REFUSED_RETRY, &why)).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::warn!(thread = %thread, error = %e, "could not park the queued run"),
+                    Err(e) => tracing::warn!(thread = %thread, error = %e, "could not park the queued run"),
+                }
+                return;
+            }
             Then::Remove => Settle::remove(),
             Then::Park(RunWait::Held) => Settle::hold(),
             Then::Park(wait) => Settle::park(wait),
@@ -425,9 +453,16 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         let mut settle = settle.handled(handled);
         // The run's webhook: its delivery is written by the settle that first ends or parks it.
         if let Some(url) = &claim.webhook {
-            let (t, graph, to) = (thread.to_string(), claim.graph.clone(), url.clone());
-            let delivery = blocking(&self.store, move |s| crate::webhook::delivery::<S>(s, &t, &graph, &to)).await;
-            settle = settle.with_webhook(delivery.unwrap_or_else(|_| crate::webhook::bare(thread, &claim.graph, url)));
+            let delivery = match self.follow_up_failed.get() {
+                // Nothing of this run ran: what the thread holds is an earlier run's end.
+                Some(why) => crate::webhook::follow_up_failed(thread, &claim.graph, url, why),
+                None => {
+                    let (t, graph, to) = (thread.to_string(), claim.graph.clone(), url.clone());
+                    let read = blocking(&self.store, move |s| crate::webhook::delivery::<S>(s, &t, &graph, &to));
+                    read.await.unwrap_or_else(|_| crate::webhook::bare(thread, &claim.graph, url))
+                }
+            };
+            settle = settle.with_webhook(delivery);
         }
         let (t, holder) = (thread.to_string(), self.holder.clone());
         // `settle_run_and_release` changes the row only while it is still this worker's claim:

@@ -3,6 +3,7 @@
 mod failures;
 mod follow_up;
 mod job;
+mod parked;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -344,6 +345,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
             stops,
             store_failures: self.store_failures.clone(),
             acted_on: OnceLock::new(),
+            follow_up_failed: OnceLock::new(),
             cancelled_now: std::sync::atomic::AtomicBool::new(false),
         };
         let (thread, claim_thread) = (claim.thread.clone(), claim.thread.clone());

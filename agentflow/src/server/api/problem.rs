@@ -163,7 +163,9 @@ impl From<WorkerError> for Problem {
             WorkerError::FollowUpPurged { .. } => Problem::new(StatusCode::CONFLICT, "thread_purged", e.to_string()),
             WorkerError::NotRunning { .. } | WorkerError::GraphUnknown { .. } => Problem::conflict(e.to_string()),
             WorkerError::Queue(QueueError::Unsupported { .. }) => Problem::conflict(e.to_string()),
-            WorkerError::NulByte { .. } | WorkerError::OwnerRequired(_) => Problem::unprocessable(e.to_string()),
+            WorkerError::NulByte { .. } | WorkerError::OwnerRequired(_) | WorkerError::ReservedThreadId { .. } => {
+                Problem::unprocessable(e.to_string())
+            }
             WorkerError::Persist(PersistError::Value { .. } | PersistError::Encode { .. }) => {
                 Problem::unprocessable(e.to_string())
             }

@@ -29,6 +29,7 @@ use crate::app::follow_up::is_follow_up;
 use crate::app::{RunControls, WorkerError};
 use crate::approval::ApprovalDesk;
 use crate::durable::now_ms;
+use crate::durable::restart::{FOLLOW_UP_FAILED, restarted_at};
 use crate::server::hosted::SubmitError;
 use crate::server::inspect::description::Names;
 
@@ -52,7 +53,8 @@ pub(crate) async fn start(
 ) -> Result<Answer, Problem> {
     caller.allow(Operation::Start)?;
     let key = idempotency::key_of(&headers, &caller, &body)?;
-    if body.wait {
+    // Waiting for the run, and a webhook, both hand its end state to the caller.
+    if body.wait || body.webhook.is_some() {
         caller.allow(Operation::ReadState)?;
     }
     let graph = state.graph(&body.graph).cloned().ok_or_else(|| {
@@ -98,7 +100,7 @@ pub(crate) async fn start(
             )));
         }
         // The audit streams of schedules' refused fires (`schedule::refusal_stream`).
-        Some(t) if t.starts_with("schedule:") => {
+        Some(t) if crate::schedule::is_reserved_thread_id(&t) => {
             return Err(Problem::unprocessable(format!(
                 "the thread id {t:?} starts with `schedule:`, which names the audit streams of cron schedules; \
                  choose another"
@@ -264,6 +266,34 @@ impl RunView {
     }
 }
 
+/// The status a wait for a follow-up answers when the follow-up left the queue without
+/// running (its webhook says the same).
+const FOLLOW_UP_FAILED_STATUS: &str = "follow_up_failed";
+
+/// What a look at a thread's queued run tells a wait for its run.
+#[derive(Debug)]
+enum Look {
+    /// The run waited for is in the queue, ready (claimed or not).
+    Moving(Box<QueuedRun>),
+    /// It stopped: it left the queue, or it is parked (for a person, its timer, held).
+    Stopped,
+    /// The thread's run is another than the follow-up marked as waited for (the next one,
+    /// parked or not): the one waited for ended.
+    NextStarted,
+}
+
+/// What `run`, the thread's queued run if any, tells a wait for the run marked `mark` (`None`:
+/// the thread's run, whichever it is). The mark is looked at first: a next follow-up that
+/// parked is not the run waited for stopping.
+fn look(run: Option<QueuedRun>, mark: Option<&str>) -> Look {
+    match run {
+        None => Look::Stopped,
+        Some(run) if mark.is_some_and(|mark| !is_follow_up(&run, mark)) => Look::NextStarted,
+        Some(run) if run.wait != RunWait::Ready => Look::Stopped,
+        Some(run) => Look::Moving(Box::new(run)),
+    }
+}
+
 /// Waits until thread `thread`'s run stops (it leaves the queue, or parks waiting for a person or
 /// its timer) or `wait_ms` passes: 200 with the thread's status, state and waits, or 202 with
 /// where the run stands. With `mark`, the run waited for is the follow-up so marked
@@ -279,14 +309,20 @@ async fn outcome(
     let deadline = Instant::now() + Duration::from_millis(wait_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS));
     let mut pause = Duration::from_millis(5);
     let mut next_started = false;
+    // The run waited for left the queue (it is not parked in it).
+    let mut left;
     loop {
         let (shared, id) = (Arc::clone(state), thread.clone());
         let run = blocking(move || queued_run(&shared, &id)).await?;
-        let Some(run) = run.filter(|r| r.wait == RunWait::Ready) else { break };
-        if mark.is_some_and(|mark| !is_follow_up(&run, mark)) {
-            next_started = true;
-            break;
-        }
+        left = run.as_ref().is_none_or(|r| mark.is_some_and(|m| !is_follow_up(r, m)));
+        let run = match look(run, mark) {
+            Look::Moving(run) => run,
+            Look::Stopped => break,
+            Look::NextStarted => {
+                next_started = true;
+                break;
+            }
+        };
         let now = Instant::now();
         if now >= deadline {
             return Ok((StatusCode::ACCEPTED, Json(RunView::moving(&run))));
@@ -295,6 +331,7 @@ async fn outcome(
         pause = (pause * 2).min(MOST_BETWEEN_LOOKS);
     }
     let (shared, access) = (Arc::clone(state), caller.access().clone());
+    let mark = mark.map(str::to_string);
     blocking(move || {
         let Some(record) = access.lookup::<Problem>(shared.store.as_ref(), Operation::ReadState, &thread)? else {
             // The run left the queue without creating its thread (it could not be run).
@@ -304,6 +341,24 @@ async fn outcome(
             view.detail = Some("the run left the queue before it created the thread; the server's log says why".into());
             return Ok((StatusCode::OK, Json(view)));
         };
+        if let Some(mark) = mark.filter(|_| left) {
+            let checkpoints = shared.store.list_checkpoints(&thread).map_err(Problem::store)?;
+            if restarted_at(&checkpoints, &mark).is_none() {
+                // The follow-up left the queue without running: what the thread holds is an
+                // earlier run's end, not this one's.
+                let audit = shared.store.list_audit(&thread).map_err(Problem::store)?;
+                let reason =
+                    audit.iter().rfind(|e| e.kind == FOLLOW_UP_FAILED).and_then(|e| e.detail["reason"].as_str());
+                let mut view = RunView::queued(thread);
+                view.status = FOLLOW_UP_FAILED_STATUS.to_string();
+                view.stopped = true;
+                view.detail = Some(format!(
+                    "the follow-up left the queue without running; the thread is as it was: {}",
+                    reason.unwrap_or("the server's log says why")
+                ));
+                return Ok((StatusCode::OK, Json(view)));
+            }
+        }
         let read = state_view(&shared, &access, &record)?;
         let detail = if next_started {
             Some(
@@ -327,4 +382,32 @@ async fn outcome(
         Ok((StatusCode::OK, Json(view)))
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use agentflow_store::{NewRun, RedbStore, RunWait, Store};
+
+    use super::{Look, look};
+    use crate::durable::restart::follow_up_mark;
+
+    #[test]
+    fn a_wait_for_a_follow_up_tells_the_next_run_parked_from_its_own() {
+        let store = RedbStore::in_memory().unwrap();
+        store.enqueue_run(NewRun::new("t", "g", Some(b"{}".to_vec()), "ada", 7).as_follow_up(None)).unwrap();
+        let mut run = store.scan_runs().unwrap().items.remove(0);
+        let mine = follow_up_mark(run.enqueued_at, run.input.as_deref().unwrap_or_default());
+        assert!(matches!(look(Some(run.clone()), Some(&mine)), Look::Moving(_)));
+        assert!(matches!(look(Some(run.clone()), None), Look::Moving(_)));
+        assert!(matches!(look(None, Some(&mine)), Look::Stopped));
+        // Another follow-up is the thread's run (the one waited for ended): parked or not, it
+        // is not the one waited for stopping.
+        let other = follow_up_mark(run.enqueued_at + 1, b"{}");
+        assert!(matches!(look(Some(run.clone()), Some(&other)), Look::NextStarted));
+        run.wait = RunWait::Approval;
+        assert!(matches!(look(Some(run.clone()), Some(&other)), Look::NextStarted));
+        // Its own run parked: stopped.
+        assert!(matches!(look(Some(run.clone()), Some(&mine)), Look::Stopped));
+        assert!(matches!(look(Some(run), None), Look::Stopped));
+    }
 }

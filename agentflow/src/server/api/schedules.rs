@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use agentflow_store::AuditEntry;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -74,6 +75,11 @@ pub(crate) struct ScheduleView {
     /// no longer start its runs (it fires once they may again). From the schedule's own audit
     /// stream, `schedule:<id>`.
     pub(crate) refused: Option<String>,
+    /// Why the schedule's audit stream could not be read, when it could not (then `refused` is
+    /// not known; the other schedules are listed as usual, and the server logs it). Left out
+    /// otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) refused_unread: Option<String>,
 }
 
 /// A schedule removed.
@@ -100,19 +106,33 @@ impl ScheduleView {
             last_fired_at: record.last_fired_at,
             last_thread: record.last_thread,
             refused: None,
+            refused_unread: None,
         }
     }
 }
 
 /// Why the fire of `record`'s current due time was refused, if it was: the reason of the
-/// latest `schedule.refused` entry of its audit stream for its `next_at`.
-fn refused(store: &dyn agentflow_store::Store, record: &ScheduleRecord) -> Result<Option<String>, Problem> {
-    let entries = store.list_audit(&refusal_stream(&record.id)).map_err(Problem::store)?;
-    Ok(entries
+/// latest `schedule.refused` entry of its audit stream for its `next_at`. `Err` with the error
+/// (logged) when the stream cannot be read: that schedule's refusal is not known, the listing
+/// goes on.
+fn refused(store: &dyn agentflow_store::Store, record: &ScheduleRecord) -> Refusal {
+    let entries = store.list_audit(&refusal_stream(&record.id)).map_err(|e| {
+        tracing::warn!(schedule = %record.id, error = %e, "a cron schedule's refusals cannot be read; it is listed without them");
+        e.to_string()
+    })?;
+    Ok(refusal_of(entries, record))
+}
+
+/// What [`refused`] found of a schedule's refusal.
+type Refusal = Result<Option<String>, String>;
+
+/// The reason of the latest `schedule.refused` entry of `entries` for `record`'s `next_at`.
+fn refusal_of(entries: Vec<AuditEntry>, record: &ScheduleRecord) -> Option<String> {
+    entries
         .into_iter()
         .rev()
         .find(|e| e.kind == SCHEDULE_REFUSED_KIND && e.detail["due"].as_u64() == Some(record.next_at))
-        .and_then(|e| e.detail["reason"].as_str().map(str::to_string)))
+        .and_then(|e| e.detail["reason"].as_str().map(str::to_string))
 }
 
 impl From<ScheduleError> for Problem {
@@ -141,17 +161,20 @@ pub(crate) async fn list(
     caller.allow(Operation::List)?;
     let actor = caller.actor().clone();
     let store = Arc::clone(&state.store);
-    let kept = blocking(move || -> Result<Vec<(Option<String>, ScheduleRecord)>, Problem> {
+    let kept = blocking(move || -> Result<Vec<(Refusal, ScheduleRecord)>, Problem> {
         let listing = store.scan_schedules().map_err(ScheduleError::from)?;
         for e in &listing.skipped {
             tracing::warn!(error = %e, "a cron schedule cannot be read; it is left out of the listing");
         }
         let mut kept = listing.items;
         kept.retain(|s| actor.acts_for(s.tenant.as_deref()));
-        kept.into_iter().map(|s| Ok((refused(store.as_ref(), &s)?, s))).collect()
+        Ok(kept.into_iter().map(|s| (refused(store.as_ref(), &s), s)).collect())
     })
     .await?;
-    let views = kept.into_iter().map(|(refused, r)| ScheduleView { refused, ..ScheduleView::of(&state, r) });
+    let views = kept.into_iter().map(|(refused, r)| match refused {
+        Ok(refused) => ScheduleView { refused, ..ScheduleView::of(&state, r) },
+        Err(unread) => ScheduleView { refused_unread: Some(unread), ..ScheduleView::of(&state, r) },
+    });
     Ok(Json(views.collect()))
 }
 
