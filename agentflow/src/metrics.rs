@@ -37,7 +37,8 @@
 //!
 //! `agentflow serve` (the CLI's approval inbox, feature `cli`) installs the Prometheus recorder,
 //! serves this text at `/metrics`, and adds one gauge of its own, not recorded by the library:
-//! `agentflow_stuck_threads{kind}` (`waiting_on_human`, `lease_expired`, `timer_overdue`), the
+//! `agentflow_stuck_threads{kind}` (`waiting_on_human`, `lease_expired`, `timer_overdue`,
+//! `step_overdue`, `parked`), the
 //! threads `agentflow stuck` lists with the server's thresholds, refreshed every `--stuck-every`.
 
 use std::time::Duration;

@@ -418,6 +418,29 @@ async fn a_follow_up_that_cannot_run_is_refused_or_audited() {
     assert_eq!(app.state("og").unwrap().unwrap().state.counter, 1, "the thread is left as it was");
 }
 
+/// A follow-up cancelled before it ran tells its webhook so, not the thread's earlier run's end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_cancelled_before_it_ran_tells_its_webhook_so() {
+    let app = app("follow-up-cancelled-hook");
+    app.submit_as("ch", &Job::new(1, false, 0), OWNER).unwrap();
+    let (token, handle) = start(&app);
+    completes(&app, "ch").await;
+    stop(token, handle).await;
+    let hook = "http://127.0.0.1:9/hook";
+    app.submit_follow_up_with_webhook("ch", &Job::update().n(2), Multitask::Enqueue, "ada", hook).unwrap();
+    assert!(app.cancel_run("ch").unwrap());
+    let (token, handle) = start(&app);
+    wait_until("the follow-up left the queue", LIMIT, || app.live_runs().unwrap().iter().all(|r| r.thread != "ch"))
+        .await;
+    stop(token, handle).await;
+    let deliveries = app.backing_store().unwrap().list_webhooks("ch").unwrap();
+    assert_eq!(deliveries.len(), 1);
+    let body: serde_json::Value = serde_json::from_slice(&deliveries[0].payload).unwrap();
+    assert_eq!(body["status"], "cancelled", "{body}");
+    assert_eq!(body["values"], serde_json::Value::Null);
+    assert_eq!(app.state("ch").unwrap().unwrap().state.counter, 1, "the thread is left as it was");
+}
+
 /// In a rolling deploy a worker of another build of the same version may claim a follow-up a
 /// server of the thread's build accepted: it leaves it queued for a worker of that build, as it
 /// leaves a resume, rather than drop it.

@@ -155,9 +155,16 @@ async fn a_run_a_mapping_refuses_lets_its_thread_go_and_is_tried_again_once_it_c
     newer.submit_resume("p").unwrap();
     wait_until("the resumed run is claimed again", LIMIT, || claims() >= Some(3)).await;
     wait_until("and parked again", LIMIT, || parked().len() == 3).await;
+    assert_eq!(store.list_runs().unwrap().iter().filter(|r| r.thread == "p").count(), 1, "still queued");
+    // A cancel takes effect now: the run leaves the queue, the thread as it was.
+    assert!(newer.cancel_run("p").unwrap());
+    wait_until("the cancelled run leaves the queue", LIMIT, || {
+        store.list_runs().unwrap().iter().all(|r| r.thread != "p")
+    })
+    .await;
     stop.cancel();
     handle.await.unwrap().unwrap();
-    assert_eq!(store.list_runs().unwrap().iter().filter(|r| r.thread == "p").count(), 1, "still queued");
+    assert_eq!(parked().len(), 3, "not parked again");
     assert_eq!(store.thread("p").unwrap().unwrap().graph_fingerprint, older.graph().fingerprint());
 }
 

@@ -177,6 +177,10 @@ impl<S: State, D> App<S, D> {
         let rule = match strategy {
             Multitask::Reject => FollowUpRule::Reject,
             Multitask::Enqueue => FollowUpRule::Enqueue,
+            // Being undone: there is no run to cancel, and a restart now would leave the undo
+            // half done. Queued as `enqueue` queues it: behind a run held for the thread, which
+            // a resume wakes to finish the compensation.
+            _ if record.status == ThreadStatus::Compensating => FollowUpRule::Enqueue,
             _ => {
                 let detail =
                     serde_json::json!({ "control": RunControl::Cancel.as_str(), "follow_up": strategy.as_str() });
@@ -224,12 +228,17 @@ impl<S: State, D> App<S, D> {
             run = run.with_webhook(url);
         }
         let entry = NewAuditEntry::new(at, &access.actor().id, SUBMITTED, detail);
+        let cancels = matches!(rule, FollowUpRule::Interrupt { .. });
         let queued = store.enqueue_follow_up_as(run, entry, rule).map_err(|e| match e {
             QueueError::Active { thread, status } => {
                 WorkerError::FollowUpRefused { thread, status, strategy: strategy.as_str() }
             }
             e => e.into(),
         })?;
+        if cancels {
+            // A run parked (a build refused to move the thread) is claimed now to act on it.
+            crate::durable::release_parked(&**store, thread)?;
+        }
         Ok(QueuedFollowUp { queued, mark })
     }
 }

@@ -4,15 +4,13 @@
 
 use std::sync::Arc;
 
-use agentflow_store::{
-    LeaseError, NewAuditEntry, NewRun, QueueError, RunControl, RunWait, Store, ThreadRecord, ThreadStatus,
-};
+use agentflow_store::{NewAuditEntry, NewRun, QueueError, RunControl, RunWait, Store, ThreadRecord, ThreadStatus};
 
 use crate::access::{Access, Operation};
 #[cfg(doc)]
 use crate::app::App;
 use crate::app::WorkerError;
-use crate::durable::{PersistError, now_ms};
+use crate::durable::{now_ms, release_parked};
 
 /// The audit entry kind of a resume asked for ([`RunControls::submit_resume`]).
 pub(crate) const RESUME_REQUESTED: &str = "run.resume_requested";
@@ -86,24 +84,13 @@ impl RunControls {
         // to and no further (see `App::submit_follow_up`).
         let mut entry = entry;
         entry.detail[RESUMED_FROM] = store.latest_checkpoint(thread)?.map(|c| c.seq).into();
-        match store.enqueue_run_audited(NewRun::new(thread, &graph, None, &record.owner, at), entry) {
+        match store.enqueue_run_audited(NewRun::new(thread, &graph, None, &record.owner, at), entry.clone()) {
             // Its queued run is parked (a build refused to move the thread): claimable now.
-            Err(QueueError::AlreadyQueued { .. }) if self.unpark(thread)? => Ok(()),
+            Err(QueueError::AlreadyQueued { .. }) if release_parked(store, thread)? => {
+                store.append_audit(thread, entry).map_err(QueueError::from)?;
+                Ok(())
+            }
             other => Ok(other?),
-        }
-    }
-
-    /// Lets go of a lease that only parks thread `thread`'s queued run (its worker's build
-    /// refused to move the thread), so that a worker claims the run now: `false` if there is none.
-    fn unpark(&self, thread: &str) -> Result<bool, WorkerError> {
-        let Some(lease) = self.store.thread(thread)?.and_then(|r| r.lease) else { return Ok(false) };
-        if !crate::durable::is_parked_holder(&lease.holder) {
-            return Ok(false);
-        }
-        match self.store.release_lease(thread, &lease.holder) {
-            Ok(()) => Ok(true),
-            Err(LeaseError::NotHeld { .. }) => Ok(false),
-            Err(e) => Err(PersistError::Lease(e).into()),
         }
     }
 
@@ -177,7 +164,7 @@ impl RunControls {
         let set = self.store.control_run_audited(thread, control, entry)?;
         if set {
             // Parked: a worker takes the request now, not when the parking ends.
-            self.unpark(thread)?;
+            release_parked(&*self.store, thread)?;
         }
         Ok(set)
     }

@@ -425,6 +425,24 @@ pub enum HistoryError {
         #[source]
         source: Box<ResumeError>,
     },
+    /// A `rollback` follow-up would go back to checkpoint `seq`, which holds the state as an
+    /// older state version stored it (before the thread's move to a newer version of its
+    /// graph): a restart does not migrate a state. Nothing was written.
+    #[error(
+        "a rollback of thread `{thread}` would go back to checkpoint {seq}, whose state is stored at state version \
+         {stored} (the thread's is {current} since its move); a restart does not migrate it: fork the thread to \
+         checkpoint {seq} and resume it (the resume migrates), or roll back only runs that started after the move"
+    )]
+    RollbackAcrossStateVersions {
+        /// The thread id.
+        thread: String,
+        /// The checkpoint the rollback would go back to.
+        seq: u64,
+        /// The state version that checkpoint's state is stored at.
+        stored: u32,
+        /// The thread's state version.
+        current: u32,
+    },
 }
 
 impl From<ReadError> for HistoryError {

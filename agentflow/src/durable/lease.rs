@@ -32,6 +32,22 @@ pub(crate) fn is_parked_holder(holder: &str) -> bool {
     holder.starts_with(PARKED)
 }
 
+/// Lets go of a lease that only parks thread `thread`'s queued run ([`parked_holder`]), so that
+/// a worker claims the run now (to act on a control, a resume or a follow-up asked of it):
+/// `false` if there is none.
+pub(crate) fn release_parked(store: &dyn Store, thread: &str) -> Result<bool, PersistError> {
+    let Some(lease) = store.thread(thread)?.and_then(|r| r.lease) else { return Ok(false) };
+    if !is_parked_holder(&lease.holder) {
+        return Ok(false);
+    }
+    match store.release_lease(thread, &lease.holder) {
+        Ok(()) => Ok(true),
+        // Taken over, or expired and taken, meanwhile: not parked any more.
+        Err(LeaseError::NotHeld { .. }) => Ok(false),
+        Err(e) => Err(PersistError::Lease(e)),
+    }
+}
+
 /// A lease a run's holder took before the run (a worker's claim takes the thread's lease):
 /// the holder's id and when the lease expires (unix millis).
 #[derive(Debug, Clone)]

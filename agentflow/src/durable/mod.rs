@@ -85,8 +85,10 @@ pub(crate) use io::run_store_calls_inline;
 pub use journal::Journal;
 pub(crate) use journal::{Entry, ParentLeases, Settling, decode as decode_effect};
 pub(crate) use keys::INTERRUPTS;
+#[cfg(feature = "server")]
+pub(crate) use lease::is_parked_holder;
 pub(crate) use lease::{
-    DEFAULT_LEASE_TTL, LeaseGuard, LeaseHolder, holder_id, is_parked_holder, parked_holder, process_actor, process_tag,
+    DEFAULT_LEASE_TTL, LeaseGuard, LeaseHolder, holder_id, parked_holder, process_actor, process_tag, release_parked,
 };
 pub(crate) use migrated_calls::{MovedCall, moved_calls};
 pub(crate) use stored_release::{StoredRelease, stored_release};

@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 
 use super::budget::stored_budget;
 use super::chain::next_seq;
+use super::checkpoint_version::written_by;
 use super::document::refuse_credentials_skipping;
 use super::error::{HistoryError, PersistError};
 use super::event_log::RUN_STARTED;
@@ -38,6 +39,10 @@ pub(crate) const ROLLED_BACK: &str = "rolled_back";
 
 /// The audit entry kind of a follow-up run's restart.
 pub(crate) const FOLLOW_UP_KIND: &str = "run.follow_up";
+
+/// The status a follow-up that could not run is reported with (to a `wait` for it, in its
+/// webhook's body): the reason is its `run.follow_up_failed` entry's.
+pub(crate) const FOLLOW_UP_FAILED_STATUS: &str = "follow_up_failed";
 
 /// The audit entry kind of a follow-up run that could not run (its worker says why): it left
 /// the queue, the thread as it was.
@@ -179,6 +184,19 @@ pub(crate) fn restart_thread(store: &Arc<dyn Store>, r: Restart<'_>) -> Result<R
         Some(seq) => return Err(HistoryError::UnknownCheckpoint { thread: thread.to_string(), seq }),
         None => latest.seq,
     };
+    // The state at a checkpoint from before a move that changed the state's version is the
+    // older version's: a restart (updates on top of it) would read it as the current one.
+    if fork_from.is_some()
+        && let Some(by) = written_by(&**store, &record, base)?
+        && by.schema_version != record.schema_version
+    {
+        return Err(HistoryError::RollbackAcrossStateVersions {
+            thread: thread.to_string(),
+            seq: base,
+            stored: by.schema_version,
+            current: record.schema_version,
+        });
+    }
     // Refused before anything is written, as a run's updates are.
     refuse_credentials_skipping(&r.update, "the follow-up's input", &credential_fields(store, thread))?;
     let fields: Vec<String> = match serde_json::from_slice::<Value>(&r.update) {

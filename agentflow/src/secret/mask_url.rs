@@ -11,7 +11,9 @@ const HIDDEN: &str = "***";
 /// (those over three with a vowel), joined by `-`, `_` or `.` (`done`, `notifications-webhook`), or an API
 /// version (`v1`, `v2`). Every other segment (digits, capitals, a `:`, a `%` escape, a long or
 /// vowel-less run of letters: what keys and ids look like) is `***`. The scheme, host and port
-/// stay, so the receiver is still told apart. Audit entries and logs name a webhook URL only
+/// stay, so the receiver is still told apart. Read as a URL parser reads it: leading and
+/// trailing spaces and control characters are left out and `\` separates path segments as `/`
+/// does; a text without a scheme is `***` whole. Audit entries and logs name a webhook URL only
 /// this way; the delivery itself goes to the URL as given.
 ///
 /// ```
@@ -26,18 +28,28 @@ const HIDDEN: &str = "***";
 ///     "https://hooks.example.com/services/***/***/***"
 /// );
 /// assert_eq!(mask_url("redis:user:pass@cache.example:6379/0"), "redis:***@cache.example:6379/***");
+/// assert_eq!(mask_url("not a url?secret=1"), "***");
 /// ```
 pub fn mask_url(url: &str) -> String {
+    // As a URL parser reads it: leading and trailing spaces and control characters left out,
+    // tabs and line breaks inside dropped.
+    let url: String = url
+        .trim_matches(|c: char| c.is_whitespace() || c.is_control())
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .collect();
     let (before_fragment, fragment) = match url.split_once('#') {
         Some((before, _)) => (before, Some(HIDDEN)),
-        None => (url, None),
+        None => (url.as_str(), None),
     };
     let (base, query) = match before_fragment.split_once('?') {
         Some((base, query)) => (base, Some(query)),
         None => (before_fragment, None),
     };
+    // `\` separates the path as `/` does (an http(s) URL parser reads it so).
+    let base = base.replace('\\', "/");
     let mut out = String::with_capacity(url.len());
-    match split_scheme(base) {
+    match split_scheme(&base) {
         Some((scheme, rest)) => {
             let (slashes, rest) = match rest.strip_prefix("//") {
                 Some(rest) => ("//", rest),
@@ -56,7 +68,9 @@ pub fn mask_url(url: &str) -> String {
             }
             out.push_str(&mask_path(path));
         }
-        None => out.push_str(base),
+        // Not a URL this can tell the parts of: nothing of it is shown.
+        None if base.is_empty() && query.is_none() && fragment.is_none() => return String::new(),
+        None => return HIDDEN.to_string(),
     }
     if let Some(query) = query {
         out.push('?');
@@ -131,7 +145,7 @@ mod tests {
             ("https://h.example/x?sig=a=b", "https://h.example/x?sig=***"),
             ("https://h.example/x#access_token=T", "https://h.example/x#***"),
             ("https://h.example?k=v", "https://h.example?k=***"),
-            ("not a url?secret=1", "not a url?secret=***"),
+            ("not a url?secret=1", "***"),
             ("", ""),
         ];
         for (url, shown) in cases {
@@ -195,5 +209,43 @@ mod tests {
         // Names stay.
         let kept = "https://h.example/agentflow/notifications-webhook/run.done/v1";
         assert_eq!(mask_url(kept), kept);
+    }
+
+    /// A URL parser reads `\` as `/` in an http(s) URL: the path after a `\` is still masked.
+    #[test]
+    fn a_path_separated_by_backslashes_is_masked() {
+        let cases = [
+            (r"https://hooks.slack.com\services\T0\B0\SECRET", "https://hooks.slack.com/services/***/***/***"),
+            (r"https:\\hooks.slack.com\services/T0\B0/SECRET", "https://hooks.slack.com/services/***/***/***"),
+            (r"https://u:p@hooks.slack.com\x@y\SECRET", "https://***@hooks.slack.com/***/***"),
+        ];
+        for (url, shown) in cases {
+            let masked = mask_url(url);
+            assert_eq!(masked, shown, "{url}");
+            assert!(!masked.contains("SECRET") && !masked.contains("T0"), "{url}: {masked}");
+        }
+    }
+
+    /// A URL parser leaves out leading and trailing spaces and control characters: such a URL
+    /// is masked as the URL it is read as, and a text without a scheme is hidden whole.
+    #[test]
+    fn surrounding_spaces_and_control_characters_do_not_leave_a_url_unmasked() {
+        let cases = [
+            (" https://hooks.slack.com/services/T0/B0/SECRET", "https://hooks.slack.com/services/***/***/***"),
+            (
+                "\u{1}\t https://hooks.slack.com/services/T0/B0/SECRET \n\0",
+                "https://hooks.slack.com/services/***/***/***",
+            ),
+            ("https://hooks.slack.com/services/T0/B0/SEC\nRET", "https://hooks.slack.com/services/***/***/***"),
+            ("ht\ttps://hooks.slack.com/services/T0/B0/SECRET", "https://hooks.slack.com/services/***/***/***"),
+            ("\u{7f}//hooks.slack.com/services/T0/B0/SECRET", "***"),
+            ("hooks.slack.com/services/T0/B0/SECRET", "***"),
+            ("1https://hooks.slack.com/services/T0/B0/SECRET?k=v#f", "***"),
+        ];
+        for (url, shown) in cases {
+            let masked = mask_url(url);
+            assert_eq!(masked, shown, "{url:?}");
+            assert!(!masked.contains("SEC") && !masked.contains("T0"), "{url:?}: {masked}");
+        }
     }
 }

@@ -179,6 +179,13 @@ impl WebhookConfig {
     /// # Errors
     /// [`WebhookError::BadUrl`], [`WebhookError::NotAllowed`] naming the allowed prefixes.
     pub fn check(&self, url: &str) -> Result<(), WebhookError> {
+        self.checked(url).map(drop)
+    }
+
+    /// As [`WebhookConfig::check`], giving back `url` as it is written once parsed (leading
+    /// and trailing spaces left out, `\` as `/`, the scheme and host in lowercase): the URL
+    /// the prefixes were compared with.
+    pub(crate) fn checked(&self, url: &str) -> Result<String, WebhookError> {
         let bad = |reason: &str| WebhookError::BadUrl { url: shown(url), reason: reason.to_string() };
         let parsed = Url::parse(url).map_err(|e| bad(&format!("it is not a URL ({e})")))?;
         if !matches!(parsed.scheme(), "http" | "https") {
@@ -189,7 +196,7 @@ impl WebhookConfig {
         }
         let written = parsed.as_str();
         if self.allow.iter().any(|prefix| continues(written, &normalized(prefix))) {
-            return Ok(());
+            return Ok(written.to_string());
         }
         Err(WebhookError::NotAllowed { url: shown(url), allowed: self.allow.clone() })
     }
@@ -245,6 +252,17 @@ mod tests {
         assert!(err.to_string().contains("https://Hooks.Example.com"), "{err}");
         let none = WebhookConfig::new("s").check("https://hooks.example.com/").unwrap_err();
         assert!(none.to_string().contains("allows no webhook URL"), "{none}");
+    }
+
+    #[test]
+    fn a_url_is_given_back_as_it_is_written_once_parsed() {
+        let config = WebhookConfig::new("s").allow("https://hooks.slack.com/services/");
+        let normal = "https://hooks.slack.com/services/T0/B0/SECRET";
+        for given in
+            [r"https://HOOKS.slack.com\services\T0\B0\SECRET", " https://hooks.slack.com/services/T0/B0/SECRET\n"]
+        {
+            assert_eq!(config.checked(given).unwrap(), normal, "{given:?}");
+        }
     }
 
     #[test]

@@ -46,5 +46,5 @@ pub use config::{
 };
 #[cfg(feature = "server")]
 pub use dispatch::{WEBHOOK_FAILED_KIND, WebhookDispatcher};
-pub(crate) use payload::{bare, delivery, follow_up_failed};
+pub(crate) use payload::{bare, delivery, not_run};
 pub use sign::{sign, verify};

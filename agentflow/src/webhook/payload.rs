@@ -33,10 +33,11 @@ pub(crate) fn bare(thread: &str, graph: &str, url: &str) -> NewWebhookDelivery {
     NewWebhookDelivery::new(url, body(thread, graph, "unknown", "", Value::Null))
 }
 
-/// The delivery to `url` of a follow-up of `thread` that left the queue without running
-/// (`why`): status `follow_up_failed`, no values (what the thread holds is an earlier run's).
-pub(crate) fn follow_up_failed(thread: &str, graph: &str, url: &str, why: &str) -> NewWebhookDelivery {
-    NewWebhookDelivery::new(url, body(thread, graph, "follow_up_failed", why, Value::Null))
+/// The delivery to `url` of a follow-up of `thread` that left the queue without running:
+/// `status` `follow_up_failed` or `cancelled`, `why` as its detail, no values (what the thread
+/// holds is an earlier run's).
+pub(crate) fn not_run(thread: &str, graph: &str, url: &str, status: &str, why: &str) -> NewWebhookDelivery {
+    NewWebhookDelivery::new(url, body(thread, graph, status, why, Value::Null))
 }
 
 /// A state as JSON (`value`, of a state with `fields`), less its credential fields, its

@@ -10,16 +10,19 @@ use agentflow_store::{CommitError, LeaseError, NewAuditEntry, QueuedRun, RunCont
 use tokio_util::sync::CancellationToken;
 
 use super::job::{End, Job, OTHER_BUILD_RETRY, Then};
-use super::parked::refused_for_good;
+use super::parked::{REFUSED_RETRY, refused_for_good};
 use crate::core::state::State;
-use crate::durable::restart::{FOLLOW_UP_FAILED, Restart, Restarted, follow_up_mark, restart_thread, restarted_at};
+use crate::durable::restart::{
+    FOLLOW_UP_FAILED, FOLLOW_UP_FAILED_STATUS, Restart, Restarted, follow_up_mark, restart_thread, restarted_at,
+};
 use crate::durable::{
     HistoryError, PersistError, ResumeError, StoredRelease, ThreadError, Versions, blocking, migrate_thread, now_ms,
     stored_release,
 };
 
-/// How long a follow-up of a thread being undone waits before it is claimed again.
-const COMPENSATING_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long a follow-up of a thread being undone waits, parked, before it is claimed again
+/// (unless the thread is taken meanwhile: a resume continuing the compensation).
+const COMPENSATING_RETRY: std::time::Duration = std::time::Duration::from_secs(5 * 60);
 
 impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     /// Runs follow-up `claim`: a cancel asked before its restart drops it (the thread is left as
@@ -35,7 +38,11 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             Some(RunControl::Cancel) => {
                 self.stops.ask(RunControl::Cancel);
                 match self.is_restarted(claim).await {
-                    Ok(false) => return (End::Controlled, Then::Remove),
+                    Ok(false) => {
+                        let why = "the follow-up was cancelled before it ran; the thread is as it was";
+                        let _ = self.not_run.set(("cancelled", why.to_string()));
+                        return (End::Controlled, Then::Remove);
+                    }
                     Ok(true) => {}
                     Err(end) => return end,
                 }
@@ -114,10 +121,11 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             }
             Err(e) => Err(self.store_failure(claim, &e)),
             // The thread is being undone (its compensation waits for a person or a retry): the
-            // follow-up waits for the compensation to end.
+            // follow-up waits for the compensation to end, parked, so that whoever continues
+            // the compensation (a resume) takes the thread at once.
             Ok(Err(e @ HistoryError::Undone { status: "compensating", .. })) => {
                 tracing::info!(thread = %claim.thread, error = %e, "a follow-up waits for its thread's compensation");
-                Err((End::Failed, Then::Backoff(COMPENSATING_RETRY)))
+                Err((End::Failed, Then::Parked(COMPENSATING_RETRY, e.to_string())))
             }
             Ok(Err(e)) => Err(self.failed(claim, format!("the follow-up could not restart its thread: {e}")).await),
         }
@@ -199,7 +207,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             Err(ThreadError::Persist(e)) => Err(self.store_failure(claim, &e)),
             Err(ThreadError::Resume(e)) if refused_for_good(&e) => {
                 tracing::warn!(thread = %claim.thread, error = %e, "a follow-up's thread this build refuses for good; parked");
-                Err((End::Failed, Then::Parked(e.to_string())))
+                Err((End::Failed, Then::Parked(REFUSED_RETRY, e.to_string())))
             }
             Err(ThreadError::Resume(
                 e @ (ResumeError::GraphNewer { .. }
@@ -222,7 +230,7 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
     /// answered already).
     async fn failed(&self, claim: &QueuedRun, why: String) -> (End, Then) {
         tracing::warn!(thread = %claim.thread, why, "a follow-up run leaves the queue without running");
-        let _ = self.follow_up_failed.set(why.clone());
+        let _ = self.not_run.set((FOLLOW_UP_FAILED_STATUS, why.clone()));
         let detail = serde_json::json!({
             "reason": why,
             "submitted_at": claim.enqueued_at,

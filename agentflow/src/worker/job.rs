@@ -76,9 +76,10 @@ pub(super) struct Job<S: State, D> {
     /// [`Job::cancel_now`] ran: what it left (a compensation that waits for a person, parked)
     /// is not cancelled again.
     pub(super) cancelled_now: std::sync::atomic::AtomicBool,
-    /// Why a follow-up left the queue without restarting its thread (audited
-    /// `run.follow_up_failed`): its webhook says so instead of the thread's earlier run's end.
-    pub(super) follow_up_failed: OnceLock<String>,
+    /// How a follow-up left the queue without restarting its thread, and why: `follow_up_failed`
+    /// (audited `run.follow_up_failed`) or `cancelled` (before it ran). Its webhook says so
+    /// instead of the thread's earlier run's end.
+    pub(super) not_run: OnceLock<(&'static str, String)>,
 }
 
 /// What a worker does with a run's queue row once the run ended.
@@ -100,9 +101,10 @@ pub(super) enum Then {
     /// Leave it queued, claimable again after this wait (a store failure): the lease is kept
     /// that long instead of let go.
     Backoff(Duration),
-    /// Leave it queued, parked: its thread refused for good by this build (why), let go at
-    /// once, and tried again once someone took it or after [`REFUSED_RETRY`] (see `parked`).
-    Parked(String),
+    /// Leave it queued, parked for this long: its thread refused for good by this build, or
+    /// being undone (why), let go at once, and tried again once someone took the thread or
+    /// after the wait ([`REFUSED_RETRY`] for a refusal; see `parked`).
+    Parked(Duration, String),
     /// Nothing: another worker took the thread.
     Nothing,
 }
@@ -336,9 +338,15 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
             Err(RunError::Persist(e)) => self.store_failure(claim, &e),
             // A thread whose declared migrations this build refuses for good: parked, the thread
             // let go at once (see `parked`).
+            // Asked to cancel: the queued run leaves the queue, the thread as it was (this
+            // build cannot move it to cancel it).
+            Err(RunError::Resume(e)) if refused_for_good(&e) && asked == Some(RunControl::Cancel) => {
+                tracing::warn!(thread = %thread, error = %e, "a cancelled run this build refuses for good leaves the queue");
+                (End::Controlled, Then::Remove)
+            }
             Err(RunError::Resume(e)) if refused_for_good(&e) => {
                 tracing::warn!(thread = %thread, error = %e, "a queued run this build refuses for good; parked");
-                (End::Failed, Then::Parked(e.to_string()))
+                (End::Failed, Then::Parked(REFUSED_RETRY, e.to_string()))
             }
             // A thread this build's graph cannot continue: moved on by a newer version (a worker
             // of that version takes it), or a deploy that declares no way for it. It stays
@@ -430,9 +438,9 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
                 let _ = blocking(&self.store, move |s| s.renew_lease(&t, &holder, wait, now_ms())).await;
                 return;
             }
-            Then::Parked(why) => {
+            Then::Parked(wait, why) => {
                 let (t, holder) = (thread.to_string(), self.holder.clone());
-                match blocking(&self.store, move |s| park(s, &t, &holder, REFUSED_RETRY, &why)).await {
+                match blocking(&self.store, move |s| park(s, &t, &holder, wait, &why)).await {
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => tracing::warn!(thread = %thread, error = %e, "could not park the queued run"),
                     Err(e) => tracing::warn!(thread = %thread, error = %e, "could not park the queued run"),
@@ -453,9 +461,9 @@ impl<S: State, D: Send + Sync + 'static> Job<S, D> {
         let mut settle = settle.handled(handled);
         // The run's webhook: its delivery is written by the settle that first ends or parks it.
         if let Some(url) = &claim.webhook {
-            let delivery = match self.follow_up_failed.get() {
+            let delivery = match self.not_run.get() {
                 // Nothing of this run ran: what the thread holds is an earlier run's end.
-                Some(why) => crate::webhook::follow_up_failed(thread, &claim.graph, url, why),
+                Some((status, why)) => crate::webhook::not_run(thread, &claim.graph, url, status, why),
                 None => {
                     let (t, graph, to) = (thread.to_string(), claim.graph.clone(), url.clone());
                     let read = blocking(&self.store, move |s| crate::webhook::delivery::<S>(s, &t, &graph, &to));

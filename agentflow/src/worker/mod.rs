@@ -345,7 +345,7 @@ impl<S: State, D: Send + Sync + 'static> Worker<S, D> {
             stops,
             store_failures: self.store_failures.clone(),
             acted_on: OnceLock::new(),
-            follow_up_failed: OnceLock::new(),
+            not_run: OnceLock::new(),
             cancelled_now: std::sync::atomic::AtomicBool::new(false),
         };
         let (thread, claim_thread) = (claim.thread.clone(), claim.thread.clone());

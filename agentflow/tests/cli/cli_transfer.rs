@@ -102,6 +102,35 @@ fn export_then_import_moves_a_thread_as_it_was() {
     assert!(!dir.join("third.redb").exists(), "a file that does not parse leaves no store behind");
 }
 
+/// A thread id reserved for a schedule's audit stream (`schedule:`) is refused: no store is
+/// created, and nothing is written to one that exists.
+#[test]
+fn import_refuses_a_thread_id_reserved_for_a_schedule() {
+    let dir = temp_dir("import-reserved");
+    let first = dir.join("runs.redb");
+    fill(&first);
+    let file = dir.join("t-paused.jsonl");
+    let out = af(&first, &["export", "t-paused", "--output", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let renamed = std::fs::read_to_string(&file).unwrap().replace("\"t-paused\"", "\"schedule:nightly\"");
+    assert!(renamed.contains("\"schedule:nightly\""), "{renamed}");
+    let reserved = dir.join("reserved.jsonl");
+    std::fs::write(&reserved, renamed).unwrap();
+
+    let fresh = dir.join("fresh.redb");
+    expect_refusal(
+        &af(&fresh, &["import", reserved.to_str().unwrap()]),
+        2,
+        "`schedule:nightly` starts with `schedule:`",
+    );
+    assert!(!fresh.exists(), "a refused file leaves no store behind");
+    let refused = af(&first, &["import", reserved.to_str().unwrap()]);
+    expect_refusal(&refused, 2, "nothing of the file was imported");
+    let store = RedbStore::open(&first).unwrap();
+    assert!(store.thread("schedule:nightly").unwrap().is_none());
+    assert!(store.list_audit("schedule:nightly").unwrap().is_empty());
+}
+
 /// A graph's description comes in with the threads that carry it: a refused import writes none,
 /// and a graph line naming a fingerprint that is not its thread's is refused.
 #[test]

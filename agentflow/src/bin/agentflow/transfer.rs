@@ -240,7 +240,9 @@ fn field<T: serde::de::DeserializeOwned>(v: &Value, name: &str, line: usize) -> 
         .map_err(|e| Failure::usage(format!("line {line}: field `{name}`: {e}")))
 }
 
-/// Reads the threads of an export file.
+/// Reads the threads of an export file; a thread id reserved for a schedule's audit stream
+/// (`schedule:`, [`is_reserved_thread_id`](agentflow::schedule::is_reserved_thread_id)) is
+/// refused.
 pub fn read(file: &PathBuf) -> Result<Vec<Imported>, Failure> {
     let reader: Box<dyn BufRead> = if file.as_os_str() == "-" {
         Box::new(BufReader::new(std::io::stdin()))
@@ -283,6 +285,15 @@ pub fn read(file: &PathBuf) -> Result<Vec<Imported>, Failure> {
             }
             if record.id != id {
                 return Err(Failure::usage(format!("line {n}: thread `{}` under the header of `{id}`", record.id)));
+            }
+            // Such an id names a schedule's refusal audit stream; a thread under it would share
+            // that stream.
+            if agentflow::schedule::is_reserved_thread_id(&id) {
+                return Err(Failure::usage(format!(
+                    "line {n}: thread id `{id}` starts with `{}`, which names a schedule's audit stream and no \
+                     thread may take; give the thread another id; nothing of the file was imported",
+                    agentflow::schedule::RESERVED_THREAD_PREFIX
+                )));
             }
             let mut dump = ThreadDump::new(record);
             dump.wake_at = field(&v, "wake_at", n)?;

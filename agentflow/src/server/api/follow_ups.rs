@@ -32,7 +32,7 @@ use crate::server::hosted::{Hosted, SubmitError};
 use crate::server::inspect::description::Names;
 
 /// `webhook`, if the server takes it: 422 `webhook_not_allowed` naming the allowed prefixes (or
-/// saying the server takes none).
+/// saying the server takes none); the URL kept as it is written once parsed.
 pub(crate) fn allowed_webhook(state: &ApiState, webhook: Option<String>) -> Result<Option<String>, Problem> {
     let Some(url) = webhook else { return Ok(None) };
     let refused = |message: String| Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "webhook_not_allowed", message);
@@ -43,7 +43,7 @@ pub(crate) fn allowed_webhook(state: &ApiState, webhook: Option<String>) -> Resu
                 .to_string(),
         ));
     };
-    config.check(&url).map_err(|e| refused(format!("{e}; nothing was started")))?;
+    let url = config.checked(&url).map_err(|e| refused(format!("{e}; nothing was started")))?;
     Ok(Some(url))
 }
 

@@ -29,7 +29,7 @@ use crate::app::follow_up::is_follow_up;
 use crate::app::{RunControls, WorkerError};
 use crate::approval::ApprovalDesk;
 use crate::durable::now_ms;
-use crate::durable::restart::{FOLLOW_UP_FAILED, restarted_at};
+use crate::durable::restart::{FOLLOW_UP_FAILED, FOLLOW_UP_FAILED_STATUS, restarted_at};
 use crate::server::hosted::SubmitError;
 use crate::server::inspect::description::Names;
 
@@ -266,10 +266,6 @@ impl RunView {
     }
 }
 
-/// The status a wait for a follow-up answers when the follow-up left the queue without
-/// running (its webhook says the same).
-const FOLLOW_UP_FAILED_STATUS: &str = "follow_up_failed";
-
 /// What a look at a thread's queued run tells a wait for its run.
 #[derive(Debug)]
 enum Look {
@@ -345,17 +341,28 @@ async fn outcome(
             let checkpoints = shared.store.list_checkpoints(&thread).map_err(Problem::store)?;
             if restarted_at(&checkpoints, &mark).is_none() {
                 // The follow-up left the queue without running: what the thread holds is an
-                // earlier run's end, not this one's.
+                // earlier run's end, not this one's. Its own failure entry (by its submission
+                // time) says why; without one, it was cancelled before it ran.
                 let audit = shared.store.list_audit(&thread).map_err(Problem::store)?;
-                let reason =
-                    audit.iter().rfind(|e| e.kind == FOLLOW_UP_FAILED).and_then(|e| e.detail["reason"].as_str());
+                let submitted = mark.split_once('-').and_then(|(at, _)| at.parse::<u64>().ok());
+                let failed = audit
+                    .iter()
+                    .rfind(|e| e.kind == FOLLOW_UP_FAILED && e.detail["submitted_at"].as_u64() == submitted)
+                    .map(|e| e.detail["reason"].as_str().unwrap_or_default().to_string());
                 let mut view = RunView::queued(thread);
-                view.status = FOLLOW_UP_FAILED_STATUS.to_string();
                 view.stopped = true;
-                view.detail = Some(format!(
-                    "the follow-up left the queue without running; the thread is as it was: {}",
-                    reason.unwrap_or("the server's log says why")
-                ));
+                (view.status, view.detail) = match failed {
+                    Some(reason) => (
+                        FOLLOW_UP_FAILED_STATUS.to_string(),
+                        Some(format!(
+                            "the follow-up left the queue without running; the thread is as it was: {reason}"
+                        )),
+                    ),
+                    None => (
+                        "cancelled".to_string(),
+                        Some("the follow-up was cancelled before it ran; the thread is as it was".to_string()),
+                    ),
+                };
                 return Ok((StatusCode::OK, Json(view)));
             }
         }

@@ -24,7 +24,8 @@ use crate::core::clock::now_ms;
 use crate::server::inspect::InspectError;
 use crate::server::inspect::stuck::{KINDS, find};
 
-/// Gauge: stuck threads by `kind` (`waiting_on_human`, `lease_expired`, `timer_overdue`),
+/// Gauge: stuck threads by `kind` (`waiting_on_human`, `lease_expired`, `timer_overdue`,
+/// `step_overdue`, `parked`),
 /// as `agentflow stuck` lists them with the server's thresholds.
 pub const STUCK_THREADS: &str = "agentflow_stuck_threads";
 
@@ -78,7 +79,7 @@ pub(super) fn snapshot(shared: &Arc<dyn Store>, access: &Access) -> Result<Value
 pub(super) fn describe_metrics() {
     ::metrics::describe_gauge!(
         STUCK_THREADS,
-        "threads no one moves forward, by kind: waiting_on_human, lease_expired, timer_overdue"
+        "threads no one moves forward, by kind: waiting_on_human, lease_expired, timer_overdue, step_overdue, parked"
     );
 }
 

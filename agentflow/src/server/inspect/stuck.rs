@@ -10,6 +10,9 @@
 //!   worker whose lease expired is listed the same way; a run its worker parked (waiting for
 //!   an approval, a timer or an answer: the row keeps its worker, the lease is released) is
 //!   not, its thread is listed for what it waits for.
+//! - A queued run its worker's build refuses for good (a declared migration refuses to move
+//!   its thread), parked under a lease that keeps every worker from claiming it until then:
+//!   listed as `parked`, with the holder and until when, not as an expired lease.
 //! - A durable timer past its wake time by more than a threshold: no scheduler or worker woke
 //!   the thread.
 //! - A thread recorded as running whose lease is live but whose last step committed longer
@@ -27,6 +30,7 @@ use super::display::span;
 use super::error::InspectError;
 use super::waits::waits;
 use crate::approval::{ApprovalDesk, RoleAuthorizer};
+use crate::durable::is_parked_holder;
 use crate::interrupt::PendingKind;
 
 /// How long a running thread's step may run before `find` lists it (a worker's default node
@@ -39,7 +43,7 @@ pub(crate) const STEP_OVERDUE_MS: u64 = 600_000;
 pub struct Stuck {
     /// The thread id.
     pub thread: String,
-    /// `waiting_on_human`, `lease_expired`, `timer_overdue` or `step_overdue`.
+    /// `waiting_on_human`, `lease_expired`, `timer_overdue`, `step_overdue` or `parked`.
     pub reason: &'static str,
     /// Unix millis since when it is stuck.
     pub since: u64,
@@ -48,7 +52,28 @@ pub struct Stuck {
 }
 
 /// The kinds of stuck thread, as `Stuck::reason` names them.
-pub(crate) const KINDS: [&str; 4] = ["waiting_on_human", "lease_expired", "timer_overdue", "step_overdue"];
+pub(crate) const KINDS: [&str; 5] = ["waiting_on_human", "lease_expired", "timer_overdue", "step_overdue", PARKED];
+
+/// The kind of a queued run parked because its worker's build refuses its thread for good.
+const PARKED: &str = "parked";
+
+/// `lease`, if it is live at `now` and only parks a queued run.
+fn parked_lease(lease: Option<&agentflow_store::Lease>, now: u64) -> Option<&agentflow_store::Lease> {
+    lease.filter(|l| l.expires_at > now && is_parked_holder(&l.holder))
+}
+
+/// Thread `thread`, its run parked under `lease` since `since`, as listed at `now`.
+fn parked(thread: &str, lease: &agentflow_store::Lease, since: u64, now: u64) -> Stuck {
+    let detail = format!(
+        "its queued run is parked under {} until {} (unix ms, in {}): the worker's build refuses to move the \
+         thread (its audit log's `run.parked` says why); it is tried again then, or as soon as the thread is \
+         changed; a build that can move it takes it",
+        lease.holder,
+        lease.expires_at,
+        span(lease.expires_at.saturating_sub(now))
+    );
+    Stuck { thread: thread.to_string(), reason: PARKED, since: since.min(now), detail }
+}
 
 /// The stuck threads at `now` ([`find_with`]), with running threads whose last step committed
 /// [`STEP_OVERDUE_MS`] ago or more.
@@ -57,8 +82,9 @@ pub(crate) fn find(shared: &Arc<dyn Store>, waiting: u64, overdue: u64, now: u64
 }
 
 /// The stuck threads at `now`: waiting on a person for `waiting` millis or more, with an
-/// expired lease, with a timer more than `overdue` millis past its wake time, or running with
-/// its last step committed `running` millis ago or more; oldest first.
+/// expired lease, with a timer more than `overdue` millis past its wake time, running with
+/// its last step committed `running` millis ago or more, or with its queued run parked
+/// (a worker's build refuses to move it); oldest first.
 pub fn find_with(
     shared: &Arc<dyn Store>,
     waiting: u64,
@@ -126,6 +152,11 @@ pub fn find_with(
                 found.push(Stuck { thread: t.id.clone(), reason: "waiting_on_human", since: t.updated_at, detail });
             }
             ThreadStatus::Running | ThreadStatus::Compensating => {
+                // Nothing runs under a lease that only parks a queued run.
+                if let Some(lease) = parked_lease(t.lease.as_ref(), now) {
+                    found.push(parked(&t.id, lease, t.updated_at, now));
+                    continue;
+                }
                 let live = t.lease.as_ref().is_some_and(|l| l.expires_at > now);
                 if live && t.status == ThreadStatus::Running {
                     // A step that runs far longer than any should: a node may hang.
@@ -153,11 +184,18 @@ pub fn find_with(
     }
     // Queued runs claimed by a worker that stopped heartbeating (stores with a run queue). A
     // parked run keeps the worker that parked it, with no lease: it waits for what its wait
-    // names, and a worker claims it again then.
+    // names, and a worker claims it again then. A run its worker's build refuses keeps its
+    // worker too, under a lease that only parks it.
     if let Ok(runs) = store.scan_runs() {
         for r in runs.items {
             let Some(holder) = &r.holder else { continue };
             if r.wait != RunWait::Ready {
+                continue;
+            }
+            if let Some(lease) = parked_lease(r.lease.as_ref(), now) {
+                if !found.iter().any(|s| s.thread == r.thread && s.reason == PARKED) {
+                    found.push(parked(&r.thread, lease, r.heartbeat_at.unwrap_or(r.enqueued_at), now));
+                }
                 continue;
             }
             let live = r.lease.as_ref().is_some_and(|l| l.expires_at > now && &l.holder == holder);
@@ -186,7 +224,9 @@ pub fn find_with(
 
 #[cfg(test)]
 mod tests {
-    use agentflow_store::{Checkpoint, CheckpointMetadata, CheckpointSource, RedbStore, StepCommit, ThreadRecord};
+    use agentflow_store::{
+        Checkpoint, CheckpointMetadata, CheckpointSource, NewRun, RedbStore, StepCommit, ThreadRecord,
+    };
 
     use super::*;
 
@@ -213,5 +253,36 @@ mod tests {
         let listed: Vec<(&str, &str)> = found.iter().map(|s| (s.thread.as_str(), s.reason)).collect();
         assert_eq!(listed, [("hung", "step_overdue")], "only the step past the limit");
         assert!(found[0].detail.contains("worker-1"), "{}", found[0].detail);
+    }
+
+    /// A queued run its worker's build refuses, parked under `parked:<worker>` while the row
+    /// keeps `<worker>`: listed as parked until its lease expires, not as an expired lease or a
+    /// hanging step.
+    #[test]
+    fn a_run_parked_by_its_workers_build_is_listed_as_parked() {
+        let now = 1_700_000_000_000;
+        let until = now + 14 * 60_000;
+        let shared: Arc<dyn Store> = Arc::new(RedbStore::in_memory().unwrap());
+        for (thread, status) in [("t-running", ThreadStatus::Running), ("t-done", ThreadStatus::Completed)] {
+            let mut record = ThreadRecord::new(thread, "owner", "fp", 1, now - 20 * 60_000);
+            record.status = status;
+            shared.commit_step(StepCommit::new(record)).unwrap();
+            shared.enqueue_run(NewRun::new(thread, "agent", None, "owner", now - 60_000)).unwrap();
+            assert_eq!(shared.claim_runs("agent", "w-1", 60_000, now - 60_000, 1).unwrap().len(), 1);
+            shared.release_lease(thread, "w-1").unwrap();
+            let holder = crate::durable::parked_holder("w-1");
+            shared.acquire_lease(thread, &holder, until - (now - 60_000), now - 60_000).unwrap();
+        }
+        let found = find_with(&shared, 3_600_000, 60_000, 60_000, now).unwrap();
+        let listed: Vec<(&str, &str)> = found.iter().map(|s| (s.thread.as_str(), s.reason)).collect();
+        assert_eq!(listed, [("t-running", "parked"), ("t-done", "parked")], "{found:?}");
+        for stuck in &found {
+            assert!(stuck.since <= now, "{stuck:?}");
+            assert!(stuck.detail.contains("parked:w-1") && stuck.detail.contains(&until.to_string()), "{stuck:?}");
+        }
+        // Once the parked lease expires, a run no worker claims again is stuck as before.
+        let later = find_with(&shared, 3_600_000, 60_000, 60_000, until + 1).unwrap();
+        assert!(later.iter().all(|s| s.reason == "lease_expired"), "{later:?}");
+        assert_eq!(later.len(), 2, "{later:?}");
     }
 }
